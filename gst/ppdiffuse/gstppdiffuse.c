@@ -1,0 +1,1014 @@
+/* GStreamer ppdiffuse — live video diffusion, pipeline-parallel over an
+ * MPI worker mesh.
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Lesser General Public License as published by
+ * the Free Software Foundation; either version 2.1 of the License, or (at
+ * your option) any later version. */
+
+/**
+ * SECTION:element-ppdiffuse
+ * @title: ppdiffuse
+ *
+ * Restyles video with a diffusion model whose denoising steps run
+ * pipeline-parallel over a mesh of worker processes spawned through MPI:
+ * every worker runs a contiguous slice of the steps, and frames flow
+ * through the workers like an assembly line.  At most #GstPpDiffuse:max-in-flight
+ * frames are inside the mesh at once; when that many are out, the element
+ * blocks upstream.  Serialized events (caps, segment, EOS) keep their place
+ * among the frames in flight, and EOS drains every frame before it goes
+ * downstream.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 videotestsrc num-buffers=60 ! video/x-raw,format=RGBA,width=320,height=240 ! \
+ *     ppdiffuse ranks=2 steps=4 model=builtin:anisotropic ! videoconvert ! autovideosink
+ * ]|
+ * Each frame gets four Perona–Malik diffusion steps, two on each worker.
+ *
+ * Open MPI refuses to run as root unless OMPI_ALLOW_RUN_AS_ROOT=1 and
+ * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstppdiffuse.h"
+#include "pp-log.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
+#define GST_CAT_DEFAULT gst_pp_diffuse_debug
+
+#define DEFAULT_RANKS 2
+#define DEFAULT_STEPS 4
+#define DEFAULT_MAX_IN_FLIGHT 0
+#define DEFAULT_MODEL PP_MODEL_DEFAULT_URI
+#define DEFAULT_BACKEND GST_PP_DIFFUSE_BACKEND_AUTO
+#define DEFAULT_TIMEOUT_MS 10000
+#define MAX_STEPS 1000
+#define MAX_IN_FLIGHT_LIMIT 1024
+#define MIN_TIMEOUT_MS 100
+#define MAX_TIMEOUT_MS (24 * 3600 * 1000)
+/* Weight of a new sample in the running submit→return latency. */
+#define LATENCY_SMOOTHING 8
+
+enum
+{
+  PROP_0,
+  PROP_RANKS,
+  PROP_STEPS,
+  PROP_MAX_IN_FLIGHT,
+  PROP_MODEL,
+  PROP_BACKEND,
+  PROP_TIMEOUT_MS,
+  PROP_WORKER,
+  PROP_HOSTS,
+  PROP_HOSTFILE,
+  PROP_STATS,
+};
+
+#define VIDEO_CAPS GST_VIDEO_CAPS_MAKE ("{ RGBA, RGBx, BGRx, RGB }")
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (VIDEO_CAPS));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (VIDEO_CAPS));
+
+G_DEFINE_TYPE (GstPpDiffuse, gst_pp_diffuse, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE (ppdiffuse, "ppdiffuse", GST_RANK_NONE,
+    GST_TYPE_PP_DIFFUSE);
+
+GType
+gst_pp_diffuse_backend_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_PP_DIFFUSE_BACKEND_AUTO, "CUDA when built and a GPU is present, "
+          "else CPU", "auto"},
+    {GST_PP_DIFFUSE_BACKEND_CPU, "CPU kernels, MPI data plane", "cpu"},
+    {GST_PP_DIFFUSE_BACKEND_CUDA, "CUDA kernels, NCCL data plane", "cuda"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type,
+        g_enum_register_static ("GstPpDiffuseBackend", values));
+  return type;
+}
+
+static void
+item_free (GstPpDiffuseItem * item)
+{
+  gst_clear_event (&item->event);
+  gst_clear_buffer (&item->buffer);
+  g_clear_pointer (&item->result, pp_chunk_free);
+  g_free (item);
+}
+
+/* Mesh log lines go to our debug category. */
+static void
+mesh_log (PpLogLevel level, const gchar * message, gpointer user_data)
+{
+  static const GstDebugLevel map[] = { GST_LEVEL_NONE, GST_LEVEL_ERROR,
+    GST_LEVEL_WARNING, GST_LEVEL_INFO, GST_LEVEL_DEBUG, GST_LEVEL_LOG
+  };
+
+  GST_CAT_LEVEL_LOG (gst_pp_diffuse_debug, map[level], NULL, "rank 0: %s",
+      message);
+}
+
+/* ---- the FIFO: called with self->lock held ---------------------------- */
+
+/* Drops every queued item.  A frame whose chunk is still inside the mesh
+ * stays counted in in_flight until the collector discards it. */
+static void
+fifo_flush (GstPpDiffuse * self)
+{
+  GstPpDiffuseItem *item;
+
+  while ((item = g_queue_pop_head (&self->fifo)) != NULL) {
+    if (item->event == NULL) {
+      if (item->result != NULL)
+        self->in_flight--;
+      self->dropped_flush++;
+      GST_DEBUG_OBJECT (self, "flushed frame of chunk %" G_GUINT64_FORMAT,
+          item->chunk_id);
+    }
+    item_free (item);
+  }
+  g_cond_broadcast (&self->cond);
+}
+
+static GstPpDiffuseItem *
+fifo_first_pending (GstPpDiffuse * self)
+{
+  for (GList * l = self->fifo.head; l != NULL; l = l->next) {
+    GstPpDiffuseItem *item = l->data;
+    if (item->event == NULL && item->result == NULL)
+      return item;
+  }
+  return NULL;
+}
+
+/* ---- collector thread: chunks back from the mesh ----------------------- */
+
+static void
+collector_attach (GstPpDiffuse * self, PpChunk * chunk)
+{
+  GstPpDiffuseItem *item = fifo_first_pending (self);
+  GstClockTime took;
+
+  if (item == NULL || chunk->chunk_id < item->chunk_id) {
+    /* Its frame was flushed while the chunk was in the mesh. */
+    GST_DEBUG_OBJECT (self, "discarding chunk %" G_GUINT64_FORMAT
+        " of a flushed frame", chunk->chunk_id);
+    self->in_flight--;
+    pp_chunk_free (chunk);
+    return;
+  }
+  g_assert (item->chunk_id == chunk->chunk_id);     /* the mesh checks order */
+  took = (g_get_monotonic_time () - (gint64) chunk->submit_us) * GST_USECOND;
+  self->latency = self->latency == 0 ? took
+      : (self->latency * (LATENCY_SMOOTHING - 1) + took) / LATENCY_SMOOTHING;
+  GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " back after %"
+      GST_TIME_FORMAT, chunk->chunk_id, GST_TIME_ARGS (took));
+  item->result = chunk;
+}
+
+static gpointer
+gst_pp_diffuse_collector (gpointer data)
+{
+  GstPpDiffuse *self = data;
+
+  g_mutex_lock (&self->lock);
+  for (;;) {
+    GError *error = NULL;
+    PpChunk *chunk;
+
+    while (!self->collector_stop && self->outstanding == 0)
+      g_cond_wait (&self->cond, &self->lock);
+    if (self->collector_stop)
+      break;
+    g_mutex_unlock (&self->lock);
+    chunk = pp_mesh_collect (self->mesh, &error);
+    g_mutex_lock (&self->lock);
+    if (chunk == NULL) {
+      self->srcresult = GST_FLOW_ERROR;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      GST_ELEMENT_ERROR (self, RESOURCE, READ,
+          ("The ppdiffuse worker mesh stopped returning frames: %s",
+              error->message), ("collecting a chunk failed; %" G_GUINT64_FORMAT
+              " frames were in flight", (guint64) self->outstanding));
+      g_error_free (error);
+      return NULL;
+    }
+    self->outstanding--;
+    collector_attach (self, chunk);
+    g_cond_broadcast (&self->cond);
+  }
+  g_mutex_unlock (&self->lock);
+  return NULL;
+}
+
+/* ---- chain: frames into the mesh -------------------------------------- */
+
+static PpChunk *
+gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
+    const GstVideoInfo * info, GError ** error)
+{
+  GstVideoFrame frame;
+  PpImage image;
+  PpTensor *sample;
+  PpChunk *chunk;
+
+  if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "the input buffer does not hold a %dx%d %s frame",
+        GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
+        GST_VIDEO_INFO_NAME (info));
+    return NULL;
+  }
+  image.data = GST_VIDEO_FRAME_PLANE_DATA (&frame, 0);
+  image.width = GST_VIDEO_FRAME_WIDTH (&frame);
+  image.height = GST_VIDEO_FRAME_HEIGHT (&frame);
+  image.row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
+  image.pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (&frame, 0);
+  image.offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_R);
+  image.offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_G);
+  image.offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_B);
+  sample = pp_model_encode (self->model, &image, error);
+  gst_video_frame_unmap (&frame);
+  if (sample == NULL)
+    return NULL;
+  chunk = pp_chunk_new ();
+  pp_chunk_add_tensor (chunk, sample);
+  chunk->pts = GST_BUFFER_PTS (buf);
+  return chunk;
+}
+
+/* Waits for room in the mesh.  Bounded by the src task, whose only
+ * open-ended wait is downstream flow control (as in queue). */
+static GstFlowReturn
+wait_for_room (GstPpDiffuse * self)
+{
+  while (self->srcresult == GST_FLOW_OK && !self->flushing
+      && self->in_flight >= self->limit) {
+    GST_LOG_OBJECT (self, "%u chunks in flight, waiting for room",
+        self->in_flight);
+    g_cond_wait (&self->cond, &self->lock);
+  }
+  if (self->flushing)
+    return GST_FLOW_FLUSHING;
+  return self->srcresult;
+}
+
+static GstFlowReturn
+gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
+  GstPpDiffuseItem *item;
+  GError *error = NULL;
+  PpChunk *chunk;
+  GstFlowReturn ret;
+
+  g_mutex_lock (&self->lock);
+  if (!self->have_info) {
+    g_mutex_unlock (&self->lock);
+    gst_buffer_unref (buf);
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("received a buffer before caps"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  ret = wait_for_room (self);
+  if (ret != GST_FLOW_OK) {
+    g_mutex_unlock (&self->lock);
+    GST_DEBUG_OBJECT (self, "refusing buffer: %s", gst_flow_get_name (ret));
+    gst_buffer_unref (buf);
+    return ret;
+  }
+  item = g_new0 (GstPpDiffuseItem, 1);
+  item->info = self->in_info;
+  g_mutex_unlock (&self->lock);
+
+  chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
+  if (chunk == NULL) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: %s",
+            error->message), (NULL));
+    g_error_free (error);
+    item_free (item);
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+
+  /* The item goes into the FIFO before the chunk goes out, so that the
+   * collector always finds the frame its chunk belongs to. */
+  g_mutex_lock (&self->lock);
+  chunk->cache_epoch = self->cache_epoch;
+  item->buffer = buf;
+  item->chunk_id = pp_mesh_next_chunk_id (self->mesh);
+  g_queue_push_tail (&self->fifo, item);
+  self->in_flight++;
+  self->outstanding++;
+  self->frames_in++;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+
+  GST_LOG_OBJECT (self, "submitting frame %" GST_TIME_FORMAT " as chunk %"
+      G_GUINT64_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS (buf)), item->chunk_id);
+  if (!pp_mesh_submit (self->mesh, chunk, NULL, &error)) {
+    g_mutex_lock (&self->lock);
+    self->srcresult = GST_FLOW_ERROR;
+    g_cond_broadcast (&self->cond);
+    g_mutex_unlock (&self->lock);
+    GST_ELEMENT_ERROR (self, RESOURCE, WRITE,
+        ("Cannot hand a frame to the ppdiffuse worker mesh: %s",
+            error->message), (NULL));
+    g_error_free (error);
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+/* ---- src task: frames and events out, in order ------------------------ */
+
+static GstFlowReturn
+gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
+{
+  GstBuffer *out = gst_buffer_make_writable (g_steal_pointer (&item->buffer));
+  GError *error = NULL;
+  GstVideoFrame frame;
+  PpImage image;
+  PpTensor *sample = pp_chunk_get_tensor (item->result, PP_MODEL_SAMPLE_NAME);
+  gboolean ok;
+
+  if (!gst_video_frame_map (&frame, &item->info, out, GST_MAP_WRITE)) {
+    gst_buffer_unref (out);
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, (NULL),
+        ("cannot map an output frame for writing"));
+    return GST_FLOW_ERROR;
+  }
+  image.data = GST_VIDEO_FRAME_PLANE_DATA (&frame, 0);
+  image.width = GST_VIDEO_FRAME_WIDTH (&frame);
+  image.height = GST_VIDEO_FRAME_HEIGHT (&frame);
+  image.row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
+  image.pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (&frame, 0);
+  image.offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_R);
+  image.offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_G);
+  image.offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_B);
+  ok = sample != NULL && pp_model_decode (self->model, sample, &image, &error);
+  gst_video_frame_unmap (&frame);
+  if (!ok) {
+    GST_ELEMENT_ERROR (self, STREAM, DECODE,
+        ("Chunk %" G_GUINT64_FORMAT " came back unusable: %s", item->chunk_id,
+            error ? error->message : "it carries no sample tensor"), (NULL));
+    g_clear_error (&error);
+    gst_buffer_unref (out);
+    return GST_FLOW_ERROR;
+  }
+  GST_LOG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
+      GST_TIME_FORMAT, item->chunk_id, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
+  return gst_pad_push (self->srcpad, out);
+}
+
+static void
+gst_pp_diffuse_loop (GstPad * pad)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (gst_pad_get_parent_element (pad));
+  GstPpDiffuseItem *item;
+  GstFlowReturn ret = GST_FLOW_OK;
+
+  g_mutex_lock (&self->lock);
+  for (;;) {
+    if (self->flushing || self->srcresult != GST_FLOW_OK)
+      goto pause;
+    item = g_queue_peek_head (&self->fifo);
+    if (item != NULL && (item->event != NULL || item->result != NULL))
+      break;
+    g_cond_wait (&self->cond, &self->lock);
+  }
+  g_queue_pop_head (&self->fifo);
+  if (item->event == NULL)
+    self->in_flight--;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+
+  if (item->event != NULL) {
+    GstEvent *event = g_steal_pointer (&item->event);
+    gboolean eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
+
+    GST_DEBUG_OBJECT (self, "pushing %" GST_PTR_FORMAT, event);
+    gst_pad_push_event (self->srcpad, event);
+    if (eos)
+      ret = GST_FLOW_EOS;
+  } else {
+    ret = gst_pp_diffuse_push_frame (self, item);
+    if (ret == GST_FLOW_OK) {
+      g_mutex_lock (&self->lock);
+      self->frames_out++;
+      g_mutex_unlock (&self->lock);
+    }
+  }
+  item_free (item);
+  if (ret != GST_FLOW_OK) {
+    g_mutex_lock (&self->lock);
+    if (self->srcresult == GST_FLOW_OK || ret == GST_FLOW_ERROR)
+      self->srcresult = ret;
+    g_cond_broadcast (&self->cond);
+    g_mutex_unlock (&self->lock);
+    if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS)
+      GST_ELEMENT_FLOW_ERROR (self, ret);
+    gst_pad_pause_task (self->srcpad);
+  }
+  gst_object_unref (self);
+  return;
+
+pause:
+  GST_DEBUG_OBJECT (self, "pausing task: %s%s", gst_flow_get_name
+      (self->srcresult), self->flushing ? " (flushing)" : "");
+  g_mutex_unlock (&self->lock);
+  gst_pad_pause_task (self->srcpad);
+  gst_object_unref (self);
+}
+
+/* ---- events and queries ------------------------------------------------ */
+
+static gboolean
+gst_pp_diffuse_queue_event (GstPpDiffuse * self, GstEvent * event)
+{
+  GstPpDiffuseItem *item;
+
+  g_mutex_lock (&self->lock);
+  if (self->flushing || self->srcresult == GST_FLOW_EOS) {
+    g_mutex_unlock (&self->lock);
+    GST_DEBUG_OBJECT (self, "dropping %" GST_PTR_FORMAT, event);
+    gst_event_unref (event);
+    return FALSE;
+  }
+  item = g_new0 (GstPpDiffuseItem, 1);
+  item->event = event;
+  g_queue_push_tail (&self->fifo, item);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static gboolean
+gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START:
+      gst_pad_push_event (self->srcpad, event);
+      g_mutex_lock (&self->lock);
+      self->flushing = TRUE;
+      self->srcresult = GST_FLOW_FLUSHING;
+      fifo_flush (self);
+      g_mutex_unlock (&self->lock);
+      gst_pad_pause_task (self->srcpad);
+      return TRUE;
+    case GST_EVENT_FLUSH_STOP:
+      gst_pad_push_event (self->srcpad, event);
+      g_mutex_lock (&self->lock);
+      self->flushing = FALSE;
+      self->srcresult = GST_FLOW_OK;
+      /* Chunks of the new segment start a new stream state. */
+      self->cache_epoch++;
+      g_mutex_unlock (&self->lock);
+      return gst_pad_start_task (self->srcpad,
+          (GstTaskFunction) gst_pp_diffuse_loop, self->srcpad, NULL);
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      GstVideoInfo info;
+
+      gst_event_parse_caps (event, &caps);
+      if (!gst_video_info_from_caps (&info, caps)) {
+        GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+            ("invalid caps %" GST_PTR_FORMAT, caps));
+        gst_event_unref (event);
+        return FALSE;
+      }
+      g_mutex_lock (&self->lock);
+      if (self->have_info && !gst_video_info_is_equal (&info, &self->in_info))
+        self->cache_epoch++;
+      self->in_info = info;
+      self->have_info = TRUE;
+      g_mutex_unlock (&self->lock);
+      GST_DEBUG_OBJECT (self, "input caps %" GST_PTR_FORMAT, caps);
+      return gst_pp_diffuse_queue_event (self, event);
+    }
+    default:
+      if (GST_EVENT_IS_SERIALIZED (event))
+        return gst_pp_diffuse_queue_event (self, event);
+      return gst_pad_event_default (pad, parent, event);
+  }
+}
+
+static gboolean
+gst_pp_diffuse_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_ALLOCATION:
+      /* Frames are read through GstVideoFrame: any layout will do. */
+      gst_query_add_allocation_meta (query, GST_VIDEO_META_API_TYPE, NULL);
+      return TRUE;
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+gst_pp_diffuse_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_LATENCY:{
+      GstClockTime min, max, own_max = GST_CLOCK_TIME_NONE, frame;
+      gboolean live;
+
+      if (!gst_pad_peer_query (self->sinkpad, query))
+        return FALSE;
+      gst_query_parse_latency (query, &live, &min, &max);
+      g_mutex_lock (&self->lock);
+      min += self->latency;
+      if (self->have_info && GST_VIDEO_INFO_FPS_N (&self->in_info) > 0) {
+        frame = gst_util_uint64_scale_int (GST_SECOND,
+            GST_VIDEO_INFO_FPS_D (&self->in_info),
+            GST_VIDEO_INFO_FPS_N (&self->in_info));
+        own_max = frame * MAX (self->limit, 1);
+      }
+      g_mutex_unlock (&self->lock);
+      if (max != GST_CLOCK_TIME_NONE && own_max != GST_CLOCK_TIME_NONE)
+        max += own_max;
+      else
+        max = GST_CLOCK_TIME_NONE;
+      GST_DEBUG_OBJECT (self, "latency: live %d min %" GST_TIME_FORMAT
+          " max %" GST_TIME_FORMAT, live, GST_TIME_ARGS (min),
+          GST_TIME_ARGS (max));
+      gst_query_set_latency (query, live, min, max);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+/* ---- pad activation ---------------------------------------------------- */
+
+static gboolean
+gst_pp_diffuse_src_activate_mode (GstPad * pad, GstObject * parent,
+    GstPadMode mode, gboolean active)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  g_mutex_lock (&self->lock);
+  self->flushing = !active;
+  self->srcresult = active ? GST_FLOW_OK : GST_FLOW_FLUSHING;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (active)
+    return gst_pad_start_task (pad, (GstTaskFunction) gst_pp_diffuse_loop,
+        pad, NULL);
+  return gst_pad_stop_task (pad);
+}
+
+static gboolean
+gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
+    GstPadMode mode, gboolean active)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  if (!active) {
+    /* Wake a chain waiting for room; it returns FLUSHING. */
+    g_mutex_lock (&self->lock);
+    self->flushing = TRUE;
+    g_cond_broadcast (&self->cond);
+    g_mutex_unlock (&self->lock);
+    GST_PAD_STREAM_LOCK (pad);
+    GST_PAD_STREAM_UNLOCK (pad);
+  }
+  return TRUE;
+}
+
+/* ---- start / stop ------------------------------------------------------ */
+
+static gboolean
+gst_pp_diffuse_start (GstPpDiffuse * self)
+{
+  PpMeshConfig config = { 0 };
+  GError *error = NULL;
+  gboolean ok = FALSE;
+
+  GST_OBJECT_LOCK (self);
+  if (self->backend == GST_PP_DIFFUSE_BACKEND_CUDA) {
+    GST_OBJECT_UNLOCK (self);
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("backend=cuda is not available in this build of ppdiffuse; use "
+            "backend=cpu or backend=auto"), (NULL));
+    return FALSE;
+  }
+  config.n_workers = self->ranks;
+  config.n_steps = self->steps;
+  config.model = self->model_uri;
+  config.worker_path = self->worker;
+  config.hosts = self->hosts;
+  config.hostfile = self->hostfile;
+  config.timeout_ms = self->timeout_ms;
+  self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
+
+  self->model = pp_model_new (config.model, &error);
+  if (self->model != NULL)
+    self->mesh = pp_mesh_start (&config, &error);
+  if (self->mesh != NULL)
+    ok = TRUE;
+  GST_OBJECT_UNLOCK (self);
+
+  if (!ok) {
+    if (error->domain == PP_ERROR && (error->code == PP_ERROR_CONFIG
+            || error->code == PP_ERROR_MODEL))
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message),
+          ("ranks=%u steps=%u model=%s", config.n_workers, config.n_steps,
+              config.model));
+    else
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ_WRITE,
+          ("Cannot start the ppdiffuse worker mesh: %s", error->message),
+          ("ranks=%u steps=%u timeout-ms=%u", config.n_workers,
+              config.n_steps, config.timeout_ms));
+    g_error_free (error);
+    g_clear_pointer (&self->model, pp_model_free);
+    return FALSE;
+  }
+  GST_INFO_OBJECT (self, "mesh up: %u workers, %u steps, %u chunks in "
+      "flight at most", config.n_workers, config.n_steps, self->limit);
+
+  g_mutex_lock (&self->lock);
+  self->in_flight = self->outstanding = 0;
+  self->frames_in = self->frames_out = self->dropped_flush = 0;
+  self->latency = 0;
+  self->have_info = FALSE;
+  self->collector_stop = FALSE;
+  g_mutex_unlock (&self->lock);
+  self->collector = g_thread_new ("ppdiffuse-collect",
+      gst_pp_diffuse_collector, self);
+  return TRUE;
+}
+
+static void
+gst_pp_diffuse_stop (GstPpDiffuse * self)
+{
+  GError *error = NULL;
+  PpMeshStats stats;
+
+  if (self->mesh == NULL)
+    return;
+  g_mutex_lock (&self->lock);
+  self->collector_stop = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  g_thread_join (g_steal_pointer (&self->collector));
+
+  g_mutex_lock (&self->lock);
+  fifo_flush (self);
+  g_mutex_unlock (&self->lock);
+
+  if (!pp_mesh_stop (g_steal_pointer (&self->mesh), &stats, &error)) {
+    GST_WARNING_OBJECT (self, "mesh did not stop cleanly: %s",
+        error->message);
+    g_error_free (error);
+  } else {
+    GST_INFO_OBJECT (self, "mesh stopped: %" G_GUINT64_FORMAT " chunks, "
+        "overlap %.3f over %.3f s", stats.chunks, stats.overlap, stats.wall_s);
+  }
+  g_mutex_lock (&self->lock);
+  self->mesh_stats = stats;
+  g_mutex_unlock (&self->lock);
+  g_clear_pointer (&self->model, pp_model_free);
+}
+
+static GstStateChangeReturn
+gst_pp_diffuse_change_state (GstElement * element, GstStateChange transition)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (element);
+  GstStateChangeReturn ret;
+
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED
+      && !gst_pp_diffuse_start (self))
+    return GST_STATE_CHANGE_FAILURE;
+
+  ret = GST_ELEMENT_CLASS (gst_pp_diffuse_parent_class)->change_state
+      (element, transition);
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY
+      || (transition == GST_STATE_CHANGE_READY_TO_PAUSED
+          && ret == GST_STATE_CHANGE_FAILURE))
+    gst_pp_diffuse_stop (self);
+  return ret;
+}
+
+/* ---- properties -------------------------------------------------------- */
+
+static GstStructure *
+gst_pp_diffuse_stats (GstPpDiffuse * self)
+{
+  GstStructure *s;
+
+  g_mutex_lock (&self->lock);
+  s = gst_structure_new ("application/x-ppdiffuse-stats",
+      "frames-in", G_TYPE_UINT64, self->frames_in,
+      "frames-out", G_TYPE_UINT64, self->frames_out,
+      "dropped-flush", G_TYPE_UINT64, self->dropped_flush,
+      "in-flight", G_TYPE_UINT, self->in_flight,
+      "latency", G_TYPE_UINT64, (guint64) self->latency,
+      "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
+      "mesh-wall-s", G_TYPE_DOUBLE, self->mesh_stats.wall_s,
+      "overlap-score", G_TYPE_DOUBLE, self->mesh_stats.overlap, NULL);
+  g_mutex_unlock (&self->lock);
+  return s;
+}
+
+static void
+set_string (GstPpDiffuse * self, gchar ** field, const GValue * value)
+{
+  GST_OBJECT_LOCK (self);
+  g_free (*field);
+  *field = g_value_dup_string (value);
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_pp_diffuse_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (object);
+
+  switch (prop_id) {
+    case PROP_RANKS:
+      GST_OBJECT_LOCK (self);
+      self->ranks = g_value_get_uint (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_STEPS:
+      GST_OBJECT_LOCK (self);
+      self->steps = g_value_get_uint (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_MAX_IN_FLIGHT:
+      GST_OBJECT_LOCK (self);
+      self->max_in_flight = g_value_get_uint (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_MODEL:
+      set_string (self, &self->model_uri, value);
+      break;
+    case PROP_BACKEND:
+      GST_OBJECT_LOCK (self);
+      self->backend = g_value_get_enum (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_TIMEOUT_MS:
+      GST_OBJECT_LOCK (self);
+      self->timeout_ms = g_value_get_uint (value);
+      GST_OBJECT_UNLOCK (self);
+      break;
+    case PROP_WORKER:
+      set_string (self, &self->worker, value);
+      break;
+    case PROP_HOSTS:
+      set_string (self, &self->hosts, value);
+      break;
+    case PROP_HOSTFILE:
+      set_string (self, &self->hostfile, value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+}
+
+static void
+gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
+    GParamSpec * pspec)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (object);
+
+  if (prop_id == PROP_STATS) {
+    g_value_take_boxed (value, gst_pp_diffuse_stats (self));
+    return;
+  }
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_RANKS:
+      g_value_set_uint (value, self->ranks);
+      break;
+    case PROP_STEPS:
+      g_value_set_uint (value, self->steps);
+      break;
+    case PROP_MAX_IN_FLIGHT:
+      g_value_set_uint (value, self->max_in_flight);
+      break;
+    case PROP_MODEL:
+      g_value_set_string (value, self->model_uri);
+      break;
+    case PROP_BACKEND:
+      g_value_set_enum (value, self->backend);
+      break;
+    case PROP_TIMEOUT_MS:
+      g_value_set_uint (value, self->timeout_ms);
+      break;
+    case PROP_WORKER:
+      g_value_set_string (value, self->worker);
+      break;
+    case PROP_HOSTS:
+      g_value_set_string (value, self->hosts);
+      break;
+    case PROP_HOSTFILE:
+      g_value_set_string (value, self->hostfile);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_pp_diffuse_finalize (GObject * object)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (object);
+
+  g_queue_clear_full (&self->fifo, (GDestroyNotify) item_free);
+  g_free (self->model_uri);
+  g_free (self->worker);
+  g_free (self->hosts);
+  g_free (self->hostfile);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (gst_pp_diffuse_parent_class)->finalize (object);
+}
+
+#define PARAM_FLAGS (G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | \
+    GST_PARAM_MUTABLE_READY)
+
+static void
+gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_pp_diffuse_set_property;
+  gobject_class->get_property = gst_pp_diffuse_get_property;
+  gobject_class->finalize = gst_pp_diffuse_finalize;
+
+  /**
+   * GstPpDiffuse:ranks:
+   *
+   * Number of worker processes spawned through MPI; each runs a contiguous
+   * slice of the denoising steps.
+   */
+  g_object_class_install_property (gobject_class, PROP_RANKS,
+      g_param_spec_uint ("ranks", "Ranks",
+          "Number of worker processes (each runs a slice of the steps); "
+          "must not exceed steps", 1, PP_MESH_MAX_WORKERS, DEFAULT_RANKS,
+          PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:steps:
+   *
+   * Denoising steps per frame, split over the workers without dropping any.
+   */
+  g_object_class_install_property (gobject_class, PROP_STEPS,
+      g_param_spec_uint ("steps", "Steps",
+          "Denoising steps per frame; the first (steps mod ranks) workers "
+          "run one extra step", 1, MAX_STEPS, DEFAULT_STEPS, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:max-in-flight:
+   *
+   * Frames allowed between submission to the mesh and their push
+   * downstream; upstream blocks when that many are out.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
+      g_param_spec_uint ("max-in-flight", "Max in flight",
+          "Frames in flight at most (frames; 0 = ranks + 1)", 0,
+          MAX_IN_FLIGHT_LIMIT, DEFAULT_MAX_IN_FLIGHT, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:model:
+   *
+   * The model, as a URI: builtin:stamp (proves the schedule) or
+   * builtin:anisotropic (Perona–Malik diffusion), with optional
+   * parameters such as builtin:stamp?step-ms=10.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "Model URI: builtin:anisotropic[?kappa=K&lambda=L] or builtin:stamp; "
+          "step-ms=M adds M milliseconds per step", DEFAULT_MODEL,
+          PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:backend:
+   *
+   * Where the workers compute.
+   */
+  g_object_class_install_property (gobject_class, PROP_BACKEND,
+      g_param_spec_enum ("backend", "Backend",
+          "Compute backend of the workers", GST_TYPE_PP_DIFFUSE_BACKEND,
+          DEFAULT_BACKEND, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:timeout-ms:
+   *
+   * Deadline for any single wait on the mesh: spawn, handshake, a chunk's
+   * send or return.  When it passes the element posts an error.
+   */
+  g_object_class_install_property (gobject_class, PROP_TIMEOUT_MS,
+      g_param_spec_uint ("timeout-ms", "Timeout",
+          "Deadline for any single wait on the workers (milliseconds)",
+          MIN_TIMEOUT_MS, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:worker:
+   *
+   * Path of the ppdiffuse-worker executable.  Unset: $PPDIFFUSE_WORKER,
+   * else the installed one.
+   */
+  g_object_class_install_property (gobject_class, PROP_WORKER,
+      g_param_spec_string ("worker", "Worker",
+          "Path of ppdiffuse-worker (default: $PPDIFFUSE_WORKER, else the "
+          "installed one)", NULL, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:hosts:
+   *
+   * Comma-separated hosts to run the workers on (MPI_Info "host").
+   */
+  g_object_class_install_property (gobject_class, PROP_HOSTS,
+      g_param_spec_string ("hosts", "Hosts",
+          "Comma-separated hosts for the workers, passed to MPI_Comm_spawn "
+          "as \"host\" (default: none, this machine)", NULL, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:hostfile:
+   *
+   * Open MPI hostfile for the workers (MPI_Info "hostfile").
+   */
+  g_object_class_install_property (gobject_class, PROP_HOSTFILE,
+      g_param_spec_string ("hostfile", "Hostfile",
+          "Open MPI hostfile for the workers, passed to MPI_Comm_spawn as "
+          "\"hostfile\" (default: none)", NULL, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:stats:
+   *
+   * Counters of the current run and figures of the last mesh stopped.
+   */
+  g_object_class_install_property (gobject_class, PROP_STATS,
+      g_param_spec_boxed ("stats", "Statistics",
+          "frames-in, frames-out, dropped-flush, in-flight, latency (ns), "
+          "and mesh-chunks, mesh-wall-s, overlap-score of the last run",
+          GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class,
+      "Pipeline-parallel diffusion", "Filter/Effect/Video",
+      "Restyles video with a diffusion model whose steps run "
+      "pipeline-parallel over an MPI worker mesh",
+      "ppdiffuse developers");
+  element_class->change_state = gst_pp_diffuse_change_state;
+
+  gst_type_mark_as_plugin_api (GST_TYPE_PP_DIFFUSE_BACKEND, 0);
+  GST_DEBUG_CATEGORY_INIT (gst_pp_diffuse_debug, "ppdiffuse", 0,
+      "pipeline-parallel diffusion");
+  pp_log_set_handler (mesh_log, NULL);
+}
+
+static void
+gst_pp_diffuse_init (GstPpDiffuse * self)
+{
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad, gst_pp_diffuse_chain);
+  gst_pad_set_event_function (self->sinkpad, gst_pp_diffuse_sink_event);
+  gst_pad_set_query_function (self->sinkpad, gst_pp_diffuse_sink_query);
+  gst_pad_set_activatemode_function (self->sinkpad,
+      gst_pp_diffuse_sink_activate_mode);
+  GST_PAD_SET_PROXY_CAPS (self->sinkpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_query_function (self->srcpad, gst_pp_diffuse_src_query);
+  gst_pad_set_activatemode_function (self->srcpad,
+      gst_pp_diffuse_src_activate_mode);
+  GST_PAD_SET_PROXY_CAPS (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->fifo);
+  self->ranks = DEFAULT_RANKS;
+  self->steps = DEFAULT_STEPS;
+  self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
+  self->model_uri = g_strdup (DEFAULT_MODEL);
+  self->backend = DEFAULT_BACKEND;
+  self->timeout_ms = DEFAULT_TIMEOUT_MS;
+  self->srcresult = GST_FLOW_FLUSHING;
+  self->flushing = TRUE;
+}

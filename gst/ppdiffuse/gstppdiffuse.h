@@ -1,0 +1,87 @@
+/* GStreamer ppdiffuse — live video diffusion, pipeline-parallel over an
+ * MPI worker mesh.
+ *
+ * This library is free software; you can redistribute it and/or modify it
+ * under the terms of the GNU Lesser General Public License as published by
+ * the Free Software Foundation; either version 2.1 of the License, or (at
+ * your option) any later version. */
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include "pp-mesh.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_PP_DIFFUSE (gst_pp_diffuse_get_type ())
+G_DECLARE_FINAL_TYPE (GstPpDiffuse, gst_pp_diffuse, GST, PP_DIFFUSE,
+    GstElement)
+
+#define GST_TYPE_PP_DIFFUSE_BACKEND (gst_pp_diffuse_backend_get_type ())
+GType gst_pp_diffuse_backend_get_type (void);
+
+typedef enum
+{
+  GST_PP_DIFFUSE_BACKEND_AUTO,
+  GST_PP_DIFFUSE_BACKEND_CPU,
+  GST_PP_DIFFUSE_BACKEND_CUDA,
+} GstPpDiffuseBackend;
+
+/* One entry of the ordered FIFO between the chain and the src task: a
+ * frame in flight or a serialized event keeping its place among them. */
+typedef struct
+{
+  GstEvent *event;              /* set for an event item */
+  GstBuffer *buffer;            /* the input frame, reused for the output */
+  GstVideoInfo info;            /* caps the frame arrived with */
+  guint64 chunk_id;
+  PpChunk *result;              /* the chunk back from the mesh, or NULL */
+} GstPpDiffuseItem;
+
+struct _GstPpDiffuse
+{
+  GstElement parent;
+
+  GstPad *sinkpad;
+  GstPad *srcpad;
+
+  /* properties, under the object lock */
+  guint ranks;
+  guint steps;
+  guint max_in_flight;
+  gchar *model_uri;
+  GstPpDiffuseBackend backend;
+  guint timeout_ms;
+  gchar *worker;
+  gchar *hosts;
+  gchar *hostfile;
+
+  /* set up on READY→PAUSED, torn down on PAUSED→READY */
+  PpMesh *mesh;
+  PpModel *model;               /* rank 0's image phases */
+  guint limit;                  /* chunks allowed in flight */
+  GThread *collector;
+
+  /* stream state, under lock */
+  GMutex lock;
+  GCond cond;
+  GQueue fifo;                  /* GstPpDiffuseItem* */
+  guint in_flight;              /* submitted, not yet pushed or discarded */
+  guint outstanding;            /* submitted, not yet collected */
+  gboolean flushing;
+  gboolean collector_stop;
+  GstFlowReturn srcresult;
+  GstVideoInfo in_info;
+  gboolean have_info;
+  guint32 cache_epoch;
+  GstClockTime latency;         /* submit → return, running average */
+  guint64 frames_in;
+  guint64 frames_out;
+  guint64 dropped_flush;
+  PpMeshStats mesh_stats;       /* of the last mesh that stopped */
+};
+
+GST_ELEMENT_REGISTER_DECLARE (ppdiffuse);
+
+G_END_DECLS

@@ -1,0 +1,36 @@
+/* ppdiffuse — builtin:stamp. */
+#include "pp-stamp.h"
+#include "pp-model.h"
+#include "pp-error.h"
+
+#include <math.h>
+
+static gboolean
+stamp_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
+    GError ** error)
+{
+  gint64 plane;
+
+  if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4) {
+    g_autofree gchar *got = pp_tensor_describe (sample);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "builtin:stamp needs an F32[N,C,H,W] sample, got %s", got);
+    return FALSE;
+  }
+  plane = sample->shape[2] * sample->shape[3];
+  for (gint64 n = 0; n < sample->shape[0]; n++) {
+    for (gint64 c = 0; c < sample->shape[1]; c++) {
+      gfloat *p = (gfloat *) sample->data + (n * sample->shape[1] + c) * plane;
+      for (gint64 i = 0; i < plane; i++) {
+        guint v = (guint) CLAMP (rintf (p[i]), 0.f, 255.f);
+        p[i] = (gfloat) pp_stamp_apply (step, (guint) c, v);
+      }
+    }
+  }
+  return TRUE;
+}
+
+const PpModelClass pp_model_stamp_class = {
+  .name = "stamp",
+  .step = stamp_step,
+};

@@ -1,0 +1,3 @@
+#include "pp-error.h"
+
+G_DEFINE_QUARK (ppdiffuse-error-quark, pp_error)

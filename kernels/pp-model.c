@@ -1,0 +1,152 @@
+/* ppdiffuse — model URIs, the model registry and the image phases. */
+#include "pp-model.h"
+#include "pp-error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PP_BUILTIN_SCHEME "builtin:"
+#define PP_STEP_MS_MAX 60000.0
+
+static const PpModelClass *const builtin_classes[] = {
+  &pp_model_stamp_class,
+  &pp_model_anisotropic_class,
+};
+
+static GHashTable *
+parse_params (const gchar * query, GError ** error)
+{
+  GHashTable *params = g_hash_table_new_full (g_str_hash, g_str_equal,
+      g_free, g_free);
+  g_auto (GStrv) pairs = NULL;
+
+  if (query == NULL || *query == '\0')
+    return params;
+  pairs = g_strsplit (query, "&", -1);
+  for (guint i = 0; pairs[i] != NULL; i++) {
+    const gchar *eq = strchr (pairs[i], '=');
+    if (eq == NULL || eq == pairs[i] || eq[1] == '\0') {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "model parameter '%s' is not of the form key=value", pairs[i]);
+      g_hash_table_unref (params);
+      return NULL;
+    }
+    g_hash_table_replace (params, g_strndup (pairs[i], eq - pairs[i]),
+        g_strdup (eq + 1));
+  }
+  return params;
+}
+
+gboolean
+pp_model_param_double (GHashTable * params, const gchar * key, gdouble min,
+    gdouble max, gdouble * value, GError ** error)
+{
+  const gchar *text = g_hash_table_lookup (params, key);
+  gchar *end = NULL;
+  gdouble v;
+
+  if (text == NULL)
+    return TRUE;                /* keep the default */
+  v = g_ascii_strtod (text, &end);
+  if (end == text || *end != '\0' || !isfinite (v) || v < min || v > max) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model parameter %s=%s: expected a number in [%g, %g]", key, text,
+        min, max);
+    return FALSE;
+  }
+  *value = v;
+  g_hash_table_remove (params, key);
+  return TRUE;
+}
+
+PpModel *
+pp_model_new (const gchar * uri, GError ** error)
+{
+  g_autoptr (PpModel) model = NULL;
+  g_autoptr (GHashTable) params = NULL;
+  g_autofree gchar *name = NULL;
+  const gchar *query;
+  const PpModelClass *klass = NULL;
+
+  if (uri == NULL || !g_str_has_prefix (uri, PP_BUILTIN_SCHEME)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "unknown model '%s': this build provides builtin:stamp and "
+        "builtin:anisotropic", uri ? uri : "(null)");
+    return NULL;
+  }
+  name = g_strdup (uri + strlen (PP_BUILTIN_SCHEME));
+  query = strchr (name, '?');
+  if (query != NULL)
+    *(gchar *) query++ = '\0';
+  for (guint i = 0; i < G_N_ELEMENTS (builtin_classes); i++)
+    if (g_str_equal (builtin_classes[i]->name, name))
+      klass = builtin_classes[i];
+  if (klass == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "unknown built-in model '%s' in '%s': known are builtin:stamp and "
+        "builtin:anisotropic", name, uri);
+    return NULL;
+  }
+  params = parse_params (query, error);
+  if (params == NULL)
+    return NULL;
+
+  model = g_new0 (PpModel, 1);
+  model->klass = klass;
+  model->uri = g_strdup (uri);
+  if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
+          &model->step_ms, error))
+    return NULL;
+  if (klass->init != NULL && !klass->init (model, params, error))
+    return NULL;
+  if (g_hash_table_size (params) > 0) {
+    GList *keys = g_hash_table_get_keys (params);
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' has no parameter '%s'", uri, (const gchar *) keys->data);
+    g_list_free (keys);
+    return NULL;
+  }
+  return g_steal_pointer (&model);
+}
+
+void
+pp_model_free (PpModel * model)
+{
+  if (model == NULL)
+    return;
+  if (model->klass->finalize != NULL)
+    model->klass->finalize (model);
+  g_free (model->uri);
+  g_free (model);
+}
+
+PpTensor *
+pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
+{
+  /* Built-in models diffuse in pixel space: the sample is the image. */
+  return pp_image_to_tensor (image, PP_MODEL_SAMPLE_NAME, error);
+}
+
+gboolean
+pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
+    GError ** error)
+{
+  return pp_image_from_tensor (image, sample, error);
+}
+
+gboolean
+pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
+    GError ** error)
+{
+  if (step >= n_steps) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "step %u is outside the schedule of %u steps", step, n_steps);
+    return FALSE;
+  }
+  if (!model->klass->step (model, step, n_steps, sample, error))
+    return FALSE;
+  if (model->step_ms > 0)
+    g_usleep ((gulong) (model->step_ms * 1000.0));
+  return TRUE;
+}

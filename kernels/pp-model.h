@@ -1,0 +1,61 @@
+/* ppdiffuse — the model interface: image phases on rank 0, denoising steps
+ * on the workers.
+ *
+ * A model is named by a URI.  Built-in models are "builtin:NAME" with
+ * optional parameters "builtin:NAME?key=value&key=value".  Every built-in
+ * model accepts step-ms (milliseconds slept per step to emulate GPU time). */
+#pragma once
+
+#include "pp-image.h"
+
+G_BEGIN_DECLS
+
+typedef struct _PpModel PpModel;
+typedef struct _PpModelClass PpModelClass;
+
+struct _PpModelClass
+{
+  const gchar *name;
+  /* Reads the class's own parameters from @params, removing each one it
+   * consumes; what remains is reported as unknown. */
+  gboolean (*init) (PpModel * model, GHashTable * params, GError ** error);
+  gboolean (*step) (PpModel * model, guint step, guint n_steps,
+      PpTensor * sample, GError ** error);
+  void (*finalize) (PpModel * model);
+};
+
+struct _PpModel
+{
+  const PpModelClass *klass;
+  gchar *uri;
+  gdouble step_ms;
+  gpointer priv;
+};
+
+#define PP_MODEL_SAMPLE_NAME "sample"
+#define PP_MODEL_DEFAULT_URI "builtin:anisotropic"
+
+PpModel  *pp_model_new    (const gchar * uri, GError ** error);
+void      pp_model_free   (PpModel * model);
+/* Image → sample tensor (VAE encode for real models). */
+PpTensor *pp_model_encode (PpModel * model, const PpImage * image,
+                           GError ** error);
+/* Sample tensor → image (VAE decode for real models). */
+gboolean  pp_model_decode (PpModel * model, const PpTensor * sample,
+                           PpImage * image, GError ** error);
+/* Runs denoising step @step of @n_steps in place, then sleeps step-ms. */
+gboolean  pp_model_step   (PpModel * model, guint step, guint n_steps,
+                           PpTensor * sample, GError ** error);
+
+/* Built-in model classes. */
+extern const PpModelClass pp_model_stamp_class;
+extern const PpModelClass pp_model_anisotropic_class;
+
+/* Parameter helpers for model classes: take and parse one parameter. */
+gboolean pp_model_param_double (GHashTable * params, const gchar * key,
+                                gdouble min, gdouble max, gdouble * value,
+                                GError ** error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpModel, pp_model_free)
+
+G_END_DECLS

@@ -1,0 +1,117 @@
+/* ppdiffuse — tensors. */
+#include "pp-tensor.h"
+#include "pp-error.h"
+
+#include <string.h>
+
+gsize
+pp_dtype_size (PpDType dtype)
+{
+  switch (dtype) {
+    case PP_DTYPE_F32:
+      return 4;
+    case PP_DTYPE_F64:
+      return 8;
+    case PP_DTYPE_U8:
+      return 1;
+  }
+  return 0;
+}
+
+const gchar *
+pp_dtype_name (PpDType dtype)
+{
+  switch (dtype) {
+    case PP_DTYPE_F32:
+      return "F32";
+    case PP_DTYPE_F64:
+      return "F64";
+    case PP_DTYPE_U8:
+      return "U8";
+  }
+  return "invalid";
+}
+
+gboolean
+pp_dtype_is_valid (guint value)
+{
+  return value == PP_DTYPE_F32 || value == PP_DTYPE_F64 || value == PP_DTYPE_U8;
+}
+
+gsize
+pp_tensor_shape_bytes (PpDType dtype, guint ndim, const gint64 * shape)
+{
+  guint64 total = pp_dtype_size (dtype);
+
+  if (total == 0 || ndim == 0 || ndim > PP_TENSOR_MAX_DIMS)
+    return 0;
+  for (guint i = 0; i < ndim; i++) {
+    if (shape[i] < 1 || (guint64) shape[i] > G_MAXSIZE / total)
+      return 0;
+    total *= (guint64) shape[i];
+  }
+  return (gsize) total;
+}
+
+PpTensor *
+pp_tensor_new (const gchar * name, PpDType dtype, guint ndim,
+    const gint64 * shape, GError ** error)
+{
+  gsize nbytes = pp_tensor_shape_bytes (dtype, ndim, shape);
+  PpTensor *t;
+
+  if (nbytes == 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "tensor '%s': invalid shape or dtype (ndim %u, dtype %u)", name,
+        ndim, dtype);
+    return NULL;
+  }
+  if (strlen (name) > PP_TENSOR_NAME_MAX) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "tensor name '%s' is longer than %d bytes", name, PP_TENSOR_NAME_MAX);
+    return NULL;
+  }
+  t = g_new0 (PpTensor, 1);
+  g_strlcpy (t->name, name, sizeof t->name);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  memcpy (t->shape, shape, ndim * sizeof (gint64));
+  t->nbytes = nbytes;
+  t->data = g_try_malloc0 (nbytes);
+  if (t->data == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
+        "tensor '%s': cannot allocate %" G_GSIZE_FORMAT " bytes", name, nbytes);
+    g_free (t);
+    return NULL;
+  }
+  return t;
+}
+
+void
+pp_tensor_free (PpTensor * tensor)
+{
+  if (tensor == NULL)
+    return;
+  g_free (tensor->data);
+  g_free (tensor);
+}
+
+gint64
+pp_tensor_numel (const PpTensor * tensor)
+{
+  return (gint64) (tensor->nbytes / pp_dtype_size (tensor->dtype));
+}
+
+gchar *
+pp_tensor_describe (const PpTensor * tensor)
+{
+  GString *s = g_string_new (NULL);
+
+  g_string_append_printf (s, "%s %s[", tensor->name,
+      pp_dtype_name (tensor->dtype));
+  for (guint i = 0; i < tensor->ndim; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? "," : "",
+        tensor->shape[i]);
+  g_string_append (s, "]");
+  return g_string_free (s, FALSE);
+}

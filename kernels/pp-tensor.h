@@ -1,0 +1,45 @@
+/* ppdiffuse — tensors: a named, typed, shaped block of host memory. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define PP_TENSOR_MAX_DIMS 4
+#define PP_TENSOR_NAME_MAX 31
+
+typedef enum
+{
+  PP_DTYPE_F32 = 1,
+  PP_DTYPE_F64 = 2,
+  PP_DTYPE_U8 = 3,
+} PpDType;
+
+typedef struct
+{
+  gchar name[PP_TENSOR_NAME_MAX + 1];
+  PpDType dtype;
+  guint ndim;
+  gint64 shape[PP_TENSOR_MAX_DIMS];
+  gsize nbytes;
+  gpointer data;                /* owned, g_malloc'd, nbytes long */
+} PpTensor;
+
+gsize        pp_dtype_size     (PpDType dtype);
+const gchar *pp_dtype_name     (PpDType dtype);
+gboolean     pp_dtype_is_valid (guint value);
+
+/* Allocates zeroed storage for the given shape. NULL (with error) when the
+ * shape is invalid or too large to address. */
+PpTensor    *pp_tensor_new     (const gchar * name, PpDType dtype, guint ndim,
+                                const gint64 * shape, GError ** error);
+void         pp_tensor_free    (PpTensor * tensor);
+gint64       pp_tensor_numel   (const PpTensor * tensor);
+/* Byte count a shape implies, or 0 when it is invalid (dimension < 1,
+ * overflow). */
+gsize        pp_tensor_shape_bytes (PpDType dtype, guint ndim, const gint64 * shape);
+gchar       *pp_tensor_describe (const PpTensor * tensor);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpTensor, pp_tensor_free)
+
+G_END_DECLS

@@ -1,0 +1,336 @@
+/* ppdiffuse — chunk envelope v1. */
+#include "pp-envelope.h"
+#include "pp-error.h"
+
+#include <string.h>
+#include <zlib.h>
+
+PpChunk *
+pp_chunk_new (void)
+{
+  PpChunk *c = g_new0 (PpChunk, 1);
+
+  c->tensors = g_ptr_array_new_with_free_func ((GDestroyNotify) pp_tensor_free);
+  return c;
+}
+
+void
+pp_chunk_free (PpChunk * chunk)
+{
+  if (chunk == NULL)
+    return;
+  g_ptr_array_unref (chunk->tensors);
+  g_free (chunk);
+}
+
+void
+pp_chunk_add_tensor (PpChunk * chunk, PpTensor * tensor)
+{
+  g_ptr_array_add (chunk->tensors, tensor);
+}
+
+PpTensor *
+pp_chunk_get_tensor (const PpChunk * chunk, const gchar * name)
+{
+  for (guint i = 0; i < chunk->tensors->len; i++) {
+    PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+    if (g_str_equal (t->name, name))
+      return t;
+  }
+  return NULL;
+}
+
+gsize
+pp_chunk_payload_bytes (const PpChunk * chunk)
+{
+  gsize total = 0;
+
+  for (guint i = 0; i < chunk->tensors->len; i++)
+    total += ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->nbytes;
+  return total;
+}
+
+static void
+put_u16 (guint8 * p, guint16 v)
+{
+  v = GUINT16_TO_LE (v);
+  memcpy (p, &v, sizeof v);
+}
+
+static void
+put_u32 (guint8 * p, guint32 v)
+{
+  v = GUINT32_TO_LE (v);
+  memcpy (p, &v, sizeof v);
+}
+
+static void
+put_u64 (guint8 * p, guint64 v)
+{
+  v = GUINT64_TO_LE (v);
+  memcpy (p, &v, sizeof v);
+}
+
+static guint16
+get_u16 (const guint8 * p)
+{
+  guint16 v;
+  memcpy (&v, p, sizeof v);
+  return GUINT16_FROM_LE (v);
+}
+
+static guint32
+get_u32 (const guint8 * p)
+{
+  guint32 v;
+  memcpy (&v, p, sizeof v);
+  return GUINT32_FROM_LE (v);
+}
+
+static guint64
+get_u64 (const guint8 * p)
+{
+  guint64 v;
+  memcpy (&v, p, sizeof v);
+  return GUINT64_FROM_LE (v);
+}
+
+static GVariant *
+build_manifest (const PpChunk * chunk)
+{
+  GVariantBuilder b;
+
+  g_variant_builder_init (&b, G_VARIANT_TYPE (PP_ENVELOPE_MANIFEST_TYPE));
+  for (guint i = 0; i < chunk->tensors->len; i++) {
+    const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+    g_variant_builder_add (&b, "(sy@axt)", t->name, (guchar) t->dtype,
+        g_variant_new_fixed_array (G_VARIANT_TYPE_INT64, t->shape, t->ndim,
+            sizeof (gint64)), (guint64) t->nbytes);
+  }
+  return g_variant_ref_sink (g_variant_builder_end (&b));
+}
+
+GBytes *
+pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
+{
+  g_autoptr (GVariant) meta = NULL;
+  g_autoptr (GVariant) manifest = NULL;
+  gsize meta_len, manifest_len, total;
+  guint8 *buf;
+  guint32 crc;
+
+  if (chunk->tensors->len > PP_ENVELOPE_MAX_TENSORS) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " has %u tensors, at most %d fit an "
+        "envelope", chunk->chunk_id, chunk->tensors->len,
+        PP_ENVELOPE_MAX_TENSORS);
+    return NULL;
+  }
+  for (guint i = 0; i < chunk->tensors->len; i++) {
+    const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+    if (t->nbytes > G_MAXINT) {
+      g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+          "tensor '%s' of chunk %" G_GUINT64_FORMAT " is %" G_GSIZE_FORMAT
+          " bytes; one message carries at most %d", t->name, chunk->chunk_id,
+          t->nbytes, G_MAXINT);
+      return NULL;
+    }
+  }
+  meta = g_variant_ref_sink (g_variant_new (PP_ENVELOPE_META_TYPE,
+          chunk->next_step, chunk->n_steps, chunk->submit_us));
+  manifest = build_manifest (chunk);
+  meta_len = g_variant_get_size (meta);
+  manifest_len = g_variant_get_size (manifest);
+  total = PP_ENVELOPE_HEADER_SIZE + meta_len + manifest_len;
+  if (total > PP_ENVELOPE_HEAD_MAX) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " head is %" G_GSIZE_FORMAT " bytes, "
+        "more than the %d an envelope allows", chunk->chunk_id, total,
+        PP_ENVELOPE_HEAD_MAX);
+    return NULL;
+  }
+  buf = g_malloc (total);
+  memcpy (buf + PP_ENVELOPE_HEADER_SIZE, g_variant_get_data (meta), meta_len);
+  memcpy (buf + PP_ENVELOPE_HEADER_SIZE + meta_len,
+      g_variant_get_data (manifest), manifest_len);
+  crc = (guint32) crc32 (0L, buf + PP_ENVELOPE_HEADER_SIZE,
+      meta_len + manifest_len);
+  put_u32 (buf + 0, PP_ENVELOPE_MAGIC);
+  put_u16 (buf + 4, PP_ENVELOPE_VERSION);
+  put_u16 (buf + 6, chunk->flags);
+  put_u64 (buf + 8, chunk->chunk_id);
+  put_u32 (buf + 16, chunk->cache_epoch);
+  put_u32 (buf + 20, chunk->plan_id);
+  put_u64 (buf + 24, chunk->pts);
+  put_u32 (buf + 32, chunk->tensors->len);
+  put_u32 (buf + 36, meta_len);
+  put_u32 (buf + 40, manifest_len);
+  put_u32 (buf + 44, crc);
+  return g_bytes_new_take (buf, total);
+}
+
+#define FIELD_ERROR(error, field, fmt_expected, expected, fmt_received, received) \
+  g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL, \
+      "chunk envelope field %s: expected " fmt_expected ", received " \
+      fmt_received, field, expected, received)
+
+static gboolean
+decode_manifest (PpChunk * chunk, GVariant * manifest, guint32 n_tensors,
+    GError ** error)
+{
+  gsize n = g_variant_n_children (manifest);
+
+  if (n != n_tensors) {
+    FIELD_ERROR (error, "tensor count", "%u (manifest entries)", n_tensors,
+        "%" G_GSIZE_FORMAT, n);
+    return FALSE;
+  }
+  for (gsize i = 0; i < n; i++) {
+    g_autoptr (GVariant) shape_v = NULL;
+    const gchar *name;
+    guchar dtype;
+    guint64 nbytes;
+    const gint64 *shape;
+    gsize ndim;
+    PpTensor *t;
+    GError *local = NULL;
+
+    g_variant_get_child (manifest, i, "(&sy@axt)", &name, &dtype, &shape_v,
+        &nbytes);
+    shape = g_variant_get_fixed_array (shape_v, &ndim, sizeof (gint64));
+    if (!pp_dtype_is_valid (dtype)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "chunk envelope field manifest[%" G_GSIZE_FORMAT "].dtype: "
+          "expected F32, F64 or U8, received %u", i, dtype);
+      return FALSE;
+    }
+    if (ndim == 0 || ndim > PP_TENSOR_MAX_DIMS
+        || pp_tensor_shape_bytes (dtype, ndim, shape) != nbytes
+        || nbytes > G_MAXINT) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "chunk envelope field manifest[%" G_GSIZE_FORMAT "].bytes: "
+          "expected %" G_GSIZE_FORMAT " for %" G_GSIZE_FORMAT
+          "-d %s '%s', received %" G_GUINT64_FORMAT, i,
+          pp_tensor_shape_bytes (dtype, ndim, shape), ndim,
+          pp_dtype_name (dtype), name, nbytes);
+      return FALSE;
+    }
+    t = pp_tensor_new (name, dtype, ndim, shape, &local);
+    if (t == NULL) {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+    pp_chunk_add_tensor (chunk, t);
+  }
+  return TRUE;
+}
+
+PpChunk *
+pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
+{
+  g_autoptr (PpChunk) chunk = NULL;
+  g_autoptr (GVariant) meta = NULL;
+  g_autoptr (GVariant) manifest = NULL;
+  guint32 magic, n_tensors, meta_len, manifest_len, crc, actual_crc;
+  guint16 version;
+
+  if (len < PP_ENVELOPE_HEADER_SIZE) {
+    FIELD_ERROR (error, "header size", "at least %d bytes",
+        PP_ENVELOPE_HEADER_SIZE, "%" G_GSIZE_FORMAT " bytes", len);
+    return NULL;
+  }
+  magic = get_u32 (data);
+  if (magic != PP_ENVELOPE_MAGIC) {
+    FIELD_ERROR (error, "magic", "0x%08x", PP_ENVELOPE_MAGIC, "0x%08x", magic);
+    return NULL;
+  }
+  version = get_u16 (data + 4);
+  if (version != PP_ENVELOPE_VERSION) {
+    FIELD_ERROR (error, "version", "%d", PP_ENVELOPE_VERSION, "%u", version);
+    return NULL;
+  }
+  chunk = pp_chunk_new ();
+  chunk->flags = get_u16 (data + 6);
+  if (chunk->flags & ~PP_CHUNK_FLAGS_KNOWN) {
+    FIELD_ERROR (error, "flags", "a subset of 0x%x", PP_CHUNK_FLAGS_KNOWN,
+        "0x%x", chunk->flags);
+    return NULL;
+  }
+  chunk->chunk_id = get_u64 (data + 8);
+  chunk->cache_epoch = get_u32 (data + 16);
+  chunk->plan_id = get_u32 (data + 20);
+  chunk->pts = get_u64 (data + 24);
+  n_tensors = get_u32 (data + 32);
+  meta_len = get_u32 (data + 36);
+  manifest_len = get_u32 (data + 40);
+  crc = get_u32 (data + 44);
+  if (n_tensors > PP_ENVELOPE_MAX_TENSORS) {
+    FIELD_ERROR (error, "tensor count", "at most %d", PP_ENVELOPE_MAX_TENSORS,
+        "%u", n_tensors);
+    return NULL;
+  }
+  if ((guint64) PP_ENVELOPE_HEADER_SIZE + meta_len + manifest_len != len) {
+    FIELD_ERROR (error, "meta length + manifest length",
+        "%" G_GSIZE_FORMAT " (head size less header)",
+        len - PP_ENVELOPE_HEADER_SIZE, "%" G_GUINT64_FORMAT,
+        (guint64) meta_len + manifest_len);
+    return NULL;
+  }
+  actual_crc = (guint32) crc32 (0L, data + PP_ENVELOPE_HEADER_SIZE,
+      meta_len + manifest_len);
+  if (crc != actual_crc) {
+    FIELD_ERROR (error, "crc", "0x%08x (computed)", actual_crc, "0x%08x", crc);
+    return NULL;
+  }
+  meta = g_variant_ref_sink (g_variant_new_from_data (G_VARIANT_TYPE
+          (PP_ENVELOPE_META_TYPE), g_memdup2 (data + PP_ENVELOPE_HEADER_SIZE,
+              meta_len), meta_len, FALSE, g_free, NULL));
+  manifest = g_variant_ref_sink (g_variant_new_from_data (G_VARIANT_TYPE
+          (PP_ENVELOPE_MANIFEST_TYPE), g_memdup2 (data +
+              PP_ENVELOPE_HEADER_SIZE + meta_len, manifest_len),
+          manifest_len, FALSE, g_free, NULL));
+  if (!g_variant_is_normal_form (meta) || !g_variant_is_normal_form (manifest)) {
+    FIELD_ERROR (error, "meta/manifest", "%s", "GVariants in normal form",
+        "%s", "malformed serialisation");
+    return NULL;
+  }
+  g_variant_get (meta, PP_ENVELOPE_META_TYPE, &chunk->next_step,
+      &chunk->n_steps, &chunk->submit_us);
+  if (!decode_manifest (chunk, manifest, n_tensors, error))
+    return NULL;
+  return g_steal_pointer (&chunk);
+}
+
+gboolean
+pp_chunk_check (const PpChunk * chunk, const PpChunkExpect * e,
+    GError ** error)
+{
+  if (e->plan_id != G_MAXUINT32 && chunk->plan_id != e->plan_id) {
+    FIELD_ERROR (error, "plan_id", "0x%08x", e->plan_id, "0x%08x",
+        chunk->plan_id);
+    return FALSE;
+  }
+  if (e->chunk_id != G_MAXUINT64 && chunk->chunk_id != e->chunk_id) {
+    FIELD_ERROR (error, "chunk_id", "%" G_GUINT64_FORMAT, e->chunk_id,
+        "%" G_GUINT64_FORMAT, chunk->chunk_id);
+    return FALSE;
+  }
+  if (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN)
+    return TRUE;                /* carries no steps */
+  if (e->min_cache_epoch != G_MAXUINT32
+      && chunk->cache_epoch < e->min_cache_epoch) {
+    FIELD_ERROR (error, "cache_epoch", "at least %u", e->min_cache_epoch,
+        "%u", chunk->cache_epoch);
+    return FALSE;
+  }
+  if (e->n_steps != G_MAXUINT32 && chunk->n_steps != e->n_steps) {
+    FIELD_ERROR (error, "n_steps", "%u", e->n_steps, "%u", chunk->n_steps);
+    return FALSE;
+  }
+  if (e->next_step != G_MAXUINT32 && chunk->next_step != e->next_step) {
+    FIELD_ERROR (error, "next_step", "%u", e->next_step, "%u",
+        chunk->next_step);
+    return FALSE;
+  }
+  return TRUE;
+}

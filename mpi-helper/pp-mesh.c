@@ -1,0 +1,508 @@
+/* ppdiffuse — the worker mesh, rank 0 side: spawn, handshake, chunk
+ * traffic, shutdown. */
+#include "pp-mesh.h"
+#include "pp-deadline.h"
+#include "pp-error.h"
+#include "pp-handshake.h"
+#include "pp-log.h"
+#include "pp-proc.h"
+#include "pp-transport.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#ifndef PPDIFFUSE_WORKER_PATH
+#error "PPDIFFUSE_WORKER_PATH must name the installed ppdiffuse-worker"
+#endif
+
+/* How long workers get to exit on their own after a clean shutdown before
+ * they are killed. */
+#define PP_MESH_EXIT_GRACE_MS 3000
+#define PP_MESH_EXIT_POLL_US 10000
+
+struct _PpMesh
+{
+  PpPlan *plan;
+  guint timeout_ms;
+  MPI_Comm inter;
+  MPI_Comm world;
+  PpWorkerInfo *workers;        /* n_workers, index = world rank - 1 */
+  guint64 next_send_id;         /* chain thread only */
+  guint64 next_recv_id;         /* src thread only */
+  gint64 first_submit_us;
+  gint64 last_return_us;
+  gint failed;                  /* atomic: the mesh cannot be shut down cleanly */
+};
+
+static GMutex mpi_init_lock;
+
+const gchar *
+pp_mesh_installed_worker (void)
+{
+  return PPDIFFUSE_WORKER_PATH;
+}
+
+static gboolean
+ensure_mpi (GError ** error)
+{
+  int initialized = 0, finalized = 0, provided = 0;
+  gboolean ok = TRUE;
+
+  g_mutex_lock (&mpi_init_lock);
+  MPI_Finalized (&finalized);
+  MPI_Initialized (&initialized);
+  if (finalized) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MPI,
+        "MPI was already finalized in this process; it cannot be restarted");
+    ok = FALSE;
+  } else if (initialized) {
+    MPI_Query_thread (&provided);
+  } else {
+    if (geteuid () == 0 && g_getenv ("OMPI_ALLOW_RUN_AS_ROOT") == NULL)
+      PP_WARN ("running as root: Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and "
+          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment");
+    ok = pp_mpi_check (MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE,
+            &provided), "MPI_Init_thread", error);
+    if (ok)
+      MPI_Comm_set_errhandler (MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  }
+  if (ok && provided < MPI_THREAD_MULTIPLE) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MPI,
+        "MPI provides thread level %d, ppdiffuse needs MPI_THREAD_MULTIPLE "
+        "(%d); initialise MPI with MPI_Init_thread (MPI_THREAD_MULTIPLE)",
+        provided, MPI_THREAD_MULTIPLE);
+    ok = FALSE;
+  }
+  g_mutex_unlock (&mpi_init_lock);
+  return ok;
+}
+
+static gchar *
+resolve_worker (const gchar * configured, GError ** error)
+{
+  const gchar *path = configured;
+  const gchar *origin = "the worker property";
+
+  if (path == NULL || *path == '\0') {
+    path = g_getenv (PP_WORKER_ENV);
+    origin = "$" PP_WORKER_ENV;
+  }
+  if (path == NULL || *path == '\0') {
+    path = PPDIFFUSE_WORKER_PATH;
+    origin = "the installed default";
+  }
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR)
+      || !g_file_test (path, G_FILE_TEST_IS_EXECUTABLE)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SPAWN,
+        "worker executable '%s' (from %s) does not exist or is not "
+        "executable; install ppdiffuse or set the worker property / $%s",
+        path, origin, PP_WORKER_ENV);
+    return NULL;
+  }
+  return g_strdup (path);
+}
+
+typedef struct
+{
+  gchar *worker;
+  gchar *hosts;
+  gchar *hostfile;
+  guint n_workers;
+  MPI_Comm inter;
+  MPI_Comm world;
+} SpawnCall;
+
+static void
+spawn_call_free (gpointer data)
+{
+  SpawnCall *call = data;
+
+  g_free (call->worker);
+  g_free (call->hosts);
+  g_free (call->hostfile);
+  g_free (call);
+}
+
+static gboolean
+spawn_blocking (gpointer data, GError ** error)
+{
+  SpawnCall *call = data;
+  g_autofree int *codes = g_new0 (int, call->n_workers);
+  MPI_Info info;
+  gboolean ok;
+
+  MPI_Info_create (&info);
+  /* Workers may share cores with rank 0 (and each other). */
+  MPI_Info_set (info, "map_by", ":OVERSUBSCRIBE");
+  if (call->hosts != NULL)
+    MPI_Info_set (info, "host", call->hosts);
+  if (call->hostfile != NULL)
+    MPI_Info_set (info, "hostfile", call->hostfile);
+  ok = pp_mpi_check (MPI_Comm_spawn (call->worker, MPI_ARGV_NULL,
+          (int) call->n_workers, info, 0, MPI_COMM_SELF, &call->inter, codes),
+      "MPI_Comm_spawn", error);
+  MPI_Info_free (&info);
+  for (guint i = 0; ok && i < call->n_workers; i++)
+    ok = pp_mpi_check (codes[i], "MPI_Comm_spawn of a worker", error);
+  if (!ok)
+    return FALSE;
+  MPI_Comm_set_errhandler (call->inter, MPI_ERRORS_RETURN);
+  if (!pp_mpi_check (MPI_Intercomm_merge (call->inter, 0, &call->world),
+          "MPI_Intercomm_merge", error))
+    return FALSE;
+  MPI_Comm_set_errhandler (call->world, MPI_ERRORS_RETURN);
+  return TRUE;
+}
+
+static gboolean
+spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
+    const gchar * worker, GError ** error)
+{
+  SpawnCall *call = g_new0 (SpawnCall, 1);
+  GError *local = NULL;
+
+  call->worker = g_strdup (worker);
+  call->hosts = config->hosts && *config->hosts ? g_strdup (config->hosts) : NULL;
+  call->hostfile = config->hostfile && *config->hostfile
+      ? g_strdup (config->hostfile) : NULL;
+  call->n_workers = config->n_workers;
+  call->inter = call->world = MPI_COMM_NULL;
+  /* The spawn call holds the call alive; the extra ref is ours. */
+  if (!pp_run_with_deadline ("spawning the workers (MPI_Comm_spawn)",
+          spawn_blocking, call, NULL, config->timeout_ms, &local)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SPAWN,
+        "could not start %u workers from '%s': %s. Check that the worker "
+        "runs on its own (ldd), that Open MPI works, and the hosts/hostfile "
+        "settings", config->n_workers, worker, local->message);
+    g_error_free (local);
+    /* A spawn still blocked in MPI keeps using call: leave it be. */
+    return FALSE;
+  }
+  mesh->inter = call->inter;
+  mesh->world = call->world;
+  spawn_call_free (call);
+  return TRUE;
+}
+
+static gboolean
+handshake (PpMesh * mesh, GError ** error)
+{
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (mesh->plan);
+  gint64 deadline = pp_deadline_in_ms (mesh->timeout_ms);
+  guint n = mesh->plan->n_workers;
+  int world_size = 0;
+
+  MPI_Comm_size (mesh->world, &world_size);
+  if (world_size != (int) n + 1) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SPAWN,
+        "the merged communicator has %d ranks, expected %u", world_size, n + 1);
+    return FALSE;
+  }
+  for (guint r = 1; r <= n; r++) {
+    PpWait w = { mesh->world, (gint) r, deadline, NULL, NULL };
+    if (!pp_transport_send_bytes (&w, PP_TAG_HANDSHAKE, hello,
+            "handshake hello", error))
+      return FALSE;
+  }
+  for (guint r = 1; r <= n; r++) {
+    PpWait w = { mesh->world, (gint) r, deadline, NULL, NULL };
+    PpWorkerInfo *info = &mesh->workers[r - 1];
+    g_autoptr (GBytes) reply = pp_transport_recv_bytes (&w,
+        PP_TAG_HANDSHAKE_REPLY, PP_HANDSHAKE_MAX, "handshake reply", error);
+    if (reply == NULL || !pp_handshake_reply_parse (reply, info, error))
+      return FALSE;
+    if (info->error != NULL) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "worker rank %u (pid %" G_GINT64_FORMAT " on %s) rejected the "
+          "plan: %s", r, info->pid, info->host, info->error);
+      return FALSE;
+    }
+    if (info->rank != (gint) r || info->plan_id != mesh->plan->plan_id) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "handshake reply of rank %u: expected rank %u plan 0x%08x, "
+          "received rank %d plan 0x%08x", r, r, mesh->plan->plan_id,
+          info->rank, info->plan_id);
+      return FALSE;
+    }
+    PP_INFO ("worker rank %u is pid %" G_GINT64_FORMAT " on %s, steps [%u,%u)",
+        r, info->pid, info->host, mesh->plan->slices[r - 1].first,
+        mesh->plan->slices[r - 1].end);
+  }
+  return TRUE;
+}
+
+static void
+kill_workers (PpMesh * mesh)
+{
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    PpWorkerInfo *info = &mesh->workers[i];
+    if (info->pid > 0 && pp_proc_is_local (info->host)
+        && pp_proc_is_running (info->pid)) {
+      PP_WARN ("killing worker rank %u (pid %" G_GINT64_FORMAT ")", i + 1,
+          info->pid);
+      pp_proc_kill (info->pid);
+    }
+  }
+}
+
+static void
+mesh_free (PpMesh * mesh)
+{
+  for (guint i = 0; i < mesh->plan->n_workers; i++)
+    pp_worker_info_clear (&mesh->workers[i]);
+  g_free (mesh->workers);
+  pp_plan_free (mesh->plan);
+  g_free (mesh);
+}
+
+PpMesh *
+pp_mesh_start (const PpMeshConfig * config, GError ** error)
+{
+  g_autofree gchar *worker = NULL;
+  g_autofree gchar *plan_text = NULL;
+  PpMesh *mesh;
+
+  if (config->n_workers > PP_MESH_MAX_WORKERS) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "ranks=%u: at most %d workers are supported", config->n_workers,
+        PP_MESH_MAX_WORKERS);
+    return NULL;
+  }
+  mesh = g_new0 (PpMesh, 1);
+  mesh->timeout_ms = config->timeout_ms;
+  mesh->inter = mesh->world = MPI_COMM_NULL;
+  mesh->plan = pp_plan_new (config->n_workers, config->n_steps, config->model,
+      config->timeout_ms, error);
+  if (mesh->plan == NULL) {
+    g_free (mesh);
+    return NULL;
+  }
+  mesh->workers = g_new0 (PpWorkerInfo, config->n_workers);
+  plan_text = pp_plan_describe (mesh->plan);
+  PP_INFO ("%s", plan_text);
+
+  worker = resolve_worker (config->worker_path, error);
+  if (worker == NULL || !ensure_mpi (error)
+      || !spawn_workers (mesh, config, worker, error)) {
+    mesh_free (mesh);
+    return NULL;
+  }
+  if (!handshake (mesh, error)) {
+    kill_workers (mesh);
+    mesh_free (mesh);
+    return NULL;
+  }
+  PP_INFO ("mesh of %u workers is up (worker %s)", config->n_workers, worker);
+  return mesh;
+}
+
+const PpPlan *
+pp_mesh_plan (PpMesh * mesh)
+{
+  return mesh->plan;
+}
+
+gboolean
+pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, guint64 * chunk_id,
+    GError ** error)
+{
+  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms), NULL,
+    NULL
+  };
+  gboolean ok;
+
+  if (g_atomic_int_get (&mesh->failed)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "the worker mesh has already failed");
+    pp_chunk_free (chunk);
+    return FALSE;
+  }
+  chunk->chunk_id = mesh->next_send_id;
+  chunk->plan_id = mesh->plan->plan_id;
+  chunk->n_steps = mesh->plan->n_steps;
+  chunk->next_step = 0;
+  chunk->submit_us = (guint64) g_get_monotonic_time ();
+  if (mesh->first_submit_us == 0)
+    mesh->first_submit_us = (gint64) chunk->submit_us;
+  if (chunk_id != NULL)
+    *chunk_id = chunk->chunk_id;
+  ok = pp_transport_send_chunk (&w, chunk, error);
+  if (!ok) {
+    g_prefix_error (error, "rank 0 sending chunk %" G_GUINT64_FORMAT
+        " to worker rank 1 (pid %" G_GINT64_FORMAT " on %s): ",
+        mesh->next_send_id, mesh->workers[0].pid, mesh->workers[0].host);
+    g_atomic_int_set (&mesh->failed, TRUE);
+    return FALSE;
+  }
+  mesh->next_send_id++;
+  return TRUE;
+}
+
+static PpChunk *
+collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
+{
+  PpWait w = { mesh->world, (gint) mesh->plan->n_workers,
+    pp_deadline_in_ms (mesh->timeout_ms), NULL, NULL
+  };
+  PpChunkExpect expect = {
+    .chunk_id = mesh->next_recv_id,
+    .plan_id = mesh->plan->plan_id,
+    .next_step = mesh->plan->n_steps,
+    .n_steps = mesh->plan->n_steps,
+    .min_cache_epoch = G_MAXUINT32,
+  };
+  g_autoptr (PpChunk) chunk = NULL;
+
+  chunk = pp_transport_recv_chunk (&w, mesh->timeout_ms, error);
+  if (chunk == NULL || !pp_chunk_check (chunk, &expect, error)) {
+    const PpWorkerInfo *last = &mesh->workers[mesh->plan->n_workers - 1];
+    g_prefix_error (error, "rank 0 waiting for chunk %" G_GUINT64_FORMAT
+        " from worker rank %u (pid %" G_GINT64_FORMAT " on %s): ",
+        mesh->next_recv_id, mesh->plan->n_workers, last->pid, last->host);
+    g_atomic_int_set (&mesh->failed, TRUE);
+    return NULL;
+  }
+  if (!shutdown && (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " came back as a shutdown marker that "
+        "was never sent", chunk->chunk_id);
+    g_atomic_int_set (&mesh->failed, TRUE);
+    return NULL;
+  }
+  mesh->next_recv_id++;
+  if (!(chunk->flags & PP_CHUNK_FLAG_SHUTDOWN))
+    mesh->last_return_us = g_get_monotonic_time ();
+  return g_steal_pointer (&chunk);
+}
+
+PpChunk *
+pp_mesh_collect (PpMesh * mesh, GError ** error)
+{
+  if (g_atomic_int_get (&mesh->failed)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "the worker mesh has already failed");
+    return NULL;
+  }
+  return collect_one (mesh, FALSE, error);
+}
+
+guint64
+pp_mesh_next_chunk_id (PpMesh * mesh)
+{
+  return mesh->next_send_id;
+}
+
+typedef struct
+{
+  MPI_Comm inter;
+  MPI_Comm world;
+} DisconnectCall;
+
+static gboolean
+disconnect_blocking (gpointer data, GError ** error)
+{
+  DisconnectCall *call = data;
+
+  MPI_Comm_free (&call->world);
+  return pp_mpi_check (MPI_Comm_disconnect (&call->inter),
+      "MPI_Comm_disconnect", error);
+}
+
+/* Sends the shutdown marker behind every chunk in flight and waits for it
+ * to come back: proof that each worker finished and left its loop. */
+static gboolean
+shutdown_clean (PpMesh * mesh, PpMeshStats * stats, GError ** error)
+{
+  guint n = mesh->plan->n_workers;
+  const gint64 shape[1] = { n };
+  PpChunk *marker = pp_chunk_new ();
+  g_autoptr (PpChunk) back = NULL;
+  PpTensor *busy;
+  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms), NULL,
+    NULL
+  };
+
+  marker->flags = PP_CHUNK_FLAG_SHUTDOWN;
+  marker->chunk_id = mesh->next_send_id;
+  marker->plan_id = mesh->plan->plan_id;
+  marker->n_steps = mesh->plan->n_steps;
+  marker->next_step = mesh->plan->n_steps;
+  pp_chunk_add_tensor (marker, pp_tensor_new (PP_MESH_BUSY_TENSOR,
+          PP_DTYPE_F64, 1, shape, NULL));
+  if (!pp_transport_send_chunk (&w, marker, error))
+    return FALSE;
+  mesh->next_send_id++;
+  while (mesh->next_recv_id < mesh->next_send_id) {
+    g_autoptr (PpChunk) chunk = collect_one (mesh, TRUE, error);
+    if (chunk == NULL)
+      return FALSE;
+    if (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN)
+      back = g_steal_pointer (&chunk);
+    else
+      PP_DEBUG ("discarding chunk %" G_GUINT64_FORMAT " at shutdown",
+          chunk->chunk_id);
+  }
+  busy = back ? pp_chunk_get_tensor (back, PP_MESH_BUSY_TENSOR) : NULL;
+  if (busy == NULL || busy->dtype != PP_DTYPE_F64 || busy->shape[0] != n) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "the shutdown marker came back without its %s tensor",
+        PP_MESH_BUSY_TENSOR);
+    return FALSE;
+  }
+  if (stats != NULL) {
+    gdouble sum = 0;
+    stats->n_workers = n;
+    for (guint i = 0; i < n; i++)
+      sum += stats->busy_s[i] = ((gdouble *) busy->data)[i];
+    stats->chunks = mesh->next_send_id - 1;
+    stats->wall_s = (mesh->last_return_us - mesh->first_submit_us) / 1e6;
+    stats->overlap = stats->wall_s > 0 && mesh->first_submit_us > 0
+        ? sum / (n * stats->wall_s) : 0.0;
+  }
+  return TRUE;
+}
+
+static void
+wait_workers_exit (PpMesh * mesh)
+{
+  gint64 deadline = pp_deadline_in_ms (PP_MESH_EXIT_GRACE_MS);
+
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    PpWorkerInfo *info = &mesh->workers[i];
+    if (!pp_proc_is_local (info->host))
+      continue;
+    while (pp_proc_is_running (info->pid)
+        && g_get_monotonic_time () < deadline)
+      g_usleep (PP_MESH_EXIT_POLL_US);
+  }
+  kill_workers (mesh);
+}
+
+gboolean
+pp_mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
+{
+  gboolean ok = FALSE;
+
+  if (mesh == NULL)
+    return TRUE;
+  if (stats != NULL)
+    memset (stats, 0, sizeof *stats);
+  if (g_atomic_int_get (&mesh->failed)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "the mesh had failed; workers were killed");
+  } else if (shutdown_clean (mesh, stats, error)) {
+    DisconnectCall *call = g_new0 (DisconnectCall, 1);
+    call->inter = mesh->inter;
+    call->world = mesh->world;
+    ok = pp_run_with_deadline ("disconnecting from the workers",
+        disconnect_blocking, call, g_free, mesh->timeout_ms, error);
+  }
+  /* The fault path never disconnects: a dead peer could hang it. */
+  if (ok)
+    wait_workers_exit (mesh);
+  else
+    kill_workers (mesh);
+  PP_INFO ("mesh stopped %s", ok ? "cleanly" : "after an error");
+  mesh_free (mesh);
+  return ok;
+}

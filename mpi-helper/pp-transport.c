@@ -1,0 +1,213 @@
+/* ppdiffuse — MPI point-to-point under deadlines. */
+#include "pp-transport.h"
+#include "pp-error.h"
+#include "pp-log.h"
+#include "pp-queue.h"
+
+/* Poll back-off: start fast for low latency, settle at a period that keeps
+ * oversubscribed cores free for compute. */
+#define PP_POLL_MIN_US 10
+#define PP_POLL_MAX_US 500
+
+gint64
+pp_deadline_in_ms (guint timeout_ms)
+{
+  return g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+}
+
+gboolean
+pp_mpi_check (int rc, const gchar * what, GError ** error)
+{
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+
+  if (rc == MPI_SUCCESS)
+    return TRUE;
+  MPI_Error_string (rc, text, &len);
+  g_set_error (error, PP_ERROR, PP_ERROR_MPI, "%s: MPI error %d: %.*s", what,
+      rc, len, text);
+  return FALSE;
+}
+
+static void
+poll_sleep (gulong * period_us)
+{
+  g_usleep (*period_us);
+  *period_us = MIN (*period_us * 2, PP_POLL_MAX_US);
+}
+
+static gboolean
+wait_expired (const PpWait * w, const gchar * what, GError ** error)
+{
+  if (w->deadline_us != PP_NO_DEADLINE && g_get_monotonic_time () > w->deadline_us) {
+    g_set_error (error, PP_ERROR, PP_ERROR_TIMEOUT,
+        "%s (peer rank %d): no progress before the deadline (timeout-ms)",
+        what, w->peer);
+    return TRUE;
+  }
+  if (w->alive != NULL && !w->alive (w->alive_data, error))
+    return TRUE;
+  return FALSE;
+}
+
+/* Polls @n requests to completion. On failure the requests are left
+ * pending: their buffers must then never be freed. */
+static gboolean
+wait_requests (const PpWait * w, MPI_Request * reqs, int n,
+    const gchar * what, GError ** error)
+{
+  gulong period = PP_POLL_MIN_US;
+
+  for (;;) {
+    int flag = 0;
+    int rc = MPI_Testall (n, reqs, &flag, MPI_STATUSES_IGNORE);
+    if (!pp_mpi_check (rc, what, error))
+      return FALSE;
+    if (flag)
+      return TRUE;
+    if (wait_expired (w, what, error))
+      return FALSE;
+    poll_sleep (&period);
+  }
+}
+
+gboolean
+pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
+    const gchar * what, GError ** error)
+{
+  gsize len;
+  gconstpointer data = g_bytes_get_data (bytes, &len);
+  MPI_Request req;
+
+  if (len > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s: %" G_GSIZE_FORMAT " bytes do not fit one message", what, len);
+    return FALSE;
+  }
+  if (!pp_mpi_check (MPI_Isend (data, (int) len, MPI_BYTE, w->peer, tag,
+              w->comm, &req), what, error))
+    return FALSE;
+  if (!wait_requests (w, &req, 1, what, error)) {
+    g_bytes_ref (bytes);        /* MPI may still read it */
+    return FALSE;
+  }
+  return TRUE;
+}
+
+GBytes *
+pp_transport_recv_bytes (const PpWait * w, gint tag, gsize max_len,
+    const gchar * what, GError ** error)
+{
+  gulong period = PP_POLL_MIN_US;
+  MPI_Message msg;
+  MPI_Status status;
+  MPI_Request req;
+  int found = 0, count = 0;
+  guint8 *buf;
+
+  for (;;) {
+    if (!pp_mpi_check (MPI_Improbe (w->peer, tag, w->comm, &found, &msg,
+                &status), what, error))
+      return NULL;
+    if (found)
+      break;
+    if (wait_expired (w, what, error))
+      return NULL;
+    poll_sleep (&period);
+  }
+  MPI_Get_count (&status, MPI_BYTE, &count);
+  if (count < 0 || (gsize) count > max_len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s (peer rank %d): message of %d bytes, at most %" G_GSIZE_FORMAT
+        " allowed", what, w->peer, count, max_len);
+    return NULL;
+  }
+  buf = g_malloc (MAX (count, 1));
+  if (!pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, &msg, &req), what,
+          error))
+    return NULL;                /* buf leaked: MPI may own it */
+  if (!wait_requests (w, &req, 1, what, error))
+    return NULL;
+  return g_bytes_new_take (buf, count);
+}
+
+gboolean
+pp_transport_send_chunk (const PpWait * w, PpChunk * chunk, GError ** error)
+{
+  g_autoptr (GBytes) head = pp_envelope_encode_head (chunk, error);
+  guint n = chunk->tensors->len;
+  MPI_Request reqs[1 + PP_ENVELOPE_MAX_TENSORS];
+  gsize head_len;
+  gconstpointer head_data;
+  gchar what[96];
+
+  if (head == NULL) {
+    pp_chunk_free (chunk);
+    return FALSE;               /* preflight failed: nothing was sent */
+  }
+  g_snprintf (what, sizeof what, "send of chunk %" G_GUINT64_FORMAT,
+      chunk->chunk_id);
+  head_data = g_bytes_get_data (head, &head_len);
+  if (!pp_mpi_check (MPI_Isend (head_data, (int) head_len, MPI_BYTE, w->peer,
+              PP_TAG_HEAD, w->comm, &reqs[0]), what, error))
+    goto leak;
+  for (guint i = 0; i < n; i++) {
+    PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+    if (!pp_mpi_check (MPI_Isend (t->data, (int) t->nbytes, MPI_BYTE, w->peer,
+                PP_TAG_PAYLOAD, w->comm, &reqs[1 + i]), what, error))
+      goto leak;
+  }
+  if (!wait_requests (w, reqs, 1 + n, what, error))
+    goto leak;
+  PP_DEBUG ("sent chunk %" G_GUINT64_FORMAT " to rank %d: %" G_GSIZE_FORMAT
+      " + %" G_GSIZE_FORMAT " bytes", chunk->chunk_id, w->peer, head_len,
+      pp_chunk_payload_bytes (chunk));
+  pp_chunk_free (chunk);
+  return TRUE;
+
+leak:
+  /* Pending sends may still read these buffers: keep them alive. */
+  g_bytes_ref (head);
+  return FALSE;
+}
+
+PpChunk *
+pp_transport_recv_chunk (const PpWait * w, guint payload_timeout_ms,
+    GError ** error)
+{
+  g_autoptr (GBytes) head = NULL;
+  g_autoptr (PpChunk) chunk = NULL;
+  MPI_Request reqs[PP_ENVELOPE_MAX_TENSORS];
+  PpWait payload_wait = *w;
+  gsize len;
+  gconstpointer data;
+  gchar what[96];
+
+  head = pp_transport_recv_bytes (w, PP_TAG_HEAD, PP_ENVELOPE_HEAD_MAX,
+      "receive of a chunk head", error);
+  if (head == NULL)
+    return NULL;
+  data = g_bytes_get_data (head, &len);
+  chunk = pp_envelope_decode_head (data, len, error);
+  if (chunk == NULL)
+    return NULL;
+  g_snprintf (what, sizeof what, "receive of chunk %" G_GUINT64_FORMAT
+      " payloads", chunk->chunk_id);
+  payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
+  for (guint i = 0; i < chunk->tensors->len; i++) {
+    PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+    if (!pp_mpi_check (MPI_Irecv (t->data, (int) t->nbytes, MPI_BYTE,
+                w->peer, PP_TAG_PAYLOAD, w->comm, &reqs[i]), what, error))
+      return NULL;
+  }
+  if (!wait_requests (&payload_wait, reqs, chunk->tensors->len, what, error)) {
+    /* MPI may still write into the payload buffers: leak them. */
+    for (guint i = 0; i < chunk->tensors->len; i++)
+      ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->data = NULL;
+    return NULL;
+  }
+  PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %"
+      G_GSIZE_FORMAT " + %" G_GSIZE_FORMAT " bytes", chunk->chunk_id,
+      w->peer, len, pp_chunk_payload_bytes (chunk));
+  return g_steal_pointer (&chunk);
+}
