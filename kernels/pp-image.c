@@ -54,8 +54,9 @@ pp_image_from_tensor (PpImage * img, const PpTensor * t, GError ** error)
       guint8 *row = img->data + (gsize) y * img->row_stride + img->offset[c];
       for (gint x = 0; x < img->width; x++) {
         gfloat v = rintf (src[(gsize) y * img->width + x]);
+        /* NaN fails both comparisons and lands on 0. */
         row[(gsize) x * img->pixel_stride] =
-            (guint8) (v < 0.f ? 0.f : (v > 255.f ? 255.f : v));
+            (guint8) (v > 255.f ? 255.f : (v >= 0.f ? v : 0.f));
       }
     }
   }

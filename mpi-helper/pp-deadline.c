@@ -35,6 +35,10 @@ call_thread (gpointer user_data)
   GError *error = NULL;
   gboolean result = call->func (call->data, &error);
 
+  if (!result && error == NULL)
+    g_set_error (&error, PP_ERROR, PP_ERROR_RESOURCE, "the call failed "
+        "without saying why");
+
   g_mutex_lock (&call->lock);
   call->result = result;
   call->error = error;

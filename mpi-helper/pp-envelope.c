@@ -204,7 +204,14 @@ decode_manifest (PpChunk * chunk, GVariant * manifest, guint32 n_tensors,
           "expected F32, F64 or U8, received %u", i, dtype);
       return FALSE;
     }
-    if (ndim == 0 || ndim > PP_TENSOR_MAX_DIMS
+    if (strlen (name) > PP_TENSOR_NAME_MAX) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "chunk envelope field manifest[%" G_GSIZE_FORMAT "].name: "
+          "expected at most %d bytes, received '%s'", i, PP_TENSOR_NAME_MAX,
+          name);
+      return FALSE;
+    }
+    if (ndim == 0 || ndim > PP_TENSOR_MAX_DIMS || nbytes == 0
         || pp_tensor_shape_bytes (dtype, ndim, shape) != nbytes
         || nbytes > G_MAXINT) {
       g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
@@ -223,6 +230,16 @@ decode_manifest (PpChunk * chunk, GVariant * manifest, guint32 n_tensors,
     pp_chunk_add_tensor (chunk, t);
   }
   return TRUE;
+}
+
+/* A GVariant over its own aligned copy of @len bytes at @data. */
+static GVariant *
+variant_copy (const gchar * type, const guint8 * data, gsize len)
+{
+  g_autoptr (GBytes) bytes = g_bytes_new (data, len);
+
+  return g_variant_ref_sink (g_variant_new_from_bytes (G_VARIANT_TYPE (type),
+          bytes, FALSE));
 }
 
 PpChunk *
@@ -282,13 +299,10 @@ pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
     FIELD_ERROR (error, "crc", "0x%08x (computed)", actual_crc, "0x%08x", crc);
     return NULL;
   }
-  meta = g_variant_ref_sink (g_variant_new_from_data (G_VARIANT_TYPE
-          (PP_ENVELOPE_META_TYPE), g_memdup2 (data + PP_ENVELOPE_HEADER_SIZE,
-              meta_len), meta_len, FALSE, g_free, NULL));
-  manifest = g_variant_ref_sink (g_variant_new_from_data (G_VARIANT_TYPE
-          (PP_ENVELOPE_MANIFEST_TYPE), g_memdup2 (data +
-              PP_ENVELOPE_HEADER_SIZE + meta_len, manifest_len),
-          manifest_len, FALSE, g_free, NULL));
+  meta = variant_copy (PP_ENVELOPE_META_TYPE, data + PP_ENVELOPE_HEADER_SIZE,
+      meta_len);
+  manifest = variant_copy (PP_ENVELOPE_MANIFEST_TYPE,
+      data + PP_ENVELOPE_HEADER_SIZE + meta_len, manifest_len);
   if (!g_variant_is_normal_form (meta) || !g_variant_is_normal_form (manifest)) {
     FIELD_ERROR (error, "meta/manifest", "%s", "GVariants in normal form",
         "%s", "malformed serialisation");

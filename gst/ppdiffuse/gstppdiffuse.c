@@ -128,7 +128,15 @@ fifo_flush (GstPpDiffuse * self)
   GstPpDiffuseItem *item;
 
   while ((item = g_queue_pop_head (&self->fifo)) != NULL) {
-    if (item->event == NULL) {
+    GstEvent *event = item->event;
+
+    /* Sticky events still apply after the flush (as in queue): keep them
+     * on the src pad so the next frame goes out behind them. */
+    if (event != NULL && GST_EVENT_IS_STICKY (event)
+        && GST_EVENT_TYPE (event) != GST_EVENT_SEGMENT
+        && GST_EVENT_TYPE (event) != GST_EVENT_EOS)
+      gst_pad_store_sticky_event (self->srcpad, event);
+    if (event == NULL) {
       if (item->result != NULL)
         self->in_flight--;
       self->dropped_flush++;
@@ -305,6 +313,15 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   /* The item goes into the FIFO before the chunk goes out, so that the
    * collector always finds the frame its chunk belongs to. */
   g_mutex_lock (&self->lock);
+  if (self->flushing) {
+    self->frames_in++;
+    self->dropped_flush++;
+    g_mutex_unlock (&self->lock);
+    pp_chunk_free (chunk);
+    item_free (item);
+    gst_buffer_unref (buf);
+    return GST_FLOW_FLUSHING;
+  }
   chunk->cache_epoch = self->cache_epoch;
   item->buffer = buf;
   item->chunk_id = pp_mesh_next_chunk_id (self->mesh);
@@ -404,11 +421,14 @@ gst_pp_diffuse_loop (GstPad * pad)
       ret = GST_FLOW_EOS;
   } else {
     ret = gst_pp_diffuse_push_frame (self, item);
-    if (ret == GST_FLOW_OK) {
-      g_mutex_lock (&self->lock);
+    g_mutex_lock (&self->lock);
+    if (ret == GST_FLOW_OK)
       self->frames_out++;
-      g_mutex_unlock (&self->lock);
-    }
+    else if (ret == GST_FLOW_FLUSHING)
+      self->dropped_flush++;
+    else
+      self->dropped_error++;
+    g_mutex_unlock (&self->lock);
   }
   item_free (item);
   if (ret != GST_FLOW_OK) {
@@ -650,7 +670,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
 
   g_mutex_lock (&self->lock);
   self->in_flight = self->outstanding = 0;
-  self->frames_in = self->frames_out = self->dropped_flush = 0;
+  self->frames_in = self->frames_out = 0;
+  self->dropped_flush = self->dropped_error = 0;
   self->latency = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
@@ -724,6 +745,7 @@ gst_pp_diffuse_stats (GstPpDiffuse * self)
       "frames-in", G_TYPE_UINT64, self->frames_in,
       "frames-out", G_TYPE_UINT64, self->frames_out,
       "dropped-flush", G_TYPE_UINT64, self->dropped_flush,
+      "dropped-error", G_TYPE_UINT64, self->dropped_error,
       "in-flight", G_TYPE_UINT, self->in_flight,
       "latency", G_TYPE_UINT64, (guint64) self->latency,
       "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
@@ -962,7 +984,8 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
    */
   g_object_class_install_property (gobject_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
-          "frames-in, frames-out, dropped-flush, in-flight, latency (ns), "
+          "frames-in, frames-out, dropped-flush, dropped-error, in-flight, "
+          "latency (ns), "
           "and mesh-chunks, mesh-wall-s, overlap-score of the last run",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 

@@ -78,7 +78,8 @@ struct _GstPpDiffuse
   GstClockTime latency;         /* submit → return, running average */
   guint64 frames_in;
   guint64 frames_out;
-  guint64 dropped_flush;
+  guint64 dropped_flush;         /* frames discarded by a flush or a stop */
+  guint64 dropped_error;        /* frames lost to a downstream error */
   PpMeshStats mesh_stats;       /* of the last mesh that stopped */
 };
 

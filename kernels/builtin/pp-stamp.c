@@ -22,7 +22,8 @@ stamp_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
     for (gint64 c = 0; c < sample->shape[1]; c++) {
       gfloat *p = (gfloat *) sample->data + (n * sample->shape[1] + c) * plane;
       for (gint64 i = 0; i < plane; i++) {
-        guint v = (guint) CLAMP (rintf (p[i]), 0.f, 255.f);
+        gfloat r = rintf (p[i]);
+        guint v = r > 255.f ? 255u : (r >= 0.f ? (guint) r : 0u);   /* NaN → 0 */
         p[i] = (gfloat) pp_stamp_apply (step, (guint) c, v);
       }
     }

@@ -1,0 +1,22 @@
+/* ppdiffuse tests — helpers shared by the gst-check tests. */
+#pragma once
+
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+/* Live descendants of this process whose command name starts with @name
+ * (workers are children of Open MPI's daemon, itself our child). */
+guint pp_check_count_descendants (const gchar * name);
+
+/* Waits until no descendant named @name is left, up to @timeout_ms;
+ * returns how many remain. */
+guint pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms);
+
+/* Pops the first ERROR message from @bus within @timeout_ms; NULL if none
+ * came. */
+GstMessage *pp_check_pop_error (GstBus * bus, guint timeout_ms);
+
+#define PP_CHECK_WORKER_COMM "ppdiffuse-worke"   /* comm is cut at 15 chars */
+
+G_END_DECLS

@@ -1,0 +1,261 @@
+/* Unit tests for the init handshake messages. */
+#include "pp-handshake.h"
+#include "pp-error.h"
+
+#include <string.h>
+#include <unistd.h>
+
+static PpPlan *
+make_plan (void)
+{
+  g_autoptr (GError) error = NULL;
+  PpPlan *plan = pp_plan_new (3, 8, "builtin:stamp?step-ms=1", 4000, &error);
+
+  g_assert_no_error (error);
+  return plan;
+}
+
+static void
+test_hello_round_trip (void)
+{
+  g_autoptr (PpPlan) plan = make_plan ();
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan);
+  g_autoptr (PpPlan) back = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *host = NULL;
+  gint64 pid = -1;
+
+  g_assert_cmpuint (g_bytes_get_size (hello), <=, PP_HANDSHAKE_MAX);
+  back = pp_handshake_hello_parse (hello, &pid, &host, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (back);
+  g_assert_cmpint (pid, ==, (gint64) getpid ());
+  g_assert_cmpstr (host, ==, g_get_host_name ());
+  g_assert_cmpuint (back->plan_id, ==, plan->plan_id);
+  g_assert_cmpuint (back->n_workers, ==, plan->n_workers);
+  g_assert_cmpuint (back->n_steps, ==, plan->n_steps);
+  g_assert_cmpuint (back->timeout_ms, ==, plan->timeout_ms);
+  g_assert_cmpstr (back->model, ==, plan->model);
+  for (guint i = 0; i < plan->n_workers; i++) {
+    g_assert_cmpuint (back->slices[i].first, ==, plan->slices[i].first);
+    g_assert_cmpuint (back->slices[i].end, ==, plan->slices[i].end);
+  }
+}
+
+static void
+test_reply_round_trip (void)
+{
+  g_autoptr (GBytes) ok = pp_handshake_reply_new (0xdeadbeef, 3, "");
+  g_autoptr (GBytes) ok_null = pp_handshake_reply_new (7, 1, NULL);
+  g_autoptr (GBytes) bad = pp_handshake_reply_new (0x01020304, 2,
+      "plan field slices[0]: mismatch");
+  g_autoptr (GError) error = NULL;
+  PpWorkerInfo info = { 0 };
+
+  g_assert_true (pp_handshake_reply_parse (ok, &info, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (info.plan_id, ==, 0xdeadbeef);
+  g_assert_cmpint (info.rank, ==, 3);
+  g_assert_cmpint (info.pid, ==, (gint64) getpid ());
+  g_assert_cmpstr (info.host, ==, g_get_host_name ());
+  /* "" on the wire means the worker accepted the plan. */
+  g_assert_null (info.error);
+  pp_worker_info_clear (&info);
+  g_assert_null (info.host);
+
+  g_assert_true (pp_handshake_reply_parse (ok_null, &info, &error));
+  g_assert_cmpuint (info.plan_id, ==, 7);
+  g_assert_cmpint (info.rank, ==, 1);
+  g_assert_null (info.error);
+  pp_worker_info_clear (&info);
+
+  g_assert_true (pp_handshake_reply_parse (bad, &info, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (info.plan_id, ==, 0x01020304);
+  g_assert_cmpint (info.rank, ==, 2);
+  g_assert_cmpstr (info.error, ==, "plan field slices[0]: mismatch");
+  pp_worker_info_clear (&info);
+  g_assert_null (info.error);
+}
+
+/* A hello from a build speaking another protocol version, otherwise
+ * well-formed. */
+static void
+test_hello_version (void)
+{
+  g_autoptr (PpPlan) plan = make_plan ();
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
+          (guint32) 2, (gint64) 1234, "elsewhere", pp_plan_to_variant (plan),
+          plan->plan_id));
+  g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *host = NULL;
+  gint64 pid = 0;
+
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
+  g_assert_nonnull (strstr (error->message, "protocol version"));
+  g_assert_null (host);
+}
+
+/* The same message with version 1 is accepted: the failure above is the
+ * version's. */
+static void
+test_hello_by_hand (void)
+{
+  g_autoptr (PpPlan) plan = make_plan ();
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
+          (guint32) PP_PROTOCOL_VERSION, (gint64) 1234, "elsewhere",
+          pp_plan_to_variant (plan), plan->plan_id));
+  g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *host = NULL;
+  g_autoptr (PpPlan) back = NULL;
+  gint64 pid = 0;
+
+  back = pp_handshake_hello_parse (bytes, &pid, &host, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (back);
+  g_assert_cmpint (pid, ==, 1234);
+  g_assert_cmpstr (host, ==, "elsewhere");
+}
+
+static void
+test_reply_version (void)
+{
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_REPLY_TYPE,
+          (guint32) 2, (guint32) 5, (guint32) 1, (gint64) 99, "h", ""));
+  g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
+  g_autoptr (GError) error = NULL;
+  PpWorkerInfo info = { 0 };
+
+  g_assert_false (pp_handshake_reply_parse (bytes, &info, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
+  g_assert_nonnull (strstr (error->message, "protocol version"));
+  pp_worker_info_clear (&info);
+}
+
+/* The hello carries plan_id; a plan that re-derives to another id is
+ * refused naming the field. */
+static void
+test_hello_wrong_plan_id (void)
+{
+  g_autoptr (PpPlan) plan = make_plan ();
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
+          (guint32) PP_PROTOCOL_VERSION, (gint64) 1, "h",
+          pp_plan_to_variant (plan), plan->plan_id + 1));
+  g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *host = NULL;
+  gint64 pid;
+
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
+  g_assert_nonnull (strstr (error->message, "plan_id"));
+  g_assert_null (host);
+}
+
+/* The plan slot is a variant: something else in it is refused. */
+static void
+test_hello_plan_type (void)
+{
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
+          (guint32) PP_PROTOCOL_VERSION, (gint64) 1, "h",
+          g_variant_new_string ("not a plan"), 0u));
+  g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *host = NULL;
+  gint64 pid;
+
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
+}
+
+static void
+assert_hello_refused (GBytes * bytes)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *host = NULL;
+  gint64 pid = 0;
+
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_nonnull (error);
+  g_assert_true (error->domain == PP_ERROR);
+  g_assert_null (host);
+}
+
+static void
+assert_reply_refused (GBytes * bytes)
+{
+  g_autoptr (GError) error = NULL;
+  PpWorkerInfo info = { 0 };
+
+  g_assert_false (pp_handshake_reply_parse (bytes, &info, &error));
+  g_assert_nonnull (error);
+  g_assert_true (error->domain == PP_ERROR);
+  g_assert_null (info.host);
+  g_assert_null (info.error);
+}
+
+/* Garbage of every kind fails with an error, never a crash or a critical
+ * (criticals abort under g_test). */
+static void
+test_garbage (void)
+{
+  g_autoptr (PpPlan) plan = make_plan ();
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan);
+  g_autoptr (GBytes) reply = pp_handshake_reply_new (plan->plan_id, 1, "");
+  g_autoptr (GRand) rand = g_rand_new_with_seed (20240611);
+  gsize hello_len = g_bytes_get_size (hello);
+  g_autoptr (GBytes) empty = g_bytes_new (NULL, 0);
+  static const guint8 text[] = "hello, this is not a handshake at all";
+  g_autoptr (GBytes) ascii = g_bytes_new_static (text, sizeof text);
+  guint8 ff[64];
+
+  assert_hello_refused (empty);
+  assert_reply_refused (empty);
+  assert_hello_refused (ascii);
+  assert_reply_refused (ascii);
+  memset (ff, 0xff, sizeof ff);
+  {
+    g_autoptr (GBytes) b = g_bytes_new (ff, sizeof ff);
+    assert_hello_refused (b);
+    assert_reply_refused (b);
+  }
+  /* The other message type. */
+  assert_hello_refused (reply);
+  assert_reply_refused (hello);
+
+  for (guint i = 0; i < 200; i++) {
+    gsize len = g_rand_int_range (rand, 1, 300);
+    g_autofree guint8 *buf = g_malloc (len);
+    g_autoptr (GBytes) b = NULL;
+
+    for (gsize j = 0; j < len; j++)
+      buf[j] = (guint8) g_rand_int_range (rand, 0, 256);
+    b = g_bytes_new_take (g_steal_pointer (&buf), len);
+    assert_hello_refused (b);
+    assert_reply_refused (b);
+  }
+
+  /* Every truncation of a valid hello. */
+  for (gsize len = 0; len < hello_len; len++) {
+    g_autoptr (GBytes) b = g_bytes_new_from_bytes (hello, 0, len);
+    assert_hello_refused (b);
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/handshake/hello/round-trip", test_hello_round_trip);
+  g_test_add_func ("/handshake/hello/by-hand", test_hello_by_hand);
+  g_test_add_func ("/handshake/hello/version", test_hello_version);
+  g_test_add_func ("/handshake/hello/wrong-plan-id", test_hello_wrong_plan_id);
+  g_test_add_func ("/handshake/hello/plan-type", test_hello_plan_type);
+  g_test_add_func ("/handshake/reply/round-trip", test_reply_round_trip);
+  g_test_add_func ("/handshake/reply/version", test_reply_version);
+  g_test_add_func ("/handshake/garbage", test_garbage);
+  return g_test_run ();
+}

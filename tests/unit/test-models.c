@@ -1,0 +1,584 @@
+/* Unit tests for model URIs, the built-in models and image conversion. */
+#include "pp-model.h"
+#include "pp-error.h"
+
+#include <math.h>
+#include <string.h>
+
+static PpModel *
+model_new (const gchar * uri)
+{
+  g_autoptr (GError) error = NULL;
+  PpModel *m = pp_model_new (uri, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (m);
+  return m;
+}
+
+static PpTensor *
+tensor_new (guint c, guint h, guint w)
+{
+  const gint64 shape[4] = { 1, c, h, w };
+  g_autoptr (GError) error = NULL;
+  PpTensor *t = pp_tensor_new ("sample", PP_DTYPE_F32, 4, shape, &error);
+
+  g_assert_no_error (error);
+  return t;
+}
+
+static gfloat *
+px (PpTensor * t, guint c, guint y, guint x)
+{
+  return (gfloat *) t->data + ((gsize) c * t->shape[2] + y) * t->shape[3] + x;
+}
+
+static void
+run_steps (PpModel * m, const guint * steps, guint n, guint n_steps,
+    PpTensor * t)
+{
+  for (guint i = 0; i < n; i++) {
+    g_autoptr (GError) error = NULL;
+    g_assert_true (pp_model_step (m, steps[i], n_steps, t, &error));
+    g_assert_no_error (error);
+  }
+}
+
+/* URIs */
+
+static void
+test_uri_valid (void)
+{
+  PpModel *m = model_new ("builtin:stamp");
+
+  g_assert_true (m->klass == &pp_model_stamp_class);
+  g_assert_cmpstr (m->uri, ==, "builtin:stamp");
+  g_assert_cmpfloat (m->step_ms, ==, 0.0);
+  pp_model_free (m);
+
+  m = model_new ("builtin:anisotropic?kappa=10&lambda=0.2");
+  g_assert_true (m->klass == &pp_model_anisotropic_class);
+  g_assert_cmpstr (m->uri, ==, "builtin:anisotropic?kappa=10&lambda=0.2");
+  pp_model_free (m);
+
+  m = model_new ("builtin:stamp?step-ms=1.5");
+  g_assert_true (m->klass == &pp_model_stamp_class);
+  g_assert_cmpfloat (m->step_ms, ==, 1.5);
+  pp_model_free (m);
+
+  m = model_new ("builtin:anisotropic?step-ms=0&lambda=0.25");
+  g_assert_cmpfloat (m->step_ms, ==, 0.0);
+  pp_model_free (m);
+
+  m = model_new (PP_MODEL_DEFAULT_URI);
+  g_assert_true (m->klass == &pp_model_anisotropic_class);
+  pp_model_free (m);
+}
+
+static void
+assert_model_error (const gchar * uri, const gchar * part)
+{
+  g_autoptr (GError) error = NULL;
+  PpModel *m = pp_model_new (uri, &error);
+
+  g_assert_null (m);
+  g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);
+  if (part != NULL && strstr (error->message, part) == NULL)
+    g_error ("%s: expected '%s' in: %s", uri, part, error->message);
+}
+
+static void
+test_uri_invalid (void)
+{
+  assert_model_error ("builtin:nosuch", "nosuch");
+  assert_model_error ("builtin:", NULL);
+  assert_model_error ("onnx:model.onnx", "onnx:model.onnx");
+  assert_model_error (NULL, NULL);
+  assert_model_error ("builtin:stamp?bogus=1", "bogus");
+  /* kappa belongs to anisotropic, not stamp. */
+  assert_model_error ("builtin:stamp?kappa=1", "kappa");
+  assert_model_error ("builtin:stamp?x", "'x'");
+  assert_model_error ("builtin:stamp?=1", "'=1'");
+  assert_model_error ("builtin:stamp?step-ms=", "step-ms=");
+  assert_model_error ("builtin:stamp?step-ms=1&&", NULL);
+  assert_model_error ("builtin:anisotropic?lambda=0.5", "lambda");
+  assert_model_error ("builtin:anisotropic?lambda=0.5", "0.5");
+  assert_model_error ("builtin:anisotropic?lambda=-0.1", "lambda");
+  assert_model_error ("builtin:anisotropic?kappa=0", "kappa");
+  assert_model_error ("builtin:anisotropic?kappa=abc", "abc");
+  assert_model_error ("builtin:stamp?step-ms=-1", "step-ms");
+  assert_model_error ("builtin:stamp?step-ms=1.5ms", "1.5ms");
+  assert_model_error ("builtin:stamp?step-ms=nan", "step-ms");
+  assert_model_error ("builtin:stamp?step-ms=inf", "step-ms");
+}
+
+/* builtin:stamp */
+
+/* The map documented in pp-stamp.h, written out again here so that the
+ * test does not share the implementation. */
+static guint
+ref_stamp (guint k, guint c, guint v)
+{
+  guint a = 2 * (k % 128) + 3;
+  guint b = (37 * k + 101 * c + 11) % 256;
+
+  return (a * v + b) % 256;
+}
+
+/* [1, 3, 16, 16]: every channel holds every value 0..255 once. */
+static PpTensor *
+all_values (void)
+{
+  PpTensor *t = tensor_new (3, 16, 16);
+
+  for (guint c = 0; c < 3; c++)
+    for (guint i = 0; i < 256; i++)
+      *px (t, c, i / 16, i % 16) = (gfloat) ((i + 85 * c) % 256);
+  return t;
+}
+
+static void
+test_stamp_schedule (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp");
+  g_autoptr (PpTensor) in = all_values ();
+  g_autoptr (PpTensor) out = all_values ();
+  /* 130 steps so that a(k) wraps at k = 128. */
+  const guint n_steps = 130;
+  g_autofree guint *order = g_new (guint, n_steps);
+
+  for (guint k = 0; k < n_steps; k++)
+    order[k] = k;
+  run_steps (m, order, n_steps, n_steps, out);
+  for (guint c = 0; c < 3; c++) {
+    for (guint i = 0; i < 256; i++) {
+      guint v = (guint) *px (in, c, i / 16, i % 16);
+      for (guint k = 0; k < n_steps; k++)
+        v = ref_stamp (k, c, v);
+      g_assert_cmpfloat (*px (out, c, i / 16, i % 16), ==, (gfloat) v);
+    }
+  }
+}
+
+static gboolean
+tensors_equal (const PpTensor * a, const PpTensor * b)
+{
+  return a->nbytes == b->nbytes && memcmp (a->data, b->data, a->nbytes) == 0;
+}
+
+static void
+test_stamp_order (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp");
+  g_autoptr (PpTensor) good = all_values ();
+  g_autoptr (PpTensor) swapped = all_values ();
+  g_autoptr (PpTensor) skipped = all_values ();
+  g_autoptr (PpTensor) twice = all_values ();
+  static const guint in_order[] = { 0, 1, 2, 3, 4, 5 };
+  static const guint swap[] = { 0, 1, 3, 2, 4, 5 };
+  static const guint skip[] = { 0, 1, 2, 4, 5 };
+  static const guint dup[] = { 0, 1, 2, 2, 4, 5 };
+
+  run_steps (m, in_order, G_N_ELEMENTS (in_order), 6, good);
+  run_steps (m, swap, G_N_ELEMENTS (swap), 6, swapped);
+  run_steps (m, skip, G_N_ELEMENTS (skip), 6, skipped);
+  run_steps (m, dup, G_N_ELEMENTS (dup), 6, twice);
+  g_assert_false (tensors_equal (good, swapped));
+  g_assert_false (tensors_equal (good, skipped));
+  g_assert_false (tensors_equal (good, twice));
+}
+
+/* Every step is a bijection on 0..255: no information is lost. */
+static void
+test_stamp_bijection (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp");
+  g_autoptr (PpTensor) t = all_values ();
+
+  for (guint k = 0; k < 4; k++) {
+    g_assert_true (pp_model_step (m, k, 4, t, NULL));
+    for (guint c = 0; c < 3; c++) {
+      guint seen[256] = { 0 };
+      for (guint i = 0; i < 256; i++) {
+        gfloat v = *px (t, c, i / 16, i % 16);
+        g_assert_cmpfloat (v, >=, 0);
+        g_assert_cmpfloat (v, <=, 255);
+        seen[(guint) v]++;
+      }
+      for (guint v = 0; v < 256; v++)
+        g_assert_cmpuint (seen[v], ==, 1);
+    }
+  }
+}
+
+static void
+test_step_errors (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp");
+  g_autoptr (PpModel) a = model_new ("builtin:anisotropic");
+  g_autoptr (PpTensor) t = all_values ();
+  const gint64 shape[2] = { 16, 16 };
+  g_autoptr (PpTensor) flat = pp_tensor_new ("sample", PP_DTYPE_F32, 2, shape,
+      NULL);
+  g_autoptr (PpTensor) bytes = NULL;
+  const gint64 shape4[4] = { 1, 3, 4, 4 };
+  g_autoptr (GError) error = NULL;
+
+  g_assert_false (pp_model_step (m, 4, 4, t, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_clear_error (&error);
+  g_assert_false (pp_model_step (m, 0, 4, flat, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+  g_assert_false (pp_model_step (a, 0, 4, flat, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+  bytes = pp_tensor_new ("sample", PP_DTYPE_U8, 4, shape4, NULL);
+  g_assert_false (pp_model_step (a, 0, 4, bytes, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+}
+
+static void
+test_step_ms (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp?step-ms=20");
+  g_autoptr (PpTensor) t = all_values ();
+  gint64 start = g_get_monotonic_time ();
+
+  g_assert_true (pp_model_step (m, 0, 1, t, NULL));
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, 18000);
+}
+
+/* builtin:anisotropic */
+
+static gdouble
+variance (PpTensor * t, guint c, guint x0, guint x1)
+{
+  gdouble sum = 0, sum2 = 0;
+  guint n = 0;
+
+  for (guint y = 0; y < t->shape[2]; y++)
+    for (guint x = x0; x < x1; x++) {
+      gdouble v = *px (t, c, y, x);
+      sum += v;
+      sum2 += v * v;
+      n++;
+    }
+  return sum2 / n - (sum / n) * (sum / n);
+}
+
+static void
+run4 (PpModel * m, PpTensor * t)
+{
+  static const guint steps[] = { 0, 1, 2, 3 };
+
+  run_steps (m, steps, 4, 4, t);
+}
+
+static void
+test_aniso_constant (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:anisotropic");
+  g_autoptr (PpTensor) t = tensor_new (3, 9, 13);
+
+  for (guint c = 0; c < 3; c++)
+    for (guint y = 0; y < 9; y++)
+      for (guint x = 0; x < 13; x++)
+        *px (t, c, y, x) = 40.f + 50.f * c;
+  run4 (m, t);
+  /* Borders reflect: nothing flows in or out, not even at the edges. */
+  for (guint c = 0; c < 3; c++)
+    for (guint y = 0; y < 9; y++)
+      for (guint x = 0; x < 13; x++)
+        g_assert_cmpfloat (*px (t, c, y, x), ==, 40.f + 50.f * c);
+}
+
+static void
+test_aniso_noise (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:anisotropic");
+  g_autoptr (PpTensor) t = tensor_new (3, 24, 24);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (4242);
+  gdouble before[3], sum_before = 0, sum_after = 0;
+
+  for (guint c = 0; c < 3; c++)
+    for (guint y = 0; y < 24; y++)
+      for (guint x = 0; x < 24; x++)
+        *px (t, c, y, x) = (gfloat) g_rand_double_range (rand, 0, 255);
+  for (guint c = 0; c < 3; c++)
+    before[c] = variance (t, c, 0, 24);
+  for (gsize i = 0; i < t->nbytes / 4; i++)
+    sum_before += ((gfloat *) t->data)[i];
+  run4 (m, t);
+  for (guint c = 0; c < 3; c++) {
+    gdouble after = variance (t, c, 0, 24);
+    g_test_message ("channel %u variance %.1f -> %.1f", c, before[c], after);
+    g_assert_cmpfloat (after, <, 0.9 * before[c]);
+  }
+  /* Diffusion with reflecting borders conserves the mean. */
+  for (gsize i = 0; i < t->nbytes / 4; i++)
+    sum_after += ((gfloat *) t->data)[i];
+  g_assert_cmpfloat (fabs (sum_after - sum_before) / (t->nbytes / 4), <, 0.01);
+}
+
+/* Left half 0, right half 200, each with ±5 noise when @rand is set. */
+static PpTensor *
+edge_image (GRand * rand)
+{
+  PpTensor *t = tensor_new (3, 12, 16);
+
+  for (guint c = 0; c < 3; c++)
+    for (guint y = 0; y < 12; y++)
+      for (guint x = 0; x < 16; x++)
+        *px (t, c, y, x) = (x < 8 ? 0.f : 200.f)
+            + (rand ? (gfloat) g_rand_double_range (rand, -5, 5) : 0.f);
+  return t;
+}
+
+static gdouble
+edge_contrast (PpTensor * t, guint c)
+{
+  gdouble min = G_MAXDOUBLE;
+
+  for (guint y = 0; y < t->shape[2]; y++)
+    min = MIN (min, *px (t, c, y, 8) - *px (t, c, y, 7));
+  return min;
+}
+
+static void
+test_aniso_edge (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:anisotropic");
+  g_autoptr (PpTensor) clean = edge_image (NULL);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (7);
+  g_autoptr (PpTensor) noisy = edge_image (rand);
+  gdouble flat_before[3][2];
+
+  for (guint c = 0; c < 3; c++) {
+    /* Columns away from the edge: what the edge itself bleeds does not
+     * count as noise. */
+    flat_before[c][0] = variance (noisy, c, 0, 5);
+    flat_before[c][1] = variance (noisy, c, 11, 16);
+  }
+  run4 (m, clean);
+  run4 (m, noisy);
+  for (guint c = 0; c < 3; c++) {
+    gdouble left = variance (noisy, c, 0, 5);
+    gdouble right = variance (noisy, c, 11, 16);
+
+    g_test_message ("channel %u edge %.1f (noisy %.1f), flat variance "
+        "%.2f -> %.2f, %.2f -> %.2f", c, edge_contrast (clean, c),
+        edge_contrast (noisy, c), flat_before[c][0], left, flat_before[c][1],
+        right);
+    g_assert_cmpfloat (edge_contrast (clean, c), >, 150);
+    g_assert_cmpfloat (edge_contrast (noisy, c), >, 150);
+    g_assert_cmpfloat (left, <, 0.5 * flat_before[c][0]);
+    g_assert_cmpfloat (right, <, 0.5 * flat_before[c][1]);
+  }
+}
+
+/* One step on a two-pixel image, against the formula in the comment of
+ * pp-anisotropic.c: I += λ Σ g(∇I) ∇I, g(x) = 1 / (1 + (x/κ)²). */
+static void
+test_aniso_params (void)
+{
+  struct
+  {
+    const gchar *uri;
+    gdouble kappa, lambda;
+  } cases[] = {
+    {"builtin:anisotropic", 24.0, 0.25},
+    {"builtin:anisotropic?kappa=10&lambda=0.2", 10.0, 0.2},
+    {"builtin:anisotropic?lambda=0.1", 24.0, 0.1},
+    {"builtin:anisotropic?lambda=0", 24.0, 0.0},
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autoptr (PpModel) m = model_new (cases[i].uri);
+    g_autoptr (PpTensor) t = tensor_new (1, 1, 2);
+    gdouble d = 10.0, k = cases[i].kappa;
+    gdouble flow = cases[i].lambda * d / (1 + (d / k) * (d / k));
+
+    *px (t, 0, 0, 0) = 0.f;
+    *px (t, 0, 0, 1) = 10.f;
+    g_assert_true (pp_model_step (m, 0, 1, t, NULL));
+    g_assert_cmpfloat_with_epsilon (*px (t, 0, 0, 0), flow, 1e-4);
+    g_assert_cmpfloat_with_epsilon (*px (t, 0, 0, 1), 10.0 - flow, 1e-4);
+  }
+}
+
+/* Image ↔ tensor */
+
+#define W 5
+#define H 3
+#define ROW (W * 4 + 7)         /* padded rows */
+
+/* BGRx: R at byte 2, G at 1, B at 0, byte 3 unused. */
+static void
+bgrx_image (PpImage * img, guint8 * data)
+{
+  img->data = data;
+  img->width = W;
+  img->height = H;
+  img->row_stride = ROW;
+  img->pixel_stride = 4;
+  img->offset[0] = 2;
+  img->offset[1] = 1;
+  img->offset[2] = 0;
+}
+
+static gboolean
+is_rgb_byte (gsize i)
+{
+  gsize x = i % ROW;
+
+  return x < W * 4 && x % 4 != 3;
+}
+
+static void
+test_image_round_trip (void)
+{
+  guint8 src[H * ROW], dst[H * ROW];
+  PpImage a, b;
+  g_autoptr (PpTensor) t = NULL;
+  g_autoptr (GError) error = NULL;
+
+  for (gsize i = 0; i < sizeof src; i++)
+    src[i] = (guint8) (i * 37 + 5);
+  bgrx_image (&a, src);
+  t = pp_image_to_tensor (&a, "sample", &error);
+  g_assert_no_error (error);
+  g_assert_true (pp_image_check_tensor (t, W, H, NULL));
+  g_assert_cmpstr (t->name, ==, "sample");
+  /* Planar R, G, B with the image's values. */
+  for (guint y = 0; y < H; y++)
+    for (guint x = 0; x < W; x++) {
+      const guint8 *p = src + y * ROW + x * 4;
+      g_assert_cmpfloat (*px (t, 0, y, x), ==, p[2]);
+      g_assert_cmpfloat (*px (t, 1, y, x), ==, p[1]);
+      g_assert_cmpfloat (*px (t, 2, y, x), ==, p[0]);
+    }
+
+  memset (dst, 0xaa, sizeof dst);
+  bgrx_image (&b, dst);
+  g_assert_true (pp_image_from_tensor (&b, t, &error));
+  g_assert_no_error (error);
+  for (gsize i = 0; i < sizeof dst; i++) {
+    if (is_rgb_byte (i))
+      g_assert_cmpuint (dst[i], ==, src[i]);
+    else
+      g_assert_cmpuint (dst[i], ==, 0xaa);     /* alpha and padding */
+  }
+}
+
+static void
+test_image_encode_decode (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp");
+  guint8 src[H * ROW], dst[H * ROW];
+  PpImage a, b;
+  g_autoptr (PpTensor) t = NULL;
+
+  for (gsize i = 0; i < sizeof src; i++)
+    src[i] = (guint8) (i * 11);
+  memcpy (dst, src, sizeof dst);
+  bgrx_image (&a, src);
+  bgrx_image (&b, dst);
+  t = pp_model_encode (m, &a, NULL);
+  g_assert_nonnull (t);
+  g_assert_cmpstr (t->name, ==, PP_MODEL_SAMPLE_NAME);
+  *px (t, 0, 1, 2) = 7.f;
+  g_assert_true (pp_model_decode (m, t, &b, NULL));
+  for (gsize i = 0; i < sizeof dst; i++)
+    if (i != 1 * ROW + 2 * 4 + 2)
+      g_assert_cmpuint (dst[i], ==, src[i]);
+  g_assert_cmpuint (dst[1 * ROW + 2 * 4 + 2], ==, 7);
+}
+
+static void
+test_image_check (void)
+{
+  g_autoptr (PpTensor) t = tensor_new (3, H, W);
+  g_autoptr (PpTensor) gray = tensor_new (1, H, W);
+  const gint64 shape[4] = { 1, 3, H, W };
+  g_autoptr (PpTensor) bytes = pp_tensor_new ("u8", PP_DTYPE_U8, 4, shape,
+      NULL);
+  g_autoptr (GError) error = NULL;
+  guint8 buf[H * ROW];
+  PpImage img;
+
+  g_assert_true (pp_image_check_tensor (t, W, H, &error));
+  g_assert_no_error (error);
+  g_assert_false (pp_image_check_tensor (t, W + 1, H, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+  /* Width and height swapped. */
+  g_assert_false (pp_image_check_tensor (t, H, W, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+  g_assert_false (pp_image_check_tensor (gray, W, H, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+  g_assert_false (pp_image_check_tensor (bytes, W, H, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+
+  /* from_tensor refuses a wrong shape without touching the image. */
+  memset (buf, 0x55, sizeof buf);
+  bgrx_image (&img, buf);
+  img.width = W - 1;
+  g_assert_false (pp_image_from_tensor (&img, t, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  for (gsize i = 0; i < sizeof buf; i++)
+    g_assert_cmpuint (buf[i], ==, 0x55);
+}
+
+static void
+test_image_clamp_round (void)
+{
+  static const gfloat values[] = { -5.f, 300.f, 1.6f, 2.4f, 254.6f, -0.4f,
+    255.4f, 128.f
+  };
+  static const guint8 expect[] = { 0, 255, 2, 2, 255, 0, 255, 128 };
+#define N_CLAMP 8
+  const guint n = N_CLAMP;
+  g_autoptr (PpTensor) t = tensor_new (3, 1, n);
+  guint8 buf[N_CLAMP * 4];
+  /* RGBx, no row padding. */
+  PpImage img = { buf, N_CLAMP, 1, N_CLAMP * 4, 4, {0, 1, 2} };
+
+  G_STATIC_ASSERT (G_N_ELEMENTS (values) == N_CLAMP);
+
+  for (guint c = 0; c < 3; c++)
+    for (guint x = 0; x < n; x++)
+      *px (t, c, 0, x) = values[x];
+  memset (buf, 0x11, sizeof buf);
+  g_assert_true (pp_image_from_tensor (&img, t, NULL));
+  for (guint x = 0; x < n; x++) {
+    for (guint c = 0; c < 3; c++)
+      g_assert_cmpuint (buf[x * 4 + c], ==, expect[x]);
+    g_assert_cmpuint (buf[x * 4 + 3], ==, 0x11);
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/models/uri/valid", test_uri_valid);
+  g_test_add_func ("/models/uri/invalid", test_uri_invalid);
+  g_test_add_func ("/models/stamp/schedule", test_stamp_schedule);
+  g_test_add_func ("/models/stamp/order", test_stamp_order);
+  g_test_add_func ("/models/stamp/bijection", test_stamp_bijection);
+  g_test_add_func ("/models/step/errors", test_step_errors);
+  g_test_add_func ("/models/step/step-ms", test_step_ms);
+  g_test_add_func ("/models/anisotropic/constant", test_aniso_constant);
+  g_test_add_func ("/models/anisotropic/noise", test_aniso_noise);
+  g_test_add_func ("/models/anisotropic/edge", test_aniso_edge);
+  g_test_add_func ("/models/anisotropic/params", test_aniso_params);
+  g_test_add_func ("/models/image/round-trip", test_image_round_trip);
+  g_test_add_func ("/models/image/encode-decode", test_image_encode_decode);
+  g_test_add_func ("/models/image/check", test_image_check);
+  g_test_add_func ("/models/image/clamp-round", test_image_clamp_round);
+  return g_test_run ();
+}
