@@ -91,10 +91,12 @@ pp_handshake_reply_parse (GBytes * bytes, PpWorkerInfo * info,
     return FALSE;
   g_variant_get (v, "(uuux&s&s)", &version, &info->plan_id, &rank,
       &info->pid, &host, &text);
+  /* Who answered is kept even when the answer is refused: rank 0 uses it
+   * to stop that process. */
+  info->host = g_strdup (host);
   if (!check_version (version, "handshake reply", error))
     return FALSE;
   info->rank = (gint) rank;
-  info->host = g_strdup (host);
   info->error = *text ? g_strdup (text) : NULL;
   return TRUE;
 }

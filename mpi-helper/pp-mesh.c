@@ -231,6 +231,27 @@ handshake (PpMesh * mesh, GError ** error)
   return TRUE;
 }
 
+/* Between polls of a wait on the mesh: a worker on this host that has
+ * exited is reported at once instead of at the deadline. */
+static gboolean
+workers_alive (gpointer data, GError ** error)
+{
+  PpMesh *mesh = data;
+
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    const PpWorkerInfo *info = &mesh->workers[i];
+    if (info->pid > 0 && pp_proc_is_local (info->host)
+        && !pp_proc_is_running (info->pid)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
+          "worker rank %u (pid %" G_GINT64_FORMAT ", steps [%u,%u)) has "
+          "exited; its stderr says why", i + 1, info->pid,
+          mesh->plan->slices[i].first, mesh->plan->slices[i].end);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 static void
 kill_workers (PpMesh * mesh)
 {
@@ -306,8 +327,8 @@ gboolean
 pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, guint64 * chunk_id,
     GError ** error)
 {
-  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms), NULL,
-    NULL
+  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms),
+    workers_alive, mesh
   };
   gboolean ok;
 
@@ -342,7 +363,7 @@ static PpChunk *
 collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
 {
   PpWait w = { mesh->world, (gint) mesh->plan->n_workers,
-    pp_deadline_in_ms (mesh->timeout_ms), NULL, NULL
+    pp_deadline_in_ms (mesh->timeout_ms), workers_alive, mesh
   };
   PpChunkExpect expect = {
     .chunk_id = mesh->next_recv_id,
@@ -418,8 +439,8 @@ shutdown_clean (PpMesh * mesh, PpMeshStats * stats, GError ** error)
   PpChunk *marker = pp_chunk_new ();
   g_autoptr (PpChunk) back = NULL;
   PpTensor *busy;
-  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms), NULL,
-    NULL
+  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms),
+    workers_alive, mesh
   };
 
   marker->flags = PP_CHUNK_FLAG_SHUTDOWN;

@@ -8,6 +8,8 @@
  * oversubscribed cores free for compute. */
 #define PP_POLL_MIN_US 10
 #define PP_POLL_MAX_US 500
+/* Liveness checks read /proc: a few per second are plenty. */
+#define PP_ALIVE_PERIOD_US 50000
 
 gint64
 pp_deadline_in_ms (guint timeout_ms)
@@ -37,16 +39,24 @@ poll_sleep (gulong * period_us)
 }
 
 static gboolean
-wait_expired (const PpWait * w, const gchar * what, GError ** error)
+wait_expired (const PpWait * w, gint64 * next_alive_us, const gchar * what,
+    GError ** error)
 {
-  if (w->deadline_us != PP_NO_DEADLINE && g_get_monotonic_time () > w->deadline_us) {
+  gint64 now = g_get_monotonic_time ();
+
+  if (w->deadline_us != PP_NO_DEADLINE && now > w->deadline_us) {
     g_set_error (error, PP_ERROR, PP_ERROR_TIMEOUT,
         "%s (peer rank %d): no progress before the deadline (timeout-ms)",
         what, w->peer);
     return TRUE;
   }
-  if (w->alive != NULL && !w->alive (w->alive_data, error))
-    return TRUE;
+  if (w->alive != NULL && now >= *next_alive_us) {
+    *next_alive_us = now + PP_ALIVE_PERIOD_US;
+    if (!w->alive (w->alive_data, error)) {
+      g_prefix_error (error, "%s (peer rank %d): ", what, w->peer);
+      return TRUE;
+    }
+  }
   return FALSE;
 }
 
@@ -57,6 +67,7 @@ wait_requests (const PpWait * w, MPI_Request * reqs, int n,
     const gchar * what, GError ** error)
 {
   gulong period = PP_POLL_MIN_US;
+  gint64 next_alive = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
 
   for (;;) {
     int flag = 0;
@@ -65,7 +76,7 @@ wait_requests (const PpWait * w, MPI_Request * reqs, int n,
       return FALSE;
     if (flag)
       return TRUE;
-    if (wait_expired (w, what, error))
+    if (wait_expired (w, &next_alive, what, error))
       return FALSE;
     poll_sleep (&period);
   }
@@ -99,6 +110,7 @@ pp_transport_recv_bytes (const PpWait * w, gint tag, gsize max_len,
     const gchar * what, GError ** error)
 {
   gulong period = PP_POLL_MIN_US;
+  gint64 next_alive = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
   MPI_Message msg;
   MPI_Status status;
   MPI_Request req;
@@ -111,7 +123,7 @@ pp_transport_recv_bytes (const PpWait * w, gint tag, gsize max_len,
       return NULL;
     if (found)
       break;
-    if (wait_expired (w, what, error))
+    if (wait_expired (w, &next_alive, what, error))
       return NULL;
     poll_sleep (&period);
   }

@@ -41,32 +41,42 @@ is_descendant (gint pid, GHashTable * parents, gint self)
   return FALSE;
 }
 
-guint
-pp_check_count_descendants (const gchar * name)
+GArray *
+pp_check_find_descendants (const gchar * name)
 {
   g_autoptr (GHashTable) parents = g_hash_table_new (NULL, NULL);
-  g_autoptr (GPtrArray) matches = g_ptr_array_new ();
+  g_autoptr (GArray) matches = g_array_new (FALSE, FALSE, sizeof (gint));
+  GArray *found = g_array_new (FALSE, FALSE, sizeof (gint));
   GDir *dir = g_dir_open ("/proc", 0, NULL);
   const gchar *entry;
-  guint count = 0;
 
   g_assert (dir != NULL);
   while ((entry = g_dir_read_name (dir)) != NULL) {
     g_autofree gchar *comm = NULL;
-    gint ppid;
+    gint pid = atoi (entry), ppid;
     gchar state;
     if (!g_ascii_isdigit (entry[0]) || !read_stat (entry, &comm, &ppid, &state))
       continue;
-    g_hash_table_insert (parents, GINT_TO_POINTER (atoi (entry)),
+    g_hash_table_insert (parents, GINT_TO_POINTER (pid),
         GINT_TO_POINTER (ppid));
     if (g_str_has_prefix (comm, name) && state != 'Z' && state != 'X')
-      g_ptr_array_add (matches, GINT_TO_POINTER (atoi (entry)));
+      g_array_append_val (matches, pid);
   }
   g_dir_close (dir);
-  for (guint i = 0; i < matches->len; i++)
-    if (is_descendant (GPOINTER_TO_INT (matches->pdata[i]), parents, getpid ()))
-      count++;
-  return count;
+  for (guint i = 0; i < matches->len; i++) {
+    gint pid = g_array_index (matches, gint, i);
+    if (is_descendant (pid, parents, getpid ()))
+      g_array_append_val (found, pid);
+  }
+  return found;
+}
+
+guint
+pp_check_count_descendants (const gchar * name)
+{
+  g_autoptr (GArray) found = pp_check_find_descendants (name);
+
+  return found->len;
 }
 
 guint

@@ -5,6 +5,10 @@
 
 G_BEGIN_DECLS
 
+/* Pids (gint) of the live descendants of this process whose command name
+ * starts with @name. */
+GArray *pp_check_find_descendants (const gchar * name);
+
 /* Live descendants of this process whose command name starts with @name
  * (workers are children of Open MPI's daemon, itself our child). */
 guint pp_check_count_descendants (const gchar * name);

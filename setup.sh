@@ -1,0 +1,69 @@
+#!/bin/sh
+# ppdiffuse — one command per job on a fresh Debian 12 machine.
+#
+#   ./setup.sh demo   install dependencies, build, run the demo pipeline
+#   ./setup.sh test   install dependencies, build, run the whole test suite
+#
+# Dependencies come from Debian's archive (apt-get, as root or through sudo).
+# The build goes to ./build; the demo writes to ./out/demo.
+set -eu
+
+DEPS="meson ninja-build pkg-config gcc libc6-dev python3 libglib2.0-dev
+  zlib1g-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  libopenmpi-dev openmpi-bin"
+BUILD_DIR=build
+TOP=$(cd "$(dirname "$0")" && pwd)
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_deps() {
+  missing=""
+  for p in $DEPS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+      || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+  echo "== installing:$missing"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends $missing
+}
+
+build() {
+  cd "$TOP"
+  [ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" -Dtests=enabled
+  ninja -C "$BUILD_DIR"
+}
+
+# Open MPI refuses to start as root unless told that it is meant.
+mpi_env() {
+  if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  fi
+}
+
+run_tests() {
+  cd "$TOP"
+  mpi_env
+  rc=0
+  meson test -C "$BUILD_DIR" --print-errorlogs || rc=$?
+  python3 "$TOP/tests/summary.py" "$BUILD_DIR/meson-logs/testlog.json" || rc=1
+  return $rc
+}
+
+run_demo() {
+  cd "$TOP"
+  mpi_env
+  export GST_PLUGIN_PATH_1_0="$TOP/$BUILD_DIR/gst/ppdiffuse"
+  export PPDIFFUSE_WORKER="$TOP/$BUILD_DIR/mpi-helper/ppdiffuse-worker"
+  "$TOP/pipelines/demo.sh" "$TOP/out/demo"
+}
+
+case "${1:-}" in
+  demo) install_deps; build; run_demo ;;
+  test) install_deps; build; run_tests ;;
+  *) echo "usage: $0 demo|test" >&2; exit 2 ;;
+esac

@@ -1,0 +1,229 @@
+/* ppdiffuse — break-it tests: broken, silent, lying and dying workers must
+ * give a clear error within timeout-ms, never a hang.
+ *
+ * Each scenario runs in a process of its own (the first argument names the
+ * test case): a spawn left stuck inside MPI must not taint the next one. */
+#include <gst/check/gstcheck.h>
+#include <gst/check/gstharness.h>
+
+#include <signal.h>
+
+#include "pp-check-util.h"
+
+#define TIMEOUT_MS 2000
+/* Time on top of timeout-ms for the error to reach the bus and for the
+ * element to stop. */
+#define SLACK_MS 4000
+#define CAPS_STR "video/x-raw,format=RGBx,width=32,height=24,framerate=30/1"
+#define FRAME_BYTES (32 * 24 * 4)
+#define MAX_PUSHES 100
+
+static const gchar *fake_dir;
+
+static gchar *
+fake (const gchar * name)
+{
+  return g_build_filename (fake_dir, name, NULL);
+}
+
+static GstElement *
+make_element (guint ranks, guint steps, const gchar * model,
+    const gchar * worker)
+{
+  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
+
+  fail_unless (e != NULL);
+  g_object_set (e, "ranks", ranks, "steps", steps, "model", model,
+      "timeout-ms", TIMEOUT_MS, NULL);
+  if (worker != NULL)
+    g_object_set (e, "worker", worker, NULL);
+  return e;
+}
+
+/* Pops an error within @within_ms and checks it names every needle. */
+static void
+expect_error (GstBus * bus, gint64 since, guint within_ms,
+    const gchar * const *needles)
+{
+  GstMessage *msg = pp_check_pop_error (bus, within_ms);
+  gint64 took_ms = (g_get_monotonic_time () - since) / 1000;
+  GError *error = NULL;
+  gchar *debug = NULL, *text;
+
+  fail_unless (msg != NULL, "no error within %u ms", within_ms);
+  gst_message_parse_error (msg, &error, &debug);
+  text = g_strdup_printf ("%s | %s", error->message, debug ? debug : "");
+  GST_INFO ("error after %" G_GINT64_FORMAT " ms: %s", took_ms, text);
+  for (guint i = 0; needles[i] != NULL; i++)
+    fail_unless (strstr (text, needles[i]) != NULL,
+        "error '%s' does not mention '%s'", text, needles[i]);
+  fail_unless (took_ms <= within_ms, "took %" G_GINT64_FORMAT " ms", took_ms);
+  g_free (text);
+  g_free (debug);
+  g_error_free (error);
+  gst_message_unref (msg);
+}
+
+/* Start must fail with the error named by @needles, within the deadline. */
+static void
+expect_start_failure (GstElement * e, const gchar * const *needles)
+{
+  GstBus *bus = gst_bus_new ();
+  gint64 start = g_get_monotonic_time ();
+
+  gst_element_set_bus (e, bus);
+  fail_unless_equals_int (gst_element_set_state (e, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_FAILURE);
+  expect_error (bus, start, TIMEOUT_MS + SLACK_MS, needles);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+}
+
+GST_START_TEST (test_not_a_worker)
+{
+  gchar *path = fake ("not-a-worker.sh");
+  const gchar *needles[] = { "could not start", "not-a-worker.sh", NULL };
+
+  expect_start_failure (make_element (2, 2, "builtin:stamp", path), needles);
+  g_free (path);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_protocol_mismatch)
+{
+  gchar *path = fake ("fake-worker-bad-version");
+  const gchar *needles[] = { "protocol version", "expected 1", "received 99",
+    NULL
+  };
+
+  expect_start_failure (make_element (1, 2, "builtin:stamp", path), needles);
+  /* The refused worker was identified and stopped. */
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("fake-worker",
+          SLACK_MS), 0);
+  g_free (path);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_silent_worker)
+{
+  gchar *path = fake ("fake-worker-silent");
+  const gchar *needles[] = { "handshake reply", "deadline", NULL };
+
+  expect_start_failure (make_element (1, 2, "builtin:stamp", path), needles);
+  g_free (path);
+}
+
+GST_END_TEST;
+
+static GstBuffer *
+make_frame (guint index)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, FRAME_BYTES, NULL);
+
+  gst_buffer_memset (buf, 0, (guint8) index, FRAME_BYTES);
+  GST_BUFFER_PTS (buf) = index * GST_SECOND / 30;
+  return buf;
+}
+
+/* Pushes frames until the element refuses one; it must refuse within the
+ * deadline and the error must name @needles. */
+static void
+expect_stream_failure (GstHarness * h, const gchar * const *needles)
+{
+  GstBus *bus = gst_bus_new ();
+  gint64 start = g_get_monotonic_time ();
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint pushes = 0;
+
+  gst_element_set_bus (h->element, bus);
+  while (ret == GST_FLOW_OK && pushes++ < MAX_PUSHES)
+    ret = gst_harness_push (h, make_frame (pushes));
+  fail_unless (ret != GST_FLOW_OK, "the element never noticed");
+  expect_error (bus, start, TIMEOUT_MS + SLACK_MS, needles);
+
+  start = g_get_monotonic_time ();
+  fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
+      GST_STATE_CHANGE_SUCCESS);
+  fail_unless ((g_get_monotonic_time () - start) / 1000 <
+      TIMEOUT_MS + SLACK_MS, "stopping after the error took too long");
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+}
+
+GST_START_TEST (test_chunk_id_gap)
+{
+  gchar *path = fake ("fake-worker-skip-chunk");
+  GstHarness *h = gst_harness_new_with_element (make_element (1, 1,
+          "builtin:stamp", path), "sink", "src");
+  const gchar *needles[] = { "chunk_id", "expected 0, received 1", NULL };
+
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  expect_stream_failure (h, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("fake-worker",
+          SLACK_MS), 0);
+  g_free (path);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_killed_worker)
+{
+  GstHarness *h = gst_harness_new_with_element (make_element (2, 2,
+          "builtin:stamp?step-ms=5", NULL), "sink", "src");
+  const gchar *needles[] = { "worker rank", "has exited", NULL };
+  GArray *pids;
+
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  for (guint i = 0; i < 5; i++) {
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)), GST_FLOW_OK);
+    gst_buffer_unref (gst_harness_pull (h));
+  }
+  pids = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (pids->len, 2);
+  GST_INFO ("killing worker pid %d", g_array_index (pids, gint, 1));
+  kill (g_array_index (pids, gint, 1), SIGKILL);
+  g_array_unref (pids);
+
+  expect_stream_failure (h, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+}
+
+GST_END_TEST;
+
+static Suite *
+faults_suite (void)
+{
+  Suite *s = suite_create ("ppdiffuse-faults");
+  TCase *tc = tcase_create ("faults");
+
+  tcase_add_test (tc, test_not_a_worker);
+  tcase_add_test (tc, test_protocol_mismatch);
+  tcase_add_test (tc, test_silent_worker);
+  tcase_add_test (tc, test_chunk_id_gap);
+  tcase_add_test (tc, test_killed_worker);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+/* faults FAKE_DIR TEST_NAME */
+int
+main (int argc, char **argv)
+{
+  Suite *s;
+
+  if (argc != 3) {
+    g_printerr ("usage: %s FAKE_WORKER_DIR TEST_NAME\n", argv[0]);
+    return 2;
+  }
+  fake_dir = argv[1];
+  g_setenv ("GST_CHECKS", argv[2], TRUE);
+  gst_check_init (NULL, NULL);
+  s = faults_suite ();
+  return gst_check_run_suite (s, "ppdiffuse-faults", __FILE__);
+}
