@@ -11,12 +11,11 @@ static gint log_rank = -1;
 static gint log_level = -1;
 
 void
-pp_log_set_handler (PpLogFunc func, gpointer user_data)
+pp_log_set_handler (PpLogFunc func, gpointer user_data, PpLogLevel max_level)
 {
   log_func = func;
   log_data = user_data;
-  /* The handler filters by its own level. */
-  g_atomic_int_set (&log_level, func != NULL ? PP_LOG_TRACE : -1);
+  g_atomic_int_set (&log_level, func != NULL ? (gint) max_level : -1);
 }
 
 void

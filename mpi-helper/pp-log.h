@@ -25,7 +25,9 @@ typedef enum
 typedef void (*PpLogFunc) (PpLogLevel level, const gchar * message,
     gpointer user_data);
 
-void     pp_log_set_handler (PpLogFunc func, gpointer user_data);
+/* Routes messages up to @max_level to @func (NULL restores stderr). */
+void     pp_log_set_handler (PpLogFunc func, gpointer user_data,
+                             PpLogLevel max_level);
 void     pp_log_set_rank    (gint rank);
 gboolean pp_log_enabled     (PpLogLevel level);
 void     pp_log             (PpLogLevel level, const gchar * format, ...)

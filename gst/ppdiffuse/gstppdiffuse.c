@@ -118,6 +118,19 @@ mesh_log (PpLogLevel level, const gchar * message, gpointer user_data)
       message);
 }
 
+/* Mesh messages are only formatted when our category would show them. */
+static void
+mesh_log_follow_threshold (void)
+{
+  GstDebugLevel t = gst_debug_category_get_threshold (gst_pp_diffuse_debug);
+  PpLogLevel level = t >= GST_LEVEL_LOG ? PP_LOG_TRACE
+      : t >= GST_LEVEL_DEBUG ? PP_LOG_DEBUG
+      : t >= GST_LEVEL_INFO ? PP_LOG_INFO
+      : t >= GST_LEVEL_WARNING ? PP_LOG_WARNING : PP_LOG_ERROR;
+
+  pp_log_set_handler (mesh_log, NULL, level);
+}
+
 /* ---- the FIFO: called with self->lock held ---------------------------- */
 
 /* Drops every queued item.  A frame whose chunk is still inside the mesh
@@ -643,6 +656,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.timeout_ms = self->timeout_ms;
   self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
 
+  mesh_log_follow_threshold ();
   self->model = pp_model_new (config.model, &error);
   if (self->model != NULL)
     self->mesh = pp_mesh_start (&config, &error);
@@ -1001,7 +1015,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
   gst_type_mark_as_plugin_api (GST_TYPE_PP_DIFFUSE_BACKEND, 0);
   GST_DEBUG_CATEGORY_INIT (gst_pp_diffuse_debug, "ppdiffuse", 0,
       "pipeline-parallel diffusion");
-  pp_log_set_handler (mesh_log, NULL);
+  mesh_log_follow_threshold ();
 }
 
 static void

@@ -527,4 +527,9 @@ ppdiffuse_suite (void)
   return s;
 }
 
-GST_CHECK_MAIN (ppdiffuse);
+int
+main (int argc, char **argv)
+{
+  gst_check_init (&argc, &argv);
+  pp_check_run_and_exit (ppdiffuse_suite (), "ppdiffuse", __FILE__);
+}

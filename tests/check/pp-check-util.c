@@ -1,6 +1,7 @@
 /* ppdiffuse tests — helpers. */
 #include "pp-check-util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -96,4 +97,14 @@ pp_check_pop_error (GstBus * bus, guint timeout_ms)
 {
   return gst_bus_timed_pop_filtered (bus, timeout_ms * GST_MSECOND,
       GST_MESSAGE_ERROR);
+}
+
+void
+pp_check_run_and_exit (Suite * suite, const gchar * name, const gchar * file)
+{
+  int failed = gst_check_run_suite (suite, name, file);
+
+  fflush (stdout);
+  fflush (stderr);
+  _exit (failed == 0 ? 0 : 1);
 }

@@ -1,7 +1,7 @@
 /* ppdiffuse tests — helpers shared by the gst-check tests. */
 #pragma once
 
-#include <gst/gst.h>
+#include <gst/check/gstcheck.h>
 
 G_BEGIN_DECLS
 
@@ -20,6 +20,12 @@ guint pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms);
 /* Pops the first ERROR message from @bus within @timeout_ms; NULL if none
  * came. */
 GstMessage *pp_check_pop_error (GstBus * bus, guint timeout_ms);
+
+/* Runs @suite and leaves with _exit: a test that failed midway may leave an
+ * element playing, and gst_deinit at exit would wait for its task forever.
+ * Never returns. */
+void pp_check_run_and_exit (Suite * suite, const gchar * name,
+    const gchar * file) G_GNUC_NORETURN;
 
 #define PP_CHECK_WORKER_COMM "ppdiffuse-worke"   /* comm is cut at 15 chars */
 

@@ -215,8 +215,6 @@ faults_suite (void)
 int
 main (int argc, char **argv)
 {
-  Suite *s;
-
   if (argc != 3) {
     g_printerr ("usage: %s FAKE_WORKER_DIR TEST_NAME\n", argv[0]);
     return 2;
@@ -224,6 +222,5 @@ main (int argc, char **argv)
   fake_dir = argv[1];
   g_setenv ("GST_CHECKS", argv[2], TRUE);
   gst_check_init (NULL, NULL);
-  s = faults_suite ();
-  return gst_check_run_suite (s, "ppdiffuse-faults", __FILE__);
+  pp_check_run_and_exit (faults_suite (), "ppdiffuse-faults", __FILE__);
 }

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Webcam → ppdiffuse → virtual camera for OBS (or any V4L2 reader).
+#
+#   pipelines/webcam-obs.sh [CAMERA] [LOOPBACK]    (default /dev/video0 /dev/video10)
+#
+# One-time set-up of the virtual camera (Debian: apt-get install
+# v4l2loopback-dkms, then as root):
+#
+#   modprobe v4l2loopback devices=1 video_nr=10 card_label=ppdiffuse exclusive_caps=1
+#
+#   video_nr=10        creates /dev/video10, the LOOPBACK argument below
+#   card_label         the name OBS lists under "Video Capture Device"
+#   exclusive_caps=1   the device reports itself as a capture device once a
+#                      writer is attached; OBS and browsers list only those
+#
+# In OBS: Sources → + → Video Capture Device → "ppdiffuse".  Stop with
+# Ctrl-C: -e turns it into EOS, which drains the frames still in the mesh.
+#
+# Uninstalled builds need GST_PLUGIN_PATH_1_0 and PPDIFFUSE_WORKER (README).
+set -eu
+
+CAMERA=${1:-/dev/video0}
+LOOPBACK=${2:-/dev/video10}
+
+# queue leaky=downstream max-size-buffers=1: ppdiffuse blocks its input
+# while max-in-flight frames are in the mesh (it has no drop policy of its
+# own yet).  A live camera must not be blocked: its driver would run out of
+# buffers and the delay would grow.  This queue keeps only the newest frame
+# and drops older ones when the mesh is slower than the camera.
+#
+# YUY2 out: a format that v4l2loopback and OBS both take.
+exec gst-launch-1.0 -e \
+  v4l2src device="$CAMERA" \
+  ! videoconvert ! videoscale ! video/x-raw,format=RGBx,width=640,height=480 \
+  ! queue leaky=downstream max-size-buffers=1 max-size-bytes=0 max-size-time=0 \
+  ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic \
+  ! videoconvert ! video/x-raw,format=YUY2 \
+  ! v4l2sink device="$LOOPBACK" sync=false
