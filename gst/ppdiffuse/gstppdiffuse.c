@@ -235,6 +235,21 @@ gst_pp_diffuse_collector (gpointer data)
 
 /* ---- chain: frames into the mesh -------------------------------------- */
 
+/* The packed RGB formats we accept are one plane with R, G, B at fixed
+ * offsets in each pixel. */
+static void
+image_from_frame (GstVideoFrame * frame, PpImage * image)
+{
+  image->data = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
+  image->width = GST_VIDEO_FRAME_WIDTH (frame);
+  image->height = GST_VIDEO_FRAME_HEIGHT (frame);
+  image->row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
+  image->pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (frame, 0);
+  image->offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_R);
+  image->offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_G);
+  image->offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_B);
+}
+
 static PpChunk *
 gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
     const GstVideoInfo * info, GError ** error)
@@ -251,14 +266,7 @@ gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
         GST_VIDEO_INFO_NAME (info));
     return NULL;
   }
-  image.data = GST_VIDEO_FRAME_PLANE_DATA (&frame, 0);
-  image.width = GST_VIDEO_FRAME_WIDTH (&frame);
-  image.height = GST_VIDEO_FRAME_HEIGHT (&frame);
-  image.row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
-  image.pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (&frame, 0);
-  image.offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_R);
-  image.offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_G);
-  image.offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_B);
+  image_from_frame (&frame, &image);
   sample = pp_model_encode (self->model, &image, error);
   gst_video_frame_unmap (&frame);
   if (sample == NULL)
@@ -379,14 +387,7 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
         ("cannot map an output frame for writing"));
     return GST_FLOW_ERROR;
   }
-  image.data = GST_VIDEO_FRAME_PLANE_DATA (&frame, 0);
-  image.width = GST_VIDEO_FRAME_WIDTH (&frame);
-  image.height = GST_VIDEO_FRAME_HEIGHT (&frame);
-  image.row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
-  image.pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (&frame, 0);
-  image.offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_R);
-  image.offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_G);
-  image.offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (&frame, GST_VIDEO_COMP_B);
+  image_from_frame (&frame, &image);
   ok = sample != NULL && pp_model_decode (self->model, sample, &image, &error);
   gst_video_frame_unmap (&frame);
   if (!ok) {
@@ -770,12 +771,10 @@ gst_pp_diffuse_stats (GstPpDiffuse * self)
 }
 
 static void
-set_string (GstPpDiffuse * self, gchar ** field, const GValue * value)
+replace_string (gchar ** field, const GValue * value)
 {
-  GST_OBJECT_LOCK (self);
   g_free (*field);
   *field = g_value_dup_string (value);
-  GST_OBJECT_UNLOCK (self);
 }
 
 static void
@@ -784,48 +783,40 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
 {
   GstPpDiffuse *self = GST_PP_DIFFUSE (object);
 
+  GST_OBJECT_LOCK (self);
   switch (prop_id) {
     case PROP_RANKS:
-      GST_OBJECT_LOCK (self);
       self->ranks = g_value_get_uint (value);
-      GST_OBJECT_UNLOCK (self);
       break;
     case PROP_STEPS:
-      GST_OBJECT_LOCK (self);
       self->steps = g_value_get_uint (value);
-      GST_OBJECT_UNLOCK (self);
       break;
     case PROP_MAX_IN_FLIGHT:
-      GST_OBJECT_LOCK (self);
       self->max_in_flight = g_value_get_uint (value);
-      GST_OBJECT_UNLOCK (self);
       break;
     case PROP_MODEL:
-      set_string (self, &self->model_uri, value);
+      replace_string (&self->model_uri, value);
       break;
     case PROP_BACKEND:
-      GST_OBJECT_LOCK (self);
       self->backend = g_value_get_enum (value);
-      GST_OBJECT_UNLOCK (self);
       break;
     case PROP_TIMEOUT_MS:
-      GST_OBJECT_LOCK (self);
       self->timeout_ms = g_value_get_uint (value);
-      GST_OBJECT_UNLOCK (self);
       break;
     case PROP_WORKER:
-      set_string (self, &self->worker, value);
+      replace_string (&self->worker, value);
       break;
     case PROP_HOSTS:
-      set_string (self, &self->hosts, value);
+      replace_string (&self->hosts, value);
       break;
     case PROP_HOSTFILE:
-      set_string (self, &self->hostfile, value);
+      replace_string (&self->hostfile, value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
+  GST_OBJECT_UNLOCK (self);
 }
 
 static void

@@ -108,3 +108,44 @@ pp_check_run_and_exit (Suite * suite, const gchar * name, const gchar * file)
   fflush (stderr);
   _exit (failed == 0 ? 0 : 1);
 }
+
+void
+pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
+    const gchar * const *needles)
+{
+  GstMessage *msg = pp_check_pop_error (bus, within_ms);
+  gint64 took_ms = (g_get_monotonic_time () - since_us) / 1000;
+  GError *error = NULL;
+  gchar *debug = NULL, *text;
+
+  fail_unless (msg != NULL, "no error on the bus within %u ms", within_ms);
+  gst_message_parse_error (msg, &error, &debug);
+  text = g_strdup_printf ("%s | %s", error->message, debug ? debug : "");
+  GST_INFO ("error after %" G_GINT64_FORMAT " ms: %s", took_ms, text);
+  for (guint i = 0; needles[i] != NULL; i++)
+    fail_unless (strstr (text, needles[i]) != NULL,
+        "error '%s' does not mention '%s'", text, needles[i]);
+  fail_unless (took_ms <= within_ms, "the error took %" G_GINT64_FORMAT
+      " ms, more than %u", took_ms, within_ms);
+  g_free (text);
+  g_free (debug);
+  g_error_free (error);
+  gst_message_unref (msg);
+}
+
+void
+pp_check_expect_start_failure (GstElement * element, guint within_ms,
+    const gchar * const *needles)
+{
+  GstBus *bus = gst_bus_new ();
+  gint64 start = g_get_monotonic_time ();
+
+  gst_element_set_bus (element, bus);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_FAILURE);
+  pp_check_expect_error (bus, start, within_ms, needles);
+  gst_element_set_state (element, GST_STATE_NULL);
+  gst_element_set_bus (element, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (element);
+}

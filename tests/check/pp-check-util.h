@@ -21,6 +21,16 @@ guint pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms);
  * came. */
 GstMessage *pp_check_pop_error (GstBus * bus, guint timeout_ms);
 
+/* Pops an error from @bus and checks that it came within @within_ms of
+ * @since_us (monotonic) and names every string in @needles. */
+void pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
+    const gchar * const *needles);
+
+/* Brings @element (consumed) to PAUSED and expects that to fail with such
+ * an error. */
+void pp_check_expect_start_failure (GstElement * element, guint within_ms,
+    const gchar * const *needles);
+
 /* Runs @suite and leaves with _exit: a test that failed midway may leave an
  * element playing, and gst_deinit at exit would wait for its task forever.
  * Never returns. */

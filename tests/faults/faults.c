@@ -40,53 +40,13 @@ make_element (guint ranks, guint steps, const gchar * model,
   return e;
 }
 
-/* Pops an error within @within_ms and checks it names every needle. */
-static void
-expect_error (GstBus * bus, gint64 since, guint within_ms,
-    const gchar * const *needles)
-{
-  GstMessage *msg = pp_check_pop_error (bus, within_ms);
-  gint64 took_ms = (g_get_monotonic_time () - since) / 1000;
-  GError *error = NULL;
-  gchar *debug = NULL, *text;
-
-  fail_unless (msg != NULL, "no error within %u ms", within_ms);
-  gst_message_parse_error (msg, &error, &debug);
-  text = g_strdup_printf ("%s | %s", error->message, debug ? debug : "");
-  GST_INFO ("error after %" G_GINT64_FORMAT " ms: %s", took_ms, text);
-  for (guint i = 0; needles[i] != NULL; i++)
-    fail_unless (strstr (text, needles[i]) != NULL,
-        "error '%s' does not mention '%s'", text, needles[i]);
-  fail_unless (took_ms <= within_ms, "took %" G_GINT64_FORMAT " ms", took_ms);
-  g_free (text);
-  g_free (debug);
-  g_error_free (error);
-  gst_message_unref (msg);
-}
-
-/* Start must fail with the error named by @needles, within the deadline. */
-static void
-expect_start_failure (GstElement * e, const gchar * const *needles)
-{
-  GstBus *bus = gst_bus_new ();
-  gint64 start = g_get_monotonic_time ();
-
-  gst_element_set_bus (e, bus);
-  fail_unless_equals_int (gst_element_set_state (e, GST_STATE_PAUSED),
-      GST_STATE_CHANGE_FAILURE);
-  expect_error (bus, start, TIMEOUT_MS + SLACK_MS, needles);
-  gst_element_set_state (e, GST_STATE_NULL);
-  gst_element_set_bus (e, NULL);
-  gst_object_unref (bus);
-  gst_object_unref (e);
-}
-
 GST_START_TEST (test_not_a_worker)
 {
   gchar *path = fake ("not-a-worker.sh");
   const gchar *needles[] = { "could not start", "not-a-worker.sh", NULL };
 
-  expect_start_failure (make_element (2, 2, "builtin:stamp", path), needles);
+  pp_check_expect_start_failure (make_element (2, 2, "builtin:stamp", path),
+      TIMEOUT_MS + SLACK_MS, needles);
   g_free (path);
 }
 
@@ -99,7 +59,8 @@ GST_START_TEST (test_protocol_mismatch)
     NULL
   };
 
-  expect_start_failure (make_element (1, 2, "builtin:stamp", path), needles);
+  pp_check_expect_start_failure (make_element (1, 2, "builtin:stamp", path),
+      TIMEOUT_MS + SLACK_MS, needles);
   /* The refused worker was identified and stopped. */
   fail_unless_equals_int (pp_check_wait_descendants_gone ("fake-worker",
           SLACK_MS), 0);
@@ -113,7 +74,8 @@ GST_START_TEST (test_silent_worker)
   gchar *path = fake ("fake-worker-silent");
   const gchar *needles[] = { "handshake reply", "deadline", NULL };
 
-  expect_start_failure (make_element (1, 2, "builtin:stamp", path), needles);
+  pp_check_expect_start_failure (make_element (1, 2, "builtin:stamp", path),
+      TIMEOUT_MS + SLACK_MS, needles);
   g_free (path);
 }
 
@@ -143,7 +105,7 @@ expect_stream_failure (GstHarness * h, const gchar * const *needles)
   while (ret == GST_FLOW_OK && pushes++ < MAX_PUSHES)
     ret = gst_harness_push (h, make_frame (pushes));
   fail_unless (ret != GST_FLOW_OK, "the element never noticed");
-  expect_error (bus, start, TIMEOUT_MS + SLACK_MS, needles);
+  pp_check_expect_error (bus, start, TIMEOUT_MS + SLACK_MS, needles);
 
   start = g_get_monotonic_time ();
   fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
