@@ -59,8 +59,9 @@ ensure_mpi (GError ** error)
     MPI_Query_thread (&provided);
   } else {
     if (geteuid () == 0 && g_getenv ("OMPI_ALLOW_RUN_AS_ROOT") == NULL)
-      PP_WARN ("running as root: Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and "
-          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in the environment");
+      PP_WARN ("running as root without OMPI_ALLOW_RUN_AS_ROOT: if Open MPI "
+          "refuses to start, set OMPI_ALLOW_RUN_AS_ROOT=1 and "
+          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
     ok = pp_mpi_check (MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE,
             &provided), "MPI_Init_thread", error);
     if (ok)

@@ -210,16 +210,18 @@ pp_transport_recv_chunk (const PpWait * w, guint payload_timeout_ms,
     PpTensor *t = g_ptr_array_index (chunk->tensors, i);
     if (!pp_mpi_check (MPI_Irecv (t->data, (int) t->nbytes, MPI_BYTE,
                 w->peer, PP_TAG_PAYLOAD, w->comm, &reqs[i]), what, error))
-      return NULL;
+      goto leak;
   }
-  if (!wait_requests (&payload_wait, reqs, chunk->tensors->len, what, error)) {
-    /* MPI may still write into the payload buffers: leak them. */
-    for (guint i = 0; i < chunk->tensors->len; i++)
-      ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->data = NULL;
-    return NULL;
-  }
+  if (!wait_requests (&payload_wait, reqs, chunk->tensors->len, what, error))
+    goto leak;
   PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %"
       G_GSIZE_FORMAT " + %" G_GSIZE_FORMAT " bytes", chunk->chunk_id,
       w->peer, len, pp_chunk_payload_bytes (chunk));
   return g_steal_pointer (&chunk);
+
+leak:
+  /* Posted receives may still write into the payload buffers. */
+  for (guint i = 0; i < chunk->tensors->len; i++)
+    ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->data = NULL;
+  return NULL;
 }

@@ -84,8 +84,8 @@ gst_pp_diffuse_backend_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_PP_DIFFUSE_BACKEND_AUTO, "CUDA when built and a GPU is present, "
-          "else CPU", "auto"},
+    {GST_PP_DIFFUSE_BACKEND_AUTO, "The best backend this build has "
+          "(CPU for now)", "auto"},
     {GST_PP_DIFFUSE_BACKEND_CPU, "CPU kernels, MPI data plane", "cpu"},
     {GST_PP_DIFFUSE_BACKEND_CUDA, "CUDA kernels, NCCL data plane", "cuda"},
     {0, NULL, NULL},
@@ -136,7 +136,7 @@ mesh_log_follow_threshold (void)
 /* Drops every queued item.  A frame whose chunk is still inside the mesh
  * stays counted in in_flight until the collector discards it. */
 static void
-fifo_flush (GstPpDiffuse * self)
+fifo_flush (GstPpDiffuse * self, guint64 * dropped)
 {
   GstPpDiffuseItem *item;
 
@@ -152,7 +152,7 @@ fifo_flush (GstPpDiffuse * self)
     if (event == NULL) {
       if (item->result != NULL)
         self->in_flight--;
-      self->dropped_flush++;
+      (*dropped)++;
       GST_DEBUG_OBJECT (self, "flushed frame of chunk %" G_GUINT64_FORMAT,
           item->chunk_id);
     }
@@ -192,7 +192,7 @@ collector_attach (GstPpDiffuse * self, PpChunk * chunk)
   took = (g_get_monotonic_time () - (gint64) chunk->submit_us) * GST_USECOND;
   self->latency = self->latency == 0 ? took
       : (self->latency * (LATENCY_SMOOTHING - 1) + took) / LATENCY_SMOOTHING;
-  GST_LOG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " back after %"
+  GST_DEBUG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " back after %"
       GST_TIME_FORMAT, chunk->chunk_id, GST_TIME_ARGS (took));
   item->result = chunk;
 }
@@ -216,6 +216,7 @@ gst_pp_diffuse_collector (gpointer data)
     g_mutex_lock (&self->lock);
     if (chunk == NULL) {
       self->srcresult = GST_FLOW_ERROR;
+      self->mesh_failed = TRUE;
       g_cond_broadcast (&self->cond);
       g_mutex_unlock (&self->lock);
       GST_ELEMENT_ERROR (self, RESOURCE, READ,
@@ -353,11 +354,12 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
 
-  GST_LOG_OBJECT (self, "submitting frame %" GST_TIME_FORMAT " as chunk %"
+  GST_DEBUG_OBJECT (self, "submitting frame %" GST_TIME_FORMAT " as chunk %"
       G_GUINT64_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS (buf)), item->chunk_id);
   if (!pp_mesh_submit (self->mesh, chunk, NULL, &error)) {
     g_mutex_lock (&self->lock);
     self->srcresult = GST_FLOW_ERROR;
+    self->mesh_failed = TRUE;
     g_cond_broadcast (&self->cond);
     g_mutex_unlock (&self->lock);
     GST_ELEMENT_ERROR (self, RESOURCE, WRITE,
@@ -398,7 +400,7 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
     gst_buffer_unref (out);
     return GST_FLOW_ERROR;
   }
-  GST_LOG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
+  GST_DEBUG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
       GST_TIME_FORMAT, item->chunk_id, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
   return gst_pad_push (self->srcpad, out);
 }
@@ -499,7 +501,7 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       g_mutex_lock (&self->lock);
       self->flushing = TRUE;
       self->srcresult = GST_FLOW_FLUSHING;
-      fifo_flush (self);
+      fifo_flush (self, &self->dropped_flush);
       g_mutex_unlock (&self->lock);
       gst_pad_pause_task (self->srcpad);
       return TRUE;
@@ -690,6 +692,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->latency = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
+  self->mesh_failed = FALSE;
   g_mutex_unlock (&self->lock);
   self->collector = g_thread_new ("ppdiffuse-collect",
       gst_pp_diffuse_collector, self);
@@ -710,8 +713,11 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   g_thread_join (g_steal_pointer (&self->collector));
 
+  /* Frames still queued are lost to the stop, or to the error that
+   * stopped the mesh. */
   g_mutex_lock (&self->lock);
-  fifo_flush (self);
+  fifo_flush (self, self->mesh_failed ? &self->dropped_error
+      : &self->dropped_flush);
   g_mutex_unlock (&self->lock);
 
   if (!pp_mesh_stop (g_steal_pointer (&self->mesh), &stats, &error)) {
@@ -724,6 +730,8 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   }
   g_mutex_lock (&self->lock);
   self->mesh_stats = stats;
+  /* Chunks the shutdown discarded are no longer in flight. */
+  self->in_flight = self->outstanding = 0;
   g_mutex_unlock (&self->lock);
   g_clear_pointer (&self->model, pp_model_free);
 }

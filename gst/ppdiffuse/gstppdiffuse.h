@@ -71,6 +71,7 @@ struct _GstPpDiffuse
   guint outstanding;            /* submitted, not yet collected */
   gboolean flushing;
   gboolean collector_stop;
+  gboolean mesh_failed;         /* an error stopped the mesh mid-stream */
   GstFlowReturn srcresult;
   GstVideoInfo in_info;
   gboolean have_info;
