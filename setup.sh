@@ -28,8 +28,9 @@ install_deps() {
   [ -z "$missing" ] && return 0
   echo "== installing:$missing"
   as_root apt-get update -q
+  # shellcheck disable=SC2086  # $missing is a list of package names
   as_root env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends $missing
+    apt-get install -y -q --no-install-recommends $missing  # a list: split it
 }
 
 build() {
@@ -38,8 +39,14 @@ build() {
   ninja -C "$BUILD_DIR"
 }
 
-# Open MPI refuses to start as root unless told that it is meant.
+# Open MPI refuses to start as root unless told that it is meant, and
+# looks up this machine's host name at start: unresolved, every start waits
+# for DNS and deadlines in the tests can pass before the mesh is up.
 mpi_env() {
+  if ! getent hosts "$(hostname)" >/dev/null 2>&1; then
+    echo "warning: host name '$(hostname)' does not resolve; add it to" \
+      "/etc/hosts or Open MPI start-up will be slow" >&2
+  fi
   if [ "$(id -u)" = 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   fi
