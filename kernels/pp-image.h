@@ -29,4 +29,9 @@ gboolean  pp_image_from_tensor (PpImage * image, const PpTensor * tensor,
 gboolean  pp_image_check_tensor (const PpTensor * tensor, gint width,
                                  gint height, GError ** error);
 
+/* Bilinear resize of planar float images (half-pixel centres, edges
+ * clamped): @src [c, h, w] → @dst [c, oh, ow]. */
+void      pp_resize_bilinear   (const gfloat * src, gint c, gint h, gint w,
+                                gfloat * dst, gint oh, gint ow);
+
 G_END_DECLS

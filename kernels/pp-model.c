@@ -60,33 +60,59 @@ pp_model_param_double (GHashTable * params, const gchar * key, gdouble min,
   return TRUE;
 }
 
+gboolean
+pp_model_param_string (GHashTable * params, const gchar * key,
+    gchar ** value)
+{
+  gpointer stolen_key, stolen_value;
+
+  if (!g_hash_table_steal_extended (params, key, &stolen_key, &stolen_value))
+    return FALSE;
+  g_free (stolen_key);
+  g_free (*value);
+  *value = stolen_value;
+  return TRUE;
+}
+
+static const PpModelClass *
+find_builtin (const gchar * name)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (builtin_classes); i++)
+    if (g_str_equal (builtin_classes[i]->name, name))
+      return builtin_classes[i];
+  return NULL;
+}
+
 PpModel *
-pp_model_new (const gchar * uri, GError ** error)
+pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
+    GError ** error)
 {
   g_autoptr (PpModel) model = NULL;
   g_autoptr (GHashTable) params = NULL;
-  g_autofree gchar *name = NULL;
+  g_autofree gchar *path = NULL;
   const gchar *query;
-  const PpModelClass *klass = NULL;
+  const PpModelClass *klass;
 
-  if (uri == NULL || !g_str_has_prefix (uri, PP_BUILTIN_SCHEME)) {
+  if (uri == NULL || *uri == '\0') {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "unknown model '%s': this build provides builtin:stamp and "
-        "builtin:anisotropic", uri ? uri : "(null)");
+        "no model given: use builtin:stamp, builtin:anisotropic or a "
+        "diffusers pipeline directory");
     return NULL;
   }
-  name = g_strdup (uri + strlen (PP_BUILTIN_SCHEME));
-  query = strchr (name, '?');
+  path = g_strdup (uri);
+  query = strchr (path, '?');
   if (query != NULL)
     *(gchar *) query++ = '\0';
-  for (guint i = 0; i < G_N_ELEMENTS (builtin_classes); i++)
-    if (g_str_equal (builtin_classes[i]->name, name))
-      klass = builtin_classes[i];
-  if (klass == NULL) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "unknown built-in model '%s' in '%s': known are builtin:stamp and "
-        "builtin:anisotropic", name, uri);
-    return NULL;
+  if (g_str_has_prefix (path, PP_BUILTIN_SCHEME)) {
+    klass = find_builtin (path + strlen (PP_BUILTIN_SCHEME));
+    if (klass == NULL) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "unknown built-in model '%s' in '%s': known are builtin:stamp and "
+          "builtin:anisotropic", path + strlen (PP_BUILTIN_SCHEME), uri);
+      return NULL;
+    }
+  } else {
+    klass = &pp_model_diffusion_class;
   }
   params = parse_params (query, error);
   if (params == NULL)
@@ -95,6 +121,9 @@ pp_model_new (const gchar * uri, GError ** error)
   model = g_new0 (PpModel, 1);
   model->klass = klass;
   model->uri = g_strdup (uri);
+  model->path = g_steal_pointer (&path);
+  model->n_steps = n_steps;
+  model->roles = roles;
   if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
           &model->step_ms, error))
     return NULL;
@@ -118,12 +147,15 @@ pp_model_free (PpModel * model)
   if (model->klass->finalize != NULL)
     model->klass->finalize (model);
   g_free (model->uri);
+  g_free (model->path);
   g_free (model);
 }
 
 PpTensor *
 pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
 {
+  if (model->klass->encode != NULL)
+    return model->klass->encode (model, image, error);
   /* Built-in models diffuse in pixel space: the sample is the image. */
   return pp_image_to_tensor (image, PP_MODEL_SAMPLE_NAME, error);
 }
@@ -132,6 +164,8 @@ gboolean
 pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     GError ** error)
 {
+  if (model->klass->decode != NULL)
+    return model->klass->decode (model, sample, image, error);
   return pp_image_from_tensor (image, sample, error);
 }
 

@@ -3,7 +3,12 @@
  *
  * A model is named by a URI.  Built-in models are "builtin:NAME" with
  * optional parameters "builtin:NAME?key=value&key=value".  Every built-in
- * model accepts step-ms (milliseconds slept per step to emulate GPU time). */
+ * model accepts step-ms (milliseconds slept per step to emulate GPU time).
+ * Anything else is a diffusers pipeline directory, "DIR?key=value&…"
+ * (see pp-diffusion.h for its parameters).
+ *
+ * Each process loads only what its role needs: rank 0 the image phases
+ * (VAE), a worker the steps (UNet, prompt embeddings). */
 #pragma once
 
 #include "pp-image.h"
@@ -13,6 +18,13 @@ G_BEGIN_DECLS
 typedef struct _PpModel PpModel;
 typedef struct _PpModelClass PpModelClass;
 
+typedef enum
+{
+  PP_MODEL_ROLE_IMAGE = 1 << 0,   /* encode / decode (rank 0) */
+  PP_MODEL_ROLE_STEPS = 1 << 1,   /* denoising steps (workers) */
+  PP_MODEL_ROLE_ALL = PP_MODEL_ROLE_IMAGE | PP_MODEL_ROLE_STEPS,
+} PpModelRole;
+
 struct _PpModelClass
 {
   const gchar *name;
@@ -21,6 +33,11 @@ struct _PpModelClass
   gboolean (*init) (PpModel * model, GHashTable * params, GError ** error);
   gboolean (*step) (PpModel * model, guint step, guint n_steps,
       PpTensor * sample, GError ** error);
+  /* Image phases; NULL means the image itself is the sample. */
+  PpTensor *(*encode) (PpModel * model, const PpImage * image,
+      GError ** error);
+  gboolean (*decode) (PpModel * model, const PpTensor * sample,
+      PpImage * image, GError ** error);
   void (*finalize) (PpModel * model);
 };
 
@@ -28,6 +45,9 @@ struct _PpModel
 {
   const PpModelClass *klass;
   gchar *uri;
+  gchar *path;                  /* the URI less its parameters */
+  guint n_steps;                /* steps of the schedule */
+  PpModelRole roles;
   gdouble step_ms;
   gpointer priv;
 };
@@ -35,7 +55,8 @@ struct _PpModel
 #define PP_MODEL_SAMPLE_NAME "sample"
 #define PP_MODEL_DEFAULT_URI "builtin:anisotropic"
 
-PpModel  *pp_model_new    (const gchar * uri, GError ** error);
+PpModel  *pp_model_new    (const gchar * uri, guint n_steps,
+                           PpModelRole roles, GError ** error);
 void      pp_model_free   (PpModel * model);
 /* Image → sample tensor (VAE encode for real models). */
 PpTensor *pp_model_encode (PpModel * model, const PpImage * image,
@@ -50,11 +71,14 @@ gboolean  pp_model_step   (PpModel * model, guint step, guint n_steps,
 /* Built-in model classes. */
 extern const PpModelClass pp_model_stamp_class;
 extern const PpModelClass pp_model_anisotropic_class;
+extern const PpModelClass pp_model_diffusion_class;
 
 /* Parameter helpers for model classes: take and parse one parameter. */
 gboolean pp_model_param_double (GHashTable * params, const gchar * key,
                                 gdouble min, gdouble max, gdouble * value,
                                 GError ** error);
+gboolean pp_model_param_string (GHashTable * params, const gchar * key,
+                                gchar ** value);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpModel, pp_model_free)
 

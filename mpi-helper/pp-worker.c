@@ -220,7 +220,8 @@ do_handshake (Worker * w)
         w->plan->n_workers);
   if (error == NULL) {
     w->slice = w->plan->slices[w->rank - 1];
-    w->model = pp_model_new (w->plan->model, &error);
+    w->model = pp_model_new (w->plan->model, w->plan->n_steps,
+        PP_MODEL_ROLE_STEPS, &error);
   }
   reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
       error ? error->message : NULL);

@@ -46,6 +46,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define DEFAULT_MODEL PP_MODEL_DEFAULT_URI
 #define DEFAULT_BACKEND GST_PP_DIFFUSE_BACKEND_AUTO
 #define DEFAULT_TIMEOUT_MS 10000
+#define DEFAULT_STRENGTH 0.5
+#define DEFAULT_SEED 0
+#define BUILTIN_PREFIX "builtin:"
 #define MAX_STEPS 1000
 #define MAX_IN_FLIGHT_LIMIT 1024
 #define MIN_TIMEOUT_MS 100
@@ -65,6 +68,10 @@ enum
   PROP_WORKER,
   PROP_HOSTS,
   PROP_HOSTFILE,
+  PROP_PROMPT_EMBEDS,
+  PROP_STRENGTH,
+  PROP_SEED,
+  PROP_T_INDEX_LIST,
   PROP_STATS,
 };
 
@@ -635,9 +642,41 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 /* ---- start / stop ------------------------------------------------------ */
 
+/* A pipeline directory gets the diffusion settings as URI parameters, so
+ * that every worker sees them in the plan (and in plan_id). */
+static gchar *
+gst_pp_diffuse_model_uri (GstPpDiffuse * self)
+{
+  GString *uri = g_string_new (self->model_uri);
+  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  if (self->model_uri == NULL || g_str_has_prefix (self->model_uri,
+          BUILTIN_PREFIX))
+    return g_string_free (uri, FALSE);
+  g_string_append_c (uri, strchr (uri->str, '?') ? '&' : '?');
+  g_string_append_printf (uri, "strength=%s&seed=%" G_GUINT64_FORMAT,
+      g_ascii_dtostr (buf, sizeof buf, self->strength), self->seed);
+  if (self->prompt_embeds != NULL && *self->prompt_embeds)
+    g_string_append_printf (uri, "&prompt-embeds=%s", self->prompt_embeds);
+  if (self->t_index_list != NULL && *self->t_index_list)
+    g_string_append_printf (uri, "&t-index-list=%s", self->t_index_list);
+  return g_string_free (uri, FALSE);
+}
+
+static void
+post_progress (GstPpDiffuse * self, const gchar * stage)
+{
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_element (GST_OBJECT (self),
+          gst_structure_new ("ppdiffuse-progress", "stage", G_TYPE_STRING,
+              stage, NULL)));
+}
+
 static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
+  g_autofree gchar *model_uri = NULL, *worker = NULL, *hosts = NULL,
+      *hostfile = NULL;
   PpMeshConfig config = { 0 };
   GError *error = NULL;
   gboolean ok = FALSE;
@@ -650,22 +689,31 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
             "backend=cpu or backend=auto"), (NULL));
     return FALSE;
   }
+  model_uri = gst_pp_diffuse_model_uri (self);
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
-  config.model = self->model_uri;
-  config.worker_path = self->worker;
-  config.hosts = self->hosts;
-  config.hostfile = self->hostfile;
+  config.model = model_uri;
+  /* Copies: the mesh starts after the object lock is released. */
+  config.worker_path = worker = g_strdup (self->worker);
+  config.hosts = hosts = g_strdup (self->hosts);
+  config.hostfile = hostfile = g_strdup (self->hostfile);
   config.timeout_ms = self->timeout_ms;
   self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
 
   mesh_log_follow_threshold ();
-  self->model = pp_model_new (config.model, &error);
-  if (self->model != NULL)
-    self->mesh = pp_mesh_start (&config, &error);
-  if (self->mesh != NULL)
-    ok = TRUE;
   GST_OBJECT_UNLOCK (self);
+  /* Loading and spawning take a while: report where we are. */
+  post_progress (self, "loading-model");
+  self->model = pp_model_new (config.model, config.n_steps,
+      PP_MODEL_ROLE_IMAGE, &error);
+  if (self->model != NULL) {
+    post_progress (self, "starting-workers");
+    self->mesh = pp_mesh_start (&config, &error);
+  }
+  if (self->mesh != NULL) {
+    ok = TRUE;
+    post_progress (self, "ready");
+  }
 
   if (!ok) {
     if (error->domain == PP_ERROR && (error->code == PP_ERROR_CONFIG
@@ -820,6 +868,18 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_HOSTFILE:
       replace_string (&self->hostfile, value);
       break;
+    case PROP_PROMPT_EMBEDS:
+      replace_string (&self->prompt_embeds, value);
+      break;
+    case PROP_STRENGTH:
+      self->strength = g_value_get_double (value);
+      break;
+    case PROP_SEED:
+      self->seed = g_value_get_uint64 (value);
+      break;
+    case PROP_T_INDEX_LIST:
+      replace_string (&self->t_index_list, value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -866,6 +926,18 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_HOSTFILE:
       g_value_set_string (value, self->hostfile);
       break;
+    case PROP_PROMPT_EMBEDS:
+      g_value_set_string (value, self->prompt_embeds);
+      break;
+    case PROP_STRENGTH:
+      g_value_set_double (value, self->strength);
+      break;
+    case PROP_SEED:
+      g_value_set_uint64 (value, self->seed);
+      break;
+    case PROP_T_INDEX_LIST:
+      g_value_set_string (value, self->t_index_list);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -883,6 +955,8 @@ gst_pp_diffuse_finalize (GObject * object)
   g_free (self->worker);
   g_free (self->hosts);
   g_free (self->hostfile);
+  g_free (self->prompt_embeds);
+  g_free (self->t_index_list);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (gst_pp_diffuse_parent_class)->finalize (object);
@@ -940,8 +1014,9 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Model URI: builtin:anisotropic[?kappa=K&lambda=L] or builtin:stamp; "
-          "step-ms=M adds M milliseconds per step", DEFAULT_MODEL,
+          "Model: builtin:anisotropic[?kappa=K&lambda=L], builtin:stamp "
+          "(step-ms=M adds M milliseconds per step), or a diffusers pipeline "
+          "directory (unet/, vae/ = TAESD, scheduler/)", DEFAULT_MODEL,
           PARAM_FLAGS));
   /**
    * GstPpDiffuse:backend:
@@ -990,6 +1065,45 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_string ("hostfile", "Hostfile",
           "Open MPI hostfile for the workers, passed to MPI_Comm_spawn as "
           "\"hostfile\" (default: none)", NULL, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:prompt-embeds:
+   *
+   * Text-encoder hidden states for a pipeline-directory model.
+   */
+  g_object_class_install_property (gobject_class, PROP_PROMPT_EMBEDS,
+      g_param_spec_string ("prompt-embeds", "Prompt embeddings",
+          "File (.npy or .safetensors) of encoder hidden states [1, L, D] "
+          "for a diffusers pipeline model (default: none)", NULL,
+          PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:strength:
+   *
+   * img2img strength: how far along the noise schedule each frame starts.
+   */
+  g_object_class_install_property (gobject_class, PROP_STRENGTH,
+      g_param_spec_double ("strength", "Strength",
+          "img2img strength of a pipeline model, 0 < strength <= 1 "
+          "(fraction of the schedule; default 0.5)", 1e-6, 1.0,
+          DEFAULT_STRENGTH, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:seed:
+   *
+   * Seed of the noise; the same noise serves every frame.
+   */
+  g_object_class_install_property (gobject_class, PROP_SEED,
+      g_param_spec_uint64 ("seed", "Seed",
+          "Noise seed of a pipeline model (default 0)", 0, G_MAXUINT64,
+          DEFAULT_SEED, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:t-index-list:
+   *
+   * StreamDiffusion-style LCM timestep indices (t = 999 − 20·idx).
+   */
+  g_object_class_install_property (gobject_class, PROP_T_INDEX_LIST,
+      g_param_spec_string ("t-index-list", "Timestep index list",
+          "Comma-separated LCM timestep indices, t = 999 - 20*idx; as many "
+          "as steps (default: none, the scheduler's own timesteps)", NULL,
+          PARAM_FLAGS));
   /**
    * GstPpDiffuse:stats:
    *
@@ -1045,6 +1159,8 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->model_uri = g_strdup (DEFAULT_MODEL);
   self->backend = DEFAULT_BACKEND;
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
+  self->strength = DEFAULT_STRENGTH;
+  self->seed = DEFAULT_SEED;
   self->srcresult = GST_FLOW_FLUSHING;
   self->flushing = TRUE;
 }

@@ -56,6 +56,10 @@ struct _GstPpDiffuse
   gchar *worker;
   gchar *hosts;
   gchar *hostfile;
+  gchar *prompt_embeds;
+  gdouble strength;
+  guint64 seed;
+  gchar *t_index_list;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;

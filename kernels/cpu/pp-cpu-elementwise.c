@@ -1,0 +1,155 @@
+/* ppdiffuse — element-wise ops.  The formulas live in pp-ops-math.h so that
+ * a CUDA backend computes exactly the same thing; here they run as
+ * vectorised loops, split across threads when the tensor is large. */
+#include "pp-cpu-vectorize.h"
+#include "pp-cpu-ops.h"
+#include "pp-cpu-parallel.h"
+#include "pp-ops-math.h"
+
+/* Items per thread below which splitting costs more than it saves: ~10 µs
+ * of work for the transcendental ops, and for the ones that only move
+ * memory. */
+#define GRAIN_MATH (16 * 1024)
+#define GRAIN_MEMORY (64 * 1024)
+
+typedef struct
+{
+  float *x;
+  const float *src;
+  float s;
+  int d;
+} Map;
+
+#define DEFINE_UNARY(op, formula, grain)                                    \
+  PP_CPU_VECTOR_CLONES static void                                          \
+  op##_range (size_t begin, size_t end, gpointer data)                      \
+  {                                                                         \
+    float *x = ((Map *) data)->x;                                           \
+                                                                            \
+    for (size_t i = begin; i < end; i++)                                    \
+      x[i] = formula (x[i]);                                                \
+  }                                                                         \
+                                                                            \
+  void                                                                      \
+  pp_cpu_##op (float *x, size_t n)                                          \
+  {                                                                         \
+    Map m = { .x = x };                                                     \
+                                                                            \
+    pp_cpu_parallel_for (n, grain, op##_range, &m);                         \
+  }
+
+DEFINE_UNARY (silu, pp_math_silu, GRAIN_MATH)
+DEFINE_UNARY (relu, pp_math_relu, GRAIN_MEMORY)
+DEFINE_UNARY (tanh, pp_math_tanh, GRAIN_MATH)
+DEFINE_UNARY (gelu, pp_math_gelu_erf, GRAIN_MATH)
+
+PP_CPU_VECTOR_CLONES static void
+geglu_range (size_t begin, size_t end, gpointer data)
+{
+  const Map *m = data;
+  const int d = m->d;
+
+  for (size_t r = begin; r < end; r++) {
+    const float *value = m->src + r * 2 * d;
+    const float *gate = value + d;
+    float *dst = m->x + r * d;
+
+    for (int i = 0; i < d; i++)
+      dst[i] = pp_math_geglu (value[i], gate[i]);
+  }
+}
+
+void
+pp_cpu_geglu (const float *x, int rows, int d, float *y)
+{
+  Map m = { .x = y, .src = x, .d = d };
+
+  g_return_if_fail (rows > 0 && d > 0);
+
+  pp_cpu_parallel_for (rows, GRAIN_MATH / d + 1, geglu_range, &m);
+}
+
+static void
+add_range (size_t begin, size_t end, gpointer data)
+{
+  const Map *m = data;
+
+  for (size_t i = begin; i < end; i++)
+    m->x[i] += m->src[i];
+}
+
+void
+pp_cpu_add (float *y, const float *x, size_t n)
+{
+  Map m = { .x = y, .src = x };
+
+  pp_cpu_parallel_for (n, GRAIN_MEMORY, add_range, &m);
+}
+
+static void
+scale_range (size_t begin, size_t end, gpointer data)
+{
+  const Map *m = data;
+
+  for (size_t i = begin; i < end; i++)
+    m->x[i] *= m->s;
+}
+
+void
+pp_cpu_scale (float *x, size_t n, float s)
+{
+  Map m = { .x = x, .s = s };
+
+  pp_cpu_parallel_for (n, GRAIN_MEMORY, scale_range, &m);
+}
+
+/* Items are planes (sample, channel); src holds one value per plane. */
+static void
+add_channel_range (size_t begin, size_t end, gpointer data)
+{
+  const Map *m = data;
+  const int hw = m->d;
+
+  for (size_t plane = begin; plane < end; plane++) {
+    float *p = m->x + plane * hw;
+    const float add = m->src[plane];
+
+    for (int i = 0; i < hw; i++)
+      p[i] += add;
+  }
+}
+
+void
+pp_cpu_add_channel (float *x, int n, int c, int hw, const float *v)
+{
+  Map m = { .x = x, .src = v, .d = hw };
+
+  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+
+  pp_cpu_parallel_for ((size_t) n * c, GRAIN_MEMORY / hw + 1,
+      add_channel_range, &m);
+}
+
+void
+pp_cpu_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,
+    float freq_shift, float *y)
+{
+  const int half = dim / 2;
+  /* [sin | cos], or [cos | sin] when flipped. */
+  float *sin_part = flip_sin_to_cos ? y + half : y;
+  float *cos_part = flip_sin_to_cos ? y : y + half;
+
+  g_return_if_fail (dim > 0);
+  g_return_if_fail (half == 0 || (float) half != freq_shift);
+
+  for (int k = 0; k < half; k++) {
+    /* The argument is rounded to float first, as the float32 reference
+     * does; sin and cos of it are then taken accurately. */
+    const float arg = t * pp_math_timestep_freq (k, half, freq_shift);
+
+    sin_part[k] = (float) sin ((double) arg);
+    cos_part[k] = (float) cos ((double) arg);
+  }
+  if (dim % 2)
+    y[dim - 1] = 0.0f;
+}

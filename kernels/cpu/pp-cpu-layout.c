@@ -1,0 +1,127 @@
+/* ppdiffuse — layout ops: channel/token transposes, concatenation and
+ * nearest upsampling.  Pure data movement: the transposes go in square
+ * tiles so that both the reads and the writes stay in cache lines. */
+#include "pp-cpu-ops.h"
+#include "pp-cpu-parallel.h"
+
+#include <string.h>
+
+/* 32 × 32 floats: two tiles (source and destination) fit in L1. */
+#define TRANSPOSE_TILE 32
+/* Values per thread worth splitting a copy for (~10 µs). */
+#define GRAIN_VALUES (64 * 1024)
+
+typedef struct
+{
+  const float *src;
+  float *dst;
+  int rows, cols;               /* of one source matrix */
+  int h, w, factor;
+} Layout;
+
+/* Items are (matrix, band of TRANSPOSE_TILE source rows):
+ * dst [cols, rows] = src [rows, cols]ᵀ for each matrix. */
+static void
+transpose_range (size_t begin, size_t end, gpointer data)
+{
+  const Layout *p = data;
+  const size_t bands = (p->rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
+  const size_t size = (size_t) p->rows * p->cols;
+
+  for (size_t item = begin; item < end; item++) {
+    const float *src = p->src + item / bands * size;
+    float *dst = p->dst + item / bands * size;
+    const int r0 = (int) (item % bands) * TRANSPOSE_TILE;
+    const int r1 = MIN (p->rows, r0 + TRANSPOSE_TILE);
+
+    for (int c0 = 0; c0 < p->cols; c0 += TRANSPOSE_TILE) {
+      const int c1 = MIN (p->cols, c0 + TRANSPOSE_TILE);
+
+      for (int r = r0; r < r1; r++)
+        for (int c = c0; c < c1; c++)
+          dst[(size_t) c * p->rows + r] = src[(size_t) r * p->cols + c];
+    }
+  }
+}
+
+static void
+transpose (const float *src, int n, int rows, int cols, float *dst)
+{
+  Layout p = { .src = src, .dst = dst, .rows = rows, .cols = cols };
+  const size_t bands = (rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
+
+  pp_cpu_parallel_for (n * bands,
+      GRAIN_VALUES / ((size_t) TRANSPOSE_TILE * cols) + 1, transpose_range,
+      &p);
+}
+
+void
+pp_cpu_nchw_to_nlc (const float *x, int n, int c, int hw, float *y)
+{
+  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+
+  transpose (x, n, c, hw, y);
+}
+
+void
+pp_cpu_nlc_to_nchw (const float *x, int n, int c, int hw, float *y)
+{
+  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+
+  transpose (x, n, hw, c, y);
+}
+
+void
+pp_cpu_concat_channels (const float *a, int ca, const float *b, int cb,
+    int n, int hw, float *y)
+{
+  const size_t a_len = (size_t) ca * hw, b_len = (size_t) cb * hw;
+
+  g_return_if_fail (ca > 0 && cb > 0 && n > 0 && hw > 0);
+
+  for (int s = 0; s < n; s++) {
+    float *dst = y + s * (a_len + b_len);
+
+    memcpy (dst, a + s * a_len, a_len * sizeof (float));
+    memcpy (dst + a_len, b + s * b_len, b_len * sizeof (float));
+  }
+}
+
+/* Items are planes (sample, channel). */
+static void
+upsample_range (size_t begin, size_t end, gpointer data)
+{
+  const Layout *p = data;
+  const int f = p->factor;
+  const size_t wo = (size_t) p->w * f;
+
+  for (size_t plane = begin; plane < end; plane++) {
+    const float *src = p->src + plane * p->h * p->w;
+    float *dst = p->dst + plane * p->h * p->w * f * f;
+
+    for (int iy = 0; iy < p->h; iy++) {
+      const float *in_row = src + (size_t) iy * p->w;
+      float *out_row = dst + (size_t) iy * f * wo;
+
+      for (int ix = 0; ix < p->w; ix++)
+        for (int k = 0; k < f; k++)
+          out_row[(size_t) ix * f + k] = in_row[ix];
+      /* The other f - 1 output rows repeat the first. */
+      for (int k = 1; k < f; k++)
+        memcpy (out_row + k * wo, out_row, wo * sizeof (float));
+    }
+  }
+}
+
+void
+pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
+    int factor, float *y)
+{
+  Layout p = { .src = x, .dst = y, .h = h, .w = w, .factor = factor };
+
+  g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
+
+  pp_cpu_parallel_for ((size_t) n * c,
+      GRAIN_VALUES / ((size_t) h * w * factor * factor) + 1, upsample_range,
+      &p);
+}

@@ -1,0 +1,43 @@
+/* ppdiffuse — the CPU implementations behind pp_ops_cpu (internal). */
+#pragma once
+
+#include "pp-ops.h"
+
+G_BEGIN_DECLS
+
+void pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
+    const float *weight, const float *bias, int cout, int kh, int kw,
+    int stride, int pad, float *y);
+void pp_cpu_group_norm (const float *x, int n, int c, int hw, int groups,
+    float eps, const float *gamma, const float *beta, float *y);
+void pp_cpu_layer_norm (const float *x, int rows, int dim, float eps,
+    const float *gamma, const float *beta, float *y);
+void pp_cpu_linear (const float *x, int rows, int in, const float *w,
+    const float *b, int out, float *y);
+void pp_cpu_attention (const float *q, const float *k, const float *v, int n,
+    int lq, int lk, int heads, int head_dim, float *out);
+void pp_cpu_silu (float *x, size_t n);
+void pp_cpu_relu (float *x, size_t n);
+void pp_cpu_tanh (float *x, size_t n);
+void pp_cpu_gelu (float *x, size_t n);
+void pp_cpu_geglu (const float *x, int rows, int d, float *y);
+void pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
+    int factor, float *y);
+void pp_cpu_concat_channels (const float *a, int ca, const float *b, int cb,
+    int n, int hw, float *y);
+void pp_cpu_add (float *y, const float *x, size_t n);
+void pp_cpu_scale (float *x, size_t n, float s);
+void pp_cpu_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,
+    float freq_shift, float *y);
+void pp_cpu_nchw_to_nlc (const float *x, int n, int c, int hw, float *y);
+void pp_cpu_nlc_to_nchw (const float *x, int n, int c, int hw, float *y);
+void pp_cpu_add_channel (float *x, int n, int c, int hw, const float *v);
+
+/* Fills y [rows, cols] (row stride ldy) with bias[r] in row r: the starting
+ * value of a GEMM with beta = 1, so that the bias costs no extra pass. */
+void pp_cpu_fill_rows (float *y, int rows, int cols, size_t ldy,
+    const float *bias);
+/* Fills y [rows, cols] with bias as every row. */
+void pp_cpu_fill_cols (float *y, int rows, int cols, const float *bias);
+
+G_END_DECLS

@@ -1,0 +1,293 @@
+/* ppdiffuse — layers, activations, taps and config checks shared by the
+ * models. */
+#include "pp-layers.h"
+#include "pp-error.h"
+#include "pp-ops.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#define CONV_DIMS 4
+#define LINEAR_DIMS 2
+#define VECTOR_DIMS 1
+
+static const gfloat *
+bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
+    PpWeightKind kind, guint ndim, const gint64 * shape)
+{
+  g_autofree gchar *key = NULL;
+  const gfloat *data;
+
+  if (b->error != NULL)
+    return NULL;
+  key = g_strconcat (prefix, suffix, NULL);
+  data = pp_weights_get_kind (b->weights, key, kind, ndim, shape, &b->error);
+  if (data == NULL && b->error == NULL)
+    g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
+        "weight '%s' could not be read", key);
+  return data;
+}
+
+void
+pp_bind_conv (PpBinder * b, PpConv * conv, gint cin, gint cout, gint kernel,
+    gint stride, gint pad, gboolean with_bias, const gchar * fmt, ...)
+{
+  const gint64 wshape[CONV_DIMS] = { cout, cin, kernel, kernel };
+  const gint64 bshape[VECTOR_DIMS] = { cout };
+  g_autofree gchar *prefix = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  prefix = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+
+  conv->cin = cin;
+  conv->cout = cout;
+  conv->kernel = kernel;
+  conv->stride = stride;
+  conv->pad = pad;
+  conv->weight = bind_one (b, prefix, ".weight", PP_WEIGHT_DEFAULT,
+      CONV_DIMS, wshape);
+  conv->bias = with_bias ? bind_one (b, prefix, ".bias", PP_WEIGHT_BIAS,
+      VECTOR_DIMS, bshape) : NULL;
+}
+
+void
+pp_bind_linear (PpBinder * b, PpLinear * lin, gint in, gint out,
+    gboolean with_bias, const gchar * fmt, ...)
+{
+  const gint64 wshape[LINEAR_DIMS] = { out, in };
+  const gint64 bshape[VECTOR_DIMS] = { out };
+  g_autofree gchar *prefix = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  prefix = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+
+  lin->in = in;
+  lin->out = out;
+  lin->weight = bind_one (b, prefix, ".weight", PP_WEIGHT_DEFAULT,
+      LINEAR_DIMS, wshape);
+  lin->bias = with_bias ? bind_one (b, prefix, ".bias", PP_WEIGHT_BIAS,
+      VECTOR_DIMS, bshape) : NULL;
+}
+
+void
+pp_bind_norm (PpBinder * b, PpNorm * norm, gint channels,
+    const gchar * fmt, ...)
+{
+  const gint64 shape[VECTOR_DIMS] = { channels };
+  g_autofree gchar *prefix = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  prefix = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+
+  norm->channels = channels;
+  norm->gamma = bind_one (b, prefix, ".weight", PP_WEIGHT_NORM_SCALE,
+      VECTOR_DIMS, shape);
+  norm->beta = bind_one (b, prefix, ".bias", PP_WEIGHT_NORM_SHIFT,
+      VECTOR_DIMS, shape);
+}
+
+gboolean
+pp_binder_finish (PpBinder * b, GError ** error)
+{
+  if (b->error == NULL)
+    return TRUE;
+  g_propagate_error (error, b->error);
+  b->error = NULL;
+  return FALSE;
+}
+
+/* Activations */
+
+gsize
+pp_act_numel (const PpAct * a)
+{
+  return (gsize) a->n * a->c * a->h * a->w;
+}
+
+PpAct
+pp_act_new (gint n, gint c, gint h, gint w)
+{
+  PpAct a = { NULL, n, c, h, w };
+
+  /* Uninitialised: every op writes its whole output. */
+  a.data = g_new (gfloat, pp_act_numel (&a));
+  return a;
+}
+
+PpAct
+pp_act_copy (const PpAct * a)
+{
+  PpAct copy = *a;
+
+  copy.data = g_memdup2 (a->data, pp_act_numel (a) * sizeof (gfloat));
+  return copy;
+}
+
+void
+pp_act_clear (PpAct * a)
+{
+  g_clear_pointer (&a->data, g_free);
+}
+
+void
+pp_act_replace (PpAct * dst, PpAct src)
+{
+  pp_act_clear (dst);
+  *dst = src;
+}
+
+PpAct
+pp_conv_apply (const PpConv * conv, const PpAct * x)
+{
+  gint ho = (x->h + 2 * conv->pad - conv->kernel) / conv->stride + 1;
+  gint wo = (x->w + 2 * conv->pad - conv->kernel) / conv->stride + 1;
+  PpAct y;
+
+  g_assert (x->c == conv->cin);
+  y = pp_act_new (x->n, conv->cout, ho, wo);
+  pp_conv2d (x->data, x->n, x->c, x->h, x->w, conv->weight, conv->bias,
+      conv->cout, conv->kernel, conv->kernel, conv->stride, conv->pad,
+      y.data);
+  return y;
+}
+
+PpAct
+pp_linear_apply (const PpLinear * lin, const PpAct * x)
+{
+  gint rows = x->n * x->c * x->h;
+  PpAct y;
+
+  g_assert (x->w == lin->in);
+  y = pp_act_new (x->n, x->c, x->h, lin->out);
+  pp_linear (x->data, rows, lin->in, lin->weight, lin->bias, lin->out,
+      y.data);
+  return y;
+}
+
+/* Taps */
+
+void
+pp_tap_act (PpTapFunc tap, gpointer tap_data, const PpAct * a, guint ndim,
+    const gchar * fmt, ...)
+{
+  g_autofree gchar *name = NULL;
+  PpTensor view = { 0 };
+  const gint64 dims[PP_TENSOR_MAX_DIMS] = { a->n, a->c, a->h, a->w };
+  va_list ap;
+
+  if (tap == NULL)
+    return;
+  g_assert (ndim >= 2 && ndim <= PP_TENSOR_MAX_DIMS);
+
+  va_start (ap, fmt);
+  name = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+
+  g_strlcpy (view.name, name, sizeof view.name);
+  view.dtype = PP_DTYPE_F32;
+  view.ndim = ndim;
+  /* Fewer dimensions fold the trailing ones: [N, C·H·W] for ndim 2. */
+  view.shape[0] = dims[0];
+  for (guint i = 1; i < ndim; i++)
+    view.shape[i] = dims[i];
+  for (guint i = ndim; i < PP_TENSOR_MAX_DIMS; i++)
+    view.shape[ndim - 1] *= dims[i];
+  view.nbytes = pp_act_numel (a) * sizeof (gfloat);
+  view.data = a->data;
+  tap (name, &view, tap_data);
+}
+
+/* Config checks */
+
+static const struct
+{
+  const gchar *name;
+  PpActFn fn;
+} act_fn_names[] = {
+  { "relu", PP_ACT_RELU },
+  { "silu", PP_ACT_SILU },
+  { "swish", PP_ACT_SILU },     /* diffusers' other name for SiLU */
+};
+
+gboolean
+pp_config_act_fn (const gchar * path, const gchar * value,
+    const gchar * key, guint allowed, PpActFn * out, GError ** error)
+{
+  g_autoptr (GString) names = g_string_new (NULL);
+
+  for (guint i = 0; i < G_N_ELEMENTS (act_fn_names); i++) {
+    if ((allowed & (1u << act_fn_names[i].fn)) == 0)
+      continue;
+    if (g_strcmp0 (value, act_fn_names[i].name) == 0) {
+      *out = act_fn_names[i].fn;
+      return TRUE;
+    }
+    g_string_append_printf (names, "%s\"%s\"", names->len ? ", " : "",
+        act_fn_names[i].name);
+  }
+  g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+      "%s: key '%s' is \"%s\"; supported: %s", path, key,
+      value ? value : "(null)", names->str);
+  return FALSE;
+}
+
+void
+pp_act_fn_apply (PpActFn fn, gfloat * x, gsize n)
+{
+  switch (fn) {
+    case PP_ACT_RELU:
+      pp_relu (x, n);
+      break;
+    case PP_ACT_SILU:
+      pp_silu (x, n);
+      break;
+  }
+}
+
+/* null, false, or a list of nothing but those */
+static gboolean
+json_is_unset (JsonNode * node)
+{
+  if (JSON_NODE_HOLDS_NULL (node))
+    return TRUE;
+  if (JSON_NODE_HOLDS_VALUE (node)
+      && json_node_get_value_type (node) == G_TYPE_BOOLEAN)
+    return !json_node_get_boolean (node);
+  if (JSON_NODE_HOLDS_ARRAY (node)) {
+    JsonArray *array = json_node_get_array (node);
+
+    for (guint i = 0; i < json_array_get_length (array); i++)
+      if (!json_is_unset (json_array_get_element (array, i)))
+        return FALSE;
+    return TRUE;
+  }
+  return FALSE;
+}
+
+gboolean
+pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
+    GError ** error)
+{
+  JsonObject *obj = pp_config_root (cfg);
+
+  for (guint i = 0; keys[i] != NULL; i++) {
+    JsonNode *node = json_object_get_member (obj, keys[i]);
+    g_autofree gchar *text = NULL;
+
+    if (node == NULL || json_is_unset (node))
+      continue;
+    text = json_to_string (node, FALSE);
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' is %s, a feature this implementation does not "
+        "support (expected null or false)", pp_config_path (cfg), keys[i],
+        text);
+    return FALSE;
+  }
+  return TRUE;
+}

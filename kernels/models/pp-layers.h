@@ -1,0 +1,101 @@
+/* ppdiffuse — what the models in kernels/models share: layers bound to
+ * named weights, NCHW activation buffers, taps and config checks.
+ * Private to kernels/models. */
+#pragma once
+
+#include "pp-config.h"
+#include "pp-tap.h"
+#include "pp-weights.h"
+
+G_BEGIN_DECLS
+
+/* An activation: float32 NCHW, owned (g_malloc). Token sequences [N, L, C]
+ * are stored as n = N, c = L, h = 1, w = C. */
+typedef struct
+{
+  gfloat *data;
+  gint n, c, h, w;
+} PpAct;
+
+/* Layers hold pointers into PpWeights (which owns the data). */
+typedef struct
+{
+  const gfloat *weight;         /* [cout, cin, kernel, kernel] */
+  const gfloat *bias;           /* [cout] or NULL */
+  gint cin, cout, kernel, stride, pad;
+} PpConv;
+
+typedef struct
+{
+  const gfloat *weight;         /* [out, in] */
+  const gfloat *bias;           /* [out] or NULL */
+  gint in, out;
+} PpLinear;
+
+/* GroupNorm or LayerNorm affine parameters. */
+typedef struct
+{
+  const gfloat *gamma;
+  const gfloat *beta;
+  gint channels;
+} PpNorm;
+
+/* Binding: every call formats a key prefix and asks @weights for the
+ * tensors under it with the exact diffusers shape. The first failure is
+ * kept in @error and later calls do nothing, so a build function binds
+ * everything and checks once at the end. */
+typedef struct
+{
+  PpWeights *weights;
+  GError *error;
+} PpBinder;
+
+void     pp_bind_conv     (PpBinder * b, PpConv * conv, gint cin, gint cout,
+                           gint kernel, gint stride, gint pad,
+                           gboolean with_bias, const gchar * fmt, ...)
+                           G_GNUC_PRINTF (9, 10);
+void     pp_bind_linear   (PpBinder * b, PpLinear * lin, gint in, gint out,
+                           gboolean with_bias, const gchar * fmt, ...)
+                           G_GNUC_PRINTF (6, 7);
+void     pp_bind_norm     (PpBinder * b, PpNorm * norm, gint channels,
+                           const gchar * fmt, ...) G_GNUC_PRINTF (4, 5);
+/* Hands the first binding error to @error; FALSE when there was one. */
+gboolean pp_binder_finish (PpBinder * b, GError ** error);
+
+PpAct    pp_act_new       (gint n, gint c, gint h, gint w);
+PpAct    pp_act_copy      (const PpAct * a);
+void     pp_act_clear     (PpAct * a);
+gsize    pp_act_numel     (const PpAct * a);
+/* Frees *@dst and moves @src into it. */
+void     pp_act_replace   (PpAct * dst, PpAct src);
+
+PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
+/* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]. */
+PpAct    pp_linear_apply  (const PpLinear * lin, const PpAct * x);
+
+/* Calls @tap (when set) with a view of @a named by @fmt. */
+void     pp_tap_act       (PpTapFunc tap, gpointer tap_data, const PpAct * a,
+                           guint ndim, const gchar * fmt, ...)
+                           G_GNUC_PRINTF (5, 6);
+
+/* The activation functions configs may name (diffusers get_activation). */
+typedef enum
+{
+  PP_ACT_RELU,
+  PP_ACT_SILU,
+} PpActFn;
+
+/* Reads string key @key (default @def) and maps it to an activation among
+ * @allowed (a bit mask of 1 << PpActFn). */
+gboolean pp_config_act_fn (const gchar * path, const gchar * value,
+                           const gchar * key, guint allowed, PpActFn * out,
+                           GError ** error);
+void     pp_act_fn_apply  (PpActFn fn, gfloat * x, gsize n);
+
+/* Refuses a config that sets any of @keys (NULL-terminated) to something
+ * other than null, false, or a list of false: features that change the
+ * network in ways these models do not implement. */
+gboolean pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
+                                GError ** error);
+
+G_END_DECLS

@@ -1,0 +1,449 @@
+/* ppdiffuse — TAESD (diffusers AutoencoderTiny) forward passes.
+ *
+ * Both halves are a flat list of layers, numbered like diffusers'
+ * nn.Sequential so that layer i binds the keys "encoder.layers.{i}.…" and
+ * reports tap "encoder.layers.{i}". */
+#include "pp-taesd.h"
+#include "pp-config.h"
+#include "pp-error.h"
+#include "pp-layers.h"
+#include "pp-ops.h"
+
+#include <string.h>
+
+#define CONFIG_NAME "config.json"
+#define KERNEL 3
+#define PAD 1
+#define DOWN_STRIDE 2
+#define NCHW_DIMS 4
+/* Encoder input: [-1, 1] → [0, 1]; decoder output: [0, 1] → [-1, 1]. */
+#define IMAGE_SHIFT 1.0f
+#define IMAGE_SCALE 2.0f
+/* The decoder first soft-clamps latents to (-3, 3): tanh(x / 3) · 3. */
+#define LATENT_CLAMP 3.0f
+
+typedef enum
+{
+  LAYER_CONV,
+  LAYER_BLOCK,                  /* AutoencoderTinyBlock */
+  LAYER_ACT,
+  LAYER_UPSAMPLE,
+} LayerType;
+
+typedef struct
+{
+  LayerType type;
+  PpConv conv;                  /* LAYER_CONV */
+  PpConv block_conv[3];         /* LAYER_BLOCK: conv.0, conv.2, conv.4 */
+  PpConv skip;                  /* LAYER_BLOCK, when in != out */
+  gboolean has_skip;
+} Layer;
+
+/* Sequential indices of the three convolutions inside a block's conv. */
+static const guint block_conv_index[3] = { 0, 2, 4 };
+
+struct _PpTaesd
+{
+  gchar *config_path;
+  PpWeights *owned_weights;     /* set by pp_taesd_load */
+  gint in_channels, out_channels, latent_channels;
+  gint upsampling_factor;
+  PpActFn act;
+  guint encoder_down;           /* image pixels per latent pixel */
+  guint decoder_up;
+  GArray *encoder;              /* Layer */
+  GArray *decoder;
+};
+
+static void
+add_conv (PpBinder * b, GArray * layers, const gchar * half, gint cin,
+    gint cout, gint stride, gboolean bias)
+{
+  Layer layer = { LAYER_CONV };
+
+  pp_bind_conv (b, &layer.conv, cin, cout, KERNEL, stride, PAD, bias,
+      "%s.layers.%u", half, layers->len);
+  g_array_append_val (layers, layer);
+}
+
+static void
+add_block (PpBinder * b, GArray * layers, const gchar * half, gint cin,
+    gint cout)
+{
+  Layer layer = { LAYER_BLOCK };
+  guint index = layers->len;
+
+  for (guint i = 0; i < G_N_ELEMENTS (block_conv_index); i++)
+    pp_bind_conv (b, &layer.block_conv[i], i == 0 ? cin : cout, cout, KERNEL,
+        1, PAD, TRUE, "%s.layers.%u.conv.%u", half, index,
+        block_conv_index[i]);
+  layer.has_skip = cin != cout;
+  if (layer.has_skip)
+    pp_bind_conv (b, &layer.skip, cin, cout, 1, 1, 0, FALSE,
+        "%s.layers.%u.skip", half, index);
+  g_array_append_val (layers, layer);
+}
+
+static void
+add_plain (GArray * layers, LayerType type)
+{
+  Layer layer = { type };
+
+  g_array_append_val (layers, layer);
+}
+
+/* Reads a per-stage list; every stage must have the same channel count
+ * because diffusers builds stage i's first layer as C_i → C_i. */
+static gboolean
+read_stages (PpConfig * cfg, const gchar * path, const gchar * channels_key,
+    const gchar * blocks_key, GArray ** channels, GArray ** blocks,
+    GError ** error)
+{
+  if (!pp_config_get_int_list (cfg, channels_key, 0, channels, error))
+    return FALSE;
+  if (!pp_config_get_int_list (cfg, blocks_key, (*channels)->len, blocks,
+          error))
+    return FALSE;
+  if ((*channels)->len == 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' is an empty list", path, channels_key);
+    return FALSE;
+  }
+  if ((*blocks)->len != (*channels)->len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' has %u entries but '%s' has %u", path, blocks_key,
+        (*blocks)->len, channels_key, (*channels)->len);
+    return FALSE;
+  }
+  for (guint i = 0; i < (*channels)->len; i++) {
+    gint64 c = g_array_index (*channels, gint64, i);
+    gint64 n = g_array_index (*blocks, gint64, i);
+
+    if (c < 1 || c > G_MAXINT || c != g_array_index (*channels, gint64, 0)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "%s: key '%s' entry %u is %" G_GINT64_FORMAT "; every stage must "
+          "have the same positive channel count (%" G_GINT64_FORMAT ")",
+          path, channels_key, i, c, g_array_index (*channels, gint64, 0));
+      return FALSE;
+    }
+    if (n < 0 || n > G_MAXINT) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "%s: key '%s' entry %u is %" G_GINT64_FORMAT
+          "; expected a block count ≥ 0", path, blocks_key, i, n);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+positive_int (PpConfig * cfg, const gchar * path, const gchar * key,
+    gint64 def, gint * out, GError ** error)
+{
+  gint64 v;
+
+  if (!pp_config_get_int (cfg, key, def, &v, error))
+    return FALSE;
+  if (v < 1 || v > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' is %" G_GINT64_FORMAT "; expected a positive integer",
+        path, key, v);
+    return FALSE;
+  }
+  *out = (gint) v;
+  return TRUE;
+}
+
+PpTaesd *
+pp_taesd_new (const gchar * config_path, PpWeights * weights,
+    GError ** error)
+{
+  /* AutoencoderTiny's defaults, used where config.json omits a key */
+  static const gint64 def_in = 3, def_out = 3, def_latent = 4, def_up = 2;
+  g_autoptr (PpTaesd) m = g_new0 (PpTaesd, 1);
+  g_autoptr (GArray) enc_ch = NULL, enc_n = NULL, dec_ch = NULL, dec_n =
+      NULL;
+  g_autofree gchar *act_fn = NULL, *upsample_fn = NULL;
+  PpConfig *cfg;
+  PpBinder b = { weights, NULL };
+  gdouble scaling, shift;
+  gboolean ok;
+
+  m->config_path = g_strdup (config_path);
+  m->encoder = g_array_new (FALSE, TRUE, sizeof (Layer));
+  m->decoder = g_array_new (FALSE, TRUE, sizeof (Layer));
+  cfg = pp_config_load (config_path, error);
+  if (cfg == NULL)
+    return NULL;
+  ok = positive_int (cfg, config_path, "in_channels", def_in,
+      &m->in_channels, error)
+      && positive_int (cfg, config_path, "out_channels", def_out,
+      &m->out_channels, error)
+      && positive_int (cfg, config_path, "latent_channels", def_latent,
+      &m->latent_channels, error)
+      && positive_int (cfg, config_path, "upsampling_scaling_factor", def_up,
+      &m->upsampling_factor, error)
+      && read_stages (cfg, config_path, "encoder_block_out_channels",
+      "num_encoder_blocks", &enc_ch, &enc_n, error)
+      && read_stages (cfg, config_path, "decoder_block_out_channels",
+      "num_decoder_blocks", &dec_ch, &dec_n, error)
+      && pp_config_get_string (cfg, "act_fn", "relu", &act_fn, error)
+      && pp_config_get_string (cfg, "upsample_fn", "nearest", &upsample_fn,
+      error)
+      && pp_config_get_double (cfg, "scaling_factor", 1.0, &scaling, error)
+      && pp_config_get_double (cfg, "shift_factor", 0.0, &shift, error);
+  pp_config_free (cfg);
+  if (!ok)
+    return NULL;
+  if (!pp_config_act_fn (config_path, act_fn, "act_fn",
+          (1u << PP_ACT_RELU) | (1u << PP_ACT_SILU), &m->act, error))
+    return NULL;
+  if (g_strcmp0 (upsample_fn, "nearest") != 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key 'upsample_fn' is \"%s\"; only \"nearest\" is supported",
+        config_path, upsample_fn);
+    return NULL;
+  }
+  /* The pipeline hands TAESD latents to the UNet unscaled. */
+  if (scaling != 1.0 || shift != 0.0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: keys 'scaling_factor' and 'shift_factor' are %g and %g; only "
+        "1 and 0 are supported (latents go to the UNet as they are)",
+        config_path, scaling, shift);
+    return NULL;
+  }
+
+  /* Encoder: per stage a conv (the first maps the image in, the others
+   * halve the size), its blocks, then a conv to the latent channels. */
+  m->encoder_down = 1;
+  for (guint i = 0; i < enc_ch->len; i++) {
+    gint c = (gint) g_array_index (enc_ch, gint64, i);
+
+    if (i == 0)
+      add_conv (&b, m->encoder, "encoder", m->in_channels, c, 1, TRUE);
+    else {
+      add_conv (&b, m->encoder, "encoder", c, c, DOWN_STRIDE, FALSE);
+      m->encoder_down *= DOWN_STRIDE;
+    }
+    for (gint64 j = 0; j < g_array_index (enc_n, gint64, i); j++)
+      add_block (&b, m->encoder, "encoder", c, c);
+  }
+  add_conv (&b, m->encoder, "encoder",
+      (gint) g_array_index (enc_ch, gint64, enc_ch->len - 1),
+      m->latent_channels, 1, TRUE);
+
+  /* Decoder: conv in + activation, then per stage its blocks, an upsample
+   * between stages, and a conv (the last one to the image channels). */
+  m->decoder_up = 1;
+  add_conv (&b, m->decoder, "decoder", m->latent_channels,
+      (gint) g_array_index (dec_ch, gint64, 0), 1, TRUE);
+  add_plain (m->decoder, LAYER_ACT);
+  for (guint i = 0; i < dec_ch->len; i++) {
+    gint c = (gint) g_array_index (dec_ch, gint64, i);
+    gboolean last = i + 1 == dec_ch->len;
+
+    for (gint64 j = 0; j < g_array_index (dec_n, gint64, i); j++)
+      add_block (&b, m->decoder, "decoder", c, c);
+    if (!last) {
+      add_plain (m->decoder, LAYER_UPSAMPLE);
+      m->decoder_up *= m->upsampling_factor;
+    }
+    add_conv (&b, m->decoder, "decoder", c, last ? m->out_channels : c, 1,
+        last);
+  }
+  if (!pp_binder_finish (&b, error))
+    return NULL;
+  return g_steal_pointer (&m);
+}
+
+PpTaesd *
+pp_taesd_load (const gchar * component_dir, GError ** error)
+{
+  g_autofree gchar *config_path = g_build_filename (component_dir,
+      CONFIG_NAME, NULL);
+  g_autofree gchar *weights_path = NULL;
+  PpWeights *weights;
+  PpTaesd *m;
+
+  weights_path = pp_model_dir_weights_path (component_dir, error);
+  if (weights_path == NULL)
+    return NULL;
+  weights = pp_weights_open (weights_path, error);
+  if (weights == NULL)
+    return NULL;
+  m = pp_taesd_new (config_path, weights, error);
+  if (m == NULL || !pp_weights_check_all_used (weights, error)) {
+    g_clear_pointer (&m, pp_taesd_free);
+    pp_weights_free (weights);
+    return NULL;
+  }
+  m->owned_weights = weights;
+  return m;
+}
+
+void
+pp_taesd_free (PpTaesd * m)
+{
+  if (m == NULL)
+    return;
+  g_free (m->config_path);
+  g_clear_pointer (&m->encoder, g_array_unref);
+  g_clear_pointer (&m->decoder, g_array_unref);
+  g_clear_pointer (&m->owned_weights, pp_weights_free);
+  g_free (m);
+}
+
+guint
+pp_taesd_latent_channels (PpTaesd * m)
+{
+  return m->latent_channels;
+}
+
+guint
+pp_taesd_scale_factor (PpTaesd * m)
+{
+  return m->decoder_up;
+}
+
+/* Forward */
+
+/* AutoencoderTinyBlock: fuse(conv(x) + skip(x)), fuse being ReLU. */
+static PpAct
+block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
+{
+  PpAct h = pp_conv_apply (&layer->block_conv[0], x);
+
+  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_replace (&h, pp_conv_apply (&layer->block_conv[1], &h));
+  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_replace (&h, pp_conv_apply (&layer->block_conv[2], &h));
+  if (layer->has_skip) {
+    PpAct s = pp_conv_apply (&layer->skip, x);
+
+    pp_add (h.data, s.data, pp_act_numel (&h));
+    pp_act_clear (&s);
+  } else
+    pp_add (h.data, x->data, pp_act_numel (&h));
+  pp_relu (h.data, pp_act_numel (&h));
+  return h;
+}
+
+/* Runs @layers over @x (consumed), tapping "{half}.layers.{i}". */
+static PpAct
+run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
+    PpTapFunc tap, gpointer tap_data)
+{
+  for (guint i = 0; i < layers->len; i++) {
+    const Layer *layer = &g_array_index (layers, Layer, i);
+
+    switch (layer->type) {
+      case LAYER_CONV:
+        pp_act_replace (&x, pp_conv_apply (&layer->conv, &x));
+        break;
+      case LAYER_BLOCK:
+        pp_act_replace (&x, block_forward (m, layer, &x));
+        break;
+      case LAYER_ACT:
+        pp_act_fn_apply (m->act, x.data, pp_act_numel (&x));
+        break;
+      case LAYER_UPSAMPLE:{
+        gint f = m->upsampling_factor;
+        PpAct y = pp_act_new (x.n, x.c, x.h * f, x.w * f);
+
+        pp_upsample_nearest (x.data, x.n, x.c, x.h, x.w, f, y.data);
+        pp_act_replace (&x, y);
+        break;
+      }
+    }
+    pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "%s.layers.%u", half, i);
+  }
+  return x;
+}
+
+/* Checks @t is float32 [N, channels, H, W] with H, W multiples of @multiple
+ * and copies it into an activation. */
+static gboolean
+input_act (const PpTensor * t, const gchar * what, gint channels,
+    guint multiple, PpAct * out, GError ** error)
+{
+  g_autofree gchar *desc = pp_tensor_describe (t);
+
+  if (t->dtype != PP_DTYPE_F32 || t->ndim != NCHW_DIMS
+      || t->shape[1] != channels) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "TAESD %s: expected F32[N,%d,H,W], received %s", what, channels,
+        desc);
+    return FALSE;
+  }
+  if (t->shape[2] % multiple != 0 || t->shape[3] % multiple != 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "TAESD %s: height and width must be multiples of %u, received %s",
+        what, multiple, desc);
+    return FALSE;
+  }
+  if (t->shape[0] > G_MAXINT || t->shape[2] > G_MAXINT
+      || t->shape[3] > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "TAESD %s: %s is too large", what, desc);
+    return FALSE;
+  }
+  *out = pp_act_new ((gint) t->shape[0], channels, (gint) t->shape[2],
+      (gint) t->shape[3]);
+  memcpy (out->data, t->data, t->nbytes);
+  return TRUE;
+}
+
+static PpTensor *
+output_tensor (PpAct * a, const gchar * name, GError ** error)
+{
+  const gint64 shape[NCHW_DIMS] = { a->n, a->c, a->h, a->w };
+  PpTensor *t = pp_tensor_new (name, PP_DTYPE_F32, NCHW_DIMS, shape, error);
+
+  if (t != NULL)
+    memcpy (t->data, a->data, t->nbytes);
+  pp_act_clear (a);
+  return t;
+}
+
+gboolean
+pp_taesd_encode (PpTaesd * m, const PpTensor * image, PpTensor ** latents,
+    PpTapFunc tap, gpointer tap_data, GError ** error)
+{
+  PpAct x;
+  gsize n;
+
+  if (!input_act (image, "encode input", m->in_channels, m->encoder_down,
+          &x, error))
+    return FALSE;
+  n = pp_act_numel (&x);
+  for (gsize i = 0; i < n; i++)
+    x.data[i] = (x.data[i] + IMAGE_SHIFT) / IMAGE_SCALE;
+  x = run_layers (m, m->encoder, "encoder", x, tap, tap_data);
+  pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "latents");
+  *latents = output_tensor (&x, "latents", error);
+  return *latents != NULL;
+}
+
+gboolean
+pp_taesd_decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
+    PpTapFunc tap, gpointer tap_data, GError ** error)
+{
+  PpAct x;
+  gsize n;
+
+  if (!input_act (latents, "decode input", m->latent_channels, 1, &x,
+          error))
+    return FALSE;
+  n = pp_act_numel (&x);
+  for (gsize i = 0; i < n; i++)
+    x.data[i] /= LATENT_CLAMP;
+  pp_tanh (x.data, n);
+  pp_scale (x.data, n, LATENT_CLAMP);
+  x = run_layers (m, m->decoder, "decoder", x, tap, tap_data);
+  n = pp_act_numel (&x);
+  for (gsize i = 0; i < n; i++)
+    x.data[i] = x.data[i] * IMAGE_SCALE - IMAGE_SHIFT;
+  pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "image");
+  *image = output_tensor (&x, "image", error);
+  return *image != NULL;
+}

@@ -1,0 +1,966 @@
+/* ppdiffuse — UNet2DConditionModel forward pass (SD 1.x / SD 2.x layouts).
+ *
+ * The build step binds every weight by its diffusers key; the forward pass
+ * follows diffusers' module order: time embedding, conv_in, down blocks
+ * (pushing skips), mid block, up blocks (popping skips), output head. */
+#include "pp-unet.h"
+#include "pp-config.h"
+#include "pp-error.h"
+#include "pp-layers.h"
+#include "pp-ops.h"
+
+#include <string.h>
+
+#define CONFIG_NAME "config.json"
+#define NCHW_DIMS 4
+#define TOKENS_DIMS 3
+#define VECTOR_ROWS_DIMS 2
+#define KERNEL 3
+#define PAD 1
+#define DOWN_STRIDE 2
+#define UP_FACTOR 2
+/* Positional time embedding widens C0 by this for the MLP. */
+#define TIME_EMBED_MULT 4
+/* Transformer2DModel's GroupNorm and BasicTransformerBlock's LayerNorms. */
+#define TRANSFORMER_GROUP_NORM_EPS 1e-6f
+#define TRANSFORMER_LAYER_NORM_EPS 1e-5f
+/* FeedForward: GEGLU projects to 2 × (4 C) = value and gate halves. */
+#define FF_MULT 4
+#define GEGLU_HALVES 2
+#define MID_RESNETS 2
+
+#define DOWN_CROSS "CrossAttnDownBlock2D"
+#define DOWN_PLAIN "DownBlock2D"
+#define UP_CROSS "CrossAttnUpBlock2D"
+#define UP_PLAIN "UpBlock2D"
+#define MID_CROSS "UNetMidBlock2DCrossAttn"
+
+/* diffusers UNet2DConditionModel defaults for keys a config may omit */
+#define DEFAULT_CHANNELS 4
+#define DEFAULT_LAYERS_PER_BLOCK 2
+#define DEFAULT_CROSS_DIM 1280
+#define DEFAULT_HEADS 8
+#define DEFAULT_GROUPS 32
+#define DEFAULT_NORM_EPS 1e-5
+#define DEFAULT_DOWNSAMPLE_PADDING 1
+/* Sanity bounds that keep sizes within int arithmetic. */
+#define MAX_CHANNELS (1 << 16)
+#define MAX_LAYERS 64
+
+typedef struct
+{
+  gint cin, cout;
+  PpNorm norm1, norm2;
+  PpConv conv1, conv2;
+  PpLinear time_emb_proj;
+  gboolean has_shortcut;
+  PpConv conv_shortcut;         /* 1×1, when cin != cout */
+} Resnet;
+
+typedef struct
+{
+  PpLinear to_q, to_k, to_v, to_out;
+} Attention;
+
+/* Transformer2DModel with one BasicTransformerBlock. */
+typedef struct
+{
+  gint channels, heads;
+  PpNorm norm;
+  /* Linear, or a 1×1 conv whose [C, C, 1, 1] weight reads as [C, C]: on
+   * tokens both are the same product. */
+  PpLinear proj_in, proj_out;
+  PpNorm norm1, norm2, norm3;
+  Attention attn1, attn2;
+  PpLinear ff_in, ff_out;
+} Transformer;
+
+typedef struct
+{
+  gboolean cross;
+  guint n_layers;
+  Resnet *resnets;
+  Transformer *attentions;      /* n_layers of them when cross, else NULL */
+  gboolean has_sampler;
+  PpConv sampler;               /* downsamplers.0.conv / upsamplers.0.conv */
+} Block;
+
+struct _PpUnet
+{
+  gchar *config_path;
+  PpWeights *owned_weights;     /* set by pp_unet_load */
+
+  gint in_channels, out_channels, cross_dim, groups;
+  gfloat norm_eps, freq_shift, mid_scale;
+  gboolean flip_sin_to_cos, linear_projection;
+  PpActFn act;
+  guint n_blocks;
+  guint size_multiple;
+  gint time_dim, temb_dim;
+
+  PpLinear time_linear_1, time_linear_2;
+  PpConv conv_in;
+  Block *down;
+  Resnet mid_resnets[MID_RESNETS];
+  Transformer mid_attention;
+  Block *up;
+  PpNorm norm_out;
+  PpConv conv_out;
+};
+
+/* Build */
+
+static void
+bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, gint temb_dim,
+    const gchar * prefix)
+{
+  r->cin = cin;
+  r->cout = cout;
+  pp_bind_norm (b, &r->norm1, cin, "%s.norm1", prefix);
+  pp_bind_conv (b, &r->conv1, cin, cout, KERNEL, 1, PAD, TRUE, "%s.conv1",
+      prefix);
+  pp_bind_linear (b, &r->time_emb_proj, temb_dim, cout, TRUE,
+      "%s.time_emb_proj", prefix);
+  pp_bind_norm (b, &r->norm2, cout, "%s.norm2", prefix);
+  pp_bind_conv (b, &r->conv2, cout, cout, KERNEL, 1, PAD, TRUE, "%s.conv2",
+      prefix);
+  r->has_shortcut = cin != cout;
+  if (r->has_shortcut)
+    pp_bind_conv (b, &r->conv_shortcut, cin, cout, 1, 1, 0, TRUE,
+        "%s.conv_shortcut", prefix);
+}
+
+static void
+bind_projection (PpBinder * b, gboolean linear, PpLinear * lin, gint c,
+    const gchar * prefix, const gchar * name)
+{
+  PpConv conv;
+
+  if (linear) {
+    pp_bind_linear (b, lin, c, c, TRUE, "%s.%s", prefix, name);
+    return;
+  }
+  pp_bind_conv (b, &conv, c, c, 1, 1, 0, TRUE, "%s.%s", prefix, name);
+  lin->weight = conv.weight;
+  lin->bias = conv.bias;
+  lin->in = c;
+  lin->out = c;
+}
+
+static void
+bind_attention (PpBinder * b, Attention * a, gint c, gint kv_dim,
+    const gchar * prefix)
+{
+  pp_bind_linear (b, &a->to_q, c, c, FALSE, "%s.to_q", prefix);
+  pp_bind_linear (b, &a->to_k, kv_dim, c, FALSE, "%s.to_k", prefix);
+  pp_bind_linear (b, &a->to_v, kv_dim, c, FALSE, "%s.to_v", prefix);
+  pp_bind_linear (b, &a->to_out, c, c, TRUE, "%s.to_out.0", prefix);
+}
+
+static void
+bind_transformer (PpBinder * b, const PpUnet * m, Transformer * t, gint c,
+    gint heads, const gchar * prefix)
+{
+  g_autofree gchar *block = g_strdup_printf ("%s.transformer_blocks.0",
+      prefix);
+  g_autofree gchar *attn1 = g_strdup_printf ("%s.attn1", block);
+  g_autofree gchar *attn2 = g_strdup_printf ("%s.attn2", block);
+
+  t->channels = c;
+  t->heads = heads;
+  pp_bind_norm (b, &t->norm, c, "%s.norm", prefix);
+  bind_projection (b, m->linear_projection, &t->proj_in, c, prefix,
+      "proj_in");
+  pp_bind_norm (b, &t->norm1, c, "%s.norm1", block);
+  bind_attention (b, &t->attn1, c, c, attn1);
+  pp_bind_norm (b, &t->norm2, c, "%s.norm2", block);
+  bind_attention (b, &t->attn2, c, m->cross_dim, attn2);
+  pp_bind_norm (b, &t->norm3, c, "%s.norm3", block);
+  pp_bind_linear (b, &t->ff_in, c, GEGLU_HALVES * FF_MULT * c, TRUE,
+      "%s.ff.net.0.proj", block);
+  pp_bind_linear (b, &t->ff_out, FF_MULT * c, c, TRUE, "%s.ff.net.2", block);
+  bind_projection (b, m->linear_projection, &t->proj_out, c, prefix,
+      "proj_out");
+}
+
+static void
+block_clear (Block * blk)
+{
+  g_clear_pointer (&blk->resnets, g_free);
+  g_clear_pointer (&blk->attentions, g_free);
+}
+
+static void
+block_init (Block * blk, gboolean cross, guint n_layers)
+{
+  blk->cross = cross;
+  blk->n_layers = n_layers;
+  blk->resnets = g_new0 (Resnet, n_layers);
+  blk->attentions = cross ? g_new0 (Transformer, n_layers) : NULL;
+}
+
+/* Config */
+
+typedef struct
+{
+  gint64 *channels;             /* block_out_channels */
+  gint64 *layers;               /* layers_per_block, per block */
+  gint64 *heads;                /* attention_head_dim = number of heads */
+  gboolean *down_cross;
+  gboolean *up_cross;
+} BlockConfig;
+
+static void
+block_config_clear (BlockConfig * bc)
+{
+  g_free (bc->channels);
+  g_free (bc->layers);
+  g_free (bc->heads);
+  g_free (bc->down_cross);
+  g_free (bc->up_cross);
+}
+
+static gboolean
+int_in_range (const gchar * path, const gchar * key, gint64 v, gint64 lo,
+    gint64 hi, GError ** error)
+{
+  if (v >= lo && v <= hi)
+    return TRUE;
+  if (lo == hi)
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' is %" G_GINT64_FORMAT "; only %" G_GINT64_FORMAT
+        " is supported", path, key, v, lo);
+  else
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+      "%s: key '%s' is %" G_GINT64_FORMAT "; expected %" G_GINT64_FORMAT
+      " to %" G_GINT64_FORMAT, path, key, v, lo, hi);
+  return FALSE;
+}
+
+static gboolean
+read_int (PpConfig * cfg, const gchar * path, const gchar * key, gint64 def,
+    gint64 lo, gint64 hi, gint * out, GError ** error)
+{
+  gint64 v;
+
+  if (!pp_config_get_int (cfg, key, def, &v, error)
+      || !int_in_range (path, key, v, lo, hi, error))
+    return FALSE;
+  *out = (gint) v;
+  return TRUE;
+}
+
+/* Reads an int-or-list key as @n values, each within [lo, hi]; an absent
+ * key gives @n × @def. */
+static gboolean
+read_int_list (PpConfig * cfg, const gchar * path, const gchar * key,
+    guint n, gint64 def, gint64 lo, gint64 hi, gint64 ** out,
+    GError ** error)
+{
+  g_autoptr (GArray) list = NULL;
+
+  if (!pp_config_has (cfg, key)) {
+    *out = g_new (gint64, n);
+    for (guint i = 0; i < n; i++)
+      (*out)[i] = def;
+    return TRUE;
+  }
+  if (!pp_config_get_int_list (cfg, key, n, &list, error))
+    return FALSE;
+  if (n != 0 && list->len != n) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' has %u entries; expected %u (one per block)", path,
+        key, list->len, n);
+    return FALSE;
+  }
+  for (guint i = 0; i < list->len; i++) {
+    g_autofree gchar *entry = g_strdup_printf ("%s[%u]", key, i);
+
+    if (!int_in_range (path, entry, g_array_index (list, gint64, i), lo, hi,
+            error))
+      return FALSE;
+  }
+  *out = g_memdup2 (list->data, list->len * sizeof (gint64));
+  return TRUE;
+}
+
+/* Reads a list of block type names, each one of @cross_name (→ TRUE) or
+ * @plain_name (→ FALSE). */
+static gboolean
+read_block_types (PpConfig * cfg, const gchar * path, const gchar * key,
+    guint n, const gchar * cross_name, const gchar * plain_name,
+    gboolean ** out, GError ** error)
+{
+  g_auto (GStrv) types = NULL;
+  guint len;
+
+  if (!pp_config_get_string_list (cfg, key, &types, error))
+    return FALSE;
+  len = g_strv_length (types);
+  if (len != n) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' has %u entries; expected %u (one per entry of "
+        "'block_out_channels')", path, key, len, n);
+    return FALSE;
+  }
+  *out = g_new0 (gboolean, n);
+  for (guint i = 0; i < n; i++) {
+    if (g_strcmp0 (types[i], cross_name) == 0)
+      (*out)[i] = TRUE;
+    else if (g_strcmp0 (types[i], plain_name) != 0) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "%s: key '%s' entry %u is \"%s\", an unsupported block type "
+          "(supported: %s, %s)", path, key, i, types[i], cross_name,
+          plain_name);
+      g_clear_pointer (out, g_free);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Refuses a string key whose value is not the one this code implements. */
+static gboolean
+expect_string (PpConfig * cfg, const gchar * path, const gchar * key,
+    const gchar * value, GError ** error)
+{
+  g_autofree gchar *v = NULL;
+
+  /* diffusers reads an explicit null as "none" (no mid block, …), not as
+   * the default */
+  if (json_object_has_member (pp_config_root (cfg), key)
+      && !pp_config_has (cfg, key)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' is null; only \"%s\" is supported", path, key, value);
+    return FALSE;
+  }
+  if (!pp_config_get_string (cfg, key, value, &v, error))
+    return FALSE;
+  if (g_strcmp0 (v, value) == 0)
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+      "%s: key '%s' is \"%s\"; only \"%s\" is supported", path, key,
+      v ? v : "(null)", value);
+  return FALSE;
+}
+
+static gboolean
+read_config (PpUnet * m, PpConfig * cfg, BlockConfig * bc, GError ** error)
+{
+  /* Keys that switch on parts of UNet2DConditionModel this code does not
+   * implement (SDXL's added embeddings, class labels, LCM's guidance
+   * embedding, …). */
+  static const gchar *const refused[] = {
+    "center_input_sample", "dual_cross_attention", "only_cross_attention",
+    "class_embed_type", "num_class_embeds", "class_embeddings_concat",
+    "addition_embed_type", "addition_time_embed_dim", "encoder_hid_dim",
+    "encoder_hid_dim_type", "time_cond_proj_dim", "timestep_post_act",
+    "projection_class_embeddings_input_dim", "num_attention_heads",
+    "time_embedding_dim", "time_embedding_act_fn", "cross_attention_norm",
+    "mid_block_only_cross_attention", "resnet_skip_time_act",
+    "reverse_transformer_layers_per_block", NULL
+  };
+  const gchar *path = m->config_path;
+  g_autoptr (GArray) channels = NULL;
+  g_autofree gint64 *transformer_layers = NULL;
+  g_autofree gchar *act_fn = NULL;
+  gdouble norm_eps, freq_shift, mid_scale;
+  gint downsample_padding;
+  guint n;
+
+  if (!pp_config_refuse_keys (cfg, refused, error))
+    return FALSE;
+  if (!pp_config_get_int_list (cfg, "block_out_channels", 0, &channels,
+          error))
+    return FALSE;
+  n = channels->len;
+  if (n == 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key 'block_out_channels' is an empty list", path);
+    return FALSE;
+  }
+  m->n_blocks = n;
+  if (!read_int_list (cfg, path, "block_out_channels", n, 0, 1,
+          MAX_CHANNELS, &bc->channels, error)
+      || !read_int_list (cfg, path, "layers_per_block", n,
+          DEFAULT_LAYERS_PER_BLOCK, 1, MAX_LAYERS, &bc->layers, error)
+      || !read_int_list (cfg, path, "attention_head_dim", n, DEFAULT_HEADS,
+          1, MAX_CHANNELS, &bc->heads, error)
+      || !read_int_list (cfg, path, "transformer_layers_per_block", n, 1, 1,
+          1, &transformer_layers, error)
+      || !read_block_types (cfg, path, "down_block_types", n, DOWN_CROSS,
+          DOWN_PLAIN, &bc->down_cross, error)
+      || !read_block_types (cfg, path, "up_block_types", n, UP_CROSS,
+          UP_PLAIN, &bc->up_cross, error)
+      || !expect_string (cfg, path, "mid_block_type", MID_CROSS, error)
+      || !expect_string (cfg, path, "time_embedding_type", "positional",
+          error)
+      || !expect_string (cfg, path, "resnet_time_scale_shift", "default",
+          error)
+      || !expect_string (cfg, path, "attention_type", "default", error)
+      || !read_int (cfg, path, "in_channels", DEFAULT_CHANNELS, 1, G_MAXINT,
+          &m->in_channels, error)
+      || !read_int (cfg, path, "out_channels", DEFAULT_CHANNELS, 1, G_MAXINT,
+          &m->out_channels, error)
+      || !read_int (cfg, path, "cross_attention_dim", DEFAULT_CROSS_DIM, 1,
+          G_MAXINT, &m->cross_dim, error)
+      || !read_int (cfg, path, "norm_num_groups", DEFAULT_GROUPS, 1,
+          G_MAXINT, &m->groups, error)
+      || !read_int (cfg, path, "downsample_padding",
+          DEFAULT_DOWNSAMPLE_PADDING, PAD, PAD, &downsample_padding, error)
+      || !pp_config_get_double (cfg, "norm_eps", DEFAULT_NORM_EPS, &norm_eps,
+          error)
+      || !pp_config_get_double (cfg, "freq_shift", 0.0, &freq_shift, error)
+      || !pp_config_get_double (cfg, "mid_block_scale_factor", 1.0,
+          &mid_scale, error)
+      || !pp_config_get_bool (cfg, "flip_sin_to_cos", TRUE,
+          &m->flip_sin_to_cos, error)
+      || !pp_config_get_bool (cfg, "use_linear_projection", FALSE,
+          &m->linear_projection, error)
+      || !pp_config_get_string (cfg, "act_fn", "silu", &act_fn, error))
+    return FALSE;
+  if (!pp_config_act_fn (path, act_fn, "act_fn",
+          (1u << PP_ACT_SILU) | (1u << PP_ACT_RELU), &m->act, error))
+    return FALSE;
+  /* The kernels of conv_in / conv_out (3 in every SD config). */
+  {
+    gint k_in, k_out;
+
+    if (!read_int (cfg, path, "conv_in_kernel", KERNEL, KERNEL, KERNEL,
+            &k_in, error)
+        || !read_int (cfg, path, "conv_out_kernel", KERNEL, KERNEL, KERNEL,
+            &k_out, error))
+      return FALSE;
+  }
+  if (!(norm_eps > 0.0) || !(mid_scale > 0.0)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: keys 'norm_eps' (%g) and 'mid_block_scale_factor' (%g) must be "
+        "positive", path, norm_eps, mid_scale);
+    return FALSE;
+  }
+  m->norm_eps = (gfloat) norm_eps;
+  m->freq_shift = (gfloat) freq_shift;
+  m->mid_scale = (gfloat) mid_scale;
+  m->time_dim = (gint) bc->channels[0];
+  m->temb_dim = TIME_EMBED_MULT * m->time_dim;
+  if (m->time_dim % 2 != 0 || freq_shift >= m->time_dim / 2) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: block_out_channels[0] = %d with freq_shift %g cannot make a "
+        "sinusoidal time embedding (need an even size above 2·freq_shift)",
+        path, m->time_dim, freq_shift);
+    return FALSE;
+  }
+  for (guint i = 0; i < n; i++) {
+    if (bc->channels[i] % m->groups != 0) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "%s: block_out_channels[%u] = %" G_GINT64_FORMAT " is not a "
+          "multiple of norm_num_groups (%d)", path, i, bc->channels[i],
+          m->groups);
+      return FALSE;
+    }
+    if ((bc->down_cross[i] || bc->up_cross[n - 1 - i] || i + 1 == n)
+        && bc->channels[i] % bc->heads[i] != 0) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "%s: block_out_channels[%u] = %" G_GINT64_FORMAT " does not split "
+          "into attention_head_dim[%u] = %" G_GINT64_FORMAT " heads", path,
+          i, bc->channels[i], i, bc->heads[i]);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+PpUnet *
+pp_unet_new (const gchar * config_path, PpWeights * weights, GError ** error)
+{
+  g_autoptr (PpUnet) m = g_new0 (PpUnet, 1);
+  BlockConfig bc = { 0 };
+  PpBinder b = { weights, NULL };
+  PpConfig *cfg;
+  const gint64 *ch;
+  guint n;
+  gint c0, c_last, out_c, prev_c;
+  gboolean ok;
+
+  m->config_path = g_strdup (config_path);
+  cfg = pp_config_load (config_path, error);
+  if (cfg == NULL)
+    return NULL;
+  ok = read_config (m, cfg, &bc, error);
+  pp_config_free (cfg);
+  if (!ok) {
+    block_config_clear (&bc);
+    return NULL;
+  }
+  n = m->n_blocks;
+  ch = bc.channels;
+  c0 = (gint) ch[0];
+  c_last = (gint) ch[n - 1];
+  m->size_multiple = 1u << (n - 1);
+
+  pp_bind_linear (&b, &m->time_linear_1, m->time_dim, m->temb_dim, TRUE,
+      "time_embedding.linear_1");
+  pp_bind_linear (&b, &m->time_linear_2, m->temb_dim, m->temb_dim, TRUE,
+      "time_embedding.linear_2");
+  pp_bind_conv (&b, &m->conv_in, m->in_channels, c0, KERNEL, 1, PAD, TRUE,
+      "conv_in");
+
+  /* Down: block i maps the previous width to C_i; all but the last halve
+   * the size. */
+  m->down = g_new0 (Block, n);
+  out_c = c0;
+  for (guint i = 0; i < n; i++) {
+    Block *blk = &m->down[i];
+    gint in_c = out_c;
+
+    out_c = (gint) ch[i];
+    block_init (blk, bc.down_cross[i], (guint) bc.layers[i]);
+    for (guint j = 0; j < blk->n_layers; j++) {
+      g_autofree gchar *res = g_strdup_printf ("down_blocks.%u.resnets.%u",
+          i, j);
+      g_autofree gchar *att = g_strdup_printf ("down_blocks.%u.attentions.%u",
+          i, j);
+
+      bind_resnet (&b, &blk->resnets[j], j == 0 ? in_c : out_c, out_c,
+          m->temb_dim, res);
+      if (blk->cross)
+        bind_transformer (&b, m, &blk->attentions[j], out_c,
+            (gint) bc.heads[i], att);
+    }
+    blk->has_sampler = i + 1 < n;
+    if (blk->has_sampler)
+      pp_bind_conv (&b, &blk->sampler, out_c, out_c, KERNEL, DOWN_STRIDE,
+          PAD, TRUE, "down_blocks.%u.downsamplers.0.conv", i);
+  }
+
+  /* Mid: resnet, transformer, resnet at C_last with the last block's
+   * heads. */
+  bind_resnet (&b, &m->mid_resnets[0], c_last, c_last, m->temb_dim,
+      "mid_block.resnets.0");
+  bind_transformer (&b, m, &m->mid_attention, c_last, (gint) bc.heads[n - 1],
+      "mid_block.attentions.0");
+  bind_resnet (&b, &m->mid_resnets[1], c_last, c_last, m->temb_dim,
+      "mid_block.resnets.1");
+
+  /* Up: block i (channels reversed) has layers + 1 resnets, each taking
+   * the running state concatenated with one skip. */
+  m->up = g_new0 (Block, n);
+  out_c = c_last;
+  for (guint i = 0; i < n; i++) {
+    Block *blk = &m->up[i];
+    guint r = n - 1 - i;        /* the matching down block */
+    gint skip_in = (gint) ch[i + 1 < n ? r - 1 : 0];
+
+    prev_c = out_c;
+    out_c = (gint) ch[r];
+    block_init (blk, bc.up_cross[i], (guint) bc.layers[r] + 1);
+    for (guint j = 0; j < blk->n_layers; j++) {
+      g_autofree gchar *res = g_strdup_printf ("up_blocks.%u.resnets.%u",
+          i, j);
+      g_autofree gchar *att = g_strdup_printf ("up_blocks.%u.attentions.%u",
+          i, j);
+      gint h_c = j == 0 ? prev_c : out_c;
+      gint s_c = j + 1 == blk->n_layers ? skip_in : out_c;
+
+      bind_resnet (&b, &blk->resnets[j], h_c + s_c, out_c, m->temb_dim, res);
+      if (blk->cross)
+        bind_transformer (&b, m, &blk->attentions[j], out_c,
+            (gint) bc.heads[r], att);
+    }
+    blk->has_sampler = i + 1 < n;
+    if (blk->has_sampler)
+      pp_bind_conv (&b, &blk->sampler, out_c, out_c, KERNEL, 1, PAD, TRUE,
+          "up_blocks.%u.upsamplers.0.conv", i);
+  }
+
+  pp_bind_norm (&b, &m->norm_out, c0, "conv_norm_out");
+  pp_bind_conv (&b, &m->conv_out, c0, m->out_channels, KERNEL, 1, PAD, TRUE,
+      "conv_out");
+  block_config_clear (&bc);
+  if (!pp_binder_finish (&b, error))
+    return NULL;
+  return g_steal_pointer (&m);
+}
+
+PpUnet *
+pp_unet_load (const gchar * component_dir, GError ** error)
+{
+  g_autofree gchar *config_path = g_build_filename (component_dir,
+      CONFIG_NAME, NULL);
+  g_autofree gchar *weights_path = NULL;
+  PpWeights *weights;
+  PpUnet *m;
+
+  weights_path = pp_model_dir_weights_path (component_dir, error);
+  if (weights_path == NULL)
+    return NULL;
+  weights = pp_weights_open (weights_path, error);
+  if (weights == NULL)
+    return NULL;
+  m = pp_unet_new (config_path, weights, error);
+  if (m == NULL || !pp_weights_check_all_used (weights, error)) {
+    g_clear_pointer (&m, pp_unet_free);
+    pp_weights_free (weights);
+    return NULL;
+  }
+  m->owned_weights = weights;
+  return m;
+}
+
+void
+pp_unet_free (PpUnet * m)
+{
+  if (m == NULL)
+    return;
+  for (guint i = 0; m->down != NULL && i < m->n_blocks; i++)
+    block_clear (&m->down[i]);
+  for (guint i = 0; m->up != NULL && i < m->n_blocks; i++)
+    block_clear (&m->up[i]);
+  g_free (m->down);
+  g_free (m->up);
+  g_free (m->config_path);
+  g_clear_pointer (&m->owned_weights, pp_weights_free);
+  g_free (m);
+}
+
+guint
+pp_unet_in_channels (PpUnet * m)
+{
+  return m->in_channels;
+}
+
+guint
+pp_unet_out_channels (PpUnet * m)
+{
+  return m->out_channels;
+}
+
+guint
+pp_unet_cross_attention_dim (PpUnet * m)
+{
+  return m->cross_dim;
+}
+
+guint
+pp_unet_size_multiple (PpUnet * m)
+{
+  return m->size_multiple;
+}
+
+/* Forward */
+
+static PpAct
+group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
+    const PpAct * x)
+{
+  PpAct y = pp_act_new (x->n, x->c, x->h, x->w);
+
+  pp_group_norm (x->data, x->n, x->c, x->h * x->w, m->groups, eps,
+      norm->gamma, norm->beta, y.data);
+  return y;
+}
+
+/* ResnetBlock2D: (shortcut(x) + conv2(act(norm2(conv1(act(norm1(x))) +
+ * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim]. */
+static PpAct
+resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
+    const PpAct * temb_act, gfloat scale)
+{
+  PpAct h, t, out;
+  gsize n;
+
+  h = group_norm (m, &r->norm1, m->norm_eps, x);
+  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
+
+  t = pp_linear_apply (&r->time_emb_proj, temb_act);
+  pp_add_channel (h.data, h.n, h.c, h.h * h.w, t.data);
+  pp_act_clear (&t);
+
+  pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h));
+  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
+
+  out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
+      : pp_act_copy (x);
+  n = pp_act_numel (&out);
+  pp_add (out.data, h.data, n);
+  pp_act_clear (&h);
+  if (scale != 1.0f)
+    for (gsize i = 0; i < n; i++)
+      out.data[i] /= scale;
+  return out;
+}
+
+/* h += to_out(attention(to_q(LN(h)), to_k(kv), to_v(kv))), kv being LN(h)
+ * for self-attention or the text context. Tokens: n = N, c = L, w = C. */
+static void
+attention_residual (const Transformer * t, const PpNorm * norm,
+    const Attention * a, PpAct * h, const PpAct * context)
+{
+  gint rows = h->n * h->c;
+  PpAct x = pp_act_new (h->n, h->c, 1, h->w);
+  const PpAct *kv;
+  PpAct q, k, v, o;
+
+  pp_layer_norm (h->data, rows, h->w, TRANSFORMER_LAYER_NORM_EPS,
+      norm->gamma, norm->beta, x.data);
+  kv = context != NULL ? context : &x;
+  q = pp_linear_apply (&a->to_q, &x);
+  k = pp_linear_apply (&a->to_k, kv);
+  v = pp_linear_apply (&a->to_v, kv);
+  o = pp_act_new (h->n, h->c, 1, h->w);
+  pp_attention (q.data, k.data, v.data, h->n, h->c, kv->c, t->heads,
+      t->channels / t->heads, o.data);
+  pp_act_clear (&q);
+  pp_act_clear (&k);
+  pp_act_clear (&v);
+  pp_act_replace (&x, pp_linear_apply (&a->to_out, &o));
+  pp_act_clear (&o);
+  pp_add (h->data, x.data, pp_act_numel (h));
+  pp_act_clear (&x);
+}
+
+/* h += ff.net.2(GEGLU(ff.net.0.proj(LN(h)))) */
+static void
+feed_forward_residual (const Transformer * t, PpAct * h)
+{
+  gint rows = h->n * h->c;
+  gint inner = FF_MULT * t->channels;
+  PpAct x = pp_act_new (h->n, h->c, 1, h->w);
+  PpAct g, y;
+
+  pp_layer_norm (h->data, rows, h->w, TRANSFORMER_LAYER_NORM_EPS,
+      t->norm3.gamma, t->norm3.beta, x.data);
+  g = pp_linear_apply (&t->ff_in, &x);
+  y = pp_act_new (h->n, h->c, 1, inner);
+  pp_geglu (g.data, rows, inner, y.data);
+  pp_act_clear (&g);
+  pp_act_replace (&x, pp_linear_apply (&t->ff_out, &y));
+  pp_act_clear (&y);
+  pp_add (h->data, x.data, pp_act_numel (h));
+  pp_act_clear (&x);
+}
+
+/* Transformer2DModel: x + proj_out(block(proj_in(GroupNorm(x)))), the block
+ * running on tokens [N, H·W, C]. */
+static PpAct
+transformer_forward (const PpUnet * m, const Transformer * t,
+    const PpAct * x, const PpAct * context)
+{
+  gint hw = x->h * x->w;
+  PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x);
+  PpAct h = pp_act_new (x->n, hw, 1, x->c);
+  PpAct out;
+
+  pp_nchw_to_nlc (g.data, x->n, x->c, hw, h.data);
+  pp_act_clear (&g);
+  pp_act_replace (&h, pp_linear_apply (&t->proj_in, &h));
+
+  attention_residual (t, &t->norm1, &t->attn1, &h, NULL);
+  attention_residual (t, &t->norm2, &t->attn2, &h, context);
+  feed_forward_residual (t, &h);
+
+  pp_act_replace (&h, pp_linear_apply (&t->proj_out, &h));
+  out = pp_act_new (x->n, x->c, x->h, x->w);
+  pp_nlc_to_nchw (h.data, x->n, x->c, hw, out.data);
+  pp_act_clear (&h);
+  pp_add (out.data, x->data, pp_act_numel (&out));
+  return out;
+}
+
+/* Time embedding MLP on the sinusoid of @timestep, one row per sample. */
+static PpAct
+time_embedding (const PpUnet * m, gint batch, gdouble timestep)
+{
+  PpAct e = pp_act_new (batch, 1, 1, m->time_dim);
+
+  /* diffusers casts the timestep to float32 before the sinusoid. */
+  pp_timestep_embedding ((gfloat) timestep, m->time_dim, m->flip_sin_to_cos,
+      m->freq_shift, e.data);
+  for (gint b = 1; b < batch; b++)
+    memcpy (e.data + (gsize) b * m->time_dim, e.data,
+        m->time_dim * sizeof (gfloat));
+  pp_act_replace (&e, pp_linear_apply (&m->time_linear_1, &e));
+  pp_act_fn_apply (m->act, e.data, pp_act_numel (&e));
+  pp_act_replace (&e, pp_linear_apply (&m->time_linear_2, &e));
+  return e;
+}
+
+static gboolean
+check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
+    GError ** error)
+{
+  g_autofree gchar *s_desc = pp_tensor_describe (sample);
+  g_autofree gchar *c_desc = pp_tensor_describe (ctx);
+
+  if (sample->dtype != PP_DTYPE_F32 || sample->ndim != NCHW_DIMS
+      || sample->shape[1] != m->in_channels) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "UNet sample: expected F32[N,%d,H,W], received %s",
+        m->in_channels, s_desc);
+    return FALSE;
+  }
+  if (sample->shape[2] % m->size_multiple != 0
+      || sample->shape[3] % m->size_multiple != 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "UNet sample: height and width must be multiples of %u (%u "
+        "downsampling stages), received %s", m->size_multiple,
+        m->n_blocks - 1, s_desc);
+    return FALSE;
+  }
+  if (sample->shape[0] > G_MAXINT || sample->shape[2] > G_MAXINT
+      || sample->shape[3] > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "UNet sample: %s is too large", s_desc);
+    return FALSE;
+  }
+  if (ctx->dtype != PP_DTYPE_F32 || ctx->ndim != TOKENS_DIMS
+      || ctx->shape[0] != sample->shape[0] || ctx->shape[2] != m->cross_dim
+      || ctx->shape[1] > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "UNet encoder_hidden_states: expected F32[%" G_GINT64_FORMAT
+        ",L,%d] (the sample's batch, cross_attention_dim), received %s",
+        sample->shape[0], m->cross_dim, c_desc);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+push_skip (GArray * skips, const PpAct * h)
+{
+  PpAct copy = pp_act_copy (h);
+
+  g_array_append_val (skips, copy);
+}
+
+static PpAct
+pop_skip (GArray * skips)
+{
+  PpAct top;
+
+  g_assert (skips->len > 0);
+  top = g_array_index (skips, PpAct, skips->len - 1);
+  /* the clear func runs on the removed slot: leave it nothing to free */
+  g_array_index (skips, PpAct, skips->len - 1).data = NULL;
+  g_array_set_size (skips, skips->len - 1);
+  return top;
+}
+
+static void
+skip_clear (gpointer p)
+{
+  pp_act_clear (p);
+}
+
+gboolean
+pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
+    const PpTensor * encoder_hidden_states, PpTensor ** out, PpTapFunc tap,
+    gpointer tap_data, GError ** error)
+{
+  g_autoptr (GArray) skips = NULL;
+  PpAct temb, temb_act, context, input, h;
+  gint batch;
+
+  if (!check_inputs (m, sample, encoder_hidden_states, error))
+    return FALSE;
+  batch = (gint) sample->shape[0];
+  skips = g_array_new (FALSE, FALSE, sizeof (PpAct));
+  g_array_set_clear_func (skips, skip_clear);
+
+  /* Borrowed views of the inputs: never freed here. Tokens are stored
+   * as n = N, c = L, h = 1, w = D (see PpAct). */
+  context.data = encoder_hidden_states->data;
+  context.n = batch;
+  context.c = (gint) encoder_hidden_states->shape[1];
+  context.h = 1;
+  context.w = m->cross_dim;
+  input.data = sample->data;
+  input.n = batch;
+  input.c = m->in_channels;
+  input.h = (gint) sample->shape[2];
+  input.w = (gint) sample->shape[3];
+
+  temb = time_embedding (m, batch, timestep);
+  pp_tap_act (tap, tap_data, &temb, VECTOR_ROWS_DIMS, "time_emb");
+  /* Every resnet applies the activation to temb first: do it once. */
+  temb_act = pp_act_copy (&temb);
+  pp_act_fn_apply (m->act, temb_act.data, pp_act_numel (&temb_act));
+  pp_act_clear (&temb);
+
+  h = pp_conv_apply (&m->conv_in, &input);
+  pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "conv_in");
+  push_skip (skips, &h);
+
+  for (guint i = 0; i < m->n_blocks; i++) {
+    const Block *blk = &m->down[i];
+
+    for (guint j = 0; j < blk->n_layers; j++) {
+      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb_act,
+              1.0f));
+      if (blk->cross)
+        pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
+                &context));
+      push_skip (skips, &h);
+    }
+    if (blk->has_sampler) {
+      pp_act_replace (&h, pp_conv_apply (&blk->sampler, &h));
+      push_skip (skips, &h);
+    }
+    pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "down_blocks.%u", i);
+  }
+
+  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[0], &h, &temb_act,
+          m->mid_scale));
+  pp_act_replace (&h, transformer_forward (m, &m->mid_attention, &h,
+          &context));
+  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[1], &h, &temb_act,
+          m->mid_scale));
+  pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "mid_block");
+
+  for (guint i = 0; i < m->n_blocks; i++) {
+    const Block *blk = &m->up[i];
+
+    for (guint j = 0; j < blk->n_layers; j++) {
+      PpAct skip = pop_skip (skips);
+      PpAct cat = pp_act_new (h.n, h.c + skip.c, h.h, h.w);
+
+      g_assert (skip.h == h.h && skip.w == h.w);
+      pp_concat_channels (h.data, h.c, skip.data, skip.c, h.n, h.h * h.w,
+          cat.data);
+      pp_act_clear (&skip);
+      pp_act_replace (&h, cat);
+      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb_act,
+              1.0f));
+      if (blk->cross)
+        pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
+                &context));
+    }
+    if (blk->has_sampler) {
+      PpAct up = pp_act_new (h.n, h.c, h.h * UP_FACTOR, h.w * UP_FACTOR);
+
+      pp_upsample_nearest (h.data, h.n, h.c, h.h, h.w, UP_FACTOR, up.data);
+      pp_act_replace (&h, up);
+      pp_act_replace (&h, pp_conv_apply (&blk->sampler, &h));
+    }
+    pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "up_blocks.%u", i);
+  }
+  g_assert (skips->len == 0);
+  pp_act_clear (&temb_act);
+
+  pp_act_replace (&h, group_norm (m, &m->norm_out, m->norm_eps, &h));
+  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_replace (&h, pp_conv_apply (&m->conv_out, &h));
+  pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "out");
+
+  {
+    const gint64 shape[NCHW_DIMS] = { h.n, h.c, h.h, h.w };
+
+    *out = pp_tensor_new ("out", PP_DTYPE_F32, NCHW_DIMS, shape, error);
+    if (*out != NULL)
+      memcpy ((*out)->data, h.data, (*out)->nbytes);
+  }
+  pp_act_clear (&h);
+  return *out != NULL;
+}

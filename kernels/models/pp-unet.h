@@ -1,0 +1,40 @@
+/* ppdiffuse — the denoising UNet (diffusers UNet2DConditionModel, SD 1.x
+ * and SD 2.x / Turbo layouts) in float32. */
+#pragma once
+
+#include "pp-tap.h"
+#include "pp-weights.h"
+
+G_BEGIN_DECLS
+
+typedef struct _PpUnet PpUnet;
+
+/* Reads @config_path (config.json), refuses what it does not implement, and
+ * binds every weight by its diffusers key from @weights, which must outlive
+ * the model. A missing key or a wrong shape is an error naming both. */
+PpUnet   *pp_unet_new                 (const gchar * config_path,
+                                       PpWeights * weights, GError ** error);
+/* config.json and the safetensors of @component_dir; a key the model does
+ * not use is an error too. */
+PpUnet   *pp_unet_load                (const gchar * component_dir,
+                                       GError ** error);
+/* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),
+ * @encoder_hidden_states [N, L, cross_attention_dim] → *@out
+ * [N, out_channels, H, W], the predicted noise.
+ * Taps: "time_emb" [N, 4·C0], "conv_in", "down_blocks.{i}", "mid_block",
+ * "up_blocks.{i}", "out". */
+gboolean  pp_unet_forward             (PpUnet * m, const PpTensor * sample,
+                                       gdouble timestep,
+                                       const PpTensor * encoder_hidden_states,
+                                       PpTensor ** out, PpTapFunc tap,
+                                       gpointer tap_data, GError ** error);
+guint     pp_unet_in_channels         (PpUnet * m);
+guint     pp_unet_out_channels        (PpUnet * m);
+guint     pp_unet_cross_attention_dim (PpUnet * m);
+/* Sample height and width must be multiples of this (2^downsamplers). */
+guint     pp_unet_size_multiple       (PpUnet * m);
+void      pp_unet_free                (PpUnet * m);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpUnet, pp_unet_free)
+
+G_END_DECLS

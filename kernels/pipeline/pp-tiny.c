@@ -1,0 +1,248 @@
+/* ppdiffuse — small random-weight models. */
+#include "pp-tiny.h"
+#include "pp-config.h"
+#include "pp-error.h"
+#include "pp-npy.h"
+#include "pp-rng.h"
+#include "pp-taesd.h"
+#include "pp-unet.h"
+#include "pp-weights.h"
+
+#include <errno.h>
+#include <json-glib/json-glib.h>
+
+#define WEIGHTS_FILE "diffusion_pytorch_model.safetensors"
+#define PROMPT_TOKENS 8
+/* Seeds of the components derive from the user's seed, apart from each other. */
+#define SEED_VAE_OFFSET 1
+#define SEED_EMBEDS_OFFSET 2
+
+static void
+add_int_list (JsonBuilder * b, const gchar * key, const gint * v, guint n)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_begin_array (b);
+  for (guint i = 0; i < n; i++)
+    json_builder_add_int_value (b, v[i]);
+  json_builder_end_array (b);
+}
+
+static void
+add_string_list (JsonBuilder * b, const gchar * key,
+    const gchar * const *v, guint n)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_begin_array (b);
+  for (guint i = 0; i < n; i++)
+    json_builder_add_string_value (b, v[i]);
+  json_builder_end_array (b);
+}
+
+#define SET_INT(b, k, v) \
+  (json_builder_set_member_name (b, k), json_builder_add_int_value (b, v))
+#define SET_DOUBLE(b, k, v) \
+  (json_builder_set_member_name (b, k), json_builder_add_double_value (b, v))
+#define SET_BOOL(b, k, v) \
+  (json_builder_set_member_name (b, k), json_builder_add_boolean_value (b, v))
+#define SET_STRING(b, k, v) \
+  (json_builder_set_member_name (b, k), json_builder_add_string_value (b, v))
+
+static gboolean
+save_builder (JsonBuilder * b, const gchar * path, GError ** error)
+{
+  g_autoptr (JsonNode) root = NULL;
+
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  return pp_config_save_json (path, root, error);
+}
+
+static guint
+unet_config (JsonBuilder * b, gboolean turbo)
+{
+  static const gint channels[] = { 32, 64 };
+  static const gint heads_turbo[] = { 2, 4 };
+  static const gchar *const down_sd15[] =
+      { "CrossAttnDownBlock2D", "DownBlock2D" };
+  static const gchar *const up_sd15[] = { "UpBlock2D", "CrossAttnUpBlock2D" };
+  static const gchar *const down_turbo[] =
+      { "CrossAttnDownBlock2D", "CrossAttnDownBlock2D" };
+  static const gchar *const up_turbo[] =
+      { "CrossAttnUpBlock2D", "CrossAttnUpBlock2D" };
+  guint cross_dim = turbo ? 24 : 16;
+
+  json_builder_begin_object (b);
+  SET_STRING (b, "_class_name", "UNet2DConditionModel");
+  SET_INT (b, "in_channels", 4);
+  SET_INT (b, "out_channels", 4);
+  add_int_list (b, "block_out_channels", channels, 2);
+  SET_INT (b, "layers_per_block", turbo ? 2 : 1);
+  add_string_list (b, "down_block_types", turbo ? down_turbo : down_sd15, 2);
+  add_string_list (b, "up_block_types", turbo ? up_turbo : up_sd15, 2);
+  SET_STRING (b, "mid_block_type", "UNetMidBlock2DCrossAttn");
+  SET_INT (b, "cross_attention_dim", cross_dim);
+  if (turbo)
+    add_int_list (b, "attention_head_dim", heads_turbo, 2);
+  else
+    SET_INT (b, "attention_head_dim", 2);
+  SET_INT (b, "norm_num_groups", 8);
+  SET_DOUBLE (b, "norm_eps", 1e-5);
+  SET_BOOL (b, "use_linear_projection", turbo);
+  SET_BOOL (b, "flip_sin_to_cos", TRUE);
+  SET_INT (b, "freq_shift", 0);
+  SET_STRING (b, "act_fn", "silu");
+  SET_INT (b, "sample_size", 8);
+  SET_INT (b, "transformer_layers_per_block", 1);
+  return cross_dim;
+}
+
+static void
+taesd_config (JsonBuilder * b)
+{
+  static const gint channels[] = { 8, 8, 8, 8 };
+  static const gint blocks[] = { 1, 1, 1, 1 };
+
+  json_builder_begin_object (b);
+  SET_STRING (b, "_class_name", "AutoencoderTiny");
+  SET_INT (b, "in_channels", 3);
+  SET_INT (b, "out_channels", 3);
+  SET_INT (b, "latent_channels", 4);
+  add_int_list (b, "encoder_block_out_channels", channels, 4);
+  add_int_list (b, "decoder_block_out_channels", channels, 4);
+  add_int_list (b, "num_encoder_blocks", blocks, 4);
+  add_int_list (b, "num_decoder_blocks", blocks, 4);
+  SET_INT (b, "upsampling_scaling_factor", 2);
+  SET_STRING (b, "act_fn", "relu");
+  SET_DOUBLE (b, "scaling_factor", 1.0);
+}
+
+static gboolean
+ensure_dir (const gchar * dir, GError ** error)
+{
+  if (g_mkdir_with_parents (dir, 0755) == 0)
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE, "cannot create %s: %s",
+      dir, g_strerror (errno));
+  return FALSE;
+}
+
+static gboolean
+write_taesd (const gchar * dir, guint64 seed, GError ** error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
+  g_autofree gchar *weights = g_build_filename (dir, WEIGHTS_FILE, NULL);
+  PpWeights *w;
+  PpTaesd *m = NULL;
+  gboolean ok;
+
+  taesd_config (b);
+  if (!ensure_dir (dir, error) || !save_builder (b, config, error))
+    return FALSE;
+  w = pp_weights_new_random (seed);
+  ok = (m = pp_taesd_new (config, w, error)) != NULL
+      && pp_weights_save (w, weights, error);
+  g_clear_pointer (&m, pp_taesd_free);
+  pp_weights_free (w);
+  return ok;
+}
+
+static gboolean
+write_unet (const gchar * dir, gboolean turbo, guint64 seed, guint * cross_dim,
+    GError ** error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
+  g_autofree gchar *weights = g_build_filename (dir, WEIGHTS_FILE, NULL);
+  PpWeights *w;
+  PpUnet *m = NULL;
+  gboolean ok;
+
+  *cross_dim = unet_config (b, turbo);
+  if (!ensure_dir (dir, error) || !save_builder (b, config, error))
+    return FALSE;
+  w = pp_weights_new_random (seed);
+  ok = (m = pp_unet_new (config, w, error)) != NULL
+      && pp_weights_save (w, weights, error);
+  g_clear_pointer (&m, pp_unet_free);
+  pp_weights_free (w);
+  return ok;
+}
+
+static gboolean
+write_scheduler (const gchar * dir, gboolean turbo, GError ** error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *sub = g_build_filename (dir, "scheduler", NULL);
+  g_autofree gchar *path = g_build_filename (sub, "scheduler_config.json",
+      NULL);
+
+  json_builder_begin_object (b);
+  SET_STRING (b, "_class_name", turbo ? "EulerDiscreteScheduler"
+      : "LCMScheduler");
+  SET_DOUBLE (b, "beta_start", 0.00085);
+  SET_DOUBLE (b, "beta_end", 0.012);
+  SET_STRING (b, "beta_schedule", "scaled_linear");
+  SET_INT (b, "num_train_timesteps", 1000);
+  SET_STRING (b, "prediction_type", "epsilon");
+  if (turbo)
+    SET_STRING (b, "timestep_spacing", "trailing");
+  else
+    SET_INT (b, "original_inference_steps", 50);
+  return ensure_dir (sub, error) && save_builder (b, path, error);
+}
+
+static gboolean
+write_index (const gchar * dir, gboolean turbo, GError ** error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *path = g_build_filename (dir, "model_index.json", NULL);
+
+  json_builder_begin_object (b);
+  SET_STRING (b, "_class_name", turbo ? "StableDiffusionPipeline"
+      : "LatentConsistencyModelPipeline");
+  return save_builder (b, path, error);
+}
+
+static gboolean
+write_embeds (const gchar * dir, guint cross_dim, guint64 seed,
+    GError ** error)
+{
+  const gint64 shape[3] = { 1, PROMPT_TOKENS, cross_dim };
+  g_autofree gchar *path = g_build_filename (dir, PP_TINY_PROMPT_EMBEDS,
+      NULL);
+  g_autoptr (PpTensor) t = pp_tensor_new ("prompt_embeds", PP_DTYPE_F32, 3,
+      shape, error);
+  PpRng rng;
+
+  if (t == NULL)
+    return FALSE;
+  pp_rng_init (&rng, seed, PP_RNG_STREAM_INIT);
+  pp_rng_fill_normal (&rng, t->data, (gsize) pp_tensor_numel (t));
+  return pp_npy_save (path, t, error);
+}
+
+gboolean
+pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
+    GError ** error)
+{
+  g_autofree gchar *unet = g_build_filename (dir, "unet", NULL);
+  g_autofree gchar *vae = g_build_filename (dir, "vae", NULL);
+  gboolean turbo;
+  guint cross_dim = 0;
+
+  if (g_strcmp0 (kind, "taesd") == 0)
+    return write_taesd (dir, seed, error);
+  if (g_strcmp0 (kind, "sd15") != 0 && g_strcmp0 (kind, "turbo") != 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "unknown kind '%s': expected sd15, turbo or taesd", kind);
+    return FALSE;
+  }
+  turbo = g_str_equal (kind, "turbo");
+  return ensure_dir (dir, error)
+      && write_unet (unet, turbo, seed, &cross_dim, error)
+      && write_taesd (vae, seed + SEED_VAE_OFFSET, error)
+      && write_scheduler (dir, turbo, error)
+      && write_index (dir, turbo, error)
+      && write_embeds (dir, cross_dim, seed + SEED_EMBEDS_OFFSET, error);
+}

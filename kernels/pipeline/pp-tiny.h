@@ -1,0 +1,22 @@
+/* ppdiffuse — small random-weight models in diffusers layout, for tests and
+ * demos (ppdiffuse-tool make-tiny).
+ *
+ * kind "taesd": DIR is one AutoencoderTiny component (config.json +
+ * diffusion_pytorch_model.safetensors).  Kinds "sd15" and "turbo": DIR is a
+ * pipeline — unet/ (SD1.5-style conv projections, or SD2/Turbo-style linear
+ * projections with per-block heads), vae/ (tiny TAESD), scheduler/
+ * (LCMScheduler for sd15, EulerDiscreteScheduler with trailing spacing for
+ * turbo), model_index.json, and prompt_embeds.npy ([1, 8, D] normal noise
+ * standing in for text embeddings). */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define PP_TINY_PROMPT_EMBEDS "prompt_embeds.npy"
+
+gboolean pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
+                        GError ** error);
+
+G_END_DECLS

@@ -1,0 +1,343 @@
+/* ppdiffuse-tool — check a model before going live, and run its pieces on
+ * files for numerical checks.  Tensors are .npy (float32, C order, NCHW).
+ *
+ *   ppdiffuse-tool info MODEL_DIR
+ *   ppdiffuse-tool unet --model UNET_DIR --sample X.npy --timestep T
+ *                       --encoder-hidden-states E.npy --out Y.npy
+ *   ppdiffuse-tool vae-encode --model VAE_DIR --image X.npy --out Z.npy
+ *   ppdiffuse-tool vae-decode --model VAE_DIR --latents Z.npy --out X.npy
+ *   ppdiffuse-tool img2img --model PIPELINE_DIR --in IN.png --out OUT.png
+ *                  --prompt-embeds E [--strength S] [--seed N] [--steps S]
+ *                  [--t-index-list A,B] [--scheduler euler|lcm]
+ *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd --out DIR [--seed N]
+ *
+ * img2img runs exactly the model code the element runs (encode on rank 0,
+ * steps on the workers, decode on rank 0), in one process. */
+#include "pp-config.h"
+#include "pp-error.h"
+#include "pp-model.h"
+#include "pp-npy.h"
+#include "pp-png.h"
+#include "pp-taesd.h"
+#include "pp-tiny.h"
+#include "pp-unet.h"
+#include "pp-weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define DEFAULT_STEPS 1
+#define DEFAULT_STRENGTH 0.5
+
+typedef gboolean (*CommandFunc) (int argc, char **argv, GError ** error);
+
+static gboolean
+parse (GOptionEntry * entries, const gchar * usage, int *argc, char ***argv,
+    GError ** error)
+{
+  g_autoptr (GOptionContext) ctx = g_option_context_new (usage);
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  return g_option_context_parse (ctx, argc, argv, error);
+}
+
+static gboolean
+require (const gchar * value, const gchar * option, GError ** error)
+{
+  if (value != NULL)
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s is required", option);
+  return FALSE;
+}
+
+/* ---- info -------------------------------------------------------------- */
+
+static gboolean
+info_component (const gchar * dir, GError ** error)
+{
+  g_autofree gchar *config_path = g_build_filename (dir, "config.json", NULL);
+  g_autofree gchar *weights_path = NULL;
+  g_autofree gchar *class_name = NULL;
+  PpConfig *cfg = pp_config_load (config_path, error);
+  PpWeights *w;
+
+  if (cfg == NULL)
+    return FALSE;
+  pp_config_get_string (cfg, "_class_name", "(unnamed)", &class_name, NULL);
+  pp_config_free (cfg);
+  weights_path = pp_model_dir_weights_path (dir, error);
+  if (weights_path == NULL)
+    return FALSE;
+  w = pp_weights_open (weights_path, error);
+  if (w == NULL)
+    return FALSE;
+  printf ("%s\n  class:      %s\n  config:     %s\n  weights:    %s\n"
+      "  tensors:    %u\n  parameters: %" G_GUINT64_FORMAT "\n"
+      "  sha256:     %s\n", dir, class_name, config_path, weights_path,
+      pp_weights_n_tensors (w), pp_weights_n_params (w),
+      pp_weights_digest (w));
+  pp_weights_free (w);
+  return TRUE;
+}
+
+static gboolean
+cmd_info (int argc, char **argv, GError ** error)
+{
+  static const gchar *const components[] = { "unet", "vae" };
+  GOptionEntry entries[] = { {NULL} };
+  g_autofree gchar *config = NULL;
+  gboolean any = FALSE;
+
+  if (!parse (entries, "MODEL_DIR", &argc, &argv, error))
+    return FALSE;
+  if (argc != 2) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "usage: info MODEL_DIR");
+    return FALSE;
+  }
+  config = g_build_filename (argv[1], "config.json", NULL);
+  if (g_file_test (config, G_FILE_TEST_EXISTS))
+    return info_component (argv[1], error);
+  /* A pipeline directory: describe each component. */
+  for (guint i = 0; i < G_N_ELEMENTS (components); i++) {
+    g_autofree gchar *sub = g_build_filename (argv[1], components[i], NULL);
+    if (!g_file_test (sub, G_FILE_TEST_IS_DIR))
+      continue;
+    if (!info_component (sub, error))
+      return FALSE;
+    any = TRUE;
+  }
+  if (!any)
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "%s holds neither "
+        "config.json nor unet/ or vae/ components", argv[1]);
+  return any;
+}
+
+/* ---- unet / vae -------------------------------------------------------- */
+
+static gboolean
+cmd_unet (int argc, char **argv, GError ** error)
+{
+  g_autofree gchar *model = NULL, *sample = NULL, *context = NULL,
+      *out = NULL;
+  gdouble timestep = -1;
+  GOptionEntry entries[] = {
+    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "UNet component dir",
+        "DIR"},
+    {"sample", 0, 0, G_OPTION_ARG_FILENAME, &sample, "latents [N,C,H,W]",
+        "X.npy"},
+    {"timestep", 0, 0, G_OPTION_ARG_DOUBLE, &timestep, "timestep", "T"},
+    {"encoder-hidden-states", 0, 0, G_OPTION_ARG_FILENAME, &context,
+        "text embeddings [N,L,D]", "E.npy"},
+    {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output", "Y.npy"},
+    {NULL}
+  };
+  g_autoptr (PpTensor) x = NULL, e = NULL, y = NULL;
+  PpUnet *unet;
+  gboolean ok;
+
+  if (!parse (entries, "- run one UNet forward", &argc, &argv, error)
+      || !require (model, "--model", error)
+      || !require (sample, "--sample", error)
+      || !require (context, "--encoder-hidden-states", error)
+      || !require (out, "--out", error))
+    return FALSE;
+  if (timestep < 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "--timestep is required");
+    return FALSE;
+  }
+  if ((x = pp_npy_load (sample, error)) == NULL
+      || (e = pp_npy_load (context, error)) == NULL
+      || (unet = pp_unet_load (model, error)) == NULL)
+    return FALSE;
+  ok = pp_unet_forward (unet, x, timestep, e, &y, NULL, NULL, error)
+      && pp_npy_save (out, y, error);
+  pp_unet_free (unet);
+  return ok;
+}
+
+static gboolean
+cmd_vae (int argc, char **argv, gboolean encode, GError ** error)
+{
+  g_autofree gchar *model = NULL, *in = NULL, *out = NULL;
+  GOptionEntry entries[] = {
+    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "TAESD component dir",
+        "DIR"},
+    {encode ? "image" : "latents", 0, 0, G_OPTION_ARG_FILENAME, &in,
+        encode ? "image [N,3,H,W] in [-1,1]" : "latents [N,C,h,w]", "X.npy"},
+    {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output", "Y.npy"},
+    {NULL}
+  };
+  g_autoptr (PpTensor) x = NULL, y = NULL;
+  PpTaesd *vae;
+  gboolean ok;
+
+  if (!parse (entries, encode ? "- TAESD encode" : "- TAESD decode", &argc,
+          &argv, error)
+      || !require (model, "--model", error)
+      || !require (in, encode ? "--image" : "--latents", error)
+      || !require (out, "--out", error))
+    return FALSE;
+  if ((x = pp_npy_load (in, error)) == NULL
+      || (vae = pp_taesd_load (model, error)) == NULL)
+    return FALSE;
+  ok = (encode ? pp_taesd_encode (vae, x, &y, NULL, NULL, error)
+      : pp_taesd_decode (vae, x, &y, NULL, NULL, error))
+      && pp_npy_save (out, y, error);
+  pp_taesd_free (vae);
+  return ok;
+}
+
+static gboolean
+cmd_vae_encode (int argc, char **argv, GError ** error)
+{
+  return cmd_vae (argc, argv, TRUE, error);
+}
+
+static gboolean
+cmd_vae_decode (int argc, char **argv, GError ** error)
+{
+  return cmd_vae (argc, argv, FALSE, error);
+}
+
+/* ---- img2img ----------------------------------------------------------- */
+
+/* The model URI the element builds from the same settings. */
+static gchar *
+pipeline_uri (const gchar * dir, const gchar * embeds, gdouble strength,
+    guint64 seed, const gchar * index_list, const gchar * scheduler)
+{
+  GString *uri = g_string_new (dir);
+
+  g_string_append_printf (uri, "?prompt-embeds=%s&seed=%" G_GUINT64_FORMAT,
+      embeds, seed);
+  if (strength > 0) {
+    gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append_printf (uri, "&strength=%s",
+        g_ascii_dtostr (buf, sizeof buf, strength));
+  }
+  if (index_list != NULL)
+    g_string_append_printf (uri, "&t-index-list=%s", index_list);
+  if (scheduler != NULL)
+    g_string_append_printf (uri, "&scheduler=%s", scheduler);
+  return g_string_free (uri, FALSE);
+}
+
+static gboolean
+cmd_img2img (int argc, char **argv, GError ** error)
+{
+  g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
+      *index_list = NULL, *scheduler = NULL, *uri = NULL;
+  gdouble strength = DEFAULT_STRENGTH;
+  gint64 seed = 0;
+  gint steps = DEFAULT_STEPS;
+  GOptionEntry entries[] = {
+    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "pipeline dir", "DIR"},
+    {"in", 0, 0, G_OPTION_ARG_FILENAME, &in, "input image", "IN.png"},
+    {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output image", "OUT.png"},
+    {"prompt-embeds", 0, 0, G_OPTION_ARG_FILENAME, &embeds,
+        "encoder hidden states (.npy or .safetensors)", "E"},
+    {"strength", 0, 0, G_OPTION_ARG_DOUBLE, &strength,
+        "img2img strength (0,1], default 0.5", "S"},
+    {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "noise seed, default 0", "N"},
+    {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "steps run, default 1", "S"},
+    {"t-index-list", 0, 0, G_OPTION_ARG_STRING, &index_list,
+        "LCM timestep indices, t = 999 - 20 idx", "A,B"},
+    {"scheduler", 0, 0, G_OPTION_ARG_STRING, &scheduler,
+        "euler or lcm (default: the pipeline's scheduler_config.json)", "K"},
+    {NULL}
+  };
+  g_autoptr (PpModel) m = NULL;
+  g_autoptr (PpTensor) sample = NULL;
+  PpImage image = { 0 };
+  gboolean ok = FALSE;
+
+  if (!parse (entries, "- restyle one image as the element would", &argc,
+          &argv, error)
+      || !require (model, "--model", error) || !require (in, "--in", error)
+      || !require (out, "--out", error)
+      || !require (embeds, "--prompt-embeds", error))
+    return FALSE;
+  if (steps < 1 || seed < 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "--steps must be ≥ 1 and --seed ≥ 0");
+    return FALSE;
+  }
+  uri = pipeline_uri (model, embeds, strength, (guint64) seed, index_list,
+      scheduler);
+  m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, error);
+  if (m == NULL || !pp_png_load (in, &image, error))
+    return FALSE;
+  sample = pp_model_encode (m, &image, error);
+  if (sample == NULL)
+    goto out;
+  for (guint k = 0; k < (guint) steps; k++)
+    if (!pp_model_step (m, k, (guint) steps, sample, error))
+      goto out;
+  ok = pp_model_decode (m, sample, &image, error)
+      && pp_png_save (out, &image, error);
+out:
+  pp_png_clear (&image);
+  return ok;
+}
+
+/* ---- make-tiny --------------------------------------------------------- */
+
+static gboolean
+cmd_make_tiny (int argc, char **argv, GError ** error)
+{
+  g_autofree gchar *kind = NULL, *out = NULL;
+  gint64 seed = 0;
+  GOptionEntry entries[] = {
+    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo or taesd",
+        "KIND"},
+    {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output directory", "DIR"},
+    {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "weights seed, default 0",
+        "N"},
+    {NULL}
+  };
+
+  if (!parse (entries, "- write a small random-weight model", &argc, &argv,
+          error)
+      || !require (kind, "--kind", error) || !require (out, "--out", error))
+    return FALSE;
+  if (!pp_tiny_write (kind, out, (guint64) seed, error))
+    return FALSE;
+  printf ("wrote %s model to %s\n", kind, out);
+  return TRUE;
+}
+
+static const struct
+{
+  const gchar *name;
+  CommandFunc func;
+} commands[] = {
+  {"info", cmd_info},
+  {"unet", cmd_unet},
+  {"vae-encode", cmd_vae_encode},
+  {"vae-decode", cmd_vae_decode},
+  {"img2img", cmd_img2img},
+  {"make-tiny", cmd_make_tiny},
+};
+
+int
+main (int argc, char **argv)
+{
+  GError *error = NULL;
+
+  if (argc < 2) {
+    fprintf (stderr, "usage: %s info|unet|vae-encode|vae-decode|img2img|"
+        "make-tiny …  (each takes --help)\n", argv[0]);
+    return 2;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {
+    if (!g_str_equal (argv[1], commands[i].name))
+      continue;
+    if (commands[i].func (argc - 1, argv + 1, &error))
+      return 0;
+    fprintf (stderr, "ppdiffuse-tool %s: %s\n", argv[1], error->message);
+    g_error_free (error);
+    return 1;
+  }
+  fprintf (stderr, "ppdiffuse-tool: unknown command '%s'\n", argv[1]);
+  return 2;
+}
