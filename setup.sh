@@ -11,7 +11,8 @@ set -eu
 DEPS="meson ninja-build pkg-config gcc libc6-dev python3 libglib2.0-dev
   zlib1g-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  libopenmpi-dev openmpi-bin libjson-glib-dev libopenblas-dev"
+  libopenmpi-dev openmpi-bin libjson-glib-dev libopenblas-dev libpng-dev
+  clang libclang-rt-14-dev"
 BUILD_DIR=build
 TOP=$(cd "$(dirname "$0")" && pwd)
 

@@ -17,8 +17,9 @@
 
 /* Turns a row of scores into exp(s - max s) in place; returns 1/Σ.  Three
  * simple loops (max, exp, sum) vectorise better than one fused loop, which
- * runs out of registers; the row is in L1/L2 for all three. */
-static inline float
+ * runs out of registers; the row is in L1/L2 for all three.  Cloned here,
+ * not in its caller: gcc does not inline it. */
+PP_CPU_VECTOR_CLONES static float
 softmax_row (float *s, int len)
 {
   float m[PP_CPU_LANES], acc[PP_CPU_LANES] = { 0 };
@@ -56,7 +57,7 @@ typedef struct
   int lk;
 } Softmax;
 
-PP_CPU_VECTOR_CLONES static void
+static void
 softmax_range (size_t begin, size_t end, gpointer data)
 {
   const Softmax *sm = data;

@@ -4,7 +4,7 @@ tested against:  python3 tests/reference/make_fixtures.py
 
 Needs only PyTorch (Debian's python3-torch, CPU) and numpy.  For each of
 unet-sd15-tiny, unet-turbo-tiny and taesd-tiny it builds the model of
-SPEC.md with seeded random weights, runs it with taps, checks itself and
+docs/models.md with seeded random weights, runs it with taps, checks itself and
 writes config.json, diffusion_pytorch_model.safetensors, inputs, outputs
 and tap-<name>.npy files, then tests/data/README.
 
@@ -36,7 +36,7 @@ DATA_DIR = os.path.normpath(os.path.join(HERE, "..", "data"))
 WEIGHTS_FILE = "diffusion_pytorch_model.safetensors"
 SAFETENSORS_METADATA = {"format": "pt"}
 
-# Random-weight rule of SPEC.md (same as pp_weights_new_random).
+# Random-weight rule of docs/models.md (same as pp_weights_new_random).
 WEIGHT_STD = 0.2
 BIAS_STD = 0.05
 NORM_SCALE_STD = 0.1
@@ -60,7 +60,7 @@ TIMESTEPS = {"unet-sd15-tiny": 357, "unet-turbo-tiny": 999}
 SINUSOID_T = 357
 SINUSOID_DIM = 32
 
-# The C tolerance target of SPEC.md.  With the SPEC.md weight rule the
+# The C tolerance target of docs/models.md.  With the docs/models.md weight rule the
 # UNet's up-block activations reach ~5e3, where float32 itself is only good
 # to ~1e-3 absolute, so tensors are held to TOLERANCE * max(1, max|x|): an
 # absolute 1e-4 for the O(1) outputs, relative for the large taps.
@@ -336,7 +336,7 @@ NORM_TYPES = (torch.nn.GroupNorm, torch.nn.LayerNorm)
 
 
 def randomize(model, seed):
-    """Fill every tensor by the SPEC.md rule, in sorted key order so the
+    """Fill every tensor by the docs/models.md rule, in sorted key order so the
     values do not depend on the order modules are declared in."""
     kinds = {}
     for mname, module in model.named_modules():
@@ -670,7 +670,7 @@ Common conventions
 - config.json: diffusers-style; includes every constructor key of the
   class at its (only supported) value, as real downloaded configs do.
 - Images/latents/taps are NCHW; "time_emb" is [N, 4*block_out_channels[0]].
-- tap-<name>.npy: intermediate outputs, names as in SPEC.md.  UNet
+- tap-<name>.npy: intermediate outputs, names as in docs/models.md.  UNet
   "down_blocks.i"/"up_blocks.i" include the block's down/upsampler.  TAESD
   "encoder.layers.i"/"decoder.layers.i" exist for every index, including
   ReLU and Upsample layers; decoder taps are before the final x*2-1, and

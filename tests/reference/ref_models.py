@@ -1,14 +1,14 @@
 """Independent PyTorch reference for TAESD and the SD UNet (float32).
 
 This is a small re-implementation of diffusers' AutoencoderTiny and
-UNet2DConditionModel, written from the semantics in SPEC.md (checked against
+UNet2DConditionModel, written from the semantics in docs/models.md (checked against
 diffusers' source, not copied from it).  Its only jobs are to produce the
 fixtures the C code is tested against and to pin down the exact semantics:
 
 * Module attribute names are chosen so that state_dict() keys are exactly
   diffusers' checkpoint keys; a real checkpoint therefore loads unchanged.
 * Every forward takes an optional `tap(name, tensor)` callback, called with
-  the intermediate outputs SPEC.md names ("time_emb", "conv_in",
+  the intermediate outputs docs/models.md names ("time_emb", "conv_in",
   "down_blocks.{i}", "mid_block", "up_blocks.{i}", "out"; TAESD
   "encoder.layers.{i}", "latents", "decoder.layers.{i}", "image").
 

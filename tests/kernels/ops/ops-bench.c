@@ -309,8 +309,10 @@ main (int argc, char **argv)
   double g512, g1024;
 
   for (int i = 1; i < argc; i++) {
-    if (strcmp (argv[i], "--runs") == 0 && i + 1 < argc)
-      runs = MAX (1, atoi (argv[++i]));
+    if (strcmp (argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = atoi (argv[++i]);
+      runs = MAX (1, runs);
+    }
     else if (strcmp (argv[i], "--large") == 0)
       large = TRUE;
     else {
