@@ -22,9 +22,11 @@ G_BEGIN_DECLS
  * so its score buffer is PP_ATTENTION_QUERY_BLOCK × lk floats. */
 #define PP_ATTENTION_QUERY_BLOCK 256
 
-/* pp_conv2d's im2col buffer holds at most this many floats (but always at
- * least one output row); a larger convolution is done in bands of rows. */
-#define PP_CONV2D_COL_MAX_FLOATS (1 << 22)
+/* pp_conv2d's im2col buffer holds at most this many floats (8 MiB; always
+ * at least one output row): a larger convolution is done in bands of
+ * output rows.  Measured best of 1-16 MiB: the band stays in cache between
+ * im2col and the GEMM that reads it. */
+#define PP_CONV2D_COL_MAX_FLOATS (1 << 21)
 
 typedef struct
 {

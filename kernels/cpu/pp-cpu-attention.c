@@ -14,6 +14,8 @@
 
 /* Score values per thread worth splitting for (~10 µs of exp). */
 #define GRAIN_SCORES (16 * 1024)
+/* Values summed in float lanes before the partial sums go to double. */
+#define SUM_BLOCK 256
 
 /* Turns a row of scores into exp(s - max s) in place; returns 1/Σ.  Three
  * simple loops (max, exp, sum) vectorise better than one fused loop, which
@@ -41,13 +43,21 @@ softmax_row (float *s, int len)
   for (j = 0; j < len; j++)
     s[j] = pp_math_exp (s[j] - max);
 
-  for (j = 0; j + PP_CPU_LANES <= len; j += PP_CPU_LANES)
-    for (int l = 0; l < PP_CPU_LANES; l++)
-      acc[l] += s[j + l];
-  for (; j < len; j++)
-    acc[0] += s[j];
-  for (int l = 0; l < PP_CPU_LANES; l++)
-    sum += acc[l];
+  /* Float lanes over SUM_BLOCK values at a time, then double: a float
+   * running sum of thousands of terms would drift. */
+  for (j = 0; j < len;) {
+    const int end = MIN (len, j + SUM_BLOCK);
+
+    for (; j + PP_CPU_LANES <= end; j += PP_CPU_LANES)
+      for (int l = 0; l < PP_CPU_LANES; l++)
+        acc[l] += s[j + l];
+    for (; j < end; j++)
+      acc[0] += s[j];
+    for (int l = 0; l < PP_CPU_LANES; l++) {
+      sum += acc[l];
+      acc[l] = 0.0f;
+    }
+  }
   return (float) (1.0 / sum);
 }
 

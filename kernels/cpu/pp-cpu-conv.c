@@ -6,6 +6,7 @@
  * (im2col) and multiplies the [cout, cin·kh·kw] weight by it, writing the
  * band of y in place (ldc = ho·wo).  im2col runs one contiguous input row
  * per (tap, output row), so it is a memcpy when stride = 1. */
+#include "pp-cpu-vectorize.h"
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
 
@@ -49,6 +50,10 @@ im2col_tap (const float *src, int h, int w, int ky, int kx, int stride,
     memset (dst, 0, (size_t) ox_lo * sizeof (float));
     if (stride == 1) {
       memcpy (dst + ox_lo, row, (size_t) (ox_hi - ox_lo) * sizeof (float));
+    } else if (stride == 2) {
+      /* The downsamplers' stride; a constant stride vectorises. */
+      for (int i = 0; i < ox_hi - ox_lo; i++)
+        dst[ox_lo + i] = row[2 * i];
     } else {
       for (int i = 0; i < ox_hi - ox_lo; i++)
         dst[ox_lo + i] = row[(size_t) i * stride];

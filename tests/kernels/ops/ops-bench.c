@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_RUNS 5
+#define DEFAULT_RUNS 10
 #define GIGA 1e9
 
 typedef void (*BenchFunc) (gpointer data);
