@@ -86,6 +86,11 @@ typedef struct
 
 extern const PpOps pp_ops_cpu;
 
+/* FLOPs of the convolutions, linears and attention matmuls run so far
+ * (2 per multiply-add), for benchmarks. */
+guint64 pp_ops_flop_count (void);
+void pp_ops_reset_flop_count (void);
+
 void pp_conv2d (const float *x, int n, int cin, int h, int w,
     const float *weight, const float *bias, int cout, int kh, int kw,
     int stride, int pad, float *y);

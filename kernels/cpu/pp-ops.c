@@ -1,5 +1,7 @@
 /* ppdiffuse — the CPU op table and the pp_* wrappers that call through it. */
 #include "pp-ops.h"
+
+#include <stdatomic.h>
 #include "pp-cpu-ops.h"
 
 const PpOps pp_ops_cpu = {
@@ -27,11 +29,37 @@ const PpOps pp_ops_cpu = {
 /* The one backend the wrappers use until a second table exists. */
 #define PP_OPS_ACTIVE (&pp_ops_cpu)
 
+/* Matrix FLOPs done through the wrappers (benchmarks read them). */
+static atomic_ullong flop_count;
+
+static void
+count_flops (gint64 flops)
+{
+  atomic_fetch_add_explicit (&flop_count, (unsigned long long) flops,
+      memory_order_relaxed);
+}
+
+guint64
+pp_ops_flop_count (void)
+{
+  return atomic_load (&flop_count);
+}
+
+void
+pp_ops_reset_flop_count (void)
+{
+  atomic_store (&flop_count, 0);
+}
+
 void
 pp_conv2d (const float *x, int n, int cin, int h, int w, const float *weight,
     const float *bias, int cout, int kh, int kw, int stride, int pad,
     float *y)
 {
+  gint64 ho = pp_conv2d_out_size (h, kh, stride, pad);
+  gint64 wo = pp_conv2d_out_size (w, kw, stride, pad);
+
+  count_flops (2 * (gint64) n * cout * cin * kh * kw * ho * wo);
   PP_OPS_ACTIVE->conv2d (x, n, cin, h, w, weight, bias, cout, kh, kw, stride,
       pad, y);
 }
@@ -54,6 +82,7 @@ void
 pp_linear (const float *x, int rows, int in, const float *w, const float *b,
     int out, float *y)
 {
+  count_flops (2 * (gint64) rows * in * out);
   PP_OPS_ACTIVE->linear (x, rows, in, w, b, out, y);
 }
 
@@ -61,6 +90,8 @@ void
 pp_attention (const float *q, const float *k, const float *v, int n, int lq,
     int lk, int heads, int head_dim, float *out)
 {
+  /* q·kᵀ and (scores)·v */
+  count_flops (4 * (gint64) n * heads * lq * lk * head_dim);
   PP_OPS_ACTIVE->attention (q, k, v, n, lq, lk, heads, head_dim, out);
 }
 
