@@ -14,8 +14,9 @@
  *                   which keeps a video stable from frame to frame
  *   t-index-list    StreamDiffusion-style LCM timesteps t = 999 − 20·idx
  *
- * Frames whose sides are not multiples of 8 are resized (bilinear) to the
- * nearest multiples of 8 for the VAE and back after decoding. */
+ * Frames whose sides are not multiples of 8 · 2^(UNet blocks − 1) (the VAE's
+ * factor times the UNet's down-sampling) are resized (bilinear) to the
+ * nearest such multiples before encoding and back after decoding. */
 #include "pp-model.h"
 #include "pp-config.h"
 #include "pp-error.h"
@@ -38,6 +39,7 @@
 
 typedef struct
 {
+  gint frame_align;             /* frame sides are resized to multiples */
   gchar *prompt_embeds_path;
   gdouble strength;
   guint64 seed;
@@ -166,6 +168,33 @@ load_context (const gchar * path, guint cross_dim, GError ** error)
   return g_steal_pointer (&t);
 }
 
+static gint
+align_side (gint v, gint align)
+{
+  return MAX (align, (v + align / 2) / align * align);
+}
+
+/* The UNet halves the latent once per block but the last. */
+static gboolean
+read_frame_align (const gchar * dir, gint * align, GError ** error)
+{
+  g_autofree gchar *path = g_build_filename (dir, "unet", "config.json",
+      NULL);
+  g_autoptr (GArray) channels = NULL;
+  PpConfig *cfg = pp_config_load (path, error);
+  gboolean ok;
+
+  if (cfg == NULL)
+    return FALSE;
+  ok = pp_config_get_int_list (cfg, "block_out_channels", 0, &channels,
+      error);
+  pp_config_free (cfg);
+  if (!ok)
+    return FALSE;
+  *align = VAE_ALIGN << (MAX (channels->len, 1) - 1);
+  return TRUE;
+}
+
 static gboolean
 diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
@@ -209,6 +238,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 
   if (model->roles & PP_MODEL_ROLE_IMAGE) {
     g_autofree gchar *vae_dir = g_build_filename (model->path, "vae", NULL);
+    if (!read_frame_align (model->path, &d->frame_align, error))
+      return FALSE;
     d->vae = pp_taesd_load (vae_dir, error);
     if (d->vae == NULL)
       return FALSE;
@@ -232,12 +263,6 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   return TRUE;
 }
 
-static gint
-align_side (gint v)
-{
-  return MAX (VAE_ALIGN, (v + VAE_ALIGN / 2) / VAE_ALIGN * VAE_ALIGN);
-}
-
 static PpTensor *
 diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
 {
@@ -245,7 +270,8 @@ diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
   g_autoptr (PpTensor) pixels = pp_image_to_tensor (image, "image", error);
   g_autoptr (PpTensor) vae_in = NULL;
   PpTensor *latents = NULL;
-  gint h8 = align_side (image->height), w8 = align_side (image->width);
+  gint h8 = align_side (image->height, d->frame_align);
+  gint w8 = align_side (image->width, d->frame_align);
   gsize n;
   PpRng rng;
   g_autofree gfloat *noise = NULL;
