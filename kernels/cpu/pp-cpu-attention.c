@@ -4,7 +4,15 @@
  * across threads), then scores · v by GEMM straight into the output.  The
  * heads are strided column ranges of q, k, v and out (leading dimension
  * heads·head_dim), so nothing is copied or transposed; the softmax's 1/Σ
- * is applied to the head_dim outputs rather than the lk probabilities. */
+ * is applied to the head_dim outputs rather than the lk probabilities.
+ *
+ * Heads of at most FUSED_MAX_HEAD_DIM (the small UNets' 8-32) take a fused
+ * path instead when the CPU has AVX-512: with K = head_dim, a GEMM is
+ * mostly packing and thread hand-offs, and the softmax between the two
+ * GEMMs is a serial step of its own.  The fused path copies k and v once
+ * to [head, head_dim, lk] (keys contiguous), then one parallel loop over
+ * (head, query) rows does q·kᵀ, the softmax and p·v for a row while its
+ * scores are in L1. */
 #include "pp-cpu-vectorize.h"
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
@@ -16,6 +24,15 @@
 #define GRAIN_SCORES (16 * 1024)
 /* Values summed in float lanes before the partial sums go to double. */
 #define SUM_BLOCK 256
+/* Largest head_dim of the fused path: above it the GEMMs are efficient. */
+#define FUSED_MAX_HEAD_DIM 32
+/* Fused path: floats per vector, vectors of keys per loop step (independent
+ * accumulators hide the FMA latency), and query rows per parallel chunk. */
+#define FUSED_LANES 16
+#define FUSED_KEY_VECS 4
+/* Query rows that share each loaded key / value vector. */
+#define FUSED_ROWS 4
+#define FUSED_GRAIN_ROWS 16
 
 /* Turns a row of scores into exp(s - max s) in place; returns 1/Σ.  Three
  * simple loops (max, exp, sum) vectorise better than one fused loop, which
@@ -76,6 +93,192 @@ softmax_range (size_t begin, size_t end, gpointer data)
     sm->inv_sum[r] = softmax_row (sm->scores + r * sm->lk, sm->lk);
 }
 
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HAVE_FUSED_ATTENTION 1
+#include <immintrin.h>
+
+typedef struct
+{
+  const float *q;               /* one sample [lq, heads·head_dim] */
+  const float *kt, *vt;         /* [heads, head_dim, lk_pad], zero padded */
+  float *out;                   /* one sample [lq, heads·head_dim] */
+  int lq, lk, lk_pad, heads, head_dim;
+  float scale;
+} Fused;
+
+typedef struct
+{
+  const float *k, *v;           /* one sample [lk, heads·head_dim] */
+  float *kt, *vt;
+  int lk, lk_pad, heads, head_dim;
+} Pack;
+
+/* Items are heads: the head's [lk, head_dim] column block of k and of v
+ * → [head_dim, lk_pad]. */
+static void
+fused_pack_range (size_t begin, size_t end, gpointer data)
+{
+  const Pack *p = data;
+  const int ld = p->heads * p->head_dim;
+
+  for (size_t hd = begin; hd < end; hd++)
+    for (int d = 0; d < p->head_dim; d++) {
+      const size_t at = (hd * p->head_dim + d) * p->lk_pad;
+      const size_t col = hd * p->head_dim + d;
+      int j;
+
+      for (j = 0; j < p->lk; j++) {
+        p->kt[at + j] = p->k[(size_t) j * ld + col];
+        p->vt[at + j] = p->v[(size_t) j * ld + col];
+      }
+      for (; j < p->lk_pad; j++)
+        p->kt[at + j] = p->vt[at + j] = 0.0f;
+    }
+}
+
+/* For @nr query rows (q at stride ld, scores at stride lk_pad):
+ * s[j] = scale · q · k_j for j < lk_pad, FUSED_KEY_VECS vectors of keys at
+ * a time; each loaded key vector serves all the rows. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
+fused_scores (const float *q, int ld, int nr, const float *kt, int head_dim,
+    int lk_pad, float scale, float *s)
+{
+  const __m512 vscale = _mm512_set1_ps (scale);
+
+  for (int j = 0; j < lk_pad; j += FUSED_KEY_VECS * FUSED_LANES) {
+    const int nu = MIN (FUSED_KEY_VECS, (lk_pad - j) / FUSED_LANES);
+    __m512 acc[FUSED_ROWS][FUSED_KEY_VECS];
+
+    for (int r = 0; r < nr; r++)
+      for (int u = 0; u < FUSED_KEY_VECS; u++)
+        acc[r][u] = _mm512_setzero_ps ();
+    for (int d = 0; d < head_dim; d++) {
+      const float *kd = kt + (size_t) d * lk_pad + j;
+      __m512 kv[FUSED_KEY_VECS];
+
+      for (int u = 0; u < FUSED_KEY_VECS; u++)
+        kv[u] = u < nu ? _mm512_loadu_ps (kd + u * FUSED_LANES)
+            : _mm512_setzero_ps ();
+      for (int r = 0; r < nr; r++) {
+        const __m512 qd = _mm512_set1_ps (q[(size_t) r * ld + d]);
+
+        for (int u = 0; u < FUSED_KEY_VECS; u++)
+          acc[r][u] = _mm512_fmadd_ps (qd, kv[u], acc[r][u]);
+      }
+    }
+    for (int r = 0; r < nr; r++)
+      for (int u = 0; u < nu; u++)
+        _mm512_storeu_ps (s + (size_t) r * lk_pad + j + u * FUSED_LANES,
+            _mm512_mul_ps (acc[r][u], vscale));
+  }
+}
+
+/* For @nr rows: o[d] = inv_sum · Σ_j p[j] v_j[d]; p is zero past lk, so
+ * the padded keys add nothing. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
+fused_values (const float *p, int nr, const float *vt, int head_dim,
+    int lk_pad, const float *inv_sum, float *o, int ld)
+{
+  for (int d = 0; d < head_dim; d++) {
+    const float *vd = vt + (size_t) d * lk_pad;
+    __m512 acc[FUSED_ROWS];
+
+    for (int r = 0; r < nr; r++)
+      acc[r] = _mm512_setzero_ps ();
+    for (int j = 0; j < lk_pad; j += FUSED_LANES) {
+      const __m512 vv = _mm512_loadu_ps (vd + j);
+
+      for (int r = 0; r < nr; r++)
+        acc[r] = _mm512_fmadd_ps (_mm512_loadu_ps (p + (size_t) r * lk_pad
+                + j), vv, acc[r]);
+    }
+    for (int r = 0; r < nr; r++)
+      o[(size_t) r * ld + d] = _mm512_reduce_add_ps (acc[r]) * inv_sum[r];
+  }
+}
+
+/* Rows [row, row + nr) of head @hd, nr ≤ FUSED_ROWS; @s holds nr score
+ * rows. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
+fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
+{
+  const int ld = f->heads * f->head_dim;
+  const size_t head_floats = (size_t) f->head_dim * f->lk_pad;
+  const size_t off = row * ld + hd * f->head_dim;
+  float inv_sum[FUSED_ROWS];
+
+  fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats, f->head_dim,
+      f->lk_pad, f->scale, s);
+  for (int r = 0; r < nr; r++) {
+    float *sr = s + (size_t) r * f->lk_pad;
+
+    inv_sum[r] = softmax_row (sr, f->lk);
+    for (int j = f->lk; j < f->lk_pad; j++)
+      sr[j] = 0.0f;
+  }
+  fused_values (s, nr, f->vt + hd * head_floats, f->head_dim, f->lk_pad,
+      inv_sum, f->out + off, ld);
+}
+
+/* Items are (head, query) rows, head-major so that a chunk's rows share
+ * their head's keys and values in cache; FUSED_ROWS rows of one head go
+ * together, so that each key and value vector loaded serves them all. */
+static __attribute__ ((target ("avx512f,fma"))) void
+fused_range (size_t begin, size_t end, gpointer data)
+{
+  const Fused *f = data;
+  float *s = g_new (float, (size_t) FUSED_ROWS * f->lk_pad);
+
+  for (size_t item = begin; item < end;) {
+    const size_t hd = item / f->lq;
+    const size_t row = item % f->lq;
+    const size_t left = MIN (end - item, f->lq - row);
+
+    if (left >= FUSED_ROWS) {
+      fused_rows (f, hd, row, FUSED_ROWS, s);
+      item += FUSED_ROWS;
+    } else {
+      fused_rows (f, hd, row, 1, s);
+      item++;
+    }
+  }
+  g_free (s);
+}
+
+static gboolean
+fused_applies (int head_dim)
+{
+  return head_dim <= FUSED_MAX_HEAD_DIM && __builtin_cpu_supports ("avx512f")
+      && __builtin_cpu_supports ("fma");
+}
+
+static void
+attention_fused (const float *q, const float *k, const float *v, int n,
+    int lq, int lk, int heads, int head_dim, float *out)
+{
+  const int ld = heads * head_dim;
+  const int lk_pad = (lk + FUSED_LANES - 1) / FUSED_LANES * FUSED_LANES;
+  const size_t packed = (size_t) heads * head_dim * lk_pad;
+  float *kt = g_new (float, 2 * packed);
+
+  for (int b = 0; b < n; b++) {
+    Pack pk = { k + (size_t) b * lk * ld, v + (size_t) b * lk * ld, kt,
+      kt + packed, lk, lk_pad, heads, head_dim
+    };
+    Fused f = { q + (size_t) b * lq * ld, kt, kt + packed,
+      out + (size_t) b * lq * ld, lq, lk, lk_pad, heads, head_dim,
+      1.0f / sqrtf ((float) head_dim)
+    };
+
+    pp_cpu_parallel_for (heads, 1, fused_pack_range, &pk);
+    pp_cpu_parallel_for ((size_t) heads * lq, FUSED_GRAIN_ROWS, fused_range,
+        &f);
+  }
+  g_free (kt);
+}
+#endif
+
 void
 pp_cpu_attention (const float *q, const float *k, const float *v, int n,
     int lq, int lk, int heads, int head_dim, float *out)
@@ -86,6 +289,12 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
   Softmax sm;
 
   g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
+#ifdef HAVE_FUSED_ATTENTION
+  if (fused_applies (head_dim)) {
+    attention_fused (q, k, v, n, lq, lk, heads, head_dim, out);
+    return;
+  }
+#endif
 
   sm.scores = g_new (float, (size_t) block * lk + block);
   sm.inv_sum = sm.scores + (size_t) block * lk;

@@ -145,6 +145,11 @@ test_conv2d (void)
     {1, 5, 9, 13, 7, 1, 1, 1, 1, TRUE}, /* padded 1×1 */
     {2, 4, 7, 10, 3, 3, 1, 1, 1, TRUE}, /* kh ≠ kw */
     {1, 2, 5, 6, 3, 5, 5, 3, 2, TRUE},  /* large kernel, stride 3 */
+    /* widths that are multiples of 16 take the direct 3×3 kernel where the
+     * CPU has it: odd channel counts, partial channel tiles, no bias */
+    {2, 5, 9, 16, 7, 3, 3, 1, 1, TRUE},
+    {1, 6, 7, 32, 3, 3, 3, 1, 1, TRUE},
+    {1, 9, 5, 48, 13, 3, 3, 1, 1, FALSE},
   };
 
   GRand *rng = g_rand_new_with_seed (SEED);
@@ -162,6 +167,7 @@ test_conv2d_bands (void)
   static const ConvCase cases[] = {
     {1, 512, 45, 61, 3, 3, 3, 1, 1, TRUE},
     {1, 512, 45, 61, 3, 3, 3, 2, 1, FALSE},
+    {2, 600, 37, 64, 9, 3, 3, 1, 1, TRUE},      /* direct kernel, several bands */
   };
   GRand *rng = g_rand_new_with_seed (SEED + 1);
 
