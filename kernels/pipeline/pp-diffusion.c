@@ -48,7 +48,32 @@ typedef struct
   PpTaesd *vae;                 /* PP_MODEL_ROLE_IMAGE */
   PpUnet *unet;                 /* PP_MODEL_ROLE_STEPS */
   PpTensor *context;            /* [1, L, D] */
+  /* The same noise serves every frame: drawn once per latent size.
+   * noise[0] is the initial noise, noise[1 + k] the noise after step k. */
+  gfloat **noise;               /* n_steps + 1 entries, each noise_len */
+  gsize noise_len;
 } Diffusion;
+
+/* Noise of @stream for latents of @n values, cached. */
+static const gfloat *
+cached_noise (PpModel * model, guint64 stream, gsize n)
+{
+  Diffusion *d = model->priv;
+  guint slot = (guint) stream;
+  PpRng rng;
+
+  if (d->noise_len != n) {
+    for (guint i = 0; i <= model->n_steps; i++)
+      g_clear_pointer (&d->noise[i], g_free);
+    d->noise_len = n;
+  }
+  if (d->noise[slot] == NULL) {
+    d->noise[slot] = g_new (gfloat, n);
+    pp_rng_init (&rng, d->seed, stream);
+    pp_rng_fill_normal (&rng, d->noise[slot], n);
+  }
+  return d->noise[slot];
+}
 
 static gboolean
 parse_index_list (const gchar * text, GArray ** out, GError ** error)
@@ -204,6 +229,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 
   model->priv = d;
   d->strength = DEFAULT_STRENGTH;
+  d->noise = g_new0 (gfloat *, model->n_steps + 1);
   if (!g_file_test (model->path, G_FILE_TEST_IS_DIR)) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
         "model '%s' is neither builtin:stamp, builtin:anisotropic nor a "
@@ -273,8 +299,6 @@ diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
   gint h8 = align_side (image->height, d->frame_align);
   gint w8 = align_side (image->width, d->frame_align);
   gsize n;
-  PpRng rng;
-  g_autofree gfloat *noise = NULL;
 
   if (pixels == NULL)
     return NULL;
@@ -294,10 +318,8 @@ diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
   if (!pp_taesd_encode (d->vae, vae_in, &latents, NULL, NULL, error))
     return NULL;
   n = (gsize) pp_tensor_numel (latents);
-  noise = g_new (gfloat, n);
-  pp_rng_init (&rng, d->seed, PP_RNG_STREAM_INIT);
-  pp_rng_fill_normal (&rng, noise, n);
-  pp_schedule_add_noise (d->schedule, latents->data, noise, n);
+  pp_schedule_add_noise (d->schedule, latents->data,
+      cached_noise (model, PP_RNG_STREAM_INIT, n), n);
   g_strlcpy (latents->name, PP_MODEL_SAMPLE_NAME, sizeof latents->name);
   return latents;
 }
@@ -310,7 +332,6 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   gsize n = (gsize) pp_tensor_numel (sample);
   g_autoptr (PpTensor) input = NULL;
   g_autoptr (PpTensor) eps = NULL;
-  g_autofree gfloat *noise = NULL;
 
   if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4) {
     g_autofree gchar *got = pp_tensor_describe (sample);
@@ -325,13 +346,9 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   if (!pp_unet_forward (d->unet, input, d->schedule->timesteps[step],
           d->context, &eps, NULL, NULL, error))
     return FALSE;
-  if (pp_schedule_step_needs_noise (d->schedule, step)) {
-    PpRng rng;
-    noise = g_new (gfloat, n);
-    pp_rng_init (&rng, d->seed, PP_RNG_STREAM_STEP (step));
-    pp_rng_fill_normal (&rng, noise, n);
-  }
-  pp_schedule_step (d->schedule, step, sample->data, eps->data, noise, n);
+  pp_schedule_step (d->schedule, step, sample->data, eps->data,
+      pp_schedule_step_needs_noise (d->schedule, step)
+      ? cached_noise (model, PP_RNG_STREAM_STEP (step), n) : NULL, n);
   return TRUE;
 }
 
@@ -382,6 +399,9 @@ diffusion_finalize (PpModel * model)
   g_clear_pointer (&d->vae, pp_taesd_free);
   g_clear_pointer (&d->unet, pp_unet_free);
   g_clear_pointer (&d->context, pp_tensor_free);
+  for (guint i = 0; d->noise != NULL && i <= model->n_steps; i++)
+    g_free (d->noise[i]);
+  g_free (d->noise);
   g_free (d);
 }
 
