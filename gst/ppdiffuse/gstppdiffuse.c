@@ -55,6 +55,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define MAX_TIMEOUT_MS (24 * 3600 * 1000)
 /* Weight of a new sample in the running submit→return latency. */
 #define LATENCY_SMOOTHING 8
+/* Growth of the measured latency over the last reported one that makes us
+ * ask the pipeline to recompute latency (a LATENCY message). */
+#define LATENCY_REPORT_GROWTH 1.25
 
 enum
 {
@@ -181,7 +184,8 @@ fifo_first_pending (GstPpDiffuse * self)
 
 /* ---- collector thread: chunks back from the mesh ----------------------- */
 
-static void
+/* Returns TRUE when the measured latency outgrew the reported one. */
+static gboolean
 collector_attach (GstPpDiffuse * self, PpChunk * chunk)
 {
   GstPpDiffuseItem *item = fifo_first_pending (self);
@@ -193,7 +197,7 @@ collector_attach (GstPpDiffuse * self, PpChunk * chunk)
         " of a flushed frame", chunk->chunk_id);
     self->in_flight--;
     pp_chunk_free (chunk);
-    return;
+    return FALSE;
   }
   g_assert (item->chunk_id == chunk->chunk_id);     /* the mesh checks order */
   took = (g_get_monotonic_time () - (gint64) chunk->submit_us) * GST_USECOND;
@@ -202,6 +206,7 @@ collector_attach (GstPpDiffuse * self, PpChunk * chunk)
   GST_DEBUG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " back after %"
       GST_TIME_FORMAT, chunk->chunk_id, GST_TIME_ARGS (took));
   item->result = chunk;
+  return self->latency > self->reported_latency * LATENCY_REPORT_GROWTH;
 }
 
 static gpointer
@@ -234,7 +239,16 @@ gst_pp_diffuse_collector (gpointer data)
       return NULL;
     }
     self->outstanding--;
-    collector_attach (self, chunk);
+    if (collector_attach (self, chunk)) {
+      /* Asked once per growth: the query answer updates reported_latency. */
+      self->reported_latency = self->latency;
+      g_mutex_unlock (&self->lock);
+      GST_DEBUG_OBJECT (self, "latency grew to %" GST_TIME_FORMAT,
+          GST_TIME_ARGS (self->reported_latency));
+      gst_element_post_message (GST_ELEMENT (self),
+          gst_message_new_latency (GST_OBJECT (self)));
+      g_mutex_lock (&self->lock);
+    }
     g_cond_broadcast (&self->cond);
   }
   g_mutex_unlock (&self->lock);
@@ -577,6 +591,7 @@ gst_pp_diffuse_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
       gst_query_parse_latency (query, &live, &min, &max);
       g_mutex_lock (&self->lock);
       min += self->latency;
+      self->reported_latency = self->latency;
       if (self->have_info && GST_VIDEO_INFO_FPS_N (&self->in_info) > 0) {
         frame = gst_util_uint64_scale_int (GST_SECOND,
             GST_VIDEO_INFO_FPS_D (&self->in_info),
@@ -737,7 +752,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->in_flight = self->outstanding = 0;
   self->frames_in = self->frames_out = 0;
   self->dropped_flush = self->dropped_error = 0;
-  self->latency = 0;
+  self->latency = self->reported_latency = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
   self->mesh_failed = FALSE;

@@ -81,6 +81,7 @@ struct _GstPpDiffuse
   gboolean have_info;
   guint32 cache_epoch;
   GstClockTime latency;         /* submit → return, running average */
+  GstClockTime reported_latency;        /* in the last latency answer */
   guint64 frames_in;
   guint64 frames_out;
   guint64 dropped_flush;         /* frames discarded by a flush or a stop */

@@ -389,6 +389,42 @@ GST_START_TEST (test_anisotropic_smooths)
 
 GST_END_TEST;
 
+/* ---- latency: measured, reported, announced ---------------------------- */
+
+GST_START_TEST (test_latency_reported)
+{
+  /* Two workers of 20 ms each: a frame spends at least 40 ms in the mesh. */
+  GstHarness *h = make_harness (make_element (2, 2,
+          "builtin:stamp?step-ms=20"));
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  GstClockTime min;
+
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_upstream_latency (h, 0);
+  for (guint i = 0; i < 3; i++) {
+    GstBuffer *out;
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    check_stamped (out, i, 2);
+    gst_buffer_unref (out);
+  }
+  /* The first measurement asks the pipeline to recompute its latency. */
+  msg = gst_bus_timed_pop_filtered (bus, 5 * GST_SECOND, GST_MESSAGE_LATENCY);
+  fail_unless (msg != NULL, "no LATENCY message");
+  gst_message_unref (msg);
+  min = gst_harness_query_latency (h);
+  GST_INFO ("latency %" GST_TIME_FORMAT, GST_TIME_ARGS (min));
+  fail_unless (min >= 40 * GST_MSECOND, "latency %" GST_TIME_FORMAT
+      " is below the 40 ms of compute", GST_TIME_ARGS (min));
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  stop_and_check (h, 3);
+}
+
+GST_END_TEST;
+
 /* ---- start/stop many times in one process ------------------------------ */
 
 GST_START_TEST (test_start_stop_cycles)
@@ -473,6 +509,7 @@ ppdiffuse_suite (void)
   tcase_add_test (tc, test_events_keep_order);
   tcase_add_test (tc, test_flush_discards_and_recovers);
   tcase_add_test (tc, test_anisotropic_smooths);
+  tcase_add_test (tc, test_latency_reported);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("lifecycle");
