@@ -12,7 +12,8 @@
  * GEMMs is a serial step of its own.  The fused path copies k and v once
  * to [head, head_dim, lk] (keys contiguous), then one parallel loop over
  * (head, query) rows does q·kᵀ, the softmax and p·v for a row while its
- * scores are in L1. */
+ * scores are in L1.  Heads of 16 or 32 do p·v key by key into whole
+ * vectors of outputs instead, from v as it is (no copy of v). */
 #include "pp-cpu-vectorize.h"
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
@@ -102,6 +103,7 @@ typedef struct
 {
   const float *q;               /* one sample [lq, heads·head_dim] */
   const float *kt, *vt;         /* [heads, head_dim, lk_pad], zero padded */
+  const float *v;               /* one sample [lk, heads·head_dim] */
   float *out;                   /* one sample [lq, heads·head_dim] */
   int lq, lk, lk_pad, heads, head_dim;
   float scale;
@@ -115,7 +117,8 @@ typedef struct
 } Pack;
 
 /* Items are heads: the head's [lk, head_dim] column block of k and of v
- * → [head_dim, lk_pad]. */
+ * → [head_dim, lk_pad]; v only when vt is set (fused_values_keys reads v
+ * as it is). */
 static void
 fused_pack_range (size_t begin, size_t end, gpointer data)
 {
@@ -128,54 +131,90 @@ fused_pack_range (size_t begin, size_t end, gpointer data)
       const size_t col = hd * p->head_dim + d;
       int j;
 
-      for (j = 0; j < p->lk; j++) {
+      for (j = 0; j < p->lk; j++)
         p->kt[at + j] = p->k[(size_t) j * ld + col];
-        p->vt[at + j] = p->v[(size_t) j * ld + col];
-      }
       for (; j < p->lk_pad; j++)
-        p->kt[at + j] = p->vt[at + j] = 0.0f;
+        p->kt[at + j] = 0.0f;
+      if (p->vt == NULL)
+        continue;
+      for (j = 0; j < p->lk; j++)
+        p->vt[at + j] = p->v[(size_t) j * ld + col];
+      for (; j < p->lk_pad; j++)
+        p->vt[at + j] = 0.0f;
     }
 }
 
 /* For @nr query rows (q at stride ld, scores at stride lk_pad):
  * s[j] = scale · q · k_j for j < lk_pad, FUSED_KEY_VECS vectors of keys at
- * a time; each loaded key vector serves all the rows. */
+ * a time, then single vectors for the rest; each loaded key vector serves
+ * all the rows.  The loops over rows and key vectors must unroll fully
+ * (nr is a constant at each call) so that the accumulators stay in
+ * registers: rolled, gcc keeps them on the stack, a store-to-load
+ * round trip per FMA. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 fused_scores (const float *q, int ld, int nr, const float *kt, int head_dim,
     int lk_pad, float scale, float *s)
 {
   const __m512 vscale = _mm512_set1_ps (scale);
+  int j;
 
-  for (int j = 0; j < lk_pad; j += FUSED_KEY_VECS * FUSED_LANES) {
-    const int nu = MIN (FUSED_KEY_VECS, (lk_pad - j) / FUSED_LANES);
+  for (j = 0; j + FUSED_KEY_VECS * FUSED_LANES <= lk_pad;
+      j += FUSED_KEY_VECS * FUSED_LANES) {
     __m512 acc[FUSED_ROWS][FUSED_KEY_VECS];
 
+#pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
+#pragma GCC unroll 4
       for (int u = 0; u < FUSED_KEY_VECS; u++)
         acc[r][u] = _mm512_setzero_ps ();
     for (int d = 0; d < head_dim; d++) {
       const float *kd = kt + (size_t) d * lk_pad + j;
       __m512 kv[FUSED_KEY_VECS];
 
+#pragma GCC unroll 4
       for (int u = 0; u < FUSED_KEY_VECS; u++)
-        kv[u] = u < nu ? _mm512_loadu_ps (kd + u * FUSED_LANES)
-            : _mm512_setzero_ps ();
+        kv[u] = _mm512_loadu_ps (kd + u * FUSED_LANES);
+#pragma GCC unroll 4
       for (int r = 0; r < nr; r++) {
         const __m512 qd = _mm512_set1_ps (q[(size_t) r * ld + d]);
 
+#pragma GCC unroll 4
         for (int u = 0; u < FUSED_KEY_VECS; u++)
           acc[r][u] = _mm512_fmadd_ps (qd, kv[u], acc[r][u]);
       }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
-      for (int u = 0; u < nu; u++)
+#pragma GCC unroll 4
+      for (int u = 0; u < FUSED_KEY_VECS; u++)
         _mm512_storeu_ps (s + (size_t) r * lk_pad + j + u * FUSED_LANES,
             _mm512_mul_ps (acc[r][u], vscale));
+  }
+  for (; j < lk_pad; j += FUSED_LANES) {
+    __m512 acc[FUSED_ROWS];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+      acc[r] = _mm512_setzero_ps ();
+    for (int d = 0; d < head_dim; d++) {
+      const __m512 kv = _mm512_loadu_ps (kt + (size_t) d * lk_pad + j);
+
+#pragma GCC unroll 4
+      for (int r = 0; r < nr; r++)
+        acc[r] = _mm512_fmadd_ps (_mm512_set1_ps (q[(size_t) r * ld + d]),
+            kv, acc[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+      _mm512_storeu_ps (s + (size_t) r * lk_pad + j,
+          _mm512_mul_ps (acc[r], vscale));
   }
 }
 
 /* For @nr rows: o[d] = inv_sum · Σ_j p[j] v_j[d]; p is zero past lk, so
- * the padded keys add nothing. */
+ * the padded keys add nothing.  One dot product of length lk_pad per
+ * output, reduced across lanes at the end: right for head_dim 8, whose
+ * outputs are only half a vector (fused_values_keys takes the rest). */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 fused_values (const float *p, int nr, const float *vt, int head_dim,
     int lk_pad, const float *inv_sum, float *o, int ld)
@@ -184,18 +223,119 @@ fused_values (const float *p, int nr, const float *vt, int head_dim,
     const float *vd = vt + (size_t) d * lk_pad;
     __m512 acc[FUSED_ROWS];
 
+#pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
       acc[r] = _mm512_setzero_ps ();
     for (int j = 0; j < lk_pad; j += FUSED_LANES) {
       const __m512 vv = _mm512_loadu_ps (vd + j);
 
+#pragma GCC unroll 4
       for (int r = 0; r < nr; r++)
         acc[r] = _mm512_fmadd_ps (_mm512_loadu_ps (p + (size_t) r * lk_pad
                 + j), vv, acc[r]);
     }
+#pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
       o[(size_t) r * ld + d] = _mm512_reduce_add_ps (acc[r]) * inv_sum[r];
   }
+}
+
+/* fused_values for head_dim a multiple of FUSED_LANES, key by key: the
+ * outputs of a row are whole vectors, o += p[j] · v_j, with v as stored
+ * ([lk, ld], a key's head_dim values contiguous) and no reduction across
+ * lanes. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
+fused_values_keys (const float *p, int nr, const float *v, int ld,
+    int head_dim, int lk, int lk_pad, const float *inv_sum, float *o)
+{
+  for (int d = 0; d < head_dim; d += FUSED_LANES) {
+    __m512 acc[FUSED_ROWS];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+      acc[r] = _mm512_setzero_ps ();
+    for (int j = 0; j < lk; j++) {
+      const __m512 vv = _mm512_loadu_ps (v + (size_t) j * ld + d);
+
+#pragma GCC unroll 4
+      for (int r = 0; r < nr; r++)
+        acc[r] = _mm512_fmadd_ps (_mm512_set1_ps (p[(size_t) r * lk_pad
+                    + j]), vv, acc[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+      _mm512_storeu_ps (o + (size_t) r * ld + d, _mm512_mul_ps (acc[r],
+              _mm512_set1_ps (inv_sum[r])));
+  }
+}
+
+/* e^x for 16 floats: pp_math_exp's steps (clamp, n = round(x / ln 2),
+ * two-part reduction, degree-4 q(r), 2^n built in the exponent field) in
+ * AVX-512, so that the exp, the sum and the masked tail are one loop. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) __m512
+fused_exp (__m512 x)
+{
+  const __m512 ln2_hi = _mm512_set1_ps (0.693359375f);
+  const __m512 ln2_lo = _mm512_set1_ps (-2.12194440e-4f);
+  __m512 n, r, q;
+  __m512i bits;
+
+  x = _mm512_max_ps (x, _mm512_set1_ps (PP_MATH_EXP_MIN));
+  x = _mm512_min_ps (x, _mm512_set1_ps (PP_MATH_EXP_MAX));
+  n = _mm512_roundscale_ps (_mm512_mul_ps (x,
+          _mm512_set1_ps (1.44269504088896341f)),
+      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm512_fnmadd_ps (n, ln2_hi, x);
+  r = _mm512_fnmadd_ps (n, ln2_lo, r);
+  q = _mm512_set1_ps (1.3814542234e-3f);
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (8.3687077076e-3f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (4.1668388160e-2f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (1.6666520711e-1f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (4.9999993450e-1f));
+  q = _mm512_fmadd_ps (_mm512_mul_ps (q, r), r, r);
+  q = _mm512_add_ps (q, _mm512_set1_ps (1.0f));
+  /* 2^n as 2·2^(n-1): the exponent field is 0 (the float 0, never a
+   * denormal) at the bottom of the clamp, as in pp_math_exp. */
+  bits = _mm512_slli_epi32 (_mm512_add_epi32 (_mm512_cvtps_epi32 (n),
+          _mm512_set1_epi32 (126)), 23);
+  return _mm512_mul_ps (_mm512_add_ps (q, q), _mm512_castsi512_ps (bits));
+}
+
+/* softmax_row for a score row of lk values padded to lk_pad: turns it into
+ * exp(s - max s), zero past lk (so that p·v may run over lk_pad), and
+ * returns 1/Σ.  Sums go from float lanes to double every SUM_BLOCK values,
+ * as in softmax_row. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) float
+fused_softmax (float *s, int lk, int lk_pad)
+{
+  const int full = lk / FUSED_LANES * FUSED_LANES;
+  const __mmask16 tail = (__mmask16) ((1u << (lk - full)) - 1);
+  __m512 vmax = _mm512_set1_ps (s[0]), vmax_s;
+  double sum = 0.0;
+  int j;
+
+  for (j = 0; j < full; j += FUSED_LANES)
+    vmax = _mm512_max_ps (vmax, _mm512_loadu_ps (s + j));
+  if (tail)
+    vmax = _mm512_mask_max_ps (vmax, tail, vmax, _mm512_loadu_ps (s + j));
+  vmax_s = _mm512_set1_ps (_mm512_reduce_max_ps (vmax));
+
+  for (j = 0; j < lk_pad;) {
+    const int end = MIN (lk_pad, j + SUM_BLOCK);
+    __m512 acc = _mm512_setzero_ps ();
+
+    for (; j < end; j += FUSED_LANES) {
+      const __mmask16 m = j + FUSED_LANES <= lk ? (__mmask16) 0xffff
+          : j < lk ? tail : 0;
+      const __m512 e = _mm512_maskz_mov_ps (m,
+          fused_exp (_mm512_sub_ps (_mm512_loadu_ps (s + j), vmax_s)));
+
+      _mm512_storeu_ps (s + j, e);
+      acc = _mm512_add_ps (acc, e);
+    }
+    sum += _mm512_reduce_add_ps (acc);
+  }
+  return (float) (1.0 / sum);
 }
 
 /* Rows [row, row + nr) of head @hd, nr ≤ FUSED_ROWS; @s holds nr score
@@ -210,15 +350,15 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
 
   fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats, f->head_dim,
       f->lk_pad, f->scale, s);
-  for (int r = 0; r < nr; r++) {
-    float *sr = s + (size_t) r * f->lk_pad;
-
-    inv_sum[r] = softmax_row (sr, f->lk);
-    for (int j = f->lk; j < f->lk_pad; j++)
-      sr[j] = 0.0f;
-  }
-  fused_values (s, nr, f->vt + hd * head_floats, f->head_dim, f->lk_pad,
-      inv_sum, f->out + off, ld);
+  for (int r = 0; r < nr; r++)
+    inv_sum[r] = fused_softmax (s + (size_t) r * f->lk_pad, f->lk,
+        f->lk_pad);
+  if (f->head_dim % FUSED_LANES == 0)
+    fused_values_keys (s, nr, f->v + hd * f->head_dim, ld, f->head_dim,
+        f->lk, f->lk_pad, inv_sum, f->out + off);
+  else
+    fused_values (s, nr, f->vt + hd * head_floats, f->head_dim, f->lk_pad,
+        inv_sum, f->out + off, ld);
 }
 
 /* Items are (head, query) rows, head-major so that a chunk's rows share
@@ -260,14 +400,15 @@ attention_fused (const float *q, const float *k, const float *v, int n,
   const int ld = heads * head_dim;
   const int lk_pad = (lk + FUSED_LANES - 1) / FUSED_LANES * FUSED_LANES;
   const size_t packed = (size_t) heads * head_dim * lk_pad;
-  float *kt = g_new (float, 2 * packed);
+  const gboolean pack_v = head_dim % FUSED_LANES != 0;
+  float *kt = g_new (float, (pack_v ? 2 : 1) * packed);
 
   for (int b = 0; b < n; b++) {
     Pack pk = { k + (size_t) b * lk * ld, v + (size_t) b * lk * ld, kt,
-      kt + packed, lk, lk_pad, heads, head_dim
+      pack_v ? kt + packed : NULL, lk, lk_pad, heads, head_dim
     };
-    Fused f = { q + (size_t) b * lq * ld, kt, kt + packed,
-      out + (size_t) b * lq * ld, lq, lk, lk_pad, heads, head_dim,
+    Fused f = { q + (size_t) b * lq * ld, kt, pk.vt,
+      v + (size_t) b * lk * ld, out + (size_t) b * lq * ld, lq, lk, lk_pad, heads, head_dim,
       1.0f / sqrtf ((float) head_dim)
     };
 

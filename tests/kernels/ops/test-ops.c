@@ -413,6 +413,15 @@ test_attention (void)
   run_attention (rng, 2, 301, 257, 2, 8, 1.0);  /* threads in the softmax */
   /* Large scores: exp would overflow without subtracting the max. */
   run_attention (rng, 1, 33, 29, 2, 6, 30.0);
+  /* Fused path: key blocks of 64 plus single vectors and a masked tail
+   * (lk 77, 200), row groups of 4 plus single rows (lq 70, 9), p·v by
+   * lanes (head_dim 8) and key by key (16, 32), large scores into the
+   * exp clamp. */
+  run_attention (rng, 1, 70, 77, 2, 32, 1.0);
+  run_attention (rng, 2, 9, 200, 3, 16, 1.0);
+  run_attention (rng, 1, 70, 130, 2, 8, 1.0);
+  run_attention (rng, 1, 21, 77, 2, 8, 30.0);
+  run_attention (rng, 1, 21, 77, 2, 16, 30.0);
   g_rand_free (rng);
 }
 
