@@ -291,3 +291,29 @@ pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
   }
   return TRUE;
 }
+
+gpointer
+pp_component_load (const gchar * component_dir, PpComponentNewFunc make,
+    GDestroyNotify free_component, PpWeights ** weights, GError ** error)
+{
+  g_autofree gchar *config_path = g_build_filename (component_dir,
+      PP_COMPONENT_CONFIG, NULL);
+  g_autofree gchar *weights_path = pp_model_dir_weights_path (component_dir,
+      error);
+  PpWeights *w;
+  gpointer component;
+
+  if (weights_path == NULL)
+    return NULL;
+  w = pp_weights_open (weights_path, error);
+  if (w == NULL)
+    return NULL;
+  component = make (config_path, w, error);
+  if (component == NULL || !pp_weights_check_all_used (w, error)) {
+    g_clear_pointer (&component, free_component);
+    pp_weights_free (w);
+    return NULL;
+  }
+  *weights = w;
+  return component;
+}

@@ -98,4 +98,17 @@ void     pp_act_fn_apply  (PpActFn fn, gfloat * x, gsize n);
 gboolean pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
                                 GError ** error);
 
+/* A diffusers component directory: DIR/config.json and DIR's weights file. */
+#define PP_COMPONENT_CONFIG "config.json"
+
+typedef gpointer (*PpComponentNewFunc) (const gchar * config_path,
+    PpWeights * weights, GError ** error);
+
+/* Builds a component from @component_dir with @make and checks that it used
+ * every tensor of the weights file.  On success *@weights holds the weights,
+ * which the component's data points into: the caller keeps them alive. */
+gpointer pp_component_load (const gchar * component_dir,
+    PpComponentNewFunc make, GDestroyNotify free_component,
+    PpWeights ** weights, GError ** error);
+
 G_END_DECLS

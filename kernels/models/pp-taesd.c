@@ -11,7 +11,6 @@
 
 #include <string.h>
 
-#define CONFIG_NAME "config.json"
 #define KERNEL 3
 #define PAD 1
 #define DOWN_STRIDE 2
@@ -259,25 +258,13 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights,
 PpTaesd *
 pp_taesd_load (const gchar * component_dir, GError ** error)
 {
-  g_autofree gchar *config_path = g_build_filename (component_dir,
-      CONFIG_NAME, NULL);
-  g_autofree gchar *weights_path = NULL;
-  PpWeights *weights;
-  PpTaesd *m;
+  PpWeights *weights = NULL;
+  PpTaesd *m = pp_component_load (component_dir,
+      (PpComponentNewFunc) pp_taesd_new, (GDestroyNotify) pp_taesd_free,
+      &weights, error);
 
-  weights_path = pp_model_dir_weights_path (component_dir, error);
-  if (weights_path == NULL)
-    return NULL;
-  weights = pp_weights_open (weights_path, error);
-  if (weights == NULL)
-    return NULL;
-  m = pp_taesd_new (config_path, weights, error);
-  if (m == NULL || !pp_weights_check_all_used (weights, error)) {
-    g_clear_pointer (&m, pp_taesd_free);
-    pp_weights_free (weights);
-    return NULL;
-  }
-  m->owned_weights = weights;
+  if (m != NULL)
+    m->owned_weights = weights;
   return m;
 }
 
