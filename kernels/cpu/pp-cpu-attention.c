@@ -13,7 +13,10 @@
  * to [head, head_dim, lk] (keys contiguous), then one parallel loop over
  * (head, query) rows does q·kᵀ, the softmax and p·v for a row while its
  * scores are in L1.  Heads of 16 or 32 do p·v key by key into whole
- * vectors of outputs instead, from v as it is (no copy of v). */
+ * vectors of outputs instead, from v as it is (no copy of v).  Heads of 8
+ * track each row's maximum while the scores are computed, then do the exp
+ * and p·v in one pass, the probabilities going from the exp straight into
+ * the FMAs (no stored probability row read once per output). */
 #include "pp-cpu-vectorize.h"
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
@@ -34,6 +37,12 @@
 /* Query rows that share each loaded key / value vector. */
 #define FUSED_ROWS 4
 #define FUSED_GRAIN_ROWS 16
+/* The head_dim whose p·v is fused with the exp (the 32×32 level of the
+ * small UNets), and the rows that share each value vector there: two rows'
+ * head_dim accumulators each, plus the exp's temporaries, fill the 32
+ * vector registers. */
+#define FUSED_SMALL_HEAD_DIM 8
+#define FUSED_PAIR 2
 
 /* Turns a row of scores into exp(s - max s) in place; returns 1/Σ.  Three
  * simple loops (max, exp, sum) vectorise better than one fused loop, which
@@ -144,16 +153,26 @@ fused_pack_range (size_t begin, size_t end, gpointer data)
     }
 }
 
+/* Lanes of keys [j, j + FUSED_LANES) that are real keys (below lk). */
+static inline __attribute__ ((always_inline)) __mmask16
+fused_key_mask (int j, int lk)
+{
+  return j + FUSED_LANES <= lk ? (__mmask16) 0xffff
+      : j < lk ? (__mmask16) ((1u << (lk - j)) - 1) : 0;
+}
+
 /* For @nr query rows (q at stride ld, scores at stride lk_pad):
  * s[j] = scale · q · k_j for j < lk_pad, FUSED_KEY_VECS vectors of keys at
  * a time, then single vectors for the rest; each loaded key vector serves
- * all the rows.  The loops over rows and key vectors must unroll fully
+ * all the rows.  When @vmax is set, it gets each row's lane-wise maximum
+ * over the real keys (not the padding), taken while the scores are in
+ * registers.  The loops over rows and key vectors must unroll fully
  * (nr is a constant at each call) so that the accumulators stay in
  * registers: rolled, gcc keeps them on the stack, a store-to-load
  * round trip per FMA. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 fused_scores (const float *q, int ld, int nr, const float *kt, int head_dim,
-    int lk_pad, float scale, float *s)
+    int lk, int lk_pad, float scale, float *s, __m512 * vmax)
 {
   const __m512 vscale = _mm512_set1_ps (scale);
   int j;
@@ -184,11 +203,18 @@ fused_scores (const float *q, int ld, int nr, const float *kt, int head_dim,
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
+    for (int u = 0; u < FUSED_KEY_VECS; u++) {
+      const __mmask16 m = fused_key_mask (j + u * FUSED_LANES, lk);
+
 #pragma GCC unroll 4
-      for (int u = 0; u < FUSED_KEY_VECS; u++)
-        _mm512_storeu_ps (s + (size_t) r * lk_pad + j + u * FUSED_LANES,
-            _mm512_mul_ps (acc[r][u], vscale));
+      for (int r = 0; r < nr; r++) {
+        const __m512 t = _mm512_mul_ps (acc[r][u], vscale);
+
+        _mm512_storeu_ps (s + (size_t) r * lk_pad + j + u * FUSED_LANES, t);
+        if (vmax != NULL)
+          vmax[r] = _mm512_mask_max_ps (vmax[r], m, vmax[r], t);
+      }
+    }
   }
   for (; j < lk_pad; j += FUSED_LANES) {
     __m512 acc[FUSED_ROWS];
@@ -205,9 +231,14 @@ fused_scores (const float *q, int ld, int nr, const float *kt, int head_dim,
             kv, acc[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
-      _mm512_storeu_ps (s + (size_t) r * lk_pad + j,
-          _mm512_mul_ps (acc[r], vscale));
+    for (int r = 0; r < nr; r++) {
+      const __m512 t = _mm512_mul_ps (acc[r], vscale);
+
+      _mm512_storeu_ps (s + (size_t) r * lk_pad + j, t);
+      if (vmax != NULL)
+        vmax[r] = _mm512_mask_max_ps (vmax[r], fused_key_mask (j, lk),
+            vmax[r], t);
+    }
   }
 }
 
@@ -269,19 +300,19 @@ fused_values_keys (const float *p, int nr, const float *v, int ld,
   }
 }
 
-/* e^x for 16 floats: pp_math_exp's steps (clamp, n = round(x / ln 2),
- * two-part reduction, degree-4 q(r), 2^n built in the exponent field) in
- * AVX-512, so that the exp, the sum and the masked tail are one loop. */
+/* e^x for 16 floats x ≤ 0 (scores less their row's maximum): pp_math_exp's
+ * steps (clamp, n = round(x / ln 2), two-part reduction, degree-4 q(r)) in
+ * AVX-512, with 2^n applied by one scalef rather than built in the
+ * exponent field.  The clamp keeps r small for the polynomial; below it,
+ * scalef gives a denormal or 0, as good as pp_math_exp's 0. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) __m512
 fused_exp (__m512 x)
 {
   const __m512 ln2_hi = _mm512_set1_ps (0.693359375f);
   const __m512 ln2_lo = _mm512_set1_ps (-2.12194440e-4f);
   __m512 n, r, q;
-  __m512i bits;
 
   x = _mm512_max_ps (x, _mm512_set1_ps (PP_MATH_EXP_MIN));
-  x = _mm512_min_ps (x, _mm512_set1_ps (PP_MATH_EXP_MAX));
   n = _mm512_roundscale_ps (_mm512_mul_ps (x,
           _mm512_set1_ps (1.44269504088896341f)),
       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -294,11 +325,69 @@ fused_exp (__m512 x)
   q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (4.9999993450e-1f));
   q = _mm512_fmadd_ps (_mm512_mul_ps (q, r), r, r);
   q = _mm512_add_ps (q, _mm512_set1_ps (1.0f));
-  /* 2^n as 2·2^(n-1): the exponent field is 0 (the float 0, never a
-   * denormal) at the bottom of the clamp, as in pp_math_exp. */
-  bits = _mm512_slli_epi32 (_mm512_add_epi32 (_mm512_cvtps_epi32 (n),
-          _mm512_set1_epi32 (126)), 23);
-  return _mm512_mul_ps (_mm512_add_ps (q, q), _mm512_castsi512_ps (bits));
+  return _mm512_scalef_ps (q, n);
+}
+
+/* For head_dim FUSED_SMALL_HEAD_DIM, @nr ≤ FUSED_PAIR rows whose scores
+ * (stride lk_pad) and lane-wise maxima @vmax fused_scores left:
+ * o = Σ_j e^(s_j - max) v_j / Σ_j e^(s_j - max) in one pass over the keys.
+ * Each probability vector goes from the exp straight into the FMAs with
+ * the head_dim rows of vt, so it is never stored and reloaded per output;
+ * the accumulators (nr · head_dim vectors) are reduced across lanes once
+ * at the end.  Sums go from float lanes to double every SUM_BLOCK keys, as
+ * in softmax_row. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
+fused_exp_values_small (const float *s, int nr, const float *vt, int lk,
+    int lk_pad, const __m512 * vmax, float *o, int ld)
+{
+  __m512 acc[FUSED_PAIR][FUSED_SMALL_HEAD_DIM], vsum[FUSED_PAIR],
+      m[FUSED_PAIR];
+  double sum[FUSED_PAIR] = { 0.0 };
+
+#pragma GCC unroll 2
+  for (int r = 0; r < nr; r++) {
+    m[r] = _mm512_set1_ps (_mm512_reduce_max_ps (vmax[r]));
+#pragma GCC unroll 8
+    for (int d = 0; d < FUSED_SMALL_HEAD_DIM; d++)
+      acc[r][d] = _mm512_setzero_ps ();
+  }
+  for (int j = 0; j < lk_pad;) {
+    const int end = MIN (lk_pad, j + SUM_BLOCK);
+
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++)
+      vsum[r] = _mm512_setzero_ps ();
+    for (; j < end; j += FUSED_LANES) {
+      const __mmask16 mask = fused_key_mask (j, lk);
+      __m512 e[FUSED_PAIR];
+
+#pragma GCC unroll 2
+      for (int r = 0; r < nr; r++) {
+        e[r] = _mm512_maskz_mov_ps (mask, fused_exp (_mm512_sub_ps
+                (_mm512_loadu_ps (s + (size_t) r * lk_pad + j), m[r])));
+        vsum[r] = _mm512_add_ps (vsum[r], e[r]);
+      }
+#pragma GCC unroll 8
+      for (int d = 0; d < FUSED_SMALL_HEAD_DIM; d++) {
+        const __m512 vv = _mm512_loadu_ps (vt + (size_t) d * lk_pad + j);
+
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++)
+          acc[r][d] = _mm512_fmadd_ps (e[r], vv, acc[r][d]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++)
+      sum[r] += _mm512_reduce_add_ps (vsum[r]);
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < nr; r++) {
+    const float inv_sum = (float) (1.0 / sum[r]);
+
+#pragma GCC unroll 8
+    for (int d = 0; d < FUSED_SMALL_HEAD_DIM; d++)
+      o[(size_t) r * ld + d] = _mm512_reduce_add_ps (acc[r][d]) * inv_sum;
+  }
 }
 
 /* softmax_row for a score row of lk values padded to lk_pad: turns it into
@@ -348,8 +437,29 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
   const size_t off = row * ld + hd * f->head_dim;
   float inv_sum[FUSED_ROWS];
 
+  if (f->head_dim == FUSED_SMALL_HEAD_DIM) {
+    __m512 vmax[FUSED_ROWS];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+      vmax[r] = _mm512_set1_ps (-INFINITY);
+    fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats,
+        FUSED_SMALL_HEAD_DIM, f->lk, f->lk_pad, f->scale, s, vmax);
+    for (int r = 0; r < nr; r += FUSED_PAIR) {
+      const float *vt = f->vt + hd * head_floats;
+      float *o = f->out + off + (size_t) r * ld;
+
+      if (nr - r >= FUSED_PAIR)
+        fused_exp_values_small (s + (size_t) r * f->lk_pad, FUSED_PAIR, vt,
+            f->lk, f->lk_pad, vmax + r, o, ld);
+      else
+        fused_exp_values_small (s + (size_t) r * f->lk_pad, 1, vt, f->lk,
+            f->lk_pad, vmax + r, o, ld);
+    }
+    return;
+  }
   fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats, f->head_dim,
-      f->lk_pad, f->scale, s);
+      f->lk, f->lk_pad, f->scale, s, NULL);
   for (int r = 0; r < nr; r++)
     inv_sum[r] = fused_softmax (s + (size_t) r * f->lk_pad, f->lk,
         f->lk_pad);

@@ -397,6 +397,31 @@ run_attention (GRand * rng, int n, int lq, int lk, int heads, int hd,
   check_close (what, out, ref, nq);
 }
 
+/* Every score strongly negative (q in [6, 7], k in [-7, -6]): a row
+ * maximum that took in the zero scores of padded keys would send every
+ * real key's exp below the float range. */
+static void
+run_attention_negative (GRand * rng, int lq, int lk, int hd)
+{
+  const int heads = 2;
+  const size_t nq = (size_t) lq * heads * hd, nk = (size_t) lk * heads * hd;
+  g_autofree float *q = random_floats (rng, nq, 0.5);
+  g_autofree float *k = random_floats (rng, nk, 0.5);
+  g_autofree float *v = random_floats (rng, nk, 1.0);
+  g_autofree float *out = g_new (float, nq);
+  g_autofree double *ref = g_new (double, nq);
+  g_autofree gchar *what = g_strdup_printf ("attention negative scores lq%d "
+      "lk%d head_dim%d", lq, lk, hd);
+
+  for (size_t i = 0; i < nq; i++)
+    q[i] += 6.5f;
+  for (size_t i = 0; i < nk; i++)
+    k[i] -= 6.5f;
+  pp_attention (q, k, v, 1, lq, lk, heads, hd, out);
+  attention_reference (q, k, v, 1, lq, lk, heads, hd, ref);
+  check_close (what, out, ref, nq);
+}
+
 static void
 test_attention (void)
 {
@@ -422,6 +447,17 @@ test_attention (void)
   run_attention (rng, 1, 70, 130, 2, 8, 1.0);
   run_attention (rng, 1, 21, 77, 2, 8, 30.0);
   run_attention (rng, 1, 21, 77, 2, 16, 30.0);
+  /* head_dim 8, exp fused with p·v: row pairs plus a lone row (lq 71, 23:
+   * groups of 4 leave 3), keys past several SUM_BLOCKs (1024, 1000: not a
+   * multiple of 64 or 256), text length 77, one key, large scores. */
+  run_attention (rng, 1, 71, 1024, 2, 8, 1.0);
+  run_attention (rng, 1, 23, 1000, 3, 8, 1.0);
+  run_attention (rng, 2, 71, 77, 2, 8, 1.0);
+  run_attention (rng, 1, 5, 1, 2, 8, 1.0);
+  run_attention (rng, 1, 23, 1024, 2, 8, 30.0);
+  run_attention_negative (rng, 13, 77, 8);
+  run_attention_negative (rng, 13, 77, 16);
+  run_attention_negative (rng, 6, 1000, 8);
   g_rand_free (rng);
 }
 
