@@ -274,7 +274,7 @@ def expected_taesd_keys(cfg):
     return kb.shapes
 
 
-# Names the task brief quotes verbatim; a cheap guard against a systematic
+# Key names known from diffusers checkpoints; a cheap guard against a systematic
 # naming slip that both derivations above could share.
 MUST_HAVE = {
     "unet-sd15-tiny": [
