@@ -57,7 +57,9 @@ run_tests() {
   cd "$TOP"
   mpi_env
   rc=0
-  meson test -C "$BUILD_DIR" --print-errorlogs || rc=$?
+  # One test at a time: each spawns its own MPI workers, and two cores are
+  # already oversubscribed by one mesh.
+  meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 || rc=$?
   python3 "$TOP/tests/summary.py" "$BUILD_DIR/meson-logs/testlog.json" || rc=1
   return $rc
 }
