@@ -9,14 +9,6 @@
 #include <malloc.h>
 #endif
 
-/* pp_envelope_decode_head leaks its copies of meta and manifest (it hands
- * g_free with user_data NULL to g_variant_new_from_data, so GLib frees
- * NULL).  While this is 1 the leak test reports the leak as incomplete
- * (a TAP TODO) instead of failing; set it to 0 once the library is fixed. */
-#ifndef PP_KNOWN_DECODE_LEAK
-#define PP_KNOWN_DECODE_LEAK 0
-#endif
-
 static PpTensor *
 make_tensor (const gchar * name, PpDType dtype, guint ndim,
     const gint64 * shape)
@@ -739,13 +731,8 @@ test_decode_no_leak (void)
   grown = after > before ? after - before : 0;
   g_test_message ("heap grew by %" G_GSIZE_FORMAT " bytes over %u decodes "
       "of a %" G_GSIZE_FORMAT "-byte head", grown, rounds, len);
-  /* The leak is a few hundred bytes per decode; allow 16 per decode of
-   * noise. */
-  if (grown > 16 * rounds && PP_KNOWN_DECODE_LEAK) {
-    g_test_incomplete ("known library bug: pp_envelope_decode_head leaks "
-        "meta + manifest on every decode");
-    return;
-  }
+  /* A leaked copy of meta + manifest would be a few hundred bytes per
+   * decode; allow 16 per decode of noise. */
   g_assert_cmpuint (grown, <=, 16 * rounds);
 #else
   g_test_skip ("needs glibc's mallinfo2");
