@@ -33,6 +33,21 @@
  * every output channel reads it. */
 #define DIRECT_BAND_FLOATS (512 * 1024)
 
+/* Narrow 3×3 kernel: output channels and pixel vectors per register tile
+ * (6 × 4 vectors = 24 of the 32 zmm registers as accumulators; each tap
+ * then loads 4 input vectors and 6 weights for 24 FMAs). */
+#define NARROW_LANES 16
+#define NARROW_COUT_TILE 6
+#define NARROW_VECS 4
+/* Floats of one band's three shifted input copies (6 MiB): a pixel block
+ * only reads its own few rows, so the band need not fit L2, and tall bands
+ * copy fewer halo rows. */
+#define NARROW_BAND_FLOATS (1536 * 1024)
+/* Flops per thread worth splitting the direct kernel for (~10 µs). */
+#define NARROW_GRAIN_FLOPS (2 * 1000 * 1000)
+/* Row width below which the narrow kernel beats the row kernel. */
+#define NARROW_BELOW_WIDTH 32
+
 typedef struct
 {
   const float *x;               /* one sample [cin, h, w] */
@@ -266,6 +281,204 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
   g_free (band);
   g_free (wpack);
 }
+/* ---- narrow rows ---------------------------------------------------- */
+
+static gboolean
+narrow_3x3_applies (int kh, int kw, int stride, int pad)
+{
+  return kh == 3 && kw == 3 && stride == 1 && pad == 1
+      && __builtin_cpu_supports ("avx512f")
+      && __builtin_cpu_supports ("fma");
+}
+
+
+typedef struct
+{
+  const float *band;            /* [cin, 3 (kx), plane] */
+  const float *weight;          /* [cout, cin, 3, 3] */
+  const float *bias;
+  float *y;                     /* the band's first output pixel, channel 0 */
+  int cin, cout, w, tiles;
+  size_t plane, out_plane, pixels;
+} Narrow;
+
+/* One tile: NARROW_COUT_TILE output channels × @nv vectors of the band's
+ * pixels from @p0 (row-major across rows, so narrow rows fill vectors too);
+ * the last vector stores only @last lanes.  Taps are summed in (ci, ky, kx)
+ * order, the order of im2col's rows. */
+static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
+narrow_tile (const Narrow * p, size_t p0, int co0, int nv, __mmask16 last)
+{
+  const float *wk[NARROW_COUT_TILE];
+  __m512 acc[NARROW_COUT_TILE][NARROW_VECS];
+
+  /* The weights broadcast straight from their [cout, cin, 9] rows (no
+   * per-call repacking); missing channels of the last tile repeat the last
+   * channel and are not stored. */
+  for (int c = 0; c < NARROW_COUT_TILE; c++)
+    wk[c] = p->weight + (size_t) MIN (co0 + c, p->cout - 1) * p->cin * 9;
+
+  for (int c = 0; c < NARROW_COUT_TILE; c++) {
+    const float b = p->bias && co0 + c < p->cout ? p->bias[co0 + c] : 0.0f;
+
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++)
+      acc[c][v] = _mm512_set1_ps (b);
+  }
+  for (int ci = 0; ci < p->cin; ci++) {
+    const float *src = p->band + (size_t) ci * 3 * p->plane + p0;
+
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; t++) {
+      /* Tap (ky, kx) is the kx-shifted copy, ky rows further on. */
+      const float *row = src + (t % 3) * p->plane + (t / 3) * p->w;
+      __m512 a[NARROW_VECS];
+
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; v++)
+        a[v] = _mm512_loadu_ps (row + v * NARROW_LANES);
+#pragma GCC unroll 8
+      for (int c = 0; c < NARROW_COUT_TILE; c++) {
+        const __m512 wv = _mm512_set1_ps (wk[c][ci * 9 + t]);
+
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+          acc[c][v] = _mm512_fmadd_ps (a[v], wv, acc[c][v]);
+      }
+    }
+  }
+  for (int c = 0; c < NARROW_COUT_TILE && co0 + c < p->cout; c++) {
+    float *dst = p->y + (size_t) (co0 + c) * p->out_plane + p0;
+
+#pragma GCC unroll 4
+    for (int v = 0; v < nv - 1; v++)
+      _mm512_storeu_ps (dst + v * NARROW_LANES, acc[c][v]);
+    _mm512_mask_storeu_ps (dst + (nv - 1) * NARROW_LANES, last,
+        acc[c][nv - 1]);
+  }
+}
+
+/* Items are (pixel block, output channel tile) pairs, channel tiles
+ * innermost so that consecutive items reuse the block's input from L1/L2
+ * while the weights stream from L2. */
+static __attribute__ ((target ("avx512f,fma"))) void
+narrow_range (size_t begin, size_t end, gpointer data)
+{
+  const Narrow *p = data;
+  const size_t block = NARROW_VECS * NARROW_LANES;
+
+  for (size_t i = begin; i < end; i++) {
+    const size_t p0 = i / p->tiles * block;
+    const int co0 = (int) (i % p->tiles) * NARROW_COUT_TILE;
+    const size_t left = MIN (block, p->pixels - p0);
+    const int nv = (int) ((left + NARROW_LANES - 1) / NARROW_LANES);
+    const int tail = (int) (left - (size_t) (nv - 1) * NARROW_LANES);
+    const __mmask16 last = (__mmask16) ((1u << tail) - 1);
+
+    /* Constant vector counts, so that the accumulators stay in
+     * registers. */
+    switch (nv) {
+      case 4:
+        narrow_tile (p, p0, co0, 4, last);
+        break;
+      case 3:
+        narrow_tile (p, p0, co0, 3, last);
+        break;
+      case 2:
+        narrow_tile (p, p0, co0, 2, last);
+        break;
+      default:
+        narrow_tile (p, p0, co0, 1, last);
+        break;
+    }
+  }
+}
+
+typedef struct
+{
+  const float *x;               /* one sample [cin, h, w] */
+  float *band;
+  int h, w, iy0, rows;          /* padded rows iy0 - 1 .. iy0 + rows */
+  size_t plane;
+} NarrowBand;
+
+/* Items are input channels: writes the three copies of rows + 2 input
+ * rows shifted by kx - 1 columns, zero outside the image and in the
+ * plane's slack (read by the masked last vector). */
+static void
+narrow_band_range (size_t begin, size_t end, gpointer data)
+{
+  const NarrowBand *p = data;
+  const int w = p->w;
+
+  for (size_t ci = begin; ci < end; ci++) {
+    for (int kx = 0; kx < 3; kx++) {
+      float *dst = p->band + (ci * 3 + kx) * p->plane;
+      const size_t used = (size_t) (p->rows + 2) * w;
+
+      for (int r = 0; r < p->rows + 2; r++, dst += w) {
+        const int iy = p->iy0 - 1 + r;
+        const float *src = p->x + (ci * p->h + iy) * (size_t) w;
+
+        if (iy < 0 || iy >= p->h) {
+          memset (dst, 0, (size_t) w * sizeof (float));
+          continue;
+        }
+        /* dst[x] = input column x + kx - 1 */
+        if (kx == 0) {
+          dst[0] = 0.0f;
+          memcpy (dst + 1, src, (size_t) (w - 1) * sizeof (float));
+        } else if (kx == 1) {
+          memcpy (dst, src, (size_t) w * sizeof (float));
+        } else {
+          memcpy (dst, src + 1, (size_t) (w - 1) * sizeof (float));
+          dst[w - 1] = 0.0f;
+        }
+      }
+      memset (dst, 0, (p->plane - used) * sizeof (float));
+    }
+  }
+}
+
+static void
+conv2d_narrow_3x3 (const float *x, int n, int cin, int h, int w,
+    const float *weight, const float *bias, int cout, float *y)
+{
+  const int tiles = (cout + NARROW_COUT_TILE - 1) / NARROW_COUT_TILE;
+  /* Input rows per band: the three shifted copies fit the budget. */
+  const int rows = (int) CLAMP ((size_t) NARROW_BAND_FLOATS /
+      ((size_t) 3 * cin * w) - 2, (size_t) 1, (size_t) h);
+  /* Whole cache lines per plane, so that the loads of widths that are
+   * multiples of 16 are aligned. */
+  const size_t plane = ((size_t) (rows + 2) * w + 2 * NARROW_LANES - 1)
+      / NARROW_LANES * NARROW_LANES;
+  const size_t item_flops = (size_t) 2 * 9 * cin * NARROW_COUT_TILE
+      * NARROW_VECS * NARROW_LANES;
+  float *band = g_aligned_alloc (sizeof (float), (size_t) cin * 3 * plane,
+      NARROW_LANES * sizeof (float));
+
+  for (int b = 0; b < n; b++) {
+    for (int oy0 = 0; oy0 < h; oy0 += rows) {
+      const int band_rows = MIN (rows, h - oy0);
+      const size_t pixels = (size_t) band_rows * w;
+      const size_t blocks = (pixels + NARROW_VECS * NARROW_LANES - 1)
+          / (NARROW_VECS * NARROW_LANES);
+      NarrowBand pb = { x + (size_t) b * cin * h * w, band, h, w, oy0,
+        band_rows, plane
+      };
+      Narrow d = { band, weight, bias,
+        y + (size_t) b * cout * h * w + (size_t) oy0 * w, cin, cout, w,
+        tiles, plane, (size_t) h * w, pixels
+      };
+
+      pp_cpu_parallel_for (cin, GRAIN_COL_VALUES / (3 * plane) + 1,
+          narrow_band_range, &pb);
+      pp_cpu_parallel_for (blocks * tiles,
+          NARROW_GRAIN_FLOPS / item_flops + 1, narrow_range, &d);
+    }
+  }
+  g_aligned_free (band);
+}
 #endif
 
 void
@@ -301,8 +514,15 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
   }
 
 #ifdef HAVE_DIRECT_3X3
-  if (direct_3x3_applies (h, w, kh, kw, stride, pad)) {
+  /* Rows of 32 floats and more fill the row kernel's tiles; narrower rows
+   * (and widths it cannot take) go to the kernel that runs across rows. */
+  if (w >= NARROW_BELOW_WIDTH && direct_3x3_applies (h, w, kh, kw, stride,
+          pad)) {
     conv2d_direct_3x3 (x, n, cin, h, w, weight, bias, cout, y);
+    return;
+  }
+  if (narrow_3x3_applies (kh, kw, stride, pad)) {
+    conv2d_narrow_3x3 (x, n, cin, h, w, weight, bias, cout, y);
     return;
   }
 #endif

@@ -145,11 +145,18 @@ test_conv2d (void)
     {1, 5, 9, 13, 7, 1, 1, 1, 1, TRUE}, /* padded 1×1 */
     {2, 4, 7, 10, 3, 3, 1, 1, 1, TRUE}, /* kh ≠ kw */
     {1, 2, 5, 6, 3, 5, 5, 3, 2, TRUE},  /* large kernel, stride 3 */
-    /* widths that are multiples of 16 take the direct 3×3 kernel where the
-     * CPU has it: odd channel counts, partial channel tiles, no bias */
+    /* 3×3 stride-1 pad-1 convolutions take the direct kernel where the CPU
+     * has it (tiles of 6 output channels × 64 pixels, rows packed
+     * back to back): odd channel counts, partial channel tiles and pixel
+     * blocks, masked last vectors, no bias */
     {2, 5, 9, 16, 7, 3, 3, 1, 1, TRUE},
     {1, 6, 7, 32, 3, 3, 3, 1, 1, TRUE},
     {1, 9, 5, 48, 13, 3, 3, 1, 1, FALSE},
+    {1, 7, 8, 8, 13, 3, 3, 1, 1, TRUE}, /* 8-wide: two rows a vector */
+    {2, 11, 16, 16, 9, 3, 3, 1, 1, TRUE},
+    {1, 10, 32, 32, 7, 3, 3, 1, 1, FALSE},
+    {1, 3, 5, 7, 1, 3, 3, 1, 1, TRUE},  /* 35 pixels: masked tail */
+    {1, 4, 3, 40, 14, 3, 3, 1, 1, TRUE},        /* 120 pixels: 2 blocks */
   };
 
   GRand *rng = g_rand_new_with_seed (SEED);
