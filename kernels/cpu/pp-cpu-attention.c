@@ -43,6 +43,10 @@
  * vector registers. */
 #define FUSED_SMALL_HEAD_DIM 8
 #define FUSED_PAIR 2
+/* The fused path's scores are in base 2 (scale · log2 e, for fused_exp2);
+ * below FUSED_EXP2_MIN, 2^x is under half the smallest denormal: 0. */
+#define FUSED_LOG2E 1.44269504088896341f
+#define FUSED_EXP2_MIN -150.0f
 
 /* Turns a row of scores into exp(s - max s) in place; returns 1/Σ.  Three
  * simple loops (max, exp, sum) vectorise better than one fused loop, which
@@ -115,7 +119,7 @@ typedef struct
   const float *v;               /* one sample [lk, heads·head_dim] */
   float *out;                   /* one sample [lq, heads·head_dim] */
   int lq, lk, lk_pad, heads, head_dim;
-  float scale;
+  float scale;                  /* 1/√head_dim · log2 e: base-2 scores */
 } Fused;
 
 typedef struct
@@ -300,37 +304,33 @@ fused_values_keys (const float *p, int nr, const float *v, int ld,
   }
 }
 
-/* e^x for 16 floats x ≤ 0 (scores less their row's maximum): pp_math_exp's
- * steps (clamp, n = round(x / ln 2), two-part reduction, degree-4 q(r)) in
- * AVX-512, with 2^n applied by one scalef rather than built in the
- * exponent field.  The clamp keeps r small for the polynomial; below it,
- * scalef gives a denormal or 0, as good as pp_math_exp's 0. */
+/* 2^x for 16 floats x ≤ 0 (scores in base 2, less their row's maximum):
+ * n = round(x), r = x - n exact in [-1/2, 1/2], a degree-5 fit of 2^r
+ * (relative error ~1e-7, as pp_math_exp), then 2^n by scalef.  Base 2
+ * because the fused path folds log2(e) into the score scale: the range
+ * reduction is one subtraction, not a multiply and a two-part ln 2.  The
+ * clamp only guards -inf (NaN from -inf - -inf); scalef gives 0 below it.
+ * Lanes off @mask come out 0. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) __m512
-fused_exp (__m512 x)
+fused_exp2 (__mmask16 mask, __m512 x)
 {
-  const __m512 ln2_hi = _mm512_set1_ps (0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps (-2.12194440e-4f);
   __m512 n, r, q;
 
-  x = _mm512_max_ps (x, _mm512_set1_ps (PP_MATH_EXP_MIN));
-  n = _mm512_roundscale_ps (_mm512_mul_ps (x,
-          _mm512_set1_ps (1.44269504088896341f)),
-      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  r = _mm512_fnmadd_ps (n, ln2_hi, x);
-  r = _mm512_fnmadd_ps (n, ln2_lo, r);
-  q = _mm512_set1_ps (1.3814542234e-3f);
-  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (8.3687077076e-3f));
-  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (4.1668388160e-2f));
-  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (1.6666520711e-1f));
-  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (4.9999993450e-1f));
-  q = _mm512_fmadd_ps (_mm512_mul_ps (q, r), r, r);
-  q = _mm512_add_ps (q, _mm512_set1_ps (1.0f));
-  return _mm512_scalef_ps (q, n);
+  x = _mm512_max_ps (x, _mm512_set1_ps (FUSED_EXP2_MIN));
+  n = _mm512_roundscale_ps (x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm512_sub_ps (x, n);
+  q = _mm512_set1_ps (1.3264708687e-3f);
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (9.6715148538e-3f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (5.5507339537e-2f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (2.4022242427e-1f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (6.9314700365e-1f));
+  q = _mm512_fmadd_ps (q, r, _mm512_set1_ps (1.0f));
+  return _mm512_maskz_scalef_ps (mask, q, n);
 }
 
 /* For head_dim FUSED_SMALL_HEAD_DIM, @nr ≤ FUSED_PAIR rows whose scores
  * (stride lk_pad) and lane-wise maxima @vmax fused_scores left:
- * o = Σ_j e^(s_j - max) v_j / Σ_j e^(s_j - max) in one pass over the keys.
+ * o = Σ_j 2^(s_j - max) v_j / Σ_j 2^(s_j - max) in one pass over the keys.
  * Each probability vector goes from the exp straight into the FMAs with
  * the head_dim rows of vt, so it is never stored and reloaded per output;
  * the accumulators (nr · head_dim vectors) are reduced across lanes once
@@ -363,8 +363,8 @@ fused_exp_values_small (const float *s, int nr, const float *vt, int lk,
 
 #pragma GCC unroll 2
       for (int r = 0; r < nr; r++) {
-        e[r] = _mm512_maskz_mov_ps (mask, fused_exp (_mm512_sub_ps
-                (_mm512_loadu_ps (s + (size_t) r * lk_pad + j), m[r])));
+        e[r] = fused_exp2 (mask, _mm512_sub_ps (_mm512_loadu_ps (s
+                    + (size_t) r * lk_pad + j), m[r]));
         vsum[r] = _mm512_add_ps (vsum[r], e[r]);
       }
 #pragma GCC unroll 8
@@ -390,8 +390,8 @@ fused_exp_values_small (const float *s, int nr, const float *vt, int lk,
   }
 }
 
-/* softmax_row for a score row of lk values padded to lk_pad: turns it into
- * exp(s - max s), zero past lk (so that p·v may run over lk_pad), and
+/* softmax_row for a base-2 score row of lk values padded to lk_pad: turns
+ * it into 2^(s - max s), zero past lk (so that p·v may run over lk_pad), and
  * returns 1/Σ.  Sums go from float lanes to double every SUM_BLOCK values,
  * as in softmax_row. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) float
@@ -416,8 +416,8 @@ fused_softmax (float *s, int lk, int lk_pad)
     for (; j < end; j += FUSED_LANES) {
       const __mmask16 m = j + FUSED_LANES <= lk ? (__mmask16) 0xffff
           : j < lk ? tail : 0;
-      const __m512 e = _mm512_maskz_mov_ps (m,
-          fused_exp (_mm512_sub_ps (_mm512_loadu_ps (s + j), vmax_s)));
+      const __m512 e = fused_exp2 (m, _mm512_sub_ps (_mm512_loadu_ps (s + j),
+              vmax_s));
 
       _mm512_storeu_ps (s + j, e);
       acc = _mm512_add_ps (acc, e);
@@ -519,7 +519,7 @@ attention_fused (const float *q, const float *k, const float *v, int n,
     };
     Fused f = { q + (size_t) b * lq * ld, kt, pk.vt,
       v + (size_t) b * lk * ld, out + (size_t) b * lq * ld, lq, lk, lk_pad, heads, head_dim,
-      1.0f / sqrtf ((float) head_dim)
+      FUSED_LOG2E / sqrtf ((float) head_dim)
     };
 
     pp_cpu_parallel_for (heads, 1, fused_pack_range, &pk);
