@@ -139,6 +139,27 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
   return g_steal_pointer (&model);
 }
 
+gchar *
+pp_model_uri_with_settings (const gchar * model,
+    const PpPipelineSettings * settings)
+{
+  GString *uri = g_string_new (model);
+  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  if (model == NULL || g_str_has_prefix (model, PP_BUILTIN_SCHEME))
+    return g_string_free (uri, FALSE);
+  g_string_append_c (uri, strchr (uri->str, '?') ? '&' : '?');
+  g_string_append_printf (uri, "strength=%s&seed=%" G_GUINT64_FORMAT,
+      g_ascii_dtostr (buf, sizeof buf, settings->strength), settings->seed);
+  if (settings->prompt_embeds != NULL && *settings->prompt_embeds)
+    g_string_append_printf (uri, "&prompt-embeds=%s", settings->prompt_embeds);
+  if (settings->t_index_list != NULL && *settings->t_index_list)
+    g_string_append_printf (uri, "&t-index-list=%s", settings->t_index_list);
+  if (settings->scheduler != NULL && *settings->scheduler)
+    g_string_append_printf (uri, "&scheduler=%s", settings->scheduler);
+  return g_string_free (uri, FALSE);
+}
+
 void
 pp_model_free (PpModel * model)
 {

@@ -55,6 +55,22 @@ struct _PpModel
 #define PP_MODEL_SAMPLE_NAME "sample"
 #define PP_MODEL_DEFAULT_URI "builtin:anisotropic"
 
+/* img2img settings of a pipeline-directory model. */
+typedef struct
+{
+  const gchar *prompt_embeds;   /* NULL or "" for none */
+  gdouble strength;
+  guint64 seed;
+  const gchar *t_index_list;    /* NULL or "" for none */
+  const gchar *scheduler;       /* NULL: the directory's own */
+} PpPipelineSettings;
+
+/* @model with @settings appended as URI parameters when it is a pipeline
+ * directory; built-in models come back unchanged.  The element and
+ * ppdiffuse-tool both build their URIs here, so they load the same model. */
+gchar    *pp_model_uri_with_settings (const gchar * model,
+                                      const PpPipelineSettings * settings);
+
 PpModel  *pp_model_new    (const gchar * uri, guint n_steps,
                            PpModelRole roles, GError ** error);
 void      pp_model_free   (PpModel * model);

@@ -201,27 +201,6 @@ cmd_vae_decode (int argc, char **argv, GError ** error)
 
 /* ---- img2img ----------------------------------------------------------- */
 
-/* The model URI the element builds from the same settings. */
-static gchar *
-pipeline_uri (const gchar * dir, const gchar * embeds, gdouble strength,
-    guint64 seed, const gchar * index_list, const gchar * scheduler)
-{
-  GString *uri = g_string_new (dir);
-
-  g_string_append_printf (uri, "?prompt-embeds=%s&seed=%" G_GUINT64_FORMAT,
-      embeds, seed);
-  if (strength > 0) {
-    gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
-    g_string_append_printf (uri, "&strength=%s",
-        g_ascii_dtostr (buf, sizeof buf, strength));
-  }
-  if (index_list != NULL)
-    g_string_append_printf (uri, "&t-index-list=%s", index_list);
-  if (scheduler != NULL)
-    g_string_append_printf (uri, "&scheduler=%s", scheduler);
-  return g_string_free (uri, FALSE);
-}
-
 static gboolean
 cmd_img2img (int argc, char **argv, GError ** error)
 {
@@ -262,8 +241,12 @@ cmd_img2img (int argc, char **argv, GError ** error)
         "--steps must be ≥ 1 and --seed ≥ 0");
     return FALSE;
   }
-  uri = pipeline_uri (model, embeds, strength, (guint64) seed, index_list,
-      scheduler);
+  {
+    const PpPipelineSettings settings = { embeds, strength, (guint64) seed,
+      index_list, scheduler
+    };
+    uri = pp_model_uri_with_settings (model, &settings);
+  }
   m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, error);
   if (m == NULL || !pp_png_load (in, &image, error))
     return FALSE;

@@ -48,7 +48,6 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH 0.5
 #define DEFAULT_SEED 0
-#define BUILTIN_PREFIX "builtin:"
 #define MAX_STEPS 1000
 #define MAX_IN_FLIGHT_LIMIT 1024
 #define MIN_TIMEOUT_MS 100
@@ -662,20 +661,14 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 static gchar *
 gst_pp_diffuse_model_uri (GstPpDiffuse * self)
 {
-  GString *uri = g_string_new (self->model_uri);
-  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
+  const PpPipelineSettings settings = {
+    .prompt_embeds = self->prompt_embeds,
+    .strength = self->strength,
+    .seed = self->seed,
+    .t_index_list = self->t_index_list,
+  };
 
-  if (self->model_uri == NULL || g_str_has_prefix (self->model_uri,
-          BUILTIN_PREFIX))
-    return g_string_free (uri, FALSE);
-  g_string_append_c (uri, strchr (uri->str, '?') ? '&' : '?');
-  g_string_append_printf (uri, "strength=%s&seed=%" G_GUINT64_FORMAT,
-      g_ascii_dtostr (buf, sizeof buf, self->strength), self->seed);
-  if (self->prompt_embeds != NULL && *self->prompt_embeds)
-    g_string_append_printf (uri, "&prompt-embeds=%s", self->prompt_embeds);
-  if (self->t_index_list != NULL && *self->t_index_list)
-    g_string_append_printf (uri, "&t-index-list=%s", self->t_index_list);
-  return g_string_free (uri, FALSE);
+  return pp_model_uri_with_settings (self->model_uri, &settings);
 }
 
 static void

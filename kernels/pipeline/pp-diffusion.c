@@ -166,8 +166,11 @@ load_context (const gchar * path, guint cross_dim, GError ** error)
         e->shape[e->ndim - 1]
       };
       t = pp_tensor_new ("context", PP_DTYPE_F32, 3, shape, error);
-      if (t != NULL)
-        pp_safetensors_read_f32 (e, t->data);
+      if (t != NULL && !pp_safetensors_read_f32 (e, t->data)) {
+        g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+            "%s: tensor '%s' cannot be converted to F32", path, e->name);
+        g_clear_pointer (&t, pp_tensor_free);
+      }
     }
     pp_safetensors_free (st);
   } else {
