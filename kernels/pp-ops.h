@@ -87,9 +87,43 @@ typedef struct
 extern const PpOps pp_ops_cpu;
 
 /* FLOPs of the convolutions, linears and attention matmuls run so far
- * (2 per multiply-add), for benchmarks. */
+ * (2 per multiply-add), for benchmarks.  The reset clears the profile too. */
 guint64 pp_ops_flop_count (void);
 void pp_ops_reset_flop_count (void);
+
+/* The ops as the profile groups them (the activations share one entry, so
+ * do the two layout transposes). */
+typedef enum
+{
+  PP_OP_CONV2D,
+  PP_OP_GROUP_NORM,
+  PP_OP_LAYER_NORM,
+  PP_OP_LINEAR,
+  PP_OP_ATTENTION,
+  PP_OP_ACTIVATION,
+  PP_OP_GEGLU,
+  PP_OP_UPSAMPLE,
+  PP_OP_CONCAT,
+  PP_OP_ADD,
+  PP_OP_SCALE,
+  PP_OP_TIMESTEP_EMBEDDING,
+  PP_OP_LAYOUT,
+  PP_OP_ADD_CHANNEL,
+  PP_OP_COUNT
+} PpOp;
+
+typedef struct
+{
+  const char *name;
+  guint64 calls;
+  double seconds;               /* wall time inside the op */
+  guint64 flops;
+} PpOpProfile;
+
+/* While on, every op call through the pp_* wrappers adds its wall time to
+ * the op's entry (off by default: it reads the clock twice a call). */
+void pp_ops_set_profiling (gboolean on);
+void pp_ops_get_profile (PpOp op, PpOpProfile * out);
 
 void pp_conv2d (const float *x, int n, int cin, int h, int w,
     const float *weight, const float *bias, int cout, int kh, int kw,

@@ -22,7 +22,6 @@
 #include "pp-cpu-parallel.h"
 #include "pp-ops-math.h"
 
-#include <cblas.h>
 
 /* Score values per thread worth splitting for (~10 µs of exp). */
 #define GRAIN_SCORES (16 * 1024)
@@ -563,12 +562,11 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
         const int rows = MIN (block, lq - q0);
         float *ob = oh + (size_t) q0 * ld;
 
-        cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, lk,
-            head_dim, scale, qh + (size_t) q0 * ld, ld, kh, ld, 0.0f,
-            sm.scores, lk);
+        pp_cpu_gemm (FALSE, TRUE, rows, lk, head_dim, scale,
+            qh + (size_t) q0 * ld, ld, kh, ld, 0.0f, sm.scores, lk);
         pp_cpu_parallel_for (rows, GRAIN_SCORES / lk + 1, softmax_range, &sm);
-        cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows,
-            head_dim, lk, 1.0f, sm.scores, lk, vh, ld, 0.0f, ob, ld);
+        pp_cpu_gemm (FALSE, FALSE, rows, head_dim, lk, 1.0f, sm.scores, lk,
+            vh, ld, 0.0f, ob, ld);
         for (int r = 0; r < rows; r++) {
           float *o = ob + (size_t) r * ld;
 

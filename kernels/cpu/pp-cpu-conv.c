@@ -18,7 +18,6 @@
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* Column values per thread worth splitting im2col for (~10 µs of copy). */
@@ -505,9 +504,8 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
 
       if (bias)
         pp_cpu_fill_rows (yb, cout, (int) out_plane, out_plane, bias);
-      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, cout,
-          (int) out_plane, cin, 1.0f, weight, cin,
-          x + (size_t) b * cin * in_plane, (int) out_plane, beta, yb,
+      pp_cpu_gemm (FALSE, FALSE, cout, (int) out_plane, cin, 1.0f, weight,
+          cin, x + (size_t) b * cin * in_plane, (int) out_plane, beta, yb,
           (int) out_plane);
     }
     return;
@@ -549,9 +547,8 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
       if (bias)
         pp_cpu_fill_rows (yb + (size_t) oy0 * wo, cout, n_cols, out_plane,
             bias);
-      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, cout, n_cols,
-          k_len, 1.0f, weight, k_len, col, n_cols, beta,
-          yb + (size_t) oy0 * wo, (int) out_plane);
+      pp_cpu_gemm (FALSE, FALSE, cout, n_cols, k_len, 1.0f, weight, k_len,
+          col, n_cols, beta, yb + (size_t) oy0 * wo, (int) out_plane);
     }
   }
   g_free (col);

@@ -2,7 +2,8 @@
  * as stored (transposed operand, no copy). */
 #include "pp-cpu-ops.h"
 
-#include <cblas.h>
+#include "pp-cpu-parallel.h"
+
 #include <string.h>
 
 void
@@ -33,6 +34,6 @@ pp_cpu_linear (const float *x, int rows, int in, const float *w,
 
   if (b)
     pp_cpu_fill_cols (y, rows, out, b);
-  cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in, 1.0f,
-      x, in, w, in, b ? 1.0f : 0.0f, y, out);
+  pp_cpu_gemm (FALSE, TRUE, rows, out, in, 1.0f, x, in, w, in,
+      b ? 1.0f : 0.0f, y, out);
 }

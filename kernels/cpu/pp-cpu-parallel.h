@@ -1,4 +1,4 @@
-/* ppdiffuse — parallel for-loop of the CPU ops (internal). */
+/* ppdiffuse — parallel for-loop and GEMM of the CPU ops (internal). */
 #pragma once
 
 #include <glib.h>
@@ -17,5 +17,13 @@ void pp_cpu_parallel_for (size_t n, size_t min_chunk, PpCpuRangeFunc func,
     gpointer data);
 /* Threads a parallel loop uses (the caller included). */
 guint pp_cpu_parallel_threads (void);
+
+/* Row-major C [m, n] (row stride ldc) = alpha · op(A) · op(B) + beta · C,
+ * op(A) [m, k] being A or Aᵀ as trans_a says (same for B [k, n]), like
+ * cblas_sgemm.  Large enough products are split into one block of rows or
+ * columns of C per thread, each a single-threaded OpenBLAS call. */
+void pp_cpu_gemm (gboolean trans_a, gboolean trans_b, int m, int n, int k,
+    float alpha, const float *a, int lda, const float *b, int ldb,
+    float beta, float *c, int ldc);
 
 G_END_DECLS

@@ -104,6 +104,39 @@ typedef struct
   gdouble gflop;
 } Timing;
 
+/* Runs @func once more with the op profile on and prints where the time
+ * went, op by op. */
+static void
+print_profile (const gchar * what, void (*func) (gpointer), gpointer data)
+{
+  gdouble total = 0.0, t;
+
+  pp_ops_reset_flop_count ();
+  pp_ops_set_profiling (TRUE);
+  t = now_s ();
+  func (data);
+  t = now_s () - t;
+  pp_ops_set_profiling (FALSE);
+  printf ("\n%s, one run with the op profile on: %.1f ms\n", what, t * 1e3);
+  printf ("  %-20s %6s %9s %7s %9s\n", "op", "calls", "ms", "share",
+      "GFLOP/s");
+  for (PpOp op = 0; op < PP_OP_COUNT; op++) {
+    PpOpProfile p;
+
+    pp_ops_get_profile (op, &p);
+    if (p.calls == 0)
+      continue;
+    total += p.seconds;
+    printf ("  %-20s %6" G_GUINT64_FORMAT " %9.2f %6.1f%%", p.name, p.calls,
+        p.seconds * 1e3, 100 * p.seconds / t);
+    if (p.flops > 0)
+      printf (" %9.1f", p.flops / p.seconds / 1e9);
+    printf ("\n");
+  }
+  printf ("  %-20s %6s %9.2f %6.1f%%\n", "(between ops)", "",
+      (t - total) * 1e3, 100 * (t - total) / t);
+}
+
 static void
 report (const gchar * what, Timing t, gdouble sgemm, const gchar * baseline)
 {
@@ -114,62 +147,119 @@ report (const gchar * what, Timing t, gdouble sgemm, const gchar * baseline)
       baseline);
 }
 
-int
-main (int argc, char **argv)
+typedef struct
 {
-  g_autofree gchar *dir = g_dir_make_tmp ("ppdiffuse-bench-XXXXXX", NULL);
-  g_autofree gchar *unet_path = write_config (dir, "unet.json", unet_config);
-  g_autofree gchar *taesd_path = write_config (dir, "taesd.json",
-      taesd_config);
-  const gint64 sample_shape[4] = { 1, 4, UNET_LATENT, UNET_LATENT };
-  const gint64 text_shape[3] = { 1, TEXT_TOKENS, TEXT_DIM };
-  const gint64 image_shape[4] = { 1, 3, TAESD_SIDE, TAESD_SIDE };
-  g_autoptr (PpTensor) sample = random_tensor ("sample", 4, sample_shape);
-  g_autoptr (PpTensor) text = random_tensor ("text", 3, text_shape);
-  g_autoptr (PpTensor) image = random_tensor ("image", 4, image_shape);
-  GError *error = NULL;
-  PpWeights *uw = pp_weights_new_random (WEIGHT_SEED);
-  PpWeights *tw = pp_weights_new_random (WEIGHT_SEED);
-  PpUnet *unet = pp_unet_new (unet_path, uw, &error);
-  PpTaesd *taesd = unet ? pp_taesd_new (taesd_path, tw, &error) : NULL;
-  Timing u = { G_MAXDOUBLE, 0 }, v = { G_MAXDOUBLE, 0 };
-  gdouble sgemm;
+  PpUnet *unet;
+  PpTaesd *taesd;
+  PpTensor *sample, *text, *image;
+} Models;
 
-  if (taesd == NULL) {
-    fprintf (stderr, "model-bench: %s\n", error->message);
-    return 1;
-  }
-  sgemm = sgemm_gflops ();
+static void
+unet_run (gpointer data)
+{
+  Models *m = data;
+  PpTensor *out = NULL;
+  GError *error = NULL;
+
+  if (!pp_unet_forward (m->unet, m->sample, UNET_TIMESTEP, m->text, &out,
+          NULL, NULL, &error))
+    g_error ("%s", error->message);
+  pp_tensor_free (out);
+}
+
+static void
+taesd_run (gpointer data)
+{
+  Models *m = data;
+  PpTensor *z = NULL, *x = NULL;
+  GError *error = NULL;
+
+  if (!pp_taesd_encode (m->taesd, m->image, &z, NULL, NULL, &error)
+      || !pp_taesd_decode (m->taesd, z, &x, NULL, NULL, &error))
+    g_error ("%s", error->message);
+  pp_tensor_free (z);
+  pp_tensor_free (x);
+}
+
+/* Best of REPEATS runs of @func, with the FLOPs of one. */
+static Timing
+best_of (void (*func) (gpointer), gpointer data)
+{
+  Timing best = { G_MAXDOUBLE, 0 };
+
   for (guint r = 0; r < REPEATS; r++) {
-    PpTensor *out = NULL, *z = NULL, *x = NULL;
     gdouble t = now_s ();
 
     pp_ops_reset_flop_count ();
-    if (!pp_unet_forward (unet, sample, UNET_TIMESTEP, text, &out, NULL,
-            NULL, &error))
-      g_error ("%s", error->message);
-    u.seconds = MIN (u.seconds, now_s () - t);
-    u.gflop = pp_ops_flop_count () / 1e9;
-
-    t = now_s ();
-    pp_ops_reset_flop_count ();
-    if (!pp_taesd_encode (taesd, image, &z, NULL, NULL, &error)
-        || !pp_taesd_decode (taesd, z, &x, NULL, NULL, &error))
-      g_error ("%s", error->message);
-    v.seconds = MIN (v.seconds, now_s () - t);
-    v.gflop = pp_ops_flop_count () / 1e9;
-    pp_tensor_free (out);
-    pp_tensor_free (z);
-    pp_tensor_free (x);
+    func (data);
+    best.seconds = MIN (best.seconds, now_s () - t);
+    best.gflop = pp_ops_flop_count () / 1e9;
   }
-  printf ("OpenBLAS sgemm %dx%dx%d: %.1f GFLOP/s (best of %d)\n", GEMM_SIZE,
-      GEMM_SIZE, GEMM_SIZE, sgemm, REPEATS);
+  return best;
+}
+
+int
+main (int argc, char **argv)
+{
+  gboolean profile = FALSE;
+  const GOptionEntry entries[] = {
+    {"profile", 0, 0, G_OPTION_ARG_NONE, &profile,
+        "Also print where each model's time goes, op by op", NULL},
+    {NULL}
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("");
+  g_autofree gchar *dir = NULL, *unet_path = NULL, *taesd_path = NULL;
+  const gint64 sample_shape[4] = { 1, 4, UNET_LATENT, UNET_LATENT };
+  const gint64 text_shape[3] = { 1, TEXT_TOKENS, TEXT_DIM };
+  const gint64 image_shape[4] = { 1, 3, TAESD_SIDE, TAESD_SIDE };
+  GError *error = NULL;
+  PpWeights *uw = pp_weights_new_random (WEIGHT_SEED);
+  PpWeights *tw = pp_weights_new_random (WEIGHT_SEED);
+  Models m = { 0 };
+  Timing u, v;
+  gdouble sgemm;
+  int blas_threads;
+
+  g_option_context_set_summary (ctx, "Times a UNet forward and a TAESD "
+      "encode + decode on the CPU next to the OpenBLAS sgemm rate.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error)) {
+    fprintf (stderr, "model-bench: %s\n", error->message);
+    return 2;
+  }
+  /* First, on OpenBLAS's own threads: the CPU ops set OpenBLAS to one
+   * thread when they start their own team of threads. */
+  blas_threads = openblas_get_num_threads ();
+  sgemm = sgemm_gflops ();
+  dir = g_dir_make_tmp ("ppdiffuse-bench-XXXXXX", NULL);
+  unet_path = write_config (dir, "unet.json", unet_config);
+  taesd_path = write_config (dir, "taesd.json", taesd_config);
+  m.sample = random_tensor ("sample", 4, sample_shape);
+  m.text = random_tensor ("text", 3, text_shape);
+  m.image = random_tensor ("image", 4, image_shape);
+  m.unet = pp_unet_new (unet_path, uw, &error);
+  m.taesd = m.unet ? pp_taesd_new (taesd_path, tw, &error) : NULL;
+  if (m.taesd == NULL) {
+    fprintf (stderr, "model-bench: %s\n", error->message);
+    return 1;
+  }
+  u = best_of (unet_run, &m);
+  v = best_of (taesd_run, &m);
+  printf ("OpenBLAS sgemm %dx%dx%d: %.1f GFLOP/s (best of %d, %d threads)\n",
+      GEMM_SIZE, GEMM_SIZE, GEMM_SIZE, sgemm, REPEATS, blas_threads);
   report ("UNet forward 32x32", u, sgemm, "diffusers: 141-148 ms");
   report ("TAESD enc+dec 256x256", v, sgemm, "diffusers: 263-284 ms");
   printf ("UNet at %.0f %% of sgemm (target >= 50 %%)\n",
       100 * (u.gflop / u.seconds) / sgemm);
-  pp_unet_free (unet);
-  pp_taesd_free (taesd);
+  if (profile) {
+    print_profile ("UNet forward 32x32", unet_run, &m);
+    print_profile ("TAESD enc+dec 256x256", taesd_run, &m);
+  }
+  pp_unet_free (m.unet);
+  pp_taesd_free (m.taesd);
+  pp_tensor_free (m.sample);
+  pp_tensor_free (m.text);
+  pp_tensor_free (m.image);
   pp_weights_free (uw);
   pp_weights_free (tw);
   g_unlink (unet_path);
