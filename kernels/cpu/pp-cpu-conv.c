@@ -20,8 +20,8 @@
 
 #include <string.h>
 
-/* Column values per thread worth splitting im2col for (~10 µs of copy). */
-#define GRAIN_COL_VALUES (64 * 1024)
+/* Column values per thread worth splitting im2col for (~3 µs of copy). */
+#define GRAIN_COL_VALUES (16 * 1024)
 
 /* Direct 3×3 kernel: output channels and pixel vectors per register tile
  * (8 × 2 vectors = 16 of the 32 zmm registers as accumulators). */
@@ -31,6 +31,9 @@
 /* Floats of one padded input band: ~1 MiB, so that it stays in L2 while
  * every output channel reads it. */
 #define DIRECT_BAND_FLOATS (512 * 1024)
+/* Output pixels per call from which the row kernel repacks its weights
+ * (measured: packing loses at 32×32 and wins at 128×128). */
+#define DIRECT_PACK_MIN_PIXELS (64 * 64)
 
 /* Narrow 3×3 kernel: output channels and pixel vectors per register tile
  * (6 × 4 vectors = 24 of the 32 zmm registers as accumulators; each tap
@@ -42,8 +45,8 @@
  * only reads its own few rows, so the band need not fit L2, and tall bands
  * copy fewer halo rows. */
 #define NARROW_BAND_FLOATS (1536 * 1024)
-/* Flops per thread worth splitting the direct kernel for (~10 µs). */
-#define NARROW_GRAIN_FLOPS (2 * 1000 * 1000)
+/* Flops per thread worth splitting the direct kernel for (~3 µs). */
+#define NARROW_GRAIN_FLOPS (500 * 1000)
 /* Row width below which the narrow kernel beats the row kernel. */
 #define NARROW_BELOW_WIDTH 32
 
@@ -118,7 +121,9 @@ im2col_range (size_t begin, size_t end, gpointer data)
 typedef struct
 {
   const float *band;            /* [cin, rows + 2, wo + 2], zero border */
-  const float *wpack;           /* [cout tiles, cin, 9, DIRECT_COUT_TILE] */
+  const float *weight;          /* [cout, cin, 3, 3] */
+  const float *wpack;           /* [cout tiles, cin, 9, DIRECT_COUT_TILE] or
+                                 * NULL */
   const float *bias;
   float *y;                     /* this sample's output */
   int cin, cout, wo, out_plane, oy0, rows;
@@ -128,16 +133,24 @@ typedef struct
  * @r of the band, from column @ox.  Taps are summed in (ci, ky, kx) order,
  * the order of im2col's rows. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
-direct_tile (const Direct * p, int r, int co0, int ox, int nv)
+direct_tile (const Direct * p, int r, int co0, int ox, int nv,
+    gboolean packed)
 {
   const int wp = p->wo + 2;
   const size_t plane = (size_t) (p->rows + 2) * wp;
-  const float *wk = p->wpack + (size_t) co0 * p->cin * 9;
+  const float *wk[DIRECT_COUT_TILE];
   __m512 acc[DIRECT_COUT_TILE][DIRECT_VECS];
+
+  /* Tap (ci, t) of channel c is wk[c][(ci·9 + t)·step].  Unpacked, the
+   * weights broadcast straight from their [cout, cin, 9] rows, and missing
+   * channels of the last tile repeat the last channel (not stored). */
+  const size_t step = packed ? DIRECT_COUT_TILE : 1;
 
   for (int c = 0; c < DIRECT_COUT_TILE; c++) {
     const float b = p->bias && co0 + c < p->cout ? p->bias[co0 + c] : 0.0f;
 
+    wk[c] = packed ? p->wpack + (size_t) co0 * p->cin * 9 + c
+        : p->weight + (size_t) MIN (co0 + c, p->cout - 1) * p->cin * 9;
     for (int v = 0; v < nv; v++)
       acc[c][v] = _mm512_set1_ps (b);
   }
@@ -145,7 +158,7 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv)
     const float *src = p->band + ci * plane + (size_t) r * wp + ox;
 
 #pragma GCC unroll 9
-    for (int t = 0; t < 9; t++, wk += DIRECT_COUT_TILE) {
+    for (int t = 0; t < 9; t++) {
       const float *row = src + (t / 3) * wp + t % 3;
       __m512 a[DIRECT_VECS];
 
@@ -153,7 +166,7 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv)
         a[v] = _mm512_loadu_ps (row + v * DIRECT_LANES);
 #pragma GCC unroll 8
       for (int c = 0; c < DIRECT_COUT_TILE; c++) {
-        const __m512 wv = _mm512_set1_ps (wk[c]);
+        const __m512 wv = _mm512_set1_ps (wk[c][(ci * 9 + t) * step]);
 
         for (int v = 0; v < nv; v++)
           acc[c][v] = _mm512_fmadd_ps (a[v], wv, acc[c][v]);
@@ -175,8 +188,12 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv)
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 direct_column (const Direct * p, int r, int ox, int nv)
 {
-  for (int co0 = 0; co0 < p->cout; co0 += DIRECT_COUT_TILE)
-    direct_tile (p, r, co0, ox, nv);
+  for (int co0 = 0; co0 < p->cout; co0 += DIRECT_COUT_TILE) {
+    if (p->wpack)
+      direct_tile (p, r, co0, ox, nv, TRUE);
+    else
+      direct_tile (p, r, co0, ox, nv, FALSE);
+  }
 }
 
 /* Items are the band's output rows. */
@@ -250,17 +267,21 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
   const size_t band_row = (size_t) cin * (w + 2);
   const int rows = (int) CLAMP ((size_t) DIRECT_BAND_FLOATS / band_row,
       (size_t) 3, (size_t) h + 2) - 2;
-  float *wpack = g_new0 (float, (size_t) tiles * DIRECT_COUT_TILE * cin * 9);
   float *band = g_new (float, band_row * (rows + 2));
+  float *wpack = NULL;
 
-  /* [cout, cin, 3, 3] → per tile [cin, 9, DIRECT_COUT_TILE], so that a tap
-   * broadcasts the tile's weights from one cache line; missing channels of
-   * the last tile stay 0. */
-  for (int co = 0; co < cout; co++)
-    for (int k = 0; k < cin * 9; k++)
-      wpack[((size_t) (co / DIRECT_COUT_TILE) * cin * 9 + k)
-          * DIRECT_COUT_TILE + co % DIRECT_COUT_TILE] =
-          weight[(size_t) co * cin * 9 + k];
+  /* Large planes: [cout, cin, 3, 3] → per tile [cin, 9, DIRECT_COUT_TILE],
+   * so that a tap broadcasts the tile's weights from one cache line
+   * (missing channels of the last tile stay 0).  Small ones read the
+   * weights as they are: the copy would cost more than it saves. */
+  if ((size_t) n * h * w >= DIRECT_PACK_MIN_PIXELS) {
+    wpack = g_new0 (float, (size_t) tiles * DIRECT_COUT_TILE * cin * 9);
+    for (int co = 0; co < cout; co++)
+      for (int k = 0; k < cin * 9; k++)
+        wpack[((size_t) (co / DIRECT_COUT_TILE) * cin * 9 + k)
+            * DIRECT_COUT_TILE + co % DIRECT_COUT_TILE] =
+            weight[(size_t) co * cin * 9 + k];
+  }
 
   for (int b = 0; b < n; b++) {
     for (int oy0 = 0; oy0 < h; oy0 += rows) {
@@ -268,7 +289,7 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
       PadBand pb = { x + (size_t) b * cin * h * w, band, h, w, oy0,
         band_rows
       };
-      Direct d = { band, wpack, bias, y + (size_t) b * cout * h * w, cin,
+      Direct d = { band, weight, wpack, bias, y + (size_t) b * cout * h * w, cin,
         cout, w, h * w, oy0, band_rows
       };
 

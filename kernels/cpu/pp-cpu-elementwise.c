@@ -9,8 +9,8 @@
 /* Items per thread below which splitting costs more than it saves: ~10 µs
  * of work for the transcendental ops, and for the ones that only move
  * memory. */
-#define GRAIN_MATH (16 * 1024)
-#define GRAIN_MEMORY (64 * 1024)
+#define GRAIN_MATH (4 * 1024)
+#define GRAIN_MEMORY (16 * 1024)
 
 typedef struct
 {

@@ -8,8 +8,8 @@
 
 #include <cblas.h>
 
-/* FLOPs per block worth a thread of its own (~10 µs at ~100 GFLOP/s). */
-#define GEMM_GRAIN_FLOPS (1000 * 1000)
+/* FLOPs per block worth a thread of its own (~5 µs at ~100 GFLOP/s). */
+#define GEMM_GRAIN_FLOPS (500 * 1000)
 /* Block boundaries fall on multiples of this many rows or columns. */
 #define SPLIT_ALIGN 16
 

@@ -13,8 +13,8 @@
 #include <math.h>
 
 #define NORM_BLOCK 256
-/* Values per thread worth splitting for (~10 µs: three passes). */
-#define GRAIN_VALUES (32 * 1024)
+/* Values per thread worth splitting for (~3 µs: three passes). */
+#define GRAIN_VALUES (8 * 1024)
 
 /* Σ (p[i] - shift) and Σ (p[i] - shift)² over @count values. */
 static inline void
