@@ -28,6 +28,9 @@ G_BEGIN_DECLS
  * im2col and the GEMM that reads it. */
 #define PP_CONV2D_COL_MAX_FLOATS (1 << 21)
 
+/* Processes rows [begin, end) of a row-parallel region (pp_for_rows). */
+typedef void (*PpRowsFunc) (int begin, int end, gpointer data);
+
 typedef struct
 {
   const char *name;
@@ -82,6 +85,19 @@ typedef struct
   void (*nlc_to_nchw) (const float *x, int n, int c, int hw, float *y);
   /* x [n,c,hw] += v [n,c] broadcast over hw (a ResNet's time embedding). */
   void (*add_channel) (float *x, int n, int c, int hw, const float *v);
+  /* y [m,n] (row stride ldy) = op(a) · op(b), plus y itself when
+   * accumulate.  op(a) [m,k] is a [m,k] (row stride lda), or with trans_a
+   * the transpose of a [k,m]; op(b) [k,n] likewise.  Strided operands let a
+   * model multiply slices of NCHW tensors without a transpose. */
+  void (*matmul) (gboolean trans_a, gboolean trans_b, int m, int n, int k,
+      const float *a, int lda, const float *b, int ldb, gboolean accumulate,
+      float *y, int ldy);
+  /* Calls @func on disjoint ranges covering [0, rows): in parallel, each
+   * range then being at least min_rows long and the ops @func calls
+   * running on its own thread, or as one range when rows is too few to
+   * split.  For chains of row-wise ops whose intermediates then stay in
+   * a core's cache. */
+  void (*for_rows) (int rows, int min_rows, PpRowsFunc func, gpointer data);
 } PpOps;
 
 extern const PpOps pp_ops_cpu;
@@ -109,6 +125,8 @@ typedef enum
   PP_OP_TIMESTEP_EMBEDDING,
   PP_OP_LAYOUT,
   PP_OP_ADD_CHANNEL,
+  PP_OP_MATMUL,
+  PP_OP_FOR_ROWS,
   PP_OP_COUNT
 } PpOp;
 
@@ -121,7 +139,10 @@ typedef struct
 } PpOpProfile;
 
 /* While on, every op call through the pp_* wrappers adds its wall time to
- * the op's entry (off by default: it reads the clock twice a call). */
+ * the op's entry (off by default: it reads the clock twice a call).  Ops
+ * called inside pp_for_rows count toward the for_rows entry instead (its
+ * wall time, their FLOPs): on several threads at once, their own times
+ * would add up to more than the wall time. */
 void pp_ops_set_profiling (gboolean on);
 void pp_ops_get_profile (PpOp op, PpOpProfile * out);
 
@@ -152,6 +173,10 @@ void pp_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,
 void pp_nchw_to_nlc (const float *x, int n, int c, int hw, float *y);
 void pp_nlc_to_nchw (const float *x, int n, int c, int hw, float *y);
 void pp_add_channel (float *x, int n, int c, int hw, const float *v);
+void pp_matmul (gboolean trans_a, gboolean trans_b, int m, int n, int k,
+    const float *a, int lda, const float *b, int ldb, gboolean accumulate,
+    float *y, int ldy);
+void pp_for_rows (int rows, int min_rows, PpRowsFunc func, gpointer data);
 
 /* Output size of a convolution along one axis: (in + 2 pad - k) / stride +
  * 1, or 0 when the kernel does not fit. */

@@ -1,5 +1,5 @@
 /* ppdiffuse — fully connected layer: one GEMM against the [out, in] weight
- * as stored (transposed operand, no copy). */
+ * as stored (transposed operand, no copy); and the general matmul. */
 #include "pp-cpu-ops.h"
 
 #include "pp-cpu-parallel.h"
@@ -36,4 +36,15 @@ pp_cpu_linear (const float *x, int rows, int in, const float *w,
     pp_cpu_fill_cols (y, rows, out, b);
   pp_cpu_gemm (FALSE, TRUE, rows, out, in, 1.0f, x, in, w, in,
       b ? 1.0f : 0.0f, y, out);
+}
+
+void
+pp_cpu_matmul (gboolean trans_a, gboolean trans_b, int m, int n, int k,
+    const float *a, int lda, const float *b, int ldb, gboolean accumulate,
+    float *y, int ldy)
+{
+  g_return_if_fail (m > 0 && n > 0 && k > 0);
+
+  pp_cpu_gemm (trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb,
+      accumulate ? 1.0f : 0.0f, y, ldy);
 }

@@ -32,6 +32,11 @@ void pp_cpu_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,
 void pp_cpu_nchw_to_nlc (const float *x, int n, int c, int hw, float *y);
 void pp_cpu_nlc_to_nchw (const float *x, int n, int c, int hw, float *y);
 void pp_cpu_add_channel (float *x, int n, int c, int hw, const float *v);
+void pp_cpu_matmul (gboolean trans_a, gboolean trans_b, int m, int n, int k,
+    const float *a, int lda, const float *b, int ldb, gboolean accumulate,
+    float *y, int ldy);
+void pp_cpu_for_rows (int rows, int min_rows, PpRowsFunc func,
+    gpointer data);
 
 /* Fills y [rows, cols] (row stride ldy) with bias[r] in row r: the starting
  * value of a GEMM with beta = 1, so that the bias costs no extra pass. */

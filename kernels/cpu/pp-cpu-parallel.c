@@ -24,6 +24,7 @@
  * call from inside a chunk, and a call in a child process forked after the
  * team started all run serially on their caller. */
 #include "pp-cpu-parallel.h"
+#include "pp-cpu-ops.h"
 
 #include <cblas.h>
 #include <stdatomic.h>
@@ -252,4 +253,32 @@ pp_cpu_parallel_for (size_t n, size_t min_chunk, PpCpuRangeFunc func,
   run_chunks (generation);
   wait_done ((guint) n_chunks);
   g_mutex_unlock (&team.dispatch);
+}
+
+typedef struct
+{
+  PpRowsFunc func;
+  gpointer data;
+} Rows;
+
+static void
+rows_chunk (size_t begin, size_t end, gpointer data)
+{
+  const Rows *r = data;
+
+  r->func ((int) begin, (int) end, r->data);
+}
+
+/* The op table's for_rows: a parallel loop whose chunks are row ranges.
+ * Ops called from a chunk run serially on its thread (see in_chunk); when
+ * the loop does not split, the one range runs on the caller and its ops
+ * use the team themselves. */
+void
+pp_cpu_for_rows (int rows, int min_rows, PpRowsFunc func, gpointer data)
+{
+  Rows r = { func, data };
+
+  g_return_if_fail (rows >= 0 && min_rows > 0);
+
+  pp_cpu_parallel_for ((size_t) rows, (size_t) min_rows, rows_chunk, &r);
 }

@@ -25,6 +25,8 @@ const PpOps pp_ops_cpu = {
   .nchw_to_nlc = pp_cpu_nchw_to_nlc,
   .nlc_to_nchw = pp_cpu_nlc_to_nchw,
   .add_channel = pp_cpu_add_channel,
+  .matmul = pp_cpu_matmul,
+  .for_rows = pp_cpu_for_rows,
 };
 
 /* The one backend the wrappers use until a second table exists. */
@@ -56,20 +58,25 @@ static const char *const op_names[PP_OP_COUNT] = {
   [PP_OP_TIMESTEP_EMBEDDING] = "timestep_embedding",
   [PP_OP_LAYOUT] = "layout",
   [PP_OP_ADD_CHANNEL] = "add_channel",
+  [PP_OP_MATMUL] = "matmul",
+  [PP_OP_FOR_ROWS] = "for_rows",
 };
+
+/* Set on a thread while it runs a range of pp_for_rows. */
+static __thread gboolean in_rows;
 
 /* Starts timing one call of an op; 0 when profiling is off. */
 static gint64
 op_begin (void)
 {
-  return atomic_load_explicit (&profiling, memory_order_relaxed)
+  return atomic_load_explicit (&profiling, memory_order_relaxed) && !in_rows
       ? g_get_monotonic_time () * 1000 : 0;
 }
 
 static void
 op_end (PpOp op, gint64 start_ns, gint64 flops)
 {
-  OpCounters *c = &counters[op];
+  OpCounters *c = &counters[in_rows ? PP_OP_FOR_ROWS : op];
 
   if (flops)
     atomic_fetch_add_explicit (&c->flops, (unsigned long long) flops,
@@ -292,4 +299,43 @@ pp_add_channel (float *x, int n, int c, int hw, const float *v)
 
   PP_OPS_ACTIVE->add_channel (x, n, c, hw, v);
   op_end (PP_OP_ADD_CHANNEL, start, 0);
+}
+
+void
+pp_matmul (gboolean trans_a, gboolean trans_b, int m, int n, int k,
+    const float *a, int lda, const float *b, int ldb, gboolean accumulate,
+    float *y, int ldy)
+{
+  const gint64 start = op_begin ();
+
+  PP_OPS_ACTIVE->matmul (trans_a, trans_b, m, n, k, a, lda, b, ldb,
+      accumulate, y, ldy);
+  op_end (PP_OP_MATMUL, start, 2 * (gint64) m * n * k);
+}
+
+typedef struct
+{
+  PpRowsFunc func;
+  gpointer data;
+} RowsCall;
+
+static void
+rows_range (int begin, int end, gpointer data)
+{
+  const RowsCall *call = data;
+  const gboolean outer = in_rows;
+
+  in_rows = TRUE;
+  call->func (begin, end, call->data);
+  in_rows = outer;
+}
+
+void
+pp_for_rows (int rows, int min_rows, PpRowsFunc func, gpointer data)
+{
+  const gint64 start = op_begin ();
+  RowsCall call = { func, data };
+
+  PP_OPS_ACTIVE->for_rows (rows, min_rows, rows_range, &call);
+  op_end (PP_OP_FOR_ROWS, start, 0);
 }

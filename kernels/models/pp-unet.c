@@ -27,6 +27,10 @@
 #define FF_MULT 4
 #define GEGLU_HALVES 2
 #define MID_RESNETS 2
+/* Token rows a thread takes at a time in a transformer's row-wise chains:
+ * enough for efficient GEMMs against weights each range packs anew, few
+ * enough that the feed-forward's 12·C floats a row stay near L2. */
+#define TOKEN_ROWS_MIN 128
 
 #define DOWN_CROSS "CrossAttnDownBlock2D"
 #define DOWN_PLAIN "DownBlock2D"
@@ -679,80 +683,169 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   return out;
 }
 
-/* h += to_out(attention(to_q(LN(h)), to_k(kv), to_v(kv))), kv being LN(h)
- * for self-attention or the text context. Tokens: n = N, c = L, w = C. */
-static void
-attention_residual (const Transformer * t, const PpNorm * norm,
-    const Attention * a, PpAct * h, const PpAct * context)
+/* The token-wise part of a Transformer2DModel, [N·H·W, C] rows: every op
+ * between the two attentions works on each row alone, so these chains run
+ * in ranges of rows (pp_for_rows), each range's intermediates staying in
+ * its core's cache and its ops on its own thread. */
+typedef struct
 {
-  gint rows = h->n * h->c;
-  PpAct x = pp_act_new (h->n, h->c, 1, h->w);
-  const PpAct *kv;
-  PpAct q, k, v, o;
+  const Transformer *t;
+  float *h;                     /* the residual stream */
+  float *q, *k, *v;             /* attention inputs (k, v: self only) */
+  float *o;                     /* attention output */
+  float *out;                   /* the block's NCHW output, = x + b_out */
+  gint hw;
+} Tokens;
 
-  pp_layer_norm (h->data, rows, h->w, TRANSFORMER_LAYER_NORM_EPS,
-      norm->gamma, norm->beta, x.data);
-  kv = context != NULL ? context : &x;
-  q = pp_linear_apply (&a->to_q, &x);
-  k = pp_linear_apply (&a->to_k, kv);
-  v = pp_linear_apply (&a->to_v, kv);
-  o = pp_act_new (h->n, h->c, 1, h->w);
-  pp_attention (q.data, k.data, v.data, h->n, h->c, kv->c, t->heads,
-      t->channels / t->heads, o.data);
-  pp_act_clear (&q);
-  pp_act_clear (&k);
-  pp_act_clear (&v);
-  pp_act_replace (&x, pp_linear_apply (&a->to_out, &o));
-  pp_act_clear (&o);
-  pp_add (h->data, x.data, pp_act_numel (h));
-  pp_act_clear (&x);
+/* x = LN(h) and q (and k, v when @kv) = its projections, rows [begin, end). */
+static void
+tokens_norm_project (const Tokens * tk, const PpNorm * norm,
+    const Attention * a, gboolean kv, int begin, int end)
+{
+  const gint c = tk->t->channels, rows = end - begin;
+  const gsize at = (gsize) begin * c;
+  g_autofree gfloat *x = g_new (gfloat, (gsize) rows * c);
+
+  pp_layer_norm (tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
+      norm->gamma, norm->beta, x);
+  pp_linear (x, rows, c, a->to_q.weight, NULL, c, tk->q + at);
+  if (!kv)
+    return;
+  pp_linear (x, rows, c, a->to_k.weight, NULL, c, tk->k + at);
+  pp_linear (x, rows, c, a->to_v.weight, NULL, c, tk->v + at);
 }
 
-/* h += ff.net.2(GEGLU(ff.net.0.proj(LN(h)))) */
+/* h += lin(x) for rows [begin, end) of x [rows, lin->in]. */
 static void
-feed_forward_residual (const Transformer * t, PpAct * h)
+tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *x,
+    int begin, int end)
 {
-  gint rows = h->n * h->c;
-  gint inner = FF_MULT * t->channels;
-  PpAct x = pp_act_new (h->n, h->c, 1, h->w);
-  PpAct g, y;
+  const gint c = tk->t->channels, rows = end - begin;
+  g_autofree gfloat *y = g_new (gfloat, (gsize) rows * c);
 
-  pp_layer_norm (h->data, rows, h->w, TRANSFORMER_LAYER_NORM_EPS,
-      t->norm3.gamma, t->norm3.beta, x.data);
-  g = pp_linear_apply (&t->ff_in, &x);
-  y = pp_act_new (h->n, h->c, 1, inner);
-  pp_geglu (g.data, rows, inner, y.data);
-  pp_act_clear (&g);
-  pp_act_replace (&x, pp_linear_apply (&t->ff_out, &y));
-  pp_act_clear (&y);
-  pp_add (h->data, x.data, pp_act_numel (h));
-  pp_act_clear (&x);
+  pp_linear (x + (gsize) begin * lin->in, rows, lin->in, lin->weight,
+      lin->bias, lin->out, y);
+  pp_add (tk->h + (gsize) begin * c, y, (gsize) rows * c);
+}
+
+/* Before self-attention: x1 = LN1(h), q, k, v of attn1. */
+static void
+tokens_before_self (int begin, int end, gpointer data)
+{
+  const Tokens *tk = data;
+
+  tokens_norm_project (tk, &tk->t->norm1, &tk->t->attn1, TRUE, begin, end);
+}
+
+/* Between the attentions: h += to_out(o), then q of attn2 from LN2(h). */
+static void
+tokens_before_cross (int begin, int end, gpointer data)
+{
+  const Tokens *tk = data;
+
+  tokens_add_linear (tk, &tk->t->attn1.to_out, tk->o, begin, end);
+  tokens_norm_project (tk, &tk->t->norm2, &tk->t->attn2, FALSE, begin, end);
+}
+
+/* After cross-attention: h += to_out(o); h += ff.net.2(GEGLU(
+ * ff.net.0.proj(LN3(h)))); out[:, p] += proj_out.weight · h[p] per sample,
+ * straight into the NCHW output (out already holds x + proj_out.bias). */
+static void
+tokens_after_cross (int begin, int end, gpointer data)
+{
+  const Tokens *tk = data;
+  const Transformer *t = tk->t;
+  const gint c = t->channels, rows = end - begin, inner = FF_MULT * c;
+  const gsize at = (gsize) begin * c;
+  g_autofree gfloat *x = g_new (gfloat, (gsize) rows * c);
+  g_autofree gfloat *g = g_new (gfloat, (gsize) rows * GEGLU_HALVES * inner);
+  g_autofree gfloat *y = g_new (gfloat, (gsize) rows * inner);
+
+  tokens_add_linear (tk, &t->attn2.to_out, tk->o, begin, end);
+  pp_layer_norm (tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
+      t->norm3.gamma, t->norm3.beta, x);
+  pp_linear (x, rows, c, t->ff_in.weight, t->ff_in.bias, t->ff_in.out, g);
+  pp_geglu (g, rows, inner, y);
+  tokens_add_linear (tk, &t->ff_out, y, 0, rows);
+
+  for (int r = begin; r < end;) {
+    const int b = r / tk->hw, p = r % tk->hw;
+    const int span = MIN (end - r, tk->hw - p);
+
+    pp_matmul (FALSE, TRUE, c, span, c, t->proj_out.weight, c,
+        tk->h + (gsize) r * c, c, TRUE,
+        tk->out + (gsize) b * c * tk->hw + p, tk->hw);
+    r += span;
+  }
+}
+
+/* Cross-attention's keys and values of the text context: two GEMMs too
+ * small to split well, so one per thread (items 0 and 1). */
+typedef struct
+{
+  const Attention *a;
+  const PpAct *context;
+  PpAct k, v;
+} ContextKv;
+
+static void
+context_kv_range (int begin, int end, gpointer data)
+{
+  ContextKv *kv = data;
+
+  for (int i = begin; i < end; i++) {
+    if (i == 0)
+      kv->k = pp_linear_apply (&kv->a->to_k, kv->context);
+    else
+      kv->v = pp_linear_apply (&kv->a->to_v, kv->context);
+  }
 }
 
 /* Transformer2DModel: x + proj_out(block(proj_in(GroupNorm(x)))), the block
- * running on tokens [N, H·W, C]. */
+ * (self-attention, cross-attention on @context, GEGLU feed-forward, each
+ * with a residual) running on tokens [N, H·W, C]. */
 static PpAct
 transformer_forward (const PpUnet * m, const Transformer * t,
     const PpAct * x, const PpAct * context)
 {
-  gint hw = x->h * x->w;
+  const gint hw = x->h * x->w, c = t->channels, rows = x->n * hw;
+  const gint head_dim = c / t->heads;
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x);
-  PpAct h = pp_act_new (x->n, hw, 1, x->c);
-  PpAct out;
+  PpAct tokens = pp_act_new (x->n, hw, 1, c);
+  PpAct out = pp_act_copy (x);
+  ContextKv kv = { &t->attn2, context };
+  PpAct h;
+  Tokens tk = { t, NULL, NULL, NULL, NULL, NULL, out.data, hw };
 
-  pp_nchw_to_nlc (g.data, x->n, x->c, hw, h.data);
+  pp_nchw_to_nlc (g.data, x->n, c, hw, tokens.data);
   pp_act_clear (&g);
-  pp_act_replace (&h, pp_linear_apply (&t->proj_in, &h));
+  h = pp_linear_apply (&t->proj_in, &tokens);
+  pp_act_clear (&tokens);
+  for (gint b = 0; b < x->n; b++)
+    pp_add_channel (out.data + (gsize) b * c * hw, 1, c, hw,
+        t->proj_out.bias);
 
-  attention_residual (t, &t->norm1, &t->attn1, &h, NULL);
-  attention_residual (t, &t->norm2, &t->attn2, &h, context);
-  feed_forward_residual (t, &h);
+  tk.h = h.data;
+  tk.q = g_new (gfloat, (gsize) rows * c);
+  tk.k = g_new (gfloat, (gsize) rows * c);
+  tk.v = g_new (gfloat, (gsize) rows * c);
+  tk.o = g_new (gfloat, (gsize) rows * c);
 
-  pp_act_replace (&h, pp_linear_apply (&t->proj_out, &h));
-  out = pp_act_new (x->n, x->c, x->h, x->w);
-  pp_nlc_to_nchw (h.data, x->n, x->c, hw, out.data);
+  pp_for_rows (rows, TOKEN_ROWS_MIN, tokens_before_self, &tk);
+  pp_attention (tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim, tk.o);
+  pp_for_rows (rows, TOKEN_ROWS_MIN, tokens_before_cross, &tk);
+  pp_for_rows (2, 1, context_kv_range, &kv);
+  pp_attention (tk.q, kv.k.data, kv.v.data, x->n, hw, context->c, t->heads,
+      head_dim, tk.o);
+  pp_act_clear (&kv.k);
+  pp_act_clear (&kv.v);
+  pp_for_rows (rows, TOKEN_ROWS_MIN, tokens_after_cross, &tk);
+
+  g_free (tk.q);
+  g_free (tk.k);
+  g_free (tk.v);
+  g_free (tk.o);
   pp_act_clear (&h);
-  pp_add (out.data, x->data, pp_act_numel (&out));
   return out;
 }
 
