@@ -1,8 +1,9 @@
 /* ppdiffuse — GEMM for the CPU ops: OpenBLAS on one thread per block of C.
  *
  * The blocks are the rows or the columns of C, whichever dimension is
- * longer, cut at multiples of SPLIT_ALIGN so that each block keeps whole
- * vectors of OpenBLAS's kernels.  Each thread packs only the operand
+ * longer, cut at multiples of SPLIT_ALIGN: whole register tiles of
+ * OpenBLAS's kernels (a ragged edge costs it an edge kernel), yet fine
+ * enough that blocks stay even (77 rows: 40 + 37).  Each thread packs only the operand
  * parts its block needs, and no thread waits on another inside the GEMM. */
 #include "pp-cpu-parallel.h"
 
@@ -11,7 +12,7 @@
 /* FLOPs per block worth a thread of its own (~5 µs at ~100 GFLOP/s). */
 #define GEMM_GRAIN_FLOPS (500 * 1000)
 /* Block boundaries fall on multiples of this many rows or columns. */
-#define SPLIT_ALIGN 16
+#define SPLIT_ALIGN 8
 
 typedef struct
 {

@@ -342,6 +342,112 @@ test_linear (void)
   run_linear (rng, 1, 5, 3, FALSE);
   run_linear (rng, 60, 32, 96, FALSE);
   run_linear (rng, 7, 129, 1, TRUE);
+  /* large enough to split across threads, by rows and by columns */
+  run_linear (rng, 300, 64, 48, TRUE);
+  run_linear (rng, 77, 256, 200, FALSE);
+  g_rand_free (rng);
+}
+
+/* matmul: strided operands (a slice of a wider matrix), every transpose,
+ * with and without accumulation. */
+static void
+run_matmul (GRand * rng, gboolean ta, gboolean tb, int m, int n, int k,
+    gboolean accumulate)
+{
+  const int slack = 5;
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  const int lda = a_cols + slack, ldb = b_cols + slack, ldy = n + slack;
+  g_autofree float *a = random_floats (rng, (size_t) a_rows * lda, 1.0);
+  g_autofree float *b = random_floats (rng, (size_t) b_rows * ldb, 1.0);
+  g_autofree float *y = random_floats (rng, (size_t) m * ldy, 1.0);
+  g_autofree float *y0 = g_memdup2 (y, (size_t) m * ldy * sizeof (float));
+  g_autofree double *ref = g_new (double, (size_t) m * n);
+  g_autofree float *got = g_new (float, (size_t) m * n);
+  g_autofree gchar *what = g_strdup_printf ("matmul %c%c %dx%dx%d%s",
+      ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, accumulate ? " +=" : "");
+
+  pp_matmul (ta, tb, m, n, k, a, lda, b, ldb, accumulate, y, ldy);
+  for (int i = 0; i < m; i++) {
+    for (int j = 0; j < n; j++) {
+      double acc = accumulate ? y0[(size_t) i * ldy + j] : 0.0;
+
+      for (int p = 0; p < k; p++)
+        acc += (double) (ta ? a[(size_t) p * lda + i] : a[(size_t) i * lda
+                + p]) * (tb ? b[(size_t) j * ldb + p] : b[(size_t) p * ldb
+                + j]);
+      ref[(size_t) i * n + j] = acc;
+      got[(size_t) i * n + j] = y[(size_t) i * ldy + j];
+    }
+    /* the slack between rows of y is left alone */
+    for (int j = n; j < ldy; j++)
+      g_assert_cmpfloat (y[(size_t) i * ldy + j], ==,
+          y0[(size_t) i * ldy + j]);
+  }
+  check_close (what, got, ref, (size_t) m * n);
+}
+
+static void
+test_matmul (void)
+{
+  GRand *rng = g_rand_new_with_seed (SEED + 11);
+
+  for (int t = 0; t < 4; t++) {
+    run_matmul (rng, t & 1, t >> 1, 9, 7, 5, t % 2 == 0);
+    run_matmul (rng, t & 1, t >> 1, 64, 200, 64, t % 2 == 1);
+  }
+  g_rand_free (rng);
+}
+
+/* for_rows: every row once, and ops called inside a range compute what
+ * they compute outside. */
+typedef struct
+{
+  gint *hits;
+  const float *x, *w;
+  float *y;
+  int in, out;
+} RowsCase;
+
+static void
+rows_linear (int begin, int end, gpointer data)
+{
+  RowsCase *c = data;
+
+  for (int r = begin; r < end; r++)
+    g_atomic_int_inc (&c->hits[r]);
+  pp_linear (c->x + (size_t) begin * c->in, end - begin, c->in, c->w, NULL,
+      c->out, c->y + (size_t) begin * c->out);
+}
+
+static void
+test_for_rows (void)
+{
+  const int rows = 1000, in = 64, out = 96;
+  GRand *rng = g_rand_new_with_seed (SEED + 12);
+  g_autofree float *x = random_floats (rng, (size_t) rows * in, 1.0);
+  g_autofree float *w = random_floats (rng, (size_t) out * in, 1.0);
+  g_autofree float *y = g_new (float, (size_t) rows * out);
+  g_autofree double *ref = g_new (double, (size_t) rows * out);
+  g_autofree gint *hits = g_new0 (gint, rows);
+  RowsCase c = { hits, x, w, y, in, out };
+
+  for (int min_rows = 1; min_rows <= 2 * rows; min_rows *= 7) {
+    memset (hits, 0, rows * sizeof (gint));
+    pp_for_rows (rows, min_rows, rows_linear, &c);
+    for (int r = 0; r < rows; r++)
+      g_assert_cmpint (hits[r], ==, 1);
+  }
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < out; o++) {
+      double acc = 0.0;
+
+      for (int i = 0; i < in; i++)
+        acc += (double) x[(size_t) r * in + i] * w[(size_t) o * in + i];
+      ref[(size_t) r * out + o] = acc;
+    }
+  check_close ("for_rows linear", y, ref, (size_t) rows * out);
+  pp_for_rows (0, 1, rows_linear, &c);
   g_rand_free (rng);
 }
 
@@ -815,7 +921,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_message ("threads for the non-GEMM loops: %u",
+  g_test_message ("threads of the CPU ops: %u",
       pp_cpu_parallel_threads ());
   g_test_add_func ("/kernels/ops/table", test_table);
   g_test_add_func ("/kernels/ops/math", test_math);
@@ -824,6 +930,8 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/group-norm", test_group_norm);
   g_test_add_func ("/kernels/ops/layer-norm", test_layer_norm);
   g_test_add_func ("/kernels/ops/linear", test_linear);
+  g_test_add_func ("/kernels/ops/matmul", test_matmul);
+  g_test_add_func ("/kernels/ops/for-rows", test_for_rows);
   g_test_add_func ("/kernels/ops/attention", test_attention);
   g_test_add_func ("/kernels/ops/unary", test_unary);
   g_test_add_func ("/kernels/ops/geglu", test_geglu);
