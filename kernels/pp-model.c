@@ -172,6 +172,21 @@ pp_model_free (PpModel * model)
   g_free (model);
 }
 
+gchar *
+pp_model_digest (PpModel * model)
+{
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree gchar *weights = model->klass->weights_digest != NULL
+      ? model->klass->weights_digest (model) : NULL;
+
+  g_checksum_update (sum, (const guchar *) model->uri, -1);
+  if (weights != NULL) {
+    g_checksum_update (sum, (const guchar *) "\n", 1);
+    g_checksum_update (sum, (const guchar *) weights, -1);
+  }
+  return g_strdup (g_checksum_get_string (sum));
+}
+
 PpTensor *
 pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
 {

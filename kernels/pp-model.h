@@ -39,6 +39,9 @@ struct _PpModelClass
   gboolean (*decode) (PpModel * model, const PpTensor * sample,
       PpImage * image, GError ** error);
   void (*finalize) (PpModel * model);
+  /* Identity of the loaded weights (e.g. their SHA-256), or NULL: the URI
+   * alone identifies the model. */
+  gchar *(*weights_digest) (PpModel * model);
 };
 
 struct _PpModel
@@ -74,6 +77,9 @@ gchar    *pp_model_uri_with_settings (const gchar * model,
 PpModel  *pp_model_new    (const gchar * uri, guint n_steps,
                            PpModelRole roles, GError ** error);
 void      pp_model_free   (PpModel * model);
+/* SHA-256 (hex) of the model's URI and its loaded weights: ranks that
+ * loaded the same model give the same digest. */
+gchar    *pp_model_digest (PpModel * model);
 /* Image → sample tensor (VAE encode for real models). */
 PpTensor *pp_model_encode (PpModel * model, const PpImage * image,
                            GError ** error);

@@ -119,6 +119,13 @@ pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
   guint8 *buf;
   guint32 crc;
 
+  if (!pp_chunk_flags_valid (chunk->flags)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " has flags 0x%x: unknown bits, more than "
+        "one kind, or reset on neither data nor warm-up", chunk->chunk_id,
+        chunk->flags);
+    return NULL;
+  }
   if (chunk->tensors->len > PP_ENVELOPE_MAX_TENSORS) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "chunk %" G_GUINT64_FORMAT " has %u tensors, at most %d fit an "
@@ -156,7 +163,8 @@ pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
   crc = (guint32) crc32 (0L, buf + PP_ENVELOPE_HEADER_SIZE,
       meta_len + manifest_len);
   put_u32 (buf + 0, PP_ENVELOPE_MAGIC);
-  put_u16 (buf + 4, PP_ENVELOPE_VERSION);
+  buf[4] = PP_ENVELOPE_MAJOR;
+  buf[5] = PP_ENVELOPE_MINOR;
   put_u16 (buf + 6, chunk->flags);
   put_u64 (buf + 8, chunk->chunk_id);
   put_u32 (buf + 16, chunk->cache_epoch);
@@ -242,6 +250,19 @@ variant_copy (const gchar * type, const guint8 * data, gsize len)
           bytes, FALSE));
 }
 
+gboolean
+pp_chunk_flags_valid (guint16 flags)
+{
+  const guint16 kind = flags & PP_CHUNK_KIND_FLAGS;
+
+  if (flags & ~PP_CHUNK_FLAGS_KNOWN)
+    return FALSE;
+  if (kind & (kind - 1))        /* more than one bit */
+    return FALSE;
+  return !(flags & PP_CHUNK_FLAG_RESET) || kind == 0
+      || kind == PP_CHUNK_FLAG_DATA || kind == PP_CHUNK_FLAG_WARMUP;
+}
+
 PpChunk *
 pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
 {
@@ -249,7 +270,7 @@ pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
   g_autoptr (GVariant) meta = NULL;
   g_autoptr (GVariant) manifest = NULL;
   guint32 magic, n_tensors, meta_len, manifest_len, crc, actual_crc;
-  guint16 version;
+  guint8 major;
 
   if (len < PP_ENVELOPE_HEADER_SIZE) {
     FIELD_ERROR (error, "header size", "at least %d bytes",
@@ -261,16 +282,18 @@ pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
     FIELD_ERROR (error, "magic", "0x%08x", PP_ENVELOPE_MAGIC, "0x%08x", magic);
     return NULL;
   }
-  version = get_u16 (data + 4);
-  if (version != PP_ENVELOPE_VERSION) {
-    FIELD_ERROR (error, "version", "%d", PP_ENVELOPE_VERSION, "%u", version);
+  major = data[4];
+  if (major != PP_ENVELOPE_MAJOR) {
+    FIELD_ERROR (error, "major version", "%d", PP_ENVELOPE_MAJOR, "%u",
+        major);
     return NULL;
   }
   chunk = pp_chunk_new ();
   chunk->flags = get_u16 (data + 6);
-  if (chunk->flags & ~PP_CHUNK_FLAGS_KNOWN) {
-    FIELD_ERROR (error, "flags", "a subset of 0x%x", PP_CHUNK_FLAGS_KNOWN,
-        "0x%x", chunk->flags);
+  if (!pp_chunk_flags_valid (chunk->flags)) {
+    FIELD_ERROR (error, "flags", "known bits (0x%x), one kind at most, "
+        "reset only on data or warm-up", PP_CHUNK_FLAGS_KNOWN, "0x%x",
+        chunk->flags);
     return NULL;
   }
   chunk->chunk_id = get_u64 (data + 8);

@@ -4,7 +4,8 @@
  *
  *   off size field
  *     0   4  magic "PPDF"
- *     4   2  version (1)
+ *     4   1  major version (1)
+ *     5   1  minor version (1)
  *     6   2  flags (PP_CHUNK_FLAG_*)
  *     8   8  chunk_id
  *    16   4  cache_epoch
@@ -17,7 +18,12 @@
  *
  * meta is a GVariant of type PP_ENVELOPE_META_TYPE, the manifest one of type
  * PP_ENVELOPE_MANIFEST_TYPE (both serialise deterministically).  The
- * payloads follow as one message per tensor, in manifest order. */
+ * payloads follow as one message per tensor, in manifest order.
+ *
+ * Versions: a receiver refuses another major version (an incompatible
+ * layout or meaning) and accepts any minor version of its major (a minor
+ * bump only adds what an older receiver may ignore).  The init handshake
+ * also compares both numbers across ranks (parity). */
 #pragma once
 
 #include "pp-tensor.h"
@@ -25,7 +31,8 @@
 G_BEGIN_DECLS
 
 #define PP_ENVELOPE_MAGIC 0x46445050u   /* "PPDF" read little-endian */
-#define PP_ENVELOPE_VERSION 1
+#define PP_ENVELOPE_MAJOR 1
+#define PP_ENVELOPE_MINOR 1
 #define PP_ENVELOPE_HEADER_SIZE 48
 #define PP_ENVELOPE_HEAD_MAX (64 * 1024)
 #define PP_ENVELOPE_MAX_TENSORS 16
@@ -34,13 +41,27 @@ G_BEGIN_DECLS
 /* [(name, dtype, shape, bytes)] */
 #define PP_ENVELOPE_MANIFEST_TYPE "a(syaxt)"
 
+/* A chunk's kind is at most one of DATA, WARMUP, SHUTDOWN and ABORT (none
+ * reads as DATA); RESET may accompany DATA or WARMUP. */
 typedef enum
 {
   /* The last chunk of a mesh: each worker forwards it after its in-flight
    * work and then leaves its loop. */
   PP_CHUNK_FLAG_SHUTDOWN = 1 << 0,
+  /* A frame's sample. */
+  PP_CHUNK_FLAG_DATA = 1 << 1,
+  /* A warm-up pass: computed like a frame, then dropped by rank 0 and left
+   * out of every statistic. */
+  PP_CHUNK_FLAG_WARMUP = 1 << 2,
+  /* The first chunk of a new cache_epoch: per-stream state starts over. */
+  PP_CHUNK_FLAG_RESET = 1 << 3,
+  /* The sender gave up on this chunk after its head went out: no payloads
+   * follow, the receiver fails naming the sender. */
+  PP_CHUNK_FLAG_ABORT = 1 << 4,
 } PpChunkFlags;
-#define PP_CHUNK_FLAGS_KNOWN (PP_CHUNK_FLAG_SHUTDOWN)
+#define PP_CHUNK_KIND_FLAGS (PP_CHUNK_FLAG_SHUTDOWN | PP_CHUNK_FLAG_DATA \
+    | PP_CHUNK_FLAG_WARMUP | PP_CHUNK_FLAG_ABORT)
+#define PP_CHUNK_FLAGS_KNOWN (PP_CHUNK_KIND_FLAGS | PP_CHUNK_FLAG_RESET)
 
 typedef struct
 {
@@ -62,9 +83,12 @@ PpTensor *pp_chunk_get_tensor    (const PpChunk * chunk, const gchar * name);
 gsize     pp_chunk_payload_bytes (const PpChunk * chunk);
 
 /* Serialises header + meta + manifest.  Fails (before anything is sent)
- * when the head would exceed PP_ENVELOPE_HEAD_MAX or a payload cannot be
- * addressed by one message. */
+ * when the head would exceed PP_ENVELOPE_HEAD_MAX, a payload cannot be
+ * addressed by one message or the flags are not a valid combination. */
 GBytes   *pp_envelope_encode_head (const PpChunk * chunk, GError ** error);
+/* TRUE when @flags name at most one kind, only known bits, and RESET only
+ * with DATA or WARMUP. */
+gboolean  pp_chunk_flags_valid    (guint16 flags);
 /* Parses and validates a head; returns a chunk whose tensors are allocated
  * and ready to receive their payloads.  Errors name the field, the
  * expected and the received value. */

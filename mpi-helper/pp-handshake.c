@@ -1,16 +1,55 @@
-/* ppdiffuse — init handshake messages. */
+/* ppdiffuse — init handshake messages and the parity check. */
 #include "pp-handshake.h"
+#include "pp-build-id.h"
+#include "pp-envelope.h"
 #include "pp-error.h"
 
+#include <mpi.h>
+#include <string.h>
 #include <unistd.h>
+
+/* The keys pp_parity_check compares, and which of them rank 0 holds. */
+static const gchar *const checked_keys[] = {
+  PP_PARITY_PROTOCOL, PP_PARITY_ENVELOPE, PP_PARITY_BUILD, PP_PARITY_BACKEND,
+  PP_PARITY_DTYPE, PP_PARITY_MPI, PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN,
+  NULL
+};
+
+/* The first field of both messages, readable whatever the rest holds. */
+static gboolean
+check_version (GBytes * bytes, const gchar * what, GError ** error)
+{
+  gsize len;
+  const guint8 *data = g_bytes_get_data (bytes, &len);
+  guint32 version;
+
+  if (len < sizeof version) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s: %" G_GSIZE_FORMAT " bytes, too short to hold a protocol version",
+        what, len);
+    return FALSE;
+  }
+  /* GVariant lays a leading u32 out first, in host order. */
+  memcpy (&version, data, sizeof version);
+  if (version == PP_PROTOCOL_VERSION)
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+      "%s field protocol version: expected %d, received %u; install the same "
+      "ppdiffuse version for the element and ppdiffuse-worker", what,
+      PP_PROTOCOL_VERSION, version);
+  return FALSE;
+}
 
 static GVariant *
 variant_from_bytes (GBytes * bytes, const gchar * type, const gchar * what,
     GError ** error)
 {
-  GVariant *v = g_variant_ref_sink (g_variant_new_from_bytes (G_VARIANT_TYPE
-          (type), bytes, FALSE));
+  GVariant *v;
 
+  if (!check_version (bytes, what, error))
+    return NULL;
+  v = g_variant_ref_sink (g_variant_new_from_bytes (G_VARIANT_TYPE (type),
+          bytes, FALSE));
   if (!g_variant_is_normal_form (v)) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "%s: not a well-formed %s message (%" G_GSIZE_FORMAT " bytes); "
@@ -22,59 +61,74 @@ variant_from_bytes (GBytes * bytes, const gchar * type, const gchar * what,
   return v;
 }
 
-static gboolean
-check_version (guint32 version, const gchar * what, GError ** error)
-{
-  if (version == PP_PROTOCOL_VERSION)
-    return TRUE;
-  g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-      "%s field protocol version: expected %d, received %u; install the same "
-      "ppdiffuse version for the element and ppdiffuse-worker", what,
-      PP_PROTOCOL_VERSION, version);
-  return FALSE;
-}
-
 GBytes *
-pp_handshake_hello_new (const PpPlan * plan)
+pp_handshake_hello_new (const PpPlan * plan, const PpHelloOptions * options)
 {
-  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
-          (guint32) PP_PROTOCOL_VERSION, (gint64) getpid (),
-          g_get_host_name (), pp_plan_to_variant (plan), plan->plan_id));
+  GVariantBuilder opts;
+  g_autoptr (GVariant) v = NULL;
 
+  g_variant_builder_init (&opts, G_VARIANT_TYPE ("a{sv}"));
+  if (options != NULL && options->dump_dir != NULL)
+    g_variant_builder_add (&opts, "{sv}", PP_OPTION_DUMP_DIR,
+        g_variant_new_string (options->dump_dir));
+  v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
+          (guint32) PP_PROTOCOL_VERSION, (gint64) getpid (),
+          g_get_host_name (), pp_plan_to_variant (plan), plan->plan_id,
+          &opts));
   return g_variant_get_data_as_bytes (v);
 }
 
 PpPlan *
 pp_handshake_hello_parse (GBytes * bytes, gint64 * rank0_pid,
-    gchar ** rank0_host, GError ** error)
+    gchar ** rank0_host, PpHelloOptions * options, GError ** error)
 {
   g_autoptr (GVariant) v = variant_from_bytes (bytes, PP_HELLO_TYPE,
       "handshake hello", error);
   g_autoptr (GVariant) plan_v = NULL;
+  g_autoptr (GVariant) opts = NULL;
   guint32 version, plan_id;
   const gchar *host;
   PpPlan *plan;
 
+  memset (options, 0, sizeof *options);
   if (v == NULL)
     return NULL;
-  g_variant_get (v, "(ux&svu)", &version, rank0_pid, &host, &plan_v,
-      &plan_id);
-  if (!check_version (version, "handshake hello", error))
-    return NULL;
+  g_variant_get (v, "(ux&svu@a{sv})", &version, rank0_pid, &host, &plan_v,
+      &plan_id, &opts);
   plan = pp_plan_from_variant (plan_v, plan_id, error);
-  if (plan != NULL)
-    *rank0_host = g_strdup (host);
+  if (plan == NULL)
+    return NULL;
+  *rank0_host = g_strdup (host);
+  g_variant_lookup (opts, PP_OPTION_DUMP_DIR, "s", &options->dump_dir);
   return plan;
 }
 
-GBytes *
-pp_handshake_reply_new (guint32 plan_id, gint rank, const gchar * error_text)
+void
+pp_hello_options_clear (PpHelloOptions * options)
 {
-  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_REPLY_TYPE,
+  g_clear_pointer (&options->dump_dir, g_free);
+}
+
+GBytes *
+pp_handshake_reply_new (guint32 plan_id, gint rank, const gchar * error_text,
+    GHashTable * parity)
+{
+  GVariantBuilder dict;
+  g_autoptr (GVariant) v = NULL;
+
+  g_variant_builder_init (&dict, G_VARIANT_TYPE ("a{ss}"));
+  if (parity != NULL) {
+    GHashTableIter it;
+    gpointer key, value;
+
+    g_hash_table_iter_init (&it, parity);
+    while (g_hash_table_iter_next (&it, &key, &value))
+      g_variant_builder_add (&dict, "{ss}", key, value);
+  }
+  v = g_variant_ref_sink (g_variant_new (PP_REPLY_TYPE,
           (guint32) PP_PROTOCOL_VERSION, plan_id, (guint32) rank,
           (gint64) getpid (), g_get_host_name (),
-          error_text ? error_text : ""));
-
+          error_text ? error_text : "", &dict));
   return g_variant_get_data_as_bytes (v);
 }
 
@@ -82,22 +136,34 @@ gboolean
 pp_handshake_reply_parse (GBytes * bytes, PpWorkerInfo * info,
     GError ** error)
 {
-  g_autoptr (GVariant) v = variant_from_bytes (bytes, PP_REPLY_TYPE,
-      "handshake reply", error);
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new_from_bytes
+      (G_VARIANT_TYPE (PP_REPLY_TYPE), bytes, FALSE));
+  g_autoptr (GVariantIter) iter = NULL;
   guint32 version, rank;
-  const gchar *host, *text;
+  const gchar *host, *text, *key, *value;
 
-  if (v == NULL)
+  if (!g_variant_is_normal_form (v)) {
+    /* another version's layout, or garbage: say which */
+    if (check_version (bytes, "handshake reply", error))
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "handshake reply: not a well-formed %s message (%" G_GSIZE_FORMAT
+          " bytes); are rank 0 and the worker from the same ppdiffuse "
+          "build?", PP_REPLY_TYPE, g_bytes_get_size (bytes));
     return FALSE;
-  g_variant_get (v, "(uuux&s&s)", &version, &info->plan_id, &rank,
-      &info->pid, &host, &text);
+  }
+  g_variant_get (v, "(uuux&s&sa{ss})", &version, &info->plan_id, &rank,
+      &info->pid, &host, &text, &iter);
   /* Who answered is kept even when the answer is refused: rank 0 uses it
    * to stop that process. */
   info->host = g_strdup (host);
-  if (!check_version (version, "handshake reply", error))
+  if (!check_version (bytes, "handshake reply", error))
     return FALSE;
   info->rank = (gint) rank;
   info->error = *text ? g_strdup (text) : NULL;
+  info->parity = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+      g_free);
+  while (g_variant_iter_next (iter, "{&s&s}", &key, &value))
+    g_hash_table_insert (info->parity, g_strdup (key), g_strdup (value));
   return TRUE;
 }
 
@@ -106,4 +172,94 @@ pp_worker_info_clear (PpWorkerInfo * info)
 {
   g_clear_pointer (&info->host, g_free);
   g_clear_pointer (&info->error, g_free);
+  g_clear_pointer (&info->parity, g_hash_table_unref);
+}
+
+static gchar *
+mpi_library_version (void)
+{
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  const gchar *end;
+
+  if (MPI_Get_library_version (text, &len) != MPI_SUCCESS || len <= 0)
+    return g_strdup ("unknown");
+  /* The first line names the library and its version; the rest is build
+   * detail (dates, repository revisions). */
+  end = memchr (text, '\n', (gsize) len);
+  return g_strstrip (g_strndup (text, end ? (gsize) (end - text) : (gsize) len));
+}
+
+static gchar *
+cpu_device (void)
+{
+  g_autofree gchar *cpuinfo = NULL;
+  g_autofree gchar *model = NULL;
+
+  if (g_file_get_contents ("/proc/cpuinfo", &cpuinfo, NULL, NULL)) {
+    const gchar *line = strstr (cpuinfo, "model name");
+    const gchar *colon = line ? strchr (line, ':') : NULL;
+    const gchar *eol = colon ? strchr (colon, '\n') : NULL;
+
+    if (colon && eol)
+      model = g_strstrip (g_strndup (colon + 1, eol - colon - 1));
+  }
+  return g_strdup_printf ("cpu: %s, %u threads", model ? model : "unknown",
+      g_get_num_processors ());
+}
+
+GHashTable *
+pp_parity_local (const gchar * model_digest, const guint32 * plan_id)
+{
+  GHashTable *p = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+      g_free);
+
+  g_hash_table_insert (p, g_strdup (PP_PARITY_PROTOCOL),
+      g_strdup_printf ("%d", PP_PROTOCOL_VERSION));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_ENVELOPE),
+      g_strdup_printf ("%d.%d", PP_ENVELOPE_MAJOR, PP_ENVELOPE_MINOR));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_BUILD), g_strdup (PP_BUILD_ID));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_BACKEND), g_strdup ("cpu"));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE), g_strdup ("f32"));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
+  g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE), cpu_device ());
+  if (model_digest != NULL)
+    g_hash_table_insert (p, g_strdup (PP_PARITY_MODEL_DIGEST),
+        g_strdup (model_digest));
+  if (plan_id != NULL)
+    g_hash_table_insert (p, g_strdup (PP_PARITY_PLAN),
+        g_strdup_printf ("0x%08x", *plan_id));
+  return p;
+}
+
+gboolean
+pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
+    guint n_workers, GError ** error)
+{
+  g_autoptr (GString) diff = g_string_new (NULL);
+
+  for (guint w = 0; w < n_workers; w++) {
+    for (guint k = 0; checked_keys[k] != NULL; k++) {
+      const gchar *key = checked_keys[k];
+      const gchar *mine = g_hash_table_lookup (workers[w].parity, key);
+      const gchar *ref = g_hash_table_lookup (rank0, key);
+      guint ref_rank = 0;
+
+      if (ref == NULL) {
+        ref = g_hash_table_lookup (workers[0].parity, key);
+        ref_rank = 1;
+      }
+      if (g_strcmp0 (mine, ref) == 0)
+        continue;
+      g_string_append_printf (diff, "%srank %u: %s = %s (rank %u: %s)",
+          diff->len ? "; " : "", w + 1, key, mine ? mine : "(absent)",
+          ref_rank, ref ? ref : "(absent)");
+    }
+  }
+  if (diff->len == 0)
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+      "parity check failed, every rank must run the same build, libraries "
+      "and model: %s", diff->str);
+  return FALSE;
 }

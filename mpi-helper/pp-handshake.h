@@ -1,20 +1,42 @@
 /* ppdiffuse — the init handshake between rank 0 and each worker.
  *
  * rank 0 → worker:  PP_HELLO_TYPE  (protocol version, rank 0 pid, rank 0
- *                   host, plan, plan_id)
+ *                   host, plan, plan_id, options)
  * worker → rank 0:  PP_REPLY_TYPE  (protocol version, plan_id as the worker
- *                   derived it, world rank, pid, host, error text or "")
- */
+ *                   derived it, world rank, pid, host, error text or "",
+ *                   parity)
+ *
+ * Both messages start with the protocol version, so that a peer of another
+ * version is told so rather than that its message is malformed.  Parity is
+ * a dictionary of what the worker runs (build, backend, library versions,
+ * model digest, dtype, …); rank 0 compares it key by key with its own and
+ * across workers, and refuses the mesh listing every mismatch. */
 #pragma once
 
 #include "pp-plan.h"
 
 G_BEGIN_DECLS
 
-#define PP_PROTOCOL_VERSION 1
-#define PP_HELLO_TYPE "(uxsvu)"
-#define PP_REPLY_TYPE "(uuuxss)"
+#define PP_PROTOCOL_VERSION 2
+#define PP_HELLO_TYPE "(uxsvua{sv})"
+#define PP_REPLY_TYPE "(uuuxssa{ss})"
 #define PP_HANDSHAKE_MAX (64 * 1024)
+
+/* Parity keys.  Checked: must be equal on every rank (against rank 0's
+ * own value where rank 0 has one, else against worker rank 1's). */
+#define PP_PARITY_PROTOCOL "protocol"
+#define PP_PARITY_ENVELOPE "envelope"
+#define PP_PARITY_BUILD "build"
+#define PP_PARITY_BACKEND "backend"
+#define PP_PARITY_DTYPE "dtype"
+#define PP_PARITY_MPI "mpi"
+#define PP_PARITY_MODEL_DIGEST "model-digest"
+#define PP_PARITY_PLAN "plan"
+/* Reported only (logged; may differ between hosts). */
+#define PP_PARITY_DEVICE "device"
+
+/* Hello option keys. */
+#define PP_OPTION_DUMP_DIR "dump-dir"
 
 typedef struct
 {
@@ -23,16 +45,39 @@ typedef struct
   gint64 pid;
   gchar *host;
   gchar *error;                 /* NULL when the worker accepted the plan */
+  GHashTable *parity;           /* key → value, owned */
 } PpWorkerInfo;
 
-GBytes   *pp_handshake_hello_new   (const PpPlan * plan);
-/* Validates a hello; returns the plan and rank 0's identity. */
-PpPlan   *pp_handshake_hello_parse (GBytes * bytes, gint64 * rank0_pid,
-                                    gchar ** rank0_host, GError ** error);
-GBytes   *pp_handshake_reply_new   (guint32 plan_id, gint rank,
-                                    const gchar * error_text);
-gboolean  pp_handshake_reply_parse (GBytes * bytes, PpWorkerInfo * info,
-                                    GError ** error);
-void      pp_worker_info_clear     (PpWorkerInfo * info);
+typedef struct
+{
+  gchar *dump_dir;              /* NULL: no flight recorder files */
+} PpHelloOptions;
+
+GBytes     *pp_handshake_hello_new   (const PpPlan * plan,
+                                      const PpHelloOptions * options);
+/* Validates a hello; returns the plan, rank 0's identity and the options
+ * (to clear with pp_hello_options_clear). */
+PpPlan     *pp_handshake_hello_parse (GBytes * bytes, gint64 * rank0_pid,
+                                      gchar ** rank0_host,
+                                      PpHelloOptions * options,
+                                      GError ** error);
+void        pp_hello_options_clear   (PpHelloOptions * options);
+/* @parity may be NULL (a worker that failed before it knew its model). */
+GBytes     *pp_handshake_reply_new   (guint32 plan_id, gint rank,
+                                      const gchar * error_text,
+                                      GHashTable * parity);
+gboolean    pp_handshake_reply_parse (GBytes * bytes, PpWorkerInfo * info,
+                                      GError ** error);
+void        pp_worker_info_clear     (PpWorkerInfo * info);
+
+/* This process's parity dictionary: @model_digest and @plan_id are added
+ * when set (workers), left out otherwise (rank 0). */
+GHashTable *pp_parity_local          (const gchar * model_digest,
+                                      const guint32 * plan_id);
+/* Compares every checked key of every worker; an error lists all the
+ * mismatches, one "rank R: key = value (rank X: value)" each. */
+gboolean    pp_parity_check          (GHashTable * rank0,
+                                      const PpWorkerInfo * workers,
+                                      guint n_workers, GError ** error);
 
 G_END_DECLS

@@ -4,8 +4,11 @@
 #include "pp-deadline.h"
 #include "pp-error.h"
 #include "pp-handshake.h"
+#include "pp-heartbeat.h"
 #include "pp-log.h"
 #include "pp-proc.h"
+#include "pp-queue.h"
+#include "pp-recorder.h"
 #include "pp-transport.h"
 
 #include <string.h>
@@ -19,6 +22,8 @@
  * they are killed. */
 #define PP_MESH_EXIT_GRACE_MS 3000
 #define PP_MESH_EXIT_POLL_US 10000
+/* The monitor's poll period for heartbeats and reports. */
+#define PP_MESH_MONITOR_POLL_US 5000
 
 struct _PpMesh
 {
@@ -32,6 +37,18 @@ struct _PpMesh
   gint64 first_submit_us;
   gint64 last_return_us;
   gint failed;                  /* atomic: the mesh cannot be shut down cleanly */
+  gchar *dump_dir;
+  gboolean watchdog;
+
+  /* The monitor thread: heartbeats both ways, workers' reports. */
+  GThread *monitor;
+  gint monitor_stop;            /* atomic */
+  MPI_Request *beat_reqs;       /* n_workers: rank 0's heartbeat in flight */
+  GBytes **beat_bytes;
+  GMutex lock;                  /* guards what follows */
+  GError *fault;                /* the first failure seen, for every waiter */
+  gint64 *heard_us;             /* n_workers: last heartbeat from each */
+  PpHeartbeat *beats;           /* n_workers: the last of each */
 };
 
 static GMutex mpi_init_lock;
@@ -188,7 +205,9 @@ spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
 static gboolean
 handshake (PpMesh * mesh, GError ** error)
 {
-  g_autoptr (GBytes) hello = pp_handshake_hello_new (mesh->plan);
+  const PpHelloOptions options = { mesh->dump_dir };
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (mesh->plan, &options);
+  g_autoptr (GHashTable) parity = NULL;
   gint64 deadline = pp_deadline_in_ms (mesh->timeout_ms);
   guint n = mesh->plan->n_workers;
   int world_size = 0;
@@ -225,28 +244,284 @@ handshake (PpMesh * mesh, GError ** error)
           info->rank, info->plan_id);
       return FALSE;
     }
-    PP_INFO ("worker rank %u is pid %" G_GINT64_FORMAT " on %s, steps [%u,%u)",
-        r, info->pid, info->host, mesh->plan->slices[r - 1].first,
-        mesh->plan->slices[r - 1].end);
+    PP_INFO ("worker rank %u is pid %" G_GINT64_FORMAT " on %s, steps [%u,%u)"
+        ", %s", r, info->pid, info->host, mesh->plan->slices[r - 1].first,
+        mesh->plan->slices[r - 1].end, (const gchar *)
+        g_hash_table_lookup (info->parity, PP_PARITY_DEVICE));
   }
-  return TRUE;
+  parity = pp_parity_local (NULL, &mesh->plan->plan_id);
+  return pp_parity_check (parity, mesh->workers, n, error);
 }
 
-/* Between polls of a wait on the mesh: a worker on this host that has
- * exited is reported at once instead of at the deadline. */
+static gchar *
+worker_name (PpMesh * mesh, guint i)
+{
+  const PpWorkerInfo *info = &mesh->workers[i];
+
+  return g_strdup_printf ("worker rank %u (pid %" G_GINT64_FORMAT " on %s, "
+      "steps [%u,%u))", i + 1, info->pid, info->host,
+      mesh->plan->slices[i].first, mesh->plan->slices[i].end);
+}
+
+/* Records the mesh's first failure (later ones are consequences) and
+ * dumps rank 0's flight recorder with it. */
+static void
+mesh_fail (PpMesh * mesh, const GError * error)
+{
+  gboolean first;
+
+  g_mutex_lock (&mesh->lock);
+  first = mesh->fault == NULL;
+  if (first)
+    mesh->fault = g_error_copy (error);
+  g_mutex_unlock (&mesh->lock);
+  g_atomic_int_set (&mesh->failed, TRUE);
+  if (first) {
+    g_autofree gchar *path = pp_recorder_dump (mesh->dump_dir, 0,
+        error->message);
+
+    if (path != NULL)
+      PP_ERROR_LOG ("flight recorder of rank 0 written to %s", path);
+  }
+}
+
+/* The recorded failure, if any, into @error. */
+static gboolean
+mesh_fault (PpMesh * mesh, GError ** error)
+{
+  gboolean found;
+
+  g_mutex_lock (&mesh->lock);
+  found = mesh->fault != NULL;
+  if (found)
+    g_propagate_error (error, g_error_copy (mesh->fault));
+  g_mutex_unlock (&mesh->lock);
+  return found;
+}
+
+/* "rank 1: computing chunk 3 for 120 ms, …; rank 2: …" from the heartbeats. */
+static gchar *
+describe_workers (PpMesh * mesh)
+{
+  GString *s = g_string_new (NULL);
+  const gint64 now = g_get_monotonic_time ();
+
+  g_mutex_lock (&mesh->lock);
+  for (guint i = 0; mesh->heard_us != NULL && i < mesh->plan->n_workers; i++) {
+    g_autofree gchar *d = mesh->heard_us[i] == 0 ? g_strdup ("no heartbeat "
+        "yet") : pp_heartbeat_describe (&mesh->beats[i],
+        now - mesh->heard_us[i]);
+
+    g_string_append_printf (s, "%srank %u: %s", i ? "; " : "", i + 1, d);
+  }
+  g_mutex_unlock (&mesh->lock);
+  return g_string_free (s, FALSE);
+}
+
+/* Takes every report and heartbeat that has arrived. */
+static void
+drain_messages (PpMesh * mesh)
+{
+  GError *error = NULL;
+  GBytes *bytes;
+  gint source;
+
+  while ((bytes = pp_transport_try_recv_bytes (mesh->world, PP_TAG_REPORT,
+              PP_REPORT_MAX, &source, &error)) != NULL) {
+    gint rank;
+    g_autofree gchar *text = pp_report_decode (bytes, &rank, &error);
+
+    g_bytes_unref (bytes);
+    pp_recorder_note (PP_REC_REPORT, PP_RECORDER_NO_CHUNK, source, 0,
+        PP_REC_DONE);
+    if (text != NULL) {
+      GError *report = g_error_new_literal (PP_ERROR, PP_ERROR_RESOURCE,
+          text);
+
+      PP_ERROR_LOG ("report from rank %d: %s", source, text);
+      mesh_fail (mesh, report);
+      g_error_free (report);
+    }
+    if (error != NULL)
+      break;
+  }
+  while (error == NULL && (bytes = pp_transport_try_recv_bytes (mesh->world,
+              PP_TAG_HEARTBEAT, PP_HANDSHAKE_MAX, &source, &error)) != NULL) {
+    PpHeartbeat hb;
+
+    if (source >= 1 && source <= (gint) mesh->plan->n_workers
+        && pp_heartbeat_decode (bytes, &hb, &error)) {
+      g_mutex_lock (&mesh->lock);
+      mesh->beats[source - 1] = hb;
+      mesh->heard_us[source - 1] = g_get_monotonic_time ();
+      g_mutex_unlock (&mesh->lock);
+    }
+    g_bytes_unref (bytes);
+  }
+  if (error != NULL) {
+    g_prefix_error (&error, "rank 0 monitoring the workers: ");
+    mesh_fail (mesh, error);
+    g_error_free (error);
+  }
+}
+
+/* The watchdog: a worker silent for timeout-ms, or computing one chunk for
+ * longer than that, fails the mesh. */
+static void
+check_heartbeats (PpMesh * mesh)
+{
+  const gint64 now = g_get_monotonic_time ();
+  const gint64 limit = (gint64) mesh->timeout_ms * 1000;
+
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    g_autofree gchar *name = NULL;
+    g_autofree gchar *state = NULL;
+    PpHeartbeat hb;
+    gint64 heard;
+    GError *error = NULL;
+
+    g_mutex_lock (&mesh->lock);
+    heard = mesh->heard_us[i];
+    hb = mesh->beats[i];
+    g_mutex_unlock (&mesh->lock);
+    if (heard == 0)
+      continue;
+    if (now - heard > limit) {
+      name = worker_name (mesh, i);
+      state = pp_heartbeat_describe (&hb, now - heard);
+      pp_recorder_note (PP_REC_HEARTBEAT, hb.chunk_id, (gint) i + 1, 0,
+          PP_REC_FAILED);
+      error = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s: no heartbeat for "
+          "%" G_GINT64_FORMAT " ms (timeout-ms %u): it hangs or its host is "
+          "unreachable; it was %s", name, (now - heard) / 1000,
+          mesh->timeout_ms, state);
+    } else if (hb.state == PP_WORK_COMPUTING && (gint64) hb.state_us > limit) {
+      name = worker_name (mesh, i);
+      error = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s: computing chunk %"
+          G_GUINT64_FORMAT " for %" G_GUINT64_FORMAT " ms, longer than "
+          "timeout-ms %u", name, hb.chunk_id, hb.state_us / 1000,
+          mesh->timeout_ms);
+    }
+    if (error != NULL) {
+      mesh_fail (mesh, error);
+      g_error_free (error);
+      return;
+    }
+  }
+}
+
+/* Sends each worker a heartbeat, unless the last one is still in flight. */
+static void
+send_heartbeats (PpMesh * mesh)
+{
+  const PpHeartbeat hb = { 0, PP_WORK_IDLE, PP_HEARTBEAT_NONE, 0,
+    PP_HEARTBEAT_NONE, PP_HEARTBEAT_NONE, 0
+  };
+
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    int done = mesh->beat_reqs[i] == MPI_REQUEST_NULL;
+    gconstpointer data;
+    gsize len;
+
+    if (!done)
+      MPI_Test (&mesh->beat_reqs[i], &done, MPI_STATUS_IGNORE);
+    if (!done)
+      continue;
+    if (mesh->beat_bytes[i] == NULL)
+      mesh->beat_bytes[i] = pp_heartbeat_encode (&hb);
+    data = g_bytes_get_data (mesh->beat_bytes[i], &len);
+    MPI_Isend (data, (int) len, MPI_BYTE, (int) i + 1, PP_TAG_HEARTBEAT,
+        mesh->world, &mesh->beat_reqs[i]);
+  }
+}
+
+static gpointer
+monitor_thread (gpointer data)
+{
+  PpMesh *mesh = data;
+  const gint64 period = (gint64) pp_heartbeat_period_ms (mesh->timeout_ms)
+      * 1000;
+  gint64 next_beat = 0;
+
+  while (!g_atomic_int_get (&mesh->monitor_stop)) {
+    const gint64 now = g_get_monotonic_time ();
+
+    drain_messages (mesh);
+    if (mesh->watchdog && !g_atomic_int_get (&mesh->failed))
+      check_heartbeats (mesh);
+    if (now >= next_beat) {
+      send_heartbeats (mesh);
+      next_beat = now + period;
+    }
+    g_usleep (PP_MESH_MONITOR_POLL_US);
+  }
+  return NULL;
+}
+
+static void
+monitor_start (PpMesh * mesh)
+{
+  const guint n = mesh->plan->n_workers;
+
+  mesh->heard_us = g_new0 (gint64, n);
+  mesh->beats = g_new0 (PpHeartbeat, n);
+  mesh->beat_reqs = g_new (MPI_Request, n);
+  mesh->beat_bytes = g_new0 (GBytes *, n);
+  for (guint i = 0; i < n; i++) {
+    /* Until a worker's first heartbeat, it counts from now. */
+    mesh->heard_us[i] = g_get_monotonic_time ();
+    mesh->beats[i].rank = i + 1;
+    mesh->beats[i].chunk_id = mesh->beats[i].received =
+        mesh->beats[i].sent = PP_HEARTBEAT_NONE;
+    mesh->beat_reqs[i] = MPI_REQUEST_NULL;
+  }
+  mesh->monitor = g_thread_new ("pp-monitor", monitor_thread, mesh);
+}
+
+/* Stops the monitor; the buffers of heartbeats that never completed (a
+ * dead worker) are leaked rather than freed under MPI. */
+static void
+monitor_stop (PpMesh * mesh)
+{
+  if (mesh->monitor == NULL)
+    return;
+  g_atomic_int_set (&mesh->monitor_stop, 1);
+  g_thread_join (mesh->monitor);
+  mesh->monitor = NULL;
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    int done = mesh->beat_reqs[i] == MPI_REQUEST_NULL;
+
+    if (!done)
+      MPI_Test (&mesh->beat_reqs[i], &done, MPI_STATUS_IGNORE);
+    if (done)
+      g_clear_pointer (&mesh->beat_bytes[i], g_bytes_unref);
+  }
+}
+
+/* Between polls of a wait on the mesh: the monitor's verdict, and a worker
+ * on this host that has exited is reported at once instead of at the
+ * deadline (after any report it sent before it went). */
 static gboolean
 workers_alive (gpointer data, GError ** error)
 {
   PpMesh *mesh = data;
 
+  if (mesh_fault (mesh, error))
+    return FALSE;
   for (guint i = 0; i < mesh->plan->n_workers; i++) {
     const PpWorkerInfo *info = &mesh->workers[i];
     if (info->pid > 0 && pp_proc_is_local (info->host)
         && !pp_proc_is_running (info->pid)) {
-      g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
-          "worker rank %u (pid %" G_GINT64_FORMAT ", steps [%u,%u)) has "
-          "exited; its stderr says why", i + 1, info->pid,
-          mesh->plan->slices[i].first, mesh->plan->slices[i].end);
+      g_autofree gchar *name = worker_name (mesh, i);
+      GError *exited;
+
+      drain_messages (mesh);
+      if (mesh_fault (mesh, error))
+        return FALSE;
+      exited = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s has exited; "
+          "its stderr says why", name);
+      mesh_fail (mesh, exited);
+      g_propagate_error (error, exited);
       return FALSE;
     }
   }
@@ -273,6 +548,13 @@ mesh_free (PpMesh * mesh)
   for (guint i = 0; i < mesh->plan->n_workers; i++)
     pp_worker_info_clear (&mesh->workers[i]);
   g_free (mesh->workers);
+  g_free (mesh->heard_us);
+  g_free (mesh->beats);
+  g_free (mesh->beat_reqs);
+  g_free (mesh->beat_bytes);       /* the buffers themselves: see monitor_stop */
+  g_free (mesh->dump_dir);
+  g_clear_error (&mesh->fault);
+  g_mutex_clear (&mesh->lock);
   pp_plan_free (mesh->plan);
   g_free (mesh);
 }
@@ -291,7 +573,14 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     return NULL;
   }
   mesh = g_new0 (PpMesh, 1);
+  g_mutex_init (&mesh->lock);
   mesh->timeout_ms = config->timeout_ms;
+  mesh->dump_dir = config->dump_dir && *config->dump_dir
+      ? g_strdup (config->dump_dir) : NULL;
+  mesh->watchdog = g_strcmp0 (g_getenv (PP_MESH_NO_WATCHDOG_ENV), "1") != 0;
+  if (!mesh->watchdog)
+    PP_WARN ("%s=1: the watchdog and the chunk deadlines are off (tests "
+        "only)", PP_MESH_NO_WATCHDOG_ENV);
   mesh->inter = mesh->world = MPI_COMM_NULL;
   mesh->plan = pp_plan_new (config->n_workers, config->n_steps, config->model,
       config->timeout_ms, error);
@@ -314,6 +603,7 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     mesh_free (mesh);
     return NULL;
   }
+  monitor_start (mesh);
   PP_INFO ("mesh of %u workers is up (worker %s)", config->n_workers, worker);
   return mesh;
 }
@@ -324,18 +614,59 @@ pp_mesh_plan (PpMesh * mesh)
   return mesh->plan;
 }
 
+/* After a failed wait: the mesh's first failure is the one to report (a
+ * worker's report, the watchdog's verdict), not this symptom of it; a
+ * timeout with nothing recorded gets what the heartbeats say each worker
+ * was doing. */
+static void
+wait_failed (PpMesh * mesh, GError ** error)
+{
+  GError *fault = NULL;
+
+  if (mesh_fault (mesh, &fault)) {
+    g_clear_error (error);
+    g_propagate_error (error, fault);
+    return;
+  }
+  if (g_error_matches (*error, PP_ERROR, PP_ERROR_TIMEOUT)) {
+    g_autofree gchar *states = describe_workers (mesh);
+    GError *more = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s; workers: %s",
+        (*error)->message, states);
+
+    g_clear_error (error);
+    g_propagate_error (error, more);
+  }
+  mesh_fail (mesh, *error);
+}
+
+static gboolean
+mesh_already_failed (PpMesh * mesh, GError ** error)
+{
+  if (!g_atomic_int_get (&mesh->failed))
+    return FALSE;
+  if (!mesh_fault (mesh, error))
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "the worker mesh has already failed");
+  return TRUE;
+}
+
+/* The deadline of one wait for chunk traffic (none when the test-only
+ * switch turned the watchdog off). */
+static gint64
+chunk_deadline (PpMesh * mesh)
+{
+  return mesh->watchdog ? pp_deadline_in_ms (mesh->timeout_ms)
+      : PP_NO_DEADLINE;
+}
+
 gboolean
 pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, guint64 * chunk_id,
     GError ** error)
 {
-  PpWait w = { mesh->world, 1, pp_deadline_in_ms (mesh->timeout_ms),
-    workers_alive, mesh
-  };
+  PpWait w = { mesh->world, 1, chunk_deadline (mesh), workers_alive, mesh };
   gboolean ok;
 
-  if (g_atomic_int_get (&mesh->failed)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "the worker mesh has already failed");
+  if (mesh_already_failed (mesh, error)) {
     pp_chunk_free (chunk);
     return FALSE;
   }
@@ -348,12 +679,13 @@ pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, guint64 * chunk_id,
     mesh->first_submit_us = (gint64) chunk->submit_us;
   if (chunk_id != NULL)
     *chunk_id = chunk->chunk_id;
+  pp_recorder_note (PP_REC_SUBMIT, chunk->chunk_id, 1, 0, PP_REC_DONE);
   ok = pp_transport_send_chunk (&w, chunk, error);
   if (!ok) {
     g_prefix_error (error, "rank 0 sending chunk %" G_GUINT64_FORMAT
         " to worker rank 1 (pid %" G_GINT64_FORMAT " on %s): ",
         mesh->next_send_id, mesh->workers[0].pid, mesh->workers[0].host);
-    g_atomic_int_set (&mesh->failed, TRUE);
+    wait_failed (mesh, error);
     return FALSE;
   }
   mesh->next_send_id++;
@@ -364,7 +696,7 @@ static PpChunk *
 collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
 {
   PpWait w = { mesh->world, (gint) mesh->plan->n_workers,
-    pp_deadline_in_ms (mesh->timeout_ms), workers_alive, mesh
+    chunk_deadline (mesh), workers_alive, mesh
   };
   PpChunkExpect expect = {
     .chunk_id = mesh->next_recv_id,
@@ -377,20 +709,22 @@ collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
 
   chunk = pp_transport_recv_chunk (&w, mesh->timeout_ms, error);
   if (chunk == NULL || !pp_chunk_check (chunk, &expect, error)) {
-    const PpWorkerInfo *last = &mesh->workers[mesh->plan->n_workers - 1];
+    g_autofree gchar *last = worker_name (mesh, mesh->plan->n_workers - 1);
+
     g_prefix_error (error, "rank 0 waiting for chunk %" G_GUINT64_FORMAT
-        " from worker rank %u (pid %" G_GINT64_FORMAT " on %s): ",
-        mesh->next_recv_id, mesh->plan->n_workers, last->pid, last->host);
-    g_atomic_int_set (&mesh->failed, TRUE);
+        " from %s: ", mesh->next_recv_id, last);
+    wait_failed (mesh, error);
     return NULL;
   }
   if (!shutdown && (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN)) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "chunk %" G_GUINT64_FORMAT " came back as a shutdown marker that "
         "was never sent", chunk->chunk_id);
-    g_atomic_int_set (&mesh->failed, TRUE);
+    mesh_fail (mesh, *error);
     return NULL;
   }
+  pp_recorder_note (PP_REC_COLLECT, chunk->chunk_id,
+      (gint) mesh->plan->n_workers, 0, PP_REC_DONE);
   mesh->next_recv_id++;
   if (!(chunk->flags & PP_CHUNK_FLAG_SHUTDOWN))
     mesh->last_return_us = g_get_monotonic_time ();
@@ -400,11 +734,8 @@ collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
 PpChunk *
 pp_mesh_collect (PpMesh * mesh, GError ** error)
 {
-  if (g_atomic_int_get (&mesh->failed)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "the worker mesh has already failed");
+  if (mesh_already_failed (mesh, error))
     return NULL;
-  }
   return collect_one (mesh, FALSE, error);
 }
 
@@ -514,11 +845,15 @@ pp_mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
         "the mesh had failed; workers were killed");
   } else if (shutdown_clean (mesh, stats, error)) {
     DisconnectCall *call = g_new0 (DisconnectCall, 1);
+
+    /* The workers have left their loops: no more heartbeats. */
+    monitor_stop (mesh);
     call->inter = mesh->inter;
     call->world = mesh->world;
     ok = pp_run_with_deadline ("disconnecting from the workers",
         disconnect_blocking, call, g_free, mesh->timeout_ms, error);
   }
+  monitor_stop (mesh);
   /* The fault path never disconnects: a dead peer could hang it. */
   if (ok)
     wait_workers_exit (mesh);

@@ -30,7 +30,13 @@ typedef struct
   const gchar *hosts;           /* MPI_Info "host", NULL for none */
   const gchar *hostfile;        /* MPI_Info "hostfile", NULL for none */
   guint timeout_ms;
+  const gchar *dump_dir;        /* flight recorder files, NULL for none */
 } PpMeshConfig;
+
+/* Test-only: set to 1, rank 0 neither declares silent workers dead nor
+ * puts deadlines on waits for chunks: what the hang test would do
+ * without its watchdog. */
+#define PP_MESH_NO_WATCHDOG_ENV "PPDIFFUSE_TEST_NO_WATCHDOG"
 
 typedef struct
 {
@@ -42,8 +48,9 @@ typedef struct
 } PpMeshStats;
 
 const gchar *pp_mesh_installed_worker (void);
-/* Initialises MPI if needed, spawns the workers and runs the handshake,
- * all within timeout_ms. */
+/* Initialises MPI if needed, spawns the workers and runs the handshake
+ * (with the parity check), all within timeout_ms; then keeps heartbeats
+ * with the workers until pp_mesh_stop. */
 PpMesh       *pp_mesh_start   (const PpMeshConfig * config, GError ** error);
 const PpPlan *pp_mesh_plan    (PpMesh * mesh);
 /* Stamps chunk_id, plan_id and the schedule on @chunk and sends it to the

@@ -17,7 +17,17 @@ enum
   PP_TAG_HANDSHAKE_REPLY = 102,
   PP_TAG_HEAD = 103,
   PP_TAG_PAYLOAD = 104,
+  PP_TAG_HEARTBEAT = 105,
+  PP_TAG_REPORT = 106,
 };
+
+/* Test-only ways for a sender to break the contract (fault injection). */
+typedef enum
+{
+  PP_SEND_INTACT,
+  PP_SEND_BAD_VERSION,          /* the head claims another major version */
+  PP_SEND_BAD_SPEC,             /* the first payload is half its manifest size */
+} PpSendDefect;
 
 /* Called between polls of an open-ended wait: FALSE (with error) stops it. */
 typedef gboolean (*PpAliveFunc) (gpointer data, GError ** error);
@@ -43,6 +53,13 @@ GBytes   *pp_transport_recv_bytes (const PpWait * w, gint tag,
 /* Sends head then payloads; takes ownership of @chunk (its buffers are
  * leaked, never freed under MPI, when the send does not complete). */
 gboolean  pp_transport_send_chunk (const PpWait * w, PpChunk * chunk,
+                                   GError ** error);
+gboolean  pp_transport_send_chunk_as (const PpWait * w, PpChunk * chunk,
+                                   PpSendDefect defect, GError ** error);
+/* A message of @tag from any rank of @comm if one has arrived (*@source set),
+ * else NULL without error; never waits for one to come. */
+GBytes   *pp_transport_try_recv_bytes (MPI_Comm comm, gint tag,
+                                   gsize max_len, gint * source,
                                    GError ** error);
 /* Waits for a head (under w->deadline_us), then for its payloads (under
  * @payload_timeout_ms from the head). */

@@ -70,6 +70,7 @@ enum
   PROP_WORKER,
   PROP_HOSTS,
   PROP_HOSTFILE,
+  PROP_DUMP_DIR,
   PROP_PROMPT_EMBEDS,
   PROP_STRENGTH,
   PROP_SEED,
@@ -684,7 +685,7 @@ static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
   g_autofree gchar *model_uri = NULL, *worker = NULL, *hosts = NULL,
-      *hostfile = NULL;
+      *hostfile = NULL, *dump_dir = NULL;
   PpMeshConfig config = { 0 };
   GError *error = NULL;
   gboolean ok = FALSE;
@@ -705,6 +706,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.worker_path = worker = g_strdup (self->worker);
   config.hosts = hosts = g_strdup (self->hosts);
   config.hostfile = hostfile = g_strdup (self->hostfile);
+  config.dump_dir = dump_dir = g_strdup (self->dump_dir);
   config.timeout_ms = self->timeout_ms;
   self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
 
@@ -745,6 +747,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->in_flight = self->outstanding = 0;
   self->frames_in = self->frames_out = 0;
   self->dropped_flush = self->dropped_error = 0;
+  self->dropped_qos = self->dropped_leaky = 0;
   self->latency = self->reported_latency = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
@@ -825,6 +828,8 @@ gst_pp_diffuse_stats (GstPpDiffuse * self)
       "frames-out", G_TYPE_UINT64, self->frames_out,
       "dropped-flush", G_TYPE_UINT64, self->dropped_flush,
       "dropped-error", G_TYPE_UINT64, self->dropped_error,
+      "dropped-qos", G_TYPE_UINT64, self->dropped_qos,
+      "dropped-leaky", G_TYPE_UINT64, self->dropped_leaky,
       "in-flight", G_TYPE_UINT, self->in_flight,
       "latency", G_TYPE_UINT64, (guint64) self->latency,
       "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
@@ -875,6 +880,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_HOSTFILE:
       replace_string (&self->hostfile, value);
+      break;
+    case PROP_DUMP_DIR:
+      replace_string (&self->dump_dir, value);
       break;
     case PROP_PROMPT_EMBEDS:
       replace_string (&self->prompt_embeds, value);
@@ -934,6 +942,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_HOSTFILE:
       g_value_set_string (value, self->hostfile);
       break;
+    case PROP_DUMP_DIR:
+      g_value_set_string (value, self->dump_dir);
+      break;
     case PROP_PROMPT_EMBEDS:
       g_value_set_string (value, self->prompt_embeds);
       break;
@@ -963,6 +974,7 @@ gst_pp_diffuse_finalize (GObject * object)
   g_free (self->worker);
   g_free (self->hosts);
   g_free (self->hostfile);
+  g_free (self->dump_dir);
   g_free (self->prompt_embeds);
   g_free (self->t_index_list);
   g_mutex_clear (&self->lock);
@@ -1073,6 +1085,18 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_string ("hostfile", "Hostfile",
           "Open MPI hostfile for the workers, passed to MPI_Comm_spawn as "
           "\"hostfile\" (default: none)", NULL, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:dump-dir:
+   *
+   * Folder for the flight recorders: when the mesh fails, every rank that
+   * can writes its last events (chunk sends, receives, computes, missed
+   * heartbeats) to ppdiffuse-rank<R>-pid<P>.txt there, as well as to the
+   * log.
+   */
+  g_object_class_install_property (gobject_class, PROP_DUMP_DIR,
+      g_param_spec_string ("dump-dir", "Dump folder",
+          "Folder where each rank writes its flight recorder when the mesh "
+          "fails (default: none, the log only)", NULL, PARAM_FLAGS));
   /**
    * GstPpDiffuse:prompt-embeds:
    *

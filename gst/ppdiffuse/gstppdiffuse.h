@@ -56,6 +56,7 @@ struct _GstPpDiffuse
   gchar *worker;
   gchar *hosts;
   gchar *hostfile;
+  gchar *dump_dir;
   gchar *prompt_embeds;
   gdouble strength;
   guint64 seed;
@@ -86,6 +87,8 @@ struct _GstPpDiffuse
   guint64 frames_out;
   guint64 dropped_flush;         /* frames discarded by a flush or a stop */
   guint64 dropped_error;        /* frames lost to a downstream error */
+  guint64 dropped_qos;          /* frames too late for downstream (QoS) */
+  guint64 dropped_leaky;        /* frames refused while the mesh was full */
   PpMeshStats mesh_stats;       /* of the last mesh that stopped */
 };
 

@@ -598,6 +598,13 @@ pp_unet_load (const gchar * component_dir, GError ** error)
   return m;
 }
 
+const gchar *
+pp_unet_weights_digest (PpUnet * m)
+{
+  return m->owned_weights != NULL ? pp_weights_digest (m->owned_weights)
+      : NULL;
+}
+
 void
 pp_unet_free (PpUnet * m)
 {

@@ -16,6 +16,8 @@ PpUnet   *pp_unet_new                 (const gchar * config_path,
                                        PpWeights * weights, GError ** error);
 /* config.json and the safetensors of @component_dir; a key the model does
  * not use is an error too. */
+/* SHA-256 of the weights pp_unet_load read (NULL for other sources). */
+const gchar *pp_unet_weights_digest  (PpUnet * m);
 PpUnet   *pp_unet_load                (const gchar * component_dir,
                                        GError ** error);
 /* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),

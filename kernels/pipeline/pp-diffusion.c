@@ -408,6 +408,15 @@ diffusion_finalize (PpModel * model)
   g_free (d);
 }
 
+static gchar *
+diffusion_weights_digest (PpModel * model)
+{
+  Diffusion *d = model->priv;
+
+  return d->unet != NULL ? g_strdup (pp_unet_weights_digest (d->unet))
+      : NULL;
+}
+
 const PpModelClass pp_model_diffusion_class = {
   .name = "diffusion",
   .init = diffusion_init,
@@ -415,4 +424,5 @@ const PpModelClass pp_model_diffusion_class = {
   .encode = diffusion_encode,
   .decode = diffusion_decode,
   .finalize = diffusion_finalize,
+  .weights_digest = diffusion_weights_digest,
 };

@@ -6,6 +6,7 @@
  *   FAKE_SKIP_CHUNK   answers properly, then returns chunk ids with a gap
  *   FAKE_NOT_MPI      exits at once without touching MPI */
 #include "pp-handshake.h"
+#include "pp-model.h"
 #include "pp-transport.h"
 
 #include <stdio.h>
@@ -24,7 +25,7 @@ reply_with_version (guint32 version, guint32 plan_id, gint rank)
 {
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_REPLY_TYPE,
           version, plan_id, (guint32) rank, (gint64) getpid (),
-          g_get_host_name (), ""));
+          g_get_host_name (), "", NULL));
 
   return g_variant_get_data_as_bytes (v);
 }
@@ -39,6 +40,10 @@ main (int argc, char **argv)
   g_autoptr (GBytes) hello = NULL;
   g_autoptr (GBytes) reply = NULL;
   g_autoptr (PpPlan) plan = NULL;
+  g_autoptr (GHashTable) parity = NULL;
+  g_autoptr (PpModel) model = NULL;
+  g_autofree gchar *digest = NULL;
+  PpHelloOptions options;
   PpWait wait;
 
   if (FAKE_MODE == FAKE_NOT_MPI)
@@ -55,12 +60,18 @@ main (int argc, char **argv)
   hello = pp_transport_recv_bytes (&wait, PP_TAG_HANDSHAKE, PP_HANDSHAKE_MAX,
       "hello", NULL);
   plan = hello ? pp_handshake_hello_parse (hello, &rank0_pid, &rank0_host,
-      NULL) : NULL;
+      &options, NULL) : NULL;
   if (plan == NULL)
     return 1;
+  pp_hello_options_clear (&options);
+  /* What a real worker would report, so that only the misbehaviour under
+   * test differs. */
+  model = pp_model_new (plan->model, plan->n_steps, PP_MODEL_ROLE_STEPS, NULL);
+  digest = model ? pp_model_digest (model) : NULL;
+  parity = pp_parity_local (digest, &plan->plan_id);
   reply = FAKE_MODE == FAKE_BAD_VERSION
       ? reply_with_version (99, plan->plan_id, rank)
-      : pp_handshake_reply_new (plan->plan_id, rank, NULL);
+      : pp_handshake_reply_new (plan->plan_id, rank, NULL, parity);
   pp_transport_send_bytes (&wait, PP_TAG_HANDSHAKE_REPLY, reply, "reply", NULL);
   if (FAKE_MODE == FAKE_SKIP_CHUNK) {
     /* A single-worker mesh: take chunk 0, run no step, return it as 1. */

@@ -55,7 +55,7 @@ GST_END_TEST;
 GST_START_TEST (test_protocol_mismatch)
 {
   gchar *path = fake ("fake-worker-bad-version");
-  const gchar *needles[] = { "protocol version", "expected 1", "received 99",
+  const gchar *needles[] = { "protocol version", "expected 2", "received 99",
     NULL
   };
 

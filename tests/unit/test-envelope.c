@@ -189,7 +189,8 @@ test_layout (void)
   g_assert_cmpuint (len, >, PP_ENVELOPE_HEADER_SIZE);
   g_assert_cmpmem (p, 4, "PPDF", 4);
   g_assert_cmpuint (rd32 (p), ==, PP_ENVELOPE_MAGIC);
-  g_assert_cmpuint (rd16 (p + 4), ==, 1);
+  g_assert_cmpuint (p[4], ==, PP_ENVELOPE_MAJOR);
+  g_assert_cmpuint (p[5], ==, PP_ENVELOPE_MINOR);
   g_assert_cmpuint (rd16 (p + 6), ==, PP_CHUNK_FLAG_SHUTDOWN);
   g_assert_cmpuint (rd64 (p + 8), ==, c->chunk_id);
   /* chunk_id 0x0102030405060708: least significant byte first. */
@@ -245,7 +246,7 @@ test_layout (void)
 /* Assembles a head the way the layout documents it, from variants chosen
  * by the test (so a decoder can be fed well-framed but wrong content). */
 static GBytes *
-assemble_head (guint16 version, guint16 flags, guint32 n_tensors,
+assemble_head (guint8 major, guint16 flags, guint32 n_tensors,
     GVariant * meta, GVariant * manifest)
 {
   gsize meta_len = g_variant_get_size (meta);
@@ -260,8 +261,8 @@ assemble_head (guint16 version, guint16 flags, guint32 n_tensors,
       g_variant_get_data (manifest), manifest_len);
   v32 = GUINT32_TO_LE (PP_ENVELOPE_MAGIC);
   memcpy (buf, &v32, 4);
-  v16 = GUINT16_TO_LE (version);
-  memcpy (buf + 4, &v16, 2);
+  buf[4] = major;
+  buf[5] = PP_ENVELOPE_MINOR;
   v16 = GUINT16_TO_LE (flags);
   memcpy (buf + 6, &v16, 2);
   v32 = GUINT32_TO_LE (n_tensors);
@@ -298,7 +299,7 @@ test_assembled_matches (void)
       g_variant_new_fixed_array (G_VARIANT_TYPE_INT64, shape, 2,
           sizeof (gint64)), (guint64) 48);
   manifest = g_variant_ref_sink (g_variant_builder_end (&b));
-  ours = assemble_head (1, 0, 1, meta, manifest);
+  ours = assemble_head (PP_ENVELOPE_MAJOR, 0, 1, meta, manifest);
   theirs = encode (c);
   g_assert_true (g_bytes_equal (ours, theirs));
 }
@@ -341,13 +342,26 @@ test_bad_version (void)
   gsize len;
   g_autofree guint8 *p = valid_head (&len);
 
-  p[4] = 2;
-  p[5] = 0;
-  assert_decode_fails (p, len, "version");
-  /* A version in the high byte only is still a different version. */
-  p[4] = 1;
-  p[5] = 1;
-  assert_decode_fails (p, len, "version");
+  p[4] = PP_ENVELOPE_MAJOR + 1;
+  assert_decode_fails (p, len, "major version");
+  p[4] = 0;
+  assert_decode_fails (p, len, "major version");
+}
+
+/* Another minor version of the same major is accepted: a minor bump only
+ * adds what an older receiver may ignore. */
+static void
+test_other_minor (void)
+{
+  gsize len;
+  g_autofree guint8 *p = valid_head (&len);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpChunk) c = NULL;
+
+  p[5] = PP_ENVELOPE_MINOR + 7;
+  c = pp_envelope_decode_head (p, len, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (c);
 }
 
 static void
@@ -356,11 +370,53 @@ test_bad_flags (void)
   gsize len;
   g_autofree guint8 *p = valid_head (&len);
 
-  p[6] |= 0x02;
+  /* two kinds at once */
+  p[6] = PP_CHUNK_FLAG_SHUTDOWN | PP_CHUNK_FLAG_DATA;
   assert_decode_fails (p, len, "flags");
+  p[6] = PP_CHUNK_FLAG_WARMUP | PP_CHUNK_FLAG_ABORT;
+  assert_decode_fails (p, len, "flags");
+  /* reset on a kind that carries no stream state */
+  p[6] = PP_CHUNK_FLAG_SHUTDOWN | PP_CHUNK_FLAG_RESET;
+  assert_decode_fails (p, len, "flags");
+  /* unknown bits */
   p[6] = 0x01;
   p[7] = 0x80;
   assert_decode_fails (p, len, "flags");
+  p[6] = 0x40;
+  p[7] = 0;
+  assert_decode_fails (p, len, "flags");
+}
+
+/* Every valid combination passes both ways, and encode refuses an invalid
+ * one before anything is sent. */
+static void
+test_flag_combinations (void)
+{
+  static const guint16 valid[] = {
+    0, PP_CHUNK_FLAG_DATA, PP_CHUNK_FLAG_WARMUP, PP_CHUNK_FLAG_SHUTDOWN,
+    PP_CHUNK_FLAG_ABORT, PP_CHUNK_FLAG_RESET,
+    PP_CHUNK_FLAG_DATA | PP_CHUNK_FLAG_RESET,
+    PP_CHUNK_FLAG_WARMUP | PP_CHUNK_FLAG_RESET,
+  };
+  g_autoptr (PpChunk) c = make_chunk ();
+  g_autoptr (GError) error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (valid); i++) {
+    g_autoptr (GBytes) head = NULL;
+    g_autoptr (PpChunk) back = NULL;
+    gsize len;
+    const guint8 *p;
+
+    c->flags = valid[i];
+    head = encode (c);
+    p = g_bytes_get_data (head, &len);
+    back = pp_envelope_decode_head (p, len, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (back->flags, ==, valid[i]);
+  }
+  c->flags = PP_CHUNK_FLAG_DATA | PP_CHUNK_FLAG_SHUTDOWN;
+  g_assert_null (pp_envelope_encode_head (c, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
 }
 
 static void
@@ -471,7 +527,7 @@ test_too_many_tensors_consistent (void)
             sizeof (gint64)), (guint64) 1);
   }
   manifest = g_variant_ref_sink (g_variant_builder_end (&b));
-  head = assemble_head (1, 0, PP_ENVELOPE_MAX_TENSORS + 1, meta, manifest);
+  head = assemble_head (PP_ENVELOPE_MAJOR, 0, PP_ENVELOPE_MAX_TENSORS + 1, meta, manifest);
   assert_decode_fails (g_bytes_get_data (head, NULL), g_bytes_get_size (head),
       "tensor count");
 }
@@ -512,7 +568,7 @@ test_bad_manifest (void)
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    g_autoptr (GBytes) head = assemble_head (1, 0, 1, meta,
+    g_autoptr (GBytes) head = assemble_head (PP_ENVELOPE_MAJOR, 0, 1, meta,
         cases[i].manifest);
     assert_decode_fails (g_bytes_get_data (head, NULL),
         g_bytes_get_size (head), cases[i].field);
@@ -530,7 +586,7 @@ test_bad_manifest (void)
     GVariant *manifests[] = { zero, long_name };
 
     for (guint i = 0; i < G_N_ELEMENTS (manifests); i++) {
-      g_autoptr (GBytes) head = assemble_head (1, 0, 1, meta, manifests[i]);
+      g_autoptr (GBytes) head = assemble_head (PP_ENVELOPE_MAJOR, 0, 1, meta, manifests[i]);
       g_autoptr (GError) error = NULL;
 
       g_assert_null (pp_envelope_decode_head (g_bytes_get_data (head, NULL),
@@ -547,7 +603,7 @@ test_bad_manifest (void)
   {
     g_autoptr (GVariant) ok = one_entry_manifest ("t", PP_DTYPE_U8, shape, 2,
         16);
-    g_autoptr (GBytes) head = assemble_head (1, 0, 1, meta, ok);
+    g_autoptr (GBytes) head = assemble_head (PP_ENVELOPE_MAJOR, 0, 1, meta, ok);
     g_autoptr (GError) error = NULL;
     g_autoptr (PpChunk) d = pp_envelope_decode_head (g_bytes_get_data (head,
             NULL), g_bytes_get_size (head), &error);
@@ -751,6 +807,8 @@ main (int argc, char **argv)
   g_test_add_func ("/envelope/corrupt/magic", test_bad_magic);
   g_test_add_func ("/envelope/corrupt/version", test_bad_version);
   g_test_add_func ("/envelope/corrupt/flags", test_bad_flags);
+  g_test_add_func ("/envelope/flags", test_flag_combinations);
+  g_test_add_func ("/envelope/minor-version", test_other_minor);
   g_test_add_func ("/envelope/corrupt/crc", test_bad_crc);
   g_test_add_func ("/envelope/corrupt/truncated", test_truncated);
   g_test_add_func ("/envelope/corrupt/meta-length", test_meta_length_mismatch);

@@ -19,14 +19,15 @@ static void
 test_hello_round_trip (void)
 {
   g_autoptr (PpPlan) plan = make_plan ();
-  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan);
+  PpHelloOptions options = { (gchar *) "/tmp/dumps" }, got;
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan, &options);
   g_autoptr (PpPlan) back = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree gchar *host = NULL;
   gint64 pid = -1;
 
   g_assert_cmpuint (g_bytes_get_size (hello), <=, PP_HANDSHAKE_MAX);
-  back = pp_handshake_hello_parse (hello, &pid, &host, &error);
+  back = pp_handshake_hello_parse (hello, &pid, &host, &got, &error);
   g_assert_no_error (error);
   g_assert_nonnull (back);
   g_assert_cmpint (pid, ==, (gint64) getpid ());
@@ -40,15 +41,18 @@ test_hello_round_trip (void)
     g_assert_cmpuint (back->slices[i].first, ==, plan->slices[i].first);
     g_assert_cmpuint (back->slices[i].end, ==, plan->slices[i].end);
   }
+  g_assert_cmpstr (got.dump_dir, ==, "/tmp/dumps");
+  pp_hello_options_clear (&got);
 }
 
 static void
 test_reply_round_trip (void)
 {
-  g_autoptr (GBytes) ok = pp_handshake_reply_new (0xdeadbeef, 3, "");
-  g_autoptr (GBytes) ok_null = pp_handshake_reply_new (7, 1, NULL);
+  g_autoptr (GHashTable) parity = pp_parity_local ("abc", NULL);
+  g_autoptr (GBytes) ok = pp_handshake_reply_new (0xdeadbeef, 3, "", parity);
+  g_autoptr (GBytes) ok_null = pp_handshake_reply_new (7, 1, NULL, NULL);
   g_autoptr (GBytes) bad = pp_handshake_reply_new (0x01020304, 2,
-      "plan field slices[0]: mismatch");
+      "plan field slices[0]: mismatch", NULL);
   g_autoptr (GError) error = NULL;
   PpWorkerInfo info = { 0 };
 
@@ -60,8 +64,13 @@ test_reply_round_trip (void)
   g_assert_cmpstr (info.host, ==, g_get_host_name ());
   /* "" on the wire means the worker accepted the plan. */
   g_assert_null (info.error);
+  g_assert_cmpuint (g_hash_table_size (info.parity), ==,
+      g_hash_table_size (parity));
+  g_assert_cmpstr (g_hash_table_lookup (info.parity, PP_PARITY_MODEL_DIGEST),
+      ==, "abc");
   pp_worker_info_clear (&info);
   g_assert_null (info.host);
+  g_assert_null (info.parity);
 
   g_assert_true (pp_handshake_reply_parse (ok_null, &info, &error));
   g_assert_cmpuint (info.plan_id, ==, 7);
@@ -85,14 +94,15 @@ test_hello_version (void)
 {
   g_autoptr (PpPlan) plan = make_plan ();
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
-          (guint32) 2, (gint64) 1234, "elsewhere", pp_plan_to_variant (plan),
-          plan->plan_id));
+          (guint32) PP_PROTOCOL_VERSION + 1, (gint64) 1234, "elsewhere",
+          pp_plan_to_variant (plan), plan->plan_id, NULL));
   g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
   g_autoptr (GError) error = NULL;
   g_autofree gchar *host = NULL;
+  PpHelloOptions opts;
   gint64 pid = 0;
 
-  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &opts, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "protocol version"));
   g_assert_null (host);
@@ -106,25 +116,28 @@ test_hello_by_hand (void)
   g_autoptr (PpPlan) plan = make_plan ();
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
           (guint32) PP_PROTOCOL_VERSION, (gint64) 1234, "elsewhere",
-          pp_plan_to_variant (plan), plan->plan_id));
+          pp_plan_to_variant (plan), plan->plan_id, NULL));
   g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
   g_autoptr (GError) error = NULL;
   g_autofree gchar *host = NULL;
   g_autoptr (PpPlan) back = NULL;
+  PpHelloOptions opts;
   gint64 pid = 0;
 
-  back = pp_handshake_hello_parse (bytes, &pid, &host, &error);
+  back = pp_handshake_hello_parse (bytes, &pid, &host, &opts, &error);
   g_assert_no_error (error);
   g_assert_nonnull (back);
   g_assert_cmpint (pid, ==, 1234);
   g_assert_cmpstr (host, ==, "elsewhere");
+  g_assert_null (opts.dump_dir);
 }
 
 static void
 test_reply_version (void)
 {
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_REPLY_TYPE,
-          (guint32) 2, (guint32) 5, (guint32) 1, (gint64) 99, "h", ""));
+          (guint32) PP_PROTOCOL_VERSION + 1, (guint32) 5, (guint32) 1,
+          (gint64) 99, "h", "", NULL));
   g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
   g_autoptr (GError) error = NULL;
   PpWorkerInfo info = { 0 };
@@ -143,13 +156,14 @@ test_hello_wrong_plan_id (void)
   g_autoptr (PpPlan) plan = make_plan ();
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
           (guint32) PP_PROTOCOL_VERSION, (gint64) 1, "h",
-          pp_plan_to_variant (plan), plan->plan_id + 1));
+          pp_plan_to_variant (plan), plan->plan_id + 1, NULL));
   g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
   g_autoptr (GError) error = NULL;
   g_autofree gchar *host = NULL;
+  PpHelloOptions opts;
   gint64 pid;
 
-  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &opts, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "plan_id"));
   g_assert_null (host);
@@ -161,13 +175,14 @@ test_hello_plan_type (void)
 {
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
           (guint32) PP_PROTOCOL_VERSION, (gint64) 1, "h",
-          g_variant_new_string ("not a plan"), 0u));
+          g_variant_new_string ("not a plan"), 0u, NULL));
   g_autoptr (GBytes) bytes = g_variant_get_data_as_bytes (v);
   g_autoptr (GError) error = NULL;
   g_autofree gchar *host = NULL;
+  PpHelloOptions opts;
   gint64 pid;
 
-  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &opts, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
 }
 
@@ -176,9 +191,10 @@ assert_hello_refused (GBytes * bytes)
 {
   g_autoptr (GError) error = NULL;
   g_autofree gchar *host = NULL;
+  PpHelloOptions opts;
   gint64 pid = 0;
 
-  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &error));
+  g_assert_null (pp_handshake_hello_parse (bytes, &pid, &host, &opts, &error));
   g_assert_nonnull (error);
   g_assert_true (error->domain == PP_ERROR);
   g_assert_null (host);
@@ -203,8 +219,9 @@ static void
 test_garbage (void)
 {
   g_autoptr (PpPlan) plan = make_plan ();
-  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan);
-  g_autoptr (GBytes) reply = pp_handshake_reply_new (plan->plan_id, 1, "");
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan, NULL);
+  g_autoptr (GBytes) reply = pp_handshake_reply_new (plan->plan_id, 1, "",
+      NULL);
   g_autoptr (GRand) rand = g_rand_new_with_seed (20240611);
   gsize hello_len = g_bytes_get_size (hello);
   g_autoptr (GBytes) empty = g_bytes_new (NULL, 0);
@@ -245,6 +262,40 @@ test_garbage (void)
   }
 }
 
+/* Parity: equal dictionaries pass; every differing or missing checked key
+ * is listed with both values; reported-only keys may differ. */
+static void
+test_parity (void)
+{
+  const guint32 plan_id = 0x1234;
+  g_autoptr (GHashTable) rank0 = pp_parity_local (NULL, NULL);
+  PpWorkerInfo workers[3] = { { 0 } };
+  g_autoptr (GError) error = NULL;
+
+  for (guint i = 0; i < 3; i++)
+    workers[i].parity = pp_parity_local ("digest-a", &plan_id);
+  g_hash_table_insert (workers[1].parity, g_strdup (PP_PARITY_DEVICE),
+      g_strdup ("another cpu"));
+  g_assert_true (pp_parity_check (rank0, workers, 3, &error));
+  g_assert_no_error (error);
+
+  g_hash_table_insert (workers[2].parity, g_strdup (PP_PARITY_MODEL_DIGEST),
+      g_strdup ("digest-b"));
+  g_hash_table_insert (workers[1].parity, g_strdup (PP_PARITY_BUILD),
+      g_strdup ("other-build"));
+  g_hash_table_remove (workers[2].parity, PP_PARITY_MPI);
+  g_assert_false (pp_parity_check (rank0, workers, 3, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message,
+          "rank 3: model-digest = digest-b (rank 1: digest-a)"));
+  g_assert_nonnull (strstr (error->message, "rank 2: build = other-build"));
+  g_assert_nonnull (strstr (error->message, "rank 3: mpi = (absent)"));
+  g_assert_null (strstr (error->message, "device"));
+  for (guint i = 0; i < 3; i++)
+    pp_worker_info_clear (&workers[i]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -257,5 +308,6 @@ main (int argc, char **argv)
   g_test_add_func ("/handshake/reply/round-trip", test_reply_round_trip);
   g_test_add_func ("/handshake/reply/version", test_reply_version);
   g_test_add_func ("/handshake/garbage", test_garbage);
+  g_test_add_func ("/handshake/parity", test_parity);
   return g_test_run ();
 }

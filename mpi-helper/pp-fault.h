@@ -1,0 +1,52 @@
+/* ppdiffuse — fault injection for the break-it tests.
+ *
+ * A worker reads PPDIFFUSE_FAULT=rank:R,chunk:N,kind:K and misbehaves on
+ * purpose, once, when chunk N passes through world rank R.  Test-only: an
+ * unset variable costs one getenv at start.  The kinds are documented in
+ * docs/operator/control-plane.md. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define PP_FAULT_ENV "PPDIFFUSE_FAULT"
+
+typedef enum
+{
+  PP_FAULT_NONE,
+  PP_FAULT_KILL,                /* SIGKILL itself */
+  PP_FAULT_HANG,                /* SIGSTOP itself: alive, silent */
+  PP_FAULT_EXIT0,               /* _exit (0) */
+  PP_FAULT_EXIT1,               /* _exit (1) */
+  PP_FAULT_ABORT,               /* abort () */
+  PP_FAULT_BAD_VERSION,         /* send a head of another major version */
+  PP_FAULT_BAD_SPEC,            /* send a payload shorter than its manifest */
+  PP_FAULT_SKIP,                /* drop the chunk without sending it */
+  PP_FAULT_DUP,                 /* send the chunk twice */
+  PP_FAULT_SLOW,                /* sleep 3 × timeout-ms in a step */
+  PP_FAULT_EARLY_CRASH,         /* crash before MPI_Init */
+  PP_FAULT_BAD_DIGEST,          /* report another model digest at init */
+} PpFaultKind;
+
+typedef struct
+{
+  PpFaultKind kind;
+  gint rank;                    /* world rank (workers are 1..W) */
+  guint64 chunk;
+} PpFault;
+
+/* Parses @spec ("rank:R,chunk:N,kind:K", any order; chunk defaults to 0);
+ * NULL or "" gives PP_FAULT_NONE. */
+gboolean     pp_fault_parse      (const gchar * spec, PpFault * fault,
+                                  GError ** error);
+/* The fault of $PPDIFFUSE_FAULT for world rank @rank: PP_FAULT_NONE when
+ * it is unset or names another rank.  A malformed value is fatal: a test
+ * that misspells its fault must not pass by accident. */
+PpFault      pp_fault_for_rank   (gint rank);
+/* TRUE (once) when @fault is @kind at @chunk_id. */
+gboolean     pp_fault_fires      (PpFault * fault, PpFaultKind kind,
+                                  guint64 chunk_id);
+const gchar *pp_fault_kind_name  (PpFaultKind kind);
+
+G_END_DECLS

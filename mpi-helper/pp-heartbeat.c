@@ -1,0 +1,116 @@
+/* ppdiffuse — heartbeat and error report messages. */
+#include "pp-heartbeat.h"
+#include "pp-error.h"
+
+guint
+pp_heartbeat_period_ms (guint timeout_ms)
+{
+  return MAX (timeout_ms / PP_HEARTBEAT_DIVISOR, PP_HEARTBEAT_MIN_PERIOD_MS);
+}
+
+static GVariant *
+parse (GBytes * bytes, const gchar * type, const gchar * what,
+    GError ** error)
+{
+  GVariant *v = g_variant_ref_sink (g_variant_new_from_bytes (G_VARIANT_TYPE
+          (type), bytes, FALSE));
+
+  if (!g_variant_is_normal_form (v)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s: not a well-formed %s message (%" G_GSIZE_FORMAT " bytes)", what,
+        type, g_bytes_get_size (bytes));
+    g_variant_unref (v);
+    return NULL;
+  }
+  return v;
+}
+
+GBytes *
+pp_heartbeat_encode (const PpHeartbeat * hb)
+{
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new
+      (PP_HEARTBEAT_TYPE, hb->rank, (guint32) hb->state, hb->chunk_id,
+          hb->state_us, hb->received, hb->sent, hb->seq));
+
+  return g_variant_get_data_as_bytes (v);
+}
+
+gboolean
+pp_heartbeat_decode (GBytes * bytes, PpHeartbeat * hb, GError ** error)
+{
+  g_autoptr (GVariant) v = parse (bytes, PP_HEARTBEAT_TYPE, "heartbeat",
+      error);
+  guint32 state;
+
+  if (v == NULL)
+    return FALSE;
+  g_variant_get (v, PP_HEARTBEAT_TYPE, &hb->rank, &state, &hb->chunk_id,
+      &hb->state_us, &hb->received, &hb->sent, &hb->seq);
+  if (state > PP_WORK_DONE) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "heartbeat field state: expected 0 to %d, received %u", PP_WORK_DONE,
+        state);
+    return FALSE;
+  }
+  hb->state = (PpWorkState) state;
+  return TRUE;
+}
+
+GBytes *
+pp_report_encode (gint rank, const gchar * text)
+{
+  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_REPORT_TYPE,
+          (guint32) rank, text));
+
+  return g_variant_get_data_as_bytes (v);
+}
+
+gchar *
+pp_report_decode (GBytes * bytes, gint * rank, GError ** error)
+{
+  g_autoptr (GVariant) v = parse (bytes, PP_REPORT_TYPE, "error report",
+      error);
+  guint32 r;
+  const gchar *text;
+
+  if (v == NULL)
+    return NULL;
+  g_variant_get (v, "(u&s)", &r, &text);
+  *rank = (gint) r;
+  return g_strdup (text);
+}
+
+const gchar *
+pp_work_state_name (PpWorkState state)
+{
+  switch (state) {
+    case PP_WORK_IDLE:
+      return "idle";
+    case PP_WORK_COMPUTING:
+      return "computing";
+    case PP_WORK_DONE:
+      return "done";
+  }
+  return "?";
+}
+
+static gchar *
+chunk_text (guint64 id)
+{
+  return id == PP_HEARTBEAT_NONE ? g_strdup ("none")
+      : g_strdup_printf ("%" G_GUINT64_FORMAT, id);
+}
+
+gchar *
+pp_heartbeat_describe (const PpHeartbeat * hb, gint64 age_us)
+{
+  g_autofree gchar *received = chunk_text (hb->received);
+  g_autofree gchar *sent = chunk_text (hb->sent);
+  g_autofree gchar *what = hb->state == PP_WORK_COMPUTING
+      ? g_strdup_printf ("computing chunk %" G_GUINT64_FORMAT, hb->chunk_id)
+      : g_strdup (pp_work_state_name (hb->state));
+
+  return g_strdup_printf ("%s for %" G_GUINT64_FORMAT " ms, last chunk "
+      "received %s, sent %s; last heartbeat %" G_GINT64_FORMAT " ms ago",
+      what, hb->state_us / 1000, received, sent, age_us / 1000);
+}

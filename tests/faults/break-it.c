@@ -1,0 +1,358 @@
+/* ppdiffuse — break-it tests on a real mesh: every injected fault
+ * (PPDIFFUSE_FAULT, mpi-helper/pp-fault.h) on a middle and on the last
+ * worker must end the pipeline with an element error that names the rank
+ * and the reason within 2 × timeout-ms of the fault, leave the test
+ * process alive, count every frame, and leave no worker behind.  Plus the
+ * faults around it: the application killed, a parity mismatch, stopping
+ * with chunks in flight, and the negative control (the hang without the
+ * watchdog never ends on its own).
+ *
+ *   break-it CASE [POSITION]
+ *
+ * CASE is a fault kind or one of the scenarios below; POSITION is
+ * "middle" (rank 2 of 3) or "last" (rank 3 of 3).  Each case runs in a
+ * process of its own. */
+#include <gst/check/gstcheck.h>
+#include <gst/check/gstharness.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pp-check-util.h"
+
+#define RANKS 3
+#define STEPS 3
+#define MODEL "builtin:stamp?step-ms=2"
+#define TIMEOUT_MS 1500
+/* The fault fires on this chunk, after a few went round cleanly. */
+#define FAULT_CHUNK 3
+/* Time on top of the bound for a worker to be reaped and for the element
+ * to stop. */
+#define SLACK_MS 3000
+#define CAPS_STR "video/x-raw,format=RGBx,width=32,height=24,framerate=30/1"
+#define FRAME_BYTES (32 * 24 * 4)
+#define MAX_PUSHES 200
+#define STOP_CYCLES 50
+#define STOP_FRAMES 3
+
+static const gchar *position;   /* "middle" or "last" */
+
+static gint
+fault_rank (void)
+{
+  return g_str_equal (position, "last") ? RANKS : RANKS - 1;
+}
+
+static void
+set_fault (const gchar * kind, guint64 chunk)
+{
+  g_autofree gchar *spec = g_strdup_printf ("rank:%d,chunk:%" G_GUINT64_FORMAT
+      ",kind:%s", fault_rank (), chunk, kind);
+
+  g_setenv ("PPDIFFUSE_FAULT", spec, TRUE);
+  GST_INFO ("PPDIFFUSE_FAULT=%s", spec);
+}
+
+static GstElement *
+make_element (void)
+{
+  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
+
+  fail_unless (e != NULL);
+  g_object_set (e, "ranks", RANKS, "steps", STEPS, "model", MODEL,
+      "timeout-ms", TIMEOUT_MS, "max-in-flight", 2, NULL);
+  return e;
+}
+
+static GstBuffer *
+make_frame (guint index)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, FRAME_BYTES, NULL);
+
+  gst_buffer_memset (buf, 0, (guint8) index, FRAME_BYTES);
+  GST_BUFFER_PTS (buf) = index * GST_SECOND / 30;
+  return buf;
+}
+
+static void
+check_accounting (GstElement * element)
+{
+  GstStructure *stats = NULL;
+  guint64 in = 0, out = 0, flushed = 0, failed = 0, qos = 0, leaky = 0;
+
+  g_object_get (element, "stats", &stats, NULL);
+  fail_unless (gst_structure_get (stats, "frames-in", G_TYPE_UINT64, &in,
+          "frames-out", G_TYPE_UINT64, &out, "dropped-flush", G_TYPE_UINT64,
+          &flushed, "dropped-error", G_TYPE_UINT64, &failed, "dropped-qos",
+          G_TYPE_UINT64, &qos, "dropped-leaky", G_TYPE_UINT64, &leaky, NULL));
+  GST_INFO ("in %" G_GUINT64_FORMAT " out %" G_GUINT64_FORMAT " flush %"
+      G_GUINT64_FORMAT " error %" G_GUINT64_FORMAT, in, out, flushed, failed);
+  fail_unless_equals_uint64 (in, out + flushed + failed + qos + leaky);
+  fail_unless (failed > 0, "the frames the error lost were not counted");
+  gst_structure_free (stats);
+}
+
+/* Pushes frames, pulling what comes out, until the element refuses one;
+ * the error must come within 2 × timeout-ms of the faulty chunk's push
+ * and name every string of @needles. */
+static void
+run_to_failure (const gchar * const *needles)
+{
+  GstHarness *h = gst_harness_new_with_element (make_element (), "sink",
+      "src");
+  GstBus *bus = gst_bus_new ();
+  GstFlowReturn ret = GST_FLOW_OK;
+  gint64 fault_push = 0, start;
+  guint pushes = 0;
+
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  while (ret == GST_FLOW_OK && pushes < MAX_PUSHES) {
+    GstBuffer *out;
+
+    if (pushes == FAULT_CHUNK)
+      fault_push = g_get_monotonic_time ();
+    ret = gst_harness_push (h, make_frame (pushes++));
+    while ((out = gst_harness_try_pull (h)) != NULL)
+      gst_buffer_unref (out);
+  }
+  fail_unless (ret != GST_FLOW_OK, "the element never noticed");
+  fail_unless (fault_push != 0, "failed before the faulty chunk");
+  pp_check_expect_error (bus, fault_push, 2 * TIMEOUT_MS, needles);
+
+  start = g_get_monotonic_time ();
+  fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
+      GST_STATE_CHANGE_SUCCESS);
+  fail_unless ((g_get_monotonic_time () - start) / 1000 < SLACK_MS,
+      "stopping after the error took too long");
+  check_accounting (h->element);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+}
+
+/* What the error must say for each kind, the culprit being rank R. */
+typedef struct
+{
+  const gchar *kind;
+  const gchar *reason;
+} Expect;
+
+static const Expect expects[] = {
+  {"kill", "has exited"},
+  {"exit0", "has exited"},
+  {"exit1", "has exited"},
+  {"abort", "has exited"},
+  {"hang", "no heartbeat"},
+  {"slow", "computing chunk"},
+  {"bad-version", "major version"},
+  {"bad-spec", "the manifest says"},
+  {"skip", "chunk_id"},
+  {"dup", "chunk_id"},
+};
+
+static const gchar *case_name;
+
+GST_START_TEST (test_stream_fault)
+{
+  g_autofree gchar *rank = g_strdup_printf ("rank %d", fault_rank ());
+  const gchar *reason = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (expects); i++)
+    if (g_str_equal (expects[i].kind, case_name))
+      reason = expects[i].reason;
+  fail_unless (reason != NULL);
+  set_fault (case_name, FAULT_CHUNK);
+  {
+    const gchar *needles[] = { rank, reason, NULL };
+
+    run_to_failure (needles);
+  }
+}
+
+GST_END_TEST;
+
+/* A worker that dies before MPI_Init: the spawn cannot complete; start
+ * fails naming the rank that never came up, within the spawn deadline. */
+GST_START_TEST (test_early_crash)
+{
+  g_autofree gchar *rank = g_strdup_printf ("rank %d", fault_rank ());
+  const gchar *needles[] = { "could not start", rank, NULL };
+
+  set_fault ("early-crash", 0);
+  pp_check_expect_start_failure (make_element (), 2 * TIMEOUT_MS, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+}
+
+GST_END_TEST;
+
+/* Parity: a worker reporting another model digest; start fails listing
+ * the key with both values. */
+GST_START_TEST (test_parity)
+{
+  g_autofree gchar *rank = g_strdup_printf ("rank %d: model-digest",
+      fault_rank ());
+  const gchar *needles[] = { "parity", rank, NULL };
+
+  set_fault ("bad-digest", 0);
+  pp_check_expect_start_failure (make_element (), TIMEOUT_MS + SLACK_MS,
+      needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+}
+
+GST_END_TEST;
+
+/* The application is SIGKILLed mid-stream: its workers must leave on
+ * their own (no rank 0 to kill them) within timeout-ms and some slack.
+ * The application is a child process running gst-launch; this process
+ * adopts its orphans (a subreaper) so that it can watch them. */
+GST_START_TEST (test_app_killed)
+{
+  g_autofree gchar *launch = g_find_program_in_path ("gst-launch-1.0");
+  g_autofree gchar *ranks = g_strdup_printf ("ranks=%d", RANKS);
+  g_autofree gchar *timeout = g_strdup_printf ("timeout-ms=%d", TIMEOUT_MS);
+  const gchar *argv[] = { launch, "-q", "videotestsrc", "is-live=true", "!",
+    "video/x-raw,format=RGBx,width=32,height=24,framerate=30/1", "!",
+    "ppdiffuse", ranks, "steps=3", "model=" MODEL, timeout, "!", "fakesink",
+    NULL
+  };
+  GArray *workers;
+  GPid app;
+  gint64 deadline;
+  guint left;
+
+  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
+  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
+  fail_unless (g_spawn_async (NULL, (gchar **) argv, NULL,
+          G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &app, NULL));
+  /* Up and streaming: all workers there. */
+  deadline = g_get_monotonic_time () + (TIMEOUT_MS + SLACK_MS) * 1000;
+  while (pp_check_count_descendants (PP_CHECK_WORKER_COMM) < RANKS
+      && g_get_monotonic_time () < deadline)
+    g_usleep (50000);
+  fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
+      RANKS);
+  g_usleep (300000);
+  fail_unless (kill (app, SIGKILL) == 0);
+  waitpid (app, NULL, 0);
+  g_spawn_close_pid (app);
+
+  left = pp_check_wait_descendants_gone (PP_CHECK_WORKER_COMM,
+      TIMEOUT_MS + SLACK_MS);
+  workers = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  for (guint i = 0; i < workers->len; i++)
+    kill (g_array_index (workers, gint, i), SIGKILL);
+  g_array_unref (workers);
+  fail_unless_equals_int (left, 0);
+}
+
+GST_END_TEST;
+
+/* PLAYING → NULL with chunks in flight, STOP_CYCLES times: each stop is
+ * bounded and leaves no worker. */
+GST_START_TEST (test_stop_in_flight)
+{
+  for (guint cycle = 0; cycle < STOP_CYCLES; cycle++) {
+    GstHarness *h = gst_harness_new_with_element (make_element (), "sink",
+        "src");
+    gint64 start;
+
+    gst_harness_set_src_caps_str (h, CAPS_STR);
+    for (guint i = 0; i < STOP_FRAMES; i++)
+      fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+          GST_FLOW_OK);
+    start = g_get_monotonic_time ();
+    fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
+        GST_STATE_CHANGE_SUCCESS);
+    fail_unless ((g_get_monotonic_time () - start) / 1000 < TIMEOUT_MS +
+        SLACK_MS, "cycle %u: stopping took too long", cycle);
+    gst_harness_teardown (h);
+    fail_unless_equals_int (pp_check_wait_descendants_gone
+        (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+  }
+}
+
+GST_END_TEST;
+
+static gpointer
+push_forever (gpointer data)
+{
+  GstHarness *h = data;
+
+  for (guint i = 0; i < MAX_PUSHES; i++)
+    if (gst_harness_push (h, make_frame (i)) != GST_FLOW_OK)
+      break;
+  return NULL;
+}
+
+/* The negative control: the hang with rank 0's watchdog and chunk
+ * deadlines off (test-only switch) is still undecided after 3 ×
+ * timeout-ms, proving that the watchdog is what ends the hang case.  The
+ * stuck pipeline is abandoned: the workers are killed, the process exits
+ * after the test. */
+GST_START_TEST (test_hang_without_watchdog)
+{
+  GstHarness *h;
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  GArray *workers;
+
+  g_setenv ("PPDIFFUSE_TEST_NO_WATCHDOG", "1", TRUE);
+  set_fault ("hang", FAULT_CHUNK);
+  h = gst_harness_new_with_element (make_element (), "sink", "src");
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  g_thread_unref (g_thread_new ("pusher", push_forever, h));
+  msg = pp_check_pop_error (bus, 3 * TIMEOUT_MS);
+  fail_unless (msg == NULL, "the hang ended without its watchdog: %"
+      GST_PTR_FORMAT, msg);
+  workers = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (workers->len, RANKS);
+  for (guint i = 0; i < workers->len; i++)
+    kill (g_array_index (workers, gint, i), SIGKILL);
+  g_array_unref (workers);
+}
+
+GST_END_TEST;
+
+static Suite *
+break_it_suite (void)
+{
+  Suite *s = suite_create ("ppdiffuse-break-it");
+  TCase *tc = tcase_create ("break-it");
+
+  tcase_set_timeout (tc, 240);
+  if (g_str_equal (case_name, "early-crash"))
+    tcase_add_test (tc, test_early_crash);
+  else if (g_str_equal (case_name, "bad-digest"))
+    tcase_add_test (tc, test_parity);
+  else if (g_str_equal (case_name, "app-killed"))
+    tcase_add_test (tc, test_app_killed);
+  else if (g_str_equal (case_name, "stop-in-flight"))
+    tcase_add_test (tc, test_stop_in_flight);
+  else if (g_str_equal (case_name, "hang-without-watchdog"))
+    tcase_add_test (tc, test_hang_without_watchdog);
+  else
+    tcase_add_test (tc, test_stream_fault);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (int argc, char **argv)
+{
+  if (argc < 2 || argc > 3) {
+    g_printerr ("usage: %s CASE [middle|last]\n", argv[0]);
+    return 2;
+  }
+  case_name = argv[1];
+  position = argc == 3 ? argv[2] : "middle";
+  gst_check_init (NULL, NULL);
+  pp_check_run_and_exit (break_it_suite (), "ppdiffuse-break-it", __FILE__);
+}
