@@ -14,6 +14,29 @@ pp_chunk_new (void)
   return c;
 }
 
+PpChunk *
+pp_chunk_copy (const PpChunk * chunk)
+{
+  PpChunk *copy = pp_chunk_new ();
+
+  copy->flags = chunk->flags;
+  copy->chunk_id = chunk->chunk_id;
+  copy->cache_epoch = chunk->cache_epoch;
+  copy->plan_id = chunk->plan_id;
+  copy->pts = chunk->pts;
+  copy->next_step = chunk->next_step;
+  copy->n_steps = chunk->n_steps;
+  copy->submit_us = chunk->submit_us;
+  for (guint i = 0; i < chunk->tensors->len; i++) {
+    const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+    PpTensor *c = pp_tensor_new (t->name, t->dtype, t->ndim, t->shape, NULL);
+
+    memcpy (c->data, t->data, t->nbytes);
+    pp_chunk_add_tensor (copy, c);
+  }
+  return copy;
+}
+
 void
 pp_chunk_free (PpChunk * chunk)
 {

@@ -39,6 +39,8 @@ struct _PpMesh
   gint failed;                  /* atomic: the mesh cannot be shut down cleanly */
   gchar *dump_dir;
   gboolean watchdog;
+  guint32 last_epoch;           /* chain thread: of the last chunk sent */
+  guint64 warm_ups;
 
   /* The monitor thread: heartbeats both ways, workers' reports. */
   GThread *monitor;
@@ -172,6 +174,64 @@ spawn_blocking (gpointer data, GError ** error)
   return TRUE;
 }
 
+/* Watches the spawned workers of this host while MPI_Comm_spawn runs, so
+ * that a failed spawn can name the rank that went first: Open MPI ends the
+ * other processes of the job soon after one dies before MPI_Init. */
+typedef struct
+{
+  gchar *worker;
+  guint n;
+  gint64 *last_seen_us;         /* per spawned rank; 0: never seen */
+  gint stop;                    /* atomic */
+} SpawnWatch;
+
+#define SPAWN_WATCH_PERIOD_US 20000
+/* A rank last seen this much before the others died first. */
+#define SPAWN_WATCH_FIRST_US 100000
+
+static gpointer
+spawn_watch_thread (gpointer data)
+{
+  SpawnWatch *sw = data;
+  g_autofree gint64 *pids = g_new0 (gint64, sw->n);
+
+  while (!g_atomic_int_get (&sw->stop)) {
+    const gint64 now = g_get_monotonic_time ();
+
+    pp_proc_find_spawned (sw->worker, sw->n, pids);
+    for (guint i = 0; i < sw->n; i++)
+      if (pids[i] != 0)
+        sw->last_seen_us[i] = now;
+    g_usleep (SPAWN_WATCH_PERIOD_US);
+  }
+  return NULL;
+}
+
+/* "; worker rank 2 died before MPI_Init (…)" for the ranks that were never
+ * seen, or gone well before the others; "" when that cannot be told (a
+ * remote host, or nothing seen at all). */
+static gchar *
+spawn_culprits (const SpawnWatch * sw)
+{
+  GString *s = g_string_new (NULL);
+  gint64 latest = 0;
+
+  for (guint i = 0; i < sw->n; i++)
+    latest = MAX (latest, sw->last_seen_us[i]);
+  if (latest == 0)
+    return g_string_free (s, FALSE);
+  for (guint i = 0; i < sw->n; i++) {
+    if (sw->last_seen_us[i] == 0)
+      g_string_append_printf (s, "; worker rank %u never started or died at "
+          "once, before MPI_Init", i + 1);
+    else if (latest - sw->last_seen_us[i] > SPAWN_WATCH_FIRST_US)
+      g_string_append_printf (s, "; worker rank %u died first, %"
+          G_GINT64_FORMAT " ms before the others, before MPI_Init", i + 1,
+          (latest - sw->last_seen_us[i]) / 1000);
+  }
+  return g_string_free (s, FALSE);
+}
+
 static gboolean
 spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
     const gchar * worker, GError ** error)
@@ -185,17 +245,31 @@ spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
       ? g_strdup (config->hostfile) : NULL;
   call->n_workers = config->n_workers;
   call->inter = call->world = MPI_COMM_NULL;
+  SpawnWatch watch = { (gchar *) worker, config->n_workers,
+    g_new0 (gint64, config->n_workers), 0
+  };
+  GThread *watcher = g_thread_new ("pp-spawn-watch", spawn_watch_thread,
+      &watch);
+  gboolean spawned;
+
   /* The spawn call holds the call alive; the extra ref is ours. */
-  if (!pp_run_with_deadline ("spawning the workers (MPI_Comm_spawn)",
-          spawn_blocking, call, NULL, config->timeout_ms, &local)) {
+  spawned = pp_run_with_deadline ("spawning the workers (MPI_Comm_spawn)",
+      spawn_blocking, call, NULL, config->timeout_ms, &local);
+  g_atomic_int_set (&watch.stop, 1);
+  g_thread_join (watcher);
+  if (!spawned) {
+    g_autofree gchar *culprits = spawn_culprits (&watch);
+
     g_set_error (error, PP_ERROR, PP_ERROR_SPAWN,
-        "could not start %u workers from '%s': %s. Check that the worker "
+        "could not start %u workers from '%s': %s%s. Check that the worker "
         "runs on its own (ldd), that Open MPI works, and the hosts/hostfile "
-        "settings", config->n_workers, worker, local->message);
+        "settings", config->n_workers, worker, local->message, culprits);
     g_error_free (local);
+    g_free (watch.last_seen_us);
     /* A spawn still blocked in MPI keeps using call: leave it be. */
     return FALSE;
   }
+  g_free (watch.last_seen_us);
   mesh->inter = call->inter;
   mesh->world = call->world;
   spawn_call_free (call);
@@ -675,7 +749,13 @@ pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, guint64 * chunk_id,
   chunk->n_steps = mesh->plan->n_steps;
   chunk->next_step = 0;
   chunk->submit_us = (guint64) g_get_monotonic_time ();
-  if (mesh->first_submit_us == 0)
+  if (!(chunk->flags & PP_CHUNK_KIND_FLAGS))
+    chunk->flags |= PP_CHUNK_FLAG_DATA;
+  /* The first chunk of a stream state: workers start theirs over. */
+  if (mesh->next_send_id == 0 || chunk->cache_epoch != mesh->last_epoch)
+    chunk->flags |= PP_CHUNK_FLAG_RESET;
+  mesh->last_epoch = chunk->cache_epoch;
+  if (mesh->first_submit_us == 0 && (chunk->flags & PP_CHUNK_FLAG_DATA))
     mesh->first_submit_us = (gint64) chunk->submit_us;
   if (chunk_id != NULL)
     *chunk_id = chunk->chunk_id;
@@ -726,9 +806,35 @@ collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
   pp_recorder_note (PP_REC_COLLECT, chunk->chunk_id,
       (gint) mesh->plan->n_workers, 0, PP_REC_DONE);
   mesh->next_recv_id++;
-  if (!(chunk->flags & PP_CHUNK_FLAG_SHUTDOWN))
+  if (chunk->flags & PP_CHUNK_FLAG_DATA)
     mesh->last_return_us = g_get_monotonic_time ();
   return g_steal_pointer (&chunk);
+}
+
+gboolean
+pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk, GError ** error)
+{
+  const gint64 start = g_get_monotonic_time ();
+  g_autoptr (PpChunk) back = NULL;
+
+  g_return_val_if_fail (mesh->next_recv_id == mesh->next_send_id, FALSE);
+  chunk->flags = (chunk->flags & ~PP_CHUNK_KIND_FLAGS) | PP_CHUNK_FLAG_WARMUP;
+  if (!pp_mesh_submit (mesh, chunk, NULL, error))
+    return FALSE;
+  back = pp_mesh_collect (mesh, error);
+  if (back == NULL)
+    return FALSE;
+  if (!(back->flags & PP_CHUNK_FLAG_WARMUP)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL, "the warm-up chunk %"
+        G_GUINT64_FORMAT " came back without its warm-up flag",
+        back->chunk_id);
+    mesh_fail (mesh, *error);
+    return FALSE;
+  }
+  mesh->warm_ups++;
+  PP_INFO ("warm-up pass (chunk %" G_GUINT64_FORMAT ") took %.1f ms",
+      back->chunk_id, (g_get_monotonic_time () - start) / 1e3);
+  return TRUE;
 }
 
 PpChunk *
@@ -807,7 +913,8 @@ shutdown_clean (PpMesh * mesh, PpMeshStats * stats, GError ** error)
     stats->n_workers = n;
     for (guint i = 0; i < n; i++)
       sum += stats->busy_s[i] = ((gdouble *) busy->data)[i];
-    stats->chunks = mesh->next_send_id - 1;
+    stats->chunks = mesh->next_send_id - 1 - mesh->warm_ups;
+    stats->warm_ups = mesh->warm_ups;
     stats->wall_s = (mesh->last_return_us - mesh->first_submit_us) / 1e6;
     stats->overlap = stats->wall_s > 0 && mesh->first_submit_us > 0
         ? sum / (n * stats->wall_s) : 0.0;

@@ -45,6 +45,7 @@ typedef struct
   gdouble wall_s;               /* first submit to last return */
   gdouble overlap;              /* Σ busy / (W × wall); 1.0 is perfect */
   guint64 chunks;               /* frames that went round the mesh */
+  guint64 warm_ups;             /* warm-up passes, not in the above */
 } PpMeshStats;
 
 const gchar *pp_mesh_installed_worker (void);
@@ -57,6 +58,12 @@ const PpPlan *pp_mesh_plan    (PpMesh * mesh);
  * first worker; takes ownership of @chunk. */
 gboolean      pp_mesh_submit  (PpMesh * mesh, PpChunk * chunk,
                                guint64 * chunk_id, GError ** error);
+/* The warm-up pass: sends @chunk (taken) flagged PP_CHUNK_FLAG_WARMUP
+ * round the mesh and waits for it to come back, in lockstep, before any
+ * frame is in flight (chain thread, nothing outstanding).  Left out of
+ * every statistic. */
+gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
+                               GError ** error);
 /* Waits up to timeout_ms for the next chunk back from the last worker and
  * validates it. */
 PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);

@@ -11,5 +11,9 @@ gboolean pp_proc_is_local   (const gchar * host);
 gboolean pp_proc_is_running (gint64 pid);
 /* Sends SIGKILL; TRUE when a signal was delivered. */
 gboolean pp_proc_kill       (gint64 pid);
+/* Processes of this host that descend from this one and run @exe, with
+ * the rank Open MPI gave each among the spawned (OMPI_COMM_WORLD_RANK):
+ * @ranks[r] = pid of spawned rank r, 0 if none; r < @n. */
+void     pp_proc_find_spawned (const gchar * exe, guint n, gint64 * ranks);
 
 G_END_DECLS

@@ -70,7 +70,27 @@ typedef struct
   guint64 last_sent;
   gint heartbeat_stop;
   gint failing;                 /* first failure wins; others just wait */
+  gint frozen;                  /* the hang fault: every thread stops */
+  gboolean deadlines;           /* FALSE only under the test-only switch */
 } Worker;
+
+/* The hang fault: once set, each thread stops where it checks, so the
+ * process stays alive and answers nothing, heartbeats included. */
+static void
+freeze_point (Worker * w)
+{
+  if (g_atomic_int_get (&w->frozen))
+    for (;;)
+      g_usleep (G_USEC_PER_SEC);
+}
+
+/* A deadline @timeout_ms from now, or none under the test-only switch. */
+static gint64
+worker_deadline (Worker * w)
+{
+  return w->deadlines ? pp_deadline_in_ms (w->plan->timeout_ms)
+      : PP_NO_DEADLINE;
+}
 
 /* Best effort: rank 0 gets the text before this process goes. */
 static void
@@ -147,7 +167,8 @@ fire_process_fault (Worker * w, guint64 chunk_id)
         raise (SIGKILL);
         break;
       case PP_FAULT_HANG:
-        raise (SIGSTOP);
+        g_atomic_int_set (&w->frozen, 1);
+        freeze_point (w);
         break;
       case PP_FAULT_EXIT0:
         _exit (0);
@@ -166,6 +187,7 @@ rank0_alive (gpointer data, GError ** error)
 {
   Worker *w = data;
 
+  freeze_point (w);
   if (pp_proc_is_local (w->rank0_host) && !pp_proc_is_running (w->rank0_pid)) {
     g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
         "rank 0 (pid %" G_GINT64_FORMAT ") has exited", w->rank0_pid);
@@ -213,7 +235,7 @@ receiver_thread (gpointer data)
       expect.min_cache_epoch = chunk->cache_epoch;
     }
     expect.chunk_id++;
-    if (!pp_queue_push (w->in, chunk, pp_deadline_in_ms (w->plan->timeout_ms))) {
+    if (!pp_queue_push (w->in, chunk, worker_deadline (w))) {
       g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
           "compute did not take chunk %" G_GUINT64_FORMAT " within %u ms",
           chunk->chunk_id, w->plan->timeout_ms);
@@ -222,29 +244,6 @@ receiver_thread (gpointer data)
     if (last)
       return NULL;
   }
-}
-
-static PpChunk *
-chunk_copy (const PpChunk * chunk)
-{
-  PpChunk *copy = pp_chunk_new ();
-
-  copy->flags = chunk->flags;
-  copy->chunk_id = chunk->chunk_id;
-  copy->cache_epoch = chunk->cache_epoch;
-  copy->plan_id = chunk->plan_id;
-  copy->pts = chunk->pts;
-  copy->next_step = chunk->next_step;
-  copy->n_steps = chunk->n_steps;
-  copy->submit_us = chunk->submit_us;
-  for (guint i = 0; i < chunk->tensors->len; i++) {
-    const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
-    PpTensor *c = pp_tensor_new (t->name, t->dtype, t->ndim, t->shape, NULL);
-
-    memcpy (c->data, t->data, t->nbytes);
-    pp_chunk_add_tensor (copy, c);
-  }
-  return copy;
 }
 
 /* The sender's faults: a defective send, a skipped or a doubled chunk.
@@ -276,8 +275,8 @@ sender_thread (gpointer data)
   Worker *w = data;
 
   for (;;) {
-    PpWait wait = { w->world, next_rank (w),
-      pp_deadline_in_ms (w->plan->timeout_ms), rank0_alive, w
+    PpWait wait = { w->world, next_rank (w), worker_deadline (w),
+      rank0_alive, w
     };
     PpChunk *chunk = pp_queue_pop (w->out, PP_NO_DEADLINE);
     GError *error = NULL;
@@ -291,7 +290,7 @@ sender_thread (gpointer data)
       pp_chunk_free (chunk);
       continue;
     }
-    if (twice && !pp_transport_send_chunk (&wait, chunk_copy (chunk), &error))
+    if (twice && !pp_transport_send_chunk (&wait, pp_chunk_copy (chunk), &error))
       worker_fail (w, "send", error);
     w->last_sent = chunk->chunk_id;
     if (!pp_transport_send_chunk_as (&wait, chunk, defect, &error))
@@ -366,7 +365,7 @@ compute_loop (Worker * w)
     } else {
       run_steps (w, chunk);
     }
-    if (!pp_queue_push (w->out, chunk, pp_deadline_in_ms (w->plan->timeout_ms))) {
+    if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {
       g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
           "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms",
           chunk->chunk_id, w->plan->timeout_ms);
@@ -446,6 +445,7 @@ heartbeat_thread (gpointer data)
     GBytes *in;
     gint source;
 
+    freeze_point (w);
     while ((in = pp_transport_try_recv_bytes (w->world, PP_TAG_HEARTBEAT,
                 PP_HANDSHAKE_MAX, &source, &error)) != NULL) {
       if (source == 0)
@@ -556,6 +556,7 @@ main (int argc, char **argv)
   MPI_Comm_size (w.world, &world_size);
   pp_log_set_rank (w.rank);
   w.fault = pp_fault_for_rank (w.rank);
+  w.deadlines = g_strcmp0 (g_getenv (PP_MESH_NO_WATCHDOG_ENV), "1") != 0;
   w.last_received = w.last_sent = w.state_chunk = PP_HEARTBEAT_NONE;
   set_state (&w, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   do_handshake (&w);

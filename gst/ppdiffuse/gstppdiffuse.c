@@ -75,6 +75,7 @@ enum
   PROP_STRENGTH,
   PROP_SEED,
   PROP_T_INDEX_LIST,
+  PROP_WARM_UP,
   PROP_STATS,
 };
 
@@ -315,6 +316,34 @@ wait_for_room (GstPpDiffuse * self)
   return self->srcresult;
 }
 
+/* The warm-up pass, on the first frame of a mesh: a copy of @chunk goes
+ * round the mesh in lockstep; nothing is in flight yet, so the collector
+ * is idle and the chain thread collects the pass itself. */
+static gboolean
+gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
+{
+  PpChunk *pass = pp_chunk_copy (chunk);
+  GError *error = NULL;
+
+  self->warmed_up = TRUE;
+  g_mutex_lock (&self->lock);
+  pass->cache_epoch = self->cache_epoch;
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
+  if (pp_mesh_warm_up (self->mesh, pass, &error))
+    return TRUE;
+  g_mutex_lock (&self->lock);
+  self->srcresult = GST_FLOW_ERROR;
+  self->mesh_failed = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  GST_ELEMENT_ERROR (self, RESOURCE, WRITE,
+      ("The warm-up pass round the ppdiffuse worker mesh failed: %s",
+          error->message), (NULL));
+  g_error_free (error);
+  return FALSE;
+}
+
 static GstFlowReturn
 gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
@@ -348,6 +377,14 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: %s",
             error->message), (NULL));
     g_error_free (error);
+    item_free (item);
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+
+  if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
+          chunk)) {
+    pp_chunk_free (chunk);
     item_free (item);
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
@@ -748,6 +785,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->frames_in = self->frames_out = 0;
   self->dropped_flush = self->dropped_error = 0;
   self->dropped_qos = self->dropped_leaky = 0;
+  self->warmed_up = FALSE;
   self->latency = self->reported_latency = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
@@ -834,7 +872,8 @@ gst_pp_diffuse_stats (GstPpDiffuse * self)
       "latency", G_TYPE_UINT64, (guint64) self->latency,
       "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
       "mesh-wall-s", G_TYPE_DOUBLE, self->mesh_stats.wall_s,
-      "overlap-score", G_TYPE_DOUBLE, self->mesh_stats.overlap, NULL);
+      "overlap-score", G_TYPE_DOUBLE, self->mesh_stats.overlap,
+      "warm-up-passes", G_TYPE_UINT64, self->mesh_stats.warm_ups, NULL);
   g_mutex_unlock (&self->lock);
   return s;
 }
@@ -896,6 +935,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_T_INDEX_LIST:
       replace_string (&self->t_index_list, value);
       break;
+    case PROP_WARM_UP:
+      self->warm_up = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -956,6 +998,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_T_INDEX_LIST:
       g_value_set_string (value, self->t_index_list);
+      break;
+    case PROP_WARM_UP:
+      g_value_set_boolean (value, self->warm_up);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -1136,6 +1181,19 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
           "Comma-separated LCM timestep indices, t = 999 - 20*idx; as many "
           "as steps (default: none, the scheduler's own timesteps)", NULL,
           PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:warm-up:
+   *
+   * Before the first frame of a mesh, send a copy of it round the mesh and
+   * wait for it to come back (in lockstep): every worker's first run of
+   * its steps (allocations, caches, and on GPUs kernel selection) happens
+   * before the stream starts.  The pass is flagged in its envelope and left
+   * out of the output and of every statistic but "warm-up-passes".
+   */
+  g_object_class_install_property (gobject_class, PROP_WARM_UP,
+      g_param_spec_boolean ("warm-up", "Warm-up pass",
+          "Run one warm-up pass round the mesh before the first frame "
+          "(default: off)", FALSE, PARAM_FLAGS));
   /**
    * GstPpDiffuse:stats:
    *

@@ -61,6 +61,7 @@ struct _GstPpDiffuse
   gdouble strength;
   guint64 seed;
   gchar *t_index_list;
+  gboolean warm_up;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;
@@ -90,6 +91,7 @@ struct _GstPpDiffuse
   guint64 dropped_qos;          /* frames too late for downstream (QoS) */
   guint64 dropped_leaky;        /* frames refused while the mesh was full */
   PpMeshStats mesh_stats;       /* of the last mesh that stopped */
+  gboolean warmed_up;           /* chain thread: this mesh had its pass */
 };
 
 GST_ELEMENT_REGISTER_DECLARE (ppdiffuse);

@@ -191,6 +191,37 @@ GST_START_TEST (test_stamp_matrix)
 
 GST_END_TEST;
 
+/* ---- warm-up: one pass before the first frame, invisible downstream ---- */
+
+GST_START_TEST (test_warm_up)
+{
+  GstElement *element = make_element (2, 4, "builtin:stamp");
+  GstHarness *h;
+  GstStructure *stats;
+
+  g_object_set (element, "warm-up", TRUE, NULL);
+  h = make_harness (element);
+  for (guint i = 0; i < MATRIX_FRAMES; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  /* Every frame comes out once, stamped by exactly its own steps: the
+   * pass neither shows up nor disturbs the stream. */
+  for (guint i = 0; i < MATRIX_FRAMES; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    check_stamped (out, i, 4);
+    gst_buffer_unref (out);
+  }
+  fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
+  /* mesh-chunks counts the frames only */
+  stats = stop_and_check_stats (h, MATRIX_FRAMES);
+  fail_unless_equals_uint64 (stat_u64 (stats, "warm-up-passes"), 1);
+  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), MATRIX_FRAMES);
+  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"), MATRIX_FRAMES);
+  gst_structure_free (stats);
+}
+
+GST_END_TEST;
+
 /* ---- EOS drains every chunk in flight ---------------------------------- */
 
 GST_START_TEST (test_eos_drains_in_flight)
@@ -505,6 +536,7 @@ ppdiffuse_suite (void)
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("stream");
+  tcase_add_test (tc, test_warm_up);
   tcase_add_test (tc, test_eos_drains_in_flight);
   tcase_add_test (tc, test_events_keep_order);
   tcase_add_test (tc, test_flush_discards_and_recovers);
