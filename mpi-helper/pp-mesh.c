@@ -61,8 +61,23 @@ pp_mesh_installed_worker (void)
   return PPDIFFUSE_WORKER_PATH;
 }
 
+/* The thread level MPI_Init_thread provided (static: a call abandoned at
+ * its deadline may still write it), and whether such a call is still
+ * running somewhere: MPI must then not be initialised a second time. */
+static int init_provided;
+static gboolean init_abandoned;
+
+/* MPI_Init_thread has no timeout of its own: run it where a deadline can
+ * abandon it. */
 static gboolean
-ensure_mpi (GError ** error)
+init_blocking (gpointer data, GError ** error)
+{
+  return pp_mpi_check (MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE,
+          &init_provided), "MPI_Init_thread", error);
+}
+
+static gboolean
+ensure_mpi (guint timeout_ms, GError ** error)
 {
   int initialized = 0, finalized = 0, provided = 0;
   gboolean ok = TRUE;
@@ -81,8 +96,17 @@ ensure_mpi (GError ** error)
       PP_WARN ("running as root without OMPI_ALLOW_RUN_AS_ROOT: if Open MPI "
           "refuses to start, set OMPI_ALLOW_RUN_AS_ROOT=1 and "
           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
-    ok = pp_mpi_check (MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE,
-            &provided), "MPI_Init_thread", error);
+    if (init_abandoned) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MPI, "an earlier MPI_Init_thread "
+          "never finished; restart the application");
+      ok = FALSE;
+    } else {
+      ok = pp_run_with_deadline ("initialising MPI (MPI_Init_thread)",
+          init_blocking, NULL, NULL, timeout_ms, error);
+      init_abandoned = !ok && g_error_matches (*error, PP_ERROR,
+          PP_ERROR_TIMEOUT);
+      provided = init_provided;
+    }
     if (ok)
       MPI_Comm_set_errhandler (MPI_COMM_SELF, MPI_ERRORS_RETURN);
   }
@@ -667,7 +691,7 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   PP_INFO ("%s", plan_text);
 
   worker = resolve_worker (config->worker_path, error);
-  if (worker == NULL || !ensure_mpi (error)
+  if (worker == NULL || !ensure_mpi (config->timeout_ms, error)
       || !spawn_workers (mesh, config, worker, error)) {
     mesh_free (mesh);
     return NULL;

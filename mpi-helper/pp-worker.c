@@ -492,6 +492,28 @@ heartbeat_thread (gpointer data)
   return NULL;
 }
 
+/* MPI_Init_thread and MPI_Intercomm_merge have no timeout of their own:
+ * until the handshake is done, this thread ends the process after
+ * PP_WORKER_HELLO_TIMEOUT_MS. */
+static gint started;
+
+static gpointer
+start_watchdog (gpointer data)
+{
+  const gint64 deadline = pp_deadline_in_ms (PP_WORKER_HELLO_TIMEOUT_MS);
+
+  while (!g_atomic_int_get (&started)) {
+    if (g_get_monotonic_time () > deadline) {
+      fprintf (stderr, "ppdiffuse-worker: MPI start-up and handshake did "
+          "not finish within %d ms; exiting\n", PP_WORKER_HELLO_TIMEOUT_MS);
+      fflush (stderr);
+      _exit (PP_WORKER_EXIT_FAILURE);
+    }
+    g_usleep (100 * 1000);
+  }
+  return NULL;
+}
+
 static gpointer
 exit_watchdog (gpointer data)
 {
@@ -534,6 +556,7 @@ main (int argc, char **argv)
 
   w.world = MPI_COMM_NULL;
   early_crash_fault ();
+  g_thread_unref (g_thread_new ("pp-start-watchdog", start_watchdog, NULL));
   if (MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS
       || provided < MPI_THREAD_MULTIPLE) {
     fprintf (stderr, "ppdiffuse-worker: MPI_THREAD_MULTIPLE is not available "
@@ -560,6 +583,7 @@ main (int argc, char **argv)
   w.last_received = w.last_sent = w.state_chunk = PP_HEARTBEAT_NONE;
   set_state (&w, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   do_handshake (&w);
+  g_atomic_int_set (&started, 1);
 
   w.in = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
   w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);

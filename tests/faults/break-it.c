@@ -14,9 +14,11 @@
  * process of its own. */
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
+#include <glib/gstdio.h>
 
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,6 +58,8 @@ set_fault (const gchar * kind, guint64 chunk)
   GST_INFO ("PPDIFFUSE_FAULT=%s", spec);
 }
 
+static gchar *dump_dir;
+
 static GstElement *
 make_element (void)
 {
@@ -63,8 +67,49 @@ make_element (void)
 
   fail_unless (e != NULL);
   g_object_set (e, "ranks", RANKS, "steps", STEPS, "model", MODEL,
-      "timeout-ms", TIMEOUT_MS, "max-in-flight", 2, NULL);
+      "timeout-ms", TIMEOUT_MS, "max-in-flight", 2, "dump-dir", dump_dir,
+      NULL);
   return e;
+}
+
+/* The flight recorders: rank 0's always, with its chunk traffic; a worker
+ * that reported the failure wrote its own. */
+static void
+check_dumps (gboolean worker_dump)
+{
+  GDir *dir = g_dir_open (dump_dir, 0, NULL);
+  const gchar *name;
+  gboolean rank0 = FALSE, worker = FALSE;
+
+  fail_unless (dir != NULL);
+  while ((name = g_dir_read_name (dir)) != NULL) {
+    g_autofree gchar *path = g_build_filename (dump_dir, name, NULL);
+    g_autofree gchar *text = NULL;
+
+    fail_unless (g_file_get_contents (path, &text, NULL, NULL));
+    GST_INFO ("%s:\n%s", name, text);
+    fail_unless (strstr (text, "flight recorder of rank") != NULL);
+    if (g_str_has_prefix (name, "ppdiffuse-rank0-")) {
+      rank0 = TRUE;
+      fail_unless (strstr (text, "submit") != NULL, "no submit in %s", name);
+      fail_unless (strstr (text, "send") != NULL, "no send in %s", name);
+    } else if (g_str_has_prefix (name, "ppdiffuse-rank")) {
+      worker = TRUE;
+      fail_unless (strstr (text, "recv") != NULL, "no recv in %s", name);
+    }
+  }
+  g_dir_close (dir);
+  fail_unless (rank0, "rank 0 wrote no flight recorder to %s", dump_dir);
+  fail_unless (!worker_dump || worker, "no worker flight recorder in %s",
+      dump_dir);
+  dir = g_dir_open (dump_dir, 0, NULL);
+  while ((name = g_dir_read_name (dir)) != NULL) {
+    g_autofree gchar *path = g_build_filename (dump_dir, name, NULL);
+
+    g_unlink (path);
+  }
+  g_dir_close (dir);
+  g_rmdir (dump_dir);
 }
 
 static GstBuffer *
@@ -136,24 +181,27 @@ run_to_failure (const gchar * const *needles)
       (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
 }
 
-/* What the error must say for each kind, the culprit being rank R. */
+/* What the error must say for each kind, the culprit being rank R, and
+ * whether a worker (the one that noticed) writes its flight recorder: a
+ * worker that dies or freezes writes nothing. */
 typedef struct
 {
   const gchar *kind;
   const gchar *reason;
+  gboolean worker_dump_middle;
 } Expect;
 
 static const Expect expects[] = {
-  {"kill", "has exited"},
-  {"exit0", "has exited"},
-  {"exit1", "has exited"},
-  {"abort", "has exited"},
-  {"hang", "no heartbeat"},
-  {"slow", "computing chunk"},
-  {"bad-version", "major version"},
-  {"bad-spec", "the manifest says"},
-  {"skip", "chunk_id"},
-  {"dup", "chunk_id"},
+  {"kill", "has exited", FALSE},
+  {"exit0", "has exited", FALSE},
+  {"exit1", "has exited", FALSE},
+  {"abort", "has exited", FALSE},
+  {"hang", "no heartbeat", FALSE},
+  {"slow", "computing chunk", FALSE},
+  {"bad-version", "major version", TRUE},
+  {"bad-spec", "the manifest says", TRUE},
+  {"skip", "chunk_id", TRUE},
+  {"dup", "chunk_id", TRUE},
 };
 
 static const gchar *case_name;
@@ -161,18 +209,20 @@ static const gchar *case_name;
 GST_START_TEST (test_stream_fault)
 {
   g_autofree gchar *rank = g_strdup_printf ("rank %d", fault_rank ());
-  const gchar *reason = NULL;
+  const Expect *e = NULL;
 
   for (guint i = 0; i < G_N_ELEMENTS (expects); i++)
     if (g_str_equal (expects[i].kind, case_name))
-      reason = expects[i].reason;
-  fail_unless (reason != NULL);
+      e = &expects[i];
+  fail_unless (e != NULL);
   set_fault (case_name, FAULT_CHUNK);
   {
-    const gchar *needles[] = { rank, reason, NULL };
+    const gchar *needles[] = { rank, e->reason, NULL };
 
     run_to_failure (needles);
   }
+  /* On the last rank, rank 0 itself noticed: no worker report. */
+  check_dumps (e->worker_dump_middle && g_str_equal (position, "middle"));
 }
 
 GST_END_TEST;
@@ -363,6 +413,7 @@ main (int argc, char **argv)
   }
   case_name = argv[1];
   position = argc == 3 ? argv[2] : "middle";
+  dump_dir = g_dir_make_tmp ("ppdiffuse-dumps-XXXXXX", NULL);
   gst_check_init (NULL, NULL);
   pp_check_run_and_exit (break_it_suite (), "ppdiffuse-break-it", __FILE__);
 }
