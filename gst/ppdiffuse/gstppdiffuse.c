@@ -76,6 +76,7 @@ enum
   PROP_SEED,
   PROP_T_INDEX_LIST,
   PROP_WARM_UP,
+  PROP_LEAKY,
   PROP_STATS,
 };
 
@@ -300,6 +301,55 @@ gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
   return chunk;
 }
 
+/* Counts a frame dropped before it reached the mesh, tells the
+ * application with a QoS message, and marks the next frame out DISCONT.
+ * Called with the lock held; takes @buf. */
+static void
+drop_frame (GstPpDiffuse * self, GstBuffer * buf, guint64 * counter,
+    const gchar * why)
+{
+  const GstClockTime pts = GST_BUFFER_PTS (buf);
+  const GstClockTime running = self->segment.format == GST_FORMAT_TIME
+      ? gst_segment_to_running_time (&self->segment, GST_FORMAT_TIME, pts)
+      : GST_CLOCK_TIME_NONE;
+  const GstClockTime stream = self->segment.format == GST_FORMAT_TIME
+      ? gst_segment_to_stream_time (&self->segment, GST_FORMAT_TIME, pts)
+      : GST_CLOCK_TIME_NONE;
+  GstMessage *qos;
+  guint64 dropped;
+
+  self->frames_in++;
+  (*counter)++;
+  self->discont_next = TRUE;
+  dropped = self->dropped_qos + self->dropped_leaky;
+  qos = gst_message_new_qos (GST_OBJECT (self), self->live, running, stream,
+      pts, GST_BUFFER_DURATION (buf));
+  gst_message_set_qos_stats (qos, GST_FORMAT_BUFFERS,
+      self->frames_in - dropped, dropped);
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "dropping frame %" GST_TIME_FORMAT ": %s",
+      GST_TIME_ARGS (pts), why);
+  gst_buffer_unref (buf);
+  gst_element_post_message (GST_ELEMENT (self), qos);
+  g_mutex_lock (&self->lock);
+}
+
+/* TRUE when downstream's last QoS event says this frame would be late:
+ * its running time is at or before the earliest time it can still use. */
+static gboolean
+frame_is_late (GstPpDiffuse * self, GstBuffer * buf)
+{
+  GstClockTime running;
+
+  if (!GST_CLOCK_TIME_IS_VALID (self->qos_earliest)
+      || self->segment.format != GST_FORMAT_TIME
+      || !GST_BUFFER_PTS_IS_VALID (buf))
+    return FALSE;
+  running = gst_segment_to_running_time (&self->segment, GST_FORMAT_TIME,
+      GST_BUFFER_PTS (buf));
+  return GST_CLOCK_TIME_IS_VALID (running) && running <= self->qos_earliest;
+}
+
 /* Waits for room in the mesh.  Bounded by the src task, whose only
  * open-ended wait is downstream flow control (as in queue). */
 static GstFlowReturn
@@ -361,6 +411,19 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
         ("received a buffer before caps"));
     return GST_FLOW_NOT_NEGOTIATED;
   }
+  /* Late frames and, when leaky, frames that find the mesh full are
+   * dropped before any work is spent on them. */
+  if (frame_is_late (self, buf)) {
+    drop_frame (self, buf, &self->dropped_qos, "too late for downstream");
+    g_mutex_unlock (&self->lock);
+    return GST_FLOW_OK;
+  }
+  if (self->leaky && self->srcresult == GST_FLOW_OK && !self->flushing
+      && self->in_flight >= self->limit) {
+    drop_frame (self, buf, &self->dropped_leaky, "the mesh is full");
+    g_mutex_unlock (&self->lock);
+    return GST_FLOW_OK;
+  }
   ret = wait_for_room (self);
   if (ret != GST_FLOW_OK) {
     g_mutex_unlock (&self->lock);
@@ -370,6 +433,8 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   item = g_new0 (GstPpDiffuseItem, 1);
   item->info = self->in_info;
+  item->discont = self->discont_next;
+  self->discont_next = FALSE;
   g_mutex_unlock (&self->lock);
 
   chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
@@ -458,6 +523,8 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
     gst_buffer_unref (out);
     return GST_FLOW_ERROR;
   }
+  if (item->discont)
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
   GST_DEBUG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
       GST_TIME_FORMAT, item->chunk_id, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
   return gst_pad_push (self->srcpad, out);
@@ -568,6 +635,8 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       g_mutex_lock (&self->lock);
       self->flushing = FALSE;
       self->srcresult = GST_FLOW_OK;
+      self->qos_earliest = GST_CLOCK_TIME_NONE;
+      gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
       /* Chunks of the new segment start a new stream state. */
       self->cache_epoch++;
       g_mutex_unlock (&self->lock);
@@ -593,6 +662,13 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       GST_DEBUG_OBJECT (self, "input caps %" GST_PTR_FORMAT, caps);
       return gst_pp_diffuse_queue_event (self, event);
     }
+    case GST_EVENT_SEGMENT:
+      /* The chain converts frame times with it for QoS; the event itself
+       * keeps its place among the frames in flight. */
+      g_mutex_lock (&self->lock);
+      gst_event_copy_segment (event, &self->segment);
+      g_mutex_unlock (&self->lock);
+      return gst_pp_diffuse_queue_event (self, event);
     default:
       if (GST_EVENT_IS_SERIALIZED (event))
         return gst_pp_diffuse_queue_event (self, event);
@@ -613,6 +689,37 @@ gst_pp_diffuse_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
   }
 }
 
+/* QoS from downstream: remember the earliest running time a frame can
+ * still be useful at (as video decoders do), then pass the event on. */
+static gboolean
+gst_pp_diffuse_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
+
+  if (GST_EVENT_TYPE (event) == GST_EVENT_QOS) {
+    GstQOSType type;
+    gdouble proportion;
+    GstClockTimeDiff diff;
+    GstClockTime timestamp;
+
+    gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
+    g_mutex_lock (&self->lock);
+    if (diff > 0) {
+      const GstClockTime duration = self->have_info
+          && self->in_info.fps_n > 0 ? gst_util_uint64_scale_int (GST_SECOND,
+          self->in_info.fps_d, self->in_info.fps_n) : 0;
+
+      self->qos_earliest = timestamp + 2 * diff + duration;
+    } else {
+      self->qos_earliest = timestamp + diff;
+    }
+    g_mutex_unlock (&self->lock);
+    GST_LOG_OBJECT (self, "QoS: frames before %" GST_TIME_FORMAT " are late",
+        GST_TIME_ARGS (self->qos_earliest));
+  }
+  return gst_pad_event_default (pad, parent, event);
+}
+
 static gboolean
 gst_pp_diffuse_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
@@ -626,6 +733,9 @@ gst_pp_diffuse_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
       if (!gst_pad_peer_query (self->sinkpad, query))
         return FALSE;
       gst_query_parse_latency (query, &live, &min, &max);
+      g_mutex_lock (&self->lock);
+      self->live = live;
+      g_mutex_unlock (&self->lock);
       g_mutex_lock (&self->lock);
       min += self->latency;
       self->reported_latency = self->latency;
@@ -786,6 +896,9 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->dropped_flush = self->dropped_error = 0;
   self->dropped_qos = self->dropped_leaky = 0;
   self->warmed_up = FALSE;
+  self->discont_next = FALSE;
+  self->qos_earliest = GST_CLOCK_TIME_NONE;
+  gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
   self->latency = self->reported_latency = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
@@ -938,6 +1051,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_WARM_UP:
       self->warm_up = g_value_get_boolean (value);
       break;
+    case PROP_LEAKY:
+      self->leaky = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1001,6 +1117,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_WARM_UP:
       g_value_set_boolean (value, self->warm_up);
+      break;
+    case PROP_LEAKY:
+      g_value_set_boolean (value, self->leaky);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -1195,6 +1314,19 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
           "Run one warm-up pass round the mesh before the first frame "
           "(default: off)", FALSE, PARAM_FLAGS));
   /**
+   * GstPpDiffuse:leaky:
+   *
+   * What to do with a frame that arrives while max-in-flight frames are
+   * in the mesh: block upstream until one leaves (off, for files and
+   * other sources that can wait), or drop the new frame (on, for live
+   * sources that cannot).  A dropped frame is counted as dropped-leaky
+   * and announced with a QoS message; the next frame out is DISCONT.
+   */
+  g_object_class_install_property (gobject_class, PROP_LEAKY,
+      g_param_spec_boolean ("leaky", "Leaky",
+          "Drop a new frame instead of blocking upstream while the mesh is "
+          "full (default: off, block)", FALSE, PARAM_FLAGS));
+  /**
    * GstPpDiffuse:stats:
    *
    * Counters of the current run and figures of the last mesh stopped.
@@ -1235,6 +1367,7 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
 
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
   gst_pad_set_query_function (self->srcpad, gst_pp_diffuse_src_query);
+  gst_pad_set_event_function (self->srcpad, gst_pp_diffuse_src_event);
   gst_pad_set_activatemode_function (self->srcpad,
       gst_pp_diffuse_src_activate_mode);
   GST_PAD_SET_PROXY_CAPS (self->srcpad);

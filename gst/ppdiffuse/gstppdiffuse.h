@@ -37,6 +37,7 @@ typedef struct
   GstVideoInfo info;            /* caps the frame arrived with */
   guint64 chunk_id;
   PpChunk *result;              /* the chunk back from the mesh, or NULL */
+  gboolean discont;             /* frames were dropped just before it */
 } GstPpDiffuseItem;
 
 struct _GstPpDiffuse
@@ -62,6 +63,7 @@ struct _GstPpDiffuse
   guint64 seed;
   gchar *t_index_list;
   gboolean warm_up;
+  gboolean leaky;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;
@@ -92,6 +94,10 @@ struct _GstPpDiffuse
   guint64 dropped_leaky;        /* frames refused while the mesh was full */
   PpMeshStats mesh_stats;       /* of the last mesh that stopped */
   gboolean warmed_up;           /* chain thread: this mesh had its pass */
+  gboolean discont_next;        /* a frame was dropped: mark the next one */
+  gboolean live;                /* upstream is live (latency query) */
+  GstSegment segment;           /* of the input, for QoS */
+  GstClockTime qos_earliest;    /* running time before which frames are late */
 };
 
 GST_ELEMENT_REGISTER_DECLARE (ppdiffuse);

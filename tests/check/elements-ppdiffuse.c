@@ -222,6 +222,105 @@ GST_START_TEST (test_warm_up)
 
 GST_END_TEST;
 
+/* ---- frames dropped before the mesh: QoS and leaky --------------------- */
+
+static guint
+count_qos_messages (GstBus * bus)
+{
+  GstMessage *msg;
+  guint n = 0;
+
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS)) != NULL) {
+    guint64 processed = 0, dropped = 0;
+    GstFormat format;
+
+    gst_message_parse_qos_stats (msg, &format, &processed, &dropped);
+    fail_unless_equals_int (format, GST_FORMAT_BUFFERS);
+    fail_unless (dropped > 0);
+    gst_message_unref (msg);
+    n++;
+  }
+  return n;
+}
+
+/* Downstream says it is a second behind: frames whose running time is
+ * before that are dropped unseen, counted, announced; the first frame in
+ * time again goes through marked DISCONT. */
+GST_START_TEST (test_qos_drops_late)
+{
+  const guint n_before = 2, n_late = 8, fps = 25;
+  GstHarness *h = make_harness (make_element (1, 1, "builtin:stamp"));
+  GstBus *bus = gst_bus_new ();
+  GstStructure *stats;
+  GstBuffer *out;
+
+  gst_element_set_bus (h->element, bus);
+  for (guint i = 0; i < n_before; i++) {
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+    gst_buffer_unref (gst_harness_pull (h));
+  }
+  fail_unless (gst_harness_push_upstream_event (h, gst_event_new_qos
+          (GST_QOS_TYPE_UNDERFLOW, 0.5, GST_SECOND, GST_SECOND * n_before /
+              fps)));
+  for (guint i = n_before; i < n_before + n_late; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  /* 3 s: past the earliest time the QoS event set (~2.1 s) */
+  fail_unless_equals_int (gst_harness_push (h, make_frame (3 * fps)),
+      GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  fail_unless_equals_uint64 (GST_BUFFER_PTS (out), 3 * GST_SECOND);
+  fail_unless (GST_BUFFER_FLAG_IS_SET (out, GST_BUFFER_FLAG_DISCONT));
+  gst_buffer_unref (out);
+  fail_unless (gst_harness_try_pull (h) == NULL, "a late frame came out");
+  fail_unless_equals_int (count_qos_messages (bus), n_late);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  stats = stop_and_check_stats (h, n_before + 1);
+  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-qos"), n_late);
+  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), n_before + n_late + 1);
+  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"), n_before + 1);
+  gst_structure_free (stats);
+}
+
+GST_END_TEST;
+
+/* leaky: a frame that finds max-in-flight frames in the mesh is dropped
+ * (the chain does not block); without leaky the same pushes all go
+ * through. */
+GST_START_TEST (test_leaky_drops_when_full)
+{
+  const guint pushes = 5;
+  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=200");
+  GstHarness *h;
+  GstStructure *stats;
+  guint64 dropped, out = 0;
+  GstBuffer *buf;
+
+  g_object_set (element, "leaky", TRUE, "max-in-flight", 1, NULL);
+  h = make_harness (element);
+  for (guint i = 0; i < pushes; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  out++;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    gst_buffer_unref (buf);
+    out++;
+  }
+  stats = stop_and_check_stats (h, out);
+  dropped = stat_u64 (stats, "dropped-leaky");
+  fail_unless (dropped >= pushes - 2, "only %" G_GUINT64_FORMAT " dropped",
+      dropped);
+  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), pushes);
+  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out") + dropped +
+      stat_u64 (stats, "dropped-flush"), pushes);
+  gst_structure_free (stats);
+}
+
+GST_END_TEST;
+
 /* ---- EOS drains every chunk in flight ---------------------------------- */
 
 GST_START_TEST (test_eos_drains_in_flight)
@@ -537,6 +636,8 @@ ppdiffuse_suite (void)
 
   tc = tcase_create ("stream");
   tcase_add_test (tc, test_warm_up);
+  tcase_add_test (tc, test_qos_drops_late);
+  tcase_add_test (tc, test_leaky_drops_when_full);
   tcase_add_test (tc, test_eos_drains_in_flight);
   tcase_add_test (tc, test_events_keep_order);
   tcase_add_test (tc, test_flush_discards_and_recovers);
