@@ -9,6 +9,8 @@
  * oversubscribed cores free for compute. */
 #define PP_POLL_MIN_US 10
 #define PP_POLL_MAX_US 500
+/* A message already matched by a probe is received within this. */
+#define PP_TRY_RECV_TIMEOUT_MS 1000
 /* Liveness checks read /proc: a few per second are plenty. */
 #define PP_ALIVE_PERIOD_US 50000
 
@@ -164,18 +166,21 @@ pp_transport_try_recv_bytes (MPI_Comm comm, gint tag, gsize max_len,
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "message of %d bytes with tag %d from rank %d, at most %"
         G_GSIZE_FORMAT " allowed", count, tag, status.MPI_SOURCE, max_len);
-    /* take it off the queue all the same, into a throwaway buffer */
-    buf = g_malloc (MAX (count, 1));
-    MPI_Mrecv (buf, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-    g_free (buf);
-    return NULL;
+    return NULL;                /* the caller fails the mesh */
   }
   buf = g_malloc (MAX (count, 1));
-  /* The message is here: a matched receive completes without waiting. */
-  if (!pp_mpi_check (MPI_Mrecv (buf, count, MPI_BYTE, &msg,
-              MPI_STATUS_IGNORE), "receive", error)) {
-    g_free (buf);
-    return NULL;
+  /* The message has arrived, but a large one may still be on its way in:
+   * a bounded wait, like every other. */
+  {
+    PpWait w = { comm, status.MPI_SOURCE,
+      pp_deadline_in_ms (PP_TRY_RECV_TIMEOUT_MS), NULL, NULL
+    };
+    MPI_Request req;
+
+    if (!pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, &msg, &req),
+            "receive", error)
+        || !wait_requests (&w, &req, 1, NULL, "receive", error))
+      return NULL;              /* buf leaked: MPI may still write it */
   }
   return g_bytes_new_take (buf, count);
 }
