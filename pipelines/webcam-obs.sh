@@ -22,17 +22,16 @@ set -eu
 CAMERA=${1:-/dev/video0}
 LOOPBACK=${2:-/dev/video10}
 
-# queue leaky=downstream max-size-buffers=1: ppdiffuse blocks its input
-# while max-in-flight frames are in the mesh (it has no drop policy of its
-# own yet).  A live camera must not be blocked: its driver would run out of
-# buffers and the delay would grow.  This queue keeps only the newest frame
-# and drops older ones when the mesh is slower than the camera.
+# leaky=true: a live camera must not be blocked (its driver would run out
+# of buffers and the delay would grow), so a frame that finds max-in-flight
+# frames in the mesh is dropped, counted (stats dropped-leaky) and announced
+# with a QoS message.  The queue in front decouples the camera's thread.
 #
 # YUY2 out: a format that v4l2loopback and OBS both take.
 exec gst-launch-1.0 -e \
   v4l2src device="$CAMERA" \
   ! videoconvert ! videoscale ! video/x-raw,format=RGBx,width=640,height=480 \
-  ! queue leaky=downstream max-size-buffers=1 max-size-bytes=0 max-size-time=0 \
-  ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic \
+  ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0 \
+  ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic leaky=true \
   ! videoconvert ! video/x-raw,format=YUY2 \
   ! v4l2sink device="$LOOPBACK" sync=false
