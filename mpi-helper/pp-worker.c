@@ -27,6 +27,7 @@
 #include "pp-recorder.h"
 #include "pp-transport.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <stdio.h>
@@ -41,6 +42,8 @@
 #define PP_WORKER_EXIT_FAILURE 3
 /* A failing worker waits at most this long for rank 0 to take its report. */
 #define PP_WORKER_REPORT_MS 1000
+/* A failing worker is gone within this many seconds, whatever blocks. */
+#define PP_WORKER_FAIL_GRACE_S 3
 /* The slow fault sleeps this many timeouts in one step. */
 #define PP_FAULT_SLOW_TIMEOUTS 3
 /* Open MPI's environment for a spawned process: its rank among the
@@ -124,6 +127,12 @@ worker_fail (Worker * w, const gchar * where, const GError * error)
   if (!g_atomic_int_compare_and_exchange (&w->failing, 0, 1))
     for (;;)
       g_usleep (G_USEC_PER_SEC);
+  /* Nothing below may keep the process alive: stderr goes through Open
+   * MPI's daemon to rank 0, which may be frozen or gone, so a full pipe
+   * must lose text rather than block; and SIGALRM ends the process if the
+   * report or the dump hang anyway. */
+  alarm (PP_WORKER_FAIL_GRACE_S);
+  fcntl (STDERR_FILENO, F_SETFL, fcntl (STDERR_FILENO, F_GETFL) | O_NONBLOCK);
   text = g_strdup_printf ("worker rank %d (pid %d on %s, steps [%u,%u)) "
       "failed in %s: %s", w->rank, (int) getpid (), g_get_host_name (),
       w->slice.first, w->slice.end, where, error ? error->message : "?");

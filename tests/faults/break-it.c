@@ -259,40 +259,53 @@ GST_START_TEST (test_parity)
 
 GST_END_TEST;
 
-/* The application is SIGKILLed mid-stream: its workers must leave on
- * their own (no rank 0 to kill them) within timeout-ms and some slack.
- * The application is a child process running gst-launch; this process
- * adopts its orphans (a subreaper) so that it can watch them. */
-GST_START_TEST (test_app_killed)
+/* The application is SIGKILLed (or, with @freeze, SIGSTOPped: alive but
+ * silent, which Open MPI's daemon does not notice) mid-stream: its
+ * workers must leave on their own within timeout-ms and some slack.  The
+ * application is a child process running gst-launch; this process adopts
+ * its orphans (a subreaper) so that it can watch them. */
+static void
+application_goes (int signal_number)
 {
   g_autofree gchar *launch = g_find_program_in_path ("gst-launch-1.0");
   g_autofree gchar *ranks = g_strdup_printf ("ranks=%d", RANKS);
   g_autofree gchar *timeout = g_strdup_printf ("timeout-ms=%d", TIMEOUT_MS);
-  const gchar *argv[] = { launch, "-q", "videotestsrc", "is-live=true", "!",
+  /* fakesink -v prints a line per frame: frames out means the mesh is up */
+  const gchar *argv[] = { launch, "-v", "videotestsrc", "is-live=true", "!",
     "video/x-raw,format=RGBx,width=32,height=24,framerate=30/1", "!",
     "ppdiffuse", ranks, "steps=3", "model=" MODEL, timeout, "!", "fakesink",
-    NULL
+    "silent=false", NULL
   };
   GArray *workers;
   GPid app;
+  gint out_fd;
+  GIOChannel *out;
   gint64 deadline;
+  gboolean streaming = FALSE;
   guint left;
 
   fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
   fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
-  fail_unless (g_spawn_async (NULL, (gchar **) argv, NULL,
-          G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &app, NULL));
-  /* Up and streaming: all workers there. */
+  fail_unless (g_spawn_async_with_pipes (NULL, (gchar **) argv, NULL,
+          G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL, &app, NULL, &out_fd, NULL,
+          NULL));
+  out = g_io_channel_unix_new (out_fd);
+  g_io_channel_set_close_on_unref (out, TRUE);
   deadline = g_get_monotonic_time () + (TIMEOUT_MS + SLACK_MS) * 1000;
-  while (pp_check_count_descendants (PP_CHECK_WORKER_COMM) < RANKS
-      && g_get_monotonic_time () < deadline)
-    g_usleep (50000);
+  while (!streaming && g_get_monotonic_time () < deadline) {
+    g_autofree gchar *line = NULL;
+
+    if (g_io_channel_read_line (out, &line, NULL, NULL, NULL) !=
+        G_IO_STATUS_NORMAL)
+      break;
+    streaming = strstr (line, "chain") != NULL;
+  }
+  fail_unless (streaming, "gst-launch never streamed");
   fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
       RANKS);
-  g_usleep (300000);
-  fail_unless (kill (app, SIGKILL) == 0);
-  waitpid (app, NULL, 0);
-  g_spawn_close_pid (app);
+  fail_unless (kill (app, signal_number) == 0);
+  /* a frozen gst-launch writes no more; the pipe is not drained */
+  g_io_channel_unref (out);
 
   left = pp_check_wait_descendants_gone (PP_CHECK_WORKER_COMM,
       TIMEOUT_MS + SLACK_MS);
@@ -300,7 +313,23 @@ GST_START_TEST (test_app_killed)
   for (guint i = 0; i < workers->len; i++)
     kill (g_array_index (workers, gint, i), SIGKILL);
   g_array_unref (workers);
+  kill (app, SIGKILL);
+  waitpid (app, NULL, 0);
+  g_spawn_close_pid (app);
   fail_unless_equals_int (left, 0);
+}
+
+GST_START_TEST (test_app_killed)
+{
+  application_goes (SIGKILL);
+}
+
+GST_END_TEST;
+
+/* Only the workers' heartbeat watchdog can tell a frozen rank 0. */
+GST_START_TEST (test_app_frozen)
+{
+  application_goes (SIGSTOP);
 }
 
 GST_END_TEST;
@@ -394,6 +423,8 @@ break_it_suite (void)
     tcase_add_test (tc, test_parity);
   else if (g_str_equal (case_name, "app-killed"))
     tcase_add_test (tc, test_app_killed);
+  else if (g_str_equal (case_name, "app-frozen"))
+    tcase_add_test (tc, test_app_frozen);
   else if (g_str_equal (case_name, "stop-in-flight"))
     tcase_add_test (tc, test_stop_in_flight);
   else if (g_str_equal (case_name, "hang-without-watchdog"))
