@@ -2,8 +2,8 @@
  *
  * A worker reads PPDIFFUSE_FAULT=rank:R,chunk:N,kind:K and misbehaves on
  * purpose, once, when chunk N passes through world rank R.  Test-only: an
- * unset variable costs one getenv at start.  The kinds are documented in
- * docs/operator/control-plane.md. */
+ * unset variable costs one getenv at start.  The kinds and the tests that
+ * use them are in docs/operator/liveness-and-faults.md. */
 #pragma once
 
 #include <glib.h>
@@ -16,7 +16,7 @@ typedef enum
 {
   PP_FAULT_NONE,
   PP_FAULT_KILL,                /* SIGKILL itself */
-  PP_FAULT_HANG,                /* SIGSTOP itself: alive, silent */
+  PP_FAULT_HANG,                /* every thread stops: alive, silent */
   PP_FAULT_EXIT0,               /* _exit (0) */
   PP_FAULT_EXIT1,               /* _exit (1) */
   PP_FAULT_ABORT,               /* abort () */

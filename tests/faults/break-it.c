@@ -28,7 +28,7 @@
 #define RANKS 3
 #define STEPS 3
 #define MODEL "builtin:stamp?step-ms=2"
-#define TIMEOUT_MS 1500
+#define TIMEOUT_MS 2000
 /* The fault fires on this chunk, after a few went round cleanly. */
 #define FAULT_CHUNK 3
 /* Time on top of the bound for a worker to be reaped and for the element
