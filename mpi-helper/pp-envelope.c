@@ -15,7 +15,7 @@ pp_chunk_new (void)
 }
 
 PpChunk *
-pp_chunk_copy (const PpChunk * chunk)
+pp_chunk_copy (const PpChunk * chunk, GError ** error)
 {
   PpChunk *copy = pp_chunk_new ();
 
@@ -29,8 +29,13 @@ pp_chunk_copy (const PpChunk * chunk)
   copy->submit_us = chunk->submit_us;
   for (guint i = 0; i < chunk->tensors->len; i++) {
     const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
-    PpTensor *c = pp_tensor_new (t->name, t->dtype, t->ndim, t->shape, NULL);
+    PpTensor *c = pp_tensor_new (t->name, t->dtype, t->ndim, t->shape,
+        error);
 
+    if (c == NULL) {
+      pp_chunk_free (copy);
+      return NULL;
+    }
     memcpy (c->data, t->data, t->nbytes);
     pp_chunk_add_tensor (copy, c);
   }
@@ -180,9 +185,14 @@ pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
     return NULL;
   }
   buf = g_malloc (total);
-  memcpy (buf + PP_ENVELOPE_HEADER_SIZE, g_variant_get_data (meta), meta_len);
-  memcpy (buf + PP_ENVELOPE_HEADER_SIZE + meta_len,
-      g_variant_get_data (manifest), manifest_len);
+  /* An empty manifest (the shutdown marker) serialises to no data at all:
+   * no pointer to copy from. */
+  if (meta_len > 0)
+    memcpy (buf + PP_ENVELOPE_HEADER_SIZE, g_variant_get_data (meta),
+        meta_len);
+  if (manifest_len > 0)
+    memcpy (buf + PP_ENVELOPE_HEADER_SIZE + meta_len,
+        g_variant_get_data (manifest), manifest_len);
   crc = (guint32) crc32 (0L, buf + PP_ENVELOPE_HEADER_SIZE,
       meta_len + manifest_len);
   put_u32 (buf + 0, PP_ENVELOPE_MAGIC);

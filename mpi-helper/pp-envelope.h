@@ -77,8 +77,8 @@ typedef struct
 } PpChunk;
 
 PpChunk  *pp_chunk_new           (void);
-/* A deep copy: header fields and tensors. */
-PpChunk  *pp_chunk_copy          (const PpChunk * chunk);
+/* A deep copy: header fields and tensors; NULL when memory runs out. */
+PpChunk  *pp_chunk_copy          (const PpChunk * chunk, GError ** error);
 void      pp_chunk_free          (PpChunk * chunk);
 void      pp_chunk_add_tensor    (PpChunk * chunk, PpTensor * tensor);
 PpTensor *pp_chunk_get_tensor    (const PpChunk * chunk, const gchar * name);

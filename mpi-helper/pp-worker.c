@@ -299,8 +299,12 @@ sender_thread (gpointer data)
       pp_chunk_free (chunk);
       continue;
     }
-    if (twice && !pp_transport_send_chunk (&wait, pp_chunk_copy (chunk), &error))
-      worker_fail (w, "send", error);
+    if (twice) {
+      PpChunk *copy = pp_chunk_copy (chunk, &error);
+
+      if (copy == NULL || !pp_transport_send_chunk (&wait, copy, &error))
+        worker_fail (w, "send", error);
+    }
     w->last_sent = chunk->chunk_id;
     if (!pp_transport_send_chunk_as (&wait, chunk, defect, &error))
       worker_fail (w, "send", error);

@@ -372,16 +372,18 @@ wait_for_room (GstPpDiffuse * self)
 static gboolean
 gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
 {
-  PpChunk *pass = pp_chunk_copy (chunk);
   GError *error = NULL;
+  PpChunk *pass = pp_chunk_copy (chunk, &error);
 
   self->warmed_up = TRUE;
-  g_mutex_lock (&self->lock);
-  pass->cache_epoch = self->cache_epoch;
-  g_mutex_unlock (&self->lock);
-  GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
-  if (pp_mesh_warm_up (self->mesh, pass, &error))
-    return TRUE;
+  if (pass != NULL) {
+    g_mutex_lock (&self->lock);
+    pass->cache_epoch = self->cache_epoch;
+    g_mutex_unlock (&self->lock);
+    GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
+    if (pp_mesh_warm_up (self->mesh, pass, &error))
+      return TRUE;
+  }
   g_mutex_lock (&self->lock);
   self->srcresult = GST_FLOW_ERROR;
   self->mesh_failed = TRUE;
