@@ -149,3 +149,21 @@ pp_check_expect_start_failure (GstElement * element, guint within_ms,
   gst_object_unref (bus);
   gst_object_unref (element);
 }
+
+void
+pp_check_frames_accounted_after_error (GstElement * element)
+{
+  GstStructure *stats = NULL;
+  guint64 in = 0, out = 0, flushed = 0, failed = 0, qos = 0, leaky = 0;
+
+  g_object_get (element, "stats", &stats, NULL);
+  fail_unless (gst_structure_get (stats, "frames-in", G_TYPE_UINT64, &in,
+          "frames-out", G_TYPE_UINT64, &out, "dropped-flush", G_TYPE_UINT64,
+          &flushed, "dropped-error", G_TYPE_UINT64, &failed, "dropped-qos",
+          G_TYPE_UINT64, &qos, "dropped-leaky", G_TYPE_UINT64, &leaky, NULL));
+  GST_INFO ("in %" G_GUINT64_FORMAT " out %" G_GUINT64_FORMAT " flush %"
+      G_GUINT64_FORMAT " error %" G_GUINT64_FORMAT, in, out, flushed, failed);
+  fail_unless_equals_uint64 (in, out + flushed + failed + qos + leaky);
+  fail_unless (failed > 0, "the frames the error lost were not counted");
+  gst_structure_free (stats);
+}

@@ -31,6 +31,11 @@ void pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
 void pp_check_expect_start_failure (GstElement * element, guint within_ms,
     const gchar * const *needles);
 
+/* Nothing lost silently, after a mesh error: every frame that went in
+ * came out or was counted as dropped (flush, error, qos, leaky), and the
+ * error's victims were counted as dropped-error. */
+void pp_check_frames_accounted_after_error (GstElement * element);
+
 /* Runs @suite and leaves with _exit: a test that failed midway may leave an
  * element playing, and gst_deinit at exit would wait for its task forever.
  * Never returns. */

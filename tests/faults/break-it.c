@@ -122,24 +122,6 @@ make_frame (guint index)
   return buf;
 }
 
-static void
-check_accounting (GstElement * element)
-{
-  GstStructure *stats = NULL;
-  guint64 in = 0, out = 0, flushed = 0, failed = 0, qos = 0, leaky = 0;
-
-  g_object_get (element, "stats", &stats, NULL);
-  fail_unless (gst_structure_get (stats, "frames-in", G_TYPE_UINT64, &in,
-          "frames-out", G_TYPE_UINT64, &out, "dropped-flush", G_TYPE_UINT64,
-          &flushed, "dropped-error", G_TYPE_UINT64, &failed, "dropped-qos",
-          G_TYPE_UINT64, &qos, "dropped-leaky", G_TYPE_UINT64, &leaky, NULL));
-  GST_INFO ("in %" G_GUINT64_FORMAT " out %" G_GUINT64_FORMAT " flush %"
-      G_GUINT64_FORMAT " error %" G_GUINT64_FORMAT, in, out, flushed, failed);
-  fail_unless_equals_uint64 (in, out + flushed + failed + qos + leaky);
-  fail_unless (failed > 0, "the frames the error lost were not counted");
-  gst_structure_free (stats);
-}
-
 /* Pushes frames, pulling what comes out, until the element refuses one;
  * the error must come within 2 × timeout-ms of the faulty chunk's push
  * and name every string of @needles. */
@@ -173,7 +155,7 @@ run_to_failure (const gchar * const *needles)
       GST_STATE_CHANGE_SUCCESS);
   fail_unless ((g_get_monotonic_time () - start) / 1000 < SLACK_MS,
       "stopping after the error took too long");
-  check_accounting (h->element);
+  pp_check_frames_accounted_after_error (h->element);
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);
   gst_harness_teardown (h);

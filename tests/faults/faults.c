@@ -91,26 +91,6 @@ make_frame (guint index)
   return buf;
 }
 
-/* Nothing lost silently: every frame that went in came out or was counted
- * as dropped, and the error's victims are counted as such. */
-static void
-check_accounting (GstElement * element)
-{
-  GstStructure *stats = NULL;
-  guint64 in = 0, out = 0, flushed = 0, failed = 0;
-
-  g_object_get (element, "stats", &stats, NULL);
-  fail_unless (gst_structure_get (stats, "frames-in", G_TYPE_UINT64, &in,
-          "frames-out", G_TYPE_UINT64, &out, "dropped-flush", G_TYPE_UINT64,
-          &flushed, "dropped-error", G_TYPE_UINT64, &failed, NULL));
-  GST_INFO ("in %" G_GUINT64_FORMAT " out %" G_GUINT64_FORMAT " flushed %"
-      G_GUINT64_FORMAT " failed %" G_GUINT64_FORMAT, in, out, flushed, failed);
-  fail_unless_equals_uint64 (in, out + flushed + failed);
-  fail_unless (failed > 0, "the frames the error lost were not counted");
-  fail_unless_equals_uint64 (flushed, 0);
-  gst_structure_free (stats);
-}
-
 /* Pushes frames until the element refuses one; it must refuse within the
  * deadline and the error must name @needles. */
 static void
@@ -132,7 +112,7 @@ expect_stream_failure (GstHarness * h, const gchar * const *needles)
       GST_STATE_CHANGE_SUCCESS);
   fail_unless ((g_get_monotonic_time () - start) / 1000 <
       TIMEOUT_MS + SLACK_MS, "stopping after the error took too long");
-  check_accounting (h->element);
+  pp_check_frames_accounted_after_error (h->element);
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);
   gst_harness_teardown (h);
