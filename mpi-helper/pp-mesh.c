@@ -397,6 +397,21 @@ mesh_fault (PpMesh * mesh, GError ** error)
   return found;
 }
 
+/* What worker @i's last heartbeat said, e.g. "computing chunk 3 for 2 ms,
+ * last chunk received 3, sent 2; last heartbeat 120 ms ago". */
+static gchar *
+worker_state (PpMesh * mesh, guint i)
+{
+  gchar *text;
+
+  g_mutex_lock (&mesh->lock);
+  text = mesh->heard_us == NULL || mesh->heard_us[i] == 0
+      ? g_strdup ("not heard from yet") : pp_heartbeat_describe
+      (&mesh->beats[i], g_get_monotonic_time () - mesh->heard_us[i]);
+  g_mutex_unlock (&mesh->lock);
+  return text;
+}
+
 /* "rank 1: computing chunk 3 for 120 ms, …; rank 2: …" from the heartbeats. */
 static gchar *
 describe_workers (PpMesh * mesh)
@@ -616,8 +631,12 @@ workers_alive (gpointer data, GError ** error)
       drain_messages (mesh);
       if (mesh_fault (mesh, error))
         return FALSE;
-      exited = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s has exited; "
-          "its stderr says why", name);
+      {
+        g_autofree gchar *state = worker_state (mesh, i);
+
+        exited = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s has exited "
+            "(its stderr says why); it was %s", name, state);
+      }
       mesh_fail (mesh, exited);
       g_propagate_error (error, exited);
       return FALSE;
