@@ -24,6 +24,8 @@ G_BEGIN_DECLS
 /* (rank, error text) */
 #define PP_REPORT_TYPE "(us)"
 #define PP_REPORT_MAX (16 * 1024)
+/* A heartbeat is seven numbers: anything larger is not one. */
+#define PP_HEARTBEAT_MAX 256
 #define PP_HEARTBEAT_NONE G_MAXUINT64
 
 typedef enum

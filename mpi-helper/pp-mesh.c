@@ -459,7 +459,7 @@ drain_messages (PpMesh * mesh)
       break;
   }
   while (error == NULL && (bytes = pp_transport_try_recv_bytes (mesh->world,
-              PP_TAG_HEARTBEAT, PP_HANDSHAKE_MAX, &source, &error)) != NULL) {
+              PP_TAG_HEARTBEAT, PP_HEARTBEAT_MAX, &source, &error)) != NULL) {
     PpHeartbeat hb;
 
     if (source >= 1 && source <= (gint) mesh->plan->n_workers

@@ -460,7 +460,7 @@ heartbeat_thread (gpointer data)
 
     freeze_point (w);
     while ((in = pp_transport_try_recv_bytes (w->world, PP_TAG_HEARTBEAT,
-                PP_HANDSHAKE_MAX, &source, &error)) != NULL) {
+                PP_HEARTBEAT_MAX, &source, &error)) != NULL) {
       if (source == 0)
         last_heard = g_get_monotonic_time ();
       g_bytes_unref (in);

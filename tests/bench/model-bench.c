@@ -198,13 +198,17 @@ best_of (void (*func) (gpointer), gpointer data, gdouble * sgemm,
     int blas_threads)
 {
   const gsize n = GEMM_SIZE;
-  g_autofree gfloat *a = g_new (gfloat, n * n), *b = g_new (gfloat, n * n),
-      *c = g_new (gfloat, n * n);
+  g_autofree gfloat *a = NULL, *b = NULL, *c = NULL;
   Timing best = { G_MAXDOUBLE, 0 };
   gdouble sgemm_best = G_MAXDOUBLE;
 
-  for (gsize i = 0; i < n * n; i++)
-    a[i] = b[i] = (gfloat) ((i % 17) * 0.01);
+  if (sgemm != NULL) {
+    a = g_new (gfloat, n * n);
+    b = g_new (gfloat, n * n);
+    c = g_new (gfloat, n * n);
+    for (gsize i = 0; i < n * n; i++)
+      a[i] = b[i] = (gfloat) ((i % 17) * 0.01);
+  }
   for (guint r = 0; r < REPEATS; r++) {
     gdouble t;
 

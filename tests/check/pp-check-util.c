@@ -167,3 +167,13 @@ pp_check_frames_accounted_after_error (GstElement * element)
   fail_unless (failed > 0, "the frames the error lost were not counted");
   gst_structure_free (stats);
 }
+
+GstBuffer *
+pp_check_make_flat_frame (guint index, gsize bytes)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, bytes, NULL);
+
+  gst_buffer_memset (buf, 0, (guint8) index, bytes);
+  GST_BUFFER_PTS (buf) = index * GST_SECOND / 30;
+  return buf;
+}

@@ -31,6 +31,10 @@ void pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
 void pp_check_expect_start_failure (GstElement * element, guint within_ms,
     const gchar * const *needles);
 
+/* A frame of @bytes, every byte @index, at @index / 30 s: what the fault
+ * tests push (their content does not matter, only that it flows). */
+GstBuffer *pp_check_make_flat_frame (guint index, gsize bytes);
+
 /* Nothing lost silently, after a mesh error: every frame that went in
  * came out or was counted as dropped (flush, error, qos, leaky), and the
  * error's victims were counted as dropped-error. */

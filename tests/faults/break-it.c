@@ -112,16 +112,6 @@ check_dumps (gboolean worker_dump)
   g_rmdir (dump_dir);
 }
 
-static GstBuffer *
-make_frame (guint index)
-{
-  GstBuffer *buf = gst_buffer_new_allocate (NULL, FRAME_BYTES, NULL);
-
-  gst_buffer_memset (buf, 0, (guint8) index, FRAME_BYTES);
-  GST_BUFFER_PTS (buf) = index * GST_SECOND / 30;
-  return buf;
-}
-
 /* Pushes frames, pulling what comes out, until the element refuses one;
  * the error must come within 2 × timeout-ms of the faulty chunk's push
  * and name every string of @needles. */
@@ -142,7 +132,8 @@ run_to_failure (const gchar * const *needles)
 
     if (pushes == FAULT_CHUNK)
       fault_push = g_get_monotonic_time ();
-    ret = gst_harness_push (h, make_frame (pushes++));
+    ret = gst_harness_push (h, pp_check_make_flat_frame (pushes++,
+            FRAME_BYTES));
     while ((out = gst_harness_try_pull (h)) != NULL)
       gst_buffer_unref (out);
   }
@@ -327,8 +318,8 @@ GST_START_TEST (test_stop_in_flight)
 
     gst_harness_set_src_caps_str (h, CAPS_STR);
     for (guint i = 0; i < STOP_FRAMES; i++)
-      fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-          GST_FLOW_OK);
+      fail_unless_equals_int (gst_harness_push (h,
+              pp_check_make_flat_frame (i, FRAME_BYTES)), GST_FLOW_OK);
     start = g_get_monotonic_time ();
     fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
         GST_STATE_CHANGE_SUCCESS);
@@ -348,7 +339,8 @@ push_forever (gpointer data)
   GstHarness *h = data;
 
   for (guint i = 0; i < MAX_PUSHES; i++)
-    if (gst_harness_push (h, make_frame (i)) != GST_FLOW_OK)
+    if (gst_harness_push (h, pp_check_make_flat_frame (i, FRAME_BYTES))
+        != GST_FLOW_OK)
       break;
   return NULL;
 }
@@ -377,6 +369,16 @@ GST_START_TEST (test_hang_without_watchdog)
   msg = pp_check_pop_error (bus, 3 * TIMEOUT_MS);
   fail_unless (msg == NULL, "the hang ended without its watchdog: %"
       GST_PTR_FORMAT, msg);
+  /* ... and not because nothing hung: frames are stuck in the mesh */
+  {
+    GstStructure *stats = NULL;
+    guint in_flight = 0;
+
+    g_object_get (h->element, "stats", &stats, NULL);
+    fail_unless (gst_structure_get_uint (stats, "in-flight", &in_flight));
+    gst_structure_free (stats);
+    fail_unless (in_flight > 0, "nothing is stuck: did the hang fire?");
+  }
   workers = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
   fail_unless_equals_int (workers->len, RANKS);
   for (guint i = 0; i < workers->len; i++)

@@ -81,16 +81,6 @@ GST_START_TEST (test_silent_worker)
 
 GST_END_TEST;
 
-static GstBuffer *
-make_frame (guint index)
-{
-  GstBuffer *buf = gst_buffer_new_allocate (NULL, FRAME_BYTES, NULL);
-
-  gst_buffer_memset (buf, 0, (guint8) index, FRAME_BYTES);
-  GST_BUFFER_PTS (buf) = index * GST_SECOND / 30;
-  return buf;
-}
-
 /* Pushes frames until the element refuses one; it must refuse within the
  * deadline and the error must name @needles. */
 static void
@@ -103,7 +93,8 @@ expect_stream_failure (GstHarness * h, const gchar * const *needles)
 
   gst_element_set_bus (h->element, bus);
   while (ret == GST_FLOW_OK && pushes++ < MAX_PUSHES)
-    ret = gst_harness_push (h, make_frame (pushes));
+    ret = gst_harness_push (h, pp_check_make_flat_frame (pushes,
+            FRAME_BYTES));
   fail_unless (ret != GST_FLOW_OK, "the element never noticed");
   pp_check_expect_error (bus, start, TIMEOUT_MS + SLACK_MS, needles);
 
@@ -143,7 +134,8 @@ GST_START_TEST (test_killed_worker)
 
   gst_harness_set_src_caps_str (h, CAPS_STR);
   for (guint i = 0; i < 5; i++) {
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)), GST_FLOW_OK);
+    fail_unless_equals_int (gst_harness_push (h, pp_check_make_flat_frame (i,
+                FRAME_BYTES)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
   }
   pids = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
