@@ -722,7 +722,8 @@ tokens_norm_project (const Tokens * tk, const PpNorm * norm,
   pp_linear (x, rows, c, a->to_v.weight, NULL, c, tk->v + at);
 }
 
-/* h += lin(x) for rows [begin, end) of x [rows, lin->in]. */
+/* h[begin, end) += lin(x), where @x holds the range's end - begin rows of
+ * lin->in floats (its first row is row @begin of the tokens). */
 static void
 tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *x,
     int begin, int end)
@@ -730,8 +731,7 @@ tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *x,
   const gint c = tk->t->channels, rows = end - begin;
   g_autofree gfloat *y = g_new (gfloat, (gsize) rows * c);
 
-  pp_linear (x + (gsize) begin * lin->in, rows, lin->in, lin->weight,
-      lin->bias, lin->out, y);
+  pp_linear (x, rows, lin->in, lin->weight, lin->bias, lin->out, y);
   pp_add (tk->h + (gsize) begin * c, y, (gsize) rows * c);
 }
 
@@ -749,8 +749,9 @@ static void
 tokens_before_cross (int begin, int end, gpointer data)
 {
   const Tokens *tk = data;
+  const gsize at = (gsize) begin * tk->t->channels;
 
-  tokens_add_linear (tk, &tk->t->attn1.to_out, tk->o, begin, end);
+  tokens_add_linear (tk, &tk->t->attn1.to_out, tk->o + at, begin, end);
   tokens_norm_project (tk, &tk->t->norm2, &tk->t->attn2, FALSE, begin, end);
 }
 
@@ -768,12 +769,12 @@ tokens_after_cross (int begin, int end, gpointer data)
   g_autofree gfloat *g = g_new (gfloat, (gsize) rows * GEGLU_HALVES * inner);
   g_autofree gfloat *y = g_new (gfloat, (gsize) rows * inner);
 
-  tokens_add_linear (tk, &t->attn2.to_out, tk->o, begin, end);
+  tokens_add_linear (tk, &t->attn2.to_out, tk->o + at, begin, end);
   pp_layer_norm (tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
       t->norm3.gamma, t->norm3.beta, x);
   pp_linear (x, rows, c, t->ff_in.weight, t->ff_in.bias, t->ff_in.out, g);
   pp_geglu (g, rows, inner, y);
-  tokens_add_linear (tk, &t->ff_out, y, 0, rows);
+  tokens_add_linear (tk, &t->ff_out, y, begin, end);
 
   for (int r = begin; r < end;) {
     const int b = r / tk->hw, p = r % tk->hw;
