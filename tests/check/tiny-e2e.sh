@@ -1,21 +1,21 @@
 #!/bin/sh
-# A make-tiny pipeline model through a real 2-worker mesh must give, for a
-# frame, exactly what ppdiffuse-tool img2img gives for the same image and
-# settings.  Usage: tiny-e2e.sh PPDIFFUSE_TOOL KIND STEPS [EXTRA element/tool
-# settings as NAME=VALUE ...]
+# A make-tiny pipeline model through a real 2-worker mesh must give, for
+# every frame, exactly what ppdiffuse-tool img2img gives for the same image
+# and settings.  Usage: tiny-e2e.sh PPDIFFUSE_TOOL KIND STEPS WxH FRAMES
+# [EXTRA element/tool settings as NAME=VALUE ...]
 set -eu
-TOOL=$1 KIND=$2 STEPS=$3
-shift 3
-LIMIT_S=120
-# One BLAS thread on both sides: the same summation order, bit-equal results.
-export OPENBLAS_NUM_THREADS=1
+TOOL=$1 KIND=$2 STEPS=$3 SIZE=$4 FRAMES=$5
+shift 5
+WIDTH=${SIZE%x*} HEIGHT=${SIZE#*x}
+LIMIT_S=240
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$TOOL" make-tiny --kind "$KIND" --out "$work/model" --seed 3 >/dev/null
-timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 pattern=smpte \
-  ! video/x-raw,format=RGB,width=44,height=28 ! pngenc \
-  ! filesink location="$work/in.png"
+# A moving pattern: every frame differs from the others.
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
+  pattern=ball ! video/x-raw,format=RGB,width="$WIDTH",height="$HEIGHT" \
+  ! pngenc ! multifilesink location="$work/in-%02d.png"
 
 element_args="" tool_args=""
 for setting in "$@"; do
@@ -25,28 +25,42 @@ for setting in "$@"; do
 done
 
 # shellcheck disable=SC2086  # the settings are lists of words
-timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$work/in.png" \
+timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
+  location="$work/in-%02d.png" index=0 stop-index=$((FRAMES - 1)) \
+  caps=image/png,framerate=25/1 \
   ! pngdec ! videoconvert ! video/x-raw,format=RGB \
   ! ppdiffuse ranks=2 steps="$STEPS" model="$work/model" \
       prompt-embeds="$work/model/prompt_embeds.npy" $element_args \
   ! videoconvert ! video/x-raw,format=RGB ! pngenc \
-  ! filesink location="$work/element.png"
-# shellcheck disable=SC2086
-timeout "$LIMIT_S" "$TOOL" img2img --model "$work/model" --in "$work/in.png" \
-  --out "$work/tool.png" --prompt-embeds "$work/model/prompt_embeds.npy" \
-  --steps "$STEPS" $tool_args
+  ! multifilesink location="$work/element-%02d.png"
 
-for f in in element tool; do
-  timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$work/$f.png" \
-    ! pngdec ! videoconvert ! video/x-raw,format=RGB \
-    ! filesink location="$work/$f.rgb"
+raw() {  # PNG -> packed RGB bytes
+  timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$1" \
+    ! pngdec ! videoconvert ! video/x-raw,format=RGB ! filesink location="$2"
+}
+
+i=0
+while [ $i -lt "$FRAMES" ]; do
+  f=$(printf %02d $i)
+  [ -f "$work/element-$f.png" ] || { echo "frame $f did not come out" >&2; exit 1; }
+  # shellcheck disable=SC2086
+  timeout "$LIMIT_S" "$TOOL" img2img --model "$work/model" \
+    --in "$work/in-$f.png" --out "$work/tool-$f.png" \
+    --prompt-embeds "$work/model/prompt_embeds.npy" --steps "$STEPS" $tool_args
+  for k in in element tool; do
+    raw "$work/$k-$f.png" "$work/$k-$f.rgb"
+  done
+  if cmp -s "$work/in-$f.rgb" "$work/element-$f.rgb"; then
+    echo "the element returned frame $f unchanged" >&2
+    exit 1
+  fi
+  if ! cmp "$work/element-$f.rgb" "$work/tool-$f.rgb"; then
+    echo "element and ppdiffuse-tool img2img differ on frame $f ($KIND)" >&2
+    exit 1
+  fi
+  i=$((i + 1))
 done
-if cmp -s "$work/in.rgb" "$work/element.rgb"; then
-  echo "the element returned its input unchanged" >&2
-  exit 1
-fi
-if ! cmp "$work/element.rgb" "$work/tool.rgb"; then
-  echo "element and ppdiffuse-tool img2img differ for $KIND" >&2
-  exit 1
-fi
-echo "element output equals ppdiffuse-tool img2img ($KIND, $STEPS steps)"
+[ -f "$work/element-$(printf %02d "$FRAMES").png" ] \
+  && { echo "more frames came out than went in" >&2; exit 1; }
+echo "element output equals ppdiffuse-tool img2img ($KIND, $STEPS steps," \
+  "$FRAMES frames of $SIZE)"

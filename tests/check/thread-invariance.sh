@@ -1,0 +1,96 @@
+#!/bin/sh
+# The CPU ops split their work by thread count, but never a sum: every output
+# value is computed by one thread in one order (docs/architecture.md, "Threads
+# of the CPU ops").  So every model gives the same bytes on 1, 2 and 4
+# threads, and the same bytes run after run.  Checked at the shapes users run:
+# 64x64 latents with 77 text tokens (4096 token rows at the first level, far
+# past every row-range and GEMM split) and 512x512 frames, for both UNet
+# families, TAESD and whole img2img frames.
+# Usage: thread-invariance.sh PPDIFFUSE_TOOL
+set -eu
+TOOL=$1
+LIMIT_S=240
+THREAD_COUNTS="1 2 4"
+LATENT=64
+TOKENS=77
+FRAME=512
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# N(0,1)-like float32 .npy from a seeded generator (the values only need to
+# be reproducible, not good noise).  Usage: noise_npy FILE SEED DIM...
+noise_npy() {
+  python3 - "$@" <<'EOF'
+import random, struct, sys
+path, seed, dims = sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3:]]
+n = 1
+for d in dims:
+    n *= d
+rng = random.Random(seed)
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
+    "".join("%d, " % d for d in dims))
+header += " " * ((-(10 + len(header) + 1)) % 64) + "\n"
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)))
+    f.write(header.encode("latin1"))
+    f.write(struct.pack("<%df" % n, *(rng.gauss(0, 1) for _ in range(n))))
+EOF
+}
+
+# Runs "$@" once per thread count (and the 2-thread run twice), output file
+# named by the placeholder OUT; every output must equal the first.
+# Usage: same_bytes NAME EXT COMMAND... (OUT in COMMAND is replaced)
+same_bytes() {
+  name=$1 ext=$2
+  shift 2
+  first=""
+  for t in $THREAD_COUNTS 2; do
+    out="$work/$name-t$t-$(date +%s%N).$ext"
+    args=""
+    for a in "$@"; do
+      [ "$a" = OUT ] && a=$out
+      args="$args $a"
+    done
+    # shellcheck disable=SC2086  # a list of words without spaces
+    if ! PPDIFFUSE_CPU_THREADS=$t timeout "$LIMIT_S" $args >/dev/null; then
+      echo "$name failed on $t threads" >&2
+      exit 1
+    fi
+    if [ -z "$first" ]; then
+      first=$out
+    elif ! cmp -s "$first" "$out"; then
+      echo "$name: output on $t threads differs from the output on 1 thread" >&2
+      exit 1
+    fi
+  done
+  echo "$name: identical on $THREAD_COUNTS threads and run to run"
+}
+
+for kind in turbo sd15; do
+  "$TOOL" make-tiny --kind "$kind" --out "$work/$kind" --seed 11 >/dev/null
+done
+"$TOOL" make-tiny --kind taesd --out "$work/taesd" --seed 12 >/dev/null
+
+noise_npy "$work/sample.npy" 1 1 4 $LATENT $LATENT
+noise_npy "$work/image.npy" 2 1 3 $FRAME $FRAME
+noise_npy "$work/text-turbo.npy" 3 1 $TOKENS "$(python3 -c "
+import json; print(json.load(open('$work/turbo/unet/config.json'))['cross_attention_dim'])")"
+noise_npy "$work/text-sd15.npy" 4 1 $TOKENS "$(python3 -c "
+import json; print(json.load(open('$work/sd15/unet/config.json'))['cross_attention_dim'])")"
+
+for kind in turbo sd15; do
+  same_bytes "unet-$kind" npy "$TOOL" unet --model "$work/$kind/unet" \
+    --sample "$work/sample.npy" --timestep 500 \
+    --encoder-hidden-states "$work/text-$kind.npy" --out OUT
+done
+same_bytes vae-encode npy "$TOOL" vae-encode --model "$work/taesd" \
+  --image "$work/image.npy" --out OUT
+same_bytes vae-decode npy "$TOOL" vae-decode --model "$work/taesd" \
+  --latents "$work/sample.npy" --out OUT
+
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 pattern=smpte \
+  ! video/x-raw,format=RGB,width=$FRAME,height=$FRAME ! pngenc \
+  ! filesink location="$work/frame.png"
+same_bytes img2img-turbo png "$TOOL" img2img --model "$work/turbo" \
+  --in "$work/frame.png" --out OUT \
+  --prompt-embeds "$work/turbo/prompt_embeds.npy" --steps 2 --strength 1.0
