@@ -5,6 +5,7 @@
 set -eu
 TOOL=$1
 LIMIT_S=60
+KILL_AFTER_S=10
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$TOOL" make-tiny --kind turbo --out "$work/model" --seed 1 >/dev/null
@@ -14,16 +15,24 @@ trap 'rm -rf "$work"' EXIT
 expect_error() {
   model=$1 needle=$2
   shift 2
-  if timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=2 \
-      ! video/x-raw,format=RGB,width=32,height=24 \
+  # The status of the timed command itself: 0 accepted, 124 or 137 hung
+  # (timeout's TERM, then KILL), above 128 killed by a signal.
+  status=0
+  timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q \
+      videotestsrc num-buffers=2 ! video/x-raw,format=RGB,width=32,height=24 \
       ! ppdiffuse ranks=2 steps=2 timeout-ms=5000 model="$model" "$@" \
-      ! fakesink > "$work/out.txt" 2>&1; then
-    echo "the element accepted a broken model ($needle)" >&2
-    exit 1
-  fi
-  status=$?
-  if [ "$status" -ge 124 ]; then
-    echo "gst-launch hung instead of failing ($needle)" >&2
+      ! fakesink > "$work/out.txt" 2>&1 || status=$?
+  case $status in
+    0)
+      echo "the element accepted a broken model ($needle)" >&2
+      exit 1 ;;
+    124|137)
+      echo "gst-launch hung instead of failing ($needle)" >&2
+      exit 1 ;;
+  esac
+  if [ "$status" -gt 128 ]; then
+    echo "gst-launch died of signal $((status - 128)) instead of failing" \
+      "($needle)" >&2
     exit 1
   fi
   if ! grep -q "$needle" "$work/out.txt"; then
