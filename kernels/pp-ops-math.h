@@ -5,7 +5,11 @@
  * exp and erf are written out (polynomials, no calls, no branches) rather
  * than taken from libm: that lets a compiler vectorise the loops that use
  * them, which libm's expf/erff prevent, and it makes every backend compute
- * the same values.  Both are accurate to about 1e-7 (a float ulp near 1). */
+ * the same values.  Both are accurate to about 1e-7 (a float ulp near 1).
+ *
+ * Non-finite inputs: a NaN gives NaN everywhere; e^-inf = 0, e^+inf = inf,
+ * erf(±inf) = ±1, sigmoid(±inf) = 1, 0; SiLU and GELU of -inf are NaN
+ * (-inf · 0), as PyTorch's formulas give. */
 #pragma once
 
 #include <math.h>
@@ -27,7 +31,7 @@
  * the range reduction within what the code below can build: e^x is
  * exactly 0 for x below about -87 (never a denormal, which would cost a
  * microcode assist per vector on x86) and +inf above about 88.7, like
- * expf.  A NaN stays NaN. */
+ * expf; so e^-inf = 0 and e^+inf = +inf.  A NaN stays NaN. */
 #define PP_MATH_EXP_MIN (-87.5f)
 #define PP_MATH_EXP_MAX 89.0f
 
@@ -42,24 +46,34 @@ pp_math_exp (float x)
   const float log2e = 1.44269504088896341f;
   const float ln2_hi = 0.693359375f;
   const float ln2_lo = -2.12194440e-4f;
-  /* Adding then subtracting 1.5·2^23 rounds to the nearest integer. */
+  /* Adding 1.5·2^23 rounds to the nearest integer n, which then sits in
+   * the low mantissa bits of the sum: its bits are those of the magic
+   * number plus n. */
   const float round_magic = 12582912.0f;
-  float n, r, q, half_scale;
-  int32_t bits;
+  const uint32_t round_magic_bits = 0x4b400000u;
+  /* 2^n as 2·2^(n-1), n in [-126, 128] after the clamp: the exponent field
+   * n - 1 + 127 is 0 (the float 0) at the bottom and 254 at the top, where
+   * 2·2^127·e^r overflows to inf exactly when e^x does. */
+  const uint32_t exponent_bias = 126;
+  float t, n, r, q, half_scale;
+  uint32_t bits;
 
+  /* A NaN fails both comparisons and flows through as a NaN r.  n never
+   * goes through a float-to-integer conversion, whose result for a NaN is
+   * undefined behaviour (clang folds e^NaN to a number): its bits are
+   * unsigned integer arithmetic, defined for any input. */
   x = x < PP_MATH_EXP_MIN ? PP_MATH_EXP_MIN : x;
   x = x > PP_MATH_EXP_MAX ? PP_MATH_EXP_MAX : x;
-  n = (x * log2e + round_magic) - round_magic;
+  t = x * log2e + round_magic;
+  n = t - round_magic;
   r = (x - n * ln2_hi) - n * ln2_lo;
   q = 1.3814542234e-3f;
   q = q * r + 8.3687077076e-3f;
   q = q * r + 4.1668388160e-2f;
   q = q * r + 1.6666520711e-1f;
   q = q * r + 4.9999993450e-1f;
-  /* 2^n as 2·2^(n-1), n in [-126, 128] after the clamp: the exponent field
-   * n - 1 + 127 is 0 (the float 0) at the bottom and 254 at the top, where
-   * 2·2^127·e^r overflows to inf exactly when e^x does. */
-  bits = ((int32_t) n + 126) * (1 << 23);
+  memcpy (&bits, &t, sizeof bits);
+  bits = (bits - round_magic_bits + exponent_bias) << 23;
   memcpy (&half_scale, &bits, sizeof half_scale);
   return ((q * r * r + r + 1.0f) * 2.0f) * half_scale;
 }

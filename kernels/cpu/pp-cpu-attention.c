@@ -6,8 +6,8 @@
  * heads·head_dim), so nothing is copied or transposed; the softmax's 1/Σ
  * is applied to the head_dim outputs rather than the lk probabilities.
  *
- * Heads of at most FUSED_MAX_HEAD_DIM (the small UNets' 8-32) take a fused
- * path instead when the CPU has AVX-512: with K = head_dim, a GEMM is
+ * Heads of at most PP_CPU_FUSED_MAX_HEAD_DIM (the small UNets' 8-32) take a
+ * fused path instead when the CPU has AVX-512: with K = head_dim, a GEMM is
  * mostly packing and thread hand-offs, and the softmax between the two
  * GEMMs is a serial step of its own.  The fused path copies k and v once
  * to [head, head_dim, lk] (keys contiguous), then one parallel loop over
@@ -22,26 +22,8 @@
 #include "pp-cpu-parallel.h"
 #include "pp-ops-math.h"
 
+/* Block sizes, grains and the fused path's limits: pp-cpu-tuning.h. */
 
-/* Score values per thread worth splitting for (~10 µs of exp). */
-#define GRAIN_SCORES (16 * 1024)
-/* Values summed in float lanes before the partial sums go to double. */
-#define SUM_BLOCK 256
-/* Largest head_dim of the fused path: above it the GEMMs are efficient. */
-#define FUSED_MAX_HEAD_DIM 32
-/* Fused path: floats per vector, vectors of keys per loop step (independent
- * accumulators hide the FMA latency), and query rows per parallel chunk. */
-#define FUSED_LANES 16
-#define FUSED_KEY_VECS 4
-/* Query rows that share each loaded key / value vector. */
-#define FUSED_ROWS 4
-#define FUSED_GRAIN_ROWS 16
-/* The head_dim whose p·v is fused with the exp (the 32×32 level of the
- * small UNets), and the rows that share each value vector there: two rows'
- * head_dim accumulators each, plus the exp's temporaries, fill the 32
- * vector registers. */
-#define FUSED_SMALL_HEAD_DIM 8
-#define FUSED_PAIR 2
 /* The fused path's scores are in base 2 (scale · log2 e, for fused_exp2);
  * below FUSED_EXP2_MIN, 2^x is under half the smallest denormal: 0. */
 #define FUSED_LOG2E 1.44269504088896341f
@@ -73,10 +55,10 @@ softmax_row (float *s, int len)
   for (j = 0; j < len; j++)
     s[j] = pp_math_exp (s[j] - max);
 
-  /* Float lanes over SUM_BLOCK values at a time, then double: a float
+  /* Float lanes over PP_CPU_SUM_BLOCK values at a time, then double: a float
    * running sum of thousands of terms would drift. */
   for (j = 0; j < len;) {
-    const int end = MIN (len, j + SUM_BLOCK);
+    const int end = MIN (len, j + PP_CPU_SUM_BLOCK);
 
     for (; j + PP_CPU_LANES <= end; j += PP_CPU_LANES)
       for (int l = 0; l < PP_CPU_LANES; l++)
@@ -106,9 +88,7 @@ softmax_range (size_t begin, size_t end, gpointer data)
     sm->inv_sum[r] = softmax_row (sm->scores + r * sm->lk, sm->lk);
 }
 
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define HAVE_FUSED_ATTENTION 1
+#ifdef PP_CPU_AVX512_KERNELS
 #include <immintrin.h>
 
 typedef struct
@@ -156,17 +136,17 @@ fused_pack_range (size_t begin, size_t end, gpointer data)
     }
 }
 
-/* Lanes of keys [j, j + FUSED_LANES) that are real keys (below lk). */
+/* Lanes of keys [j, j + PP_CPU_FUSED_LANES) that are real keys (below lk). */
 static inline __attribute__ ((always_inline)) __mmask16
 fused_key_mask (int j, int lk)
 {
-  return j + FUSED_LANES <= lk ? (__mmask16) 0xffff
+  return j + PP_CPU_FUSED_LANES <= lk ? (__mmask16) 0xffff
       : j < lk ? (__mmask16) ((1u << (lk - j)) - 1) : 0;
 }
 
 /* For @nr query rows (q at stride ld, scores at stride lk_pad):
- * s[j] = scale · q · k_j for j < lk_pad, FUSED_KEY_VECS vectors of keys at
- * a time, then single vectors for the rest; each loaded key vector serves
+ * s[j] = scale · q · k_j for j < lk_pad, PP_CPU_FUSED_KEY_VECS vectors of keys
+ * at a time, then single vectors for the rest; each loaded key vector serves
  * all the rows.  When @vmax is set, it gets each row's lane-wise maximum
  * over the real keys (not the padding), taken while the scores are in
  * registers.  The loops over rows and key vectors must unroll fully
@@ -180,47 +160,48 @@ fused_scores (const float *q, int ld, int nr, const float *kt, int head_dim,
   const __m512 vscale = _mm512_set1_ps (scale);
   int j;
 
-  for (j = 0; j + FUSED_KEY_VECS * FUSED_LANES <= lk_pad;
-      j += FUSED_KEY_VECS * FUSED_LANES) {
-    __m512 acc[FUSED_ROWS][FUSED_KEY_VECS];
+  for (j = 0; j + PP_CPU_FUSED_KEY_VECS * PP_CPU_FUSED_LANES <= lk_pad;
+      j += PP_CPU_FUSED_KEY_VECS * PP_CPU_FUSED_LANES) {
+    __m512 acc[PP_CPU_FUSED_ROWS][PP_CPU_FUSED_KEY_VECS];
 
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
 #pragma GCC unroll 4
-      for (int u = 0; u < FUSED_KEY_VECS; u++)
+      for (int u = 0; u < PP_CPU_FUSED_KEY_VECS; u++)
         acc[r][u] = _mm512_setzero_ps ();
     for (int d = 0; d < head_dim; d++) {
       const float *kd = kt + (size_t) d * lk_pad + j;
-      __m512 kv[FUSED_KEY_VECS];
+      __m512 kv[PP_CPU_FUSED_KEY_VECS];
 
 #pragma GCC unroll 4
-      for (int u = 0; u < FUSED_KEY_VECS; u++)
-        kv[u] = _mm512_loadu_ps (kd + u * FUSED_LANES);
+      for (int u = 0; u < PP_CPU_FUSED_KEY_VECS; u++)
+        kv[u] = _mm512_loadu_ps (kd + u * PP_CPU_FUSED_LANES);
 #pragma GCC unroll 4
       for (int r = 0; r < nr; r++) {
         const __m512 qd = _mm512_set1_ps (q[(size_t) r * ld + d]);
 
 #pragma GCC unroll 4
-        for (int u = 0; u < FUSED_KEY_VECS; u++)
+        for (int u = 0; u < PP_CPU_FUSED_KEY_VECS; u++)
           acc[r][u] = _mm512_fmadd_ps (qd, kv[u], acc[r][u]);
       }
     }
 #pragma GCC unroll 4
-    for (int u = 0; u < FUSED_KEY_VECS; u++) {
-      const __mmask16 m = fused_key_mask (j + u * FUSED_LANES, lk);
+    for (int u = 0; u < PP_CPU_FUSED_KEY_VECS; u++) {
+      const __mmask16 m = fused_key_mask (j + u * PP_CPU_FUSED_LANES, lk);
 
 #pragma GCC unroll 4
       for (int r = 0; r < nr; r++) {
         const __m512 t = _mm512_mul_ps (acc[r][u], vscale);
 
-        _mm512_storeu_ps (s + (size_t) r * lk_pad + j + u * FUSED_LANES, t);
+        _mm512_storeu_ps (s + (size_t) r * lk_pad + j
+            + u * PP_CPU_FUSED_LANES, t);
         if (vmax != NULL)
           vmax[r] = _mm512_mask_max_ps (vmax[r], m, vmax[r], t);
       }
     }
   }
-  for (; j < lk_pad; j += FUSED_LANES) {
-    __m512 acc[FUSED_ROWS];
+  for (; j < lk_pad; j += PP_CPU_FUSED_LANES) {
+    __m512 acc[PP_CPU_FUSED_ROWS];
 
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
@@ -255,12 +236,12 @@ fused_values (const float *p, int nr, const float *vt, int head_dim,
 {
   for (int d = 0; d < head_dim; d++) {
     const float *vd = vt + (size_t) d * lk_pad;
-    __m512 acc[FUSED_ROWS];
+    __m512 acc[PP_CPU_FUSED_ROWS];
 
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
       acc[r] = _mm512_setzero_ps ();
-    for (int j = 0; j < lk_pad; j += FUSED_LANES) {
+    for (int j = 0; j < lk_pad; j += PP_CPU_FUSED_LANES) {
       const __m512 vv = _mm512_loadu_ps (vd + j);
 
 #pragma GCC unroll 4
@@ -274,7 +255,7 @@ fused_values (const float *p, int nr, const float *vt, int head_dim,
   }
 }
 
-/* fused_values for head_dim a multiple of FUSED_LANES, key by key: the
+/* fused_values for head_dim a multiple of PP_CPU_FUSED_LANES, key by key: the
  * outputs of a row are whole vectors, o += p[j] · v_j, with v as stored
  * ([lk, ld], a key's head_dim values contiguous) and no reduction across
  * lanes. */
@@ -282,8 +263,8 @@ static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 fused_values_keys (const float *p, int nr, const float *v, int ld,
     int head_dim, int lk, int lk_pad, const float *inv_sum, float *o)
 {
-  for (int d = 0; d < head_dim; d += FUSED_LANES) {
-    __m512 acc[FUSED_ROWS];
+  for (int d = 0; d < head_dim; d += PP_CPU_FUSED_LANES) {
+    __m512 acc[PP_CPU_FUSED_ROWS];
 
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
@@ -327,7 +308,7 @@ fused_exp2 (__mmask16 mask, __m512 x)
   return _mm512_maskz_scalef_ps (mask, q, n);
 }
 
-/* The lane sums of FUSED_SMALL_HEAD_DIM (8) vectors, as 8 floats: halves
+/* The lane sums of PP_CPU_FUSED_SMALL_HEAD_DIM (8) vectors, as 8 floats: halves
  * and quarters of pairs of vectors are added together (12 shuffles, 9 adds)
  * rather than each vector reduced on its own (~64 operations). */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) __m256
@@ -359,38 +340,38 @@ fused_reduce8 (const __m512 * v)
   return _mm512_castps512_ps256 (_mm512_permutexvar_ps (order, e));
 }
 
-/* For head_dim FUSED_SMALL_HEAD_DIM, @nr ≤ FUSED_PAIR rows whose scores
- * (stride lk_pad) and lane-wise maxima @vmax fused_scores left:
+/* For head_dim PP_CPU_FUSED_SMALL_HEAD_DIM, @nr ≤ PP_CPU_FUSED_PAIR rows whose
+ * scores (stride lk_pad) and lane-wise maxima @vmax fused_scores left:
  * o = Σ_j 2^(s_j - max) v_j / Σ_j 2^(s_j - max) in one pass over the keys.
  * Each probability vector goes from the exp straight into the FMAs with
  * the head_dim rows of vt, so it is never stored and reloaded per output;
  * the accumulators (nr · head_dim vectors) are reduced across lanes once
- * at the end.  Sums go from float lanes to double every SUM_BLOCK keys, as
- * in softmax_row. */
+ * at the end.  Sums go from float lanes to double every PP_CPU_SUM_BLOCK keys,
+ * as in softmax_row. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 fused_exp_values_small (const float *s, int nr, const float *vt, int lk,
     int lk_pad, const __m512 * vmax, float *o, int ld)
 {
-  __m512 acc[FUSED_PAIR][FUSED_SMALL_HEAD_DIM], vsum[FUSED_PAIR],
-      m[FUSED_PAIR];
-  double sum[FUSED_PAIR] = { 0.0 };
+  __m512 acc[PP_CPU_FUSED_PAIR][PP_CPU_FUSED_SMALL_HEAD_DIM],
+      vsum[PP_CPU_FUSED_PAIR], m[PP_CPU_FUSED_PAIR];
+  double sum[PP_CPU_FUSED_PAIR] = { 0.0 };
 
 #pragma GCC unroll 2
   for (int r = 0; r < nr; r++) {
     m[r] = _mm512_set1_ps (_mm512_reduce_max_ps (vmax[r]));
 #pragma GCC unroll 8
-    for (int d = 0; d < FUSED_SMALL_HEAD_DIM; d++)
+    for (int d = 0; d < PP_CPU_FUSED_SMALL_HEAD_DIM; d++)
       acc[r][d] = _mm512_setzero_ps ();
   }
   for (int j = 0; j < lk_pad;) {
-    const int end = MIN (lk_pad, j + SUM_BLOCK);
+    const int end = MIN (lk_pad, j + PP_CPU_SUM_BLOCK);
 
 #pragma GCC unroll 2
     for (int r = 0; r < nr; r++)
       vsum[r] = _mm512_setzero_ps ();
-    for (; j < end; j += FUSED_LANES) {
+    for (; j < end; j += PP_CPU_FUSED_LANES) {
       const __mmask16 mask = fused_key_mask (j, lk);
-      __m512 e[FUSED_PAIR];
+      __m512 e[PP_CPU_FUSED_PAIR];
 
 #pragma GCC unroll 2
       for (int r = 0; r < nr; r++) {
@@ -399,7 +380,7 @@ fused_exp_values_small (const float *s, int nr, const float *vt, int lk,
         vsum[r] = _mm512_add_ps (vsum[r], e[r]);
       }
 #pragma GCC unroll 8
-      for (int d = 0; d < FUSED_SMALL_HEAD_DIM; d++) {
+      for (int d = 0; d < PP_CPU_FUSED_SMALL_HEAD_DIM; d++) {
         const __m512 vv = _mm512_loadu_ps (vt + (size_t) d * lk_pad + j);
 
 #pragma GCC unroll 2
@@ -419,29 +400,29 @@ fused_exp_values_small (const float *s, int nr, const float *vt, int lk,
 
 /* softmax_row for a base-2 score row of lk values padded to lk_pad: turns
  * it into 2^(s - max s), zero past lk (so that p·v may run over lk_pad), and
- * returns 1/Σ.  Sums go from float lanes to double every SUM_BLOCK values,
- * as in softmax_row. */
+ * returns 1/Σ.  Sums go from float lanes to double every PP_CPU_SUM_BLOCK
+ * values, as in softmax_row. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) float
 fused_softmax (float *s, int lk, int lk_pad)
 {
-  const int full = lk / FUSED_LANES * FUSED_LANES;
+  const int full = lk / PP_CPU_FUSED_LANES * PP_CPU_FUSED_LANES;
   const __mmask16 tail = (__mmask16) ((1u << (lk - full)) - 1);
   __m512 vmax = _mm512_set1_ps (s[0]), vmax_s;
   double sum = 0.0;
   int j;
 
-  for (j = 0; j < full; j += FUSED_LANES)
+  for (j = 0; j < full; j += PP_CPU_FUSED_LANES)
     vmax = _mm512_max_ps (vmax, _mm512_loadu_ps (s + j));
   if (tail)
     vmax = _mm512_mask_max_ps (vmax, tail, vmax, _mm512_loadu_ps (s + j));
   vmax_s = _mm512_set1_ps (_mm512_reduce_max_ps (vmax));
 
   for (j = 0; j < lk_pad;) {
-    const int end = MIN (lk_pad, j + SUM_BLOCK);
+    const int end = MIN (lk_pad, j + PP_CPU_SUM_BLOCK);
     __m512 acc = _mm512_setzero_ps ();
 
-    for (; j < end; j += FUSED_LANES) {
-      const __mmask16 m = j + FUSED_LANES <= lk ? (__mmask16) 0xffff
+    for (; j < end; j += PP_CPU_FUSED_LANES) {
+      const __mmask16 m = j + PP_CPU_FUSED_LANES <= lk ? (__mmask16) 0xffff
           : j < lk ? tail : 0;
       const __m512 e = fused_exp2 (m, _mm512_sub_ps (_mm512_loadu_ps (s + j),
               vmax_s));
@@ -454,7 +435,7 @@ fused_softmax (float *s, int lk, int lk_pad)
   return (float) (1.0 / sum);
 }
 
-/* Rows [row, row + nr) of head @hd, nr ≤ FUSED_ROWS; @s holds nr score
+/* Rows [row, row + nr) of head @hd, nr ≤ PP_CPU_FUSED_ROWS; @s holds nr score
  * rows. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
@@ -462,23 +443,23 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
   const int ld = f->heads * f->head_dim;
   const size_t head_floats = (size_t) f->head_dim * f->lk_pad;
   const size_t off = row * ld + hd * f->head_dim;
-  float inv_sum[FUSED_ROWS];
+  float inv_sum[PP_CPU_FUSED_ROWS];
 
-  if (f->head_dim == FUSED_SMALL_HEAD_DIM) {
-    __m512 vmax[FUSED_ROWS];
+  if (f->head_dim == PP_CPU_FUSED_SMALL_HEAD_DIM) {
+    __m512 vmax[PP_CPU_FUSED_ROWS];
 
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
       vmax[r] = _mm512_set1_ps (-INFINITY);
     fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats,
-        FUSED_SMALL_HEAD_DIM, f->lk, f->lk_pad, f->scale, s, vmax);
-    for (int r = 0; r < nr; r += FUSED_PAIR) {
+        PP_CPU_FUSED_SMALL_HEAD_DIM, f->lk, f->lk_pad, f->scale, s, vmax);
+    for (int r = 0; r < nr; r += PP_CPU_FUSED_PAIR) {
       const float *vt = f->vt + hd * head_floats;
       float *o = f->out + off + (size_t) r * ld;
 
-      if (nr - r >= FUSED_PAIR)
-        fused_exp_values_small (s + (size_t) r * f->lk_pad, FUSED_PAIR, vt,
-            f->lk, f->lk_pad, vmax + r, o, ld);
+      if (nr - r >= PP_CPU_FUSED_PAIR)
+        fused_exp_values_small (s + (size_t) r * f->lk_pad, PP_CPU_FUSED_PAIR,
+            vt, f->lk, f->lk_pad, vmax + r, o, ld);
       else
         fused_exp_values_small (s + (size_t) r * f->lk_pad, 1, vt, f->lk,
             f->lk_pad, vmax + r, o, ld);
@@ -490,7 +471,7 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
   for (int r = 0; r < nr; r++)
     inv_sum[r] = fused_softmax (s + (size_t) r * f->lk_pad, f->lk,
         f->lk_pad);
-  if (f->head_dim % FUSED_LANES == 0)
+  if (f->head_dim % PP_CPU_FUSED_LANES == 0)
     fused_values_keys (s, nr, f->v + hd * f->head_dim, ld, f->head_dim,
         f->lk, f->lk_pad, inv_sum, f->out + off);
   else
@@ -499,22 +480,22 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
 }
 
 /* Items are (head, query) rows, head-major so that a chunk's rows share
- * their head's keys and values in cache; FUSED_ROWS rows of one head go
+ * their head's keys and values in cache; PP_CPU_FUSED_ROWS rows of one head go
  * together, so that each key and value vector loaded serves them all. */
 static __attribute__ ((target ("avx512f,fma"))) void
 fused_range (size_t begin, size_t end, gpointer data)
 {
   const Fused *f = data;
-  float *s = g_new (float, (size_t) FUSED_ROWS * f->lk_pad);
+  float *s = g_new (float, (size_t) PP_CPU_FUSED_ROWS * f->lk_pad);
 
   for (size_t item = begin; item < end;) {
     const size_t hd = item / f->lq;
     const size_t row = item % f->lq;
     const size_t left = MIN (end - item, f->lq - row);
 
-    if (left >= FUSED_ROWS) {
-      fused_rows (f, hd, row, FUSED_ROWS, s);
-      item += FUSED_ROWS;
+    if (left >= PP_CPU_FUSED_ROWS) {
+      fused_rows (f, hd, row, PP_CPU_FUSED_ROWS, s);
+      item += PP_CPU_FUSED_ROWS;
     } else {
       fused_rows (f, hd, row, 1, s);
       item++;
@@ -526,8 +507,7 @@ fused_range (size_t begin, size_t end, gpointer data)
 static gboolean
 fused_applies (int head_dim)
 {
-  return head_dim <= FUSED_MAX_HEAD_DIM && __builtin_cpu_supports ("avx512f")
-      && __builtin_cpu_supports ("fma");
+  return head_dim <= PP_CPU_FUSED_MAX_HEAD_DIM && pp_cpu_avx512_kernels ();
 }
 
 static void
@@ -535,9 +515,10 @@ attention_fused (const float *q, const float *k, const float *v, int n,
     int lq, int lk, int heads, int head_dim, float *out)
 {
   const int ld = heads * head_dim;
-  const int lk_pad = (lk + FUSED_LANES - 1) / FUSED_LANES * FUSED_LANES;
+  const int lk_pad = (lk + PP_CPU_FUSED_LANES - 1) / PP_CPU_FUSED_LANES
+      * PP_CPU_FUSED_LANES;
   const size_t packed = (size_t) heads * head_dim * lk_pad;
-  const gboolean pack_v = head_dim % FUSED_LANES != 0;
+  const gboolean pack_v = head_dim % PP_CPU_FUSED_LANES != 0;
   float *kt = g_new (float, (pack_v ? 2 : 1) * packed);
 
   for (int b = 0; b < n; b++) {
@@ -545,13 +526,13 @@ attention_fused (const float *q, const float *k, const float *v, int n,
       pack_v ? kt + packed : NULL, lk, lk_pad, heads, head_dim
     };
     Fused f = { q + (size_t) b * lq * ld, kt, pk.vt,
-      v + (size_t) b * lk * ld, out + (size_t) b * lq * ld, lq, lk, lk_pad, heads, head_dim,
-      FUSED_LOG2E / sqrtf ((float) head_dim)
+      v + (size_t) b * lk * ld, out + (size_t) b * lq * ld, lq, lk, lk_pad,
+      heads, head_dim, FUSED_LOG2E / sqrtf ((float) head_dim)
     };
 
     pp_cpu_parallel_for (heads, 1, fused_pack_range, &pk);
-    pp_cpu_parallel_for ((size_t) heads * lq, FUSED_GRAIN_ROWS, fused_range,
-        &f);
+    pp_cpu_parallel_for ((size_t) heads * lq, PP_CPU_FUSED_GRAIN_ROWS,
+        fused_range, &f);
   }
   g_free (kt);
 }
@@ -567,8 +548,9 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
   Softmax sm;
 
   g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
-#ifdef HAVE_FUSED_ATTENTION
+#ifdef PP_CPU_AVX512_KERNELS
   if (fused_applies (head_dim)) {
+    pp_cpu_path_add (PP_CPU_PATH_ATTENTION_FUSED, 1);
     attention_fused (q, k, v, n, lq, lk, heads, head_dim, out);
     return;
   }
@@ -590,9 +572,11 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
         const int rows = MIN (block, lq - q0);
         float *ob = oh + (size_t) q0 * ld;
 
+        pp_cpu_path_add (PP_CPU_PATH_ATTENTION_BLOCK, 1);
         pp_cpu_gemm (FALSE, TRUE, rows, lk, head_dim, scale,
             qh + (size_t) q0 * ld, ld, kh, ld, 0.0f, sm.scores, lk);
-        pp_cpu_parallel_for (rows, GRAIN_SCORES / lk + 1, softmax_range, &sm);
+        pp_cpu_parallel_for (rows, PP_CPU_SOFTMAX_GRAIN_SCORES / lk + 1,
+            softmax_range, &sm);
         pp_cpu_gemm (FALSE, FALSE, rows, head_dim, lk, 1.0f, sm.scores, lk,
             vh, ld, 0.0f, ob, ld);
         for (int r = 0; r < rows; r++) {

@@ -20,35 +20,7 @@
 
 #include <string.h>
 
-/* Column values per thread worth splitting im2col for (~3 µs of copy). */
-#define GRAIN_COL_VALUES (16 * 1024)
-
-/* Direct 3×3 kernel: output channels and pixel vectors per register tile
- * (8 × 2 vectors = 16 of the 32 zmm registers as accumulators). */
-#define DIRECT_LANES 16
-#define DIRECT_COUT_TILE 8
-#define DIRECT_VECS 2
-/* Floats of one padded input band: ~1 MiB, so that it stays in L2 while
- * every output channel reads it. */
-#define DIRECT_BAND_FLOATS (512 * 1024)
-/* Output pixels per call from which the row kernel repacks its weights
- * (measured: packing loses at 32×32 and wins at 128×128). */
-#define DIRECT_PACK_MIN_PIXELS (64 * 64)
-
-/* Narrow 3×3 kernel: output channels and pixel vectors per register tile
- * (6 × 4 vectors = 24 of the 32 zmm registers as accumulators; each tap
- * then loads 4 input vectors and 6 weights for 24 FMAs). */
-#define NARROW_LANES 16
-#define NARROW_COUT_TILE 6
-#define NARROW_VECS 4
-/* Floats of one band's three shifted input copies (6 MiB): a pixel block
- * only reads its own few rows, so the band need not fit L2, and tall bands
- * copy fewer halo rows. */
-#define NARROW_BAND_FLOATS (1536 * 1024)
-/* Flops per thread worth splitting the direct kernel for (~3 µs). */
-#define NARROW_GRAIN_FLOPS (500 * 1000)
-/* Row width below which the narrow kernel beats the row kernel. */
-#define NARROW_BELOW_WIDTH 32
+/* Tiles, bands and grains of the kernels: pp-cpu-tuning.h. */
 
 typedef struct
 {
@@ -112,24 +84,21 @@ im2col_range (size_t begin, size_t end, gpointer data)
             p->pad, p->oy0, p->oy1, p->wo, dst);
 }
 
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define HAVE_DIRECT_3X3 1
-
+#ifdef PP_CPU_AVX512_KERNELS
 #include <immintrin.h>
 
 typedef struct
 {
   const float *band;            /* [cin, rows + 2, wo + 2], zero border */
   const float *weight;          /* [cout, cin, 3, 3] */
-  const float *wpack;           /* [cout tiles, cin, 9, DIRECT_COUT_TILE] or
-                                 * NULL */
+  const float *wpack;           /* [cout tiles, cin, 9,
+                                 * PP_CPU_DIRECT_COUT_TILE] or NULL */
   const float *bias;
   float *y;                     /* this sample's output */
   int cin, cout, wo, out_plane, oy0, rows;
 } Direct;
 
-/* One tile: DIRECT_COUT_TILE output channels × nv vectors of output row
+/* One tile: PP_CPU_DIRECT_COUT_TILE output channels × nv vectors of output row
  * @r of the band, from column @ox.  Taps are summed in (ci, ky, kx) order,
  * the order of im2col's rows. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
@@ -138,15 +107,15 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv,
 {
   const int wp = p->wo + 2;
   const size_t plane = (size_t) (p->rows + 2) * wp;
-  const float *wk[DIRECT_COUT_TILE];
-  __m512 acc[DIRECT_COUT_TILE][DIRECT_VECS];
+  const float *wk[PP_CPU_DIRECT_COUT_TILE];
+  __m512 acc[PP_CPU_DIRECT_COUT_TILE][PP_CPU_DIRECT_VECS];
 
   /* Tap (ci, t) of channel c is wk[c][(ci·9 + t)·step].  Unpacked, the
    * weights broadcast straight from their [cout, cin, 9] rows, and missing
    * channels of the last tile repeat the last channel (not stored). */
-  const size_t step = packed ? DIRECT_COUT_TILE : 1;
+  const size_t step = packed ? PP_CPU_DIRECT_COUT_TILE : 1;
 
-  for (int c = 0; c < DIRECT_COUT_TILE; c++) {
+  for (int c = 0; c < PP_CPU_DIRECT_COUT_TILE; c++) {
     const float b = p->bias && co0 + c < p->cout ? p->bias[co0 + c] : 0.0f;
 
     wk[c] = packed ? p->wpack + (size_t) co0 * p->cin * 9 + c
@@ -160,12 +129,12 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv,
 #pragma GCC unroll 9
     for (int t = 0; t < 9; t++) {
       const float *row = src + (t / 3) * wp + t % 3;
-      __m512 a[DIRECT_VECS];
+      __m512 a[PP_CPU_DIRECT_VECS];
 
       for (int v = 0; v < nv; v++)
-        a[v] = _mm512_loadu_ps (row + v * DIRECT_LANES);
+        a[v] = _mm512_loadu_ps (row + v * PP_CPU_DIRECT_LANES);
 #pragma GCC unroll 8
-      for (int c = 0; c < DIRECT_COUT_TILE; c++) {
+      for (int c = 0; c < PP_CPU_DIRECT_COUT_TILE; c++) {
         const __m512 wv = _mm512_set1_ps (wk[c][(ci * 9 + t) * step]);
 
         for (int v = 0; v < nv; v++)
@@ -173,12 +142,12 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv,
       }
     }
   }
-  for (int c = 0; c < DIRECT_COUT_TILE && co0 + c < p->cout; c++) {
+  for (int c = 0; c < PP_CPU_DIRECT_COUT_TILE && co0 + c < p->cout; c++) {
     float *dst = p->y + (size_t) (co0 + c) * p->out_plane
         + (size_t) (p->oy0 + r) * p->wo + ox;
 
     for (int v = 0; v < nv; v++)
-      _mm512_storeu_ps (dst + v * DIRECT_LANES, acc[c][v]);
+      _mm512_storeu_ps (dst + v * PP_CPU_DIRECT_LANES, acc[c][v]);
   }
 }
 
@@ -188,7 +157,7 @@ direct_tile (const Direct * p, int r, int co0, int ox, int nv,
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 direct_column (const Direct * p, int r, int ox, int nv)
 {
-  for (int co0 = 0; co0 < p->cout; co0 += DIRECT_COUT_TILE) {
+  for (int co0 = 0; co0 < p->cout; co0 += PP_CPU_DIRECT_COUT_TILE) {
     if (p->wpack)
       direct_tile (p, r, co0, ox, nv, TRUE);
     else
@@ -206,14 +175,14 @@ direct_range (size_t begin, size_t end, gpointer data)
     /* Constant vector counts, so that the accumulators stay in
      * registers: full tiles, then the row's tail. */
     for (int ox = 0; ox < p->wo;) {
-      const int left = (p->wo - ox) / DIRECT_LANES;
+      const int left = (p->wo - ox) / PP_CPU_DIRECT_LANES;
 
-      if (left >= DIRECT_VECS) {
-        direct_column (p, (int) r, ox, DIRECT_VECS);
-        ox += DIRECT_VECS * DIRECT_LANES;
+      if (left >= PP_CPU_DIRECT_VECS) {
+        direct_column (p, (int) r, ox, PP_CPU_DIRECT_VECS);
+        ox += PP_CPU_DIRECT_VECS * PP_CPU_DIRECT_LANES;
       } else {
         direct_column (p, (int) r, ox, 1);
-        ox += DIRECT_LANES;
+        ox += PP_CPU_DIRECT_LANES;
       }
     }
   }
@@ -255,31 +224,33 @@ direct_3x3_applies (int h, int w, int kh, int kw, int stride, int pad)
 {
   (void) h;
   return kh == 3 && kw == 3 && stride == 1 && pad == 1
-      && w % DIRECT_LANES == 0 && __builtin_cpu_supports ("avx512f")
-      && __builtin_cpu_supports ("fma");
+      && w % PP_CPU_DIRECT_LANES == 0 && pp_cpu_avx512_kernels ();
 }
 
 static void
 conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
     const float *weight, const float *bias, int cout, float *y)
 {
-  const int tiles = (cout + DIRECT_COUT_TILE - 1) / DIRECT_COUT_TILE;
+  const int tiles = (cout + PP_CPU_DIRECT_COUT_TILE - 1)
+      / PP_CPU_DIRECT_COUT_TILE;
   const size_t band_row = (size_t) cin * (w + 2);
-  const int rows = (int) CLAMP ((size_t) DIRECT_BAND_FLOATS / band_row,
+  const int rows = (int) CLAMP ((size_t) PP_CPU_DIRECT_BAND_FLOATS / band_row,
       (size_t) 3, (size_t) h + 2) - 2;
   float *band = g_new (float, band_row * (rows + 2));
   float *wpack = NULL;
 
-  /* Large planes: [cout, cin, 3, 3] → per tile [cin, 9, DIRECT_COUT_TILE],
-   * so that a tap broadcasts the tile's weights from one cache line
-   * (missing channels of the last tile stay 0).  Small ones read the
-   * weights as they are: the copy would cost more than it saves. */
-  if ((size_t) n * h * w >= DIRECT_PACK_MIN_PIXELS) {
-    wpack = g_new0 (float, (size_t) tiles * DIRECT_COUT_TILE * cin * 9);
+  /* Large planes: [cout, cin, 3, 3] → per tile
+   * [cin, 9, PP_CPU_DIRECT_COUT_TILE], so that a tap broadcasts the tile's
+   * weights from one cache line (missing channels of the last tile stay 0).
+   * Small ones read the weights as they are: the copy would cost more than
+   * it saves. */
+  if ((size_t) n * h * w >= PP_CPU_DIRECT_PACK_MIN_PIXELS) {
+    pp_cpu_path_add (PP_CPU_PATH_CONV_DIRECT_PACKED, 1);
+    wpack = g_new0 (float, (size_t) tiles * PP_CPU_DIRECT_COUT_TILE * cin * 9);
     for (int co = 0; co < cout; co++)
       for (int k = 0; k < cin * 9; k++)
-        wpack[((size_t) (co / DIRECT_COUT_TILE) * cin * 9 + k)
-            * DIRECT_COUT_TILE + co % DIRECT_COUT_TILE] =
+        wpack[((size_t) (co / PP_CPU_DIRECT_COUT_TILE) * cin * 9 + k)
+            * PP_CPU_DIRECT_COUT_TILE + co % PP_CPU_DIRECT_COUT_TILE] =
             weight[(size_t) co * cin * 9 + k];
   }
 
@@ -289,11 +260,12 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
       PadBand pb = { x + (size_t) b * cin * h * w, band, h, w, oy0,
         band_rows
       };
-      Direct d = { band, weight, wpack, bias, y + (size_t) b * cout * h * w, cin,
-        cout, w, h * w, oy0, band_rows
+      Direct d = { band, weight, wpack, bias, y + (size_t) b * cout * h * w,
+        cin, cout, w, h * w, oy0, band_rows
       };
 
-      pp_cpu_parallel_for (cin, GRAIN_COL_VALUES / band_row + 1,
+      pp_cpu_path_add (PP_CPU_PATH_CONV_DIRECT_BAND, 1);
+      pp_cpu_parallel_for (cin, PP_CPU_CONV_GRAIN_COL_VALUES / band_row + 1,
           pad_band_range, &pb);
       pp_cpu_parallel_for (band_rows, 1, direct_range, &d);
     }
@@ -307,8 +279,7 @@ static gboolean
 narrow_3x3_applies (int kh, int kw, int stride, int pad)
 {
   return kh == 3 && kw == 3 && stride == 1 && pad == 1
-      && __builtin_cpu_supports ("avx512f")
-      && __builtin_cpu_supports ("fma");
+      && pp_cpu_avx512_kernels ();
 }
 
 
@@ -322,23 +293,23 @@ typedef struct
   size_t plane, out_plane, pixels;
 } Narrow;
 
-/* One tile: NARROW_COUT_TILE output channels × @nv vectors of the band's
+/* One tile: PP_CPU_NARROW_COUT_TILE output channels × @nv vectors of the band's
  * pixels from @p0 (row-major across rows, so narrow rows fill vectors too);
  * the last vector stores only @last lanes.  Taps are summed in (ci, ky, kx)
  * order, the order of im2col's rows. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
 narrow_tile (const Narrow * p, size_t p0, int co0, int nv, __mmask16 last)
 {
-  const float *wk[NARROW_COUT_TILE];
-  __m512 acc[NARROW_COUT_TILE][NARROW_VECS];
+  const float *wk[PP_CPU_NARROW_COUT_TILE];
+  __m512 acc[PP_CPU_NARROW_COUT_TILE][PP_CPU_NARROW_VECS];
 
   /* The weights broadcast straight from their [cout, cin, 9] rows (no
    * per-call repacking); missing channels of the last tile repeat the last
    * channel and are not stored. */
-  for (int c = 0; c < NARROW_COUT_TILE; c++)
+  for (int c = 0; c < PP_CPU_NARROW_COUT_TILE; c++)
     wk[c] = p->weight + (size_t) MIN (co0 + c, p->cout - 1) * p->cin * 9;
 
-  for (int c = 0; c < NARROW_COUT_TILE; c++) {
+  for (int c = 0; c < PP_CPU_NARROW_COUT_TILE; c++) {
     const float b = p->bias && co0 + c < p->cout ? p->bias[co0 + c] : 0.0f;
 
 #pragma GCC unroll 4
@@ -352,13 +323,13 @@ narrow_tile (const Narrow * p, size_t p0, int co0, int nv, __mmask16 last)
     for (int t = 0; t < 9; t++) {
       /* Tap (ky, kx) is the kx-shifted copy, ky rows further on. */
       const float *row = src + (t % 3) * p->plane + (t / 3) * p->w;
-      __m512 a[NARROW_VECS];
+      __m512 a[PP_CPU_NARROW_VECS];
 
 #pragma GCC unroll 4
       for (int v = 0; v < nv; v++)
-        a[v] = _mm512_loadu_ps (row + v * NARROW_LANES);
+        a[v] = _mm512_loadu_ps (row + v * PP_CPU_NARROW_LANES);
 #pragma GCC unroll 8
-      for (int c = 0; c < NARROW_COUT_TILE; c++) {
+      for (int c = 0; c < PP_CPU_NARROW_COUT_TILE; c++) {
         const __m512 wv = _mm512_set1_ps (wk[c][ci * 9 + t]);
 
 #pragma GCC unroll 4
@@ -367,13 +338,13 @@ narrow_tile (const Narrow * p, size_t p0, int co0, int nv, __mmask16 last)
       }
     }
   }
-  for (int c = 0; c < NARROW_COUT_TILE && co0 + c < p->cout; c++) {
+  for (int c = 0; c < PP_CPU_NARROW_COUT_TILE && co0 + c < p->cout; c++) {
     float *dst = p->y + (size_t) (co0 + c) * p->out_plane + p0;
 
 #pragma GCC unroll 4
     for (int v = 0; v < nv - 1; v++)
-      _mm512_storeu_ps (dst + v * NARROW_LANES, acc[c][v]);
-    _mm512_mask_storeu_ps (dst + (nv - 1) * NARROW_LANES, last,
+      _mm512_storeu_ps (dst + v * PP_CPU_NARROW_LANES, acc[c][v]);
+    _mm512_mask_storeu_ps (dst + (nv - 1) * PP_CPU_NARROW_LANES, last,
         acc[c][nv - 1]);
   }
 }
@@ -385,14 +356,15 @@ static __attribute__ ((target ("avx512f,fma"))) void
 narrow_range (size_t begin, size_t end, gpointer data)
 {
   const Narrow *p = data;
-  const size_t block = NARROW_VECS * NARROW_LANES;
+  const size_t block = PP_CPU_NARROW_VECS * PP_CPU_NARROW_LANES;
 
   for (size_t i = begin; i < end; i++) {
     const size_t p0 = i / p->tiles * block;
-    const int co0 = (int) (i % p->tiles) * NARROW_COUT_TILE;
+    const int co0 = (int) (i % p->tiles) * PP_CPU_NARROW_COUT_TILE;
     const size_t left = MIN (block, p->pixels - p0);
-    const int nv = (int) ((left + NARROW_LANES - 1) / NARROW_LANES);
-    const int tail = (int) (left - (size_t) (nv - 1) * NARROW_LANES);
+    const int nv = (int) ((left + PP_CPU_NARROW_LANES - 1)
+        / PP_CPU_NARROW_LANES);
+    const int tail = (int) (left - (size_t) (nv - 1) * PP_CPU_NARROW_LANES);
     const __mmask16 last = (__mmask16) ((1u << tail) - 1);
 
     /* Constant vector counts, so that the accumulators stay in
@@ -464,25 +436,28 @@ static void
 conv2d_narrow_3x3 (const float *x, int n, int cin, int h, int w,
     const float *weight, const float *bias, int cout, float *y)
 {
-  const int tiles = (cout + NARROW_COUT_TILE - 1) / NARROW_COUT_TILE;
-  /* Input rows per band: the three shifted copies fit the budget. */
-  const int rows = (int) CLAMP ((size_t) NARROW_BAND_FLOATS /
-      ((size_t) 3 * cin * w) - 2, (size_t) 1, (size_t) h);
+  const int tiles = (cout + PP_CPU_NARROW_COUT_TILE - 1)
+      / PP_CPU_NARROW_COUT_TILE;
+  /* Input rows per band: the three shifted copies of rows + 2 rows fit the
+   * budget, or one row when even that does not fit (clamped before the
+   * subtraction, which would wrap around). */
+  const int rows = (int) CLAMP ((size_t) PP_CPU_NARROW_BAND_FLOATS /
+      ((size_t) 3 * cin * w), (size_t) 3, (size_t) h + 2) - 2;
+  const size_t block_pixels = PP_CPU_NARROW_VECS * PP_CPU_NARROW_LANES;
   /* Whole cache lines per plane, so that the loads of widths that are
    * multiples of 16 are aligned. */
-  const size_t plane = ((size_t) (rows + 2) * w + 2 * NARROW_LANES - 1)
-      / NARROW_LANES * NARROW_LANES;
-  const size_t item_flops = (size_t) 2 * 9 * cin * NARROW_COUT_TILE
-      * NARROW_VECS * NARROW_LANES;
+  const size_t plane = ((size_t) (rows + 2) * w + 2 * PP_CPU_NARROW_LANES - 1)
+      / PP_CPU_NARROW_LANES * PP_CPU_NARROW_LANES;
+  const size_t item_flops = (size_t) 2 * 9 * cin * PP_CPU_NARROW_COUT_TILE
+      * PP_CPU_NARROW_VECS * PP_CPU_NARROW_LANES;
   float *band = g_aligned_alloc (sizeof (float), (size_t) cin * 3 * plane,
-      NARROW_LANES * sizeof (float));
+      PP_CPU_NARROW_LANES * sizeof (float));
 
   for (int b = 0; b < n; b++) {
     for (int oy0 = 0; oy0 < h; oy0 += rows) {
       const int band_rows = MIN (rows, h - oy0);
       const size_t pixels = (size_t) band_rows * w;
-      const size_t blocks = (pixels + NARROW_VECS * NARROW_LANES - 1)
-          / (NARROW_VECS * NARROW_LANES);
+      const size_t blocks = (pixels + block_pixels - 1) / block_pixels;
       NarrowBand pb = { x + (size_t) b * cin * h * w, band, h, w, oy0,
         band_rows, plane
       };
@@ -491,10 +466,12 @@ conv2d_narrow_3x3 (const float *x, int n, int cin, int h, int w,
         tiles, plane, (size_t) h * w, pixels
       };
 
-      pp_cpu_parallel_for (cin, GRAIN_COL_VALUES / (3 * plane) + 1,
-          narrow_band_range, &pb);
+      pp_cpu_path_add (PP_CPU_PATH_CONV_NARROW_BAND, 1);
+      pp_cpu_parallel_for (cin,
+          PP_CPU_CONV_GRAIN_COL_VALUES / (3 * plane) + 1, narrow_band_range,
+          &pb);
       pp_cpu_parallel_for (blocks * tiles,
-          NARROW_GRAIN_FLOPS / item_flops + 1, narrow_range, &d);
+          PP_CPU_NARROW_GRAIN_FLOPS / item_flops + 1, narrow_range, &d);
     }
   }
   g_aligned_free (band);
@@ -523,6 +500,7 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
     for (int b = 0; b < n; b++) {
       float *yb = y + (size_t) b * cout * out_plane;
 
+      pp_cpu_path_add (PP_CPU_PATH_CONV_1X1, 1);
       if (bias)
         pp_cpu_fill_rows (yb, cout, (int) out_plane, out_plane, bias);
       pp_cpu_gemm (FALSE, FALSE, cout, (int) out_plane, cin, 1.0f, weight,
@@ -532,11 +510,11 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
     return;
   }
 
-#ifdef HAVE_DIRECT_3X3
+#ifdef PP_CPU_AVX512_KERNELS
   /* Rows of 32 floats and more fill the row kernel's tiles; narrower rows
    * (and widths it cannot take) go to the kernel that runs across rows. */
-  if (w >= NARROW_BELOW_WIDTH && direct_3x3_applies (h, w, kh, kw, stride,
-          pad)) {
+  if (w >= PP_CPU_NARROW_BELOW_WIDTH
+      && direct_3x3_applies (h, w, kh, kw, stride, pad)) {
     conv2d_direct_3x3 (x, n, cin, h, w, weight, bias, cout, y);
     return;
   }
@@ -562,9 +540,10 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
         stride, pad, oy0, oy1, wo
       };
 
+      pp_cpu_path_add (PP_CPU_PATH_CONV_IM2COL_BAND, 1);
       pp_cpu_parallel_for (cin,
-          GRAIN_COL_VALUES / ((size_t) kh * kw * n_cols) + 1, im2col_range,
-          &p);
+          PP_CPU_CONV_GRAIN_COL_VALUES / ((size_t) kh * kw * n_cols) + 1,
+          im2col_range, &p);
       if (bias)
         pp_cpu_fill_rows (yb + (size_t) oy0 * wo, cout, n_cols, out_plane,
             bias);

@@ -6,11 +6,7 @@
 #include "pp-cpu-parallel.h"
 #include "pp-ops-math.h"
 
-/* Items per thread below which splitting costs more than it saves: ~10 µs
- * of work for the transcendental ops, and for the ones that only move
- * memory. */
-#define GRAIN_MATH (4 * 1024)
-#define GRAIN_MEMORY (16 * 1024)
+/* Grains: pp-cpu-tuning.h. */
 
 typedef struct
 {
@@ -38,10 +34,10 @@ typedef struct
     pp_cpu_parallel_for (n, grain, op##_range, &m);                         \
   }
 
-DEFINE_UNARY (silu, pp_math_silu, GRAIN_MATH)
-DEFINE_UNARY (relu, pp_math_relu, GRAIN_MEMORY)
-DEFINE_UNARY (tanh, pp_math_tanh, GRAIN_MATH)
-DEFINE_UNARY (gelu, pp_math_gelu_erf, GRAIN_MATH)
+DEFINE_UNARY (silu, pp_math_silu, PP_CPU_GRAIN_MATH)
+DEFINE_UNARY (relu, pp_math_relu, PP_CPU_GRAIN_MEMORY)
+DEFINE_UNARY (tanh, pp_math_tanh, PP_CPU_GRAIN_MATH)
+DEFINE_UNARY (gelu, pp_math_gelu_erf, PP_CPU_GRAIN_MATH)
 
 PP_CPU_VECTOR_CLONES static void
 geglu_range (size_t begin, size_t end, gpointer data)
@@ -66,7 +62,7 @@ pp_cpu_geglu (const float *x, int rows, int d, float *y)
 
   g_return_if_fail (rows > 0 && d > 0);
 
-  pp_cpu_parallel_for (rows, GRAIN_MATH / d + 1, geglu_range, &m);
+  pp_cpu_parallel_for (rows, PP_CPU_GRAIN_MATH / d + 1, geglu_range, &m);
 }
 
 static void
@@ -83,7 +79,7 @@ pp_cpu_add (float *y, const float *x, size_t n)
 {
   Map m = { .x = y, .src = x };
 
-  pp_cpu_parallel_for (n, GRAIN_MEMORY, add_range, &m);
+  pp_cpu_parallel_for (n, PP_CPU_GRAIN_MEMORY, add_range, &m);
 }
 
 static void
@@ -100,7 +96,7 @@ pp_cpu_scale (float *x, size_t n, float s)
 {
   Map m = { .x = x, .s = s };
 
-  pp_cpu_parallel_for (n, GRAIN_MEMORY, scale_range, &m);
+  pp_cpu_parallel_for (n, PP_CPU_GRAIN_MEMORY, scale_range, &m);
 }
 
 /* Items are planes (sample, channel); src holds one value per plane. */
@@ -126,7 +122,7 @@ pp_cpu_add_channel (float *x, int n, int c, int hw, const float *v)
 
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
-  pp_cpu_parallel_for ((size_t) n * c, GRAIN_MEMORY / hw + 1,
+  pp_cpu_parallel_for ((size_t) n * c, PP_CPU_GRAIN_MEMORY / hw + 1,
       add_channel_range, &m);
 }
 

@@ -1,18 +1,15 @@
 /* ppdiffuse — GEMM for the CPU ops: OpenBLAS on one thread per block of C.
  *
  * The blocks are the rows or the columns of C, whichever dimension is
- * longer, cut at multiples of SPLIT_ALIGN: whole register tiles of
- * OpenBLAS's kernels (a ragged edge costs it an edge kernel), yet fine
- * enough that blocks stay even (77 rows: 40 + 37).  Each thread packs only the operand
- * parts its block needs, and no thread waits on another inside the GEMM. */
+ * longer, cut at multiples of PP_CPU_GEMM_SPLIT_ALIGN: whole register
+ * tiles of OpenBLAS's kernels (a ragged edge costs it an edge kernel), yet
+ * fine enough that blocks stay even (77 rows: 40 + 37).  Each thread packs
+ * only the operand parts its block needs, and no thread waits on another
+ * inside the GEMM. */
 #include "pp-cpu-parallel.h"
+#include "pp-cpu-ops.h"
 
 #include <cblas.h>
-
-/* FLOPs per block worth a thread of its own (~5 µs at ~100 GFLOP/s). */
-#define GEMM_GRAIN_FLOPS (500 * 1000)
-/* Block boundaries fall on multiples of this many rows or columns. */
-#define SPLIT_ALIGN 8
 
 typedef struct
 {
@@ -67,17 +64,23 @@ pp_cpu_gemm (gboolean trans_a, gboolean trans_b, int m, int n, int k,
     beta, a, b, c
   };
   const int len = g.split_rows ? m : n;
-  guint blocks = (guint) MIN ((double) threads, flops / GEMM_GRAIN_FLOPS);
+  guint blocks = (guint) MIN ((double) threads,
+      flops / PP_CPU_GEMM_GRAIN_FLOPS);
 
   g_return_if_fail (m > 0 && n > 0 && k > 0);
 
-  blocks = MIN (blocks, (guint) ((len + SPLIT_ALIGN - 1) / SPLIT_ALIGN));
+  blocks = MIN (blocks, (guint) ((len + PP_CPU_GEMM_SPLIT_ALIGN - 1)
+          / PP_CPU_GEMM_SPLIT_ALIGN));
   if (blocks < 2) {
+    pp_cpu_path_add (PP_CPU_PATH_GEMM_WHOLE, 1);
     gemm_one (&g, m, n, a, b, c);
     return;
   }
+  pp_cpu_path_add (g.split_rows ? PP_CPU_PATH_GEMM_SPLIT_ROWS
+      : PP_CPU_PATH_GEMM_SPLIT_COLS, 1);
   g.block = (len + (int) blocks - 1) / (int) blocks;
-  g.block = (g.block + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+  g.block = (g.block + PP_CPU_GEMM_SPLIT_ALIGN - 1) / PP_CPU_GEMM_SPLIT_ALIGN
+      * PP_CPU_GEMM_SPLIT_ALIGN;
   blocks = (guint) ((len + g.block - 1) / g.block);
   pp_cpu_parallel_for (blocks, 1, gemm_range, &g);
 }

@@ -6,11 +6,6 @@
 
 #include <string.h>
 
-/* 32 × 32 floats: two tiles (source and destination) fit in L1. */
-#define TRANSPOSE_TILE 32
-/* Values per thread worth splitting a copy for (~3 µs). */
-#define GRAIN_VALUES (16 * 1024)
-
 typedef struct
 {
   const float *src;
@@ -22,14 +17,14 @@ typedef struct
 /* dst [c1 - c0, r1 - r0] (row stride ld_dst) = the block [r0, r1) ×
  * [c0, c1) of src (row stride ld_src) transposed, through a tile in L1:
  * both the reads and the writes are runs of whole rows.  Writing straight
- * to the transposed places would touch TRANSPOSE_TILE lines a row stride
+ * to the transposed places would touch PP_CPU_TRANSPOSE_TILE lines a row stride
  * apart for every source row; with a stride of 4 KiB (1024 tokens) those
  * lines share an L1 set and evict each other. */
 static void
 transpose_block (const float *src, size_t ld_src, float *dst, size_t ld_dst,
     int r0, int r1, int c0, int c1)
 {
-  float tile[TRANSPOSE_TILE][TRANSPOSE_TILE];
+  float tile[PP_CPU_TRANSPOSE_TILE][PP_CPU_TRANSPOSE_TILE];
   const int nr = r1 - r0, nc = c1 - c0;
 
   for (int r = 0; r < nr; r++) {
@@ -43,24 +38,25 @@ transpose_block (const float *src, size_t ld_src, float *dst, size_t ld_dst,
         (size_t) nr * sizeof (float));
 }
 
-/* Items are (matrix, band of TRANSPOSE_TILE source rows):
+/* Items are (matrix, band of PP_CPU_TRANSPOSE_TILE source rows):
  * dst [cols, rows] = src [rows, cols]ᵀ for each matrix. */
 static void
 transpose_range (size_t begin, size_t end, gpointer data)
 {
   const Layout *p = data;
-  const size_t bands = (p->rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
+  const size_t bands = (p->rows + PP_CPU_TRANSPOSE_TILE - 1)
+      / PP_CPU_TRANSPOSE_TILE;
   const size_t size = (size_t) p->rows * p->cols;
 
   for (size_t item = begin; item < end; item++) {
     const float *src = p->src + item / bands * size;
     float *dst = p->dst + item / bands * size;
-    const int r0 = (int) (item % bands) * TRANSPOSE_TILE;
-    const int r1 = MIN (p->rows, r0 + TRANSPOSE_TILE);
+    const int r0 = (int) (item % bands) * PP_CPU_TRANSPOSE_TILE;
+    const int r1 = MIN (p->rows, r0 + PP_CPU_TRANSPOSE_TILE);
 
-    for (int c0 = 0; c0 < p->cols; c0 += TRANSPOSE_TILE)
+    for (int c0 = 0; c0 < p->cols; c0 += PP_CPU_TRANSPOSE_TILE)
       transpose_block (src, p->cols, dst, p->rows, r0, r1, c0,
-          MIN (p->cols, c0 + TRANSPOSE_TILE));
+          MIN (p->cols, c0 + PP_CPU_TRANSPOSE_TILE));
   }
 }
 
@@ -68,11 +64,12 @@ static void
 transpose (const float *src, int n, int rows, int cols, float *dst)
 {
   Layout p = { .src = src, .dst = dst, .rows = rows, .cols = cols };
-  const size_t bands = (rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
+  const size_t bands = (rows + PP_CPU_TRANSPOSE_TILE - 1)
+      / PP_CPU_TRANSPOSE_TILE;
 
   pp_cpu_parallel_for (n * bands,
-      GRAIN_VALUES / ((size_t) TRANSPOSE_TILE * cols) + 1, transpose_range,
-      &p);
+      PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) PP_CPU_TRANSPOSE_TILE * cols) + 1,
+      transpose_range, &p);
 }
 
 void
@@ -142,6 +139,6 @@ pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
   g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
 
   pp_cpu_parallel_for ((size_t) n * c,
-      GRAIN_VALUES / ((size_t) h * w * factor * factor) + 1, upsample_range,
-      &p);
+      PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) h * w * factor * factor) + 1,
+      upsample_range, &p);
 }

@@ -2,7 +2,7 @@
  *
  * Mean and variance are accumulated in double: a UNet group holds up to
  * ~10⁵ values, too many for a float running sum.  To keep the loops fast
- * the inner sums run in PP_CPU_LANES float lanes over NORM_BLOCK values
+ * the inner sums run in PP_CPU_LANES float lanes over PP_CPU_NORM_BLOCK values
  * (short enough that float loses nothing measurable) and each block is then
  * added in double.  The variance is taken around the first-pass mean, with
  * the usual correction, so it never cancels catastrophically. */
@@ -11,10 +11,6 @@
 #include "pp-cpu-parallel.h"
 
 #include <math.h>
-
-#define NORM_BLOCK 256
-/* Values per thread worth splitting for (~3 µs: three passes). */
-#define GRAIN_VALUES (8 * 1024)
 
 /* Σ (p[i] - shift) and Σ (p[i] - shift)² over @count values. */
 static inline void
@@ -25,7 +21,7 @@ shifted_sums (const float *p, size_t count, float shift, double *sum,
   size_t i = 0;
 
   while (i < count) {
-    const size_t end = MIN (count, i + NORM_BLOCK);
+    const size_t end = MIN (count, i + PP_CPU_NORM_BLOCK);
     float acc[PP_CPU_LANES] = { 0 }, acc2[PP_CPU_LANES] = { 0 };
 
     for (; i + PP_CPU_LANES <= end; i += PP_CPU_LANES) {
@@ -136,7 +132,8 @@ pp_cpu_group_norm (const float *x, int n, int c, int hw, int groups,
 
   p.per_group = c / groups;
   pp_cpu_parallel_for ((size_t) n * groups,
-      GRAIN_VALUES / ((size_t) p.per_group * hw) + 1, group_norm_range, &p);
+      PP_CPU_NORM_GRAIN_VALUES / ((size_t) p.per_group * hw) + 1,
+      group_norm_range, &p);
 }
 
 PP_CPU_VECTOR_CLONES static void
@@ -179,5 +176,6 @@ pp_cpu_layer_norm (const float *x, int rows, int dim, float eps,
 
   g_return_if_fail (rows > 0 && dim > 0);
 
-  pp_cpu_parallel_for (rows, GRAIN_VALUES / dim + 1, layer_norm_range, &p);
+  pp_cpu_parallel_for (rows, PP_CPU_NORM_GRAIN_VALUES / dim + 1,
+      layer_norm_range, &p);
 }

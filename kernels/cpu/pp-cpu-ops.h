@@ -2,8 +2,42 @@
 #pragma once
 
 #include "pp-ops.h"
+#include "pp-cpu-tuning.h"
 
 G_BEGIN_DECLS
+
+/* The hand-written AVX-512 kernels (fused attention, direct 3×3
+ * convolutions) are compiled by gcc on x86-64; defining PP_CPU_NO_AVX512
+ * leaves them out, and the vectorised loops' AVX-512 clones too, so that a
+ * build on an AVX-512 machine runs the code every other CPU runs. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
+    && !defined(PP_CPU_NO_AVX512)
+#define PP_CPU_AVX512_KERNELS 1
+#endif
+
+/* TRUE when the AVX-512 kernels are compiled in and this CPU runs them. */
+gboolean pp_cpu_avx512_kernels (void);
+
+/* Which way the CPU ops went, counted since the process started: the tests
+ * read these to prove that a case took the path it was written for. */
+typedef enum
+{
+  PP_CPU_PATH_LOOP_SPLIT,       /* parallel loops run on the team */
+  PP_CPU_PATH_GEMM_WHOLE,       /* GEMMs run as one OpenBLAS call */
+  PP_CPU_PATH_GEMM_SPLIT_ROWS,  /* GEMMs split into blocks of rows of C */
+  PP_CPU_PATH_GEMM_SPLIT_COLS,  /* … of columns of C */
+  PP_CPU_PATH_CONV_1X1,         /* 1×1 convolutions: one GEMM per sample */
+  PP_CPU_PATH_CONV_IM2COL_BAND, /* bands of output rows through im2col */
+  PP_CPU_PATH_CONV_DIRECT_BAND, /* bands of the direct 3×3 kernel */
+  PP_CPU_PATH_CONV_DIRECT_PACKED,       /* its calls that repack weights */
+  PP_CPU_PATH_CONV_NARROW_BAND, /* bands of the narrow 3×3 kernel */
+  PP_CPU_PATH_ATTENTION_FUSED,  /* attention calls on the fused path */
+  PP_CPU_PATH_ATTENTION_BLOCK,  /* (sample, head, query block)s by GEMM */
+  PP_CPU_PATH_COUNT
+} PpCpuPath;
+
+guint64 pp_cpu_path_count (PpCpuPath path);
+void pp_cpu_path_add (PpCpuPath path, guint64 n);
 
 void pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
     const float *weight, const float *bias, int cout, int kh, int kw,

@@ -34,8 +34,6 @@
 #include <stdint.h>
 #include <unistd.h>
 
-/* Chunks per participating thread: enough to even out uneven progress. */
-#define CHUNKS_PER_THREAD 4
 /* How long an idle helper waits for the next loop before it sleeps, and
  * how many pause-spins it does before it starts yielding its core. */
 #define PP_CPU_SPIN_US 200
@@ -246,7 +244,10 @@ pp_cpu_parallel_for (size_t n, size_t min_chunk, PpCpuRangeFunc func,
     return;
   }
 
-  n_chunks = MIN ((size_t) n_threads * CHUNKS_PER_THREAD, n / min_chunk);
+  pp_cpu_path_add (PP_CPU_PATH_LOOP_SPLIT, 1);
+  n_chunks = MIN ((size_t) n_threads * PP_CPU_CHUNKS_PER_THREAD,
+      n / min_chunk);
+  /* Only a team of over 16k threads would reach it. */
   n_chunks = MIN (n_chunks, (size_t) MAX_CHUNKS);
   chunk = (n + n_chunks - 1) / n_chunks;
   n_chunks = (n + chunk - 1) / chunk;

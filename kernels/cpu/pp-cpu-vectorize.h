@@ -11,8 +11,11 @@
  * and AVX-512 and picks one at load time by what the CPU supports (an
  * ifunc): 3-4× for the exp-heavy loops (softmax, SiLU, GELU).  Other
  * compilers and platforms get the plain function (clang vectorises at
- * -O2). */
+ * -O2).  PP_CPU_NO_AVX512 (see pp-cpu-ops.h) drops the AVX-512 clone, so
+ * that an AVX-512 machine runs and tests the AVX2 one. */
 #pragma once
+
+#include "pp-cpu-tuning.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", \
@@ -20,14 +23,13 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
+    && defined(__linux__) && defined(PP_CPU_NO_AVX512)
+#define PP_CPU_VECTOR_CLONES \
+  __attribute__ ((target_clones ("default", "avx2")))
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
     && defined(__linux__)
 #define PP_CPU_VECTOR_CLONES \
   __attribute__ ((target_clones ("default", "avx2", "avx512f")))
 #else
 #define PP_CPU_VECTOR_CLONES
 #endif
-
-/* Independent accumulators for a reduction (max, sum) in a vectorised
- * loop: one running value would be a serial dependency.  16 floats fill an
- * AVX-512 register. */
-#define PP_CPU_LANES 16
