@@ -30,6 +30,35 @@ typedef enum
 #define PP_WEIGHTS_FILE "diffusion_pytorch_model.safetensors"
 #define PP_WEIGHTS_FILE_FP16 "diffusion_pytorch_model.fp16.safetensors"
 
+/* Seeded weights: a counter-based generator that
+ * tests/reference/seeded.py reproduces bit for bit, so that full-size models
+ * can be tested without a stored weights file.  Every element depends only
+ * on (seed, key, index), never on the order of requests:
+ *
+ *   mix(z):  z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
+ *            z *= 0x94D049BB133111EB; z ^= z >> 31     (splitmix64's mixer)
+ *   base  =  FNV-1a-64 (UTF-8 bytes of the key) XOR mix (seed)
+ *   z_i   =  mix (base + (i + 1) · 0x9E3779B97F4A7C15)  (mod 2^64; i: index
+ *            in C order; the i-th output of splitmix64 started at base)
+ *   u_i   =  ((z_i >> 40) + 0.5) · 2^-23 − 1     (exact in float64; in
+ *            (−1, 1), mean 0, variance 1/3)
+ *   x_i   =  offset + scale · u_i, computed in float64, rounded once to
+ *            float32, with by kind:
+ *
+ *   PP_WEIGHT_DEFAULT     scale sqrt (3 / fan_in), offset 0, fan_in =
+ *                         numel / shape[0]: variance 1 / fan_in, so a layer
+ *                         keeps unit-variance activations near unit variance
+ *   PP_WEIGHT_BIAS        scale 2^-4, offset 0
+ *   PP_WEIGHT_NORM_SCALE  scale 2^-3, offset 1
+ *   PP_WEIGHT_NORM_SHIFT  scale 2^-4, offset 0
+ *   inputs                scale sqrt (3), offset 0 (unit variance)
+ *
+ * The power-of-two scales make offset + scale · u exact in float64, so no
+ * compiler contraction into a fused multiply-add can change a bit. */
+#define PP_SEEDED_SCALE_BIAS 0.0625
+#define PP_SEEDED_SCALE_NORM_SCALE 0.125
+#define PP_SEEDED_SCALE_NORM_SHIFT 0.0625
+
 /* Maps the file (pp_safetensors_open).  F32 tensors are used in place when
  * aligned; F16/BF16 ones are converted to F32 once, on first use. */
 PpWeights     *pp_weights_open        (const gchar * safetensors_path,
@@ -37,6 +66,27 @@ PpWeights     *pp_weights_open        (const gchar * safetensors_path,
 /* Generates each tensor when first asked for, deterministically from @seed
  * and the order of the requests (GRand, Box–Muller normals). */
 PpWeights     *pp_weights_new_random  (guint64 seed);
+/* Generates each tensor when first asked for by the seeded rule above, in
+ * parallel chunks for large tensors. */
+PpWeights     *pp_weights_new_seeded  (guint64 seed);
+/* Seeded weights only: declares a tensor the model is expected to ask for
+ * (a key list written by the reference).  Once any is declared the source
+ * behaves like a file: a key never declared is missing, a request with
+ * another shape or kind is an error naming both, and
+ * pp_weights_check_all_used lists declared keys nobody asked for. */
+gboolean       pp_weights_expect      (PpWeights * w, const gchar * key,
+                                       PpWeightKind kind, guint ndim,
+                                       const gint64 * shape,
+                                       GError ** error);
+/* Fills @out[0 .. @numel) with unit-variance seeded values under @key (the
+ * "inputs" row above). */
+void           pp_seeded_fill_input   (guint64 seed, const gchar * key,
+                                       gsize numel, gfloat * out);
+/* "weight", "bias", "norm_scale", "norm_shift": the names the reference
+ * scripts use. */
+const gchar   *pp_weight_kind_name    (PpWeightKind kind);
+gboolean       pp_weight_kind_from_name (const gchar * name,
+                                       PpWeightKind * kind);
 /* F32 data of exactly @shape, owned by @w.  A missing key or a different
  * shape is an error naming the file, the key and both shapes.  Asking again
  * for the same key returns the same data. */
@@ -47,24 +97,28 @@ const gfloat  *pp_weights_get_kind    (PpWeights * w, const gchar * key,
                                        PpWeightKind kind, guint ndim,
                                        const gint64 * shape,
                                        GError ** error);
-/* TRUE when @key exists (a file) or was generated already (random). */
+/* TRUE when @key exists (a file), was generated already (random,
+ * seeded) or was declared (pp_weights_expect). */
 gboolean       pp_weights_has         (PpWeights * w, const gchar * key);
 /* Fails listing the keys of the file nobody asked for (the first
- * PP_WEIGHTS_LIST_MAX, then "and N more").  Always TRUE for random weights. */
+ * PP_WEIGHTS_LIST_MAX, then "and N more").  Always TRUE for random weights,
+ * and for seeded ones without declared keys. */
 #define PP_WEIGHTS_LIST_MAX 5
 gboolean       pp_weights_check_all_used (PpWeights * w, GError ** error);
-/* Writes every tensor requested so far (random) or every tensor of the file
- * (as F32) with pp_safetensors_write_entries. */
+/* Writes every tensor requested or declared so far (random, seeded) or
+ * every tensor of the file (as F32) with pp_safetensors_write_entries. */
 gboolean       pp_weights_save        (PpWeights * w, const gchar * path,
                                        GError ** error);
 guint64        pp_weights_n_params    (PpWeights * w);
 guint          pp_weights_n_tensors   (PpWeights * w);
 /* SHA-256 (hex) of the file's bytes, or of the generated data (F32
- * little-endian, in request order).  Owned by @w; valid until the next
- * request or pp_weights_free. */
+ * little-endian, in declaration and request order; NULL when a declared
+ * tensor cannot be allocated).  Owned by @w; valid until the next request
+ * or pp_weights_free. */
 const gchar   *pp_weights_digest      (PpWeights * w);
-/* The file path, or "random weights (seed N)". */
+/* The file path, "random weights (seed N)" or "seeded weights (seed N)". */
 const gchar   *pp_weights_source      (PpWeights * w);
+/* TRUE for generated weights (random or seeded). */
 gboolean       pp_weights_is_random   (PpWeights * w);
 void           pp_weights_free        (PpWeights * w);
 

@@ -1,0 +1,383 @@
+/* kernels/models: the full-size SD-Turbo and SD1.5 UNets at 512×512 (a
+ * 64×64 latent, 77 tokens) against diffusers' own UNet2DConditionModel run
+ * in float64 (tests/data/scale, written by
+ * tests/reference/make_scale_fixtures.py).  Neither the weights nor the
+ * inputs are stored: C and Python generate the same bits
+ * (pp_weights_new_seeded).  The key list of diffusers' state_dict is
+ * declared to the weights, so the C model must ask for exactly those keys,
+ * with the same shapes and kinds.
+ *
+ * Usage: test-kernels-scale SCALE_DIR MODEL [g_test options] */
+#include "pp-error.h"
+#include "pp-npy.h"
+#include "pp-unet.h"
+#include "pp-weights.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define CONFIG_FILE "config.json"
+#define WEIGHTS_LIST "weights.txt"
+#define SCALE_INFO "scale.json"
+#define OUT_FILE "out.npy"
+/* key kind shape first-bits last-bits */
+#define LIST_FIELDS 5
+#define NCHW_DIMS 4
+#define TOKENS_DIMS 3
+#define KIB 1024.0
+
+static const gchar *scale_dir;
+static const gchar *model_name;
+
+/* The bits tests/reference/make_scale_fixtures.py asserts for the Python
+ * generator (seed 7, elements 0, 1, 2): both sides hold to one table. */
+#define GENERATOR_SEED 7
+#define GENERATOR_VALUES 3
+
+typedef struct
+{
+  const gchar *key;
+  PpWeightKind kind;
+  guint ndim;
+  gint64 shape[NCHW_DIMS];
+  guint32 bits[GENERATOR_VALUES];
+} GeneratorCase;
+
+static const GeneratorCase generator_cases[] = {
+  {"conv_in.weight", PP_WEIGHT_DEFAULT, 4, {320, 4, 3, 3},
+      {0xbe0d18d5, 0x3dcde17c, 0xbe5de35e}},
+  {"conv_in.bias", PP_WEIGHT_BIAS, 1, {320},
+      {0xba914f20, 0xbd64a119, 0x3d7fa44f}},
+  {"conv_norm_out.weight", PP_WEIGHT_NORM_SCALE, 1, {320},
+      {0x3f63b6e5, 0x3f77f9ae, 0x3f683ea3}},
+};
+
+static const gchar generator_input_key[] = "sample";
+static const guint32 generator_input_bits[GENERATOR_VALUES] = {
+  0x3f922704, 0x3f4b7883, 0xbf270439
+};
+
+static guint32
+float_bits (gfloat x)
+{
+  guint32 u;
+
+  memcpy (&u, &x, sizeof u);
+  return u;
+}
+
+static void
+test_generator_values (void)
+{
+  g_autoptr (PpWeights) w = pp_weights_new_seeded (GENERATOR_SEED);
+  g_autoptr (GError) error = NULL;
+  gfloat input[GENERATOR_VALUES];
+
+  g_assert_true (pp_weights_is_random (w));
+  g_assert_cmpstr (pp_weights_source (w), ==, "seeded weights (seed 7)");
+  /* last key first: no value may depend on the order of requests */
+  for (gint i = G_N_ELEMENTS (generator_cases) - 1; i >= 0; i--) {
+    const GeneratorCase *c = &generator_cases[i];
+    const gfloat *x = pp_weights_get_kind (w, c->key, c->kind, c->ndim,
+        c->shape, &error);
+
+    g_assert_no_error (error);
+    for (guint j = 0; j < GENERATOR_VALUES; j++)
+      g_assert_cmphex (float_bits (x[j]), ==, c->bits[j]);
+  }
+  pp_seeded_fill_input (GENERATOR_SEED, generator_input_key,
+      GENERATOR_VALUES, input);
+  for (guint j = 0; j < GENERATOR_VALUES; j++)
+    g_assert_cmphex (float_bits (input[j]), ==, generator_input_bits[j]);
+}
+
+/* Declared keys make the seeded source strict like a file. */
+static void
+test_declared_keys (void)
+{
+  static const gint64 vec[] = { 8 };
+  static const gint64 other[] = { 9 };
+  g_autoptr (PpWeights) w = pp_weights_new_seeded (1);
+  GError *error = NULL;
+
+  g_assert_true (pp_weights_expect (w, "norm.weight", PP_WEIGHT_NORM_SCALE, 1,
+          vec, &error));
+  g_assert_true (pp_weights_expect (w, "norm.bias", PP_WEIGHT_NORM_SHIFT, 1,
+          vec, &error));
+  g_assert_true (pp_weights_expect (w, "proj.bias", PP_WEIGHT_BIAS, 1, vec,
+          &error));
+  g_assert_no_error (error);
+  g_assert_false (pp_weights_expect (w, "proj.bias", PP_WEIGHT_BIAS, 1, vec,
+          &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);
+  g_clear_error (&error);
+
+  g_assert_null (pp_weights_get_kind (w, "norm.weight", PP_WEIGHT_BIAS, 1,
+          vec, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);
+  g_assert_nonnull (strstr (error->message, "'norm.weight'"));
+  g_assert_nonnull (strstr (error->message, "norm_scale"));
+  g_assert_nonnull (strstr (error->message, "bias"));
+  g_clear_error (&error);
+
+  g_assert_null (pp_weights_get_kind (w, "norm.bias", PP_WEIGHT_NORM_SHIFT, 1,
+          other, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
+  g_clear_error (&error);
+
+  g_assert_null (pp_weights_get (w, "undeclared.weight", 1, vec, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);
+  g_assert_nonnull (strstr (error->message, "missing"));
+  g_clear_error (&error);
+
+  g_assert_nonnull (pp_weights_get_kind (w, "norm.weight",
+          PP_WEIGHT_NORM_SCALE, 1, vec, &error));
+  g_assert_nonnull (pp_weights_get_kind (w, "norm.bias", PP_WEIGHT_NORM_SHIFT,
+          1, vec, &error));
+  g_assert_no_error (error);
+  g_assert_false (pp_weights_check_all_used (w, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);
+  g_assert_nonnull (strstr (error->message, "'proj.bias'"));
+  g_assert_null (strstr (error->message, "'norm.bias'"));
+  g_clear_error (&error);
+}
+
+/* The full-size UNet */
+
+typedef struct
+{
+  gchar *key;
+  PpWeightKind kind;
+  guint ndim;
+  gint64 shape[NCHW_DIMS];
+  guint32 first, last;
+} ListEntry;
+
+static void
+list_entry_free (ListEntry * e)
+{
+  g_free (e->key);
+  g_free (e);
+}
+
+static gchar *
+model_path (const gchar * file)
+{
+  return g_build_filename (scale_dir, model_name, file, NULL);
+}
+
+static guint32
+parse_bits (const gchar * path, guint line, const gchar * text)
+{
+  gchar *end;
+  guint64 v = g_ascii_strtoull (text, &end, 16);
+
+  if (end == text || *end != '\0' || v > G_MAXUINT32)
+    g_error ("%s:%u: '%s' is not a float32 bit pattern", path, line, text);
+  return (guint32) v;
+}
+
+/* weights.txt: one declared tensor a line; '#' lines are comments. */
+static GPtrArray *
+read_weights_list (const gchar * path)
+{
+  g_autofree gchar *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (GError) error = NULL;
+  GPtrArray *list =
+      g_ptr_array_new_with_free_func ((GDestroyNotify) list_entry_free);
+
+  g_file_get_contents (path, &text, NULL, &error);
+  g_assert_no_error (error);
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_auto (GStrv) f = NULL;
+    g_auto (GStrv) dims = NULL;
+    ListEntry *e;
+
+    if (lines[i][0] == '\0' || lines[i][0] == '#')
+      continue;
+    f = g_strsplit (lines[i], " ", -1);
+    if (g_strv_length (f) != LIST_FIELDS)
+      g_error ("%s:%u: expected %d fields: '%s'", path, i + 1, LIST_FIELDS,
+          lines[i]);
+    e = g_new0 (ListEntry, 1);
+    e->key = g_strdup (f[0]);
+    if (!pp_weight_kind_from_name (f[1], &e->kind))
+      g_error ("%s:%u: unknown kind '%s'", path, i + 1, f[1]);
+    dims = g_strsplit (f[2], ",", -1);
+    e->ndim = g_strv_length (dims);
+    g_assert_cmpuint (e->ndim, >=, 1);
+    g_assert_cmpuint (e->ndim, <=, NCHW_DIMS);
+    for (guint d = 0; d < e->ndim; d++)
+      e->shape[d] = g_ascii_strtoll (dims[d], NULL, 10);
+    e->first = parse_bits (path, i + 1, f[3]);
+    e->last = parse_bits (path, i + 1, f[4]);
+    g_ptr_array_add (list, e);
+  }
+  return list;
+}
+
+static gint64
+info_int (JsonObject * o, const gchar * member)
+{
+  g_assert_true (json_object_has_member (o, member));
+  return json_object_get_int_member (o, member);
+}
+
+static PpTensor *
+seeded_input (JsonObject * info, guint64 seed, const gchar * key_member,
+    const gchar * shape_member, guint ndim)
+{
+  const gchar *key = json_object_get_string_member (info, key_member);
+  JsonArray *a = json_object_get_array_member (info, shape_member);
+  gint64 shape[NCHW_DIMS];
+  g_autoptr (GError) error = NULL;
+  PpTensor *t;
+
+  g_assert_nonnull (key);
+  g_assert_cmpuint (json_array_get_length (a), ==, ndim);
+  for (guint i = 0; i < ndim; i++)
+    shape[i] = json_array_get_int_element (a, i);
+  t = pp_tensor_new (key, PP_DTYPE_F32, ndim, shape, &error);
+  g_assert_no_error (error);
+  pp_seeded_fill_input (seed, key, (gsize) pp_tensor_numel (t), t->data);
+  return t;
+}
+
+/* Every generated tensor's first and last element against the bits the
+ * Python generator wrote: a disagreement names its key. */
+static void
+check_spot_values (PpWeights * w, GPtrArray * list)
+{
+  guint bad = 0;
+
+  for (guint i = 0; i < list->len; i++) {
+    const ListEntry *e = g_ptr_array_index (list, i);
+    g_autoptr (GError) error = NULL;
+    const gfloat *x = pp_weights_get_kind (w, e->key, e->kind, e->ndim,
+        e->shape, &error);
+    gsize n = 1;
+
+    g_assert_no_error (error);
+    for (guint d = 0; d < e->ndim; d++)
+      n *= (gsize) e->shape[d];
+    if (float_bits (x[0]) == e->first && float_bits (x[n - 1]) == e->last)
+      continue;
+    if (bad++ == 0)
+      g_printerr ("%s: C generates 0x%08x .. 0x%08x, Python 0x%08x .. "
+          "0x%08x\n", e->key, float_bits (x[0]), float_bits (x[n - 1]),
+          e->first, e->last);
+  }
+  g_assert_cmpuint (bad, ==, 0);
+}
+
+static gdouble
+peak_rss_gib (void)
+{
+  struct rusage ru;
+
+  g_assert_cmpint (getrusage (RUSAGE_SELF, &ru), ==, 0);
+  return ru.ru_maxrss / KIB / KIB;      /* ru_maxrss is in KiB */
+}
+
+static void
+test_unet (void)
+{
+  g_autofree gchar *config = model_path (CONFIG_FILE);
+  g_autofree gchar *list_path = model_path (WEIGHTS_LIST);
+  g_autofree gchar *info_path = model_path (SCALE_INFO);
+  g_autofree gchar *out_path = model_path (OUT_FILE);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GPtrArray) list = NULL;
+  g_autoptr (PpWeights) w = NULL;
+  g_autoptr (PpUnet) unet = NULL;
+  g_autoptr (PpTensor) sample = NULL, context = NULL, ref = NULL;
+  g_autoptr (PpTensor) out = NULL;
+  g_autoptr (GError) error = NULL;
+  JsonObject *info;
+  guint64 inputs_seed;
+  gdouble tol, diff = 0.0, ref_max = 0.0, t_build, t_forward;
+  gint64 t0, n;
+
+  json_parser_load_from_file (parser, info_path, &error);
+  g_assert_no_error (error);
+  info = json_node_get_object (json_parser_get_root (parser));
+  inputs_seed = (guint64) info_int (info, "inputs_seed");
+  tol = json_object_get_double_member (info, "tolerance");
+  g_assert_cmpfloat (tol, >, 0.0);
+
+  w = pp_weights_new_seeded ((guint64) info_int (info, "weights_seed"));
+  list = read_weights_list (list_path);
+  for (guint i = 0; i < list->len; i++) {
+    const ListEntry *e = g_ptr_array_index (list, i);
+
+    g_assert_true (pp_weights_expect (w, e->key, e->kind, e->ndim, e->shape,
+            &error));
+    g_assert_no_error (error);
+  }
+
+  t0 = g_get_monotonic_time ();
+  unet = pp_unet_new (config, w, &error);
+  g_assert_no_error (error);
+  t_build = (g_get_monotonic_time () - t0) / 1e6;
+  g_assert_true (pp_weights_check_all_used (w, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (pp_weights_n_tensors (w), ==, list->len);
+  check_spot_values (w, list);
+
+  sample = seeded_input (info, inputs_seed, "sample_key", "sample_shape",
+      NCHW_DIMS);
+  context = seeded_input (info, inputs_seed, "encoder_hidden_states_key",
+      "encoder_hidden_states_shape", TOKENS_DIMS);
+  t0 = g_get_monotonic_time ();
+  g_assert_true (pp_unet_forward (unet, sample,
+          (gdouble) info_int (info, "timestep"), context, &out, NULL, NULL,
+          &error));
+  g_assert_no_error (error);
+  t_forward = (g_get_monotonic_time () - t0) / 1e6;
+
+  ref = pp_npy_load (out_path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (out->ndim, ==, ref->ndim);
+  g_assert_cmpmem (out->shape, out->ndim * sizeof (gint64), ref->shape,
+      ref->ndim * sizeof (gint64));
+  n = pp_tensor_numel (ref);
+  for (gint64 i = 0; i < n; i++) {
+    gdouble r = ((const gfloat *) ref->data)[i];
+    gdouble e = fabs (((const gfloat *) out->data)[i] - r);
+
+    /* NaN never passes */
+    if (!(e <= diff))
+      diff = isnan (e) ? INFINITY : e;
+    ref_max = MAX (ref_max, fabs (r));
+  }
+  g_printerr ("%s: %u tensors, %" G_GUINT64_FORMAT " parameters; build "
+      "(weights generated) %.1f s, forward %.1f s; max|diff| %.3e, "
+      "max|ref| %.4g, bound %.3e (%.1e * max|ref|); peak RSS %.2f GiB\n",
+      model_name, pp_weights_n_tensors (w), pp_weights_n_params (w), t_build,
+      t_forward, diff, ref_max, tol * ref_max, tol, peak_rss_gib ());
+  g_assert_cmpfloat (ref_max, >, 0.0);
+  g_assert_cmpfloat (diff, <=, tol * ref_max);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autofree gchar *unet_path = NULL;
+
+  g_test_init (&argc, &argv, NULL);
+  if (argc < 3) {
+    g_printerr ("usage: %s SCALE_DIR MODEL\n", argv[0]);
+    return 2;
+  }
+  scale_dir = argv[1];
+  model_name = argv[2];
+  unet_path = g_strdup_printf ("/scale/unet/%s", model_name);
+  g_test_add_func ("/scale/generator/values", test_generator_values);
+  g_test_add_func ("/scale/generator/declared-keys", test_declared_keys);
+  g_test_add_func (unet_path, test_unet);
+  return g_test_run ();
+}
