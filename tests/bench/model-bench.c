@@ -9,7 +9,12 @@
  * 1×4×32×32 latent, 77×1024 text — the configuration of the diffusers
  * baseline in the field notes (141–148 ms per forward, 2 threads, fp32).
  * TAESD: the released configuration (64 channels, 1/3/3/3 blocks) at
- * 256×256 (baseline: 263–284 ms for encode + decode). */
+ * 256×256 (baseline: 263–284 ms for encode + decode).
+ *
+ * With --sd-turbo, also one full SD-Turbo UNet forward at 512×512 (a 64×64
+ * latent, 77×1024 text; ≈804 GFLOP), with seeded weights
+ * (pp_weights_new_seeded: ~3.5 GB, a few seconds to generate), against
+ * the sgemm rate measured before each of its runs. */
 #include "pp-config.h"
 #include "pp-ops.h"
 #include "pp-taesd.h"
@@ -32,6 +37,14 @@
 #define TAESD_SIDE 256
 #define UNET_TIMESTEP 500.0
 #define WEIGHT_SEED 1
+/* The full SD-Turbo forward: ~10 s a run on two cores, so fewer runs. */
+#define TURBO_REPEATS 3
+#define TURBO_LATENT 64
+#define TURBO_TIMESTEP 999.0
+#define TURBO_INPUT_SEED 2
+/* The field notes' count for one forward at 512×512, to compare with the
+ * count of the op layer. */
+#define TURBO_GFLOP_NOTED 804
 
 static const gchar unet_config[] =
     "{\"_class_name\":\"UNet2DConditionModel\",\"in_channels\":4,"
@@ -43,6 +56,20 @@ static const gchar unet_config[] =
     "1024,\"attention_head_dim\":8,\"norm_num_groups\":32,\"norm_eps\":1e-5,"
     "\"use_linear_projection\":true,\"flip_sin_to_cos\":true,"
     "\"freq_shift\":0,\"act_fn\":\"silu\",\"sample_size\":32}";
+
+/* stabilityai/sd-turbo unet/config.json (the SD 2.1 architecture), the
+ * keys that matter to the forward. */
+static const gchar turbo_config[] =
+    "{\"_class_name\":\"UNet2DConditionModel\",\"in_channels\":4,"
+    "\"out_channels\":4,\"block_out_channels\":[320,640,1280,1280],"
+    "\"layers_per_block\":2,\"down_block_types\":[\"CrossAttnDownBlock2D\","
+    "\"CrossAttnDownBlock2D\",\"CrossAttnDownBlock2D\",\"DownBlock2D\"],"
+    "\"up_block_types\":[\"UpBlock2D\",\"CrossAttnUpBlock2D\","
+    "\"CrossAttnUpBlock2D\",\"CrossAttnUpBlock2D\"],"
+    "\"mid_block_type\":\"UNetMidBlock2DCrossAttn\",\"cross_attention_dim\":"
+    "1024,\"attention_head_dim\":[5,10,20,20],\"norm_num_groups\":32,"
+    "\"norm_eps\":1e-5,\"use_linear_projection\":true,\"flip_sin_to_cos\":"
+    "true,\"freq_shift\":0,\"act_fn\":\"silu\",\"sample_size\":64}";
 
 static const gchar taesd_config[] =
     "{\"_class_name\":\"AutoencoderTiny\",\"in_channels\":3,"
@@ -160,6 +187,7 @@ typedef struct
   PpUnet *unet;
   PpTaesd *taesd;
   PpTensor *sample, *text, *image;
+  gdouble timestep;
 } Models;
 
 static void
@@ -169,7 +197,7 @@ unet_run (gpointer data)
   PpTensor *out = NULL;
   GError *error = NULL;
 
-  if (!pp_unet_forward (m->unet, m->sample, UNET_TIMESTEP, m->text, &out,
+  if (!pp_unet_forward (m->unet, m->sample, m->timestep, m->text, &out,
           NULL, NULL, &error))
     g_error ("%s", error->message);
   pp_tensor_free (out);
@@ -189,13 +217,13 @@ taesd_run (gpointer data)
   pp_tensor_free (x);
 }
 
-/* Best of REPEATS runs of @func, with the FLOPs of one.  With @sgemm set,
+/* Best of @repeats runs of @func, with the FLOPs of one.  With @sgemm set,
  * a reference sgemm runs before each run, and *@sgemm gets the best rate
  * of those: both figures then come from the same moments of this machine,
  * whose speed drifts by several per cent within seconds. */
 static Timing
-best_of (void (*func) (gpointer), gpointer data, gdouble * sgemm,
-    int blas_threads)
+best_of (void (*func) (gpointer), gpointer data, guint repeats,
+    gdouble * sgemm, int blas_threads)
 {
   const gsize n = GEMM_SIZE;
   g_autofree gfloat *a = NULL, *b = NULL, *c = NULL;
@@ -209,7 +237,7 @@ best_of (void (*func) (gpointer), gpointer data, gdouble * sgemm,
     for (gsize i = 0; i < n * n; i++)
       a[i] = b[i] = (gfloat) ((i % 17) * 0.01);
   }
-  for (guint r = 0; r < REPEATS; r++) {
+  for (guint r = 0; r < repeats; r++) {
     gdouble t;
 
     if (sgemm != NULL)
@@ -225,13 +253,65 @@ best_of (void (*func) (gpointer), gpointer data, gdouble * sgemm,
   return best;
 }
 
+static PpTensor *
+seeded_input (const gchar * name, guint ndim, const gint64 * shape)
+{
+  PpTensor *t = pp_tensor_new (name, PP_DTYPE_F32, ndim, shape, NULL);
+
+  pp_seeded_fill_input (TURBO_INPUT_SEED, name, pp_tensor_numel (t), t->data);
+  return t;
+}
+
+/* One full SD-Turbo forward at 512×512, best of TURBO_REPEATS, each run
+ * after an sgemm of its own.  Only this model is resident meanwhile. */
+static void
+bench_turbo (const gchar * dir, int blas_threads)
+{
+  const gint64 sample_shape[4] = { 1, 4, TURBO_LATENT, TURBO_LATENT };
+  const gint64 text_shape[3] = { 1, TEXT_TOKENS, TEXT_DIM };
+  g_autofree gchar *path = write_config (dir, "turbo.json", turbo_config);
+  PpWeights *w = pp_weights_new_seeded (WEIGHT_SEED);
+  GError *error = NULL;
+  Models m = { 0 };
+  Timing t;
+  gdouble sgemm, build;
+  gchar desc[64];
+
+  build = now_s ();
+  m.unet = pp_unet_new (path, w, &error);
+  if (m.unet == NULL)
+    g_error ("%s", error->message);
+  build = now_s () - build;
+  m.sample = seeded_input ("sample", 4, sample_shape);
+  m.text = seeded_input ("encoder_hidden_states", 3, text_shape);
+  m.timestep = TURBO_TIMESTEP;
+  t = best_of (unet_run, &m, TURBO_REPEATS, &sgemm, blas_threads);
+  printf ("\nSD-Turbo UNet: %" G_GUINT64_FORMAT " parameters, seeded "
+      "weights generated and bound in %.1f s\n", pp_weights_n_params (w),
+      build);
+  printf ("OpenBLAS sgemm %dx%dx%d: %.1f GFLOP/s (best of %d, %d threads, "
+      "each before an SD-Turbo run)\n", GEMM_SIZE, GEMM_SIZE, GEMM_SIZE,
+      sgemm, TURBO_REPEATS, blas_threads);
+  g_snprintf (desc, sizeof desc, "best of %d; field notes: ~%d GFLOP",
+      TURBO_REPEATS, TURBO_GFLOP_NOTED);
+  report ("SD-Turbo UNet 64x64", t, sgemm, desc);
+  pp_unet_free (m.unet);
+  pp_tensor_free (m.sample);
+  pp_tensor_free (m.text);
+  pp_weights_free (w);
+  g_unlink (path);
+}
+
 int
 main (int argc, char **argv)
 {
-  gboolean profile = FALSE;
+  gboolean profile = FALSE, turbo = FALSE;
   const GOptionEntry entries[] = {
     {"profile", 0, 0, G_OPTION_ARG_NONE, &profile,
         "Also print where each model's time goes, op by op", NULL},
+    {"sd-turbo", 0, 0, G_OPTION_ARG_NONE, &turbo,
+          "Also time one full SD-Turbo UNet forward at 512x512 (~3.5 GB of "
+          "weights, about a minute)", NULL},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
@@ -263,6 +343,7 @@ main (int argc, char **argv)
   m.sample = random_tensor ("sample", 4, sample_shape);
   m.text = random_tensor ("text", 3, text_shape);
   m.image = random_tensor ("image", 4, image_shape);
+  m.timestep = UNET_TIMESTEP;
   m.unet = pp_unet_new (unet_path, uw, &error);
   m.taesd = m.unet ? pp_taesd_new (taesd_path, tw, &error) : NULL;
   if (m.taesd == NULL) {
@@ -271,8 +352,8 @@ main (int argc, char **argv)
   }
   /* a first forward starts the ops' threads (and sets OpenBLAS to one) */
   unet_run (&m);
-  u = best_of (unet_run, &m, &sgemm, blas_threads);
-  v = best_of (taesd_run, &m, NULL, blas_threads);
+  u = best_of (unet_run, &m, REPEATS, &sgemm, blas_threads);
+  v = best_of (taesd_run, &m, REPEATS, NULL, blas_threads);
   printf ("OpenBLAS sgemm %dx%dx%d: %.1f GFLOP/s (best of %d, %d threads, "
       "each before a UNet run)\n", GEMM_SIZE, GEMM_SIZE, GEMM_SIZE, sgemm,
       REPEATS, blas_threads);
@@ -291,6 +372,8 @@ main (int argc, char **argv)
   pp_tensor_free (m.image);
   pp_weights_free (uw);
   pp_weights_free (tw);
+  if (turbo)
+    bench_turbo (dir, blas_threads);
   g_unlink (unet_path);
   g_unlink (taesd_path);
   g_rmdir (dir);
