@@ -1,23 +1,109 @@
 /* Tests of the CPU ops against naive float64 references written here with
  * direct loops (no im2col, no GEMM, no blocking), on random inputs with odd
- * sizes.  Each check prints its max abs error and the magnitude it is
- * relative to. */
+ * sizes.
+ *
+ * A test proves something only at the shapes and team sizes it runs, so
+ * the shapes here come from the thresholds in pp-cpu-tuning.h and
+ * pp-ops.h, one case on each side of each, and the CPU backend's path
+ * counters (pp_cpu_path_count) prove that every case took the kernel, the
+ * bands and the thread split it was written for.  meson runs this file at
+ * 1, 2 and 4 threads (PPDIFFUSE_CPU_THREADS), and again built without the
+ * AVX-512 kernels and clones (kernels-ops-portable-*), where the cases
+ * written for those kernels run through the portable ones.
+ *
+ * Coverage: threshold (file) → the cases below and at/above it.  "Split"
+ * is a parallel loop run on the team: n ≥ 2·min_chunk items, 2+ threads.
+ *
+ *   Element-wise (elementwise.c)
+ *   silu/tanh/gelu split: n ≥ 2·GRAIN_MATH      /unary: 2·G - 1, 2·G
+ *   relu, add, scale: n ≥ 2·GRAIN_MEMORY        /unary, /add-scale: same
+ *   vector tails (4, 8, 16 lanes)               /unary, /add-scale: n < 16
+ *   geglu rows ≥ 2·(GRAIN_MATH/d + 1)           /geglu: both sides, d 13, 160
+ *   add_channel planes ≥ 2·(GRAIN_MEMORY/hw+1)  /add-channel: both sides, and
+ *                                               hw > GRAIN_MEMORY (chunk 1)
+ *   Layout (layout.c)
+ *   TRANSPOSE_TILE: rows, cols <, =, > tile     /transpose
+ *   transpose bands ≥ 2·(G/(tile·cols) + 1)     /transpose: both sides, both
+ *                                               directions
+ *   upsample planes ≥ 2·(G/(h·w·f²) + 1)        /upsample: both sides
+ *   Normalisation (norm.c)
+ *   NORM_BLOCK: count <16, <, =, > block, many  /group-norm, /layer-norm
+ *   group split n·groups ≥ 2·(G/count + 1)      /group-norm: both sides
+ *   layer split rows ≥ 2·(G/dim + 1)            /layer-norm: both sides
+ *   GEMM (gemm.c; also test-parallel.c /gemm-thresholds)
+ *   flops ≥ 2·GEMM_GRAIN_FLOPS, len > ALIGN     /linear: both sides of each
+ *   rows (m ≥ n) or columns                     /linear, /matmul
+ *   Attention (attention.c)
+ *   head_dim ≤ FUSED_MAX_HEAD_DIM: fused        /attention-fused: 32, 24, 16, 8…
+ *   head_dim > it (33, 40, 64, 80, 160): GEMM   /attention-gemm
+ *   lq vs PP_ATTENTION_QUERY_BLOCK              /attention-gemm: QB-1, QB,
+ *                                               QB+1, 2·QB
+ *   softmax rows ≥ 2·(GRAIN_SCORES/lk + 1)      /attention-gemm: both sides
+ *   SUM_BLOCK, PP_CPU_LANES (softmax rows)      /attention-*: lk 5, 16, 63-65,
+ *                                               SUM_BLOCK ± 1, 2·SUM_BLOCK+37
+ *   fused rows: FUSED_ROWS groups, lone rows,   /attention-fused: lq % 4 = 1-3,
+ *   FUSED_PAIR (head_dim 8), chunk boundaries   a chunk starting mid-group
+ *   fused split heads·lq ≥ 2·FUSED_GRAIN_ROWS   /attention-fused: both sides
+ *   Convolution (conv.c)
+ *   1×1 s1 p0: GEMM on x; other 1×1: im2col     /conv2d
+ *   3×3 s1 p1: direct (w ≥ NARROW_BELOW_WIDTH,  /conv2d-kernels: w = 16, 32, 33,
+ *   w % DIRECT_LANES = 0), else narrow          48, 64
+ *   DIRECT_PACK_MIN_PIXELS                      /conv2d-kernels: n·h·w = P - 32, P
+ *   DIRECT_BAND_FLOATS: one band, several,      /conv2d-bands
+ *   one row a band (clamp)
+ *   NARROW_BAND_FLOATS: same, and the budget    /conv2d-bands
+ *   under two rows (wrapped around before)
+ *   narrow pixel blocks: 1-4 vectors, masks     /conv2d-kernels: 5, 35, 64, 80,
+ *                                               81, 104, 120 pixels
+ *   narrow split: blocks ≥ 2·(GRAIN/flops + 1)  /conv2d-kernels: both sides
+ *   PP_CONV2D_COL_MAX_FLOATS: one band,         /conv2d-bands; /conv2d for one
+ *   several, one row a band (clamp)
+ *   im2col split: cin ≥ 2·(G/(kh·kw·cols) + 1)  /conv2d-kernels: both sides
+ *   im2col strides 1, 2, other; taps wholly     /conv2d
+ *   in the padding
+ *   Parallel loop (parallel.c): test-parallel.c. The chunk cap MAX_CHUNKS
+ *   needs over 16k threads: unreachable (PP_CPU_THREADS_MAX is 256).
+ *
+ * Error bounds: each check divides |got - ref| by the magnitude the op's
+ * float32 rounding error grows with (its "scale", given with each op) and
+ * bounds the largest result in FLT_EPSILONs; the TOL_* values are about
+ * 10-20× the largest measured at these shapes (gcc with and without the
+ * AVX-512 kernels, clang; 1, 2 and 4 threads; noted beside each), where
+ * a wrong index or formula is off by the scale itself, ~10⁷ epsilons.  Run
+ * with --verbose for each check's normalised error, max abs error and NMSE
+ * (Σ(got - ref)² / Σ ref²). */
 #include "pp-ops.h"
 #include "pp-ops-math.h"
+#include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-/* Bound on max |got - ref| / max(1, max |ref|) for float32 ops whose
- * reference is float64: well above float rounding (≈1e-7 · terms), well
- * below any indexing or formula mistake. */
-#define TOL_REL 1e-4
 #define SEED 20240611
-/* Large enough that every op splits its work across threads (when OpenBLAS
- * runs more than one). */
-#define LARGE_ELEMENTS 300007
+
+/* Scales, and each bound in FLT_EPSILONs of its scale. */
+/* Dot products (conv2d, linear, matmul): sqrt(K) · max |ref|.  A float sum
+ * of K terms drifts like a random walk of roundings of partial sums
+ * (~ eps · σ · K) while |ref| grows like σ · sqrt(K).  Measured ≤ 0.46. */
+#define TOL_DOT 8.0
+/* Attention: max |v| · max(1, max |score|): a score's rounding moves its
+ * weight by that much relative.  Measured ≤ 0.93. */
+#define TOL_ATTENTION 12.0
+/* Norms: max |ref|.  Measured ≤ 0.93. */
+#define TOL_NORM 12.0
+/* SiLU, tanh: |ref| per value; GELU: |x| per value (A&S 7.1.26 bounds
+ * erf's absolute error, so GELU's relative error grows in the negative
+ * tail where GELU → 0); GEGLU: |value · gate|.  Measured ≤ 2.3. */
+#define TOL_UNARY 30.0
+/* Timestep embedding: 1 + |t · f|, the argument being rounded to float
+ * first as in PyTorch, and f itself coming from expf of an argument up to
+ * ln 10⁴ ≈ 9.2 (up to ~10 eps of t · f).  Measured ≤ 2.6. */
+#define TOL_EMBEDDING 30.0
+/* Values below this count as 0 in a relative scale: pp_math_exp gives 0
+ * below e^-87.5 ≈ 1e-38 by design. */
+#define SCALE_FLOOR 1e-30
 
 static float *
 random_floats (GRand * rng, size_t n, double amplitude)
@@ -29,30 +115,69 @@ random_floats (GRand * rng, size_t n, double amplitude)
   return p;
 }
 
-/* Asserts that @got matches @ref within TOL_REL relative to the reference's
- * magnitude, and reports the error. */
+static double
+max_abs (const double *p, size_t n)
+{
+  double m = 0.0;
+
+  for (size_t i = 0; i < n; i++)
+    m = MAX (m, fabs (p[i]));
+  return m;
+}
+
+static double
+max_abs_float (const float *p, size_t n)
+{
+  double m = 0.0;
+
+  for (size_t i = 0; i < n; i++)
+    m = MAX (m, fabs (p[i]));
+  return m;
+}
+
+/* Compares @got with the float64 reference @ref.  The error of value i is
+ * |got - ref| / scale_i in FLT_EPSILONs, scale_i being @scale[i] or, when
+ * @scale is NULL, @scale_all; fails when the largest exceeds @tol or a
+ * value is not finite. */
 static void
 check_close (const gchar * what, const float *got, const double *ref,
-    size_t n)
+    size_t n, const double *scale, double scale_all, double tol)
 {
-  double err = 0.0, mag = 0.0;
-  size_t worst = 0;
+  double worst = 0.0, worst_abs = 0.0, sum_err = 0.0, sum_ref = 0.0;
+  size_t at = 0;
 
   for (size_t i = 0; i < n; i++) {
-    const double e = fabs ((double) got[i] - ref[i]);
+    const double d = (double) got[i] - ref[i];
+    const double s = MAX (scale ? scale[i] : scale_all, SCALE_FLOOR);
+    const double e = fabs (d) / s / FLT_EPSILON;
 
-    g_assert_true (isfinite (got[i]));
-    if (e > err) {
-      err = e;
-      worst = i;
+    if (!isfinite (got[i]))
+      g_error ("%s: value %zu is %g, expected %.9g", what, i, got[i],
+          ref[i]);
+    if (e > worst) {
+      worst = e;
+      at = i;
     }
-    mag = MAX (mag, fabs (ref[i]));
+    worst_abs = MAX (worst_abs, fabs (d));
+    sum_err += d * d;
+    sum_ref += ref[i] * ref[i];
   }
-  g_test_message ("%s: %zu values, max abs error %.3g (max |ref| %.3g)",
-      what, n, err, mag);
-  if (err > TOL_REL * MAX (1.0, mag))
-    g_error ("%s: error %.3g at %zu (got %.9g, expected %.9g) exceeds %.3g",
-        what, err, worst, got[worst], ref[worst], TOL_REL * MAX (1.0, mag));
+  g_test_message ("%s: %zu values, max error %.3g eps of scale (bound %g), "
+      "max abs error %.3g, NMSE %.3g", what, n, worst, tol, worst_abs,
+      sum_ref > 0.0 ? sum_err / sum_ref : sum_err);
+  if (worst > tol)
+    g_error ("%s: error %.3g eps of scale %.3g at %zu (got %.9g, expected "
+        "%.9g) exceeds %g", what, worst, scale ? scale[at] : scale_all, at,
+        got[at], ref[at], tol);
+}
+
+/* check_close for a dot product of @k terms per value. */
+static void
+check_dot (const gchar * what, const float *got, const double *ref, size_t n,
+    int k)
+{
+  check_close (what, got, ref, n, NULL, sqrt (k) * max_abs (ref, n),
+      TOL_DOT);
 }
 
 static void
@@ -60,19 +185,193 @@ check_equal (const gchar * what, const float *got, const float *expect,
     size_t n)
 {
   for (size_t i = 0; i < n; i++)
-    if (got[i] != expect[i])
+    if (memcmp (&got[i], &expect[i], sizeof (float)) != 0)
       g_error ("%s: value %zu is %.9g, expected %.9g", what, i, got[i],
           expect[i]);
   g_test_message ("%s: %zu values, exact", what, n);
 }
 
+/* Path counters */
+
+typedef struct
+{
+  guint64 count[PP_CPU_PATH_COUNT];
+} Paths;
+
+static Paths
+paths_now (void)
+{
+  Paths p;
+
+  for (int i = 0; i < PP_CPU_PATH_COUNT; i++)
+    p.count[i] = pp_cpu_path_count ((PpCpuPath) i);
+  return p;
+}
+
+static guint64
+paths_since (const Paths * before, PpCpuPath path)
+{
+  return pp_cpu_path_count (path) - before->count[path];
+}
+
+/* Whether pp_cpu_parallel_for runs a loop of @items with chunks of at
+ * least @min_chunk on the team. */
+static gboolean
+loop_splits (size_t items, size_t min_chunk)
+{
+  return pp_cpu_parallel_threads () > 1 && items >= 2 * MAX (min_chunk, 1);
+}
+
+static void
+check_path (const gchar * what, const Paths * before, PpCpuPath path,
+    guint64 expected)
+{
+  const guint64 got = paths_since (before, path);
+
+  if (got != expected)
+    g_error ("%s: path counter %d went up by %" G_GUINT64_FORMAT
+        ", expected %" G_GUINT64_FORMAT, what, path, got, expected);
+}
+
+/* Parallel loops run on the team since @before, less those of split GEMMs
+ * (one each): the op's own loops. */
+static guint64
+own_splits (const Paths * before)
+{
+  return paths_since (before, PP_CPU_PATH_LOOP_SPLIT)
+      - paths_since (before, PP_CPU_PATH_GEMM_SPLIT_ROWS)
+      - paths_since (before, PP_CPU_PATH_GEMM_SPLIT_COLS);
+}
+
+static void
+check_splits (const gchar * what, const Paths * before, guint64 expected)
+{
+  const guint64 got = own_splits (before);
+
+  if (got != expected)
+    g_error ("%s: %" G_GUINT64_FORMAT " parallel loops ran on the team, "
+        "expected %" G_GUINT64_FORMAT " (%u threads)", what, got, expected,
+        pp_cpu_parallel_threads ());
+}
+
+/* The kernels are there where they should be. */
+static void
+test_paths (void)
+{
+#ifdef PP_CPU_AVX512_KERNELS
+  const gboolean cpu = __builtin_cpu_supports ("avx512f")
+      && __builtin_cpu_supports ("fma");
+
+  g_assert_cmpint (pp_cpu_avx512_kernels (), ==, cpu);
+#else
+  g_assert_false (pp_cpu_avx512_kernels ());
+#endif
+  g_test_message ("threads %u, AVX-512 kernels %s",
+      pp_cpu_parallel_threads (), pp_cpu_avx512_kernels () ? "on" : "off");
+}
+
 /* conv2d */
+
+typedef enum
+{
+  CONV_1X1,                     /* one GEMM per sample on x as it is */
+  CONV_IM2COL,
+  CONV_DIRECT,                  /* AVX-512 row kernel */
+  CONV_NARROW,                  /* AVX-512 kernel across rows */
+} ConvKernel;
+
+/* Unchecked thread splits. */
+#define ANY_SPLITS -1
 
 typedef struct
 {
   int n, cin, h, w, cout, kh, kw, stride, pad;
   gboolean bias;
+  /* The kernel the case is written for where the AVX-512 kernels run. */
+  ConvKernel kernel;
+  /* Loops the op runs on the team (2+ threads), or ANY_SPLITS. */
+  int splits;
 } ConvCase;
+
+/* Rows per band of the direct and narrow kernels (as long as that is at
+ * least 1), and output rows per band through im2col: each band's buffer
+ * within its budget. */
+#define DIRECT_BAND_ROWS(cin, w) \
+  (PP_CPU_DIRECT_BAND_FLOATS / ((cin) * ((w) + 2)) - 2)
+#define NARROW_BAND_ROWS(cin, w) \
+  (PP_CPU_NARROW_BAND_FLOATS / (3 * (cin) * (w)) - 2)
+#define IM2COL_BAND_ROWS(k_len, wo) (PP_CONV2D_COL_MAX_FLOATS / ((k_len) * (wo)))
+/* Input channels that leave @rows per band of width @w. */
+#define DIRECT_CIN_FOR_ROWS(rows, w) \
+  (PP_CPU_DIRECT_BAND_FLOATS / (((w) + 2) * ((rows) + 2)))
+#define NARROW_CIN_FOR_ROWS(rows, w) \
+  (PP_CPU_NARROW_BAND_FLOATS / (3 * (w) * ((rows) + 2)))
+/* The narrow kernel's pixels per block and flops per (block, channel
+ * tile), and its minimum chunk for one input channel. */
+#define NARROW_BLOCK (PP_CPU_NARROW_VECS * PP_CPU_NARROW_LANES)
+#define NARROW_ITEM_FLOPS(cin) \
+  (2 * 9 * (cin) * PP_CPU_NARROW_COUT_TILE * NARROW_BLOCK)
+#define NARROW_MIN_BLOCKS (PP_CPU_NARROW_GRAIN_FLOPS / NARROW_ITEM_FLOPS (1) + 1)
+/* im2col's minimum chunk of input channels for a 3×3 kernel and @cols
+ * columns. */
+#define IM2COL_MIN_CIN(cols) (PP_CPU_CONV_GRAIN_COL_VALUES / (9 * (cols)) + 1)
+
+static ConvKernel
+expected_kernel (const ConvCase * c)
+{
+  if (c->kh == 1 && c->kw == 1 && c->stride == 1 && c->pad == 0)
+    return CONV_1X1;
+  if (pp_cpu_avx512_kernels () && c->kh == 3 && c->kw == 3 && c->stride == 1
+      && c->pad == 1)
+    return c->w >= PP_CPU_NARROW_BELOW_WIDTH
+        && c->w % PP_CPU_DIRECT_LANES == 0 ? CONV_DIRECT : CONV_NARROW;
+  return CONV_IM2COL;
+}
+
+static guint64
+ceil_div (guint64 a, guint64 b)
+{
+  return (a + b - 1) / b;
+}
+
+/* Bands (1×1: samples) the kernel runs for the case. */
+static guint64
+expected_bands (const ConvCase * c, ConvKernel kernel)
+{
+  const int ho = pp_conv2d_out_size (c->h, c->kh, c->stride, c->pad);
+  const int wo = pp_conv2d_out_size (c->w, c->kw, c->stride, c->pad);
+  const guint64 k_len = (guint64) c->cin * c->kh * c->kw;
+  guint64 rows = 1;
+
+  switch (kernel) {
+    case CONV_1X1:
+      return c->n;
+    case CONV_IM2COL:
+      rows = CLAMP (PP_CONV2D_COL_MAX_FLOATS / (k_len * wo), 1, (guint64) ho);
+      return c->n * ceil_div (ho, rows);
+    case CONV_DIRECT:
+      rows = CLAMP (PP_CPU_DIRECT_BAND_FLOATS / ((guint64) c->cin * (c->w
+                  + 2)), 3, (guint64) c->h + 2) - 2;
+      break;
+    case CONV_NARROW:
+      rows = CLAMP (PP_CPU_NARROW_BAND_FLOATS / (3 * (guint64) c->cin
+              * c->w), 3, (guint64) c->h + 2) - 2;
+      break;
+  }
+  return c->n * ceil_div (c->h, rows);
+}
+
+static const PpCpuPath conv_paths[] = {
+  [CONV_1X1] = PP_CPU_PATH_CONV_1X1,
+  [CONV_IM2COL] = PP_CPU_PATH_CONV_IM2COL_BAND,
+  [CONV_DIRECT] = PP_CPU_PATH_CONV_DIRECT_BAND,
+  [CONV_NARROW] = PP_CPU_PATH_CONV_NARROW_BAND,
+};
+
+static const gchar *const conv_names[] = {
+  [CONV_1X1] = "1x1", [CONV_IM2COL] = "im2col", [CONV_DIRECT] = "direct",
+  [CONV_NARROW] = "narrow",
+};
 
 static void
 conv_reference (const ConvCase * c, const float *x, const float *wt,
@@ -109,87 +408,186 @@ run_conv_case (GRand * rng, const ConvCase * c)
   const size_t n_in = (size_t) c->n * c->cin * c->h * c->w;
   const size_t n_w = (size_t) c->cout * c->cin * c->kh * c->kw;
   const size_t n_out = (size_t) c->n * c->cout * ho * wo;
+  const ConvKernel kernel = expected_kernel (c);
   g_autofree float *x = random_floats (rng, n_in, 1.0);
   g_autofree float *wt = random_floats (rng, n_w, 0.5);
   g_autofree float *bias = c->bias ? random_floats (rng, c->cout, 1.0) : NULL;
   g_autofree float *y = g_new (float, n_out);
   g_autofree double *ref = g_new (double, n_out);
   g_autofree gchar *what = g_strdup_printf ("conv2d n%d %dx%dx%d -> %d "
-      "k%dx%d s%d p%d%s (out %dx%d)", c->n, c->cin, c->h, c->w, c->cout,
-      c->kh, c->kw, c->stride, c->pad, c->bias ? " bias" : "", ho, wo);
+      "k%dx%d s%d p%d%s (out %dx%d, %s)", c->n, c->cin, c->h, c->w, c->cout,
+      c->kh, c->kw, c->stride, c->pad, c->bias ? " bias" : "", ho, wo,
+      conv_names[kernel]);
+  Paths before;
 
   g_assert_cmpint (ho, >, 0);
   g_assert_cmpint (wo, >, 0);
+  /* The case list says which kernel each case is for. */
+  if (pp_cpu_avx512_kernels () && kernel != c->kernel)
+    g_error ("%s: written for the %s kernel", what, conv_names[c->kernel]);
   /* NaN canaries: every output must be written. */
   for (size_t i = 0; i < n_out; i++)
     y[i] = NAN;
+  before = paths_now ();
   pp_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh, c->kw,
       c->stride, c->pad, y);
+  for (guint k = 0; k < G_N_ELEMENTS (conv_paths); k++)
+    check_path (what, &before, conv_paths[k],
+        k == kernel ? expected_bands (c, kernel) : 0);
+  check_path (what, &before, PP_CPU_PATH_CONV_DIRECT_PACKED,
+      kernel == CONV_DIRECT
+      && (size_t) c->n * c->h * c->w >= PP_CPU_DIRECT_PACK_MIN_PIXELS);
+  if (c->splits != ANY_SPLITS && kernel == c->kernel)
+    check_splits (what, &before, pp_cpu_parallel_threads () > 1
+        ? (guint64) c->splits : 0);
   conv_reference (c, x, wt, bias, ho, wo, ref);
-  check_close (what, y, ref, n_out);
+  check_dot (what, y, ref, n_out, c->cin * c->kh * c->kw);
 }
 
 static void
-test_conv2d (void)
+run_conv_cases (guint32 seed, const ConvCase * cases, guint n)
 {
-  static const ConvCase cases[] = {
-    {2, 5, 9, 13, 7, 3, 3, 1, 1, TRUE},
-    {2, 5, 9, 13, 7, 3, 3, 2, 1, TRUE},
-    {2, 5, 9, 13, 7, 3, 3, 1, 0, FALSE},
-    {2, 5, 9, 13, 7, 3, 3, 2, 0, FALSE},
-    {2, 5, 8, 11, 7, 3, 3, 2, 1, FALSE},
-    {1, 3, 1, 1, 4, 3, 3, 1, 1, TRUE},  /* only the centre tap is inside */
-    {2, 5, 9, 13, 7, 1, 1, 1, 0, TRUE}, /* direct GEMM path */
-    {2, 5, 9, 13, 7, 1, 1, 1, 0, FALSE},
-    {2, 5, 9, 13, 7, 1, 1, 2, 0, FALSE},        /* strided 1×1: im2col */
-    {1, 5, 9, 13, 7, 1, 1, 1, 1, TRUE}, /* padded 1×1 */
-    {2, 4, 7, 10, 3, 3, 1, 1, 1, TRUE}, /* kh ≠ kw */
-    {1, 2, 5, 6, 3, 5, 5, 3, 2, TRUE},  /* large kernel, stride 3 */
-    /* 3×3 stride-1 pad-1 convolutions take the direct kernel where the CPU
-     * has it (tiles of 6 output channels × 64 pixels, rows packed
-     * back to back): odd channel counts, partial channel tiles and pixel
-     * blocks, masked last vectors, no bias */
-    {2, 5, 9, 16, 7, 3, 3, 1, 1, TRUE},
-    {1, 6, 7, 32, 3, 3, 3, 1, 1, TRUE},
-    {1, 9, 5, 48, 13, 3, 3, 1, 1, FALSE},
-    {1, 7, 8, 8, 13, 3, 3, 1, 1, TRUE}, /* 8-wide: two rows a vector */
-    {2, 11, 16, 16, 9, 3, 3, 1, 1, TRUE},
-    {1, 10, 32, 32, 7, 3, 3, 1, 1, FALSE},
-    {1, 3, 5, 7, 1, 3, 3, 1, 1, TRUE},  /* 35 pixels: masked tail */
-    {1, 4, 3, 40, 14, 3, 3, 1, 1, TRUE},        /* 120 pixels: 2 blocks */
-  };
+  GRand *rng = g_rand_new_with_seed (seed);
 
-  GRand *rng = g_rand_new_with_seed (SEED);
-
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+  for (guint i = 0; i < n; i++)
     run_conv_case (rng, &cases[i]);
   g_rand_free (rng);
 }
 
-/* A convolution whose column matrix exceeds PP_CONV2D_COL_MAX_FLOATS runs
- * in bands of output rows; the last band is partial here. */
+/* Shapes, strides, paddings and the GEMM and im2col paths. */
+static void
+test_conv2d (void)
+{
+  static const ConvCase cases[] = {
+    {2, 5, 9, 13, 7, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    {2, 5, 9, 13, 7, 3, 3, 2, 1, TRUE, CONV_IM2COL, ANY_SPLITS},
+    /* stride 1 without padding: im2col's memcpy rows in every build */
+    {2, 5, 9, 13, 7, 3, 3, 1, 0, FALSE, CONV_IM2COL, ANY_SPLITS},
+    {2, 5, 9, 13, 7, 3, 3, 2, 0, FALSE, CONV_IM2COL, ANY_SPLITS},
+    {2, 5, 8, 11, 7, 3, 3, 2, 1, FALSE, CONV_IM2COL, ANY_SPLITS},
+    /* only the centre tap is inside */
+    {1, 3, 1, 1, 4, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    {2, 5, 9, 13, 7, 1, 1, 1, 0, TRUE, CONV_1X1, ANY_SPLITS},
+    {2, 5, 9, 13, 7, 1, 1, 1, 0, FALSE, CONV_1X1, ANY_SPLITS},
+    /* strided and padded 1×1: im2col, whole border rows of padding */
+    {2, 5, 9, 13, 7, 1, 1, 2, 0, FALSE, CONV_IM2COL, ANY_SPLITS},
+    {1, 5, 9, 13, 7, 1, 1, 1, 1, TRUE, CONV_IM2COL, ANY_SPLITS},
+    /* kh ≠ kw; stride 3 (the general strided copy) */
+    {2, 4, 7, 10, 3, 3, 1, 1, 1, TRUE, CONV_IM2COL, ANY_SPLITS},
+    {1, 2, 5, 6, 3, 5, 5, 3, 2, TRUE, CONV_IM2COL, ANY_SPLITS},
+    /* a kernel wider than the input: taps that see only padding */
+    {1, 2, 3, 2, 3, 5, 5, 1, 2, TRUE, CONV_IM2COL, ANY_SPLITS},
+  };
+
+  run_conv_cases (SEED, cases, G_N_ELEMENTS (cases));
+}
+
+/* Which 3×3 kernel takes which width, the direct kernel's weight packing,
+ * the narrow kernel's pixel blocks, and the thread splits of the narrow
+ * kernel and of im2col. */
+static void
+test_conv2d_kernels (void)
+{
+  static const ConvCase cases[] = {
+    /* direct from NARROW_BELOW_WIDTH when a multiple of DIRECT_LANES;
+     * below it (a multiple too) or not a multiple: narrow */
+    {1, 4, 5, PP_CPU_NARROW_BELOW_WIDTH, 5, 3, 3, 1, 1, TRUE, CONV_DIRECT,
+        ANY_SPLITS},
+    {1, 4, 5, PP_CPU_NARROW_BELOW_WIDTH - PP_CPU_DIRECT_LANES, 5, 3, 3, 1, 1,
+        TRUE, CONV_NARROW, ANY_SPLITS},
+    {1, 4, 5, PP_CPU_NARROW_BELOW_WIDTH + 1, 5, 3, 3, 1, 1, TRUE,
+        CONV_NARROW, ANY_SPLITS},
+    /* direct: full tiles plus a one-vector tail; two full tiles; output
+     * channel tiles full, partial, and less than one */
+    {1, 9, 5, PP_CPU_NARROW_BELOW_WIDTH + PP_CPU_DIRECT_LANES,
+        PP_CPU_DIRECT_COUT_TILE + 5, 3, 3, 1, 1, FALSE, CONV_DIRECT,
+        ANY_SPLITS},
+    {2, 10, 11, 2 * PP_CPU_NARROW_BELOW_WIDTH, PP_CPU_DIRECT_COUT_TILE, 3, 3,
+        1, 1, TRUE, CONV_DIRECT, ANY_SPLITS},
+    {1, 6, 7, PP_CPU_NARROW_BELOW_WIDTH, 3, 3, 3, 1, 1, TRUE, CONV_DIRECT,
+        ANY_SPLITS},
+    /* weights repacked from DIRECT_PACK_MIN_PIXELS output pixels (rows or
+     * samples), read as they are below */
+    {1, 3, PP_CPU_DIRECT_PACK_MIN_PIXELS / PP_CPU_NARROW_BELOW_WIDTH - 1,
+        PP_CPU_NARROW_BELOW_WIDTH, 9, 3, 3, 1, 1, TRUE, CONV_DIRECT,
+        ANY_SPLITS},
+    {1, 3, PP_CPU_DIRECT_PACK_MIN_PIXELS / PP_CPU_NARROW_BELOW_WIDTH,
+        PP_CPU_NARROW_BELOW_WIDTH, 9, 3, 3, 1, 1, TRUE, CONV_DIRECT,
+        ANY_SPLITS},
+    {2, 3, PP_CPU_DIRECT_PACK_MIN_PIXELS / PP_CPU_NARROW_BELOW_WIDTH / 2,
+        PP_CPU_NARROW_BELOW_WIDTH, 9, 3, 3, 1, 1, FALSE, CONV_DIRECT,
+        ANY_SPLITS},
+    /* narrow pixel blocks of NARROW_BLOCK: 1-4 vectors, masked or whole,
+     * rows packed back to back (8 wide: two rows a vector); output channel
+     * tiles full, partial, several */
+    {1, 3, 1, 5, PP_CPU_NARROW_COUT_TILE, 3, 3, 1, 1, TRUE, CONV_NARROW,
+        ANY_SPLITS},
+    {1, 3, 5, 7, 1, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    {1, 7, NARROW_BLOCK / 8, 8, 13, 3, 3, 1, 1, TRUE, CONV_NARROW,
+        ANY_SPLITS},
+    {1, 5, 10, 8, PP_CPU_NARROW_COUT_TILE + 1, 3, 3, 1, 1, FALSE,
+        CONV_NARROW, ANY_SPLITS},
+    {1, 5, 9, 9, 7, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    {1, 5, 13, 8, 7, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    {1, 4, 3, 40, 14, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    {2, 11, 16, 16, 9, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    /* the narrow kernel's loop over (block, tile) items: one input channel
+     * (its band copy cannot split) and one channel tile, 2·min - 1 and
+     * 2·min blocks */
+    {1, 1, (2 * NARROW_MIN_BLOCKS - 1) * NARROW_BLOCK / 16, 16,
+        PP_CPU_NARROW_COUT_TILE, 3, 3, 1, 1, TRUE, CONV_NARROW, 0},
+    {1, 1, 2 * NARROW_MIN_BLOCKS * NARROW_BLOCK / 16, 16,
+        PP_CPU_NARROW_COUT_TILE, 3, 3, 1, 1, TRUE, CONV_NARROW, 1},
+    /* im2col's loop over input channels, 2·min - 1 and 2·min of them, for
+     * 4×4 output pixels (one output channel: the GEMM does not split) */
+    {1, 2 * IM2COL_MIN_CIN (16) - 1, 8, 8, 1, 3, 3, 2, 1, FALSE,
+        CONV_IM2COL, 0},
+    {1, 2 * IM2COL_MIN_CIN (16), 8, 8, 1, 3, 3, 2, 1, FALSE, CONV_IM2COL, 1},
+  };
+
+  run_conv_cases (SEED + 1, cases, G_N_ELEMENTS (cases));
+}
+
+/* Bands: one, several with a partial last one, and one row a band where
+ * even one row is over the budget; expected_bands checks each count. */
 static void
 test_conv2d_bands (void)
 {
   static const ConvCase cases[] = {
-    {1, 512, 45, 61, 3, 3, 3, 1, 1, TRUE},
-    {1, 512, 45, 61, 3, 3, 3, 2, 1, FALSE},
-    {2, 600, 37, 64, 9, 3, 3, 1, 1, TRUE},      /* direct kernel, several bands */
+    /* im2col: 3×3 stride 1 unpadded (im2col in every build), stride 2 */
+    {1, 512, 2 * IM2COL_BAND_ROWS (512 * 9, 59) + 3, 61, 3, 3, 3, 1, 0,
+        TRUE, CONV_IM2COL, ANY_SPLITS},
+    {1, 512, 45, 61, 3, 3, 3, 2, 1, FALSE, CONV_IM2COL, ANY_SPLITS},
+    /* k_len · wo over PP_CONV2D_COL_MAX_FLOATS: one output row a band
+     * (stride 2, 240 → 120 columns) */
+    {1, PP_CONV2D_COL_MAX_FLOATS / (9 * 120) + 1, 3, 240, 1, 3, 3, 2, 1,
+        FALSE, CONV_IM2COL, ANY_SPLITS},
+    /* narrow (im2col without AVX-512): 3 bands of 4 rows, the last partial;
+     * 61 wide, 2 bands */
+    {1, NARROW_CIN_FOR_ROWS (4, 16), 9, 16, 1, 3, 3, 1, 1, TRUE,
+        CONV_NARROW, ANY_SPLITS},
+    {1, 512, 17, 61, 3, 3, 3, 1, 1, TRUE, CONV_NARROW, ANY_SPLITS},
+    /* narrow: a budget of under two rows, which wrapped around to the
+     * whole image before it was clamped first: one row a band */
+    {1, PP_CPU_NARROW_BAND_FLOATS / (6 * 16) + 1, 2, 16, 1, 3, 3, 1, 1,
+        FALSE, CONV_NARROW, ANY_SPLITS},
+    /* direct: 3 bands of 4 rows; one row a band under the lower clamp */
+    {1, DIRECT_CIN_FOR_ROWS (4, 32), 9, 32, 2, 3, 3, 1, 1, TRUE,
+        CONV_DIRECT, ANY_SPLITS},
+    {1, PP_CPU_DIRECT_BAND_FLOATS / (3 * 34) + 1, 3, 32, 1, 3, 3, 1, 1,
+        FALSE, CONV_DIRECT, ANY_SPLITS},
   };
-  GRand *rng = g_rand_new_with_seed (SEED + 1);
 
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    const ConvCase *c = &cases[i];
-    const int ho = pp_conv2d_out_size (c->h, c->kh, c->stride, c->pad);
-    const int wo = pp_conv2d_out_size (c->w, c->kw, c->stride, c->pad);
-    const size_t rows_per_band = PP_CONV2D_COL_MAX_FLOATS /
-        ((size_t) c->cin * c->kh * c->kw * wo);
-
-    g_assert_cmpuint (rows_per_band, <, (size_t) ho);
-    g_assert_cmpuint (ho % rows_per_band, !=, 0);
-    run_conv_case (rng, c);
-  }
-  g_rand_free (rng);
+  /* The shapes do what their comments say. */
+  G_STATIC_ASSERT (NARROW_BAND_ROWS (NARROW_CIN_FOR_ROWS (4, 16), 16) == 4);
+  G_STATIC_ASSERT (DIRECT_BAND_ROWS (DIRECT_CIN_FOR_ROWS (4, 32), 32) == 4);
+  G_STATIC_ASSERT (NARROW_BAND_ROWS (PP_CPU_NARROW_BAND_FLOATS / (6 * 16)
+          + 1, 16) < 0);
+  G_STATIC_ASSERT (DIRECT_BAND_ROWS (PP_CPU_DIRECT_BAND_FLOATS / (3 * 34)
+          + 1, 32) < 1);
+  G_STATIC_ASSERT (IM2COL_BAND_ROWS ((PP_CONV2D_COL_MAX_FLOATS / (9 * 120)
+              + 1) * 9, 120) == 0);
+  run_conv_cases (SEED + 2, cases, G_N_ELEMENTS (cases));
 }
 
 /* group_norm, layer_norm */
@@ -214,6 +612,7 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
 {
   const size_t total = (size_t) n * c * hw;
   const int per = c / groups;
+  const size_t count = (size_t) per * hw;
   g_autofree float *x = random_floats (rng, total, 1.0);
   g_autofree float *gamma = affine ? random_floats (rng, c, 1.0) : NULL;
   g_autofree float *beta = affine ? random_floats (rng, c, 1.0) : NULL;
@@ -221,17 +620,21 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   g_autofree double *ref = g_new (double, total);
   g_autofree gchar *what = g_strdup_printf ("group_norm n%d c%d hw%d g%d "
       "offset %g%s", n, c, hw, groups, offset, affine ? " affine" : "");
+  Paths before;
 
   /* A large common offset tests that the variance does not cancel. */
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
+  before = paths_now ();
   pp_group_norm (x, n, c, hw, groups, eps, gamma, beta, y);
+  check_splits (what, &before, loop_splits ((size_t) n * groups,
+          PP_CPU_NORM_GRAIN_VALUES / count + 1));
   for (int b = 0; b < n; b++)
     for (int g = 0; g < groups; g++) {
       const size_t first = ((size_t) b * c + g * per) * hw;
       double mean, rstd;
 
-      normalise_reference (x + first, (size_t) per * hw, eps, &mean, &rstd);
+      normalise_reference (x + first, count, eps, &mean, &rstd);
       for (int ch = g * per; ch < (g + 1) * per; ch++)
         for (int i = 0; i < hw; i++) {
           const size_t at = ((size_t) b * c + ch) * hw + i;
@@ -240,44 +643,60 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
           ref[at] = affine ? v * gamma[ch] + beta[ch] : v;
         }
     }
-  check_close (what, y, ref, total);
+  check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
 
   /* In place gives the same result. */
   pp_group_norm (x, n, c, hw, groups, eps, gamma, beta, x);
   check_equal ("group_norm in place", x, y, total);
 }
 
+/* The number of groups of @count values each whose loop has @items. */
+#define NORM_SPLIT_ITEMS(count) (2 * (PP_CPU_NORM_GRAIN_VALUES / (count) + 1))
+
 static void
 test_group_norm (void)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 2);
+  GRand *rng = g_rand_new_with_seed (SEED + 3);
 
+  /* Values per group against NORM_BLOCK and the lanes: fewer than
+   * PP_CPU_LANES, within a block, exactly one, one more, many. */
+  run_group_norm (rng, 1, 7, 3, 7, 0.0, TRUE, 1e-5f);
   run_group_norm (rng, 2, 12, 35, 4, 0.0, TRUE, 1e-5f);
   run_group_norm (rng, 2, 12, 35, 3, 0.0, FALSE, 1e-6f);
-  run_group_norm (rng, 1, 7, 3, 7, 0.0, TRUE, 1e-5f);   /* groups = channels */
-  run_group_norm (rng, 1, 8, 1000, 1, 0.0, TRUE, 1e-5f);        /* 8000 per group, spans blocks */
+  run_group_norm (rng, 1, 8, PP_CPU_NORM_BLOCK / 4, 2, 0.0, TRUE, 1e-5f);
+  run_group_norm (rng, 1, 3, PP_CPU_NORM_BLOCK + 1, 3, 0.0, TRUE, 1e-5f);
+  run_group_norm (rng, 1, 8, 1000, 1, 0.0, TRUE, 1e-5f);
   run_group_norm (rng, 2, 16, 777, 8, 100.0, TRUE, 1e-5f);
-  run_group_norm (rng, 2, 64, 4099, 32, 0.5, TRUE, 1e-6f);      /* threads */
+  /* The split over (sample, group) items, 3·35 values a group: one item
+   * short of splitting, and split (by samples too). */
+  run_group_norm (rng, 1, 3 * (NORM_SPLIT_ITEMS (105) - 1), 35,
+      NORM_SPLIT_ITEMS (105) - 1, 0.5, TRUE, 1e-6f);
+  run_group_norm (rng, 2, 3 * NORM_SPLIT_ITEMS (105) / 2, 35,
+      NORM_SPLIT_ITEMS (105) / 2, 0.5, TRUE, 1e-6f);
   g_rand_free (rng);
 }
 
 static void
 run_layer_norm (GRand * rng, int rows, int dim, double offset,
-    gboolean affine)
+    gboolean with_gamma, gboolean with_beta)
 {
   const size_t total = (size_t) rows * dim;
   const float eps = 1e-5f;
   g_autofree float *x = random_floats (rng, total, 1.0);
-  g_autofree float *gamma = affine ? random_floats (rng, dim, 1.0) : NULL;
-  g_autofree float *beta = affine ? random_floats (rng, dim, 1.0) : NULL;
+  g_autofree float *gamma = with_gamma ? random_floats (rng, dim, 1.0) : NULL;
+  g_autofree float *beta = with_beta ? random_floats (rng, dim, 1.0) : NULL;
   g_autofree float *y = g_new (float, total);
   g_autofree double *ref = g_new (double, total);
-  g_autofree gchar *what = g_strdup_printf ("layer_norm %dx%d offset %g%s",
-      rows, dim, offset, affine ? " affine" : "");
+  g_autofree gchar *what = g_strdup_printf ("layer_norm %dx%d offset %g%s%s",
+      rows, dim, offset, with_gamma ? " gamma" : "", with_beta ? " beta" : "");
+  Paths before;
 
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
+  before = paths_now ();
   pp_layer_norm (x, rows, dim, eps, gamma, beta, y);
+  check_splits (what, &before, loop_splits (rows,
+          PP_CPU_NORM_GRAIN_VALUES / dim + 1));
   for (int r = 0; r < rows; r++) {
     double mean, rstd;
 
@@ -285,10 +704,11 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
     for (int i = 0; i < dim; i++) {
       const double v = (x[(size_t) r * dim + i] - mean) * rstd;
 
-      ref[(size_t) r * dim + i] = affine ? v * gamma[i] + beta[i] : v;
+      ref[(size_t) r * dim + i] = (gamma ? v * gamma[i] : v)
+          + (beta ? beta[i] : 0.0);
     }
   }
-  check_close (what, y, ref, total);
+  check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
   pp_layer_norm (x, rows, dim, eps, gamma, beta, x);
   check_equal ("layer_norm in place", x, y, total);
 }
@@ -296,17 +716,54 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
 static void
 test_layer_norm (void)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 3);
+  GRand *rng = g_rand_new_with_seed (SEED + 4);
 
-  run_layer_norm (rng, 13, 37, 0.0, TRUE);
-  run_layer_norm (rng, 5, 1, 0.0, TRUE);        /* variance 0: y = beta */
-  run_layer_norm (rng, 3, 700, 50.0, TRUE);
-  run_layer_norm (rng, 4, 9, 0.0, FALSE);
-  run_layer_norm (rng, 1001, 320, 0.0, TRUE);   /* threads */
+  /* dim against the lanes and NORM_BLOCK; variance 0 (y = beta); a large
+   * offset; each affine combination */
+  run_layer_norm (rng, 5, 1, 0.0, TRUE, TRUE);
+  run_layer_norm (rng, 4, 9, 0.0, FALSE, FALSE);
+  run_layer_norm (rng, 13, 37, 0.0, TRUE, TRUE);
+  run_layer_norm (rng, 3, PP_CPU_NORM_BLOCK, 0.0, TRUE, FALSE);
+  run_layer_norm (rng, 3, PP_CPU_NORM_BLOCK + 1, 0.0, FALSE, TRUE);
+  run_layer_norm (rng, 3, 700, 50.0, TRUE, TRUE);
+  /* the split over rows: one row short, and split */
+  run_layer_norm (rng, NORM_SPLIT_ITEMS (320) - 1, 320, 0.0, TRUE, TRUE);
+  run_layer_norm (rng, NORM_SPLIT_ITEMS (320), 320, 0.0, TRUE, TRUE);
   g_rand_free (rng);
 }
 
-/* linear */
+/* linear, matmul: GEMMs */
+
+/* The path pp_cpu_gemm takes for an m×n×k product (pp-cpu-gemm.c): a
+ * block of rows or columns of C per thread, as many as the FLOPs give
+ * grains and the longer side gives aligned blocks. */
+static PpCpuPath
+expected_gemm_path (int m, int n, int k)
+{
+  const double flops = 2.0 * m * n * k;
+  const int len = MAX (m, n);
+  double blocks = MIN ((double) pp_cpu_parallel_threads (),
+      floor (flops / PP_CPU_GEMM_GRAIN_FLOPS));
+
+  blocks = MIN (blocks, (double) ceil_div (len, PP_CPU_GEMM_SPLIT_ALIGN));
+  if (blocks < 2)
+    return PP_CPU_PATH_GEMM_WHOLE;
+  return m >= n ? PP_CPU_PATH_GEMM_SPLIT_ROWS : PP_CPU_PATH_GEMM_SPLIT_COLS;
+}
+
+static void
+check_gemm_path (const gchar * what, const Paths * before, int m, int n,
+    int k)
+{
+  const PpCpuPath expected = expected_gemm_path (m, n, k);
+
+  check_path (what, before, PP_CPU_PATH_GEMM_WHOLE,
+      expected == PP_CPU_PATH_GEMM_WHOLE);
+  check_path (what, before, PP_CPU_PATH_GEMM_SPLIT_ROWS,
+      expected == PP_CPU_PATH_GEMM_SPLIT_ROWS);
+  check_path (what, before, PP_CPU_PATH_GEMM_SPLIT_COLS,
+      expected == PP_CPU_PATH_GEMM_SPLIT_COLS);
+}
 
 static void
 run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
@@ -318,10 +775,13 @@ run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
   g_autofree double *ref = g_new (double, (size_t) rows * out);
   g_autofree gchar *what = g_strdup_printf ("linear %dx%d -> %d%s", rows, in,
       out, with_bias ? " bias" : "");
+  Paths before;
 
   for (size_t i = 0; i < (size_t) rows * out; i++)
     y[i] = NAN;
+  before = paths_now ();
   pp_linear (x, rows, in, w, b, out, y);
+  check_gemm_path (what, &before, rows, out, in);
   for (int r = 0; r < rows; r++)
     for (int o = 0; o < out; o++) {
       double acc = b ? b[o] : 0.0;
@@ -330,19 +790,35 @@ run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
         acc += (double) x[(size_t) r * in + i] * w[(size_t) o * in + i];
       ref[(size_t) r * out + o] = acc;
     }
-  check_close (what, y, ref, (size_t) rows * out);
+  check_dot (what, y, ref, (size_t) rows * out, in);
 }
+
+/* k for which an m×n×k product is one FLOP grain short of splitting in
+ * two, or just reaches it. */
+#define GEMM_K_BELOW(m, n) (PP_CPU_GEMM_GRAIN_FLOPS / ((m) * (n)) - 1)
+#define GEMM_K_AT(m, n) (PP_CPU_GEMM_GRAIN_FLOPS / ((m) * (n)) + 1)
 
 static void
 test_linear (void)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 4);
+  const int a = 4 * PP_CPU_GEMM_SPLIT_ALIGN;
+  GRand *rng = g_rand_new_with_seed (SEED + 5);
 
   run_linear (rng, 13, 37, 11, TRUE);
   run_linear (rng, 1, 5, 3, FALSE);
-  run_linear (rng, 60, 32, 96, FALSE);
   run_linear (rng, 7, 129, 1, TRUE);
-  /* large enough to split across threads, by rows and by columns */
+  /* 2·GEMM_GRAIN_FLOPS: just below and at, split by rows (rows ≥ out) and
+   * by columns */
+  run_linear (rng, 2 * a, GEMM_K_BELOW (2 * a, a), a, FALSE);
+  run_linear (rng, 2 * a, GEMM_K_AT (2 * a, a), a, TRUE);
+  run_linear (rng, a, GEMM_K_AT (a, 2 * a), 2 * a, TRUE);
+  /* many FLOPs, but the longer side is only SPLIT_ALIGN (one block) or one
+   * more (two) */
+  run_linear (rng, PP_CPU_GEMM_SPLIT_ALIGN, PP_CPU_GEMM_GRAIN_FLOPS
+      / PP_CPU_GEMM_SPLIT_ALIGN, 3, FALSE);
+  run_linear (rng, PP_CPU_GEMM_SPLIT_ALIGN + 1, PP_CPU_GEMM_GRAIN_FLOPS
+      / PP_CPU_GEMM_SPLIT_ALIGN, 3, FALSE);
+  /* ragged blocks at 2 and 4 threads: 77 rows, 300 rows */
   run_linear (rng, 300, 64, 48, TRUE);
   run_linear (rng, 77, 256, 200, FALSE);
   g_rand_free (rng);
@@ -366,8 +842,10 @@ run_matmul (GRand * rng, gboolean ta, gboolean tb, int m, int n, int k,
   g_autofree float *got = g_new (float, (size_t) m * n);
   g_autofree gchar *what = g_strdup_printf ("matmul %c%c %dx%dx%d%s",
       ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, accumulate ? " +=" : "");
+  Paths before = paths_now ();
 
   pp_matmul (ta, tb, m, n, k, a, lda, b, ldb, accumulate, y, ldy);
+  check_gemm_path (what, &before, m, n, k);
   for (int i = 0; i < m; i++) {
     for (int j = 0; j < n; j++) {
       double acc = accumulate ? y0[(size_t) i * ldy + j] : 0.0;
@@ -379,22 +857,24 @@ run_matmul (GRand * rng, gboolean ta, gboolean tb, int m, int n, int k,
       ref[(size_t) i * n + j] = acc;
       got[(size_t) i * n + j] = y[(size_t) i * ldy + j];
     }
-    /* the slack between rows of y is left alone */
+    /* The slack between rows is not y: untouched. */
     for (int j = n; j < ldy; j++)
-      g_assert_cmpfloat (y[(size_t) i * ldy + j], ==,
-          y0[(size_t) i * ldy + j]);
+      g_assert_cmpfloat (y[(size_t) i * ldy + j], ==, y0[(size_t) i * ldy
+              + j]);
   }
-  check_close (what, got, ref, (size_t) m * n);
+  check_dot (what, got, ref, (size_t) m * n, k);
 }
 
 static void
 test_matmul (void)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 11);
+  GRand *rng = g_rand_new_with_seed (SEED + 6);
 
+  /* small (whole), split by columns, split by rows */
   for (int t = 0; t < 4; t++) {
     run_matmul (rng, t & 1, t >> 1, 9, 7, 5, t % 2 == 0);
     run_matmul (rng, t & 1, t >> 1, 64, 200, 64, t % 2 == 1);
+    run_matmul (rng, t & 1, t >> 1, 201, 40, 70, t % 2 == 0);
   }
   g_rand_free (rng);
 }
@@ -424,7 +904,7 @@ static void
 test_for_rows (void)
 {
   const int rows = 1000, in = 64, out = 96;
-  GRand *rng = g_rand_new_with_seed (SEED + 12);
+  GRand *rng = g_rand_new_with_seed (SEED + 7);
   g_autofree float *x = random_floats (rng, (size_t) rows * in, 1.0);
   g_autofree float *w = random_floats (rng, (size_t) out * in, 1.0);
   g_autofree float *y = g_new (float, (size_t) rows * out);
@@ -432,9 +912,22 @@ test_for_rows (void)
   g_autofree gint *hits = g_new0 (gint, rows);
   RowsCase c = { hits, x, w, y, in, out };
 
+  /* min_rows from 1 to past rows / 2: split and not */
   for (int min_rows = 1; min_rows <= 2 * rows; min_rows *= 7) {
+    const gboolean split = loop_splits (rows, min_rows);
+    Paths before = paths_now ();
+    guint64 loops;
+
     memset (hits, 0, rows * sizeof (gint));
     pp_for_rows (rows, min_rows, rows_linear, &c);
+    /* A split region is the one loop on the team: the ops inside run
+     * serially on their thread.  One that does not split runs on the
+     * caller, and its ops use the team. */
+    loops = paths_since (&before, PP_CPU_PATH_LOOP_SPLIT);
+    if (loops != (split ? 1
+            : expected_gemm_path (rows, out, in) != PP_CPU_PATH_GEMM_WHOLE))
+      g_error ("for_rows min_rows %d: %" G_GUINT64_FORMAT " loops ran on "
+          "the team", min_rows, loops);
     for (int r = 0; r < rows; r++)
       g_assert_cmpint (hits[r], ==, 1);
   }
@@ -446,20 +939,22 @@ test_for_rows (void)
         acc += (double) x[(size_t) r * in + i] * w[(size_t) o * in + i];
       ref[(size_t) r * out + o] = acc;
     }
-  check_close ("for_rows linear", y, ref, (size_t) rows * out);
+  check_dot ("for_rows linear", y, ref, (size_t) rows * out, in);
   pp_for_rows (0, 1, rows_linear, &c);
   g_rand_free (rng);
 }
 
 /* attention */
 
-static void
+/* Fills @out and returns max |score| (scale · q·k). */
+static double
 attention_reference (const float *q, const float *k, const float *v, int n,
     int lq, int lk, int heads, int hd, double *out)
 {
   const int ld = heads * hd;
   const double scale = 1.0 / sqrt (hd);
   g_autofree double *s = g_new (double, lk);
+  double max_score = 0.0;
 
   for (int b = 0; b < n; b++)
     for (int h = 0; h < heads; h++)
@@ -475,39 +970,80 @@ attention_reference (const float *q, const float *k, const float *v, int n,
             dot += (double) qi[d] * kj[d];
           s[j] = dot * scale;
           max = MAX (max, s[j]);
+          max_score = MAX (max_score, fabs (s[j]));
         }
-        for (int j = 0; j < lk; j++)
-          sum += exp (s[j] - max);
+        for (int j = 0; j < lk; j++) {
+          s[j] = exp (s[j] - max);
+          sum += s[j];
+        }
         for (int d = 0; d < hd; d++) {
           double acc = 0.0;
 
           for (int j = 0; j < lk; j++)
-            acc += exp (s[j] - max) / sum
-                * v[((size_t) b * lk + j) * ld + h * hd + d];
-          out[((size_t) b * lq + i) * ld + h * hd + d] = acc;
+            acc += s[j] * v[((size_t) b * lk + j) * ld + h * hd + d];
+          out[((size_t) b * lq + i) * ld + h * hd + d] = acc / sum;
         }
       }
+  return max_score;
+}
+
+static gboolean
+attention_fused (int head_dim)
+{
+  return pp_cpu_avx512_kernels () && head_dim <= PP_CPU_FUSED_MAX_HEAD_DIM;
+}
+
+/* Runs one attention on q, k, v (n, lq, lk, heads, head_dim as named) and
+ * checks its path, its own thread splits when @splits is not ANY_SPLITS,
+ * and its values. */
+static void
+check_attention (const gchar * what, const float *q, const float *k,
+    const float *v, int n, int lq, int lk, int heads, int hd, int splits)
+{
+  const size_t nq = (size_t) n * lq * heads * hd;
+  const size_t nk = (size_t) n * lk * heads * hd;
+  const gboolean fused = attention_fused (hd);
+  g_autofree float *out = g_new (float, nq);
+  g_autofree double *ref = g_new (double, nq);
+  g_autofree gchar *where = g_strdup_printf ("%s (%s)", what,
+      fused ? "fused" : "GEMM");
+  Paths before;
+  double max_score;
+
+  for (size_t i = 0; i < nq; i++)
+    out[i] = NAN;
+  before = paths_now ();
+  pp_attention (q, k, v, n, lq, lk, heads, hd, out);
+  check_path (where, &before, PP_CPU_PATH_ATTENTION_FUSED, fused);
+  check_path (where, &before, PP_CPU_PATH_ATTENTION_BLOCK, fused ? 0
+      : (guint64) n * heads * ceil_div (lq, PP_ATTENTION_QUERY_BLOCK));
+  if (splits != ANY_SPLITS)
+    check_splits (where, &before, splits);
+  max_score = attention_reference (q, k, v, n, lq, lk, heads, hd, ref);
+  check_close (where, out, ref, nq, NULL, max_abs_float (v, nk)
+      * MAX (1.0, max_score), TOL_ATTENTION);
 }
 
 static void
-run_attention (GRand * rng, int n, int lq, int lk, int heads, int hd,
-    double amplitude)
+run_attention_splits (GRand * rng, int n, int lq, int lk, int heads, int hd,
+    double amplitude, int splits)
 {
   const size_t nq = (size_t) n * lq * heads * hd;
   const size_t nk = (size_t) n * lk * heads * hd;
   g_autofree float *q = random_floats (rng, nq, amplitude);
   g_autofree float *k = random_floats (rng, nk, amplitude);
   g_autofree float *v = random_floats (rng, nk, 1.0);
-  g_autofree float *out = g_new (float, nq);
-  g_autofree double *ref = g_new (double, nq);
   g_autofree gchar *what = g_strdup_printf ("attention n%d lq%d lk%d heads%d "
       "head_dim%d amplitude %g", n, lq, lk, heads, hd, amplitude);
 
-  for (size_t i = 0; i < nq; i++)
-    out[i] = NAN;
-  pp_attention (q, k, v, n, lq, lk, heads, hd, out);
-  attention_reference (q, k, v, n, lq, lk, heads, hd, ref);
-  check_close (what, out, ref, nq);
+  check_attention (what, q, k, v, n, lq, lk, heads, hd, splits);
+}
+
+static void
+run_attention (GRand * rng, int n, int lq, int lk, int heads, int hd,
+    double amplitude)
+{
+  run_attention_splits (rng, n, lq, lk, heads, hd, amplitude, ANY_SPLITS);
 }
 
 /* Every score strongly negative (q in [6, 7], k in [-7, -6]): a row
@@ -521,8 +1057,6 @@ run_attention_negative (GRand * rng, int lq, int lk, int hd)
   g_autofree float *q = random_floats (rng, nq, 0.5);
   g_autofree float *k = random_floats (rng, nk, 0.5);
   g_autofree float *v = random_floats (rng, nk, 1.0);
-  g_autofree float *out = g_new (float, nq);
-  g_autofree double *ref = g_new (double, nq);
   g_autofree gchar *what = g_strdup_printf ("attention negative scores lq%d "
       "lk%d head_dim%d", lq, lk, hd);
 
@@ -530,46 +1064,97 @@ run_attention_negative (GRand * rng, int lq, int lk, int hd)
     q[i] += 6.5f;
   for (size_t i = 0; i < nk; i++)
     k[i] -= 6.5f;
-  pp_attention (q, k, v, 1, lq, lk, heads, hd, out);
-  attention_reference (q, k, v, 1, lq, lk, heads, hd, ref);
-  check_close (what, out, ref, nq);
+  check_attention (what, q, k, v, 1, lq, lk, heads, hd, ANY_SPLITS);
 }
 
-static void
-test_attention (void)
-{
-  GRand *rng = g_rand_new_with_seed (SEED + 5);
+/* The softmax's minimum chunk of rows for @lk keys on the GEMM path. */
+#define SOFTMAX_MIN_ROWS(lk) (PP_CPU_SOFTMAX_GRAIN_SCORES / (lk) + 1)
 
-  /* More queries than one block: a full block and a partial one. */
-  G_STATIC_ASSERT (300 > PP_ATTENTION_QUERY_BLOCK);
-  G_STATIC_ASSERT (300 < 2 * PP_ATTENTION_QUERY_BLOCK);
+/* Heads above FUSED_MAX_HEAD_DIM (every SD1.5 and SD-Turbo layer), and
+ * every head without the AVX-512 kernels: GEMMs per block of queries. */
+static void
+test_attention_gemm (void)
+{
+  const int qb = PP_ATTENTION_QUERY_BLOCK;
+  const int lk_split = 200;
+  GRand *rng = g_rand_new_with_seed (SEED + 8);
+
+  /* query blocks: one partial, one whole, whole + one row, two whole */
+  run_attention (rng, 1, qb - 1, 77, 2, PP_CPU_FUSED_MAX_HEAD_DIM + 1, 1.0);
+  run_attention (rng, 1, qb, PP_CPU_SUM_BLOCK + 1, 1, 40, 1.0);
+  run_attention (rng, 1, qb + 1, 2 * PP_CPU_SUM_BLOCK + 37, 1, 64, 1.0);
+  run_attention (rng, 1, 2 * qb, 5, 1, 80, 1.0);
+  /* cross-attention: few queries, text keys; head_dim 160; one key */
+  run_attention (rng, 2, 7, 77, 2, 160, 1.0);
+  run_attention (rng, 1, 9, 1, 1, 64, 1.0);
+  /* softmax rows of exactly PP_CPU_LANES and SUM_BLOCK */
+  run_attention (rng, 1, 33, PP_CPU_LANES, 2, 40, 1.0);
+  run_attention (rng, 1, 33, PP_CPU_SUM_BLOCK, 2, 40, 1.0);
+  /* the softmax's split over rows (its own loop, not the GEMMs'): one row
+   * short, and split */
+  G_STATIC_ASSERT (2 * SOFTMAX_MIN_ROWS (200) <= PP_ATTENTION_QUERY_BLOCK);
+  run_attention_splits (rng, 1, 2 * SOFTMAX_MIN_ROWS (lk_split) - 1,
+      lk_split, 1, 64, 1.0, 0);
+  run_attention_splits (rng, 1, 2 * SOFTMAX_MIN_ROWS (lk_split), lk_split,
+      1, 64, 1.0, pp_cpu_parallel_threads () > 1);
+  /* large scores: exp would overflow without subtracting the max */
+  run_attention (rng, 1, 33, 29, 2, 64, 30.0);
+  run_attention_negative (rng, 13, 77, 40);
+  g_rand_free (rng);
+}
+
+/* The fused minimum chunk, in (head, query) rows. */
+#define FUSED_SPLIT_ROWS (2 * PP_CPU_FUSED_GRAIN_ROWS)
+
+/* Heads up to FUSED_MAX_HEAD_DIM: the fused path where the AVX-512 kernels
+ * run, the GEMM path elsewhere. */
+static void
+test_attention_fused (void)
+{
+  const int key_step = PP_CPU_FUSED_KEY_VECS * PP_CPU_FUSED_LANES;
+  GRand *rng = g_rand_new_with_seed (SEED + 9);
+
+  /* p·v key by key (head_dim a multiple of the lanes: 32, 16), from the
+   * packed values (24, 6, 5, 3, 1), or fused with the exp (8) */
+  run_attention (rng, 1, 70, 77, 2, PP_CPU_FUSED_MAX_HEAD_DIM, 1.0);
+  run_attention (rng, 2, 9, 200, 3, 16, 1.0);
+  run_attention (rng, 1, 21, 77, 2, 24, 1.0);
   run_attention (rng, 2, 300, 37, 3, 5, 1.0);
-  run_attention (rng, 2, 7, 60, 2, 16, 1.0);    /* cross: lq < lk */
-  run_attention (rng, 1, 60, 60, 4, 8, 1.0);
+  run_attention (rng, 1, 33, 29, 2, 6, 1.0);
   run_attention (rng, 1, 2 * PP_ATTENTION_QUERY_BLOCK, 5, 1, 3, 1.0);
   run_attention (rng, 1, 1, 1, 1, 1, 1.0);
-  run_attention (rng, 2, 301, 257, 2, 8, 1.0);  /* threads in the softmax */
-  /* Large scores: exp would overflow without subtracting the max. */
-  run_attention (rng, 1, 33, 29, 2, 6, 30.0);
-  /* Fused path: key blocks of 64 plus single vectors and a masked tail
-   * (lk 77, 200), row groups of 4 plus single rows (lq 70, 9), p·v by
-   * lanes (head_dim 8) and key by key (16, 32), large scores into the
-   * exp clamp. */
-  run_attention (rng, 1, 70, 77, 2, 32, 1.0);
-  run_attention (rng, 2, 9, 200, 3, 16, 1.0);
-  run_attention (rng, 1, 70, 130, 2, 8, 1.0);
-  run_attention (rng, 1, 21, 77, 2, 8, 30.0);
-  run_attention (rng, 1, 21, 77, 2, 16, 30.0);
+  run_attention (rng, 1, 60, 60, 4, 8, 1.0);
+  /* keys against the key step (4 vectors): one short (masked), exactly,
+   * one more (a single masked vector after it); fewer than one vector */
+  run_attention (rng, 1, 13, key_step - 1, 2, 16, 1.0);
+  run_attention (rng, 1, 13, key_step, 2, 16, 1.0);
+  run_attention (rng, 1, 13, key_step + 1, 2, 16, 1.0);
+  run_attention (rng, 1, 13, PP_CPU_FUSED_LANES - 3, 2, 16, 1.0);
+  /* fused_softmax past its SUM_BLOCK, for each p·v */
+  run_attention (rng, 1, 13, PP_CPU_SUM_BLOCK + 1, 2,
+      PP_CPU_FUSED_MAX_HEAD_DIM, 1.0);
+  run_attention (rng, 1, 13, 2 * PP_CPU_SUM_BLOCK + 37, 2, 16, 1.0);
+  run_attention (rng, 1, 13, PP_CPU_SUM_BLOCK + 1, 2, 24, 1.0);
   /* head_dim 8, exp fused with p·v: row pairs plus a lone row (lq 71, 23:
    * groups of 4 leave 3), keys past several SUM_BLOCKs (1024, 1000: not a
-   * multiple of 64 or 256), text length 77, one key, large scores. */
-  run_attention (rng, 1, 71, 1024, 2, 8, 1.0);
-  run_attention (rng, 1, 23, 1000, 3, 8, 1.0);
-  run_attention (rng, 2, 71, 77, 2, 8, 1.0);
-  run_attention (rng, 1, 5, 1, 2, 8, 1.0);
+   * multiple of 64 or 256), text length 77, one key. */
+  run_attention (rng, 1, 71, 1024, 2, PP_CPU_FUSED_SMALL_HEAD_DIM, 1.0);
+  run_attention (rng, 1, 23, 1000, 3, PP_CPU_FUSED_SMALL_HEAD_DIM, 1.0);
+  run_attention (rng, 2, 71, 77, 2, PP_CPU_FUSED_SMALL_HEAD_DIM, 1.0);
+  run_attention (rng, 1, 5, 1, 2, PP_CPU_FUSED_SMALL_HEAD_DIM, 1.0);
+  /* the split over (head, query) rows with one head (whose packing cannot
+   * split): one row short, and split; three heads of 13 rows, whose
+   * chunks start inside a head and off a group of FUSED_ROWS */
+  run_attention_splits (rng, 1, FUSED_SPLIT_ROWS - 1, 77, 1, 16, 1.0,
+      attention_fused (16) ? 0 : ANY_SPLITS);
+  run_attention_splits (rng, 1, FUSED_SPLIT_ROWS, 77, 1, 16, 1.0,
+      attention_fused (16) ? pp_cpu_parallel_threads () > 1 : ANY_SPLITS);
+  run_attention (rng, 1, 13, 77, 3, 16, 1.0);
+  /* large scores into the exp clamp; base-2 exp (fused_exp2) with most
+   * 2^(s - max) below the denormals */
+  run_attention (rng, 1, 21, 77, 2, 8, 30.0);
+  run_attention (rng, 1, 21, 77, 2, 16, 30.0);
   run_attention (rng, 1, 23, 1024, 2, 8, 30.0);
-  /* Base-2 exp (fused_exp2): scores so large that most 2^(s - max) go
-   * below the denormals, through the clamp, for both fused exps. */
   run_attention (rng, 1, 21, 77, 2, 8, 100.0);
   run_attention (rng, 1, 21, 77, 2, 16, 100.0);
   run_attention_negative (rng, 13, 77, 8);
@@ -600,38 +1185,61 @@ ref_gelu (double x)
   return 0.5 * x * (1.0 + erf (x / sqrt (2.0)));
 }
 
-static void
-run_unary (GRand * rng, const gchar * name, size_t n,
-    void (*op) (float *, size_t), RefFunc ref_func)
+typedef struct
 {
-  g_autofree gchar *what = g_strdup_printf ("%s %zu", name, n);
-  g_autofree float *x = random_floats (rng, n, 12.0);
-  g_autofree float *y = g_memdup2 (x, n * sizeof (float));
-  g_autofree double *ref = g_new (double, n);
+  const gchar *name;
+  void (*op) (float *, size_t);
+  RefFunc ref;
+  size_t grain;
+  gboolean scale_by_input;      /* GELU: see TOL_UNARY */
+} Unary;
 
-  x[0] = 0.0f;
-  x[1] = -100.0f;
-  x[2] = 100.0f;
-  memcpy (y, x, n * sizeof (float));
-  op (y, n);
-  for (size_t i = 0; i < n; i++)
-    ref[i] = ref_func (x[i]);
-  check_close (what, y, ref, n);
+static const Unary unary_ops[] = {
+  {"silu", pp_silu, ref_silu, PP_CPU_GRAIN_MATH, FALSE},
+  {"relu", pp_relu, ref_relu, PP_CPU_GRAIN_MEMORY, FALSE},
+  {"tanh", pp_tanh, tanh, PP_CPU_GRAIN_MATH, FALSE},
+  {"gelu", pp_gelu, ref_gelu, PP_CPU_GRAIN_MATH, TRUE},
+};
+
+static void
+run_unary (GRand * rng, const Unary * u, size_t n)
+{
+  g_autofree gchar *what = g_strdup_printf ("%s %zu", u->name, n);
+  g_autofree float *x = random_floats (rng, n, 12.0);
+  g_autofree float *y = NULL;
+  g_autofree double *ref = g_new (double, n);
+  g_autofree double *scale = g_new (double, n);
+  const float fixed[] = { 0.0f, -100.0f, 100.0f };
+  Paths before;
+
+  /* Saturation on both sides, where there is room. */
+  memcpy (x, fixed, MIN (n, G_N_ELEMENTS (fixed)) * sizeof (float));
+  y = g_memdup2 (x, n * sizeof (float));
+  before = paths_now ();
+  u->op (y, n);
+  check_splits (what, &before, loop_splits (n, u->grain));
+  for (size_t i = 0; i < n; i++) {
+    ref[i] = u->ref (x[i]);
+    scale[i] = u->scale_by_input ? fabs (x[i]) : fabs (ref[i]);
+  }
+  check_close (what, y, ref, n, scale, 0.0, TOL_UNARY);
 }
 
 static void
 test_unary (void)
 {
-  static const size_t sizes[] = { 1001, LARGE_ELEMENTS };
-  GRand *rng = g_rand_new_with_seed (SEED + 6);
+  GRand *rng = g_rand_new_with_seed (SEED + 10);
 
-  /* Odd lengths, the larger one split across threads; the range covers
-   * saturation on both sides. */
-  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++) {
-    run_unary (rng, "silu", sizes[i], pp_silu, ref_silu);
-    run_unary (rng, "relu", sizes[i], pp_relu, ref_relu);
-    run_unary (rng, "tanh", sizes[i], pp_tanh, tanh);
-    run_unary (rng, "gelu", sizes[i], pp_gelu, ref_gelu);
+  for (guint o = 0; o < G_N_ELEMENTS (unary_ops); o++) {
+    const Unary *u = &unary_ops[o];
+    /* Vector tails of 4, 8 and 16 lanes; one element short of the split,
+     * and split. */
+    const size_t sizes[] = { 1, 3, 7, 15, 17, 1001, 2 * u->grain - 1,
+      2 * u->grain
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+      run_unary (rng, u, sizes[i]);
   }
   g_rand_free (rng);
 
@@ -643,70 +1251,130 @@ test_unary (void)
   g_assert_true (isnan (pp_math_relu (NAN)));
 }
 
+/* NaN and ±inf through the vectorised loops, at every position of a
+ * vector and in the tail. */
 static void
-run_geglu (int rows, int d)
+test_unary_nonfinite (void)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 7);
-  g_autofree float *x = random_floats (rng, (size_t) rows * 2 * d, 4.0);
-  g_autofree float *y = g_new (float, (size_t) rows * d);
-  g_autofree double *ref = g_new (double, (size_t) rows * d);
+  const size_t n = 4 * PP_CPU_LANES + 5;
+  /* For the one finite input, 1: a few ulps. */
+  const float finite_tol = 1e-6f;
+  const float special[] = { NAN, INFINITY, -INFINITY, 1.0f };
+  /* expected[op][special]: NaN stays NaN; silu(-inf) and gelu(-inf) are
+   * -inf · 0 (see pp-ops-math.h) */
+  const float expected[][G_N_ELEMENTS (special)] = {
+    {NAN, INFINITY, NAN, 0.7310585786f},
+    {NAN, INFINITY, 0.0f, 1.0f},
+    {NAN, 1.0f, -1.0f, 0.7615941559f},
+    {NAN, INFINITY, NAN, 0.8413447461f},
+  };
+
+  G_STATIC_ASSERT (G_N_ELEMENTS (expected) == G_N_ELEMENTS (unary_ops));
+  for (guint o = 0; o < G_N_ELEMENTS (unary_ops); o++) {
+    g_autofree float *x = g_new (float, n);
+
+    for (size_t i = 0; i < n; i++)
+      x[i] = special[i % G_N_ELEMENTS (special)];
+    unary_ops[o].op (x, n);
+    for (size_t i = 0; i < n; i++) {
+      const float e = expected[o][i % G_N_ELEMENTS (special)];
+      const gboolean ok = isnan (e) ? isnan (x[i])
+          : x[i] == e || fabsf (x[i] - e) <= finite_tol;
+
+      if (!ok)
+        g_error ("%s(%g) at %zu: %g, expected %g", unary_ops[o].name,
+            special[i % G_N_ELEMENTS (special)], i, x[i], e);
+    }
+  }
+}
+
+static void
+run_geglu (GRand * rng, int rows, int d)
+{
+  const size_t total = (size_t) rows * d;
+  g_autofree float *x = random_floats (rng, total * 2, 4.0);
+  g_autofree float *y = g_new (float, total);
+  g_autofree double *ref = g_new (double, total);
+  g_autofree double *scale = g_new (double, total);
   g_autofree gchar *what = g_strdup_printf ("geglu %dx(2x%d)", rows, d);
+  Paths before = paths_now ();
 
   pp_geglu (x, rows, d, y);
+  check_splits (what, &before, loop_splits (rows,
+          PP_CPU_GRAIN_MATH / d + 1));
   for (int r = 0; r < rows; r++)
-    for (int i = 0; i < d; i++)
-      ref[(size_t) r * d + i] = x[(size_t) r * 2 * d + i]
-          * ref_gelu (x[(size_t) r * 2 * d + d + i]);
-  check_close (what, y, ref, (size_t) rows * d);
-  g_rand_free (rng);
+    for (int i = 0; i < d; i++) {
+      const double value = x[(size_t) r * 2 * d + i];
+      const double gate = x[(size_t) r * 2 * d + d + i];
+
+      ref[(size_t) r * d + i] = value * ref_gelu (gate);
+      scale[(size_t) r * d + i] = fabs (value * gate);
+    }
+  check_close (what, y, ref, total, scale, 0.0, TOL_UNARY);
 }
+
+/* Rows of @d values whose loop is one row short of splitting. */
+#define GEGLU_SPLIT_ROWS(d) (2 * (PP_CPU_GRAIN_MATH / (d) + 1))
 
 static void
 test_geglu (void)
 {
-  run_geglu (11, 13);
-  run_geglu (1001, 160);        /* threads */
+  GRand *rng = g_rand_new_with_seed (SEED + 11);
+
+  run_geglu (rng, 11, 13);
+  run_geglu (rng, GEGLU_SPLIT_ROWS (13) - 1, 13);
+  run_geglu (rng, GEGLU_SPLIT_ROWS (13), 13);
+  run_geglu (rng, GEGLU_SPLIT_ROWS (160) - 1, 160);
+  run_geglu (rng, GEGLU_SPLIT_ROWS (160), 160);
+  g_rand_free (rng);
 }
 
 static void
-run_add_scale (size_t n)
+run_add_scale (GRand * rng, size_t n)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 8);
   g_autofree float *a = random_floats (rng, n, 1.0);
   g_autofree float *b = random_floats (rng, n, 1.0);
   g_autofree float *y = g_memdup2 (a, n * sizeof (float));
   g_autofree float *expect = g_new (float, n);
+  g_autofree gchar *what = g_strdup_printf ("add, scale %zu", n);
+  Paths before = paths_now ();
 
   pp_add (y, b, n);
-  for (size_t i = 0; i < n; i++)
-    expect[i] = a[i] + b[i];
-  check_equal ("add", y, expect, n);
   pp_scale (y, n, -0.375f);
+  check_splits (what, &before, 2 * loop_splits (n, PP_CPU_GRAIN_MEMORY));
   for (size_t i = 0; i < n; i++)
-    expect[i] *= -0.375f;
-  check_equal ("scale", y, expect, n);
-  g_rand_free (rng);
+    expect[i] = (a[i] + b[i]) * -0.375f;
+  check_equal (what, y, expect, n);
 }
 
 static void
 test_add_scale (void)
 {
-  run_add_scale (103);
-  run_add_scale (LARGE_ELEMENTS);       /* threads */
+  const size_t sizes[] = { 1, 7, 15, 103, 2 * PP_CPU_GRAIN_MEMORY - 1,
+    2 * PP_CPU_GRAIN_MEMORY
+  };
+  GRand *rng = g_rand_new_with_seed (SEED + 12);
+
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    run_add_scale (rng, sizes[i]);
+  g_rand_free (rng);
 }
 
 static void
-test_add_channel (void)
+run_add_channel (GRand * rng, int n, int c, int hw)
 {
-  const int n = 2, c = 3, hw = 17;
   const size_t total = (size_t) n * c * hw;
-  GRand *rng = g_rand_new_with_seed (SEED + 9);
   g_autofree float *x = random_floats (rng, total, 1.0);
   g_autofree float *v = random_floats (rng, (size_t) n * c, 1.0);
   g_autofree float *y = g_memdup2 (x, total * sizeof (float));
   g_autofree float *expect = g_new (float, total);
+  g_autofree gchar *what = g_strdup_printf ("add_channel %dx%dx%d", n, c,
+      hw);
+  Paths before = paths_now ();
 
   pp_add_channel (y, n, c, hw, v);
+  check_splits (what, &before, loop_splits ((size_t) n * c,
+          PP_CPU_GRAIN_MEMORY / hw + 1));
   for (int b = 0; b < n; b++)
     for (int ch = 0; ch < c; ch++)
       for (int i = 0; i < hw; i++) {
@@ -714,46 +1382,90 @@ test_add_channel (void)
 
         expect[at] = x[at] + v[b * c + ch];
       }
-  check_equal ("add_channel", y, expect, total);
+  check_equal (what, y, expect, total);
+}
+
+/* Planes of @hw values whose loop is one plane short of splitting. */
+#define PLANE_SPLIT(hw) (2 * (PP_CPU_GRAIN_MEMORY / (hw) + 1))
+
+static void
+test_add_channel (void)
+{
+  GRand *rng = g_rand_new_with_seed (SEED + 13);
+
+  run_add_channel (rng, 2, 3, 17);
+  /* planes (sample, channel) one short of the split, and split; planes
+   * of more than GRAIN_MEMORY, a chunk of one plane: 1 and 2 planes */
+  run_add_channel (rng, 1, PLANE_SPLIT (17) - 1, 17);
+  run_add_channel (rng, 2, PLANE_SPLIT (17) / 2, 17);
+  run_add_channel (rng, 1, 1, PP_CPU_GRAIN_MEMORY + 1);
+  run_add_channel (rng, 1, 2, PP_CPU_GRAIN_MEMORY + 1);
   g_rand_free (rng);
 }
 
 /* layout */
 
+/* Whether the transpose of @n matrices [rows, cols] splits. */
+static gboolean
+transpose_splits (int n, int rows, int cols)
+{
+  return loop_splits ((size_t) n * ceil_div (rows, PP_CPU_TRANSPOSE_TILE),
+      PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) PP_CPU_TRANSPOSE_TILE * cols)
+      + 1);
+}
+
 static void
-run_transpose (int n, int c, int hw)
+run_transpose (GRand * rng, int n, int c, int hw)
 {
   const size_t total = (size_t) n * c * hw;
-  GRand *rng = g_rand_new_with_seed (SEED + 10);
   g_autofree float *x = random_floats (rng, total, 1.0);
   g_autofree float *nlc = g_new (float, total);
   g_autofree float *back = g_new (float, total);
   g_autofree float *expect = g_new (float, total);
   g_autofree gchar *what = g_strdup_printf ("nchw_to_nlc %dx%dx%d", n, c,
       hw);
+  g_autofree gchar *what_back = g_strdup_printf ("nlc_to_nchw %dx%dx%d", n,
+      c, hw);
+  Paths before = paths_now ();
 
   pp_nchw_to_nlc (x, n, c, hw, nlc);
+  check_splits (what, &before, transpose_splits (n, c, hw));
   for (int b = 0; b < n; b++)
     for (int ch = 0; ch < c; ch++)
       for (int i = 0; i < hw; i++)
         expect[((size_t) b * hw + i) * c + ch] =
             x[((size_t) b * c + ch) * hw + i];
   check_equal (what, nlc, expect, total);
+  before = paths_now ();
   pp_nlc_to_nchw (nlc, n, c, hw, back);
-  check_equal ("nlc_to_nchw round trip", back, x, total);
-  g_rand_free (rng);
+  check_splits (what_back, &before, transpose_splits (n, hw, c));
+  check_equal (what_back, back, x, total);
 }
+
+/* Source rows whose tile bands leave the loop one item short of the split
+ * for @cols columns (with a ragged last band). */
+#define TRANSPOSE_SPLIT_ROWS(cols) \
+  ((2 * (PP_CPU_LAYOUT_GRAIN_VALUES / (PP_CPU_TRANSPOSE_TILE * (cols)) + 1) \
+      - 2) * PP_CPU_TRANSPOSE_TILE + 5)
 
 static void
 test_transpose (void)
 {
-  static const int shapes[][3] = {
-    {2, 37, 70},                /* not multiples of the tile */
-    {2, 320, 1030},             /* threads */
-  };
+  const int t = PP_CPU_TRANSPOSE_TILE;
+  GRand *rng = g_rand_new_with_seed (SEED + 14);
 
-  for (guint i = 0; i < G_N_ELEMENTS (shapes); i++)
-    run_transpose (shapes[i][0], shapes[i][1], shapes[i][2]);
+  /* rows and columns below, at and past the tile */
+  run_transpose (rng, 2, t - 1, t + 1);
+  run_transpose (rng, 1, t, t);
+  run_transpose (rng, 2, 37, 70);
+  run_transpose (rng, 1, 3, 2 * t + 7);
+  /* bands of tile rows (c for nchw_to_nlc): one short of the split and
+   * split, 70 columns (hw) */
+  run_transpose (rng, 1, TRANSPOSE_SPLIT_ROWS (70), 70);
+  run_transpose (rng, 1, TRANSPOSE_SPLIT_ROWS (70) + t, 70);
+  /* 320 channels, a 33×31 latent's tokens */
+  run_transpose (rng, 2, 320, 1023);
+  g_rand_free (rng);
 }
 
 static void
@@ -761,7 +1473,7 @@ test_concat (void)
 {
   const int n = 2, ca = 3, cb = 5, hw = 7;
   const size_t total = (size_t) n * (ca + cb) * hw;
-  GRand *rng = g_rand_new_with_seed (SEED + 11);
+  GRand *rng = g_rand_new_with_seed (SEED + 15);
   g_autofree float *a = random_floats (rng, (size_t) n * ca * hw, 1.0);
   g_autofree float *b = random_floats (rng, (size_t) n * cb * hw, 1.0);
   g_autofree float *y = g_new (float, total);
@@ -787,8 +1499,11 @@ run_upsample (GRand * rng, int n, int c, int h, int w, int f)
   g_autofree float *expect = g_new (float, total);
   g_autofree gchar *what = g_strdup_printf ("upsample_nearest %dx%dx%dx%d "
       "x%d", n, c, h, w, f);
+  Paths before = paths_now ();
 
   pp_upsample_nearest (x, n, c, h, w, f, y);
+  check_splits (what, &before, loop_splits ((size_t) n * c,
+          PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) h * w * f * f) + 1));
   for (int p = 0; p < n * c; p++)
     for (int oy = 0; oy < h * f; oy++)
       for (int ox = 0; ox < w * f; ox++)
@@ -797,15 +1512,19 @@ run_upsample (GRand * rng, int n, int c, int h, int w, int f)
   check_equal (what, y, expect, total);
 }
 
+/* Planes of h·w·f² output values one short of the split. */
+#define UPSAMPLE_SPLIT(out) (2 * (PP_CPU_LAYOUT_GRAIN_VALUES / (out) + 1) - 1)
+
 static void
 test_upsample (void)
 {
-  GRand *rng = g_rand_new_with_seed (SEED + 12);
+  GRand *rng = g_rand_new_with_seed (SEED + 16);
 
   run_upsample (rng, 2, 3, 5, 7, 2);
   run_upsample (rng, 1, 2, 3, 4, 3);
   run_upsample (rng, 1, 2, 3, 4, 1);
-  run_upsample (rng, 2, 64, 33, 17, 2);         /* threads */
+  run_upsample (rng, 1, UPSAMPLE_SPLIT (5 * 7 * 4), 5, 7, 2);
+  run_upsample (rng, 1, UPSAMPLE_SPLIT (5 * 7 * 4) + 1, 5, 7, 2);
   g_rand_free (rng);
 }
 
@@ -817,6 +1536,7 @@ check_embedding (float t, int dim, gboolean flip, float shift)
   const int half = dim / 2;
   g_autofree float *y = g_new (float, dim);
   g_autofree double *ref = g_new (double, dim);
+  g_autofree double *scale = g_new (double, dim);
   g_autofree gchar *what = g_strdup_printf ("timestep_embedding t=%g dim %d "
       "%s shift %g", t, dim, flip ? "[cos,sin]" : "[sin,cos]", shift);
 
@@ -829,10 +1549,13 @@ check_embedding (float t, int dim, gboolean flip, float shift)
 
     ref[flip ? half + k : k] = sin (t * f);
     ref[flip ? k : half + k] = cos (t * f);
+    scale[k] = scale[half + k] = 1.0 + fabs (t * f);
   }
-  if (dim % 2)
+  if (dim % 2) {
     ref[dim - 1] = 0.0;
-  check_close (what, y, ref, dim);
+    scale[dim - 1] = 1.0;
+  }
+  check_close (what, y, ref, dim, scale, 0.0, TOL_EMBEDDING);
 }
 
 static void
@@ -858,10 +1581,11 @@ test_timestep_embedding (void)
   check_embedding (999.0f, 320, TRUE, 0.0f);
   check_embedding (0.5f, 32, FALSE, 1.0f);
   check_embedding (42.0f, 7, TRUE, 0.0f);       /* odd: trailing 0 */
+  check_embedding (42.0f, 1, FALSE, 0.0f);      /* no frequency */
 }
 
 /* The vectorisable exp and erf of pp-ops-math.h against libm in double,
- * on a dense sweep. */
+ * on a dense sweep, and their non-finite inputs. */
 static void
 test_math (void)
 {
@@ -900,8 +1624,20 @@ test_math (void)
       3e-7);
   g_assert_true (isinf (pp_math_exp (88.8f)));
   g_assert_true (isinf (pp_math_exp (1000.0f)));
+  /* Non-finite inputs (see pp-ops-math.h). */
   g_assert_true (isnan (pp_math_exp (NAN)));
+  g_assert_cmpfloat (pp_math_exp (-INFINITY), ==, 0.0f);
+  g_assert_true (isinf (pp_math_exp (INFINITY)));
+  g_assert_true (isnan (pp_math_erf (NAN)));
+  g_assert_cmpfloat (pp_math_erf (INFINITY), ==, 1.0f);
+  g_assert_cmpfloat (pp_math_erf (-INFINITY), ==, -1.0f);
+  g_assert_cmpfloat (pp_math_sigmoid (INFINITY), ==, 1.0f);
+  g_assert_cmpfloat (pp_math_sigmoid (-INFINITY), ==, 0.0f);
+  g_assert_true (isnan (pp_math_sigmoid (NAN)));
+  g_assert_true (isnan (pp_math_silu (NAN)));
   g_assert_true (isnan (pp_math_gelu_erf (NAN)));
+  g_assert_true (isinf (pp_math_gelu_erf (INFINITY)));
+  g_assert_true (isnan (pp_math_tanh (NAN)));
 }
 
 /* The table and the wrappers agree. */
@@ -921,19 +1657,21 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_message ("threads of the CPU ops: %u",
-      pp_cpu_parallel_threads ());
+  g_test_add_func ("/kernels/ops/paths", test_paths);
   g_test_add_func ("/kernels/ops/table", test_table);
   g_test_add_func ("/kernels/ops/math", test_math);
   g_test_add_func ("/kernels/ops/conv2d", test_conv2d);
+  g_test_add_func ("/kernels/ops/conv2d-kernels", test_conv2d_kernels);
   g_test_add_func ("/kernels/ops/conv2d-bands", test_conv2d_bands);
   g_test_add_func ("/kernels/ops/group-norm", test_group_norm);
   g_test_add_func ("/kernels/ops/layer-norm", test_layer_norm);
   g_test_add_func ("/kernels/ops/linear", test_linear);
   g_test_add_func ("/kernels/ops/matmul", test_matmul);
   g_test_add_func ("/kernels/ops/for-rows", test_for_rows);
-  g_test_add_func ("/kernels/ops/attention", test_attention);
+  g_test_add_func ("/kernels/ops/attention-gemm", test_attention_gemm);
+  g_test_add_func ("/kernels/ops/attention-fused", test_attention_fused);
   g_test_add_func ("/kernels/ops/unary", test_unary);
+  g_test_add_func ("/kernels/ops/unary-nonfinite", test_unary_nonfinite);
   g_test_add_func ("/kernels/ops/geglu", test_geglu);
   g_test_add_func ("/kernels/ops/add-scale", test_add_scale);
   g_test_add_func ("/kernels/ops/add-channel", test_add_channel);
