@@ -37,7 +37,7 @@
 #define TAESD_SIDE 256
 #define UNET_TIMESTEP 500.0
 #define WEIGHT_SEED 1
-/* The full SD-Turbo forward: ~10 s a run on two cores, so fewer runs. */
+/* The full SD-Turbo forward: 5-10 s a run on two cores, so fewer runs. */
 #define TURBO_REPEATS 3
 #define TURBO_LATENT 64
 #define TURBO_TIMESTEP 999.0

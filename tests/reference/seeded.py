@@ -5,11 +5,11 @@ Counter-based: every element depends only on (seed, key, index), so any
 order of generation, and any split into chunks, gives the same bits.
 
     mix(z):  z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
-             z *= 0x94D049BB133111EB; z ^= z >> 31       (splitmix64's mixer)
+             z *= 0x94D049BB133111EB; z ^= z >> 31   (splitmix64's mixer)
     base  =  FNV-1a-64(UTF-8 bytes of key) XOR mix(seed)
-    z_i   =  mix(base + (i + 1) * 0x9E3779B97F4A7C15)     (mod 2**64, i in C order)
-    u_i   =  ((z_i >> 40) + 0.5) * 2**-23 - 1              (exact in float64, in (-1, 1))
-    x_i   =  float32(offset + scale * u_i)                 (float64, rounded once)
+    z_i   =  mix(base + (i + 1) * 0x9E3779B97F4A7C15)  (mod 2**64, C order)
+    u_i   =  ((z_i >> 40) + 0.5) * 2**-23 - 1   (exact in float64, in (-1, 1))
+    x_i   =  float32(offset + scale * u_i)      (in float64, rounded once)
 
     kind        scale                offset
     weight      sqrt(3 / fan_in)     0        fan_in = numel / shape[0]
