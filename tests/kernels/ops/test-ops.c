@@ -74,8 +74,7 @@
  * (Σ(got - ref)² / Σ ref²). */
 #include "pp-ops.h"
 #include "pp-ops-math.h"
-#include "pp-cpu-ops.h"
-#include "pp-cpu-parallel.h"
+#include "cpu-paths.h"
 
 #include <float.h>
 #include <math.h>
@@ -193,35 +192,6 @@ check_equal (const gchar * what, const float *got, const float *expect,
 
 /* Path counters */
 
-typedef struct
-{
-  guint64 count[PP_CPU_PATH_COUNT];
-} Paths;
-
-static Paths
-paths_now (void)
-{
-  Paths p;
-
-  for (int i = 0; i < PP_CPU_PATH_COUNT; i++)
-    p.count[i] = pp_cpu_path_count ((PpCpuPath) i);
-  return p;
-}
-
-static guint64
-paths_since (const Paths * before, PpCpuPath path)
-{
-  return pp_cpu_path_count (path) - before->count[path];
-}
-
-/* Whether pp_cpu_parallel_for runs a loop of @items with chunks of at
- * least @min_chunk on the team. */
-static gboolean
-loop_splits (size_t items, size_t min_chunk)
-{
-  return pp_cpu_parallel_threads () > 1 && items >= 2 * MAX (min_chunk, 1);
-}
-
 static void
 check_path (const gchar * what, const Paths * before, PpCpuPath path,
     guint64 expected)
@@ -326,12 +296,6 @@ expected_kernel (const ConvCase * c)
     return c->w >= PP_CPU_NARROW_BELOW_WIDTH
         && c->w % PP_CPU_DIRECT_LANES == 0 ? CONV_DIRECT : CONV_NARROW;
   return CONV_IM2COL;
-}
-
-static guint64
-ceil_div (guint64 a, guint64 b)
-{
-  return (a + b - 1) / b;
 }
 
 /* Bands (1×1: samples) the kernel runs for the case. */
@@ -733,37 +697,6 @@ test_layer_norm (void)
 }
 
 /* linear, matmul: GEMMs */
-
-/* The path pp_cpu_gemm takes for an m×n×k product (pp-cpu-gemm.c): a
- * block of rows or columns of C per thread, as many as the FLOPs give
- * grains and the longer side gives aligned blocks. */
-static PpCpuPath
-expected_gemm_path (int m, int n, int k)
-{
-  const double flops = 2.0 * m * n * k;
-  const int len = MAX (m, n);
-  double blocks = MIN ((double) pp_cpu_parallel_threads (),
-      floor (flops / PP_CPU_GEMM_GRAIN_FLOPS));
-
-  blocks = MIN (blocks, (double) ceil_div (len, PP_CPU_GEMM_SPLIT_ALIGN));
-  if (blocks < 2)
-    return PP_CPU_PATH_GEMM_WHOLE;
-  return m >= n ? PP_CPU_PATH_GEMM_SPLIT_ROWS : PP_CPU_PATH_GEMM_SPLIT_COLS;
-}
-
-static void
-check_gemm_path (const gchar * what, const Paths * before, int m, int n,
-    int k)
-{
-  const PpCpuPath expected = expected_gemm_path (m, n, k);
-
-  check_path (what, before, PP_CPU_PATH_GEMM_WHOLE,
-      expected == PP_CPU_PATH_GEMM_WHOLE);
-  check_path (what, before, PP_CPU_PATH_GEMM_SPLIT_ROWS,
-      expected == PP_CPU_PATH_GEMM_SPLIT_ROWS);
-  check_path (what, before, PP_CPU_PATH_GEMM_SPLIT_COLS,
-      expected == PP_CPU_PATH_GEMM_SPLIT_COLS);
-}
 
 static void
 run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
