@@ -34,7 +34,8 @@
  *   flops ≥ 2·GEMM_GRAIN_FLOPS, len > ALIGN     /linear: both sides of each
  *   rows (m ≥ n) or columns                     /linear, /matmul
  *   Attention (attention.c)
- *   head_dim ≤ FUSED_MAX_HEAD_DIM: fused        /attention-fused: 32, 24, 16, 8…
+ *   head_dim ≤ FUSED_MAX_HEAD_DIM: fused        /attention-fused: 32, 24, 16,
+ *                                               8, 6, 5, 3, 1
  *   head_dim > it (33, 40, 64, 80, 160): GEMM   /attention-gemm
  *   lq vs PP_ATTENTION_QUERY_BLOCK              /attention-gemm: QB-1, QB,
  *                                               QB+1, 2·QB
@@ -46,9 +47,10 @@
  *   fused split heads·lq ≥ 2·FUSED_GRAIN_ROWS   /attention-fused: both sides
  *   Convolution (conv.c)
  *   1×1 s1 p0: GEMM on x; other 1×1: im2col     /conv2d
- *   3×3 s1 p1: direct (w ≥ NARROW_BELOW_WIDTH,  /conv2d-kernels: w = 16, 32, 33,
- *   w % DIRECT_LANES = 0), else narrow          48, 64
- *   DIRECT_PACK_MIN_PIXELS                      /conv2d-kernels: n·h·w = P - 32, P
+ *   3×3 s1 p1: direct (w ≥ NARROW_BELOW_WIDTH,  /conv2d-kernels: w = 16, 32,
+ *   w % DIRECT_LANES = 0), else narrow          33, 48, 64
+ *   DIRECT_PACK_MIN_PIXELS                      /conv2d-kernels: n·h·w = P-32,
+ *                                               P (by rows and by samples)
  *   DIRECT_BAND_FLOATS: one band, several,      /conv2d-bands
  *   one row a band (clamp)
  *   NARROW_BAND_FLOATS: same, and the budget    /conv2d-bands
@@ -56,13 +58,22 @@
  *   narrow pixel blocks: 1-4 vectors, masks     /conv2d-kernels: 5, 35, 64, 80,
  *                                               81, 104, 120 pixels
  *   narrow split: blocks ≥ 2·(GRAIN/flops + 1)  /conv2d-kernels: both sides
+ *   direct split: band rows ≥ 2                 /conv2d-kernels: 1 and 2 rows
+ *   band copies' split over input channels      /conv2d-kernels: both sides,
+ *   (CONV_GRAIN_COL_VALUES)                     direct and narrow
  *   PP_CONV2D_COL_MAX_FLOATS: one band,         /conv2d-bands; /conv2d for one
  *   several, one row a band (clamp)
  *   im2col split: cin ≥ 2·(G/(kh·kw·cols) + 1)  /conv2d-kernels: both sides
  *   im2col strides 1, 2, other; taps wholly     /conv2d
  *   in the padding
- *   Parallel loop (parallel.c): test-parallel.c. The chunk cap MAX_CHUNKS
- *   needs over 16k threads: unreachable (PP_CPU_THREADS_MAX is 256).
+ *   Parallel loop (parallel.c): test-parallel.c (both sides of 2·min_chunk,
+ *   nested, concurrent callers, sleeping helpers, a forked child).  The
+ *   chunk cap MAX_CHUNKS needs over 16k threads: unreachable.
+ *   Vector clones (vectorize.h): AVX-512 in kernels-ops-*, AVX2 in
+ *   kernels-ops-portable-* on AVX-512 machines; the baseline clone runs
+ *   only on CPUs without AVX2 (a clang build runs clang's own baseline
+ *   code).
+ *   pp_resize_bilinear (pp-image.c): test-resize.c.
  *
  * Error bounds: each check divides |got - ref| by the magnitude the op's
  * float32 rounding error grows with (its "scale", given with each op) and
@@ -270,7 +281,8 @@ typedef struct
   (PP_CPU_DIRECT_BAND_FLOATS / ((cin) * ((w) + 2)) - 2)
 #define NARROW_BAND_ROWS(cin, w) \
   (PP_CPU_NARROW_BAND_FLOATS / (3 * (cin) * (w)) - 2)
-#define IM2COL_BAND_ROWS(k_len, wo) (PP_CONV2D_COL_MAX_FLOATS / ((k_len) * (wo)))
+#define IM2COL_BAND_ROWS(k_len, wo) \
+  (PP_CONV2D_COL_MAX_FLOATS / ((k_len) * (wo)))
 /* Input channels that leave @rows per band of width @w. */
 #define DIRECT_CIN_FOR_ROWS(rows, w) \
   (PP_CPU_DIRECT_BAND_FLOATS / (((w) + 2) * ((rows) + 2)))
@@ -281,10 +293,30 @@ typedef struct
 #define NARROW_BLOCK (PP_CPU_NARROW_VECS * PP_CPU_NARROW_LANES)
 #define NARROW_ITEM_FLOPS(cin) \
   (2 * 9 * (cin) * PP_CPU_NARROW_COUT_TILE * NARROW_BLOCK)
-#define NARROW_MIN_BLOCKS (PP_CPU_NARROW_GRAIN_FLOPS / NARROW_ITEM_FLOPS (1) + 1)
+#define NARROW_MIN_BLOCKS \
+  (PP_CPU_NARROW_GRAIN_FLOPS / NARROW_ITEM_FLOPS (1) + 1)
 /* im2col's minimum chunk of input channels for a 3×3 kernel and @cols
  * columns. */
 #define IM2COL_MIN_CIN(cols) (PP_CPU_CONV_GRAIN_COL_VALUES / (9 * (cols)) + 1)
+/* Floats of one of the narrow kernel's shifted input planes for @rows
+ * output rows of width @w: the rows and their halo, whole cache lines and
+ * the masked last vector's slack. */
+#define NARROW_PLANE(rows, w) \
+  ((((rows) + 2) * (w) + 2 * PP_CPU_NARROW_LANES - 1) / PP_CPU_NARROW_LANES \
+      * PP_CPU_NARROW_LANES)
+
+/* The fewest input channels for which the direct kernel's band copy runs
+ * on the team, a padded band row of one channel being @row floats: its
+ * minimum chunk is the grain over a row of all channels. */
+static int
+first_split_cin (int row)
+{
+  int cin = 1;
+
+  while (cin < 2 * (PP_CPU_CONV_GRAIN_COL_VALUES / (cin * row) + 1))
+    cin++;
+  return cin;
+}
 
 static ConvKernel
 expected_kernel (const ConvCase * c)
@@ -507,9 +539,29 @@ test_conv2d_kernels (void)
     {1, 2 * IM2COL_MIN_CIN (16) - 1, 8, 8, 1, 3, 3, 2, 1, FALSE,
         CONV_IM2COL, 0},
     {1, 2 * IM2COL_MIN_CIN (16), 8, 8, 1, 3, 3, 2, 1, FALSE, CONV_IM2COL, 1},
+    /* the direct kernel's loop over a band's rows (one input channel row
+     * each: its copy cannot split): one row, two */
+    {1, 3, 1, PP_CPU_NARROW_BELOW_WIDTH, 3, 3, 3, 1, 1, TRUE, CONV_DIRECT, 0},
+    {1, 3, 2, PP_CPU_NARROW_BELOW_WIDTH, 3, 3, 3, 1, 1, TRUE, CONV_DIRECT, 1},
+  };
+  const int wd = PP_CPU_NARROW_BELOW_WIDTH, wn = 16;
+  /* The band copies' loops over input channels, for one output row (the
+   * kernels' own loops cannot split): the fewest channels that split, and
+   * one less.  The direct kernel's minimum chunk is the grain over a padded
+   * row of all channels, the narrow one's over a channel's three shifted
+   * planes (NARROW_PLANE floats each, one row and its two halo rows). */
+  const int cd = first_split_cin (wd + 2);
+  const int cn = 2 * (PP_CPU_CONV_GRAIN_COL_VALUES / (3 * NARROW_PLANE (1,
+              wn)) + 1);
+  const ConvCase copy_cases[] = {
+    {1, cd - 1, 1, wd, 2, 3, 3, 1, 1, TRUE, CONV_DIRECT, 0},
+    {1, cd, 1, wd, 2, 3, 3, 1, 1, TRUE, CONV_DIRECT, 1},
+    {1, cn - 1, 1, wn, 2, 3, 3, 1, 1, TRUE, CONV_NARROW, 0},
+    {1, cn, 1, wn, 2, 3, 3, 1, 1, TRUE, CONV_NARROW, 1},
   };
 
   run_conv_cases (SEED + 1, cases, G_N_ELEMENTS (cases));
+  run_conv_cases (SEED + 2, copy_cases, G_N_ELEMENTS (copy_cases));
 }
 
 /* Bands: one, several with a partial last one, and one row a band where
