@@ -45,6 +45,7 @@
  *   fused rows: FUSED_ROWS groups, lone rows,   /attention-fused: lq % 4 = 1-3,
  *   FUSED_PAIR (head_dim 8), chunk boundaries   a chunk starting mid-group
  *   fused split heads·lq ≥ 2·FUSED_GRAIN_ROWS   /attention-fused: both sides
+ *   fused packing split: heads ≥ 2              /attention-fused: 1, 2 heads
  *   Convolution (conv.c)
  *   1×1 s1 p0: GEMM on x; other 1×1: im2col     /conv2d
  *   3×3 s1 p1: direct (w ≥ NARROW_BELOW_WIDTH,  /conv2d-kernels: w = 16, 32,
@@ -1134,6 +1135,10 @@ test_attention_fused (void)
       attention_fused (16) ? 0 : ANY_SPLITS);
   run_attention_splits (rng, 1, FUSED_SPLIT_ROWS, 77, 1, 16, 1.0,
       attention_fused (16) ? pp_cpu_parallel_threads () > 1 : ANY_SPLITS);
+  /* the packing of k and v, one head a chunk: two heads split it (too few
+   * rows for the row loop) */
+  run_attention_splits (rng, 1, 5, 77, 2, 24, 1.0,
+      attention_fused (24) ? pp_cpu_parallel_threads () > 1 : ANY_SPLITS);
   run_attention (rng, 1, 13, 77, 3, 16, 1.0);
   /* large scores into the exp clamp; base-2 exp (fused_exp2) with most
    * 2^(s - max) below the denormals */
