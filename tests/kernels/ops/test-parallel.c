@@ -24,7 +24,7 @@
 #define FORK_DEADLINE_US (10 * G_USEC_PER_SEC)
 #define FORK_POLL_US 1000
 /* GEMM error bound in FLT_EPSILONs of sqrt(k) · max |ref|, as the op tests
- * bound dot products (test-ops.c: TOL_DOT).  Measured ≤ 0.6. */
+ * bound dot products (test-ops.c: TOL_DOT).  Measured ≤ 0.42. */
 #define TOL_DOT 8.0
 
 typedef struct
