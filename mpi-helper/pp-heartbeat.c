@@ -57,26 +57,28 @@ pp_heartbeat_decode (GBytes * bytes, PpHeartbeat * hb, GError ** error)
 }
 
 GBytes *
-pp_report_encode (gint rank, const gchar * text)
+pp_report_encode (gint rank, gint blamed, const gchar * text)
 {
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new (PP_REPORT_TYPE,
-          (guint32) rank, text));
+          (guint32) rank, (guint32) blamed, text));
 
   return g_variant_get_data_as_bytes (v);
 }
 
 gchar *
-pp_report_decode (GBytes * bytes, gint * rank, GError ** error)
+pp_report_decode (GBytes * bytes, gint * rank, gint * blamed,
+    GError ** error)
 {
   g_autoptr (GVariant) v = parse (bytes, PP_REPORT_TYPE, "error report",
       error);
-  guint32 r;
+  guint32 r, b;
   const gchar *text;
 
   if (v == NULL)
     return NULL;
-  g_variant_get (v, "(u&s)", &r, &text);
+  g_variant_get (v, "(uu&s)", &r, &b, &text);
   *rank = (gint) r;
+  *blamed = (gint) b;
   return g_strdup (text);
 }
 

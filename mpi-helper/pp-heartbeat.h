@@ -21,8 +21,9 @@ G_BEGIN_DECLS
 /* (rank, compute state, compute chunk, µs in that state, last chunk
  * received, last chunk sent, sequence number) */
 #define PP_HEARTBEAT_TYPE "(uuttttt)"
-/* (rank, error text) */
-#define PP_REPORT_TYPE "(us)"
+/* (rank, rank to blame, error text): a receiver that got a broken chunk
+ * blames its sender, so that rank 0 can lead with the rank at fault. */
+#define PP_REPORT_TYPE "(uus)"
 #define PP_REPORT_MAX (16 * 1024)
 /* A heartbeat is seven numbers: anything larger is not one. */
 #define PP_HEARTBEAT_MAX 256
@@ -50,10 +51,11 @@ guint        pp_heartbeat_period_ms (guint timeout_ms);
 GBytes      *pp_heartbeat_encode    (const PpHeartbeat * hb);
 gboolean     pp_heartbeat_decode    (GBytes * bytes, PpHeartbeat * hb,
                                      GError ** error);
-GBytes      *pp_report_encode       (gint rank, const gchar * text);
+GBytes      *pp_report_encode       (gint rank, gint blamed,
+                                     const gchar * text);
 /* The report's text, newly allocated; NULL with @error if malformed. */
 gchar       *pp_report_decode       (GBytes * bytes, gint * rank,
-                                     GError ** error);
+                                     gint * blamed, GError ** error);
 const gchar *pp_work_state_name     (PpWorkState state);
 /* "computing chunk 3 for 1200 ms, last received 4, last sent 2" */
 gchar       *pp_heartbeat_describe  (const PpHeartbeat * hb,

@@ -24,6 +24,9 @@
 #define PP_MESH_EXIT_POLL_US 10000
 /* The monitor's poll period for heartbeats and reports. */
 #define PP_MESH_MONITOR_POLL_US 5000
+/* A worker whose last heartbeat is older than this many heartbeat periods
+ * is overdue: frozen, or its host unreachable. */
+#define PP_MESH_OVERDUE_PERIODS 2
 
 struct _PpMesh
 {
@@ -206,6 +209,7 @@ typedef struct
   gchar *worker;
   guint n;
   gint64 *last_seen_us;         /* per spawned rank; 0: never seen */
+  gint64 *pids;                 /* per spawned rank, as last seen */
   gint stop;                    /* atomic */
 } SpawnWatch;
 
@@ -224,16 +228,19 @@ spawn_watch_thread (gpointer data)
 
     pp_proc_find_spawned (sw->worker, sw->n, pids);
     for (guint i = 0; i < sw->n; i++)
-      if (pids[i] != 0)
+      if (pids[i] != 0) {
         sw->last_seen_us[i] = now;
+        sw->pids[i] = pids[i];
+      }
     g_usleep (SPAWN_WATCH_PERIOD_US);
   }
   return NULL;
 }
 
-/* "; worker rank 2 died before MPI_Init (…)" for the ranks that were never
- * seen, or gone well before the others; "" when that cannot be told (a
- * remote host, or nothing seen at all). */
+/* "worker rank 2 (pid p on h) died first, …, before MPI_Init; " for the
+ * ranks that were never seen, or gone well before the others: they lead
+ * the error; "" when that cannot be told (a remote host, or nothing seen
+ * at all). */
 static gchar *
 spawn_culprits (const SpawnWatch * sw)
 {
@@ -246,11 +253,12 @@ spawn_culprits (const SpawnWatch * sw)
     return g_string_free (s, FALSE);
   for (guint i = 0; i < sw->n; i++) {
     if (sw->last_seen_us[i] == 0)
-      g_string_append_printf (s, "; worker rank %u never started or died at "
-          "once, before MPI_Init", i + 1);
+      g_string_append_printf (s, "worker rank %u never started or died at "
+          "once, before MPI_Init; ", i + 1);
     else if (latest - sw->last_seen_us[i] > SPAWN_WATCH_FIRST_US)
-      g_string_append_printf (s, "; worker rank %u died first, %"
-          G_GINT64_FORMAT " ms before the others, before MPI_Init", i + 1,
+      g_string_append_printf (s, "worker rank %u (pid %" G_GINT64_FORMAT
+          " on %s) died first, %" G_GINT64_FORMAT " ms before the others, "
+          "before MPI_Init; ", i + 1, sw->pids[i], g_get_host_name (),
           (latest - sw->last_seen_us[i]) / 1000);
   }
   return g_string_free (s, FALSE);
@@ -270,7 +278,7 @@ spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   call->n_workers = config->n_workers;
   call->inter = call->world = MPI_COMM_NULL;
   SpawnWatch watch = { (gchar *) worker, config->n_workers,
-    g_new0 (gint64, config->n_workers), 0
+    g_new0 (gint64, config->n_workers), g_new0 (gint64, config->n_workers), 0
   };
   GThread *watcher = g_thread_new ("pp-spawn-watch", spawn_watch_thread,
       &watch);
@@ -285,15 +293,17 @@ spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
     g_autofree gchar *culprits = spawn_culprits (&watch);
 
     g_set_error (error, PP_ERROR, PP_ERROR_SPAWN,
-        "could not start %u workers from '%s': %s%s. Check that the worker "
+        "%scould not start %u workers from '%s': %s. Check that the worker "
         "runs on its own (ldd), that Open MPI works, and the hosts/hostfile "
-        "settings", config->n_workers, worker, local->message, culprits);
+        "settings", culprits, config->n_workers, worker, local->message);
     g_error_free (local);
     g_free (watch.last_seen_us);
+    g_free (watch.pids);
     /* A spawn still blocked in MPI keeps using call: leave it be. */
     return FALSE;
   }
   g_free (watch.last_seen_us);
+  g_free (watch.pids);
   mesh->inter = call->inter;
   mesh->world = call->world;
   spawn_call_free (call);
@@ -431,6 +441,24 @@ describe_workers (PpMesh * mesh)
   return g_string_free (s, FALSE);
 }
 
+/* A worker's report as the mesh's error: it leads with the rank it
+ * blames when that is another worker (a receiver names the sender of a
+ * broken chunk), followed by the report and what the blamed rank's last
+ * heartbeat said. */
+static gchar *
+report_lead (PpMesh * mesh, gint source, gint blamed, const gchar * text)
+{
+  g_autofree gchar *name = NULL;
+  g_autofree gchar *state = NULL;
+
+  if (blamed < 1 || blamed > (gint) mesh->plan->n_workers || blamed == source)
+    return g_strdup (text);
+  name = worker_name (mesh, (guint) blamed - 1);
+  state = worker_state (mesh, (guint) blamed - 1);
+  return g_strdup_printf ("%s, blamed in a report: %s; rank %d was %s", name,
+      text, blamed, state);
+}
+
 /* Takes every report and heartbeat that has arrived. */
 static void
 drain_messages (PpMesh * mesh)
@@ -441,15 +469,17 @@ drain_messages (PpMesh * mesh)
 
   while ((bytes = pp_transport_try_recv_bytes (mesh->world, PP_TAG_REPORT,
               PP_REPORT_MAX, &source, &error)) != NULL) {
-    gint rank;
-    g_autofree gchar *text = pp_report_decode (bytes, &rank, &error);
+    gint rank, blamed;
+    g_autofree gchar *text = pp_report_decode (bytes, &rank, &blamed,
+        &error);
 
     g_bytes_unref (bytes);
     pp_recorder_note (PP_REC_REPORT, PP_RECORDER_NO_CHUNK, source, 0,
         PP_REC_DONE);
     if (text != NULL) {
+      g_autofree gchar *lead = report_lead (mesh, source, blamed, text);
       GError *report = g_error_new_literal (PP_ERROR, PP_ERROR_RESOURCE,
-          text);
+          lead);
 
       PP_ERROR_LOG ("report from rank %d: %s", source, text);
       mesh_fail (mesh, report);
@@ -731,14 +761,123 @@ pp_mesh_plan (PpMesh * mesh)
   return mesh->plan;
 }
 
-/* After a failed wait: the mesh's first failure is the one to report (a
- * worker's report, the watchdog's verdict), not this symptom of it; a
- * timeout with nothing recorded gets what the heartbeats say each worker
- * was doing. */
+/* What rank 0 knows of a worker at one instant, from its heartbeats. */
+typedef struct
+{
+  PpHeartbeat beat;
+  gint64 silent_us;             /* since its last heartbeat */
+  gint64 stalled_us;            /* in one compute, or silent, for so long */
+} WorkerView;
+
 static void
-wait_failed (PpMesh * mesh, GError ** error)
+view_workers (PpMesh * mesh, WorkerView * views)
+{
+  const gint64 now = g_get_monotonic_time ();
+
+  g_mutex_lock (&mesh->lock);
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    WorkerView *v = &views[i];
+
+    v->beat = mesh->beats[i];
+    v->silent_us = now - mesh->heard_us[i];
+    /* A compute goes on between heartbeats; a wait does not stall. */
+    v->stalled_us = v->beat.state == PP_WORK_COMPUTING
+        ? (gint64) v->beat.state_us + v->silent_us : v->silent_us;
+  }
+  g_mutex_unlock (&mesh->lock);
+}
+
+/* "worker rank 2 (…): computing chunk 3 for 2010 ms, longer than
+ * timeout-ms 2000", or "…: no heartbeat for 1900 ms (one is due every
+ * 500 ms) while rank 0 waited …: it hangs …; it was …", in the words of
+ * the watchdog (check_heartbeats). */
+static gchar *
+stalled_lead (PpMesh * mesh, guint i, const WorkerView * v,
+    guint64 awaited)
+{
+  const gint64 limit = (gint64) mesh->timeout_ms * 1000;
+  const guint period_ms = pp_heartbeat_period_ms (mesh->timeout_ms);
+  g_autofree gchar *name = worker_name (mesh, i);
+  g_autofree gchar *state = pp_heartbeat_describe (&v->beat, v->silent_us);
+  g_autofree gchar *waited = g_strdup_printf ("while rank 0 waited "
+      "timeout-ms %u for chunk %" G_GUINT64_FORMAT, mesh->timeout_ms,
+      awaited);
+
+  if (v->silent_us > PP_MESH_OVERDUE_PERIODS * (gint64) period_ms * 1000) {
+    g_autofree gchar *bound = v->silent_us >= limit
+        ? g_strdup_printf ("(timeout-ms %u)", mesh->timeout_ms)
+        : g_strdup_printf ("(one is due every %u ms) %s", period_ms, waited);
+
+    return g_strdup_printf ("%s: no heartbeat for %" G_GINT64_FORMAT " ms "
+        "%s: it hangs or its host is unreachable; it was %s", name,
+        v->silent_us / 1000, bound, state);
+  }
+  if (v->stalled_us >= limit)
+    return g_strdup_printf ("%s: computing chunk %" G_GUINT64_FORMAT " for %"
+        G_GINT64_FORMAT " ms, longer than timeout-ms %u", name,
+        v->beat.chunk_id, v->stalled_us / 1000, mesh->timeout_ms);
+  return g_strdup_printf ("%s: computing chunk %" G_GUINT64_FORMAT " for %"
+      G_GINT64_FORMAT " ms %s", name, v->beat.chunk_id, v->stalled_us / 1000,
+      waited);
+}
+
+/* The lead of a timed-out wait for @awaited: the worker to blame and why,
+ * from the heartbeats.  A worker that only waits behind a slower one is
+ * not to blame, so: the earliest stage computing one chunk or silent past
+ * timeout-ms; else the one stalled longest, if longer than heartbeats
+ * allow; else the first stage that has not passed @awaited on. */
+static gchar *
+blame_stalled (PpMesh * mesh, guint64 awaited)
+{
+  const guint n = mesh->plan->n_workers;
+  const gint64 limit = (gint64) mesh->timeout_ms * 1000;
+  const gint64 overdue = PP_MESH_OVERDUE_PERIODS
+      * (gint64) pp_heartbeat_period_ms (mesh->timeout_ms) * 1000;
+  g_autofree WorkerView *views = g_new0 (WorkerView, n);
+  guint longest = 0;
+
+  if (mesh->heard_us == NULL)
+    return NULL;
+  view_workers (mesh, views);
+  for (guint i = 0; i < n; i++)
+    if (views[i].stalled_us >= limit)
+      return stalled_lead (mesh, i, &views[i], awaited);
+  for (guint i = 1; i < n; i++)
+    if (views[i].stalled_us > views[longest].stalled_us)
+      longest = i;
+  if (views[longest].stalled_us > overdue)
+    return stalled_lead (mesh, longest, &views[longest], awaited);
+  for (guint i = 0; i < n; i++) {
+    const PpHeartbeat *hb = &views[i].beat;
+    const gboolean passed = hb->sent != PP_HEARTBEAT_NONE
+        && hb->sent >= awaited;
+
+    if (!passed || i == n - 1) {
+      g_autofree gchar *name = worker_name (mesh, i);
+      g_autofree gchar *state = pp_heartbeat_describe (hb,
+          views[i].silent_us);
+
+      return g_strdup_printf ("%s: %s chunk %" G_GUINT64_FORMAT "%s within "
+          "timeout-ms %u; it was %s", name, passed ? "sent" :
+          "has not passed", awaited, passed ? ", which rank 0 did not receive"
+          : " on", mesh->timeout_ms, state);
+    }
+  }
+  return NULL;
+}
+
+/* After a failed wait of rank 0 on worker @peer for chunk @awaited
+ * (@symptom says which wait): the mesh's first failure is the one to
+ * report (a worker's report, the watchdog's verdict), not this symptom of
+ * it.  Otherwise the error leads with the worker to blame: for a timeout,
+ * the one the heartbeats show stalled, with the symptom and what each
+ * worker was doing after it; for a broken transfer, @peer. */
+static void
+wait_failed (PpMesh * mesh, guint peer, guint64 awaited,
+    const gchar * symptom, GError ** error)
 {
   GError *fault = NULL;
+  GError *lead;
 
   if (mesh_fault (mesh, &fault)) {
     g_clear_error (error);
@@ -746,13 +885,21 @@ wait_failed (PpMesh * mesh, GError ** error)
     return;
   }
   if (g_error_matches (*error, PP_ERROR, PP_ERROR_TIMEOUT)) {
+    g_autofree gchar *culprit = blame_stalled (mesh, awaited);
     g_autofree gchar *states = describe_workers (mesh);
-    GError *more = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s; workers: %s",
-        (*error)->message, states);
 
-    g_clear_error (error);
-    g_propagate_error (error, more);
+    lead = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s%s%s: %s; workers: %s",
+        culprit ? culprit : "", culprit ? "; " : "", symptom,
+        (*error)->message, states);
+  } else {
+    g_autofree gchar *name = worker_name (mesh, peer);
+    g_autofree gchar *state = worker_state (mesh, peer);
+
+    lead = g_error_new ((*error)->domain, (*error)->code, "%s: %s; it was "
+        "%s; %s", name, (*error)->message, state, symptom);
   }
+  g_clear_error (error);
+  g_propagate_error (error, lead);
   mesh_fail (mesh, *error);
 }
 
@@ -805,10 +952,11 @@ pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, guint64 * chunk_id,
   pp_recorder_note (PP_REC_SUBMIT, chunk->chunk_id, 1, 0, PP_REC_DONE);
   ok = pp_transport_send_chunk (&w, chunk, error);
   if (!ok) {
-    g_prefix_error (error, "rank 0 sending chunk %" G_GUINT64_FORMAT
-        " to worker rank 1 (pid %" G_GINT64_FORMAT " on %s): ",
-        mesh->next_send_id, mesh->workers[0].pid, mesh->workers[0].host);
-    wait_failed (mesh, error);
+    g_autofree gchar *first = worker_name (mesh, 0);
+    g_autofree gchar *symptom = g_strdup_printf ("rank 0 sending chunk %"
+        G_GUINT64_FORMAT " to %s", mesh->next_send_id, first);
+
+    wait_failed (mesh, 0, mesh->next_send_id, symptom, error);
     return FALSE;
   }
   mesh->next_send_id++;
@@ -832,11 +980,12 @@ collect_one (PpMesh * mesh, gboolean shutdown, GError ** error)
 
   chunk = pp_transport_recv_chunk (&w, mesh->timeout_ms, error);
   if (chunk == NULL || !pp_chunk_check (chunk, &expect, error)) {
-    g_autofree gchar *last = worker_name (mesh, mesh->plan->n_workers - 1);
+    const guint last = mesh->plan->n_workers - 1;
+    g_autofree gchar *name = worker_name (mesh, last);
+    g_autofree gchar *symptom = g_strdup_printf ("rank 0 waiting for chunk %"
+        G_GUINT64_FORMAT " from %s", mesh->next_recv_id, name);
 
-    g_prefix_error (error, "rank 0 waiting for chunk %" G_GUINT64_FORMAT
-        " from %s: ", mesh->next_recv_id, last);
-    wait_failed (mesh, error);
+    wait_failed (mesh, last, mesh->next_recv_id, symptom, error);
     return NULL;
   }
   if (!shutdown && (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN)) {

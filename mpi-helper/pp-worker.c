@@ -97,9 +97,9 @@ worker_deadline (Worker * w)
 
 /* Best effort: rank 0 gets the text before this process goes. */
 static void
-send_report (Worker * w, const gchar * text)
+send_report (Worker * w, gint blamed, const gchar * text)
 {
-  g_autoptr (GBytes) report = pp_report_encode (w->rank, text);
+  g_autoptr (GBytes) report = pp_report_encode (w->rank, blamed, text);
   PpWait wait = { w->world, 0, pp_deadline_in_ms (MIN (PP_WORKER_REPORT_MS,
               w->plan ? w->plan->timeout_ms : PP_WORKER_REPORT_MS)), NULL,
     NULL
@@ -117,8 +117,11 @@ send_report (Worker * w, const gchar * text)
   }
 }
 
+/* Fails this worker, reporting @blamed as the rank at fault: this one,
+ * or the peer whose chunk could not be received or sent. */
 static void G_GNUC_NORETURN
-worker_fail (Worker * w, const gchar * where, const GError * error)
+worker_fail_blaming (Worker * w, const gchar * where, gint blamed,
+    const GError * error)
 {
   g_autofree gchar *text = NULL;
   g_autofree gchar *dump = NULL;
@@ -137,12 +140,18 @@ worker_fail (Worker * w, const gchar * where, const GError * error)
       "failed in %s: %s", w->rank, (int) getpid (), g_get_host_name (),
       w->slice.first, w->slice.end, where, error ? error->message : "?");
   PP_ERROR_LOG ("%s", text);
-  send_report (w, text);
+  send_report (w, blamed, text);
   dump = pp_recorder_dump (w->dump_dir, w->rank, text);
   if (dump != NULL)
     PP_ERROR_LOG ("flight recorder written to %s", dump);
   fflush (stderr);
   _exit (PP_WORKER_EXIT_FAILURE);
+}
+
+static void G_GNUC_NORETURN
+worker_fail (Worker * w, const gchar * where, const GError * error)
+{
+  worker_fail_blaming (w, where, w->rank, error);
 }
 
 static void
@@ -230,11 +239,12 @@ receiver_thread (gpointer data)
         &error);
     gboolean last;
 
+    /* A chunk that cannot be received or is wrong is its sender's. */
     if (chunk == NULL)
-      worker_fail (w, "receive", error);
+      worker_fail_blaming (w, "receive", w->rank - 1, error);
     if (!pp_chunk_check (chunk, &expect, &error)) {
       g_prefix_error (&error, "chunk from rank %d: ", w->rank - 1);
-      worker_fail (w, "receive", error);
+      worker_fail_blaming (w, "receive", w->rank - 1, error);
     }
     last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
     w->last_received = chunk->chunk_id;
@@ -302,12 +312,16 @@ sender_thread (gpointer data)
     if (twice) {
       PpChunk *copy = pp_chunk_copy (chunk, &error);
 
-      if (copy == NULL || !pp_transport_send_chunk (&wait, copy, &error))
+      if (copy == NULL)
         worker_fail (w, "send", error);
+      if (!pp_transport_send_chunk (&wait, copy, &error))
+        worker_fail_blaming (w, "send", next_rank (w), error);
     }
     w->last_sent = chunk->chunk_id;
+    /* A send that fails or stalls: the next rank died or does not take
+     * its chunks. */
     if (!pp_transport_send_chunk_as (&wait, chunk, defect, &error))
-      worker_fail (w, "send", error);
+      worker_fail_blaming (w, "send", next_rank (w), error);
     if (last)
       return NULL;
   }

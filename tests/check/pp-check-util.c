@@ -109,33 +109,77 @@ pp_check_run_and_exit (Suite * suite, const gchar * name, const gchar * file)
   _exit (failed == 0 ? 0 : 1);
 }
 
-void
-pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
-    const gchar * const *needles)
+/* Pops an error from @bus that came within @within_ms of @since_us;
+ * returns its message, and in @text the message with its debug text. */
+static GError *
+pop_timely_error (GstBus * bus, gint64 since_us, guint within_ms,
+    gchar ** text)
 {
   GstMessage *msg = pp_check_pop_error (bus, within_ms);
   gint64 took_ms = (g_get_monotonic_time () - since_us) / 1000;
   GError *error = NULL;
-  gchar *debug = NULL, *text;
+  gchar *debug = NULL;
 
   fail_unless (msg != NULL, "no error on the bus within %u ms", within_ms);
   gst_message_parse_error (msg, &error, &debug);
-  text = g_strdup_printf ("%s | %s", error->message, debug ? debug : "");
-  GST_INFO ("error after %" G_GINT64_FORMAT " ms: %s", took_ms, text);
-  for (guint i = 0; needles[i] != NULL; i++)
-    fail_unless (strstr (text, needles[i]) != NULL,
-        "error '%s' does not mention '%s'", text, needles[i]);
+  *text = g_strdup_printf ("%s | %s", error->message, debug ? debug : "");
+  GST_INFO ("error after %" G_GINT64_FORMAT " ms: %s", took_ms, *text);
   fail_unless (took_ms <= within_ms, "the error took %" G_GINT64_FORMAT
       " ms, more than %u", took_ms, within_ms);
-  g_free (text);
   g_free (debug);
-  g_error_free (error);
   gst_message_unref (msg);
+  return error;
 }
 
 void
-pp_check_expect_start_failure (GstElement * element, guint within_ms,
+pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
     const gchar * const *needles)
+{
+  gchar *text;
+  GError *error = pop_timely_error (bus, since_us, within_ms, &text);
+
+  for (guint i = 0; needles[i] != NULL; i++)
+    fail_unless (strstr (text, needles[i]) != NULL,
+        "error '%s' does not mention '%s'", text, needles[i]);
+  g_free (text);
+  g_error_free (error);
+}
+
+void
+pp_check_expect_culprit (GstBus * bus, gint64 since_us, guint within_ms,
+    const gchar * culprit, const gchar * const *needles)
+{
+  gchar *text;
+  GError *error = pop_timely_error (bus, since_us, within_ms, &text);
+  const gchar *lead = strstr (error->message, "worker rank ");
+  const gchar *symptom, *states;
+  gsize lead_len;
+
+  fail_unless (lead != NULL, "error '%s' names no worker rank", text);
+  fail_unless (g_str_has_prefix (lead, culprit), "error '%s' does not lead "
+      "with '%s'", text, culprit);
+  symptom = strstr (lead, PP_CHECK_SYMPTOM_MARK);
+  states = strstr (lead, PP_CHECK_STATES_MARK);
+  lead_len = strlen (lead);
+  if (symptom != NULL)
+    lead_len = MIN (lead_len, (gsize) (symptom - lead));
+  if (states != NULL)
+    lead_len = MIN (lead_len, (gsize) (states - lead));
+  for (guint i = 0; needles[i] != NULL; i++) {
+    const gchar *at = g_strstr_len (lead, lead_len, needles[i]);
+
+    fail_unless (at != NULL && at + strlen (needles[i]) <= lead + lead_len,
+        "the leading clause '%.*s' of error '%s' does not mention '%s'",
+        (int) lead_len, lead, text, needles[i]);
+  }
+  g_free (text);
+  g_error_free (error);
+}
+
+/* @culprit NULL: the needles anywhere in the error. */
+static void
+expect_start_failure (GstElement * element, guint within_ms,
+    const gchar * culprit, const gchar * const *needles)
 {
   GstBus *bus = gst_bus_new ();
   gint64 start = g_get_monotonic_time ();
@@ -143,11 +187,28 @@ pp_check_expect_start_failure (GstElement * element, guint within_ms,
   gst_element_set_bus (element, bus);
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
       GST_STATE_CHANGE_FAILURE);
-  pp_check_expect_error (bus, start, within_ms, needles);
+  if (culprit != NULL)
+    pp_check_expect_culprit (bus, start, within_ms, culprit, needles);
+  else
+    pp_check_expect_error (bus, start, within_ms, needles);
   gst_element_set_state (element, GST_STATE_NULL);
   gst_element_set_bus (element, NULL);
   gst_object_unref (bus);
   gst_object_unref (element);
+}
+
+void
+pp_check_expect_start_failure (GstElement * element, guint within_ms,
+    const gchar * const *needles)
+{
+  expect_start_failure (element, within_ms, NULL, needles);
+}
+
+void
+pp_check_expect_start_culprit (GstElement * element, guint within_ms,
+    const gchar * culprit, const gchar * const *needles)
+{
+  expect_start_failure (element, within_ms, culprit, needles);
 }
 
 void

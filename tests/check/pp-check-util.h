@@ -26,10 +26,28 @@ GstMessage *pp_check_pop_error (GstBus * bus, guint timeout_ms);
 void pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
     const gchar * const *needles);
 
+/* A mesh error leads with the rank to blame and why; what rank 0 saw and
+ * what every worker's heartbeats said follow these marks
+ * (mpi-helper/pp-mesh.c:wait_failed). */
+#define PP_CHECK_SYMPTOM_MARK "; rank 0 "
+#define PP_CHECK_STATES_MARK "; workers: "
+
+/* Pops an error from @bus, as pp_check_expect_error, whose message leads
+ * with the culprit: its first "worker rank" starts @culprit (such as
+ * "worker rank 2 ("), and every string of @needles is in that leading
+ * clause, before the marks above. */
+void pp_check_expect_culprit (GstBus * bus, gint64 since_us, guint within_ms,
+    const gchar * culprit, const gchar * const *needles);
+
 /* Brings @element (consumed) to PAUSED and expects that to fail with such
  * an error. */
 void pp_check_expect_start_failure (GstElement * element, guint within_ms,
     const gchar * const *needles);
+
+/* The same, with an error that leads with @culprit, as
+ * pp_check_expect_culprit. */
+void pp_check_expect_start_culprit (GstElement * element, guint within_ms,
+    const gchar * culprit, const gchar * const *needles);
 
 /* A frame of @bytes, every byte @index, at @index / 30 s: what the fault
  * tests push (their content does not matter, only that it flows). */
