@@ -2,6 +2,9 @@
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
 
 #include "pp-check-util.h"
 
@@ -14,6 +17,8 @@
 #define START_STOP_CYCLES 20
 #define CYCLE_FRAMES 3
 #define ERROR_TIMEOUT_MS 3000
+/* Bound of every wait for a bus message. */
+#define MESSAGE_TIMEOUT (5 * GST_SECOND)
 
 /* ---- frames ------------------------------------------------------------ */
 
@@ -25,20 +30,30 @@ pattern (guint index, guint x, guint y, guint c)
   return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
 }
 
+/* Writes frame @index's pixels into @data laid out with @offset and
+ * @stride. */
+static void
+fill_frame (guint8 * data, gsize offset, gsize stride, guint index)
+{
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++) {
+      guint8 *px = data + offset + y * stride + x * 4;
+      for (guint c = 0; c < 3; c++)
+        px[c] = pattern (index, x, y, c);
+      px[3] = (guint8) (255 - index);
+    }
+}
+
+/* A frame with the pixels of frame @content at the time of frame
+ * @index. */
 static GstBuffer *
-make_frame (guint index)
+make_frame_like (guint content, guint index)
 {
   GstBuffer *buf = gst_buffer_new_allocate (NULL, WIDTH * HEIGHT * 4, NULL);
   GstMapInfo map;
 
   gst_buffer_map (buf, &map, GST_MAP_WRITE);
-  for (guint y = 0; y < HEIGHT; y++)
-    for (guint x = 0; x < WIDTH; x++) {
-      guint8 *px = map.data + (y * WIDTH + x) * 4;
-      for (guint c = 0; c < 3; c++)
-        px[c] = pattern (index, x, y, c);
-      px[3] = (guint8) (255 - index);
-    }
+  fill_frame (map.data, 0, WIDTH * 4, content);
   gst_buffer_unmap (buf, &map);
   GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
   GST_BUFFER_DTS (buf) = index * FRAME_DURATION;
@@ -50,6 +65,12 @@ make_frame (guint index)
   return buf;
 }
 
+static GstBuffer *
+make_frame (guint index)
+{
+  return make_frame_like (index, index);
+}
+
 /* The stamp model's step k, written out again here (not shared with the
  * implementation): v ← (a(k) v + b(k, c)) mod 256. */
 static guint
@@ -58,6 +79,30 @@ stamp (guint k, guint c, guint v)
   guint a = 2 * (k % 128) + 3;
   guint b = (37 * k + 101 * c + 11) % 256;
   return (a * v + b) % 256;
+}
+
+/* Checks that the pixels at @data (laid out with @offset and @stride) are
+ * frame @index after steps 0..n_steps-1, each once and in order, alpha
+ * untouched. */
+static void
+check_stamped_pixels (const guint8 * data, gsize offset, gsize stride,
+    guint index, guint n_steps)
+{
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++) {
+      const guint8 *px = data + offset + y * stride + x * 4;
+      for (guint c = 0; c < 3; c++) {
+        guint v = pattern (index, x, y, c);
+        for (guint k = 0; k < n_steps; k++)
+          v = stamp (k, c, v);
+        /* fail_unless records every call: test once per byte by hand */
+        if (px[c] != v)
+          fail ("frame %u pixel (%u,%u) channel %u: expected %u after %u "
+              "steps, got %u", index, x, y, c, v, n_steps, px[c]);
+      }
+      if (px[3] != 255 - index)
+        fail ("frame %u: alpha changed to %u", index, px[3]);
+    }
 }
 
 /* Checks that @out is frame @index after steps 0..n_steps-1, each once and
@@ -77,24 +122,7 @@ check_stamped (GstBuffer * out, guint index, guint n_steps)
     fail_unless (GST_BUFFER_FLAG_IS_SET (out, GST_BUFFER_FLAG_DISCONT));
   gst_buffer_map (out, &map, GST_MAP_READ);
   fail_unless_equals_int (map.size, WIDTH * HEIGHT * 4);
-  for (guint y = 0; y < HEIGHT; y++)
-    for (guint x = 0; x < WIDTH; x++) {
-      const guint8 *px = map.data + (y * WIDTH + x) * 4;
-      for (guint c = 0; c < 3; c++) {
-        guint v = pattern (index, x, y, c);
-        for (guint k = 0; k < n_steps; k++)
-          v = stamp (k, c, v);
-        if (px[c] != v) {
-          gst_buffer_unmap (out, &map);
-          fail ("frame %u pixel (%u,%u) channel %u: expected %u after %u "
-              "steps, got %u", index, x, y, c, v, n_steps, px[c]);
-        }
-      }
-      if (px[3] != 255 - index) {
-        gst_buffer_unmap (out, &map);
-        fail ("frame %u: alpha changed to %u", index, px[3]);
-      }
-    }
+  check_stamped_pixels (map.data, 0, WIDTH * 4, index, n_steps);
   gst_buffer_unmap (out, &map);
 }
 
@@ -624,6 +652,731 @@ GST_START_TEST (test_cuda_backend_unavailable)
 
 GST_END_TEST;
 
+/* ---- leaky: each dropped frame announced, the next one out DISCONT ----- */
+
+/* leaky with one frame allowed in flight and 500 ms of work per frame:
+ * the frames pushed while one computes are dropped, each with a QOS
+ * message that names it and counts the drops so far, and the first frame
+ * out after a drop carries DISCONT; the ones before and after do not. */
+GST_START_TEST (test_leaky_qos_and_discont)
+{
+  const guint first = 1, pushes = 5, late_pushes = 2;
+  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=500");
+  GstBus *bus = gst_bus_new ();
+  gboolean dropped[8] = { FALSE };
+  gboolean discont_due = FALSE;
+  guint64 n_dropped = 0;
+  GstStructure *stats;
+  GstHarness *h;
+  GstMessage *msg;
+
+  g_object_set (element, "leaky", TRUE, "max-in-flight", 1, NULL);
+  gst_element_set_bus (element, bus);
+  h = make_harness (element);
+  /* one frame that computes, then frames that find the mesh full */
+  for (guint i = first; i < first + pushes - late_pushes; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  /* drop_frame posts before the chain returns: the messages are here */
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS)) != NULL) {
+    GstClockTime running, stream, timestamp, duration;
+    guint64 processed, count;
+    gboolean live;
+    GstFormat format;
+    guint index;
+
+    gst_message_parse_qos (msg, &live, &running, &stream, &timestamp,
+        &duration);
+    gst_message_parse_qos_stats (msg, &format, &processed, &count);
+    fail_unless (GST_MESSAGE_SRC (msg) == GST_OBJECT (element));
+    index = (guint) (timestamp / FRAME_DURATION);
+    fail_unless (index > first && index < first + pushes - late_pushes,
+        "QOS message for frame %u, which was not dropped", index);
+    fail_unless_equals_uint64 (timestamp, index * FRAME_DURATION);
+    fail_unless_equals_uint64 (running, index * FRAME_DURATION);
+    fail_unless_equals_uint64 (duration, FRAME_DURATION);
+    fail_unless_equals_int (format, GST_FORMAT_BUFFERS);
+    fail_unless_equals_uint64 (count, ++n_dropped);
+    fail_unless_equals_uint64 (processed, index - first + 1 - n_dropped);
+    fail_if (dropped[index], "two QOS messages for frame %u", index);
+    dropped[index] = TRUE;
+    gst_message_unref (msg);
+  }
+  fail_unless (n_dropped > 0, "no frame was dropped: the test proves nothing");
+  /* The rest go in one by one, each after the last came out. */
+  for (guint i = first; i < first + pushes; i++) {
+    GstBuffer *out;
+
+    if (i >= first + pushes - late_pushes)
+      fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+          GST_FLOW_OK);
+    if (dropped[i]) {
+      discont_due = TRUE;
+      continue;
+    }
+    out = gst_harness_pull (h);
+    fail_unless (out != NULL);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (out), i * FRAME_DURATION);
+    fail_unless_equals_int (GST_BUFFER_FLAG_IS_SET (out,
+            GST_BUFFER_FLAG_DISCONT), discont_due);
+    check_stamped (out, i, 1);
+    discont_due = FALSE;
+    gst_buffer_unref (out);
+  }
+  fail_unless (gst_bus_pop_filtered (bus, GST_MESSAGE_QOS) == NULL,
+      "a QOS message without a drop");
+  gst_element_set_bus (element, NULL);
+  gst_object_unref (bus);
+  stats = stop_and_check_stats (h, pushes - n_dropped);
+  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-leaky"), n_dropped);
+  gst_structure_free (stats);
+}
+
+GST_END_TEST;
+
+/* ---- LATENCY query: the max term ----------------------------------------- */
+
+/* What the upstream end answers to a LATENCY query, and the harness's own
+ * query function for everything else. */
+static GstClockTime upstream_min, upstream_max;
+static GstPadQueryFunction harness_src_query;
+
+static gboolean
+upstream_latency_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  if (GST_QUERY_TYPE (query) != GST_QUERY_LATENCY)
+    return harness_src_query (pad, parent, query);
+  gst_query_set_latency (query, TRUE, upstream_min, upstream_max);
+  return TRUE;
+}
+
+/* The element's answer, as downstream asks it. */
+static void
+query_latency (GstHarness * h, GstClockTime * min, GstClockTime * max)
+{
+  GstQuery *query = gst_query_new_latency ();
+  gboolean live;
+
+  fail_unless (gst_pad_peer_query (h->sinkpad, query));
+  gst_query_parse_latency (query, &live, min, max);
+  fail_unless (live);
+  gst_query_unref (query);
+}
+
+/* max = upstream max + max-in-flight × frame duration when both are
+ * known, else none; min = upstream min + the measured latency. */
+GST_START_TEST (test_latency_query_max)
+{
+  const guint limit = 3;
+  GstElement *element = make_element (1, 1, "builtin:stamp");
+  GstClockTime min, max;
+  GstStructure *stats;
+  GstHarness *h;
+
+  g_object_set (element, "max-in-flight", limit, NULL);
+  h = make_harness (element);
+  harness_src_query = GST_PAD_QUERYFUNC (h->srcpad);
+  gst_pad_set_query_function (h->srcpad, upstream_latency_query);
+  fail_unless_equals_int (gst_harness_push (h, make_frame (0)), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+
+  upstream_min = 10 * GST_MSECOND;
+  upstream_max = 100 * GST_MSECOND;
+  query_latency (h, &min, &max);
+  stats = get_stats (element);
+  fail_unless_equals_uint64 (min, upstream_min + stat_u64 (stats, "latency"));
+  gst_structure_free (stats);
+  fail_unless_equals_uint64 (max, upstream_max + limit * FRAME_DURATION);
+
+  /* Upstream without a bound: none either. */
+  upstream_max = GST_CLOCK_TIME_NONE;
+  query_latency (h, &min, &max);
+  fail_unless_equals_uint64 (max, GST_CLOCK_TIME_NONE);
+
+  /* No frame rate, no frame duration: none. */
+  upstream_max = 100 * GST_MSECOND;
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=RGBA,width=64,height=48,framerate=0/1");
+  query_latency (h, &min, &max);
+  fail_unless_equals_uint64 (max, GST_CLOCK_TIME_NONE);
+  stop_and_check (h, 1);
+}
+
+GST_END_TEST;
+
+/* ---- LATENCY message: posted again when the latency grows --------------- */
+
+/* After the first frame's message and a query, steady frames post nothing;
+ * a burst that queues frames in the mesh makes the latency grow past
+ * 1.25 × the last reported value, and the element posts LATENCY again. */
+GST_START_TEST (test_latency_message_on_growth)
+{
+  const guint steady = 3, burst = 6;
+  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=100");
+  GstBus *bus = gst_bus_new ();
+  GstClockTime min, max, first;
+  GstMessage *msg;
+  GstHarness *h;
+  guint index = 0;
+
+  g_object_set (element, "max-in-flight", burst, NULL);
+  gst_element_set_bus (element, bus);
+  h = make_harness (element);
+  gst_harness_set_upstream_latency (h, 0);
+  fail_unless_equals_int (gst_harness_push (h, make_frame (index)),
+      GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  index++;
+  msg = gst_bus_timed_pop_filtered (bus, MESSAGE_TIMEOUT,
+      GST_MESSAGE_LATENCY);
+  fail_unless (msg != NULL, "no LATENCY message after the first frame");
+  gst_message_unref (msg);
+  query_latency (h, &first, &max);
+
+  /* One frame at a time: each takes as long as the first. */
+  for (guint i = 0; i < steady; i++, index++) {
+    fail_unless_equals_int (gst_harness_push (h, make_frame (index)),
+        GST_FLOW_OK);
+    gst_buffer_unref (gst_harness_pull (h));
+  }
+  msg = gst_bus_timed_pop_filtered (bus, MESSAGE_TIMEOUT / 10,
+      GST_MESSAGE_LATENCY);
+  fail_unless (msg == NULL, "LATENCY posted while the latency held");
+
+  /* A burst: frame k waits for the k before it. */
+  for (guint i = 0; i < burst; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (index + i)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < burst; i++)
+    gst_buffer_unref (gst_harness_pull (h));
+  msg = gst_bus_timed_pop_filtered (bus, MESSAGE_TIMEOUT,
+      GST_MESSAGE_LATENCY);
+  fail_unless (msg != NULL, "no LATENCY message after the latency grew");
+  gst_message_unref (msg);
+  query_latency (h, &min, &max);
+  GST_INFO ("latency %" GST_TIME_FORMAT " → %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (first), GST_TIME_ARGS (min));
+  fail_unless (min * 4 >= first * 5, "latency %" GST_TIME_FORMAT " is not "
+      "1.25 × %" GST_TIME_FORMAT, GST_TIME_ARGS (min), GST_TIME_ARGS (first));
+  gst_element_set_bus (element, NULL);
+  gst_object_unref (bus);
+  stop_and_check (h, index + burst);
+}
+
+GST_END_TEST;
+
+/* ---- frames of any layout: stride and offset of a GstVideoMeta ---------- */
+
+#define ODD_OFFSET 40
+#define ODD_STRIDE (WIDTH * 4 + 24)
+#define ODD_TAIL 16
+#define ODD_SIZE (ODD_OFFSET + ODD_STRIDE * HEIGHT + ODD_TAIL)
+
+/* Every byte of the buffer, padding included, before the pixels go in. */
+static guint8
+background (gsize i)
+{
+  return (guint8) (i * 13 + 5);
+}
+
+/* The element asks for GstVideoMeta, and a frame whose meta says another
+ * stride and offset than the caps' default comes out correctly stamped in
+ * that layout, every byte outside the pixels' RGB untouched. */
+GST_START_TEST (test_allocation_stride_offset)
+{
+  gsize offsets[GST_VIDEO_MAX_PLANES] = { ODD_OFFSET };
+  gint strides[GST_VIDEO_MAX_PLANES] = { ODD_STRIDE };
+  const guint index = 3, steps = 2;
+  GstHarness *h = make_harness (make_element (1, steps, "builtin:stamp"));
+  GstCaps *caps = gst_caps_from_string (CAPS_STR);
+  GstQuery *query = gst_query_new_allocation (caps, TRUE);
+  GstBuffer *in = gst_buffer_new_allocate (NULL, ODD_SIZE, NULL), *out;
+  GstVideoMeta *meta;
+  GstMapInfo map;
+
+  fail_unless (gst_pad_peer_query (h->srcpad, query));
+  fail_unless (gst_query_find_allocation_meta (query, GST_VIDEO_META_API_TYPE,
+          NULL), "the element does not ask for GstVideoMeta");
+  gst_query_unref (query);
+  gst_caps_unref (caps);
+
+  gst_buffer_map (in, &map, GST_MAP_WRITE);
+  for (gsize i = 0; i < map.size; i++)
+    map.data[i] = background (i);
+  fill_frame (map.data, ODD_OFFSET, ODD_STRIDE, index);
+  gst_buffer_unmap (in, &map);
+  gst_buffer_add_video_meta_full (in, GST_VIDEO_FRAME_FLAG_NONE,
+      GST_VIDEO_FORMAT_RGBA, WIDTH, HEIGHT, 1, offsets, strides);
+  GST_BUFFER_PTS (in) = index * FRAME_DURATION;
+  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+
+  out = gst_harness_pull (h);
+  fail_unless (out != NULL);
+  meta = gst_buffer_get_video_meta (out);
+  fail_unless (meta != NULL && meta->offset[0] == ODD_OFFSET
+      && meta->stride[0] == ODD_STRIDE, "the output lost its layout");
+  gst_buffer_map (out, &map, GST_MAP_READ);
+  fail_unless_equals_int (map.size, ODD_SIZE);
+  check_stamped_pixels (map.data, ODD_OFFSET, ODD_STRIDE, index, steps);
+  /* Bytes outside the pixels: before the offset, at the end of each row,
+   * after the last row. */
+  for (gsize i = 0; i < map.size; i++) {
+    const gboolean pixel = i >= ODD_OFFSET
+        && i < ODD_OFFSET + ODD_STRIDE * HEIGHT
+        && (i - ODD_OFFSET) % ODD_STRIDE < WIDTH * 4;
+    if (!pixel && map.data[i] != background (i))
+      fail ("padding byte %" G_GSIZE_FORMAT " changed", i);
+  }
+  gst_buffer_unmap (out, &map);
+  gst_buffer_unref (out);
+  stop_and_check (h, 1);
+}
+
+GST_END_TEST;
+
+/* ---- a shared input is copied, never written in place ------------------- */
+
+static gboolean
+holds_frame (GstBuffer * buf, guint index)
+{
+  GstBuffer *expected = make_frame (index);
+  GstMapInfo map;
+  gboolean same;
+
+  gst_buffer_map (expected, &map, GST_MAP_READ);
+  same = gst_buffer_get_size (buf) == map.size
+      && gst_buffer_memcmp (buf, 0, map.data, map.size) == 0;
+  gst_buffer_unmap (expected, &map);
+  gst_buffer_unref (expected);
+  return same;
+}
+
+/* What a tee does: the same buffer goes to another branch too (a second
+ * reference), or a copy that shares its memory does.  The other branch
+ * must still see the original bytes, this one the stamped ones. */
+GST_START_TEST (test_shared_input_copied)
+{
+  GstHarness *h = make_harness (make_element (1, 2, "builtin:stamp"));
+  GstBuffer *in = make_frame (0), *shared = make_frame (1), *out;
+
+  /* a second reference to the buffer */
+  fail_unless_equals_int (gst_harness_push (h, gst_buffer_ref (in)),
+      GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  check_stamped (out, 0, 2);
+  fail_unless (out != in);
+  fail_unless (holds_frame (in, 0), "the other branch's buffer was written");
+  gst_buffer_unref (out);
+
+  /* a writable buffer whose memory another buffer shares */
+  fail_unless_equals_int (gst_harness_push (h, gst_buffer_copy (shared)),
+      GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  check_stamped (out, 1, 2);
+  fail_unless (holds_frame (shared, 1), "memory shared with another buffer "
+      "was written");
+  gst_buffer_unref (out);
+  gst_buffer_unref (in);
+  gst_buffer_unref (shared);
+  stop_and_check (h, 2);
+}
+
+GST_END_TEST;
+
+/* ---- progress messages while starting ----------------------------------- */
+
+/* The stages of the ppdiffuse-progress messages @element posted on @bus,
+ * comma-separated. */
+static gchar *
+progress_stages (GstBus * bus, GstElement * element)
+{
+  GString *stages = g_string_new (NULL);
+  GstMessage *msg;
+
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
+    const GstStructure *s = gst_message_get_structure (msg);
+
+    if (gst_structure_has_name (s, "ppdiffuse-progress")) {
+      fail_unless (GST_MESSAGE_SRC (msg) == GST_OBJECT (element));
+      g_string_append_printf (stages, "%s%s", stages->len ? "," : "",
+          gst_structure_get_string (s, "stage"));
+    }
+    gst_message_unref (msg);
+  }
+  return g_string_free (stages, FALSE);
+}
+
+/* A start posts loading-model, starting-workers, ready; a start that fails
+ * stops at the stage that failed. */
+GST_START_TEST (test_progress_messages)
+{
+  GstElement *element = make_element (2, 2, "builtin:stamp");
+  GstBus *bus = gst_bus_new ();
+  gchar *stages;
+
+  gst_element_set_bus (element, bus);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_SUCCESS);
+  stages = progress_stages (bus, element);
+  fail_unless_equals_string (stages, "loading-model,starting-workers,ready");
+  g_free (stages);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+
+  /* The workers cannot start. */
+  g_object_set (element, "worker", "/nonexistent/ppdiffuse-worker", NULL);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_FAILURE);
+  stages = progress_stages (bus, element);
+  fail_unless_equals_string (stages, "loading-model,starting-workers");
+  g_free (stages);
+  gst_element_set_state (element, GST_STATE_NULL);
+
+  /* The model cannot load. */
+  g_object_set (element, "model", "builtin:nosuchmodel", NULL);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_FAILURE);
+  stages = progress_stages (bus, element);
+  fail_unless_equals_string (stages, "loading-model");
+  g_free (stages);
+  gst_element_set_state (element, GST_STATE_NULL);
+  gst_element_set_bus (element, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (element);
+}
+
+GST_END_TEST;
+
+/* ---- stats: mesh-wall-s and overlap-score of a known run ---------------- */
+
+/* W workers of one step of S ms each, N frames: rank 0 measures from the
+ * first submit to the last return, which lies inside the wall time seen
+ * here and lasts at least (N + W - 1) × S (the last frame leaves the first
+ * worker after N × S); every worker is busy at least N × S, at most the
+ * whole run, so overlap-score = Σ busy / (W × mesh-wall-s) lies in
+ * [N × S / mesh-wall-s, 1]. */
+GST_START_TEST (test_stats_overlap)
+{
+  const guint workers = 2, frames = 20, step_ms = 20;
+  g_autofree gchar *model = g_strdup_printf ("builtin:stamp?step-ms=%u",
+      step_ms);
+  GstHarness *h = make_harness (make_element (workers, workers, model));
+  const gdouble step_s = step_ms / 1e3;
+  gdouble wall_s, mesh_wall_s, overlap;
+  GstStructure *stats;
+  gint64 start;
+
+  start = g_get_monotonic_time ();
+  for (guint i = 0; i < frames; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < frames; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    check_stamped (out, i, workers);
+    gst_buffer_unref (out);
+  }
+  wall_s = (g_get_monotonic_time () - start) / 1e6;
+  stats = stop_and_check_stats (h, frames);
+  fail_unless (gst_structure_get_double (stats, "mesh-wall-s", &mesh_wall_s));
+  fail_unless (gst_structure_get_double (stats, "overlap-score", &overlap));
+  GST_INFO ("wall %.3f s, mesh-wall-s %.3f s, overlap-score %.3f", wall_s,
+      mesh_wall_s, overlap);
+  fail_unless (mesh_wall_s <= wall_s, "mesh-wall-s %.3f s is longer than "
+      "the run, %.3f s", mesh_wall_s, wall_s);
+  fail_unless (mesh_wall_s >= (frames + workers - 1) * step_s,
+      "mesh-wall-s %.3f s is shorter than the work, %.3f s", mesh_wall_s,
+      (frames + workers - 1) * step_s);
+  fail_unless (overlap <= 1.0, "overlap-score %f above 1", overlap);
+  fail_unless (overlap >= frames * step_s / mesh_wall_s, "overlap-score %f: "
+      "less busy time than %u frames of %u ms per worker", overlap, frames,
+      step_ms);
+  gst_structure_free (stats);
+}
+
+GST_END_TEST;
+
+/* ---- pipeline models: prompt-embeds files, the same noise every frame --- */
+
+/* A make-tiny pipeline model, its prompt_embeds.npy [1, L, D] and the same
+ * embeddings in the other forms the element takes, written here by hand
+ * (not with the loader's own code): made once for the "models" case. */
+#define TINY_KIND "turbo"
+#define TINY_SEED "1"
+#define TINY_RANKS 1
+#define TINY_STEPS 2
+#define NPY_MAGIC "\x93NUMPY\x01\x00"
+#define NPY_MAGIC_LEN 8
+/* .npy v1 and safetensors headers are padded to these sizes */
+#define NPY_ALIGN 64
+#define SAFETENSORS_ALIGN 8
+
+static gchar *tiny_dir;
+static gchar *tiny_model;
+
+static gchar *
+tiny_path (const gchar * name)
+{
+  return g_build_filename (tiny_dir, name, NULL);
+}
+
+/* The F32 data of a .npy file [1, L, D]. */
+static GBytes *
+read_embeds_npy (const gchar * path, gint64 * tokens, gint64 * dim)
+{
+  gchar *text = NULL;
+  gsize len = 0;
+  guint header_len;
+  gchar *header;
+  const gchar *shape;
+  GBytes *data;
+
+  fail_unless (g_file_get_contents (path, &text, &len, NULL));
+  fail_unless (len > NPY_MAGIC_LEN + 2
+      && memcmp (text, NPY_MAGIC, NPY_MAGIC_LEN) == 0, "%s: not .npy v1",
+      path);
+  header_len = (guint8) text[8] | (guint) (guint8) text[9] << 8;
+  header = g_strndup (text + NPY_MAGIC_LEN + 2, header_len);
+  fail_unless (strstr (header, "'<f4'") != NULL, "%s: not F32", path);
+  shape = strstr (header, "'shape': (");
+  fail_unless (shape != NULL && sscanf (shape, "'shape': (1, %" G_GINT64_FORMAT
+          ", %" G_GINT64_FORMAT ")", tokens, dim) == 2, "%s: shape in %s",
+      path, header);
+  fail_unless_equals_uint64 (len - NPY_MAGIC_LEN - 2 - header_len,
+      *tokens * *dim * sizeof (gfloat));
+  data = g_bytes_new (text + NPY_MAGIC_LEN + 2 + header_len,
+      len - NPY_MAGIC_LEN - 2 - header_len);
+  g_free (header);
+  g_free (text);
+  return data;
+}
+
+static void
+write_file (const gchar * path, GString * head, GBytes * data)
+{
+  g_string_append_len (head, g_bytes_get_data (data, NULL),
+      g_bytes_get_size (data));
+  fail_unless (g_file_set_contents (path, head->str, head->len, NULL));
+  g_string_free (head, TRUE);
+}
+
+/* A 2-D .npy [L, D]. */
+static void
+write_npy_2d (const gchar * path, GBytes * data, gint64 tokens, gint64 dim)
+{
+  GString *header = g_string_new (NULL);
+  GString *file = g_string_new_len (NPY_MAGIC, NPY_MAGIC_LEN);
+
+  g_string_printf (header, "{'descr': '<f4', 'fortran_order': False, "
+      "'shape': (%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "), }", tokens, dim);
+  while ((NPY_MAGIC_LEN + 2 + header->len + 1) % NPY_ALIGN != 0)
+    g_string_append_c (header, ' ');
+  g_string_append_c (header, '\n');
+  g_string_append_c (file, (gchar) (header->len & 0xff));
+  g_string_append_c (file, (gchar) (header->len >> 8));
+  g_string_append_len (file, header->str, header->len);
+  g_string_free (header, TRUE);
+  write_file (path, file, data);
+}
+
+/* A safetensors file of one F32 tensor @name with @shape. */
+static void
+write_safetensors (const gchar * path, const gchar * name, GBytes * data,
+    const gchar * shape)
+{
+  GString *header = g_string_new (NULL);
+  GString *file = g_string_new (NULL);
+  guint64 len;
+
+  g_string_printf (header, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],"
+      "\"data_offsets\":[0,%" G_GSIZE_FORMAT "]}}", name, shape,
+      g_bytes_get_size (data));
+  while (header->len % SAFETENSORS_ALIGN != 0)
+    g_string_append_c (header, ' ');
+  len = GUINT64_TO_LE ((guint64) header->len);
+  g_string_append_len (file, (const gchar *) &len, sizeof len);
+  g_string_append_len (file, header->str, header->len);
+  g_string_free (header, TRUE);
+  write_file (path, file, data);
+}
+
+/* The same numbers, negated: embeddings that must change the output. */
+static GBytes *
+negated (GBytes * data)
+{
+  gsize n = g_bytes_get_size (data) / sizeof (gfloat);
+  gfloat *v = g_memdup2 (g_bytes_get_data (data, NULL), n * sizeof (gfloat));
+
+  for (gsize i = 0; i < n; i++)
+    v[i] = -v[i];
+  return g_bytes_new_take (v, n * sizeof (gfloat));
+}
+
+static void
+tiny_setup (void)
+{
+  const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
+  g_autofree gchar *embeds = NULL, *path = NULL, *shape2 = NULL,
+      *shape3 = NULL;
+  gchar *err = NULL;
+  gint status = -1;
+  gint64 tokens, dim;
+  GBytes *data, *other;
+
+  fail_unless (tool != NULL, "PPDIFFUSE_TOOL must name ppdiffuse-tool");
+  tiny_dir = g_dir_make_tmp ("ppdiffuse-tiny-XXXXXX", NULL);
+  fail_unless (tiny_dir != NULL);
+  tiny_model = tiny_path ("model");
+  {
+    const gchar *argv[] = { tool, "make-tiny", "--kind", TINY_KIND, "--out",
+      tiny_model, "--seed", TINY_SEED, NULL
+    };
+    fail_unless (g_spawn_sync (NULL, (gchar **) argv, NULL,
+            G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err, &status,
+            NULL));
+    fail_unless (g_spawn_check_wait_status (status, NULL), "make-tiny: %s",
+        err);
+    g_free (err);
+  }
+  embeds = g_build_filename (tiny_model, "prompt_embeds.npy", NULL);
+  data = read_embeds_npy (embeds, &tokens, &dim);
+  shape2 = g_strdup_printf ("%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT, tokens,
+      dim);
+  shape3 = g_strdup_printf ("1,%s", shape2);
+  path = tiny_path ("embeds-2d.npy");
+  write_npy_2d (path, data, tokens, dim);
+  g_free (path);
+  path = tiny_path ("embeds-3d.safetensors");
+  write_safetensors (path, "prompt_embeds", data, shape3);
+  g_free (path);
+  /* one tensor under another name: the loader takes the only one */
+  path = tiny_path ("embeds-2d.safetensors");
+  write_safetensors (path, "encoder_hidden_states", data, shape2);
+  g_free (path);
+  other = negated (data);
+  path = tiny_path ("embeds-other.npy");
+  write_npy_2d (path, other, tokens, dim);
+  g_bytes_unref (other);
+  g_bytes_unref (data);
+}
+
+static void
+remove_tree (const gchar * path)
+{
+  GDir *dir = g_dir_open (path, 0, NULL);
+  const gchar *name;
+
+  if (dir != NULL) {
+    while ((name = g_dir_read_name (dir)) != NULL) {
+      g_autofree gchar *child = g_build_filename (path, name, NULL);
+      remove_tree (child);
+    }
+    g_dir_close (dir);
+  }
+  g_remove (path);
+}
+
+static void
+tiny_teardown (void)
+{
+  remove_tree (tiny_dir);
+  g_clear_pointer (&tiny_dir, g_free);
+  g_clear_pointer (&tiny_model, g_free);
+}
+
+/* Runs the tiny model with @embeds (under the model folder when relative)
+ * and @seed over frames with the pixels of @contents; returns the outputs. */
+static GPtrArray *
+run_tiny (const gchar * embeds, guint64 seed, const guint * contents,
+    guint n)
+{
+  g_autofree gchar *path = g_path_is_absolute (embeds)
+      ? g_strdup (embeds) : tiny_path (embeds);
+  GstElement *element = make_element (TINY_RANKS, TINY_STEPS, tiny_model);
+  GPtrArray *outs = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_buffer_unref);
+  GstHarness *h;
+
+  g_object_set (element, "prompt-embeds", path, "seed", seed, NULL);
+  h = make_harness (element);
+  for (guint i = 0; i < n; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame_like (contents[i],
+                i)), GST_FLOW_OK);
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    g_ptr_array_add (outs, out);
+  }
+  stop_and_check (h, n);
+  return outs;
+}
+
+static gboolean
+same_bytes (GstBuffer * a, GstBuffer * b)
+{
+  GstMapInfo map;
+  gboolean same;
+
+  gst_buffer_map (a, &map, GST_MAP_READ);
+  same = gst_buffer_get_size (b) == map.size
+      && gst_buffer_memcmp (b, 0, map.data, map.size) == 0;
+  gst_buffer_unmap (a, &map);
+  return same;
+}
+
+/* prompt-embeds as a 2-D .npy, as a 3-D and a 2-D .safetensors: the same
+ * output as the 3-D .npy the model came with; other embeddings, another
+ * output (so the file is read at all). */
+GST_START_TEST (test_prompt_embeds_forms)
+{
+  const gchar *forms[] = { "embeds-2d.npy", "embeds-3d.safetensors",
+    "embeds-2d.safetensors"
+  };
+  const guint contents[] = { 0 };
+  g_autofree gchar *npy = g_build_filename (tiny_model, "prompt_embeds.npy",
+      NULL);
+  GPtrArray *reference = run_tiny (npy, 0, contents, 1), *outs;
+
+  for (guint i = 0; i < G_N_ELEMENTS (forms); i++) {
+    outs = run_tiny (forms[i], 0, contents, 1);
+    fail_unless (same_bytes (outs->pdata[0], reference->pdata[0]),
+        "prompt-embeds %s gives another output than %s", forms[i], npy);
+    g_ptr_array_unref (outs);
+  }
+  outs = run_tiny ("embeds-other.npy", 0, contents, 1);
+  fail_if (same_bytes (outs->pdata[0], reference->pdata[0]),
+      "other prompt-embeds give the same output: are they read?");
+  g_ptr_array_unref (outs);
+  g_ptr_array_unref (reference);
+}
+
+GST_END_TEST;
+
+/* The same seed, the same noise for every frame: two identical frames give
+ * identical outputs, a different frame another; another seed changes the
+ * output of the same frame. */
+GST_START_TEST (test_same_noise_every_frame)
+{
+  const guint contents[] = { 0, 0, 5, 0 };
+  const guint one[] = { 0 };
+  GPtrArray *outs = run_tiny ("embeds-2d.npy", 7, contents,
+      G_N_ELEMENTS (contents)), *reseeded;
+
+  fail_unless (same_bytes (outs->pdata[0], outs->pdata[1]),
+      "two identical frames in a row came out different");
+  fail_unless (same_bytes (outs->pdata[0], outs->pdata[3]),
+      "the same frame later in the stream came out different");
+  fail_if (same_bytes (outs->pdata[0], outs->pdata[2]),
+      "a different frame came out the same: the input is ignored");
+  reseeded = run_tiny ("embeds-2d.npy", 8, one, 1);
+  fail_if (same_bytes (outs->pdata[0], reseeded->pdata[0]),
+      "another seed gave the same output");
+  g_ptr_array_unref (reseeded);
+  g_ptr_array_unref (outs);
+}
+
+GST_END_TEST;
+
 static Suite *
 ppdiffuse_suite (void)
 {
@@ -643,10 +1396,23 @@ ppdiffuse_suite (void)
   tcase_add_test (tc, test_flush_discards_and_recovers);
   tcase_add_test (tc, test_anisotropic_smooths);
   tcase_add_test (tc, test_latency_reported);
+  tcase_add_test (tc, test_leaky_qos_and_discont);
+  tcase_add_test (tc, test_latency_query_max);
+  tcase_add_test (tc, test_latency_message_on_growth);
+  tcase_add_test (tc, test_allocation_stride_offset);
+  tcase_add_test (tc, test_shared_input_copied);
+  tcase_add_test (tc, test_stats_overlap);
+  suite_add_tcase (s, tc);
+
+  tc = tcase_create ("models");
+  tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
+  tcase_add_test (tc, test_prompt_embeds_forms);
+  tcase_add_test (tc, test_same_noise_every_frame);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("lifecycle");
   tcase_add_test (tc, test_start_stop_cycles);
+  tcase_add_test (tc, test_progress_messages);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("errors");
