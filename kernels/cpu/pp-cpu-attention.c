@@ -435,6 +435,12 @@ fused_softmax (float *s, int lk, int lk_pad)
   return (float) (1.0 / sum);
 }
 
+static inline size_t
+fused_groups_per_head (int lq)
+{
+  return ((size_t) lq + PP_CPU_FUSED_ROWS - 1) / PP_CPU_FUSED_ROWS;
+}
+
 /* Rows [row, row + nr) of head @hd, nr ≤ PP_CPU_FUSED_ROWS; @s holds nr score
  * rows. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
@@ -479,27 +485,29 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
         inv_sum, f->out + off, ld);
 }
 
-/* Items are (head, query) rows, head-major so that a chunk's rows share
- * their head's keys and values in cache; PP_CPU_FUSED_ROWS rows of one head go
- * together, so that each key and value vector loaded serves them all. */
+/* Items are groups of PP_CPU_FUSED_ROWS query rows of one head, head-major
+ * so that a chunk's rows share their head's keys and values in cache; each
+ * key and value vector loaded serves the whole group.  The groups are fixed
+ * by the row index, not by where a chunk begins, so a row takes the same
+ * path (a group, or a single row at a head's ragged end) on any number of
+ * threads, and gives the same bytes. */
 static __attribute__ ((target ("avx512f,fma"))) void
 fused_range (size_t begin, size_t end, gpointer data)
 {
   const Fused *f = data;
+  const size_t groups = fused_groups_per_head (f->lq);
   float *s = g_new (float, (size_t) PP_CPU_FUSED_ROWS * f->lk_pad);
 
-  for (size_t item = begin; item < end;) {
-    const size_t hd = item / f->lq;
-    const size_t row = item % f->lq;
-    const size_t left = MIN (end - item, f->lq - row);
+  for (size_t item = begin; item < end; item++) {
+    const size_t hd = item / groups;
+    const size_t row = item % groups * PP_CPU_FUSED_ROWS;
+    const size_t nr = MIN ((size_t) PP_CPU_FUSED_ROWS, f->lq - row);
 
-    if (left >= PP_CPU_FUSED_ROWS) {
+    if (nr == PP_CPU_FUSED_ROWS)
       fused_rows (f, hd, row, PP_CPU_FUSED_ROWS, s);
-      item += PP_CPU_FUSED_ROWS;
-    } else {
-      fused_rows (f, hd, row, 1, s);
-      item++;
-    }
+    else
+      for (size_t r = row; r < row + nr; r++)
+        fused_rows (f, hd, r, 1, s);
   }
   g_free (s);
 }
@@ -531,8 +539,8 @@ attention_fused (const float *q, const float *k, const float *v, int n,
     };
 
     pp_cpu_parallel_for (heads, 1, fused_pack_range, &pk);
-    pp_cpu_parallel_for ((size_t) heads * lq, PP_CPU_FUSED_GRAIN_ROWS,
-        fused_range, &f);
+    pp_cpu_parallel_for ((size_t) heads * fused_groups_per_head (lq),
+        PP_CPU_FUSED_GRAIN_ROWS / PP_CPU_FUSED_ROWS, fused_range, &f);
   }
   g_free (kt);
 }

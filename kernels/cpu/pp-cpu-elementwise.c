@@ -31,7 +31,8 @@ typedef struct
   {                                                                         \
     Map m = { .x = x };                                                     \
                                                                             \
-    pp_cpu_parallel_for (n, grain, op##_range, &m);                         \
+    pp_cpu_parallel_for_aligned (n, grain, PP_CPU_ELEMENT_ALIGN,            \
+        op##_range, &m);                                                    \
   }
 
 DEFINE_UNARY (silu, pp_math_silu, PP_CPU_GRAIN_MATH)
@@ -79,7 +80,8 @@ pp_cpu_add (float *y, const float *x, size_t n)
 {
   Map m = { .x = y, .src = x };
 
-  pp_cpu_parallel_for (n, PP_CPU_GRAIN_MEMORY, add_range, &m);
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      add_range, &m);
 }
 
 static void
@@ -96,7 +98,8 @@ pp_cpu_scale (float *x, size_t n, float s)
 {
   Map m = { .x = x, .s = s };
 
-  pp_cpu_parallel_for (n, PP_CPU_GRAIN_MEMORY, scale_range, &m);
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      scale_range, &m);
 }
 
 /* Items are planes (sample, channel); src holds one value per plane. */

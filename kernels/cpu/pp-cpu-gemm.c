@@ -1,9 +1,11 @@
 /* ppdiffuse — GEMM for the CPU ops: OpenBLAS on one thread per block of C.
  *
  * The blocks are the rows or the columns of C, whichever dimension is
- * longer, cut at multiples of PP_CPU_GEMM_SPLIT_ALIGN: whole register
- * tiles of OpenBLAS's kernels (a ragged edge costs it an edge kernel), yet
- * fine enough that blocks stay even (77 rows: 40 + 37).  Each thread packs
+ * longer, as many as the shape is worth (at most PP_CPU_GEMM_BLOCKS, the
+ * same on any number of threads), cut at multiples of PP_CPU_GEMM_SPLIT_ALIGN: whole register
+ * tiles of OpenBLAS's kernels, so that a block edge never sends values
+ * through an edge kernel that the whole GEMM would not use, and the result
+ * is the same bytes on any number of threads.  Each thread packs
  * only the operand parts its block needs, and no thread waits on another
  * inside the GEMM. */
 #include "pp-cpu-parallel.h"
@@ -57,17 +59,20 @@ pp_cpu_gemm (gboolean trans_a, gboolean trans_b, int m, int n, int k,
     float alpha, const float *a, int lda, const float *b, int ldb,
     float beta, float *c, int ldc)
 {
-  /* Also sets OpenBLAS to one thread before its first call here. */
-  const guint threads = pp_cpu_parallel_threads ();
   const double flops = 2.0 * m * n * k;
   Gemm g = { trans_a, trans_b, m >= n, m, n, k, lda, ldb, ldc, 0, alpha,
     beta, a, b, c
   };
   const int len = g.split_rows ? m : n;
-  guint blocks = (guint) MIN ((double) threads,
+  /* The blocks depend on the shape alone, never on the team size, so
+   * that OpenBLAS sees the same calls on any number of threads (its
+   * small-matrix kernels, picked by size, sum in another order). */
+  guint blocks = (guint) MIN ((double) PP_CPU_GEMM_BLOCKS,
       flops / PP_CPU_GEMM_GRAIN_FLOPS);
 
   g_return_if_fail (m > 0 && n > 0 && k > 0);
+  /* Also sets OpenBLAS to one thread before its first call here. */
+  pp_cpu_parallel_threads ();
 
   blocks = MIN (blocks, (guint) ((len + PP_CPU_GEMM_SPLIT_ALIGN - 1)
           / PP_CPU_GEMM_SPLIT_ALIGN));

@@ -231,6 +231,13 @@ void
 pp_cpu_parallel_for (size_t n, size_t min_chunk, PpCpuRangeFunc func,
     gpointer data)
 {
+  pp_cpu_parallel_for_aligned (n, min_chunk, 1, func, data);
+}
+
+void
+pp_cpu_parallel_for_aligned (size_t n, size_t min_chunk, size_t align,
+    PpCpuRangeFunc func, gpointer data)
+{
   size_t n_chunks, chunk;
   guint32 generation;
 
@@ -250,6 +257,8 @@ pp_cpu_parallel_for (size_t n, size_t min_chunk, PpCpuRangeFunc func,
   /* Only a team of over 16k threads would reach it. */
   n_chunks = MIN (n_chunks, (size_t) MAX_CHUNKS);
   chunk = (n + n_chunks - 1) / n_chunks;
+  align = MAX (align, 1);
+  chunk = (chunk + align - 1) / align * align;
   n_chunks = (n + chunk - 1) / chunk;
 
   team.func = func;
@@ -277,26 +286,39 @@ typedef struct
 {
   PpRowsFunc func;
   gpointer data;
+  int rows, range;
 } Rows;
 
+/* Items are ranges of r->range rows (the last one shorter). */
 static void
 rows_chunk (size_t begin, size_t end, gpointer data)
 {
   const Rows *r = data;
 
-  r->func ((int) begin, (int) end, r->data);
+  for (size_t i = begin; i < end; i++) {
+    const int lo = (int) i * r->range;
+
+    r->func (lo, MIN (r->rows, lo + r->range), r->data);
+  }
 }
 
-/* The op table's for_rows: a parallel loop whose chunks are row ranges.
- * Ops called from a chunk run serially on its thread (see in_chunk); when
- * the loop does not split, the one range runs on the caller and its ops
- * use the team themselves. */
+/* The op table's for_rows: a parallel loop over ranges of rows.  The
+ * ranges depend on @rows and @min_rows alone, never on the team size, so
+ * the ops inside a range see the same shapes, and give the same bytes, on
+ * any number of threads.  Ops called from a range on a helper run serially
+ * on its thread (see in_chunk); when the loop does not split, the ranges
+ * run one after the other on the caller and their ops use the team. */
 void
 pp_cpu_for_rows (int rows, int min_rows, PpRowsFunc func, gpointer data)
 {
-  Rows r = { func, data };
+  Rows r = { func, data, rows, 0 };
+  int n_ranges;
 
   g_return_if_fail (rows >= 0 && min_rows > 0);
-
-  pp_cpu_parallel_for ((size_t) rows, (size_t) min_rows, rows_chunk, &r);
+  if (rows == 0)
+    return;
+  n_ranges = MAX (rows / min_rows, 1);
+  r.range = (rows + n_ranges - 1) / n_ranges;
+  n_ranges = (rows + r.range - 1) / r.range;
+  pp_cpu_parallel_for ((size_t) n_ranges, 1, rows_chunk, &r);
 }

@@ -15,6 +15,11 @@ typedef void (*PpCpuRangeFunc) (size_t begin, size_t end, gpointer data);
  * depend on how the items are split. */
 void pp_cpu_parallel_for (size_t n, size_t min_chunk, PpCpuRangeFunc func,
     gpointer data);
+/* The same with every chunk but the last a multiple of @align items: an
+ * element-wise loop split at whole vector blocks sends every element but the
+ * array's own tail through the vector loop, as one thread would. */
+void pp_cpu_parallel_for_aligned (size_t n, size_t min_chunk, size_t align,
+    PpCpuRangeFunc func, gpointer data);
 /* Threads a parallel loop uses (the caller included). */
 guint pp_cpu_parallel_threads (void);
 

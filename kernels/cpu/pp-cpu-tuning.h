@@ -27,10 +27,17 @@
 
 /* FLOPs per block worth a thread of its own (~5 µs at ~100 GFLOP/s). */
 #define PP_CPU_GEMM_GRAIN_FLOPS (500 * 1000)
+/* Blocks a large GEMM is cut into, whatever the team size: enough for 8
+ * cores, each block still hundreds of columns wide in a UNet at 512x512. */
+#define PP_CPU_GEMM_BLOCKS 8
 /* Block boundaries fall on multiples of this many rows or columns: whole
- * register tiles of OpenBLAS's kernels, yet fine enough that blocks stay
- * even (77 rows: 40 + 37). */
-#define PP_CPU_GEMM_SPLIT_ALIGN 8
+ * register tiles of OpenBLAS's kernels, so that every element of C is
+ * computed by the same kernel, in the same order, whatever the split.  16
+ * is the widest sgemm tile of OpenBLAS's x86-64 kernels: at 8, a column
+ * block ending mid-tile sent its last 8 columns through the 8-wide edge
+ * kernel, whose sums differ in the last bit from the 16-wide one's (an
+ * NN GEMM with 1196 columns split at 600: 303 values differed). */
+#define PP_CPU_GEMM_SPLIT_ALIGN 16
 
 /* ---- attention (pp-cpu-attention.c) ---- */
 
@@ -101,6 +108,11 @@
  * of work for the transcendental ops, and for the ones that only move
  * memory. */
 #define PP_CPU_GRAIN_MATH (4 * 1024)
+/* Element-wise loops split at multiples of this many floats (4 AVX-512
+ * vectors, the widest unrolled vector step): a chunk that ended inside one
+ * sent its last values through the loop's scalar remainder, whose SiLU
+ * differs in the last bit from the vector one's. */
+#define PP_CPU_ELEMENT_ALIGN 64
 #define PP_CPU_GRAIN_MEMORY (16 * 1024)
 
 /* ---- layout (pp-cpu-layout.c) ---- */

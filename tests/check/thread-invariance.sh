@@ -1,16 +1,18 @@
 #!/bin/sh
-# The CPU ops split their work by thread count, but never a sum: every output
-# value is computed by one thread in one order (docs/architecture.md, "Threads
-# of the CPU ops").  So every model gives the same bytes on 1, 2 and 4
-# threads, and the same bytes run after run.  Checked at the shapes users run:
-# 64x64 latents with 77 text tokens (4096 token rows at the first level, far
-# past every row-range and GEMM split) and 512x512 frames, for both UNet
-# families, TAESD and whole img2img frames.
+# The CPU ops split their work by thread count, but never a sum, and never
+# so that a value takes another kernel path: every output value is computed
+# by one thread in one order (docs/architecture.md, "Threads of the CPU
+# ops").  So every model gives the same bytes on 1 to 4 threads, and the same
+# bytes run after run.  Checked at the shapes users run: 64x64 latents with
+# 77 text tokens (4096 token rows at the first level, far past every
+# row-range and GEMM split) and 512x512 frames, and at a ragged size whose
+# splits all end mid-block (26x46 latents, 1196 and 299 token rows; 200x360
+# frames), for both UNet families, TAESD and whole img2img frames.
 # Usage: thread-invariance.sh PPDIFFUSE_TOOL
 set -eu
 TOOL=$1
 LIMIT_S=240
-THREAD_COUNTS="1 2 4"
+THREAD_COUNTS="1 2 3 4"
 LATENT=64
 TOKENS=77
 FRAME=512
@@ -72,25 +74,31 @@ done
 "$TOOL" make-tiny --kind taesd --out "$work/taesd" --seed 12 >/dev/null
 
 noise_npy "$work/sample.npy" 1 1 4 $LATENT $LATENT
+noise_npy "$work/sample-ragged.npy" 5 1 4 26 46
 noise_npy "$work/image.npy" 2 1 3 $FRAME $FRAME
+noise_npy "$work/image-ragged.npy" 6 1 3 200 360
 noise_npy "$work/text-turbo.npy" 3 1 $TOKENS "$(python3 -c "
 import json; print(json.load(open('$work/turbo/unet/config.json'))['cross_attention_dim'])")"
 noise_npy "$work/text-sd15.npy" 4 1 $TOKENS "$(python3 -c "
 import json; print(json.load(open('$work/sd15/unet/config.json'))['cross_attention_dim'])")"
 
-for kind in turbo sd15; do
-  same_bytes "unet-$kind" npy "$TOOL" unet --model "$work/$kind/unet" \
-    --sample "$work/sample.npy" --timestep 500 \
-    --encoder-hidden-states "$work/text-$kind.npy" --out OUT
+for shape in "" -ragged; do
+  for kind in turbo sd15; do
+    same_bytes "unet-$kind$shape" npy "$TOOL" unet --model "$work/$kind/unet" \
+      --sample "$work/sample$shape.npy" --timestep 500 \
+      --encoder-hidden-states "$work/text-$kind.npy" --out OUT
+  done
+  same_bytes "vae-encode$shape" npy "$TOOL" vae-encode \
+    --model "$work/taesd" --image "$work/image$shape.npy" --out OUT
+  same_bytes "vae-decode$shape" npy "$TOOL" vae-decode \
+    --model "$work/taesd" --latents "$work/sample$shape.npy" --out OUT
 done
-same_bytes vae-encode npy "$TOOL" vae-encode --model "$work/taesd" \
-  --image "$work/image.npy" --out OUT
-same_bytes vae-decode npy "$TOOL" vae-decode --model "$work/taesd" \
-  --latents "$work/sample.npy" --out OUT
 
-timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 pattern=smpte \
-  ! video/x-raw,format=RGB,width=$FRAME,height=$FRAME ! pngenc \
-  ! filesink location="$work/frame.png"
-same_bytes img2img-turbo png "$TOOL" img2img --model "$work/turbo" \
-  --in "$work/frame.png" --out OUT \
-  --prompt-embeds "$work/turbo/prompt_embeds.npy" --steps 2 --strength 1.0
+for size in ${FRAME}x$FRAME 360x200; do
+  timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 \
+    pattern=smpte ! "video/x-raw,format=RGB,width=${size%x*},height=${size#*x}" \
+    ! pngenc ! filesink location="$work/frame-$size.png"
+  same_bytes "img2img-turbo-$size" png "$TOOL" img2img --model "$work/turbo" \
+    --in "$work/frame-$size.png" --out OUT \
+    --prompt-embeds "$work/turbo/prompt_embeds.npy" --steps 2 --strength 1.0
+done

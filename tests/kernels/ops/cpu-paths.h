@@ -42,14 +42,15 @@ loop_splits (size_t items, size_t min_chunk)
   return pp_cpu_parallel_threads () > 1 && items >= 2 * MAX (min_chunk, 1);
 }
 
-/* The path pp_cpu_gemm takes for an m×n×k product (pp-cpu-gemm.c): a
- * block of rows or columns of C per thread, as many as the FLOPs give
- * grains and the longer side gives aligned blocks. */
+/* The path pp_cpu_gemm takes for an m×n×k product (pp-cpu-gemm.c):
+ * blocks of rows or columns of C, as many as the FLOPs give grains and the
+ * longer side gives aligned blocks, at most PP_CPU_GEMM_BLOCKS, whatever the
+ * team size. */
 static inline PpCpuPath
 expected_gemm_path (int m, int n, int k)
 {
   const double flops = 2.0 * m * n * k;
-  double blocks = MIN ((double) pp_cpu_parallel_threads (),
+  double blocks = MIN ((double) PP_CPU_GEMM_BLOCKS,
       floor (flops / PP_CPU_GEMM_GRAIN_FLOPS));
 
   blocks = MIN (blocks, (double) ceil_div (MAX (m, n),

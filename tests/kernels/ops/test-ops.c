@@ -43,8 +43,9 @@
  *   SUM_BLOCK, PP_CPU_LANES (softmax rows)      /attention-*: lk 5, 16, 63-65,
  *                                               SUM_BLOCK ± 1, 2·SUM_BLOCK+37
  *   fused rows: FUSED_ROWS groups, lone rows,   /attention-fused: lq % 4 = 1-3,
- *   FUSED_PAIR (head_dim 8), chunk boundaries   a chunk starting mid-group
- *   fused split heads·lq ≥ 2·FUSED_GRAIN_ROWS   /attention-fused: both sides
+ *   FUSED_PAIR (head_dim 8), chunk boundaries   chunks starting inside a head
+ *   fused split heads·⌈lq/FUSED_ROWS⌉ ≥         /attention-fused: both sides
+ *     2·FUSED_GRAIN_ROWS/FUSED_ROWS
  *   fused packing split: heads ≥ 2              /attention-fused: 1, 2 heads
  *   Convolution (conv.c)
  *   1×1 s1 p0: GEMM on x; other 1×1: im2col     /conv2d
@@ -216,13 +217,16 @@ check_path (const gchar * what, const Paths * before, PpCpuPath path,
 }
 
 /* Parallel loops run on the team since @before, less those of split GEMMs
- * (one each): the op's own loops. */
+ * (one each when there is a team to run them: a GEMM's blocks do not depend
+ * on the team size): the op's own loops. */
 static guint64
 own_splits (const Paths * before)
 {
-  return paths_since (before, PP_CPU_PATH_LOOP_SPLIT)
-      - paths_since (before, PP_CPU_PATH_GEMM_SPLIT_ROWS)
-      - paths_since (before, PP_CPU_PATH_GEMM_SPLIT_COLS);
+  const guint64 gemm_loops = pp_cpu_parallel_threads () > 1
+      ? paths_since (before, PP_CPU_PATH_GEMM_SPLIT_ROWS)
+      + paths_since (before, PP_CPU_PATH_GEMM_SPLIT_COLS) : 0;
+
+  return paths_since (before, PP_CPU_PATH_LOOP_SPLIT) - gemm_loops;
 }
 
 static void
@@ -910,8 +914,8 @@ test_for_rows (void)
      * serially on their thread.  One that does not split runs on the
      * caller, and its ops use the team. */
     loops = paths_since (&before, PP_CPU_PATH_LOOP_SPLIT);
-    if (loops != (split ? 1
-            : expected_gemm_path (rows, out, in) != PP_CPU_PATH_GEMM_WHOLE))
+    if (loops != (split ? 1 : pp_cpu_parallel_threads () > 1
+            && expected_gemm_path (rows, out, in) != PP_CPU_PATH_GEMM_WHOLE))
       g_error ("for_rows min_rows %d: %" G_GUINT64_FORMAT " loops ran on "
           "the team", min_rows, loops);
     for (int r = 0; r < rows; r++)
@@ -1089,8 +1093,11 @@ test_attention_gemm (void)
   g_rand_free (rng);
 }
 
-/* The fused minimum chunk, in (head, query) rows. */
-#define FUSED_SPLIT_ROWS (2 * PP_CPU_FUSED_GRAIN_ROWS)
+/* The fused loop's items are groups of FUSED_ROWS query rows of one head;
+ * it splits from two minimum chunks of them.  With one head, the fewest
+ * query rows that make that many groups. */
+#define FUSED_SPLIT_GROUPS (2 * (PP_CPU_FUSED_GRAIN_ROWS / PP_CPU_FUSED_ROWS))
+#define FUSED_SPLIT_ROWS ((FUSED_SPLIT_GROUPS - 1) * PP_CPU_FUSED_ROWS + 1)
 
 /* Heads up to FUSED_MAX_HEAD_DIM: the fused path where the AVX-512 kernels
  * run, the GEMM path elsewhere. */
