@@ -756,8 +756,15 @@ def write_readme(summary):
     lines.append("  decoded.npy    decode(latents.npy), in the [-1,1] convention "
                  "(not clamped; same data as tap-image.npy)")
     lines.extend(tap_rows(s["taps"]))
-    with open(os.path.join(DATA_DIR, "README"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    path = os.path.join(DATA_DIR, "README")
+    with open(path) as f:
+        old = f.read()
+    # The other fixture scripts keep sections of their own, each opened by a
+    # line "=== <dir>/ (<script>) ===": they stay as they are.
+    later = old.find("\n=== ")
+    tail = old[later:] if later >= 0 else ""
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n" + tail)
 
 
 def main():
@@ -777,15 +784,16 @@ def main():
     write_readme(summary)
 
     total = 0
-    for root, _, files in os.walk(DATA_DIR):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    for name in CONFIGS:
+        for root, _, files in os.walk(os.path.join(DATA_DIR, name)):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
     assert total < MAX_TOTAL_BYTES, "fixtures take %d bytes" % total
     for name in ("unet-sd15-tiny", "unet-turbo-tiny", "taesd-tiny"):
         s = summary[name]
         print("%-16s %4d tensors %8d params  float64 diff %.2e"
               % (name, s["n_keys"], s["n_params"], s["float64_diff"]))
     print("sinusoid float64 diff %.2e" % summary["sinusoid"]["float64_diff"])
-    print("total %d bytes in %s" % (total, DATA_DIR))
+    print("total %d bytes in %s" % (total, ", ".join(CONFIGS)))
 
 
 if __name__ == "__main__":

@@ -399,9 +399,9 @@ They use the weights of the tiny models above (loaded into diffusers'
 UNet2DConditionModel / AutoencoderTiny with from_config and a strict
 load_state_dict), run in float64 and stored as float32 npy.  diffusers
 computes the timestep sinusoid in float32 in both precisions, as the C
-model does.  Re-running make_fixtures.py rewrites this README without this
-section and deletes nothing under shapes/: re-run make_shape_fixtures.py
-after it.
+model does.  Re-running make_fixtures.py keeps this section and deletes
+nothing under shapes/, but changes the weights these fixtures use: re-run
+make_shape_fixtures.py after it.
 
 shapes/<model>/<case>/
 - f32-f64.txt: one line per tap the directory holds: name, shape, max|ref|
