@@ -373,6 +373,20 @@ pp_seeded_fill_input (guint64 seed, const gchar * key, gsize numel,
   seeded_fill (seed, key, sqrt (INPUT_VARIANCE_FACTOR), 0.0, numel, out);
 }
 
+/* Gives @s a buffer of its own for its floats. */
+static gboolean
+slot_alloc (PpWeights * w, Slot * s, GError ** error)
+{
+  s->owned = g_try_new (gfloat, MAX (s->numel, 1));
+  if (s->owned == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
+        "%s: cannot allocate %" G_GSIZE_FORMAT " floats for weight '%s'",
+        w->source, s->numel, s->key);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Makes @s->data valid: F32 in place when aligned, else converted once. */
 static gboolean
 materialise (PpWeights * w, Slot * s, GError ** error)
@@ -388,13 +402,8 @@ materialise (PpWeights * w, Slot * s, GError ** error)
     return TRUE;
   }
 #endif
-  s->owned = g_try_new (gfloat, MAX (s->numel, 1));
-  if (s->owned == NULL) {
-    g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
-        "%s: cannot allocate %" G_GSIZE_FORMAT " floats for weight '%s'",
-        w->source, s->numel, s->key);
+  if (!slot_alloc (w, s, error))
     return FALSE;
-  }
   pp_safetensors_read_f32 (e, s->owned);
   s->data = s->owned;
   return TRUE;
@@ -437,13 +446,8 @@ slot_add (PpWeights * w, Slot * s)
 static gboolean
 generate (PpWeights * w, Slot * s, GError ** error)
 {
-  s->owned = g_try_new (gfloat, MAX (s->numel, 1));
-  if (s->owned == NULL) {
-    g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
-        "%s: cannot allocate %" G_GSIZE_FORMAT " floats for weight '%s'",
-        w->source, s->numel, s->key);
+  if (!slot_alloc (w, s, error))
     return FALSE;
-  }
   if (w->seeded)
     fill_seeded (w, s, s->owned);
   else
