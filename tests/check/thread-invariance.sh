@@ -45,9 +45,10 @@ EOF
 same_bytes() {
   name=$1 ext=$2
   shift 2
-  first=""
+  first="" run=0
   for t in $THREAD_COUNTS 2; do
-    out="$work/$name-t$t-$(date +%s%N).$ext"
+    run=$((run + 1))
+    out="$work/$name-run$run-t$t.$ext"
     args=""
     for a in "$@"; do
       [ "$a" = OUT ] && a=$out
