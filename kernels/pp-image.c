@@ -25,10 +25,19 @@ pp_image_to_tensor (const PpImage * img, const gchar * name, GError ** error)
 {
   const gint64 shape[4] = { 1, PP_IMAGE_CHANNELS, img->height, img->width };
   PpTensor *t = pp_tensor_new (name, PP_DTYPE_F32, 4, shape, error);
+
+  if (t != NULL)
+    pp_image_to_tensor_into (img, t);
+  return t;
+}
+
+void
+pp_image_to_tensor_into (const PpImage * img, PpTensor * t)
+{
   gsize plane = (gsize) img->width * img->height;
 
-  if (t == NULL)
-    return NULL;
+  g_return_if_fail (t->backend == NULL
+      && t->nbytes == PP_IMAGE_CHANNELS * plane * sizeof (gfloat));
   for (gint c = 0; c < PP_IMAGE_CHANNELS; c++) {
     gfloat *dst = (gfloat *) t->data + c * plane;
     for (gint y = 0; y < img->height; y++) {
@@ -38,7 +47,6 @@ pp_image_to_tensor (const PpImage * img, const gchar * name, GError ** error)
         dst[(gsize) y * img->width + x] = row[(gsize) x * img->pixel_stride];
     }
   }
-  return t;
 }
 
 gboolean
@@ -63,27 +71,3 @@ pp_image_from_tensor (PpImage * img, const PpTensor * t, GError ** error)
   return TRUE;
 }
 
-void
-pp_resize_bilinear (const gfloat * src, gint c, gint h, gint w, gfloat * dst,
-    gint oh, gint ow)
-{
-  const gdouble sy = (gdouble) h / oh, sx = (gdouble) w / ow;
-
-  for (gint y = 0; y < oh; y++) {
-    gdouble fy = CLAMP ((y + 0.5) * sy - 0.5, 0.0, h - 1.0);
-    gint y0 = (gint) fy, y1 = MIN (y0 + 1, h - 1);
-    gfloat wy = (gfloat) (fy - y0);
-    for (gint x = 0; x < ow; x++) {
-      gdouble fx = CLAMP ((x + 0.5) * sx - 0.5, 0.0, w - 1.0);
-      gint x0 = (gint) fx, x1 = MIN (x0 + 1, w - 1);
-      gfloat wx = (gfloat) (fx - x0);
-      for (gint ch = 0; ch < c; ch++) {
-        const gfloat *p = src + (gsize) ch * h * w;
-        gfloat top = p[y0 * w + x0] * (1 - wx) + p[y0 * w + x1] * wx;
-        gfloat bottom = p[y1 * w + x0] * (1 - wx) + p[y1 * w + x1] * wx;
-        dst[(gsize) ch * oh * ow + (gsize) y * ow + x] =
-            top * (1 - wy) + bottom * wy;
-      }
-    }
-  }
-}

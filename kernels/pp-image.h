@@ -22,16 +22,13 @@ typedef struct
 /* Planar F32 [1, 3, H, W] tensor with values 0..255, named @name. */
 PpTensor *pp_image_to_tensor   (const PpImage * image, const gchar * name,
                                 GError ** error);
+/* The same into @tensor, a host F32 tensor of [1, 3, H, W]'s size. */
+void      pp_image_to_tensor_into (const PpImage * image, PpTensor * tensor);
 /* Writes the tensor back (rounded, clamped to 0..255); the image's other
  * bytes (alpha, padding) are left as they are. */
 gboolean  pp_image_from_tensor (PpImage * image, const PpTensor * tensor,
                                 GError ** error);
 gboolean  pp_image_check_tensor (const PpTensor * tensor, gint width,
                                  gint height, GError ** error);
-
-/* Bilinear resize of planar float images (half-pixel centres, edges
- * clamped): @src [c, h, w] → @dst [c, oh, ow]. */
-void      pp_resize_bilinear   (const gfloat * src, gint c, gint h, gint w,
-                                gfloat * dst, gint oh, gint ow);
 
 G_END_DECLS

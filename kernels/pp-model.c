@@ -85,7 +85,7 @@ find_builtin (const gchar * name)
 
 PpModel *
 pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
-    GError ** error)
+    PpBackend * backend, GError ** error)
 {
   g_autoptr (PpModel) model = NULL;
   g_autoptr (GHashTable) params = NULL;
@@ -124,6 +124,9 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
   model->path = g_steal_pointer (&path);
   model->n_steps = n_steps;
   model->roles = roles;
+  model->backend = backend != NULL ? backend : pp_backend_get (NULL, error);
+  if (model->backend == NULL)
+    return NULL;
   if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
           &model->step_ms, error))
     return NULL;
@@ -214,9 +217,36 @@ pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
         "step %u is outside the schedule of %u steps", step, n_steps);
     return FALSE;
   }
+  if (model->klass->steps_begin != NULL && !model->steps_open)
+    return pp_model_steps_begin (model, sample, error)
+        && pp_model_step (model, step, n_steps, sample, error)
+        && pp_model_steps_end (model, sample, error);
   if (!model->klass->step (model, step, n_steps, sample, error))
     return FALSE;
   if (model->step_ms > 0)
     g_usleep ((gulong) (model->step_ms * 1000.0));
   return TRUE;
+}
+
+gboolean
+pp_model_steps_begin (PpModel * model, PpTensor * sample, GError ** error)
+{
+  g_return_val_if_fail (!model->steps_open, FALSE);
+
+  if (model->klass->steps_begin == NULL)
+    return TRUE;
+  if (!model->klass->steps_begin (model, sample, error))
+    return FALSE;
+  model->steps_open = TRUE;
+  return TRUE;
+}
+
+gboolean
+pp_model_steps_end (PpModel * model, PpTensor * sample, GError ** error)
+{
+  if (model->klass->steps_end == NULL)
+    return TRUE;
+  g_return_val_if_fail (model->steps_open, FALSE);
+  model->steps_open = FALSE;
+  return model->klass->steps_end (model, sample, error);
 }

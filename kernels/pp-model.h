@@ -11,6 +11,7 @@
  * (VAE), a worker the steps (UNet, prompt embeddings). */
 #pragma once
 
+#include "pp-backend.h"
 #include "pp-image.h"
 
 G_BEGIN_DECLS
@@ -33,6 +34,14 @@ struct _PpModelClass
   gboolean (*init) (PpModel * model, GHashTable * params, GError ** error);
   gboolean (*step) (PpModel * model, guint step, guint n_steps,
       PpTensor * sample, GError ** error);
+  /* Optional: the sample stays on the model's backend across steps.
+   * steps_begin uploads @sample, step then works on the device copy (its
+   * @sample argument is that host tensor, untouched), steps_end downloads
+   * into @sample. */
+  gboolean (*steps_begin) (PpModel * model, const PpTensor * sample,
+      GError ** error);
+  gboolean (*steps_end) (PpModel * model, PpTensor * sample,
+      GError ** error);
   /* Image phases; NULL means the image itself is the sample. */
   PpTensor *(*encode) (PpModel * model, const PpImage * image,
       GError ** error);
@@ -52,6 +61,8 @@ struct _PpModel
   guint n_steps;                /* steps of the schedule */
   PpModelRole roles;
   gdouble step_ms;
+  PpBackend *backend;           /* where the model computes */
+  gboolean steps_open;          /* between steps_begin and steps_end */
   gpointer priv;
 };
 
@@ -74,8 +85,12 @@ typedef struct
 gchar    *pp_model_uri_with_settings (const gchar * model,
                                       const PpPipelineSettings * settings);
 
+/* @backend: where the neural models compute (built-in models compute on
+ * the host whatever it is); NULL: pp_backend_get (NULL), the environment's
+ * PPDIFFUSE_BACKEND or auto. */
 PpModel  *pp_model_new    (const gchar * uri, guint n_steps,
-                           PpModelRole roles, GError ** error);
+                           PpModelRole roles, PpBackend * backend,
+                           GError ** error);
 void      pp_model_free   (PpModel * model);
 /* SHA-256 (hex) of the model's URI and its loaded weights: ranks that
  * loaded the same model give the same digest. */
@@ -86,9 +101,16 @@ PpTensor *pp_model_encode (PpModel * model, const PpImage * image,
 /* Sample tensor → image (VAE decode for real models). */
 gboolean  pp_model_decode (PpModel * model, const PpTensor * sample,
                            PpImage * image, GError ** error);
-/* Runs denoising step @step of @n_steps in place, then sleeps step-ms. */
+/* Runs denoising step @step of @n_steps in place, then sleeps step-ms.
+ * Between pp_model_steps_begin and pp_model_steps_end on the same @sample,
+ * the sample stays on the model's backend from step to step; outside them
+ * a step uploads and downloads it itself. */
 gboolean  pp_model_step   (PpModel * model, guint step, guint n_steps,
                            PpTensor * sample, GError ** error);
+gboolean  pp_model_steps_begin (PpModel * model, PpTensor * sample,
+                                GError ** error);
+gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,
+                                GError ** error);
 
 /* Built-in model classes. */
 extern const PpModelClass pp_model_stamp_class;

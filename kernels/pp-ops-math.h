@@ -164,3 +164,23 @@ pp_math_timestep_freq (int k, int half, float freq_shift)
 
   return expf (neg_log_period * (float) k / ((float) half - freq_shift));
 }
+
+/* The scalars of one latent-consistency step (diffusers LCMScheduler): with
+ * x the sample and ε̂ the noise prediction at ᾱ = sa², the denoised
+ * x̂0 = (x − sb·ε̂)/sa, the boundary-condition mix d = c_out·x̂0 + c_skip·x,
+ * and the next sample na·d + nb·ε (fresh noise ε), or d on the last step
+ * (last non-zero). */
+typedef struct
+{
+  float sa, sb, c_out, c_skip, na, nb;
+  int last;
+} PpLcmCoeffs;
+
+PP_MATH_FN float
+pp_math_lcm_step (const PpLcmCoeffs * c, float x, float eps, float noise)
+{
+  const float x0 = (x - c->sb * eps) / c->sa;
+  const float d = c->c_out * x0 + c->c_skip * x;
+
+  return c->last ? d : c->na * d + c->nb * noise;
+}

@@ -1,5 +1,6 @@
 /* ppdiffuse — tensors. */
 #include "pp-tensor.h"
+#include "pp-backend.h"
 #include "pp-error.h"
 
 #include <string.h>
@@ -54,8 +55,8 @@ pp_tensor_shape_bytes (PpDType dtype, guint ndim, const gint64 * shape)
 }
 
 PpTensor *
-pp_tensor_new (const gchar * name, PpDType dtype, guint ndim,
-    const gint64 * shape, GError ** error)
+pp_tensor_new_full (PpBackend * backend, const gchar * name, PpDType dtype,
+    guint ndim, const gint64 * shape, GError ** error)
 {
   gsize nbytes = pp_tensor_shape_bytes (dtype, ndim, shape);
   PpTensor *t;
@@ -77,6 +78,16 @@ pp_tensor_new (const gchar * name, PpDType dtype, guint ndim,
   t->ndim = ndim;
   memcpy (t->shape, shape, ndim * sizeof (gint64));
   t->nbytes = nbytes;
+  t->backend = backend;
+  if (backend != NULL) {
+    t->data = backend->memory->alloc (backend, nbytes, error);
+    if (t->data == NULL) {
+      g_prefix_error (error, "tensor '%s' on %s: ", name, backend->name);
+      g_free (t);
+      return NULL;
+    }
+    return t;
+  }
   t->data = g_try_malloc0 (nbytes);
   if (t->data == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
@@ -87,12 +98,23 @@ pp_tensor_new (const gchar * name, PpDType dtype, guint ndim,
   return t;
 }
 
+PpTensor *
+pp_tensor_new (const gchar * name, PpDType dtype, guint ndim,
+    const gint64 * shape, GError ** error)
+{
+  return pp_tensor_new_full (NULL, name, dtype, ndim, shape, error);
+}
+
 void
 pp_tensor_free (PpTensor * tensor)
 {
   if (tensor == NULL)
     return;
-  g_free (tensor->data);
+  /* Through the table: host-only builds (fuzzers) link no backend. */
+  if (tensor->backend != NULL)
+    tensor->backend->memory->free (tensor->backend, tensor->data);
+  else
+    g_free (tensor->data);
   g_free (tensor);
 }
 

@@ -1,4 +1,6 @@
-/* ppdiffuse — tensors: a named, typed, shaped block of host memory. */
+/* ppdiffuse — tensors: a named, typed, shaped block of memory, on the host
+ * (I/O, frames, npy, chunks) or on a backend's device.  Host and device
+ * tensors meet only through pp_tensor_upload and pp_tensor_download. */
 #pragma once
 
 #include <glib.h>
@@ -22,7 +24,9 @@ typedef struct
   guint ndim;
   gint64 shape[PP_TENSOR_MAX_DIMS];
   gsize nbytes;
-  gpointer data;                /* owned, g_malloc'd, nbytes long */
+  gpointer data;                /* owned, nbytes long: g_malloc'd host
+                                 * memory, or the backend's device memory */
+  struct _PpBackend *backend;   /* NULL: host memory */
 } PpTensor;
 
 gsize        pp_dtype_size     (PpDType dtype);
@@ -33,7 +37,24 @@ gboolean     pp_dtype_is_valid (guint value);
  * shape is invalid or too large to address. */
 PpTensor    *pp_tensor_new     (const gchar * name, PpDType dtype, guint ndim,
                                 const gint64 * shape, GError ** error);
+/* The same on @backend's device (uninitialised; pp-backend.c). */
+PpTensor    *pp_tensor_new_on  (struct _PpBackend * backend,
+                                const gchar * name, PpDType dtype,
+                                guint ndim, const gint64 * shape,
+                                GError ** error);
+/* On the host (@backend NULL, zeroed) or the device, uncounted: use
+ * pp_tensor_new or pp_tensor_new_on. */
+PpTensor    *pp_tensor_new_full (struct _PpBackend * backend,
+                                 const gchar * name, PpDType dtype,
+                                 guint ndim, const gint64 * shape,
+                                 GError ** error);
 void         pp_tensor_free    (PpTensor * tensor);
+/* Host @src → device @dst and back; dtypes and sizes must agree
+ * (pp-backend.c). */
+gboolean     pp_tensor_upload  (PpTensor * dst, const PpTensor * src,
+                                GError ** error);
+gboolean     pp_tensor_download (PpTensor * dst, const PpTensor * src,
+                                 GError ** error);
 gint64       pp_tensor_numel   (const PpTensor * tensor);
 /* Byte count a shape implies, or 0 when it is invalid (dimension < 1,
  * overflow). */

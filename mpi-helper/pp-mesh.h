@@ -26,6 +26,7 @@ typedef struct
   guint n_workers;
   guint n_steps;
   const gchar *model;
+  const gchar *backend;         /* compute backend name; NULL: auto */
   const gchar *worker_path;     /* NULL: $PPDIFFUSE_WORKER, then installed */
   const gchar *hosts;           /* MPI_Info "host", NULL for none */
   const gchar *hostfile;        /* MPI_Info "hostfile", NULL for none */

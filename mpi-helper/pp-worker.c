@@ -431,7 +431,7 @@ do_handshake (Worker * w)
   if (error == NULL) {
     w->slice = w->plan->slices[w->rank - 1];
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
-        PP_MODEL_ROLE_STEPS, &error);
+        PP_MODEL_ROLE_STEPS, NULL, &error);
   }
   if (error == NULL) {
     digest = pp_model_digest (w->model);

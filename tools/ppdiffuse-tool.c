@@ -9,6 +9,10 @@
  *   ppdiffuse-tool img2img --model PIPELINE_DIR --in IN.png --out OUT.png
  *                  --prompt-embeds E [--strength S] [--seed N] [--steps S]
  *                  [--t-index-list A,B] [--scheduler euler|lcm]
+ *                  [--frames N]
+ *
+ * Every command that computes takes --backend B (auto, cpu, cpu-strict;
+ * default: $PPDIFFUSE_BACKEND, else auto).
  *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd --out DIR [--seed N]
  *
  * img2img runs exactly the model code the element runs (encode on rank 0,
@@ -25,6 +29,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_STEPS 1
 #define DEFAULT_STRENGTH 0.5
@@ -40,6 +45,11 @@ parse (GOptionEntry * entries, const gchar * usage, int *argc, char ***argv,
   g_option_context_add_main_entries (ctx, entries, NULL);
   return g_option_context_parse (ctx, argc, argv, error);
 }
+
+#define BACKEND_ENTRY(var) \
+  {"backend", 0, 0, G_OPTION_ARG_STRING, &(var), \
+      "compute backend: auto, cpu or cpu-strict (default $PPDIFFUSE_BACKEND, " \
+      "else auto)", "B"}
 
 static gboolean
 require (const gchar * value, const gchar * option, GError ** error)
@@ -118,7 +128,7 @@ static gboolean
 cmd_unet (int argc, char **argv, GError ** error)
 {
   g_autofree gchar *model = NULL, *sample = NULL, *context = NULL,
-      *out = NULL;
+      *out = NULL, *backend = NULL;
   gdouble timestep = -1;
   GOptionEntry entries[] = {
     {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "UNet component dir",
@@ -129,9 +139,11 @@ cmd_unet (int argc, char **argv, GError ** error)
     {"encoder-hidden-states", 0, 0, G_OPTION_ARG_FILENAME, &context,
         "text embeddings [N,L,D]", "E.npy"},
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output", "Y.npy"},
+    BACKEND_ENTRY (backend),
     {NULL}
   };
   g_autoptr (PpTensor) x = NULL, e = NULL, y = NULL;
+  PpBackend *be;
   PpUnet *unet;
   gboolean ok;
 
@@ -145,9 +157,10 @@ cmd_unet (int argc, char **argv, GError ** error)
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "--timestep is required");
     return FALSE;
   }
-  if ((x = pp_npy_load (sample, error)) == NULL
+  if ((be = pp_backend_get (backend, error)) == NULL
+      || (x = pp_npy_load (sample, error)) == NULL
       || (e = pp_npy_load (context, error)) == NULL
-      || (unet = pp_unet_load (model, error)) == NULL)
+      || (unet = pp_unet_load (model, be, error)) == NULL)
     return FALSE;
   ok = pp_unet_forward (unet, x, timestep, e, &y, NULL, NULL, error)
       && pp_npy_save (out, y, error);
@@ -158,16 +171,18 @@ cmd_unet (int argc, char **argv, GError ** error)
 static gboolean
 cmd_vae (int argc, char **argv, gboolean encode, GError ** error)
 {
-  g_autofree gchar *model = NULL, *in = NULL, *out = NULL;
+  g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *backend = NULL;
   GOptionEntry entries[] = {
     {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "TAESD component dir",
         "DIR"},
     {encode ? "image" : "latents", 0, 0, G_OPTION_ARG_FILENAME, &in,
         encode ? "image [N,3,H,W] in [-1,1]" : "latents [N,C,h,w]", "X.npy"},
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output", "Y.npy"},
+    BACKEND_ENTRY (backend),
     {NULL}
   };
   g_autoptr (PpTensor) x = NULL, y = NULL;
+  PpBackend *be;
   PpTaesd *vae;
   gboolean ok;
 
@@ -177,8 +192,9 @@ cmd_vae (int argc, char **argv, gboolean encode, GError ** error)
       || !require (in, encode ? "--image" : "--latents", error)
       || !require (out, "--out", error))
     return FALSE;
-  if ((x = pp_npy_load (in, error)) == NULL
-      || (vae = pp_taesd_load (model, error)) == NULL)
+  if ((be = pp_backend_get (backend, error)) == NULL
+      || (x = pp_npy_load (in, error)) == NULL
+      || (vae = pp_taesd_load (model, be, error)) == NULL)
     return FALSE;
   ok = (encode ? pp_taesd_encode (vae, x, &y, NULL, NULL, error)
       : pp_taesd_decode (vae, x, &y, NULL, NULL, error))
@@ -201,14 +217,32 @@ cmd_vae_decode (int argc, char **argv, GError ** error)
 
 /* ---- img2img ----------------------------------------------------------- */
 
+/* One frame, as the element runs it: encode (rank 0), the steps with the
+ * sample on the device between them (the workers), decode (rank 0). */
+static gboolean
+run_frame (PpModel * m, PpImage * image, guint steps, GError ** error)
+{
+  g_autoptr (PpTensor) sample = pp_model_encode (m, image, error);
+
+  if (sample == NULL || !pp_model_steps_begin (m, sample, error))
+    return FALSE;
+  for (guint k = 0; k < steps; k++)
+    if (!pp_model_step (m, k, steps, sample, error)) {
+      pp_model_steps_end (m, sample, NULL);
+      return FALSE;
+    }
+  return pp_model_steps_end (m, sample, error)
+      && pp_model_decode (m, sample, image, error);
+}
+
 static gboolean
 cmd_img2img (int argc, char **argv, GError ** error)
 {
   g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
-      *index_list = NULL, *scheduler = NULL, *uri = NULL;
+      *index_list = NULL, *scheduler = NULL, *uri = NULL, *backend = NULL;
   gdouble strength = DEFAULT_STRENGTH;
   gint64 seed = 0;
-  gint steps = DEFAULT_STEPS;
+  gint steps = DEFAULT_STEPS, frames = 1;
   GOptionEntry entries[] = {
     {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "pipeline dir", "DIR"},
     {"in", 0, 0, G_OPTION_ARG_FILENAME, &in, "input image", "IN.png"},
@@ -223,11 +257,15 @@ cmd_img2img (int argc, char **argv, GError ** error)
         "LCM timestep indices, t = 999 - 20 idx", "A,B"},
     {"scheduler", 0, 0, G_OPTION_ARG_STRING, &scheduler,
         "euler or lcm (default: the pipeline's scheduler_config.json)", "K"},
+    {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
+        "run the image this many times, each from the input (for "
+        "measurements; --out gets the last), default 1", "N"},
+    BACKEND_ENTRY (backend),
     {NULL}
   };
   g_autoptr (PpModel) m = NULL;
-  g_autoptr (PpTensor) sample = NULL;
-  PpImage image = { 0 };
+  PpImage input = { 0 }, image = { 0 };
+  PpBackend *be;
   gboolean ok = FALSE;
 
   if (!parse (entries, "- restyle one image as the element would", &argc,
@@ -236,29 +274,37 @@ cmd_img2img (int argc, char **argv, GError ** error)
       || !require (out, "--out", error)
       || !require (embeds, "--prompt-embeds", error))
     return FALSE;
-  if (steps < 1 || seed < 0) {
+  if (steps < 1 || seed < 0 || frames < 1) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-        "--steps must be ≥ 1 and --seed ≥ 0");
+        "--steps and --frames must be ≥ 1 and --seed ≥ 0");
     return FALSE;
   }
+  if ((be = pp_backend_get (backend, error)) == NULL)
+    return FALSE;
   {
     const PpPipelineSettings settings = { embeds, strength, (guint64) seed,
       index_list, scheduler
     };
     uri = pp_model_uri_with_settings (model, &settings);
   }
-  m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, error);
-  if (m == NULL || !pp_png_load (in, &image, error))
-    return FALSE;
-  sample = pp_model_encode (m, &image, error);
-  if (sample == NULL)
+  m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, be, error);
+  if (m == NULL || !pp_png_load (in, &input, error)
+      || !pp_png_load (in, &image, error))
     goto out;
-  for (guint k = 0; k < (guint) steps; k++)
-    if (!pp_model_step (m, k, (guint) steps, sample, error))
+  for (gint f = 0; f < frames; f++) {
+    guint64 before = pp_backend_allocated_bytes ();
+
+    if (f > 0)
+      memcpy (image.data, input.data, (gsize) input.row_stride * input.height);
+    if (!run_frame (m, &image, (guint) steps, error))
       goto out;
-  ok = pp_model_decode (m, sample, &image, error)
-      && pp_png_save (out, &image, error);
+    if (frames > 1)
+      g_printerr ("frame %d: %" G_GUINT64_FORMAT " device bytes allocated\n",
+          f, pp_backend_allocated_bytes () - before);
+  }
+  ok = pp_png_save (out, &image, error);
 out:
+  pp_png_clear (&input);
   pp_png_clear (&image);
   return ok;
 }

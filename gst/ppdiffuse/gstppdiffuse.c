@@ -100,6 +100,9 @@ gst_pp_diffuse_backend_get_type (void)
           "(CPU for now)", "auto"},
     {GST_PP_DIFFUSE_BACKEND_CPU, "CPU kernels, MPI data plane", "cpu"},
     {GST_PP_DIFFUSE_BACKEND_CUDA, "CUDA kernels, NCCL data plane", "cuda"},
+    {GST_PP_DIFFUSE_BACKEND_CPU_STRICT, "CPU kernels on device buffers the "
+          "host cannot touch: a debugging backend that faults on any stray "
+          "host access to device memory", "cpu-strict"},
     {0, NULL, NULL},
   };
 
@@ -838,6 +841,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   PpMeshConfig config = { 0 };
   GError *error = NULL;
   gboolean ok = FALSE;
+  PpBackend *backend;
 
   GST_OBJECT_LOCK (self);
   if (self->backend == GST_PP_DIFFUSE_BACKEND_CUDA) {
@@ -851,6 +855,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
   config.model = model_uri;
+  config.backend = g_enum_get_value (g_type_class_peek
+      (GST_TYPE_PP_DIFFUSE_BACKEND), self->backend)->value_nick;
   /* Copies: the mesh starts after the object lock is released. */
   config.worker_path = worker = g_strdup (self->worker);
   config.hosts = hosts = g_strdup (self->hosts);
@@ -863,8 +869,13 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   GST_OBJECT_UNLOCK (self);
   /* Loading and spawning take a while: report where we are. */
   post_progress (self, "loading-model");
-  self->model = pp_model_new (config.model, config.n_steps,
-      PP_MODEL_ROLE_IMAGE, &error);
+  backend = pp_backend_get (config.backend, &error);
+  if (backend != NULL) {
+    GST_INFO_OBJECT (self, "backend %s: %s", pp_backend_name (backend),
+        pp_backend_device (backend));
+    self->model = pp_model_new (config.model, config.n_steps,
+        PP_MODEL_ROLE_IMAGE, backend, &error);
+  }
   if (self->model != NULL) {
     post_progress (self, "starting-workers");
     self->mesh = pp_mesh_start (&config, &error);

@@ -26,6 +26,7 @@ typedef enum
   GST_PP_DIFFUSE_BACKEND_AUTO,
   GST_PP_DIFFUSE_BACKEND_CPU,
   GST_PP_DIFFUSE_BACKEND_CUDA,
+  GST_PP_DIFFUSE_BACKEND_CPU_STRICT,
 } GstPpDiffuseBackend;
 
 /* One entry of the ordered FIFO between the chain and the src task: a

@@ -12,7 +12,7 @@ typedef struct
 {
   float *x;
   const float *src;
-  float s;
+  float s, t;
   int d;
 } Map;
 
@@ -100,6 +100,76 @@ pp_cpu_scale (float *x, size_t n, float s)
 
   pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
       scale_range, &m);
+}
+
+static void
+affine_range (size_t begin, size_t end, gpointer data)
+{
+  const Map *m = data;
+
+  for (size_t i = begin; i < end; i++)
+    m->x[i] = m->x[i] * m->s + m->t;
+}
+
+void
+pp_cpu_affine (float *x, size_t n, float mul, float add)
+{
+  Map m = { .x = x, .s = mul, .t = add };
+
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      affine_range, &m);
+}
+
+static void
+axpby_range (size_t begin, size_t end, gpointer data)
+{
+  const Map *m = data;
+
+  if (m->t == 0.0f) {
+    for (size_t i = begin; i < end; i++)
+      m->x[i] = m->s * m->src[i];
+    return;
+  }
+  for (size_t i = begin; i < end; i++)
+    m->x[i] = m->s * m->src[i] + m->t * m->x[i];
+}
+
+void
+pp_cpu_axpby (float *y, float a, const float *x, float b, size_t n)
+{
+  Map m = { .x = y, .src = x, .s = a, .t = b };
+
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      axpby_range, &m);
+}
+
+typedef struct
+{
+  float *x;
+  const float *eps, *noise;
+  const PpLcmCoeffs *c;
+} LcmMap;
+
+static void
+lcm_range (size_t begin, size_t end, gpointer data)
+{
+  const LcmMap *m = data;
+
+  for (size_t i = begin; i < end; i++)
+    m->x[i] = pp_math_lcm_step (m->c, m->x[i], m->eps[i],
+        m->c->last ? 0.0f : m->noise[i]);
+}
+
+void
+pp_cpu_lcm_step (float *x, const float *eps, const float *noise, size_t n,
+    const PpLcmCoeffs * coeffs)
+{
+  LcmMap m = { x, eps, noise, coeffs };
+
+  g_return_if_fail (coeffs->last || noise != NULL);
+
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      lcm_range, &m);
 }
 
 /* Items are planes (sample, channel); src holds one value per plane. */

@@ -142,3 +142,29 @@ pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
       PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) h * w * factor * factor) + 1,
       upsample_range, &p);
 }
+
+/* Half-pixel centres, edges clamped; serial: it runs once a frame. */
+void
+pp_cpu_resize_bilinear (const float *src, int c, int h, int w, float *dst,
+    int oh, int ow)
+{
+  const gdouble sy = (gdouble) h / oh, sx = (gdouble) w / ow;
+
+  for (gint y = 0; y < oh; y++) {
+    gdouble fy = CLAMP ((y + 0.5) * sy - 0.5, 0.0, h - 1.0);
+    gint y0 = (gint) fy, y1 = MIN (y0 + 1, h - 1);
+    gfloat wy = (gfloat) (fy - y0);
+    for (gint x = 0; x < ow; x++) {
+      gdouble fx = CLAMP ((x + 0.5) * sx - 0.5, 0.0, w - 1.0);
+      gint x0 = (gint) fx, x1 = MIN (x0 + 1, w - 1);
+      gfloat wx = (gfloat) (fx - x0);
+      for (gint ch = 0; ch < c; ch++) {
+        const gfloat *p = src + (gsize) ch * h * w;
+        gfloat top = p[y0 * w + x0] * (1 - wx) + p[y0 * w + x1] * wx;
+        gfloat bottom = p[y1 * w + x0] * (1 - wx) + p[y1 * w + x1] * wx;
+        dst[(gsize) ch * oh * ow + (gsize) y * ow + x] =
+            top * (1 - wy) + bottom * wy;
+      }
+    }
+  }
+}

@@ -1,4 +1,5 @@
-/* ppdiffuse — the CPU implementations behind pp_ops_cpu (internal). */
+/* ppdiffuse — the CPU kernels behind the cpu and cpu-strict backends
+ * (internal). */
 #pragma once
 
 #include "pp-ops.h"
@@ -61,6 +62,12 @@ void pp_cpu_concat_channels (const float *a, int ca, const float *b, int cb,
     int n, int hw, float *y);
 void pp_cpu_add (float *y, const float *x, size_t n);
 void pp_cpu_scale (float *x, size_t n, float s);
+void pp_cpu_affine (float *x, size_t n, float mul, float add);
+void pp_cpu_axpby (float *y, float a, const float *x, float b, size_t n);
+void pp_cpu_lcm_step (float *x, const float *eps, const float *noise,
+    size_t n, const PpLcmCoeffs * coeffs);
+void pp_cpu_resize_bilinear (const float *x, int c, int h, int w, float *y,
+    int ho, int wo);
 void pp_cpu_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,
     float freq_shift, float *y);
 void pp_cpu_nchw_to_nlc (const float *x, int n, int c, int hw, float *y);

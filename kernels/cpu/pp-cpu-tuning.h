@@ -4,10 +4,28 @@
  * or another lives here, so that tests/kernels/ops can derive its shapes
  * from them and run each path on both sides of its threshold: a moved
  * threshold moves the test shapes with it.  Tuning measurements are in the
- * comments; change a value only with a measurement.  The two thresholds
- * that callers see (PP_ATTENTION_QUERY_BLOCK, PP_CONV2D_COL_MAX_FLOATS) are
- * in pp-ops.h. */
+ * comments; change a value only with a measurement.  None of them is
+ * visible outside the CPU backend. */
 #pragma once
+
+/* ---- ops' working sets ---- */
+
+/* pp_attention processes at most this many queries of one head at a time,
+ * so its score buffer is PP_ATTENTION_QUERY_BLOCK × lk floats. */
+#define PP_ATTENTION_QUERY_BLOCK 256
+
+/* pp_conv2d's im2col buffer holds at most this many floats (8 MiB; always
+ * at least one output row): a larger convolution is done in bands of
+ * output rows.  Measured best of 1-16 MiB: the band stays in cache between
+ * im2col and the GEMM that reads it. */
+#define PP_CONV2D_COL_MAX_FLOATS (1 << 21)
+
+/* pp_for_rows cuts its rows into ranges of at least this many rows (by row
+ * count alone, so that results do not depend on the team size): enough
+ * rows for efficient GEMMs against weights each range packs anew, few
+ * enough that a transformer's feed-forward (12·C floats a row) stays near
+ * L2. */
+#define PP_CPU_ROW_RANGE_MIN 128
 
 /* ---- vector loops (pp-cpu-vectorize.h) ---- */
 

@@ -11,21 +11,57 @@
 #define LINEAR_DIMS 2
 #define VECTOR_DIMS 1
 
+PpBinder
+pp_binder_init (PpWeights * weights, PpBackend * be)
+{
+  PpBinder b = { weights, be, NULL, NULL };
+
+  return b;
+}
+
+void
+pp_device_weights_free (PpBackend * be, GPtrArray * device)
+{
+  if (device == NULL)
+    return;
+  for (guint i = 0; i < device->len; i++)
+    pp_backend_free (be, g_ptr_array_index (device, i));
+  g_ptr_array_unref (device);
+}
+
+/* The weight @prefix@suffix, uploaded to the binder's backend (once: at
+ * bind time). */
 static const gfloat *
 bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
     PpWeightKind kind, guint ndim, const gint64 * shape)
 {
   g_autofree gchar *key = NULL;
   const gfloat *data;
+  gconstpointer device;
+  gpointer owned = NULL;
+  gsize bytes = sizeof (gfloat);
 
   if (b->error != NULL)
     return NULL;
   key = g_strconcat (prefix, suffix, NULL);
   data = pp_weights_get_kind (b->weights, key, kind, ndim, shape, &b->error);
-  if (data == NULL && b->error == NULL)
-    g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
-        "weight '%s' could not be read", key);
-  return data;
+  if (data == NULL) {
+    if (b->error == NULL)
+      g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
+          "weight '%s' could not be read", key);
+    return NULL;
+  }
+  for (guint i = 0; i < ndim; i++)
+    bytes *= (gsize) shape[i];
+  device = pp_backend_upload_weights (b->be, data, bytes, &owned, &b->error);
+  if (owned != NULL) {
+    if (b->device == NULL)
+      b->device = g_ptr_array_new ();
+    g_ptr_array_add (b->device, owned);
+  }
+  if (device == NULL)
+    g_prefix_error (&b->error, "weight '%s': ", key);
+  return device;
 }
 
 void
@@ -97,6 +133,7 @@ pp_binder_finish (PpBinder * b, GError ** error)
 {
   if (b->error == NULL)
     return TRUE;
+  pp_device_weights_free (b->be, g_steal_pointer (&b->device));
   g_propagate_error (error, b->error);
   b->error = NULL;
   return FALSE;
@@ -110,29 +147,46 @@ pp_act_numel (const PpAct * a)
   return (gsize) a->n * a->c * a->h * a->w;
 }
 
-PpAct
-pp_act_new (gint n, gint c, gint h, gint w)
+PpBackend *
+pp_act_backend (const PpAct * a)
 {
-  PpAct a = { NULL, n, c, h, w };
+  return pp_pool_backend (a->pool);
+}
+
+PpAct
+pp_act_new (PpPool * pool, gint n, gint c, gint h, gint w)
+{
+  PpAct a = { NULL, n, c, h, w, pool, FALSE };
 
   /* Uninitialised: every op writes its whole output. */
-  a.data = g_new (gfloat, pp_act_numel (&a));
+  a.data = pp_pool_acquire (pool, pp_act_numel (&a) * sizeof (gfloat));
+  return a;
+}
+
+PpAct
+pp_act_view (PpPool * pool, gfloat * data, gint n, gint c, gint h, gint w)
+{
+  PpAct a = { data, n, c, h, w, pool, TRUE };
+
   return a;
 }
 
 PpAct
 pp_act_copy (const PpAct * a)
 {
-  PpAct copy = *a;
+  PpAct copy = pp_act_new (a->pool, a->n, a->c, a->h, a->w);
 
-  copy.data = g_memdup2 (a->data, pp_act_numel (a) * sizeof (gfloat));
+  pp_backend_copy (pp_act_backend (a), copy.data, a->data,
+      pp_act_numel (a) * sizeof (gfloat));
   return copy;
 }
 
 void
 pp_act_clear (PpAct * a)
 {
-  g_clear_pointer (&a->data, g_free);
+  if (a->data != NULL && !a->view)
+    pp_pool_release (a->pool, a->data, pp_act_numel (a) * sizeof (gfloat));
+  a->data = NULL;
 }
 
 void
@@ -145,15 +199,15 @@ pp_act_replace (PpAct * dst, PpAct src)
 PpAct
 pp_conv_apply (const PpConv * conv, const PpAct * x)
 {
-  gint ho = (x->h + 2 * conv->pad - conv->kernel) / conv->stride + 1;
-  gint wo = (x->w + 2 * conv->pad - conv->kernel) / conv->stride + 1;
+  gint ho = pp_conv2d_out_size (x->h, conv->kernel, conv->stride, conv->pad);
+  gint wo = pp_conv2d_out_size (x->w, conv->kernel, conv->stride, conv->pad);
   PpAct y;
 
   g_assert (x->c == conv->cin);
-  y = pp_act_new (x->n, conv->cout, ho, wo);
-  pp_conv2d (x->data, x->n, x->c, x->h, x->w, conv->weight, conv->bias,
-      conv->cout, conv->kernel, conv->kernel, conv->stride, conv->pad,
-      y.data);
+  y = pp_act_new (x->pool, x->n, conv->cout, ho, wo);
+  pp_conv2d (pp_act_backend (x), x->data, x->n, x->c, x->h, x->w,
+      conv->weight, conv->bias, conv->cout, conv->kernel, conv->kernel,
+      conv->stride, conv->pad, y.data);
   return y;
 }
 
@@ -164,9 +218,9 @@ pp_linear_apply (const PpLinear * lin, const PpAct * x)
   PpAct y;
 
   g_assert (x->w == lin->in);
-  y = pp_act_new (x->n, x->c, x->h, lin->out);
-  pp_linear (x->data, rows, lin->in, lin->weight, lin->bias, lin->out,
-      y.data);
+  y = pp_act_new (x->pool, x->n, x->c, x->h, lin->out);
+  pp_linear (pp_act_backend (x), x->data, rows, lin->in, lin->weight,
+      lin->bias, lin->out, y.data);
   return y;
 }
 
@@ -199,8 +253,10 @@ pp_tap_act (PpTapFunc tap, gpointer tap_data, const PpAct * a, guint ndim,
   for (guint i = ndim; i < PP_TENSOR_MAX_DIMS; i++)
     view.shape[ndim - 1] *= dims[i];
   view.nbytes = pp_act_numel (a) * sizeof (gfloat);
-  view.data = a->data;
+  view.data = g_malloc (view.nbytes);
+  pp_backend_download (pp_act_backend (a), view.data, a->data, view.nbytes);
   tap (name, &view, tap_data);
+  g_free (view.data);
 }
 
 /* Config checks */
@@ -238,14 +294,14 @@ pp_config_act_fn (const gchar * path, const gchar * value,
 }
 
 void
-pp_act_fn_apply (PpActFn fn, gfloat * x, gsize n)
+pp_act_fn_apply (PpActFn fn, PpAct * x)
 {
   switch (fn) {
     case PP_ACT_RELU:
-      pp_relu (x, n);
+      pp_relu (pp_act_backend (x), x->data, pp_act_numel (x));
       break;
     case PP_ACT_SILU:
-      pp_silu (x, n);
+      pp_silu (pp_act_backend (x), x->data, pp_act_numel (x));
       break;
   }
 }
@@ -293,8 +349,9 @@ pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
 }
 
 gpointer
-pp_component_load (const gchar * component_dir, PpComponentNewFunc make,
-    GDestroyNotify free_component, PpWeights ** weights, GError ** error)
+pp_component_load (const gchar * component_dir, PpBackend * be,
+    PpComponentNewFunc make, GDestroyNotify free_component,
+    PpWeights ** weights, GError ** error)
 {
   g_autofree gchar *config_path = g_build_filename (component_dir,
       PP_COMPONENT_CONFIG, NULL);
@@ -308,7 +365,7 @@ pp_component_load (const gchar * component_dir, PpComponentNewFunc make,
   w = pp_weights_open (weights_path, error);
   if (w == NULL)
     return NULL;
-  component = make (config_path, w, error);
+  component = make (config_path, w, be, error);
   if (component == NULL || !pp_weights_check_all_used (w, error)) {
     g_clear_pointer (&component, free_component);
     pp_weights_free (w);

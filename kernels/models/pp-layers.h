@@ -3,21 +3,28 @@
  * Private to kernels/models. */
 #pragma once
 
+#include "pp-backend.h"
 #include "pp-config.h"
 #include "pp-tap.h"
 #include "pp-weights.h"
 
 G_BEGIN_DECLS
 
-/* An activation: float32 NCHW, owned (g_malloc). Token sequences [N, L, C]
- * are stored as n = N, c = L, h = 1, w = C. */
+/* An activation: float32 NCHW in device memory of @pool's backend, taken
+ * from @pool (or a view of memory someone else owns).  Model code never
+ * dereferences @data: it hands it to ops.  Token sequences [N, L, C] are
+ * stored as n = N, c = L, h = 1, w = C. */
 typedef struct
 {
   gfloat *data;
   gint n, c, h, w;
+  PpPool *pool;
+  gboolean view;                /* borrowed: clearing does not release it */
 } PpAct;
 
-/* Layers hold pointers into PpWeights (which owns the data). */
+/* Layers hold device pointers to their weights: on backends that compute
+ * on host memory, into PpWeights (which owns the data); elsewhere into
+ * copies the model owns (PpBinder.device). */
 typedef struct
 {
   const gfloat *weight;         /* [cout, cin, kernel, kernel] */
@@ -47,8 +54,17 @@ typedef struct
 typedef struct
 {
   PpWeights *weights;
+  PpBackend *be;
+  /* Device copies of the weights, for the model to free
+   * (pp_device_weights_free); NULL entries never. */
+  GPtrArray *device;
   GError *error;
 } PpBinder;
+
+/* A binder for @weights on @be; its device array must go to the model. */
+PpBinder pp_binder_init   (PpWeights * weights, PpBackend * be);
+/* Frees the device weights a binder uploaded (NULL is fine). */
+void     pp_device_weights_free (PpBackend * be, GPtrArray * device);
 
 void     pp_bind_conv     (PpBinder * b, PpConv * conv, gint cin, gint cout,
                            gint kernel, gint stride, gint pad,
@@ -62,8 +78,12 @@ void     pp_bind_norm     (PpBinder * b, PpNorm * norm, gint channels,
 /* Hands the first binding error to @error; FALSE when there was one. */
 gboolean pp_binder_finish (PpBinder * b, GError ** error);
 
-PpAct    pp_act_new       (gint n, gint c, gint h, gint w);
+PpAct    pp_act_new       (PpPool * pool, gint n, gint c, gint h, gint w);
+/* A view of @data (device memory of @pool's backend) as an activation. */
+PpAct    pp_act_view      (PpPool * pool, gfloat * data, gint n, gint c,
+                           gint h, gint w);
 PpAct    pp_act_copy      (const PpAct * a);
+PpBackend *pp_act_backend (const PpAct * a);
 void     pp_act_clear     (PpAct * a);
 gsize    pp_act_numel     (const PpAct * a);
 /* Frees *@dst and moves @src into it. */
@@ -73,7 +93,7 @@ PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
 /* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]. */
 PpAct    pp_linear_apply  (const PpLinear * lin, const PpAct * x);
 
-/* Calls @tap (when set) with a view of @a named by @fmt. */
+/* Calls @tap (when set) with a host copy of @a named by @fmt. */
 void     pp_tap_act       (PpTapFunc tap, gpointer tap_data, const PpAct * a,
                            guint ndim, const gchar * fmt, ...)
                            G_GNUC_PRINTF (5, 6);
@@ -90,7 +110,7 @@ typedef enum
 gboolean pp_config_act_fn (const gchar * path, const gchar * value,
                            const gchar * key, guint allowed, PpActFn * out,
                            GError ** error);
-void     pp_act_fn_apply  (PpActFn fn, gfloat * x, gsize n);
+void     pp_act_fn_apply  (PpActFn fn, PpAct * x);
 
 /* Refuses a config that sets any of @keys (NULL-terminated) to something
  * other than null, false, or a list of false: features that change the
@@ -102,12 +122,12 @@ gboolean pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
 #define PP_COMPONENT_CONFIG "config.json"
 
 typedef gpointer (*PpComponentNewFunc) (const gchar * config_path,
-    PpWeights * weights, GError ** error);
+    PpWeights * weights, PpBackend * be, GError ** error);
 
 /* Builds a component from @component_dir with @make and checks that it used
  * every tensor of the weights file.  On success *@weights holds the weights,
  * which the component's data points into: the caller keeps them alive. */
-gpointer pp_component_load (const gchar * component_dir,
+gpointer pp_component_load (const gchar * component_dir, PpBackend * be,
     PpComponentNewFunc make, GDestroyNotify free_component,
     PpWeights ** weights, GError ** error);
 

@@ -45,6 +45,10 @@ struct _PpTaesd
 {
   gchar *config_path;
   PpWeights *owned_weights;     /* set by pp_taesd_load */
+  PpBackend *be;
+  GPtrArray *device_weights;    /* uploaded copies, on backends that need
+                                 * them */
+  PpPool *pool;                 /* activations, reused across frames */
   gint in_channels, out_channels, latent_channels;
   gint upsampling_factor;
   PpActFn act;
@@ -154,7 +158,7 @@ positive_int (PpConfig * cfg, const gchar * path, const gchar * key,
 }
 
 PpTaesd *
-pp_taesd_new (const gchar * config_path, PpWeights * weights,
+pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
     GError ** error)
 {
   /* AutoencoderTiny's defaults, used where config.json omits a key */
@@ -164,11 +168,13 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights,
       NULL;
   g_autofree gchar *act_fn = NULL, *upsample_fn = NULL;
   PpConfig *cfg;
-  PpBinder b = { weights, NULL };
+  PpBinder b = pp_binder_init (weights, be);
   gdouble scaling, shift;
   gboolean ok;
 
   m->config_path = g_strdup (config_path);
+  m->be = be;
+  m->pool = pp_pool_new (be);
   m->encoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   m->decoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   cfg = pp_config_load (config_path, error);
@@ -252,14 +258,15 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights,
   }
   if (!pp_binder_finish (&b, error))
     return NULL;
+  m->device_weights = b.device;
   return g_steal_pointer (&m);
 }
 
 PpTaesd *
-pp_taesd_load (const gchar * component_dir, GError ** error)
+pp_taesd_load (const gchar * component_dir, PpBackend * be, GError ** error)
 {
   PpWeights *weights = NULL;
-  PpTaesd *m = pp_component_load (component_dir,
+  PpTaesd *m = pp_component_load (component_dir, be,
       (PpComponentNewFunc) pp_taesd_new, (GDestroyNotify) pp_taesd_free,
       &weights, error);
 
@@ -276,8 +283,22 @@ pp_taesd_free (PpTaesd * m)
   g_free (m->config_path);
   g_clear_pointer (&m->encoder, g_array_unref);
   g_clear_pointer (&m->decoder, g_array_unref);
+  pp_device_weights_free (m->be, m->device_weights);
+  g_clear_pointer (&m->pool, pp_pool_free);
   g_clear_pointer (&m->owned_weights, pp_weights_free);
   g_free (m);
+}
+
+PpBackend *
+pp_taesd_backend (PpTaesd * m)
+{
+  return m->be;
+}
+
+gsize
+pp_taesd_pool_bytes (PpTaesd * m)
+{
+  return pp_pool_bytes (m->pool);
 }
 
 guint
@@ -300,18 +321,18 @@ block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
 {
   PpAct h = pp_conv_apply (&layer->block_conv[0], x);
 
-  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_fn_apply (m->act, &h);
   pp_act_replace (&h, pp_conv_apply (&layer->block_conv[1], &h));
-  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_fn_apply (m->act, &h);
   pp_act_replace (&h, pp_conv_apply (&layer->block_conv[2], &h));
   if (layer->has_skip) {
     PpAct s = pp_conv_apply (&layer->skip, x);
 
-    pp_add (h.data, s.data, pp_act_numel (&h));
+    pp_add (m->be, h.data, s.data, pp_act_numel (&h));
     pp_act_clear (&s);
   } else
-    pp_add (h.data, x->data, pp_act_numel (&h));
-  pp_relu (h.data, pp_act_numel (&h));
+    pp_add (m->be, h.data, x->data, pp_act_numel (&h));
+  pp_relu (m->be, h.data, pp_act_numel (&h));
   return h;
 }
 
@@ -331,13 +352,13 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
         pp_act_replace (&x, block_forward (m, layer, &x));
         break;
       case LAYER_ACT:
-        pp_act_fn_apply (m->act, x.data, pp_act_numel (&x));
+        pp_act_fn_apply (m->act, &x);
         break;
       case LAYER_UPSAMPLE:{
         gint f = m->upsampling_factor;
-        PpAct y = pp_act_new (x.n, x.c, x.h * f, x.w * f);
+        PpAct y = pp_act_new (m->pool, x.n, x.c, x.h * f, x.w * f);
 
-        pp_upsample_nearest (x.data, x.n, x.c, x.h, x.w, f, y.data);
+        pp_upsample_nearest (m->be, x.data, x.n, x.c, x.h, x.w, f, y.data);
         pp_act_replace (&x, y);
         break;
       }
@@ -348,10 +369,10 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
 }
 
 /* Checks @t is float32 [N, channels, H, W] with H, W multiples of @multiple
- * and copies it into an activation. */
+ * and copies it into an activation (uploading a host tensor). */
 static gboolean
-input_act (const PpTensor * t, const gchar * what, gint channels,
-    guint multiple, PpAct * out, GError ** error)
+input_act (PpTaesd * m, const PpTensor * t, const gchar * what,
+    gint channels, guint multiple, PpAct * out, GError ** error)
 {
   g_autofree gchar *desc = pp_tensor_describe (t);
 
@@ -374,63 +395,118 @@ input_act (const PpTensor * t, const gchar * what, gint channels,
         "TAESD %s: %s is too large", what, desc);
     return FALSE;
   }
-  *out = pp_act_new ((gint) t->shape[0], channels, (gint) t->shape[2],
-      (gint) t->shape[3]);
-  memcpy (out->data, t->data, t->nbytes);
+  if (t->backend != NULL && t->backend != m->be) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "TAESD on %s: %s is on %s", m->be->name, desc, t->backend->name);
+    return FALSE;
+  }
+  *out = pp_act_new (m->pool, (gint) t->shape[0], channels,
+      (gint) t->shape[2], (gint) t->shape[3]);
+  if (t->backend != NULL)
+    pp_backend_copy (m->be, out->data, t->data, t->nbytes);
+  else
+    pp_backend_upload (m->be, out->data, t->data, t->nbytes);
   return TRUE;
 }
 
-static PpTensor *
-output_tensor (PpAct * a, const gchar * name, GError ** error)
+/* *@out ← @a (released): into @out when it is set (a tensor on m's backend
+ * of @a's size), else into a new tensor, on the device when @device. */
+static gboolean
+output_tensor (PpTaesd * m, PpAct * a, const gchar * name, gboolean device,
+    PpTensor ** out, GError ** error)
 {
   const gint64 shape[NCHW_DIMS] = { a->n, a->c, a->h, a->w };
-  PpTensor *t = pp_tensor_new (name, PP_DTYPE_F32, NCHW_DIMS, shape, error);
+  const gsize bytes = pp_act_numel (a) * sizeof (gfloat);
+  PpTensor *t = *out;
 
-  if (t != NULL)
-    memcpy (t->data, a->data, t->nbytes);
+  if (t == NULL)
+    t = device ? pp_tensor_new_on (m->be, name, PP_DTYPE_F32, NCHW_DIMS,
+        shape, error)
+        : pp_tensor_new (name, PP_DTYPE_F32, NCHW_DIMS, shape, error);
+  else if (t->backend != m->be || t->nbytes != bytes) {
+    g_autofree gchar *got = pp_tensor_describe (t);
+
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "TAESD %s: expected F32[%d,%d,%d,%d] on %s, received %s", name,
+        a->n, a->c, a->h, a->w, m->be->name, got);
+    t = NULL;
+  }
+  if (t != NULL && t->backend != NULL)
+    pp_backend_copy (m->be, t->data, a->data, bytes);
+  else if (t != NULL)
+    pp_backend_download (m->be, t->data, a->data, bytes);
   pp_act_clear (a);
-  return t;
+  *out = t;
+  return t != NULL;
+}
+
+static gboolean
+encode (PpTaesd * m, const PpTensor * image, PpTensor ** latents,
+    PpTapFunc tap, gpointer tap_data, GError ** error)
+{
+  PpAct x;
+
+  if (!input_act (m, image, "encode input", m->in_channels, m->encoder_down,
+          &x, error))
+    return FALSE;
+  /* [-1, 1] → [0, 1] */
+  pp_affine (m->be, x.data, pp_act_numel (&x), 1.0f / IMAGE_SCALE,
+      IMAGE_SHIFT / IMAGE_SCALE);
+  x = run_layers (m, m->encoder, "encoder", x, tap, tap_data);
+  pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "latents");
+  return output_tensor (m, &x, "latents", image->backend != NULL, latents,
+      error);
+}
+
+static gboolean
+decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
+    PpTapFunc tap, gpointer tap_data, GError ** error)
+{
+  PpAct x;
+  gsize n;
+
+  if (!input_act (m, latents, "decode input", m->latent_channels, 1, &x,
+          error))
+    return FALSE;
+  /* tanh(x / 3) · 3 */
+  n = pp_act_numel (&x);
+  pp_scale (m->be, x.data, n, 1.0f / LATENT_CLAMP);
+  pp_tanh (m->be, x.data, n);
+  pp_scale (m->be, x.data, n, LATENT_CLAMP);
+  x = run_layers (m, m->decoder, "decoder", x, tap, tap_data);
+  /* [0, 1] → [-1, 1] */
+  pp_affine (m->be, x.data, pp_act_numel (&x), IMAGE_SCALE, -IMAGE_SHIFT);
+  pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "image");
+  return output_tensor (m, &x, "image", latents->backend != NULL, image,
+      error);
 }
 
 gboolean
 pp_taesd_encode (PpTaesd * m, const PpTensor * image, PpTensor ** latents,
     PpTapFunc tap, gpointer tap_data, GError ** error)
 {
-  PpAct x;
-  gsize n;
-
-  if (!input_act (image, "encode input", m->in_channels, m->encoder_down,
-          &x, error))
-    return FALSE;
-  n = pp_act_numel (&x);
-  for (gsize i = 0; i < n; i++)
-    x.data[i] = (x.data[i] + IMAGE_SHIFT) / IMAGE_SCALE;
-  x = run_layers (m, m->encoder, "encoder", x, tap, tap_data);
-  pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "latents");
-  *latents = output_tensor (&x, "latents", error);
-  return *latents != NULL;
+  *latents = NULL;
+  return encode (m, image, latents, tap, tap_data, error);
 }
 
 gboolean
 pp_taesd_decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
     PpTapFunc tap, gpointer tap_data, GError ** error)
 {
-  PpAct x;
-  gsize n;
+  *image = NULL;
+  return decode (m, latents, image, tap, tap_data, error);
+}
 
-  if (!input_act (latents, "decode input", m->latent_channels, 1, &x,
-          error))
-    return FALSE;
-  n = pp_act_numel (&x);
-  for (gsize i = 0; i < n; i++)
-    x.data[i] /= LATENT_CLAMP;
-  pp_tanh (x.data, n);
-  pp_scale (x.data, n, LATENT_CLAMP);
-  x = run_layers (m, m->decoder, "decoder", x, tap, tap_data);
-  n = pp_act_numel (&x);
-  for (gsize i = 0; i < n; i++)
-    x.data[i] = x.data[i] * IMAGE_SCALE - IMAGE_SHIFT;
-  pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "image");
-  *image = output_tensor (&x, "image", error);
-  return *image != NULL;
+gboolean
+pp_taesd_encode_into (PpTaesd * m, const PpTensor * image,
+    PpTensor * latents, GError ** error)
+{
+  return encode (m, image, &latents, NULL, NULL, error);
+}
+
+gboolean
+pp_taesd_decode_into (PpTaesd * m, const PpTensor * latents,
+    PpTensor * image, GError ** error)
+{
+  return decode (m, latents, &image, NULL, NULL, error);
 }

@@ -3,6 +3,7 @@
  * (scaling factor 1). */
 #pragma once
 
+#include "pp-backend.h"
 #include "pp-tap.h"
 #include "pp-weights.h"
 
@@ -11,16 +12,20 @@ G_BEGIN_DECLS
 typedef struct _PpTaesd PpTaesd;
 
 /* Reads @config_path (config.json) and binds every weight by its diffusers
- * key from @weights, which must outlive the model. A missing key or a
- * wrong shape is an error naming both. */
+ * key from @weights, which must outlive the model, uploading it to @be. A
+ * missing key or a wrong shape is an error naming both. */
 PpTaesd  *pp_taesd_new              (const gchar * config_path,
-                                     PpWeights * weights, GError ** error);
+                                     PpWeights * weights, PpBackend * be,
+                                     GError ** error);
 /* config.json and the safetensors of @component_dir; a key the model does
  * not use is an error too. */
 PpTaesd  *pp_taesd_load             (const gchar * component_dir,
-                                     GError ** error);
+                                     PpBackend * be, GError ** error);
+PpBackend *pp_taesd_backend         (PpTaesd * m);
 /* @image [N, in_channels, H, W] in [-1, 1], H and W multiples of
  * pp_taesd_scale_factor → *@latents [N, latent_channels, H/f, W/f].
+ * Inputs are host tensors or tensors on the model's backend; the output
+ * is on the input's side.  Taps get host copies.
  * Taps: "encoder.layers.{i}" for every layer, then "latents". */
 gboolean  pp_taesd_encode           (PpTaesd * m, const PpTensor * image,
                                      PpTensor ** latents, PpTapFunc tap,
@@ -30,6 +35,14 @@ gboolean  pp_taesd_encode           (PpTaesd * m, const PpTensor * image,
 gboolean  pp_taesd_decode           (PpTaesd * m, const PpTensor * latents,
                                      PpTensor ** image, PpTapFunc tap,
                                      gpointer tap_data, GError ** error);
+/* The same into tensors on the model's backend, of the right sizes: once
+ * the model has run at a size, these allocate nothing. */
+gboolean  pp_taesd_encode_into      (PpTaesd * m, const PpTensor * image,
+                                     PpTensor * latents, GError ** error);
+gboolean  pp_taesd_decode_into      (PpTaesd * m, const PpTensor * latents,
+                                     PpTensor * image, GError ** error);
+/* Device bytes of the model's activation pool. */
+gsize     pp_taesd_pool_bytes       (PpTaesd * m);
 guint     pp_taesd_latent_channels  (PpTaesd * m);
 /* Image pixels per latent pixel along each axis (8 for real TAESD). */
 guint     pp_taesd_scale_factor     (PpTaesd * m);

@@ -27,10 +27,6 @@
 #define FF_MULT 4
 #define GEGLU_HALVES 2
 #define MID_RESNETS 2
-/* Token rows a thread takes at a time in a transformer's row-wise chains:
- * enough for efficient GEMMs against weights each range packs anew, few
- * enough that the feed-forward's 12·C floats a row stay near L2. */
-#define TOKEN_ROWS_MIN 128
 
 #define DOWN_CROSS "CrossAttnDownBlock2D"
 #define DOWN_PLAIN "DownBlock2D"
@@ -92,6 +88,13 @@ struct _PpUnet
 {
   gchar *config_path;
   PpWeights *owned_weights;     /* set by pp_unet_load */
+  PpBackend *be;
+  GPtrArray *device_weights;    /* uploaded copies, on backends that need
+                                 * them */
+  PpPool *pool;                 /* activations, reused across forwards */
+  GMutex forward_lock;
+  PpAct *skip_stack;            /* n_skips */
+  guint n_skips;
 
   gint in_channels, out_channels, cross_dim, groups;
   gfloat norm_eps, freq_shift, mid_scale;
@@ -474,11 +477,12 @@ read_config (PpUnet * m, PpConfig * cfg, BlockConfig * bc, GError ** error)
 }
 
 PpUnet *
-pp_unet_new (const gchar * config_path, PpWeights * weights, GError ** error)
+pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
+    GError ** error)
 {
   g_autoptr (PpUnet) m = g_new0 (PpUnet, 1);
   BlockConfig bc = { 0 };
-  PpBinder b = { weights, NULL };
+  PpBinder b = pp_binder_init (weights, be);
   PpConfig *cfg;
   const gint64 *ch;
   guint n;
@@ -486,13 +490,19 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, GError ** error)
   gboolean ok;
 
   m->config_path = g_strdup (config_path);
+  m->be = be;
+  m->pool = pp_pool_new (be);
+  g_mutex_init (&m->forward_lock);
   cfg = pp_config_load (config_path, error);
-  if (cfg == NULL)
+  if (cfg == NULL) {
+    pp_device_weights_free (be, b.device);
     return NULL;
+  }
   ok = read_config (m, cfg, &bc, error);
   pp_config_free (cfg);
   if (!ok) {
     block_config_clear (&bc);
+    pp_device_weights_free (be, b.device);
     return NULL;
   }
   n = m->n_blocks;
@@ -582,14 +592,20 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, GError ** error)
   block_config_clear (&bc);
   if (!pp_binder_finish (&b, error))
     return NULL;
+  m->device_weights = b.device;
+  /* conv_in's output, then one per down layer and down sampler */
+  m->n_skips = 1;
+  for (guint i = 0; i < n; i++)
+    m->n_skips += m->down[i].n_layers + (m->down[i].has_sampler ? 1 : 0);
+  m->skip_stack = g_new0 (PpAct, m->n_skips);
   return g_steal_pointer (&m);
 }
 
 PpUnet *
-pp_unet_load (const gchar * component_dir, GError ** error)
+pp_unet_load (const gchar * component_dir, PpBackend * be, GError ** error)
 {
   PpWeights *weights = NULL;
-  PpUnet *m = pp_component_load (component_dir,
+  PpUnet *m = pp_component_load (component_dir, be,
       (PpComponentNewFunc) pp_unet_new, (GDestroyNotify) pp_unet_free,
       &weights, error);
 
@@ -617,8 +633,18 @@ pp_unet_free (PpUnet * m)
   g_free (m->down);
   g_free (m->up);
   g_free (m->config_path);
+  pp_device_weights_free (m->be, m->device_weights);
+  g_clear_pointer (&m->pool, pp_pool_free);
+  g_free (m->skip_stack);
+  g_mutex_clear (&m->forward_lock);
   g_clear_pointer (&m->owned_weights, pp_weights_free);
   g_free (m);
+}
+
+PpBackend *
+pp_unet_backend (PpUnet * m)
+{
+  return m->be;
 }
 
 guint
@@ -651,9 +677,9 @@ static PpAct
 group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
     const PpAct * x)
 {
-  PpAct y = pp_act_new (x->n, x->c, x->h, x->w);
+  PpAct y = pp_act_new (m->pool, x->n, x->c, x->h, x->w);
 
-  pp_group_norm (x->data, x->n, x->c, x->h * x->w, m->groups, eps,
+  pp_group_norm (m->be, x->data, x->n, x->c, x->h * x->w, m->groups, eps,
       norm->gamma, norm->beta, y.data);
   return y;
 }
@@ -665,41 +691,44 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
     const PpAct * temb_act, gfloat scale)
 {
   PpAct h, t, out;
-  gsize n;
 
   h = group_norm (m, &r->norm1, m->norm_eps, x);
-  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_fn_apply (m->act, &h);
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  pp_add_channel (h.data, h.n, h.c, h.h * h.w, t.data);
+  pp_add_channel (m->be, h.data, h.n, h.c, h.h * h.w, t.data);
   pp_act_clear (&t);
 
   pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h));
-  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_fn_apply (m->act, &h);
   pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
 
   out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
       : pp_act_copy (x);
-  n = pp_act_numel (&out);
-  pp_add (out.data, h.data, n);
+  pp_add (m->be, out.data, h.data, pp_act_numel (&out));
   pp_act_clear (&h);
   if (scale != 1.0f)
-    for (gsize i = 0; i < n; i++)
-      out.data[i] /= scale;
+    pp_scale (m->be, out.data, pp_act_numel (&out), 1.0f / scale);
   return out;
 }
 
 /* The token-wise part of a Transformer2DModel, [N·H·W, C] rows: every op
  * between the two attentions works on each row alone, so these chains run
- * in ranges of rows (pp_for_rows), each range's intermediates staying in
- * its core's cache and its ops on its own thread. */
+ * as row-wise regions (pp_for_rows), which a backend may cut into ranges.
+ * All buffers are the whole tokens' (device memory); a range works on its
+ * rows of each. */
 typedef struct
 {
+  PpBackend *be;
   const Transformer *t;
   float *h;                     /* the residual stream */
   float *q, *k, *v;             /* attention inputs (k, v: self only) */
   float *o;                     /* attention output */
+  float *x;                     /* [rows, C]: a LayerNorm's output */
+  float *y;                     /* [rows, C]: a projection to add to h */
+  float *g;                     /* [rows, 2 · 4C]: GEGLU input */
+  float *f;                     /* [rows, 4C]: GEGLU output */
   float *out;                   /* the block's NCHW output, = x + b_out */
   gint hw;
 } Tokens;
@@ -711,28 +740,30 @@ tokens_norm_project (const Tokens * tk, const PpNorm * norm,
 {
   const gint c = tk->t->channels, rows = end - begin;
   const gsize at = (gsize) begin * c;
-  g_autofree gfloat *x = g_new (gfloat, (gsize) rows * c);
 
-  pp_layer_norm (tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
-      norm->gamma, norm->beta, x);
-  pp_linear (x, rows, c, a->to_q.weight, NULL, c, tk->q + at);
+  pp_layer_norm (tk->be, tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
+      norm->gamma, norm->beta, tk->x + at);
+  pp_linear (tk->be, tk->x + at, rows, c, a->to_q.weight, NULL, c,
+      tk->q + at);
   if (!kv)
     return;
-  pp_linear (x, rows, c, a->to_k.weight, NULL, c, tk->k + at);
-  pp_linear (x, rows, c, a->to_v.weight, NULL, c, tk->v + at);
+  pp_linear (tk->be, tk->x + at, rows, c, a->to_k.weight, NULL, c,
+      tk->k + at);
+  pp_linear (tk->be, tk->x + at, rows, c, a->to_v.weight, NULL, c,
+      tk->v + at);
 }
 
-/* h[begin, end) += lin(x), where @x holds the range's end - begin rows of
- * lin->in floats (its first row is row @begin of the tokens). */
+/* h[begin, end) += lin(in[begin, end)), @in holding lin->in floats a row. */
 static void
-tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *x,
+tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *in,
     int begin, int end)
 {
   const gint c = tk->t->channels, rows = end - begin;
-  g_autofree gfloat *y = g_new (gfloat, (gsize) rows * c);
+  const gsize at = (gsize) begin * c;
 
-  pp_linear (x, rows, lin->in, lin->weight, lin->bias, lin->out, y);
-  pp_add (tk->h + (gsize) begin * c, y, (gsize) rows * c);
+  pp_linear (tk->be, in + (gsize) begin * lin->in, rows, lin->in,
+      lin->weight, lin->bias, lin->out, tk->y + at);
+  pp_add (tk->be, tk->h + at, tk->y + at, (gsize) rows * c);
 }
 
 /* Before self-attention: x1 = LN1(h), q, k, v of attn1. */
@@ -749,9 +780,8 @@ static void
 tokens_before_cross (int begin, int end, gpointer data)
 {
   const Tokens *tk = data;
-  const gsize at = (gsize) begin * tk->t->channels;
 
-  tokens_add_linear (tk, &tk->t->attn1.to_out, tk->o + at, begin, end);
+  tokens_add_linear (tk, &tk->t->attn1.to_out, tk->o, begin, end);
   tokens_norm_project (tk, &tk->t->norm2, &tk->t->attn2, FALSE, begin, end);
 }
 
@@ -765,47 +795,24 @@ tokens_after_cross (int begin, int end, gpointer data)
   const Transformer *t = tk->t;
   const gint c = t->channels, rows = end - begin, inner = FF_MULT * c;
   const gsize at = (gsize) begin * c;
-  g_autofree gfloat *x = g_new (gfloat, (gsize) rows * c);
-  g_autofree gfloat *g = g_new (gfloat, (gsize) rows * GEGLU_HALVES * inner);
-  g_autofree gfloat *y = g_new (gfloat, (gsize) rows * inner);
 
-  tokens_add_linear (tk, &t->attn2.to_out, tk->o + at, begin, end);
-  pp_layer_norm (tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
-      t->norm3.gamma, t->norm3.beta, x);
-  pp_linear (x, rows, c, t->ff_in.weight, t->ff_in.bias, t->ff_in.out, g);
-  pp_geglu (g, rows, inner, y);
-  tokens_add_linear (tk, &t->ff_out, y, begin, end);
+  tokens_add_linear (tk, &t->attn2.to_out, tk->o, begin, end);
+  pp_layer_norm (tk->be, tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
+      t->norm3.gamma, t->norm3.beta, tk->x + at);
+  pp_linear (tk->be, tk->x + at, rows, c, t->ff_in.weight, t->ff_in.bias,
+      t->ff_in.out, tk->g + (gsize) begin * GEGLU_HALVES * inner);
+  pp_geglu (tk->be, tk->g + (gsize) begin * GEGLU_HALVES * inner, rows,
+      inner, tk->f + (gsize) begin * inner);
+  tokens_add_linear (tk, &t->ff_out, tk->f, begin, end);
 
   for (int r = begin; r < end;) {
     const int b = r / tk->hw, p = r % tk->hw;
     const int span = MIN (end - r, tk->hw - p);
 
-    pp_matmul (FALSE, TRUE, c, span, c, t->proj_out.weight, c,
+    pp_matmul (tk->be, FALSE, TRUE, c, span, c, t->proj_out.weight, c,
         tk->h + (gsize) r * c, c, TRUE,
         tk->out + (gsize) b * c * tk->hw + p, tk->hw);
     r += span;
-  }
-}
-
-/* Cross-attention's keys and values of the text context: two GEMMs too
- * small to split well, so one per thread (items 0 and 1). */
-typedef struct
-{
-  const Attention *a;
-  const PpAct *context;
-  PpAct k, v;
-} ContextKv;
-
-static void
-context_kv_range (int begin, int end, gpointer data)
-{
-  ContextKv *kv = data;
-
-  for (int i = begin; i < end; i++) {
-    if (i == 0)
-      kv->k = pp_linear_apply (&kv->a->to_k, kv->context);
-    else
-      kv->v = pp_linear_apply (&kv->a->to_v, kv->context);
   }
 }
 
@@ -817,42 +824,61 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     const PpAct * x, const PpAct * context)
 {
   const gint hw = x->h * x->w, c = t->channels, rows = x->n * hw;
-  const gint head_dim = c / t->heads;
+  const gint head_dim = c / t->heads, inner = FF_MULT * c;
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x);
-  PpAct tokens = pp_act_new (x->n, hw, 1, c);
+  PpAct tokens = pp_act_new (m->pool, x->n, hw, 1, c);
   PpAct out = pp_act_copy (x);
-  ContextKv kv = { &t->attn2, context };
-  PpAct h;
-  Tokens tk = { t, NULL, NULL, NULL, NULL, NULL, out.data, hw };
+  PpAct h, q, k, v, o, nx, ny, gg, ff, ck, cv;
+  Tokens tk = { m->be, t };
 
-  pp_nchw_to_nlc (g.data, x->n, c, hw, tokens.data);
+  pp_nchw_to_nlc (m->be, g.data, x->n, c, hw, tokens.data);
   pp_act_clear (&g);
   h = pp_linear_apply (&t->proj_in, &tokens);
   pp_act_clear (&tokens);
   for (gint b = 0; b < x->n; b++)
-    pp_add_channel (out.data + (gsize) b * c * hw, 1, c, hw,
+    pp_add_channel (m->be, out.data + (gsize) b * c * hw, 1, c, hw,
         t->proj_out.bias);
 
+  q = pp_act_new (m->pool, x->n, hw, 1, c);
+  k = pp_act_new (m->pool, x->n, hw, 1, c);
+  v = pp_act_new (m->pool, x->n, hw, 1, c);
+  o = pp_act_new (m->pool, x->n, hw, 1, c);
+  nx = pp_act_new (m->pool, x->n, hw, 1, c);
+  ny = pp_act_new (m->pool, x->n, hw, 1, c);
+  gg = pp_act_new (m->pool, x->n, hw, 1, GEGLU_HALVES * inner);
+  ff = pp_act_new (m->pool, x->n, hw, 1, inner);
   tk.h = h.data;
-  tk.q = g_new (gfloat, (gsize) rows * c);
-  tk.k = g_new (gfloat, (gsize) rows * c);
-  tk.v = g_new (gfloat, (gsize) rows * c);
-  tk.o = g_new (gfloat, (gsize) rows * c);
+  tk.q = q.data;
+  tk.k = k.data;
+  tk.v = v.data;
+  tk.o = o.data;
+  tk.x = nx.data;
+  tk.y = ny.data;
+  tk.g = gg.data;
+  tk.f = ff.data;
+  tk.out = out.data;
+  tk.hw = hw;
 
-  pp_for_rows (rows, TOKEN_ROWS_MIN, tokens_before_self, &tk);
-  pp_attention (tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim, tk.o);
-  pp_for_rows (rows, TOKEN_ROWS_MIN, tokens_before_cross, &tk);
-  pp_for_rows (2, 1, context_kv_range, &kv);
-  pp_attention (tk.q, kv.k.data, kv.v.data, x->n, hw, context->c, t->heads,
-      head_dim, tk.o);
-  pp_act_clear (&kv.k);
-  pp_act_clear (&kv.v);
-  pp_for_rows (rows, TOKEN_ROWS_MIN, tokens_after_cross, &tk);
+  pp_for_rows (m->be, rows, tokens_before_self, &tk);
+  pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
+      tk.o);
+  pp_for_rows (m->be, rows, tokens_before_cross, &tk);
+  ck = pp_linear_apply (&t->attn2.to_k, context);
+  cv = pp_linear_apply (&t->attn2.to_v, context);
+  pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
+      t->heads, head_dim, tk.o);
+  pp_act_clear (&ck);
+  pp_act_clear (&cv);
+  pp_for_rows (m->be, rows, tokens_after_cross, &tk);
 
-  g_free (tk.q);
-  g_free (tk.k);
-  g_free (tk.v);
-  g_free (tk.o);
+  pp_act_clear (&q);
+  pp_act_clear (&k);
+  pp_act_clear (&v);
+  pp_act_clear (&o);
+  pp_act_clear (&nx);
+  pp_act_clear (&ny);
+  pp_act_clear (&gg);
+  pp_act_clear (&ff);
   pp_act_clear (&h);
   return out;
 }
@@ -861,16 +887,17 @@ transformer_forward (const PpUnet * m, const Transformer * t,
 static PpAct
 time_embedding (const PpUnet * m, gint batch, gdouble timestep)
 {
-  PpAct e = pp_act_new (batch, 1, 1, m->time_dim);
+  PpAct e = pp_act_new (m->pool, batch, 1, 1, m->time_dim);
+  const gsize row_bytes = m->time_dim * sizeof (gfloat);
 
   /* diffusers casts the timestep to float32 before the sinusoid. */
-  pp_timestep_embedding ((gfloat) timestep, m->time_dim, m->flip_sin_to_cos,
-      m->freq_shift, e.data);
+  pp_timestep_embedding (m->be, (gfloat) timestep, m->time_dim,
+      m->flip_sin_to_cos, m->freq_shift, e.data);
   for (gint b = 1; b < batch; b++)
-    memcpy (e.data + (gsize) b * m->time_dim, e.data,
-        m->time_dim * sizeof (gfloat));
+    pp_backend_copy (m->be, e.data + (gsize) b * m->time_dim, e.data,
+        row_bytes);
   pp_act_replace (&e, pp_linear_apply (&m->time_linear_1, &e));
-  pp_act_fn_apply (m->act, e.data, pp_act_numel (&e));
+  pp_act_fn_apply (m->act, &e);
   pp_act_replace (&e, pp_linear_apply (&m->time_linear_2, &e));
   return e;
 }
@@ -915,95 +942,68 @@ check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
   return TRUE;
 }
 
-static void
-push_skip (GArray * skips, const PpAct * h)
+/* The skip connections: a stack of at most m->n_skips activations. */
+typedef struct
 {
-  PpAct copy = pp_act_copy (h);
+  PpAct *acts;
+  guint len, max;
+} Skips;
 
-  g_array_append_val (skips, copy);
+static void
+push_skip (Skips * skips, const PpAct * h)
+{
+  g_assert (skips->len < skips->max);
+  skips->acts[skips->len++] = pp_act_copy (h);
 }
 
 static PpAct
-pop_skip (GArray * skips)
+pop_skip (Skips * skips)
 {
-  PpAct top;
-
   g_assert (skips->len > 0);
-  top = g_array_index (skips, PpAct, skips->len - 1);
-  /* the clear func runs on the removed slot: leave it nothing to free */
-  g_array_index (skips, PpAct, skips->len - 1).data = NULL;
-  g_array_set_size (skips, skips->len - 1);
-  return top;
+  return skips->acts[--skips->len];
 }
 
-static void
-skip_clear (gpointer p)
+/* The forward pass on activations of m's backend: @input [N, C_in, H, W],
+ * @context [N, L, D] (n = N, c = L, w = D) → the output, from m's pool. */
+static PpAct
+unet_forward (PpUnet * m, const PpAct * input, gdouble timestep,
+    const PpAct * context, PpTapFunc tap, gpointer tap_data)
 {
-  pp_act_clear (p);
-}
+  Skips skips = { m->skip_stack, 0, m->n_skips };
+  PpAct temb, h;
 
-gboolean
-pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
-    const PpTensor * encoder_hidden_states, PpTensor ** out, PpTapFunc tap,
-    gpointer tap_data, GError ** error)
-{
-  g_autoptr (GArray) skips = NULL;
-  PpAct temb, temb_act, context, input, h;
-  gint batch;
-
-  if (!check_inputs (m, sample, encoder_hidden_states, error))
-    return FALSE;
-  batch = (gint) sample->shape[0];
-  skips = g_array_new (FALSE, FALSE, sizeof (PpAct));
-  g_array_set_clear_func (skips, skip_clear);
-
-  /* Borrowed views of the inputs: never freed here. Tokens are stored
-   * as n = N, c = L, h = 1, w = D (see PpAct). */
-  context.data = encoder_hidden_states->data;
-  context.n = batch;
-  context.c = (gint) encoder_hidden_states->shape[1];
-  context.h = 1;
-  context.w = m->cross_dim;
-  input.data = sample->data;
-  input.n = batch;
-  input.c = m->in_channels;
-  input.h = (gint) sample->shape[2];
-  input.w = (gint) sample->shape[3];
-
-  temb = time_embedding (m, batch, timestep);
+  temb = time_embedding (m, input->n, timestep);
   pp_tap_act (tap, tap_data, &temb, VECTOR_ROWS_DIMS, "time_emb");
   /* Every resnet applies the activation to temb first: do it once. */
-  temb_act = pp_act_copy (&temb);
-  pp_act_fn_apply (m->act, temb_act.data, pp_act_numel (&temb_act));
-  pp_act_clear (&temb);
+  pp_act_fn_apply (m->act, &temb);
 
-  h = pp_conv_apply (&m->conv_in, &input);
+  h = pp_conv_apply (&m->conv_in, input);
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "conv_in");
-  push_skip (skips, &h);
+  push_skip (&skips, &h);
 
   for (guint i = 0; i < m->n_blocks; i++) {
     const Block *blk = &m->down[i];
 
     for (guint j = 0; j < blk->n_layers; j++) {
-      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb_act,
+      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb,
               1.0f));
       if (blk->cross)
         pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
-                &context));
-      push_skip (skips, &h);
+                context));
+      push_skip (&skips, &h);
     }
     if (blk->has_sampler) {
       pp_act_replace (&h, pp_conv_apply (&blk->sampler, &h));
-      push_skip (skips, &h);
+      push_skip (&skips, &h);
     }
     pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "down_blocks.%u", i);
   }
 
-  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[0], &h, &temb_act,
+  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[0], &h, &temb,
           m->mid_scale));
   pp_act_replace (&h, transformer_forward (m, &m->mid_attention, &h,
-          &context));
-  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[1], &h, &temb_act,
+          context));
+  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[1], &h, &temb,
           m->mid_scale));
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "mid_block");
 
@@ -1011,44 +1011,144 @@ pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
     const Block *blk = &m->up[i];
 
     for (guint j = 0; j < blk->n_layers; j++) {
-      PpAct skip = pop_skip (skips);
-      PpAct cat = pp_act_new (h.n, h.c + skip.c, h.h, h.w);
+      PpAct skip = pop_skip (&skips);
+      PpAct cat = pp_act_new (m->pool, h.n, h.c + skip.c, h.h, h.w);
 
       g_assert (skip.h == h.h && skip.w == h.w);
-      pp_concat_channels (h.data, h.c, skip.data, skip.c, h.n, h.h * h.w,
-          cat.data);
+      pp_concat_channels (m->be, h.data, h.c, skip.data, skip.c, h.n,
+          h.h * h.w, cat.data);
       pp_act_clear (&skip);
       pp_act_replace (&h, cat);
-      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb_act,
+      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb,
               1.0f));
       if (blk->cross)
         pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
-                &context));
+                context));
     }
     if (blk->has_sampler) {
-      PpAct up = pp_act_new (h.n, h.c, h.h * UP_FACTOR, h.w * UP_FACTOR);
+      PpAct up = pp_act_new (m->pool, h.n, h.c, h.h * UP_FACTOR,
+          h.w * UP_FACTOR);
 
-      pp_upsample_nearest (h.data, h.n, h.c, h.h, h.w, UP_FACTOR, up.data);
+      pp_upsample_nearest (m->be, h.data, h.n, h.c, h.h, h.w, UP_FACTOR,
+          up.data);
       pp_act_replace (&h, up);
       pp_act_replace (&h, pp_conv_apply (&blk->sampler, &h));
     }
     pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "up_blocks.%u", i);
   }
-  g_assert (skips->len == 0);
-  pp_act_clear (&temb_act);
+  g_assert (skips.len == 0);
+  pp_act_clear (&temb);
 
   pp_act_replace (&h, group_norm (m, &m->norm_out, m->norm_eps, &h));
-  pp_act_fn_apply (m->act, h.data, pp_act_numel (&h));
+  pp_act_fn_apply (m->act, &h);
   pp_act_replace (&h, pp_conv_apply (&m->conv_out, &h));
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "out");
+  return h;
+}
 
+/* @t as an activation of m's backend: a view of a device tensor, or a
+ * pooled copy of a host one (to release with pp_act_clear either way). */
+static gboolean
+input_act (PpUnet * m, const PpTensor * t, gint n, gint c, gint h, gint w,
+    PpAct * out, GError ** error)
+{
+  if (t->backend == m->be) {
+    *out = pp_act_view (m->pool, t->data, n, c, h, w);
+    return TRUE;
+  }
+  if (t->backend != NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "UNet on %s: tensor '%s' is on %s", m->be->name, t->name,
+        t->backend->name);
+    return FALSE;
+  }
+  *out = pp_act_new (m->pool, n, c, h, w);
+  pp_backend_upload (m->be, out->data, t->data, t->nbytes);
+  return TRUE;
+}
+
+static gboolean
+forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
+    const PpTensor * ctx, PpAct * out, PpTapFunc tap, gpointer tap_data,
+    GError ** error)
+{
+  PpAct input, context;
+  gint batch;
+
+  if (!check_inputs (m, sample, ctx, error))
+    return FALSE;
+  batch = (gint) sample->shape[0];
+  if (!input_act (m, sample, batch, m->in_channels, (gint) sample->shape[2],
+          (gint) sample->shape[3], &input, error))
+    return FALSE;
+  if (!input_act (m, ctx, batch, (gint) ctx->shape[1], 1, m->cross_dim,
+          &context, error)) {
+    pp_act_clear (&input);
+    return FALSE;
+  }
+  /* One forward at a time: they share the skip stack. */
+  g_mutex_lock (&m->forward_lock);
+  *out = unet_forward (m, &input, timestep, &context, tap, tap_data);
+  g_mutex_unlock (&m->forward_lock);
+  pp_act_clear (&input);
+  pp_act_clear (&context);
+  return TRUE;
+}
+
+gboolean
+pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
+    const PpTensor * encoder_hidden_states, PpTensor ** out, PpTapFunc tap,
+    gpointer tap_data, GError ** error)
+{
+  PpAct h;
+
+  if (!forward_acts (m, sample, timestep, encoder_hidden_states, &h, tap,
+          tap_data, error))
+    return FALSE;
   {
     const gint64 shape[NCHW_DIMS] = { h.n, h.c, h.h, h.w };
 
-    *out = pp_tensor_new ("out", PP_DTYPE_F32, NCHW_DIMS, shape, error);
-    if (*out != NULL)
-      memcpy ((*out)->data, h.data, (*out)->nbytes);
+    *out = sample->backend != NULL
+        ? pp_tensor_new_on (m->be, "out", PP_DTYPE_F32, NCHW_DIMS, shape,
+        error)
+        : pp_tensor_new ("out", PP_DTYPE_F32, NCHW_DIMS, shape, error);
+    if (*out != NULL && sample->backend != NULL)
+      pp_backend_copy (m->be, (*out)->data, h.data, (*out)->nbytes);
+    else if (*out != NULL)
+      pp_backend_download (m->be, (*out)->data, h.data, (*out)->nbytes);
   }
   pp_act_clear (&h);
   return *out != NULL;
+}
+
+gboolean
+pp_unet_forward_into (PpUnet * m, const PpTensor * sample, gdouble timestep,
+    const PpTensor * encoder_hidden_states, PpTensor * out, GError ** error)
+{
+  const gsize want = sample->ndim == NCHW_DIMS
+      ? (gsize) sample->shape[0] * m->out_channels * sample->shape[2]
+      * sample->shape[3] * sizeof (gfloat) : 0;
+  PpAct h;
+
+  if (out->backend != m->be || out->nbytes != want
+      || out->dtype != PP_DTYPE_F32) {
+    g_autofree gchar *got = pp_tensor_describe (out);
+
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "UNet output: expected F32 [N,%d,H,W] of the sample on %s, "
+        "received %s", m->out_channels, m->be->name, got);
+    return FALSE;
+  }
+  if (!forward_acts (m, sample, timestep, encoder_hidden_states, &h, NULL,
+          NULL, error))
+    return FALSE;
+  pp_backend_copy (m->be, out->data, h.data, out->nbytes);
+  pp_act_clear (&h);
+  return TRUE;
+}
+
+gsize
+pp_unet_pool_bytes (PpUnet * m)
+{
+  return pp_pool_bytes (m->pool);
 }

@@ -2,6 +2,7 @@
  * and SD 2.x / Turbo layouts) in float32. */
 #pragma once
 
+#include "pp-backend.h"
 #include "pp-tap.h"
 #include "pp-weights.h"
 
@@ -11,25 +12,37 @@ typedef struct _PpUnet PpUnet;
 
 /* Reads @config_path (config.json), refuses what it does not implement, and
  * binds every weight by its diffusers key from @weights, which must outlive
- * the model. A missing key or a wrong shape is an error naming both. */
+ * the model, uploading it to @be. A missing key or a wrong shape is an
+ * error naming both. */
 PpUnet   *pp_unet_new                 (const gchar * config_path,
-                                       PpWeights * weights, GError ** error);
+                                       PpWeights * weights, PpBackend * be,
+                                       GError ** error);
 /* config.json and the safetensors of @component_dir; a key the model does
  * not use is an error too. */
 /* SHA-256 of the weights pp_unet_load read (NULL for other sources). */
 const gchar *pp_unet_weights_digest  (PpUnet * m);
 PpUnet   *pp_unet_load                (const gchar * component_dir,
-                                       GError ** error);
+                                       PpBackend * be, GError ** error);
+PpBackend *pp_unet_backend            (PpUnet * m);
 /* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),
  * @encoder_hidden_states [N, L, cross_attention_dim] → *@out
- * [N, out_channels, H, W], the predicted noise.
- * Taps: "time_emb" [N, 4·C0], "conv_in", "down_blocks.{i}", "mid_block",
- * "up_blocks.{i}", "out". */
+ * [N, out_channels, H, W], the predicted noise.  Inputs are host tensors
+ * or tensors on the model's backend; *@out is on the sample's side.
+ * Taps (host copies): "time_emb" [N, 4·C0], "conv_in", "down_blocks.{i}",
+ * "mid_block", "up_blocks.{i}", "out". */
 gboolean  pp_unet_forward             (PpUnet * m, const PpTensor * sample,
                                        gdouble timestep,
                                        const PpTensor * encoder_hidden_states,
                                        PpTensor ** out, PpTapFunc tap,
                                        gpointer tap_data, GError ** error);
+/* The same into @out, a tensor on the model's backend the sample's size:
+ * once the model has run at a shape, this allocates nothing. */
+gboolean  pp_unet_forward_into        (PpUnet * m, const PpTensor * sample,
+                                       gdouble timestep,
+                                       const PpTensor * encoder_hidden_states,
+                                       PpTensor * out, GError ** error);
+/* Device bytes of the model's activation pool. */
+gsize     pp_unet_pool_bytes          (PpUnet * m);
 guint     pp_unet_in_channels         (PpUnet * m);
 guint     pp_unet_out_channels        (PpUnet * m);
 guint     pp_unet_cross_attention_dim (PpUnet * m);

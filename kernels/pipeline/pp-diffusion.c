@@ -37,8 +37,41 @@
 #define SCHEDULER_CONFIG "scheduler" G_DIR_SEPARATOR_S "scheduler_config.json"
 #define PIXEL_HALF_RANGE 127.5f
 
+/* Buffers on the model's backend, kept from frame to frame: in steady state
+ * a frame allocates none.  Rank 0 encodes on one thread and decodes on
+ * another, so each phase has its own. */
 typedef struct
 {
+  gint height, width;           /* of the frames they are for */
+  PpTensor *frame;              /* host [1, 3, H, W], staging */
+  PpTensor *frame_dev;          /* [1, 3, H, W] */
+  PpTensor *vae_in;             /* [1, 3, H8, W8]; NULL when H8, W8 = H, W */
+  PpTensor *latents;            /* [1, C, H8/8, W8/8] */
+  PpTensor *noise;              /* the initial noise, like latents */
+} EncodeBuffers;
+
+typedef struct
+{
+  gint height, width;           /* of the frames */
+  gint64 latent_shape[4];
+  PpTensor *latents;            /* the sample */
+  PpTensor *decoded;            /* [1, 3, H8, W8] */
+  PpTensor *pixels_dev;         /* [1, 3, H, W]; NULL when H8, W8 = H, W */
+  PpTensor *pixels;             /* host [1, 3, H, W], staging */
+} DecodeBuffers;
+
+typedef struct
+{
+  gint64 shape[4];
+  PpTensor *sample;             /* the latents across a worker's steps */
+  PpTensor *unet_in;
+  PpTensor *eps;
+  PpTensor **noise;             /* per step (LCM), n_steps entries */
+} StepBuffers;
+
+typedef struct
+{
+  PpBackend *be;
   gint frame_align;             /* frame sides are resized to multiples */
   gchar *prompt_embeds_path;
   gdouble strength;
@@ -47,32 +80,66 @@ typedef struct
   PpSchedule *schedule;
   PpTaesd *vae;                 /* PP_MODEL_ROLE_IMAGE */
   PpUnet *unet;                 /* PP_MODEL_ROLE_STEPS */
-  PpTensor *context;            /* [1, L, D] */
-  /* The same noise serves every frame: drawn once per latent size.
-   * noise[0] is the initial noise, noise[1 + k] the noise after step k. */
-  gfloat **noise;               /* n_steps + 1 entries, each noise_len */
-  gsize noise_len;
+  PpTensor *context;            /* [1, L, D] on the backend */
+  /* The same noise serves every frame: drawn once per latent size. */
+  EncodeBuffers enc;
+  DecodeBuffers dec;
+  StepBuffers steps;
 } Diffusion;
 
-/* Noise of @stream for latents of @n values, cached. */
-static const gfloat *
-cached_noise (PpModel * model, guint64 stream, gsize n)
+/* Noise of RNG @stream like @like, on the device: drawn on the host, then
+ * uploaded (once per latent size). */
+static PpTensor *
+noise_new (Diffusion * d, guint64 stream, const PpTensor * like,
+    GError ** error)
 {
-  Diffusion *d = model->priv;
-  guint slot = (guint) stream;
+  g_autoptr (PpTensor) host = pp_tensor_new ("noise", PP_DTYPE_F32,
+      like->ndim, like->shape, error);
+  PpTensor *dev = NULL;
   PpRng rng;
 
-  if (d->noise_len != n) {
-    for (guint i = 0; i <= model->n_steps; i++)
-      g_clear_pointer (&d->noise[i], g_free);
-    d->noise_len = n;
-  }
-  if (d->noise[slot] == NULL) {
-    d->noise[slot] = g_new (gfloat, n);
-    pp_rng_init (&rng, d->seed, stream);
-    pp_rng_fill_normal (&rng, d->noise[slot], n);
-  }
-  return d->noise[slot];
+  if (host == NULL)
+    return NULL;
+  pp_rng_init (&rng, d->seed, stream);
+  pp_rng_fill_normal (&rng, host->data, (gsize) pp_tensor_numel (host));
+  dev = pp_tensor_new_on (d->be, "noise", PP_DTYPE_F32, like->ndim,
+      like->shape, error);
+  if (dev != NULL && !pp_tensor_upload (dev, host, error))
+    g_clear_pointer (&dev, pp_tensor_free);
+  return dev;
+}
+
+static void
+encode_buffers_clear (EncodeBuffers * b)
+{
+  g_clear_pointer (&b->frame, pp_tensor_free);
+  g_clear_pointer (&b->frame_dev, pp_tensor_free);
+  g_clear_pointer (&b->vae_in, pp_tensor_free);
+  g_clear_pointer (&b->latents, pp_tensor_free);
+  g_clear_pointer (&b->noise, pp_tensor_free);
+  b->height = b->width = 0;
+}
+
+static void
+decode_buffers_clear (DecodeBuffers * b)
+{
+  g_clear_pointer (&b->latents, pp_tensor_free);
+  g_clear_pointer (&b->decoded, pp_tensor_free);
+  g_clear_pointer (&b->pixels_dev, pp_tensor_free);
+  g_clear_pointer (&b->pixels, pp_tensor_free);
+  b->height = b->width = 0;
+}
+
+static void
+step_buffers_clear (StepBuffers * b, guint n_steps)
+{
+  g_clear_pointer (&b->sample, pp_tensor_free);
+  g_clear_pointer (&b->unet_in, pp_tensor_free);
+  g_clear_pointer (&b->eps, pp_tensor_free);
+  for (guint k = 0; b->noise != NULL && k < n_steps; k++)
+    g_clear_pointer (&b->noise[k], pp_tensor_free);
+  g_clear_pointer (&b->noise, g_free);
+  memset (b->shape, 0, sizeof b->shape);
 }
 
 static gboolean
@@ -231,8 +298,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   PpScheduleKind kind;
 
   model->priv = d;
+  d->be = model->backend;
   d->strength = DEFAULT_STRENGTH;
-  d->noise = g_new0 (gfloat *, model->n_steps + 1);
   if (!g_file_test (model->path, G_FILE_TEST_IS_DIR)) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
         "model '%s' is neither builtin:stamp, builtin:anisotropic nor a "
@@ -269,7 +336,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     g_autofree gchar *vae_dir = g_build_filename (model->path, "vae", NULL);
     if (!read_frame_align (model->path, &d->frame_align, error))
       return FALSE;
-    d->vae = pp_taesd_load (vae_dir, error);
+    d->vae = pp_taesd_load (vae_dir, d->be, error);
     if (d->vae == NULL)
       return FALSE;
   }
@@ -281,112 +348,266 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
           "encoder hidden states)", model->path);
       return FALSE;
     }
-    d->unet = pp_unet_load (unet_dir, error);
+    g_autoptr (PpTensor) context = NULL;
+
+    d->unet = pp_unet_load (unet_dir, d->be, error);
     if (d->unet == NULL)
       return FALSE;
-    d->context = load_context (d->prompt_embeds_path,
+    context = load_context (d->prompt_embeds_path,
         pp_unet_cross_attention_dim (d->unet), error);
-    if (d->context == NULL)
+    if (context == NULL)
+      return FALSE;
+    d->context = pp_tensor_new_on (d->be, "context", PP_DTYPE_F32,
+        context->ndim, context->shape, error);
+    if (d->context == NULL || !pp_tensor_upload (d->context, context, error))
       return FALSE;
   }
   return TRUE;
 }
 
+/* Device buffers for frames of @image's size (new ones when it changed). */
+static gboolean
+encode_buffers (Diffusion * d, const PpImage * image, EncodeBuffers * b,
+    GError ** error)
+{
+  const gint h8 = align_side (image->height, d->frame_align);
+  const gint w8 = align_side (image->width, d->frame_align);
+  const gint f = (gint) pp_taesd_scale_factor (d->vae);
+  const gint64 frame[4] = { 1, PP_IMAGE_CHANNELS, image->height,
+    image->width
+  };
+  const gint64 vae[4] = { 1, PP_IMAGE_CHANNELS, h8, w8 };
+  const gint64 latent[4] = { 1, pp_taesd_latent_channels (d->vae), h8 / f,
+    w8 / f
+  };
+
+  if (b->height == image->height && b->width == image->width)
+    return TRUE;
+  encode_buffers_clear (b);
+  b->frame = pp_tensor_new ("image", PP_DTYPE_F32, 4, frame, error);
+  if (b->frame == NULL)
+    return FALSE;
+  b->frame_dev = pp_tensor_new_on (d->be, "image", PP_DTYPE_F32, 4, frame,
+      error);
+  if (b->frame_dev == NULL)
+    return FALSE;
+  if (h8 != image->height || w8 != image->width) {
+    b->vae_in = pp_tensor_new_on (d->be, "image", PP_DTYPE_F32, 4, vae,
+        error);
+    if (b->vae_in == NULL)
+      return FALSE;
+  }
+  b->latents = pp_tensor_new_on (d->be, PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32,
+      4, latent, error);
+  if (b->latents == NULL)
+    return FALSE;
+  b->noise = noise_new (d, PP_RNG_STREAM_INIT, b->latents, error);
+  if (b->noise == NULL)
+    return FALSE;
+  b->height = image->height;
+  b->width = image->width;
+  return TRUE;
+}
+
+/* Frame (host) → pixels in [-1, 1] on the device, resized to the VAE's
+ * multiples → latents → noised by the strength: the first sample, back on
+ * the host to travel to the workers. */
 static PpTensor *
 diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
 {
   Diffusion *d = model->priv;
-  g_autoptr (PpTensor) pixels = pp_image_to_tensor (image, "image", error);
-  g_autoptr (PpTensor) vae_in = NULL;
-  PpTensor *latents = NULL;
-  gint h8 = align_side (image->height, d->frame_align);
-  gint w8 = align_side (image->width, d->frame_align);
-  gsize n;
+  EncodeBuffers *b = &d->enc;
+  PpTensor *vae_in, *sample;
 
-  if (pixels == NULL)
+  if (!encode_buffers (d, image, b, error)) {
+    encode_buffers_clear (b);
     return NULL;
-  for (gint64 i = 0; i < pp_tensor_numel (pixels); i++)
-    ((gfloat *) pixels->data)[i] = ((gfloat *) pixels->data)[i]
-        / PIXEL_HALF_RANGE - 1.0f;
-  if (h8 == image->height && w8 == image->width) {
-    vae_in = g_steal_pointer (&pixels);
-  } else {
-    const gint64 shape[4] = { 1, PP_IMAGE_CHANNELS, h8, w8 };
-    vae_in = pp_tensor_new ("image", PP_DTYPE_F32, 4, shape, error);
-    if (vae_in == NULL)
-      return NULL;
-    pp_resize_bilinear (pixels->data, PP_IMAGE_CHANNELS, image->height,
-        image->width, vae_in->data, h8, w8);
   }
-  if (!pp_taesd_encode (d->vae, vae_in, &latents, NULL, NULL, error))
+  pp_image_to_tensor_into (image, b->frame);
+  if (!pp_tensor_upload (b->frame_dev, b->frame, error))
     return NULL;
-  n = (gsize) pp_tensor_numel (latents);
-  pp_schedule_add_noise (d->schedule, latents->data,
-      cached_noise (model, PP_RNG_STREAM_INIT, n), n);
-  g_strlcpy (latents->name, PP_MODEL_SAMPLE_NAME, sizeof latents->name);
-  return latents;
+  pp_affine (d->be, b->frame_dev->data, pp_tensor_numel (b->frame_dev),
+      1.0f / PIXEL_HALF_RANGE, -1.0f);
+  vae_in = b->frame_dev;
+  if (b->vae_in != NULL) {
+    pp_resize_bilinear (d->be, b->frame_dev->data, PP_IMAGE_CHANNELS,
+        image->height, image->width, b->vae_in->data,
+        (gint) b->vae_in->shape[2], (gint) b->vae_in->shape[3]);
+    vae_in = b->vae_in;
+  }
+  if (!pp_taesd_encode_into (d->vae, vae_in, b->latents, error))
+    return NULL;
+  pp_schedule_add_noise (d->schedule, d->be, b->latents->data,
+      b->noise->data, pp_tensor_numel (b->latents));
+  sample = pp_tensor_new (PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32, 4,
+      b->latents->shape, error);
+  if (sample != NULL && !pp_tensor_download (sample, b->latents, error))
+    g_clear_pointer (&sample, pp_tensor_free);
+  return sample;
 }
 
 static gboolean
-diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
-    GError ** error)
+check_sample (const PpTensor * sample, GError ** error)
 {
-  Diffusion *d = model->priv;
-  gsize n = (gsize) pp_tensor_numel (sample);
-  g_autoptr (PpTensor) input = NULL;
-  g_autoptr (PpTensor) eps = NULL;
-
   if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4) {
     g_autofree gchar *got = pp_tensor_describe (sample);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "a diffusion step needs an F32[N,C,H,W] latent, got %s", got);
     return FALSE;
   }
-  input = pp_tensor_new ("unet_in", PP_DTYPE_F32, 4, sample->shape, error);
-  if (input == NULL)
-    return FALSE;
-  pp_schedule_scale_input (d->schedule, step, sample->data, input->data, n);
-  if (!pp_unet_forward (d->unet, input, d->schedule->timesteps[step],
-          d->context, &eps, NULL, NULL, error))
-    return FALSE;
-  pp_schedule_step (d->schedule, step, sample->data, eps->data,
-      pp_schedule_step_needs_noise (d->schedule, step)
-      ? cached_noise (model, PP_RNG_STREAM_STEP (step), n) : NULL, n);
   return TRUE;
 }
 
+/* Device buffers for samples of @sample's shape: the sample, the UNet's
+ * input and output, and the noise of every step that takes fresh noise. */
+static gboolean
+step_buffers (PpModel * model, const PpTensor * sample, GError ** error)
+{
+  Diffusion *d = model->priv;
+  StepBuffers *b = &d->steps;
+
+  if (memcmp (b->shape, sample->shape, sizeof b->shape) == 0)
+    return TRUE;
+  step_buffers_clear (b, model->n_steps);
+  b->sample = pp_tensor_new_on (d->be, PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32, 4,
+      sample->shape, error);
+  b->unet_in = b->sample == NULL ? NULL : pp_tensor_new_on (d->be, "unet_in",
+      PP_DTYPE_F32, 4, sample->shape, error);
+  b->eps = b->unet_in == NULL ? NULL : pp_tensor_new_on (d->be, "eps",
+      PP_DTYPE_F32, 4, sample->shape, error);
+  if (b->eps == NULL)
+    goto fail;
+  b->noise = g_new0 (PpTensor *, model->n_steps);
+  for (guint k = 0; k < model->n_steps; k++) {
+    if (!pp_schedule_step_needs_noise (d->schedule, k))
+      continue;
+    b->noise[k] = noise_new (d, PP_RNG_STREAM_STEP (k), sample, error);
+    if (b->noise[k] == NULL)
+      goto fail;
+  }
+  memcpy (b->shape, sample->shape, sizeof b->shape);
+  return TRUE;
+fail:
+  step_buffers_clear (b, model->n_steps);
+  return FALSE;
+}
+
+static gboolean
+diffusion_steps_begin (PpModel * model, const PpTensor * sample,
+    GError ** error)
+{
+  Diffusion *d = model->priv;
+
+  return check_sample (sample, error) && step_buffers (model, sample, error)
+      && pp_tensor_upload (d->steps.sample, sample, error);
+}
+
+static gboolean
+diffusion_steps_end (PpModel * model, PpTensor * sample, GError ** error)
+{
+  Diffusion *d = model->priv;
+
+  return pp_tensor_download (sample, d->steps.sample, error);
+}
+
+/* Step @step on the device sample: ε̂ = UNet(scaled x, t), then the
+ * scheduler's update. */
+static gboolean
+diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
+    GError ** error)
+{
+  Diffusion *d = model->priv;
+  StepBuffers *b = &d->steps;
+  const gsize n = (gsize) pp_tensor_numel (b->sample);
+
+  pp_schedule_scale_input (d->schedule, d->be, step, b->sample->data,
+      b->unet_in->data, n);
+  if (!pp_unet_forward_into (d->unet, b->unet_in,
+          d->schedule->timesteps[step], d->context, b->eps, error))
+    return FALSE;
+  pp_schedule_step (d->schedule, d->be, step, b->sample->data, b->eps->data,
+      b->noise[step] != NULL ? b->noise[step]->data : NULL, n);
+  return TRUE;
+}
+
+static gboolean
+decode_buffers (Diffusion * d, const PpTensor * sample, PpImage * image,
+    GError ** error)
+{
+  DecodeBuffers *b = &d->dec;
+  const gint f = (gint) pp_taesd_scale_factor (d->vae);
+  const gint64 decoded[4] = { 1, PP_IMAGE_CHANNELS, sample->shape[2] * f,
+    sample->shape[3] * f
+  };
+  const gint64 frame[4] = { 1, PP_IMAGE_CHANNELS, image->height,
+    image->width
+  };
+
+  if (b->height == image->height && b->width == image->width
+      && memcmp (b->latent_shape, sample->shape, sizeof b->latent_shape) == 0)
+    return TRUE;
+  decode_buffers_clear (b);
+  b->latents = pp_tensor_new_on (d->be, PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32,
+      4, sample->shape, error);
+  if (b->latents == NULL)
+    return FALSE;
+  b->decoded = pp_tensor_new_on (d->be, "image", PP_DTYPE_F32, 4, decoded,
+      error);
+  if (b->decoded == NULL)
+    return FALSE;
+  if (decoded[2] != image->height || decoded[3] != image->width) {
+    b->pixels_dev = pp_tensor_new_on (d->be, "pixels", PP_DTYPE_F32, 4,
+        frame, error);
+    if (b->pixels_dev == NULL)
+      return FALSE;
+  }
+  b->pixels = pp_tensor_new ("pixels", PP_DTYPE_F32, 4, frame, error);
+  if (b->pixels == NULL)
+    return FALSE;
+  b->height = image->height;
+  b->width = image->width;
+  memcpy (b->latent_shape, sample->shape, sizeof b->latent_shape);
+  return TRUE;
+}
+
+/* Sample (host) → the VAE's image → resized to the frame → pixels 0..255,
+ * back on the host for the frame. */
 static gboolean
 diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     GError ** error)
 {
   Diffusion *d = model->priv;
-  g_autoptr (PpTensor) decoded = NULL;
-  g_autoptr (PpTensor) pixels = NULL;
-  const gint64 shape[4] = { 1, PP_IMAGE_CHANNELS, image->height,
-    image->width
-  };
+  DecodeBuffers *b = &d->dec;
+  PpTensor *pixels;
 
-  if (!pp_taesd_decode (d->vae, sample, &decoded, NULL, NULL, error))
-    return FALSE;
-  if (decoded->ndim != 4 || decoded->shape[1] != PP_IMAGE_CHANNELS) {
-    g_autofree gchar *got = pp_tensor_describe (decoded);
+  if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4
+      || sample->shape[0] != 1
+      || sample->shape[1] != pp_taesd_latent_channels (d->vae)) {
+    g_autofree gchar *got = pp_tensor_describe (sample);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "the VAE decoded %s, expected 3 channels", got);
+        "the VAE decodes F32[1,%u,h,w] latents, got %s",
+        pp_taesd_latent_channels (d->vae), got);
     return FALSE;
   }
-  pixels = pp_tensor_new (PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32, 4, shape, error);
-  if (pixels == NULL)
+  if (!decode_buffers (d, sample, image, error)) {
+    decode_buffers_clear (b);
     return FALSE;
-  if (decoded->shape[2] == image->height && decoded->shape[3] == image->width)
-    memcpy (pixels->data, decoded->data, pixels->nbytes);
-  else
-    pp_resize_bilinear (decoded->data, PP_IMAGE_CHANNELS,
-        (gint) decoded->shape[2], (gint) decoded->shape[3], pixels->data,
-        image->height, image->width);
-  for (gint64 i = 0; i < pp_tensor_numel (pixels); i++)
-    ((gfloat *) pixels->data)[i] = (((gfloat *) pixels->data)[i] + 1.0f)
-        * PIXEL_HALF_RANGE;
-  return pp_image_from_tensor (image, pixels, error);
+  }
+  if (!pp_tensor_upload (b->latents, sample, error)
+      || !pp_taesd_decode_into (d->vae, b->latents, b->decoded, error))
+    return FALSE;
+  pixels = b->decoded;
+  if (b->pixels_dev != NULL) {
+    pp_resize_bilinear (d->be, b->decoded->data, PP_IMAGE_CHANNELS,
+        (gint) b->decoded->shape[2], (gint) b->decoded->shape[3],
+        b->pixels_dev->data, image->height, image->width);
+    pixels = b->pixels_dev;
+  }
+  /* [-1, 1] → 0..255 */
+  pp_affine (d->be, pixels->data, pp_tensor_numel (pixels), PIXEL_HALF_RANGE,
+      PIXEL_HALF_RANGE);
+  return pp_tensor_download (b->pixels, pixels, error)
+      && pp_image_from_tensor (image, b->pixels, error);
 }
 
 static void
@@ -402,9 +623,9 @@ diffusion_finalize (PpModel * model)
   g_clear_pointer (&d->vae, pp_taesd_free);
   g_clear_pointer (&d->unet, pp_unet_free);
   g_clear_pointer (&d->context, pp_tensor_free);
-  for (guint i = 0; d->noise != NULL && i <= model->n_steps; i++)
-    g_free (d->noise[i]);
-  g_free (d->noise);
+  encode_buffers_clear (&d->enc);
+  decode_buffers_clear (&d->dec);
+  step_buffers_clear (&d->steps, model->n_steps);
   g_free (d);
 }
 
@@ -421,6 +642,8 @@ const PpModelClass pp_model_diffusion_class = {
   .name = "diffusion",
   .init = diffusion_init,
   .step = diffusion_step,
+  .steps_begin = diffusion_steps_begin,
+  .steps_end = diffusion_steps_end,
   .encode = diffusion_encode,
   .decode = diffusion_decode,
   .finalize = diffusion_finalize,

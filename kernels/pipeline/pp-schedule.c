@@ -136,30 +136,28 @@ pp_schedule_describe (const PpSchedule * s)
 }
 
 void
-pp_schedule_add_noise (const PpSchedule * s, gfloat * z, const gfloat * noise,
-    gsize n)
+pp_schedule_add_noise (const PpSchedule * s, PpBackend * be, gfloat * z,
+    const gfloat * noise, gsize n)
 {
   if (s->kind == PP_SCHEDULE_EULER) {
-    gfloat sigma = (gfloat) s->sigmas[0];
-    for (gsize i = 0; i < n; i++)
-      z[i] += sigma * noise[i];
+    /* z + σ_0·ε */
+    pp_axpby (be, z, (gfloat) s->sigmas[0], noise, 1.0f, n);
   } else {
+    /* √ᾱ·z + √(1−ᾱ)·ε */
     gdouble ac = s->alphas_cumprod[s->timesteps[0]];
-    gfloat a = (gfloat) sqrt (ac), b = (gfloat) sqrt (1.0 - ac);
-    for (gsize i = 0; i < n; i++)
-      z[i] = a * z[i] + b * noise[i];
+
+    pp_axpby (be, z, (gfloat) sqrt (1.0 - ac), noise, (gfloat) sqrt (ac), n);
   }
 }
 
 void
-pp_schedule_scale_input (const PpSchedule * s, guint k, const gfloat * x,
-    gfloat * out, gsize n)
+pp_schedule_scale_input (const PpSchedule * s, PpBackend * be, guint k,
+    const gfloat * x, gfloat * out, gsize n)
 {
   gfloat scale = s->kind == PP_SCHEDULE_EULER
       ? (gfloat) (1.0 / sqrt (s->sigmas[k] * s->sigmas[k] + 1.0)) : 1.0f;
 
-  for (gsize i = 0; i < n; i++)
-    out[i] = x[i] * scale;
+  pp_axpby (be, out, scale, x, 0.0f, n);
 }
 
 gboolean
@@ -169,33 +167,31 @@ pp_schedule_step_needs_noise (const PpSchedule * s, guint k)
 }
 
 void
-pp_schedule_step (const PpSchedule * s, guint k, gfloat * x,
+pp_schedule_step (const PpSchedule * s, PpBackend * be, guint k, gfloat * x,
     const gfloat * eps, const gfloat * noise, gsize n)
 {
   if (s->kind == PP_SCHEDULE_EULER) {
-    gfloat dt = (gfloat) (s->sigmas[k + 1] - s->sigmas[k]);
-    for (gsize i = 0; i < n; i++)
-      x[i] += dt * eps[i];
+    /* x + (σ_{k+1} − σ_k)·ε̂ */
+    pp_axpby (be, x, (gfloat) (s->sigmas[k + 1] - s->sigmas[k]), eps, 1.0f,
+        n);
     return;
   }
   {
     gdouble t = s->timesteps[k], ac = s->alphas_cumprod[s->timesteps[k]];
     gdouble st = LCM_TIMESTEP_SCALING * t, sd2 = LCM_SIGMA_DATA * LCM_SIGMA_DATA;
-    gfloat c_skip = (gfloat) (sd2 / (st * st + sd2));
-    gfloat c_out = (gfloat) (st / sqrt (st * st + sd2));
-    gfloat sa = (gfloat) sqrt (ac), sb = (gfloat) sqrt (1.0 - ac);
-    gboolean last = k + 1 == s->n_steps;
-    gfloat na = 0, nb = 0;
+    PpLcmCoeffs c = {
+      .sa = (gfloat) sqrt (ac),
+      .sb = (gfloat) sqrt (1.0 - ac),
+      .c_out = (gfloat) (st / sqrt (st * st + sd2)),
+      .c_skip = (gfloat) (sd2 / (st * st + sd2)),
+      .last = k + 1 == s->n_steps,
+    };
 
-    if (!last) {
+    if (!c.last) {
       gdouble next = s->alphas_cumprod[s->timesteps[k + 1]];
-      na = (gfloat) sqrt (next);
-      nb = (gfloat) sqrt (1.0 - next);
+      c.na = (gfloat) sqrt (next);
+      c.nb = (gfloat) sqrt (1.0 - next);
     }
-    for (gsize i = 0; i < n; i++) {
-      gfloat x0 = (x[i] - sb * eps[i]) / sa;
-      gfloat d = c_out * x0 + c_skip * x[i];
-      x[i] = last ? d : na * d + nb * noise[i];
-    }
+    pp_lcm_step (be, x, eps, c.last ? NULL : noise, n, &c);
   }
 }

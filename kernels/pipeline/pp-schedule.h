@@ -25,6 +25,8 @@
 
 #include <glib.h>
 
+#include "pp-backend.h"
+
 G_BEGIN_DECLS
 
 #define PP_SCHEDULE_TRAIN_STEPS 1000
@@ -54,20 +56,22 @@ PpSchedule  *pp_schedule_new (PpScheduleKind kind, guint n_steps,
 void         pp_schedule_free (PpSchedule * s);
 gchar       *pp_schedule_describe (const PpSchedule * s);
 
-/* img2img start: turns clean latents @z (n values) into the first sample,
- * with @noise of the same size. */
-void         pp_schedule_add_noise (const PpSchedule * s, gfloat * z,
-                                    const gfloat * noise, gsize n);
-/* The UNet input for step @k: a scaled copy of the sample (EULER) or the
- * sample itself (LCM). */
-void         pp_schedule_scale_input (const PpSchedule * s, guint k,
-                                      const gfloat * x, gfloat * out, gsize n);
-/* Step @k: updates the sample @x from the UNet's noise prediction @eps;
- * @noise is used by LCM between steps (may be NULL on the last step or for
- * EULER). */
-void         pp_schedule_step (const PpSchedule * s, guint k, gfloat * x,
-                               const gfloat * eps, const gfloat * noise,
-                               gsize n);
+/* img2img start: turns clean latents @z (n values, device memory of @be)
+ * into the first sample, with @noise of the same size. */
+void         pp_schedule_add_noise (const PpSchedule * s, PpBackend * be,
+                                    gfloat * z, const gfloat * noise,
+                                    gsize n);
+/* The UNet input for step @k: a scaled copy of the sample @x (EULER) or
+ * the sample itself (LCM), on @be. */
+void         pp_schedule_scale_input (const PpSchedule * s, PpBackend * be,
+                                      guint k, const gfloat * x,
+                                      gfloat * out, gsize n);
+/* Step @k on @be: updates the sample @x from the UNet's noise prediction
+ * @eps; @noise is used by LCM between steps (may be NULL on the last step
+ * or for EULER). */
+void         pp_schedule_step (const PpSchedule * s, PpBackend * be,
+                               guint k, gfloat * x, const gfloat * eps,
+                               const gfloat * noise, gsize n);
 /* Whether step @k needs fresh noise. */
 gboolean     pp_schedule_step_needs_noise (const PpSchedule * s, guint k);
 

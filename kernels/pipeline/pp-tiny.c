@@ -140,7 +140,7 @@ write_taesd (const gchar * dir, guint64 seed, GError ** error)
   if (!ensure_dir (dir, error) || !save_builder (b, config, error))
     return FALSE;
   w = pp_weights_new_random (seed);
-  ok = (m = pp_taesd_new (config, w, error)) != NULL
+  ok = (m = pp_taesd_new (config, w, pp_backend_cpu (), error)) != NULL
       && pp_weights_save (w, weights, error);
   g_clear_pointer (&m, pp_taesd_free);
   pp_weights_free (w);
@@ -162,7 +162,7 @@ write_unet (const gchar * dir, gboolean turbo, guint64 seed, guint * cross_dim,
   if (!ensure_dir (dir, error) || !save_builder (b, config, error))
     return FALSE;
   w = pp_weights_new_random (seed);
-  ok = (m = pp_unet_new (config, w, error)) != NULL
+  ok = (m = pp_unet_new (config, w, pp_backend_cpu (), error)) != NULL
       && pp_weights_save (w, weights, error);
   g_clear_pointer (&m, pp_unet_free);
   pp_weights_free (w);

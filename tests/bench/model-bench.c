@@ -278,7 +278,7 @@ bench_turbo (const gchar * dir, int blas_threads)
   gchar desc[64];
 
   build = now_s ();
-  m.unet = pp_unet_new (path, w, &error);
+  m.unet = pp_unet_new (path, w, pp_backend_default (), &error);
   if (m.unet == NULL)
     g_error ("%s", error->message);
   build = now_s () - build;
@@ -344,8 +344,8 @@ main (int argc, char **argv)
   m.text = random_tensor ("text", 3, text_shape);
   m.image = random_tensor ("image", 4, image_shape);
   m.timestep = UNET_TIMESTEP;
-  m.unet = pp_unet_new (unet_path, uw, &error);
-  m.taesd = m.unet ? pp_taesd_new (taesd_path, tw, &error) : NULL;
+  m.unet = pp_unet_new (unet_path, uw, pp_backend_default (), &error);
+  m.taesd = m.unet ? pp_taesd_new (taesd_path, tw, pp_backend_default (), &error) : NULL;
   if (m.taesd == NULL) {
     fprintf (stderr, "model-bench: %s\n", error->message);
     return 1;

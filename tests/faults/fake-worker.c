@@ -66,7 +66,8 @@ main (int argc, char **argv)
   pp_hello_options_clear (&options);
   /* What a real worker would report, so that only the misbehaviour under
    * test differs. */
-  model = pp_model_new (plan->model, plan->n_steps, PP_MODEL_ROLE_STEPS, NULL);
+  model = pp_model_new (plan->model, plan->n_steps, PP_MODEL_ROLE_STEPS, NULL,
+      NULL);
   digest = model ? pp_model_digest (model) : NULL;
   parity = pp_parity_local (digest, &plan->plan_id);
   reply = FAKE_MODE == FAKE_BAD_VERSION

@@ -9,7 +9,7 @@ static PpModel *
 model_new (const gchar * uri)
 {
   g_autoptr (GError) error = NULL;
-  PpModel *m = pp_model_new (uri, 4, PP_MODEL_ROLE_ALL, &error);
+  PpModel *m = pp_model_new (uri, 4, PP_MODEL_ROLE_ALL, NULL, &error);
 
   g_assert_no_error (error);
   g_assert_nonnull (m);
@@ -79,7 +79,7 @@ static void
 assert_model_error (const gchar * uri, const gchar * part)
 {
   g_autoptr (GError) error = NULL;
-  PpModel *m = pp_model_new (uri, 4, PP_MODEL_ROLE_ALL, &error);
+  PpModel *m = pp_model_new (uri, 4, PP_MODEL_ROLE_ALL, NULL, &error);
 
   g_assert_null (m);
   g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);

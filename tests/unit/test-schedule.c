@@ -72,8 +72,8 @@ test_lcm_recovers_clean (void)
 
   for (guint i = 0; i < 4; i++)
     x[i] = z[i];
-  pp_schedule_add_noise (s, x, eps, 4);
-  pp_schedule_step (s, 0, x, eps, NULL, 4);
+  pp_schedule_add_noise (s, pp_backend_cpu (), x, eps, 4);
+  pp_schedule_step (s, pp_backend_cpu (), 0, x, eps, NULL, 4);
   for (guint i = 0; i < 4; i++)
     g_assert_cmpfloat_with_epsilon (x[i], z[i], 1e-3);
 }
@@ -88,10 +88,10 @@ test_euler_recovers_clean (void)
 
   for (guint i = 0; i < 3; i++)
     x[i] = z[i];
-  pp_schedule_add_noise (s, x, eps, 3);
+  pp_schedule_add_noise (s, pp_backend_cpu (), x, eps, 3);
   g_assert_cmpfloat (fabsf (x[0] - z[0]), >, 1.0f);
   for (guint k = 0; k < 2; k++)
-    pp_schedule_step (s, k, x, eps, NULL, 3);
+    pp_schedule_step (s, pp_backend_cpu (), k, x, eps, NULL, 3);
   for (guint i = 0; i < 3; i++)
     g_assert_cmpfloat_with_epsilon (x[i], z[i], 1e-4);
 }

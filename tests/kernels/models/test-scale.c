@@ -320,7 +320,7 @@ test_unet (void)
   }
 
   t0 = g_get_monotonic_time ();
-  unet = pp_unet_new (config, w, &error);
+  unet = pp_unet_new (config, w, pp_backend_default (), &error);
   g_assert_no_error (error);
   t_build = (g_get_monotonic_time () - t0) / 1e6;
   g_assert_true (pp_weights_check_all_used (w, &error));

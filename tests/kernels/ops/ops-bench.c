@@ -7,11 +7,15 @@
  *
  * --large adds SD1.5-sized shapes (64×64 latent, 320 channels). */
 #include "pp-ops.h"
+#include "pp-backend.h"
 
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The CPU kernels, through their backend's table. */
+static PpBackend *be;
 
 #define DEFAULT_RUNS 10
 #define GIGA 1e9
@@ -122,7 +126,7 @@ conv_run (gpointer data)
 {
   Conv *c = data;
 
-  pp_conv2d (c->x, c->n, c->cin, c->h, c->w, c->wt, c->bias, c->cout, c->k,
+  pp_conv2d (be, c->x, c->n, c->cin, c->h, c->w, c->wt, c->bias, c->cout, c->k,
       c->k, c->stride, c->pad, c->y);
 }
 
@@ -175,7 +179,7 @@ linear_run (gpointer data)
 {
   Linear *l = data;
 
-  pp_linear (l->x, l->rows, l->in, l->w, l->b, l->out, l->y);
+  pp_linear (be, l->x, l->rows, l->in, l->w, l->b, l->out, l->y);
 }
 
 static void
@@ -209,7 +213,7 @@ attention_run (gpointer data)
 {
   Attention *a = data;
 
-  pp_attention (a->q, a->k, a->v, a->n, a->lq, a->lk, a->heads, a->hd,
+  pp_attention (be, a->q, a->k, a->v, a->n, a->lq, a->lk, a->heads, a->hd,
       a->out);
 }
 
@@ -246,7 +250,7 @@ group_norm_run (gpointer data)
 {
   Norm *g = data;
 
-  pp_group_norm (g->x, g->n, g->c, g->hw, g->groups, 1e-5f, g->gamma,
+  pp_group_norm (be, g->x, g->n, g->c, g->hw, g->groups, 1e-5f, g->gamma,
       g->beta, g->y);
 }
 
@@ -265,7 +269,7 @@ silu_run (gpointer data)
 {
   Norm *g = data;
 
-  pp_silu (g->y, (size_t) g->n * g->c * g->hw);
+  pp_silu (be, g->y, (size_t) g->n * g->c * g->hw);
 }
 
 static void
@@ -273,7 +277,7 @@ gelu_run (gpointer data)
 {
   Norm *g = data;
 
-  pp_gelu (g->y, (size_t) g->n * g->c * g->hw);
+  pp_gelu (be, g->y, (size_t) g->n * g->c * g->hw);
 }
 
 static void
@@ -304,6 +308,7 @@ bench_elementwise (int n, int c, int hw, int groups, int runs)
 int
 main (int argc, char **argv)
 {
+  be = pp_backend_cpu ();
   int runs = DEFAULT_RUNS;
   gboolean large = FALSE;
   double g512, g1024;

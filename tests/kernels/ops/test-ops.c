@@ -75,7 +75,7 @@
  *   kernels-ops-portable-* on AVX-512 machines; the baseline clone runs
  *   only on CPUs without AVX2 (a clang build runs clang's own baseline
  *   code).
- *   pp_resize_bilinear (pp-image.c): test-resize.c.
+ *   pp_resize_bilinear (be, pp-image.c): test-resize.c.
  *
  * Error bounds: each check divides |got - ref| by the magnitude the op's
  * float32 rounding error grows with (its "scale", given with each op) and
@@ -86,12 +86,16 @@
  * with --verbose for each check's normalised error, max abs error and NMSE
  * (Σ(got - ref)² / Σ ref²). */
 #include "pp-ops.h"
+#include "pp-backend.h"
 #include "pp-ops-math.h"
 #include "cpu-paths.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
+
+/* The CPU kernels, through their backend's table. */
+static PpBackend *be;
 
 #define SEED 20240611
 
@@ -430,7 +434,7 @@ run_conv_case (GRand * rng, const ConvCase * c)
   for (size_t i = 0; i < n_out; i++)
     y[i] = NAN;
   before = paths_now ();
-  pp_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh, c->kw,
+  pp_conv2d (be, x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh, c->kw,
       c->stride, c->pad, y);
   for (guint k = 0; k < G_N_ELEMENTS (conv_paths); k++)
     check_path (what, &before, conv_paths[k],
@@ -647,7 +651,7 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_group_norm (x, n, c, hw, groups, eps, gamma, beta, y);
+  pp_group_norm (be, x, n, c, hw, groups, eps, gamma, beta, y);
   check_splits (what, &before, loop_splits ((size_t) n * groups,
           PP_CPU_NORM_GRAIN_VALUES / count + 1));
   for (int b = 0; b < n; b++)
@@ -667,7 +671,7 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
 
   /* In place gives the same result. */
-  pp_group_norm (x, n, c, hw, groups, eps, gamma, beta, x);
+  pp_group_norm (be, x, n, c, hw, groups, eps, gamma, beta, x);
   check_equal ("group_norm in place", x, y, total);
 }
 
@@ -715,7 +719,7 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_layer_norm (x, rows, dim, eps, gamma, beta, y);
+  pp_layer_norm (be, x, rows, dim, eps, gamma, beta, y);
   check_splits (what, &before, loop_splits (rows,
           PP_CPU_NORM_GRAIN_VALUES / dim + 1));
   for (int r = 0; r < rows; r++) {
@@ -730,7 +734,7 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
     }
   }
   check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
-  pp_layer_norm (x, rows, dim, eps, gamma, beta, x);
+  pp_layer_norm (be, x, rows, dim, eps, gamma, beta, x);
   check_equal ("layer_norm in place", x, y, total);
 }
 
@@ -770,7 +774,7 @@ run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
   for (size_t i = 0; i < (size_t) rows * out; i++)
     y[i] = NAN;
   before = paths_now ();
-  pp_linear (x, rows, in, w, b, out, y);
+  pp_linear (be, x, rows, in, w, b, out, y);
   check_gemm_path (what, &before, rows, out, in);
   for (int r = 0; r < rows; r++)
     for (int o = 0; o < out; o++) {
@@ -834,7 +838,7 @@ run_matmul (GRand * rng, gboolean ta, gboolean tb, int m, int n, int k,
       ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, accumulate ? " +=" : "");
   Paths before = paths_now ();
 
-  pp_matmul (ta, tb, m, n, k, a, lda, b, ldb, accumulate, y, ldy);
+  pp_matmul (be, ta, tb, m, n, k, a, lda, b, ldb, accumulate, y, ldy);
   check_gemm_path (what, &before, m, n, k);
   for (int i = 0; i < m; i++) {
     for (int j = 0; j < n; j++) {
@@ -886,7 +890,7 @@ rows_linear (int begin, int end, gpointer data)
 
   for (int r = begin; r < end; r++)
     g_atomic_int_inc (&c->hits[r]);
-  pp_linear (c->x + (size_t) begin * c->in, end - begin, c->in, c->w, NULL,
+  pp_linear (be, c->x + (size_t) begin * c->in, end - begin, c->in, c->w, NULL,
       c->out, c->y + (size_t) begin * c->out);
 }
 
@@ -909,7 +913,7 @@ test_for_rows (void)
     guint64 loops;
 
     memset (hits, 0, rows * sizeof (gint));
-    pp_for_rows (rows, min_rows, rows_linear, &c);
+    pp_cpu_for_rows (rows, min_rows, rows_linear, &c);
     /* A split region is the one loop on the team: the ops inside run
      * serially on their thread.  One that does not split runs on the
      * caller, and its ops use the team. */
@@ -930,7 +934,7 @@ test_for_rows (void)
       ref[(size_t) r * out + o] = acc;
     }
   check_dot ("for_rows linear", y, ref, (size_t) rows * out, in);
-  pp_for_rows (0, 1, rows_linear, &c);
+  pp_cpu_for_rows (0, 1, rows_linear, &c);
   g_rand_free (rng);
 }
 
@@ -1003,7 +1007,7 @@ check_attention (const gchar * what, const float *q, const float *k,
   for (size_t i = 0; i < nq; i++)
     out[i] = NAN;
   before = paths_now ();
-  pp_attention (q, k, v, n, lq, lk, heads, hd, out);
+  pp_attention (be, q, k, v, n, lq, lk, heads, hd, out);
   check_path (where, &before, PP_CPU_PATH_ATTENTION_FUSED, fused);
   check_path (where, &before, PP_CPU_PATH_ATTENTION_BLOCK, fused ? 0
       : (guint64) n * heads * ceil_div (lq, PP_ATTENTION_QUERY_BLOCK));
@@ -1185,7 +1189,7 @@ ref_gelu (double x)
 typedef struct
 {
   const gchar *name;
-  void (*op) (float *, size_t);
+  void (*op) (PpBackend *, float *, size_t);
   RefFunc ref;
   size_t grain;
   gboolean scale_by_input;      /* GELU: see TOL_UNARY */
@@ -1213,7 +1217,7 @@ run_unary (GRand * rng, const Unary * u, size_t n)
   memcpy (x, fixed, MIN (n, G_N_ELEMENTS (fixed)) * sizeof (float));
   y = g_memdup2 (x, n * sizeof (float));
   before = paths_now ();
-  u->op (y, n);
+  u->op (be, y, n);
   check_splits (what, &before, loop_splits (n, u->grain));
   for (size_t i = 0; i < n; i++) {
     ref[i] = u->ref (x[i]);
@@ -1272,7 +1276,7 @@ test_unary_nonfinite (void)
 
     for (size_t i = 0; i < n; i++)
       x[i] = special[i % G_N_ELEMENTS (special)];
-    unary_ops[o].op (x, n);
+    unary_ops[o].op (be, x, n);
     for (size_t i = 0; i < n; i++) {
       const float e = expected[o][i % G_N_ELEMENTS (special)];
       const gboolean ok = isnan (e) ? isnan (x[i])
@@ -1296,7 +1300,7 @@ run_geglu (GRand * rng, int rows, int d)
   g_autofree gchar *what = g_strdup_printf ("geglu %dx(2x%d)", rows, d);
   Paths before = paths_now ();
 
-  pp_geglu (x, rows, d, y);
+  pp_geglu (be, x, rows, d, y);
   check_splits (what, &before, loop_splits (rows,
           PP_CPU_GRAIN_MATH / d + 1));
   for (int r = 0; r < rows; r++)
@@ -1336,8 +1340,8 @@ run_add_scale (GRand * rng, size_t n)
   g_autofree gchar *what = g_strdup_printf ("add, scale %zu", n);
   Paths before = paths_now ();
 
-  pp_add (y, b, n);
-  pp_scale (y, n, -0.375f);
+  pp_add (be, y, b, n);
+  pp_scale (be, y, n, -0.375f);
   check_splits (what, &before, 2 * loop_splits (n, PP_CPU_GRAIN_MEMORY));
   for (size_t i = 0; i < n; i++)
     expect[i] = (a[i] + b[i]) * -0.375f;
@@ -1369,7 +1373,7 @@ run_add_channel (GRand * rng, int n, int c, int hw)
       hw);
   Paths before = paths_now ();
 
-  pp_add_channel (y, n, c, hw, v);
+  pp_add_channel (be, y, n, c, hw, v);
   check_splits (what, &before, loop_splits ((size_t) n * c,
           PP_CPU_GRAIN_MEMORY / hw + 1));
   for (int b = 0; b < n; b++)
@@ -1425,7 +1429,7 @@ run_transpose (GRand * rng, int n, int c, int hw)
       c, hw);
   Paths before = paths_now ();
 
-  pp_nchw_to_nlc (x, n, c, hw, nlc);
+  pp_nchw_to_nlc (be, x, n, c, hw, nlc);
   check_splits (what, &before, transpose_splits (n, c, hw));
   for (int b = 0; b < n; b++)
     for (int ch = 0; ch < c; ch++)
@@ -1434,7 +1438,7 @@ run_transpose (GRand * rng, int n, int c, int hw)
             x[((size_t) b * c + ch) * hw + i];
   check_equal (what, nlc, expect, total);
   before = paths_now ();
-  pp_nlc_to_nchw (nlc, n, c, hw, back);
+  pp_nlc_to_nchw (be, nlc, n, c, hw, back);
   check_splits (what_back, &before, transpose_splits (n, hw, c));
   check_equal (what_back, back, x, total);
 }
@@ -1476,7 +1480,7 @@ test_concat (void)
   g_autofree float *y = g_new (float, total);
   g_autofree float *expect = g_new (float, total);
 
-  pp_concat_channels (a, ca, b, cb, n, hw, y);
+  pp_concat_channels (be, a, ca, b, cb, n, hw, y);
   for (int s = 0; s < n; s++)
     for (int ch = 0; ch < ca + cb; ch++)
       for (int i = 0; i < hw; i++)
@@ -1498,7 +1502,7 @@ run_upsample (GRand * rng, int n, int c, int h, int w, int f)
       "x%d", n, c, h, w, f);
   Paths before = paths_now ();
 
-  pp_upsample_nearest (x, n, c, h, w, f, y);
+  pp_upsample_nearest (be, x, n, c, h, w, f, y);
   check_splits (what, &before, loop_splits ((size_t) n * c,
           PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) h * w * f * f) + 1));
   for (int p = 0; p < n * c; p++)
@@ -1539,7 +1543,7 @@ check_embedding (float t, int dim, gboolean flip, float shift)
 
   for (int i = 0; i < dim; i++)
     y[i] = NAN;
-  pp_timestep_embedding (t, dim, flip, shift, y);
+  pp_timestep_embedding (be, t, dim, flip, shift, y);
   for (int k = 0; k < half; k++) {
     /* Closed form: f_k = 10000^(-k / (half - shift)). */
     const double f = pow (10000.0, -(double) k / (half - shift));
@@ -1561,13 +1565,13 @@ test_timestep_embedding (void)
   float y[8];
 
   /* t = 0: sin 0 = 0, cos 0 = 1, exactly. */
-  pp_timestep_embedding (0.0f, 8, TRUE, 0.0f, y);
+  pp_timestep_embedding (be, 0.0f, 8, TRUE, 0.0f, y);
   for (int i = 0; i < 4; i++) {
     g_assert_cmpfloat (y[i], ==, 1.0f);
     g_assert_cmpfloat (y[4 + i], ==, 0.0f);
   }
   /* dim 8, shift 0: frequencies 1, 0.1, 0.01, 0.001. */
-  pp_timestep_embedding (1.0f, 8, FALSE, 0.0f, y);
+  pp_timestep_embedding (be, 1.0f, 8, FALSE, 0.0f, y);
   g_assert_cmpfloat_with_epsilon (y[0], sin (1.0), 1e-7);
   g_assert_cmpfloat_with_epsilon (y[1], sin (0.1), 1e-7);
   g_assert_cmpfloat_with_epsilon (y[3], sin (0.001), 1e-7);
@@ -1643,9 +1647,9 @@ test_table (void)
 {
   float a[3] = { -1.0f, 0.5f, 2.0f }, b[3] = { -1.0f, 0.5f, 2.0f };
 
-  g_assert_cmpstr (pp_ops_cpu.name, ==, "cpu");
-  pp_ops_cpu.relu (a, 3);
-  pp_relu (b, 3);
+  g_assert_cmpstr (pp_backend_name (be), ==, "cpu");
+  be->ops->relu (be, a, 3);
+  pp_relu (be, b, 3);
   check_equal ("table relu", a, b, 3);
   g_assert_cmpfloat (a[0], ==, 0.0f);
 }
@@ -1653,6 +1657,7 @@ test_table (void)
 int
 main (int argc, char **argv)
 {
+  be = pp_backend_cpu ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/kernels/ops/paths", test_paths);
   g_test_add_func ("/kernels/ops/table", test_table);

@@ -12,10 +12,14 @@
  * written in; two properties pin the convention without either formula:
  * halving a size averages 2×2 blocks, and an unchanged size copies. */
 #include "pp-image.h"
+#include "pp-backend.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
+
+/* The CPU kernels, through their backend's table. */
+static PpBackend *be;
 
 #define SEED 777
 /* Bound on max |got - ref| in FLT_EPSILONs of max |src|: the weights and
@@ -96,7 +100,7 @@ run_resize (GRand * rng, int c, int h, int w, int oh, int ow)
     mag = MAX (mag, fabs (src[i]));
   for (size_t i = 0; i < n_out; i++)
     dst[i] = NAN;
-  pp_resize_bilinear (src, c, h, w, dst, oh, ow);
+  pp_resize_bilinear (be, src, c, h, w, dst, oh, ow);
   resize_reference (src, c, h, w, ref, oh, ow);
   for (size_t i = 0; i < n_out; i++) {
     const double d = dst[i] - ref[i];
@@ -153,7 +157,7 @@ test_halve (void)
   g_autofree float *src = random_image (rng, (size_t) c * h * w);
   g_autofree float *dst = g_new (float, (size_t) c * h * w / 4);
 
-  pp_resize_bilinear (src, c, h, w, dst, h / 2, w / 2);
+  pp_resize_bilinear (be, src, c, h, w, dst, h / 2, w / 2);
   for (int ch = 0; ch < c; ch++)
     for (int y = 0; y < h / 2; y++)
       for (int x = 0; x < w / 2; x++) {
@@ -174,7 +178,7 @@ test_identity (void)
   g_autofree float *src = random_image (rng, (size_t) c * h * w);
   g_autofree float *dst = g_new (float, (size_t) c * h * w);
 
-  pp_resize_bilinear (src, c, h, w, dst, h, w);
+  pp_resize_bilinear (be, src, c, h, w, dst, h, w);
   g_assert_cmpmem (dst, (size_t) c * h * w * sizeof (float), src,
       (size_t) c * h * w * sizeof (float));
   g_rand_free (rng);
@@ -183,6 +187,7 @@ test_identity (void)
 int
 main (int argc, char **argv)
 {
+  be = pp_backend_cpu ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/kernels/resize/reference", test_reference);
   g_test_add_func ("/kernels/resize/halve", test_halve);

@@ -1,0 +1,267 @@
+/* ppdiffuse — the cpu-strict backend: the CPU kernels on device buffers the
+ * host cannot touch.
+ *
+ * Every buffer comes from one reserved stretch of address space that is
+ * PROT_NONE except while a call of this backend runs (an op, an upload, a
+ * download, a copy, a fill): the call opens the used part of the stretch,
+ * runs, and closes it again.  So any read or write of device memory from
+ * model, mesh or element code — where a GPU build would read garbage —
+ * faults at once, with a backtrace pointing at it.
+ *
+ * Calls may overlap (rank 0 encodes and decodes on two threads, an op's
+ * rows run on the thread team): the stretch stays open while any call runs,
+ * so a stray access that races with a call on another thread can slip
+ * through; one on a quiet backend never does.  It is a debugging backend:
+ * every call costs two mprotect system calls. */
+#include "pp-backend.h"
+#include "pp-cpu-ops.h"
+#include "pp-error.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+PpBackend *pp_cpu_strict_backend_get (GError ** error);
+gchar *pp_cpu_describe (void);
+const PpOps *pp_cpu_ops (void);
+
+/* Address space reserved for device buffers (PROT_NONE, no memory behind
+ * it until used): far more than any model here needs. */
+#define STRICT_RESERVE ((gsize) 256 << 30)
+/* The stretch is backed by transparent huge pages where the kernel allows
+ * them: opening and closing it then changes one page-table entry per 2 MiB
+ * instead of 512, which keeps a full-size UNet's 3.4 GB of weights usable
+ * (every op opens and closes all of it). */
+#define STRICT_HUGE_PAGE ((gsize) 2 << 20)
+
+typedef struct
+{
+  gsize offset, size;
+} Block;
+
+typedef struct
+{
+  GMutex lock;
+  guint8 *base;
+  gsize page;
+  gsize extent;                 /* bytes of the stretch ever handed out */
+  guint depth;                  /* calls running: open while > 0 */
+  GArray *free_blocks;          /* Block */
+  GHashTable *sizes;            /* buffer → its Block size */
+} Strict;
+
+static Strict strict;
+
+static void
+protect (gsize offset, gsize size, int prot)
+{
+  if (size > 0 && mprotect (strict.base + offset, size, prot) != 0)
+    g_error ("cpu-strict: mprotect of %" G_GSIZE_FORMAT " bytes failed: %s",
+        size, g_strerror (errno));
+}
+
+/* The used part of the stretch, in whole huge pages (past the extent they
+ * hold nothing, so opening them too costs nothing and splits none). */
+static gsize
+used (void)
+{
+  return (strict.extent + STRICT_HUGE_PAGE - 1) / STRICT_HUGE_PAGE
+      * STRICT_HUGE_PAGE;
+}
+
+static void
+strict_open (void)
+{
+  g_mutex_lock (&strict.lock);
+  if (strict.depth++ == 0)
+    protect (0, used (), PROT_READ | PROT_WRITE);
+  g_mutex_unlock (&strict.lock);
+}
+
+static void
+strict_close (void)
+{
+  g_mutex_lock (&strict.lock);
+  g_assert (strict.depth > 0);
+  if (--strict.depth == 0)
+    protect (0, used (), PROT_NONE);
+  g_mutex_unlock (&strict.lock);
+}
+
+static gpointer
+strict_alloc (PpBackend * be, gsize bytes, GError ** error)
+{
+  const gsize size = (bytes + strict.page - 1) / strict.page * strict.page;
+  Block block = { 0, 0 };
+  gpointer mem;
+
+  g_mutex_lock (&strict.lock);
+  for (guint i = 0; i < strict.free_blocks->len; i++) {
+    Block *b = &g_array_index (strict.free_blocks, Block, i);
+
+    if (b->size < size)
+      continue;
+    block.offset = b->offset;
+    block.size = size;
+    b->offset += size;
+    b->size -= size;
+    if (b->size == 0)
+      g_array_remove_index_fast (strict.free_blocks, i);
+    break;
+  }
+  if (block.size == 0) {
+    if (strict.extent + size > STRICT_RESERVE) {
+      g_mutex_unlock (&strict.lock);
+      g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
+          "cpu-strict: out of reserved address space for %" G_GSIZE_FORMAT
+          " bytes", bytes);
+      return NULL;
+    }
+    block.offset = strict.extent;
+    block.size = size;
+    strict.extent += size;
+  }
+  /* A call running now has the stretch open: open the new block with it. */
+  if (strict.depth > 0)
+    protect (0, used (), PROT_READ | PROT_WRITE);
+  mem = strict.base + block.offset;
+  g_hash_table_insert (strict.sizes, mem, GSIZE_TO_POINTER (block.size));
+  g_mutex_unlock (&strict.lock);
+  return mem;
+}
+
+static void
+strict_free (PpBackend * be, gpointer mem)
+{
+  Block block;
+
+  g_mutex_lock (&strict.lock);
+  block.size = GPOINTER_TO_SIZE (g_hash_table_lookup (strict.sizes, mem));
+  if (block.size == 0)
+    g_error ("cpu-strict: free of %p, which is no buffer of this backend",
+        mem);
+  g_hash_table_remove (strict.sizes, mem);
+  block.offset = (guint8 *) mem - strict.base;
+  /* Kept for the next buffer (giving small blocks back to the kernel
+   * would split huge pages). */
+  g_array_append_val (strict.free_blocks, block);
+  g_mutex_unlock (&strict.lock);
+}
+
+static void
+strict_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
+{
+  strict_open ();
+  memmove (dst, src, bytes);
+  strict_close ();
+}
+
+static void
+strict_fill (PpBackend * be, gpointer dst, float value, gsize n)
+{
+  float *p = dst;
+
+  strict_open ();
+  for (gsize i = 0; i < n; i++)
+    p[i] = value;
+  strict_close ();
+}
+
+static void
+strict_synchronize (PpBackend * be)
+{
+}
+
+static gpointer
+strict_upload_weights (PpBackend * be, gconstpointer src, gsize bytes,
+    GError ** error)
+{
+  gpointer mem = strict_alloc (be, bytes, error);
+
+  if (mem != NULL)
+    strict_copy (be, mem, src, bytes);
+  return mem;
+}
+
+static const PpBackendMemory strict_memory = {
+  .alloc = strict_alloc,
+  .free = strict_free,
+  .upload = strict_copy,
+  .download = strict_copy,
+  .copy = strict_copy,
+  .fill = strict_fill,
+  .synchronize = strict_synchronize,
+  .upload_weights = strict_upload_weights,
+};
+
+#define STRICT_OP(name, NAME, params, args, flops)                          \
+  static void                                                               \
+  strict_##name (PpBackend * be, PP_OPS_UNPAREN params)                     \
+  {                                                                         \
+    strict_open ();                                                         \
+    pp_cpu_##name args;                                                     \
+    strict_close ();                                                        \
+  }
+PP_OPS_LIST (STRICT_OP)
+#undef STRICT_OP
+
+/* The ranges' code is model code: it runs closed, and opens for each op it
+ * calls. */
+static void
+strict_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
+{
+  pp_cpu_ops ()->for_rows (be, rows, func, data);
+}
+
+static const PpOps strict_ops = {
+#define STRICT_ENTRY(name, NAME, params, args, flops) .name = strict_##name,
+  PP_OPS_LIST (STRICT_ENTRY)
+#undef STRICT_ENTRY
+  .for_rows = strict_for_rows,
+};
+
+PpBackend *
+pp_cpu_strict_backend_get (GError ** error)
+{
+  static PpBackend be = {
+    .name = "cpu-strict",
+    .memory = &strict_memory,
+    .ops = &strict_ops,
+  };
+  static gsize ready;
+  static gchar *failure;
+
+  if (g_once_init_enter (&ready)) {
+    guint8 *base = mmap (NULL, STRICT_RESERVE + STRICT_HUGE_PAGE, PROT_NONE,
+        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+    if (base != MAP_FAILED) {
+      /* Start on a huge page boundary. */
+      base = (guint8 *) (((guintptr) base + STRICT_HUGE_PAGE - 1)
+          & ~(guintptr) (STRICT_HUGE_PAGE - 1));
+      madvise (base, STRICT_RESERVE, MADV_HUGEPAGE);
+    }
+    if (base == MAP_FAILED) {
+      failure = g_strdup_printf ("cpu-strict: cannot reserve %" G_GSIZE_FORMAT
+          " GiB of address space: %s", STRICT_RESERVE >> 30,
+          g_strerror (errno));
+    } else {
+      g_autofree gchar *cpu = pp_cpu_describe ();
+
+      g_mutex_init (&strict.lock);
+      strict.base = base;
+      strict.page = (gsize) sysconf (_SC_PAGESIZE);
+      strict.free_blocks = g_array_new (FALSE, FALSE, sizeof (Block));
+      strict.sizes = g_hash_table_new (g_direct_hash, g_direct_equal);
+      be.device = g_strdup_printf ("%s; host access to device buffers "
+          "traps", cpu);
+    }
+    g_once_init_leave (&ready, 1);
+  }
+  if (failure != NULL) {
+    g_set_error_literal (error, PP_ERROR, PP_ERROR_RESOURCE, failure);
+    return NULL;
+  }
+  return &be;
+}

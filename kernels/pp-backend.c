@@ -1,0 +1,350 @@
+/* ppdiffuse — backends by name, the memory wrappers, and buffer pools. */
+#include "pp-backend.h"
+#include "pp-error.h"
+#include "pp-tensor.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+/* kernels/cpu */
+extern PpBackend *pp_cpu_backend_get (void);
+extern PpBackend *pp_cpu_strict_backend_get (GError ** error);
+
+static atomic_ullong allocated_bytes;
+
+static const struct
+{
+  const gchar *name;
+  const gchar *what;
+} backend_names[] = {
+  { PP_BACKEND_AUTO, "the best backend available" },
+  { PP_BACKEND_CPU, "the CPU kernels" },
+  { PP_BACKEND_CPU_STRICT,
+      "the CPU kernels on buffers the host cannot touch (debugging)" },
+};
+
+const gchar *
+pp_backend_names (void)
+{
+  return PP_BACKEND_AUTO ", " PP_BACKEND_CPU ", " PP_BACKEND_CPU_STRICT;
+}
+
+/* auto: the only backends of this build are the CPU ones. */
+static PpBackend *
+pick_auto (void)
+{
+  static gsize logged;
+  PpBackend *be = pp_cpu_backend_get ();
+
+  if (g_once_init_enter (&logged)) {
+    g_info ("backend auto: %s (%s), the only compute backend of this build",
+        be->name, be->device);
+    g_once_init_leave (&logged, 1);
+  }
+  return be;
+}
+
+PpBackend *
+pp_backend_get (const gchar * name, GError ** error)
+{
+  g_autoptr (GString) known = NULL;
+
+  if (name == NULL || *name == '\0')
+    name = g_getenv (PP_BACKEND_ENV);
+  if (name == NULL || *name == '\0')
+    name = PP_BACKEND_AUTO;
+  if (g_str_equal (name, PP_BACKEND_AUTO))
+    return pick_auto ();
+  if (g_str_equal (name, PP_BACKEND_CPU))
+    return pp_cpu_backend_get ();
+  if (g_str_equal (name, PP_BACKEND_CPU_STRICT))
+    return pp_cpu_strict_backend_get (error);
+
+  known = g_string_new (NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (backend_names); i++)
+    g_string_append_printf (known, "%s%s (%s)", i ? ", " : "",
+        backend_names[i].name, backend_names[i].what);
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+      "unknown backend '%s'; this build has: %s", name, known->str);
+  return NULL;
+}
+
+PpBackend *
+pp_backend_default (void)
+{
+  GError *error = NULL;
+  PpBackend *be = pp_backend_get (NULL, &error);
+
+  if (be == NULL)
+    g_error ("%s: %s", PP_BACKEND_ENV, error->message);
+  return be;
+}
+
+PpBackend *
+pp_backend_cpu (void)
+{
+  return pp_cpu_backend_get ();
+}
+
+const gchar *
+pp_backend_name (const PpBackend * be)
+{
+  return be->name;
+}
+
+const gchar *
+pp_backend_device (const PpBackend * be)
+{
+  return be->device;
+}
+
+gpointer
+pp_backend_alloc (PpBackend * be, gsize bytes, GError ** error)
+{
+  gpointer mem = be->memory->alloc (be, MAX (bytes, 1), error);
+
+  if (mem != NULL)
+    atomic_fetch_add_explicit (&allocated_bytes, bytes,
+        memory_order_relaxed);
+  return mem;
+}
+
+void
+pp_backend_free (PpBackend * be, gpointer mem)
+{
+  if (mem != NULL)
+    be->memory->free (be, mem);
+}
+
+void
+pp_backend_upload (PpBackend * be, gpointer dst, gconstpointer src,
+    gsize bytes)
+{
+  if (bytes > 0)
+    be->memory->upload (be, dst, src, bytes);
+}
+
+void
+pp_backend_download (PpBackend * be, gpointer dst, gconstpointer src,
+    gsize bytes)
+{
+  if (bytes > 0)
+    be->memory->download (be, dst, src, bytes);
+}
+
+void
+pp_backend_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
+{
+  if (bytes > 0)
+    be->memory->copy (be, dst, src, bytes);
+}
+
+void
+pp_backend_fill (PpBackend * be, gpointer dst, float value, gsize n)
+{
+  if (n > 0)
+    be->memory->fill (be, dst, value, n);
+}
+
+void
+pp_backend_synchronize (PpBackend * be)
+{
+  be->memory->synchronize (be);
+}
+
+gconstpointer
+pp_backend_upload_weights (PpBackend * be, gconstpointer src, gsize bytes,
+    gpointer * owned, GError ** error)
+{
+  gpointer mem;
+
+  *owned = NULL;
+  if (be->memory->upload_weights == NULL)
+    return src;
+  mem = be->memory->upload_weights (be, src, bytes, error);
+  if (mem != NULL)
+    atomic_fetch_add_explicit (&allocated_bytes, bytes,
+        memory_order_relaxed);
+  *owned = mem;
+  return mem;
+}
+
+guint64
+pp_backend_allocated_bytes (void)
+{
+  return atomic_load (&allocated_bytes);
+}
+
+/* Device tensors */
+
+PpTensor *
+pp_tensor_new_on (PpBackend * backend, const gchar * name, PpDType dtype,
+    guint ndim, const gint64 * shape, GError ** error)
+{
+  PpTensor *t = pp_tensor_new_full (backend, name, dtype, ndim, shape,
+      error);
+
+  if (t != NULL)
+    atomic_fetch_add_explicit (&allocated_bytes, t->nbytes,
+        memory_order_relaxed);
+  return t;
+}
+
+static gboolean
+check_transfer (const PpTensor * dst, const PpTensor * src, gboolean up,
+    GError ** error)
+{
+  const PpTensor *device = up ? dst : src, *host = up ? src : dst;
+
+  if (device->backend != NULL && host->backend == NULL
+      && dst->dtype == src->dtype && dst->nbytes == src->nbytes)
+    return TRUE;
+  {
+    g_autofree gchar *d = pp_tensor_describe (dst);
+    g_autofree gchar *s = pp_tensor_describe (src);
+
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "cannot %s %s (%s) into %s (%s): a host and a device tensor of one "
+        "dtype and size are needed", up ? "upload" : "download", s,
+        src->backend ? src->backend->name : "host", d,
+        dst->backend ? dst->backend->name : "host");
+  }
+  return FALSE;
+}
+
+gboolean
+pp_tensor_upload (PpTensor * dst, const PpTensor * src, GError ** error)
+{
+  if (!check_transfer (dst, src, TRUE, error))
+    return FALSE;
+  pp_backend_upload (dst->backend, dst->data, src->data, src->nbytes);
+  return TRUE;
+}
+
+gboolean
+pp_tensor_download (PpTensor * dst, const PpTensor * src, GError ** error)
+{
+  if (!check_transfer (dst, src, FALSE, error))
+    return FALSE;
+  pp_backend_download (src->backend, dst->data, src->data, src->nbytes);
+  return TRUE;
+}
+
+/* Pools */
+
+struct _PpPool
+{
+  PpBackend *be;
+  GMutex lock;
+  /* size → GPtrArray of free buffers of that size; arrays keep their
+   * capacity, so releasing and acquiring again allocates nothing. */
+  GHashTable *free_by_size;
+  gsize bytes;
+  guint in_use;
+};
+
+static void
+free_list_destroy (gpointer data)
+{
+  g_ptr_array_unref (data);
+}
+
+PpPool *
+pp_pool_new (PpBackend * be)
+{
+  PpPool *pool = g_new0 (PpPool, 1);
+
+  pool->be = be;
+  g_mutex_init (&pool->lock);
+  pool->free_by_size = g_hash_table_new_full (g_int64_hash, g_int64_equal,
+      g_free, free_list_destroy);
+  return pool;
+}
+
+void
+pp_pool_free (PpPool * pool)
+{
+  GHashTableIter it;
+  gpointer key, value;
+
+  if (pool == NULL)
+    return;
+  if (pool->in_use != 0)
+    g_critical ("a device buffer pool is freed with %u buffers in use",
+        pool->in_use);
+  g_hash_table_iter_init (&it, pool->free_by_size);
+  while (g_hash_table_iter_next (&it, &key, &value)) {
+    GPtrArray *list = value;
+
+    for (guint i = 0; i < list->len; i++)
+      pp_backend_free (pool->be, g_ptr_array_index (list, i));
+  }
+  g_hash_table_destroy (pool->free_by_size);
+  g_mutex_clear (&pool->lock);
+  g_free (pool);
+}
+
+PpBackend *
+pp_pool_backend (PpPool * pool)
+{
+  return pool->be;
+}
+
+gpointer
+pp_pool_acquire (PpPool * pool, gsize bytes)
+{
+  gint64 key = (gint64) bytes;
+  GPtrArray *list;
+  gpointer mem = NULL;
+  GError *error = NULL;
+
+  g_mutex_lock (&pool->lock);
+  pool->in_use++;
+  list = g_hash_table_lookup (pool->free_by_size, &key);
+  if (list != NULL && list->len > 0)
+    mem = g_ptr_array_steal_index_fast (list, list->len - 1);
+  g_mutex_unlock (&pool->lock);
+  if (mem != NULL)
+    return mem;
+
+  mem = pp_backend_alloc (pool->be, bytes, &error);
+  if (mem == NULL)
+    g_error ("%s: cannot allocate %" G_GSIZE_FORMAT " bytes of device "
+        "memory: %s", pool->be->name, bytes, error->message);
+  g_mutex_lock (&pool->lock);
+  pool->bytes += bytes;
+  g_mutex_unlock (&pool->lock);
+  return mem;
+}
+
+void
+pp_pool_release (PpPool * pool, gpointer mem, gsize bytes)
+{
+  gint64 key = (gint64) bytes;
+  GPtrArray *list;
+
+  if (mem == NULL)
+    return;
+  g_mutex_lock (&pool->lock);
+  g_assert (pool->in_use > 0);
+  pool->in_use--;
+  list = g_hash_table_lookup (pool->free_by_size, &key);
+  if (list == NULL) {
+    list = g_ptr_array_new ();
+    g_hash_table_insert (pool->free_by_size, g_memdup2 (&key, sizeof key),
+        list);
+  }
+  g_ptr_array_add (list, mem);
+  g_mutex_unlock (&pool->lock);
+}
+
+gsize
+pp_pool_bytes (PpPool * pool)
+{
+  gsize bytes;
+
+  g_mutex_lock (&pool->lock);
+  bytes = pool->bytes;
+  g_mutex_unlock (&pool->lock);
+  return bytes;
+}

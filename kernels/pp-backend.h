@@ -1,0 +1,123 @@
+/* ppdiffuse — compute backends: device memory and the op table on it.
+ *
+ * A backend has two halves, as ggml-backend has them: memory (device
+ * buffers, upload, download, device-to-device copy, fill, synchronize) and
+ * compute (the ops of pp-ops-list.h on device buffers).  Model code holds
+ * device pointers it never dereferences: it passes them to ops and crosses
+ * to the host only through pp_backend_upload / pp_backend_download.
+ *
+ * Backends are process-wide singletons found by name:
+ *   cpu         the CPU kernels (kernels/cpu/), device memory = host memory;
+ *   cpu-strict  the same kernels on buffers the host cannot touch: outside
+ *               the backend's own calls their pages are PROT_NONE, so a
+ *               stray host access faults where a GPU build would read
+ *               garbage;
+ *   auto        the best backend this build and machine have.
+ *
+ * Ops on one backend run in call order; synchronize waits for all of them
+ * (a no-op on the CPU backends, whose ops return when done). */
+#pragma once
+
+#include <glib.h>
+#include <stddef.h>
+
+#include "pp-ops.h"
+
+G_BEGIN_DECLS
+
+#define PP_BACKEND_AUTO "auto"
+#define PP_BACKEND_CPU "cpu"
+#define PP_BACKEND_CPU_STRICT "cpu-strict"
+/* The environment variable that names the backend of tools and tests when
+ * no option does. */
+#define PP_BACKEND_ENV "PPDIFFUSE_BACKEND"
+
+typedef struct _PpBackend PpBackend;
+
+typedef struct
+{
+  /* Device memory: NULL with @error when it cannot be had. */
+  gpointer (*alloc) (PpBackend * be, gsize bytes, GError ** error);
+  void (*free) (PpBackend * be, gpointer mem);
+  void (*upload) (PpBackend * be, gpointer dst, gconstpointer src,
+      gsize bytes);
+  void (*download) (PpBackend * be, gpointer dst, gconstpointer src,
+      gsize bytes);
+  void (*copy) (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes);
+  /* n floats of @dst = value. */
+  void (*fill) (PpBackend * be, gpointer dst, float value, gsize n);
+  void (*synchronize) (PpBackend * be);
+  /* Weights: device memory holding a copy of @bytes of host @src, for the
+   * model's lifetime (released with free).  NULL: the backend computes on
+   * host memory and uses @src itself (the CPU backend keeps the weights'
+   * memory map). */
+  gpointer (*upload_weights) (PpBackend * be, gconstpointer src, gsize bytes,
+      GError ** error);
+} PpBackendMemory;
+
+struct _PpBackend
+{
+  const gchar *name;
+  /* What it runs on, for logs and the handshake ("2-core x86_64, AVX-512,
+   * 8 threads"); filled in when the backend is first got. */
+  gchar *device;
+  const PpBackendMemory *memory;
+  const PpOps *ops;
+  gpointer priv;
+};
+
+/* The backend named @name (auto, cpu, cpu-strict), ready for use; NULL with
+ * an error listing the names when there is none.  "auto" logs which
+ * backend it picked and why.  NULL or "" means the environment's
+ * PPDIFFUSE_BACKEND, else auto. */
+PpBackend   *pp_backend_get        (const gchar * name, GError ** error);
+/* pp_backend_get (NULL): $PPDIFFUSE_BACKEND, else auto; aborts with the
+ * error when the variable names no backend.  For tests and benchmarks. */
+PpBackend   *pp_backend_default    (void);
+/* The plain CPU backend (never fails). */
+PpBackend   *pp_backend_cpu        (void);
+/* The names pp_backend_get accepts, comma-separated, for help texts. */
+const gchar *pp_backend_names      (void);
+const gchar *pp_backend_name       (const PpBackend * be);
+const gchar *pp_backend_device     (const PpBackend * be);
+
+gpointer     pp_backend_alloc      (PpBackend * be, gsize bytes,
+                                    GError ** error);
+void         pp_backend_free       (PpBackend * be, gpointer mem);
+void         pp_backend_upload     (PpBackend * be, gpointer dst,
+                                    gconstpointer src, gsize bytes);
+void         pp_backend_download   (PpBackend * be, gpointer dst,
+                                    gconstpointer src, gsize bytes);
+void         pp_backend_copy       (PpBackend * be, gpointer dst,
+                                    gconstpointer src, gsize bytes);
+void         pp_backend_fill       (PpBackend * be, gpointer dst, float value,
+                                    gsize n);
+void         pp_backend_synchronize (PpBackend * be);
+/* Weights on the device; *@owned is set to what pp_backend_free must
+ * release with the model (NULL when the backend uses @src itself). */
+gconstpointer pp_backend_upload_weights (PpBackend * be, gconstpointer src,
+                                    gsize bytes, gpointer * owned,
+                                    GError ** error);
+
+/* Device bytes allocated so far (every backend together), for the
+ * per-frame allocation measurements of benchmarks and tests. */
+guint64      pp_backend_allocated_bytes (void);
+
+/* A pool of device buffers reused across forwards: a buffer released to the
+ * pool goes back to the next acquire of the same size, so once a model has
+ * run one forward at a shape, forwards at that shape allocate nothing.
+ * Thread-safe (rank 0 encodes and decodes on two threads). */
+typedef struct _PpPool PpPool;
+
+PpPool      *pp_pool_new           (PpBackend * be);
+void         pp_pool_free          (PpPool * pool);
+PpBackend   *pp_pool_backend       (PpPool * pool);
+/* Aborts when the device is out of memory (as g_malloc does). */
+gpointer     pp_pool_acquire       (PpPool * pool, gsize bytes);
+void         pp_pool_release       (PpPool * pool, gpointer mem, gsize bytes);
+/* Device bytes the pool holds, in use or cached. */
+gsize        pp_pool_bytes         (PpPool * pool);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpPool, pp_pool_free)
+
+G_END_DECLS

@@ -1,0 +1,128 @@
+/* ppdiffuse — the pp_* op wrappers: FLOP counts and the profile, then a
+ * call through the backend's table. */
+#include "pp-ops.h"
+#include "pp-backend.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* Per-op counters: matrix FLOPs always (benchmarks read them), calls and
+ * time only while profiling is on, so that the default costs one relaxed
+ * load per call. */
+typedef struct
+{
+  atomic_ullong calls, ns, flops;
+} OpCounters;
+
+static OpCounters counters[PP_OP_COUNT];
+static atomic_bool profiling;
+
+static const char *const op_names[PP_OP_COUNT] = {
+#define OP_NAME(name, NAME, params, args, flops) [PP_OP_##NAME] = #name,
+  PP_OPS_LIST (OP_NAME)
+#undef OP_NAME
+  [PP_OP_FOR_ROWS] = "for_rows",
+};
+
+/* Set on a thread while it runs a range of pp_for_rows. */
+static __thread gboolean in_rows;
+
+/* Starts timing one call of an op; 0 when profiling is off. */
+static gint64
+op_begin (void)
+{
+  return atomic_load_explicit (&profiling, memory_order_relaxed) && !in_rows
+      ? g_get_monotonic_time () * 1000 : 0;
+}
+
+static void
+op_end (PpOp op, gint64 start_ns, gint64 flops)
+{
+  OpCounters *c = &counters[in_rows ? PP_OP_FOR_ROWS : op];
+
+  if (flops)
+    atomic_fetch_add_explicit (&c->flops, (unsigned long long) flops,
+        memory_order_relaxed);
+  if (start_ns == 0)
+    return;
+  atomic_fetch_add_explicit (&c->calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit (&c->ns,
+      (unsigned long long) (g_get_monotonic_time () * 1000 - start_ns),
+      memory_order_relaxed);
+}
+
+guint64
+pp_ops_flop_count (void)
+{
+  guint64 total = 0;
+
+  for (int op = 0; op < PP_OP_COUNT; op++)
+    total += atomic_load (&counters[op].flops);
+  return total;
+}
+
+void
+pp_ops_reset_flop_count (void)
+{
+  for (int op = 0; op < PP_OP_COUNT; op++) {
+    atomic_store (&counters[op].calls, 0);
+    atomic_store (&counters[op].ns, 0);
+    atomic_store (&counters[op].flops, 0);
+  }
+}
+
+void
+pp_ops_set_profiling (gboolean on)
+{
+  atomic_store (&profiling, on != FALSE);
+}
+
+void
+pp_ops_get_profile (PpOp op, PpOpProfile * out)
+{
+  g_return_if_fail (op < PP_OP_COUNT && out != NULL);
+
+  out->name = op_names[op];
+  out->calls = atomic_load (&counters[op].calls);
+  out->seconds = atomic_load (&counters[op].ns) / 1e9;
+  out->flops = atomic_load (&counters[op].flops);
+}
+
+#define OP_WRAPPER(name, NAME, params, args, flops)                       \
+  void                                                                      \
+  pp_##name (PpBackend * be, PP_OPS_UNPAREN params)                         \
+  {                                                                         \
+    const gint64 start = op_begin ();                                       \
+                                                                            \
+    be->ops->name (be, PP_OPS_UNPAREN args);                                \
+    op_end (PP_OP_##NAME, start, (flops));                                  \
+  }
+PP_OPS_LIST (OP_WRAPPER)
+#undef OP_WRAPPER
+
+typedef struct
+{
+  PpRowsFunc func;
+  gpointer data;
+} RowsCall;
+
+static void
+rows_range (int begin, int end, gpointer data)
+{
+  const RowsCall *call = data;
+  const gboolean outer = in_rows;
+
+  in_rows = TRUE;
+  call->func (begin, end, call->data);
+  in_rows = outer;
+}
+
+void
+pp_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
+{
+  const gint64 start = op_begin ();
+  RowsCall call = { func, data };
+
+  be->ops->for_rows (be, rows, rows_range, &call);
+  op_end (PP_OP_FOR_ROWS, start, 0);
+}
