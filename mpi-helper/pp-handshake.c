@@ -209,8 +209,10 @@ cpu_device (void)
 }
 
 GHashTable *
-pp_parity_local (const gchar * model_digest, const guint32 * plan_id)
+pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
+    PpBackend * be)
 {
+  g_autofree gchar *cpu = cpu_device ();
   GHashTable *p = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
       g_free);
 
@@ -219,10 +221,13 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id)
   g_hash_table_insert (p, g_strdup (PP_PARITY_ENVELOPE),
       g_strdup_printf ("%d.%d", PP_ENVELOPE_MAJOR, PP_ENVELOPE_MINOR));
   g_hash_table_insert (p, g_strdup (PP_PARITY_BUILD), g_strdup (PP_BUILD_ID));
-  g_hash_table_insert (p, g_strdup (PP_PARITY_BACKEND), g_strdup ("cpu"));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_BACKEND),
+      g_strdup (pp_backend_name (be)));
   g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE), g_strdup ("f32"));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
-  g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE), cpu_device ());
+  g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
+      g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),
+          pp_backend_device (be), cpu));
   if (model_digest != NULL)
     g_hash_table_insert (p, g_strdup (PP_PARITY_MODEL_DIGEST),
         g_strdup (model_digest));

@@ -13,11 +13,12 @@
  * across workers, and refuses the mesh listing every mismatch. */
 #pragma once
 
+#include "pp-backend.h"
 #include "pp-plan.h"
 
 G_BEGIN_DECLS
 
-#define PP_PROTOCOL_VERSION 2
+#define PP_PROTOCOL_VERSION 3
 #define PP_HELLO_TYPE "(uxsvua{sv})"
 #define PP_REPLY_TYPE "(uuuxssa{ss})"
 #define PP_HANDSHAKE_MAX (64 * 1024)
@@ -70,10 +71,12 @@ gboolean    pp_handshake_reply_parse (GBytes * bytes, PpWorkerInfo * info,
                                       GError ** error);
 void        pp_worker_info_clear     (PpWorkerInfo * info);
 
-/* This process's parity dictionary: @model_digest and @plan_id are added
- * when set (workers), left out otherwise (rank 0). */
+/* This process's parity dictionary: the backend it computes on (@be's
+ * name, checked, and device, reported); @model_digest and @plan_id are
+ * added when set (workers), left out otherwise (rank 0). */
 GHashTable *pp_parity_local          (const gchar * model_digest,
-                                      const guint32 * plan_id);
+                                      const guint32 * plan_id,
+                                      PpBackend * be);
 /* Compares every checked key of every worker; an error lists all the
  * mismatches, one "rank R: key = value (rank X: value)" each. */
 gboolean    pp_parity_check          (GHashTable * rank0,

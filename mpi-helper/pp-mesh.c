@@ -31,6 +31,7 @@
 struct _PpMesh
 {
   PpPlan *plan;
+  PpBackend *backend;           /* rank 0's, and so every worker's */
   guint timeout_ms;
   MPI_Comm inter;
   MPI_Comm world;
@@ -357,7 +358,7 @@ handshake (PpMesh * mesh, GError ** error)
         mesh->plan->slices[r - 1].end, (const gchar *)
         g_hash_table_lookup (info->parity, PP_PARITY_DEVICE));
   }
-  parity = pp_parity_local (NULL, &mesh->plan->plan_id);
+  parity = pp_parity_local (NULL, &mesh->plan->plan_id, mesh->backend);
   return pp_parity_check (parity, mesh->workers, n, error);
 }
 
@@ -729,8 +730,12 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     PP_WARN ("%s=1: the watchdog and the chunk deadlines are off (tests "
         "only)", PP_MESH_NO_WATCHDOG_ENV);
   mesh->inter = mesh->world = MPI_COMM_NULL;
-  mesh->plan = pp_plan_new (config->n_workers, config->n_steps, config->model,
-      config->timeout_ms, error);
+  /* The backend rank 0 computes on; the plan tells every worker to use
+   * it too, and the parity check holds them to it. */
+  mesh->backend = pp_backend_get (config->backend, error);
+  mesh->plan = mesh->backend == NULL ? NULL : pp_plan_new_on
+      (config->n_workers, config->n_steps, config->model,
+      pp_backend_name (mesh->backend), config->timeout_ms, error);
   if (mesh->plan == NULL) {
     g_free (mesh);
     return NULL;

@@ -14,6 +14,14 @@ PpPlan *
 pp_plan_new (guint n_workers, guint n_steps, const gchar * model,
     guint timeout_ms, GError ** error)
 {
+  return pp_plan_new_on (n_workers, n_steps, model, PP_PLAN_DEFAULT_BACKEND,
+      timeout_ms, error);
+}
+
+PpPlan *
+pp_plan_new_on (guint n_workers, guint n_steps, const gchar * model,
+    const gchar * backend, guint timeout_ms, GError ** error)
+{
   PpPlan *plan;
   guint base, extra, step = 0;
   g_autoptr (GVariant) v = NULL;
@@ -34,6 +42,7 @@ pp_plan_new (guint n_workers, guint n_steps, const gchar * model,
   plan->n_workers = n_workers;
   plan->n_steps = n_steps;
   plan->model = g_strdup (model);
+  plan->backend = g_strdup (backend);
   plan->timeout_ms = timeout_ms;
   plan->slices = g_new0 (PpSlice, n_workers);
   base = n_steps / n_workers;
@@ -56,6 +65,7 @@ pp_plan_free (PpPlan * plan)
   if (plan == NULL)
     return;
   g_free (plan->model);
+  g_free (plan->backend);
   g_free (plan->slices);
   g_free (plan);
 }
@@ -70,7 +80,7 @@ pp_plan_to_variant (const PpPlan * plan)
     g_variant_builder_add (&slices, "(uu)", plan->slices[i].first,
         plan->slices[i].end);
   return g_variant_new (PP_PLAN_VARIANT_TYPE, plan->n_workers, plan->n_steps,
-      plan->model, plan->timeout_ms, &slices);
+      plan->model, plan->backend, plan->timeout_ms, &slices);
 }
 
 PpPlan *
@@ -80,7 +90,7 @@ pp_plan_from_variant (GVariant * variant, guint32 expected_plan_id,
   g_autoptr (PpPlan) plan = NULL;
   g_autoptr (GVariant) slices = NULL;
   guint n_workers, n_steps, timeout_ms;
-  const gchar *model;
+  const gchar *model, *backend;
 
   if (!g_variant_is_of_type (variant, G_VARIANT_TYPE (PP_PLAN_VARIANT_TYPE))) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
@@ -88,9 +98,10 @@ pp_plan_from_variant (GVariant * variant, guint32 expected_plan_id,
         g_variant_get_type_string (variant));
     return NULL;
   }
-  g_variant_get (variant, "(uu&su@a(uu))", &n_workers, &n_steps, &model,
-      &timeout_ms, &slices);
-  plan = pp_plan_new (n_workers, n_steps, model, timeout_ms, error);
+  g_variant_get (variant, "(uu&s&su@a(uu))", &n_workers, &n_steps, &model,
+      &backend, &timeout_ms, &slices);
+  plan = pp_plan_new_on (n_workers, n_steps, model, backend, timeout_ms,
+      error);
   if (plan == NULL)
     return NULL;
   if (g_variant_n_children (slices) != n_workers) {
@@ -123,8 +134,9 @@ pp_plan_describe (const PpPlan * plan)
 {
   GString *s = g_string_new (NULL);
 
-  g_string_append_printf (s, "plan 0x%08x: %u steps over %u workers, model %s:",
-      plan->plan_id, plan->n_steps, plan->n_workers, plan->model);
+  g_string_append_printf (s, "plan 0x%08x: %u steps over %u workers, model "
+      "%s on %s:", plan->plan_id, plan->n_steps, plan->n_workers, plan->model,
+      plan->backend);
   for (guint i = 0; i < plan->n_workers; i++)
     g_string_append_printf (s, " rank %u steps [%u,%u)", i + 1,
         plan->slices[i].first, plan->slices[i].end);

@@ -9,7 +9,9 @@
 
 G_BEGIN_DECLS
 
-#define PP_PLAN_VARIANT_TYPE "(uusua(uu))"
+#define PP_PLAN_VARIANT_TYPE "(uussua(uu))"
+/* The backend of plans made without one (tests, tools). */
+#define PP_PLAN_DEFAULT_BACKEND "cpu"
 
 typedef struct
 {
@@ -22,6 +24,7 @@ typedef struct
   guint n_workers;
   guint n_steps;
   gchar *model;
+  gchar *backend;               /* the compute backend every worker uses */
   guint timeout_ms;
   PpSlice *slices;              /* n_workers entries, slices[i] for world rank i + 1 */
   guint32 plan_id;
@@ -33,6 +36,10 @@ typedef struct
 PpPlan   *pp_plan_new          (guint n_workers, guint n_steps,
                                 const gchar * model, guint timeout_ms,
                                 GError ** error);
+/* The same, the workers computing on @backend (a pp_backend_get name). */
+PpPlan   *pp_plan_new_on       (guint n_workers, guint n_steps,
+                                const gchar * model, const gchar * backend,
+                                guint timeout_ms, GError ** error);
 void      pp_plan_free         (PpPlan * plan);
 GVariant *pp_plan_to_variant   (const PpPlan * plan);
 /* Parses and re-derives the plan; any disagreement (slices, plan_id) is an

@@ -57,6 +57,7 @@ typedef struct
   gint rank;
   PpPlan *plan;
   PpSlice slice;
+  PpBackend *backend;
   PpModel *model;
   gint64 rank0_pid;
   gchar *rank0_host;
@@ -430,16 +431,18 @@ do_handshake (Worker * w)
         w->plan->n_workers);
   if (error == NULL) {
     w->slice = w->plan->slices[w->rank - 1];
-    w->model = pp_model_new (w->plan->model, w->plan->n_steps,
-        PP_MODEL_ROLE_STEPS, NULL, &error);
+    w->backend = pp_backend_get (w->plan->backend, &error);
   }
+  if (error == NULL)
+    w->model = pp_model_new (w->plan->model, w->plan->n_steps,
+        PP_MODEL_ROLE_STEPS, w->backend, &error);
   if (error == NULL) {
     digest = pp_model_digest (w->model);
     if (pp_fault_fires (&w->fault, PP_FAULT_BAD_DIGEST, 0)) {
       PP_WARN ("injecting fault bad-digest");
       digest[0] = digest[0] == '0' ? '1' : '0';
     }
-    parity = pp_parity_local (digest, &w->plan->plan_id);
+    parity = pp_parity_local (digest, &w->plan->plan_id, w->backend);
   }
   reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
       error ? error->message : NULL, parity);

@@ -14,6 +14,9 @@
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
  *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd --out DIR [--seed N]
+ *   ppdiffuse-tool test-ops [--backend B] [--op NAME] [--verbose]
+ *                  (every op of the backend against float64 references;
+ *                  exit status 1 when one fails, 2 on bad usage)
  *
  * img2img runs exactly the model code the element runs (encode on rank 0,
  * steps on the workers, decode on rank 0), in one process. */
@@ -23,6 +26,7 @@
 #include "pp-npy.h"
 #include "pp-png.h"
 #include "pp-taesd.h"
+#include "pp-test-ops.h"
 #include "pp-tiny.h"
 #include "pp-unet.h"
 #include "pp-weights.h"
@@ -346,6 +350,7 @@ static const struct
   {"vae-decode", cmd_vae_decode},
   {"img2img", cmd_img2img},
   {"make-tiny", cmd_make_tiny},
+  {"test-ops", pp_cmd_test_ops},
 };
 
 int
@@ -355,17 +360,21 @@ main (int argc, char **argv)
 
   if (argc < 2) {
     fprintf (stderr, "usage: %s info|unet|vae-encode|vae-decode|img2img|"
-        "make-tiny …  (each takes --help)\n", argv[0]);
+        "make-tiny|test-ops …  (each takes --help)\n", argv[0]);
     return 2;
   }
   for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {
+    int status;
+
     if (!g_str_equal (argv[1], commands[i].name))
       continue;
     if (commands[i].func (argc - 1, argv + 1, &error))
       return 0;
     fprintf (stderr, "ppdiffuse-tool %s: %s\n", argv[1], error->message);
+    /* Bad usage (an option's error) is 2, as above; a failure 1. */
+    status = error->domain == G_OPTION_ERROR ? 2 : 1;
     g_error_free (error);
-    return 1;
+    return status;
   }
   fprintf (stderr, "ppdiffuse-tool: unknown command '%s'\n", argv[1]);
   return 2;

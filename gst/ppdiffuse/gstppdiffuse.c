@@ -96,8 +96,8 @@ gst_pp_diffuse_backend_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_PP_DIFFUSE_BACKEND_AUTO, "The best backend this build has "
-          "(CPU for now)", "auto"},
+    {GST_PP_DIFFUSE_BACKEND_AUTO, "$PPDIFFUSE_BACKEND when set, else the "
+          "best backend this build has (CPU for now)", "auto"},
     {GST_PP_DIFFUSE_BACKEND_CPU, "CPU kernels, MPI data plane", "cpu"},
     {GST_PP_DIFFUSE_BACKEND_CUDA, "CUDA kernels, NCCL data plane", "cuda"},
     {GST_PP_DIFFUSE_BACKEND_CPU_STRICT, "CPU kernels on device buffers the "
@@ -855,8 +855,10 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
   config.model = model_uri;
-  config.backend = g_enum_get_value (g_type_class_peek
-      (GST_TYPE_PP_DIFFUSE_BACKEND), self->backend)->value_nick;
+  /* auto: $PPDIFFUSE_BACKEND when set, else the best this build has. */
+  config.backend = self->backend == GST_PP_DIFFUSE_BACKEND_AUTO ? NULL
+      : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_BACKEND),
+      self->backend)->value_nick;
   /* Copies: the mesh starts after the object lock is released. */
   config.worker_path = worker = g_strdup (self->worker);
   config.hosts = hosts = g_strdup (self->hosts);
@@ -873,6 +875,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   if (backend != NULL) {
     GST_INFO_OBJECT (self, "backend %s: %s", pp_backend_name (backend),
         pp_backend_device (backend));
+    /* The workers use the very backend rank 0 resolved. */
+    config.backend = pp_backend_name (backend);
     self->model = pp_model_new (config.model, config.n_steps,
         PP_MODEL_ROLE_IMAGE, backend, &error);
   }

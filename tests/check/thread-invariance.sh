@@ -7,7 +7,9 @@
 # 77 text tokens (4096 token rows at the first level, far past every
 # row-range and GEMM split) and 512x512 frames, and at a ragged size whose
 # splits all end mid-block (26x46 latents, 1196 and 299 token rows; 200x360
-# frames), for both UNet families, TAESD and whole img2img frames.
+# frames), for both UNet families, TAESD and whole img2img frames.  The
+# cpu-strict backend (the same kernels on buffers the host cannot touch)
+# must give the same bytes too.
 # Usage: thread-invariance.sh PPDIFFUSE_TOOL
 set -eu
 TOOL=$1
@@ -39,15 +41,20 @@ with open(path, "wb") as f:
 EOF
 }
 
-# Runs "$@" once per thread count (and the 2-thread run twice), output file
-# named by the placeholder OUT; every output must equal the first.
+# Runs "$@" once per thread count (and the 2-thread run twice, then once on
+# cpu-strict), output file named by the placeholder OUT; every output must
+# equal the first.
 # Usage: same_bytes NAME EXT COMMAND... (OUT in COMMAND is replaced)
 same_bytes() {
   name=$1 ext=$2
   shift 2
   first="" run=0
-  for t in $THREAD_COUNTS 2; do
+  for t in $THREAD_COUNTS 2 strict; do
     run=$((run + 1))
+    backend=cpu
+    if [ "$t" = strict ]; then
+      backend=cpu-strict t=2
+    fi
     out="$work/$name-run$run-t$t.$ext"
     args=""
     for a in "$@"; do
@@ -55,18 +62,21 @@ same_bytes() {
       args="$args $a"
     done
     # shellcheck disable=SC2086  # a list of words without spaces
-    if ! PPDIFFUSE_CPU_THREADS=$t timeout "$LIMIT_S" $args >/dev/null; then
-      echo "$name failed on $t threads" >&2
+    if ! PPDIFFUSE_BACKEND=$backend PPDIFFUSE_CPU_THREADS=$t \
+        timeout "$LIMIT_S" $args >/dev/null; then
+      echo "$name failed on $t threads ($backend)" >&2
       exit 1
     fi
     if [ -z "$first" ]; then
       first=$out
     elif ! cmp -s "$first" "$out"; then
-      echo "$name: output on $t threads differs from the output on 1 thread" >&2
+      echo "$name: output on $t threads ($backend) differs from the output" \
+        "on 1 thread (cpu)" >&2
       exit 1
     fi
   done
-  echo "$name: identical on $THREAD_COUNTS threads and run to run"
+  echo "$name: identical on $THREAD_COUNTS threads, run to run and on" \
+    "cpu-strict"
 }
 
 for kind in turbo sd15; do

@@ -66,10 +66,11 @@ main (int argc, char **argv)
   pp_hello_options_clear (&options);
   /* What a real worker would report, so that only the misbehaviour under
    * test differs. */
-  model = pp_model_new (plan->model, plan->n_steps, PP_MODEL_ROLE_STEPS, NULL,
-      NULL);
+  model = pp_model_new (plan->model, plan->n_steps, PP_MODEL_ROLE_STEPS,
+      pp_backend_get (plan->backend, NULL), NULL);
   digest = model ? pp_model_digest (model) : NULL;
-  parity = pp_parity_local (digest, &plan->plan_id);
+  parity = pp_parity_local (digest, &plan->plan_id, model ? model->backend
+      : pp_backend_cpu ());
   reply = FAKE_MODE == FAKE_BAD_VERSION
       ? reply_with_version (99, plan->plan_id, rank)
       : pp_handshake_reply_new (plan->plan_id, rank, NULL, parity);

@@ -55,7 +55,8 @@ GST_END_TEST;
 GST_START_TEST (test_protocol_mismatch)
 {
   gchar *path = fake ("fake-worker-bad-version");
-  const gchar *needles[] = { "protocol version", "expected 2", "received 99",
+  /* "expected N" with this build's version, whatever it is */
+  const gchar *needles[] = { "protocol version: expected ", "received 99",
     NULL
   };
 

@@ -48,7 +48,7 @@ test_hello_round_trip (void)
 static void
 test_reply_round_trip (void)
 {
-  g_autoptr (GHashTable) parity = pp_parity_local ("abc", NULL);
+  g_autoptr (GHashTable) parity = pp_parity_local ("abc", NULL, pp_backend_cpu ());
   g_autoptr (GBytes) ok = pp_handshake_reply_new (0xdeadbeef, 3, "", parity);
   g_autoptr (GBytes) ok_null = pp_handshake_reply_new (7, 1, NULL, NULL);
   g_autoptr (GBytes) bad = pp_handshake_reply_new (0x01020304, 2,
@@ -268,12 +268,14 @@ static void
 test_parity (void)
 {
   const guint32 plan_id = 0x1234;
-  g_autoptr (GHashTable) rank0 = pp_parity_local (NULL, NULL);
+  g_autoptr (GHashTable) rank0 = pp_parity_local (NULL, NULL,
+      pp_backend_cpu ());
   PpWorkerInfo workers[3] = { { 0 } };
   g_autoptr (GError) error = NULL;
 
   for (guint i = 0; i < 3; i++)
-    workers[i].parity = pp_parity_local ("digest-a", &plan_id);
+    workers[i].parity = pp_parity_local ("digest-a", &plan_id,
+        pp_backend_cpu ());
   g_hash_table_insert (workers[1].parity, g_strdup (PP_PARITY_DEVICE),
       g_strdup ("another cpu"));
   g_assert_true (pp_parity_check (rank0, workers, 3, &error));
@@ -296,6 +298,34 @@ test_parity (void)
     pp_worker_info_clear (&workers[i]);
 }
 
+/* A mesh whose ranks compute on different backends is refused, naming
+ * each rank's backend; the device is reported with the backend's. */
+static void
+test_parity_backend (void)
+{
+  const guint32 plan_id = 0x1234;
+  g_autoptr (GError) error = NULL;
+  PpBackend *strict = pp_backend_get (PP_BACKEND_CPU_STRICT, &error);
+  g_autoptr (GHashTable) rank0 = NULL;
+  PpWorkerInfo workers[2] = { { 0 } };
+
+  g_assert_no_error (error);
+  rank0 = pp_parity_local (NULL, NULL, pp_backend_cpu ());
+  g_assert_cmpstr (g_hash_table_lookup (rank0, PP_PARITY_BACKEND), ==,
+      "cpu");
+  g_assert_true (g_str_has_prefix (g_hash_table_lookup (rank0,
+              PP_PARITY_DEVICE), "cpu: CPU, "));
+  workers[0].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu ());
+  workers[1].parity = pp_parity_local ("d", &plan_id, strict);
+  g_assert_false (pp_parity_check (rank0, workers, 2, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message,
+          "rank 2: backend = cpu-strict (rank 0: cpu)"));
+  g_assert_null (strstr (error->message, "rank 1"));
+  for (guint i = 0; i < 2; i++)
+    pp_worker_info_clear (&workers[i]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -309,5 +339,6 @@ main (int argc, char **argv)
   g_test_add_func ("/handshake/reply/version", test_reply_version);
   g_test_add_func ("/handshake/garbage", test_garbage);
   g_test_add_func ("/handshake/parity", test_parity);
+  g_test_add_func ("/handshake/parity-backend", test_parity_backend);
   return g_test_run ();
 }

@@ -193,7 +193,7 @@ test_tampered_slices (void)
   g_variant_builder_add (&b, "(uu)", 1u, 2u);
   g_variant_builder_add (&b, "(uu)", 2u, 4u);
   v = g_variant_ref_sink (g_variant_new (PP_PLAN_VARIANT_TYPE, 3u, 4u, MODEL,
-          1000u, &b));
+          PP_PLAN_DEFAULT_BACKEND, 1000u, &b));
   g_assert_null (pp_plan_from_variant (v, plan->plan_id, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "slices"));
@@ -205,7 +205,7 @@ test_tampered_slices (void)
   g_variant_builder_add (&b, "(uu)", 0u, 2u);
   g_variant_builder_add (&b, "(uu)", 2u, 3u);
   v = g_variant_ref_sink (g_variant_new (PP_PLAN_VARIANT_TYPE, 3u, 4u, MODEL,
-          1000u, &b));
+          PP_PLAN_DEFAULT_BACKEND, 1000u, &b));
   g_assert_null (pp_plan_from_variant (v, plan->plan_id, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "slices"));
@@ -232,9 +232,29 @@ test_invalid_from_variant (void)
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(uu)"));
   v = g_variant_ref_sink (g_variant_new (PP_PLAN_VARIANT_TYPE, 0u, 4u, MODEL,
-          1000u, &b));
+          PP_PLAN_DEFAULT_BACKEND, 1000u, &b));
   g_assert_null (pp_plan_from_variant (v, 0, &error));
   g_assert_nonnull (error);
+}
+
+/* The backend travels in the plan and is part of its identity. */
+static void
+test_backend (void)
+{
+  g_autoptr (PpPlan) cpu = pp_plan_new (2, 4, MODEL, 1000, NULL);
+  g_autoptr (PpPlan) strict = pp_plan_new_on (2, 4, MODEL, "cpu-strict",
+      1000, NULL);
+  g_autoptr (GVariant) v = g_variant_ref_sink (pp_plan_to_variant (strict));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpPlan) back = pp_plan_from_variant (v, strict->plan_id,
+      &error);
+  g_autofree gchar *text = pp_plan_describe (strict);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (cpu->backend, ==, PP_PLAN_DEFAULT_BACKEND);
+  g_assert_cmpstr (back->backend, ==, "cpu-strict");
+  g_assert_cmpuint (cpu->plan_id, !=, strict->plan_id);
+  g_assert_nonnull (strstr (text, "on cpu-strict"));
 }
 
 static void
@@ -258,6 +278,7 @@ main (int argc, char **argv)
   g_test_add_func ("/plan/error/zero", test_zero);
   g_test_add_func ("/plan/plan-id", test_plan_id);
   g_test_add_func ("/plan/variant/round-trip", test_round_trip);
+  g_test_add_func ("/plan/variant/backend", test_backend);
   g_test_add_func ("/plan/variant/wrong-plan-id", test_wrong_plan_id);
   g_test_add_func ("/plan/variant/tampered-slices", test_tampered_slices);
   g_test_add_func ("/plan/variant/wrong-type", test_wrong_type);

@@ -1,0 +1,248 @@
+/* Tests of the backend interface: backends by name, the memory half on
+ * every backend, cpu-strict's trap on host access, pools, and a model frame
+ * in steady state allocating no device memory. */
+#include "pp-backend.h"
+#include "pp-error.h"
+#include "pp-model.h"
+#include "pp-tiny.h"
+
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N_FLOATS 1000
+#define FRAMES 3
+#define FRAME_SIDE 48
+#define STEPS 2
+
+static const gchar *const backends[] = { PP_BACKEND_CPU,
+  PP_BACKEND_CPU_STRICT
+};
+
+static PpBackend *
+get (const gchar * name)
+{
+  g_autoptr (GError) error = NULL;
+  PpBackend *be = pp_backend_get (name, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (be);
+  return be;
+}
+
+static void
+test_names (void)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_cmpstr (pp_backend_name (get (PP_BACKEND_CPU)), ==, "cpu");
+  g_assert_cmpstr (pp_backend_name (get (PP_BACKEND_CPU_STRICT)), ==,
+      "cpu-strict");
+  /* auto: the best this build has, today the CPU. */
+  g_assert_true (get (PP_BACKEND_AUTO) == pp_backend_cpu ());
+  g_assert_nonnull (strstr (pp_backend_device (pp_backend_cpu ()), "CPU"));
+  g_assert_nonnull (strstr (pp_backend_device (get (PP_BACKEND_CPU_STRICT)),
+          "traps"));
+  g_assert_null (pp_backend_get ("gpu", &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message, "unknown backend 'gpu'"));
+  g_assert_nonnull (strstr (error->message, "cpu-strict"));
+}
+
+/* NULL or "": the environment's choice. */
+static void
+test_env (void)
+{
+  const gchar *saved = g_getenv (PP_BACKEND_ENV);
+  g_autofree gchar *keep = g_strdup (saved);
+
+  g_setenv (PP_BACKEND_ENV, PP_BACKEND_CPU_STRICT, TRUE);
+  g_assert_cmpstr (pp_backend_name (get (NULL)), ==, "cpu-strict");
+  g_assert_cmpstr (pp_backend_name (get ("")), ==, "cpu-strict");
+  g_assert_cmpstr (pp_backend_name (get (PP_BACKEND_CPU)), ==, "cpu");
+  g_unsetenv (PP_BACKEND_ENV);
+  g_assert_true (get (NULL) == pp_backend_cpu ());
+  if (keep != NULL)
+    g_setenv (PP_BACKEND_ENV, keep, TRUE);
+}
+
+/* upload, copy, fill, an op, download: the values come back. */
+static void
+test_memory (gconstpointer data)
+{
+  PpBackend *be = get (data);
+  g_autofree float *host = g_new (float, N_FLOATS);
+  g_autofree float *back = g_new (float, N_FLOATS);
+  g_autoptr (GError) error = NULL;
+  float *a = pp_backend_alloc (be, N_FLOATS * sizeof (float), &error);
+  float *b = pp_backend_alloc (be, N_FLOATS * sizeof (float), &error);
+
+  g_assert_no_error (error);
+  for (int i = 0; i < N_FLOATS; i++)
+    host[i] = (float) i - 100.0f;
+  pp_backend_upload (be, a, host, N_FLOATS * sizeof (float));
+  pp_backend_copy (be, b, a, N_FLOATS * sizeof (float));
+  pp_relu (be, b, N_FLOATS);
+  pp_backend_synchronize (be);
+  pp_backend_download (be, back, b, N_FLOATS * sizeof (float));
+  for (int i = 0; i < N_FLOATS; i++)
+    g_assert_cmpfloat (back[i], ==, MAX (host[i], 0.0f));
+  pp_backend_fill (be, a, 2.5f, N_FLOATS);
+  pp_backend_download (be, back, a, N_FLOATS * sizeof (float));
+  for (int i = 0; i < N_FLOATS; i++)
+    g_assert_cmpfloat (back[i], ==, 2.5f);
+  pp_backend_free (be, a);
+  pp_backend_free (be, b);
+}
+
+/* Touches @mem from the host in a child process: TRUE when the child died
+ * of SIGSEGV. */
+static gboolean
+host_touch_faults (float *mem, gboolean write)
+{
+  pid_t pid = fork ();
+  int status = 0;
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0) {
+    volatile float *p = mem;
+
+    if (write)
+      p[3] = 1.0f;
+    else
+      _exit ((int) p[3]);
+    _exit (0);
+  }
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  return WIFSIGNALED (status) && WTERMSIG (status) == SIGSEGV;
+}
+
+/* cpu-strict: a host read or write of a device buffer faults, outside the
+ * backend's calls; cpu: device memory is host memory. */
+static void
+test_strict_traps (void)
+{
+  PpBackend *strict = get (PP_BACKEND_CPU_STRICT);
+  float *mem = pp_backend_alloc (strict, N_FLOATS * sizeof (float), NULL);
+  float *plain = pp_backend_alloc (pp_backend_cpu (),
+      N_FLOATS * sizeof (float), NULL);
+  float one = 1.0f;
+
+  pp_backend_fill (strict, mem, 0.0f, N_FLOATS);
+  g_assert_true (host_touch_faults (mem, FALSE));
+  g_assert_true (host_touch_faults (mem, TRUE));
+  /* Still usable through the backend. */
+  pp_backend_upload (strict, mem + 3, &one, sizeof one);
+  pp_scale (strict, mem, N_FLOATS, 2.0f);
+  pp_backend_download (strict, &one, mem + 3, sizeof one);
+  g_assert_cmpfloat (one, ==, 2.0f);
+  /* Buffers allocated later are protected too. */
+  pp_backend_free (strict, mem);
+  mem = pp_backend_alloc (strict, 3 * N_FLOATS * sizeof (float), NULL);
+  g_assert_true (host_touch_faults (mem + 2 * N_FLOATS, FALSE));
+  pp_backend_free (strict, mem);
+
+  pp_backend_fill (pp_backend_cpu (), plain, 0.0f, N_FLOATS);
+  g_assert_false (host_touch_faults (plain, TRUE));
+  pp_backend_free (pp_backend_cpu (), plain);
+}
+
+/* A pool hands a released buffer to the next acquire of its size. */
+static void
+test_pool (gconstpointer data)
+{
+  PpBackend *be = get (data);
+  g_autoptr (PpPool) pool = pp_pool_new (be);
+  gpointer a = pp_pool_acquire (pool, 4096);
+  gpointer b = pp_pool_acquire (pool, 8192);
+  guint64 before;
+
+  g_assert_true (a != b);
+  g_assert_cmpuint (pp_pool_bytes (pool), ==, 4096 + 8192);
+  pp_pool_release (pool, a, 4096);
+  pp_pool_release (pool, b, 8192);
+  before = pp_backend_allocated_bytes ();
+  g_assert_true (pp_pool_acquire (pool, 8192) == b);
+  g_assert_true (pp_pool_acquire (pool, 4096) == a);
+  g_assert_cmpuint (pp_backend_allocated_bytes (), ==, before);
+  pp_pool_release (pool, a, 4096);
+  pp_pool_release (pool, b, 8192);
+}
+
+/* An img2img frame the way the element and the workers run it: after the
+ * first frame, a frame allocates no device memory, on either backend, and
+ * every frame gives the same bytes on both. */
+static void
+run_frames (PpBackend * be, const gchar * dir, guint8 * out)
+{
+  g_autofree gchar *uri = g_strdup_printf ("%s?prompt-embeds=%s/"
+      "prompt_embeds.npy&strength=0.8&seed=3", dir, dir);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL, be,
+      &error);
+  const gsize bytes = FRAME_SIDE * FRAME_SIDE * 3;
+
+  g_assert_no_error (error);
+  for (int f = 0; f < FRAMES; f++) {
+    PpImage image = { out, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+      {0, 1, 2}
+    };
+    g_autoptr (PpTensor) sample = NULL;
+    guint64 before = pp_backend_allocated_bytes ();
+
+    for (gsize i = 0; i < bytes; i++)
+      out[i] = (guint8) ((i * 7 + i / 97) & 0xff);
+    sample = pp_model_encode (m, &image, &error);
+    g_assert_no_error (error);
+    g_assert_true (pp_model_steps_begin (m, sample, &error));
+    for (guint k = 0; k < STEPS; k++)
+      g_assert_true (pp_model_step (m, k, STEPS, sample, &error));
+    g_assert_true (pp_model_steps_end (m, sample, &error));
+    g_assert_true (pp_model_decode (m, sample, &image, &error));
+    g_assert_no_error (error);
+    if (f > 0)
+      g_assert_cmpuint (pp_backend_allocated_bytes () - before, ==, 0);
+  }
+}
+
+static void
+test_frames (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("pp-backend-XXXXXX", &error);
+  g_autofree guint8 *cpu = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  g_autofree guint8 *strict = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  g_autofree gchar *rm = NULL;
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", dir, 5, &error));
+  g_assert_no_error (error);
+  run_frames (pp_backend_cpu (), dir, cpu);
+  run_frames (get (PP_BACKEND_CPU_STRICT), dir, strict);
+  g_assert_cmpmem (cpu, FRAME_SIDE * FRAME_SIDE * 3, strict,
+      FRAME_SIDE * FRAME_SIDE * 3);
+  rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (rm), ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/backend/names", test_names);
+  g_test_add_func ("/backend/env", test_env);
+  for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
+    g_autofree gchar *mem = g_strdup_printf ("/backend/%s/memory",
+        backends[i]);
+    g_autofree gchar *pool = g_strdup_printf ("/backend/%s/pool",
+        backends[i]);
+
+    g_test_add_data_func (mem, backends[i], test_memory);
+    g_test_add_data_func (pool, backends[i], test_pool);
+  }
+  g_test_add_func ("/backend/cpu-strict/traps", test_strict_traps);
+  g_test_add_func ("/backend/frames-allocate-nothing", test_frames);
+  return g_test_run ();
+}

@@ -1,0 +1,1318 @@
+/* ppdiffuse-tool test-ops — every op of the op list on one backend against
+ * float64 references, as ggml's test-backend-ops checks its backends.
+ *
+ * Data flows as a model's does: inputs are made on the host (seeded, so
+ * every run sees the same values), put on the device with
+ * pp_backend_upload into pp_backend_alloc buffers, the op runs through its
+ * pp_NAME wrapper, and the outputs come back with pp_backend_download to be
+ * compared on the host.  The host never touches device memory: on
+ * cpu-strict a stray access faults.  Output buffers are filled with NaN on
+ * the device first, so a value an op fails to write (or, for axpby with
+ * b = 0, reads) comes back non-finite.
+ *
+ * Coverage is checked, not promised: the case table is indexed by PpOp,
+ * which pp-ops.h generates from PP_OPS_LIST, so an op added to the list
+ * without cases here fails the run ("op X has no reference"); and the op
+ * profile proves that each op's cases called it through its wrapper.
+ *
+ * The references are written here from the definitions in pp-ops-list.h
+ * and the diffusers/PyTorch semantics they follow, with direct loops in
+ * double.  Each case states how its float32 rounding error grows (its
+ * "growth", see the bounds below).
+ *
+ * --inject-error OP, for testing this checker (hidden from --help), adds a
+ * wrong value to each of OP's downloaded outputs: the run must then fail. */
+#include "pp-test-ops.h"
+
+#include "pp-backend.h"
+#include "pp-error.h"
+#include "pp-ops.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* F32 bounds.  eps = FLT_EPSILON = 2^-23 ≈ 1.19e-7; one float operation
+ * rounds with a relative error of at most eps/2.
+ *
+ * Element-wise and layout ops (growth 1): each output is a few roundings of
+ * its inputs, and pp-ops-math.h's exp and erf are within about one eps, so
+ * the relative error is a few eps and the NMSE ~ (few eps)² ≈ 1e-13
+ * (copies: 0).  The bound lets the RMS relative error reach F32_RMS_EPS
+ * eps: NMSE ≤ (64 eps)² ≈ 5.8e-11, the 1e-10 of test-backend-ops, where a
+ * wrong index or formula gives an NMSE of order 1.
+ *
+ * Reductions of K terms (growth K: the dot products of conv2d, linear,
+ * matmul and attention, the mean and variance of the norms): a float sum of
+ * K terms of random sign drifts like a random walk of K roundings of
+ * partial sums of size ~σ√j, an error² ~ (eps/2)²·σ²·K²/2 against a
+ * result² ~ σ²·K, so the NMSE grows like K·eps² (blocked and pairwise sums
+ * more slowly).  Bound: NMSE ≤ K·(64 eps)², e.g. 3.3e-8 for a 3×3
+ * convolution of 64 channels (K = 576), 3.7e-8 for a linear of 640 inputs.
+ *
+ * The largest single error: at most F32_MAX_EPS eps · √growth · max |ref|,
+ * four times the RMS allowance, so that one wrong value in a large output
+ * (which the NMSE averages away) fails too. */
+#define F32_RMS_EPS 64.0
+#define F32_MAX_EPS 256.0
+
+typedef struct
+{
+  const gchar *dtype;
+  double nmse;                  /* NMSE per unit of growth */
+  double max_rel;               /* max abs error per √growth · max |ref| */
+} Bounds;
+
+static const Bounds f32_bounds = {
+  "F32",
+  (F32_RMS_EPS * FLT_EPSILON) * (F32_RMS_EPS * FLT_EPSILON),
+  F32_MAX_EPS * FLT_EPSILON,
+};
+
+/* Seed of the inputs; each op's cases draw from SEED + its PpOp. */
+#define SEED 20240611
+/* --inject-error adds the output's largest magnitude (1 when it is all
+ * zero) to the middle value: an error of the size of the output. */
+#define INJECT_MIN_MAGNITUDE 1.0
+
+typedef struct
+{
+  guint cases, failed;
+} OpTally;
+
+typedef struct
+{
+  PpBackend *be;
+  GRand *rng;
+  gboolean verbose;
+  int inject;                   /* PpOp whose outputs are perturbed, or -1 */
+  GPtrArray *device;            /* the current case's device buffers */
+  gchar *problem;               /* a failure of the case besides its values */
+  OpTally tally[PP_OP_COUNT];
+  guint cases, passed, failed;
+} Run;
+
+typedef void (*CasesFunc) (Run * r);
+
+static const gchar *
+op_name (PpOp op)
+{
+  PpOpProfile p;
+
+  pp_ops_get_profile (op, &p);
+  return p.name;
+}
+
+static guint64
+op_calls (PpOp op)
+{
+  PpOpProfile p;
+
+  pp_ops_get_profile (op, &p);
+  return p.calls;
+}
+
+/* ---- host and device buffers ------------------------------------------ */
+
+static float *
+random_host (Run * r, size_t n, double amplitude)
+{
+  float *p = g_new (float, MAX (n, 1));
+
+  for (size_t i = 0; i < n; i++)
+    p[i] = (float) g_rand_double_range (r->rng, -amplitude, amplitude);
+  return p;
+}
+
+/* A device buffer of the current case; aborts when the device is out of
+ * memory, as g_malloc does (the cases need a few MB). */
+static float *
+device_new (Run * r, size_t n)
+{
+  GError *error = NULL;
+  float *mem = pp_backend_alloc (r->be, n * sizeof (float), &error);
+
+  if (mem == NULL)
+    g_error ("test-ops: %s", error->message);
+  g_ptr_array_add (r->device, mem);
+  return mem;
+}
+
+static float *
+upload (Run * r, const float *host, size_t n)
+{
+  float *dev = device_new (r, n);
+
+  pp_backend_upload (r->be, dev, host, n * sizeof (float));
+  return dev;
+}
+
+/* An output buffer: NaN until the op writes it. */
+static float *
+device_nan (Run * r, size_t n)
+{
+  float *dev = device_new (r, n);
+
+  pp_backend_fill (r->be, dev, NAN, n);
+  return dev;
+}
+
+static float *
+download (Run * r, const float *dev, size_t n)
+{
+  float *host = g_new (float, MAX (n, 1));
+
+  pp_backend_synchronize (r->be);
+  pp_backend_download (r->be, host, dev, n * sizeof (float));
+  return host;
+}
+
+static void
+release_case (Run * r)
+{
+  for (guint i = 0; i < r->device->len; i++)
+    pp_backend_free (r->be, g_ptr_array_index (r->device, i));
+  g_ptr_array_set_size (r->device, 0);
+  g_clear_pointer (&r->problem, g_free);
+}
+
+/* ---- comparison --------------------------------------------------------- */
+
+/* Compares @got (host, downloaded) with the float64 reference @ref, prints
+ * the case and tallies it, and releases the case's device buffers.  NMSE =
+ * Σ(got - ref)² / Σ ref²; for an all-zero reference, whose scale is 0, the
+ * mean squared error itself.  Takes @shape. */
+static void
+check (Run * r, PpOp op, gchar * shape, float *got, const double *ref,
+    size_t n, double growth)
+{
+  const Bounds *b = &f32_bounds;
+  double sum_err = 0.0, sum_ref = 0.0, max_abs = 0.0, max_ref = 0.0;
+  double nmse, bound_nmse, bound_abs;
+  size_t non_finite = 0;
+  g_autoptr (GString) why = g_string_new (NULL);
+
+  for (size_t i = 0; i < n; i++)
+    max_ref = MAX (max_ref, fabs (ref[i]));
+  if ((int) op == r->inject && n > 0)
+    got[n / 2] += (float) MAX (max_ref, INJECT_MIN_MAGNITUDE);
+  for (size_t i = 0; i < n; i++) {
+    const double d = (double) got[i] - ref[i];
+
+    if (!isfinite (got[i])) {
+      non_finite++;
+      continue;
+    }
+    sum_err += d * d;
+    sum_ref += ref[i] * ref[i];
+    max_abs = MAX (max_abs, fabs (d));
+  }
+  nmse = sum_ref > 0.0 ? sum_err / sum_ref : sum_err / MAX (n, 1);
+  bound_nmse = b->nmse * growth;
+  bound_abs = b->max_rel * sqrt (growth) * max_ref;
+  if (non_finite > 0)
+    g_string_append_printf (why, "; %zu of %zu values not finite",
+        non_finite, n);
+  if (!(nmse <= bound_nmse))
+    g_string_append_printf (why, "; NMSE above %.2g", bound_nmse);
+  if (!(max_abs <= bound_abs))
+    g_string_append_printf (why, "; max abs error above %.2g", bound_abs);
+  if (r->problem != NULL)
+    g_string_append_printf (why, "; %s", r->problem);
+
+  r->cases++;
+  r->tally[op].cases++;
+  if (why->len == 0)
+    r->passed++;
+  else {
+    r->failed++;
+    r->tally[op].failed++;
+  }
+  printf ("  %-18s %-44s NMSE %8.2e  max abs %8.2e  %s%s\n", op_name (op),
+      shape, nmse, max_abs, why->len ? "FAIL" : "ok",
+      why->len ? why->str + 1 : "");
+  if (r->verbose)
+    printf ("  %-18s %-44s bounds (%s, growth %.3g): NMSE %.2e, max abs "
+        "%.2e; max |ref| %.3g\n", "", "", b->dtype, growth, bound_nmse,
+        bound_abs, max_ref);
+  g_free (shape);
+  release_case (r);
+}
+
+/* Downloads @dev and checks it. */
+static void
+check_device (Run * r, PpOp op, gchar * shape, const float *dev,
+    const double *ref, size_t n, double growth)
+{
+  g_autofree float *got = download (r, dev, n);
+
+  check (r, op, shape, got, ref, n, growth);
+}
+
+/* ---- references --------------------------------------------------------- */
+
+static double
+ref_gelu (double x)
+{
+  return 0.5 * x * (1.0 + erf (x / sqrt (2.0)));
+}
+
+static double
+ref_silu (double x)
+{
+  return x / (1.0 + exp (-x));
+}
+
+static double
+ref_relu (double x)
+{
+  return x > 0.0 ? x : 0.0;
+}
+
+/* Mean and 1/√(biased variance + eps) of @count values, as torch's
+ * group_norm and layer_norm. */
+static void
+ref_moments (const float *x, size_t count, double eps, double *mean,
+    double *rstd)
+{
+  double s = 0.0, v = 0.0;
+
+  for (size_t i = 0; i < count; i++)
+    s += x[i];
+  *mean = s / count;
+  for (size_t i = 0; i < count; i++)
+    v += (x[i] - *mean) * (x[i] - *mean);
+  *rstd = 1.0 / sqrt (v / count + eps);
+}
+
+/* ---- conv2d ------------------------------------------------------------- */
+
+typedef struct
+{
+  int n, cin, h, w, cout, kh, kw, stride, pad;
+  gboolean bias;
+} ConvCase;
+
+static void
+conv_one (Run * r, const ConvCase * c)
+{
+  const int ho = pp_conv2d_out_size (c->h, c->kh, c->stride, c->pad);
+  const int wo = pp_conv2d_out_size (c->w, c->kw, c->stride, c->pad);
+  const size_t n_in = (size_t) c->n * c->cin * c->h * c->w;
+  const size_t n_w = (size_t) c->cout * c->cin * c->kh * c->kw;
+  const size_t n_out = (size_t) c->n * c->cout * ho * wo;
+  g_autofree float *x = random_host (r, n_in, 1.0);
+  g_autofree float *wt = random_host (r, n_w, 0.5);
+  g_autofree float *bias = c->bias ? random_host (r, c->cout, 1.0) : NULL;
+  g_autofree double *ref = g_new (double, n_out);
+  float *dy = device_nan (r, n_out);
+
+  pp_conv2d (r->be, upload (r, x, n_in), c->n, c->cin, c->h, c->w,
+      upload (r, wt, n_w), bias ? upload (r, bias, c->cout) : NULL, c->cout,
+      c->kh, c->kw, c->stride, c->pad, dy);
+  for (int b = 0; b < c->n; b++)
+    for (int co = 0; co < c->cout; co++)
+      for (int oy = 0; oy < ho; oy++)
+        for (int ox = 0; ox < wo; ox++) {
+          double acc = bias ? bias[co] : 0.0;
+
+          for (int ci = 0; ci < c->cin; ci++)
+            for (int ky = 0; ky < c->kh; ky++)
+              for (int kx = 0; kx < c->kw; kx++) {
+                const int iy = oy * c->stride - c->pad + ky;
+                const int ix = ox * c->stride - c->pad + kx;
+
+                if (iy >= 0 && iy < c->h && ix >= 0 && ix < c->w)
+                  acc += (double) x[(((size_t) b * c->cin + ci) * c->h + iy)
+                      * c->w + ix] * wt[(((size_t) co * c->cin + ci) * c->kh
+                          + ky) * c->kw + kx];
+              }
+          ref[(((size_t) b * c->cout + co) * ho + oy) * wo + ox] = acc;
+        }
+  check_device (r, PP_OP_CONV2D, g_strdup_printf ("n%d %dx%dx%d -> %d "
+          "k%dx%d s%d p%d%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
+          c->kw, c->stride, c->pad, c->bias ? " bias" : ""), dy, ref, n_out,
+      (double) c->cin * c->kh * c->kw + c->bias);
+}
+
+static void
+cases_conv2d (Run * r)
+{
+  static const ConvCase cases[] = {
+    {2, 5, 9, 13, 7, 3, 3, 1, 1, TRUE},
+    {2, 5, 9, 13, 7, 3, 3, 2, 1, FALSE},
+    {1, 4, 17, 17, 8, 3, 3, 2, 1, TRUE},        /* a downsampler */
+    {2, 5, 9, 13, 7, 1, 1, 1, 0, TRUE},
+    {1, 5, 9, 13, 3, 1, 1, 2, 0, FALSE},
+    {1, 2, 5, 6, 3, 5, 5, 3, 2, TRUE},
+    {2, 4, 7, 10, 3, 3, 1, 1, 1, TRUE},
+    {1, 3, 1, 1, 4, 3, 3, 1, 1, TRUE},  /* only the centre tap inside */
+    {1, 1, 1, 1, 1, 1, 1, 1, 0, FALSE},
+    {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE},      /* split across threads */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    conv_one (r, &cases[i]);
+}
+
+/* ---- group_norm, layer_norm --------------------------------------------- */
+
+static void
+group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
+    gboolean beta_on, gboolean in_place)
+{
+  const float eps = 1e-5f;
+  const size_t total = (size_t) n * c * hw;
+  const int per = c / groups;
+  g_autofree float *x = random_host (r, total, 1.0);
+  g_autofree float *gamma = gamma_on ? random_host (r, c, 1.0) : NULL;
+  g_autofree float *beta = beta_on ? random_host (r, c, 1.0) : NULL;
+  g_autofree double *ref = g_new (double, total);
+  float *dx = upload (r, x, total);
+  float *dy = in_place ? dx : device_nan (r, total);
+
+  pp_group_norm (r->be, dx, n, c, hw, groups, eps,
+      gamma ? upload (r, gamma, c) : NULL, beta ? upload (r, beta, c) : NULL,
+      dy);
+  for (int b = 0; b < n; b++)
+    for (int g = 0; g < groups; g++) {
+      const size_t first = ((size_t) b * c + (size_t) g * per) * hw;
+      double mean, rstd;
+
+      ref_moments (x + first, (size_t) per * hw, eps, &mean, &rstd);
+      for (int ch = g * per; ch < (g + 1) * per; ch++)
+        for (int i = 0; i < hw; i++) {
+          const size_t at = ((size_t) b * c + ch) * hw + i;
+          const double v = (x[at] - mean) * rstd;
+
+          ref[at] = (gamma ? v * gamma[ch] : v) + (beta ? beta[ch] : 0.0);
+        }
+    }
+  check_device (r, PP_OP_GROUP_NORM, g_strdup_printf ("n%d c%d hw%d "
+          "groups %d%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
+          beta ? " beta" : "", in_place ? " in place" : ""), dy, ref, total,
+      (double) per * hw);
+}
+
+static void
+cases_group_norm (Run * r)
+{
+  group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE);
+  group_norm_one (r, 1, 6, 1, 3, FALSE, FALSE, FALSE);
+  group_norm_one (r, 1, 7, 3, 7, TRUE, TRUE, TRUE);
+  group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE);
+  group_norm_one (r, 1, 1, 1, 1, TRUE, TRUE, FALSE);    /* y = beta */
+  group_norm_one (r, 2, 64, 17 * 17, 32, TRUE, FALSE, TRUE);
+  group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, FALSE);
+}
+
+static void
+layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
+    gboolean beta_on, gboolean in_place)
+{
+  const float eps = 1e-5f;
+  const size_t total = (size_t) rows * dim;
+  g_autofree float *x = random_host (r, total, 1.0);
+  g_autofree float *gamma = gamma_on ? random_host (r, dim, 1.0) : NULL;
+  g_autofree float *beta = beta_on ? random_host (r, dim, 1.0) : NULL;
+  g_autofree double *ref = g_new (double, total);
+  float *dx = upload (r, x, total);
+  float *dy = in_place ? dx : device_nan (r, total);
+
+  pp_layer_norm (r->be, dx, rows, dim, eps,
+      gamma ? upload (r, gamma, dim) : NULL,
+      beta ? upload (r, beta, dim) : NULL, dy);
+  for (int row = 0; row < rows; row++) {
+    double mean, rstd;
+
+    ref_moments (x + (size_t) row * dim, dim, eps, &mean, &rstd);
+    for (int i = 0; i < dim; i++) {
+      const size_t at = (size_t) row * dim + i;
+      const double v = (x[at] - mean) * rstd;
+
+      ref[at] = (gamma ? v * gamma[i] : v) + (beta ? beta[i] : 0.0);
+    }
+  }
+  check_device (r, PP_OP_LAYER_NORM, g_strdup_printf ("%dx%d%s%s%s", rows,
+          dim, gamma ? " gamma" : "", beta ? " beta" : "",
+          in_place ? " in place" : ""), dy, ref, total, dim);
+}
+
+static void
+cases_layer_norm (Run * r)
+{
+  layer_norm_one (r, 5, 1, TRUE, TRUE, FALSE);  /* y = beta */
+  layer_norm_one (r, 4, 9, FALSE, FALSE, FALSE);
+  layer_norm_one (r, 13, 37, TRUE, TRUE, TRUE);
+  layer_norm_one (r, 3, 700, TRUE, FALSE, FALSE);
+  layer_norm_one (r, 3, 77, FALSE, TRUE, FALSE);
+  layer_norm_one (r, 300, 320, TRUE, TRUE, FALSE);
+}
+
+/* ---- linear, matmul ----------------------------------------------------- */
+
+static void
+linear_one (Run * r, int rows, int in, int out, gboolean with_bias)
+{
+  g_autofree float *x = random_host (r, (size_t) rows * in, 1.0);
+  g_autofree float *w = random_host (r, (size_t) out * in, 1.0);
+  g_autofree float *b = with_bias ? random_host (r, out, 1.0) : NULL;
+  g_autofree double *ref = g_new (double, (size_t) rows * out);
+  float *dy = device_nan (r, (size_t) rows * out);
+
+  pp_linear (r->be, upload (r, x, (size_t) rows * in), rows, in,
+      upload (r, w, (size_t) out * in), b ? upload (r, b, out) : NULL, out,
+      dy);
+  for (int i = 0; i < rows; i++)
+    for (int o = 0; o < out; o++) {
+      double acc = b ? b[o] : 0.0;
+
+      for (int k = 0; k < in; k++)
+        acc += (double) x[(size_t) i * in + k] * w[(size_t) o * in + k];
+      ref[(size_t) i * out + o] = acc;
+    }
+  check_device (r, PP_OP_LINEAR, g_strdup_printf ("%dx%d -> %d%s", rows, in,
+          out, b ? " bias" : ""), dy, ref, (size_t) rows * out,
+      (double) in + with_bias);
+}
+
+static void
+cases_linear (Run * r)
+{
+  linear_one (r, 13, 37, 11, TRUE);
+  linear_one (r, 1, 5, 3, FALSE);
+  linear_one (r, 1, 1, 1, TRUE);
+  linear_one (r, 7, 129, 1, TRUE);
+  linear_one (r, 77, 256, 200, FALSE);
+  linear_one (r, 300, 320, 640, TRUE);
+}
+
+/* Strided operands: SLACK floats past each row of a, b and y, which y's
+ * must keep. */
+#define MATMUL_SLACK 5
+
+static void
+matmul_one (Run * r, gboolean ta, gboolean tb, int m, int n, int k,
+    gboolean accumulate)
+{
+  const int a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int b_rows = tb ? n : k, b_cols = tb ? k : n;
+  const int lda = a_cols + MATMUL_SLACK, ldb = b_cols + MATMUL_SLACK;
+  const int ldy = n + MATMUL_SLACK;
+  const size_t ny = (size_t) m * ldy;
+  g_autofree float *a = random_host (r, (size_t) a_rows * lda, 1.0);
+  g_autofree float *b = random_host (r, (size_t) b_rows * ldb, 1.0);
+  g_autofree float *y = random_host (r, ny, 1.0);
+  g_autofree double *ref = g_new (double, ny);
+  float *dy = upload (r, y, ny);
+
+  pp_matmul (r->be, ta, tb, m, n, k, upload (r, a, (size_t) a_rows * lda),
+      lda, upload (r, b, (size_t) b_rows * ldb), ldb, accumulate, dy, ldy);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < ldy; j++) {
+      double acc = accumulate || j >= n ? y[(size_t) i * ldy + j] : 0.0;
+
+      for (int p = 0; p < k && j < n; p++)
+        acc += (double) (ta ? a[(size_t) p * lda + i]
+            : a[(size_t) i * lda + p]) * (tb ? b[(size_t) j * ldb + p]
+            : b[(size_t) p * ldb + j]);
+      ref[(size_t) i * ldy + j] = acc;
+    }
+  check_device (r, PP_OP_MATMUL, g_strdup_printf ("%c%c %dx%dx%d lda %d "
+          "ldb %d ldy %d%s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda,
+          ldb, ldy, accumulate ? " +=" : ""), dy, ref, ny,
+      (double) k + accumulate);
+}
+
+static void
+cases_matmul (Run * r)
+{
+  matmul_one (r, FALSE, FALSE, 1, 1, 1, FALSE);
+  for (int t = 0; t < 4; t++) {
+    const gboolean ta = t & 1, tb = t >> 1;
+
+    matmul_one (r, ta, tb, 9, 7, 5, FALSE);
+    matmul_one (r, ta, tb, 9, 7, 5, TRUE);
+    matmul_one (r, ta, tb, 201, 40, 70, t % 2 == 0);
+  }
+  matmul_one (r, FALSE, TRUE, 64, 200, 64, TRUE);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+/* softmax(q kᵀ / √head_dim) v per sample and head into @out; returns the
+ * largest |score|. */
+static double
+ref_attention (const float *q, const float *k, const float *v, int n, int lq,
+    int lk, int heads, int hd, double *out)
+{
+  const size_t ld = (size_t) heads * hd;
+  const double scale = 1.0 / sqrt (hd);
+  g_autofree double *s = g_new (double, lk);
+  double max_score = 0.0;
+
+  for (int b = 0; b < n; b++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < lq; i++) {
+        const float *qi = q + ((size_t) b * lq + i) * ld + (size_t) h * hd;
+        double max = -INFINITY, sum = 0.0;
+
+        for (int j = 0; j < lk; j++) {
+          const float *kj = k + ((size_t) b * lk + j) * ld + (size_t) h * hd;
+          double dot = 0.0;
+
+          for (int d = 0; d < hd; d++)
+            dot += (double) qi[d] * kj[d];
+          s[j] = dot * scale;
+          max = MAX (max, s[j]);
+          max_score = MAX (max_score, fabs (s[j]));
+        }
+        for (int j = 0; j < lk; j++) {
+          s[j] = exp (s[j] - max);
+          sum += s[j];
+        }
+        for (int d = 0; d < hd; d++) {
+          double acc = 0.0;
+
+          for (int j = 0; j < lk; j++)
+            acc += s[j] * v[((size_t) b * lk + j) * ld + (size_t) h * hd + d];
+          out[((size_t) b * lq + i) * ld + (size_t) h * hd + d] = acc / sum;
+        }
+      }
+  return max_score;
+}
+
+/* Growth: the scores are dot products of head_dim terms and the outputs
+ * sums of lk; a score's rounding error moves its softmax weight by that
+ * error times |score| (relative), so the squared error also grows with the
+ * largest score². */
+static void
+attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
+    double amplitude)
+{
+  const size_t nq = (size_t) n * lq * heads * hd;
+  const size_t nk = (size_t) n * lk * heads * hd;
+  g_autofree float *q = random_host (r, nq, amplitude);
+  g_autofree float *k = random_host (r, nk, amplitude);
+  g_autofree float *v = random_host (r, nk, 1.0);
+  g_autofree double *ref = g_new (double, nq);
+  float *dout = device_nan (r, nq);
+  double max_score;
+
+  pp_attention (r->be, upload (r, q, nq), upload (r, k, nk),
+      upload (r, v, nk), n, lq, lk, heads, hd, dout);
+  max_score = ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
+  check_device (r, PP_OP_ATTENTION, g_strdup_printf ("n%d lq%d lk%d %d "
+          "heads of %d, amplitude %g", n, lq, lk, heads, hd, amplitude),
+      dout, ref, nq, (double) (hd + lk) * MAX (1.0, max_score * max_score));
+}
+
+static void
+cases_attention (Run * r)
+{
+  attention_one (r, 1, 1, 1, 1, 1, 1.0);
+  attention_one (r, 1, 13, 5, 3, 8, 1.0);
+  attention_one (r, 2, 7, 77, 2, 40, 1.0);      /* cross-attention */
+  attention_one (r, 1, 17, 33, 2, 5, 1.0);
+  attention_one (r, 1, 70, 77, 2, 32, 1.0);
+  attention_one (r, 1, 33, 29, 2, 64, 4.0);     /* large scores */
+  attention_one (r, 1, 300, 300, 5, 64, 1.0);
+}
+
+/* ---- element-wise ------------------------------------------------------- */
+
+/* Sizes of the element-wise cases: one, a vector's tail, and one large
+ * enough to split across threads (odd, so that no chunk is whole). */
+static const size_t element_sizes[] = { 1, 15, 17, 262147 };
+
+typedef void (*UnaryOp) (PpBackend * be, float *x, size_t n);
+typedef double (*UnaryRef) (double x);
+
+static void
+unary_one (Run * r, PpOp op, UnaryOp fn, UnaryRef ref_fn, size_t n,
+    double amplitude)
+{
+  g_autofree float *x = random_host (r, n, amplitude);
+  g_autofree double *ref = g_new (double, n);
+  float *dx = upload (r, x, n);
+
+  fn (r->be, dx, n);
+  for (size_t i = 0; i < n; i++)
+    ref[i] = ref_fn (x[i]);
+  check_device (r, op, g_strdup_printf ("%zu in place, x in ±%g", n,
+          amplitude), dx, ref, n, 1.0);
+}
+
+static void
+unary_cases (Run * r, PpOp op, UnaryOp fn, UnaryRef ref_fn)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++)
+    unary_one (r, op, fn, ref_fn, element_sizes[i], 6.0);
+}
+
+static void
+cases_silu (Run * r)
+{
+  unary_cases (r, PP_OP_SILU, pp_silu, ref_silu);
+}
+
+static void
+cases_relu (Run * r)
+{
+  unary_cases (r, PP_OP_RELU, pp_relu, ref_relu);
+}
+
+static void
+cases_tanh (Run * r)
+{
+  unary_cases (r, PP_OP_TANH, pp_tanh, tanh);
+}
+
+static void
+cases_gelu (Run * r)
+{
+  unary_cases (r, PP_OP_GELU, pp_gelu, ref_gelu);
+}
+
+/* x [rows, 2d]: d values then d gates per row. */
+static void
+geglu_one (Run * r, int rows, int d)
+{
+  const size_t total = (size_t) rows * d;
+  g_autofree float *x = random_host (r, 2 * total, 4.0);
+  g_autofree double *ref = g_new (double, total);
+  float *dy = device_nan (r, total);
+
+  pp_geglu (r->be, upload (r, x, 2 * total), rows, d, dy);
+  for (int row = 0; row < rows; row++)
+    for (int i = 0; i < d; i++) {
+      const double value = x[(size_t) row * 2 * d + i];
+      const double gate = x[(size_t) row * 2 * d + d + i];
+
+      ref[(size_t) row * d + i] = value * ref_gelu (gate);
+    }
+  check_device (r, PP_OP_GEGLU, g_strdup_printf ("%dx(2x%d)", rows, d), dy,
+      ref, total, 1.0);
+}
+
+static void
+cases_geglu (Run * r)
+{
+  geglu_one (r, 1, 1);
+  geglu_one (r, 11, 13);
+  geglu_one (r, 300, 640);
+}
+
+/* add, scale, affine, axpby: y and x of n values. */
+typedef enum
+{
+  BINARY_ADD,
+  BINARY_SCALE,
+  BINARY_AFFINE,
+  BINARY_AXPBY,
+} Binary;
+
+/* The scalars of scale, affine and axpby (b = 0 too). */
+#define TEST_SCALE (-0.375f)
+#define TEST_MUL 1.25f
+#define TEST_ADD (-0.5f)
+#define TEST_A 0.8f
+#define TEST_B (-0.6f)
+
+static void
+binary_one (Run * r, PpOp op, Binary kind, size_t n, float b)
+{
+  g_autofree float *x = random_host (r, n, 1.0);
+  g_autofree float *y = random_host (r, n, 1.0);
+  g_autofree double *ref = g_new (double, n);
+  /* axpby with b = 0 writes y without reading it: NaN proves it. */
+  float *dy = kind == BINARY_AXPBY && b == 0.0f ? device_nan (r, n)
+      : upload (r, y, n);
+  gchar *shape = NULL;
+
+  switch (kind) {
+    case BINARY_ADD:
+      pp_add (r->be, dy, upload (r, x, n), n);
+      for (size_t i = 0; i < n; i++)
+        ref[i] = (double) y[i] + x[i];
+      shape = g_strdup_printf ("%zu, y += x", n);
+      break;
+    case BINARY_SCALE:
+      pp_scale (r->be, dy, n, TEST_SCALE);
+      for (size_t i = 0; i < n; i++)
+        ref[i] = (double) y[i] * TEST_SCALE;
+      shape = g_strdup_printf ("%zu in place, s %g", n, TEST_SCALE);
+      break;
+    case BINARY_AFFINE:
+      pp_affine (r->be, dy, n, TEST_MUL, TEST_ADD);
+      for (size_t i = 0; i < n; i++)
+        ref[i] = (double) y[i] * TEST_MUL + TEST_ADD;
+      shape = g_strdup_printf ("%zu in place, mul %g add %g", n, TEST_MUL,
+          TEST_ADD);
+      break;
+    case BINARY_AXPBY:
+      pp_axpby (r->be, dy, TEST_A, upload (r, x, n), b, n);
+      for (size_t i = 0; i < n; i++)
+        ref[i] = TEST_A * (double) x[i] + (b == 0.0f ? 0.0 : b * (double) y[i]);
+      shape = g_strdup_printf ("%zu, a %g b %g%s", n, TEST_A, b,
+          b == 0.0f ? " (y NaN before)" : "");
+      break;
+  }
+  check_device (r, op, shape, dy, ref, n, 1.0);
+}
+
+static void
+binary_cases (Run * r, PpOp op, Binary kind)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++)
+    binary_one (r, op, kind, element_sizes[i], TEST_B);
+}
+
+static void
+cases_add (Run * r)
+{
+  binary_cases (r, PP_OP_ADD, BINARY_ADD);
+}
+
+static void
+cases_scale (Run * r)
+{
+  binary_cases (r, PP_OP_SCALE, BINARY_SCALE);
+}
+
+static void
+cases_affine (Run * r)
+{
+  binary_cases (r, PP_OP_AFFINE, BINARY_AFFINE);
+}
+
+static void
+cases_axpby (Run * r)
+{
+  binary_cases (r, PP_OP_AXPBY, BINARY_AXPBY);
+  for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++)
+    binary_one (r, PP_OP_AXPBY, BINARY_AXPBY, element_sizes[i], 0.0f);
+}
+
+/* x [n,c,hw] += v [n,c]. */
+static void
+add_channel_one (Run * r, int n, int c, int hw)
+{
+  const size_t total = (size_t) n * c * hw;
+  g_autofree float *x = random_host (r, total, 1.0);
+  g_autofree float *v = random_host (r, (size_t) n * c, 1.0);
+  g_autofree double *ref = g_new (double, total);
+  float *dx = upload (r, x, total);
+
+  pp_add_channel (r->be, dx, n, c, hw, upload (r, v, (size_t) n * c));
+  for (size_t plane = 0; plane < (size_t) n * c; plane++)
+    for (int i = 0; i < hw; i++)
+      ref[plane * hw + i] = (double) x[plane * hw + i] + v[plane];
+  check_device (r, PP_OP_ADD_CHANNEL, g_strdup_printf ("n%d c%d hw%d", n, c,
+          hw), dx, ref, total, 1.0);
+}
+
+static void
+cases_add_channel (Run * r)
+{
+  add_channel_one (r, 1, 1, 1);
+  add_channel_one (r, 2, 3, 17);
+  add_channel_one (r, 2, 320, 32 * 32);
+}
+
+/* LCM steps between ᾱ = 0.3 and ᾱ = 0.7 (diffusers LCMScheduler's
+ * boundary condition at timestep 499: c_skip ≈ 0, c_out ≈ 1). */
+static const PpLcmCoeffs lcm_test_coeffs = {
+  .sa = 0.5477226f,             /* √0.3 */
+  .sb = 0.8366600f,             /* √0.7 */
+  .c_out = 0.99999f,
+  .c_skip = 4.0e-6f,
+  .na = 0.8366600f,             /* √0.7 */
+  .nb = 0.5477226f,             /* √0.3 */
+};
+
+static void
+lcm_step_one (Run * r, size_t n, gboolean last)
+{
+  PpLcmCoeffs c = lcm_test_coeffs;
+  g_autofree float *x = random_host (r, n, 1.0);
+  g_autofree float *eps = random_host (r, n, 1.0);
+  g_autofree float *noise = last ? NULL : random_host (r, n, 1.0);
+  g_autofree double *ref = g_new (double, n);
+  float *dx = upload (r, x, n);
+
+  c.last = last;
+  pp_lcm_step (r->be, dx, upload (r, eps, n),
+      noise ? upload (r, noise, n) : NULL, n, &c);
+  for (size_t i = 0; i < n; i++) {
+    /* x̂0 = (x - √(1-ᾱ) ε̂) / √ᾱ; d = c_out x̂0 + c_skip x; then the
+     * next sample √ᾱ' d + √(1-ᾱ') ε, or d on the last step. */
+    const double x0 = ((double) x[i] - (double) c.sb * eps[i]) / c.sa;
+    const double d = (double) c.c_out * x0 + (double) c.c_skip * x[i];
+
+    ref[i] = last ? d : (double) c.na * d + (double) c.nb * noise[i];
+  }
+  check_device (r, PP_OP_LCM_STEP, g_strdup_printf ("%zu in place, %s", n,
+          last ? "last (noise NULL)" : "with noise"), dx, ref, n, 1.0);
+}
+
+static void
+cases_lcm_step (Run * r)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++) {
+    lcm_step_one (r, element_sizes[i], FALSE);
+    lcm_step_one (r, element_sizes[i], TRUE);
+  }
+}
+
+/* y [dim] = [sin(t f), cos(t f)] ([cos, sin] flipped), f_k =
+ * exp(-ln(10000) k / (half - freq_shift)); an odd dim ends in 0.  Growth
+ * (1 + |t|)²: the argument t·f is rounded to float before sin and cos, as
+ * in PyTorch, an absolute error of ~|t f| eps. */
+static void
+embedding_one (Run * r, float t, int dim, gboolean flip, float shift)
+{
+  const int half = dim / 2;
+  g_autofree double *ref = g_new (double, dim);
+  float *dy = device_nan (r, dim);
+
+  pp_timestep_embedding (r->be, t, dim, flip, shift, dy);
+  for (int k = 0; k < half; k++) {
+    const double f = exp (-log (10000.0) * k / (half - (double) shift));
+
+    ref[flip ? half + k : k] = sin (t * f);
+    ref[flip ? k : half + k] = cos (t * f);
+  }
+  if (dim % 2)
+    ref[dim - 1] = 0.0;
+  check_device (r, PP_OP_TIMESTEP_EMBEDDING, g_strdup_printf ("t %g dim %d "
+          "%s shift %g", t, dim, flip ? "[cos,sin]" : "[sin,cos]", shift),
+      dy, ref, dim, (1.0 + fabs (t)) * (1.0 + fabs (t)));
+}
+
+static void
+cases_timestep_embedding (Run * r)
+{
+  embedding_one (r, 0.0f, 8, TRUE, 0.0f);
+  embedding_one (r, 1.0f, 8, FALSE, 0.0f);
+  embedding_one (r, 357.0f, 8, TRUE, 0.0f);
+  embedding_one (r, 999.0f, 320, TRUE, 0.0f);   /* SD 1.5 */
+  embedding_one (r, 0.5f, 32, FALSE, 1.0f);
+  embedding_one (r, 42.0f, 7, TRUE, 0.0f);      /* odd: a trailing 0 */
+  embedding_one (r, 42.0f, 1, FALSE, 0.0f);     /* no frequency: [0] */
+}
+
+/* ---- layout ------------------------------------------------------------- */
+
+static void
+upsample_one (Run * r, int n, int c, int h, int w, int f)
+{
+  const size_t n_in = (size_t) n * c * h * w;
+  const size_t n_out = n_in * f * f;
+  g_autofree float *x = random_host (r, n_in, 1.0);
+  g_autofree double *ref = g_new (double, n_out);
+  float *dy = device_nan (r, n_out);
+
+  pp_upsample_nearest (r->be, upload (r, x, n_in), n, c, h, w, f, dy);
+  for (size_t p = 0; p < (size_t) n * c; p++)
+    for (int oy = 0; oy < h * f; oy++)
+      for (int ox = 0; ox < w * f; ox++)
+        ref[(p * h * f + oy) * w * f + ox] = x[(p * h + oy / f) * w + ox / f];
+  check_device (r, PP_OP_UPSAMPLE_NEAREST, g_strdup_printf ("n%d c%d %dx%d "
+          "x%d", n, c, h, w, f), dy, ref, n_out, 1.0);
+}
+
+static void
+cases_upsample_nearest (Run * r)
+{
+  upsample_one (r, 1, 1, 1, 1, 3);
+  upsample_one (r, 2, 3, 5, 7, 2);
+  upsample_one (r, 1, 2, 3, 4, 1);
+  upsample_one (r, 1, 64, 32, 32, 2);
+}
+
+/* One axis of torch's bilinear interpolate (align_corners=False): the
+ * source coordinate of output @o with half-pixel centres, clamped to the
+ * edges; its two taps and the weight of the second. */
+static void
+ref_bilinear_taps (int o, int in, int out, int *i0, int *i1, double *frac)
+{
+  double src = (o + 0.5) * in / out - 0.5;
+
+  src = CLAMP (src, 0.0, in - 1.0);
+  *i0 = (int) floor (src);
+  *i1 = MIN (*i0 + 1, in - 1);
+  *frac = src - *i0;
+}
+
+static void
+resize_one (Run * r, int c, int h, int w, int ho, int wo)
+{
+  const size_t n_in = (size_t) c * h * w, n_out = (size_t) c * ho * wo;
+  g_autofree float *x = random_host (r, n_in, 1.0);
+  g_autofree double *ref = g_new (double, n_out);
+  float *dy = device_nan (r, n_out);
+
+  pp_resize_bilinear (r->be, upload (r, x, n_in), c, h, w, dy, ho, wo);
+  for (int ch = 0; ch < c; ch++)
+    for (int oy = 0; oy < ho; oy++)
+      for (int ox = 0; ox < wo; ox++) {
+        const float *p = x + (size_t) ch * h * w;
+        int y0, y1, x0, x1;
+        double fy, fx, top, bottom;
+
+        ref_bilinear_taps (oy, h, ho, &y0, &y1, &fy);
+        ref_bilinear_taps (ox, w, wo, &x0, &x1, &fx);
+        top = p[y0 * w + x0] * (1.0 - fx) + p[y0 * w + x1] * fx;
+        bottom = p[y1 * w + x0] * (1.0 - fx) + p[y1 * w + x1] * fx;
+        ref[((size_t) ch * ho + oy) * wo + ox] = top * (1.0 - fy)
+            + bottom * fy;
+      }
+  check_device (r, PP_OP_RESIZE_BILINEAR, g_strdup_printf ("c%d %dx%d -> "
+          "%dx%d (%s)", c, h, w, ho, wo, (size_t) ho * wo > (size_t) h * w
+          ? "up" : (size_t) ho * wo < (size_t) h * w ? "down" : "same size"),
+      dy, ref, n_out, 1.0);
+}
+
+static void
+cases_resize_bilinear (Run * r)
+{
+  resize_one (r, 3, 5, 7, 11, 16);
+  resize_one (r, 3, 32, 32, 13, 9);
+  resize_one (r, 1, 8, 8, 8, 8);
+  resize_one (r, 2, 1, 1, 4, 5);
+  resize_one (r, 1, 7, 1, 3, 6);
+  resize_one (r, 3, 240, 320, 144, 200);
+  resize_one (r, 4, 64, 64, 128, 96);
+}
+
+/* a [n,ca,hw], b [n,cb,hw] → y [n,ca+cb,hw]. */
+static void
+concat_one (Run * r, int n, int ca, int cb, int hw)
+{
+  const size_t na = (size_t) n * ca * hw, nb = (size_t) n * cb * hw;
+  const size_t total = na + nb;
+  g_autofree float *a = random_host (r, na, 1.0);
+  g_autofree float *b = random_host (r, nb, 1.0);
+  g_autofree double *ref = g_new (double, total);
+  float *dy = device_nan (r, total);
+
+  pp_concat_channels (r->be, upload (r, a, na), ca, upload (r, b, nb), cb, n,
+      hw, dy);
+  for (int s = 0; s < n; s++)
+    for (int ch = 0; ch < ca + cb; ch++)
+      for (int i = 0; i < hw; i++)
+        ref[((size_t) s * (ca + cb) + ch) * hw + i] = ch < ca
+            ? a[((size_t) s * ca + ch) * hw + i]
+            : b[((size_t) s * cb + ch - ca) * hw + i];
+  check_device (r, PP_OP_CONCAT_CHANNELS, g_strdup_printf ("n%d %d + %d "
+          "channels, hw%d", n, ca, cb, hw), dy, ref, total, 1.0);
+}
+
+static void
+cases_concat_channels (Run * r)
+{
+  concat_one (r, 1, 1, 1, 1);
+  concat_one (r, 2, 3, 5, 7);
+  concat_one (r, 2, 320, 320, 17 * 17);
+}
+
+/* [n,c,hw] ↔ [n,hw,c]. */
+static void
+transpose_one (Run * r, gboolean to_nlc, int n, int c, int hw)
+{
+  const size_t total = (size_t) n * c * hw;
+  g_autofree float *x = random_host (r, total, 1.0);
+  g_autofree double *ref = g_new (double, total);
+  const float *dx = upload (r, x, total);
+  float *dy = device_nan (r, total);
+
+  if (to_nlc)
+    pp_nchw_to_nlc (r->be, dx, n, c, hw, dy);
+  else
+    pp_nlc_to_nchw (r->be, dx, n, c, hw, dy);
+  for (int b = 0; b < n; b++)
+    for (int ch = 0; ch < c; ch++)
+      for (int i = 0; i < hw; i++) {
+        const size_t nchw = ((size_t) b * c + ch) * hw + i;
+        const size_t nlc = ((size_t) b * hw + i) * c + ch;
+
+        if (to_nlc)
+          ref[nlc] = x[nchw];
+        else
+          ref[nchw] = x[nlc];
+      }
+  check_device (r, to_nlc ? PP_OP_NCHW_TO_NLC : PP_OP_NLC_TO_NCHW,
+      g_strdup_printf ("n%d c%d hw%d", n, c, hw), dy, ref, total, 1.0);
+}
+
+static void
+transpose_cases (Run * r, gboolean to_nlc)
+{
+  transpose_one (r, to_nlc, 1, 1, 1);
+  transpose_one (r, to_nlc, 2, 15, 17);
+  transpose_one (r, to_nlc, 2, 37, 70);
+  transpose_one (r, to_nlc, 1, 320, 1023);
+}
+
+static void
+cases_nchw_to_nlc (Run * r)
+{
+  transpose_cases (r, TRUE);
+}
+
+static void
+cases_nlc_to_nchw (Run * r)
+{
+  transpose_cases (r, FALSE);
+}
+
+/* ---- pp_for_rows -------------------------------------------------------- */
+
+/* A row-wise chain as a model writes one: linear, then GELU on the range's
+ * rows alone. */
+typedef struct
+{
+  PpBackend *be;
+  const float *x, *w;           /* device */
+  float *y;                     /* device */
+  int in, out;
+  gint *hits;                   /* host: ranges that covered each row */
+} RowsChain;
+
+static void
+rows_chain (int begin, int end, gpointer data)
+{
+  RowsChain *c = data;
+
+  for (int row = begin; row < end; row++)
+    g_atomic_int_inc (&c->hits[row]);
+  if (end <= begin)
+    return;
+  pp_linear (c->be, c->x + (size_t) begin * c->in, end - begin, c->in, c->w,
+      NULL, c->out, c->y + (size_t) begin * c->out);
+  pp_gelu (c->be, c->y + (size_t) begin * c->out,
+      (size_t) (end - begin) * c->out);
+}
+
+static void
+for_rows_one (Run * r, int rows, int in, int out)
+{
+  const size_t n_out = (size_t) rows * out;
+  g_autofree float *x = random_host (r, (size_t) rows * in, 1.0);
+  g_autofree float *w = random_host (r, (size_t) out * in, 1.0);
+  g_autofree double *ref = g_new (double, n_out);
+  g_autofree gint *hits = g_new0 (gint, rows);
+  RowsChain chain = { r->be, upload (r, x, (size_t) rows * in),
+    upload (r, w, (size_t) out * in), device_nan (r, n_out), in, out, hits
+  };
+
+  pp_for_rows (r->be, rows, rows_chain, &chain);
+  for (int row = 0; row < rows; row++) {
+    if (hits[row] != 1 && r->problem == NULL)
+      r->problem = g_strdup_printf ("row %d ran %d times", row, hits[row]);
+    for (int o = 0; o < out; o++) {
+      double acc = 0.0;
+
+      for (int k = 0; k < in; k++)
+        acc += (double) x[(size_t) row * in + k] * w[(size_t) o * in + k];
+      ref[(size_t) row * out + o] = ref_gelu (acc);
+    }
+  }
+  check_device (r, PP_OP_FOR_ROWS, g_strdup_printf ("%d rows: linear %d -> "
+          "%d, gelu", rows, in, out), chain.y, ref, n_out, in);
+}
+
+static void
+cases_for_rows (Run * r)
+{
+  for_rows_one (r, 1, 7, 5);
+  for_rows_one (r, 13, 37, 11);
+  for_rows_one (r, 1000, 64, 96);
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+/* Every op's cases, indexed by PpOp: an op of PP_OPS_LIST without an entry
+ * fails the run. */
+static const CasesFunc op_cases[PP_OP_COUNT] = {
+  [PP_OP_CONV2D] = cases_conv2d,
+  [PP_OP_GROUP_NORM] = cases_group_norm,
+  [PP_OP_LAYER_NORM] = cases_layer_norm,
+  [PP_OP_LINEAR] = cases_linear,
+  [PP_OP_ATTENTION] = cases_attention,
+  [PP_OP_SILU] = cases_silu,
+  [PP_OP_RELU] = cases_relu,
+  [PP_OP_TANH] = cases_tanh,
+  [PP_OP_GELU] = cases_gelu,
+  [PP_OP_GEGLU] = cases_geglu,
+  [PP_OP_UPSAMPLE_NEAREST] = cases_upsample_nearest,
+  [PP_OP_RESIZE_BILINEAR] = cases_resize_bilinear,
+  [PP_OP_CONCAT_CHANNELS] = cases_concat_channels,
+  [PP_OP_ADD] = cases_add,
+  [PP_OP_SCALE] = cases_scale,
+  [PP_OP_AFFINE] = cases_affine,
+  [PP_OP_AXPBY] = cases_axpby,
+  [PP_OP_LCM_STEP] = cases_lcm_step,
+  [PP_OP_TIMESTEP_EMBEDDING] = cases_timestep_embedding,
+  [PP_OP_NCHW_TO_NLC] = cases_nchw_to_nlc,
+  [PP_OP_NLC_TO_NCHW] = cases_nlc_to_nchw,
+  [PP_OP_ADD_CHANNEL] = cases_add_channel,
+  [PP_OP_MATMUL] = cases_matmul,
+  [PP_OP_FOR_ROWS] = cases_for_rows,
+};
+
+/* A failure that is no case's values: counted as a failed case. */
+static void
+fail_op (Run * r, PpOp op, const gchar * what)
+{
+  r->cases++;
+  r->failed++;
+  r->tally[op].cases++;
+  r->tally[op].failed++;
+  printf ("  %-18s FAIL: %s\n", op_name (op), what);
+}
+
+/* Runs @op's cases, which must call it through its wrapper at least once
+ * each. */
+static void
+run_op (Run * r, PpOp op)
+{
+  const guint64 calls = op_calls (op);
+  const guint cases = r->tally[op].cases;
+  guint64 called;
+
+  r->rng = g_rand_new_with_seed (SEED + op);
+  op_cases[op] (r);
+  g_rand_free (r->rng);
+  called = op_calls (op) - calls;
+  if (r->tally[op].cases == cases)
+    fail_op (r, op, "no cases ran");
+  else if (called < r->tally[op].cases - cases) {
+    g_autofree gchar *what = g_strdup_printf ("its %u cases called pp_%s %"
+        G_GUINT64_FORMAT " times", r->tally[op].cases - cases, op_name (op),
+        called);
+
+    fail_op (r, op, what);
+  }
+}
+
+/* The PpOp named @name (pp-ops-list.h's names, and for_rows), or -1. */
+static int
+find_op (const gchar * name)
+{
+  for (int op = 0; op < PP_OP_COUNT; op++)
+    if (g_str_equal (name, op_name (op)))
+      return op;
+  return -1;
+}
+
+static gboolean
+parse_op (const gchar * option, const gchar * name, int *op, GError ** error)
+{
+  g_autoptr (GString) known = NULL;
+
+  if (name == NULL)
+    return TRUE;
+  if ((*op = find_op (name)) >= 0)
+    return TRUE;
+  known = g_string_new (NULL);
+  for (int o = 0; o < PP_OP_COUNT; o++)
+    g_string_append_printf (known, "%s%s", o ? ", " : "", op_name (o));
+  g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+      "%s: unknown op '%s'; the ops are %s", option, name, known->str);
+  return FALSE;
+}
+
+static PpBackend *
+get_backend (const gchar * name, GError ** error)
+{
+  GError *e = NULL;
+  PpBackend *be = pp_backend_get (name, &e);
+
+  /* A name that is none of the backends is bad usage; a backend that
+   * cannot start is a failure. */
+  if (be == NULL && g_error_matches (e, PP_ERROR, PP_ERROR_CONFIG)) {
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s",
+        e->message);
+    g_error_free (e);
+  } else if (be == NULL)
+    g_propagate_error (error, e);
+  return be;
+}
+
+gboolean
+pp_cmd_test_ops (int argc, char **argv, GError ** error)
+{
+  g_autofree gchar *backend = NULL, *only = NULL, *inject = NULL;
+  g_autofree gchar *backend_help = g_strdup_printf ("compute backend: %s "
+      "(default $%s, else auto)", pp_backend_names (), PP_BACKEND_ENV);
+  gboolean verbose = FALSE;
+  GOptionEntry entries[] = {
+    {"backend", 0, 0, G_OPTION_ARG_STRING, &backend, backend_help, "B"},
+    {"op", 0, 0, G_OPTION_ARG_STRING, &only,
+        "test this op only (a name of pp-ops-list.h, or for_rows)", "NAME"},
+    {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose,
+        "print each case's bounds too", NULL},
+    {"inject-error", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inject,
+        "for testing this checker: add a wrong value to OP's outputs", "OP"},
+    {NULL}
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- every op of a "
+      "backend against float64 references");
+  Run r = { 0 };
+  int first = 0, end = PP_OP_COUNT, ops = 0;
+  gint64 start;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, error))
+    return FALSE;
+  if (argc > 1) {
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        "unexpected argument '%s'", argv[1]);
+    return FALSE;
+  }
+  r.inject = -1;
+  if (!parse_op ("--op", only, &first, error)
+      || !parse_op ("--inject-error", inject, &r.inject, error)
+      || (r.be = get_backend (backend, error)) == NULL)
+    return FALSE;
+  if (only != NULL)
+    end = first + 1;
+  r.verbose = verbose;
+  r.device = g_ptr_array_new ();
+  pp_ops_set_profiling (TRUE);
+  start = g_get_monotonic_time ();
+
+  printf ("test-ops on %s (%s); %s bounds: NMSE %.2g x growth (1, or the "
+      "reduction length), max abs error %.2g x sqrt(growth) x max |ref|\n",
+      pp_backend_name (r.be), pp_backend_device (r.be), f32_bounds.dtype,
+      f32_bounds.nmse, f32_bounds.max_rel);
+  /* Every op of the list, whichever --op runs. */
+  for (int op = 0; op < PP_OP_COUNT; op++)
+    if (op_cases[op] == NULL) {
+      g_autofree gchar *what = g_strdup_printf ("op %s has no reference",
+          op_name (op));
+
+      fail_op (&r, op, what);
+    }
+  for (int op = first; op < end; op++) {
+    ops++;
+    if (op_cases[op] != NULL)
+      run_op (&r, op);
+  }
+  printf ("test-ops on %s (%s): %d ops, %u cases, %u passed, %u failed "
+      "(%.1f s)\n", pp_backend_name (r.be), pp_backend_device (r.be), ops,
+      r.cases, r.passed, r.failed,
+      (g_get_monotonic_time () - start) / (double) G_USEC_PER_SEC);
+  fflush (stdout);
+  pp_ops_set_profiling (FALSE);
+  g_ptr_array_unref (r.device);
+  if (r.failed == 0)
+    return TRUE;
+  /* An op that gives wrong values breaks its contract. */
+  g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL, "%u of %u cases failed "
+      "on %s", r.failed, r.cases, pp_backend_name (r.be));
+  return FALSE;
+}
