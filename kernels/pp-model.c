@@ -200,6 +200,18 @@ pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
 }
 
 gboolean
+pp_model_encode_into (PpModel * model, const PpImage * image,
+    PpTensor * sample, GError ** error)
+{
+  if (model->klass->encode_into != NULL)
+    return model->klass->encode_into (model, image, sample, error);
+  if (!pp_image_check_tensor (sample, image->width, image->height, error))
+    return FALSE;
+  pp_image_to_tensor_into (image, sample);
+  return TRUE;
+}
+
+gboolean
 pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     GError ** error)
 {

@@ -45,6 +45,10 @@ struct _PpModelClass
   /* Image phases; NULL means the image itself is the sample. */
   PpTensor *(*encode) (PpModel * model, const PpImage * image,
       GError ** error);
+  /* The same into @sample, a host tensor of the shape encode gave for
+   * images of this size. */
+  gboolean (*encode_into) (PpModel * model, const PpImage * image,
+      PpTensor * sample, GError ** error);
   gboolean (*decode) (PpModel * model, const PpTensor * sample,
       PpImage * image, GError ** error);
   void (*finalize) (PpModel * model);
@@ -98,6 +102,10 @@ gchar    *pp_model_digest (PpModel * model);
 /* Image → sample tensor (VAE encode for real models). */
 PpTensor *pp_model_encode (PpModel * model, const PpImage * image,
                            GError ** error);
+/* The same into @sample, a tensor pp_model_encode returned for an image of
+ * the same size: once warm, a frame then allocates nothing. */
+gboolean  pp_model_encode_into (PpModel * model, const PpImage * image,
+                                PpTensor * sample, GError ** error);
 /* Sample tensor → image (VAE decode for real models). */
 gboolean  pp_model_decode (PpModel * model, const PpTensor * sample,
                            PpImage * image, GError ** error);

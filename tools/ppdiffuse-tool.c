@@ -221,22 +221,32 @@ cmd_vae_decode (int argc, char **argv, GError ** error)
 
 /* ---- img2img ----------------------------------------------------------- */
 
-/* One frame, as the element runs it: encode (rank 0), the steps with the
- * sample on the device between them (the workers), decode (rank 0). */
-static gboolean
-run_frame (PpModel * m, PpImage * image, guint steps, GError ** error)
-{
-  g_autoptr (PpTensor) sample = pp_model_encode (m, image, error);
+/* Heap bytes allocated so far, all and by OpenBLAS itself, when tests/
+ * bench's allocation counter is preloaded (LD_PRELOAD); NULL otherwise. */
+extern unsigned long long pp_alloc_count_bytes (void) __attribute__ ((weak));
+extern unsigned long long pp_alloc_count_openblas_bytes (void)
+    __attribute__ ((weak));
 
-  if (sample == NULL || !pp_model_steps_begin (m, sample, error))
+/* One frame, as the element runs it: encode (rank 0), the steps with the
+ * sample on the device between them (the workers), decode (rank 0).
+ * *@sample is kept from frame to frame. */
+static gboolean
+run_frame (PpModel * m, PpImage * image, guint steps, PpTensor ** sample,
+    GError ** error)
+{
+  if (*sample == NULL)
+    *sample = pp_model_encode (m, image, error);
+  else if (!pp_model_encode_into (m, image, *sample, error))
+    return FALSE;
+  if (*sample == NULL || !pp_model_steps_begin (m, *sample, error))
     return FALSE;
   for (guint k = 0; k < steps; k++)
-    if (!pp_model_step (m, k, steps, sample, error)) {
-      pp_model_steps_end (m, sample, NULL);
+    if (!pp_model_step (m, k, steps, *sample, error)) {
+      pp_model_steps_end (m, *sample, NULL);
       return FALSE;
     }
-  return pp_model_steps_end (m, sample, error)
-      && pp_model_decode (m, sample, image, error);
+  return pp_model_steps_end (m, *sample, error)
+      && pp_model_decode (m, *sample, image, error);
 }
 
 static gboolean
@@ -268,6 +278,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
     {NULL}
   };
   g_autoptr (PpModel) m = NULL;
+  g_autoptr (PpTensor) sample = NULL;
   PpImage input = { 0 }, image = { 0 };
   PpBackend *be;
   gboolean ok = FALSE;
@@ -296,15 +307,29 @@ cmd_img2img (int argc, char **argv, GError ** error)
       || !pp_png_load (in, &image, error))
     goto out;
   for (gint f = 0; f < frames; f++) {
-    guint64 before = pp_backend_allocated_bytes ();
+    guint64 device = pp_backend_allocated_bytes ();
+    guint64 host = pp_alloc_count_bytes ? pp_alloc_count_bytes () : 0;
+    guint64 blas = pp_alloc_count_bytes ? pp_alloc_count_openblas_bytes ()
+        : 0;
 
     if (f > 0)
       memcpy (image.data, input.data, (gsize) input.row_stride * input.height);
-    if (!run_frame (m, &image, (guint) steps, error))
+    if (!run_frame (m, &image, (guint) steps, &sample, error))
       goto out;
-    if (frames > 1)
+    device = pp_backend_allocated_bytes () - device;
+    if (pp_alloc_count_bytes) {
+      host = pp_alloc_count_bytes () - host;
+      blas = pp_alloc_count_openblas_bytes () - blas;
+    }
+    if (frames == 1)
+      continue;
+    if (pp_alloc_count_bytes)
+      g_printerr ("frame %d: %" G_GUINT64_FORMAT " device bytes allocated, %"
+          G_GUINT64_FORMAT " host bytes (%" G_GUINT64_FORMAT " of them by "
+          "OpenBLAS)\n", f, device, host, blas);
+    else
       g_printerr ("frame %d: %" G_GUINT64_FORMAT " device bytes allocated\n",
-          f, pp_backend_allocated_bytes () - before);
+          f, device);
   }
   ok = pp_png_save (out, &image, error);
 out:

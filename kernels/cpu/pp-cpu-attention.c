@@ -496,7 +496,8 @@ fused_range (size_t begin, size_t end, gpointer data)
 {
   const Fused *f = data;
   const size_t groups = fused_groups_per_head (f->lq);
-  float *s = g_new (float, (size_t) PP_CPU_FUSED_ROWS * f->lk_pad);
+  float *s = pp_cpu_scratch (PP_CPU_SCRATCH_ATTENTION_SCORES,
+      (size_t) PP_CPU_FUSED_ROWS * f->lk_pad);
 
   for (size_t item = begin; item < end; item++) {
     const size_t hd = item / groups;
@@ -509,7 +510,6 @@ fused_range (size_t begin, size_t end, gpointer data)
       for (size_t r = row; r < row + nr; r++)
         fused_rows (f, hd, r, 1, s);
   }
-  g_free (s);
 }
 
 static gboolean
@@ -527,7 +527,8 @@ attention_fused (const float *q, const float *k, const float *v, int n,
       * PP_CPU_FUSED_LANES;
   const size_t packed = (size_t) heads * head_dim * lk_pad;
   const gboolean pack_v = head_dim % PP_CPU_FUSED_LANES != 0;
-  float *kt = g_new (float, (pack_v ? 2 : 1) * packed);
+  float *kt = pp_cpu_scratch (PP_CPU_SCRATCH_ATTENTION_PACK,
+      (pack_v ? 2 : 1) * packed);
 
   for (int b = 0; b < n; b++) {
     Pack pk = { k + (size_t) b * lk * ld, v + (size_t) b * lk * ld, kt,
@@ -542,7 +543,6 @@ attention_fused (const float *q, const float *k, const float *v, int n,
     pp_cpu_parallel_for ((size_t) heads * fused_groups_per_head (lq),
         PP_CPU_FUSED_GRAIN_ROWS / PP_CPU_FUSED_ROWS, fused_range, &f);
   }
-  g_free (kt);
 }
 #endif
 
@@ -564,7 +564,8 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
   }
 #endif
 
-  sm.scores = g_new (float, (size_t) block * lk + block);
+  sm.scores = pp_cpu_scratch (PP_CPU_SCRATCH_SOFTMAX,
+      (size_t) block * lk + block);
   sm.inv_sum = sm.scores + (size_t) block * lk;
   sm.lk = lk;
 
@@ -596,5 +597,4 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
       }
     }
   }
-  g_free (sm.scores);
 }

@@ -236,7 +236,8 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
   const size_t band_row = (size_t) cin * (w + 2);
   const int rows = (int) CLAMP ((size_t) PP_CPU_DIRECT_BAND_FLOATS / band_row,
       (size_t) 3, (size_t) h + 2) - 2;
-  float *band = g_new (float, band_row * (rows + 2));
+  float *band = pp_cpu_scratch (PP_CPU_SCRATCH_CONV_BAND,
+      band_row * (rows + 2));
   float *wpack = NULL;
 
   /* Large planes: [cout, cin, 3, 3] → per tile
@@ -246,7 +247,10 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
    * it saves. */
   if ((size_t) n * h * w >= PP_CPU_DIRECT_PACK_MIN_PIXELS) {
     pp_cpu_path_add (PP_CPU_PATH_CONV_DIRECT_PACKED, 1);
-    wpack = g_new0 (float, (size_t) tiles * PP_CPU_DIRECT_COUT_TILE * cin * 9);
+    const size_t packed = (size_t) tiles * PP_CPU_DIRECT_COUT_TILE * cin * 9;
+
+    wpack = pp_cpu_scratch (PP_CPU_SCRATCH_CONV_WEIGHTS, packed);
+    memset (wpack, 0, packed * sizeof (float));
     for (int co = 0; co < cout; co++)
       for (int k = 0; k < cin * 9; k++)
         wpack[((size_t) (co / PP_CPU_DIRECT_COUT_TILE) * cin * 9 + k)
@@ -270,8 +274,6 @@ conv2d_direct_3x3 (const float *x, int n, int cin, int h, int w,
       pp_cpu_parallel_for (band_rows, 1, direct_range, &d);
     }
   }
-  g_free (band);
-  g_free (wpack);
 }
 /* ---- narrow rows ---------------------------------------------------- */
 
@@ -450,8 +452,9 @@ conv2d_narrow_3x3 (const float *x, int n, int cin, int h, int w,
       / PP_CPU_NARROW_LANES * PP_CPU_NARROW_LANES;
   const size_t item_flops = (size_t) 2 * 9 * cin * PP_CPU_NARROW_COUT_TILE
       * PP_CPU_NARROW_VECS * PP_CPU_NARROW_LANES;
-  float *band = g_aligned_alloc (sizeof (float), (size_t) cin * 3 * plane,
-      PP_CPU_NARROW_LANES * sizeof (float));
+  /* (Scratch is aligned to whole cache lines.) */
+  float *band = pp_cpu_scratch (PP_CPU_SCRATCH_CONV_BAND,
+      (size_t) cin * 3 * plane);
 
   for (int b = 0; b < n; b++) {
     for (int oy0 = 0; oy0 < h; oy0 += rows) {
@@ -474,7 +477,6 @@ conv2d_narrow_3x3 (const float *x, int n, int cin, int h, int w,
           PP_CPU_NARROW_GRAIN_FLOPS / item_flops + 1, narrow_range, &d);
     }
   }
-  g_aligned_free (band);
 }
 #endif
 
@@ -528,7 +530,8 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
   band = (int) MIN ((size_t) ho,
       MAX ((size_t) 1, (size_t) PP_CONV2D_COL_MAX_FLOATS /
           ((size_t) k_len * wo)));
-  col = g_new (float, (size_t) k_len * band * wo);
+  col = pp_cpu_scratch (PP_CPU_SCRATCH_CONV_COLUMNS,
+      (size_t) k_len * band * wo);
 
   for (int b = 0; b < n; b++) {
     float *yb = y + (size_t) b * cout * out_plane;
@@ -551,5 +554,4 @@ pp_cpu_conv2d (const float *x, int n, int cin, int h, int w,
           col, n_cols, beta, yb + (size_t) oy0 * wo, (int) out_plane);
     }
   }
-  g_free (col);
 }

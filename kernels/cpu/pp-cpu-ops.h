@@ -16,6 +16,23 @@ G_BEGIN_DECLS
 #define PP_CPU_AVX512_KERNELS 1
 #endif
 
+/* Scratch buffers, one per use and thread (pp-cpu-scratch.c). */
+typedef enum
+{
+  PP_CPU_SCRATCH_ATTENTION_SCORES,      /* a fused chunk's scores */
+  PP_CPU_SCRATCH_ATTENTION_PACK,        /* Kᵀ (and Vᵀ) packed per head */
+  PP_CPU_SCRATCH_SOFTMAX,               /* a query block's scores and sums */
+  PP_CPU_SCRATCH_CONV_BAND,             /* a direct 3×3 conv's padded band */
+  PP_CPU_SCRATCH_CONV_WEIGHTS,          /* its weights packed per tile */
+  PP_CPU_SCRATCH_CONV_COLUMNS,          /* im2col's columns */
+  PP_CPU_SCRATCH_COUNT
+} PpCpuScratch;
+
+/* The calling thread's buffer for @use, at least @floats long (contents
+ * undefined).  Valid until the thread's next call for the same use: a
+ * kernel must not ask twice for one use at a time. */
+float *pp_cpu_scratch (PpCpuScratch use, size_t floats);
+
 /* TRUE when the AVX-512 kernels are compiled in and this CPU runs them. */
 gboolean pp_cpu_avx512_kernels (void);
 

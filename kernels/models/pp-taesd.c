@@ -374,16 +374,19 @@ static gboolean
 input_act (PpTaesd * m, const PpTensor * t, const gchar * what,
     gint channels, guint multiple, PpAct * out, GError ** error)
 {
-  g_autofree gchar *desc = pp_tensor_describe (t);
+  /* Described only on error: a frame allocates nothing. */
+  g_autofree gchar *desc = NULL;
 
   if (t->dtype != PP_DTYPE_F32 || t->ndim != NCHW_DIMS
       || t->shape[1] != channels) {
+    desc = pp_tensor_describe (t);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "TAESD %s: expected F32[N,%d,H,W], received %s", what, channels,
         desc);
     return FALSE;
   }
   if (t->shape[2] % multiple != 0 || t->shape[3] % multiple != 0) {
+    desc = pp_tensor_describe (t);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "TAESD %s: height and width must be multiples of %u, received %s",
         what, multiple, desc);
@@ -391,11 +394,13 @@ input_act (PpTaesd * m, const PpTensor * t, const gchar * what,
   }
   if (t->shape[0] > G_MAXINT || t->shape[2] > G_MAXINT
       || t->shape[3] > G_MAXINT) {
+    desc = pp_tensor_describe (t);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "TAESD %s: %s is too large", what, desc);
     return FALSE;
   }
   if (t->backend != NULL && t->backend != m->be) {
+    desc = pp_tensor_describe (t);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "TAESD on %s: %s is on %s", m->be->name, desc, t->backend->name);
     return FALSE;

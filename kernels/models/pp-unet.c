@@ -906,11 +906,12 @@ static gboolean
 check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
     GError ** error)
 {
-  g_autofree gchar *s_desc = pp_tensor_describe (sample);
-  g_autofree gchar *c_desc = pp_tensor_describe (ctx);
+  /* Described only on error: a frame allocates nothing. */
+  g_autofree gchar *s_desc = NULL, *c_desc = NULL;
 
   if (sample->dtype != PP_DTYPE_F32 || sample->ndim != NCHW_DIMS
       || sample->shape[1] != m->in_channels) {
+    s_desc = pp_tensor_describe (sample);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "UNet sample: expected F32[N,%d,H,W], received %s",
         m->in_channels, s_desc);
@@ -918,6 +919,7 @@ check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
   }
   if (sample->shape[2] % m->size_multiple != 0
       || sample->shape[3] % m->size_multiple != 0) {
+    s_desc = pp_tensor_describe (sample);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "UNet sample: height and width must be multiples of %u (%u "
         "downsampling stages), received %s", m->size_multiple,
@@ -926,6 +928,7 @@ check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
   }
   if (sample->shape[0] > G_MAXINT || sample->shape[2] > G_MAXINT
       || sample->shape[3] > G_MAXINT) {
+    s_desc = pp_tensor_describe (sample);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "UNet sample: %s is too large", s_desc);
     return FALSE;
@@ -933,6 +936,7 @@ check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
   if (ctx->dtype != PP_DTYPE_F32 || ctx->ndim != TOKENS_DIMS
       || ctx->shape[0] != sample->shape[0] || ctx->shape[2] != m->cross_dim
       || ctx->shape[1] > G_MAXINT) {
+    c_desc = pp_tensor_describe (ctx);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "UNet encoder_hidden_states: expected F32[%" G_GINT64_FORMAT
         ",L,%d] (the sample's batch, cross_attention_dim), received %s",

@@ -410,22 +410,22 @@ encode_buffers (Diffusion * d, const PpImage * image, EncodeBuffers * b,
 }
 
 /* Frame (host) → pixels in [-1, 1] on the device, resized to the VAE's
- * multiples → latents → noised by the strength: the first sample, back on
- * the host to travel to the workers. */
-static PpTensor *
-diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
+ * multiples → latents → noised by the strength: the first sample, on the
+ * device in the encode buffers. */
+static gboolean
+encode_device (PpModel * model, const PpImage * image, GError ** error)
 {
   Diffusion *d = model->priv;
   EncodeBuffers *b = &d->enc;
-  PpTensor *vae_in, *sample;
+  PpTensor *vae_in;
 
   if (!encode_buffers (d, image, b, error)) {
     encode_buffers_clear (b);
-    return NULL;
+    return FALSE;
   }
   pp_image_to_tensor_into (image, b->frame);
   if (!pp_tensor_upload (b->frame_dev, b->frame, error))
-    return NULL;
+    return FALSE;
   pp_affine (d->be, b->frame_dev->data, pp_tensor_numel (b->frame_dev),
       1.0f / PIXEL_HALF_RANGE, -1.0f);
   vae_in = b->frame_dev;
@@ -436,14 +436,36 @@ diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
     vae_in = b->vae_in;
   }
   if (!pp_taesd_encode_into (d->vae, vae_in, b->latents, error))
-    return NULL;
+    return FALSE;
   pp_schedule_add_noise (d->schedule, d->be, b->latents->data,
       b->noise->data, pp_tensor_numel (b->latents));
+  return TRUE;
+}
+
+/* … back on the host, to travel to the workers. */
+static PpTensor *
+diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
+{
+  Diffusion *d = model->priv;
+  PpTensor *sample;
+
+  if (!encode_device (model, image, error))
+    return NULL;
   sample = pp_tensor_new (PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32, 4,
-      b->latents->shape, error);
-  if (sample != NULL && !pp_tensor_download (sample, b->latents, error))
+      d->enc.latents->shape, error);
+  if (sample != NULL && !pp_tensor_download (sample, d->enc.latents, error))
     g_clear_pointer (&sample, pp_tensor_free);
   return sample;
+}
+
+static gboolean
+diffusion_encode_into (PpModel * model, const PpImage * image,
+    PpTensor * sample, GError ** error)
+{
+  Diffusion *d = model->priv;
+
+  return encode_device (model, image, error)
+      && pp_tensor_download (sample, d->enc.latents, error);
 }
 
 static gboolean
@@ -645,6 +667,7 @@ const PpModelClass pp_model_diffusion_class = {
   .steps_begin = diffusion_steps_begin,
   .steps_end = diffusion_steps_end,
   .encode = diffusion_encode,
+  .encode_into = diffusion_encode_into,
   .decode = diffusion_decode,
   .finalize = diffusion_finalize,
   .weights_digest = diffusion_weights_digest,
