@@ -57,6 +57,7 @@ pp_run_with_deadline (const gchar * what, PpBlockingFunc func, gpointer data,
   gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   GThread *thread;
   gboolean result = FALSE;
+  gboolean done;
 
   call->refs = 2;
   g_mutex_init (&call->lock);
@@ -70,7 +71,9 @@ pp_run_with_deadline (const gchar * what, PpBlockingFunc func, gpointer data,
   while (!call->done)
     if (!g_cond_wait_until (&call->cond, &call->lock, deadline))
       break;
-  if (call->done) {
+  /* Read under the lock: an abandoned call may finish at any time. */
+  done = call->done;
+  if (done) {
     result = call->result;
     if (!result)
       g_propagate_error (error, g_steal_pointer (&call->error));
@@ -79,7 +82,7 @@ pp_run_with_deadline (const gchar * what, PpBlockingFunc func, gpointer data,
         "%s did not finish within %u ms (timeout-ms)", what, timeout_ms);
   }
   g_mutex_unlock (&call->lock);
-  if (call->done)
+  if (done)
     g_thread_join (thread);
   else
     g_thread_unref (thread);

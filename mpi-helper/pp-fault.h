@@ -1,16 +1,15 @@
-/* ppdiffuse — fault injection for the break-it tests.
+/* ppdiffuse — fault specs for the break-it tests.
  *
  * A worker reads PPDIFFUSE_FAULT=rank:R,chunk:N,kind:K and misbehaves on
- * purpose, once, when chunk N passes through world rank R.  Test-only: an
- * unset variable costs one getenv at start.  The kinds and the tests that
- * use them are in docs/operator/liveness-and-faults.md. */
+ * purpose, once, when chunk N passes through world rank R; the hooks that
+ * fire each kind are in pp-hooks.h.  Built only with the meson option
+ * fault-injection.  The kinds and the tests that use them are in
+ * docs/operator/liveness-and-faults.md. */
 #pragma once
 
-#include <glib.h>
+#include "pp-protocol.h"
 
 G_BEGIN_DECLS
-
-#define PP_FAULT_ENV "PPDIFFUSE_FAULT"
 
 typedef enum
 {

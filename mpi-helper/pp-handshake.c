@@ -1,8 +1,11 @@
-/* ppdiffuse — init handshake messages and the parity check. */
+/* ppdiffuse — the init handshake: its messages, the parity check, and
+ * rank 0's exchange with every worker. */
 #include "pp-handshake.h"
 #include "pp-build-id.h"
 #include "pp-envelope.h"
 #include "pp-error.h"
+#include "pp-log.h"
+#include "pp-transport.h"
 
 #include <mpi.h>
 #include <string.h>
@@ -267,4 +270,63 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
       "parity check failed, every rank must run the same build, libraries "
       "and model: %s", diff->str);
   return FALSE;
+}
+
+/* ---- rank 0's side of the exchange ---- */
+
+gboolean
+pp_handshake_run (MPI_Comm world, const PpPlan * plan,
+    const PpHelloOptions * options, PpWorkerInfo * workers, guint timeout_ms,
+    GError ** error)
+{
+  g_autoptr (GBytes) hello = pp_handshake_hello_new (plan, options);
+  g_autoptr (GHashTable) parity = NULL;
+  PpBackend *backend;
+  gint64 deadline = pp_deadline_in_ms (timeout_ms);
+  guint n = plan->n_workers;
+  int world_size = 0;
+
+  MPI_Comm_size (world, &world_size);
+  if (world_size != (int) n + 1) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SPAWN,
+        "the merged communicator has %d ranks, expected %u", world_size, n + 1);
+    return FALSE;
+  }
+  for (guint r = 1; r <= n; r++) {
+    PpWait w = { world, (gint) r, deadline, NULL, NULL };
+    if (!pp_transport_send_bytes (&w, PP_TAG_HANDSHAKE, hello,
+            "handshake hello", error))
+      return FALSE;
+  }
+  for (guint r = 1; r <= n; r++) {
+    PpWait w = { world, (gint) r, deadline, NULL, NULL };
+    PpWorkerInfo *info = &workers[r - 1];
+    g_autoptr (GBytes) reply = pp_transport_recv_bytes (&w,
+        PP_TAG_HANDSHAKE_REPLY, PP_HANDSHAKE_MAX, "handshake reply", error);
+    if (reply == NULL || !pp_handshake_reply_parse (reply, info, error))
+      return FALSE;
+    if (info->error != NULL) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "worker rank %u (pid %" G_GINT64_FORMAT " on %s) rejected the "
+          "plan: %s", r, info->pid, info->host, info->error);
+      return FALSE;
+    }
+    if (info->rank != (gint) r || info->plan_id != plan->plan_id) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "handshake reply of rank %u: expected rank %u plan 0x%08x, "
+          "received rank %d plan 0x%08x", r, r, plan->plan_id,
+          info->rank, info->plan_id);
+      return FALSE;
+    }
+    PP_INFO ("worker rank %u is pid %" G_GINT64_FORMAT " on %s, steps [%u,%u)"
+        ", %s", r, info->pid, info->host, plan->slices[r - 1].first,
+        plan->slices[r - 1].end, (const gchar *)
+        g_hash_table_lookup (info->parity, PP_PARITY_DEVICE));
+  }
+  /* Rank 0 computes on the plan's backend (it resolved the name). */
+  backend = pp_backend_get (plan->backend, error);
+  if (backend == NULL)
+    return FALSE;
+  parity = pp_parity_local (NULL, &plan->plan_id, backend);
+  return pp_parity_check (parity, workers, n, error);
 }

@@ -13,15 +13,16 @@
  * across workers, and refuses the mesh listing every mismatch. */
 #pragma once
 
+#include <mpi.h>
+
 #include "pp-backend.h"
 #include "pp-plan.h"
+#include "pp-protocol.h"
 
 G_BEGIN_DECLS
 
-#define PP_PROTOCOL_VERSION 3
 #define PP_HELLO_TYPE "(uxsvua{sv})"
 #define PP_REPLY_TYPE "(uuuxssa{ss})"
-#define PP_HANDSHAKE_MAX (64 * 1024)
 
 /* Parity keys.  Checked: must be equal on every rank (against rank 0's
  * own value where rank 0 has one, else against worker rank 1's). */
@@ -82,5 +83,13 @@ GHashTable *pp_parity_local          (const gchar * model_digest,
 gboolean    pp_parity_check          (GHashTable * rank0,
                                       const PpWorkerInfo * workers,
                                       guint n_workers, GError ** error);
+
+/* Rank 0: sends every worker of @world the hello, then reads the replies
+ * in rank order into @workers (n_workers of @plan) and checks them (rank,
+ * plan_id, the worker's own refusal, parity), all within @timeout_ms. */
+gboolean    pp_handshake_run         (MPI_Comm world, const PpPlan * plan,
+                                      const PpHelloOptions * options,
+                                      PpWorkerInfo * workers,
+                                      guint timeout_ms, GError ** error);
 
 G_END_DECLS

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static PpLogFunc log_func;
+/* Any thread logs while the element may set the handler again (each start
+ * does): both are read and written atomically, data before func. */
+static gpointer log_func;       /* PpLogFunc */
 static gpointer log_data;
 static gint log_rank = -1;
 static gint log_level = -1;
@@ -13,8 +15,8 @@ static gint log_level = -1;
 void
 pp_log_set_handler (PpLogFunc func, gpointer user_data, PpLogLevel max_level)
 {
-  log_func = func;
-  log_data = user_data;
+  g_atomic_pointer_set (&log_data, user_data);
+  g_atomic_pointer_set (&log_func, (gpointer) func);
   g_atomic_int_set (&log_level, func != NULL ? (gint) max_level : -1);
 }
 
@@ -53,6 +55,7 @@ pp_log (PpLogLevel level, const gchar * format, ...)
     "TRACE"
   };
   g_autofree gchar *message = NULL;
+  PpLogFunc func;
   va_list args;
 
   if (!pp_log_enabled (level))
@@ -60,8 +63,9 @@ pp_log (PpLogLevel level, const gchar * format, ...)
   va_start (args, format);
   message = g_strdup_vprintf (format, args);
   va_end (args);
-  if (log_func != NULL) {
-    log_func (level, message, log_data);
+  func = (PpLogFunc) g_atomic_pointer_get (&log_func);
+  if (func != NULL) {
+    func (level, message, g_atomic_pointer_get (&log_data));
     return;
   }
   fprintf (stderr, "[ppdiffuse rank %d pid %d] %-5s %s\n", log_rank,

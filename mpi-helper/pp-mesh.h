@@ -1,25 +1,21 @@
-/* ppdiffuse — the worker mesh as rank 0 sees it.  This is the one header
- * the GStreamer element uses; it carries no MPI types.  It brings the model
- * interface along for the image phases rank 0 runs itself.
+/* ppdiffuse — the worker mesh as rank 0 sees it.  This is the one mesh
+ * header the GStreamer element uses; it carries no MPI types.  (The model
+ * interface for the image phases rank 0 runs itself is pp-model.h.)
  *
- * Thread use: pp_mesh_submit from one thread (the chain) and
- * pp_mesh_collect from another (the src task) may run at the same time;
- * start and stop run alone. */
+ * Thread use: pp_mesh_submit and pp_mesh_warm_up from one thread (the
+ * chain) and pp_mesh_collect from another (the collector) may run at the
+ * same time; start and stop run alone. */
 #pragma once
 
 #include "pp-envelope.h"
 #include "pp-error.h"
-#include "pp-model.h"
 #include "pp-plan.h"
 
 G_BEGIN_DECLS
 
 typedef struct _PpMesh PpMesh;
 
-#define PP_WORKER_ENV "PPDIFFUSE_WORKER"
 #define PP_MESH_MAX_WORKERS 256
-/* The shutdown chunk carries each worker's busy time back in this tensor. */
-#define PP_MESH_BUSY_TENSOR "busy_s"
 
 typedef struct
 {
@@ -33,11 +29,6 @@ typedef struct
   guint timeout_ms;
   const gchar *dump_dir;        /* flight recorder files, NULL for none */
 } PpMeshConfig;
-
-/* Test-only: set to 1, rank 0 neither declares silent workers dead nor
- * puts deadlines on waits for chunks: what the hang test would do
- * without its watchdog. */
-#define PP_MESH_NO_WATCHDOG_ENV "PPDIFFUSE_TEST_NO_WATCHDOG"
 
 typedef struct
 {
@@ -55,10 +46,19 @@ const gchar *pp_mesh_installed_worker (void);
  * with the workers until pp_mesh_stop. */
 PpMesh       *pp_mesh_start   (const PpMeshConfig * config, GError ** error);
 const PpPlan *pp_mesh_plan    (PpMesh * mesh);
-/* Stamps chunk_id, plan_id and the schedule on @chunk and sends it to the
- * first worker; takes ownership of @chunk. */
+/* Called by pp_mesh_submit, in the submitting thread, with the chunk_id
+ * the mesh assigned to the chunk, before any of it is sent: the caller can
+ * file the id where the returning chunk will be matched, knowing that the
+ * chunk cannot come back first. */
+typedef void (*PpMeshAssignedFunc) (guint64 chunk_id, gpointer user_data);
+/* Stamps plan_id and the schedule on @chunk, assigns it the next chunk_id
+ * (ids are the mesh's: consecutive from 0 in the order chunks are sent,
+ * warm-up passes included), tells @assigned (may be NULL) and sends it to
+ * the first worker; takes ownership of @chunk.  @assigned is not called
+ * when the mesh had already failed. */
 gboolean      pp_mesh_submit  (PpMesh * mesh, PpChunk * chunk,
-                               guint64 * chunk_id, GError ** error);
+                               PpMeshAssignedFunc assigned,
+                               gpointer user_data, GError ** error);
 /* The warm-up pass: sends @chunk (taken) flagged PP_CHUNK_FLAG_WARMUP
  * round the mesh and waits for it to come back, in lockstep, before any
  * frame is in flight (chain thread, nothing outstanding).  Left out of
@@ -68,8 +68,6 @@ gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
 /* Waits up to timeout_ms for the next chunk back from the last worker and
  * validates it. */
 PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
-/* The chunk_id the next pp_mesh_submit will stamp (chain thread only). */
-guint64       pp_mesh_next_chunk_id (PpMesh * mesh);
 /* Shuts the workers down (after an error: kills them) and frees the mesh.
  * Chunks still in flight are discarded.  @stats may be NULL. */
 gboolean      pp_mesh_stop    (PpMesh * mesh, PpMeshStats * stats,

@@ -8,18 +8,9 @@
 #include <mpi.h>
 
 #include "pp-envelope.h"
+#include "pp-protocol.h"
 
 G_BEGIN_DECLS
-
-enum
-{
-  PP_TAG_HANDSHAKE = 101,
-  PP_TAG_HANDSHAKE_REPLY = 102,
-  PP_TAG_HEAD = 103,
-  PP_TAG_PAYLOAD = 104,
-  PP_TAG_HEARTBEAT = 105,
-  PP_TAG_REPORT = 106,
-};
 
 /* Test-only ways for a sender to break the contract (fault injection). */
 typedef enum

@@ -9,46 +9,40 @@
  *   compute:  in-queue → run steps [first, end) → out-queue     (main thread)
  *   sender:   out-queue → next rank (the last worker sends to rank 0)
  *
- * A fourth thread keeps the heartbeats (pp-heartbeat.h): it tells rank 0
- * every period what the compute thread is doing, and ends the process when
- * rank 0 has been silent for timeout-ms (the application died).
+ * A fourth thread keeps the heartbeats with rank 0 (pp-liveness.h, the
+ * module rank 0 uses too): it tells rank 0 every period what the compute
+ * thread is doing, and ends the process when rank 0 has been silent for
+ * timeout-ms (the application died).
  *
  * Any error is sent to rank 0 as a report, logged with the rank and the
- * chunk together with the flight recorder, and the process exits. */
+ * chunk together with the flight recorder, and the process exits.
+ *
+ * The break-it tests' faults fire in test hooks (pp-hooks.h), which
+ * builds without the fault-injection option compile to nothing. */
 #include "pp-error.h"
-#include "pp-fault.h"
 #include "pp-handshake.h"
-#include "pp-heartbeat.h"
+#include "pp-hooks.h"
+#include "pp-liveness.h"
 #include "pp-log.h"
-#include "pp-mesh.h"
 #include "pp-model.h"
 #include "pp-proc.h"
+#include "pp-protocol.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
 #include "pp-transport.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #define PP_WORKER_QUEUE_DEPTH 2
-/* The hello follows the spawn at once; this only bounds a broken parent. */
-#define PP_WORKER_HELLO_TIMEOUT_MS 60000
-/* After a clean shutdown, MPI teardown gets this long before we just exit. */
-#define PP_WORKER_EXIT_GRACE_MS 5000
 #define PP_WORKER_EXIT_FAILURE 3
-/* A failing worker waits at most this long for rank 0 to take its report. */
-#define PP_WORKER_REPORT_MS 1000
 /* A failing worker is gone within this many seconds, whatever blocks. */
 #define PP_WORKER_FAIL_GRACE_S 3
-/* The slow fault sleeps this many timeouts in one step. */
-#define PP_FAULT_SLOW_TIMEOUTS 3
-/* Open MPI's environment for a spawned process: its rank among the
- * spawned (world rank - 1), known before MPI_Init. */
-#define OMPI_RANK_ENV "OMPI_COMM_WORLD_RANK"
+/* How often the start watchdog looks at the clock. */
+#define PP_WORKER_START_POLL_US 100000
 
 typedef struct
 {
@@ -63,30 +57,14 @@ typedef struct
   gchar *rank0_host;
   PpQueue *in;
   PpQueue *out;
-  gint64 busy_us;
+  gint64 busy_us;                /* compute thread only */
   gchar *dump_dir;
-  PpFault fault;
-  /* What the heartbeats say, written by the other threads (atomic). */
-  gint state;                   /* PpWorkState of the compute thread */
-  guint64 state_chunk;
-  gint64 state_since_us;
-  guint64 last_received;
-  guint64 last_sent;
-  gint heartbeat_stop;
-  gint failing;                 /* first failure wins; others just wait */
-  gint frozen;                  /* the hang fault: every thread stops */
+  /* What the heartbeats say: the compute thread's state and the last
+   * chunks received and sent, written by three threads. */
+  PpLiveness *liveness;
+  gint failing;                 /* atomic: first failure wins; others wait */
   gboolean deadlines;           /* FALSE only under the test-only switch */
 } Worker;
-
-/* The hang fault: once set, each thread stops where it checks, so the
- * process stays alive and answers nothing, heartbeats included. */
-static void
-freeze_point (Worker * w)
-{
-  if (g_atomic_int_get (&w->frozen))
-    for (;;)
-      g_usleep (G_USEC_PER_SEC);
-}
 
 /* A deadline @timeout_ms from now, or none under the test-only switch. */
 static gint64
@@ -155,58 +133,12 @@ worker_fail (Worker * w, const gchar * where, const GError * error)
   worker_fail_blaming (w, where, w->rank, error);
 }
 
-static void
-set_state (Worker * w, PpWorkState state, guint64 chunk_id)
-{
-  /* The heartbeat thread may read a mix of old and new fields for one
-   * period: it only reports them. */
-  g_atomic_int_set (&w->state, state);
-  w->state_chunk = chunk_id;
-  w->state_since_us = g_get_monotonic_time ();
-}
-
-/* A fault of the break-it tests that ends or freezes the process. */
-static void
-fire_process_fault (Worker * w, guint64 chunk_id)
-{
-  static const PpFaultKind kinds[] = {
-    PP_FAULT_KILL, PP_FAULT_HANG, PP_FAULT_EXIT0, PP_FAULT_EXIT1,
-    PP_FAULT_ABORT,
-  };
-
-  for (guint i = 0; i < G_N_ELEMENTS (kinds); i++) {
-    if (!pp_fault_fires (&w->fault, kinds[i], chunk_id))
-      continue;
-    PP_WARN ("injecting fault %s at chunk %" G_GUINT64_FORMAT,
-        pp_fault_kind_name (kinds[i]), chunk_id);
-    pp_recorder_note (PP_REC_FAULT, chunk_id, w->rank, 0, PP_REC_DONE);
-    fflush (stderr);
-    switch (kinds[i]) {
-      case PP_FAULT_KILL:
-        raise (SIGKILL);
-        break;
-      case PP_FAULT_HANG:
-        g_atomic_int_set (&w->frozen, 1);
-        freeze_point (w);
-        break;
-      case PP_FAULT_EXIT0:
-        _exit (0);
-      case PP_FAULT_EXIT1:
-        _exit (1);
-      case PP_FAULT_ABORT:
-        abort ();
-      default:
-        break;
-    }
-  }
-}
-
 static gboolean
 rank0_alive (gpointer data, GError ** error)
 {
   Worker *w = data;
 
-  freeze_point (w);
+  pp_hooks_freeze_point ();
   if (pp_proc_is_local (w->rank0_host) && !pp_proc_is_running (w->rank0_pid)) {
     g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
         "rank 0 (pid %" G_GINT64_FORMAT ") has exited", w->rank0_pid);
@@ -248,7 +180,7 @@ receiver_thread (gpointer data)
       worker_fail_blaming (w, "receive", w->rank - 1, error);
     }
     last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
-    w->last_received = chunk->chunk_id;
+    pp_liveness_note_received (w->liveness, chunk->chunk_id);
     if (!last && chunk->cache_epoch > expect.min_cache_epoch) {
       PP_INFO ("cache epoch %u starts at chunk %" G_GUINT64_FORMAT,
           chunk->cache_epoch, chunk->chunk_id);
@@ -264,29 +196,6 @@ receiver_thread (gpointer data)
     if (last)
       return NULL;
   }
-}
-
-/* The sender's faults: a defective send, a skipped or a doubled chunk.
- * Returns how to send @chunk; FALSE when it must not be sent at all. */
-static gboolean
-sender_fault (Worker * w, PpChunk * chunk, PpSendDefect * defect,
-    gboolean * twice)
-{
-  const guint64 id = chunk->chunk_id;
-
-  *defect = PP_SEND_INTACT;
-  *twice = FALSE;
-  if (pp_fault_fires (&w->fault, PP_FAULT_BAD_VERSION, id))
-    *defect = PP_SEND_BAD_VERSION;
-  else if (pp_fault_fires (&w->fault, PP_FAULT_BAD_SPEC, id))
-    *defect = PP_SEND_BAD_SPEC;
-  else if (pp_fault_fires (&w->fault, PP_FAULT_DUP, id))
-    *twice = TRUE;
-  else if (!pp_fault_fires (&w->fault, PP_FAULT_SKIP, id))
-    return TRUE;
-  PP_WARN ("injecting a fault into the send of chunk %" G_GUINT64_FORMAT, id);
-  pp_recorder_note (PP_REC_FAULT, id, next_rank (w), 0, PP_REC_DONE);
-  return *defect != PP_SEND_INTACT || *twice;
 }
 
 static gpointer
@@ -306,7 +215,7 @@ sender_thread (gpointer data)
     if (chunk == NULL)
       return NULL;
     last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
-    if (!sender_fault (w, chunk, &defect, &twice)) {
+    if (!pp_hooks_before_send (chunk, next_rank (w), &defect, &twice)) {
       pp_chunk_free (chunk);
       continue;
     }
@@ -318,7 +227,7 @@ sender_thread (gpointer data)
       if (!pp_transport_send_chunk (&wait, copy, &error))
         worker_fail_blaming (w, "send", next_rank (w), error);
     }
-    w->last_sent = chunk->chunk_id;
+    pp_liveness_note_sent (w->liveness, chunk->chunk_id);
     /* A send that fails or stalls: the next rank died or does not take
      * its chunks. */
     if (!pp_transport_send_chunk_as (&wait, chunk, defect, &error))
@@ -342,24 +251,25 @@ run_steps (Worker * w, PpChunk * chunk)
         PP_MODEL_SAMPLE_NAME);
     worker_fail (w, "compute", error);
   }
-  set_state (w, PP_WORK_COMPUTING, chunk->chunk_id);
+  pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING, chunk->chunk_id);
   event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
       sample->nbytes);
-  fire_process_fault (w, chunk->chunk_id);
+  pp_hooks_before_steps (chunk->chunk_id);
+  /* The sample goes to the device once and stays there for the slice. */
+  if (!pp_model_steps_begin (w->model, sample, &error))
+    worker_fail (w, "compute", error);
   for (guint k = w->slice.first; k < w->slice.end; k++) {
     gint64 t0 = g_get_monotonic_time ();
     if (!pp_model_step (w->model, k, w->plan->n_steps, sample, &error))
       worker_fail (w, "compute", error);
-    if (pp_fault_fires (&w->fault, PP_FAULT_SLOW, chunk->chunk_id)) {
-      PP_WARN ("injecting fault slow at chunk %" G_GUINT64_FORMAT,
-          chunk->chunk_id);
-      g_usleep ((gulong) PP_FAULT_SLOW_TIMEOUTS * w->plan->timeout_ms * 1000);
-    }
+    pp_hooks_after_step (chunk->chunk_id, w->plan->timeout_ms);
     PP_DEBUG ("chunk %" G_GUINT64_FORMAT " step %u took %.3f ms",
         chunk->chunk_id, k, (g_get_monotonic_time () - t0) / 1000.0);
   }
+  if (!pp_model_steps_end (w->model, sample, &error))
+    worker_fail (w, "compute", error);
   pp_recorder_end (event, PP_REC_DONE);
-  set_state (w, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
+  pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   chunk->next_step = w->slice.end;
   /* A warm-up pass is no work of the stream's. */
   if (!(chunk->flags & PP_CHUNK_FLAG_WARMUP))
@@ -378,16 +288,16 @@ compute_loop (Worker * w)
       return;
     last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
     if (last) {
-      PpTensor *busy = pp_chunk_get_tensor (chunk, PP_MESH_BUSY_TENSOR);
+      PpTensor *busy = pp_chunk_get_tensor (chunk, PP_BUSY_TENSOR);
       if (busy == NULL || busy->dtype != PP_DTYPE_F64
           || busy->shape[0] != (gint64) w->plan->n_workers) {
         g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
             "shutdown marker without an F64[%u] %s tensor",
-            w->plan->n_workers, PP_MESH_BUSY_TENSOR);
+            w->plan->n_workers, PP_BUSY_TENSOR);
         worker_fail (w, "shutdown", error);
       }
       ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
-      set_state (w, PP_WORK_DONE, PP_HEARTBEAT_NONE);
+      pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
       PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks, busy %.3f s",
           chunk->chunk_id, w->busy_us / 1e6);
     } else {
@@ -438,10 +348,7 @@ do_handshake (Worker * w)
         PP_MODEL_ROLE_STEPS, w->backend, &error);
   if (error == NULL) {
     digest = pp_model_digest (w->model);
-    if (pp_fault_fires (&w->fault, PP_FAULT_BAD_DIGEST, 0)) {
-      PP_WARN ("injecting fault bad-digest");
-      digest[0] = digest[0] == '0' ? '1' : '0';
-    }
+    pp_hooks_model_digest (digest);
     parity = pp_parity_local (digest, &w->plan->plan_id, w->backend);
   }
   reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
@@ -455,71 +362,53 @@ do_handshake (Worker * w)
       w->slice.end, plan_text);
 }
 
-/* Sends rank 0 what this worker is doing, every heartbeat period; takes
- * rank 0's heartbeats and fails the worker when rank 0 has been silent for
- * timeout-ms before the shutdown marker came. */
-static gpointer
-heartbeat_thread (gpointer data)
+/* Liveness, the worker's side: rank 0 is its one peer. */
+static void
+poll_point (gpointer data)
+{
+  pp_hooks_freeze_point ();
+}
+
+/* Until the shutdown marker came: after it rank 0 may stop its
+ * heartbeats first. */
+static gboolean
+watching (gpointer data)
 {
   Worker *w = data;
-  const guint period_ms = pp_heartbeat_period_ms (w->plan->timeout_ms);
-  gint64 last_heard = g_get_monotonic_time ();
-  gint64 next_send = 0;
-  MPI_Request pending = MPI_REQUEST_NULL;
-  GBytes *pending_bytes = NULL;
-  guint64 seq = 0;
 
-  while (!g_atomic_int_get (&w->heartbeat_stop)) {
-    const gint64 now = g_get_monotonic_time ();
-    GError *error = NULL;
-    GBytes *in;
-    gint source;
+  return pp_liveness_state (w->liveness) != PP_WORK_DONE;
+}
 
-    freeze_point (w);
-    while ((in = pp_transport_try_recv_bytes (w->world, PP_TAG_HEARTBEAT,
-                PP_HEARTBEAT_MAX, &source, &error)) != NULL) {
-      if (source == 0)
-        last_heard = g_get_monotonic_time ();
-      g_bytes_unref (in);
-    }
-    if (error != NULL)
-      worker_fail (w, "heartbeat", error);
-    if (g_atomic_int_get (&w->state) != PP_WORK_DONE
-        && now - last_heard > (gint64) w->plan->timeout_ms * 1000) {
-      pp_recorder_note (PP_REC_HEARTBEAT, PP_RECORDER_NO_CHUNK, 0, 0,
-          PP_REC_FAILED);
-      g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
-          "no heartbeat from rank 0 (pid %" G_GINT64_FORMAT " on %s) for %"
-          G_GINT64_FORMAT " ms: the application has gone", w->rank0_pid,
-          w->rank0_host, (now - last_heard) / 1000);
-      worker_fail (w, "heartbeat", error);
-    }
-    if (now >= next_send) {
-      int done = pending == MPI_REQUEST_NULL;
+static void
+rank0_dead (gpointer data, guint index, PpPeerVerdict verdict,
+    const PpHeartbeat * last, gint64 silent_us)
+{
+  Worker *w = data;
+  GError *error = NULL;
 
-      if (!done)
-        MPI_Test (&pending, &done, MPI_STATUS_IGNORE);
-      if (done) {
-        const PpHeartbeat hb = { (guint32) w->rank, g_atomic_int_get
-              (&w->state), w->state_chunk, (guint64) (now - w->state_since_us),
-          w->last_received, w->last_sent, seq++
-        };
-        gconstpointer bytes;
-        gsize len;
+  g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
+      "no heartbeat from rank 0 (pid %" G_GINT64_FORMAT " on %s) for %"
+      G_GINT64_FORMAT " ms: the application has gone", w->rank0_pid,
+      w->rank0_host, silent_us / 1000);
+  worker_fail (w, "heartbeat", error);
+}
 
-        g_clear_pointer (&pending_bytes, g_bytes_unref);
-        pending_bytes = pp_heartbeat_encode (&hb);
-        bytes = g_bytes_get_data (pending_bytes, &len);
-        MPI_Isend (bytes, (int) len, MPI_BYTE, 0, PP_TAG_HEARTBEAT, w->world,
-            &pending);
-      }
-      next_send = now + (gint64) period_ms * 1000;
-    }
-    g_usleep (MIN (period_ms, PP_HEARTBEAT_MIN_PERIOD_MS) * 1000);
-  }
-  /* A heartbeat still in flight at the clean end: rank 0 drains it, or
-   * MPI_Finalize does; its buffer stays alive until the process ends. */
-  return NULL;
+static void
+heartbeats_broken (gpointer data, const GError * error)
+{
+  worker_fail (data, "heartbeat", error);
+}
+
+static PpLiveness *
+worker_liveness_new (Worker * w)
+{
+  static const PpLivenessCallbacks callbacks = {
+    poll_point, watching, rank0_dead, heartbeats_broken
+  };
+  const gint rank0 = 0;
+
+  return pp_liveness_new (w->world, w->rank, &rank0, 1, w->plan->timeout_ms,
+      TRUE, &callbacks, w);
 }
 
 /* MPI_Init_thread and MPI_Intercomm_merge have no timeout of their own:
@@ -539,7 +428,7 @@ start_watchdog (gpointer data)
       fflush (stderr);
       _exit (PP_WORKER_EXIT_FAILURE);
     }
-    g_usleep (100 * 1000);
+    g_usleep (PP_WORKER_START_POLL_US);
   }
   return NULL;
 }
@@ -555,37 +444,16 @@ exit_watchdog (gpointer data)
   return NULL;
 }
 
-/* The early-crash fault must fire before MPI_Init, when the world rank is
- * only in Open MPI's environment. */
-static void
-early_crash_fault (void)
-{
-  const gchar *spawn_rank = g_getenv (OMPI_RANK_ENV);
-  guint64 r;
-  PpFault fault;
-
-  if (spawn_rank == NULL || !g_ascii_string_to_unsigned (spawn_rank, 10, 0,
-          G_MAXINT - 1, &r, NULL))
-    return;
-  fault = pp_fault_for_rank ((gint) r + 1);
-  if (fault.kind == PP_FAULT_EARLY_CRASH) {
-    fprintf (stderr, "ppdiffuse-worker rank %d: injecting fault early-crash "
-        "before MPI_Init\n", (int) r + 1);
-    fflush (stderr);
-    abort ();
-  }
-}
-
 int
 main (int argc, char **argv)
 {
   Worker w = { 0 };
-  GThread *receiver, *sender, *heartbeat;
+  GThread *receiver, *sender;
   int provided = 0, world_size = 0;
   GError *error = NULL;
 
   w.world = MPI_COMM_NULL;
-  early_crash_fault ();
+  pp_hooks_before_mpi_init ();
   g_thread_unref (g_thread_new ("pp-start-watchdog", start_watchdog, NULL));
   if (MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS
       || provided < MPI_THREAD_MULTIPLE) {
@@ -608,23 +476,23 @@ main (int argc, char **argv)
   MPI_Comm_rank (w.world, &w.rank);
   MPI_Comm_size (w.world, &world_size);
   pp_log_set_rank (w.rank);
-  w.fault = pp_fault_for_rank (w.rank);
-  w.deadlines = g_strcmp0 (g_getenv (PP_MESH_NO_WATCHDOG_ENV), "1") != 0;
-  w.last_received = w.last_sent = w.state_chunk = PP_HEARTBEAT_NONE;
-  set_state (&w, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
+  pp_hooks_init (w.rank);
+  w.deadlines = pp_liveness_watchdog_enabled ();
   do_handshake (&w);
   g_atomic_int_set (&started, 1);
 
   w.in = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
   w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
-  heartbeat = g_thread_new ("pp-heartbeat", heartbeat_thread, &w);
+  w.liveness = worker_liveness_new (&w);
+  pp_liveness_start (w.liveness);
   receiver = g_thread_new ("pp-receiver", receiver_thread, &w);
   sender = g_thread_new ("pp-sender", sender_thread, &w);
   compute_loop (&w);
   g_thread_join (receiver);
   g_thread_join (sender);
-  g_atomic_int_set (&w.heartbeat_stop, 1);
-  g_thread_join (heartbeat);
+  /* A heartbeat still in flight at the clean end: rank 0 drains it, or
+   * MPI_Finalize does; its buffer stays alive until the process ends. */
+  pp_liveness_stop (w.liveness);
 
   g_thread_unref (g_thread_new ("pp-exit-watchdog", exit_watchdog, NULL));
   MPI_Comm_free (&w.world);
@@ -633,6 +501,7 @@ main (int argc, char **argv)
   PP_INFO ("exited cleanly");
   pp_queue_free (w.in, (GDestroyNotify) pp_chunk_free);
   pp_queue_free (w.out, (GDestroyNotify) pp_chunk_free);
+  pp_liveness_free (w.liveness);
   pp_model_free (w.model);
   pp_plan_free (w.plan);
   g_free (w.rank0_host);

@@ -57,6 +57,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 /* Growth of the measured latency over the last reported one that makes us
  * ask the pipeline to recompute latency (a LATENCY message). */
 #define LATENCY_REPORT_GROWTH 1.25
+/* The chunk id of a frame in the FIFO until the mesh has assigned one. */
+#define CHUNK_ID_UNSENT G_MAXUINT64
 
 enum
 {
@@ -173,6 +175,7 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
     }
     item_free (item);
   }
+  self->submitting = NULL;
   g_cond_broadcast (&self->cond);
 }
 
@@ -196,6 +199,8 @@ collector_attach (GstPpDiffuse * self, PpChunk * chunk)
   GstPpDiffuseItem *item = fifo_first_pending (self);
   GstClockTime took;
 
+  /* A frame whose id is not yet known (CHUNK_ID_UNSENT) cannot own a chunk
+   * that is back: the mesh tells its id before the chunk goes out. */
   if (item == NULL || chunk->chunk_id < item->chunk_id) {
     /* Its frame was flushed while the chunk was in the mesh. */
     GST_DEBUG_OBJECT (self, "discarding chunk %" G_GUINT64_FORMAT
@@ -369,6 +374,27 @@ wait_for_room (GstPpDiffuse * self)
   return self->srcresult;
 }
 
+/* The mesh assigned the chunk of the frame being submitted its id: filed
+ * before the chunk goes out, so the collector can match it. */
+static void
+gst_pp_diffuse_chunk_assigned (guint64 chunk_id, gpointer data)
+{
+  GstPpDiffuse *self = data;
+
+  g_mutex_lock (&self->lock);
+  if (self->submitting != NULL) {
+    self->submitting->chunk_id = chunk_id;
+    GST_DEBUG_OBJECT (self, "submitting frame %" GST_TIME_FORMAT " as chunk %"
+        G_GUINT64_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS
+            (self->submitting->buffer)), chunk_id);
+    self->submitting = NULL;
+  } else {
+    GST_DEBUG_OBJECT (self, "submitting chunk %" G_GUINT64_FORMAT " of a "
+        "flushed frame", chunk_id);
+  }
+  g_mutex_unlock (&self->lock);
+}
+
 /* The warm-up pass, on the first frame of a mesh: a copy of @chunk goes
  * round the mesh in lockstep; nothing is in flight yet, so the collector
  * is idle and the chain thread collects the pass itself. */
@@ -474,7 +500,8 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   chunk->cache_epoch = self->cache_epoch;
   item->buffer = buf;
-  item->chunk_id = pp_mesh_next_chunk_id (self->mesh);
+  item->chunk_id = CHUNK_ID_UNSENT;
+  self->submitting = item;
   g_queue_push_tail (&self->fifo, item);
   self->in_flight++;
   self->outstanding++;
@@ -482,10 +509,11 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
 
-  GST_DEBUG_OBJECT (self, "submitting frame %" GST_TIME_FORMAT " as chunk %"
-      G_GUINT64_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS (buf)), item->chunk_id);
-  if (!pp_mesh_submit (self->mesh, chunk, NULL, &error)) {
+  /* The item may be flushed from here on: only the callback touches it. */
+  if (!pp_mesh_submit (self->mesh, chunk, gst_pp_diffuse_chunk_assigned, self,
+          &error)) {
     g_mutex_lock (&self->lock);
+    self->submitting = NULL;
     self->srcresult = GST_FLOW_ERROR;
     self->mesh_failed = TRUE;
     g_cond_broadcast (&self->cond);

@@ -11,6 +11,7 @@
 #include <gst/video/video.h>
 
 #include "pp-mesh.h"
+#include "pp-model.h"
 
 G_BEGIN_DECLS
 
@@ -36,7 +37,7 @@ typedef struct
   GstEvent *event;              /* set for an event item */
   GstBuffer *buffer;            /* the input frame, reused for the output */
   GstVideoInfo info;            /* caps the frame arrived with */
-  guint64 chunk_id;
+  guint64 chunk_id;             /* as the mesh assigned it at submit */
   PpChunk *result;              /* the chunk back from the mesh, or NULL */
   gboolean discont;             /* frames were dropped just before it */
 } GstPpDiffuseItem;
@@ -76,6 +77,7 @@ struct _GstPpDiffuse
   GMutex lock;
   GCond cond;
   GQueue fifo;                  /* GstPpDiffuseItem* */
+  GstPpDiffuseItem *submitting; /* in the FIFO, its chunk id not yet known */
   guint in_flight;              /* submitted, not yet pushed or discarded */
   guint outstanding;            /* submitted, not yet collected */
   gboolean flushing;

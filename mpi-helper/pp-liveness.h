@@ -1,0 +1,134 @@
+/* ppdiffuse — liveness, one module for rank 0 and the workers: heartbeats
+ * both ways, the watchdog that declares a silent or stalled peer dead,
+ * the error reports a failing worker leaves behind, and the deadlines of
+ * waits on chunk traffic.
+ *
+ * Every PP_HEARTBEAT_DIVISOR-th of timeout-ms each rank sends each of its
+ * peers (rank 0: every worker; a worker: rank 0) a heartbeat that says
+ * what it is doing: which chunk its compute thread holds and since when,
+ * the last chunk it received and sent.  A peer silent for timeout-ms, or
+ * computing one chunk for longer than that, is declared dead by the
+ * watchdog: rank 0 fails the mesh naming it, a worker exits.  Heartbeats
+ * and reports travel on tags of their own (PP_TAG_HEARTBEAT,
+ * PP_TAG_REPORT), never mixed with chunk traffic.
+ *
+ * This rank's own state (pp_liveness_set_state, _note_received,
+ * _note_sent) may be written by any thread; a heartbeat always carries a
+ * consistent snapshot of it. */
+#pragma once
+
+#include <mpi.h>
+
+#include "pp-protocol.h"
+
+G_BEGIN_DECLS
+
+/* (rank, compute state, compute chunk, µs in that state, last chunk
+ * received, last chunk sent, sequence number) */
+#define PP_HEARTBEAT_TYPE "(uuttttt)"
+/* (rank, rank to blame, error text): a receiver that got a broken chunk
+ * blames its sender, so that rank 0 can lead with the rank at fault. */
+#define PP_REPORT_TYPE "(uus)"
+#define PP_HEARTBEAT_NONE G_MAXUINT64
+
+typedef enum
+{
+  PP_WORK_IDLE,                 /* waiting for a chunk to compute */
+  PP_WORK_COMPUTING,
+  PP_WORK_DONE,                 /* left its loop after the shutdown marker */
+} PpWorkState;
+
+typedef struct
+{
+  guint32 rank;
+  PpWorkState state;
+  guint64 chunk_id;             /* of the compute state, or NONE */
+  guint64 state_us;             /* how long in that state */
+  guint64 received;             /* last chunk received, or NONE */
+  guint64 sent;                 /* last chunk sent, or NONE */
+  guint64 seq;
+} PpHeartbeat;
+
+/* ---- messages ---------------------------------------------------------- */
+
+guint        pp_heartbeat_period_ms (guint timeout_ms);
+GBytes      *pp_heartbeat_encode    (const PpHeartbeat * hb);
+gboolean     pp_heartbeat_decode    (GBytes * bytes, PpHeartbeat * hb,
+                                     GError ** error);
+GBytes      *pp_report_encode       (gint rank, gint blamed,
+                                     const gchar * text);
+/* The report's text, newly allocated; NULL with @error if malformed. */
+gchar       *pp_report_decode       (GBytes * bytes, gint * rank,
+                                     gint * blamed, GError ** error);
+const gchar *pp_work_state_name     (PpWorkState state);
+/* "computing chunk 3 for 1200 ms, last chunk received 4, sent 2; last
+ * heartbeat 120 ms ago" */
+gchar       *pp_heartbeat_describe  (const PpHeartbeat * hb,
+                                     gint64 age_us);
+
+/* ---- deadlines --------------------------------------------------------- */
+
+/* FALSE when the test-only PP_NO_WATCHDOG_ENV switch is set. */
+gboolean     pp_liveness_watchdog_enabled (void);
+
+/* ---- the heartbeat thread ---------------------------------------------- */
+
+typedef struct _PpLiveness PpLiveness;
+
+typedef enum
+{
+  PP_PEER_SILENT,               /* no heartbeat for timeout-ms */
+  PP_PEER_STALLED,              /* computing one chunk for timeout-ms */
+} PpPeerVerdict;
+
+/* What each side does with what the heartbeat thread finds; every member
+ * may be NULL.  All run on the heartbeat thread, except that @drain also
+ * runs wherever pp_liveness_drain is called. */
+typedef struct
+{
+  /* First thing of every poll (rank 0 takes the workers' reports). */
+  void     (*drain)    (gpointer data);
+  /* Whether the watchdog is to judge the peers now. */
+  gboolean (*watching) (gpointer data);
+  /* The watchdog's verdict on peer @index (the first it finds). */
+  void     (*dead)     (gpointer data, guint index, PpPeerVerdict verdict,
+                        const PpHeartbeat * last, gint64 silent_us);
+  /* Taking heartbeats failed (a malformed one, an MPI error). */
+  void     (*broken)   (gpointer data, const GError * error);
+} PpLivenessCallbacks;
+
+/* Heartbeats between this rank (@rank of @world) and @n_peers peers,
+ * @peers[i] their ranks; until a peer's first heartbeat it counts as
+ * heard now.  This rank starts idle.  @watchdog FALSE: no verdicts. */
+PpLiveness *pp_liveness_new   (MPI_Comm world, gint rank, const gint * peers,
+                               guint n_peers, guint timeout_ms,
+                               gboolean watchdog,
+                               const PpLivenessCallbacks * callbacks,
+                               gpointer data);
+/* Starts the heartbeat thread. */
+void        pp_liveness_start (PpLiveness * lv);
+/* Stops and joins it (no-op when not running).  Heartbeats still in
+ * flight to a dead peer keep their buffers: they are leaked, never freed
+ * under MPI. */
+void        pp_liveness_stop  (PpLiveness * lv);
+void        pp_liveness_free  (PpLiveness * lv);
+
+/* Takes every heartbeat that has arrived (after @drain); any thread. */
+void        pp_liveness_drain (PpLiveness * lv);
+
+/* This rank's state, as its next heartbeat says it. */
+void        pp_liveness_set_state     (PpLiveness * lv, PpWorkState state,
+                                       guint64 chunk_id);
+void        pp_liveness_note_received (PpLiveness * lv, guint64 chunk_id);
+void        pp_liveness_note_sent     (PpLiveness * lv, guint64 chunk_id);
+PpWorkState pp_liveness_state         (PpLiveness * lv);
+
+/* Peer @index's last heartbeat and how long ago it came. */
+void        pp_liveness_peer          (PpLiveness * lv, guint index,
+                                       PpHeartbeat * beat,
+                                       gint64 * silent_us);
+/* pp_heartbeat_describe of peer @index; "not heard from yet" without
+ * @lv. */
+gchar      *pp_liveness_describe_peer (PpLiveness * lv, guint index);
+
+G_END_DECLS

@@ -1,0 +1,82 @@
+/* ppdiffuse — rank 0's mesh, shared by the files that each do one of its
+ * jobs (pp-mesh.c lists them).  Not for the element: it uses pp-mesh.h. */
+#pragma once
+
+#include <mpi.h>
+
+#include "pp-handshake.h"
+#include "pp-liveness.h"
+#include "pp-mesh.h"
+#include "pp-transport.h"
+
+G_BEGIN_DECLS
+
+struct _PpMesh
+{
+  PpPlan *plan;
+  guint timeout_ms;
+  MPI_Comm inter;
+  MPI_Comm world;
+  PpWorkerInfo *workers;        /* n_workers, index = world rank - 1 */
+  gchar *dump_dir;
+  gboolean watchdog;            /* FALSE only under the test-only switch */
+  PpLiveness *liveness;         /* from the end of the handshake */
+
+  /* Chunk traffic (pp-chunk-io.c). */
+  guint64 next_send_id;         /* chain thread only */
+  guint64 next_recv_id;         /* collector only */
+  gint64 first_submit_us;       /* chain thread only */
+  gint64 last_return_us;        /* collector only */
+  guint32 last_epoch;           /* chain thread: of the last chunk sent */
+  guint64 warm_ups;             /* chain thread only */
+
+  /* The mesh's first failure (pp-mesh-blame.c). */
+  gint failed;                  /* atomic: the mesh cannot be shut down cleanly */
+  GMutex lock;                  /* guards fault */
+  GError *fault;                /* the first failure seen, for every waiter */
+};
+
+/* pp-mpi-start.c: initialises MPI with MPI_THREAD_MULTIPLE, or checks
+ * the initialisation the application made, within @timeout_ms. */
+gboolean pp_mpi_start (guint timeout_ms, GError ** error);
+
+/* pp-spawn.c */
+const gchar *pp_spawn_installed_worker (void);
+/* The worker executable: @configured, else $PPDIFFUSE_WORKER, else the
+ * installed one; NULL with @error when it is not an executable file. */
+gchar   *pp_spawn_resolve_worker (const gchar * configured, GError ** error);
+/* Spawns the workers and merges them with rank 0 into mesh->world, within
+ * timeout-ms. */
+gboolean pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
+                           const gchar * worker, GError ** error);
+
+/* pp-mesh-blame.c: the first failure, and the worker to blame for it. */
+void     pp_mesh_fail         (PpMesh * mesh, const GError * error);
+gboolean pp_mesh_fault        (PpMesh * mesh, GError ** error);
+gboolean pp_mesh_has_failed   (PpMesh * mesh, GError ** error);
+gchar   *pp_mesh_worker_name  (PpMesh * mesh, guint index);
+/* Rank 0's heartbeats with every worker, feeding the above. */
+PpLiveness *pp_mesh_liveness_new (PpMesh * mesh);
+/* A PpAliveFunc over @mesh for waits on the workers. */
+gboolean pp_mesh_workers_alive (gpointer mesh, GError ** error);
+/* After a failed wait of rank 0 on worker @peer for chunk @awaited. */
+void     pp_mesh_wait_failed  (PpMesh * mesh, guint peer, guint64 awaited,
+                               const gchar * symptom, GError ** error);
+
+/* pp-chunk-io.c */
+/* Assigns @chunk the next chunk_id, tells @assigned (may be NULL), and
+ * sends it to the first worker under @deadline_us; takes @chunk. */
+gboolean pp_mesh_send_next    (PpMesh * mesh, PpChunk * chunk,
+                               gint64 deadline_us,
+                               PpMeshAssignedFunc assigned,
+                               gpointer user_data, GError ** error);
+/* Receives the next chunk from the last worker and checks it; a shutdown
+ * marker is accepted only when @shutdown. */
+PpChunk *pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown,
+                               GError ** error);
+
+/* pp-shutdown.c */
+void     pp_mesh_kill_workers (PpMesh * mesh);
+void     pp_mesh_free         (PpMesh * mesh);
+
+G_END_DECLS

@@ -1,0 +1,65 @@
+/* ppdiffuse — the mesh's wire protocol: what rank 0 and the workers must
+ * agree on, and nothing else.  Both sides include this header; neither
+ * includes the other's.
+ *
+ * The message formats themselves are described where they are encoded:
+ * the handshake in pp-handshake.h, chunk envelopes in pp-envelope.h,
+ * heartbeats and reports in pp-liveness.h. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The handshake's protocol version: a peer of another version is refused. */
+#define PP_PROTOCOL_VERSION 3
+
+/* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
+enum
+{
+  PP_TAG_HANDSHAKE = 101,       /* rank 0 → worker: hello */
+  PP_TAG_HANDSHAKE_REPLY = 102, /* worker → rank 0: reply */
+  PP_TAG_HEAD = 103,            /* a chunk's envelope head */
+  PP_TAG_PAYLOAD = 104,         /* one tensor of a chunk */
+  PP_TAG_HEARTBEAT = 105,       /* both ways */
+  PP_TAG_REPORT = 106,          /* worker → rank 0: why it fails */
+};
+
+/* Largest message of each kind a receiver accepts. */
+#define PP_HANDSHAKE_MAX (64 * 1024)
+/* A heartbeat is seven numbers: anything larger is not one. */
+#define PP_HEARTBEAT_MAX 256
+#define PP_REPORT_MAX (16 * 1024)
+
+/* Heartbeats go every timeout-ms / PP_HEARTBEAT_DIVISOR, at most every
+ * PP_HEARTBEAT_MIN_PERIOD_MS; a peer silent for timeout-ms is dead. */
+#define PP_HEARTBEAT_DIVISOR 4
+#define PP_HEARTBEAT_MIN_PERIOD_MS 10
+
+/* The shutdown marker carries each worker's busy time back to rank 0 in
+ * this F64 [W] tensor; worker rank R writes element R - 1. */
+#define PP_BUSY_TENSOR "busy_s"
+
+/* Deadlines a worker keeps on its own, before and after it has a plan
+ * (whose timeout-ms bounds everything in between). */
+/* MPI start-up and the handshake: the hello follows the spawn at once,
+ * so this only bounds a broken parent. */
+#define PP_WORKER_HELLO_TIMEOUT_MS 60000
+/* MPI teardown after a clean shutdown, before the worker just exits. */
+#define PP_WORKER_EXIT_GRACE_MS 5000
+/* A failing worker waits at most this long for rank 0 to take its report. */
+#define PP_WORKER_REPORT_MS 1000
+
+/* Environment. */
+/* The worker executable, for uninstalled builds (the element's worker
+ * property wins). */
+#define PP_WORKER_ENV "PPDIFFUSE_WORKER"
+/* Test-only: set to 1, rank 0 neither declares silent workers dead nor
+ * puts deadlines on waits for chunks, and workers put none on theirs:
+ * what the hang test would do without its watchdog. */
+#define PP_NO_WATCHDOG_ENV "PPDIFFUSE_TEST_NO_WATCHDOG"
+/* Test-only, builds with fault injection: rank:R,chunk:N,kind:K makes a
+ * worker misbehave (pp-fault.h). */
+#define PP_FAULT_ENV "PPDIFFUSE_FAULT"
+
+G_END_DECLS
