@@ -5,14 +5,19 @@
  * (a weak symbol there: absent when nothing is preloaded).  Allocations
  * made by OpenBLAS itself (its small-matrix sgemm kernels allocate per call)
  * are counted apart, in pp_alloc_count_openblas_bytes(): they are the
- * library's, not the caller's.  The glibc allocator does the work
+ * library's, not the caller's.  With PP_ALLOC_COUNT_REPORT=1 each process
+ * prints its totals at exit, so that runs of N and M frames give the bytes
+ * a frame allocates by difference.  The glibc allocator does the work
  * (__libc_*: no dlsym, which would allocate). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern void *__libc_malloc (size_t size);
 extern void *__libc_calloc (size_t n, size_t size);
@@ -112,4 +117,21 @@ posix_memalign (void **out, size_t align, size_t size)
     return ENOMEM;
   *out = p;
   return 0;
+}
+
+__attribute__ ((destructor)) static void
+report (void)
+{
+  const char *on = getenv ("PP_ALLOC_COUNT_REPORT");
+  char exe[256] = "";
+  ssize_t len;
+
+  if (on == NULL || strcmp (on, "1") != 0)
+    return;
+  len = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+  exe[len > 0 ? len : 0] = '\0';
+  fprintf (stderr, "alloc-count %s pid %d: %llu bytes in %llu calls, "
+      "%llu bytes by OpenBLAS\n", strrchr (exe, '/') ? strrchr (exe, '/') + 1
+      : exe, (int) getpid (), pp_alloc_count_bytes (),
+      pp_alloc_count_calls (), pp_alloc_count_openblas_bytes ());
 }

@@ -61,6 +61,27 @@ test_lcm_index_list (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
 }
 
+/* @n floats of @host on the backend under test ($PPDIFFUSE_BACKEND): the
+ * schedule's updates are ops on device memory. */
+static gfloat *
+device_copy (const gfloat * host, gsize n)
+{
+  PpBackend *be = pp_backend_default ();
+  gfloat *dev = pp_backend_alloc (be, n * sizeof (gfloat), NULL);
+
+  pp_backend_upload (be, dev, host, n * sizeof (gfloat));
+  return dev;
+}
+
+static void
+device_take (gfloat * host, gfloat * dev, gsize n)
+{
+  PpBackend *be = pp_backend_default ();
+
+  pp_backend_download (be, host, dev, n * sizeof (gfloat));
+  pp_backend_free (be, dev);
+}
+
 /* LCM with a perfect noise prediction recovers the clean latents on the last
  * step (c_skip ≈ 0, c_out ≈ 1 at these timesteps). */
 static void
@@ -69,11 +90,12 @@ test_lcm_recovers_clean (void)
   g_autoptr (PpSchedule) s = pp_schedule_new (PP_SCHEDULE_LCM, 1, 0.5, NULL,
       NULL);
   gfloat z[4] = { 0.5f, -1.0f, 2.0f, 0.0f }, x[4], eps[4] = { 1, -1, 0.5f, 2 };
+  gfloat *dx = device_copy (z, 4), *deps = device_copy (eps, 4);
 
-  for (guint i = 0; i < 4; i++)
-    x[i] = z[i];
-  pp_schedule_add_noise (s, pp_backend_cpu (), x, eps, 4);
-  pp_schedule_step (s, pp_backend_cpu (), 0, x, eps, NULL, 4);
+  pp_schedule_add_noise (s, pp_backend_default (), dx, deps, 4);
+  pp_schedule_step (s, pp_backend_default (), 0, dx, deps, NULL, 4);
+  device_take (x, dx, 4);
+  pp_backend_free (pp_backend_default (), deps);
   for (guint i = 0; i < 4; i++)
     g_assert_cmpfloat_with_epsilon (x[i], z[i], 1e-3);
 }
@@ -85,13 +107,16 @@ test_euler_recovers_clean (void)
   g_autoptr (PpSchedule) s = pp_schedule_new (PP_SCHEDULE_EULER, 2, 1.0,
       NULL, NULL);
   gfloat z[3] = { 0.25f, -0.5f, 1.0f }, x[3], eps[3] = { 0.3f, -2.0f, 1.0f };
+  gfloat *dx = device_copy (z, 3), *deps = device_copy (eps, 3);
+  gfloat noised;
 
-  for (guint i = 0; i < 3; i++)
-    x[i] = z[i];
-  pp_schedule_add_noise (s, pp_backend_cpu (), x, eps, 3);
-  g_assert_cmpfloat (fabsf (x[0] - z[0]), >, 1.0f);
+  pp_schedule_add_noise (s, pp_backend_default (), dx, deps, 3);
+  pp_backend_download (pp_backend_default (), &noised, dx, sizeof noised);
+  g_assert_cmpfloat (fabsf (noised - z[0]), >, 1.0f);
   for (guint k = 0; k < 2; k++)
-    pp_schedule_step (s, pp_backend_cpu (), k, x, eps, NULL, 3);
+    pp_schedule_step (s, pp_backend_default (), k, dx, deps, NULL, 3);
+  device_take (x, dx, 3);
+  pp_backend_free (pp_backend_default (), deps);
   for (guint i = 0; i < 3; i++)
     g_assert_cmpfloat_with_epsilon (x[i], z[i], 1e-4);
 }
