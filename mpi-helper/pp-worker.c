@@ -37,8 +37,11 @@
 #define PP_WORKER_QUEUE_DEPTH 2
 /* The hello follows the spawn at once; this only bounds a broken parent. */
 #define PP_WORKER_HELLO_TIMEOUT_MS 60000
-/* After a clean shutdown, MPI teardown gets this long before we just exit. */
+/* After a clean shutdown, MPI teardown gets this long before we just exit.
+ * Sanitizer builds set a longer one: the exit includes the leak check. */
+#ifndef PP_WORKER_EXIT_GRACE_MS
 #define PP_WORKER_EXIT_GRACE_MS 5000
+#endif
 #define PP_WORKER_EXIT_FAILURE 3
 /* A failing worker waits at most this long for rank 0 to take its report. */
 #define PP_WORKER_REPORT_MS 1000
