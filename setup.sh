@@ -21,7 +21,11 @@ BUILD_DIR=build
 # (environment, suppressions, timeout multiplier) are in
 # tests/sanitizers/meson.build.
 ASAN_SUITES="unit kernels check faults"
-TSAN_SUITES="unit check faults"
+# check and faults are not run under TSan yet: GLib's GAsyncQueue and
+# GThreadPool (GstTask, GstHarness) hand data between threads through
+# futexes that ThreadSanitizer cannot see, and every frame handed over that
+# way is reported; see tests/sanitizers/README.
+TSAN_SUITES="unit"
 TOP=$(cd "$(dirname "$0")" && pwd)
 
 as_root() {
@@ -84,8 +88,8 @@ run_sanitized() {
   suites=""
   for s in "$@"; do suites="$suites --suite $s"; done
   # shellcheck disable=SC2086  # $suites is a list of options
-  meson test -C "build-$name" --setup "$name" $suites --print-errorlogs \
-    --num-processes 1
+  meson test -C "build-$name" --setup "$name" $suites \
+    --no-suite sanitizer-skip --print-errorlogs --num-processes 1
 }
 
 run_tests() {
