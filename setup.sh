@@ -85,10 +85,10 @@ run_sanitized() {
   name=$1
   shift
   rm -f "build-$name/meson-logs/sanitizers/"*
-  suites=""
-  for s in "$@"; do suites="$suites --suite $s"; done
-  # shellcheck disable=SC2086  # $suites is a list of options
-  meson test -C "build-$name" --setup "$name" $suites \
+  opts=""
+  for s in "$@"; do opts="$opts --suite $s"; done
+  # shellcheck disable=SC2086  # $opts is a list of options
+  meson test -C "build-$name" --setup "$name" $opts \
     --no-suite sanitizer-skip --print-errorlogs --num-processes 1
 }
 
