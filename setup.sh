@@ -2,18 +2,30 @@
 # ppdiffuse — one command per job on a fresh Debian 12 machine.
 #
 #   ./setup.sh demo   install dependencies, build, run the demo pipeline
-#   ./setup.sh test   install dependencies, build, run the whole test suite
+#   ./setup.sh test   install dependencies, build, run the whole test suite,
+#                     then the sanitizer builds' suites (see run_sanitized)
 #
 # Dependencies come from Debian's archive (apt-get, as root or through sudo).
-# The build goes to ./build; the demo writes to ./out/demo.
+# The build goes to ./build, the sanitizer builds to ./build-asan and
+# ./build-tsan; the demo writes to ./out/demo.
 set -eu
 
 DEPS="meson ninja-build pkg-config gcc libc6-dev python3 libglib2.0-dev
   zlib1g-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libopenmpi-dev openmpi-bin libjson-glib-dev libopenblas-dev libpng-dev
-  clang libclang-rt-14-dev"
+  clang libclang-rt-14-dev libasan8 libubsan1 libtsan2"
 BUILD_DIR=build
+# Sanitizer builds: name (build-NAME, meson test --setup NAME), -Db_sanitize
+# value, and the suites that run there.  The test setups themselves
+# (environment, suppressions, timeout multiplier) are in
+# tests/sanitizers/meson.build.
+ASAN_SUITES="unit kernels check faults"
+# check and faults are not run under TSan yet: GLib's GAsyncQueue and
+# GThreadPool (GstTask, GstHarness) hand data between threads through
+# futexes that ThreadSanitizer cannot see, and every frame handed over that
+# way is reported; see tests/sanitizers/README.
+TSAN_SUITES="unit"
 TOP=$(cd "$(dirname "$0")" && pwd)
 
 as_root() {
@@ -53,14 +65,58 @@ mpi_env() {
   fi
 }
 
+# Prints how long the step named $1 took since $2 (date +%s).
+took() {
+  echo "== $1: $(( $(date +%s) - $2 )) s"
+}
+
+# Builds ./build-$1 with -Db_sanitize=$2 (meson needs b_lundef off for a
+# sanitized shared module).
+build_sanitized() {
+  cd "$TOP"
+  [ -f "build-$1/build.ninja" ] || meson setup "build-$1" -Dtests=enabled \
+    -Db_sanitize="$2" -Db_lundef=false
+  ninja -C "build-$1"
+}
+
+# Runs the suites $2... of ./build-$1 under its test setup; the reports of
+# an earlier run are cleared first (tests/summary.py counts what is left).
+run_sanitized() {
+  name=$1
+  shift
+  rm -f "build-$name/meson-logs/sanitizers/"*
+  opts=""
+  for s in "$@"; do opts="$opts --suite $s"; done
+  # shellcheck disable=SC2086  # $opts is a list of options
+  meson test -C "build-$name" --setup "$name" $opts \
+    --no-suite sanitizer-skip --print-errorlogs --num-processes 1
+}
+
 run_tests() {
   cd "$TOP"
   mpi_env
   rc=0
   # One test at a time: each spawns its own MPI workers, and two cores are
   # already oversubscribed by one mesh.
+  t=$(date +%s)
   meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 || rc=$?
-  python3 "$TOP/tests/summary.py" "$BUILD_DIR/meson-logs/testlog.json" || rc=1
+  took "test suite" "$t"
+  for name in asan tsan; do
+    case $name in
+      asan) sanitize=address,undefined suites=$ASAN_SUITES ;;
+      tsan) sanitize=thread suites=$TSAN_SUITES ;;
+    esac
+    t=$(date +%s)
+    build_sanitized "$name" "$sanitize"
+    took "build-$name build" "$t"
+    t=$(date +%s)
+    # shellcheck disable=SC2086  # $suites is a list of suite names
+    run_sanitized "$name" $suites || rc=$?
+    took "build-$name suites ($suites)" "$t"
+  done
+  python3 "$TOP/tests/summary.py" "$BUILD_DIR/meson-logs/testlog.json" \
+    build-asan/meson-logs/testlog-asan.json \
+    build-tsan/meson-logs/testlog-tsan.json || rc=1
   return $rc
 }
 
@@ -74,6 +130,12 @@ run_demo() {
 
 case "${1:-}" in
   demo) install_deps; build; run_demo ;;
-  test) install_deps; build; run_tests ;;
+  test)
+    install_deps
+    start=$(date +%s)
+    build
+    took "build" "$start"
+    run_tests
+    ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac

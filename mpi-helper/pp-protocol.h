@@ -46,7 +46,10 @@ enum
  * so this only bounds a broken parent. */
 #define PP_WORKER_HELLO_TIMEOUT_MS 60000
 /* MPI teardown after a clean shutdown, before the worker just exits. */
+/* (Sanitizer builds set a longer one: the exit includes the leak check.) */
+#ifndef PP_WORKER_EXIT_GRACE_MS
 #define PP_WORKER_EXIT_GRACE_MS 5000
+#endif
 /* A failing worker waits at most this long for rank 0 to take its report. */
 #define PP_WORKER_REPORT_MS 1000
 

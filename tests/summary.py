@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Sums meson's test results (testlog.json) into the suite's closing line:
-'N passed, N failed' (', N skipped' when any were skipped)."""
+"""Sums meson's test results (testlog.json, one or more runs) into the
+suite's closing line: 'N passed, N failed' (', N skipped' when any were
+skipped).
+
+Given several logs (the normal build and the sanitizer builds), it prints
+one line per log first and the sum of them all last.  A sanitizer report
+left in the 'sanitizers' folder beside a log (meson-logs/sanitizers, where
+the asan and tsan test setups point log_path) counts as one more failure of
+that run: it may come from a worker whose death the test expected."""
 import json
+import os
 import sys
 
 PASSED = {"OK", "EXPECTEDFAIL"}
 SKIPPED = {"SKIP"}
+REPORTS_DIR = "sanitizers"
 
 
-def main(path):
+def count_results(path):
     passed = failed = skipped = 0
     with open(path, encoding="utf-8") as log:
         for line in log:
@@ -23,12 +32,39 @@ def main(path):
                 failed += 1
     if passed + failed + skipped == 0:
         failed = 1  # a suite that ran nothing has failed
+    return passed, failed, skipped
+
+
+def sanitizer_reports(path):
+    folder = os.path.join(os.path.dirname(path), REPORTS_DIR)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder))
+
+
+def format_line(passed, failed, skipped):
     line = f"{passed} passed, {failed} failed"
     if skipped:
         line += f", {skipped} skipped"
-    print(line)
-    return 1 if failed else 0
+    return line
+
+
+def main(paths):
+    totals = [0, 0, 0]
+    for path in paths:
+        passed, failed, skipped = count_results(path)
+        reports = sanitizer_reports(path)
+        failed += len(reports)
+        if len(paths) > 1:
+            print(f"{path}: {format_line(passed, failed, skipped)}")
+        for report in reports:
+            print(f"  sanitizer report: {report}")
+        totals = [t + n for t, n in zip(totals, (passed, failed, skipped))]
+    print(format_line(*totals))
+    return 1 if totals[1] else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    if len(sys.argv) < 2:
+        sys.exit("usage: summary.py TESTLOG.json [TESTLOG.json ...]")
+    sys.exit(main(sys.argv[1:]))

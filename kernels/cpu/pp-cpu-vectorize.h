@@ -22,7 +22,10 @@
     "no-trapping-math")
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
+#if defined(PPDIFFUSE_SANITIZE)
+/* Sanitizer builds: an ifunc resolver runs before the sanitizer runtime. */
+#define PP_CPU_VECTOR_CLONES
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
     && defined(__linux__) && defined(PP_CPU_NO_AVX512)
 #define PP_CPU_VECTOR_CLONES \
   __attribute__ ((target_clones ("default", "avx2")))

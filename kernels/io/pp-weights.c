@@ -32,7 +32,7 @@
  * result is the same bits either way (integer mixing, one exact float64
  * step and one rounding). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) \
-    && defined(__linux__)
+    && defined(__linux__) && !defined(PPDIFFUSE_SANITIZE)
 #define SEEDED_VECTOR_CLONES \
   __attribute__ ((optimize ("tree-vectorize", "vect-cost-model=dynamic"), \
           target_clones ("default", "arch=x86-64-v4")))
