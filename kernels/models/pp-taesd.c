@@ -289,12 +289,6 @@ pp_taesd_free (PpTaesd * m)
   g_free (m);
 }
 
-PpBackend *
-pp_taesd_backend (PpTaesd * m)
-{
-  return m->be;
-}
-
 gsize
 pp_taesd_pool_bytes (PpTaesd * m)
 {

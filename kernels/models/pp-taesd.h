@@ -21,7 +21,6 @@ PpTaesd  *pp_taesd_new              (const gchar * config_path,
  * not use is an error too. */
 PpTaesd  *pp_taesd_load             (const gchar * component_dir,
                                      PpBackend * be, GError ** error);
-PpBackend *pp_taesd_backend         (PpTaesd * m);
 /* @image [N, in_channels, H, W] in [-1, 1], H and W multiples of
  * pp_taesd_scale_factor → *@latents [N, latent_channels, H/f, W/f].
  * Inputs are host tensors or tensors on the model's backend; the output

@@ -641,12 +641,6 @@ pp_unet_free (PpUnet * m)
   g_free (m);
 }
 
-PpBackend *
-pp_unet_backend (PpUnet * m)
-{
-  return m->be;
-}
-
 guint
 pp_unet_in_channels (PpUnet * m)
 {

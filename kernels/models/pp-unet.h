@@ -23,7 +23,6 @@ PpUnet   *pp_unet_new                 (const gchar * config_path,
 const gchar *pp_unet_weights_digest  (PpUnet * m);
 PpUnet   *pp_unet_load                (const gchar * component_dir,
                                        PpBackend * be, GError ** error);
-PpBackend *pp_unet_backend            (PpUnet * m);
 /* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),
  * @encoder_hidden_states [N, L, cross_attention_dim] → *@out
  * [N, out_channels, H, W], the predicted noise.  Inputs are host tensors

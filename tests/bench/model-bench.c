@@ -295,6 +295,8 @@ bench_turbo (const gchar * dir, int blas_threads)
   g_snprintf (desc, sizeof desc, "best of %d; field notes: ~%d GFLOP",
       TURBO_REPEATS, TURBO_GFLOP_NOTED);
   report ("SD-Turbo UNet 64x64", t, sgemm, desc);
+  printf ("SD-Turbo activation pool: %.1f MiB\n",
+      pp_unet_pool_bytes (m.unet) / 1048576.0);
   pp_unet_free (m.unet);
   pp_tensor_free (m.sample);
   pp_tensor_free (m.text);
@@ -345,7 +347,8 @@ main (int argc, char **argv)
   m.image = random_tensor ("image", 4, image_shape);
   m.timestep = UNET_TIMESTEP;
   m.unet = pp_unet_new (unet_path, uw, pp_backend_default (), &error);
-  m.taesd = m.unet ? pp_taesd_new (taesd_path, tw, pp_backend_default (), &error) : NULL;
+  m.taesd = m.unet ? pp_taesd_new (taesd_path, tw, pp_backend_default (),
+      &error) : NULL;
   if (m.taesd == NULL) {
     fprintf (stderr, "model-bench: %s\n", error->message);
     return 1;
@@ -361,6 +364,9 @@ main (int argc, char **argv)
   report ("TAESD enc+dec 256x256", v, sgemm, "diffusers: 263-284 ms");
   printf ("UNet at %.0f %% of sgemm (target >= 50 %%)\n",
       100 * (u.gflop / u.seconds) / sgemm);
+  printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB (device memory "
+      "kept for the next forward)\n", pp_unet_pool_bytes (m.unet) / 1048576.0,
+      pp_taesd_pool_bytes (m.taesd) / 1048576.0);
   if (profile) {
     print_profile ("UNet forward 32x32", unet_run, &m);
     print_profile ("TAESD enc+dec 256x256", taesd_run, &m);
