@@ -27,6 +27,7 @@
 #include "pp-backend.h"
 #include "pp-error.h"
 #include "pp-ops.h"
+#include "pp-ops-reference.h"
 
 #include <float.h>
 #include <math.h>
@@ -257,40 +258,6 @@ check_device (Run * r, PpOp op, gchar * shape, const float *dev,
 
 /* ---- references --------------------------------------------------------- */
 
-static double
-ref_gelu (double x)
-{
-  return 0.5 * x * (1.0 + erf (x / sqrt (2.0)));
-}
-
-static double
-ref_silu (double x)
-{
-  return x / (1.0 + exp (-x));
-}
-
-static double
-ref_relu (double x)
-{
-  return x > 0.0 ? x : 0.0;
-}
-
-/* Mean and 1/√(biased variance + eps) of @count values, as torch's
- * group_norm and layer_norm. */
-static void
-ref_moments (const float *x, size_t count, double eps, double *mean,
-    double *rstd)
-{
-  double s = 0.0, v = 0.0;
-
-  for (size_t i = 0; i < count; i++)
-    s += x[i];
-  *mean = s / count;
-  for (size_t i = 0; i < count; i++)
-    v += (x[i] - *mean) * (x[i] - *mean);
-  *rstd = 1.0 / sqrt (v / count + eps);
-}
-
 /* ---- conv2d ------------------------------------------------------------- */
 
 typedef struct
@@ -316,25 +283,8 @@ conv_one (Run * r, const ConvCase * c)
   pp_conv2d (r->be, upload (r, x, n_in), c->n, c->cin, c->h, c->w,
       upload (r, wt, n_w), bias ? upload (r, bias, c->cout) : NULL, c->cout,
       c->kh, c->kw, c->stride, c->pad, dy);
-  for (int b = 0; b < c->n; b++)
-    for (int co = 0; co < c->cout; co++)
-      for (int oy = 0; oy < ho; oy++)
-        for (int ox = 0; ox < wo; ox++) {
-          double acc = bias ? bias[co] : 0.0;
-
-          for (int ci = 0; ci < c->cin; ci++)
-            for (int ky = 0; ky < c->kh; ky++)
-              for (int kx = 0; kx < c->kw; kx++) {
-                const int iy = oy * c->stride - c->pad + ky;
-                const int ix = ox * c->stride - c->pad + kx;
-
-                if (iy >= 0 && iy < c->h && ix >= 0 && ix < c->w)
-                  acc += (double) x[(((size_t) b * c->cin + ci) * c->h + iy)
-                      * c->w + ix] * wt[(((size_t) co * c->cin + ci) * c->kh
-                          + ky) * c->kw + kx];
-              }
-          ref[(((size_t) b * c->cout + co) * ho + oy) * wo + ox] = acc;
-        }
+  pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
+      c->kw, c->stride, c->pad, ref);
   check_device (r, PP_OP_CONV2D, g_strdup_printf ("n%d %dx%dx%d -> %d "
           "k%dx%d s%d p%d%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
           c->kw, c->stride, c->pad, c->bias ? " bias" : ""), dy, ref, n_out,
@@ -385,7 +335,7 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
       const size_t first = ((size_t) b * c + (size_t) g * per) * hw;
       double mean, rstd;
 
-      ref_moments (x + first, (size_t) per * hw, eps, &mean, &rstd);
+      pp_ref_moments (x + first, (size_t) per * hw, eps, &mean, &rstd);
       for (int ch = g * per; ch < (g + 1) * per; ch++)
         for (int i = 0; i < hw; i++) {
           const size_t at = ((size_t) b * c + ch) * hw + i;
@@ -431,7 +381,7 @@ layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
   for (int row = 0; row < rows; row++) {
     double mean, rstd;
 
-    ref_moments (x + (size_t) row * dim, dim, eps, &mean, &rstd);
+    pp_ref_moments (x + (size_t) row * dim, dim, eps, &mean, &rstd);
     for (int i = 0; i < dim; i++) {
       const size_t at = (size_t) row * dim + i;
       const double v = (x[at] - mean) * rstd;
@@ -546,48 +496,6 @@ cases_matmul (Run * r)
 
 /* ---- attention ---------------------------------------------------------- */
 
-/* softmax(q kᵀ / √head_dim) v per sample and head into @out; returns the
- * largest |score|. */
-static double
-ref_attention (const float *q, const float *k, const float *v, int n, int lq,
-    int lk, int heads, int hd, double *out)
-{
-  const size_t ld = (size_t) heads * hd;
-  const double scale = 1.0 / sqrt (hd);
-  g_autofree double *s = g_new (double, lk);
-  double max_score = 0.0;
-
-  for (int b = 0; b < n; b++)
-    for (int h = 0; h < heads; h++)
-      for (int i = 0; i < lq; i++) {
-        const float *qi = q + ((size_t) b * lq + i) * ld + (size_t) h * hd;
-        double max = -INFINITY, sum = 0.0;
-
-        for (int j = 0; j < lk; j++) {
-          const float *kj = k + ((size_t) b * lk + j) * ld + (size_t) h * hd;
-          double dot = 0.0;
-
-          for (int d = 0; d < hd; d++)
-            dot += (double) qi[d] * kj[d];
-          s[j] = dot * scale;
-          max = MAX (max, s[j]);
-          max_score = MAX (max_score, fabs (s[j]));
-        }
-        for (int j = 0; j < lk; j++) {
-          s[j] = exp (s[j] - max);
-          sum += s[j];
-        }
-        for (int d = 0; d < hd; d++) {
-          double acc = 0.0;
-
-          for (int j = 0; j < lk; j++)
-            acc += s[j] * v[((size_t) b * lk + j) * ld + (size_t) h * hd + d];
-          out[((size_t) b * lq + i) * ld + (size_t) h * hd + d] = acc / sum;
-        }
-      }
-  return max_score;
-}
-
 /* Growth: the scores are dot products of head_dim terms and the outputs
  * sums of lk; a score's rounding error moves its softmax weight by that
  * error times |score| (relative), so the squared error also grows with the
@@ -607,7 +515,7 @@ attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
 
   pp_attention (r->be, upload (r, q, nq), upload (r, k, nk),
       upload (r, v, nk), n, lq, lk, heads, hd, dout);
-  max_score = ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
+  max_score = pp_ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION, g_strdup_printf ("n%d lq%d lk%d %d "
           "heads of %d, amplitude %g", n, lq, lk, heads, hd, amplitude),
       dout, ref, nq, (double) (hd + lk) * MAX (1.0, max_score * max_score));
@@ -660,13 +568,13 @@ unary_cases (Run * r, PpOp op, UnaryOp fn, UnaryRef ref_fn)
 static void
 cases_silu (Run * r)
 {
-  unary_cases (r, PP_OP_SILU, pp_silu, ref_silu);
+  unary_cases (r, PP_OP_SILU, pp_silu, pp_ref_silu);
 }
 
 static void
 cases_relu (Run * r)
 {
-  unary_cases (r, PP_OP_RELU, pp_relu, ref_relu);
+  unary_cases (r, PP_OP_RELU, pp_relu, pp_ref_relu);
 }
 
 static void
@@ -678,7 +586,7 @@ cases_tanh (Run * r)
 static void
 cases_gelu (Run * r)
 {
-  unary_cases (r, PP_OP_GELU, pp_gelu, ref_gelu);
+  unary_cases (r, PP_OP_GELU, pp_gelu, pp_ref_gelu);
 }
 
 /* x [rows, 2d]: d values then d gates per row. */
@@ -696,7 +604,7 @@ geglu_one (Run * r, int rows, int d)
       const double value = x[(size_t) row * 2 * d + i];
       const double gate = x[(size_t) row * 2 * d + d + i];
 
-      ref[(size_t) row * d + i] = value * ref_gelu (gate);
+      ref[(size_t) row * d + i] = value * pp_ref_gelu (gate);
     }
   check_device (r, PP_OP_GEGLU, g_strdup_printf ("%dx(2x%d)", rows, d), dy,
       ref, total, 1.0);
@@ -1127,7 +1035,7 @@ for_rows_one (Run * r, int rows, int in, int out)
 
       for (int k = 0; k < in; k++)
         acc += (double) x[(size_t) row * in + k] * w[(size_t) o * in + k];
-      ref[(size_t) row * out + o] = ref_gelu (acc);
+      ref[(size_t) row * out + o] = pp_ref_gelu (acc);
     }
   }
   check_device (r, PP_OP_FOR_ROWS, g_strdup_printf ("%d rows: linear %d -> "

@@ -86,6 +86,7 @@
  * with --verbose for each check's normalised error, max abs error and NMSE
  * (Σ(got - ref)² / Σ ref²). */
 #include "pp-ops.h"
+#include "pp-ops-reference.h"
 #include "pp-backend.h"
 #include "pp-ops-math.h"
 #include "cpu-paths.h"
@@ -379,33 +380,6 @@ static const gchar *const conv_names[] = {
 };
 
 static void
-conv_reference (const ConvCase * c, const float *x, const float *wt,
-    const float *bias, int ho, int wo, double *y)
-{
-  for (int b = 0; b < c->n; b++)
-    for (int co = 0; co < c->cout; co++)
-      for (int oy = 0; oy < ho; oy++)
-        for (int ox = 0; ox < wo; ox++) {
-          double acc = bias ? bias[co] : 0.0;
-
-          for (int ci = 0; ci < c->cin; ci++)
-            for (int ky = 0; ky < c->kh; ky++)
-              for (int kx = 0; kx < c->kw; kx++) {
-                const int iy = oy * c->stride - c->pad + ky;
-                const int ix = ox * c->stride - c->pad + kx;
-
-                if (iy < 0 || iy >= c->h || ix < 0 || ix >= c->w)
-                  continue;
-                acc += (double) x[((size_t) (b * c->cin + ci) * c->h + iy)
-                    * c->w + ix]
-                    * wt[((size_t) (co * c->cin + ci) * c->kh + ky) * c->kw
-                    + kx];
-              }
-          y[((size_t) (b * c->cout + co) * ho + oy) * wo + ox] = acc;
-        }
-}
-
-static void
 run_conv_case (GRand * rng, const ConvCase * c)
 {
   const int ho = pp_conv2d_out_size (c->h, c->kh, c->stride, c->pad);
@@ -445,7 +419,8 @@ run_conv_case (GRand * rng, const ConvCase * c)
   if (c->splits != ANY_SPLITS && kernel == c->kernel)
     check_splits (what, &before, pp_cpu_parallel_threads () > 1
         ? (guint64) c->splits : 0);
-  conv_reference (c, x, wt, bias, ho, wo, ref);
+  pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
+      c->kw, c->stride, c->pad, ref);
   check_dot (what, y, ref, n_out, c->cin * c->kh * c->kw);
 }
 
@@ -618,20 +593,6 @@ test_conv2d_bands (void)
 /* group_norm, layer_norm */
 
 static void
-normalise_reference (const float *x, size_t count, double eps, double *mean,
-    double *rstd)
-{
-  double s = 0.0, v = 0.0;
-
-  for (size_t i = 0; i < count; i++)
-    s += x[i];
-  *mean = s / count;
-  for (size_t i = 0; i < count; i++)
-    v += (x[i] - *mean) * (x[i] - *mean);
-  *rstd = 1.0 / sqrt (v / count + eps);
-}
-
-static void
 run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
     gboolean affine, float eps)
 {
@@ -659,7 +620,7 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
       const size_t first = ((size_t) b * c + g * per) * hw;
       double mean, rstd;
 
-      normalise_reference (x + first, count, eps, &mean, &rstd);
+      pp_ref_moments (x + first, count, eps, &mean, &rstd);
       for (int ch = g * per; ch < (g + 1) * per; ch++)
         for (int i = 0; i < hw; i++) {
           const size_t at = ((size_t) b * c + ch) * hw + i;
@@ -725,7 +686,7 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
   for (int r = 0; r < rows; r++) {
     double mean, rstd;
 
-    normalise_reference (x + (size_t) r * dim, dim, eps, &mean, &rstd);
+    pp_ref_moments (x + (size_t) r * dim, dim, eps, &mean, &rstd);
     for (int i = 0; i < dim; i++) {
       const double v = (x[(size_t) r * dim + i] - mean) * rstd;
 
@@ -940,47 +901,6 @@ test_for_rows (void)
 
 /* attention */
 
-/* Fills @out and returns max |score| (scale · q·k). */
-static double
-attention_reference (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int hd, double *out)
-{
-  const int ld = heads * hd;
-  const double scale = 1.0 / sqrt (hd);
-  g_autofree double *s = g_new (double, lk);
-  double max_score = 0.0;
-
-  for (int b = 0; b < n; b++)
-    for (int h = 0; h < heads; h++)
-      for (int i = 0; i < lq; i++) {
-        const float *qi = q + ((size_t) b * lq + i) * ld + h * hd;
-        double max = -INFINITY, sum = 0.0;
-
-        for (int j = 0; j < lk; j++) {
-          const float *kj = k + ((size_t) b * lk + j) * ld + h * hd;
-          double dot = 0.0;
-
-          for (int d = 0; d < hd; d++)
-            dot += (double) qi[d] * kj[d];
-          s[j] = dot * scale;
-          max = MAX (max, s[j]);
-          max_score = MAX (max_score, fabs (s[j]));
-        }
-        for (int j = 0; j < lk; j++) {
-          s[j] = exp (s[j] - max);
-          sum += s[j];
-        }
-        for (int d = 0; d < hd; d++) {
-          double acc = 0.0;
-
-          for (int j = 0; j < lk; j++)
-            acc += s[j] * v[((size_t) b * lk + j) * ld + h * hd + d];
-          out[((size_t) b * lq + i) * ld + h * hd + d] = acc / sum;
-        }
-      }
-  return max_score;
-}
-
 static gboolean
 attention_fused (int head_dim)
 {
@@ -1013,7 +933,7 @@ check_attention (const gchar * what, const float *q, const float *k,
       : (guint64) n * heads * ceil_div (lq, PP_ATTENTION_QUERY_BLOCK));
   if (splits != ANY_SPLITS)
     check_splits (where, &before, splits);
-  max_score = attention_reference (q, k, v, n, lq, lk, heads, hd, ref);
+  max_score = pp_ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
   check_close (where, out, ref, nq, NULL, max_abs_float (v, nk)
       * MAX (1.0, max_score), TOL_ATTENTION);
 }
@@ -1168,24 +1088,6 @@ test_attention_fused (void)
 
 typedef double (*RefFunc) (double x);
 
-static double
-ref_silu (double x)
-{
-  return x / (1.0 + exp (-x));
-}
-
-static double
-ref_relu (double x)
-{
-  return x > 0.0 ? x : 0.0;
-}
-
-static double
-ref_gelu (double x)
-{
-  return 0.5 * x * (1.0 + erf (x / sqrt (2.0)));
-}
-
 typedef struct
 {
   const gchar *name;
@@ -1196,10 +1098,10 @@ typedef struct
 } Unary;
 
 static const Unary unary_ops[] = {
-  {"silu", pp_silu, ref_silu, PP_CPU_GRAIN_MATH, FALSE},
-  {"relu", pp_relu, ref_relu, PP_CPU_GRAIN_MEMORY, FALSE},
+  {"silu", pp_silu, pp_ref_silu, PP_CPU_GRAIN_MATH, FALSE},
+  {"relu", pp_relu, pp_ref_relu, PP_CPU_GRAIN_MEMORY, FALSE},
   {"tanh", pp_tanh, tanh, PP_CPU_GRAIN_MATH, FALSE},
-  {"gelu", pp_gelu, ref_gelu, PP_CPU_GRAIN_MATH, TRUE},
+  {"gelu", pp_gelu, pp_ref_gelu, PP_CPU_GRAIN_MATH, TRUE},
 };
 
 static void
@@ -1308,7 +1210,7 @@ run_geglu (GRand * rng, int rows, int d)
       const double value = x[(size_t) r * 2 * d + i];
       const double gate = x[(size_t) r * 2 * d + d + i];
 
-      ref[(size_t) r * d + i] = value * ref_gelu (gate);
+      ref[(size_t) r * d + i] = value * pp_ref_gelu (gate);
       scale[(size_t) r * d + i] = fabs (value * gate);
     }
   check_close (what, y, ref, total, scale, 0.0, TOL_UNARY);
