@@ -21,11 +21,7 @@ BUILD_DIR=build
 # (environment, suppressions, timeout multiplier) are in
 # tests/sanitizers/meson.build.
 ASAN_SUITES="unit kernels check faults"
-# check and faults are not run under TSan yet: GLib's GAsyncQueue and
-# GThreadPool (GstTask, GstHarness) hand data between threads through
-# futexes that ThreadSanitizer cannot see, and every frame handed over that
-# way is reported; see tests/sanitizers/README.
-TSAN_SUITES="unit"
+TSAN_SUITES="unit check faults"
 TOP=$(cd "$(dirname "$0")" && pwd)
 
 as_root() {

@@ -659,9 +659,16 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       g_mutex_lock (&self->lock);
       self->flushing = TRUE;
       self->srcresult = GST_FLOW_FLUSHING;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      /* The FIFO is emptied only once the src task has stopped: an event it
+       * took from the FIFO may still be on its way out, and the sticky
+       * events kept from the FIFO must land on the src pad after it (a
+       * caps stored before the stream-start being pushed is misordered). */
+      gst_pad_pause_task (self->srcpad);
+      g_mutex_lock (&self->lock);
       fifo_flush (self, &self->dropped_flush);
       g_mutex_unlock (&self->lock);
-      gst_pad_pause_task (self->srcpad);
       return TRUE;
     case GST_EVENT_FLUSH_STOP:
       gst_pad_push_event (self->srcpad, event);

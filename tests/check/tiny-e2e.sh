@@ -3,6 +3,8 @@
 # every frame, exactly what ppdiffuse-tool img2img gives for the same image
 # and settings.  Usage: tiny-e2e.sh PPDIFFUSE_TOOL KIND STEPS WxH FRAMES
 # [EXTRA element/tool settings as NAME=VALUE ...]
+# $PP_TEST_TIMEOUT_MS, when set, is the element's timeout-ms (the sanitizer
+# setups set it: a step there takes many times as long).
 set -eu
 TOOL=$1 KIND=$2 STEPS=$3 SIZE=$4 FRAMES=$5
 shift 5
@@ -17,7 +19,7 @@ timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
   pattern=ball ! video/x-raw,format=RGB,width="$WIDTH",height="$HEIGHT" \
   ! pngenc ! multifilesink location="$work/in-%02d.png"
 
-element_args="" tool_args=""
+element_args=${PP_TEST_TIMEOUT_MS:+timeout-ms=$PP_TEST_TIMEOUT_MS} tool_args=""
 for setting in "$@"; do
   name=${setting%%=*} value=${setting#*=}
   element_args="$element_args $name=$value"

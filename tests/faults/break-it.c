@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -407,6 +408,12 @@ GST_START_TEST (test_hang_without_watchdog)
   g_print ("negative control passed: no error in %d ms without the "
       "watchdog\n", 3 * TIMEOUT_MS);
   fflush (stdout);
+#ifdef PPDIFFUSE_SANITIZE
+  /* Straight to the kernel: ThreadSanitizer's _exit would report the
+   * abandoned element's threads as leaked, which here is the point.  Any
+   * race it found before is already in its log. */
+  syscall (SYS_exit_group, 0);
+#endif
   _exit (0);
 }
 
