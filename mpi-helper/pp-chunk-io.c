@@ -29,7 +29,7 @@ pp_mesh_send_next (PpMesh * mesh, PpChunk * chunk, gint64 deadline_us,
   if (assigned != NULL)
     assigned (chunk->chunk_id, user_data);
   pp_recorder_note (PP_REC_SUBMIT, chunk->chunk_id, 1, 0, PP_REC_DONE);
-  if (!pp_transport_send_chunk (&w, chunk, error))
+  if (!pp_transport_send_chunk (&w, mesh->to_first, chunk, error))
     return FALSE;
   mesh->next_send_id++;
   return TRUE;
@@ -84,7 +84,8 @@ pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
   };
   g_autoptr (PpChunk) chunk = NULL;
 
-  chunk = pp_transport_recv_chunk (&w, mesh->timeout_ms, error);
+  chunk = pp_transport_recv_chunk (&w, mesh->from_last, mesh->timeout_ms,
+      error);
   if (chunk == NULL || !pp_chunk_check (chunk, &expect, error)) {
     const guint last = mesh->plan->n_workers - 1;
     g_autofree gchar *name = pp_mesh_worker_name (mesh, last);

@@ -1,9 +1,23 @@
 /* ppdiffuse — chunk envelope v1. */
 #include "pp-envelope.h"
+#include "pp-chunk-pool.h"
 #include "pp-error.h"
 
 #include <string.h>
 #include <zlib.h>
+
+struct _PpEnvelopeCodec
+{
+  guint8 *head;                 /* the head buffer */
+  gsize head_size;
+  /* The last manifest written or read, serialised and parsed. */
+  gboolean have_manifest;
+  guint8 *manifest;
+  gsize manifest_len;
+  gsize manifest_size;          /* of the allocation */
+  guint n_specs;
+  PpTensorSpec specs[PP_ENVELOPE_MAX_TENSORS];
+};
 
 PpChunk *
 pp_chunk_new (void)
@@ -47,6 +61,10 @@ pp_chunk_free (PpChunk * chunk)
 {
   if (chunk == NULL)
     return;
+  if (chunk->pool != NULL) {
+    pp_chunk_pool_release (chunk);
+    return;
+  }
   g_ptr_array_unref (chunk->tensors);
   g_free (chunk);
 }
@@ -76,6 +94,71 @@ pp_chunk_payload_bytes (const PpChunk * chunk)
   for (guint i = 0; i < chunk->tensors->len; i++)
     total += ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->nbytes;
   return total;
+}
+
+void
+pp_tensor_spec_of (const PpTensor * t, PpTensorSpec * spec)
+{
+  memset (spec, 0, sizeof *spec);
+  g_strlcpy (spec->name, t->name, sizeof spec->name);
+  spec->dtype = t->dtype;
+  spec->ndim = t->ndim;
+  memcpy (spec->shape, t->shape, t->ndim * sizeof t->shape[0]);
+  spec->nbytes = t->nbytes;
+}
+
+gboolean
+pp_tensor_has_spec (const PpTensor * t, const PpTensorSpec * spec)
+{
+  if (t->backend != NULL || t->data == NULL || t->dtype != spec->dtype
+      || t->ndim != spec->ndim)
+    return FALSE;
+  for (guint d = 0; d < spec->ndim; d++)
+    if (t->shape[d] != spec->shape[d])
+      return FALSE;
+  return TRUE;
+}
+
+PpTensor *
+pp_chunk_fit_tensor (PpChunk * chunk, guint index, const PpTensorSpec * spec,
+    GError ** error)
+{
+  GPtrArray *tensors = chunk->tensors;
+  PpTensor *t = index < tensors->len ? g_ptr_array_index (tensors, index)
+      : NULL;
+
+  g_return_val_if_fail (index <= tensors->len, NULL);
+  if (t != NULL && pp_tensor_has_spec (t, spec)) {
+    if (strcmp (t->name, spec->name) != 0)
+      g_strlcpy (t->name, spec->name, sizeof t->name);
+    return t;
+  }
+  t = pp_tensor_new (spec->name, spec->dtype, spec->ndim, spec->shape,
+      error);
+  if (t == NULL)
+    return NULL;
+  if (index < tensors->len) {
+    pp_tensor_free (g_ptr_array_index (tensors, index));
+    g_ptr_array_index (tensors, index) = t;
+  } else {
+    g_ptr_array_add (tensors, t);
+  }
+  return t;
+}
+
+void
+pp_chunk_truncate (PpChunk * chunk, guint n_tensors)
+{
+  if (n_tensors < chunk->tensors->len)
+    g_ptr_array_set_size (chunk->tensors, n_tensors);
+}
+
+void
+pp_chunk_abandon_payloads (PpChunk * chunk)
+{
+  for (guint i = 0; i < chunk->tensors->len; i++)
+    ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->data = NULL;
+  g_ptr_array_set_size (chunk->tensors, 0);
 }
 
 static void
@@ -138,28 +221,119 @@ build_manifest (const PpChunk * chunk)
   return g_variant_ref_sink (g_variant_builder_end (&b));
 }
 
-GBytes *
-pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
+PpEnvelopeCodec *
+pp_envelope_codec_new (void)
 {
-  g_autoptr (GVariant) meta = NULL;
-  g_autoptr (GVariant) manifest = NULL;
-  gsize meta_len, manifest_len, total;
-  guint8 *buf;
-  guint32 crc;
+  return g_new0 (PpEnvelopeCodec, 1);
+}
 
+static void
+codec_clear (PpEnvelopeCodec * codec)
+{
+  g_free (codec->head);
+  g_free (codec->manifest);
+}
+
+void
+pp_envelope_codec_free (PpEnvelopeCodec * codec)
+{
+  if (codec == NULL)
+    return;
+  codec_clear (codec);
+  g_free (codec);
+}
+
+guint8 *
+pp_envelope_codec_buffer (PpEnvelopeCodec * codec, gsize len)
+{
+  len = MAX (len, 1);
+  if (len > codec->head_size) {
+    g_free (codec->head);
+    codec->head = g_malloc (len);
+    codec->head_size = len;
+  }
+  return codec->head;
+}
+
+void
+pp_envelope_codec_abandon_buffer (PpEnvelopeCodec * codec)
+{
+  codec->head = NULL;
+  codec->head_size = 0;
+}
+
+/* Keeps @len bytes of serialised manifest and their @n parsed entries. */
+static void
+cache_manifest (PpEnvelopeCodec * codec, const guint8 * data, gsize len,
+    const PpTensorSpec * specs, guint n)
+{
+  if (len > codec->manifest_size) {
+    g_free (codec->manifest);
+    codec->manifest = g_malloc (len);
+    codec->manifest_size = len;
+  }
+  if (len > 0)
+    memcpy (codec->manifest, data, len);
+  codec->manifest_len = len;
+  memcpy (codec->specs, specs, n * sizeof *specs);
+  codec->n_specs = n;
+  codec->have_manifest = TRUE;
+}
+
+static gboolean
+spec_equal (const PpTensorSpec * a, const PpTensorSpec * b)
+{
+  return strcmp (a->name, b->name) == 0 && a->dtype == b->dtype
+      && a->ndim == b->ndim && a->nbytes == b->nbytes
+      && memcmp (a->shape, b->shape, a->ndim * sizeof a->shape[0]) == 0;
+}
+
+/* Whether the codec's manifest lists @chunk's tensors. */
+static gboolean
+manifest_lists (const PpEnvelopeCodec * codec, const PpChunk * chunk)
+{
+  if (!codec->have_manifest || codec->n_specs != chunk->tensors->len)
+    return FALSE;
+  for (guint i = 0; i < chunk->tensors->len; i++) {
+    PpTensorSpec spec;
+
+    pp_tensor_spec_of (g_ptr_array_index (chunk->tensors, i), &spec);
+    if (!spec_equal (&spec, &codec->specs[i]))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* The manifest of @chunk's tensors, serialised once for a stream. */
+static void
+cache_manifest_of (PpEnvelopeCodec * codec, const PpChunk * chunk)
+{
+  g_autoptr (GVariant) manifest = build_manifest (chunk);
+  PpTensorSpec specs[PP_ENVELOPE_MAX_TENSORS];
+
+  for (guint i = 0; i < chunk->tensors->len; i++)
+    pp_tensor_spec_of (g_ptr_array_index (chunk->tensors, i), &specs[i]);
+  cache_manifest (codec, g_variant_get_data (manifest),
+      g_variant_get_size (manifest), specs, chunk->tensors->len);
+}
+
+/* The checks that can fail, all before anything is written. */
+static gboolean
+check_encodable (const PpChunk * chunk, GError ** error)
+{
   if (!pp_chunk_flags_valid (chunk->flags)) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "chunk %" G_GUINT64_FORMAT " has flags 0x%x: unknown bits, more than "
         "one kind, or reset on neither data nor warm-up", chunk->chunk_id,
         chunk->flags);
-    return NULL;
+    return FALSE;
   }
   if (chunk->tensors->len > PP_ENVELOPE_MAX_TENSORS) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "chunk %" G_GUINT64_FORMAT " has %u tensors, at most %d fit an "
         "envelope", chunk->chunk_id, chunk->tensors->len,
         PP_ENVELOPE_MAX_TENSORS);
-    return NULL;
+    return FALSE;
   }
   for (guint i = 0; i < chunk->tensors->len; i++) {
     const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
@@ -168,33 +342,60 @@ pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
           "tensor '%s' of chunk %" G_GUINT64_FORMAT " is %" G_GSIZE_FORMAT
           " bytes; one message carries at most %d", t->name, chunk->chunk_id,
           t->nbytes, G_MAXINT);
-      return NULL;
+      return FALSE;
     }
   }
-  meta = g_variant_ref_sink (g_variant_new (PP_ENVELOPE_META_TYPE,
-          chunk->next_step, chunk->n_steps, chunk->submit_us));
-  manifest = build_manifest (chunk);
-  meta_len = g_variant_get_size (meta);
-  manifest_len = g_variant_get_size (manifest);
-  total = PP_ENVELOPE_HEADER_SIZE + meta_len + manifest_len;
+  return TRUE;
+}
+
+/* PP_ENVELOPE_META_TYPE as GVariant serialises it (PP_ENVELOPE_META_SIZE):
+ * written by hand, so that a head needs no GVariant of its own. */
+static void
+write_meta (guint8 * p, const PpChunk * chunk)
+{
+  memcpy (p, &chunk->next_step, sizeof chunk->next_step);
+  memcpy (p + 4, &chunk->n_steps, sizeof chunk->n_steps);
+  memcpy (p + 8, &chunk->submit_us, sizeof chunk->submit_us);
+}
+
+static void
+read_meta (const guint8 * p, PpChunk * chunk)
+{
+  memcpy (&chunk->next_step, p, sizeof chunk->next_step);
+  memcpy (&chunk->n_steps, p + 4, sizeof chunk->n_steps);
+  memcpy (&chunk->submit_us, p + 8, sizeof chunk->submit_us);
+}
+
+gboolean
+pp_envelope_write_head (PpEnvelopeCodec * codec, const PpChunk * chunk,
+    const guint8 ** head, gsize * len, GError ** error)
+{
+  const gsize meta_len = PP_ENVELOPE_META_SIZE;
+  gsize total;
+  guint8 *buf;
+  guint32 crc;
+
+  if (!check_encodable (chunk, error))
+    return FALSE;
+  if (!manifest_lists (codec, chunk))
+    cache_manifest_of (codec, chunk);
+  total = PP_ENVELOPE_HEADER_SIZE + meta_len + codec->manifest_len;
   if (total > PP_ENVELOPE_HEAD_MAX) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "chunk %" G_GUINT64_FORMAT " head is %" G_GSIZE_FORMAT " bytes, "
         "more than the %d an envelope allows", chunk->chunk_id, total,
         PP_ENVELOPE_HEAD_MAX);
-    return NULL;
+    return FALSE;
   }
-  buf = g_malloc (total);
+  buf = pp_envelope_codec_buffer (codec, total);
+  write_meta (buf + PP_ENVELOPE_HEADER_SIZE, chunk);
   /* An empty manifest (the shutdown marker) serialises to no data at all:
    * no pointer to copy from. */
-  if (meta_len > 0)
-    memcpy (buf + PP_ENVELOPE_HEADER_SIZE, g_variant_get_data (meta),
-        meta_len);
-  if (manifest_len > 0)
-    memcpy (buf + PP_ENVELOPE_HEADER_SIZE + meta_len,
-        g_variant_get_data (manifest), manifest_len);
+  if (codec->manifest_len > 0)
+    memcpy (buf + PP_ENVELOPE_HEADER_SIZE + meta_len, codec->manifest,
+        codec->manifest_len);
   crc = (guint32) crc32 (0L, buf + PP_ENVELOPE_HEADER_SIZE,
-      meta_len + manifest_len);
+      meta_len + codec->manifest_len);
   put_u32 (buf + 0, PP_ENVELOPE_MAGIC);
   buf[4] = PP_ENVELOPE_MAJOR;
   buf[5] = PP_ENVELOPE_MINOR;
@@ -205,9 +406,25 @@ pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
   put_u64 (buf + 24, chunk->pts);
   put_u32 (buf + 32, chunk->tensors->len);
   put_u32 (buf + 36, meta_len);
-  put_u32 (buf + 40, manifest_len);
+  put_u32 (buf + 40, codec->manifest_len);
   put_u32 (buf + 44, crc);
-  return g_bytes_new_take (buf, total);
+  *head = buf;
+  *len = total;
+  return TRUE;
+}
+
+GBytes *
+pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
+{
+  PpEnvelopeCodec codec = { NULL };
+  const guint8 *head;
+  GBytes *bytes = NULL;
+  gsize len;
+
+  if (pp_envelope_write_head (&codec, chunk, &head, &len, error))
+    bytes = g_bytes_new (head, len);
+  codec_clear (&codec);
+  return bytes;
 }
 
 #define FIELD_ERROR(error, field, fmt_expected, expected, fmt_received, received) \
@@ -215,8 +432,9 @@ pp_envelope_encode_head (const PpChunk * chunk, GError ** error)
       "chunk envelope field %s: expected " fmt_expected ", received " \
       fmt_received, field, expected, received)
 
+/* Checks every entry of @manifest and writes them to @specs. */
 static gboolean
-decode_manifest (PpChunk * chunk, GVariant * manifest, guint32 n_tensors,
+parse_manifest (GVariant * manifest, guint32 n_tensors, PpTensorSpec * specs,
     GError ** error)
 {
   gsize n = g_variant_n_children (manifest);
@@ -233,8 +451,7 @@ decode_manifest (PpChunk * chunk, GVariant * manifest, guint32 n_tensors,
     guint64 nbytes;
     const gint64 *shape;
     gsize ndim;
-    PpTensor *t;
-    GError *local = NULL;
+    PpTensorSpec *spec = &specs[i];
 
     g_variant_get_child (manifest, i, "(&sy@axt)", &name, &dtype, &shape_v,
         &nbytes);
@@ -263,12 +480,12 @@ decode_manifest (PpChunk * chunk, GVariant * manifest, guint32 n_tensors,
           pp_dtype_name (dtype), name, nbytes);
       return FALSE;
     }
-    t = pp_tensor_new (name, dtype, ndim, shape, &local);
-    if (t == NULL) {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
-    pp_chunk_add_tensor (chunk, t);
+    memset (spec, 0, sizeof *spec);
+    g_strlcpy (spec->name, name, sizeof spec->name);
+    spec->dtype = dtype;
+    spec->ndim = ndim;
+    memcpy (spec->shape, shape, ndim * sizeof *shape);
+    spec->nbytes = nbytes;
   }
   return TRUE;
 }
@@ -296,38 +513,46 @@ pp_chunk_flags_valid (guint16 flags)
       || kind == PP_CHUNK_FLAG_DATA || kind == PP_CHUNK_FLAG_WARMUP;
 }
 
-PpChunk *
-pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
+/* Whether @len bytes at @data are the manifest the codec last read or
+ * wrote: then its parsed entries stand, checked already. */
+static gboolean
+manifest_is_cached (const PpEnvelopeCodec * codec, const guint8 * data,
+    gsize len)
 {
-  g_autoptr (PpChunk) chunk = NULL;
-  g_autoptr (GVariant) meta = NULL;
-  g_autoptr (GVariant) manifest = NULL;
+  return codec->have_manifest && codec->manifest_len == len
+      && (len == 0 || memcmp (codec->manifest, data, len) == 0);
+}
+
+gboolean
+pp_envelope_read_head (PpEnvelopeCodec * codec, const guint8 * data,
+    gsize len, PpChunk * chunk, GError ** error)
+{
   guint32 magic, n_tensors, meta_len, manifest_len, crc, actual_crc;
+  const guint8 *manifest_data;
   guint8 major;
 
   if (len < PP_ENVELOPE_HEADER_SIZE) {
     FIELD_ERROR (error, "header size", "at least %d bytes",
         PP_ENVELOPE_HEADER_SIZE, "%" G_GSIZE_FORMAT " bytes", len);
-    return NULL;
+    return FALSE;
   }
   magic = get_u32 (data);
   if (magic != PP_ENVELOPE_MAGIC) {
     FIELD_ERROR (error, "magic", "0x%08x", PP_ENVELOPE_MAGIC, "0x%08x", magic);
-    return NULL;
+    return FALSE;
   }
   major = data[4];
   if (major != PP_ENVELOPE_MAJOR) {
     FIELD_ERROR (error, "major version", "%d", PP_ENVELOPE_MAJOR, "%u",
         major);
-    return NULL;
+    return FALSE;
   }
-  chunk = pp_chunk_new ();
   chunk->flags = get_u16 (data + 6);
   if (!pp_chunk_flags_valid (chunk->flags)) {
     FIELD_ERROR (error, "flags", "known bits (0x%x), one kind at most, "
         "reset only on data or warm-up", PP_CHUNK_FLAGS_KNOWN, "0x%x",
         chunk->flags);
-    return NULL;
+    return FALSE;
   }
   chunk->chunk_id = get_u64 (data + 8);
   chunk->cache_epoch = get_u32 (data + 16);
@@ -340,35 +565,65 @@ pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
   if (n_tensors > PP_ENVELOPE_MAX_TENSORS) {
     FIELD_ERROR (error, "tensor count", "at most %d", PP_ENVELOPE_MAX_TENSORS,
         "%u", n_tensors);
-    return NULL;
+    return FALSE;
   }
   if ((guint64) PP_ENVELOPE_HEADER_SIZE + meta_len + manifest_len != len) {
     FIELD_ERROR (error, "meta length + manifest length",
         "%" G_GSIZE_FORMAT " (head size less header)",
         len - PP_ENVELOPE_HEADER_SIZE, "%" G_GUINT64_FORMAT,
         (guint64) meta_len + manifest_len);
-    return NULL;
+    return FALSE;
   }
   actual_crc = (guint32) crc32 (0L, data + PP_ENVELOPE_HEADER_SIZE,
       meta_len + manifest_len);
   if (crc != actual_crc) {
     FIELD_ERROR (error, "crc", "0x%08x (computed)", actual_crc, "0x%08x", crc);
-    return NULL;
+    return FALSE;
   }
-  meta = variant_copy (PP_ENVELOPE_META_TYPE, data + PP_ENVELOPE_HEADER_SIZE,
-      meta_len);
-  manifest = variant_copy (PP_ENVELOPE_MANIFEST_TYPE,
-      data + PP_ENVELOPE_HEADER_SIZE + meta_len, manifest_len);
-  if (!g_variant_is_normal_form (meta) || !g_variant_is_normal_form (manifest)) {
+  manifest_data = data + PP_ENVELOPE_HEADER_SIZE + meta_len;
+  /* A fixed-size meta is in normal form exactly when it has its size; a
+   * manifest seen before was checked then. */
+  if (!manifest_is_cached (codec, manifest_data, manifest_len)) {
+    g_autoptr (GVariant) manifest = variant_copy (PP_ENVELOPE_MANIFEST_TYPE,
+        manifest_data, manifest_len);
+    PpTensorSpec specs[PP_ENVELOPE_MAX_TENSORS];
+
+    if (meta_len != PP_ENVELOPE_META_SIZE
+        || !g_variant_is_normal_form (manifest)) {
+      FIELD_ERROR (error, "meta/manifest", "%s", "GVariants in normal form",
+          "%s", "malformed serialisation");
+      return FALSE;
+    }
+    if (!parse_manifest (manifest, n_tensors, specs, error))
+      return FALSE;
+    cache_manifest (codec, manifest_data, manifest_len, specs, n_tensors);
+  } else if (meta_len != PP_ENVELOPE_META_SIZE) {
     FIELD_ERROR (error, "meta/manifest", "%s", "GVariants in normal form",
         "%s", "malformed serialisation");
-    return NULL;
+    return FALSE;
+  } else if (codec->n_specs != n_tensors) {
+    FIELD_ERROR (error, "tensor count", "%u (manifest entries)", n_tensors,
+        "%u", codec->n_specs);
+    return FALSE;
   }
-  g_variant_get (meta, PP_ENVELOPE_META_TYPE, &chunk->next_step,
-      &chunk->n_steps, &chunk->submit_us);
-  if (!decode_manifest (chunk, manifest, n_tensors, error))
-    return NULL;
-  return g_steal_pointer (&chunk);
+  read_meta (data + PP_ENVELOPE_HEADER_SIZE, chunk);
+  for (guint i = 0; i < n_tensors; i++)
+    if (pp_chunk_fit_tensor (chunk, i, &codec->specs[i], error) == NULL)
+      return FALSE;
+  pp_chunk_truncate (chunk, n_tensors);
+  return TRUE;
+}
+
+PpChunk *
+pp_envelope_decode_head (const guint8 * data, gsize len, GError ** error)
+{
+  PpEnvelopeCodec codec = { NULL };
+  PpChunk *chunk = pp_chunk_new ();
+
+  if (!pp_envelope_read_head (&codec, data, len, chunk, error))
+    g_clear_pointer (&chunk, pp_chunk_free);
+  codec_clear (&codec);
+  return chunk;
 }
 
 gboolean

@@ -38,6 +38,9 @@ G_BEGIN_DECLS
 #define PP_ENVELOPE_MAX_TENSORS 16
 /* (next step to run, steps in the schedule, rank 0's submit time in µs) */
 #define PP_ENVELOPE_META_TYPE "(uut)"
+/* Its serialisation: a fixed-size tuple, the members in native byte order
+ * at their natural alignment (u at 0 and 4, t at 8). */
+#define PP_ENVELOPE_META_SIZE 16
 /* [(name, dtype, shape, bytes)] */
 #define PP_ENVELOPE_MANIFEST_TYPE "a(syaxt)"
 
@@ -63,7 +66,8 @@ typedef enum
     | PP_CHUNK_FLAG_WARMUP | PP_CHUNK_FLAG_ABORT)
 #define PP_CHUNK_FLAGS_KNOWN (PP_CHUNK_KIND_FLAGS | PP_CHUNK_FLAG_RESET)
 
-typedef struct
+typedef struct _PpChunk PpChunk;
+struct _PpChunk
 {
   guint16 flags;
   guint64 chunk_id;
@@ -74,15 +78,48 @@ typedef struct
   guint32 n_steps;
   guint64 submit_us;
   GPtrArray *tensors;           /* PpTensor*, owned */
-} PpChunk;
+  /* The pool pp_chunk_free gives it back to, or NULL (pp-chunk-pool.h). */
+  struct _PpChunkPool *pool;
+  PpChunk *next_free;           /* in its pool's free list */
+};
+
+/* What a manifest entry says of a tensor. */
+typedef struct
+{
+  gchar name[PP_TENSOR_NAME_MAX + 1];
+  PpDType dtype;
+  guint ndim;
+  gint64 shape[PP_TENSOR_MAX_DIMS];
+  gsize nbytes;
+} PpTensorSpec;
+
+/* The spec of @tensor, and whether @tensor is a host tensor of @spec's
+ * dtype and shape (its name aside). */
+void      pp_tensor_spec_of      (const PpTensor * tensor,
+                                  PpTensorSpec * spec);
+gboolean  pp_tensor_has_spec     (const PpTensor * tensor,
+                                  const PpTensorSpec * spec);
 
 PpChunk  *pp_chunk_new           (void);
 /* A deep copy: header fields and tensors; NULL when memory runs out. */
 PpChunk  *pp_chunk_copy          (const PpChunk * chunk, GError ** error);
+/* Frees @chunk, or gives it back to its pool. */
 void      pp_chunk_free          (PpChunk * chunk);
 void      pp_chunk_add_tensor    (PpChunk * chunk, PpTensor * tensor);
 PpTensor *pp_chunk_get_tensor    (const PpChunk * chunk, const gchar * name);
 gsize     pp_chunk_payload_bytes (const PpChunk * chunk);
+/* Makes tensor @index of @chunk one of @spec: the one there when its
+ * dtype and shape already are (renamed if need be), else a new one; the
+ * tensors before @index must exist.  NULL (with @error) when the spec
+ * cannot be allocated. */
+PpTensor *pp_chunk_fit_tensor    (PpChunk * chunk, guint index,
+                                  const PpTensorSpec * spec,
+                                  GError ** error);
+/* Drops the tensors from @index on. */
+void      pp_chunk_truncate      (PpChunk * chunk, guint n_tensors);
+/* After a transfer that did not complete, MPI may still read or write the
+ * payloads: they are left to it, never freed, and @chunk keeps none. */
+void      pp_chunk_abandon_payloads (PpChunk * chunk);
 
 /* Serialises header + meta + manifest.  Fails (before anything is sent)
  * when the head would exceed PP_ENVELOPE_HEAD_MAX, a payload cannot be
@@ -96,6 +133,35 @@ gboolean  pp_chunk_flags_valid    (guint16 flags);
  * expected and the received value. */
 PpChunk  *pp_envelope_decode_head (const guint8 * data, gsize len,
                                    GError ** error);
+
+/* What one direction of a chunk stream keeps from head to head, so that a
+ * warm head is written and read without allocating: a buffer grown to the
+ * largest head so far, and the last manifest written or read, serialised
+ * and parsed (a stream's chunks carry the same tensors, chunk after
+ * chunk).  One thread at a time. */
+typedef struct _PpEnvelopeCodec PpEnvelopeCodec;
+
+PpEnvelopeCodec *pp_envelope_codec_new  (void);
+void      pp_envelope_codec_free         (PpEnvelopeCodec * codec);
+/* The head buffer, grown to at least @len bytes if need be: its contents
+ * are kept only when it need not grow.  Valid until the next call. */
+guint8   *pp_envelope_codec_buffer       (PpEnvelopeCodec * codec,
+                                          gsize len);
+/* MPI may still use the head buffer after a transfer that did not
+ * complete: it is left to MPI, never freed; the next head gets another. */
+void      pp_envelope_codec_abandon_buffer (PpEnvelopeCodec * codec);
+/* pp_envelope_encode_head into the codec's buffer: *@head (@len bytes)
+ * stays valid until the codec's next use. */
+gboolean  pp_envelope_write_head  (PpEnvelopeCodec * codec,
+                                   const PpChunk * chunk,
+                                   const guint8 ** head, gsize * len,
+                                   GError ** error);
+/* pp_envelope_decode_head into @chunk: its header fields are set and its
+ * tensors fitted to the manifest (pp_chunk_fit_tensor), ready to receive
+ * the payloads.  @data may be the codec's buffer. */
+gboolean  pp_envelope_read_head   (PpEnvelopeCodec * codec,
+                                   const guint8 * data, gsize len,
+                                   PpChunk * chunk, GError ** error);
 
 /* What a receiver expects of the next chunk; G_MAXUINT64 / G_MAXUINT32
  * leave a field unchecked. */

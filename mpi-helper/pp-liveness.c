@@ -5,6 +5,8 @@
 #include "pp-recorder.h"
 #include "pp-transport.h"
 
+#include <string.h>
+
 /* The heartbeat thread's poll period: arrivals, verdicts, sends. */
 #define PP_LIVENESS_POLL_US 5000
 
@@ -31,34 +33,47 @@ parse (GBytes * bytes, const gchar * type, const gchar * what,
   return v;
 }
 
-GBytes *
-pp_heartbeat_encode (const PpHeartbeat * hb)
+void
+pp_heartbeat_write (const PpHeartbeat * hb, guint8 out[PP_HEARTBEAT_SIZE])
 {
-  g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new
-      (PP_HEARTBEAT_TYPE, hb->rank, (guint32) hb->state, hb->chunk_id,
-          hb->state_us, hb->received, hb->sent, hb->seq));
+  const guint32 u[2] = { hb->rank, (guint32) hb->state };
+  const guint64 t[5] = { hb->chunk_id, hb->state_us, hb->received, hb->sent,
+    hb->seq
+  };
 
-  return g_variant_get_data_as_bytes (v);
+  memcpy (out, u, sizeof u);
+  memcpy (out + sizeof u, t, sizeof t);
 }
 
 gboolean
-pp_heartbeat_decode (GBytes * bytes, PpHeartbeat * hb, GError ** error)
+pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
+    GError ** error)
 {
-  g_autoptr (GVariant) v = parse (bytes, PP_HEARTBEAT_TYPE, "heartbeat",
-      error);
-  guint32 state;
+  guint32 u[2];
+  guint64 t[5];
 
-  if (v == NULL)
-    return FALSE;
-  g_variant_get (v, PP_HEARTBEAT_TYPE, &hb->rank, &state, &hb->chunk_id,
-      &hb->state_us, &hb->received, &hb->sent, &hb->seq);
-  if (state > PP_WORK_DONE) {
+  /* A fixed-size tuple is in normal form exactly when it has its size. */
+  if (len != PP_HEARTBEAT_SIZE) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "heartbeat field state: expected 0 to %d, received %u", PP_WORK_DONE,
-        state);
+        "heartbeat: not a well-formed %s message (%" G_GSIZE_FORMAT
+        " bytes)", PP_HEARTBEAT_TYPE, len);
     return FALSE;
   }
-  hb->state = (PpWorkState) state;
+  memcpy (u, data, sizeof u);
+  memcpy (t, data + sizeof u, sizeof t);
+  if (u[1] > PP_WORK_DONE) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "heartbeat field state: expected 0 to %d, received %u", PP_WORK_DONE,
+        u[1]);
+    return FALSE;
+  }
+  hb->rank = u[0];
+  hb->state = (PpWorkState) u[1];
+  hb->chunk_id = t[0];
+  hb->state_us = t[1];
+  hb->received = t[2];
+  hb->sent = t[3];
+  hb->seq = t[4];
   return TRUE;
 }
 
@@ -135,7 +150,7 @@ typedef struct
   gint64 heard_us;              /* when its last heartbeat came */
   PpHeartbeat beat;             /* the last it sent */
   MPI_Request req;              /* our heartbeat to it, in flight */
-  GBytes *bytes;                /* its buffer */
+  guint8 *out;                  /* its buffer, PP_HEARTBEAT_SIZE bytes */
 } Peer;
 
 struct _PpLiveness
@@ -151,6 +166,11 @@ struct _PpLiveness
   GThread *thread;
   gint stop;                    /* atomic */
   guint64 seq;                  /* heartbeat thread only */
+  /* Where heartbeats are received, by one draining thread at a time. */
+  GMutex inbox_lock;
+  guint8 *inbox;                /* PP_HEARTBEAT_MAX bytes; left to MPI
+                                 * (NULL) after a receive that did not
+                                 * complete, which cb.broken was told */
 
   /* One lock for this rank's state and the peers' heartbeats: a
    * heartbeat reads (state, chunk, since) and the last chunks received
@@ -189,8 +209,11 @@ pp_liveness_new (MPI_Comm world, gint rank, const gint * peers,
     p->beat.state = PP_WORK_IDLE;
     p->beat.chunk_id = p->beat.received = p->beat.sent = PP_HEARTBEAT_NONE;
     p->req = MPI_REQUEST_NULL;
+    p->out = g_malloc (PP_HEARTBEAT_SIZE);
   }
   g_mutex_init (&lv->lock);
+  g_mutex_init (&lv->inbox_lock);
+  lv->inbox = g_malloc (PP_HEARTBEAT_MAX);
   lv->state = PP_WORK_IDLE;
   lv->state_chunk = lv->last_received = lv->last_sent = PP_HEARTBEAT_NONE;
   lv->state_since_us = now;
@@ -265,26 +288,28 @@ void
 pp_liveness_drain (PpLiveness * lv)
 {
   GError *error = NULL;
-  GBytes *bytes;
   gint source;
+  gsize len;
 
   if (lv->cb.drain != NULL)
     lv->cb.drain (lv->data);
-  while ((bytes = pp_transport_try_recv_bytes (lv->world, PP_TAG_HEARTBEAT,
-              PP_HEARTBEAT_MAX, &source, &error)) != NULL) {
+  g_mutex_lock (&lv->inbox_lock);
+  while (lv->inbox != NULL
+      && pp_transport_try_recv_into (lv->world, PP_TAG_HEARTBEAT, &lv->inbox,
+          PP_HEARTBEAT_MAX, &len, &source, &error)) {
     const gint i = peer_index (lv, source);
     PpHeartbeat hb;
 
-    if (i >= 0 && pp_heartbeat_decode (bytes, &hb, &error)) {
+    if (i >= 0 && pp_heartbeat_read (lv->inbox, len, &hb, &error)) {
       g_mutex_lock (&lv->lock);
       lv->peers[i].beat = hb;
       lv->peers[i].heard_us = g_get_monotonic_time ();
       g_mutex_unlock (&lv->lock);
     }
-    g_bytes_unref (bytes);
     if (error != NULL)
       break;
   }
+  g_mutex_unlock (&lv->inbox_lock);
   if (error != NULL) {
     if (lv->cb.broken != NULL)
       lv->cb.broken (lv->data, error);
@@ -349,8 +374,6 @@ send_beats (PpLiveness * lv, gint64 now)
   for (guint i = 0; i < lv->n_peers; i++) {
     Peer *p = &lv->peers[i];
     int done = p->req == MPI_REQUEST_NULL;
-    gconstpointer data;
-    gsize len;
     PpHeartbeat hb;
 
     if (!done)
@@ -358,11 +381,9 @@ send_beats (PpLiveness * lv, gint64 now)
     if (!done)
       continue;
     hb = own_beat (lv, now);
-    g_clear_pointer (&p->bytes, g_bytes_unref);
-    p->bytes = pp_heartbeat_encode (&hb);
-    data = g_bytes_get_data (p->bytes, &len);
-    MPI_Isend (data, (int) len, MPI_BYTE, p->rank, PP_TAG_HEARTBEAT,
-        lv->world, &p->req);
+    pp_heartbeat_write (&hb, p->out);
+    MPI_Isend (p->out, PP_HEARTBEAT_SIZE, MPI_BYTE, p->rank,
+        PP_TAG_HEARTBEAT, lv->world, &p->req);
   }
 }
 
@@ -412,9 +433,9 @@ pp_liveness_stop (PpLiveness * lv)
     if (!done)
       MPI_Test (&p->req, &done, MPI_STATUS_IGNORE);
     if (done)
-      g_clear_pointer (&p->bytes, g_bytes_unref);
+      g_clear_pointer (&p->out, g_free);
     else
-      p->bytes = NULL;          /* MPI may still read it: leaked */
+      p->out = NULL;            /* MPI may still read it: leaked */
   }
 }
 
@@ -426,8 +447,10 @@ pp_liveness_free (PpLiveness * lv)
   pp_liveness_stop (lv);
   for (guint i = 0; i < lv->n_peers; i++)
     if (lv->peers[i].req == MPI_REQUEST_NULL)
-      g_clear_pointer (&lv->peers[i].bytes, g_bytes_unref);
+      g_clear_pointer (&lv->peers[i].out, g_free);
   g_free (lv->peers);
+  g_free (lv->inbox);
+  g_mutex_clear (&lv->inbox_lock);
   g_mutex_clear (&lv->lock);
   g_free (lv);
 }

@@ -26,6 +26,10 @@ G_BEGIN_DECLS
 /* (rank, compute state, compute chunk, µs in that state, last chunk
  * received, last chunk sent, sequence number) */
 #define PP_HEARTBEAT_TYPE "(uuttttt)"
+/* Its serialisation: a fixed-size tuple, as GVariant writes one (the
+ * members in native byte order at their natural alignment: u at 0 and 4,
+ * t at 8, 16, 24, 32 and 40). */
+#define PP_HEARTBEAT_SIZE 48
 /* (rank, rank to blame, error text): a receiver that got a broken chunk
  * blames its sender, so that rank 0 can lead with the rank at fault. */
 #define PP_REPORT_TYPE "(uus)"
@@ -52,9 +56,12 @@ typedef struct
 /* ---- messages ---------------------------------------------------------- */
 
 guint        pp_heartbeat_period_ms (guint timeout_ms);
-GBytes      *pp_heartbeat_encode    (const PpHeartbeat * hb);
-gboolean     pp_heartbeat_decode    (GBytes * bytes, PpHeartbeat * hb,
-                                     GError ** error);
+/* Written and read by hand, without a GVariant: a heartbeat costs no
+ * allocation. */
+void         pp_heartbeat_write     (const PpHeartbeat * hb,
+                                     guint8 out[PP_HEARTBEAT_SIZE]);
+gboolean     pp_heartbeat_read      (const guint8 * data, gsize len,
+                                     PpHeartbeat * hb, GError ** error);
 GBytes      *pp_report_encode       (gint rank, gint blamed,
                                      const gchar * text);
 /* The report's text, newly allocated; NULL with @error if malformed. */

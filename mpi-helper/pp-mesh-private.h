@@ -23,6 +23,8 @@ struct _PpMesh
   PpLiveness *liveness;         /* from the end of the handshake */
 
   /* Chunk traffic (pp-chunk-io.c). */
+  PpChunkLink *to_first;        /* rank 0 → the first worker */
+  PpChunkLink *from_last;       /* the last worker → rank 0 */
   guint64 next_send_id;         /* chain thread only */
   guint64 next_recv_id;         /* collector only */
   gint64 first_submit_us;       /* chain thread only */

@@ -46,6 +46,8 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     PP_WARN ("%s=1: the watchdog and the chunk deadlines are off (tests "
         "only)", PP_NO_WATCHDOG_ENV);
   mesh->inter = mesh->world = MPI_COMM_NULL;
+  mesh->to_first = pp_chunk_link_new (0);
+  mesh->from_last = pp_chunk_link_new (config->max_in_flight);
   /* The backend rank 0 computes on; the plan tells every worker to use
    * it too, and the parity check holds them to it. */
   backend = pp_backend_get (config->backend, error);
@@ -53,6 +55,8 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
       config->n_steps, config->model, pp_backend_name (backend),
       config->timeout_ms, error);
   if (mesh->plan == NULL) {
+    pp_chunk_link_free (mesh->to_first);
+    pp_chunk_link_free (mesh->from_last);
     g_mutex_clear (&mesh->lock);
     g_free (mesh->dump_dir);
     g_free (mesh);

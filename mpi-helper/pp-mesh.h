@@ -28,6 +28,9 @@ typedef struct
   const gchar *hostfile;        /* MPI_Info "hostfile", NULL for none */
   guint timeout_ms;
   const gchar *dump_dir;        /* flight recorder files, NULL for none */
+  /* The most chunks the caller has in flight (submitted, and collected
+   * but not yet freed) at once: what the mesh keeps ready to receive. */
+  guint max_in_flight;
 } PpMeshConfig;
 
 typedef struct

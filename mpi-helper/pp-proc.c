@@ -1,12 +1,26 @@
-/* ppdiffuse — process liveness. */
+/* ppdiffuse — process liveness.
+ *
+ * Waits poll these while frames flow, and the spawn watch while workers
+ * start: every read goes into a buffer on the stack, never the heap. */
+#define _GNU_SOURCE             /* getdents64 */
 #include "pp-proc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+/* The start of /proc/PID/stat: "pid (comm) S ppid ...", comm at most 16
+ * bytes. */
+#define PP_PROC_STAT_HEAD 256
+/* Bytes of /proc's entries, and of a process's environment, read at a
+ * time. */
+#define PP_PROC_READ_BYTES 4096
 
 gboolean
 pp_proc_is_local (const gchar * host)
@@ -14,22 +28,40 @@ pp_proc_is_local (const gchar * host)
   return host != NULL && g_str_equal (host, g_get_host_name ());
 }
 
+/* The start of /proc/@pid/stat into @buf (NUL-terminated).  The text
+ * from the last ')', the end of the command name, or NULL when it cannot
+ * be read. */
+static const gchar *
+read_stat (gint64 pid, gchar buf[PP_PROC_STAT_HEAD])
+{
+  gchar path[64];
+  ssize_t n;
+  int fd;
+
+  g_snprintf (path, sizeof path, "/proc/%" G_GINT64_FORMAT "/stat", pid);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  n = read (fd, buf, PP_PROC_STAT_HEAD - 1);
+  close (fd);
+  if (n <= 0)
+    return NULL;
+  buf[n] = '\0';
+  return strrchr (buf, ')');
+}
+
 gboolean
 pp_proc_is_running (gint64 pid)
 {
-  g_autofree gchar *path = g_strdup_printf ("/proc/%" G_GINT64_FORMAT "/stat",
-      pid);
-  g_autofree gchar *stat = NULL;
+  gchar stat[PP_PROC_STAT_HEAD];
   const gchar *close_paren;
 
   if (pid <= 0)
     return FALSE;
-  if (g_file_get_contents (path, &stat, NULL, NULL)) {
-    /* "pid (comm) S ...": the state follows the last ')' */
-    close_paren = strrchr (stat, ')');
-    return close_paren == NULL || (close_paren[2] != 'Z'
+  if ((close_paren = read_stat (pid, stat)) != NULL)
+    /* ") S ...": the state */
+    return close_paren[1] == '\0' || (close_paren[2] != 'Z'
         && close_paren[2] != 'X');
-  }
   return kill ((pid_t) pid, 0) == 0 || errno == EPERM;
 }
 
@@ -42,13 +74,10 @@ pp_proc_kill (gint64 pid)
 static gint64
 parent_of (gint64 pid)
 {
-  g_autofree gchar *path = g_strdup_printf ("/proc/%" G_GINT64_FORMAT "/stat",
-      pid);
-  g_autofree gchar *stat = NULL;
-  const gchar *close_paren;
+  gchar stat[PP_PROC_STAT_HEAD];
+  const gchar *close_paren = read_stat (pid, stat);
 
-  if (!g_file_get_contents (path, &stat, NULL, NULL)
-      || (close_paren = strrchr (stat, ')')) == NULL)
+  if (close_paren == NULL || strlen (close_paren) < 4)
     return 0;
   /* ") S ppid ..." */
   return g_ascii_strtoll (close_paren + 4, NULL, 10);
@@ -67,54 +96,99 @@ descends_from_self (gint64 pid)
   return FALSE;
 }
 
-/* OMPI_COMM_WORLD_RANK from the process's environment, or -1. */
+/* OMPI_COMM_WORLD_RANK from the process's environment, or -1.  The
+ * environment is read a piece at a time, each variable matched against
+ * the key as its bytes come. */
 static gint
 spawned_rank (gint64 pid)
 {
-  g_autofree gchar *path = g_strdup_printf ("/proc/%" G_GINT64_FORMAT
-      "/environ", pid);
-  g_autofree gchar *env = NULL;
   static const gchar key[] = "OMPI_COMM_WORLD_RANK=";
-  gsize len;
+  const gsize key_len = sizeof key - 1;
+  gchar path[64], buf[PP_PROC_READ_BYTES];
+  gsize matched = 0;            /* of the key, by the current variable */
+  gboolean other = FALSE;       /* the current variable is another */
+  gboolean found = FALSE;
+  gint value = 0;
+  ssize_t n;
+  int fd;
 
-  if (!g_file_get_contents (path, &env, &len, NULL))
+  g_snprintf (path, sizeof path, "/proc/%" G_GINT64_FORMAT "/environ", pid);
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return -1;
-  for (gsize at = 0; at < len; at += strlen (env + at) + 1)
-    if (g_str_has_prefix (env + at, key))
-      return atoi (env + at + sizeof key - 1);
-  return -1;
+  while (!found && (n = read (fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < n && !found; i++) {
+      const gchar c = buf[i];
+
+      if (c == '\0') {
+        found = matched == key_len;     /* the key's variable ends */
+        matched = 0;
+        other = FALSE;
+      } else if (other) {
+        continue;
+      } else if (matched < key_len) {
+        other = c != key[matched++];
+      } else if (g_ascii_isdigit (c) && value < G_MAXINT / 10 - 1) {
+        value = value * 10 + (c - '0');
+      } else {
+        other = TRUE;           /* the number ends, as atoi reads it */
+      }
+    }
+  }
+  close (fd);
+  return found || matched == key_len ? value : -1;
+}
+
+/* Whether /proc/@entry is a process of @want (a resolved path) that
+ * descends from this one: then its spawned rank goes into @ranks. */
+static void
+note_if_spawned (const gchar * entry, const gchar * want, guint n,
+    gint64 * ranks)
+{
+  gchar path[64], target[PATH_MAX];
+  gint64 pid;
+  ssize_t len;
+  gint rank;
+
+  if (!g_ascii_isdigit (entry[0]))
+    return;
+  pid = g_ascii_strtoll (entry, NULL, 10);
+  g_snprintf (path, sizeof path, "/proc/%s/exe", entry);
+  len = readlink (path, target, sizeof target - 1);
+  if (len <= 0)
+    return;
+  target[len] = '\0';
+  if (!g_str_equal (target, want) || !pp_proc_is_running (pid)
+      || !descends_from_self (pid))
+    return;
+  rank = spawned_rank (pid);
+  if (rank >= 0 && (guint) rank < n)
+    ranks[rank] = pid;
 }
 
 void
 pp_proc_find_spawned (const gchar * exe, guint n, gint64 * ranks)
 {
-  g_autofree gchar *want = realpath (exe, NULL);
-  GDir *dir = g_dir_open ("/proc", 0, NULL);
-  const gchar *entry;
+  gchar want[PATH_MAX];
+  gint64 entries[PP_PROC_READ_BYTES / sizeof (gint64)];  /* aligned */
+  ssize_t len;
+  int dir;
 
   memset (ranks, 0, n * sizeof *ranks);
-  if (dir == NULL || want == NULL) {
-    if (dir)
-      g_dir_close (dir);
+  if (realpath (exe, want) == NULL)
     return;
-  }
-  while ((entry = g_dir_read_name (dir)) != NULL) {
-    g_autofree gchar *link = NULL;
-    g_autofree gchar *target = NULL;
-    gint64 pid;
-    gint rank;
+  dir = open ("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return;
+  /* getdents64 rather than opendir, which allocates its buffer. */
+  while ((len = getdents64 (dir, entries, sizeof entries)) > 0) {
+    for (ssize_t at = 0; at < len;) {
+      const struct dirent64 *e =
+          (const struct dirent64 *) ((const gchar *) entries + at);
 
-    if (!g_ascii_isdigit (entry[0]))
-      continue;
-    pid = g_ascii_strtoll (entry, NULL, 10);
-    link = g_strdup_printf ("/proc/%s/exe", entry);
-    target = g_file_read_link (link, NULL);
-    if (target == NULL || !g_str_equal (target, want)
-        || !pp_proc_is_running (pid) || !descends_from_self (pid))
-      continue;
-    rank = spawned_rank (pid);
-    if (rank >= 0 && (guint) rank < n)
-      ranks[rank] = pid;
+      at += e->d_reclen;
+      note_if_spawned (e->d_name, want, n, ranks);
+    }
   }
-  g_dir_close (dir);
+  close (dir);
 }

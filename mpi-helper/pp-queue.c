@@ -1,12 +1,15 @@
 /* ppdiffuse — bounded FIFO. */
 #include "pp-queue.h"
 
+/* A ring of @capacity slots, allocated once: a push allocates nothing. */
 struct _PpQueue
 {
   GMutex lock;
   GCond cond;
-  GQueue items;
+  gpointer *slots;
   guint capacity;
+  guint head;                   /* the oldest item's slot */
+  guint length;
   gboolean closed;
 };
 
@@ -18,7 +21,7 @@ pp_queue_new (guint capacity)
   g_assert (capacity > 0);
   g_mutex_init (&q->lock);
   g_cond_init (&q->cond);
-  g_queue_init (&q->items);
+  q->slots = g_new0 (gpointer, capacity);
   q->capacity = capacity;
   return q;
 }
@@ -28,7 +31,9 @@ pp_queue_free (PpQueue * q, GDestroyNotify free_item)
 {
   if (q == NULL)
     return;
-  g_queue_clear_full (&q->items, free_item);
+  for (guint i = 0; i < q->length && free_item != NULL; i++)
+    free_item (q->slots[(q->head + i) % q->capacity]);
+  g_free (q->slots);
   g_mutex_clear (&q->lock);
   g_cond_clear (&q->cond);
   g_free (q);
@@ -50,12 +55,13 @@ pp_queue_push (PpQueue * q, gpointer item, gint64 deadline_us)
   gboolean ok;
 
   g_mutex_lock (&q->lock);
-  while (!q->closed && q->items.length >= q->capacity)
+  while (!q->closed && q->length >= q->capacity)
     if (!wait_until (q, deadline_us))
       break;
-  ok = !q->closed && q->items.length < q->capacity;
+  ok = !q->closed && q->length < q->capacity;
   if (ok) {
-    g_queue_push_tail (&q->items, item);
+    q->slots[(q->head + q->length) % q->capacity] = item;
+    q->length++;
     g_cond_broadcast (&q->cond);
   }
   g_mutex_unlock (&q->lock);
@@ -68,11 +74,13 @@ pp_queue_pop (PpQueue * q, gint64 deadline_us)
   gpointer item = NULL;
 
   g_mutex_lock (&q->lock);
-  while (!q->closed && q->items.length == 0)
+  while (!q->closed && q->length == 0)
     if (!wait_until (q, deadline_us))
       break;
-  if (!q->closed && q->items.length > 0) {
-    item = g_queue_pop_head (&q->items);
+  if (!q->closed && q->length > 0) {
+    item = q->slots[q->head];
+    q->head = (q->head + 1) % q->capacity;
+    q->length--;
     g_cond_broadcast (&q->cond);
   }
   g_mutex_unlock (&q->lock);

@@ -40,6 +40,8 @@ pp_mesh_free (PpMesh * mesh)
     pp_worker_info_clear (&mesh->workers[i]);
   g_free (mesh->workers);
   pp_liveness_free (mesh->liveness);
+  pp_chunk_link_free (mesh->to_first);
+  pp_chunk_link_free (mesh->from_last);
   g_free (mesh->dump_dir);
   g_clear_error (&mesh->fault);
   g_mutex_clear (&mesh->lock);

@@ -1,5 +1,6 @@
 /* ppdiffuse — MPI point-to-point under deadlines. */
 #include "pp-transport.h"
+#include "pp-chunk-pool.h"
 #include "pp-error.h"
 #include "pp-log.h"
 #include "pp-queue.h"
@@ -110,42 +111,98 @@ pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
   return TRUE;
 }
 
+/* Waits for a message of @tag from w->peer and matches it (*@msg, of
+ * *@count bytes, at most @max_len). */
+static gboolean
+probe_message (const PpWait * w, gint tag, gsize max_len, const gchar * what,
+    MPI_Message * msg, int *count, GError ** error)
+{
+  gulong period = PP_POLL_MIN_US;
+  gint64 next_alive = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
+  MPI_Status status;
+  int found = 0;
+
+  for (;;) {
+    if (!pp_mpi_check (MPI_Improbe (w->peer, tag, w->comm, &found, msg,
+                &status), what, error))
+      return FALSE;
+    if (found)
+      break;
+    if (wait_expired (w, &next_alive, what, error))
+      return FALSE;
+    poll_sleep (&period);
+  }
+  MPI_Get_count (&status, MPI_BYTE, count);
+  if (*count < 0 || (gsize) * count > max_len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s (peer rank %d): message of %d bytes, at most %" G_GSIZE_FORMAT
+        " allowed", what, w->peer, *count, max_len);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Receives the matched @msg into @buf.  FALSE: MPI may still write @buf. */
+static gboolean
+receive_matched (const PpWait * w, MPI_Message * msg, gpointer buf, int count,
+    const gchar * what, GError ** error)
+{
+  MPI_Request req;
+
+  return pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, msg, &req), what,
+      error) && wait_requests (w, &req, 1, NULL, what, error);
+}
+
 GBytes *
 pp_transport_recv_bytes (const PpWait * w, gint tag, gsize max_len,
     const gchar * what, GError ** error)
 {
-  gulong period = PP_POLL_MIN_US;
-  gint64 next_alive = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
   MPI_Message msg;
-  MPI_Status status;
-  MPI_Request req;
-  int found = 0, count = 0;
+  int count = 0;
   guint8 *buf;
 
-  for (;;) {
-    if (!pp_mpi_check (MPI_Improbe (w->peer, tag, w->comm, &found, &msg,
-                &status), what, error))
-      return NULL;
-    if (found)
-      break;
-    if (wait_expired (w, &next_alive, what, error))
-      return NULL;
-    poll_sleep (&period);
-  }
-  MPI_Get_count (&status, MPI_BYTE, &count);
-  if (count < 0 || (gsize) count > max_len) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "%s (peer rank %d): message of %d bytes, at most %" G_GSIZE_FORMAT
-        " allowed", what, w->peer, count, max_len);
+  if (!probe_message (w, tag, max_len, what, &msg, &count, error))
     return NULL;
-  }
   buf = g_malloc (MAX (count, 1));
-  if (!pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, &msg, &req), what,
-          error))
+  if (!receive_matched (w, &msg, buf, count, what, error))
     return NULL;                /* buf leaked: MPI may own it */
-  if (!wait_requests (w, &req, 1, NULL, what, error))
-    return NULL;
   return g_bytes_new_take (buf, count);
+}
+
+/* A message of @tag from any rank if one has arrived: matched (*@msg, of
+ * *@count bytes, at most @max_len).  FALSE without error when none has. */
+static gboolean
+try_probe (MPI_Comm comm, gint tag, gsize max_len, MPI_Message * msg,
+    int *count, gint * source, GError ** error)
+{
+  MPI_Status status;
+  int found = 0;
+
+  if (!pp_mpi_check (MPI_Improbe (MPI_ANY_SOURCE, tag, comm, &found, msg,
+              &status), "probe", error) || !found)
+    return FALSE;
+  MPI_Get_count (&status, MPI_BYTE, count);
+  *source = status.MPI_SOURCE;
+  if (*count < 0 || (gsize) * count > max_len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "message of %d bytes with tag %d from rank %d, at most %"
+        G_GSIZE_FORMAT " allowed", *count, tag, status.MPI_SOURCE, max_len);
+    return FALSE;               /* the caller fails the mesh */
+  }
+  return TRUE;
+}
+
+/* The message has arrived, but a large one may still be on its way in: a
+ * bounded wait, like every other.  FALSE: MPI may still write @buf. */
+static gboolean
+receive_arrived (MPI_Comm comm, gint source, MPI_Message * msg, gpointer buf,
+    int count, GError ** error)
+{
+  PpWait w = { comm, source, pp_deadline_in_ms (PP_TRY_RECV_TIMEOUT_MS),
+    NULL, NULL
+  };
+
+  return receive_matched (&w, msg, buf, count, "receive", error);
 }
 
 GBytes *
@@ -153,72 +210,99 @@ pp_transport_try_recv_bytes (MPI_Comm comm, gint tag, gsize max_len,
     gint * source, GError ** error)
 {
   MPI_Message msg;
-  MPI_Status status;
-  int found = 0, count = 0;
+  int count = 0;
   guint8 *buf;
 
-  if (!pp_mpi_check (MPI_Improbe (MPI_ANY_SOURCE, tag, comm, &found, &msg,
-              &status), "probe", error) || !found)
+  if (!try_probe (comm, tag, max_len, &msg, &count, source, error))
     return NULL;
-  MPI_Get_count (&status, MPI_BYTE, &count);
-  *source = status.MPI_SOURCE;
-  if (count < 0 || (gsize) count > max_len) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "message of %d bytes with tag %d from rank %d, at most %"
-        G_GSIZE_FORMAT " allowed", count, tag, status.MPI_SOURCE, max_len);
-    return NULL;                /* the caller fails the mesh */
-  }
   buf = g_malloc (MAX (count, 1));
-  /* The message has arrived, but a large one may still be on its way in:
-   * a bounded wait, like every other. */
-  {
-    PpWait w = { comm, status.MPI_SOURCE,
-      pp_deadline_in_ms (PP_TRY_RECV_TIMEOUT_MS), NULL, NULL
-    };
-    MPI_Request req;
-
-    if (!pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, &msg, &req),
-            "receive", error)
-        || !wait_requests (&w, &req, 1, NULL, "receive", error))
-      return NULL;              /* buf leaked: MPI may still write it */
-  }
+  if (!receive_arrived (comm, *source, &msg, buf, count, error))
+    return NULL;                /* buf leaked: MPI may still write it */
   return g_bytes_new_take (buf, count);
 }
 
 gboolean
-pp_transport_send_chunk (const PpWait * w, PpChunk * chunk, GError ** error)
+pp_transport_try_recv_into (MPI_Comm comm, gint tag, guint8 ** buf,
+    gsize size, gsize * len, gint * source, GError ** error)
 {
-  return pp_transport_send_chunk_as (w, chunk, PP_SEND_INTACT, error);
+  MPI_Message msg;
+  int count = 0;
+
+  if (!try_probe (comm, tag, size, &msg, &count, source, error))
+    return FALSE;
+  if (!receive_arrived (comm, *source, &msg, *buf, count, error)) {
+    *buf = NULL;                /* left to MPI */
+    return FALSE;
+  }
+  *len = (gsize) count;
+  return TRUE;
+}
+
+struct _PpChunkLink
+{
+  GMutex lock;                  /* one transfer at a time */
+  PpEnvelopeCodec *codec;
+  PpChunkPool *pool;            /* what chunks are received into */
+};
+
+PpChunkLink *
+pp_chunk_link_new (guint reserve)
+{
+  PpChunkLink *link = g_new0 (PpChunkLink, 1);
+
+  g_mutex_init (&link->lock);
+  link->codec = pp_envelope_codec_new ();
+  link->pool = pp_chunk_pool_new (reserve);
+  return link;
+}
+
+void
+pp_chunk_link_free (PpChunkLink * link)
+{
+  if (link == NULL)
+    return;
+  pp_envelope_codec_free (link->codec);
+  pp_chunk_pool_unref (link->pool);
+  g_mutex_clear (&link->lock);
+  g_free (link);
+}
+
+guint
+pp_chunk_link_pool_size (PpChunkLink * link)
+{
+  return pp_chunk_pool_size (link->pool);
 }
 
 gboolean
-pp_transport_send_chunk_as (const PpWait * w, PpChunk * chunk,
+pp_transport_send_chunk (const PpWait * w, PpChunkLink * link,
+    PpChunk * chunk, GError ** error)
+{
+  return pp_transport_send_chunk_as (w, link, chunk, PP_SEND_INTACT, error);
+}
+
+/* Called with the link's lock held. */
+static gboolean
+send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
     PpSendDefect defect, GError ** error)
 {
-  g_autoptr (GBytes) head = pp_envelope_encode_head (chunk, error);
   guint n = chunk->tensors->len;
   MPI_Request reqs[1 + PP_ENVELOPE_MAX_TENSORS];
+  const guint8 *head;
   gsize head_len;
-  gconstpointer head_data;
   gchar what[96];
   guint64 event;
 
-  if (head == NULL) {
+  if (!pp_envelope_write_head (link->codec, chunk, &head, &head_len, error)) {
     pp_chunk_free (chunk);
     return FALSE;               /* preflight failed: nothing was sent */
   }
-  if (defect == PP_SEND_BAD_VERSION) {
-    guint8 *bad = g_bytes_unref_to_data (g_steal_pointer (&head), &head_len);
-
-    bad[4] = PP_ENVELOPE_MAJOR + 1;
-    head = g_bytes_new_take (bad, head_len);
-  }
+  if (defect == PP_SEND_BAD_VERSION)
+    ((guint8 *) head)[4] = PP_ENVELOPE_MAJOR + 1;
   g_snprintf (what, sizeof what, "send of chunk %" G_GUINT64_FORMAT,
       chunk->chunk_id);
-  head_data = g_bytes_get_data (head, &head_len);
   event = pp_recorder_begin (PP_REC_SEND, chunk->chunk_id, w->peer,
       head_len + pp_chunk_payload_bytes (chunk));
-  if (!pp_mpi_check (MPI_Isend (head_data, (int) head_len, MPI_BYTE, w->peer,
+  if (!pp_mpi_check (MPI_Isend (head, (int) head_len, MPI_BYTE, w->peer,
               PP_TAG_HEAD, w->comm, &reqs[0]), what, error))
     goto leak;
   for (guint i = 0; i < n; i++) {
@@ -241,36 +325,55 @@ pp_transport_send_chunk_as (const PpWait * w, PpChunk * chunk,
 
 leak:
   pp_recorder_end (event, PP_REC_FAILED);
-  /* Pending sends may still read these buffers: keep them alive. */
-  g_bytes_ref (head);
+  /* Pending sends may still read these buffers: leave them to MPI. */
+  pp_envelope_codec_abandon_buffer (link->codec);
+  pp_chunk_abandon_payloads (chunk);
+  pp_chunk_free (chunk);
   return FALSE;
 }
 
-PpChunk *
-pp_transport_recv_chunk (const PpWait * w, guint payload_timeout_ms,
+gboolean
+pp_transport_send_chunk_as (const PpWait * w, PpChunkLink * link,
+    PpChunk * chunk, PpSendDefect defect, GError ** error)
+{
+  gboolean ok;
+
+  g_mutex_lock (&link->lock);
+  ok = send_chunk (w, link, chunk, defect, error);
+  g_mutex_unlock (&link->lock);
+  return ok;
+}
+
+/* Called with the link's lock held. */
+static PpChunk *
+recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
     GError ** error)
 {
-  g_autoptr (GBytes) head = NULL;
-  g_autoptr (PpChunk) chunk = NULL;
+  static const gchar head_what[] = "receive of a chunk head";
   MPI_Request reqs[PP_ENVELOPE_MAX_TENSORS];
-  PpWait payload_wait = *w;
-  gsize len;
-  gconstpointer data;
-  gchar what[96];
-
   MPI_Status statuses[PP_ENVELOPE_MAX_TENSORS];
+  PpWait payload_wait = *w;
+  MPI_Message msg;
+  PpChunk *chunk;
+  guint8 *head;
+  int len = 0;
+  gchar what[96];
   guint64 event;
 
-  head = pp_transport_recv_bytes (w, PP_TAG_HEAD, PP_ENVELOPE_HEAD_MAX,
-      "receive of a chunk head", error);
-  if (head == NULL)
+  if (!probe_message (w, PP_TAG_HEAD, PP_ENVELOPE_HEAD_MAX, head_what, &msg,
+          &len, error))
     return NULL;
-  data = g_bytes_get_data (head, &len);
-  chunk = pp_envelope_decode_head (data, len, error);
-  if (chunk == NULL) {
+  head = pp_envelope_codec_buffer (link->codec, len);
+  if (!receive_matched (w, &msg, head, len, head_what, error)) {
+    pp_envelope_codec_abandon_buffer (link->codec);
+    return NULL;
+  }
+  chunk = pp_chunk_pool_acquire (link->pool);
+  if (!pp_envelope_read_head (link->codec, head, len, chunk, error)) {
     g_prefix_error (error, "from rank %d: ", w->peer);
     pp_recorder_note (PP_REC_RECV, PP_RECORDER_NO_CHUNK, w->peer, len,
         PP_REC_FAILED);
+    pp_chunk_free (chunk);
     return NULL;
   }
   if (chunk->flags & PP_CHUNK_FLAG_ABORT) {
@@ -279,6 +382,7 @@ pp_transport_recv_chunk (const PpWait * w, guint payload_timeout_ms,
         chunk->chunk_id, w->peer);
     pp_recorder_note (PP_REC_RECV, chunk->chunk_id, w->peer, len,
         PP_REC_FAILED);
+    pp_chunk_free (chunk);
     return NULL;
   }
   event = pp_recorder_begin (PP_REC_RECV, chunk->chunk_id, w->peer,
@@ -308,19 +412,32 @@ pp_transport_recv_chunk (const PpWait * w, guint payload_timeout_ms,
           "manifest says %" G_GSIZE_FORMAT " bytes, %d arrived", t->name,
           chunk->chunk_id, w->peer, t->nbytes, count);
       pp_recorder_end (event, PP_REC_FAILED);
+      pp_chunk_free (chunk);
       return NULL;
     }
   }
   pp_recorder_end (event, PP_REC_DONE);
-  PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %"
-      G_GSIZE_FORMAT " + %" G_GSIZE_FORMAT " bytes", chunk->chunk_id,
-      w->peer, len, pp_chunk_payload_bytes (chunk));
-  return g_steal_pointer (&chunk);
+  PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %d + %"
+      G_GSIZE_FORMAT " bytes", chunk->chunk_id, w->peer, len,
+      pp_chunk_payload_bytes (chunk));
+  return chunk;
 
 leak:
   pp_recorder_end (event, PP_REC_FAILED);
   /* Posted receives may still write into the payload buffers. */
-  for (guint i = 0; i < chunk->tensors->len; i++)
-    ((PpTensor *) g_ptr_array_index (chunk->tensors, i))->data = NULL;
+  pp_chunk_abandon_payloads (chunk);
+  pp_chunk_free (chunk);
   return NULL;
+}
+
+PpChunk *
+pp_transport_recv_chunk (const PpWait * w, PpChunkLink * link,
+    guint payload_timeout_ms, GError ** error)
+{
+  PpChunk *chunk;
+
+  g_mutex_lock (&link->lock);
+  chunk = recv_chunk (w, link, payload_timeout_ms, error);
+  g_mutex_unlock (&link->lock);
+  return chunk;
 }

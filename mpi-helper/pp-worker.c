@@ -38,6 +38,9 @@
 #include <unistd.h>
 
 #define PP_WORKER_QUEUE_DEPTH 2
+/* The most chunks a worker holds at once: both queues full, and one each
+ * in the receiver, the compute thread and the sender. */
+#define PP_WORKER_CHUNKS_HELD (2 * PP_WORKER_QUEUE_DEPTH + 3)
 #define PP_WORKER_EXIT_FAILURE 3
 /* A failing worker is gone within this many seconds, whatever blocks. */
 #define PP_WORKER_FAIL_GRACE_S 3
@@ -57,6 +60,8 @@ typedef struct
   gchar *rank0_host;
   PpQueue *in;
   PpQueue *out;
+  PpChunkLink *from_prev;       /* the receiver's */
+  PpChunkLink *to_next;         /* the sender's */
   gint64 busy_us;                /* compute thread only */
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
@@ -168,8 +173,8 @@ receiver_thread (gpointer data)
   for (;;) {
     PpWait wait = { w->world, w->rank - 1, PP_NO_DEADLINE, rank0_alive, w };
     GError *error = NULL;
-    PpChunk *chunk = pp_transport_recv_chunk (&wait, w->plan->timeout_ms,
-        &error);
+    PpChunk *chunk = pp_transport_recv_chunk (&wait, w->from_prev,
+        w->plan->timeout_ms, &error);
     gboolean last;
 
     /* A chunk that cannot be received or is wrong is its sender's. */
@@ -224,13 +229,14 @@ sender_thread (gpointer data)
 
       if (copy == NULL)
         worker_fail (w, "send", error);
-      if (!pp_transport_send_chunk (&wait, copy, &error))
+      if (!pp_transport_send_chunk (&wait, w->to_next, copy, &error))
         worker_fail_blaming (w, "send", next_rank (w), error);
     }
     pp_liveness_note_sent (w->liveness, chunk->chunk_id);
     /* A send that fails or stalls: the next rank died or does not take
      * its chunks. */
-    if (!pp_transport_send_chunk_as (&wait, chunk, defect, &error))
+    if (!pp_transport_send_chunk_as (&wait, w->to_next, chunk, defect,
+            &error))
       worker_fail_blaming (w, "send", next_rank (w), error);
     if (last)
       return NULL;
@@ -483,6 +489,8 @@ main (int argc, char **argv)
 
   w.in = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
   w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
+  w.from_prev = pp_chunk_link_new (PP_WORKER_CHUNKS_HELD);
+  w.to_next = pp_chunk_link_new (0);
   w.liveness = worker_liveness_new (&w);
   pp_liveness_start (w.liveness);
   receiver = g_thread_new ("pp-receiver", receiver_thread, &w);
@@ -501,6 +509,8 @@ main (int argc, char **argv)
   PP_INFO ("exited cleanly");
   pp_queue_free (w.in, (GDestroyNotify) pp_chunk_free);
   pp_queue_free (w.out, (GDestroyNotify) pp_chunk_free);
+  pp_chunk_link_free (w.from_prev);
+  pp_chunk_link_free (w.to_next);
   pp_liveness_free (w.liveness);
   pp_model_free (w.model);
   pp_plan_free (w.plan);

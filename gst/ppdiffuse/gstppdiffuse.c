@@ -37,6 +37,8 @@
 #include "gstppdiffuse.h"
 #include "pp-log.h"
 
+#include <string.h>
+
 GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define GST_CAT_DEFAULT gst_pp_diffuse_debug
 
@@ -115,12 +117,90 @@ gst_pp_diffuse_backend_get_type (void)
 }
 
 static void
-item_free (GstPpDiffuseItem * item)
+item_clear (GstPpDiffuseItem * item)
 {
   gst_clear_event (&item->event);
   gst_clear_buffer (&item->buffer);
   g_clear_pointer (&item->result, pp_chunk_free);
-  g_free (item);
+}
+
+/* An item for a frame: a spare one.  Frames in the element are at most
+ * limit + 1 (the one the src task is pushing no longer counts in
+ * in_flight), and that many spare items are made at start.  Called with
+ * the lock held. */
+static GstPpDiffuseItem *
+item_take_frame (GstPpDiffuse * self)
+{
+  GList *link = g_queue_pop_head_link (&self->spare_items);
+  GstPpDiffuseItem *item;
+
+  if (link != NULL) {
+    item = link->data;
+  } else {
+    item = g_new (GstPpDiffuseItem, 1);
+    self->n_spare_items++;
+  }
+  memset (item, 0, sizeof *item);
+  item->link.data = item;
+  item->spare = TRUE;
+  return item;
+}
+
+/* An item for a serialized event: events are few, theirs are made anew. */
+static GstPpDiffuseItem *
+item_new_event (GstEvent * event)
+{
+  GstPpDiffuseItem *item = g_new0 (GstPpDiffuseItem, 1);
+
+  item->link.data = item;
+  item->event = event;
+  return item;
+}
+
+/* Makes spare items until there are @n: one per frame the element can
+ * hold.  Called with the lock held. */
+static void
+items_reserve (GstPpDiffuse * self, guint n)
+{
+  while (self->n_spare_items < n) {
+    GstPpDiffuseItem *item = g_new0 (GstPpDiffuseItem, 1);
+
+    item->link.data = item;
+    g_queue_push_head_link (&self->spare_items, &item->link);
+    self->n_spare_items++;
+  }
+}
+
+/* Clears @item and gives it back: a frame's to the spare items, an
+ * event's to the heap.  Called with the lock held. */
+static void
+item_recycle_locked (GstPpDiffuse * self, GstPpDiffuseItem * item)
+{
+  item_clear (item);
+  if (item->spare)
+    g_queue_push_head_link (&self->spare_items, &item->link);
+  else
+    g_free (item);
+}
+
+static void
+item_recycle (GstPpDiffuse * self, GstPpDiffuseItem * item)
+{
+  item_clear (item);
+  g_mutex_lock (&self->lock);
+  item_recycle_locked (self, item);
+  g_mutex_unlock (&self->lock);
+}
+
+static void
+items_free (GQueue * items)
+{
+  GList *link;
+
+  while ((link = g_queue_pop_head_link (items)) != NULL) {
+    item_clear (link->data);
+    g_free (link->data);
+  }
 }
 
 /* Mesh log lines go to our debug category. */
@@ -155,9 +235,10 @@ mesh_log_follow_threshold (void)
 static void
 fifo_flush (GstPpDiffuse * self, guint64 * dropped)
 {
-  GstPpDiffuseItem *item;
+  GList *link;
 
-  while ((item = g_queue_pop_head (&self->fifo)) != NULL) {
+  while ((link = g_queue_pop_head_link (&self->fifo)) != NULL) {
+    GstPpDiffuseItem *item = link->data;
     GstEvent *event = item->event;
 
     /* Sticky events still apply after the flush (as in queue): keep them
@@ -173,7 +254,7 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
       GST_DEBUG_OBJECT (self, "flushed frame of chunk %" G_GUINT64_FORMAT,
           item->chunk_id);
     }
-    item_free (item);
+    item_recycle_locked (self, item);
   }
   self->submitting = NULL;
   g_cond_broadcast (&self->cond);
@@ -282,14 +363,42 @@ image_from_frame (GstVideoFrame * frame, PpImage * image)
   image->offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_B);
 }
 
+/* Encodes @image into @chunk's sample: into the tensor an earlier frame
+ * left in the pooled chunk when it has the shape the model gives frames of
+ * this size, else into a new one (the first frame of a size).  Chain
+ * thread only. */
+static gboolean
+encode_sample (GstPpDiffuse * self, const PpImage * image, PpChunk * chunk,
+    GError ** error)
+{
+  PpTensor *sample = chunk->tensors->len == 1
+      ? g_ptr_array_index (chunk->tensors, 0) : NULL;
+
+  if (sample != NULL && image->width == self->sample_width
+      && image->height == self->sample_height
+      && pp_tensor_has_spec (sample, &self->sample_spec))
+    return pp_model_encode_into (self->model, image, sample, error);
+  pp_chunk_truncate (chunk, 0);
+  sample = pp_model_encode (self->model, image, error);
+  if (sample == NULL)
+    return FALSE;
+  pp_chunk_add_tensor (chunk, sample);
+  self->sample_width = image->width;
+  self->sample_height = image->height;
+  pp_tensor_spec_of (sample, &self->sample_spec);
+  GST_DEBUG_OBJECT (self, "frames of %dx%d give samples of %" G_GSIZE_FORMAT
+      " bytes", image->width, image->height, sample->nbytes);
+  return TRUE;
+}
+
 static PpChunk *
 gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
     const GstVideoInfo * info, GError ** error)
 {
   GstVideoFrame frame;
   PpImage image;
-  PpTensor *sample;
   PpChunk *chunk;
+  gboolean ok;
 
   if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ)) {
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
@@ -299,12 +408,13 @@ gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
     return NULL;
   }
   image_from_frame (&frame, &image);
-  sample = pp_model_encode (self->model, &image, error);
+  chunk = pp_chunk_pool_acquire (self->chunks);
+  ok = encode_sample (self, &image, chunk, error);
   gst_video_frame_unmap (&frame);
-  if (sample == NULL)
+  if (!ok) {
+    pp_chunk_free (chunk);
     return NULL;
-  chunk = pp_chunk_new ();
-  pp_chunk_add_tensor (chunk, sample);
+  }
   chunk->pts = GST_BUFFER_PTS (buf);
   return chunk;
 }
@@ -462,7 +572,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     gst_buffer_unref (buf);
     return ret;
   }
-  item = g_new0 (GstPpDiffuseItem, 1);
+  item = item_take_frame (self);
   item->info = self->in_info;
   item->discont = self->discont_next;
   self->discont_next = FALSE;
@@ -473,7 +583,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: %s",
             error->message), (NULL));
     g_error_free (error);
-    item_free (item);
+    item_recycle (self, item);
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
@@ -481,7 +591,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
           chunk)) {
     pp_chunk_free (chunk);
-    item_free (item);
+    item_recycle (self, item);
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
@@ -492,9 +602,9 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   if (self->flushing) {
     self->frames_in++;
     self->dropped_flush++;
+    item_recycle_locked (self, item);
     g_mutex_unlock (&self->lock);
     pp_chunk_free (chunk);
-    item_free (item);
     gst_buffer_unref (buf);
     return GST_FLOW_FLUSHING;
   }
@@ -502,7 +612,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   item->buffer = buf;
   item->chunk_id = CHUNK_ID_UNSENT;
   self->submitting = item;
-  g_queue_push_tail (&self->fifo, item);
+  g_queue_push_tail_link (&self->fifo, &item->link);
   self->in_flight++;
   self->outstanding++;
   self->frames_in++;
@@ -579,7 +689,7 @@ gst_pp_diffuse_loop (GstPad * pad)
       break;
     g_cond_wait (&self->cond, &self->lock);
   }
-  g_queue_pop_head (&self->fifo);
+  g_queue_pop_head_link (&self->fifo);
   if (item->event == NULL)
     self->in_flight--;
   g_cond_broadcast (&self->cond);
@@ -604,7 +714,7 @@ gst_pp_diffuse_loop (GstPad * pad)
       self->dropped_error++;
     g_mutex_unlock (&self->lock);
   }
-  item_free (item);
+  item_recycle (self, item);
   if (ret != GST_FLOW_OK) {
     g_mutex_lock (&self->lock);
     if (self->srcresult == GST_FLOW_OK || ret == GST_FLOW_ERROR)
@@ -640,9 +750,8 @@ gst_pp_diffuse_queue_event (GstPpDiffuse * self, GstEvent * event)
     gst_event_unref (event);
     return FALSE;
   }
-  item = g_new0 (GstPpDiffuseItem, 1);
-  item->event = event;
-  g_queue_push_tail (&self->fifo, item);
+  item = item_new_event (event);
+  g_queue_push_tail_link (&self->fifo, &item->link);
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
   return TRUE;
@@ -901,6 +1010,9 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.dump_dir = dump_dir = g_strdup (self->dump_dir);
   config.timeout_ms = self->timeout_ms;
   self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
+  /* A frame's chunk is freed after its push, which already made room for
+   * the next frame: one more chunk than frames may be held. */
+  config.max_in_flight = self->limit + 1;
 
   mesh_log_follow_threshold ();
   GST_OBJECT_UNLOCK (self);
@@ -955,7 +1067,12 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->have_info = FALSE;
   self->collector_stop = FALSE;
   self->mesh_failed = FALSE;
+  items_reserve (self, self->limit + 1);
   g_mutex_unlock (&self->lock);
+  /* The chain encodes one frame at a time, and its chunk is given back
+   * once sent. */
+  self->chunks = pp_chunk_pool_new (1);
+  self->sample_width = self->sample_height = 0;
   self->collector = g_thread_new ("ppdiffuse-collect",
       gst_pp_diffuse_collector, self);
   return TRUE;
@@ -995,6 +1112,7 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   /* Chunks the shutdown discarded are no longer in flight. */
   self->in_flight = self->outstanding = 0;
   g_mutex_unlock (&self->lock);
+  g_clear_pointer (&self->chunks, pp_chunk_pool_unref);
   g_clear_pointer (&self->model, pp_model_free);
 }
 
@@ -1185,7 +1303,8 @@ gst_pp_diffuse_finalize (GObject * object)
 {
   GstPpDiffuse *self = GST_PP_DIFFUSE (object);
 
-  g_queue_clear_full (&self->fifo, (GDestroyNotify) item_free);
+  items_free (&self->fifo);
+  items_free (&self->spare_items);
   g_free (self->model_uri);
   g_free (self->worker);
   g_free (self->hosts);
@@ -1428,6 +1547,7 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->fifo);
+  g_queue_init (&self->spare_items);
   self->ranks = DEFAULT_RANKS;
   self->steps = DEFAULT_STEPS;
   self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;

@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include "pp-chunk-pool.h"
 #include "pp-mesh.h"
 #include "pp-model.h"
 
@@ -31,15 +32,20 @@ typedef enum
 } GstPpDiffuseBackend;
 
 /* One entry of the ordered FIFO between the chain and the src task: a
- * frame in flight or a serialized event keeping its place among them. */
+ * frame in flight or a serialized event keeping its place among them.
+ * Frames' items are kept for reuse (the spare items): a frame allocates
+ * none. */
 typedef struct
 {
+  GList link;                   /* in the FIFO or the spare list; data =
+                                 * the item */
   GstEvent *event;              /* set for an event item */
   GstBuffer *buffer;            /* the input frame, reused for the output */
   GstVideoInfo info;            /* caps the frame arrived with */
   guint64 chunk_id;             /* as the mesh assigned it at submit */
   PpChunk *result;              /* the chunk back from the mesh, or NULL */
   gboolean discont;             /* frames were dropped just before it */
+  gboolean spare;               /* a frame's: back to the spare items */
 } GstPpDiffuseItem;
 
 struct _GstPpDiffuse
@@ -72,11 +78,18 @@ struct _GstPpDiffuse
   PpModel *model;               /* rank 0's image phases */
   guint limit;                  /* chunks allowed in flight */
   GThread *collector;
+  PpChunkPool *chunks;          /* the chunks frames are encoded into */
+  /* Chain thread: the sample the model made of the last frame size it met,
+   * so that a pooled chunk's sample of that shape is encoded into. */
+  gint sample_width, sample_height;
+  PpTensorSpec sample_spec;
 
   /* stream state, under lock */
   GMutex lock;
   GCond cond;
-  GQueue fifo;                  /* GstPpDiffuseItem* */
+  GQueue fifo;                  /* GstPpDiffuseItem*, by their links */
+  GQueue spare_items;           /* cleared frame items, for reuse */
+  guint n_spare_items;          /* made: the most frames held at once */
   GstPpDiffuseItem *submitting; /* in the FIFO, its chunk id not yet known */
   guint in_flight;              /* submitted, not yet pushed or discarded */
   guint outstanding;            /* submitted, not yet collected */

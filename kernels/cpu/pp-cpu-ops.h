@@ -32,6 +32,10 @@ typedef enum
  * undefined).  Valid until the thread's next call for the same use: a
  * kernel must not ask twice for one use at a time. */
 float *pp_cpu_scratch (PpCpuScratch use, size_t floats);
+/* Grows every buffer of the calling thread to the most any thread asked of
+ * its use: for a thread that holds none of its buffers (a helper between
+ * loops). */
+void pp_cpu_scratch_follow (void);
 
 /* TRUE when the AVX-512 kernels are compiled in and this CPU runs them. */
 gboolean pp_cpu_avx512_kernels (void);

@@ -155,6 +155,9 @@ helper_main (gpointer unused)
 
   for (;;) {
     seen = helper_wait (seen);
+    /* Between loops a helper holds no scratch: it may grow it all now
+     * rather than while a warm frame runs. */
+    pp_cpu_scratch_follow ();
     run_chunks (seen);
   }
   return NULL;

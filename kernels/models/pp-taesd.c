@@ -48,7 +48,11 @@ struct _PpTaesd
   PpBackend *be;
   GPtrArray *device_weights;    /* uploaded copies, on backends that need
                                  * them */
-  PpPool *pool;                 /* activations, reused across frames */
+  /* Activations, reused across frames: one pool per half, since rank 0
+   * encodes on one thread while it decodes on another, and a pool shared
+   * by both would keep growing with each new way their frames overlap. */
+  PpPool *encoder_pool;
+  PpPool *decoder_pool;
   gint in_channels, out_channels, latent_channels;
   gint upsampling_factor;
   PpActFn act;
@@ -174,7 +178,8 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 
   m->config_path = g_strdup (config_path);
   m->be = be;
-  m->pool = pp_pool_new (be);
+  m->encoder_pool = pp_pool_new (be);
+  m->decoder_pool = pp_pool_new (be);
   m->encoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   m->decoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   cfg = pp_config_load (config_path, error);
@@ -284,7 +289,8 @@ pp_taesd_free (PpTaesd * m)
   g_clear_pointer (&m->encoder, g_array_unref);
   g_clear_pointer (&m->decoder, g_array_unref);
   pp_device_weights_free (m->be, m->device_weights);
-  g_clear_pointer (&m->pool, pp_pool_free);
+  g_clear_pointer (&m->encoder_pool, pp_pool_free);
+  g_clear_pointer (&m->decoder_pool, pp_pool_free);
   g_clear_pointer (&m->owned_weights, pp_weights_free);
   g_free (m);
 }
@@ -292,7 +298,7 @@ pp_taesd_free (PpTaesd * m)
 gsize
 pp_taesd_pool_bytes (PpTaesd * m)
 {
-  return pp_pool_bytes (m->pool);
+  return pp_pool_bytes (m->encoder_pool) + pp_pool_bytes (m->decoder_pool);
 }
 
 guint
@@ -350,7 +356,7 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
         break;
       case LAYER_UPSAMPLE:{
         gint f = m->upsampling_factor;
-        PpAct y = pp_act_new (m->pool, x.n, x.c, x.h * f, x.w * f);
+        PpAct y = pp_act_new (x.pool, x.n, x.c, x.h * f, x.w * f);
 
         pp_upsample_nearest (m->be, x.data, x.n, x.c, x.h, x.w, f, y.data);
         pp_act_replace (&x, y);
@@ -363,10 +369,11 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
 }
 
 /* Checks @t is float32 [N, channels, H, W] with H, W multiples of @multiple
- * and copies it into an activation (uploading a host tensor). */
+ * and copies it into an activation from @pool (uploading a host tensor). */
 static gboolean
-input_act (PpTaesd * m, const PpTensor * t, const gchar * what,
-    gint channels, guint multiple, PpAct * out, GError ** error)
+input_act (PpTaesd * m, PpPool * pool, const PpTensor * t,
+    const gchar * what, gint channels, guint multiple, PpAct * out,
+    GError ** error)
 {
   /* Described only on error: a frame allocates nothing. */
   g_autofree gchar *desc = NULL;
@@ -399,7 +406,7 @@ input_act (PpTaesd * m, const PpTensor * t, const gchar * what,
         "TAESD on %s: %s is on %s", m->be->name, desc, t->backend->name);
     return FALSE;
   }
-  *out = pp_act_new (m->pool, (gint) t->shape[0], channels,
+  *out = pp_act_new (pool, (gint) t->shape[0], channels,
       (gint) t->shape[2], (gint) t->shape[3]);
   if (t->backend != NULL)
     pp_backend_copy (m->be, out->data, t->data, t->nbytes);
@@ -445,8 +452,8 @@ encode (PpTaesd * m, const PpTensor * image, PpTensor ** latents,
 {
   PpAct x;
 
-  if (!input_act (m, image, "encode input", m->in_channels, m->encoder_down,
-          &x, error))
+  if (!input_act (m, m->encoder_pool, image, "encode input", m->in_channels,
+          m->encoder_down, &x, error))
     return FALSE;
   /* [-1, 1] → [0, 1] */
   pp_affine (m->be, x.data, pp_act_numel (&x), 1.0f / IMAGE_SCALE,
@@ -464,8 +471,8 @@ decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
   PpAct x;
   gsize n;
 
-  if (!input_act (m, latents, "decode input", m->latent_channels, 1, &x,
-          error))
+  if (!input_act (m, m->decoder_pool, latents, "decode input",
+          m->latent_channels, 1, &x, error))
     return FALSE;
   /* tanh(x / 3) · 3 */
   n = pp_act_numel (&x);

@@ -40,7 +40,7 @@ gboolean  pp_taesd_encode_into      (PpTaesd * m, const PpTensor * image,
                                      PpTensor * latents, GError ** error);
 gboolean  pp_taesd_decode_into      (PpTaesd * m, const PpTensor * latents,
                                      PpTensor * image, GError ** error);
-/* Device bytes of the model's activation pool. */
+/* Device bytes of the model's activation pools (encoder and decoder). */
 gsize     pp_taesd_pool_bytes       (PpTaesd * m);
 guint     pp_taesd_latent_channels  (PpTaesd * m);
 /* Image pixels per latent pixel along each axis (8 for real TAESD). */

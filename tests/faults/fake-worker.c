@@ -77,15 +77,18 @@ main (int argc, char **argv)
   pp_transport_send_bytes (&wait, PP_TAG_HANDSHAKE_REPLY, reply, "reply", NULL);
   if (FAKE_MODE == FAKE_SKIP_CHUNK) {
     /* A single-worker mesh: take chunk 0, run no step, return it as 1. */
+    PpChunkLink *in = pp_chunk_link_new (1), *out = pp_chunk_link_new (0);
     PpChunk *chunk;
     wait.deadline_us = pp_deadline_in_ms (FAKE_WAIT_MS);
-    chunk = pp_transport_recv_chunk (&wait, FAKE_WAIT_MS, NULL);
+    chunk = pp_transport_recv_chunk (&wait, in, FAKE_WAIT_MS, NULL);
     if (chunk != NULL) {
       chunk->chunk_id += 1;
       chunk->next_step = plan->n_steps;
       wait.deadline_us = pp_deadline_in_ms (FAKE_WAIT_MS);
-      pp_transport_send_chunk (&wait, chunk, NULL);
+      pp_transport_send_chunk (&wait, out, chunk, NULL);
     }
+    pp_chunk_link_free (in);
+    pp_chunk_link_free (out);
   }
   g_usleep ((gulong) FAKE_LINGER_MS * 1000);
   return 0;

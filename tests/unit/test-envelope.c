@@ -795,6 +795,172 @@ test_decode_no_leak (void)
 #endif
 }
 
+/* The hand-written meta is GVariant's own serialisation of its type. */
+static void
+test_meta_is_gvariant (void)
+{
+  g_autoptr (PpChunk) c = make_chunk ();
+  g_autoptr (GBytes) head = encode (c);
+  g_autoptr (GVariant) meta = g_variant_ref_sink (g_variant_new
+      (PP_ENVELOPE_META_TYPE, c->next_step, c->n_steps, c->submit_us));
+  const guint8 *p = g_bytes_get_data (head, NULL);
+
+  g_assert_cmpuint (g_variant_get_size (meta), ==, PP_ENVELOPE_META_SIZE);
+  g_assert_cmpuint (rd32 (p + 36), ==, PP_ENVELOPE_META_SIZE);
+  g_assert_cmpmem (p + PP_ENVELOPE_HEADER_SIZE, PP_ENVELOPE_META_SIZE,
+      g_variant_get_data (meta), PP_ENVELOPE_META_SIZE);
+}
+
+/* Through one codec, chunk after chunk: each head is the one
+ * pp_envelope_encode_head writes, whether the manifest is the last one
+ * (kept) or another. */
+static void
+test_codec_write (void)
+{
+  static const gint64 other_shape[2] = { 3, 3 };
+  PpEnvelopeCodec *codec = pp_envelope_codec_new ();
+  g_autoptr (PpChunk) c = make_chunk ();
+  g_autoptr (PpChunk) empty = pp_chunk_new ();
+  PpChunk *stream[] = { c, c, empty, c };
+
+  for (guint round = 0; round < 2; round++) {
+    for (guint i = 0; i < G_N_ELEMENTS (stream); i++) {
+      g_autoptr (GBytes) expected = NULL;
+      g_autoptr (GError) error = NULL;
+      const guint8 *head;
+      gsize len;
+
+      stream[i]->chunk_id++;
+      expected = encode (stream[i]);
+      g_assert_true (pp_envelope_write_head (codec, stream[i], &head, &len,
+              &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (head, len, g_bytes_get_data (expected, NULL),
+          g_bytes_get_size (expected));
+    }
+    /* The same tensor list but for a shape. */
+    pp_tensor_free (g_ptr_array_index (c->tensors, 1));
+    g_ptr_array_index (c->tensors, 1) = make_tensor ("mask", PP_DTYPE_U8, 2,
+        other_shape);
+  }
+  pp_envelope_codec_free (codec);
+}
+
+static void
+assert_read (PpEnvelopeCodec * codec, const guint8 * data, gsize len,
+    PpChunk * into, const PpChunk * expected)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (pp_envelope_read_head (codec, data, len, into, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (into->chunk_id, ==, expected->chunk_id);
+  g_assert_cmpuint (into->next_step, ==, expected->next_step);
+  g_assert_cmpuint (into->submit_us, ==, expected->submit_us);
+  g_assert_cmpuint (into->tensors->len, ==, expected->tensors->len);
+  for (guint i = 0; i < into->tensors->len; i++)
+    assert_same_tensor_manifest (g_ptr_array_index (expected->tensors, i),
+        g_ptr_array_index (into->tensors, i));
+}
+
+/* Reading into one chunk through one codec: the tensors of the last head
+ * are kept when the next lists the same, replaced when it lists others,
+ * dropped when it lists fewer. */
+static void
+test_codec_read (void)
+{
+  static const gint64 other_shape[2] = { 3, 3 };
+  PpEnvelopeCodec *codec = pp_envelope_codec_new ();
+  g_autoptr (PpChunk) c = make_chunk ();
+  g_autoptr (PpChunk) into = pp_chunk_new ();
+  g_autoptr (PpChunk) one = pp_chunk_new ();
+  g_autoptr (GBytes) first = encode (c);
+  g_autoptr (GBytes) second = NULL;
+  g_autoptr (GBytes) reshaped = NULL;
+  g_autoptr (GBytes) fewer = NULL;
+  PpTensor *sample, *mask;
+  gpointer sample_data;
+
+  assert_read (codec, g_bytes_get_data (first, NULL),
+      g_bytes_get_size (first), into, c);
+  sample = g_ptr_array_index (into->tensors, 0);
+  mask = g_ptr_array_index (into->tensors, 1);
+  sample_data = sample->data;
+
+  c->chunk_id++;
+  c->next_step++;
+  second = encode (c);
+  assert_read (codec, g_bytes_get_data (second, NULL),
+      g_bytes_get_size (second), into, c);
+  g_assert_true (g_ptr_array_index (into->tensors, 0) == sample);
+  g_assert_true (sample->data == sample_data);
+  g_assert_true (g_ptr_array_index (into->tensors, 1) == mask);
+
+  pp_tensor_free (g_ptr_array_index (c->tensors, 1));
+  g_ptr_array_index (c->tensors, 1) = make_tensor ("mask", PP_DTYPE_U8, 2,
+      other_shape);
+  reshaped = encode (c);
+  assert_read (codec, g_bytes_get_data (reshaped, NULL),
+      g_bytes_get_size (reshaped), into, c);
+  g_assert_true (g_ptr_array_index (into->tensors, 0) == sample);
+  g_assert_cmpint (((PpTensor *) g_ptr_array_index (into->tensors,
+              1))->shape[0], ==, 3);
+
+  pp_chunk_add_tensor (one, make_tensor ("sample", PP_DTYPE_F32, 4,
+          sample->shape));
+  fewer = encode (one);
+  assert_read (codec, g_bytes_get_data (fewer, NULL),
+      g_bytes_get_size (fewer), into, one);
+  g_assert_true (g_ptr_array_index (into->tensors, 0) == sample);
+  pp_envelope_codec_free (codec);
+}
+
+/* A head whose manifest the codec knows is still checked: its tensor
+ * count and its meta. */
+static void
+test_codec_read_checks (void)
+{
+  PpEnvelopeCodec *codec = pp_envelope_codec_new ();
+  g_autoptr (PpChunk) c = make_chunk ();
+  g_autoptr (PpChunk) into = pp_chunk_new ();
+  gsize len;
+  g_autofree guint8 *p = valid_head (&len);
+  g_autofree guint8 *bad = NULL;
+  g_autoptr (GError) error = NULL;
+  guint32 v;
+
+  assert_read (codec, p, len, into, c);
+  bad = g_memdup2 (p, len);
+  v = GUINT32_TO_LE (1);
+  memcpy (bad + 32, &v, 4);
+  g_assert_false (pp_envelope_read_head (codec, bad, len, into, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
+  g_assert_nonnull (strstr (error->message, "tensor count"));
+  g_clear_error (&error);
+
+  /* A byte more of meta before the same manifest, the CRC made right. */
+  g_free (bad);
+  bad = g_malloc (len + 1);
+  memcpy (bad, p, PP_ENVELOPE_HEADER_SIZE + PP_ENVELOPE_META_SIZE);
+  bad[PP_ENVELOPE_HEADER_SIZE + PP_ENVELOPE_META_SIZE] = 0;
+  memcpy (bad + PP_ENVELOPE_HEADER_SIZE + PP_ENVELOPE_META_SIZE + 1,
+      p + PP_ENVELOPE_HEADER_SIZE + PP_ENVELOPE_META_SIZE,
+      len - PP_ENVELOPE_HEADER_SIZE - PP_ENVELOPE_META_SIZE);
+  v = GUINT32_TO_LE (PP_ENVELOPE_META_SIZE + 1);
+  memcpy (bad + 36, &v, 4);
+  v = GUINT32_TO_LE ((guint32) crc32 (0L, bad + PP_ENVELOPE_HEADER_SIZE,
+          len + 1 - PP_ENVELOPE_HEADER_SIZE));
+  memcpy (bad + 44, &v, 4);
+  g_assert_false (pp_envelope_read_head (codec, bad, len + 1, into, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
+  g_assert_nonnull (strstr (error->message, "meta/manifest"));
+  g_clear_error (&error);
+
+  /* And the codec still reads good heads. */
+  assert_read (codec, p, len, into, c);
+  pp_envelope_codec_free (codec);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -821,6 +987,10 @@ main (int argc, char **argv)
   g_test_add_func ("/envelope/encode/too-many-tensors",
       test_encode_too_many_tensors);
   g_test_add_func ("/envelope/decode/no-leak", test_decode_no_leak);
+  g_test_add_func ("/envelope/meta-is-gvariant", test_meta_is_gvariant);
+  g_test_add_func ("/envelope/codec/write", test_codec_write);
+  g_test_add_func ("/envelope/codec/read", test_codec_read);
+  g_test_add_func ("/envelope/codec/read-checks", test_codec_read_checks);
   g_test_add_func ("/envelope/check/fields", test_check);
   g_test_add_func ("/envelope/check/unchecked", test_check_unchecked);
   g_test_add_func ("/envelope/check/shutdown", test_check_shutdown);
