@@ -24,6 +24,12 @@
 #endif
 
 #ifdef PP_TSAN_LOCKS
+/* Included before anything of the file: the feature macros that a file
+ * defines on its first line (_GNU_SOURCE) must hold for the system headers
+ * included here as well. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <glib.h>
 #include <sanitizer/tsan_interface.h>
 
