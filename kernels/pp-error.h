@@ -18,6 +18,8 @@ typedef enum
   PP_ERROR_TIMEOUT,             /* a deadline passed */
   PP_ERROR_PROTOCOL,            /* a peer sent something the contract forbids */
   PP_ERROR_MPI,                 /* MPI reported an error */
+  PP_ERROR_DEVICE,              /* a device runtime (CUDA, cuBLAS, cuDNN,
+                                 * NCCL) reported an error */
 } PpErrorCode;
 
 G_END_DECLS

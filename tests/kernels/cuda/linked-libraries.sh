@@ -1,0 +1,22 @@
+#!/bin/sh
+# The CUDA build links the real libraries of the toolkit under cuda-root:
+# each of them resolves, at run time, to a file there (no stub).
+# Usage: linked-libraries.sh EXECUTABLE CUDA_ROOT LIBRARY...
+set -eu
+exe=$1 root=$2
+shift 2
+deps=$(ldd "$exe")
+status=0
+for lib in "$@"; do
+  line=$(printf '%s\n' "$deps" | grep "^[[:space:]]*$lib\.so" || true)
+  path=$(printf '%s\n' "$line" | awk '{ print $3 }')
+  case $path in
+    "$root"/*) echo "$lib: $path" ;;
+    *) echo "$lib is not linked from $root: '${line:-absent}'" >&2
+       status=1 ;;
+  esac
+  case $path in
+    */stubs/*) echo "$lib resolves to a stub: $path" >&2; status=1 ;;
+  esac
+done
+exit $status
