@@ -1,5 +1,6 @@
 /* ppdiffuse — safetensors reader and writer. */
 #include "pp-safetensors.h"
+#include "pp-dtype-math.h"
 #include "pp-error.h"
 
 #include <errno.h>
@@ -85,60 +86,18 @@ pp_st_entry_numel (const PpStEntry * e)
   return numel;
 }
 
-static gfloat
-float_from_bits (guint32 bits)
-{
-  gfloat f;
-
-  memcpy (&f, &bits, sizeof f);
-  return f;
-}
-
-/* binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
- * binary32: 1 sign, 8 exponent (bias 127), 23 mantissa bits. */
-#define F16_EXP_MASK 0x1f
-#define F16_MANT_BITS 10
-#define F16_MANT_MASK 0x3ff
-#define F16_HIDDEN_BIT 0x400
-#define F16_BIAS 15
-#define F32_MANT_BITS 23
-#define F32_BIAS 127
-#define F32_EXP_ALL_ONES 0xffu
-
+/* Widening is exact, the same formulas on every backend
+ * (pp-dtype-math.h). */
 gfloat
 pp_half_to_float (guint16 bits)
 {
-  guint32 sign = (guint32) (bits >> 15) << 31;
-  guint32 exp = (bits >> F16_MANT_BITS) & F16_EXP_MASK;
-  guint32 mant = bits & F16_MANT_MASK;
-  gint32 e;
-
-  if (exp == F16_EXP_MASK)      /* infinity, or NaN with its payload */
-    return float_from_bits (sign | (F32_EXP_ALL_ONES << F32_MANT_BITS)
-        | (mant << (F32_MANT_BITS - F16_MANT_BITS)));
-  if (exp == 0) {
-    if (mant == 0)
-      return float_from_bits (sign);    /* ±0 */
-    /* Subnormal: mant × 2^-24.  Shift the leading 1 up to the hidden bit
-     * position; every subnormal half is a normal float. */
-    e = 1 - F16_BIAS;
-    while ((mant & F16_HIDDEN_BIT) == 0) {
-      mant <<= 1;
-      e--;
-    }
-    mant &= F16_MANT_MASK;
-  } else {
-    e = (gint32) exp - F16_BIAS;
-  }
-  return float_from_bits (sign | ((guint32) (e + F32_BIAS) << F32_MANT_BITS)
-      | (mant << (F32_MANT_BITS - F16_MANT_BITS)));
+  return pp_f16_to_f32 (bits);
 }
 
-/* bfloat16 is the upper half of a binary32. */
 gfloat
 pp_bf16_to_float (guint16 bits)
 {
-  return float_from_bits ((guint32) bits << 16);
+  return pp_bf16_to_f32 (bits);
 }
 
 static guint16

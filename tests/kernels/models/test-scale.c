@@ -8,6 +8,7 @@
  * with the same shapes and kinds.
  *
  * Usage: test-kernels-scale SCALE_DIR MODEL [g_test options] */
+#include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-npy.h"
 #include "pp-unet.h"
@@ -59,15 +60,6 @@ static const guint32 generator_input_bits[GENERATOR_VALUES] = {
   0x3f922704, 0x3f4b7883, 0xbf270439
 };
 
-static guint32
-float_bits (gfloat x)
-{
-  guint32 u;
-
-  memcpy (&u, &x, sizeof u);
-  return u;
-}
-
 static void
 test_generator_values (void)
 {
@@ -85,12 +77,12 @@ test_generator_values (void)
 
     g_assert_no_error (error);
     for (guint j = 0; j < GENERATOR_VALUES; j++)
-      g_assert_cmphex (float_bits (x[j]), ==, c->bits[j]);
+      g_assert_cmphex (pp_dtype_f32_bits (x[j]), ==, c->bits[j]);
   }
   pp_seeded_fill_input (GENERATOR_SEED, generator_input_key,
       GENERATOR_VALUES, input);
   for (guint j = 0; j < GENERATOR_VALUES; j++)
-    g_assert_cmphex (float_bits (input[j]), ==, generator_input_bits[j]);
+    g_assert_cmphex (pp_dtype_f32_bits (input[j]), ==, generator_input_bits[j]);
 }
 
 /* Declared keys make the seeded source strict like a file. */
@@ -264,11 +256,11 @@ check_spot_values (PpWeights * w, GPtrArray * list)
     g_assert_no_error (error);
     for (guint d = 0; d < e->ndim; d++)
       n *= (gsize) e->shape[d];
-    if (float_bits (x[0]) == e->first && float_bits (x[n - 1]) == e->last)
+    if (pp_dtype_f32_bits (x[0]) == e->first && pp_dtype_f32_bits (x[n - 1]) == e->last)
       continue;
     if (bad++ == 0)
       g_printerr ("%s: C generates 0x%08x .. 0x%08x, Python 0x%08x .. "
-          "0x%08x\n", e->key, float_bits (x[0]), float_bits (x[n - 1]),
+          "0x%08x\n", e->key, pp_dtype_f32_bits (x[0]), pp_dtype_f32_bits (x[n - 1]),
           e->first, e->last);
   }
   g_assert_cmpuint (bad, ==, 0);
