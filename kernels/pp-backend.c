@@ -153,18 +153,33 @@ pp_backend_synchronize (PpBackend * be)
 }
 
 gconstpointer
-pp_backend_upload_weights (PpBackend * be, gconstpointer src, gsize bytes,
-    gpointer * owned, GError ** error)
+pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
+    PpDType dtype, gpointer * owned, GError ** error)
 {
+  const gsize bytes = n * sizeof (float);
   gpointer mem;
 
   *owned = NULL;
-  if (be->memory->upload_weights == NULL)
+  if (dtype != PP_DTYPE_F32 && dtype != PP_DTYPE_F16
+      && dtype != PP_DTYPE_BF16) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "weights cannot be "
+        "stored as %s (F32, F16 or BF16)", pp_dtype_name (dtype));
+    return NULL;
+  }
+  if (be->memory->upload_weights != NULL) {
+    mem = be->memory->upload_weights (be, src, n, dtype, error);
+    if (mem != NULL)
+      atomic_fetch_add_explicit (&allocated_bytes,
+          n * pp_dtype_size (dtype), memory_order_relaxed);
+    *owned = mem;
+    return mem;
+  }
+  if (dtype == PP_DTYPE_F32)
     return src;
-  mem = be->memory->upload_weights (be, src, bytes, error);
+  /* Host float32 compute: the weights at the precision asked for. */
+  mem = pp_backend_alloc (be, bytes, error);
   if (mem != NULL)
-    atomic_fetch_add_explicit (&allocated_bytes, bytes,
-        memory_order_relaxed);
+    pp_dtype_round_floats (src, mem, n, dtype);
   *owned = mem;
   return mem;
 }

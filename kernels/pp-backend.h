@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "pp-ops.h"
+#include "pp-tensor.h"
 
 G_BEGIN_DECLS
 
@@ -47,12 +48,14 @@ typedef struct
   /* n floats of @dst = value. */
   void (*fill) (PpBackend * be, gpointer dst, float value, gsize n);
   void (*synchronize) (PpBackend * be);
-  /* Weights: device memory holding a copy of @bytes of host @src, for the
-   * model's lifetime (released with free).  NULL: the backend computes on
-   * host memory and uses @src itself (the CPU backend keeps the weights'
-   * memory map). */
-  gpointer (*upload_weights) (PpBackend * be, gconstpointer src, gsize bytes,
-      GError ** error);
+  /* Weights: device memory holding @n floats of host @src stored as
+   * @dtype (F32, F16 or BF16), for the model's lifetime (released with
+   * free); ops given a pointer into it read it as that dtype.  NULL: the
+   * backend computes on float32 host memory and uses @src itself (the CPU
+   * backend keeps the weights' memory map), or a rounded copy of it for a
+   * 16-bit @dtype (pp_backend_upload_weights). */
+  gpointer (*upload_weights) (PpBackend * be, const float *src, gsize n,
+      PpDType dtype, GError ** error);
 } PpBackendMemory;
 
 struct _PpBackend
@@ -63,6 +66,9 @@ struct _PpBackend
   gchar *device;
   const PpBackendMemory *memory;
   const PpOps *ops;
+  /* The weights' storage dtype when a model does not ask for one: F32 on
+   * the CPU, F16 on a GPU. */
+  PpDType default_weight_dtype;
   gpointer priv;
 };
 
@@ -93,10 +99,13 @@ void         pp_backend_copy       (PpBackend * be, gpointer dst,
 void         pp_backend_fill       (PpBackend * be, gpointer dst, float value,
                                     gsize n);
 void         pp_backend_synchronize (PpBackend * be);
-/* Weights on the device; *@owned is set to what pp_backend_free must
- * release with the model (NULL when the backend uses @src itself). */
-gconstpointer pp_backend_upload_weights (PpBackend * be, gconstpointer src,
-                                    gsize bytes, gpointer * owned,
+/* @n float32 weights on the device, stored as @dtype (F32, F16, BF16);
+ * *@owned is set to what pp_backend_free must release with the model
+ * (NULL when the backend uses @src itself).  A backend that computes in
+ * float32 on host memory gets a copy rounded to @dtype's precision, so
+ * that it computes what a 16-bit device would. */
+gconstpointer pp_backend_upload_weights (PpBackend * be, const float * src,
+                                    gsize n, PpDType dtype, gpointer * owned,
                                     GError ** error);
 
 /* Device bytes allocated so far (every backend together), for the

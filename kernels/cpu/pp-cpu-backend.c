@@ -100,6 +100,7 @@ pp_cpu_backend_get (void)
 {
   static PpBackend cpu = {
     .name = "cpu",
+    .default_weight_dtype = PP_DTYPE_F32,
     .memory = &cpu_memory,
     .ops = &cpu_ops,
   };

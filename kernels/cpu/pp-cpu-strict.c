@@ -174,13 +174,22 @@ strict_synchronize (PpBackend * be)
 }
 
 static gpointer
-strict_upload_weights (PpBackend * be, gconstpointer src, gsize bytes,
-    GError ** error)
+strict_upload_weights (PpBackend * be, const float *src, gsize n,
+    PpDType dtype, GError ** error)
 {
+  const gsize bytes = n * sizeof (float);
   gpointer mem = strict_alloc (be, bytes, error);
+  g_autofree float *rounded = NULL;
 
-  if (mem != NULL)
-    strict_copy (be, mem, src, bytes);
+  if (mem == NULL)
+    return NULL;
+  /* Float32 compute, at the precision of the dtype asked for. */
+  if (dtype != PP_DTYPE_F32) {
+    rounded = g_new (float, n);
+    pp_dtype_round_floats (src, rounded, n, dtype);
+    src = rounded;
+  }
+  strict_copy (be, mem, src, bytes);
   return mem;
 }
 
@@ -226,6 +235,7 @@ pp_cpu_strict_backend_get (GError ** error)
 {
   static PpBackend be = {
     .name = "cpu-strict",
+    .default_weight_dtype = PP_DTYPE_F32,
     .memory = &strict_memory,
     .ops = &strict_ops,
   };

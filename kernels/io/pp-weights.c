@@ -65,6 +65,7 @@ struct _PpWeights
   GHashTable *slots;            /* key → Slot *, owned by order */
   GPtrArray *order;             /* file order, or request order */
   gchar *digest;                /* cached; NULL when stale */
+  PpDType storage;              /* on the device; 0: the backend's default */
 };
 
 static void
@@ -701,4 +702,16 @@ pp_model_dir_weights_path (const gchar * component_dir, GError ** error)
       "%s has neither %s nor %s", component_dir, PP_WEIGHTS_FILE,
       PP_WEIGHTS_FILE_FP16);
   return NULL;
+}
+
+void
+pp_weights_set_storage_dtype (PpWeights * w, PpDType dtype)
+{
+  w->storage = dtype;
+}
+
+PpDType
+pp_weights_storage_dtype (PpWeights * w)
+{
+  return w->storage;
 }

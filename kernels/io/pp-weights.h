@@ -120,6 +120,11 @@ const gchar   *pp_weights_digest      (PpWeights * w);
 const gchar   *pp_weights_source      (PpWeights * w);
 /* TRUE for generated weights (random or seeded). */
 gboolean       pp_weights_is_random   (PpWeights * w);
+/* The dtype models bound to @w store their weights in on their backend
+ * (pp_backend_upload_weights): F32, F16 or BF16; 0 (the default) means the
+ * backend's own default (PpBackend.default_weight_dtype). */
+void           pp_weights_set_storage_dtype (PpWeights * w, PpDType dtype);
+PpDType        pp_weights_storage_dtype (PpWeights * w);
 void           pp_weights_free        (PpWeights * w);
 
 /* @component_dir/diffusion_pytorch_model.safetensors, else

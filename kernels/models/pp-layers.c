@@ -39,7 +39,8 @@ bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
   const gfloat *data;
   gconstpointer device;
   gpointer owned = NULL;
-  gsize bytes = sizeof (gfloat);
+  gsize n = 1;
+  PpDType dtype = pp_weights_storage_dtype (b->weights);
 
   if (b->error != NULL)
     return NULL;
@@ -52,8 +53,11 @@ bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
     return NULL;
   }
   for (guint i = 0; i < ndim; i++)
-    bytes *= (gsize) shape[i];
-  device = pp_backend_upload_weights (b->be, data, bytes, &owned, &b->error);
+    n *= (gsize) shape[i];
+  if (dtype == 0)
+    dtype = b->be->default_weight_dtype;
+  device = pp_backend_upload_weights (b->be, data, n, dtype, &owned,
+      &b->error);
   if (owned != NULL) {
     if (b->device == NULL)
       b->device = g_ptr_array_new ();
