@@ -9,6 +9,11 @@
 /* kernels/cpu */
 extern PpBackend *pp_cpu_backend_get (void);
 extern PpBackend *pp_cpu_strict_backend_get (GError ** error);
+#ifdef PP_HAVE_CUDA
+/* kernels/cuda */
+extern PpBackend *pp_cuda_backend_get (gint device, GError ** error);
+extern gint pp_cuda_backend_n_devices (GError ** error);
+#endif
 
 static atomic_ullong allocated_bytes;
 
@@ -21,24 +26,124 @@ static const struct
   { PP_BACKEND_CPU, "the CPU kernels" },
   { PP_BACKEND_CPU_STRICT,
       "the CPU kernels on buffers the host cannot touch (debugging)" },
+#ifdef PP_HAVE_CUDA
+  { PP_BACKEND_CUDA, "an NVIDIA GPU; cuda:N for device N" },
+#endif
 };
+
+static GMutex auto_lock;
+static gchar *auto_reason;
 
 const gchar *
 pp_backend_names (void)
 {
+#ifdef PP_HAVE_CUDA
+  return PP_BACKEND_AUTO ", " PP_BACKEND_CPU ", " PP_BACKEND_CPU_STRICT ", "
+      PP_BACKEND_CUDA;
+#else
   return PP_BACKEND_AUTO ", " PP_BACKEND_CPU ", " PP_BACKEND_CPU_STRICT;
+#endif
 }
 
-/* auto: the only backends of this build are the CPU ones. */
+gint
+pp_backend_device_for_rank (gint local_rank, gint n_devices)
+{
+  g_return_val_if_fail (n_devices > 0, 0);
+  return MAX (local_rank, 0) % n_devices;
+}
+
+gboolean
+pp_backend_have_cuda (void)
+{
+#ifdef PP_HAVE_CUDA
+  return TRUE;
+#else
+  return FALSE;
+#endif
+}
+
+const gchar *
+pp_backend_auto_reason (void)
+{
+  const gchar *reason;
+
+  g_mutex_lock (&auto_lock);
+  reason = auto_reason;
+  g_mutex_unlock (&auto_lock);
+  return reason;
+}
+
+/* Records why auto passed over the GPU (NULL: it did not); the strings
+ * are kept, so that a pointer handed out stays valid. */
+static void
+set_auto_reason (const gchar * reason)
+{
+  static GPtrArray *kept;
+
+  g_mutex_lock (&auto_lock);
+  if (reason != NULL && g_strcmp0 (reason, auto_reason) != 0) {
+    if (kept == NULL)
+      kept = g_ptr_array_new ();
+    auto_reason = g_strdup (reason);
+    g_ptr_array_add (kept, auto_reason);
+  } else if (reason == NULL)
+    auto_reason = NULL;
+  g_mutex_unlock (&auto_lock);
+}
+
+#ifdef PP_HAVE_CUDA
+/* "cuda" → device @local_rank modulo the devices seen; "cuda:N" → N. */
 static PpBackend *
-pick_auto (void)
+get_cuda (const gchar * name, gint local_rank, GError ** error)
+{
+  const gchar *index = name + strlen (PP_BACKEND_CUDA);
+  guint64 device = 0;
+  gint n;
+
+  if (*index == ':') {
+    if (!g_ascii_string_to_unsigned (index + 1, 10, 0, G_MAXINT, &device,
+            NULL)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "backend '%s': the "
+          "device after 'cuda:' must be a number (cuda:0, cuda:1, …)", name);
+      return NULL;
+    }
+    return pp_cuda_backend_get ((gint) device, error);
+  }
+  n = pp_cuda_backend_n_devices (error);
+  if (n < 0)
+    return NULL;
+  if (n == 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "no CUDA device is "
+        "visible to this process (check nvidia-smi and "
+        "CUDA_VISIBLE_DEVICES)");
+    return NULL;
+  }
+  return pp_cuda_backend_get (pp_backend_device_for_rank (local_rank, n),
+      error);
+}
+#endif
+
+/* auto: the GPU when this build has one and a device is there, else the
+ * CPU, remembering why the GPU was passed over. */
+static PpBackend *
+pick_auto (gint local_rank)
 {
   static gsize logged;
-  PpBackend *be = pp_cpu_backend_get ();
+  PpBackend *be = NULL;
+  g_autoptr (GError) cuda_error = NULL;
 
+#ifdef PP_HAVE_CUDA
+  be = get_cuda (PP_BACKEND_CUDA, local_rank, &cuda_error);
+#endif
+  set_auto_reason (cuda_error ? cuda_error->message : NULL);
+  if (be == NULL)
+    be = pp_cpu_backend_get ();
   if (g_once_init_enter (&logged)) {
-    g_info ("backend auto: %s (%s), the only compute backend of this build",
-        be->name, be->device);
+    if (cuda_error != NULL)
+      g_message ("backend auto: %s (%s); no GPU because %s", be->name,
+          be->device, cuda_error->message);
+    else
+      g_info ("backend auto: %s (%s)", be->name, be->device);
     g_once_init_leave (&logged, 1);
   }
   return be;
@@ -47,6 +152,12 @@ pick_auto (void)
 PpBackend *
 pp_backend_get (const gchar * name, GError ** error)
 {
+  return pp_backend_get_local (name, 0, error);
+}
+
+PpBackend *
+pp_backend_get_local (const gchar * name, gint local_rank, GError ** error)
+{
   g_autoptr (GString) known = NULL;
 
   if (name == NULL || *name == '\0')
@@ -54,11 +165,24 @@ pp_backend_get (const gchar * name, GError ** error)
   if (name == NULL || *name == '\0')
     name = PP_BACKEND_AUTO;
   if (g_str_equal (name, PP_BACKEND_AUTO))
-    return pick_auto ();
+    return pick_auto (local_rank);
   if (g_str_equal (name, PP_BACKEND_CPU))
     return pp_cpu_backend_get ();
   if (g_str_equal (name, PP_BACKEND_CPU_STRICT))
     return pp_cpu_strict_backend_get (error);
+  if (g_str_has_prefix (name, PP_BACKEND_CUDA)
+      && (name[strlen (PP_BACKEND_CUDA)] == '\0'
+          || name[strlen (PP_BACKEND_CUDA)] == ':')) {
+#ifdef PP_HAVE_CUDA
+    return get_cuda (name, local_rank, error);
+#else
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "backend '%s': this "
+        "build of ppdiffuse has no CUDA backend (it was built without the "
+        "CUDA toolkit); use cpu or auto, or rebuild with the toolkit under "
+        "-Dcuda-root", name);
+    return NULL;
+#endif
+  }
 
   known = g_string_new (NULL);
   for (guint i = 0; i < G_N_ELEMENTS (backend_names); i++)

@@ -12,7 +12,12 @@
  *               the backend's own calls their pages are PROT_NONE, so a
  *               stray host access faults where a GPU build would read
  *               garbage;
- *   auto        the best backend this build and machine have.
+ *   cuda        an NVIDIA GPU (kernels/cuda/; builds with the CUDA
+ *               toolkit): "cuda" picks the device from the process's
+ *               node-local rank, "cuda:N" names device N;
+ *   auto        the best backend this build and machine have: cuda when
+ *               the build has it and a device is there, else cpu (with
+ *               the reason CUDA was passed over, pp_backend_auto_reason).
  *
  * Ops on one backend run in call order; synchronize waits for all of them
  * (a no-op on the CPU backends, whose ops return when done). */
@@ -29,6 +34,7 @@ G_BEGIN_DECLS
 #define PP_BACKEND_AUTO "auto"
 #define PP_BACKEND_CPU "cpu"
 #define PP_BACKEND_CPU_STRICT "cpu-strict"
+#define PP_BACKEND_CUDA "cuda"
 /* The environment variable that names the backend of tools and tests when
  * no option does. */
 #define PP_BACKEND_ENV "PPDIFFUSE_BACKEND"
@@ -77,6 +83,23 @@ struct _PpBackend
  * backend it picked and why.  NULL or "" means the environment's
  * PPDIFFUSE_BACKEND, else auto. */
 PpBackend   *pp_backend_get        (const gchar * name, GError ** error);
+/* The same for a process whose node-local rank is @local_rank (its rank
+ * among the mesh's processes on its host): "cuda" then means device
+ * @local_rank modulo the devices the process sees, so that the ranks of a
+ * host spread over its GPUs and share them when there are more ranks than
+ * GPUs.  pp_backend_get is this with @local_rank 0. */
+PpBackend   *pp_backend_get_local  (const gchar * name, gint local_rank,
+                                    GError ** error);
+/* The GPU a process of node-local rank @local_rank uses among the
+ * @n_devices it sees (> 0): ranks spread over the GPUs in turn, and share
+ * them when the host runs more ranks than it has GPUs. */
+gint         pp_backend_device_for_rank (gint local_rank, gint n_devices);
+/* Why the last "auto" did not pick the GPU backend although this build has
+ * one (its CUDA error, say), or NULL when it did or the build has none.
+ * Owned by the library. */
+const gchar *pp_backend_auto_reason (void);
+/* TRUE when this build has the CUDA backend. */
+gboolean     pp_backend_have_cuda  (void);
 /* pp_backend_get (NULL): $PPDIFFUSE_BACKEND, else auto; aborts with the
  * error when the variable names no backend.  For tests and benchmarks. */
 PpBackend   *pp_backend_default    (void);

@@ -160,7 +160,26 @@ pp_model_uri_with_settings (const gchar * model,
     g_string_append_printf (uri, "&t-index-list=%s", settings->t_index_list);
   if (settings->scheduler != NULL && *settings->scheduler)
     g_string_append_printf (uri, "&scheduler=%s", settings->scheduler);
+  if (settings->dtype != NULL && *settings->dtype)
+    g_string_append_printf (uri, "&dtype=%s", settings->dtype);
   return g_string_free (uri, FALSE);
+}
+
+const gchar *
+pp_model_uri_weights_dtype (const gchar * uri, PpBackend * backend)
+{
+  const gchar *query = uri != NULL ? strchr (uri, '?') : NULL;
+  g_autoptr (GHashTable) params = NULL;
+  const gchar *name;
+  PpDType dtype;
+
+  if (uri == NULL || g_str_has_prefix (uri, PP_BUILTIN_SCHEME))
+    return pp_dtype_weights_name (PP_DTYPE_F32);
+  params = parse_params (query != NULL ? query + 1 : NULL, NULL);
+  name = params != NULL ? g_hash_table_lookup (params, "dtype") : NULL;
+  if (name != NULL && pp_dtype_parse_weights (name, &dtype, NULL))
+    return pp_dtype_weights_name (dtype);
+  return pp_dtype_weights_name (backend->default_weight_dtype);
 }
 
 void

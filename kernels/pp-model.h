@@ -81,6 +81,8 @@ typedef struct
   guint64 seed;
   const gchar *t_index_list;    /* NULL or "" for none */
   const gchar *scheduler;       /* NULL: the directory's own */
+  const gchar *dtype;           /* weights' storage: f32, f16, bf16; NULL
+                                 * or "": the backend's default */
 } PpPipelineSettings;
 
 /* @model with @settings appended as URI parameters when it is a pipeline
@@ -88,6 +90,12 @@ typedef struct
  * ppdiffuse-tool both build their URIs here, so they load the same model. */
 gchar    *pp_model_uri_with_settings (const gchar * model,
                                       const PpPipelineSettings * settings);
+
+/* The weights' storage dtype ("f32", "f16", "bf16") of the model at @uri
+ * on @backend: its dtype parameter, else the backend's default; "f32" for
+ * the built-in models, which compute on the host. */
+const gchar *pp_model_uri_weights_dtype (const gchar * uri,
+                                         PpBackend * backend);
 
 /* @backend: where the neural models compute (built-in models compute on
  * the host whatever it is); NULL: pp_backend_get (NULL), the environment's

@@ -5,6 +5,7 @@
 #include "pp-envelope.h"
 #include "pp-error.h"
 #include "pp-log.h"
+#include "pp-model.h"
 #include "pp-transport.h"
 
 #include <mpi.h>
@@ -213,7 +214,7 @@ cpu_device (void)
 
 GHashTable *
 pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
-    PpBackend * be)
+    PpBackend * be, const gchar * model_uri)
 {
   g_autofree gchar *cpu = cpu_device ();
   GHashTable *p = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
@@ -226,7 +227,8 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_hash_table_insert (p, g_strdup (PP_PARITY_BUILD), g_strdup (PP_BUILD_ID));
   g_hash_table_insert (p, g_strdup (PP_PARITY_BACKEND),
       g_strdup (pp_backend_name (be)));
-  g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE), g_strdup ("f32"));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE),
+      g_strdup (pp_model_uri_weights_dtype (model_uri, be)));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
   g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
       g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),
@@ -327,6 +329,6 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
   backend = pp_backend_get (plan->backend, error);
   if (backend == NULL)
     return FALSE;
-  parity = pp_parity_local (NULL, &plan->plan_id, backend);
+  parity = pp_parity_local (NULL, &plan->plan_id, backend, plan->model);
   return pp_parity_check (parity, workers, n, error);
 }

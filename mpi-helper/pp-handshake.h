@@ -73,11 +73,13 @@ gboolean    pp_handshake_reply_parse (GBytes * bytes, PpWorkerInfo * info,
 void        pp_worker_info_clear     (PpWorkerInfo * info);
 
 /* This process's parity dictionary: the backend it computes on (@be's
- * name, checked, and device, reported); @model_digest and @plan_id are
+ * name, checked, and device, reported), the weights' dtype of @model_uri
+ * on it (NULL: the backend's default); @model_digest and @plan_id are
  * added when set (workers), left out otherwise (rank 0). */
 GHashTable *pp_parity_local          (const gchar * model_digest,
                                       const guint32 * plan_id,
-                                      PpBackend * be);
+                                      PpBackend * be,
+                                      const gchar * model_uri);
 /* Compares every checked key of every worker; an error lists all the
  * mismatches, one "rank R: key = value (rank X: value)" each. */
 gboolean    pp_parity_check          (GHashTable * rank0,

@@ -58,6 +58,7 @@ typedef struct
   PpModel *model;
   gint64 rank0_pid;
   gchar *rank0_host;
+  gint node_rank;               /* among the workers on this host */
   PpQueue *in;
   PpQueue *out;
   PpChunkLink *from_prev;       /* the receiver's */
@@ -346,8 +347,15 @@ do_handshake (Worker * w)
         "rank %d is outside a plan of %u workers", w->rank,
         w->plan->n_workers);
   if (error == NULL) {
+    /* Rank 0 counts as the first rank of its host. */
+    const gint local_rank = w->node_rank
+        + (pp_proc_is_local (w->rank0_host) ? 1 : 0);
+
     w->slice = w->plan->slices[w->rank - 1];
-    w->backend = pp_backend_get (w->plan->backend, &error);
+    w->backend = pp_backend_get_local (w->plan->backend, local_rank, &error);
+    if (w->backend != NULL)
+      PP_INFO ("node-local rank %d: backend %s on %s", local_rank,
+          pp_backend_name (w->backend), pp_backend_device (w->backend));
   }
   if (error == NULL)
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
@@ -355,7 +363,8 @@ do_handshake (Worker * w)
   if (error == NULL) {
     digest = pp_model_digest (w->model);
     pp_hooks_model_digest (digest);
-    parity = pp_parity_local (digest, &w->plan->plan_id, w->backend);
+    parity = pp_parity_local (digest, &w->plan->plan_id, w->backend,
+        w->plan->model);
   }
   reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
       error ? error->message : NULL, parity);
@@ -450,6 +459,23 @@ exit_watchdog (gpointer data)
   return NULL;
 }
 
+/* This worker's rank among the workers on its host (MPI_Comm_split_type
+ * over the workers, who all reach this point right after start-up, under
+ * the start watchdog): a GPU backend picks its device from it. */
+static gboolean
+node_rank (gint * rank, GError ** error)
+{
+  MPI_Comm node = MPI_COMM_NULL;
+
+  if (!pp_mpi_check (MPI_Comm_split_type (MPI_COMM_WORLD,
+              MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+          "MPI_Comm_split_type (the workers of this host)", error))
+    return FALSE;
+  MPI_Comm_rank (node, rank);
+  MPI_Comm_free (&node);
+  return TRUE;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -479,6 +505,8 @@ main (int argc, char **argv)
           "MPI_Intercomm_merge", &error))
     worker_fail (&w, "start", error);
   MPI_Comm_set_errhandler (w.world, MPI_ERRORS_RETURN);
+  if (!node_rank (&w.node_rank, &error))
+    worker_fail (&w, "start", error);
   MPI_Comm_rank (w.world, &w.rank);
   MPI_Comm_size (w.world, &world_size);
   pp_log_set_rank (w.rank);

@@ -13,4 +13,8 @@ G_BEGIN_DECLS
  * the G_OPTION_ERROR domain. */
 gboolean pp_cmd_test_ops (int argc, char **argv, GError ** error);
 
+/* The exit status of test-ops on a backend whose device is not here (a
+ * PP_ERROR_DEVICE error): the test harnesses' "skipped". */
+#define PP_TEST_OPS_EXIT_SKIP 77
+
 G_END_DECLS

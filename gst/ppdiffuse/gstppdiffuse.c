@@ -38,6 +38,7 @@
 #include "pp-log.h"
 
 #include <string.h>
+#include <unistd.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define GST_CAT_DEFAULT gst_pp_diffuse_debug
@@ -47,6 +48,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define DEFAULT_MAX_IN_FLIGHT 0
 #define DEFAULT_MODEL PP_MODEL_DEFAULT_URI
 #define DEFAULT_BACKEND GST_PP_DIFFUSE_BACKEND_AUTO
+#define DEFAULT_DTYPE GST_PP_DIFFUSE_DTYPE_AUTO
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH 0.5
 #define DEFAULT_SEED 0
@@ -70,6 +72,7 @@ enum
   PROP_MAX_IN_FLIGHT,
   PROP_MODEL,
   PROP_BACKEND,
+  PROP_DTYPE,
   PROP_TIMEOUT_MS,
   PROP_WORKER,
   PROP_HOSTS,
@@ -100,10 +103,12 @@ gst_pp_diffuse_backend_get_type (void)
 {
   static GType type = 0;
   static const GEnumValue values[] = {
-    {GST_PP_DIFFUSE_BACKEND_AUTO, "$PPDIFFUSE_BACKEND when set, else the "
-          "best backend this build has (CPU for now)", "auto"},
+    {GST_PP_DIFFUSE_BACKEND_AUTO, "$PPDIFFUSE_BACKEND when set, else CUDA "
+          "when this build has it and rank 0 sees a GPU, else the CPU (with "
+          "a warning that says why)", "auto"},
     {GST_PP_DIFFUSE_BACKEND_CPU, "CPU kernels, MPI data plane", "cpu"},
-    {GST_PP_DIFFUSE_BACKEND_CUDA, "CUDA kernels, NCCL data plane", "cuda"},
+    {GST_PP_DIFFUSE_BACKEND_CUDA, "CUDA kernels on the GPU of each rank's "
+          "node-local rank; fails at start without a device", "cuda"},
     {GST_PP_DIFFUSE_BACKEND_CPU_STRICT, "CPU kernels on device buffers the "
           "host cannot touch: a debugging backend that faults on any stray "
           "host access to device memory", "cpu-strict"},
@@ -113,6 +118,27 @@ gst_pp_diffuse_backend_get_type (void)
   if (g_once_init_enter (&type))
     g_once_init_leave (&type,
         g_enum_register_static ("GstPpDiffuseBackend", values));
+  return type;
+}
+
+GType
+gst_pp_diffuse_dtype_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_PP_DIFFUSE_DTYPE_AUTO, "the backend's default: f16 on CUDA, f32 "
+          "on the CPU", "auto"},
+    {GST_PP_DIFFUSE_DTYPE_F32, "32-bit float weights", "f32"},
+    {GST_PP_DIFFUSE_DTYPE_F16, "IEEE half weights (the CPU backends round "
+          "the weights to half precision and compute in f32)", "f16"},
+    {GST_PP_DIFFUSE_DTYPE_BF16, "bfloat16 weights (the CPU backends round "
+          "likewise)", "bf16"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type,
+        g_enum_register_static ("GstPpDiffuseDtype", values));
   return type;
 }
 
@@ -963,6 +989,9 @@ gst_pp_diffuse_model_uri (GstPpDiffuse * self)
     .strength = self->strength,
     .seed = self->seed,
     .t_index_list = self->t_index_list,
+    .dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
+        : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
+        self->dtype)->value_nick,
   };
 
   return pp_model_uri_with_settings (self->model_uri, &settings);
@@ -988,13 +1017,6 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   PpBackend *backend;
 
   GST_OBJECT_LOCK (self);
-  if (self->backend == GST_PP_DIFFUSE_BACKEND_CUDA) {
-    GST_OBJECT_UNLOCK (self);
-    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-        ("backend=cuda is not available in this build of ppdiffuse; use "
-            "backend=cpu or backend=auto"), (NULL));
-    return FALSE;
-  }
   model_uri = gst_pp_diffuse_model_uri (self);
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
@@ -1019,6 +1041,14 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   /* Loading and spawning take a while: report where we are. */
   post_progress (self, "loading-model");
   backend = pp_backend_get (config.backend, &error);
+  if (backend == NULL)
+    g_prefix_error (&error, "rank 0 (pid %d on %s): ", (gint) getpid (),
+        g_get_host_name ());
+  else if (config.backend == NULL && pp_backend_auto_reason () != NULL)
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+        ("No usable CUDA device: ppdiffuse computes on the CPU (%s)",
+            pp_backend_device (backend)), ("backend=auto passed over CUDA: "
+            "%s", pp_backend_auto_reason ()));
   if (backend != NULL) {
     GST_INFO_OBJECT (self, "backend %s: %s", pp_backend_name (backend),
         pp_backend_device (backend));
@@ -1191,6 +1221,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_BACKEND:
       self->backend = g_value_get_enum (value);
       break;
+    case PROP_DTYPE:
+      self->dtype = g_value_get_enum (value);
+      break;
     case PROP_TIMEOUT_MS:
       self->timeout_ms = g_value_get_uint (value);
       break;
@@ -1257,6 +1290,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_BACKEND:
       g_value_set_enum (value, self->backend);
+      break;
+    case PROP_DTYPE:
+      g_value_set_enum (value, self->dtype);
       break;
     case PROP_TIMEOUT_MS:
       g_value_set_uint (value, self->timeout_ms);
@@ -1382,6 +1418,20 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_enum ("backend", "Backend",
           "Compute backend of the workers", GST_TYPE_PP_DIFFUSE_BACKEND,
           DEFAULT_BACKEND, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:dtype:
+   *
+   * How a diffusers pipeline's weights are stored on the backend: f32,
+   * f16 or bf16; compute accumulates in f32 either way.  auto is f16 on
+   * CUDA and f32 on the CPU backends; on the CPU a 16-bit dtype rounds the
+   * weights to its precision, so that the CPU computes what a GPU would.
+   * Every rank uses the same dtype (the handshake checks it).
+   */
+  g_object_class_install_property (gobject_class, PROP_DTYPE,
+      g_param_spec_enum ("dtype", "Weight dtype",
+          "Storage dtype of a pipeline's weights (auto: f16 on CUDA, f32 on "
+          "the CPU)", GST_TYPE_PP_DIFFUSE_DTYPE, DEFAULT_DTYPE,
+          PARAM_FLAGS));
   /**
    * GstPpDiffuse:timeout-ms:
    *
@@ -1553,6 +1603,7 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
   self->model_uri = g_strdup (DEFAULT_MODEL);
   self->backend = DEFAULT_BACKEND;
+  self->dtype = DEFAULT_DTYPE;
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
   self->strength = DEFAULT_STRENGTH;
   self->seed = DEFAULT_SEED;

@@ -31,6 +31,17 @@ typedef enum
   GST_PP_DIFFUSE_BACKEND_CPU_STRICT,
 } GstPpDiffuseBackend;
 
+#define GST_TYPE_PP_DIFFUSE_DTYPE (gst_pp_diffuse_dtype_get_type ())
+GType gst_pp_diffuse_dtype_get_type (void);
+
+typedef enum
+{
+  GST_PP_DIFFUSE_DTYPE_AUTO,
+  GST_PP_DIFFUSE_DTYPE_F32,
+  GST_PP_DIFFUSE_DTYPE_F16,
+  GST_PP_DIFFUSE_DTYPE_BF16,
+} GstPpDiffuseDtype;
+
 /* One entry of the ordered FIFO between the chain and the src task: a
  * frame in flight or a serialized event keeping its place among them.
  * Frames' items are kept for reuse (the spare items): a frame allocates
@@ -61,6 +72,7 @@ struct _GstPpDiffuse
   guint max_in_flight;
   gchar *model_uri;
   GstPpDiffuseBackend backend;
+  GstPpDiffuseDtype dtype;
   guint timeout_ms;
   gchar *worker;
   gchar *hosts;

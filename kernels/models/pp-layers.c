@@ -354,7 +354,7 @@ pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
 
 gpointer
 pp_component_load (const gchar * component_dir, PpBackend * be,
-    PpComponentNewFunc make, GDestroyNotify free_component,
+    PpDType dtype, PpComponentNewFunc make, GDestroyNotify free_component,
     PpWeights ** weights, GError ** error)
 {
   g_autofree gchar *config_path = g_build_filename (component_dir,
@@ -369,6 +369,7 @@ pp_component_load (const gchar * component_dir, PpBackend * be,
   w = pp_weights_open (weights_path, error);
   if (w == NULL)
     return NULL;
+  pp_weights_set_storage_dtype (w, dtype);
   component = make (config_path, w, be, error);
   if (component == NULL || !pp_weights_check_all_used (w, error)) {
     g_clear_pointer (&component, free_component);

@@ -124,11 +124,12 @@ gboolean pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
 typedef gpointer (*PpComponentNewFunc) (const gchar * config_path,
     PpWeights * weights, PpBackend * be, GError ** error);
 
-/* Builds a component from @component_dir with @make and checks that it used
- * every tensor of the weights file.  On success *@weights holds the weights,
+/* Builds a component from @component_dir with @make, its weights stored as
+ * @dtype on @be (0: the backend's default), and checks that it used every
+ * tensor of the weights file.  On success *@weights holds the weights,
  * which the component's data points into: the caller keeps them alive. */
 gpointer pp_component_load (const gchar * component_dir, PpBackend * be,
-    PpComponentNewFunc make, GDestroyNotify free_component,
+    PpDType dtype, PpComponentNewFunc make, GDestroyNotify free_component,
     PpWeights ** weights, GError ** error);
 
 G_END_DECLS

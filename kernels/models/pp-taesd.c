@@ -268,10 +268,11 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 }
 
 PpTaesd *
-pp_taesd_load (const gchar * component_dir, PpBackend * be, GError ** error)
+pp_taesd_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
+    GError ** error)
 {
   PpWeights *weights = NULL;
-  PpTaesd *m = pp_component_load (component_dir, be,
+  PpTaesd *m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_taesd_new, (GDestroyNotify) pp_taesd_free,
       &weights, error);
 

@@ -17,10 +17,12 @@ typedef struct _PpTaesd PpTaesd;
 PpTaesd  *pp_taesd_new              (const gchar * config_path,
                                      PpWeights * weights, PpBackend * be,
                                      GError ** error);
-/* config.json and the safetensors of @component_dir; a key the model does
- * not use is an error too. */
+/* config.json and the safetensors of @component_dir, the weights stored as
+ * @dtype on @be (0: the backend's default); a key the model does not use is
+ * an error too. */
 PpTaesd  *pp_taesd_load             (const gchar * component_dir,
-                                     PpBackend * be, GError ** error);
+                                     PpBackend * be, PpDType dtype,
+                                     GError ** error);
 /* @image [N, in_channels, H, W] in [-1, 1], H and W multiples of
  * pp_taesd_scale_factor → *@latents [N, latent_channels, H/f, W/f].
  * Inputs are host tensors or tensors on the model's backend; the output

@@ -602,10 +602,11 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 }
 
 PpUnet *
-pp_unet_load (const gchar * component_dir, PpBackend * be, GError ** error)
+pp_unet_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
+    GError ** error)
 {
   PpWeights *weights = NULL;
-  PpUnet *m = pp_component_load (component_dir, be,
+  PpUnet *m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_unet_new, (GDestroyNotify) pp_unet_free,
       &weights, error);
 

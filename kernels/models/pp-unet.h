@@ -17,12 +17,14 @@ typedef struct _PpUnet PpUnet;
 PpUnet   *pp_unet_new                 (const gchar * config_path,
                                        PpWeights * weights, PpBackend * be,
                                        GError ** error);
-/* config.json and the safetensors of @component_dir; a key the model does
- * not use is an error too. */
+/* config.json and the safetensors of @component_dir, the weights stored as
+ * @dtype on @be (0: the backend's default); a key the model does not use is
+ * an error too. */
 /* SHA-256 of the weights pp_unet_load read (NULL for other sources). */
 const gchar *pp_unet_weights_digest  (PpUnet * m);
 PpUnet   *pp_unet_load                (const gchar * component_dir,
-                                       PpBackend * be, GError ** error);
+                                       PpBackend * be, PpDType dtype,
+                                       GError ** error);
 /* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),
  * @encoder_hidden_states [N, L, cross_attention_dim] → *@out
  * [N, out_channels, H, W], the predicted noise.  Inputs are host tensors

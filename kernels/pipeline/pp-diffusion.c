@@ -72,6 +72,7 @@ typedef struct
 typedef struct
 {
   PpBackend *be;
+  PpDType dtype;                /* of the weights on be */
   gint frame_align;             /* frame sides are resized to multiples */
   gchar *prompt_embeds_path;
   gdouble strength;
@@ -294,7 +295,8 @@ static gboolean
 diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
   Diffusion *d = g_new0 (Diffusion, 1);
-  g_autofree gchar *seed_text = NULL, *list_text = NULL, *scheduler = NULL;
+  g_autofree gchar *seed_text = NULL, *list_text = NULL, *scheduler = NULL,
+      *dtype_text = NULL;
   PpScheduleKind kind;
 
   model->priv = d;
@@ -310,6 +312,11 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   pp_model_param_string (params, "seed", &seed_text);
   pp_model_param_string (params, "t-index-list", &list_text);
   pp_model_param_string (params, "scheduler", &scheduler);
+  pp_model_param_string (params, "dtype", &dtype_text);
+  d->dtype = d->be->default_weight_dtype;
+  if (dtype_text != NULL && !pp_dtype_parse_weights (dtype_text, &d->dtype,
+          error))
+    return FALSE;
   if (!pp_model_param_double (params, "strength", 1e-6, 1.0, &d->strength,
           error))
     return FALSE;
@@ -336,7 +343,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     g_autofree gchar *vae_dir = g_build_filename (model->path, "vae", NULL);
     if (!read_frame_align (model->path, &d->frame_align, error))
       return FALSE;
-    d->vae = pp_taesd_load (vae_dir, d->be, error);
+    d->vae = pp_taesd_load (vae_dir, d->be, d->dtype, error);
     if (d->vae == NULL)
       return FALSE;
   }
@@ -350,7 +357,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     }
     g_autoptr (PpTensor) context = NULL;
 
-    d->unet = pp_unet_load (unet_dir, d->be, error);
+    d->unet = pp_unet_load (unet_dir, d->be, d->dtype, error);
     if (d->unet == NULL)
       return FALSE;
     context = load_context (d->prompt_embeds_path,

@@ -641,13 +641,94 @@ GST_START_TEST (test_unknown_model)
 
 GST_END_TEST;
 
+/* No GPU on the test machines: backend=cuda fails at start, before any
+ * worker is spawned, naming rank 0 and what CUDA said (or that the build
+ * has no CUDA). */
+#define CUDA_FAILURE_WITHIN_MS 3000
+
 GST_START_TEST (test_cuda_backend_unavailable)
 {
+#ifdef PP_TEST_HAVE_CUDA
+  const gchar *needles[] = { "rank 0 (pid", "cuda", NULL };
+#else
+  const gchar *needles[] = { "rank 0 (pid", "no CUDA backend", NULL };
+#endif
   GstElement *e = make_element (2, 4, "builtin:stamp");
-  const gchar *needles[] = { "backend=cuda", NULL };
 
   gst_util_set_object_arg (G_OBJECT (e), "backend", "cuda");
-  pp_check_expect_start_failure (e, ERROR_TIMEOUT_MS, needles);
+  pp_check_expect_start_failure (e, CUDA_FAILURE_WITHIN_MS, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worker",
+          ERROR_TIMEOUT_MS), 0);
+}
+
+GST_END_TEST;
+
+/* backend=auto on a machine without a GPU computes on the CPU; when the
+ * build has CUDA, the element says so with a warning that gives CUDA's
+ * reason, and without CUDA it has nothing to warn about. */
+GST_START_TEST (test_auto_backend_falls_back)
+{
+  GstElement *e = make_element (1, 1, "builtin:stamp");
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+
+  if (g_getenv ("PPDIFFUSE_BACKEND") != NULL) {
+    GST_INFO ("PPDIFFUSE_BACKEND names the backend: nothing to fall back");
+    gst_object_unref (bus);
+    gst_object_unref (e);
+    return;
+  }
+  gst_element_set_bus (e, bus);
+  fail_unless (gst_element_set_state (e, GST_STATE_PAUSED)
+      != GST_STATE_CHANGE_FAILURE);
+  msg = gst_bus_timed_pop_filtered (bus, 0, GST_MESSAGE_WARNING);
+#ifdef PP_TEST_HAVE_CUDA
+  {
+    GError *warning = NULL;
+    gchar *debug = NULL;
+
+    fail_unless (msg != NULL, "no warning about the CPU fallback");
+    gst_message_parse_warning (msg, &warning, &debug);
+    fail_unless (strstr (warning->message, "No usable CUDA device") != NULL,
+        "warning '%s'", warning->message);
+    fail_unless (debug != NULL && strstr (debug, "passed over CUDA") != NULL,
+        "details '%s'", debug);
+    g_error_free (warning);
+    g_free (debug);
+    gst_message_unref (msg);
+  }
+#else
+  fail_unless (msg == NULL, "a warning without CUDA in the build");
+#endif
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
+/* dtype: auto by default, the values by name; a pipeline directory's URI
+ * carries it to every rank (the tiny-pipeline tests run it). */
+GST_START_TEST (test_dtype_property)
+{
+  GstElement *e = make_element (1, 1, "builtin:stamp");
+  const gchar *const names[] = { "f32", "f16", "bf16", "auto" };
+  gint value = -1;
+
+  g_object_get (e, "dtype", &value, NULL);
+  fail_unless_equals_int (value, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    GEnumValue *v;
+
+    gst_util_set_object_arg (G_OBJECT (e), "dtype", names[i]);
+    g_object_get (e, "dtype", &value, NULL);
+    v = g_enum_get_value (g_type_class_peek (G_PARAM_SPEC_VALUE_TYPE
+            (g_object_class_find_property (G_OBJECT_GET_CLASS (e),
+                    "dtype"))), value);
+    fail_unless_equals_string (v->value_nick, names[i]);
+  }
+  gst_object_unref (e);
 }
 
 GST_END_TEST;
@@ -1422,6 +1503,8 @@ ppdiffuse_suite (void)
   tcase_add_test (tc, test_missing_worker);
   tcase_add_test (tc, test_unknown_model);
   tcase_add_test (tc, test_cuda_backend_unavailable);
+  tcase_add_test (tc, test_auto_backend_falls_back);
+  tcase_add_test (tc, test_dtype_property);
   suite_add_tcase (s, tc);
   return s;
 }

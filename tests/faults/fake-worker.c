@@ -70,7 +70,7 @@ main (int argc, char **argv)
       pp_backend_get (plan->backend, NULL), NULL);
   digest = model ? pp_model_digest (model) : NULL;
   parity = pp_parity_local (digest, &plan->plan_id, model ? model->backend
-      : pp_backend_cpu ());
+      : pp_backend_cpu (), plan->model);
   reply = FAKE_MODE == FAKE_BAD_VERSION
       ? reply_with_version (99, plan->plan_id, rank)
       : pp_handshake_reply_new (plan->plan_id, rank, NULL, parity);

@@ -48,7 +48,8 @@ test_hello_round_trip (void)
 static void
 test_reply_round_trip (void)
 {
-  g_autoptr (GHashTable) parity = pp_parity_local ("abc", NULL, pp_backend_cpu ());
+  g_autoptr (GHashTable) parity = pp_parity_local ("abc", NULL,
+      pp_backend_cpu (), NULL);
   g_autoptr (GBytes) ok = pp_handshake_reply_new (0xdeadbeef, 3, "", parity);
   g_autoptr (GBytes) ok_null = pp_handshake_reply_new (7, 1, NULL, NULL);
   g_autoptr (GBytes) bad = pp_handshake_reply_new (0x01020304, 2,
@@ -269,13 +270,13 @@ test_parity (void)
 {
   const guint32 plan_id = 0x1234;
   g_autoptr (GHashTable) rank0 = pp_parity_local (NULL, NULL,
-      pp_backend_cpu ());
+      pp_backend_cpu (), NULL);
   PpWorkerInfo workers[3] = { { 0 } };
   g_autoptr (GError) error = NULL;
 
   for (guint i = 0; i < 3; i++)
     workers[i].parity = pp_parity_local ("digest-a", &plan_id,
-        pp_backend_cpu ());
+        pp_backend_cpu (), NULL);
   g_hash_table_insert (workers[1].parity, g_strdup (PP_PARITY_DEVICE),
       g_strdup ("another cpu"));
   g_assert_true (pp_parity_check (rank0, workers, 3, &error));
@@ -310,13 +311,14 @@ test_parity_backend (void)
   PpWorkerInfo workers[2] = { { 0 } };
 
   g_assert_no_error (error);
-  rank0 = pp_parity_local (NULL, NULL, pp_backend_cpu ());
+  rank0 = pp_parity_local (NULL, NULL, pp_backend_cpu (), NULL);
   g_assert_cmpstr (g_hash_table_lookup (rank0, PP_PARITY_BACKEND), ==,
       "cpu");
   g_assert_true (g_str_has_prefix (g_hash_table_lookup (rank0,
               PP_PARITY_DEVICE), "cpu: CPU, "));
-  workers[0].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu ());
-  workers[1].parity = pp_parity_local ("d", &plan_id, strict);
+  workers[0].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
+      NULL);
+  workers[1].parity = pp_parity_local ("d", &plan_id, strict, NULL);
   g_assert_false (pp_parity_check (rank0, workers, 2, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_nonnull (strstr (error->message,

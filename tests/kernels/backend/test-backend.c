@@ -7,6 +7,7 @@
 #include "pp-tiny.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -40,8 +41,13 @@ test_names (void)
   g_assert_cmpstr (pp_backend_name (get (PP_BACKEND_CPU)), ==, "cpu");
   g_assert_cmpstr (pp_backend_name (get (PP_BACKEND_CPU_STRICT)), ==,
       "cpu-strict");
-  /* auto: the best this build has, today the CPU. */
+  /* auto: the best this build and machine have; the test machines have
+   * no GPU, so the CPU, with the reason when the build has CUDA. */
   g_assert_true (get (PP_BACKEND_AUTO) == pp_backend_cpu ());
+  if (pp_backend_have_cuda ())
+    g_assert_nonnull (pp_backend_auto_reason ());
+  else
+    g_assert_null (pp_backend_auto_reason ());
   g_assert_nonnull (strstr (pp_backend_device (pp_backend_cpu ()), "CPU"));
   g_assert_nonnull (strstr (pp_backend_device (get (PP_BACKEND_CPU_STRICT)),
           "traps"));
@@ -49,6 +55,140 @@ test_names (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_nonnull (strstr (error->message, "unknown backend 'gpu'"));
   g_assert_nonnull (strstr (error->message, "cpu-strict"));
+}
+
+/* cuda without a device (every test machine): a device error that names
+ * the CUDA runtime's status, or, without CUDA in the build, says so; a
+ * malformed device index is a config error. */
+static void
+test_cuda_absent (void)
+{
+  const gchar *const names[] = { "cuda", "cuda:0", "cuda:7" };
+
+  if (g_getenv ("PP_TEST_HAVE_GPU") != NULL) {
+    g_test_skip ("a GPU is present: tests/gpu covers the CUDA backend");
+    return;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_null (pp_backend_get (names[i], &error));
+    g_assert_nonnull (error);
+    g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+    if (pp_backend_have_cuda ())
+      g_assert_nonnull (strstr (error->message, "cuda"));
+    else
+      g_assert_nonnull (strstr (error->message, "no CUDA backend"));
+  }
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_null (pp_backend_get ("cuda:first", &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  }
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_null (pp_backend_get ("cudax", &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+    g_assert_nonnull (strstr (error->message, "unknown backend 'cudax'"));
+  }
+  g_assert_true (pp_backend_have_cuda () == (strstr (pp_backend_names (),
+              "cuda") != NULL));
+}
+
+/* Node-local ranks spread over a host's GPUs in turn and share them when
+ * there are more ranks than GPUs. */
+static void
+test_device_for_rank (void)
+{
+  /* rank 0 and 3 workers on 1, 2, 4 and 8 GPUs */
+  const gint expect[4][4] = {
+    { 0, 0, 0, 0 }, { 0, 1, 0, 1 }, { 0, 1, 2, 3 }, { 0, 1, 2, 3 },
+  };
+  const gint n_devices[4] = { 1, 2, 4, 8 };
+
+  for (guint d = 0; d < G_N_ELEMENTS (n_devices); d++)
+    for (gint r = 0; r < 4; r++)
+      g_assert_cmpint (pp_backend_device_for_rank (r, n_devices[d]), ==,
+          expect[d][r]);
+  g_assert_cmpint (pp_backend_device_for_rank (-1, 2), ==, 0);
+  for (gint r = 0; r < 64; r++) {
+    g_assert_cmpint (pp_backend_device_for_rank (r, 3), >=, 0);
+    g_assert_cmpint (pp_backend_device_for_rank (r, 3), <, 3);
+  }
+}
+
+/* Weights stored as F16 or BF16 on a float32 host backend are the f32
+ * weights rounded to that precision (to nearest even); F32 on the cpu
+ * backend is the caller's memory itself. */
+static void
+test_weights_dtype (gconstpointer data)
+{
+  PpBackend *be = get (data);
+  const float src[] = { 1.0f, 1.0f + 1.0f / 4096.0f, 3.14159265f, -65504.0f,
+    1e-8f, 0.1f, 70000.0f, -2.5f
+  };
+  const gsize n = G_N_ELEMENTS (src);
+  const float f16[] = { 1.0f, 1.0f, 3.140625f, -65504.0f, 0.0f,
+    0.0999755859375f, INFINITY, -2.5f
+  };
+  const float bf16[] = { 1.0f, 1.0f, 3.140625f, -65536.0f, 1.00117176e-08f,
+    0.10009765625f, 70144.0f, -2.5f
+  };
+  const PpDType dtypes[] = { PP_DTYPE_F32, PP_DTYPE_F16, PP_DTYPE_BF16 };
+  const float *expect[] = { src, f16, bf16 };
+
+  for (guint d = 0; d < G_N_ELEMENTS (dtypes); d++) {
+    g_autoptr (GError) error = NULL;
+    gpointer owned = NULL;
+    float back[G_N_ELEMENTS (src)];
+    gconstpointer dev = pp_backend_upload_weights (be, src, n, dtypes[d],
+        &owned, &error);
+
+    g_assert_no_error (error);
+    g_assert_nonnull (dev);
+    if (dtypes[d] == PP_DTYPE_F32 && be == pp_backend_cpu ())
+      g_assert_true (dev == (gconstpointer) src && owned == NULL);
+    else
+      g_assert_true (dev == owned && owned != NULL);
+    pp_backend_download (be, back, dev, sizeof back);
+    for (gsize i = 0; i < n; i++)
+      g_assert_cmpfloat (back[i], ==, expect[d][i]);
+    pp_backend_free (be, owned);
+  }
+  {
+    g_autoptr (GError) error = NULL;
+    gpointer owned = NULL;
+
+    g_assert_null (pp_backend_upload_weights (be, src, n, PP_DTYPE_U8,
+            &owned, &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+    g_assert_null (owned);
+  }
+}
+
+/* The weight dtype names of the dtype property. */
+static void
+test_dtype_names (void)
+{
+  const gchar *const names[] = { "f32", "f16", "bf16" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    PpDType dtype = 0;
+
+    g_assert_true (pp_dtype_parse_weights (names[i], &dtype, NULL));
+    g_assert_cmpstr (pp_dtype_weights_name (dtype), ==, names[i]);
+    g_assert_cmpuint (pp_dtype_size (dtype), ==, i == 0 ? 4 : 2);
+  }
+  {
+    g_autoptr (GError) error = NULL;
+    PpDType dtype = 0;
+
+    g_assert_false (pp_dtype_parse_weights ("fp16", &dtype, &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+    g_assert_nonnull (strstr (error->message, "f32, f16, bf16"));
+  }
 }
 
 /* NULL or "": the environment's choice. */
@@ -235,6 +375,15 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/backend/names", test_names);
   g_test_add_func ("/backend/env", test_env);
+  g_test_add_func ("/backend/cuda-absent", test_cuda_absent);
+  g_test_add_func ("/backend/device-for-rank", test_device_for_rank);
+  g_test_add_func ("/backend/dtype-names", test_dtype_names);
+  for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
+    g_autofree gchar *weights = g_strdup_printf ("/backend/%s/weights-dtype",
+        backends[i]);
+
+    g_test_add_data_func (weights, backends[i], test_weights_dtype);
+  }
   for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
     g_autofree gchar *mem = g_strdup_printf ("/backend/%s/memory",
         backends[i]);

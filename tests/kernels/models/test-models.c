@@ -413,7 +413,7 @@ unet_fixture (const gchar * model)
 {
   g_autofree gchar *dir = g_build_filename (data_dir, model, NULL);
   g_autoptr (GError) error = NULL;
-  PpUnet *unet = pp_unet_load (dir, pp_backend_default (), &error);
+  PpUnet *unet = pp_unet_load (dir, pp_backend_default (), 0, &error);
 
   g_assert_no_error (error);
   return unet;
@@ -504,7 +504,7 @@ taesd_fixture (void)
 {
   g_autofree gchar *dir = g_build_filename (data_dir, "taesd-tiny", NULL);
   g_autoptr (GError) error = NULL;
-  PpTaesd *m = pp_taesd_load (dir, pp_backend_default (), &error);
+  PpTaesd *m = pp_taesd_load (dir, pp_backend_default (), 0, &error);
 
   g_assert_no_error (error);
   g_assert_cmpuint (pp_taesd_latent_channels (m), ==, 4);
@@ -645,7 +645,7 @@ test_unet_input_shapes (void)
 {
   g_autofree gchar *dir = g_build_filename (data_dir, "unet-sd15-tiny", NULL);
   g_autoptr (GError) error = NULL;
-  g_autoptr (PpUnet) unet = pp_unet_load (dir, pp_backend_default (), &error);
+  g_autoptr (PpUnet) unet = pp_unet_load (dir, pp_backend_default (), 0, &error);
   g_autoptr (PpTensor) ctx = zeros ("ctx", 3, 1, 7, 16, 1);
   g_autoptr (PpTensor) bad_ctx = zeros ("ctx", 3, 1, 7, 12, 1);
   g_autoptr (PpTensor) good = zeros ("s", 4, 1, 4, 6, 10);
@@ -942,9 +942,9 @@ expect_load_error (const gchar * model, Edit edit, const gchar * key,
   gpointer m;
 
   if (g_str_has_prefix (model, "unet"))
-    m = pp_unet_load (dir, pp_backend_default (), &error);
+    m = pp_unet_load (dir, pp_backend_default (), 0, &error);
   else
-    m = pp_taesd_load (dir, pp_backend_default (), &error);
+    m = pp_taesd_load (dir, pp_backend_default (), 0, &error);
   g_assert_null (m);
   g_assert_nonnull (error);
   g_test_message ("expected error: %s", error->message);
@@ -1034,7 +1034,7 @@ test_random_roundtrip_unet (gconstpointer data)
   g_assert_true (pp_weights_save (w, wpath, &error));
   g_assert_no_error (error);
   copy_file (config, cpath);
-  b = pp_unet_load (dir, pp_backend_default (), &error);
+  b = pp_unet_load (dir, pp_backend_default (), 0, &error);
   g_assert_no_error (error);
 
   g_assert_true (pp_unet_forward (a, sample, 500, ctx, &out_a, NULL, NULL,
@@ -1071,7 +1071,7 @@ test_random_roundtrip_taesd (void)
   cpath = g_build_filename (dir, "config.json", NULL);
   g_assert_true (pp_weights_save (w, wpath, &error));
   copy_file (config, cpath);
-  b = pp_taesd_load (dir, pp_backend_default (), &error);
+  b = pp_taesd_load (dir, pp_backend_default (), 0, &error);
   g_assert_no_error (error);
   g_assert_true (pp_taesd_encode (a, image, &lat_a, NULL, NULL, &error));
   g_assert_true (pp_taesd_encode (b, image, &lat_b, NULL, NULL, &error));

@@ -1,0 +1,54 @@
+#!/bin/sh
+# The weights' dtype is honoured, and a backend that is not here is a skip:
+#  - img2img with the default dtype equals --dtype f32 on the CPU; f16 and
+#    bf16 (weights rounded to that precision) each give other bytes;
+#  - an unknown dtype is an error naming the valid ones;
+#  - test-ops --backend cuda without a GPU exits 77 saying why.
+# Usage: tool-dtype.sh PPDIFFUSE_TOOL
+set -eu
+TOOL=$1
+LIMIT_S=120
+SKIP=77
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$TOOL" make-tiny --kind turbo --out "$work/model" --seed 4 >/dev/null
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 \
+  pattern=ball ! video/x-raw,format=RGB,width=40,height=32 ! pngenc \
+  ! filesink location="$work/in.png"
+
+run() {  # DTYPE OUT: img2img with --dtype DTYPE ("" for the default)
+  timeout "$LIMIT_S" "$TOOL" img2img --model "$work/model" --in "$work/in.png" \
+    --out "$2" --prompt-embeds "$work/model/prompt_embeds.npy" --seed 2 \
+    --strength 1.0 --steps 2 --backend cpu ${1:+--dtype "$1"}
+}
+run "" "$work/default.png"
+for d in f32 f16 bf16; do
+  run "$d" "$work/$d.png"
+done
+cmp -s "$work/default.png" "$work/f32.png" \
+  || { echo "the default dtype on the CPU is not f32" >&2; exit 1; }
+for d in f16 bf16; do
+  if cmp -s "$work/f32.png" "$work/$d.png"; then
+    echo "--dtype $d gave the f32 image: the dtype was ignored" >&2
+    exit 1
+  fi
+done
+cmp -s "$work/f16.png" "$work/bf16.png" \
+  && { echo "f16 and bf16 gave the same image" >&2; exit 1; }
+
+status=0
+run fp8 "$work/fp8.png" 2>"$work/fp8.txt" || status=$?
+[ "$status" -eq 1 ] && grep -q "f32, f16, bf16" "$work/fp8.txt" \
+  || { echo "--dtype fp8: status $status, $(cat "$work/fp8.txt")" >&2; exit 1; }
+
+status=0
+timeout "$LIMIT_S" "$TOOL" test-ops --backend cuda >"$work/cuda.txt" 2>&1 \
+  || status=$?
+if [ -z "${PP_TEST_HAVE_GPU:-}" ]; then
+  [ "$status" -eq "$SKIP" ] && grep -q "skipped" "$work/cuda.txt" \
+    && grep -qi "cuda" "$work/cuda.txt" \
+    || { echo "test-ops --backend cuda without a GPU: status $status," \
+           "$(cat "$work/cuda.txt")" >&2; exit 1; }
+fi
+echo "dtype honoured; test-ops on cuda: status $status"
