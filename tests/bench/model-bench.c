@@ -15,6 +15,7 @@
  * latent, 77×1024 text; ≈804 GFLOP), with seeded weights
  * (pp_weights_new_seeded: ~3.5 GB, a few seconds to generate), against
  * the sgemm rate measured before each of its runs. */
+#include "pp-bench-configs.h"
 #include "pp-config.h"
 #include "pp-ops.h"
 #include "pp-taesd.h"
@@ -56,29 +57,6 @@ static const gchar unet_config[] =
     "1024,\"attention_head_dim\":8,\"norm_num_groups\":32,\"norm_eps\":1e-5,"
     "\"use_linear_projection\":true,\"flip_sin_to_cos\":true,"
     "\"freq_shift\":0,\"act_fn\":\"silu\",\"sample_size\":32}";
-
-/* stabilityai/sd-turbo unet/config.json (the SD 2.1 architecture), the
- * keys that matter to the forward. */
-static const gchar turbo_config[] =
-    "{\"_class_name\":\"UNet2DConditionModel\",\"in_channels\":4,"
-    "\"out_channels\":4,\"block_out_channels\":[320,640,1280,1280],"
-    "\"layers_per_block\":2,\"down_block_types\":[\"CrossAttnDownBlock2D\","
-    "\"CrossAttnDownBlock2D\",\"CrossAttnDownBlock2D\",\"DownBlock2D\"],"
-    "\"up_block_types\":[\"UpBlock2D\",\"CrossAttnUpBlock2D\","
-    "\"CrossAttnUpBlock2D\",\"CrossAttnUpBlock2D\"],"
-    "\"mid_block_type\":\"UNetMidBlock2DCrossAttn\",\"cross_attention_dim\":"
-    "1024,\"attention_head_dim\":[5,10,20,20],\"norm_num_groups\":32,"
-    "\"norm_eps\":1e-5,\"use_linear_projection\":true,\"flip_sin_to_cos\":"
-    "true,\"freq_shift\":0,\"act_fn\":\"silu\",\"sample_size\":64}";
-
-static const gchar taesd_config[] =
-    "{\"_class_name\":\"AutoencoderTiny\",\"in_channels\":3,"
-    "\"out_channels\":3,\"latent_channels\":4,"
-    "\"encoder_block_out_channels\":[64,64,64,64],"
-    "\"decoder_block_out_channels\":[64,64,64,64],"
-    "\"num_encoder_blocks\":[1,3,3,3],\"num_decoder_blocks\":[3,3,3,1],"
-    "\"upsampling_scaling_factor\":2,\"act_fn\":\"relu\","
-    "\"scaling_factor\":1.0}";
 
 static gdouble
 now_s (void)

@@ -1,0 +1,255 @@
+/* ppdiffuse — GPU model benchmark: one SD-Turbo UNet step at 512×512 (a
+ * 64×64 latent, 77×1024 text) and a TAESD encode + decode at 512×512 on a
+ * device backend, in the weights' storage dtype (f16 by default on CUDA),
+ * each reported as milliseconds, achieved TFLOP/s and the share of the
+ * device's dense peak, next to the physical floor (FLOPs / peak).
+ *
+ * FLOPs are counted by the op layer (convolutions, linears, attention
+ * matmuls), as in model-bench.  Inputs and outputs stay on the device;
+ * every timed run ends with a synchronize, so the figure is the device's
+ * time, not the launch queue's.  Weights are seeded (pp_weights_new_seeded),
+ * not trained: speed does not depend on their values.
+ *
+ * Without the device the backend names (no CUDA device, no CUDA in the
+ * build) it exits 77, the harnesses' "skipped". */
+#include "pp-backend.h"
+#include "pp-bench-configs.h"
+#include "pp-error.h"
+#include "pp-ops.h"
+#include "pp-taesd.h"
+#include "pp-unet.h"
+#include "pp-weights.h"
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EXIT_SKIP 77
+#define DEFAULT_REPEATS 10
+#define WARM_UP_RUNS 2
+#define LATENT_SIDE 64
+#define IMAGE_SIDE 512
+#define TEXT_TOKENS 77
+#define TEXT_DIM 1024
+#define TIMESTEP 999.0
+#define WEIGHT_SEED 1
+#define INPUT_SEED 2
+
+/* Dense 16-bit tensor-core peaks with float32 accumulation, TFLOP/s, from
+ * the vendors' data sheets; matched against the device description.  The
+ * first match wins, so the more specific names come first. */
+static const struct
+{
+  const gchar *name;
+  gdouble f16_tflops;
+} peaks[] = {
+  { "H200", 989.0 },
+  { "H100 PCIe", 756.0 },
+  { "H100", 989.0 },
+  { "A100", 312.0 },
+  { "L40S", 362.0 },
+  { "RTX 4090", 165.0 },
+  { "A10", 125.0 },
+};
+
+typedef struct
+{
+  gdouble seconds;
+  gdouble gflop;
+} Timing;
+
+typedef struct
+{
+  PpBackend *be;
+  PpUnet *unet;
+  PpTaesd *taesd;
+  PpTensor *sample, *text, *image;
+} Bench;
+
+static gdouble
+peak_for (const gchar * device)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (peaks); i++)
+    if (strstr (device, peaks[i].name) != NULL)
+      return peaks[i].f16_tflops;
+  return 0;
+}
+
+/* A device tensor of seeded unit-variance values. */
+static PpTensor *
+device_input (PpBackend * be, const gchar * name, guint ndim,
+    const gint64 * shape)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpTensor) host = pp_tensor_new (name, PP_DTYPE_F32, ndim, shape,
+      NULL);
+  PpTensor *dev = pp_tensor_new_on (be, name, PP_DTYPE_F32, ndim, shape,
+      &error);
+
+  pp_seeded_fill_input (INPUT_SEED, name, pp_tensor_numel (host), host->data);
+  if (dev == NULL || !pp_tensor_upload (dev, host, &error))
+    g_error ("%s: %s", name, error->message);
+  return dev;
+}
+
+static void
+unet_run (Bench * b)
+{
+  PpTensor *out = NULL;
+  GError *error = NULL;
+
+  if (!pp_unet_forward (b->unet, b->sample, TIMESTEP, b->text, &out, NULL,
+          NULL, &error))
+    g_error ("%s", error->message);
+  pp_tensor_free (out);
+}
+
+static void
+taesd_run (Bench * b)
+{
+  PpTensor *z = NULL, *x = NULL;
+  GError *error = NULL;
+
+  if (!pp_taesd_encode (b->taesd, b->image, &z, NULL, NULL, &error)
+      || !pp_taesd_decode (b->taesd, z, &x, NULL, NULL, &error))
+    g_error ("%s", error->message);
+  pp_tensor_free (z);
+  pp_tensor_free (x);
+}
+
+/* Best of @repeats synchronized runs after WARM_UP_RUNS untimed ones
+ * (cuDNN's algorithm search, pools and handles happen there). */
+static Timing
+best_of (void (*run) (Bench *), Bench * b, guint repeats)
+{
+  Timing best = { G_MAXDOUBLE, 0 };
+
+  for (guint r = 0; r < WARM_UP_RUNS; r++)
+    run (b);
+  pp_backend_synchronize (b->be);
+  for (guint r = 0; r < repeats; r++) {
+    gint64 t = g_get_monotonic_time ();
+
+    pp_ops_reset_flop_count ();
+    run (b);
+    pp_backend_synchronize (b->be);
+    best.seconds = MIN (best.seconds, (g_get_monotonic_time () - t) / 1e6);
+    best.gflop = pp_ops_flop_count () / 1e9;
+  }
+  return best;
+}
+
+static void
+report (const gchar * what, Timing t, gdouble peak)
+{
+  const gdouble tflops = t.gflop / 1e3 / t.seconds;
+
+  printf ("%-26s %9.3f ms  %8.1f GFLOP  %7.1f TFLOP/s", what,
+      t.seconds * 1e3, t.gflop, tflops);
+  if (peak > 0)
+    printf ("  %5.1f %% of %.0f  (floor %.3f ms)", 100 * tflops / peak, peak,
+        t.gflop / 1e3 / peak * 1e3);
+  printf ("\n");
+}
+
+static gchar *
+write_config (const gchar * dir, const gchar * name, const gchar * text)
+{
+  gchar *path = g_build_filename (dir, name, NULL);
+
+  if (!g_file_set_contents (path, text, -1, NULL))
+    g_error ("cannot write %s", path);
+  return path;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autofree gchar *backend = NULL, *dtype_name = NULL, *dir = NULL,
+      *unet_path = NULL, *taesd_path = NULL;
+  gint repeats = DEFAULT_REPEATS;
+  gdouble peak = 0;
+  const GOptionEntry entries[] = {
+    {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
+        "device backend (default cuda)", "B"},
+    {"dtype", 0, 0, G_OPTION_ARG_STRING, &dtype_name,
+        "weights' storage dtype: f32, f16, bf16 (default: the backend's)",
+        "D"},
+    {"repeats", 0, 0, G_OPTION_ARG_INT, &repeats,
+        "timed runs per figure, the best reported (default 10)", "N"},
+    {"peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &peak,
+        "the device's dense 16-bit peak, TFLOP/s (default: from its name)",
+        "T"},
+    {NULL}
+  };
+  const gint64 sample_shape[4] = { 1, 4, LATENT_SIDE, LATENT_SIDE };
+  const gint64 text_shape[3] = { 1, TEXT_TOKENS, TEXT_DIM };
+  const gint64 image_shape[4] = { 1, 3, IMAGE_SIDE, IMAGE_SIDE };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("");
+  g_autoptr (GError) error = NULL;
+  PpWeights *uw = pp_weights_new_seeded (WEIGHT_SEED);
+  PpWeights *tw = pp_weights_new_seeded (WEIGHT_SEED);
+  PpDType dtype = 0;
+  Bench b = { 0 };
+  Timing u, v;
+
+  g_option_context_set_summary (ctx, "Times an SD-Turbo UNet step and a "
+      "TAESD encode + decode at 512x512 on a GPU backend.");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error)
+      || (dtype_name != NULL && !pp_dtype_parse_weights (dtype_name, &dtype,
+              &error))) {
+    fprintf (stderr, "gpu-bench: %s\n", error->message);
+    return 2;
+  }
+  b.be = pp_backend_get (backend ? backend : PP_BACKEND_CUDA, &error);
+  if (b.be == NULL) {
+    fprintf (stderr, "gpu-bench: skipped: %s\n", error->message);
+    return g_error_matches (error, PP_ERROR, PP_ERROR_DEVICE) ? EXIT_SKIP : 1;
+  }
+  if (dtype == 0)
+    dtype = b.be->default_weight_dtype;
+  if (peak <= 0)
+    peak = peak_for (pp_backend_device (b.be));
+  pp_weights_set_storage_dtype (uw, dtype);
+  pp_weights_set_storage_dtype (tw, dtype);
+  dir = g_dir_make_tmp ("ppdiffuse-gpu-bench-XXXXXX", NULL);
+  unet_path = write_config (dir, "unet.json", turbo_config);
+  taesd_path = write_config (dir, "taesd.json", taesd_config);
+  b.unet = pp_unet_new (unet_path, uw, b.be, &error);
+  b.taesd = b.unet ? pp_taesd_new (taesd_path, tw, b.be, &error) : NULL;
+  if (b.taesd == NULL) {
+    fprintf (stderr, "gpu-bench: %s\n", error->message);
+    return 1;
+  }
+  b.sample = device_input (b.be, "sample", 4, sample_shape);
+  b.text = device_input (b.be, "encoder_hidden_states", 3, text_shape);
+  b.image = device_input (b.be, "image", 4, image_shape);
+
+  printf ("%s on %s, weights %s, best of %d synchronized runs\n",
+      pp_backend_name (b.be), pp_backend_device (b.be),
+      pp_dtype_weights_name (dtype), repeats);
+  if (peak <= 0)
+    printf ("device peak unknown: pass --peak-tflops for the share of it\n");
+  u = best_of (unet_run, &b, (guint) repeats);
+  v = best_of (taesd_run, &b, (guint) repeats);
+  report ("SD-Turbo UNet step 64x64", u, peak);
+  report ("TAESD enc+dec 512x512", v, peak);
+  printf ("frames/s one GPU could sustain at 1 step: %.1f (UNet + TAESD)\n",
+      1.0 / (u.seconds + v.seconds));
+  printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
+      pp_unet_pool_bytes (b.unet) / 1048576.0,
+      pp_taesd_pool_bytes (b.taesd) / 1048576.0);
+
+  pp_tensor_free (b.sample);
+  pp_tensor_free (b.text);
+  pp_tensor_free (b.image);
+  pp_unet_free (b.unet);
+  pp_taesd_free (b.taesd);
+  pp_weights_free (uw);
+  pp_weights_free (tw);
+  g_unlink (unet_path);
+  g_unlink (taesd_path);
+  g_rmdir (dir);
+  return 0;
+}
