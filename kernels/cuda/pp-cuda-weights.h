@@ -5,8 +5,11 @@
  * either) is looked up here to learn how to read it.  Every block that
  * upload_weights made is one interval [start, start + bytes) with its
  * dtype; an address inside no interval is float32 (activations, and
- * weights a model keeps in buffers of its own).  Plain C, no CUDA: the
- * host tests check it.  Not thread-safe: the backend's lock guards it. */
+ * weights a model keeps in buffers of its own).  Intervals are in bytes
+ * of the stored type: a pointer into a 16-bit block must be offset in
+ * 16-bit elements (a float * offset by k points at element 2k).  Plain C,
+ * no CUDA: the host tests check it.  Not thread-safe: the backend's lock
+ * guards it. */
 #pragma once
 
 #include <glib.h>
