@@ -10,9 +10,7 @@
 extern PpBackend *pp_cpu_backend_get (void);
 extern PpBackend *pp_cpu_strict_backend_get (GError ** error);
 #ifdef PP_HAVE_CUDA
-/* kernels/cuda */
-extern PpBackend *pp_cuda_backend_get (gint device, GError ** error);
-extern gint pp_cuda_backend_n_devices (GError ** error);
+#include "pp-cuda-backend.h"
 #endif
 
 static atomic_ullong allocated_bytes;

@@ -1,0 +1,412 @@
+/* ppdiffuse — the cuda backend: device memory, staging, the stream and
+ * library handles of one GPU, and its op table (generated from
+ * PP_OPS_LIST as the CPU backends' are: lock, make the device current, run
+ * the op, unlock). */
+#include "pp-cuda-backend.h"
+#include "pp-cuda-private.h"
+#include "pp-dtype-math.h"
+#include "pp-error.h"
+
+#include <string.h>
+
+/* cudaMalloc aligns to 256 bytes already; the backend promises it (the
+ * 16-bit GEMM and vector loads want it) and checks it. */
+#define CUDA_BUFFER_ALIGN 256
+/* Device indices the process-wide table has room for. */
+#define CUDA_MAX_DEVICES 64
+
+/* Errors */
+
+void
+pp_cuda_fatal (PpCudaBackend * cu, GError * error)
+{
+  g_error ("CUDA backend %s: %s", cu->be.device ? cu->be.device : "?",
+      error->message);
+}
+
+/* Scratch and parameters */
+
+gpointer
+pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
+{
+  if (cu->scratch[slot].bytes < bytes) {
+    /* The old buffer may still be read by enqueued work. */
+    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+    PP_CUDA_OP_TRY (cu, cudaFree (cu->scratch[slot].mem));
+    cu->scratch[slot].mem = NULL;
+    cu->scratch[slot].bytes = 0;
+    PP_CUDA_OP_TRY (cu, cudaMalloc (&cu->scratch[slot].mem, bytes));
+    cu->scratch[slot].bytes = bytes;
+  }
+  return cu->scratch[slot].mem;
+}
+
+PpCudaType
+pp_cuda_param_type (PpCudaBackend * cu, gconstpointer p)
+{
+  switch (pp_cuda_weights_lookup (cu->weights, p)) {
+    case PP_DTYPE_F16:
+      return PP_CUDA_F16;
+    case PP_DTYPE_BF16:
+      return PP_CUDA_BF16;
+    default:
+      return PP_CUDA_F32;
+  }
+}
+
+static void
+enter (PpCudaBackend * cu)
+{
+  g_mutex_lock (&cu->lock);
+  /* The calling thread may have another device current (several backends
+   * in one process). */
+  PP_CUDA_OP_TRY (cu, cudaSetDevice (cu->device));
+}
+
+static void
+leave (PpCudaBackend * cu)
+{
+  g_mutex_unlock (&cu->lock);
+}
+
+/* Memory */
+
+static gpointer
+cuda_alloc (PpBackend * be, gsize bytes, GError ** error)
+{
+  PpCudaBackend *cu = be->priv;
+  gpointer mem = NULL;
+  gboolean ok;
+
+  enter (cu);
+  ok = PP_CUDA_TRY (cudaMalloc (&mem, bytes), error);
+  leave (cu);
+  if (!ok) {
+    g_prefix_error (error, "%s: %" G_GSIZE_FORMAT " bytes: ", be->device,
+        bytes);
+    return NULL;
+  }
+  g_assert ((guintptr) mem % CUDA_BUFFER_ALIGN == 0);
+  return mem;
+}
+
+static void
+cuda_free (PpBackend * be, gpointer mem)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  pp_cuda_weights_remove (cu->weights, mem);
+  /* Enqueued work may still use the buffer (cudaFree would wait for the
+   * device too, but says so nowhere binding). */
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  PP_CUDA_OP_TRY (cu, cudaFree (mem));
+  leave (cu);
+}
+
+/* Fills @dst (pinned) with @count elements of host @src, converted. */
+typedef void (*StageFunc) (gpointer dst, gconstpointer src, gsize count);
+
+static void
+stage_copy (gpointer dst, gconstpointer src, gsize count)
+{
+  memcpy (dst, src, count);
+}
+
+static void
+stage_f16 (gpointer dst, gconstpointer src, gsize count)
+{
+  guint16 *d = dst;
+  const float *s = src;
+
+  for (gsize i = 0; i < count; i++)
+    d[i] = pp_f32_to_f16 (s[i]);
+}
+
+static void
+stage_bf16 (gpointer dst, gconstpointer src, gsize count)
+{
+  guint16 *d = dst;
+  const float *s = src;
+
+  for (gsize i = 0; i < count; i++)
+    d[i] = pp_f32_to_bf16 (s[i]);
+}
+
+/* Copies @count elements of host @src (@src_size bytes each) to device
+ * @dst (@dst_size bytes each, @stage converting), through the staging
+ * buffers: while one buffer's copy runs, the host fills the other.
+ * Returns when the last copy is complete. */
+static void
+staged_upload (PpCudaBackend * cu, guint8 * dst, const guint8 * src,
+    gsize count, gsize src_size, gsize dst_size, StageFunc stage)
+{
+  const gsize per_chunk = PP_CUDA_STAGING_BYTES / MAX (src_size, dst_size);
+
+  for (gsize done = 0, i = 0; done < count; i++) {
+    const guint b = i % PP_CUDA_STAGING_BUFFERS;
+    const gsize n = MIN (per_chunk, count - done);
+
+    /* The buffer's previous copy must have left it. */
+    PP_CUDA_OP_TRY (cu, cudaEventSynchronize (cu->staged[b]));
+    stage (cu->staging[b], src + done * src_size, n);
+    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst + done * dst_size,
+            cu->staging[b], n * dst_size, cudaMemcpyHostToDevice,
+            cu->stream));
+    PP_CUDA_OP_TRY (cu, cudaEventRecord (cu->staged[b], cu->stream));
+    done += n;
+  }
+  /* The caller reuses its memory at once; later ops are ordered anyway. */
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+}
+
+static void
+cuda_upload (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  staged_upload (cu, dst, src, bytes, 1, 1, stage_copy);
+  leave (cu);
+}
+
+static void
+cuda_download (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
+{
+  PpCudaBackend *cu = be->priv;
+  const gsize chunks = (bytes + PP_CUDA_STAGING_BYTES - 1)
+      / PP_CUDA_STAGING_BYTES;
+
+  enter (cu);
+  /* Chunk i + 1 is copied to the device's other staging buffer while the
+   * host copies chunk i out of its own. */
+  for (gsize i = 0; i <= chunks; i++) {
+    if (i < chunks) {
+      const guint b = i % PP_CUDA_STAGING_BUFFERS;
+      const gsize off = i * PP_CUDA_STAGING_BYTES;
+
+      PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (cu->staging[b],
+              (const guint8 *) src + off, MIN (PP_CUDA_STAGING_BYTES,
+                  bytes - off), cudaMemcpyDeviceToHost, cu->stream));
+      PP_CUDA_OP_TRY (cu, cudaEventRecord (cu->staged[b], cu->stream));
+    }
+    if (i > 0) {
+      const guint b = (i - 1) % PP_CUDA_STAGING_BUFFERS;
+      const gsize off = (i - 1) * PP_CUDA_STAGING_BYTES;
+
+      PP_CUDA_OP_TRY (cu, cudaEventSynchronize (cu->staged[b]));
+      memcpy ((guint8 *) dst + off, cu->staging[b],
+          MIN (PP_CUDA_STAGING_BYTES, bytes - off));
+    }
+  }
+  leave (cu);
+}
+
+static void
+cuda_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst, src, bytes,
+          cudaMemcpyDeviceToDevice, cu->stream));
+  leave (cu);
+}
+
+static void
+cuda_fill (PpBackend * be, gpointer dst, float value, gsize n)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, pp_cuda_fill (dst, value, n, cu->stream));
+  leave (cu);
+}
+
+static void
+cuda_synchronize (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  leave (cu);
+}
+
+/* The weights are narrowed on the host, into the staging buffers, so that
+ * only their stored size crosses the bus and no float32 copy of them is
+ * ever on the device. */
+static gpointer
+cuda_upload_weights (PpBackend * be, const float *src, gsize n,
+    PpDType dtype, GError ** error)
+{
+  PpCudaBackend *cu = be->priv;
+  const gsize size = pp_dtype_size (dtype);
+  gpointer mem = cuda_alloc (be, MAX (n * size, 1), error);
+
+  if (mem == NULL)
+    return NULL;
+  enter (cu);
+  staged_upload (cu, mem, (const guint8 *) src, n, sizeof (float), size,
+      dtype == PP_DTYPE_F16 ? stage_f16 : dtype == PP_DTYPE_BF16 ? stage_bf16
+      : stage_copy);
+  if (dtype != PP_DTYPE_F32 && n > 0)
+    pp_cuda_weights_add (cu->weights, mem, n * size, dtype);
+  leave (cu);
+  return mem;
+}
+
+static const PpBackendMemory cuda_memory = {
+  .alloc = cuda_alloc,
+  .free = cuda_free,
+  .upload = cuda_upload,
+  .download = cuda_download,
+  .copy = cuda_copy,
+  .fill = cuda_fill,
+  .synchronize = cuda_synchronize,
+  .upload_weights = cuda_upload_weights,
+};
+
+/* Ops */
+
+#define CUDA_OP(name, NAME, params, args, flops)                            \
+  static void                                                               \
+  cuda_##name (PpBackend * be, PP_OPS_UNPAREN params)                       \
+  {                                                                         \
+    PpCudaBackend *cu = be->priv;                                           \
+                                                                            \
+    enter (cu);                                                             \
+    pp_cuda_op_##name (cu, PP_OPS_UNPAREN args);                            \
+    leave (cu);                                                             \
+  }
+PP_OPS_LIST (CUDA_OP)
+#undef CUDA_OP
+
+/* The ops of a range only enqueue work: one range covers all rows, and the
+ * GPU parallelises each op.  Not under the lock: @func calls ops, which
+ * take it. */
+static void
+cuda_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
+{
+  if (rows > 0)
+    func (0, rows, data);
+}
+
+static const PpOps cuda_ops = {
+#define CUDA_ENTRY(name, NAME, params, args, flops) .name = cuda_##name,
+  PP_OPS_LIST (CUDA_ENTRY)
+#undef CUDA_ENTRY
+  .for_rows = cuda_for_rows,
+};
+
+/* Creation */
+
+static gboolean
+init_handles (PpCudaBackend * cu, GError ** error)
+{
+  if (!PP_CUDA_TRY (cudaStreamCreateWithFlags (&cu->stream,
+              cudaStreamNonBlocking), error)
+      || !PP_CUBLAS_TRY (cublasCreate (&cu->cublas), error)
+      || !PP_CUBLAS_TRY (cublasSetStream (cu->cublas, cu->stream), error))
+    return FALSE;
+#ifdef PP_HAVE_CUDNN
+  if (!PP_CUDNN_TRY (cudnnCreate (&cu->cudnn), error)
+      || !PP_CUDNN_TRY (cudnnSetStream (cu->cudnn, cu->stream), error))
+    return FALSE;
+  cu->conv_plans = pp_cuda_conv_plans_new ();
+#endif
+  /* TF32 only on request: cuBLAS's default math mode already keeps
+   * float32 GEMMs exact. */
+  if (cu->tf32 && !PP_CUBLAS_TRY (cublasSetMathMode (cu->cublas,
+              CUBLAS_TF32_TENSOR_OP_MATH), error))
+    return FALSE;
+  for (guint b = 0; b < PP_CUDA_STAGING_BUFFERS; b++)
+    if (!PP_CUDA_TRY (cudaHostAlloc ((void **) &cu->staging[b],
+                PP_CUDA_STAGING_BYTES, cudaHostAllocDefault), error)
+        || !PP_CUDA_TRY (cudaEventCreateWithFlags (&cu->staged[b],
+                cudaEventDisableTiming), error))
+      return FALSE;
+  return TRUE;
+}
+
+static gchar *
+describe (gint device, GError ** error)
+{
+  struct cudaDeviceProp prop;
+
+  if (!PP_CUDA_TRY (cudaGetDeviceProperties (&prop, device), error))
+    return NULL;
+  return g_strdup_printf ("cuda:%d %s, sm_%d%d, %.1f GiB, %d SMs", device,
+      prop.name, prop.major, prop.minor,
+      (double) prop.totalGlobalMem / (1 << 30), prop.multiProcessorCount);
+}
+
+/* A backend for @device; NULL with @error (what was made is leaked: the
+ * device is unusable anyway). */
+static PpBackend *
+create (gint device, GError ** error)
+{
+  PpCudaBackend *cu;
+  gchar *desc;
+
+  if (!PP_CUDA_TRY (cudaSetDevice (device), error))
+    return NULL;
+  desc = describe (device, error);
+  if (desc == NULL)
+    return NULL;
+  cu = g_new0 (PpCudaBackend, 1);
+  cu->device = device;
+  cu->tf32 = g_strcmp0 (g_getenv (PP_CUDA_TF32_ENV), "1") == 0;
+  if (!init_handles (cu, error)) {
+    g_prefix_error (error, "%s: ", desc);
+    g_free (desc);
+    return NULL;
+  }
+  g_mutex_init (&cu->lock);
+  cu->weights = pp_cuda_weights_new ();
+  cu->be.name = "cuda";
+  cu->be.device = desc;
+  cu->be.memory = &cuda_memory;
+  cu->be.ops = &cuda_ops;
+  cu->be.default_weight_dtype = PP_DTYPE_F16;
+  cu->be.priv = cu;
+  g_info ("backend cuda: %s%s", desc, cu->tf32 ? ", TF32 allowed" : "");
+  return &cu->be;
+}
+
+gint
+pp_cuda_backend_n_devices (GError ** error)
+{
+  return pp_cuda_device_count (error);
+}
+
+PpBackend *
+pp_cuda_backend_get (gint device, GError ** error)
+{
+  static GMutex lock;
+  static PpBackend *backends[CUDA_MAX_DEVICES];
+  PpBackend *be;
+  gint count;
+
+#ifndef PP_HAVE_CUDNN
+  /* Its convolutions are cuDNN's. */
+  g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "the CUDA backend needs "
+      "cuDNN, which this build was made without");
+  return NULL;
+#endif
+  count = pp_cuda_device_count (error);
+  if (count < 0)
+    return NULL;
+  if (device < 0 || device >= count || device >= CUDA_MAX_DEVICES) {
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "device index %d out of "
+        "range: this process sees %d CUDA devices%s", device, count,
+        count == 0 ? " (cudaGetDeviceCount: cudaErrorNoDevice)" : "");
+    return NULL;
+  }
+  g_mutex_lock (&lock);
+  be = backends[device];
+  if (be == NULL)
+    be = backends[device] = create (device, error);
+  g_mutex_unlock (&lock);
+  return be;
+}

@@ -1,0 +1,35 @@
+/* ppdiffuse — the CUDA backend: the ops of pp-ops-list.h on one NVIDIA
+ * GPU, through cuBLAS (linear, matmul, attention), cuDNN (conv2d) and the
+ * kernels of the .cu files here (everything else).
+ *
+ * One backend per device index, created on first use and kept for the
+ * process.  Everything it does is enqueued on one stream of its own, in
+ * call order; upload and download return when their copy is complete, and
+ * synchronize waits for the rest.  Activations are float32; weights are
+ * stored as float32, float16 or bfloat16 (default float16) and computed
+ * with float32 accumulation.  Float32 GEMMs and convolutions are exact
+ * float32 unless PPDIFFUSE_CUDA_TF32=1 allows TensorFloat-32.
+ *
+ * The backend needs cuDNN for its convolutions: a build without it (no
+ * PP_HAVE_CUDNN) has no CUDA backend, and pp_cuda_backend_get says so. */
+#pragma once
+
+#include <glib.h>
+
+#include "pp-backend.h"
+
+G_BEGIN_DECLS
+
+/* Opts float32 GEMMs and convolutions into TensorFloat-32 tensor cores
+ * (10-bit mantissa products) when set to 1. */
+#define PP_CUDA_TF32_ENV "PPDIFFUSE_CUDA_TF32"
+
+/* The "cuda" backend of device @device (0-based), created once per device
+ * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA
+ * status when there is no such usable device. */
+PpBackend *pp_cuda_backend_get        (gint device, GError ** error);
+/* The CUDA devices this process sees; -1 with @error when the runtime
+ * cannot say (no driver). */
+gint       pp_cuda_backend_n_devices  (GError ** error);
+
+G_END_DECLS

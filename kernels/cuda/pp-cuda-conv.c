@@ -1,0 +1,193 @@
+/* ppdiffuse — conv2d on cuDNN (legacy API, NCHW).
+ *
+ * Every shape gets a plan once: its descriptors and the algorithm cuDNN's
+ * heuristics rank first among those whose workspace fits
+ * CONV_MAX_WORKSPACE, cached by PpCudaConvKey.  With 16-bit weights the
+ * convolution runs in that type (x narrowed into a scratch buffer, y
+ * produced in 16 bits and widened back to float32 with the bias added),
+ * accumulating in float32 on tensor cores; with float32 weights it is
+ * exact float32 (FMA math) unless TF32 was asked for. */
+#include "pp-cuda-conv-key.h"
+#include "pp-cuda-private.h"
+#include "pp-error.h"
+
+#ifdef PP_HAVE_CUDNN
+
+/* The largest workspace an algorithm may ask for: faster algorithms that
+ * need more are passed over rather than taking device memory from the
+ * models. */
+#define CONV_MAX_WORKSPACE ((gsize) 256 << 20)
+
+typedef struct
+{
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnConvolutionFwdAlgo_t algo;
+  gsize workspace;
+} ConvPlan;
+
+static void
+conv_plan_free (gpointer data)
+{
+  ConvPlan *p = data;
+
+  cudnnDestroyTensorDescriptor (p->x);
+  cudnnDestroyTensorDescriptor (p->y);
+  cudnnDestroyFilterDescriptor (p->w);
+  cudnnDestroyConvolutionDescriptor (p->conv);
+  g_free (p);
+}
+
+GHashTable *
+pp_cuda_conv_plans_new (void)
+{
+  return g_hash_table_new_full (pp_cuda_conv_key_hash,
+      pp_cuda_conv_key_equal, g_free, conv_plan_free);
+}
+
+static cudnnDataType_t
+data_type (PpDType dtype)
+{
+  switch (dtype) {
+    case PP_DTYPE_F16:
+      return CUDNN_DATA_HALF;
+    case PP_DTYPE_BF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+/* Picks the algorithm: the heuristics' ranking, first one that runs with
+ * the descriptors' math type within the workspace bound. */
+static void
+choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
+{
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int found = 0;
+
+  PP_CUDNN_OP_TRY (cu, cudnnGetConvolutionForwardAlgorithm_v7 (cu->cudnn,
+          p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+          &found, perf));
+  for (int i = 0; i < found; i++) {
+    size_t bytes = 0;
+
+    if (perf[i].status != CUDNN_STATUS_SUCCESS)
+      continue;
+    /* The size for this descriptor's math type (the ranking may list the
+     * algorithm under another). */
+    if (cudnnGetConvolutionForwardWorkspaceSize (cu->cudnn, p->x, p->w,
+            p->conv, p->y, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS
+        || bytes > CONV_MAX_WORKSPACE)
+      continue;
+    p->algo = perf[i].algo;
+    p->workspace = bytes;
+    return;
+  }
+  /* Implicit GEMM needs no workspace and supports every shape here. */
+  p->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  p->workspace = 0;
+}
+
+static ConvPlan *
+conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key)
+{
+  const cudnnDataType_t t = data_type (key->dtype);
+  const int ho = pp_conv2d_out_size (key->h, key->kh, key->stride, key->pad);
+  const int wo = pp_conv2d_out_size (key->w, key->kw, key->stride, key->pad);
+  ConvPlan *p = g_hash_table_lookup (cu->conv_plans, key);
+  cudnnMathType_t math;
+
+  if (p != NULL)
+    return p;
+  /* Float32 stays float32 (FMA math: cuDNN's default would allow TF32 on
+   * Ampere and later); 16-bit inputs go to tensor cores. */
+  if (key->dtype != PP_DTYPE_F32)
+    math = CUDNN_TENSOR_OP_MATH;
+  else
+    math = cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  p = g_new0 (ConvPlan, 1);
+  PP_CUDNN_OP_TRY (cu, cudnnCreateTensorDescriptor (&p->x));
+  PP_CUDNN_OP_TRY (cu, cudnnCreateTensorDescriptor (&p->y));
+  PP_CUDNN_OP_TRY (cu, cudnnCreateFilterDescriptor (&p->w));
+  PP_CUDNN_OP_TRY (cu, cudnnCreateConvolutionDescriptor (&p->conv));
+  PP_CUDNN_OP_TRY (cu, cudnnSetTensor4dDescriptor (p->x, CUDNN_TENSOR_NCHW,
+          t, key->n, key->cin, key->h, key->w));
+  PP_CUDNN_OP_TRY (cu, cudnnSetTensor4dDescriptor (p->y, CUDNN_TENSOR_NCHW,
+          t, key->n, key->cout, ho, wo));
+  PP_CUDNN_OP_TRY (cu, cudnnSetFilter4dDescriptor (p->w, t,
+          CUDNN_TENSOR_NCHW, key->cout, key->cin, key->kh, key->kw));
+  /* Cross-correlation is what PyTorch calls convolution; float32
+   * accumulation whatever the inputs. */
+  PP_CUDNN_OP_TRY (cu, cudnnSetConvolution2dDescriptor (p->conv, key->pad,
+          key->pad, key->stride, key->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+          CUDNN_DATA_FLOAT));
+  PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
+  choose_algorithm (cu, p);
+  g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);
+  return p;
+}
+
+void
+pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
+    int h, int w, const float *weight, const float *bias, int cout, int kh,
+    int kw, int stride, int pad, float *y)
+{
+  const PpCudaType wtype = pp_cuda_param_type (cu, weight);
+  const PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
+    wtype == PP_CUDA_F16 ? PP_DTYPE_F16 : wtype == PP_CUDA_BF16
+        ? PP_DTYPE_BF16 : PP_DTYPE_F32
+  };
+  const int ho = pp_conv2d_out_size (h, kh, stride, pad);
+  const int wo = pp_conv2d_out_size (w, kw, stride, pad);
+  const float one = 1.0f, zero = 0.0f;
+  const gsize x_count = (gsize) n * cin * h * w;
+  const gsize y_count = (gsize) n * cout * ho * wo;
+  const PpCudaType btype = bias != NULL ? pp_cuda_param_type (cu, bias)
+      : PP_CUDA_F32;
+  ConvPlan *p;
+  gpointer workspace;
+
+  g_return_if_fail (n > 0 && cin > 0 && h > 0 && w > 0 && cout > 0);
+  g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
+  g_return_if_fail (ho > 0 && wo > 0);
+
+  p = conv_plan (cu, &key);
+  workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
+  if (wtype == PP_CUDA_F32) {
+    PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
+            p->w, weight, p->conv, p->algo, workspace, p->workspace, &zero,
+            p->y, y));
+    if (bias != NULL)
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y, n, cout,
+              (gsize) ho * wo, bias, btype, cu->stream));
+  } else {
+    gpointer x16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        x_count * sizeof (guint16));
+    gpointer y16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
+        y_count * sizeof (guint16));
+
+    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, x16,
+            wtype, cu->stream));
+    PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x,
+            x16, p->w, weight, p->conv, p->algo, workspace, p->workspace,
+            &zero, p->y, y16));
+    /* Widened back to float32 with the bias in one pass. */
+    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, n, cout,
+            (gsize) ho * wo, bias, btype, cu->stream));
+  }
+}
+
+#else /* !PP_HAVE_CUDNN: the backend is not created (pp-cuda-backend.h). */
+
+void
+pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
+    int h, int w, const float *weight, const float *bias, int cout, int kh,
+    int kw, int stride, int pad, float *y)
+{
+  g_error ("conv2d: the CUDA backend was built without cuDNN");
+}
+
+#endif

@@ -1,0 +1,302 @@
+/* ppdiffuse — element-wise CUDA kernels: the formulas of pp-ops-math.h,
+ * one element per thread in grid-stride loops. */
+#include "pp-cuda-common.cuh"
+#include "pp-ops-math.h"
+
+__global__ void
+fill_kernel (float *x, float value, size_t n)
+{
+  PP_CUDA_FOR (i, n) x[i] = value;
+}
+
+extern "C" cudaError_t
+pp_cuda_fill (float *x, float value, size_t n, cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  fill_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (x, value, n);
+  return cudaGetLastError ();
+}
+
+template <PpCudaUnary OP> __global__ void
+unary_kernel (float *x, size_t n)
+{
+  PP_CUDA_FOR (i, n) {
+    const float v = x[i];
+
+    switch (OP) {
+      case PP_CUDA_SILU:
+        x[i] = pp_math_silu (v);
+        break;
+      case PP_CUDA_RELU:
+        x[i] = pp_math_relu (v);
+        break;
+      case PP_CUDA_TANH:
+        x[i] = pp_math_tanh (v);
+        break;
+      case PP_CUDA_GELU:
+        x[i] = pp_math_gelu_erf (v);
+        break;
+    }
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_unary (PpCudaUnary op, float *x, size_t n, cudaStream_t stream)
+{
+  const unsigned blocks = pp_cuda_blocks (n, PP_CUDA_THREADS);
+
+  if (n == 0)
+    return cudaSuccess;
+  switch (op) {
+    case PP_CUDA_SILU:
+      unary_kernel<PP_CUDA_SILU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+          n);
+      break;
+    case PP_CUDA_RELU:
+      unary_kernel<PP_CUDA_RELU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+          n);
+      break;
+    case PP_CUDA_TANH:
+      unary_kernel<PP_CUDA_TANH><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+          n);
+      break;
+    case PP_CUDA_GELU:
+      unary_kernel<PP_CUDA_GELU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+          n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError ();
+}
+
+__global__ void
+geglu_kernel (const float *x, size_t rows, int d, float *y)
+{
+  PP_CUDA_FOR (i, rows * d) {
+    const size_t r = i / d, j = i % d;
+    const float *row = x + r * 2 * d;
+
+    y[i] = pp_math_geglu (row[j], row[d + j]);
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
+    cudaStream_t stream)
+{
+  const size_t n = rows * d;
+
+  if (n == 0)
+    return cudaSuccess;
+  geglu_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (x, rows, d, y);
+  return cudaGetLastError ();
+}
+
+__global__ void
+add_kernel (float *y, const float *x, size_t n)
+{
+  PP_CUDA_FOR (i, n) y[i] += x[i];
+}
+
+extern "C" cudaError_t
+pp_cuda_add (float *y, const float *x, size_t n, cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  add_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (y, x, n);
+  return cudaGetLastError ();
+}
+
+__global__ void
+scale_kernel (float *x, size_t n, float s)
+{
+  PP_CUDA_FOR (i, n) x[i] *= s;
+}
+
+extern "C" cudaError_t
+pp_cuda_scale (float *x, size_t n, float s, cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  scale_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (x, n, s);
+  return cudaGetLastError ();
+}
+
+__global__ void
+affine_kernel (float *x, size_t n, float mul, float add)
+{
+  /* Multiply and add rounded separately, as the CPU's loop does (no FMA
+   * contraction). */
+  PP_CUDA_FOR (i, n) x[i] = __fadd_rn (__fmul_rn (x[i], mul), add);
+}
+
+extern "C" cudaError_t
+pp_cuda_affine (float *x, size_t n, float mul, float add,
+    cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  affine_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (x, n, mul, add);
+  return cudaGetLastError ();
+}
+
+__global__ void
+axpby_kernel (float *y, float a, const float *x, float b, size_t n)
+{
+  /* With b = 0, y is only written: whatever it held (a NaN of a fresh
+   * buffer) must not leak in as 0·NaN. */
+  if (b == 0.0f) {
+    PP_CUDA_FOR (i, n) y[i] = a * x[i];
+  } else {
+    PP_CUDA_FOR (i, n) y[i] = __fadd_rn (__fmul_rn (a, x[i]),
+        __fmul_rn (b, y[i]));
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_axpby (float *y, float a, const float *x, float b, size_t n,
+    cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  axpby_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (y, a, x, b, n);
+  return cudaGetLastError ();
+}
+
+__global__ void
+lcm_step_kernel (float *x, const float *eps, const float *noise, size_t n,
+    PpLcmCoeffs c)
+{
+  PP_CUDA_FOR (i, n) x[i] = pp_math_lcm_step (&c, x[i], eps[i],
+      noise != NULL ? noise[i] : 0.0f);
+}
+
+extern "C" cudaError_t
+pp_cuda_lcm_step (float *x, const float *eps, const float *noise, size_t n,
+    PpLcmCoeffs coeffs, cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  lcm_step_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
+      stream>>> (x, eps, noise, n, coeffs);
+  return cudaGetLastError ();
+}
+
+__global__ void
+timestep_embedding_kernel (float t, int dim, int flip, float freq_shift,
+    float *y)
+{
+  const int half = dim / 2;
+
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < half;
+      k += gridDim.x * blockDim.x) {
+    /* As on the CPU: the argument rounded to float, then sin and cos of
+     * it in double. */
+    const float arg = t * pp_math_timestep_freq (k, half, freq_shift);
+
+    y[(flip ? half : 0) + k] = (float) sin ((double) arg);
+    y[(flip ? 0 : half) + k] = (float) cos ((double) arg);
+  }
+  if (dim % 2 && blockIdx.x == 0 && threadIdx.x == 0)
+    y[dim - 1] = 0.0f;
+}
+
+extern "C" cudaError_t
+pp_cuda_timestep_embedding (float t, int dim, int flip_sin_to_cos,
+    float freq_shift, float *y, cudaStream_t stream)
+{
+  if (dim <= 0)
+    return cudaSuccess;
+  timestep_embedding_kernel<<<pp_cuda_blocks ((size_t) dim / 2 + 1,
+          PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (t, dim,
+      flip_sin_to_cos, freq_shift, y);
+  return cudaGetLastError ();
+}
+
+template <PpCudaType B> __global__ void
+row_bias_kernel (float *y, size_t rows, int cols, const void *bias)
+{
+  PP_CUDA_FOR (i, rows * cols) y[i] += pp_cuda_load<B> (bias, i % cols);
+}
+
+extern "C" cudaError_t
+pp_cuda_add_row_bias (float *y, size_t rows, int cols, const void *bias,
+    PpCudaType bias_type, cudaStream_t stream)
+{
+  const size_t n = rows * cols;
+
+  if (n == 0)
+    return cudaSuccess;
+  PP_CUDA_DISPATCH_TYPE (bias_type, B,
+      row_bias_kernel<B><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (y, rows, cols, bias));
+  return cudaGetLastError ();
+}
+
+template <PpCudaType X, PpCudaType B> __global__ void
+channel_bias_kernel (const void *x, float *y, int c, size_t hw, size_t n,
+    const void *bias)
+{
+  PP_CUDA_FOR (i, n) {
+    const float b = bias != NULL ? pp_cuda_load<B> (bias, (i / hw) % c)
+        : 0.0f;
+
+    y[i] = pp_cuda_load<X> (x, i) + b;
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_channel_bias (const void *x, PpCudaType x_type, float *y, int n,
+    int c, size_t hw, const void *bias, PpCudaType bias_type,
+    cudaStream_t stream)
+{
+  const size_t total = (size_t) n * c * hw;
+  const unsigned blocks = pp_cuda_blocks (total, PP_CUDA_THREADS);
+
+  if (total == 0)
+    return cudaSuccess;
+  PP_CUDA_DISPATCH_TYPE (x_type, X,
+      PP_CUDA_DISPATCH_TYPE (bias_type, B,
+          channel_bias_kernel<X, B><<<blocks, PP_CUDA_THREADS, 0, stream>>>
+          (x, y, c, hw, total, bias)));
+  return cudaGetLastError ();
+}
+
+template <PpCudaType Y> __global__ void
+narrow_kernel (const float *x, size_t cols, size_t ld, uint16_t *y,
+    size_t n)
+{
+  PP_CUDA_FOR (i, n) {
+    const float v = x[(i / cols) * ld + i % cols];
+
+    y[i] = Y == PP_CUDA_BF16 ? pp_f32_to_bf16 (v) : pp_f32_to_f16 (v);
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols, size_t ld,
+    void *y, PpCudaType y_type, cudaStream_t stream)
+{
+  const size_t n = rows * cols;
+  const unsigned blocks = pp_cuda_blocks (n, PP_CUDA_THREADS);
+
+  if (n == 0)
+    return cudaSuccess;
+  if (y_type == PP_CUDA_BF16)
+    narrow_kernel<PP_CUDA_BF16><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+        cols, ld, (uint16_t *) y, n);
+  else if (y_type == PP_CUDA_F16)
+    narrow_kernel<PP_CUDA_F16><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+        cols, ld, (uint16_t *) y, n);
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError ();
+}

@@ -1,0 +1,111 @@
+/* ppdiffuse — linear and matmul on cuBLAS.
+ *
+ * The ops are row-major (PyTorch's layouts), cuBLAS is column-major: a
+ * row-major matrix with row stride ld is, read column-major, its transpose
+ * with leading dimension ld.  So y = op(a)·op(b) row-major is computed as
+ * yᵀ = op(b)ᵀ·op(a)ᵀ column-major: cuBLAS gets b first and a second, each
+ * with its own transpose flag, and the sizes (n, m, k).
+ *
+ * A weight stored in 16 bits is multiplied in that type on tensor cores:
+ * the float32 operand is narrowed into a scratch buffer (rounded as
+ * pp-dtype-math.h rounds), and cublasGemmEx multiplies 16-bit inputs into
+ * a float32 output with float32 accumulation.  Float32 operands stay
+ * exact float32 unless TF32 was asked for (PPDIFFUSE_CUDA_TF32). */
+#include "pp-cuda-private.h"
+#include "pp-error.h"
+
+static cudaDataType_t
+data_type (PpCudaType t)
+{
+  switch (t) {
+    case PP_CUDA_F16:
+      return CUDA_R_16F;
+    case PP_CUDA_BF16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
+  }
+}
+
+/* The operand stored at @p as a matrix of @rows × @cols (row stride *@ld),
+ * in type @want: @p itself when stored so, else narrowed into scratch
+ * @slot (packed: *@ld becomes @cols). */
+static gconstpointer
+operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
+    PpCudaType want, int rows, int cols, int *ld, PpCudaScratch slot)
+{
+  gpointer packed;
+
+  if (have == want)
+    return p;
+  /* Only float32 activations are narrowed: weights of one model share one
+   * type. */
+  if (have != PP_CUDA_F32) {
+    GError *error = g_error_new (PP_ERROR, PP_ERROR_DEVICE, "matmul of a "
+        "float16 and a bfloat16 operand (weights of two storage types)");
+
+    pp_cuda_fatal (cu, error);
+  }
+  packed = pp_cuda_scratch (cu, slot, (gsize) rows * cols * sizeof (guint16));
+  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (p, rows, cols, *ld, packed, want,
+          cu->stream));
+  *ld = cols;
+  return packed;
+}
+
+void
+pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
+    int n, int k, float alpha, const float *a, int lda, const float *b,
+    int ldb, float beta, float *y, int ldy)
+{
+  const PpCudaType ta = pp_cuda_param_type (cu, a);
+  const PpCudaType tb = pp_cuda_param_type (cu, b);
+  /* The 16-bit type of either operand, or float32. */
+  const PpCudaType t = ta != PP_CUDA_F32 ? ta : tb;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  gconstpointer pa = a, pb = b;
+
+  if (m <= 0 || n <= 0)
+    return;
+  if (t != PP_CUDA_F32) {
+    /* Stored shapes: a is [m,k], or [k,m] when transposed; b likewise. */
+    pa = operand (cu, a, ta, t, trans_a ? k : m, trans_a ? m : k, &lda,
+        PP_CUDA_SCRATCH_A);
+    pb = operand (cu, b, tb, t, trans_b ? n : k, trans_b ? k : n, &ldb,
+        PP_CUDA_SCRATCH_B);
+  } else if (cu->tf32) {
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  PP_CUBLAS_OP_TRY (cu, cublasGemmEx (cu->cublas,
+          trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+          trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+          pb, data_type (t), ldb, pa, data_type (t), lda, &beta,
+          y, CUDA_R_32F, ldy, compute, CUBLAS_GEMM_DEFAULT));
+}
+
+void
+pp_cuda_op_linear (PpCudaBackend * cu, const float *x, int rows, int in,
+    const float *w, const float *b, int out, float *y)
+{
+  g_return_if_fail (rows > 0 && in > 0 && out > 0);
+
+  /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
+  pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x, in, w, in, 0.0f, y,
+      out);
+  if (b != NULL)
+    PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b,
+            pp_cuda_param_type (cu, b), cu->stream));
+}
+
+void
+pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
+    int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+    gboolean accumulate, float *y, int ldy)
+{
+  g_return_if_fail (m > 0 && n > 0 && k > 0);
+  g_return_if_fail (lda >= (trans_a ? m : k) && ldb >= (trans_b ? k : n)
+      && ldy >= n);
+
+  pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb,
+      accumulate ? 1.0f : 0.0f, y, ldy);
+}

@@ -1,0 +1,100 @@
+/* ppdiffuse — the CUDA backend's own kernels, as C functions: each
+ * launches on @stream and returns the launch's status (cudaGetLastError),
+ * which the backend checks.  One op family per .cu file:
+ *   pp-cuda-elementwise.cu  activations, arithmetic, the LCM step, the
+ *                           timestep embedding, biases, dtype casts;
+ *   pp-cuda-norm.cu         group and layer normalisation;
+ *   pp-cuda-layout.cu       resampling, concatenation, transposes;
+ *   pp-cuda-softmax.cu      the attention's row softmax.
+ * Activations are float32; parameters (biases, norm scales) may be stored
+ * in 16 bits (PpCudaType), read widened to float.  Sizes are 64-bit where a
+ * tensor can pass 2^31 elements. */
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pp-ops-math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a parameter is stored. */
+typedef enum
+{
+  PP_CUDA_F32,
+  PP_CUDA_F16,
+  PP_CUDA_BF16,
+} PpCudaType;
+
+typedef enum
+{
+  PP_CUDA_SILU,
+  PP_CUDA_RELU,
+  PP_CUDA_TANH,
+  PP_CUDA_GELU,
+} PpCudaUnary;
+
+/* pp-cuda-elementwise.cu */
+cudaError_t pp_cuda_fill (float *x, float value, size_t n,
+    cudaStream_t stream);
+cudaError_t pp_cuda_unary (PpCudaUnary op, float *x, size_t n,
+    cudaStream_t stream);
+cudaError_t pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
+    cudaStream_t stream);
+cudaError_t pp_cuda_add (float *y, const float *x, size_t n,
+    cudaStream_t stream);
+cudaError_t pp_cuda_scale (float *x, size_t n, float s, cudaStream_t stream);
+cudaError_t pp_cuda_affine (float *x, size_t n, float mul, float add,
+    cudaStream_t stream);
+cudaError_t pp_cuda_axpby (float *y, float a, const float *x, float b,
+    size_t n, cudaStream_t stream);
+cudaError_t pp_cuda_lcm_step (float *x, const float *eps, const float *noise,
+    size_t n, PpLcmCoeffs coeffs, cudaStream_t stream);
+cudaError_t pp_cuda_timestep_embedding (float t, int dim, int flip_sin_to_cos,
+    float freq_shift, float *y, cudaStream_t stream);
+/* y [rows,cols] += bias [cols]. */
+cudaError_t pp_cuda_add_row_bias (float *y, size_t rows, int cols,
+    const void *bias, PpCudaType bias_type, cudaStream_t stream);
+/* y [n,c,hw] = x + bias [c] (bias NULL: 0), x [n,c,hw] of @x_type (float32:
+ * x may equal y). */
+cudaError_t pp_cuda_channel_bias (const void *x, PpCudaType x_type, float *y,
+    int n, int c, size_t hw, const void *bias, PpCudaType bias_type,
+    cudaStream_t stream);
+/* y [rows,cols] packed = x [rows,cols] (row stride ld) narrowed to
+ * @y_type (F16 or BF16), rounded as pp-dtype-math.h rounds. */
+cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
+    size_t ld, void *y, PpCudaType y_type, cudaStream_t stream);
+
+/* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0; y may equal x. */
+cudaError_t pp_cuda_group_norm (const float *x, int n, int c, size_t hw,
+    int groups, float eps, const void *gamma, const void *beta,
+    PpCudaType param_type, float *y, cudaStream_t stream);
+cudaError_t pp_cuda_layer_norm (const float *x, size_t rows, int dim,
+    float eps, const void *gamma, const void *beta, PpCudaType param_type,
+    float *y, cudaStream_t stream);
+
+/* pp-cuda-layout.cu */
+cudaError_t pp_cuda_upsample_nearest (const float *x, int n, int c, int h,
+    int w, int factor, float *y, cudaStream_t stream);
+cudaError_t pp_cuda_resize_bilinear (const float *x, int c, int h, int w,
+    float *y, int ho, int wo, cudaStream_t stream);
+cudaError_t pp_cuda_concat_channels (const float *a, int ca, const float *b,
+    int cb, int n, size_t hw, float *y, cudaStream_t stream);
+/* x [n,rows,cols] → y [n,cols,rows]: nchw_to_nlc is (rows, cols) = (c, hw),
+ * nlc_to_nchw (hw, c). */
+cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
+    float *y, cudaStream_t stream);
+cudaError_t pp_cuda_add_channel (float *x, int n, int c, size_t hw,
+    const float *v, cudaStream_t stream);
+
+/* pp-cuda-softmax.cu: each of @rows rows of @cols scores becomes
+ * softmax(row) in place (max subtracted, float32). */
+cudaError_t pp_cuda_softmax_rows (float *s, size_t rows, int cols,
+    cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif

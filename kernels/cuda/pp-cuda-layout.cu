@@ -1,0 +1,179 @@
+/* ppdiffuse — data movement on the device: nearest and bilinear resampling,
+ * channel concatenation, NCHW ↔ NLC transposes, per-channel adds. */
+#include "pp-cuda-common.cuh"
+
+__global__ void
+upsample_nearest_kernel (const float *x, size_t planes, int h, int w,
+    int factor, float *y)
+{
+  const size_t wo = (size_t) w * factor, ho = (size_t) h * factor;
+
+  PP_CUDA_FOR (i, planes * ho * wo) {
+    const size_t ox = i % wo, oy = (i / wo) % ho, plane = i / (wo * ho);
+
+    y[i] = x[(plane * h + oy / factor) * w + ox / factor];
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_upsample_nearest (const float *x, int n, int c, int h, int w,
+    int factor, float *y, cudaStream_t stream)
+{
+  const size_t total = (size_t) n * c * h * factor * w * factor;
+
+  if (total == 0)
+    return cudaSuccess;
+  upsample_nearest_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, h, w, factor, y);
+  return cudaGetLastError ();
+}
+
+/* Source coordinate and weight of output coordinate @o: half-pixel
+ * centres, clamped to the edge; in double as the CPU computes it. */
+__device__ __forceinline__ void
+bilinear_tap (int o, double scale, int in, int *i0, int *i1, float *frac)
+{
+  double f = (o + 0.5) * scale - 0.5;
+
+  f = f < 0.0 ? 0.0 : (f > in - 1.0 ? in - 1.0 : f);
+  *i0 = (int) f;
+  *i1 = *i0 + 1 < in ? *i0 + 1 : in - 1;
+  *frac = (float) (f - *i0);
+}
+
+__global__ void
+resize_bilinear_kernel (const float *x, int c, int h, int w, float *y,
+    int ho, int wo)
+{
+  const double sy = (double) h / ho, sx = (double) w / wo;
+
+  PP_CUDA_FOR (i, (size_t) c * ho * wo) {
+    const int ox = (int) (i % wo), oy = (int) ((i / wo) % ho);
+    const float *p = x + (i / ((size_t) wo * ho)) * h * w;
+    int y0, y1, x0, x1;
+    float wy, wx, top, bottom;
+
+    bilinear_tap (oy, sy, h, &y0, &y1, &wy);
+    bilinear_tap (ox, sx, w, &x0, &x1, &wx);
+    top = p[(size_t) y0 * w + x0] * (1 - wx) + p[(size_t) y0 * w + x1] * wx;
+    bottom = p[(size_t) y1 * w + x0] * (1 - wx)
+        + p[(size_t) y1 * w + x1] * wx;
+    y[i] = top * (1 - wy) + bottom * wy;
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_resize_bilinear (const float *x, int c, int h, int w, float *y,
+    int ho, int wo, cudaStream_t stream)
+{
+  const size_t total = (size_t) c * ho * wo;
+
+  if (total == 0)
+    return cudaSuccess;
+  resize_bilinear_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, c, h, w, y, ho, wo);
+  return cudaGetLastError ();
+}
+
+__global__ void
+concat_channels_kernel (const float *a, int ca, const float *b, int cb,
+    size_t n, size_t hw, float *y)
+{
+  const size_t per_sample = (size_t) (ca + cb) * hw;
+  const size_t a_part = (size_t) ca * hw, b_part = (size_t) cb * hw;
+
+  PP_CUDA_FOR (i, n * per_sample) {
+    const size_t s = i / per_sample, j = i % per_sample;
+
+    y[i] = j < a_part ? a[s * a_part + j] : b[s * b_part + j - a_part];
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_concat_channels (const float *a, int ca, const float *b, int cb,
+    int n, size_t hw, float *y, cudaStream_t stream)
+{
+  const size_t total = (size_t) n * (ca + cb) * hw;
+
+  if (total == 0)
+    return cudaSuccess;
+  concat_channels_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (a, ca, b, cb, n, hw, y);
+  return cudaGetLastError ();
+}
+
+/* Transposes go through a shared tile so that both the reads and the
+ * writes are coalesced; the extra column keeps the tile's columns in
+ * different banks. */
+#define TILE 32
+#define TILE_ROWS 8
+
+__global__ void
+transpose_kernel (const float *x, int n, int rows, int cols, float *y)
+{
+  __shared__ float tile[TILE][TILE + 1];
+  const unsigned row_tiles = (rows + TILE - 1) / TILE;
+
+  /* gridDim.y is capped at 65535: tiles beyond it and the samples are
+   * walked in a loop. */
+  for (size_t s = blockIdx.z; s < (size_t) n; s += gridDim.z)
+    for (unsigned ty = blockIdx.y; ty < row_tiles; ty += gridDim.y) {
+      const float *src = x + s * rows * cols;
+      float *dst = y + s * rows * cols;
+      const int c0 = blockIdx.x * TILE, r0 = ty * TILE;
+
+      for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
+        const int r = r0 + k, c = c0 + threadIdx.x;
+
+        if (r < rows && c < cols)
+          tile[k][threadIdx.x] = src[(size_t) r * cols + c];
+      }
+      __syncthreads ();
+      for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
+        const int c = c0 + k, r = r0 + threadIdx.x;
+
+        if (r < rows && c < cols)
+          dst[(size_t) c * rows + r] = tile[threadIdx.x][k];
+      }
+      /* The tile is refilled by the next iteration. */
+      __syncthreads ();
+    }
+}
+
+extern "C" cudaError_t
+pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
+    cudaStream_t stream)
+{
+  const size_t col_tiles = ((size_t) cols + TILE - 1) / TILE;
+  const size_t row_tiles = ((size_t) rows + TILE - 1) / TILE;
+  dim3 grid, block (TILE, TILE_ROWS);
+
+  if (n <= 0 || rows <= 0 || cols <= 0)
+    return cudaSuccess;
+  /* cols < 2^31 gives fewer than 2^26 column tiles: within gridDim.x. */
+  grid.x = (unsigned) col_tiles;
+  grid.y = (unsigned) (row_tiles < PP_CUDA_MAX_GRID_YZ ? row_tiles
+      : PP_CUDA_MAX_GRID_YZ);
+  grid.z = (unsigned) (n < PP_CUDA_MAX_GRID_YZ ? n : PP_CUDA_MAX_GRID_YZ);
+  transpose_kernel<<<grid, block, 0, stream>>> (x, n, rows, cols, y);
+  return cudaGetLastError ();
+}
+
+__global__ void
+add_channel_kernel (float *x, size_t nc, size_t hw, const float *v)
+{
+  PP_CUDA_FOR (i, nc * hw) x[i] += v[i / hw];
+}
+
+extern "C" cudaError_t
+pp_cuda_add_channel (float *x, int n, int c, size_t hw, const float *v,
+    cudaStream_t stream)
+{
+  const size_t total = (size_t) n * c * hw;
+
+  if (total == 0)
+    return cudaSuccess;
+  add_channel_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, hw, v);
+  return cudaGetLastError ();
+}

@@ -1,0 +1,110 @@
+/* ppdiffuse — the CUDA backend's insides, shared by its C files: the
+ * per-device state, grow-only scratch buffers, fatal error checks, and
+ * the ops' implementations.  Callers of pp_cuda_op_* hold the backend's
+ * lock with its device current. */
+#pragma once
+
+#include <glib.h>
+
+#include "pp-backend.h"
+#include "pp-cuda-check.h"
+#include "pp-cuda-kernels.h"
+#include "pp-cuda-weights.h"
+
+G_BEGIN_DECLS
+
+/* Scratch buffers, each used by one op at a time (the lock serialises
+ * ops), grown on demand and never shrunk. */
+typedef enum
+{
+  PP_CUDA_SCRATCH_A,            /* an operand narrowed to 16 bits */
+  PP_CUDA_SCRATCH_B,            /* the other operand, or a 16-bit output */
+  PP_CUDA_SCRATCH_WORKSPACE,    /* cuDNN's workspace */
+  PP_CUDA_SCRATCH_SCORES,       /* attention scores */
+  PP_CUDA_SCRATCH_COUNT
+} PpCudaScratch;
+
+/* Pinned host buffers that uploads and downloads go through: two, so that
+ * filling one overlaps the copy of the other. */
+#define PP_CUDA_STAGING_BUFFERS 2
+#define PP_CUDA_STAGING_BYTES ((gsize) 4 << 20)
+
+typedef struct
+{
+  PpBackend be;
+  gint device;
+  /* Serialises every memory call and op: rank 0 drives one backend from
+   * two threads, and the stream, the handles and the scratch buffers are
+   * shared. */
+  GMutex lock;
+  cudaStream_t stream;
+  cublasHandle_t cublas;
+#ifdef PP_HAVE_CUDNN
+  cudnnHandle_t cudnn;
+  GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */
+#endif
+  gboolean tf32;
+  guint8 *staging[PP_CUDA_STAGING_BUFFERS];
+  cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
+  PpCudaWeights *weights;
+  struct
+  {
+    gpointer mem;
+    gsize bytes;
+  } scratch[PP_CUDA_SCRATCH_COUNT];
+} PpCudaBackend;
+
+/* Ends the process with @error (a failed call inside an op, which returns
+ * void: a clear crash beats silent garbage), naming the device. */
+G_GNUC_NORETURN void pp_cuda_fatal (PpCudaBackend * cu, GError * error);
+
+/* Checks of calls inside ops: abort with the call, file:line and the
+ * runtime's status text. */
+#define PP_CUDA_OP_TRY(cu, call)                                            \
+  G_STMT_START {                                                            \
+    GError *pp_op_error_ = NULL;                                            \
+    if (!PP_CUDA_TRY (call, &pp_op_error_))                                 \
+      pp_cuda_fatal ((cu), pp_op_error_);                                   \
+  } G_STMT_END
+#define PP_CUBLAS_OP_TRY(cu, call)                                          \
+  G_STMT_START {                                                            \
+    GError *pp_op_error_ = NULL;                                            \
+    if (!PP_CUBLAS_TRY (call, &pp_op_error_))                               \
+      pp_cuda_fatal ((cu), pp_op_error_);                                   \
+  } G_STMT_END
+#ifdef PP_HAVE_CUDNN
+#define PP_CUDNN_OP_TRY(cu, call)                                           \
+  G_STMT_START {                                                            \
+    GError *pp_op_error_ = NULL;                                            \
+    if (!PP_CUDNN_TRY (call, &pp_op_error_))                                \
+      pp_cuda_fatal ((cu), pp_op_error_);                                   \
+  } G_STMT_END
+#endif
+
+/* Scratch buffer @slot with at least @bytes; aborts when the device is out
+ * of memory. */
+gpointer pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot,
+    gsize bytes);
+/* How the parameter at @p is stored (the weights table). */
+PpCudaType pp_cuda_param_type (PpCudaBackend * cu, gconstpointer p);
+
+/* The ops, in pp-cuda-ops.c (kernels), pp-cuda-gemm.c (cuBLAS),
+ * pp-cuda-conv.c (cuDNN) and pp-cuda-attention.c. */
+#define PP_CUDA_OP_DECL(name, NAME, params, args, flops) \
+  void pp_cuda_op_##name (PpCudaBackend * cu, PP_OPS_UNPAREN params);
+PP_OPS_LIST (PP_CUDA_OP_DECL)
+#undef PP_CUDA_OP_DECL
+
+/* y [m,n] (ld ldy) = alpha · op(a) · op(b) + beta · y, row-major, a and b
+ * of any stored type (the weights table says); the matmul op's semantics
+ * with a scale, for linear and attention. */
+void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
+    int m, int n, int k, float alpha, const float *a, int lda,
+    const float *b, int ldb, float beta, float *y, int ldy);
+
+#ifdef PP_HAVE_CUDNN
+/* The convolutions' per-shape plans (pp-cuda-conv.c). */
+GHashTable *pp_cuda_conv_plans_new (void);
+#endif
+
+G_END_DECLS

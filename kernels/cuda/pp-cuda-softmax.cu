@@ -1,0 +1,47 @@
+/* ppdiffuse — the attention's row softmax on the device: one block per
+ * row of scores, max subtracted, exp of pp-ops-math.h (the CPU's), sum and
+ * normalisation in float32. */
+#include "pp-cuda-common.cuh"
+#include "pp-ops-math.h"
+
+/* Rows are 77 (text keys) to 4096 (image keys) long. */
+#define SOFTMAX_THREADS 256
+#define SOFTMAX_MAX_BLOCKS 65535
+
+__global__ void
+softmax_rows_kernel (float *s, size_t rows, int cols)
+{
+  __shared__ float shared[32];
+
+  for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float *row = s + r * cols;
+    float m = -INFINITY, sum = 0.0f, inv;
+
+    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+      m = fmaxf (m, row[j]);
+    m = pp_cuda_block_max (m, shared);
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float e = pp_math_exp (row[j] - m);
+
+      row[j] = e;
+      sum += e;
+    }
+    inv = 1.0f / pp_cuda_block_sum (sum, shared);
+    /* Each thread scales the values it wrote itself: no barrier needed. */
+    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+      row[j] *= inv;
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_softmax_rows (float *s, size_t rows, int cols, cudaStream_t stream)
+{
+  const unsigned blocks = (unsigned) (rows < SOFTMAX_MAX_BLOCKS ? rows
+      : SOFTMAX_MAX_BLOCKS);
+
+  if (rows == 0 || cols <= 0)
+    return cudaSuccess;
+  softmax_rows_kernel<<<blocks, SOFTMAX_THREADS, 0, stream>>> (s, rows,
+      cols);
+  return cudaGetLastError ();
+}

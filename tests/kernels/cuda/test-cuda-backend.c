@@ -1,0 +1,387 @@
+/* The CUDA backend's host-side logic, which needs no device: the weights
+ * table (which pointers are 16-bit parameters), the attention's chunk
+ * planner, the convolution cache's key, and the backend's error without a
+ * device.  Where a device exists, a few ops are compared with the CPU
+ * backend. */
+#include "pp-backend.h"
+#include "pp-cuda-attention-plan.h"
+#include "pp-cuda-backend.h"
+#include "pp-cuda-conv-key.h"
+#include "pp-cuda-weights.h"
+#include "pp-error.h"
+#include "pp-ops.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Weights table */
+
+static void
+test_weights_lookup (void)
+{
+  PpCudaWeights *w = pp_cuda_weights_new ();
+  /* Fake device addresses: the table never dereferences them. */
+  const guint8 *base = (const guint8 *) (guintptr) 0x7f0000000000ull;
+
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base), ==, PP_DTYPE_F32);
+  pp_cuda_weights_add (w, base + 4096, 1024, PP_DTYPE_F16);
+  pp_cuda_weights_add (w, base, 256, PP_DTYPE_BF16);
+  pp_cuda_weights_add (w, base + 1024, 512, PP_DTYPE_F16);
+  g_assert_cmpuint (pp_cuda_weights_count (w), ==, 3);
+
+  /* Starts, insides, last bytes. */
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base), ==, PP_DTYPE_BF16);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 100), ==,
+      PP_DTYPE_BF16);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 255), ==,
+      PP_DTYPE_BF16);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 1024), ==,
+      PP_DTYPE_F16);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 4096 + 1023), ==,
+      PP_DTYPE_F16);
+  /* One past the end, gaps, before everything, after everything. */
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 256), ==,
+      PP_DTYPE_F32);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 1536), ==,
+      PP_DTYPE_F32);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 4096 + 1024), ==,
+      PP_DTYPE_F32);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base - 1), ==, PP_DTYPE_F32);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, NULL), ==, PP_DTYPE_F32);
+
+  /* Removal: only by a block's start. */
+  g_assert_false (pp_cuda_weights_remove (w, base + 1));
+  g_assert_false (pp_cuda_weights_remove (w, base + 2048));
+  g_assert_true (pp_cuda_weights_remove (w, base + 1024));
+  g_assert_false (pp_cuda_weights_remove (w, base + 1024));
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 1100), ==,
+      PP_DTYPE_F32);
+  g_assert_cmpint (pp_cuda_weights_lookup (w, base + 100), ==,
+      PP_DTYPE_BF16);
+  g_assert_cmpuint (pp_cuda_weights_count (w), ==, 2);
+  pp_cuda_weights_free (w);
+}
+
+/* Many blocks in random order against a brute-force model. */
+static void
+test_weights_many (void)
+{
+  enum { BLOCKS = 2000, PROBES = 20000, SLOT = 1024 };
+  PpCudaWeights *w = pp_cuda_weights_new ();
+  GRand *rand = g_rand_new_with_seed (7);
+  guint order[BLOCKS];
+  gsize sizes[BLOCKS];
+  PpDType types[BLOCKS];
+  gboolean live[BLOCKS];
+  const guintptr base = 0x10000000;
+
+  for (guint i = 0; i < BLOCKS; i++) {
+    order[i] = i;
+    sizes[i] = g_rand_int_range (rand, 1, SLOT + 1);
+    types[i] = g_rand_boolean (rand) ? PP_DTYPE_F16 : PP_DTYPE_BF16;
+    live[i] = TRUE;
+  }
+  for (guint i = BLOCKS - 1; i > 0; i--) {
+    guint j = g_rand_int_range (rand, 0, i + 1), t = order[i];
+
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (guint i = 0; i < BLOCKS; i++)
+    pp_cuda_weights_add (w, (gconstpointer) (base + (guintptr) order[i]
+            * SLOT), sizes[order[i]], types[order[i]]);
+  /* A third freed again. */
+  for (guint i = 0; i < BLOCKS; i += 3) {
+    g_assert_true (pp_cuda_weights_remove (w, (gconstpointer) (base
+                + (guintptr) i * SLOT)));
+    live[i] = FALSE;
+  }
+  for (guint p = 0; p < PROBES; p++) {
+    const guintptr off = g_rand_int_range (rand, 0, BLOCKS * SLOT + SLOT);
+    const guint i = off / SLOT;
+    const PpDType want = i < BLOCKS && live[i] && off % SLOT < sizes[i]
+        ? types[i] : PP_DTYPE_F32;
+
+    g_assert_cmpint (pp_cuda_weights_lookup (w, (gconstpointer) (base
+                + off)), ==, want);
+  }
+  g_rand_free (rand);
+  pp_cuda_weights_free (w);
+}
+
+/* Attention planner */
+
+static void
+check_plan (int lq, int lk, int heads, gsize bound)
+{
+  PpCudaAttentionPlan plan;
+  g_autofree guint8 *seen = g_new0 (guint8, (gsize) lq * heads);
+  gsize largest = 0;
+
+  g_assert_true (pp_cuda_attention_plan (lq, lk, heads, bound, &plan));
+  g_assert_cmpuint (plan.scratch_bytes, <=, bound);
+  for (int i = 0; i < pp_cuda_attention_n_chunks (&plan); i++) {
+    PpCudaAttentionChunk c = pp_cuda_attention_chunk (&plan, i);
+    const gsize bytes = (gsize) c.rows * c.heads * lk * sizeof (float);
+
+    g_assert_cmpint (c.rows, >, 0);
+    g_assert_cmpint (c.heads, >, 0);
+    g_assert_cmpint (c.row0 + c.rows, <=, lq);
+    g_assert_cmpint (c.head0 + c.heads, <=, heads);
+    g_assert_cmpuint (bytes, <=, plan.scratch_bytes);
+    largest = MAX (largest, bytes);
+    for (int h = c.head0; h < c.head0 + c.heads; h++)
+      for (int r = c.row0; r < c.row0 + c.rows; r++)
+        seen[(gsize) h * lq + r]++;
+  }
+  g_assert_cmpuint (largest, ==, plan.scratch_bytes);
+  for (gsize i = 0; i < (gsize) lq * heads; i++)
+    g_assert_cmpuint (seen[i], ==, 1);
+}
+
+static void
+test_attention_plan (void)
+{
+  const gsize bound = PP_CUDA_ATTENTION_SCRATCH_BYTES;
+  PpCudaAttentionPlan plan;
+
+  /* SD UNet shapes: self-attention at 64², 32², 16², 8² and
+   * cross-attention over 77 text tokens, 5 to 20 heads. */
+  for (int heads = 5; heads <= 20; heads++) {
+    check_plan (4096, 4096, heads, bound);
+    check_plan (4096, 77, heads, bound);
+    check_plan (1024, 1024, heads, bound);
+    check_plan (256, 77, heads, bound);
+    check_plan (64, 64, heads, bound);
+  }
+  /* A big shape leaves min rows per chunk with heads split. */
+  g_assert_true (pp_cuda_attention_plan (4096, 4096, 20, bound, &plan));
+  g_assert_cmpint (plan.rows, >=, PP_CUDA_ATTENTION_MIN_ROWS);
+  /* Tiny ones: one chunk. */
+  check_plan (1, 1, 1, bound);
+  check_plan (3, 5, 2, bound);
+  g_assert_true (pp_cuda_attention_plan (7, 9, 3, bound, &plan));
+  g_assert_cmpint (pp_cuda_attention_n_chunks (&plan), ==, 1);
+  /* Tight bounds: odd remainders, one row of one head at a time. */
+  check_plan (100, 77, 8, 77 * 4 * 13);
+  check_plan (50, 10, 3, 40);
+  check_plan (33, 7, 5, 7 * 4 * 64 * 2 + 4);
+  /* Not even one row fits. */
+  g_assert_false (pp_cuda_attention_plan (10, 1000, 2, 3999, &plan));
+}
+
+/* Convolution cache key */
+
+static void
+test_conv_key (void)
+{
+  const PpCudaConvKey a = { 1, 320, 64, 64, 320, 3, 3, 1, 1, PP_DTYPE_F16 };
+  PpCudaConvKey b = a;
+  gint *fields = (gint *) &b.n;
+  GHashTable *table = g_hash_table_new (pp_cuda_conv_key_hash,
+      pp_cuda_conv_key_equal);
+
+  g_assert_true (pp_cuda_conv_key_equal (&a, &b));
+  g_assert_cmpuint (pp_cuda_conv_key_hash (&a), ==,
+      pp_cuda_conv_key_hash (&b));
+  /* Any field changed, the dtype included: another key. */
+  for (guint i = 0; i < 9; i++) {
+    b = a;
+    fields[i]++;
+    g_assert_false (pp_cuda_conv_key_equal (&a, &b));
+  }
+  b = a;
+  b.dtype = PP_DTYPE_BF16;
+  g_assert_false (pp_cuda_conv_key_equal (&a, &b));
+  g_hash_table_add (table, (gpointer) &a);
+  g_assert_true (g_hash_table_contains (table, &b) == FALSE);
+  b.dtype = PP_DTYPE_F16;
+  g_assert_true (g_hash_table_contains (table, &b));
+  g_hash_table_unref (table);
+}
+
+/* The backend */
+
+static void
+test_backend_get (void)
+{
+  GError *error = NULL;
+  gint count = pp_cuda_backend_n_devices (&error);
+  PpBackend *be;
+
+  if (count > 0) {
+    g_clear_error (&error);
+    be = pp_cuda_backend_get (0, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (be->name, ==, "cuda");
+    g_assert_true (g_str_has_prefix (be->device, "cuda:0 "));
+    g_assert_cmpint (be->default_weight_dtype, ==, PP_DTYPE_F16);
+    g_assert_true (pp_cuda_backend_get (0, NULL) == be);
+    g_test_message ("%s", be->device);
+    be = pp_cuda_backend_get (count, &error);
+    g_assert_null (be);
+    g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+    g_assert_nonnull (strstr (error->message, "out of range"));
+    g_clear_error (&error);
+    return;
+  }
+  g_clear_error (&error);
+  /* No driver (the build machines): the runtime's status is named. */
+  be = pp_cuda_backend_get (0, &error);
+  g_assert_null (be);
+  g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "cudaGetDeviceCount"));
+  g_assert_nonnull (strstr (error->message, "cudaError"));
+  g_clear_error (&error);
+  /* Every call says so again (nothing half-made is kept). */
+  g_assert_null (pp_cuda_backend_get (0, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+  g_clear_error (&error);
+  g_assert_null (pp_cuda_backend_get (-1, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+  g_clear_error (&error);
+}
+
+/* With a device: ops against the CPU backend */
+
+typedef struct
+{
+  PpBackend *cpu, *gpu;
+  GRand *rand;
+} Pair;
+
+static float *
+random_floats (GRand * rand, gsize n)
+{
+  float *x = g_new (float, n);
+
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
+  return x;
+}
+
+static float *
+to_device (PpBackend * be, const float *x, gsize n)
+{
+  float *d = pp_backend_alloc (be, n * sizeof (float), NULL);
+
+  g_assert_nonnull (d);
+  pp_backend_upload (be, d, x, n * sizeof (float));
+  return d;
+}
+
+/* max |a - b| / max |b| over @n values. */
+static double
+normalised_error (const float *a, const float *b, gsize n)
+{
+  double err = 0.0, mag = 1e-30;
+
+  for (gsize i = 0; i < n; i++) {
+    err = MAX (err, fabs ((double) a[i] - b[i]));
+    mag = MAX (mag, fabs ((double) b[i]));
+  }
+  return err / mag;
+}
+
+static void
+compare (PpBackend * gpu, const float *d_y, const float *want, gsize n,
+    double tolerance, const gchar * what)
+{
+  g_autofree float *got = g_new (float, n);
+  double err;
+
+  pp_backend_download (gpu, got, d_y, n * sizeof (float));
+  err = normalised_error (got, want, n);
+  g_test_message ("%s: normalised error %.3g", what, err);
+  if (!(err <= tolerance))
+    g_error ("%s: normalised error %.3g above %.3g", what, err, tolerance);
+}
+
+static void
+test_ops_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL), *cpu = pp_backend_cpu ();
+  GRand *rand;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  rand = g_rand_new_with_seed (11);
+  /* conv2d, float32 and float16 weights. */
+  for (int half = 0; half < 2; half++) {
+    const int n = 2, cin = 8, h = 13, w = 11, cout = 16, k = 3;
+    const gsize xn = n * cin * h * w, wn = cout * cin * k * k;
+    const gsize yn = (gsize) n * cout * h * w;
+    g_autofree float *x = random_floats (rand, xn);
+    g_autofree float *wt = random_floats (rand, wn);
+    g_autofree float *b = random_floats (rand, cout);
+    g_autofree float *want = g_new (float, yn);
+    const PpDType dt = half ? PP_DTYPE_F16 : PP_DTYPE_F32;
+    gpointer owned_w, owned_b, owned_cw, owned_cb;
+    const float *cw, *cb;
+    const float *dw, *db;
+    float *dx = to_device (gpu, x, xn), *dy = to_device (gpu, want, yn);
+
+    dw = pp_backend_upload_weights (gpu, wt, wn, dt, &owned_w, NULL);
+    db = pp_backend_upload_weights (gpu, b, cout, dt, &owned_b, NULL);
+    cw = pp_backend_upload_weights (cpu, wt, wn, dt, &owned_cw, NULL);
+    cb = pp_backend_upload_weights (cpu, b, cout, dt, &owned_cb, NULL);
+    pp_conv2d (cpu, x, n, cin, h, w, cw, cb, cout, k, k, 1, 1, want);
+    pp_conv2d (gpu, dx, n, cin, h, w, dw, db, cout, k, k, 1, 1, dy);
+    compare (gpu, dy, want, yn, half ? 2e-3 : 1e-5, half ? "conv2d f16"
+        : "conv2d f32");
+    /* linear on the same weights read as [cout, cin·9]. */
+    pp_linear (cpu, x, 2, cin * k * k, cw, cb, cout, want);
+    pp_linear (gpu, dx, 2, cin * k * k, dw, db, cout, dy);
+    compare (gpu, dy, want, 2 * cout, half ? 2e-3 : 1e-5, "linear");
+    pp_backend_free (gpu, owned_w);
+    pp_backend_free (gpu, owned_b);
+    pp_backend_free (cpu, owned_cw);
+    pp_backend_free (cpu, owned_cb);
+    pp_backend_free (gpu, dx);
+    pp_backend_free (gpu, dy);
+  }
+  /* attention and group norm, float32. */
+  {
+    const int n = 2, lq = 100, lk = 77, heads = 3, hd = 8;
+    const gsize qn = (gsize) n * lq * heads * hd, kn = (gsize) n * lk
+        * heads * hd;
+    g_autofree float *q = random_floats (rand, qn);
+    g_autofree float *k = random_floats (rand, kn);
+    g_autofree float *v = random_floats (rand, kn);
+    g_autofree float *want = g_new (float, qn);
+    float *dq = to_device (gpu, q, qn), *dk = to_device (gpu, k, kn);
+    float *dv = to_device (gpu, v, kn), *dout = to_device (gpu, q, qn);
+
+    pp_attention (cpu, q, k, v, n, lq, lk, heads, hd, want);
+    pp_attention (gpu, dq, dk, dv, n, lq, lk, heads, hd, dout);
+    compare (gpu, dout, want, qn, 1e-5, "attention");
+    /* q as [n, c = 24, hw = 100]: 4 groups. */
+    pp_group_norm (cpu, q, n, heads * hd, lq, 4, 1e-5f, NULL, NULL, want);
+    pp_group_norm (gpu, dq, n, heads * hd, lq, 4, 1e-5f, NULL, NULL, dout);
+    compare (gpu, dout, want, qn, 1e-5, "group_norm");
+    pp_nchw_to_nlc (cpu, q, n, heads * hd, lq, want);
+    pp_nchw_to_nlc (gpu, dq, n, heads * hd, lq, dout);
+    compare (gpu, dout, want, qn, 0.0, "nchw_to_nlc");
+    pp_backend_free (gpu, dq);
+    pp_backend_free (gpu, dk);
+    pp_backend_free (gpu, dv);
+    pp_backend_free (gpu, dout);
+  }
+  g_rand_free (rand);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cuda-backend/weights/lookup", test_weights_lookup);
+  g_test_add_func ("/cuda-backend/weights/many", test_weights_many);
+  g_test_add_func ("/cuda-backend/attention-plan", test_attention_plan);
+  g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
+  g_test_add_func ("/cuda-backend/get", test_backend_get);
+  g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
+  return g_test_run ();
+}
