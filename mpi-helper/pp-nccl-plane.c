@@ -188,8 +188,8 @@ abort_locked (PpNcclPlane * plane, GError * cause, GError ** error)
     /* Never destroy: a dead peer can hang it.  Abort frees the
      * communicator whatever its peers do. */
     rc = plane->api->comm_abort (plane->comm);
-    PP_WARN ("NCCL plane over ranks of rank %d: %s%s", plane->rank,
-        message, rc == PP_NCCL_SUCCESS ? "" : " (ncclCommAbort failed)");
+    PP_WARN ("NCCL plane of rank %d: %s%s", plane->rank, message,
+        rc == PP_NCCL_SUCCESS ? "" : " (ncclCommAbort failed)");
     g_propagate_error (error, g_error_copy (cause));
     return;
   }
