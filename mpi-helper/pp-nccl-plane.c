@@ -834,6 +834,9 @@ pp_nccl_plane_free (PpNcclPlane * plane)
   if (plane == NULL)
     return;
   g_rec_mutex_lock (&plane->lock);
+  if (plane->in_flight > 0)
+    g_critical ("NCCL plane of rank %d freed with %u transfers in flight",
+        plane->rank, plane->in_flight);
   if (plane->state == PLANE_OPEN)
     abort_locked (plane, g_error_new (PP_ERROR, PP_ERROR_CONFIG, "the NCCL "
             "plane of rank %d was freed without a close", plane->rank), NULL);

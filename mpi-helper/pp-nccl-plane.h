@@ -87,7 +87,8 @@ gboolean  pp_nccl_plane_aborted (PpNcclPlane * plane, GError ** cause);
  * aborted instead (never destroyed with a peer that may be dead). */
 gboolean  pp_nccl_plane_close  (PpNcclPlane * plane, const PpWait * w,
                                 GError ** error);
-/* Frees the plane; one neither closed nor aborted is aborted first. */
+/* Frees the plane, with no transfer in flight; one neither closed nor
+ * aborted is aborted first. */
 void      pp_nccl_plane_free   (PpNcclPlane * plane);
 
 /* "ncclRemoteError", …: the enumerator's name, or "NCCL result N". */
