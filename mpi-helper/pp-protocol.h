@@ -23,6 +23,8 @@ enum
   PP_TAG_PAYLOAD = 104,         /* one tensor of a chunk */
   PP_TAG_HEARTBEAT = 105,       /* both ways */
   PP_TAG_REPORT = 106,          /* worker → rank 0: why it fails */
+  PP_TAG_NCCL_ID = 107,         /* an NCCL communicator's unique id, from
+                                 * its lowest rank to the others */
 };
 
 /* Largest message of each kind a receiver accepts. */
@@ -30,6 +32,8 @@ enum
 /* A heartbeat is seven numbers: anything larger is not one. */
 #define PP_HEARTBEAT_MAX 256
 #define PP_REPORT_MAX (16 * 1024)
+/* Magic, rank count, up to 64 ranks and the 128-byte id. */
+#define PP_NCCL_ID_MAX 512
 
 /* Heartbeats go every timeout-ms / PP_HEARTBEAT_DIVISOR, at most every
  * PP_HEARTBEAT_MIN_PERIOD_MS; a peer silent for timeout-ms is dead. */

@@ -2,6 +2,7 @@
 #include "pp-transport.h"
 #include "pp-chunk-pool.h"
 #include "pp-error.h"
+#include "pp-payload-plane.h"
 #include "pp-log.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
@@ -35,45 +36,61 @@ pp_mpi_check (int rc, const gchar * what, GError ** error)
   return FALSE;
 }
 
-static void
-poll_sleep (gulong * period_us)
+void
+pp_poll_start (PpPoll * poll)
 {
-  g_usleep (*period_us);
-  *period_us = MIN (*period_us * 2, PP_POLL_MAX_US);
+  poll->period_us = PP_POLL_MIN_US;
+  poll->next_alive_us = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
+}
+
+void
+pp_poll_sleep (PpPoll * poll)
+{
+  g_usleep (poll->period_us);
+  poll->period_us = MIN (poll->period_us * 2, PP_POLL_MAX_US);
+}
+
+gboolean
+pp_wait_past_deadline (const PpWait * w, gint64 now)
+{
+  return w->deadline_us != PP_NO_DEADLINE && now > w->deadline_us;
+}
+
+gboolean
+pp_poll_alive (const PpWait * w, PpPoll * poll, gint64 now, GError ** error)
+{
+  if (w->alive == NULL || now < poll->next_alive_us)
+    return TRUE;
+  poll->next_alive_us = now + PP_ALIVE_PERIOD_US;
+  return w->alive (w->alive_data, error);
 }
 
 static gboolean
-wait_expired (const PpWait * w, gint64 * next_alive_us, const gchar * what,
+wait_expired (const PpWait * w, PpPoll * poll, const gchar * what,
     GError ** error)
 {
   gint64 now = g_get_monotonic_time ();
 
-  if (w->deadline_us != PP_NO_DEADLINE && now > w->deadline_us) {
+  if (pp_wait_past_deadline (w, now)) {
     g_set_error (error, PP_ERROR, PP_ERROR_TIMEOUT,
         "%s (peer rank %d): no progress before the deadline (timeout-ms)",
         what, w->peer);
     return TRUE;
   }
-  if (w->alive != NULL && now >= *next_alive_us) {
-    *next_alive_us = now + PP_ALIVE_PERIOD_US;
-    if (!w->alive (w->alive_data, error)) {
-      g_prefix_error (error, "%s (peer rank %d): ", what, w->peer);
-      return TRUE;
-    }
+  if (!pp_poll_alive (w, poll, now, error)) {
+    g_prefix_error (error, "%s (peer rank %d): ", what, w->peer);
+    return TRUE;
   }
   return FALSE;
 }
 
-/* Polls @n requests to completion (their statuses to @statuses when set).
- * On failure the requests are left pending: their buffers must then never
- * be freed. */
-static gboolean
-wait_requests (const PpWait * w, MPI_Request * reqs, int n,
+gboolean
+pp_transport_wait_requests (const PpWait * w, MPI_Request * reqs, int n,
     MPI_Status * statuses, const gchar * what, GError ** error)
 {
-  gulong period = PP_POLL_MIN_US;
-  gint64 next_alive = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
+  PpPoll poll;
 
+  pp_poll_start (&poll);
   for (;;) {
     int flag = 0;
     int rc = MPI_Testall (n, reqs, &flag,
@@ -82,9 +99,9 @@ wait_requests (const PpWait * w, MPI_Request * reqs, int n,
       return FALSE;
     if (flag)
       return TRUE;
-    if (wait_expired (w, &next_alive, what, error))
+    if (wait_expired (w, &poll, what, error))
       return FALSE;
-    poll_sleep (&period);
+    pp_poll_sleep (&poll);
   }
 }
 
@@ -104,7 +121,7 @@ pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
   if (!pp_mpi_check (MPI_Isend (data, (int) len, MPI_BYTE, w->peer, tag,
               w->comm, &req), what, error))
     return FALSE;
-  if (!wait_requests (w, &req, 1, NULL, what, error)) {
+  if (!pp_transport_wait_requests (w, &req, 1, NULL, what, error)) {
     g_bytes_ref (bytes);        /* MPI may still read it */
     return FALSE;
   }
@@ -117,20 +134,20 @@ static gboolean
 probe_message (const PpWait * w, gint tag, gsize max_len, const gchar * what,
     MPI_Message * msg, int *count, GError ** error)
 {
-  gulong period = PP_POLL_MIN_US;
-  gint64 next_alive = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
+  PpPoll poll;
   MPI_Status status;
   int found = 0;
 
+  pp_poll_start (&poll);
   for (;;) {
     if (!pp_mpi_check (MPI_Improbe (w->peer, tag, w->comm, &found, msg,
                 &status), what, error))
       return FALSE;
     if (found)
       break;
-    if (wait_expired (w, &next_alive, what, error))
+    if (wait_expired (w, &poll, what, error))
       return FALSE;
-    poll_sleep (&period);
+    pp_poll_sleep (&poll);
   }
   MPI_Get_count (&status, MPI_BYTE, count);
   if (*count < 0 || (gsize) * count > max_len) {
@@ -150,7 +167,7 @@ receive_matched (const PpWait * w, MPI_Message * msg, gpointer buf, int count,
   MPI_Request req;
 
   return pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, msg, &req), what,
-      error) && wait_requests (w, &req, 1, NULL, what, error);
+      error) && pp_transport_wait_requests (w, &req, 1, NULL, what, error);
 }
 
 GBytes *
@@ -243,6 +260,7 @@ struct _PpChunkLink
   GMutex lock;                  /* one transfer at a time */
   PpEnvelopeCodec *codec;
   PpChunkPool *pool;            /* what chunks are received into */
+  PpPayloadPlane *plane;        /* borrowed */
 };
 
 PpChunkLink *
@@ -253,6 +271,7 @@ pp_chunk_link_new (guint reserve)
   g_mutex_init (&link->lock);
   link->codec = pp_envelope_codec_new ();
   link->pool = pp_chunk_pool_new (reserve);
+  link->plane = pp_payload_plane_mpi ();
   return link;
 }
 
@@ -273,6 +292,14 @@ pp_chunk_link_pool_size (PpChunkLink * link)
   return pp_chunk_pool_size (link->pool);
 }
 
+void
+pp_chunk_link_set_payload_plane (PpChunkLink * link, PpPayloadPlane * plane)
+{
+  g_mutex_lock (&link->lock);
+  link->plane = plane;
+  g_mutex_unlock (&link->lock);
+}
+
 gboolean
 pp_transport_send_chunk (const PpWait * w, PpChunkLink * link,
     PpChunk * chunk, GError ** error)
@@ -285,14 +312,15 @@ static gboolean
 send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
     PpSendDefect defect, GError ** error)
 {
-  guint n = chunk->tensors->len;
-  MPI_Request reqs[1 + PP_ENVELOPE_MAX_TENSORS];
+  PpPayloadResult sent;
+  MPI_Request head_req;
   const guint8 *head;
   gsize head_len;
   gchar what[96];
   guint64 event;
 
-  if (!pp_envelope_write_head (link->codec, chunk, &head, &head_len, error)) {
+  if (!pp_envelope_write_head (link->codec, chunk, &head, &head_len, error)
+      || !pp_payload_plane_preflight (link->plane, w, chunk, error)) {
     pp_chunk_free (chunk);
     return FALSE;               /* preflight failed: nothing was sent */
   }
@@ -303,31 +331,32 @@ send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
   event = pp_recorder_begin (PP_REC_SEND, chunk->chunk_id, w->peer,
       head_len + pp_chunk_payload_bytes (chunk));
   if (!pp_mpi_check (MPI_Isend (head, (int) head_len, MPI_BYTE, w->peer,
-              PP_TAG_HEAD, w->comm, &reqs[0]), what, error))
-    goto leak;
-  for (guint i = 0; i < n; i++) {
-    PpTensor *t = g_ptr_array_index (chunk->tensors, i);
-    gsize bytes = defect == PP_SEND_BAD_SPEC && i == 0 ? t->nbytes / 2
-        : t->nbytes;
-
-    if (!pp_mpi_check (MPI_Isend (t->data, (int) bytes, MPI_BYTE, w->peer,
-                PP_TAG_PAYLOAD, w->comm, &reqs[1 + i]), what, error))
-      goto leak;
+              PP_TAG_HEAD, w->comm, &head_req), what, error)) {
+    sent = PP_PAYLOAD_ABANDONED;
+    goto failed;
   }
-  if (!wait_requests (w, reqs, 1 + n, NULL, what, error))
-    goto leak;
+  /* Once the head is out its payloads follow (the receiver is waiting for
+   * them); the head's send is waited for after theirs, under the same
+   * deadline. */
+  sent = pp_payload_plane_send (link->plane, w, chunk, defect, error);
+  if (sent != PP_PAYLOAD_DONE)
+    goto failed;
+  if (!pp_transport_wait_requests (w, &head_req, 1, NULL, what, error))
+    goto failed;
   pp_recorder_end (event, PP_REC_DONE);
   PP_DEBUG ("sent chunk %" G_GUINT64_FORMAT " to rank %d: %" G_GSIZE_FORMAT
-      " + %" G_GSIZE_FORMAT " bytes", chunk->chunk_id, w->peer, head_len,
-      pp_chunk_payload_bytes (chunk));
+      " + %" G_GSIZE_FORMAT " bytes (%s)", chunk->chunk_id, w->peer, head_len,
+      pp_chunk_payload_bytes (chunk), pp_payload_plane_name (link->plane));
   pp_chunk_free (chunk);
   return TRUE;
 
-leak:
+failed:
   pp_recorder_end (event, PP_REC_FAILED);
-  /* Pending sends may still read these buffers: leave them to MPI. */
+  /* A pending send may still read the head buffer, and the payloads when
+   * the plane left transfers posted: leave them to MPI (or NCCL). */
   pp_envelope_codec_abandon_buffer (link->codec);
-  pp_chunk_abandon_payloads (chunk);
+  if (sent == PP_PAYLOAD_ABANDONED)
+    pp_chunk_abandon_payloads (chunk);
   pp_chunk_free (chunk);
   return FALSE;
 }
@@ -350,14 +379,12 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
     GError ** error)
 {
   static const gchar head_what[] = "receive of a chunk head";
-  MPI_Request reqs[PP_ENVELOPE_MAX_TENSORS];
-  MPI_Status statuses[PP_ENVELOPE_MAX_TENSORS];
   PpWait payload_wait = *w;
+  PpPayloadResult received;
   MPI_Message msg;
   PpChunk *chunk;
   guint8 *head;
   int len = 0;
-  gchar what[96];
   guint64 event;
 
   if (!probe_message (w, PP_TAG_HEAD, PP_ENVELOPE_HEAD_MAX, head_what, &msg,
@@ -387,47 +414,21 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
   }
   event = pp_recorder_begin (PP_REC_RECV, chunk->chunk_id, w->peer,
       len + pp_chunk_payload_bytes (chunk));
-  g_snprintf (what, sizeof what, "receive of chunk %" G_GUINT64_FORMAT
-      " payloads", chunk->chunk_id);
   payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
-  for (guint i = 0; i < chunk->tensors->len; i++) {
-    PpTensor *t = g_ptr_array_index (chunk->tensors, i);
-    if (!pp_mpi_check (MPI_Irecv (t->data, (int) t->nbytes, MPI_BYTE,
-                w->peer, PP_TAG_PAYLOAD, w->comm, &reqs[i]), what, error))
-      goto leak;
-  }
-  if (!wait_requests (&payload_wait, reqs, chunk->tensors->len, statuses,
-          what, error))
-    goto leak;
-  /* MPI accepts a shorter message than the buffer: hold each payload to
-   * its manifest. */
-  for (guint i = 0; i < chunk->tensors->len; i++) {
-    const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
-    int count = 0;
-
-    MPI_Get_count (&statuses[i], MPI_BYTE, &count);
-    if (count < 0 || (gsize) count != t->nbytes) {
-      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-          "payload '%s' of chunk %" G_GUINT64_FORMAT " from rank %d: the "
-          "manifest says %" G_GSIZE_FORMAT " bytes, %d arrived", t->name,
-          chunk->chunk_id, w->peer, t->nbytes, count);
-      pp_recorder_end (event, PP_REC_FAILED);
-      pp_chunk_free (chunk);
-      return NULL;
-    }
+  received = pp_payload_plane_recv (link->plane, &payload_wait, chunk, error);
+  if (received != PP_PAYLOAD_DONE) {
+    pp_recorder_end (event, PP_REC_FAILED);
+    /* Posted receives may still write into the payload buffers. */
+    if (received == PP_PAYLOAD_ABANDONED)
+      pp_chunk_abandon_payloads (chunk);
+    pp_chunk_free (chunk);
+    return NULL;
   }
   pp_recorder_end (event, PP_REC_DONE);
   PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %d + %"
       G_GSIZE_FORMAT " bytes", chunk->chunk_id, w->peer, len,
       pp_chunk_payload_bytes (chunk));
   return chunk;
-
-leak:
-  pp_recorder_end (event, PP_REC_FAILED);
-  /* Posted receives may still write into the payload buffers. */
-  pp_chunk_abandon_payloads (chunk);
-  pp_chunk_free (chunk);
-  return NULL;
 }
 
 PpChunk *

@@ -12,6 +12,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct _PpPayloadPlane PpPayloadPlane;
+
 /* Test-only ways for a sender to break the contract (fault injection). */
 typedef enum
 {
@@ -35,6 +37,31 @@ typedef struct
 gint64    pp_deadline_in_ms   (guint timeout_ms);
 gboolean  pp_mpi_check        (int rc, const gchar * what, GError ** error);
 
+/* The pace of every polled wait, whatever it polls (MPI requests, NCCL
+ * communicators): a sleep that backs off from fast to a period that leaves
+ * oversubscribed cores to compute, and the liveness check asked a few
+ * times a second. */
+typedef struct
+{
+  gulong period_us;
+  gint64 next_alive_us;
+} PpPoll;
+
+void      pp_poll_start       (PpPoll * poll);
+void      pp_poll_sleep       (PpPoll * poll);
+/* TRUE when @w has a deadline and @now is past it. */
+gboolean  pp_wait_past_deadline (const PpWait * w, gint64 now);
+/* Asks w->alive when it is due (never more often than a few times a
+ * second); FALSE with its error when it says to stop. */
+gboolean  pp_poll_alive       (const PpWait * w, PpPoll * poll, gint64 now,
+                               GError ** error);
+/* Polls @n requests to completion with MPI_Testall under @w (their
+ * statuses to @statuses when set).  On failure the requests are left
+ * pending: their buffers must then never be freed. */
+gboolean  pp_transport_wait_requests (const PpWait * w, MPI_Request * reqs,
+                               int n, MPI_Status * statuses,
+                               const gchar * what, GError ** error);
+
 /* One direction of chunk traffic with one peer, kept from chunk to chunk
  * so that a warm chunk is sent or received without allocating: the
  * envelope codec (the head buffer, the last manifest) and the pool the
@@ -50,6 +77,11 @@ PpChunkLink *pp_chunk_link_new  (guint reserve);
 void      pp_chunk_link_free      (PpChunkLink * link);
 /* Chunks the link's pool has made: the most held at once. */
 guint     pp_chunk_link_pool_size (PpChunkLink * link);
+/* The plane the link's payloads travel on (pp-payload-plane.h); a new link
+ * uses pp_payload_plane_mpi.  @plane is borrowed: it must outlive the
+ * link's transfers.  Both ends of a link must use the same plane. */
+void      pp_chunk_link_set_payload_plane (PpChunkLink * link,
+                                   PpPayloadPlane * plane);
 
 gboolean  pp_transport_send_bytes (const PpWait * w, gint tag,
                                    GBytes * bytes, const gchar * what,
