@@ -75,6 +75,26 @@ build_sanitized() {
   ninja -C "build-$1"
 }
 
+# Runs meson test in build dir $1 under test setup $2 ("" for none) with
+# the options that follow; a test that failed only because MPI_Comm_spawn
+# never returned (Open MPI's intermittent spawn hang) runs once more
+# (tests/spawn-retry.py), and the status is that of the results with the
+# retries counted.  The logs of an earlier run are cleared first.
+run_meson_tests() {
+  dir=$1 setup=$2
+  shift 2
+  log="$dir/meson-logs/testlog${setup:+-$setup}.json"
+  rm -f "$log"
+  status=0
+  meson test -C "$dir" ${setup:+--setup "$setup"} "$@" || status=$?
+  python3 "$TOP/tests/spawn-retry.py" "$dir" $setup || true
+  if [ "$status" -ne 0 ] && [ -f "$log" ] \
+      && python3 "$TOP/tests/summary.py" "$log" >/dev/null; then
+    status=0
+  fi
+  return "$status"
+}
+
 # Runs the suites $2... of ./build-$1 under its test setup; the reports of
 # an earlier run are cleared first (tests/summary.py counts what is left).
 run_sanitized() {
@@ -84,7 +104,7 @@ run_sanitized() {
   opts=""
   for s in "$@"; do opts="$opts --suite $s"; done
   # shellcheck disable=SC2086  # $opts is a list of options
-  meson test -C "build-$name" --setup "$name" $opts \
+  run_meson_tests "build-$name" "$name" $opts \
     --no-suite sanitizer-skip --print-errorlogs --num-processes 1
 }
 
@@ -95,7 +115,7 @@ run_tests() {
   # One test at a time: each spawns its own MPI workers, and two cores are
   # already oversubscribed by one mesh.
   t=$(date +%s)
-  meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 || rc=$?
+  run_meson_tests "$BUILD_DIR" "" --print-errorlogs --num-processes 1 || rc=$?
   took "test suite" "$t"
   for name in asan tsan; do
     case $name in

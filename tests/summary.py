@@ -7,7 +7,12 @@ Given several logs (the normal build and the sanitizer builds), it prints
 one line per log first and the sum of them all last.  A sanitizer report
 left in the 'sanitizers' folder beside a log (meson-logs/sanitizers, where
 the asan and tsan test setups point log_path) counts as one more failure of
-that run: it may come from a worker whose death the test expected."""
+that run: it may come from a worker whose death the test expected.
+
+A test that failed only because Open MPI's MPI_Comm_spawn never returned
+was run once more by tests/spawn-retry.py; its second result, in the retry
+log beside the log (testlog-spawn-retry[-SETUP].json), replaces the first,
+and the line says how many were retried."""
 import json
 import os
 import sys
@@ -15,21 +20,42 @@ import sys
 PASSED = {"OK", "EXPECTEDFAIL"}
 SKIPPED = {"SKIP"}
 REPORTS_DIR = "sanitizers"
+RETRY_BASE = "testlog-spawn-retry"
+
+
+def read_results(path):
+    results = {}
+    with open(path, encoding="utf-8") as log:
+        for line in log:
+            if line.strip():
+                entry = json.loads(line)
+                results[entry["name"]] = entry["result"]
+    return results
+
+
+def retry_log(path):
+    folder, name = os.path.split(path)
+    setup = name[len("testlog"):-len(".json")]
+    return os.path.join(folder, RETRY_BASE + setup + ".json")
 
 
 def count_results(path):
     passed = failed = skipped = 0
-    with open(path, encoding="utf-8") as log:
-        for line in log:
-            if not line.strip():
-                continue
-            result = json.loads(line)["result"]
-            if result in PASSED:
-                passed += 1
-            elif result in SKIPPED:
-                skipped += 1
-            else:
-                failed += 1
+    results = read_results(path)
+    retried = {}
+    if os.path.exists(retry_log(path)):
+        retried = read_results(retry_log(path))
+        results.update(retried)
+    for name in sorted(retried):
+        print(f"{path}: {name} ran again after an MPI_Comm_spawn hang: "
+              f"{retried[name]}")
+    for result in results.values():
+        if result in PASSED:
+            passed += 1
+        elif result in SKIPPED:
+            skipped += 1
+        else:
+            failed += 1
     if passed + failed + skipped == 0:
         failed = 1  # a suite that ran nothing has failed
     return passed, failed, skipped
