@@ -306,6 +306,37 @@ pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
   return mem;
 }
 
+gboolean
+pp_backend_has_graphs (const PpBackend * be)
+{
+  return be->memory->graph_capture != NULL;
+}
+
+gpointer
+pp_backend_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
+    GError ** error)
+{
+  if (!pp_backend_has_graphs (be)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "the %s backend cannot "
+        "capture graphs", be->name);
+    return NULL;
+  }
+  return be->memory->graph_capture (be, func, data, error);
+}
+
+gboolean
+pp_backend_graph_launch (PpBackend * be, gpointer graph, GError ** error)
+{
+  return be->memory->graph_launch (be, graph, error);
+}
+
+void
+pp_backend_graph_free (PpBackend * be, gpointer graph)
+{
+  if (graph != NULL)
+    be->memory->graph_free (be, graph);
+}
+
 guint64
 pp_backend_allocated_bytes (void)
 {

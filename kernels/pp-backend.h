@@ -41,6 +41,10 @@ G_BEGIN_DECLS
 
 typedef struct _PpBackend PpBackend;
 
+/* Work to capture as a graph: issues ops on the backend; FALSE with
+ * @error when it cannot. */
+typedef gboolean (*PpGraphFunc) (gpointer data, GError ** error);
+
 typedef struct
 {
   /* Device memory: NULL with @error when it cannot be had. */
@@ -62,6 +66,16 @@ typedef struct
    * 16-bit @dtype (pp_backend_upload_weights). */
   gpointer (*upload_weights) (PpBackend * be, const float *src, gsize n,
       PpDType dtype, GError ** error);
+  /* Graphs (NULL on a backend without them): graph_capture records the
+   * ops @func issues, without running them, into a graph ready to launch;
+   * graph_launch runs the recorded ops again, on the same buffers with the
+   * same scalars; graph_free releases it.  No other thread may use the
+   * backend while a capture runs, and the work captured must not upload,
+   * download or synchronize. */
+  gpointer (*graph_capture) (PpBackend * be, PpGraphFunc func,
+      gpointer data, GError ** error);
+  gboolean (*graph_launch) (PpBackend * be, gpointer graph, GError ** error);
+  void (*graph_free) (PpBackend * be, gpointer graph);
 } PpBackendMemory;
 
 struct _PpBackend
@@ -130,6 +144,15 @@ void         pp_backend_synchronize (PpBackend * be);
 gconstpointer pp_backend_upload_weights (PpBackend * be, const float * src,
                                     gsize n, PpDType dtype, gpointer * owned,
                                     GError ** error);
+
+/* Graphs (PpBackendMemory.graph_*): whether @be has them; capture, launch
+ * and free. */
+gboolean     pp_backend_has_graphs  (const PpBackend * be);
+gpointer     pp_backend_graph_capture (PpBackend * be, PpGraphFunc func,
+                                    gpointer data, GError ** error);
+gboolean     pp_backend_graph_launch (PpBackend * be, gpointer graph,
+                                    GError ** error);
+void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
 
 /* Device bytes allocated so far (every backend together), for the
  * per-frame allocation measurements of benchmarks and tests. */

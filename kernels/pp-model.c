@@ -38,6 +38,27 @@ parse_params (const gchar * query, GError ** error)
   return params;
 }
 
+static gboolean
+param_boolean (GHashTable * params, const gchar * name, gboolean * value,
+    GError ** error)
+{
+  g_autofree gchar *text = NULL;
+
+  pp_model_param_string (params, name, &text);
+  if (text == NULL)
+    return TRUE;
+  if (g_str_equal (text, "1") || g_str_equal (text, "true"))
+    *value = TRUE;
+  else if (g_str_equal (text, "0") || g_str_equal (text, "false"))
+    *value = FALSE;
+  else {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s=%s: expected 1 or 0 (true or false)", name, text);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 pp_model_param_double (GHashTable * params, const gchar * key, gdouble min,
     gdouble max, gdouble * value, GError ** error)
@@ -130,6 +151,8 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
   if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
           &model->step_ms, error))
     return NULL;
+  if (!param_boolean (params, "cuda-graphs", &model->graphs, error))
+    return NULL;
   if (klass->init != NULL && !klass->init (model, params, error))
     return NULL;
   if (g_hash_table_size (params) > 0) {
@@ -162,6 +185,8 @@ pp_model_uri_with_settings (const gchar * model,
     g_string_append_printf (uri, "&scheduler=%s", settings->scheduler);
   if (settings->dtype != NULL && *settings->dtype)
     g_string_append_printf (uri, "&dtype=%s", settings->dtype);
+  if (settings->cuda_graphs)
+    g_string_append (uri, "&cuda-graphs=1");
   return g_string_free (uri, FALSE);
 }
 
@@ -187,6 +212,8 @@ pp_model_free (PpModel * model)
 {
   if (model == NULL)
     return;
+  pp_model_graphs_reset (model);
+  g_clear_pointer (&model->graph, g_free);
   if (model->klass->finalize != NULL)
     model->klass->finalize (model);
   g_free (model->uri);
@@ -280,4 +307,141 @@ pp_model_steps_end (PpModel * model, PpTensor * sample, GError ** error)
   g_return_val_if_fail (model->steps_open, FALSE);
   model->steps_open = FALSE;
   return model->klass->steps_end (model, sample, error);
+}
+
+/* Graphs of step slices */
+
+/* Eager runs of a slice at a shape before it is captured: the first run
+ * allocates pools and scratch and picks library plans, which a capture
+ * must not do. */
+#define PP_MODEL_GRAPH_WARM_RUNS 1
+
+typedef struct
+{
+  PpModel *model;
+  guint first, end, n_steps;
+  PpTensor *sample;
+} SliceCall;
+
+struct _PpModelGraph
+{
+  gint64 shape[PP_TENSOR_MAX_DIMS];
+  guint first, end, n_steps;
+  guint eager_runs;             /* at this key, before the capture */
+  gpointer graph;               /* the backend's */
+  SliceCall call;               /* what the capture issued */
+  guint64 captures, launches;
+};
+
+static gboolean
+slice_run (gpointer data, GError ** error)
+{
+  const SliceCall *c = data;
+
+  for (guint k = c->first; k < c->end; k++)
+    if (!pp_model_step (c->model, k, c->n_steps, c->sample, error))
+      return FALSE;
+  return TRUE;
+}
+
+static void
+slice_done (guint first, guint end, PpStepDone done, gpointer data)
+{
+  for (guint k = first; done != NULL && k < end; k++)
+    done (k, data);
+}
+
+/* The graph of this slice and shape, started over when either changed. */
+static PpModelGraph *
+graph_for (PpModel * model, guint first, guint end, guint n_steps,
+    const PpTensor * sample)
+{
+  PpModelGraph *g = model->graph;
+  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+
+  memcpy (shape, sample->shape, sample->ndim * sizeof (gint64));
+  if (g == NULL)
+    g = model->graph = g_new0 (PpModelGraph, 1);
+  if (g->first != first || g->end != end || g->n_steps != n_steps
+      || memcmp (g->shape, shape, sizeof shape) != 0) {
+    pp_model_graphs_reset (model);
+    memcpy (g->shape, shape, sizeof shape);
+    g->first = first;
+    g->end = end;
+    g->n_steps = n_steps;
+  }
+  return g;
+}
+
+gboolean
+pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
+    PpTensor * sample, PpStepDone done, gpointer data, GError ** error)
+{
+  SliceCall eager = { model, first, end, n_steps, sample };
+  GError *local = NULL;
+  PpModelGraph *g;
+
+  g_return_val_if_fail (first <= end && end <= n_steps, FALSE);
+  if (!model->graphs || !model->klass->graphable || !model->steps_open
+      || !pp_backend_has_graphs (model->backend)) {
+    for (guint k = first; k < end; k++) {
+      if (!pp_model_step (model, k, n_steps, sample, error))
+        return FALSE;
+      slice_done (k, k + 1, done, data);
+    }
+    return TRUE;
+  }
+  g = graph_for (model, first, end, n_steps, sample);
+  if (g->graph == NULL && g->eager_runs < PP_MODEL_GRAPH_WARM_RUNS) {
+    g->eager_runs++;
+    if (!slice_run (&eager, error))
+      return FALSE;
+    slice_done (first, end, done, data);
+    return TRUE;
+  }
+  if (g->graph == NULL) {
+    g->call = eager;
+    g->graph = pp_backend_graph_capture (model->backend, slice_run, &g->call,
+        &local);
+    if (g->graph == NULL) {
+      /* The capture ran nothing: run the slice as is, and from now on. */
+      g_warning ("steps [%u,%u) of %s on %s cannot be captured as a graph "
+          "(%s); they run without graphs", first, end, model->uri,
+          pp_backend_name (model->backend), local->message);
+      g_error_free (local);
+      model->graphs = FALSE;
+      if (!slice_run (&eager, error))
+        return FALSE;
+      slice_done (first, end, done, data);
+      return TRUE;
+    }
+    g->captures++;
+  }
+  /* What a launch reads of the call is the emulation's (cpu-strict): a
+   * device graph holds what was captured. */
+  g->call.sample = sample;
+  if (!pp_backend_graph_launch (model->backend, g->graph, error))
+    return FALSE;
+  g->launches++;
+  slice_done (first, end, done, data);
+  return TRUE;
+}
+
+void
+pp_model_graphs_reset (PpModel * model)
+{
+  PpModelGraph *g = model->graph;
+
+  if (g == NULL)
+    return;
+  pp_backend_graph_free (model->backend, g_steal_pointer (&g->graph));
+  g->eager_runs = 0;
+}
+
+void
+pp_model_graph_counts (PpModel * model, guint64 * captures,
+    guint64 * launches)
+{
+  *captures = model->graph != NULL ? model->graph->captures : 0;
+  *launches = model->graph != NULL ? model->graph->launches : 0;
 }

@@ -18,6 +18,7 @@ G_BEGIN_DECLS
 
 typedef struct _PpModel PpModel;
 typedef struct _PpModelClass PpModelClass;
+typedef struct _PpModelGraph PpModelGraph;
 
 typedef enum
 {
@@ -55,6 +56,10 @@ struct _PpModelClass
   /* Identity of the loaded weights (e.g. their SHA-256), or NULL: the URI
    * alone identifies the model. */
   gchar *(*weights_digest) (PpModel * model);
+  /* Between steps_begin and steps_end, step issues only backend ops on
+   * device buffers that stay put from run to run (no upload, download or
+   * synchronize): a device graph can hold a slice of steps. */
+  gboolean graphable;
 };
 
 struct _PpModel
@@ -67,6 +72,8 @@ struct _PpModel
   gdouble step_ms;
   PpBackend *backend;           /* where the model computes */
   gboolean steps_open;          /* between steps_begin and steps_end */
+  gboolean graphs;              /* parameter cuda-graphs: capture slices */
+  PpModelGraph *graph;          /* the slice captured, NULL before */
   gpointer priv;
 };
 
@@ -83,6 +90,7 @@ typedef struct
   const gchar *scheduler;       /* NULL: the directory's own */
   const gchar *dtype;           /* weights' storage: f32, f16, bf16; NULL
                                  * or "": the backend's default */
+  gboolean cuda_graphs;         /* capture each worker's slice of steps */
 } PpPipelineSettings;
 
 /* @model with @settings appended as URI parameters when it is a pipeline
@@ -123,6 +131,30 @@ gboolean  pp_model_decode (PpModel * model, const PpTensor * sample,
  * a step uploads and downloads it itself. */
 gboolean  pp_model_step   (PpModel * model, guint step, guint n_steps,
                            PpTensor * sample, GError ** error);
+
+/* Called after step @step of a slice has run (or, with a graph, after the
+ * graph that ran it was launched). */
+typedef void (*PpStepDone) (guint step, gpointer data);
+
+/* Steps [@first, @end) of @n_steps on @sample, between steps_begin and
+ * steps_end, @done (may be NULL) after each.  With the model parameter
+ * cuda-graphs=1 (docs/operator/warm-up-and-cuda-graphs.md), on a backend
+ * with graphs and a model whose steps a graph can hold, the first run of a
+ * slice at a sample shape runs as is (warm-up: pools, scratch, library
+ * plans), the second is captured into a graph and launched, and later ones
+ * launch it; another slice or shape, or pp_model_graphs_reset, starts
+ * over.  A capture that fails is logged, and the model runs without graphs
+ * from then on. */
+gboolean  pp_model_steps_slice (PpModel * model, guint first, guint end,
+                                guint n_steps, PpTensor * sample,
+                                PpStepDone done, gpointer data,
+                                GError ** error);
+/* Drops the captured graph: a new cache epoch (settings, RESET) changes
+ * what the steps compute. */
+void      pp_model_graphs_reset (PpModel * model);
+/* Graphs captured and launched so far (0 and 0 without graphs). */
+void      pp_model_graph_counts (PpModel * model, guint64 * captures,
+                                 guint64 * launches);
 gboolean  pp_model_steps_begin (PpModel * model, PpTensor * sample,
                                 GError ** error);
 gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,

@@ -59,6 +59,7 @@ typedef struct
   gint64 rank0_pid;
   gchar *rank0_host;
   gint node_rank;               /* among the workers on this host */
+  guint32 graph_epoch;          /* cache epoch of the model's graph */
   PpQueue *in;
   PpQueue *out;
   PpChunkLink *from_prev;       /* the receiver's */
@@ -244,6 +245,20 @@ sender_thread (gpointer data)
   }
 }
 
+typedef struct
+{
+  PpChunk *chunk;
+  guint timeout_ms;
+} StepDone;
+
+static void
+step_done (guint step, gpointer data)
+{
+  const StepDone *d = data;
+
+  pp_hooks_after_step (d->chunk->chunk_id, d->timeout_ms);
+}
+
 static void
 run_steps (Worker * w, PpChunk * chunk)
 {
@@ -262,19 +277,28 @@ run_steps (Worker * w, PpChunk * chunk)
   event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
       sample->nbytes);
   pp_hooks_before_steps (chunk->chunk_id);
+  /* A new cache epoch (and RESET, which starts one) changes what the
+   * steps compute: no graph of an older one may run. */
+  if (chunk->cache_epoch != w->graph_epoch
+      || (chunk->flags & PP_CHUNK_FLAG_RESET)) {
+    pp_model_graphs_reset (w->model);
+    w->graph_epoch = chunk->cache_epoch;
+  }
   /* The sample goes to the device once and stays there for the slice. */
   if (!pp_model_steps_begin (w->model, sample, &error))
     worker_fail (w, "compute", error);
-  for (guint k = w->slice.first; k < w->slice.end; k++) {
-    gint64 t0 = g_get_monotonic_time ();
-    if (!pp_model_step (w->model, k, w->plan->n_steps, sample, &error))
+  {
+    StepDone done = { chunk, w->plan->timeout_ms };
+
+    if (!pp_model_steps_slice (w->model, w->slice.first, w->slice.end,
+            w->plan->n_steps, sample, step_done, &done, &error))
       worker_fail (w, "compute", error);
-    pp_hooks_after_step (chunk->chunk_id, w->plan->timeout_ms);
-    PP_DEBUG ("chunk %" G_GUINT64_FORMAT " step %u took %.3f ms",
-        chunk->chunk_id, k, (g_get_monotonic_time () - t0) / 1000.0);
   }
   if (!pp_model_steps_end (w->model, sample, &error))
     worker_fail (w, "compute", error);
+  PP_DEBUG ("chunk %" G_GUINT64_FORMAT " steps [%u,%u) took %.3f ms",
+      chunk->chunk_id, w->slice.first, w->slice.end,
+      (g_get_monotonic_time () - start) / 1000.0);
   pp_recorder_end (event, PP_REC_DONE);
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   chunk->next_step = w->slice.end;
@@ -305,8 +329,15 @@ compute_loop (Worker * w)
       }
       ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
       pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
-      PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks, busy %.3f s",
-          chunk->chunk_id, w->busy_us / 1e6);
+      {
+        guint64 captures, launches;
+
+        pp_model_graph_counts (w->model, &captures, &launches);
+        PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks, busy "
+            "%.3f s, step graphs: %" G_GUINT64_FORMAT " captured, %"
+            G_GUINT64_FORMAT " launched", chunk->chunk_id, w->busy_us / 1e6,
+            captures, launches);
+      }
     } else {
       run_steps (w, chunk);
     }

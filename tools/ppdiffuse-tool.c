@@ -260,11 +260,11 @@ run_frame (PpModel * m, PpImage * image, guint steps, PpTensor ** sample,
     return FALSE;
   if (*sample == NULL || !pp_model_steps_begin (m, *sample, error))
     return FALSE;
-  for (guint k = 0; k < steps; k++)
-    if (!pp_model_step (m, k, steps, *sample, error)) {
-      pp_model_steps_end (m, *sample, NULL);
-      return FALSE;
-    }
+  if (!pp_model_steps_slice (m, 0, steps, steps, *sample, NULL, NULL,
+          error)) {
+    pp_model_steps_end (m, *sample, NULL);
+    return FALSE;
+  }
   return pp_model_steps_end (m, *sample, error)
       && pp_model_decode (m, *sample, image, error);
 }
@@ -277,7 +277,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
       *dtype_name = NULL;
   gdouble strength = DEFAULT_STRENGTH;
   gint64 seed = 0;
-  gint steps = DEFAULT_STEPS, frames = 1;
+  gint steps = DEFAULT_STEPS, frames = 1, cuda_graphs = 0;
   GOptionEntry entries[] = {
     {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "pipeline dir", "DIR"},
     {"in", 0, 0, G_OPTION_ARG_FILENAME, &in, "input image", "IN.png"},
@@ -297,6 +297,9 @@ cmd_img2img (int argc, char **argv, GError ** error)
         "measurements; --out gets the last), default 1", "N"},
     BACKEND_ENTRY (backend),
     DTYPE_ENTRY (dtype_name),
+    {"cuda-graphs", 0, 0, G_OPTION_ARG_INT, &cuda_graphs,
+        "1: capture the steps as a graph after the first frame, as a worker "
+        "does (default 0)", "0|1"},
     {NULL}
   };
   g_autoptr (PpModel) m = NULL;
@@ -320,7 +323,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
     return FALSE;
   {
     const PpPipelineSettings settings = { embeds, strength, (guint64) seed,
-      index_list, scheduler, dtype_name
+      index_list, scheduler, dtype_name, cuda_graphs != 0
     };
     uri = pp_model_uri_with_settings (model, &settings);
   }
@@ -352,6 +355,14 @@ cmd_img2img (int argc, char **argv, GError ** error)
     else
       g_printerr ("frame %d: %" G_GUINT64_FORMAT " device bytes allocated\n",
           f, device);
+  }
+  if (cuda_graphs) {
+    guint64 captures, launches;
+
+    pp_model_graph_counts (m, &captures, &launches);
+    g_printerr ("graphs on %s: %" G_GUINT64_FORMAT " captured, %"
+        G_GUINT64_FORMAT " launched\n", pp_backend_name (be), captures,
+        launches);
   }
   ok = pp_png_save (out, &image, error);
 out:

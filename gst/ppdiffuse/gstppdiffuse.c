@@ -49,6 +49,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define DEFAULT_MODEL PP_MODEL_DEFAULT_URI
 #define DEFAULT_BACKEND GST_PP_DIFFUSE_BACKEND_AUTO
 #define DEFAULT_DTYPE GST_PP_DIFFUSE_DTYPE_AUTO
+#define DEFAULT_CUDA_GRAPHS FALSE
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH 0.5
 #define DEFAULT_SEED 0
@@ -73,6 +74,7 @@ enum
   PROP_MODEL,
   PROP_BACKEND,
   PROP_DTYPE,
+  PROP_CUDA_GRAPHS,
   PROP_TIMEOUT_MS,
   PROP_WORKER,
   PROP_HOSTS,
@@ -992,6 +994,7 @@ gst_pp_diffuse_model_uri (GstPpDiffuse * self)
     .dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
         : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
         self->dtype)->value_nick,
+    .cuda_graphs = self->cuda_graphs,
   };
 
   return pp_model_uri_with_settings (self->model_uri, &settings);
@@ -1224,6 +1227,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_DTYPE:
       self->dtype = g_value_get_enum (value);
       break;
+    case PROP_CUDA_GRAPHS:
+      self->cuda_graphs = g_value_get_boolean (value);
+      break;
     case PROP_TIMEOUT_MS:
       self->timeout_ms = g_value_get_uint (value);
       break;
@@ -1293,6 +1299,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_DTYPE:
       g_value_set_enum (value, self->dtype);
+      break;
+    case PROP_CUDA_GRAPHS:
+      g_value_set_boolean (value, self->cuda_graphs);
       break;
     case PROP_TIMEOUT_MS:
       g_value_set_uint (value, self->timeout_ms);
@@ -1431,6 +1440,21 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_enum ("dtype", "Weight dtype",
           "Storage dtype of a pipeline's weights (auto: f16 on CUDA, f32 on "
           "the CPU)", GST_TYPE_PP_DIFFUSE_DTYPE, DEFAULT_DTYPE,
+          PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:cuda-graphs:
+   *
+   * Capture each worker's slice of steps as a CUDA graph after its first
+   * run at a latent size, and launch the graph for every later chunk of
+   * the same size and cache epoch (a new epoch or size captures again).
+   * Only pipeline directories on the cuda backend capture; elsewhere the
+   * steps run as usual (cpu-strict emulates the capture, for tests).  See
+   * docs/operator/warm-up-and-cuda-graphs.md.
+   */
+  g_object_class_install_property (gobject_class, PROP_CUDA_GRAPHS,
+      g_param_spec_boolean ("cuda-graphs", "CUDA graphs",
+          "Capture each worker's steps as a CUDA graph after warm-up and "
+          "launch it per chunk (default off)", DEFAULT_CUDA_GRAPHS,
           PARAM_FLAGS));
   /**
    * GstPpDiffuse:timeout-ms:
@@ -1604,6 +1628,7 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->model_uri = g_strdup (DEFAULT_MODEL);
   self->backend = DEFAULT_BACKEND;
   self->dtype = DEFAULT_DTYPE;
+  self->cuda_graphs = DEFAULT_CUDA_GRAPHS;
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
   self->strength = DEFAULT_STRENGTH;
   self->seed = DEFAULT_SEED;

@@ -73,6 +73,7 @@ struct _GstPpDiffuse
   gchar *model_uri;
   GstPpDiffuseBackend backend;
   GstPpDiffuseDtype dtype;
+  gboolean cuda_graphs;
   guint timeout_ms;
   gchar *worker;
   gchar *hosts;

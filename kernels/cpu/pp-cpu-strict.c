@@ -157,6 +157,33 @@ strict_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
   strict_close ();
 }
 
+/* Set while an emulated graph runs its work (below): what a device graph
+ * cannot hold is refused there, as a CUDA stream capture refuses it. */
+static __thread gboolean in_graph;
+
+static void
+refuse_in_graph (const gchar * what)
+{
+  if (in_graph)
+    g_error ("cpu-strict: %s inside a graph: a device graph cannot hold "
+        "it (capture only ops on device buffers)", what);
+}
+
+static void
+strict_upload (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
+{
+  refuse_in_graph ("an upload");
+  strict_copy (be, dst, src, bytes);
+}
+
+static void
+strict_download (PpBackend * be, gpointer dst, gconstpointer src,
+    gsize bytes)
+{
+  refuse_in_graph ("a download");
+  strict_copy (be, dst, src, bytes);
+}
+
 static void
 strict_fill (PpBackend * be, gpointer dst, float value, gsize n)
 {
@@ -171,6 +198,7 @@ strict_fill (PpBackend * be, gpointer dst, float value, gsize n)
 static void
 strict_synchronize (PpBackend * be)
 {
+  refuse_in_graph ("a synchronize");
 }
 
 static gpointer
@@ -193,15 +221,59 @@ strict_upload_weights (PpBackend * be, const float *src, gsize n,
   return mem;
 }
 
+/* Graphs, emulated: a capture keeps the work without running it and a
+ * launch runs it, so that what a caller does around a device graph
+ * (capture after warm-up, a launch per frame, a new capture for a new shape
+ * or cache epoch) runs and is checked on the host.  Unlike a CUDA graph, a
+ * launch issues the work again: host values it reads are read at each
+ * launch rather than frozen at capture. */
+typedef struct
+{
+  PpGraphFunc func;
+  gpointer data;
+} StrictGraph;
+
+static gpointer
+strict_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
+    GError ** error)
+{
+  StrictGraph *graph = g_new (StrictGraph, 1);
+
+  graph->func = func;
+  graph->data = data;
+  return graph;
+}
+
+static gboolean
+strict_graph_launch (PpBackend * be, gpointer graph, GError ** error)
+{
+  StrictGraph *g = graph;
+  gboolean ok;
+
+  in_graph = TRUE;
+  ok = g->func (g->data, error);
+  in_graph = FALSE;
+  return ok;
+}
+
+static void
+strict_graph_free (PpBackend * be, gpointer graph)
+{
+  g_free (graph);
+}
+
 static const PpBackendMemory strict_memory = {
   .alloc = strict_alloc,
   .free = strict_free,
-  .upload = strict_copy,
-  .download = strict_copy,
+  .upload = strict_upload,
+  .download = strict_download,
   .copy = strict_copy,
   .fill = strict_fill,
   .synchronize = strict_synchronize,
   .upload_weights = strict_upload_weights,
+  .graph_capture = strict_graph_capture,
+  .graph_launch = strict_graph_launch,
+  .graph_free = strict_graph_free,
 };
 
 #define STRICT_OP(name, NAME, params, args, flops)                          \

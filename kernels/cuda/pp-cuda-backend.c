@@ -256,6 +256,62 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
   return mem;
 }
 
+/* CUDA graphs: the stream is captured (relaxed mode: the ops may still
+ * grow a scratch buffer with cudaMalloc) while @func issues its ops, and the
+ * graph is instantiated once.  The backend's lock is not held across the
+ * capture (each op takes it): the caller keeps other threads off the
+ * backend meanwhile (the worker's compute thread is the only user). */
+static gpointer
+cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
+    GError ** error)
+{
+  PpCudaBackend *cu = be->priv;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  cudaError_t ended;
+  gboolean ok;
+
+  enter (cu);
+  ok = PP_CUDA_TRY (cudaStreamBeginCapture (cu->stream,
+          cudaStreamCaptureModeRelaxed), error);
+  leave (cu);
+  if (!ok)
+    return NULL;
+  ok = func (data, error);
+  enter (cu);
+  ended = cudaStreamEndCapture (cu->stream, &graph);
+  if (ok)
+    ok = PP_CUDA_TRY (ended, error)
+        && PP_CUDA_TRY (cudaGraphInstantiate (&exec, graph, 0), error);
+  if (graph != NULL)
+    cudaGraphDestroy (graph);
+  leave (cu);
+  return ok ? exec : NULL;
+}
+
+static gboolean
+cuda_graph_launch (PpBackend * be, gpointer graph, GError ** error)
+{
+  PpCudaBackend *cu = be->priv;
+  gboolean ok;
+
+  enter (cu);
+  ok = PP_CUDA_TRY (cudaGraphLaunch ((cudaGraphExec_t) graph, cu->stream),
+      error);
+  leave (cu);
+  return ok;
+}
+
+static void
+cuda_graph_free (PpBackend * be, gpointer graph)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  cudaGraphExecDestroy ((cudaGraphExec_t) graph);
+  leave (cu);
+}
+
 static const PpBackendMemory cuda_memory = {
   .alloc = cuda_alloc,
   .free = cuda_free,
@@ -265,6 +321,9 @@ static const PpBackendMemory cuda_memory = {
   .fill = cuda_fill,
   .synchronize = cuda_synchronize,
   .upload_weights = cuda_upload_weights,
+  .graph_capture = cuda_graph_capture,
+  .graph_launch = cuda_graph_launch,
+  .graph_free = cuda_graph_free,
 };
 
 /* Ops */

@@ -678,4 +678,5 @@ const PpModelClass pp_model_diffusion_class = {
   .decode = diffusion_decode,
   .finalize = diffusion_finalize,
   .weights_digest = diffusion_weights_digest,
+  .graphable = TRUE,
 };

@@ -5,6 +5,8 @@
 # [EXTRA element/tool settings as NAME=VALUE ...]
 # $PP_TEST_TIMEOUT_MS, when set, is the element's timeout-ms (the sanitizer
 # setups set it: a step there takes many times as long).
+# $PP_TEST_EXPECT_LOG, when set, is an extended regular expression the
+# element run's log (its workers' included) must match.
 set -eu
 TOOL=$1 KIND=$2 STEPS=$3 SIZE=$4 FRAMES=$5
 shift 5
@@ -34,7 +36,14 @@ timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
   ! ppdiffuse ranks=2 steps="$STEPS" model="$work/model" \
       prompt-embeds="$work/model/prompt_embeds.npy" $element_args \
   ! videoconvert ! video/x-raw,format=RGB ! pngenc \
-  ! multifilesink location="$work/element-%02d.png"
+  ! multifilesink location="$work/element-%02d.png" 2> "$work/element.log" \
+  || { cat "$work/element.log" >&2; exit 1; }
+cat "$work/element.log" >&2
+if [ -n "${PP_TEST_EXPECT_LOG:-}" ] \
+    && ! grep -Eq "$PP_TEST_EXPECT_LOG" "$work/element.log"; then
+  echo "the element's log does not match '$PP_TEST_EXPECT_LOG'" >&2
+  exit 1
+fi
 
 raw() {  # PNG -> packed RGB bytes
   timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$1" \

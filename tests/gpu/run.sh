@@ -10,7 +10,8 @@
 #  2. the diffusers-made fixtures (tests/data: TAESD, an SD1.5-style and an
 #     SD-Turbo-style UNet) on cuda in f32, f16 and bf16, by NMSE against
 #     the float32 reference, each dtype against its own threshold;
-#  3. a full 2-worker mesh sharing one GPU, frames against the CPU mesh;
+#  3. a full 2-worker mesh sharing one GPU, frames against the CPU mesh,
+#     without and with CUDA graphs;
 #  4. with two GPUs or more, one worker per GPU (the node-local ranks pick
 #     the devices), frames against the CPU mesh;
 #  5. the fault suite's kill and hang cases with the workers on cuda: an
@@ -94,15 +95,17 @@ for dtype in f32 f16 bf16; do
     || fail "TAESD decode in $dtype on cuda"
 done
 
-# Runs FRAMES frames of a make-tiny pipeline through a mesh of RANKS workers
-# on BACKEND into $work/OUT-NN.rgb (raw RGB).
+# Runs 4 frames of a make-tiny pipeline through a mesh of RANKS workers on
+# BACKEND into $work/OUT-NN.rgb (raw RGB), with the element settings that
+# follow.
 mesh_frames() {
   backend=$1 ranks=$2 out=$3
+  shift 3
   timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=4 pattern=ball \
     ! video/x-raw,format=RGB,width=256,height=256 \
     ! ppdiffuse ranks="$ranks" steps=2 backend="$backend" dtype=f32 \
         model="$work/model" prompt-embeds="$work/model/prompt_embeds.npy" \
-        strength=1.0 seed=3 \
+        strength=1.0 seed=3 "$@" \
     ! multifilesink location="$work/$out-%02d.rgb"
 }
 
@@ -125,6 +128,10 @@ say "3. a 2-worker mesh sharing one GPU against the CPU mesh"
 mesh_frames cpu 2 cpu
 CUDA_VISIBLE_DEVICES=0 mesh_frames cuda 2 shared
 compare_frames shared
+# The same with each worker's steps replayed as a CUDA graph from the
+# second frame on.
+CUDA_VISIBLE_DEVICES=0 mesh_frames cuda 2 graphs cuda-graphs=true
+compare_frames graphs
 
 if [ "$n_gpus" -ge 2 ]; then
   say "4. one worker per GPU ($n_gpus GPUs) against the CPU mesh"

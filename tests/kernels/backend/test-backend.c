@@ -369,6 +369,145 @@ test_frames (void)
   g_assert_cmpint (system (rm), ==, 0);
 }
 
+/* Runs @runs chunks of steps [first, end) on @m, each from the same
+ * encoded frame, into @out (the last chunk's latents, @n floats). */
+static void
+run_slices (PpModel * m, guint first, guint end, guint runs, float *out,
+    gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+    {0, 1, 2}
+  };
+
+  for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+    pixels[i] = (guint8) ((i * 5 + i / 89) & 0xff);
+  for (guint r = 0; r < runs; r++) {
+    g_autoptr (PpTensor) sample = pp_model_encode (m, &image, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (pp_tensor_numel (sample), ==, n);
+    g_assert_true (pp_model_steps_begin (m, sample, &error));
+    g_assert_true (pp_model_steps_slice (m, first, end, STEPS, sample, NULL,
+            NULL, &error));
+    g_assert_true (pp_model_steps_end (m, sample, &error));
+    g_assert_no_error (error);
+    memcpy (out, sample->data, n * sizeof (float));
+  }
+}
+
+static void
+assert_graph_counts (PpModel * m, guint64 captures, guint64 launches)
+{
+  guint64 c, l;
+
+  pp_model_graph_counts (m, &c, &l);
+  g_assert_cmpuint (c, ==, captures);
+  g_assert_cmpuint (l, ==, launches);
+}
+
+/* cuda-graphs=1 on cpu-strict (which emulates device graphs): the first
+ * chunk of a slice runs as is, the second is captured and launched, the
+ * later ones launch the graph; a reset (new cache epoch) or another slice
+ * captures again; every chunk gives the bytes of the same model without
+ * graphs.  On the cpu backend (no graphs) the parameter changes nothing. */
+static void
+test_graphs (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("pp-graphs-XXXXXX", &error);
+  g_autofree gchar *uri = NULL, *plain_uri = NULL, *rm = NULL;
+  const gsize n = 4 * (FRAME_SIDE / 8) * (FRAME_SIDE / 8);
+  g_autofree float *eager = g_new (float, n);
+  g_autofree float *graphed = g_new (float, n);
+  PpBackend *strict = get (PP_BACKEND_CPU_STRICT);
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
+  plain_uri = g_strdup_printf ("%s?prompt-embeds=%s/prompt_embeds.npy&"
+      "strength=0.8&seed=3", dir, dir);
+  uri = g_strdup_printf ("%s&cuda-graphs=1", plain_uri);
+  {
+    g_autoptr (PpModel) plain = pp_model_new (plain_uri, STEPS,
+        PP_MODEL_ROLE_ALL, strict, &error);
+    g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL,
+        strict, &error);
+
+    g_assert_no_error (error);
+    g_assert_true (pp_backend_has_graphs (strict));
+    g_assert_false (pp_backend_has_graphs (pp_backend_cpu ()));
+    run_slices (plain, 0, STEPS, 1, eager, n);
+    assert_graph_counts (plain, 0, 0);
+    run_slices (m, 0, STEPS, 1, graphed, n);
+    assert_graph_counts (m, 0, 0);
+    g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+    run_slices (m, 0, STEPS, 1, graphed, n);
+    assert_graph_counts (m, 1, 1);
+    g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+    run_slices (m, 0, STEPS, 3, graphed, n);
+    assert_graph_counts (m, 1, 4);
+    g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+    /* a new cache epoch: warm up, capture again */
+    pp_model_graphs_reset (m);
+    run_slices (m, 0, STEPS, 2, graphed, n);
+    assert_graph_counts (m, 2, 5);
+    g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+    /* another slice of the steps: its own warm-up and capture */
+    run_slices (plain, 1, STEPS, 1, eager, n);
+    run_slices (m, 1, STEPS, 3, graphed, n);
+    assert_graph_counts (m, 3, 7);
+    g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+  }
+  {
+    g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL,
+        pp_backend_cpu (), &error);
+
+    g_assert_no_error (error);
+    run_slices (m, 0, STEPS, 3, graphed, n);
+    assert_graph_counts (m, 0, 0);
+  }
+  {
+    g_autofree gchar *bad = g_strdup_printf ("%s&cuda-graphs=maybe",
+        plain_uri);
+
+    g_assert_null (pp_model_new (bad, STEPS, PP_MODEL_ROLE_ALL, strict,
+            &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_MODEL);
+    g_assert_nonnull (strstr (error->message, "cuda-graphs=maybe"));
+  }
+  rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (rm), ==, 0);
+}
+
+static gboolean
+upload_in_graph (gpointer data, GError ** error)
+{
+  float one = 1.0f;
+
+  pp_backend_upload (get (PP_BACKEND_CPU_STRICT), data, &one, sizeof one);
+  return TRUE;
+}
+
+/* An upload inside a graph is refused, as a CUDA stream capture refuses
+ * it: the emulation ends the process naming it. */
+static void
+test_graph_refuses_upload (void)
+{
+  if (g_test_subprocess ()) {
+    PpBackend *be = get (PP_BACKEND_CPU_STRICT);
+    gpointer mem = pp_backend_alloc (be, sizeof (float), NULL);
+    gpointer graph = pp_backend_graph_capture (be, upload_in_graph, mem,
+        NULL);
+
+    pp_backend_graph_launch (be, graph, NULL);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*an upload inside a graph*");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -378,6 +517,8 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/cuda-absent", test_cuda_absent);
   g_test_add_func ("/backend/device-for-rank", test_device_for_rank);
   g_test_add_func ("/backend/dtype-names", test_dtype_names);
+  g_test_add_func ("/backend/graphs", test_graphs);
+  g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);
   for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
     g_autofree gchar *weights = g_strdup_printf ("/backend/%s/weights-dtype",
         backends[i]);
