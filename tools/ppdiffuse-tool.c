@@ -379,7 +379,7 @@ cmd_make_tiny (int argc, char **argv, GError ** error)
   g_autofree gchar *kind = NULL, *out = NULL;
   gint64 seed = 0;
   GOptionEntry entries[] = {
-    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo or taesd",
+    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo, taesd, or sd-turbo (the released sizes, ~3.5 GB)",
         "KIND"},
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output directory", "DIR"},
     {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "weights seed, default 0",

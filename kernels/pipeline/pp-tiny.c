@@ -12,6 +12,8 @@
 #include <json-glib/json-glib.h>
 
 #define WEIGHTS_FILE "diffusion_pytorch_model.safetensors"
+/* CLIP's context length: the text encoder's output rows. */
+#define SD_PROMPT_TOKENS 77
 #define PROMPT_TOKENS 8
 /* Seeds of the components derive from the user's seed, apart from each other. */
 #define SEED_VAE_OFFSET 1
@@ -57,6 +59,41 @@ save_builder (JsonBuilder * b, const gchar * path, GError ** error)
   return pp_config_save_json (path, root, error);
 }
 
+/* The released stabilityai/sd-turbo UNet (SD 2.1's architecture). */
+static guint
+unet_config_sd_turbo (JsonBuilder * b)
+{
+  static const gint channels[] = { 320, 640, 1280, 1280 };
+  static const gint heads[] = { 5, 10, 20, 20 };
+  static const gchar *const down[] = { "CrossAttnDownBlock2D",
+    "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"
+  };
+  static const gchar *const up[] = { "UpBlock2D", "CrossAttnUpBlock2D",
+    "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"
+  };
+  const guint cross_dim = 1024;
+
+  json_builder_begin_object (b);
+  SET_STRING (b, "_class_name", "UNet2DConditionModel");
+  SET_INT (b, "in_channels", 4);
+  SET_INT (b, "out_channels", 4);
+  add_int_list (b, "block_out_channels", channels, 4);
+  SET_INT (b, "layers_per_block", 2);
+  add_string_list (b, "down_block_types", down, 4);
+  add_string_list (b, "up_block_types", up, 4);
+  SET_STRING (b, "mid_block_type", "UNetMidBlock2DCrossAttn");
+  SET_INT (b, "cross_attention_dim", cross_dim);
+  add_int_list (b, "attention_head_dim", heads, 4);
+  SET_INT (b, "norm_num_groups", 32);
+  SET_DOUBLE (b, "norm_eps", 1e-5);
+  SET_BOOL (b, "use_linear_projection", TRUE);
+  SET_BOOL (b, "flip_sin_to_cos", TRUE);
+  SET_INT (b, "freq_shift", 0);
+  SET_STRING (b, "act_fn", "silu");
+  SET_INT (b, "sample_size", 64);
+  return cross_dim;
+}
+
 static guint
 unet_config (JsonBuilder * b, gboolean turbo)
 {
@@ -97,10 +134,15 @@ unet_config (JsonBuilder * b, gboolean turbo)
 }
 
 static void
-taesd_config (JsonBuilder * b)
+taesd_config (JsonBuilder * b, gboolean released)
 {
-  static const gint channels[] = { 8, 8, 8, 8 };
-  static const gint blocks[] = { 1, 1, 1, 1 };
+  static const gint tiny_channels[] = { 8, 8, 8, 8 };
+  static const gint tiny_blocks[] = { 1, 1, 1, 1 };
+  /* madebyollin/taesd */
+  static const gint released_channels[] = { 64, 64, 64, 64 };
+  static const gint encoder_blocks[] = { 1, 3, 3, 3 };
+  static const gint decoder_blocks[] = { 3, 3, 3, 1 };
+  const gint *channels = released ? released_channels : tiny_channels;
 
   json_builder_begin_object (b);
   SET_STRING (b, "_class_name", "AutoencoderTiny");
@@ -109,8 +151,10 @@ taesd_config (JsonBuilder * b)
   SET_INT (b, "latent_channels", 4);
   add_int_list (b, "encoder_block_out_channels", channels, 4);
   add_int_list (b, "decoder_block_out_channels", channels, 4);
-  add_int_list (b, "num_encoder_blocks", blocks, 4);
-  add_int_list (b, "num_decoder_blocks", blocks, 4);
+  add_int_list (b, "num_encoder_blocks", released ? encoder_blocks
+      : tiny_blocks, 4);
+  add_int_list (b, "num_decoder_blocks", released ? decoder_blocks
+      : tiny_blocks, 4);
   SET_INT (b, "upsampling_scaling_factor", 2);
   SET_STRING (b, "act_fn", "relu");
   SET_DOUBLE (b, "scaling_factor", 1.0);
@@ -126,8 +170,19 @@ ensure_dir (const gchar * dir, GError ** error)
   return FALSE;
 }
 
+/* Weights: small models draw them from GRand (the tests' fixtures depend
+ * on that sequence); the released sizes from the seeded rule, which
+ * generates ~900 M values in parallel. */
+static PpWeights *
+new_weights (guint64 seed, gboolean released)
+{
+  return released ? pp_weights_new_seeded (seed)
+      : pp_weights_new_random (seed);
+}
+
 static gboolean
-write_taesd (const gchar * dir, guint64 seed, GError ** error)
+write_taesd (const gchar * dir, guint64 seed, gboolean released,
+    GError ** error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
@@ -136,10 +191,10 @@ write_taesd (const gchar * dir, guint64 seed, GError ** error)
   PpTaesd *m = NULL;
   gboolean ok;
 
-  taesd_config (b);
+  taesd_config (b, released);
   if (!ensure_dir (dir, error) || !save_builder (b, config, error))
     return FALSE;
-  w = pp_weights_new_random (seed);
+  w = new_weights (seed, released);
   ok = (m = pp_taesd_new (config, w, pp_backend_cpu (), error)) != NULL
       && pp_weights_save (w, weights, error);
   g_clear_pointer (&m, pp_taesd_free);
@@ -148,8 +203,8 @@ write_taesd (const gchar * dir, guint64 seed, GError ** error)
 }
 
 static gboolean
-write_unet (const gchar * dir, gboolean turbo, guint64 seed, guint * cross_dim,
-    GError ** error)
+write_unet (const gchar * dir, gboolean turbo, gboolean released,
+    guint64 seed, guint * cross_dim, GError ** error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
@@ -158,10 +213,10 @@ write_unet (const gchar * dir, gboolean turbo, guint64 seed, guint * cross_dim,
   PpUnet *m = NULL;
   gboolean ok;
 
-  *cross_dim = unet_config (b, turbo);
+  *cross_dim = released ? unet_config_sd_turbo (b) : unet_config (b, turbo);
   if (!ensure_dir (dir, error) || !save_builder (b, config, error))
     return FALSE;
-  w = pp_weights_new_random (seed);
+  w = new_weights (seed, released);
   ok = (m = pp_unet_new (config, w, pp_backend_cpu (), error)) != NULL
       && pp_weights_save (w, weights, error);
   g_clear_pointer (&m, pp_unet_free);
@@ -205,10 +260,10 @@ write_index (const gchar * dir, gboolean turbo, GError ** error)
 }
 
 static gboolean
-write_embeds (const gchar * dir, guint cross_dim, guint64 seed,
+write_embeds (const gchar * dir, guint cross_dim, guint tokens, guint64 seed,
     GError ** error)
 {
-  const gint64 shape[3] = { 1, PROMPT_TOKENS, cross_dim };
+  const gint64 shape[3] = { 1, tokens, cross_dim };
   g_autofree gchar *path = g_build_filename (dir, PP_TINY_PROMPT_EMBEDS,
       NULL);
   g_autoptr (PpTensor) t = pp_tensor_new ("prompt_embeds", PP_DTYPE_F32, 3,
@@ -228,21 +283,24 @@ pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
 {
   g_autofree gchar *unet = g_build_filename (dir, "unet", NULL);
   g_autofree gchar *vae = g_build_filename (dir, "vae", NULL);
-  gboolean turbo;
+  gboolean turbo, released;
   guint cross_dim = 0;
 
   if (g_strcmp0 (kind, "taesd") == 0)
-    return write_taesd (dir, seed, error);
-  if (g_strcmp0 (kind, "sd15") != 0 && g_strcmp0 (kind, "turbo") != 0) {
+    return write_taesd (dir, seed, FALSE, error);
+  if (g_strcmp0 (kind, "sd15") != 0 && g_strcmp0 (kind, "turbo") != 0
+      && g_strcmp0 (kind, "sd-turbo") != 0) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-        "unknown kind '%s': expected sd15, turbo or taesd", kind);
+        "unknown kind '%s': expected sd15, turbo, taesd or sd-turbo", kind);
     return FALSE;
   }
-  turbo = g_str_equal (kind, "turbo");
+  released = g_str_equal (kind, "sd-turbo");
+  turbo = released || g_str_equal (kind, "turbo");
   return ensure_dir (dir, error)
-      && write_unet (unet, turbo, seed, &cross_dim, error)
-      && write_taesd (vae, seed + SEED_VAE_OFFSET, error)
+      && write_unet (unet, turbo, released, seed, &cross_dim, error)
+      && write_taesd (vae, seed + SEED_VAE_OFFSET, released, error)
       && write_scheduler (dir, turbo, error)
       && write_index (dir, turbo, error)
-      && write_embeds (dir, cross_dim, seed + SEED_EMBEDS_OFFSET, error);
+      && write_embeds (dir, cross_dim, released ? SD_PROMPT_TOKENS
+      : PROMPT_TOKENS, seed + SEED_EMBEDS_OFFSET, error);
 }

@@ -7,7 +7,10 @@
  * projections with per-block heads), vae/ (tiny TAESD), scheduler/
  * (LCMScheduler for sd15, EulerDiscreteScheduler with trailing spacing for
  * turbo), model_index.json, and prompt_embeds.npy ([1, 8, D] normal noise
- * standing in for text embeddings). */
+ * standing in for text embeddings).  Kind "sd-turbo": the same pipeline at
+ * the released sizes (stabilityai/sd-turbo's UNet, madebyollin/taesd, 77
+ * prompt rows of 1024), seeded weights: ~3.5 GB on disk, for benchmarks
+ * of the real shapes without downloading a model. */
 #pragma once
 
 #include <glib.h>

@@ -16,8 +16,11 @@
 #     the devices), frames against the CPU mesh;
 #  5. the fault suite's kill and hang cases with the workers on cuda: an
 #     error in bounded time, no hang;
-#  6. the benchmark: an SD-Turbo UNet step and TAESD at 512x512 in f16,
-#     TFLOP/s against the device's peak (reported, not judged).
+#  6. the benchmarks (reported, not judged): an SD-Turbo UNet step and
+#     TAESD at 512x512 in f16, TFLOP/s against the device's peak; then the
+#     element's throughput at 512x512 with an SD-Turbo-size pipeline
+#     (make-tiny --kind sd-turbo: the released shapes, seeded weights) for
+#     W = 1 ... #GPUs workers, #GPUs steps per frame.
 # docs/gpu.md says what to expect.
 set -eu
 SKIP=77
@@ -146,8 +149,29 @@ say "5. kill and hang faults with the workers on cuda"
 PPDIFFUSE_BACKEND=cuda meson test -C "$build" --suite faults \
   --num-processes 1 --print-errorlogs || fail "the fault suite on cuda"
 
-say "6. benchmark (reported, not judged)"
+say "6. benchmarks (reported, not judged)"
 "$build/tests/bench/gpu-bench" --dtype f16
+"$tool" make-tiny --kind sd-turbo --out "$work/sd-turbo" --seed 1 >/dev/null
+# Seconds of a run of N frames through W workers; the steady rate is the
+# difference of two runs, which leaves start-up (spawn, weights) out.
+run_frames() {
+  start=$(date +%s.%N)
+  timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$2" \
+    ! video/x-raw,format=RGB,width=512,height=512 \
+    ! ppdiffuse ranks="$1" steps="$n_gpus" backend=cuda \
+        model="$work/sd-turbo" prompt-embeds="$work/sd-turbo/prompt_embeds.npy" \
+        strength=1.0 ! fakesink
+  awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }'
+}
+w=1
+while [ "$w" -le "$n_gpus" ]; do
+  short=$(run_frames "$w" 16)
+  long=$(run_frames "$w" 80)
+  awk -v w="$w" -v s="$short" -v l="$long" -v n="$n_gpus" 'BEGIN {
+    printf "W=%d: %.1f frames/s at 512x512, %d steps per frame\n", w,
+      64 / (l - s), n }'
+  w=$((w + 1))
+done
 
 echo
 echo "tests/gpu/run.sh: passed on $n_gpus GPU(s)"
