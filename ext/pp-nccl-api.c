@@ -1,6 +1,8 @@
 /* ppdiffuse — the NCCL payload plane's calls on the real NCCL and CUDA
  * runtimes (compiled only when NCCL is found). */
 #include "pp-nccl-api.h"
+
+#include <gmodule.h>
 #include "pp-error.h"
 
 #include <string.h>
@@ -161,8 +163,11 @@ static const PpNcclApi real_api = {
   .cuda_error_name = real_cuda_error_name,
 };
 
+/* The CUDA module's entry point for the table (pp-nccl-api-load.c). */
+G_MODULE_EXPORT const PpNcclApi *pp_nccl_api_real (void);
+
 const PpNcclApi *
-pp_nccl_api_get (GError ** error)
+pp_nccl_api_real (void)
 {
   return &real_api;
 }

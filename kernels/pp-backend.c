@@ -10,7 +10,11 @@
 extern PpBackend *pp_cpu_backend_get (void);
 extern PpBackend *pp_cpu_strict_backend_get (GError ** error);
 #ifdef PP_HAVE_CUDA
-#include "pp-cuda-backend.h"
+#include "pp-cuda-module.h"
+
+/* kernels/cuda/pp-cuda-backend.h, in the CUDA module */
+typedef PpBackend *(*CudaBackendGet) (gint device, GError ** error);
+typedef gint (*CudaDeviceCount) (GError ** error);
 #endif
 
 static atomic_ullong allocated_bytes;
@@ -95,6 +99,8 @@ static PpBackend *
 get_cuda (const gchar * name, gint local_rank, GError ** error)
 {
   const gchar *index = name + strlen (PP_BACKEND_CUDA);
+  CudaBackendGet backend_get;
+  CudaDeviceCount n_devices;
   guint64 device = 0;
   gint n;
 
@@ -105,9 +111,16 @@ get_cuda (const gchar * name, gint local_rank, GError ** error)
           "device after 'cuda:' must be a number (cuda:0, cuda:1, …)", name);
       return NULL;
     }
-    return pp_cuda_backend_get ((gint) device, error);
   }
-  n = pp_cuda_backend_n_devices (error);
+  backend_get = (CudaBackendGet) pp_cuda_module_symbol
+      ("pp_cuda_backend_get", error);
+  n_devices = backend_get == NULL ? NULL : (CudaDeviceCount)
+      pp_cuda_module_symbol ("pp_cuda_backend_n_devices", error);
+  if (n_devices == NULL)
+    return NULL;
+  if (*index == ':')
+    return backend_get ((gint) device, error);
+  n = n_devices (error);
   if (n < 0)
     return NULL;
   if (n == 0) {
@@ -116,8 +129,7 @@ get_cuda (const gchar * name, gint local_rank, GError ** error)
         "CUDA_VISIBLE_DEVICES)");
     return NULL;
   }
-  return pp_cuda_backend_get (pp_backend_device_for_rank (local_rank, n),
-      error);
+  return backend_get (pp_backend_device_for_rank (local_rank, n), error);
 }
 #endif
 

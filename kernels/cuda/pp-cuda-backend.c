@@ -241,7 +241,8 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
     PpDType dtype, GError ** error)
 {
   PpCudaBackend *cu = be->priv;
-  const gsize size = pp_dtype_size (dtype);
+  const gsize size = dtype == PP_DTYPE_F32 ? sizeof (float)
+      : sizeof (guint16);
   gpointer mem = cuda_alloc (be, MAX (n * size, 1), error);
 
   if (mem == NULL)

@@ -51,4 +51,15 @@ if [ -z "${PP_TEST_HAVE_GPU:-}" ]; then
     || { echo "test-ops --backend cuda without a GPU: status $status," \
            "$(cat "$work/cuda.txt")" >&2; exit 1; }
 fi
+# A CUDA build loads its module on first use: a missing module is named,
+# with the variable that points at it.
+if grep -q cudaGetDeviceCount "$work/cuda.txt"; then
+  status=0
+  PPDIFFUSE_CUDA_MODULE=$work/no-such-module.so timeout "$LIMIT_S" "$TOOL" \
+    test-ops --backend cuda >"$work/module.txt" 2>&1 || status=$?
+  [ "$status" -eq "$SKIP" ] && grep -q "PPDIFFUSE_CUDA_MODULE" "$work/module.txt" \
+    && grep -q "no-such-module.so" "$work/module.txt" \
+    || { echo "a missing CUDA module: status $status," \
+           "$(cat "$work/module.txt")" >&2; exit 1; }
+fi
 echo "dtype honoured; test-ops on cuda: status $status"
