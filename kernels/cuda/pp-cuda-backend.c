@@ -410,3 +410,19 @@ pp_cuda_backend_get (gint device, GError ** error)
   g_mutex_unlock (&lock);
   return be;
 }
+
+gpointer
+pp_cuda_backend_stream (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  return cu->stream;
+}
+
+void
+pp_cuda_backend_make_current (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  PP_CUDA_OP_TRY (cu, cudaSetDevice (cu->device));
+}
