@@ -144,6 +144,19 @@ real_cuda_error_name (int error)
   return cudaGetErrorName ((cudaError_t) error);
 }
 
+static int
+real_stream_create (PpCudaStream * stream)
+{
+  return cudaStreamCreateWithFlags ((cudaStream_t *) stream,
+      cudaStreamNonBlocking);
+}
+
+static int
+real_stream_destroy (PpCudaStream stream)
+{
+  return cudaStreamDestroy ((cudaStream_t) stream);
+}
+
 static const PpNcclApi real_api = {
   .get_unique_id = real_get_unique_id,
   .comm_init_rank_config = real_comm_init_rank_config,
@@ -161,6 +174,8 @@ static const PpNcclApi real_api = {
   .event_record = real_event_record,
   .event_query = real_event_query,
   .cuda_error_name = real_cuda_error_name,
+  .stream_create = real_stream_create,
+  .stream_destroy = real_stream_destroy,
 };
 
 /* The CUDA module's entry point for the table (pp-nccl-api-load.c). */

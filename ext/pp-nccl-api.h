@@ -77,6 +77,12 @@ typedef struct
   int (*event_query) (PpCudaEvent event);
   /* cudaGetErrorName */
   const gchar *(*cuda_error_name) (int error);
+  /* cudaStreamCreateWithFlags (cudaStreamNonBlocking) on the current
+   * device, cudaStreamDestroy: a stream of a plane's own, so that a
+   * receive waiting for its peer never holds up compute or the other
+   * direction.  May be NULL (the caller then uses its backend's stream). */
+  int (*stream_create) (PpCudaStream * stream);
+  int (*stream_destroy) (PpCudaStream stream);
 } PpNcclApi;
 
 /* The real table when this build has NCCL; else NULL with an error

@@ -54,6 +54,19 @@ pp_backend_device_for_rank (gint local_rank, gint n_devices)
   return MAX (local_rank, 0) % n_devices;
 }
 
+gint
+pp_backend_cuda_devices (void)
+{
+#ifdef PP_HAVE_CUDA
+  CudaDeviceCount n_devices = (CudaDeviceCount)
+      pp_cuda_module_symbol ("pp_cuda_backend_n_devices", NULL);
+
+  return n_devices != NULL ? MAX (n_devices (NULL), 0) : 0;
+#else
+  return 0;
+#endif
+}
+
 gboolean
 pp_backend_have_cuda (void)
 {
@@ -286,6 +299,19 @@ pp_backend_synchronize (PpBackend * be)
   be->memory->synchronize (be);
 }
 
+gpointer
+pp_backend_stream (PpBackend * be)
+{
+  return be->memory->stream != NULL ? be->memory->stream (be) : NULL;
+}
+
+void
+pp_backend_make_current (PpBackend * be)
+{
+  if (be->memory->make_current != NULL)
+    be->memory->make_current (be);
+}
+
 gconstpointer
 pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
     PpDType dtype, gpointer * owned, GError ** error)
@@ -407,6 +433,39 @@ pp_tensor_download (PpTensor * dst, const PpTensor * src, GError ** error)
   if (!check_transfer (dst, src, FALSE, error))
     return FALSE;
   pp_backend_download (src->backend, dst->data, src->data, src->nbytes);
+  return TRUE;
+}
+
+gboolean
+pp_tensor_transfer (PpTensor * dst, const PpTensor * src, GError ** error)
+{
+  if (dst->backend != NULL && src->backend != NULL) {
+    if (dst->backend != src->backend || dst->dtype != src->dtype
+        || dst->nbytes != src->nbytes) {
+      g_autofree gchar *d = pp_tensor_describe (dst);
+      g_autofree gchar *s = pp_tensor_describe (src);
+
+      g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "cannot copy %s (%s) "
+          "into %s (%s): device tensors of one backend, dtype and size are "
+          "needed", s, src->backend->name, d, dst->backend->name);
+      return FALSE;
+    }
+    pp_backend_copy (dst->backend, dst->data, src->data, src->nbytes);
+    return TRUE;
+  }
+  if (dst->backend != NULL)
+    return pp_tensor_upload (dst, src, error);
+  if (src->backend != NULL)
+    return pp_tensor_download (dst, src, error);
+  if (dst->dtype != src->dtype || dst->nbytes != src->nbytes) {
+    g_autofree gchar *d = pp_tensor_describe (dst);
+    g_autofree gchar *s = pp_tensor_describe (src);
+
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "cannot copy %s into %s: "
+        "tensors of one dtype and size are needed", s, d);
+    return FALSE;
+  }
+  memcpy (dst->data, src->data, src->nbytes);
   return TRUE;
 }
 

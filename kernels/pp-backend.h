@@ -76,6 +76,11 @@ typedef struct
       gpointer data, GError ** error);
   gboolean (*graph_launch) (PpBackend * be, gpointer graph, GError ** error);
   void (*graph_free) (PpBackend * be, gpointer graph);
+  /* A device backend's stream (cudaStream_t), for a data plane that
+   * enqueues behind its ops, and making its device the calling thread's
+   * current one; NULL on the CPU backends. */
+  gpointer (*stream) (PpBackend * be);
+  void (*make_current) (PpBackend * be);
 } PpBackendMemory;
 
 struct _PpBackend
@@ -114,6 +119,9 @@ gint         pp_backend_device_for_rank (gint local_rank, gint n_devices);
 const gchar *pp_backend_auto_reason (void);
 /* TRUE when this build has the CUDA backend. */
 gboolean     pp_backend_have_cuda  (void);
+/* The CUDA devices this process sees: 0 without the CUDA backend or a
+ * driver. */
+gint         pp_backend_cuda_devices (void);
 /* pp_backend_get (NULL): $PPDIFFUSE_BACKEND, else auto; aborts with the
  * error when the variable names no backend.  For tests and benchmarks. */
 PpBackend   *pp_backend_default    (void);
@@ -136,6 +144,14 @@ void         pp_backend_copy       (PpBackend * be, gpointer dst,
 void         pp_backend_fill       (PpBackend * be, gpointer dst, float value,
                                     gsize n);
 void         pp_backend_synchronize (PpBackend * be);
+/* The stream the backend enqueues its work on (a cudaStream_t for cuda),
+ * as an opaque pointer; NULL for the CPU backends, whose ops return when
+ * done. */
+gpointer     pp_backend_stream     (PpBackend * be);
+/* Makes the backend's device the calling thread's current one (what
+ * runtimes that work on "the current device", such as NCCL, need); a
+ * no-op on the CPU backends. */
+void         pp_backend_make_current (PpBackend * be);
 /* @n float32 weights on the device, stored as @dtype (F32, F16, BF16);
  * *@owned is set to what pp_backend_free must release with the model
  * (NULL when the backend uses @src itself).  A backend that computes in

@@ -216,6 +216,7 @@ pp_model_free (PpModel * model)
   g_clear_pointer (&model->graph, g_free);
   if (model->klass->finalize != NULL)
     model->klass->finalize (model);
+  g_clear_pointer (&model->host_sample, pp_tensor_free);
   g_free (model->uri);
   g_free (model->path);
   g_free (model);
@@ -253,6 +254,13 @@ pp_model_encode_into (PpModel * model, const PpImage * image,
     return model->klass->encode_into (model, image, sample, error);
   if (!pp_image_check_tensor (sample, image->width, image->height, error))
     return FALSE;
+  if (sample->backend != NULL) {
+    /* Pixel space on the host, then to the device tensor. */
+    g_autoptr (PpTensor) host = pp_image_to_tensor (image,
+        PP_MODEL_SAMPLE_NAME, error);
+
+    return host != NULL && pp_tensor_upload (sample, host, error);
+  }
   pp_image_to_tensor_into (image, sample);
   return TRUE;
 }
@@ -263,6 +271,13 @@ pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
 {
   if (model->klass->decode != NULL)
     return model->klass->decode (model, sample, image, error);
+  if (sample->backend != NULL) {
+    g_autoptr (PpTensor) host = pp_tensor_new (sample->name, sample->dtype,
+        sample->ndim, sample->shape, error);
+
+    return host != NULL && pp_tensor_download (host, sample, error)
+        && pp_image_from_tensor (image, host, error);
+  }
   return pp_image_from_tensor (image, sample, error);
 }
 
@@ -275,10 +290,14 @@ pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
         "step %u is outside the schedule of %u steps", step, n_steps);
     return FALSE;
   }
-  if (model->klass->steps_begin != NULL && !model->steps_open)
+  if (!model->steps_open && (model->klass->steps_begin != NULL
+          || sample->backend != NULL))
     return pp_model_steps_begin (model, sample, error)
         && pp_model_step (model, step, n_steps, sample, error)
         && pp_model_steps_end (model, sample, error);
+  /* A host model's steps work on the host copy of a device sample. */
+  if (model->klass->steps_begin == NULL && sample->backend != NULL)
+    sample = model->host_sample;
   if (!model->klass->step (model, step, n_steps, sample, error))
     return FALSE;
   if (model->step_ms > 0)
@@ -291,8 +310,34 @@ pp_model_steps_begin (PpModel * model, PpTensor * sample, GError ** error)
 {
   g_return_val_if_fail (!model->steps_open, FALSE);
 
-  if (model->klass->steps_begin == NULL)
+  if (sample->backend != NULL && sample->backend != model->backend) {
+    g_autofree gchar *got = pp_tensor_describe (sample);
+
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "the sample %s is on the "
+        "%s backend, the model computes on %s", got, sample->backend->name,
+        model->backend->name);
+    return FALSE;
+  }
+  if (model->klass->steps_begin == NULL) {
+    if (sample->backend == NULL)
+      return TRUE;
+    /* A host model: its steps work on a host copy of the device sample. */
+    if (model->host_sample == NULL || model->host_sample->dtype
+        != sample->dtype || model->host_sample->nbytes != sample->nbytes
+        || model->host_sample->ndim != sample->ndim
+        || memcmp (model->host_sample->shape, sample->shape,
+            sample->ndim * sizeof sample->shape[0]) != 0) {
+      g_clear_pointer (&model->host_sample, pp_tensor_free);
+      model->host_sample = pp_tensor_new (sample->name, sample->dtype,
+          sample->ndim, sample->shape, error);
+      if (model->host_sample == NULL)
+        return FALSE;
+    }
+    if (!pp_tensor_download (model->host_sample, sample, error))
+      return FALSE;
+    model->steps_open = TRUE;
     return TRUE;
+  }
   if (!model->klass->steps_begin (model, sample, error))
     return FALSE;
   model->steps_open = TRUE;
@@ -302,8 +347,12 @@ pp_model_steps_begin (PpModel * model, PpTensor * sample, GError ** error)
 gboolean
 pp_model_steps_end (PpModel * model, PpTensor * sample, GError ** error)
 {
-  if (model->klass->steps_end == NULL)
-    return TRUE;
+  if (model->klass->steps_end == NULL) {
+    if (!model->steps_open)
+      return TRUE;
+    model->steps_open = FALSE;
+    return pp_tensor_upload (sample, model->host_sample, error);
+  }
   g_return_val_if_fail (model->steps_open, FALSE);
   model->steps_open = FALSE;
   return model->klass->steps_end (model, sample, error);

@@ -74,6 +74,10 @@ struct _PpModel
   gboolean steps_open;          /* between steps_begin and steps_end */
   gboolean graphs;              /* parameter cuda-graphs: capture slices */
   PpModelGraph *graph;          /* the slice captured, NULL before */
+  /* A model that computes on the host (no steps_begin) given a device
+   * sample: the host copy its steps work on, between steps_begin and
+   * steps_end. */
+  PpTensor *host_sample;
   gpointer priv;
 };
 
@@ -128,7 +132,14 @@ gboolean  pp_model_decode (PpModel * model, const PpTensor * sample,
 /* Runs denoising step @step of @n_steps in place, then sleeps step-ms.
  * Between pp_model_steps_begin and pp_model_steps_end on the same @sample,
  * the sample stays on the model's backend from step to step; outside them
- * a step uploads and downloads it itself. */
+ * a step uploads and downloads it itself.
+ *
+ * @sample may be a host tensor or a device tensor of the model's backend
+ * (a chunk that arrived over NCCL): steps_begin then copies it device to
+ * device into the model's buffer and steps_end copies the result back,
+ * without a host round trip.  (Models that compute on the host, the
+ * built-in ones, stage a device sample through a host copy.)  The same
+ * holds for pp_model_encode_into's and pp_model_decode's @sample. */
 gboolean  pp_model_step   (PpModel * model, guint step, guint n_steps,
                            PpTensor * sample, GError ** error);
 

@@ -170,8 +170,11 @@ pp_tensor_free (PpTensor * tensor)
   if (tensor == NULL)
     return;
   /* Through the table: host-only builds (fuzzers) link no backend. */
-  if (tensor->backend != NULL)
-    tensor->backend->memory->free (tensor->backend, tensor->data);
+  if (tensor->backend != NULL) {
+    /* NULL: abandoned to a transfer that did not complete. */
+    if (tensor->data != NULL)
+      tensor->backend->memory->free (tensor->backend, tensor->data);
+  }
   else
     g_free (tensor->data);
   g_free (tensor);

@@ -68,6 +68,11 @@ gboolean     pp_tensor_upload  (PpTensor * dst, const PpTensor * src,
                                 GError ** error);
 gboolean     pp_tensor_download (PpTensor * dst, const PpTensor * src,
                                  GError ** error);
+/* @src into @dst, whichever side each is on: a host copy, an upload, a
+ * download, or a device-to-device copy on their backend (both tensors on
+ * one backend); dtypes and sizes must agree (pp-backend.c). */
+gboolean     pp_tensor_transfer (PpTensor * dst, const PpTensor * src,
+                                 GError ** error);
 gint64       pp_tensor_numel   (const PpTensor * tensor);
 /* Byte count a shape implies, or 0 when it is invalid (dimension < 1,
  * overflow). */

@@ -13,6 +13,7 @@ struct _PpChunkPool
   guint size;                   /* chunks made */
   guint refs;                   /* the owner's and one per chunk lent */
   gboolean closed;              /* the owner let go */
+  struct _PpBackend *backend;   /* where tensors live; NULL: the host */
 };
 
 /* Called with the lock held. */
@@ -45,8 +46,21 @@ pop_free (PpChunkPool * pool)
 PpChunkPool *
 pp_chunk_pool_new (guint reserve)
 {
+  return pp_chunk_pool_new_on (reserve, NULL);
+}
+
+struct _PpBackend *
+pp_chunk_pool_backend (PpChunkPool * pool)
+{
+  return pool->backend;
+}
+
+PpChunkPool *
+pp_chunk_pool_new_on (guint reserve, struct _PpBackend * backend)
+{
   PpChunkPool *pool = g_new0 (PpChunkPool, 1);
 
+  pool->backend = backend;
   g_mutex_init (&pool->lock);
   pool->refs = 1;
   for (; pool->size < reserve; pool->size++)

@@ -18,6 +18,12 @@ typedef struct _PpChunkPool PpChunkPool;
 
 /* A pool of @reserve chunks made up front (tensors come with first use). */
 PpChunkPool *pp_chunk_pool_new     (guint reserve);
+/* The same whose chunks' tensors live in @backend's device memory
+ * (NULL: the host): the payloads of a link whose data plane is NCCL. */
+PpChunkPool *pp_chunk_pool_new_on  (guint reserve,
+                                    struct _PpBackend * backend);
+/* The backend of the pool's tensors, NULL for the host. */
+struct _PpBackend *pp_chunk_pool_backend (PpChunkPool * pool);
 /* Drops the owner's reference: the pool and its chunks go once every chunk
  * it lent has been given back. */
 void         pp_chunk_pool_unref   (PpChunkPool * pool);

@@ -1,5 +1,6 @@
 /* ppdiffuse — chunk envelope v1. */
 #include "pp-envelope.h"
+#include "pp-backend.h"         /* the memory table only: no backend code */
 #include "pp-chunk-pool.h"
 #include "pp-error.h"
 
@@ -43,14 +44,18 @@ pp_chunk_copy (const PpChunk * chunk, GError ** error)
   copy->submit_us = chunk->submit_us;
   for (guint i = 0; i < chunk->tensors->len; i++) {
     const PpTensor *t = g_ptr_array_index (chunk->tensors, i);
-    PpTensor *c = pp_tensor_new (t->name, t->dtype, t->ndim, t->shape,
-        error);
+    PpTensor *c = pp_tensor_new_full (t->backend, t->name, t->dtype,
+        t->ndim, t->shape, error);
 
     if (c == NULL) {
       pp_chunk_free (copy);
       return NULL;
     }
-    memcpy (c->data, t->data, t->nbytes);
+    /* Through the table: the envelope links no backend code. */
+    if (t->backend != NULL)
+      t->backend->memory->copy (t->backend, c->data, t->data, t->nbytes);
+    else
+      memcpy (c->data, t->data, t->nbytes);
     pp_chunk_add_tensor (copy, c);
   }
   return copy;
@@ -110,7 +115,14 @@ pp_tensor_spec_of (const PpTensor * t, PpTensorSpec * spec)
 gboolean
 pp_tensor_has_spec (const PpTensor * t, const PpTensorSpec * spec)
 {
-  if (t->backend != NULL || t->data == NULL || t->dtype != spec->dtype
+  return pp_tensor_has_spec_on (t, spec, NULL);
+}
+
+gboolean
+pp_tensor_has_spec_on (const PpTensor * t, const PpTensorSpec * spec,
+    struct _PpBackend * backend)
+{
+  if (t->backend != backend || t->data == NULL || t->dtype != spec->dtype
       || t->ndim != spec->ndim)
     return FALSE;
   for (guint d = 0; d < spec->ndim; d++)
@@ -127,14 +139,19 @@ pp_chunk_fit_tensor (PpChunk * chunk, guint index, const PpTensorSpec * spec,
   PpTensor *t = index < tensors->len ? g_ptr_array_index (tensors, index)
       : NULL;
 
+  struct _PpBackend *backend = chunk->pool != NULL
+      ? pp_chunk_pool_backend (chunk->pool) : NULL;
+
   g_return_val_if_fail (index <= tensors->len, NULL);
-  if (t != NULL && pp_tensor_has_spec (t, spec)) {
+  if (t != NULL && pp_tensor_has_spec_on (t, spec, backend)) {
     if (strcmp (t->name, spec->name) != 0)
       g_strlcpy (t->name, spec->name, sizeof t->name);
     return t;
   }
-  t = pp_tensor_new (spec->name, spec->dtype, spec->ndim, spec->shape,
-      error);
+  /* Device payloads (a link whose payloads travel over NCCL) are the
+   * backend's memory, allocated and freed through its table. */
+  t = pp_tensor_new_full (backend, spec->name, spec->dtype, spec->ndim,
+      spec->shape, error);
   if (t == NULL)
     return NULL;
   if (index < tensors->len) {

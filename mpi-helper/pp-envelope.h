@@ -99,9 +99,14 @@ void      pp_tensor_spec_of      (const PpTensor * tensor,
                                   PpTensorSpec * spec);
 gboolean  pp_tensor_has_spec     (const PpTensor * tensor,
                                   const PpTensorSpec * spec);
+/* The same for a tensor on @backend's device (NULL: the host). */
+gboolean  pp_tensor_has_spec_on  (const PpTensor * tensor,
+                                  const PpTensorSpec * spec,
+                                  struct _PpBackend * backend);
 
 PpChunk  *pp_chunk_new           (void);
-/* A deep copy: header fields and tensors; NULL when memory runs out. */
+/* A deep copy: header fields and tensors (a device tensor copied on its
+ * backend); NULL when memory runs out. */
 PpChunk  *pp_chunk_copy          (const PpChunk * chunk, GError ** error);
 /* Frees @chunk, or gives it back to its pool. */
 void      pp_chunk_free          (PpChunk * chunk);
@@ -110,7 +115,8 @@ PpTensor *pp_chunk_get_tensor    (const PpChunk * chunk, const gchar * name);
 gsize     pp_chunk_payload_bytes (const PpChunk * chunk);
 /* Makes tensor @index of @chunk one of @spec: the one there when its
  * dtype and shape already are (renamed if need be), else a new one; the
- * tensors before @index must exist.  NULL (with @error) when the spec
+ * tensors before @index must exist.  A chunk of a pool on a backend
+ * (pp_chunk_pool_new_on) gets its tensors in that backend's memory.  NULL (with @error) when the spec
  * cannot be allocated. */
 PpTensor *pp_chunk_fit_tensor    (PpChunk * chunk, guint index,
                                   const PpTensorSpec * spec,

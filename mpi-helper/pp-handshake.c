@@ -16,7 +16,7 @@
 static const gchar *const checked_keys[] = {
   PP_PARITY_PROTOCOL, PP_PARITY_ENVELOPE, PP_PARITY_BUILD, PP_PARITY_BACKEND,
   PP_PARITY_DTYPE, PP_PARITY_MPI, PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN,
-  NULL
+  PP_PARITY_DATA_PLANE, NULL
 };
 
 /* The first field of both messages, readable whatever the rest holds. */
@@ -321,14 +321,17 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
       return FALSE;
     }
     PP_INFO ("worker rank %u is pid %" G_GINT64_FORMAT " on %s, steps [%u,%u)"
-        ", %s", r, info->pid, info->host, plan->slices[r - 1].first,
-        plan->slices[r - 1].end, (const gchar *)
-        g_hash_table_lookup (info->parity, PP_PARITY_DEVICE));
+        ", %s, data plane %s", r, info->pid, info->host,
+        plan->slices[r - 1].first, plan->slices[r - 1].end, (const gchar *)
+        g_hash_table_lookup (info->parity, PP_PARITY_DEVICE), (const gchar *)
+        g_hash_table_lookup (info->parity, PP_PARITY_DATA_PLANE));
   }
   /* Rank 0 computes on the plan's backend (it resolved the name). */
   backend = pp_backend_get (plan->backend, error);
   if (backend == NULL)
     return FALSE;
   parity = pp_parity_local (NULL, &plan->plan_id, backend, plan->model);
+  g_hash_table_insert (parity, g_strdup (PP_PARITY_DATA_PLANE),
+      g_strdup (plan->data_plane));
   return pp_parity_check (parity, workers, n, error);
 }

@@ -34,6 +34,8 @@ G_BEGIN_DECLS
 #define PP_PARITY_MPI "mpi"
 #define PP_PARITY_MODEL_DIGEST "model-digest"
 #define PP_PARITY_PLAN "plan"
+/* The data plane the rank runs (the plan's, once it checked that it can). */
+#define PP_PARITY_DATA_PLANE "data-plane"
 /* Reported only (logged; may differ between hosts). */
 #define PP_PARITY_DEVICE "device"
 

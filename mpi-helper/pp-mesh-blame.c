@@ -35,6 +35,10 @@ pp_mesh_fail (PpMesh * mesh, const GError * error)
     mesh->fault = g_error_copy (error);
   g_mutex_unlock (&mesh->lock);
   g_atomic_int_set (&mesh->failed, TRUE);
+  /* Nothing may wait on NCCL for a mesh that failed: every plane is
+   * aborted, and waits under way end with this cause. */
+  if (first)
+    pp_data_planes_abort (mesh->planes, error);
   if (first) {
     g_autofree gchar *path = pp_recorder_dump (mesh->dump_dir, 0,
         error->message);

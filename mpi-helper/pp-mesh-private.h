@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include "pp-data-planes.h"
 #include "pp-handshake.h"
 #include "pp-liveness.h"
 #include "pp-mesh.h"
@@ -21,6 +22,10 @@ struct _PpMesh
   gchar *dump_dir;
   gboolean watchdog;            /* FALSE only under the test-only switch */
   PpLiveness *liveness;         /* from the end of the handshake */
+  PpBackend *backend;           /* rank 0's, the plan's */
+  /* The NCCL planes of rank 0's two links when the plan's data plane is
+   * NCCL (made before liveness starts, connected after it), else NULL. */
+  PpDataPlanes *planes;
 
   /* Chunk traffic (pp-chunk-io.c). */
   PpChunkLink *to_first;        /* rank 0 → the first worker */

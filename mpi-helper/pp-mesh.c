@@ -20,6 +20,26 @@ pp_mesh_installed_worker (void)
   return pp_spawn_installed_worker ();
 }
 
+/* Rank 0's two NCCL links (to the first worker, from the last), made in
+ * the order every rank makes its links, under timeout-ms and the
+ * workers' liveness. */
+static gboolean
+connect_planes (PpMesh * mesh, GError ** error)
+{
+  PpWait w = { mesh->world, 0, pp_deadline_in_ms (mesh->timeout_ms),
+    pp_mesh_workers_alive, mesh
+  };
+
+  if (!pp_data_planes_connect (mesh->planes, mesh->plan, mesh->world, 0,
+          mesh->backend, &w, error))
+    return FALSE;
+  pp_chunk_link_set_payload_plane (mesh->to_first,
+      pp_data_planes_to_next (mesh->planes));
+  pp_chunk_link_set_payload_plane (mesh->from_last,
+      pp_data_planes_from_prev (mesh->planes));
+  return TRUE;
+}
+
 PpMesh *
 pp_mesh_start (const PpMeshConfig * config, GError ** error)
 {
@@ -27,6 +47,7 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   g_autofree gchar *plan_text = NULL;
   PpHelloOptions options = { NULL };
   PpBackend *backend;
+  const gchar *data_plane = NULL;
   PpMesh *mesh;
 
   if (config->n_workers > PP_MESH_MAX_WORKERS) {
@@ -46,22 +67,28 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     PP_WARN ("%s=1: the watchdog and the chunk deadlines are off (tests "
         "only)", PP_NO_WATCHDOG_ENV);
   mesh->inter = mesh->world = MPI_COMM_NULL;
-  mesh->to_first = pp_chunk_link_new (0);
-  mesh->from_last = pp_chunk_link_new (config->max_in_flight);
   /* The backend rank 0 computes on; the plan tells every worker to use
-   * it too, and the parity check holds them to it. */
+   * it too, and the parity check holds them to it.  Rank 0 also chooses
+   * the data plane the payloads travel on. */
   backend = pp_backend_get (config->backend, error);
-  mesh->plan = backend == NULL ? NULL : pp_plan_new_on (config->n_workers,
-      config->n_steps, config->model, pp_backend_name (backend),
-      config->timeout_ms, error);
+  if (backend != NULL)
+    data_plane = pp_data_plane_choose (backend, config->n_workers + 1,
+        (config->hosts == NULL || *config->hosts == '\0')
+        && (config->hostfile == NULL || *config->hostfile == '\0'), error);
+  mesh->plan = data_plane == NULL ? NULL : pp_plan_new_full
+      (config->n_workers, config->n_steps, config->model,
+      pp_backend_name (backend), data_plane, config->timeout_ms, error);
   if (mesh->plan == NULL) {
-    pp_chunk_link_free (mesh->to_first);
-    pp_chunk_link_free (mesh->from_last);
     g_mutex_clear (&mesh->lock);
     g_free (mesh->dump_dir);
     g_free (mesh);
     return NULL;
   }
+  mesh->backend = backend;
+  mesh->to_first = pp_chunk_link_new (0);
+  /* Over NCCL the returning chunks are received into device memory. */
+  mesh->from_last = pp_chunk_link_new_on (config->max_in_flight,
+      pp_plan_uses_nccl (mesh->plan) ? backend : NULL);
   mesh->workers = g_new0 (PpWorkerInfo, config->n_workers);
   plan_text = pp_plan_describe (mesh->plan);
   PP_INFO ("%s", plan_text);
@@ -79,8 +106,15 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     pp_mesh_free (mesh);
     return NULL;
   }
+  if (pp_plan_uses_nccl (mesh->plan))
+    mesh->planes = pp_data_planes_new ();
   mesh->liveness = pp_mesh_liveness_new (mesh);
   pp_liveness_start (mesh->liveness);
+  if (mesh->planes != NULL && !connect_planes (mesh, error)) {
+    pp_mesh_fail (mesh, *error);
+    pp_mesh_stop (mesh, NULL, NULL);
+    return NULL;
+  }
   PP_INFO ("mesh of %u workers is up (worker %s)", config->n_workers, worker);
   return mesh;
 }
@@ -89,4 +123,10 @@ const PpPlan *
 pp_mesh_plan (PpMesh * mesh)
 {
   return mesh->plan;
+}
+
+struct _PpBackend *
+pp_mesh_payload_backend (PpMesh * mesh)
+{
+  return mesh->planes != NULL ? mesh->backend : NULL;
 }

@@ -49,6 +49,10 @@ const gchar *pp_mesh_installed_worker (void);
  * with the workers until pp_mesh_stop. */
 PpMesh       *pp_mesh_start   (const PpMeshConfig * config, GError ** error);
 const PpPlan *pp_mesh_plan    (PpMesh * mesh);
+/* Where chunk payloads live: the backend whose device memory the chunks
+ * submitted must carry (and the chunks collected carry) when the plan's
+ * data plane is NCCL; NULL when they are host tensors (MPI). */
+struct _PpBackend *pp_mesh_payload_backend (PpMesh * mesh);
 /* Called by pp_mesh_submit, in the submitting thread, with the chunk_id
  * the mesh assigned to the chunk, before any of it is sent: the caller can
  * file the id where the returning chunk will be matched, knowing that the

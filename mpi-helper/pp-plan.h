@@ -9,9 +9,19 @@
 
 G_BEGIN_DECLS
 
-#define PP_PLAN_VARIANT_TYPE "(uussua(uu))"
+#define PP_PLAN_VARIANT_TYPE "(uusssua(uu))"
 /* The backend of plans made without one (tests, tools). */
 #define PP_PLAN_DEFAULT_BACKEND "cpu"
+
+/* The data plane: how chunk payloads travel between ranks (the control
+ * plane is MPI whatever it is).  Chosen by rank 0 (pp-data-planes.h). */
+#define PP_DATA_PLANE_MPI "mpi"         /* MPI point-to-point, host buffers */
+#define PP_DATA_PLANE_NCCL "nccl"       /* NCCL, device buffers (cuda) */
+/* Test and simulation mode: the NCCL data path (per-link planes, device
+ * chunk pools, model steps from device tensors) over a table that carries
+ * NCCL's sends and receives by MPI on the cpu backend's memory
+ * (pp-nccl-emulated.h). */
+#define PP_DATA_PLANE_NCCL_EMULATED "nccl-emulated"
 
 typedef struct
 {
@@ -25,6 +35,7 @@ typedef struct
   guint n_steps;
   gchar *model;
   gchar *backend;               /* the compute backend every worker uses */
+  gchar *data_plane;            /* PP_DATA_PLANE_* */
   guint timeout_ms;
   PpSlice *slices;              /* n_workers entries, slices[i] for world rank i + 1 */
   guint32 plan_id;
@@ -40,6 +51,16 @@ PpPlan   *pp_plan_new          (guint n_workers, guint n_steps,
 PpPlan   *pp_plan_new_on       (guint n_workers, guint n_steps,
                                 const gchar * model, const gchar * backend,
                                 guint timeout_ms, GError ** error);
+/* The same, chunk payloads travelling on @data_plane (PP_DATA_PLANE_*;
+ * the others say PP_DATA_PLANE_MPI). */
+PpPlan   *pp_plan_new_full     (guint n_workers, guint n_steps,
+                                const gchar * model, const gchar * backend,
+                                const gchar * data_plane, guint timeout_ms,
+                                GError ** error);
+/* TRUE when @data_plane is one of PP_DATA_PLANE_*. */
+gboolean  pp_plan_data_plane_known (const gchar * data_plane);
+/* TRUE when @plan's payloads travel over (real or emulated) NCCL. */
+gboolean  pp_plan_uses_nccl    (const PpPlan * plan);
 void      pp_plan_free         (PpPlan * plan);
 GVariant *pp_plan_to_variant   (const PpPlan * plan);
 /* Parses and re-derives the plan; any disagreement (slices, plan_id) is an

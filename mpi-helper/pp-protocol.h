@@ -12,7 +12,7 @@
 G_BEGIN_DECLS
 
 /* The handshake's protocol version: a peer of another version is refused. */
-#define PP_PROTOCOL_VERSION 3
+#define PP_PROTOCOL_VERSION 4
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum
@@ -25,6 +25,10 @@ enum
   PP_TAG_REPORT = 106,          /* worker → rank 0: why it fails */
   PP_TAG_NCCL_ID = 107,         /* an NCCL communicator's unique id, from
                                  * its lowest rank to the others */
+  /* The emulated NCCL table (pp-nccl-emulated.h, tests only): its
+   * communicators' set-up, and their payloads. */
+  PP_TAG_NCCL_EMULATED_BOOT = 108,
+  PP_TAG_NCCL_EMULATED = 109,
 };
 
 /* Largest message of each kind a receiver accepts. */
@@ -61,6 +65,10 @@ enum
 /* The worker executable, for uninstalled builds (the element's worker
  * property wins). */
 #define PP_WORKER_ENV "PPDIFFUSE_WORKER"
+/* The data plane rank 0 puts in the plan: unset or "auto" (nccl when the
+ * backend is cuda and this build has NCCL, else mpi), "mpi", "nccl", or
+ * the test and simulation mode "nccl-emulated" (cpu backend only). */
+#define PP_DATA_PLANE_ENV "PPDIFFUSE_DATA_PLANE"
 /* Test-only: set to 1, rank 0 neither declares silent workers dead nor
  * puts deadlines on waits for chunks, and workers put none on theirs:
  * what the hang test would do without its watchdog. */

@@ -42,6 +42,9 @@ pp_mesh_free (PpMesh * mesh)
   pp_liveness_free (mesh->liveness);
   pp_chunk_link_free (mesh->to_first);
   pp_chunk_link_free (mesh->from_last);
+  /* After the links, which borrow the planes; planes not closed cleanly
+   * are aborted, never finalized. */
+  pp_data_planes_free (mesh->planes);
   g_free (mesh->dump_dir);
   g_clear_error (&mesh->fault);
   g_mutex_clear (&mesh->lock);
@@ -80,8 +83,22 @@ shutdown_clean (PpMesh * mesh, PpMeshStats * stats, GError ** error)
   marker->plan_id = mesh->plan->plan_id;
   marker->n_steps = mesh->plan->n_steps;
   marker->next_step = mesh->plan->n_steps;
-  pp_chunk_add_tensor (marker, pp_tensor_new (PP_BUSY_TENSOR,
-          PP_DTYPE_F64, 1, shape, NULL));
+  if (mesh->planes != NULL) {
+    /* Over NCCL every payload is device memory: zeros uploaded. */
+    g_autofree gdouble *zeros = g_new0 (gdouble, n);
+
+    busy = pp_tensor_new_on (mesh->backend, PP_BUSY_TENSOR, PP_DTYPE_F64, 1,
+        shape, error);
+    if (busy == NULL) {
+      pp_chunk_free (marker);
+      return FALSE;
+    }
+    pp_backend_upload (mesh->backend, busy->data, zeros, busy->nbytes);
+    pp_chunk_add_tensor (marker, busy);
+  } else {
+    pp_chunk_add_tensor (marker, pp_tensor_new (PP_BUSY_TENSOR,
+            PP_DTYPE_F64, 1, shape, NULL));
+  }
   if (!pp_mesh_send_next (mesh, marker, pp_deadline_in_ms (mesh->timeout_ms),
           NULL, NULL, error))
     return FALSE;
@@ -103,15 +120,31 @@ shutdown_clean (PpMesh * mesh, PpMeshStats * stats, GError ** error)
     return FALSE;
   }
   if (stats != NULL) {
+    g_autofree gdouble *busy_s = g_new0 (gdouble, n);
     gdouble sum = 0;
+
+    if (busy->backend != NULL)
+      pp_backend_download (busy->backend, busy_s, busy->data, busy->nbytes);
+    else
+      memcpy (busy_s, busy->data, busy->nbytes);
     stats->n_workers = n;
     for (guint i = 0; i < n; i++)
-      sum += stats->busy_s[i] = ((gdouble *) busy->data)[i];
+      sum += stats->busy_s[i] = busy_s[i];
     stats->chunks = mesh->next_send_id - 1 - mesh->warm_ups;
     stats->warm_ups = mesh->warm_ups;
     stats->wall_s = (mesh->last_return_us - mesh->first_submit_us) / 1e6;
     stats->overlap = stats->wall_s > 0 && mesh->first_submit_us > 0
         ? sum / (n * stats->wall_s) : 0.0;
+  }
+  /* The clean end of rank 0's NCCL links: nothing is in flight now. */
+  if (mesh->planes != NULL) {
+    PpWait w = { mesh->world, 0, pp_deadline_in_ms (mesh->timeout_ms), NULL,
+      NULL
+    };
+
+    g_clear_pointer (&back, pp_chunk_free);
+    if (!pp_data_planes_close (mesh->planes, &w, error))
+      return FALSE;
   }
   return TRUE;
 }

@@ -266,11 +266,17 @@ struct _PpChunkLink
 PpChunkLink *
 pp_chunk_link_new (guint reserve)
 {
+  return pp_chunk_link_new_on (reserve, NULL);
+}
+
+PpChunkLink *
+pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend)
+{
   PpChunkLink *link = g_new0 (PpChunkLink, 1);
 
   g_mutex_init (&link->lock);
   link->codec = pp_envelope_codec_new ();
-  link->pool = pp_chunk_pool_new (reserve);
+  link->pool = pp_chunk_pool_new_on (reserve, backend);
   link->plane = pp_payload_plane_mpi ();
   return link;
 }

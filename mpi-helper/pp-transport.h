@@ -72,6 +72,9 @@ typedef struct _PpChunkLink PpChunkLink;
 /* @reserve: the most chunks received through it that its users hold at
  * once, made up front (pp_chunk_pool_new); 0 for a link that only sends. */
 PpChunkLink *pp_chunk_link_new  (guint reserve);
+/* The same receiving into chunks whose payloads live in @backend's device
+ * memory (pp_chunk_pool_new_on): a link whose payload plane is NCCL. */
+PpChunkLink *pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend);
 /* Chunks received through @link may outlive it (their pool stays until
  * they are given back). */
 void      pp_chunk_link_free      (PpChunkLink * link);

@@ -19,6 +19,7 @@
  *
  * The break-it tests' faults fire in test hooks (pp-hooks.h), which
  * builds without the fault-injection option compile to nothing. */
+#include "pp-data-planes.h"
 #include "pp-error.h"
 #include "pp-handshake.h"
 #include "pp-hooks.h"
@@ -64,6 +65,9 @@ typedef struct
   PpQueue *out;
   PpChunkLink *from_prev;       /* the receiver's */
   PpChunkLink *to_next;         /* the sender's */
+  /* The NCCL planes of this worker's two links when the plan's data plane
+   * is NCCL, else NULL; aborted on the first failure. */
+  PpDataPlanes *planes;
   gint64 busy_us;                /* compute thread only */
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
@@ -126,6 +130,14 @@ worker_fail_blaming (Worker * w, const gchar * where, gint blamed,
       "failed in %s: %s", w->rank, (int) getpid (), g_get_host_name (),
       w->slice.first, w->slice.end, where, error ? error->message : "?");
   PP_ERROR_LOG ("%s", text);
+  /* No NCCL wait may outlive the failure (the other threads may be in
+   * one): abort every plane; never finalize or destroy here. */
+  if (w->planes != NULL) {
+    GError *reason = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s", text);
+
+    pp_data_planes_abort (w->planes, reason);
+    g_error_free (reason);
+  }
   send_report (w, blamed, text);
   dump = pp_recorder_dump (w->dump_dir, w->rank, text);
   if (dump != NULL)
@@ -327,7 +339,17 @@ compute_loop (Worker * w)
             w->plan->n_workers, PP_BUSY_TENSOR);
         worker_fail (w, "shutdown", error);
       }
-      ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
+      if (busy->backend != NULL) {
+        /* A device payload (NCCL): this rank's entry goes through the
+         * host. */
+        g_autofree gdouble *host = g_new0 (gdouble, w->plan->n_workers);
+
+        pp_backend_download (busy->backend, host, busy->data, busy->nbytes);
+        host[w->rank - 1] = w->busy_us / 1e6;
+        pp_backend_upload (busy->backend, busy->data, host, busy->nbytes);
+      } else {
+        ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
+      }
       pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
       {
         guint64 captures, launches;
@@ -388,6 +410,14 @@ do_handshake (Worker * w)
       PP_INFO ("node-local rank %d: backend %s on %s", local_rank,
           pp_backend_name (w->backend), pp_backend_device (w->backend));
   }
+  /* The plan's data plane must be one this build and backend can run
+   * (the NCCL table there, the emulated one only on host memory). */
+  if (error == NULL && pp_plan_uses_nccl (w->plan)
+      && pp_data_plane_api (w->plan->data_plane, w->world, &error) != NULL
+      && g_str_equal (w->plan->data_plane, PP_DATA_PLANE_NCCL_EMULATED)
+      && !g_str_equal (pp_backend_name (w->backend), PP_BACKEND_CPU))
+    g_set_error (&error, PP_ERROR, PP_ERROR_CONFIG, "the emulated NCCL data "
+        "plane needs the cpu backend, not %s", pp_backend_name (w->backend));
   if (error == NULL)
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
         PP_MODEL_ROLE_STEPS, w->backend, &error);
@@ -396,6 +426,8 @@ do_handshake (Worker * w)
     pp_hooks_model_digest (digest);
     parity = pp_parity_local (digest, &w->plan->plan_id, w->backend,
         w->plan->model);
+    g_hash_table_insert (parity, g_strdup (PP_PARITY_DATA_PLANE),
+        g_strdup (w->plan->data_plane));
   }
   reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
       error ? error->message : NULL, parity);
@@ -406,6 +438,24 @@ do_handshake (Worker * w)
   plan_text = pp_plan_describe (w->plan);
   PP_INFO ("rank %d runs steps [%u,%u) of %s", w->rank, w->slice.first,
       w->slice.end, plan_text);
+}
+
+/* This worker's NCCL links (from the previous rank, to the next), made
+ * in the order every rank makes its links, under timeout-ms and rank 0's
+ * liveness. */
+static void
+connect_planes (Worker * w)
+{
+  PpWait wait = { w->world, 0, worker_deadline (w), rank0_alive, w };
+  GError *error = NULL;
+
+  if (!pp_data_planes_connect (w->planes, w->plan, w->world, w->rank,
+          w->backend, &wait, &error))
+    worker_fail (w, "NCCL set-up", error);
+  pp_chunk_link_set_payload_plane (w->from_prev,
+      pp_data_planes_from_prev (w->planes));
+  pp_chunk_link_set_payload_plane (w->to_next,
+      pp_data_planes_to_next (w->planes));
 }
 
 /* Liveness, the worker's side: rank 0 is its one peer. */
@@ -548,15 +598,31 @@ main (int argc, char **argv)
 
   w.in = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
   w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
-  w.from_prev = pp_chunk_link_new (PP_WORKER_CHUNKS_HELD);
+  /* Over NCCL the chunks live on the backend's device, received there and
+   * handed to the model without a host round trip. */
+  w.from_prev = pp_chunk_link_new_on (PP_WORKER_CHUNKS_HELD,
+      pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
   w.to_next = pp_chunk_link_new (0);
+  if (pp_plan_uses_nccl (w.plan))
+    w.planes = pp_data_planes_new ();
   w.liveness = worker_liveness_new (&w);
   pp_liveness_start (w.liveness);
+  if (w.planes != NULL)
+    connect_planes (&w);
   receiver = g_thread_new ("pp-receiver", receiver_thread, &w);
   sender = g_thread_new ("pp-sender", sender_thread, &w);
   compute_loop (&w);
   g_thread_join (receiver);
   g_thread_join (sender);
+  /* The clean end of the links: finalize and destroy, nothing in flight. */
+  if (w.planes != NULL) {
+    PpWait wait = { w.world, 0, pp_deadline_in_ms (w.plan->timeout_ms), NULL,
+      NULL
+    };
+
+    if (!pp_data_planes_close (w.planes, &wait, &error))
+      worker_fail (&w, "shutdown", error);
+  }
   /* A heartbeat still in flight at the clean end: rank 0 drains it, or
    * MPI_Finalize does; its buffer stays alive until the process ends. */
   pp_liveness_stop (w.liveness);
@@ -570,6 +636,7 @@ main (int argc, char **argv)
   pp_queue_free (w.out, (GDestroyNotify) pp_chunk_free);
   pp_chunk_link_free (w.from_prev);
   pp_chunk_link_free (w.to_next);
+  pp_data_planes_free (w.planes);
   pp_liveness_free (w.liveness);
   pp_model_free (w.model);
   pp_plan_free (w.plan);

@@ -401,15 +401,32 @@ encode_sample (GstPpDiffuse * self, const PpImage * image, PpChunk * chunk,
 {
   PpTensor *sample = chunk->tensors->len == 1
       ? g_ptr_array_index (chunk->tensors, 0) : NULL;
+  /* Over NCCL the sample is a device tensor of rank 0's backend, encoded
+   * into on the device and sent from there. */
+  PpBackend *device = pp_mesh_payload_backend (self->mesh);
 
   if (sample != NULL && image->width == self->sample_width
       && image->height == self->sample_height
-      && pp_tensor_has_spec (sample, &self->sample_spec))
+      && pp_tensor_has_spec_on (sample, &self->sample_spec, device))
     return pp_model_encode_into (self->model, image, sample, error);
   pp_chunk_truncate (chunk, 0);
   sample = pp_model_encode (self->model, image, error);
   if (sample == NULL)
     return FALSE;
+  if (device != NULL) {
+    /* The first frame of a size: its tensor moves to the device once; the
+     * next frames are encoded into it there. */
+    PpTensor *dev = pp_tensor_new_on (device, sample->name, sample->dtype,
+        sample->ndim, sample->shape, error);
+
+    if (dev == NULL || !pp_tensor_upload (dev, sample, error)) {
+      pp_tensor_free (dev);
+      pp_tensor_free (sample);
+      return FALSE;
+    }
+    pp_tensor_free (sample);
+    sample = dev;
+  }
   pp_chunk_add_tensor (chunk, sample);
   self->sample_width = image->width;
   self->sample_height = image->height;

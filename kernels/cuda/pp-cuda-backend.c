@@ -325,6 +325,8 @@ static const PpBackendMemory cuda_memory = {
   .graph_capture = cuda_graph_capture,
   .graph_launch = cuda_graph_launch,
   .graph_free = cuda_graph_free,
+  .stream = pp_cuda_backend_stream,
+  .make_current = pp_cuda_backend_make_current,
 };
 
 /* Ops */
@@ -469,4 +471,20 @@ pp_cuda_backend_get (gint device, GError ** error)
     be = backends[device] = create (device, error);
   g_mutex_unlock (&lock);
   return be;
+}
+
+gpointer
+pp_cuda_backend_stream (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  return cu->stream;
+}
+
+void
+pp_cuda_backend_make_current (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  PP_CUDA_OP_TRY (cu, cudaSetDevice (cu->device));
 }

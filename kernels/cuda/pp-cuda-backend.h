@@ -31,5 +31,9 @@ PpBackend *pp_cuda_backend_get        (gint device, GError ** error);
 /* The CUDA devices this process sees; -1 with @error when the runtime
  * cannot say (no driver). */
 gint       pp_cuda_backend_n_devices  (GError ** error);
+/* The cudaStream_t @be (a cuda backend) enqueues everything on. */
+gpointer   pp_cuda_backend_stream     (PpBackend * be);
+/* cudaSetDevice to @be's device in the calling thread. */
+void       pp_cuda_backend_make_current (PpBackend * be);
 
 G_END_DECLS

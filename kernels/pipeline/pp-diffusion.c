@@ -471,8 +471,10 @@ diffusion_encode_into (PpModel * model, const PpImage * image,
 {
   Diffusion *d = model->priv;
 
+  /* A device @sample (a chunk's payload that travels over NCCL) is filled
+   * device to device. */
   return encode_device (model, image, error)
-      && pp_tensor_download (sample, d->enc.latents, error);
+      && pp_tensor_transfer (sample, d->enc.latents, error);
 }
 
 static gboolean
@@ -527,8 +529,9 @@ diffusion_steps_begin (PpModel * model, const PpTensor * sample,
 {
   Diffusion *d = model->priv;
 
+  /* From the host, or device to device from a chunk that came over NCCL. */
   return check_sample (sample, error) && step_buffers (model, sample, error)
-      && pp_tensor_upload (d->steps.sample, sample, error);
+      && pp_tensor_transfer (d->steps.sample, sample, error);
 }
 
 static gboolean
@@ -536,7 +539,7 @@ diffusion_steps_end (PpModel * model, PpTensor * sample, GError ** error)
 {
   Diffusion *d = model->priv;
 
-  return pp_tensor_download (sample, d->steps.sample, error);
+  return pp_tensor_transfer (sample, d->steps.sample, error);
 }
 
 /* Step @step on the device sample: ε̂ = UNet(scaled x, t), then the
@@ -599,7 +602,7 @@ decode_buffers (Diffusion * d, const PpTensor * sample, PpImage * image,
   return TRUE;
 }
 
-/* Sample (host) → the VAE's image → resized to the frame → pixels 0..255,
+/* Sample (host, or device from NCCL) → the VAE's image → resized to the frame → pixels 0..255,
  * back on the host for the frame. */
 static gboolean
 diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
@@ -622,7 +625,7 @@ diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     decode_buffers_clear (b);
     return FALSE;
   }
-  if (!pp_tensor_upload (b->latents, sample, error)
+  if (!pp_tensor_transfer (b->latents, sample, error)
       || !pp_taesd_decode_into (d->vae, b->latents, b->decoded, error))
     return FALSE;
   pixels = b->decoded;

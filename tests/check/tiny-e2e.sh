@@ -7,10 +7,17 @@
 # setups set it: a step there takes many times as long).
 # $PP_TEST_EXPECT_LOG, when set, is an extended regular expression the
 # element run's log (its workers' included) must match.
+# $PP_TEST_RANKS, when set, is the number of workers (default 2).
+# $PPDIFFUSE_DATA_PLANE=nccl-emulated runs the chunks' payloads through the
+# NCCL data path over the emulated table (device-resident chunks on the cpu
+# backend): the workers must say so, and must finalize (never abort) each
+# of their two NCCL links at the end.
 set -eu
 TOOL=$1 KIND=$2 STEPS=$3 SIZE=$4 FRAMES=$5
 shift 5
 WIDTH=${SIZE%x*} HEIGHT=${SIZE#*x}
+RANKS=${PP_TEST_RANKS:-2}
+DATA_PLANE=${PPDIFFUSE_DATA_PLANE:-}
 LIMIT_S=240
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,21 +35,47 @@ for setting in "$@"; do
   tool_args="$tool_args --$name $value"
 done
 
+# The workers' log (info level) shows the data plane at work.
+if [ "$DATA_PLANE" = nccl-emulated ]; then
+  PPDIFFUSE_DEBUG=3
+  export PPDIFFUSE_DEBUG
+fi
 # shellcheck disable=SC2086  # the settings are lists of words
 timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
   location="$work/in-%02d.png" index=0 stop-index=$((FRAMES - 1)) \
   caps=image/png,framerate=25/1 \
   ! pngdec ! videoconvert ! video/x-raw,format=RGB \
-  ! ppdiffuse ranks=2 steps="$STEPS" model="$work/model" \
+  ! ppdiffuse ranks="$RANKS" steps="$STEPS" model="$work/model" \
       prompt-embeds="$work/model/prompt_embeds.npy" $element_args \
   ! videoconvert ! video/x-raw,format=RGB ! pngenc \
-  ! multifilesink location="$work/element-%02d.png" 2> "$work/element.log" \
-  || { cat "$work/element.log" >&2; exit 1; }
-cat "$work/element.log" >&2
+  ! multifilesink location="$work/element-%02d.png" 2>"$work/stderr" \
+  || { cat "$work/stderr" >&2; exit 1; }
+cat "$work/stderr" >&2
 if [ -n "${PP_TEST_EXPECT_LOG:-}" ] \
-    && ! grep -Eq "$PP_TEST_EXPECT_LOG" "$work/element.log"; then
+    && ! grep -Eq "$PP_TEST_EXPECT_LOG" "$work/stderr"; then
   echo "the element's log does not match '$PP_TEST_EXPECT_LOG'" >&2
   exit 1
+fi
+
+if [ "$DATA_PLANE" = nccl-emulated ]; then
+  r=1
+  while [ "$r" -le "$RANKS" ]; do
+    log() { grep "^\[ppdiffuse rank $r pid" "$work/stderr" | grep -c "$1" || true; }
+    if [ "$(log 'chunk payloads over NCCL (nccl-emulated), 2 links')" != 1 ]; then
+      echo "worker rank $r did not run its links over the emulated NCCL" >&2
+      exit 1
+    fi
+    if [ "$(log 'emulated NCCL communicator .* finalized')" != 2 ] \
+      || [ "$(log 'emulated NCCL communicator .* destroyed')" != 2 ]; then
+      echo "worker rank $r did not finalize and destroy its 2 NCCL links" >&2
+      exit 1
+    fi
+    if [ "$(log 'aborted')" != 0 ]; then
+      echo "worker rank $r aborted an NCCL link on a clean run" >&2
+      exit 1
+    fi
+    r=$((r + 1))
+  done
 fi
 
 raw() {  # PNG -> packed RGB bytes
@@ -74,4 +107,4 @@ done
 [ -f "$work/element-$(printf %02d "$FRAMES").png" ] \
   && { echo "more frames came out than went in" >&2; exit 1; }
 echo "element output equals ppdiffuse-tool img2img ($KIND, $STEPS steps," \
-  "$FRAMES frames of $SIZE)"
+  "$FRAMES frames of $SIZE, $RANKS workers${DATA_PLANE:+, data plane $DATA_PLANE})"

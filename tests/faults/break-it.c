@@ -15,7 +15,13 @@
  *
  * The rank and the reason must lead the error, before what rank 0 saw
  * and the states of all workers: those name every rank, the culprit
- * included, whoever is to blame. */
+ * included, whoever is to blame.
+ *
+ * With PPDIFFUSE_DATA_PLANE=nccl-emulated the chunks' payloads travel over
+ * the NCCL data path (emulated over MPI, device-resident chunks on the cpu
+ * backend): the faults must end the same way, and rank 0 must abort both
+ * of its NCCL links, never finalize them (its log says which); the
+ * "nccl-clean" case is the control, where both are finalized. */
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <glib/gstdio.h>
@@ -52,6 +58,61 @@
 #define STOP_BOUND_MS (TIMEOUT_MS + SLACK_MS)
 
 static const gchar *position;   /* "middle" or "last" */
+
+/* ---- rank 0's NCCL links, as its log tells them ------------------------ */
+
+static gboolean nccl_emulated;
+static GMutex nccl_log_lock;
+static GString *nccl_log;
+
+static void
+nccl_log_function (GstDebugCategory * category, GstDebugLevel level,
+    const gchar * file, const gchar * function, gint line, GObject * object,
+    GstDebugMessage * message, gpointer user_data)
+{
+  const gchar *text = gst_debug_message_get (message);
+
+  if (text == NULL || strstr (text, "emulated NCCL communicator") == NULL)
+    return;
+  g_mutex_lock (&nccl_log_lock);
+  g_string_append_printf (nccl_log, "%s\n", text);
+  g_mutex_unlock (&nccl_log_lock);
+}
+
+static guint
+nccl_log_count (const gchar * what)
+{
+  guint n = 0;
+
+  g_mutex_lock (&nccl_log_lock);
+  for (const gchar * p = nccl_log->str; (p = strstr (p, what)) != NULL; p++)
+    n++;
+  g_mutex_unlock (&nccl_log_lock);
+  return n;
+}
+
+/* Rank 0 made both of its links and ended them the way @finalized says:
+ * finalized and destroyed on the clean stop, else aborted and never
+ * finalized. */
+static void
+check_rank0_links (gboolean finalized)
+{
+  if (!nccl_emulated)
+    return;
+  g_mutex_lock (&nccl_log_lock);
+  GST_INFO ("rank 0's NCCL links:\n%s", nccl_log->str);
+  g_mutex_unlock (&nccl_log_lock);
+  fail_unless_equals_int (nccl_log_count ("ready on rank 0"), 2);
+  if (finalized) {
+    fail_unless_equals_int (nccl_log_count ("finalized on rank 0"), 2);
+    fail_unless_equals_int (nccl_log_count ("destroyed on rank 0"), 2);
+    fail_unless_equals_int (nccl_log_count ("aborted on rank 0"), 0);
+  } else {
+    fail_unless_equals_int (nccl_log_count ("aborted on rank 0"), 2);
+    fail_unless_equals_int (nccl_log_count ("finalized on rank 0"), 0);
+    fail_unless_equals_int (nccl_log_count ("destroyed on rank 0"), 0);
+  }
+}
 
 static gint
 fault_rank (void)
@@ -164,7 +225,32 @@ run_to_failure (const gchar * culprit, const gchar * const *needles)
   gst_harness_teardown (h);
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+  check_rank0_links (FALSE);
 }
+
+/* The control of the NCCL cases: frames round the mesh and a clean stop,
+ * which finalizes rank 0's links. */
+GST_START_TEST (test_nccl_clean)
+{
+  GstHarness *h = gst_harness_new_with_element (make_element (), "sink",
+      "src");
+
+  fail_unless (nccl_emulated, "set PPDIFFUSE_DATA_PLANE=nccl-emulated");
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  for (guint i = 0; i < 4; i++) {
+    fail_unless_equals_int (gst_harness_push (h,
+            pp_check_make_flat_frame (i, FRAME_BYTES)), GST_FLOW_OK);
+    gst_buffer_unref (gst_harness_pull (h));
+  }
+  fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
+      GST_STATE_CHANGE_SUCCESS);
+  gst_harness_teardown (h);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+  check_rank0_links (TRUE);
+}
+
+GST_END_TEST;
 
 /* What the error must say for each kind, the culprit being rank R, and
  * whether a worker (the one that noticed) writes its flight recorder: a
@@ -436,6 +522,8 @@ break_it_suite (void)
     tcase_add_test (tc, test_app_frozen);
   else if (g_str_equal (case_name, "stop-in-flight"))
     tcase_add_test (tc, test_stop_in_flight);
+  else if (g_str_equal (case_name, "nccl-clean"))
+    tcase_add_test (tc, test_nccl_clean);
   else if (g_str_equal (case_name, "hang-without-watchdog"))
     tcase_add_test (tc, test_hang_without_watchdog);
   else
@@ -454,6 +542,14 @@ main (int argc, char **argv)
   case_name = argv[1];
   position = argc == 3 ? argv[2] : "middle";
   dump_dir = g_dir_make_tmp ("ppdiffuse-dumps-XXXXXX", NULL);
+  nccl_emulated = g_strcmp0 (g_getenv ("PPDIFFUSE_DATA_PLANE"),
+      "nccl-emulated") == 0;
+  nccl_log = g_string_new (NULL);
+  /* Rank 0's mesh log at info level, where its NCCL links are told. */
+  if (nccl_emulated)
+    g_setenv ("GST_DEBUG", "ppdiffuse:4", TRUE);
   gst_check_init (NULL, NULL);
+  if (nccl_emulated)
+    gst_debug_add_log_function (nccl_log_function, NULL, NULL);
   pp_check_run_and_exit (break_it_suite (), "ppdiffuse-break-it", __FILE__);
 }

@@ -71,6 +71,8 @@ main (int argc, char **argv)
   digest = model ? pp_model_digest (model) : NULL;
   parity = pp_parity_local (digest, &plan->plan_id, model ? model->backend
       : pp_backend_cpu (), plan->model);
+  g_hash_table_insert (parity, g_strdup (PP_PARITY_DATA_PLANE),
+      g_strdup (plan->data_plane));
   reply = FAKE_MODE == FAKE_BAD_VERSION
       ? reply_with_version (99, plan->plan_id, rank)
       : pp_handshake_reply_new (plan->plan_id, rank, NULL, parity);

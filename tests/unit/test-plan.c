@@ -193,7 +193,7 @@ test_tampered_slices (void)
   g_variant_builder_add (&b, "(uu)", 1u, 2u);
   g_variant_builder_add (&b, "(uu)", 2u, 4u);
   v = g_variant_ref_sink (g_variant_new (PP_PLAN_VARIANT_TYPE, 3u, 4u, MODEL,
-          PP_PLAN_DEFAULT_BACKEND, 1000u, &b));
+          PP_PLAN_DEFAULT_BACKEND, PP_DATA_PLANE_MPI, 1000u, &b));
   g_assert_null (pp_plan_from_variant (v, plan->plan_id, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "slices"));
@@ -205,7 +205,7 @@ test_tampered_slices (void)
   g_variant_builder_add (&b, "(uu)", 0u, 2u);
   g_variant_builder_add (&b, "(uu)", 2u, 3u);
   v = g_variant_ref_sink (g_variant_new (PP_PLAN_VARIANT_TYPE, 3u, 4u, MODEL,
-          PP_PLAN_DEFAULT_BACKEND, 1000u, &b));
+          PP_PLAN_DEFAULT_BACKEND, PP_DATA_PLANE_MPI, 1000u, &b));
   g_assert_null (pp_plan_from_variant (v, plan->plan_id, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "slices"));
@@ -232,7 +232,7 @@ test_invalid_from_variant (void)
 
   g_variant_builder_init (&b, G_VARIANT_TYPE ("a(uu)"));
   v = g_variant_ref_sink (g_variant_new (PP_PLAN_VARIANT_TYPE, 0u, 4u, MODEL,
-          PP_PLAN_DEFAULT_BACKEND, 1000u, &b));
+          PP_PLAN_DEFAULT_BACKEND, PP_DATA_PLANE_MPI, 1000u, &b));
   g_assert_null (pp_plan_from_variant (v, 0, &error));
   g_assert_nonnull (error);
 }
@@ -257,6 +257,32 @@ test_backend (void)
   g_assert_nonnull (strstr (text, "on cpu-strict"));
 }
 
+/* The data plane travels in the plan, is part of its identity, and an
+ * unknown one is refused naming the known ones. */
+static void
+test_data_plane (void)
+{
+  g_autoptr (PpPlan) mpi = pp_plan_new (2, 4, MODEL, 1000, NULL);
+  g_autoptr (PpPlan) nccl = pp_plan_new_full (2, 4, MODEL, "cpu",
+      PP_DATA_PLANE_NCCL_EMULATED, 1000, NULL);
+  g_autoptr (GVariant) v = g_variant_ref_sink (pp_plan_to_variant (nccl));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpPlan) back = pp_plan_from_variant (v, nccl->plan_id, &error);
+  g_autofree gchar *text = pp_plan_describe (nccl);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (mpi->data_plane, ==, PP_DATA_PLANE_MPI);
+  g_assert_false (pp_plan_uses_nccl (mpi));
+  g_assert_cmpstr (back->data_plane, ==, PP_DATA_PLANE_NCCL_EMULATED);
+  g_assert_true (pp_plan_uses_nccl (back));
+  g_assert_cmpuint (mpi->plan_id, !=, nccl->plan_id);
+  g_assert_nonnull (strstr (text, "data plane nccl-emulated"));
+  g_assert_null (pp_plan_new_full (2, 4, MODEL, "cpu", "carrier-pigeon",
+          1000, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message, "carrier-pigeon"));
+}
+
 static void
 test_describe (void)
 {
@@ -279,6 +305,7 @@ main (int argc, char **argv)
   g_test_add_func ("/plan/plan-id", test_plan_id);
   g_test_add_func ("/plan/variant/round-trip", test_round_trip);
   g_test_add_func ("/plan/variant/backend", test_backend);
+  g_test_add_func ("/plan/variant/data-plane", test_data_plane);
   g_test_add_func ("/plan/variant/wrong-plan-id", test_wrong_plan_id);
   g_test_add_func ("/plan/variant/tampered-slices", test_tampered_slices);
   g_test_add_func ("/plan/variant/wrong-type", test_wrong_type);
