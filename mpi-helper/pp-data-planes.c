@@ -38,10 +38,11 @@ pp_data_plane_choose (PpBackend * backend, guint n_ranks, gboolean local,
   const gboolean cuda = g_str_equal (pp_backend_name (backend),
       PP_BACKEND_CUDA);
   g_autoptr (GError) no_nccl = NULL;
-  const gboolean have_nccl = pp_nccl_api_get (&no_nccl) != NULL;
 
+  /* The NCCL table lives in the CUDA module: asked for only when the
+   * backend is cuda, so that a CPU mesh never loads it. */
   if (env == NULL || *env == '\0' || g_str_equal (env, "auto")) {
-    if (!cuda || !have_nccl)
+    if (!cuda || pp_nccl_api_get (&no_nccl) == NULL)
       return PP_DATA_PLANE_MPI;
     if (local && (guint) pp_backend_cuda_devices () < n_ranks) {
       PP_INFO ("data plane mpi: %u ranks share %d GPUs of this host, and "
@@ -53,7 +54,7 @@ pp_data_plane_choose (PpBackend * backend, guint n_ranks, gboolean local,
   if (g_str_equal (env, PP_DATA_PLANE_MPI))
     return PP_DATA_PLANE_MPI;
   if (g_str_equal (env, PP_DATA_PLANE_NCCL)) {
-    if (!have_nccl) {
+    if (pp_nccl_api_get (&no_nccl) == NULL) {
       g_propagate_prefixed_error (error, g_steal_pointer (&no_nccl),
           "%s=%s: ", PP_DATA_PLANE_ENV, env);
       return NULL;
