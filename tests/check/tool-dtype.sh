@@ -62,4 +62,21 @@ if grep -q cudaGetDeviceCount "$work/cuda.txt"; then
     || { echo "a missing CUDA module: status $status," \
            "$(cat "$work/module.txt")" >&2; exit 1; }
 fi
+# On the CPU nothing maps the CUDA libraries, in the tool, rank 0 or the
+# workers: the CUDA module is loaded only when CUDA is asked for.
+LD_DEBUG=files run "" "$work/ld.png" 2>"$work/ld-tool.txt" >/dev/null
+LD_DEBUG=files timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc \
+  num-buffers=2 ! video/x-raw,format=RGB,width=32,height=24 \
+  ! ppdiffuse ranks=2 steps=2 backend=cpu ! fakesink 2>"$work/ld-mesh.txt"
+for f in ld-tool ld-mesh; do
+  grep -q "file=libglib" "$work/$f.txt" \
+    || { echo "LD_DEBUG=files printed nothing in $f" >&2; exit 1; }
+  if grep -Eq "file=lib(cudart|cublas|cudnn|nccl|ppdiffuse-cuda)" "$work/$f.txt"
+  then
+    echo "a CPU run loaded CUDA libraries ($f):" >&2
+    grep -E "file=lib(cudart|cublas|cudnn|nccl|ppdiffuse-cuda)" "$work/$f.txt" \
+      | head -5 >&2
+    exit 1
+  fi
+done
 echo "dtype honoured; test-ops on cuda: status $status"
