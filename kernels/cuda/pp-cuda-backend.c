@@ -58,6 +58,8 @@ static void
 enter (PpCudaBackend * cu)
 {
   g_mutex_lock (&cu->lock);
+  while (cu->capturing != NULL && cu->capturing != g_thread_self ())
+    g_cond_wait (&cu->capture_done, &cu->lock);
   /* The calling thread may have another device current (several backends
    * in one process). */
   PP_CUDA_OP_TRY (cu, cudaSetDevice (cu->device));
@@ -260,8 +262,10 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
 /* CUDA graphs: the stream is captured (relaxed mode: the ops may still
  * grow a scratch buffer with cudaMalloc) while @func issues its ops, and the
  * graph is instantiated once.  The backend's lock is not held across the
- * capture (each op takes it): the caller keeps other threads off the
- * backend meanwhile (the worker's compute thread is the only user). */
+ * capture (each op takes it), but other threads wait in enter () until the
+ * capture ends: nothing of theirs may land in the graph, and a synchronize
+ * of a capturing stream (a worker's sender before an NCCL send) would
+ * break it. */
 static gpointer
 cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
     GError ** error)
@@ -275,12 +279,16 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
   enter (cu);
   ok = PP_CUDA_TRY (cudaStreamBeginCapture (cu->stream,
           cudaStreamCaptureModeRelaxed), error);
+  if (ok)
+    cu->capturing = g_thread_self ();
   leave (cu);
   if (!ok)
     return NULL;
   ok = func (data, error);
   enter (cu);
   ended = cudaStreamEndCapture (cu->stream, &graph);
+  cu->capturing = NULL;
+  g_cond_broadcast (&cu->capture_done);
   if (ok)
     ok = PP_CUDA_TRY (ended, error)
         && PP_CUDA_TRY (cudaGraphInstantiate (&exec, graph, 0), error);
@@ -425,6 +433,7 @@ create (gint device, GError ** error)
     return NULL;
   }
   g_mutex_init (&cu->lock);
+  g_cond_init (&cu->capture_done);
   cu->weights = pp_cuda_weights_new ();
   cu->be.name = "cuda";
   cu->be.device = desc;

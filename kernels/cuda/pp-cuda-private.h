@@ -37,6 +37,11 @@ typedef struct
    * two threads, and the stream, the handles and the scratch buffers are
    * shared. */
   GMutex lock;
+  /* The thread capturing the stream into a graph, NULL when none: other
+   * threads wait (capture_done) rather than enqueue into, or synchronize,
+   * a stream under capture. */
+  GThread *capturing;
+  GCond capture_done;
   cudaStream_t stream;
   cublasHandle_t cublas;
 #ifdef PP_HAVE_CUDNN
