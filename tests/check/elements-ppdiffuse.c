@@ -422,13 +422,17 @@ trace_probe (GstPad * pad, GstPadProbeInfo * info, gpointer data)
 
 GST_START_TEST (test_events_keep_order)
 {
-  GstHarness *h = make_harness (make_element (2, 2,
-          "builtin:stamp?step-ms=10"));
-  GstPad *src = gst_element_get_static_pad (h->element, "src");
   Trace t = { 0 };
+  GstHarness *h;
+  GstPad *src;
 
+  /* Made before the element's threads start: the probe runs on its src
+   * task, and that start is the hand-over ThreadSanitizer can see (the
+   * pad's own lock, through which the probe is added, it cannot). */
   g_mutex_init (&t.lock);
   t.trace = g_string_new (NULL);
+  h = make_harness (make_element (2, 2, "builtin:stamp?step-ms=10"));
+  src = gst_element_get_static_pad (h->element, "src");
   gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_BUFFER |
       GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, trace_probe, &t, NULL);
   for (guint i = 0; i < 6; i++) {
