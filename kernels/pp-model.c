@@ -165,6 +165,89 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
   return g_steal_pointer (&model);
 }
 
+/* Parameters only a new model can change. */
+static const gchar *const start_only_params[] = {
+  "dtype", "cuda-graphs", "scheduler",
+};
+
+static gboolean
+update_params (PpModel * model, const gchar * uri, gboolean commit,
+    GError ** error)
+{
+  g_autofree gchar *path = g_strdup (uri);
+  const gchar *old_query = strchr (model->uri, '?');
+  gchar *query = path != NULL ? strchr (path, '?') : NULL;
+  g_autoptr (GHashTable) params = NULL, old = NULL;
+  gdouble step_ms = 0.0;
+
+  if (query != NULL)
+    *query++ = '\0';
+  if (path == NULL || !g_str_equal (path, model->path)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "the running model is '%s'; '%s' needs a new one (change the model "
+        "in the READY or NULL state)", model->path, path ? path : "(none)");
+    return FALSE;
+  }
+  params = parse_params (query, error);
+  old = params != NULL ? parse_params (old_query ? old_query + 1 : NULL,
+      error) : NULL;
+  if (old == NULL)
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (start_only_params); i++) {
+    const gchar *key = start_only_params[i];
+    const gchar *now = g_hash_table_lookup (old, key);
+    const gchar *then = g_hash_table_lookup (params, key);
+
+    if (g_strcmp0 (now, then) != 0) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "model parameter %s=%s cannot change while the model runs (it is "
+          "%s; change it in the READY or NULL state)", key,
+          then ? then : "(default)", now ? now : "(default)");
+      return FALSE;
+    }
+    g_hash_table_remove (params, key);
+  }
+  if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
+          &step_ms, error))
+    return FALSE;
+  if (model->klass->update != NULL && !model->klass->update (model, params,
+          FALSE, error))
+    return FALSE;
+  if (g_hash_table_size (params) > 0) {
+    GList *keys = g_hash_table_get_keys (params);
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' has no live parameter '%s'", model->path,
+        (const gchar *) keys->data);
+    g_list_free (keys);
+    return FALSE;
+  }
+  if (!commit)
+    return TRUE;
+  /* Checked: now applied, from a fresh copy of the parameters. */
+  g_hash_table_unref (g_steal_pointer (&params));
+  params = parse_params (query, error);
+  for (guint i = 0; i < G_N_ELEMENTS (start_only_params); i++)
+    g_hash_table_remove (params, start_only_params[i]);
+  g_hash_table_remove (params, "step-ms");
+  if (model->klass->update != NULL && !model->klass->update (model, params,
+          TRUE, error))
+    return FALSE;
+  model->step_ms = step_ms;
+  return TRUE;
+}
+
+gboolean
+pp_model_check_update (PpModel * model, const gchar * uri, GError ** error)
+{
+  return update_params (model, uri, FALSE, error);
+}
+
+gboolean
+pp_model_update (PpModel * model, const gchar * uri, GError ** error)
+{
+  return update_params (model, uri, TRUE, error);
+}
+
 gchar *
 pp_model_uri_with_settings (const gchar * model,
     const PpPipelineSettings * settings)

@@ -33,6 +33,14 @@ struct _PpModelClass
   /* Reads the class's own parameters from @params, removing each one it
    * consumes; what remains is reported as unknown. */
   gboolean (*init) (PpModel * model, GHashTable * params, GError ** error);
+  /* Optional: the parameters a running model can change (its live
+   * settings).  Takes every live parameter of the class from @params (one
+   * left out goes back to its default).  With @commit FALSE it only checks
+   * them: it must not change the model, and may run on another thread than
+   * the one computing with it.  With @commit TRUE it applies them, all or
+   * none, and starts over whatever was derived from the old ones. */
+  gboolean (*update) (PpModel * model, GHashTable * params, gboolean commit,
+      GError ** error);
   gboolean (*step) (PpModel * model, guint step, guint n_steps,
       PpTensor * sample, GError ** error);
   /* Optional: the sample stays on the model's backend across steps.
@@ -170,6 +178,19 @@ gboolean  pp_model_steps_begin (PpModel * model, PpTensor * sample,
                                 GError ** error);
 gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,
                                 GError ** error);
+
+/* Live settings.  A running model takes a new URI when it names the same
+ * model with the same start-only parameters (dtype, cuda-graphs,
+ * scheduler): its live parameters (step-ms, and each class's own, such as
+ * strength, seed, t-index-list, prompt-embeds, kappa, lambda, mark) become
+ * those of @uri, a parameter left out going back to its default.
+ * pp_model_check_update only checks (it may run on another thread than the
+ * one computing with @model); pp_model_update applies, all or nothing.
+ * model->uri stays the URI the model started with. */
+gboolean  pp_model_check_update (PpModel * model, const gchar * uri,
+                                 GError ** error);
+gboolean  pp_model_update       (PpModel * model, const gchar * uri,
+                                 GError ** error);
 
 /* Built-in model classes. */
 extern const PpModelClass pp_model_stamp_class;

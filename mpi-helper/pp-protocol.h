@@ -12,7 +12,7 @@
 G_BEGIN_DECLS
 
 /* The handshake's protocol version: a peer of another version is refused. */
-#define PP_PROTOCOL_VERSION 4
+#define PP_PROTOCOL_VERSION 5
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum
@@ -47,6 +47,16 @@ enum
 /* The shutdown marker carries each worker's busy time back to rank 0 in
  * this F64 [W] tensor; worker rank R writes element R - 1. */
 #define PP_BUSY_TENSOR "busy_s"
+
+/* The first chunk of a cache epoch whose settings differ from the last
+ * epoch's carries the new model URI (its live parameters: strength, seed,
+ * prompt, a built-in model's parameters) in this U8 [n] tensor, the URI's
+ * bytes without a terminating NUL.  Each worker applies it just before it
+ * computes that chunk, so every step of a frame runs with the settings of
+ * one epoch. */
+#define PP_SETTINGS_TENSOR "settings"
+/* A model URI longer than this is no URI of ours. */
+#define PP_SETTINGS_MAX (64 * 1024)
 
 /* Deadlines a worker keeps on its own, before and after it has a plan
  * (whose timeout-ms bounds everything in between). */

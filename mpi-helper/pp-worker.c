@@ -271,6 +271,39 @@ step_done (guint step, gpointer data)
   pp_hooks_after_step (d->chunk->chunk_id, d->timeout_ms);
 }
 
+/* The settings @chunk carries, if any: the URI the model takes before it
+ * computes the chunk. */
+static void
+apply_settings (Worker * w, PpChunk * chunk)
+{
+  PpTensor *t = pp_chunk_get_tensor (chunk, PP_SETTINGS_TENSOR);
+  g_autofree gchar *uri = NULL;
+  GError *error = NULL;
+
+  if (t == NULL)
+    return;
+  if (t->dtype != PP_DTYPE_U8 || t->ndim != 1 || t->nbytes == 0
+      || t->nbytes > PP_SETTINGS_MAX) {
+    g_autofree gchar *got = pp_tensor_describe (t);
+    g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " carries a '%s' tensor %s; expected "
+        "U8[n], 0 < n <= %d", chunk->chunk_id, PP_SETTINGS_TENSOR, got,
+        PP_SETTINGS_MAX);
+    worker_fail (w, "settings", error);
+  }
+  uri = g_malloc0 (t->nbytes + 1);
+  if (t->backend != NULL)       /* a device payload (NCCL) */
+    pp_backend_download (t->backend, uri, t->data, t->nbytes);
+  else
+    memcpy (uri, t->data, t->nbytes);
+  if (!pp_model_update (w->model, uri, &error)) {
+    g_prefix_error (&error, "cache epoch %u (chunk %" G_GUINT64_FORMAT "): ",
+        chunk->cache_epoch, chunk->chunk_id);
+    worker_fail (w, "settings", error);
+  }
+  PP_INFO ("cache epoch %u: settings %s", chunk->cache_epoch, uri);
+}
+
 static void
 run_steps (Worker * w, PpChunk * chunk)
 {
@@ -289,6 +322,7 @@ run_steps (Worker * w, PpChunk * chunk)
   event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
       sample->nbytes);
   pp_hooks_before_steps (chunk->chunk_id);
+  apply_settings (w, chunk);
   /* A new cache epoch (and RESET, which starts one) changes what the
    * steps compute: no graph of an older one may run. */
   if (chunk->cache_epoch != w->graph_epoch

@@ -36,6 +36,7 @@
 
 #include "gstppdiffuse.h"
 #include "pp-log.h"
+#include "pp-protocol.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -374,6 +375,211 @@ gst_pp_diffuse_collector (gpointer data)
   return NULL;
 }
 
+/* A pipeline directory gets the diffusion settings as URI parameters, so
+ * that every worker sees them in the plan (and in plan_id). */
+static gchar *
+gst_pp_diffuse_model_uri (GstPpDiffuse * self, const GstPpDiffuseLive * live)
+{
+  const PpPipelineSettings settings = {
+    .prompt_embeds = live->prompt_embeds,
+    .strength = live->strength,
+    .seed = live->seed,
+    .t_index_list = live->t_index_list,
+    .dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
+        : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
+        self->dtype)->value_nick,
+    .cuda_graphs = self->cuda_graphs,
+  };
+
+  return pp_model_uri_with_settings (live->model_uri, &settings);
+}
+
+/* ---- live settings ----------------------------------------------------- */
+
+static void
+live_copy (GstPpDiffuseLive * dst, const GstPpDiffuseLive * src)
+{
+  g_free (dst->model_uri);
+  g_free (dst->prompt_embeds);
+  g_free (dst->t_index_list);
+  dst->model_uri = g_strdup (src->model_uri);
+  dst->prompt_embeds = g_strdup (src->prompt_embeds);
+  dst->t_index_list = g_strdup (src->t_index_list);
+  dst->strength = src->strength;
+  dst->seed = src->seed;
+}
+
+static void
+live_clear (GstPpDiffuseLive * live)
+{
+  g_clear_pointer (&live->model_uri, g_free);
+  g_clear_pointer (&live->prompt_embeds, g_free);
+  g_clear_pointer (&live->t_index_list, g_free);
+}
+
+static gboolean
+live_equal (const GstPpDiffuseLive * a, const GstPpDiffuseLive * b)
+{
+  return g_strcmp0 (a->model_uri, b->model_uri) == 0
+      && g_strcmp0 (a->prompt_embeds, b->prompt_embeds) == 0
+      && g_strcmp0 (a->t_index_list, b->t_index_list) == 0
+      && a->strength == b->strength && a->seed == b->seed;
+}
+
+static const gchar *const live_property_names[] = {
+  "model", "prompt-embeds", "strength", "seed", "t-index-list",
+};
+
+/* Checks the live properties as they are now against the running model:
+ * accepted, their URI waits for the chain; refused, the properties go
+ * back to what was last accepted (unless they changed again meanwhile:
+ * that change is checked next) and the application gets a warning.  The
+ * stream goes on either way.  Settings thread. */
+static void
+gst_pp_diffuse_check_settings (GstPpDiffuse * self)
+{
+  GstPpDiffuseLive snapshot = { 0 };
+  g_autofree gchar *uri = NULL;
+  GError *error = NULL;
+  gboolean same, restored = FALSE;
+
+  GST_OBJECT_LOCK (self);
+  live_copy (&snapshot, &self->settings);
+  uri = gst_pp_diffuse_model_uri (self, &snapshot);
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  same = g_strcmp0 (uri, self->next_uri ? self->next_uri
+      : self->running_uri) == 0;
+  g_mutex_unlock (&self->lock);
+  if (same) {
+    live_clear (&snapshot);
+    return;
+  }
+  if (pp_model_check_update (self->model, uri, &error)) {
+    GST_OBJECT_LOCK (self);
+    live_copy (&self->accepted, &snapshot);
+    GST_OBJECT_UNLOCK (self);
+    g_mutex_lock (&self->lock);
+    g_free (self->next_uri);
+    self->next_uri = g_steal_pointer (&uri);
+    g_mutex_unlock (&self->lock);
+    GST_INFO_OBJECT (self, "new settings accepted; they apply from the next "
+        "frame");
+    live_clear (&snapshot);
+    return;
+  }
+  GST_OBJECT_LOCK (self);
+  if (live_equal (&self->settings, &snapshot)) {
+    live_copy (&self->settings, &self->accepted);
+    restored = TRUE;
+  }
+  GST_OBJECT_UNLOCK (self);
+  GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+      ("Ignoring new settings, the stream goes on with the previous ones: "
+          "%s", error->message), ("refused model URI: %s", uri));
+  g_error_free (error);
+  live_clear (&snapshot);
+  if (restored)
+    for (guint i = 0; i < G_N_ELEMENTS (live_property_names); i++)
+      g_object_notify (G_OBJECT (self), live_property_names[i]);
+}
+
+static gpointer
+gst_pp_diffuse_settings_loop (gpointer data)
+{
+  GstPpDiffuse *self = data;
+
+  g_mutex_lock (&self->lock);
+  for (;;) {
+    while (!self->settings_stop && !self->settings_dirty)
+      g_cond_wait (&self->settings_cond, &self->lock);
+    if (self->settings_stop)
+      break;
+    self->settings_dirty = FALSE;
+    g_mutex_unlock (&self->lock);
+    gst_pp_diffuse_check_settings (self);
+    g_mutex_lock (&self->lock);
+  }
+  g_mutex_unlock (&self->lock);
+  return NULL;
+}
+
+/* A live property changed: checked off the streaming thread when a mesh
+ * runs, else simply used at the next start.  Called with the object lock
+ * held (lock order: object lock, then lock). */
+static void
+gst_pp_diffuse_settings_changed (GstPpDiffuse * self)
+{
+  g_mutex_lock (&self->lock);
+  if (self->settings_thread != NULL) {
+    self->settings_dirty = TRUE;
+    g_cond_signal (&self->settings_cond);
+  }
+  g_mutex_unlock (&self->lock);
+}
+
+/* The settings the next frame starts with, when new ones were accepted:
+ * applied to rank 0's model at this chunk boundary, with a new cache
+ * epoch.  Chain thread, before the frame is encoded. */
+static void
+gst_pp_diffuse_take_settings (GstPpDiffuse * self)
+{
+  g_autofree gchar *uri = NULL;
+  GError *error = NULL;
+
+  g_mutex_lock (&self->lock);
+  uri = g_steal_pointer (&self->next_uri);
+  g_mutex_unlock (&self->lock);
+  if (uri == NULL)
+    return;
+  if (!pp_model_update (self->model, uri, &error)) {
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+        ("Ignoring new settings, the stream goes on with the previous ones: "
+            "%s", error->message), ("model URI: %s", uri));
+    g_error_free (error);
+    return;
+  }
+  g_mutex_lock (&self->lock);
+  self->cache_epoch++;
+  GST_INFO_OBJECT (self, "cache epoch %u: settings %s", self->cache_epoch,
+      uri);
+  g_mutex_unlock (&self->lock);
+  g_free (self->running_uri);
+  self->running_uri = g_strdup (uri);
+  g_free (self->unsent_uri);
+  self->unsent_uri = g_steal_pointer (&uri);
+}
+
+/* Adds the settings not yet sent to @chunk: every worker applies them
+ * before it computes the chunk.  On the payload plane's device when the
+ * chunk travels from there.  Chain thread. */
+static gboolean
+attach_settings (GstPpDiffuse * self, PpChunk * chunk, GError ** error)
+{
+  const gint64 n = (gint64) strlen (self->unsent_uri);
+  PpBackend *device = pp_mesh_payload_backend (self->mesh);
+  g_autoptr (PpTensor) host = pp_tensor_new (PP_SETTINGS_TENSOR,
+      PP_DTYPE_U8, 1, &n, error);
+  PpTensor *dev;
+
+  if (host == NULL)
+    return FALSE;
+  memcpy (host->data, self->unsent_uri, n);
+  if (device == NULL) {
+    pp_chunk_add_tensor (chunk, g_steal_pointer (&host));
+    return TRUE;
+  }
+  dev = pp_tensor_new_on (device, PP_SETTINGS_TENSOR, PP_DTYPE_U8, 1, &n,
+      error);
+  if (dev == NULL || !pp_tensor_upload (dev, host, error)) {
+    pp_tensor_free (dev);
+    return FALSE;
+  }
+  pp_chunk_add_tensor (chunk, dev);
+  return TRUE;
+}
+
 /* ---- chain: frames into the mesh -------------------------------------- */
 
 /* The packed RGB formats we accept are one plane with R, G, B at fixed
@@ -454,7 +660,12 @@ gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
   }
   image_from_frame (&frame, &image);
   chunk = pp_chunk_pool_acquire (self->chunks);
+  /* A pooled chunk may still carry an epoch's settings. */
+  if (chunk->tensors->len > 1)
+    pp_chunk_truncate (chunk, 1);
   ok = encode_sample (self, &image, chunk, error);
+  if (ok && self->unsent_uri != NULL)
+    ok = attach_settings (self, chunk, error);
   gst_video_frame_unmap (&frame);
   if (!ok) {
     pp_chunk_free (chunk);
@@ -623,6 +834,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   self->discont_next = FALSE;
   g_mutex_unlock (&self->lock);
 
+  gst_pp_diffuse_take_settings (self);
   chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
   if (chunk == NULL) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: %s",
@@ -679,6 +891,9 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     g_error_free (error);
     return GST_FLOW_ERROR;
   }
+  /* Chunks of the mesh are never lost on the way: every worker has seen
+   * the settings once this one went out. */
+  g_clear_pointer (&self->unsent_uri, g_free);
   return GST_FLOW_OK;
 }
 
@@ -998,25 +1213,6 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 /* ---- start / stop ------------------------------------------------------ */
 
-/* A pipeline directory gets the diffusion settings as URI parameters, so
- * that every worker sees them in the plan (and in plan_id). */
-static gchar *
-gst_pp_diffuse_model_uri (GstPpDiffuse * self)
-{
-  const PpPipelineSettings settings = {
-    .prompt_embeds = self->prompt_embeds,
-    .strength = self->strength,
-    .seed = self->seed,
-    .t_index_list = self->t_index_list,
-    .dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
-        : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
-        self->dtype)->value_nick,
-    .cuda_graphs = self->cuda_graphs,
-  };
-
-  return pp_model_uri_with_settings (self->model_uri, &settings);
-}
-
 static void
 post_progress (GstPpDiffuse * self, const gchar * stage)
 {
@@ -1037,7 +1233,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   PpBackend *backend;
 
   GST_OBJECT_LOCK (self);
-  model_uri = gst_pp_diffuse_model_uri (self);
+  model_uri = gst_pp_diffuse_model_uri (self, &self->settings);
+  live_copy (&self->accepted, &self->settings);
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
   config.model = model_uri;
@@ -1123,9 +1320,37 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
    * once sent. */
   self->chunks = pp_chunk_pool_new (1);
   self->sample_width = self->sample_height = 0;
+  g_free (self->running_uri);
+  self->running_uri = g_strdup (model_uri);
+  g_clear_pointer (&self->unsent_uri, g_free);
+  g_mutex_lock (&self->lock);
+  self->settings_stop = self->settings_dirty = FALSE;
+  self->settings_thread = g_thread_new ("ppdiffuse-settings",
+      gst_pp_diffuse_settings_loop, self);
+  g_mutex_unlock (&self->lock);
   self->collector = g_thread_new ("ppdiffuse-collect",
       gst_pp_diffuse_collector, self);
   return TRUE;
+}
+
+/* Stops the settings thread; a change it had accepted but the chain had
+ * not applied is in the properties, for the next start. */
+static void
+gst_pp_diffuse_stop_settings (GstPpDiffuse * self)
+{
+  GThread *thread;
+
+  g_mutex_lock (&self->lock);
+  self->settings_stop = TRUE;
+  g_cond_signal (&self->settings_cond);
+  thread = g_steal_pointer (&self->settings_thread);
+  g_mutex_unlock (&self->lock);
+  if (thread != NULL)
+    g_thread_join (thread);
+  g_mutex_lock (&self->lock);
+  g_clear_pointer (&self->next_uri, g_free);
+  g_mutex_unlock (&self->lock);
+  g_clear_pointer (&self->unsent_uri, g_free);
 }
 
 static void
@@ -1141,6 +1366,7 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
   g_thread_join (g_steal_pointer (&self->collector));
+  gst_pp_diffuse_stop_settings (self);
 
   /* Frames still queued are lost to the stop, or to the error that
    * stopped the mesh. */
@@ -1236,7 +1462,8 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       self->max_in_flight = g_value_get_uint (value);
       break;
     case PROP_MODEL:
-      replace_string (&self->model_uri, value);
+      replace_string (&self->settings.model_uri, value);
+      gst_pp_diffuse_settings_changed (self);
       break;
     case PROP_BACKEND:
       self->backend = g_value_get_enum (value);
@@ -1263,16 +1490,20 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       replace_string (&self->dump_dir, value);
       break;
     case PROP_PROMPT_EMBEDS:
-      replace_string (&self->prompt_embeds, value);
+      replace_string (&self->settings.prompt_embeds, value);
+      gst_pp_diffuse_settings_changed (self);
       break;
     case PROP_STRENGTH:
-      self->strength = g_value_get_double (value);
+      self->settings.strength = g_value_get_double (value);
+      gst_pp_diffuse_settings_changed (self);
       break;
     case PROP_SEED:
-      self->seed = g_value_get_uint64 (value);
+      self->settings.seed = g_value_get_uint64 (value);
+      gst_pp_diffuse_settings_changed (self);
       break;
     case PROP_T_INDEX_LIST:
-      replace_string (&self->t_index_list, value);
+      replace_string (&self->settings.t_index_list, value);
+      gst_pp_diffuse_settings_changed (self);
       break;
     case PROP_WARM_UP:
       self->warm_up = g_value_get_boolean (value);
@@ -1309,7 +1540,7 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       g_value_set_uint (value, self->max_in_flight);
       break;
     case PROP_MODEL:
-      g_value_set_string (value, self->model_uri);
+      g_value_set_string (value, self->settings.model_uri);
       break;
     case PROP_BACKEND:
       g_value_set_enum (value, self->backend);
@@ -1336,16 +1567,16 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       g_value_set_string (value, self->dump_dir);
       break;
     case PROP_PROMPT_EMBEDS:
-      g_value_set_string (value, self->prompt_embeds);
+      g_value_set_string (value, self->settings.prompt_embeds);
       break;
     case PROP_STRENGTH:
-      g_value_set_double (value, self->strength);
+      g_value_set_double (value, self->settings.strength);
       break;
     case PROP_SEED:
-      g_value_set_uint64 (value, self->seed);
+      g_value_set_uint64 (value, self->settings.seed);
       break;
     case PROP_T_INDEX_LIST:
-      g_value_set_string (value, self->t_index_list);
+      g_value_set_string (value, self->settings.t_index_list);
       break;
     case PROP_WARM_UP:
       g_value_set_boolean (value, self->warm_up);
@@ -1367,13 +1598,14 @@ gst_pp_diffuse_finalize (GObject * object)
 
   items_free (&self->fifo);
   items_free (&self->spare_items);
-  g_free (self->model_uri);
+  live_clear (&self->settings);
+  live_clear (&self->accepted);
+  g_free (self->running_uri);
+  g_cond_clear (&self->settings_cond);
   g_free (self->worker);
   g_free (self->hosts);
   g_free (self->hostfile);
   g_free (self->dump_dir);
-  g_free (self->prompt_embeds);
-  g_free (self->t_index_list);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (gst_pp_diffuse_parent_class)->finalize (object);
@@ -1381,6 +1613,9 @@ gst_pp_diffuse_finalize (GObject * object)
 
 #define PARAM_FLAGS (G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | \
     GST_PARAM_MUTABLE_READY)
+/* Live settings: see gst_pp_diffuse_check_settings. */
+#define LIVE_PARAM_FLAGS (G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | \
+    GST_PARAM_MUTABLE_PLAYING)
 
 static void
 gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
@@ -1434,7 +1669,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
           "Model: builtin:anisotropic[?kappa=K&lambda=L], builtin:stamp "
           "(step-ms=M adds M milliseconds per step), or a diffusers pipeline "
           "directory (unet/, vae/ = TAESD, scheduler/)", DEFAULT_MODEL,
-          PARAM_FLAGS));
+          LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:backend:
    *
@@ -1532,7 +1767,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_string ("prompt-embeds", "Prompt embeddings",
           "File (.npy or .safetensors) of encoder hidden states [1, L, D] "
           "for a diffusers pipeline model (default: none)", NULL,
-          PARAM_FLAGS));
+          LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:strength:
    *
@@ -1542,7 +1777,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_double ("strength", "Strength",
           "img2img strength of a pipeline model, 0 < strength <= 1 "
           "(fraction of the schedule; default 0.5)", 1e-6, 1.0,
-          DEFAULT_STRENGTH, PARAM_FLAGS));
+          DEFAULT_STRENGTH, LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:seed:
    *
@@ -1551,7 +1786,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
   g_object_class_install_property (gobject_class, PROP_SEED,
       g_param_spec_uint64 ("seed", "Seed",
           "Noise seed of a pipeline model (default 0)", 0, G_MAXUINT64,
-          DEFAULT_SEED, PARAM_FLAGS));
+          DEFAULT_SEED, LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:t-index-list:
    *
@@ -1561,7 +1796,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_string ("t-index-list", "Timestep index list",
           "Comma-separated LCM timestep indices, t = 999 - 20*idx; as many "
           "as steps (default: none, the scheduler's own timesteps)", NULL,
-          PARAM_FLAGS));
+          LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:warm-up:
    *
@@ -1642,13 +1877,14 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->ranks = DEFAULT_RANKS;
   self->steps = DEFAULT_STEPS;
   self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
-  self->model_uri = g_strdup (DEFAULT_MODEL);
+  self->settings.model_uri = g_strdup (DEFAULT_MODEL);
+  g_cond_init (&self->settings_cond);
   self->backend = DEFAULT_BACKEND;
   self->dtype = DEFAULT_DTYPE;
   self->cuda_graphs = DEFAULT_CUDA_GRAPHS;
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
-  self->strength = DEFAULT_STRENGTH;
-  self->seed = DEFAULT_SEED;
+  self->settings.strength = DEFAULT_STRENGTH;
+  self->settings.seed = DEFAULT_SEED;
   self->srcresult = GST_FLOW_FLUSHING;
   self->flushing = TRUE;
 }

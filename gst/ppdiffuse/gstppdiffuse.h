@@ -59,6 +59,17 @@ typedef struct
   gboolean spare;               /* a frame's: back to the spare items */
 } GstPpDiffuseItem;
 
+/* The properties a running mesh takes at a chunk boundary: together they
+ * make the model URI every rank computes with. */
+typedef struct
+{
+  gchar *model_uri;
+  gchar *prompt_embeds;
+  gdouble strength;
+  guint64 seed;
+  gchar *t_index_list;
+} GstPpDiffuseLive;
+
 struct _GstPpDiffuse
 {
   GstElement parent;
@@ -70,7 +81,8 @@ struct _GstPpDiffuse
   guint ranks;
   guint steps;
   guint max_in_flight;
-  gchar *model_uri;
+  GstPpDiffuseLive settings;    /* as set */
+  GstPpDiffuseLive accepted;    /* as last checked and accepted */
   GstPpDiffuseBackend backend;
   GstPpDiffuseDtype dtype;
   gboolean cuda_graphs;
@@ -79,10 +91,6 @@ struct _GstPpDiffuse
   gchar *hosts;
   gchar *hostfile;
   gchar *dump_dir;
-  gchar *prompt_embeds;
-  gdouble strength;
-  guint64 seed;
-  gchar *t_index_list;
   gboolean warm_up;
   gboolean leaky;
 
@@ -96,6 +104,20 @@ struct _GstPpDiffuse
    * so that a pooled chunk's sample of that shape is encoded into. */
   gint sample_width, sample_height;
   PpTensorSpec sample_spec;
+
+  /* Live settings: a change of a live property while the mesh runs is
+   * checked on the settings thread; once accepted its model URI waits in
+   * next_uri (under lock) for the chain, which applies it to rank 0's model
+   * before the next frame, starts a new cache epoch and sends the URI with
+   * that epoch's chunks until one has gone out (unsent_uri, chain thread
+   * only). */
+  GThread *settings_thread;
+  GCond settings_cond;
+  gboolean settings_dirty;      /* under lock: a live property changed */
+  gboolean settings_stop;       /* under lock */
+  gchar *next_uri;              /* under lock */
+  gchar *running_uri;           /* chain thread: rank 0's model runs it */
+  gchar *unsent_uri;            /* chain thread */
 
   /* stream state, under lock */
   GMutex lock;

@@ -24,16 +24,40 @@ typedef struct
 } Aniso;
 
 static gboolean
+aniso_params (GHashTable * params, gdouble * kappa, gdouble * lambda,
+    GError ** error)
+{
+  *kappa = PP_ANISO_DEFAULT_KAPPA;
+  *lambda = PP_ANISO_DEFAULT_LAMBDA;
+  return pp_model_param_double (params, "kappa", 1e-3, 1e6, kappa, error)
+      && pp_model_param_double (params, "lambda", 0.0, PP_ANISO_MAX_LAMBDA,
+      lambda, error);
+}
+
+static gboolean
 aniso_init (PpModel * model, GHashTable * params, GError ** error)
 {
   Aniso *a = g_new0 (Aniso, 1);
 
-  a->kappa = PP_ANISO_DEFAULT_KAPPA;
-  a->lambda = PP_ANISO_DEFAULT_LAMBDA;
   model->priv = a;
-  return pp_model_param_double (params, "kappa", 1e-3, 1e6, &a->kappa, error)
-      && pp_model_param_double (params, "lambda", 0.0, PP_ANISO_MAX_LAMBDA,
-      &a->lambda, error);
+  return aniso_params (params, &a->kappa, &a->lambda, error);
+}
+
+/* The scratch plane carries no content: nothing to start over. */
+static gboolean
+aniso_update (PpModel * model, GHashTable * params, gboolean commit,
+    GError ** error)
+{
+  Aniso *a = model->priv;
+  gdouble kappa, lambda;
+
+  if (!aniso_params (params, &kappa, &lambda, error))
+    return FALSE;
+  if (commit) {
+    a->kappa = kappa;
+    a->lambda = lambda;
+  }
+  return TRUE;
 }
 
 static inline gfloat
@@ -100,6 +124,7 @@ aniso_finalize (PpModel * model)
 const PpModelClass pp_model_anisotropic_class = {
   .name = "anisotropic",
   .init = aniso_init,
+  .update = aniso_update,
   .step = aniso_step,
   .finalize = aniso_finalize,
 };

@@ -5,10 +5,62 @@
 
 #include <math.h>
 
+typedef struct
+{
+  guint mark;
+} Stamp;
+
+static gboolean
+stamp_params (GHashTable * params, guint * mark, GError ** error)
+{
+  gdouble value = 0.0;
+
+  if (!pp_model_param_double (params, "mark", 0.0, PP_STAMP_MARK_MAX,
+          &value, error))
+    return FALSE;
+  if (value != (guint) value) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "builtin:stamp: mark=%g is not a whole number", value);
+    return FALSE;
+  }
+  *mark = (guint) value;
+  return TRUE;
+}
+
+static gboolean
+stamp_init (PpModel * model, GHashTable * params, GError ** error)
+{
+  Stamp *s = g_new0 (Stamp, 1);
+
+  model->priv = s;
+  return stamp_params (params, &s->mark, error);
+}
+
+static gboolean
+stamp_update (PpModel * model, GHashTable * params, gboolean commit,
+    GError ** error)
+{
+  Stamp *s = model->priv;
+  guint mark;
+
+  if (!stamp_params (params, &mark, error))
+    return FALSE;
+  if (commit)
+    s->mark = mark;
+  return TRUE;
+}
+
+static void
+stamp_finalize (PpModel * model)
+{
+  g_free (model->priv);
+}
+
 static gboolean
 stamp_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
     GError ** error)
 {
+  const guint mark = ((Stamp *) model->priv)->mark;
   gint64 plane;
 
   if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4) {
@@ -24,7 +76,7 @@ stamp_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
       for (gint64 i = 0; i < plane; i++) {
         gfloat r = rintf (p[i]);
         guint v = r > 255.f ? 255u : (r >= 0.f ? (guint) r : 0u);   /* NaN → 0 */
-        p[i] = (gfloat) pp_stamp_apply (step, (guint) c, v);
+        p[i] = (gfloat) pp_stamp_apply (step, (guint) c, v, mark);
       }
     }
   }
@@ -33,5 +85,8 @@ stamp_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
 
 const PpModelClass pp_model_stamp_class = {
   .name = "stamp",
+  .init = stamp_init,
+  .update = stamp_update,
   .step = stamp_step,
+  .finalize = stamp_finalize,
 };

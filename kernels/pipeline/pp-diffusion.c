@@ -74,6 +74,7 @@ typedef struct
   PpBackend *be;
   PpDType dtype;                /* of the weights on be */
   gint frame_align;             /* frame sides are resized to multiples */
+  PpScheduleKind kind;          /* fixed at start: live checks read it */
   gchar *prompt_embeds_path;
   gdouble strength;
   guint64 seed;
@@ -291,53 +292,145 @@ read_frame_align (const gchar * dir, gint * align, GError ** error)
   return TRUE;
 }
 
-static gboolean
-diffusion_init (PpModel * model, GHashTable * params, GError ** error)
+/* The live settings of a pipeline model, as parsed from its parameters. */
+typedef struct
 {
-  Diffusion *d = g_new0 (Diffusion, 1);
-  g_autofree gchar *seed_text = NULL, *list_text = NULL, *scheduler = NULL,
-      *dtype_text = NULL;
-  PpScheduleKind kind;
+  gchar *prompt_embeds_path;
+  gdouble strength;
+  guint64 seed;
+  GArray *t_index_list;         /* guint, or NULL */
+  PpSchedule *schedule;
+  PpTensor *context;            /* host [1, L, D], or NULL: not loaded */
+} Settings;
 
-  model->priv = d;
-  d->be = model->backend;
-  d->strength = DEFAULT_STRENGTH;
-  if (!g_file_test (model->path, G_FILE_TEST_IS_DIR)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "model '%s' is neither builtin:stamp, builtin:anisotropic nor a "
-        "diffusers pipeline directory", model->path);
+static void
+settings_clear (Settings * s)
+{
+  g_clear_pointer (&s->prompt_embeds_path, g_free);
+  g_clear_pointer (&s->t_index_list, g_array_unref);
+  g_clear_pointer (&s->schedule, pp_schedule_free);
+  g_clear_pointer (&s->context, pp_tensor_free);
+}
+
+/* The UNet's cross_attention_dim as its config.json says, for checking a
+ * prompt's embeddings where no UNet is loaded (rank 0). */
+static gboolean
+read_cross_dim (const gchar * dir, guint * dim, GError ** error)
+{
+  g_autofree gchar *path = g_build_filename (dir, "unet", "config.json",
+      NULL);
+  PpConfig *cfg = pp_config_load (path, error);
+  gint64 v = 0;
+  gboolean ok;
+
+  if (cfg == NULL)
     return FALSE;
-  }
-  pp_model_param_string (params, "prompt-embeds", &d->prompt_embeds_path);
+  ok = pp_config_require_int (cfg, "cross_attention_dim", &v, error);
+  pp_config_free (cfg);
+  *dim = (guint) v;
+  return ok;
+}
+
+/* Takes the live parameters from @params into @s: strength, seed,
+ * t-index-list and prompt-embeds, the schedule they make, and with
+ * @cross_dim > 0 the prompt's embeddings, loaded and checked. */
+static gboolean
+settings_parse (PpModel * model, GHashTable * params, PpScheduleKind kind,
+    guint cross_dim, Settings * s, GError ** error)
+{
+  g_autofree gchar *seed_text = NULL, *list_text = NULL;
+
+  s->strength = DEFAULT_STRENGTH;
+  pp_model_param_string (params, "prompt-embeds", &s->prompt_embeds_path);
   pp_model_param_string (params, "seed", &seed_text);
   pp_model_param_string (params, "t-index-list", &list_text);
-  pp_model_param_string (params, "scheduler", &scheduler);
-  pp_model_param_string (params, "dtype", &dtype_text);
-  d->dtype = d->be->default_weight_dtype;
-  if (dtype_text != NULL && !pp_dtype_parse_weights (dtype_text, &d->dtype,
-          error))
-    return FALSE;
-  if (!pp_model_param_double (params, "strength", 1e-6, 1.0, &d->strength,
+  if (!pp_model_param_double (params, "strength", 1e-6, 1.0, &s->strength,
           error))
     return FALSE;
   if (seed_text != NULL) {
     gchar *end = NULL;
-    d->seed = g_ascii_strtoull (seed_text, &end, 10);
+    s->seed = g_ascii_strtoull (seed_text, &end, 10);
     if (end == seed_text || *end != '\0') {
       g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
           "seed=%s is not a non-negative integer", seed_text);
       return FALSE;
     }
   }
-  if (list_text != NULL && !parse_index_list (list_text, &d->t_index_list,
+  if (list_text != NULL && !parse_index_list (list_text, &s->t_index_list,
+          error))
+    return FALSE;
+  s->schedule = pp_schedule_new (kind, model->n_steps, s->strength,
+      s->t_index_list, error);
+  if (s->schedule == NULL)
+    return FALSE;
+  if (cross_dim == 0)
+    return TRUE;
+  if (s->prompt_embeds_path == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' needs prompt-embeds (a .npy or .safetensors file of "
+        "encoder hidden states)", model->path);
+    return FALSE;
+  }
+  s->context = load_context (s->prompt_embeds_path, cross_dim, error);
+  return s->context != NULL;
+}
+
+/* Makes @s the model's settings (taking what it holds).  A prompt goes to
+ * the device; what was derived from the old seed and schedule (the noise
+ * of every size, the step buffers) starts over at the next frame. */
+static gboolean
+settings_apply (Diffusion * d, PpModel * model, Settings * s, GError ** error)
+{
+  if (s->context != NULL) {
+    PpTensor *context = pp_tensor_new_on (d->be, "context", PP_DTYPE_F32,
+        s->context->ndim, s->context->shape, error);
+
+    if (context == NULL || !pp_tensor_upload (context, s->context, error)) {
+      pp_tensor_free (context);
+      return FALSE;
+    }
+    g_clear_pointer (&d->context, pp_tensor_free);
+    d->context = context;
+  }
+  g_free (d->prompt_embeds_path);
+  d->prompt_embeds_path = g_steal_pointer (&s->prompt_embeds_path);
+  d->strength = s->strength;
+  d->seed = s->seed;
+  g_clear_pointer (&d->t_index_list, g_array_unref);
+  d->t_index_list = g_steal_pointer (&s->t_index_list);
+  g_clear_pointer (&d->schedule, pp_schedule_free);
+  d->schedule = g_steal_pointer (&s->schedule);
+  encode_buffers_clear (&d->enc);
+  step_buffers_clear (&d->steps, model->n_steps);
+  return TRUE;
+}
+
+static gboolean
+diffusion_init (PpModel * model, GHashTable * params, GError ** error)
+{
+  Diffusion *d = g_new0 (Diffusion, 1);
+  g_autofree gchar *scheduler = NULL, *dtype_text = NULL;
+  Settings settings = { 0 };
+  PpScheduleKind kind;
+  gboolean ok;
+
+  model->priv = d;
+  d->be = model->backend;
+  if (!g_file_test (model->path, G_FILE_TEST_IS_DIR)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' is neither builtin:stamp, builtin:anisotropic nor a "
+        "diffusers pipeline directory", model->path);
+    return FALSE;
+  }
+  pp_model_param_string (params, "scheduler", &scheduler);
+  pp_model_param_string (params, "dtype", &dtype_text);
+  d->dtype = d->be->default_weight_dtype;
+  if (dtype_text != NULL && !pp_dtype_parse_weights (dtype_text, &d->dtype,
           error))
     return FALSE;
   if (!scheduler_kind (model->path, scheduler, &kind, error))
     return FALSE;
-  d->schedule = pp_schedule_new (kind, model->n_steps, d->strength,
-      d->t_index_list, error);
-  if (d->schedule == NULL)
-    return FALSE;
+  d->kind = kind;
 
   if (model->roles & PP_MODEL_ROLE_IMAGE) {
     g_autofree gchar *vae_dir = g_build_filename (model->path, "vae", NULL);
@@ -349,27 +442,41 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   }
   if (model->roles & PP_MODEL_ROLE_STEPS) {
     g_autofree gchar *unet_dir = g_build_filename (model->path, "unet", NULL);
-    if (d->prompt_embeds_path == NULL) {
-      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-          "model '%s' needs prompt-embeds (a .npy or .safetensors file of "
-          "encoder hidden states)", model->path);
-      return FALSE;
-    }
-    g_autoptr (PpTensor) context = NULL;
 
     d->unet = pp_unet_load (unet_dir, d->be, d->dtype, error);
     if (d->unet == NULL)
       return FALSE;
-    context = load_context (d->prompt_embeds_path,
-        pp_unet_cross_attention_dim (d->unet), error);
-    if (context == NULL)
-      return FALSE;
-    d->context = pp_tensor_new_on (d->be, "context", PP_DTYPE_F32,
-        context->ndim, context->shape, error);
-    if (d->context == NULL || !pp_tensor_upload (d->context, context, error))
-      return FALSE;
   }
-  return TRUE;
+  /* The prompt is loaded where the UNet needs it. */
+  ok = settings_parse (model, params, kind, d->unet != NULL
+      ? pp_unet_cross_attention_dim (d->unet) : 0, &settings, error)
+      && settings_apply (d, model, &settings, error);
+  settings_clear (&settings);
+  return ok;
+}
+
+/* Checking loads a prompt wherever the model runs, so that a bad file is
+ * refused before any rank switches to it; applying loads it only where
+ * the UNet needs it. */
+static gboolean
+diffusion_update (PpModel * model, GHashTable * params, gboolean commit,
+    GError ** error)
+{
+  Diffusion *d = model->priv;
+  Settings settings = { 0 };
+  guint cross_dim = 0;
+  gboolean ok;
+
+  if (d->unet != NULL)
+    cross_dim = pp_unet_cross_attention_dim (d->unet);
+  else if (!commit && !read_cross_dim (model->path, &cross_dim, error))
+    return FALSE;
+  ok = settings_parse (model, params, d->kind, cross_dim,
+      &settings, error);
+  if (ok && commit)
+    ok = settings_apply (d, model, &settings, error);
+  settings_clear (&settings);
+  return ok;
 }
 
 /* Device buffers for frames of @image's size (new ones when it changed). */
@@ -673,6 +780,7 @@ diffusion_weights_digest (PpModel * model)
 const PpModelClass pp_model_diffusion_class = {
   .name = "diffusion",
   .init = diffusion_init,
+  .update = diffusion_update,
   .step = diffusion_step,
   .steps_begin = diffusion_steps_begin,
   .steps_end = diffusion_steps_end,

@@ -166,6 +166,94 @@ tensors_equal (const PpTensor * a, const PpTensor * b)
   return a->nbytes == b->nbytes && memcmp (a->data, b->data, a->nbytes) == 0;
 }
 
+/* One step of @m on all_values: the value at channel 0, position 0. */
+static gfloat
+first_value_after_step (PpModel * m)
+{
+  g_autoptr (PpTensor) t = all_values ();
+  const guint step0[] = { 0 };
+
+  run_steps (m, step0, 1, 4, t);
+  return *px (t, 0, 0, 0);
+}
+
+/* Live settings: a check changes nothing, an update changes the map; a
+ * parameter left out goes back to its default; start-only parameters,
+ * another model and unknown or out-of-range values are refused, leaving
+ * the model as it was. */
+static void
+test_update (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp?mark=5");
+  const gfloat v0 = (gfloat) ((ref_stamp (0, 0, 0) + 5) % 256);
+  const struct
+  {
+    const gchar *uri;
+    const gchar *needle;
+  } bad[] = {
+    {"builtin:stamp?mark=256", "mark"},
+    {"builtin:stamp?mark=1.5", "whole number"},
+    {"builtin:stamp?bogus=1", "no live parameter 'bogus'"},
+    {"builtin:stamp?cuda-graphs=1", "cannot change while the model runs"},
+    {"builtin:anisotropic", "needs a new one"},
+    {"builtin:stamp?mark", "key=value"},
+  };
+
+  g_assert_cmpfloat (first_value_after_step (m), ==, v0);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_false (pp_model_check_update (m, bad[i].uri, &error));
+    g_assert_nonnull (strstr (error->message, bad[i].needle));
+    g_clear_error (&error);
+    g_assert_false (pp_model_update (m, bad[i].uri, &error));
+    g_assert_nonnull (error);
+    g_assert_cmpfloat (first_value_after_step (m), ==, v0);
+  }
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_true (pp_model_check_update (m, "builtin:stamp?mark=9", &error));
+    g_assert_cmpfloat (first_value_after_step (m), ==, v0);
+    g_assert_true (pp_model_update (m, "builtin:stamp?mark=9&step-ms=1",
+            &error));
+    g_assert_no_error (error);
+    g_assert_cmpfloat (m->step_ms, ==, 1.0);
+    g_assert_cmpfloat (first_value_after_step (m), ==,
+        (gfloat) ((ref_stamp (0, 0, 0) + 9) % 256));
+    g_assert_true (pp_model_update (m, "builtin:stamp", &error));
+    g_assert_cmpfloat (m->step_ms, ==, 0.0);
+    g_assert_cmpfloat (first_value_after_step (m), ==,
+        (gfloat) ref_stamp (0, 0, 0));
+  }
+}
+
+/* The anisotropic model's kappa and lambda are live: an update gives what
+ * a model started with them gives. */
+static void
+test_update_anisotropic (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:anisotropic");
+  g_autoptr (PpModel) fresh = model_new ("builtin:anisotropic?kappa=3&"
+      "lambda=0.1");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpTensor) a = all_values ();
+  g_autoptr (PpTensor) b = all_values ();
+  g_autoptr (PpTensor) c = all_values ();
+  const guint step0[] = { 0 };
+
+  run_steps (m, step0, 1, 4, a);
+  g_assert_false (pp_model_update (m, "builtin:anisotropic?lambda=0.3",
+          &error));
+  g_clear_error (&error);
+  g_assert_true (pp_model_update (m, "builtin:anisotropic?kappa=3&"
+          "lambda=0.1", &error));
+  run_steps (m, step0, 1, 4, b);
+  run_steps (fresh, step0, 1, 4, c);
+  g_assert_false (tensors_equal (a, b));
+  g_assert_true (tensors_equal (b, c));
+}
+
 static void
 test_stamp_order (void)
 {
@@ -571,6 +659,8 @@ main (int argc, char **argv)
   g_test_add_func ("/models/stamp/order", test_stamp_order);
   g_test_add_func ("/models/stamp/bijection", test_stamp_bijection);
   g_test_add_func ("/models/step/errors", test_step_errors);
+  g_test_add_func ("/models/update/stamp", test_update);
+  g_test_add_func ("/models/update/anisotropic", test_update_anisotropic);
   g_test_add_func ("/models/step/step-ms", test_step_ms);
   g_test_add_func ("/models/anisotropic/constant", test_aniso_constant);
   g_test_add_func ("/models/anisotropic/noise", test_aniso_noise);

@@ -1,0 +1,534 @@
+/* ppdiffuse — settings changed while playing: each frame computed with the
+ * settings of one cache epoch, and once a frame of new settings is out no
+ * frame of older ones follows; a bad change keeps the stream going; a caps
+ * change with frames in flight.  Real worker meshes (MPI_Comm_spawn). */
+#include <gst/check/gstcheck.h>
+#include <gst/check/gstharness.h>
+#include <gst/video/video.h>
+#include <glib/gstdio.h>
+
+#include <string.h>
+
+#include "pp-check-util.h"
+
+#define FPS 25
+#define FRAME_DURATION (GST_SECOND / FPS)
+/* Bound of every wait for a bus message. */
+#define MESSAGE_TIMEOUT_MS 5000
+/* Long enough for the settings thread to check a change. */
+#define SETTLE_US (300 * G_TIME_SPAN_MILLISECOND)
+#define STAMP_MARKS 3
+#define STAMP_FRAMES 36
+#define STAMP_STEPS 4
+
+/* ---- frames of any size ------------------------------------------------ */
+
+static guint8
+pattern (guint index, guint x, guint y, guint c)
+{
+  return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
+}
+
+/* An RGBA frame @index of @w x @h: its own pattern in RGB, 255 - index in
+ * alpha. */
+static GstBuffer *
+make_rgba (guint index, guint w, guint h)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, w * h * 4, NULL);
+  GstMapInfo map;
+
+  gst_buffer_map (buf, &map, GST_MAP_WRITE);
+  for (guint y = 0; y < h; y++)
+    for (guint x = 0; x < w; x++)
+      for (guint c = 0; c < 4; c++)
+        map.data[(y * w + x) * 4 + c] = c < 3 ? pattern (index, x, y, c)
+            : (guint8) (255 - index);
+  gst_buffer_unmap (buf, &map);
+  GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
+  GST_BUFFER_DURATION (buf) = FRAME_DURATION;
+  return buf;
+}
+
+/* The stamp model's step k with mark m, written out again here (not
+ * shared with the implementation): v <- (a(k) v + b(k, c) + m) mod 256. */
+static guint
+stamp (guint k, guint c, guint v, guint mark)
+{
+  guint a = 2 * (k % 128) + 3;
+  guint b = (37 * k + 101 * c + 11) % 256;
+  return (a * v + b + mark) % 256;
+}
+
+/* TRUE when @out is RGBA frame @index of @w x @h after @n_steps stamp
+ * steps with @mark, alpha untouched. */
+static gboolean
+is_stamped (GstBuffer * out, guint index, guint w, guint h, guint n_steps,
+    guint mark)
+{
+  GstMapInfo map;
+  gboolean same = TRUE;
+
+  gst_buffer_map (out, &map, GST_MAP_READ);
+  if (map.size != w * h * 4)
+    same = FALSE;
+  for (guint y = 0; same && y < h; y++)
+    for (guint x = 0; same && x < w; x++)
+      for (guint c = 0; same && c < 4; c++) {
+        guint v = c < 3 ? pattern (index, x, y, c) : 255 - index;
+        for (guint k = 0; c < 3 && k < n_steps; k++)
+          v = stamp (k, c, v, mark);
+        same = map.data[(y * w + x) * 4 + c] == v;
+      }
+  gst_buffer_unmap (out, &map);
+  return same;
+}
+
+static GstElement *
+make_element (guint ranks, guint steps, const gchar * model)
+{
+  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
+
+  fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
+  g_object_set (e, "ranks", ranks, "steps", steps, "model", model, NULL);
+  return e;
+}
+
+static GstHarness *
+make_harness (GstElement * element, const gchar * format, guint w, guint h)
+{
+  GstHarness *h_ = gst_harness_new_with_element (element, "sink", "src");
+  g_autofree gchar *caps = g_strdup_printf ("video/x-raw,format=%s,"
+      "width=%u,height=%u,framerate=%u/1", format, w, h, FPS);
+
+  gst_harness_set_src_caps_str (h_, caps);
+  return h_;
+}
+
+static gchar *
+model_uri (guint mark)
+{
+  return g_strdup_printf ("builtin:stamp?step-ms=5&mark=%u", mark);
+}
+
+/* Stops the element and checks that no worker is left. */
+static void
+stop (GstHarness * h)
+{
+  fail_unless_equals_int (gst_element_set_state (h->element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
+      0);
+  gst_harness_teardown (h);
+}
+
+/* Pops the first WARNING message from @bus within @timeout_ms. */
+static GstMessage *
+pop_warning (GstBus * bus, guint timeout_ms)
+{
+  return gst_bus_timed_pop_filtered (bus, timeout_ms * GST_MSECOND,
+      GST_MESSAGE_WARNING);
+}
+
+/* ---- zero stale frames --------------------------------------------------- */
+
+/* The stamp model's mark changes twice while frames are in flight: every
+ * frame out is stamped with exactly one mark, the marks only go forward,
+ * the last frames carry the last one, and the workers are the same
+ * processes throughout (no respawn). */
+GST_START_TEST (test_stamp_mark_changes_in_lockstep)
+{
+  const guint marks[STAMP_MARKS] = { 0, 7, 200 };
+  const guint switch_at[STAMP_MARKS] = { 0, 10, 22 };
+  g_autofree gchar *first = model_uri (marks[0]);
+  GstElement *element = make_element (2, STAMP_STEPS, first);
+  GstHarness *h;
+  GArray *pids_before = NULL, *pids_after;
+  guint seen = 0, first_of[STAMP_MARKS] = { 0 };
+
+  g_object_set (element, "max-in-flight", 4, NULL);
+  h = make_harness (element, "RGBA", 32, 24);
+  for (guint i = 0; i < STAMP_FRAMES; i++) {
+    for (guint m = 1; m < STAMP_MARKS; m++)
+      if (i == switch_at[m]) {
+        g_autofree gchar *uri = model_uri (marks[m]);
+        g_object_set (element, "model", uri, NULL);
+      }
+    fail_unless_equals_int (gst_harness_push (h, make_rgba (i, 32, 24)),
+        GST_FLOW_OK);
+    if (i == 1)
+      pids_before = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  }
+  for (guint i = 0; i < STAMP_FRAMES; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    guint m;
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (out), i * FRAME_DURATION);
+    for (m = 0; m < STAMP_MARKS; m++)
+      if (is_stamped (out, i, 32, 24, STAMP_STEPS, marks[m]))
+        break;
+    fail_unless (m < STAMP_MARKS, "frame %u is stamped with no single mark "
+        "of the settings it could have: a mix of settings", i);
+    fail_unless (m >= seen, "frame %u carries mark %u after a frame of mark "
+        "%u was out: a stale frame", i, marks[m], marks[seen]);
+    fail_unless (i >= switch_at[m], "frame %u carries mark %u, set only "
+        "before frame %u", i, marks[m], switch_at[m]);
+    if (m > seen || i == 0)
+      first_of[m] = i;
+    seen = m;
+    gst_buffer_unref (out);
+  }
+  fail_unless_equals_int (seen, STAMP_MARKS - 1);
+  GST_INFO ("marks switched at frames %u and %u", first_of[1], first_of[2]);
+  pids_after = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (pids_after->len, pids_before->len);
+  fail_unless (memcmp (pids_after->data, pids_before->data,
+          pids_after->len * sizeof (gint)) == 0,
+      "the workers were respawned for a change of settings");
+  g_array_unref (pids_before);
+  g_array_unref (pids_after);
+  stop (h);
+}
+
+GST_END_TEST;
+
+/* ---- a bad change keeps the stream going ------------------------------- */
+
+GST_START_TEST (test_bad_change_keeps_stream)
+{
+  const gchar *const bad[] = {
+    "builtin:stamp?step-ms=5&mark=999",
+    "builtin:anisotropic",
+    "builtin:stamp?step-ms=5&cuda-graphs=1",
+    "builtin:stamp?step-ms=5&bogus=1",
+  };
+  const gchar *const needles[] = {
+    "mark", "needs a new one", "cannot change while the model runs",
+    "no live parameter 'bogus'",
+  };
+  g_autofree gchar *good = model_uri (3);
+  GstElement *element = make_element (2, 2, good);
+  GstHarness *h = make_harness (element, "RGBA", 16, 8);
+  GstBus *bus = gst_bus_new ();
+  guint n = 0;
+
+  gst_element_set_bus (element, bus);
+  for (guint b = 0; b < G_N_ELEMENTS (bad); b++) {
+    GstMessage *msg;
+    GError *gerror = NULL;
+    gchar *now = NULL;
+
+    fail_unless_equals_int (gst_harness_push (h, make_rgba (n++, 16, 8)),
+        GST_FLOW_OK);
+    g_object_set (element, "model", bad[b], NULL);
+    msg = pop_warning (bus, MESSAGE_TIMEOUT_MS);
+    fail_unless (msg != NULL, "no warning for model=%s", bad[b]);
+    gst_message_parse_warning (msg, &gerror, NULL);
+    fail_unless (strstr (gerror->message, needles[b]) != NULL,
+        "the warning for model=%s does not say '%s': %s", bad[b], needles[b],
+        gerror->message);
+    g_error_free (gerror);
+    gst_message_unref (msg);
+    /* The property went back to what runs. */
+    g_object_get (element, "model", &now, NULL);
+    fail_unless_equals_string (now, good);
+    g_free (now);
+    fail_unless_equals_int (gst_harness_push (h, make_rgba (n++, 16, 8)),
+        GST_FLOW_OK);
+  }
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    fail_unless (is_stamped (out, i, 16, 8, 2, 3), "frame %u was not "
+        "computed with the settings that run", i);
+    gst_buffer_unref (out);
+  }
+  fail_unless (gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR) == NULL);
+  gst_element_set_bus (element, NULL);
+  gst_object_unref (bus);
+  stop (h);
+}
+
+GST_END_TEST;
+
+/* ---- caps change with frames in flight --------------------------------- */
+
+/* Frames of one size in flight when caps of another arrive: each comes
+ * out at its own size with its own steps, the same mesh throughout. */
+GST_START_TEST (test_caps_change_in_flight)
+{
+  const guint sizes[][2] = { {32, 24}, {20, 12}, {32, 24} };
+  const guint per_size = 5;
+  GstElement *element = make_element (2, 3, "builtin:stamp?step-ms=10");
+  GstHarness *h = make_harness (element, "RGBA", 32, 24);
+  guint n = 0;
+
+  g_object_set (element, "max-in-flight", 6, NULL);
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    g_autofree gchar *caps = g_strdup_printf ("video/x-raw,format=RGBA,"
+        "width=%u,height=%u,framerate=%u/1", sizes[s][0], sizes[s][1], FPS);
+
+    if (s > 0)
+      gst_harness_set_src_caps_str (h, caps);
+    for (guint i = 0; i < per_size; i++, n++)
+      fail_unless_equals_int (gst_harness_push (h, make_rgba (n, sizes[s][0],
+                  sizes[s][1])), GST_FLOW_OK);
+  }
+  n = 0;
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+    for (guint i = 0; i < per_size; i++, n++) {
+      GstBuffer *out = gst_harness_pull (h);
+
+      fail_unless (out != NULL, "frame %u did not come out", n);
+      fail_unless (is_stamped (out, n, sizes[s][0], sizes[s][1], 3, 0),
+          "frame %u (%ux%u) is not its own frame after 3 steps", n,
+          sizes[s][0], sizes[s][1]);
+      gst_buffer_unref (out);
+    }
+  stop (h);
+}
+
+GST_END_TEST;
+
+/* ---- a pipeline model: strength while playing, against the tool -------- */
+
+#define TINY_W 48
+#define TINY_H 32
+#define TINY_STEPS 2
+#define TINY_FRAMES 8
+#define TINY_SWITCH 3
+
+static gchar *tiny_dir;
+
+static gchar *
+tiny_path (const gchar * name)
+{
+  return g_build_filename (tiny_dir, name, NULL);
+}
+
+static void
+run_tool (const gchar * const *argv)
+{
+  gchar *err = NULL;
+  gint status = -1;
+
+  fail_unless (g_spawn_sync (NULL, (gchar **) argv, NULL,
+          G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err, &status, NULL));
+  fail_unless (g_spawn_check_wait_status (status, NULL), "%s %s: %s",
+      argv[0], argv[1], err);
+  g_free (err);
+}
+
+static void
+tiny_setup (void)
+{
+  const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
+  g_autofree gchar *model = NULL;
+
+  fail_unless (tool != NULL, "PPDIFFUSE_TOOL must name ppdiffuse-tool");
+  tiny_dir = g_dir_make_tmp ("ppdiffuse-live-XXXXXX", NULL);
+  fail_unless (tiny_dir != NULL);
+  model = tiny_path ("model");
+  {
+    const gchar *argv[] = { tool, "make-tiny", "--kind", "turbo", "--out",
+      model, "--seed", "2", NULL
+    };
+    run_tool (argv);
+  }
+}
+
+static void
+remove_tree (const gchar * path)
+{
+  GDir *dir = g_dir_open (path, 0, NULL);
+  const gchar *name;
+
+  if (dir != NULL) {
+    while ((name = g_dir_read_name (dir)) != NULL) {
+      g_autofree gchar *child = g_build_filename (path, name, NULL);
+      remove_tree (child);
+    }
+    g_dir_close (dir);
+  }
+  g_remove (path);
+}
+
+static void
+tiny_teardown (void)
+{
+  remove_tree (tiny_dir);
+  g_clear_pointer (&tiny_dir, g_free);
+}
+
+static GstBuffer *
+make_rgb (guint index)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, TINY_W * TINY_H * 3, NULL);
+  GstMapInfo map;
+
+  gst_buffer_map (buf, &map, GST_MAP_WRITE);
+  for (guint y = 0; y < TINY_H; y++)
+    for (guint x = 0; x < TINY_W; x++)
+      for (guint c = 0; c < 3; c++)
+        map.data[(y * TINY_W + x) * 3 + c] = pattern (index, x, y, c);
+  gst_buffer_unmap (buf, &map);
+  GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
+  GST_BUFFER_DURATION (buf) = FRAME_DURATION;
+  return buf;
+}
+
+#define RGB_CAPS "video/x-raw,format=RGB,width=48,height=32,framerate=25/1"
+
+static void
+write_png (GstBuffer * rgb, const gchar * path)
+{
+  GstHarness *h = gst_harness_new ("pngenc");
+  GstBuffer *png;
+  GstMapInfo map;
+
+  gst_harness_set_src_caps_str (h, RGB_CAPS);
+  png = gst_harness_push_and_pull (h, gst_buffer_ref (rgb));
+  fail_unless (png != NULL);
+  gst_buffer_map (png, &map, GST_MAP_READ);
+  fail_unless (g_file_set_contents (path, (const gchar *) map.data, map.size,
+          NULL));
+  gst_buffer_unmap (png, &map);
+  gst_buffer_unref (png);
+  gst_harness_teardown (h);
+}
+
+static GstBuffer *
+read_png (const gchar * path)
+{
+  GstHarness *h = gst_harness_new_parse ("pngdec ! videoconvert");
+  gchar *data = NULL;
+  gsize len = 0;
+  GstBuffer *rgb;
+
+  fail_unless (g_file_get_contents (path, &data, &len, NULL), "%s", path);
+  gst_harness_set_src_caps_str (h, "image/png,width=48,height=32,"
+      "framerate=0/1,parsed=(boolean)true");
+  gst_harness_set_sink_caps_str (h, "video/x-raw,format=RGB,width=48,"
+      "height=32");
+  fail_unless_equals_int (gst_harness_push (h, gst_buffer_new_wrapped (data,
+              len)), GST_FLOW_OK);
+  /* EOS drains a decoder that waits for more data. */
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  rgb = gst_harness_pull (h);
+  fail_unless (rgb != NULL, "%s did not decode", path);
+  gst_harness_teardown (h);
+  return rgb;
+}
+
+static gboolean
+same_bytes (GstBuffer * a, GstBuffer * b)
+{
+  GstMapInfo map;
+  gboolean same;
+
+  gst_buffer_map (a, &map, GST_MAP_READ);
+  same = gst_buffer_get_size (b) == map.size
+      && gst_buffer_memcmp (b, 0, map.data, map.size) == 0;
+  gst_buffer_unmap (a, &map);
+  return same;
+}
+
+/* ppdiffuse-tool img2img of input @index with @strength. */
+static GstBuffer *
+tool_frame (guint index, const gchar * strength)
+{
+  const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = g_build_filename (model, "prompt_embeds.npy",
+      NULL);
+  g_autofree gchar *in = g_strdup_printf ("%s/in-%u.png", tiny_dir, index);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-%u-%s.png", tiny_dir,
+      index, strength);
+  const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
+    "--out", out, "--prompt-embeds", embeds, "--steps",
+    G_STRINGIFY (TINY_STEPS), "--strength", strength, "--seed", "4", NULL
+  };
+
+  if (!g_file_test (in, G_FILE_TEST_EXISTS)) {
+    GstBuffer *rgb = make_rgb (index);
+    write_png (rgb, in);
+    gst_buffer_unref (rgb);
+  }
+  run_tool (argv);
+  return read_png (out);
+}
+
+/* strength changes while frames are in flight: every frame out equals the
+ * tool's img2img of its input with the old or with the new strength, and
+ * after the first new one no old one follows. */
+GST_START_TEST (test_strength_changes_against_tool)
+{
+  const gchar *old_s = "0.5", *new_s = "0.9";
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = g_build_filename (model, "prompt_embeds.npy",
+      NULL);
+  GstElement *element = make_element (2, TINY_STEPS, model);
+  GstHarness *h;
+  gboolean switched = FALSE;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", g_ascii_strtod (old_s, NULL), "max-in-flight", 3, NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint i = 0; i < TINY_FRAMES; i++) {
+    if (i == TINY_SWITCH) {
+      g_object_set (element, "strength", g_ascii_strtod (new_s, NULL), NULL);
+      g_usleep (SETTLE_US);
+    }
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+  }
+  for (guint i = 0; i < TINY_FRAMES; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    GstBuffer *old_ref = tool_frame (i, old_s);
+    GstBuffer *new_ref = tool_frame (i, new_s);
+    gboolean is_old = same_bytes (out, old_ref);
+    gboolean is_new = same_bytes (out, new_ref);
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    fail_if (same_bytes (old_ref, new_ref), "strength changes nothing");
+    fail_unless (is_old || is_new, "frame %u equals the tool's with neither "
+        "the old nor the new strength", i);
+    fail_unless (!(switched && is_old), "frame %u has the old strength after "
+        "a frame with the new one: a stale frame", i);
+    fail_unless (!is_new || i >= TINY_SWITCH, "frame %u has the new strength "
+        "set only before frame %u", i, TINY_SWITCH);
+    switched = switched || is_new;
+    gst_buffer_unref (out);
+    gst_buffer_unref (old_ref);
+    gst_buffer_unref (new_ref);
+  }
+  fail_unless (switched, "no frame came out with the new strength");
+  stop (h);
+}
+
+GST_END_TEST;
+
+static Suite *
+live_settings_suite (void)
+{
+  Suite *s = suite_create ("ppdiffuse-live-settings");
+  TCase *tc = tcase_create ("stamp");
+
+  tcase_add_test (tc, test_stamp_mark_changes_in_lockstep);
+  tcase_add_test (tc, test_bad_change_keeps_stream);
+  tcase_add_test (tc, test_caps_change_in_flight);
+  suite_add_tcase (s, tc);
+  tc = tcase_create ("pipeline");
+  tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
+  tcase_add_test (tc, test_strength_changes_against_tool);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (int argc, char **argv)
+{
+  gst_check_init (&argc, &argv);
+  pp_check_run_and_exit (live_settings_suite (), "ppdiffuse-live-settings",
+      __FILE__);
+}
