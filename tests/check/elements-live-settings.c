@@ -291,6 +291,158 @@ GST_START_TEST (test_caps_change_in_flight)
 
 GST_END_TEST;
 
+/* ---- stress: frames, settings, flushes and caps at once ---------------- */
+
+#define STRESS_SECONDS 3
+#define STRESS_SETTINGS_SLEEP_US 3000
+#define STRESS_FLUSH_SLEEP_US 150000
+#define STRESS_CAPS_SLEEP_US 40000
+#define STRESS_PUSH_SLEEP_US 500
+
+/* Two sizes of the same byte count: the stress buffer fits either. */
+static const gchar *const stress_caps_strs[] = {
+  "video/x-raw,format=RGBA,width=32,height=24,framerate=25/1",
+  "video/x-raw,format=BGRx,width=48,height=16,framerate=25/1",
+};
+
+static void
+stress_settings (GstHarnessThread * t, gpointer data)
+{
+  static guint n;
+  GstElement *element = data;
+  g_autofree gchar *uri = g_strdup_printf ("builtin:stamp?step-ms=1&"
+      "mark=%u", n++ % 256);
+
+  g_object_set (element, "model", (n % 7) ? uri : "builtin:stamp?mark=999",
+      NULL);
+}
+
+/* A flush removes the segment: frames go out again only behind a new one.
+ * The pushing thread holds this around each push, and the flushing thread
+ * around its FLUSH_STOP and new segment; FLUSH_START goes out without it,
+ * so that it can wake a push that waits for room. */
+static GMutex stress_push_lock;
+static GstBuffer *stress_frame;
+
+static void
+push_segment (GstHarness * h)
+{
+  GstSegment segment;
+
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  gst_harness_push_event (h, gst_event_new_segment (&segment));
+}
+
+static void
+stress_push (GstHarnessThread * t, gpointer data)
+{
+  GstHarness *h = data;
+
+  g_mutex_lock (&stress_push_lock);
+  gst_harness_push (h, gst_buffer_ref (stress_frame));
+  g_mutex_unlock (&stress_push_lock);
+}
+
+static void
+stress_flush (GstHarnessThread * t, gpointer data)
+{
+  GstHarness *h = data;
+
+  gst_harness_push_event (h, gst_event_new_flush_start ());
+  g_mutex_lock (&stress_push_lock);
+  gst_harness_push_event (h, gst_event_new_flush_stop (TRUE));
+  push_segment (h);
+  g_mutex_unlock (&stress_push_lock);
+}
+
+static void
+stress_caps (GstHarnessThread * t, gpointer data)
+{
+  static guint n;
+  GstHarness *h = data;
+  GstCaps *c = gst_caps_from_string (stress_caps_strs[++n % 2]);
+
+  /* Refused while a flush runs: that is what a source sees too. */
+  gst_harness_push_event (h, gst_event_new_caps (c));
+  gst_caps_unref (c);
+}
+
+static guint64
+stat_u64 (GstStructure * s, const gchar * field)
+{
+  guint64 v = 0;
+
+  fail_unless (gst_structure_get_uint64 (s, field, &v), "no %s", field);
+  return v;
+}
+
+/* Frames pushed from one thread while others change settings (some of them
+ * bad), flush and change caps, for a bounded time: no deadlock, every frame
+ * that went in is accounted for, every frame the sink got was counted. */
+GST_START_TEST (test_stress_live_changes)
+{
+  GstElement *element = make_element (2, 2, "builtin:stamp?step-ms=1");
+  GstHarness *h;
+  GstHarnessThread *push, *settings, *flush, *caps;
+  GstStructure *stats;
+  GstEvent *event;
+  guint64 in, out, drops;
+  guint n_settings, n_flushes, n_caps, n_pushes;
+
+  g_object_set (element, "max-in-flight", 3, NULL);
+  h = gst_harness_new_with_element (element, "sink", "src");
+  gst_harness_set_src_caps_str (h, stress_caps_strs[0]);
+  stress_frame = make_rgba (1, 32, 24);
+  push = gst_harness_stress_custom_start (h, NULL, (GFunc) stress_push, h,
+      STRESS_PUSH_SLEEP_US);
+  settings = gst_harness_stress_custom_start (h, NULL, (GFunc) stress_settings,
+      element, STRESS_SETTINGS_SLEEP_US);
+  flush = gst_harness_stress_custom_start (h, NULL, (GFunc) stress_flush, h,
+      STRESS_FLUSH_SLEEP_US);
+  caps = gst_harness_stress_custom_start (h, NULL, (GFunc) stress_caps, h,
+      STRESS_CAPS_SLEEP_US);
+  g_usleep (STRESS_SECONDS * G_USEC_PER_SEC);
+  n_settings = gst_harness_stress_thread_stop (settings);
+  n_flushes = gst_harness_stress_thread_stop (flush);
+  n_caps = gst_harness_stress_thread_stop (caps);
+  n_pushes = gst_harness_stress_thread_stop (push);
+  GST_INFO ("stress: %u settings, %u flushes, %u caps, %u pushes",
+      n_settings, n_flushes, n_caps, n_pushes);
+  fail_unless (n_settings > 0 && n_flushes > 0 && n_caps > 0 && n_pushes > 0);
+  gst_clear_buffer (&stress_frame);
+
+  /* EOS drains what is left; the harness waits for it with a deadline. */
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  while ((event = gst_harness_pull_event (h)) != NULL) {
+    gboolean eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
+
+    gst_event_unref (event);
+    if (eos)
+      break;
+  }
+  fail_unless (event != NULL, "EOS did not come out");
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  g_object_get (element, "stats", &stats, NULL);
+  in = stat_u64 (stats, "frames-in");
+  out = stat_u64 (stats, "frames-out");
+  drops = stat_u64 (stats, "dropped-flush") + stat_u64 (stats,
+      "dropped-error") + stat_u64 (stats, "dropped-qos") + stat_u64 (stats,
+      "dropped-leaky");
+  GST_INFO ("stress: %" G_GUINT64_FORMAT " in, %" G_GUINT64_FORMAT " out, %"
+      G_GUINT64_FORMAT " dropped", in, out, drops);
+  fail_unless (in > 0 && out > 0, "no frame went through");
+  fail_unless_equals_uint64 (in, out + drops);
+  fail_unless_equals_uint64 (out, gst_harness_buffers_received (h));
+  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-error"), 0);
+  gst_structure_free (stats);
+  fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
+      0);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
 /* ---- a pipeline model: strength while playing, against the tool -------- */
 
 #define TINY_W 48
@@ -517,6 +669,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_stamp_mark_changes_in_lockstep);
   tcase_add_test (tc, test_bad_change_keeps_stream);
   tcase_add_test (tc, test_caps_change_in_flight);
+  tcase_add_test (tc, test_stress_live_changes);
   suite_add_tcase (s, tc);
   tc = tcase_create ("pipeline");
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
