@@ -11,8 +11,9 @@
 
 G_BEGIN_DECLS
 
-/* The handshake's protocol version: a peer of another version is refused. */
-#define PP_PROTOCOL_VERSION 4
+/* The handshake's protocol version: a peer of another version is refused.
+ * 5: heartbeats carry the worker's cumulative busy time. */
+#define PP_PROTOCOL_VERSION 5
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum
@@ -33,7 +34,7 @@ enum
 
 /* Largest message of each kind a receiver accepts. */
 #define PP_HANDSHAKE_MAX (64 * 1024)
-/* A heartbeat is seven numbers: anything larger is not one. */
+/* A heartbeat is eight numbers: anything larger is not one. */
 #define PP_HEARTBEAT_MAX 256
 #define PP_REPORT_MAX (16 * 1024)
 /* Magic, rank count, up to 64 ranks and the 128-byte id. */
