@@ -279,7 +279,7 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
 gboolean
 pp_handshake_run (MPI_Comm world, const PpPlan * plan,
     const PpHelloOptions * options, PpWorkerInfo * workers, guint timeout_ms,
-    GError ** error)
+    PpHandshakeProgressFunc progress, gpointer progress_data, GError ** error)
 {
   g_autoptr (GBytes) hello = pp_handshake_hello_new (plan, options);
   g_autoptr (GHashTable) parity = NULL;
@@ -303,8 +303,12 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
   for (guint r = 1; r <= n; r++) {
     PpWait w = { world, (gint) r, deadline, NULL, NULL };
     PpWorkerInfo *info = &workers[r - 1];
-    g_autoptr (GBytes) reply = pp_transport_recv_bytes (&w,
-        PP_TAG_HANDSHAKE_REPLY, PP_HANDSHAKE_MAX, "handshake reply", error);
+    g_autoptr (GBytes) reply = NULL;
+
+    if (progress != NULL)
+      progress (r, FALSE, progress_data);
+    reply = pp_transport_recv_bytes (&w, PP_TAG_HANDSHAKE_REPLY,
+        PP_HANDSHAKE_MAX, "handshake reply", error);
     if (reply == NULL || !pp_handshake_reply_parse (reply, info, error))
       return FALSE;
     if (info->error != NULL) {
@@ -325,6 +329,8 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
         plan->slices[r - 1].first, plan->slices[r - 1].end, (const gchar *)
         g_hash_table_lookup (info->parity, PP_PARITY_DEVICE), (const gchar *)
         g_hash_table_lookup (info->parity, PP_PARITY_DATA_PLANE));
+    if (progress != NULL)
+      progress (r, TRUE, progress_data);
   }
   /* Rank 0 computes on the plan's backend (it resolved the name). */
   backend = pp_backend_get (plan->backend, error);

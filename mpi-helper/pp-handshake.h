@@ -88,12 +88,21 @@ gboolean    pp_parity_check          (GHashTable * rank0,
                                       const PpWorkerInfo * workers,
                                       guint n_workers, GError ** error);
 
+/* Told of rank @rank before its reply is awaited (@ready FALSE) and once
+ * its reply is accepted (@ready TRUE). */
+typedef void (*PpHandshakeProgressFunc) (guint rank, gboolean ready,
+                                         gpointer user_data);
+
 /* Rank 0: sends every worker of @world the hello, then reads the replies
  * in rank order into @workers (n_workers of @plan) and checks them (rank,
- * plan_id, the worker's own refusal, parity), all within @timeout_ms. */
+ * plan_id, the worker's own refusal, parity), all within @timeout_ms.
+ * @progress may be NULL. */
 gboolean    pp_handshake_run         (MPI_Comm world, const PpPlan * plan,
                                       const PpHelloOptions * options,
                                       PpWorkerInfo * workers,
-                                      guint timeout_ms, GError ** error);
+                                      guint timeout_ms,
+                                      PpHandshakeProgressFunc progress,
+                                      gpointer progress_data,
+                                      GError ** error);
 
 G_END_DECLS

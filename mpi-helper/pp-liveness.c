@@ -37,8 +37,8 @@ void
 pp_heartbeat_write (const PpHeartbeat * hb, guint8 out[PP_HEARTBEAT_SIZE])
 {
   const guint32 u[2] = { hb->rank, (guint32) hb->state };
-  const guint64 t[5] = { hb->chunk_id, hb->state_us, hb->received, hb->sent,
-    hb->seq
+  const guint64 t[6] = { hb->chunk_id, hb->state_us, hb->received, hb->sent,
+    hb->seq, hb->busy_us
   };
 
   memcpy (out, u, sizeof u);
@@ -50,7 +50,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
     GError ** error)
 {
   guint32 u[2];
-  guint64 t[5];
+  guint64 t[6];
 
   /* A fixed-size tuple is in normal form exactly when it has its size. */
   if (len != PP_HEARTBEAT_SIZE) {
@@ -74,6 +74,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
   hb->received = t[2];
   hb->sent = t[3];
   hb->seq = t[4];
+  hb->busy_us = t[5];
   return TRUE;
 }
 
@@ -181,6 +182,7 @@ struct _PpLiveness
   gint64 state_since_us;
   guint64 last_received;
   guint64 last_sent;
+  guint64 busy_us;
 };
 
 PpLiveness *
@@ -246,6 +248,14 @@ pp_liveness_note_sent (PpLiveness * lv, guint64 chunk_id)
   g_mutex_unlock (&lv->lock);
 }
 
+void
+pp_liveness_set_busy (PpLiveness * lv, guint64 busy_us)
+{
+  g_mutex_lock (&lv->lock);
+  lv->busy_us = busy_us;
+  g_mutex_unlock (&lv->lock);
+}
+
 PpWorkState
 pp_liveness_state (PpLiveness * lv)
 {
@@ -270,6 +280,7 @@ own_beat (PpLiveness * lv, gint64 now)
   hb.state_us = (guint64) (now - lv->state_since_us);
   hb.received = lv->last_received;
   hb.sent = lv->last_sent;
+  hb.busy_us = lv->busy_us;
   g_mutex_unlock (&lv->lock);
   hb.seq = lv->seq++;
   return hb;

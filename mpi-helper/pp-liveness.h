@@ -24,12 +24,13 @@
 G_BEGIN_DECLS
 
 /* (rank, compute state, compute chunk, µs in that state, last chunk
- * received, last chunk sent, sequence number) */
-#define PP_HEARTBEAT_TYPE "(uuttttt)"
+ * received, last chunk sent, sequence number, µs spent computing stream
+ * chunks so far); the last member since PP_PROTOCOL_VERSION 5. */
+#define PP_HEARTBEAT_TYPE "(uutttttt)"
 /* Its serialisation: a fixed-size tuple, as GVariant writes one (the
  * members in native byte order at their natural alignment: u at 0 and 4,
- * t at 8, 16, 24, 32 and 40). */
-#define PP_HEARTBEAT_SIZE 48
+ * t at 8, 16, 24, 32, 40 and 48). */
+#define PP_HEARTBEAT_SIZE 56
 /* (rank, rank to blame, error text): a receiver that got a broken chunk
  * blames its sender, so that rank 0 can lead with the rank at fault. */
 #define PP_REPORT_TYPE "(uus)"
@@ -51,6 +52,8 @@ typedef struct
   guint64 received;             /* last chunk received, or NONE */
   guint64 sent;                 /* last chunk sent, or NONE */
   guint64 seq;
+  guint64 busy_us;              /* cumulative, computing stream chunks
+                                 * (warm-up passes left out); 0 from rank 0 */
 } PpHeartbeat;
 
 /* ---- messages ---------------------------------------------------------- */
@@ -128,6 +131,8 @@ void        pp_liveness_set_state     (PpLiveness * lv, PpWorkState state,
                                        guint64 chunk_id);
 void        pp_liveness_note_received (PpLiveness * lv, guint64 chunk_id);
 void        pp_liveness_note_sent     (PpLiveness * lv, guint64 chunk_id);
+/* The cumulative busy time the next heartbeat carries. */
+void        pp_liveness_set_busy      (PpLiveness * lv, guint64 busy_us);
 PpWorkState pp_liveness_state         (PpLiveness * lv);
 
 /* Peer @index's last heartbeat and how long ago it came. */

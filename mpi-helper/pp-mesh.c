@@ -40,6 +40,16 @@ connect_planes (PpMesh * mesh, GError ** error)
   return TRUE;
 }
 
+static void
+handshake_progress (guint rank, gboolean ready, gpointer data)
+{
+  const PpMeshConfig *config = data;
+
+  config->progress (ready ? PP_MESH_PROGRESS_RANK_READY
+      : PP_MESH_PROGRESS_WAITING, rank, config->n_workers,
+      config->progress_data);
+}
+
 PpMesh *
 pp_mesh_start (const PpMeshConfig * config, GError ** error)
 {
@@ -93,6 +103,9 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   plan_text = pp_plan_describe (mesh->plan);
   PP_INFO ("%s", plan_text);
 
+  if (config->progress != NULL)
+    config->progress (PP_MESH_PROGRESS_SPAWNING, 0, config->n_workers,
+        config->progress_data);
   worker = pp_spawn_resolve_worker (config->worker_path, error);
   if (worker == NULL || !pp_mpi_start (config->timeout_ms, error)
       || !pp_spawn_workers (mesh, config, worker, error)) {
@@ -101,7 +114,8 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   }
   options.dump_dir = mesh->dump_dir;
   if (!pp_handshake_run (mesh->world, mesh->plan, &options, mesh->workers,
-          mesh->timeout_ms, error)) {
+          mesh->timeout_ms, config->progress ? handshake_progress : NULL,
+          (gpointer) config, error)) {
     pp_mesh_kill_workers (mesh);
     pp_mesh_free (mesh);
     return NULL;
@@ -129,4 +143,28 @@ struct _PpBackend *
 pp_mesh_payload_backend (PpMesh * mesh)
 {
   return mesh->planes != NULL ? mesh->backend : NULL;
+}
+
+guint
+pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s, guint n)
+{
+  const guint n_workers = mesh->plan->n_workers;
+
+  for (guint i = 0; i < MIN (n, n_workers); i++) {
+    PpHeartbeat beat;
+    gint64 silent_us;
+    guint64 busy_us;
+
+    if (mesh->liveness == NULL) {
+      busy_s[i] = 0;
+      continue;
+    }
+    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    busy_us = beat.busy_us;
+    /* A compute in progress counts up to now. */
+    if (beat.state == PP_WORK_COMPUTING)
+      busy_us += beat.state_us + (guint64) MAX (silent_us, 0);
+    busy_s[i] = busy_us / 1e6;
+  }
+  return n_workers;
 }

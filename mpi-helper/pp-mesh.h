@@ -17,6 +17,19 @@ typedef struct _PpMesh PpMesh;
 
 #define PP_MESH_MAX_WORKERS 256
 
+/* Where pp_mesh_start is, for a caller that shows progress. */
+typedef enum
+{
+  PP_MESH_PROGRESS_SPAWNING,    /* spawning the n_workers workers */
+  PP_MESH_PROGRESS_WAITING,     /* waiting for worker @rank's handshake */
+  PP_MESH_PROGRESS_RANK_READY,  /* worker @rank accepted the plan */
+} PpMeshProgress;
+
+/* Called by pp_mesh_start in the starting thread; @rank is 0 for
+ * PP_MESH_PROGRESS_SPAWNING, else a worker's world rank, 1..@n_workers. */
+typedef void (*PpMeshProgressFunc) (PpMeshProgress stage, guint rank,
+                                    guint n_workers, gpointer user_data);
+
 typedef struct
 {
   guint n_workers;
@@ -31,6 +44,8 @@ typedef struct
   /* The most chunks the caller has in flight (submitted, and collected
    * but not yet freed) at once: what the mesh keeps ready to receive. */
   guint max_in_flight;
+  PpMeshProgressFunc progress;  /* NULL for none */
+  gpointer progress_data;
 } PpMeshConfig;
 
 typedef struct
@@ -75,6 +90,13 @@ gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
 /* Waits up to timeout_ms for the next chunk back from the last worker and
  * validates it. */
 PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
+/* Each worker's cumulative busy time (seconds computing stream chunks)
+ * as its last heartbeat told it, plus the compute it was in then, up to
+ * now: as fresh as the heartbeats (every timeout-ms / 4).  Fills at most
+ * @n entries of @busy_s, index = world rank - 1, and returns how many
+ * workers there are.  Any thread, while the mesh runs. */
+guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
+                                   guint n);
 /* Shuts the workers down (after an error: kills them) and frees the mesh.
  * Chunks still in flight are discarded.  @stats may be NULL. */
 gboolean      pp_mesh_stop    (PpMesh * mesh, PpMeshStats * stats,

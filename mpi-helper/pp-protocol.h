@@ -11,7 +11,9 @@
 
 G_BEGIN_DECLS
 
-/* The handshake's protocol version: a peer of another version is refused. */
+/* The handshake's protocol version: a peer of another version is refused.
+ * 5: heartbeats carry the worker's cumulative busy time; the first chunk
+ * of a cache epoch with new settings carries them (PP_SETTINGS_TENSOR). */
 #define PP_PROTOCOL_VERSION 5
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
@@ -33,7 +35,7 @@ enum
 
 /* Largest message of each kind a receiver accepts. */
 #define PP_HANDSHAKE_MAX (64 * 1024)
-/* A heartbeat is seven numbers: anything larger is not one. */
+/* A heartbeat is eight numbers: anything larger is not one. */
 #define PP_HEARTBEAT_MAX 256
 #define PP_REPORT_MAX (16 * 1024)
 /* Magic, rank count, up to 64 ranks and the 128-byte id. */

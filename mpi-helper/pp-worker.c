@@ -349,8 +349,10 @@ run_steps (Worker * w, PpChunk * chunk)
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   chunk->next_step = w->slice.end;
   /* A warm-up pass is no work of the stream's. */
-  if (!(chunk->flags & PP_CHUNK_FLAG_WARMUP))
+  if (!(chunk->flags & PP_CHUNK_FLAG_WARMUP)) {
     w->busy_us += g_get_monotonic_time () - start;
+    pp_liveness_set_busy (w->liveness, (guint64) w->busy_us);
+  }
 }
 
 static void

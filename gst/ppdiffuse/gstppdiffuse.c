@@ -35,13 +35,14 @@
 #endif
 
 #include "gstppdiffuse.h"
+#include "gstppdiffuse-live.h"
 #include "pp-log.h"
 #include "pp-protocol.h"
 
 #include <string.h>
 #include <unistd.h>
 
-GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
+GST_DEBUG_CATEGORY (gst_pp_diffuse_debug);
 #define GST_CAT_DEFAULT gst_pp_diffuse_debug
 
 #define DEFAULT_RANKS 2
@@ -58,11 +59,13 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define MAX_IN_FLIGHT_LIMIT 1024
 #define MIN_TIMEOUT_MS 100
 #define MAX_TIMEOUT_MS (24 * 3600 * 1000)
-/* Weight of a new sample in the running submit→return latency. */
-#define LATENCY_SMOOTHING 8
-/* Growth of the measured latency over the last reported one that makes us
- * ask the pipeline to recompute latency (a LATENCY message). */
+/* Growth of the measured latency (the p95 of submit→return since start)
+ * over the last reported one that makes us ask the pipeline to recompute
+ * latency (a LATENCY message). */
 #define LATENCY_REPORT_GROWTH 1.25
+#define DEFAULT_QOS TRUE
+#define DEFAULT_STATS_INTERVAL_MS 1000
+#define MAX_STATS_INTERVAL_MS (3600 * 1000)
 /* The chunk id of a frame in the FIFO until the mesh has assigned one. */
 #define CHUNK_ID_UNSENT G_MAXUINT64
 
@@ -88,6 +91,8 @@ enum
   PROP_WARM_UP,
   PROP_LEAKY,
   PROP_STATS,
+  PROP_QOS,
+  PROP_STATS_INTERVAL_MS,
 };
 
 #define VIDEO_CAPS GST_VIDEO_CAPS_MAKE ("{ RGBA, RGBx, BGRx, RGB }")
@@ -321,8 +326,9 @@ collector_attach (GstPpDiffuse * self, PpChunk * chunk)
   }
   g_assert (item->chunk_id == chunk->chunk_id);     /* the mesh checks order */
   took = (g_get_monotonic_time () - (gint64) chunk->submit_us) * GST_USECOND;
-  self->latency = self->latency == 0 ? took
-      : (self->latency * (LATENCY_SMOOTHING - 1) + took) / LATENCY_SMOOTHING;
+  pp_latency_tracker_record (self->latencies, took);
+  self->latency = pp_latency_histogram_percentile (&self->latencies->total,
+      95);
   GST_DEBUG_OBJECT (self, "chunk %" G_GUINT64_FORMAT " back after %"
       GST_TIME_FORMAT, chunk->chunk_id, GST_TIME_ARGS (took));
   item->result = chunk;
@@ -799,8 +805,17 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GError *error = NULL;
   PpChunk *chunk;
   GstFlowReturn ret;
+  gboolean qos, leaky, leaky_set;
 
+  GST_OBJECT_LOCK (self);
+  qos = self->qos;
+  leaky = self->leaky;
+  leaky_set = self->leaky_set;
+  GST_OBJECT_UNLOCK (self);
   g_mutex_lock (&self->lock);
+  /* Unset, leaky follows upstream: live sources cannot wait. */
+  if (!leaky_set)
+    leaky = self->live;
   if (!self->have_info) {
     g_mutex_unlock (&self->lock);
     gst_buffer_unref (buf);
@@ -810,12 +825,12 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   /* Late frames and, when leaky, frames that find the mesh full are
    * dropped before any work is spent on them. */
-  if (frame_is_late (self, buf)) {
+  if (qos && frame_is_late (self, buf)) {
     drop_frame (self, buf, &self->dropped_qos, "too late for downstream");
     g_mutex_unlock (&self->lock);
     return GST_FLOW_OK;
   }
-  if (self->leaky && self->srcresult == GST_FLOW_OK && !self->flushing
+  if (leaky && self->srcresult == GST_FLOW_OK && !self->flushing
       && self->in_flight >= self->limit) {
     drop_frame (self, buf, &self->dropped_leaky, "the mesh is full");
     g_mutex_unlock (&self->lock);
@@ -1213,15 +1228,6 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 /* ---- start / stop ------------------------------------------------------ */
 
-static void
-post_progress (GstPpDiffuse * self, const gchar * stage)
-{
-  gst_element_post_message (GST_ELEMENT (self),
-      gst_message_new_element (GST_OBJECT (self),
-          gst_structure_new ("ppdiffuse-progress", "stage", G_TYPE_STRING,
-              stage, NULL)));
-}
-
 static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
@@ -1252,11 +1258,13 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
   config.max_in_flight = self->limit + 1;
+  config.progress = gst_pp_diffuse_mesh_progress;
+  config.progress_data = self;
 
   mesh_log_follow_threshold ();
   GST_OBJECT_UNLOCK (self);
   /* Loading and spawning take a while: report where we are. */
-  post_progress (self, "loading-model");
+  gst_pp_diffuse_progress_start (self);
   backend = pp_backend_get (config.backend, &error);
   if (backend == NULL)
     g_prefix_error (&error, "rank 0 (pid %d on %s): ", (gint) getpid (),
@@ -1274,16 +1282,12 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
     self->model = pp_model_new (config.model, config.n_steps,
         PP_MODEL_ROLE_IMAGE, backend, &error);
   }
-  if (self->model != NULL) {
-    post_progress (self, "starting-workers");
+  if (self->model != NULL)
     self->mesh = pp_mesh_start (&config, &error);
-  }
-  if (self->mesh != NULL) {
-    ok = TRUE;
-    post_progress (self, "ready");
-  }
+  ok = self->mesh != NULL;
 
   if (!ok) {
+    gst_pp_diffuse_progress_error (self, error->message);
     if (error->domain == PP_ERROR && (error->code == PP_ERROR_CONFIG
             || error->code == PP_ERROR_MODEL))
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message),
@@ -1311,6 +1315,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
   self->latency = self->reported_latency = 0;
+  pp_latency_tracker_reset (self->latencies);
+  self->skipped_similar = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
   self->mesh_failed = FALSE;
@@ -1330,6 +1336,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   self->collector = g_thread_new ("ppdiffuse-collect",
       gst_pp_diffuse_collector, self);
+  gst_pp_diffuse_stats_timer_start (self->stats_timer, config.n_workers);
+  gst_pp_diffuse_progress_complete (self);
   return TRUE;
 }
 
@@ -1361,6 +1369,7 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
 
   if (self->mesh == NULL)
     return;
+  gst_pp_diffuse_stats_timer_stop (self->stats_timer);
   g_mutex_lock (&self->lock);
   self->collector_stop = TRUE;
   g_cond_broadcast (&self->cond);
@@ -1417,24 +1426,7 @@ gst_pp_diffuse_change_state (GstElement * element, GstStateChange transition)
 static GstStructure *
 gst_pp_diffuse_stats (GstPpDiffuse * self)
 {
-  GstStructure *s;
-
-  g_mutex_lock (&self->lock);
-  s = gst_structure_new ("application/x-ppdiffuse-stats",
-      "frames-in", G_TYPE_UINT64, self->frames_in,
-      "frames-out", G_TYPE_UINT64, self->frames_out,
-      "dropped-flush", G_TYPE_UINT64, self->dropped_flush,
-      "dropped-error", G_TYPE_UINT64, self->dropped_error,
-      "dropped-qos", G_TYPE_UINT64, self->dropped_qos,
-      "dropped-leaky", G_TYPE_UINT64, self->dropped_leaky,
-      "in-flight", G_TYPE_UINT, self->in_flight,
-      "latency", G_TYPE_UINT64, (guint64) self->latency,
-      "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
-      "mesh-wall-s", G_TYPE_DOUBLE, self->mesh_stats.wall_s,
-      "overlap-score", G_TYPE_DOUBLE, self->mesh_stats.overlap,
-      "warm-up-passes", G_TYPE_UINT64, self->mesh_stats.warm_ups, NULL);
-  g_mutex_unlock (&self->lock);
-  return s;
+  return gst_pp_diffuse_stats_structure (self);
 }
 
 static void
@@ -1510,12 +1502,21 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_LEAKY:
       self->leaky = g_value_get_boolean (value);
+      self->leaky_set = TRUE;
+      break;
+    case PROP_QOS:
+      self->qos = g_value_get_boolean (value);
+      break;
+    case PROP_STATS_INTERVAL_MS:
+      self->stats_interval_ms = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
   GST_OBJECT_UNLOCK (self);
+  if (prop_id == PROP_STATS_INTERVAL_MS)
+    gst_pp_diffuse_stats_timer_wake (self->stats_timer);
 }
 
 static void
@@ -1582,7 +1583,20 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       g_value_set_boolean (value, self->warm_up);
       break;
     case PROP_LEAKY:
-      g_value_set_boolean (value, self->leaky);
+      if (self->leaky_set) {
+        g_value_set_boolean (value, self->leaky);
+      } else {
+        /* The value in effect: upstream's liveness. */
+        g_mutex_lock (&self->lock);
+        g_value_set_boolean (value, self->live);
+        g_mutex_unlock (&self->lock);
+      }
+      break;
+    case PROP_QOS:
+      g_value_set_boolean (value, self->qos);
+      break;
+    case PROP_STATS_INTERVAL_MS:
+      g_value_set_uint (value, self->stats_interval_ms);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -1602,6 +1616,8 @@ gst_pp_diffuse_finalize (GObject * object)
   live_clear (&self->accepted);
   g_free (self->running_uri);
   g_cond_clear (&self->settings_cond);
+  gst_pp_diffuse_stats_timer_free (self->stats_timer);
+  pp_latency_tracker_free (self->latencies);
   g_free (self->worker);
   g_free (self->hosts);
   g_free (self->hostfile);
@@ -1818,21 +1834,63 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
    * other sources that can wait), or drop the new frame (on, for live
    * sources that cannot).  A dropped frame is counted as dropped-leaky
    * and announced with a QoS message; the next frame out is DISCONT.
+   *
+   * Until it is set, it follows upstream: on when the last LATENCY query
+   * that went through the element found a live source upstream, off
+   * otherwise (a pipeline queries latency before it goes to PLAYING, so a
+   * live one is leaky from its first frame).  Setting it, to either value,
+   * overrides that for the element's lifetime.  Reading it gives the
+   * value in effect.
    */
   g_object_class_install_property (gobject_class, PROP_LEAKY,
       g_param_spec_boolean ("leaky", "Leaky",
           "Drop a new frame instead of blocking upstream while the mesh is "
-          "full (default: off, block)", FALSE, PARAM_FLAGS));
+          "full (default: unset, on when upstream is live, else off)", FALSE,
+          PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:qos:
+   *
+   * Handle downstream's QoS events (as GstBaseTransform's qos): on, a
+   * frame that the last QoS event says would be late is dropped before
+   * any work is spent on it (dropped-qos, a QOS message); off, every
+   * frame goes through the mesh however late.  The events go upstream
+   * either way.
+   */
+  g_object_class_install_property (gobject_class, PROP_QOS,
+      g_param_spec_boolean ("qos", "QoS",
+          "Drop frames that downstream's QoS events say would be late "
+          "(default: on)", DEFAULT_QOS, G_PARAM_READWRITE |
+          G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstPpDiffuse:stats-interval-ms:
+   *
+   * Every this many milliseconds while the mesh runs (PAUSED and PLAYING),
+   * the element posts an element message whose structure, named
+   * "ppdiffuse-stats", is what the stats property gives then: counters
+   * since start and the figures of the interval just closed (frame rate,
+   * latency percentiles, each worker's busy fraction).  0 posts none.
+   * Posted from a thread of its own, whether frames flow or not.
+   */
+  g_object_class_install_property (gobject_class, PROP_STATS_INTERVAL_MS,
+      g_param_spec_uint ("stats-interval-ms", "Statistics interval",
+          "Period of the ppdiffuse-stats element message (milliseconds; "
+          "0 = none; default 1000)", 0, MAX_STATS_INTERVAL_MS,
+          DEFAULT_STATS_INTERVAL_MS, G_PARAM_READWRITE |
+          G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstPpDiffuse:stats:
    *
-   * Counters of the current run and figures of the last mesh stopped.
+   * A "ppdiffuse-stats" structure: counters since start, percentiles of
+   * the submit→return latency since start, the figures of the last
+   * completed stats interval, and the figures of the last mesh stopped
+   * (docs/element.md lists every field).
    */
   g_object_class_install_property (gobject_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
-          "frames-in, frames-out, dropped-flush, dropped-error, in-flight, "
-          "latency (ns), "
-          "and mesh-chunks, mesh-wall-s, overlap-score of the last run",
+          "frames-in, frames-out, fps, latency percentiles (ns) of the "
+          "interval and since start, in-flight, worker-busy, overlap-score, "
+          "the drop counters, cache-epoch, and mesh-chunks, mesh-wall-s of "
+          "the last run",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
@@ -1887,4 +1945,8 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->settings.seed = DEFAULT_SEED;
   self->srcresult = GST_FLOW_FLUSHING;
   self->flushing = TRUE;
+  self->qos = DEFAULT_QOS;
+  self->stats_interval_ms = DEFAULT_STATS_INTERVAL_MS;
+  self->latencies = pp_latency_tracker_new ();
+  self->stats_timer = gst_pp_diffuse_stats_timer_new (self);
 }

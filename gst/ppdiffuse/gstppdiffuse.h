@@ -13,6 +13,7 @@
 #include "pp-chunk-pool.h"
 #include "pp-mesh.h"
 #include "pp-model.h"
+#include "gstppdiffuse-stats.h"
 
 G_BEGIN_DECLS
 
@@ -93,6 +94,9 @@ struct _GstPpDiffuse
   gchar *dump_dir;
   gboolean warm_up;
   gboolean leaky;
+  gboolean leaky_set;           /* leaky was set: it overrides liveness */
+  gboolean qos;
+  guint stats_interval_ms;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;
@@ -135,7 +139,7 @@ struct _GstPpDiffuse
   GstVideoInfo in_info;
   gboolean have_info;
   guint32 cache_epoch;
-  GstClockTime latency;         /* submit → return, running average */
+  GstClockTime latency;         /* submit → return, p95 since start */
   GstClockTime reported_latency;        /* in the last latency answer */
   guint64 frames_in;
   guint64 frames_out;
@@ -149,6 +153,11 @@ struct _GstPpDiffuse
   gboolean live;                /* upstream is live (latency query) */
   GstSegment segment;           /* of the input, for QoS */
   GstClockTime qos_earliest;    /* running time before which frames are late */
+  PpLatencyTracker *latencies;  /* submit → return times */
+  guint64 skipped_similar;      /* frames not sent: like the one before */
+
+  /* the ppdiffuse-stats intervals (gstppdiffuse-live.c) */
+  struct _GstPpDiffuseStatsTimer *stats_timer;
 };
 
 GST_ELEMENT_REGISTER_DECLARE (ppdiffuse);

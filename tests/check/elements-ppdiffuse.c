@@ -1072,29 +1072,46 @@ GST_END_TEST;
 
 /* ---- progress messages while starting ----------------------------------- */
 
-/* The stages of the ppdiffuse-progress messages @element posted on @bus,
- * comma-separated. */
+/* The PROGRESS messages @element posted on @bus, as "TYPE:text" lines
+ * (START, CONTINUE, COMPLETE, ERROR, …); every message
+ * carries the start's code, and the CONTINUE percentages never decrease. */
 static gchar *
 progress_stages (GstBus * bus, GstElement * element)
 {
   GString *stages = g_string_new (NULL);
+  gint last_percent = 0;
   GstMessage *msg;
 
-  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT)) != NULL) {
-    const GstStructure *s = gst_message_get_structure (msg);
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_PROGRESS)) != NULL) {
+    GstProgressType type;
+    gchar *code, *text;
+    gint percent = -1;
 
-    if (gst_structure_has_name (s, "ppdiffuse-progress")) {
-      fail_unless (GST_MESSAGE_SRC (msg) == GST_OBJECT (element));
-      g_string_append_printf (stages, "%s%s", stages->len ? "," : "",
-          gst_structure_get_string (s, "stage"));
+    fail_unless (GST_MESSAGE_SRC (msg) == GST_OBJECT (element));
+    gst_message_parse_progress (msg, &type, &code, &text);
+    fail_unless_equals_string (code, "ppdiffuse-start");
+    if (type == GST_PROGRESS_TYPE_CONTINUE) {
+      fail_unless (gst_structure_get_int (gst_message_get_structure (msg),
+              "percent", &percent), "CONTINUE without percent");
+      fail_unless (percent >= last_percent && percent <= 100,
+          "progress went from %d%% to %d%%", last_percent, percent);
+      last_percent = percent;
     }
+    g_string_append_printf (stages, "%s%s:%s", stages->len ? "\n" : "",
+        type == GST_PROGRESS_TYPE_START ? "START"
+        : type == GST_PROGRESS_TYPE_CONTINUE ? "CONTINUE"
+        : type == GST_PROGRESS_TYPE_COMPLETE ? "COMPLETE"
+        : type == GST_PROGRESS_TYPE_ERROR ? "ERROR" : "OTHER", text);
+    g_free (code);
+    g_free (text);
     gst_message_unref (msg);
   }
   return g_string_free (stages, FALSE);
 }
 
-/* A start posts loading-model, starting-workers, ready; a start that fails
- * stops at the stage that failed. */
+/* A start posts PROGRESS START, then CONTINUE for the model, the spawn and
+ * every rank's handshake, then COMPLETE; a start that fails ends with
+ * ERROR after the stage that failed. */
 GST_START_TEST (test_progress_messages)
 {
   GstElement *element = make_element (2, 2, "builtin:stamp");
@@ -1105,7 +1122,11 @@ GST_START_TEST (test_progress_messages)
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
       GST_STATE_CHANGE_SUCCESS);
   stages = progress_stages (bus, element);
-  fail_unless_equals_string (stages, "loading-model,starting-workers,ready");
+  fail_unless_equals_string (stages, "START:starting the ppdiffuse worker "
+      "mesh\nCONTINUE:loading model\nCONTINUE:starting 2 workers\n"
+      "CONTINUE:waiting for rank 1\nCONTINUE:rank 1 ready\n"
+      "CONTINUE:waiting for rank 2\nCONTINUE:rank 2 ready\n"
+      "COMPLETE:the ppdiffuse worker mesh is up");
   g_free (stages);
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
@@ -1115,7 +1136,25 @@ GST_START_TEST (test_progress_messages)
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
       GST_STATE_CHANGE_FAILURE);
   stages = progress_stages (bus, element);
-  fail_unless_equals_string (stages, "loading-model,starting-workers");
+  fail_unless (g_str_has_prefix (stages, "START:starting the ppdiffuse "
+          "worker mesh\nCONTINUE:loading model\nCONTINUE:starting 2 workers\n"
+          "ERROR:"), "%s", stages);
+  fail_unless (strstr (stages, "/nonexistent/ppdiffuse-worker") != NULL,
+      "%s", stages);
+  g_free (stages);
+  gst_element_set_state (element, GST_STATE_NULL);
+
+  /* A worker that exits at once: its handshake never comes. */
+  g_object_set (element, "worker", "/bin/false", "timeout-ms", 2000, NULL);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
+      GST_STATE_CHANGE_FAILURE);
+  stages = progress_stages (bus, element);
+  fail_unless (g_str_has_prefix (stages, "START:starting the ppdiffuse "
+          "worker mesh\nCONTINUE:loading model\nCONTINUE:starting 2 workers\n"),
+      "%s", stages);
+  fail_unless (strstr (stages, "\nERROR:") != NULL
+      && strchr (strstr (stages, "\nERROR:") + 1, '\n') == NULL,
+      "not one ERROR last: %s", stages);
   g_free (stages);
   gst_element_set_state (element, GST_STATE_NULL);
 
@@ -1124,7 +1163,9 @@ GST_START_TEST (test_progress_messages)
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_PAUSED),
       GST_STATE_CHANGE_FAILURE);
   stages = progress_stages (bus, element);
-  fail_unless_equals_string (stages, "loading-model");
+  fail_unless (g_str_has_prefix (stages, "START:starting the ppdiffuse "
+          "worker mesh\nCONTINUE:loading model\nERROR:"), "%s", stages);
+  fail_unless (strstr (stages, "nosuchmodel") != NULL, "%s", stages);
   g_free (stages);
   gst_element_set_state (element, GST_STATE_NULL);
   gst_element_set_bus (element, NULL);

@@ -13,6 +13,7 @@ static const PpHeartbeat beat = {
   .received = 41,
   .sent = PP_HEARTBEAT_NONE,
   .seq = 99,
+  .busy_us = G_GUINT64_CONSTANT (0x1112131415161718),
 };
 
 static void
@@ -20,7 +21,8 @@ test_heartbeat_is_gvariant (void)
 {
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new
       (PP_HEARTBEAT_TYPE, beat.rank, (guint32) beat.state, beat.chunk_id,
-          beat.state_us, beat.received, beat.sent, beat.seq));
+          beat.state_us, beat.received, beat.sent, beat.seq,
+          beat.busy_us));
   guint8 out[PP_HEARTBEAT_SIZE];
 
   pp_heartbeat_write (&beat, out);

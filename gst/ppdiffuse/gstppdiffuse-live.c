@@ -1,0 +1,323 @@
+/* GStreamer ppdiffuse — progress messages and statistics
+ * (gstppdiffuse-live.h). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstppdiffuse-live.h"
+#include "gstppdiffuse-stats.h"
+
+#include <string.h>
+
+GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
+#define GST_CAT_DEFAULT gst_pp_diffuse_debug
+
+/* Where each stage of a start puts the progress, in percent: the
+ * handshakes share what lies between the spawn and the mesh being up. */
+#define PROGRESS_LOADING_MODEL 5
+#define PROGRESS_SPAWNING 20
+#define PROGRESS_HANDSHAKES_DONE 95
+
+/* ---- progress ---------------------------------------------------------- */
+
+static void
+post_progress (GstPpDiffuse * self, GstProgressType type, gint percent,
+    const gchar * text)
+{
+  GstMessage *msg = gst_message_new_progress (GST_OBJECT (self), type,
+      GST_PP_DIFFUSE_PROGRESS_CODE, text);
+
+  /* As other elements extend theirs: the structure's "percent". */
+  if (percent >= 0)
+    gst_structure_set (gst_message_writable_structure (msg), "percent",
+        G_TYPE_INT, percent, NULL);
+  GST_DEBUG_OBJECT (self, "progress %d%%: %s", percent, text);
+  gst_element_post_message (GST_ELEMENT (self), msg);
+}
+
+void
+gst_pp_diffuse_progress_start (GstPpDiffuse * self)
+{
+  post_progress (self, GST_PROGRESS_TYPE_START, 0,
+      "starting the ppdiffuse worker mesh");
+  gst_pp_diffuse_progress_continue (self, PROGRESS_LOADING_MODEL,
+      "loading model");
+}
+
+void
+gst_pp_diffuse_progress_continue (GstPpDiffuse * self, gint percent,
+    const gchar * format, ...)
+{
+  g_autofree gchar *text = NULL;
+  va_list args;
+
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  post_progress (self, GST_PROGRESS_TYPE_CONTINUE, percent, text);
+}
+
+void
+gst_pp_diffuse_progress_complete (GstPpDiffuse * self)
+{
+  post_progress (self, GST_PROGRESS_TYPE_COMPLETE, 100,
+      "the ppdiffuse worker mesh is up");
+}
+
+void
+gst_pp_diffuse_progress_error (GstPpDiffuse * self, const gchar * text)
+{
+  post_progress (self, GST_PROGRESS_TYPE_ERROR, -1, text);
+}
+
+void
+gst_pp_diffuse_mesh_progress (PpMeshProgress stage, guint rank,
+    guint n_workers, gpointer data)
+{
+  GstPpDiffuse *self = data;
+  const gint span = PROGRESS_HANDSHAKES_DONE - PROGRESS_SPAWNING;
+
+  switch (stage) {
+    case PP_MESH_PROGRESS_SPAWNING:
+      gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING,
+          "starting %u workers", n_workers);
+      break;
+    case PP_MESH_PROGRESS_WAITING:
+      gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
+          + span * (gint) (rank - 1) / (gint) n_workers,
+          "waiting for rank %u", rank);
+      break;
+    case PP_MESH_PROGRESS_RANK_READY:
+      gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
+          + span * (gint) rank / (gint) n_workers, "rank %u ready", rank);
+      break;
+  }
+}
+
+/* ---- statistics -------------------------------------------------------- */
+
+/* What an interval found, as the stats carry it. */
+typedef struct
+{
+  PpLatencySummary latency;
+  gdouble fps;
+  guint n_workers;
+  gdouble busy[PP_MESH_MAX_WORKERS];    /* fraction of the interval */
+  gdouble overlap;
+} Interval;
+
+struct _GstPpDiffuseStatsTimer
+{
+  GstPpDiffuse *self;           /* not a reference: joined in stop */
+  GThread *thread;
+  GMutex lock;
+  GCond cond;
+  gboolean stop;                /* under lock */
+  gboolean running;             /* under lock: a mesh is up */
+  Interval last;                /* under lock: the last completed one */
+
+  /* Interval thread only: where the current interval started. */
+  gint64 since_us;
+  guint64 frames_out;
+  gdouble busy_s[PP_MESH_MAX_WORKERS];  /* cumulative, never decreasing */
+};
+
+GstPpDiffuseStatsTimer *
+gst_pp_diffuse_stats_timer_new (GstPpDiffuse * self)
+{
+  GstPpDiffuseStatsTimer *timer = g_new0 (GstPpDiffuseStatsTimer, 1);
+
+  timer->self = self;
+  g_mutex_init (&timer->lock);
+  g_cond_init (&timer->cond);
+  return timer;
+}
+
+void
+gst_pp_diffuse_stats_timer_free (GstPpDiffuseStatsTimer * timer)
+{
+  gst_pp_diffuse_stats_timer_stop (timer);
+  g_mutex_clear (&timer->lock);
+  g_cond_clear (&timer->cond);
+  g_free (timer);
+}
+
+/* Closes the interval that started at since_us: takes its latencies from
+ * the tracker (which starts the next one empty) and the workers' busy
+ * time from their heartbeats.  Interval thread. */
+static void
+close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
+{
+  GstPpDiffuse *self = timer->self;
+  const gint64 now = g_get_monotonic_time ();
+  const gdouble elapsed_s = MAX (now - timer->since_us, 1) / 1e6;
+  gdouble busy_s[PP_MESH_MAX_WORKERS];
+  guint64 frames_out;
+  gdouble sum = 0;
+
+  g_mutex_lock (&self->lock);
+  pp_latency_tracker_end_interval (self->latencies, &iv->latency);
+  frames_out = self->frames_out;
+  g_mutex_unlock (&self->lock);
+  iv->fps = (frames_out - timer->frames_out) / elapsed_s;
+  iv->n_workers = MIN (pp_mesh_worker_busy (self->mesh, busy_s,
+          PP_MESH_MAX_WORKERS), PP_MESH_MAX_WORKERS);
+  for (guint i = 0; i < iv->n_workers; i++) {
+    /* A heartbeat's compute in progress counts up to now; when it ended
+     * sooner the next heartbeat says less: hold the larger sum. */
+    const gdouble cumulative = MAX (busy_s[i], timer->busy_s[i]);
+
+    iv->busy[i] = CLAMP ((cumulative - timer->busy_s[i]) / elapsed_s, 0, 1);
+    timer->busy_s[i] = cumulative;
+    sum += iv->busy[i];
+  }
+  iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
+  timer->frames_out = frames_out;
+  timer->since_us = now;
+}
+
+static guint
+interval_ms (GstPpDiffuse * self)
+{
+  guint ms;
+
+  GST_OBJECT_LOCK (self);
+  ms = self->stats_interval_ms;
+  GST_OBJECT_UNLOCK (self);
+  return ms;
+}
+
+static gpointer
+stats_thread (gpointer data)
+{
+  GstPpDiffuseStatsTimer *timer = data;
+  GstPpDiffuse *self = timer->self;
+
+  g_mutex_lock (&timer->lock);
+  while (!timer->stop) {
+    const guint ms = interval_ms (self);
+    gboolean failed;
+    Interval iv;
+
+    if (ms == 0) {
+      /* Off: wait for the property or the stop. */
+      g_cond_wait (&timer->cond, &timer->lock);
+      timer->since_us = g_get_monotonic_time ();
+      continue;
+    }
+    if (g_get_monotonic_time () < timer->since_us + (gint64) ms * 1000) {
+      g_cond_wait_until (&timer->cond, &timer->lock,
+          timer->since_us + (gint64) ms * 1000);
+      continue;                 /* woken: the stop, or another interval */
+    }
+    g_mutex_unlock (&timer->lock);
+    close_interval (timer, &iv);
+    g_mutex_lock (&self->lock);
+    failed = self->mesh_failed;
+    g_mutex_unlock (&self->lock);
+    g_mutex_lock (&timer->lock);
+    timer->last = iv;
+    g_mutex_unlock (&timer->lock);
+    if (!failed)
+      gst_element_post_message (GST_ELEMENT (self),
+          gst_message_new_element (GST_OBJECT (self),
+              gst_pp_diffuse_stats_structure (self)));
+    g_mutex_lock (&timer->lock);
+  }
+  g_mutex_unlock (&timer->lock);
+  return NULL;
+}
+
+void
+gst_pp_diffuse_stats_timer_start (GstPpDiffuseStatsTimer * timer,
+    guint n_workers)
+{
+  g_return_if_fail (timer->thread == NULL);
+  g_mutex_lock (&timer->lock);
+  memset (&timer->last, 0, sizeof timer->last);
+  timer->last.n_workers = MIN (n_workers, PP_MESH_MAX_WORKERS);
+  memset (timer->busy_s, 0, sizeof timer->busy_s);
+  timer->frames_out = 0;
+  timer->since_us = g_get_monotonic_time ();
+  timer->stop = FALSE;
+  timer->running = TRUE;
+  g_mutex_unlock (&timer->lock);
+  timer->thread = g_thread_new ("ppdiffuse-stats", stats_thread, timer);
+}
+
+void
+gst_pp_diffuse_stats_timer_stop (GstPpDiffuseStatsTimer * timer)
+{
+  if (timer->thread == NULL)
+    return;
+  g_mutex_lock (&timer->lock);
+  timer->stop = TRUE;
+  timer->running = FALSE;
+  g_cond_broadcast (&timer->cond);
+  g_mutex_unlock (&timer->lock);
+  g_thread_join (g_steal_pointer (&timer->thread));
+}
+
+void
+gst_pp_diffuse_stats_timer_wake (GstPpDiffuseStatsTimer * timer)
+{
+  g_mutex_lock (&timer->lock);
+  g_cond_broadcast (&timer->cond);
+  g_mutex_unlock (&timer->lock);
+}
+
+GstStructure *
+gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
+{
+  GstPpDiffuseStatsTimer *timer = self->stats_timer;
+  PpLatencySummary total;
+  GValue busy = G_VALUE_INIT;
+  GstStructure *s;
+  gboolean running;
+  Interval iv;
+
+  g_mutex_lock (&timer->lock);
+  iv = timer->last;
+  running = timer->running;
+  g_mutex_unlock (&timer->lock);
+
+  gst_value_array_init (&busy, iv.n_workers);
+  for (guint i = 0; i < iv.n_workers; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_DOUBLE);
+    g_value_set_double (&v, iv.busy[i]);
+    gst_value_array_append_and_take_value (&busy, &v);
+  }
+
+  g_mutex_lock (&self->lock);
+  pp_latency_tracker_total (self->latencies, &total);
+  s = gst_structure_new (GST_PP_DIFFUSE_STATS_NAME,
+      "frames-in", G_TYPE_UINT64, self->frames_in,
+      "frames-out", G_TYPE_UINT64, self->frames_out,
+      "fps", G_TYPE_DOUBLE, iv.fps,
+      "latency", G_TYPE_UINT64, (guint64) self->latency,
+      "latency-p50", G_TYPE_UINT64, iv.latency.p50,
+      "latency-p95", G_TYPE_UINT64, iv.latency.p95,
+      "latency-p99", G_TYPE_UINT64, iv.latency.p99,
+      "latency-max", G_TYPE_UINT64, iv.latency.max,
+      "latency-p50-total", G_TYPE_UINT64, total.p50,
+      "latency-p95-total", G_TYPE_UINT64, total.p95,
+      "latency-p99-total", G_TYPE_UINT64, total.p99,
+      "latency-max-total", G_TYPE_UINT64, total.max,
+      "in-flight", G_TYPE_UINT, self->in_flight,
+      "overlap-score", G_TYPE_DOUBLE,
+      running ? iv.overlap : self->mesh_stats.overlap,
+      "dropped-flush", G_TYPE_UINT64, self->dropped_flush,
+      "dropped-error", G_TYPE_UINT64, self->dropped_error,
+      "dropped-qos", G_TYPE_UINT64, self->dropped_qos,
+      "dropped-leaky", G_TYPE_UINT64, self->dropped_leaky,
+      "skipped-similar", G_TYPE_UINT64, self->skipped_similar,
+      "cache-epoch", G_TYPE_UINT, self->cache_epoch,
+      "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
+      "mesh-wall-s", G_TYPE_DOUBLE, self->mesh_stats.wall_s,
+      "warm-up-passes", G_TYPE_UINT64, self->mesh_stats.warm_ups, NULL);
+  g_mutex_unlock (&self->lock);
+  gst_structure_take_value (s, "worker-busy", &busy);
+  return s;
+}
