@@ -448,8 +448,9 @@ GST_END_TEST;
 #define TINY_W 48
 #define TINY_H 32
 #define TINY_STEPS 2
-#define TINY_FRAMES 8
+#define TINY_FRAMES 10
 #define TINY_SWITCH 3
+#define TINY_SWITCH_PROMPT 6
 
 static gchar *tiny_dir;
 
@@ -485,6 +486,16 @@ tiny_setup (void)
   {
     const gchar *argv[] = { tool, "make-tiny", "--kind", "turbo", "--out",
       model, "--seed", "2", NULL
+    };
+    run_tool (argv);
+  }
+  /* Another tiny model of the same kind: its prompt embeddings are another
+   * prompt of the same shape. */
+  g_free (model);
+  model = tiny_path ("other");
+  {
+    const gchar *argv[] = { tool, "make-tiny", "--kind", "turbo", "--out",
+      model, "--seed", "5", NULL
     };
     run_tool (argv);
   }
@@ -586,17 +597,23 @@ same_bytes (GstBuffer * a, GstBuffer * b)
   return same;
 }
 
-/* ppdiffuse-tool img2img of input @index with @strength. */
+static gchar *
+embeds_of (const gchar * model_name)
+{
+  return g_build_filename (tiny_dir, model_name, "prompt_embeds.npy", NULL);
+}
+
+/* ppdiffuse-tool img2img of input @index with @strength and the prompt
+ * embeddings of tiny model @prompt. */
 static GstBuffer *
-tool_frame (guint index, const gchar * strength)
+tool_frame (guint index, const gchar * strength, const gchar * prompt)
 {
   const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
   g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = g_build_filename (model, "prompt_embeds.npy",
-      NULL);
+  g_autofree gchar *embeds = embeds_of (prompt);
   g_autofree gchar *in = g_strdup_printf ("%s/in-%u.png", tiny_dir, index);
-  g_autofree gchar *out = g_strdup_printf ("%s/tool-%u-%s.png", tiny_dir,
-      index, strength);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-%u-%s-%s.png", tiny_dir,
+      index, strength, prompt);
   const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
     "--out", out, "--prompt-embeds", embeds, "--steps",
     G_STRINGIFY (TINY_STEPS), "--strength", strength, "--seed", "4", NULL
@@ -611,50 +628,65 @@ tool_frame (guint index, const gchar * strength)
   return read_png (out);
 }
 
-/* strength changes while frames are in flight: every frame out equals the
- * tool's img2img of its input with the old or with the new strength, and
- * after the first new one no old one follows. */
-GST_START_TEST (test_strength_changes_against_tool)
+/* strength, then the prompt, change while frames are in flight: every
+ * frame out equals the tool's img2img of its input with the settings of
+ * one of the three epochs, the epochs only go forward, and each new one
+ * starts no earlier than the frame pushed after its change. */
+GST_START_TEST (test_settings_change_against_tool)
 {
-  const gchar *old_s = "0.5", *new_s = "0.9";
+  const struct
+  {
+    const gchar *strength, *prompt;
+    guint from;
+  } epochs[] = {
+    {"0.5", "model", 0}, {"0.9", "model", TINY_SWITCH},
+    {"0.9", "other", TINY_SWITCH_PROMPT},
+  };
   g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = g_build_filename (model, "prompt_embeds.npy",
-      NULL);
+  g_autofree gchar *embeds = embeds_of ("model");
+  g_autofree gchar *other = embeds_of ("other");
   GstElement *element = make_element (2, TINY_STEPS, model);
   GstHarness *h;
-  gboolean switched = FALSE;
+  guint seen = 0;
 
   g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", g_ascii_strtod (old_s, NULL), "max-in-flight", 3, NULL);
+      "strength", g_ascii_strtod (epochs[0].strength, NULL),
+      "max-in-flight", 3, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < TINY_FRAMES; i++) {
-    if (i == TINY_SWITCH) {
-      g_object_set (element, "strength", g_ascii_strtod (new_s, NULL), NULL);
+    if (i == epochs[1].from) {
+      g_object_set (element, "strength", g_ascii_strtod (epochs[1].strength,
+              NULL), NULL);
+      g_usleep (SETTLE_US);
+    } else if (i == epochs[2].from) {
+      g_object_set (element, "prompt-embeds", other, NULL);
       g_usleep (SETTLE_US);
     }
     fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
   }
   for (guint i = 0; i < TINY_FRAMES; i++) {
     GstBuffer *out = gst_harness_pull (h);
-    GstBuffer *old_ref = tool_frame (i, old_s);
-    GstBuffer *new_ref = tool_frame (i, new_s);
-    gboolean is_old = same_bytes (out, old_ref);
-    gboolean is_new = same_bytes (out, new_ref);
+    guint e, matches = 0, which = 0;
 
     fail_unless (out != NULL, "frame %u did not come out", i);
-    fail_if (same_bytes (old_ref, new_ref), "strength changes nothing");
-    fail_unless (is_old || is_new, "frame %u equals the tool's with neither "
-        "the old nor the new strength", i);
-    fail_unless (!(switched && is_old), "frame %u has the old strength after "
-        "a frame with the new one: a stale frame", i);
-    fail_unless (!is_new || i >= TINY_SWITCH, "frame %u has the new strength "
-        "set only before frame %u", i, TINY_SWITCH);
-    switched = switched || is_new;
+    for (e = 0; e < G_N_ELEMENTS (epochs); e++) {
+      GstBuffer *ref = tool_frame (i, epochs[e].strength, epochs[e].prompt);
+
+      if (same_bytes (out, ref)) {
+        matches++;
+        which = e;
+      }
+      gst_buffer_unref (ref);
+    }
+    fail_unless_equals_int (matches, 1);
+    fail_unless (which >= seen, "frame %u has the settings of epoch %u "
+        "after a frame of epoch %u: a stale frame", i, which, seen);
+    fail_unless (i >= epochs[which].from, "frame %u has settings set only "
+        "before frame %u", i, epochs[which].from);
+    seen = which;
     gst_buffer_unref (out);
-    gst_buffer_unref (old_ref);
-    gst_buffer_unref (new_ref);
   }
-  fail_unless (switched, "no frame came out with the new strength");
+  fail_unless_equals_int (seen, G_N_ELEMENTS (epochs) - 1);
   stop (h);
 }
 
@@ -673,7 +705,7 @@ live_settings_suite (void)
   suite_add_tcase (s, tc);
   tc = tcase_create ("pipeline");
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
-  tcase_add_test (tc, test_strength_changes_against_tool);
+  tcase_add_test (tc, test_settings_change_against_tool);
   suite_add_tcase (s, tc);
   return s;
 }
