@@ -524,63 +524,78 @@ tiny_teardown (void)
   g_clear_pointer (&tiny_dir, g_free);
 }
 
+/* An RGB frame @index of @w x @h (rows of 4-byte multiples: @w a
+ * multiple of 4). */
 static GstBuffer *
-make_rgb (guint index)
+make_rgb_sized (guint index, guint w, guint h)
 {
-  GstBuffer *buf = gst_buffer_new_allocate (NULL, TINY_W * TINY_H * 3, NULL);
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, w * h * 3, NULL);
   GstMapInfo map;
 
   gst_buffer_map (buf, &map, GST_MAP_WRITE);
-  for (guint y = 0; y < TINY_H; y++)
-    for (guint x = 0; x < TINY_W; x++)
+  for (guint y = 0; y < h; y++)
+    for (guint x = 0; x < w; x++)
       for (guint c = 0; c < 3; c++)
-        map.data[(y * TINY_W + x) * 3 + c] = pattern (index, x, y, c);
+        map.data[(y * w + x) * 3 + c] = pattern (index, x, y, c);
   gst_buffer_unmap (buf, &map);
   GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
   GST_BUFFER_DURATION (buf) = FRAME_DURATION;
   return buf;
 }
 
-#define RGB_CAPS "video/x-raw,format=RGB,width=48,height=32,framerate=25/1"
+static GstBuffer *
+make_rgb (guint index)
+{
+  return make_rgb_sized (index, TINY_W, TINY_H);
+}
+
+static gchar *
+rgb_caps (guint w, guint h)
+{
+  return g_strdup_printf ("video/x-raw,format=RGB,width=%u,height=%u", w, h);
+}
 
 static void
-write_png (GstBuffer * rgb, const gchar * path)
+write_png (GstBuffer * rgb, guint w, guint h, const gchar * path)
 {
-  GstHarness *h = gst_harness_new ("pngenc");
+  GstHarness *hn = gst_harness_new ("pngenc");
+  g_autofree gchar *caps = rgb_caps (w, h);
+  g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1", NULL);
   GstBuffer *png;
   GstMapInfo map;
 
-  gst_harness_set_src_caps_str (h, RGB_CAPS);
-  png = gst_harness_push_and_pull (h, gst_buffer_ref (rgb));
+  gst_harness_set_src_caps_str (hn, caps_rate);
+  png = gst_harness_push_and_pull (hn, gst_buffer_ref (rgb));
   fail_unless (png != NULL);
   gst_buffer_map (png, &map, GST_MAP_READ);
   fail_unless (g_file_set_contents (path, (const gchar *) map.data, map.size,
           NULL));
   gst_buffer_unmap (png, &map);
   gst_buffer_unref (png);
-  gst_harness_teardown (h);
+  gst_harness_teardown (hn);
 }
 
 static GstBuffer *
-read_png (const gchar * path)
+read_png (const gchar * path, guint w, guint h)
 {
-  GstHarness *h = gst_harness_new_parse ("pngdec ! videoconvert");
+  GstHarness *hn = gst_harness_new_parse ("pngdec ! videoconvert");
+  g_autofree gchar *caps = rgb_caps (w, h);
+  g_autofree gchar *png_caps = g_strdup_printf ("image/png,width=%u,"
+      "height=%u,framerate=0/1,parsed=(boolean)true", w, h);
   gchar *data = NULL;
   gsize len = 0;
   GstBuffer *rgb;
 
   fail_unless (g_file_get_contents (path, &data, &len, NULL), "%s", path);
-  gst_harness_set_src_caps_str (h, "image/png,width=48,height=32,"
-      "framerate=0/1,parsed=(boolean)true");
-  gst_harness_set_sink_caps_str (h, "video/x-raw,format=RGB,width=48,"
-      "height=32");
-  fail_unless_equals_int (gst_harness_push (h, gst_buffer_new_wrapped (data,
+  gst_harness_set_src_caps_str (hn, png_caps);
+  gst_harness_set_sink_caps_str (hn, caps);
+  fail_unless_equals_int (gst_harness_push (hn, gst_buffer_new_wrapped (data,
               len)), GST_FLOW_OK);
   /* EOS drains a decoder that waits for more data. */
-  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
-  rgb = gst_harness_pull (h);
+  fail_unless (gst_harness_push_event (hn, gst_event_new_eos ()));
+  rgb = gst_harness_pull (hn);
   fail_unless (rgb != NULL, "%s did not decode", path);
-  gst_harness_teardown (h);
+  gst_harness_teardown (hn);
   return rgb;
 }
 
@@ -606,26 +621,34 @@ embeds_of (const gchar * model_name)
 /* ppdiffuse-tool img2img of input @index with @strength and the prompt
  * embeddings of tiny model @prompt. */
 static GstBuffer *
-tool_frame (guint index, const gchar * strength, const gchar * prompt)
+tool_frame_sized (guint index, guint w, guint h, const gchar * strength,
+    const gchar * prompt)
 {
   const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of (prompt);
-  g_autofree gchar *in = g_strdup_printf ("%s/in-%u.png", tiny_dir, index);
-  g_autofree gchar *out = g_strdup_printf ("%s/tool-%u-%s-%s.png", tiny_dir,
-      index, strength, prompt);
+  g_autofree gchar *in = g_strdup_printf ("%s/in-%u-%ux%u.png", tiny_dir,
+      index, w, h);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-%u-%ux%u-%s-%s.png",
+      tiny_dir, index, w, h, strength, prompt);
   const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
     "--out", out, "--prompt-embeds", embeds, "--steps",
     G_STRINGIFY (TINY_STEPS), "--strength", strength, "--seed", "4", NULL
   };
 
   if (!g_file_test (in, G_FILE_TEST_EXISTS)) {
-    GstBuffer *rgb = make_rgb (index);
-    write_png (rgb, in);
+    GstBuffer *rgb = make_rgb_sized (index, w, h);
+    write_png (rgb, w, h, in);
     gst_buffer_unref (rgb);
   }
   run_tool (argv);
-  return read_png (out);
+  return read_png (out, w, h);
+}
+
+static GstBuffer *
+tool_frame (guint index, const gchar * strength, const gchar * prompt)
+{
+  return tool_frame_sized (index, TINY_W, TINY_H, strength, prompt);
 }
 
 /* strength, then the prompt, change while frames are in flight: every
@@ -692,6 +715,51 @@ GST_START_TEST (test_settings_change_against_tool)
 
 GST_END_TEST;
 
+/* A pipeline model's frames change size twice with frames in flight: each
+ * equals the tool's img2img of its input at its own size (the per-size
+ * noise and buffers rebuilt, no respawn in between). */
+GST_START_TEST (test_pipeline_caps_change_in_flight)
+{
+  const guint sizes[][2] = { {48, 32}, {40, 24}, {48, 32} };
+  const guint per_size = 3;
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = make_element (2, TINY_STEPS, model);
+  GstHarness *h;
+  guint n = 0;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "max-in-flight", 4, NULL);
+  h = make_harness (element, "RGB", sizes[0][0], sizes[0][1]);
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    if (s > 0) {
+      g_autofree gchar *caps = rgb_caps (sizes[s][0], sizes[s][1]);
+      g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1",
+          NULL);
+      gst_harness_set_src_caps_str (h, caps_rate);
+    }
+    for (guint i = 0; i < per_size; i++, n++)
+      fail_unless_equals_int (gst_harness_push (h, make_rgb_sized (n,
+                  sizes[s][0], sizes[s][1])), GST_FLOW_OK);
+  }
+  n = 0;
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+    for (guint i = 0; i < per_size; i++, n++) {
+      GstBuffer *out = gst_harness_pull (h);
+      GstBuffer *ref = tool_frame_sized (n, sizes[s][0], sizes[s][1], "0.5",
+          "model");
+
+      fail_unless (out != NULL, "frame %u did not come out", n);
+      fail_unless (same_bytes (out, ref), "frame %u (%ux%u) differs from "
+          "the tool's", n, sizes[s][0], sizes[s][1]);
+      gst_buffer_unref (out);
+      gst_buffer_unref (ref);
+    }
+  stop (h);
+}
+
+GST_END_TEST;
+
 static Suite *
 live_settings_suite (void)
 {
@@ -706,6 +774,7 @@ live_settings_suite (void)
   tc = tcase_create ("pipeline");
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
   tcase_add_test (tc, test_settings_change_against_tool);
+  tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   suite_add_tcase (s, tc);
   return s;
 }
