@@ -53,6 +53,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH 0.5
 #define DEFAULT_SEED 0
+#define DEFAULT_SIMILARITY_THRESHOLD 0.0
 #define MAX_STEPS 1000
 #define MAX_IN_FLIGHT_LIMIT 1024
 #define MIN_TIMEOUT_MS 100
@@ -86,6 +87,7 @@ enum
   PROP_T_INDEX_LIST,
   PROP_WARM_UP,
   PROP_LEAKY,
+  PROP_SIMILARITY_THRESHOLD,
   PROP_STATS,
 };
 
@@ -276,7 +278,7 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
         && GST_EVENT_TYPE (event) != GST_EVENT_EOS)
       gst_pad_store_sticky_event (self->srcpad, event);
     if (event == NULL) {
-      if (item->result != NULL)
+      if (item->result != NULL || item->repeat)
         self->in_flight--;
       (*dropped)++;
       GST_DEBUG_OBJECT (self, "flushed frame of chunk %" G_GUINT64_FORMAT,
@@ -285,6 +287,8 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
     item_recycle_locked (self, item);
   }
   self->submitting = NULL;
+  /* Repeats to come follow a frame sent after the flush. */
+  gst_clear_buffer (&self->last_output);
   g_cond_broadcast (&self->cond);
 }
 
@@ -293,7 +297,7 @@ fifo_first_pending (GstPpDiffuse * self)
 {
   for (GList * l = self->fifo.head; l != NULL; l = l->next) {
     GstPpDiffuseItem *item = l->data;
-    if (item->event == NULL && item->result == NULL)
+    if (item->event == NULL && !item->repeat && item->result == NULL)
       return item;
   }
   return NULL;
@@ -580,6 +584,62 @@ gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
   return FALSE;
 }
 
+/* The similarity filter: TRUE when @buf is to be skipped, alike the last
+ * frame sent to the mesh (gstppdiffuse-similarity.h has the rule).  A
+ * frame let through becomes the reference.  Chain thread only. */
+static gboolean
+similar_to_last_sent (GstPpDiffuse * self, GstBuffer * buf,
+    const GstVideoInfo * info, gdouble threshold)
+{
+  GstVideoFrame frame;
+  PpImage image;
+  gdouble similarity;
+  gboolean skip;
+
+  if (threshold <= 0) {
+    pp_similarity_filter_forget (self->similar);
+    return FALSE;
+  }
+  /* An unreadable frame goes on: the encode reports it. */
+  if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ))
+    return FALSE;
+  image_from_frame (&frame, &image);
+  skip = pp_similarity_filter_skip (self->similar, &image, threshold,
+      &similarity);
+  gst_video_frame_unmap (&frame);
+  GST_LOG_OBJECT (self, "frame %" GST_TIME_FORMAT ": similarity %.5f to the "
+      "last frame sent, %s", GST_TIME_ARGS (GST_BUFFER_PTS (buf)), similarity,
+      skip ? "skipped" : "sent");
+  return skip;
+}
+
+/* Files a frame the similarity filter skipped: a repeat item takes its
+ * place in the FIFO, so that the last output goes out again in its stead,
+ * in order.  Takes @buf and @item. */
+static GstFlowReturn
+queue_repeat (GstPpDiffuse * self, GstPpDiffuseItem * item, GstBuffer * buf)
+{
+  g_mutex_lock (&self->lock);
+  self->frames_in++;
+  if (self->flushing) {
+    self->dropped_flush++;
+    item_recycle_locked (self, item);
+    g_mutex_unlock (&self->lock);
+    gst_buffer_unref (buf);
+    return GST_FLOW_FLUSHING;
+  }
+  item->buffer = buf;
+  item->repeat = TRUE;
+  g_queue_push_tail_link (&self->fifo, &item->link);
+  self->in_flight++;
+  self->skipped_similar++;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "frame %" GST_TIME_FORMAT " skipped as similar: "
+      "the last output repeats", GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
+  return GST_FLOW_OK;
+}
+
 static GstFlowReturn
 gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
@@ -588,6 +648,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GError *error = NULL;
   PpChunk *chunk;
   GstFlowReturn ret;
+  gdouble threshold;
 
   g_mutex_lock (&self->lock);
   if (!self->have_info) {
@@ -622,6 +683,13 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   item->discont = self->discont_next;
   self->discont_next = FALSE;
   g_mutex_unlock (&self->lock);
+
+  GST_OBJECT_LOCK (self);
+  threshold = self->similarity_threshold;
+  GST_OBJECT_UNLOCK (self);
+  if (similar_to_last_sent (self, buf, &item->info, threshold))
+    return queue_repeat (self, item, buf);
+  item->keep_output = threshold > 0;
 
   chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
   if (chunk == NULL) {
@@ -713,8 +781,42 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
   }
   if (item->discont)
     GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+  /* A reference, not a copy: downstream finds the buffer shared and copies
+   * it before writing, so the repeats get these pixels. */
+  if (item->keep_output)
+    gst_buffer_replace (&self->last_output, out);
+  else
+    gst_clear_buffer (&self->last_output);
   GST_DEBUG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
       GST_TIME_FORMAT, item->chunk_id, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
+  return gst_pad_push (self->srcpad, out);
+}
+
+/* A frame the similarity filter skipped: the pixels (and video meta) of
+ * the last output, with the skipped frame's timestamps, offsets and flags,
+ * DISCONT when frames were dropped just before it. */
+static GstFlowReturn
+gst_pp_diffuse_push_repeat (GstPpDiffuse * self, GstPpDiffuseItem * item)
+{
+  GstBuffer *out;
+
+  /* The frame sent before it went out first, or its push failed and
+   * stopped the task: a repeat always finds its frame. */
+  if (self->last_output == NULL) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, (NULL),
+        ("no output to repeat for the skipped frame %" GST_TIME_FORMAT,
+            GST_TIME_ARGS (GST_BUFFER_PTS (item->buffer))));
+    return GST_FLOW_ERROR;
+  }
+  out = gst_buffer_copy_region (self->last_output, GST_BUFFER_COPY_MEMORY
+      | GST_BUFFER_COPY_META, 0, -1);
+  gst_buffer_copy_into (out, item->buffer, GST_BUFFER_COPY_FLAGS
+      | GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  if (item->discont)
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+  GST_DEBUG_OBJECT (self, "pushing a repeat of %" GST_TIME_FORMAT " as %"
+      GST_TIME_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS (self->last_output)),
+      GST_TIME_ARGS (GST_BUFFER_PTS (out)));
   return gst_pad_push (self->srcpad, out);
 }
 
@@ -730,7 +832,8 @@ gst_pp_diffuse_loop (GstPad * pad)
     if (self->flushing || self->srcresult != GST_FLOW_OK)
       goto pause;
     item = g_queue_peek_head (&self->fifo);
-    if (item != NULL && (item->event != NULL || item->result != NULL))
+    if (item != NULL && (item->event != NULL || item->result != NULL
+            || item->repeat))
       break;
     g_cond_wait (&self->cond, &self->lock);
   }
@@ -749,7 +852,8 @@ gst_pp_diffuse_loop (GstPad * pad)
     if (eos)
       ret = GST_FLOW_EOS;
   } else {
-    ret = gst_pp_diffuse_push_frame (self, item);
+    ret = item->repeat ? gst_pp_diffuse_push_repeat (self, item)
+        : gst_pp_diffuse_push_frame (self, item);
     g_mutex_lock (&self->lock);
     if (ret == GST_FLOW_OK)
       self->frames_out++;
@@ -834,6 +938,8 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       /* Chunks of the new segment start a new stream state. */
       self->cache_epoch++;
       g_mutex_unlock (&self->lock);
+      /* Serialized: the chain is not running. */
+      pp_similarity_filter_forget (self->similar);
       return gst_pad_start_task (self->srcpad,
           (GstTaskFunction) gst_pp_diffuse_loop, self->srcpad, NULL);
     case GST_EVENT_CAPS:{
@@ -853,6 +959,8 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       self->in_info = info;
       self->have_info = TRUE;
       g_mutex_unlock (&self->lock);
+      /* Frames of the new caps are compared among themselves. */
+      pp_similarity_filter_forget (self->similar);
       GST_DEBUG_OBJECT (self, "input caps %" GST_PTR_FORMAT, caps);
       return gst_pp_diffuse_queue_event (self, event);
     }
@@ -1051,6 +1159,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.hostfile = hostfile = g_strdup (self->hostfile);
   config.dump_dir = dump_dir = g_strdup (self->dump_dir);
   config.timeout_ms = self->timeout_ms;
+  /* The same seed, the same skips for the same frames. */
+  pp_similarity_filter_reseed (self->similar, self->seed);
   self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
@@ -1109,6 +1219,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->frames_in = self->frames_out = 0;
   self->dropped_flush = self->dropped_error = 0;
   self->dropped_qos = self->dropped_leaky = 0;
+  self->skipped_similar = 0;
   self->warmed_up = FALSE;
   self->discont_next = FALSE;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
@@ -1201,6 +1312,7 @@ gst_pp_diffuse_stats (GstPpDiffuse * self)
       "dropped-error", G_TYPE_UINT64, self->dropped_error,
       "dropped-qos", G_TYPE_UINT64, self->dropped_qos,
       "dropped-leaky", G_TYPE_UINT64, self->dropped_leaky,
+      "skipped-similar", G_TYPE_UINT64, self->skipped_similar,
       "in-flight", G_TYPE_UINT, self->in_flight,
       "latency", G_TYPE_UINT64, (guint64) self->latency,
       "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
@@ -1280,6 +1392,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_LEAKY:
       self->leaky = g_value_get_boolean (value);
       break;
+    case PROP_SIMILARITY_THRESHOLD:
+      self->similarity_threshold = g_value_get_double (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1353,6 +1468,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_LEAKY:
       g_value_set_boolean (value, self->leaky);
       break;
+    case PROP_SIMILARITY_THRESHOLD:
+      g_value_set_double (value, self->similarity_threshold);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1367,6 +1485,8 @@ gst_pp_diffuse_finalize (GObject * object)
 
   items_free (&self->fifo);
   items_free (&self->spare_items);
+  pp_similarity_filter_free (self->similar);
+  gst_clear_buffer (&self->last_output);
   g_free (self->model_uri);
   g_free (self->worker);
   g_free (self->hosts);
@@ -1589,13 +1709,34 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
           "Drop a new frame instead of blocking upstream while the mesh is "
           "full (default: off, block)", FALSE, PARAM_FLAGS));
   /**
+   * GstPpDiffuse:similarity-threshold:
+   *
+   * StreamDiffusion's stochastic similarity filter: each frame is compared
+   * with the last frame sent to the mesh, by the cosine similarity of
+   * 32×32 thumbnails (the mean R, G, B of each cell, mapped to [-1, 1]).
+   * Above the threshold the frame is skipped with probability
+   * max(0, 1 − (1 − similarity) / (1 − threshold)) (a draw seeded by
+   * #GstPpDiffuse:seed), and the last output goes out again in its place,
+   * with the skipped frame's timestamps and flags (counted in frames-out
+   * and skipped-similar).  The first frame after a start, a flush, a caps
+   * change or turning the filter on is always sent.  0 turns it off; a
+   * change applies from the next frame, also while PLAYING.
+   */
+  g_object_class_install_property (gobject_class, PROP_SIMILARITY_THRESHOLD,
+      g_param_spec_double ("similarity-threshold", "Similarity threshold",
+          "Cosine similarity to the last frame sent above which a frame may "
+          "be skipped and the last output repeated, 0..1 (default 0, off)",
+          0.0, 1.0, DEFAULT_SIMILARITY_THRESHOLD, G_PARAM_READWRITE
+          | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  /**
    * GstPpDiffuse:stats:
    *
    * Counters of the current run and figures of the last mesh stopped.
    */
   g_object_class_install_property (gobject_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
-          "frames-in, frames-out, dropped-flush, dropped-error, in-flight, "
+          "frames-in, frames-out, dropped-flush, dropped-error, "
+          "skipped-similar, in-flight, "
           "latency (ns), "
           "and mesh-chunks, mesh-wall-s, overlap-score of the last run",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
@@ -1649,6 +1790,8 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
   self->strength = DEFAULT_STRENGTH;
   self->seed = DEFAULT_SEED;
+  self->similarity_threshold = DEFAULT_SIMILARITY_THRESHOLD;
+  self->similar = pp_similarity_filter_new (DEFAULT_SEED);
   self->srcresult = GST_FLOW_FLUSHING;
   self->flushing = TRUE;
 }
