@@ -2,6 +2,7 @@
 # Webcam → ppdiffuse → virtual camera for OBS (or any V4L2 reader).
 #
 #   pipelines/webcam-obs.sh [CAMERA] [LOOPBACK]    (default /dev/video0 /dev/video10)
+#   SIMILARITY=0.98                                 (similarity-threshold; 0 = off)
 #
 # One-time set-up of the virtual camera (Debian: apt-get install
 # v4l2loopback-dkms, then as root):
@@ -21,17 +22,27 @@ set -eu
 
 CAMERA=${1:-/dev/video0}
 LOOPBACK=${2:-/dev/video10}
+SIMILARITY=${SIMILARITY:-0.98}
 
-# leaky=true: a live camera must not be blocked (its driver would run out
-# of buffers and the delay would grow), so a frame that finds max-in-flight
-# frames in the mesh is dropped, counted (stats dropped-leaky) and announced
-# with a QoS message.  The queue in front decouples the camera's thread.
+# The live defaults: v4l2src is a live source, so ppdiffuse drops a frame
+# that finds max-in-flight frames in the mesh rather than block the camera
+# (its driver would run out of buffers and the delay would grow); each drop
+# is counted (stats dropped-leaky) and announced with a QoS message.  qos,
+# on by default, also drops frames that downstream says would be late.
+# Neither is set here: leaky=false would force blocking.  The queue in front
+# decouples the camera's thread.
+#
+# similarity-threshold (StreamDiffusion's similarity filter): while the
+# picture hardly changes, frames are skipped and the last output repeated,
+# which spares the mesh; SIMILARITY=0 turns it off.  pipelines/live-control.py
+# runs this pipeline and turns knobs while it plays.
 #
 # YUY2 out: a format that v4l2loopback and OBS both take.
 exec gst-launch-1.0 -e \
   v4l2src device="$CAMERA" \
   ! videoconvert ! videoscale ! video/x-raw,format=RGBx,width=640,height=480 \
   ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0 \
-  ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic leaky=true \
+  ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic \
+    similarity-threshold="$SIMILARITY" \
   ! videoconvert ! video/x-raw,format=YUY2 \
   ! v4l2sink device="$LOOPBACK" sync=false

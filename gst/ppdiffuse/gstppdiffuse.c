@@ -55,6 +55,7 @@ GST_DEBUG_CATEGORY (gst_pp_diffuse_debug);
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH 0.5
 #define DEFAULT_SEED 0
+#define DEFAULT_SIMILARITY_THRESHOLD 0.0
 #define MAX_STEPS 1000
 #define MAX_IN_FLIGHT_LIMIT 1024
 #define MIN_TIMEOUT_MS 100
@@ -90,6 +91,7 @@ enum
   PROP_T_INDEX_LIST,
   PROP_WARM_UP,
   PROP_LEAKY,
+  PROP_SIMILARITY_THRESHOLD,
   PROP_STATS,
   PROP_QOS,
   PROP_STATS_INTERVAL_MS,
@@ -282,7 +284,7 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
         && GST_EVENT_TYPE (event) != GST_EVENT_EOS)
       gst_pad_store_sticky_event (self->srcpad, event);
     if (event == NULL) {
-      if (item->result != NULL)
+      if (item->result != NULL || item->repeat)
         self->in_flight--;
       (*dropped)++;
       GST_DEBUG_OBJECT (self, "flushed frame of chunk %" G_GUINT64_FORMAT,
@@ -291,6 +293,8 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
     item_recycle_locked (self, item);
   }
   self->submitting = NULL;
+  /* Repeats to come follow a frame sent after the flush. */
+  gst_clear_buffer (&self->last_output);
   g_cond_broadcast (&self->cond);
 }
 
@@ -299,7 +303,7 @@ fifo_first_pending (GstPpDiffuse * self)
 {
   for (GList * l = self->fifo.head; l != NULL; l = l->next) {
     GstPpDiffuseItem *item = l->data;
-    if (item->event == NULL && item->result == NULL)
+    if (item->event == NULL && !item->repeat && item->result == NULL)
       return item;
   }
   return NULL;
@@ -527,8 +531,9 @@ gst_pp_diffuse_settings_changed (GstPpDiffuse * self)
 
 /* The settings the next frame starts with, when new ones were accepted:
  * applied to rank 0's model at this chunk boundary, with a new cache
- * epoch.  Chain thread, before the frame is encoded. */
-static void
+ * epoch.  Chain thread, before the frame is encoded.  TRUE when new
+ * settings start with this frame. */
+static gboolean
 gst_pp_diffuse_take_settings (GstPpDiffuse * self)
 {
   g_autofree gchar *uri = NULL;
@@ -538,13 +543,13 @@ gst_pp_diffuse_take_settings (GstPpDiffuse * self)
   uri = g_steal_pointer (&self->next_uri);
   g_mutex_unlock (&self->lock);
   if (uri == NULL)
-    return;
+    return FALSE;
   if (!pp_model_update (self->model, uri, &error)) {
     GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
         ("Ignoring new settings, the stream goes on with the previous ones: "
             "%s", error->message), ("model URI: %s", uri));
     g_error_free (error);
-    return;
+    return FALSE;
   }
   g_mutex_lock (&self->lock);
   self->cache_epoch++;
@@ -555,6 +560,7 @@ gst_pp_diffuse_take_settings (GstPpDiffuse * self)
   self->running_uri = g_strdup (uri);
   g_free (self->unsent_uri);
   self->unsent_uri = g_steal_pointer (&uri);
+  return TRUE;
 }
 
 /* Adds the settings not yet sent to @chunk: every worker applies them
@@ -797,6 +803,62 @@ gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
   return FALSE;
 }
 
+/* The similarity filter: TRUE when @buf is to be skipped, alike the last
+ * frame sent to the mesh (gstppdiffuse-similarity.h has the rule).  A
+ * frame let through becomes the reference.  Chain thread only. */
+static gboolean
+similar_to_last_sent (GstPpDiffuse * self, GstBuffer * buf,
+    const GstVideoInfo * info, gdouble threshold)
+{
+  GstVideoFrame frame;
+  PpImage image;
+  gdouble similarity;
+  gboolean skip;
+
+  if (threshold <= 0) {
+    pp_similarity_filter_forget (self->similar);
+    return FALSE;
+  }
+  /* An unreadable frame goes on: the encode reports it. */
+  if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ))
+    return FALSE;
+  image_from_frame (&frame, &image);
+  skip = pp_similarity_filter_skip (self->similar, &image, threshold,
+      &similarity);
+  gst_video_frame_unmap (&frame);
+  GST_LOG_OBJECT (self, "frame %" GST_TIME_FORMAT ": similarity %.5f to the "
+      "last frame sent, %s", GST_TIME_ARGS (GST_BUFFER_PTS (buf)), similarity,
+      skip ? "skipped" : "sent");
+  return skip;
+}
+
+/* Files a frame the similarity filter skipped: a repeat item takes its
+ * place in the FIFO, so that the last output goes out again in its stead,
+ * in order.  Takes @buf and @item. */
+static GstFlowReturn
+queue_repeat (GstPpDiffuse * self, GstPpDiffuseItem * item, GstBuffer * buf)
+{
+  g_mutex_lock (&self->lock);
+  self->frames_in++;
+  if (self->flushing) {
+    self->dropped_flush++;
+    item_recycle_locked (self, item);
+    g_mutex_unlock (&self->lock);
+    gst_buffer_unref (buf);
+    return GST_FLOW_FLUSHING;
+  }
+  item->buffer = buf;
+  item->repeat = TRUE;
+  g_queue_push_tail_link (&self->fifo, &item->link);
+  self->in_flight++;
+  self->skipped_similar++;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "frame %" GST_TIME_FORMAT " skipped as similar: "
+      "the last output repeats", GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
+  return GST_FLOW_OK;
+}
+
 static GstFlowReturn
 gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
@@ -806,6 +868,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   PpChunk *chunk;
   GstFlowReturn ret;
   gboolean qos, leaky, leaky_set;
+  gdouble threshold;
 
   GST_OBJECT_LOCK (self);
   qos = self->qos;
@@ -849,7 +912,17 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   self->discont_next = FALSE;
   g_mutex_unlock (&self->lock);
 
-  gst_pp_diffuse_take_settings (self);
+  /* New settings must show even in a still scene: the frame they start
+   * with is sent, whatever the similarity filter would say. */
+  if (gst_pp_diffuse_take_settings (self))
+    pp_similarity_filter_forget (self->similar);
+  GST_OBJECT_LOCK (self);
+  threshold = self->similarity_threshold;
+  GST_OBJECT_UNLOCK (self);
+  if (similar_to_last_sent (self, buf, &item->info, threshold))
+    return queue_repeat (self, item, buf);
+  item->keep_output = threshold > 0;
+
   chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
   if (chunk == NULL) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: %s",
@@ -943,8 +1016,42 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
   }
   if (item->discont)
     GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+  /* A reference, not a copy: downstream finds the buffer shared and copies
+   * it before writing, so the repeats get these pixels. */
+  if (item->keep_output)
+    gst_buffer_replace (&self->last_output, out);
+  else
+    gst_clear_buffer (&self->last_output);
   GST_DEBUG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
       GST_TIME_FORMAT, item->chunk_id, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
+  return gst_pad_push (self->srcpad, out);
+}
+
+/* A frame the similarity filter skipped: the pixels (and video meta) of
+ * the last output, with the skipped frame's timestamps, offsets and flags,
+ * DISCONT when frames were dropped just before it. */
+static GstFlowReturn
+gst_pp_diffuse_push_repeat (GstPpDiffuse * self, GstPpDiffuseItem * item)
+{
+  GstBuffer *out;
+
+  /* The frame sent before it went out first, or its push failed and
+   * stopped the task: a repeat always finds its frame. */
+  if (self->last_output == NULL) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED, (NULL),
+        ("no output to repeat for the skipped frame %" GST_TIME_FORMAT,
+            GST_TIME_ARGS (GST_BUFFER_PTS (item->buffer))));
+    return GST_FLOW_ERROR;
+  }
+  out = gst_buffer_copy_region (self->last_output, GST_BUFFER_COPY_MEMORY
+      | GST_BUFFER_COPY_META, 0, -1);
+  gst_buffer_copy_into (out, item->buffer, GST_BUFFER_COPY_FLAGS
+      | GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  if (item->discont)
+    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
+  GST_DEBUG_OBJECT (self, "pushing a repeat of %" GST_TIME_FORMAT " as %"
+      GST_TIME_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS (self->last_output)),
+      GST_TIME_ARGS (GST_BUFFER_PTS (out)));
   return gst_pad_push (self->srcpad, out);
 }
 
@@ -960,7 +1067,8 @@ gst_pp_diffuse_loop (GstPad * pad)
     if (self->flushing || self->srcresult != GST_FLOW_OK)
       goto pause;
     item = g_queue_peek_head (&self->fifo);
-    if (item != NULL && (item->event != NULL || item->result != NULL))
+    if (item != NULL && (item->event != NULL || item->result != NULL
+            || item->repeat))
       break;
     g_cond_wait (&self->cond, &self->lock);
   }
@@ -979,7 +1087,8 @@ gst_pp_diffuse_loop (GstPad * pad)
     if (eos)
       ret = GST_FLOW_EOS;
   } else {
-    ret = gst_pp_diffuse_push_frame (self, item);
+    ret = item->repeat ? gst_pp_diffuse_push_repeat (self, item)
+        : gst_pp_diffuse_push_frame (self, item);
     g_mutex_lock (&self->lock);
     if (ret == GST_FLOW_OK)
       self->frames_out++;
@@ -1064,6 +1173,8 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       /* Chunks of the new segment start a new stream state. */
       self->cache_epoch++;
       g_mutex_unlock (&self->lock);
+      /* Serialized: the chain is not running. */
+      pp_similarity_filter_forget (self->similar);
       return gst_pad_start_task (self->srcpad,
           (GstTaskFunction) gst_pp_diffuse_loop, self->srcpad, NULL);
     case GST_EVENT_CAPS:{
@@ -1083,6 +1194,8 @@ gst_pp_diffuse_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       self->in_info = info;
       self->have_info = TRUE;
       g_mutex_unlock (&self->lock);
+      /* Frames of the new caps are compared among themselves. */
+      pp_similarity_filter_forget (self->similar);
       GST_DEBUG_OBJECT (self, "input caps %" GST_PTR_FORMAT, caps);
       return gst_pp_diffuse_queue_event (self, event);
     }
@@ -1254,6 +1367,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.hostfile = hostfile = g_strdup (self->hostfile);
   config.dump_dir = dump_dir = g_strdup (self->dump_dir);
   config.timeout_ms = self->timeout_ms;
+  /* The same seed, the same skips for the same frames. */
+  pp_similarity_filter_reseed (self->similar, self->settings.seed);
   self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
@@ -1310,13 +1425,13 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->frames_in = self->frames_out = 0;
   self->dropped_flush = self->dropped_error = 0;
   self->dropped_qos = self->dropped_leaky = 0;
+  self->skipped_similar = 0;
   self->warmed_up = FALSE;
   self->discont_next = FALSE;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
   self->latency = self->reported_latency = 0;
   pp_latency_tracker_reset (self->latencies);
-  self->skipped_similar = 0;
   self->have_info = FALSE;
   self->collector_stop = FALSE;
   self->mesh_failed = FALSE;
@@ -1510,6 +1625,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_STATS_INTERVAL_MS:
       self->stats_interval_ms = g_value_get_uint (value);
       break;
+    case PROP_SIMILARITY_THRESHOLD:
+      self->similarity_threshold = g_value_get_double (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1598,6 +1716,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_STATS_INTERVAL_MS:
       g_value_set_uint (value, self->stats_interval_ms);
       break;
+    case PROP_SIMILARITY_THRESHOLD:
+      g_value_set_double (value, self->similarity_threshold);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1618,6 +1739,8 @@ gst_pp_diffuse_finalize (GObject * object)
   g_cond_clear (&self->settings_cond);
   gst_pp_diffuse_stats_timer_free (self->stats_timer);
   pp_latency_tracker_free (self->latencies);
+  pp_similarity_filter_free (self->similar);
+  gst_clear_buffer (&self->last_output);
   g_free (self->worker);
   g_free (self->hosts);
   g_free (self->hostfile);
@@ -1878,6 +2001,26 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
           DEFAULT_STATS_INTERVAL_MS, G_PARAM_READWRITE |
           G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
   /**
+   * GstPpDiffuse:similarity-threshold:
+   *
+   * StreamDiffusion's stochastic similarity filter: each frame is compared
+   * with the last frame sent to the mesh, by the cosine similarity of
+   * 32×32 thumbnails (the mean R, G, B of each cell, mapped to [-1, 1]).
+   * Above the threshold the frame is skipped with probability
+   * max(0, 1 − (1 − similarity) / (1 − threshold)) (a draw seeded by
+   * #GstPpDiffuse:seed), and the last output goes out again in its place,
+   * with the skipped frame's timestamps and flags (counted in frames-out
+   * and skipped-similar).  The first frame after a start, a flush, a caps
+   * change or turning the filter on is always sent.  0 turns it off; a
+   * change applies from the next frame, also while PLAYING.
+   */
+  g_object_class_install_property (gobject_class, PROP_SIMILARITY_THRESHOLD,
+      g_param_spec_double ("similarity-threshold", "Similarity threshold",
+          "Cosine similarity to the last frame sent above which a frame may "
+          "be skipped and the last output repeated, 0..1 (default 0, off)",
+          0.0, 1.0, DEFAULT_SIMILARITY_THRESHOLD, G_PARAM_READWRITE
+          | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  /**
    * GstPpDiffuse:stats:
    *
    * A "ppdiffuse-stats" structure: counters since start, percentiles of
@@ -1943,6 +2086,8 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
   self->settings.strength = DEFAULT_STRENGTH;
   self->settings.seed = DEFAULT_SEED;
+  self->similarity_threshold = DEFAULT_SIMILARITY_THRESHOLD;
+  self->similar = pp_similarity_filter_new (DEFAULT_SEED);
   self->srcresult = GST_FLOW_FLUSHING;
   self->flushing = TRUE;
   self->qos = DEFAULT_QOS;

@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include "gstppdiffuse-similarity.h"
 #include "pp-chunk-pool.h"
 #include "pp-mesh.h"
 #include "pp-model.h"
@@ -58,6 +59,12 @@ typedef struct
   PpChunk *result;              /* the chunk back from the mesh, or NULL */
   gboolean discont;             /* frames were dropped just before it */
   gboolean spare;               /* a frame's: back to the spare items */
+  gboolean repeat;              /* a frame skipped as similar: the last
+                                 * output goes out again with this
+                                 * buffer's timestamps and flags; it never
+                                 * enters the mesh */
+  gboolean keep_output;         /* sent while the similarity filter was
+                                 * on: its output is kept for repeats */
 } GstPpDiffuseItem;
 
 /* The properties a running mesh takes at a chunk boundary: together they
@@ -97,6 +104,7 @@ struct _GstPpDiffuse
   gboolean leaky_set;           /* leaky was set: it overrides liveness */
   gboolean qos;
   guint stats_interval_ms;
+  gdouble similarity_threshold;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;
@@ -108,6 +116,12 @@ struct _GstPpDiffuse
    * so that a pooled chunk's sample of that shape is encoded into. */
   gint sample_width, sample_height;
   PpTensorSpec sample_spec;
+  /* Streaming thread (chain, and the serialized events that reset it):
+   * the similarity filter's reference and draws. */
+  PpSimilarityFilter *similar;
+  /* Src task (and flushes, once it is paused): the last frame pushed,
+   * kept while the similarity filter is on, for repeats. */
+  GstBuffer *last_output;
 
   /* Live settings: a change of a live property while the mesh runs is
    * checked on the settings thread; once accepted its model URI waits in
@@ -147,6 +161,7 @@ struct _GstPpDiffuse
   guint64 dropped_error;        /* frames lost to a downstream error */
   guint64 dropped_qos;          /* frames too late for downstream (QoS) */
   guint64 dropped_leaky;        /* frames refused while the mesh was full */
+  guint64 skipped_similar;      /* frames skipped as similar (repeats) */
   PpMeshStats mesh_stats;       /* of the last mesh that stopped */
   gboolean warmed_up;           /* chain thread: this mesh had its pass */
   gboolean discont_next;        /* a frame was dropped: mark the next one */
@@ -154,7 +169,6 @@ struct _GstPpDiffuse
   GstSegment segment;           /* of the input, for QoS */
   GstClockTime qos_earliest;    /* running time before which frames are late */
   PpLatencyTracker *latencies;  /* submit → return times */
-  guint64 skipped_similar;      /* frames not sent: like the one before */
 
   /* the ppdiffuse-stats intervals (gstppdiffuse-live.c) */
   struct _GstPpDiffuseStatsTimer *stats_timer;
