@@ -375,6 +375,48 @@ GST_START_TEST (test_videotestsrc_ball_skips_none)
 
 GST_END_TEST;
 
+/* New settings show in a still scene: the first frame after they were
+ * accepted is sent to the mesh whatever its similarity, and the repeats
+ * after it repeat its output. */
+#define MARK 9
+#define SETTLE_US (300 * G_TIME_SPAN_MILLISECOND)
+
+GST_START_TEST (test_new_settings_are_sent)
+{
+  GstHarness *h = make_harness (THRESHOLD);
+  g_autofree gchar *marked = g_strdup_printf ("%s?mark=%d", MODEL, MARK);
+
+  for (guint i = 0; i < 2 * GROUP; i++) {
+    if (i == GROUP) {
+      g_object_set (h->element, "model", marked, NULL);
+      g_usleep (SETTLE_US);
+    }
+    fail_unless_equals_int (gst_harness_push (h, make_frame (constant, i)),
+        GST_FLOW_OK);
+  }
+  for (guint i = 0; i < GROUP; i++)
+    pull_expect (h, constant, i, 0);
+  for (guint i = GROUP; i < 2 * GROUP; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    GstMapInfo map;
+    guint v = constant (GROUP, 0, 0, 0);
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    check_times (out, i);
+    for (guint k = 0; k < STEPS; k++)
+      v = (stamp (k, 0, v) + MARK) % 256;
+    gst_buffer_map (out, &map, GST_MAP_READ);
+    fail_unless_equals_int (map.data[0], v);
+    /* alpha tells which input it is: frame GROUP's, the first new one */
+    fail_unless_equals_int (map.data[3], constant (GROUP, 0, 0, 3));
+    gst_buffer_unmap (out, &map);
+    gst_buffer_unref (out);
+  }
+  stop_and_check (h, 2 * GROUP, 2, 2 * GROUP - 2);
+}
+
+GST_END_TEST;
+
 /* ---- off: nothing is skipped, not even identical frames ---------------- */
 
 GST_START_TEST (test_threshold_zero_never_skips)
@@ -489,6 +531,7 @@ live_similar_suite (void)
   tcase_add_test (tc, test_still_skips_most);
   tcase_add_test (tc, test_moving_skips_none);
   tcase_add_test (tc, test_videotestsrc_ball_skips_none);
+  tcase_add_test (tc, test_new_settings_are_sent);
   tcase_add_test (tc, test_threshold_zero_never_skips);
   tcase_add_test (tc, test_threshold_change_while_playing);
   tcase_add_test (tc, test_repeats_follow_last_output);
