@@ -130,3 +130,9 @@ pp_mesh_payload_backend (PpMesh * mesh)
 {
   return mesh->planes != NULL ? mesh->backend : NULL;
 }
+
+gboolean
+pp_mesh_is_healthy (PpMesh * mesh, GError ** error)
+{
+  return !pp_mesh_has_failed (mesh, error);
+}

@@ -35,12 +35,14 @@
 #endif
 
 #include "gstppdiffuse.h"
+#include "gstppdiffuse-pool.h"
+#include "gstppdiffuse-restart.h"
 #include "pp-log.h"
 
 #include <string.h>
 #include <unistd.h>
 
-GST_DEBUG_CATEGORY_STATIC (gst_pp_diffuse_debug);
+GST_DEBUG_CATEGORY (gst_pp_diffuse_debug);
 #define GST_CAT_DEFAULT gst_pp_diffuse_debug
 
 #define DEFAULT_RANKS 2
@@ -86,6 +88,7 @@ enum
   PROP_T_INDEX_LIST,
   PROP_WARM_UP,
   PROP_LEAKY,
+  PROP_KEEP_WORKERS,
   PROP_STATS,
 };
 
@@ -587,6 +590,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GstPpDiffuseItem *item;
   GError *error = NULL;
   PpChunk *chunk;
+  GstBuffer *out;
   GstFlowReturn ret;
 
   g_mutex_lock (&self->lock);
@@ -632,12 +636,23 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
+  /* Upstream's buffer goes back at once: the output is a copy of it. */
+  out = gst_pp_diffuse_copy_to_output (self, buf, &item->info, &error);
+  gst_buffer_unref (buf);
+  if (out == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, ("No output buffer for "
+            "a frame: %s", error->message), (NULL));
+    g_error_free (error);
+    pp_chunk_free (chunk);
+    item_recycle (self, item);
+    return GST_FLOW_ERROR;
+  }
 
   if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
           chunk)) {
     pp_chunk_free (chunk);
     item_recycle (self, item);
-    gst_buffer_unref (buf);
+    gst_buffer_unref (out);
     return GST_FLOW_ERROR;
   }
 
@@ -650,11 +665,11 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     item_recycle_locked (self, item);
     g_mutex_unlock (&self->lock);
     pp_chunk_free (chunk);
-    gst_buffer_unref (buf);
+    gst_buffer_unref (out);
     return GST_FLOW_FLUSHING;
   }
   chunk->cache_epoch = self->cache_epoch;
-  item->buffer = buf;
+  item->buffer = out;
   item->chunk_id = CHUNK_ID_UNSENT;
   self->submitting = item;
   g_queue_push_tail_link (&self->fifo, &item->link);
@@ -875,8 +890,7 @@ gst_pp_diffuse_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_ALLOCATION:
-      /* Frames are read through GstVideoFrame: any layout will do. */
-      gst_query_add_allocation_meta (query, GST_VIDEO_META_API_TYPE, NULL);
+      gst_pp_diffuse_propose_allocation (GST_PP_DIFFUSE (parent), query);
       return TRUE;
     default:
       return gst_pad_query_default (pad, parent, query);
@@ -1026,14 +1040,16 @@ post_progress (GstPpDiffuse * self, const gchar * stage)
               stage, NULL)));
 }
 
+static void gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep);
+
 static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
   g_autofree gchar *model_uri = NULL, *worker = NULL, *hosts = NULL,
-      *hostfile = NULL, *dump_dir = NULL;
+      *hostfile = NULL, *dump_dir = NULL, *key = NULL;
   PpMeshConfig config = { 0 };
   GError *error = NULL;
-  gboolean ok = FALSE;
+  gboolean ok = FALSE, reused;
   PpBackend *backend;
 
   GST_OBJECT_LOCK (self);
@@ -1055,9 +1071,18 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
   config.max_in_flight = self->limit + 1;
+  key = gst_pp_diffuse_mesh_key (&config);
 
   mesh_log_follow_threshold ();
   GST_OBJECT_UNLOCK (self);
+  /* A mesh kept by keep-workers serves when nothing it was started with
+   * changed; else it ends here. */
+  reused = gst_pp_diffuse_mesh_reusable (self, key);
+  if (reused) {
+    post_progress (self, "ready");
+    goto mesh_up;
+  }
+  gst_pp_diffuse_stop_mesh (self, FALSE);
   /* Loading and spawning take a while: report where we are. */
   post_progress (self, "loading-model");
   backend = pp_backend_get (config.backend, &error);
@@ -1101,6 +1126,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
     g_clear_pointer (&self->model, pp_model_free);
     return FALSE;
   }
+  self->mesh_key = g_steal_pointer (&key);
+mesh_up:
   GST_INFO_OBJECT (self, "mesh up: %u workers, %u steps, %u chunks in "
       "flight at most", config.n_workers, config.n_steps, self->limit);
 
@@ -1109,7 +1136,12 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->frames_in = self->frames_out = 0;
   self->dropped_flush = self->dropped_error = 0;
   self->dropped_qos = self->dropped_leaky = 0;
-  self->warmed_up = FALSE;
+  /* The warm-up pass is once per mesh; a reused mesh's workers start a new
+   * stream state. */
+  if (reused)
+    self->cache_epoch++;
+  else
+    self->warmed_up = FALSE;
   self->discont_next = FALSE;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
@@ -1128,19 +1160,31 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   return TRUE;
 }
 
+/* Ends the run; the mesh and rank 0's model are kept for the next start
+ * when @keep and every chunk came back from a healthy mesh, else the mesh
+ * is stopped. */
 static void
-gst_pp_diffuse_stop (GstPpDiffuse * self)
+gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep)
 {
   GError *error = NULL;
   PpMeshStats stats;
 
   if (self->mesh == NULL)
     return;
+  gst_pp_diffuse_clear_output_pool (self);
+  if (keep) {
+    g_mutex_lock (&self->lock);
+    fifo_flush (self, &self->dropped_flush);
+    g_mutex_unlock (&self->lock);
+    keep = gst_pp_diffuse_mesh_drain (self);
+  }
   g_mutex_lock (&self->lock);
   self->collector_stop = TRUE;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
-  g_thread_join (g_steal_pointer (&self->collector));
+  /* None when the mesh was kept by the last stop. */
+  if (self->collector != NULL)
+    g_thread_join (g_steal_pointer (&self->collector));
 
   /* Frames still queued are lost to the stop, or to the error that
    * stopped the mesh. */
@@ -1148,6 +1192,12 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   fifo_flush (self, self->mesh_failed ? &self->dropped_error
       : &self->dropped_flush);
   g_mutex_unlock (&self->lock);
+  if (keep) {
+    GST_INFO_OBJECT (self, "workers kept for the next start");
+    g_clear_pointer (&self->chunks, pp_chunk_pool_unref);
+    return;
+  }
+  g_clear_pointer (&self->mesh_key, g_free);
 
   if (!pp_mesh_stop (g_steal_pointer (&self->mesh), &stats, &error)) {
     GST_WARNING_OBJECT (self, "mesh did not stop cleanly: %s",
@@ -1164,6 +1214,17 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   g_clear_pointer (&self->chunks, pp_chunk_pool_unref);
   g_clear_pointer (&self->model, pp_model_free);
+}
+
+static void
+gst_pp_diffuse_stop (GstPpDiffuse * self)
+{
+  gboolean keep;
+
+  GST_OBJECT_LOCK (self);
+  keep = self->keep_workers;
+  GST_OBJECT_UNLOCK (self);
+  gst_pp_diffuse_stop_mesh (self, keep);
 }
 
 static GstStateChangeReturn
@@ -1280,6 +1341,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_LEAKY:
       self->leaky = g_value_get_boolean (value);
       break;
+    case PROP_KEEP_WORKERS:
+      self->keep_workers = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1353,6 +1417,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_LEAKY:
       g_value_set_boolean (value, self->leaky);
       break;
+    case PROP_KEEP_WORKERS:
+      g_value_set_boolean (value, self->keep_workers);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1365,6 +1432,10 @@ gst_pp_diffuse_finalize (GObject * object)
 {
   GstPpDiffuse *self = GST_PP_DIFFUSE (object);
 
+  /* The end of workers kept by keep-workers. */
+  gst_pp_diffuse_stop_mesh (self, FALSE);
+  gst_pp_diffuse_clear_output_pool (self);
+  g_free (self->mesh_key);
   items_free (&self->fifo);
   items_free (&self->spare_items);
   g_free (self->model_uri);
@@ -1588,6 +1659,31 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_boolean ("leaky", "Leaky",
           "Drop a new frame instead of blocking upstream while the mesh is "
           "full (default: off, block)", FALSE, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:keep-workers:
+   *
+   * Keep the worker mesh (and rank 0's model) up across stops: a stop
+   * (PAUSED→READY, and so also →NULL) waits, up to timeout-ms, for every
+   * chunk in flight to come back, discards it, and leaves the workers idle
+   * (their heartbeats go on, so an idle mesh never times out); the next
+   * start uses them again when ranks, steps, model and its start-only
+   * parameters (prompt-embeds, strength, seed, t-index-list), backend,
+   * dtype, cuda-graphs, timeout-ms, max-in-flight, worker, hosts,
+   * hostfile and dump-dir are unchanged, with a new stream state (cache
+   * epoch) and without a second warm-up pass.  The workers end when the
+   * element is freed, when a start finds a setting changed (they are
+   * spawned anew), and on any mesh error (a failed, idle-dead or
+   * undrainable mesh is stopped as without this setting).  Off, every stop
+   * ends the workers and every start spawns them.  While workers are kept,
+   * mesh-chunks, mesh-wall-s and overlap-score in the stats stay those of
+   * the last mesh that stopped.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_WORKERS,
+      g_param_spec_boolean ("keep-workers", "Keep workers",
+          "Keep the worker processes across stop and start while the "
+          "settings they were spawned with are unchanged; they end when the "
+          "element is freed (default: off, a stop ends them)", FALSE,
+          PARAM_FLAGS));
   /**
    * GstPpDiffuse:stats:
    *

@@ -51,7 +51,8 @@ typedef struct
   GList link;                   /* in the FIFO or the spare list; data =
                                  * the item */
   GstEvent *event;              /* set for an event item */
-  GstBuffer *buffer;            /* the input frame, reused for the output */
+  GstBuffer *buffer;            /* the output: a copy of the input from the
+                                 * element's pool (gstppdiffuse-pool.c) */
   GstVideoInfo info;            /* caps the frame arrived with */
   guint64 chunk_id;             /* as the mesh assigned it at submit */
   PpChunk *result;              /* the chunk back from the mesh, or NULL */
@@ -85,10 +86,14 @@ struct _GstPpDiffuse
   gchar *t_index_list;
   gboolean warm_up;
   gboolean leaky;
+  gboolean keep_workers;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;
   PpModel *model;               /* rank 0's image phases */
+  /* With keep-workers, the mesh and model outlive a stop
+   * (gstppdiffuse-restart.c): the settings they were started with. */
+  gchar *mesh_key;
   guint limit;                  /* chunks allowed in flight */
   GThread *collector;
   PpChunkPool *chunks;          /* the chunks frames are encoded into */
@@ -96,6 +101,11 @@ struct _GstPpDiffuse
    * so that a pooled chunk's sample of that shape is encoded into. */
   gint sample_width, sample_height;
   PpTensorSpec sample_spec;
+  /* Chain thread: the output buffers, made for frames of out_pool_info in
+   * buffers of out_pool_size bytes (gstppdiffuse-pool.c). */
+  GstBufferPool *out_pool;
+  GstVideoInfo out_pool_info;
+  gsize out_pool_size;
 
   /* stream state, under lock */
   GMutex lock;
