@@ -30,6 +30,8 @@ make_element (guint steps)
   GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
 
   fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
+  /* Ours: the workers end when the last reference goes (free_element). */
+  gst_object_ref_sink (e);
   g_object_set (e, "ranks", 2, "steps", steps, "model", "builtin:stamp",
       "keep-workers", TRUE, NULL);
   return e;
@@ -61,6 +63,16 @@ run_frames (GstHarness * h, guint n)
     fail_unless (out != NULL, "frame %u of %u did not come out", i, n);
     gst_buffer_unref (out);
   }
+}
+
+/* Tears @h down and frees its element: the kept workers end. */
+static void
+free_element (GstHarness * h)
+{
+  GstElement *element = h->element;
+
+  gst_harness_teardown (h);
+  gst_object_unref (element);
 }
 
 static void
@@ -113,7 +125,7 @@ GST_START_TEST (test_workers_kept)
   g_array_unref (pids);
   g_array_unref (spawned);
 
-  gst_harness_teardown (h);
+  free_element (h);
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, WORKERS_GONE_TIMEOUT_MS), 0);
 }
@@ -147,7 +159,7 @@ GST_START_TEST (test_stop_with_frames_in_flight)
   fail_unless (gst_structure_get_uint64 (stats, "frames-out", &frames_out));
   fail_unless_equals_uint64 (frames_out, CYCLE_FRAMES);
   gst_structure_free (stats);
-  gst_harness_teardown (h);
+  free_element (h);
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, WORKERS_GONE_TIMEOUT_MS), 0);
 }
@@ -194,7 +206,7 @@ GST_START_TEST (test_start_stop_rss)
   fail_unless (after < before + RSS_GROWTH_LIMIT_KB, "RSS grew by %"
       G_GUINT64_FORMAT " kB over %d start/stop cycles", after - before,
       RSS_CYCLES);
-  gst_harness_teardown (h);
+  free_element (h);
 }
 
 GST_END_TEST;
