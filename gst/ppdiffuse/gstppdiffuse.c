@@ -28,6 +28,20 @@
  *
  * Open MPI refuses to run as root unless OMPI_ALLOW_RUN_AS_ROOT=1 and
  * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set.
+ *
+ * ## Buffers
+ * Upstream's buffer is released as soon as its frame is encoded: it is
+ * copied once, every byte and its metas, into a buffer of the element's own
+ * pool, which the result is written into.  A source with a small fixed
+ * pool is never starved by #GstPpDiffuse:max-in-flight.
+ *
+ * ## Worker lifetime
+ * By default the workers are spawned at every READY→PAUSED and stopped at
+ * every PAUSED→READY.  With #GstPpDiffuse:keep-workers they stay up, idle,
+ * once the chunks in flight came back, and the next start uses them when
+ * the settings they were spawned with are unchanged; they end when the
+ * element is freed, when such a setting changed (they are spawned anew),
+ * or after a mesh error.
  */
 
 #ifdef HAVE_CONFIG_H
