@@ -47,7 +47,8 @@ gst_pp_diffuse_mesh_drain (GstPpDiffuse * self)
   gboolean drained;
 
   GST_OBJECT_LOCK (self);
-  deadline = g_get_monotonic_time () + self->timeout_ms * G_TIME_SPAN_MILLISECOND;
+  deadline = g_get_monotonic_time ()
+      + self->timeout_ms * G_TIME_SPAN_MILLISECOND;
   GST_OBJECT_UNLOCK (self);
   g_mutex_lock (&self->lock);
   while (self->outstanding > 0 && !self->mesh_failed)
