@@ -168,3 +168,9 @@ pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s, guint n)
   }
   return n_workers;
 }
+
+gboolean
+pp_mesh_is_healthy (PpMesh * mesh, GError ** error)
+{
+  return !pp_mesh_has_failed (mesh, error);
+}

@@ -97,6 +97,10 @@ PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
  * workers there are.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
                                    guint n);
+/* FALSE, with the mesh's first failure in @error, once the mesh has failed:
+ * a worker died or went silent, also while no chunk was in flight (the
+ * heartbeats go on while the mesh is idle).  Any thread. */
+gboolean      pp_mesh_is_healthy (PpMesh * mesh, GError ** error);
 /* Shuts the workers down (after an error: kills them) and frees the mesh.
  * Chunks still in flight are discarded.  @stats may be NULL. */
 gboolean      pp_mesh_stop    (PpMesh * mesh, PpMeshStats * stats,

@@ -223,9 +223,7 @@ sender_thread (gpointer data)
   Worker *w = data;
 
   for (;;) {
-    PpWait wait = { w->world, next_rank (w), worker_deadline (w),
-      rank0_alive, w
-    };
+    PpWait wait = { w->world, next_rank (w), PP_NO_DEADLINE, rank0_alive, w };
     PpChunk *chunk = pp_queue_pop (w->out, PP_NO_DEADLINE);
     GError *error = NULL;
     PpSendDefect defect;
@@ -233,6 +231,9 @@ sender_thread (gpointer data)
 
     if (chunk == NULL)
       return NULL;
+    /* The send's deadline runs from when there is a chunk to send: a mesh
+     * left idle longer than timeout-ms (keep-workers) is not late. */
+    wait.deadline_us = worker_deadline (w);
     last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
     if (!pp_hooks_before_send (chunk, next_rank (w), &defect, &twice)) {
       pp_chunk_free (chunk);

@@ -28,6 +28,20 @@
  *
  * Open MPI refuses to run as root unless OMPI_ALLOW_RUN_AS_ROOT=1 and
  * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set.
+ *
+ * ## Buffers
+ * Upstream's buffer is released as soon as its frame is encoded: it is
+ * copied once, every byte and its metas, into a buffer of the element's own
+ * pool, which the result is written into.  A source with a small fixed
+ * pool is never starved by #GstPpDiffuse:max-in-flight.
+ *
+ * ## Worker lifetime
+ * By default the workers are spawned at every READY→PAUSED and stopped at
+ * every PAUSED→READY.  With #GstPpDiffuse:keep-workers they stay up, idle,
+ * once the chunks in flight came back, and the next start uses them when
+ * the settings they were spawned with are unchanged; they end when the
+ * element is freed, when such a setting changed (they are spawned anew),
+ * or after a mesh error.
  */
 
 #ifdef HAVE_CONFIG_H
@@ -36,6 +50,8 @@
 
 #include "gstppdiffuse.h"
 #include "gstppdiffuse-live.h"
+#include "gstppdiffuse-pool.h"
+#include "gstppdiffuse-restart.h"
 #include "pp-log.h"
 #include "pp-protocol.h"
 
@@ -92,6 +108,7 @@ enum
   PROP_WARM_UP,
   PROP_LEAKY,
   PROP_SIMILARITY_THRESHOLD,
+  PROP_KEEP_WORKERS,
   PROP_STATS,
   PROP_QOS,
   PROP_STATS_INTERVAL_MS,
@@ -866,6 +883,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GstPpDiffuseItem *item;
   GError *error = NULL;
   PpChunk *chunk;
+  GstBuffer *out;
   GstFlowReturn ret;
   gboolean qos, leaky, leaky_set;
   gdouble threshold;
@@ -932,12 +950,23 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
   }
+  /* Upstream's buffer goes back at once: the output is a copy of it. */
+  out = gst_pp_diffuse_copy_to_output (self, buf, &item->info, &error);
+  gst_buffer_unref (buf);
+  if (out == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, ("No output buffer for "
+            "a frame: %s", error->message), (NULL));
+    g_error_free (error);
+    pp_chunk_free (chunk);
+    item_recycle (self, item);
+    return GST_FLOW_ERROR;
+  }
 
   if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
           chunk)) {
     pp_chunk_free (chunk);
     item_recycle (self, item);
-    gst_buffer_unref (buf);
+    gst_buffer_unref (out);
     return GST_FLOW_ERROR;
   }
 
@@ -950,11 +979,11 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     item_recycle_locked (self, item);
     g_mutex_unlock (&self->lock);
     pp_chunk_free (chunk);
-    gst_buffer_unref (buf);
+    gst_buffer_unref (out);
     return GST_FLOW_FLUSHING;
   }
   chunk->cache_epoch = self->cache_epoch;
-  item->buffer = buf;
+  item->buffer = out;
   item->chunk_id = CHUNK_ID_UNSENT;
   self->submitting = item;
   g_queue_push_tail_link (&self->fifo, &item->link);
@@ -1218,8 +1247,7 @@ gst_pp_diffuse_sink_query (GstPad * pad, GstObject * parent, GstQuery * query)
 {
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_ALLOCATION:
-      /* Frames are read through GstVideoFrame: any layout will do. */
-      gst_query_add_allocation_meta (query, GST_VIDEO_META_API_TYPE, NULL);
+      gst_pp_diffuse_propose_allocation (GST_PP_DIFFUSE (parent), query);
       return TRUE;
     default:
       return gst_pad_query_default (pad, parent, query);
@@ -1341,14 +1369,16 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 /* ---- start / stop ------------------------------------------------------ */
 
+static void gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep);
+
 static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
   g_autofree gchar *model_uri = NULL, *worker = NULL, *hosts = NULL,
-      *hostfile = NULL, *dump_dir = NULL;
+      *hostfile = NULL, *dump_dir = NULL, *key = NULL;
   PpMeshConfig config = { 0 };
   GError *error = NULL;
-  gboolean ok = FALSE;
+  gboolean ok = FALSE, reused;
   PpBackend *backend;
 
   GST_OBJECT_LOCK (self);
@@ -1375,9 +1405,18 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.max_in_flight = self->limit + 1;
   config.progress = gst_pp_diffuse_mesh_progress;
   config.progress_data = self;
+  key = gst_pp_diffuse_mesh_key (&config);
 
   mesh_log_follow_threshold ();
   GST_OBJECT_UNLOCK (self);
+  /* A mesh kept by keep-workers serves when nothing it was started with
+   * changed; else it ends here. */
+  reused = gst_pp_diffuse_mesh_reusable (self, key, model_uri);
+  if (reused) {
+    gst_pp_diffuse_progress_start (self);
+    goto mesh_up;
+  }
+  gst_pp_diffuse_stop_mesh (self, FALSE);
   /* Loading and spawning take a while: report where we are. */
   gst_pp_diffuse_progress_start (self);
   backend = pp_backend_get (config.backend, &error);
@@ -1417,6 +1456,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
     g_clear_pointer (&self->model, pp_model_free);
     return FALSE;
   }
+  self->mesh_key = g_steal_pointer (&key);
+mesh_up:
   GST_INFO_OBJECT (self, "mesh up: %u workers, %u steps, %u chunks in "
       "flight at most", config.n_workers, config.n_steps, self->limit);
 
@@ -1426,7 +1467,12 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   self->dropped_flush = self->dropped_error = 0;
   self->dropped_qos = self->dropped_leaky = 0;
   self->skipped_similar = 0;
-  self->warmed_up = FALSE;
+  /* The warm-up pass is once per mesh; a reused mesh's workers start a new
+   * stream state. */
+  if (reused)
+    self->cache_epoch++;
+  else
+    self->warmed_up = FALSE;
   self->discont_next = FALSE;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
@@ -1441,10 +1487,16 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
    * once sent. */
   self->chunks = pp_chunk_pool_new (1);
   self->sample_width = self->sample_height = 0;
-  g_free (self->running_uri);
-  self->running_uri = g_strdup (model_uri);
   g_clear_pointer (&self->unsent_uri, g_free);
   g_mutex_lock (&self->lock);
+  if (!reused) {
+    g_free (self->running_uri);
+    self->running_uri = g_strdup (model_uri);
+  } else if (g_strcmp0 (self->running_uri, model_uri) != 0) {
+    /* Settings changed while stopped: the first frame brings them. */
+    g_free (self->next_uri);
+    self->next_uri = g_strdup (model_uri);
+  }
   self->settings_stop = self->settings_dirty = FALSE;
   self->settings_thread = g_thread_new ("ppdiffuse-settings",
       gst_pp_diffuse_settings_loop, self);
@@ -1473,11 +1525,18 @@ gst_pp_diffuse_stop_settings (GstPpDiffuse * self)
   g_mutex_lock (&self->lock);
   g_clear_pointer (&self->next_uri, g_free);
   g_mutex_unlock (&self->lock);
+  /* Applied on rank 0 but not yet sent: a kept mesh's workers must get
+   * the settings at the next start, whatever they are then. */
+  if (self->unsent_uri != NULL)
+    g_clear_pointer (&self->running_uri, g_free);
   g_clear_pointer (&self->unsent_uri, g_free);
 }
 
+/* Ends the run; the mesh and rank 0's model are kept for the next start
+ * when @keep and every chunk came back from a healthy mesh, else the mesh
+ * is stopped. */
 static void
-gst_pp_diffuse_stop (GstPpDiffuse * self)
+gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep)
 {
   GError *error = NULL;
   PpMeshStats stats;
@@ -1485,11 +1544,20 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   if (self->mesh == NULL)
     return;
   gst_pp_diffuse_stats_timer_stop (self->stats_timer);
+  gst_pp_diffuse_clear_output_pool (self);
+  if (keep) {
+    g_mutex_lock (&self->lock);
+    fifo_flush (self, &self->dropped_flush);
+    g_mutex_unlock (&self->lock);
+    keep = gst_pp_diffuse_mesh_drain (self);
+  }
   g_mutex_lock (&self->lock);
   self->collector_stop = TRUE;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
-  g_thread_join (g_steal_pointer (&self->collector));
+  /* None when the mesh was kept by the last stop. */
+  if (self->collector != NULL)
+    g_thread_join (g_steal_pointer (&self->collector));
   gst_pp_diffuse_stop_settings (self);
 
   /* Frames still queued are lost to the stop, or to the error that
@@ -1498,6 +1566,12 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   fifo_flush (self, self->mesh_failed ? &self->dropped_error
       : &self->dropped_flush);
   g_mutex_unlock (&self->lock);
+  if (keep) {
+    GST_INFO_OBJECT (self, "workers kept for the next start");
+    g_clear_pointer (&self->chunks, pp_chunk_pool_unref);
+    return;
+  }
+  g_clear_pointer (&self->mesh_key, g_free);
 
   if (!pp_mesh_stop (g_steal_pointer (&self->mesh), &stats, &error)) {
     GST_WARNING_OBJECT (self, "mesh did not stop cleanly: %s",
@@ -1514,6 +1588,17 @@ gst_pp_diffuse_stop (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   g_clear_pointer (&self->chunks, pp_chunk_pool_unref);
   g_clear_pointer (&self->model, pp_model_free);
+}
+
+static void
+gst_pp_diffuse_stop (GstPpDiffuse * self)
+{
+  gboolean keep;
+
+  GST_OBJECT_LOCK (self);
+  keep = self->keep_workers;
+  GST_OBJECT_UNLOCK (self);
+  gst_pp_diffuse_stop_mesh (self, keep);
 }
 
 static GstStateChangeReturn
@@ -1628,6 +1713,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_SIMILARITY_THRESHOLD:
       self->similarity_threshold = g_value_get_double (value);
       break;
+    case PROP_KEEP_WORKERS:
+      self->keep_workers = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1719,6 +1807,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_SIMILARITY_THRESHOLD:
       g_value_set_double (value, self->similarity_threshold);
       break;
+    case PROP_KEEP_WORKERS:
+      g_value_set_boolean (value, self->keep_workers);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1731,6 +1822,10 @@ gst_pp_diffuse_finalize (GObject * object)
 {
   GstPpDiffuse *self = GST_PP_DIFFUSE (object);
 
+  /* The end of workers kept by keep-workers. */
+  gst_pp_diffuse_stop_mesh (self, FALSE);
+  gst_pp_diffuse_clear_output_pool (self);
+  g_free (self->mesh_key);
   items_free (&self->fifo);
   items_free (&self->spare_items);
   live_clear (&self->settings);
@@ -2020,6 +2115,31 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
           "be skipped and the last output repeated, 0..1 (default 0, off)",
           0.0, 1.0, DEFAULT_SIMILARITY_THRESHOLD, G_PARAM_READWRITE
           | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstPpDiffuse:keep-workers:
+   *
+   * Keep the worker mesh (and rank 0's model) up across stops: a stop
+   * (PAUSED→READY, and so also →NULL) waits, up to timeout-ms, for every
+   * chunk in flight to come back, discards it, and leaves the workers idle
+   * (their heartbeats go on, so an idle mesh never times out); the next
+   * start uses them again when ranks, steps, model and its start-only
+   * parameters (prompt-embeds, strength, seed, t-index-list), backend,
+   * dtype, cuda-graphs, timeout-ms, max-in-flight, worker, hosts,
+   * hostfile and dump-dir are unchanged, with a new stream state (cache
+   * epoch) and without a second warm-up pass.  The workers end when the
+   * element is freed, when a start finds a setting changed (they are
+   * spawned anew), and on any mesh error (a failed, idle-dead or
+   * undrainable mesh is stopped as without this setting).  Off, every stop
+   * ends the workers and every start spawns them.  While workers are kept,
+   * mesh-chunks, mesh-wall-s and overlap-score in the stats stay those of
+   * the last mesh that stopped.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_WORKERS,
+      g_param_spec_boolean ("keep-workers", "Keep workers",
+          "Keep the worker processes across stop and start while the "
+          "settings they were spawned with are unchanged; they end when the "
+          "element is freed (default: off, a stop ends them)", FALSE,
+          PARAM_FLAGS));
   /**
    * GstPpDiffuse:stats:
    *

@@ -53,7 +53,8 @@ typedef struct
   GList link;                   /* in the FIFO or the spare list; data =
                                  * the item */
   GstEvent *event;              /* set for an event item */
-  GstBuffer *buffer;            /* the input frame, reused for the output */
+  GstBuffer *buffer;            /* the output: a copy of the input from the
+                                 * element's pool (gstppdiffuse-pool.c) */
   GstVideoInfo info;            /* caps the frame arrived with */
   guint64 chunk_id;             /* as the mesh assigned it at submit */
   PpChunk *result;              /* the chunk back from the mesh, or NULL */
@@ -105,10 +106,14 @@ struct _GstPpDiffuse
   gboolean qos;
   guint stats_interval_ms;
   gdouble similarity_threshold;
+  gboolean keep_workers;
 
   /* set up on READY→PAUSED, torn down on PAUSED→READY */
   PpMesh *mesh;
   PpModel *model;               /* rank 0's image phases */
+  /* With keep-workers, the mesh and model outlive a stop
+   * (gstppdiffuse-restart.c): the settings they were started with. */
+  gchar *mesh_key;
   guint limit;                  /* chunks allowed in flight */
   GThread *collector;
   PpChunkPool *chunks;          /* the chunks frames are encoded into */
@@ -136,6 +141,11 @@ struct _GstPpDiffuse
   gchar *next_uri;              /* under lock */
   gchar *running_uri;           /* chain thread: rank 0's model runs it */
   gchar *unsent_uri;            /* chain thread */
+  /* Chain thread: the output buffers, made for frames of out_pool_info in
+   * buffers of out_pool_size bytes (gstppdiffuse-pool.c). */
+  GstBufferPool *out_pool;
+  GstVideoInfo out_pool_info;
+  gsize out_pool_size;
 
   /* stream state, under lock */
   GMutex lock;

@@ -1,0 +1,249 @@
+/* ppdiffuse — a source with a small fixed pool (a camera) is never
+ * starved: the element lets each input buffer go once its frame is
+ * encoded, and asks upstream for the buffers it does hold. */
+#include <gst/check/gstcheck.h>
+#include <gst/check/gstharness.h>
+#include <gst/video/video.h>
+
+#include "pp-check-util.h"
+
+#define WIDTH 64
+#define HEIGHT 48
+#define FRAME_BYTES (WIDTH * HEIGHT * 4)
+#define FRAME_DURATION (GST_SECOND / 25)
+#define CAPS_STR "video/x-raw,format=RGBA,width=64,height=48,framerate=25/1"
+#define RANKS 2
+#define STEPS 2
+#define FRAMES 24
+/* Bound of every wait for a buffer of the source's pool. */
+#define ACQUIRE_TIMEOUT_US (10 * G_USEC_PER_SEC)
+#define ACQUIRE_POLL_US 1000
+/* What the element holds of upstream's buffers (gstppdiffuse-pool.h). */
+#define INPUT_FRAMES_HELD 1
+
+/* The stamp reference, as tests/check/elements-ppdiffuse.c computes it:
+ * frame @index's pattern, then v ← (a(k) v + b(k, c)) mod 256 per step. */
+static guint8
+pattern (guint index, guint x, guint y, guint c)
+{
+  return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
+}
+
+static guint
+stamp (guint k, guint c, guint v)
+{
+  return ((2 * (k % 128) + 3) * v + (37 * k + 101 * c + 11) % 256) % 256;
+}
+
+static void
+fill_frame (GstBuffer * buf, guint index)
+{
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_WRITE));
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++) {
+      guint8 *px = map.data + (y * WIDTH + x) * 4;
+      for (guint c = 0; c < 3; c++)
+        px[c] = pattern (index, x, y, c);
+      px[3] = (guint8) (255 - index);
+    }
+  gst_buffer_unmap (buf, &map);
+  GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
+  GST_BUFFER_DURATION (buf) = FRAME_DURATION;
+}
+
+static void
+check_stamped (GstBuffer * out, guint index)
+{
+  GstMapInfo map;
+
+  fail_unless (out != NULL, "frame %u did not come out", index);
+  fail_unless_equals_uint64 (GST_BUFFER_PTS (out), index * FRAME_DURATION);
+  fail_unless (gst_buffer_map (out, &map, GST_MAP_READ));
+  fail_unless_equals_int (map.size, FRAME_BYTES);
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++) {
+      const guint8 *px = map.data + (y * WIDTH + x) * 4;
+      for (guint c = 0; c < 3; c++) {
+        guint v = pattern (index, x, y, c);
+        for (guint k = 0; k < STEPS; k++)
+          v = stamp (k, c, v);
+        if (px[c] != v)
+          fail ("frame %u pixel (%u,%u) channel %u: expected %u, got %u",
+              index, x, y, c, v, px[c]);
+      }
+      if (px[3] != 255 - index)
+        fail ("frame %u: alpha changed to %u", index, px[3]);
+    }
+  gst_buffer_unmap (out, &map);
+}
+
+/* The source's pool: exactly @n buffers, never more. */
+static GstBufferPool *
+make_source_pool (guint n)
+{
+  GstBufferPool *pool = gst_buffer_pool_new ();
+  GstStructure *config = gst_buffer_pool_get_config (pool);
+  GstCaps *caps = gst_caps_from_string (CAPS_STR);
+
+  gst_buffer_pool_config_set_params (config, caps, FRAME_BYTES, n, n);
+  gst_caps_unref (caps);
+  fail_unless (gst_buffer_pool_set_config (pool, config));
+  fail_unless (gst_buffer_pool_set_active (pool, TRUE));
+  return pool;
+}
+
+/* A buffer of @pool as a camera gets one: waiting while the pool is
+ * empty, here up to a deadline, so that a stall fails the test. */
+static GstBuffer *
+acquire_before_deadline (GstBufferPool * pool, guint index)
+{
+  GstBufferPoolAcquireParams params = {.flags =
+        GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT };
+  const gint64 deadline = g_get_monotonic_time () + ACQUIRE_TIMEOUT_US;
+  GstBuffer *buf = NULL;
+
+  while (gst_buffer_pool_acquire_buffer (pool, &buf, &params) != GST_FLOW_OK) {
+    fail_unless (g_get_monotonic_time () < deadline, "frame %u: the source's "
+        "pool stayed empty for %d s: its buffers are held downstream", index,
+        (gint) (ACQUIRE_TIMEOUT_US / G_USEC_PER_SEC));
+    g_usleep (ACQUIRE_POLL_US);
+  }
+  return buf;
+}
+
+/* How many buffers @pool has free now. */
+static guint
+count_free (GstBufferPool * pool)
+{
+  GstBufferPoolAcquireParams params = {.flags =
+        GST_BUFFER_POOL_ACQUIRE_FLAG_DONTWAIT };
+  GPtrArray *taken = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_buffer_unref);
+  GstBuffer *buf;
+  guint n;
+
+  while (gst_buffer_pool_acquire_buffer (pool, &buf, &params) == GST_FLOW_OK)
+    g_ptr_array_add (taken, buf);
+  n = taken->len;
+  g_ptr_array_unref (taken);
+  return n;
+}
+
+static const guint pool_cases[][2] = {
+  /* buffers in the source's pool, max-in-flight */
+  {3, 2}, {3, 3}, {3, 4}, {3, 6}, {3, 8},
+  {4, 2}, {4, 3}, {4, 4}, {4, 6}, {4, 8},
+};
+
+/* More frames in flight than the source has buffers: every frame goes
+ * through (impossible if the element kept the inputs in flight), equal to
+ * the stamp reference, and each input is back in the source's pool once
+ * the element took it (its push returned). */
+GST_START_TEST (test_fixed_source_pool)
+{
+  const guint n_pool = pool_cases[__i__][0], limit = pool_cases[__i__][1];
+  GstElement *element = gst_element_factory_make ("ppdiffuse", NULL);
+  GstBufferPool *pool = make_source_pool (n_pool);
+  GstStructure *stats = NULL;
+  guint64 frames_in = 0, frames_out = 0;
+  GstHarness *h;
+
+  GST_INFO ("source pool of %u, max-in-flight %u", n_pool, limit);
+  fail_unless (element != NULL);
+  g_object_set (element, "ranks", RANKS, "steps", STEPS, "model",
+      "builtin:stamp", "max-in-flight", limit, NULL);
+  h = gst_harness_new_with_element (element, "sink", "src");
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  for (guint i = 0; i < FRAMES; i++) {
+    GstBuffer *buf = acquire_before_deadline (pool, i);
+
+    fill_frame (buf, i);
+    fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+    fail_unless_equals_int (count_free (pool), n_pool);
+  }
+  for (guint i = 0; i < FRAMES; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    check_stamped (out, i);
+    gst_buffer_unref (out);
+  }
+  fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  g_object_get (element, "stats", &stats, NULL);
+  fail_unless (gst_structure_get_uint64 (stats, "frames-in", &frames_in));
+  fail_unless (gst_structure_get_uint64 (stats, "frames-out", &frames_out));
+  fail_unless_equals_uint64 (frames_in, FRAMES);
+  fail_unless_equals_uint64 (frames_out, FRAMES);
+  gst_structure_free (stats);
+  gst_harness_teardown (h);
+  fail_unless (gst_buffer_pool_set_active (pool, FALSE));
+  gst_object_unref (pool);
+}
+
+GST_END_TEST;
+
+/* Upstream is asked for the buffers the element holds: an entry of its
+ * own with that many, or that many more in an entry already there; and
+ * for GstVideoMeta. */
+GST_START_TEST (test_allocation_min_buffers)
+{
+  const guint upstream_min = 3, upstream_max = 3;
+  GstElement *element = gst_element_factory_make ("ppdiffuse", NULL);
+  GstCaps *caps = gst_caps_from_string (CAPS_STR);
+  GstQuery *query = gst_query_new_allocation (caps, TRUE);
+  GstHarness *h;
+  guint size, min, max;
+  GstBufferPool *pool;
+
+  g_object_set (element, "ranks", 1, "steps", 1, "model", "builtin:stamp",
+      NULL);
+  h = gst_harness_new_with_element (element, "sink", "src");
+  gst_harness_set_src_caps_str (h, CAPS_STR);
+  fail_unless (gst_pad_peer_query (h->srcpad, query));
+  fail_unless_equals_int (gst_query_get_n_allocation_pools (query), 1);
+  gst_query_parse_nth_allocation_pool (query, 0, &pool, &size, &min, &max);
+  fail_unless (pool == NULL);
+  fail_unless_equals_int (size, FRAME_BYTES);
+  fail_unless_equals_int (min, INPUT_FRAMES_HELD);
+  fail_unless_equals_int (max, 0);
+  fail_unless (gst_query_find_allocation_meta (query, GST_VIDEO_META_API_TYPE,
+          NULL));
+  gst_query_unref (query);
+
+  query = gst_query_new_allocation (caps, TRUE);
+  gst_query_add_allocation_pool (query, NULL, FRAME_BYTES, upstream_min,
+      upstream_max);
+  fail_unless (gst_pad_peer_query (h->srcpad, query));
+  gst_query_parse_nth_allocation_pool (query, 0, &pool, &size, &min, &max);
+  fail_unless_equals_int (min, upstream_min + INPUT_FRAMES_HELD);
+  fail_unless (max == 0 || max >= min);
+  gst_query_unref (query);
+  gst_caps_unref (caps);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+static Suite *
+live_pool_suite (void)
+{
+  Suite *s = suite_create ("ppdiffuse-live-pool");
+  TCase *tc = tcase_create ("pool");
+
+  tcase_add_loop_test (tc, test_fixed_source_pool, 0,
+      G_N_ELEMENTS (pool_cases));
+  tcase_add_test (tc, test_allocation_min_buffers);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (int argc, char **argv)
+{
+  gst_check_init (&argc, &argv);
+  pp_check_run_and_exit (live_pool_suite (), "ppdiffuse-live-pool",
+      __FILE__);
+}
