@@ -192,6 +192,60 @@ GST_START_TEST (test_stamp_mark_changes_in_lockstep)
 
 GST_END_TEST;
 
+/* Kept workers take the settings changed while the element was stopped:
+ * the first frame after the restart carries them to every rank. */
+GST_START_TEST (test_kept_workers_take_new_settings)
+{
+  g_autofree gchar *first = model_uri (0);
+  g_autofree gchar *second = model_uri (7);
+  GstElement *element = make_element (2, 2, first);
+  GstHarness *h;
+  GArray *pids_before, *pids_after;
+  const guint marks[] = { 0, 7 };
+
+  /* Ours to free: the kept workers end only with the element. */
+  gst_object_ref_sink (element);
+  g_object_set (element, "keep-workers", TRUE, NULL);
+  h = make_harness (element, "RGBA", 16, 8);
+  pids_before = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  for (guint run = 0; run < G_N_ELEMENTS (marks); run++) {
+    if (run > 0) {
+      fail_unless_equals_int (gst_element_set_state (element,
+              GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+      g_object_set (element, "model", second, NULL);
+      gst_harness_play (h);
+      gst_harness_set_src_caps_str (h, "video/x-raw,format=RGBA,width=16,"
+          "height=8,framerate=25/1");
+    }
+    for (guint i = 0; i < 4; i++) {
+      GstBuffer *out;
+
+      fail_unless_equals_int (gst_harness_push (h, make_rgba (i, 16, 8)),
+          GST_FLOW_OK);
+      out = gst_harness_pull (h);
+      fail_unless (out != NULL);
+      fail_unless (is_stamped (out, i, 16, 8, 2, marks[run]), "run %u frame "
+          "%u is not stamped with mark %u", run, i, marks[run]);
+      gst_buffer_unref (out);
+    }
+  }
+  pids_after = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (pids_after->len, pids_before->len);
+  fail_unless (memcmp (pids_after->data, pids_before->data,
+          pids_after->len * sizeof (gint)) == 0,
+      "the workers were respawned for a change of live settings");
+  g_array_unref (pids_before);
+  g_array_unref (pids_after);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_harness_teardown (h);
+  gst_object_unref (element);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, 5000), 0);
+}
+
+GST_END_TEST;
+
 /* ---- a bad change keeps the stream going ------------------------------- */
 
 GST_START_TEST (test_bad_change_keeps_stream)
@@ -767,6 +821,7 @@ live_settings_suite (void)
   TCase *tc = tcase_create ("stamp");
 
   tcase_add_test (tc, test_stamp_mark_changes_in_lockstep);
+  tcase_add_test (tc, test_kept_workers_take_new_settings);
   tcase_add_test (tc, test_bad_change_keeps_stream);
   tcase_add_test (tc, test_caps_change_in_flight);
   tcase_add_test (tc, test_stress_live_changes);
