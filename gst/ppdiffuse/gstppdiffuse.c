@@ -29,6 +29,16 @@
  * Open MPI refuses to run as root unless OMPI_ALLOW_RUN_AS_ROOT=1 and
  * OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set.
  *
+ * ## Changing settings while playing
+ * #GstPpDiffuse:strength, #GstPpDiffuse:seed, #GstPpDiffuse:t-index-list,
+ * #GstPpDiffuse:prompt-embeds and the parameters of #GstPpDiffuse:model
+ * can be set while playing.  A change is checked off the streaming thread
+ * (a bad one posts a warning and is undone; the stream goes on), then
+ * takes effect at the next frame with a new cache epoch on every rank at
+ * once: frames in flight finish with the settings they started with and
+ * come out first, and no frame computed with older settings follows one
+ * computed with the new.
+ *
  * ## Buffers
  * Upstream's buffer is released as soon as its frame is encoded: it is
  * copied once, every byte and its metas, into a buffer of the element's own
@@ -1896,13 +1906,18 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
    *
    * The model, as a URI: builtin:stamp (proves the schedule) or
    * builtin:anisotropic (Perona–Malik diffusion), with optional
-   * parameters such as builtin:stamp?step-ms=10.
+   * parameters such as builtin:stamp?step-ms=10, or a diffusers pipeline
+   * directory.  While playing, a URI of the same model with other live
+   * parameters (kappa, lambda, mark, step-ms) takes effect at the next
+   * frame on every rank; another model needs a restart (a warning, and
+   * the running one stays).
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "Model: builtin:anisotropic[?kappa=K&lambda=L], builtin:stamp "
-          "(step-ms=M adds M milliseconds per step), or a diffusers pipeline "
-          "directory (unet/, vae/ = TAESD, scheduler/)", DEFAULT_MODEL,
+          "Model: builtin:anisotropic[?kappa=K&lambda=L], builtin:stamp"
+          "[?mark=M] (step-ms=M adds M milliseconds per step), or a diffusers "
+          "pipeline directory (unet/, vae/ = TAESD, scheduler/); its "
+          "parameters change while playing", DEFAULT_MODEL,
           LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:backend:

@@ -14,8 +14,9 @@
 #define FRAME_BYTES (16 * 16 * 4)
 #define FRAME_DURATION (GST_SECOND / 25)
 #define CYCLE_FRAMES 3
-/* An idle period longer than timeout-ms: a kept mesh must not time out. */
-#define SHORT_TIMEOUT_MS 500
+/* An idle period longer than timeout-ms: a kept mesh must not time out.
+ * (Not much shorter: the spawn itself must fit in it, sanitizers too.) */
+#define SHORT_TIMEOUT_MS 2000
 #define IDLE_MS (3 * SHORT_TIMEOUT_MS)
 #define WORKERS_GONE_TIMEOUT_MS 10000
 /* The memory test: cycles before the first reading, cycles measured, and
