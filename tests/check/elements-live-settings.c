@@ -83,16 +83,6 @@ is_stamped (GstBuffer * out, guint index, guint w, guint h, guint n_steps,
   return same;
 }
 
-static GstElement *
-make_element (guint ranks, guint steps, const gchar * model)
-{
-  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
-
-  fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
-  g_object_set (e, "ranks", ranks, "steps", steps, "model", model, NULL);
-  return e;
-}
-
 static GstHarness *
 make_harness (GstElement * element, const gchar * format, guint w, guint h)
 {
@@ -140,7 +130,7 @@ GST_START_TEST (test_stamp_mark_changes_in_lockstep)
   const guint marks[STAMP_MARKS] = { 0, 7, 200 };
   const guint switch_at[STAMP_MARKS] = { 0, 10, 22 };
   g_autofree gchar *first = model_uri (marks[0]);
-  GstElement *element = make_element (2, STAMP_STEPS, first);
+  GstElement *element = pp_check_make_element (2, STAMP_STEPS, first);
   GstHarness *h;
   GArray *pids_before = NULL, *pids_after;
   guint seen = 0, first_of[STAMP_MARKS] = { 0 };
@@ -198,7 +188,7 @@ GST_START_TEST (test_kept_workers_take_new_settings)
 {
   g_autofree gchar *first = model_uri (0);
   g_autofree gchar *second = model_uri (7);
-  GstElement *element = make_element (2, 2, first);
+  GstElement *element = pp_check_make_element (2, 2, first);
   GstHarness *h;
   GArray *pids_before, *pids_after;
   const guint marks[] = { 0, 7 };
@@ -261,7 +251,7 @@ GST_START_TEST (test_bad_change_keeps_stream)
     "no live parameter 'bogus'",
   };
   g_autofree gchar *good = model_uri (3);
-  GstElement *element = make_element (2, 2, good);
+  GstElement *element = pp_check_make_element (2, 2, good);
   GstHarness *h = make_harness (element, "RGBA", 16, 8);
   GstBus *bus = gst_bus_new ();
   guint n = 0;
@@ -314,7 +304,7 @@ GST_START_TEST (test_caps_change_in_flight)
 {
   const guint sizes[][2] = { {32, 24}, {20, 12}, {32, 24} };
   const guint per_size = 5;
-  GstElement *element = make_element (2, 3, "builtin:stamp?step-ms=10");
+  GstElement *element = pp_check_make_element (2, 3, "builtin:stamp?step-ms=10");
   GstHarness *h = make_harness (element, "RGBA", 32, 24);
   guint n = 0;
 
@@ -421,21 +411,12 @@ stress_caps (GstHarnessThread * t, gpointer data)
   gst_caps_unref (c);
 }
 
-static guint64
-stat_u64 (GstStructure * s, const gchar * field)
-{
-  guint64 v = 0;
-
-  fail_unless (gst_structure_get_uint64 (s, field, &v), "no %s", field);
-  return v;
-}
-
 /* Frames pushed from one thread while others change settings (some of them
  * bad), flush and change caps, for a bounded time: no deadlock, every frame
  * that went in is accounted for, every frame the sink got was counted. */
 GST_START_TEST (test_stress_live_changes)
 {
-  GstElement *element = make_element (2, 2, "builtin:stamp?step-ms=1");
+  GstElement *element = pp_check_make_element (2, 2, "builtin:stamp?step-ms=1");
   GstHarness *h;
   GstHarnessThread *push, *settings, *flush, *caps;
   GstStructure *stats;
@@ -478,17 +459,17 @@ GST_START_TEST (test_stress_live_changes)
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   g_object_get (element, "stats", &stats, NULL);
-  in = stat_u64 (stats, "frames-in");
-  out = stat_u64 (stats, "frames-out");
-  drops = stat_u64 (stats, "dropped-flush") + stat_u64 (stats,
-      "dropped-error") + stat_u64 (stats, "dropped-qos") + stat_u64 (stats,
+  in = pp_check_stat_u64 (stats, "frames-in");
+  out = pp_check_stat_u64 (stats, "frames-out");
+  drops = pp_check_stat_u64 (stats, "dropped-flush") + pp_check_stat_u64 (stats,
+      "dropped-error") + pp_check_stat_u64 (stats, "dropped-qos") + pp_check_stat_u64 (stats,
       "dropped-leaky");
   GST_INFO ("stress: %" G_GUINT64_FORMAT " in, %" G_GUINT64_FORMAT " out, %"
       G_GUINT64_FORMAT " dropped", in, out, drops);
   fail_unless (in > 0 && out > 0, "no frame went through");
   fail_unless_equals_uint64 (in, out + drops);
   fail_unless_equals_uint64 (out, gst_harness_buffers_received (h));
-  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-error"), 0);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-error"), 0);
   gst_structure_free (stats);
   fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
       0);
@@ -556,25 +537,9 @@ tiny_setup (void)
 }
 
 static void
-remove_tree (const gchar * path)
-{
-  GDir *dir = g_dir_open (path, 0, NULL);
-  const gchar *name;
-
-  if (dir != NULL) {
-    while ((name = g_dir_read_name (dir)) != NULL) {
-      g_autofree gchar *child = g_build_filename (path, name, NULL);
-      remove_tree (child);
-    }
-    g_dir_close (dir);
-  }
-  g_remove (path);
-}
-
-static void
 tiny_teardown (void)
 {
-  remove_tree (tiny_dir);
+  pp_check_remove_tree (tiny_dir);
   g_clear_pointer (&tiny_dir, g_free);
 }
 
@@ -653,19 +618,6 @@ read_png (const gchar * path, guint w, guint h)
   return rgb;
 }
 
-static gboolean
-same_bytes (GstBuffer * a, GstBuffer * b)
-{
-  GstMapInfo map;
-  gboolean same;
-
-  gst_buffer_map (a, &map, GST_MAP_READ);
-  same = gst_buffer_get_size (b) == map.size
-      && gst_buffer_memcmp (b, 0, map.data, map.size) == 0;
-  gst_buffer_unmap (a, &map);
-  return same;
-}
-
 static gchar *
 embeds_of (const gchar * model_name)
 {
@@ -722,7 +674,7 @@ GST_START_TEST (test_settings_change_against_tool)
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
   g_autofree gchar *other = embeds_of ("other");
-  GstElement *element = make_element (2, TINY_STEPS, model);
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
   GstHarness *h;
   guint seen = 0;
 
@@ -749,7 +701,7 @@ GST_START_TEST (test_settings_change_against_tool)
     for (e = 0; e < G_N_ELEMENTS (epochs); e++) {
       GstBuffer *ref = tool_frame (i, epochs[e].strength, epochs[e].prompt);
 
-      if (same_bytes (out, ref)) {
+      if (pp_check_same_bytes (out, ref)) {
         matches++;
         which = e;
       }
@@ -778,7 +730,7 @@ GST_START_TEST (test_pipeline_caps_change_in_flight)
   const guint per_size = 3;
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = make_element (2, TINY_STEPS, model);
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
   GstHarness *h;
   guint n = 0;
 
@@ -804,7 +756,7 @@ GST_START_TEST (test_pipeline_caps_change_in_flight)
           "model");
 
       fail_unless (out != NULL, "frame %u did not come out", n);
-      fail_unless (same_bytes (out, ref), "frame %u (%ux%u) differs from "
+      fail_unless (pp_check_same_bytes (out, ref), "frame %u (%ux%u) differs from "
           "the tool's", n, sizes[s][0], sizes[s][1]);
       gst_buffer_unref (out);
       gst_buffer_unref (ref);

@@ -232,15 +232,6 @@ make_harness (gdouble threshold)
   return h;
 }
 
-static guint64
-stat_u64 (GstStructure * s, const gchar * field)
-{
-  guint64 v = 0;
-
-  fail_unless (gst_structure_get_uint64 (s, field, &v), "no %s", field);
-  return v;
-}
-
 /* Stops the element, checks that @sent frames went through the mesh,
  * @skipped were skipped, and that every one of @frames in came out, and
  * frees the harness. */
@@ -255,15 +246,15 @@ stop_and_check (GstHarness * h, guint64 frames, guint64 sent,
       GST_STATE_CHANGE_SUCCESS);
   g_object_get (element, "stats", &s, NULL);
   fail_unless (s != NULL);
-  fail_unless_equals_uint64 (stat_u64 (s, "mesh-chunks"), sent);
-  fail_unless_equals_uint64 (stat_u64 (s, "skipped-similar"), skipped);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "mesh-chunks"), sent);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "skipped-similar"), skipped);
   /* The identity: a repeat is a frame out. */
-  fail_unless_equals_uint64 (stat_u64 (s, "frames-in"), frames);
-  fail_unless_equals_uint64 (stat_u64 (s, "frames-out"), frames);
-  fail_unless_equals_uint64 (stat_u64 (s, "frames-in"),
-      stat_u64 (s, "frames-out") + stat_u64 (s, "dropped-flush")
-      + stat_u64 (s, "dropped-error") + stat_u64 (s, "dropped-qos")
-      + stat_u64 (s, "dropped-leaky"));
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-in"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-out"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-in"),
+      pp_check_stat_u64 (s, "frames-out") + pp_check_stat_u64 (s, "dropped-flush")
+      + pp_check_stat_u64 (s, "dropped-error") + pp_check_stat_u64 (s, "dropped-qos")
+      + pp_check_stat_u64 (s, "dropped-leaky"));
   fail_unless_equals_uint64 (sent + skipped, frames);
   gst_structure_free (s);
   fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),

@@ -17,16 +17,6 @@
  * of gstppdiffuse-stats.h: half a 1/64 bucket). */
 #define PERCENTILE_ERROR (1.0 / 128)
 
-static GstElement *
-make_element (guint ranks, guint steps, const gchar * model)
-{
-  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
-
-  fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
-  g_object_set (e, "ranks", ranks, "steps", steps, "model", model, NULL);
-  return e;
-}
-
 static GstHarness *
 make_harness (GstElement * element)
 {
@@ -55,16 +45,6 @@ get_stats (GstElement * element)
   return s;
 }
 
-static guint64
-stat_u64 (const GstStructure * s, const gchar * field)
-{
-  guint64 v = 0;
-
-  fail_unless (gst_structure_get_uint64 (s, field, &v), "no %s in %"
-      GST_PTR_FORMAT, field, s);
-  return v;
-}
-
 static gdouble
 stat_double (const GstStructure * s, const gchar * field)
 {
@@ -79,10 +59,10 @@ stat_double (const GstStructure * s, const gchar * field)
 static void
 check_accounted (const GstStructure * s)
 {
-  fail_unless_equals_uint64 (stat_u64 (s, "frames-in"),
-      stat_u64 (s, "frames-out") + stat_u64 (s, "dropped-flush")
-      + stat_u64 (s, "dropped-error") + stat_u64 (s, "dropped-qos")
-      + stat_u64 (s, "dropped-leaky"));
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-in"),
+      pp_check_stat_u64 (s, "frames-out") + pp_check_stat_u64 (s, "dropped-flush")
+      + pp_check_stat_u64 (s, "dropped-error") + pp_check_stat_u64 (s, "dropped-qos")
+      + pp_check_stat_u64 (s, "dropped-leaky"));
 }
 
 static void
@@ -95,7 +75,7 @@ check_ordered (const GstStructure * s, const gchar * suffix)
 
   for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
     gchar *field = g_strconcat (names[i], suffix, NULL);
-    guint64 v = stat_u64 (s, field);
+    guint64 v = pp_check_stat_u64 (s, field);
 
     fail_unless (v >= last, "%s %" G_GUINT64_FORMAT " below %" G_GUINT64_FORMAT,
         field, v, last);
@@ -147,7 +127,7 @@ static void
 run_late_frames (gboolean qos)
 {
   const guint n_before = 2, n_late = 8;
-  GstElement *element = make_element (1, 1, "builtin:stamp");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp");
   GstBus *bus = gst_bus_new ();
   GstStructure *stats;
   GstHarness *h;
@@ -182,11 +162,11 @@ run_late_frames (gboolean qos)
   check_accounted (stats);
   if (qos) {
     fail_unless_equals_int (out, 1);
-    fail_unless_equals_uint64 (stat_u64 (stats, "dropped-qos"), n_late);
+    fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-qos"), n_late);
     fail_unless_equals_int (count_messages (bus, GST_MESSAGE_QOS), n_late);
   } else {
     fail_unless_equals_int (out, n_late + 1);
-    fail_unless_equals_uint64 (stat_u64 (stats, "dropped-qos"), 0);
+    fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-qos"), 0);
     fail_unless_equals_int (count_messages (bus, GST_MESSAGE_QOS), 0);
   }
   gst_structure_free (stats);
@@ -195,7 +175,7 @@ run_late_frames (gboolean qos)
 
 GST_START_TEST (test_qos_on_drops_late)
 {
-  GstElement *e = make_element (1, 1, "builtin:stamp");
+  GstElement *e = pp_check_make_element (1, 1, "builtin:stamp");
   gboolean qos = FALSE;
 
   g_object_get (e, "qos", &qos, NULL);
@@ -265,7 +245,7 @@ static guint64
 run_full_mesh (gboolean live, gint leaky)
 {
   const guint pushes = 4;
-  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=200");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp?step-ms=200");
   GstStructure *stats;
   gboolean in_effect;
   guint64 dropped;
@@ -282,15 +262,15 @@ run_full_mesh (gboolean live, gint leaky)
   for (guint i = 0; i < pushes; i++)
     fail_unless_equals_int (gst_harness_push (h, frame (i)), GST_FLOW_OK);
   stats = get_stats (element);
-  dropped = stat_u64 (stats, "dropped-leaky");
+  dropped = pp_check_stat_u64 (stats, "dropped-leaky");
   gst_structure_free (stats);
   for (guint64 i = 0; i < pushes - dropped; i++)
     gst_buffer_unref (gst_harness_pull (h));
   stats = stop_with_stats (h);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), pushes);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"),
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"), pushes);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"),
       pushes - dropped);
-  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-leaky"), dropped);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-leaky"), dropped);
   check_accounted (stats);
   gst_structure_free (stats);
   return dropped;
@@ -352,7 +332,7 @@ GST_START_TEST (test_latency_answer_is_p95)
   /* Steps long enough that the test's own overhead is small beside them. */
   const GstClockTime step = 100 * GST_MSECOND;
   const GstClockTime slack = 30 * GST_MSECOND;
-  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=100");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp?step-ms=100");
   GstClockTime times[32], measured, answer, grown;
   GstBus *bus = gst_bus_new ();
   GstStructure *stats;
@@ -374,8 +354,8 @@ GST_START_TEST (test_latency_answer_is_p95)
   measured = p95 (times, steady);
   answer = query_latency (h, FALSE) - upstream_min;
   stats = get_stats (element);
-  fail_unless_equals_uint64 (answer, stat_u64 (stats, "latency-p95-total"));
-  fail_unless_equals_uint64 (answer, stat_u64 (stats, "latency"));
+  fail_unless_equals_uint64 (answer, pp_check_stat_u64 (stats, "latency-p95-total"));
+  fail_unless_equals_uint64 (answer, pp_check_stat_u64 (stats, "latency"));
   check_ordered (stats, "-total");
   gst_structure_free (stats);
   GST_INFO ("answer %" GST_TIME_FORMAT ", p95 of push→pull %"
@@ -402,10 +382,10 @@ GST_START_TEST (test_latency_answer_is_p95)
   gst_message_unref (msg);
   grown = query_latency (h, FALSE) - upstream_min;
   stats = get_stats (element);
-  fail_unless_equals_uint64 (grown, stat_u64 (stats, "latency-p95-total"));
+  fail_unless_equals_uint64 (grown, pp_check_stat_u64 (stats, "latency-p95-total"));
   /* The p95 of 18 samples is the largest: the last frame of the burst,
    * which waited for the five before it. */
-  fail_unless_equals_uint64 (grown, stat_u64 (stats, "latency-max-total"));
+  fail_unless_equals_uint64 (grown, pp_check_stat_u64 (stats, "latency-max-total"));
   gst_structure_free (stats);
   fail_unless (grown * 4 > answer * 5, "latency %" GST_TIME_FORMAT " is not "
       "1.25 × %" GST_TIME_FORMAT, GST_TIME_ARGS (grown),
@@ -471,7 +451,7 @@ GST_START_TEST (test_stats_messages)
   const guint ranks = 2, frames = 30;
   /* Two stages of 20 ms: at most 50 frames a second come out. */
   const gdouble max_fps = 1000.0 / 20;
-  GstElement *element = make_element (ranks, ranks,
+  GstElement *element = pp_check_make_element (ranks, ranks,
       "builtin:stamp?step-ms=20");
   GstBus *bus = gst_bus_new ();
   GstStructure *s, *last = NULL, *prop;
@@ -501,7 +481,7 @@ GST_START_TEST (test_stats_messages)
     fail_unless (now - t >= STATS_INTERVAL_MS * 1000 / 2, "two messages %"
         G_GINT64_FORMAT " µs apart, interval %u ms", now - t,
         STATS_INTERVAL_MS);
-    fail_unless_equals_uint64 (stat_u64 (s, "frames-in"), 0);
+    fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-in"), 0);
     fail_unless (stat_double (s, "fps") == 0, "fps while idle");
     t = now;
     gst_structure_free (s);
@@ -516,7 +496,7 @@ GST_START_TEST (test_stats_messages)
   g_usleep (2 * STATS_INTERVAL_MS * 1000);
 
   while ((s = pop_stats (bus, element, 0)) != NULL) {
-    const guint64 out = stat_u64 (s, "frames-out");
+    const guint64 out = pp_check_stat_u64 (s, "frames-out");
     const gdouble fps = stat_double (s, "fps");
     const gdouble overlap = stat_double (s, "overlap-score");
 
@@ -529,14 +509,14 @@ GST_START_TEST (test_stats_messages)
     check_ordered (s, "");
     check_ordered (s, "-total");
     check_worker_busy (s, ranks, &most_busy);
-    fail_unless (stat_u64 (s, "frames-in") >= out);
-    fail_unless_equals_uint64 (stat_u64 (s, "skipped-similar"), 0);
+    fail_unless (pp_check_stat_u64 (s, "frames-in") >= out);
+    fail_unless_equals_uint64 (pp_check_stat_u64 (s, "skipped-similar"), 0);
     fail_unless (gst_structure_has_field_typed (s, "cache-epoch",
             G_TYPE_UINT));
     fail_unless (gst_structure_has_field_typed (s, "in-flight",
             G_TYPE_UINT));
-    if (stat_u64 (s, "latency-max") > 0)
-      fail_unless (stat_u64 (s, "latency-max") >= ranks * 20 * GST_MSECOND);
+    if (pp_check_stat_u64 (s, "latency-max") > 0)
+      fail_unless (pp_check_stat_u64 (s, "latency-max") >= ranks * 20 * GST_MSECOND);
     if (last != NULL)
       gst_structure_free (last);
     last = s;
@@ -545,8 +525,8 @@ GST_START_TEST (test_stats_messages)
   fail_unless (most_fps > 0, "no interval saw a frame out");
   fail_unless (most_busy > 0, "no worker was ever busy");
   /* Drained: the last message and the property agree, and add up. */
-  fail_unless_equals_uint64 (stat_u64 (last, "frames-in"), frames);
-  fail_unless_equals_uint64 (stat_u64 (last, "frames-out"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (last, "frames-in"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (last, "frames-out"), frames);
   {
     guint in_flight = G_MAXUINT;
 
@@ -554,12 +534,12 @@ GST_START_TEST (test_stats_messages)
     fail_unless_equals_int (in_flight, 0);
   }
   check_accounted (last);
-  fail_unless (stat_u64 (last, "latency-max-total") >= ranks * 20 *
+  fail_unless (pp_check_stat_u64 (last, "latency-max-total") >= ranks * 20 *
       GST_MSECOND);
   prop = get_stats (element);
-  fail_unless_equals_uint64 (stat_u64 (prop, "frames-in"), frames);
-  fail_unless_equals_uint64 (stat_u64 (prop, "latency-p95-total"),
-      stat_u64 (last, "latency-p95-total"));
+  fail_unless_equals_uint64 (pp_check_stat_u64 (prop, "frames-in"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (prop, "latency-p95-total"),
+      pp_check_stat_u64 (last, "latency-p95-total"));
   gst_structure_free (prop);
   gst_structure_free (last);
 
@@ -586,7 +566,7 @@ GST_END_TEST;
 /* stats-interval-ms=0 from the start: no message at all. */
 GST_START_TEST (test_stats_interval_off)
 {
-  GstElement *element = make_element (1, 1, "builtin:stamp");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp");
   GstBus *bus = gst_bus_new ();
   GstStructure *s;
   GstHarness *h;
@@ -602,7 +582,7 @@ GST_START_TEST (test_stats_interval_off)
   fail_unless (s == NULL, "a ppdiffuse-stats message with "
       "stats-interval-ms=0");
   s = get_stats (element);
-  fail_unless_equals_uint64 (stat_u64 (s, "frames-out"), 3);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-out"), 3);
   gst_structure_free (s);
   gst_element_set_bus (element, NULL);
   gst_object_unref (bus);

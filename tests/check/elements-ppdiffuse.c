@@ -126,16 +126,6 @@ check_stamped (GstBuffer * out, guint index, guint n_steps)
   gst_buffer_unmap (out, &map);
 }
 
-static GstElement *
-make_element (guint ranks, guint steps, const gchar * model)
-{
-  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
-
-  fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
-  g_object_set (e, "ranks", ranks, "steps", steps, "model", model, NULL);
-  return e;
-}
-
 static GstHarness *
 make_harness (GstElement * element)
 {
@@ -155,15 +145,6 @@ get_stats (GstElement * element)
   return s;
 }
 
-static guint64
-stat_u64 (GstStructure * s, const gchar * field)
-{
-  guint64 v = 0;
-
-  fail_unless (gst_structure_get_uint64 (s, field, &v), "no %s", field);
-  return v;
-}
-
 /* Stops the element (the mesh shuts down), checks that every worker is
  * gone and that the shutdown was the clean one, then frees the harness.
  * Returns the final stats: counters are settled once the element stopped. */
@@ -177,7 +158,7 @@ stop_and_check_stats (GstHarness * h, guint64 frames)
       GST_STATE_CHANGE_SUCCESS);
   stats = get_stats (element);
   /* mesh-chunks is only filled when the shutdown marker came back. */
-  fail_unless_equals_uint64 (stat_u64 (stats, "mesh-chunks"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "mesh-chunks"), frames);
   fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
       0);
   gst_object_unref (element);
@@ -202,7 +183,7 @@ static const guint matrix[][2] = {
 GST_START_TEST (test_stamp_matrix)
 {
   guint ranks = matrix[__i__][0], steps = matrix[__i__][1];
-  GstHarness *h = make_harness (make_element (ranks, steps, "builtin:stamp"));
+  GstHarness *h = make_harness (pp_check_make_element (ranks, steps, "builtin:stamp"));
 
   GST_INFO ("ranks=%u steps=%u", ranks, steps);
   for (guint i = 0; i < MATRIX_FRAMES; i++)
@@ -223,7 +204,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_warm_up)
 {
-  GstElement *element = make_element (2, 4, "builtin:stamp");
+  GstElement *element = pp_check_make_element (2, 4, "builtin:stamp");
   GstHarness *h;
   GstStructure *stats;
 
@@ -242,9 +223,9 @@ GST_START_TEST (test_warm_up)
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   /* mesh-chunks counts the frames only */
   stats = stop_and_check_stats (h, MATRIX_FRAMES);
-  fail_unless_equals_uint64 (stat_u64 (stats, "warm-up-passes"), 1);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), MATRIX_FRAMES);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"), MATRIX_FRAMES);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "warm-up-passes"), 1);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"), MATRIX_FRAMES);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"), MATRIX_FRAMES);
   gst_structure_free (stats);
 }
 
@@ -277,7 +258,7 @@ count_qos_messages (GstBus * bus)
 GST_START_TEST (test_qos_drops_late)
 {
   const guint n_before = 2, n_late = 8, fps = 25;
-  GstHarness *h = make_harness (make_element (1, 1, "builtin:stamp"));
+  GstHarness *h = make_harness (pp_check_make_element (1, 1, "builtin:stamp"));
   GstBus *bus = gst_bus_new ();
   GstStructure *stats;
   GstBuffer *out;
@@ -306,9 +287,9 @@ GST_START_TEST (test_qos_drops_late)
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);
   stats = stop_and_check_stats (h, n_before + 1);
-  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-qos"), n_late);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), n_before + n_late + 1);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"), n_before + 1);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-qos"), n_late);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"), n_before + n_late + 1);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"), n_before + 1);
   gst_structure_free (stats);
 }
 
@@ -320,7 +301,7 @@ GST_END_TEST;
 GST_START_TEST (test_leaky_drops_when_full)
 {
   const guint pushes = 5;
-  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=200");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp?step-ms=200");
   GstHarness *h;
   GstStructure *stats;
   guint64 dropped, out = 0;
@@ -338,12 +319,12 @@ GST_START_TEST (test_leaky_drops_when_full)
     out++;
   }
   stats = stop_and_check_stats (h, out);
-  dropped = stat_u64 (stats, "dropped-leaky");
+  dropped = pp_check_stat_u64 (stats, "dropped-leaky");
   fail_unless (dropped >= pushes - 2, "only %" G_GUINT64_FORMAT " dropped",
       dropped);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), pushes);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out") + dropped +
-      stat_u64 (stats, "dropped-flush"), pushes);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"), pushes);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out") + dropped +
+      pp_check_stat_u64 (stats, "dropped-flush"), pushes);
   gst_structure_free (stats);
 }
 
@@ -354,7 +335,7 @@ GST_END_TEST;
 GST_START_TEST (test_eos_drains_in_flight)
 {
   const guint frames = 10;
-  GstHarness *h = make_harness (make_element (2, 4,
+  GstHarness *h = make_harness (pp_check_make_element (2, 4,
           "builtin:stamp?step-ms=25"));
   GstStructure *stats;
   GstEvent *event;
@@ -366,8 +347,8 @@ GST_START_TEST (test_eos_drains_in_flight)
   fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
   /* 100 ms of work per frame: frames are surely still in flight. */
   stats = get_stats (h->element);
-  fail_unless (stat_u64 (stats, "frames-in") == frames);
-  fail_unless (stat_u64 (stats, "frames-out") < frames,
+  fail_unless (pp_check_stat_u64 (stats, "frames-in") == frames);
+  fail_unless (pp_check_stat_u64 (stats, "frames-out") < frames,
       "nothing was in flight at EOS: the test proves nothing");
   gst_structure_free (stats);
 
@@ -390,7 +371,7 @@ GST_START_TEST (test_eos_drains_in_flight)
   fail_unless (event != NULL, "EOS never came out");
   fail_unless (gst_harness_try_pull (h) == NULL);
   stats = get_stats (h->element);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"), frames);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"), frames);
   gst_structure_free (stats);
   stop_and_check (h, frames);
 }
@@ -431,7 +412,7 @@ GST_START_TEST (test_events_keep_order)
    * pad's own lock, through which the probe is added, it cannot). */
   g_mutex_init (&t.lock);
   t.trace = g_string_new (NULL);
-  h = make_harness (make_element (2, 2, "builtin:stamp?step-ms=10"));
+  h = make_harness (pp_check_make_element (2, 2, "builtin:stamp?step-ms=10"));
   src = gst_element_get_static_pad (h->element, "src");
   gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_BUFFER |
       GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, trace_probe, &t, NULL);
@@ -470,7 +451,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_flush_discards_and_recovers)
 {
-  GstHarness *h = make_harness (make_element (2, 2,
+  GstHarness *h = make_harness (pp_check_make_element (2, 2,
           "builtin:stamp?step-ms=20"));
   GstStructure *stats;
   guint pulled = 0;
@@ -501,11 +482,11 @@ GST_START_TEST (test_flush_discards_and_recovers)
   }
   stats = stop_and_check_stats (h, 8);
   /* Every frame accounted for: pushed out or dropped by the flush. */
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-in"), 8);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out")
-      + stat_u64 (stats, "dropped-flush"), 8);
-  fail_unless_equals_uint64 (stat_u64 (stats, "frames-out"), 5 + pulled);
-  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-error"), 0);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"), 8);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out")
+      + pp_check_stat_u64 (stats, "dropped-flush"), 8);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"), 5 + pulled);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-error"), 0);
   gst_structure_free (stats);
 }
 
@@ -515,7 +496,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_anisotropic_smooths)
 {
-  GstHarness *h = make_harness (make_element (2, 4, "builtin:anisotropic"));
+  GstHarness *h = make_harness (pp_check_make_element (2, 4, "builtin:anisotropic"));
   GstBuffer *in = make_frame (0), *out;
   GstMapInfo a, b;
   GRand *rand = g_rand_new_with_seed (7);
@@ -556,7 +537,7 @@ GST_END_TEST;
 GST_START_TEST (test_latency_reported)
 {
   /* Two workers of 20 ms each: a frame spends at least 40 ms in the mesh. */
-  GstHarness *h = make_harness (make_element (2, 2,
+  GstHarness *h = make_harness (pp_check_make_element (2, 2,
           "builtin:stamp?step-ms=20"));
   GstBus *bus = gst_bus_new ();
   GstMessage *msg;
@@ -592,7 +573,7 @@ GST_END_TEST;
 GST_START_TEST (test_start_stop_cycles)
 {
   for (guint cycle = 0; cycle < START_STOP_CYCLES; cycle++) {
-    GstHarness *h = make_harness (make_element (2, 2, "builtin:stamp"));
+    GstHarness *h = make_harness (pp_check_make_element (2, 2, "builtin:stamp"));
     for (guint i = 0; i < CYCLE_FRAMES; i++)
       fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
           GST_FLOW_OK);
@@ -612,7 +593,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_more_ranks_than_steps)
 {
-  GstElement *e = make_element (4, 3, "builtin:stamp");
+  GstElement *e = pp_check_make_element (4, 3, "builtin:stamp");
   const gchar *needles[] = { "ranks=4", "steps=3", NULL };
 
   g_object_set (e, "timeout-ms", ERROR_TIMEOUT_MS, NULL);
@@ -625,7 +606,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_missing_worker)
 {
-  GstElement *e = make_element (2, 4, "builtin:stamp");
+  GstElement *e = pp_check_make_element (2, 4, "builtin:stamp");
   const gchar *path = "/nonexistent/ppdiffuse-worker";
   const gchar *needles[] = { path, "worker", NULL };
 
@@ -637,7 +618,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_unknown_model)
 {
-  GstElement *e = make_element (2, 4, "builtin:nosuchmodel");
+  GstElement *e = pp_check_make_element (2, 4, "builtin:nosuchmodel");
   const gchar *needles[] = { "nosuchmodel", NULL };
 
   pp_check_expect_start_failure (e, ERROR_TIMEOUT_MS, needles);
@@ -657,7 +638,7 @@ GST_START_TEST (test_cuda_backend_unavailable)
 #else
   const gchar *needles[] = { "rank 0 (pid", "no CUDA backend", NULL };
 #endif
-  GstElement *e = make_element (2, 4, "builtin:stamp");
+  GstElement *e = pp_check_make_element (2, 4, "builtin:stamp");
 
   gst_util_set_object_arg (G_OBJECT (e), "backend", "cuda");
   pp_check_expect_start_failure (e, CUDA_FAILURE_WITHIN_MS, needles);
@@ -672,7 +653,7 @@ GST_END_TEST;
  * reason, and without CUDA it has nothing to warn about. */
 GST_START_TEST (test_auto_backend_falls_back)
 {
-  GstElement *e = make_element (1, 1, "builtin:stamp");
+  GstElement *e = pp_check_make_element (1, 1, "builtin:stamp");
   GstBus *bus = gst_bus_new ();
   GstMessage *msg;
 
@@ -716,7 +697,7 @@ GST_END_TEST;
  * carries it to every rank (the tiny-pipeline tests run it). */
 GST_START_TEST (test_dtype_property)
 {
-  GstElement *e = make_element (1, 1, "builtin:stamp");
+  GstElement *e = pp_check_make_element (1, 1, "builtin:stamp");
   const gchar *const names[] = { "f32", "f16", "bf16", "auto" };
   gint value = -1;
 
@@ -746,7 +727,7 @@ GST_END_TEST;
 GST_START_TEST (test_leaky_qos_and_discont)
 {
   const guint first = 1, pushes = 5, late_pushes = 2;
-  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=500");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp?step-ms=500");
   GstBus *bus = gst_bus_new ();
   gboolean dropped[8] = { FALSE };
   gboolean discont_due = FALSE;
@@ -813,7 +794,7 @@ GST_START_TEST (test_leaky_qos_and_discont)
   gst_element_set_bus (element, NULL);
   gst_object_unref (bus);
   stats = stop_and_check_stats (h, pushes - n_dropped);
-  fail_unless_equals_uint64 (stat_u64 (stats, "dropped-leaky"), n_dropped);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "dropped-leaky"), n_dropped);
   gst_structure_free (stats);
 }
 
@@ -853,7 +834,7 @@ query_latency (GstHarness * h, GstClockTime * min, GstClockTime * max)
 GST_START_TEST (test_latency_query_max)
 {
   const guint limit = 3;
-  GstElement *element = make_element (1, 1, "builtin:stamp");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp");
   GstClockTime min, max;
   GstStructure *stats;
   GstHarness *h;
@@ -869,7 +850,7 @@ GST_START_TEST (test_latency_query_max)
   upstream_max = 100 * GST_MSECOND;
   query_latency (h, &min, &max);
   stats = get_stats (element);
-  fail_unless_equals_uint64 (min, upstream_min + stat_u64 (stats, "latency"));
+  fail_unless_equals_uint64 (min, upstream_min + pp_check_stat_u64 (stats, "latency"));
   gst_structure_free (stats);
   fail_unless_equals_uint64 (max, upstream_max + limit * FRAME_DURATION);
 
@@ -899,7 +880,7 @@ GST_START_TEST (test_latency_message_on_growth)
   const guint steady = 3, burst = 6;
   /* Steps long enough that a loaded machine's hiccup cannot pass for a
    * 1.25× growth while the latency holds. */
-  GstElement *element = make_element (1, 1, "builtin:stamp?step-ms=200");
+  GstElement *element = pp_check_make_element (1, 1, "builtin:stamp?step-ms=200");
   GstBus *bus = gst_bus_new ();
   GstClockTime min, max, first;
   GstMessage *msg;
@@ -974,7 +955,7 @@ GST_START_TEST (test_allocation_stride_offset)
   gsize offsets[GST_VIDEO_MAX_PLANES] = { ODD_OFFSET };
   gint strides[GST_VIDEO_MAX_PLANES] = { ODD_STRIDE };
   const guint index = 3, steps = 2;
-  GstHarness *h = make_harness (make_element (1, steps, "builtin:stamp"));
+  GstHarness *h = make_harness (pp_check_make_element (1, steps, "builtin:stamp"));
   GstCaps *caps = gst_caps_from_string (CAPS_STR);
   GstQuery *query = gst_query_new_allocation (caps, TRUE);
   GstBuffer *in = gst_buffer_new_allocate (NULL, ODD_SIZE, NULL), *out;
@@ -1043,7 +1024,7 @@ holds_frame (GstBuffer * buf, guint index)
  * must still see the original bytes, this one the stamped ones. */
 GST_START_TEST (test_shared_input_copied)
 {
-  GstHarness *h = make_harness (make_element (1, 2, "builtin:stamp"));
+  GstHarness *h = make_harness (pp_check_make_element (1, 2, "builtin:stamp"));
   GstBuffer *in = make_frame (0), *shared = make_frame (1), *out;
 
   /* a second reference to the buffer */
@@ -1114,7 +1095,7 @@ progress_stages (GstBus * bus, GstElement * element)
  * ERROR after the stage that failed. */
 GST_START_TEST (test_progress_messages)
 {
-  GstElement *element = make_element (2, 2, "builtin:stamp");
+  GstElement *element = pp_check_make_element (2, 2, "builtin:stamp");
   GstBus *bus = gst_bus_new ();
   gchar *stages;
 
@@ -1188,7 +1169,7 @@ GST_START_TEST (test_stats_overlap)
   const guint workers = 2, frames = 20, step_ms = 20;
   g_autofree gchar *model = g_strdup_printf ("builtin:stamp?step-ms=%u",
       step_ms);
-  GstHarness *h = make_harness (make_element (workers, workers, model));
+  GstHarness *h = make_harness (pp_check_make_element (workers, workers, model));
   const gdouble step_s = step_ms / 1e3;
   gdouble wall_s, mesh_wall_s, overlap;
   GstStructure *stats;
@@ -1388,25 +1369,9 @@ tiny_setup (void)
 }
 
 static void
-remove_tree (const gchar * path)
-{
-  GDir *dir = g_dir_open (path, 0, NULL);
-  const gchar *name;
-
-  if (dir != NULL) {
-    while ((name = g_dir_read_name (dir)) != NULL) {
-      g_autofree gchar *child = g_build_filename (path, name, NULL);
-      remove_tree (child);
-    }
-    g_dir_close (dir);
-  }
-  g_remove (path);
-}
-
-static void
 tiny_teardown (void)
 {
-  remove_tree (tiny_dir);
+  pp_check_remove_tree (tiny_dir);
   g_clear_pointer (&tiny_dir, g_free);
   g_clear_pointer (&tiny_model, g_free);
 }
@@ -1419,7 +1384,7 @@ run_tiny (const gchar * embeds, guint64 seed, const guint * contents,
 {
   g_autofree gchar *path = g_path_is_absolute (embeds)
       ? g_strdup (embeds) : tiny_path (embeds);
-  GstElement *element = make_element (TINY_RANKS, TINY_STEPS, tiny_model);
+  GstElement *element = pp_check_make_element (TINY_RANKS, TINY_STEPS, tiny_model);
   GPtrArray *outs = g_ptr_array_new_with_free_func ((GDestroyNotify)
       gst_buffer_unref);
   GstHarness *h;
@@ -1439,19 +1404,6 @@ run_tiny (const gchar * embeds, guint64 seed, const guint * contents,
   return outs;
 }
 
-static gboolean
-same_bytes (GstBuffer * a, GstBuffer * b)
-{
-  GstMapInfo map;
-  gboolean same;
-
-  gst_buffer_map (a, &map, GST_MAP_READ);
-  same = gst_buffer_get_size (b) == map.size
-      && gst_buffer_memcmp (b, 0, map.data, map.size) == 0;
-  gst_buffer_unmap (a, &map);
-  return same;
-}
-
 /* prompt-embeds as a 2-D .npy, as a 3-D and a 2-D .safetensors: the same
  * output as the 3-D .npy the model came with; other embeddings, another
  * output (so the file is read at all). */
@@ -1467,12 +1419,12 @@ GST_START_TEST (test_prompt_embeds_forms)
 
   for (guint i = 0; i < G_N_ELEMENTS (forms); i++) {
     outs = run_tiny (forms[i], 0, contents, 1);
-    fail_unless (same_bytes (outs->pdata[0], reference->pdata[0]),
+    fail_unless (pp_check_same_bytes (outs->pdata[0], reference->pdata[0]),
         "prompt-embeds %s gives another output than %s", forms[i], npy);
     g_ptr_array_unref (outs);
   }
   outs = run_tiny ("embeds-other.npy", 0, contents, 1);
-  fail_if (same_bytes (outs->pdata[0], reference->pdata[0]),
+  fail_if (pp_check_same_bytes (outs->pdata[0], reference->pdata[0]),
       "other prompt-embeds give the same output: are they read?");
   g_ptr_array_unref (outs);
   g_ptr_array_unref (reference);
@@ -1490,14 +1442,14 @@ GST_START_TEST (test_same_noise_every_frame)
   GPtrArray *outs = run_tiny ("embeds-2d.npy", 7, contents,
       G_N_ELEMENTS (contents)), *reseeded;
 
-  fail_unless (same_bytes (outs->pdata[0], outs->pdata[1]),
+  fail_unless (pp_check_same_bytes (outs->pdata[0], outs->pdata[1]),
       "two identical frames in a row came out different");
-  fail_unless (same_bytes (outs->pdata[0], outs->pdata[3]),
+  fail_unless (pp_check_same_bytes (outs->pdata[0], outs->pdata[3]),
       "the same frame later in the stream came out different");
-  fail_if (same_bytes (outs->pdata[0], outs->pdata[2]),
+  fail_if (pp_check_same_bytes (outs->pdata[0], outs->pdata[2]),
       "a different frame came out the same: the input is ignored");
   reseeded = run_tiny ("embeds-2d.npy", 8, one, 1);
-  fail_if (same_bytes (outs->pdata[0], reseeded->pdata[0]),
+  fail_if (pp_check_same_bytes (outs->pdata[0], reseeded->pdata[0]),
       "another seed gave the same output");
   g_ptr_array_unref (reseeded);
   g_ptr_array_unref (outs);

@@ -1,6 +1,8 @@
 /* ppdiffuse tests — helpers. */
 #include "pp-check-util.h"
 
+#include <glib/gstdio.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,4 +239,53 @@ pp_check_make_flat_frame (guint index, gsize bytes)
   gst_buffer_memset (buf, 0, (guint8) index, bytes);
   GST_BUFFER_PTS (buf) = index * GST_SECOND / 30;
   return buf;
+}
+
+GstElement *
+pp_check_make_element (guint ranks, guint steps, const gchar * model)
+{
+  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
+
+  fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
+  g_object_set (e, "ranks", ranks, "steps", steps, "model", model, NULL);
+  return e;
+}
+
+guint64
+pp_check_stat_u64 (const GstStructure * s, const gchar * field)
+{
+  guint64 v = 0;
+
+  fail_unless (gst_structure_get_uint64 (s, field, &v), "no %s in %"
+      GST_PTR_FORMAT, field, s);
+  return v;
+}
+
+gboolean
+pp_check_same_bytes (GstBuffer * a, GstBuffer * b)
+{
+  GstMapInfo map;
+  gboolean same;
+
+  gst_buffer_map (a, &map, GST_MAP_READ);
+  same = gst_buffer_get_size (b) == map.size
+      && gst_buffer_memcmp (b, 0, map.data, map.size) == 0;
+  gst_buffer_unmap (a, &map);
+  return same;
+}
+
+void
+pp_check_remove_tree (const gchar * path)
+{
+  GDir *dir = g_dir_open (path, 0, NULL);
+  const gchar *name;
+
+  if (dir != NULL) {
+    while ((name = g_dir_read_name (dir)) != NULL) {
+      g_autofree gchar *child = g_build_filename (path, name, NULL);
+      pp_check_remove_tree (child);
+    }
+    g_dir_close (dir);
+  }
+  g_remove (path);
 }

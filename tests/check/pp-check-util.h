@@ -64,6 +64,19 @@ void pp_check_frames_accounted_after_error (GstElement * element);
 void pp_check_run_and_exit (Suite * suite, const gchar * name,
     const gchar * file) G_GNUC_NORETURN;
 
+/* A ppdiffuse element (floating) with these ranks, steps and model. */
+GstElement *pp_check_make_element (guint ranks, guint steps,
+    const gchar * model);
+
+/* Field @field of a stats structure, failing the test when it is missing. */
+guint64 pp_check_stat_u64 (const GstStructure * s, const gchar * field);
+
+/* TRUE when @a and @b hold the same bytes. */
+gboolean pp_check_same_bytes (GstBuffer * a, GstBuffer * b);
+
+/* Removes @path and everything under it. */
+void pp_check_remove_tree (const gchar * path);
+
 #define PP_CHECK_WORKER_COMM "ppdiffuse-worke"   /* comm is cut at 15 chars */
 
 G_END_DECLS
