@@ -582,9 +582,9 @@ gst_pp_diffuse_take_settings (GstPpDiffuse * self)
   self->cache_epoch++;
   GST_INFO_OBJECT (self, "cache epoch %u: settings %s", self->cache_epoch,
       uri);
-  g_mutex_unlock (&self->lock);
   g_free (self->running_uri);
   self->running_uri = g_strdup (uri);
+  g_mutex_unlock (&self->lock);
   g_free (self->unsent_uri);
   self->unsent_uri = g_steal_pointer (&uri);
   return TRUE;
@@ -1537,8 +1537,10 @@ gst_pp_diffuse_stop_settings (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   /* Applied on rank 0 but not yet sent: a kept mesh's workers must get
    * the settings at the next start, whatever they are then. */
+  g_mutex_lock (&self->lock);
   if (self->unsent_uri != NULL)
     g_clear_pointer (&self->running_uri, g_free);
+  g_mutex_unlock (&self->lock);
   g_clear_pointer (&self->unsent_uri, g_free);
 }
 

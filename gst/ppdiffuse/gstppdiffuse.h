@@ -139,7 +139,7 @@ struct _GstPpDiffuse
   gboolean settings_dirty;      /* under lock: a live property changed */
   gboolean settings_stop;       /* under lock */
   gchar *next_uri;              /* under lock */
-  gchar *running_uri;           /* chain thread: rank 0's model runs it */
+  gchar *running_uri;           /* under lock: rank 0's model runs it */
   gchar *unsent_uri;            /* chain thread */
   /* Chain thread: the output buffers, made for frames of out_pool_info in
    * buffers of out_pool_size bytes (gstppdiffuse-pool.c). */
