@@ -18,6 +18,15 @@ Writes, under --out:
                  77 ids a line, per prompt: BOS + ids + EOS, truncated to 77
                  keeping EOS last, then the pad id (transformers'
                  CLIPTokenizer with padding="max_length", truncation=True)
+  expected-full.txt
+                 the ids of each prompt with CLIP's released vocabulary
+                 (clip/bpe_simple_vocab_16e6.txt.gz), before BOS, EOS,
+                 truncation and padding: any real tokenizer/ folder gives
+                 these (the test packs them with the folder's own tokens)
+
+With --full-out DIR it also writes that released vocabulary as a
+tokenizer/ folder (SD 1.x padding; ~2 MB, not kept in the repository):
+point $PPDIFFUSE_CLIP_TOKENIZER at it, or at a real pipeline's tokenizer/.
 
 The merges are learned here, deterministically, on a built-in corpus: a few
 hundred, so that words of the prompts merge into multi-character tokens
@@ -110,6 +119,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--clip-src", required=True)
     p.add_argument("--ftfy-src", required=True)
+    p.add_argument("--full-out", help="write the released vocabulary here")
     p.add_argument("--out", default=os.path.join(
         os.path.dirname(__file__), "..", "data", "tokenizer"))
     return p.parse_args()
@@ -220,6 +230,20 @@ def main():
                 row = pack(ids, vocab[BOS], vocab[EOS], vocab[pad])
                 f.write(" ".join(str(i) for i in row) + "\n")
     assert multi > 0
+
+    full = st.SimpleTokenizer(os.path.join(args.clip_src, "clip",
+                                           "bpe_simple_vocab_16e6.txt.gz"))
+    with open(os.path.join(args.out, "expected-full.txt"), "w") as f:
+        for p in PROMPTS:
+            f.write(" ".join(str(i) for i in full.encode(p)) + "\n")
+    if args.full_out:
+        released = gzip.open(os.path.join(args.clip_src, "clip",
+                                        "bpe_simple_vocab_16e6.txt.gz"))
+        lines = released.read().decode("utf-8").split("\n")
+        # Its first line is not the header transformers' merges.txt has.
+        lines[0] = "#version: 0.2"
+        write_tokenizer(args.full_out, "\n".join(lines[:49152 - 256 - 2 + 1]),
+                        full.encoder, EOS)
     print(f"{len(PROMPTS)} prompts, {len(merges)} merges, "
           f"{len(vocab)} tokens -> {args.out}")
 
