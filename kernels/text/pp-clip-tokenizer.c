@@ -9,11 +9,7 @@
 /* CLIP reads at most this many merges (49152 tokens less the 256 bytes and
  * the two specials: simple_tokenizer's and CLIPTokenizer's slice). */
 #define CLIP_MAX_MERGES (49152 - 256 - 2)
-#define CLIP_END_OF_WORD "</w>"
-#define CLIP_BOS_DEFAULT "<|startoftext|>"
-#define CLIP_EOS_DEFAULT "<|endoftext|>"
 #define MERGES_HEADER "#version"
-#define N_BYTES 256
 /* A longer model_max_length is taken for transformers' "no limit" value. */
 #define MODEL_MAX_LENGTH_LIMIT 65536
 /* Found text quoted in errors is cut to this many bytes. */
@@ -23,29 +19,30 @@ struct _PpClipTokenizer
 {
   GHashTable *vocab;            /* token → id (GINT_TO_POINTER (id + 1)) */
   GHashTable *ranks;            /* "first second" → rank + 1 */
-  gchar *byte_chars[N_BYTES];   /* bytes_to_unicode, as UTF-8 */
+  gchar *byte_chars[PP_CLIP_N_BYTES];   /* bytes_to_unicode, as UTF-8 */
   guint model_max_length;
   gint32 bos, eos, pad, unk;    /* unk: -1 when the vocabulary has none */
-  gchar *bos_text, *eos_text;
 };
 
 /* ---- loading ----------------------------------------------------------- */
 
-/* bytes_to_unicode: printable Latin-1 bytes stand for themselves, the others
- * for 256, 257, … in byte order. */
-static void
-init_byte_chars (PpClipTokenizer * tok)
+gboolean
+pp_clip_byte_is_printable (guint8 b)
 {
-  guint next = N_BYTES;
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+}
 
-  for (guint b = 0; b < N_BYTES; b++) {
-    gboolean printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC)
-        || (b >= 0xAE && b <= 0xFF);
-    gunichar c = printable ? b : next++;
+void
+pp_clip_byte_chars (gchar * chars[PP_CLIP_N_BYTES])
+{
+  guint next = PP_CLIP_N_BYTES;
+
+  for (guint b = 0; b < PP_CLIP_N_BYTES; b++) {
+    gunichar c = pp_clip_byte_is_printable (b) ? b : next++;
     gchar buf[8] = { 0 };
 
     g_unichar_to_utf8 (c, buf);
-    tok->byte_chars[b] = g_strdup (buf);
+    chars[b] = g_strdup (buf);
   }
 }
 
@@ -182,7 +179,7 @@ load_config (PpClipTokenizer * tok, const gchar * dir,
       PP_CLIP_TOKENIZER_CONFIG, NULL);
   g_autofree gchar *special_path = g_build_filename (dir,
       PP_CLIP_TOKENIZER_SPECIAL, NULL);
-  g_autofree gchar *pad = NULL, *unk = NULL;
+  g_autofree gchar *bos = NULL, *eos = NULL, *pad = NULL, *unk = NULL;
   g_autoptr (PpConfig) config = NULL, special = NULL;
   gint64 max_length;
 
@@ -203,17 +200,17 @@ load_config (PpClipTokenizer * tok, const gchar * dir,
     return FALSE;
   }
   tok->model_max_length = (guint) max_length;
-  if (!special_token (special, config, "bos_token", CLIP_BOS_DEFAULT,
-          &tok->bos_text, error)
-      || !special_token (special, config, "eos_token", CLIP_EOS_DEFAULT,
-          &tok->eos_text, error)
-      || !special_token (special, config, "pad_token", CLIP_EOS_DEFAULT,
+  if (!special_token (special, config, "bos_token", PP_CLIP_BOS,
+          &bos, error)
+      || !special_token (special, config, "eos_token", PP_CLIP_EOS,
+          &eos, error)
+      || !special_token (special, config, "pad_token", PP_CLIP_EOS,
           &pad, error)
-      || !special_token (special, config, "unk_token", CLIP_EOS_DEFAULT,
+      || !special_token (special, config, "unk_token", PP_CLIP_EOS,
           &unk, error)
-      || !special_id (tok, tok->bos_text, "bos_token", vocab_path, &tok->bos,
+      || !special_id (tok, bos, "bos_token", vocab_path, &tok->bos,
           error)
-      || !special_id (tok, tok->eos_text, "eos_token", vocab_path, &tok->eos,
+      || !special_id (tok, eos, "eos_token", vocab_path, &tok->eos,
           error)
       || !special_id (tok, pad, "pad_token", vocab_path, &tok->pad, error))
     return FALSE;
@@ -233,7 +230,7 @@ pp_clip_tokenizer_load (const gchar * dir, GError ** error)
 
   tok->vocab = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   tok->ranks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  init_byte_chars (tok);
+  pp_clip_byte_chars (tok->byte_chars);
   if (!load_vocab (tok, vocab_path, error)
       || !load_merges (tok, merges_path, error)
       || !load_config (tok, dir, vocab_path, error)) {
@@ -251,10 +248,8 @@ pp_clip_tokenizer_free (PpClipTokenizer * tok)
     return;
   g_hash_table_unref (tok->vocab);
   g_hash_table_unref (tok->ranks);
-  for (guint b = 0; b < N_BYTES; b++)
+  for (guint b = 0; b < PP_CLIP_N_BYTES; b++)
     g_free (tok->byte_chars[b]);
-  g_free (tok->bos_text);
-  g_free (tok->eos_text);
   g_free (tok);
 }
 
@@ -284,7 +279,8 @@ bpe (PpClipTokenizer * tok, const gchar * token, gsize len, GArray * ids,
   {
     gchar *last = word->pdata[word->len - 1];
 
-    word->pdata[word->len - 1] = g_strconcat (last, CLIP_END_OF_WORD, NULL);
+    word->pdata[word->len - 1] = g_strconcat (last, PP_CLIP_END_OF_WORD,
+        NULL);
     g_free (last);
   }
   while (word->len > 1) {
@@ -382,13 +378,8 @@ contraction_len (const gchar * p)
   return 0;
 }
 
-/* The next match of
- *   <\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|
- *   [\p{N}]|[^\s\p{L}\p{N}]+
- * at or after @p: its start in *@start, its byte length returned (0 at the
- * end of the text).  *@special: the match is BOS or EOS. */
-static gsize
-next_piece (PpClipTokenizer * tok, const gchar * p, const gchar ** start,
+gsize
+pp_clip_tokenizer_next_piece (const gchar * p, const gchar ** start,
     gboolean * special)
 {
   *special = FALSE;
@@ -398,11 +389,11 @@ next_piece (PpClipTokenizer * tok, const gchar * p, const gchar ** start,
     gsize n;
 
     *start = p;
-    if (g_str_has_prefix (p, tok->bos_text) || g_str_has_prefix (p,
-            tok->eos_text)) {
+    if (g_str_has_prefix (p, PP_CLIP_BOS)
+        || g_str_has_prefix (p, PP_CLIP_EOS)) {
       *special = TRUE;
-      return strlen (g_str_has_prefix (p, tok->bos_text) ? tok->bos_text
-          : tok->eos_text);
+      return strlen (g_str_has_prefix (p, PP_CLIP_BOS) ? PP_CLIP_BOS
+          : PP_CLIP_EOS);
     }
     if ((n = contraction_len (p)) != 0)
       return n;
@@ -449,12 +440,16 @@ pp_clip_tokenizer_tokenize (PpClipTokenizer * tok, const gchar * utf8,
   for (p = text;; p += n) {
     gboolean special;
 
-    n = next_piece (tok, p, &p, &special);
+    n = pp_clip_tokenizer_next_piece (p, &p, &special);
     if (n == 0)
       break;
     if (special) {
-      gint32 id = g_str_has_prefix (p, tok->bos_text) ? tok->bos : tok->eos;
+      g_autofree gchar *name = g_strndup (p, n);
+      gint32 id;
 
+      /* The pattern's own specials, looked up as any other token. */
+      if (!vocab_lookup (tok, name, &id))
+        id = g_str_equal (name, PP_CLIP_BOS) ? tok->bos : tok->eos;
       g_array_append_val (ids, id);
     } else if (!bpe (tok, p, n, ids, error)) {
       return NULL;

@@ -19,6 +19,11 @@ G_BEGIN_DECLS
 #define PP_CLIP_TOKENIZER_CONFIG "tokenizer_config.json"
 #define PP_CLIP_TOKENIZER_SPECIAL "special_tokens_map.json"
 
+#define PP_CLIP_BOS "<|startoftext|>"
+#define PP_CLIP_EOS "<|endoftext|>"
+#define PP_CLIP_END_OF_WORD "</w>"
+#define PP_CLIP_N_BYTES 256
+
 typedef struct _PpClipTokenizer PpClipTokenizer;
 
 /* vocab.json, merges.txt and tokenizer_config.json must be there;
@@ -52,6 +57,23 @@ gint32           pp_clip_tokenizer_eos_id   (PpClipTokenizer * tok);
 gint32           pp_clip_tokenizer_pad_id   (PpClipTokenizer * tok);
 gint32           pp_clip_tokenizer_unk_id   (PpClipTokenizer * tok);
 guint            pp_clip_tokenizer_vocab_size (PpClipTokenizer * tok);
+
+/* The pieces of the BPE, for the writer of tiny tokenizers as well. */
+
+/* The next match of CLIP's pattern
+ *   <\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|
+ *   [\p{N}]|[^\s\p{L}\p{N}]+
+ * at or after @text (cleaned, lower-cased): its start in *@start, its byte
+ * length returned (0 at the end).  *@special: it is one of the two
+ * specials.  \p{L} is Lu Ll Lt Lm Lo, \p{N} Nd Nl No, \s White_Space, as
+ * Python's regex module has them. */
+gsize            pp_clip_tokenizer_next_piece (const gchar * text,
+                                               const gchar ** start,
+                                               gboolean * special);
+/* bytes_to_unicode: the character (UTF-8, g_free each) standing for each
+ * byte; the printable Latin-1 bytes stand for themselves. */
+void             pp_clip_byte_chars         (gchar * chars[PP_CLIP_N_BYTES]);
+gboolean         pp_clip_byte_is_printable  (guint8 b);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpClipTokenizer, pp_clip_tokenizer_free)
 
