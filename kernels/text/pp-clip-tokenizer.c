@@ -465,7 +465,8 @@ pp_clip_tokenizer_pack (PpClipTokenizer * tok, const gint32 * tokens,
   guint max = tok->model_max_length, kept = MIN (n_tokens, max - 2), i = 0;
 
   ids[i++] = tok->bos;
-  memcpy (ids + i, tokens, kept * sizeof *ids);
+  if (kept > 0)
+    memcpy (ids + i, tokens, kept * sizeof *ids);
   i += kept;
   ids[i++] = tok->eos;
   while (i < max)
