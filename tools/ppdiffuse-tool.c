@@ -14,6 +14,8 @@
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
  *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd --out DIR [--seed N]
+ *   ppdiffuse-tool tokenize --tokenizer DIR (--prompt TEXT | --prompts-file F)
+ *                  (CLIP token ids, one line of model_max_length per prompt)
  *   ppdiffuse-tool test-ops [--backend B] [--op NAME] [--verbose]
  *                  (every op of the backend against float64 references;
  *                  exit status 1 when one fails, 2 on bad usage)
@@ -28,6 +30,7 @@
 #include "pp-taesd.h"
 #include "pp-test-ops.h"
 #include "pp-tiny.h"
+#include "pp-tokenize.h"
 #include "pp-unet.h"
 #include "pp-weights.h"
 
@@ -409,6 +412,7 @@ static const struct
   {"img2img", cmd_img2img},
   {"make-tiny", cmd_make_tiny},
   {"test-ops", pp_cmd_test_ops},
+  {"tokenize", pp_cmd_tokenize},
 };
 
 int
@@ -418,7 +422,7 @@ main (int argc, char **argv)
 
   if (argc < 2) {
     fprintf (stderr, "usage: %s info|unet|vae-encode|vae-decode|img2img|"
-        "make-tiny|test-ops …  (each takes --help)\n", argv[0]);
+        "make-tiny|test-ops|tokenize …  (each takes --help)\n", argv[0]);
     return 2;
   }
   for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {

@@ -1,5 +1,7 @@
 /* ppdiffuse — small random-weight models. */
 #include "pp-tiny.h"
+#include "pp-clip-tokenizer.h"
+#include "pp-clip-tokenizer-tiny.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-npy.h"
@@ -277,6 +279,16 @@ write_embeds (const gchar * dir, guint cross_dim, guint tokens, guint64 seed,
   return pp_npy_save (path, t, error);
 }
 
+/* SD 2.x pipelines (turbo) pad prompts with "!", SD 1.x with EOS. */
+static gboolean
+write_tokenizer (const gchar * dir, gboolean turbo, GError ** error)
+{
+  g_autofree gchar *path = g_build_filename (dir, PP_TINY_TOKENIZER, NULL);
+
+  return pp_clip_tokenizer_write_tiny (path, turbo ? "!" : PP_CLIP_EOS,
+      error);
+}
+
 gboolean
 pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
     GError ** error)
@@ -301,6 +313,7 @@ pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
       && write_taesd (vae, seed + SEED_VAE_OFFSET, released, error)
       && write_scheduler (dir, turbo, error)
       && write_index (dir, turbo, error)
+      && write_tokenizer (dir, turbo, error)
       && write_embeds (dir, cross_dim, released ? SD_PROMPT_TOKENS
       : PROMPT_TOKENS, seed + SEED_EMBEDS_OFFSET, error);
 }

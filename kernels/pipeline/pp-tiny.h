@@ -6,7 +6,9 @@
  * pipeline — unet/ (SD1.5-style conv projections, or SD2/Turbo-style linear
  * projections with per-block heads), vae/ (tiny TAESD), scheduler/
  * (LCMScheduler for sd15, EulerDiscreteScheduler with trailing spacing for
- * turbo), model_index.json, and prompt_embeds.npy ([1, 8, D] normal noise
+ * turbo), tokenizer/ (a small real CLIP BPE
+ * vocabulary, padded with <|endoftext|> for sd15 and "!" for turbo),
+ * model_index.json, and prompt_embeds.npy ([1, 8, D] normal noise
  * standing in for text embeddings).  Kind "sd-turbo": the same pipeline at
  * the released sizes (stabilityai/sd-turbo's UNet, madebyollin/taesd, 77
  * prompt rows of 1024), seeded weights: ~3.5 GB on disk, for benchmarks
@@ -18,6 +20,8 @@
 G_BEGIN_DECLS
 
 #define PP_TINY_PROMPT_EMBEDS "prompt_embeds.npy"
+/* The pipelines' tokenizer/ folder (pp-clip-tokenizer-tiny.h). */
+#define PP_TINY_TOKENIZER "tokenizer"
 
 gboolean pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
                         GError ** error);
