@@ -295,6 +295,32 @@ pp_clip_text_n_layers (PpClipText * m)
   return m->n_layers;
 }
 
+/* UNet2DConditionModel's default cross_attention_dim. */
+#define UNET_DEF_CROSS_DIM 1280
+
+gboolean
+pp_clip_text_check_unet (PpClipText * m, const gchar * text_encoder_dir,
+    const gchar * unet_config_path, GError ** error)
+{
+  g_autoptr (PpConfig) cfg = pp_config_load (unet_config_path, error);
+  g_autofree gchar *text_config = NULL;
+  gint64 cross_dim;
+
+  if (cfg == NULL || !pp_config_get_int (cfg, "cross_attention_dim",
+          UNET_DEF_CROSS_DIM, &cross_dim, error))
+    return FALSE;
+  if (cross_dim == m->hidden)
+    return TRUE;
+  text_config = g_build_filename (text_encoder_dir, PP_COMPONENT_CONFIG,
+      NULL);
+  g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+      "the text encoder's hidden_size is %d (%s) but the UNet's "
+      "cross_attention_dim is %" G_GINT64_FORMAT " (%s): the two come from "
+      "different pipelines", m->hidden, text_config, cross_dim,
+      unet_config_path);
+  return FALSE;
+}
+
 /* Forward */
 
 /* A new activation: layer_norm (@x). */

@@ -42,6 +42,14 @@ gboolean  pp_clip_text_forward_tap  (PpClipText * m, const gint32 * ids,
                                      guint n_tokens, PpTensor * out_hidden,
                                      PpTapFunc tap, gpointer tap_data,
                                      GError ** error);
+/* The UNet of the pipeline whose text_encoder/ @m is must take its states:
+ * its config's cross_attention_dim (@unet_config_path) equals D; otherwise
+ * an error naming both numbers and both files (@text_encoder_dir's
+ * config.json). */
+gboolean  pp_clip_text_check_unet   (PpClipText * m,
+                                     const gchar * text_encoder_dir,
+                                     const gchar * unet_config_path,
+                                     GError ** error);
 /* D, the width of the hidden states (the UNet's cross_attention_dim). */
 guint     pp_clip_text_hidden_size  (PpClipText * m);
 /* The most tokens a prompt may have (77 for every released CLIP). */
