@@ -213,9 +213,9 @@ test_bad_ids (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
 }
 
-/* A copy of the quick-gelu fixture in a temporary directory, its config
- * edited by @edit (old → new text) and its weights file optionally
- * renamed. */
+/* A copy of the quick-gelu fixture in a temporary directory, @old_text
+ * of its config replaced by @new_text, its weights under the fp16 name
+ * when @fp16_name. */
 static gchar *
 edited_copy (const gchar * old_text, const gchar * new_text,
     gboolean fp16_name)
