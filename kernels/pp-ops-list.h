@@ -58,11 +58,20 @@
           int lk, int heads, int head_dim, float *out),                      \
       (q, k, v, n, lq, lk, heads, head_dim, out),                            \
       4 * (gint64) n * heads * lq * lk * head_dim)                           \
+  /* Self-attention with a causal mask (a text encoder's): q, k, v, out     \
+   * [n,l,heads·head_dim]; query i sees keys 0…i only. */                   \
+  X (attention_causal, ATTENTION_CAUSAL,                                     \
+      (const float *q, const float *k, const float *v, int n, int l,         \
+          int heads, int head_dim, float *out),                              \
+      (q, k, v, n, l, heads, head_dim, out),                                 \
+      2 * (gint64) n * heads * l * (l + 1) * head_dim)                       \
   /* In place, n elements. */                                                \
   X (silu, SILU, (float *x, size_t n), (x, n), 0)                            \
   X (relu, RELU, (float *x, size_t n), (x, n), 0)                            \
   X (tanh, TANH, (float *x, size_t n), (x, n), 0)                            \
   X (gelu, GELU, (float *x, size_t n), (x, n), 0)                            \
+  /* x·sigmoid(1.702·x), CLIP's GELU approximation. */                      \
+  X (quick_gelu, QUICK_GELU, (float *x, size_t n), (x, n), 0)                \
   /* x [rows,2d]: per row d values then d gates; y [rows,d] =                \
    * value · gelu(gate). */                                                  \
   X (geglu, GEGLU, (const float *x, int rows, int d, float *y),              \

@@ -24,6 +24,8 @@
 
 /* 1/√2 as a float literal: M_SQRT1_2 is POSIX, not C11. */
 #define PP_MATH_SQRT1_2_F 0.70710678118654752440f
+/* The slope of quick GELU's sigmoid (CLIP, transformers' "quick_gelu"). */
+#define PP_MATH_QUICK_GELU_SCALE 1.702f
 /* max_period of the sinusoidal timestep embedding (as in diffusers). */
 #define PP_MATH_TIMESTEP_MAX_PERIOD 10000.0f
 
@@ -144,6 +146,13 @@ PP_MATH_FN float
 pp_math_gelu_erf (float x)
 {
   return 0.5f * x * pp_math_one_plus_erf (x * PP_MATH_SQRT1_2_F);
+}
+
+/* CLIP's quick GELU: x·sigmoid(1.702·x). */
+PP_MATH_FN float
+pp_math_quick_gelu (float x)
+{
+  return x * pp_math_sigmoid (PP_MATH_QUICK_GELU_SCALE * x);
 }
 
 /* GEGLU of one (value, gate) pair: value·gelu(gate). */

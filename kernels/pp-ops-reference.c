@@ -66,8 +66,15 @@ pp_ref_conv2d (const float *x, int n, int cin, int h, int w,
 }
 
 double
-pp_ref_attention (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int hd, double *out)
+pp_ref_quick_gelu (double x)
+{
+  return x / (1.0 + exp (-(double) PP_MATH_QUICK_GELU_SCALE * x));
+}
+
+/* Query i sees keys [0, lk) or, when @causal, [0, i]. */
+static double
+attention (const float *q, const float *k, const float *v, int n, int lq,
+    int lk, int heads, int hd, gboolean causal, double *out)
 {
   const size_t ld = (size_t) heads * hd;
   const double scale = 1.0 / sqrt (hd);
@@ -78,9 +85,10 @@ pp_ref_attention (const float *q, const float *k, const float *v, int n,
     for (int h = 0; h < heads; h++)
       for (int i = 0; i < lq; i++) {
         const float *qi = q + ((size_t) b * lq + i) * ld + (size_t) h * hd;
+        const int keys = causal ? MIN (i + 1, lk) : lk;
         double max = -INFINITY, sum = 0.0;
 
-        for (int j = 0; j < lk; j++) {
+        for (int j = 0; j < keys; j++) {
           const float *kj = k + ((size_t) b * lk + j) * ld + (size_t) h * hd;
           double dot = 0.0;
 
@@ -90,17 +98,31 @@ pp_ref_attention (const float *q, const float *k, const float *v, int n,
           max = MAX (max, s[j]);
           max_score = MAX (max_score, fabs (s[j]));
         }
-        for (int j = 0; j < lk; j++) {
+        for (int j = 0; j < keys; j++) {
           s[j] = exp (s[j] - max);
           sum += s[j];
         }
         for (int d = 0; d < hd; d++) {
           double acc = 0.0;
 
-          for (int j = 0; j < lk; j++)
+          for (int j = 0; j < keys; j++)
             acc += s[j] * v[((size_t) b * lk + j) * ld + (size_t) h * hd + d];
           out[((size_t) b * lq + i) * ld + (size_t) h * hd + d] = acc / sum;
         }
       }
   return max_score;
+}
+
+double
+pp_ref_attention (const float *q, const float *k, const float *v, int n,
+    int lq, int lk, int heads, int hd, double *out)
+{
+  return attention (q, k, v, n, lq, lk, heads, hd, FALSE, out);
+}
+
+double
+pp_ref_attention_causal (const float *q, const float *k, const float *v,
+    int n, int l, int heads, int hd, double *out)
+{
+  return attention (q, k, v, n, l, l, heads, hd, TRUE, out);
 }

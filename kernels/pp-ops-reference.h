@@ -26,5 +26,12 @@ void   pp_ref_conv2d (const float *x, int n, int cin, int h, int w,
 double pp_ref_attention (const float *q, const float *k, const float *v,
                          int n, int lq, int lk, int heads, int head_dim,
                          double *out);
+/* The same with lq = lk = @l and query i seeing keys 0…i only
+ * (pp_attention_causal). */
+double pp_ref_attention_causal (const float *q, const float *k,
+                                const float *v, int n, int l, int heads,
+                                int head_dim, double *out);
+/* x·sigmoid(1.702·x). */
+double pp_ref_quick_gelu (double x);
 
 G_END_DECLS

@@ -533,6 +533,37 @@ cases_attention (Run * r)
   attention_one (r, 1, 300, 300, 5, 64, 1.0);
 }
 
+/* Growth as attention's, with l keys at most. */
+static void
+attention_causal_one (Run * r, int n, int l, int heads, int hd,
+    double amplitude)
+{
+  const size_t count = (size_t) n * l * heads * hd;
+  g_autofree float *q = random_host (r, count, amplitude);
+  g_autofree float *k = random_host (r, count, amplitude);
+  g_autofree float *v = random_host (r, count, 1.0);
+  g_autofree double *ref = g_new (double, count);
+  float *dout = device_nan (r, count);
+  double max_score;
+
+  pp_attention_causal (r->be, upload (r, q, count), upload (r, k, count),
+      upload (r, v, count), n, l, heads, hd, dout);
+  max_score = pp_ref_attention_causal (q, k, v, n, l, heads, hd, ref);
+  check_device (r, PP_OP_ATTENTION_CAUSAL, g_strdup_printf ("n%d l%d %d "
+          "heads of %d, amplitude %g", n, l, heads, hd, amplitude), dout,
+      ref, count, (double) (hd + l) * MAX (1.0, max_score * max_score));
+}
+
+static void
+cases_attention_causal (Run * r)
+{
+  attention_causal_one (r, 1, 1, 1, 1, 1.0);
+  attention_causal_one (r, 1, 5, 3, 8, 1.0);
+  attention_causal_one (r, 2, 77, 4, 8, 1.0);   /* a tiny text encoder */
+  attention_causal_one (r, 1, 77, 12, 64, 1.0); /* CLIP ViT-L/14's */
+  attention_causal_one (r, 1, 33, 2, 64, 4.0);  /* large scores */
+}
+
 /* ---- element-wise ------------------------------------------------------- */
 
 /* Sizes of the element-wise cases: one, either side of a 16-float vector,
@@ -587,6 +618,12 @@ static void
 cases_gelu (Run * r)
 {
   unary_cases (r, PP_OP_GELU, pp_gelu, pp_ref_gelu);
+}
+
+static void
+cases_quick_gelu (Run * r)
+{
+  unary_cases (r, PP_OP_QUICK_GELU, pp_quick_gelu, pp_ref_quick_gelu);
 }
 
 /* x [rows, 2d]: d values then d gates per row. */
@@ -1060,10 +1097,12 @@ static const CasesFunc op_cases[PP_OP_COUNT] = {
   [PP_OP_LAYER_NORM] = cases_layer_norm,
   [PP_OP_LINEAR] = cases_linear,
   [PP_OP_ATTENTION] = cases_attention,
+  [PP_OP_ATTENTION_CAUSAL] = cases_attention_causal,
   [PP_OP_SILU] = cases_silu,
   [PP_OP_RELU] = cases_relu,
   [PP_OP_TANH] = cases_tanh,
   [PP_OP_GELU] = cases_gelu,
+  [PP_OP_QUICK_GELU] = cases_quick_gelu,
   [PP_OP_GEGLU] = cases_geglu,
   [PP_OP_UPSAMPLE_NEAREST] = cases_upsample_nearest,
   [PP_OP_RESIZE_BILINEAR] = cases_resize_bilinear,

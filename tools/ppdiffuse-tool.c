@@ -6,6 +6,8 @@
  *                       --encoder-hidden-states E.npy --out Y.npy
  *   ppdiffuse-tool vae-encode --model VAE_DIR --image X.npy --out Z.npy
  *   ppdiffuse-tool vae-decode --model VAE_DIR --latents Z.npy --out X.npy
+ *   ppdiffuse-tool encode-prompt --model PIPELINE_DIR --ids "49406 …"
+ *                  --out E.npy   (the text encoder's [1, 77, D] states)
  *   ppdiffuse-tool img2img --model PIPELINE_DIR --in IN.png --out OUT.png
  *                  --prompt-embeds E [--strength S] [--seed N] [--steps S]
  *                  [--t-index-list A,B] [--scheduler euler|lcm]
@@ -22,6 +24,8 @@
  *
  * img2img runs exactly the model code the element runs (encode on rank 0,
  * steps on the workers, decode on rank 0), in one process. */
+#include "pp-clip-text.h"
+#include "pp-clip-tokenizer.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-model.h"
@@ -374,6 +378,130 @@ out:
   return ok;
 }
 
+/* ---- encode-prompt ----------------------------------------------------- */
+
+/* @text: token ids separated by spaces or commas → @ids, padded to
+ * @max with the last id (a tokenized prompt ends with the end token, which
+ * is what SD 1.5's tokenizer pads with). */
+static gboolean
+parse_ids (const gchar * text, guint max, gint32 * ids, GError ** error)
+{
+  g_auto (GStrv) words = g_strsplit_set (text, " ,\t\n", -1);
+  guint n = 0;
+
+  for (guint i = 0; words[i] != NULL; i++) {
+    gint64 v;
+
+    if (words[i][0] == '\0')
+      continue;
+    if (!g_ascii_string_to_signed (words[i], 10, 0, G_MAXINT32, &v, NULL)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "--ids: '%s' is not a token id (a non-negative integer)",
+          words[i]);
+      return FALSE;
+    }
+    if (n == max) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "--ids: more than %u ids (the text encoder's "
+          "max_position_embeddings)", max);
+      return FALSE;
+    }
+    ids[n++] = (gint32) v;
+  }
+  if (n == 0) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "--ids: no ids");
+    return FALSE;
+  }
+  for (; n < max; n++)
+    ids[n] = ids[n - 1];
+  return TRUE;
+}
+
+/* @prompt as @n token ids with the tokenizer/ of pipeline @model; a
+ * prompt cut to fit gets a warning naming its length. */
+static gboolean
+encode_prompt_ids (const gchar * model, const gchar * prompt, guint n,
+    gint32 * ids, GError ** error)
+{
+  g_autofree gchar *dir = g_build_filename (model, "tokenizer", NULL);
+  g_autoptr (PpClipTokenizer) tok = pp_clip_tokenizer_load (dir, error);
+  gboolean truncated = FALSE;
+
+  if (tok == NULL)
+    return FALSE;
+  if (pp_clip_tokenizer_model_max_length (tok) != n) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "%s: model_max_length %u, but the text encoder takes %u positions",
+        dir, pp_clip_tokenizer_model_max_length (tok), n);
+    return FALSE;
+  }
+  if (!pp_clip_tokenizer_encode (tok, prompt, ids, &truncated, error))
+    return FALSE;
+  if (truncated)
+    g_printerr ("warning: the prompt is longer than %u tokens: cut to "
+        "fit\n", n);
+  return TRUE;
+}
+
+static gboolean
+cmd_encode_prompt (int argc, char **argv, GError ** error)
+{
+  g_autofree gchar *model = NULL, *ids_text = NULL, *prompt = NULL,
+      *out = NULL, *backend = NULL, *dtype_name = NULL;
+  GOptionEntry entries[] = {
+    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+        "pipeline dir (text_encoder/, unet/)", "DIR"},
+    {"ids", 0, 0, G_OPTION_ARG_STRING, &ids_text,
+          "token ids, space separated; fewer than 77 are padded with the "
+          "last", "\"49406 320 …\""},
+    {"prompt", 0, 0, G_OPTION_ARG_STRING, &prompt,
+        "prompt text, tokenized with the pipeline's tokenizer/", "TEXT"},
+    {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output [1,77,D]", "E.npy"},
+    BACKEND_ENTRY (backend),
+    DTYPE_ENTRY (dtype_name),
+    {NULL}
+  };
+  g_autofree gchar *text_dir = NULL, *unet_config = NULL;
+  g_autofree gint32 *ids = NULL;
+  g_autoptr (PpClipText) m = NULL;
+  g_autoptr (PpTensor) e = NULL;
+  gint64 shape[3];
+  PpDType dtype;
+  PpBackend *be;
+
+  if (!parse (entries, "- encode a prompt with the pipeline's text encoder",
+          &argc, &argv, error)
+      || !require (model, "--model", error) || !require (out, "--out", error))
+    return FALSE;
+  if ((prompt == NULL) == (ids_text == NULL)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "give either --prompt or --ids");
+    return FALSE;
+  }
+  text_dir = g_build_filename (model, "text_encoder", NULL);
+  unet_config = g_build_filename (model, "unet", "config.json", NULL);
+  if (!parse_dtype (dtype_name, &dtype, error)
+      || (be = pp_backend_get (backend, error)) == NULL
+      || (m = pp_clip_text_load (text_dir, be, dtype, error)) == NULL
+      || !pp_clip_text_check_unet (m, text_dir, unet_config, error))
+    return FALSE;
+  ids = g_new (gint32, pp_clip_text_max_positions (m));
+  if (prompt != NULL) {
+    if (!encode_prompt_ids (model, prompt, pp_clip_text_max_positions (m),
+            ids, error))
+      return FALSE;
+  } else if (!parse_ids (ids_text, pp_clip_text_max_positions (m), ids,
+          error)) {
+    return FALSE;
+  }
+  shape[0] = 1;
+  shape[1] = pp_clip_text_max_positions (m);
+  shape[2] = pp_clip_text_hidden_size (m);
+  e = pp_tensor_new ("prompt_embeds", PP_DTYPE_F32, 3, shape, error);
+  return e != NULL && pp_clip_text_forward (m, ids, (guint) shape[1], e,
+      error) && pp_npy_save (out, e, error);
+}
+
 /* ---- make-tiny --------------------------------------------------------- */
 
 static gboolean
@@ -409,6 +537,7 @@ static const struct
   {"unet", cmd_unet},
   {"vae-encode", cmd_vae_encode},
   {"vae-decode", cmd_vae_decode},
+  {"encode-prompt", cmd_encode_prompt},
   {"img2img", cmd_img2img},
   {"make-tiny", cmd_make_tiny},
   {"test-ops", pp_cmd_test_ops},
@@ -421,8 +550,9 @@ main (int argc, char **argv)
   GError *error = NULL;
 
   if (argc < 2) {
-    fprintf (stderr, "usage: %s info|unet|vae-encode|vae-decode|img2img|"
-        "make-tiny|test-ops|tokenize …  (each takes --help)\n", argv[0]);
+    fprintf (stderr, "usage: %s info|unet|vae-encode|vae-decode|encode-prompt|"
+        "img2img|make-tiny|test-ops|tokenize …  (each takes --help)\n",
+        argv[0]);
     return 2;
   }
   for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {

@@ -39,6 +39,7 @@ DEFINE_UNARY (silu, pp_math_silu, PP_CPU_GRAIN_MATH)
 DEFINE_UNARY (relu, pp_math_relu, PP_CPU_GRAIN_MEMORY)
 DEFINE_UNARY (tanh, pp_math_tanh, PP_CPU_GRAIN_MATH)
 DEFINE_UNARY (gelu, pp_math_gelu_erf, PP_CPU_GRAIN_MATH)
+DEFINE_UNARY (quick_gelu, pp_math_quick_gelu, PP_CPU_GRAIN_MATH)
 
 PP_CPU_VECTOR_CLONES static void
 geglu_range (size_t begin, size_t end, gpointer data)

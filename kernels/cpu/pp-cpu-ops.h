@@ -72,10 +72,13 @@ void pp_cpu_linear (const float *x, int rows, int in, const float *w,
     const float *b, int out, float *y);
 void pp_cpu_attention (const float *q, const float *k, const float *v, int n,
     int lq, int lk, int heads, int head_dim, float *out);
+void pp_cpu_attention_causal (const float *q, const float *k, const float *v,
+    int n, int l, int heads, int head_dim, float *out);
 void pp_cpu_silu (float *x, size_t n);
 void pp_cpu_relu (float *x, size_t n);
 void pp_cpu_tanh (float *x, size_t n);
 void pp_cpu_gelu (float *x, size_t n);
+void pp_cpu_quick_gelu (float *x, size_t n);
 void pp_cpu_geglu (const float *x, int rows, int d, float *y);
 void pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
     int factor, float *y);

@@ -4,7 +4,8 @@
  * into a bounded scratch, a row softmax, then out = S·v by a second one.
  * Heads are column ranges of q, k, v and out (row stride heads·head_dim),
  * so nothing is copied or transposed.  Everything is float32 (q, k, v are
- * activations), exact unless TF32 was asked for. */
+ * activations), exact unless TF32 was asked for.  Causal attention runs the
+ * same way with a softmax that zeroes the keys after each query. */
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
@@ -30,10 +31,10 @@ gemm_heads (PpCudaBackend * cu, gboolean trans_b, int m, int n, int k,
           CUBLAS_GEMM_DEFAULT));
 }
 
-void
-pp_cuda_op_attention (PpCudaBackend * cu, const float *q, const float *k,
+static void
+attention (PpCudaBackend * cu, const float *q, const float *k,
     const float *v, int n, int lq, int lk, int heads, int head_dim,
-    float *out)
+    gboolean causal, float *out)
 {
   const int width = heads * head_dim;   /* row stride of q, k, v, out */
   PpCudaAttentionPlan plan;
@@ -64,12 +65,32 @@ pp_cuda_op_attention (PpCudaBackend * cu, const float *q, const float *k,
           1.0f / sqrtf ((float) head_dim), q + q_off + first, width,
           head_dim, k + kv_off + (gsize) c.head0 * head_dim, width,
           head_dim, scores, lk, per_head, c.heads);
-      PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows (scores,
-              (gsize) c.heads * c.rows, lk, cu->stream));
+      if (causal)
+        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_causal (scores,
+                (gsize) c.heads * c.rows, lk, c.rows, c.row0, cu->stream));
+      else
+        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows (scores,
+                (gsize) c.heads * c.rows, lk, cu->stream));
       /* out_h [rows,head_dim] = P_h [rows,lk] · v_h [lk,head_dim]. */
       gemm_heads (cu, FALSE, c.rows, head_dim, lk, 1.0f, scores, lk,
           per_head, v + kv_off + (gsize) c.head0 * head_dim, width,
           head_dim, out + q_off + first, width, head_dim, c.heads);
     }
   }
+}
+
+void
+pp_cuda_op_attention (PpCudaBackend * cu, const float *q, const float *k,
+    const float *v, int n, int lq, int lk, int heads, int head_dim,
+    float *out)
+{
+  attention (cu, q, k, v, n, lq, lk, heads, head_dim, FALSE, out);
+}
+
+void
+pp_cuda_op_attention_causal (PpCudaBackend * cu, const float *q,
+    const float *k, const float *v, int n, int l, int heads, int head_dim,
+    float *out)
+{
+  attention (cu, q, k, v, n, l, l, heads, head_dim, TRUE, out);
 }

@@ -38,6 +38,9 @@ unary_kernel (float *x, size_t n)
       case PP_CUDA_GELU:
         x[i] = pp_math_gelu_erf (v);
         break;
+      case PP_CUDA_QUICK_GELU:
+        x[i] = pp_math_quick_gelu (v);
+        break;
     }
   }
 }
@@ -65,6 +68,10 @@ pp_cuda_unary (PpCudaUnary op, float *x, size_t n, cudaStream_t stream)
     case PP_CUDA_GELU:
       unary_kernel<PP_CUDA_GELU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
           n);
+      break;
+    case PP_CUDA_QUICK_GELU:
+      unary_kernel<PP_CUDA_QUICK_GELU><<<blocks, PP_CUDA_THREADS, 0,
+          stream>>> (x, n);
       break;
     default:
       return cudaErrorInvalidValue;

@@ -35,6 +35,7 @@ typedef enum
   PP_CUDA_RELU,
   PP_CUDA_TANH,
   PP_CUDA_GELU,
+  PP_CUDA_QUICK_GELU,
 } PpCudaUnary;
 
 /* pp-cuda-elementwise.cu */
@@ -94,6 +95,10 @@ cudaError_t pp_cuda_add_channel (float *x, int n, int c, size_t hw,
  * softmax(row) in place (max subtracted, float32). */
 cudaError_t pp_cuda_softmax_rows (float *s, size_t rows, int cols,
     cudaStream_t stream);
+/* The same for causal self-attention: row r holds the scores of query
+ * row0 + r % period, whose keys past it get probability 0. */
+cudaError_t pp_cuda_softmax_rows_causal (float *s, size_t rows, int cols,
+    int period, int row0, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

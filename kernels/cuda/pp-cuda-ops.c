@@ -63,6 +63,12 @@ pp_cuda_op_gelu (PpCudaBackend * cu, float *x, size_t n)
 }
 
 void
+pp_cuda_op_quick_gelu (PpCudaBackend * cu, float *x, size_t n)
+{
+  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_QUICK_GELU, x, n, cu->stream));
+}
+
+void
 pp_cuda_op_geglu (PpCudaBackend * cu, const float *x, int rows, int d,
     float *y)
 {

@@ -1,6 +1,7 @@
 /* ppdiffuse — the attention's row softmax on the device: one block per
  * row of scores, max subtracted, exp of pp-ops-math.h (the CPU's), sum and
- * normalisation in float32. */
+ * normalisation in float32.  The causal form keeps a query's scores of
+ * keys 0…i and writes 0 over the rest. */
 #include "pp-cuda-common.cuh"
 #include "pp-ops-math.h"
 
@@ -8,19 +9,22 @@
 #define SOFTMAX_THREADS 256
 #define SOFTMAX_MAX_BLOCKS 65535
 
-__global__ void
-softmax_rows_kernel (float *s, size_t rows, int cols)
+/* Row r is query row0 + r % period when CAUSAL. */
+template <bool CAUSAL> __global__ void
+softmax_rows_kernel (float *s, size_t rows, int cols, int period, int row0)
 {
   __shared__ float shared[32];
 
   for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
     float *row = s + r * cols;
+    const int keys = CAUSAL ? min (cols, row0 + (int) (r % period) + 1)
+        : cols;
     float m = -INFINITY, sum = 0.0f, inv;
 
-    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+    for (int j = threadIdx.x; j < keys; j += blockDim.x)
       m = fmaxf (m, row[j]);
     m = pp_cuda_block_max (m, shared);
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
       const float e = pp_math_exp (row[j] - m);
 
       row[j] = e;
@@ -28,8 +32,10 @@ softmax_rows_kernel (float *s, size_t rows, int cols)
     }
     inv = 1.0f / pp_cuda_block_sum (sum, shared);
     /* Each thread scales the values it wrote itself: no barrier needed. */
-    for (int j = threadIdx.x; j < cols; j += blockDim.x)
+    for (int j = threadIdx.x; j < keys; j += blockDim.x)
       row[j] *= inv;
+    for (int j = keys + threadIdx.x; j < cols; j += blockDim.x)
+      row[j] = 0.0f;
   }
 }
 
@@ -41,7 +47,21 @@ pp_cuda_softmax_rows (float *s, size_t rows, int cols, cudaStream_t stream)
 
   if (rows == 0 || cols <= 0)
     return cudaSuccess;
-  softmax_rows_kernel<<<blocks, SOFTMAX_THREADS, 0, stream>>> (s, rows,
-      cols);
+  softmax_rows_kernel<false><<<blocks, SOFTMAX_THREADS, 0, stream>>> (s,
+      rows, cols, 1, 0);
+  return cudaGetLastError ();
+}
+
+extern "C" cudaError_t
+pp_cuda_softmax_rows_causal (float *s, size_t rows, int cols, int period,
+    int row0, cudaStream_t stream)
+{
+  const unsigned blocks = (unsigned) (rows < SOFTMAX_MAX_BLOCKS ? rows
+      : SOFTMAX_MAX_BLOCKS);
+
+  if (rows == 0 || cols <= 0 || period <= 0)
+    return cudaSuccess;
+  softmax_rows_kernel<true><<<blocks, SOFTMAX_THREADS, 0, stream>>> (s,
+      rows, cols, period, row0);
   return cudaGetLastError ();
 }

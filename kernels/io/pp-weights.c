@@ -571,6 +571,17 @@ pp_weights_get (PpWeights * w, const gchar * key, guint ndim,
 }
 
 gboolean
+pp_weights_skip (PpWeights * w, const gchar * key)
+{
+  Slot *s = g_hash_table_lookup (w->slots, key);
+
+  if (s == NULL)
+    return FALSE;
+  s->used = TRUE;
+  return TRUE;
+}
+
+gboolean
 pp_weights_check_all_used (PpWeights * w, GError ** error)
 {
   g_autoptr (GString) list = g_string_new (NULL);

@@ -100,6 +100,10 @@ const gfloat  *pp_weights_get_kind    (PpWeights * w, const gchar * key,
 /* TRUE when @key exists (a file), was generated already (random,
  * seeded) or was declared (pp_weights_expect). */
 gboolean       pp_weights_has         (PpWeights * w, const gchar * key);
+/* Marks @key as used without reading it: a buffer a checkpoint may carry
+ * that the model derives itself (CLIP's position_ids).  FALSE when @w has
+ * no such key. */
+gboolean       pp_weights_skip        (PpWeights * w, const gchar * key);
 /* Fails listing the keys of the file nobody asked for (the first
  * PP_WEIGHTS_LIST_MAX, then "and N more").  Always TRUE for random weights,
  * and for seeded ones without declared keys. */

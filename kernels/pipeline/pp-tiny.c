@@ -2,6 +2,7 @@
 #include "pp-tiny.h"
 #include "pp-clip-tokenizer.h"
 #include "pp-clip-tokenizer-tiny.h"
+#include "pp-clip-text.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-npy.h"
@@ -20,6 +21,13 @@
 /* Seeds of the components derive from the user's seed, apart from each other. */
 #define SEED_VAE_OFFSET 1
 #define SEED_EMBEDS_OFFSET 2
+#define SEED_TEXT_OFFSET 3
+/* The tiny text encoder: two layers of heads of TEXT_HEAD_DIM, an MLP of
+ * TEXT_MLP_RATIO × the width (CLIP's), layer norms of CLIP's eps. */
+#define TEXT_LAYERS 2
+#define TEXT_HEAD_DIM 8
+#define TEXT_MLP_RATIO 4
+#define TEXT_LAYER_NORM_EPS 1e-5
 
 static void
 add_int_list (JsonBuilder * b, const gchar * key, const gint * v, guint n)
@@ -226,6 +234,45 @@ write_unet (const gchar * dir, gboolean turbo, gboolean released,
   return ok;
 }
 
+/* A CLIPTextModel of width @width (the UNet's cross_attention_dim), quick
+ * GELU as SD 1.5's OpenAI CLIP has, or GELU as SD 2.x/Turbo's OpenCLIP. */
+static gboolean
+write_text_encoder (const gchar * dir, guint width, gboolean gelu,
+    guint64 seed, GError ** error)
+{
+  static const gchar *const architectures[] = { "CLIPTextModel" };
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
+  g_autofree gchar *weights = g_build_filename (dir,
+      PP_CLIP_TEXT_WEIGHTS_FILE, NULL);
+  PpWeights *w;
+  PpClipText *m = NULL;
+  gboolean ok;
+
+  json_builder_begin_object (b);
+  add_string_list (b, "architectures", architectures,
+      G_N_ELEMENTS (architectures));
+  SET_STRING (b, "model_type", "clip_text_model");
+  SET_INT (b, "vocab_size", PP_TINY_TEXT_VOCAB);
+  SET_INT (b, "hidden_size", width);
+  SET_INT (b, "intermediate_size", TEXT_MLP_RATIO * width);
+  SET_INT (b, "num_hidden_layers", TEXT_LAYERS);
+  SET_INT (b, "num_attention_heads", MAX (1, width / TEXT_HEAD_DIM));
+  SET_INT (b, "max_position_embeddings", SD_PROMPT_TOKENS);
+  SET_STRING (b, "hidden_act", gelu ? "gelu" : "quick_gelu");
+  SET_DOUBLE (b, "layer_norm_eps", TEXT_LAYER_NORM_EPS);
+  SET_INT (b, "bos_token_id", PP_TINY_TEXT_VOCAB - 2);
+  SET_INT (b, "eos_token_id", PP_TINY_TEXT_VOCAB - 1);
+  if (!ensure_dir (dir, error) || !save_builder (b, config, error))
+    return FALSE;
+  w = new_weights (seed, FALSE);
+  ok = (m = pp_clip_text_new (config, w, pp_backend_cpu (), error)) != NULL
+      && pp_weights_save (w, weights, error);
+  g_clear_pointer (&m, pp_clip_text_free);
+  pp_weights_free (w);
+  return ok;
+}
+
 static gboolean
 write_scheduler (const gchar * dir, gboolean turbo, GError ** error)
 {
@@ -295,6 +342,7 @@ pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
 {
   g_autofree gchar *unet = g_build_filename (dir, "unet", NULL);
   g_autofree gchar *vae = g_build_filename (dir, "vae", NULL);
+  g_autofree gchar *text = g_build_filename (dir, "text_encoder", NULL);
   gboolean turbo, released;
   guint cross_dim = 0;
 
@@ -311,6 +359,8 @@ pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
   return ensure_dir (dir, error)
       && write_unet (unet, turbo, released, seed, &cross_dim, error)
       && write_taesd (vae, seed + SEED_VAE_OFFSET, released, error)
+      && (released || write_text_encoder (text, cross_dim, turbo,
+          seed + SEED_TEXT_OFFSET, error))
       && write_scheduler (dir, turbo, error)
       && write_index (dir, turbo, error)
       && write_tokenizer (dir, turbo, error)

@@ -6,13 +6,16 @@
  * pipeline — unet/ (SD1.5-style conv projections, or SD2/Turbo-style linear
  * projections with per-block heads), vae/ (tiny TAESD), scheduler/
  * (LCMScheduler for sd15, EulerDiscreteScheduler with trailing spacing for
- * turbo), tokenizer/ (a small real CLIP BPE
+ * turbo), text_encoder/ (a two-layer CLIPTextModel as wide as the UNet's
+ * cross_attention_dim, quick GELU for sd15 and GELU for turbo, a
+ * vocabulary of PP_TINY_TEXT_VOCAB), tokenizer/ (a small real CLIP BPE
  * vocabulary, padded with <|endoftext|> for sd15 and "!" for turbo),
  * model_index.json, and prompt_embeds.npy ([1, 8, D] normal noise
  * standing in for text embeddings).  Kind "sd-turbo": the same pipeline at
  * the released sizes (stabilityai/sd-turbo's UNet, madebyollin/taesd, 77
  * prompt rows of 1024), seeded weights: ~3.5 GB on disk, for benchmarks
- * of the real shapes without downloading a model. */
+ * of the real shapes without downloading a model (no text encoder: the
+ * released one alone would be another 1.4 GB). */
 #pragma once
 
 #include <glib.h>
@@ -22,6 +25,9 @@ G_BEGIN_DECLS
 #define PP_TINY_PROMPT_EMBEDS "prompt_embeds.npy"
 /* The pipelines' tokenizer/ folder (pp-clip-tokenizer-tiny.h). */
 #define PP_TINY_TOKENIZER "tokenizer"
+/* The tiny text encoder's vocabulary: the tiny tokenizer's size (CLIP's
+ * 49408 rows would make the embedding most of the model). */
+#define PP_TINY_TEXT_VOCAB 1024
 
 gboolean pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
                         GError ** error);
