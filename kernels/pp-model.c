@@ -171,8 +171,8 @@ static const gchar *const start_only_params[] = {
 };
 
 static gboolean
-update_params (PpModel * model, const gchar * uri, gboolean commit,
-    GError ** error)
+update_params (PpModel * model, const gchar * uri, GPtrArray * inputs,
+    gboolean commit, GError ** error)
 {
   g_autofree gchar *path = g_strdup (uri);
   const gchar *old_query = strchr (model->uri, '?');
@@ -211,7 +211,7 @@ update_params (PpModel * model, const gchar * uri, gboolean commit,
           &step_ms, error))
     return FALSE;
   if (model->klass->update != NULL && !model->klass->update (model, params,
-          FALSE, error))
+          inputs, FALSE, error))
     return FALSE;
   if (g_hash_table_size (params) > 0) {
     GList *keys = g_hash_table_get_keys (params);
@@ -230,22 +230,24 @@ update_params (PpModel * model, const gchar * uri, gboolean commit,
     g_hash_table_remove (params, start_only_params[i]);
   g_hash_table_remove (params, "step-ms");
   if (model->klass->update != NULL && !model->klass->update (model, params,
-          TRUE, error))
+          inputs, TRUE, error))
     return FALSE;
   model->step_ms = step_ms;
   return TRUE;
 }
 
 gboolean
-pp_model_check_update (PpModel * model, const gchar * uri, GError ** error)
+pp_model_check_update (PpModel * model, const gchar * uri, GPtrArray * inputs,
+    GError ** error)
 {
-  return update_params (model, uri, FALSE, error);
+  return update_params (model, uri, inputs, FALSE, error);
 }
 
 gboolean
-pp_model_update (PpModel * model, const gchar * uri, GError ** error)
+pp_model_update (PpModel * model, const gchar * uri, GPtrArray * inputs,
+    GError ** error)
 {
-  return update_params (model, uri, TRUE, error);
+  return update_params (model, uri, inputs, TRUE, error);
 }
 
 gchar *

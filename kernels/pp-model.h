@@ -38,9 +38,11 @@ struct _PpModelClass
    * left out goes back to its default).  With @commit FALSE it only checks
    * them: it must not change the model, and may run on another thread than
    * the one computing with it.  With @commit TRUE it applies them, all or
-   * none, and starts over whatever was derived from the old ones. */
-  gboolean (*update) (PpModel * model, GHashTable * params, gboolean commit,
-      GError ** error);
+   * none, and starts over whatever was derived from the old ones.  @inputs
+   * (PpTensor*, host or device; may be NULL) are tensors that came with
+   * the settings, such as a prompt's hidden states. */
+  gboolean (*update) (PpModel * model, GHashTable * params,
+      GPtrArray * inputs, gboolean commit, GError ** error);
   gboolean (*step) (PpModel * model, guint step, guint n_steps,
       PpTensor * sample, GError ** error);
   /* Optional: the sample stays on the model's backend across steps.
@@ -186,11 +188,13 @@ gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,
  * those of @uri, a parameter left out going back to its default.
  * pp_model_check_update only checks (it may run on another thread than the
  * one computing with @model); pp_model_update applies, all or nothing.
+ * @inputs: tensors that came with the settings (the hidden states of a
+ * prompt whose URI says prompt-embeds=chunk:DIGEST), or NULL.
  * model->uri stays the URI the model started with. */
 gboolean  pp_model_check_update (PpModel * model, const gchar * uri,
-                                 GError ** error);
+                                 GPtrArray * inputs, GError ** error);
 gboolean  pp_model_update       (PpModel * model, const gchar * uri,
-                                 GError ** error);
+                                 GPtrArray * inputs, GError ** error);
 
 /* Built-in model classes. */
 extern const PpModelClass pp_model_stamp_class;

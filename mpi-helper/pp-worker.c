@@ -297,7 +297,8 @@ apply_settings (Worker * w, PpChunk * chunk)
     pp_backend_download (t->backend, uri, t->data, t->nbytes);
   else
     memcpy (uri, t->data, t->nbytes);
-  if (!pp_model_update (w->model, uri, &error)) {
+  /* The chunk's other tensors are what came with the settings. */
+  if (!pp_model_update (w->model, uri, chunk->tensors, &error)) {
     g_prefix_error (&error, "cache epoch %u (chunk %" G_GUINT64_FORMAT "): ",
         chunk->cache_epoch, chunk->chunk_id);
     worker_fail (w, "settings", error);

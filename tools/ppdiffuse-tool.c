@@ -26,6 +26,7 @@
  * steps on the workers, decode on rank 0), in one process. */
 #include "pp-clip-text.h"
 #include "pp-clip-tokenizer.h"
+#include "pp-prompt.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-model.h"
@@ -281,7 +282,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
 {
   g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
       *index_list = NULL, *scheduler = NULL, *uri = NULL, *backend = NULL,
-      *dtype_name = NULL;
+      *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL;
   gdouble strength = DEFAULT_STRENGTH;
   gint64 seed = 0;
   gint steps = DEFAULT_STEPS, frames = 1, cuda_graphs = 0;
@@ -291,6 +292,9 @@ cmd_img2img (int argc, char **argv, GError ** error)
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output image", "OUT.png"},
     {"prompt-embeds", 0, 0, G_OPTION_ARG_FILENAME, &embeds,
         "encoder hidden states (.npy or .safetensors)", "E"},
+    {"prompt", 0, 0, G_OPTION_ARG_STRING, &prompt,
+        "prompt, or blend 'text:w|text:w', encoded with the pipeline's "
+        "tokenizer/ and text_encoder/ (instead of --prompt-embeds)", "TEXT"},
     {"strength", 0, 0, G_OPTION_ARG_DOUBLE, &strength,
         "img2img strength (0,1], default 0.5", "S"},
     {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "noise seed, default 0", "N"},
@@ -311,6 +315,8 @@ cmd_img2img (int argc, char **argv, GError ** error)
   };
   g_autoptr (PpModel) m = NULL;
   g_autoptr (PpTensor) sample = NULL;
+  g_autoptr (PpTensor) states = NULL;
+  g_autoptr (GPtrArray) inputs = NULL;
   PpImage input = { 0 }, image = { 0 };
   PpBackend *be;
   gboolean ok = FALSE;
@@ -318,9 +324,13 @@ cmd_img2img (int argc, char **argv, GError ** error)
   if (!parse (entries, "- restyle one image as the element would", &argc,
           &argv, error)
       || !require (model, "--model", error) || !require (in, "--in", error)
-      || !require (out, "--out", error)
-      || !require (embeds, "--prompt-embeds", error))
+      || !require (out, "--out", error))
     return FALSE;
+  if ((embeds == NULL) == (prompt == NULL)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "give either --prompt or --prompt-embeds");
+    return FALSE;
+  }
   if (steps < 1 || seed < 0 || frames < 1) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
         "--steps and --frames must be ≥ 1 and --seed ≥ 0");
@@ -328,13 +338,33 @@ cmd_img2img (int argc, char **argv, GError ** error)
   }
   if ((be = pp_backend_get (backend, error)) == NULL)
     return FALSE;
+  if (prompt != NULL) {
+    /* As the element does: the states go to the model with its settings. */
+    g_autoptr (PpPromptEncoder) enc = pp_prompt_encoder_new (model, be,
+        error);
+    gboolean truncated = FALSE;
+
+    if (enc == NULL
+        || (states = pp_prompt_encode (enc, prompt, &truncated, error))
+        == NULL)
+      return FALSE;
+    if (truncated)
+      g_printerr ("warning: a prompt is longer than the text encoder's "
+          "positions: cut to fit\n");
+    prompt_ref = pp_prompt_ref (states);
+    inputs = g_ptr_array_new ();
+    g_ptr_array_add (inputs, states);
+  }
   {
-    const PpPipelineSettings settings = { embeds, strength, (guint64) seed,
-      index_list, scheduler, dtype_name, cuda_graphs != 0
+    const PpPipelineSettings settings = { prompt_ref ? prompt_ref : embeds,
+      strength, (guint64) seed, index_list, scheduler, dtype_name,
+      cuda_graphs != 0
     };
     uri = pp_model_uri_with_settings (model, &settings);
   }
   m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, be, error);
+  if (m != NULL && inputs != NULL && !pp_model_update (m, uri, inputs, error))
+    goto out;
   if (m == NULL || !pp_png_load (in, &input, error)
       || !pp_png_load (in, &image, error))
     goto out;

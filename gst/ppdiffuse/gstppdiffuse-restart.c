@@ -71,7 +71,7 @@ gst_pp_diffuse_mesh_drain (GstPpDiffuse * self)
 
 gboolean
 gst_pp_diffuse_mesh_reusable (GstPpDiffuse * self, const gchar * key,
-    const gchar * model_uri)
+    const gchar * model_uri, GPtrArray * inputs)
 {
   GError *error = NULL;
 
@@ -84,7 +84,7 @@ gst_pp_diffuse_mesh_reusable (GstPpDiffuse * self, const gchar * key,
   }
   /* The same model with the same start-only parameters: its live settings
    * go to every rank with the first frame. */
-  if (!pp_model_check_update (self->model, model_uri, &error)) {
+  if (!pp_model_check_update (self->model, model_uri, inputs, &error)) {
     GST_INFO_OBJECT (self, "the model changed: the workers are spawned "
         "anew (%s)", error->message);
     g_error_free (error);

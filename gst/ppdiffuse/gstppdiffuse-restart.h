@@ -24,9 +24,10 @@ gboolean gst_pp_diffuse_mesh_drain (GstPpDiffuse * self);
 
 /* At a start: TRUE when the mesh kept from the last run serves the start
  * whose key is @key and whose model URI is @model_uri (equal key, a URI
- * the running model takes as a live update, still healthy).  A kept mesh
+ * the running model takes as a live update with @inputs, still
+ * healthy).  A kept mesh
  * that does not is left for the caller to stop. */
 gboolean gst_pp_diffuse_mesh_reusable (GstPpDiffuse * self,
-    const gchar * key, const gchar * model_uri);
+    const gchar * key, const gchar * model_uri, GPtrArray * inputs);
 
 G_END_DECLS

@@ -61,8 +61,10 @@
 #include "gstppdiffuse.h"
 #include "gstppdiffuse-live.h"
 #include "gstppdiffuse-pool.h"
+#include "gstppdiffuse-prompt.h"
 #include "gstppdiffuse-restart.h"
 #include "pp-log.h"
+#include "pp-prompt.h"
 #include "pp-protocol.h"
 
 #include <string.h>
@@ -111,6 +113,7 @@ enum
   PROP_HOSTS,
   PROP_HOSTFILE,
   PROP_DUMP_DIR,
+  PROP_PROMPT,
   PROP_PROMPT_EMBEDS,
   PROP_STRENGTH,
   PROP_SEED,
@@ -413,22 +416,78 @@ gst_pp_diffuse_collector (gpointer data)
 }
 
 /* A pipeline directory gets the diffusion settings as URI parameters, so
- * that every worker sees them in the plan (and in plan_id). */
+ * that every worker sees them in the plan (and in plan_id).  A text
+ * prompt's states travel with the chunks; the URI names them by
+ * @prompt_ref.  Called without the object lock. */
 static gchar *
-gst_pp_diffuse_model_uri (GstPpDiffuse * self, const GstPpDiffuseLive * live)
+gst_pp_diffuse_model_uri (GstPpDiffuse * self, const GstPpDiffuseLive * live,
+    const gchar * prompt_ref)
 {
-  const PpPipelineSettings settings = {
-    .prompt_embeds = live->prompt_embeds,
+  PpPipelineSettings settings = {
+    .prompt_embeds = prompt_ref != NULL ? prompt_ref : live->prompt_embeds,
     .strength = live->strength,
     .seed = live->seed,
     .t_index_list = live->t_index_list,
-    .dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
-        : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
-        self->dtype)->value_nick,
-    .cuda_graphs = self->cuda_graphs,
   };
 
+  GST_OBJECT_LOCK (self);
+  settings.dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
+      : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
+      self->dtype)->value_nick;
+  settings.cuda_graphs = self->cuda_graphs;
+  GST_OBJECT_UNLOCK (self);
   return pp_model_uri_with_settings (live->model_uri, &settings);
+}
+
+static gboolean
+has_prompt (const GstPpDiffuseLive * live)
+{
+  return live->prompt != NULL && *live->prompt != '\0';
+}
+
+/* The states of @live's prompt, when it has one: *@states and *@ref (NULL
+ * and NULL without a prompt).  A prompt cut to fit gets a warning.  Start
+ * and settings thread. */
+static gboolean
+gst_pp_diffuse_encode_prompt (GstPpDiffuse * self,
+    const GstPpDiffuseLive * live, PpBackend * backend, PpTensor ** states,
+    gchar ** ref, GError ** error)
+{
+  g_autofree gchar *dir = NULL;
+  gboolean truncated = FALSE;
+  const gchar *query;
+
+  *states = NULL;
+  *ref = NULL;
+  if (!has_prompt (live))
+    return TRUE;
+  query = strchr (live->model_uri, '?');
+  dir = query != NULL ? g_strndup (live->model_uri, query - live->model_uri)
+      : g_strdup (live->model_uri);
+  *states = gst_pp_diffuse_prompt_encode (self->prompt_cache, dir, backend,
+      live->prompt, ref, &truncated, error);
+  if (*states == NULL) {
+    g_prefix_error (error, "prompt '%s': ", live->prompt);
+    return FALSE;
+  }
+  if (truncated)
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+        ("The prompt is longer than the text encoder's 77 tokens: the rest "
+            "is left out"), ("prompt: %s", live->prompt));
+  return TRUE;
+}
+
+/* A GPtrArray holding @states, or NULL: the inputs of a model update. */
+static GPtrArray *
+states_inputs (PpTensor * states)
+{
+  GPtrArray *inputs;
+
+  if (states == NULL)
+    return NULL;
+  inputs = g_ptr_array_new ();
+  g_ptr_array_add (inputs, states);
+  return inputs;
 }
 
 /* ---- live settings ----------------------------------------------------- */
@@ -437,9 +496,11 @@ static void
 live_copy (GstPpDiffuseLive * dst, const GstPpDiffuseLive * src)
 {
   g_free (dst->model_uri);
+  g_free (dst->prompt);
   g_free (dst->prompt_embeds);
   g_free (dst->t_index_list);
   dst->model_uri = g_strdup (src->model_uri);
+  dst->prompt = g_strdup (src->prompt);
   dst->prompt_embeds = g_strdup (src->prompt_embeds);
   dst->t_index_list = g_strdup (src->t_index_list);
   dst->strength = src->strength;
@@ -450,6 +511,7 @@ static void
 live_clear (GstPpDiffuseLive * live)
 {
   g_clear_pointer (&live->model_uri, g_free);
+  g_clear_pointer (&live->prompt, g_free);
   g_clear_pointer (&live->prompt_embeds, g_free);
   g_clear_pointer (&live->t_index_list, g_free);
 }
@@ -458,13 +520,14 @@ static gboolean
 live_equal (const GstPpDiffuseLive * a, const GstPpDiffuseLive * b)
 {
   return g_strcmp0 (a->model_uri, b->model_uri) == 0
+      && g_strcmp0 (a->prompt, b->prompt) == 0
       && g_strcmp0 (a->prompt_embeds, b->prompt_embeds) == 0
       && g_strcmp0 (a->t_index_list, b->t_index_list) == 0
       && a->strength == b->strength && a->seed == b->seed;
 }
 
 static const gchar *const live_property_names[] = {
-  "model", "prompt-embeds", "strength", "seed", "t-index-list",
+  "model", "prompt", "prompt-embeds", "strength", "seed", "t-index-list",
 };
 
 /* Checks the live properties as they are now against the running model:
@@ -476,36 +539,50 @@ static void
 gst_pp_diffuse_check_settings (GstPpDiffuse * self)
 {
   GstPpDiffuseLive snapshot = { 0 };
-  g_autofree gchar *uri = NULL;
+  g_autofree gchar *uri = NULL, *ref = NULL;
+  g_autoptr (GPtrArray) inputs = NULL;
+  PpTensor *states = NULL;
   GError *error = NULL;
-  gboolean same, restored = FALSE;
+  gboolean same, ok, restored = FALSE;
 
   GST_OBJECT_LOCK (self);
   live_copy (&snapshot, &self->settings);
-  uri = gst_pp_diffuse_model_uri (self, &snapshot);
   GST_OBJECT_UNLOCK (self);
 
-  g_mutex_lock (&self->lock);
-  same = g_strcmp0 (uri, self->next_uri ? self->next_uri
-      : self->running_uri) == 0;
-  g_mutex_unlock (&self->lock);
-  if (same) {
-    live_clear (&snapshot);
-    return;
+  /* A prompt is encoded here, off the streaming thread; its states are
+   * named in the URI by their digest. */
+  ok = gst_pp_diffuse_encode_prompt (self, &snapshot, self->model->backend,
+      &states, &ref, &error);
+  if (ok) {
+    uri = gst_pp_diffuse_model_uri (self, &snapshot, ref);
+    g_mutex_lock (&self->lock);
+    same = g_strcmp0 (uri, self->next_uri ? self->next_uri
+        : self->running_uri) == 0;
+    g_mutex_unlock (&self->lock);
+    if (same) {
+      pp_tensor_free (states);
+      live_clear (&snapshot);
+      return;
+    }
+    inputs = states_inputs (states);
+    ok = pp_model_check_update (self->model, uri, inputs, &error);
   }
-  if (pp_model_check_update (self->model, uri, &error)) {
+  if (ok) {
     GST_OBJECT_LOCK (self);
     live_copy (&self->accepted, &snapshot);
     GST_OBJECT_UNLOCK (self);
     g_mutex_lock (&self->lock);
     g_free (self->next_uri);
     self->next_uri = g_steal_pointer (&uri);
+    g_clear_pointer (&self->next_states, pp_tensor_free);
+    self->next_states = states;
     g_mutex_unlock (&self->lock);
     GST_INFO_OBJECT (self, "new settings accepted; they apply from the next "
         "frame");
     live_clear (&snapshot);
     return;
   }
+  pp_tensor_free (states);
   GST_OBJECT_LOCK (self);
   if (live_equal (&self->settings, &snapshot)) {
     live_copy (&self->settings, &self->accepted);
@@ -514,7 +591,8 @@ gst_pp_diffuse_check_settings (GstPpDiffuse * self)
   GST_OBJECT_UNLOCK (self);
   GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
       ("Ignoring new settings, the stream goes on with the previous ones: "
-          "%s", error->message), ("refused model URI: %s", uri));
+          "%s", error->message), ("refused model URI: %s",
+          uri ? uri : snapshot.model_uri));
   g_error_free (error);
   live_clear (&snapshot);
   if (restored)
@@ -564,18 +642,23 @@ static gboolean
 gst_pp_diffuse_take_settings (GstPpDiffuse * self)
 {
   g_autofree gchar *uri = NULL;
+  g_autoptr (GPtrArray) inputs = NULL;
+  PpTensor *states;
   GError *error = NULL;
 
   g_mutex_lock (&self->lock);
   uri = g_steal_pointer (&self->next_uri);
+  states = g_steal_pointer (&self->next_states);
   g_mutex_unlock (&self->lock);
   if (uri == NULL)
     return FALSE;
-  if (!pp_model_update (self->model, uri, &error)) {
+  inputs = states_inputs (states);
+  if (!pp_model_update (self->model, uri, inputs, &error)) {
     GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
         ("Ignoring new settings, the stream goes on with the previous ones: "
             "%s", error->message), ("model URI: %s", uri));
     g_error_free (error);
+    pp_tensor_free (states);
     return FALSE;
   }
   g_mutex_lock (&self->lock);
@@ -587,6 +670,8 @@ gst_pp_diffuse_take_settings (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   g_free (self->unsent_uri);
   self->unsent_uri = g_steal_pointer (&uri);
+  g_clear_pointer (&self->unsent_states, pp_tensor_free);
+  self->unsent_states = states;
   return TRUE;
 }
 
@@ -594,29 +679,43 @@ gst_pp_diffuse_take_settings (GstPpDiffuse * self)
  * before it computes the chunk.  On the payload plane's device when the
  * chunk travels from there.  Chain thread. */
 static gboolean
+add_payload (GstPpDiffuse * self, PpChunk * chunk, PpTensor * host,
+    GError ** error)
+{
+  PpBackend *device = pp_mesh_payload_backend (self->mesh);
+  PpTensor *dev;
+
+  if (device == NULL) {
+    pp_chunk_add_tensor (chunk, host);
+    return TRUE;
+  }
+  dev = pp_tensor_new_on (device, host->name, host->dtype, host->ndim,
+      host->shape, error);
+  if (dev == NULL || !pp_tensor_upload (dev, host, error)) {
+    pp_tensor_free (dev);
+    pp_tensor_free (host);
+    return FALSE;
+  }
+  pp_tensor_free (host);
+  pp_chunk_add_tensor (chunk, dev);
+  return TRUE;
+}
+
+static gboolean
 attach_settings (GstPpDiffuse * self, PpChunk * chunk, GError ** error)
 {
   const gint64 n = (gint64) strlen (self->unsent_uri);
-  PpBackend *device = pp_mesh_payload_backend (self->mesh);
-  g_autoptr (PpTensor) host = pp_tensor_new (PP_SETTINGS_TENSOR,
-      PP_DTYPE_U8, 1, &n, error);
-  PpTensor *dev;
+  PpTensor *host = pp_tensor_new (PP_SETTINGS_TENSOR, PP_DTYPE_U8, 1, &n,
+      error);
 
   if (host == NULL)
     return FALSE;
   memcpy (host->data, self->unsent_uri, n);
-  if (device == NULL) {
-    pp_chunk_add_tensor (chunk, g_steal_pointer (&host));
-    return TRUE;
-  }
-  dev = pp_tensor_new_on (device, PP_SETTINGS_TENSOR, PP_DTYPE_U8, 1, &n,
-      error);
-  if (dev == NULL || !pp_tensor_upload (dev, host, error)) {
-    pp_tensor_free (dev);
+  if (!add_payload (self, chunk, host, error))
     return FALSE;
-  }
-  pp_chunk_add_tensor (chunk, dev);
-  return TRUE;
+  /* A prompt's states go with its settings. */
+  return self->unsent_states == NULL || add_payload (self, chunk,
+      gst_pp_diffuse_tensor_copy (self->unsent_states), error);
 }
 
 /* ---- chain: frames into the mesh -------------------------------------- */
@@ -1021,6 +1120,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   /* Chunks of the mesh are never lost on the way: every worker has seen
    * the settings once this one went out. */
   g_clear_pointer (&self->unsent_uri, g_free);
+  g_clear_pointer (&self->unsent_states, pp_tensor_free);
   return GST_FLOW_OK;
 }
 
@@ -1385,18 +1485,20 @@ static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
   g_autofree gchar *model_uri = NULL, *worker = NULL, *hosts = NULL,
-      *hostfile = NULL, *dump_dir = NULL, *key = NULL;
+      *hostfile = NULL, *dump_dir = NULL, *key = NULL, *prompt_ref = NULL;
+  g_autoptr (GPtrArray) inputs = NULL;
+  GstPpDiffuseLive snapshot = { 0 };
   PpMeshConfig config = { 0 };
+  PpTensor *states = NULL;
   GError *error = NULL;
   gboolean ok = FALSE, reused;
   PpBackend *backend;
 
   GST_OBJECT_LOCK (self);
-  model_uri = gst_pp_diffuse_model_uri (self, &self->settings);
+  live_copy (&snapshot, &self->settings);
   live_copy (&self->accepted, &self->settings);
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
-  config.model = model_uri;
   /* auto: $PPDIFFUSE_BACKEND when set, else the best this build has. */
   config.backend = self->backend == GST_PP_DIFFUSE_BACKEND_AUTO ? NULL
       : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_BACKEND),
@@ -1419,9 +1521,26 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
 
   mesh_log_follow_threshold ();
   GST_OBJECT_UNLOCK (self);
+  /* A text prompt is encoded on rank 0 before anything starts: the plan
+   * names its states, the first chunk brings them to the workers. */
+  if (has_prompt (&snapshot)) {
+    backend = pp_backend_get (config.backend, &error);
+    if (backend == NULL || !gst_pp_diffuse_encode_prompt (self, &snapshot,
+            backend, &states, &prompt_ref, &error)) {
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message),
+          ("prompt=%s model=%s", snapshot.prompt, snapshot.model_uri));
+      g_error_free (error);
+      live_clear (&snapshot);
+      return FALSE;
+    }
+    inputs = states_inputs (states);
+  }
+  model_uri = gst_pp_diffuse_model_uri (self, &snapshot, prompt_ref);
+  live_clear (&snapshot);
+  config.model = model_uri;
   /* A mesh kept by keep-workers serves when nothing it was started with
    * changed; else it ends here. */
-  reused = gst_pp_diffuse_mesh_reusable (self, key, model_uri);
+  reused = gst_pp_diffuse_mesh_reusable (self, key, model_uri, inputs);
   if (reused) {
     gst_pp_diffuse_progress_start (self);
     goto mesh_up;
@@ -1464,6 +1583,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
               config.n_steps, config.timeout_ms));
     g_error_free (error);
     g_clear_pointer (&self->model, pp_model_free);
+    pp_tensor_free (states);
     return FALSE;
   }
   self->mesh_key = g_steal_pointer (&key);
@@ -1498,15 +1618,25 @@ mesh_up:
   self->chunks = pp_chunk_pool_new (1);
   self->sample_width = self->sample_height = 0;
   g_clear_pointer (&self->unsent_uri, g_free);
+  g_clear_pointer (&self->unsent_states, pp_tensor_free);
   g_mutex_lock (&self->lock);
   if (!reused) {
     g_free (self->running_uri);
     self->running_uri = g_strdup (model_uri);
+    /* The workers started without the prompt's states: the first chunk
+     * brings them, with the URI that names them. */
+    if (states != NULL) {
+      self->unsent_uri = g_strdup (model_uri);
+      self->unsent_states = g_steal_pointer (&states);
+    }
   } else if (g_strcmp0 (self->running_uri, model_uri) != 0) {
     /* Settings changed while stopped: the first frame brings them. */
     g_free (self->next_uri);
     self->next_uri = g_strdup (model_uri);
+    g_clear_pointer (&self->next_states, pp_tensor_free);
+    self->next_states = g_steal_pointer (&states);
   }
+  pp_tensor_free (states);
   self->settings_stop = self->settings_dirty = FALSE;
   self->settings_thread = g_thread_new ("ppdiffuse-settings",
       gst_pp_diffuse_settings_loop, self);
@@ -1534,6 +1664,7 @@ gst_pp_diffuse_stop_settings (GstPpDiffuse * self)
     g_thread_join (thread);
   g_mutex_lock (&self->lock);
   g_clear_pointer (&self->next_uri, g_free);
+  g_clear_pointer (&self->next_states, pp_tensor_free);
   g_mutex_unlock (&self->lock);
   /* Applied on rank 0 but not yet sent: a kept mesh's workers must get
    * the settings at the next start, whatever they are then. */
@@ -1542,6 +1673,7 @@ gst_pp_diffuse_stop_settings (GstPpDiffuse * self)
     g_clear_pointer (&self->running_uri, g_free);
   g_mutex_unlock (&self->lock);
   g_clear_pointer (&self->unsent_uri, g_free);
+  g_clear_pointer (&self->unsent_states, pp_tensor_free);
 }
 
 /* Ends the run; the mesh and rank 0's model are kept for the next start
@@ -1693,8 +1825,18 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_DUMP_DIR:
       replace_string (&self->dump_dir, value);
       break;
+    case PROP_PROMPT:
+      replace_string (&self->settings.prompt, value);
+      /* One or the other: a prompt replaces a file of states. */
+      if (has_prompt (&self->settings))
+        g_clear_pointer (&self->settings.prompt_embeds, g_free);
+      gst_pp_diffuse_settings_changed (self);
+      break;
     case PROP_PROMPT_EMBEDS:
       replace_string (&self->settings.prompt_embeds, value);
+      if (self->settings.prompt_embeds != NULL
+          && *self->settings.prompt_embeds != '\0')
+        g_clear_pointer (&self->settings.prompt, g_free);
       gst_pp_diffuse_settings_changed (self);
       break;
     case PROP_STRENGTH:
@@ -1785,6 +1927,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_DUMP_DIR:
       g_value_set_string (value, self->dump_dir);
       break;
+    case PROP_PROMPT:
+      g_value_set_string (value, self->settings.prompt);
+      break;
     case PROP_PROMPT_EMBEDS:
       g_value_set_string (value, self->settings.prompt_embeds);
       break;
@@ -1842,6 +1987,7 @@ gst_pp_diffuse_finalize (GObject * object)
   items_free (&self->spare_items);
   live_clear (&self->settings);
   live_clear (&self->accepted);
+  gst_pp_diffuse_prompt_free (self->prompt_cache);
   g_free (self->running_uri);
   g_cond_clear (&self->settings_cond);
   gst_pp_diffuse_stats_timer_free (self->stats_timer);
@@ -2009,6 +2155,23 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
       g_param_spec_string ("dump-dir", "Dump folder",
           "Folder where each rank writes its flight recorder when the mesh "
           "fails (default: none, the log only)", NULL, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:prompt:
+   *
+   * A text prompt for a diffusers pipeline directory with tokenizer/ and
+   * text_encoder/, or a weighted blend of prompts: "a watercolor city:0.7|
+   * neon night:0.3" (weights normalised to sum 1, the prompts' hidden
+   * states mixed with them; a part without ":WEIGHT" weighs 1).  Rank 0
+   * encodes it off the streaming thread; while playing the new prompt takes
+   * effect at the next frame on every rank at once, like any live setting.
+   * Setting a prompt clears #GstPpDiffuse:prompt-embeds, and setting that
+   * clears this.  A prompt over 77 tokens is cut, with a warning.
+   */
+  g_object_class_install_property (gobject_class, PROP_PROMPT,
+      g_param_spec_string ("prompt", "Prompt",
+          "Text prompt or blend 'text:weight|text:weight' for a pipeline "
+          "with tokenizer/ and text_encoder/ (default: none; clears "
+          "prompt-embeds)", NULL, LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:prompt-embeds:
    *
@@ -2216,6 +2379,7 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   self->steps = DEFAULT_STEPS;
   self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
   self->settings.model_uri = g_strdup (DEFAULT_MODEL);
+  self->prompt_cache = gst_pp_diffuse_prompt_new ();
   g_cond_init (&self->settings_cond);
   self->backend = DEFAULT_BACKEND;
   self->dtype = DEFAULT_DTYPE;

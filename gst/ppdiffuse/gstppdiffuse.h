@@ -73,6 +73,7 @@ typedef struct
 typedef struct
 {
   gchar *model_uri;
+  gchar *prompt;                /* text, or a blend; NULL or "": none */
   gchar *prompt_embeds;
   gdouble strength;
   guint64 seed;
@@ -139,6 +140,11 @@ struct _GstPpDiffuse
   gboolean settings_dirty;      /* under lock: a live property changed */
   gboolean settings_stop;       /* under lock */
   gchar *next_uri;              /* under lock */
+  PpTensor *next_states;        /* under lock: its prompt's, or NULL */
+  PpTensor *unsent_states;      /* chain thread: unsent_uri's prompt's */
+  /* The prompt's text encoder and last states: start, then the settings
+   * thread. */
+  struct _GstPpDiffusePrompt *prompt_cache;
   gchar *running_uri;           /* under lock: rank 0's model runs it */
   gchar *unsent_uri;            /* chain thread */
   /* Chain thread: the output buffers, made for frames of out_pool_info in

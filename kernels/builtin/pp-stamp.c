@@ -37,8 +37,8 @@ stamp_init (PpModel * model, GHashTable * params, GError ** error)
 }
 
 static gboolean
-stamp_update (PpModel * model, GHashTable * params, gboolean commit,
-    GError ** error)
+stamp_update (PpModel * model, GHashTable * params,
+    GPtrArray * inputs, gboolean commit, GError ** error)
 {
   Stamp *s = model->priv;
   guint mark;

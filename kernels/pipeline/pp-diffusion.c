@@ -21,6 +21,7 @@
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-npy.h"
+#include "pp-prompt.h"
 #include "pp-rng.h"
 #include "pp-safetensors.h"
 #include "pp-schedule.h"
@@ -334,9 +335,53 @@ read_cross_dim (const gchar * dir, guint * dim, GError ** error)
 /* Takes the live parameters from @params into @s: strength, seed,
  * t-index-list and prompt-embeds, the schedule they make, and with
  * @cross_dim > 0 the prompt's embeddings, loaded and checked. */
+/* The prompt states named by @ref ("chunk:DIGEST") among @inputs, checked
+ * against the UNet's width and the digest, as a host tensor. */
+static PpTensor *
+context_from_inputs (const gchar * ref, GPtrArray * inputs, guint cross_dim,
+    GError ** error)
+{
+  const PpTensor *states = NULL;
+  g_autoptr (PpTensor) host = NULL;
+  g_autofree gchar *digest = NULL;
+
+  for (guint i = 0; inputs != NULL && i < inputs->len; i++) {
+    const PpTensor *t = g_ptr_array_index (inputs, i);
+
+    if (g_str_equal (t->name, PP_PROMPT_TENSOR))
+      states = t;
+  }
+  if (states == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "prompt-embeds=%s: the prompt's states did not come with the "
+        "settings (no '%s' tensor)", ref, PP_PROMPT_TENSOR);
+    return NULL;
+  }
+  if (states->dtype != PP_DTYPE_F32 || states->ndim != 3
+      || states->shape[0] != 1 || states->shape[2] != (gint64) cross_dim) {
+    g_autofree gchar *got = pp_tensor_describe (states);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "the prompt's states are %s; the UNet needs F32[1, L, %u] (its "
+        "cross_attention_dim)", got, cross_dim);
+    return NULL;
+  }
+  host = pp_tensor_new ("context", PP_DTYPE_F32, 3, states->shape, error);
+  if (host == NULL || !pp_tensor_transfer (host, states, error))
+    return NULL;
+  digest = pp_prompt_ref (host);
+  if (!g_str_equal (digest, ref)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "the prompt's states have digest %s, the settings name %s",
+        digest, ref);
+    return NULL;
+  }
+  return g_steal_pointer (&host);
+}
+
 static gboolean
-settings_parse (PpModel * model, GHashTable * params, PpScheduleKind kind,
-    guint cross_dim, Settings * s, GError ** error)
+settings_parse (PpModel * model, GHashTable * params, GPtrArray * inputs,
+    gboolean at_init, PpScheduleKind kind, guint cross_dim, Settings * s,
+    GError ** error)
 {
   g_autofree gchar *seed_text = NULL, *list_text = NULL;
 
@@ -368,10 +413,19 @@ settings_parse (PpModel * model, GHashTable * params, PpScheduleKind kind,
   if (s->prompt_embeds_path == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
         "model '%s' needs prompt-embeds (a .npy or .safetensors file of "
-        "encoder hidden states)", model->path);
+        "encoder hidden states) or a prompt", model->path);
     return FALSE;
   }
-  s->context = load_context (s->prompt_embeds_path, cross_dim, error);
+  if (g_str_has_prefix (s->prompt_embeds_path, PP_PROMPT_REF_PREFIX)) {
+    /* A text prompt: its states come with the first chunk of the epoch,
+     * not with the plan. */
+    if (at_init && inputs == NULL)
+      return TRUE;
+    s->context = context_from_inputs (s->prompt_embeds_path, inputs,
+        cross_dim, error);
+  } else {
+    s->context = load_context (s->prompt_embeds_path, cross_dim, error);
+  }
   return s->context != NULL;
 }
 
@@ -448,7 +502,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
       return FALSE;
   }
   /* The prompt is loaded where the UNet needs it. */
-  ok = settings_parse (model, params, kind, d->unet != NULL
+  ok = settings_parse (model, params, NULL, TRUE, kind, d->unet != NULL
       ? pp_unet_cross_attention_dim (d->unet) : 0, &settings, error)
       && settings_apply (d, model, &settings, error);
   settings_clear (&settings);
@@ -459,8 +513,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
  * refused before any rank switches to it; applying loads it only where
  * the UNet needs it. */
 static gboolean
-diffusion_update (PpModel * model, GHashTable * params, gboolean commit,
-    GError ** error)
+diffusion_update (PpModel * model, GHashTable * params, GPtrArray * inputs,
+    gboolean commit, GError ** error)
 {
   Diffusion *d = model->priv;
   Settings settings = { 0 };
@@ -471,7 +525,7 @@ diffusion_update (PpModel * model, GHashTable * params, gboolean commit,
     cross_dim = pp_unet_cross_attention_dim (d->unet);
   else if (!commit && !read_cross_dim (model->path, &cross_dim, error))
     return FALSE;
-  ok = settings_parse (model, params, d->kind, cross_dim,
+  ok = settings_parse (model, params, inputs, FALSE, d->kind, cross_dim,
       &settings, error);
   if (ok && commit)
     ok = settings_apply (d, model, &settings, error);
@@ -659,6 +713,12 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   StepBuffers *b = &d->steps;
   const gsize n = (gsize) pp_tensor_numel (b->sample);
 
+  if (d->context == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "no prompt states yet: the first chunk after the settings named "
+        "prompt-embeds=%s must bring them", d->prompt_embeds_path);
+    return FALSE;
+  }
   pp_schedule_scale_input (d->schedule, d->be, step, b->sample->data,
       b->unet_in->data, n);
   if (!pp_unet_forward_into (d->unet, b->unet_in,
