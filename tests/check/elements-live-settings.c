@@ -657,6 +657,136 @@ tool_frame (guint index, const gchar * strength, const gchar * prompt)
   return tool_frame_sized (index, TINY_W, TINY_H, strength, prompt);
 }
 
+/* ppdiffuse-tool img2img of input @index with the text prompt @text
+ * (@tag names its output). */
+static GstBuffer *
+tool_frame_text (guint index, const gchar * text, const gchar * tag)
+{
+  const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *in = g_strdup_printf ("%s/in-%u-%ux%u.png", tiny_dir,
+      index, TINY_W, TINY_H);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-%u-text-%s.png",
+      tiny_dir, index, tag);
+  const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
+    "--out", out, "--prompt", text, "--steps", G_STRINGIFY (TINY_STEPS),
+    "--strength", "0.5", "--seed", "4", NULL
+  };
+
+  if (!g_file_test (in, G_FILE_TEST_EXISTS)) {
+    GstBuffer *rgb = make_rgb (index);
+    write_png (rgb, TINY_W, TINY_H, in);
+    gst_buffer_unref (rgb);
+  }
+  run_tool (argv);
+  return read_png (out, TINY_W, TINY_H);
+}
+
+/* The prompt changes while playing, from a prompt to a weighted blend:
+ * every frame out equals the tool's img2img with the old or the new
+ * prompt, and once a frame of the new one is out no frame of the old one
+ * follows; the workers never load a file (the states come with the
+ * chunks). */
+GST_START_TEST (test_prompt_changes_against_tool)
+{
+  const gchar *const prompts[] = { "a photo of a cat",
+    "a watercolor city:0.7|neon night:0.3"
+  };
+  const gchar *const tags[] = { "cat", "blend" };
+  g_autofree gchar *model = tiny_path ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstHarness *h;
+  guint seen = 0;
+
+  g_object_set (element, "prompt", prompts[0], "seed", (guint64) 4,
+      "strength", 0.5, "max-in-flight", 3, NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint i = 0; i < TINY_FRAMES; i++) {
+    if (i == TINY_SWITCH) {
+      g_object_set (element, "prompt", prompts[1], NULL);
+      g_usleep (SETTLE_US);
+    }
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+  }
+  for (guint i = 0; i < TINY_FRAMES; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    GstBuffer *refs[2];
+    guint which = 2;
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    for (guint p = 0; p < 2; p++) {
+      refs[p] = tool_frame_text (i, prompts[p], tags[p]);
+      if (pp_check_same_bytes (out, refs[p]))
+        which = p;
+    }
+    fail_if (pp_check_same_bytes (refs[0], refs[1]), "the prompts give the "
+        "same frame: the prompt is not used");
+    fail_unless (which < 2, "frame %u equals the tool's with neither "
+        "prompt", i);
+    fail_unless (which >= seen, "frame %u has the old prompt after a frame "
+        "with the new one: a stale frame", i);
+    fail_unless (which == 0 || i >= TINY_SWITCH, "frame %u has the new "
+        "prompt, set only before frame %u", i, TINY_SWITCH);
+    seen = which;
+    gst_buffer_unref (refs[0]);
+    gst_buffer_unref (refs[1]);
+    gst_buffer_unref (out);
+  }
+  fail_unless_equals_int (seen, 1);
+  {
+    gchar *embeds = NULL;
+
+    g_object_get (element, "prompt-embeds", &embeds, NULL);
+    fail_unless (embeds == NULL, "prompt did not clear prompt-embeds");
+  }
+  stop (h);
+}
+
+GST_END_TEST;
+
+/* A malformed blend while playing is refused with a warning and the stream
+ * goes on with the prompt it had. */
+GST_START_TEST (test_bad_prompt_keeps_stream)
+{
+  g_autofree gchar *model = tiny_path ("model");
+  GstElement *element = pp_check_make_element (1, TINY_STEPS, model);
+  GstBus *bus = gst_bus_new ();
+  GstHarness *h;
+  GstMessage *msg;
+  GError *gerror = NULL;
+  gchar *now = NULL;
+
+  g_object_set (element, "prompt", "a photo of a cat", "seed", (guint64) 4,
+      NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  gst_element_set_bus (element, bus);
+  g_object_set (element, "prompt", "a cat:0.5||a dog", NULL);
+  msg = pop_warning (bus, MESSAGE_TIMEOUT_MS);
+  fail_unless (msg != NULL, "no warning for a malformed blend");
+  gst_message_parse_warning (msg, &gerror, NULL);
+  fail_unless (strstr (gerror->message, "blend part 2") != NULL,
+      "the warning does not name the empty part: %s", gerror->message);
+  g_error_free (gerror);
+  gst_message_unref (msg);
+  g_object_get (element, "prompt", &now, NULL);
+  fail_unless_equals_string (now, "a photo of a cat");
+  g_free (now);
+  fail_unless_equals_int (gst_harness_push (h, make_rgb (0)), GST_FLOW_OK);
+  {
+    GstBuffer *out = gst_harness_pull (h);
+    GstBuffer *ref = tool_frame_text (0, "a photo of a cat", "cat1");
+
+    fail_unless (out != NULL && pp_check_same_bytes (out, ref));
+    gst_buffer_unref (out);
+    gst_buffer_unref (ref);
+  }
+  gst_element_set_bus (element, NULL);
+  gst_object_unref (bus);
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* strength, then the prompt, change while frames are in flight: every
  * frame out equals the tool's img2img of its input with the settings of
  * one of the three epochs, the epochs only go forward, and each new one
@@ -782,6 +912,8 @@ live_settings_suite (void)
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
   tcase_add_test (tc, test_settings_change_against_tool);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
+  tcase_add_test (tc, test_prompt_changes_against_tool);
+  tcase_add_test (tc, test_bad_prompt_keeps_stream);
   suite_add_tcase (s, tc);
   return s;
 }
