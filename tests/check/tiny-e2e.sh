@@ -29,10 +29,16 @@ timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
   ! pngenc ! multifilesink location="$work/in-%02d.png"
 
 element_args=${PP_TEST_TIMEOUT_MS:+timeout-ms=$PP_TEST_TIMEOUT_MS} tool_args=""
+# The tiny model's prompt-embeds file, unless a text prompt is given.
+embeds_element="prompt-embeds=$work/model/prompt_embeds.npy"
+embeds_tool="--prompt-embeds $work/model/prompt_embeds.npy"
 for setting in "$@"; do
   name=${setting%%=*} value=${setting#*=}
   element_args="$element_args $name=$value"
   tool_args="$tool_args --$name $value"
+  if [ "$name" = prompt ]; then
+    embeds_element="" embeds_tool=""
+  fi
 done
 
 # The workers' log (info level) shows the data plane at work.
@@ -46,7 +52,7 @@ timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
   caps=image/png,framerate=25/1 \
   ! pngdec ! videoconvert ! video/x-raw,format=RGB \
   ! ppdiffuse ranks="$RANKS" steps="$STEPS" model="$work/model" \
-      prompt-embeds="$work/model/prompt_embeds.npy" $element_args \
+      $embeds_element $element_args \
   ! videoconvert ! video/x-raw,format=RGB ! pngenc \
   ! multifilesink location="$work/element-%02d.png" 2>"$work/stderr" \
   || { cat "$work/stderr" >&2; exit 1; }
@@ -90,7 +96,7 @@ while [ $i -lt "$FRAMES" ]; do
   # shellcheck disable=SC2086
   timeout "$LIMIT_S" "$TOOL" img2img --model "$work/model" \
     --in "$work/in-$f.png" --out "$work/tool-$f.png" \
-    --prompt-embeds "$work/model/prompt_embeds.npy" --steps "$STEPS" $tool_args
+    $embeds_tool --steps "$STEPS" $tool_args
   for k in in element tool; do
     raw "$work/$k-$f.png" "$work/$k-$f.rgb"
   done
