@@ -561,6 +561,13 @@ pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
   return TRUE;
 }
 
+guint64
+pp_model_cache_builds (PpModel * model)
+{
+  return model->klass->cache_builds != NULL
+      ? model->klass->cache_builds (model) : 0;
+}
+
 void
 pp_model_graphs_reset (PpModel * model)
 {

@@ -66,6 +66,9 @@ struct _PpModelClass
   /* Identity of the loaded weights (e.g. their SHA-256), or NULL: the URI
    * alone identifies the model. */
   gchar *(*weights_digest) (PpModel * model);
+  /* Optional: how many times the model has built its per-prompt caches
+   * (the UNet's cross-attention K/V cache); NULL: it has none. */
+  guint64 (*cache_builds) (PpModel * model);
   /* Between steps_begin and steps_end, step issues only backend ops on
    * device buffers that stay put from run to run (no upload, download or
    * synchronize): a device graph can hold a slice of steps. */
@@ -170,6 +173,9 @@ gboolean  pp_model_steps_slice (PpModel * model, guint first, guint end,
                                 guint n_steps, PpTensor * sample,
                                 PpStepDone done, gpointer data,
                                 GError ** error);
+/* How many times the model has built its per-prompt caches
+ * (docs/operator/cache-lifecycle.md); 0 for a model without any. */
+guint64   pp_model_cache_builds (PpModel * model);
 /* Drops the captured graph: a new cache epoch (settings, RESET) changes
  * what the steps compute. */
 void      pp_model_graphs_reset (PpModel * model);

@@ -37,8 +37,8 @@ void
 pp_heartbeat_write (const PpHeartbeat * hb, guint8 out[PP_HEARTBEAT_SIZE])
 {
   const guint32 u[2] = { hb->rank, (guint32) hb->state };
-  const guint64 t[6] = { hb->chunk_id, hb->state_us, hb->received, hb->sent,
-    hb->seq, hb->busy_us
+  const guint64 t[7] = { hb->chunk_id, hb->state_us, hb->received, hb->sent,
+    hb->seq, hb->busy_us, hb->cache_builds
   };
 
   memcpy (out, u, sizeof u);
@@ -50,7 +50,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
     GError ** error)
 {
   guint32 u[2];
-  guint64 t[6];
+  guint64 t[7];
 
   /* A fixed-size tuple is in normal form exactly when it has its size. */
   if (len != PP_HEARTBEAT_SIZE) {
@@ -75,6 +75,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
   hb->sent = t[3];
   hb->seq = t[4];
   hb->busy_us = t[5];
+  hb->cache_builds = t[6];
   return TRUE;
 }
 
@@ -183,6 +184,7 @@ struct _PpLiveness
   guint64 last_received;
   guint64 last_sent;
   guint64 busy_us;
+  guint64 cache_builds;
 };
 
 PpLiveness *
@@ -256,6 +258,14 @@ pp_liveness_set_busy (PpLiveness * lv, guint64 busy_us)
   g_mutex_unlock (&lv->lock);
 }
 
+void
+pp_liveness_set_cache_builds (PpLiveness * lv, guint64 cache_builds)
+{
+  g_mutex_lock (&lv->lock);
+  lv->cache_builds = cache_builds;
+  g_mutex_unlock (&lv->lock);
+}
+
 PpWorkState
 pp_liveness_state (PpLiveness * lv)
 {
@@ -281,6 +291,7 @@ own_beat (PpLiveness * lv, gint64 now)
   hb.received = lv->last_received;
   hb.sent = lv->last_sent;
   hb.busy_us = lv->busy_us;
+  hb.cache_builds = lv->cache_builds;
   g_mutex_unlock (&lv->lock);
   hb.seq = lv->seq++;
   return hb;

@@ -25,12 +25,13 @@ G_BEGIN_DECLS
 
 /* (rank, compute state, compute chunk, µs in that state, last chunk
  * received, last chunk sent, sequence number, µs spent computing stream
- * chunks so far); the last member since PP_PROTOCOL_VERSION 5. */
-#define PP_HEARTBEAT_TYPE "(uutttttt)"
+ * chunks so far, the model's cache builds so far); the last two members
+ * since PP_PROTOCOL_VERSION 5. */
+#define PP_HEARTBEAT_TYPE "(uuttttttt)"
 /* Its serialisation: a fixed-size tuple, as GVariant writes one (the
  * members in native byte order at their natural alignment: u at 0 and 4,
- * t at 8, 16, 24, 32, 40 and 48). */
-#define PP_HEARTBEAT_SIZE 56
+ * t at 8, 16, 24, 32, 40, 48 and 56). */
+#define PP_HEARTBEAT_SIZE 64
 /* (rank, rank to blame, error text): a receiver that got a broken chunk
  * blames its sender, so that rank 0 can lead with the rank at fault. */
 #define PP_REPORT_TYPE "(uus)"
@@ -54,6 +55,7 @@ typedef struct
   guint64 seq;
   guint64 busy_us;              /* cumulative, computing stream chunks
                                  * (warm-up passes left out); 0 from rank 0 */
+  guint64 cache_builds;         /* pp_model_cache_builds; 0 from rank 0 */
 } PpHeartbeat;
 
 /* ---- messages ---------------------------------------------------------- */
@@ -133,6 +135,9 @@ void        pp_liveness_note_received (PpLiveness * lv, guint64 chunk_id);
 void        pp_liveness_note_sent     (PpLiveness * lv, guint64 chunk_id);
 /* The cumulative busy time the next heartbeat carries. */
 void        pp_liveness_set_busy      (PpLiveness * lv, guint64 busy_us);
+/* The model's cache builds the next heartbeat carries. */
+void        pp_liveness_set_cache_builds (PpLiveness * lv,
+                                       guint64 cache_builds);
 PpWorkState pp_liveness_state         (PpLiveness * lv);
 
 /* Peer @index's last heartbeat and how long ago it came. */

@@ -169,6 +169,25 @@ pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s, guint n)
   return n_workers;
 }
 
+guint
+pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds, guint n)
+{
+  const guint n_workers = mesh->plan->n_workers;
+
+  for (guint i = 0; i < MIN (n, n_workers); i++) {
+    PpHeartbeat beat;
+    gint64 silent_us;
+
+    if (mesh->liveness == NULL) {
+      builds[i] = 0;
+      continue;
+    }
+    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    builds[i] = beat.cache_builds;
+  }
+  return n_workers;
+}
+
 gboolean
 pp_mesh_is_healthy (PpMesh * mesh, GError ** error)
 {

@@ -97,6 +97,12 @@ PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
  * workers there are.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
                                    guint n);
+/* Each worker's model cache builds (pp_model_cache_builds: the UNet's
+ * cross-attention K/V cache) as its last heartbeat told it.  Fills at most
+ * @n entries of @builds, index = world rank - 1, and returns how many
+ * workers there are.  Any thread, while the mesh runs. */
+guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
+                                   guint n);
 /* FALSE, with the mesh's first failure in @error, once the mesh has failed:
  * a worker died or went silent, also while no chunk was in flight (the
  * heartbeats go on while the mesh is idle).  Any thread. */

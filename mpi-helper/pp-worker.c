@@ -348,6 +348,7 @@ run_steps (Worker * w, PpChunk * chunk)
       chunk->chunk_id, w->slice.first, w->slice.end,
       (g_get_monotonic_time () - start) / 1000.0);
   pp_recorder_end (event, PP_REC_DONE);
+  pp_liveness_set_cache_builds (w->liveness, pp_model_cache_builds (w->model));
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   chunk->next_step = w->slice.end;
   /* A warm-up pass is no work of the stream's. */

@@ -104,6 +104,8 @@ typedef struct
   guint n_workers;
   gdouble busy[PP_MESH_MAX_WORKERS];    /* fraction of the interval */
   gdouble overlap;
+  /* cumulative, as the workers' heartbeats told it at the interval's end */
+  guint64 cache_builds[PP_MESH_MAX_WORKERS];
 } Interval;
 
 struct _GstPpDiffuseStatsTimer
@@ -172,6 +174,7 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
     sum += iv->busy[i];
   }
   iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
+  pp_mesh_worker_cache_builds (self->mesh, iv->cache_builds, iv->n_workers);
   timer->frames_out = frames_out;
   timer->since_us = now;
 }
@@ -272,6 +275,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GstPpDiffuseStatsTimer *timer = self->stats_timer;
   PpLatencySummary total;
   GValue busy = G_VALUE_INIT;
+  GValue builds = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
   Interval iv;
@@ -288,6 +292,14 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
     g_value_init (&v, G_TYPE_DOUBLE);
     g_value_set_double (&v, iv.busy[i]);
     gst_value_array_append_and_take_value (&busy, &v);
+  }
+  gst_value_array_init (&builds, iv.n_workers);
+  for (guint i = 0; i < iv.n_workers; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_UINT64);
+    g_value_set_uint64 (&v, iv.cache_builds[i]);
+    gst_value_array_append_and_take_value (&builds, &v);
   }
 
   g_mutex_lock (&self->lock);
@@ -319,5 +331,6 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
       "warm-up-passes", G_TYPE_UINT64, self->mesh_stats.warm_ups, NULL);
   g_mutex_unlock (&self->lock);
   gst_structure_take_value (s, "worker-busy", &busy);
+  gst_structure_take_value (s, "kv-cache-builds", &builds);
   return s;
 }

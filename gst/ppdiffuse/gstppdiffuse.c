@@ -2331,7 +2331,8 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
   g_object_class_install_property (gobject_class, PROP_STATS,
       g_param_spec_boxed ("stats", "Statistics",
           "frames-in, frames-out, fps, latency percentiles (ns) of the "
-          "interval and since start, in-flight, worker-busy, overlap-score, "
+          "interval and since start, in-flight, worker-busy, kv-cache-builds, "
+          "overlap-score, "
           "the drop counters, cache-epoch, and mesh-chunks, mesh-wall-s of "
           "the last run",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));

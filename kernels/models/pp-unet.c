@@ -45,6 +45,9 @@
 /* Sanity bounds that keep sizes within int arithmetic. */
 #define MAX_CHANNELS (1 << 16)
 #define MAX_LAYERS 64
+/* Set to 1 (read when the model is built): no cross-attention K/V cache,
+ * the projections run on every forward. */
+#define NO_KV_CACHE_ENV "PPDIFFUSE_NO_KV_CACHE"
 
 typedef struct
 {
@@ -84,6 +87,26 @@ typedef struct
   PpConv sampler;               /* downsamplers.0.conv / upsamplers.0.conv */
 } Block;
 
+/* One cross-attention's to_k / to_v of the cached context, from the pool. */
+typedef struct
+{
+  PpAct k, v;
+} KvEntry;
+
+/* The cross-attention K/V cache (docs/operator/cache-lifecycle.md): the
+ * projections of one context, one entry per cross-attention in forward
+ * order, filled by the first forward that sees the context. */
+typedef struct
+{
+  gboolean enabled;             /* off with PPDIFFUSE_NO_KV_CACHE=1 */
+  const PpTensor *context;      /* what the entries project; NULL: none */
+  gconstpointer context_data;
+  GArray *entries;              /* KvEntry */
+  gboolean active;              /* this forward reads or fills entries */
+  guint next;                   /* this forward's next entry */
+  guint64 builds;
+} KvCache;
+
 struct _PpUnet
 {
   gchar *config_path;
@@ -93,6 +116,7 @@ struct _PpUnet
                                  * them */
   PpPool *pool;                 /* activations, reused across forwards */
   GMutex forward_lock;
+  KvCache *kv;
   PpAct *skip_stack;            /* n_skips */
   guint n_skips;
 
@@ -493,6 +517,9 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   m->be = be;
   m->pool = pp_pool_new (be);
   g_mutex_init (&m->forward_lock);
+  m->kv = g_new0 (KvCache, 1);
+  m->kv->enabled = g_strcmp0 (g_getenv (NO_KV_CACHE_ENV), "1") != 0;
+  m->kv->entries = g_array_new (FALSE, TRUE, sizeof (KvEntry));
   cfg = pp_config_load (config_path, error);
   if (cfg == NULL) {
     pp_device_weights_free (be, b.device);
@@ -622,6 +649,21 @@ pp_unet_weights_digest (PpUnet * m)
       : NULL;
 }
 
+/* Releases the entries to the pool: the next forward builds again. */
+static void
+kv_cache_drop (KvCache * kv)
+{
+  for (guint i = 0; i < kv->entries->len; i++) {
+    KvEntry *e = &g_array_index (kv->entries, KvEntry, i);
+
+    pp_act_clear (&e->k);
+    pp_act_clear (&e->v);
+  }
+  g_array_set_size (kv->entries, 0);
+  kv->context = NULL;
+  kv->context_data = NULL;
+}
+
 void
 pp_unet_free (PpUnet * m)
 {
@@ -635,6 +677,11 @@ pp_unet_free (PpUnet * m)
   g_free (m->up);
   g_free (m->config_path);
   pp_device_weights_free (m->be, m->device_weights);
+  if (m->kv != NULL) {
+    kv_cache_drop (m->kv);
+    g_array_unref (m->kv->entries);
+    g_free (m->kv);
+  }
   g_clear_pointer (&m->pool, pp_pool_free);
   g_free (m->skip_stack);
   g_mutex_clear (&m->forward_lock);
@@ -811,6 +858,33 @@ tokens_after_cross (int begin, int end, gpointer data)
   }
 }
 
+/* to_k and to_v of attn2 on @context: computed, or views of the cache's
+ * entry for this cross-attention (computed into it on the forward that
+ * builds it).  Cross-attentions run in the same order on every forward. */
+static void
+cross_kv (const PpUnet * m, const Transformer * t, const PpAct * context,
+    PpAct * k, PpAct * v)
+{
+  KvCache *kv = m->kv;
+  KvEntry *e;
+
+  if (!kv->active) {
+    *k = pp_linear_apply (&t->attn2.to_k, context);
+    *v = pp_linear_apply (&t->attn2.to_v, context);
+    return;
+  }
+  if (kv->next == kv->entries->len) {
+    KvEntry built = { pp_linear_apply (&t->attn2.to_k, context),
+      pp_linear_apply (&t->attn2.to_v, context)
+    };
+
+    g_array_append_val (kv->entries, built);
+  }
+  e = &g_array_index (kv->entries, KvEntry, kv->next++);
+  *k = pp_act_view (m->pool, e->k.data, e->k.n, e->k.c, e->k.h, e->k.w);
+  *v = pp_act_view (m->pool, e->v.data, e->v.n, e->v.c, e->v.h, e->v.w);
+}
+
 /* Transformer2DModel: x + proj_out(block(proj_in(GroupNorm(x)))), the block
  * (self-attention, cross-attention on @context, GEGLU feed-forward, each
  * with a residual) running on tokens [N, H·W, C]. */
@@ -858,8 +932,7 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
       tk.o);
   pp_for_rows (m->be, rows, tokens_before_cross, &tk);
-  ck = pp_linear_apply (&t->attn2.to_k, context);
-  cv = pp_linear_apply (&t->attn2.to_v, context);
+  cross_kv (m, t, context, &ck, &cv);
   pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
       t->heads, head_dim, tk.o);
   pp_act_clear (&ck);
@@ -1066,10 +1139,28 @@ input_act (PpUnet * m, const PpTensor * t, gint n, gint c, gint h, gint w,
   return TRUE;
 }
 
+/* Before a forward on @ctx: keeps the cache when it holds @ctx's
+ * projections, else empties it for this forward to fill (a build). */
+static void
+kv_cache_begin (KvCache * kv, const PpTensor * ctx)
+{
+  if (!kv->enabled)
+    return;
+  if (ctx != kv->context || ctx->data != kv->context_data) {
+    kv_cache_drop (kv);
+    kv->context = ctx;
+    kv->context_data = ctx->data;
+  }
+  if (kv->entries->len == 0)
+    kv->builds++;
+  kv->active = TRUE;
+  kv->next = 0;
+}
+
 static gboolean
 forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
-    const PpTensor * ctx, PpAct * out, PpTapFunc tap, gpointer tap_data,
-    GError ** error)
+    const PpTensor * ctx, gboolean use_cache, PpAct * out, PpTapFunc tap,
+    gpointer tap_data, GError ** error)
 {
   PpAct input, context;
   gint batch;
@@ -1087,7 +1178,10 @@ forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
   }
   /* One forward at a time: they share the skip stack. */
   g_mutex_lock (&m->forward_lock);
+  if (use_cache)
+    kv_cache_begin (m->kv, ctx);
   *out = unet_forward (m, &input, timestep, &context, tap, tap_data);
+  m->kv->active = FALSE;
   g_mutex_unlock (&m->forward_lock);
   pp_act_clear (&input);
   pp_act_clear (&context);
@@ -1101,8 +1195,8 @@ pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
 {
   PpAct h;
 
-  if (!forward_acts (m, sample, timestep, encoder_hidden_states, &h, tap,
-          tap_data, error))
+  if (!forward_acts (m, sample, timestep, encoder_hidden_states, FALSE, &h,
+          tap, tap_data, error))
     return FALSE;
   {
     const gint64 shape[NCHW_DIMS] = { h.n, h.c, h.h, h.w };
@@ -1138,12 +1232,31 @@ pp_unet_forward_into (PpUnet * m, const PpTensor * sample, gdouble timestep,
         "received %s", m->out_channels, m->be->name, got);
     return FALSE;
   }
-  if (!forward_acts (m, sample, timestep, encoder_hidden_states, &h, NULL,
-          NULL, error))
+  if (!forward_acts (m, sample, timestep, encoder_hidden_states, TRUE, &h,
+          NULL, NULL, error))
     return FALSE;
   pp_backend_copy (m->be, out->data, h.data, out->nbytes);
   pp_act_clear (&h);
   return TRUE;
+}
+
+void
+pp_unet_context_changed (PpUnet * m)
+{
+  g_mutex_lock (&m->forward_lock);
+  kv_cache_drop (m->kv);
+  g_mutex_unlock (&m->forward_lock);
+}
+
+guint64
+pp_unet_kv_cache_builds (PpUnet * m)
+{
+  guint64 builds;
+
+  g_mutex_lock (&m->forward_lock);
+  builds = m->kv->builds;
+  g_mutex_unlock (&m->forward_lock);
+  return builds;
 }
 
 gsize

@@ -37,11 +37,28 @@ gboolean  pp_unet_forward             (PpUnet * m, const PpTensor * sample,
                                        PpTensor ** out, PpTapFunc tap,
                                        gpointer tap_data, GError ** error);
 /* The same into @out, a tensor on the model's backend the sample's size:
- * once the model has run at a shape, this allocates nothing. */
+ * once the model has run at a shape, this allocates nothing.
+ *
+ * Cross-attention K/V cache: the first call on an @encoder_hidden_states
+ * tensor keeps every cross-attention's to_k / to_v projections of it, and
+ * later calls on the same tensor (same pointer and data) reuse them, with
+ * outputs bit-equal to computing them again.  The caller that frees,
+ * replaces or rewrites that tensor's contents calls
+ * pp_unet_context_changed before the next forward: a new tensor at a freed
+ * one's address would otherwise reuse stale projections.
+ * PPDIFFUSE_NO_KV_CACHE=1 in the environment when the model is built turns
+ * the cache off.  pp_unet_forward (the reference path, with taps) never
+ * uses it. */
 gboolean  pp_unet_forward_into        (PpUnet * m, const PpTensor * sample,
                                        gdouble timestep,
                                        const PpTensor * encoder_hidden_states,
                                        PpTensor * out, GError ** error);
+/* Drops the K/V cache (its memory goes back to the activation pool): the
+ * next pp_unet_forward_into builds it again. */
+void      pp_unet_context_changed     (PpUnet * m);
+/* How many times pp_unet_forward_into has built the K/V cache (0 with the
+ * cache off). */
+guint64   pp_unet_kv_cache_builds     (PpUnet * m);
 /* Device bytes of the model's activation pool. */
 gsize     pp_unet_pool_bytes          (PpUnet * m);
 guint     pp_unet_in_channels         (PpUnet * m);

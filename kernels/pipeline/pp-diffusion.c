@@ -456,6 +456,9 @@ settings_apply (Diffusion * d, PpModel * model, Settings * s, GError ** error)
   d->schedule = g_steal_pointer (&s->schedule);
   encode_buffers_clear (&d->enc);
   step_buffers_clear (&d->steps, model->n_steps);
+  /* Each settings epoch builds the UNet's K/V cache once. */
+  if (d->unet != NULL)
+    pp_unet_context_changed (d->unet);
   return TRUE;
 }
 
@@ -837,6 +840,14 @@ diffusion_weights_digest (PpModel * model)
       : NULL;
 }
 
+static guint64
+diffusion_cache_builds (PpModel * model)
+{
+  Diffusion *d = model->priv;
+
+  return d->unet != NULL ? pp_unet_kv_cache_builds (d->unet) : 0;
+}
+
 const PpModelClass pp_model_diffusion_class = {
   .name = "diffusion",
   .init = diffusion_init,
@@ -849,5 +860,6 @@ const PpModelClass pp_model_diffusion_class = {
   .decode = diffusion_decode,
   .finalize = diffusion_finalize,
   .weights_digest = diffusion_weights_digest,
+  .cache_builds = diffusion_cache_builds,
   .graphable = TRUE,
 };

@@ -231,6 +231,71 @@ best_of (void (*func) (gpointer), gpointer data, guint repeats,
   return best;
 }
 
+/* A UNet step as the workers run it: pp_unet_forward_into on device
+ * tensors, the same prompt every step. */
+typedef struct
+{
+  PpUnet *unet;
+  PpTensor *sample, *text, *out;
+  gdouble timestep;
+} Step;
+
+static void
+step_run (gpointer data)
+{
+  Step *s = data;
+  GError *error = NULL;
+
+  if (!pp_unet_forward_into (s->unet, s->sample, s->timestep, s->text,
+          s->out, &error))
+    g_error ("%s", error->message);
+}
+
+static PpTensor *
+device_copy (const PpTensor * host)
+{
+  PpTensor *t = pp_tensor_new_on (pp_backend_default (), host->name,
+      host->dtype, host->ndim, host->shape, NULL);
+
+  if (t == NULL || !pp_tensor_upload (t, host, NULL))
+    g_error ("model-bench: cannot upload %s", host->name);
+  return t;
+}
+
+/* One step of the UNet of @config_path with and without the cross-attention
+ * K/V cache (PPDIFFUSE_NO_KV_CACHE=1 when the model is built), best of
+ * @repeats each, side by side. */
+static void
+bench_kv_cache (const gchar * label, const gchar * config_path,
+    PpWeights * w, const PpTensor * sample, const PpTensor * text,
+    gdouble timestep, guint repeats)
+{
+  Step s = { NULL, device_copy (sample), device_copy (text), NULL,
+    timestep
+  };
+  Timing with, without;
+
+  s.out = device_copy (sample);
+  g_setenv ("PPDIFFUSE_NO_KV_CACHE", "1", TRUE);
+  s.unet = pp_unet_new (config_path, w, pp_backend_default (), NULL);
+  g_unsetenv ("PPDIFFUSE_NO_KV_CACHE");
+  step_run (&s);
+  without = best_of (step_run, &s, repeats, NULL, 0);
+  pp_unet_free (s.unet);
+  s.unet = pp_unet_new (config_path, w, pp_backend_default (), NULL);
+  step_run (&s);                /* builds the cache */
+  with = best_of (step_run, &s, repeats, NULL, 0);
+  printf ("%s step, K/V cache: without %.1f ms (%.2f GFLOP), with %.1f ms "
+      "(%.2f GFLOP): saves %.2f ms (%.1f %%) a step (best of %u)\n", label,
+      without.seconds * 1e3, without.gflop, with.seconds * 1e3, with.gflop,
+      (without.seconds - with.seconds) * 1e3,
+      100 * (without.seconds - with.seconds) / without.seconds, repeats);
+  pp_unet_free (s.unet);
+  pp_tensor_free (s.sample);
+  pp_tensor_free (s.text);
+  pp_tensor_free (s.out);
+}
+
 static PpTensor *
 seeded_input (const gchar * name, guint ndim, const gint64 * shape)
 {
@@ -276,6 +341,8 @@ bench_turbo (const gchar * dir, int blas_threads)
   printf ("SD-Turbo activation pool: %.1f MiB\n",
       pp_unet_pool_bytes (m.unet) / 1048576.0);
   pp_unet_free (m.unet);
+  bench_kv_cache ("SD-Turbo 64x64", path, w, m.sample, m.text,
+      TURBO_TIMESTEP, TURBO_REPEATS);
   pp_tensor_free (m.sample);
   pp_tensor_free (m.text);
   pp_weights_free (w);
@@ -345,6 +412,8 @@ main (int argc, char **argv)
   printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB (device memory "
       "kept for the next forward)\n", pp_unet_pool_bytes (m.unet) / 1048576.0,
       pp_taesd_pool_bytes (m.taesd) / 1048576.0);
+  bench_kv_cache ("UNet 32x32", unet_path, uw, m.sample, m.text,
+      UNET_TIMESTEP, REPEATS);
   if (profile) {
     print_profile ("UNet forward 32x32", unet_run, &m);
     print_profile ("TAESD enc+dec 256x256", taesd_run, &m);

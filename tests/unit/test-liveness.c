@@ -14,6 +14,7 @@ static const PpHeartbeat beat = {
   .sent = PP_HEARTBEAT_NONE,
   .seq = 99,
   .busy_us = G_GUINT64_CONSTANT (0x1112131415161718),
+  .cache_builds = G_GUINT64_CONSTANT (0x2122232425262728),
 };
 
 static void
@@ -22,7 +23,7 @@ test_heartbeat_is_gvariant (void)
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new
       (PP_HEARTBEAT_TYPE, beat.rank, (guint32) beat.state, beat.chunk_id,
           beat.state_us, beat.received, beat.sent, beat.seq,
-          beat.busy_us));
+          beat.busy_us, beat.cache_builds));
   guint8 out[PP_HEARTBEAT_SIZE];
 
   pp_heartbeat_write (&beat, out);

@@ -1,0 +1,172 @@
+/* kernels/models: the UNet's cross-attention K/V cache.  The same forwards
+ * (the timesteps of a few steps, on two prompts in the order A, A, B, B, A)
+ * run on a model with the cache and on one built with
+ * PPDIFFUSE_NO_KV_CACHE=1 give the same bytes, the cached model builds
+ * once per change of prompt, and pp_unet_context_changed makes it see a
+ * prompt rewritten in place.
+ *
+ * Usage: test-kernels-kv-cache DATA_DIR [g_test options] */
+#include "pp-npy.h"
+#include "pp-unet.h"
+
+#include <string.h>
+
+#define NO_KV_CACHE_ENV "PPDIFFUSE_NO_KV_CACHE"
+/* B's prompt: A's scaled, so that every projection of it differs. */
+#define CONTEXT_B_SCALE (-0.5f)
+
+typedef struct
+{
+  const gchar *path;
+  const gchar *model;
+  const gchar *inputs;
+} KvCase;
+
+/* Batch 2 at 32×32: the transformer's rows split over the thread team. */
+static const KvCase kv_cases[] = {
+  { "/models/unet/sd15-tiny/kv-cache", "unet-sd15-tiny",
+      "shapes/unet-sd15-tiny/32x32-b2" },
+  { "/models/unet/turbo-tiny/kv-cache", "unet-turbo-tiny",
+      "shapes/unet-turbo-tiny/32x32-b2" },
+};
+
+/* The prompts of successive forwards, and the timestep of each: the
+ * steps of an epoch on A, then B, then A again. */
+static const gchar forward_contexts[] = { 'A', 'A', 'B', 'B', 'A' };
+static const gdouble forward_timesteps[] = { 999, 749, 999, 499, 249 };
+/* A, B, A. */
+#define EXPECTED_BUILDS 3
+
+static const gchar *data_dir;
+
+static PpTensor *
+load_npy (const gchar * dir, const gchar * file)
+{
+  g_autofree gchar *path = g_build_filename (data_dir, dir, file, NULL);
+  g_autoptr (GError) error = NULL;
+  PpTensor *t = pp_npy_load (path, &error);
+
+  g_assert_no_error (error);
+  return t;
+}
+
+static PpUnet *
+load_unet (const gchar * model, gboolean cache)
+{
+  g_autofree gchar *dir = g_build_filename (data_dir, model, NULL);
+  g_autoptr (GError) error = NULL;
+  PpUnet *unet;
+
+  /* The switch is read when the model is built. */
+  if (!cache)
+    g_setenv (NO_KV_CACHE_ENV, "1", TRUE);
+  unet = pp_unet_load (dir, pp_backend_default (), 0, &error);
+  g_unsetenv (NO_KV_CACHE_ENV);
+  g_assert_no_error (error);
+  return unet;
+}
+
+static PpTensor *
+on_device (const PpTensor * host)
+{
+  g_autoptr (GError) error = NULL;
+  PpTensor *t = pp_tensor_new_on (pp_backend_default (), host->name,
+      host->dtype, host->ndim, host->shape, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tensor_upload (t, host, &error));
+  g_assert_no_error (error);
+  return t;
+}
+
+/* One forward of @unet into a host copy. */
+static PpTensor *
+forward (PpUnet * unet, const PpTensor * sample, gdouble timestep,
+    const PpTensor * context)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpTensor) out = pp_tensor_new_on (pp_backend_default (), "out",
+      PP_DTYPE_F32, sample->ndim, sample->shape, &error);
+  PpTensor *host;
+
+  g_assert_no_error (error);
+  g_assert_true (pp_unet_forward_into (unet, sample, timestep, context, out,
+          &error));
+  g_assert_no_error (error);
+  host = pp_tensor_new ("out", PP_DTYPE_F32, sample->ndim, sample->shape,
+      &error);
+  g_assert_no_error (error);
+  g_assert_true (pp_tensor_download (host, out, &error));
+  g_assert_no_error (error);
+  return host;
+}
+
+static void
+assert_same_bytes (const PpTensor * a, const PpTensor * b)
+{
+  g_assert_cmpmem (a->data, a->nbytes, b->data, b->nbytes);
+}
+
+static void
+test_kv_cache (gconstpointer data)
+{
+  const KvCase *c = data;
+  g_autoptr (PpUnet) cached = load_unet (c->model, TRUE);
+  g_autoptr (PpUnet) plain = load_unet (c->model, FALSE);
+  g_autoptr (PpTensor) host_sample = load_npy (c->inputs, "sample.npy");
+  g_autoptr (PpTensor) host_a = load_npy (c->inputs,
+      "encoder_hidden_states.npy");
+  g_autoptr (PpTensor) host_b = load_npy (c->inputs,
+      "encoder_hidden_states.npy");
+  g_autoptr (PpTensor) sample = NULL, context_a = NULL, context_b = NULL;
+  g_autoptr (GError) error = NULL;
+  gfloat *b = host_b->data;
+
+  for (gint64 i = 0; i < pp_tensor_numel (host_b); i++)
+    b[i] *= CONTEXT_B_SCALE;
+  sample = on_device (host_sample);
+  context_a = on_device (host_a);
+  context_b = on_device (host_b);
+  g_assert_cmpuint (pp_unet_kv_cache_builds (cached), ==, 0);
+
+  for (guint i = 0; i < G_N_ELEMENTS (forward_contexts); i++) {
+    const PpTensor *context = forward_contexts[i] == 'A' ? context_a
+        : context_b;
+    g_autoptr (PpTensor) with = forward (cached, sample,
+        forward_timesteps[i], context);
+    g_autoptr (PpTensor) without = forward (plain, sample,
+        forward_timesteps[i], context);
+
+    assert_same_bytes (with, without);
+  }
+  g_assert_cmpuint (pp_unet_kv_cache_builds (cached), ==, EXPECTED_BUILDS);
+  g_assert_cmpuint (pp_unet_kv_cache_builds (plain), ==, 0);
+
+  /* A's tensor rewritten with B's prompt: after pp_unet_context_changed
+   * the cached model computes B's output, building once more. */
+  g_assert_true (pp_tensor_upload (context_a, host_b, &error));
+  g_assert_no_error (error);
+  pp_unet_context_changed (cached);
+  {
+    g_autoptr (PpTensor) with = forward (cached, sample, 999, context_a);
+    g_autoptr (PpTensor) without = forward (plain, sample, 999, context_b);
+
+    assert_same_bytes (with, without);
+  }
+  g_assert_cmpuint (pp_unet_kv_cache_builds (cached), ==,
+      EXPECTED_BUILDS + 1);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  if (argc < 2) {
+    g_printerr ("usage: %s DATA_DIR\n", argv[0]);
+    return 2;
+  }
+  data_dir = argv[1];
+  for (guint i = 0; i < G_N_ELEMENTS (kv_cases); i++)
+    g_test_add_data_func (kv_cases[i].path, &kv_cases[i], test_kv_cache);
+  return g_test_run ();
+}
