@@ -561,6 +561,14 @@ pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
   return TRUE;
 }
 
+void
+pp_model_new_epoch (PpModel * model)
+{
+  pp_model_graphs_reset (model);
+  if (model->klass->epoch_reset != NULL)
+    model->klass->epoch_reset (model);
+}
+
 guint64
 pp_model_cache_builds (PpModel * model)
 {

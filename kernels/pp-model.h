@@ -69,6 +69,9 @@ struct _PpModelClass
   /* Optional: how many times the model has built its per-prompt caches
    * (the UNet's cross-attention K/V cache); NULL: it has none. */
   guint64 (*cache_builds) (PpModel * model);
+  /* Optional: a new cache epoch starts; drop what is kept per epoch (the
+   * UNet's cross-attention K/V). */
+  void (*epoch_reset) (PpModel * model);
   /* Between steps_begin and steps_end, step issues only backend ops on
    * device buffers that stay put from run to run (no upload, download or
    * synchronize): a device graph can hold a slice of steps. */
@@ -179,6 +182,10 @@ guint64   pp_model_cache_builds (PpModel * model);
 /* Drops the captured graph: a new cache epoch (settings, RESET) changes
  * what the steps compute. */
 void      pp_model_graphs_reset (PpModel * model);
+/* A new cache epoch (a RESET chunk, or one of a higher epoch): the graphs
+ * and every per-epoch cache are dropped, to be made again by the next
+ * chunk. */
+void      pp_model_new_epoch (PpModel * model);
 /* Graphs captured and launched so far (0 and 0 without graphs). */
 void      pp_model_graph_counts (PpModel * model, guint64 * captures,
                                  guint64 * launches);

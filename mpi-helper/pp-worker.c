@@ -326,10 +326,10 @@ run_steps (Worker * w, PpChunk * chunk)
   pp_hooks_before_steps (chunk->chunk_id);
   apply_settings (w, chunk);
   /* A new cache epoch (and RESET, which starts one) changes what the
-   * steps compute: no graph of an older one may run. */
+   * steps compute: no graph or per-epoch cache of an older one may serve. */
   if (chunk->cache_epoch != w->graph_epoch
       || (chunk->flags & PP_CHUNK_FLAG_RESET)) {
-    pp_model_graphs_reset (w->model);
+    pp_model_new_epoch (w->model);
     w->graph_epoch = chunk->cache_epoch;
   }
   /* The sample goes to the device once and stays there for the slice. */

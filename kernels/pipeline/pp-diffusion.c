@@ -840,6 +840,15 @@ diffusion_weights_digest (PpModel * model)
       : NULL;
 }
 
+static void
+diffusion_epoch_reset (PpModel * model)
+{
+  Diffusion *d = model->priv;
+
+  if (d->unet != NULL)
+    pp_unet_context_changed (d->unet);
+}
+
 static guint64
 diffusion_cache_builds (PpModel * model)
 {
@@ -861,5 +870,6 @@ const PpModelClass pp_model_diffusion_class = {
   .finalize = diffusion_finalize,
   .weights_digest = diffusion_weights_digest,
   .cache_builds = diffusion_cache_builds,
+  .epoch_reset = diffusion_epoch_reset,
   .graphable = TRUE,
 };

@@ -1,9 +1,9 @@
 /* ppdiffuse — the workers' cross-attention K/V cache on a tiny turbo
  * pipeline with two workers: the seed changes twice while playing, and the
  * stats' kv-cache-builds says each worker built its cache once per
- * settings epoch (docs/operator/cache-lifecycle.md: the start, then each
- * accepted settings change; a caps change starts a cache epoch without
- * rebuilding).  The same stream with PPDIFFUSE_NO_KV_CACHE=1 gives the
+ * cache epoch it computed in (docs/operator/cache-lifecycle.md: the start,
+ * each accepted settings change, and a caps change, which starts a cache
+ * epoch too).  The same stream with PPDIFFUSE_NO_KV_CACHE=1 gives the
  * same bytes and no builds: it runs in a child process of this test
  * started with that environment, because Open MPI's daemon, started at
  * this process's first spawn, hands its own environment to every worker
@@ -134,9 +134,9 @@ expect_builds (GstElement * element, guint64 want)
 }
 
 /* Runs the stream (one frame in, one out, the seed changed between
- * epochs, the caps changed and back in the last one) and returns the
- * frames out; checks the workers' builds: one per settings epoch, none
- * with @cache FALSE. */
+ * epochs, the caps changed in the last one) and returns the frames out;
+ * checks the workers' builds: one per cache epoch, none with @cache
+ * FALSE. */
 static GPtrArray *
 run_stream (gboolean cache)
 {
@@ -164,8 +164,8 @@ run_stream (gboolean cache)
       g_usleep (SETTLE_US);
     }
     for (guint i = 0; i < FRAMES_PER_EPOCH; i++, n++) {
-      /* A caps change (same size, another rate) in the last epoch: a new
-       * cache epoch, the same prompt, no rebuild. */
+      /* A caps change (same size, another rate) in the last settings
+       * epoch: a new cache epoch, built once more. */
       if (e == G_N_ELEMENTS (epoch_seeds) - 1 && i == 1)
         gst_harness_set_src_caps_str (h, other_caps);
       fail_unless_equals_int (gst_harness_push (h, make_rgb (n)),
@@ -175,7 +175,7 @@ run_stream (gboolean cache)
           "frame %u did not come out", n);
     }
   }
-  expect_builds (element, cache ? G_N_ELEMENTS (epoch_seeds) : 0);
+  expect_builds (element, cache ? G_N_ELEMENTS (epoch_seeds) + 1 : 0);
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   gst_harness_teardown (h);
