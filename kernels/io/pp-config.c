@@ -338,3 +338,21 @@ pp_config_save_json (const gchar * path, JsonNode * root, GError ** error)
   }
   return TRUE;
 }
+
+gboolean
+pp_config_get_positive_int (PpConfig * cfg, const gchar * key,
+    gint64 default_value, gint * out, GError ** error)
+{
+  gint64 v;
+
+  if (!pp_config_get_int (cfg, key, default_value, &v, error))
+    return FALSE;
+  if (v < 1 || v > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: key '%s' is %" G_GINT64_FORMAT "; expected a positive integer",
+        cfg->path, key, v);
+    return FALSE;
+  }
+  *out = (gint) v;
+  return TRUE;
+}

@@ -28,6 +28,11 @@ gboolean     pp_config_get_int     (PpConfig * cfg, const gchar * key,
                                     GError ** error);
 gboolean     pp_config_require_int (PpConfig * cfg, const gchar * key,
                                     gint64 * out, GError ** error);
+/* The same for a gint in 1..G_MAXINT, @default_value when absent; another
+ * value is an error naming the file and the key. */
+gboolean     pp_config_get_positive_int (PpConfig * cfg, const gchar * key,
+                                         gint64 default_value, gint * out,
+                                         GError ** error);
 /* Accepts integers too. */
 gboolean     pp_config_get_double  (PpConfig * cfg, const gchar * key,
                                     gdouble default_value, gdouble * out,

@@ -64,24 +64,6 @@ struct _PpClipText
 };
 
 static gboolean
-positive_int (PpConfig * cfg, const gchar * path, const gchar * key,
-    gint64 def, gint * out, GError ** error)
-{
-  gint64 v;
-
-  if (!pp_config_get_int (cfg, key, def, &v, error))
-    return FALSE;
-  if (v < 1 || v > G_MAXINT) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "%s: key '%s' is %" G_GINT64_FORMAT "; expected a positive integer",
-        path, key, v);
-    return FALSE;
-  }
-  *out = (gint) v;
-  return TRUE;
-}
-
-static gboolean
 read_act (const gchar * path, const gchar * name, ClipAct * out,
     GError ** error)
 {
@@ -107,16 +89,16 @@ read_config (PpClipText * m, const gchar * path, GError ** error)
 
   if (cfg == NULL)
     return FALSE;
-  if (!positive_int (cfg, path, "vocab_size", DEF_VOCAB, &m->vocab, error)
-      || !positive_int (cfg, path, "hidden_size", DEF_HIDDEN, &m->hidden,
+  if (!pp_config_get_positive_int (cfg, "vocab_size", DEF_VOCAB, &m->vocab, error)
+      || !pp_config_get_positive_int (cfg, "hidden_size", DEF_HIDDEN, &m->hidden,
           error)
-      || !positive_int (cfg, path, "intermediate_size", DEF_INTERMEDIATE,
+      || !pp_config_get_positive_int (cfg, "intermediate_size", DEF_INTERMEDIATE,
           &m->intermediate, error)
-      || !positive_int (cfg, path, "num_hidden_layers", DEF_LAYERS,
+      || !pp_config_get_positive_int (cfg, "num_hidden_layers", DEF_LAYERS,
           &m->n_layers, error)
-      || !positive_int (cfg, path, "num_attention_heads", DEF_HEADS,
+      || !pp_config_get_positive_int (cfg, "num_attention_heads", DEF_HEADS,
           &m->heads, error)
-      || !positive_int (cfg, path, "max_position_embeddings",
+      || !pp_config_get_positive_int (cfg, "max_position_embeddings",
           DEF_MAX_POSITIONS, &m->max_positions, error)
       || !pp_config_get_double (cfg, "layer_norm_eps", DEF_LAYER_NORM_EPS,
           &eps, error)

@@ -143,24 +143,6 @@ read_stages (PpConfig * cfg, const gchar * path, const gchar * channels_key,
   return TRUE;
 }
 
-static gboolean
-positive_int (PpConfig * cfg, const gchar * path, const gchar * key,
-    gint64 def, gint * out, GError ** error)
-{
-  gint64 v;
-
-  if (!pp_config_get_int (cfg, key, def, &v, error))
-    return FALSE;
-  if (v < 1 || v > G_MAXINT) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "%s: key '%s' is %" G_GINT64_FORMAT "; expected a positive integer",
-        path, key, v);
-    return FALSE;
-  }
-  *out = (gint) v;
-  return TRUE;
-}
-
 PpTaesd *
 pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
     GError ** error)
@@ -185,13 +167,13 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   cfg = pp_config_load (config_path, error);
   if (cfg == NULL)
     return NULL;
-  ok = positive_int (cfg, config_path, "in_channels", def_in,
+  ok = pp_config_get_positive_int (cfg, "in_channels", def_in,
       &m->in_channels, error)
-      && positive_int (cfg, config_path, "out_channels", def_out,
+      && pp_config_get_positive_int (cfg, "out_channels", def_out,
       &m->out_channels, error)
-      && positive_int (cfg, config_path, "latent_channels", def_latent,
+      && pp_config_get_positive_int (cfg, "latent_channels", def_latent,
       &m->latent_channels, error)
-      && positive_int (cfg, config_path, "upsampling_scaling_factor", def_up,
+      && pp_config_get_positive_int (cfg, "upsampling_scaling_factor", def_up,
       &m->upsampling_factor, error)
       && read_stages (cfg, config_path, "encoder_block_out_channels",
       "num_encoder_blocks", &enc_ch, &enc_n, error)
