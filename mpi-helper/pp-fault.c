@@ -20,6 +20,7 @@ static const gchar *const kind_names[] = {
   [PP_FAULT_SLOW] = "slow",
   [PP_FAULT_EARLY_CRASH] = "early-crash",
   [PP_FAULT_BAD_DIGEST] = "bad-digest",
+  [PP_FAULT_LATE_START] = "late-start",
 };
 
 const gchar *

@@ -26,6 +26,7 @@ typedef enum
   PP_FAULT_SLOW,                /* sleep 3 × timeout-ms in a step */
   PP_FAULT_EARLY_CRASH,         /* crash before MPI_Init */
   PP_FAULT_BAD_DIGEST,          /* report another model digest at init */
+  PP_FAULT_LATE_START,          /* sleep chunk:N ms before MPI_Init */
 } PpFaultKind;
 
 typedef struct

@@ -9,6 +9,7 @@
 #include "pp-transport.h"
 
 #include <mpi.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -340,4 +341,32 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
   g_hash_table_insert (parity, g_strdup (PP_PARITY_DATA_PLANE),
       g_strdup (plan->data_plane));
   return pp_parity_check (parity, workers, n, error);
+}
+
+gboolean
+pp_worker_answer_probe (int argc, char **argv)
+{
+  if (argc < 2 || !g_str_equal (argv[1], PP_WORKER_PROBE_ARG))
+    return FALSE;
+  printf ("%sprotocol %d build %s\n", PP_WORKER_PROBE_REPLY,
+      PP_PROTOCOL_VERSION, PP_BUILD_ID);
+  fflush (stdout);
+  return TRUE;
+}
+
+guint
+pp_worker_start_timeout_arg (int argc, char **argv, guint fallback)
+{
+  const gsize len = strlen (PP_WORKER_START_ARG);
+
+  for (int i = 1; i < argc; i++) {
+    guint64 ms;
+
+    if (strncmp (argv[i], PP_WORKER_START_ARG, len) == 0
+        && argv[i][len] == '='
+        && g_ascii_string_to_unsigned (argv[i] + len + 1, 10, 1, G_MAXUINT,
+            &ms, NULL))
+      return (guint) ms;
+  }
+  return fallback;
 }

@@ -105,4 +105,13 @@ gboolean    pp_handshake_run         (MPI_Comm world, const PpPlan * plan,
                                       gpointer progress_data,
                                       GError ** error);
 
+/* A worker's main, first thing: TRUE (after printing its probe reply)
+ * when run as "WORKER --ppdiffuse-probe" (PP_WORKER_PROBE_ARG); it must
+ * then exit 0 without touching MPI. */
+gboolean    pp_worker_answer_probe   (int argc, char **argv);
+/* The start budget rank 0 passed as PP_WORKER_START_ARG=MS, else
+ * @fallback. */
+guint       pp_worker_start_timeout_arg (int argc, char **argv,
+                                      guint fallback);
+
 G_END_DECLS

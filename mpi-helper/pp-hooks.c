@@ -57,6 +57,13 @@ pp_hooks_before_mpi_init (void)
     fflush (stderr);
     abort ();
   }
+  if (early.kind == PP_FAULT_LATE_START) {
+    /* chunk:N is the delay in ms here: a worker slow to come up. */
+    fprintf (stderr, "ppdiffuse-worker rank %d: injecting fault late-start "
+        "(%" G_GUINT64_FORMAT " ms before MPI_Init)\n", (int) r + 1,
+        early.chunk);
+    g_usleep (early.chunk * 1000);
+  }
 }
 
 void

@@ -46,14 +46,24 @@ struct _PpMesh
 /* pp-mpi-start.c: initialises MPI with MPI_THREAD_MULTIPLE, or checks
  * the initialisation the application made, within @timeout_ms. */
 gboolean pp_mpi_start (guint timeout_ms, GError ** error);
+/* What MPI start-up and the spawn get: timeout-ms, at least the floor
+ * (PP_MESH_START_FLOOR_MS). */
+guint    pp_mpi_start_timeout_ms (guint timeout_ms);
 
 /* pp-spawn.c */
 const gchar *pp_spawn_installed_worker (void);
 /* The worker executable: @configured, else $PPDIFFUSE_WORKER, else the
  * installed one; NULL with @error when it is not an executable file. */
 gchar   *pp_spawn_resolve_worker (const gchar * configured, GError ** error);
-/* Spawns the workers and merges them with rank 0 into mesh->world, within
- * timeout-ms. */
+/* Runs "@worker --ppdiffuse-probe" on this host within @timeout_ms: FALSE
+ * with the exit status and what it printed when it is no worker that runs
+ * here. */
+gboolean pp_spawn_probe_worker (const gchar * worker, guint timeout_ms,
+                                GError ** error);
+/* Checks the hostfile and the worker, then spawns the workers and merges
+ * them with rank 0 into mesh->world, within the start budget
+ * (pp_mpi_start_timeout_ms); a worker of this host that exits early, or an
+ * error from Open MPI's launcher, ends it at once, with that cause. */
 gboolean pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
                            const gchar * worker, GError ** error);
 

@@ -16,6 +16,11 @@ G_BEGIN_DECLS
 typedef struct _PpMesh PpMesh;
 
 #define PP_MESH_MAX_WORKERS 256
+/* MPI start-up and the spawn get at least this long, whatever timeout-ms
+ * says: Open MPI's start-up alone takes a few hundred ms on a quiet
+ * machine and seconds on a loaded one.  Workers that die at start are
+ * found out long before it (pp-spawn.c). */
+#define PP_MESH_START_FLOOR_MS 10000
 
 /* Where pp_mesh_start is, for a caller that shows progress. */
 typedef enum

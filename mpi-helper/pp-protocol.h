@@ -63,8 +63,21 @@ enum
 /* Deadlines a worker keeps on its own, before and after it has a plan
  * (whose timeout-ms bounds everything in between). */
 /* MPI start-up and the handshake: the hello follows the spawn at once,
- * so this only bounds a broken parent. */
+ * so this only bounds a broken parent.  Rank 0 passes its own start
+ * budget as PP_WORKER_START_ARG=MS, which replaces it: a worker of a start
+ * rank 0 gave up ends by itself soon after rank 0 stopped waiting. */
 #define PP_WORKER_HELLO_TIMEOUT_MS 60000
+#define PP_WORKER_START_ARG "--start-timeout-ms"
+/* Rank 0's answer when a spawn completes after it gave up on it: a hello
+ * of zero bytes tells the worker to exit at once, quietly. */
+#define PP_HELLO_CANCEL_BYTES 0
+/* Run as "ppdiffuse-worker --ppdiffuse-probe", a worker prints one line
+ * starting with PP_WORKER_PROBE_REPLY and exits 0 without touching MPI:
+ * rank 0 checks so that the executable it is about to spawn is a worker
+ * that runs on this host (not another program, not one missing a
+ * library). */
+#define PP_WORKER_PROBE_ARG "--ppdiffuse-probe"
+#define PP_WORKER_PROBE_REPLY "ppdiffuse-worker "
 /* MPI teardown after a clean shutdown, before the worker just exits. */
 /* (Sanitizer builds set a longer one: the exit includes the leak check.) */
 #ifndef PP_WORKER_EXIT_GRACE_MS
@@ -88,5 +101,10 @@ enum
 /* Test-only, builds with fault injection: rank:R,chunk:N,kind:K makes a
  * worker misbehave (pp-fault.h). */
 #define PP_FAULT_ENV "PPDIFFUSE_FAULT"
+/* Test-only, builds with fault injection: the start-up floor in ms instead
+ * of PP_MESH_START_FLOOR_MS, and a delay in ms before rank 0's
+ * MPI_Init_thread (a slow MPI start-up). */
+#define PP_TEST_START_FLOOR_ENV "PPDIFFUSE_TEST_START_FLOOR_MS"
+#define PP_TEST_INIT_DELAY_ENV "PPDIFFUSE_TEST_MPI_INIT_DELAY_MS"
 
 G_END_DECLS

@@ -413,10 +413,14 @@ compute_loop (Worker * w)
   }
 }
 
+/* How long MPI start-up and the handshake may take: rank 0's start
+ * budget when it passed one (PP_WORKER_START_ARG), else the default. */
+static guint start_timeout_ms = PP_WORKER_HELLO_TIMEOUT_MS;
+
 static void
 do_handshake (Worker * w)
 {
-  PpWait wait = { w->world, 0, pp_deadline_in_ms (PP_WORKER_HELLO_TIMEOUT_MS),
+  PpWait wait = { w->world, 0, pp_deadline_in_ms (start_timeout_ms),
     NULL, NULL
   };
   g_autoptr (GBytes) hello = NULL;
@@ -431,6 +435,12 @@ do_handshake (Worker * w)
       "handshake hello", &error);
   if (hello == NULL)
     worker_fail (w, "handshake", error);
+  if (g_bytes_get_size (hello) == PP_HELLO_CANCEL_BYTES) {
+    /* Rank 0 gave up on this start before the spawn completed. */
+    PP_INFO ("rank 0 gave up on this start before it came up; exiting");
+    fflush (stderr);
+    _exit (PP_WORKER_EXIT_FAILURE);
+  }
   w->plan = pp_handshake_hello_parse (hello, &w->rank0_pid, &w->rank0_host,
       &options, &error);
   w->dump_dir = g_steal_pointer (&options.dump_dir);
@@ -470,7 +480,7 @@ do_handshake (Worker * w)
   }
   reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
       error ? error->message : NULL, parity);
-  wait.deadline_us = pp_deadline_in_ms (PP_WORKER_HELLO_TIMEOUT_MS);
+  wait.deadline_us = pp_deadline_in_ms (start_timeout_ms);
   if (!pp_transport_send_bytes (&wait, PP_TAG_HANDSHAKE_REPLY, reply,
           "handshake reply", error ? NULL : &error) || error != NULL)
     worker_fail (w, "handshake", error);
@@ -548,18 +558,18 @@ worker_liveness_new (Worker * w)
 
 /* MPI_Init_thread and MPI_Intercomm_merge have no timeout of their own:
  * until the handshake is done, this thread ends the process after
- * PP_WORKER_HELLO_TIMEOUT_MS. */
+ * start_timeout_ms. */
 static gint started;
 
 static gpointer
 start_watchdog (gpointer data)
 {
-  const gint64 deadline = pp_deadline_in_ms (PP_WORKER_HELLO_TIMEOUT_MS);
+  const gint64 deadline = pp_deadline_in_ms (start_timeout_ms);
 
   while (!g_atomic_int_get (&started)) {
     if (g_get_monotonic_time () > deadline) {
       fprintf (stderr, "ppdiffuse-worker: MPI start-up and handshake did "
-          "not finish within %d ms; exiting\n", PP_WORKER_HELLO_TIMEOUT_MS);
+          "not finish within %u ms; exiting\n", start_timeout_ms);
       fflush (stderr);
       _exit (PP_WORKER_EXIT_FAILURE);
     }
@@ -605,6 +615,10 @@ main (int argc, char **argv)
   GError *error = NULL;
 
   w.world = MPI_COMM_NULL;
+  if (pp_worker_answer_probe (argc, argv))
+    return 0;
+  start_timeout_ms = pp_worker_start_timeout_arg (argc, argv,
+      PP_WORKER_HELLO_TIMEOUT_MS);
   pp_hooks_before_mpi_init ();
   g_thread_unref (g_thread_new ("pp-start-watchdog", start_watchdog, NULL));
   if (MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS

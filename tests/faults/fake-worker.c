@@ -46,6 +46,9 @@ main (int argc, char **argv)
   PpHelloOptions options;
   PpWait wait;
 
+  /* Each fake passes rank 0's probe: what it breaks comes later. */
+  if (pp_worker_answer_probe (argc, argv))
+    return 0;
   if (FAKE_MODE == FAKE_NOT_MPI)
     return 1;
   MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

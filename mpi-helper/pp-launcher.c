@@ -1,0 +1,261 @@
+/* ppdiffuse — what Open MPI's launcher says (pp-launcher.h). */
+#define _GNU_SOURCE
+#include "pp-launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The most lines kept, and the most characters of one line. */
+#define PP_LAUNCHER_LINES 256
+#define PP_LAUNCHER_LINE_MAX 400
+/* The most characters pp_launcher_text_since returns. */
+#define PP_LAUNCHER_TEXT_MAX 1600
+/* What the pipe holds while nobody reads it (the copying thread is slow or
+ * this process is stopped): the daemon blocks only beyond that. */
+#define PP_LAUNCHER_PIPE_BYTES (1 << 20)
+
+typedef struct
+{
+  guint64 index;
+  gint64 at_us;
+  gchar *text;
+  gboolean ends_error;          /* closes a framed message that is an error */
+} Line;
+
+static GMutex lock;
+static Line lines[PP_LAUNCHER_LINES];   /* ring, by index */
+static guint64 n_lines;         /* lines seen so far */
+static GString *block;          /* the framed message being read, or NULL */
+static gint read_fd = -1;       /* the pipe, for the copying thread */
+static gint saved_fd = -1;      /* the real standard error */
+static gboolean capturing;
+
+gboolean
+pp_launcher_is_noise_line (const gchar * line)
+{
+  const gchar *p = line;
+
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (*p == '\0')
+    return TRUE;
+  /* Open MPI frames its messages with a line of dashes. */
+  if (strspn (p, "-") == strlen (p) && strlen (p) >= 10)
+    return TRUE;
+  /* ppdiffuse's own progress lines; its warnings and errors stay. */
+  return g_str_has_prefix (p, "[ppdiffuse rank")
+      && (strstr (p, "] INFO ") != NULL || strstr (p, "] DEBUG ") != NULL);
+}
+
+gboolean
+pp_launcher_is_error_text (const gchar * text)
+{
+  static const gchar *const failed[] = {
+    "abort", "terminat", "exited", "unable", "fail", "lost", "not enough",
+    "could not", "cannot", "can not", "error", "not found", "no such",
+    "refused", "unreachable", "killed", "signal",
+  };
+  g_autofree gchar *lower = g_ascii_strdown (text, -1);
+  const gchar *p = lower;
+
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (g_str_has_prefix (p, "warning"))
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (failed); i++)
+    if (strstr (p, failed[i]) != NULL)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+is_frame (const gchar * line)
+{
+  return strlen (line) >= 10 && strspn (line, "-") == strlen (line);
+}
+
+/* Under lock. */
+static void
+add_line (const gchar * text)
+{
+  Line *line = &lines[n_lines % PP_LAUNCHER_LINES];
+
+  g_free (line->text);
+  line->index = n_lines++;
+  line->at_us = g_get_monotonic_time ();
+  line->text = g_strndup (text, PP_LAUNCHER_LINE_MAX);
+  line->ends_error = FALSE;
+  if (!is_frame (text)) {
+    if (block != NULL) {
+      if (block->len > 0)
+        g_string_append_c (block, ' ');
+      g_string_append (block, text);
+    }
+    return;
+  }
+  if (block == NULL) {
+    block = g_string_new (NULL);
+    return;
+  }
+  line->ends_error = pp_launcher_is_error_text (block->str);
+  g_string_free (block, TRUE);
+  block = NULL;
+}
+
+static void
+write_all (gint fd, const gchar * data, gssize len)
+{
+  while (len > 0) {
+    gssize n = write (fd, data, len);
+
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
+    data += n;
+    len -= n;
+  }
+}
+
+static gpointer
+copy_thread (gpointer unused)
+{
+  GString *partial = g_string_new (NULL);
+  gchar buf[4096];
+
+  for (;;) {
+    gssize n = read (read_fd, buf, sizeof buf);
+
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    write_all (saved_fd, buf, n);
+    g_mutex_lock (&lock);
+    for (gssize i = 0; i < n; i++) {
+      if (buf[i] == '\n') {
+        add_line (partial->str);
+        g_string_truncate (partial, 0);
+      } else if (partial->len < PP_LAUNCHER_LINE_MAX) {
+        g_string_append_c (partial, buf[i]);
+      }
+    }
+    g_mutex_unlock (&lock);
+  }
+  g_mutex_lock (&lock);
+  if (partial->len > 0)
+    add_line (partial->str);
+  g_mutex_unlock (&lock);
+  g_string_free (partial, TRUE);
+  return NULL;
+}
+
+void
+pp_launcher_capture_begin (void)
+{
+  gint fds[2];
+
+  g_mutex_lock (&lock);
+  if (capturing || read_fd >= 0 || pipe2 (fds, O_CLOEXEC) != 0) {
+    g_mutex_unlock (&lock);
+    return;
+  }
+  saved_fd = fcntl (STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (saved_fd < 0) {
+    close (fds[0]);
+    close (fds[1]);
+    g_mutex_unlock (&lock);
+    return;
+  }
+  fcntl (fds[1], F_SETPIPE_SZ, PP_LAUNCHER_PIPE_BYTES);
+  read_fd = fds[0];
+  /* The copy on descriptor 2 is inherited by what MPI_Init forks; the
+   * pipe's own descriptor is closed at _end. */
+  dup2 (fds[1], STDERR_FILENO);
+  close (fds[1]);
+  capturing = TRUE;
+  g_mutex_unlock (&lock);
+  g_thread_unref (g_thread_new ("pp-launcher-log", copy_thread, NULL));
+}
+
+void
+pp_launcher_capture_end (void)
+{
+  g_mutex_lock (&lock);
+  if (capturing) {
+    /* From here only Open MPI's daemon (and what it starts) writes into
+     * the pipe; when it exits, the copying thread reads the end. */
+    dup2 (saved_fd, STDERR_FILENO);
+    capturing = FALSE;
+  }
+  g_mutex_unlock (&lock);
+}
+
+guint64
+pp_launcher_mark (void)
+{
+  guint64 mark;
+
+  g_mutex_lock (&lock);
+  mark = n_lines;
+  g_mutex_unlock (&lock);
+  return mark;
+}
+
+/* The oldest line still kept at or after @mark; under lock. */
+static guint64
+first_kept (guint64 mark)
+{
+  return MAX (mark, n_lines > PP_LAUNCHER_LINES
+      ? n_lines - PP_LAUNCHER_LINES : 0);
+}
+
+gchar *
+pp_launcher_text_since (guint64 mark)
+{
+  GString *text = g_string_new (NULL);
+
+  g_mutex_lock (&lock);
+  for (guint64 i = first_kept (mark); i < n_lines; i++) {
+    const Line *line = &lines[i % PP_LAUNCHER_LINES];
+    g_autofree gchar *stripped = NULL;
+
+    if (pp_launcher_is_noise_line (line->text))
+      continue;
+    stripped = g_strstrip (g_strdup (line->text));
+    if (text->len > 0)
+      g_string_append_c (text, ' ');
+    g_string_append (text, stripped);
+  }
+  g_mutex_unlock (&lock);
+  if (text->len == 0) {
+    g_string_free (text, TRUE);
+    return NULL;
+  }
+  if (text->len > PP_LAUNCHER_TEXT_MAX) {
+    g_string_truncate (text, PP_LAUNCHER_TEXT_MAX);
+    g_string_append (text, " …");
+  }
+  return g_string_free (text, FALSE);
+}
+
+gboolean
+pp_launcher_failed_since (guint64 mark, gint64 * at_us)
+{
+  gboolean failed = FALSE;
+
+  g_mutex_lock (&lock);
+  for (guint64 i = first_kept (mark); i < n_lines && !failed; i++) {
+    const Line *line = &lines[i % PP_LAUNCHER_LINES];
+
+    if (line->ends_error) {
+      failed = TRUE;
+      if (at_us != NULL)
+        *at_us = line->at_us;
+    }
+  }
+  g_mutex_unlock (&lock);
+  return failed;
+}

@@ -1,0 +1,44 @@
+/* ppdiffuse — what Open MPI's launcher says, for rank 0's errors.
+ *
+ * When rank 0 initialises MPI itself, Open MPI forks a daemon (the
+ * singleton's HNP) that launches the workers, runs the launch agent (ssh)
+ * for other hosts and forwards the workers' output; its complaints
+ * ("ssh: Could not resolve hostname …", "Child job 2 terminated
+ * normally, but 1 process returned a non-zero exit code", a missing
+ * library) go to its standard error.  A GUI application loses that text;
+ * the element's error must carry it.  So while MPI_Init_thread forks that
+ * daemon, this process's standard error is a pipe: the daemon keeps it,
+ * and a thread of this module copies every byte it writes to the real
+ * standard error, keeping the last lines for pp_launcher_text_since.
+ *
+ * The thread lives as long as the daemon (until MPI_Finalize or the end of
+ * the process): one per process, not per start. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Around MPI_Init_thread, in the thread that calls it: points standard
+ * error at the pipe; _end points it back and starts the copying thread.
+ * Without a pipe (out of descriptors) nothing is captured. */
+void      pp_launcher_capture_begin (void);
+void      pp_launcher_capture_end   (void);
+
+/* A mark in the captured lines: what came after it is asked for below. */
+guint64   pp_launcher_mark          (void);
+/* Open MPI's own lines since @mark (ppdiffuse's log lines and Open MPI's
+ * frame lines left out), joined by spaces; NULL when there were none. */
+gchar    *pp_launcher_text_since    (guint64 mark);
+/* TRUE when, since @mark, Open MPI printed a complete message that is an
+ * error (a framed message that is no warning and says something failed),
+ * with @at_us its monotonic time. */
+gboolean  pp_launcher_failed_since  (guint64 mark, gint64 * at_us);
+
+/* Pure helpers, for the tests: whether a framed message's text (lines
+ * joined) is an error, and whether @line is one of Open MPI's frame lines
+ * or a ppdiffuse log line. */
+gboolean  pp_launcher_is_error_text (const gchar * text);
+gboolean  pp_launcher_is_noise_line (const gchar * line);
+
+G_END_DECLS

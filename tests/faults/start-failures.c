@@ -1,0 +1,297 @@
+/* ppdiffuse — start-up failures, one process per case: each ends in an
+ * element error that names its cause within a bound, leaves no worker
+ * process and no thread of the start behind, and a later start in the
+ * same process works.
+ *
+ *   start-failures DIR CASE
+ *
+ * DIR holds the test workers (dies-at-start.sh, missing-lib-worker). */
+#include <gst/check/gstcheck.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "pp-check-util.h"
+
+#define CAPS "video/x-raw,format=RGBx,width=32,height=24,framerate=30/1"
+#define FRAMES 4
+/* A start that fails for a cause found before or during the spawn. */
+#define PROMPT_MS 3000
+/* How long a failed start's processes and threads may outlive its error. */
+#define CLEANUP_MS 5000
+/* A start that is expected to work (MPI start-up included). */
+#define START_MS 60000
+
+static const gchar *test_dir;
+static const gchar *case_name;
+
+/* Runs FRAMES frames through ppdiffuse with @props; returns the error's
+ * message (NULL after EOS), and in @elapsed_ms how long it took. */
+static gchar *
+run_pipeline (const gchar * props, guint within_ms, gint64 * elapsed_ms)
+{
+  g_autofree gchar *desc = g_strdup_printf ("videotestsrc num-buffers=%d ! "
+      CAPS " ! ppdiffuse model=builtin:stamp ranks=2 steps=2 %s ! "
+      "fakesink", FRAMES, props);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstBus *bus;
+  GstMessage *msg;
+  gchar *text = NULL;
+  gint64 start = g_get_monotonic_time ();
+
+  fail_unless (pipeline != NULL, "%s", error ? error->message : "?");
+  bus = gst_element_get_bus (pipeline);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (bus, within_ms * GST_MSECOND,
+      GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
+  *elapsed_ms = (g_get_monotonic_time () - start) / 1000;
+  fail_unless (msg != NULL, "'%s': neither an error nor EOS within %u ms",
+      props, within_ms);
+  if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+    GError *e = NULL;
+
+    gst_message_parse_error (msg, &e, NULL);
+    text = g_strdup (e->message);
+    g_error_free (e);
+  }
+  gst_message_unref (msg);
+  fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+  GST_INFO ("'%s' after %" G_GINT64_FORMAT " ms: %s", props, *elapsed_ms,
+      text ? text : "EOS");
+  return text;
+}
+
+static void
+expect_failure (const gchar * props, guint within_ms,
+    const gchar * const *needles)
+{
+  gint64 ms;
+  g_autofree gchar *text = run_pipeline (props, within_ms + START_MS, &ms);
+
+  fail_unless (text != NULL, "'%s' started", props);
+  fail_unless (ms <= within_ms, "'%s' failed after %" G_GINT64_FORMAT
+      " ms, more than %u ms: %s", props, ms, within_ms, text);
+  for (guint i = 0; needles[i] != NULL; i++)
+    fail_unless (strstr (text, needles[i]) != NULL, "'%s' is not in the "
+        "error of '%s': %s", needles[i], props, text);
+}
+
+static void
+expect_frames (const gchar * props)
+{
+  gint64 ms;
+  g_autofree gchar *text = run_pipeline (props, START_MS, &ms);
+
+  fail_unless (text == NULL, "'%s' failed: %s", props, text);
+}
+
+/* Threads of this process whose name starts with @prefix. */
+static guint
+count_threads (const gchar * prefix)
+{
+  GDir *dir = g_dir_open ("/proc/self/task", 0, NULL);
+  const gchar *entry;
+  guint n = 0;
+
+  fail_unless (dir != NULL);
+  while ((entry = g_dir_read_name (dir)) != NULL) {
+    g_autofree gchar *path = g_build_filename ("/proc/self/task", entry,
+        "comm", NULL);
+    g_autofree gchar *comm = NULL;
+
+    if (g_file_get_contents (path, &comm, NULL, NULL)
+        && g_str_has_prefix (comm, prefix))
+      n++;
+  }
+  g_dir_close (dir);
+  return n;
+}
+
+static guint
+wait_threads_gone (const gchar * prefix, guint timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  guint n;
+
+  while ((n = count_threads (prefix)) > 0
+      && g_get_monotonic_time () < deadline)
+    g_usleep (20000);
+  return n;
+}
+
+/* After a failed start: nothing of it is left within CLEANUP_MS, and the
+ * next start in this process works (and stops again). */
+static void
+expect_clean_restart (void)
+{
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worke",
+          CLEANUP_MS), 0);
+  fail_unless_equals_int (wait_threads_gone ("pp-spawn", CLEANUP_MS), 0);
+  fail_unless_equals_int (count_threads ("pp-deadline"), 0);
+  expect_frames ("timeout-ms=5000");
+  expect_frames ("timeout-ms=5000");
+}
+
+static gchar *
+test_worker (const gchar * name)
+{
+  return g_build_filename (test_dir, name, NULL);
+}
+
+/* Programs that are no worker: each is found out before any spawn, with
+ * its exit status and what it printed. */
+GST_START_TEST (test_not_workers)
+{
+  g_autofree gchar *missing = test_worker ("missing-lib-worker");
+  g_autofree gchar *missing_prop = g_strdup_printf ("worker=%s", missing);
+  const gchar *true_needles[] = { "could not start 2 workers from '/bin/true'",
+    "exited with status 0", "printed nothing", NULL
+  };
+  const gchar *sleep_needles[] = { "'/bin/sleep'", "exited with status 1",
+    "unrecognized option", NULL
+  };
+  const gchar *lib_needles[] = { "missing-lib-worker", "exited with status "
+        "127", "libppgone.so", "cannot open shared object file", NULL
+  };
+
+  expect_failure ("worker=/bin/true", PROMPT_MS, true_needles);
+  expect_failure ("worker=/bin/sleep", PROMPT_MS, sleep_needles);
+  expect_failure (missing_prop, PROMPT_MS, lib_needles);
+  expect_clean_restart ();
+}
+
+GST_END_TEST;
+
+/* A worker that passes the probe and exits 3 when spawned, before
+ * MPI_Init: Open MPI's launcher says so, and that text is the error. */
+GST_START_TEST (test_dies_at_start)
+{
+  g_autofree gchar *script = test_worker ("dies-at-start.sh");
+  g_autofree gchar *prop = g_strdup_printf ("worker=%s", script);
+  const gchar *needles[] = { "could not start 2 workers", "Open MPI says",
+    "exiting with status 3", "non-zero exit code", NULL
+  };
+
+  expect_failure (prop, PROMPT_MS, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("dies-at-start",
+          CLEANUP_MS), 0);
+  /* The spawn's own thread is left in Open MPI's connect step (its fixed
+   * ten-minute limit); the watch thread and the workers are not. */
+  fail_unless_equals_int (wait_threads_gone ("pp-spawn-watch", CLEANUP_MS),
+      0);
+  expect_frames ("timeout-ms=5000");
+  expect_frames ("timeout-ms=5000");
+}
+
+GST_END_TEST;
+
+/* Placement settings that cannot work never reach Open MPI. */
+GST_START_TEST (test_bad_placement)
+{
+  g_autofree gchar *hostfile = g_build_filename (g_get_tmp_dir (),
+      "ppdiffuse-start-failures-hostfile", NULL);
+  g_autofree gchar *hostfile_prop = g_strdup_printf ("hostfile=%s",
+      hostfile);
+  const gchar *host_needles[] = { "host 'no-such-host.invalid'",
+    "hosts property", "does not resolve", NULL
+  };
+  const gchar *file_needles[] = { "hostfile '/nonexistent/hosts'",
+    "does not exist", NULL
+  };
+  const gchar *line_needles[] = { "host 'unknown-host.invalid'", hostfile,
+    "does not resolve", NULL
+  };
+
+  fail_unless (g_file_set_contents (hostfile, "# two hosts\nlocalhost "
+          "slots=2\nunknown-host.invalid slots=2\n", -1, NULL));
+  expect_failure ("hosts=no-such-host.invalid", 15000, host_needles);
+  expect_failure ("hostfile=/nonexistent/hosts", PROMPT_MS, file_needles);
+  expect_failure (hostfile_prop, 15000, line_needles);
+  g_unlink (hostfile);
+  expect_clean_restart ();
+}
+
+GST_END_TEST;
+
+/* timeout-ms at its documented minimum still starts: MPI start-up and
+ * the spawn have a floor of their own. */
+GST_START_TEST (test_tiny_timeout)
+{
+  expect_frames ("timeout-ms=100");
+  expect_frames ("timeout-ms=100");
+}
+
+GST_END_TEST;
+
+/* MPI start-up slower than a start's deadline: that start fails, the
+ * initialisation goes on, and the next start uses it. */
+GST_START_TEST (test_slow_mpi_init)
+{
+  const gchar *needles[] = { "MPI_Init_thread", "did not finish within 300 "
+        "ms", "the next start uses it", NULL
+  };
+
+  expect_failure ("timeout-ms=100", PROMPT_MS, needles);
+  expect_frames ("timeout-ms=5000");
+  expect_frames ("timeout-ms=5000");
+}
+
+GST_END_TEST;
+
+/* Workers that come up after rank 0 gave up: told to exit at once when
+ * the spawn completes; no worker and no thread of the start remain. */
+GST_START_TEST (test_late_workers)
+{
+  const gchar *needles[] = { "could not start 2 workers",
+    "did not finish within 1000 ms", NULL
+  };
+
+  expect_failure ("timeout-ms=1000", PROMPT_MS, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worke",
+          CLEANUP_MS), 0);
+  fail_unless_equals_int (wait_threads_gone ("pp-spawn", CLEANUP_MS), 0);
+}
+
+GST_END_TEST;
+
+static Suite *
+start_failures_suite (void)
+{
+  Suite *s = suite_create ("ppdiffuse-start-failures");
+  TCase *tc = tcase_create ("start");
+
+  tcase_set_timeout (tc, 180);
+  if (g_str_equal (case_name, "not-workers"))
+    tcase_add_test (tc, test_not_workers);
+  else if (g_str_equal (case_name, "dies-at-start"))
+    tcase_add_test (tc, test_dies_at_start);
+  else if (g_str_equal (case_name, "bad-placement"))
+    tcase_add_test (tc, test_bad_placement);
+  else if (g_str_equal (case_name, "tiny-timeout"))
+    tcase_add_test (tc, test_tiny_timeout);
+  else if (g_str_equal (case_name, "slow-mpi-init"))
+    tcase_add_test (tc, test_slow_mpi_init);
+  else if (g_str_equal (case_name, "late-workers"))
+    tcase_add_test (tc, test_late_workers);
+  else
+    g_error ("unknown case '%s'", case_name);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+int
+main (int argc, char **argv)
+{
+  if (argc != 3) {
+    g_printerr ("usage: %s TEST_WORKER_DIR CASE\n", argv[0]);
+    return 2;
+  }
+  test_dir = argv[1];
+  case_name = argv[2];
+  gst_check_init (NULL, NULL);
+  pp_check_run_and_exit (start_failures_suite (), "ppdiffuse-start-failures",
+      __FILE__);
+}
