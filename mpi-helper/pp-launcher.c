@@ -1,5 +1,7 @@
 /* ppdiffuse — what Open MPI's launcher says (pp-launcher.h). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "pp-launcher.h"
 
 #include <errno.h>
