@@ -84,6 +84,21 @@ check_stamped (GstBuffer * out, guint index, guint n_steps)
   gst_buffer_unmap (out, &map);
 }
 
+/* Pushes frames 0..@n-1, all in flight at once, then pulls them and
+ * checks that each is its own frame after @n_steps steps. */
+static void
+push_and_check_stamped (GstHarness * h, guint n, guint n_steps)
+{
+  for (guint i = 0; i < n; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    check_stamped (out, i, n_steps);
+    gst_buffer_unref (out);
+  }
+}
+
 /* Stops the element (the mesh shuts down), checks that every worker is
  * gone and that the shutdown was the clean one, then frees the harness.
  * Returns the final stats: counters are settled once the element stopped. */
@@ -126,14 +141,7 @@ GST_START_TEST (test_stamp_matrix)
           "builtin:stamp"), CAPS_STR);
 
   GST_INFO ("ranks=%u steps=%u", ranks, steps);
-  for (guint i = 0; i < MATRIX_FRAMES; i++)
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-        GST_FLOW_OK);
-  for (guint i = 0; i < MATRIX_FRAMES; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-    check_stamped (out, i, steps);
-    gst_buffer_unref (out);
-  }
+  push_and_check_stamped (h, MATRIX_FRAMES, steps);
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   stop_and_check (h, MATRIX_FRAMES);
 }
@@ -150,16 +158,9 @@ GST_START_TEST (test_warm_up)
 
   g_object_set (element, "warm-up", TRUE, NULL);
   h = pp_check_harness_new (element, CAPS_STR);
-  for (guint i = 0; i < MATRIX_FRAMES; i++)
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-        GST_FLOW_OK);
   /* Every frame comes out once, stamped by exactly its own steps: the
    * pass neither shows up nor disturbs the stream. */
-  for (guint i = 0; i < MATRIX_FRAMES; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-    check_stamped (out, i, 4);
-    gst_buffer_unref (out);
-  }
+  push_and_check_stamped (h, MATRIX_FRAMES, 4);
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   /* mesh-chunks counts the frames only */
   stats = stop_and_check_stats (h, MATRIX_FRAMES);
@@ -518,14 +519,8 @@ GST_START_TEST (test_start_stop_cycles)
   for (guint cycle = 0; cycle < START_STOP_CYCLES; cycle++) {
     GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 2,
             "builtin:stamp"), CAPS_STR);
-    for (guint i = 0; i < CYCLE_FRAMES; i++)
-      fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-          GST_FLOW_OK);
-    for (guint i = 0; i < CYCLE_FRAMES; i++) {
-      GstBuffer *out = gst_harness_pull (h);
-      check_stamped (out, i, 2);
-      gst_buffer_unref (out);
-    }
+
+    push_and_check_stamped (h, CYCLE_FRAMES, 2);
     /* Also checks that no worker is left behind after each stop. */
     stop_and_check (h, CYCLE_FRAMES);
   }
@@ -1118,14 +1113,7 @@ GST_START_TEST (test_stats_overlap)
   gint64 start;
 
   start = g_get_monotonic_time ();
-  for (guint i = 0; i < frames; i++)
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-        GST_FLOW_OK);
-  for (guint i = 0; i < frames; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-    check_stamped (out, i, workers);
-    gst_buffer_unref (out);
-  }
+  push_and_check_stamped (h, frames, workers);
   wall_s = (g_get_monotonic_time () - start) / 1e6;
   stats = stop_and_check_stats (h, frames);
   fail_unless (gst_structure_get_double (stats, "mesh-wall-s", &mesh_wall_s));
