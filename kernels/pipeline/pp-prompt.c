@@ -124,7 +124,6 @@ pp_prompt_encode (PpPromptEncoder * enc, const gchar * prompt,
 {
   g_auto (GStrv) parts = NULL;
   g_autoptr (PpTensor) mix = NULL;
-  g_autofree gdouble *weights = NULL;
   gdouble sum = 0;
   guint n;
 
@@ -137,14 +136,14 @@ pp_prompt_encode (PpPromptEncoder * enc, const gchar * prompt,
     return encode_one (enc, prompt, truncated, error);
   parts = g_strsplit (prompt, "|", -1);
   n = g_strv_length (parts);
-  weights = g_new (gdouble, n);
   for (guint i = 0; i < n; i++) {
     g_autofree gchar *text = NULL;
     g_autoptr (PpTensor) one = NULL;
+    gdouble weight;
 
-    if (!parse_part (parts[i], i, &text, &weights[i], error))
+    if (!parse_part (parts[i], i, &text, &weight, error))
       return NULL;
-    sum += weights[i];
+    sum += weight;
     one = encode_one (enc, text, truncated, error);
     if (one == NULL)
       return NULL;
@@ -161,7 +160,7 @@ pp_prompt_encode (PpPromptEncoder * enc, const gchar * prompt,
       const gfloat *src = (const gfloat *) one->data;
 
       for (gint64 k = 0; k < pp_tensor_numel (one); k++)
-        dst[k] += (gfloat) weights[i] * src[k];
+        dst[k] += (gfloat) weight * src[k];
     }
   }
   if (!(sum > 0)) {

@@ -20,26 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pp-bench-rss.h"
+
 #define DEFAULT_CYCLES 60
 #define DEFAULT_WARM_UP 10
 #define CHILDREN 2
 #define CHILD_ARG "--child"
-
-static guint64
-rss_kb (void)
-{
-  gchar *status = NULL;
-  const gchar *line;
-  guint64 kb = 0;
-
-  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
-    return 0;
-  line = strstr (status, "VmRSS:");
-  if (line != NULL)
-    sscanf (line, "VmRSS: %" G_GUINT64_FORMAT, &kb);
-  g_free (status);
-  return kb;
-}
 
 static int
 child (void)
@@ -88,7 +74,7 @@ main (int argc, char **argv)
     int errs[CHILDREN];
 
     if (i == warm_up) {
-      rss_start = rss_kb ();
+      rss_start = pp_bench_rss_kb ();
       t_start = g_get_monotonic_time ();
     }
     if (MPI_Comm_spawn (self_path, child_argv, CHILDREN, info, 0,
@@ -101,7 +87,8 @@ main (int argc, char **argv)
   printf ("MPI_Comm_spawn of %d processes + disconnect, %u cycles after %u "
       "warm-up: VmRSS %+.1f kB per cycle, %.1f ms per cycle\n", CHILDREN,
       cycles - warm_up, warm_up,
-      ((gdouble) rss_kb () - (gdouble) rss_start) / (cycles - warm_up),
+      ((gdouble) pp_bench_rss_kb () - (gdouble) rss_start)
+      / (cycles - warm_up),
       (g_get_monotonic_time () - t_start) / 1000.0 / (cycles - warm_up));
   MPI_Info_free (&info);
   MPI_Finalize ();

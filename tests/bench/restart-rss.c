@@ -17,7 +17,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "pp-bench-rss.h"
 
 #define DEFAULT_CYCLES 100
 #define DEFAULT_WARM_UP 10
@@ -26,22 +27,6 @@
 #define EOS_TIMEOUT_S 60
 #define EXIT_BAD_OPTIONS 2
 #define EXIT_PIPELINE_FAILED 1
-
-static guint64
-rss_kb (void)
-{
-  gchar *status = NULL;
-  const gchar *line;
-  guint64 kb = 0;
-
-  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
-    return 0;
-  line = strstr (status, "VmRSS:");
-  if (line != NULL)
-    sscanf (line, "VmRSS: %" G_GUINT64_FORMAT, &kb);
-  g_free (status);
-  return kb;
-}
 
 static gboolean
 run_cycle (GstElement * pipeline)
@@ -92,7 +77,7 @@ measure (gboolean keep, gint cycles, gint warm_up)
   }
   for (gint i = 0; i < warm_up + cycles; i++) {
     if (i == warm_up) {
-      before = rss_kb ();
+      before = pp_bench_rss_kb ();
       t0 = g_get_monotonic_time ();
     }
     if (!run_cycle (pipeline)) {
@@ -101,7 +86,7 @@ measure (gboolean keep, gint cycles, gint warm_up)
       return FALSE;
     }
   }
-  after = rss_kb ();
+  after = pp_bench_rss_kb ();
   printf ("keep-workers=%-5s %4d cycles: VmRSS %" G_GUINT64_FORMAT " -> %"
       G_GUINT64_FORMAT " kB, %+.1f kB/cycle, %.1f ms/cycle\n",
       keep ? "true" : "false", cycles, before, after,

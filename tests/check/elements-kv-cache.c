@@ -96,12 +96,10 @@ make_rgb (guint index)
 static gboolean
 builds_are (GstElement * element, guint64 want, gchar ** got)
 {
-  GstStructure *s = NULL;
+  GstStructure *s = pp_check_get_stats (element);
   const GValue *builds;
   gboolean all = TRUE;
 
-  g_object_get (element, "stats", &s, NULL);
-  fail_unless (s != NULL);
   builds = gst_structure_get_value (s, "kv-cache-builds");
   fail_unless (builds != NULL && GST_VALUE_HOLDS_ARRAY (builds),
       "no kv-cache-builds array in %" GST_PTR_FORMAT, s);
@@ -156,8 +154,7 @@ run_stream (gboolean cache)
   g_object_set (element, "prompt-embeds", embeds, "seed", epoch_seeds[0],
       "strength", 0.5, "timeout-ms", TIMEOUT_MS, "stats-interval-ms",
       STATS_INTERVAL_MS, NULL);
-  h = gst_harness_new_with_element (element, "sink", "src");
-  gst_harness_set_src_caps_str (h, caps);
+  h = pp_check_harness_new (element, caps);
   for (guint e = 0; e < G_N_ELEMENTS (epoch_seeds); e++) {
     if (e > 0) {
       g_object_set (element, "seed", epoch_seeds[e], NULL);

@@ -21,61 +21,32 @@
 /* What the element holds of upstream's buffers (gstppdiffuse-pool.h). */
 #define INPUT_FRAMES_HELD 1
 
-/* The stamp reference, as tests/check/elements-ppdiffuse.c computes it:
- * frame @index's pattern, then v ← (a(k) v + b(k, c)) mod 256 per step. */
-static guint8
-pattern (guint index, guint x, guint y, guint c)
-{
-  return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
-}
-
-static guint
-stamp (guint k, guint c, guint v)
-{
-  return ((2 * (k % 128) + 3) * v + (37 * k + 101 * c + 11) % 256) % 256;
-}
-
 static void
 fill_frame (GstBuffer * buf, guint index)
 {
   GstMapInfo map;
 
   fail_unless (gst_buffer_map (buf, &map, GST_MAP_WRITE));
-  for (guint y = 0; y < HEIGHT; y++)
-    for (guint x = 0; x < WIDTH; x++) {
-      guint8 *px = map.data + (y * WIDTH + x) * 4;
-      for (guint c = 0; c < 3; c++)
-        px[c] = pattern (index, x, y, c);
-      px[3] = (guint8) (255 - index);
-    }
+  pp_check_fill_pattern (map.data, WIDTH * 4, WIDTH, HEIGHT, index);
   gst_buffer_unmap (buf, &map);
   GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
   GST_BUFFER_DURATION (buf) = FRAME_DURATION;
 }
 
+/* Checks that @out is frame @index after the STEPS stamp steps. */
 static void
 check_stamped (GstBuffer * out, guint index)
 {
+  g_autofree gchar *why = NULL;
   GstMapInfo map;
 
   fail_unless (out != NULL, "frame %u did not come out", index);
   fail_unless_equals_uint64 (GST_BUFFER_PTS (out), index * FRAME_DURATION);
   fail_unless (gst_buffer_map (out, &map, GST_MAP_READ));
   fail_unless_equals_int (map.size, FRAME_BYTES);
-  for (guint y = 0; y < HEIGHT; y++)
-    for (guint x = 0; x < WIDTH; x++) {
-      const guint8 *px = map.data + (y * WIDTH + x) * 4;
-      for (guint c = 0; c < 3; c++) {
-        guint v = pattern (index, x, y, c);
-        for (guint k = 0; k < STEPS; k++)
-          v = stamp (k, c, v);
-        if (px[c] != v)
-          fail ("frame %u pixel (%u,%u) channel %u: expected %u, got %u",
-              index, x, y, c, v, px[c]);
-      }
-      if (px[3] != 255 - index)
-        fail ("frame %u: alpha changed to %u", index, px[3]);
-    }
+  if (!pp_check_is_stamped (map.data, WIDTH * 4, WIDTH, HEIGHT, index, STEPS,
+          0, &why))
+    fail ("%s", why);
   gst_buffer_unmap (out, &map);
 }
 
@@ -144,18 +115,15 @@ static const guint pool_cases[][2] = {
 GST_START_TEST (test_fixed_source_pool)
 {
   const guint n_pool = pool_cases[__i__][0], limit = pool_cases[__i__][1];
-  GstElement *element = gst_element_factory_make ("ppdiffuse", NULL);
+  GstElement *element = pp_check_make_element (RANKS, STEPS,
+      "builtin:stamp");
   GstBufferPool *pool = make_source_pool (n_pool);
-  GstStructure *stats = NULL;
-  guint64 frames_in = 0, frames_out = 0;
+  GstStructure *stats;
   GstHarness *h;
 
   GST_INFO ("source pool of %u, max-in-flight %u", n_pool, limit);
-  fail_unless (element != NULL);
-  g_object_set (element, "ranks", RANKS, "steps", STEPS, "model",
-      "builtin:stamp", "max-in-flight", limit, NULL);
-  h = gst_harness_new_with_element (element, "sink", "src");
-  gst_harness_set_src_caps_str (h, CAPS_STR);
+  g_object_set (element, "max-in-flight", limit, NULL);
+  h = pp_check_harness_new (element, CAPS_STR);
   for (guint i = 0; i < FRAMES; i++) {
     GstBuffer *buf = acquire_before_deadline (pool, i);
 
@@ -172,11 +140,9 @@ GST_START_TEST (test_fixed_source_pool)
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
-  g_object_get (element, "stats", &stats, NULL);
-  fail_unless (gst_structure_get_uint64 (stats, "frames-in", &frames_in));
-  fail_unless (gst_structure_get_uint64 (stats, "frames-out", &frames_out));
-  fail_unless_equals_uint64 (frames_in, FRAMES);
-  fail_unless_equals_uint64 (frames_out, FRAMES);
+  stats = pp_check_get_stats (element);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"), FRAMES);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"), FRAMES);
   gst_structure_free (stats);
   gst_harness_teardown (h);
   fail_unless (gst_buffer_pool_set_active (pool, FALSE));
@@ -191,17 +157,13 @@ GST_END_TEST;
 GST_START_TEST (test_allocation_min_buffers)
 {
   const guint upstream_min = 3, upstream_max = 3;
-  GstElement *element = gst_element_factory_make ("ppdiffuse", NULL);
   GstCaps *caps = gst_caps_from_string (CAPS_STR);
   GstQuery *query = gst_query_new_allocation (caps, TRUE);
-  GstHarness *h;
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (1, 1,
+          "builtin:stamp"), CAPS_STR);
   guint size, min, max;
   GstBufferPool *pool;
 
-  g_object_set (element, "ranks", 1, "steps", 1, "model", "builtin:stamp",
-      NULL);
-  h = gst_harness_new_with_element (element, "sink", "src");
-  gst_harness_set_src_caps_str (h, CAPS_STR);
   fail_unless (gst_pad_peer_query (h->srcpad, query));
   fail_unless_equals_int (gst_query_get_n_allocation_pools (query), 1);
   gst_query_parse_nth_allocation_pool (query, 0, &pool, &size, &min, &max);

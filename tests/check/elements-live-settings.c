@@ -23,12 +23,6 @@
 
 /* ---- frames of any size ------------------------------------------------ */
 
-static guint8
-pattern (guint index, guint x, guint y, guint c)
-{
-  return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
-}
-
 /* An RGBA frame @index of @w x @h: its own pattern in RGB, 255 - index in
  * alpha. */
 static GstBuffer *
@@ -38,25 +32,11 @@ make_rgba (guint index, guint w, guint h)
   GstMapInfo map;
 
   gst_buffer_map (buf, &map, GST_MAP_WRITE);
-  for (guint y = 0; y < h; y++)
-    for (guint x = 0; x < w; x++)
-      for (guint c = 0; c < 4; c++)
-        map.data[(y * w + x) * 4 + c] = c < 3 ? pattern (index, x, y, c)
-            : (guint8) (255 - index);
+  pp_check_fill_pattern (map.data, w * 4, w, h, index);
   gst_buffer_unmap (buf, &map);
   GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
   GST_BUFFER_DURATION (buf) = FRAME_DURATION;
   return buf;
-}
-
-/* The stamp model's step k with mark m, written out again here (not
- * shared with the implementation): v <- (a(k) v + b(k, c) + m) mod 256. */
-static guint
-stamp (guint k, guint c, guint v, guint mark)
-{
-  guint a = 2 * (k % 128) + 3;
-  guint b = (37 * k + 101 * c + 11) % 256;
-  return (a * v + b + mark) % 256;
 }
 
 /* TRUE when @out is RGBA frame @index of @w x @h after @n_steps stamp
@@ -66,32 +46,24 @@ is_stamped (GstBuffer * out, guint index, guint w, guint h, guint n_steps,
     guint mark)
 {
   GstMapInfo map;
-  gboolean same = TRUE;
+  gboolean same;
 
   gst_buffer_map (out, &map, GST_MAP_READ);
-  if (map.size != w * h * 4)
-    same = FALSE;
-  for (guint y = 0; same && y < h; y++)
-    for (guint x = 0; same && x < w; x++)
-      for (guint c = 0; same && c < 4; c++) {
-        guint v = c < 3 ? pattern (index, x, y, c) : 255 - index;
-        for (guint k = 0; c < 3 && k < n_steps; k++)
-          v = stamp (k, c, v, mark);
-        same = map.data[(y * w + x) * 4 + c] == v;
-      }
+  same = map.size == w * h * 4 && pp_check_is_stamped (map.data, w * 4, w, h,
+      index, n_steps, mark, NULL);
   gst_buffer_unmap (out, &map);
   return same;
 }
 
+/* A harness around @element (transfer floating) with raw video caps of
+ * @format, @w x @h. */
 static GstHarness *
 make_harness (GstElement * element, const gchar * format, guint w, guint h)
 {
-  GstHarness *h_ = gst_harness_new_with_element (element, "sink", "src");
   g_autofree gchar *caps = g_strdup_printf ("video/x-raw,format=%s,"
       "width=%u,height=%u,framerate=%u/1", format, w, h, FPS);
 
-  gst_harness_set_src_caps_str (h_, caps);
-  return h_;
+  return pp_check_harness_new (element, caps);
 }
 
 static gchar *
@@ -425,8 +397,7 @@ GST_START_TEST (test_stress_live_changes)
   guint n_settings, n_flushes, n_caps, n_pushes;
 
   g_object_set (element, "max-in-flight", 3, NULL);
-  h = gst_harness_new_with_element (element, "sink", "src");
-  gst_harness_set_src_caps_str (h, stress_caps_strs[0]);
+  h = pp_check_harness_new (element, stress_caps_strs[0]);
   stress_frame = make_rgba (1, 32, 24);
   push = gst_harness_stress_custom_start (h, NULL, (GFunc) stress_push, h,
       STRESS_PUSH_SLEEP_US);
@@ -458,7 +429,7 @@ GST_START_TEST (test_stress_live_changes)
   fail_unless (event != NULL, "EOS did not come out");
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
-  g_object_get (element, "stats", &stats, NULL);
+  stats = pp_check_get_stats (element);
   in = pp_check_stat_u64 (stats, "frames-in");
   out = pp_check_stat_u64 (stats, "frames-out");
   drops = pp_check_stat_u64 (stats, "dropped-flush") + pp_check_stat_u64 (stats,
@@ -555,7 +526,7 @@ make_rgb_sized (guint index, guint w, guint h)
   for (guint y = 0; y < h; y++)
     for (guint x = 0; x < w; x++)
       for (guint c = 0; c < 3; c++)
-        map.data[(y * w + x) * 3 + c] = pattern (index, x, y, c);
+        map.data[(y * w + x) * 3 + c] = pp_check_pattern (index, x, y, c);
   gst_buffer_unmap (buf, &map);
   GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
   GST_BUFFER_DURATION (buf) = FRAME_DURATION;

@@ -142,16 +142,6 @@ similarity (Content content, guint i, guint j)
   return sim;
 }
 
-/* The stamp model's step k, written out again here:
- * v ← (a(k) v + b(k, c)) mod 256. */
-static guint
-stamp (guint k, guint c, guint v)
-{
-  guint a = 2 * (k % 128) + 3;
-  guint b = (37 * k + 101 * c + 11) % 256;
-  return (a * v + b) % 256;
-}
-
 /* TRUE when @out holds frame @source after every step, alpha as it came
  * in. */
 static gboolean
@@ -167,25 +157,11 @@ holds_stamped (GstBuffer * out, Content content, guint source)
       for (guint c = 0; c < 4 && same; c++) {
         guint v = content (source, x, y, c);
 
-        for (guint k = 0; c < 3 && k < STEPS; k++)
-          v = stamp (k, c, v);
+        if (c < 3)
+          v = pp_check_stamp (v, c, STEPS, 0);
         same = map.data[(y * WIDTH + x) * 4 + c] == v;
       }
   gst_buffer_unmap (out, &map);
-  return same;
-}
-
-static gboolean
-same_pixels (GstBuffer * a, GstBuffer * b)
-{
-  GstMapInfo ma, mb;
-  gboolean same;
-
-  gst_buffer_map (a, &ma, GST_MAP_READ);
-  gst_buffer_map (b, &mb, GST_MAP_READ);
-  same = ma.size == mb.size && memcmp (ma.data, mb.data, ma.size) == 0;
-  gst_buffer_unmap (a, &ma);
-  gst_buffer_unmap (b, &mb);
   return same;
 }
 
@@ -217,19 +193,15 @@ pull_expect (GstHarness * h, Content content, guint i, guint source)
   gst_buffer_unref (out);
 }
 
+/* A 2-worker mesh running the stamp model, with this similarity
+ * threshold. */
 static GstHarness *
 make_harness (gdouble threshold)
 {
-  GstElement *e = gst_element_factory_make ("ppdiffuse", NULL);
-  GstHarness *h;
+  GstElement *e = pp_check_make_element (RANKS, STEPS, MODEL);
 
-  fail_unless (e != NULL, "ppdiffuse not found: check GST_PLUGIN_PATH_1_0");
-  g_object_set (e, "ranks", RANKS, "steps", STEPS, "model", MODEL,
-      "similarity-threshold", threshold, NULL);
-  h = gst_harness_new_with_element (e, "sink", "src");
-  gst_object_unref (e);
-  gst_harness_set_src_caps_str (h, CAPS_STR);
-  return h;
+  g_object_set (e, "similarity-threshold", threshold, NULL);
+  return pp_check_harness_new (e, CAPS_STR);
 }
 
 /* Stops the element, checks that @sent frames went through the mesh,
@@ -240,12 +212,11 @@ stop_and_check (GstHarness * h, guint64 frames, guint64 sent,
     guint64 skipped)
 {
   GstElement *element = gst_object_ref (h->element);
-  GstStructure *s = NULL;
+  GstStructure *s;
 
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
-  g_object_get (element, "stats", &s, NULL);
-  fail_unless (s != NULL);
+  s = pp_check_get_stats (element);
   fail_unless_equals_uint64 (pp_check_stat_u64 (s, "mesh-chunks"), sent);
   fail_unless_equals_uint64 (pp_check_stat_u64 (s, "skipped-similar"), skipped);
   /* The identity: a repeat is a frame out. */
@@ -288,8 +259,9 @@ GST_START_TEST (test_still_skips_most)
     if (holds_stamped (out, noisy_still, i))
       sent++;
     else
-      fail_unless (prev != NULL && same_pixels (out, prev), "frame %u is "
-          "neither its own output nor a repeat of the last one", i);
+      fail_unless (prev != NULL && pp_check_same_bytes (prev, out),
+          "frame %u is neither its own output nor a repeat of the last one",
+          i);
     gst_clear_buffer (&prev);
     prev = out;
   }
@@ -341,7 +313,6 @@ GST_START_TEST (test_videotestsrc_ball_skips_none)
   GstBus *bus;
   GstMessage *msg;
   GstStructure *stats;
-  guint64 skipped = G_MAXUINT64, in = 0;
 
   fail_unless (pipeline != NULL);
   element = gst_bin_get_by_name (GST_BIN (pipeline), "d");
@@ -352,12 +323,11 @@ GST_START_TEST (test_videotestsrc_ball_skips_none)
   fail_unless (msg != NULL && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS,
       "the stream did not end with EOS in time");
   gst_message_unref (msg);
-  g_object_get (element, "stats", &stats, NULL);
-  gst_structure_get_uint64 (stats, "skipped-similar", &skipped);
-  gst_structure_get_uint64 (stats, "frames-in", &in);
+  stats = pp_check_get_stats (element);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-in"),
+      BALL_FRAMES);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "skipped-similar"), 0);
   gst_structure_free (stats);
-  fail_unless_equals_uint64 (in, BALL_FRAMES);
-  fail_unless_equals_uint64 (skipped, 0);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (element);
   gst_object_unref (bus);
@@ -394,8 +364,7 @@ GST_START_TEST (test_new_settings_are_sent)
 
     fail_unless (out != NULL, "frame %u did not come out", i);
     check_times (out, i);
-    for (guint k = 0; k < STEPS; k++)
-      v = (stamp (k, 0, v) + MARK) % 256;
+    v = pp_check_stamp (v, 0, STEPS, MARK);
     gst_buffer_map (out, &map, GST_MAP_READ);
     fail_unless_equals_int (map.data[0], v);
     /* alpha tells which input it is: frame GROUP's, the first new one */

@@ -17,15 +17,6 @@
  * of gstppdiffuse-stats.h: half a 1/64 bucket). */
 #define PERCENTILE_ERROR (1.0 / 128)
 
-static GstHarness *
-make_harness (GstElement * element)
-{
-  GstHarness *h = gst_harness_new_with_element (element, "sink", "src");
-
-  gst_harness_set_src_caps_str (h, CAPS_STR);
-  return h;
-}
-
 static GstBuffer *
 frame (guint index)
 {
@@ -33,16 +24,6 @@ frame (guint index)
 
   GST_BUFFER_DURATION (buf) = GST_SECOND / FPS;
   return buf;
-}
-
-static GstStructure *
-get_stats (GstElement * element)
-{
-  GstStructure *s = NULL;
-
-  g_object_get (element, "stats", &s, NULL);
-  fail_unless (s != NULL);
-  return s;
 }
 
 static gdouble
@@ -92,7 +73,7 @@ stop_with_stats (GstHarness * h)
 
   fail_unless_equals_int (gst_element_set_state (h->element,
           GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
-  stats = get_stats (h->element);
+  stats = pp_check_get_stats (h->element);
   gst_harness_teardown (h);
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, 5000), 0);
@@ -136,7 +117,7 @@ run_late_frames (gboolean qos)
 
   g_object_set (element, "qos", qos, NULL);
   gst_element_set_bus (element, bus);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   for (guint i = 0; i < n_before; i++) {
     fail_unless_equals_int (gst_harness_push (h, frame (i)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
@@ -214,7 +195,7 @@ upstream_latency_query (GstPad * pad, GstObject * parent, GstQuery * query)
 static GstHarness *
 make_harness_with_upstream (GstElement * element, gboolean live)
 {
-  GstHarness *h = make_harness (element);
+  GstHarness *h = pp_check_harness_new (element, CAPS_STR);
 
   upstream_live = live;
   upstream_min = 0;
@@ -261,7 +242,7 @@ run_full_mesh (gboolean live, gint leaky)
   fail_unless_equals_int (in_effect, leaky >= 0 ? leaky : live);
   for (guint i = 0; i < pushes; i++)
     fail_unless_equals_int (gst_harness_push (h, frame (i)), GST_FLOW_OK);
-  stats = get_stats (element);
+  stats = pp_check_get_stats (element);
   dropped = pp_check_stat_u64 (stats, "dropped-leaky");
   gst_structure_free (stats);
   for (guint64 i = 0; i < pushes - dropped; i++)
@@ -353,7 +334,7 @@ GST_START_TEST (test_latency_answer_is_p95)
   }
   measured = p95 (times, steady);
   answer = query_latency (h, FALSE) - upstream_min;
-  stats = get_stats (element);
+  stats = pp_check_get_stats (element);
   fail_unless_equals_uint64 (answer, pp_check_stat_u64 (stats, "latency-p95-total"));
   fail_unless_equals_uint64 (answer, pp_check_stat_u64 (stats, "latency"));
   check_ordered (stats, "-total");
@@ -381,7 +362,7 @@ GST_START_TEST (test_latency_answer_is_p95)
   fail_unless (msg != NULL, "no LATENCY message after the p95 grew");
   gst_message_unref (msg);
   grown = query_latency (h, FALSE) - upstream_min;
-  stats = get_stats (element);
+  stats = pp_check_get_stats (element);
   fail_unless_equals_uint64 (grown, pp_check_stat_u64 (stats, "latency-p95-total"));
   /* The p95 of 18 samples is the largest: the last frame of the burst,
    * which waited for the five before it. */
@@ -465,7 +446,7 @@ GST_START_TEST (test_stats_messages)
   g_object_set (element, "stats-interval-ms", STATS_INTERVAL_MS,
       "timeout-ms", 1000, NULL);
   gst_element_set_bus (element, bus);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
 
   /* Idle: the messages come at the interval all the same. */
   s = pop_stats (bus, element, MESSAGE_TIMEOUT);
@@ -536,7 +517,7 @@ GST_START_TEST (test_stats_messages)
   check_accounted (last);
   fail_unless (pp_check_stat_u64 (last, "latency-max-total") >= ranks * 20 *
       GST_MSECOND);
-  prop = get_stats (element);
+  prop = pp_check_get_stats (element);
   fail_unless_equals_uint64 (pp_check_stat_u64 (prop, "frames-in"), frames);
   fail_unless_equals_uint64 (pp_check_stat_u64 (prop, "latency-p95-total"),
       pp_check_stat_u64 (last, "latency-p95-total"));
@@ -573,7 +554,7 @@ GST_START_TEST (test_stats_interval_off)
 
   g_object_set (element, "stats-interval-ms", 0, NULL);
   gst_element_set_bus (element, bus);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   for (guint i = 0; i < 3; i++) {
     fail_unless_equals_int (gst_harness_push (h, frame (i)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
@@ -581,7 +562,7 @@ GST_START_TEST (test_stats_interval_off)
   s = pop_stats (bus, element, 1500 * GST_MSECOND);
   fail_unless (s == NULL, "a ppdiffuse-stats message with "
       "stats-interval-ms=0");
-  s = get_stats (element);
+  s = pp_check_get_stats (element);
   fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-out"), 3);
   gst_structure_free (s);
   gst_element_set_bus (element, NULL);

@@ -22,28 +22,6 @@
 
 /* ---- frames ------------------------------------------------------------ */
 
-/* Frame @index carries a pattern of its own in RGB and (255 - index) in
- * alpha, so an output can be matched to exactly one input. */
-static guint8
-pattern (guint index, guint x, guint y, guint c)
-{
-  return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
-}
-
-/* Writes frame @index's pixels into @data laid out with @offset and
- * @stride. */
-static void
-fill_frame (guint8 * data, gsize offset, gsize stride, guint index)
-{
-  for (guint y = 0; y < HEIGHT; y++)
-    for (guint x = 0; x < WIDTH; x++) {
-      guint8 *px = data + offset + y * stride + x * 4;
-      for (guint c = 0; c < 3; c++)
-        px[c] = pattern (index, x, y, c);
-      px[3] = (guint8) (255 - index);
-    }
-}
-
 /* A frame with the pixels of frame @content at the time of frame
  * @index. */
 static GstBuffer *
@@ -53,7 +31,7 @@ make_frame_like (guint content, guint index)
   GstMapInfo map;
 
   gst_buffer_map (buf, &map, GST_MAP_WRITE);
-  fill_frame (map.data, 0, WIDTH * 4, content);
+  pp_check_fill_pattern (map.data, WIDTH * 4, WIDTH, HEIGHT, content);
   gst_buffer_unmap (buf, &map);
   GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
   GST_BUFFER_DTS (buf) = index * FRAME_DURATION;
@@ -71,16 +49,6 @@ make_frame (guint index)
   return make_frame_like (index, index);
 }
 
-/* The stamp model's step k, written out again here (not shared with the
- * implementation): v ← (a(k) v + b(k, c)) mod 256. */
-static guint
-stamp (guint k, guint c, guint v)
-{
-  guint a = 2 * (k % 128) + 3;
-  guint b = (37 * k + 101 * c + 11) % 256;
-  return (a * v + b) % 256;
-}
-
 /* Checks that the pixels at @data (laid out with @offset and @stride) are
  * frame @index after steps 0..n_steps-1, each once and in order, alpha
  * untouched. */
@@ -88,21 +56,11 @@ static void
 check_stamped_pixels (const guint8 * data, gsize offset, gsize stride,
     guint index, guint n_steps)
 {
-  for (guint y = 0; y < HEIGHT; y++)
-    for (guint x = 0; x < WIDTH; x++) {
-      const guint8 *px = data + offset + y * stride + x * 4;
-      for (guint c = 0; c < 3; c++) {
-        guint v = pattern (index, x, y, c);
-        for (guint k = 0; k < n_steps; k++)
-          v = stamp (k, c, v);
-        /* fail_unless records every call: test once per byte by hand */
-        if (px[c] != v)
-          fail ("frame %u pixel (%u,%u) channel %u: expected %u after %u "
-              "steps, got %u", index, x, y, c, v, n_steps, px[c]);
-      }
-      if (px[3] != 255 - index)
-        fail ("frame %u: alpha changed to %u", index, px[3]);
-    }
+  g_autofree gchar *why = NULL;
+
+  if (!pp_check_is_stamped (data + offset, stride, WIDTH, HEIGHT, index,
+          n_steps, 0, &why))
+    fail ("%s", why);
 }
 
 /* Checks that @out is frame @index after steps 0..n_steps-1, each once and
@@ -126,23 +84,19 @@ check_stamped (GstBuffer * out, guint index, guint n_steps)
   gst_buffer_unmap (out, &map);
 }
 
-static GstHarness *
-make_harness (GstElement * element)
+/* Pushes frames 0..@n-1, all in flight at once, then pulls them and
+ * checks that each is its own frame after @n_steps steps. */
+static void
+push_and_check_stamped (GstHarness * h, guint n, guint n_steps)
 {
-  GstHarness *h = gst_harness_new_with_element (element, "sink", "src");
-
-  gst_harness_set_src_caps_str (h, CAPS_STR);
-  return h;
-}
-
-static GstStructure *
-get_stats (GstElement * element)
-{
-  GstStructure *s = NULL;
-
-  g_object_get (element, "stats", &s, NULL);
-  fail_unless (s != NULL);
-  return s;
+  for (guint i = 0; i < n; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+    check_stamped (out, i, n_steps);
+    gst_buffer_unref (out);
+  }
 }
 
 /* Stops the element (the mesh shuts down), checks that every worker is
@@ -156,7 +110,7 @@ stop_and_check_stats (GstHarness * h, guint64 frames)
 
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
-  stats = get_stats (element);
+  stats = pp_check_get_stats (element);
   /* mesh-chunks is only filled when the shutdown marker came back. */
   fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "mesh-chunks"), frames);
   fail_unless_equals_int (pp_check_count_descendants (PP_CHECK_WORKER_COMM),
@@ -183,17 +137,11 @@ static const guint matrix[][2] = {
 GST_START_TEST (test_stamp_matrix)
 {
   guint ranks = matrix[__i__][0], steps = matrix[__i__][1];
-  GstHarness *h = make_harness (pp_check_make_element (ranks, steps, "builtin:stamp"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (ranks, steps,
+          "builtin:stamp"), CAPS_STR);
 
   GST_INFO ("ranks=%u steps=%u", ranks, steps);
-  for (guint i = 0; i < MATRIX_FRAMES; i++)
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-        GST_FLOW_OK);
-  for (guint i = 0; i < MATRIX_FRAMES; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-    check_stamped (out, i, steps);
-    gst_buffer_unref (out);
-  }
+  push_and_check_stamped (h, MATRIX_FRAMES, steps);
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   stop_and_check (h, MATRIX_FRAMES);
 }
@@ -209,17 +157,10 @@ GST_START_TEST (test_warm_up)
   GstStructure *stats;
 
   g_object_set (element, "warm-up", TRUE, NULL);
-  h = make_harness (element);
-  for (guint i = 0; i < MATRIX_FRAMES; i++)
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-        GST_FLOW_OK);
+  h = pp_check_harness_new (element, CAPS_STR);
   /* Every frame comes out once, stamped by exactly its own steps: the
    * pass neither shows up nor disturbs the stream. */
-  for (guint i = 0; i < MATRIX_FRAMES; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-    check_stamped (out, i, 4);
-    gst_buffer_unref (out);
-  }
+  push_and_check_stamped (h, MATRIX_FRAMES, 4);
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   /* mesh-chunks counts the frames only */
   stats = stop_and_check_stats (h, MATRIX_FRAMES);
@@ -258,7 +199,8 @@ count_qos_messages (GstBus * bus)
 GST_START_TEST (test_qos_drops_late)
 {
   const guint n_before = 2, n_late = 8, fps = 25;
-  GstHarness *h = make_harness (pp_check_make_element (1, 1, "builtin:stamp"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (1, 1,
+          "builtin:stamp"), CAPS_STR);
   GstBus *bus = gst_bus_new ();
   GstStructure *stats;
   GstBuffer *out;
@@ -308,7 +250,7 @@ GST_START_TEST (test_leaky_drops_when_full)
   GstBuffer *buf;
 
   g_object_set (element, "leaky", TRUE, "max-in-flight", 1, NULL);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   for (guint i = 0; i < pushes; i++)
     fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
         GST_FLOW_OK);
@@ -335,8 +277,8 @@ GST_END_TEST;
 GST_START_TEST (test_eos_drains_in_flight)
 {
   const guint frames = 10;
-  GstHarness *h = make_harness (pp_check_make_element (2, 4,
-          "builtin:stamp?step-ms=25"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 4,
+          "builtin:stamp?step-ms=25"), CAPS_STR);
   GstStructure *stats;
   GstEvent *event;
   guint buffers = 0;
@@ -346,7 +288,7 @@ GST_START_TEST (test_eos_drains_in_flight)
         GST_FLOW_OK);
   fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
   /* 100 ms of work per frame: frames are surely still in flight. */
-  stats = get_stats (h->element);
+  stats = pp_check_get_stats (h->element);
   fail_unless (pp_check_stat_u64 (stats, "frames-in") == frames);
   fail_unless (pp_check_stat_u64 (stats, "frames-out") < frames,
       "nothing was in flight at EOS: the test proves nothing");
@@ -370,7 +312,7 @@ GST_START_TEST (test_eos_drains_in_flight)
   }
   fail_unless (event != NULL, "EOS never came out");
   fail_unless (gst_harness_try_pull (h) == NULL);
-  stats = get_stats (h->element);
+  stats = pp_check_get_stats (h->element);
   fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "frames-out"), frames);
   gst_structure_free (stats);
   stop_and_check (h, frames);
@@ -412,7 +354,8 @@ GST_START_TEST (test_events_keep_order)
    * pad's own lock, through which the probe is added, it cannot). */
   g_mutex_init (&t.lock);
   t.trace = g_string_new (NULL);
-  h = make_harness (pp_check_make_element (2, 2, "builtin:stamp?step-ms=10"));
+  h = pp_check_harness_new (pp_check_make_element (2, 2,
+          "builtin:stamp?step-ms=10"), CAPS_STR);
   src = gst_element_get_static_pad (h->element, "src");
   gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_BUFFER |
       GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, trace_probe, &t, NULL);
@@ -451,8 +394,8 @@ GST_END_TEST;
 
 GST_START_TEST (test_flush_discards_and_recovers)
 {
-  GstHarness *h = make_harness (pp_check_make_element (2, 2,
-          "builtin:stamp?step-ms=20"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 2,
+          "builtin:stamp?step-ms=20"), CAPS_STR);
   GstStructure *stats;
   guint pulled = 0;
   GstBuffer *out;
@@ -496,7 +439,8 @@ GST_END_TEST;
 
 GST_START_TEST (test_anisotropic_smooths)
 {
-  GstHarness *h = make_harness (pp_check_make_element (2, 4, "builtin:anisotropic"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 4,
+          "builtin:anisotropic"), CAPS_STR);
   GstBuffer *in = make_frame (0), *out;
   GstMapInfo a, b;
   GRand *rand = g_rand_new_with_seed (7);
@@ -537,8 +481,8 @@ GST_END_TEST;
 GST_START_TEST (test_latency_reported)
 {
   /* Two workers of 20 ms each: a frame spends at least 40 ms in the mesh. */
-  GstHarness *h = make_harness (pp_check_make_element (2, 2,
-          "builtin:stamp?step-ms=20"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 2,
+          "builtin:stamp?step-ms=20"), CAPS_STR);
   GstBus *bus = gst_bus_new ();
   GstMessage *msg;
   GstClockTime min;
@@ -573,15 +517,10 @@ GST_END_TEST;
 GST_START_TEST (test_start_stop_cycles)
 {
   for (guint cycle = 0; cycle < START_STOP_CYCLES; cycle++) {
-    GstHarness *h = make_harness (pp_check_make_element (2, 2, "builtin:stamp"));
-    for (guint i = 0; i < CYCLE_FRAMES; i++)
-      fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-          GST_FLOW_OK);
-    for (guint i = 0; i < CYCLE_FRAMES; i++) {
-      GstBuffer *out = gst_harness_pull (h);
-      check_stamped (out, i, 2);
-      gst_buffer_unref (out);
-    }
+    GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 2,
+            "builtin:stamp"), CAPS_STR);
+
+    push_and_check_stamped (h, CYCLE_FRAMES, 2);
     /* Also checks that no worker is left behind after each stop. */
     stop_and_check (h, CYCLE_FRAMES);
   }
@@ -738,7 +677,7 @@ GST_START_TEST (test_leaky_qos_and_discont)
 
   g_object_set (element, "leaky", TRUE, "max-in-flight", 1, NULL);
   gst_element_set_bus (element, bus);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   /* one frame that computes, then frames that find the mesh full */
   for (guint i = first; i < first + pushes - late_pushes; i++)
     fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
@@ -840,7 +779,7 @@ GST_START_TEST (test_latency_query_max)
   GstHarness *h;
 
   g_object_set (element, "max-in-flight", limit, NULL);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   harness_src_query = GST_PAD_QUERYFUNC (h->srcpad);
   gst_pad_set_query_function (h->srcpad, upstream_latency_query);
   fail_unless_equals_int (gst_harness_push (h, make_frame (0)), GST_FLOW_OK);
@@ -849,7 +788,7 @@ GST_START_TEST (test_latency_query_max)
   upstream_min = 10 * GST_MSECOND;
   upstream_max = 100 * GST_MSECOND;
   query_latency (h, &min, &max);
-  stats = get_stats (element);
+  stats = pp_check_get_stats (element);
   fail_unless_equals_uint64 (min, upstream_min + pp_check_stat_u64 (stats, "latency"));
   gst_structure_free (stats);
   fail_unless_equals_uint64 (max, upstream_max + limit * FRAME_DURATION);
@@ -889,7 +828,7 @@ GST_START_TEST (test_latency_message_on_growth)
 
   g_object_set (element, "max-in-flight", burst, NULL);
   gst_element_set_bus (element, bus);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   gst_harness_set_upstream_latency (h, 0);
   fail_unless_equals_int (gst_harness_push (h, make_frame (index)),
       GST_FLOW_OK);
@@ -955,7 +894,8 @@ GST_START_TEST (test_allocation_stride_offset)
   gsize offsets[GST_VIDEO_MAX_PLANES] = { ODD_OFFSET };
   gint strides[GST_VIDEO_MAX_PLANES] = { ODD_STRIDE };
   const guint index = 3, steps = 2;
-  GstHarness *h = make_harness (pp_check_make_element (1, steps, "builtin:stamp"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (1, steps,
+          "builtin:stamp"), CAPS_STR);
   GstCaps *caps = gst_caps_from_string (CAPS_STR);
   GstQuery *query = gst_query_new_allocation (caps, TRUE);
   GstBuffer *in = gst_buffer_new_allocate (NULL, ODD_SIZE, NULL), *out;
@@ -971,7 +911,8 @@ GST_START_TEST (test_allocation_stride_offset)
   gst_buffer_map (in, &map, GST_MAP_WRITE);
   for (gsize i = 0; i < map.size; i++)
     map.data[i] = background (i);
-  fill_frame (map.data, ODD_OFFSET, ODD_STRIDE, index);
+  pp_check_fill_pattern (map.data + ODD_OFFSET, ODD_STRIDE, WIDTH, HEIGHT,
+      index);
   gst_buffer_unmap (in, &map);
   gst_buffer_add_video_meta_full (in, GST_VIDEO_FRAME_FLAG_NONE,
       GST_VIDEO_FORMAT_RGBA, WIDTH, HEIGHT, 1, offsets, strides);
@@ -1004,19 +945,13 @@ GST_END_TEST;
 
 /* ---- a shared input is copied, never written in place ------------------- */
 
+/* TRUE when @buf still holds frame @index as it went in. */
 static gboolean
 holds_frame (GstBuffer * buf, guint index)
 {
-  GstBuffer *expected = make_frame (index);
-  GstMapInfo map;
-  gboolean same;
+  g_autoptr (GstBuffer) expected = make_frame (index);
 
-  gst_buffer_map (expected, &map, GST_MAP_READ);
-  same = gst_buffer_get_size (buf) == map.size
-      && gst_buffer_memcmp (buf, 0, map.data, map.size) == 0;
-  gst_buffer_unmap (expected, &map);
-  gst_buffer_unref (expected);
-  return same;
+  return pp_check_same_bytes (expected, buf);
 }
 
 /* What a tee does: the same buffer goes to another branch too (a second
@@ -1024,7 +959,8 @@ holds_frame (GstBuffer * buf, guint index)
  * must still see the original bytes, this one the stamped ones. */
 GST_START_TEST (test_shared_input_copied)
 {
-  GstHarness *h = make_harness (pp_check_make_element (1, 2, "builtin:stamp"));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (1, 2,
+          "builtin:stamp"), CAPS_STR);
   GstBuffer *in = make_frame (0), *shared = make_frame (1), *out;
 
   /* a second reference to the buffer */
@@ -1169,21 +1105,15 @@ GST_START_TEST (test_stats_overlap)
   const guint workers = 2, frames = 20, step_ms = 20;
   g_autofree gchar *model = g_strdup_printf ("builtin:stamp?step-ms=%u",
       step_ms);
-  GstHarness *h = make_harness (pp_check_make_element (workers, workers, model));
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (workers,
+          workers, model), CAPS_STR);
   const gdouble step_s = step_ms / 1e3;
   gdouble wall_s, mesh_wall_s, overlap;
   GstStructure *stats;
   gint64 start;
 
   start = g_get_monotonic_time ();
-  for (guint i = 0; i < frames; i++)
-    fail_unless_equals_int (gst_harness_push (h, make_frame (i)),
-        GST_FLOW_OK);
-  for (guint i = 0; i < frames; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-    check_stamped (out, i, workers);
-    gst_buffer_unref (out);
-  }
+  push_and_check_stamped (h, frames, workers);
   wall_s = (g_get_monotonic_time () - start) / 1e6;
   stats = stop_and_check_stats (h, frames);
   fail_unless (gst_structure_get_double (stats, "mesh-wall-s", &mesh_wall_s));
@@ -1390,7 +1320,7 @@ run_tiny (const gchar * embeds, guint64 seed, const guint * contents,
   GstHarness *h;
 
   g_object_set (element, "prompt-embeds", path, "seed", seed, NULL);
-  h = make_harness (element);
+  h = pp_check_harness_new (element, CAPS_STR);
   for (guint i = 0; i < n; i++)
     fail_unless_equals_int (gst_harness_push (h, make_frame_like (contents[i],
                 i)), GST_FLOW_OK);

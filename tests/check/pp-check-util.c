@@ -251,6 +251,28 @@ pp_check_make_element (guint ranks, guint steps, const gchar * model)
   return e;
 }
 
+GstHarness *
+pp_check_harness_new (GstElement * element, const gchar * caps_str)
+{
+  GstHarness *h;
+
+  gst_object_ref_sink (element);
+  h = gst_harness_new_with_element (element, "sink", "src");
+  gst_object_unref (element);
+  gst_harness_set_src_caps_str (h, caps_str);
+  return h;
+}
+
+GstStructure *
+pp_check_get_stats (GstElement * element)
+{
+  GstStructure *s = NULL;
+
+  g_object_get (element, "stats", &s, NULL);
+  fail_unless (s != NULL, "%s has no stats", GST_ELEMENT_NAME (element));
+  return s;
+}
+
 guint64
 pp_check_stat_u64 (const GstStructure * s, const gchar * field)
 {
@@ -288,4 +310,64 @@ pp_check_remove_tree (const gchar * path)
     g_dir_close (dir);
   }
   g_remove (path);
+}
+
+guint
+pp_check_stamp (guint v, guint c, guint n_steps, guint mark)
+{
+  for (guint k = 0; k < n_steps; k++) {
+    guint a = 2 * (k % 128) + 3;
+    guint b = (37 * k + 101 * c + 11) % 256;
+    v = (a * v + b + mark) % 256;
+  }
+  return v;
+}
+
+guint8
+pp_check_pattern (guint index, guint x, guint y, guint c)
+{
+  return (guint8) ((x * 3 + y * 5 + c * 7 + index * 11) % 256);
+}
+
+void
+pp_check_fill_pattern (guint8 * data, gsize stride, guint width,
+    guint height, guint index)
+{
+  for (guint y = 0; y < height; y++)
+    for (guint x = 0; x < width; x++) {
+      guint8 *px = data + y * stride + x * 4;
+      for (guint c = 0; c < 3; c++)
+        px[c] = pp_check_pattern (index, x, y, c);
+      px[3] = (guint8) (255 - index);
+    }
+}
+
+gboolean
+pp_check_is_stamped (const guint8 * data, gsize stride, guint width,
+    guint height, guint index, guint n_steps, guint mark, gchar ** why)
+{
+  /* Compared by hand, not with fail_unless: that records every call, and
+   * a frame has tens of thousands of bytes. */
+  for (guint y = 0; y < height; y++)
+    for (guint x = 0; x < width; x++) {
+      const guint8 *px = data + y * stride + x * 4;
+      for (guint c = 0; c < 3; c++) {
+        guint v = pp_check_stamp (pp_check_pattern (index, x, y, c), c,
+            n_steps, mark);
+        if (px[c] != v) {
+          if (why != NULL)
+            *why = g_strdup_printf ("frame %u pixel (%u,%u) channel %u: "
+                "expected %u after %u steps with mark %u, got %u", index, x,
+                y, c, v, n_steps, mark, px[c]);
+          return FALSE;
+        }
+      }
+      if (px[3] != (guint8) (255 - index)) {
+        if (why != NULL)
+          *why = g_strdup_printf ("frame %u pixel (%u,%u): alpha changed "
+              "from %u to %u", index, x, y, (guint8) (255 - index), px[3]);
+        return FALSE;
+      }
+    }
+  return TRUE;
 }

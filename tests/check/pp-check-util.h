@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gst/check/gstcheck.h>
+#include <gst/check/gstharness.h>
 
 G_BEGIN_DECLS
 
@@ -68,6 +69,16 @@ void pp_check_run_and_exit (Suite * suite, const gchar * name,
 GstElement *pp_check_make_element (guint ranks, guint steps,
     const gchar * model);
 
+/* A harness around @element (transfer floating: a floating element becomes
+ * the harness's, a caller's own reference stays the caller's) with
+ * @caps_str on its source pad. */
+GstHarness *pp_check_harness_new (GstElement * element,
+    const gchar * caps_str);
+
+/* @element's stats structure (free it), failing the test when it has
+ * none. */
+GstStructure *pp_check_get_stats (GstElement * element);
+
 /* Field @field of a stats structure, failing the test when it is missing. */
 guint64 pp_check_stat_u64 (const GstStructure * s, const gchar * field);
 
@@ -76,6 +87,35 @@ gboolean pp_check_same_bytes (GstBuffer * a, GstBuffer * b);
 
 /* Removes @path and everything under it. */
 void pp_check_remove_tree (const gchar * path);
+
+/* ---- builtin:stamp, the test-side reference ----------------------------
+ *
+ * Written out again from the model's definition (kernels/builtin/pp-stamp.h)
+ * and deliberately not calling it, so that a test checks the model rather
+ * than repeating it: step k maps channel value v of channel c to
+ *   (a(k) v + b(k, c) + mark) mod 256,  a(k) = 2 (k mod 128) + 3,
+ *   b(k, c) = (37 k + 101 c + 11) mod 256. */
+
+/* Channel value @v of channel @c after stamp steps 0..@n_steps-1 with
+ * @mark, each once and in order. */
+guint pp_check_stamp (guint v, guint c, guint n_steps, guint mark);
+
+/* The test pattern: byte @c (R, G or B) of pixel (@x, @y) of frame @index,
+ * so that an output can be matched to exactly one input. */
+guint8 pp_check_pattern (guint index, guint x, guint y, guint c);
+
+/* Writes RGBA frame @index of @width x @height at @data, rows @stride bytes
+ * apart: the pattern in RGB, 255 - @index in alpha. */
+void pp_check_fill_pattern (guint8 * data, gsize stride, guint width,
+    guint height, guint index);
+
+/* TRUE when the RGBA pixels at @data (@width x @height, rows @stride bytes
+ * apart) are frame @index's pattern after @n_steps stamp steps with
+ * @mark, alpha untouched.  Otherwise, when @why is not NULL, sets it
+ * (free it) to the first byte that differs and how. */
+gboolean pp_check_is_stamped (const guint8 * data, gsize stride,
+    guint width, guint height, guint index, guint n_steps, guint mark,
+    gchar ** why);
 
 #define PP_CHECK_WORKER_COMM "ppdiffuse-worke"   /* comm is cut at 15 chars */
 
