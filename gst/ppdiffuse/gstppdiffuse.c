@@ -2109,7 +2109,8 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
    * GstPpDiffuse:timeout-ms:
    *
    * Deadline for any single wait on the mesh: spawn, handshake, a chunk's
-   * send or return.  When it passes the element posts an error.
+   * send or return.  When it passes the element posts an error.  MPI
+   * start-up and the spawn get at least 10000 ms whatever it says.
    */
   g_object_class_install_property (gobject_class, PROP_TIMEOUT_MS,
       g_param_spec_uint ("timeout-ms", "Timeout",
