@@ -1481,6 +1481,35 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 static void gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep);
 
+/* "hosts=a,b" or "hostfile=PATH (a, b)": where the workers were to run,
+ * as a start error names it; the hostfile's host names are its lines'
+ * first words (Open MPI's hostfile syntax). */
+static gchar *
+placement_text (const gchar * hosts, const gchar * hostfile)
+{
+  g_autofree gchar *contents = NULL;
+  g_auto (GStrv) lines = NULL;
+  GString *text;
+
+  if (hosts != NULL && *hosts != '\0')
+    return g_strdup_printf ("hosts=%s", hosts);
+  text = g_string_new (NULL);
+  g_string_printf (text, "hostfile=%s", hostfile);
+  if (!g_file_get_contents (hostfile, &contents, NULL, NULL))
+    return g_string_free (text, FALSE);
+  lines = g_strsplit (contents, "\n", -1);
+  g_string_append (text, " (");
+  for (guint i = 0, n = 0; lines[i] != NULL; i++) {
+    g_auto (GStrv) words = g_strsplit_set (g_strstrip (lines[i]), " \t", 2);
+
+    if (words[0] == NULL || *words[0] == '\0' || *words[0] == '#')
+      continue;
+    g_string_append_printf (text, "%s%s", n++ ? ", " : "", words[0]);
+  }
+  g_string_append_c (text, ')');
+  return g_string_free (text, FALSE);
+}
+
 static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
@@ -1576,7 +1605,16 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
       GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("%s", error->message),
           ("ranks=%u steps=%u model=%s", config.n_workers, config.n_steps,
               config.model));
-    else
+    else if ((hosts && *hosts) || (hostfile && *hostfile)) {
+      /* A host that cannot be reached or resolved fails the spawn: the
+       * placement asked for is what a person checks first. */
+      g_autofree gchar *placement = placement_text (hosts, hostfile);
+
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ_WRITE,
+          ("Cannot start the ppdiffuse worker mesh on %s: %s", placement,
+              error->message), ("ranks=%u steps=%u timeout-ms=%u",
+              config.n_workers, config.n_steps, config.timeout_ms));
+    } else
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ_WRITE,
           ("Cannot start the ppdiffuse worker mesh: %s", error->message),
           ("ranks=%u steps=%u timeout-ms=%u", config.n_workers,
