@@ -39,7 +39,8 @@
 # process runs on: every namespace shares this machine's process table.
 #
 # Everything is removed on every way out (namespaces, links, the scratch
-# directory; the private mount namespace ends with its last process), and
+# directory, Open MPI's session directories of the cluster's hosts; the
+# private mount namespace ends with its last process), and
 # every process left in the cluster's namespaces is killed.  A cluster left
 # by a run that was itself killed with SIGKILL is removed by the next run.
 # Runs are serialised by a lock: two clusters never overlap.
@@ -121,12 +122,15 @@ remove_ns() {
   ip netns del "$1" 2>/dev/null
 }
 
+# Open MPI's session directories are named after the host: those of the
+# cluster's hosts are the cluster's.
 remove_cluster() {
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
     case $ns in
       $PREFIX-*) remove_ns "$ns" ;;
     esac
   done
+  rm -rf "${TMPDIR:-/tmp}/ompi.$PREFIX-"* /tmp/ompi.$PREFIX-*
 }
 
 work=""
@@ -140,8 +144,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Whatever a run killed with SIGKILL left behind (this lock proves that
-# run is over).
+# run is over), its scratch directory included.
 remove_cluster
+rm -rf /tmp/$PREFIX.??????
 
 work=$(mktemp -d /tmp/$PREFIX.XXXXXX)
 hosts_file=$work/hosts
