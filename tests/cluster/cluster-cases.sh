@@ -127,7 +127,7 @@ check_clean() {
   local deadline=$(($(now_ms) + $1 * 1000)) left since
   since=$(now_ms)
   while left=$(leftovers); [ -n "$left" ]; do
-    [ "$(now_ms)" -lt $deadline ] || fail "left running after $1 s:" $left
+    [ "$(now_ms)" -lt $deadline ] || fail "left running after $1 s:" "$left"
     sleep $POLL_S
   done
   echo "nothing left on any host after $(($(now_ms) - since)) ms"

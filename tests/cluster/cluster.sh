@@ -134,6 +134,7 @@ remove_cluster() {
 }
 
 work=""
+# shellcheck disable=SC2317  # called by the traps
 cleanup() {
   trap - EXIT INT TERM
   remove_cluster
@@ -188,6 +189,7 @@ export PP_CLUSTER_DIR=$work
 # Rank 0's host: its network namespace, a private mount namespace holding
 # the cluster's /etc/hosts, its own host name.  Not exec'd: the trap above
 # must run when COMMAND ends.  The lock stays with this shell.
+# shellcheck disable=SC2016  # expanded by that shell, from its arguments
 ip netns exec "$RANK0" unshare --mount --uts --propagation private \
   sh -c 'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 \
     && exec "$@"' cluster "$hosts_file" "$RANK0" "$@" 9>&- &
