@@ -33,6 +33,9 @@
 #                                     host holds: an unreachable host
 #   PP_CLUSTER_DIR                    a scratch directory (the hosts file is
 #                                     there), removed at the end
+#   PP_CLUSTER_TCP_RETRIES2           net.ipv4.tcp_retries2 in the cluster's
+#                                     namespaces (set to 5 where /proc/sys
+#                                     lets it be set)
 #
 # A host's link is ppcl-nN-l in rank 0's namespace (`ip link set ppcl-n1-l
 # down` cuts host ppcl-n1 off); `ip netns identify PID` tells which host a
@@ -185,6 +188,10 @@ export OMPI_MCA_btl=self,tcp
 export PP_CLUSTER_HOSTS="$names" PP_CLUSTER_ADDRS="$addrs"
 export PP_CLUSTER_RANK0=$RANK0 PP_CLUSTER_UNUSED=$UNUSED
 export PP_CLUSTER_DIR=$work
+# What TCP's retransmission limit really is in the cluster's namespaces.
+PP_CLUSTER_TCP_RETRIES2=$(ip netns exec "$RANK0" \
+  cat /proc/sys/net/ipv4/tcp_retries2)
+export PP_CLUSTER_TCP_RETRIES2
 
 # Rank 0's host: its network namespace, a private mount namespace holding
 # the cluster's /etc/hosts, its own host name.  Not exec'd: the trap above
