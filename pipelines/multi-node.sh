@@ -18,15 +18,19 @@
 #     (meson install with the same prefix, or a shared file system).  Rank 0
 #     hands that one path to MPI_Comm_spawn; each host executes it as is.
 #   - Open MPI (the same version) is installed on every host, and this
-#     machine reaches each host over ssh without a password; Open MPI
-#     starts its daemons there that way.
-#   - The hosts reach each other and this machine over TCP (Open MPI picks
-#     the ports): no firewall between them.
+#     machine reaches each host over ssh without a password (or runs in a
+#     Slurm allocation); Open MPI starts its daemons there that way.
+#   - The hosts reach each other and this machine over TCP: Open MPI picks
+#     the ports unless they are pinned (docs/multi-node.md, "Firewall and
+#     ports").
 #   - The host names resolve the same way on every machine.
 #
-# Liveness checks by process id, and killing workers after a fault, only
-# work for workers on rank 0's own host; remote workers rely on Open MPI
-# tearing the job down.  Heartbeats between hosts are not implemented yet.
+# Heartbeats travel over MPI between rank 0 and every worker, on whatever
+# host: a worker that dies, freezes or is cut off becomes an element error
+# after timeout-ms, and workers leave on their own when rank 0 goes silent.
+# Killing workers by pid after a fault reaches rank 0's own host only;
+# remote workers end by their watchdog or by Open MPI tearing the job down.
+# docs/multi-node.md: what to install, ports, Slurm, troubleshooting.
 set -eu
 
 usage() {

@@ -24,6 +24,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_STEPS 12
 #define DEFAULT_STEP_MS 10
@@ -51,6 +52,7 @@ typedef struct
   gint width;
   gint height;
   gint max_in_flight;
+  gchar *hosts;                 /* the element's hosts, NULL for none */
 } Options;
 
 /* Timestamps written by the streaming threads, read after EOS. */
@@ -142,6 +144,8 @@ build_pipeline (const Options * opt, guint ranks, Timing * timing,
   gst_caps_unref (caps);
   g_object_set (diffuse, "ranks", ranks, "steps", (guint) opt->steps,
       "model", model, "max-in-flight", (guint) opt->max_in_flight, NULL);
+  if (opt->hosts != NULL)
+    g_object_set (diffuse, "hosts", opt->hosts, NULL);
   /* Measure the mesh, not the clock: render as fast as frames come. */
   g_object_set (sink, "sync", FALSE, NULL);
 
@@ -330,6 +334,34 @@ check_element_limits (const Options * opt, GError ** error)
   return TRUE;
 }
 
+/* What one hop of a chunk costs at the least: a memcpy of its payload, the
+ * frame as builtin:stamp's sample (F32, one plane per colour channel). */
+#define PAYLOAD_CHANNELS 3
+#define MEMCPY_REPEATS 200
+
+static void
+print_memcpy_cost (const Options * opt)
+{
+  const gsize bytes = (gsize) PAYLOAD_CHANNELS * opt->width * opt->height
+      * sizeof (gfloat);
+  g_autofree guint8 *a = g_malloc (bytes);
+  g_autofree guint8 *b = g_malloc (bytes);
+  gint64 t0;
+  gdouble us;
+
+  memset (a, 1, bytes);
+  memset (b, 2, bytes);
+  t0 = g_get_monotonic_time ();
+  for (gint i = 0; i < MEMCPY_REPEATS; i++) {
+    memcpy (i % 2 ? a : b, i % 2 ? b : a, bytes);
+    /* Keep the copies: each reads what the one before wrote. */
+    __asm__ __volatile__ ("":::"memory");
+  }
+  us = (gdouble) (g_get_monotonic_time () - t0) / MEMCPY_REPEATS;
+  printf ("chunk payload: %" G_GSIZE_FORMAT " bytes; memcpy of it: %.1f us "
+      "(%.2f GB/s)\n", bytes, us, bytes / (us * 1e3));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -355,6 +387,9 @@ main (int argc, char **argv)
     {"height", 0, 0, G_OPTION_ARG_INT, &opt.height, "Frame height", "PX"},
     {"max-in-flight", 0, 0, G_OPTION_ARG_INT, &opt.max_in_flight,
         "ppdiffuse max-in-flight (0 = ranks + 1)", "F"},
+    {"hosts", 0, 0, G_OPTION_ARG_STRING, &opt.hosts,
+        "ppdiffuse hosts: where the workers run (default: this host)",
+        "H1,H2"},
     {NULL}
   };
   g_autoptr (GOptionContext) context = NULL;
@@ -377,8 +412,10 @@ main (int argc, char **argv)
       "max-in-flight=%d%s\n", opt.steps, opt.step_ms, opt.frames, opt.width,
       opt.height, opt.max_in_flight,
       opt.max_in_flight == 0 ? " (ranks + 1)" : "");
-  printf ("fixed step cost per frame: %d ms; ideal fps = W / %.3f s\n\n",
+  printf ("fixed step cost per frame: %d ms; ideal fps = W / %.3f s\n",
       opt.steps * opt.step_ms, opt.steps * opt.step_ms / MS_PER_S);
+  print_memcpy_cost (&opt);
+  printf ("workers on: %s\n\n", opt.hosts ? opt.hosts : "this host");
   fflush (stdout);
 
   results = g_new0 (Result, opt.max_ranks);
