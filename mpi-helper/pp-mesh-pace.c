@@ -1,0 +1,92 @@
+/* ppdiffuse — rank 0's measure of the mesh's pace: what each worker's
+ * slice and a round of the mesh are expected to take, from the warm-up
+ * pass and the busy time the workers' heartbeats carry.  The deadlines
+ * of rank 0's waits and the watchdog's allowance for a compute come from
+ * it, by the rule of pp-pace.h. */
+#include "pp-mesh-private.h"
+#include "pp-pace.h"
+#include <string.h>
+
+void
+pp_mesh_pace_warmed_up (PpMesh * mesh, gint64 elapsed_us)
+{
+  g_mutex_lock (&mesh->lock);
+  mesh->pace_warm_up_us = elapsed_us;
+  mesh->pace_warm_ups = mesh->warm_ups;
+  g_mutex_unlock (&mesh->lock);
+}
+
+gint64
+pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
+    const gchar ** source)
+{
+  const PpSlice *slice = &mesh->plan->slices[i];
+  PpHeartbeat beat = { 0 };
+  guint64 chunks = 0, warm_ups;
+  gint64 warm_up_us;
+
+  if (hb == NULL && mesh->liveness != NULL) {
+    gint64 silent_us;
+
+    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    hb = &beat;
+  }
+  g_mutex_lock (&mesh->lock);
+  warm_up_us = mesh->pace_warm_up_us;
+  warm_ups = mesh->pace_warm_ups;
+  g_mutex_unlock (&mesh->lock);
+  /* One heartbeat holds busy time and the last chunk sent as one
+   * snapshot, and a chunk's compute is counted before it is sent: the
+   * stream chunks up to the one sent took at most that busy time (the
+   * warm-up passes, the first chunks, are not in it). */
+  if (hb != NULL && hb->sent != PP_HEARTBEAT_NONE && hb->sent + 1 > warm_ups)
+    chunks = hb->sent + 1 - warm_ups;
+  return pp_pace_expected_slice_us (mesh->timeout_ms,
+      hb != NULL ? hb->busy_us : 0, chunks, warm_up_us,
+      slice->end - slice->first, mesh->plan->n_steps, source);
+}
+
+gint64
+pp_mesh_slice_allowance_us (PpMesh * mesh, guint i, const PpHeartbeat * hb)
+{
+  return pp_pace_allowance_us (mesh->timeout_ms,
+      pp_mesh_expected_slice_us (mesh, i, hb, NULL));
+}
+
+void
+pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
+{
+  /* The least certain source of any slice is the round's. */
+  static const gchar *const sources[] = { "measured", "warm-up pass",
+    "unmeasured"
+  };
+  guint rank = 0;
+
+  memset (pace, 0, sizeof *pace);
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    const gchar *source;
+    const gint64 slice = pp_mesh_expected_slice_us (mesh, i, NULL, &source);
+
+    pace->round_us += slice;
+    if (slice > pace->stage_us) {
+      pace->stage_us = slice;
+      pace->slowest = i;
+    }
+    for (guint s = 0; s < G_N_ELEMENTS (sources); s++)
+      if (g_str_equal (source, sources[s]))
+        rank = MAX (rank, s);
+  }
+  pace->source = sources[rank];
+}
+
+gchar *
+pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,
+    const gchar * source)
+{
+  return g_strdup_printf ("expected %" G_GINT64_FORMAT " ms (%s), allowed %"
+      G_GINT64_FORMAT " ms: max (timeout-ms %u, %d × expected + %u ms)",
+      expected_us / 1000, source,
+      pp_pace_allowance_us (mesh->timeout_ms, expected_us) / 1000,
+      mesh->timeout_ms, PP_PACE_FACTOR,
+      mesh->timeout_ms / PP_HEARTBEAT_DIVISOR);
+}

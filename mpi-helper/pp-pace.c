@@ -1,0 +1,54 @@
+/* ppdiffuse — the deadline rule for slow but healthy work (pp-pace.h). */
+#include "pp-pace.h"
+#include "pp-protocol.h"
+
+gint64
+pp_pace_allowance_us (guint timeout_ms, gint64 expected_us)
+{
+  const gint64 floor_us = (gint64) timeout_ms * 1000;
+  /* One heartbeat period: a state seen by the watchdog is up to one old. */
+  const gint64 margin_us = (gint64) (timeout_ms / PP_HEARTBEAT_DIVISOR)
+      * 1000;
+
+  if (expected_us <= 0)
+    return floor_us;
+  if (expected_us > (G_MAXINT64 - margin_us) / PP_PACE_FACTOR)
+    return G_MAXINT64;
+  return MAX (floor_us, PP_PACE_FACTOR * expected_us + margin_us);
+}
+
+gint64
+pp_pace_unmeasured_us (guint timeout_ms, guint n_steps)
+{
+  return (gint64) MAX (n_steps, 1) * timeout_ms * 1000;
+}
+
+gint64
+pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
+    guint64 n_chunks, gint64 warm_up_us, guint slice_steps, guint n_steps,
+    const gchar ** source)
+{
+  const gchar *unused;
+
+  if (source == NULL)
+    source = &unused;
+  if (n_chunks > 0 && busy_us > 0) {
+    *source = "measured";
+    return (gint64) (busy_us / n_chunks);
+  }
+  if (warm_up_us > 0 && n_steps > 0) {
+    *source = "warm-up pass";
+    /* The whole round, rank 0's share and the transfers included, split
+     * by steps: more than the slice takes, never less. */
+    return MAX (warm_up_us * (gint64) slice_steps / (gint64) n_steps, 1);
+  }
+  *source = "unmeasured";
+  return pp_pace_unmeasured_us (timeout_ms, slice_steps);
+}
+
+const gchar *
+pp_pace_advice (void)
+{
+  return "use a smaller frame, more ranks (each runs fewer steps), fewer "
+      "steps, a larger timeout-ms or a faster backend";
+}

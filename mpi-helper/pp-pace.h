@@ -1,0 +1,51 @@
+/* ppdiffuse — how long healthy work may take: the rule that turns what
+ * the mesh has measured into the deadlines of its waits and the
+ * watchdog's allowance for one compute.
+ *
+ * timeout-ms alone cannot tell slow from stuck: a 1080p frame on a CPU
+ * takes seconds per UNet step, a stuck kernel takes forever, and both
+ * keep heartbeats coming.  So every wait on work (a chunk's return, a
+ * worker computing one chunk, a queue or send that waits behind the next
+ * stage) is allowed
+ *
+ *   allowance = max (timeout-ms, PP_PACE_FACTOR × expected + margin)
+ *
+ * where expected is the measured time of that work and margin is one
+ * heartbeat period (what the watchdog sees lags by up to one).  Work
+ * that runs PP_PACE_FACTOR times longer than measured is an error; fast
+ * work keeps timeout-ms, as before.  Before anything is measured (the
+ * first chunk round the mesh, normally the warm-up pass), a step is
+ * expected to take up to timeout-ms: a slice of n steps is allowed
+ * PP_PACE_FACTOR × n × timeout-ms.  Pure functions: no MPI, no clock. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* How many times its measured time a piece of work may run before it
+ * counts as stuck: above the jitter of a loaded machine (a busy core
+ * halves a worker's speed) and of a new cache epoch's first chunk. */
+#define PP_PACE_FACTOR 3
+
+/* The allowance (µs) for work expected to take @expected_us (0 when
+ * nothing was measured yet: timeout-ms alone). */
+gint64   pp_pace_allowance_us  (guint timeout_ms, gint64 expected_us);
+/* What a slice of @n_steps steps is expected to take before anything was
+ * measured: timeout-ms per step. */
+gint64   pp_pace_unmeasured_us (guint timeout_ms, guint n_steps);
+/* A slice's expected time from the cumulative busy time of the stream
+ * chunks a worker has finished (@busy_us over @n_chunks); else from the
+ * warm-up pass round the mesh (@warm_up_us, its share @slice_steps of
+ * @n_steps); else unmeasured.  *@source says which ("measured",
+ * "warm-up pass", "unmeasured"). */
+gint64   pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
+                                    guint64 n_chunks, gint64 warm_up_us,
+                                    guint slice_steps, guint n_steps,
+                                    const gchar ** source);
+/* "use a smaller frame, more ranks (each runs fewer steps), fewer steps,
+ * a larger timeout-ms or a faster backend": what a person can change
+ * when work is too slow. */
+const gchar *pp_pace_advice    (void);
+
+G_END_DECLS
