@@ -134,8 +134,11 @@ pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
   pp_recorder_note (PP_REC_COLLECT, chunk->chunk_id,
       (gint) mesh->plan->n_workers, 0, PP_REC_DONE);
   mesh->next_recv_id++;
-  if (chunk->flags & PP_CHUNK_FLAG_DATA)
+  if (chunk->flags & PP_CHUNK_FLAG_DATA) {
     mesh->last_return_us = g_get_monotonic_time ();
+    pp_mesh_pace_returned (mesh, mesh->last_return_us
+        - (gint64) chunk->submit_us);
+  }
   return g_steal_pointer (&chunk);
 }
 

@@ -11,8 +11,20 @@ void
 pp_mesh_pace_warmed_up (PpMesh * mesh, gint64 elapsed_us)
 {
   g_mutex_lock (&mesh->lock);
-  mesh->pace_warm_up_us = elapsed_us;
+  mesh->pace_round_us = pp_pace_update_round_us (mesh->pace_round_us,
+      elapsed_us);
   mesh->pace_warm_ups = mesh->warm_ups;
+  g_mutex_unlock (&mesh->lock);
+}
+
+/* Rank 0's own measure, which needs no heartbeat: until the workers' busy
+ * time comes, the slices are expected from it. */
+void
+pp_mesh_pace_returned (PpMesh * mesh, gint64 latency_us)
+{
+  g_mutex_lock (&mesh->lock);
+  mesh->pace_round_us = pp_pace_update_round_us (mesh->pace_round_us,
+      latency_us);
   g_mutex_unlock (&mesh->lock);
 }
 
@@ -23,7 +35,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
   const PpSlice *slice = &mesh->plan->slices[i];
   PpHeartbeat beat = { 0 };
   guint64 chunks = 0, warm_ups;
-  gint64 warm_up_us;
+  gint64 round_us;
 
   if (hb == NULL && mesh->liveness != NULL) {
     gint64 silent_us;
@@ -32,7 +44,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
     hb = &beat;
   }
   g_mutex_lock (&mesh->lock);
-  warm_up_us = mesh->pace_warm_up_us;
+  round_us = mesh->pace_round_us;
   warm_ups = mesh->pace_warm_ups;
   g_mutex_unlock (&mesh->lock);
   /* One heartbeat holds busy time and the last chunk sent as one
@@ -42,7 +54,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
   if (hb != NULL && hb->sent != PP_HEARTBEAT_NONE && hb->sent + 1 > warm_ups)
     chunks = hb->sent + 1 - warm_ups;
   return pp_pace_expected_slice_us (mesh->timeout_ms,
-      hb != NULL ? hb->busy_us : 0, chunks, warm_up_us,
+      hb != NULL ? hb->busy_us : 0, chunks, round_us,
       slice->end - slice->first, mesh->plan->n_steps, source);
 }
 
@@ -57,8 +69,8 @@ void
 pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
 {
   /* The least certain source of any slice is the round's. */
-  static const gchar *const sources[] = { "measured", "warm-up pass",
-    "unmeasured"
+  static const gchar *const sources[] = { PP_PACE_BUSY, PP_PACE_ROUND,
+    PP_PACE_UNMEASURED
   };
   guint rank = 0;
 
@@ -77,6 +89,16 @@ pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
         rank = MAX (rank, s);
   }
   pace->source = sources[rank];
+  pace->round_allowance_us = pp_pace_allowance_us (mesh->timeout_ms,
+      pace->round_us);
+  pace->stage_allowance_us = pp_pace_allowance_us (mesh->timeout_ms,
+      pace->stage_us);
+}
+
+const gchar *
+pp_mesh_pace_advice (void)
+{
+  return pp_pace_advice ();
 }
 
 gchar *

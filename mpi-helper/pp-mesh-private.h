@@ -38,7 +38,9 @@ struct _PpMesh
   guint64 warm_ups;             /* chain thread only */
 
   /* What the mesh measured (pp-mesh-pace.c), under lock. */
-  gint64 pace_warm_up_us;       /* the last warm-up pass round the mesh */
+  gint64 pace_round_us;         /* a chunk round the mesh, from the warm-up
+                                 * pass and the chunks back
+                                 * (pp_pace_update_round_us) */
   guint64 pace_warm_ups;        /* warm_ups, for other threads */
 
   /* The mesh's first failure (pp-mesh-blame.c). */
@@ -84,8 +86,11 @@ gint64   pp_mesh_slice_allowance_us (PpMesh * mesh, guint index,
                                      const PpHeartbeat * hb);
 /* The warm-up pass took @elapsed_us; chain thread. */
 void     pp_mesh_pace_warmed_up     (PpMesh * mesh, gint64 elapsed_us);
-/* "expected 9800 ms (measured), allowed 32000 ms: max (timeout-ms 10000,
- * 3 × expected + 2500 ms)" */
+/* A stream chunk came back @latency_us after it was submitted;
+ * collector. */
+void     pp_mesh_pace_returned      (PpMesh * mesh, gint64 latency_us);
+/* "expected 9800 ms (measured compute), allowed 31900 ms: max (timeout-ms
+ * 10000, 3 × expected + 2500 ms)" */
 gchar   *pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,
                                      const gchar * source);
 

@@ -105,19 +105,29 @@ guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
 guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
                                    guint n);
 /* What the mesh expects of one frame, from what it measured so far
- * (pp-pace.h): the warm-up pass, then the workers' busy time. */
+ * (pp-pace.h): the warm-up pass and the chunks back, then the workers'
+ * busy time. */
 typedef struct
 {
   gint64 round_us;              /* a chunk round the workers: its latency */
   gint64 stage_us;              /* the slowest worker's slice: the least
                                  * time between two frames out */
   guint slowest;                /* that worker, index = world rank - 1 */
-  const gchar *source;          /* "measured", "warm-up pass" or
-                                 * "unmeasured" (timeout-ms per step) */
+  const gchar *source;          /* what it comes from: "measured compute"
+                                 * (the workers' busy time), "measured
+                                 * round trip" (the warm-up pass, the
+                                 * chunks back), or nothing measured yet
+                                 * (timeout-ms per step) */
+  /* How long each may take before it is an error (pp-pace.h):
+   * max (timeout-ms, 3 × expected + one heartbeat period). */
+  gint64 round_allowance_us;
+  gint64 stage_allowance_us;
 } PpMeshPace;
 
 /* Any thread, while the mesh runs. */
 void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);
+/* What a person can change when the work is too slow for the stream. */
+const gchar  *pp_mesh_pace_advice (void);
 /* FALSE, with the mesh's first failure in @error, once the mesh has failed:
  * a worker died or went silent, also while no chunk was in flight (the
  * heartbeats go on while the mesh is idle).  Any thread. */

@@ -2,6 +2,9 @@
 #include "pp-pace.h"
 #include "pp-protocol.h"
 
+/* A faster round moves the estimate 1/PP_PACE_DECAY of the way. */
+#define PP_PACE_DECAY 8
+
 gint64
 pp_pace_allowance_us (guint timeout_ms, gint64 expected_us)
 {
@@ -25,7 +28,7 @@ pp_pace_unmeasured_us (guint timeout_ms, guint n_steps)
 
 gint64
 pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
-    guint64 n_chunks, gint64 warm_up_us, guint slice_steps, guint n_steps,
+    guint64 n_chunks, gint64 round_us, guint slice_steps, guint n_steps,
     const gchar ** source)
 {
   const gchar *unused;
@@ -33,17 +36,27 @@ pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
   if (source == NULL)
     source = &unused;
   if (n_chunks > 0 && busy_us > 0) {
-    *source = "measured";
+    *source = PP_PACE_BUSY;
     return (gint64) (busy_us / n_chunks);
   }
-  if (warm_up_us > 0 && n_steps > 0) {
-    *source = "warm-up pass";
-    /* The whole round, rank 0's share and the transfers included, split
-     * by steps: more than the slice takes, never less. */
-    return MAX (warm_up_us * (gint64) slice_steps / (gint64) n_steps, 1);
+  if (round_us > 0 && n_steps > 0) {
+    *source = PP_PACE_ROUND;
+    /* The whole round, rank 0's share, the transfers and any queueing
+     * included, split by steps: more than the slice takes, never less. */
+    return MAX (round_us * (gint64) slice_steps / (gint64) n_steps, 1);
   }
-  *source = "unmeasured";
+  *source = PP_PACE_UNMEASURED;
   return pp_pace_unmeasured_us (timeout_ms, slice_steps);
+}
+
+gint64
+pp_pace_update_round_us (gint64 estimate_us, gint64 sample_us)
+{
+  if (sample_us <= 0)
+    return estimate_us;
+  if (estimate_us <= 0 || sample_us >= estimate_us)
+    return sample_us;
+  return estimate_us - (estimate_us - sample_us) / PP_PACE_DECAY;
 }
 
 const gchar *

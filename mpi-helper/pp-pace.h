@@ -35,14 +35,22 @@ gint64   pp_pace_allowance_us  (guint timeout_ms, gint64 expected_us);
  * measured: timeout-ms per step. */
 gint64   pp_pace_unmeasured_us (guint timeout_ms, guint n_steps);
 /* A slice's expected time from the cumulative busy time of the stream
- * chunks a worker has finished (@busy_us over @n_chunks); else from the
- * warm-up pass round the mesh (@warm_up_us, its share @slice_steps of
- * @n_steps); else unmeasured.  *@source says which ("measured",
- * "warm-up pass", "unmeasured"). */
+ * chunks a worker has finished (@busy_us over @n_chunks); else from what
+ * a chunk round the mesh took (@round_us: the warm-up pass, then the
+ * chunks back; its share @slice_steps of @n_steps); else unmeasured.
+ * *@source says which (PP_PACE_BUSY, PP_PACE_ROUND, PP_PACE_UNMEASURED;
+ * may be NULL). */
+#define PP_PACE_BUSY "measured compute"
+#define PP_PACE_ROUND "measured round trip"
+#define PP_PACE_UNMEASURED "nothing measured yet: timeout-ms per step"
 gint64   pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
-                                    guint64 n_chunks, gint64 warm_up_us,
+                                    guint64 n_chunks, gint64 round_us,
                                     guint slice_steps, guint n_steps,
                                     const gchar ** source);
+/* The next estimate of a round from @estimate_us (0: none) and a new
+ * measure @sample_us: it follows a slower sample at once and a faster one
+ * slowly, so one quick chunk does not shorten every deadline. */
+gint64   pp_pace_update_round_us   (gint64 estimate_us, gint64 sample_us);
 /* "use a smaller frame, more ranks (each runs fewer steps), fewer steps,
  * a larger timeout-ms or a faster backend": what a person can change
  * when work is too slow. */

@@ -60,6 +60,7 @@
 
 #include "gstppdiffuse.h"
 #include "gstppdiffuse-live.h"
+#include "gstppdiffuse-pace.h"
 #include "gstppdiffuse-pool.h"
 #include "gstppdiffuse-prompt.h"
 #include "gstppdiffuse-restart.h"
@@ -901,9 +902,12 @@ gst_pp_diffuse_chunk_assigned (guint64 chunk_id, gpointer data)
 
 /* The warm-up pass, on the first frame of a mesh: a copy of @chunk goes
  * round the mesh in lockstep; nothing is in flight yet, so the collector
- * is idle and the chain thread collects the pass itself. */
+ * is idle and the chain thread collects the pass itself.  What it took is
+ * the mesh's first measure of the work, checked against the framerate of
+ * @info. */
 static gboolean
-gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
+gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk,
+    const GstVideoInfo * info)
 {
   GError *error = NULL;
   PpChunk *pass = pp_chunk_copy (chunk, &error);
@@ -914,8 +918,11 @@ gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
     pass->cache_epoch = self->cache_epoch;
     g_mutex_unlock (&self->lock);
     GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
-    if (pp_mesh_warm_up (self->mesh, pass, &error))
+    if (pp_mesh_warm_up (self->mesh, pass, &error)) {
+      /* Measured now: say early when the stream is too fast for it. */
+      gst_pp_diffuse_pace_check (self, info);
       return TRUE;
+    }
   }
   g_mutex_lock (&self->lock);
   self->srcresult = GST_FLOW_ERROR;
@@ -1072,7 +1079,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
 
   if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
-          chunk)) {
+          chunk, &item->info)) {
     pp_chunk_free (chunk);
     item_recycle (self, item);
     gst_buffer_unref (out);
