@@ -167,7 +167,8 @@ describe_overrun (PpMesh * mesh, guint i, const PpHeartbeat * hb,
 
   return g_strdup_printf ("computing chunk %" G_GUINT64_FORMAT " for %"
       G_GINT64_FORMAT " ms, %s: it is stuck (a step that does not return) "
-      "or far slower than measured; if the work is only this slow, %s",
+      "or far slower than measured; if the work is only this slow, raise "
+      "timeout-ms or %s",
       hb->chunk_id, ran_us / 1000, allowed, pp_pace_advice ());
 }
 

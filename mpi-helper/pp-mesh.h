@@ -117,7 +117,7 @@ typedef struct
                                  * (the workers' busy time), "measured
                                  * round trip" (the warm-up pass, the
                                  * chunks back), or nothing measured yet
-                                 * (timeout-ms per step) */
+                                 * (2 × timeout-ms per step) */
   /* How long each may take before it is an error (pp-pace.h):
    * max (timeout-ms, 3 × expected + one heartbeat period). */
   gint64 round_allowance_us;

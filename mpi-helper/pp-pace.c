@@ -23,7 +23,8 @@ pp_pace_allowance_us (guint timeout_ms, gint64 expected_us)
 gint64
 pp_pace_unmeasured_us (guint timeout_ms, guint n_steps)
 {
-  return (gint64) MAX (n_steps, 1) * timeout_ms * 1000;
+  return (gint64) MAX (n_steps, 1) * PP_PACE_UNMEASURED_STEP_TIMEOUTS
+      * timeout_ms * 1000;
 }
 
 gint64
@@ -63,5 +64,5 @@ const gchar *
 pp_pace_advice (void)
 {
   return "use a smaller frame, more ranks (each runs fewer steps), fewer "
-      "steps, a larger timeout-ms or a faster backend";
+      "steps or a faster backend";
 }

@@ -15,8 +15,10 @@
  * that runs PP_PACE_FACTOR times longer than measured is an error; fast
  * work keeps timeout-ms, as before.  Before anything is measured (the
  * first chunk round the mesh, normally the warm-up pass), a step is
- * expected to take up to timeout-ms: a slice of n steps is allowed
- * PP_PACE_FACTOR × n × timeout-ms.  Pure functions: no MPI, no clock. */
+ * expected to take up to PP_PACE_UNMEASURED_STEP_TIMEOUTS × timeout-ms:
+ * a slice of n steps is allowed PP_PACE_FACTOR × that × n (6 n ×
+ * timeout-ms), since a first compute also builds caches and touches its
+ * memory for the first time.  Pure functions: no MPI, no clock. */
 #pragma once
 
 #include <glib.h>
@@ -27,12 +29,15 @@ G_BEGIN_DECLS
  * counts as stuck: above the jitter of a loaded machine (a busy core
  * halves a worker's speed) and of a new cache epoch's first chunk. */
 #define PP_PACE_FACTOR 3
+/* What one step is expected to take, in timeouts, before any was
+ * measured. */
+#define PP_PACE_UNMEASURED_STEP_TIMEOUTS 2
 
 /* The allowance (µs) for work expected to take @expected_us (0 when
  * nothing was measured yet: timeout-ms alone). */
 gint64   pp_pace_allowance_us  (guint timeout_ms, gint64 expected_us);
 /* What a slice of @n_steps steps is expected to take before anything was
- * measured: timeout-ms per step. */
+ * measured: PP_PACE_UNMEASURED_STEP_TIMEOUTS × timeout-ms per step. */
 gint64   pp_pace_unmeasured_us (guint timeout_ms, guint n_steps);
 /* A slice's expected time from the cumulative busy time of the stream
  * chunks a worker has finished (@busy_us over @n_chunks); else from what
@@ -42,7 +47,7 @@ gint64   pp_pace_unmeasured_us (guint timeout_ms, guint n_steps);
  * may be NULL). */
 #define PP_PACE_BUSY "measured compute"
 #define PP_PACE_ROUND "measured round trip"
-#define PP_PACE_UNMEASURED "nothing measured yet: timeout-ms per step"
+#define PP_PACE_UNMEASURED "nothing measured yet: 2 × timeout-ms a step"
 gint64   pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
                                     guint64 n_chunks, gint64 round_us,
                                     guint slice_steps, guint n_steps,
@@ -51,9 +56,9 @@ gint64   pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
  * measure @sample_us: it follows a slower sample at once and a faster one
  * slowly, so one quick chunk does not shorten every deadline. */
 gint64   pp_pace_update_round_us   (gint64 estimate_us, gint64 sample_us);
-/* "use a smaller frame, more ranks (each runs fewer steps), fewer steps,
- * a larger timeout-ms or a faster backend": what a person can change
- * when work is too slow. */
+/* "use a smaller frame, more ranks (each runs fewer steps), fewer steps
+ * or a faster backend": what a person can change when work is too slow
+ * for the stream. */
 const gchar *pp_pace_advice    (void);
 
 G_END_DECLS

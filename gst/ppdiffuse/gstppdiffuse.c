@@ -400,6 +400,14 @@ gst_pp_diffuse_collector (gpointer data)
       return NULL;
     }
     self->outstanding--;
+    /* Without a warm-up pass, the first frame back is the first measure. */
+    if (g_atomic_int_compare_and_exchange (&self->pace_checked, 0, 1)) {
+      GstVideoInfo info = self->in_info;
+
+      g_mutex_unlock (&self->lock);
+      gst_pp_diffuse_pace_check (self, &info);
+      g_mutex_lock (&self->lock);
+    }
     if (collector_attach (self, chunk)) {
       /* Asked once per growth: the query answer updates reported_latency. */
       self->reported_latency = self->latency;
@@ -920,7 +928,8 @@ gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk,
     GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
     if (pp_mesh_warm_up (self->mesh, pass, &error)) {
       /* Measured now: say early when the stream is too fast for it. */
-      gst_pp_diffuse_pace_check (self, info);
+      if (g_atomic_int_compare_and_exchange (&self->pace_checked, 0, 1))
+        gst_pp_diffuse_pace_check (self, info);
       return TRUE;
     }
   }
@@ -1606,10 +1615,12 @@ mesh_up:
   self->skipped_similar = 0;
   /* The warm-up pass is once per mesh; a reused mesh's workers start a new
    * stream state. */
-  if (reused)
+  if (reused) {
     self->cache_epoch++;
-  else
+  } else {
     self->warmed_up = FALSE;
+    g_atomic_int_set (&self->pace_checked, 0);
+  }
   self->discont_next = FALSE;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
