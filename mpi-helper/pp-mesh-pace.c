@@ -28,33 +28,67 @@ pp_mesh_pace_returned (PpMesh * mesh, gint64 latency_us)
   g_mutex_unlock (&mesh->lock);
 }
 
+/* The stream chunks worker @hb has finished and sent: one heartbeat holds
+ * busy time and the last chunk sent as one snapshot, and a chunk's
+ * compute is counted before it is sent, so those chunks took at most
+ * that busy time (the warm-up passes, the first chunks, are not in it). */
+static guint64
+chunks_measured (const PpHeartbeat * hb, guint64 warm_ups)
+{
+  if (hb->busy_us == 0 || hb->sent == PP_HEARTBEAT_NONE
+      || hb->sent + 1 <= warm_ups)
+    return 0;
+  return hb->sent + 1 - warm_ups;
+}
+
+/* The slowest time per step the other workers measured, 0 for none. */
+static gint64
+peer_step_us (PpMesh * mesh, guint i, guint64 warm_ups)
+{
+  gint64 slowest = 0;
+
+  for (guint p = 0; mesh->liveness != NULL && p < mesh->plan->n_workers;
+      p++) {
+    const guint steps = mesh->plan->slices[p].end
+        - mesh->plan->slices[p].first;
+    PpHeartbeat beat;
+    gint64 silent_us;
+    guint64 chunks;
+
+    if (p == i || steps == 0)
+      continue;
+    pp_liveness_peer (mesh->liveness, p, &beat, &silent_us);
+    chunks = chunks_measured (&beat, warm_ups);
+    if (chunks > 0)
+      slowest = MAX (slowest, (gint64) (beat.busy_us / chunks / steps));
+  }
+  return slowest;
+}
+
 gint64
 pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
     const gchar ** source)
 {
   const PpSlice *slice = &mesh->plan->slices[i];
   PpHeartbeat beat = { 0 };
-  guint64 chunks = 0, warm_ups;
+  guint64 chunks, warm_ups;
   gint64 round_us;
 
+  beat.sent = PP_HEARTBEAT_NONE;
   if (hb == NULL && mesh->liveness != NULL) {
     gint64 silent_us;
 
     pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
-    hb = &beat;
   }
+  if (hb == NULL)
+    hb = &beat;
   g_mutex_lock (&mesh->lock);
   round_us = mesh->pace_round_us;
   warm_ups = mesh->pace_warm_ups;
   g_mutex_unlock (&mesh->lock);
-  /* One heartbeat holds busy time and the last chunk sent as one
-   * snapshot, and a chunk's compute is counted before it is sent: the
-   * stream chunks up to the one sent took at most that busy time (the
-   * warm-up passes, the first chunks, are not in it). */
-  if (hb != NULL && hb->sent != PP_HEARTBEAT_NONE && hb->sent + 1 > warm_ups)
-    chunks = hb->sent + 1 - warm_ups;
-  return pp_pace_expected_slice_us (mesh->timeout_ms,
-      hb != NULL ? hb->busy_us : 0, chunks, round_us,
+  chunks = chunks_measured (hb, warm_ups);
+  return pp_pace_expected_slice_us (mesh->timeout_ms, hb->busy_us, chunks,
+      chunks > 0 ? 0 : peer_step_us (mesh, i, warm_ups), round_us,
       slice->end - slice->first, mesh->plan->n_steps, source);
 }
 
@@ -69,8 +103,8 @@ void
 pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
 {
   /* The least certain source of any slice is the round's. */
-  static const gchar *const sources[] = { PP_PACE_BUSY, PP_PACE_ROUND,
-    PP_PACE_UNMEASURED
+  static const gchar *const sources[] = { PP_PACE_BUSY, PP_PACE_PEER,
+    PP_PACE_ROUND, PP_PACE_UNMEASURED
   };
   guint rank = 0;
 

@@ -29,8 +29,8 @@ pp_pace_unmeasured_us (guint timeout_ms, guint n_steps)
 
 gint64
 pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
-    guint64 n_chunks, gint64 round_us, guint slice_steps, guint n_steps,
-    const gchar ** source)
+    guint64 n_chunks, gint64 peer_step_us, gint64 round_us,
+    guint slice_steps, guint n_steps, const gchar ** source)
 {
   const gchar *unused;
 
@@ -39,6 +39,10 @@ pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
   if (n_chunks > 0 && busy_us > 0) {
     *source = PP_PACE_BUSY;
     return (gint64) (busy_us / n_chunks);
+  }
+  if (peer_step_us > 0) {
+    *source = PP_PACE_PEER;
+    return peer_step_us * (gint64) MAX (slice_steps, 1);
   }
   if (round_us > 0 && n_steps > 0) {
     *source = PP_PACE_ROUND;

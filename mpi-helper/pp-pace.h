@@ -39,19 +39,23 @@ gint64   pp_pace_allowance_us  (guint timeout_ms, gint64 expected_us);
 /* What a slice of @n_steps steps is expected to take before anything was
  * measured: PP_PACE_UNMEASURED_STEP_TIMEOUTS × timeout-ms per step. */
 gint64   pp_pace_unmeasured_us (guint timeout_ms, guint n_steps);
-/* A slice's expected time from the cumulative busy time of the stream
- * chunks a worker has finished (@busy_us over @n_chunks); else from what
- * a chunk round the mesh took (@round_us: the warm-up pass, then the
- * chunks back; its share @slice_steps of @n_steps); else unmeasured.
- * *@source says which (PP_PACE_BUSY, PP_PACE_ROUND, PP_PACE_UNMEASURED;
- * may be NULL). */
+/* A slice's expected time, from the best measure there is: the
+ * cumulative busy time of the stream chunks this worker has finished
+ * (@busy_us over @n_chunks); else the time per step measured on another
+ * worker (@peer_step_us: every stage runs the same model on the same
+ * frames) for its @slice_steps; else what a chunk round the mesh took
+ * (@round_us: the warm-up pass, then the chunks back; its share
+ * @slice_steps of @n_steps); else unmeasured.  *@source says which
+ * (PP_PACE_BUSY, PP_PACE_PEER, PP_PACE_ROUND, PP_PACE_UNMEASURED; may be
+ * NULL). */
 #define PP_PACE_BUSY "measured compute"
+#define PP_PACE_PEER "measured on another worker"
 #define PP_PACE_ROUND "measured round trip"
 #define PP_PACE_UNMEASURED "nothing measured yet: 2 × timeout-ms a step"
 gint64   pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
-                                    guint64 n_chunks, gint64 round_us,
-                                    guint slice_steps, guint n_steps,
-                                    const gchar ** source);
+                                    guint64 n_chunks, gint64 peer_step_us,
+                                    gint64 round_us, guint slice_steps,
+                                    guint n_steps, const gchar ** source);
 /* The next estimate of a round from @estimate_us (0: none) and a new
  * measure @sample_us: it follows a slower sample at once and a faster one
  * slowly, so one quick chunk does not shorten every deadline. */

@@ -45,7 +45,8 @@ test_slow_work_scales (void)
       G_MAXINT64);
 }
 
-/* Busy time first, then the round trip, then two timeouts per step. */
+/* Busy time first, then another worker's, then the round trip, then two
+ * timeouts per step. */
 static void
 test_expected_sources (void)
 {
@@ -53,26 +54,30 @@ test_expected_sources (void)
 
   /* 10 chunks, 3 s busy: 300 ms each, whatever the round says. */
   g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 3000 * MS, 10,
-          9000 * MS, 2, 4, &source), ==, 300 * MS);
+          700 * MS, 9000 * MS, 2, 4, &source), ==, 300 * MS);
   g_assert_cmpstr (source, ==, PP_PACE_BUSY);
   /* No busy time yet: the slice's share of the round (2 of 4 steps). */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 9000 * MS,
-          2, 4, &source), ==, 4500 * MS);
+  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0,
+          9000 * MS, 2, 4, &source), ==, 4500 * MS);
   g_assert_cmpstr (source, ==, PP_PACE_ROUND);
+  /* Another worker's time per step before the round: 700 ms × 2 steps. */
+  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 700 * MS,
+          9000 * MS, 2, 4, &source), ==, 1400 * MS);
+  g_assert_cmpstr (source, ==, PP_PACE_PEER);
   /* Busy time without a chunk sent counts as none. */
   g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 3000 * MS, 0,
-          9000 * MS, 1, 3, &source), ==, 3000 * MS);
+          0, 9000 * MS, 1, 3, &source), ==, 3000 * MS);
   g_assert_cmpstr (source, ==, PP_PACE_ROUND);
   /* Nothing measured: two timeouts per step of the slice. */
   g_assert_cmpint (PP_PACE_UNMEASURED_STEP_TIMEOUTS, ==, 2);
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 3, 6,
-          &source), ==, 3 * 2 * TIMEOUT_MS * MS);
+  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 0, 3,
+          6, &source), ==, 3 * 2 * TIMEOUT_MS * MS);
   g_assert_cmpstr (source, ==, PP_PACE_UNMEASURED);
   g_assert_cmpint (pp_pace_unmeasured_us (TIMEOUT_MS, 0), ==,
       2 * TIMEOUT_MS * MS);
   /* NULL source is allowed. */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 1, 1, 1000,
-          NULL), ==, 1);
+  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 1, 1,
+          1000, NULL), ==, 1);
 }
 
 /* A stuck step is still caught: an unmeasured first slice of n steps
@@ -81,7 +86,7 @@ static void
 test_unmeasured_is_bounded (void)
 {
   const gint64 expected = pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0,
-      2, 4, NULL);
+      0, 2, 4, NULL);
 
   g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, expected), ==,
       PP_PACE_FACTOR * 2 * 2 * TIMEOUT_MS * MS + MARGIN_US);
