@@ -153,9 +153,10 @@ watching (gpointer data)
   return !g_atomic_int_get (&mesh->failed);
 }
 
-/* "computing chunk 7 for 31000 ms, expected 9800 ms (measured), allowed
- * 29900 ms: …: it is stuck …; if the work is only this slow, …": a
- * compute past its allowance, with what to change. */
+/* "computing chunk 7 for 31000 ms (3.2× what it was expected to take),
+ * expected 9800 ms (measured compute), allowed 29900 ms: …: it is stuck
+ * …; if the work is only this slow, …": a compute past its allowance,
+ * with what to change. */
 static gchar *
 describe_overrun (PpMesh * mesh, guint i, const PpHeartbeat * hb,
     gint64 ran_us)
@@ -166,10 +167,11 @@ describe_overrun (PpMesh * mesh, guint i, const PpHeartbeat * hb,
       source);
 
   return g_strdup_printf ("computing chunk %" G_GUINT64_FORMAT " for %"
-      G_GINT64_FORMAT " ms, %s: it is stuck (a step that does not return) "
-      "or far slower than measured; if the work is only this slow, raise "
-      "timeout-ms or %s",
-      hb->chunk_id, ran_us / 1000, allowed, pp_pace_advice ());
+      G_GINT64_FORMAT " ms (%.1f× what it was expected to take), %s: it is "
+      "stuck (a step that does not return) or far slower than measured; if "
+      "the work is only this slow, raise timeout-ms or %s", hb->chunk_id,
+      ran_us / 1000, (gdouble) ran_us / MAX (expected, 1), allowed,
+      pp_pace_advice ());
 }
 
 /* The watchdog's verdict on a worker, as the mesh's failure. */

@@ -85,8 +85,8 @@ typedef struct
 
 /* What the slowest stage is expected to take for one chunk: this
  * worker's measured time per step (every stage runs the same model on
- * the same frames) times the longest slice of the plan; timeout-ms per
- * step before anything was measured. */
+ * the same frames) times the longest slice of the plan; before anything
+ * was measured, pp_pace_unmeasured_us. */
 static gint64
 stage_expected_us (Worker * w)
 {
