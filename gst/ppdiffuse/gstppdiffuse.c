@@ -2126,12 +2126,20 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
   /**
    * GstPpDiffuse:timeout-ms:
    *
-   * Deadline for any single wait on the mesh: spawn, handshake, a chunk's
-   * send or return.  When it passes the element posts an error.
+   * How long a worker may be silent (no heartbeat) before it counts as
+   * hung, and the deadline of the waits that do not scale with the work:
+   * spawn, handshake, shutdown.  A wait on work (a chunk's send or
+   * return, a worker computing one chunk) is allowed max (timeout-ms, 3 ×
+   * what the mesh measured that work takes + timeout-ms / 4); before
+   * anything is measured a step counts as 2 × timeout-ms.  When a
+   * deadline passes the element posts an error naming the rank, the
+   * times and what to change.
    */
   g_object_class_install_property (gobject_class, PROP_TIMEOUT_MS,
       g_param_spec_uint ("timeout-ms", "Timeout",
-          "Deadline for any single wait on the workers (milliseconds)",
+          "How long a worker may be silent, and the least deadline of any "
+          "wait on the workers; waits on work get 3 x its measured time "
+          "when that is longer (milliseconds)",
           MIN_TIMEOUT_MS, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, PARAM_FLAGS));
   /**
    * GstPpDiffuse:worker:
