@@ -1,20 +1,43 @@
 /* ppdiffuse — rank 0's chunk traffic: it assigns every chunk its chunk_id
  * as it sends it to the first worker, and receives and checks chunks back
  * from the last, in order (the warm-up pass included).  Every wait has
- * the deadline timeout-ms, and the workers' liveness ends it sooner. */
+ * a deadline, what that work is allowed by what the mesh measured
+ * (pp-pace.h: timeout-ms at least), and the workers' liveness ends it
+ * sooner. */
 #include "pp-mesh-private.h"
 #include "pp-error.h"
 #include "pp-log.h"
+#include "pp-pace.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
 
-/* The deadline of one wait for chunk traffic (none when the test-only
- * switch turned the watchdog off). */
+/* The deadline of one wait for chunk traffic on work expected to take
+ * @expected_us (none when the test-only switch turned the watchdog
+ * off). */
 static gint64
-chunk_deadline (PpMesh * mesh)
+chunk_deadline (PpMesh * mesh, gint64 expected_us)
 {
-  return mesh->watchdog ? pp_deadline_in_ms (mesh->timeout_ms)
-      : PP_NO_DEADLINE;
+  return mesh->watchdog ? g_get_monotonic_time ()
+      + pp_pace_allowance_us (mesh->timeout_ms, expected_us) : PP_NO_DEADLINE;
+}
+
+/* A send to the first worker waits, at worst, for it to finish the chunk
+ * it computes. */
+static gint64
+send_deadline (PpMesh * mesh)
+{
+  return chunk_deadline (mesh, pp_mesh_expected_slice_us (mesh, 0, NULL,
+          NULL));
+}
+
+/* When rank 0 waits for chunk n, every chunk before it has come back: no
+ * stage holds work ahead of it, and it is back within a round of the
+ * mesh. */
+static gint64
+receive_deadline (PpMesh * mesh, PpMeshPace * pace)
+{
+  pp_mesh_pace (mesh, pace);
+  return chunk_deadline (mesh, pace->round_us);
 }
 
 gboolean
@@ -57,7 +80,7 @@ pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
   mesh->last_epoch = chunk->cache_epoch;
   if (mesh->first_submit_us == 0 && (chunk->flags & PP_CHUNK_FLAG_DATA))
     mesh->first_submit_us = (gint64) chunk->submit_us;
-  if (!pp_mesh_send_next (mesh, chunk, chunk_deadline (mesh), assigned,
+  if (!pp_mesh_send_next (mesh, chunk, send_deadline (mesh), assigned,
           user_data, error)) {
     g_autofree gchar *first = pp_mesh_worker_name (mesh, 0);
     g_autofree gchar *symptom = g_strdup_printf ("rank 0 sending chunk %"
@@ -72,8 +95,10 @@ pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
 PpChunk *
 pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
 {
+  PpMeshPace pace;
+  const gint64 start = g_get_monotonic_time ();
   PpWait w = { mesh->world, (gint) mesh->plan->n_workers,
-    chunk_deadline (mesh), pp_mesh_workers_alive, mesh
+    receive_deadline (mesh, &pace), pp_mesh_workers_alive, mesh
   };
   PpChunkExpect expect = {
     .chunk_id = mesh->next_recv_id,
@@ -89,8 +114,12 @@ pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
   if (chunk == NULL || !pp_chunk_check (chunk, &expect, error)) {
     const guint last = mesh->plan->n_workers - 1;
     g_autofree gchar *name = pp_mesh_worker_name (mesh, last);
+    g_autofree gchar *allowed = pp_mesh_describe_allowance (mesh,
+        pace.round_us, pace.source);
     g_autofree gchar *symptom = g_strdup_printf ("rank 0 waiting for chunk %"
-        G_GUINT64_FORMAT " from %s", mesh->next_recv_id, name);
+        G_GUINT64_FORMAT " from %s for %" G_GINT64_FORMAT " ms (a round of "
+        "the mesh %s)", mesh->next_recv_id, name,
+        (g_get_monotonic_time () - start) / 1000, allowed);
 
     pp_mesh_wait_failed (mesh, last, mesh->next_recv_id, symptom, error);
     return NULL;
@@ -105,8 +134,11 @@ pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
   pp_recorder_note (PP_REC_COLLECT, chunk->chunk_id,
       (gint) mesh->plan->n_workers, 0, PP_REC_DONE);
   mesh->next_recv_id++;
-  if (chunk->flags & PP_CHUNK_FLAG_DATA)
+  if (chunk->flags & PP_CHUNK_FLAG_DATA) {
     mesh->last_return_us = g_get_monotonic_time ();
+    pp_mesh_pace_returned (mesh, mesh->last_return_us
+        - (gint64) chunk->submit_us);
+  }
   return g_steal_pointer (&chunk);
 }
 
@@ -139,6 +171,7 @@ pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk, GError ** error)
     return FALSE;
   }
   mesh->warm_ups++;
+  pp_mesh_pace_warmed_up (mesh, g_get_monotonic_time () - start);
   PP_INFO ("warm-up pass (chunk %" G_GUINT64_FORMAT ") took %.1f ms",
       back->chunk_id, (g_get_monotonic_time () - start) / 1e3);
   return TRUE;

@@ -73,6 +73,9 @@ pp_fault_parse (const gchar * spec, PpFault * fault, GError ** error)
     } else if (g_str_equal (key, "chunk")) {
       if (!parse_number (key, value, G_MAXUINT64, &fault->chunk, error))
         return FALSE;
+    } else if (g_str_equal (key, "ms")) {
+      if (!parse_number (key, value, G_MAXUINT32, &fault->ms, error))
+        return FALSE;
     } else if (g_str_equal (key, "kind")) {
       fault->kind = PP_FAULT_NONE;
       for (guint k = 1; k < G_N_ELEMENTS (kind_names); k++)
@@ -85,8 +88,8 @@ pp_fault_parse (const gchar * spec, PpFault * fault, GError ** error)
       }
     } else {
       g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-          "%s: unknown key '%s' (expected rank, chunk, kind)", PP_FAULT_ENV,
-          key);
+          "%s: unknown key '%s' (expected rank, chunk, kind, ms)",
+          PP_FAULT_ENV, key);
       return FALSE;
     }
   }

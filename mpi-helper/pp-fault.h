@@ -1,7 +1,7 @@
 /* ppdiffuse — fault specs for the break-it tests.
  *
- * A worker reads PPDIFFUSE_FAULT=rank:R,chunk:N,kind:K and misbehaves on
- * purpose, once, when chunk N passes through world rank R; the hooks that
+ * A worker reads PPDIFFUSE_FAULT=rank:R,chunk:N,kind:K[,ms:M] and
+ * misbehaves on purpose, once, when chunk N passes through world rank R; the hooks that
  * fire each kind are in pp-hooks.h.  Built only with the meson option
  * fault-injection.  The kinds and the tests that use them are in
  * docs/operator/liveness-and-faults.md. */
@@ -23,7 +23,7 @@ typedef enum
   PP_FAULT_BAD_SPEC,            /* send a payload shorter than its manifest */
   PP_FAULT_SKIP,                /* drop the chunk without sending it */
   PP_FAULT_DUP,                 /* send the chunk twice */
-  PP_FAULT_SLOW,                /* sleep 3 × timeout-ms in a step */
+  PP_FAULT_SLOW,                /* sleep 3 × timeout-ms (or ms:M) in a step */
   PP_FAULT_EARLY_CRASH,         /* crash before MPI_Init */
   PP_FAULT_BAD_DIGEST,          /* report another model digest at init */
   PP_FAULT_LATE_START,          /* sleep chunk:N ms before MPI_Init */
@@ -34,9 +34,11 @@ typedef struct
   PpFaultKind kind;
   gint rank;                    /* world rank (workers are 1..W) */
   guint64 chunk;
+  guint64 ms;                   /* the slow fault's sleep; 0: its default */
 } PpFault;
 
-/* Parses @spec ("rank:R,chunk:N,kind:K", any order; chunk defaults to 0);
+/* Parses @spec ("rank:R,chunk:N,kind:K,ms:M", any order; chunk and ms
+ * default to 0);
  * NULL or "" gives PP_FAULT_NONE. */
 gboolean     pp_fault_parse      (const gchar * spec, PpFault * fault,
                                   GError ** error);

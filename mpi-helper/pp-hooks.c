@@ -131,7 +131,8 @@ pp_hooks_after_step (guint64 chunk_id, guint timeout_ms)
   if (!fires (PP_FAULT_SLOW, chunk_id))
     return;
   PP_WARN ("injecting fault slow at chunk %" G_GUINT64_FORMAT, chunk_id);
-  g_usleep ((gulong) PP_FAULT_SLOW_TIMEOUTS * timeout_ms * 1000);
+  g_usleep (fault.ms > 0 ? (gulong) fault.ms * 1000
+      : (gulong) PP_FAULT_SLOW_TIMEOUTS * timeout_ms * 1000);
 }
 
 gboolean

@@ -364,7 +364,7 @@ pp_liveness_describe_peer (PpLiveness * lv, guint index)
 }
 
 /* The watchdog: the first peer silent for timeout-ms, or computing one
- * chunk for longer than that, is dead. */
+ * chunk for longer than its allowance, is dead. */
 static void
 judge_peers (PpLiveness * lv)
 {
@@ -381,7 +381,9 @@ judge_peers (PpLiveness * lv)
       lv->cb.dead (lv->data, i, PP_PEER_SILENT, &hb, silent_us);
       return;
     }
-    if (hb.state == PP_WORK_COMPUTING && (gint64) hb.state_us > limit) {
+    if (hb.state == PP_WORK_COMPUTING && (gint64) hb.state_us > limit
+        && (lv->cb.allowance == NULL
+            || (gint64) hb.state_us > lv->cb.allowance (lv->data, i, &hb))) {
       lv->cb.dead (lv->data, i, PP_PEER_STALLED, &hb, silent_us);
       return;
     }

@@ -7,8 +7,10 @@
  * peers (rank 0: every worker; a worker: rank 0) a heartbeat that says
  * what it is doing: which chunk its compute thread holds and since when,
  * the last chunk it received and sent.  A peer silent for timeout-ms, or
- * computing one chunk for longer than that, is declared dead by the
- * watchdog: rank 0 fails the mesh naming it, a worker exits.  Heartbeats
+ * computing one chunk for longer than its allowance (the callbacks'
+ * @allowance: what that compute is expected to take, pp-pace.h; else
+ * timeout-ms), is declared dead by the watchdog: rank 0 fails the mesh
+ * naming it, a worker exits.  Heartbeats
  * and reports travel on tags of their own (PP_TAG_HEARTBEAT,
  * PP_TAG_REPORT), never mixed with chunk traffic.
  *
@@ -90,7 +92,7 @@ typedef struct _PpLiveness PpLiveness;
 typedef enum
 {
   PP_PEER_SILENT,               /* no heartbeat for timeout-ms */
-  PP_PEER_STALLED,              /* computing one chunk for timeout-ms */
+  PP_PEER_STALLED,              /* computing one chunk past its allowance */
 } PpPeerVerdict;
 
 /* What each side does with what the heartbeat thread finds; every member
@@ -107,6 +109,10 @@ typedef struct
                         const PpHeartbeat * last, gint64 silent_us);
   /* Taking heartbeats failed (a malformed one, an MPI error). */
   void     (*broken)   (gpointer data, const GError * error);
+  /* How long (µs) peer @index may compute the chunk its heartbeat @last
+   * names before it is stalled; NULL: timeout-ms. */
+  gint64   (*allowance) (gpointer data, guint index,
+                        const PpHeartbeat * last);
 } PpLivenessCallbacks;
 
 /* Heartbeats between this rank (@rank of @world) and @n_peers peers,

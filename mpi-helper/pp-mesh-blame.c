@@ -5,6 +5,7 @@
 #include "pp-mesh-private.h"
 #include "pp-error.h"
 #include "pp-log.h"
+#include "pp-pace.h"
 #include "pp-proc.h"
 #include "pp-recorder.h"
 
@@ -152,6 +153,27 @@ watching (gpointer data)
   return !g_atomic_int_get (&mesh->failed);
 }
 
+/* "computing chunk 7 for 31000 ms (3.2× what it was expected to take),
+ * expected 9800 ms (measured compute), allowed 29900 ms: …: it is stuck
+ * …; if the work is only this slow, …": a compute past its allowance,
+ * with what to change. */
+static gchar *
+describe_overrun (PpMesh * mesh, guint i, const PpHeartbeat * hb,
+    gint64 ran_us)
+{
+  const gchar *source;
+  const gint64 expected = pp_mesh_expected_slice_us (mesh, i, hb, &source);
+  g_autofree gchar *allowed = pp_mesh_describe_allowance (mesh, expected,
+      source);
+
+  return g_strdup_printf ("computing chunk %" G_GUINT64_FORMAT " for %"
+      G_GINT64_FORMAT " ms (%.1f× what it was expected to take), %s: it is "
+      "stuck (a step that does not return) or far slower than measured; if "
+      "the work is only this slow, raise timeout-ms or %s", hb->chunk_id,
+      ran_us / 1000, (gdouble) ran_us / MAX (expected, 1), allowed,
+      pp_pace_advice ());
+}
+
 /* The watchdog's verdict on a worker, as the mesh's failure. */
 static void
 worker_dead (gpointer data, guint i, PpPeerVerdict verdict,
@@ -169,13 +191,22 @@ worker_dead (gpointer data, guint i, PpPeerVerdict verdict,
         "unreachable; it was %s", name, silent_us / 1000, mesh->timeout_ms,
         state);
   } else {
-    error = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s: computing chunk %"
-        G_GUINT64_FORMAT " for %" G_GUINT64_FORMAT " ms, longer than "
-        "timeout-ms %u", name, hb->chunk_id, hb->state_us / 1000,
-        mesh->timeout_ms);
+    g_autofree gchar *overrun = describe_overrun (mesh, i, hb,
+        (gint64) hb->state_us);
+
+    error = g_error_new (PP_ERROR, PP_ERROR_TIMEOUT, "%s: %s", name,
+        overrun);
   }
   pp_mesh_fail (mesh, error);
   g_error_free (error);
+}
+
+/* The watchdog's allowance for worker @i's compute (liveness's
+ * allowance): what its slice is expected to take, by pp-pace.h. */
+static gint64
+worker_allowance (gpointer data, guint i, const PpHeartbeat * hb)
+{
+  return pp_mesh_slice_allowance_us (data, i, hb);
 }
 
 static void
@@ -193,7 +224,8 @@ PpLiveness *
 pp_mesh_liveness_new (PpMesh * mesh)
 {
   static const PpLivenessCallbacks callbacks = {
-    drain_reports, watching, worker_dead, heartbeats_broken
+    drain_reports, watching, worker_dead, heartbeats_broken,
+    worker_allowance
   };
   const guint n = mesh->plan->n_workers;
   g_autofree gint *ranks = g_new (gint, n);
@@ -244,6 +276,8 @@ typedef struct
   PpHeartbeat beat;
   gint64 silent_us;             /* since its last heartbeat */
   gint64 stalled_us;            /* in one compute, or silent, for so long */
+  gint64 limit_us;              /* how long either may be: the compute's
+                                 * allowance, or timeout-ms of silence */
 } WorkerView;
 
 static void
@@ -253,6 +287,9 @@ view_worker (PpMesh * mesh, guint i, WorkerView * v)
   /* A compute goes on between heartbeats; a wait does not stall. */
   v->stalled_us = v->beat.state == PP_WORK_COMPUTING
       ? (gint64) v->beat.state_us + v->silent_us : v->silent_us;
+  v->limit_us = v->beat.state == PP_WORK_COMPUTING
+      ? pp_mesh_slice_allowance_us (mesh, i, &v->beat)
+      : (gint64) mesh->timeout_ms * 1000;
 }
 
 /* "worker rank 2 (…): computing chunk 3 for 2010 ms, longer than
@@ -267,9 +304,8 @@ stalled_lead (PpMesh * mesh, guint i, const WorkerView * v,
   const guint period_ms = pp_heartbeat_period_ms (mesh->timeout_ms);
   g_autofree gchar *name = pp_mesh_worker_name (mesh, i);
   g_autofree gchar *state = pp_heartbeat_describe (&v->beat, v->silent_us);
-  g_autofree gchar *waited = g_strdup_printf ("while rank 0 waited "
-      "timeout-ms %u for chunk %" G_GUINT64_FORMAT, mesh->timeout_ms,
-      awaited);
+  g_autofree gchar *waited = g_strdup_printf ("while rank 0 waited for "
+      "chunk %" G_GUINT64_FORMAT, awaited);
 
   if (v->silent_us > PP_MESH_OVERDUE_PERIODS * (gint64) period_ms * 1000) {
     g_autofree gchar *bound = v->silent_us >= limit
@@ -280,10 +316,12 @@ stalled_lead (PpMesh * mesh, guint i, const WorkerView * v,
         "%s: it hangs or its host is unreachable; it was %s", name,
         v->silent_us / 1000, bound, state);
   }
-  if (v->stalled_us >= limit)
-    return g_strdup_printf ("%s: computing chunk %" G_GUINT64_FORMAT " for %"
-        G_GINT64_FORMAT " ms, longer than timeout-ms %u", name,
-        v->beat.chunk_id, v->stalled_us / 1000, mesh->timeout_ms);
+  if (v->stalled_us >= v->limit_us) {
+    g_autofree gchar *overrun = describe_overrun (mesh, i, &v->beat,
+        v->stalled_us);
+
+    return g_strdup_printf ("%s: %s", name, overrun);
+  }
   return g_strdup_printf ("%s: computing chunk %" G_GUINT64_FORMAT " for %"
       G_GINT64_FORMAT " ms %s", name, v->beat.chunk_id, v->stalled_us / 1000,
       waited);
@@ -291,14 +329,13 @@ stalled_lead (PpMesh * mesh, guint i, const WorkerView * v,
 
 /* The lead of a timed-out wait for @awaited: the worker to blame and why,
  * from the heartbeats.  A worker that only waits behind a slower one is
- * not to blame, so: the earliest stage computing one chunk or silent past
- * timeout-ms; else the one stalled longest, if longer than heartbeats
+ * not to blame, so: the earliest stage computing one chunk past its
+ * allowance or silent past timeout-ms; else the one stalled longest, if longer than heartbeats
  * allow; else the first stage that has not passed @awaited on. */
 static gchar *
 blame_stalled (PpMesh * mesh, guint64 awaited)
 {
   const guint n = mesh->plan->n_workers;
-  const gint64 limit = (gint64) mesh->timeout_ms * 1000;
   const gint64 overdue = PP_MESH_OVERDUE_PERIODS
       * (gint64) pp_heartbeat_period_ms (mesh->timeout_ms) * 1000;
   g_autofree WorkerView *views = g_new0 (WorkerView, n);
@@ -309,7 +346,7 @@ blame_stalled (PpMesh * mesh, guint64 awaited)
   for (guint i = 0; i < n; i++)
     view_worker (mesh, i, &views[i]);
   for (guint i = 0; i < n; i++)
-    if (views[i].stalled_us >= limit)
+    if (views[i].stalled_us >= views[i].limit_us)
       return stalled_lead (mesh, i, &views[i], awaited);
   for (guint i = 1; i < n; i++)
     if (views[i].stalled_us > views[longest].stalled_us)
@@ -327,9 +364,9 @@ blame_stalled (PpMesh * mesh, guint64 awaited)
           views[i].silent_us);
 
       return g_strdup_printf ("%s: %s chunk %" G_GUINT64_FORMAT "%s within "
-          "timeout-ms %u; it was %s", name, passed ? "sent" :
+          "rank 0's deadline; it was %s", name, passed ? "sent" :
           "has not passed", awaited, passed ? ", which rank 0 did not receive"
-          : " on", mesh->timeout_ms, state);
+          : " on", state);
     }
   }
   return NULL;

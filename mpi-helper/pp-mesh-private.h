@@ -37,9 +37,15 @@ struct _PpMesh
   guint32 last_epoch;           /* chain thread: of the last chunk sent */
   guint64 warm_ups;             /* chain thread only */
 
+  /* What the mesh measured (pp-mesh-pace.c), under lock. */
+  gint64 pace_round_us;         /* a chunk round the mesh, from the warm-up
+                                 * pass and the chunks back
+                                 * (pp_pace_update_round_us) */
+  guint64 pace_warm_ups;        /* warm_ups, for other threads */
+
   /* The mesh's first failure (pp-mesh-blame.c). */
   gint failed;                  /* atomic: the mesh cannot be shut down cleanly */
-  GMutex lock;                  /* guards fault */
+  GMutex lock;                  /* guards fault and pace_* */
   GError *fault;                /* the first failure seen, for every waiter */
 };
 
@@ -79,6 +85,24 @@ gboolean pp_mesh_workers_alive (gpointer mesh, GError ** error);
 /* After a failed wait of rank 0 on worker @peer for chunk @awaited. */
 void     pp_mesh_wait_failed  (PpMesh * mesh, guint peer, guint64 awaited,
                                const gchar * symptom, GError ** error);
+
+/* pp-mesh-pace.c: what worker @index's slice is expected to take (its
+ * last heartbeat @hb, or NULL for the one liveness holds), and how long
+ * it may take (pp-pace.h); *@source as pp_pace_expected_slice_us says. */
+gint64   pp_mesh_expected_slice_us  (PpMesh * mesh, guint index,
+                                     const PpHeartbeat * hb,
+                                     const gchar ** source);
+gint64   pp_mesh_slice_allowance_us (PpMesh * mesh, guint index,
+                                     const PpHeartbeat * hb);
+/* The warm-up pass took @elapsed_us; chain thread. */
+void     pp_mesh_pace_warmed_up     (PpMesh * mesh, gint64 elapsed_us);
+/* A stream chunk came back @latency_us after it was submitted;
+ * collector. */
+void     pp_mesh_pace_returned      (PpMesh * mesh, gint64 latency_us);
+/* "expected 9800 ms (measured compute), allowed 31900 ms: max (timeout-ms
+ * 10000, 3 × expected + 2500 ms)" */
+gchar   *pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,
+                                     const gchar * source);
 
 /* pp-chunk-io.c */
 /* Assigns @chunk the next chunk_id, tells @assigned (may be NULL), and

@@ -7,6 +7,7 @@
  *   pp-handshake.c   hello, replies, parity
  *   pp-liveness.c    heartbeats and the watchdog (shared with workers)
  *   pp-mesh-blame.c  the mesh's first failure and the worker to blame
+ *   pp-mesh-pace.c   what the work is expected to take (deadlines)
  *   pp-chunk-io.c    chunk ids, submit, collect, the warm-up pass
  *   pp-shutdown.c    pp_mesh_stop: clean and fault paths */
 #include "pp-mesh-private.h"

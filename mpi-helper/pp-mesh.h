@@ -92,8 +92,9 @@ gboolean      pp_mesh_submit  (PpMesh * mesh, PpChunk * chunk,
  * every statistic. */
 gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
                                GError ** error);
-/* Waits up to timeout_ms for the next chunk back from the last worker and
- * validates it. */
+/* Waits for the next chunk back from the last worker and validates it:
+ * up to what a round of the mesh is allowed (pp-pace.h: timeout-ms, or
+ * PP_PACE_FACTOR × the measured round when that is longer). */
 PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
 /* Each worker's cumulative busy time (seconds computing stream chunks)
  * as its last heartbeat told it, plus the compute it was in then, up to
@@ -108,6 +109,30 @@ guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
  * workers there are.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
                                    guint n);
+/* What the mesh expects of one frame, from what it measured so far
+ * (pp-pace.h): the warm-up pass and the chunks back, then the workers'
+ * busy time. */
+typedef struct
+{
+  gint64 round_us;              /* a chunk round the workers: its latency */
+  gint64 stage_us;              /* the slowest worker's slice: the least
+                                 * time between two frames out */
+  guint slowest;                /* that worker, index = world rank - 1 */
+  const gchar *source;          /* what it comes from: "measured compute"
+                                 * (the workers' busy time), "measured
+                                 * round trip" (the warm-up pass, the
+                                 * chunks back), or nothing measured yet
+                                 * (2 × timeout-ms per step) */
+  /* How long each may take before it is an error (pp-pace.h):
+   * max (timeout-ms, 3 × expected + one heartbeat period). */
+  gint64 round_allowance_us;
+  gint64 stage_allowance_us;
+} PpMeshPace;
+
+/* Any thread, while the mesh runs. */
+void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);
+/* What a person can change when the work is too slow for the stream. */
+const gchar  *pp_mesh_pace_advice (void);
 /* FALSE, with the mesh's first failure in @error, once the mesh has failed:
  * a worker died or went silent, also while no chunk was in flight (the
  * heartbeats go on while the mesh is idle).  Any thread. */

@@ -26,6 +26,7 @@
 #include "pp-liveness.h"
 #include "pp-log.h"
 #include "pp-model.h"
+#include "pp-pace.h"
 #include "pp-proc.h"
 #include "pp-protocol.h"
 #include "pp-queue.h"
@@ -75,13 +76,50 @@ typedef struct
   PpLiveness *liveness;
   gint failing;                 /* atomic: first failure wins; others wait */
   gboolean deadlines;           /* FALSE only under the test-only switch */
+  /* What this worker's computes took, warm-up passes included: written by
+   * the compute thread, read by the threads that wait behind a stage. */
+  GMutex pace_lock;
+  gint64 measured_us;
+  guint64 measured_steps;
 } Worker;
 
-/* A deadline @timeout_ms from now, or none under the test-only switch. */
+/* What the slowest stage is expected to take for one chunk: this
+ * worker's measured time per step (every stage runs the same model on
+ * the same frames) times the longest slice of the plan; before anything
+ * was measured, pp_pace_unmeasured_us. */
+static gint64
+stage_expected_us (Worker * w)
+{
+  guint longest = 0;
+  gint64 us;
+  guint64 steps;
+
+  for (guint i = 0; i < w->plan->n_workers; i++)
+    longest = MAX (longest, w->plan->slices[i].end - w->plan->slices[i].first);
+  g_mutex_lock (&w->pace_lock);
+  us = w->measured_us;
+  steps = w->measured_steps;
+  g_mutex_unlock (&w->pace_lock);
+  if (steps == 0 || us <= 0)
+    return pp_pace_unmeasured_us (w->plan->timeout_ms, longest);
+  return us * (gint64) longest / (gint64) steps;
+}
+
+/* How long a wait behind a stage may take (a queue, a send: at worst the
+ * next stage finishes one chunk first), pp-pace.h; in ms for messages. */
+static guint
+worker_allowance_ms (Worker * w)
+{
+  return (guint) MIN (pp_pace_allowance_us (w->plan->timeout_ms,
+          stage_expected_us (w)) / 1000, G_MAXUINT);
+}
+
+/* The deadline of a wait behind a stage, or none under the test-only
+ * switch. */
 static gint64
 worker_deadline (Worker * w)
 {
-  return w->deadlines ? pp_deadline_in_ms (w->plan->timeout_ms)
+  return w->deadlines ? pp_deadline_in_ms (worker_allowance_ms (w))
       : PP_NO_DEADLINE;
 }
 
@@ -208,8 +246,9 @@ receiver_thread (gpointer data)
     expect.chunk_id++;
     if (!pp_queue_push (w->in, chunk, worker_deadline (w))) {
       g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
-          "compute did not take chunk %" G_GUINT64_FORMAT " within %u ms",
-          chunk->chunk_id, w->plan->timeout_ms);
+          "compute did not take chunk %" G_GUINT64_FORMAT " within %u ms "
+          "(max (timeout-ms, %d × the expected stage time))",
+          chunk->chunk_id, worker_allowance_ms (w), PP_PACE_FACTOR);
       worker_fail (w, "receive", error);
     }
     if (last)
@@ -351,6 +390,10 @@ run_steps (Worker * w, PpChunk * chunk)
   pp_liveness_set_cache_builds (w->liveness, pp_model_cache_builds (w->model));
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   chunk->next_step = w->slice.end;
+  g_mutex_lock (&w->pace_lock);
+  w->measured_us += g_get_monotonic_time () - start;
+  w->measured_steps += w->slice.end - w->slice.first;
+  g_mutex_unlock (&w->pace_lock);
   /* A warm-up pass is no work of the stream's. */
   if (!(chunk->flags & PP_CHUNK_FLAG_WARMUP)) {
     w->busy_us += g_get_monotonic_time () - start;
@@ -404,8 +447,9 @@ compute_loop (Worker * w)
     }
     if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {
       g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
-          "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms",
-          chunk->chunk_id, w->plan->timeout_ms);
+          "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms "
+          "(max (timeout-ms, %d × the expected stage time))",
+          chunk->chunk_id, worker_allowance_ms (w), PP_PACE_FACTOR);
       worker_fail (w, "compute", error);
     }
     if (last)
@@ -619,6 +663,7 @@ main (int argc, char **argv)
     return 0;
   start_timeout_ms = pp_worker_start_timeout_arg (argc, argv,
       PP_WORKER_HELLO_TIMEOUT_MS);
+  g_mutex_init (&w.pace_lock);
   pp_hooks_before_mpi_init ();
   g_thread_unref (g_thread_new ("pp-start-watchdog", start_watchdog, NULL));
   if (MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS

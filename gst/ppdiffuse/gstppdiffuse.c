@@ -60,6 +60,7 @@
 
 #include "gstppdiffuse.h"
 #include "gstppdiffuse-live.h"
+#include "gstppdiffuse-pace.h"
 #include "gstppdiffuse-pool.h"
 #include "gstppdiffuse-prompt.h"
 #include "gstppdiffuse-restart.h"
@@ -399,6 +400,14 @@ gst_pp_diffuse_collector (gpointer data)
       return NULL;
     }
     self->outstanding--;
+    /* Without a warm-up pass, the first frame back is the first measure. */
+    if (g_atomic_int_compare_and_exchange (&self->pace_checked, 0, 1)) {
+      GstVideoInfo info = self->in_info;
+
+      g_mutex_unlock (&self->lock);
+      gst_pp_diffuse_pace_check (self, &info);
+      g_mutex_lock (&self->lock);
+    }
     if (collector_attach (self, chunk)) {
       /* Asked once per growth: the query answer updates reported_latency. */
       self->reported_latency = self->latency;
@@ -901,9 +910,12 @@ gst_pp_diffuse_chunk_assigned (guint64 chunk_id, gpointer data)
 
 /* The warm-up pass, on the first frame of a mesh: a copy of @chunk goes
  * round the mesh in lockstep; nothing is in flight yet, so the collector
- * is idle and the chain thread collects the pass itself. */
+ * is idle and the chain thread collects the pass itself.  What it took is
+ * the mesh's first measure of the work, checked against the framerate of
+ * @info. */
 static gboolean
-gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
+gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk,
+    const GstVideoInfo * info)
 {
   GError *error = NULL;
   PpChunk *pass = pp_chunk_copy (chunk, &error);
@@ -914,8 +926,12 @@ gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk)
     pass->cache_epoch = self->cache_epoch;
     g_mutex_unlock (&self->lock);
     GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
-    if (pp_mesh_warm_up (self->mesh, pass, &error))
+    if (pp_mesh_warm_up (self->mesh, pass, &error)) {
+      /* Measured now: say early when the stream is too fast for it. */
+      if (g_atomic_int_compare_and_exchange (&self->pace_checked, 0, 1))
+        gst_pp_diffuse_pace_check (self, info);
       return TRUE;
+    }
   }
   g_mutex_lock (&self->lock);
   self->srcresult = GST_FLOW_ERROR;
@@ -1072,7 +1088,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
 
   if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
-          chunk)) {
+          chunk, &item->info)) {
     pp_chunk_free (chunk);
     item_recycle (self, item);
     gst_buffer_unref (out);
@@ -1599,10 +1615,12 @@ mesh_up:
   self->skipped_similar = 0;
   /* The warm-up pass is once per mesh; a reused mesh's workers start a new
    * stream state. */
-  if (reused)
+  if (reused) {
     self->cache_epoch++;
-  else
+  } else {
     self->warmed_up = FALSE;
+    g_atomic_int_set (&self->pace_checked, 0);
+  }
   self->discont_next = FALSE;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   gst_segment_init (&self->segment, GST_FORMAT_UNDEFINED);
@@ -2108,13 +2126,21 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
   /**
    * GstPpDiffuse:timeout-ms:
    *
-   * Deadline for any single wait on the mesh: spawn, handshake, a chunk's
-   * send or return.  When it passes the element posts an error.  MPI
-   * start-up and the spawn get at least 10000 ms whatever it says.
+   * How long a worker may be silent (no heartbeat) before it counts as
+   * hung, and the deadline of the waits that do not scale with the work:
+   * spawn, handshake, shutdown (MPI start-up and the spawn get at least
+   * 10000 ms).  A wait on work (a chunk's send or
+   * return, a worker computing one chunk) is allowed max (timeout-ms, 3 ×
+   * what the mesh measured that work takes + timeout-ms / 4); before
+   * anything is measured a step counts as 2 × timeout-ms.  When a
+   * deadline passes the element posts an error naming the rank, the
+   * times and what to change.
    */
   g_object_class_install_property (gobject_class, PROP_TIMEOUT_MS,
       g_param_spec_uint ("timeout-ms", "Timeout",
-          "Deadline for any single wait on the workers (milliseconds)",
+          "How long a worker may be silent, and the least deadline of any "
+          "wait on the workers; waits on work get 3 x its measured time "
+          "when that is longer (milliseconds)",
           MIN_TIMEOUT_MS, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, PARAM_FLAGS));
   /**
    * GstPpDiffuse:worker:

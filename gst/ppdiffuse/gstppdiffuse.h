@@ -180,6 +180,8 @@ struct _GstPpDiffuse
   guint64 skipped_similar;      /* frames skipped as similar (repeats) */
   PpMeshStats mesh_stats;       /* of the last mesh that stopped */
   gboolean warmed_up;           /* chain thread: this mesh had its pass */
+  gint pace_checked;            /* atomic: gst_pp_diffuse_pace_check ran
+                                 * for this mesh (gstppdiffuse-pace.h) */
   gboolean discont_next;        /* a frame was dropped: mark the next one */
   gboolean live;                /* upstream is live (latency query) */
   GstSegment segment;           /* of the input, for QoS */

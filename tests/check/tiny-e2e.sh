@@ -8,6 +8,8 @@
 # $PP_TEST_EXPECT_LOG, when set, is an extended regular expression the
 # element run's log (its workers' included) must match.
 # $PP_TEST_RANKS, when set, is the number of workers (default 2).
+# $PP_TEST_ELEMENT_ARGS, when set, are settings (NAME=VALUE ...) for the
+# element only, such as warm-up=true, which the tool has no use for.
 # $PPDIFFUSE_DATA_PLANE=nccl-emulated runs the chunks' payloads through the
 # NCCL data path over the emulated table (device-resident chunks on the cpu
 # backend): the workers must say so, and must finalize (never abort) each
@@ -28,7 +30,8 @@ timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
   pattern=ball ! video/x-raw,format=RGB,width="$WIDTH",height="$HEIGHT" \
   ! pngenc ! multifilesink location="$work/in-%02d.png"
 
-element_args=${PP_TEST_TIMEOUT_MS:+timeout-ms=$PP_TEST_TIMEOUT_MS} tool_args=""
+element_args="${PP_TEST_TIMEOUT_MS:+timeout-ms=$PP_TEST_TIMEOUT_MS} ${PP_TEST_ELEMENT_ARGS:-}"
+tool_args=""
 # The tiny model's prompt-embeds file, unless a text prompt is given.
 embeds_element="prompt-embeds=$work/model/prompt_embeds.npy"
 embeds_tool="--prompt-embeds $work/model/prompt_embeds.npy"
