@@ -33,6 +33,8 @@ static GString *block;          /* the framed message being read, or NULL */
 static gint read_fd = -1;       /* the pipe, for the copying thread */
 static gint saved_fd = -1;      /* the real standard error */
 static gboolean capturing;
+/* Open MPI's first message about a daemon it lost or could not start. */
+static gchar *daemon_failure;
 
 gboolean
 pp_launcher_is_noise_line (const gchar * line)
@@ -49,6 +51,14 @@ pp_launcher_is_noise_line (const gchar * line)
   /* ppdiffuse's own progress lines; its warnings and errors stay. */
   return g_str_has_prefix (p, "[ppdiffuse rank")
       && (strstr (p, "] INFO ") != NULL || strstr (p, "] DEBUG ") != NULL);
+}
+
+gboolean
+pp_launcher_is_daemon_failure (const gchar * text)
+{
+  return strstr (text, "unable to reliably start") != NULL
+      || strstr (text, "lost communication with a remote daemon") != NULL
+      || strstr (text, "daemon has unexpectedly failed") != NULL;
 }
 
 gboolean
@@ -102,6 +112,13 @@ add_line (const gchar * text)
     return;
   }
   line->ends_error = pp_launcher_is_error_text (block->str);
+  if (daemon_failure == NULL && pp_launcher_is_daemon_failure (block->str)) {
+    /* Its first sentence: the rest is Open MPI's list of usual causes. */
+    const gchar *end = strstr (block->str, ". ");
+
+    daemon_failure = g_strndup (block->str, end != NULL
+        ? (gsize) (end - block->str) : PP_LAUNCHER_LINE_MAX);
+  }
   g_string_free (block, TRUE);
   block = NULL;
 }
@@ -260,4 +277,15 @@ pp_launcher_failed_since (guint64 mark, gint64 * at_us)
   }
   g_mutex_unlock (&lock);
   return failed;
+}
+
+gchar *
+pp_launcher_daemon_failure (void)
+{
+  gchar *text;
+
+  g_mutex_lock (&lock);
+  text = g_strdup (daemon_failure);
+  g_mutex_unlock (&lock);
+  return text;
 }

@@ -35,10 +35,17 @@ gchar    *pp_launcher_text_since    (guint64 mark);
  * with @at_us its monotonic time. */
 gboolean  pp_launcher_failed_since  (guint64 mark, gint64 * at_us);
 
+/* Open MPI 4.1's launcher does not recover once a daemon on another host
+ * failed to start or was lost: its next spawn fails or aborts it.  The
+ * first such message Open MPI printed in this process, or NULL. */
+gchar    *pp_launcher_daemon_failure (void);
+
 /* Pure helpers, for the tests: whether a framed message's text (lines
  * joined) is an error, and whether @line is one of Open MPI's frame lines
  * or a ppdiffuse log line. */
 gboolean  pp_launcher_is_error_text (const gchar * text);
 gboolean  pp_launcher_is_noise_line (const gchar * line);
+/* Whether a framed message's text says a daemon failed or was lost. */
+gboolean  pp_launcher_is_daemon_failure (const gchar * text);
 
 G_END_DECLS

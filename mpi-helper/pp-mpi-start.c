@@ -107,6 +107,16 @@ pp_mpi_start (guint timeout_ms, GError ** error)
         PP_WARN ("running as root without OMPI_ALLOW_RUN_AS_ROOT: if Open "
             "MPI refuses to start, set OMPI_ALLOW_RUN_AS_ROOT=1 and "
             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+      /* Open MPI 4.1's daemon ends every process of the job, rank 0 (the
+       * application) included, when it loses a daemon on another host
+       * ("ORTE has lost communication with a remote daemon … will
+       * terminate the job").  With recovery on it marks that host down and
+       * leaves the processes be: the mesh's heartbeats then report the
+       * workers lost there, as for any dead worker.  Set before
+       * MPI_Init_thread forks that daemon (MPI_Init sets variables of its
+       * own there too); an application's own setting wins. */
+      if (g_getenv (PP_OMPI_RECOVERY_ENV) == NULL)
+        g_setenv (PP_OMPI_RECOVERY_ENV, "1", FALSE);
       init_state = INIT_RUNNING;
       init_started_us = g_get_monotonic_time ();
       g_thread_unref (g_thread_new ("pp-mpi-init", init_thread, NULL));

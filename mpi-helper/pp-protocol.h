@@ -87,6 +87,9 @@ enum
 #define PP_WORKER_REPORT_MS 1000
 
 /* Environment. */
+/* Open MPI's recovery switch, which rank 0 turns on before it initialises
+ * MPI unless the application set it (pp-mpi-start.c). */
+#define PP_OMPI_RECOVERY_ENV "OMPI_MCA_orte_enable_recovery"
 /* The worker executable, for uninstalled builds (the element's worker
  * property wins). */
 #define PP_WORKER_ENV "PPDIFFUSE_WORKER"

@@ -221,8 +221,8 @@ placement_hosts (const gchar * hosts, const gchar * hostfile,
 
 /* Every placement host must resolve here before Open MPI is asked to
  * start a daemon there: Open MPI 4.1's launcher does not recover from a
- * daemon that failed to start (below), so a misspelt host name must never
- * reach it. */
+ * daemon that failed to start (pp_launcher_daemon_failure), so a misspelt
+ * host name must never reach it. */
 static gboolean
 check_hosts_resolve (const gchar * hosts, const gchar * hostfile,
     GError ** error)
@@ -250,24 +250,6 @@ check_hosts_resolve (const gchar * hosts, const gchar * hostfile,
     }
   }
   return TRUE;
-}
-
-/* Open MPI 4.1's launcher (the daemon rank 0's MPI_Init forked) is left
- * broken by a daemon that failed to start on another host: the next spawn
- * crashes it ("ORTE_ERROR_LOG: Not found in file odls_base_default_fns.c",
- * then an abort), and the application with it.  After such a failure
- * every later start is refused with this reason instead.  Under
- * launcher_lock. */
-static GMutex launcher_lock;
-static gchar *launcher_broken;
-
-static gboolean
-is_daemon_failure (const gchar * text)
-{
-  return text != NULL && (strstr (text, "unable to reliably start") != NULL
-      || strstr (text, "lost communication with a remote daemon") != NULL
-      || strstr (text, "daemon has unexpectedly failed") != NULL
-      || strstr (text, "daemon failed") != NULL);
 }
 
 /* ---- the spawn ---------------------------------------------------------- */
@@ -558,6 +540,7 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   g_autofree gchar *where = NULL;
   g_autofree gchar *culprits = NULL;
   g_autofree gchar *says = NULL;
+  g_autofree gchar *lost = NULL;
   GThread *watcher;
   SpawnOutcome outcome;
   guint64 mark;
@@ -573,16 +556,19 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
         : "does not exist", g_get_host_name ());
     return FALSE;
   }
-  g_mutex_lock (&launcher_lock);
-  if (launcher_broken != NULL) {
+  /* Open MPI 4.1's launcher (the daemon rank 0's MPI_Init forked) does
+   * not recover from a daemon on another host that failed to start or was
+   * lost: the next spawn fails ("ORTE_ERROR_LOG: Not found in file
+   * odls_base_default_fns.c", "not running - cannot relay") or aborts it.
+   * After that every start is refused, naming the first failure. */
+  lost = pp_launcher_daemon_failure ();
+  if (lost != NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MPI, "Open MPI cannot start "
-        "workers again in this process: %s. Its launcher does not recover "
-        "from a daemon that failed to start on another host (Open MPI 4.1); "
-        "restart the application", launcher_broken);
-    g_mutex_unlock (&launcher_lock);
+        "workers again in this process: it lost a daemon on another host "
+        "earlier (\"%s\"), and Open MPI 4.1 does not recover from that; "
+        "restart the application", lost);
     return FALSE;
   }
-  g_mutex_unlock (&launcher_lock);
   if (!check_hosts_resolve (config->hosts && *config->hosts ? config->hosts
           : NULL, hostfile, error))
     return FALSE;
@@ -636,13 +622,6 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
         : g_strdup_printf (" on %s", g_get_host_name ());
     if (outcome != SPAWN_TIMED_OUT)
       spawn_watch_kill (&watch);
-    if (is_daemon_failure (says)) {
-      g_mutex_lock (&launcher_lock);
-      if (launcher_broken == NULL)
-        launcher_broken = g_strdup_printf ("a daemon failed to start%s",
-            where);
-      g_mutex_unlock (&launcher_lock);
-    }
   }
   switch (ok ? -1 : (gint) outcome) {
     case SPAWN_DONE:

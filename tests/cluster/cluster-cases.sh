@@ -13,6 +13,7 @@
 #                     and equal to a run with every worker on rank 0's host
 #   tiny              the same for a make-tiny pipeline ($PPDIFFUSE_TOOL)
 #   worker-killed     SIGKILL of the worker on ppcl-n2 mid-stream
+#   orted-killed      SIGKILL of Open MPI's daemon on ppcl-n2 mid-stream
 #   link-cut          ppcl-n2's link taken down mid-stream
 #   unreachable       hosts= naming an address no host holds on the link
 #   unresolvable      a hostfile naming a host that does not resolve
@@ -267,7 +268,7 @@ case $CASE in
     check_clean $CLEAN_BOUND_S
     echo "tiny turbo pipeline on $H1 and $H2 equals the single-host run"
     ;;
-  worker-killed|link-cut|rank0-killed)
+  worker-killed|link-cut|rank0-killed|orted-killed)
     start_stream hosts="$H1,$H2"
     wait_log "worker rank 2 is pid" 30
     check_worker_host 1 "$H1"
@@ -277,6 +278,14 @@ case $CASE in
     read -r pid _ <<<"$(worker_of 2)"
     t0=$(now_ms)
     case $CASE in
+      orted-killed)
+        for p in $(ip netns pids "$H2"); do
+          [ "$(cat /proc/$p/comm 2>/dev/null)" = orted ] && orted=$p
+        done
+        kill -KILL "$orted"
+        expect_error "$t0" "worker rank 2 (pid $pid on $H2"
+        check_clean $CLEAN_BOUND_S
+        ;;
       worker-killed)
         kill -KILL "$pid"
         expect_error "$t0" "worker rank 2 (pid $pid on $H2"
