@@ -50,8 +50,11 @@ struct _PpMesh
 };
 
 /* pp-mpi-start.c: initialises MPI with MPI_THREAD_MULTIPLE, or checks
- * the initialisation the application made, within @timeout_ms. */
-gboolean pp_mpi_start (guint timeout_ms, GError ** error);
+ * the initialisation the application made, within @timeout_ms (at least
+ * the start-up floor).  @remote_hosts: this mesh places workers on other
+ * hosts (Open MPI's recovery is then turned on, if MPI starts here). */
+gboolean pp_mpi_start (guint timeout_ms, gboolean remote_hosts,
+                       GError ** error);
 /* What MPI start-up and the spawn get: timeout-ms, at least the floor
  * (PP_MESH_START_FLOOR_MS). */
 guint    pp_mpi_start_timeout_ms (guint timeout_ms);

@@ -108,7 +108,9 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     config->progress (PP_MESH_PROGRESS_SPAWNING, 0, config->n_workers,
         config->progress_data);
   worker = pp_spawn_resolve_worker (config->worker_path, error);
-  if (worker == NULL || !pp_mpi_start (config->timeout_ms, error)
+  if (worker == NULL || !pp_mpi_start (config->timeout_ms,
+          (config->hosts != NULL && *config->hosts != '\0')
+          || (config->hostfile != NULL && *config->hostfile != '\0'), error)
       || !pp_spawn_workers (mesh, config, worker, error)) {
     pp_mesh_free (mesh);
     return NULL;

@@ -84,7 +84,7 @@ init_thread (gpointer unused)
 }
 
 gboolean
-pp_mpi_start (guint timeout_ms, GError ** error)
+pp_mpi_start (guint timeout_ms, gboolean remote_hosts, GError ** error)
 {
   const guint wait_ms = pp_mpi_start_timeout_ms (timeout_ms);
   const gint64 deadline = g_get_monotonic_time () + (gint64) wait_ms * 1000;
@@ -112,10 +112,13 @@ pp_mpi_start (guint timeout_ms, GError ** error)
        * ("ORTE has lost communication with a remote daemon … will
        * terminate the job").  With recovery on it marks that host down and
        * leaves the processes be: the mesh's heartbeats then report the
-       * workers lost there, as for any dead worker.  Set before
+       * workers lost there, as for any dead worker.  But recovery also
+       * silences its report of a worker that exits before MPI_Init, which
+       * ends a failed start on one host at once (pp-spawn.c); so it is on
+       * only when the first mesh of the process spans hosts.  Set before
        * MPI_Init_thread forks that daemon (MPI_Init sets variables of its
        * own there too); an application's own setting wins. */
-      if (g_getenv (PP_OMPI_RECOVERY_ENV) == NULL)
+      if (remote_hosts && g_getenv (PP_OMPI_RECOVERY_ENV) == NULL)
         g_setenv (PP_OMPI_RECOVERY_ENV, "1", FALSE);
       init_state = INIT_RUNNING;
       init_started_us = g_get_monotonic_time ();
