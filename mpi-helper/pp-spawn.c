@@ -67,6 +67,7 @@ typedef struct
 {
   gboolean done;
   gchar *output;
+  gchar *errors;
   GError *error;
 } Probe;
 
@@ -76,7 +77,7 @@ probe_done (GObject * source, GAsyncResult * result, gpointer data)
   Probe *probe = data;
 
   g_subprocess_communicate_utf8_finish (G_SUBPROCESS (source), result,
-      &probe->output, NULL, &probe->error);
+      &probe->output, &probe->errors, &probe->error);
   probe->done = TRUE;
 }
 
@@ -99,6 +100,26 @@ describe_exit (GSubprocess * proc)
       g_subprocess_get_exit_status (proc));
 }
 
+/* What a failed probe said, on one line for an element error: the end of
+ * its standard error (where a loader or a program complains; whatever
+ * came before, LD_DEBUG output say, matters less), else of its output. */
+static gchar *
+probe_said (const gchar * errors, const gchar * output)
+{
+  const gchar *text = errors != NULL && *errors ? errors : output;
+  gsize len;
+  gchar *said;
+
+  if (text == NULL)
+    return NULL;
+  len = strlen (text);
+  said = g_strstrip (g_strdelimit (g_strdup (text + (len > 400 ? len - 400
+                  : 0)), "\r\n\t", ' '));
+  while (g_str_has_suffix (said, "."))
+    said[strlen (said) - 1] = '\0';
+  return said;
+}
+
 gboolean
 pp_spawn_probe_worker (const gchar * worker, guint timeout_ms,
     GError ** error)
@@ -108,14 +129,14 @@ pp_spawn_probe_worker (const gchar * worker, guint timeout_ms,
   g_autoptr (GSubprocess) proc = NULL;
   g_autofree gchar *how = NULL;
   g_autofree gchar *said = NULL;
-  Probe probe = { FALSE, NULL, NULL };
-  gboolean timed_out = FALSE, ok = FALSE;
+  Probe probe = { FALSE, NULL, NULL, NULL };
+  gboolean timed_out = FALSE, answered, ok = FALSE;
   GSource *timeout;
   GError *local = NULL;
 
   g_main_context_push_thread_default (context);
   proc = g_subprocess_newv (argv, G_SUBPROCESS_FLAGS_STDIN_INHERIT
-      | G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE,
+      | G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
       &local);
   if (proc == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_SPAWN, "worker executable '%s' "
@@ -143,19 +164,16 @@ pp_spawn_probe_worker (const gchar * worker, guint timeout_ms,
   g_main_context_pop_thread_default (context);
   g_main_context_unref (context);
 
-  if (probe.output != NULL) {
-    /* One line: the text goes into an element error. */
-    said = g_strstrip (g_strdelimit (g_strndup (probe.output, 400), "\r\n\t",
-            ' '));
-    while (g_str_has_suffix (said, "."))
-      said[strlen (said) - 1] = '\0';
-  }
+  answered = probe.output != NULL && (g_str_has_prefix (probe.output,
+          PP_WORKER_PROBE_REPLY) || strstr (probe.output,
+          "\n" PP_WORKER_PROBE_REPLY) != NULL);
+  said = probe_said (probe.errors, probe.output);
   if (timed_out)
     how = g_strdup_printf ("did not answer within %u ms", timeout_ms);
   else if (!g_subprocess_get_if_exited (proc)
       || g_subprocess_get_exit_status (proc) != 0)
     how = describe_exit (proc);
-  else if (said == NULL || !g_str_has_prefix (said, PP_WORKER_PROBE_REPLY))
+  else if (!answered)
     how = g_strdup ("exited with status 0 without a worker's answer");
   else
     ok = TRUE;
@@ -167,6 +185,7 @@ pp_spawn_probe_worker (const gchar * worker, guint timeout_ms,
         said != NULL && *said ? ", saying: " : " and printed nothing",
         said != NULL ? said : "", PP_WORKER_ENV, worker);
   g_free (probe.output);
+  g_free (probe.errors);
   g_clear_error (&probe.error);
   return ok;
 }
