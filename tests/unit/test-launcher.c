@@ -1,0 +1,130 @@
+/* Unit tests for what rank 0 reads of Open MPI's launcher (pp-launcher.h):
+ * which framed messages are errors, which lines are left out of the
+ * element error, and the capture itself: standard error turned into a
+ * pipe, copied on, its framed messages found.  Open MPI's texts below are
+ * the ones its 4.1 daemon prints. */
+#include "pp-launcher.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define FRAME "------------------------------------------------------------" \
+  "--------------\n"
+#define WAIT_US (10 * G_USEC_PER_SEC)
+
+static void
+test_error_text (void)
+{
+  g_assert_true (pp_launcher_is_error_text ("Child job 2 terminated "
+          "normally, but 1 process returned a non-zero exit code. Per "
+          "user-direction, the job has been aborted."));
+  g_assert_true (pp_launcher_is_error_text ("ORTE was unable to reliably "
+          "start one or more daemons."));
+  g_assert_true (pp_launcher_is_error_text ("mpirun noticed that process "
+          "rank 1 with PID 0 on node vm exited on signal 6 (Aborted)."));
+  /* Warnings and notices are not. */
+  g_assert_false (pp_launcher_is_error_text ("WARNING: There was an error "
+          "initializing an OpenFabrics device."));
+  g_assert_false (pp_launcher_is_error_text ("  warning: a request was made "
+          "to bind a process"));
+  g_assert_false (pp_launcher_is_error_text ("No OpenFabrics connection "
+          "schemes reported that they were able to be used on a specific "
+          "port."));
+}
+
+static void
+test_daemon_failure (void)
+{
+  g_assert_true (pp_launcher_is_daemon_failure ("ORTE was unable to "
+          "reliably start one or more daemons."));
+  g_assert_true (pp_launcher_is_daemon_failure ("ORTE has lost "
+          "communication with a remote daemon."));
+  g_assert_false (pp_launcher_is_daemon_failure ("Child job 2 terminated "
+          "normally, but 1 process returned a non-zero exit code."));
+}
+
+static void
+test_noise (void)
+{
+  g_assert_true (pp_launcher_is_noise_line (""));
+  g_assert_true (pp_launcher_is_noise_line ("   "));
+  g_assert_true (pp_launcher_is_noise_line ("-----------------------------"));
+  g_assert_true (pp_launcher_is_noise_line ("[ppdiffuse rank 2 pid 7] INFO  "
+          "node-local rank 1"));
+  g_assert_false (pp_launcher_is_noise_line ("[ppdiffuse rank 2 pid 7] "
+          "ERROR worker rank 2 failed"));
+  g_assert_false (pp_launcher_is_noise_line ("ssh: Could not resolve "
+          "hostname gpu7: Name or service not known"));
+}
+
+static void
+write_stderr (const gchar * text)
+{
+  g_assert_cmpint (write (STDERR_FILENO, text, strlen (text)), ==,
+      (gssize) strlen (text));
+}
+
+/* Waits until the copying thread has read @needle since @mark. */
+static gchar *
+wait_text (guint64 mark, const gchar * needle)
+{
+  const gint64 deadline = g_get_monotonic_time () + WAIT_US;
+
+  for (;;) {
+    gchar *text = pp_launcher_text_since (mark);
+
+    if (text != NULL && strstr (text, needle) != NULL)
+      return text;
+    g_free (text);
+    g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+    g_usleep (10000);
+  }
+}
+
+/* What is written to standard error while captured is copied on and read:
+ * a warning is no failure, an error message is, and a daemon failure is
+ * remembered for good.  (After the capture ends nothing holds the pipe
+ * here, unlike under MPI, where Open MPI's daemon does: the text must have
+ * been read before the pipe's end.) */
+static void
+test_capture (void)
+{
+  const guint64 mark = pp_launcher_mark ();
+  g_autofree gchar *text = NULL;
+  gint64 at_us = 0;
+
+  g_assert_null (pp_launcher_daemon_failure ());
+  pp_launcher_capture_begin ();
+  write_stderr (FRAME "WARNING: a warning of no consequence.\n" FRAME);
+  write_stderr ("[ppdiffuse rank 1 pid 9] INFO  progress line\n");
+  write_stderr ("ssh: Could not resolve hostname gpu7: Name or service not "
+      "known\n");
+  write_stderr (FRAME "ORTE was unable to reliably start one or more "
+      "daemons. This usually is caused by:\n\n* not finding the required "
+      "libraries\n" FRAME);
+  pp_launcher_capture_end ();
+
+  text = wait_text (mark, "not finding the required libraries");
+  g_assert_nonnull (strstr (text, "ssh: Could not resolve hostname gpu7"));
+  g_assert_nonnull (strstr (text, "WARNING: a warning of no consequence."));
+  g_assert_null (strstr (text, "progress line"));
+  g_assert_null (strstr (text, "-----"));
+  g_assert_true (pp_launcher_failed_since (mark, &at_us));
+  g_assert_cmpint (at_us, >, 0);
+  g_assert_cmpstr (pp_launcher_daemon_failure (), ==, "ORTE was unable to "
+      "reliably start one or more daemons");
+  /* Nothing since a mark taken now. */
+  g_assert_false (pp_launcher_failed_since (pp_launcher_mark (), NULL));
+  g_assert_null (pp_launcher_text_since (pp_launcher_mark ()));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/launcher/error-text", test_error_text);
+  g_test_add_func ("/launcher/daemon-failure", test_daemon_failure);
+  g_test_add_func ("/launcher/noise", test_noise);
+  g_test_add_func ("/launcher/capture", test_capture);
+  return g_test_run ();
+}
