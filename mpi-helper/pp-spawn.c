@@ -499,7 +499,24 @@ typedef enum
   SPAWN_LAUNCHER_FAILED,        /* Open MPI's launcher reported an error */
 } SpawnOutcome;
 
-/* Waits for @call, the watch and the launcher until @deadline_us. */
+/* What the watch and the launcher tell of a spawn still running: a worker
+ * of this host that exited (its index in @gone), an error Open MPI's
+ * launcher has finished saying, or nothing (SPAWN_TIMED_OUT). */
+static SpawnOutcome
+spawn_seen_failure (SpawnWatch * sw, guint64 mark, gint * gone)
+{
+  gint64 said_us = 0;
+
+  if (pp_launcher_failed_since (mark, &said_us)
+      && g_get_monotonic_time () - said_us >= SPAWN_LAUNCHER_GRACE_US)
+    return SPAWN_LAUNCHER_FAILED;
+  *gone = spawn_watch_gone (sw);
+  return *gone >= 0 ? SPAWN_WORKER_EXITED : SPAWN_TIMED_OUT;
+}
+
+/* Waits for @call until @deadline_us, or until the watch or the launcher
+ * tell that it failed; a spawn not done by then is abandoned to its
+ * thread. */
 static SpawnOutcome
 spawn_wait (SpawnCall * call, SpawnWatch * sw, guint64 mark,
     gint64 deadline_us, gint * gone)
@@ -507,31 +524,22 @@ spawn_wait (SpawnCall * call, SpawnWatch * sw, guint64 mark,
   SpawnOutcome outcome = SPAWN_TIMED_OUT;
 
   g_mutex_lock (&call->lock);
-  for (;;) {
-    const gint64 now = g_get_monotonic_time ();
-    gint64 said_us = 0;
+  while (!call->done && g_get_monotonic_time () < deadline_us) {
+    SpawnOutcome seen;
 
-    if (call->done) {
-      outcome = SPAWN_DONE;
+    g_mutex_unlock (&call->lock);
+    seen = spawn_seen_failure (sw, mark, gone);
+    g_mutex_lock (&call->lock);
+    if (seen != SPAWN_TIMED_OUT && !call->done) {
+      outcome = seen;
       break;
     }
-    if (now >= deadline_us)
-      break;
-    g_mutex_unlock (&call->lock);
-    *gone = spawn_watch_gone (sw);
-    if (pp_launcher_failed_since (mark, &said_us)
-        && now - said_us >= SPAWN_LAUNCHER_GRACE_US)
-      outcome = SPAWN_LAUNCHER_FAILED;
-    else if (*gone >= 0)
-      outcome = SPAWN_WORKER_EXITED;
-    g_mutex_lock (&call->lock);
-    if (outcome != SPAWN_TIMED_OUT && !call->done)
-      break;
-    outcome = SPAWN_TIMED_OUT;
     g_cond_wait_until (&call->cond, &call->lock,
         MIN (deadline_us, g_get_monotonic_time () + SPAWN_POLL_US));
   }
-  if (outcome != SPAWN_DONE)
+  if (call->done)
+    outcome = SPAWN_DONE;
+  else
     call->abandoned = TRUE;
   g_mutex_unlock (&call->lock);
   return outcome;
