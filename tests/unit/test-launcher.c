@@ -91,9 +91,11 @@ test_capture (void)
 {
   const guint64 mark = pp_launcher_mark ();
   g_autofree gchar *text = NULL;
+  g_autofree gchar *before = pp_launcher_daemon_failure ();
+  g_autofree gchar *lost = NULL;
   gint64 at_us = 0;
 
-  g_assert_null (pp_launcher_daemon_failure ());
+  g_assert_null (before);
   pp_launcher_capture_begin ();
   write_stderr (FRAME "WARNING: a warning of no consequence.\n" FRAME);
   write_stderr ("[ppdiffuse rank 1 pid 9] INFO  progress line\n");
@@ -111,8 +113,9 @@ test_capture (void)
   g_assert_null (strstr (text, "-----"));
   g_assert_true (pp_launcher_failed_since (mark, &at_us));
   g_assert_cmpint (at_us, >, 0);
-  g_assert_cmpstr (pp_launcher_daemon_failure (), ==, "ORTE was unable to "
-      "reliably start one or more daemons");
+  lost = pp_launcher_daemon_failure ();
+  g_assert_cmpstr (lost, ==, "ORTE was unable to reliably start one or more "
+      "daemons");
   /* Nothing since a mark taken now. */
   g_assert_false (pp_launcher_failed_since (pp_launcher_mark (), NULL));
   g_assert_null (pp_launcher_text_since (pp_launcher_mark ()));
