@@ -71,6 +71,9 @@ enum
 /* Rank 0's answer when a spawn completes after it gave up on it: a hello
  * of zero bytes tells the worker to exit at once, quietly. */
 #define PP_HELLO_CANCEL_BYTES 0
+/* What such a worker logs as it leaves. */
+#define PP_WORKER_CANCELLED_TEXT "rank 0 gave up on this start before this " \
+  "worker came up"
 /* Run as "ppdiffuse-worker --ppdiffuse-probe", a worker prints one line
  * starting with PP_WORKER_PROBE_REPLY and exits 0 without touching MPI:
  * rank 0 checks so that the executable it is about to spawn is a worker

@@ -350,8 +350,8 @@ spawn_cancel_late (SpawnCall * call)
   }
   if (call->inter != MPI_COMM_NULL)
     MPI_Comm_free (&call->inter);
-  PP_INFO ("a spawn rank 0 had given up on completed late: its %u workers "
-      "were told to exit", call->n_workers);
+  PP_WARN ("a spawn given up on completed late: its %u workers were told "
+      "to exit", call->n_workers);
 }
 
 static gpointer

@@ -481,7 +481,7 @@ do_handshake (Worker * w)
     worker_fail (w, "handshake", error);
   if (g_bytes_get_size (hello) == PP_HELLO_CANCEL_BYTES) {
     /* Rank 0 gave up on this start before the spawn completed. */
-    PP_INFO ("rank 0 gave up on this start before it came up; exiting");
+    PP_WARN ("%s; exiting", PP_WORKER_CANCELLED_TEXT);
     fflush (stderr);
     _exit (PP_WORKER_EXIT_FAILURE);
   }

@@ -9,6 +9,7 @@
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp-check-util.h"
 
@@ -241,20 +242,66 @@ GST_START_TEST (test_slow_mpi_init)
 
 GST_END_TEST;
 
+static guint
+count_in_file_text (const gchar * text, const gchar * needle)
+{
+  guint n = 0;
+
+  for (const gchar * p = text; (p = strstr (p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+/* How many times @needle is in the file @path. */
+static guint
+count_in_file (const gchar * path, const gchar * needle)
+{
+  g_autofree gchar *text = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return 0;
+  return count_in_file_text (text, needle);
+}
+
 /* Workers that come up after rank 0 gave up: told to exit at once when
- * the spawn completes; no worker and no thread of the start remain.  The
- * next start gives them time enough (Open MPI hands later spawns the
- * environment of the first, so they come up late again) and works. */
+ * the spawn completes (each says so: the zero-byte hello, not its own
+ * start deadline, ended it); no worker and no thread of the start remain.
+ * The next start gives them time enough (Open MPI hands later spawns the
+ * environment of the first, so they come up late again) and works.
+ *
+ * The workers' output reaches this process's standard error (through
+ * Open MPI's daemon and rank 0's copy of its output), which is a file for
+ * the length of the check. */
 GST_START_TEST (test_late_workers)
 {
   const gchar *needles[] = { "could not start 2 workers",
     "did not finish within 1000 ms", NULL
   };
+  g_autofree gchar *log_path = g_build_filename (g_get_tmp_dir (),
+      "ppdiffuse-late-workers-XXXXXX", NULL);
+  g_autofree gchar *log = NULL;
+  const gint log_fd = g_mkstemp (log_path);
+  const gint saved_fd = dup (STDERR_FILENO);
+  gint64 deadline;
 
+  fail_unless (log_fd >= 0 && saved_fd >= 0);
+  fail_unless (dup2 (log_fd, STDERR_FILENO) == STDERR_FILENO);
   expect_failure ("timeout-ms=1000", PROMPT_MS, needles);
   fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worke",
           CLEANUP_MS), 0);
   fail_unless_equals_int (wait_threads_gone ("pp-spawn", CLEANUP_MS), 0);
+  deadline = g_get_monotonic_time () + (gint64) CLEANUP_MS * 1000;
+  while (count_in_file (log_path, "gave up on this start before this worker "
+          "came up") < 2 && g_get_monotonic_time () < deadline)
+    g_usleep (20000);
+  dup2 (saved_fd, STDERR_FILENO);
+  close (saved_fd);
+  close (log_fd);
+  fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
+  g_printerr ("%s", log);
+  g_unlink (log_path);
+  fail_unless_equals_int (count_in_file_text (log, "gave up on this start "
+          "before this worker came up"), 2);
   expect_frames ("timeout-ms=6000");
   expect_frames ("timeout-ms=6000");
 }
