@@ -169,6 +169,20 @@ expect_pace_warning (GstBus * bus)
       GST_MESSAGE_TYPE_NAME (msg));
 }
 
+/* Stops @h's element (NULL), frees the harness and @bus, and checks that
+ * no worker is left. */
+static void
+stop_harness (GstHarness * h, GstBus * bus)
+{
+  fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
+      GST_STATE_CHANGE_SUCCESS);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, 5000), 0);
+}
+
 GST_START_TEST (test_slow_completes)
 {
   GstBus *bus = gst_bus_new ();
@@ -186,13 +200,7 @@ GST_START_TEST (test_slow_completes)
   fail_unless (gst_harness_try_pull (h) == NULL, "an extra frame came out");
   /* One warning, no error. */
   expect_pace_warning (bus);
-  fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
-      GST_STATE_CHANGE_SUCCESS);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
-  gst_harness_teardown (h);
-  fail_unless_equals_int (pp_check_wait_descendants_gone
-      (PP_CHECK_WORKER_COMM, 5000), 0);
+  stop_harness (h, bus);
 }
 
 GST_END_TEST;
@@ -231,11 +239,7 @@ GST_START_TEST (test_stuck_step)
   fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
       GST_STATE_CHANGE_SUCCESS);
   pp_check_frames_accounted_after_error (h->element);
-  gst_element_set_bus (h->element, NULL);
-  gst_object_unref (bus);
-  gst_harness_teardown (h);
-  fail_unless_equals_int (pp_check_wait_descendants_gone
-      (PP_CHECK_WORKER_COMM, 5000), 0);
+  stop_harness (h, bus);
 }
 
 GST_END_TEST;
