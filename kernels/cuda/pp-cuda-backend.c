@@ -4,7 +4,7 @@
  * the op, unlock). */
 #include "pp-cuda-backend.h"
 #include "pp-cuda-private.h"
-#include "pp-dtype-math.h"
+#include "pp-cuda-staging.h"
 #include "pp-error.h"
 
 #include <string.h>
@@ -106,60 +106,35 @@ cuda_free (PpBackend * be, gpointer mem)
   leave (cu);
 }
 
-/* Fills @dst (pinned) with @count elements of host @src, converted. */
-typedef void (*StageFunc) (gpointer dst, gconstpointer src, gsize count);
-
+/* Copies @count elements of host @src (@src_dtype) to device @dst
+ * (@dst_dtype), through the staging buffers (pp-cuda-staging.h converts):
+ * while one buffer's copy runs, the host fills the other.  Returns once
+ * the host has staged everything: @src may be reused at once, and the
+ * events keep a buffer from being refilled before its copy has left it;
+ * work enqueued later on the stream sees the data. */
 static void
-stage_copy (gpointer dst, gconstpointer src, gsize count)
+staged_upload (PpCudaBackend * cu, guint8 * dst, gconstpointer src,
+    gsize count, PpDType src_dtype, PpDType dst_dtype)
 {
-  memcpy (dst, src, count);
-}
+  PpStagingPlan plan;
+  GError *error = NULL;
+  gsize chunks;
 
-static void
-stage_f16 (gpointer dst, gconstpointer src, gsize count)
-{
-  guint16 *d = dst;
-  const float *s = src;
-
-  for (gsize i = 0; i < count; i++)
-    d[i] = pp_f32_to_f16 (s[i]);
-}
-
-static void
-stage_bf16 (gpointer dst, gconstpointer src, gsize count)
-{
-  guint16 *d = dst;
-  const float *s = src;
-
-  for (gsize i = 0; i < count; i++)
-    d[i] = pp_f32_to_bf16 (s[i]);
-}
-
-/* Copies @count elements of host @src (@src_size bytes each) to device
- * @dst (@dst_size bytes each, @stage converting), through the staging
- * buffers: while one buffer's copy runs, the host fills the other.
- * Returns when the last copy is complete. */
-static void
-staged_upload (PpCudaBackend * cu, guint8 * dst, const guint8 * src,
-    gsize count, gsize src_size, gsize dst_size, StageFunc stage)
-{
-  const gsize per_chunk = PP_CUDA_STAGING_BYTES / MAX (src_size, dst_size);
-
-  for (gsize done = 0, i = 0; done < count; i++) {
+  if (!pp_staging_plan_init (&plan, count, src_dtype, dst_dtype,
+          PP_CUDA_STAGING_BYTES, &error))
+    pp_cuda_fatal (cu, error);
+  chunks = pp_staging_n_chunks (&plan);
+  for (gsize i = 0; i < chunks; i++) {
     const guint b = i % PP_CUDA_STAGING_BUFFERS;
-    const gsize n = MIN (per_chunk, count - done);
+    const PpStagingChunk c = pp_staging_chunk (&plan, i);
 
-    /* The buffer's previous copy must have left it. */
     PP_CUDA_OP_TRY (cu, cudaEventSynchronize (cu->staged[b]));
-    stage (cu->staging[b], src + done * src_size, n);
-    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst + done * dst_size,
-            cu->staging[b], n * dst_size, cudaMemcpyHostToDevice,
+    pp_staging_fill (&plan, &c, cu->staging[b], src);
+    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst + c.dst_offset,
+            cu->staging[b], c.dst_bytes, cudaMemcpyHostToDevice,
             cu->stream));
     PP_CUDA_OP_TRY (cu, cudaEventRecord (cu->staged[b], cu->stream));
-    done += n;
   }
-  /* The caller reuses its memory at once; later ops are ordered anyway. */
-  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
 }
 
 static void
@@ -168,7 +143,7 @@ cuda_upload (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
-  staged_upload (cu, dst, src, bytes, 1, 1, stage_copy);
+  staged_upload (cu, dst, src, bytes, PP_DTYPE_U8, PP_DTYPE_U8);
   leave (cu);
 }
 
@@ -250,9 +225,7 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
   if (mem == NULL)
     return NULL;
   enter (cu);
-  staged_upload (cu, mem, (const guint8 *) src, n, sizeof (float), size,
-      dtype == PP_DTYPE_F16 ? stage_f16 : dtype == PP_DTYPE_BF16 ? stage_bf16
-      : stage_copy);
+  staged_upload (cu, mem, src, n, PP_DTYPE_F32, dtype);
   if (dtype != PP_DTYPE_F32 && n > 0)
     pp_cuda_weights_add (cu->weights, mem, n * size, dtype);
   leave (cu);

@@ -25,9 +25,10 @@ typedef enum
 } PpCudaScratch;
 
 /* Pinned host buffers that uploads and downloads go through: two, so that
- * filling one overlaps the copy of the other. */
+ * filling one overlaps the copy of the other; large enough that a chunk's
+ * narrowing is worth spreading over the host's cores. */
 #define PP_CUDA_STAGING_BUFFERS 2
-#define PP_CUDA_STAGING_BYTES ((gsize) 4 << 20)
+#define PP_CUDA_STAGING_BYTES ((gsize) 32 << 20)
 
 typedef struct
 {
