@@ -3,6 +3,7 @@
 #include "pp-error.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* Metadata written with saved random weights: Python's loaders expect
@@ -459,13 +460,19 @@ generate (PpWeights * w, Slot * s, GError ** error)
 }
 
 /* Makes @s->data valid: a file's tensor read, a declared one generated. */
+static void add_progress (gsize bytes);
+
 static gboolean
 slot_ready (PpWeights * w, Slot * s, GError ** error)
 {
   if (s->data != NULL)
     return TRUE;
-  if (s->entry != NULL)
-    return materialise (w, s, error);
+  if (s->entry != NULL) {
+    if (!materialise (w, s, error))
+      return FALSE;
+    add_progress (s->entry->nbytes);
+    return TRUE;
+  }
   return generate (w, s, error);
 }
 
@@ -659,6 +666,76 @@ pp_weights_n_tensors (PpWeights * w)
   return w->order->len;
 }
 
+/* ---- the digest of a file: SHA-256 over its blocks' SHA-256s ---------- */
+
+/* Bytes loaded so far in this process (pp_weights_load_progress). */
+static atomic_uint_fast64_t load_progress;
+
+static void
+add_progress (gsize bytes)
+{
+  atomic_fetch_add_explicit (&load_progress, bytes, memory_order_relaxed);
+}
+
+guint64
+pp_weights_load_progress (void)
+{
+  return atomic_load_explicit (&load_progress, memory_order_relaxed);
+}
+
+typedef struct
+{
+  const guint8 *data;
+  gsize size;
+  gsize n_blocks;
+  guint8 *sums;                 /* n_blocks × PP_WEIGHTS_DIGEST_BYTES */
+  gint next;                    /* the next block to take */
+} TreeDigest;
+
+static gpointer
+tree_digest_thread (gpointer data)
+{
+  TreeDigest *t = data;
+  gsize i;
+
+  while ((i = (gsize) g_atomic_int_add (&t->next, 1)) < t->n_blocks) {
+    const gsize at = i * PP_WEIGHTS_DIGEST_BLOCK;
+    const gsize len = MIN (PP_WEIGHTS_DIGEST_BLOCK, t->size - at);
+    g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+    gsize out = PP_WEIGHTS_DIGEST_BYTES;
+
+    g_checksum_update (sum, t->data + at, (gssize) len);
+    g_checksum_get_digest (sum, t->sums + i * PP_WEIGHTS_DIGEST_BYTES, &out);
+    add_progress (len);
+  }
+  return NULL;
+}
+
+gchar *
+pp_weights_tree_digest (const guint8 * data, gsize size, guint max_threads)
+{
+  TreeDigest t = { data, size, 0, NULL, 0 };
+  g_autoptr (GChecksum) top = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autoptr (GPtrArray) threads = g_ptr_array_new ();
+  guint64 size_le = GUINT64_TO_LE ((guint64) size);
+  guint n_threads;
+
+  t.n_blocks = (size + PP_WEIGHTS_DIGEST_BLOCK - 1) / PP_WEIGHTS_DIGEST_BLOCK;
+  t.sums = g_malloc (MAX (t.n_blocks, 1) * PP_WEIGHTS_DIGEST_BYTES);
+  n_threads = (guint) MIN ((gsize) MAX (max_threads, 1), t.n_blocks);
+  for (guint i = 1; i < n_threads; i++)
+    g_ptr_array_add (threads, g_thread_new ("pp-digest", tree_digest_thread,
+            &t));
+  tree_digest_thread (&t);
+  for (guint i = 0; i < threads->len; i++)
+    g_thread_join (g_ptr_array_index (threads, i));
+  g_checksum_update (top, (const guchar *) &size_le, sizeof size_le);
+  g_checksum_update (top, t.sums, (gssize) (t.n_blocks
+          * PP_WEIGHTS_DIGEST_BYTES));
+  g_free (t.sums);
+  return g_strdup (g_checksum_get_string (top));
+}
+
 const gchar *
 pp_weights_digest (PpWeights * w)
 {
@@ -666,32 +743,32 @@ pp_weights_digest (PpWeights * w)
 
   if (w->digest != NULL)
     return w->digest;
-  sum = g_checksum_new (G_CHECKSUM_SHA256);
   if (w->st != NULL) {
     gsize size;
     const guint8 *data = g_bytes_get_data (pp_safetensors_bytes (w->st),
         &size);
 
-    g_checksum_update (sum, data, (gssize) size);
-  } else {
-    for (guint i = 0; i < w->order->len; i++) {
-      Slot *s = g_ptr_array_index (w->order, i);
+    w->digest = pp_weights_tree_digest (data, size, g_get_num_processors ());
+    return w->digest;
+  }
+  sum = g_checksum_new (G_CHECKSUM_SHA256);
+  for (guint i = 0; i < w->order->len; i++) {
+    Slot *s = g_ptr_array_index (w->order, i);
 
-      if (!slot_ready (w, s, NULL))
-        return NULL;
+    if (!slot_ready (w, s, NULL))
+      return NULL;
 #if G_BYTE_ORDER == G_LITTLE_ENDIAN
-      g_checksum_update (sum, (const guchar *) s->data,
-          (gssize) (s->numel * sizeof (gfloat)));
+    g_checksum_update (sum, (const guchar *) s->data,
+        (gssize) (s->numel * sizeof (gfloat)));
 #else
-      for (gsize j = 0; j < s->numel; j++) {
-        guint32 bits;
+    for (gsize j = 0; j < s->numel; j++) {
+      guint32 bits;
 
-        memcpy (&bits, s->data + j, sizeof bits);
-        bits = GUINT32_TO_LE (bits);
-        g_checksum_update (sum, (const guchar *) &bits, sizeof bits);
-      }
-#endif
+      memcpy (&bits, s->data + j, sizeof bits);
+      bits = GUINT32_TO_LE (bits);
+      g_checksum_update (sum, (const guchar *) &bits, sizeof bits);
     }
+#endif
   }
   w->digest = g_strdup (g_checksum_get_string (sum));
   return w->digest;

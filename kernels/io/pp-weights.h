@@ -115,11 +115,24 @@ gboolean       pp_weights_save        (PpWeights * w, const gchar * path,
                                        GError ** error);
 guint64        pp_weights_n_params    (PpWeights * w);
 guint          pp_weights_n_tensors   (PpWeights * w);
-/* SHA-256 (hex) of the file's bytes, or of the generated data (F32
- * little-endian, in declaration and request order; NULL when a declared
- * tensor cannot be allocated).  Owned by @w; valid until the next request
- * or pp_weights_free. */
+/* A digest (hex) of every byte of the file (pp_weights_tree_digest), or
+ * the SHA-256 of the generated data (F32 little-endian, in declaration and
+ * request order; NULL when a declared tensor cannot be allocated).  Owned
+ * by @w; valid until the next request or pp_weights_free. */
 const gchar   *pp_weights_digest      (PpWeights * w);
+/* The file digest: SHA-256 over the file size (8 bytes, little-endian)
+ * followed by the SHA-256 of each PP_WEIGHTS_DIGEST_BLOCK-byte block of
+ * the data in order (the last block shorter).  Every byte counts, as with
+ * a plain SHA-256, but the blocks are hashed on up to @max_threads
+ * threads: a worker's start does not wait seconds for one core to read a
+ * multi-gigabyte checkpoint. */
+#define PP_WEIGHTS_DIGEST_BLOCK ((gsize) 16 << 20)
+#define PP_WEIGHTS_DIGEST_BYTES 32
+gchar         *pp_weights_tree_digest (const guint8 * data, gsize size,
+                                       guint max_threads);
+/* Bytes of weights this process has read so far (materialised tensors,
+ * digested blocks), for load progress reports; only grows. */
+guint64        pp_weights_load_progress (void);
 /* The file path, "random weights (seed N)" or "seeded weights (seed N)". */
 const gchar   *pp_weights_source      (PpWeights * w);
 /* TRUE for generated weights (random or seeded). */

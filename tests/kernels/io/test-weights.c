@@ -286,8 +286,76 @@ test_random_kinds (void)
   check_stats (w, "beta", PP_WEIGHT_NORM_SHIFT, 0.0, PP_WEIGHT_STD_NORM_SHIFT);
 }
 
-/* Saved random weights read back identically; the file digest is the
- * SHA-256 of its bytes. */
+/* The file digest computed the slow way: SHA-256 over the size and each
+ * block's SHA-256, one block after the other. */
+static gchar *
+reference_tree_digest (const guint8 * data, gsize size)
+{
+  g_autoptr (GChecksum) top = g_checksum_new (G_CHECKSUM_SHA256);
+  guint64 size_le = GUINT64_TO_LE ((guint64) size);
+
+  g_checksum_update (top, (const guchar *) &size_le, sizeof size_le);
+  for (gsize at = 0; at < size; at += PP_WEIGHTS_DIGEST_BLOCK) {
+    g_autoptr (GChecksum) block = g_checksum_new (G_CHECKSUM_SHA256);
+    guint8 sum[PP_WEIGHTS_DIGEST_BYTES];
+    gsize len = sizeof sum;
+
+    g_checksum_update (block, data + at, (gssize) MIN (size - at,
+            PP_WEIGHTS_DIGEST_BLOCK));
+    g_checksum_get_digest (block, sum, &len);
+    g_checksum_update (top, sum, (gssize) len);
+  }
+  return g_strdup (g_checksum_get_string (top));
+}
+
+/* The parallel digest is the slow one's, on any number of threads, for
+ * sizes around a block; any changed byte changes it; it counts as load
+ * progress. */
+static void
+test_tree_digest (void)
+{
+  const gsize block = PP_WEIGHTS_DIGEST_BLOCK;
+  const gsize sizes[] = { 0, 1, block - 1, block, block + 1, 3 * block + 5 };
+  g_autofree guint8 *data = g_malloc (3 * block + 5);
+
+  for (gsize i = 0; i < 3 * block + 5; i++)
+    data[i] = (guint8) (i * 2654435761u >> 13);
+  for (guint k = 0; k < G_N_ELEMENTS (sizes); k++) {
+    g_autofree gchar *want = reference_tree_digest (data, sizes[k]);
+
+    for (guint threads = 1; threads <= 5; threads += 2) {
+      const guint64 before = pp_weights_load_progress ();
+      g_autofree gchar *got = pp_weights_tree_digest (data, sizes[k],
+          threads);
+
+      g_assert_cmpstr (got, ==, want);
+      g_assert_cmpuint (pp_weights_load_progress () - before, ==, sizes[k]);
+    }
+  }
+  {
+    const gsize size = 3 * block + 5;
+    g_autofree gchar *whole = pp_weights_tree_digest (data, size, 4);
+    const gsize at[] = { 0, block - 1, block, 2 * block + 7, size - 1 };
+
+    for (guint k = 0; k < G_N_ELEMENTS (at); k++) {
+      g_autofree gchar *changed = NULL;
+
+      data[at[k]] ^= 1;
+      changed = pp_weights_tree_digest (data, size, 4);
+      data[at[k]] ^= 1;
+      g_assert_cmpstr (changed, !=, whole);
+    }
+    /* The size is part of it: a file and its copy cut short differ even
+     * where their blocks' digests would line up. */
+    g_autofree gchar *shorter = pp_weights_tree_digest (data, 2 * block, 4);
+    g_autofree gchar *shorter_ref = reference_tree_digest (data, 2 * block);
+    g_assert_cmpstr (shorter, ==, shorter_ref);
+    g_assert_cmpstr (shorter, !=, whole);
+  }
+}
+
+/* Saved random weights read back identically; the file digest covers
+ * every byte of it (pp_weights_tree_digest). */
 static void
 test_random_save (void)
 {
@@ -318,8 +386,7 @@ test_random_save (void)
 
   g_file_get_contents (path, &contents, &len, &error);
   g_assert_no_error (error);
-  sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256,
-      (const guchar *) contents, len);
+  sha = reference_tree_digest ((const guint8 *) contents, len);
   g_assert_cmpstr (pp_weights_digest (back), ==, sha);
   /* Saving again gives the same bytes. */
   {
@@ -414,6 +481,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/weights/random-wrong-shape", test_random_wrong_shape);
   g_test_add_func ("/io/weights/random-kinds", test_random_kinds);
   g_test_add_func ("/io/weights/random-save", test_random_save);
+  g_test_add_func ("/io/weights/tree-digest", test_tree_digest);
   g_test_add_func ("/io/weights/model-dir", test_model_dir);
   g_test_add_func ("/io/weights/open-error", test_open_error);
   g_test_add_func ("/io/weights/fixture", test_fixture);
