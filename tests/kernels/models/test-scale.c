@@ -7,7 +7,13 @@
  * declared to the weights, so the C model must ask for exactly those keys,
  * with the same shapes and kinds.
  *
- * Usage: test-kernels-scale SCALE_DIR MODEL [g_test options] */
+ * The weights are stored in DTYPE (f32, f16 or bf16; default: the
+ * backend's own, f32 on the CPU, f16 on CUDA), and the bounds are those of
+ * the dtype that ran (see DtypeBounds below): float32 is held to
+ * scale.json's tolerance, the 16-bit dtypes to about twice what diffusers'
+ * own model gives in them against its float64 run.
+ *
+ * Usage: test-kernels-scale SCALE_DIR MODEL [DTYPE] [g_test options] */
 #include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-npy.h"
@@ -31,6 +37,39 @@
 
 static const gchar *scale_dir;
 static const gchar *model_name;
+/* The weights' storage dtype asked for; 0: the backend's default. */
+static PpDType weights_dtype;
+
+/* The bounds on the output against diffusers' float64 run, by the dtype
+ * the weights were stored in:
+ *   max |c − ref| ≤ rel_max · max |ref|   and   Σ (c − ref)² / Σ ref² ≤ nmse.
+ * float32: scale.json's tolerance (rel_max 0 here), the CPU backends'
+ * bound; its NMSE is reported, not judged.  f16 and bf16: diffusers' own
+ * model in that dtype against its float64 run, on an H100 (tools/gpu
+ * f16err: 1.8e-3 relative max in f16, 1.4e-2 in bf16), with about twice
+ * that as slack for another order of sums; NMSE 5e-6 and 3.2e-4. */
+typedef struct
+{
+  PpDType dtype;
+  gdouble rel_max;              /* 0: scale.json's tolerance */
+  gdouble nmse;                 /* 0: not judged */
+} DtypeBounds;
+
+static const DtypeBounds dtype_bounds[] = {
+  {PP_DTYPE_F32, 0.0, 0.0},
+  {PP_DTYPE_F16, 4e-3, 5e-6},
+  {PP_DTYPE_BF16, 3e-2, 3.2e-4},
+};
+
+static const DtypeBounds *
+bounds_for (PpDType dtype)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (dtype_bounds); i++)
+    if (dtype_bounds[i].dtype == dtype)
+      return &dtype_bounds[i];
+  g_error ("no bounds for weights of dtype %s", pp_dtype_weights_name (dtype));
+  return NULL;
+}
 
 /* The bits tests/reference/make_scale_fixtures.py asserts for the Python
  * generator (seed 7, elements 0, 1, 2): both sides hold to one table. */
@@ -292,6 +331,12 @@ test_unet (void)
   JsonObject *info;
   guint64 inputs_seed;
   gdouble tol, diff = 0.0, ref_max = 0.0, t_build, t_forward;
+  gdouble err2 = 0.0, ref2 = 0.0, nmse;
+  gchar nmse_bound[G_ASCII_DTOSTR_BUF_SIZE] = "none";
+  PpBackend *be = pp_backend_default ();
+  PpDType dtype = weights_dtype != 0 ? weights_dtype
+      : be->default_weight_dtype;
+  const DtypeBounds *bounds = bounds_for (dtype);
   gint64 t0, n;
 
   json_parser_load_from_file (parser, info_path, &error);
@@ -300,8 +345,11 @@ test_unet (void)
   inputs_seed = (guint64) info_int (info, "inputs_seed");
   tol = json_object_get_double_member (info, "tolerance");
   g_assert_cmpfloat (tol, >, 0.0);
+  if (bounds->rel_max > 0.0)
+    tol = bounds->rel_max;
 
   w = pp_weights_new_seeded ((guint64) info_int (info, "weights_seed"));
+  pp_weights_set_storage_dtype (w, dtype);
   list = read_weights_list (list_path);
   for (guint i = 0; i < list->len; i++) {
     const ListEntry *e = g_ptr_array_index (list, i);
@@ -312,7 +360,7 @@ test_unet (void)
   }
 
   t0 = g_get_monotonic_time ();
-  unet = pp_unet_new (config, w, pp_backend_default (), &error);
+  unet = pp_unet_new (config, w, be, &error);
   g_assert_no_error (error);
   t_build = (g_get_monotonic_time () - t0) / 1e6;
   g_assert_true (pp_weights_check_all_used (w, &error));
@@ -345,14 +393,24 @@ test_unet (void)
     if (!(e <= diff))
       diff = isnan (e) ? INFINITY : e;
     ref_max = MAX (ref_max, fabs (r));
+    err2 += e * e;
+    ref2 += r * r;
   }
-  g_printerr ("%s: %u tensors, %" G_GUINT64_FORMAT " parameters; build "
-      "(weights generated) %.1f s, forward %.1f s; max|diff| %.3e, "
-      "max|ref| %.4g, bound %.3e (%.1e * max|ref|); peak RSS %.2f GiB\n",
-      model_name, pp_weights_n_tensors (w), pp_weights_n_params (w), t_build,
-      t_forward, diff, ref_max, tol * ref_max, tol, peak_rss_gib ());
+  nmse = isfinite (diff) && ref2 > 0.0 ? err2 / ref2 : INFINITY;
+  if (bounds->nmse > 0.0)
+    g_snprintf (nmse_bound, sizeof nmse_bound, "%.1e", bounds->nmse);
+  g_printerr ("%s on %s, weights %s: %u tensors, %" G_GUINT64_FORMAT
+      " parameters; build (weights generated) %.1f s, forward %.1f s; "
+      "max|diff| %.3e = %.2e of max|ref| %.4g (bound %.1e), NMSE %.3e "
+      "(bound %s); peak RSS %.2f GiB\n", model_name, pp_backend_name (be),
+      pp_dtype_weights_name (dtype), pp_weights_n_tensors (w),
+      pp_weights_n_params (w), t_build, t_forward, diff,
+      diff / MAX (ref_max, G_MINDOUBLE), ref_max, tol, nmse,
+      nmse_bound, peak_rss_gib ());
   g_assert_cmpfloat (ref_max, >, 0.0);
   g_assert_cmpfloat (diff, <=, tol * ref_max);
+  if (bounds->nmse > 0.0)
+    g_assert_cmpfloat (nmse, <=, bounds->nmse);
 }
 
 int
@@ -361,13 +419,22 @@ main (int argc, char **argv)
   g_autofree gchar *unet_path = NULL;
 
   g_test_init (&argc, &argv, NULL);
-  if (argc < 3) {
-    g_printerr ("usage: %s SCALE_DIR MODEL\n", argv[0]);
+  if (argc < 3 || argc > 4) {
+    g_printerr ("usage: %s SCALE_DIR MODEL [f32|f16|bf16]\n", argv[0]);
     return 2;
   }
   scale_dir = argv[1];
   model_name = argv[2];
-  unet_path = g_strdup_printf ("/scale/unet/%s", model_name);
+  if (argc == 4) {
+    g_autoptr (GError) error = NULL;
+
+    if (!pp_dtype_parse_weights (argv[3], &weights_dtype, &error)) {
+      g_printerr ("%s: %s\n", argv[0], error->message);
+      return 2;
+    }
+  }
+  unet_path = argc == 4 ? g_strdup_printf ("/scale/unet/%s/%s", model_name,
+      argv[3]) : g_strdup_printf ("/scale/unet/%s", model_name);
   g_test_add_func ("/scale/generator/values", test_generator_values);
   g_test_add_func ("/scale/generator/declared-keys", test_declared_keys);
   g_test_add_func (unet_path, test_unet);
