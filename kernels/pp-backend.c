@@ -312,7 +312,7 @@ pp_backend_make_current (PpBackend * be)
     be->memory->make_current (be);
 }
 
-gconstpointer
+PpView
 pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
     PpDType dtype, gpointer * owned, GError ** error)
 {
@@ -324,24 +324,26 @@ pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
       && dtype != PP_DTYPE_BF16) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "weights cannot be "
         "stored as %s (F32, F16 or BF16)", pp_dtype_name (dtype));
-    return NULL;
+    return pp_view_none ();
   }
   if (be->memory->upload_weights != NULL) {
     mem = be->memory->upload_weights (be, src, n, dtype, error);
-    if (mem != NULL)
-      atomic_fetch_add_explicit (&allocated_bytes,
-          n * pp_dtype_size (dtype), memory_order_relaxed);
+    if (mem == NULL)
+      return pp_view_none ();
+    atomic_fetch_add_explicit (&allocated_bytes, n * pp_dtype_size (dtype),
+        memory_order_relaxed);
     *owned = mem;
-    return mem;
+    return pp_view (mem, dtype, n);
   }
   if (dtype == PP_DTYPE_F32)
-    return src;
+    return pp_view_f32 (src, n);
   /* Host float32 compute: the weights at the precision asked for. */
   mem = pp_backend_alloc (be, bytes, error);
-  if (mem != NULL)
-    pp_dtype_round_floats (src, mem, n, dtype);
+  if (mem == NULL)
+    return pp_view_none ();
+  pp_dtype_round_floats (src, mem, n, dtype);
   *owned = mem;
-  return mem;
+  return pp_view_f32 (mem, n);
 }
 
 gboolean

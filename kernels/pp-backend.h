@@ -3,8 +3,10 @@
  * A backend has two halves, as ggml-backend has them: memory (device
  * buffers, upload, download, device-to-device copy, fill, synchronize) and
  * compute (the ops of pp-ops-list.h on device buffers).  Model code holds
- * device pointers it never dereferences: it passes them to ops and crosses
- * to the host only through pp_backend_upload / pp_backend_download.
+ * device pointers it never dereferences: it passes them to ops (weights as
+ * typed views, which carry their dtype: no backend looks one up by
+ * address) and crosses to the host only through pp_backend_upload /
+ * pp_backend_download.
  *
  * Backends are process-wide singletons found by name:
  *   cpu         the CPU kernels (kernels/cpu/), device memory = host memory;
@@ -60,10 +62,10 @@ typedef struct
   void (*synchronize) (PpBackend * be);
   /* Weights: device memory holding @n floats of host @src stored as
    * @dtype (F32, F16 or BF16), for the model's lifetime (released with
-   * free); ops given a pointer into it read it as that dtype.  NULL: the
-   * backend computes on float32 host memory and uses @src itself (the CPU
-   * backend keeps the weights' memory map), or a rounded copy of it for a
-   * 16-bit @dtype (pp_backend_upload_weights). */
+   * free); pp_backend_upload_weights hands it out as a view of @dtype.
+   * NULL: the backend computes on float32 host memory and uses @src
+   * itself (the CPU backend keeps the weights' memory map), or a rounded
+   * float32 copy of it for a 16-bit @dtype. */
   gpointer (*upload_weights) (PpBackend * be, const float *src, gsize n,
       PpDType dtype, GError ** error);
   /* Graphs (NULL on a backend without them): graph_capture records the
@@ -94,6 +96,9 @@ struct _PpBackend
   /* The weights' storage dtype when a model does not ask for one: F32 on
    * the CPU, F16 on a GPU. */
   PpDType default_weight_dtype;
+  /* The dtypes its ops read views in (PP_DTYPE_BIT each): the wrappers
+   * refuse a view of any other. */
+  guint view_dtypes;
   gpointer priv;
 };
 
@@ -152,12 +157,14 @@ gpointer     pp_backend_stream     (PpBackend * be);
  * runtimes that work on "the current device", such as NCCL, need); a
  * no-op on the CPU backends. */
 void         pp_backend_make_current (PpBackend * be);
-/* @n float32 weights on the device, stored as @dtype (F32, F16, BF16);
- * *@owned is set to what pp_backend_free must release with the model
- * (NULL when the backend uses @src itself).  A backend that computes in
- * float32 on host memory gets a copy rounded to @dtype's precision, so
- * that it computes what a 16-bit device would. */
-gconstpointer pp_backend_upload_weights (PpBackend * be, const float * src,
+/* @n float32 weights on the device, stored as @dtype (F32, F16, BF16),
+ * as a view for the ops that read them (its dtype is how the backend
+ * stored them; data NULL with @error on failure); *@owned is set to what
+ * pp_backend_free must release with the model (NULL when the backend uses
+ * @src itself).  A backend that computes in float32 on host memory gets
+ * an F32 copy rounded to @dtype's precision, so that it computes what a
+ * 16-bit device would. */
+PpView       pp_backend_upload_weights (PpBackend * be, const float * src,
                                     gsize n, PpDType dtype, gpointer * owned,
                                     GError ** error);
 

@@ -1,5 +1,5 @@
-/* ppdiffuse — the pp_* op wrappers: FLOP counts and the profile, then a
- * call through the backend's table. */
+/* ppdiffuse — the pp_* op wrappers: the checks of the ops' views, FLOP
+ * counts and the profile, then a call through the backend's table. */
 #include "pp-ops.h"
 #include "pp-backend.h"
 
@@ -18,7 +18,8 @@ static OpCounters counters[PP_OP_COUNT];
 static atomic_bool profiling;
 
 static const char *const op_names[PP_OP_COUNT] = {
-#define OP_NAME(name, NAME, params, args, flops) [PP_OP_##NAME] = #name,
+#define OP_NAME(name, NAME, params, args, flops, views) \
+  [PP_OP_##NAME] = #name,
   PP_OPS_LIST (OP_NAME)
 #undef OP_NAME
   [PP_OP_FOR_ROWS] = "for_rows",
@@ -88,17 +89,72 @@ pp_ops_get_profile (PpOp op, PpOpProfile * out)
   out->flops = atomic_load (&counters[op].flops);
 }
 
-#define OP_WRAPPER(name, NAME, params, args, flops)                       \
+void
+pp_ops_refuse_dtype (const PpBackend * be, const char *op, const char *param,
+    PpDType dtype)
+{
+  g_autoptr (GString) reads = g_string_new (NULL);
+
+  for (guint d = PP_DTYPE_F32; d <= PP_DTYPE_BF16; d++)
+    if (be->view_dtypes & PP_DTYPE_BIT (d))
+      g_string_append_printf (reads, "%s%s", reads->len ? ", " : "",
+          pp_dtype_name (d));
+  g_error ("%s: parameter %s is %s (dtype %u), and the %s backend has no "
+      "%s kernel for it (its ops read %s)", op, param, pp_dtype_name (dtype),
+      (guint) dtype, be->name, op, reads->len ? reads->str : "no views");
+}
+
+/* View @v of parameter @param of @op, which reads @needed elements of it:
+ * the process ends when it is absent but not @optional, of a dtype @be
+ * has no kernel for, or too short (what would otherwise read past its
+ * end, or read 16-bit values as floats).  Returns it trimmed to @needed,
+ * so that a backend converts no more than the op reads. */
+static PpView
+check_view (const PpBackend * be, PpOp op, const char *param, PpView v,
+    gint64 needed, gboolean optional)
+{
+  const gsize count = needed > 0 ? (gsize) needed : 0;
+
+  if (v.data == NULL) {
+    if (!optional)
+      g_error ("%s: parameter %s is absent (NULL data); the op reads %"
+          G_GSIZE_FORMAT " elements of it", op_names[op], param, count);
+    return v;
+  }
+  if ((guint) v.dtype >= sizeof (be->view_dtypes) * 8
+      || !(be->view_dtypes & PP_DTYPE_BIT (v.dtype)))
+    pp_ops_refuse_dtype (be, op_names[op], param, v.dtype);
+  if (v.numel < count)
+    g_error ("%s: parameter %s has %" G_GSIZE_FORMAT " elements (%s) on the "
+        "%s backend; the op reads %" G_GSIZE_FORMAT, op_names[op], param,
+        v.numel, pp_dtype_name (v.dtype), be->name, count);
+  v.numel = count;
+  return v;
+}
+
+/* The views column of the list (pp-ops-list.h), as statements of a
+ * wrapper: each view checked and trimmed in place. */
+#define PP_OPS_VIEW(param, numel) \
+  param = check_view (be, op, #param, param, (numel), FALSE);
+#define PP_OPS_VIEW_OPTIONAL(param, numel) \
+  param = check_view (be, op, #param, param, (numel), TRUE);
+
+#define OP_WRAPPER(name, NAME, params, args, flops, views)                \
   void                                                                      \
   pp_##name (PpBackend * be, PP_OPS_UNPAREN params)                         \
   {                                                                         \
-    const gint64 start = op_begin ();                                       \
+    const PpOp op = PP_OP_##NAME;                                           \
+    gint64 start;                                                           \
                                                                             \
+    PP_OPS_UNPAREN views                                                    \
+    start = op_begin ();                                                    \
     be->ops->name (be, PP_OPS_UNPAREN args);                                \
-    op_end (PP_OP_##NAME, start, (flops));                                  \
+    op_end (op, start, (flops));                                            \
   }
 PP_OPS_LIST (OP_WRAPPER)
 #undef OP_WRAPPER
+#undef PP_OPS_VIEW
+#undef PP_OPS_VIEW_OPTIONAL
 
 typedef struct
 {

@@ -1,13 +1,15 @@
-/* ppdiffuse — tensor ops of the diffusion models (F32, contiguous,
- * row-major), on device buffers of a backend (pp-backend.h).
+/* ppdiffuse — tensor ops of the diffusion models (contiguous, row-major),
+ * on device buffers of a backend (pp-backend.h).
  *
  * The ops are declared once, in pp-ops-list.h.  Every backend has a PpOps
  * table of them; model code calls the pp_* wrappers with its backend, which
- * count FLOPs, profile and call through the table.
+ * check the ops' views, count FLOPs, profile and call through the table.
  *
- * Ops do not validate shapes against each other (they cannot: they get bare
- * pointers); callers check shapes and report errors.  Preconditions that an
- * op can check itself (positive sizes, channels divisible by groups) are
+ * Weights reach ops as typed views (pp-view.h), which the wrappers check
+ * against the backend's dtypes and the op's needs; activations are float32
+ * pointers, whose shapes ops cannot check against each other: callers
+ * check shapes and report errors.  Preconditions that an op can check
+ * itself (positive sizes, channels divisible by groups) are
  * g_return_if_fail()s.  Outputs never alias inputs unless an op says so.
  * Ops are thread-safe: none keeps state between calls. */
 #pragma once
@@ -17,6 +19,7 @@
 
 #include "pp-ops-list.h"
 #include "pp-ops-math.h"
+#include "pp-view.h"
 
 G_BEGIN_DECLS
 
@@ -29,7 +32,7 @@ typedef struct _PpBackend PpBackend;
  * row-wise region. */
 typedef struct
 {
-#define PP_OPS_FIELD(name, NAME, params, args, flops) \
+#define PP_OPS_FIELD(name, NAME, params, args, flops, views) \
   void (*name) (PpBackend * be, PP_OPS_UNPAREN params);
   PP_OPS_LIST (PP_OPS_FIELD)
 #undef PP_OPS_FIELD
@@ -45,7 +48,7 @@ typedef struct
 /* The profile entries: one per op, and the row-wise regions. */
 typedef enum
 {
-#define PP_OPS_ENUM(name, NAME, params, args, flops) PP_OP_##NAME,
+#define PP_OPS_ENUM(name, NAME, params, args, flops, views) PP_OP_##NAME,
   PP_OPS_LIST (PP_OPS_ENUM)
 #undef PP_OPS_ENUM
   PP_OP_FOR_ROWS,
@@ -73,12 +76,23 @@ typedef struct
 void pp_ops_set_profiling (gboolean on);
 void pp_ops_get_profile (PpOp op, PpOpProfile * out);
 
-/* The wrappers: pp_NAME (be, params…) runs op NAME on backend @be. */
-#define PP_OPS_WRAPPER(name, NAME, params, args, flops) \
+/* The wrappers: pp_NAME (be, params…) runs op NAME on backend @be.  Each
+ * view parameter is checked first, and the process ends with a message
+ * naming the op, the parameter and what is wrong (ops return nothing, and a
+ * crash beats silent garbage) when it is absent but required, of a dtype
+ * @be has no kernel for (PpBackend.view_dtypes), or shorter than what the
+ * op reads of it; the backend gets it trimmed to what the op reads. */
+#define PP_OPS_WRAPPER(name, NAME, params, args, flops, views) \
   void pp_##name (PpBackend * be, PP_OPS_UNPAREN params);
 PP_OPS_LIST (PP_OPS_WRAPPER)
 #undef PP_OPS_WRAPPER
 void pp_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data);
+
+/* Ends the process: op @op has no kernel on @be for parameter @param of
+ * @dtype.  For the wrappers, and for a backend's dispatch on a dtype it
+ * was not promised. */
+G_GNUC_NORETURN void pp_ops_refuse_dtype (const PpBackend * be,
+    const char *op, const char *param, PpDType dtype);
 
 /* Output size of a convolution along one axis: (in + 2 pad - k) / stride +
  * 1, or 0 when the kernel does not fit. */
@@ -88,6 +102,14 @@ pp_conv2d_out_size (int in, int k, int stride, int pad)
   const int span = in + 2 * pad - k;
 
   return span < 0 || stride < 1 ? 0 : span / stride + 1;
+}
+
+/* Elements a row-major @rows × @cols matrix with row stride @ld spans
+ * (what matmul reads of a strided operand), 0 when it is empty. */
+static inline gint64
+pp_strided_numel (int rows, int cols, int ld)
+{
+  return rows < 1 || cols < 1 ? 0 : (gint64) (rows - 1) * ld + cols;
 }
 
 G_END_DECLS

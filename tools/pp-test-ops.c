@@ -20,11 +20,18 @@
  * double.  Each case states how its float32 rounding error grows (its
  * "growth", see the bounds below).
  *
+ * Every op that takes a weight (a PpView parameter) also runs cases with
+ * its views in F16 and in BF16, narrowed on the host and uploaded as 16-bit
+ * values, so that every backend's dispatch on the view's dtype runs; their
+ * reference is the same op on the weights rounded to that dtype and
+ * widened, in double.
+ *
  * --inject-error OP, for testing this checker (hidden from --help), adds a
  * wrong value to each of OP's downloaded outputs: the run must then fail. */
 #include "pp-test-ops.h"
 
 #include "pp-backend.h"
+#include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-ops.h"
 #include "pp-ops-reference.h"
@@ -63,18 +70,53 @@
 #define F32_RMS_EPS 64.0
 #define F32_MAX_EPS 256.0
 
+/* Cases with 16-bit views (weights of dtype epsilon e: 2^-10 for F16, 2^-7
+ * for BF16) add a floor to the float32 bounds.  Their reference has the
+ * very values the op reads, but a backend may compute with such a weight
+ * in its dtype: a GPU narrows the float32 operand to it for tensor cores
+ * and may produce the output in it, one rounding of at most e/2 relative
+ * each, so an NMSE of about 2·(e/2)² whatever the growth (the floor:
+ * (HALF_RMS_EPS e)², 8 times that) and a largest error of a few e/2 of
+ * max |ref| (the floor: HALF_MAX_EPS e · max |ref|).  Reading 16-bit
+ * values as floats, or a bias as absent, is off by far more. */
+#define HALF_RMS_EPS 2.0
+#define HALF_MAX_EPS 4.0
+#define F16_EPSILON (1.0 / 1024.0)
+#define BF16_EPSILON (1.0 / 128.0)
+
 typedef struct
 {
   const gchar *dtype;
   double nmse;                  /* NMSE per unit of growth */
   double max_rel;               /* max abs error per √growth · max |ref| */
+  double nmse_floor;            /* NMSE allowed whatever the growth */
+  double max_floor;             /* max abs error per max |ref|, the same */
 } Bounds;
 
 static const Bounds f32_bounds = {
   "F32",
   (F32_RMS_EPS * FLT_EPSILON) * (F32_RMS_EPS * FLT_EPSILON),
-  F32_MAX_EPS * FLT_EPSILON,
+  F32_MAX_EPS * FLT_EPSILON, 0.0, 0.0,
 };
+
+static const Bounds f16_bounds = {
+  "F16 views",
+  (F32_RMS_EPS * FLT_EPSILON) * (F32_RMS_EPS * FLT_EPSILON),
+  F32_MAX_EPS * FLT_EPSILON,
+  (HALF_RMS_EPS * F16_EPSILON) * (HALF_RMS_EPS * F16_EPSILON),
+  HALF_MAX_EPS * F16_EPSILON,
+};
+
+static const Bounds bf16_bounds = {
+  "BF16 views",
+  (F32_RMS_EPS * FLT_EPSILON) * (F32_RMS_EPS * FLT_EPSILON),
+  F32_MAX_EPS * FLT_EPSILON,
+  (HALF_RMS_EPS * BF16_EPSILON) * (HALF_RMS_EPS * BF16_EPSILON),
+  HALF_MAX_EPS * BF16_EPSILON,
+};
+
+/* The 16-bit dtypes the weight-taking ops' extra cases use. */
+static const PpDType half_dtypes[] = { PP_DTYPE_F16, PP_DTYPE_BF16 };
 
 /* Seed of the inputs; each op's cases draw from SEED + its PpOp. */
 #define SEED 20240611
@@ -94,6 +136,8 @@ typedef struct
   gboolean verbose;
   int inject;                   /* PpOp whose outputs are perturbed, or -1 */
   GPtrArray *device;            /* the current case's device buffers */
+  PpDType views;                /* the dtype of the current case's 16-bit
+                                 * views (its bounds), or F32 */
   gchar *problem;               /* a failure of the case besides its values */
   OpTally tally[PP_OP_COUNT];
   guint cases, passed, failed;
@@ -133,16 +177,22 @@ random_host (Run * r, size_t n, double amplitude)
 
 /* A device buffer of the current case; aborts when the device is out of
  * memory, as g_malloc does (the cases need a few MB). */
-static float *
-device_new (Run * r, size_t n)
+static gpointer
+device_bytes (Run * r, size_t bytes)
 {
   GError *error = NULL;
-  float *mem = pp_backend_alloc (r->be, n * sizeof (float), &error);
+  gpointer mem = pp_backend_alloc (r->be, bytes, &error);
 
   if (mem == NULL)
     g_error ("test-ops: %s", error->message);
   g_ptr_array_add (r->device, mem);
   return mem;
+}
+
+static float *
+device_new (Run * r, size_t n)
+{
+  return device_bytes (r, n * sizeof (float));
 }
 
 static float *
@@ -152,6 +202,42 @@ upload (Run * r, const float *host, size_t n)
 
   pp_backend_upload (r->be, dev, host, n * sizeof (float));
   return dev;
+}
+
+/* @host (@n values) on the device as a view of @dtype: F32 as it is; a
+ * 16-bit dtype narrowed on the host and uploaded in 16 bits, with @host
+ * rounded to it in place, so that the reference computes with the values
+ * the op reads (and the case gets that dtype's bounds).  NULL @host: no
+ * view. */
+static PpView
+upload_view (Run * r, float *host, size_t n, PpDType dtype)
+{
+  g_autofree guint16 *narrow = NULL;
+  gpointer dev;
+
+  if (host == NULL)
+    return pp_view_none ();
+  if (dtype == PP_DTYPE_F32)
+    return pp_view_f32 (upload (r, host, n), n);
+  narrow = g_new (guint16, MAX (n, 1));
+  for (size_t i = 0; i < n; i++) {
+    narrow[i] = dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (host[i])
+        : pp_f32_to_bf16 (host[i]);
+    host[i] = dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
+        : pp_bf16_to_f32 (narrow[i]);
+  }
+  dev = device_bytes (r, MAX (n, 1) * sizeof (guint16));
+  pp_backend_upload (r->be, dev, narrow, n * sizeof (guint16));
+  r->views = dtype;
+  return pp_view (dev, dtype, n);
+}
+
+/* ", F16 views" for a case of 16-bit views, "" otherwise. */
+static const gchar *
+views_label (PpDType dtype)
+{
+  return dtype == PP_DTYPE_F16 ? ", F16 views" : dtype == PP_DTYPE_BF16
+      ? ", BF16 views" : "";
 }
 
 /* An output buffer: NaN until the op writes it. */
@@ -180,6 +266,7 @@ release_case (Run * r)
   for (guint i = 0; i < r->device->len; i++)
     pp_backend_free (r->be, g_ptr_array_index (r->device, i));
   g_ptr_array_set_size (r->device, 0);
+  r->views = PP_DTYPE_F32;
   g_clear_pointer (&r->problem, g_free);
 }
 
@@ -194,7 +281,8 @@ static void
 check (Run * r, PpOp op, gchar * shape, float *got, const double *ref,
     size_t n, double growth)
 {
-  const Bounds *b = &f32_bounds;
+  const Bounds *b = r->views == PP_DTYPE_F16 ? &f16_bounds
+      : r->views == PP_DTYPE_BF16 ? &bf16_bounds : &f32_bounds;
   double sum_err = 0.0, sum_ref = 0.0, max_abs = 0.0, max_ref = 0.0;
   double nmse, bound_nmse, bound_abs;
   size_t non_finite = 0;
@@ -216,8 +304,9 @@ check (Run * r, PpOp op, gchar * shape, float *got, const double *ref,
     max_abs = MAX (max_abs, fabs (d));
   }
   nmse = sum_ref > 0.0 ? sum_err / sum_ref : sum_err / MAX (n, 1);
-  bound_nmse = b->nmse * growth;
-  bound_abs = b->max_rel * sqrt (growth) * (max_ref > 0.0 ? max_ref : 1.0);
+  bound_nmse = b->nmse * growth + b->nmse_floor;
+  bound_abs = (b->max_rel * sqrt (growth) + b->max_floor)
+      * (max_ref > 0.0 ? max_ref : 1.0);
   if (non_finite > 0)
     g_string_append_printf (why, "; %zu of %zu values not finite",
         non_finite, n);
@@ -266,8 +355,9 @@ typedef struct
   gboolean bias;
 } ConvCase;
 
+/* @dtype: of the weight and bias views. */
 static void
-conv_one (Run * r, const ConvCase * c)
+conv_one (Run * r, const ConvCase * c, PpDType dtype)
 {
   const int ho = pp_conv2d_out_size (c->h, c->kh, c->stride, c->pad);
   const int wo = pp_conv2d_out_size (c->w, c->kw, c->stride, c->pad);
@@ -281,13 +371,14 @@ conv_one (Run * r, const ConvCase * c)
   float *dy = device_nan (r, n_out);
 
   pp_conv2d (r->be, upload (r, x, n_in), c->n, c->cin, c->h, c->w,
-      upload (r, wt, n_w), bias ? upload (r, bias, c->cout) : NULL, c->cout,
-      c->kh, c->kw, c->stride, c->pad, dy);
+      upload_view (r, wt, n_w, dtype), upload_view (r, bias, c->cout, dtype),
+      c->cout, c->kh, c->kw, c->stride, c->pad, dy);
   pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
       c->kw, c->stride, c->pad, ref);
   check_device (r, PP_OP_CONV2D, g_strdup_printf ("n%d %dx%dx%d -> %d "
-          "k%dx%d s%d p%d%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
-          c->kw, c->stride, c->pad, c->bias ? " bias" : ""), dy, ref, n_out,
+          "k%dx%d s%d p%d%s%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
+          c->kw, c->stride, c->pad, c->bias ? " bias" : "",
+          views_label (dtype)), dy, ref, n_out,
       (double) c->cin * c->kh * c->kw + c->bias);
 }
 
@@ -307,15 +398,22 @@ cases_conv2d (Run * r)
     {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE},      /* split across threads */
   };
 
+  /* 3×3, strided without bias, 1×1, and a 3×3 split across threads. */
+  static const guint half_cases[] = { 0, 1, 3, 9 };
+
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
-    conv_one (r, &cases[i]);
+    conv_one (r, &cases[i], PP_DTYPE_F32);
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++)
+    for (guint i = 0; i < G_N_ELEMENTS (half_cases); i++)
+      conv_one (r, &cases[half_cases[i]], half_dtypes[d]);
 }
 
 /* ---- group_norm, layer_norm --------------------------------------------- */
 
+/* @dtype: of the gamma and beta views. */
 static void
 group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
-    gboolean beta_on, gboolean in_place)
+    gboolean beta_on, gboolean in_place, PpDType dtype)
 {
   const float eps = 1e-5f;
   const size_t total = (size_t) n * c * hw;
@@ -328,8 +426,7 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
   float *dy = in_place ? dx : device_nan (r, total);
 
   pp_group_norm (r->be, dx, n, c, hw, groups, eps,
-      gamma ? upload (r, gamma, c) : NULL, beta ? upload (r, beta, c) : NULL,
-      dy);
+      upload_view (r, gamma, c, dtype), upload_view (r, beta, c, dtype), dy);
   for (int b = 0; b < n; b++)
     for (int g = 0; g < groups; g++) {
       const size_t first = ((size_t) b * c + (size_t) g * per) * hw;
@@ -345,26 +442,35 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
         }
     }
   check_device (r, PP_OP_GROUP_NORM, g_strdup_printf ("n%d c%d hw%d "
-          "groups %d%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
-          beta ? " beta" : "", in_place ? " in place" : ""), dy, ref, total,
-      (double) per * hw);
+          "groups %d%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
+          beta ? " beta" : "", in_place ? " in place" : "",
+          views_label (dtype)), dy, ref, total, (double) per * hw);
 }
 
 static void
 cases_group_norm (Run * r)
 {
-  group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE);
-  group_norm_one (r, 1, 6, 1, 3, FALSE, FALSE, FALSE);
-  group_norm_one (r, 1, 7, 3, 7, TRUE, TRUE, TRUE);
-  group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE);
-  group_norm_one (r, 1, 1, 1, 1, TRUE, TRUE, FALSE);    /* y = beta */
-  group_norm_one (r, 2, 64, 17 * 17, 32, TRUE, FALSE, TRUE);
-  group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, FALSE);
+  const PpDType f32 = PP_DTYPE_F32;
+
+  group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE, f32);
+  group_norm_one (r, 1, 6, 1, 3, FALSE, FALSE, FALSE, f32);
+  group_norm_one (r, 1, 7, 3, 7, TRUE, TRUE, TRUE, f32);
+  group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE, f32);
+  group_norm_one (r, 1, 1, 1, 1, TRUE, TRUE, FALSE, f32);       /* y = beta */
+  group_norm_one (r, 2, 64, 17 * 17, 32, TRUE, FALSE, TRUE, f32);
+  group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, FALSE, f32);
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE, half_dtypes[d]);
+    group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE, half_dtypes[d]);
+    group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, TRUE,
+        half_dtypes[d]);
+  }
 }
 
+/* @dtype: of the gamma and beta views. */
 static void
 layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
-    gboolean beta_on, gboolean in_place)
+    gboolean beta_on, gboolean in_place, PpDType dtype)
 {
   const float eps = 1e-5f;
   const size_t total = (size_t) rows * dim;
@@ -376,8 +482,8 @@ layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
   float *dy = in_place ? dx : device_nan (r, total);
 
   pp_layer_norm (r->be, dx, rows, dim, eps,
-      gamma ? upload (r, gamma, dim) : NULL,
-      beta ? upload (r, beta, dim) : NULL, dy);
+      upload_view (r, gamma, dim, dtype), upload_view (r, beta, dim, dtype),
+      dy);
   for (int row = 0; row < rows; row++) {
     double mean, rstd;
 
@@ -389,26 +495,36 @@ layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
       ref[at] = (gamma ? v * gamma[i] : v) + (beta ? beta[i] : 0.0);
     }
   }
-  check_device (r, PP_OP_LAYER_NORM, g_strdup_printf ("%dx%d%s%s%s", rows,
-          dim, gamma ? " gamma" : "", beta ? " beta" : "",
-          in_place ? " in place" : ""), dy, ref, total, dim);
+  check_device (r, PP_OP_LAYER_NORM, g_strdup_printf ("%dx%d%s%s%s%s",
+          rows, dim, gamma ? " gamma" : "", beta ? " beta" : "",
+          in_place ? " in place" : "", views_label (dtype)), dy, ref, total,
+      dim);
 }
 
 static void
 cases_layer_norm (Run * r)
 {
-  layer_norm_one (r, 5, 1, TRUE, TRUE, FALSE);  /* y = beta */
-  layer_norm_one (r, 4, 9, FALSE, FALSE, FALSE);
-  layer_norm_one (r, 13, 37, TRUE, TRUE, TRUE);
-  layer_norm_one (r, 3, 700, TRUE, FALSE, FALSE);
-  layer_norm_one (r, 3, 77, FALSE, TRUE, FALSE);
-  layer_norm_one (r, 300, 320, TRUE, TRUE, FALSE);
+  const PpDType f32 = PP_DTYPE_F32;
+
+  layer_norm_one (r, 5, 1, TRUE, TRUE, FALSE, f32);     /* y = beta */
+  layer_norm_one (r, 4, 9, FALSE, FALSE, FALSE, f32);
+  layer_norm_one (r, 13, 37, TRUE, TRUE, TRUE, f32);
+  layer_norm_one (r, 3, 700, TRUE, FALSE, FALSE, f32);
+  layer_norm_one (r, 3, 77, FALSE, TRUE, FALSE, f32);
+  layer_norm_one (r, 300, 320, TRUE, TRUE, FALSE, f32);
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    layer_norm_one (r, 13, 37, TRUE, TRUE, TRUE, half_dtypes[d]);
+    layer_norm_one (r, 3, 700, TRUE, FALSE, FALSE, half_dtypes[d]);
+    layer_norm_one (r, 300, 320, TRUE, TRUE, FALSE, half_dtypes[d]);
+  }
 }
 
 /* ---- linear, matmul ----------------------------------------------------- */
 
+/* @dtype: of the w and b views. */
 static void
-linear_one (Run * r, int rows, int in, int out, gboolean with_bias)
+linear_one (Run * r, int rows, int in, int out, gboolean with_bias,
+    PpDType dtype)
 {
   g_autofree float *x = random_host (r, (size_t) rows * in, 1.0);
   g_autofree float *w = random_host (r, (size_t) out * in, 1.0);
@@ -417,8 +533,8 @@ linear_one (Run * r, int rows, int in, int out, gboolean with_bias)
   float *dy = device_nan (r, (size_t) rows * out);
 
   pp_linear (r->be, upload (r, x, (size_t) rows * in), rows, in,
-      upload (r, w, (size_t) out * in), b ? upload (r, b, out) : NULL, out,
-      dy);
+      upload_view (r, w, (size_t) out * in, dtype),
+      upload_view (r, b, out, dtype), out, dy);
   for (int i = 0; i < rows; i++)
     for (int o = 0; o < out; o++) {
       double acc = b ? b[o] : 0.0;
@@ -427,29 +543,38 @@ linear_one (Run * r, int rows, int in, int out, gboolean with_bias)
         acc += (double) x[(size_t) i * in + k] * w[(size_t) o * in + k];
       ref[(size_t) i * out + o] = acc;
     }
-  check_device (r, PP_OP_LINEAR, g_strdup_printf ("%dx%d -> %d%s", rows, in,
-          out, b ? " bias" : ""), dy, ref, (size_t) rows * out,
-      (double) in + with_bias);
+  check_device (r, PP_OP_LINEAR, g_strdup_printf ("%dx%d -> %d%s%s", rows,
+          in, out, b ? " bias" : "", views_label (dtype)), dy, ref,
+      (size_t) rows * out, (double) in + with_bias);
 }
 
 static void
 cases_linear (Run * r)
 {
-  linear_one (r, 13, 37, 11, TRUE);
-  linear_one (r, 1, 5, 3, FALSE);
-  linear_one (r, 1, 1, 1, TRUE);
-  linear_one (r, 7, 129, 1, TRUE);
-  linear_one (r, 77, 256, 200, FALSE);
-  linear_one (r, 300, 320, 640, TRUE);
+  const PpDType f32 = PP_DTYPE_F32;
+
+  linear_one (r, 13, 37, 11, TRUE, f32);
+  linear_one (r, 1, 5, 3, FALSE, f32);
+  linear_one (r, 1, 1, 1, TRUE, f32);
+  linear_one (r, 7, 129, 1, TRUE, f32);
+  linear_one (r, 77, 256, 200, FALSE, f32);
+  linear_one (r, 300, 320, 640, TRUE, f32);
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    linear_one (r, 13, 37, 11, TRUE, half_dtypes[d]);
+    linear_one (r, 77, 256, 200, FALSE, half_dtypes[d]);
+    linear_one (r, 300, 320, 640, TRUE, half_dtypes[d]);
+  }
 }
 
 /* Strided operands: SLACK floats past each row of a, b and y, which y's
  * must keep. */
 #define MATMUL_SLACK 5
 
+/* @a_dtype, @b_dtype: of the a and b views (a model's weight is a or b,
+ * the other operand an activation). */
 static void
 matmul_one (Run * r, gboolean ta, gboolean tb, int m, int n, int k,
-    gboolean accumulate)
+    gboolean accumulate, PpDType a_dtype, PpDType b_dtype)
 {
   const int a_rows = ta ? k : m, a_cols = ta ? m : k;
   const int b_rows = tb ? n : k, b_cols = tb ? k : n;
@@ -462,8 +587,10 @@ matmul_one (Run * r, gboolean ta, gboolean tb, int m, int n, int k,
   g_autofree double *ref = g_new (double, ny);
   float *dy = upload (r, y, ny);
 
-  pp_matmul (r->be, ta, tb, m, n, k, upload (r, a, (size_t) a_rows * lda),
-      lda, upload (r, b, (size_t) b_rows * ldb), ldb, accumulate, dy, ldy);
+  pp_matmul (r->be, ta, tb, m, n, k,
+      upload_view (r, a, (size_t) a_rows * lda, a_dtype), lda,
+      upload_view (r, b, (size_t) b_rows * ldb, b_dtype), ldb, accumulate,
+      dy, ldy);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < ldy; j++) {
       double acc = accumulate || j >= n ? y[(size_t) i * ldy + j] : 0.0;
@@ -475,23 +602,39 @@ matmul_one (Run * r, gboolean ta, gboolean tb, int m, int n, int k,
       ref[(size_t) i * ldy + j] = acc;
     }
   check_device (r, PP_OP_MATMUL, g_strdup_printf ("%c%c %dx%dx%d lda %d "
-          "ldb %d ldy %d%s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda,
-          ldb, ldy, accumulate ? " +=" : ""), dy, ref, ny,
-      (double) k + accumulate);
+          "ldb %d ldy %d%s%s%s%s%s", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n,
+          k, lda, ldb, ldy, accumulate ? " +=" : "",
+          a_dtype != PP_DTYPE_F32 ? ", a " : "",
+          a_dtype != PP_DTYPE_F32 ? pp_dtype_name (a_dtype) : "",
+          b_dtype != PP_DTYPE_F32 ? ", b " : "",
+          b_dtype != PP_DTYPE_F32 ? pp_dtype_name (b_dtype) : ""), dy, ref,
+      ny, (double) k + accumulate);
 }
 
 static void
 cases_matmul (Run * r)
 {
-  matmul_one (r, FALSE, FALSE, 1, 1, 1, FALSE);
+  const PpDType f32 = PP_DTYPE_F32;
+
+  matmul_one (r, FALSE, FALSE, 1, 1, 1, FALSE, f32, f32);
   for (int t = 0; t < 4; t++) {
     const gboolean ta = t & 1, tb = t >> 1;
 
-    matmul_one (r, ta, tb, 9, 7, 5, FALSE);
-    matmul_one (r, ta, tb, 9, 7, 5, TRUE);
-    matmul_one (r, ta, tb, 201, 40, 70, t % 2 == 0);
+    matmul_one (r, ta, tb, 9, 7, 5, FALSE, f32, f32);
+    matmul_one (r, ta, tb, 9, 7, 5, TRUE, f32, f32);
+    matmul_one (r, ta, tb, 201, 40, 70, t % 2 == 0, f32, f32);
   }
-  matmul_one (r, FALSE, TRUE, 64, 200, 64, TRUE);
+  matmul_one (r, FALSE, TRUE, 64, 200, 64, TRUE, f32, f32);
+  /* A 16-bit weight as a (the UNet's proj_out: y += w · hᵀ) or as b, and
+   * both operands in 16 bits. */
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    const PpDType h = half_dtypes[d];
+
+    matmul_one (r, FALSE, TRUE, 64, 200, 64, TRUE, h, f32);
+    matmul_one (r, TRUE, FALSE, 9, 7, 5, FALSE, h, f32);
+    matmul_one (r, FALSE, TRUE, 201, 40, 70, FALSE, f32, h);
+    matmul_one (r, TRUE, TRUE, 9, 7, 5, TRUE, h, h);
+  }
 }
 
 /* ---- attention ---------------------------------------------------------- */
@@ -671,8 +814,10 @@ typedef enum
 #define TEST_A 0.8f
 #define TEST_B (-0.6f)
 
+/* @x_dtype: of add's x view (F32 for the others). */
 static void
-binary_one (Run * r, PpOp op, Binary kind, size_t n, float b)
+binary_one (Run * r, PpOp op, Binary kind, size_t n, float b,
+    PpDType x_dtype)
 {
   g_autofree float *x = random_host (r, n, 1.0);
   g_autofree float *y = random_host (r, n, 1.0);
@@ -684,10 +829,10 @@ binary_one (Run * r, PpOp op, Binary kind, size_t n, float b)
 
   switch (kind) {
     case BINARY_ADD:
-      pp_add (r->be, dy, upload (r, x, n), n);
+      pp_add (r->be, dy, upload_view (r, x, n, x_dtype), n);
       for (size_t i = 0; i < n; i++)
         ref[i] = (double) y[i] + x[i];
-      shape = g_strdup_printf ("%zu, y += x", n);
+      shape = g_strdup_printf ("%zu, y += x%s", n, views_label (x_dtype));
       break;
     case BINARY_SCALE:
       pp_scale (r->be, dy, n, TEST_SCALE);
@@ -717,13 +862,18 @@ static void
 binary_cases (Run * r, PpOp op, Binary kind)
 {
   for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++)
-    binary_one (r, op, kind, element_sizes[i], TEST_B);
+    binary_one (r, op, kind, element_sizes[i], TEST_B, PP_DTYPE_F32);
 }
 
 static void
 cases_add (Run * r)
 {
   binary_cases (r, PP_OP_ADD, BINARY_ADD);
+  /* x as a 16-bit view (CLIP adds its position embedding so). */
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++)
+    for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++)
+      binary_one (r, PP_OP_ADD, BINARY_ADD, element_sizes[i], TEST_B,
+          half_dtypes[d]);
 }
 
 static void
@@ -743,12 +893,13 @@ cases_axpby (Run * r)
 {
   binary_cases (r, PP_OP_AXPBY, BINARY_AXPBY);
   for (guint i = 0; i < G_N_ELEMENTS (element_sizes); i++)
-    binary_one (r, PP_OP_AXPBY, BINARY_AXPBY, element_sizes[i], 0.0f);
+    binary_one (r, PP_OP_AXPBY, BINARY_AXPBY, element_sizes[i], 0.0f,
+        PP_DTYPE_F32);
 }
 
-/* x [n,c,hw] += v [n,c]. */
+/* x [n,c,hw] += v [n,c], v a view of @dtype. */
 static void
-add_channel_one (Run * r, int n, int c, int hw)
+add_channel_one (Run * r, int n, int c, int hw, PpDType dtype)
 {
   const size_t total = (size_t) n * c * hw;
   g_autofree float *x = random_host (r, total, 1.0);
@@ -756,20 +907,26 @@ add_channel_one (Run * r, int n, int c, int hw)
   g_autofree double *ref = g_new (double, total);
   float *dx = upload (r, x, total);
 
-  pp_add_channel (r->be, dx, n, c, hw, upload (r, v, (size_t) n * c));
+  pp_add_channel (r->be, dx, n, c, hw,
+      upload_view (r, v, (size_t) n * c, dtype));
   for (size_t plane = 0; plane < (size_t) n * c; plane++)
     for (int i = 0; i < hw; i++)
       ref[plane * hw + i] = (double) x[plane * hw + i] + v[plane];
-  check_device (r, PP_OP_ADD_CHANNEL, g_strdup_printf ("n%d c%d hw%d", n, c,
-          hw), dx, ref, total, 1.0);
+  check_device (r, PP_OP_ADD_CHANNEL, g_strdup_printf ("n%d c%d hw%d%s", n,
+          c, hw, views_label (dtype)), dx, ref, total, 1.0);
 }
 
 static void
 cases_add_channel (Run * r)
 {
-  add_channel_one (r, 1, 1, 1);
-  add_channel_one (r, 2, 3, 17);
-  add_channel_one (r, 2, 320, 32 * 32);
+  add_channel_one (r, 1, 1, 1, PP_DTYPE_F32);
+  add_channel_one (r, 2, 3, 17, PP_DTYPE_F32);
+  add_channel_one (r, 2, 320, 32 * 32, PP_DTYPE_F32);
+  /* v as a 16-bit bias (the UNet's transformers add proj_out.bias so). */
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    add_channel_one (r, 2, 3, 17, half_dtypes[d]);
+    add_channel_one (r, 1, 320, 32 * 32, half_dtypes[d]);
+  }
 }
 
 /* A step from ᾱ = 0.3 to ᾱ = 0.7, with a boundary condition that weighs
@@ -1045,8 +1202,9 @@ rows_chain (int begin, int end, gpointer data)
     g_atomic_int_inc (&c->hits[row]);
   if (end <= begin)
     return;
-  pp_linear (c->be, c->x + (size_t) begin * c->in, end - begin, c->in, c->w,
-      NULL, c->out, c->y + (size_t) begin * c->out);
+  pp_linear (c->be, c->x + (size_t) begin * c->in, end - begin, c->in,
+      pp_view_f32 (c->w, (size_t) c->out * c->in), pp_view_none (), c->out,
+      c->y + (size_t) begin * c->out);
   pp_gelu (c->be, c->y + (size_t) begin * c->out,
       (size_t) (end - begin) * c->out);
 }
@@ -1231,6 +1389,7 @@ pp_cmd_test_ops (int argc, char **argv, GError ** error)
     return FALSE;
   }
   r.inject = -1;
+  r.views = PP_DTYPE_F32;
   if (!parse_op ("--op", only, &first, error)
       || !parse_op ("--inject-error", inject, &r.inject, error)
       || (r.be = get_backend (backend, error)) == NULL)
@@ -1243,9 +1402,12 @@ pp_cmd_test_ops (int argc, char **argv, GError ** error)
   start = g_get_monotonic_time ();
 
   printf ("test-ops on %s (%s); %s bounds: NMSE %.2g x growth (1, or the "
-      "reduction length), max abs error %.2g x sqrt(growth) x max |ref|\n",
-      pp_backend_name (r.be), pp_backend_device (r.be), f32_bounds.dtype,
-      f32_bounds.nmse, f32_bounds.max_rel);
+      "reduction length), max abs error %.2g x sqrt(growth) x max |ref|; "
+      "cases of 16-bit views add NMSE %.2g and %.2g x max |ref| (F16), "
+      "%.2g and %.2g (BF16)\n", pp_backend_name (r.be),
+      pp_backend_device (r.be), f32_bounds.dtype, f32_bounds.nmse,
+      f32_bounds.max_rel, f16_bounds.nmse_floor, f16_bounds.max_floor,
+      bf16_bounds.nmse_floor, bf16_bounds.max_floor);
   /* Every op of the list, whichever --op runs. */
   for (int op = 0; op < PP_OP_COUNT; op++)
     if (op_cases[op] == NULL) {

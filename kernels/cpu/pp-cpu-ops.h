@@ -25,6 +25,10 @@ typedef enum
   PP_CPU_SCRATCH_CONV_BAND,             /* a direct 3×3 conv's padded band */
   PP_CPU_SCRATCH_CONV_WEIGHTS,          /* its weights packed per tile */
   PP_CPU_SCRATCH_CONV_COLUMNS,          /* im2col's columns */
+  /* A 16-bit view widened to float32 for a kernel: one use per view
+   * parameter an op has (weight and bias, gamma and beta, a and b). */
+  PP_CPU_SCRATCH_VIEW_A,
+  PP_CPU_SCRATCH_VIEW_B,
   PP_CPU_SCRATCH_COUNT
 } PpCpuScratch;
 

@@ -12,9 +12,16 @@
  * rows run on the thread team): the stretch stays open while any call runs,
  * so a stray access that races with a call on another thread can slip
  * through; one on a quiet backend never does.  It is a debugging backend:
- * every call costs two mprotect system calls. */
+ * every call costs two mprotect system calls.
+ *
+ * Weights asked for in 16 bits are stored in 16 bits, as a GPU stores them
+ * (the plain cpu backend keeps float32 copies rounded to the dtype), and
+ * reach the ops as F16 or BF16 views: every op that reads a weight runs
+ * its 16-bit path on the CPU, and computes exactly what cpu does on its
+ * rounded copies (tests/kernels/ops /kernels/ops/views/widened). */
 #include "pp-backend.h"
 #include "pp-cpu-ops.h"
+#include "pp-dtype-math.h"
 #include "pp-error.h"
 
 #include <errno.h>
@@ -205,19 +212,22 @@ static gpointer
 strict_upload_weights (PpBackend * be, const float *src, gsize n,
     PpDType dtype, GError ** error)
 {
-  const gsize bytes = n * sizeof (float);
+  const gsize bytes = n * pp_dtype_size (dtype);
   gpointer mem = strict_alloc (be, bytes, error);
-  g_autofree float *rounded = NULL;
+  g_autofree guint16 *narrow = NULL;
 
   if (mem == NULL)
     return NULL;
-  /* Float32 compute, at the precision of the dtype asked for. */
-  if (dtype != PP_DTYPE_F32) {
-    rounded = g_new (float, n);
-    pp_dtype_round_floats (src, rounded, n, dtype);
-    src = rounded;
+  if (dtype == PP_DTYPE_F32) {
+    strict_copy (be, mem, src, bytes);
+    return mem;
   }
-  strict_copy (be, mem, src, bytes);
+  /* Narrowed on the host, as the CUDA backend's staging does. */
+  narrow = g_new (guint16, MAX (n, 1));
+  for (gsize i = 0; i < n; i++)
+    narrow[i] = dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (src[i])
+        : pp_f32_to_bf16 (src[i]);
+  strict_copy (be, mem, narrow, bytes);
   return mem;
 }
 
@@ -276,12 +286,14 @@ static const PpBackendMemory strict_memory = {
   .graph_free = strict_graph_free,
 };
 
-#define STRICT_OP(name, NAME, params, args, flops)                          \
+/* The cpu backend's glue, open: it reads views (widening 16-bit ones)
+ * and runs the kernels on device memory. */
+#define STRICT_OP(name, NAME, params, args, flops, views)                   \
   static void                                                               \
   strict_##name (PpBackend * be, PP_OPS_UNPAREN params)                     \
   {                                                                         \
     strict_open ();                                                         \
-    pp_cpu_##name args;                                                     \
+    pp_cpu_ops ()->name (be, PP_OPS_UNPAREN args);                          \
     strict_close ();                                                        \
   }
 PP_OPS_LIST (STRICT_OP)
@@ -296,7 +308,8 @@ strict_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
 }
 
 static const PpOps strict_ops = {
-#define STRICT_ENTRY(name, NAME, params, args, flops) .name = strict_##name,
+#define STRICT_ENTRY(name, NAME, params, args, flops, views) \
+  .name = strict_##name,
   PP_OPS_LIST (STRICT_ENTRY)
 #undef STRICT_ENTRY
   .for_rows = strict_for_rows,
@@ -308,6 +321,8 @@ pp_cpu_strict_backend_get (GError ** error)
   static PpBackend be = {
     .name = "cpu-strict",
     .default_weight_dtype = PP_DTYPE_F32,
+    .view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
+        | PP_DTYPE_BIT (PP_DTYPE_BF16),
     .memory = &strict_memory,
     .ops = &strict_ops,
   };

@@ -42,15 +42,23 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
 }
 
 PpCudaType
-pp_cuda_param_type (PpCudaBackend * cu, gconstpointer p)
+pp_cuda_view_type (PpCudaBackend * cu, const char *op, const char *param,
+    PpView v)
 {
-  switch (pp_cuda_weights_lookup (cu->weights, p)) {
+  /* An absent view is never read. */
+  if (v.data == NULL)
+    return PP_CUDA_F32;
+  switch (v.dtype) {
+    case PP_DTYPE_F32:
+      return PP_CUDA_F32;
     case PP_DTYPE_F16:
       return PP_CUDA_F16;
     case PP_DTYPE_BF16:
       return PP_CUDA_BF16;
     default:
-      return PP_CUDA_F32;
+      pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: "
+              "parameter %s is of dtype %u, which no kernel of the cuda "
+              "backend reads", op, param, (guint) v.dtype));
   }
 }
 
@@ -98,7 +106,6 @@ cuda_free (PpBackend * be, gpointer mem)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
-  pp_cuda_weights_remove (cu->weights, mem);
   /* Enqueued work may still use the buffer (cudaFree would wait for the
    * device too, but says so nowhere binding). */
   PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
@@ -226,8 +233,6 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
     return NULL;
   enter (cu);
   staged_upload (cu, mem, src, n, PP_DTYPE_F32, dtype);
-  if (dtype != PP_DTYPE_F32 && n > 0)
-    pp_cuda_weights_add (cu->weights, mem, n * size, dtype);
   leave (cu);
   return mem;
 }
@@ -312,7 +317,7 @@ static const PpBackendMemory cuda_memory = {
 
 /* Ops */
 
-#define CUDA_OP(name, NAME, params, args, flops)                            \
+#define CUDA_OP(name, NAME, params, args, flops, views)                     \
   static void                                                               \
   cuda_##name (PpBackend * be, PP_OPS_UNPAREN params)                       \
   {                                                                         \
@@ -336,7 +341,8 @@ cuda_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
 }
 
 static const PpOps cuda_ops = {
-#define CUDA_ENTRY(name, NAME, params, args, flops) .name = cuda_##name,
+#define CUDA_ENTRY(name, NAME, params, args, flops, views) \
+  .name = cuda_##name,
   PP_OPS_LIST (CUDA_ENTRY)
 #undef CUDA_ENTRY
   .for_rows = cuda_for_rows,
@@ -407,12 +413,13 @@ create (gint device, GError ** error)
   }
   g_mutex_init (&cu->lock);
   g_cond_init (&cu->capture_done);
-  cu->weights = pp_cuda_weights_new ();
   cu->be.name = "cuda";
   cu->be.device = desc;
   cu->be.memory = &cuda_memory;
   cu->be.ops = &cuda_ops;
   cu->be.default_weight_dtype = PP_DTYPE_F16;
+  cu->be.view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
+      | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.priv = cu;
   g_info ("backend cuda: %s%s", desc, cu->tf32 ? ", TF32 allowed" : "");
   return &cu->be;

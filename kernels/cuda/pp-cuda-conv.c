@@ -2,11 +2,12 @@
  *
  * Every shape gets a plan once: its descriptors and the algorithm cuDNN's
  * heuristics rank first among those whose workspace fits
- * CONV_MAX_WORKSPACE, cached by PpCudaConvKey.  With 16-bit weights the
- * convolution runs in that type (x narrowed into a scratch buffer, y
- * produced in 16 bits and widened back to float32 with the bias added),
- * accumulating in float32 on tensor cores; with float32 weights it is
- * exact float32 (FMA math) unless TF32 was asked for. */
+ * CONV_MAX_WORKSPACE, cached by PpCudaConvKey.  With 16-bit weights (the
+ * weight view's dtype, part of the key) the convolution runs in that type
+ * (x narrowed into a scratch buffer, y produced in 16 bits and widened
+ * back to float32 with the bias added), accumulating in float32 on tensor
+ * cores; with float32 weights it is exact float32 (FMA math) unless TF32
+ * was asked for. */
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
@@ -131,21 +132,20 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key)
 
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
-    int h, int w, const float *weight, const float *bias, int cout, int kh,
-    int kw, int stride, int pad, float *y)
+    int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
+    int stride, int pad, float *y)
 {
-  const PpCudaType wtype = pp_cuda_param_type (cu, weight);
+  const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
+      weight);
   const PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
-    wtype == PP_CUDA_F16 ? PP_DTYPE_F16 : wtype == PP_CUDA_BF16
-        ? PP_DTYPE_BF16 : PP_DTYPE_F32
+    weight.dtype
   };
   const int ho = pp_conv2d_out_size (h, kh, stride, pad);
   const int wo = pp_conv2d_out_size (w, kw, stride, pad);
   const float one = 1.0f, zero = 0.0f;
   const gsize x_count = (gsize) n * cin * h * w;
   const gsize y_count = (gsize) n * cout * ho * wo;
-  const PpCudaType btype = bias != NULL ? pp_cuda_param_type (cu, bias)
-      : PP_CUDA_F32;
+  const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
   ConvPlan *p;
   gpointer workspace;
 
@@ -158,11 +158,11 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
       PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
   if (wtype == PP_CUDA_F32) {
     PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
-            p->w, weight, p->conv, p->algo, workspace, p->workspace, &zero,
-            p->y, y));
-    if (bias != NULL)
+            p->w, weight.data, p->conv, p->algo, workspace, p->workspace,
+            &zero, p->y, y));
+    if (!pp_view_is_none (bias))
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y, n, cout,
-              (gsize) ho * wo, bias, btype, cu->stream));
+              (gsize) ho * wo, bias.data, btype, cu->stream));
   } else {
     gpointer x16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
         x_count * sizeof (guint16));
@@ -172,11 +172,11 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
     PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, x16,
             wtype, cu->stream));
     PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x,
-            x16, p->w, weight, p->conv, p->algo, workspace, p->workspace,
-            &zero, p->y, y16));
+            x16, p->w, weight.data, p->conv, p->algo, workspace,
+            p->workspace, &zero, p->y, y16));
     /* Widened back to float32 with the bias in one pass. */
     PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, n, cout,
-            (gsize) ho * wo, bias, btype, cu->stream));
+            (gsize) ho * wo, bias.data, btype, cu->stream));
   }
 }
 
@@ -184,8 +184,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
 
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
-    int h, int w, const float *weight, const float *bias, int cout, int kh,
-    int kw, int stride, int pad, float *y)
+    int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
+    int stride, int pad, float *y)
 {
   g_error ("conv2d: the CUDA backend was built without cuDNN");
 }

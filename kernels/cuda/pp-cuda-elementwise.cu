@@ -103,19 +103,21 @@ pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
   return cudaGetLastError ();
 }
 
-__global__ void
-add_kernel (float *y, const float *x, size_t n)
+template <PpCudaType X> __global__ void
+add_kernel (float *y, const void *x, size_t n)
 {
-  PP_CUDA_FOR (i, n) y[i] += x[i];
+  PP_CUDA_FOR (i, n) y[i] += pp_cuda_load<X> (x, i);
 }
 
 extern "C" cudaError_t
-pp_cuda_add (float *y, const float *x, size_t n, cudaStream_t stream)
+pp_cuda_add (float *y, const void *x, PpCudaType x_type, size_t n,
+    cudaStream_t stream)
 {
   if (n == 0)
     return cudaSuccess;
-  add_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (y, x, n);
+  PP_CUDA_DISPATCH_TYPE (x_type, X,
+      add_kernel<X><<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS,
+      0, stream>>> (y, x, n));
   return cudaGetLastError ();
 }
 

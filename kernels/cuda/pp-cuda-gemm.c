@@ -6,11 +6,12 @@
  * yᵀ = op(b)ᵀ·op(a)ᵀ column-major: cuBLAS gets b first and a second, each
  * with its own transpose flag, and the sizes (n, m, k).
  *
- * A weight stored in 16 bits is multiplied in that type on tensor cores:
- * the float32 operand is narrowed into a scratch buffer (rounded as
- * pp-dtype-math.h rounds), and cublasGemmEx multiplies 16-bit inputs into
- * a float32 output with float32 accumulation.  Float32 operands stay
- * exact float32 unless TF32 was asked for (PPDIFFUSE_CUDA_TF32). */
+ * A weight stored in 16 bits (its view's dtype) is multiplied in that type
+ * on tensor cores: the float32 operand is narrowed into a scratch buffer
+ * (rounded as pp-dtype-math.h rounds), and cublasGemmEx multiplies 16-bit
+ * inputs into a float32 output with float32 accumulation.  Float32
+ * operands stay exact float32 unless TF32 was asked for
+ * (PPDIFFUSE_CUDA_TF32). */
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
@@ -27,9 +28,9 @@ data_type (PpCudaType t)
   }
 }
 
-/* The operand stored at @p as a matrix of @rows × @cols (row stride *@ld),
- * in type @want: @p itself when stored so, else narrowed into scratch
- * @slot (packed: *@ld becomes @cols). */
+/* The operand stored at @p as @have, a matrix of @rows × @cols (row
+ * stride *@ld), in type @want: @p itself when stored so, else narrowed
+ * into scratch @slot (packed: *@ld becomes @cols). */
 static gconstpointer
 operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
     PpCudaType want, int rows, int cols, int *ld, PpCudaScratch slot)
@@ -38,14 +39,11 @@ operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
 
   if (have == want)
     return p;
-  /* Only float32 activations are narrowed: weights of one model share one
-   * type. */
-  if (have != PP_CUDA_F32) {
-    GError *error = g_error_new (PP_ERROR, PP_ERROR_DEVICE, "matmul of a "
-        "float16 and a bfloat16 operand (weights of two storage types)");
-
-    pp_cuda_fatal (cu, error);
-  }
+  /* Only float32 operands are narrowed: one product runs in one type. */
+  if (have != PP_CUDA_F32)
+    pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "a product "
+            "of a float16 and a bfloat16 operand: no kernel multiplies the "
+            "two"));
   packed = pp_cuda_scratch (cu, slot, (gsize) rows * cols * sizeof (guint16));
   PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (p, rows, cols, *ld, packed, want,
           cu->stream));
@@ -55,11 +53,9 @@ operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
 
 void
 pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
-    int n, int k, float alpha, const float *a, int lda, const float *b,
-    int ldb, float beta, float *y, int ldy)
+    int n, int k, float alpha, gconstpointer a, PpCudaType ta, int lda,
+    gconstpointer b, PpCudaType tb, int ldb, float beta, float *y, int ldy)
 {
-  const PpCudaType ta = pp_cuda_param_type (cu, a);
-  const PpCudaType tb = pp_cuda_param_type (cu, b);
   /* The 16-bit type of either operand, or float32. */
   const PpCudaType t = ta != PP_CUDA_F32 ? ta : tb;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -85,27 +81,29 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
 
 void
 pp_cuda_op_linear (PpCudaBackend * cu, const float *x, int rows, int in,
-    const float *w, const float *b, int out, float *y)
+    PpView w, PpView b, int out, float *y)
 {
   g_return_if_fail (rows > 0 && in > 0 && out > 0);
 
   /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
-  pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x, in, w, in, 0.0f, y,
-      out);
-  if (b != NULL)
-    PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b,
-            pp_cuda_param_type (cu, b), cu->stream));
+  pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x, PP_CUDA_F32, in,
+      w.data, pp_cuda_view_type (cu, "linear", "w", w), in, 0.0f, y, out);
+  if (!pp_view_is_none (b))
+    PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b.data,
+            pp_cuda_view_type (cu, "linear", "b", b), cu->stream));
 }
 
 void
 pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
-    int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+    int m, int n, int k, PpView a, int lda, PpView b, int ldb,
     gboolean accumulate, float *y, int ldy)
 {
   g_return_if_fail (m > 0 && n > 0 && k > 0);
   g_return_if_fail (lda >= (trans_a ? m : k) && ldb >= (trans_b ? k : n)
       && ldy >= n);
 
-  pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb,
+  pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data,
+      pp_cuda_view_type (cu, "matmul", "a", a), lda, b.data,
+      pp_cuda_view_type (cu, "matmul", "b", b), ldb,
       accumulate ? 1.0f : 0.0f, y, ldy);
 }

@@ -6,8 +6,9 @@
  *   pp-cuda-norm.cu         group and layer normalisation;
  *   pp-cuda-layout.cu       resampling, concatenation, transposes;
  *   pp-cuda-softmax.cu      the attention's row softmax.
- * Activations are float32; parameters (biases, norm scales) may be stored
- * in 16 bits (PpCudaType), read widened to float.  Sizes are 64-bit where a
+ * Activations are float32; parameters (biases, norm scales, add's x) may
+ * be stored in 16 bits (PpCudaType, their views' dtype), read widened to
+ * float.  Sizes are 64-bit where a
  * tensor can pass 2^31 elements. */
 #pragma once
 
@@ -45,8 +46,9 @@ cudaError_t pp_cuda_unary (PpCudaUnary op, float *x, size_t n,
     cudaStream_t stream);
 cudaError_t pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
     cudaStream_t stream);
-cudaError_t pp_cuda_add (float *y, const float *x, size_t n,
-    cudaStream_t stream);
+/* y += x, x of @x_type. */
+cudaError_t pp_cuda_add (float *y, const void *x, PpCudaType x_type,
+    size_t n, cudaStream_t stream);
 cudaError_t pp_cuda_scale (float *x, size_t n, float s, cudaStream_t stream);
 cudaError_t pp_cuda_affine (float *x, size_t n, float mul, float add,
     cudaStream_t stream);
@@ -69,13 +71,14 @@ cudaError_t pp_cuda_channel_bias (const void *x, PpCudaType x_type, float *y,
 cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
     size_t ld, void *y, PpCudaType y_type, cudaStream_t stream);
 
-/* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0; y may equal x. */
+/* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0, each of its own type;
+ * y may equal x. */
 cudaError_t pp_cuda_group_norm (const float *x, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, const void *beta,
-    PpCudaType param_type, float *y, cudaStream_t stream);
+    int groups, float eps, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, float *y, cudaStream_t stream);
 cudaError_t pp_cuda_layer_norm (const float *x, size_t rows, int dim,
-    float eps, const void *gamma, const void *beta, PpCudaType param_type,
-    float *y, cudaStream_t stream);
+    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, float *y, cudaStream_t stream);
 
 /* pp-cuda-layout.cu */
 cudaError_t pp_cuda_upsample_nearest (const float *x, int n, int c, int h,
@@ -88,8 +91,9 @@ cudaError_t pp_cuda_concat_channels (const float *a, int ca, const float *b,
  * nlc_to_nchw (hw, c). */
 cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
     float *y, cudaStream_t stream);
+/* x [n,c,hw] += v [n,c], v of @v_type. */
 cudaError_t pp_cuda_add_channel (float *x, int n, int c, size_t hw,
-    const float *v, cudaStream_t stream);
+    const void *v, PpCudaType v_type, cudaStream_t stream);
 
 /* pp-cuda-softmax.cu: each of @rows rows of @cols scores becomes
  * softmax(row) in place (max subtracted, float32). */

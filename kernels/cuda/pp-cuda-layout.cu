@@ -159,21 +159,22 @@ pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
   return cudaGetLastError ();
 }
 
-__global__ void
-add_channel_kernel (float *x, size_t nc, size_t hw, const float *v)
+template <PpCudaType V> __global__ void
+add_channel_kernel (float *x, size_t nc, size_t hw, const void *v)
 {
-  PP_CUDA_FOR (i, nc * hw) x[i] += v[i / hw];
+  PP_CUDA_FOR (i, nc * hw) x[i] += pp_cuda_load<V> (v, i / hw);
 }
 
 extern "C" cudaError_t
-pp_cuda_add_channel (float *x, int n, int c, size_t hw, const float *v,
-    cudaStream_t stream)
+pp_cuda_add_channel (float *x, int n, int c, size_t hw, const void *v,
+    PpCudaType v_type, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * hw;
 
   if (total == 0)
     return cudaSuccess;
-  add_channel_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, hw, v);
+  PP_CUDA_DISPATCH_TYPE (v_type, V,
+      add_channel_kernel<V><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, hw, v));
   return cudaGetLastError ();
 }

@@ -32,7 +32,7 @@ norm_moments (const float *p, size_t count, float eps, float *shared,
   *rstd = rsqrtf (pp_cuda_block_sum (s, shared) / (float) count + eps);
 }
 
-template <PpCudaType P> __global__ void
+template <PpCudaType G, PpCudaType B> __global__ void
 group_norm_kernel (const float *x, int n, int c, size_t hw, int groups,
     float eps, const void *gamma, const void *beta, float *y)
 {
@@ -49,8 +49,8 @@ group_norm_kernel (const float *x, int n, int c, size_t hw, int groups,
     norm_moments (x + first, count, eps, shared, &mean, &rstd);
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
       const size_t ch = g * per_group + i / hw;
-      const float ga = gamma != NULL ? pp_cuda_load<P> (gamma, ch) : 1.0f;
-      const float be = beta != NULL ? pp_cuda_load<P> (beta, ch) : 0.0f;
+      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
+      const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
       y[first + i] = (x[first + i] - mean) * (rstd * ga) + be;
     }
@@ -61,8 +61,8 @@ group_norm_kernel (const float *x, int n, int c, size_t hw, int groups,
 
 extern "C" cudaError_t
 pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
-    float eps, const void *gamma, const void *beta, PpCudaType param_type,
-    float *y, cudaStream_t stream)
+    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, float *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const unsigned blocks = (unsigned) (items < NORM_MAX_BLOCKS ? items
@@ -70,9 +70,10 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (param_type, P,
-      group_norm_kernel<P><<<blocks, NORM_THREADS, 0, stream>>> (x, n, c, hw,
-          groups, eps, gamma, beta, y));
+  PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+      PP_CUDA_DISPATCH_TYPE (beta_type, B,
+          group_norm_kernel<G, B><<<blocks, NORM_THREADS, 0, stream>>> (x,
+              n, c, hw, groups, eps, gamma, beta, y)));
   return cudaGetLastError ();
 }
 
@@ -80,7 +81,7 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
  * group norm's threads. */
 #define LAYER_NORM_THREADS 128
 
-template <PpCudaType P> __global__ void
+template <PpCudaType G, PpCudaType B> __global__ void
 layer_norm_kernel (const float *x, size_t rows, int dim, float eps,
     const void *gamma, const void *beta, float *y)
 {
@@ -93,8 +94,8 @@ layer_norm_kernel (const float *x, size_t rows, int dim, float eps,
 
     norm_moments (src, dim, eps, shared, &mean, &rstd);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float ga = gamma != NULL ? pp_cuda_load<P> (gamma, i) : 1.0f;
-      const float be = beta != NULL ? pp_cuda_load<P> (beta, i) : 0.0f;
+      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
+      const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
 
       dst[i] = (src[i] - mean) * (rstd * ga) + be;
     }
@@ -103,16 +104,17 @@ layer_norm_kernel (const float *x, size_t rows, int dim, float eps,
 
 extern "C" cudaError_t
 pp_cuda_layer_norm (const float *x, size_t rows, int dim, float eps,
-    const void *gamma, const void *beta, PpCudaType param_type, float *y,
-    cudaStream_t stream)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, float *y, cudaStream_t stream)
 {
   const unsigned blocks = (unsigned) (rows < NORM_MAX_BLOCKS ? rows
       : NORM_MAX_BLOCKS);
 
   if (rows == 0 || dim <= 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (param_type, P,
-      layer_norm_kernel<P><<<blocks, LAYER_NORM_THREADS, 0, stream>>> (x,
-          rows, dim, eps, gamma, beta, y));
+  PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+      PP_CUDA_DISPATCH_TYPE (beta_type, B,
+          layer_norm_kernel<G, B><<<blocks, LAYER_NORM_THREADS, 0,
+          stream>>> (x, rows, dim, eps, gamma, beta, y)));
   return cudaGetLastError ();
 }

@@ -1,41 +1,31 @@
 /* ppdiffuse — the CUDA backend's ops that are one kernel each (the
  * kernels of pp-cuda-{elementwise,norm,layout}.cu): preconditions, the
- * parameters' storage types, the launch and its check. */
+ * views' storage types, the launch and its check. */
 #include "pp-cuda-private.h"
 
 void
 pp_cuda_op_group_norm (PpCudaBackend * cu, const float *x, int n, int c,
-    int hw, int groups, float eps, const float *gamma, const float *beta,
-    float *y)
+    int hw, int groups, float eps, PpView gamma, PpView beta, float *y)
 {
-  const float *param = gamma != NULL ? gamma : beta;
-  PpCudaType type = param != NULL ? pp_cuda_param_type (cu, param)
-      : PP_CUDA_F32;
-
   g_return_if_fail (n > 0 && c > 0 && hw > 0 && groups > 0);
   g_return_if_fail (c % groups == 0);
-  /* gamma and beta of one norm are stored alike (one model, one dtype). */
-  g_return_if_fail (gamma == NULL || beta == NULL
-      || pp_cuda_param_type (cu, beta) == type);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, n, c, hw, groups, eps, gamma,
-          beta, type, y, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, n, c, hw, groups, eps,
+          gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
+          beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta), y,
+          cu->stream));
 }
 
 void
 pp_cuda_op_layer_norm (PpCudaBackend * cu, const float *x, int rows,
-    int dim, float eps, const float *gamma, const float *beta, float *y)
+    int dim, float eps, PpView gamma, PpView beta, float *y)
 {
-  const float *param = gamma != NULL ? gamma : beta;
-  PpCudaType type = param != NULL ? pp_cuda_param_type (cu, param)
-      : PP_CUDA_F32;
-
   g_return_if_fail (rows > 0 && dim > 0);
-  g_return_if_fail (gamma == NULL || beta == NULL
-      || pp_cuda_param_type (cu, beta) == type);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, rows, dim, eps, gamma, beta,
-          type, y, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, rows, dim, eps, gamma.data,
+          pp_cuda_view_type (cu, "layer_norm", "gamma", gamma), beta.data,
+          pp_cuda_view_type (cu, "layer_norm", "beta", beta), y,
+          cu->stream));
 }
 
 void
@@ -108,9 +98,10 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, const float *a, int ca,
 }
 
 void
-pp_cuda_op_add (PpCudaBackend * cu, float *y, const float *x, size_t n)
+pp_cuda_op_add (PpCudaBackend * cu, float *y, PpView x, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_add (y, x, n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_add (y, x.data, pp_cuda_view_type (cu, "add",
+              "x", x), n, cu->stream));
 }
 
 void
@@ -178,9 +169,10 @@ pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, const float *x, int n, int c,
 
 void
 pp_cuda_op_add_channel (PpCudaBackend * cu, float *x, int n, int c, int hw,
-    const float *v)
+    PpView v)
 {
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x, n, c, hw, v, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x, n, c, hw, v.data,
+          pp_cuda_view_type (cu, "add_channel", "v", v), cu->stream));
 }

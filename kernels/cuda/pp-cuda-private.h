@@ -9,7 +9,6 @@
 #include "pp-backend.h"
 #include "pp-cuda-check.h"
 #include "pp-cuda-kernels.h"
-#include "pp-cuda-weights.h"
 
 G_BEGIN_DECLS
 
@@ -52,7 +51,6 @@ typedef struct
   gboolean tf32;
   guint8 *staging[PP_CUDA_STAGING_BUFFERS];
   cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
-  PpCudaWeights *weights;
   struct
   {
     gpointer mem;
@@ -91,22 +89,26 @@ G_GNUC_NORETURN void pp_cuda_fatal (PpCudaBackend * cu, GError * error);
  * of memory. */
 gpointer pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot,
     gsize bytes);
-/* How the parameter at @p is stored (the weights table). */
-PpCudaType pp_cuda_param_type (PpCudaBackend * cu, gconstpointer p);
+/* How view @v (parameter @param of op @op) is stored, for the kernels'
+ * type dispatch; ends the process for a dtype no kernel here reads (the
+ * wrappers refuse it first: PpBackend.view_dtypes). */
+PpCudaType pp_cuda_view_type (PpCudaBackend * cu, const char *op,
+    const char *param, PpView v);
 
 /* The ops, in pp-cuda-ops.c (kernels), pp-cuda-gemm.c (cuBLAS),
  * pp-cuda-conv.c (cuDNN) and pp-cuda-attention.c. */
-#define PP_CUDA_OP_DECL(name, NAME, params, args, flops) \
+#define PP_CUDA_OP_DECL(name, NAME, params, args, flops, views) \
   void pp_cuda_op_##name (PpCudaBackend * cu, PP_OPS_UNPAREN params);
 PP_OPS_LIST (PP_CUDA_OP_DECL)
 #undef PP_CUDA_OP_DECL
 
 /* y [m,n] (ld ldy) = alpha · op(a) · op(b) + beta · y, row-major, a and b
- * of any stored type (the weights table says); the matmul op's semantics
- * with a scale, for linear and attention. */
+ * stored as @ta and @tb (their views' dtypes); the matmul op's semantics
+ * with a scale, for linear and matmul. */
 void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
-    int m, int n, int k, float alpha, const float *a, int lda,
-    const float *b, int ldb, float beta, float *y, int ldy);
+    int m, int n, int k, float alpha, gconstpointer a, PpCudaType ta,
+    int lda, gconstpointer b, PpCudaType tb, int ldb, float beta, float *y,
+    int ldy);
 
 #ifdef PP_HAVE_CUDNN
 /* The convolutions' per-shape plans (pp-cuda-conv.c). */

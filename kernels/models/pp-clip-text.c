@@ -55,10 +55,10 @@ struct _PpClipText
   gint vocab, hidden, intermediate, n_layers, heads, max_positions;
   gfloat eps;
   ClipAct act;
-  /* [vocab, D] and [max_positions, D], float32 whatever the storage dtype:
+  /* [vocab, D] and [max_positions, D], F32 whatever the storage dtype:
    * rows are copied and added as activations. */
-  const gfloat *token_embedding;
-  const gfloat *position_embedding;
+  PpView token_embedding;
+  PpView position_embedding;
   Layer *layers;
   PpNorm final_layer_norm;
 };
@@ -122,24 +122,25 @@ read_config (PpClipText * m, const gchar * path, GError ** error)
   return TRUE;
 }
 
-/* A float32 table [rows, D] on the device, whatever the storage dtype. */
-static const gfloat *
+/* A float32 table [rows, D] on the device, whatever the storage dtype;
+ * none after an error. */
+static PpView
 bind_embedding (PpClipText * m, PpWeights * weights, const gchar * key,
     gint rows, GError ** error)
 {
   const gint64 shape[EMBED_DIMS] = { rows, m->hidden };
   const gfloat *host = pp_weights_get (weights, key, EMBED_DIMS, shape,
       error);
-  gconstpointer device;
+  PpView device;
   gpointer owned = NULL;
 
   if (host == NULL)
-    return NULL;
+    return pp_view_none ();
   device = pp_backend_upload_weights (m->be, host, (gsize) rows * m->hidden,
       PP_DTYPE_F32, &owned, error);
   if (owned != NULL)
     g_ptr_array_add (m->device_embeddings, owned);
-  if (device == NULL)
+  if (pp_view_is_none (device))
     g_prefix_error (error, "weight '%s': ", key);
   return device;
 }
@@ -174,12 +175,12 @@ pp_clip_text_new (const gchar * config_path, PpWeights * weights,
     return NULL;
   m->token_embedding = bind_embedding (m, weights,
       PREFIX ".embeddings.token_embedding.weight", m->vocab, error);
-  if (m->token_embedding == NULL)
+  if (pp_view_is_none (m->token_embedding))
     return NULL;
   m->position_embedding = bind_embedding (m, weights,
       PREFIX ".embeddings.position_embedding.weight", m->max_positions,
       error);
-  if (m->position_embedding == NULL)
+  if (pp_view_is_none (m->position_embedding))
     return NULL;
   /* Older checkpoints carry the buffer arange(max_positions); positions
    * are always 0…n-1 here. */
@@ -346,13 +347,13 @@ layer_forward (const PpClipText * m, const Layer * l, PpAct * x)
   pp_act_clear (&v);
   pp_act_replace (&h, pp_linear_apply (&l->out_proj, &a));
   pp_act_clear (&a);
-  pp_add (m->be, x->data, h.data, pp_act_numel (x));
+  pp_add (m->be, x->data, pp_act_as_view (&h), pp_act_numel (x));
 
   pp_act_replace (&h, norm_apply (m, &l->layer_norm2, x));
   pp_act_replace (&h, pp_linear_apply (&l->fc1, &h));
   act_apply (m, &h);
   pp_act_replace (&h, pp_linear_apply (&l->fc2, &h));
-  pp_add (m->be, x->data, h.data, pp_act_numel (x));
+  pp_add (m->be, x->data, pp_act_as_view (&h), pp_act_numel (x));
   pp_act_clear (&h);
 }
 
@@ -393,6 +394,7 @@ pp_clip_text_forward_tap (PpClipText * m, const gint32 * ids,
     GError ** error)
 {
   const gsize row_bytes = (gsize) m->hidden * sizeof (gfloat);
+  const gfloat *tokens = m->token_embedding.data;       /* F32 */
   PpAct x, y;
 
   if (!check_input (m, ids, n_tokens, out_hidden, error))
@@ -401,7 +403,7 @@ pp_clip_text_forward_tap (PpClipText * m, const gint32 * ids,
   x = pp_act_new (m->pool, BATCH, (gint) n_tokens, 1, m->hidden);
   for (guint i = 0; i < n_tokens; i++)
     pp_backend_copy (m->be, x.data + (gsize) i * m->hidden,
-        m->token_embedding + (gsize) ids[i] * m->hidden, row_bytes);
+        tokens + (gsize) ids[i] * m->hidden, row_bytes);
   pp_add (m->be, x.data, m->position_embedding, pp_act_numel (&x));
   pp_tap_act (tap, tap_data, &x, SEQ_DIMS, "embeddings");
 

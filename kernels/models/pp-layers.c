@@ -30,27 +30,27 @@ pp_device_weights_free (PpBackend * be, GPtrArray * device)
 }
 
 /* The weight @prefix@suffix, uploaded to the binder's backend (once: at
- * bind time). */
-static const gfloat *
+ * bind time); none after an error. */
+static PpView
 bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
     PpWeightKind kind, guint ndim, const gint64 * shape)
 {
   g_autofree gchar *key = NULL;
   const gfloat *data;
-  gconstpointer device;
+  PpView device;
   gpointer owned = NULL;
   gsize n = 1;
   PpDType dtype = pp_weights_storage_dtype (b->weights);
 
   if (b->error != NULL)
-    return NULL;
+    return pp_view_none ();
   key = g_strconcat (prefix, suffix, NULL);
   data = pp_weights_get_kind (b->weights, key, kind, ndim, shape, &b->error);
   if (data == NULL) {
     if (b->error == NULL)
       g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
           "weight '%s' could not be read", key);
-    return NULL;
+    return pp_view_none ();
   }
   for (guint i = 0; i < ndim; i++)
     n *= (gsize) shape[i];
@@ -63,7 +63,7 @@ bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
       b->device = g_ptr_array_new ();
     g_ptr_array_add (b->device, owned);
   }
-  if (device == NULL)
+  if (pp_view_is_none (device))
     g_prefix_error (&b->error, "weight '%s': ", key);
   return device;
 }
@@ -89,7 +89,7 @@ pp_bind_conv (PpBinder * b, PpConv * conv, gint cin, gint cout, gint kernel,
   conv->weight = bind_one (b, prefix, ".weight", PP_WEIGHT_DEFAULT,
       CONV_DIMS, wshape);
   conv->bias = with_bias ? bind_one (b, prefix, ".bias", PP_WEIGHT_BIAS,
-      VECTOR_DIMS, bshape) : NULL;
+      VECTOR_DIMS, bshape) : pp_view_none ();
 }
 
 void
@@ -110,7 +110,7 @@ pp_bind_linear (PpBinder * b, PpLinear * lin, gint in, gint out,
   lin->weight = bind_one (b, prefix, ".weight", PP_WEIGHT_DEFAULT,
       LINEAR_DIMS, wshape);
   lin->bias = with_bias ? bind_one (b, prefix, ".bias", PP_WEIGHT_BIAS,
-      VECTOR_DIMS, bshape) : NULL;
+      VECTOR_DIMS, bshape) : pp_view_none ();
 }
 
 void
@@ -183,6 +183,12 @@ pp_act_copy (const PpAct * a)
   pp_backend_copy (pp_act_backend (a), copy.data, a->data,
       pp_act_numel (a) * sizeof (gfloat));
   return copy;
+}
+
+PpView
+pp_act_as_view (const PpAct * a)
+{
+  return pp_view_f32 (a->data, pp_act_numel (a));
 }
 
 void

@@ -22,28 +22,29 @@ typedef struct
   gboolean view;                /* borrowed: clearing does not release it */
 } PpAct;
 
-/* Layers hold device pointers to their weights: on backends that compute
- * on host memory, into PpWeights (which owns the data); elsewhere into
+/* Layers hold typed views of their weights (stored as the backend chose,
+ * pp_backend_upload_weights): on backends that compute on host memory,
+ * into PpWeights (which owns the data) or rounded copies; elsewhere into
  * copies the model owns (PpBinder.device). */
 typedef struct
 {
-  const gfloat *weight;         /* [cout, cin, kernel, kernel] */
-  const gfloat *bias;           /* [cout] or NULL */
+  PpView weight;                /* [cout, cin, kernel, kernel] */
+  PpView bias;                  /* [cout], or none */
   gint cin, cout, kernel, stride, pad;
 } PpConv;
 
 typedef struct
 {
-  const gfloat *weight;         /* [out, in] */
-  const gfloat *bias;           /* [out] or NULL */
+  PpView weight;                /* [out, in] */
+  PpView bias;                  /* [out], or none */
   gint in, out;
 } PpLinear;
 
 /* GroupNorm or LayerNorm affine parameters. */
 typedef struct
 {
-  const gfloat *gamma;
-  const gfloat *beta;
+  PpView gamma;
+  PpView beta;
   gint channels;
 } PpNorm;
 
@@ -83,6 +84,9 @@ PpAct    pp_act_new       (PpPool * pool, gint n, gint c, gint h, gint w);
 PpAct    pp_act_view      (PpPool * pool, gfloat * data, gint n, gint c,
                            gint h, gint w);
 PpAct    pp_act_copy      (const PpAct * a);
+/* @a as an F32 view, for an op parameter that takes one (add's x,
+ * add_channel's v). */
+PpView   pp_act_as_view   (const PpAct * a);
 PpBackend *pp_act_backend (const PpAct * a);
 void     pp_act_clear     (PpAct * a);
 gsize    pp_act_numel     (const PpAct * a);

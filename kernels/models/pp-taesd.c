@@ -311,10 +311,10 @@ block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
   if (layer->has_skip) {
     PpAct s = pp_conv_apply (&layer->skip, x);
 
-    pp_add (m->be, h.data, s.data, pp_act_numel (&h));
+    pp_add (m->be, h.data, pp_act_as_view (&s), pp_act_numel (&h));
     pp_act_clear (&s);
   } else
-    pp_add (m->be, h.data, x->data, pp_act_numel (&h));
+    pp_add (m->be, h.data, pp_act_as_view (x), pp_act_numel (&h));
   pp_relu (m->be, h.data, pp_act_numel (&h));
   return h;
 }

@@ -739,7 +739,7 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  pp_add_channel (m->be, h.data, h.n, h.c, h.h * h.w, t.data);
+  pp_add_channel (m->be, h.data, h.n, h.c, h.h * h.w, pp_act_as_view (&t));
   pp_act_clear (&t);
 
   pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h));
@@ -748,7 +748,7 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
 
   out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
       : pp_act_copy (x);
-  pp_add (m->be, out.data, h.data, pp_act_numel (&out));
+  pp_add (m->be, out.data, pp_act_as_view (&h), pp_act_numel (&out));
   pp_act_clear (&h);
   if (scale != 1.0f)
     pp_scale (m->be, out.data, pp_act_numel (&out), 1.0f / scale);
@@ -785,14 +785,14 @@ tokens_norm_project (const Tokens * tk, const PpNorm * norm,
 
   pp_layer_norm (tk->be, tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
       norm->gamma, norm->beta, tk->x + at);
-  pp_linear (tk->be, tk->x + at, rows, c, a->to_q.weight, NULL, c,
-      tk->q + at);
+  pp_linear (tk->be, tk->x + at, rows, c, a->to_q.weight, pp_view_none (),
+      c, tk->q + at);
   if (!kv)
     return;
-  pp_linear (tk->be, tk->x + at, rows, c, a->to_k.weight, NULL, c,
-      tk->k + at);
-  pp_linear (tk->be, tk->x + at, rows, c, a->to_v.weight, NULL, c,
-      tk->v + at);
+  pp_linear (tk->be, tk->x + at, rows, c, a->to_k.weight, pp_view_none (),
+      c, tk->k + at);
+  pp_linear (tk->be, tk->x + at, rows, c, a->to_v.weight, pp_view_none (),
+      c, tk->v + at);
 }
 
 /* h[begin, end) += lin(in[begin, end)), @in holding lin->in floats a row. */
@@ -805,7 +805,8 @@ tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *in,
 
   pp_linear (tk->be, in + (gsize) begin * lin->in, rows, lin->in,
       lin->weight, lin->bias, lin->out, tk->y + at);
-  pp_add (tk->be, tk->h + at, tk->y + at, (gsize) rows * c);
+  pp_add (tk->be, tk->h + at, pp_view_f32 (tk->y + at, (gsize) rows * c),
+      (gsize) rows * c);
 }
 
 /* Before self-attention: x1 = LN1(h), q, k, v of attn1. */
@@ -852,7 +853,7 @@ tokens_after_cross (int begin, int end, gpointer data)
     const int span = MIN (end - r, tk->hw - p);
 
     pp_matmul (tk->be, FALSE, TRUE, c, span, c, t->proj_out.weight, c,
-        tk->h + (gsize) r * c, c, TRUE,
+        pp_view_f32 (tk->h + (gsize) r * c, (gsize) span * c), c, TRUE,
         tk->out + (gsize) b * c * tk->hw + p, tk->hw);
     r += span;
   }

@@ -2,6 +2,7 @@
  * every backend, cpu-strict's trap on host access, pools, and a model frame
  * in steady state allocating no device memory. */
 #include "pp-backend.h"
+#include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-model.h"
 #include "pp-tiny.h"
@@ -122,13 +123,15 @@ test_device_for_rank (void)
   }
 }
 
-/* Weights stored as F16 or BF16 on a float32 host backend are the f32
- * weights rounded to that precision (to nearest even); F32 on the cpu
- * backend is the caller's memory itself. */
+/* Weights stored as F16 or BF16 hold the f32 weights rounded to that
+ * precision (to nearest even), and their view says how they are stored:
+ * the cpu backend keeps float32 (a rounded copy; F32 is the caller's
+ * memory itself), cpu-strict stores 16 bits, as a GPU does. */
 static void
 test_weights_dtype (gconstpointer data)
 {
   PpBackend *be = get (data);
+  const gboolean strict = be != pp_backend_cpu ();
   const float src[] = { 1.0f, 1.0f + 1.0f / 4096.0f, 3.14159265f, -65504.0f,
     1e-8f, 0.1f, 70000.0f, -2.5f
   };
@@ -145,27 +148,38 @@ test_weights_dtype (gconstpointer data)
   for (guint d = 0; d < G_N_ELEMENTS (dtypes); d++) {
     g_autoptr (GError) error = NULL;
     gpointer owned = NULL;
-    float back[G_N_ELEMENTS (src)];
-    gconstpointer dev = pp_backend_upload_weights (be, src, n, dtypes[d],
-        &owned, &error);
+    union
+    {
+      float f[G_N_ELEMENTS (src)];
+      guint16 h[G_N_ELEMENTS (src)];
+    } back;
+    PpView dev = pp_backend_upload_weights (be, src, n, dtypes[d], &owned,
+        &error);
 
     g_assert_no_error (error);
-    g_assert_nonnull (dev);
-    if (dtypes[d] == PP_DTYPE_F32 && be == pp_backend_cpu ())
-      g_assert_true (dev == (gconstpointer) src && owned == NULL);
+    g_assert_nonnull (dev.data);
+    g_assert_cmpuint (dev.numel, ==, n);
+    g_assert_cmpint (dev.dtype, ==, strict ? dtypes[d] : PP_DTYPE_F32);
+    if (dtypes[d] == PP_DTYPE_F32 && !strict)
+      g_assert_true (dev.data == (gconstpointer) src && owned == NULL);
     else
-      g_assert_true (dev == owned && owned != NULL);
-    pp_backend_download (be, back, dev, sizeof back);
-    for (gsize i = 0; i < n; i++)
-      g_assert_cmpfloat (back[i], ==, expect[d][i]);
+      g_assert_true (dev.data == owned && owned != NULL);
+    pp_backend_download (be, &back, dev.data, n * pp_dtype_size (dev.dtype));
+    for (gsize i = 0; i < n; i++) {
+      const float got = dev.dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (back.h[i])
+          : dev.dtype == PP_DTYPE_BF16 ? pp_bf16_to_f32 (back.h[i])
+          : back.f[i];
+
+      g_assert_cmpfloat (got, ==, expect[d][i]);
+    }
     pp_backend_free (be, owned);
   }
   {
     g_autoptr (GError) error = NULL;
     gpointer owned = NULL;
 
-    g_assert_null (pp_backend_upload_weights (be, src, n, PP_DTYPE_U8,
-            &owned, &error));
+    g_assert_true (pp_view_is_none (pp_backend_upload_weights (be, src, n,
+                PP_DTYPE_U8, &owned, &error)));
     g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
     g_assert_null (owned);
   }

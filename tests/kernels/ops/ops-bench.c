@@ -126,8 +126,10 @@ conv_run (gpointer data)
 {
   Conv *c = data;
 
-  pp_conv2d (be, c->x, c->n, c->cin, c->h, c->w, c->wt, c->bias, c->cout, c->k,
-      c->k, c->stride, c->pad, c->y);
+  pp_conv2d (be, c->x, c->n, c->cin, c->h, c->w,
+      pp_view_f32 (c->wt, (size_t) c->cout * c->cin * c->k * c->k),
+      pp_view_f32 (c->bias, c->cout), c->cout, c->k, c->k, c->stride, c->pad,
+      c->y);
 }
 
 static void
@@ -179,7 +181,9 @@ linear_run (gpointer data)
 {
   Linear *l = data;
 
-  pp_linear (be, l->x, l->rows, l->in, l->w, l->b, l->out, l->y);
+  pp_linear (be, l->x, l->rows, l->in,
+      pp_view_f32 (l->w, (size_t) l->out * l->in), pp_view_f32 (l->b, l->out),
+      l->out, l->y);
 }
 
 static void
@@ -250,8 +254,8 @@ group_norm_run (gpointer data)
 {
   Norm *g = data;
 
-  pp_group_norm (be, g->x, g->n, g->c, g->hw, g->groups, 1e-5f, g->gamma,
-      g->beta, g->y);
+  pp_group_norm (be, g->x, g->n, g->c, g->hw, g->groups, 1e-5f,
+      pp_view_f32 (g->gamma, g->c), pp_view_f32 (g->beta, g->c), g->y);
 }
 
 /* In-place ops start from the same values each run (repeated SiLU would

@@ -89,6 +89,7 @@
 #include "pp-ops-reference.h"
 #include "pp-backend.h"
 #include "pp-ops-math.h"
+#include "pp-dtype-math.h"
 #include "cpu-paths.h"
 
 #include <float.h>
@@ -408,8 +409,9 @@ run_conv_case (GRand * rng, const ConvCase * c)
   for (size_t i = 0; i < n_out; i++)
     y[i] = NAN;
   before = paths_now ();
-  pp_conv2d (be, x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh, c->kw,
-      c->stride, c->pad, y);
+  pp_conv2d (be, x, c->n, c->cin, c->h, c->w, pp_view_f32 (wt, n_w),
+      pp_view_f32 (bias, c->cout), c->cout, c->kh, c->kw, c->stride, c->pad,
+      y);
   for (guint k = 0; k < G_N_ELEMENTS (conv_paths); k++)
     check_path (what, &before, conv_paths[k],
         k == kernel ? expected_bands (c, kernel) : 0);
@@ -612,7 +614,8 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_group_norm (be, x, n, c, hw, groups, eps, gamma, beta, y);
+  pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
+      pp_view_f32 (beta, c), y);
   check_splits (what, &before, loop_splits ((size_t) n * groups,
           PP_CPU_NORM_GRAIN_VALUES / count + 1));
   for (int b = 0; b < n; b++)
@@ -632,7 +635,8 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
 
   /* In place gives the same result. */
-  pp_group_norm (be, x, n, c, hw, groups, eps, gamma, beta, x);
+  pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
+      pp_view_f32 (beta, c), x);
   check_equal ("group_norm in place", x, y, total);
 }
 
@@ -680,7 +684,8 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_layer_norm (be, x, rows, dim, eps, gamma, beta, y);
+  pp_layer_norm (be, x, rows, dim, eps, pp_view_f32 (gamma, dim),
+      pp_view_f32 (beta, dim), y);
   check_splits (what, &before, loop_splits (rows,
           PP_CPU_NORM_GRAIN_VALUES / dim + 1));
   for (int r = 0; r < rows; r++) {
@@ -695,7 +700,8 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
     }
   }
   check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
-  pp_layer_norm (be, x, rows, dim, eps, gamma, beta, x);
+  pp_layer_norm (be, x, rows, dim, eps, pp_view_f32 (gamma, dim),
+      pp_view_f32 (beta, dim), x);
   check_equal ("layer_norm in place", x, y, total);
 }
 
@@ -735,7 +741,8 @@ run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
   for (size_t i = 0; i < (size_t) rows * out; i++)
     y[i] = NAN;
   before = paths_now ();
-  pp_linear (be, x, rows, in, w, b, out, y);
+  pp_linear (be, x, rows, in, pp_view_f32 (w, (size_t) out * in),
+      pp_view_f32 (b, out), out, y);
   check_gemm_path (what, &before, rows, out, in);
   for (int r = 0; r < rows; r++)
     for (int o = 0; o < out; o++) {
@@ -799,7 +806,8 @@ run_matmul (GRand * rng, gboolean ta, gboolean tb, int m, int n, int k,
       ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, accumulate ? " +=" : "");
   Paths before = paths_now ();
 
-  pp_matmul (be, ta, tb, m, n, k, a, lda, b, ldb, accumulate, y, ldy);
+  pp_matmul (be, ta, tb, m, n, k, pp_view_f32 (a, (size_t) a_rows * lda),
+      lda, pp_view_f32 (b, (size_t) b_rows * ldb), ldb, accumulate, y, ldy);
   check_gemm_path (what, &before, m, n, k);
   for (int i = 0; i < m; i++) {
     for (int j = 0; j < n; j++) {
@@ -851,8 +859,9 @@ rows_linear (int begin, int end, gpointer data)
 
   for (int r = begin; r < end; r++)
     g_atomic_int_inc (&c->hits[r]);
-  pp_linear (be, c->x + (size_t) begin * c->in, end - begin, c->in, c->w, NULL,
-      c->out, c->y + (size_t) begin * c->out);
+  pp_linear (be, c->x + (size_t) begin * c->in, end - begin, c->in,
+      pp_view_f32 (c->w, (size_t) c->out * c->in), pp_view_none (), c->out,
+      c->y + (size_t) begin * c->out);
 }
 
 static void
@@ -1242,7 +1251,7 @@ run_add_scale (GRand * rng, size_t n)
   g_autofree gchar *what = g_strdup_printf ("add, scale %zu", n);
   Paths before = paths_now ();
 
-  pp_add (be, y, b, n);
+  pp_add (be, y, pp_view_f32 (b, n), n);
   pp_scale (be, y, n, -0.375f);
   check_splits (what, &before, 2 * loop_splits (n, PP_CPU_GRAIN_MEMORY));
   for (size_t i = 0; i < n; i++)
@@ -1275,7 +1284,7 @@ run_add_channel (GRand * rng, int n, int c, int hw)
       hw);
   Paths before = paths_now ();
 
-  pp_add_channel (be, y, n, c, hw, v);
+  pp_add_channel (be, y, n, c, hw, pp_view_f32 (v, (size_t) n * c));
   check_splits (what, &before, loop_splits ((size_t) n * c,
           PP_CPU_GRAIN_MEMORY / hw + 1));
   for (int b = 0; b < n; b++)
@@ -1543,6 +1552,171 @@ test_math (void)
   g_assert_true (isnan (pp_math_tanh (NAN)));
 }
 
+/* Views */
+
+/* A 16-bit copy of @x (n values) as @dtype, and @x rounded to it in
+ * place. */
+static guint16 *
+narrow_floats (float *x, size_t n, PpDType dtype)
+{
+  guint16 *h = g_new (guint16, MAX (n, 1));
+
+  for (size_t i = 0; i < n; i++) {
+    h[i] = dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (x[i])
+        : pp_f32_to_bf16 (x[i]);
+    x[i] = dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (h[i])
+        : pp_bf16_to_f32 (h[i]);
+  }
+  return h;
+}
+
+/* Every op that reads views, given 16-bit views, computes exactly what it
+ * computes on F32 views of the same values (the glue widens them for the
+ * same kernels): what cpu-strict, which stores 16-bit weights, owes cpu,
+ * which stores rounded float32 copies.  Views longer than what an op
+ * reads are fine. */
+static void
+run_views_widened (GRand * rng, PpDType dtype)
+{
+  const int n = 2, cin = 16, h = 9, w = 16, cout = 24, k = 3, hw = h * w;
+  const int rows = 37, m = 24, mk = 40;
+  const size_t nx = (size_t) n * cin * hw, ny = (size_t) n * cout * hw;
+  /* x's values as rows of cin·k·k inputs for linear */
+  const int in = cin * k * k, lin_rows = (int) (nx / in);
+  const size_t nw = (size_t) cout * cin * k * k, extra = 7;
+  const gchar *name = pp_dtype_name (dtype);
+  g_autofree float *x = random_floats (rng, nx, 1.0);
+  g_autofree float *wt = random_floats (rng, nw + extra, 0.5);
+  g_autofree float *bias = random_floats (rng, cout, 1.0);
+  g_autofree float *a = random_floats (rng, (size_t) m * mk, 1.0);
+  g_autofree guint16 *wt16 = narrow_floats (wt, nw + extra, dtype);
+  g_autofree guint16 *bias16 = narrow_floats (bias, cout, dtype);
+  g_autofree guint16 *a16 = narrow_floats (a, (size_t) m * mk, dtype);
+  g_autofree float *got = g_new (float, MAX (ny, (size_t) rows * cout));
+  g_autofree float *want = g_new (float, MAX (ny, (size_t) rows * cout));
+  g_autofree gchar *what = NULL;
+
+  /* conv2d: weight and bias (a 3×3 direct kernel repacks the weights). */
+  pp_conv2d (be, x, n, cin, h, w, pp_view (wt16, dtype, nw + extra),
+      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, got);
+  pp_conv2d (be, x, n, cin, h, w, pp_view_f32 (wt, nw), pp_view_f32 (bias,
+          cout), cout, k, k, 1, 1, want);
+  what = g_strdup_printf ("conv2d, %s views", name);
+  check_equal (what, got, want, ny);
+  /* linear: the same weights as [cout, cin·9]. */
+  pp_linear (be, x, lin_rows, in, pp_view (wt16, dtype, nw),
+      pp_view (bias16, dtype, cout), cout, got);
+  pp_linear (be, x, lin_rows, in, pp_view_f32 (wt, nw),
+      pp_view_f32 (bias, cout), cout, want);
+  g_free (what);
+  what = g_strdup_printf ("linear, %s views", name);
+  check_equal (what, got, want, (size_t) lin_rows * cout);
+  /* matmul: a 16-bit a (a weight times an activation), then b too. */
+  pp_matmul (be, FALSE, TRUE, m, rows, mk, pp_view (a16, dtype,
+          (size_t) m * mk), mk, pp_view_f32 (x, (size_t) rows * mk), mk,
+      FALSE, got, rows);
+  pp_matmul (be, FALSE, TRUE, m, rows, mk, pp_view_f32 (a, (size_t) m * mk),
+      mk, pp_view_f32 (x, (size_t) rows * mk), mk, FALSE, want, rows);
+  g_free (what);
+  what = g_strdup_printf ("matmul, %s a", name);
+  check_equal (what, got, want, (size_t) m * rows);
+  pp_matmul (be, TRUE, FALSE, rows, m, mk, pp_view_f32 (x, (size_t) rows * mk),
+      rows, pp_view (a16, dtype, (size_t) m * mk), m, FALSE, got, m);
+  pp_matmul (be, TRUE, FALSE, rows, m, mk, pp_view_f32 (x, (size_t) rows * mk),
+      rows, pp_view_f32 (a, (size_t) m * mk), m, FALSE, want, m);
+  g_free (what);
+  what = g_strdup_printf ("matmul, %s b", name);
+  check_equal (what, got, want, (size_t) rows * m);
+  /* group_norm and layer_norm: gamma and beta (the bias as both). */
+  pp_group_norm (be, x, n, cin, hw, 4, 1e-5f, pp_view (bias16, dtype, cin),
+      pp_view (bias16 + 1, dtype, cin), got);
+  pp_group_norm (be, x, n, cin, hw, 4, 1e-5f, pp_view_f32 (bias, cin),
+      pp_view_f32 (bias + 1, cin), want);
+  g_free (what);
+  what = g_strdup_printf ("group_norm, %s views", name);
+  check_equal (what, got, want, nx);
+  pp_layer_norm (be, x, rows, cout - 1, 1e-5f, pp_view_none (),
+      pp_view (bias16, dtype, cout), got);
+  pp_layer_norm (be, x, rows, cout - 1, 1e-5f, pp_view_none (),
+      pp_view_f32 (bias, cout), want);
+  g_free (what);
+  what = g_strdup_printf ("layer_norm, %s views", name);
+  check_equal (what, got, want, (size_t) rows * (cout - 1));
+  /* add and add_channel: activations updated in place. */
+  memcpy (got, x, nx * sizeof (float));
+  memcpy (want, x, nx * sizeof (float));
+  pp_add (be, got, pp_view (wt16, dtype, nw + extra), nw);
+  pp_add (be, want, pp_view_f32 (wt, nw), nw);
+  pp_add_channel (be, got, 1, cout, hw, pp_view (bias16, dtype, cout));
+  pp_add_channel (be, want, 1, cout, hw, pp_view_f32 (bias, cout));
+  g_free (what);
+  what = g_strdup_printf ("add, add_channel, %s views", name);
+  check_equal (what, got, want, nx);
+}
+
+static void
+test_views_widened (void)
+{
+  GRand *rng = g_rand_new_with_seed (SEED + 20);
+
+  run_views_widened (rng, PP_DTYPE_F16);
+  run_views_widened (rng, PP_DTYPE_BF16);
+  g_rand_free (rng);
+}
+
+/* A view an op cannot read ends the process (ops return nothing; a crash
+ * beats garbage), with a message naming the op, the parameter and what is
+ * wrong. */
+static void
+test_views_refused_dtype (void)
+{
+  if (g_test_subprocess ()) {
+    const guint8 weight[9] = { 0 };
+    float x[9] = { 0 }, y[1];
+
+    pp_conv2d (be, x, 1, 1, 3, 3, pp_view (weight, PP_DTYPE_U8, 9),
+        pp_view_none (), 1, 3, 3, 1, 0, y);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*conv2d: parameter weight is U8*the cpu "
+      "backend has no conv2d kernel for it*");
+}
+
+/* The class of bug of an f16 bias read as float32: reading past the end
+ * of what it was given. */
+static void
+test_views_refused_short (void)
+{
+  if (g_test_subprocess ()) {
+    float x[2 * 3 * 4] = { 0 }, v[5] = { 0 };
+
+    pp_add_channel (be, x, 2, 3, 4, pp_view_f32 (v, G_N_ELEMENTS (v)));
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*add_channel: parameter v has 5 elements (F32)"
+      " on the cpu backend; the op reads 6*");
+}
+
+static void
+test_views_refused_absent (void)
+{
+  if (g_test_subprocess ()) {
+    float b[4] = { 0 }, y[4];
+
+    pp_matmul (be, FALSE, FALSE, 2, 2, 2, pp_view_none (), 2,
+        pp_view_f32 (b, 4), 2, FALSE, y, 2);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*matmul: parameter a is absent*reads 4 "
+      "elements*");
+}
+
 /* The table and the wrappers agree. */
 static void
 test_table (void)
@@ -1584,5 +1758,12 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/upsample", test_upsample);
   g_test_add_func ("/kernels/ops/timestep-embedding",
       test_timestep_embedding);
+  g_test_add_func ("/kernels/ops/views/widened", test_views_widened);
+  g_test_add_func ("/kernels/ops/views/refused-dtype",
+      test_views_refused_dtype);
+  g_test_add_func ("/kernels/ops/views/refused-short",
+      test_views_refused_short);
+  g_test_add_func ("/kernels/ops/views/refused-absent",
+      test_views_refused_absent);
   return g_test_run ();
 }
