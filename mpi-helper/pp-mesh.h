@@ -27,13 +27,17 @@ typedef enum
 {
   PP_MESH_PROGRESS_SPAWNING,    /* spawning the n_workers workers */
   PP_MESH_PROGRESS_WAITING,     /* waiting for worker @rank's handshake */
+  PP_MESH_PROGRESS_LOADING,     /* worker @rank has read @loaded_bytes of
+                                 * its model */
   PP_MESH_PROGRESS_RANK_READY,  /* worker @rank accepted the plan */
 } PpMeshProgress;
 
 /* Called by pp_mesh_start in the starting thread; @rank is 0 for
- * PP_MESH_PROGRESS_SPAWNING, else a worker's world rank, 1..@n_workers. */
+ * PP_MESH_PROGRESS_SPAWNING, else a worker's world rank, 1..@n_workers;
+ * @loaded_bytes is 0 but for PP_MESH_PROGRESS_LOADING. */
 typedef void (*PpMeshProgressFunc) (PpMeshProgress stage, guint rank,
-                                    guint n_workers, gpointer user_data);
+                                    guint n_workers, guint64 loaded_bytes,
+                                    gpointer user_data);
 
 typedef struct
 {

@@ -677,6 +677,12 @@ add_progress (gsize bytes)
   atomic_fetch_add_explicit (&load_progress, bytes, memory_order_relaxed);
 }
 
+void
+pp_weights_add_load_progress (gsize bytes)
+{
+  add_progress (bytes);
+}
+
 guint64
 pp_weights_load_progress (void)
 {

@@ -133,6 +133,8 @@ gchar         *pp_weights_tree_digest (const guint8 * data, gsize size,
 /* Bytes of weights this process has read so far (materialised tensors,
  * digested blocks), for load progress reports; only grows. */
 guint64        pp_weights_load_progress (void);
+/* Counts @bytes more toward it: loading work done outside PpWeights. */
+void           pp_weights_add_load_progress (gsize bytes);
 /* The file path, "random weights (seed N)" or "seeded weights (seed N)". */
 const gchar   *pp_weights_source      (PpWeights * w);
 /* TRUE for generated weights (random or seeded). */
