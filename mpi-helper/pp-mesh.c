@@ -148,6 +148,13 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   return mesh;
 }
 
+guint
+pp_mesh_warm_ups_wanted (PpMesh * mesh)
+{
+  return pp_backend_stream (mesh->backend) != NULL ? PP_MESH_DEVICE_WARM_UPS
+      : 0;
+}
+
 const PpPlan *
 pp_mesh_plan (PpMesh * mesh)
 {

@@ -96,6 +96,13 @@ gboolean      pp_mesh_submit  (PpMesh * mesh, PpChunk * chunk,
  * every statistic. */
 gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
                                GError ** error);
+/* Warm-up passes the mesh's backend wants before the first frame: 0 on
+ * the CPU backends, whose set-up is a few allocations; on a GPU
+ * (PP_MESH_DEVICE_WARM_UPS), the first pass pays the set-up (kernel
+ * plans, pools, scratch, caches) and the second measures a steady frame,
+ * which is what the pace is judged on. */
+#define PP_MESH_DEVICE_WARM_UPS 2
+guint         pp_mesh_warm_ups_wanted (PpMesh * mesh);
 /* Waits for the next chunk back from the last worker and validates it:
  * up to what a round of the mesh is allowed (pp-pace.h: timeout-ms, or
  * PP_PACE_FACTOR × the measured round when that is longer). */
