@@ -21,6 +21,8 @@ static const gchar *const kind_names[] = {
   [PP_FAULT_EARLY_CRASH] = "early-crash",
   [PP_FAULT_BAD_DIGEST] = "bad-digest",
   [PP_FAULT_LATE_START] = "late-start",
+  [PP_FAULT_SLOW_LOAD] = "slow-load",
+  [PP_FAULT_STALLED_LOAD] = "stalled-load",
 };
 
 const gchar *

@@ -27,6 +27,9 @@ typedef enum
   PP_FAULT_EARLY_CRASH,         /* crash before MPI_Init */
   PP_FAULT_BAD_DIGEST,          /* report another model digest at init */
   PP_FAULT_LATE_START,          /* sleep chunk:N ms before MPI_Init */
+  PP_FAULT_SLOW_LOAD,           /* the model load takes chunk:N ms more,
+                                 * reporting progress all along */
+  PP_FAULT_STALLED_LOAD,        /* … chunk:N ms more without progress */
 } PpFaultKind;
 
 typedef struct

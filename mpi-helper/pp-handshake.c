@@ -4,6 +4,7 @@
 #include "pp-build-id.h"
 #include "pp-envelope.h"
 #include "pp-error.h"
+#include "pp-liveness.h"
 #include "pp-log.h"
 #include "pp-model.h"
 #include "pp-transport.h"
@@ -277,6 +278,114 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
 
 /* ---- rank 0's side of the exchange ---- */
 
+/* The workers' load progress reports, read while a reply is awaited. */
+typedef struct
+{
+  MPI_Comm world;
+  guint n_workers;
+  guint timeout_ms;
+  gint64 hello_deadline_us;
+  gint64 *last_report_us;       /* per rank, 1..n; 0: none yet */
+  guint64 *loaded;              /* per rank: bytes reported */
+  PpWait *wait;                 /* the reply being awaited */
+  PpHandshakeProgressFunc progress;
+  gpointer progress_data;
+  /* A worker that has replied starts to expect rank 0's heartbeats,
+   * which rank 0's liveness sends once every reply is in: until then,
+   * these (rank 0 idle, nothing sent or received) stand in, so that no
+   * worker takes rank 0 for dead while another one loads.  Every worker
+   * gets them (rank 0 cannot tell which have replied before it reads
+   * their replies in rank order); one still loading reads them later. */
+  gint64 next_beat_us;
+  guint64 beat_seq;
+} LoadWatch;
+
+/* A heartbeat to every worker, once a period. */
+static gboolean
+load_watch_beat (LoadWatch * lw, GError ** error)
+{
+  const gint64 now = g_get_monotonic_time ();
+  PpHeartbeat hb = { 0, PP_WORK_IDLE, PP_HEARTBEAT_NONE, 0,
+    PP_HEARTBEAT_NONE, PP_HEARTBEAT_NONE, 0, 0, 0
+  };
+  guint8 out[PP_HEARTBEAT_SIZE];
+
+  if (now < lw->next_beat_us)
+    return TRUE;
+  lw->next_beat_us = now + (gint64) pp_heartbeat_period_ms (lw->timeout_ms)
+      * 1000;
+  hb.seq = lw->beat_seq++;
+  pp_heartbeat_write (&hb, out);
+  for (gint r = 1; r <= (gint) lw->n_workers; r++) {
+    g_autoptr (GBytes) msg = g_bytes_new (out, sizeof out);
+    PpWait w = { lw->world, r, pp_deadline_in_ms (lw->timeout_ms), NULL,
+      NULL
+    };
+
+    if (!pp_transport_send_bytes (&w, PP_TAG_HEARTBEAT, msg, "heartbeat",
+            error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* Reads every report that has arrived. */
+static gboolean
+load_watch_drain (LoadWatch * lw, GError ** error)
+{
+  for (;;) {
+    GError *local = NULL;
+    gint source = -1;
+    g_autoptr (GBytes) msg = pp_transport_try_recv_bytes (lw->world,
+        PP_TAG_LOAD_PROGRESS, PP_LOAD_PROGRESS_BYTES, &source, &local);
+    guint64 le;
+
+    if (local != NULL) {
+      g_propagate_prefixed_error (error, local, "load progress: ");
+      return FALSE;
+    }
+    if (msg == NULL)
+      return TRUE;
+    if (g_bytes_get_size (msg) != PP_LOAD_PROGRESS_BYTES || source < 1
+        || (guint) source > lw->n_workers) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL, "a load progress "
+          "report of %" G_GSIZE_FORMAT " bytes from rank %d (expected %d "
+          "bytes from a worker)", g_bytes_get_size (msg), source,
+          PP_LOAD_PROGRESS_BYTES);
+      return FALSE;
+    }
+    memcpy (&le, g_bytes_get_data (msg, NULL), sizeof le);
+    lw->loaded[source] = GUINT64_FROM_LE (le);
+    lw->last_report_us[source] = g_get_monotonic_time ();
+    if (lw->progress != NULL)
+      lw->progress ((guint) source, PP_HANDSHAKE_LOADING, lw->loaded[source],
+          lw->progress_data);
+  }
+}
+
+/* The awaited reply's deadline: timeout-ms after the hello or after its
+ * worker's last report. */
+static void
+load_watch_deadline (LoadWatch * lw)
+{
+  const gint64 since = lw->last_report_us[lw->wait->peer];
+
+  lw->wait->deadline_us = since == 0 ? lw->hello_deadline_us
+      : MAX (lw->hello_deadline_us, since + (gint64) lw->timeout_ms * 1000);
+}
+
+/* A PpAliveFunc for the reply's wait. */
+static gboolean
+load_watch_poll (gpointer data, GError ** error)
+{
+  LoadWatch *lw = data;
+
+  if (!load_watch_drain (lw, error) || !load_watch_beat (lw, error))
+    return FALSE;
+  load_watch_deadline (lw);
+  return TRUE;
+}
+
 gboolean
 pp_handshake_run (MPI_Comm world, const PpPlan * plan,
     const PpHelloOptions * options, PpWorkerInfo * workers, guint timeout_ms,
@@ -288,6 +397,11 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
   gint64 deadline = pp_deadline_in_ms (timeout_ms);
   guint n = plan->n_workers;
   int world_size = 0;
+  g_autofree gint64 *last_report_us = g_new0 (gint64, n + 1);
+  g_autofree guint64 *loaded = g_new0 (guint64, n + 1);
+  LoadWatch lw = { world, n, timeout_ms, deadline, last_report_us, loaded,
+    NULL, progress, progress_data, 0, 0
+  };
 
   MPI_Comm_size (world, &world_size);
   if (world_size != (int) n + 1) {
@@ -302,14 +416,19 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
       return FALSE;
   }
   for (guint r = 1; r <= n; r++) {
-    PpWait w = { world, (gint) r, deadline, NULL, NULL };
+    PpWait w = { world, (gint) r, deadline, load_watch_poll, &lw };
     PpWorkerInfo *info = &workers[r - 1];
     g_autoptr (GBytes) reply = NULL;
 
     if (progress != NULL)
-      progress (r, FALSE, progress_data);
+      progress (r, PP_HANDSHAKE_WAITING, 0, progress_data);
+    lw.wait = &w;
+    load_watch_deadline (&lw);
     reply = pp_transport_recv_bytes (&w, PP_TAG_HANDSHAKE_REPLY,
         PP_HANDSHAKE_MAX, "handshake reply", error);
+    if (reply == NULL && loaded[r] > 0)
+      g_prefix_error (error, "worker rank %u stopped reporting progress "
+          "loading its model after %.1f MB: ", r, loaded[r] / 1e6);
     if (reply == NULL || !pp_handshake_reply_parse (reply, info, error))
       return FALSE;
     if (info->error != NULL) {
@@ -331,8 +450,13 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
         g_hash_table_lookup (info->parity, PP_PARITY_DEVICE), (const gchar *)
         g_hash_table_lookup (info->parity, PP_PARITY_DATA_PLANE));
     if (progress != NULL)
-      progress (r, TRUE, progress_data);
+      progress (r, PP_HANDSHAKE_READY, 0, progress_data);
   }
+  /* Reports sent before a reply may arrive after it: none is left for a
+   * later start to read. */
+  lw.wait = NULL;
+  if (!load_watch_drain (&lw, error))
+    return FALSE;
   /* Rank 0 computes on the plan's backend (it resolved the name). */
   backend = pp_backend_get (plan->backend, error);
   if (backend == NULL)

@@ -88,14 +88,25 @@ gboolean    pp_parity_check          (GHashTable * rank0,
                                       const PpWorkerInfo * workers,
                                       guint n_workers, GError ** error);
 
-/* Told of rank @rank before its reply is awaited (@ready FALSE) and once
- * its reply is accepted (@ready TRUE). */
-typedef void (*PpHandshakeProgressFunc) (guint rank, gboolean ready,
+typedef enum
+{
+  PP_HANDSHAKE_WAITING,         /* its reply is awaited next */
+  PP_HANDSHAKE_LOADING,         /* it reported @loaded_bytes read */
+  PP_HANDSHAKE_READY,           /* its reply was accepted */
+} PpHandshakeStage;
+
+/* Told of worker rank @rank's stage; @loaded_bytes: the bytes of its
+ * model it has read so far (PP_HANDSHAKE_LOADING), else 0. */
+typedef void (*PpHandshakeProgressFunc) (guint rank, PpHandshakeStage stage,
+                                         guint64 loaded_bytes,
                                          gpointer user_data);
 
 /* Rank 0: sends every worker of @world the hello, then reads the replies
  * in rank order into @workers (n_workers of @plan) and checks them (rank,
- * plan_id, the worker's own refusal, parity), all within @timeout_ms.
+ * plan_id, the worker's own refusal, parity).  Each worker's reply is
+ * due within @timeout_ms of the hello or of its last load progress report
+ * (PP_TAG_LOAD_PROGRESS), whichever is later: a large model on a slow
+ * disk takes as long as it needs, a load that stalls ends the start.
  * @progress may be NULL. */
 gboolean    pp_handshake_run         (MPI_Comm world, const PpPlan * plan,
                                       const PpHelloOptions * options,

@@ -3,6 +3,7 @@
 #include "pp-hooks.h"
 #include "pp-fault.h"
 #include "pp-recorder.h"
+#include "pp-weights.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,25 @@ pp_hooks_init (gint world_rank)
 {
   rank = world_rank;
   fault = pp_fault_for_rank (world_rank);
+}
+
+void
+pp_hooks_model_load (void)
+{
+  const guint slices = 20;
+  guint64 ms = fault.chunk;
+
+  if (fault.kind != PP_FAULT_SLOW_LOAD && fault.kind != PP_FAULT_STALLED_LOAD)
+    return;
+  /* chunk:N is the delay in ms here, as for late-start. */
+  PP_WARN ("injecting fault %s (%" G_GUINT64_FORMAT " ms)",
+      pp_fault_kind_name (fault.kind), ms);
+  for (guint i = 0; i < slices; i++) {
+    g_usleep (ms * 1000 / slices);
+    if (fault.kind == PP_FAULT_SLOW_LOAD)
+      pp_weights_add_load_progress (1);
+  }
+  fault.kind = PP_FAULT_NONE;
 }
 
 void

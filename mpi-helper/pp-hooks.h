@@ -37,6 +37,9 @@ void     pp_hooks_before_mpi_init (void);
 /* Reads the fault for world rank @rank; a malformed PPDIFFUSE_FAULT ends
  * the process (a test that misspells its fault must not pass by chance). */
 void     pp_hooks_init            (gint rank);
+/* Before the model load: a load that takes longer (slow-load,
+ * stalled-load). */
+void     pp_hooks_model_load      (void);
 /* The digest this worker reports at the handshake (bad-digest). */
 void     pp_hooks_model_digest    (gchar * digest);
 /* The compute thread took chunk @chunk_id, before its first step: the
@@ -62,6 +65,11 @@ static inline void
 pp_hooks_init (gint rank)
 {
   pp_hooks_check_available ();
+}
+
+static inline void
+pp_hooks_model_load (void)
+{
 }
 
 static inline void

@@ -42,12 +42,24 @@ connect_planes (PpMesh * mesh, GError ** error)
 }
 
 static void
-handshake_progress (guint rank, gboolean ready, gpointer data)
+handshake_progress (guint rank, PpHandshakeStage stage, guint64 loaded_bytes,
+    gpointer data)
 {
   const PpMeshConfig *config = data;
+  PpMeshProgress mesh_stage = PP_MESH_PROGRESS_WAITING;
 
-  config->progress (ready ? PP_MESH_PROGRESS_RANK_READY
-      : PP_MESH_PROGRESS_WAITING, rank, config->n_workers,
+  switch (stage) {
+    case PP_HANDSHAKE_WAITING:
+      mesh_stage = PP_MESH_PROGRESS_WAITING;
+      break;
+    case PP_HANDSHAKE_LOADING:
+      mesh_stage = PP_MESH_PROGRESS_LOADING;
+      break;
+    case PP_HANDSHAKE_READY:
+      mesh_stage = PP_MESH_PROGRESS_RANK_READY;
+      break;
+  }
+  config->progress (mesh_stage, rank, config->n_workers, loaded_bytes,
       config->progress_data);
 }
 
@@ -105,7 +117,7 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   PP_INFO ("%s", plan_text);
 
   if (config->progress != NULL)
-    config->progress (PP_MESH_PROGRESS_SPAWNING, 0, config->n_workers,
+    config->progress (PP_MESH_PROGRESS_SPAWNING, 0, config->n_workers, 0,
         config->progress_data);
   worker = pp_spawn_resolve_worker (config->worker_path, error);
   if (worker == NULL || !pp_mpi_start (config->timeout_ms,
@@ -134,6 +146,13 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   }
   PP_INFO ("mesh of %u workers is up (worker %s)", config->n_workers, worker);
   return mesh;
+}
+
+guint
+pp_mesh_warm_ups_wanted (PpMesh * mesh)
+{
+  return pp_backend_stream (mesh->backend) != NULL ? PP_MESH_DEVICE_WARM_UPS
+      : 0;
 }
 
 const PpPlan *

@@ -27,13 +27,17 @@ typedef enum
 {
   PP_MESH_PROGRESS_SPAWNING,    /* spawning the n_workers workers */
   PP_MESH_PROGRESS_WAITING,     /* waiting for worker @rank's handshake */
+  PP_MESH_PROGRESS_LOADING,     /* worker @rank has read @loaded_bytes of
+                                 * its model */
   PP_MESH_PROGRESS_RANK_READY,  /* worker @rank accepted the plan */
 } PpMeshProgress;
 
 /* Called by pp_mesh_start in the starting thread; @rank is 0 for
- * PP_MESH_PROGRESS_SPAWNING, else a worker's world rank, 1..@n_workers. */
+ * PP_MESH_PROGRESS_SPAWNING, else a worker's world rank, 1..@n_workers;
+ * @loaded_bytes is 0 but for PP_MESH_PROGRESS_LOADING. */
 typedef void (*PpMeshProgressFunc) (PpMeshProgress stage, guint rank,
-                                    guint n_workers, gpointer user_data);
+                                    guint n_workers, guint64 loaded_bytes,
+                                    gpointer user_data);
 
 typedef struct
 {
@@ -92,6 +96,13 @@ gboolean      pp_mesh_submit  (PpMesh * mesh, PpChunk * chunk,
  * every statistic. */
 gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
                                GError ** error);
+/* Warm-up passes the mesh's backend wants before the first frame: 0 on
+ * the CPU backends, whose set-up is a few allocations; on a GPU
+ * (PP_MESH_DEVICE_WARM_UPS), the first pass pays the set-up (kernel
+ * plans, pools, scratch, caches) and the second measures a steady frame,
+ * which is what the pace is judged on. */
+#define PP_MESH_DEVICE_WARM_UPS 2
+guint         pp_mesh_warm_ups_wanted (PpMesh * mesh);
 /* Waits for the next chunk back from the last worker and validates it:
  * up to what a round of the mesh is allowed (pp-pace.h: timeout-ms, or
  * PP_PACE_FACTOR × the measured round when that is longer). */

@@ -13,8 +13,10 @@ G_BEGIN_DECLS
 
 /* The handshake's protocol version: a peer of another version is refused.
  * 5: heartbeats carry the worker's cumulative busy time; the first chunk
- * of a cache epoch with new settings carries them (PP_SETTINGS_TENSOR). */
-#define PP_PROTOCOL_VERSION 5
+ * of a cache epoch with new settings carries them (PP_SETTINGS_TENSOR).
+ * 6: a worker loading its model reports progress (PP_TAG_LOAD_PROGRESS)
+ * until its handshake reply. */
+#define PP_PROTOCOL_VERSION 6
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum
@@ -31,7 +33,17 @@ enum
    * communicators' set-up, and their payloads. */
   PP_TAG_NCCL_EMULATED_BOOT = 108,
   PP_TAG_NCCL_EMULATED = 109,
+  /* worker → rank 0, between the hello and the reply: the bytes of its
+   * model read so far (PP_LOAD_PROGRESS_BYTES, little-endian u64), sent
+   * whenever it grew; each keeps rank 0 from giving up on the load. */
+  PP_TAG_LOAD_PROGRESS = 110,
 };
+
+#define PP_LOAD_PROGRESS_BYTES 8
+/* How often a loading worker reports: a quarter of the plan's timeout-ms,
+ * within these bounds. */
+#define PP_LOAD_PROGRESS_MIN_MS 10
+#define PP_LOAD_PROGRESS_MAX_MS 500
 
 /* Largest message of each kind a receiver accepts. */
 #define PP_HANDSHAKE_MAX (64 * 1024)

@@ -32,6 +32,7 @@
 #include "pp-queue.h"
 #include "pp-recorder.h"
 #include "pp-transport.h"
+#include "pp-weights.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -458,8 +459,92 @@ compute_loop (Worker * w)
 }
 
 /* How long MPI start-up and the handshake may take: rank 0's start
- * budget when it passed one (PP_WORKER_START_ARG), else the default. */
+ * budget when it passed one (PP_WORKER_START_ARG), else the default.  A
+ * model load that keeps making progress may take longer: the budget
+ * counts from its last progress. */
 static guint start_timeout_ms = PP_WORKER_HELLO_TIMEOUT_MS;
+
+/* The load's progress reports to rank 0 (PP_TAG_LOAD_PROGRESS), from a
+ * thread of their own while the main thread loads. */
+typedef struct
+{
+  MPI_Comm world;
+  guint period_ms;
+  GMutex lock;
+  GCond wake;
+  gboolean stop;
+  GThread *thread;
+} LoadReports;
+
+static gpointer
+load_reports_run (gpointer data)
+{
+  LoadReports *r = data;
+  guint64 reported = pp_weights_load_progress ();
+
+  g_mutex_lock (&r->lock);
+  while (!r->stop) {
+    const gint64 until = g_get_monotonic_time ()
+        + (gint64) r->period_ms * 1000;
+    guint64 now;
+
+    while (!r->stop && g_cond_wait_until (&r->wake, &r->lock, until));
+    now = pp_weights_load_progress ();
+    if (r->stop || now == reported)
+      continue;
+    g_mutex_unlock (&r->lock);
+    {
+      const guint64 le = GUINT64_TO_LE (now);
+      g_autoptr (GBytes) msg = g_bytes_new (&le, sizeof le);
+      PpWait wait = { r->world, 0, pp_deadline_in_ms (start_timeout_ms),
+        NULL, NULL
+      };
+      GError *error = NULL;
+
+      G_STATIC_ASSERT (sizeof le == PP_LOAD_PROGRESS_BYTES);
+      if (!pp_transport_send_bytes (&wait, PP_TAG_LOAD_PROGRESS, msg,
+              "load progress", &error)) {
+        /* Rank 0 is gone or stuck: the handshake reply finds out. */
+        PP_WARN ("%s", error->message);
+        g_error_free (error);
+        return NULL;
+      }
+    }
+    reported = now;
+    g_mutex_lock (&r->lock);
+  }
+  g_mutex_unlock (&r->lock);
+  return NULL;
+}
+
+static LoadReports *
+load_reports_start (MPI_Comm world, guint timeout_ms)
+{
+  LoadReports *r = g_new0 (LoadReports, 1);
+
+  r->world = world;
+  r->period_ms = CLAMP (timeout_ms / 4, PP_LOAD_PROGRESS_MIN_MS,
+      PP_LOAD_PROGRESS_MAX_MS);
+  g_mutex_init (&r->lock);
+  g_cond_init (&r->wake);
+  r->thread = g_thread_new ("pp-load-reports", load_reports_run, r);
+  return r;
+}
+
+/* Stops the reports; every report sent has left before it returns, so
+ * none follows the handshake reply. */
+static void
+load_reports_stop (LoadReports * r)
+{
+  g_mutex_lock (&r->lock);
+  r->stop = TRUE;
+  g_cond_signal (&r->wake);
+  g_mutex_unlock (&r->lock);
+  g_thread_join (r->thread);
+  g_cond_clear (&r->wake);
+  g_mutex_clear (&r->lock);
+  g_free (r);
+}
 
 static void
 do_handshake (Worker * w)
@@ -511,11 +596,17 @@ do_handshake (Worker * w)
       && !g_str_equal (pp_backend_name (w->backend), PP_BACKEND_CPU))
     g_set_error (&error, PP_ERROR, PP_ERROR_CONFIG, "the emulated NCCL data "
         "plane needs the cpu backend, not %s", pp_backend_name (w->backend));
-  if (error == NULL)
+  if (error == NULL) {
+    LoadReports *reports = load_reports_start (w->world, w->plan->timeout_ms);
+
+    pp_hooks_model_load ();
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
         PP_MODEL_ROLE_STEPS, w->backend, &error);
+    if (w->model != NULL)
+      digest = pp_model_digest (w->model);
+    load_reports_stop (reports);
+  }
   if (error == NULL) {
-    digest = pp_model_digest (w->model);
     pp_hooks_model_digest (digest);
     parity = pp_parity_local (digest, &w->plan->plan_id, w->backend,
         w->plan->model);
@@ -608,12 +699,18 @@ static gint started;
 static gpointer
 start_watchdog (gpointer data)
 {
-  const gint64 deadline = pp_deadline_in_ms (start_timeout_ms);
+  gint64 deadline = pp_deadline_in_ms (start_timeout_ms);
+  guint64 progress = pp_weights_load_progress ();
 
   while (!g_atomic_int_get (&started)) {
+    if (pp_weights_load_progress () != progress) {
+      progress = pp_weights_load_progress ();
+      deadline = pp_deadline_in_ms (start_timeout_ms);
+    }
     if (g_get_monotonic_time () > deadline) {
       fprintf (stderr, "ppdiffuse-worker: MPI start-up and handshake did "
-          "not finish within %u ms; exiting\n", start_timeout_ms);
+          "not finish within %u ms (of no progress loading the model); "
+          "exiting\n", start_timeout_ms);
       fflush (stderr);
       _exit (PP_WORKER_EXIT_FAILURE);
     }

@@ -12,7 +12,10 @@ that run: it may come from a worker whose death the test expected.
 A test that failed only because Open MPI's MPI_Comm_spawn never returned
 was run once more by tests/spawn-retry.py; its second result, in the retry
 log beside the log (testlog-spawn-retry[-SETUP].json), replaces the first,
-and the line says how many were retried."""
+and the line says how many were retried.
+
+Above the counts it prints, per log, how long each suite's tests took, so
+that a run shows where its time went."""
 import json
 import os
 import sys
@@ -61,6 +64,24 @@ def count_results(path):
     return passed, failed, skipped
 
 
+def suite_of(name):
+    """'ppdiffuse:kernels+sanitizer-skip / kernels-x' -> 'kernels'."""
+    head = name.split(" / ", 1)[0]
+    return head.split(":", 1)[-1].split("+", 1)[0]
+
+
+def suite_times(path):
+    times = {}
+    with open(path, encoding="utf-8") as log:
+        for line in log:
+            if line.strip():
+                entry = json.loads(line)
+                suite = suite_of(entry["name"])
+                n, seconds = times.get(suite, (0, 0.0))
+                times[suite] = (n + 1, seconds + entry.get("duration", 0.0))
+    return times
+
+
 def sanitizer_reports(path):
     folder = os.path.join(os.path.dirname(path), REPORTS_DIR)
     if not os.path.isdir(folder):
@@ -78,6 +99,11 @@ def format_line(passed, failed, skipped):
 def main(paths):
     totals = [0, 0, 0]
     for path in paths:
+        if os.path.exists(path):
+            times = suite_times(path)
+            for suite in sorted(times, key=lambda s: -times[s][1]):
+                n, seconds = times[suite]
+                print(f"{path}: suite {suite}: {n} tests, {seconds:.0f} s")
         passed, failed, skipped = count_results(path)
         reports = sanitizer_reports(path)
         failed += len(reports)

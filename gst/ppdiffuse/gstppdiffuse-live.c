@@ -72,7 +72,7 @@ gst_pp_diffuse_progress_error (GstPpDiffuse * self, const gchar * text)
 
 void
 gst_pp_diffuse_mesh_progress (PpMeshProgress stage, guint rank,
-    guint n_workers, gpointer data)
+    guint n_workers, guint64 loaded_bytes, gpointer data)
 {
   GstPpDiffuse *self = data;
   const gint span = PROGRESS_HANDSHAKES_DONE - PROGRESS_SPAWNING;
@@ -86,6 +86,12 @@ gst_pp_diffuse_mesh_progress (PpMeshProgress stage, guint rank,
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
           + span * (gint) (rank - 1) / (gint) n_workers,
           "waiting for rank %u", rank);
+      break;
+    case PP_MESH_PROGRESS_LOADING:
+      gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
+          + span * (gint) (rank - 1) / (gint) n_workers,
+          "rank %u loading its model: %.1f MB read", rank,
+          loaded_bytes / 1e6);
       break;
     case PP_MESH_PROGRESS_RANK_READY:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING

@@ -25,7 +25,8 @@ void gst_pp_diffuse_progress_error    (GstPpDiffuse * self,
                                        const gchar * text);
 /* A PpMeshProgressFunc; @data is the element. */
 void gst_pp_diffuse_mesh_progress     (PpMeshProgress stage, guint rank,
-                                       guint n_workers, gpointer data);
+                                       guint n_workers, guint64 loaded_bytes,
+                                       gpointer data);
 
 /* ---- statistics -------------------------------------------------------- */
 

@@ -908,30 +908,48 @@ gst_pp_diffuse_chunk_assigned (guint64 chunk_id, gpointer data)
   g_mutex_unlock (&self->lock);
 }
 
-/* The warm-up pass, on the first frame of a mesh: a copy of @chunk goes
+/* Warm-up passes before the first frame of a mesh: as many as the
+ * backend wants (pp_mesh_warm_ups_wanted), unless the warm-up property was
+ * set: then none, or at least one. */
+static guint
+gst_pp_diffuse_warm_ups (GstPpDiffuse * self)
+{
+  const guint wanted = pp_mesh_warm_ups_wanted (self->mesh);
+
+  if (!self->warm_up_set)
+    return wanted;
+  return self->warm_up ? MAX (wanted, 1) : 0;
+}
+
+/* The warm-up passes, on the first frame of a mesh: copies of @chunk go
  * round the mesh in lockstep; nothing is in flight yet, so the collector
- * is idle and the chain thread collects the pass itself.  What it took is
- * the mesh's first measure of the work, checked against the framerate of
- * @info. */
+ * is idle and the chain thread collects them itself.  What the last took
+ * is the mesh's first measure of the work, checked against the framerate
+ * of @info. */
 static gboolean
 gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpChunk * chunk,
-    const GstVideoInfo * info)
+    const GstVideoInfo * info, guint passes)
 {
   GError *error = NULL;
-  PpChunk *pass = pp_chunk_copy (chunk, &error);
 
   self->warmed_up = TRUE;
-  if (pass != NULL) {
+  for (guint i = 0; i < passes && error == NULL; i++) {
+    PpChunk *pass = pp_chunk_copy (chunk, &error);
+
+    if (pass == NULL)
+      break;
     g_mutex_lock (&self->lock);
     pass->cache_epoch = self->cache_epoch;
     g_mutex_unlock (&self->lock);
-    GST_DEBUG_OBJECT (self, "warm-up pass before the first frame");
-    if (pp_mesh_warm_up (self->mesh, pass, &error)) {
-      /* Measured now: say early when the stream is too fast for it. */
-      if (g_atomic_int_compare_and_exchange (&self->pace_checked, 0, 1))
-        gst_pp_diffuse_pace_check (self, info);
-      return TRUE;
-    }
+    GST_DEBUG_OBJECT (self, "warm-up pass %u of %u before the first frame",
+        i + 1, passes);
+    pp_mesh_warm_up (self->mesh, pass, &error);
+  }
+  if (error == NULL) {
+    /* Measured now: say early when the stream is too fast for it. */
+    if (g_atomic_int_compare_and_exchange (&self->pace_checked, 0, 1))
+      gst_pp_diffuse_pace_check (self, info);
+    return TRUE;
   }
   g_mutex_lock (&self->lock);
   self->srcresult = GST_FLOW_ERROR;
@@ -1087,8 +1105,9 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     return GST_FLOW_ERROR;
   }
 
-  if (self->warm_up && !self->warmed_up && !gst_pp_diffuse_warm_up (self,
-          chunk, &item->info)) {
+  if (!self->warmed_up && gst_pp_diffuse_warm_ups (self) > 0
+      && !gst_pp_diffuse_warm_up (self, chunk, &item->info,
+          gst_pp_diffuse_warm_ups (self))) {
     pp_chunk_free (chunk);
     item_recycle (self, item);
     gst_buffer_unref (out);
@@ -1871,6 +1890,7 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_WARM_UP:
       self->warm_up = g_value_get_boolean (value);
+      self->warm_up_set = TRUE;
       break;
     case PROP_LEAKY:
       self->leaky = g_value_get_boolean (value);
@@ -2246,11 +2266,18 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
    * its steps (allocations, caches, and on GPUs kernel selection) happens
    * before the stream starts.  The pass is flagged in its envelope and left
    * out of the output and of every statistic but "warm-up-passes".
+   *
+   * Unset, the backend decides: on a GPU (backend cuda) two passes run,
+   * the first paying the set-up, the second measuring a steady frame (the
+   * first frame of the stream then costs what a steady one does, and the
+   * pace warning judges a steady frame); on the CPU backends none.  Set to
+   * true: at least one pass on any backend; false: none.
    */
   g_object_class_install_property (gobject_class, PROP_WARM_UP,
       g_param_spec_boolean ("warm-up", "Warm-up pass",
-          "Run one warm-up pass round the mesh before the first frame "
-          "(default: off)", FALSE, PARAM_FLAGS));
+          "Run warm-up passes round the mesh before the first frame "
+          "(default: unset, two on a GPU backend, none on the CPU)", FALSE,
+          PARAM_FLAGS));
   /**
    * GstPpDiffuse:leaky:
    *

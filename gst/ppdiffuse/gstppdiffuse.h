@@ -102,6 +102,7 @@ struct _GstPpDiffuse
   gchar *hostfile;
   gchar *dump_dir;
   gboolean warm_up;
+  gboolean warm_up_set;         /* set explicitly: else the backend decides */
   gboolean leaky;
   gboolean leaky_set;           /* leaky was set: it overrides liveness */
   gboolean qos;

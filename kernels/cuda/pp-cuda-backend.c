@@ -26,18 +26,58 @@ pp_cuda_fatal (PpCudaBackend * cu, GError * error)
 
 /* Scratch and parameters */
 
+static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
+  [PP_CUDA_SCRATCH_A] = "16-bit operand A",
+  [PP_CUDA_SCRATCH_B] = "16-bit operand B",
+  [PP_CUDA_SCRATCH_WORKSPACE] = "library workspace",
+  [PP_CUDA_SCRATCH_SCORES] = "attention scores",
+};
+
+/* Frees the retired scratch buffers once no graph can launch on them. */
+static void
+free_retired (PpCudaBackend * cu)
+{
+  if (cu->graphs_live > 0 || cu->retired->len == 0)
+    return;
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  for (guint i = 0; i < cu->retired->len; i++)
+    PP_CUDA_OP_TRY (cu, cudaFree (g_ptr_array_index (cu->retired, i)));
+  g_ptr_array_set_size (cu->retired, 0);
+}
+
 gpointer
 pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
 {
-  if (cu->scratch[slot].bytes < bytes) {
+  gpointer old = cu->scratch[slot].mem;
+
+  if (cu->scratch[slot].bytes >= bytes)
+    return old;
+  if (cu->capturing != NULL) {
+    /* A graph cannot hold a buffer that grows while it is recorded, and a
+     * synchronize would break the capture: the capture fails (relaxed
+     * capture still allows the allocation, so the ops it records stay
+     * valid until it is thrown away). */
+    if (cu->capture_error == NULL)
+      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
+          "%s: the %s scratch buffer had to grow from %" G_GSIZE_FORMAT
+          " to %" G_GSIZE_FORMAT " bytes while a CUDA graph was captured; "
+          "run the work once without a graph first (a warm-up pass) so that "
+          "its buffers are in place", cu->be.device, scratch_names[slot],
+          cu->scratch[slot].bytes, bytes);
+    if (old != NULL)
+      g_ptr_array_add (cu->retired, old);
+  } else if (old != NULL && cu->graphs_live > 0) {
+    /* Graphs may still launch on the old buffer: keep it. */
+    g_ptr_array_add (cu->retired, old);
+  } else if (old != NULL) {
     /* The old buffer may still be read by enqueued work. */
     PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
-    PP_CUDA_OP_TRY (cu, cudaFree (cu->scratch[slot].mem));
-    cu->scratch[slot].mem = NULL;
-    cu->scratch[slot].bytes = 0;
-    PP_CUDA_OP_TRY (cu, cudaMalloc (&cu->scratch[slot].mem, bytes));
-    cu->scratch[slot].bytes = bytes;
+    PP_CUDA_OP_TRY (cu, cudaFree (old));
   }
+  cu->scratch[slot].mem = NULL;
+  cu->scratch[slot].bytes = 0;
+  PP_CUDA_OP_TRY (cu, cudaMalloc (&cu->scratch[slot].mem, bytes));
+  cu->scratch[slot].bytes = bytes;
   return cu->scratch[slot].mem;
 }
 
@@ -267,11 +307,20 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
   ended = cudaStreamEndCapture (cu->stream, &graph);
   cu->capturing = NULL;
   g_cond_broadcast (&cu->capture_done);
+  if (ok && cu->capture_error != NULL) {
+    g_propagate_error (error, g_steal_pointer (&cu->capture_error));
+    ok = FALSE;
+  }
+  g_clear_error (&cu->capture_error);
   if (ok)
     ok = PP_CUDA_TRY (ended, error)
         && PP_CUDA_TRY (cudaGraphInstantiate (&exec, graph, 0), error);
   if (graph != NULL)
     cudaGraphDestroy (graph);
+  if (ok)
+    cu->graphs_live++;
+  else
+    free_retired (cu);
   leave (cu);
   return ok ? exec : NULL;
 }
@@ -296,6 +345,9 @@ cuda_graph_free (PpBackend * be, gpointer graph)
 
   enter (cu);
   cudaGraphExecDestroy ((cudaGraphExec_t) graph);
+  g_assert (cu->graphs_live > 0);
+  cu->graphs_live--;
+  free_retired (cu);
   leave (cu);
 }
 
@@ -413,6 +465,7 @@ create (gint device, GError ** error)
   }
   g_mutex_init (&cu->lock);
   g_cond_init (&cu->capture_done);
+  cu->retired = g_ptr_array_new ();
   cu->be.name = "cuda";
   cu->be.device = desc;
   cu->be.memory = &cuda_memory;

@@ -42,6 +42,14 @@ typedef struct
    * a stream under capture. */
   GThread *capturing;
   GCond capture_done;
+  /* The first thing a capture did that a graph cannot hold (a scratch
+   * buffer that had to grow): the capture fails with it. */
+  GError *capture_error;
+  /* Graphs instantiated and not yet freed: they hold the scratch buffers'
+   * addresses, so a buffer that grows meanwhile is retired (kept) rather
+   * than freed, until the last graph goes. */
+  guint graphs_live;
+  GPtrArray *retired;
   cudaStream_t stream;
   cublasHandle_t cublas;
 #ifdef PP_HAVE_CUDNN

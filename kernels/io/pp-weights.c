@@ -2,6 +2,7 @@
 #include "pp-weights.h"
 #include "pp-error.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -677,6 +678,12 @@ add_progress (gsize bytes)
   atomic_fetch_add_explicit (&load_progress, bytes, memory_order_relaxed);
 }
 
+void
+pp_weights_add_load_progress (gsize bytes)
+{
+  add_progress (bytes);
+}
+
 guint64
 pp_weights_load_progress (void)
 {
@@ -736,6 +743,70 @@ pp_weights_tree_digest (const guint8 * data, gsize size, guint max_threads)
   return g_strdup (g_checksum_get_string (top));
 }
 
+/* ---- the digest cache: one file per weights file, under the user's
+ * cache directory, keyed by what changes when the file does ---------------- */
+
+/* "FORMAT SIZE MTIME_NS DEVICE INODE": the file the digest was made of.
+ * NULL when the file cannot be looked at. */
+static gchar *
+digest_cache_key (const gchar * path)
+{
+  GStatBuf st;
+
+  if (g_stat (path, &st) != 0)
+    return NULL;
+  return g_strdup_printf ("%s %" G_GUINT64_FORMAT " %" G_GINT64_FORMAT
+      " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT, PP_WEIGHTS_DIGEST_FORMAT,
+      (guint64) st.st_size, (gint64) st.st_mtim.tv_sec * G_GINT64_CONSTANT
+      (1000000000) + st.st_mtim.tv_nsec, (guint64) st.st_dev,
+      (guint64) st.st_ino);
+}
+
+gchar *
+pp_weights_digest_cache_path (const gchar * weights_path)
+{
+  g_autofree gchar *real = g_canonicalize_filename (weights_path, NULL);
+  g_autofree gchar *name = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
+      real, -1);
+
+  return g_build_filename (g_get_user_cache_dir (), "ppdiffuse", "digests",
+      name, NULL);
+}
+
+/* The cached digest of @path when its key still matches, else NULL. */
+static gchar *
+digest_cache_read (const gchar * path, const gchar * key)
+{
+  g_autofree gchar *cache = pp_weights_digest_cache_path (path);
+  g_autofree gchar *text = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (key == NULL || !g_file_get_contents (cache, &text, NULL, NULL))
+    return NULL;
+  lines = g_strsplit (text, "\n", 3);
+  if (g_strv_length (lines) < 2 || !g_str_equal (lines[0], key)
+      || strlen (lines[1]) != 2 * PP_WEIGHTS_DIGEST_BYTES)
+    return NULL;
+  return g_strdup (lines[1]);
+}
+
+/* Best effort: a start that cannot write the cache hashes again next time. */
+static void
+digest_cache_write (const gchar * path, const gchar * key,
+    const gchar * digest)
+{
+  g_autofree gchar *cache = pp_weights_digest_cache_path (path);
+  g_autofree gchar *dir = g_path_get_dirname (cache);
+  g_autofree gchar *text = NULL;
+
+  if (key == NULL || g_mkdir_with_parents (dir, 0700) != 0)
+    return;
+  text = g_strdup_printf ("%s\n%s\n", key, digest);
+  /* Written to a temporary file and renamed: workers that start together
+   * never read half a cache file. */
+  g_file_set_contents (cache, text, -1, NULL);
+}
+
 const gchar *
 pp_weights_digest (PpWeights * w)
 {
@@ -744,11 +815,23 @@ pp_weights_digest (PpWeights * w)
   if (w->digest != NULL)
     return w->digest;
   if (w->st != NULL) {
+    g_autofree gchar *key = digest_cache_key (w->source);
     gsize size;
-    const guint8 *data = g_bytes_get_data (pp_safetensors_bytes (w->st),
-        &size);
+    const guint8 *data;
 
+    w->digest = digest_cache_read (w->source, key);
+    if (w->digest != NULL)
+      return w->digest;
+    data = g_bytes_get_data (pp_safetensors_bytes (w->st), &size);
     w->digest = pp_weights_tree_digest (data, size, g_get_num_processors ());
+    /* The key again: a file that changed while it was read is not
+     * cached. */
+    {
+      g_autofree gchar *after = digest_cache_key (w->source);
+
+      if (g_strcmp0 (key, after) == 0)
+        digest_cache_write (w->source, key, w->digest);
+    }
     return w->digest;
   }
   sum = g_checksum_new (G_CHECKSUM_SHA256);

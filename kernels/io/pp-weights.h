@@ -118,8 +118,20 @@ guint          pp_weights_n_tensors   (PpWeights * w);
 /* A digest (hex) of every byte of the file (pp_weights_tree_digest), or
  * the SHA-256 of the generated data (F32 little-endian, in declaration and
  * request order; NULL when a declared tensor cannot be allocated).  Owned
- * by @w; valid until the next request or pp_weights_free. */
+ * by @w; valid until the next request or pp_weights_free.
+ *
+ * A file's digest is computed once and cached under the user's cache
+ * directory (pp_weights_digest_cache_path), keyed by the file's size,
+ * modification time (ns), device and inode: a later start reads it
+ * instead of the whole file, and any write to the file (which changes its
+ * mtime) makes it compute the digest again.  A cache that cannot be
+ * written is no error: the digest is then computed at every start. */
 const gchar   *pp_weights_digest      (PpWeights * w);
+/* What the cache key's first field says: the digest's definition. */
+#define PP_WEIGHTS_DIGEST_FORMAT "tree-sha256-16M"
+/* $XDG_CACHE_HOME/ppdiffuse/digests/<SHA-256 of the file's canonical
+ * path>. */
+gchar         *pp_weights_digest_cache_path (const gchar * weights_path);
 /* The file digest: SHA-256 over the file size (8 bytes, little-endian)
  * followed by the SHA-256 of each PP_WEIGHTS_DIGEST_BLOCK-byte block of
  * the data in order (the last block shorter).  Every byte counts, as with
@@ -133,6 +145,8 @@ gchar         *pp_weights_tree_digest (const guint8 * data, gsize size,
 /* Bytes of weights this process has read so far (materialised tensors,
  * digested blocks), for load progress reports; only grows. */
 guint64        pp_weights_load_progress (void);
+/* Counts @bytes more toward it: loading work done outside PpWeights. */
+void           pp_weights_add_load_progress (gsize bytes);
 /* The file path, "random weights (seed N)" or "seeded weights (seed N)". */
 const gchar   *pp_weights_source      (PpWeights * w);
 /* TRUE for generated weights (random or seeded). */

@@ -45,7 +45,13 @@ run fp8 "$work/fp8.png" 2>"$work/fp8.txt" || status=$?
 status=0
 timeout "$LIMIT_S" "$TOOL" test-ops --backend cuda >"$work/cuda.txt" 2>&1 \
   || status=$?
-if [ -z "${PP_TEST_HAVE_GPU:-}" ]; then
+# With a GPU (PP_TEST_HAVE_GPU set) every op must pass on it; without
+# one the tool must say why it skipped.
+if [ -n "${PP_TEST_HAVE_GPU:-}" ]; then
+  [ "$status" -eq 0 ] \
+    || { echo "test-ops --backend cuda on a GPU: status $status," \
+           "$(cat "$work/cuda.txt")" >&2; exit 1; }
+else
   [ "$status" -eq "$SKIP" ] && grep -q "skipped" "$work/cuda.txt" \
     && grep -qi "cuda" "$work/cuda.txt" \
     || { echo "test-ops --backend cuda without a GPU: status $status," \

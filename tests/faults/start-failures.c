@@ -21,14 +21,20 @@
 #define CLEANUP_MS 5000
 /* A start that is expected to work (MPI start-up included). */
 #define START_MS 60000
+/* A start whose worker stops loading: MPI start-up, the spawn and
+ * timeout-ms (1000 ms), on a loaded machine. */
+#define START_STALL_MS 10000
 
 static const gchar *test_dir;
 static const gchar *case_name;
 
 /* Runs FRAMES frames through ppdiffuse with @props; returns the error's
- * message (NULL after EOS), and in @elapsed_ms how long it took. */
+ * message (NULL after EOS), and in @elapsed_ms how long it took; the texts
+ * of the PROGRESS messages posted meanwhile go to @progress, one a line,
+ * when it is set. */
 static gchar *
-run_pipeline (const gchar * props, guint within_ms, gint64 * elapsed_ms)
+run_pipeline_full (const gchar * props, guint within_ms, gint64 * elapsed_ms,
+    GString * progress)
 {
   g_autofree gchar *desc = g_strdup_printf ("videotestsrc num-buffers=%d ! "
       CAPS " ! ppdiffuse model=builtin:stamp ranks=2 steps=2 %s ! "
@@ -43,8 +49,25 @@ run_pipeline (const gchar * props, guint within_ms, gint64 * elapsed_ms)
   fail_unless (pipeline != NULL, "%s", error ? error->message : "?");
   bus = gst_element_get_bus (pipeline);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (bus, within_ms * GST_MSECOND,
-      GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
+  for (;;) {
+    const gint64 left_us = start + (gint64) within_ms * 1000
+        - g_get_monotonic_time ();
+
+    msg = gst_bus_timed_pop_filtered (bus, MAX (left_us, 0) * GST_USECOND,
+        GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_PROGRESS);
+    if (msg == NULL || GST_MESSAGE_TYPE (msg) != GST_MESSAGE_PROGRESS)
+      break;
+    if (progress != NULL) {
+      GstProgressType type;
+      gchar *code = NULL, *text = NULL;
+
+      gst_message_parse_progress (msg, &type, &code, &text);
+      g_string_append_printf (progress, "%s\n", text);
+      g_free (code);
+      g_free (text);
+    }
+    gst_message_unref (msg);
+  }
   *elapsed_ms = (g_get_monotonic_time () - start) / 1000;
   fail_unless (msg != NULL, "'%s': neither an error nor EOS within %u ms",
       props, within_ms);
@@ -63,6 +86,12 @@ run_pipeline (const gchar * props, guint within_ms, gint64 * elapsed_ms)
   GST_INFO ("'%s' after %" G_GINT64_FORMAT " ms: %s", props, *elapsed_ms,
       text ? text : "EOS");
   return text;
+}
+
+static gchar *
+run_pipeline (const gchar * props, guint within_ms, gint64 * elapsed_ms)
+{
+  return run_pipeline_full (props, within_ms, elapsed_ms, NULL);
 }
 
 static void
@@ -242,6 +271,41 @@ GST_START_TEST (test_slow_mpi_init)
 
 GST_END_TEST;
 
+/* A worker whose model load takes three times timeout-ms but keeps
+ * reporting progress: the start waits for it, and the element's PROGRESS
+ * messages say how far the load is. */
+GST_START_TEST (test_slow_load)
+{
+  g_autoptr (GString) progress = g_string_new (NULL);
+  gint64 ms;
+  g_autofree gchar *text = run_pipeline_full ("timeout-ms=1000", START_MS,
+      &ms, progress);
+
+  fail_unless (text == NULL, "a slow load that progresses failed: %s", text);
+  fail_unless (strstr (progress->str, "rank 1 loading its model") != NULL,
+      "no PROGRESS message told of the load: %s", progress->str);
+  fail_unless (ms >= 3000, "the load took %" G_GINT64_FORMAT " ms, less "
+      "than the fault's 3000 ms", ms);
+}
+
+GST_END_TEST;
+
+/* A worker whose model load stops progressing: the start ends in an
+ * error after timeout-ms naming the worker, and nothing is left. */
+GST_START_TEST (test_stalled_load)
+{
+  const gchar *needles[] = { "handshake reply", "peer rank 1",
+    "no progress", NULL
+  };
+
+  expect_failure ("timeout-ms=1000", START_STALL_MS, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worke",
+          CLEANUP_MS), 0);
+  fail_unless_equals_int (wait_threads_gone ("pp-spawn", CLEANUP_MS), 0);
+}
+
+GST_END_TEST;
+
 static guint
 count_in_file_text (const gchar * text, const gchar * needle)
 {
@@ -327,6 +391,10 @@ start_failures_suite (void)
     tcase_add_test (tc, test_slow_mpi_init);
   else if (g_str_equal (case_name, "late-workers"))
     tcase_add_test (tc, test_late_workers);
+  else if (g_str_equal (case_name, "slow-load"))
+    tcase_add_test (tc, test_slow_load);
+  else if (g_str_equal (case_name, "stalled-load"))
+    tcase_add_test (tc, test_stalled_load);
   else
     g_error ("unknown case '%s'", case_name);
   suite_add_tcase (s, tc);

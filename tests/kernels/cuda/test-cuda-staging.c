@@ -91,9 +91,9 @@ check_upload (const Pair * p, gsize count, gsize staging_bytes)
   g_autofree gpointer src = make_source (p->src, count);
   g_autofree gpointer want = expected (p, src, count);
   g_autofree guint8 *device = g_malloc (count * size_of (p->dst) + 1);
-  g_autofree guint8 *staging[2] = { g_malloc (staging_bytes),
-    g_malloc (staging_bytes)
-  };
+  g_autofree guint8 *staging0 = g_malloc (staging_bytes);
+  g_autofree guint8 *staging1 = g_malloc (staging_bytes);
+  guint8 *staging[2] = { staging0, staging1 };
   gsize chunks, covered = 0;
 
   memset (staging[0], STALE_BYTE, staging_bytes);

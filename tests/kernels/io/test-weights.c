@@ -3,7 +3,10 @@
 #include "pp-weights.h"
 #include "io-test-util.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
+#include <time.h>
+#include <utime.h>
 
 static const gchar *data_dir;
 static gchar *tmp_dir;
@@ -464,6 +467,67 @@ test_fixture (void)
   g_assert_cmpuint (strlen (pp_weights_digest (w)), ==, 64);
 }
 
+/* A file's digest is computed once: a later open reads the cache (a
+ * planted value proves it), and a changed file is digested again. */
+static void
+test_digest_cache (void)
+{
+  g_autofree gchar *path = g_build_filename (tmp_dir, "cached.safetensors",
+      NULL);
+  g_autofree gchar *cache = pp_weights_digest_cache_path (path);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *first = NULL;
+  g_autofree gchar *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  const gchar *planted =
+      "00000000000000000000000000000000000000000000000000000000000000ff";
+
+  {
+    g_autoptr (PpWeights) w = random_model (11);
+    g_autoptr (PpWeights) back = NULL;
+
+    g_assert_true (pp_weights_save (w, path, &error));
+    g_assert_no_error (error);
+    back = pp_weights_open (path, &error);
+    g_assert_no_error (error);
+    first = g_strdup (pp_weights_digest (back));
+  }
+  g_assert_true (g_str_has_prefix (cache, tmp_dir));
+  g_assert_true (g_file_get_contents (cache, &text, NULL, &error));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_true (g_str_has_prefix (lines[0], PP_WEIGHTS_DIGEST_FORMAT " "));
+  g_assert_cmpstr (lines[1], ==, first);
+  {
+    g_autofree gchar *fake = g_strdup_printf ("%s\n%s\n", lines[0], planted);
+    g_autoptr (PpWeights) again = NULL;
+
+    g_assert_true (g_file_set_contents (cache, fake, -1, &error));
+    again = pp_weights_open (path, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (pp_weights_digest (again), ==, planted);
+  }
+  /* Other bytes under the same name: a new mtime, a new digest. */
+  {
+    g_autoptr (PpWeights) other = random_model (12);
+    g_autoptr (PpWeights) back = NULL;
+    g_autofree gchar *contents = NULL;
+    g_autofree gchar *want = NULL;
+    struct utimbuf later = { time (NULL) + 5, time (NULL) + 5 };
+    gsize len;
+
+    g_assert_true (pp_weights_save (other, path, &error));
+    g_assert_no_error (error);
+    g_assert_cmpint (g_utime (path, &later), ==, 0);
+    g_assert_true (g_file_get_contents (path, &contents, &len, &error));
+    want = reference_tree_digest ((const guint8 *) contents, len);
+    back = pp_weights_open (path, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (pp_weights_digest (back), ==, want);
+    g_assert_cmpstr (pp_weights_digest (back), !=, planted);
+    g_assert_cmpstr (pp_weights_digest (back), !=, first);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -472,6 +536,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   data_dir = argc > 1 ? argv[1] : "tests/data";
   tmp_dir = io_tmp_dir ();
+  /* The digest cache goes under the test's own directory. */
+  g_setenv ("XDG_CACHE_HOME", tmp_dir, TRUE);
   g_test_add_func ("/io/weights/file-get", test_file_get);
   g_test_add_func ("/io/weights/missing-key", test_missing_key);
   g_test_add_func ("/io/weights/wrong-shape", test_wrong_shape);
@@ -482,6 +548,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/weights/random-kinds", test_random_kinds);
   g_test_add_func ("/io/weights/random-save", test_random_save);
   g_test_add_func ("/io/weights/tree-digest", test_tree_digest);
+  g_test_add_func ("/io/weights/digest-cache", test_digest_cache);
   g_test_add_func ("/io/weights/model-dir", test_model_dir);
   g_test_add_func ("/io/weights/open-error", test_open_error);
   g_test_add_func ("/io/weights/fixture", test_fixture);
