@@ -26,14 +26,16 @@ REPORTS_DIR = "sanitizers"
 RETRY_BASE = "testlog-spawn-retry"
 
 
-def read_results(path):
-    results = {}
+def read_entries(path):
+    """The test entries of a meson testlog.json, one JSON object a line."""
     with open(path, encoding="utf-8") as log:
         for line in log:
             if line.strip():
-                entry = json.loads(line)
-                results[entry["name"]] = entry["result"]
-    return results
+                yield json.loads(line)
+
+
+def read_results(path):
+    return {entry["name"]: entry["result"] for entry in read_entries(path)}
 
 
 def retry_log(path):
@@ -72,13 +74,10 @@ def suite_of(name):
 
 def suite_times(path):
     times = {}
-    with open(path, encoding="utf-8") as log:
-        for line in log:
-            if line.strip():
-                entry = json.loads(line)
-                suite = suite_of(entry["name"])
-                n, seconds = times.get(suite, (0, 0.0))
-                times[suite] = (n + 1, seconds + entry.get("duration", 0.0))
+    for entry in read_entries(path):
+        suite = suite_of(entry["name"])
+        n, seconds = times.get(suite, (0, 0.0))
+        times[suite] = (n + 1, seconds + entry.get("duration", 0.0))
     return times
 
 
