@@ -98,8 +98,10 @@ run_meson_tests() {
   return "$status"
 }
 
-# Runs the suites $2... of ./build-$1 under its test setup; the reports of
-# an earlier run are cleared first (tests/summary.py counts what is left).
+# Runs the suites $2... of ./build-$1 under its test setup, leaving out the
+# suites sanitizer-skip and NAME-skip (tsan-skip: tests/meson.build); the
+# reports of an earlier run are cleared first (tests/summary.py counts what
+# is left).
 run_sanitized() {
   name=$1
   shift
@@ -108,7 +110,8 @@ run_sanitized() {
   for s in "$@"; do opts="$opts --suite $s"; done
   # shellcheck disable=SC2086  # $opts is a list of options
   run_meson_tests "build-$name" "$name" $opts \
-    --no-suite sanitizer-skip --print-errorlogs --num-processes 1
+    --no-suite sanitizer-skip --no-suite "$name-skip" --print-errorlogs \
+    --num-processes 1
 }
 
 run_tests() {
