@@ -90,8 +90,8 @@ gst_pp_diffuse_mesh_progress (PpMeshProgress stage, guint rank,
     case PP_MESH_PROGRESS_LOADING:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
           + span * (gint) (rank - 1) / (gint) n_workers,
-          "rank %u loading its model: %.1f MB read", rank,
-          loaded_bytes / 1e6);
+          "rank %u loading its model: %.1f MB of weights read or digested",
+          rank, loaded_bytes / 1e6);
       break;
     case PP_MESH_PROGRESS_RANK_READY:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
