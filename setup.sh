@@ -26,6 +26,11 @@ BUILD_DIR=build
 ASAN_SUITES="unit kernels check faults"
 TSAN_SUITES="unit check faults"
 TOP=$(cd "$(dirname "$0")" && pwd)
+# Tests run two at a time: a test spends most of its time waiting on
+# worker start-up and on frames, so two keep two cores busy.  Those that
+# measure time or allocations, and the full-size models, run alone
+# (is_parallel : false where they are defined).
+TEST_PROCESSES=2
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -111,17 +116,16 @@ run_sanitized() {
   # shellcheck disable=SC2086  # $opts is a list of options
   run_meson_tests "build-$name" "$name" $opts \
     --no-suite sanitizer-skip --no-suite "$name-skip" --print-errorlogs \
-    --num-processes 1
+    --num-processes "$TEST_PROCESSES"
 }
 
 run_tests() {
   cd "$TOP"
   mpi_env
   rc=0
-  # One test at a time: each spawns its own MPI workers, and two cores are
-  # already oversubscribed by one mesh.
   t=$(date +%s)
-  run_meson_tests "$BUILD_DIR" "" --print-errorlogs --num-processes 1 || rc=$?
+  run_meson_tests "$BUILD_DIR" "" --print-errorlogs \
+    --num-processes "$TEST_PROCESSES" || rc=$?
   took "test suite" "$t"
   for name in asan tsan; do
     case $name in

@@ -451,6 +451,10 @@ GST_END_TEST;
 
 /* ---- a pipeline model: strength while playing, against the tool -------- */
 
+/* Under a sanitizer the frames go through the same changes and come out,
+ * and the comparison with the tool's frames (a program run per frame) is
+ * left to the plain run (pp_check_sanitized). */
+
 #define TINY_W 48
 #define TINY_H 32
 #define TINY_STEPS 2
@@ -668,6 +672,7 @@ GST_START_TEST (test_prompt_changes_against_tool)
   GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
   GstHarness *h;
   guint seen = 0;
+  const gboolean compare = !pp_check_sanitized ();
 
   g_object_set (element, "prompt", prompts[0], "seed", (guint64) 4,
       "strength", 0.5, "max-in-flight", 3, NULL);
@@ -685,6 +690,10 @@ GST_START_TEST (test_prompt_changes_against_tool)
     guint which = 2;
 
     fail_unless (out != NULL, "frame %u did not come out", i);
+    if (!compare) {
+      gst_buffer_unref (out);
+      continue;
+    }
     for (guint p = 0; p < 2; p++) {
       refs[p] = tool_frame_text (i, prompts[p], tags[p]);
       if (pp_check_same_bytes (out, refs[p]))
@@ -703,7 +712,7 @@ GST_START_TEST (test_prompt_changes_against_tool)
     gst_buffer_unref (refs[1]);
     gst_buffer_unref (out);
   }
-  fail_unless_equals_int (seen, 1);
+  fail_unless (!compare || seen == 1, "the new prompt never came out");
   {
     gchar *embeds = NULL;
 
@@ -778,6 +787,7 @@ GST_START_TEST (test_settings_change_against_tool)
   GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
   GstHarness *h;
   guint seen = 0;
+  const gboolean compare = !pp_check_sanitized ();
 
   g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
       "strength", g_ascii_strtod (epochs[0].strength, NULL),
@@ -799,6 +809,10 @@ GST_START_TEST (test_settings_change_against_tool)
     guint e, matches = 0, which = 0;
 
     fail_unless (out != NULL, "frame %u did not come out", i);
+    if (!compare) {
+      gst_buffer_unref (out);
+      continue;
+    }
     for (e = 0; e < G_N_ELEMENTS (epochs); e++) {
       GstBuffer *ref = tool_frame (i, epochs[e].strength, epochs[e].prompt);
 
@@ -816,7 +830,8 @@ GST_START_TEST (test_settings_change_against_tool)
     seen = which;
     gst_buffer_unref (out);
   }
-  fail_unless_equals_int (seen, G_N_ELEMENTS (epochs) - 1);
+  fail_unless (!compare || seen == G_N_ELEMENTS (epochs) - 1,
+      "the last epoch never came out");
   stop (h);
 }
 
@@ -853,12 +868,18 @@ GST_START_TEST (test_pipeline_caps_change_in_flight)
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
     for (guint i = 0; i < per_size; i++, n++) {
       GstBuffer *out = gst_harness_pull (h);
-      GstBuffer *ref = tool_frame_sized (n, sizes[s][0], sizes[s][1], "0.5",
-          "model");
+      GstBuffer *ref;
 
       fail_unless (out != NULL, "frame %u did not come out", n);
-      fail_unless (pp_check_same_bytes (out, ref), "frame %u (%ux%u) differs from "
-          "the tool's", n, sizes[s][0], sizes[s][1]);
+      fail_unless_equals_uint64 (gst_buffer_get_size (out),
+          sizes[s][0] * sizes[s][1] * 3);
+      if (pp_check_sanitized ()) {
+        gst_buffer_unref (out);
+        continue;
+      }
+      ref = tool_frame_sized (n, sizes[s][0], sizes[s][1], "0.5", "model");
+      fail_unless (pp_check_same_bytes (out, ref), "frame %u (%ux%u) differs "
+          "from the tool's", n, sizes[s][0], sizes[s][1]);
       gst_buffer_unref (out);
       gst_buffer_unref (ref);
     }

@@ -82,6 +82,16 @@ GstStructure *pp_check_get_stats (GstElement * element);
 /* Field @field of a stats structure, failing the test when it is missing. */
 guint64 pp_check_stat_u64 (const GstStructure * s, const gchar * field);
 
+/* TRUE under a sanitizer's test setup (PP_TEST_SANITIZED, set in
+ * tests/sanitizers/meson.build).  A sanitizer reports a bad access or a
+ * race the first time the code runs, not only when it goes wrong, so there
+ * a test repeats less, and leaves out comparisons whose other side is a
+ * reference made by another program run; the plain run does all of it. */
+gboolean pp_check_sanitized (void);
+
+/* @plain in a plain run, @sanitized under a sanitizer's test setup. */
+guint pp_check_repeats (guint plain, guint sanitized);
+
 /* TRUE when @a and @b hold the same bytes. */
 gboolean pp_check_same_bytes (GstBuffer * a, GstBuffer * b);
 
