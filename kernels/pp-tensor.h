@@ -5,20 +5,12 @@
 
 #include <glib.h>
 
+#include "pp-dtype.h"
+
 G_BEGIN_DECLS
 
 #define PP_TENSOR_MAX_DIMS 4
 #define PP_TENSOR_NAME_MAX 31
-
-typedef enum
-{
-  PP_DTYPE_F32 = 1,
-  PP_DTYPE_F64 = 2,
-  PP_DTYPE_U8 = 3,
-  /* 16-bit storage of weights on a backend (IEEE half, bfloat16). */
-  PP_DTYPE_F16 = 4,
-  PP_DTYPE_BF16 = 5,
-} PpDType;
 
 typedef struct
 {
@@ -31,20 +23,6 @@ typedef struct
                                  * memory, or the backend's device memory */
   struct _PpBackend *backend;   /* NULL: host memory */
 } PpTensor;
-
-gsize        pp_dtype_size     (PpDType dtype);
-const gchar *pp_dtype_name     (PpDType dtype);
-gboolean     pp_dtype_is_valid (guint value);
-/* The weight storage dtypes by their property names: "f32", "f16",
- * "bf16"; FALSE with an error naming them otherwise. */
-gboolean     pp_dtype_parse_weights (const gchar * name, PpDType * dtype,
-                                     GError ** error);
-/* "f32", "f16", "bf16" (the names pp_dtype_parse_weights reads). */
-const gchar *pp_dtype_weights_name (PpDType dtype);
-/* dst[i] = src[i] rounded to @dtype's precision (round to nearest even)
- * and widened back; a plain copy for F32.  dst may equal src. */
-void         pp_dtype_round_floats (const float * src, float * dst, gsize n,
-                                    PpDType dtype);
 
 /* Allocates zeroed storage for the given shape. NULL (with error) when the
  * shape is invalid or too large to address. */
