@@ -1,6 +1,6 @@
 /* ppdiffuse — tensors. */
 #include "pp-tensor.h"
-#include "pp-backend.h"
+#include "pp-backend-impl.h"
 #include "pp-error.h"
 
 #include <string.h>
