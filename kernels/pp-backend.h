@@ -121,6 +121,22 @@ void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
  * per-frame allocation measurements of benchmarks and tests. */
 guint64      pp_backend_allocated_bytes (void);
 
+/* Device tensors: pp_tensor_new on @backend's device (uninitialised),
+ * counted in pp_backend_allocated_bytes. */
+PpTensor    *pp_tensor_new_on      (PpBackend * backend, const gchar * name,
+                                    PpDType dtype, guint ndim,
+                                    const gint64 * shape, GError ** error);
+/* Host @src → device @dst and back; dtypes and sizes must agree. */
+gboolean     pp_tensor_upload      (PpTensor * dst, const PpTensor * src,
+                                    GError ** error);
+gboolean     pp_tensor_download    (PpTensor * dst, const PpTensor * src,
+                                    GError ** error);
+/* @src into @dst, whichever side each is on: a host copy, an upload, a
+ * download, or a device-to-device copy on their backend (both tensors on
+ * one backend); dtypes and sizes must agree. */
+gboolean     pp_tensor_transfer    (PpTensor * dst, const PpTensor * src,
+                                    GError ** error);
+
 /* A pool of device buffers reused across forwards: a buffer released to the
  * pool goes back to the next acquire of the same size, so once a model has
  * run one forward at a shape, forwards at that shape allocate nothing.

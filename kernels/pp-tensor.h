@@ -1,6 +1,7 @@
 /* ppdiffuse — tensors: a named, typed, shaped block of memory, on the host
  * (I/O, frames, npy, chunks) or on a backend's device.  Host and device
- * tensors meet only through pp_tensor_upload and pp_tensor_download. */
+ * tensors meet only through pp_tensor_upload and pp_tensor_download
+ * (pp-backend.h). */
 #pragma once
 
 #include <glib.h>
@@ -28,29 +29,13 @@ typedef struct
  * shape is invalid or too large to address. */
 PpTensor    *pp_tensor_new     (const gchar * name, PpDType dtype, guint ndim,
                                 const gint64 * shape, GError ** error);
-/* The same on @backend's device (uninitialised; pp-backend.c). */
-PpTensor    *pp_tensor_new_on  (struct _PpBackend * backend,
-                                const gchar * name, PpDType dtype,
-                                guint ndim, const gint64 * shape,
-                                GError ** error);
 /* On the host (@backend NULL, zeroed) or the device, uncounted: use
- * pp_tensor_new or pp_tensor_new_on. */
+ * pp_tensor_new or pp_tensor_new_on (pp-backend.h). */
 PpTensor    *pp_tensor_new_full (struct _PpBackend * backend,
                                  const gchar * name, PpDType dtype,
                                  guint ndim, const gint64 * shape,
                                  GError ** error);
 void         pp_tensor_free    (PpTensor * tensor);
-/* Host @src → device @dst and back; dtypes and sizes must agree
- * (pp-backend.c). */
-gboolean     pp_tensor_upload  (PpTensor * dst, const PpTensor * src,
-                                GError ** error);
-gboolean     pp_tensor_download (PpTensor * dst, const PpTensor * src,
-                                 GError ** error);
-/* @src into @dst, whichever side each is on: a host copy, an upload, a
- * download, or a device-to-device copy on their backend (both tensors on
- * one backend); dtypes and sizes must agree (pp-backend.c). */
-gboolean     pp_tensor_transfer (PpTensor * dst, const PpTensor * src,
-                                 GError ** error);
 gint64       pp_tensor_numel   (const PpTensor * tensor);
 /* Byte count a shape implies, or 0 when it is invalid (dimension < 1,
  * overflow). */
