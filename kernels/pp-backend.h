@@ -28,6 +28,7 @@
 #include <glib.h>
 #include <stddef.h>
 
+#include "pp-backend-impl.h"
 #include "pp-ops.h"
 #include "pp-tensor.h"
 
@@ -40,67 +41,6 @@ G_BEGIN_DECLS
 /* The environment variable that names the backend of tools and tests when
  * no option does. */
 #define PP_BACKEND_ENV "PPDIFFUSE_BACKEND"
-
-typedef struct _PpBackend PpBackend;
-
-/* Work to capture as a graph: issues ops on the backend; FALSE with
- * @error when it cannot. */
-typedef gboolean (*PpGraphFunc) (gpointer data, GError ** error);
-
-typedef struct
-{
-  /* Device memory: NULL with @error when it cannot be had. */
-  gpointer (*alloc) (PpBackend * be, gsize bytes, GError ** error);
-  void (*free) (PpBackend * be, gpointer mem);
-  void (*upload) (PpBackend * be, gpointer dst, gconstpointer src,
-      gsize bytes);
-  void (*download) (PpBackend * be, gpointer dst, gconstpointer src,
-      gsize bytes);
-  void (*copy) (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes);
-  /* n floats of @dst = value. */
-  void (*fill) (PpBackend * be, gpointer dst, float value, gsize n);
-  void (*synchronize) (PpBackend * be);
-  /* Weights: device memory holding @n floats of host @src stored as
-   * @dtype (F32, F16 or BF16), for the model's lifetime (released with
-   * free); pp_backend_upload_weights hands it out as a view of @dtype.
-   * NULL: the backend computes on float32 host memory and uses @src
-   * itself (the CPU backend keeps the weights' memory map), or a rounded
-   * float32 copy of it for a 16-bit @dtype. */
-  gpointer (*upload_weights) (PpBackend * be, const float *src, gsize n,
-      PpDType dtype, GError ** error);
-  /* Graphs (NULL on a backend without them): graph_capture records the
-   * ops @func issues, without running them, into a graph ready to launch;
-   * graph_launch runs the recorded ops again, on the same buffers with the
-   * same scalars; graph_free releases it.  No other thread may use the
-   * backend while a capture runs, and the work captured must not upload,
-   * download or synchronize. */
-  gpointer (*graph_capture) (PpBackend * be, PpGraphFunc func,
-      gpointer data, GError ** error);
-  gboolean (*graph_launch) (PpBackend * be, gpointer graph, GError ** error);
-  void (*graph_free) (PpBackend * be, gpointer graph);
-  /* A device backend's stream (cudaStream_t), for a data plane that
-   * enqueues behind its ops, and making its device the calling thread's
-   * current one; NULL on the CPU backends. */
-  gpointer (*stream) (PpBackend * be);
-  void (*make_current) (PpBackend * be);
-} PpBackendMemory;
-
-struct _PpBackend
-{
-  const gchar *name;
-  /* What it runs on, for logs and the handshake ("2-core x86_64, AVX-512,
-   * 8 threads"); filled in when the backend is first got. */
-  gchar *device;
-  const PpBackendMemory *memory;
-  const PpOps *ops;
-  /* The weights' storage dtype when a model does not ask for one: F32 on
-   * the CPU, F16 on a GPU. */
-  PpDType default_weight_dtype;
-  /* The dtypes its ops read views in (PP_DTYPE_BIT each): the wrappers
-   * refuse a view of any other. */
-  guint view_dtypes;
-  gpointer priv;
-};
 
 /* The backend named @name (auto, cpu, cpu-strict), ready for use; NULL with
  * an error listing the names when there is none.  "auto" logs which
@@ -180,6 +120,22 @@ void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
 /* Device bytes allocated so far (every backend together), for the
  * per-frame allocation measurements of benchmarks and tests. */
 guint64      pp_backend_allocated_bytes (void);
+
+/* Device tensors: pp_tensor_new on @backend's device (uninitialised),
+ * counted in pp_backend_allocated_bytes. */
+PpTensor    *pp_tensor_new_on      (PpBackend * backend, const gchar * name,
+                                    PpDType dtype, guint ndim,
+                                    const gint64 * shape, GError ** error);
+/* Host @src → device @dst and back; dtypes and sizes must agree. */
+gboolean     pp_tensor_upload      (PpTensor * dst, const PpTensor * src,
+                                    GError ** error);
+gboolean     pp_tensor_download    (PpTensor * dst, const PpTensor * src,
+                                    GError ** error);
+/* @src into @dst, whichever side each is on: a host copy, an upload, a
+ * download, or a device-to-device copy on their backend (both tensors on
+ * one backend); dtypes and sizes must agree. */
+gboolean     pp_tensor_transfer    (PpTensor * dst, const PpTensor * src,
+                                    GError ** error);
 
 /* A pool of device buffers reused across forwards: a buffer released to the
  * pool goes back to the next acquire of the same size, so once a model has

@@ -1,7 +1,7 @@
 /* ppdiffuse — the pp_* op wrappers: the checks of the ops' views, FLOP
  * counts and the profile, then a call through the backend's table. */
 #include "pp-ops.h"
-#include "pp-backend.h"
+#include "pp-backend-impl.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -2,8 +2,9 @@
  * on device buffers of a backend (pp-backend.h).
  *
  * The ops are declared once, in pp-ops-list.h.  Every backend has a PpOps
- * table of them; model code calls the pp_* wrappers with its backend, which
- * check the ops' views, count FLOPs, profile and call through the table.
+ * table of them (pp-backend-impl.h); model code calls the pp_* wrappers
+ * with its backend, which check the ops' views, count FLOPs, profile and
+ * call through the table.
  *
  * Weights reach ops as typed views (pp-view.h), which the wrappers check
  * against the backend's dtypes and the op's needs; activations are float32
@@ -17,33 +18,12 @@
 #include <glib.h>
 #include <stddef.h>
 
+#include "pp-backend-impl.h"
 #include "pp-ops-list.h"
 #include "pp-ops-math.h"
 #include "pp-view.h"
 
 G_BEGIN_DECLS
-
-/* Processes rows [begin, end) of a row-wise region (pp_for_rows). */
-typedef void (*PpRowsFunc) (int begin, int end, gpointer data);
-
-typedef struct _PpBackend PpBackend;
-
-/* The op table of a backend: one field per op of pp-ops-list.h, plus the
- * row-wise region. */
-typedef struct
-{
-#define PP_OPS_FIELD(name, NAME, params, args, flops, views) \
-  void (*name) (PpBackend * be, PP_OPS_UNPAREN params);
-  PP_OPS_LIST (PP_OPS_FIELD)
-#undef PP_OPS_FIELD
-  /* Calls @func on disjoint ranges covering [0, rows), each range's ops
-   * working on its rows alone: for chains of row-wise ops.  A backend may
-   * run the ranges in parallel, each chain's intermediates then staying in
-   * a core's cache (CPU), or as one range (GPU).  How it cuts is the
-   * backend's tuning. */
-  void (*for_rows) (PpBackend * be, int rows, PpRowsFunc func,
-      gpointer data);
-} PpOps;
 
 /* The profile entries: one per op, and the row-wise regions. */
 typedef enum

@@ -1,24 +1,17 @@
 /* ppdiffuse — tensors: a named, typed, shaped block of memory, on the host
  * (I/O, frames, npy, chunks) or on a backend's device.  Host and device
- * tensors meet only through pp_tensor_upload and pp_tensor_download. */
+ * tensors meet only through pp_tensor_upload and pp_tensor_download
+ * (pp-backend.h). */
 #pragma once
 
 #include <glib.h>
+
+#include "pp-dtype.h"
 
 G_BEGIN_DECLS
 
 #define PP_TENSOR_MAX_DIMS 4
 #define PP_TENSOR_NAME_MAX 31
-
-typedef enum
-{
-  PP_DTYPE_F32 = 1,
-  PP_DTYPE_F64 = 2,
-  PP_DTYPE_U8 = 3,
-  /* 16-bit storage of weights on a backend (IEEE half, bfloat16). */
-  PP_DTYPE_F16 = 4,
-  PP_DTYPE_BF16 = 5,
-} PpDType;
 
 typedef struct
 {
@@ -32,47 +25,17 @@ typedef struct
   struct _PpBackend *backend;   /* NULL: host memory */
 } PpTensor;
 
-gsize        pp_dtype_size     (PpDType dtype);
-const gchar *pp_dtype_name     (PpDType dtype);
-gboolean     pp_dtype_is_valid (guint value);
-/* The weight storage dtypes by their property names: "f32", "f16",
- * "bf16"; FALSE with an error naming them otherwise. */
-gboolean     pp_dtype_parse_weights (const gchar * name, PpDType * dtype,
-                                     GError ** error);
-/* "f32", "f16", "bf16" (the names pp_dtype_parse_weights reads). */
-const gchar *pp_dtype_weights_name (PpDType dtype);
-/* dst[i] = src[i] rounded to @dtype's precision (round to nearest even)
- * and widened back; a plain copy for F32.  dst may equal src. */
-void         pp_dtype_round_floats (const float * src, float * dst, gsize n,
-                                    PpDType dtype);
-
 /* Allocates zeroed storage for the given shape. NULL (with error) when the
  * shape is invalid or too large to address. */
 PpTensor    *pp_tensor_new     (const gchar * name, PpDType dtype, guint ndim,
                                 const gint64 * shape, GError ** error);
-/* The same on @backend's device (uninitialised; pp-backend.c). */
-PpTensor    *pp_tensor_new_on  (struct _PpBackend * backend,
-                                const gchar * name, PpDType dtype,
-                                guint ndim, const gint64 * shape,
-                                GError ** error);
 /* On the host (@backend NULL, zeroed) or the device, uncounted: use
- * pp_tensor_new or pp_tensor_new_on. */
+ * pp_tensor_new or pp_tensor_new_on (pp-backend.h). */
 PpTensor    *pp_tensor_new_full (struct _PpBackend * backend,
                                  const gchar * name, PpDType dtype,
                                  guint ndim, const gint64 * shape,
                                  GError ** error);
 void         pp_tensor_free    (PpTensor * tensor);
-/* Host @src → device @dst and back; dtypes and sizes must agree
- * (pp-backend.c). */
-gboolean     pp_tensor_upload  (PpTensor * dst, const PpTensor * src,
-                                GError ** error);
-gboolean     pp_tensor_download (PpTensor * dst, const PpTensor * src,
-                                 GError ** error);
-/* @src into @dst, whichever side each is on: a host copy, an upload, a
- * download, or a device-to-device copy on their backend (both tensors on
- * one backend); dtypes and sizes must agree (pp-backend.c). */
-gboolean     pp_tensor_transfer (PpTensor * dst, const PpTensor * src,
-                                 GError ** error);
 gint64       pp_tensor_numel   (const PpTensor * tensor);
 /* Byte count a shape implies, or 0 when it is invalid (dimension < 1,
  * overflow). */

@@ -11,7 +11,7 @@
 
 #include <glib.h>
 
-#include "pp-tensor.h"
+#include "pp-dtype.h"
 
 G_BEGIN_DECLS
 

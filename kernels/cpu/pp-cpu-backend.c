@@ -1,6 +1,6 @@
 /* ppdiffuse — the cpu backend: host memory as device memory, the CPU
  * kernels as its op table. */
-#include "pp-backend.h"
+#include "pp-backend-impl.h"
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
 #include "pp-dtype-math.h"

@@ -19,7 +19,7 @@
  * reach the ops as F16 or BF16 views: every op that reads a weight runs
  * its 16-bit path on the CPU, and computes exactly what cpu does on its
  * rounded copies (tests/kernels/ops /kernels/ops/views/widened). */
-#include "pp-backend.h"
+#include "pp-backend-impl.h"
 #include "pp-cpu-ops.h"
 #include "pp-dtype-math.h"
 #include "pp-error.h"

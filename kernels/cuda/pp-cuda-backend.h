@@ -16,7 +16,7 @@
 
 #include <glib.h>
 
-#include "pp-backend.h"
+#include "pp-backend-impl.h"
 
 G_BEGIN_DECLS
 

@@ -6,7 +6,8 @@
 
 #include <glib.h>
 
-#include "pp-backend.h"
+#include "pp-backend-impl.h"
+#include "pp-ops.h"
 #include "pp-cuda-check.h"
 #include "pp-cuda-kernels.h"
 

@@ -1,0 +1,100 @@
+/* ppdiffuse — the backend interface: the memory table, the op table and
+ * the struct that holds them (pp-backend.h tells the two halves).  For
+ * the code that implements a backend (kernels/cpu, kernels/cuda) and the
+ * code that calls through its tables without the registry of backends
+ * (the op wrappers, tensors in device memory); the rest includes
+ * pp-backend.h. */
+#pragma once
+
+#include <glib.h>
+#include <stddef.h>
+
+#include "pp-dtype.h"
+#include "pp-ops-list.h"
+#include "pp-ops-math.h"
+#include "pp-view.h"
+
+G_BEGIN_DECLS
+
+typedef struct _PpBackend PpBackend;
+
+/* Processes rows [begin, end) of a row-wise region (pp_for_rows). */
+typedef void (*PpRowsFunc) (int begin, int end, gpointer data);
+
+/* The op table of a backend: one field per op of pp-ops-list.h, plus the
+ * row-wise region. */
+typedef struct
+{
+#define PP_OPS_FIELD(name, NAME, params, args, flops, views) \
+  void (*name) (PpBackend * be, PP_OPS_UNPAREN params);
+  PP_OPS_LIST (PP_OPS_FIELD)
+#undef PP_OPS_FIELD
+  /* Calls @func on disjoint ranges covering [0, rows), each range's ops
+   * working on its rows alone: for chains of row-wise ops.  A backend may
+   * run the ranges in parallel, each chain's intermediates then staying in
+   * a core's cache (CPU), or as one range (GPU).  How it cuts is the
+   * backend's tuning. */
+  void (*for_rows) (PpBackend * be, int rows, PpRowsFunc func,
+      gpointer data);
+} PpOps;
+
+/* Work to capture as a graph: issues ops on the backend; FALSE with
+ * @error when it cannot. */
+typedef gboolean (*PpGraphFunc) (gpointer data, GError ** error);
+
+typedef struct
+{
+  /* Device memory: NULL with @error when it cannot be had. */
+  gpointer (*alloc) (PpBackend * be, gsize bytes, GError ** error);
+  void (*free) (PpBackend * be, gpointer mem);
+  void (*upload) (PpBackend * be, gpointer dst, gconstpointer src,
+      gsize bytes);
+  void (*download) (PpBackend * be, gpointer dst, gconstpointer src,
+      gsize bytes);
+  void (*copy) (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes);
+  /* n floats of @dst = value. */
+  void (*fill) (PpBackend * be, gpointer dst, float value, gsize n);
+  void (*synchronize) (PpBackend * be);
+  /* Weights: device memory holding @n floats of host @src stored as
+   * @dtype (F32, F16 or BF16), for the model's lifetime (released with
+   * free); pp_backend_upload_weights hands it out as a view of @dtype.
+   * NULL: the backend computes on float32 host memory and uses @src
+   * itself (the CPU backend keeps the weights' memory map), or a rounded
+   * float32 copy of it for a 16-bit @dtype. */
+  gpointer (*upload_weights) (PpBackend * be, const float *src, gsize n,
+      PpDType dtype, GError ** error);
+  /* Graphs (NULL on a backend without them): graph_capture records the
+   * ops @func issues, without running them, into a graph ready to launch;
+   * graph_launch runs the recorded ops again, on the same buffers with the
+   * same scalars; graph_free releases it.  No other thread may use the
+   * backend while a capture runs, and the work captured must not upload,
+   * download or synchronize. */
+  gpointer (*graph_capture) (PpBackend * be, PpGraphFunc func,
+      gpointer data, GError ** error);
+  gboolean (*graph_launch) (PpBackend * be, gpointer graph, GError ** error);
+  void (*graph_free) (PpBackend * be, gpointer graph);
+  /* A device backend's stream (cudaStream_t), for a data plane that
+   * enqueues behind its ops, and making its device the calling thread's
+   * current one; NULL on the CPU backends. */
+  gpointer (*stream) (PpBackend * be);
+  void (*make_current) (PpBackend * be);
+} PpBackendMemory;
+
+struct _PpBackend
+{
+  const gchar *name;
+  /* What it runs on, for logs and the handshake ("2-core x86_64, AVX-512,
+   * 8 threads"); filled in when the backend is first got. */
+  gchar *device;
+  const PpBackendMemory *memory;
+  const PpOps *ops;
+  /* The weights' storage dtype when a model does not ask for one: F32 on
+   * the CPU, F16 on a GPU. */
+  PpDType default_weight_dtype;
+  /* The dtypes its ops read views in (PP_DTYPE_BIT each): the wrappers
+   * refuse a view of any other. */
+  guint view_dtypes;
+  gpointer priv;
+};
+
+G_END_DECLS
