@@ -32,8 +32,9 @@
 /* Long enough for the settings thread to check a change. */
 #define SETTLE_US (300 * G_TIME_SPAN_MILLISECOND)
 /* Heartbeats come every timeout-ms / 4: the stats see a build within a
- * few of them. */
-#define TIMEOUT_MS 1000
+ * few of them.  timeout-ms also bounds the handshake, which a sanitized
+ * worker on a busy machine can take more than a second to answer. */
+#define TIMEOUT_MS 3000
 #define STATS_INTERVAL_MS 50
 #define STATS_DEADLINE_US (10 * G_TIME_SPAN_SECOND)
 /* After the count is reached: two more heartbeats, to see it stay. */
