@@ -4,7 +4,7 @@
 
 #include <mpi.h>
 
-#include "pp-data-planes.h"
+#include "pp-nccl-links.h"
 #include "pp-handshake.h"
 #include "pp-liveness.h"
 #include "pp-mesh.h"
@@ -25,7 +25,7 @@ struct _PpMesh
   PpBackend *backend;           /* rank 0's, the plan's */
   /* The NCCL planes of rank 0's two links when the plan's data plane is
    * NCCL (made before liveness starts, connected after it), else NULL. */
-  PpDataPlanes *planes;
+  PpNcclLinks *planes;
 
   /* Chunk traffic (pp-chunk-io.c). */
   PpChunkLink *to_first;        /* rank 0 → the first worker */
@@ -37,10 +37,10 @@ struct _PpMesh
   guint32 last_epoch;           /* chain thread: of the last chunk sent */
   guint64 warm_ups;             /* chain thread only */
 
-  /* What the mesh measured (pp-mesh-pace.c), under lock. */
+  /* What the mesh measured (pp-mesh-measures.c), under lock. */
   gint64 pace_round_us;         /* a chunk round the mesh, from the warm-up
                                  * pass and the chunks back
-                                 * (pp_pace_update_round_us) */
+                                 * (pp_allowance_update_round_us) */
   guint64 pace_warm_ups;        /* warm_ups, for other threads */
 
   /* The mesh's first failure (pp-mesh-blame.c). */
@@ -89,9 +89,9 @@ gboolean pp_mesh_workers_alive (gpointer mesh, GError ** error);
 void     pp_mesh_wait_failed  (PpMesh * mesh, guint peer, guint64 awaited,
                                const gchar * symptom, GError ** error);
 
-/* pp-mesh-pace.c: what worker @index's slice is expected to take (its
+/* pp-mesh-measures.c: what worker @index's slice is expected to take (its
  * last heartbeat @hb, or NULL for the one liveness holds), and how long
- * it may take (pp-pace.h); *@source as pp_pace_expected_slice_us says. */
+ * it may take (pp-allowance.h); *@source as pp_allowance_expected_slice_us says. */
 gint64   pp_mesh_expected_slice_us  (PpMesh * mesh, guint index,
                                      const PpHeartbeat * hb,
                                      const gchar ** source);

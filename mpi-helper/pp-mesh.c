@@ -7,12 +7,12 @@
  *   pp-handshake.c   hello, replies, parity
  *   pp-liveness.c    heartbeats and the watchdog (shared with workers)
  *   pp-mesh-blame.c  the mesh's first failure and the worker to blame
- *   pp-mesh-pace.c   what the work is expected to take (deadlines)
+ *   pp-mesh-measures.c   what the work is expected to take (deadlines)
  *   pp-chunk-io.c    chunk ids, submit, collect, the warm-up pass
  *   pp-shutdown.c    pp_mesh_stop: clean and fault paths */
 #include "pp-mesh-private.h"
+#include "pp-data-plane-choice.h"
 #include "pp-error.h"
-#include "pp-hooks.h"
 #include "pp-log.h"
 
 const gchar *
@@ -31,13 +31,13 @@ connect_planes (PpMesh * mesh, GError ** error)
     pp_mesh_workers_alive, mesh
   };
 
-  if (!pp_data_planes_connect (mesh->planes, mesh->plan, mesh->world, 0,
+  if (!pp_nccl_links_connect (mesh->planes, mesh->plan, mesh->world, 0,
           mesh->backend, &w, error))
     return FALSE;
-  pp_chunk_link_set_payload_plane (mesh->to_first,
-      pp_data_planes_to_next (mesh->planes));
-  pp_chunk_link_set_payload_plane (mesh->from_last,
-      pp_data_planes_from_prev (mesh->planes));
+  pp_chunk_link_set_data_plane (mesh->to_first,
+      pp_nccl_links_to_next (mesh->planes));
+  pp_chunk_link_set_data_plane (mesh->from_last,
+      pp_nccl_links_from_prev (mesh->planes));
   return TRUE;
 }
 
@@ -79,7 +79,7 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
         PP_MESH_MAX_WORKERS);
     return NULL;
   }
-  pp_hooks_check_available ();
+  pp_fault_injection_check ();
   mesh = g_new0 (PpMesh, 1);
   g_mutex_init (&mesh->lock);
   mesh->timeout_ms = config->timeout_ms;
@@ -136,7 +136,7 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
     return NULL;
   }
   if (pp_plan_uses_nccl (mesh->plan))
-    mesh->planes = pp_data_planes_new ();
+    mesh->planes = pp_nccl_links_new ();
   mesh->liveness = pp_mesh_liveness_new (mesh);
   pp_liveness_start (mesh->liveness);
   if (mesh->planes != NULL && !connect_planes (mesh, error)) {

@@ -104,8 +104,8 @@ gboolean      pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk,
 #define PP_MESH_DEVICE_WARM_UPS 2
 guint         pp_mesh_warm_ups_wanted (PpMesh * mesh);
 /* Waits for the next chunk back from the last worker and validates it:
- * up to what a round of the mesh is allowed (pp-pace.h: timeout-ms, or
- * PP_PACE_FACTOR × the measured round when that is longer). */
+ * up to what a round of the mesh is allowed (pp-allowance.h: timeout-ms, or
+ * PP_ALLOWANCE_FACTOR × the measured round when that is longer). */
 PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
 /* Each worker's cumulative busy time (seconds computing stream chunks)
  * as its last heartbeat told it, plus the compute it was in then, up to
@@ -121,7 +121,7 @@ guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
 guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
                                    guint n);
 /* What the mesh expects of one frame, from what it measured so far
- * (pp-pace.h): the warm-up pass and the chunks back, then the workers'
+ * (pp-allowance.h): the warm-up pass and the chunks back, then the workers'
  * busy time. */
 typedef struct
 {
@@ -134,7 +134,7 @@ typedef struct
                                  * round trip" (the warm-up pass, the
                                  * chunks back), or nothing measured yet
                                  * (2 × timeout-ms per step) */
-  /* How long each may take before it is an error (pp-pace.h):
+  /* How long each may take before it is an error (pp-allowance.h):
    * max (timeout-ms, 3 × expected + one heartbeat period). */
   gint64 round_allowance_us;
   gint64 stage_allowance_us;

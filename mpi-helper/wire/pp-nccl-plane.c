@@ -1,5 +1,6 @@
-/* ppdiffuse — the NCCL payload plane (pp-nccl-plane.h). */
+/* ppdiffuse — the NCCL data plane (pp-nccl-plane.h). */
 #include "pp-nccl-plane.h"
+#include "pp-transport.h"   /* the unique id goes over MPI */
 #include "pp-error.h"
 #include "pp-log.h"
 
@@ -32,7 +33,7 @@ typedef struct
 
 struct _PpNcclPlane
 {
-  PpPayloadPlane parent;
+  PpDataPlane parent;
   const PpNcclApi *api;
   /* Serialises the NCCL calls on the communicator and guards the state.
    * Recursive: a liveness check asked while a group launches may abort
@@ -309,7 +310,7 @@ check_ranks (const gint * ranks, guint n_ranks, gint rank, GError ** error)
   return TRUE;
 }
 
-static const PpPayloadPlaneClass nccl_plane_class;
+static const PpDataPlaneClass nccl_plane_class;
 
 static gboolean
 create_events (PpNcclPlane * plane, GError ** error)
@@ -636,7 +637,7 @@ wait_event (PpNcclPlane * plane, const PpWait * w, Slot * slot,
   }
 }
 
-static PpPayloadResult
+static PpDataPlaneResult
 transfer (PpNcclPlane * plane, const PpWait * w, const PpChunk * chunk,
     Direction dir, GError ** error)
 {
@@ -649,16 +650,16 @@ transfer (PpNcclPlane * plane, const PpWait * w, const PpChunk * chunk,
 
   describe_transfer (what, sizeof what, dir, chunk, w->peer);
   if (!check_transfer (plane, w, chunk, what, &peer, error))
-    return PP_PAYLOAD_FAILED;
+    return PP_DATA_PLANE_FAILED;
   if (!has_payload (chunk))
-    return PP_PAYLOAD_DONE;
+    return PP_DATA_PLANE_DONE;
   slot = &plane->slots[dir * plane->n_ranks + peer];
   pp_poll_start (&poll);
 
   g_rec_mutex_lock (&plane->lock);
   if (!check_open_locked (plane, what, error)) {
     g_rec_mutex_unlock (&plane->lock);
-    return PP_PAYLOAD_FAILED;
+    return PP_DATA_PLANE_FAILED;
   }
   if (slot->busy) {
     /* Two groups to one peer in flight could be matched in another order
@@ -669,7 +670,7 @@ transfer (PpNcclPlane * plane, const PpWait * w, const PpChunk * chunk,
         "receive", w->peer);
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s: another transfer "
         "with rank %d is in flight", what, w->peer);
-    return PP_PAYLOAD_FAILED;
+    return PP_DATA_PLANE_FAILED;
   }
   slot->busy = TRUE;
   plane->in_flight++;
@@ -691,34 +692,34 @@ transfer (PpNcclPlane * plane, const PpWait * w, const PpChunk * chunk,
   g_rec_mutex_unlock (&plane->lock);
   /* After an abort the buffers are left alone: nothing says when the
    * device stopped touching them. */
-  return cause == NULL ? PP_PAYLOAD_DONE : PP_PAYLOAD_ABANDONED;
+  return cause == NULL ? PP_DATA_PLANE_DONE : PP_DATA_PLANE_ABANDONED;
 }
 
-PpPayloadResult
+PpDataPlaneResult
 pp_nccl_plane_send (PpNcclPlane * plane, const PpWait * w,
     const PpChunk * chunk, GError ** error)
 {
   return transfer (plane, w, chunk, DIR_SEND, error);
 }
 
-PpPayloadResult
+PpDataPlaneResult
 pp_nccl_plane_recv (PpNcclPlane * plane, const PpWait * w, PpChunk * chunk,
     GError ** error)
 {
   return transfer (plane, w, chunk, DIR_RECV, error);
 }
 
-/* ---- as a chunk link's payload plane ------------------------------------ */
+/* ---- as a chunk link's data plane ------------------------------------ */
 
 static gboolean
-plane_preflight (PpPayloadPlane * base, const PpWait * w,
+plane_preflight (PpDataPlane * base, const PpWait * w,
     const PpChunk * chunk, GError ** error)
 {
   return pp_nccl_plane_check_payloads ((PpNcclPlane *) base, w, chunk, error);
 }
 
-static PpPayloadResult
-plane_send (PpPayloadPlane * base, const PpWait * w, const PpChunk * chunk,
+static PpDataPlaneResult
+plane_send (PpDataPlane * base, const PpWait * w, const PpChunk * chunk,
     PpSendDefect defect, GError ** error)
 {
   if (defect == PP_SEND_BAD_SPEC) {
@@ -727,27 +728,27 @@ plane_send (PpPayloadPlane * base, const PpWait * w, const PpChunk * chunk,
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "send of chunk %"
         G_GUINT64_FORMAT ": the bad-spec fault has no NCCL form",
         chunk->chunk_id);
-    return PP_PAYLOAD_FAILED;
+    return PP_DATA_PLANE_FAILED;
   }
   return pp_nccl_plane_send ((PpNcclPlane *) base, w, chunk, error);
 }
 
-static PpPayloadResult
-plane_recv (PpPayloadPlane * base, const PpWait * w, PpChunk * chunk,
+static PpDataPlaneResult
+plane_recv (PpDataPlane * base, const PpWait * w, PpChunk * chunk,
     GError ** error)
 {
   return pp_nccl_plane_recv ((PpNcclPlane *) base, w, chunk, error);
 }
 
-static const PpPayloadPlaneClass nccl_plane_class = {
+static const PpDataPlaneClass nccl_plane_class = {
   .name = "NCCL",
   .preflight = plane_preflight,
   .send = plane_send,
   .recv = plane_recv,
 };
 
-PpPayloadPlane *
-pp_nccl_plane_payload_plane (PpNcclPlane * plane)
+PpDataPlane *
+pp_nccl_plane_data_plane (PpNcclPlane * plane)
 {
   return &plane->parent;
 }

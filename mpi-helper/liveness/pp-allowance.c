@@ -1,12 +1,12 @@
-/* ppdiffuse — the deadline rule for slow but healthy work (pp-pace.h). */
-#include "pp-pace.h"
+/* ppdiffuse — the deadline rule for slow but healthy work (pp-allowance.h). */
+#include "pp-allowance.h"
 #include "pp-protocol.h"
 
-/* A faster round moves the estimate 1/PP_PACE_DECAY of the way. */
-#define PP_PACE_DECAY 8
+/* A faster round moves the estimate 1/PP_ALLOWANCE_DECAY of the way. */
+#define PP_ALLOWANCE_DECAY 8
 
 gint64
-pp_pace_allowance_us (guint timeout_ms, gint64 expected_us)
+pp_allowance_us (guint timeout_ms, gint64 expected_us)
 {
   const gint64 floor_us = (gint64) timeout_ms * 1000;
   /* One heartbeat period: a state seen by the watchdog is up to one old. */
@@ -15,20 +15,20 @@ pp_pace_allowance_us (guint timeout_ms, gint64 expected_us)
 
   if (expected_us <= 0)
     return floor_us;
-  if (expected_us > (G_MAXINT64 - margin_us) / PP_PACE_FACTOR)
+  if (expected_us > (G_MAXINT64 - margin_us) / PP_ALLOWANCE_FACTOR)
     return G_MAXINT64;
-  return MAX (floor_us, PP_PACE_FACTOR * expected_us + margin_us);
+  return MAX (floor_us, PP_ALLOWANCE_FACTOR * expected_us + margin_us);
 }
 
 gint64
-pp_pace_unmeasured_us (guint timeout_ms, guint n_steps)
+pp_allowance_unmeasured_us (guint timeout_ms, guint n_steps)
 {
-  return (gint64) MAX (n_steps, 1) * PP_PACE_UNMEASURED_STEP_TIMEOUTS
+  return (gint64) MAX (n_steps, 1) * PP_ALLOWANCE_UNMEASURED_STEP_TIMEOUTS
       * timeout_ms * 1000;
 }
 
 gint64
-pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
+pp_allowance_expected_slice_us (guint timeout_ms, guint64 busy_us,
     guint64 n_chunks, gint64 peer_step_us, gint64 round_us,
     guint slice_steps, guint n_steps, const gchar ** source)
 {
@@ -37,35 +37,35 @@ pp_pace_expected_slice_us (guint timeout_ms, guint64 busy_us,
   if (source == NULL)
     source = &unused;
   if (n_chunks > 0 && busy_us > 0) {
-    *source = PP_PACE_BUSY;
+    *source = PP_ALLOWANCE_BUSY;
     return (gint64) (busy_us / n_chunks);
   }
   if (peer_step_us > 0) {
-    *source = PP_PACE_PEER;
+    *source = PP_ALLOWANCE_PEER;
     return peer_step_us * (gint64) MAX (slice_steps, 1);
   }
   if (round_us > 0 && n_steps > 0) {
-    *source = PP_PACE_ROUND;
+    *source = PP_ALLOWANCE_ROUND;
     /* The whole round, rank 0's share, the transfers and any queueing
      * included, split by steps: more than the slice takes, never less. */
     return MAX (round_us * (gint64) slice_steps / (gint64) n_steps, 1);
   }
-  *source = PP_PACE_UNMEASURED;
-  return pp_pace_unmeasured_us (timeout_ms, slice_steps);
+  *source = PP_ALLOWANCE_UNMEASURED;
+  return pp_allowance_unmeasured_us (timeout_ms, slice_steps);
 }
 
 gint64
-pp_pace_update_round_us (gint64 estimate_us, gint64 sample_us)
+pp_allowance_update_round_us (gint64 estimate_us, gint64 sample_us)
 {
   if (sample_us <= 0)
     return estimate_us;
   if (estimate_us <= 0 || sample_us >= estimate_us)
     return sample_us;
-  return estimate_us - (estimate_us - sample_us) / PP_PACE_DECAY;
+  return estimate_us - (estimate_us - sample_us) / PP_ALLOWANCE_DECAY;
 }
 
 const gchar *
-pp_pace_advice (void)
+pp_allowance_advice (void)
 {
   return "use a smaller frame, more ranks (each runs fewer steps), fewer "
       "steps or a faster backend";

@@ -5,7 +5,7 @@
 #include "pp-mesh-private.h"
 #include "pp-error.h"
 #include "pp-log.h"
-#include "pp-pace.h"
+#include "pp-allowance.h"
 #include "pp-proc.h"
 #include "pp-recorder.h"
 
@@ -39,7 +39,7 @@ pp_mesh_fail (PpMesh * mesh, const GError * error)
   /* Nothing may wait on NCCL for a mesh that failed: every plane is
    * aborted, and waits under way end with this cause. */
   if (first)
-    pp_data_planes_abort (mesh->planes, error);
+    pp_nccl_links_abort (mesh->planes, error);
   if (first) {
     g_autofree gchar *path = pp_recorder_dump (mesh->dump_dir, 0,
         error->message);
@@ -171,7 +171,7 @@ describe_overrun (PpMesh * mesh, guint i, const PpHeartbeat * hb,
       "stuck (a step that does not return) or far slower than measured; if "
       "the work is only this slow, raise timeout-ms or %s", hb->chunk_id,
       ran_us / 1000, (gdouble) ran_us / MAX (expected, 1), allowed,
-      pp_pace_advice ());
+      pp_allowance_advice ());
 }
 
 /* The watchdog's verdict on a worker, as the mesh's failure. */
@@ -202,7 +202,7 @@ worker_dead (gpointer data, guint i, PpPeerVerdict verdict,
 }
 
 /* The watchdog's allowance for worker @i's compute (liveness's
- * allowance): what its slice is expected to take, by pp-pace.h. */
+ * allowance): what its slice is expected to take, by pp-allowance.h. */
 static gint64
 worker_allowance (gpointer data, guint i, const PpHeartbeat * hb)
 {

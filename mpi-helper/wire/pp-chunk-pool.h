@@ -7,7 +7,10 @@
  * in a worker), each has been used, and has its tensors, after that many
  * chunks, however the users' threads interleave, and the pool never makes
  * another.  Past that number it grows, and keeps what it grew.  Any thread
- * may acquire and give back. */
+ * may acquire and give back.
+ *
+ * A chunk lent finds its way back through its owner table
+ * (PpChunkOwner, pp-envelope.h): the envelope never calls the pool. */
 #pragma once
 
 #include "pp-envelope.h"
@@ -31,8 +34,6 @@ void         pp_chunk_pool_unref   (PpChunkPool * pool);
  * the tensors of that use, for the caller to reuse or replace
  * (pp_chunk_fit_tensor).  pp_chunk_free gives it back. */
 PpChunk     *pp_chunk_pool_acquire (PpChunkPool * pool);
-/* Called by pp_chunk_free for a chunk of a pool. */
-void         pp_chunk_pool_release (PpChunk * chunk);
 /* Chunks made so far: the reserve, or the most held at once when more. */
 guint        pp_chunk_pool_size    (PpChunkPool * pool);
 

@@ -1,11 +1,11 @@
-/* ppdiffuse — the MPI payload plane: one message per tensor on
+/* ppdiffuse — the MPI data plane: one message per tensor on
  * PP_TAG_PAYLOAD, in manifest order (MPI's non-overtaking order keeps them
  * behind their head). */
-#include "pp-payload-plane.h"
+#include "pp-data-plane.h"
 #include "pp-error.h"
 
-static PpPayloadResult
-mpi_send (PpPayloadPlane * plane, const PpWait * w, const PpChunk * chunk,
+static PpDataPlaneResult
+mpi_send (PpDataPlane * plane, const PpWait * w, const PpChunk * chunk,
     PpSendDefect defect, GError ** error)
 {
   guint n = chunk->tensors->len;
@@ -21,15 +21,15 @@ mpi_send (PpPayloadPlane * plane, const PpWait * w, const PpChunk * chunk,
 
     if (!pp_mpi_check (MPI_Isend (t->data, (int) bytes, MPI_BYTE, w->peer,
                 PP_TAG_PAYLOAD, w->comm, &reqs[i]), what, error))
-      return PP_PAYLOAD_ABANDONED;
+      return PP_DATA_PLANE_ABANDONED;
   }
-  if (!pp_transport_wait_requests (w, reqs, n, NULL, what, error))
-    return PP_PAYLOAD_ABANDONED;
-  return PP_PAYLOAD_DONE;
+  if (!pp_wait_requests (w, reqs, n, NULL, what, error))
+    return PP_DATA_PLANE_ABANDONED;
+  return PP_DATA_PLANE_DONE;
 }
 
-static PpPayloadResult
-mpi_recv (PpPayloadPlane * plane, const PpWait * w, PpChunk * chunk,
+static PpDataPlaneResult
+mpi_recv (PpDataPlane * plane, const PpWait * w, PpChunk * chunk,
     GError ** error)
 {
   guint n = chunk->tensors->len;
@@ -43,10 +43,10 @@ mpi_recv (PpPayloadPlane * plane, const PpWait * w, PpChunk * chunk,
     PpTensor *t = g_ptr_array_index (chunk->tensors, i);
     if (!pp_mpi_check (MPI_Irecv (t->data, (int) t->nbytes, MPI_BYTE,
                 w->peer, PP_TAG_PAYLOAD, w->comm, &reqs[i]), what, error))
-      return PP_PAYLOAD_ABANDONED;
+      return PP_DATA_PLANE_ABANDONED;
   }
-  if (!pp_transport_wait_requests (w, reqs, n, statuses, what, error))
-    return PP_PAYLOAD_ABANDONED;
+  if (!pp_wait_requests (w, reqs, n, statuses, what, error))
+    return PP_DATA_PLANE_ABANDONED;
   /* MPI accepts a shorter message than the buffer: hold each payload to
    * its manifest. */
   for (guint i = 0; i < n; i++) {
@@ -59,23 +59,23 @@ mpi_recv (PpPayloadPlane * plane, const PpWait * w, PpChunk * chunk,
           "payload '%s' of chunk %" G_GUINT64_FORMAT " from rank %d: the "
           "manifest says %" G_GSIZE_FORMAT " bytes, %d arrived", t->name,
           chunk->chunk_id, w->peer, t->nbytes, count);
-      return PP_PAYLOAD_FAILED;
+      return PP_DATA_PLANE_FAILED;
     }
   }
-  return PP_PAYLOAD_DONE;
+  return PP_DATA_PLANE_DONE;
 }
 
-static const PpPayloadPlaneClass mpi_plane_class = {
+static const PpDataPlaneClass mpi_plane_class = {
   .name = "MPI",
   .preflight = NULL,            /* the envelope's own preflight suffices */
   .send = mpi_send,
   .recv = mpi_recv,
 };
 
-static PpPayloadPlane mpi_plane = { &mpi_plane_class };
+static PpDataPlane mpi_plane = { &mpi_plane_class };
 
-PpPayloadPlane *
-pp_payload_plane_mpi (void)
+PpDataPlane *
+pp_data_plane_mpi (void)
 {
   return &mpi_plane;
 }

@@ -8,7 +8,7 @@
  * what it is doing: which chunk its compute thread holds and since when,
  * the last chunk it received and sent.  A peer silent for timeout-ms, or
  * computing one chunk for longer than its allowance (the callbacks'
- * @allowance: what that compute is expected to take, pp-pace.h; else
+ * @allowance: what that compute is expected to take, pp-allowance.h; else
  * timeout-ms), is declared dead by the watchdog: rank 0 fails the mesh
  * naming it, a worker exits.  Heartbeats
  * and reports travel on tags of their own (PP_TAG_HEARTBEAT,

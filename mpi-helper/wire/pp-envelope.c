@@ -1,7 +1,6 @@
 /* ppdiffuse — chunk envelope v1. */
 #include "pp-envelope.h"
 #include "pp-backend.h"         /* the memory table only: no backend code */
-#include "pp-chunk-pool.h"
 #include "pp-error.h"
 
 #include <string.h>
@@ -66,8 +65,8 @@ pp_chunk_free (PpChunk * chunk)
 {
   if (chunk == NULL)
     return;
-  if (chunk->pool != NULL) {
-    pp_chunk_pool_release (chunk);
+  if (chunk->owner != NULL) {
+    chunk->owner->release (chunk);
     return;
   }
   g_ptr_array_unref (chunk->tensors);
@@ -139,8 +138,7 @@ pp_chunk_fit_tensor (PpChunk * chunk, guint index, const PpTensorSpec * spec,
   PpTensor *t = index < tensors->len ? g_ptr_array_index (tensors, index)
       : NULL;
 
-  struct _PpBackend *backend = chunk->pool != NULL
-      ? pp_chunk_pool_backend (chunk->pool) : NULL;
+  struct _PpBackend *backend = chunk->backend;
 
   g_return_val_if_fail (index <= tensors->len, NULL);
   if (t != NULL && pp_tensor_has_spec_on (t, spec, backend)) {

@@ -9,6 +9,8 @@
 
 #include <glib.h>
 
+#include "pp-log.h"
+
 G_BEGIN_DECLS
 
 /* The handshake's protocol version: a peer of another version is refused.
@@ -29,7 +31,7 @@ enum
   PP_TAG_REPORT = 106,          /* worker → rank 0: why it fails */
   PP_TAG_NCCL_ID = 107,         /* an NCCL communicator's unique id, from
                                  * its lowest rank to the others */
-  /* The emulated NCCL table (pp-nccl-emulated.h, tests only): its
+  /* The emulated NCCL table (tests/support/pp-nccl-emulated.h): its
    * communicators' set-up, and their payloads. */
   PP_TAG_NCCL_EMULATED_BOOT = 108,
   PP_TAG_NCCL_EMULATED = 109,
@@ -117,12 +119,26 @@ enum
  * what the hang test would do without its watchdog. */
 #define PP_NO_WATCHDOG_ENV "PPDIFFUSE_TEST_NO_WATCHDOG"
 /* Test-only, builds with fault injection: rank:R,chunk:N,kind:K makes a
- * worker misbehave (pp-fault.h). */
+ * worker misbehave (tests/support/pp-fault.h). */
 #define PP_FAULT_ENV "PPDIFFUSE_FAULT"
 /* Test-only, builds with fault injection: the start-up floor in ms instead
  * of PP_MESH_START_FLOOR_MS, and a delay in ms before rank 0's
  * MPI_Init_thread (a slow MPI start-up). */
 #define PP_TEST_START_FLOOR_ENV "PPDIFFUSE_TEST_START_FLOOR_MS"
 #define PP_TEST_INIT_DELAY_ENV "PPDIFFUSE_TEST_MPI_INIT_DELAY_MS"
+
+/* Any rank, at start: a build without fault injection warns when
+ * PPDIFFUSE_FAULT is set anyway, naming the option, so that a test run
+ * against a release build says why nothing fails. */
+static inline void
+pp_fault_injection_check (void)
+{
+#ifndef PP_FAULT_INJECTION
+  if (g_getenv (PP_FAULT_ENV) != NULL)
+    PP_WARN ("%s is set, but this build of ppdiffuse has no fault "
+        "injection (meson option fault-injection is off): no fault will be "
+        "injected", PP_FAULT_ENV);
+#endif
+}
 
 G_END_DECLS

@@ -1,7 +1,10 @@
-/* ppdiffuse — the worker's test hooks, built with fault injection: each
- * hook fires the fault of PPDIFFUSE_FAULT that belongs to it (pp-hooks.h). */
-#include "pp-hooks.h"
+/* ppdiffuse — the worker's test hooks (PpWorkerHooks, pp-worker-room.h):
+ * each fires the fault of PPDIFFUSE_FAULT that belongs to it.  Linked into
+ * ppdiffuse-worker only with the fault-injection option; the table is
+ * installed when the executable loads, before its main runs. */
+#include "pp-worker-room.h"
 #include "pp-fault.h"
+#include "pp-protocol.h"
 #include "pp-recorder.h"
 #include "pp-weights.h"
 
@@ -11,7 +14,7 @@
 #include <unistd.h>
 
 #ifndef PP_FAULT_INJECTION
-#error "pp-hooks.c is built only with the fault-injection option"
+#error "pp-fault-hooks.c is built only with the fault-injection option"
 #endif
 
 /* The slow fault sleeps this many timeouts in one step. */
@@ -20,7 +23,7 @@
  * spawned (world rank - 1), known before MPI_Init. */
 #define OMPI_RANK_ENV "OMPI_COMM_WORLD_RANK"
 
-/* This worker's fault (set by pp_hooks_init before the threads start,
+/* This worker's fault (set by the init hook before the threads start,
  * then only through fires), its world rank, and the hang fault's flag,
  * which every thread reads (atomic). */
 static PpFault fault;
@@ -41,8 +44,8 @@ fires (PpFaultKind kind, guint64 chunk_id)
   return fired;
 }
 
-void
-pp_hooks_before_mpi_init (void)
+static void
+hook_before_mpi_init (void)
 {
   const gchar *spawn_rank = g_getenv (OMPI_RANK_ENV);
   guint64 r;
@@ -67,15 +70,15 @@ pp_hooks_before_mpi_init (void)
   }
 }
 
-void
-pp_hooks_init (gint world_rank)
+static void
+hook_init (gint world_rank)
 {
   rank = world_rank;
   fault = pp_fault_for_rank (world_rank);
 }
 
-void
-pp_hooks_model_load (void)
+static void
+hook_model_load (void)
 {
   const guint slices = 20;
   guint64 ms = fault.chunk;
@@ -93,8 +96,8 @@ pp_hooks_model_load (void)
   fault.kind = PP_FAULT_NONE;
 }
 
-void
-pp_hooks_model_digest (gchar * digest)
+static void
+hook_model_digest (gchar * digest)
 {
   if (!fires (PP_FAULT_BAD_DIGEST, 0))
     return;
@@ -102,16 +105,16 @@ pp_hooks_model_digest (gchar * digest)
   digest[0] = digest[0] == '0' ? '1' : '0';
 }
 
-void
-pp_hooks_freeze_point (void)
+static void
+hook_freeze_point (void)
 {
   if (g_atomic_int_get (&frozen))
     for (;;)
       g_usleep (G_USEC_PER_SEC);
 }
 
-void
-pp_hooks_before_steps (guint64 chunk_id)
+static void
+hook_before_steps (guint64 chunk_id)
 {
   static const PpFaultKind kinds[] = {
     PP_FAULT_KILL, PP_FAULT_HANG, PP_FAULT_EXIT0, PP_FAULT_EXIT1,
@@ -131,7 +134,7 @@ pp_hooks_before_steps (guint64 chunk_id)
         break;
       case PP_FAULT_HANG:
         g_atomic_int_set (&frozen, 1);
-        pp_hooks_freeze_point ();
+        hook_freeze_point ();
         break;
       case PP_FAULT_EXIT0:
         _exit (0);
@@ -145,8 +148,8 @@ pp_hooks_before_steps (guint64 chunk_id)
   }
 }
 
-void
-pp_hooks_after_step (guint64 chunk_id, guint timeout_ms)
+static void
+hook_after_step (guint64 chunk_id, guint timeout_ms)
 {
   if (!fires (PP_FAULT_SLOW, chunk_id))
     return;
@@ -155,8 +158,8 @@ pp_hooks_after_step (guint64 chunk_id, guint timeout_ms)
       : (gulong) PP_FAULT_SLOW_TIMEOUTS * timeout_ms * 1000);
 }
 
-gboolean
-pp_hooks_before_send (const PpChunk * chunk, gint peer,
+static gboolean
+hook_before_send (const PpChunk * chunk, gint peer,
     PpSendDefect * defect, gboolean * twice)
 {
   const guint64 id = chunk->chunk_id;
@@ -174,4 +177,24 @@ pp_hooks_before_send (const PpChunk * chunk, gint peer,
   PP_WARN ("injecting a fault into the send of chunk %" G_GUINT64_FORMAT, id);
   pp_recorder_note (PP_REC_FAULT, id, peer, 0, PP_REC_DONE);
   return *defect != PP_SEND_INTACT || *twice;
+}
+
+static const PpWorkerHooks fault_hooks = {
+  .before_mpi_init = hook_before_mpi_init,
+  .init = hook_init,
+  .model_load = hook_model_load,
+  .model_digest = hook_model_digest,
+  .before_steps = hook_before_steps,
+  .after_step = hook_after_step,
+  .before_send = hook_before_send,
+  .freeze_point = hook_freeze_point,
+};
+
+/* At load, so that the hook before MPI_Init is in place too; the worker
+ * knows only the table, never this file. */
+__attribute__((constructor))
+static void
+install_fault_hooks (void)
+{
+  pp_worker_set_hooks (&fault_hooks);
 }

@@ -14,13 +14,13 @@ G_BEGIN_DECLS
 #define PP_PLAN_DEFAULT_BACKEND "cpu"
 
 /* The data plane: how chunk payloads travel between ranks (the control
- * plane is MPI whatever it is).  Chosen by rank 0 (pp-data-planes.h). */
+ * plane is MPI whatever it is).  Chosen by rank 0 (pp-nccl-links.h). */
 #define PP_DATA_PLANE_MPI "mpi"         /* MPI point-to-point, host buffers */
 #define PP_DATA_PLANE_NCCL "nccl"       /* NCCL, device buffers (cuda) */
 /* Test and simulation mode: the NCCL data path (per-link planes, device
  * chunk pools, model steps from device tensors) over a table that carries
  * NCCL's sends and receives by MPI on the cpu backend's memory
- * (pp-nccl-emulated.h). */
+ * (tests/support/pp-nccl-emulated.h: test builds only). */
 #define PP_DATA_PLANE_NCCL_EMULATED "nccl-emulated"
 
 typedef struct

@@ -7,60 +7,12 @@
 
 #include <mpi.h>
 
+#include "pp-data-plane.h"
 #include "pp-envelope.h"
 #include "pp-protocol.h"
+#include "pp-wait.h"
 
 G_BEGIN_DECLS
-
-typedef struct _PpPayloadPlane PpPayloadPlane;
-
-/* Test-only ways for a sender to break the contract (fault injection). */
-typedef enum
-{
-  PP_SEND_INTACT,
-  PP_SEND_BAD_VERSION,          /* the head claims another major version */
-  PP_SEND_BAD_SPEC,             /* the first payload is half its manifest size */
-} PpSendDefect;
-
-/* Called between polls of an open-ended wait: FALSE (with error) stops it. */
-typedef gboolean (*PpAliveFunc) (gpointer data, GError ** error);
-
-typedef struct
-{
-  MPI_Comm comm;
-  gint peer;                    /* rank in comm */
-  gint64 deadline_us;           /* monotonic; PP_NO_DEADLINE for none */
-  PpAliveFunc alive;            /* may be NULL */
-  gpointer alive_data;
-} PpWait;
-
-gint64    pp_deadline_in_ms   (guint timeout_ms);
-gboolean  pp_mpi_check        (int rc, const gchar * what, GError ** error);
-
-/* The pace of every polled wait, whatever it polls (MPI requests, NCCL
- * communicators): a sleep that backs off from fast to a period that leaves
- * oversubscribed cores to compute, and the liveness check asked a few
- * times a second. */
-typedef struct
-{
-  gulong period_us;
-  gint64 next_alive_us;
-} PpPoll;
-
-void      pp_poll_start       (PpPoll * poll);
-void      pp_poll_sleep       (PpPoll * poll);
-/* TRUE when @w has a deadline and @now is past it. */
-gboolean  pp_wait_past_deadline (const PpWait * w, gint64 now);
-/* Asks w->alive when it is due (never more often than a few times a
- * second); FALSE with its error when it says to stop. */
-gboolean  pp_poll_alive       (const PpWait * w, PpPoll * poll, gint64 now,
-                               GError ** error);
-/* Polls @n requests to completion with MPI_Testall under @w (their
- * statuses to @statuses when set).  On failure the requests are left
- * pending: their buffers must then never be freed. */
-gboolean  pp_transport_wait_requests (const PpWait * w, MPI_Request * reqs,
-                               int n, MPI_Status * statuses,
-                               const gchar * what, GError ** error);
 
 /* One direction of chunk traffic with one peer, kept from chunk to chunk
  * so that a warm chunk is sent or received without allocating: the
@@ -73,18 +25,18 @@ typedef struct _PpChunkLink PpChunkLink;
  * once, made up front (pp_chunk_pool_new); 0 for a link that only sends. */
 PpChunkLink *pp_chunk_link_new  (guint reserve);
 /* The same receiving into chunks whose payloads live in @backend's device
- * memory (pp_chunk_pool_new_on): a link whose payload plane is NCCL. */
+ * memory (pp_chunk_pool_new_on): a link whose data plane is NCCL. */
 PpChunkLink *pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend);
 /* Chunks received through @link may outlive it (their pool stays until
  * they are given back). */
 void      pp_chunk_link_free      (PpChunkLink * link);
 /* Chunks the link's pool has made: the most held at once. */
 guint     pp_chunk_link_pool_size (PpChunkLink * link);
-/* The plane the link's payloads travel on (pp-payload-plane.h); a new link
- * uses pp_payload_plane_mpi.  @plane is borrowed: it must outlive the
+/* The plane the link's payloads travel on (pp-data-plane.h); a new link
+ * uses pp_data_plane_mpi.  @plane is borrowed: it must outlive the
  * link's transfers.  Both ends of a link must use the same plane. */
-void      pp_chunk_link_set_payload_plane (PpChunkLink * link,
-                                   PpPayloadPlane * plane);
+void      pp_chunk_link_set_data_plane (PpChunkLink * link,
+                                   PpDataPlane * plane);
 
 gboolean  pp_transport_send_bytes (const PpWait * w, gint tag,
                                    GBytes * bytes, const gchar * what,

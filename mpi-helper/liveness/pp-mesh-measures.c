@@ -2,9 +2,9 @@
  * slice and a round of the mesh are expected to take, from the warm-up
  * pass and the busy time the workers' heartbeats carry.  The deadlines
  * of rank 0's waits and the watchdog's allowance for a compute come from
- * it, by the rule of pp-pace.h. */
+ * it, by the rule of pp-allowance.h. */
 #include "pp-mesh-private.h"
-#include "pp-pace.h"
+#include "pp-allowance.h"
 #include <string.h>
 
 /* Warm-up passes run one at a time, before any frame: the last one is the
@@ -24,7 +24,7 @@ void
 pp_mesh_pace_returned (PpMesh * mesh, gint64 latency_us)
 {
   g_mutex_lock (&mesh->lock);
-  mesh->pace_round_us = pp_pace_update_round_us (mesh->pace_round_us,
+  mesh->pace_round_us = pp_allowance_update_round_us (mesh->pace_round_us,
       latency_us);
   g_mutex_unlock (&mesh->lock);
 }
@@ -88,7 +88,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
   warm_ups = mesh->pace_warm_ups;
   g_mutex_unlock (&mesh->lock);
   chunks = chunks_measured (hb, warm_ups);
-  return pp_pace_expected_slice_us (mesh->timeout_ms, hb->busy_us, chunks,
+  return pp_allowance_expected_slice_us (mesh->timeout_ms, hb->busy_us, chunks,
       chunks > 0 ? 0 : peer_step_us (mesh, i, warm_ups), round_us,
       slice->end - slice->first, mesh->plan->n_steps, source);
 }
@@ -96,7 +96,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
 gint64
 pp_mesh_slice_allowance_us (PpMesh * mesh, guint i, const PpHeartbeat * hb)
 {
-  return pp_pace_allowance_us (mesh->timeout_ms,
+  return pp_allowance_us (mesh->timeout_ms,
       pp_mesh_expected_slice_us (mesh, i, hb, NULL));
 }
 
@@ -104,8 +104,8 @@ void
 pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
 {
   /* The least certain source of any slice is the round's. */
-  static const gchar *const sources[] = { PP_PACE_BUSY, PP_PACE_PEER,
-    PP_PACE_ROUND, PP_PACE_UNMEASURED
+  static const gchar *const sources[] = { PP_ALLOWANCE_BUSY, PP_ALLOWANCE_PEER,
+    PP_ALLOWANCE_ROUND, PP_ALLOWANCE_UNMEASURED
   };
   guint rank = 0;
 
@@ -124,16 +124,16 @@ pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
         rank = MAX (rank, s);
   }
   pace->source = sources[rank];
-  pace->round_allowance_us = pp_pace_allowance_us (mesh->timeout_ms,
+  pace->round_allowance_us = pp_allowance_us (mesh->timeout_ms,
       pace->round_us);
-  pace->stage_allowance_us = pp_pace_allowance_us (mesh->timeout_ms,
+  pace->stage_allowance_us = pp_allowance_us (mesh->timeout_ms,
       pace->stage_us);
 }
 
 const gchar *
 pp_mesh_pace_advice (void)
 {
-  return pp_pace_advice ();
+  return pp_allowance_advice ();
 }
 
 gchar *
@@ -143,7 +143,7 @@ pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,
   return g_strdup_printf ("expected %" G_GINT64_FORMAT " ms (%s), allowed %"
       G_GINT64_FORMAT " ms: max (timeout-ms %u, %d × expected + %u ms)",
       expected_us / 1000, source,
-      pp_pace_allowance_us (mesh->timeout_ms, expected_us) / 1000,
-      mesh->timeout_ms, PP_PACE_FACTOR,
+      pp_allowance_us (mesh->timeout_ms, expected_us) / 1000,
+      mesh->timeout_ms, PP_ALLOWANCE_FACTOR,
       mesh->timeout_ms / PP_HEARTBEAT_DIVISOR);
 }

@@ -72,9 +72,14 @@ pp_chunk_pool_new_on (guint reserve, struct _PpBackend * backend)
 static void
 chunk_destroy (PpChunk * chunk)
 {
-  chunk->pool = NULL;
+  chunk->owner = NULL;
   pp_chunk_free (chunk);
 }
+
+static void chunk_release (PpChunk * chunk);
+
+/* What pp_chunk_free calls for a chunk the pool lent. */
+static const PpChunkOwner pool_owner = { chunk_release };
 
 /* Called with the lock held, which it releases; frees the pool after the
  * last reference. */
@@ -130,14 +135,17 @@ pp_chunk_pool_acquire (PpChunkPool * pool)
     memset (chunk, 0, sizeof *chunk);
     chunk->tensors = tensors;
   }
-  chunk->pool = pool;
+  chunk->backend = pool->backend;
+  chunk->owner = &pool_owner;
+  chunk->owner_data = pool;
   return chunk;
 }
 
-void
-pp_chunk_pool_release (PpChunk * chunk)
+/* Called by pp_chunk_free for a chunk of a pool. */
+static void
+chunk_release (PpChunk * chunk)
 {
-  PpChunkPool *pool = chunk->pool;
+  PpChunkPool *pool = chunk->owner_data;
 
   g_mutex_lock (&pool->lock);
   if (pool->closed)

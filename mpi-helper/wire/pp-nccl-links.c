@@ -1,16 +1,15 @@
-/* ppdiffuse — the mesh's data plane and its per-link NCCL planes
- * (pp-data-planes.h). */
-#include "pp-data-planes.h"
+/* ppdiffuse — the NCCL links of one rank (pp-nccl-links.h). */
+#include "pp-nccl-links.h"
+#include "pp-data-plane-choice.h"
 #include "pp-error.h"
 #include "pp-log.h"
-#include "pp-nccl-emulated.h"
 #include "pp-protocol.h"
 
 /* One pipeline link of this rank: its NCCL plane and stream, behind a
- * payload plane that prepares the calling thread. */
+ * data plane that prepares the calling thread. */
 typedef struct
 {
-  PpPayloadPlane parent;
+  PpDataPlane parent;
   PpNcclPlane *nccl;
   PpBackend *backend;
   const PpNcclApi *api;
@@ -19,7 +18,7 @@ typedef struct
   gint ranks[2];
 } Link;
 
-struct _PpDataPlanes
+struct _PpNcclLinks
 {
   GMutex lock;
   GPtrArray *links;             /* Link *, in the global order */
@@ -28,88 +27,20 @@ struct _PpDataPlanes
   GError *aborted;              /* the first abort's reason */
 };
 
-/* ---- the choice --------------------------------------------------------- */
-
-const gchar *
-pp_data_plane_choose (PpBackend * backend, guint n_ranks, gboolean local,
-    GError ** error)
-{
-  const gchar *env = g_getenv (PP_DATA_PLANE_ENV);
-  const gboolean cuda = g_str_equal (pp_backend_name (backend),
-      PP_BACKEND_CUDA);
-  g_autoptr (GError) no_nccl = NULL;
-
-  /* The NCCL table lives in the CUDA module: asked for only when the
-   * backend is cuda, so that a CPU mesh never loads it. */
-  if (env == NULL || *env == '\0' || g_str_equal (env, "auto")) {
-    if (!cuda || pp_nccl_api_get (&no_nccl) == NULL)
-      return PP_DATA_PLANE_MPI;
-    if (local && (guint) pp_backend_cuda_devices () < n_ranks) {
-      PP_INFO ("data plane mpi: %u ranks share %d GPUs of this host, and "
-          "NCCL wants a device per rank", n_ranks, pp_backend_cuda_devices ());
-      return PP_DATA_PLANE_MPI;
-    }
-    return PP_DATA_PLANE_NCCL;
-  }
-  if (g_str_equal (env, PP_DATA_PLANE_MPI))
-    return PP_DATA_PLANE_MPI;
-  if (g_str_equal (env, PP_DATA_PLANE_NCCL)) {
-    if (pp_nccl_api_get (&no_nccl) == NULL) {
-      g_propagate_prefixed_error (error, g_steal_pointer (&no_nccl),
-          "%s=%s: ", PP_DATA_PLANE_ENV, env);
-      return NULL;
-    }
-    if (!cuda) {
-      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: NCCL carries "
-          "device memory of the cuda backend, not of %s", PP_DATA_PLANE_ENV,
-          env, pp_backend_name (backend));
-      return NULL;
-    }
-    return PP_DATA_PLANE_NCCL;
-  }
-  if (g_str_equal (env, PP_DATA_PLANE_NCCL_EMULATED)) {
-    /* MPI carries the "device" memory: it must be host memory. */
-    if (!g_str_equal (pp_backend_name (backend), PP_BACKEND_CPU)) {
-      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s (a test and "
-          "simulation mode) needs the cpu backend, whose device memory is "
-          "host memory MPI can carry, not %s", PP_DATA_PLANE_ENV, env,
-          pp_backend_name (backend));
-      return NULL;
-    }
-    return PP_DATA_PLANE_NCCL_EMULATED;
-  }
-  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: expected auto, %s, "
-      "%s or %s", PP_DATA_PLANE_ENV, env, PP_DATA_PLANE_MPI,
-      PP_DATA_PLANE_NCCL, PP_DATA_PLANE_NCCL_EMULATED);
-  return NULL;
-}
-
-const PpNcclApi *
-pp_data_plane_api (const gchar * data_plane, MPI_Comm world, GError ** error)
-{
-  if (g_strcmp0 (data_plane, PP_DATA_PLANE_NCCL_EMULATED) == 0)
-    return pp_nccl_emulated_api (world);
-  if (g_strcmp0 (data_plane, PP_DATA_PLANE_NCCL) == 0)
-    return pp_nccl_api_get (error);
-  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "data plane %s has no NCCL "
-      "table", data_plane);
-  return NULL;
-}
-
-/* ---- a link's payload plane --------------------------------------------- */
+/* ---- a link's data plane --------------------------------------------- */
 
 static gboolean
-link_preflight (PpPayloadPlane * base, const PpWait * w,
+link_preflight (PpDataPlane * base, const PpWait * w,
     const PpChunk * chunk, GError ** error)
 {
   Link *link = (Link *) base;
 
-  return pp_payload_plane_preflight (pp_nccl_plane_payload_plane
+  return pp_data_plane_preflight (pp_nccl_plane_data_plane
       (link->nccl), w, chunk, error);
 }
 
-static PpPayloadResult
-link_send (PpPayloadPlane * base, const PpWait * w, const PpChunk * chunk,
+static PpDataPlaneResult
+link_send (PpDataPlane * base, const PpWait * w, const PpChunk * chunk,
     PpSendDefect defect, GError ** error)
 {
   Link *link = (Link *) base;
@@ -118,12 +49,12 @@ link_send (PpPayloadPlane * base, const PpWait * w, const PpChunk * chunk,
   /* The payloads were written on the backend's stream (encode, the steps,
    * a copy): the plane's own stream is not ordered after it. */
   pp_backend_synchronize (link->backend);
-  return pp_payload_plane_send (pp_nccl_plane_payload_plane (link->nccl), w,
+  return pp_data_plane_send (pp_nccl_plane_data_plane (link->nccl), w,
       chunk, defect, error);
 }
 
-static PpPayloadResult
-link_recv (PpPayloadPlane * base, const PpWait * w, PpChunk * chunk,
+static PpDataPlaneResult
+link_recv (PpDataPlane * base, const PpWait * w, PpChunk * chunk,
     GError ** error)
 {
   Link *link = (Link *) base;
@@ -131,11 +62,11 @@ link_recv (PpPayloadPlane * base, const PpWait * w, PpChunk * chunk,
   /* Complete when it returns: the event behind the group was queried
    * done, so work enqueued after this on any stream sees the payloads. */
   pp_backend_make_current (link->backend);
-  return pp_payload_plane_recv (pp_nccl_plane_payload_plane (link->nccl), w,
+  return pp_data_plane_recv (pp_nccl_plane_data_plane (link->nccl), w,
       chunk, error);
 }
 
-static const PpPayloadPlaneClass link_class = {
+static const PpDataPlaneClass link_class = {
   .name = "NCCL",
   .preflight = link_preflight,
   .send = link_send,
@@ -144,10 +75,10 @@ static const PpPayloadPlaneClass link_class = {
 
 /* ---- set-up ------------------------------------------------------------- */
 
-PpDataPlanes *
-pp_data_planes_new (void)
+PpNcclLinks *
+pp_nccl_links_new (void)
 {
-  PpDataPlanes *planes = g_new0 (PpDataPlanes, 1);
+  PpNcclLinks *planes = g_new0 (PpNcclLinks, 1);
 
   g_mutex_init (&planes->lock);
   planes->links = g_ptr_array_new ();
@@ -191,7 +122,7 @@ link_new (const PpNcclApi * api, MPI_Comm world, gint lo, gint hi,
 }
 
 gboolean
-pp_data_planes_connect (PpDataPlanes * planes, const PpPlan * plan,
+pp_nccl_links_connect (PpNcclLinks * planes, const PpPlan * plan,
     MPI_Comm world, gint rank, PpBackend * backend, const PpWait * w,
     GError ** error)
 {
@@ -232,14 +163,14 @@ pp_data_planes_connect (PpDataPlanes * planes, const PpPlan * plan,
   return TRUE;
 }
 
-PpPayloadPlane *
-pp_data_planes_to_next (PpDataPlanes * planes)
+PpDataPlane *
+pp_nccl_links_to_next (PpNcclLinks * planes)
 {
   return planes->to_next ? &planes->to_next->parent : NULL;
 }
 
-PpPayloadPlane *
-pp_data_planes_from_prev (PpDataPlanes * planes)
+PpDataPlane *
+pp_nccl_links_from_prev (PpNcclLinks * planes)
 {
   return planes->from_prev ? &planes->from_prev->parent : NULL;
 }
@@ -247,7 +178,7 @@ pp_data_planes_from_prev (PpDataPlanes * planes)
 /* ---- the end ------------------------------------------------------------ */
 
 void
-pp_data_planes_abort (PpDataPlanes * planes, const GError * reason)
+pp_nccl_links_abort (PpNcclLinks * planes, const GError * reason)
 {
   if (planes == NULL)
     return;
@@ -264,7 +195,7 @@ pp_data_planes_abort (PpDataPlanes * planes, const GError * reason)
 }
 
 gboolean
-pp_data_planes_close (PpDataPlanes * planes, const PpWait * w,
+pp_nccl_links_close (PpNcclLinks * planes, const PpWait * w,
     GError ** error)
 {
   gboolean ok = TRUE;
@@ -291,7 +222,7 @@ pp_data_planes_close (PpDataPlanes * planes, const PpWait * w,
 }
 
 void
-pp_data_planes_free (PpDataPlanes * planes)
+pp_nccl_links_free (PpNcclLinks * planes)
 {
   if (planes == NULL)
     return;

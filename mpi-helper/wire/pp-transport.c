@@ -2,108 +2,13 @@
 #include "pp-transport.h"
 #include "pp-chunk-pool.h"
 #include "pp-error.h"
-#include "pp-payload-plane.h"
+#include "pp-data-plane.h"
 #include "pp-log.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
 
-/* Poll back-off: start fast for low latency, settle at a period that keeps
- * oversubscribed cores free for compute. */
-#define PP_POLL_MIN_US 10
-#define PP_POLL_MAX_US 500
 /* A message already matched by a probe is received within this. */
 #define PP_TRY_RECV_TIMEOUT_MS 1000
-/* Liveness checks read /proc: a few per second are plenty. */
-#define PP_ALIVE_PERIOD_US 50000
-
-gint64
-pp_deadline_in_ms (guint timeout_ms)
-{
-  return g_get_monotonic_time () + (gint64) timeout_ms * 1000;
-}
-
-gboolean
-pp_mpi_check (int rc, const gchar * what, GError ** error)
-{
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-
-  if (rc == MPI_SUCCESS)
-    return TRUE;
-  MPI_Error_string (rc, text, &len);
-  g_set_error (error, PP_ERROR, PP_ERROR_MPI, "%s: MPI error %d: %.*s", what,
-      rc, len, text);
-  return FALSE;
-}
-
-void
-pp_poll_start (PpPoll * poll)
-{
-  poll->period_us = PP_POLL_MIN_US;
-  poll->next_alive_us = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
-}
-
-void
-pp_poll_sleep (PpPoll * poll)
-{
-  g_usleep (poll->period_us);
-  poll->period_us = MIN (poll->period_us * 2, PP_POLL_MAX_US);
-}
-
-gboolean
-pp_wait_past_deadline (const PpWait * w, gint64 now)
-{
-  return w->deadline_us != PP_NO_DEADLINE && now > w->deadline_us;
-}
-
-gboolean
-pp_poll_alive (const PpWait * w, PpPoll * poll, gint64 now, GError ** error)
-{
-  if (w->alive == NULL || now < poll->next_alive_us)
-    return TRUE;
-  poll->next_alive_us = now + PP_ALIVE_PERIOD_US;
-  return w->alive (w->alive_data, error);
-}
-
-static gboolean
-wait_expired (const PpWait * w, PpPoll * poll, const gchar * what,
-    GError ** error)
-{
-  gint64 now = g_get_monotonic_time ();
-
-  if (pp_wait_past_deadline (w, now)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_TIMEOUT,
-        "%s (peer rank %d): no progress before the deadline (timeout-ms)",
-        what, w->peer);
-    return TRUE;
-  }
-  if (!pp_poll_alive (w, poll, now, error)) {
-    g_prefix_error (error, "%s (peer rank %d): ", what, w->peer);
-    return TRUE;
-  }
-  return FALSE;
-}
-
-gboolean
-pp_transport_wait_requests (const PpWait * w, MPI_Request * reqs, int n,
-    MPI_Status * statuses, const gchar * what, GError ** error)
-{
-  PpPoll poll;
-
-  pp_poll_start (&poll);
-  for (;;) {
-    int flag = 0;
-    int rc = MPI_Testall (n, reqs, &flag,
-        statuses ? statuses : MPI_STATUSES_IGNORE);
-    if (!pp_mpi_check (rc, what, error))
-      return FALSE;
-    if (flag)
-      return TRUE;
-    if (wait_expired (w, &poll, what, error))
-      return FALSE;
-    pp_poll_sleep (&poll);
-  }
-}
 
 gboolean
 pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
@@ -121,7 +26,7 @@ pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
   if (!pp_mpi_check (MPI_Isend (data, (int) len, MPI_BYTE, w->peer, tag,
               w->comm, &req), what, error))
     return FALSE;
-  if (!pp_transport_wait_requests (w, &req, 1, NULL, what, error)) {
+  if (!pp_wait_requests (w, &req, 1, NULL, what, error)) {
     g_bytes_ref (bytes);        /* MPI may still read it */
     return FALSE;
   }
@@ -145,7 +50,7 @@ probe_message (const PpWait * w, gint tag, gsize max_len, const gchar * what,
       return FALSE;
     if (found)
       break;
-    if (wait_expired (w, &poll, what, error))
+    if (pp_wait_expired (w, &poll, what, error))
       return FALSE;
     pp_poll_sleep (&poll);
   }
@@ -167,7 +72,7 @@ receive_matched (const PpWait * w, MPI_Message * msg, gpointer buf, int count,
   MPI_Request req;
 
   return pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, msg, &req), what,
-      error) && pp_transport_wait_requests (w, &req, 1, NULL, what, error);
+      error) && pp_wait_requests (w, &req, 1, NULL, what, error);
 }
 
 GBytes *
@@ -260,7 +165,7 @@ struct _PpChunkLink
   GMutex lock;                  /* one transfer at a time */
   PpEnvelopeCodec *codec;
   PpChunkPool *pool;            /* what chunks are received into */
-  PpPayloadPlane *plane;        /* borrowed */
+  PpDataPlane *plane;        /* borrowed */
 };
 
 PpChunkLink *
@@ -277,7 +182,7 @@ pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend)
   g_mutex_init (&link->lock);
   link->codec = pp_envelope_codec_new ();
   link->pool = pp_chunk_pool_new_on (reserve, backend);
-  link->plane = pp_payload_plane_mpi ();
+  link->plane = pp_data_plane_mpi ();
   return link;
 }
 
@@ -299,7 +204,7 @@ pp_chunk_link_pool_size (PpChunkLink * link)
 }
 
 void
-pp_chunk_link_set_payload_plane (PpChunkLink * link, PpPayloadPlane * plane)
+pp_chunk_link_set_data_plane (PpChunkLink * link, PpDataPlane * plane)
 {
   g_mutex_lock (&link->lock);
   link->plane = plane;
@@ -318,7 +223,7 @@ static gboolean
 send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
     PpSendDefect defect, GError ** error)
 {
-  PpPayloadResult sent;
+  PpDataPlaneResult sent;
   MPI_Request head_req;
   const guint8 *head;
   gsize head_len;
@@ -326,7 +231,7 @@ send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
   guint64 event;
 
   if (!pp_envelope_write_head (link->codec, chunk, &head, &head_len, error)
-      || !pp_payload_plane_preflight (link->plane, w, chunk, error)) {
+      || !pp_data_plane_preflight (link->plane, w, chunk, error)) {
     pp_chunk_free (chunk);
     return FALSE;               /* preflight failed: nothing was sent */
   }
@@ -338,21 +243,21 @@ send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
       head_len + pp_chunk_payload_bytes (chunk));
   if (!pp_mpi_check (MPI_Isend (head, (int) head_len, MPI_BYTE, w->peer,
               PP_TAG_HEAD, w->comm, &head_req), what, error)) {
-    sent = PP_PAYLOAD_ABANDONED;
+    sent = PP_DATA_PLANE_ABANDONED;
     goto failed;
   }
   /* Once the head is out its payloads follow (the receiver is waiting for
    * them); the head's send is waited for after theirs, under the same
    * deadline. */
-  sent = pp_payload_plane_send (link->plane, w, chunk, defect, error);
-  if (sent != PP_PAYLOAD_DONE)
+  sent = pp_data_plane_send (link->plane, w, chunk, defect, error);
+  if (sent != PP_DATA_PLANE_DONE)
     goto failed;
-  if (!pp_transport_wait_requests (w, &head_req, 1, NULL, what, error))
+  if (!pp_wait_requests (w, &head_req, 1, NULL, what, error))
     goto failed;
   pp_recorder_end (event, PP_REC_DONE);
   PP_DEBUG ("sent chunk %" G_GUINT64_FORMAT " to rank %d: %" G_GSIZE_FORMAT
       " + %" G_GSIZE_FORMAT " bytes (%s)", chunk->chunk_id, w->peer, head_len,
-      pp_chunk_payload_bytes (chunk), pp_payload_plane_name (link->plane));
+      pp_chunk_payload_bytes (chunk), pp_data_plane_name (link->plane));
   pp_chunk_free (chunk);
   return TRUE;
 
@@ -361,7 +266,7 @@ failed:
   /* A pending send may still read the head buffer, and the payloads when
    * the plane left transfers posted: leave them to MPI (or NCCL). */
   pp_envelope_codec_abandon_buffer (link->codec);
-  if (sent == PP_PAYLOAD_ABANDONED)
+  if (sent == PP_DATA_PLANE_ABANDONED)
     pp_chunk_abandon_payloads (chunk);
   pp_chunk_free (chunk);
   return FALSE;
@@ -386,7 +291,7 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
 {
   static const gchar head_what[] = "receive of a chunk head";
   PpWait payload_wait = *w;
-  PpPayloadResult received;
+  PpDataPlaneResult received;
   MPI_Message msg;
   PpChunk *chunk;
   guint8 *head;
@@ -421,11 +326,11 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
   event = pp_recorder_begin (PP_REC_RECV, chunk->chunk_id, w->peer,
       len + pp_chunk_payload_bytes (chunk));
   payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
-  received = pp_payload_plane_recv (link->plane, &payload_wait, chunk, error);
-  if (received != PP_PAYLOAD_DONE) {
+  received = pp_data_plane_recv (link->plane, &payload_wait, chunk, error);
+  if (received != PP_DATA_PLANE_DONE) {
     pp_recorder_end (event, PP_REC_FAILED);
     /* Posted receives may still write into the payload buffers. */
-    if (received == PP_PAYLOAD_ABANDONED)
+    if (received == PP_DATA_PLANE_ABANDONED)
       pp_chunk_abandon_payloads (chunk);
     pp_chunk_free (chunk);
     return NULL;

@@ -67,6 +67,13 @@ typedef enum
 #define PP_CHUNK_FLAGS_KNOWN (PP_CHUNK_KIND_FLAGS | PP_CHUNK_FLAG_RESET)
 
 typedef struct _PpChunk PpChunk;
+
+/* What a chunk that is lent (by a pool) calls when it is freed. */
+typedef struct
+{
+  void (*release) (PpChunk * chunk);
+} PpChunkOwner;
+
 struct _PpChunk
 {
   guint16 flags;
@@ -78,9 +85,13 @@ struct _PpChunk
   guint32 n_steps;
   guint64 submit_us;
   GPtrArray *tensors;           /* PpTensor*, owned */
-  /* The pool pp_chunk_free gives it back to, or NULL (pp-chunk-pool.h). */
-  struct _PpChunkPool *pool;
-  PpChunk *next_free;           /* in its pool's free list */
+  /* Where its tensors live (NULL: the host), and who pp_chunk_free gives
+   * it back to (NULL: freed).  Set by its owner, a pool (pp-chunk-pool.h):
+   * the chunk calls back without knowing what a pool is. */
+  struct _PpBackend *backend;
+  const PpChunkOwner *owner;
+  gpointer owner_data;
+  PpChunk *next_free;           /* in its owner's free list */
 };
 
 /* What a manifest entry says of a tensor. */
@@ -108,16 +119,16 @@ PpChunk  *pp_chunk_new           (void);
 /* A deep copy: header fields and tensors (a device tensor copied on its
  * backend); NULL when memory runs out. */
 PpChunk  *pp_chunk_copy          (const PpChunk * chunk, GError ** error);
-/* Frees @chunk, or gives it back to its pool. */
+/* Frees @chunk, or gives it back to its owner. */
 void      pp_chunk_free          (PpChunk * chunk);
 void      pp_chunk_add_tensor    (PpChunk * chunk, PpTensor * tensor);
 PpTensor *pp_chunk_get_tensor    (const PpChunk * chunk, const gchar * name);
 gsize     pp_chunk_payload_bytes (const PpChunk * chunk);
 /* Makes tensor @index of @chunk one of @spec: the one there when its
  * dtype and shape already are (renamed if need be), else a new one; the
- * tensors before @index must exist.  A chunk of a pool on a backend
- * (pp_chunk_pool_new_on) gets its tensors in that backend's memory.  NULL (with @error) when the spec
- * cannot be allocated. */
+ * tensors before @index must exist.  A chunk on a backend (one of a pool
+ * made by pp_chunk_pool_new_on) gets its tensors in that backend's memory.
+ * NULL (with @error) when the spec cannot be allocated. */
 PpTensor *pp_chunk_fit_tensor    (PpChunk * chunk, guint index,
                                   const PpTensorSpec * spec,
                                   GError ** error);

@@ -1,4 +1,4 @@
-/* ppdiffuse — the NCCL payload plane: a chunk's payloads as ncclSend /
+/* ppdiffuse — the NCCL data plane: a chunk's payloads as ncclSend /
  * ncclRecv of device buffers on a non-blocking communicator over a list of
  * world ranks, every wait under a deadline (crash > hang).
  *
@@ -23,7 +23,7 @@
 #pragma once
 
 #include "pp-nccl-api.h"
-#include "pp-payload-plane.h"
+#include "pp-data-plane.h"
 
 G_BEGIN_DECLS
 
@@ -59,14 +59,14 @@ PpNcclPlane *pp_nccl_plane_new           (const PpNcclApi * api,
                                           PpCudaStream stream,
                                           const PpWait * w, GError ** error);
 
-/* The plane as a chunk link's payload plane (pp_chunk_link_set_payload_plane):
+/* The plane as a chunk link's data plane (pp_chunk_link_set_data_plane):
  * tensors' data are device pointers on the communicator's device. */
-PpPayloadPlane *pp_nccl_plane_payload_plane (PpNcclPlane * plane);
+PpDataPlane *pp_nccl_plane_data_plane (PpNcclPlane * plane);
 
 /* Payloads of @chunk to or from world rank w->peer. */
-PpPayloadResult pp_nccl_plane_send (PpNcclPlane * plane, const PpWait * w,
+PpDataPlaneResult pp_nccl_plane_send (PpNcclPlane * plane, const PpWait * w,
                                     const PpChunk * chunk, GError ** error);
-PpPayloadResult pp_nccl_plane_recv (PpNcclPlane * plane, const PpWait * w,
+PpDataPlaneResult pp_nccl_plane_recv (PpNcclPlane * plane, const PpWait * w,
                                     PpChunk * chunk, GError ** error);
 /* The checks that run before anything is posted: the plane not aborted,
  * w->peer in it, each payload's byte count that of its dtype and shape

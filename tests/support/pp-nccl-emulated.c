@@ -1,5 +1,6 @@
 /* ppdiffuse — the NCCL table emulated over MPI (pp-nccl-emulated.h). */
 #include "pp-nccl-emulated.h"
+#include "pp-data-plane-choice.h"
 #include "pp-log.h"
 #include "pp-protocol.h"
 
@@ -522,4 +523,13 @@ pp_nccl_emulated_api (MPI_Comm world)
   MPI_Comm_rank (world, &emu_me);
   g_mutex_unlock (&lock);
   return &emulated_api;
+}
+
+/* At load: the mesh finds the table through the data plane choice
+ * (pp_data_plane_api), which never names this file. */
+__attribute__((constructor))
+static void
+install_emulation (void)
+{
+  pp_data_plane_set_emulation (pp_nccl_emulated_api);
 }

@@ -25,7 +25,12 @@
  *   track the communicator's state, log it (info level) and count it.
  *
  * Everything runs on the world communicator given to the last
- * pp_nccl_emulated_api call: a process runs one mesh at a time. */
+ * pp_nccl_emulated_api call: a process runs one mesh at a time.
+ *
+ * Test-only code: linked (whole) into the test builds' plugin, worker and
+ * test programs, where it hands pp_nccl_emulated_api to the data plane
+ * choice (pp_data_plane_set_emulation) when it loads; never in a release
+ * build. */
 #pragma once
 
 #include <mpi.h>

@@ -1,9 +1,9 @@
 /* ppdiffuse — fault specs for the break-it tests.
  *
  * A worker reads PPDIFFUSE_FAULT=rank:R,chunk:N,kind:K[,ms:M] and
- * misbehaves on purpose, once, when chunk N passes through world rank R; the hooks that
- * fire each kind are in pp-hooks.h.  Built only with the meson option
- * fault-injection.  The kinds and the tests that use them are in
+ * misbehaves on purpose, once, when chunk N passes through world rank R;
+ * the hooks that fire each kind are in pp-fault-hooks.c.  Built only with
+ * the meson option fault-injection.  The kinds and the tests that use them are in
  * docs/operator/liveness-and-faults.md. */
 #pragma once
 

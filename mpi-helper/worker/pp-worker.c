@@ -17,16 +17,17 @@
  * Any error is sent to rank 0 as a report, logged with the rank and the
  * chunk together with the flight recorder, and the process exits.
  *
- * The break-it tests' faults fire in test hooks (pp-hooks.h), which
- * builds without the fault-injection option compile to nothing. */
-#include "pp-data-planes.h"
+ * The break-it tests' faults fire in test hooks (pp-worker-room.h), which
+ * only builds with the fault-injection option install. */
+#include "pp-worker-room.h"
+#include "pp-allowance.h"
+#include "pp-data-plane-choice.h"
 #include "pp-error.h"
 #include "pp-handshake.h"
-#include "pp-hooks.h"
 #include "pp-liveness.h"
 #include "pp-log.h"
 #include "pp-model.h"
-#include "pp-pace.h"
+#include "pp-nccl-links.h"
 #include "pp-proc.h"
 #include "pp-protocol.h"
 #include "pp-queue.h"
@@ -50,6 +51,15 @@
 /* How often the start watchdog looks at the clock. */
 #define PP_WORKER_START_POLL_US 100000
 
+/* The test hooks, NULL unless a test build installed them. */
+static const PpWorkerHooks *hooks;
+
+void
+pp_worker_set_hooks (const PpWorkerHooks * table)
+{
+  hooks = table;
+}
+
 typedef struct
 {
   MPI_Comm parent;
@@ -69,7 +79,7 @@ typedef struct
   PpChunkLink *to_next;         /* the sender's */
   /* The NCCL planes of this worker's two links when the plan's data plane
    * is NCCL, else NULL; aborted on the first failure. */
-  PpDataPlanes *planes;
+  PpNcclLinks *planes;
   gint64 busy_us;                /* compute thread only */
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
@@ -87,7 +97,7 @@ typedef struct
 /* What the slowest stage is expected to take for one chunk: this
  * worker's measured time per step (every stage runs the same model on
  * the same frames) times the longest slice of the plan; before anything
- * was measured, pp_pace_unmeasured_us. */
+ * was measured, pp_allowance_unmeasured_us. */
 static gint64
 stage_expected_us (Worker * w)
 {
@@ -102,16 +112,16 @@ stage_expected_us (Worker * w)
   steps = w->measured_steps;
   g_mutex_unlock (&w->pace_lock);
   if (steps == 0 || us <= 0)
-    return pp_pace_unmeasured_us (w->plan->timeout_ms, longest);
+    return pp_allowance_unmeasured_us (w->plan->timeout_ms, longest);
   return us * (gint64) longest / (gint64) steps;
 }
 
 /* How long a wait behind a stage may take (a queue, a send: at worst the
- * next stage finishes one chunk first), pp-pace.h; in ms for messages. */
+ * next stage finishes one chunk first), pp-allowance.h; in ms for messages. */
 static guint
 worker_allowance_ms (Worker * w)
 {
-  return (guint) MIN (pp_pace_allowance_us (w->plan->timeout_ms,
+  return (guint) MIN (pp_allowance_us (w->plan->timeout_ms,
           stage_expected_us (w)) / 1000, G_MAXUINT);
 }
 
@@ -174,7 +184,7 @@ worker_fail_blaming (Worker * w, const gchar * where, gint blamed,
   if (w->planes != NULL) {
     GError *reason = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s", text);
 
-    pp_data_planes_abort (w->planes, reason);
+    pp_nccl_links_abort (w->planes, reason);
     g_error_free (reason);
   }
   send_report (w, blamed, text);
@@ -196,7 +206,8 @@ rank0_alive (gpointer data, GError ** error)
 {
   Worker *w = data;
 
-  pp_hooks_freeze_point ();
+  if (hooks != NULL)
+    hooks->freeze_point ();
   if (pp_proc_is_local (w->rank0_host) && !pp_proc_is_running (w->rank0_pid)) {
     g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
         "rank 0 (pid %" G_GINT64_FORMAT ") has exited", w->rank0_pid);
@@ -249,7 +260,7 @@ receiver_thread (gpointer data)
       g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
           "compute did not take chunk %" G_GUINT64_FORMAT " within %u ms "
           "(max (timeout-ms, %d × the expected stage time))",
-          chunk->chunk_id, worker_allowance_ms (w), PP_PACE_FACTOR);
+          chunk->chunk_id, worker_allowance_ms (w), PP_ALLOWANCE_FACTOR);
       worker_fail (w, "receive", error);
     }
     if (last)
@@ -275,7 +286,10 @@ sender_thread (gpointer data)
      * left idle longer than timeout-ms (keep-workers) is not late. */
     wait.deadline_us = worker_deadline (w);
     last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
-    if (!pp_hooks_before_send (chunk, next_rank (w), &defect, &twice)) {
+    defect = PP_SEND_INTACT;
+    twice = FALSE;
+    if (hooks != NULL
+        && !hooks->before_send (chunk, next_rank (w), &defect, &twice)) {
       pp_chunk_free (chunk);
       continue;
     }
@@ -309,7 +323,8 @@ step_done (guint step, gpointer data)
 {
   const StepDone *d = data;
 
-  pp_hooks_after_step (d->chunk->chunk_id, d->timeout_ms);
+  if (hooks != NULL)
+    hooks->after_step (d->chunk->chunk_id, d->timeout_ms);
 }
 
 /* The settings @chunk carries, if any: the URI the model takes before it
@@ -363,7 +378,8 @@ run_steps (Worker * w, PpChunk * chunk)
   pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING, chunk->chunk_id);
   event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
       sample->nbytes);
-  pp_hooks_before_steps (chunk->chunk_id);
+  if (hooks != NULL)
+    hooks->before_steps (chunk->chunk_id);
   apply_settings (w, chunk);
   /* A new cache epoch (and RESET, which starts one) changes what the
    * steps compute: no graph or per-epoch cache of an older one may serve. */
@@ -450,7 +466,7 @@ compute_loop (Worker * w)
       g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
           "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms "
           "(max (timeout-ms, %d × the expected stage time))",
-          chunk->chunk_id, worker_allowance_ms (w), PP_PACE_FACTOR);
+          chunk->chunk_id, worker_allowance_ms (w), PP_ALLOWANCE_FACTOR);
       worker_fail (w, "compute", error);
     }
     if (last)
@@ -599,7 +615,8 @@ do_handshake (Worker * w)
   if (error == NULL) {
     LoadReports *reports = load_reports_start (w->world, w->plan->timeout_ms);
 
-    pp_hooks_model_load ();
+    if (hooks != NULL)
+      hooks->model_load ();
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
         PP_MODEL_ROLE_STEPS, w->backend, &error);
     if (w->model != NULL)
@@ -607,7 +624,8 @@ do_handshake (Worker * w)
     load_reports_stop (reports);
   }
   if (error == NULL) {
-    pp_hooks_model_digest (digest);
+    if (hooks != NULL)
+      hooks->model_digest (digest);
     parity = pp_parity_local (digest, &w->plan->plan_id, w->backend,
         w->plan->model);
     g_hash_table_insert (parity, g_strdup (PP_PARITY_DATA_PLANE),
@@ -633,20 +651,21 @@ connect_planes (Worker * w)
   PpWait wait = { w->world, 0, worker_deadline (w), rank0_alive, w };
   GError *error = NULL;
 
-  if (!pp_data_planes_connect (w->planes, w->plan, w->world, w->rank,
+  if (!pp_nccl_links_connect (w->planes, w->plan, w->world, w->rank,
           w->backend, &wait, &error))
     worker_fail (w, "NCCL set-up", error);
-  pp_chunk_link_set_payload_plane (w->from_prev,
-      pp_data_planes_from_prev (w->planes));
-  pp_chunk_link_set_payload_plane (w->to_next,
-      pp_data_planes_to_next (w->planes));
+  pp_chunk_link_set_data_plane (w->from_prev,
+      pp_nccl_links_from_prev (w->planes));
+  pp_chunk_link_set_data_plane (w->to_next,
+      pp_nccl_links_to_next (w->planes));
 }
 
 /* Liveness, the worker's side: rank 0 is its one peer. */
 static void
 poll_point (gpointer data)
 {
-  pp_hooks_freeze_point ();
+  if (hooks != NULL)
+    hooks->freeze_point ();
 }
 
 /* Until the shutdown marker came: after it rank 0 may stop its
@@ -761,7 +780,8 @@ main (int argc, char **argv)
   start_timeout_ms = pp_worker_start_timeout_arg (argc, argv,
       PP_WORKER_HELLO_TIMEOUT_MS);
   g_mutex_init (&w.pace_lock);
-  pp_hooks_before_mpi_init ();
+  if (hooks != NULL)
+    hooks->before_mpi_init ();
   g_thread_unref (g_thread_new ("pp-start-watchdog", start_watchdog, NULL));
   if (MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS
       || provided < MPI_THREAD_MULTIPLE) {
@@ -786,7 +806,10 @@ main (int argc, char **argv)
   MPI_Comm_rank (w.world, &w.rank);
   MPI_Comm_size (w.world, &world_size);
   pp_log_set_rank (w.rank);
-  pp_hooks_init (w.rank);
+  if (hooks != NULL)
+    hooks->init (w.rank);
+  else
+    pp_fault_injection_check ();
   w.deadlines = pp_liveness_watchdog_enabled ();
   do_handshake (&w);
   g_atomic_int_set (&started, 1);
@@ -799,7 +822,7 @@ main (int argc, char **argv)
       pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
   w.to_next = pp_chunk_link_new (0);
   if (pp_plan_uses_nccl (w.plan))
-    w.planes = pp_data_planes_new ();
+    w.planes = pp_nccl_links_new ();
   w.liveness = worker_liveness_new (&w);
   pp_liveness_start (w.liveness);
   if (w.planes != NULL)
@@ -815,7 +838,7 @@ main (int argc, char **argv)
       NULL
     };
 
-    if (!pp_data_planes_close (w.planes, &wait, &error))
+    if (!pp_nccl_links_close (w.planes, &wait, &error))
       worker_fail (&w, "shutdown", error);
   }
   /* A heartbeat still in flight at the clean end: rank 0 drains it, or
@@ -831,7 +854,7 @@ main (int argc, char **argv)
   pp_queue_free (w.out, (GDestroyNotify) pp_chunk_free);
   pp_chunk_link_free (w.from_prev);
   pp_chunk_link_free (w.to_next);
-  pp_data_planes_free (w.planes);
+  pp_nccl_links_free (w.planes);
   pp_liveness_free (w.liveness);
   pp_model_free (w.model);
   pp_plan_free (w.plan);
