@@ -4,10 +4,10 @@
  * a deadline, what that work is allowed by what the mesh measured
  * (pp-allowance.h: timeout-ms at least), and the workers' liveness ends it
  * sooner. */
-#include "pp-mesh-private.h"
+#include "pp-chunk-io.h"
 #include "pp-error.h"
+#include "pp-liveness-room.h"
 #include "pp-log.h"
-#include "pp-allowance.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
 

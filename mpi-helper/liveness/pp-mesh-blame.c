@@ -2,10 +2,10 @@
  * failure (later ones are its consequences), turns what liveness sees
  * (heartbeats, reports, a worker gone from /proc) into that failure, and
  * names the worker to blame when a wait on the mesh gives up. */
-#include "pp-mesh-private.h"
+#include "pp-liveness-room.h"
 #include "pp-error.h"
+#include "pp-handshake.h"
 #include "pp-log.h"
-#include "pp-allowance.h"
 #include "pp-proc.h"
 #include "pp-recorder.h"
 

@@ -3,8 +3,7 @@
  * pass and the busy time the workers' heartbeats carry.  The deadlines
  * of rank 0's waits and the watchdog's allowance for a compute come from
  * it, by the rule of pp-allowance.h. */
-#include "pp-mesh-private.h"
-#include "pp-allowance.h"
+#include "pp-liveness-room.h"
 #include <string.h>
 
 /* Warm-up passes run one at a time, before any frame: the last one is the

@@ -4,7 +4,7 @@
 #include "pp-build-id.h"
 #include "pp-envelope.h"
 #include "pp-error.h"
-#include "pp-liveness.h"
+#include "pp-heartbeat.h"
 #include "pp-log.h"
 #include "pp-model.h"
 #include "pp-transport.h"

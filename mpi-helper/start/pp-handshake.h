@@ -42,7 +42,7 @@ G_BEGIN_DECLS
 /* Hello option keys. */
 #define PP_OPTION_DUMP_DIR "dump-dir"
 
-typedef struct
+typedef struct _PpWorkerInfo
 {
   guint32 plan_id;
   gint rank;

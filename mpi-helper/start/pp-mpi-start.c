@@ -8,7 +8,7 @@
  * it running: a later start waits for the same call or uses its result.
  * An application therefore never has to restart because one start timed
  * out, only when MPI_Init_thread itself failed. */
-#include "pp-mesh-private.h"
+#include "pp-start-room.h"
 #include "pp-error.h"
 #include "pp-launcher.h"
 #include "pp-log.h"

@@ -15,7 +15,7 @@
  * worker died before MPI_Init, Open MPI 4.1 holds the spawn in its connect
  * step for up to ten minutes (a fixed limit of its own): that one thread
  * waits there, idle, and then ends; the workers of this host are killed. */
-#include "pp-mesh-private.h"
+#include "pp-start-room.h"
 #include "pp-error.h"
 #include "pp-launcher.h"
 #include "pp-log.h"

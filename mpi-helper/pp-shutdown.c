@@ -2,9 +2,11 @@
  * behind every chunk in flight, proof that each worker finished, then a
  * disconnect under a deadline) and the fault path (no disconnect, no
  * finalize: local workers are killed by pid). */
-#include "pp-mesh-private.h"
-#include "pp-deadline.h"
+#include "pp-shutdown.h"
+#include "pp-chunk-io.h"
 #include "pp-error.h"
+#include "pp-handshake.h"
+#include "pp-liveness-room.h"
 #include "pp-log.h"
 #include "pp-proc.h"
 
