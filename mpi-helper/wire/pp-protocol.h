@@ -4,7 +4,7 @@
  *
  * The message formats themselves are described where they are encoded:
  * the handshake in pp-handshake.h, chunk envelopes in pp-envelope.h,
- * heartbeats and reports in pp-liveness.h. */
+ * heartbeats and reports in pp-heartbeat.h. */
 #pragma once
 
 #include <glib.h>

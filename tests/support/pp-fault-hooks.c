@@ -192,7 +192,7 @@ static const PpWorkerHooks fault_hooks = {
 
 /* At load, so that the hook before MPI_Init is in place too; the worker
  * knows only the table, never this file. */
-__attribute__((constructor))
+__attribute__ ((constructor))
 static void
 install_fault_hooks (void)
 {

@@ -527,7 +527,7 @@ pp_nccl_emulated_api (MPI_Comm world)
 
 /* At load: the mesh finds the table through the data plane choice
  * (pp_data_plane_api), which never names this file. */
-__attribute__((constructor))
+__attribute__ ((constructor))
 static void
 install_emulation (void)
 {
