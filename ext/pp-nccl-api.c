@@ -1,4 +1,4 @@
-/* ppdiffuse — the NCCL payload plane's calls on the real NCCL and CUDA
+/* ppdiffuse — the NCCL data plane's calls on the real NCCL and CUDA
  * runtimes (compiled only when NCCL is found). */
 #include "pp-nccl-api.h"
 

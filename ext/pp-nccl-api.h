@@ -1,6 +1,6 @@
-/* ppdiffuse — the NCCL and CUDA calls the NCCL payload plane makes, as a
+/* ppdiffuse — the NCCL and CUDA calls the NCCL data plane makes, as a
  * table of function pointers over the project's own small types, so that
- * the plane's logic (mpi-helper/pp-nccl-plane.c) compiles and is tested
+ * the plane's logic (mpi-helper/wire/pp-nccl-plane.c) compiles and is tested
  * on machines without nccl.h: tests hand it a fake table, a build with
  * NCCL the real one (ext/pp-nccl-api.c, whose static asserts hold these
  * types to nccl.h and cuda_runtime.h).

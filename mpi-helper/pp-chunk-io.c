@@ -2,12 +2,12 @@
  * as it sends it to the first worker, and receives and checks chunks back
  * from the last, in order (the warm-up pass included).  Every wait has
  * a deadline, what that work is allowed by what the mesh measured
- * (pp-pace.h: timeout-ms at least), and the workers' liveness ends it
+ * (pp-allowance.h: timeout-ms at least), and the workers' liveness ends it
  * sooner. */
-#include "pp-mesh-private.h"
+#include "pp-chunk-io.h"
 #include "pp-error.h"
+#include "pp-liveness-room.h"
 #include "pp-log.h"
-#include "pp-pace.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
 
@@ -18,7 +18,7 @@ static gint64
 chunk_deadline (PpMesh * mesh, gint64 expected_us)
 {
   return mesh->watchdog ? g_get_monotonic_time ()
-      + pp_pace_allowance_us (mesh->timeout_ms, expected_us) : PP_NO_DEADLINE;
+      + pp_allowance_us (mesh->timeout_ms, expected_us) : PP_NO_DEADLINE;
 }
 
 /* A send to the first worker waits, at worst, for it to finish the chunk

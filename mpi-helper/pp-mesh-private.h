@@ -1,13 +1,19 @@
-/* ppdiffuse — rank 0's mesh, shared by the files that each do one of its
- * jobs (pp-mesh.c lists them).  Not for the element: it uses pp-mesh.h. */
+/* ppdiffuse — rank 0's mesh: the state its files share (pp-mesh.c lists
+ * them), here in the start and liveness rooms as well as beside the
+ * façade.  Not for the element: it uses pp-mesh.h.
+ *
+ * It names only what lies below every room that uses it (the wire, the
+ * backend); a worker's identity and the heartbeat thread are pointers to
+ * types of start/ and liveness/, whose headers the files that use them
+ * include. */
 #pragma once
 
 #include <mpi.h>
 
-#include "pp-data-planes.h"
-#include "pp-handshake.h"
-#include "pp-liveness.h"
-#include "pp-mesh.h"
+#include "pp-backend.h"
+#include "pp-mesh-types.h"
+#include "pp-nccl-links.h"
+#include "pp-plan.h"
 #include "pp-transport.h"
 
 G_BEGIN_DECLS
@@ -18,14 +24,15 @@ struct _PpMesh
   guint timeout_ms;
   MPI_Comm inter;
   MPI_Comm world;
-  PpWorkerInfo *workers;        /* n_workers, index = world rank - 1 */
+  /* n_workers (start/pp-handshake.h), index = world rank - 1 */
+  struct _PpWorkerInfo *workers;
   gchar *dump_dir;
   gboolean watchdog;            /* FALSE only under the test-only switch */
-  PpLiveness *liveness;         /* from the end of the handshake */
+  struct _PpLiveness *liveness; /* from the end of the handshake */
   PpBackend *backend;           /* rank 0's, the plan's */
   /* The NCCL planes of rank 0's two links when the plan's data plane is
    * NCCL (made before liveness starts, connected after it), else NULL. */
-  PpDataPlanes *planes;
+  PpNcclLinks *planes;
 
   /* Chunk traffic (pp-chunk-io.c). */
   PpChunkLink *to_first;        /* rank 0 → the first worker */
@@ -37,10 +44,10 @@ struct _PpMesh
   guint32 last_epoch;           /* chain thread: of the last chunk sent */
   guint64 warm_ups;             /* chain thread only */
 
-  /* What the mesh measured (pp-mesh-pace.c), under lock. */
+  /* What the mesh measured (pp-mesh-measures.c), under lock. */
   gint64 pace_round_us;         /* a chunk round the mesh, from the warm-up
                                  * pass and the chunks back
-                                 * (pp_pace_update_round_us) */
+                                 * (pp_allowance_update_round_us) */
   guint64 pace_warm_ups;        /* warm_ups, for other threads */
 
   /* The mesh's first failure (pp-mesh-blame.c). */
@@ -48,79 +55,5 @@ struct _PpMesh
   GMutex lock;                  /* guards fault and pace_* */
   GError *fault;                /* the first failure seen, for every waiter */
 };
-
-/* pp-mpi-start.c: initialises MPI with MPI_THREAD_MULTIPLE, or checks
- * the initialisation the application made, within @timeout_ms (at least
- * the start-up floor).  @remote_hosts: this mesh places workers on other
- * hosts (Open MPI's recovery is then turned on, if MPI starts here). */
-gboolean pp_mpi_start (guint timeout_ms, gboolean remote_hosts,
-                       GError ** error);
-/* What MPI start-up and the spawn get: timeout-ms, at least the floor
- * (PP_MESH_START_FLOOR_MS). */
-guint    pp_mpi_start_timeout_ms (guint timeout_ms);
-
-/* pp-spawn.c */
-const gchar *pp_spawn_installed_worker (void);
-/* The worker executable: @configured, else $PPDIFFUSE_WORKER, else the
- * installed one; NULL with @error when it is not an executable file. */
-gchar   *pp_spawn_resolve_worker (const gchar * configured, GError ** error);
-/* Runs "@worker --ppdiffuse-probe" on this host within @timeout_ms: FALSE
- * with the exit status and what it printed when it is no worker that runs
- * here. */
-gboolean pp_spawn_probe_worker (const gchar * worker, guint timeout_ms,
-                                GError ** error);
-/* Checks the hostfile and the worker, then spawns the workers and merges
- * them with rank 0 into mesh->world, within the start budget
- * (pp_mpi_start_timeout_ms); a worker of this host that exits early, or an
- * error from Open MPI's launcher, ends it at once, with that cause. */
-gboolean pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
-                           const gchar * worker, GError ** error);
-
-/* pp-mesh-blame.c: the first failure, and the worker to blame for it. */
-void     pp_mesh_fail         (PpMesh * mesh, const GError * error);
-gboolean pp_mesh_fault        (PpMesh * mesh, GError ** error);
-gboolean pp_mesh_has_failed   (PpMesh * mesh, GError ** error);
-gchar   *pp_mesh_worker_name  (PpMesh * mesh, guint index);
-/* Rank 0's heartbeats with every worker, feeding the above. */
-PpLiveness *pp_mesh_liveness_new (PpMesh * mesh);
-/* A PpAliveFunc over @mesh for waits on the workers. */
-gboolean pp_mesh_workers_alive (gpointer mesh, GError ** error);
-/* After a failed wait of rank 0 on worker @peer for chunk @awaited. */
-void     pp_mesh_wait_failed  (PpMesh * mesh, guint peer, guint64 awaited,
-                               const gchar * symptom, GError ** error);
-
-/* pp-mesh-pace.c: what worker @index's slice is expected to take (its
- * last heartbeat @hb, or NULL for the one liveness holds), and how long
- * it may take (pp-pace.h); *@source as pp_pace_expected_slice_us says. */
-gint64   pp_mesh_expected_slice_us  (PpMesh * mesh, guint index,
-                                     const PpHeartbeat * hb,
-                                     const gchar ** source);
-gint64   pp_mesh_slice_allowance_us (PpMesh * mesh, guint index,
-                                     const PpHeartbeat * hb);
-/* The warm-up pass took @elapsed_us; chain thread. */
-void     pp_mesh_pace_warmed_up     (PpMesh * mesh, gint64 elapsed_us);
-/* A stream chunk came back @latency_us after it was submitted;
- * collector. */
-void     pp_mesh_pace_returned      (PpMesh * mesh, gint64 latency_us);
-/* "expected 9800 ms (measured compute), allowed 31900 ms: max (timeout-ms
- * 10000, 3 × expected + 2500 ms)" */
-gchar   *pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,
-                                     const gchar * source);
-
-/* pp-chunk-io.c */
-/* Assigns @chunk the next chunk_id, tells @assigned (may be NULL), and
- * sends it to the first worker under @deadline_us; takes @chunk. */
-gboolean pp_mesh_send_next    (PpMesh * mesh, PpChunk * chunk,
-                               gint64 deadline_us,
-                               PpMeshAssignedFunc assigned,
-                               gpointer user_data, GError ** error);
-/* Receives the next chunk from the last worker and checks it; a shutdown
- * marker is accepted only when @shutdown. */
-PpChunk *pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown,
-                               GError ** error);
-
-/* pp-shutdown.c */
-void     pp_mesh_kill_workers (PpMesh * mesh);
-void     pp_mesh_free         (PpMesh * mesh);
 
 G_END_DECLS

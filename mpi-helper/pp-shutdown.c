@@ -2,9 +2,11 @@
  * behind every chunk in flight, proof that each worker finished, then a
  * disconnect under a deadline) and the fault path (no disconnect, no
  * finalize: local workers are killed by pid). */
-#include "pp-mesh-private.h"
-#include "pp-deadline.h"
+#include "pp-shutdown.h"
+#include "pp-chunk-io.h"
 #include "pp-error.h"
+#include "pp-handshake.h"
+#include "pp-liveness-room.h"
 #include "pp-log.h"
 #include "pp-proc.h"
 
@@ -44,7 +46,7 @@ pp_mesh_free (PpMesh * mesh)
   pp_chunk_link_free (mesh->from_last);
   /* After the links, which borrow the planes; planes not closed cleanly
    * are aborted, never finalized. */
-  pp_data_planes_free (mesh->planes);
+  pp_nccl_links_free (mesh->planes);
   g_free (mesh->dump_dir);
   g_clear_error (&mesh->fault);
   g_mutex_clear (&mesh->lock);
@@ -143,7 +145,7 @@ shutdown_clean (PpMesh * mesh, PpMeshStats * stats, GError ** error)
     };
 
     g_clear_pointer (&back, pp_chunk_free);
-    if (!pp_data_planes_close (mesh->planes, &w, error))
+    if (!pp_nccl_links_close (mesh->planes, &w, error))
       return FALSE;
   }
   return TRUE;

@@ -1,5 +1,5 @@
 /* ppdiffuse — break-it tests on a real mesh: every injected fault
- * (PPDIFFUSE_FAULT, mpi-helper/pp-fault.h) on a middle and on the last
+ * (PPDIFFUSE_FAULT, tests/support/pp-fault.h) on a middle and on the last
  * worker must end the pipeline with an element error that names the rank
  * and the reason within 2 × timeout-ms of the fault, leave the test
  * process alive, count every frame, and leave no worker behind.  Plus the

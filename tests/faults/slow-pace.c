@@ -8,7 +8,7 @@
  *   slow-pace CASE    (CASE: completes, stuck)
  *
  * Each case runs in a process of its own.  The deadline rule is
- * mpi-helper/pp-pace.h. */
+ * mpi-helper/liveness/pp-allowance.h. */
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 

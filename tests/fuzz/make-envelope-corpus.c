@@ -3,8 +3,9 @@
  * one rule each, so the fuzzer starts from inputs that reach every check of
  * the decoder.  Built by hand, from the source root:
  *
- *   cc -Ikernels -Impi-helper tests/fuzz/make-envelope-corpus.c \
- *     mpi-helper/pp-envelope.c kernels/pp-tensor.c kernels/pp-dtype.c \
+ *   cc -Ikernels -Impi-helper -Impi-helper/wire \
+ *     tests/fuzz/make-envelope-corpus.c \
+ *     mpi-helper/wire/pp-envelope.c kernels/pp-tensor.c kernels/pp-dtype.c \
  *     kernels/pp-error.c $(pkg-config --cflags --libs glib-2.0 zlib) \
  *     -o make-envelope-corpus
  *   ./make-envelope-corpus tests/fuzz/corpus-envelope

@@ -1,4 +1,4 @@
-/* ppdiffuse — the NCCL payload plane's logic through a fake table of NCCL
+/* ppdiffuse — the NCCL data plane's logic through a fake table of NCCL
  * and CUDA calls: set-up, transfers, every fault path and the clean close,
  * on any machine (no GPU, no nccl.h). */
 #include "pp-error.h"
@@ -433,7 +433,7 @@ test_send_recv (void)
   fake.launch_polls = 2;
   fake.event_polls = 3;
   g_assert_cmpint (pp_nccl_plane_send (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_DONE);
+      PP_DATA_PLANE_DONE);
   g_assert_no_error (error);
   /* One group, one send per tensor, to NCCL rank 1 (world rank 2); the
    * event recorded after the launch, polled until done. */
@@ -448,7 +448,7 @@ test_send_recv (void)
 
   fake.event_polls = 0;
   g_assert_cmpint (pp_nccl_plane_recv (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_DONE);
+      PP_DATA_PLANE_DONE);
   g_assert_no_error (error);
   g_assert_cmpint (fake.group_starts, ==, 2);
   g_assert_cmpint (fake.recvs, ==, 2);
@@ -475,7 +475,7 @@ test_float_counts_and_empty (void)
   nothing->dtype = PP_DTYPE_F32;
   pp_chunk_add_tensor (chunk, nothing);
   g_assert_cmpint (pp_nccl_plane_send (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_DONE);
+      PP_DATA_PLANE_DONE);
   g_assert_no_error (error);
   /* float32 travels as elements; the zero-byte payload is skipped. */
   g_assert_cmpint (fake.sends, ==, 1);
@@ -483,7 +483,7 @@ test_float_counts_and_empty (void)
   g_assert_cmpint (fake.last_count, ==, 4 * 8 * 8);
   /* No payload at all: no group. */
   g_assert_cmpint (pp_nccl_plane_send (plane, &w, empty, &error), ==,
-      PP_PAYLOAD_DONE);
+      PP_DATA_PLANE_DONE);
   g_assert_cmpint (fake.group_starts, ==, 1);
   g_assert_true (pp_nccl_plane_close (plane, &w, &error));
   pp_nccl_plane_free (plane);
@@ -504,13 +504,13 @@ test_sizing_rejected (void)
   calls = fake.calls;
   latent->nbytes -= 4;          /* one element short of its shape */
   g_assert_cmpint (pp_nccl_plane_recv (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_FAILED);
+      PP_DATA_PLANE_FAILED);
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_assert_nonnull (strstr (error->message, "payload 'latent': the manifest "
           "says 1024 bytes"));
   g_clear_error (&error);
-  /* The same check is the payload plane's preflight, before any head. */
-  g_assert_false (pp_payload_plane_preflight (pp_nccl_plane_payload_plane
+  /* The same check is the data plane's preflight, before any head. */
+  g_assert_false (pp_data_plane_preflight (pp_nccl_plane_data_plane
           (plane), &w, chunk, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_PROTOCOL);
   g_clear_error (&error);
@@ -518,7 +518,7 @@ test_sizing_rejected (void)
   latent->nbytes += 4;
   w.peer = 5;
   g_assert_cmpint (pp_nccl_plane_send (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_FAILED);
+      PP_DATA_PLANE_FAILED);
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_cmpint (fake.calls, ==, calls);      /* nothing was posted */
   g_assert_false (pp_nccl_plane_aborted (plane, NULL));
@@ -544,7 +544,7 @@ test_peer_dies (void)
   fake.event_polls = -1;        /* the peer is gone: never completes */
   start = g_get_monotonic_time ();
   g_assert_cmpint (pp_nccl_plane_recv (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_ABANDONED);
+      PP_DATA_PLANE_ABANDONED);
   g_assert_cmpint (elapsed_ms (start), <, SLACK_MS);
   g_assert_error (error, PP_ERROR, PP_ERROR_RESOURCE);
   g_assert_cmpstr (error->message, ==, "receive of chunk 12 payloads from "
@@ -557,13 +557,13 @@ test_peer_dies (void)
   /* Every later call fails at once with that cause, without NCCL. */
   calls = fake.calls;
   g_assert_cmpint (pp_nccl_plane_send (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_FAILED);
+      PP_DATA_PLANE_FAILED);
   g_assert_nonnull (strstr (error->message, "aborted earlier: receive of "
           "chunk 12 payloads from rank 2 over NCCL: worker rank 2 (pid 99) "
           "has exited"));
   g_clear_error (&error);
   g_assert_cmpint (pp_nccl_plane_recv (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_FAILED);
+      PP_DATA_PLANE_FAILED);
   g_clear_error (&error);
   g_assert_false (pp_nccl_plane_close (plane, &w, &error));
   g_assert_nonnull (strstr (error->message, "has exited"));
@@ -588,7 +588,7 @@ test_peer_stalls (void)
   w = wait_for (PEER, SHORT_DEADLINE_MS, NULL, NULL);
   start = g_get_monotonic_time ();
   g_assert_cmpint (pp_nccl_plane_send (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_ABANDONED);
+      PP_DATA_PLANE_ABANDONED);
   g_assert_cmpint (elapsed_ms (start), >=, SHORT_DEADLINE_MS - 1);
   g_assert_cmpint (elapsed_ms (start), <, SHORT_DEADLINE_MS + SLACK_MS);
   g_assert_error (error, PP_ERROR, PP_ERROR_TIMEOUT);
@@ -616,7 +616,7 @@ test_async_error (void)
   fake.event_polls = -1;
   fake.async_state = PP_NCCL_REMOTE_ERROR;
   g_assert_cmpint (pp_nccl_plane_recv (plane, &w, chunk, &error), ==,
-      PP_PAYLOAD_ABANDONED);
+      PP_DATA_PLANE_ABANDONED);
   g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
   g_assert_nonnull (strstr (error->message, "receive of chunk 9 payloads "
           "from rank 2 over NCCL: NCCL says ncclRemoteError (fake: the "
@@ -671,7 +671,7 @@ typedef struct
 {
   PpNcclPlane *plane;
   PpChunk *chunk;
-  PpPayloadResult result;
+  PpDataPlaneResult result;
   GError *error;
 } Transfer;
 
@@ -708,7 +708,7 @@ test_one_group_per_peer (void)
 
   expect_critical ();
   g_assert_cmpint (pp_nccl_plane_send (first.plane, &w, second, &error), ==,
-      PP_PAYLOAD_FAILED);
+      PP_DATA_PLANE_FAILED);
   g_assert_nonnull (strstr (end_expect_critical (), "send of chunk 2 "
           "payloads to rank 2 over NCCL while another send with rank 2 is in "
           "flight"));
@@ -719,7 +719,7 @@ test_one_group_per_peer (void)
   reason = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "the mesh failed");
   pp_nccl_plane_abort (first.plane, reason);
   g_thread_join (thread);
-  g_assert_cmpint (first.result, ==, PP_PAYLOAD_ABANDONED);
+  g_assert_cmpint (first.result, ==, PP_DATA_PLANE_ABANDONED);
   g_assert_nonnull (strstr (first.error->message, "the mesh failed"));
   g_assert_cmpint (fake.aborts, ==, 1);
   g_clear_error (&first.error);
@@ -729,30 +729,30 @@ test_one_group_per_peer (void)
 }
 
 static void
-test_as_payload_plane (void)
+test_as_data_plane (void)
 {
   PpNcclPlane *plane;
-  PpPayloadPlane *payload;
+  PpDataPlane *payload;
   g_autoptr (PpChunk) chunk = make_chunk (5);
   g_autoptr (GError) error = NULL;
   PpWait w = wait_for (PEER, LONG_DEADLINE_MS, NULL, NULL);
 
   fake_reset ();
   plane = open_plane ();
-  payload = pp_nccl_plane_payload_plane (plane);
-  g_assert_cmpstr (pp_payload_plane_name (payload), ==, "NCCL");
-  g_assert_true (pp_payload_plane_preflight (payload, &w, chunk, &error));
-  g_assert_cmpint (pp_payload_plane_send (payload, &w, chunk,
-          PP_SEND_INTACT, &error), ==, PP_PAYLOAD_DONE);
-  g_assert_cmpint (pp_payload_plane_recv (payload, &w, chunk, &error), ==,
-      PP_PAYLOAD_DONE);
+  payload = pp_nccl_plane_data_plane (plane);
+  g_assert_cmpstr (pp_data_plane_name (payload), ==, "NCCL");
+  g_assert_true (pp_data_plane_preflight (payload, &w, chunk, &error));
+  g_assert_cmpint (pp_data_plane_send (payload, &w, chunk,
+          PP_SEND_INTACT, &error), ==, PP_DATA_PLANE_DONE);
+  g_assert_cmpint (pp_data_plane_recv (payload, &w, chunk, &error), ==,
+      PP_DATA_PLANE_DONE);
   g_assert_no_error (error);
   /* The MPI-only fault refused before anything is posted. */
-  g_assert_cmpint (pp_payload_plane_send (payload, &w, chunk,
-          PP_SEND_BAD_SPEC, &error), ==, PP_PAYLOAD_FAILED);
+  g_assert_cmpint (pp_data_plane_send (payload, &w, chunk,
+          PP_SEND_BAD_SPEC, &error), ==, PP_DATA_PLANE_FAILED);
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_cmpint (fake.group_starts, ==, 2);
-  g_assert_cmpstr (pp_payload_plane_name (pp_payload_plane_mpi ()), ==,
+  g_assert_cmpstr (pp_data_plane_name (pp_data_plane_mpi ()), ==,
       "MPI");
   g_assert_true (pp_nccl_plane_close (plane, &w, NULL));
   pp_nccl_plane_free (plane);
@@ -774,8 +774,8 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl-plane/transfer/sizing", test_sizing_rejected);
   g_test_add_func ("/nccl-plane/transfer/one-group-per-peer",
       test_one_group_per_peer);
-  g_test_add_func ("/nccl-plane/transfer/payload-plane",
-      test_as_payload_plane);
+  g_test_add_func ("/nccl-plane/transfer/data-plane",
+      test_as_data_plane);
   g_test_add_func ("/nccl-plane/fault/peer-dies", test_peer_dies);
   g_test_add_func ("/nccl-plane/fault/peer-stalls", test_peer_stalls);
   g_test_add_func ("/nccl-plane/fault/async-error", test_async_error);

@@ -1,7 +1,7 @@
-/* Unit tests for the deadline rule of slow but healthy work (pp-pace.h):
- * allowance = max (timeout-ms, PP_PACE_FACTOR × expected + one heartbeat
+/* Unit tests for the deadline rule of slow but healthy work (pp-allowance.h):
+ * allowance = max (timeout-ms, PP_ALLOWANCE_FACTOR × expected + one heartbeat
  * period), and where expected comes from. */
-#include "pp-pace.h"
+#include "pp-allowance.h"
 #include "pp-protocol.h"
 
 #include <string.h>
@@ -14,34 +14,34 @@
 static void
 test_floor_is_timeout (void)
 {
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, 0), ==,
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, 0), ==,
       TIMEOUT_MS * MS);
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, 2 * MS), ==,
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, 2 * MS), ==,
       TIMEOUT_MS * MS);
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, -5), ==,
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, -5), ==,
       TIMEOUT_MS * MS);
   /* Just below the point where the measure takes over. */
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS,
-          (TIMEOUT_MS * MS - MARGIN_US) / PP_PACE_FACTOR), ==,
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS,
+          (TIMEOUT_MS * MS - MARGIN_US) / PP_ALLOWANCE_FACTOR), ==,
       TIMEOUT_MS * MS);
 }
 
-/* Slow work gets PP_PACE_FACTOR times its measured time, plus a period. */
+/* Slow work gets PP_ALLOWANCE_FACTOR times its measured time, plus a period. */
 static void
 test_slow_work_scales (void)
 {
   const gint64 step = 1500 * MS;        /* a 1080p UNet step on a CPU */
 
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, step), ==,
-      PP_PACE_FACTOR * step + MARGIN_US);
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, step), >, step);
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, step), ==,
+      PP_ALLOWANCE_FACTOR * step + MARGIN_US);
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, step), >, step);
   /* Monotonic in the measure and in timeout-ms. */
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, step + 1), >,
-      pp_pace_allowance_us (TIMEOUT_MS, step));
-  g_assert_cmpint (pp_pace_allowance_us (10 * TIMEOUT_MS, step), >=,
-      pp_pace_allowance_us (TIMEOUT_MS, step));
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, step + 1), >,
+      pp_allowance_us (TIMEOUT_MS, step));
+  g_assert_cmpint (pp_allowance_us (10 * TIMEOUT_MS, step), >=,
+      pp_allowance_us (TIMEOUT_MS, step));
   /* No overflow for absurd measures. */
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, G_MAXINT64 / 2), ==,
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, G_MAXINT64 / 2), ==,
       G_MAXINT64);
 }
 
@@ -53,69 +53,69 @@ test_expected_sources (void)
   const gchar *source = NULL;
 
   /* 10 chunks, 3 s busy: 300 ms each, whatever the round says. */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 3000 * MS, 10,
+  g_assert_cmpint (pp_allowance_expected_slice_us (TIMEOUT_MS, 3000 * MS, 10,
           700 * MS, 9000 * MS, 2, 4, &source), ==, 300 * MS);
-  g_assert_cmpstr (source, ==, PP_PACE_BUSY);
+  g_assert_cmpstr (source, ==, PP_ALLOWANCE_BUSY);
   /* No busy time yet: the slice's share of the round (2 of 4 steps). */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0,
+  g_assert_cmpint (pp_allowance_expected_slice_us (TIMEOUT_MS, 0, 0, 0,
           9000 * MS, 2, 4, &source), ==, 4500 * MS);
-  g_assert_cmpstr (source, ==, PP_PACE_ROUND);
+  g_assert_cmpstr (source, ==, PP_ALLOWANCE_ROUND);
   /* Another worker's time per step before the round: 700 ms × 2 steps. */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 700 * MS,
+  g_assert_cmpint (pp_allowance_expected_slice_us (TIMEOUT_MS, 0, 0, 700 * MS,
           9000 * MS, 2, 4, &source), ==, 1400 * MS);
-  g_assert_cmpstr (source, ==, PP_PACE_PEER);
+  g_assert_cmpstr (source, ==, PP_ALLOWANCE_PEER);
   /* Busy time without a chunk sent counts as none. */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 3000 * MS, 0,
+  g_assert_cmpint (pp_allowance_expected_slice_us (TIMEOUT_MS, 3000 * MS, 0,
           0, 9000 * MS, 1, 3, &source), ==, 3000 * MS);
-  g_assert_cmpstr (source, ==, PP_PACE_ROUND);
+  g_assert_cmpstr (source, ==, PP_ALLOWANCE_ROUND);
   /* Nothing measured: two timeouts per step of the slice. */
-  g_assert_cmpint (PP_PACE_UNMEASURED_STEP_TIMEOUTS, ==, 2);
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 0, 3,
+  g_assert_cmpint (PP_ALLOWANCE_UNMEASURED_STEP_TIMEOUTS, ==, 2);
+  g_assert_cmpint (pp_allowance_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 0, 3,
           6, &source), ==, 3 * 2 * TIMEOUT_MS * MS);
-  g_assert_cmpstr (source, ==, PP_PACE_UNMEASURED);
-  g_assert_cmpint (pp_pace_unmeasured_us (TIMEOUT_MS, 0), ==,
+  g_assert_cmpstr (source, ==, PP_ALLOWANCE_UNMEASURED);
+  g_assert_cmpint (pp_allowance_unmeasured_us (TIMEOUT_MS, 0), ==,
       2 * TIMEOUT_MS * MS);
   /* NULL source is allowed. */
-  g_assert_cmpint (pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 1, 1,
+  g_assert_cmpint (pp_allowance_expected_slice_us (TIMEOUT_MS, 0, 0, 0, 1, 1,
           1000, NULL), ==, 1);
 }
 
 /* A stuck step is still caught: an unmeasured first slice of n steps
- * runs out at PP_PACE_FACTOR × 2 × n × timeout-ms (plus a period). */
+ * runs out at PP_ALLOWANCE_FACTOR × 2 × n × timeout-ms (plus a period). */
 static void
 test_unmeasured_is_bounded (void)
 {
-  const gint64 expected = pp_pace_expected_slice_us (TIMEOUT_MS, 0, 0, 0,
+  const gint64 expected = pp_allowance_expected_slice_us (TIMEOUT_MS, 0, 0, 0,
       0, 2, 4, NULL);
 
-  g_assert_cmpint (pp_pace_allowance_us (TIMEOUT_MS, expected), ==,
-      PP_PACE_FACTOR * 2 * 2 * TIMEOUT_MS * MS + MARGIN_US);
+  g_assert_cmpint (pp_allowance_us (TIMEOUT_MS, expected), ==,
+      PP_ALLOWANCE_FACTOR * 2 * 2 * TIMEOUT_MS * MS + MARGIN_US);
 }
 
 /* The round estimate follows a slower sample at once, a faster slowly. */
 static void
 test_round_estimate (void)
 {
-  gint64 e = pp_pace_update_round_us (0, 1000);
+  gint64 e = pp_allowance_update_round_us (0, 1000);
 
   g_assert_cmpint (e, ==, 1000);
-  e = pp_pace_update_round_us (e, 5000);
+  e = pp_allowance_update_round_us (e, 5000);
   g_assert_cmpint (e, ==, 5000);
-  e = pp_pace_update_round_us (e, 1000);
+  e = pp_allowance_update_round_us (e, 1000);
   g_assert_cmpint (e, <, 5000);
   g_assert_cmpint (e, >, 4000);
   for (guint i = 0; i < 200; i++)
-    e = pp_pace_update_round_us (e, 1000);
+    e = pp_allowance_update_round_us (e, 1000);
   g_assert_cmpint (e, >=, 1000);
   g_assert_cmpint (e, <, 1100);
   /* A sample of nothing changes nothing. */
-  g_assert_cmpint (pp_pace_update_round_us (e, 0), ==, e);
+  g_assert_cmpint (pp_allowance_update_round_us (e, 0), ==, e);
 }
 
 static void
 test_advice_names_what_to_change (void)
 {
-  const gchar *advice = pp_pace_advice ();
+  const gchar *advice = pp_allowance_advice ();
 
   g_assert_nonnull (strstr (advice, "smaller frame"));
   g_assert_nonnull (strstr (advice, "more ranks"));

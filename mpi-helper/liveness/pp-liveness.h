@@ -1,0 +1,105 @@
+/* ppdiffuse — liveness, one module for rank 0 and the workers: heartbeats
+ * both ways, the watchdog that declares a silent or stalled peer dead,
+ * the error reports a failing worker leaves behind, and the deadlines of
+ * waits on chunk traffic.
+ *
+ * Every PP_HEARTBEAT_DIVISOR-th of timeout-ms each rank sends each of its
+ * peers (rank 0: every worker; a worker: rank 0) a heartbeat that says
+ * what it is doing: which chunk its compute thread holds and since when,
+ * the last chunk it received and sent.  A peer silent for timeout-ms, or
+ * computing one chunk for longer than its allowance (the callbacks'
+ * @allowance: what that compute is expected to take, pp-allowance.h; else
+ * timeout-ms), is declared dead by the watchdog: rank 0 fails the mesh
+ * naming it, a worker exits.  Heartbeats
+ * and reports travel on tags of their own (PP_TAG_HEARTBEAT,
+ * PP_TAG_REPORT), never mixed with chunk traffic.
+ *
+ * The messages themselves (heartbeats, reports) are in pp-heartbeat.h.
+ *
+ * This rank's own state (pp_liveness_set_state, _note_received,
+ * _note_sent) may be written by any thread; a heartbeat always carries a
+ * consistent snapshot of it. */
+#pragma once
+
+#include <mpi.h>
+
+#include "pp-heartbeat.h"
+#include "pp-protocol.h"
+
+G_BEGIN_DECLS
+
+/* ---- deadlines --------------------------------------------------------- */
+
+/* FALSE when the test-only PP_NO_WATCHDOG_ENV switch is set. */
+gboolean     pp_liveness_watchdog_enabled (void);
+
+/* ---- the heartbeat thread ---------------------------------------------- */
+
+typedef struct _PpLiveness PpLiveness;
+
+typedef enum
+{
+  PP_PEER_SILENT,               /* no heartbeat for timeout-ms */
+  PP_PEER_STALLED,              /* computing one chunk past its allowance */
+} PpPeerVerdict;
+
+/* What each side does with what the heartbeat thread finds; every member
+ * may be NULL.  All run on the heartbeat thread, except that @drain also
+ * runs wherever pp_liveness_drain is called. */
+typedef struct
+{
+  /* First thing of every poll (rank 0 takes the workers' reports). */
+  void     (*drain)    (gpointer data);
+  /* Whether the watchdog is to judge the peers now. */
+  gboolean (*watching) (gpointer data);
+  /* The watchdog's verdict on peer @index (the first it finds). */
+  void     (*dead)     (gpointer data, guint index, PpPeerVerdict verdict,
+                        const PpHeartbeat * last, gint64 silent_us);
+  /* Taking heartbeats failed (a malformed one, an MPI error). */
+  void     (*broken)   (gpointer data, const GError * error);
+  /* How long (µs) peer @index may compute the chunk its heartbeat @last
+   * names before it is stalled; NULL: timeout-ms. */
+  gint64   (*allowance) (gpointer data, guint index,
+                        const PpHeartbeat * last);
+} PpLivenessCallbacks;
+
+/* Heartbeats between this rank (@rank of @world) and @n_peers peers,
+ * @peers[i] their ranks; until a peer's first heartbeat it counts as
+ * heard now.  This rank starts idle.  @watchdog FALSE: no verdicts. */
+PpLiveness *pp_liveness_new   (MPI_Comm world, gint rank, const gint * peers,
+                               guint n_peers, guint timeout_ms,
+                               gboolean watchdog,
+                               const PpLivenessCallbacks * callbacks,
+                               gpointer data);
+/* Starts the heartbeat thread. */
+void        pp_liveness_start (PpLiveness * lv);
+/* Stops and joins it (no-op when not running).  Heartbeats still in
+ * flight to a dead peer keep their buffers: they are leaked, never freed
+ * under MPI. */
+void        pp_liveness_stop  (PpLiveness * lv);
+void        pp_liveness_free  (PpLiveness * lv);
+
+/* Takes every heartbeat that has arrived (after @drain); any thread. */
+void        pp_liveness_drain (PpLiveness * lv);
+
+/* This rank's state, as its next heartbeat says it. */
+void        pp_liveness_set_state     (PpLiveness * lv, PpWorkState state,
+                                       guint64 chunk_id);
+void        pp_liveness_note_received (PpLiveness * lv, guint64 chunk_id);
+void        pp_liveness_note_sent     (PpLiveness * lv, guint64 chunk_id);
+/* The cumulative busy time the next heartbeat carries. */
+void        pp_liveness_set_busy      (PpLiveness * lv, guint64 busy_us);
+/* The model's cache builds the next heartbeat carries. */
+void        pp_liveness_set_cache_builds (PpLiveness * lv,
+                                       guint64 cache_builds);
+PpWorkState pp_liveness_state         (PpLiveness * lv);
+
+/* Peer @index's last heartbeat and how long ago it came. */
+void        pp_liveness_peer          (PpLiveness * lv, guint index,
+                                       PpHeartbeat * beat,
+                                       gint64 * silent_us);
+/* pp_heartbeat_describe of peer @index; "not heard from yet" without
+ * @lv. */
+gchar      *pp_liveness_describe_peer (PpLiveness * lv, guint index);
+
+G_END_DECLS

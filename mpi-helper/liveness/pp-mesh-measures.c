@@ -1,0 +1,148 @@
+/* ppdiffuse — rank 0's measure of the mesh's pace: what each worker's
+ * slice and a round of the mesh are expected to take, from the warm-up
+ * pass and the busy time the workers' heartbeats carry.  The deadlines
+ * of rank 0's waits and the watchdog's allowance for a compute come from
+ * it, by the rule of pp-allowance.h. */
+#include "pp-liveness-room.h"
+#include <string.h>
+
+/* Warm-up passes run one at a time, before any frame: the last one is the
+ * measure (an earlier one paid the set-up a steady frame does not). */
+void
+pp_mesh_pace_warmed_up (PpMesh * mesh, gint64 elapsed_us)
+{
+  g_mutex_lock (&mesh->lock);
+  mesh->pace_round_us = elapsed_us;
+  mesh->pace_warm_ups = mesh->warm_ups;
+  g_mutex_unlock (&mesh->lock);
+}
+
+/* Rank 0's own measure, which needs no heartbeat: until the workers' busy
+ * time comes, the slices are expected from it. */
+void
+pp_mesh_pace_returned (PpMesh * mesh, gint64 latency_us)
+{
+  g_mutex_lock (&mesh->lock);
+  mesh->pace_round_us = pp_allowance_update_round_us (mesh->pace_round_us,
+      latency_us);
+  g_mutex_unlock (&mesh->lock);
+}
+
+/* The stream chunks worker @hb has finished and sent: one heartbeat holds
+ * busy time and the last chunk sent as one snapshot, and a chunk's
+ * compute is counted before it is sent, so those chunks took at most
+ * that busy time (the warm-up passes, the first chunks, are not in it). */
+static guint64
+chunks_measured (const PpHeartbeat * hb, guint64 warm_ups)
+{
+  if (hb->busy_us == 0 || hb->sent == PP_HEARTBEAT_NONE
+      || hb->sent + 1 <= warm_ups)
+    return 0;
+  return hb->sent + 1 - warm_ups;
+}
+
+/* The slowest time per step the other workers measured, 0 for none. */
+static gint64
+peer_step_us (PpMesh * mesh, guint i, guint64 warm_ups)
+{
+  gint64 slowest = 0;
+
+  for (guint p = 0; mesh->liveness != NULL && p < mesh->plan->n_workers;
+      p++) {
+    const guint steps = mesh->plan->slices[p].end
+        - mesh->plan->slices[p].first;
+    PpHeartbeat beat;
+    gint64 silent_us;
+    guint64 chunks;
+
+    if (p == i || steps == 0)
+      continue;
+    pp_liveness_peer (mesh->liveness, p, &beat, &silent_us);
+    chunks = chunks_measured (&beat, warm_ups);
+    if (chunks > 0)
+      slowest = MAX (slowest, (gint64) (beat.busy_us / chunks / steps));
+  }
+  return slowest;
+}
+
+gint64
+pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
+    const gchar ** source)
+{
+  const PpSlice *slice = &mesh->plan->slices[i];
+  PpHeartbeat beat = { 0 };
+  guint64 chunks, warm_ups;
+  gint64 round_us;
+
+  beat.sent = PP_HEARTBEAT_NONE;
+  if (hb == NULL && mesh->liveness != NULL) {
+    gint64 silent_us;
+
+    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+  }
+  if (hb == NULL)
+    hb = &beat;
+  g_mutex_lock (&mesh->lock);
+  round_us = mesh->pace_round_us;
+  warm_ups = mesh->pace_warm_ups;
+  g_mutex_unlock (&mesh->lock);
+  chunks = chunks_measured (hb, warm_ups);
+  return pp_allowance_expected_slice_us (mesh->timeout_ms, hb->busy_us, chunks,
+      chunks > 0 ? 0 : peer_step_us (mesh, i, warm_ups), round_us,
+      slice->end - slice->first, mesh->plan->n_steps, source);
+}
+
+gint64
+pp_mesh_slice_allowance_us (PpMesh * mesh, guint i, const PpHeartbeat * hb)
+{
+  return pp_allowance_us (mesh->timeout_ms,
+      pp_mesh_expected_slice_us (mesh, i, hb, NULL));
+}
+
+void
+pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
+{
+  /* The least certain source of any slice is the round's. */
+  static const gchar *const sources[] = { PP_ALLOWANCE_BUSY, PP_ALLOWANCE_PEER,
+    PP_ALLOWANCE_ROUND, PP_ALLOWANCE_UNMEASURED
+  };
+  guint rank = 0;
+
+  memset (pace, 0, sizeof *pace);
+  for (guint i = 0; i < mesh->plan->n_workers; i++) {
+    const gchar *source;
+    const gint64 slice = pp_mesh_expected_slice_us (mesh, i, NULL, &source);
+
+    pace->round_us += slice;
+    if (slice > pace->stage_us) {
+      pace->stage_us = slice;
+      pace->slowest = i;
+    }
+    for (guint s = 0; s < G_N_ELEMENTS (sources); s++)
+      if (g_str_equal (source, sources[s]))
+        rank = MAX (rank, s);
+  }
+  pace->source = sources[rank];
+  pace->round_allowance_us = pp_allowance_us (mesh->timeout_ms,
+      pace->round_us);
+  pace->stage_allowance_us = pp_allowance_us (mesh->timeout_ms,
+      pace->stage_us);
+}
+
+const gchar *
+pp_mesh_pace_advice (void)
+{
+  return pp_allowance_advice ();
+}
+
+gchar *
+pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,
+    const gchar * source)
+{
+  return g_strdup_printf ("expected %" G_GINT64_FORMAT " ms (%s), allowed %"
+      G_GINT64_FORMAT " ms: max (timeout-ms %u, %d × expected + %u ms)",
+      expected_us / 1000, source,
+      pp_allowance_us (mesh->timeout_ms, expected_us) / 1000,
+      mesh->timeout_ms, PP_ALLOWANCE_FACTOR,
+      mesh->timeout_ms / PP_HEARTBEAT_DIVISOR);
+}

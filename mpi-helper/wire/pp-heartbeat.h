@@ -1,0 +1,64 @@
+/* ppdiffuse — the liveness messages: the heartbeat every rank sends its
+ * peers, and the report a failing worker leaves rank 0.  Their formats
+ * only: the heartbeat thread and its watchdog are liveness/pp-liveness.h.
+ * The handshake writes heartbeats too, while a worker loads its model. */
+#pragma once
+
+#include "pp-protocol.h"
+
+G_BEGIN_DECLS
+
+/* (rank, compute state, compute chunk, µs in that state, last chunk
+ * received, last chunk sent, sequence number, µs spent computing stream
+ * chunks so far, the model's cache builds so far); the last two members
+ * since PP_PROTOCOL_VERSION 5. */
+#define PP_HEARTBEAT_TYPE "(uuttttttt)"
+/* Its serialisation: a fixed-size tuple, as GVariant writes one (the
+ * members in native byte order at their natural alignment: u at 0 and 4,
+ * t at 8, 16, 24, 32, 40, 48 and 56). */
+#define PP_HEARTBEAT_SIZE 64
+/* (rank, rank to blame, error text): a receiver that got a broken chunk
+ * blames its sender, so that rank 0 can lead with the rank at fault. */
+#define PP_REPORT_TYPE "(uus)"
+#define PP_HEARTBEAT_NONE G_MAXUINT64
+
+typedef enum
+{
+  PP_WORK_IDLE,                 /* waiting for a chunk to compute */
+  PP_WORK_COMPUTING,
+  PP_WORK_DONE,                 /* left its loop after the shutdown marker */
+} PpWorkState;
+
+typedef struct
+{
+  guint32 rank;
+  PpWorkState state;
+  guint64 chunk_id;             /* of the compute state, or NONE */
+  guint64 state_us;             /* how long in that state */
+  guint64 received;             /* last chunk received, or NONE */
+  guint64 sent;                 /* last chunk sent, or NONE */
+  guint64 seq;
+  guint64 busy_us;              /* cumulative, computing stream chunks
+                                 * (warm-up passes left out); 0 from rank 0 */
+  guint64 cache_builds;         /* pp_model_cache_builds; 0 from rank 0 */
+} PpHeartbeat;
+
+guint        pp_heartbeat_period_ms (guint timeout_ms);
+/* Written and read by hand, without a GVariant: a heartbeat costs no
+ * allocation. */
+void         pp_heartbeat_write     (const PpHeartbeat * hb,
+                                     guint8 out[PP_HEARTBEAT_SIZE]);
+gboolean     pp_heartbeat_read      (const guint8 * data, gsize len,
+                                     PpHeartbeat * hb, GError ** error);
+GBytes      *pp_report_encode       (gint rank, gint blamed,
+                                     const gchar * text);
+/* The report's text, newly allocated; NULL with @error if malformed. */
+gchar       *pp_report_decode       (GBytes * bytes, gint * rank,
+                                     gint * blamed, GError ** error);
+const gchar *pp_work_state_name     (PpWorkState state);
+/* "computing chunk 3 for 1200 ms, last chunk received 4, sent 2; last
+ * heartbeat 120 ms ago" */
+gchar       *pp_heartbeat_describe  (const PpHeartbeat * hb,
+                                     gint64 age_us);
+
+G_END_DECLS

@@ -1,0 +1,355 @@
+/* ppdiffuse — MPI point-to-point under deadlines. */
+#include "pp-transport.h"
+#include "pp-chunk-pool.h"
+#include "pp-error.h"
+#include "pp-data-plane.h"
+#include "pp-log.h"
+#include "pp-queue.h"
+#include "pp-recorder.h"
+
+/* A message already matched by a probe is received within this. */
+#define PP_TRY_RECV_TIMEOUT_MS 1000
+
+gboolean
+pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
+    const gchar * what, GError ** error)
+{
+  gsize len;
+  gconstpointer data = g_bytes_get_data (bytes, &len);
+  MPI_Request req;
+
+  if (len > G_MAXINT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s: %" G_GSIZE_FORMAT " bytes do not fit one message", what, len);
+    return FALSE;
+  }
+  if (!pp_mpi_check (MPI_Isend (data, (int) len, MPI_BYTE, w->peer, tag,
+              w->comm, &req), what, error))
+    return FALSE;
+  if (!pp_wait_requests (w, &req, 1, NULL, what, error)) {
+    g_bytes_ref (bytes);        /* MPI may still read it */
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Waits for a message of @tag from w->peer and matches it (*@msg, of
+ * *@count bytes, at most @max_len). */
+static gboolean
+probe_message (const PpWait * w, gint tag, gsize max_len, const gchar * what,
+    MPI_Message * msg, int *count, GError ** error)
+{
+  PpPoll poll;
+  MPI_Status status;
+  int found = 0;
+
+  pp_poll_start (&poll);
+  for (;;) {
+    if (!pp_mpi_check (MPI_Improbe (w->peer, tag, w->comm, &found, msg,
+                &status), what, error))
+      return FALSE;
+    if (found)
+      break;
+    if (pp_wait_expired (w, &poll, what, error))
+      return FALSE;
+    pp_poll_sleep (&poll);
+  }
+  MPI_Get_count (&status, MPI_BYTE, count);
+  if (*count < 0 || (gsize) * count > max_len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "%s (peer rank %d): message of %d bytes, at most %" G_GSIZE_FORMAT
+        " allowed", what, w->peer, *count, max_len);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Receives the matched @msg into @buf.  FALSE: MPI may still write @buf. */
+static gboolean
+receive_matched (const PpWait * w, MPI_Message * msg, gpointer buf, int count,
+    const gchar * what, GError ** error)
+{
+  MPI_Request req;
+
+  return pp_mpi_check (MPI_Imrecv (buf, count, MPI_BYTE, msg, &req), what,
+      error) && pp_wait_requests (w, &req, 1, NULL, what, error);
+}
+
+GBytes *
+pp_transport_recv_bytes (const PpWait * w, gint tag, gsize max_len,
+    const gchar * what, GError ** error)
+{
+  MPI_Message msg;
+  int count = 0;
+  guint8 *buf;
+
+  if (!probe_message (w, tag, max_len, what, &msg, &count, error))
+    return NULL;
+  buf = g_malloc (MAX (count, 1));
+  if (!receive_matched (w, &msg, buf, count, what, error))
+    return NULL;                /* buf leaked: MPI may own it */
+  return g_bytes_new_take (buf, count);
+}
+
+/* A message of @tag from any rank if one has arrived: matched (*@msg, of
+ * *@count bytes, at most @max_len).  FALSE without error when none has. */
+static gboolean
+try_probe (MPI_Comm comm, gint tag, gsize max_len, MPI_Message * msg,
+    int *count, gint * source, GError ** error)
+{
+  MPI_Status status;
+  int found = 0;
+
+  if (!pp_mpi_check (MPI_Improbe (MPI_ANY_SOURCE, tag, comm, &found, msg,
+              &status), "probe", error) || !found)
+    return FALSE;
+  MPI_Get_count (&status, MPI_BYTE, count);
+  *source = status.MPI_SOURCE;
+  if (*count < 0 || (gsize) * count > max_len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "message of %d bytes with tag %d from rank %d, at most %"
+        G_GSIZE_FORMAT " allowed", *count, tag, status.MPI_SOURCE, max_len);
+    return FALSE;               /* the caller fails the mesh */
+  }
+  return TRUE;
+}
+
+/* The message has arrived, but a large one may still be on its way in: a
+ * bounded wait, like every other.  FALSE: MPI may still write @buf. */
+static gboolean
+receive_arrived (MPI_Comm comm, gint source, MPI_Message * msg, gpointer buf,
+    int count, GError ** error)
+{
+  PpWait w = { comm, source, pp_deadline_in_ms (PP_TRY_RECV_TIMEOUT_MS),
+    NULL, NULL
+  };
+
+  return receive_matched (&w, msg, buf, count, "receive", error);
+}
+
+GBytes *
+pp_transport_try_recv_bytes (MPI_Comm comm, gint tag, gsize max_len,
+    gint * source, GError ** error)
+{
+  MPI_Message msg;
+  int count = 0;
+  guint8 *buf;
+
+  if (!try_probe (comm, tag, max_len, &msg, &count, source, error))
+    return NULL;
+  buf = g_malloc (MAX (count, 1));
+  if (!receive_arrived (comm, *source, &msg, buf, count, error))
+    return NULL;                /* buf leaked: MPI may still write it */
+  return g_bytes_new_take (buf, count);
+}
+
+gboolean
+pp_transport_try_recv_into (MPI_Comm comm, gint tag, guint8 ** buf,
+    gsize size, gsize * len, gint * source, GError ** error)
+{
+  MPI_Message msg;
+  int count = 0;
+
+  if (!try_probe (comm, tag, size, &msg, &count, source, error))
+    return FALSE;
+  if (!receive_arrived (comm, *source, &msg, *buf, count, error)) {
+    *buf = NULL;                /* left to MPI */
+    return FALSE;
+  }
+  *len = (gsize) count;
+  return TRUE;
+}
+
+struct _PpChunkLink
+{
+  GMutex lock;                  /* one transfer at a time */
+  PpEnvelopeCodec *codec;
+  PpChunkPool *pool;            /* what chunks are received into */
+  PpDataPlane *plane;        /* borrowed */
+};
+
+PpChunkLink *
+pp_chunk_link_new (guint reserve)
+{
+  return pp_chunk_link_new_on (reserve, NULL);
+}
+
+PpChunkLink *
+pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend)
+{
+  PpChunkLink *link = g_new0 (PpChunkLink, 1);
+
+  g_mutex_init (&link->lock);
+  link->codec = pp_envelope_codec_new ();
+  link->pool = pp_chunk_pool_new_on (reserve, backend);
+  link->plane = pp_data_plane_mpi ();
+  return link;
+}
+
+void
+pp_chunk_link_free (PpChunkLink * link)
+{
+  if (link == NULL)
+    return;
+  pp_envelope_codec_free (link->codec);
+  pp_chunk_pool_unref (link->pool);
+  g_mutex_clear (&link->lock);
+  g_free (link);
+}
+
+guint
+pp_chunk_link_pool_size (PpChunkLink * link)
+{
+  return pp_chunk_pool_size (link->pool);
+}
+
+void
+pp_chunk_link_set_data_plane (PpChunkLink * link, PpDataPlane * plane)
+{
+  g_mutex_lock (&link->lock);
+  link->plane = plane;
+  g_mutex_unlock (&link->lock);
+}
+
+gboolean
+pp_transport_send_chunk (const PpWait * w, PpChunkLink * link,
+    PpChunk * chunk, GError ** error)
+{
+  return pp_transport_send_chunk_as (w, link, chunk, PP_SEND_INTACT, error);
+}
+
+/* Called with the link's lock held. */
+static gboolean
+send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
+    PpSendDefect defect, GError ** error)
+{
+  PpDataPlaneResult sent;
+  MPI_Request head_req;
+  const guint8 *head;
+  gsize head_len;
+  gchar what[96];
+  guint64 event;
+
+  if (!pp_envelope_write_head (link->codec, chunk, &head, &head_len, error)
+      || !pp_data_plane_preflight (link->plane, w, chunk, error)) {
+    pp_chunk_free (chunk);
+    return FALSE;               /* preflight failed: nothing was sent */
+  }
+  if (defect == PP_SEND_BAD_VERSION)
+    ((guint8 *) head)[4] = PP_ENVELOPE_MAJOR + 1;
+  g_snprintf (what, sizeof what, "send of chunk %" G_GUINT64_FORMAT,
+      chunk->chunk_id);
+  event = pp_recorder_begin (PP_REC_SEND, chunk->chunk_id, w->peer,
+      head_len + pp_chunk_payload_bytes (chunk));
+  if (!pp_mpi_check (MPI_Isend (head, (int) head_len, MPI_BYTE, w->peer,
+              PP_TAG_HEAD, w->comm, &head_req), what, error)) {
+    sent = PP_DATA_PLANE_ABANDONED;
+    goto failed;
+  }
+  /* Once the head is out its payloads follow (the receiver is waiting for
+   * them); the head's send is waited for after theirs, under the same
+   * deadline. */
+  sent = pp_data_plane_send (link->plane, w, chunk, defect, error);
+  if (sent != PP_DATA_PLANE_DONE)
+    goto failed;
+  if (!pp_wait_requests (w, &head_req, 1, NULL, what, error))
+    goto failed;
+  pp_recorder_end (event, PP_REC_DONE);
+  PP_DEBUG ("sent chunk %" G_GUINT64_FORMAT " to rank %d: %" G_GSIZE_FORMAT
+      " + %" G_GSIZE_FORMAT " bytes (%s)", chunk->chunk_id, w->peer, head_len,
+      pp_chunk_payload_bytes (chunk), pp_data_plane_name (link->plane));
+  pp_chunk_free (chunk);
+  return TRUE;
+
+failed:
+  pp_recorder_end (event, PP_REC_FAILED);
+  /* A pending send may still read the head buffer, and the payloads when
+   * the plane left transfers posted: leave them to MPI (or NCCL). */
+  pp_envelope_codec_abandon_buffer (link->codec);
+  if (sent == PP_DATA_PLANE_ABANDONED)
+    pp_chunk_abandon_payloads (chunk);
+  pp_chunk_free (chunk);
+  return FALSE;
+}
+
+gboolean
+pp_transport_send_chunk_as (const PpWait * w, PpChunkLink * link,
+    PpChunk * chunk, PpSendDefect defect, GError ** error)
+{
+  gboolean ok;
+
+  g_mutex_lock (&link->lock);
+  ok = send_chunk (w, link, chunk, defect, error);
+  g_mutex_unlock (&link->lock);
+  return ok;
+}
+
+/* Called with the link's lock held. */
+static PpChunk *
+recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
+    GError ** error)
+{
+  static const gchar head_what[] = "receive of a chunk head";
+  PpWait payload_wait = *w;
+  PpDataPlaneResult received;
+  MPI_Message msg;
+  PpChunk *chunk;
+  guint8 *head;
+  int len = 0;
+  guint64 event;
+
+  if (!probe_message (w, PP_TAG_HEAD, PP_ENVELOPE_HEAD_MAX, head_what, &msg,
+          &len, error))
+    return NULL;
+  head = pp_envelope_codec_buffer (link->codec, len);
+  if (!receive_matched (w, &msg, head, len, head_what, error)) {
+    pp_envelope_codec_abandon_buffer (link->codec);
+    return NULL;
+  }
+  chunk = pp_chunk_pool_acquire (link->pool);
+  if (!pp_envelope_read_head (link->codec, head, len, chunk, error)) {
+    g_prefix_error (error, "from rank %d: ", w->peer);
+    pp_recorder_note (PP_REC_RECV, PP_RECORDER_NO_CHUNK, w->peer, len,
+        PP_REC_FAILED);
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  if (chunk->flags & PP_CHUNK_FLAG_ABORT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " was aborted by its sender, rank %d",
+        chunk->chunk_id, w->peer);
+    pp_recorder_note (PP_REC_RECV, chunk->chunk_id, w->peer, len,
+        PP_REC_FAILED);
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  event = pp_recorder_begin (PP_REC_RECV, chunk->chunk_id, w->peer,
+      len + pp_chunk_payload_bytes (chunk));
+  payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
+  received = pp_data_plane_recv (link->plane, &payload_wait, chunk, error);
+  if (received != PP_DATA_PLANE_DONE) {
+    pp_recorder_end (event, PP_REC_FAILED);
+    /* Posted receives may still write into the payload buffers. */
+    if (received == PP_DATA_PLANE_ABANDONED)
+      pp_chunk_abandon_payloads (chunk);
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  pp_recorder_end (event, PP_REC_DONE);
+  PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %d + %"
+      G_GSIZE_FORMAT " bytes", chunk->chunk_id, w->peer, len,
+      pp_chunk_payload_bytes (chunk));
+  return chunk;
+}
+
+PpChunk *
+pp_transport_recv_chunk (const PpWait * w, PpChunkLink * link,
+    guint payload_timeout_ms, GError ** error)
+{
+  PpChunk *chunk;
+
+  g_mutex_lock (&link->lock);
+  chunk = recv_chunk (w, link, payload_timeout_ms, error);
+  g_mutex_unlock (&link->lock);
+  return chunk;
+}

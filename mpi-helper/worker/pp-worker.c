@@ -1,0 +1,864 @@
+/* ppdiffuse-worker — one stage of the pipeline.
+ *
+ * Started by the ppdiffuse element through MPI_Comm_spawn, never by hand.
+ * Three threads per worker, joined by bounded queues (capacity 2 each: the
+ * receive of chunk n+1 and the send of chunk n-1 overlap the compute of
+ * chunk n):
+ *
+ *   receiver: previous rank → validate → in-queue
+ *   compute:  in-queue → run steps [first, end) → out-queue     (main thread)
+ *   sender:   out-queue → next rank (the last worker sends to rank 0)
+ *
+ * A fourth thread keeps the heartbeats with rank 0 (pp-liveness.h, the
+ * module rank 0 uses too): it tells rank 0 every period what the compute
+ * thread is doing, and ends the process when rank 0 has been silent for
+ * timeout-ms (the application died).
+ *
+ * Any error is sent to rank 0 as a report, logged with the rank and the
+ * chunk together with the flight recorder, and the process exits.
+ *
+ * The break-it tests' faults fire in test hooks (pp-worker-room.h), which
+ * only builds with the fault-injection option install. */
+#include "pp-worker-room.h"
+#include "pp-allowance.h"
+#include "pp-data-plane-choice.h"
+#include "pp-error.h"
+#include "pp-handshake.h"
+#include "pp-liveness.h"
+#include "pp-log.h"
+#include "pp-model.h"
+#include "pp-nccl-links.h"
+#include "pp-proc.h"
+#include "pp-protocol.h"
+#include "pp-queue.h"
+#include "pp-recorder.h"
+#include "pp-transport.h"
+#include "pp-weights.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define PP_WORKER_QUEUE_DEPTH 2
+/* The most chunks a worker holds at once: both queues full, and one each
+ * in the receiver, the compute thread and the sender. */
+#define PP_WORKER_CHUNKS_HELD (2 * PP_WORKER_QUEUE_DEPTH + 3)
+#define PP_WORKER_EXIT_FAILURE 3
+/* A failing worker is gone within this many seconds, whatever blocks. */
+#define PP_WORKER_FAIL_GRACE_S 3
+/* How often the start watchdog looks at the clock. */
+#define PP_WORKER_START_POLL_US 100000
+
+/* The test hooks, NULL unless a test build installed them. */
+static const PpWorkerHooks *hooks;
+
+void
+pp_worker_set_hooks (const PpWorkerHooks * table)
+{
+  hooks = table;
+}
+
+typedef struct
+{
+  MPI_Comm parent;
+  MPI_Comm world;
+  gint rank;
+  PpPlan *plan;
+  PpSlice slice;
+  PpBackend *backend;
+  PpModel *model;
+  gint64 rank0_pid;
+  gchar *rank0_host;
+  gint node_rank;               /* among the workers on this host */
+  guint32 graph_epoch;          /* cache epoch of the model's graph */
+  PpQueue *in;
+  PpQueue *out;
+  PpChunkLink *from_prev;       /* the receiver's */
+  PpChunkLink *to_next;         /* the sender's */
+  /* The NCCL planes of this worker's two links when the plan's data plane
+   * is NCCL, else NULL; aborted on the first failure. */
+  PpNcclLinks *planes;
+  gint64 busy_us;                /* compute thread only */
+  gchar *dump_dir;
+  /* What the heartbeats say: the compute thread's state and the last
+   * chunks received and sent, written by three threads. */
+  PpLiveness *liveness;
+  gint failing;                 /* atomic: first failure wins; others wait */
+  gboolean deadlines;           /* FALSE only under the test-only switch */
+  /* What this worker's computes took, warm-up passes included: written by
+   * the compute thread, read by the threads that wait behind a stage. */
+  GMutex pace_lock;
+  gint64 measured_us;
+  guint64 measured_steps;
+} Worker;
+
+/* What the slowest stage is expected to take for one chunk: this
+ * worker's measured time per step (every stage runs the same model on
+ * the same frames) times the longest slice of the plan; before anything
+ * was measured, pp_allowance_unmeasured_us. */
+static gint64
+stage_expected_us (Worker * w)
+{
+  guint longest = 0;
+  gint64 us;
+  guint64 steps;
+
+  for (guint i = 0; i < w->plan->n_workers; i++)
+    longest = MAX (longest, w->plan->slices[i].end - w->plan->slices[i].first);
+  g_mutex_lock (&w->pace_lock);
+  us = w->measured_us;
+  steps = w->measured_steps;
+  g_mutex_unlock (&w->pace_lock);
+  if (steps == 0 || us <= 0)
+    return pp_allowance_unmeasured_us (w->plan->timeout_ms, longest);
+  return us * (gint64) longest / (gint64) steps;
+}
+
+/* How long a wait behind a stage may take (a queue, a send: at worst the
+ * next stage finishes one chunk first), pp-allowance.h; in ms for messages. */
+static guint
+worker_allowance_ms (Worker * w)
+{
+  return (guint) MIN (pp_allowance_us (w->plan->timeout_ms,
+          stage_expected_us (w)) / 1000, G_MAXUINT);
+}
+
+/* The deadline of a wait behind a stage, or none under the test-only
+ * switch. */
+static gint64
+worker_deadline (Worker * w)
+{
+  return w->deadlines ? pp_deadline_in_ms (worker_allowance_ms (w))
+      : PP_NO_DEADLINE;
+}
+
+/* Best effort: rank 0 gets the text before this process goes. */
+static void
+send_report (Worker * w, gint blamed, const gchar * text)
+{
+  g_autoptr (GBytes) report = pp_report_encode (w->rank, blamed, text);
+  PpWait wait = { w->world, 0, pp_deadline_in_ms (MIN (PP_WORKER_REPORT_MS,
+              w->plan ? w->plan->timeout_ms : PP_WORKER_REPORT_MS)), NULL,
+    NULL
+  };
+  GError *error = NULL;
+
+  if (w->world == MPI_COMM_NULL)
+    return;
+  pp_recorder_note (PP_REC_REPORT, PP_RECORDER_NO_CHUNK, 0,
+      g_bytes_get_size (report), PP_REC_STARTED);
+  if (!pp_transport_send_bytes (&wait, PP_TAG_REPORT, report, "error report",
+          &error)) {
+    PP_WARN ("could not report to rank 0: %s", error->message);
+    g_error_free (error);
+  }
+}
+
+/* Fails this worker, reporting @blamed as the rank at fault: this one,
+ * or the peer whose chunk could not be received or sent. */
+static void G_GNUC_NORETURN
+worker_fail_blaming (Worker * w, const gchar * where, gint blamed,
+    const GError * error)
+{
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *dump = NULL;
+
+  /* Another thread is already failing: let it finish the job. */
+  if (!g_atomic_int_compare_and_exchange (&w->failing, 0, 1))
+    for (;;)
+      g_usleep (G_USEC_PER_SEC);
+  /* Nothing below may keep the process alive: stderr goes through Open
+   * MPI's daemon to rank 0, which may be frozen or gone, so a full pipe
+   * must lose text rather than block; and SIGALRM ends the process if the
+   * report or the dump hang anyway. */
+  alarm (PP_WORKER_FAIL_GRACE_S);
+  fcntl (STDERR_FILENO, F_SETFL, fcntl (STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+  text = g_strdup_printf ("worker rank %d (pid %d on %s, steps [%u,%u)) "
+      "failed in %s: %s", w->rank, (int) getpid (), g_get_host_name (),
+      w->slice.first, w->slice.end, where, error ? error->message : "?");
+  PP_ERROR_LOG ("%s", text);
+  /* No NCCL wait may outlive the failure (the other threads may be in
+   * one): abort every plane; never finalize or destroy here. */
+  if (w->planes != NULL) {
+    GError *reason = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s", text);
+
+    pp_nccl_links_abort (w->planes, reason);
+    g_error_free (reason);
+  }
+  send_report (w, blamed, text);
+  dump = pp_recorder_dump (w->dump_dir, w->rank, text);
+  if (dump != NULL)
+    PP_ERROR_LOG ("flight recorder written to %s", dump);
+  fflush (stderr);
+  _exit (PP_WORKER_EXIT_FAILURE);
+}
+
+static void G_GNUC_NORETURN
+worker_fail (Worker * w, const gchar * where, const GError * error)
+{
+  worker_fail_blaming (w, where, w->rank, error);
+}
+
+static gboolean
+rank0_alive (gpointer data, GError ** error)
+{
+  Worker *w = data;
+
+  if (hooks != NULL)
+    hooks->freeze_point ();
+  if (pp_proc_is_local (w->rank0_host) && !pp_proc_is_running (w->rank0_pid)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE,
+        "rank 0 (pid %" G_GINT64_FORMAT ") has exited", w->rank0_pid);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gint
+next_rank (Worker * w)
+{
+  return w->rank == (gint) w->plan->n_workers ? 0 : w->rank + 1;
+}
+
+static gpointer
+receiver_thread (gpointer data)
+{
+  Worker *w = data;
+  PpChunkExpect expect = {
+    .chunk_id = 0,
+    .plan_id = w->plan->plan_id,
+    .next_step = w->slice.first,
+    .n_steps = w->plan->n_steps,
+    .min_cache_epoch = 0,
+  };
+
+  for (;;) {
+    PpWait wait = { w->world, w->rank - 1, PP_NO_DEADLINE, rank0_alive, w };
+    GError *error = NULL;
+    PpChunk *chunk = pp_transport_recv_chunk (&wait, w->from_prev,
+        w->plan->timeout_ms, &error);
+    gboolean last;
+
+    /* A chunk that cannot be received or is wrong is its sender's. */
+    if (chunk == NULL)
+      worker_fail_blaming (w, "receive", w->rank - 1, error);
+    if (!pp_chunk_check (chunk, &expect, &error)) {
+      g_prefix_error (&error, "chunk from rank %d: ", w->rank - 1);
+      worker_fail_blaming (w, "receive", w->rank - 1, error);
+    }
+    last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
+    pp_liveness_note_received (w->liveness, chunk->chunk_id);
+    if (!last && chunk->cache_epoch > expect.min_cache_epoch) {
+      PP_INFO ("cache epoch %u starts at chunk %" G_GUINT64_FORMAT,
+          chunk->cache_epoch, chunk->chunk_id);
+      expect.min_cache_epoch = chunk->cache_epoch;
+    }
+    expect.chunk_id++;
+    if (!pp_queue_push (w->in, chunk, worker_deadline (w))) {
+      g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
+          "compute did not take chunk %" G_GUINT64_FORMAT " within %u ms "
+          "(max (timeout-ms, %d × the expected stage time))",
+          chunk->chunk_id, worker_allowance_ms (w), PP_ALLOWANCE_FACTOR);
+      worker_fail (w, "receive", error);
+    }
+    if (last)
+      return NULL;
+  }
+}
+
+static gpointer
+sender_thread (gpointer data)
+{
+  Worker *w = data;
+
+  for (;;) {
+    PpWait wait = { w->world, next_rank (w), PP_NO_DEADLINE, rank0_alive, w };
+    PpChunk *chunk = pp_queue_pop (w->out, PP_NO_DEADLINE);
+    GError *error = NULL;
+    PpSendDefect defect;
+    gboolean last, twice;
+
+    if (chunk == NULL)
+      return NULL;
+    /* The send's deadline runs from when there is a chunk to send: a mesh
+     * left idle longer than timeout-ms (keep-workers) is not late. */
+    wait.deadline_us = worker_deadline (w);
+    last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
+    defect = PP_SEND_INTACT;
+    twice = FALSE;
+    if (hooks != NULL
+        && !hooks->before_send (chunk, next_rank (w), &defect, &twice)) {
+      pp_chunk_free (chunk);
+      continue;
+    }
+    if (twice) {
+      PpChunk *copy = pp_chunk_copy (chunk, &error);
+
+      if (copy == NULL)
+        worker_fail (w, "send", error);
+      if (!pp_transport_send_chunk (&wait, w->to_next, copy, &error))
+        worker_fail_blaming (w, "send", next_rank (w), error);
+    }
+    pp_liveness_note_sent (w->liveness, chunk->chunk_id);
+    /* A send that fails or stalls: the next rank died or does not take
+     * its chunks. */
+    if (!pp_transport_send_chunk_as (&wait, w->to_next, chunk, defect,
+            &error))
+      worker_fail_blaming (w, "send", next_rank (w), error);
+    if (last)
+      return NULL;
+  }
+}
+
+typedef struct
+{
+  PpChunk *chunk;
+  guint timeout_ms;
+} StepDone;
+
+static void
+step_done (guint step, gpointer data)
+{
+  const StepDone *d = data;
+
+  if (hooks != NULL)
+    hooks->after_step (d->chunk->chunk_id, d->timeout_ms);
+}
+
+/* The settings @chunk carries, if any: the URI the model takes before it
+ * computes the chunk. */
+static void
+apply_settings (Worker * w, PpChunk * chunk)
+{
+  PpTensor *t = pp_chunk_get_tensor (chunk, PP_SETTINGS_TENSOR);
+  g_autofree gchar *uri = NULL;
+  GError *error = NULL;
+
+  if (t == NULL)
+    return;
+  if (t->dtype != PP_DTYPE_U8 || t->ndim != 1 || t->nbytes == 0
+      || t->nbytes > PP_SETTINGS_MAX) {
+    g_autofree gchar *got = pp_tensor_describe (t);
+    g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " carries a '%s' tensor %s; expected "
+        "U8[n], 0 < n <= %d", chunk->chunk_id, PP_SETTINGS_TENSOR, got,
+        PP_SETTINGS_MAX);
+    worker_fail (w, "settings", error);
+  }
+  uri = g_malloc0 (t->nbytes + 1);
+  if (t->backend != NULL)       /* a device payload (NCCL) */
+    pp_backend_download (t->backend, uri, t->data, t->nbytes);
+  else
+    memcpy (uri, t->data, t->nbytes);
+  /* The chunk's other tensors are what came with the settings. */
+  if (!pp_model_update (w->model, uri, chunk->tensors, &error)) {
+    g_prefix_error (&error, "cache epoch %u (chunk %" G_GUINT64_FORMAT "): ",
+        chunk->cache_epoch, chunk->chunk_id);
+    worker_fail (w, "settings", error);
+  }
+  PP_INFO ("cache epoch %u: settings %s", chunk->cache_epoch, uri);
+}
+
+static void
+run_steps (Worker * w, PpChunk * chunk)
+{
+  PpTensor *sample = pp_chunk_get_tensor (chunk, PP_MODEL_SAMPLE_NAME);
+  gint64 start = g_get_monotonic_time ();
+  GError *error = NULL;
+  guint64 event;
+
+  if (sample == NULL) {
+    g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " carries no '%s' tensor", chunk->chunk_id,
+        PP_MODEL_SAMPLE_NAME);
+    worker_fail (w, "compute", error);
+  }
+  pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING, chunk->chunk_id);
+  event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
+      sample->nbytes);
+  if (hooks != NULL)
+    hooks->before_steps (chunk->chunk_id);
+  apply_settings (w, chunk);
+  /* A new cache epoch (and RESET, which starts one) changes what the
+   * steps compute: no graph or per-epoch cache of an older one may serve. */
+  if (chunk->cache_epoch != w->graph_epoch
+      || (chunk->flags & PP_CHUNK_FLAG_RESET)) {
+    pp_model_new_epoch (w->model);
+    w->graph_epoch = chunk->cache_epoch;
+  }
+  /* The sample goes to the device once and stays there for the slice. */
+  if (!pp_model_steps_begin (w->model, sample, &error))
+    worker_fail (w, "compute", error);
+  {
+    StepDone done = { chunk, w->plan->timeout_ms };
+
+    if (!pp_model_steps_slice (w->model, w->slice.first, w->slice.end,
+            w->plan->n_steps, sample, step_done, &done, &error))
+      worker_fail (w, "compute", error);
+  }
+  if (!pp_model_steps_end (w->model, sample, &error))
+    worker_fail (w, "compute", error);
+  PP_DEBUG ("chunk %" G_GUINT64_FORMAT " steps [%u,%u) took %.3f ms",
+      chunk->chunk_id, w->slice.first, w->slice.end,
+      (g_get_monotonic_time () - start) / 1000.0);
+  pp_recorder_end (event, PP_REC_DONE);
+  pp_liveness_set_cache_builds (w->liveness, pp_model_cache_builds (w->model));
+  pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
+  chunk->next_step = w->slice.end;
+  g_mutex_lock (&w->pace_lock);
+  w->measured_us += g_get_monotonic_time () - start;
+  w->measured_steps += w->slice.end - w->slice.first;
+  g_mutex_unlock (&w->pace_lock);
+  /* A warm-up pass is no work of the stream's. */
+  if (!(chunk->flags & PP_CHUNK_FLAG_WARMUP)) {
+    w->busy_us += g_get_monotonic_time () - start;
+    pp_liveness_set_busy (w->liveness, (guint64) w->busy_us);
+  }
+}
+
+static void
+compute_loop (Worker * w)
+{
+  for (;;) {
+    PpChunk *chunk = pp_queue_pop (w->in, PP_NO_DEADLINE);
+    gboolean last;
+    GError *error = NULL;
+
+    if (chunk == NULL)
+      return;
+    last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
+    if (last) {
+      PpTensor *busy = pp_chunk_get_tensor (chunk, PP_BUSY_TENSOR);
+      if (busy == NULL || busy->dtype != PP_DTYPE_F64
+          || busy->shape[0] != (gint64) w->plan->n_workers) {
+        g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
+            "shutdown marker without an F64[%u] %s tensor",
+            w->plan->n_workers, PP_BUSY_TENSOR);
+        worker_fail (w, "shutdown", error);
+      }
+      if (busy->backend != NULL) {
+        /* A device payload (NCCL): this rank's entry goes through the
+         * host. */
+        g_autofree gdouble *host = g_new0 (gdouble, w->plan->n_workers);
+
+        pp_backend_download (busy->backend, host, busy->data, busy->nbytes);
+        host[w->rank - 1] = w->busy_us / 1e6;
+        pp_backend_upload (busy->backend, busy->data, host, busy->nbytes);
+      } else {
+        ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
+      }
+      pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
+      {
+        guint64 captures, launches;
+
+        pp_model_graph_counts (w->model, &captures, &launches);
+        PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks, busy "
+            "%.3f s, step graphs: %" G_GUINT64_FORMAT " captured, %"
+            G_GUINT64_FORMAT " launched", chunk->chunk_id, w->busy_us / 1e6,
+            captures, launches);
+      }
+    } else {
+      run_steps (w, chunk);
+    }
+    if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {
+      g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
+          "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms "
+          "(max (timeout-ms, %d × the expected stage time))",
+          chunk->chunk_id, worker_allowance_ms (w), PP_ALLOWANCE_FACTOR);
+      worker_fail (w, "compute", error);
+    }
+    if (last)
+      return;
+  }
+}
+
+/* How long MPI start-up and the handshake may take: rank 0's start
+ * budget when it passed one (PP_WORKER_START_ARG), else the default.  A
+ * model load that keeps making progress may take longer: the budget
+ * counts from its last progress. */
+static guint start_timeout_ms = PP_WORKER_HELLO_TIMEOUT_MS;
+
+/* The load's progress reports to rank 0 (PP_TAG_LOAD_PROGRESS), from a
+ * thread of their own while the main thread loads. */
+typedef struct
+{
+  MPI_Comm world;
+  guint period_ms;
+  GMutex lock;
+  GCond wake;
+  gboolean stop;
+  GThread *thread;
+} LoadReports;
+
+static gpointer
+load_reports_run (gpointer data)
+{
+  LoadReports *r = data;
+  guint64 reported = pp_weights_load_progress ();
+
+  g_mutex_lock (&r->lock);
+  while (!r->stop) {
+    const gint64 until = g_get_monotonic_time ()
+        + (gint64) r->period_ms * 1000;
+    guint64 now;
+
+    while (!r->stop && g_cond_wait_until (&r->wake, &r->lock, until));
+    now = pp_weights_load_progress ();
+    if (r->stop || now == reported)
+      continue;
+    g_mutex_unlock (&r->lock);
+    {
+      const guint64 le = GUINT64_TO_LE (now);
+      g_autoptr (GBytes) msg = g_bytes_new (&le, sizeof le);
+      PpWait wait = { r->world, 0, pp_deadline_in_ms (start_timeout_ms),
+        NULL, NULL
+      };
+      GError *error = NULL;
+
+      G_STATIC_ASSERT (sizeof le == PP_LOAD_PROGRESS_BYTES);
+      if (!pp_transport_send_bytes (&wait, PP_TAG_LOAD_PROGRESS, msg,
+              "load progress", &error)) {
+        /* Rank 0 is gone or stuck: the handshake reply finds out. */
+        PP_WARN ("%s", error->message);
+        g_error_free (error);
+        return NULL;
+      }
+    }
+    reported = now;
+    g_mutex_lock (&r->lock);
+  }
+  g_mutex_unlock (&r->lock);
+  return NULL;
+}
+
+static LoadReports *
+load_reports_start (MPI_Comm world, guint timeout_ms)
+{
+  LoadReports *r = g_new0 (LoadReports, 1);
+
+  r->world = world;
+  r->period_ms = CLAMP (timeout_ms / 4, PP_LOAD_PROGRESS_MIN_MS,
+      PP_LOAD_PROGRESS_MAX_MS);
+  g_mutex_init (&r->lock);
+  g_cond_init (&r->wake);
+  r->thread = g_thread_new ("pp-load-reports", load_reports_run, r);
+  return r;
+}
+
+/* Stops the reports; every report sent has left before it returns, so
+ * none follows the handshake reply. */
+static void
+load_reports_stop (LoadReports * r)
+{
+  g_mutex_lock (&r->lock);
+  r->stop = TRUE;
+  g_cond_signal (&r->wake);
+  g_mutex_unlock (&r->lock);
+  g_thread_join (r->thread);
+  g_cond_clear (&r->wake);
+  g_mutex_clear (&r->lock);
+  g_free (r);
+}
+
+static void
+do_handshake (Worker * w)
+{
+  PpWait wait = { w->world, 0, pp_deadline_in_ms (start_timeout_ms),
+    NULL, NULL
+  };
+  g_autoptr (GBytes) hello = NULL;
+  g_autoptr (GBytes) reply = NULL;
+  g_autoptr (GHashTable) parity = NULL;
+  g_autofree gchar *plan_text = NULL;
+  g_autofree gchar *digest = NULL;
+  PpHelloOptions options = { 0 };
+  GError *error = NULL;
+
+  hello = pp_transport_recv_bytes (&wait, PP_TAG_HANDSHAKE, PP_HANDSHAKE_MAX,
+      "handshake hello", &error);
+  if (hello == NULL)
+    worker_fail (w, "handshake", error);
+  if (g_bytes_get_size (hello) == PP_HELLO_CANCEL_BYTES) {
+    /* Rank 0 gave up on this start before the spawn completed. */
+    PP_WARN ("%s; exiting", PP_WORKER_CANCELLED_TEXT);
+    fflush (stderr);
+    _exit (PP_WORKER_EXIT_FAILURE);
+  }
+  w->plan = pp_handshake_hello_parse (hello, &w->rank0_pid, &w->rank0_host,
+      &options, &error);
+  w->dump_dir = g_steal_pointer (&options.dump_dir);
+  if (w->plan != NULL && w->rank > (gint) w->plan->n_workers)
+    g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "rank %d is outside a plan of %u workers", w->rank,
+        w->plan->n_workers);
+  if (error == NULL) {
+    /* Rank 0 counts as the first rank of its host. */
+    const gint local_rank = w->node_rank
+        + (pp_proc_is_local (w->rank0_host) ? 1 : 0);
+
+    w->slice = w->plan->slices[w->rank - 1];
+    w->backend = pp_backend_get_local (w->plan->backend, local_rank, &error);
+    if (w->backend != NULL)
+      PP_INFO ("node-local rank %d: backend %s on %s", local_rank,
+          pp_backend_name (w->backend), pp_backend_device (w->backend));
+  }
+  /* The plan's data plane must be one this build and backend can run
+   * (the NCCL table there, the emulated one only on host memory). */
+  if (error == NULL && pp_plan_uses_nccl (w->plan)
+      && pp_data_plane_api (w->plan->data_plane, w->world, &error) != NULL
+      && g_str_equal (w->plan->data_plane, PP_DATA_PLANE_NCCL_EMULATED)
+      && !g_str_equal (pp_backend_name (w->backend), PP_BACKEND_CPU))
+    g_set_error (&error, PP_ERROR, PP_ERROR_CONFIG, "the emulated NCCL data "
+        "plane needs the cpu backend, not %s", pp_backend_name (w->backend));
+  if (error == NULL) {
+    LoadReports *reports = load_reports_start (w->world, w->plan->timeout_ms);
+
+    if (hooks != NULL)
+      hooks->model_load ();
+    w->model = pp_model_new (w->plan->model, w->plan->n_steps,
+        PP_MODEL_ROLE_STEPS, w->backend, &error);
+    if (w->model != NULL)
+      digest = pp_model_digest (w->model);
+    load_reports_stop (reports);
+  }
+  if (error == NULL) {
+    if (hooks != NULL)
+      hooks->model_digest (digest);
+    parity = pp_parity_local (digest, &w->plan->plan_id, w->backend,
+        w->plan->model);
+    g_hash_table_insert (parity, g_strdup (PP_PARITY_DATA_PLANE),
+        g_strdup (w->plan->data_plane));
+  }
+  reply = pp_handshake_reply_new (w->plan ? w->plan->plan_id : 0, w->rank,
+      error ? error->message : NULL, parity);
+  wait.deadline_us = pp_deadline_in_ms (start_timeout_ms);
+  if (!pp_transport_send_bytes (&wait, PP_TAG_HANDSHAKE_REPLY, reply,
+          "handshake reply", error ? NULL : &error) || error != NULL)
+    worker_fail (w, "handshake", error);
+  plan_text = pp_plan_describe (w->plan);
+  PP_INFO ("rank %d runs steps [%u,%u) of %s", w->rank, w->slice.first,
+      w->slice.end, plan_text);
+}
+
+/* This worker's NCCL links (from the previous rank, to the next), made
+ * in the order every rank makes its links, under timeout-ms and rank 0's
+ * liveness. */
+static void
+connect_planes (Worker * w)
+{
+  PpWait wait = { w->world, 0, worker_deadline (w), rank0_alive, w };
+  GError *error = NULL;
+
+  if (!pp_nccl_links_connect (w->planes, w->plan, w->world, w->rank,
+          w->backend, &wait, &error))
+    worker_fail (w, "NCCL set-up", error);
+  pp_chunk_link_set_data_plane (w->from_prev,
+      pp_nccl_links_from_prev (w->planes));
+  pp_chunk_link_set_data_plane (w->to_next,
+      pp_nccl_links_to_next (w->planes));
+}
+
+/* Liveness, the worker's side: rank 0 is its one peer. */
+static void
+poll_point (gpointer data)
+{
+  if (hooks != NULL)
+    hooks->freeze_point ();
+}
+
+/* Until the shutdown marker came: after it rank 0 may stop its
+ * heartbeats first. */
+static gboolean
+watching (gpointer data)
+{
+  Worker *w = data;
+
+  return pp_liveness_state (w->liveness) != PP_WORK_DONE;
+}
+
+static void
+rank0_dead (gpointer data, guint index, PpPeerVerdict verdict,
+    const PpHeartbeat * last, gint64 silent_us)
+{
+  Worker *w = data;
+  GError *error = NULL;
+
+  g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
+      "no heartbeat from rank 0 (pid %" G_GINT64_FORMAT " on %s) for %"
+      G_GINT64_FORMAT " ms: the application has gone", w->rank0_pid,
+      w->rank0_host, silent_us / 1000);
+  worker_fail (w, "heartbeat", error);
+}
+
+static void
+heartbeats_broken (gpointer data, const GError * error)
+{
+  worker_fail (data, "heartbeat", error);
+}
+
+static PpLiveness *
+worker_liveness_new (Worker * w)
+{
+  static const PpLivenessCallbacks callbacks = {
+    poll_point, watching, rank0_dead, heartbeats_broken
+  };
+  const gint rank0 = 0;
+
+  return pp_liveness_new (w->world, w->rank, &rank0, 1, w->plan->timeout_ms,
+      TRUE, &callbacks, w);
+}
+
+/* MPI_Init_thread and MPI_Intercomm_merge have no timeout of their own:
+ * until the handshake is done, this thread ends the process after
+ * start_timeout_ms. */
+static gint started;
+
+static gpointer
+start_watchdog (gpointer data)
+{
+  gint64 deadline = pp_deadline_in_ms (start_timeout_ms);
+  guint64 progress = pp_weights_load_progress ();
+
+  while (!g_atomic_int_get (&started)) {
+    if (pp_weights_load_progress () != progress) {
+      progress = pp_weights_load_progress ();
+      deadline = pp_deadline_in_ms (start_timeout_ms);
+    }
+    if (g_get_monotonic_time () > deadline) {
+      fprintf (stderr, "ppdiffuse-worker: MPI start-up and handshake did "
+          "not finish within %u ms (of no progress loading the model); "
+          "exiting\n", start_timeout_ms);
+      fflush (stderr);
+      _exit (PP_WORKER_EXIT_FAILURE);
+    }
+    g_usleep (PP_WORKER_START_POLL_US);
+  }
+  return NULL;
+}
+
+static gpointer
+exit_watchdog (gpointer data)
+{
+  g_usleep ((gulong) PP_WORKER_EXIT_GRACE_MS * 1000);
+  PP_WARN ("MPI teardown took longer than %d ms; exiting anyway",
+      PP_WORKER_EXIT_GRACE_MS);
+  fflush (stderr);
+  _exit (0);
+  return NULL;
+}
+
+/* This worker's rank among the workers on its host (MPI_Comm_split_type
+ * over the workers, who all reach this point right after start-up, under
+ * the start watchdog): a GPU backend picks its device from it. */
+static gboolean
+node_rank (gint * rank, GError ** error)
+{
+  MPI_Comm node = MPI_COMM_NULL;
+
+  if (!pp_mpi_check (MPI_Comm_split_type (MPI_COMM_WORLD,
+              MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+          "MPI_Comm_split_type (the workers of this host)", error))
+    return FALSE;
+  MPI_Comm_rank (node, rank);
+  MPI_Comm_free (&node);
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  Worker w = { 0 };
+  GThread *receiver, *sender;
+  int provided = 0, world_size = 0;
+  GError *error = NULL;
+
+  w.world = MPI_COMM_NULL;
+  if (pp_worker_answer_probe (argc, argv))
+    return 0;
+  start_timeout_ms = pp_worker_start_timeout_arg (argc, argv,
+      PP_WORKER_HELLO_TIMEOUT_MS);
+  g_mutex_init (&w.pace_lock);
+  if (hooks != NULL)
+    hooks->before_mpi_init ();
+  g_thread_unref (g_thread_new ("pp-start-watchdog", start_watchdog, NULL));
+  if (MPI_Init_thread (&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS
+      || provided < MPI_THREAD_MULTIPLE) {
+    fprintf (stderr, "ppdiffuse-worker: MPI_THREAD_MULTIPLE is not available "
+        "(got level %d)\n", provided);
+    return 2;
+  }
+  MPI_Comm_get_parent (&w.parent);
+  if (w.parent == MPI_COMM_NULL) {
+    fprintf (stderr, "ppdiffuse-worker is started by the ppdiffuse GStreamer "
+        "element (MPI_Comm_spawn); it does not run on its own\n");
+    MPI_Finalize ();
+    return 2;
+  }
+  MPI_Comm_set_errhandler (w.parent, MPI_ERRORS_RETURN);
+  if (!pp_mpi_check (MPI_Intercomm_merge (w.parent, 1, &w.world),
+          "MPI_Intercomm_merge", &error))
+    worker_fail (&w, "start", error);
+  MPI_Comm_set_errhandler (w.world, MPI_ERRORS_RETURN);
+  if (!node_rank (&w.node_rank, &error))
+    worker_fail (&w, "start", error);
+  MPI_Comm_rank (w.world, &w.rank);
+  MPI_Comm_size (w.world, &world_size);
+  pp_log_set_rank (w.rank);
+  if (hooks != NULL)
+    hooks->init (w.rank);
+  else
+    pp_fault_injection_check ();
+  w.deadlines = pp_liveness_watchdog_enabled ();
+  do_handshake (&w);
+  g_atomic_int_set (&started, 1);
+
+  w.in = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
+  w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
+  /* Over NCCL the chunks live on the backend's device, received there and
+   * handed to the model without a host round trip. */
+  w.from_prev = pp_chunk_link_new_on (PP_WORKER_CHUNKS_HELD,
+      pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
+  w.to_next = pp_chunk_link_new (0);
+  if (pp_plan_uses_nccl (w.plan))
+    w.planes = pp_nccl_links_new ();
+  w.liveness = worker_liveness_new (&w);
+  pp_liveness_start (w.liveness);
+  if (w.planes != NULL)
+    connect_planes (&w);
+  receiver = g_thread_new ("pp-receiver", receiver_thread, &w);
+  sender = g_thread_new ("pp-sender", sender_thread, &w);
+  compute_loop (&w);
+  g_thread_join (receiver);
+  g_thread_join (sender);
+  /* The clean end of the links: finalize and destroy, nothing in flight. */
+  if (w.planes != NULL) {
+    PpWait wait = { w.world, 0, pp_deadline_in_ms (w.plan->timeout_ms), NULL,
+      NULL
+    };
+
+    if (!pp_nccl_links_close (w.planes, &wait, &error))
+      worker_fail (&w, "shutdown", error);
+  }
+  /* A heartbeat still in flight at the clean end: rank 0 drains it, or
+   * MPI_Finalize does; its buffer stays alive until the process ends. */
+  pp_liveness_stop (w.liveness);
+
+  g_thread_unref (g_thread_new ("pp-exit-watchdog", exit_watchdog, NULL));
+  MPI_Comm_free (&w.world);
+  MPI_Comm_disconnect (&w.parent);
+  MPI_Finalize ();
+  PP_INFO ("exited cleanly");
+  pp_queue_free (w.in, (GDestroyNotify) pp_chunk_free);
+  pp_queue_free (w.out, (GDestroyNotify) pp_chunk_free);
+  pp_chunk_link_free (w.from_prev);
+  pp_chunk_link_free (w.to_next);
+  pp_nccl_links_free (w.planes);
+  pp_liveness_free (w.liveness);
+  pp_model_free (w.model);
+  pp_plan_free (w.plan);
+  g_free (w.rank0_host);
+  g_free (w.dump_dir);
+  return 0;
+}
