@@ -23,8 +23,8 @@ void gst_pp_diffuse_progress_continue (GstPpDiffuse * self, gint percent,
 void gst_pp_diffuse_progress_complete (GstPpDiffuse * self);
 void gst_pp_diffuse_progress_error    (GstPpDiffuse * self,
                                        const gchar * text);
-/* A PpMeshProgressFunc; @data is the element. */
-void gst_pp_diffuse_mesh_progress     (PpMeshProgress stage, guint rank,
+/* PpStreamCallbacks.progress; @data is the element. */
+void gst_pp_diffuse_mesh_progress     (PpStreamProgress stage, guint rank,
                                        guint n_workers, guint64 loaded_bytes,
                                        gpointer data);
 
