@@ -342,3 +342,30 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   gst_structure_take_value (s, "kv-cache-builds", &builds);
   return s;
 }
+
+/* ---- the engine's log ------------------------------------------------- */
+
+/* Mesh log lines go to our debug category. */
+static void
+mesh_log (PpLogLevel level, const gchar * message, gpointer user_data)
+{
+  static const GstDebugLevel map[] = { GST_LEVEL_NONE, GST_LEVEL_ERROR,
+    GST_LEVEL_WARNING, GST_LEVEL_INFO, GST_LEVEL_DEBUG, GST_LEVEL_LOG
+  };
+
+  GST_CAT_LEVEL_LOG (gst_pp_diffuse_debug, map[level], NULL, "rank 0: %s",
+      message);
+}
+
+/* Mesh messages are only formatted when our category would show them. */
+void
+gst_pp_diffuse_log_follow_threshold (void)
+{
+  GstDebugLevel t = gst_debug_category_get_threshold (gst_pp_diffuse_debug);
+  PpLogLevel level = t >= GST_LEVEL_LOG ? PP_LOG_TRACE
+      : t >= GST_LEVEL_DEBUG ? PP_LOG_DEBUG
+      : t >= GST_LEVEL_INFO ? PP_LOG_INFO
+      : t >= GST_LEVEL_WARNING ? PP_LOG_WARNING : PP_LOG_ERROR;
+
+  pp_log_set_handler (mesh_log, NULL, level);
+}

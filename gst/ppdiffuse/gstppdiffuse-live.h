@@ -46,4 +46,10 @@ void     gst_pp_diffuse_stats_timer_wake  (GstPpDiffuseStatsTimer * timer);
  * the last completed interval. */
 GstStructure *gst_pp_diffuse_stats_structure (GstPpDiffuse * self);
 
+/* ---- the engine's log ------------------------------------------------- */
+
+/* The engine's log lines go to the ppdiffuse debug category, formatted
+ * only when its threshold would show them. */
+void gst_pp_diffuse_log_follow_threshold (void);
+
 G_END_DECLS

@@ -14,6 +14,9 @@
 #include "gstppdiffuse-props.h"
 #include "gstppdiffuse-live.h"
 
+GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
+#define GST_CAT_DEFAULT gst_pp_diffuse_debug
+
 #define DEFAULT_RANKS 2
 #define DEFAULT_STEPS 4
 #define DEFAULT_MAX_IN_FLIGHT 0
@@ -673,4 +676,51 @@ gst_pp_diffuse_props_init (GstPpDiffuse * self)
   self->similarity_threshold = DEFAULT_SIMILARITY_THRESHOLD;
   self->qos = DEFAULT_QOS;
   self->stats_interval_ms = DEFAULT_STATS_INTERVAL_MS;
+}
+
+/* ---- the live settings, for the stream engine ------------------------- */
+
+void
+gst_pp_diffuse_props_snapshot (PpSettings * live, gpointer data)
+{
+  GstPpDiffuse *self = data;
+
+  GST_OBJECT_LOCK (self);
+  pp_settings_copy (live, &self->settings);
+  GST_OBJECT_UNLOCK (self);
+}
+
+void
+gst_pp_diffuse_props_accepted (const PpSettings * live, gpointer data)
+{
+  GstPpDiffuse *self = data;
+
+  GST_OBJECT_LOCK (self);
+  pp_settings_copy (&self->accepted, live);
+  GST_OBJECT_UNLOCK (self);
+  GST_INFO_OBJECT (self, "new settings accepted; they apply from the next "
+      "frame");
+}
+
+static const gchar *const live_property_names[] = {
+  "model", "prompt", "prompt-embeds", "strength", "seed", "t-index-list",
+};
+
+/* Refused settings: the properties go back to what was last accepted,
+ * unless they changed again meanwhile (that change is checked next). */
+void
+gst_pp_diffuse_props_refused (const PpSettings * live, gpointer data)
+{
+  GstPpDiffuse *self = data;
+  gboolean restored = FALSE;
+
+  GST_OBJECT_LOCK (self);
+  if (pp_settings_equal (&self->settings, live)) {
+    pp_settings_copy (&self->settings, &self->accepted);
+    restored = TRUE;
+  }
+  GST_OBJECT_UNLOCK (self);
+  if (restored)
+    for (guint i = 0; i < G_N_ELEMENTS (live_property_names); i++)
+      g_object_notify (G_OBJECT (self), live_property_names[i]);
 }

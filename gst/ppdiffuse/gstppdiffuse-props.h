@@ -16,4 +16,12 @@ void gst_pp_diffuse_install_properties (GObjectClass * klass);
 /* Every property at its default (in init). */
 void gst_pp_diffuse_props_init (GstPpDiffuse * self);
 
+/* PpStreamCallbacks for the live properties (@data is the element): the
+ * settings as set now; settings checked and accepted; settings refused
+ * (the properties go back to the last accepted, unless they changed
+ * again meanwhile). */
+void gst_pp_diffuse_props_snapshot (PpSettings * live, gpointer data);
+void gst_pp_diffuse_props_accepted (const PpSettings * live, gpointer data);
+void gst_pp_diffuse_props_refused  (const PpSettings * live, gpointer data);
+
 G_END_DECLS

@@ -63,8 +63,8 @@
 #include "gstppdiffuse-pace.h"
 #include "gstppdiffuse-pool.h"
 #include "gstppdiffuse-props.h"
-
-#include <string.h>
+#include "gstppdiffuse-qos.h"
+#include "gstppdiffuse-repeat.h"
 
 GST_DEBUG_CATEGORY (gst_pp_diffuse_debug);
 #define GST_CAT_DEFAULT gst_pp_diffuse_debug
@@ -75,7 +75,6 @@ GST_DEBUG_CATEGORY (gst_pp_diffuse_debug);
 #define LATENCY_REPORT_GROWTH 1.25
 /* The chunk id of a frame in the FIFO until the mesh has assigned one. */
 #define CHUNK_ID_UNSENT G_MAXUINT64
-
 
 #define VIDEO_CAPS GST_VIDEO_CAPS_MAKE ("{ RGBA, RGBx, BGRx, RGB }")
 
@@ -88,117 +87,14 @@ G_DEFINE_TYPE (GstPpDiffuse, gst_pp_diffuse, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE (ppdiffuse, "ppdiffuse", GST_RANK_NONE,
     GST_TYPE_PP_DIFFUSE);
 
-
-static void
-item_clear (GstPpDiffuseItem * item)
-{
-  gst_clear_event (&item->event);
-  gst_clear_buffer (&item->buffer);
-  g_clear_pointer (&item->result, pp_stream_frame_free);
-}
-
-/* An item for a frame: a spare one.  Frames in the element are at most
- * limit + 1 (the one the src task is pushing no longer counts in
- * in_flight), and that many spare items are made at start.  Called with
- * the lock held. */
-static GstPpDiffuseItem *
-item_take_frame (GstPpDiffuse * self)
-{
-  GList *link = g_queue_pop_head_link (&self->spare_items);
-  GstPpDiffuseItem *item;
-
-  if (link != NULL) {
-    item = link->data;
-  } else {
-    item = g_new (GstPpDiffuseItem, 1);
-    self->n_spare_items++;
-  }
-  memset (item, 0, sizeof *item);
-  item->link.data = item;
-  item->spare = TRUE;
-  return item;
-}
-
-/* An item for a serialized event: events are few, theirs are made anew. */
-static GstPpDiffuseItem *
-item_new_event (GstEvent * event)
-{
-  GstPpDiffuseItem *item = g_new0 (GstPpDiffuseItem, 1);
-
-  item->link.data = item;
-  item->event = event;
-  return item;
-}
-
-/* Makes spare items until there are @n: one per frame the element can
- * hold.  Called with the lock held. */
-static void
-items_reserve (GstPpDiffuse * self, guint n)
-{
-  while (self->n_spare_items < n) {
-    GstPpDiffuseItem *item = g_new0 (GstPpDiffuseItem, 1);
-
-    item->link.data = item;
-    g_queue_push_head_link (&self->spare_items, &item->link);
-    self->n_spare_items++;
-  }
-}
-
-/* Clears @item and gives it back: a frame's to the spare items, an
- * event's to the heap.  Called with the lock held. */
-static void
-item_recycle_locked (GstPpDiffuse * self, GstPpDiffuseItem * item)
-{
-  item_clear (item);
-  if (item->spare)
-    g_queue_push_head_link (&self->spare_items, &item->link);
-  else
-    g_free (item);
-}
-
+/* Clears @item and gives it back to the spare items or the heap. */
 static void
 item_recycle (GstPpDiffuse * self, GstPpDiffuseItem * item)
 {
-  item_clear (item);
+  gst_pp_diffuse_item_clear (item);
   g_mutex_lock (&self->lock);
-  item_recycle_locked (self, item);
+  gst_pp_diffuse_item_recycle (&self->spare_items, item);
   g_mutex_unlock (&self->lock);
-}
-
-static void
-items_free (GQueue * items)
-{
-  GList *link;
-
-  while ((link = g_queue_pop_head_link (items)) != NULL) {
-    item_clear (link->data);
-    g_free (link->data);
-  }
-}
-
-/* Mesh log lines go to our debug category. */
-static void
-mesh_log (PpLogLevel level, const gchar * message, gpointer user_data)
-{
-  static const GstDebugLevel map[] = { GST_LEVEL_NONE, GST_LEVEL_ERROR,
-    GST_LEVEL_WARNING, GST_LEVEL_INFO, GST_LEVEL_DEBUG, GST_LEVEL_LOG
-  };
-
-  GST_CAT_LEVEL_LOG (gst_pp_diffuse_debug, map[level], NULL, "rank 0: %s",
-      message);
-}
-
-/* Mesh messages are only formatted when our category would show them. */
-static void
-mesh_log_follow_threshold (void)
-{
-  GstDebugLevel t = gst_debug_category_get_threshold (gst_pp_diffuse_debug);
-  PpLogLevel level = t >= GST_LEVEL_LOG ? PP_LOG_TRACE
-      : t >= GST_LEVEL_DEBUG ? PP_LOG_DEBUG
-      : t >= GST_LEVEL_INFO ? PP_LOG_INFO
-      : t >= GST_LEVEL_WARNING ? PP_LOG_WARNING : PP_LOG_ERROR;
-
-  pp_log_set_handler (mesh_log, NULL, level);
 }
 
 /* ---- the FIFO: called with self->lock held ---------------------------- */
@@ -227,7 +123,7 @@ fifo_flush (GstPpDiffuse * self, guint64 * dropped)
       GST_DEBUG_OBJECT (self, "flushed frame of chunk %" G_GUINT64_FORMAT,
           item->chunk_id);
     }
-    item_recycle_locked (self, item);
+    gst_pp_diffuse_item_recycle (&self->spare_items, item);
   }
   self->submitting = NULL;
   /* Repeats to come follow a frame sent after the flush. */
@@ -327,51 +223,6 @@ stream_measured (gpointer data)
 }
 
 static void
-stream_snapshot (PpSettings * live, gpointer data)
-{
-  GstPpDiffuse *self = data;
-
-  GST_OBJECT_LOCK (self);
-  pp_settings_copy (live, &self->settings);
-  GST_OBJECT_UNLOCK (self);
-}
-
-static void
-stream_accepted (const PpSettings * live, gpointer data)
-{
-  GstPpDiffuse *self = data;
-
-  GST_OBJECT_LOCK (self);
-  pp_settings_copy (&self->accepted, live);
-  GST_OBJECT_UNLOCK (self);
-  GST_INFO_OBJECT (self, "new settings accepted; they apply from the next "
-      "frame");
-}
-
-static const gchar *const live_property_names[] = {
-  "model", "prompt", "prompt-embeds", "strength", "seed", "t-index-list",
-};
-
-/* Refused settings: the properties go back to what was last accepted,
- * unless they changed again meanwhile (that change is checked next). */
-static void
-stream_refused (const PpSettings * live, gpointer data)
-{
-  GstPpDiffuse *self = data;
-  gboolean restored = FALSE;
-
-  GST_OBJECT_LOCK (self);
-  if (pp_settings_equal (&self->settings, live)) {
-    pp_settings_copy (&self->settings, &self->accepted);
-    restored = TRUE;
-  }
-  GST_OBJECT_UNLOCK (self);
-  if (restored)
-    for (guint i = 0; i < G_N_ELEMENTS (live_property_names); i++)
-      g_object_notify (G_OBJECT (self), live_property_names[i]);
-}
-
-static void
 stream_warning (const gchar * message, const gchar * details, gpointer data)
 {
   GstPpDiffuse *self = data;
@@ -381,21 +232,6 @@ stream_warning (const gchar * message, const gchar * details, gpointer data)
 }
 
 /* ---- chain: frames into the mesh -------------------------------------- */
-
-/* The packed RGB formats we accept are one plane with R, G, B at fixed
- * offsets in each pixel. */
-static void
-image_from_frame (GstVideoFrame * frame, PpImage * image)
-{
-  image->data = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
-  image->width = GST_VIDEO_FRAME_WIDTH (frame);
-  image->height = GST_VIDEO_FRAME_HEIGHT (frame);
-  image->row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
-  image->pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (frame, 0);
-  image->offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_R);
-  image->offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_G);
-  image->offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_B);
-}
 
 static PpStreamFrame *
 gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
@@ -412,60 +248,11 @@ gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
         GST_VIDEO_INFO_NAME (info));
     return NULL;
   }
-  image_from_frame (&frame, &image);
+  gst_pp_diffuse_image_from_frame (&frame, &image);
   encoded = pp_stream_encode (self->stream, &image, GST_BUFFER_PTS (buf),
       error);
   gst_video_frame_unmap (&frame);
   return encoded;
-}
-
-/* Counts a frame dropped before it reached the mesh, tells the
- * application with a QoS message, and marks the next frame out DISCONT.
- * Called with the lock held; takes @buf. */
-static void
-drop_frame (GstPpDiffuse * self, GstBuffer * buf, guint64 * counter,
-    const gchar * why)
-{
-  const GstClockTime pts = GST_BUFFER_PTS (buf);
-  const GstClockTime running = self->segment.format == GST_FORMAT_TIME
-      ? gst_segment_to_running_time (&self->segment, GST_FORMAT_TIME, pts)
-      : GST_CLOCK_TIME_NONE;
-  const GstClockTime stream = self->segment.format == GST_FORMAT_TIME
-      ? gst_segment_to_stream_time (&self->segment, GST_FORMAT_TIME, pts)
-      : GST_CLOCK_TIME_NONE;
-  GstMessage *qos;
-  guint64 dropped;
-
-  self->frames_in++;
-  (*counter)++;
-  self->discont_next = TRUE;
-  dropped = self->dropped_qos + self->dropped_leaky;
-  qos = gst_message_new_qos (GST_OBJECT (self), self->live, running, stream,
-      pts, GST_BUFFER_DURATION (buf));
-  gst_message_set_qos_stats (qos, GST_FORMAT_BUFFERS,
-      self->frames_in - dropped, dropped);
-  g_mutex_unlock (&self->lock);
-  GST_DEBUG_OBJECT (self, "dropping frame %" GST_TIME_FORMAT ": %s",
-      GST_TIME_ARGS (pts), why);
-  gst_buffer_unref (buf);
-  gst_element_post_message (GST_ELEMENT (self), qos);
-  g_mutex_lock (&self->lock);
-}
-
-/* TRUE when downstream's last QoS event says this frame would be late:
- * its running time is at or before the earliest time it can still use. */
-static gboolean
-frame_is_late (GstPpDiffuse * self, GstBuffer * buf)
-{
-  GstClockTime running;
-
-  if (!GST_CLOCK_TIME_IS_VALID (self->qos_earliest)
-      || self->segment.format != GST_FORMAT_TIME
-      || !GST_BUFFER_PTS_IS_VALID (buf))
-    return FALSE;
-  running = gst_segment_to_running_time (&self->segment, GST_FORMAT_TIME,
-      GST_BUFFER_PTS (buf));
-  return GST_CLOCK_TIME_IS_VALID (running) && running <= self->qos_earliest;
 }
 
 /* Waits for room in the mesh.  Bounded by the src task, whose only
@@ -526,62 +313,6 @@ gst_pp_diffuse_warm_up (GstPpDiffuse * self, const PpStreamFrame * frame)
   return FALSE;
 }
 
-/* The similarity filter: TRUE when @buf is to be skipped, alike the last
- * frame sent to the mesh (gstppdiffuse-similarity.h has the rule).  A
- * frame let through becomes the reference.  Chain thread only. */
-static gboolean
-similar_to_last_sent (GstPpDiffuse * self, GstBuffer * buf,
-    const GstVideoInfo * info, gdouble threshold)
-{
-  GstVideoFrame frame;
-  PpImage image;
-  gdouble similarity;
-  gboolean skip;
-
-  if (threshold <= 0) {
-    pp_similarity_filter_forget (self->similar);
-    return FALSE;
-  }
-  /* An unreadable frame goes on: the encode reports it. */
-  if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ))
-    return FALSE;
-  image_from_frame (&frame, &image);
-  skip = pp_similarity_filter_skip (self->similar, &image, threshold,
-      &similarity);
-  gst_video_frame_unmap (&frame);
-  GST_LOG_OBJECT (self, "frame %" GST_TIME_FORMAT ": similarity %.5f to the "
-      "last frame sent, %s", GST_TIME_ARGS (GST_BUFFER_PTS (buf)), similarity,
-      skip ? "skipped" : "sent");
-  return skip;
-}
-
-/* Files a frame the similarity filter skipped: a repeat item takes its
- * place in the FIFO, so that the last output goes out again in its stead,
- * in order.  Takes @buf and @item. */
-static GstFlowReturn
-queue_repeat (GstPpDiffuse * self, GstPpDiffuseItem * item, GstBuffer * buf)
-{
-  g_mutex_lock (&self->lock);
-  self->frames_in++;
-  if (self->flushing) {
-    self->dropped_flush++;
-    item_recycle_locked (self, item);
-    g_mutex_unlock (&self->lock);
-    gst_buffer_unref (buf);
-    return GST_FLOW_FLUSHING;
-  }
-  item->buffer = buf;
-  item->repeat = TRUE;
-  g_queue_push_tail_link (&self->fifo, &item->link);
-  self->in_flight++;
-  self->skipped_similar++;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
-  GST_DEBUG_OBJECT (self, "frame %" GST_TIME_FORMAT " skipped as similar: "
-      "the last output repeats", GST_TIME_ARGS (GST_BUFFER_PTS (buf)));
-  return GST_FLOW_OK;
-}
-
 static GstFlowReturn
 gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
@@ -612,14 +343,14 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   /* Late frames and, when leaky, frames that find the mesh full are
    * dropped before any work is spent on them. */
-  if (qos && frame_is_late (self, buf)) {
-    drop_frame (self, buf, &self->dropped_qos, "too late for downstream");
+  if (qos && gst_pp_diffuse_frame_is_late (self, buf)) {
+    gst_pp_diffuse_drop_frame (self, buf, &self->dropped_qos, "too late for downstream");
     g_mutex_unlock (&self->lock);
     return GST_FLOW_OK;
   }
   if (leaky && self->srcresult == GST_FLOW_OK && !self->flushing
       && self->in_flight >= self->limit) {
-    drop_frame (self, buf, &self->dropped_leaky, "the mesh is full");
+    gst_pp_diffuse_drop_frame (self, buf, &self->dropped_leaky, "the mesh is full");
     g_mutex_unlock (&self->lock);
     return GST_FLOW_OK;
   }
@@ -630,7 +361,8 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     gst_buffer_unref (buf);
     return ret;
   }
-  item = item_take_frame (self);
+  item = gst_pp_diffuse_item_take_frame (&self->spare_items,
+      &self->n_spare_items);
   item->info = self->in_info;
   item->discont = self->discont_next;
   self->discont_next = FALSE;
@@ -643,8 +375,8 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GST_OBJECT_LOCK (self);
   threshold = self->similarity_threshold;
   GST_OBJECT_UNLOCK (self);
-  if (similar_to_last_sent (self, buf, &item->info, threshold))
-    return queue_repeat (self, item, buf);
+  if (gst_pp_diffuse_similar_to_last_sent (self, buf, &item->info, threshold))
+    return gst_pp_diffuse_queue_repeat (self, item, buf);
   item->keep_output = threshold > 0;
 
   chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
@@ -681,7 +413,7 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   if (self->flushing) {
     self->frames_in++;
     self->dropped_flush++;
-    item_recycle_locked (self, item);
+    gst_pp_diffuse_item_recycle (&self->spare_items, item);
     g_mutex_unlock (&self->lock);
     pp_stream_frame_free (chunk);
     gst_buffer_unref (out);
@@ -731,7 +463,7 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
         ("cannot map an output frame for writing"));
     return GST_FLOW_ERROR;
   }
-  image_from_frame (&frame, &image);
+  gst_pp_diffuse_image_from_frame (&frame, &image);
   ok = pp_stream_decode (self->stream, item->result, &image, &error);
   gst_video_frame_unmap (&frame);
   if (!ok) {
@@ -752,34 +484,6 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
     gst_clear_buffer (&self->last_output);
   GST_DEBUG_OBJECT (self, "pushing chunk %" G_GUINT64_FORMAT " pts %"
       GST_TIME_FORMAT, item->chunk_id, GST_TIME_ARGS (GST_BUFFER_PTS (out)));
-  return gst_pad_push (self->srcpad, out);
-}
-
-/* A frame the similarity filter skipped: the pixels (and video meta) of
- * the last output, with the skipped frame's timestamps, offsets and flags,
- * DISCONT when frames were dropped just before it. */
-static GstFlowReturn
-gst_pp_diffuse_push_repeat (GstPpDiffuse * self, GstPpDiffuseItem * item)
-{
-  GstBuffer *out;
-
-  /* The frame sent before it went out first, or its push failed and
-   * stopped the task: a repeat always finds its frame. */
-  if (self->last_output == NULL) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED, (NULL),
-        ("no output to repeat for the skipped frame %" GST_TIME_FORMAT,
-            GST_TIME_ARGS (GST_BUFFER_PTS (item->buffer))));
-    return GST_FLOW_ERROR;
-  }
-  out = gst_buffer_copy_region (self->last_output, GST_BUFFER_COPY_MEMORY
-      | GST_BUFFER_COPY_META, 0, -1);
-  gst_buffer_copy_into (out, item->buffer, GST_BUFFER_COPY_FLAGS
-      | GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
-  if (item->discont)
-    GST_BUFFER_FLAG_SET (out, GST_BUFFER_FLAG_DISCONT);
-  GST_DEBUG_OBJECT (self, "pushing a repeat of %" GST_TIME_FORMAT " as %"
-      GST_TIME_FORMAT, GST_TIME_ARGS (GST_BUFFER_PTS (self->last_output)),
-      GST_TIME_ARGS (GST_BUFFER_PTS (out)));
   return gst_pad_push (self->srcpad, out);
 }
 
@@ -862,7 +566,7 @@ gst_pp_diffuse_queue_event (GstPpDiffuse * self, GstEvent * event)
     gst_event_unref (event);
     return FALSE;
   }
-  item = item_new_event (event);
+  item = gst_pp_diffuse_item_new_event (event);
   g_queue_push_tail_link (&self->fifo, &item->link);
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
@@ -960,27 +664,8 @@ gst_pp_diffuse_src_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
   GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
 
-  if (GST_EVENT_TYPE (event) == GST_EVENT_QOS) {
-    GstQOSType type;
-    gdouble proportion;
-    GstClockTimeDiff diff;
-    GstClockTime timestamp;
-
-    gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
-    g_mutex_lock (&self->lock);
-    if (diff > 0) {
-      const GstClockTime duration = self->have_info
-          && self->in_info.fps_n > 0 ? gst_util_uint64_scale_int (GST_SECOND,
-          self->in_info.fps_d, self->in_info.fps_n) : 0;
-
-      self->qos_earliest = timestamp + 2 * diff + duration;
-    } else {
-      self->qos_earliest = timestamp + diff;
-    }
-    g_mutex_unlock (&self->lock);
-    GST_LOG_OBJECT (self, "QoS: frames before %" GST_TIME_FORMAT " are late",
-        GST_TIME_ARGS (self->qos_earliest));
-  }
+  if (GST_EVENT_TYPE (event) == GST_EVENT_QOS)
+    gst_pp_diffuse_qos_update (self, event);
   return gst_pad_event_default (pad, parent, event);
 }
 
@@ -990,36 +675,8 @@ gst_pp_diffuse_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
   GstPpDiffuse *self = GST_PP_DIFFUSE (parent);
 
   switch (GST_QUERY_TYPE (query)) {
-    case GST_QUERY_LATENCY:{
-      GstClockTime min, max, own_max = GST_CLOCK_TIME_NONE, frame;
-      gboolean live;
-
-      if (!gst_pad_peer_query (self->sinkpad, query))
-        return FALSE;
-      gst_query_parse_latency (query, &live, &min, &max);
-      g_mutex_lock (&self->lock);
-      self->live = live;
-      g_mutex_unlock (&self->lock);
-      g_mutex_lock (&self->lock);
-      min += self->latency;
-      self->reported_latency = self->latency;
-      if (self->have_info && GST_VIDEO_INFO_FPS_N (&self->in_info) > 0) {
-        frame = gst_util_uint64_scale_int (GST_SECOND,
-            GST_VIDEO_INFO_FPS_D (&self->in_info),
-            GST_VIDEO_INFO_FPS_N (&self->in_info));
-        own_max = frame * MAX (self->limit, 1);
-      }
-      g_mutex_unlock (&self->lock);
-      if (max != GST_CLOCK_TIME_NONE && own_max != GST_CLOCK_TIME_NONE)
-        max += own_max;
-      else
-        max = GST_CLOCK_TIME_NONE;
-      GST_DEBUG_OBJECT (self, "latency: live %d min %" GST_TIME_FORMAT
-          " max %" GST_TIME_FORMAT, live, GST_TIME_ARGS (min),
-          GST_TIME_ARGS (max));
-      gst_query_set_latency (query, live, min, max);
-      return TRUE;
-    }
+    case GST_QUERY_LATENCY:
+      return gst_pp_diffuse_answer_latency (self, query);
     default:
       return gst_pad_query_default (pad, parent, query);
   }
@@ -1106,7 +763,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
   config.max_in_flight = self->limit + 1;
-  mesh_log_follow_threshold ();
+  gst_pp_diffuse_log_follow_threshold ();
   GST_OBJECT_UNLOCK (self);
 
   /* Loading and spawning take a while: report where we are. */
@@ -1146,7 +803,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   pp_latency_tracker_reset (self->latencies);
   self->have_info = FALSE;
   self->mesh_failed = FALSE;
-  items_reserve (self, self->limit + 1);
+  gst_pp_diffuse_items_reserve (&self->spare_items, &self->n_spare_items,
+      self->limit + 1);
   g_mutex_unlock (&self->lock);
   gst_pp_diffuse_stats_timer_start (self->stats_timer, config.n_workers);
   gst_pp_diffuse_progress_complete (self);
@@ -1228,8 +886,8 @@ gst_pp_diffuse_finalize (GObject * object)
   gst_pp_diffuse_stop_mesh (self, FALSE);
   pp_stream_free (self->stream);
   gst_pp_diffuse_clear_output_pool (self);
-  items_free (&self->fifo);
-  items_free (&self->spare_items);
+  gst_pp_diffuse_items_free (&self->fifo);
+  gst_pp_diffuse_items_free (&self->spare_items);
   pp_settings_clear (&self->settings);
   pp_settings_clear (&self->accepted);
 
@@ -1266,7 +924,7 @@ gst_pp_diffuse_class_init (GstPpDiffuseClass * klass)
 
   GST_DEBUG_CATEGORY_INIT (gst_pp_diffuse_debug, "ppdiffuse", 0,
       "pipeline-parallel diffusion");
-  mesh_log_follow_threshold ();
+  gst_pp_diffuse_log_follow_threshold ();
 }
 
 static const PpStreamCallbacks stream_callbacks = {
@@ -1274,9 +932,9 @@ static const PpStreamCallbacks stream_callbacks = {
   .returned = stream_returned,
   .failed = stream_failed,
   .measured = stream_measured,
-  .snapshot = stream_snapshot,
-  .accepted = stream_accepted,
-  .refused = stream_refused,
+  .snapshot = gst_pp_diffuse_props_snapshot,
+  .accepted = gst_pp_diffuse_props_accepted,
+  .refused = gst_pp_diffuse_props_refused,
   .warning = stream_warning,
 };
 

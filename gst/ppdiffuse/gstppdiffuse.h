@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include "gstppdiffuse-items.h"
 #include "gstppdiffuse-similarity.h"
 #include "gstppdiffuse-stats.h"
 #include "pp-stream.h"
@@ -42,29 +43,6 @@ typedef enum
   GST_PP_DIFFUSE_DTYPE_BF16,
 } GstPpDiffuseDtype;
 
-/* One entry of the ordered FIFO between the chain and the src task: a
- * frame in flight or a serialized event keeping its place among them.
- * Frames' items are kept for reuse (the spare items): a frame allocates
- * none. */
-typedef struct
-{
-  GList link;                   /* in the FIFO or the spare list; data =
-                                 * the item */
-  GstEvent *event;              /* set for an event item */
-  GstBuffer *buffer;            /* the output: a copy of the input from the
-                                 * element's pool (gstppdiffuse-pool.c) */
-  GstVideoInfo info;            /* caps the frame arrived with */
-  guint64 chunk_id;             /* as the mesh assigned it at submit */
-  PpStreamFrame *result;        /* the frame back from the mesh, or NULL */
-  gboolean discont;             /* frames were dropped just before it */
-  gboolean spare;               /* a frame's: back to the spare items */
-  gboolean repeat;              /* a frame skipped as similar: the last
-                                 * output goes out again with this
-                                 * buffer's timestamps and flags; it never
-                                 * enters the mesh */
-  gboolean keep_output;         /* sent while the similarity filter was
-                                 * on: its output is kept for repeats */
-} GstPpDiffuseItem;
 
 struct _GstPpDiffuse
 {
