@@ -99,13 +99,16 @@ pp_settings_serialize (const PpSettings * s)
   return bytes;
 }
 
-/* Takes one field of the dictionary into @s. */
+/* Takes one field of the dictionary into @s: a field names a string, a
+ * number or a count of the settings. */
 static gboolean
 read_field (PpSettings * s, const gchar * key, GVariant * value,
     GError ** error)
 {
   gchar **string = NULL;
-  const GVariantType *want = G_VARIANT_TYPE_STRING;
+  gdouble *number = NULL;
+  guint64 *count = NULL;
+  const GVariantType *want;
 
   if (g_str_equal (key, "model"))
     string = &s->model;
@@ -116,14 +119,16 @@ read_field (PpSettings * s, const gchar * key, GVariant * value,
   else if (g_str_equal (key, "t-index-list"))
     string = &s->t_index_list;
   else if (g_str_equal (key, "strength"))
-    want = G_VARIANT_TYPE_DOUBLE;
+    number = &s->strength;
   else if (g_str_equal (key, "seed"))
-    want = G_VARIANT_TYPE_UINT64;
+    count = &s->seed;
   else {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "the settings have an unknown field '%s'", key);
     return FALSE;
   }
+  want = string != NULL ? G_VARIANT_TYPE_STRING : number != NULL
+      ? G_VARIANT_TYPE_DOUBLE : G_VARIANT_TYPE_UINT64;
   if (!g_variant_is_of_type (value, want)) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "the settings' field '%s' is of type '%s', not '%s'", key,
@@ -133,10 +138,10 @@ read_field (PpSettings * s, const gchar * key, GVariant * value,
   if (string != NULL) {
     g_free (*string);
     *string = g_variant_dup_string (value, NULL);
-  } else if (want == G_VARIANT_TYPE_DOUBLE) {
-    s->strength = g_variant_get_double (value);
+  } else if (number != NULL) {
+    *number = g_variant_get_double (value);
   } else {
-    s->seed = g_variant_get_uint64 (value);
+    *count = g_variant_get_uint64 (value);
   }
   return TRUE;
 }
