@@ -245,7 +245,8 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
     if (backend == NULL || !pp_stream_encode_prompt (stream, settings,
             backend, &states, &prompt_ref, error)) {
       /* A setting to change, whatever failed. */
-      if (error != NULL && *error != NULL && (*error)->domain != PP_ERROR) {
+      if (error != NULL && *error != NULL && !g_error_matches (*error,
+              PP_ERROR, PP_ERROR_CONFIG)) {
         GError *e = g_error_new_literal (PP_ERROR, PP_ERROR_CONFIG,
             (*error)->message);
 
