@@ -291,6 +291,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
     /* A reused mesh's workers start a new stream state. */
     g_atomic_int_inc (&stream->cache_epoch);
   }
+  stream->kept = FALSE;
   PP_INFO ("mesh up: %u workers, %u steps, %u chunks in flight at most",
       config.n_workers, config.n_steps, config.max_in_flight);
 
