@@ -171,10 +171,10 @@ static const gchar *const start_only_params[] = {
 };
 
 static gboolean
-update_params (PpModel * model, const gchar * uri, GPtrArray * inputs,
-    gboolean commit, GError ** error)
+update_params (PpModel * model, const PpSettings * settings,
+    GPtrArray * inputs, gboolean commit, GError ** error)
 {
-  g_autofree gchar *path = g_strdup (uri);
+  g_autofree gchar *path = g_strdup (settings->model);
   const gchar *old_query = strchr (model->uri, '?');
   gchar *query = path != NULL ? strchr (path, '?') : NULL;
   g_autoptr (GHashTable) params = NULL, old = NULL;
@@ -211,7 +211,7 @@ update_params (PpModel * model, const gchar * uri, GPtrArray * inputs,
           &step_ms, error))
     return FALSE;
   if (model->klass->update != NULL && !model->klass->update (model, params,
-          inputs, FALSE, error))
+          settings, inputs, FALSE, error))
     return FALSE;
   if (g_hash_table_size (params) > 0) {
     GList *keys = g_hash_table_get_keys (params);
@@ -230,48 +230,42 @@ update_params (PpModel * model, const gchar * uri, GPtrArray * inputs,
     g_hash_table_remove (params, start_only_params[i]);
   g_hash_table_remove (params, "step-ms");
   if (model->klass->update != NULL && !model->klass->update (model, params,
-          inputs, TRUE, error))
+          settings, inputs, TRUE, error))
     return FALSE;
   model->step_ms = step_ms;
   return TRUE;
 }
 
 gboolean
-pp_model_check_update (PpModel * model, const gchar * uri, GPtrArray * inputs,
-    GError ** error)
+pp_model_check_update (PpModel * model, const PpSettings * settings,
+    GPtrArray * inputs, GError ** error)
 {
-  return update_params (model, uri, inputs, FALSE, error);
+  return update_params (model, settings, inputs, FALSE, error);
 }
 
 gboolean
-pp_model_update (PpModel * model, const gchar * uri, GPtrArray * inputs,
-    GError ** error)
+pp_model_update (PpModel * model, const PpSettings * settings,
+    GPtrArray * inputs, GError ** error)
 {
-  return update_params (model, uri, inputs, TRUE, error);
+  return update_params (model, settings, inputs, TRUE, error);
 }
 
 gchar *
-pp_model_uri_with_settings (const gchar * model,
-    const PpPipelineSettings * settings)
+pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
 {
   GString *uri = g_string_new (model);
-  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
 
   if (model == NULL || g_str_has_prefix (model, PP_BUILTIN_SCHEME))
     return g_string_free (uri, FALSE);
-  g_string_append_c (uri, strchr (uri->str, '?') ? '&' : '?');
-  g_string_append_printf (uri, "strength=%s&seed=%" G_GUINT64_FORMAT,
-      g_ascii_dtostr (buf, sizeof buf, settings->strength), settings->seed);
-  if (settings->prompt_embeds != NULL && *settings->prompt_embeds)
-    g_string_append_printf (uri, "&prompt-embeds=%s", settings->prompt_embeds);
-  if (settings->t_index_list != NULL && *settings->t_index_list)
-    g_string_append_printf (uri, "&t-index-list=%s", settings->t_index_list);
-  if (settings->scheduler != NULL && *settings->scheduler)
-    g_string_append_printf (uri, "&scheduler=%s", settings->scheduler);
-  if (settings->dtype != NULL && *settings->dtype)
-    g_string_append_printf (uri, "&dtype=%s", settings->dtype);
-  if (settings->cuda_graphs)
+  if (load->scheduler != NULL && *load->scheduler)
+    g_string_append_printf (uri, "&scheduler=%s", load->scheduler);
+  if (load->dtype != NULL && *load->dtype)
+    g_string_append_printf (uri, "&dtype=%s", load->dtype);
+  if (load->cuda_graphs)
     g_string_append (uri, "&cuda-graphs=1");
+  /* The first parameter opens the query. */
+  if (uri->len > strlen (model) && strchr (model, '?') == NULL)
+    uri->str[strlen (model)] = '?';
   return g_string_free (uri, FALSE);
 }
 

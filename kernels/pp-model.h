@@ -13,6 +13,7 @@
 
 #include "pp-backend.h"
 #include "pp-image.h"
+#include "pp-settings.h"
 
 G_BEGIN_DECLS
 
@@ -35,14 +36,16 @@ struct _PpModelClass
   gboolean (*init) (PpModel * model, GHashTable * params, GError ** error);
   /* Optional: the parameters a running model can change (its live
    * settings).  Takes every live parameter of the class from @params (one
-   * left out goes back to its default).  With @commit FALSE it only checks
+   * left out goes back to its default) and from @settings (the typed
+   * ones: strength, seed, prompt-embeds, t-index-list).  With @commit FALSE it only checks
    * them: it must not change the model, and may run on another thread than
    * the one computing with it.  With @commit TRUE it applies them, all or
    * none, and starts over whatever was derived from the old ones.  @inputs
    * (PpTensor*, host or device; may be NULL) are tensors that came with
    * the settings, such as a prompt's hidden states. */
   gboolean (*update) (PpModel * model, GHashTable * params,
-      GPtrArray * inputs, gboolean commit, GError ** error);
+      const PpSettings * settings, GPtrArray * inputs, gboolean commit,
+      GError ** error);
   gboolean (*step) (PpModel * model, guint step, guint n_steps,
       PpTensor * sample, GError ** error);
   /* Optional: the sample stays on the model's backend across steps.
@@ -98,27 +101,23 @@ struct _PpModel
 };
 
 #define PP_MODEL_SAMPLE_NAME "sample"
-#define PP_MODEL_DEFAULT_URI "builtin:anisotropic"
+#define PP_MODEL_DEFAULT_URI PP_SETTINGS_DEFAULT_MODEL
 
-/* img2img settings of a pipeline-directory model. */
+/* What a pipeline-directory model is loaded with, besides its path: the
+ * parameters only a new model can change. */
 typedef struct
 {
-  const gchar *prompt_embeds;   /* NULL or "" for none */
-  gdouble strength;
-  guint64 seed;
-  const gchar *t_index_list;    /* NULL or "" for none */
   const gchar *scheduler;       /* NULL: the directory's own */
   const gchar *dtype;           /* weights' storage: f32, f16, bf16; NULL
                                  * or "": the backend's default */
   gboolean cuda_graphs;         /* capture each worker's slice of steps */
-} PpPipelineSettings;
+} PpModelLoad;
 
-/* @model with @settings appended as URI parameters when it is a pipeline
+/* @model with @load appended as URI parameters when it is a pipeline
  * directory; built-in models come back unchanged.  The element and
- * ppdiffuse-tool both build their URIs here, so they load the same model. */
-gchar    *pp_model_uri_with_settings (const gchar * model,
-                                      const PpPipelineSettings * settings);
-
+ * ppdiffuse-tool both build their URIs here, so they load the same model;
+ * the live settings travel apart (PpSettings). */
+gchar    *pp_model_uri_for_load (const gchar * model, const PpModelLoad * load);
 /* The weights' storage dtype ("f32", "f16", "bf16") of the model at @uri
  * on @backend: its dtype parameter, else the backend's default; "f32" for
  * the built-in models, which compute on the host. */
@@ -194,19 +193,20 @@ gboolean  pp_model_steps_begin (PpModel * model, PpTensor * sample,
 gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,
                                 GError ** error);
 
-/* Live settings.  A running model takes a new URI when it names the same
- * model with the same start-only parameters (dtype, cuda-graphs,
- * scheduler): its live parameters (step-ms, and each class's own, such as
- * strength, seed, t-index-list, prompt-embeds, kappa, lambda, mark) become
- * those of @uri, a parameter left out going back to its default.
+/* Live settings.  A running model takes @settings when settings->model
+ * names the same model with the same start-only parameters (dtype,
+ * cuda-graphs, scheduler): its live parameters (step-ms and each class's
+ * own, such as kappa, lambda, mark) become those of settings->model, a
+ * parameter left out going back to its default, and a pipeline takes the
+ * typed ones (strength, seed, t-index-list, prompt-embeds).
  * pp_model_check_update only checks (it may run on another thread than the
  * one computing with @model); pp_model_update applies, all or nothing.
  * @inputs: tensors that came with the settings (the hidden states of a
- * prompt whose URI says prompt-embeds=chunk:DIGEST), or NULL.
- * model->uri stays the URI the model started with. */
-gboolean  pp_model_check_update (PpModel * model, const gchar * uri,
+ * prompt whose prompt-embeds is chunk:DIGEST), or NULL.  A model is loaded
+ * with the defaults; model->uri stays the URI it started with. */
+gboolean  pp_model_check_update (PpModel * model, const PpSettings * settings,
                                  GPtrArray * inputs, GError ** error);
-gboolean  pp_model_update       (PpModel * model, const gchar * uri,
+gboolean  pp_model_update       (PpModel * model, const PpSettings * settings,
                                  GPtrArray * inputs, GError ** error);
 
 /* Built-in model classes. */

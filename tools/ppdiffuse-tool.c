@@ -44,7 +44,6 @@
 #include <string.h>
 
 #define DEFAULT_STEPS 1
-#define DEFAULT_STRENGTH 0.5
 
 typedef gboolean (*CommandFunc) (int argc, char **argv, GError ** error);
 
@@ -283,7 +282,8 @@ cmd_img2img (int argc, char **argv, GError ** error)
   g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
       *index_list = NULL, *scheduler = NULL, *uri = NULL, *backend = NULL,
       *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL;
-  gdouble strength = DEFAULT_STRENGTH;
+  gdouble strength = PP_SETTINGS_DEFAULT_STRENGTH;
+  PpSettings settings = { 0 };
   gint64 seed = 0;
   gint steps = DEFAULT_STEPS, frames = 1, cuda_graphs = 0;
   GOptionEntry entries[] = {
@@ -356,14 +356,18 @@ cmd_img2img (int argc, char **argv, GError ** error)
     g_ptr_array_add (inputs, states);
   }
   {
-    const PpPipelineSettings settings = { prompt_ref ? prompt_ref : embeds,
-      strength, (guint64) seed, index_list, scheduler, dtype_name,
-      cuda_graphs != 0
-    };
-    uri = pp_model_uri_with_settings (model, &settings);
+    const PpModelLoad load = { scheduler, dtype_name, cuda_graphs != 0 };
+
+    uri = pp_model_uri_for_load (model, &load);
   }
+  /* As the element does: the model loads, then takes the settings. */
+  settings.model = uri;
+  settings.prompt_embeds = prompt_ref ? prompt_ref : embeds;
+  settings.strength = strength;
+  settings.seed = (guint64) seed;
+  settings.t_index_list = index_list;
   m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, be, error);
-  if (m != NULL && inputs != NULL && !pp_model_update (m, uri, inputs, error))
+  if (m != NULL && !pp_model_update (m, &settings, inputs, error))
     goto out;
   if (m == NULL || !pp_png_load (in, &input, error)
       || !pp_png_load (in, &image, error))

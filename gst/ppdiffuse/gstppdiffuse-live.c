@@ -71,29 +71,29 @@ gst_pp_diffuse_progress_error (GstPpDiffuse * self, const gchar * text)
 }
 
 void
-gst_pp_diffuse_mesh_progress (PpMeshProgress stage, guint rank,
+gst_pp_diffuse_mesh_progress (PpStreamProgress stage, guint rank,
     guint n_workers, guint64 loaded_bytes, gpointer data)
 {
   GstPpDiffuse *self = data;
   const gint span = PROGRESS_HANDSHAKES_DONE - PROGRESS_SPAWNING;
 
   switch (stage) {
-    case PP_MESH_PROGRESS_SPAWNING:
+    case PP_STREAM_PROGRESS_SPAWNING:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING,
           "starting %u workers", n_workers);
       break;
-    case PP_MESH_PROGRESS_WAITING:
+    case PP_STREAM_PROGRESS_WAITING:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
           + span * (gint) (rank - 1) / (gint) n_workers,
           "waiting for rank %u", rank);
       break;
-    case PP_MESH_PROGRESS_LOADING:
+    case PP_STREAM_PROGRESS_LOADING:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
           + span * (gint) (rank - 1) / (gint) n_workers,
           "rank %u loading its model: %.1f MB of weights read or digested",
           rank, loaded_bytes / 1e6);
       break;
-    case PP_MESH_PROGRESS_RANK_READY:
+    case PP_STREAM_PROGRESS_RANK_READY:
       gst_pp_diffuse_progress_continue (self, PROGRESS_SPAWNING
           + span * (gint) rank / (gint) n_workers, "rank %u ready", rank);
       break;
@@ -108,10 +108,10 @@ typedef struct
   PpLatencySummary latency;
   gdouble fps;
   guint n_workers;
-  gdouble busy[PP_MESH_MAX_WORKERS];    /* fraction of the interval */
+  gdouble busy[PP_STREAM_MAX_WORKERS];    /* fraction of the interval */
   gdouble overlap;
   /* cumulative, as the workers' heartbeats told it at the interval's end */
-  guint64 cache_builds[PP_MESH_MAX_WORKERS];
+  guint64 cache_builds[PP_STREAM_MAX_WORKERS];
 } Interval;
 
 struct _GstPpDiffuseStatsTimer
@@ -127,7 +127,7 @@ struct _GstPpDiffuseStatsTimer
   /* Interval thread only: where the current interval started. */
   gint64 since_us;
   guint64 frames_out;
-  gdouble busy_s[PP_MESH_MAX_WORKERS];  /* cumulative, never decreasing */
+  gdouble busy_s[PP_STREAM_MAX_WORKERS];  /* cumulative, never decreasing */
 };
 
 GstPpDiffuseStatsTimer *
@@ -159,7 +159,7 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
   GstPpDiffuse *self = timer->self;
   const gint64 now = g_get_monotonic_time ();
   const gdouble elapsed_s = MAX (now - timer->since_us, 1) / 1e6;
-  gdouble busy_s[PP_MESH_MAX_WORKERS];
+  gdouble busy_s[PP_STREAM_MAX_WORKERS];
   guint64 frames_out;
   gdouble sum = 0;
 
@@ -168,8 +168,8 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
   frames_out = self->frames_out;
   g_mutex_unlock (&self->lock);
   iv->fps = (frames_out - timer->frames_out) / elapsed_s;
-  iv->n_workers = MIN (pp_mesh_worker_busy (self->mesh, busy_s,
-          PP_MESH_MAX_WORKERS), PP_MESH_MAX_WORKERS);
+  iv->n_workers = MIN (pp_stream_worker_busy (self->stream, busy_s,
+          PP_STREAM_MAX_WORKERS), PP_STREAM_MAX_WORKERS);
   for (guint i = 0; i < iv->n_workers; i++) {
     /* A heartbeat's compute in progress counts up to now; when it ended
      * sooner the next heartbeat says less: hold the larger sum. */
@@ -180,7 +180,7 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
     sum += iv->busy[i];
   }
   iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
-  pp_mesh_worker_cache_builds (self->mesh, iv->cache_builds, iv->n_workers);
+  pp_stream_worker_cache_builds (self->stream, iv->cache_builds, iv->n_workers);
   timer->frames_out = frames_out;
   timer->since_us = now;
 }
@@ -244,7 +244,7 @@ gst_pp_diffuse_stats_timer_start (GstPpDiffuseStatsTimer * timer,
   g_return_if_fail (timer->thread == NULL);
   g_mutex_lock (&timer->lock);
   memset (&timer->last, 0, sizeof timer->last);
-  timer->last.n_workers = MIN (n_workers, PP_MESH_MAX_WORKERS);
+  timer->last.n_workers = MIN (n_workers, PP_STREAM_MAX_WORKERS);
   memset (timer->busy_s, 0, sizeof timer->busy_s);
   timer->frames_out = 0;
   timer->since_us = g_get_monotonic_time ();
@@ -284,6 +284,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GValue builds = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
+  PpStreamStats last;
   Interval iv;
 
   g_mutex_lock (&timer->lock);
@@ -308,6 +309,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
     gst_value_array_append_and_take_value (&builds, &v);
   }
 
+  pp_stream_last_stats (self->stream, &last);
   g_mutex_lock (&self->lock);
   pp_latency_tracker_total (self->latencies, &total);
   s = gst_structure_new (GST_PP_DIFFUSE_STATS_NAME,
@@ -325,18 +327,45 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
       "latency-max-total", G_TYPE_UINT64, total.max,
       "in-flight", G_TYPE_UINT, self->in_flight,
       "overlap-score", G_TYPE_DOUBLE,
-      running ? iv.overlap : self->mesh_stats.overlap,
+      running ? iv.overlap : last.overlap,
       "dropped-flush", G_TYPE_UINT64, self->dropped_flush,
       "dropped-error", G_TYPE_UINT64, self->dropped_error,
       "dropped-qos", G_TYPE_UINT64, self->dropped_qos,
       "dropped-leaky", G_TYPE_UINT64, self->dropped_leaky,
       "skipped-similar", G_TYPE_UINT64, self->skipped_similar,
-      "cache-epoch", G_TYPE_UINT, self->cache_epoch,
-      "mesh-chunks", G_TYPE_UINT64, self->mesh_stats.chunks,
-      "mesh-wall-s", G_TYPE_DOUBLE, self->mesh_stats.wall_s,
-      "warm-up-passes", G_TYPE_UINT64, self->mesh_stats.warm_ups, NULL);
+      "cache-epoch", G_TYPE_UINT, pp_stream_cache_epoch (self->stream),
+      "mesh-chunks", G_TYPE_UINT64, last.chunks,
+      "mesh-wall-s", G_TYPE_DOUBLE, last.wall_s,
+      "warm-up-passes", G_TYPE_UINT64, last.warm_ups, NULL);
   g_mutex_unlock (&self->lock);
   gst_structure_take_value (s, "worker-busy", &busy);
   gst_structure_take_value (s, "kv-cache-builds", &builds);
   return s;
+}
+
+/* ---- the engine's log ------------------------------------------------- */
+
+/* Mesh log lines go to our debug category. */
+static void
+mesh_log (PpLogLevel level, const gchar * message, gpointer user_data)
+{
+  static const GstDebugLevel map[] = { GST_LEVEL_NONE, GST_LEVEL_ERROR,
+    GST_LEVEL_WARNING, GST_LEVEL_INFO, GST_LEVEL_DEBUG, GST_LEVEL_LOG
+  };
+
+  GST_CAT_LEVEL_LOG (gst_pp_diffuse_debug, map[level], NULL, "rank 0: %s",
+      message);
+}
+
+/* Mesh messages are only formatted when our category would show them. */
+void
+gst_pp_diffuse_log_follow_threshold (void)
+{
+  GstDebugLevel t = gst_debug_category_get_threshold (gst_pp_diffuse_debug);
+  PpLogLevel level = t >= GST_LEVEL_LOG ? PP_LOG_TRACE
+      : t >= GST_LEVEL_DEBUG ? PP_LOG_DEBUG
+      : t >= GST_LEVEL_INFO ? PP_LOG_INFO
+      : t >= GST_LEVEL_WARNING ? PP_LOG_WARNING : PP_LOG_ERROR;
+
+  pp_log_set_handler (mesh_log, NULL, level);
 }

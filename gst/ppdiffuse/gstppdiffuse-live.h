@@ -23,8 +23,8 @@ void gst_pp_diffuse_progress_continue (GstPpDiffuse * self, gint percent,
 void gst_pp_diffuse_progress_complete (GstPpDiffuse * self);
 void gst_pp_diffuse_progress_error    (GstPpDiffuse * self,
                                        const gchar * text);
-/* A PpMeshProgressFunc; @data is the element. */
-void gst_pp_diffuse_mesh_progress     (PpMeshProgress stage, guint rank,
+/* PpStreamCallbacks.progress; @data is the element. */
+void gst_pp_diffuse_mesh_progress     (PpStreamProgress stage, guint rank,
                                        guint n_workers, guint64 loaded_bytes,
                                        gpointer data);
 
@@ -45,5 +45,11 @@ void     gst_pp_diffuse_stats_timer_wake  (GstPpDiffuseStatsTimer * timer);
 /* The stats structure: cumulative fields since start, interval fields of
  * the last completed interval. */
 GstStructure *gst_pp_diffuse_stats_structure (GstPpDiffuse * self);
+
+/* ---- the engine's log ------------------------------------------------- */
+
+/* The engine's log lines go to the ppdiffuse debug category, formatted
+ * only when its threshold would show them. */
+void gst_pp_diffuse_log_follow_threshold (void);
 
 G_END_DECLS

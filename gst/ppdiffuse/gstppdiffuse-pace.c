@@ -16,13 +16,11 @@ GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
 gboolean
 gst_pp_diffuse_pace_check (GstPpDiffuse * self, const GstVideoInfo * info)
 {
-  const PpPlan *plan = pp_mesh_plan (self->mesh);
-  PpMeshPace pace;
+  PpStreamPace pace;
   gint64 interval_us;
-  const PpSlice *slice;
+  guint timeout_ms;
 
-  pp_mesh_pace (self->mesh, &pace);
-  slice = &plan->slices[pace.slowest];
+  pp_stream_pace (self->stream, &pace);
   GST_INFO_OBJECT (self, "expected per frame (%s): %" G_GINT64_FORMAT
       " ms round the mesh, %" G_GINT64_FORMAT " ms on the slowest worker "
       "(rank %u); allowed %" G_GINT64_FORMAT " ms and %" G_GINT64_FORMAT
@@ -36,6 +34,9 @@ gst_pp_diffuse_pace_check (GstPpDiffuse * self, const GstVideoInfo * info)
   /* Workers overlap: the mesh takes a frame every slowest slice. */
   if (pace.stage_us <= interval_us)
     return FALSE;
+  GST_OBJECT_LOCK (self);
+  timeout_ms = self->timeout_ms;
+  GST_OBJECT_UNLOCK (self);
   GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
       ("ppdiffuse is too slow for this stream: one frame takes about %"
           G_GINT64_FORMAT " ms on the slowest worker (rank %u, steps [%u,%u))"
@@ -43,16 +44,16 @@ gst_pp_diffuse_pace_check (GstPpDiffuse * self, const GstVideoInfo * info)
           "comes every %.1f ms (%d/%d fps), %.1f× faster than the mesh "
           "can take them: frames will be dropped or the stream will slow "
           "down.  To keep up, %s.", pace.stage_us / 1000, pace.slowest + 1,
-          slice->first, slice->end, pace.round_us / 1000, pace.source,
-          interval_us / 1000.0, GST_VIDEO_INFO_FPS_N (info),
+          pace.slice_first, pace.slice_end, pace.round_us / 1000,
+          pace.source, interval_us / 1000.0, GST_VIDEO_INFO_FPS_N (info),
           GST_VIDEO_INFO_FPS_D (info), (gdouble) pace.stage_us / interval_us,
-          pp_mesh_pace_advice ()),
+          pace.advice),
       ("%ux%u frames, %u ranks, %u steps; deadlines follow the measured "
           "time: a worker may compute one frame for up to %" G_GINT64_FORMAT
           " ms and a frame may take %" G_GINT64_FORMAT " ms round the mesh "
           "(timeout-ms %u is the least)",
           GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
-          plan->n_workers, plan->n_steps, pace.stage_allowance_us / 1000,
-          pace.round_allowance_us / 1000, self->timeout_ms));
+          pace.n_workers, pace.n_steps, pace.stage_allowance_us / 1000,
+          pace.round_allowance_us / 1000, timeout_ms));
   return TRUE;
 }

@@ -9,7 +9,7 @@
 
 #include <glib.h>
 
-#include "pp-image.h"
+#include "pp-stream.h"
 
 G_BEGIN_DECLS
 

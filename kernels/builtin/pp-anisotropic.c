@@ -46,7 +46,8 @@ aniso_init (PpModel * model, GHashTable * params, GError ** error)
 /* The scratch plane carries no content: nothing to start over. */
 static gboolean
 aniso_update (PpModel * model, GHashTable * params,
-    GPtrArray * inputs, gboolean commit, GError ** error)
+    const PpSettings * settings, GPtrArray * inputs, gboolean commit,
+    GError ** error)
 {
   Aniso *a = model->priv;
   gdouble kappa, lambda;

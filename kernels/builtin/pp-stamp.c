@@ -38,7 +38,8 @@ stamp_init (PpModel * model, GHashTable * params, GError ** error)
 
 static gboolean
 stamp_update (PpModel * model, GHashTable * params,
-    GPtrArray * inputs, gboolean commit, GError ** error)
+    const PpSettings * settings, GPtrArray * inputs, gboolean commit,
+    GError ** error)
 {
   Stamp *s = model->priv;
   guint mark;

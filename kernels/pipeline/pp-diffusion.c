@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_STRENGTH 0.5
 #define VAE_ALIGN 8
 #define PROMPT_EMBEDS_KEY "prompt_embeds"
 #define SCHEDULER_CONFIG "scheduler" G_DIR_SEPARATOR_S "scheduler_config.json"
@@ -332,9 +331,6 @@ read_cross_dim (const gchar * dir, guint * dim, GError ** error)
   return ok;
 }
 
-/* Takes the live parameters from @params into @s: strength, seed,
- * t-index-list and prompt-embeds, the schedule they make, and with
- * @cross_dim > 0 the prompt's embeddings, loaded and checked. */
 /* The prompt states named by @ref ("chunk:DIGEST") among @inputs, checked
  * against the UNet's width and the digest, as a host tensor. */
 static PpTensor *
@@ -378,37 +374,32 @@ context_from_inputs (const gchar * ref, GPtrArray * inputs, guint cross_dim,
   return g_steal_pointer (&host);
 }
 
+/* Takes the typed live settings @in into @s: strength, seed, t-index-list
+ * and prompt-embeds, the schedule they make, and with @cross_dim > 0 the
+ * prompt's embeddings, loaded and checked.  @in NULL: the defaults, the
+ * prompt still to come (a model is loaded before its settings). */
 static gboolean
-settings_parse (PpModel * model, GHashTable * params, GPtrArray * inputs,
-    gboolean at_init, PpScheduleKind kind, guint cross_dim, Settings * s,
-    GError ** error)
+settings_parse (PpModel * model, const PpSettings * in, GPtrArray * inputs,
+    PpScheduleKind kind, guint cross_dim, Settings * s, GError ** error)
 {
-  g_autofree gchar *seed_text = NULL, *list_text = NULL;
-
-  s->strength = DEFAULT_STRENGTH;
-  pp_model_param_string (params, "prompt-embeds", &s->prompt_embeds_path);
-  pp_model_param_string (params, "seed", &seed_text);
-  pp_model_param_string (params, "t-index-list", &list_text);
-  if (!pp_model_param_double (params, "strength", 1e-6, 1.0, &s->strength,
-          error))
+  s->strength = in != NULL ? in->strength : PP_SETTINGS_DEFAULT_STRENGTH;
+  s->seed = in != NULL ? in->seed : PP_SETTINGS_DEFAULT_SEED;
+  if (in != NULL && in->prompt_embeds != NULL && *in->prompt_embeds != '\0')
+    s->prompt_embeds_path = g_strdup (in->prompt_embeds);
+  if (!(s->strength >= 1e-6 && s->strength <= 1.0)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "strength=%g: expected a number in [%g, %g]", s->strength, 1e-6,
+        1.0);
     return FALSE;
-  if (seed_text != NULL) {
-    gchar *end = NULL;
-    s->seed = g_ascii_strtoull (seed_text, &end, 10);
-    if (end == seed_text || *end != '\0') {
-      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-          "seed=%s is not a non-negative integer", seed_text);
-      return FALSE;
-    }
   }
-  if (list_text != NULL && !parse_index_list (list_text, &s->t_index_list,
-          error))
+  if (in != NULL && in->t_index_list != NULL && *in->t_index_list != '\0'
+      && !parse_index_list (in->t_index_list, &s->t_index_list, error))
     return FALSE;
   s->schedule = pp_schedule_new (kind, model->n_steps, s->strength,
       s->t_index_list, error);
   if (s->schedule == NULL)
     return FALSE;
-  if (cross_dim == 0)
+  if (cross_dim == 0 || in == NULL)
     return TRUE;
   if (s->prompt_embeds_path == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
@@ -416,16 +407,11 @@ settings_parse (PpModel * model, GHashTable * params, GPtrArray * inputs,
         "encoder hidden states) or a prompt", model->path);
     return FALSE;
   }
-  if (g_str_has_prefix (s->prompt_embeds_path, PP_PROMPT_REF_PREFIX)) {
-    /* A text prompt: its states come with the first chunk of the epoch,
-     * not with the plan. */
-    if (at_init && inputs == NULL)
-      return TRUE;
+  if (g_str_has_prefix (s->prompt_embeds_path, PP_PROMPT_REF_PREFIX))
     s->context = context_from_inputs (s->prompt_embeds_path, inputs,
         cross_dim, error);
-  } else {
+  else
     s->context = load_context (s->prompt_embeds_path, cross_dim, error);
-  }
   return s->context != NULL;
 }
 
@@ -505,8 +491,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
       return FALSE;
   }
   /* The prompt is loaded where the UNet needs it. */
-  ok = settings_parse (model, params, NULL, TRUE, kind, d->unet != NULL
-      ? pp_unet_cross_attention_dim (d->unet) : 0, &settings, error)
+  /* The live settings come next (pp_model_update), the prompt with them. */
+  ok = settings_parse (model, NULL, NULL, kind, 0, &settings, error)
       && settings_apply (d, model, &settings, error);
   settings_clear (&settings);
   return ok;
@@ -516,8 +502,9 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
  * refused before any rank switches to it; applying loads it only where
  * the UNet needs it. */
 static gboolean
-diffusion_update (PpModel * model, GHashTable * params, GPtrArray * inputs,
-    gboolean commit, GError ** error)
+diffusion_update (PpModel * model, GHashTable * params,
+    const PpSettings * in, GPtrArray * inputs, gboolean commit,
+    GError ** error)
 {
   Diffusion *d = model->priv;
   Settings settings = { 0 };
@@ -528,8 +515,8 @@ diffusion_update (PpModel * model, GHashTable * params, GPtrArray * inputs,
     cross_dim = pp_unet_cross_attention_dim (d->unet);
   else if (!commit && !read_cross_dim (model->path, &cross_dim, error))
     return FALSE;
-  ok = settings_parse (model, params, inputs, FALSE, d->kind, cross_dim,
-      &settings, error);
+  ok = settings_parse (model, in, inputs, d->kind, cross_dim, &settings,
+      error);
   if (ok && commit)
     ok = settings_apply (d, model, &settings, error);
   settings_clear (&settings);

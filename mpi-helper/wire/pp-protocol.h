@@ -17,8 +17,10 @@ G_BEGIN_DECLS
  * 5: heartbeats carry the worker's cumulative busy time; the first chunk
  * of a cache epoch with new settings carries them (PP_SETTINGS_TENSOR).
  * 6: a worker loading its model reports progress (PP_TAG_LOAD_PROGRESS)
- * until its handshake reply. */
-#define PP_PROTOCOL_VERSION 6
+ * until its handshake reply.
+ * 7: the settings are a serialised PpSettings (pp-settings.h), sent with
+ * the first chunk of every mesh too: the plan names only what to load. */
+#define PP_PROTOCOL_VERSION 7
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum
@@ -64,14 +66,14 @@ enum
  * this F64 [W] tensor; worker rank R writes element R - 1. */
 #define PP_BUSY_TENSOR "busy_s"
 
-/* The first chunk of a cache epoch whose settings differ from the last
- * epoch's carries the new model URI (its live parameters: strength, seed,
- * prompt, a built-in model's parameters) in this U8 [n] tensor, the URI's
- * bytes without a terminating NUL.  Each worker applies it just before it
+/* The first chunk of a mesh, and the first chunk of a cache epoch whose
+ * settings differ from the last epoch's, carries the settings (a PpSettings
+ * as pp_settings_serialize writes it: strength, seed, prompt, the model's
+ * own live parameters) in this U8 [n] tensor.  Each worker applies it just before it
  * computes that chunk, so every step of a frame runs with the settings of
  * one epoch. */
 #define PP_SETTINGS_TENSOR "settings"
-/* A model URI longer than this is no URI of ours. */
+/* Settings longer than this are none of ours. */
 #define PP_SETTINGS_MAX (64 * 1024)
 
 /* Deadlines a worker keeps on its own, before and after it has a plan

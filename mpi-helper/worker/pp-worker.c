@@ -327,13 +327,15 @@ step_done (guint step, gpointer data)
     hooks->after_step (d->chunk->chunk_id, d->timeout_ms);
 }
 
-/* The settings @chunk carries, if any: the URI the model takes before it
- * computes the chunk. */
+/* The settings @chunk carries, if any (a serialised PpSettings): the
+ * model takes them before it computes the chunk. */
 static void
 apply_settings (Worker * w, PpChunk * chunk)
 {
   PpTensor *t = pp_chunk_get_tensor (chunk, PP_SETTINGS_TENSOR);
-  g_autofree gchar *uri = NULL;
+  g_autofree guint8 *bytes = NULL;
+  g_autofree gchar *text = NULL;
+  PpSettings settings;
   GError *error = NULL;
 
   if (t == NULL)
@@ -347,18 +349,22 @@ apply_settings (Worker * w, PpChunk * chunk)
         PP_SETTINGS_MAX);
     worker_fail (w, "settings", error);
   }
-  uri = g_malloc0 (t->nbytes + 1);
+  bytes = g_malloc (t->nbytes);
   if (t->backend != NULL)       /* a device payload (NCCL) */
-    pp_backend_download (t->backend, uri, t->data, t->nbytes);
+    pp_backend_download (t->backend, bytes, t->data, t->nbytes);
   else
-    memcpy (uri, t->data, t->nbytes);
+    memcpy (bytes, t->data, t->nbytes);
+  pp_settings_init (&settings);
   /* The chunk's other tensors are what came with the settings. */
-  if (!pp_model_update (w->model, uri, chunk->tensors, &error)) {
+  if (!pp_settings_deserialize (bytes, t->nbytes, &settings, &error)
+      || !pp_model_update (w->model, &settings, chunk->tensors, &error)) {
     g_prefix_error (&error, "cache epoch %u (chunk %" G_GUINT64_FORMAT "): ",
         chunk->cache_epoch, chunk->chunk_id);
     worker_fail (w, "settings", error);
   }
-  PP_INFO ("cache epoch %u: settings %s", chunk->cache_epoch, uri);
+  text = pp_settings_describe (&settings);
+  PP_INFO ("cache epoch %u: settings %s", chunk->cache_epoch, text);
+  pp_settings_clear (&settings);
 }
 
 static void

@@ -181,6 +181,17 @@ first_value_after_step (PpModel * m)
  * parameter left out goes back to its default; start-only parameters,
  * another model and unknown or out-of-range values are refused, leaving
  * the model as it was. */
+/* Live settings that change only the model URI's own parameters. */
+static const PpSettings *
+settings_of (const gchar * uri)
+{
+  static PpSettings s;
+
+  pp_settings_init (&s);
+  s.model = (gchar *) uri;
+  return &s;
+}
+
 static void
 test_update (void)
 {
@@ -203,24 +214,24 @@ test_update (void)
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     g_autoptr (GError) error = NULL;
 
-    g_assert_false (pp_model_check_update (m, bad[i].uri, NULL, &error));
+    g_assert_false (pp_model_check_update (m, settings_of (bad[i].uri), NULL, &error));
     g_assert_nonnull (strstr (error->message, bad[i].needle));
     g_clear_error (&error);
-    g_assert_false (pp_model_update (m, bad[i].uri, NULL, &error));
+    g_assert_false (pp_model_update (m, settings_of (bad[i].uri), NULL, &error));
     g_assert_nonnull (error);
     g_assert_cmpfloat (first_value_after_step (m), ==, v0);
   }
   {
     g_autoptr (GError) error = NULL;
 
-    g_assert_true (pp_model_check_update (m, "builtin:stamp?mark=9", NULL, &error));
+    g_assert_true (pp_model_check_update (m, settings_of ("builtin:stamp?mark=9"), NULL, &error));
     g_assert_cmpfloat (first_value_after_step (m), ==, v0);
-    g_assert_true (pp_model_update (m, "builtin:stamp?mark=9&step-ms=1", NULL, &error));
+    g_assert_true (pp_model_update (m, settings_of ("builtin:stamp?mark=9&step-ms=1"), NULL, &error));
     g_assert_no_error (error);
     g_assert_cmpfloat (m->step_ms, ==, 1.0);
     g_assert_cmpfloat (first_value_after_step (m), ==,
         (gfloat) ((ref_stamp (0, 0, 0) + 9) % 256));
-    g_assert_true (pp_model_update (m, "builtin:stamp", NULL, &error));
+    g_assert_true (pp_model_update (m, settings_of ("builtin:stamp"), NULL, &error));
     g_assert_cmpfloat (m->step_ms, ==, 0.0);
     g_assert_cmpfloat (first_value_after_step (m), ==,
         (gfloat) ref_stamp (0, 0, 0));
@@ -242,10 +253,10 @@ test_update_anisotropic (void)
   const guint step0[] = { 0 };
 
   run_steps (m, step0, 1, 4, a);
-  g_assert_false (pp_model_update (m, "builtin:anisotropic?lambda=0.3", NULL, &error));
+  g_assert_false (pp_model_update (m, settings_of ("builtin:anisotropic?lambda=0.3"), NULL, &error));
   g_clear_error (&error);
-  g_assert_true (pp_model_update (m, "builtin:anisotropic?kappa=3&"
-          "lambda=0.1", NULL, &error));
+  g_assert_true (pp_model_update (m, settings_of ("builtin:anisotropic?kappa=3&"
+          "lambda=0.1"), NULL, &error));
   run_steps (m, step0, 1, 4, b);
   run_steps (fresh, step0, 1, 4, c);
   g_assert_false (tensors_equal (a, b));

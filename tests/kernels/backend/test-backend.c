@@ -330,17 +330,29 @@ test_pool (gconstpointer data)
   pp_pool_release (pool, b, 8192);
 }
 
+/* A model of the tiny pipeline in @dir, loaded from @uri, with the
+ * settings the frames below run with. */
+static PpModel *
+tiny_model_new (const gchar * uri, const gchar * dir, PpBackend * be,
+    GError ** error)
+{
+  g_autofree gchar *embeds = g_strdup_printf ("%s/prompt_embeds.npy", dir);
+  PpSettings settings = { (gchar *) uri, NULL, embeds, 0.8, 3, NULL };
+  PpModel *m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL, be, error);
+
+  if (m != NULL && !pp_model_update (m, &settings, NULL, error))
+    g_clear_pointer (&m, pp_model_free);
+  return m;
+}
+
 /* An img2img frame the way the element and the workers run it: after the
  * first frame, a frame allocates no device memory, on either backend, and
  * every frame gives the same bytes on both. */
 static void
 run_frames (PpBackend * be, const gchar * dir, guint8 * out)
 {
-  g_autofree gchar *uri = g_strdup_printf ("%s?prompt-embeds=%s/"
-      "prompt_embeds.npy&strength=0.8&seed=3", dir, dir);
   g_autoptr (GError) error = NULL;
-  g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL, be,
-      &error);
+  g_autoptr (PpModel) m = tiny_model_new (dir, dir, be, &error);
   const gsize bytes = FRAME_SIDE * FRAME_SIDE * 3;
 
   g_assert_no_error (error);
@@ -442,14 +454,12 @@ test_graphs (void)
 
   g_assert_no_error (error);
   g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
-  plain_uri = g_strdup_printf ("%s?prompt-embeds=%s/prompt_embeds.npy&"
-      "strength=0.8&seed=3", dir, dir);
-  uri = g_strdup_printf ("%s&cuda-graphs=1", plain_uri);
+  plain_uri = g_strdup (dir);
+  uri = g_strdup_printf ("%s?cuda-graphs=1", plain_uri);
   {
-    g_autoptr (PpModel) plain = pp_model_new (plain_uri, STEPS,
-        PP_MODEL_ROLE_ALL, strict, &error);
-    g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL,
-        strict, &error);
+    g_autoptr (PpModel) plain = tiny_model_new (plain_uri, dir, strict,
+        &error);
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir, strict, &error);
 
     g_assert_no_error (error);
     g_assert_true (pp_backend_has_graphs (strict));
@@ -477,15 +487,15 @@ test_graphs (void)
     g_assert_cmpmem (eager, n * 4, graphed, n * 4);
   }
   {
-    g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL,
-        pp_backend_cpu (), &error);
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir, pp_backend_cpu (),
+        &error);
 
     g_assert_no_error (error);
     run_slices (m, 0, STEPS, 3, graphed, n);
     assert_graph_counts (m, 0, 0);
   }
   {
-    g_autofree gchar *bad = g_strdup_printf ("%s&cuda-graphs=maybe",
+    g_autofree gchar *bad = g_strdup_printf ("%s?cuda-graphs=maybe",
         plain_uri);
 
     g_assert_null (pp_model_new (bad, STEPS, PP_MODEL_ROLE_ALL, strict,

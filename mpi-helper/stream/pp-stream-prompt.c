@@ -1,20 +1,12 @@
-/* GStreamer ppdiffuse — text prompts on rank 0.
- *
- * This library is free software; you can redistribute it and/or modify it
- * under the terms of the GNU Lesser General Public License as published by
- * the Free Software Foundation; either version 2.1 of the License, or (at
- * your option) any later version. */
+/* ppdiffuse — text prompts on rank 0: encoded with the pipeline's text
+ * encoder, off the streaming thread, for the epoch's first chunk. */
+#include "pp-stream-private.h"
 
-#ifdef HAVE_CONFIG_H
-#include "config.h"
-#endif
-
-#include "gstppdiffuse-prompt.h"
 #include "pp-prompt.h"
 
 #include <string.h>
 
-struct _GstPpDiffusePrompt
+struct _PpStreamPrompt
 {
   gchar *dir;                   /* the pipeline the encoder is of */
   PpBackend *backend;
@@ -25,14 +17,14 @@ struct _GstPpDiffusePrompt
   gboolean truncated;
 };
 
-GstPpDiffusePrompt *
-gst_pp_diffuse_prompt_new (void)
+PpStreamPrompt *
+pp_stream_prompt_new (void)
 {
-  return g_new0 (GstPpDiffusePrompt, 1);
+  return g_new0 (PpStreamPrompt, 1);
 }
 
 static void
-forget_prompt (GstPpDiffusePrompt * p)
+forget_prompt (PpStreamPrompt * p)
 {
   g_clear_pointer (&p->text, g_free);
   g_clear_pointer (&p->states, pp_tensor_free);
@@ -40,7 +32,7 @@ forget_prompt (GstPpDiffusePrompt * p)
 }
 
 void
-gst_pp_diffuse_prompt_free (GstPpDiffusePrompt * p)
+pp_stream_prompt_free (PpStreamPrompt * p)
 {
   if (p == NULL)
     return;
@@ -51,7 +43,7 @@ gst_pp_diffuse_prompt_free (GstPpDiffusePrompt * p)
 }
 
 PpTensor *
-gst_pp_diffuse_tensor_copy (const PpTensor * t)
+pp_stream_tensor_copy (const PpTensor * t)
 {
   PpTensor *copy = pp_tensor_new (t->name, t->dtype, t->ndim, t->shape, NULL);
 
@@ -61,7 +53,7 @@ gst_pp_diffuse_tensor_copy (const PpTensor * t)
 }
 
 PpTensor *
-gst_pp_diffuse_prompt_encode (GstPpDiffusePrompt * p, const gchar * dir,
+pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
     PpBackend * backend, const gchar * prompt, gchar ** ref,
     gboolean * truncated, GError ** error)
 {
@@ -90,5 +82,5 @@ gst_pp_diffuse_prompt_encode (GstPpDiffusePrompt * p, const gchar * dir,
   *ref = g_strdup (p->ref);
   if (truncated != NULL)
     *truncated = p->truncated;
-  return gst_pp_diffuse_tensor_copy (p->states);
+  return pp_stream_tensor_copy (p->states);
 }

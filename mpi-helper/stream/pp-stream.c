@@ -1,0 +1,621 @@
+/* ppdiffuse — rank 0's stream engine: the start, reuse and stop of the
+ * mesh and of rank 0's model, frames into chunks and back, the warm-up
+ * passes and the collector thread.  Settings: pp-stream-settings.c. */
+#include "pp-stream-private.h"
+
+#include "pp-log.h"
+
+#include <string.h>
+#include <unistd.h>
+
+G_STATIC_ASSERT (PP_STREAM_MAX_WORKERS == PP_MESH_MAX_WORKERS);
+G_STATIC_ASSERT ((gint) PP_STREAM_PROGRESS_SPAWNING
+    == (gint) PP_MESH_PROGRESS_SPAWNING);
+G_STATIC_ASSERT ((gint) PP_STREAM_PROGRESS_WAITING
+    == (gint) PP_MESH_PROGRESS_WAITING);
+G_STATIC_ASSERT ((gint) PP_STREAM_PROGRESS_LOADING
+    == (gint) PP_MESH_PROGRESS_LOADING);
+G_STATIC_ASSERT ((gint) PP_STREAM_PROGRESS_RANK_READY
+    == (gint) PP_MESH_PROGRESS_RANK_READY);
+
+/* A frame is the chunk it was encoded into. */
+#define FRAME_CHUNK(f) ((PpChunk *) (f))
+#define CHUNK_FRAME(c) ((PpStreamFrame *) (c))
+
+PpStream *
+pp_stream_new (const PpStreamCallbacks * callbacks, gpointer data)
+{
+  PpStream *stream = g_new0 (PpStream, 1);
+
+  stream->cb = *callbacks;
+  stream->data = data;
+  g_mutex_init (&stream->lock);
+  g_cond_init (&stream->cond);
+  g_cond_init (&stream->settings_cond);
+  stream->prompt = pp_stream_prompt_new ();
+  return stream;
+}
+
+void
+pp_stream_free (PpStream * stream)
+{
+  if (stream == NULL)
+    return;
+  pp_stream_halt (stream, FALSE);
+  pp_stream_release (stream);
+  pp_stream_prompt_free (stream->prompt);
+  pp_stream_settings_free (stream->running);
+  g_free (stream->dtype);
+  g_mutex_clear (&stream->lock);
+  g_cond_clear (&stream->cond);
+  g_cond_clear (&stream->settings_cond);
+  g_free (stream);
+}
+
+gboolean
+pp_stream_running (PpStream * stream)
+{
+  return stream->mesh != NULL;
+}
+
+/* ---- collector thread: chunks back from the mesh ----------------------- */
+
+static gpointer
+collector_loop (gpointer data)
+{
+  PpStream *stream = data;
+
+  g_mutex_lock (&stream->lock);
+  for (;;) {
+    GError *error = NULL;
+    PpChunk *chunk;
+
+    while (!stream->collector_stop && stream->outstanding == 0)
+      g_cond_wait (&stream->cond, &stream->lock);
+    if (stream->collector_stop)
+      break;
+    g_mutex_unlock (&stream->lock);
+    chunk = pp_mesh_collect (stream->mesh, &error);
+    g_mutex_lock (&stream->lock);
+    if (chunk == NULL) {
+      const guint outstanding = stream->outstanding;
+
+      stream->failed = TRUE;
+      g_cond_broadcast (&stream->cond);
+      g_mutex_unlock (&stream->lock);
+      stream->cb.failed (error, outstanding, stream->data);
+      g_error_free (error);
+      return NULL;
+    }
+    stream->outstanding--;
+    g_cond_broadcast (&stream->cond);
+    g_mutex_unlock (&stream->lock);
+    /* Without a warm-up pass, the first frame back is the first measure. */
+    if (g_atomic_int_compare_and_exchange (&stream->measured, 0, 1))
+      stream->cb.measured (stream->data);
+    stream->cb.returned (CHUNK_FRAME (chunk), stream->data);
+    g_mutex_lock (&stream->lock);
+  }
+  g_mutex_unlock (&stream->lock);
+  return NULL;
+}
+
+/* ---- start, reuse, stop ----------------------------------------------- */
+
+static const gchar *
+or_none (const gchar * s)
+{
+  return s != NULL ? s : "";
+}
+
+/* What a mesh was started with, as one string: two starts can share a
+ * mesh exactly when their keys are equal.  The settings are not in it:
+ * the running model checks new ones itself. */
+static gchar *
+mesh_key (const PpMeshConfig * config)
+{
+  return g_strdup_printf ("ranks=%u steps=%u backend=%s worker=%s "
+      "hosts=%s hostfile=%s timeout-ms=%u dump-dir=%s in-flight=%u",
+      config->n_workers, config->n_steps, or_none (config->backend),
+      or_none (config->worker_path), or_none (config->hosts),
+      or_none (config->hostfile), config->timeout_ms,
+      or_none (config->dump_dir), config->max_in_flight);
+}
+
+/* TRUE when the mesh kept from the last run serves a start of @key that
+ * runs @settings (a live update with @inputs), and is still healthy.  A
+ * kept mesh that does not is left for the caller to stop. */
+static gboolean
+mesh_reusable (PpStream * stream, const gchar * key,
+    const PpSettings * settings, GPtrArray * inputs)
+{
+  GError *error = NULL;
+
+  if (stream->mesh == NULL)
+    return FALSE;
+  if (g_strcmp0 (stream->mesh_key, key) != 0) {
+    PP_INFO ("settings changed: the workers are spawned anew (was %s, "
+        "now %s)", stream->mesh_key, key);
+    return FALSE;
+  }
+  /* The same model with the same start-only parameters: its live settings
+   * go to every rank with the first frame. */
+  if (!pp_model_check_update (stream->model, settings, inputs, &error)) {
+    PP_INFO ("the model changed: the workers are spawned anew (%s)",
+        error->message);
+    g_error_free (error);
+    return FALSE;
+  }
+  if (!pp_mesh_is_healthy (stream->mesh, &error)) {
+    PP_WARN ("the kept worker mesh failed while idle, spawning it anew: %s",
+        error->message);
+    g_error_free (error);
+    return FALSE;
+  }
+  PP_INFO ("reusing the worker mesh (%s)", key);
+  return TRUE;
+}
+
+/* Rank 0's model for @resolved on @backend, its settings checked where
+ * every rank would load them: a bad setting fails the start before any
+ * worker is spawned. */
+static PpModel *
+model_new (const PpSettings * resolved, guint n_steps, PpBackend * backend,
+    GPtrArray * inputs, GError ** error)
+{
+  PpModel *model = pp_model_new (resolved->model, n_steps,
+      PP_MODEL_ROLE_IMAGE, backend, error);
+
+  if (model != NULL && (!pp_model_check_update (model, resolved, inputs,
+              error) || !pp_model_update (model, resolved, inputs, error)))
+    g_clear_pointer (&model, pp_model_free);
+  return model;
+}
+
+/* The backend of a start: as configured, else the best this build has
+ * (with a warning when that passed over CUDA). */
+static PpBackend *
+start_backend (PpStream * stream, const gchar * name, GError ** error)
+{
+  PpBackend *backend = pp_backend_get (name, error);
+
+  if (backend == NULL) {
+    g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
+        g_get_host_name ());
+    return NULL;
+  }
+  if (name == NULL && pp_backend_auto_reason () != NULL
+      && stream->cb.warning != NULL) {
+    g_autofree gchar *message = g_strdup_printf ("No usable CUDA device: "
+        "ppdiffuse computes on the CPU (%s)", pp_backend_device (backend));
+    g_autofree gchar *details = g_strdup_printf ("backend=auto passed over "
+        "CUDA: %s", pp_backend_auto_reason ());
+
+    stream->cb.warning (message, details, stream->data);
+  }
+  PP_INFO ("backend %s: %s", pp_backend_name (backend),
+      pp_backend_device (backend));
+  return backend;
+}
+
+static void
+mesh_progress (PpMeshProgress stage, guint rank, guint n_workers,
+    guint64 loaded_bytes, gpointer data)
+{
+  PpStream *stream = data;
+
+  if (stream->cb.progress != NULL)
+    stream->cb.progress ((PpStreamProgress) stage, rank, n_workers,
+        loaded_bytes, stream->data);
+}
+
+gboolean
+pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
+    const PpSettings * settings, gboolean * reused, GError ** error)
+{
+  g_autofree gchar *key = NULL, *prompt_ref = NULL;
+  g_autoptr (GPtrArray) inputs = NULL;
+  PpMeshConfig config = { 0 };
+  PpSettings resolved = { 0 };
+  PpTensor *states = NULL;
+  PpBackend *backend;
+
+  config.n_workers = sc->n_workers;
+  config.n_steps = sc->n_steps;
+  config.backend = sc->backend;
+  config.worker_path = sc->worker_path;
+  config.hosts = sc->hosts;
+  config.hostfile = sc->hostfile;
+  config.dump_dir = sc->dump_dir;
+  config.timeout_ms = sc->timeout_ms;
+  config.max_in_flight = sc->max_in_flight;
+  config.progress = mesh_progress;
+  config.progress_data = stream;
+  key = mesh_key (&config);
+  g_free (stream->dtype);
+  stream->dtype = g_strdup (sc->dtype);
+  stream->cuda_graphs = sc->cuda_graphs;
+  stream->timeout_ms = sc->timeout_ms;
+  stream->warm_up = sc->warm_up;
+
+  /* A text prompt is encoded before anything starts: the settings name
+   * its states, the first chunk brings them to the workers. */
+  if (pp_settings_has_prompt (settings)) {
+    backend = pp_backend_get (sc->backend, error);
+    if (backend == NULL || !pp_stream_encode_prompt (stream, settings,
+            backend, &states, &prompt_ref, error)) {
+      /* A setting to change, whatever failed. */
+      if (error != NULL && *error != NULL && !g_error_matches (*error,
+              PP_ERROR, PP_ERROR_CONFIG)) {
+        GError *e = g_error_new_literal (PP_ERROR, PP_ERROR_CONFIG,
+            (*error)->message);
+
+        g_clear_error (error);
+        g_propagate_error (error, e);
+      }
+      return FALSE;
+    }
+    inputs = pp_stream_states_inputs (states);
+  }
+  pp_stream_resolve (stream, settings, prompt_ref, &resolved);
+  /* The plan names only what to load; the settings go with the first
+   * chunk. */
+  config.model = resolved.model;
+  /* A mesh kept by the last stop serves when nothing it was started with
+   * changed; else it ends here. */
+  *reused = mesh_reusable (stream, key, &resolved, inputs);
+  if (!*reused) {
+    pp_stream_halt (stream, FALSE);
+    pp_stream_release (stream);
+    backend = start_backend (stream, sc->backend, error);
+    if (backend != NULL) {
+      /* The workers use the very backend rank 0 resolved. */
+      config.backend = pp_backend_name (backend);
+      stream->model = model_new (&resolved, config.n_steps, backend, inputs,
+          error);
+    }
+    if (stream->model != NULL)
+      stream->mesh = pp_mesh_start (&config, error);
+    if (stream->mesh == NULL) {
+      g_clear_pointer (&stream->model, pp_model_free);
+      pp_tensor_free (states);
+      pp_settings_clear (&resolved);
+      return FALSE;
+    }
+    g_free (stream->mesh_key);
+    stream->mesh_key = g_steal_pointer (&key);
+    /* The warm-up passes are once per mesh. */
+    stream->warmed_up = FALSE;
+    g_atomic_int_set (&stream->measured, 0);
+  } else {
+    /* A reused mesh's workers start a new stream state. */
+    g_atomic_int_inc (&stream->cache_epoch);
+  }
+  stream->kept = FALSE;
+  PP_INFO ("mesh up: %u workers, %u steps, %u chunks in flight at most",
+      config.n_workers, config.n_steps, config.max_in_flight);
+
+  /* The chain encodes one frame at a time, and its chunk is given back
+   * once sent. */
+  stream->chunks = pp_chunk_pool_new (1);
+  stream->sample_width = stream->sample_height = 0;
+  g_mutex_lock (&stream->lock);
+  stream->outstanding = 0;
+  stream->collector_stop = FALSE;
+  stream->failed = FALSE;
+  g_mutex_unlock (&stream->lock);
+  pp_stream_settings_begin (stream, &resolved, states, *reused);
+  pp_settings_clear (&resolved);
+  stream->collector = g_thread_new ("ppdiffuse-collect", collector_loop,
+      stream);
+  return TRUE;
+}
+
+/* At a stop that keeps the mesh, after the caller dropped its frames:
+ * waits, up to timeout-ms, until the collector has taken back every chunk
+ * still in the mesh.  FALSE when the mesh failed, did not give every chunk
+ * back in time, or is no longer healthy: it must then be stopped. */
+static gboolean
+mesh_drain (PpStream * stream)
+{
+  const gint64 deadline = g_get_monotonic_time ()
+      + stream->timeout_ms * G_TIME_SPAN_MILLISECOND;
+  GError *error = NULL;
+  gboolean drained;
+
+  g_mutex_lock (&stream->lock);
+  while (stream->outstanding > 0 && !stream->failed)
+    if (!g_cond_wait_until (&stream->cond, &stream->lock, deadline))
+      break;
+  drained = stream->outstanding == 0 && !stream->failed;
+  if (!drained)
+    PP_WARN ("%u chunks did not come back from the mesh at stop%s: the "
+        "workers are stopped", stream->outstanding,
+        stream->failed ? " (it failed)" : " within timeout-ms");
+  g_mutex_unlock (&stream->lock);
+  if (drained && !pp_mesh_is_healthy (stream->mesh, &error)) {
+    PP_WARN ("the mesh failed: %s", error->message);
+    g_error_free (error);
+    drained = FALSE;
+  }
+  return drained;
+}
+
+gboolean
+pp_stream_halt (PpStream * stream, gboolean keep)
+{
+  if (stream->mesh == NULL)
+    return FALSE;
+  if (keep)
+    keep = mesh_drain (stream);
+  g_mutex_lock (&stream->lock);
+  stream->collector_stop = TRUE;
+  g_cond_broadcast (&stream->cond);
+  g_mutex_unlock (&stream->lock);
+  /* None when the mesh was kept by the last stop. */
+  if (stream->collector != NULL)
+    g_thread_join (g_steal_pointer (&stream->collector));
+  pp_stream_settings_end (stream);
+  g_clear_pointer (&stream->chunks, pp_chunk_pool_unref);
+  if (keep)
+    PP_INFO ("workers kept for the next start");
+  stream->kept = keep;
+  return keep;
+}
+
+void
+pp_stream_release (PpStream * stream)
+{
+  GError *error = NULL;
+  PpMeshStats stats;
+
+  if (stream->mesh == NULL || stream->kept)
+    return;
+  g_clear_pointer (&stream->mesh_key, g_free);
+  if (!pp_mesh_stop (g_steal_pointer (&stream->mesh), &stats, &error)) {
+    PP_WARN ("mesh did not stop cleanly: %s", error->message);
+    g_error_free (error);
+  } else {
+    PP_INFO ("mesh stopped: %" G_GUINT64_FORMAT " chunks, overlap %.3f "
+        "over %.3f s", stats.chunks, stats.overlap, stats.wall_s);
+  }
+  g_mutex_lock (&stream->lock);
+  stream->last_stats.wall_s = stats.wall_s;
+  stream->last_stats.overlap = stats.overlap;
+  stream->last_stats.chunks = stats.chunks;
+  stream->last_stats.warm_ups = stats.warm_ups;
+  /* Chunks the shutdown discarded are no longer in flight. */
+  stream->outstanding = 0;
+  g_mutex_unlock (&stream->lock);
+  g_clear_pointer (&stream->model, pp_model_free);
+}
+
+void
+pp_stream_last_stats (PpStream * stream, PpStreamStats * stats)
+{
+  g_mutex_lock (&stream->lock);
+  *stats = stream->last_stats;
+  g_mutex_unlock (&stream->lock);
+}
+
+/* ---- frames ------------------------------------------------------------ */
+
+void
+pp_stream_new_epoch (PpStream * stream)
+{
+  g_atomic_int_inc (&stream->cache_epoch);
+}
+
+guint32
+pp_stream_cache_epoch (PpStream * stream)
+{
+  return (guint32) g_atomic_int_get (&stream->cache_epoch);
+}
+
+/* Encodes @image into @chunk's sample: into the tensor an earlier frame
+ * left in the pooled chunk when it has the shape the model gives frames of
+ * this size, else into a new one (the first frame of a size). */
+static gboolean
+encode_sample (PpStream * stream, const PpImage * image, PpChunk * chunk,
+    GError ** error)
+{
+  PpTensor *sample = chunk->tensors->len == 1
+      ? g_ptr_array_index (chunk->tensors, 0) : NULL;
+  /* Over NCCL the sample is a device tensor of rank 0's backend, encoded
+   * into on the device and sent from there. */
+  PpBackend *device = pp_mesh_payload_backend (stream->mesh);
+
+  if (sample != NULL && image->width == stream->sample_width
+      && image->height == stream->sample_height
+      && pp_tensor_has_spec_on (sample, &stream->sample_spec, device))
+    return pp_model_encode_into (stream->model, image, sample, error);
+  pp_chunk_truncate (chunk, 0);
+  sample = pp_model_encode (stream->model, image, error);
+  if (sample == NULL)
+    return FALSE;
+  if (device != NULL) {
+    /* The first frame of a size: its tensor moves to the device once; the
+     * next frames are encoded into it there. */
+    PpTensor *dev = pp_tensor_new_on (device, sample->name, sample->dtype,
+        sample->ndim, sample->shape, error);
+
+    if (dev == NULL || !pp_tensor_upload (dev, sample, error)) {
+      pp_tensor_free (dev);
+      pp_tensor_free (sample);
+      return FALSE;
+    }
+    pp_tensor_free (sample);
+    sample = dev;
+  }
+  pp_chunk_add_tensor (chunk, sample);
+  stream->sample_width = image->width;
+  stream->sample_height = image->height;
+  pp_tensor_spec_of (sample, &stream->sample_spec);
+  PP_DEBUG ("frames of %dx%d give samples of %" G_GSIZE_FORMAT " bytes",
+      image->width, image->height, sample->nbytes);
+  return TRUE;
+}
+
+PpStreamFrame *
+pp_stream_encode (PpStream * stream, const PpImage * image, guint64 pts,
+    GError ** error)
+{
+  PpChunk *chunk = pp_chunk_pool_acquire (stream->chunks);
+
+  /* A pooled chunk may still carry an epoch's settings. */
+  if (chunk->tensors->len > 1)
+    pp_chunk_truncate (chunk, 1);
+  if (!encode_sample (stream, image, chunk, error)
+      || !pp_stream_attach_settings (stream, chunk, error)) {
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  chunk->pts = pts;
+  return CHUNK_FRAME (chunk);
+}
+
+/* Warm-up passes before the first frame of a mesh: as many as the
+ * backend wants, unless the configuration says none or at least one. */
+static guint
+warm_ups (PpStream * stream)
+{
+  const guint wanted = pp_mesh_warm_ups_wanted (stream->mesh);
+
+  if (stream->warm_up < 0)
+    return wanted;
+  return stream->warm_up > 0 ? MAX (wanted, 1) : 0;
+}
+
+gboolean
+pp_stream_warm_up (PpStream * stream, const PpStreamFrame * frame,
+    GError ** error)
+{
+  guint passes;
+
+  if (stream->warmed_up)
+    return TRUE;
+  passes = warm_ups (stream);
+  stream->warmed_up = TRUE;
+  if (passes == 0)
+    return TRUE;
+  /* Nothing is in flight yet, so the collector is idle and the chain
+   * collects the passes itself, in lockstep. */
+  for (guint i = 0; i < passes; i++) {
+    PpChunk *pass = pp_chunk_copy (FRAME_CHUNK (frame), error);
+
+    gboolean ok = pass != NULL;
+
+    if (ok) {
+      pass->cache_epoch = pp_stream_cache_epoch (stream);
+      PP_DEBUG ("warm-up pass %u of %u before the first frame", i + 1,
+          passes);
+      ok = pp_mesh_warm_up (stream->mesh, pass, error);
+    }
+    if (!ok) {
+      g_mutex_lock (&stream->lock);
+      stream->failed = TRUE;
+      g_cond_broadcast (&stream->cond);
+      g_mutex_unlock (&stream->lock);
+      return FALSE;
+    }
+  }
+  /* Measured now: the caller can say early when the stream is too fast. */
+  if (g_atomic_int_compare_and_exchange (&stream->measured, 0, 1))
+    stream->cb.measured (stream->data);
+  return TRUE;
+}
+
+gboolean
+pp_stream_submit (PpStream * stream, PpStreamFrame * frame,
+    PpStreamAssignedFunc assigned, gpointer data, GError ** error)
+{
+  PpChunk *chunk = FRAME_CHUNK (frame);
+
+  chunk->cache_epoch = pp_stream_cache_epoch (stream);
+  g_mutex_lock (&stream->lock);
+  stream->outstanding++;
+  g_cond_broadcast (&stream->cond);
+  g_mutex_unlock (&stream->lock);
+  if (!pp_mesh_submit (stream->mesh, chunk, assigned, data, error)) {
+    g_mutex_lock (&stream->lock);
+    stream->failed = TRUE;
+    g_cond_broadcast (&stream->cond);
+    g_mutex_unlock (&stream->lock);
+    return FALSE;
+  }
+  /* Chunks of the mesh are never lost on the way: every worker has seen
+   * the settings once this one went out. */
+  pp_stream_settings_sent (stream);
+  return TRUE;
+}
+
+gboolean
+pp_stream_decode (PpStream * stream, const PpStreamFrame * result,
+    PpImage * image, GError ** error)
+{
+  PpTensor *sample = pp_chunk_get_tensor (FRAME_CHUNK (result),
+      PP_MODEL_SAMPLE_NAME);
+
+  if (sample == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "it carries no sample tensor");
+    return FALSE;
+  }
+  return pp_model_decode (stream->model, sample, image, error);
+}
+
+guint64
+pp_stream_frame_id (const PpStreamFrame * frame)
+{
+  return FRAME_CHUNK (frame)->chunk_id;
+}
+
+gint64
+pp_stream_frame_submit_us (const PpStreamFrame * frame)
+{
+  return (gint64) FRAME_CHUNK (frame)->submit_us;
+}
+
+void
+pp_stream_frame_free (PpStreamFrame * frame)
+{
+  pp_chunk_free (FRAME_CHUNK (frame));
+}
+
+/* ---- measures ---------------------------------------------------------- */
+
+guint
+pp_stream_worker_busy (PpStream * stream, gdouble * busy_s, guint n)
+{
+  return stream->mesh != NULL ? pp_mesh_worker_busy (stream->mesh, busy_s,
+      n) : 0;
+}
+
+guint
+pp_stream_worker_cache_builds (PpStream * stream, guint64 * builds, guint n)
+{
+  return stream->mesh != NULL ? pp_mesh_worker_cache_builds (stream->mesh,
+      builds, n) : 0;
+}
+
+void
+pp_stream_pace (PpStream * stream, PpStreamPace * out)
+{
+  const PpPlan *plan = pp_mesh_plan (stream->mesh);
+  const PpSlice *slice;
+  PpMeshPace pace;
+
+  pp_mesh_pace (stream->mesh, &pace);
+  slice = &plan->slices[pace.slowest];
+  out->round_us = pace.round_us;
+  out->stage_us = pace.stage_us;
+  out->slowest = pace.slowest;
+  out->slice_first = slice->first;
+  out->slice_end = slice->end;
+  out->source = pace.source;
+  out->round_allowance_us = pace.round_allowance_us;
+  out->stage_allowance_us = pace.stage_allowance_us;
+  out->n_workers = plan->n_workers;
+  out->n_steps = plan->n_steps;
+  out->advice = pp_mesh_pace_advice ();
+}
