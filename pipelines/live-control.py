@@ -2,7 +2,8 @@
 """Turn ppdiffuse's knobs while it plays.
 
   pipelines/live-control.py [--camera DEV|test] [--loopback DEV|none]
-                            [--model MODEL] [--period S] [--similarity T]
+                            [--model MODEL] [--prompt TEXT | --prompt-embeds F]
+                            [--period S] [--similarity T]
   pipelines/live-control.py --test
 
 Runs the pipeline of pipelines/webcam-obs.sh (webcam -> ppdiffuse ->
@@ -12,7 +13,9 @@ running element, printing each change with the element's counters:
   builtin:anisotropic (the default model): the model's parameters, set as
       model="builtin:anisotropic?kappa=K&lambda=L"; the element takes a new
       URI while PLAYING when only its parameters change.
-  a diffusers pipeline directory: strength.
+  a diffusers pipeline directory: strength.  A pipeline needs a prompt:
+      --prompt TEXT (a blend "a:0.7|b:0.3" too) or --prompt-embeds FILE
+      (make-tiny writes DIR/prompt_embeds.npy).
 
 --camera test plays videotestsrc instead of a camera, --loopback none
 sends the output to fakesink: the knobs can be tried without devices.
@@ -199,6 +202,10 @@ def run_live(args):
                                        similarity=args.similarity)
     runner = Runner(description)
     runner.element.set_property("model", args.model)
+    if args.prompt is not None:
+        runner.element.set_property("prompt", args.prompt)
+    if args.prompt_embeds is not None:
+        runner.element.set_property("prompt-embeds", args.prompt_embeds)
     turns = knob_turns(args.model)
 
     def turn():
@@ -236,6 +243,12 @@ def main():
     parser.add_argument("--model", default=ANISOTROPIC,
                         help="builtin:anisotropic (default) or a diffusers "
                         "pipeline directory")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt",
+                        help="text prompt of a pipeline directory model")
+    prompt.add_argument("--prompt-embeds",
+                        help="prompt embeddings (.npy) of a pipeline "
+                        "directory model")
     parser.add_argument("--period", type=int, default=5,
                         help="seconds between knob turns (default 5)")
     parser.add_argument("--similarity", type=float, default=0.98,

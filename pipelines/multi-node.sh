@@ -11,6 +11,9 @@
 #   WORKER  path of ppdiffuse-worker (default $PPDIFFUSE_WORKER, else the
 #           installed one)
 #
+# Writes $OUT (default multi-node.ogv in the current folder): 10 s of
+# 640x480 Theora.  A run that fails removes it and exits non-zero.
+#
 # This process is rank 0: it runs the pipeline and the image phases; the
 # workers run the denoising steps.  What must hold before it can work:
 #
@@ -57,8 +60,17 @@ if [ -n "$WORKER" ]; then
   set -- "$@" worker="$WORKER"
 fi
 
-exec timeout --kill-after=10 600 gst-launch-1.0 -q \
+OUT=${OUT:-multi-node.ogv}
+
+if timeout --kill-after=10 600 gst-launch-1.0 -q \
   videotestsrc num-buffers=300 \
   ! video/x-raw,format=RGBA,width=640,height=480,framerate=30/1 \
   ! "$@" \
-  ! videoconvert ! theoraenc ! oggmux ! filesink location=multi-node.ogv
+  ! videoconvert ! theoraenc ! oggmux ! filesink location="$OUT"; then
+  echo "multi-node: wrote $OUT"
+else
+  status=$?
+  rm -f "$OUT"
+  echo "multi-node: the pipeline failed (exit status $status); see above" >&2
+  exit "$status"
+fi
