@@ -31,13 +31,14 @@ static const gchar *case_name;
 /* Runs FRAMES frames through ppdiffuse with @props; returns the error's
  * message (NULL after EOS), and in @elapsed_ms how long it took; the texts
  * of the PROGRESS messages posted meanwhile go to @progress, one a line,
- * when it is set. */
+ * when it is set, and the frames that came out of the element by EOS to
+ * @frames_out, when it is set. */
 static gchar *
 run_pipeline_full (const gchar * props, guint within_ms, gint64 * elapsed_ms,
-    GString * progress)
+    GString * progress, guint64 * frames_out)
 {
   g_autofree gchar *desc = g_strdup_printf ("videotestsrc num-buffers=%d ! "
-      CAPS " ! ppdiffuse model=builtin:stamp ranks=2 steps=2 %s ! "
+      CAPS " ! ppdiffuse name=pp model=builtin:stamp ranks=2 steps=2 %s ! "
       "fakesink", FRAMES, props);
   GError *error = NULL;
   GstElement *pipeline = gst_parse_launch (desc, &error);
@@ -77,6 +78,13 @@ run_pipeline_full (const gchar * props, guint within_ms, gint64 * elapsed_ms,
     gst_message_parse_error (msg, &e, NULL);
     text = g_strdup (e->message);
     g_error_free (e);
+  } else if (frames_out != NULL) {
+    GstElement *pp = gst_bin_get_by_name (GST_BIN (pipeline), "pp");
+    GstStructure *stats = pp_check_get_stats (pp);
+
+    *frames_out = pp_check_stat_u64 (stats, "frames-out");
+    gst_structure_free (stats);
+    gst_object_unref (pp);
   }
   gst_message_unref (msg);
   fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
@@ -91,7 +99,7 @@ run_pipeline_full (const gchar * props, guint within_ms, gint64 * elapsed_ms,
 static gchar *
 run_pipeline (const gchar * props, guint within_ms, gint64 * elapsed_ms)
 {
-  return run_pipeline_full (props, within_ms, elapsed_ms, NULL);
+  return run_pipeline_full (props, within_ms, elapsed_ms, NULL, NULL);
 }
 
 static void
@@ -109,13 +117,17 @@ expect_failure (const gchar * props, guint within_ms,
         "error of '%s': %s", needles[i], props, text);
 }
 
+/* A start that works: every frame comes out, not only EOS. */
 static void
 expect_frames (const gchar * props)
 {
   gint64 ms;
-  g_autofree gchar *text = run_pipeline (props, START_MS, &ms);
+  guint64 out = 0;
+  g_autofree gchar *text = run_pipeline_full (props, START_MS, &ms, NULL,
+      &out);
 
   fail_unless (text == NULL, "'%s' failed: %s", props, text);
+  fail_unless_equals_uint64 (out, FRAMES);
 }
 
 /* Threads of this process whose name starts with @prefix. */
@@ -279,7 +291,7 @@ GST_START_TEST (test_slow_load)
   g_autoptr (GString) progress = g_string_new (NULL);
   gint64 ms;
   g_autofree gchar *text = run_pipeline_full ("timeout-ms=1000", START_MS,
-      &ms, progress);
+      &ms, progress, NULL);
 
   fail_unless (text == NULL, "a slow load that progresses failed: %s", text);
   fail_unless (strstr (progress->str, "rank 1 loading its model") != NULL,
