@@ -94,6 +94,7 @@ test_capture (void)
   g_autofree gchar *before = pp_launcher_daemon_failure ();
   g_autofree gchar *lost = NULL;
   gint64 at_us = 0;
+  guint64 error_mark;
 
   g_assert_null (before);
   pp_launcher_capture_begin ();
@@ -101,12 +102,18 @@ test_capture (void)
   write_stderr ("[ppdiffuse rank 1 pid 9] INFO  progress line\n");
   write_stderr ("ssh: Could not resolve hostname gpu7: Name or service not "
       "known\n");
+  /* The framed warning has been read through the capture (the line after
+   * it has): it is no failure. */
+  g_free (wait_text (mark, "Name or service not known"));
+  g_assert_false (pp_launcher_failed_since (mark, NULL));
+  error_mark = pp_launcher_mark ();
   write_stderr (FRAME "ORTE was unable to reliably start one or more "
       "daemons. This usually is caused by:\n\n* not finding the required "
       "libraries\n" FRAME);
   pp_launcher_capture_end ();
 
   text = wait_text (mark, "not finding the required libraries");
+  g_assert_true (pp_launcher_failed_since (error_mark, NULL));
   g_assert_nonnull (strstr (text, "ssh: Could not resolve hostname gpu7"));
   g_assert_nonnull (strstr (text, "WARNING: a warning of no consequence."));
   g_assert_null (strstr (text, "progress line"));
