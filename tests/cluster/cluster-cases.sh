@@ -175,6 +175,19 @@ expect_error() {
   esac
 }
 
+# As expect_error, and the error leads with $2 (the culprit): its first
+# "worker rank" clause starts with it, not only names it somewhere.
+expect_culprit() {
+  local culprit=$2 lead
+  expect_error "$@"
+  lead=$(grep "^ERROR: from element" "$log" | head -n 1 \
+    | awk '{ i = index($0, "worker rank "); if (i) print substr($0, i) }')
+  case $lead in
+    "$culprit"*) ;;
+    *) fail "the element error does not lead with '$culprit': '$lead'" ;;
+  esac
+}
+
 # Stamp frames through a 2-worker mesh placed by "$@" (element settings);
 # the raw output goes to $work/out-$1.raw.  The workers' hosts are checked
 # while the frames flow: each "rank=HOST" in $PLACED.
@@ -283,17 +296,17 @@ case $CASE in
           [ "$(cat /proc/$p/comm 2>/dev/null)" = orted ] && orted=$p
         done
         kill -KILL "$orted"
-        expect_error "$t0" "worker rank 2 (pid $pid on $H2"
+        expect_culprit "$t0" "worker rank 2 (pid $pid on $H2"
         check_clean $CLEAN_BOUND_S
         ;;
       worker-killed)
         kill -KILL "$pid"
-        expect_error "$t0" "worker rank 2 (pid $pid on $H2"
+        expect_culprit "$t0" "worker rank 2 (pid $pid on $H2"
         check_clean $CLEAN_BOUND_S
         ;;
       link-cut)
         ip link set "$H2-l" down
-        expect_error "$t0" "worker rank 2 (pid $pid on $H2"
+        expect_culprit "$t0" "worker rank 2 (pid $pid on $H2"
         # The worker cut off sees rank 0 go silent and leaves; the Open MPI
         # daemon there, holding data it cannot deliver, only when TCP gives
         # its connection up.
