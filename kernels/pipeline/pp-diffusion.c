@@ -1,18 +1,22 @@
 /* ppdiffuse — a diffusers pipeline directory as a model: img2img with a
  * TAESD VAE on rank 0 and UNet steps on the workers.
  *
- * URI: DIR?prompt-embeds=FILE&strength=S&seed=N&t-index-list=A,B&scheduler=K
+ * URI: DIR, with what to load as parameters (pp_model_uri_for_load):
+ * scheduler=euler|lcm, dtype, cuda-graphs.
  *
  *   DIR/vae/        AutoencoderTiny (config.json + safetensors)
  *   DIR/unet/       UNet2DConditionModel
  *   DIR/scheduler/scheduler_config.json  "_class_name": EulerDiscreteScheduler
  *                   (SD-Turbo) or LCMScheduler; scheduler=euler|lcm overrides
- *   prompt-embeds   .npy or .safetensors holding [1, L, D] (or [L, D])
+ *
+ * The live settings come as a PpSettings (kernels/pp-settings.h), through
+ * the class's update:
+ *   prompt_embeds   .npy or .safetensors holding [1, L, D] (or [L, D])
  *                   encoder hidden states; D = the UNet's cross_attention_dim
  *   strength        img2img strength in (0, 1] (default 0.5)
  *   seed            noise seed (default 0); the same noise serves every frame,
  *                   which keeps a video stable from frame to frame
- *   t-index-list    StreamDiffusion-style LCM timesteps t = 999 − 20·idx
+ *   t_index_list    StreamDiffusion-style LCM timesteps t = 999 − 20·idx
  *
  * Frames whose sides are not multiples of 8 · 2^(UNet blocks − 1) (the VAE's
  * factor times the UNet's down-sampling) are resized (bilinear) to the
