@@ -73,10 +73,31 @@ pp_cuda_device_count (GError ** error)
   if (status == cudaErrorNoDevice)
     return 0;
   if (status != cudaSuccess) {
-    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "no usable CUDA device: "
-        "cudaGetDeviceCount says %s (%s); check the NVIDIA driver "
-        "(nvidia-smi) and that this process can open /dev/nvidia*",
-        cudaGetErrorName (status), cudaGetErrorString (status));
+    gint driver = 0, runtime = 0;
+
+    /* The runtime says "insufficient driver" both when there is no driver
+     * and when it is too old; the driver's version (0: none) tells which. */
+    if (cudaDriverGetVersion (&driver) != cudaSuccess)
+      driver = 0;
+    if (cudaRuntimeGetVersion (&runtime) != cudaSuccess)
+      runtime = 0;
+    if (driver == 0)
+      g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "no usable CUDA "
+          "device: no NVIDIA driver is installed (cudaGetDeviceCount says "
+          "%s); install one, then check nvidia-smi",
+          cudaGetErrorName (status));
+    else if (status == cudaErrorInsufficientDriver)
+      g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "no usable CUDA "
+          "device: the NVIDIA driver supports CUDA %d.%d, older than this "
+          "build's CUDA runtime %d.%d needs (cudaGetDeviceCount says %s); "
+          "update the driver (nvidia-smi shows its version)",
+          driver / 1000, driver % 1000 / 10, runtime / 1000,
+          runtime % 1000 / 10, cudaGetErrorName (status));
+    else
+      g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "no usable CUDA "
+          "device: cudaGetDeviceCount says %s (%s); check the NVIDIA driver "
+          "(nvidia-smi) and that this process can open /dev/nvidia*",
+          cudaGetErrorName (status), cudaGetErrorString (status));
     return -1;
   }
   return count;

@@ -162,8 +162,10 @@ pick_auto (gint local_rank)
   if (be == NULL)
     be = pp_cpu_backend_get ();
   if (g_once_init_enter (&logged)) {
+    /* Info only: the CPU on a machine without a GPU is no surprise; who
+     * asks for CUDA by name gets its error instead. */
     if (cuda_error != NULL)
-      g_message ("backend auto: %s (%s); no GPU because %s", be->name,
+      g_info ("backend auto: %s (%s), CUDA passed over: %s", be->name,
           be->device, cuda_error->message);
     else
       g_info ("backend auto: %s (%s)", be->name, be->device);

@@ -249,15 +249,48 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   return g_steal_pointer (&m);
 }
 
+/* A stock pipeline's vae/ holds the full AutoencoderKL: said before its
+ * weights load, with the fix, rather than as a missing TAESD key. */
+static gboolean
+check_vae_class (const gchar * component_dir, GError ** error)
+{
+  g_autofree gchar *path = g_build_filename (component_dir,
+      PP_COMPONENT_CONFIG, NULL);
+  g_autofree gchar *klass = NULL;
+  PpConfig *cfg;
+
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    return TRUE;                /* the loader names what is missing */
+  cfg = pp_config_load (path, NULL);
+  if (cfg == NULL)
+    return TRUE;
+  if (!pp_config_get_string (cfg, "_class_name", NULL, &klass, NULL))
+    klass = NULL;
+  pp_config_free (cfg);
+  if (klass == NULL || g_str_equal (klass, "AutoencoderTiny"))
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+      "%s holds %s %s (its config.json's _class_name); ppdiffuse runs "
+      "TAESD (AutoencoderTiny) as its VAE: put a TAESD, such as "
+      "madebyollin/taesd (config.json and "
+      "diffusion_pytorch_model.safetensors), in %s", component_dir,
+      strchr ("AEIOU", klass[0]) != NULL && klass[0] != '\0' ? "an" : "a",
+      klass, component_dir);
+  return FALSE;
+}
+
 PpTaesd *
 pp_taesd_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
     GError ** error)
 {
   PpWeights *weights = NULL;
-  PpTaesd *m = pp_component_load (component_dir, be, dtype,
+  PpTaesd *m;
+
+  if (!check_vae_class (component_dir, error))
+    return NULL;
+  m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_taesd_new, (GDestroyNotify) pp_taesd_free,
       &weights, error);
-
   if (m != NULL)
     m->owned_weights = weights;
   return m;

@@ -40,6 +40,8 @@
 #define PROMPT_EMBEDS_KEY "prompt_embeds"
 #define SCHEDULER_CONFIG "scheduler" G_DIR_SEPARATOR_S "scheduler_config.json"
 #define PIXEL_HALF_RANGE 127.5f
+#define MODEL_KINDS "a model is builtin:stamp, builtin:anisotropic or a " \
+  "diffusers pipeline directory (model_index.json, unet/, vae/, scheduler/)"
 
 /* Buffers on the model's backend, kept from frame to frame: in steady state
  * a frame allocates none.  Rank 0 encodes on one thread and decodes on
@@ -378,6 +380,24 @@ context_from_inputs (const gchar * ref, GPtrArray * inputs, guint cross_dim,
   return g_steal_pointer (&host);
 }
 
+/* A pipeline without a prompt: names both settings, and the model's own
+ * embeddings when it ships some (make-tiny writes them). */
+static void
+set_no_prompt_error (const gchar * dir, GError ** error)
+{
+  g_autofree gchar *own = g_build_filename (dir, "prompt_embeds.npy", NULL);
+
+  if (g_file_test (own, G_FILE_TEST_IS_REGULAR))
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "model '%s' needs a "
+        "prompt: set prompt or prompt-embeds (this model has %s: "
+        "prompt-embeds=%s)", dir, own, own);
+  else
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "model '%s' needs a "
+        "prompt: set prompt (a text, with the model's tokenizer/ and "
+        "text_encoder/) or prompt-embeds (a .npy or .safetensors file of "
+        "encoder hidden states)", dir);
+}
+
 /* Takes the typed live settings @in into @s: strength, seed, t-index-list
  * and prompt-embeds, the schedule they make, and with @cross_dim > 0 the
  * prompt's embeddings, loaded and checked.  @in NULL: the defaults, the
@@ -406,9 +426,7 @@ settings_parse (PpModel * model, const PpSettings * in, GPtrArray * inputs,
   if (cross_dim == 0 || in == NULL)
     return TRUE;
   if (s->prompt_embeds_path == NULL) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "model '%s' needs prompt-embeds (a .npy or .safetensors file of "
-        "encoder hidden states) or a prompt", model->path);
+    set_no_prompt_error (model->path, error);
     return FALSE;
   }
   if (g_str_has_prefix (s->prompt_embeds_path, PP_PROMPT_REF_PREFIX))
@@ -452,6 +470,34 @@ settings_apply (Diffusion * d, PpModel * model, Settings * s, GError ** error)
   return TRUE;
 }
 
+/* Tells a path that is not there from one that is no pipeline; what a
+ * pipeline directory lacks beyond that, its loaders name. */
+static gboolean
+pipeline_dir_check (const gchar * dir, GError ** error)
+{
+  g_autofree gchar *index = g_build_filename (dir, "model_index.json", NULL);
+  g_autofree gchar *unet = g_build_filename (dir, "unet", NULL);
+
+  if (!g_file_test (dir, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' does not exist; " MODEL_KINDS, dir);
+    return FALSE;
+  }
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' is a file, not a directory; " MODEL_KINDS, dir);
+    return FALSE;
+  }
+  if (!g_file_test (index, G_FILE_TEST_IS_REGULAR)
+      && !g_file_test (unet, G_FILE_TEST_IS_DIR)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "model '%s' is no diffusers pipeline directory: it has no "
+        "model_index.json and no unet/; " MODEL_KINDS, dir);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 static gboolean
 diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
@@ -463,12 +509,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 
   model->priv = d;
   d->be = model->backend;
-  if (!g_file_test (model->path, G_FILE_TEST_IS_DIR)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "model '%s' is neither builtin:stamp, builtin:anisotropic nor a "
-        "diffusers pipeline directory", model->path);
+  if (!pipeline_dir_check (model->path, error))
     return FALSE;
-  }
   pp_model_param_string (params, "scheduler", &scheduler);
   pp_model_param_string (params, "dtype", &dtype_text);
   d->dtype = d->be->default_weight_dtype;

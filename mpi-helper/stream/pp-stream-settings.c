@@ -57,6 +57,13 @@ pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
   query = strchr (live->model, '?');
   dir = query != NULL ? g_strndup (live->model, query - live->model)
       : g_strdup (live->model);
+  /* Else the URI would be taken for a directory without a tokenizer. */
+  if (g_str_has_prefix (dir, "builtin:")) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "prompt '%s': built-in "
+        "models take no prompt (%s has none); prompt and prompt-embeds are "
+        "for a diffusers pipeline directory", live->prompt, dir);
+    return FALSE;
+  }
   *states = pp_stream_prompt_encode (stream->prompt, dir, backend,
       live->prompt, ref, &truncated, error);
   if (*states == NULL) {

@@ -172,10 +172,11 @@ model_new (const PpSettings * resolved, guint n_steps, PpBackend * backend,
   return model;
 }
 
-/* The backend of a start: as configured, else the best this build has
- * (with a warning when that passed over CUDA). */
+/* The backend of a start: as configured, else the best this build has.
+ * auto passing over CUDA is only logged: the CPU on a machine without a
+ * GPU is what auto is for; backend=cuda fails instead. */
 static PpBackend *
-start_backend (PpStream * stream, const gchar * name, GError ** error)
+start_backend (const gchar * name, GError ** error)
 {
   PpBackend *backend = pp_backend_get (name, error);
 
@@ -184,17 +185,13 @@ start_backend (PpStream * stream, const gchar * name, GError ** error)
         g_get_host_name ());
     return NULL;
   }
-  if (name == NULL && pp_backend_auto_reason () != NULL
-      && stream->cb.warning != NULL) {
-    g_autofree gchar *message = g_strdup_printf ("No usable CUDA device: "
-        "ppdiffuse computes on the CPU (%s)", pp_backend_device (backend));
-    g_autofree gchar *details = g_strdup_printf ("backend=auto passed over "
-        "CUDA: %s", pp_backend_auto_reason ());
-
-    stream->cb.warning (message, details, stream->data);
-  }
-  PP_INFO ("backend %s: %s", pp_backend_name (backend),
-      pp_backend_device (backend));
+  if (name == NULL && pp_backend_auto_reason () != NULL)
+    PP_INFO ("backend %s: %s; auto passed over CUDA: %s",
+        pp_backend_name (backend), pp_backend_device (backend),
+        pp_backend_auto_reason ());
+  else
+    PP_INFO ("backend %s: %s", pp_backend_name (backend),
+        pp_backend_device (backend));
   return backend;
 }
 
@@ -267,7 +264,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   if (!*reused) {
     pp_stream_halt (stream, FALSE);
     pp_stream_release (stream);
-    backend = start_backend (stream, sc->backend, error);
+    backend = start_backend (sc->backend, error);
     if (backend != NULL) {
       /* The workers use the very backend rank 0 resolved. */
       config.backend = pp_backend_name (backend);

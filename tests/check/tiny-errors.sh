@@ -21,7 +21,8 @@ expect_error() {
   # (timeout's TERM, then KILL), 128 + N killed by signal N; gst-launch
   # itself fails with 1 or 255.
   status=0
-  timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q \
+  # Not -q: the element's progress messages show whether it spawned.
+  timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 \
       videotestsrc num-buffers=2 ! video/x-raw,format=RGB,width=32,height=24 \
       ! ppdiffuse ranks=2 steps=2 timeout-ms=5000 model="$model" "$@" \
       ! fakesink > "$work/out.txt" 2>&1 || status=$?
@@ -46,10 +47,66 @@ expect_error() {
   grep -m1 "ERROR" "$work/out.txt" || true
 }
 
+# The last error's output also contains NEEDLE.
+expect_also() {
+  if ! grep -qF "$1" "$work/out.txt"; then
+    echo "the error does not also mention '$1':" >&2
+    cat "$work/out.txt" >&2
+    exit 1
+  fi
+}
+
+# The last error came before any worker was spawned.
+expect_no_spawn() {
+  if grep -q "starting [0-9]* workers" "$work/out.txt"; then
+    echo "workers were spawned before the error ($1):" >&2
+    cat "$work/out.txt" >&2
+    exit 1
+  fi
+}
+
 embeds="prompt-embeds=$work/model/prompt_embeds.npy"
-expect_error "$work/model" "needs prompt-embeds"
-expect_error "$work/nowhere" "neither builtin"
+expect_error "$work/model" "needs a prompt: set prompt or prompt-embeds"
+expect_also "(this model has $work/model/prompt_embeds.npy: $embeds)"
+expect_no_spawn "no prompt"
+expect_error "$work/nowhere" "'$work/nowhere' does not exist"
+expect_also "builtin:stamp, builtin:anisotropic or a diffusers pipeline"
+expect_no_spawn "missing model"
+mkdir "$work/empty"
+expect_error "$work/empty" "has no model_index.json and no unet/"
+expect_error builtin:anisotropic "built-in models take no prompt" \
+    "prompt=a cat"
+expect_no_spawn "prompt on a built-in model"
 expect_error "$work/model" "steps" "$embeds" "t-index-list=1,2,3"
+
+# A stock pipeline's vae/ holds the full AutoencoderKL.
+cp -r "$work/model" "$work/kl"
+printf '{"_class_name": "AutoencoderKL", "latent_channels": 4}\n' \
+    > "$work/kl/vae/config.json"
+expect_error "$work/kl" "$work/kl/vae holds an AutoencoderKL" \
+    "prompt-embeds=$work/kl/prompt_embeds.npy"
+expect_also "runs TAESD (AutoencoderTiny) as its VAE"
+expect_also "madebyollin/taesd"
+
+# A default run says nothing about CUDA on stderr, whether or not the
+# build has it and the machine a GPU.
+env -u GST_DEBUG -u PPDIFFUSE_DEBUG -u G_MESSAGES_DEBUG \
+    timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q \
+    videotestsrc num-buffers=1 ! video/x-raw,format=RGB,width=32,height=24 \
+    ! ppdiffuse ranks=1 steps=1 model=builtin:stamp ! fakesink \
+    > /dev/null 2> "$work/err.txt"
+gst-launch-1.0 -q videotestsrc num-buffers=1 \
+    ! video/x-raw,format=RGB,width=32,height=24 ! pngenc \
+    ! filesink location="$work/in.png"
+env -u GST_DEBUG -u PPDIFFUSE_DEBUG -u G_MESSAGES_DEBUG \
+    "$TOOL" img2img --model "$work/model" \
+    --prompt-embeds "$work/model/prompt_embeds.npy" --in "$work/in.png" \
+    --out "$work/out.png" --strength 0.5 --seed 1 --steps 1 \
+    > /dev/null 2>> "$work/err.txt"
+if grep -Ei "cuda|no GPU" "$work/err.txt"; then
+  echo "a default run talks about CUDA on stderr" >&2
+  exit 1
+fi
 
 # Truncated UNet weights: the workers refuse the plan, naming the file.
 unet="$work/model/unet/diffusion_pytorch_model.safetensors"

@@ -7,6 +7,7 @@
 #include "pp-dtype-math.h"
 #include "pp-error.h"
 
+#include <gmodule.h>
 #include <string.h>
 
 static void
@@ -69,6 +70,17 @@ test_statuses (void)
 #endif
 }
 
+static gboolean
+driver_library_present (void)
+{
+  GModule *lib = g_module_open ("libcuda.so.1", G_MODULE_BIND_LAZY);
+
+  if (lib == NULL)
+    return FALSE;
+  g_module_close (lib);
+  return TRUE;
+}
+
 /* Without a device (as on the build machines) the count is 0, or -1 with
  * an error that says what to check, and the conversions are skipped,
  * saying why (never reported as passed); with one, the conversions run on
@@ -88,6 +100,14 @@ test_device (void)
       "cudaGetDeviceCount", "nvidia-smi", NULL
     };
     assert_mentions (error, needles);
+    /* Without the driver's library the error says so in plain words. */
+    if (!g_file_test ("/proc/driver/nvidia/version", G_FILE_TEST_EXISTS)
+        && !driver_library_present ()) {
+      const gchar *const no_driver[] = { "no NVIDIA driver is installed",
+        NULL
+      };
+      assert_mentions (error, no_driver);
+    }
     {
       g_autofree gchar *why = g_strdup_printf ("f16/bf16 conversions on the "
           "device not run: no device: %s", error->message);
