@@ -7,8 +7,8 @@
 #include "pp-error.h"
 #include "pp-liveness-room.h"
 #include "pp-log.h"
-#include "pp-sigpipe.h"
 #include "pp-shutdown.h"
+#include "pp-sigpipe.h"
 #include "pp-start-room.h"
 
 /* Rank 0's two NCCL links (to the first worker, from the last), made in

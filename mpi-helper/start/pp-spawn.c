@@ -19,8 +19,8 @@
 #include "pp-error.h"
 #include "pp-launcher.h"
 #include "pp-log.h"
-#include "pp-sigpipe.h"
 #include "pp-proc.h"
+#include "pp-sigpipe.h"
 
 #include <gio/gio.h>
 #include <netdb.h>
