@@ -10,6 +10,7 @@
 #include "pp-log.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
+#include "pp-sigpipe.h"
 
 /* The deadline of one wait for chunk traffic on work expected to take
  * @expected_us (none when the test-only switch turned the watchdog
@@ -58,8 +59,8 @@ pp_mesh_send_next (PpMesh * mesh, PpChunk * chunk, gint64 deadline_us,
   return TRUE;
 }
 
-gboolean
-pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
+static gboolean
+mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
     gpointer user_data, GError ** error)
 {
   const guint64 id = mesh->next_send_id;   /* as send_next assigns it */
@@ -90,6 +91,19 @@ pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean
+pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
+    gpointer user_data, GError ** error)
+{
+  PpSigpipeGuard guard;
+  gboolean result;
+
+  pp_sigpipe_block (&guard);
+  result = mesh_submit (mesh, chunk, assigned, user_data, error);
+  pp_sigpipe_restore (&guard);
+  return result;
 }
 
 PpChunk *
@@ -142,16 +156,28 @@ pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
   return g_steal_pointer (&chunk);
 }
 
-PpChunk *
-pp_mesh_collect (PpMesh * mesh, GError ** error)
+static PpChunk *
+mesh_collect (PpMesh * mesh, GError ** error)
 {
   if (pp_mesh_has_failed (mesh, error))
     return NULL;
   return pp_mesh_receive_next (mesh, FALSE, error);
 }
 
-gboolean
-pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk, GError ** error)
+PpChunk *
+pp_mesh_collect (PpMesh * mesh, GError ** error)
+{
+  PpSigpipeGuard guard;
+  PpChunk *result;
+
+  pp_sigpipe_block (&guard);
+  result = mesh_collect (mesh, error);
+  pp_sigpipe_restore (&guard);
+  return result;
+}
+
+static gboolean
+mesh_warm_up (PpMesh * mesh, PpChunk * chunk, GError ** error)
 {
   const gint64 start = g_get_monotonic_time ();
   g_autoptr (PpChunk) back = NULL;
@@ -175,4 +201,16 @@ pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk, GError ** error)
   PP_INFO ("warm-up pass (chunk %" G_GUINT64_FORMAT ") took %.1f ms",
       back->chunk_id, (g_get_monotonic_time () - start) / 1e3);
   return TRUE;
+}
+
+gboolean
+pp_mesh_warm_up (PpMesh * mesh, PpChunk * chunk, GError ** error)
+{
+  PpSigpipeGuard guard;
+  gboolean result;
+
+  pp_sigpipe_block (&guard);
+  result = mesh_warm_up (mesh, chunk, error);
+  pp_sigpipe_restore (&guard);
+  return result;
 }

@@ -8,6 +8,7 @@
 #include "pp-liveness-room.h"
 #include "pp-log.h"
 #include "pp-shutdown.h"
+#include "pp-sigpipe.h"
 #include "pp-start-room.h"
 
 /* Rank 0's two NCCL links (to the first worker, from the last), made in
@@ -52,8 +53,8 @@ handshake_progress (guint rank, PpHandshakeStage stage, guint64 loaded_bytes,
       config->progress_data);
 }
 
-PpMesh *
-pp_mesh_start (const PpMeshConfig * config, GError ** error)
+static PpMesh *
+mesh_start (const PpMeshConfig * config, GError ** error)
 {
   g_autofree gchar *worker = NULL;
   g_autofree gchar *plan_text = NULL;
@@ -135,4 +136,16 @@ pp_mesh_start (const PpMeshConfig * config, GError ** error)
   }
   PP_INFO ("mesh of %u workers is up (worker %s)", config->n_workers, worker);
   return mesh;
+}
+
+PpMesh *
+pp_mesh_start (const PpMeshConfig * config, GError ** error)
+{
+  PpSigpipeGuard guard;
+  PpMesh *result;
+
+  pp_sigpipe_block (&guard);
+  result = mesh_start (config, error);
+  pp_sigpipe_restore (&guard);
+  return result;
 }

@@ -4,7 +4,9 @@
  *
  * Thread use: pp_mesh_submit and pp_mesh_warm_up from one thread (the
  * chain) and pp_mesh_collect from another (the collector) may run at the
- * same time; start and stop run alone.
+ * same time; start and stop run alone.  Those that reach MPI (start,
+ * submit, warm-up, collect, stop) block SIGPIPE in the calling thread for
+ * their length, whichever thread that is (pp-sigpipe.h).
  *
  * Its types (the configuration, the statistics, the pace) are in
  * pp-mesh-types.h, which it includes: the rooms below rank 0's façade

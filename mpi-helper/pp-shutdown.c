@@ -9,6 +9,7 @@
 #include "pp-liveness-room.h"
 #include "pp-log.h"
 #include "pp-proc.h"
+#include "pp-sigpipe.h"
 
 #include <string.h>
 
@@ -167,8 +168,8 @@ wait_workers_exit (PpMesh * mesh)
   pp_mesh_kill_workers (mesh);
 }
 
-gboolean
-pp_mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
+static gboolean
+mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
 {
   gboolean ok = FALSE;
 
@@ -198,4 +199,16 @@ pp_mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
   PP_INFO ("mesh stopped %s", ok ? "cleanly" : "after an error");
   pp_mesh_free (mesh);
   return ok;
+}
+
+gboolean
+pp_mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
+{
+  PpSigpipeGuard guard;
+  gboolean result;
+
+  pp_sigpipe_block (&guard);
+  result = mesh_stop (mesh, stats, error);
+  pp_sigpipe_restore (&guard);
+  return result;
 }

@@ -1,6 +1,7 @@
 /* ppdiffuse — blocking calls under a deadline. */
 #include "pp-deadline.h"
 #include "pp-error.h"
+#include "pp-sigpipe.h"
 
 typedef struct
 {
@@ -65,7 +66,7 @@ pp_run_with_deadline (const gchar * what, PpBlockingFunc func, gpointer data,
   call->func = func;
   call->data = data;
   call->free_data = free_data;
-  thread = g_thread_new ("pp-deadline", call_thread, call);
+  thread = pp_thread_new ("pp-deadline", call_thread, call);
 
   g_mutex_lock (&call->lock);
   while (!call->done)

@@ -3,6 +3,7 @@
 #include "pp-liveness.h"
 #include "pp-error.h"
 #include "pp-recorder.h"
+#include "pp-sigpipe.h"
 #include "pp-transport.h"
 
 #include <string.h>
@@ -309,7 +310,7 @@ void
 pp_liveness_start (PpLiveness * lv)
 {
   g_return_if_fail (lv->thread == NULL);
-  lv->thread = g_thread_new ("pp-heartbeat", liveness_thread, lv);
+  lv->thread = pp_thread_new ("pp-heartbeat", liveness_thread, lv);
 }
 
 void

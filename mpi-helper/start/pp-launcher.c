@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include "pp-launcher.h"
+#include "pp-sigpipe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -196,7 +197,7 @@ pp_launcher_capture_begin (void)
   close (fds[1]);
   capturing = TRUE;
   g_mutex_unlock (&lock);
-  g_thread_unref (g_thread_new ("pp-launcher-log", copy_thread, NULL));
+  g_thread_unref (pp_thread_new ("pp-launcher-log", copy_thread, NULL));
 }
 
 void

@@ -12,6 +12,7 @@
 #include "pp-error.h"
 #include "pp-launcher.h"
 #include "pp-log.h"
+#include "pp-sigpipe.h"
 
 #include <unistd.h>
 
@@ -122,7 +123,7 @@ pp_mpi_start (guint timeout_ms, gboolean remote_hosts, GError ** error)
         g_setenv (PP_OMPI_RECOVERY_ENV, "1", FALSE);
       init_state = INIT_RUNNING;
       init_started_us = g_get_monotonic_time ();
-      g_thread_unref (g_thread_new ("pp-mpi-init", init_thread, NULL));
+      g_thread_unref (pp_thread_new ("pp-mpi-init", init_thread, NULL));
     }
   }
   if (init_state != INIT_NOT_STARTED) {

@@ -20,6 +20,7 @@
 #include "pp-launcher.h"
 #include "pp-log.h"
 #include "pp-proc.h"
+#include "pp-sigpipe.h"
 
 #include <gio/gio.h>
 #include <netdb.h>
@@ -623,10 +624,10 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   watch.last_seen_us = g_new0 (gint64, config->n_workers);
   watch.last_seen_scan = g_new0 (guint64, config->n_workers);
   watch.pids = g_new0 (gint64, config->n_workers);
-  watcher = g_thread_new ("pp-spawn-watch", spawn_watch_thread, &watch);
+  watcher = pp_thread_new ("pp-spawn-watch", spawn_watch_thread, &watch);
   mark = pp_launcher_mark ();
 
-  g_thread_unref (g_thread_new ("pp-spawn", spawn_thread, call));
+  g_thread_unref (pp_thread_new ("pp-spawn", spawn_thread, call));
   outcome = spawn_wait (call, &watch, mark,
       g_get_monotonic_time () + (gint64) budget_ms * 1000, &gone);
   /* An error returned by the spawn itself: the launcher's message, if

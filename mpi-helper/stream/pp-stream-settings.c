@@ -5,6 +5,7 @@
 #include "pp-stream-private.h"
 
 #include "pp-log.h"
+#include "pp-sigpipe.h"
 #include "pp-protocol.h"
 
 #include <string.h>
@@ -216,7 +217,7 @@ pp_stream_settings_begin (PpStream * stream, const PpSettings * resolved,
   }
   pp_tensor_free (states);
   stream->settings_stop = stream->settings_dirty = FALSE;
-  stream->settings_thread = g_thread_new ("ppdiffuse-settings",
+  stream->settings_thread = pp_thread_new ("ppdiffuse-settings",
       settings_loop, stream);
   g_mutex_unlock (&stream->lock);
 }

@@ -4,6 +4,7 @@
 #include "pp-stream-private.h"
 
 #include "pp-log.h"
+#include "pp-sigpipe.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -303,7 +304,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   g_mutex_unlock (&stream->lock);
   pp_stream_settings_begin (stream, &resolved, states, *reused);
   pp_settings_clear (&resolved);
-  stream->collector = g_thread_new ("ppdiffuse-collect", collector_loop,
+  stream->collector = pp_thread_new ("ppdiffuse-collect", collector_loop,
       stream);
   return TRUE;
 }

@@ -26,6 +26,7 @@
 #include <gst/check/gstharness.h>
 #include <glib/gstdio.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -414,6 +415,166 @@ GST_START_TEST (test_app_frozen)
 
 GST_END_TEST;
 
+/* ---- the application while workers die ---------------------------------
+ *
+ * gst-launch, an application that leaves every signal at its default,
+ * while a worker dies before the mesh is up (early-crash), on the first
+ * chunk, mid-stream and on the last chunks, as the stream ends and the mesh
+ * stops.  A write to a dead worker's socket raises SIGPIPE in the writing
+ * thread; every run must still end in the element's error (gst-launch's
+ * error exit, ppdiffuse's ERROR line), never in a signal, within a bound,
+ * with rank 0's flight recorder in dump-dir when a worker died while
+ * streaming. */
+
+#define STRESS_RUNS 14
+#define STRESS_RUNS_SANITIZED 4
+#define STRESS_FRAMES 6
+/* Start-up on 2 busy cores, the fault, its report within timeout-ms and
+ * the stop, for one run. */
+#define STRESS_BOUND_MS 20000
+#define STRESS_BOUND_SANITIZED_MS 90000
+#define STRESS_POLL_US 20000
+
+/* In the child: the application's signals as a shell would leave them,
+ * whatever this process inherited. */
+static void
+default_signals (gpointer unused)
+{
+  sigset_t none;
+
+  signal (SIGPIPE, SIG_DFL);
+  sigemptyset (&none);
+  sigprocmask (SIG_SETMASK, &none, NULL);
+}
+
+/* Run @run's fault: it goes round the phases and the ranks (7 and 3 have
+ * no common divisor, so every phase meets every rank). */
+static gchar *
+stress_fault (guint run, gboolean * streaming)
+{
+  const gint rank = 1 + run % RANKS;
+  const guint phase = run % 7;
+  guint chunk;
+
+  *streaming = phase != 0;
+  if (phase == 0)
+    return g_strdup_printf ("rank:%d,kind:early-crash,chunk:0", rank);
+  if (phase <= 4)
+    chunk = phase - 1;          /* the first chunk, then mid-stream */
+  else
+    chunk = STRESS_FRAMES - (7 - phase);        /* the last two */
+  return g_strdup_printf ("rank:%d,kind:kill,chunk:%u", rank, chunk);
+}
+
+static gboolean
+has_rank0_dump (const gchar * dir)
+{
+  GDir *d = g_dir_open (dir, 0, NULL);
+  const gchar *name;
+  gboolean found = FALSE;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    found |= g_str_has_prefix (name, "ppdiffuse-rank0-");
+  if (d != NULL)
+    g_dir_close (d);
+  return found;
+}
+
+static void
+stress_run (guint run, guint bound_ms)
+{
+  g_autofree gchar *launch = g_find_program_in_path ("gst-launch-1.0");
+  g_autofree gchar *ranks = g_strdup_printf ("ranks=%d", RANKS);
+  g_autofree gchar *timeout = g_strdup_printf ("timeout-ms=%d", TIMEOUT_MS);
+  g_autofree gchar *buffers = g_strdup_printf ("num-buffers=%d",
+      STRESS_FRAMES);
+  g_autofree gchar *dir = g_dir_make_tmp ("ppdiffuse-stress-XXXXXX", NULL);
+  g_autofree gchar *dump = g_strdup_printf ("dump-dir=%s", dir);
+  g_autofree gchar *log_path = g_build_filename (dir, "app.log", NULL);
+  g_autofree gchar *log = NULL;
+  g_auto (GStrv) lines = NULL;
+  gboolean streaming;
+  g_autofree gchar *fault = stress_fault (run, &streaming);
+  const gchar *argv[] = { launch, "videotestsrc", buffers, "!", CAPS_STR,
+    "!", "ppdiffuse", ranks, "steps=3", "model=" MODEL, timeout, dump, "!",
+    "fakesink", NULL
+  };
+  g_auto (GStrv) envp = g_environ_setenv (g_get_environ (), "PPDIFFUSE_FAULT",
+      fault, TRUE);
+  const gint64 start = g_get_monotonic_time ();
+  const gint64 deadline = start + (gint64) bound_ms * 1000;
+  gboolean own_error = FALSE;
+  gint log_fd, status = 0;
+  GPid app;
+  pid_t done = 0;
+
+  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
+  fail_unless (dir != NULL);
+  log_fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  fail_unless (log_fd >= 0);
+  fail_unless (g_spawn_async_with_pipes_and_fds (NULL, argv,
+          (const gchar * const *) envp, G_SPAWN_DO_NOT_REAP_CHILD,
+          default_signals, NULL, -1, log_fd, log_fd, NULL, NULL, 0, &app,
+          NULL, NULL, NULL, NULL));
+  close (log_fd);
+  while ((done = waitpid (app, &status, WNOHANG)) == 0
+      && g_get_monotonic_time () < deadline)
+    g_usleep (STRESS_POLL_US);
+  if (done == 0) {
+    kill (app, SIGKILL);
+    waitpid (app, &status, 0);
+  }
+  g_spawn_close_pid (app);
+  fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
+  lines = g_strsplit (log, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    own_error |= g_str_has_prefix (lines[i], "ERROR: from element ")
+        && strstr (lines[i], ":ppdiffuse") != NULL;
+  GST_INFO ("run %u (%s): %s %d in %" G_GINT64_FORMAT " ms", run, fault,
+      WIFSIGNALED (status) ? "signal" : "exit status",
+      WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status),
+      (g_get_monotonic_time () - start) / 1000);
+  fail_unless (done != 0, "run %u (%s): gst-launch still ran after %u ms:\n"
+      "%s", run, fault, bound_ms, log);
+  fail_if (WIFSIGNALED (status), "run %u (%s): gst-launch died of signal "
+      "%d:\n%s", run, fault, WTERMSIG (status), log);
+  /* 1: an error while streaming; 255: the start (READY → PAUSED) failed */
+  fail_unless (WIFEXITED (status) && (WEXITSTATUS (status) == 1
+          || WEXITSTATUS (status) == 255), "run %u (%s): gst-launch exited "
+      "with %d, not the element's error:\n%s", run, fault,
+      WEXITSTATUS (status), log);
+  fail_unless (own_error, "run %u (%s): no error from ppdiffuse:\n%s", run,
+      fault, log);
+  fail_unless (!streaming || has_rank0_dump (dir), "run %u (%s): a worker "
+      "died while streaming and rank 0 wrote no flight recorder to %s", run,
+      fault, dir);
+  /* Rank 0 killed its workers on the way out; Open MPI's daemon goes with
+   * the application. */
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+  while (waitpid (-1, NULL, WNOHANG) > 0);
+  pp_check_remove_tree (dir);
+}
+
+GST_START_TEST (test_kill_stress)
+{
+  const guint runs = pp_check_repeats (STRESS_RUNS, STRESS_RUNS_SANITIZED);
+  const guint bound_ms = pp_check_sanitized () ? STRESS_BOUND_SANITIZED_MS
+      : STRESS_BOUND_MS;
+  /* A sanitizer's few runs take every other phase, the last chunk's too. */
+  const guint stride = runs < STRESS_RUNS ? 2 : 1;
+  const gint64 start = g_get_monotonic_time ();
+
+  /* Orphans (Open MPI's daemon, workers) come back to this process. */
+  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
+  for (guint run = 0; run < runs; run++)
+    stress_run (run * stride, bound_ms);
+  g_print ("%u runs, every one ended in the element's error, in %"
+      G_GINT64_FORMAT " ms\n", runs, (g_get_monotonic_time () - start) / 1000);
+}
+
+GST_END_TEST;
+
 /* PLAYING → NULL with chunks in flight, STOP_CYCLES times: each stop is
  * bounded and leaves no worker. */
 GST_START_TEST (test_stop_in_flight)
@@ -469,9 +630,6 @@ GST_START_TEST (test_hang_without_watchdog)
   GstMessage *msg;
   GArray *workers;
 
-  /* The abandoned mesh's MPI connections break when its workers are
-   * killed below; that must not end this process before it reports. */
-  signal (SIGPIPE, SIG_IGN);
   g_setenv ("PPDIFFUSE_TEST_NO_WATCHDOG", "1", TRUE);
   set_fault ("hang", FAULT_CHUNK);
   h = gst_harness_new_with_element (make_element (), "sink", "src");
@@ -529,6 +687,8 @@ break_it_suite (void)
     tcase_add_test (tc, test_app_frozen);
   else if (g_str_equal (case_name, "stop-in-flight"))
     tcase_add_test (tc, test_stop_in_flight);
+  else if (g_str_equal (case_name, "kill-stress"))
+    tcase_add_test (tc, test_kill_stress);
   else if (g_str_equal (case_name, "nccl-clean"))
     tcase_add_test (tc, test_nccl_clean);
   else if (g_str_equal (case_name, "hang-without-watchdog"))
