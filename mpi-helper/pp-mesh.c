@@ -37,7 +37,7 @@ pp_mesh_plan (PpMesh * mesh)
 }
 
 struct _PpBackend *
-pp_mesh_payload_backend (PpMesh * mesh)
+pp_mesh_data_plane_backend (PpMesh * mesh)
 {
   return mesh->planes != NULL ? mesh->backend : NULL;
 }

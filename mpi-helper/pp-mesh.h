@@ -26,7 +26,7 @@ const PpPlan *pp_mesh_plan    (PpMesh * mesh);
 /* Where chunk payloads live: the backend whose device memory the chunks
  * submitted must carry (and the chunks collected carry) when the plan's
  * data plane is NCCL; NULL when they are host tensors (MPI). */
-struct _PpBackend *pp_mesh_payload_backend (PpMesh * mesh);
+struct _PpBackend *pp_mesh_data_plane_backend (PpMesh * mesh);
 /* Called by pp_mesh_submit, in the submitting thread, with the chunk_id
  * the mesh assigned to the chunk, before any of it is sent: the caller can
  * file the id where the returning chunk will be matched, knowing that the

@@ -109,7 +109,7 @@ gboolean  pp_stream_attach_settings (PpStream * stream, PpChunk * chunk,
 /* Chain: @chunk went out; every worker has seen the settings. */
 void      pp_stream_settings_sent  (PpStream * stream);
 void      pp_stream_settings_free  (PpSettings * settings);
-/* Adds @host to @chunk, on the payload plane's device when chunks travel
+/* Adds @host to @chunk, on the data plane's device when chunks travel
  * from there; takes @host. */
 gboolean  pp_stream_add_payload    (PpStream * stream, PpChunk * chunk,
                                     PpTensor * host, GError ** error);

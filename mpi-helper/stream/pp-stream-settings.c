@@ -290,7 +290,7 @@ gboolean
 pp_stream_add_payload (PpStream * stream, PpChunk * chunk, PpTensor * host,
     GError ** error)
 {
-  PpBackend *device = pp_mesh_payload_backend (stream->mesh);
+  PpBackend *device = pp_mesh_data_plane_backend (stream->mesh);
   PpTensor *dev;
 
   if (device == NULL) {

@@ -421,7 +421,7 @@ encode_sample (PpStream * stream, const PpImage * image, PpChunk * chunk,
       ? g_ptr_array_index (chunk->tensors, 0) : NULL;
   /* Over NCCL the sample is a device tensor of rank 0's backend, encoded
    * into on the device and sent from there. */
-  PpBackend *device = pp_mesh_payload_backend (stream->mesh);
+  PpBackend *device = pp_mesh_data_plane_backend (stream->mesh);
 
   if (sample != NULL && image->width == stream->sample_width
       && image->height == stream->sample_height
@@ -431,21 +431,11 @@ encode_sample (PpStream * stream, const PpImage * image, PpChunk * chunk,
   sample = pp_model_encode (stream->model, image, error);
   if (sample == NULL)
     return FALSE;
-  if (device != NULL) {
-    /* The first frame of a size: its tensor moves to the device once; the
-     * next frames are encoded into it there. */
-    PpTensor *dev = pp_tensor_new_on (device, sample->name, sample->dtype,
-        sample->ndim, sample->shape, error);
-
-    if (dev == NULL || !pp_tensor_upload (dev, sample, error)) {
-      pp_tensor_free (dev);
-      pp_tensor_free (sample);
-      return FALSE;
-    }
-    pp_tensor_free (sample);
-    sample = dev;
-  }
-  pp_chunk_add_tensor (chunk, sample);
+  /* The first frame of a size: its tensor moves to the device once; the
+   * next frames are encoded into it there. */
+  if (!pp_stream_add_payload (stream, chunk, sample, error))
+    return FALSE;
+  sample = g_ptr_array_index (chunk->tensors, 0);
   stream->sample_width = image->width;
   stream->sample_height = image->height;
   pp_tensor_spec_of (sample, &stream->sample_spec);
