@@ -473,8 +473,14 @@ def cmd_mesh_log(args):
                     problems.append(f'worker rank {r}: step graphs {g[0]} '
                                     f'captured, {g[1]} launched; expected '
                                     f'{graphs[0]} and {graphs[1]}')
-        if not any(t == 'exited cleanly' for t in w):
-            problems.append(f'worker rank {r} did not exit cleanly')
+        # A worker's last line ("exited cleanly", after MPI_Finalize) can be
+        # lost in Open MPI's output forwarding when rank 0 ends first; rank
+        # 0's clean stop and its not having to kill the worker say the same.
+        killed = [t for t in r0 if t.startswith(f'killing worker rank {r} ')]
+        if killed or not any(t == 'exited cleanly' for t in w) and not any(
+                t == 'mesh stopped cleanly' for t in r0):
+            problems.append(f'worker rank {r} did not exit cleanly'
+                            + (f': rank 0 was {killed[-1]}' if killed else ''))
         summary.append(f'rank {r} on {where.split(",")[0]} '
                        f'(node-local {local}), {len(sent)} sends over '
                        f'{"/".join(planes) or "-"}'
