@@ -229,6 +229,9 @@ update_params (PpModel * model, const PpSettings * settings,
   for (guint i = 0; i < G_N_ELEMENTS (start_only_params); i++)
     g_hash_table_remove (params, start_only_params[i]);
   g_hash_table_remove (params, "step-ms");
+  /* What a graph captured may be what the update frees or replaces (the
+   * prompt's states, the step buffers): it is captured again. */
+  pp_model_graphs_reset (model);
   if (model->klass->update != NULL && !model->klass->update (model, params,
           settings, inputs, TRUE, error))
     return FALSE;

@@ -203,7 +203,9 @@ gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,
  * one computing with @model); pp_model_update applies, all or nothing.
  * @inputs: tensors that came with the settings (the hidden states of a
  * prompt whose prompt-embeds is chunk:DIGEST), or NULL.  A model is loaded
- * with the defaults; model->uri stays the URI it started with. */
+ * with the defaults; model->uri stays the URI it started with.
+ * pp_model_update drops a captured graph (pp_model_graphs_reset): the
+ * buffers it was captured with may be gone. */
 gboolean  pp_model_check_update (PpModel * model, const PpSettings * settings,
                                  GPtrArray * inputs, GError ** error);
 gboolean  pp_model_update       (PpModel * model, const PpSettings * settings,

@@ -1,5 +1,6 @@
 /* ppdiffuse — the init handshake: its messages, the parity check, and
  * rank 0's exchange with every worker. */
+#define _GNU_SOURCE             /* sched_getaffinity */
 #include "pp-handshake.h"
 #include "pp-build-id.h"
 #include "pp-envelope.h"
@@ -10,6 +11,7 @@
 #include "pp-transport.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -196,11 +198,30 @@ mpi_library_version (void)
   return g_strstrip (g_strndup (text, end ? (gsize) (end - text) : (gsize) len));
 }
 
+/* The CPUs this process may run on, and whether that is fewer than the
+ * host has online (a CPU binding): "16 threads", or "1 of 16 threads
+ * (bound)". */
+static gchar *
+usable_cpus_text (void)
+{
+  const long online = sysconf (_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  int usable = (int) online;
+
+  CPU_ZERO (&set);
+  if (sched_getaffinity (0, sizeof set, &set) == 0)
+    usable = CPU_COUNT (&set);
+  if (online > 0 && usable < online)
+    return g_strdup_printf ("%d of %ld threads (bound)", usable, online);
+  return g_strdup_printf ("%ld threads", online);
+}
+
 static gchar *
 cpu_device (void)
 {
   g_autofree gchar *cpuinfo = NULL;
   g_autofree gchar *model = NULL;
+  g_autofree gchar *usable = usable_cpus_text ();
 
   if (g_file_get_contents ("/proc/cpuinfo", &cpuinfo, NULL, NULL)) {
     const gchar *line = strstr (cpuinfo, "model name");
@@ -210,8 +231,7 @@ cpu_device (void)
     if (colon && eol)
       model = g_strstrip (g_strndup (colon + 1, eol - colon - 1));
   }
-  return g_strdup_printf ("cpu: %s, %u threads", model ? model : "unknown",
-      g_get_num_processors ());
+  return g_strdup_printf ("cpu: %s, %s", model ? model : "unknown", usable);
 }
 
 GHashTable *

@@ -318,6 +318,10 @@ spawn_blocking (SpawnCall * call, GError ** error)
   MPI_Info_create (&info);
   /* Workers may share cores with rank 0 (and each other). */
   MPI_Info_set (info, "map_by", ":OVERSUBSCRIBE");
+  /* Not bound to a core (Open MPI binds one or two processes to a core
+   * each by default): a worker's threads — the CPU kernels' team, the
+   * narrowing of weights, the digest — need the host's cores. */
+  MPI_Info_set (info, "bind_to", "none");
   if (call->hosts != NULL)
     MPI_Info_set (info, "host", call->hosts);
   if (call->hostfile != NULL)

@@ -73,6 +73,12 @@ typedef struct
   gchar *rank0_host;
   gint node_rank;               /* among the workers on this host */
   guint32 graph_epoch;          /* cache epoch of the model's graph */
+  /* The settings the model took last, and in which cache epoch: the same
+   * ones again in that epoch (the warm-up passes and the first frame carry
+   * them all) are not applied again, which would drop the graph. */
+  GBytes *applied_settings;
+  guint warm_ups;               /* warm-up passes computed */
+  guint32 applied_epoch;
   PpQueue *in;
   PpQueue *out;
   PpChunkLink *from_prev;       /* the receiver's */
@@ -354,6 +360,14 @@ apply_settings (Worker * w, PpChunk * chunk)
     pp_backend_download (t->backend, bytes, t->data, t->nbytes);
   else
     memcpy (bytes, t->data, t->nbytes);
+  if (w->applied_settings != NULL && w->applied_epoch == chunk->cache_epoch
+      && g_bytes_get_size (w->applied_settings) == t->nbytes
+      && memcmp (g_bytes_get_data (w->applied_settings, NULL), bytes,
+          t->nbytes) == 0) {
+    PP_DEBUG ("cache epoch %u: chunk %" G_GUINT64_FORMAT " carries the "
+        "settings the model has", chunk->cache_epoch, chunk->chunk_id);
+    return;
+  }
   pp_settings_init (&settings);
   /* The chunk's other tensors are what came with the settings. */
   if (!pp_settings_deserialize (bytes, t->nbytes, &settings, &error)
@@ -362,6 +376,10 @@ apply_settings (Worker * w, PpChunk * chunk)
         chunk->cache_epoch, chunk->chunk_id);
     worker_fail (w, "settings", error);
   }
+  g_clear_pointer (&w->applied_settings, g_bytes_unref);
+  w->applied_settings = g_bytes_new_take (g_steal_pointer (&bytes),
+      t->nbytes);
+  w->applied_epoch = chunk->cache_epoch;
   text = pp_settings_describe (&settings);
   PP_INFO ("cache epoch %u: settings %s", chunk->cache_epoch, text);
   pp_settings_clear (&settings);
@@ -418,7 +436,9 @@ run_steps (Worker * w, PpChunk * chunk)
   w->measured_steps += w->slice.end - w->slice.first;
   g_mutex_unlock (&w->pace_lock);
   /* A warm-up pass is no work of the stream's. */
-  if (!(chunk->flags & PP_CHUNK_FLAG_WARMUP)) {
+  if (chunk->flags & PP_CHUNK_FLAG_WARMUP) {
+    w->warm_ups++;
+  } else {
     w->busy_us += g_get_monotonic_time () - start;
     pp_liveness_set_busy (w->liveness, (guint64) w->busy_us);
   }
@@ -460,9 +480,10 @@ compute_loop (Worker * w)
         guint64 captures, launches;
 
         pp_model_graph_counts (w->model, &captures, &launches);
-        PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks, busy "
-            "%.3f s, step graphs: %" G_GUINT64_FORMAT " captured, %"
-            G_GUINT64_FORMAT " launched", chunk->chunk_id, w->busy_us / 1e6,
+        PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks and %u "
+            "warm-up passes, busy %.3f s, step graphs: %" G_GUINT64_FORMAT
+            " captured, %" G_GUINT64_FORMAT " launched",
+            chunk->chunk_id - w->warm_ups, w->warm_ups, w->busy_us / 1e6,
             captures, launches);
       }
     } else {
@@ -866,5 +887,6 @@ main (int argc, char **argv)
   pp_plan_free (w.plan);
   g_free (w.rank0_host);
   g_free (w.dump_dir);
+  g_clear_pointer (&w.applied_settings, g_bytes_unref);
   return 0;
 }

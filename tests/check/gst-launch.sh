@@ -31,3 +31,24 @@ for format in RGBA RGBx BGRx RGB; do
   python3 "$CHECKER" check "$format" "$WIDTH" "$HEIGHT" "$FRAMES" "$STEPS" \
     "$work/in.raw" "$work/out.raw"
 done
+
+# The worker may use every core this test may (Open MPI binds one or two
+# spawned processes to a core each unless told not to, and the CPU
+# kernels' team, the narrowing of weights and their digest then share one
+# core): what the worker says of its CPUs in the handshake, which rank 0
+# logs.  Without the oversubscription setting, as a user runs it.
+env -u OMPI_MCA_rmaps_base_oversubscribe GST_DEBUG=ppdiffuse:4 GST_DEBUG_NO_COLOR=1 timeout --kill-after="$KILL_AFTER_S" \
+  "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=2 \
+  ! video/x-raw,format=RGB,width=16,height=16 \
+  ! ppdiffuse ranks=1 steps=2 model=builtin:stamp ! fakesink \
+  >"$work/cores.log" 2>&1
+want=$(nproc)
+for rank in 1; do
+  line=$(grep -o "worker rank $rank is pid .*" "$work/cores.log" | head -n 1)
+  threads=$(echo "$line" | sed -n 's/.*(cpu: .*, \([0-9]*\)\( of [0-9]*\)\{0,1\} threads.*/\1/p')
+  if [ -z "$threads" ] || [ "$threads" != "$want" ]; then
+    echo "worker rank $rank may use ${threads:-?} CPUs, this test $want: $line" >&2
+    exit 1
+  fi
+done
+echo "the workers may use all $want CPUs"

@@ -28,13 +28,14 @@ its input cannot be read.
         the 512x512 pattern image of tests/reference/make_shape_fixtures.py
         (TAESD's encode fixture), checked against the stored SHA-256.
   mesh-log LOG --workers W --frames F --backend B [--device R=DEV ...]
-      [--plane mpi|nccl|nccl-emulated] [--graphs C,L]
+      [--plane mpi|nccl|nccl-emulated] [--graphs on|off]
         a gst-launch run's log (GST_DEBUG=ppdiffuse:5, PPDIFFUSE_DEBUG=4):
         every worker R ran backend B on device DEV ("cuda:1", or a prefix
         such as "CPU"), rank 0 and every worker name the data plane, every
         chunk sent went over that plane, every worker took F chunks and
-        stopped cleanly, and (--graphs) every worker captured C step graphs
-        and launched L.
+        stopped cleanly, and (--graphs on) every worker captured one step
+        graph, at its second chunk, and launched it for every later one
+        (warm-up passes included), or (--graphs off) none.
   fault LOG ELAPSED_S BOUND_S RANK KIND
         a run with PPDIFFUSE_FAULT=rank:RANK,...,kind:KIND that must fail:
         the fault was injected, the element's error names the rank, and the
@@ -381,7 +382,9 @@ def cmd_mesh_log(args):
         elif o == '--plane':
             plane = v
         elif o == '--graphs':
-            graphs = tuple(int(x) for x in v.split(','))
+            if v not in ('on', 'off'):
+                sys.exit(f'--graphs on|off, not {v}')
+            graphs = v
         else:
             fail_input(f'mesh-log: unknown option {o}')
         i += 2
@@ -444,10 +447,6 @@ def cmd_mesh_log(args):
                                 f'(expected data plane {plane})')
         sent = [t for t in w if t.startswith('sent chunk ')]
         planes = sorted({re.sub(r'.*\((\w+)\)$', r'\1', t) for t in sent})
-        if len(sent) != frames + 1:
-            problems.append(f'worker rank {r} sent {len(sent)} chunks, '
-                            f'expected {frames} and the shutdown marker '
-                            '(PPDIFFUSE_DEBUG=4?)')
         if plane_name and planes != [plane_name]:
             problems.append(f'worker rank {r} sent its chunks over '
                             f'{", ".join(planes) or "nothing"}, expected '
@@ -458,21 +457,33 @@ def cmd_mesh_log(args):
             problems.append(f'worker rank {r} did not set up its NCCL links')
         stop = [t for t in w if t.startswith('shutting down after ')]
         g = None
+        warm = 0
         if not stop:
             problems.append(f'worker rank {r} logged no shutdown')
         else:
-            sm = re.match(r'shutting down after (\d+) chunks, busy [0-9.]+ s, '
+            sm = re.match(r'shutting down after (\d+) chunks and (\d+) '
+                          r'warm-up passes, busy [0-9.]+ s, '
                           r'step graphs: (\d+) captured, (\d+) launched',
                           stop[-1])
             if not sm or int(sm.group(1)) != frames:
                 problems.append(f'worker rank {r}: {stop[-1]} (expected '
                                 f'{frames} chunks)')
             if sm:
-                g = (int(sm.group(2)), int(sm.group(3)))
-                if graphs is not None and g != graphs:
+                warm = int(sm.group(2))
+                g = (int(sm.group(3)), int(sm.group(4)))
+                # With graphs, the second chunk (warm-up passes included)
+                # is captured and every later one launches it.
+                want_g = ((1, frames + warm - 1) if graphs == 'on'
+                          else (0, 0) if graphs == 'off' else None)
+                if want_g is not None and g != want_g:
                     problems.append(f'worker rank {r}: step graphs {g[0]} '
                                     f'captured, {g[1]} launched; expected '
-                                    f'{graphs[0]} and {graphs[1]}')
+                                    f'{want_g[0]} and {want_g[1]} ({frames} '
+                                    f'frames, {warm} warm-up passes)')
+        if len(sent) != frames + warm + 1:
+            problems.append(f'worker rank {r} sent {len(sent)} chunks, '
+                            f'expected {frames}, {warm} warm-up passes and '
+                            'the shutdown marker (PPDIFFUSE_DEBUG=4?)')
         # A worker's last line ("exited cleanly", after MPI_Finalize) can be
         # lost in Open MPI's output forwarding when rank 0 ends first; rank
         # 0's clean stop and its not having to kill the worker say the same.
@@ -527,6 +538,7 @@ def cmd_startup(args):
     submitted = {}
     back = {}
     pushed = {}
+    warm = {}
     for line in read_log(path):
         m = TS.match(line)
         if not m:
@@ -546,6 +558,16 @@ def cmd_startup(args):
                 back[int(s.group(1))] = seconds(c)
         elif (s := re.search(r'pushing chunk (\d+) pts', line)):
             pushed.setdefault(int(s.group(1)), t)
+        elif (s := re.search(r'warm-up pass \(chunk (\d+)\) took ([0-9.]+) '
+                             r'ms', line)):
+            warm[int(s.group(1))] = float(s.group(2))
+    # The frames' chunks follow the warm-up passes'.
+    first = len(warm)
+    if sorted(warm) != list(range(first)):
+        fail_input(f'startup: warm-up passes of chunks {sorted(warm)}, '
+                   f'expected 0 .. {first - 1}')
+    pushed = {c - first: t for c, t in pushed.items()}
+    back = {c - first: t for c, t in back.items()}
     problems = []
     if t_spawn is None or t_ready is None:
         problems.append('no "starting N workers" / "mesh is up" progress in '
@@ -560,6 +582,10 @@ def cmd_startup(args):
         figures.append(f'spawn -> ready {t_ready - t_spawn:.2f} s')
         if t_start is not None:
             figures.append(f'start -> ready {t_ready - t_start:.2f} s')
+    if warm:
+        figures.append(f'{len(warm)} warm-up passes ('
+                       + ', '.join(f'{warm[c]:.0f}' for c in sorted(warm))
+                       + ' ms)')
     if 0 in back:
         figures.append(f'first frame round trip {back[0] * 1e3:.0f} ms')
     if 0 in pushed and t_ready is not None:

@@ -488,7 +488,7 @@ if want mesh; then
       fi
       for g in 0 1; do
         tag=shared-$dt-g$g
-        if [ "$g" = 1 ]; then graphs=1,3; else graphs=0,0; fi
+        if [ "$g" = 1 ]; then graphs=on; else graphs=off; fi
         mesh_run "$tag" 2 "$BE" "$dt" cuda-graphs="$g" || continue
         # Both workers (node-local ranks 1 and 2, rank 0 is 0) on cuda:0,
         # the MPI plane (NCCL wants a GPU per rank).
@@ -543,7 +543,7 @@ if want spread; then
     for g in 0 1; do
       tag=nccl-g$g
       # (the cpu backend the dry run's emulated NCCL needs has no graphs)
-      if [ "$g" = 1 ] && [ -z "$dry" ]; then graphs=1,3; else graphs=0,0; fi
+      if [ "$g" = 1 ] && [ -z "$dry" ]; then graphs=on; else graphs=off; fi
       # shellcheck disable=SC2086  # $devices is a list of options
       mesh_run "$tag" "$w" "$spread_be" f32 cuda-graphs="$g" \
         && judge "$tag: rank 0 and $w workers each on its own GPU, chunks over $plane" \
