@@ -644,11 +644,17 @@ do_handshake (Worker * w)
 
     if (hooks != NULL)
       hooks->model_load ();
+    gint64 t0 = g_get_monotonic_time (), t1;
+
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
         PP_MODEL_ROLE_STEPS, w->backend, &error);
+    t1 = g_get_monotonic_time ();
     if (w->model != NULL)
       digest = pp_model_digest (w->model);
     load_reports_stop (reports);
+    if (w->model != NULL)
+      PP_INFO ("model loaded in %.2f s, its weights' digest in %.2f s",
+          (t1 - t0) / 1e6, (g_get_monotonic_time () - t1) / 1e6);
   }
   if (error == NULL) {
     if (hooks != NULL)

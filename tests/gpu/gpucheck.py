@@ -525,10 +525,13 @@ def cmd_startup(args):
     path = args[0]
     skip = 5
     frames = None
+    max_ready = None
     i = 1
     while i < len(args):
         if args[i] == '--skip':
             skip = int(args[i + 1])
+        elif args[i] == '--max-ready':
+            max_ready = float(args[i + 1])
         elif args[i] == '--frames':
             frames = int(args[i + 1])
         else:
@@ -579,7 +582,11 @@ def cmd_startup(args):
         problems.append(f'{len(pushed)} frames pushed, expected {frames}')
     figures = []
     if t_spawn is not None and t_ready is not None:
-        figures.append(f'spawn -> ready {t_ready - t_spawn:.2f} s')
+        figures.append(f'spawn -> ready {t_ready - t_spawn:.2f} s'
+                       + (f' (bound {max_ready:g} s)' if max_ready else ''))
+        if max_ready is not None and t_ready - t_spawn > max_ready:
+            problems.append(f'spawn -> ready took {t_ready - t_spawn:.2f} s, '
+                            f'more than {max_ready:g} s')
         if t_start is not None:
             figures.append(f'start -> ready {t_ready - t_start:.2f} s')
     if warm:
