@@ -56,6 +56,7 @@ typedef struct
   guint depth;                  /* calls running: open while > 0 */
   GArray *free_blocks;          /* Block */
   GHashTable *sizes;            /* buffer → its Block size */
+  GList *graphs;                /* StrictGraph, live */
 } Strict;
 
 static Strict strict;
@@ -95,6 +96,8 @@ strict_close (void)
     protect (0, used (), PROT_NONE);
   g_mutex_unlock (&strict.lock);
 }
+
+static void graphs_forget (gsize offset, gsize size);
 
 static gpointer
 strict_alloc (PpBackend * be, gsize bytes, GError ** error)
@@ -150,15 +153,24 @@ strict_free (PpBackend * be, gpointer mem)
         mem);
   g_hash_table_remove (strict.sizes, mem);
   block.offset = (guint8 *) mem - strict.base;
+  graphs_forget (block.offset, block.size);
   /* Kept for the next buffer (giving small blocks back to the kernel
    * would split huge pages). */
   g_array_append_val (strict.free_blocks, block);
   g_mutex_unlock (&strict.lock);
 }
 
+typedef struct _StrictGraph StrictGraph;
+static __thread StrictGraph *noting;
+static void note_buffer (StrictGraph * g, gconstpointer p);
+
 static void
 strict_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 {
+  if (noting != NULL) {
+    note_buffer (noting, dst);
+    note_buffer (noting, src);
+  }
   strict_open ();
   memmove (dst, src, bytes);
   strict_close ();
@@ -196,6 +208,8 @@ strict_fill (PpBackend * be, gpointer dst, float value, gsize n)
 {
   float *p = dst;
 
+  if (noting != NULL)
+    note_buffer (noting, dst);
   strict_open ();
   for (gsize i = 0; i < n; i++)
     p[i] = value;
@@ -236,21 +250,84 @@ strict_upload_weights (PpBackend * be, const float *src, gsize n,
  * (capture after warm-up, a launch per frame, a new capture for a new shape
  * or cache epoch) runs and is checked on the host.  Unlike a CUDA graph, a
  * launch issues the work again: host values it reads are read at each
- * launch rather than frozen at capture. */
-typedef struct
+ * launch rather than frozen at capture.  What a device graph does freeze
+ * is the buffers its ops were captured with: the first launch notes every
+ * buffer an op is given, and a buffer of those freed while the graph lives
+ * makes its next launch fail, naming the buffer — where a CUDA graph would
+ * read freed memory or a stale copy (the step buffers or the prompt's
+ * states replaced under a captured graph). */
+struct _StrictGraph
 {
   PpGraphFunc func;
   gpointer data;
-} StrictGraph;
+  gboolean noted;               /* the first launch has run */
+  GHashTable *buffers;          /* pointers its ops were given (a set) */
+  gchar *stale;                 /* why a launch must fail; NULL */
+};
+
+/* (noting, declared above: the graph whose first launch runs on this
+ * thread, which notes the buffers its ops are given.) */
+
+static void
+note_buffer (StrictGraph * g, gconstpointer p)
+{
+  if (p != NULL)
+    g_hash_table_add (g->buffers, (gpointer) p);
+}
+
+static void
+note_view (StrictGraph * g, PpView v)
+{
+  note_buffer (g, v.data);
+}
+
+/* Sizes, scalars: nothing to note. */
+static void
+note_nothing (StrictGraph * g, ...)
+{
+}
+
+#define STRICT_NOTE_ARG(a)                                                  \
+  _Generic ((a), float *: note_buffer, const float *: note_buffer,           \
+      PpView: note_view, default: note_nothing) (noting, (a));
+
+/* STRICT_FOR_EACH (F, a, b, ...): F (a) F (b) … for up to 16 arguments. */
+#define STRICT_NTH(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13,   \
+    _14, _15, _16, N, ...) N
+#define STRICT_E1(F, a) F (a)
+#define STRICT_E2(F, a, ...) F (a) STRICT_E1 (F, __VA_ARGS__)
+#define STRICT_E3(F, a, ...) F (a) STRICT_E2 (F, __VA_ARGS__)
+#define STRICT_E4(F, a, ...) F (a) STRICT_E3 (F, __VA_ARGS__)
+#define STRICT_E5(F, a, ...) F (a) STRICT_E4 (F, __VA_ARGS__)
+#define STRICT_E6(F, a, ...) F (a) STRICT_E5 (F, __VA_ARGS__)
+#define STRICT_E7(F, a, ...) F (a) STRICT_E6 (F, __VA_ARGS__)
+#define STRICT_E8(F, a, ...) F (a) STRICT_E7 (F, __VA_ARGS__)
+#define STRICT_E9(F, a, ...) F (a) STRICT_E8 (F, __VA_ARGS__)
+#define STRICT_E10(F, a, ...) F (a) STRICT_E9 (F, __VA_ARGS__)
+#define STRICT_E11(F, a, ...) F (a) STRICT_E10 (F, __VA_ARGS__)
+#define STRICT_E12(F, a, ...) F (a) STRICT_E11 (F, __VA_ARGS__)
+#define STRICT_E13(F, a, ...) F (a) STRICT_E12 (F, __VA_ARGS__)
+#define STRICT_E14(F, a, ...) F (a) STRICT_E13 (F, __VA_ARGS__)
+#define STRICT_E15(F, a, ...) F (a) STRICT_E14 (F, __VA_ARGS__)
+#define STRICT_E16(F, a, ...) F (a) STRICT_E15 (F, __VA_ARGS__)
+#define STRICT_FOR_EACH(F, ...)                                              \
+  STRICT_NTH (__VA_ARGS__, STRICT_E16, STRICT_E15, STRICT_E14, STRICT_E13,   \
+      STRICT_E12, STRICT_E11, STRICT_E10, STRICT_E9, STRICT_E8, STRICT_E7,   \
+      STRICT_E6, STRICT_E5, STRICT_E4, STRICT_E3, STRICT_E2, STRICT_E1)      \
+      (F, __VA_ARGS__)
 
 static gpointer
 strict_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
     GError ** error)
 {
-  StrictGraph *graph = g_new (StrictGraph, 1);
+  StrictGraph *graph = g_new0 (StrictGraph, 1);
 
   graph->func = func;
   graph->data = data;
+  graph->buffers = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_mutex_lock (&strict.lock);
+  strict.graphs = g_list_prepend (strict.graphs, graph);
+  g_mutex_unlock (&strict.lock);
   return graph;
 }
 
@@ -260,8 +337,22 @@ strict_graph_launch (PpBackend * be, gpointer graph, GError ** error)
   StrictGraph *g = graph;
   gboolean ok;
 
+  g_mutex_lock (&strict.lock);
+  if (g->stale != NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE, "cpu-strict: a graph "
+        "launched after %s: a device graph would read freed memory (a "
+        "graph must be captured again when what it uses is replaced)",
+        g->stale);
+    g_mutex_unlock (&strict.lock);
+    return FALSE;
+  }
+  g_mutex_unlock (&strict.lock);
   in_graph = TRUE;
+  if (!g->noted)
+    noting = g;
   ok = g->func (g->data, error);
+  noting = NULL;
+  g->noted = TRUE;
   in_graph = FALSE;
   return ok;
 }
@@ -269,7 +360,42 @@ strict_graph_launch (PpBackend * be, gpointer graph, GError ** error)
 static void
 strict_graph_free (PpBackend * be, gpointer graph)
 {
-  g_free (graph);
+  StrictGraph *g = graph;
+
+  if (g == NULL)
+    return;
+  g_mutex_lock (&strict.lock);
+  strict.graphs = g_list_remove (strict.graphs, g);
+  g_mutex_unlock (&strict.lock);
+  g_hash_table_unref (g->buffers);
+  g_free (g->stale);
+  g_free (g);
+}
+
+/* Under the lock: the graphs that noted a pointer into the buffer at
+ * @offset, @size bytes, which is being freed, cannot launch again. */
+static void
+graphs_forget (gsize offset, gsize size)
+{
+  const guint8 *from = strict.base + offset, *to = from + size;
+
+  for (GList * l = strict.graphs; l != NULL; l = l->next) {
+    StrictGraph *g = l->data;
+    GHashTableIter iter;
+    gpointer p;
+
+    if (g->stale != NULL)
+      continue;
+    g_hash_table_iter_init (&iter, g->buffers);
+    while (g_hash_table_iter_next (&iter, &p, NULL)) {
+      if ((const guint8 *) p >= from && (const guint8 *) p < to) {
+        g->stale = g_strdup_printf ("the %" G_GSIZE_FORMAT "-byte buffer "
+            "at device offset %" G_GSIZE_FORMAT ", which its ops were "
+            "captured with, was freed", size, offset);
+        break;
+      }
+    }
+  }
 }
 
 static const PpBackendMemory strict_memory = {
@@ -292,6 +418,9 @@ static const PpBackendMemory strict_memory = {
   static void                                                               \
   strict_##name (PpBackend * be, PP_OPS_UNPAREN params)                     \
   {                                                                         \
+    if (noting != NULL) {                                                   \
+      STRICT_FOR_EACH (STRICT_NOTE_ARG, PP_OPS_UNPAREN args)                \
+    }                                                                       \
     strict_open ();                                                         \
     pp_cpu_ops ()->name (be, PP_OPS_UNPAREN args);                          \
     strict_close ();                                                        \

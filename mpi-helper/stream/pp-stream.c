@@ -463,11 +463,18 @@ pp_stream_encode (PpStream * stream, const PpImage * image, guint64 pts,
 }
 
 /* Warm-up passes before the first frame of a mesh: as many as the
- * backend wants, unless the configuration says none or at least one. */
+ * backend wants, unless the configuration says none or at least one.
+ * Graphs asked for on a backend that emulates them (cpu-strict) get the
+ * passes a device gets: the first runs as is, the second is captured, and
+ * the first frame launches the graph, as on a GPU. */
 static guint
 warm_ups (PpStream * stream)
 {
-  const guint wanted = pp_mesh_warm_ups_wanted (stream->mesh);
+  guint wanted = pp_mesh_warm_ups_wanted (stream->mesh);
+
+  if (wanted == 0 && stream->model != NULL && stream->model->graphs
+      && pp_backend_has_graphs (stream->model->backend))
+    wanted = PP_MESH_DEVICE_WARM_UPS;
 
   if (stream->warm_up < 0)
     return wanted;
