@@ -78,6 +78,14 @@ typedef struct
    * current one; NULL on the CPU backends. */
   gpointer (*stream) (PpBackend * be);
   void (*make_current) (PpBackend * be);
+  /* Device time, for profiles (NULL on the CPU backends, whose ops the op
+   * layer times by the host's clock): mark records a point on the
+   * backend's stream behind the work issued so far (NULL when it cannot,
+   * during a graph capture); elapsed waits for @to and returns the seconds
+   * of device time from @from to it; mark_free releases a mark. */
+  gpointer (*mark) (PpBackend * be);
+  gdouble (*elapsed) (PpBackend * be, gpointer from, gpointer to);
+  void (*mark_free) (PpBackend * be, gpointer mark);
 } PpBackendMemory;
 
 struct _PpBackend

@@ -11,11 +11,25 @@
  * load per call. */
 typedef struct
 {
-  atomic_ullong calls, ns, flops;
+  atomic_ullong calls, ns, flops, device_ns;
 } OpCounters;
 
 static OpCounters counters[PP_OP_COUNT];
 static atomic_bool profiling;
+
+/* Device marks of ops not yet read (profiling on a device backend). */
+typedef struct
+{
+  PpBackend *be;
+  PpOp op;
+  gpointer from, to;
+} PendingMarks;
+
+/* Read in batches: each read waits for the device. */
+#define PENDING_MARKS_MAX 8192
+
+static GMutex pending_lock;
+static GArray *pending;          /* PendingMarks */
 
 static const char *const op_names[PP_OP_COUNT] = {
 #define OP_NAME(name, NAME, params, args, flops, views) \
@@ -27,6 +41,54 @@ static const char *const op_names[PP_OP_COUNT] = {
 
 /* Set on a thread while it runs a range of pp_for_rows. */
 static __thread gboolean in_rows;
+
+/* Under pending_lock: the device times of the marks recorded so far. */
+static void
+collect_marks (void)
+{
+  for (guint i = 0; pending != NULL && i < pending->len; i++) {
+    PendingMarks *m = &g_array_index (pending, PendingMarks, i);
+    const gdouble s = m->be->memory->elapsed (m->be, m->from, m->to);
+
+    atomic_fetch_add_explicit (&counters[m->op].device_ns,
+        (unsigned long long) (s * 1e9), memory_order_relaxed);
+    m->be->memory->mark_free (m->be, m->from);
+    m->be->memory->mark_free (m->be, m->to);
+  }
+  if (pending != NULL)
+    g_array_set_size (pending, 0);
+}
+
+/* A mark before an op on a device backend while profiling; else NULL. */
+static gpointer
+mark_begin (PpBackend * be)
+{
+  if (!atomic_load_explicit (&profiling, memory_order_relaxed)
+      || be->memory == NULL || be->memory->mark == NULL)
+    return NULL;
+  return be->memory->mark (be);
+}
+
+static void
+mark_end (PpBackend * be, PpOp op, gpointer from)
+{
+  PendingMarks m = { be, op, from, NULL };
+
+  if (from == NULL)
+    return;
+  m.to = be->memory->mark (be);
+  if (m.to == NULL) {
+    be->memory->mark_free (be, from);
+    return;
+  }
+  g_mutex_lock (&pending_lock);
+  if (pending == NULL)
+    pending = g_array_new (FALSE, FALSE, sizeof (PendingMarks));
+  g_array_append_val (pending, m);
+  if (pending->len >= PENDING_MARKS_MAX)
+    collect_marks ();
+  g_mutex_unlock (&pending_lock);
+}
 
 /* Starts timing one call of an op; 0 when profiling is off. */
 static gint64
@@ -65,10 +127,14 @@ pp_ops_flop_count (void)
 void
 pp_ops_reset_flop_count (void)
 {
+  g_mutex_lock (&pending_lock);
+  collect_marks ();
+  g_mutex_unlock (&pending_lock);
   for (int op = 0; op < PP_OP_COUNT; op++) {
     atomic_store (&counters[op].calls, 0);
     atomic_store (&counters[op].ns, 0);
     atomic_store (&counters[op].flops, 0);
+    atomic_store (&counters[op].device_ns, 0);
   }
 }
 
@@ -83,7 +149,11 @@ pp_ops_get_profile (PpOp op, PpOpProfile * out)
 {
   g_return_if_fail (op < PP_OP_COUNT && out != NULL);
 
+  g_mutex_lock (&pending_lock);
+  collect_marks ();
+  g_mutex_unlock (&pending_lock);
   out->name = op_names[op];
+  out->device_seconds = atomic_load (&counters[op].device_ns) / 1e9;
   out->calls = atomic_load (&counters[op].calls);
   out->seconds = atomic_load (&counters[op].ns) / 1e9;
   out->flops = atomic_load (&counters[op].flops);
@@ -146,9 +216,13 @@ check_view (const PpBackend * be, PpOp op, const char *param, PpView v,
     const PpOp op = PP_OP_##NAME;                                           \
     gint64 start;                                                           \
                                                                             \
+    gpointer mark;                                                          \
+                                                                            \
     PP_OPS_UNPAREN views                                                    \
     start = op_begin ();                                                    \
+    mark = mark_begin (be);                                                 \
     be->ops->name (be, PP_OPS_UNPAREN args);                                \
+    mark_end (be, op, mark);                                                \
     op_end (op, start, (flops));                                            \
   }
 PP_OPS_LIST (OP_WRAPPER)

@@ -46,13 +46,20 @@ typedef struct
   guint64 calls;
   double seconds;               /* wall time inside the op */
   guint64 flops;
+  /* On a backend with device marks (a GPU): the device time of the op's
+   * work, from a mark recorded before it to one after it; 0 elsewhere. */
+  double device_seconds;
 } PpOpProfile;
 
 /* While on, every op call through the pp_* wrappers adds its wall time to
  * the op's entry (off by default: it reads the clock twice a call).  Ops
  * called inside pp_for_rows count toward the for_rows entry instead (its
  * wall time, their FLOPs): on several threads at once, their own times
- * would add up to more than the wall time. */
+ * would add up to more than the wall time.  On a device backend each op
+ * also records two marks on the device's stream (PpBackendMemory.mark),
+ * whose elapsed time pp_ops_get_profile adds to the op's device_seconds
+ * (waiting for the marks), ops inside pp_for_rows included: a device
+ * runs its ranges one after the other. */
 void pp_ops_set_profiling (gboolean on);
 void pp_ops_get_profile (PpOp op, PpOpProfile * out);
 

@@ -278,6 +278,49 @@ cuda_graph_free (PpBackend * be, gpointer graph)
   leave (cu);
 }
 
+/* Profiles: events on the compute stream.  None during a capture (an
+ * event recorded there would become a node of the graph). */
+static gpointer
+cuda_mark (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+  cudaEvent_t event = NULL;
+
+  enter (cu);
+  if (cu->capturing == NULL) {
+    PP_CUDA_OP_TRY (cu, cudaEventCreate (&event));
+    PP_CUDA_OP_TRY (cu, cudaEventRecord (event, cu->stream));
+  }
+  leave (cu);
+  return event;
+}
+
+static gdouble
+cuda_elapsed (PpBackend * be, gpointer from, gpointer to)
+{
+  PpCudaBackend *cu = be->priv;
+  float ms = 0;
+
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, cudaEventSynchronize ((cudaEvent_t) to));
+  PP_CUDA_OP_TRY (cu, cudaEventElapsedTime (&ms, (cudaEvent_t) from,
+          (cudaEvent_t) to));
+  leave (cu);
+  return ms / 1e3;
+}
+
+static void
+cuda_mark_free (PpBackend * be, gpointer mark)
+{
+  PpCudaBackend *cu = be->priv;
+
+  if (mark == NULL)
+    return;
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, cudaEventDestroy ((cudaEvent_t) mark));
+  leave (cu);
+}
+
 static const PpBackendMemory cuda_memory = {
   .alloc = cuda_alloc,
   .free = cuda_free,
@@ -292,6 +335,9 @@ static const PpBackendMemory cuda_memory = {
   .graph_free = cuda_graph_free,
   .stream = pp_cuda_backend_stream,
   .make_current = pp_cuda_backend_make_current,
+  .mark = cuda_mark,
+  .elapsed = cuda_elapsed,
+  .mark_free = cuda_mark_free,
 };
 
 /* Ops */

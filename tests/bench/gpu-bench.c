@@ -22,6 +22,7 @@
 
 #include <glib/gstdio.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXIT_SKIP 77
@@ -152,6 +153,114 @@ report (const gchar * what, Timing t, gdouble peak)
   printf ("\n");
 }
 
+/* The op families of the profile, by op name; any other op is "other". */
+static const struct
+{
+  const gchar *op, *family;
+} families[] = {
+  { "attention", "attention" }, { "attention_causal", "attention" },
+  { "conv2d", "convolution" },
+  { "linear", "linear" }, { "matmul", "linear" },
+  { "group_norm", "norm" }, { "layer_norm", "norm" },
+  { "silu", "element-wise" }, { "relu", "element-wise" },
+  { "tanh", "element-wise" }, { "gelu", "element-wise" },
+  { "quick_gelu", "element-wise" }, { "geglu", "element-wise" },
+  { "add", "element-wise" }, { "scale", "element-wise" },
+  { "affine", "element-wise" }, { "axpby", "element-wise" },
+  { "lcm_step", "element-wise" }, { "add_channel", "element-wise" },
+  { "timestep_embedding", "element-wise" },
+  { "nchw_to_nlc", "layout and copies" }, { "nlc_to_nchw",
+      "layout and copies" },
+  { "upsample_nearest", "layout and copies" }, { "resize_bilinear",
+      "layout and copies" },
+  { "concat_channels", "layout and copies" },
+  { "for_rows", "row-wise regions" },
+};
+
+static const gchar *const family_order[] = {
+  "attention", "convolution", "linear", "norm", "element-wise",
+  "layout and copies", "row-wise regions", "other",
+};
+
+static const gchar *
+family_of (const gchar * op)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (families); i++)
+    if (g_str_equal (families[i].op, op))
+      return families[i].family;
+  return "other";
+}
+
+static gint
+by_time_desc (gconstpointer a, gconstpointer b)
+{
+  const PpOpProfile *x = a, *y = b;
+  const gdouble tx = x->device_seconds > 0 ? x->device_seconds : x->seconds;
+  const gdouble ty = y->device_seconds > 0 ? y->device_seconds : y->seconds;
+
+  return (tx < ty) - (tx > ty);
+}
+
+/* One more run of @run with the op layer's profile on: where the time of a
+ * step goes, by op family and by op, in device time (marks on the stream)
+ * on a GPU, host time elsewhere; what no op accounts for (copies,
+ * allocations, the host between launches when the device waits) is the
+ * step's synchronized wall time less the ops' sum. */
+static void
+profile (const gchar * what, void (*run) (Bench *), Bench * b)
+{
+  PpOpProfile ops[PP_OP_COUNT];
+  gdouble family_s[G_N_ELEMENTS (family_order)] = { 0 };
+  gdouble sum = 0, wall;
+  gboolean device = FALSE;
+  guint64 launches = 0;
+  gint64 t;
+
+  pp_backend_synchronize (b->be);
+  pp_ops_reset_flop_count ();
+  pp_ops_set_profiling (TRUE);
+  t = g_get_monotonic_time ();
+  run (b);
+  pp_backend_synchronize (b->be);
+  wall = (g_get_monotonic_time () - t) / 1e6;
+  pp_ops_set_profiling (FALSE);
+  for (guint op = 0; op < PP_OP_COUNT; op++) {
+    pp_ops_get_profile (op, &ops[op]);
+    device |= ops[op].device_seconds > 0;
+  }
+  for (guint op = 0; op < PP_OP_COUNT; op++) {
+    const gchar *family = family_of (ops[op].name);
+    const gdouble s = device ? ops[op].device_seconds : ops[op].seconds;
+
+    if (op == PP_OP_FOR_ROWS && device)
+      continue;                 /* its ops are timed themselves */
+    launches += ops[op].calls;
+    sum += s;
+    for (guint f = 0; f < G_N_ELEMENTS (family_order); f++)
+      if (g_str_equal (family, family_order[f]))
+        family_s[f] += s;
+  }
+  printf ("profile of one %s (%s time, profiled: %.3f ms wall, %" G_GUINT64_FORMAT
+      " op calls)\n", what, device ? "device" : "host", wall * 1e3, launches);
+  printf ("  %-22s %9s %7s\n", "family", "ms", "share");
+  for (guint f = 0; f < G_N_ELEMENTS (family_order); f++)
+    if (family_s[f] > 0)
+      printf ("  %-22s %9.3f %6.1f %%\n", family_order[f], family_s[f] * 1e3,
+          100 * family_s[f] / wall);
+  printf ("  %-22s %9.3f %6.1f %%\n", "outside ops", MAX (wall - sum, 0) * 1e3,
+      100 * MAX (wall - sum, 0) / wall);
+  qsort (ops, PP_OP_COUNT, sizeof ops[0], by_time_desc);
+  printf ("  %-22s %9s %7s %7s\n", "op", "ms", "share", "calls");
+  for (guint i = 0; i < 8 && i < PP_OP_COUNT; i++) {
+    const gdouble s = device ? ops[i].device_seconds : ops[i].seconds;
+
+    if (s <= 0)
+      break;
+    printf ("  %-22s %9.3f %6.1f %% %7" G_GUINT64_FORMAT "\n", ops[i].name,
+        s * 1e3, 100 * s / wall, ops[i].calls);
+  }
+}
+
 static gchar *
 write_config (const gchar * dir, const gchar * name, const gchar * text)
 {
@@ -240,6 +349,8 @@ main (int argc, char **argv)
   printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
       pp_unet_pool_bytes (b.unet) / 1048576.0,
       pp_taesd_pool_bytes (b.taesd) / 1048576.0);
+  profile ("UNet step", unet_run, &b);
+  profile ("TAESD encode + decode", taesd_run, &b);
 
   pp_tensor_free (b.sample);
   pp_tensor_free (b.text);

@@ -5,8 +5,8 @@
 #                         summary lists each); 77: skipped, nvidia-smi lists
 #                         no GPU (the only reason to skip)
 #
-# With $PP_GPU_BUILD_DIR naming a finished build (a CUDA build packed for a
-# machine without meson or ninja: ../shared/tools/gpu) it runs that build
+# With $PP_GPU_BUILD_DIR naming a finished build (a CUDA build copied to a
+# machine without meson or ninja) it runs that build
 # as it is; otherwise it builds ppdiffuse with CUDA, cuDNN and NCCL in
 # build-gpu ($CUDA_ROOT, default /usr/local/cuda).  Every step is bounded
 # (timeout) and the run goes on past a failing check, so that one run shows
@@ -692,7 +692,11 @@ if want bench; then
     for dt in f16 bf16 f32; do
       runs "gpu-bench $dt" "$work/bench.log" 300 \
           "$build/tests/bench/gpu-bench" --dtype "$dt" \
-        && { tail -n 4 "$work/bench.log" | indent; pass "gpu-bench $dt ran"; }
+        && { grep -E '^(SD-Turbo|TAESD|frames/s|activation)' "$work/bench.log" \
+          | indent
+          # Where the time of a step goes, by op family (device time).
+          [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          pass "gpu-bench $dt ran"; }
     done
   fi
 fi
