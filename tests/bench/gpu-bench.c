@@ -191,12 +191,20 @@ family_of (const gchar * op)
   return "other";
 }
 
+/* What the profile reads of an op: device time where the device was
+ * timed, host time elsewhere. */
+static gboolean profile_on_device;
+
+static gdouble
+profile_seconds (const PpOpProfile * p)
+{
+  return profile_on_device ? p->device_seconds : p->seconds;
+}
+
 static gint
 by_time_desc (gconstpointer a, gconstpointer b)
 {
-  const PpOpProfile *x = a, *y = b;
-  const gdouble tx = x->device_seconds > 0 ? x->device_seconds : x->seconds;
-  const gdouble ty = y->device_seconds > 0 ? y->device_seconds : y->seconds;
+  const gdouble tx = profile_seconds (a), ty = profile_seconds (b);
 
   return (tx < ty) - (tx > ty);
 }
@@ -228,9 +236,10 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
     pp_ops_get_profile (op, &ops[op]);
     device |= ops[op].device_seconds > 0;
   }
+  profile_on_device = device;
   for (guint op = 0; op < PP_OP_COUNT; op++) {
     const gchar *family = family_of (ops[op].name);
-    const gdouble s = device ? ops[op].device_seconds : ops[op].seconds;
+    const gdouble s = profile_seconds (&ops[op]);
 
     if (op == PP_OP_FOR_ROWS && device)
       continue;                 /* its ops are timed themselves */
@@ -252,7 +261,7 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
   qsort (ops, PP_OP_COUNT, sizeof ops[0], by_time_desc);
   printf ("  %-22s %9s %7s %7s\n", "op", "ms", "share", "calls");
   for (guint i = 0; i < 8 && i < PP_OP_COUNT; i++) {
-    const gdouble s = device ? ops[i].device_seconds : ops[i].seconds;
+    const gdouble s = profile_seconds (&ops[i]);
 
     if (s <= 0)
       break;
