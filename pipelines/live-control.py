@@ -49,10 +49,9 @@ from gi.repository import GLib, Gst  # noqa: E402
 LIVE_PIPELINE = (
     "{source}"
     " ! videoconvert ! videoscale"
-    " ! video/x-raw,format=RGBx,width=640,height=480"
+    " ! video/x-raw,format=YUY2,width=640,height=480"
     " ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0"
     " ! ppdiffuse name=pp ranks=2 steps=4 similarity-threshold={similarity}"
-    " ! videoconvert ! video/x-raw,format=YUY2"
     " ! {sink}"
 )
 # --camera test, --loopback none: no devices needed.

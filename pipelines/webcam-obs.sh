@@ -37,12 +37,13 @@ SIMILARITY=${SIMILARITY:-0.98}
 # which spares the mesh; SIMILARITY=0 turns it off.  pipelines/live-control.py
 # runs this pipeline and turns knobs while it plays.
 #
-# YUY2 out: a format that v4l2loopback and OBS both take.
+# YUY2 in and out: what webcams send, and a format v4l2loopback and OBS
+# both take; the element converts it itself.  videoconvert in front only
+# acts for a camera that sends another format.
 exec gst-launch-1.0 -e \
   v4l2src device="$CAMERA" \
-  ! videoconvert ! videoscale ! video/x-raw,format=RGBx,width=640,height=480 \
+  ! videoconvert ! videoscale ! video/x-raw,format=YUY2,width=640,height=480 \
   ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0 \
   ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic \
     similarity-threshold="$SIMILARITY" \
-  ! videoconvert ! video/x-raw,format=YUY2 \
   ! v4l2sink device="$LOOPBACK" sync=false

@@ -168,17 +168,3 @@ gst_pp_diffuse_copy_to_output (GstPpDiffuse * self, GstBuffer * in,
   return out;
 }
 
-/* The packed RGB formats we accept are one plane with R, G, B at fixed
- * offsets in each pixel. */
-void
-gst_pp_diffuse_image_from_frame (GstVideoFrame * frame, PpImage * image)
-{
-  image->data = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
-  image->width = GST_VIDEO_FRAME_WIDTH (frame);
-  image->height = GST_VIDEO_FRAME_HEIGHT (frame);
-  image->row_stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
-  image->pixel_stride = GST_VIDEO_FRAME_COMP_PSTRIDE (frame, 0);
-  image->offset[0] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_R);
-  image->offset[1] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_G);
-  image->offset[2] = GST_VIDEO_FRAME_COMP_POFFSET (frame, GST_VIDEO_COMP_B);
-}

@@ -33,7 +33,5 @@ GstBuffer *gst_pp_diffuse_copy_to_output (GstPpDiffuse * self,
  * still out return to it and are freed with it. */
 void gst_pp_diffuse_clear_output_pool (GstPpDiffuse * self);
 
-/* @frame (mapped) as the engine reads and writes images. */
-void gst_pp_diffuse_image_from_frame (GstVideoFrame * frame, PpImage * image);
 
 G_END_DECLS

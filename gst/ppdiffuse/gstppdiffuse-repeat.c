@@ -24,7 +24,6 @@ gboolean
 gst_pp_diffuse_similar_to_last_sent (GstPpDiffuse * self, GstBuffer * buf,
     const GstVideoInfo * info, gdouble threshold)
 {
-  GstVideoFrame frame;
   PpImage image;
   gdouble similarity;
   gboolean skip;
@@ -34,12 +33,11 @@ gst_pp_diffuse_similar_to_last_sent (GstPpDiffuse * self, GstBuffer * buf,
     return FALSE;
   }
   /* An unreadable frame goes on: the encode reports it. */
-  if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ))
+  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image))
     return FALSE;
-  gst_pp_diffuse_image_from_frame (&frame, &image);
   skip = pp_similarity_filter_skip (self->similar, &image, threshold,
       &similarity);
-  gst_video_frame_unmap (&frame);
+  gst_pp_diffuse_rgb_end (self->rgb_in, FALSE);
   GST_LOG_OBJECT (self, "frame %" GST_TIME_FORMAT ": similarity %.5f to the "
       "last frame sent, %s", GST_TIME_ARGS (GST_BUFFER_PTS (buf)), similarity,
       skip ? "skipped" : "sent");

@@ -76,7 +76,7 @@ GST_DEBUG_CATEGORY (gst_pp_diffuse_debug);
 /* The chunk id of a frame in the FIFO until the mesh has assigned one. */
 #define CHUNK_ID_UNSENT G_MAXUINT64
 
-#define VIDEO_CAPS GST_VIDEO_CAPS_MAKE ("{ RGBA, RGBx, BGRx, RGB }")
+#define VIDEO_CAPS GST_VIDEO_CAPS_MAKE (GST_PP_DIFFUSE_FORMATS)
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (VIDEO_CAPS));
@@ -237,21 +237,19 @@ static PpStreamFrame *
 gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
     const GstVideoInfo * info, GError ** error)
 {
-  GstVideoFrame frame;
   PpImage image;
   PpStreamFrame *encoded;
 
-  if (!gst_video_frame_map (&frame, (GstVideoInfo *) info, buf, GST_MAP_READ)) {
+  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image)) {
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "the input buffer does not hold a %dx%d %s frame",
         GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
         GST_VIDEO_INFO_NAME (info));
     return NULL;
   }
-  gst_pp_diffuse_image_from_frame (&frame, &image);
   encoded = pp_stream_encode (self->stream, &image, GST_BUFFER_PTS (buf),
       error);
-  gst_video_frame_unmap (&frame);
+  gst_pp_diffuse_rgb_end (self->rgb_in, FALSE);
   return encoded;
 }
 
@@ -453,19 +451,17 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
 {
   GstBuffer *out = gst_buffer_make_writable (g_steal_pointer (&item->buffer));
   GError *error = NULL;
-  GstVideoFrame frame;
   PpImage image;
   gboolean ok;
 
-  if (!gst_video_frame_map (&frame, &item->info, out, GST_MAP_WRITE)) {
+  if (!gst_pp_diffuse_rgb_write (self->rgb_out, &item->info, out, &image)) {
     gst_buffer_unref (out);
     GST_ELEMENT_ERROR (self, STREAM, FAILED, (NULL),
         ("cannot map an output frame for writing"));
     return GST_FLOW_ERROR;
   }
-  gst_pp_diffuse_image_from_frame (&frame, &image);
   ok = pp_stream_decode (self->stream, item->result, &image, &error);
-  gst_video_frame_unmap (&frame);
+  gst_pp_diffuse_rgb_end (self->rgb_out, ok);
   if (!ok) {
     GST_ELEMENT_ERROR (self, STREAM, DECODE,
         ("Chunk %" G_GUINT64_FORMAT " came back unusable: %s", item->chunk_id,
@@ -894,6 +890,8 @@ gst_pp_diffuse_finalize (GObject * object)
   gst_pp_diffuse_stats_timer_free (self->stats_timer);
   pp_latency_tracker_free (self->latencies);
   pp_similarity_filter_free (self->similar);
+  gst_pp_diffuse_rgb_free (self->rgb_in);
+  gst_pp_diffuse_rgb_free (self->rgb_out);
   gst_clear_buffer (&self->last_output);
   g_free (self->worker);
   g_free (self->hosts);
@@ -964,6 +962,8 @@ gst_pp_diffuse_init (GstPpDiffuse * self)
   g_queue_init (&self->spare_items);
   gst_pp_diffuse_props_init (self);
   self->similar = pp_similarity_filter_new (self->settings.seed);
+  self->rgb_in = gst_pp_diffuse_rgb_new ();
+  self->rgb_out = gst_pp_diffuse_rgb_new ();
   self->srcresult = GST_FLOW_FLUSHING;
   self->flushing = TRUE;
   self->latencies = pp_latency_tracker_new ();

@@ -11,6 +11,7 @@
 #include <gst/video/video.h>
 
 #include "gstppdiffuse-items.h"
+#include "gstppdiffuse-rgb.h"
 #include "gstppdiffuse-similarity.h"
 #include "gstppdiffuse-stats.h"
 #include "pp-stream.h"
@@ -80,6 +81,9 @@ struct _GstPpDiffuse
   /* Streaming thread (chain, and the serialized events that reset it):
    * the similarity filter's reference and draws. */
   PpSimilarityFilter *similar;
+  /* Frames as RGB images: the chain's (encode, similarity) and the src
+   * task's (decode). */
+  GstPpDiffuseRgb *rgb_in, *rgb_out;
   /* Src task (and flushes, once it is paused): the last frame pushed,
    * kept while the similarity filter is on, for repeats. */
   GstBuffer *last_output;

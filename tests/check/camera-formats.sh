@@ -1,0 +1,51 @@
+#!/bin/sh
+# Camera and decoder formats through ppdiffuse: YUY2, UYVY, NV12 and I420
+# frames go through builtin:stamp on a 2-worker mesh and come out in their
+# own format, equal (within 1 level) to the same frames taken to RGB and
+# back by GStreamer's videoconvert around the element; and they were
+# stamped (they differ from the input).  YUY2 and NV12 come as a webcam
+# sends them: a live source at 30 fps, 320x240.
+set -eu
+LIMIT_S=120
+KILL_AFTER_S=10
+FRAMES=6
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+run() {
+  timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q "$@"
+}
+
+for case in YUY2:320:240:true UYVY:64:48:false NV12:320:240:true \
+    I420:62:46:false; do
+  IFS=: read -r format width height live <<EOF2
+$case
+EOF2
+  caps="video/x-raw,format=$format,width=$width,height=$height,framerate=30/1"
+  src="videotestsrc num-buffers=$FRAMES pattern=ball is-live=$live"
+  # shellcheck disable=SC2086  # $src is a list of words
+  run $src ! "$caps" ! filesink location="$work/in.yuv"
+  # shellcheck disable=SC2086
+  run $src ! "$caps" ! ppdiffuse ranks=2 steps=2 model=builtin:stamp \
+    ! "$caps" ! filesink location="$work/element.yuv"
+  # shellcheck disable=SC2086
+  run $src ! "$caps" ! videoconvert ! video/x-raw,format=RGB \
+    ! ppdiffuse ranks=2 steps=2 model=builtin:stamp ! videoconvert \
+    ! "$caps" ! filesink location="$work/videoconvert.yuv"
+  python3 - "$format" "$work/in.yuv" "$work/element.yuv" \
+    "$work/videoconvert.yuv" <<'PY'
+import sys
+fmt, src, got, want = sys.argv[1], *(open(p, 'rb').read() for p in sys.argv[2:])
+if not got or len(got) != len(want) or len(got) != len(src):
+    sys.exit(f'{fmt}: {len(got)} bytes out of the element, {len(want)} '
+             f'through videoconvert, {len(src)} in')
+worst = max(abs(a - b) for a, b in zip(got, want))
+stamped = sum(a != b for a, b in zip(got, src))
+print(f'{fmt}: {len(got)} bytes, at most {worst} levels from videoconvert, '
+      f'{stamped} bytes stamped')
+if worst > 1:
+    sys.exit(f'{fmt}: {worst} levels from videoconvert\'s conversion (bound 1)')
+if stamped == 0:
+    sys.exit(f'{fmt}: the output is the input: nothing was stamped')
+PY
+done
