@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include "pp-launcher.h"
+#include "pp-log.h"
 #include "pp-sigpipe.h"
 
 #include <errno.h>
@@ -15,6 +16,9 @@
 #define PP_LAUNCHER_LINE_MAX 400
 /* The most characters pp_launcher_text_since returns. */
 #define PP_LAUNCHER_TEXT_MAX 1600
+/* The most characters of a framed message held back from standard error
+ * (beyond it, it goes out as it is). */
+#define PP_LAUNCHER_HELD_MAX 8192
 /* What the pipe holds while nobody reads it (the copying thread is slow or
  * this process is stopped): the daemon blocks only beyond that. */
 #define PP_LAUNCHER_PIPE_BYTES (1 << 20)
@@ -34,6 +38,9 @@ static GString *block;          /* the framed message being read, or NULL */
 static gint read_fd = -1;       /* the pipe, for the copying thread */
 static gint saved_fd = -1;      /* the real standard error */
 static gboolean capturing;
+/* The copying thread's framed message being read, held back from
+ * standard error until it ends, or NULL. */
+static GString *held;
 /* Open MPI's first message about a daemon it lost or could not start. */
 static gchar *daemon_failure;
 
@@ -60,6 +67,21 @@ pp_launcher_is_daemon_failure (const gchar * text)
   return strstr (text, "unable to reliably start") != NULL
       || strstr (text, "lost communication with a remote daemon") != NULL
       || strstr (text, "daemon has unexpectedly failed") != NULL;
+}
+
+gboolean
+pp_launcher_is_worker_exit_text (const gchar * text)
+{
+  static const gchar *const exits[] = {
+    "returned a non-zero exit code", "terminated normally, but",
+    "failed to TCP connect to a peer", "noticed that process rank",
+    "exited on signal", "peer process has unexpectedly disconnected",
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (exits); i++)
+    if (strstr (text, exits[i]) != NULL)
+      return TRUE;
+  return FALSE;
 }
 
 gboolean
@@ -139,10 +161,59 @@ write_all (gint fd, const gchar * data, gssize len)
   }
 }
 
+/* The held message goes out to standard error as it is. */
+static void
+release_held (void)
+{
+  if (held == NULL)
+    return;
+  write_all (saved_fd, held->str, held->len);
+  g_string_free (held, TRUE);
+  held = NULL;
+}
+
+/* Copying thread: one line (with its newline) on to standard error, but a
+ * framed message only once it is whole: Open MPI's messages about a worker
+ * that exited (the singleton daemon's "Child job 2 terminated normally,
+ * but 1 process returned a non-zero exit code", a TCP connection to the
+ * dead process that failed) repeat what the element reports itself — its
+ * liveness names every worker that exits, with its rank and pid — and go
+ * to the debug log instead. */
+static void
+pass_line (const gchar * line, gsize len)
+{
+  g_autofree gchar *text = g_strndup (line, len);
+
+  g_strchomp (text);
+  if (is_frame (text)) {
+    if (held == NULL) {
+      held = g_string_new_len (line, len);
+      return;
+    }
+    g_string_append_len (held, line, len);
+    if (pp_launcher_is_worker_exit_text (held->str)) {
+      PP_DEBUG ("Open MPI on a worker that exited (the element reports "
+          "it): %s", held->str);
+      g_string_free (held, TRUE);
+      held = NULL;
+    } else {
+      release_held ();
+    }
+    return;
+  }
+  if (held != NULL && held->len + len <= PP_LAUNCHER_HELD_MAX) {
+    g_string_append_len (held, line, len);
+    return;
+  }
+  release_held ();
+  write_all (saved_fd, line, len);
+}
+
 static gpointer
 copy_thread (gpointer unused)
 {
   GString *partial = g_string_new (NULL);
+  GString *out = g_string_new (NULL);
   gchar buf[4096];
 
   for (;;) {
@@ -152,12 +223,14 @@ copy_thread (gpointer unused)
       continue;
     if (n <= 0)
       break;
-    write_all (saved_fd, buf, n);
     g_mutex_lock (&lock);
     for (gssize i = 0; i < n; i++) {
+      g_string_append_c (out, buf[i]);
       if (buf[i] == '\n') {
         add_line (partial->str);
         g_string_truncate (partial, 0);
+        pass_line (out->str, out->len);
+        g_string_truncate (out, 0);
       } else if (partial->len < PP_LAUNCHER_LINE_MAX) {
         g_string_append_c (partial, buf[i]);
       }
@@ -167,8 +240,11 @@ copy_thread (gpointer unused)
   g_mutex_lock (&lock);
   if (partial->len > 0)
     add_line (partial->str);
+  release_held ();
+  write_all (saved_fd, out->str, out->len);
   g_mutex_unlock (&lock);
   g_string_free (partial, TRUE);
+  g_string_free (out, TRUE);
   return NULL;
 }
 

@@ -8,8 +8,11 @@
  * library) go to its standard error.  A GUI application loses that text;
  * the element's error must carry it.  So while MPI_Init_thread forks that
  * daemon, this process's standard error is a pipe: the daemon keeps it,
- * and a thread of this module copies every byte it writes to the real
- * standard error, keeping the last lines for pp_launcher_text_since.
+ * and a thread of this module copies what it writes to the real standard
+ * error, line by line, keeping the last lines for pp_launcher_text_since;
+ * Open MPI's framed messages about a worker that exited, which the
+ * element reports itself, go to the debug log instead
+ * (pp_launcher_is_worker_exit_text).
  *
  * The thread lives as long as the daemon (until MPI_Finalize or the end of
  * the process): one per process, not per start. */
@@ -47,5 +50,9 @@ gboolean  pp_launcher_is_error_text (const gchar * text);
 gboolean  pp_launcher_is_noise_line (const gchar * line);
 /* Whether a framed message's text says a daemon failed or was lost. */
 gboolean  pp_launcher_is_daemon_failure (const gchar * text);
+/* Whether a framed message's text is Open MPI's about a worker that
+ * exited: the copying thread sends those to the debug log, not to
+ * standard error (the element reports the worker itself). */
+gboolean  pp_launcher_is_worker_exit_text (const gchar * text);
 
 G_END_DECLS

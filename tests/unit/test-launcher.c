@@ -5,6 +5,8 @@
  * the ones its 4.1 daemon prints. */
 #include "pp-launcher.h"
 
+#include <glib/gstdio.h>
+
 #include <string.h>
 #include <unistd.h>
 
@@ -41,6 +43,17 @@ test_daemon_failure (void)
           "communication with a remote daemon."));
   g_assert_false (pp_launcher_is_daemon_failure ("Child job 2 terminated "
           "normally, but 1 process returned a non-zero exit code."));
+}
+
+static void
+test_worker_exit (void)
+{
+  g_assert_true (pp_launcher_is_worker_exit_text ("Child job 2 terminated "
+          "normally, but 1 process returned a non-zero exit code."));
+  g_assert_true (pp_launcher_is_worker_exit_text ("WARNING: Open MPI failed "
+          "to TCP connect to a peer MPI process.  This should not happen."));
+  g_assert_false (pp_launcher_is_worker_exit_text ("ORTE was unable to "
+          "reliably start one or more daemons."));
 }
 
 static void
@@ -95,8 +108,15 @@ test_capture (void)
   g_autofree gchar *lost = NULL;
   gint64 at_us = 0;
   guint64 error_mark;
+  g_autofree gchar *real_path = NULL, *real = NULL;
+  gint real_fd, saved;
 
   g_assert_null (before);
+  /* The real standard error, as the application sees it: a file. */
+  real_fd = g_file_open_tmp ("test-launcher-XXXXXX", &real_path, NULL);
+  g_assert_cmpint (real_fd, >=, 0);
+  saved = dup (STDERR_FILENO);
+  g_assert_cmpint (dup2 (real_fd, STDERR_FILENO), ==, STDERR_FILENO);
   pp_launcher_capture_begin ();
   write_stderr (FRAME "WARNING: a warning of no consequence.\n" FRAME);
   write_stderr ("[ppdiffuse rank 1 pid 9] INFO  progress line\n");
@@ -107,12 +127,29 @@ test_capture (void)
   g_free (wait_text (mark, "Name or service not known"));
   g_assert_false (pp_launcher_failed_since (mark, NULL));
   error_mark = pp_launcher_mark ();
+  /* What Open MPI's daemon says when a worker exits: the element reports
+   * it, and the application's standard error does not get it. */
+  write_stderr (FRAME "Child job 2 terminated normally, but 1 process "
+      "returned\na non-zero exit code. Per user-direction, the job has been "
+      "aborted.\n" FRAME);
   write_stderr (FRAME "ORTE was unable to reliably start one or more "
       "daemons. This usually is caused by:\n\n* not finding the required "
       "libraries\n" FRAME);
   pp_launcher_capture_end ();
 
   text = wait_text (mark, "not finding the required libraries");
+  /* Standard error got everything but the message on the worker. */
+  dup2 (saved, STDERR_FILENO);
+  close (saved);
+  close (real_fd);
+  g_assert_true (g_file_get_contents (real_path, &real, NULL, NULL));
+  g_unlink (real_path);
+  g_assert_nonnull (strstr (real, "WARNING: a warning of no consequence."));
+  g_assert_nonnull (strstr (real, "ssh: Could not resolve hostname gpu7"));
+  g_assert_nonnull (strstr (real, "not finding the required libraries"));
+  g_assert_nonnull (strstr (real, "progress line"));
+  g_assert_null (strstr (real, "Child job 2 terminated"));
+  g_assert_nonnull (strstr (text, "Child job 2 terminated"));
   g_assert_true (pp_launcher_failed_since (error_mark, NULL));
   g_assert_nonnull (strstr (text, "ssh: Could not resolve hostname gpu7"));
   g_assert_nonnull (strstr (text, "WARNING: a warning of no consequence."));
@@ -135,6 +172,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launcher/error-text", test_error_text);
   g_test_add_func ("/launcher/daemon-failure", test_daemon_failure);
   g_test_add_func ("/launcher/noise", test_noise);
+  g_test_add_func ("/launcher/worker-exit", test_worker_exit);
   g_test_add_func ("/launcher/capture", test_capture);
   return g_test_run ();
 }
