@@ -206,6 +206,14 @@ pass_line (const gchar * line, gsize len)
     return;
   }
   release_held ();
+  /* A process's single-copy read from a peer that no longer exists
+   * (ESRCH): Open MPI's shared-memory transport says so on one line. */
+  if (strstr (text, "] Read -1, expected ") != NULL
+      && g_str_has_suffix (text, "errno = 3")) {
+    PP_DEBUG ("Open MPI on a worker that exited (the element reports it): "
+        "%s", text);
+    return;
+  }
   write_all (saved_fd, line, len);
 }
 

@@ -132,6 +132,7 @@ test_capture (void)
   write_stderr (FRAME "Child job 2 terminated normally, but 1 process "
       "returned\na non-zero exit code. Per user-direction, the job has been "
       "aborted.\n" FRAME);
+  write_stderr ("[vm:11346] Read -1, expected 12288, errno = 3\n");
   write_stderr (FRAME "ORTE was unable to reliably start one or more "
       "daemons. This usually is caused by:\n\n* not finding the required "
       "libraries\n" FRAME);
@@ -149,6 +150,7 @@ test_capture (void)
   g_assert_nonnull (strstr (real, "not finding the required libraries"));
   g_assert_nonnull (strstr (real, "progress line"));
   g_assert_null (strstr (real, "Child job 2 terminated"));
+  g_assert_null (strstr (real, "Read -1, expected"));
   g_assert_nonnull (strstr (text, "Child job 2 terminated"));
   g_assert_true (pp_launcher_failed_since (error_mark, NULL));
   g_assert_nonnull (strstr (text, "ssh: Could not resolve hostname gpu7"));
