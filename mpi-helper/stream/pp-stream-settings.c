@@ -44,6 +44,23 @@ pp_stream_resolve (PpStream * stream, const PpSettings * live,
 }
 
 gboolean
+pp_stream_check_prompt_model (const PpSettings * live, GError ** error)
+{
+  /* Embeddings a built-in model would ignore: said, not dropped.  (A text
+   * prompt on one is refused where it would be encoded.) */
+  if (live->model != NULL && g_str_has_prefix (live->model, "builtin:")
+      && live->prompt_embeds != NULL && *live->prompt_embeds != '\0'
+      && !pp_settings_has_prompt (live)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "prompt-embeds '%s': "
+        "built-in models take no prompt (%s has none); prompt and "
+        "prompt-embeds are for a diffusers pipeline directory",
+        live->prompt_embeds, live->model);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
 pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
     PpBackend * backend, PpTensor ** states, gchar ** ref, GError ** error)
 {
@@ -53,6 +70,8 @@ pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
 
   *states = NULL;
   *ref = NULL;
+  if (!pp_stream_check_prompt_model (live, error))
+    return FALSE;
   if (!pp_settings_has_prompt (live))
     return TRUE;
   query = strchr (live->model, '?');

@@ -236,6 +236,8 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   stream->timeout_ms = sc->timeout_ms;
   stream->warm_up = sc->warm_up;
 
+  if (!pp_stream_check_prompt_model (settings, error))
+    return FALSE;
   /* A text prompt is encoded before anything starts: the settings name
    * its states, the first chunk brings them to the workers. */
   if (pp_settings_has_prompt (settings)) {

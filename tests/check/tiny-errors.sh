@@ -77,6 +77,10 @@ expect_error "$work/empty" "has no model_index.json and no unet/"
 expect_error builtin:anisotropic "built-in models take no prompt" \
     "prompt=a cat"
 expect_no_spawn "prompt on a built-in model"
+expect_error builtin:stamp \
+    "prompt-embeds '$work/model/prompt_embeds.npy': built-in models take no prompt" \
+    "$embeds"
+expect_no_spawn "prompt-embeds on a built-in model"
 expect_error "$work/model" "steps" "$embeds" "t-index-list=1,2,3"
 
 # A stock pipeline's vae/ holds the full AutoencoderKL.
