@@ -41,6 +41,9 @@ static gboolean capturing;
 /* The copying thread's framed message being read, held back from
  * standard error until it ends, or NULL. */
 static GString *held;
+/* The last framed message that went to standard error: Open MPI prints
+ * some twice (an unreachable host's), and once is enough. */
+static gchar *last_released;
 /* Open MPI's first message about a daemon it lost or could not start. */
 static gchar *daemon_failure;
 
@@ -161,13 +164,20 @@ write_all (gint fd, const gchar * data, gssize len)
   }
 }
 
-/* The held message goes out to standard error as it is. */
+/* The held message goes out to standard error as it is, unless it is the
+ * one that went out last. */
 static void
 release_held (void)
 {
   if (held == NULL)
     return;
-  write_all (saved_fd, held->str, held->len);
+  if (g_strcmp0 (last_released, held->str) == 0) {
+    PP_DEBUG ("Open MPI, again: %s", held->str);
+  } else {
+    write_all (saved_fd, held->str, held->len);
+    g_free (last_released);
+    last_released = g_strdup (held->str);
+  }
   g_string_free (held, TRUE);
   held = NULL;
 }
