@@ -16,8 +16,10 @@ run() {
   timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q "$@"
 }
 
-for case in YUY2:320:240:true UYVY:64:48:false NV12:320:240:true \
-    I420:62:46:false; do
+cases="YUY2:320:240:true UYVY:64:48:false NV12:320:240:true I420:62:46:false"
+# Under a sanitizer: a packed and a semi-planar format, small.
+[ -n "${PP_TEST_SANITIZED:-}" ] && cases="YUY2:64:48:true NV12:62:46:false"
+for case in $cases; do
   IFS=: read -r format width height live <<EOF2
 $case
 EOF2
