@@ -234,7 +234,9 @@ unset PP_TEST_HAVE_GPU PPDIFFUSE_BACKEND PPDIFFUSE_DATA_PLANE PPDIFFUSE_FAULT \
 # Float32 stays float32 (no TensorFloat-32) in every f32 check.
 export PPDIFFUSE_CUDA_TF32=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# (No OMPI_MCA_mpi_yield_when_idle: with it Open MPI can spin for good
+# after a worker's death, docs/architecture.md.)
+export OMPI_MCA_rmaps_base_oversubscribe=1
 command -v ssh >/dev/null 2>&1 \
   || export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-/bin/false}"
 export GST_DEBUG_NO_COLOR=1
