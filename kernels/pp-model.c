@@ -32,8 +32,16 @@ parse_params (const gchar * query, GError ** error)
       g_hash_table_unref (params);
       return NULL;
     }
-    g_hash_table_replace (params, g_strndup (pairs[i], eq - pairs[i]),
-        g_strdup (eq + 1));
+    /* Values are URI-escaped (a path may hold '&' or '='). */
+    gchar *value = g_uri_unescape_string (eq + 1, NULL);
+
+    if (value == NULL) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+          "model parameter '%s' has a broken %%-escape", pairs[i]);
+      g_hash_table_unref (params);
+      return NULL;
+    }
+    g_hash_table_replace (params, g_strndup (pairs[i], eq - pairs[i]), value);
   }
   return params;
 }
@@ -167,7 +175,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
 
 /* Parameters only a new model can change. */
 static const gchar *const start_only_params[] = {
-  "dtype", "cuda-graphs", "scheduler",
+  "dtype", "cuda-graphs", "scheduler", "vae",
 };
 
 static gboolean
@@ -266,6 +274,11 @@ pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
     g_string_append_printf (uri, "&dtype=%s", load->dtype);
   if (load->cuda_graphs)
     g_string_append (uri, "&cuda-graphs=1");
+  if (load->vae != NULL && *load->vae) {
+    g_autofree gchar *vae = g_uri_escape_string (load->vae, "/", FALSE);
+
+    g_string_append_printf (uri, "&vae=%s", vae);
+  }
   /* The first parameter opens the query. */
   if (uri->len > strlen (model) && strchr (model, '?') == NULL)
     uri->str[strlen (model)] = '?';

@@ -111,6 +111,8 @@ typedef struct
   const gchar *dtype;           /* weights' storage: f32, f16, bf16; NULL
                                  * or "": the backend's default */
   gboolean cuda_graphs;         /* capture each worker's slice of steps */
+  const gchar *vae;             /* a TAESD folder in the place of the
+                                 * directory's vae/; NULL or "": its own */
 } PpModelLoad;
 
 /* @model with @load appended as URI parameters when it is a pipeline

@@ -11,7 +11,7 @@
  *   ppdiffuse-tool img2img --model PIPELINE_DIR --in IN.png --out OUT.png
  *                  --prompt-embeds E [--strength S] [--seed N] [--steps S]
  *                  [--t-index-list A,B] [--scheduler euler|lcm]
- *                  [--frames N]
+ *                  [--frames N] [--vae TAESD_DIR]
  *
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
@@ -281,7 +281,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
 {
   g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
       *index_list = NULL, *scheduler = NULL, *uri = NULL, *backend = NULL,
-      *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL;
+      *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL, *vae = NULL;
   gdouble strength = PP_SETTINGS_DEFAULT_STRENGTH;
   PpSettings settings = { 0 };
   gint64 seed = 0;
@@ -303,6 +303,9 @@ cmd_img2img (int argc, char **argv, GError ** error)
         "LCM timestep indices, t = 999 - 20 idx", "A,B"},
     {"scheduler", 0, 0, G_OPTION_ARG_STRING, &scheduler,
         "euler or lcm (default: the pipeline's scheduler_config.json)", "K"},
+    {"vae", 0, 0, G_OPTION_ARG_FILENAME, &vae,
+        "a TAESD folder to use in the place of the pipeline's vae/, as the "
+        "element's vae setting", "DIR"},
     {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
         "run the image this many times, each from the input (for "
         "measurements; --out gets the last), default 1", "N"},
@@ -356,7 +359,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
     g_ptr_array_add (inputs, states);
   }
   {
-    const PpModelLoad load = { scheduler, dtype_name, cuda_graphs != 0 };
+    const PpModelLoad load = { scheduler, dtype_name, cuda_graphs != 0, vae };
 
     uri = pp_model_uri_for_load (model, &load);
   }

@@ -46,6 +46,7 @@ enum
   PROP_BACKEND,
   PROP_DTYPE,
   PROP_CUDA_GRAPHS,
+  PROP_VAE,
   PROP_TIMEOUT_MS,
   PROP_WORKER,
   PROP_HOSTS,
@@ -158,6 +159,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_HOSTFILE:
       replace_string (&self->hostfile, value);
       break;
+    case PROP_VAE:
+      replace_string (&self->vae, value);
+      break;
     case PROP_DUMP_DIR:
       replace_string (&self->dump_dir, value);
       break;
@@ -260,6 +264,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_HOSTFILE:
       g_value_set_string (value, self->hostfile);
+      break;
+    case PROP_VAE:
+      g_value_set_string (value, self->vae);
       break;
     case PROP_DUMP_DIR:
       g_value_set_string (value, self->dump_dir);
@@ -410,6 +417,20 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
           "Capture each worker's steps as a CUDA graph after warm-up and "
           "launch it per chunk (default off)", DEFAULT_CUDA_GRAPHS,
           PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:vae:
+   *
+   * A TAESD folder (AutoencoderTiny: config.json and
+   * diffusion_pytorch_model.safetensors, such as madebyollin/taesd) that
+   * rank 0 encodes and decodes frames with, in the place of the pipeline
+   * directory's vae/ — a released pipeline, whose vae/ holds the full
+   * AutoencoderKL, runs with it as downloaded.  A start setting: a change
+   * applies at the next start.
+   */
+  g_object_class_install_property (gobject_class, PROP_VAE,
+      g_param_spec_string ("vae", "VAE",
+          "A TAESD folder to use in the place of the pipeline's vae/ "
+          "(default: the pipeline's own)", NULL, PARAM_FLAGS));
   /**
    * GstPpDiffuse:timeout-ms:
    *

@@ -61,6 +61,7 @@ struct _GstPpDiffuse
   GstPpDiffuseBackend backend;
   GstPpDiffuseDtype dtype;
   gboolean cuda_graphs;
+  gchar *vae;                   /* a TAESD folder; NULL: the model's vae/ */
   guint timeout_ms;
   gchar *worker;
   gchar *hosts;

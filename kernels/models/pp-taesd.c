@@ -271,9 +271,10 @@ check_vae_class (const gchar * component_dir, GError ** error)
     return TRUE;
   g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
       "%s holds %s %s (its config.json's _class_name); ppdiffuse runs "
-      "TAESD (AutoencoderTiny) as its VAE: put a TAESD, such as "
-      "madebyollin/taesd (config.json and "
-      "diffusion_pytorch_model.safetensors), in %s", component_dir,
+      "TAESD (AutoencoderTiny) as its VAE: point the element's vae setting "
+      "(ppdiffuse-tool --vae) at a TAESD folder, such as madebyollin/taesd "
+      "(config.json and diffusion_pytorch_model.safetensors), or put one "
+      "in %s", component_dir,
       strchr ("AEIOU", klass[0]) != NULL && klass[0] != '\0' ? "an" : "a",
       klass, component_dir);
   return FALSE;

@@ -2,9 +2,10 @@
  * TAESD VAE on rank 0 and UNet steps on the workers.
  *
  * URI: DIR, with what to load as parameters (pp_model_uri_for_load):
- * scheduler=euler|lcm, dtype, cuda-graphs.
+ * scheduler=euler|lcm, dtype, cuda-graphs, vae=VAE_DIR (escaped).
  *
- *   DIR/vae/        AutoencoderTiny (config.json + safetensors)
+ *   DIR/vae/        AutoencoderTiny (config.json + safetensors); or VAE_DIR,
+ *                   a TAESD folder elsewhere (vae=)
  *   DIR/unet/       UNet2DConditionModel
  *   DIR/scheduler/scheduler_config.json  "_class_name": EulerDiscreteScheduler
  *                   (SD-Turbo) or LCMScheduler; scheduler=euler|lcm overrides
@@ -502,7 +503,7 @@ static gboolean
 diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
   Diffusion *d = g_new0 (Diffusion, 1);
-  g_autofree gchar *scheduler = NULL, *dtype_text = NULL;
+  g_autofree gchar *scheduler = NULL, *dtype_text = NULL, *vae = NULL;
   Settings settings = { 0 };
   PpScheduleKind kind;
   gboolean ok;
@@ -513,6 +514,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     return FALSE;
   pp_model_param_string (params, "scheduler", &scheduler);
   pp_model_param_string (params, "dtype", &dtype_text);
+  pp_model_param_string (params, "vae", &vae);
   d->dtype = d->be->default_weight_dtype;
   if (dtype_text != NULL && !pp_dtype_parse_weights (dtype_text, &d->dtype,
           error))
@@ -522,7 +524,16 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   d->kind = kind;
 
   if (model->roles & PP_MODEL_ROLE_IMAGE) {
-    g_autofree gchar *vae_dir = g_build_filename (model->path, "vae", NULL);
+    g_autofree gchar *vae_dir = vae != NULL ? g_strdup (vae)
+        : g_build_filename (model->path, "vae", NULL);
+    if (vae != NULL && !g_file_test (vae, G_FILE_TEST_IS_DIR)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "vae '%s' %s: it names "
+          "a TAESD folder (AutoencoderTiny: config.json and "
+          "diffusion_pytorch_model.safetensors), such as madebyollin/taesd",
+          vae, g_file_test (vae, G_FILE_TEST_EXISTS) ? "is no directory"
+          : "does not exist");
+      return FALSE;
+    }
     if (!read_frame_align (model->path, &d->frame_align, error))
       return FALSE;
     d->vae = pp_taesd_load (vae_dir, d->be, d->dtype, error);

@@ -45,6 +45,7 @@ struct _PpStream
   gboolean kept;                /* the last halt kept the mesh */
   guint timeout_ms;
   gint warm_up;                 /* PpStreamConfig.warm_up */
+  gchar *vae;                   /* the model's vae= (a start setting) */
   gchar *dtype;                 /* what the model loads with, for */
   gboolean cuda_graphs;         /* settings checked while it runs */
   PpStreamStats last_stats;     /* of the last mesh that stopped */

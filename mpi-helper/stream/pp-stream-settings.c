@@ -32,7 +32,9 @@ void
 pp_stream_resolve (PpStream * stream, const PpSettings * live,
     const gchar * prompt_ref, PpSettings * out)
 {
-  const PpModelLoad load = { NULL, stream->dtype, stream->cuda_graphs };
+  const PpModelLoad load = { NULL, stream->dtype, stream->cuda_graphs,
+    stream->vae
+  };
 
   pp_settings_copy (out, live);
   g_free (out->model);

@@ -72,6 +72,8 @@ typedef struct
   const gchar *backend;         /* NULL: $PPDIFFUSE_BACKEND, else auto */
   const gchar *dtype;           /* weights' storage; NULL: the backend's */
   gboolean cuda_graphs;
+  const gchar *vae;             /* a TAESD folder for rank 0; NULL: the
+                                 * pipeline's vae/ */
   const gchar *worker_path;     /* NULL: $PPDIFFUSE_WORKER, then installed */
   const gchar *hosts;
   const gchar *hostfile;
