@@ -86,28 +86,125 @@ require (const gchar * value, const gchar * option, GError ** error)
 
 /* ---- info -------------------------------------------------------------- */
 
+/* What ppdiffuse does with a component of class @klass in a pipeline's
+ * directory @role (unet, vae, text_encoder; NULL: a lone component): the
+ * line "runs:" of info, with the fix when it does not run it. */
+static gchar *
+info_runs (const gchar * role, const gchar * klass)
+{
+  static const struct
+  {
+    const gchar *role, *klass, *does;
+  } runs[] = {
+    { "unet", "UNet2DConditionModel", "the workers' denoising steps" },
+    { "vae", "AutoencoderTiny", "rank 0's encode and decode (TAESD)" },
+    { "text_encoder", "CLIPTextModel", "rank 0's text prompts (prompt=)" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (runs); i++)
+    if (g_str_equal (klass, runs[i].klass)
+        && (role == NULL || g_str_equal (role, runs[i].role)))
+      return g_strdup_printf ("yes: %s", runs[i].does);
+  if (g_strcmp0 (role, "vae") == 0 || g_str_equal (klass, "AutoencoderKL"))
+    return g_strdup_printf ("no: ppdiffuse runs TAESD (AutoencoderTiny) as "
+        "its VAE, not %s; give the element vae=DIR (ppdiffuse-tool "
+        "--vae DIR) with a TAESD folder, such as madebyollin/taesd", klass);
+  return g_strdup_printf ("no: ppdiffuse runs UNet2DConditionModel (unet/), "
+      "AutoencoderTiny (vae/ or vae=) and CLIPTextModel (text_encoder/), "
+      "not %s", klass);
+}
+
+/* "F16 (610), F32 (2)": the tensors' stored dtypes, most common first. */
+static gchar *
+info_dtypes (const gchar * weights_path, GError ** error)
+{
+  PpSafetensors *st = pp_safetensors_open (weights_path, error);
+  g_autoptr (GString) text = g_string_new (NULL);
+  guint counts[8] = { 0 };
+  guint listed = 0;
+
+  if (st == NULL)
+    return NULL;
+  for (guint i = 0; i < pp_safetensors_n_entries (st); i++) {
+    const PpStEntry *e = pp_safetensors_entry (st, i);
+
+    if ((guint) e->dtype < G_N_ELEMENTS (counts))
+      counts[e->dtype]++;
+  }
+  pp_safetensors_free (st);
+  while (listed < G_N_ELEMENTS (counts)) {
+    guint best = 0;
+
+    for (guint d = 1; d < G_N_ELEMENTS (counts); d++)
+      if (counts[d] > counts[best])
+        best = d;
+    if (counts[best] == 0)
+      break;
+    g_string_append_printf (text, "%s%s (%u)", text->len ? ", " : "",
+        pp_st_dtype_name (best), counts[best]);
+    counts[best] = 0;
+    listed++;
+  }
+  return g_string_free (g_steal_pointer (&text), FALSE);
+}
+
 static gboolean
-info_component (const gchar * dir, GError ** error)
+info_component (const gchar * dir, const gchar * role, GError ** error)
 {
   g_autofree gchar *config_path = g_build_filename (dir, "config.json", NULL);
   g_autofree gchar *weights_path = NULL;
-  g_autofree gchar *class_name = NULL;
+  g_autofree gchar *class_name = NULL, *dtypes = NULL, *runs = NULL;
   PpConfig *cfg = pp_config_load (config_path, error);
   PpWeights *w;
 
   if (cfg == NULL)
     return FALSE;
-  pp_config_get_string (cfg, "_class_name", "(unnamed)", &class_name, NULL);
+  /* diffusers names the class; transformers lists its architectures. */
+  if (!pp_config_has (cfg, "_class_name")) {
+    g_auto (GStrv) archs = NULL;
+
+    if (pp_config_get_string_list (cfg, "architectures", &archs, NULL)
+        && archs != NULL && archs[0] != NULL)
+      class_name = g_strdup (archs[0]);
+  }
+  if (class_name == NULL)
+    pp_config_get_string (cfg, "_class_name", "(unnamed)", &class_name,
+        NULL);
   pp_config_free (cfg);
-  weights_path = pp_model_dir_weights_path (dir, error);
-  if (weights_path == NULL)
-    return FALSE;
+  /* A text encoder keeps transformers' file names. */
+  for (guint i = 0; weights_path == NULL && i < 2; i++) {
+    g_autofree gchar *p = g_build_filename (dir, i == 0 ? "model.safetensors"
+        : "model.fp16.safetensors", NULL);
+
+    if (g_file_test (p, G_FILE_TEST_IS_REGULAR))
+      weights_path = g_steal_pointer (&p);
+  }
+  if (weights_path == NULL) {
+    g_autoptr (GError) missing = NULL;
+
+    weights_path = pp_model_dir_weights_path (dir, &missing);
+    if (weights_path == NULL) {
+      /* Said, and the other components still described. */
+      runs = info_runs (role, class_name);
+      printf ("%s\n  class:      %s\n  runs:       %s\n  config:     %s\n"
+          "  weights:    none (%s)\n", dir, class_name, runs, config_path,
+          missing->message);
+      return TRUE;
+    }
+  }
   w = pp_weights_open (weights_path, error);
   if (w == NULL)
     return FALSE;
-  printf ("%s\n  class:      %s\n  config:     %s\n  weights:    %s\n"
-      "  tensors:    %u\n  parameters: %" G_GUINT64_FORMAT "\n"
-      "  sha256:     %s\n", dir, class_name, config_path, weights_path,
+  dtypes = info_dtypes (weights_path, error);
+  if (dtypes == NULL) {
+    pp_weights_free (w);
+    return FALSE;
+  }
+  runs = info_runs (role, class_name);
+  printf ("%s\n  class:      %s\n  runs:       %s\n  config:     %s\n"
+      "  weights:    %s\n  dtypes:     %s\n  tensors:    %u\n"
+      "  parameters: %" G_GUINT64_FORMAT "\n  sha256:     %s\n", dir,
+      class_name, runs, config_path, weights_path, dtypes,
       pp_weights_n_tensors (w), pp_weights_n_params (w),
       pp_weights_digest (w));
   pp_weights_free (w);
@@ -117,7 +214,7 @@ info_component (const gchar * dir, GError ** error)
 static gboolean
 cmd_info (int argc, char **argv, GError ** error)
 {
-  static const gchar *const components[] = { "unet", "vae" };
+  static const gchar *const components[] = { "unet", "vae", "text_encoder" };
   GOptionEntry entries[] = { {NULL} };
   g_autofree gchar *config = NULL;
   gboolean any = FALSE;
@@ -130,13 +227,13 @@ cmd_info (int argc, char **argv, GError ** error)
   }
   config = g_build_filename (argv[1], "config.json", NULL);
   if (g_file_test (config, G_FILE_TEST_EXISTS))
-    return info_component (argv[1], error);
+    return info_component (argv[1], NULL, error);
   /* A pipeline directory: describe each component. */
   for (guint i = 0; i < G_N_ELEMENTS (components); i++) {
     g_autofree gchar *sub = g_build_filename (argv[1], components[i], NULL);
     if (!g_file_test (sub, G_FILE_TEST_IS_DIR))
       continue;
-    if (!info_component (sub, error))
+    if (!info_component (sub, components[i], error))
       return FALSE;
     any = TRUE;
   }

@@ -2,7 +2,8 @@
 # A pipeline as released, its vae/ the full AutoencoderKL, runs with a TAESD
 # kept elsewhere, named by the element's vae setting (ppdiffuse-tool
 # --vae): its frames equal those of the same pipeline with that TAESD in
-# its vae/, through a 2-worker mesh and through ppdiffuse-tool img2img.
+# its vae/, through a 2-worker mesh and through ppdiffuse-tool img2img;
+# ppdiffuse-tool info says which components run and the fix for the VAE.
 # Without the setting the start fails naming the class and the setting; a
 # vae that is not there is named.  Usage: vae-setting.sh PPDIFFUSE_TOOL
 set -eu
@@ -22,6 +23,15 @@ mkdir "$work/released/vae"
 printf '{"_class_name": "AutoencoderKL", "latent_channels": 4}\n' \
   > "$work/released/vae/config.json"
 embeds="$work/model/prompt_embeds.npy"
+
+# info says what runs and what does not, with the fix.
+"$TOOL" info "$work/released" > "$work/info.txt"
+grep -q "runs: *yes: the workers' denoising steps" "$work/info.txt"
+grep -q "runs: *yes: rank 0's text prompts" "$work/info.txt"
+grep -q "runs: *no: ppdiffuse runs TAESD (AutoencoderTiny) as its VAE, not AutoencoderKL; give the element vae=DIR" "$work/info.txt"
+grep -q "dtypes: *F32 (" "$work/info.txt"
+"$TOOL" info "$work/taesd&x=1" | grep -q "runs: *yes: rank 0's encode and decode"
+echo "info: what runs, what does not and the fix"
 
 run() {
   out=$1
