@@ -773,7 +773,35 @@ pp_weights_digest_cache_path (const gchar * weights_path)
       name, NULL);
 }
 
-/* The cached digest of @path when its key still matches, else NULL. */
+/* Digests made in this process, by cache key: a digest made ahead (on
+ * another thread, while the model loads) serves without the disk cache. */
+static GMutex memo_lock;
+static GHashTable *memo;
+
+static gchar *
+memo_lookup (const gchar * key)
+{
+  gchar *digest = NULL;
+
+  g_mutex_lock (&memo_lock);
+  if (memo != NULL && key != NULL)
+    digest = g_strdup (g_hash_table_lookup (memo, key));
+  g_mutex_unlock (&memo_lock);
+  return digest;
+}
+
+static void
+memo_store (const gchar * key, const gchar * digest)
+{
+  g_mutex_lock (&memo_lock);
+  if (memo == NULL)
+    memo = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  g_hash_table_replace (memo, g_strdup (key), g_strdup (digest));
+  g_mutex_unlock (&memo_lock);
+}
+
+/* The cached digest of @path when its key still matches (the user's
+ * cache, else this process's), else NULL. */
 static gchar *
 digest_cache_read (const gchar * path, const gchar * key)
 {
@@ -782,11 +810,11 @@ digest_cache_read (const gchar * path, const gchar * key)
   g_auto (GStrv) lines = NULL;
 
   if (key == NULL || !g_file_get_contents (cache, &text, NULL, NULL))
-    return NULL;
+    return memo_lookup (key);
   lines = g_strsplit (text, "\n", 3);
   if (g_strv_length (lines) < 2 || !g_str_equal (lines[0], key)
       || strlen (lines[1]) != 2 * PP_WEIGHTS_DIGEST_BYTES)
-    return NULL;
+    return memo_lookup (key);
   return g_strdup (lines[1]);
 }
 
@@ -807,6 +835,43 @@ digest_cache_write (const gchar * path, const gchar * key,
   g_file_set_contents (cache, text, -1, NULL);
 }
 
+/* The digest of the weights file @path, whose bytes @st holds: from the
+ * caches (this process's, the user's), else computed and cached. */
+static gchar *
+file_digest (const gchar * path, PpSafetensors * st)
+{
+  g_autofree gchar *key = digest_cache_key (path);
+  g_autofree gchar *after = NULL;
+  gchar *digest = digest_cache_read (path, key);
+  const guint8 *data;
+  gsize size;
+
+  if (digest != NULL)
+    return digest;
+  data = g_bytes_get_data (pp_safetensors_bytes (st), &size);
+  digest = pp_weights_tree_digest (data, size, g_get_num_processors ());
+  /* The key again: a file that changed while it was read is not cached. */
+  after = digest_cache_key (path);
+  if (key != NULL && g_strcmp0 (key, after) == 0) {
+    memo_store (key, digest);
+    digest_cache_write (path, key, digest);
+  }
+  return digest;
+}
+
+gchar *
+pp_weights_file_digest (const gchar * path, GError ** error)
+{
+  PpSafetensors *st = pp_safetensors_open (path, error);
+  gchar *digest;
+
+  if (st == NULL)
+    return NULL;
+  digest = file_digest (path, st);
+  pp_safetensors_free (st);
+  return digest;
+}
+
 const gchar *
 pp_weights_digest (PpWeights * w)
 {
@@ -815,23 +880,7 @@ pp_weights_digest (PpWeights * w)
   if (w->digest != NULL)
     return w->digest;
   if (w->st != NULL) {
-    g_autofree gchar *key = digest_cache_key (w->source);
-    gsize size;
-    const guint8 *data;
-
-    w->digest = digest_cache_read (w->source, key);
-    if (w->digest != NULL)
-      return w->digest;
-    data = g_bytes_get_data (pp_safetensors_bytes (w->st), &size);
-    w->digest = pp_weights_tree_digest (data, size, g_get_num_processors ());
-    /* The key again: a file that changed while it was read is not
-     * cached. */
-    {
-      g_autofree gchar *after = digest_cache_key (w->source);
-
-      if (g_strcmp0 (key, after) == 0)
-        digest_cache_write (w->source, key, w->digest);
-    }
+    w->digest = file_digest (w->source, w->st);
     return w->digest;
   }
   sum = g_checksum_new (G_CHECKSUM_SHA256);

@@ -127,6 +127,12 @@ guint          pp_weights_n_tensors   (PpWeights * w);
  * mtime) makes it compute the digest again.  A cache that cannot be
  * written is no error: the digest is then computed at every start. */
 const gchar   *pp_weights_digest      (PpWeights * w);
+/* The same digest of the weights file @path without loading it (its
+ * header is checked, its bytes mapped), from the caches or computed; a
+ * digest computed here serves the process's later pp_weights_digest of
+ * that file even when the user's cache cannot be written.  A worker makes
+ * it on another thread while its model loads. */
+gchar         *pp_weights_file_digest (const gchar * path, GError ** error);
 /* What the cache key's first field says: the digest's definition. */
 #define PP_WEIGHTS_DIGEST_FORMAT "tree-sha256-16M"
 /* $XDG_CACHE_HOME/ppdiffuse/digests/<SHA-256 of the file's canonical

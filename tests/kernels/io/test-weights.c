@@ -528,6 +528,40 @@ test_digest_cache (void)
   }
 }
 
+/* A file's digest made without loading it (a worker's, beside its model's
+ * load) is the file's digest, and serves the later open without reading
+ * the file again, the user's cache gone or not. */
+static void
+test_file_digest (void)
+{
+  g_autofree gchar *path = g_build_filename (tmp_dir, "ahead.safetensors",
+      NULL);
+  g_autofree gchar *cache = pp_weights_digest_cache_path (path);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpWeights) w = random_model (13);
+  g_autoptr (PpWeights) back = NULL;
+  g_autofree gchar *contents = NULL, *want = NULL, *ahead = NULL;
+  guint64 before;
+  gsize len;
+
+  g_assert_true (pp_weights_save (w, path, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (path, &contents, &len, &error));
+  want = reference_tree_digest ((const guint8 *) contents, len);
+  ahead = pp_weights_file_digest (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (ahead, ==, want);
+  g_assert_cmpint (g_unlink (cache), ==, 0);
+  before = pp_weights_load_progress ();
+  back = pp_weights_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (pp_weights_digest (back), ==, want);
+  g_assert_cmpuint (pp_weights_load_progress (), ==, before);
+  /* Not a weights file: the error names it. */
+  g_assert_null (pp_weights_file_digest (tmp_dir, &error));
+  g_assert_nonnull (error);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -549,6 +583,7 @@ main (int argc, char **argv)
   g_test_add_func ("/io/weights/random-save", test_random_save);
   g_test_add_func ("/io/weights/tree-digest", test_tree_digest);
   g_test_add_func ("/io/weights/digest-cache", test_digest_cache);
+  g_test_add_func ("/io/weights/file-digest", test_file_digest);
   g_test_add_func ("/io/weights/model-dir", test_model_dir);
   g_test_add_func ("/io/weights/open-error", test_open_error);
   g_test_add_func ("/io/weights/fixture", test_fixture);
