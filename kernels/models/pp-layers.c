@@ -1,6 +1,7 @@
 /* ppdiffuse — layers, activations, taps and config checks shared by the
  * models. */
 #include "pp-layers.h"
+#include "pp-config.h"
 #include "pp-error.h"
 #include "pp-ops.h"
 
@@ -356,6 +357,25 @@ pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
     return FALSE;
   }
   return TRUE;
+}
+
+gchar *
+pp_component_class (const gchar * component_dir)
+{
+  g_autofree gchar *path = g_build_filename (component_dir,
+      PP_COMPONENT_CONFIG, NULL);
+  gchar *klass = NULL;
+  PpConfig *cfg;
+
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    return NULL;
+  cfg = pp_config_load (path, NULL);
+  if (cfg == NULL)
+    return NULL;
+  if (!pp_config_get_string (cfg, "_class_name", NULL, &klass, NULL))
+    klass = NULL;
+  pp_config_free (cfg);
+  return klass;
 }
 
 gpointer

@@ -128,6 +128,11 @@ gboolean pp_config_refuse_keys (PpConfig * cfg, const gchar * const * keys,
 typedef gpointer (*PpComponentNewFunc) (const gchar * config_path,
     PpWeights * weights, PpBackend * be, GError ** error);
 
+/* The class @component_dir's config.json names (diffusers'
+ * "_class_name"), or NULL when it names none or cannot be read (the
+ * loader then says what is missing). */
+gchar   *pp_component_class (const gchar * component_dir);
+
 /* Builds a component from @component_dir with @make, its weights stored as
  * @dtype on @be (0: the backend's default), and checks that it used every
  * tensor of the weights file.  On success *@weights holds the weights,

@@ -254,19 +254,8 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 static gboolean
 check_vae_class (const gchar * component_dir, GError ** error)
 {
-  g_autofree gchar *path = g_build_filename (component_dir,
-      PP_COMPONENT_CONFIG, NULL);
-  g_autofree gchar *klass = NULL;
-  PpConfig *cfg;
+  g_autofree gchar *klass = pp_component_class (component_dir);
 
-  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    return TRUE;                /* the loader names what is missing */
-  cfg = pp_config_load (path, NULL);
-  if (cfg == NULL)
-    return TRUE;
-  if (!pp_config_get_string (cfg, "_class_name", NULL, &klass, NULL))
-    klass = NULL;
-  pp_config_free (cfg);
   if (klass == NULL || g_str_equal (klass, "AutoencoderTiny"))
     return TRUE;
   g_set_error (error, PP_ERROR, PP_ERROR_MODEL,

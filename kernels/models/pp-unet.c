@@ -628,15 +628,33 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   return g_steal_pointer (&m);
 }
 
+gboolean
+pp_unet_check_class (const gchar * component_dir, GError ** error)
+{
+  g_autofree gchar *klass = pp_component_class (component_dir);
+
+  /* Another class's keys would fail one by one: name the class. */
+  if (klass == NULL || g_str_equal (klass, "UNet2DConditionModel"))
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "%s holds a %s (its "
+      "config.json's _class_name); ppdiffuse runs UNet2DConditionModel, a "
+      "text-conditioned Stable Diffusion UNet (SD1.5, SD2.x, SD-Turbo), in "
+      "unet/", component_dir, klass);
+  return FALSE;
+}
+
 PpUnet *
 pp_unet_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
     GError ** error)
 {
   PpWeights *weights = NULL;
-  PpUnet *m = pp_component_load (component_dir, be, dtype,
+  PpUnet *m;
+
+  if (!pp_unet_check_class (component_dir, error))
+    return NULL;
+  m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_unet_new, (GDestroyNotify) pp_unet_free,
       &weights, error);
-
   if (m != NULL)
     m->owned_weights = weights;
   return m;

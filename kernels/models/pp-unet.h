@@ -10,6 +10,11 @@ G_BEGIN_DECLS
 
 typedef struct _PpUnet PpUnet;
 
+/* FALSE with @error when @component_dir's config.json names a class other
+ * than UNet2DConditionModel (none named: TRUE, the loader checks the rest).
+ * Rank 0 checks it before any worker is spawned. */
+gboolean pp_unet_check_class (const gchar * component_dir, GError ** error);
+
 /* Reads @config_path (config.json), refuses what it does not implement, and
  * binds every weight by its diffusers key from @weights, which must outlive
  * the model, uploading it to @be. A missing key or a wrong shape is an

@@ -534,7 +534,12 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
           : "does not exist");
       return FALSE;
     }
-    if (!read_frame_align (model->path, &d->frame_align, error))
+    g_autofree gchar *unet_dir = g_build_filename (model->path, "unet",
+        NULL);
+
+    /* Checked here too, so that rank 0 refuses it before any spawn. */
+    if (!pp_unet_check_class (unet_dir, error)
+        || !read_frame_align (model->path, &d->frame_align, error))
       return FALSE;
     d->vae = pp_taesd_load (vae_dir, d->be, d->dtype, error);
     if (d->vae == NULL)

@@ -83,6 +83,12 @@ expect_error builtin:stamp \
 expect_no_spawn "prompt-embeds on a built-in model"
 expect_error "$work/model" "steps" "$embeds" "t-index-list=1,2,3"
 
+# A unet/ of another class is named, before its keys fail one by one.
+cp -r "$work/model" "$work/uncond"
+sed -i 's/"UNet2DConditionModel"/"UNet2DModel"/' "$work/uncond/unet/config.json"
+expect_error "$work/uncond" "holds a UNet2DModel (its config.json's _class_name); ppdiffuse runs UNet2DConditionModel" "$embeds"
+expect_no_spawn "a unet/ of another class"
+
 # A stock pipeline's vae/ holds the full AutoencoderKL.
 cp -r "$work/model" "$work/kl"
 printf '{"_class_name": "AutoencoderKL", "latent_channels": 4}\n' \
