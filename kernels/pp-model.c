@@ -261,12 +261,18 @@ pp_model_update (PpModel * model, const PpSettings * settings,
   return update_params (model, settings, inputs, TRUE, error);
 }
 
+gboolean
+pp_model_uri_is_builtin (const gchar * uri)
+{
+  return uri != NULL && g_str_has_prefix (uri, PP_BUILTIN_SCHEME);
+}
+
 gchar *
 pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
 {
   GString *uri = g_string_new (model);
 
-  if (model == NULL || g_str_has_prefix (model, PP_BUILTIN_SCHEME))
+  if (model == NULL || pp_model_uri_is_builtin (model))
     return g_string_free (uri, FALSE);
   if (load->scheduler != NULL && *load->scheduler)
     g_string_append_printf (uri, "&scheduler=%s", load->scheduler);

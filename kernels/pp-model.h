@@ -115,6 +115,9 @@ typedef struct
                                  * directory's vae/; NULL or "": its own */
 } PpModelLoad;
 
+/* Whether @uri names a built-in model (builtin:NAME[?…]), not a pipeline
+ * directory. */
+gboolean  pp_model_uri_is_builtin (const gchar * uri);
 /* @model with @load appended as URI parameters when it is a pipeline
  * directory; built-in models come back unchanged.  The element and
  * ppdiffuse-tool both build their URIs here, so they load the same model;

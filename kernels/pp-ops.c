@@ -215,7 +215,6 @@ check_view (const PpBackend * be, PpOp op, const char *param, PpView v,
   {                                                                         \
     const PpOp op = PP_OP_##NAME;                                           \
     gint64 start;                                                           \
-                                                                            \
     gpointer mark;                                                          \
                                                                             \
     PP_OPS_UNPAREN views                                                    \

@@ -121,7 +121,6 @@ info_dtypes (const gchar * weights_path, GError ** error)
   PpSafetensors *st = pp_safetensors_open (weights_path, error);
   g_autoptr (GString) text = g_string_new (NULL);
   guint counts[8] = { 0 };
-  guint listed = 0;
 
   if (st == NULL)
     return NULL;
@@ -132,7 +131,7 @@ info_dtypes (const gchar * weights_path, GError ** error)
       counts[e->dtype]++;
   }
   pp_safetensors_free (st);
-  while (listed < G_N_ELEMENTS (counts)) {
+  for (;;) {
     guint best = 0;
 
     for (guint d = 1; d < G_N_ELEMENTS (counts); d++)
@@ -143,7 +142,6 @@ info_dtypes (const gchar * weights_path, GError ** error)
     g_string_append_printf (text, "%s%s (%u)", text->len ? ", " : "",
         pp_st_dtype_name (best), counts[best]);
     counts[best] = 0;
-    listed++;
   }
   return g_string_free (g_steal_pointer (&text), FALSE);
 }
@@ -160,7 +158,8 @@ info_component (const gchar * dir, const gchar * role, GError ** error)
   if (cfg == NULL)
     return FALSE;
   /* diffusers names the class; transformers lists its architectures. */
-  if (!pp_config_has (cfg, "_class_name")) {
+  pp_config_get_string (cfg, "_class_name", NULL, &class_name, NULL);
+  if (class_name == NULL) {
     g_auto (GStrv) archs = NULL;
 
     if (pp_config_get_string_list (cfg, "architectures", &archs, NULL)
@@ -168,8 +167,7 @@ info_component (const gchar * dir, const gchar * role, GError ** error)
       class_name = g_strdup (archs[0]);
   }
   if (class_name == NULL)
-    pp_config_get_string (cfg, "_class_name", "(unnamed)", &class_name,
-        NULL);
+    class_name = g_strdup ("(unnamed)");
   pp_config_free (cfg);
   /* A text encoder keeps transformers' file names. */
   for (guint i = 0; weights_path == NULL && i < 2; i++) {

@@ -33,7 +33,7 @@ gst_pp_diffuse_similar_to_last_sent (GstPpDiffuse * self, GstBuffer * buf,
     return FALSE;
   }
   /* An unreadable frame goes on: the encode reports it. */
-  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image))
+  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image, NULL))
     return FALSE;
   skip = pp_similarity_filter_skip (self->similar, &image, threshold,
       &similarity);

@@ -1,6 +1,7 @@
 /* ppdiffuse — frames of every accepted format seen as RGB images (see
  * gstppdiffuse-rgb.h). */
 #include "gstppdiffuse-rgb.h"
+#include "pp-error.h"
 
 struct _GstPpDiffuseRgb
 {
@@ -91,55 +92,55 @@ use_info (GstPpDiffuseRgb * rgb, const GstVideoInfo * info)
   return TRUE;
 }
 
-gboolean
-gst_pp_diffuse_rgb_read (GstPpDiffuseRgb * rgb, const GstVideoInfo * info,
-    GstBuffer * buf, PpImage * image)
+/* Maps @buf (a frame of @info) for @flags, and the scratch RGB frame
+ * behind it unless the frame is RGB itself: @image is the RGB view either
+ * way, until gst_pp_diffuse_rgb_end. */
+static gboolean
+begin (GstPpDiffuseRgb * rgb, const GstVideoInfo * info, GstBuffer * buf,
+    GstMapFlags flags, PpImage * image, GError ** error)
 {
   g_return_val_if_fail (!rgb->frame_mapped && !rgb->scratch_mapped, FALSE);
-  if (!gst_video_frame_map (&rgb->frame, (GstVideoInfo *) info, buf,
-          GST_MAP_READ))
+  if (!gst_video_frame_map (&rgb->frame, (GstVideoInfo *) info, buf, flags)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "the buffer does not hold "
+        "a %dx%d %s frame", GST_VIDEO_INFO_WIDTH (info),
+        GST_VIDEO_INFO_HEIGHT (info), GST_VIDEO_INFO_NAME (info));
     return FALSE;
-  rgb->writing = FALSE;
+  }
+  rgb->frame_mapped = TRUE;
+  rgb->writing = (flags & GST_MAP_WRITE) != 0;
   if (gst_pp_diffuse_rgb_in_place (info)) {
-    rgb->frame_mapped = TRUE;
     gst_pp_diffuse_image_from_frame (&rgb->frame, image);
     return TRUE;
   }
   if (!use_info (rgb, info) || !gst_video_frame_map (&rgb->scratch_frame,
           &rgb->rgb_info, rgb->scratch, GST_MAP_READWRITE)) {
-    gst_video_frame_unmap (&rgb->frame);
+    gst_pp_diffuse_rgb_end (rgb, FALSE);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "no conversion between "
+        "%dx%d %s frames and RGB", GST_VIDEO_INFO_WIDTH (info),
+        GST_VIDEO_INFO_HEIGHT (info), GST_VIDEO_INFO_NAME (info));
     return FALSE;
   }
-  gst_video_converter_frame (rgb->to_rgb, &rgb->frame, &rgb->scratch_frame);
-  gst_video_frame_unmap (&rgb->frame);
   rgb->scratch_mapped = TRUE;
   gst_pp_diffuse_image_from_frame (&rgb->scratch_frame, image);
   return TRUE;
 }
 
 gboolean
-gst_pp_diffuse_rgb_write (GstPpDiffuseRgb * rgb, const GstVideoInfo * info,
-    GstBuffer * buf, PpImage * image)
+gst_pp_diffuse_rgb_read (GstPpDiffuseRgb * rgb, const GstVideoInfo * info,
+    GstBuffer * buf, PpImage * image, GError ** error)
 {
-  g_return_val_if_fail (!rgb->frame_mapped && !rgb->scratch_mapped, FALSE);
-  if (!gst_video_frame_map (&rgb->frame, (GstVideoInfo *) info, buf,
-          GST_MAP_WRITE))
+  if (!begin (rgb, info, buf, GST_MAP_READ, image, error))
     return FALSE;
-  rgb->frame_mapped = TRUE;
-  rgb->writing = TRUE;
-  if (gst_pp_diffuse_rgb_in_place (info)) {
-    gst_pp_diffuse_image_from_frame (&rgb->frame, image);
-    return TRUE;
-  }
-  if (!use_info (rgb, info) || !gst_video_frame_map (&rgb->scratch_frame,
-          &rgb->rgb_info, rgb->scratch, GST_MAP_READWRITE)) {
-    gst_video_frame_unmap (&rgb->frame);
-    rgb->frame_mapped = FALSE;
-    return FALSE;
-  }
-  rgb->scratch_mapped = TRUE;
-  gst_pp_diffuse_image_from_frame (&rgb->scratch_frame, image);
+  if (rgb->scratch_mapped)
+    gst_video_converter_frame (rgb->to_rgb, &rgb->frame, &rgb->scratch_frame);
   return TRUE;
+}
+
+gboolean
+gst_pp_diffuse_rgb_write (GstPpDiffuseRgb * rgb, const GstVideoInfo * info,
+    GstBuffer * buf, PpImage * image, GError ** error)
+{
+  return begin (rgb, info, buf, GST_MAP_WRITE, image, error);
 }
 
 void

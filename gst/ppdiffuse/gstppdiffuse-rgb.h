@@ -27,17 +27,20 @@ gboolean gst_pp_diffuse_rgb_in_place (const GstVideoInfo * info);
 
 /* @buf, a frame of @info, as an RGB image in @image until
  * gst_pp_diffuse_rgb_end: the frame itself, or its conversion.  FALSE
- * when the buffer holds no such frame. */
+ * with @error when the buffer holds no such frame or the format has no
+ * conversion. */
 gboolean gst_pp_diffuse_rgb_read   (GstPpDiffuseRgb * rgb,
                                     const GstVideoInfo * info,
-                                    GstBuffer * buf, PpImage * image);
+                                    GstBuffer * buf, PpImage * image,
+                                    GError ** error);
 /* An RGB image in @image to be written, which gst_pp_diffuse_rgb_end
  * puts into @buf (a writable frame of @info): the frame itself, or an
  * image converted into it at the end.  The RGB family keeps the bytes the
  * image does not cover (alpha, padding). */
 gboolean gst_pp_diffuse_rgb_write  (GstPpDiffuseRgb * rgb,
                                     const GstVideoInfo * info,
-                                    GstBuffer * buf, PpImage * image);
+                                    GstBuffer * buf, PpImage * image,
+                                    GError ** error);
 /* Ends a read or a write (@commit: a write's image goes into its buffer;
  * FALSE drops it). */
 void     gst_pp_diffuse_rgb_end    (GstPpDiffuseRgb * rgb, gboolean commit);

@@ -240,13 +240,8 @@ gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
   PpImage image;
   PpStreamFrame *encoded;
 
-  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "the input buffer does not hold a %dx%d %s frame",
-        GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
-        GST_VIDEO_INFO_NAME (info));
+  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image, error))
     return NULL;
-  }
   encoded = pp_stream_encode (self->stream, &image, GST_BUFFER_PTS (buf),
       error);
   gst_pp_diffuse_rgb_end (self->rgb_in, FALSE);
@@ -454,10 +449,12 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
   PpImage image;
   gboolean ok;
 
-  if (!gst_pp_diffuse_rgb_write (self->rgb_out, &item->info, out, &image)) {
+  if (!gst_pp_diffuse_rgb_write (self->rgb_out, &item->info, out, &image,
+          &error)) {
     gst_buffer_unref (out);
     GST_ELEMENT_ERROR (self, STREAM, FAILED, (NULL),
-        ("cannot map an output frame for writing"));
+        ("cannot write an output frame: %s", error->message));
+    g_clear_error (&error);
     return GST_FLOW_ERROR;
   }
   ok = pp_stream_decode (self->stream, item->result, &image, &error);

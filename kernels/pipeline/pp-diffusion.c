@@ -526,6 +526,9 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   if (model->roles & PP_MODEL_ROLE_IMAGE) {
     g_autofree gchar *vae_dir = vae != NULL ? g_strdup (vae)
         : g_build_filename (model->path, "vae", NULL);
+    g_autofree gchar *unet_dir = g_build_filename (model->path, "unet",
+        NULL);
+
     if (vae != NULL && !g_file_test (vae, G_FILE_TEST_IS_DIR)) {
       g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "vae '%s' %s: it names "
           "a TAESD folder (AutoencoderTiny: config.json and "
@@ -534,9 +537,6 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
           : "does not exist");
       return FALSE;
     }
-    g_autofree gchar *unet_dir = g_build_filename (model->path, "unet",
-        NULL);
-
     /* Checked here too, so that rank 0 refuses it before any spawn. */
     if (!pp_unet_check_class (unet_dir, error)
         || !read_frame_align (model->path, &d->frame_align, error))

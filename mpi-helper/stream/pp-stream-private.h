@@ -92,11 +92,11 @@ struct _PpStream
 void      pp_stream_resolve       (PpStream * stream, const PpSettings * live,
                                    const gchar * prompt_ref,
                                    PpSettings * out);
-/* The states of @live's prompt, when it has one (NULL and NULL without). */
-/* FALSE with @error when @live gives a prompt to a model that takes none
- * (prompt-embeds on a built-in model). */
+/* FALSE with @error when @live gives a prompt or prompt-embeds to a model
+ * that takes none (a built-in model). */
 gboolean  pp_stream_check_prompt_model (const PpSettings * live,
                                         GError ** error);
+/* The states of @live's prompt, when it has one (NULL and NULL without). */
 gboolean  pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
                                    PpBackend * backend, PpTensor ** states,
                                    gchar ** ref, GError ** error);

@@ -48,18 +48,25 @@ pp_stream_resolve (PpStream * stream, const PpSettings * live,
 gboolean
 pp_stream_check_prompt_model (const PpSettings * live, GError ** error)
 {
-  /* Embeddings a built-in model would ignore: said, not dropped.  (A text
-   * prompt on one is refused where it would be encoded.) */
-  if (live->model != NULL && g_str_has_prefix (live->model, "builtin:")
-      && live->prompt_embeds != NULL && *live->prompt_embeds != '\0'
-      && !pp_settings_has_prompt (live)) {
+  g_autofree gchar *name = NULL;
+
+  if (!pp_model_uri_is_builtin (live->model))
+    return TRUE;
+  /* A prompt would be taken for a directory without a tokenizer, and
+   * embeddings would be ignored: both said, neither dropped. */
+  name = g_strndup (live->model, strcspn (live->model, "?"));
+  if (pp_settings_has_prompt (live))
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "prompt '%s': built-in "
+        "models take no prompt (%s has none); prompt and prompt-embeds are "
+        "for a diffusers pipeline directory", live->prompt, name);
+  else if (live->prompt_embeds != NULL && *live->prompt_embeds != '\0')
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "prompt-embeds '%s': "
         "built-in models take no prompt (%s has none); prompt and "
         "prompt-embeds are for a diffusers pipeline directory",
-        live->prompt_embeds, live->model);
-    return FALSE;
-  }
-  return TRUE;
+        live->prompt_embeds, name);
+  else
+    return TRUE;
+  return FALSE;
 }
 
 gboolean
@@ -79,13 +86,6 @@ pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
   query = strchr (live->model, '?');
   dir = query != NULL ? g_strndup (live->model, query - live->model)
       : g_strdup (live->model);
-  /* Else the URI would be taken for a directory without a tokenizer. */
-  if (g_str_has_prefix (dir, "builtin:")) {
-    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "prompt '%s': built-in "
-        "models take no prompt (%s has none); prompt and prompt-embeds are "
-        "for a diffusers pipeline directory", live->prompt, dir);
-    return FALSE;
-  }
   *states = pp_stream_prompt_encode (stream->prompt, dir, backend,
       live->prompt, ref, &truncated, error);
   if (*states == NULL) {

@@ -77,8 +77,8 @@ typedef struct
    * ones again in that epoch (the warm-up passes and the first frame carry
    * them all) are not applied again, which would drop the graph. */
   GBytes *applied_settings;
-  guint warm_ups;               /* warm-up passes computed */
   guint32 applied_epoch;
+  guint warm_ups;               /* warm-up passes computed */
   PpQueue *in;
   PpQueue *out;
   PpChunkLink *from_prev;       /* the receiver's */
@@ -608,10 +608,11 @@ digest_ahead_thread (gpointer data)
 static GThread *
 digest_ahead_start (const gchar * uri)
 {
-  g_autofree gchar *dir = g_strndup (uri, strcspn (uri, "?"));
+  g_autofree gchar *dir = NULL;
 
-  if (g_str_has_prefix (dir, "builtin:"))
+  if (pp_model_uri_is_builtin (uri))
     return NULL;
+  dir = g_strndup (uri, strcspn (uri, "?"));
   return g_thread_new ("pp-digest-ahead", digest_ahead_thread,
       g_build_filename (dir, "unet", NULL));
 }
@@ -668,12 +669,13 @@ do_handshake (Worker * w)
         "plane needs the cpu backend, not %s", pp_backend_name (w->backend));
   if (error == NULL) {
     LoadReports *reports = load_reports_start (w->world, w->plan->timeout_ms);
+    GThread *ahead;
+    gint64 t0, t1;
 
     if (hooks != NULL)
       hooks->model_load ();
-    gint64 t0 = g_get_monotonic_time (), t1;
-    GThread *ahead = digest_ahead_start (w->plan->model);
-
+    t0 = g_get_monotonic_time ();
+    ahead = digest_ahead_start (w->plan->model);
     w->model = pp_model_new (w->plan->model, w->plan->n_steps,
         PP_MODEL_ROLE_STEPS, w->backend, &error);
     t1 = g_get_monotonic_time ();

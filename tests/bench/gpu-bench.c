@@ -153,43 +153,31 @@ report (const gchar * what, Timing t, gdouble peak)
   printf ("\n");
 }
 
-/* The op families of the profile, by op name; any other op is "other". */
-static const struct
-{
-  const gchar *op, *family;
-} families[] = {
-  { "attention", "attention" }, { "attention_causal", "attention" },
-  { "conv2d", "convolution" },
-  { "linear", "linear" }, { "matmul", "linear" },
-  { "group_norm", "norm" }, { "layer_norm", "norm" },
-  { "silu", "element-wise" }, { "relu", "element-wise" },
-  { "tanh", "element-wise" }, { "gelu", "element-wise" },
-  { "quick_gelu", "element-wise" }, { "geglu", "element-wise" },
-  { "add", "element-wise" }, { "scale", "element-wise" },
-  { "affine", "element-wise" }, { "axpby", "element-wise" },
-  { "lcm_step", "element-wise" }, { "add_channel", "element-wise" },
-  { "timestep_embedding", "element-wise" },
-  { "nchw_to_nlc", "layout and copies" }, { "nlc_to_nchw",
-      "layout and copies" },
-  { "upsample_nearest", "layout and copies" }, { "resize_bilinear",
-      "layout and copies" },
-  { "concat_channels", "layout and copies" },
-  { "for_rows", "row-wise regions" },
+/* The op families of the profile; an op left out is "other". */
+static const gchar *const op_family[PP_OP_COUNT] = {
+  [PP_OP_ATTENTION] = "attention", [PP_OP_ATTENTION_CAUSAL] = "attention",
+  [PP_OP_CONV2D] = "convolution",
+  [PP_OP_LINEAR] = "linear", [PP_OP_MATMUL] = "linear",
+  [PP_OP_GROUP_NORM] = "norm", [PP_OP_LAYER_NORM] = "norm",
+  [PP_OP_SILU] = "element-wise", [PP_OP_RELU] = "element-wise",
+  [PP_OP_TANH] = "element-wise", [PP_OP_GELU] = "element-wise",
+  [PP_OP_QUICK_GELU] = "element-wise", [PP_OP_GEGLU] = "element-wise",
+  [PP_OP_ADD] = "element-wise", [PP_OP_SCALE] = "element-wise",
+  [PP_OP_AFFINE] = "element-wise", [PP_OP_AXPBY] = "element-wise",
+  [PP_OP_LCM_STEP] = "element-wise", [PP_OP_ADD_CHANNEL] = "element-wise",
+  [PP_OP_TIMESTEP_EMBEDDING] = "element-wise",
+  [PP_OP_NCHW_TO_NLC] = "layout and copies",
+  [PP_OP_NLC_TO_NCHW] = "layout and copies",
+  [PP_OP_UPSAMPLE_NEAREST] = "layout and copies",
+  [PP_OP_RESIZE_BILINEAR] = "layout and copies",
+  [PP_OP_CONCAT_CHANNELS] = "layout and copies",
+  [PP_OP_FOR_ROWS] = "row-wise regions",
 };
 
 static const gchar *const family_order[] = {
   "attention", "convolution", "linear", "norm", "element-wise",
   "layout and copies", "row-wise regions", "other",
 };
-
-static const gchar *
-family_of (const gchar * op)
-{
-  for (guint i = 0; i < G_N_ELEMENTS (families); i++)
-    if (g_str_equal (families[i].op, op))
-      return families[i].family;
-  return "other";
-}
 
 /* What the profile reads of an op: device time where the device was
  * timed, host time elsewhere. */
@@ -238,7 +226,7 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
   }
   profile_on_device = device;
   for (guint op = 0; op < PP_OP_COUNT; op++) {
-    const gchar *family = family_of (ops[op].name);
+    const gchar *family = op_family[op] != NULL ? op_family[op] : "other";
     const gdouble s = profile_seconds (&ops[op]);
 
     if (op == PP_OP_FOR_ROWS && device)

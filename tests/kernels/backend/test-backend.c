@@ -486,6 +486,19 @@ test_graphs (void)
     run_slices (m, 1, STEPS, 3, graphed, n);
     assert_graph_counts (m, 3, 7);
     g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+    /* settings taken (pp_model_update) replace buffers the graph was
+     * captured with: warm up, capture again, never launch the old one */
+    {
+      g_autofree gchar *embeds = g_strdup_printf ("%s/prompt_embeds.npy",
+          dir);
+      PpSettings settings = { uri, NULL, embeds, 0.8, 3, NULL };
+
+      g_assert_true (pp_model_update (m, &settings, NULL, &error));
+      g_assert_no_error (error);
+    }
+    run_slices (m, 1, STEPS, 2, graphed, n);
+    assert_graph_counts (m, 4, 8);
+    g_assert_cmpmem (eager, n * 4, graphed, n * 4);
   }
   {
     g_autoptr (PpModel) m = tiny_model_new (uri, dir, pp_backend_cpu (),
