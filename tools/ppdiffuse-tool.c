@@ -11,7 +11,7 @@
  *   ppdiffuse-tool img2img --model PIPELINE_DIR --in IN.png --out OUT.png
  *                  --prompt-embeds E [--strength S] [--seed N] [--steps S]
  *                  [--t-index-list A,B] [--scheduler euler|lcm]
- *                  [--frames N] [--vae TAESD_DIR]
+ *                  [--frames N] [--vae VAE_DIR]
  *
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
@@ -32,7 +32,7 @@
 #include "pp-model.h"
 #include "pp-npy.h"
 #include "pp-png.h"
-#include "pp-taesd.h"
+#include "pp-vae.h"
 #include "pp-test-ops.h"
 #include "pp-tiny.h"
 #include "pp-tokenize.h"
@@ -97,7 +97,10 @@ info_runs (const gchar * role, const gchar * klass)
     const gchar *role, *klass, *does;
   } runs[] = {
     { "unet", "UNet2DConditionModel", "the workers' denoising steps" },
-    { "vae", "AutoencoderTiny", "rank 0's encode and decode (TAESD)" },
+    { "vae", "AutoencoderTiny", "rank 0's encode and decode (TAESD: fast)" },
+    { "vae", "AutoencoderKL", "rank 0's encode and decode (the full VAE: "
+        "slower than TAESD, for quality; vae=DIR with a TAESD folder, such "
+        "as madebyollin/taesd, for speed)" },
     { "text_encoder", "CLIPTextModel", "rank 0's text prompts (prompt=)" },
   };
 
@@ -105,12 +108,12 @@ info_runs (const gchar * role, const gchar * klass)
     if (g_str_equal (klass, runs[i].klass)
         && (role == NULL || g_str_equal (role, runs[i].role)))
       return g_strdup_printf ("yes: %s", runs[i].does);
-  if (g_strcmp0 (role, "vae") == 0 || g_str_equal (klass, "AutoencoderKL"))
-    return g_strdup_printf ("no: ppdiffuse runs TAESD (AutoencoderTiny) as "
-        "its VAE, not %s; give the element vae=DIR (ppdiffuse-tool "
-        "--vae DIR) with a TAESD folder, such as madebyollin/taesd", klass);
+  if (g_strcmp0 (role, "vae") == 0)
+    return g_strdup_printf ("no: ppdiffuse runs " PP_VAE_CLASSES " as its "
+        "VAE, not %s; give the element vae=DIR (ppdiffuse-tool --vae DIR) "
+        "with a folder of one, such as madebyollin/taesd", klass);
   return g_strdup_printf ("no: ppdiffuse runs UNet2DConditionModel (unet/), "
-      "AutoencoderTiny (vae/ or vae=) and CLIPTextModel (text_encoder/), "
+      PP_VAE_CLASSES " (vae/ or vae=) and CLIPTextModel (text_encoder/), "
       "not %s", klass);
 }
 
@@ -297,8 +300,8 @@ cmd_vae (int argc, char **argv, gboolean encode, GError ** error)
       *dtype_name = NULL;
   PpDType dtype;
   GOptionEntry entries[] = {
-    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "TAESD component dir",
-        "DIR"},
+    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+        "VAE component dir (AutoencoderTiny or AutoencoderKL)", "DIR"},
     {encode ? "image" : "latents", 0, 0, G_OPTION_ARG_FILENAME, &in,
         encode ? "image [N,3,H,W] in [-1,1]" : "latents [N,C,h,w]", "X.npy"},
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output", "Y.npy"},
@@ -308,10 +311,10 @@ cmd_vae (int argc, char **argv, gboolean encode, GError ** error)
   };
   g_autoptr (PpTensor) x = NULL, y = NULL;
   PpBackend *be;
-  PpTaesd *vae;
+  PpVae *vae;
   gboolean ok;
 
-  if (!parse (entries, encode ? "- TAESD encode" : "- TAESD decode", &argc,
+  if (!parse (entries, encode ? "- VAE encode" : "- VAE decode", &argc,
           &argv, error)
       || !require (model, "--model", error)
       || !require (in, encode ? "--image" : "--latents", error)
@@ -320,12 +323,12 @@ cmd_vae (int argc, char **argv, gboolean encode, GError ** error)
   if (!parse_dtype (dtype_name, &dtype, error)
       || (be = pp_backend_get (backend, error)) == NULL
       || (x = pp_npy_load (in, error)) == NULL
-      || (vae = pp_taesd_load (model, be, dtype, error)) == NULL)
+      || (vae = pp_vae_load (model, be, dtype, error)) == NULL)
     return FALSE;
-  ok = (encode ? pp_taesd_encode (vae, x, &y, NULL, NULL, error)
-      : pp_taesd_decode (vae, x, &y, NULL, NULL, error))
+  ok = (encode ? pp_vae_encode (vae, x, &y, NULL, NULL, error)
+      : pp_vae_decode (vae, x, &y, NULL, NULL, error))
       && pp_npy_save (out, y, error);
-  pp_taesd_free (vae);
+  pp_vae_free (vae);
   return ok;
 }
 
@@ -399,8 +402,8 @@ cmd_img2img (int argc, char **argv, GError ** error)
     {"scheduler", 0, 0, G_OPTION_ARG_STRING, &scheduler,
         "euler or lcm (default: the pipeline's scheduler_config.json)", "K"},
     {"vae", 0, 0, G_OPTION_ARG_FILENAME, &vae,
-        "a TAESD folder to use in the place of the pipeline's vae/, as the "
-        "element's vae setting", "DIR"},
+        "a VAE folder (TAESD or AutoencoderKL) to use in the place of the "
+        "pipeline's vae/, as the element's vae setting", "DIR"},
     {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
         "run the image this many times, each from the input (for "
         "measurements; --out gets the last), default 1", "N"},

@@ -93,6 +93,81 @@ pp_bind_conv (PpBinder * b, PpConv * conv, gint cin, gint cout, gint kernel,
       VECTOR_DIMS, bshape) : pp_view_none ();
 }
 
+/* Uploads @host (@n floats, consumed) as a weight the model owns: a
+ * derived weight has no PpWeights entry to point into. */
+static PpView
+bind_derived (PpBinder * b, const gchar * key, gfloat * host, gsize n)
+{
+  PpDType dtype = pp_weights_storage_dtype (b->weights);
+  gpointer owned = NULL;
+  PpView view;
+
+  if (dtype == 0)
+    dtype = b->be->default_weight_dtype;
+  view = pp_backend_upload_weights (b->be, host, n, dtype, &owned, &b->error);
+  if (!pp_view_is_none (view) && owned == NULL) {
+    /* A float32 view of @host itself: copy it into backend memory. */
+    owned = pp_backend_alloc (b->be, n * sizeof (gfloat), &b->error);
+    if (owned != NULL) {
+      pp_backend_upload (b->be, owned, host, n * sizeof (gfloat));
+      view = pp_view_f32 (owned, n);
+    } else
+      view = pp_view_none ();
+  }
+  g_free (host);
+  if (owned != NULL) {
+    if (b->device == NULL)
+      b->device = g_ptr_array_new ();
+    g_ptr_array_add (b->device, owned);
+  }
+  if (pp_view_is_none (view))
+    g_prefix_error (&b->error, "weight '%s': ", key);
+  return view;
+}
+
+#define PAD_AFTER_KERNEL 3
+#define PAD_AFTER_BOUND 4
+
+void
+pp_bind_conv_pad_after (PpBinder * b, PpConv * conv, gint cin, gint cout,
+    const gchar * fmt, ...)
+{
+  const gint k = PAD_AFTER_KERNEL, kb = PAD_AFTER_BOUND;
+  const gint64 wshape[CONV_DIMS] = { cout, cin, k, k };
+  const gint64 bshape[VECTOR_DIMS] = { cout };
+  g_autofree gchar *prefix = NULL, *key = NULL;
+  const gfloat *w;
+  gfloat *bound;
+  va_list ap;
+
+  va_start (ap, fmt);
+  prefix = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+
+  conv->cin = cin;
+  conv->cout = cout;
+  conv->kernel = kb;
+  conv->stride = 2;
+  conv->pad = 1;
+  conv->weight = pp_view_none ();
+  conv->bias = bind_one (b, prefix, ".bias", PP_WEIGHT_BIAS, VECTOR_DIMS,
+      bshape);
+  if (b->error != NULL)
+    return;
+  key = g_strconcat (prefix, ".weight", NULL);
+  w = pp_weights_get_kind (b->weights, key, PP_WEIGHT_DEFAULT, CONV_DIMS,
+      wshape, &b->error);
+  if (w == NULL)
+    return;
+  /* [cout, cin, 4, 4]: row 0 and column 0 zero, the 3×3 kernel after. */
+  bound = g_new0 (gfloat, (gsize) cout * cin * kb * kb);
+  for (gsize oc = 0; oc < (gsize) cout * cin; oc++)
+    for (gint y = 0; y < k; y++)
+      memcpy (bound + (oc * kb + y + 1) * kb + 1, w + (oc * k + y) * k,
+          k * sizeof (gfloat));
+  conv->weight = bind_derived (b, key, bound, (gsize) cout * cin * kb * kb);
+}
+
 void
 pp_bind_linear (PpBinder * b, PpLinear * lin, gint in, gint out,
     gboolean with_bias, const gchar * fmt, ...)
@@ -236,6 +311,80 @@ pp_linear_apply (const PpLinear * lin, const PpAct * x)
 }
 
 /* Taps */
+
+gboolean
+pp_act_from_tensor (PpPool * pool, const PpTensor * t, const gchar * what,
+    gint channels, guint multiple, PpAct * out, GError ** error)
+{
+  PpBackend *be = pp_pool_backend (pool);
+  /* Described only on error: a frame allocates nothing. */
+  g_autofree gchar *desc = NULL;
+
+  if (t->dtype != PP_DTYPE_F32 || t->ndim != CONV_DIMS
+      || t->shape[1] != channels) {
+    desc = pp_tensor_describe (t);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "%s: expected F32[N,%d,H,W], received %s", what, channels, desc);
+    return FALSE;
+  }
+  if (t->shape[2] % multiple != 0 || t->shape[3] % multiple != 0) {
+    desc = pp_tensor_describe (t);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "%s: height and width must be multiples of %u, received %s", what,
+        multiple, desc);
+    return FALSE;
+  }
+  if (t->shape[0] > G_MAXINT || t->shape[2] > G_MAXINT
+      || t->shape[3] > G_MAXINT) {
+    desc = pp_tensor_describe (t);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "%s: %s is too large",
+        what, desc);
+    return FALSE;
+  }
+  if (t->backend != NULL && t->backend != be) {
+    desc = pp_tensor_describe (t);
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "%s on %s: %s is on %s",
+        what, be->name, desc, t->backend->name);
+    return FALSE;
+  }
+  *out = pp_act_new (pool, (gint) t->shape[0], channels, (gint) t->shape[2],
+      (gint) t->shape[3]);
+  if (t->backend != NULL)
+    pp_backend_copy (be, out->data, t->data, t->nbytes);
+  else
+    pp_backend_upload (be, out->data, t->data, t->nbytes);
+  return TRUE;
+}
+
+gboolean
+pp_act_to_tensor (PpAct * a, const gchar * what, const gchar * name,
+    gboolean device, PpTensor ** out, GError ** error)
+{
+  PpBackend *be = pp_act_backend (a);
+  const gint64 shape[CONV_DIMS] = { a->n, a->c, a->h, a->w };
+  const gsize bytes = pp_act_numel (a) * sizeof (gfloat);
+  PpTensor *t = *out;
+
+  if (t == NULL)
+    t = device ? pp_tensor_new_on (be, name, PP_DTYPE_F32, CONV_DIMS, shape,
+        error)
+        : pp_tensor_new (name, PP_DTYPE_F32, CONV_DIMS, shape, error);
+  else if (t->backend != be || t->nbytes != bytes) {
+    g_autofree gchar *got = pp_tensor_describe (t);
+
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+        "%s: expected F32[%d,%d,%d,%d] on %s, received %s", what, a->n, a->c,
+        a->h, a->w, be->name, got);
+    t = NULL;
+  }
+  if (t != NULL && t->backend != NULL)
+    pp_backend_copy (be, t->data, a->data, bytes);
+  else if (t != NULL)
+    pp_backend_download (be, t->data, a->data, bytes);
+  pp_act_clear (a);
+  *out = t;
+  return t != NULL;
+}
 
 void
 pp_tap_act (PpTapFunc tap, gpointer tap_data, const PpAct * a, guint ndim,

@@ -76,6 +76,14 @@ void     pp_bind_linear   (PpBinder * b, PpLinear * lin, gint in, gint out,
                            G_GNUC_PRINTF (6, 7);
 void     pp_bind_norm     (PpBinder * b, PpNorm * norm, gint channels,
                            const gchar * fmt, ...) G_GNUC_PRINTF (4, 5);
+/* A 3×3 stride-2 convolution that diffusers' Downsample2D (padding 0)
+ * applies after padding one zero row and column at the bottom and right.
+ * Bound as a 4×4 kernel with a zero first row and column, stride 2 and
+ * symmetric padding 1, which reads the same pixels with the same weights,
+ * so the ops need no asymmetric padding. */
+void     pp_bind_conv_pad_after (PpBinder * b, PpConv * conv, gint cin,
+                           gint cout, const gchar * fmt, ...)
+                           G_GNUC_PRINTF (5, 6);
 /* Hands the first binding error to @error; FALSE when there was one. */
 gboolean pp_binder_finish (PpBinder * b, GError ** error);
 
@@ -96,6 +104,19 @@ void     pp_act_replace   (PpAct * dst, PpAct src);
 PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
 /* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]. */
 PpAct    pp_linear_apply  (const PpLinear * lin, const PpAct * x);
+
+/* Checks that @t is float32 [N, @channels, H, W] with H and W multiples of
+ * @multiple, on the host or on @pool's backend, and copies it into a new
+ * activation from @pool.  Errors start with @what ("TAESD encode input"). */
+gboolean pp_act_from_tensor (PpPool * pool, const PpTensor * t,
+                             const gchar * what, gint channels,
+                             guint multiple, PpAct * out, GError ** error);
+/* Copies @a into *@out and releases @a: into *@out when it is set (it must
+ * be a tensor on @a's backend of @a's size), else into a new tensor named
+ * @name, on the device when @device.  Errors start with @what. */
+gboolean pp_act_to_tensor   (PpAct * a, const gchar * what,
+                             const gchar * name, gboolean device,
+                             PpTensor ** out, GError ** error);
 
 /* Calls @tap (when set) with a host copy of @a named by @fmt. */
 void     pp_tap_act       (PpTapFunc tap, gpointer tap_data, const PpAct * a,

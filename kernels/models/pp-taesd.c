@@ -249,8 +249,9 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   return g_steal_pointer (&m);
 }
 
-/* A stock pipeline's vae/ holds the full AutoencoderKL: said before its
- * weights load, with the fix, rather than as a missing TAESD key. */
+/* Another class is said before its weights load, rather than as a
+ * missing TAESD key (pp_vae_load picks the class; this is for callers that
+ * ask for TAESD by name). */
 static gboolean
 check_vae_class (const gchar * component_dir, GError ** error)
 {
@@ -259,13 +260,8 @@ check_vae_class (const gchar * component_dir, GError ** error)
   if (klass == NULL || g_str_equal (klass, "AutoencoderTiny"))
     return TRUE;
   g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-      "%s holds %s %s (its config.json's _class_name); ppdiffuse runs "
-      "TAESD (AutoencoderTiny) as its VAE: point the element's vae setting "
-      "(ppdiffuse-tool --vae) at a TAESD folder, such as madebyollin/taesd "
-      "(config.json and diffusion_pytorch_model.safetensors), or put one "
-      "in %s", component_dir,
-      strchr ("AEIOU", klass[0]) != NULL && klass[0] != '\0' ? "an" : "a",
-      klass, component_dir);
+      "%s holds a %s (its config.json's _class_name), not a TAESD "
+      "(AutoencoderTiny)", component_dir, klass);
   return FALSE;
 }
 
@@ -374,100 +370,22 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
   return x;
 }
 
-/* Checks @t is float32 [N, channels, H, W] with H, W multiples of @multiple
- * and copies it into an activation from @pool (uploading a host tensor). */
-static gboolean
-input_act (PpTaesd * m, PpPool * pool, const PpTensor * t,
-    const gchar * what, gint channels, guint multiple, PpAct * out,
-    GError ** error)
-{
-  /* Described only on error: a frame allocates nothing. */
-  g_autofree gchar *desc = NULL;
-
-  if (t->dtype != PP_DTYPE_F32 || t->ndim != NCHW_DIMS
-      || t->shape[1] != channels) {
-    desc = pp_tensor_describe (t);
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "TAESD %s: expected F32[N,%d,H,W], received %s", what, channels,
-        desc);
-    return FALSE;
-  }
-  if (t->shape[2] % multiple != 0 || t->shape[3] % multiple != 0) {
-    desc = pp_tensor_describe (t);
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "TAESD %s: height and width must be multiples of %u, received %s",
-        what, multiple, desc);
-    return FALSE;
-  }
-  if (t->shape[0] > G_MAXINT || t->shape[2] > G_MAXINT
-      || t->shape[3] > G_MAXINT) {
-    desc = pp_tensor_describe (t);
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "TAESD %s: %s is too large", what, desc);
-    return FALSE;
-  }
-  if (t->backend != NULL && t->backend != m->be) {
-    desc = pp_tensor_describe (t);
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "TAESD on %s: %s is on %s", m->be->name, desc, t->backend->name);
-    return FALSE;
-  }
-  *out = pp_act_new (pool, (gint) t->shape[0], channels,
-      (gint) t->shape[2], (gint) t->shape[3]);
-  if (t->backend != NULL)
-    pp_backend_copy (m->be, out->data, t->data, t->nbytes);
-  else
-    pp_backend_upload (m->be, out->data, t->data, t->nbytes);
-  return TRUE;
-}
-
-/* *@out ← @a (released): into @out when it is set (a tensor on m's backend
- * of @a's size), else into a new tensor, on the device when @device. */
-static gboolean
-output_tensor (PpTaesd * m, PpAct * a, const gchar * name, gboolean device,
-    PpTensor ** out, GError ** error)
-{
-  const gint64 shape[NCHW_DIMS] = { a->n, a->c, a->h, a->w };
-  const gsize bytes = pp_act_numel (a) * sizeof (gfloat);
-  PpTensor *t = *out;
-
-  if (t == NULL)
-    t = device ? pp_tensor_new_on (m->be, name, PP_DTYPE_F32, NCHW_DIMS,
-        shape, error)
-        : pp_tensor_new (name, PP_DTYPE_F32, NCHW_DIMS, shape, error);
-  else if (t->backend != m->be || t->nbytes != bytes) {
-    g_autofree gchar *got = pp_tensor_describe (t);
-
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "TAESD %s: expected F32[%d,%d,%d,%d] on %s, received %s", name,
-        a->n, a->c, a->h, a->w, m->be->name, got);
-    t = NULL;
-  }
-  if (t != NULL && t->backend != NULL)
-    pp_backend_copy (m->be, t->data, a->data, bytes);
-  else if (t != NULL)
-    pp_backend_download (m->be, t->data, a->data, bytes);
-  pp_act_clear (a);
-  *out = t;
-  return t != NULL;
-}
-
 static gboolean
 encode (PpTaesd * m, const PpTensor * image, PpTensor ** latents,
     PpTapFunc tap, gpointer tap_data, GError ** error)
 {
   PpAct x;
 
-  if (!input_act (m, m->encoder_pool, image, "encode input", m->in_channels,
-          m->encoder_down, &x, error))
+  if (!pp_act_from_tensor (m->encoder_pool, image, "TAESD encode input",
+          m->in_channels, m->encoder_down, &x, error))
     return FALSE;
   /* [-1, 1] → [0, 1] */
   pp_affine (m->be, x.data, pp_act_numel (&x), 1.0f / IMAGE_SCALE,
       IMAGE_SHIFT / IMAGE_SCALE);
   x = run_layers (m, m->encoder, "encoder", x, tap, tap_data);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "latents");
-  return output_tensor (m, &x, "latents", image->backend != NULL, latents,
-      error);
+  return pp_act_to_tensor (&x, "TAESD latents", "latents",
+      image->backend != NULL, latents, error);
 }
 
 static gboolean
@@ -477,7 +395,7 @@ decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
   PpAct x;
   gsize n;
 
-  if (!input_act (m, m->decoder_pool, latents, "decode input",
+  if (!pp_act_from_tensor (m->decoder_pool, latents, "TAESD decode input",
           m->latent_channels, 1, &x, error))
     return FALSE;
   /* tanh(x / 3) · 3 */
@@ -489,8 +407,8 @@ decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
   /* [0, 1] → [-1, 1] */
   pp_affine (m->be, x.data, pp_act_numel (&x), IMAGE_SCALE, -IMAGE_SHIFT);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "image");
-  return output_tensor (m, &x, "image", latents->backend != NULL, image,
-      error);
+  return pp_act_to_tensor (&x, "TAESD image", "image",
+      latents->backend != NULL, image, error);
 }
 
 gboolean

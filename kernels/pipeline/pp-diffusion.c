@@ -1,11 +1,12 @@
 /* ppdiffuse — a diffusers pipeline directory as a model: img2img with a
- * TAESD VAE on rank 0 and UNet steps on the workers.
+ * VAE (TAESD or the released AutoencoderKL) on rank 0 and UNet steps on the
+ * workers.
  *
  * URI: DIR, with what to load as parameters (pp_model_uri_for_load):
  * scheduler=euler|lcm, dtype, cuda-graphs, vae=VAE_DIR (escaped).
  *
- *   DIR/vae/        AutoencoderTiny (config.json + safetensors); or VAE_DIR,
- *                   a TAESD folder elsewhere (vae=)
+ *   DIR/vae/        AutoencoderTiny or AutoencoderKL (config.json +
+ *                   safetensors); or VAE_DIR, a VAE folder elsewhere (vae=)
  *   DIR/unet/       UNet2DConditionModel
  *   DIR/scheduler/scheduler_config.json  "_class_name": EulerDiscreteScheduler
  *                   (SD-Turbo) or LCMScheduler; scheduler=euler|lcm overrides
@@ -30,7 +31,7 @@
 #include "pp-rng.h"
 #include "pp-safetensors.h"
 #include "pp-schedule.h"
-#include "pp-taesd.h"
+#include "pp-vae.h"
 #include "pp-unet.h"
 
 #include <math.h>
@@ -87,7 +88,7 @@ typedef struct
   guint64 seed;
   GArray *t_index_list;         /* guint, or NULL */
   PpSchedule *schedule;
-  PpTaesd *vae;                 /* PP_MODEL_ROLE_IMAGE */
+  PpVae *vae;                   /* PP_MODEL_ROLE_IMAGE */
   PpUnet *unet;                 /* PP_MODEL_ROLE_STEPS */
   PpTensor *context;            /* [1, L, D] on the backend */
   /* The same noise serves every frame: drawn once per latent size. */
@@ -531,8 +532,9 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 
     if (vae != NULL && !g_file_test (vae, G_FILE_TEST_IS_DIR)) {
       g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "vae '%s' %s: it names "
-          "a TAESD folder (AutoencoderTiny: config.json and "
-          "diffusion_pytorch_model.safetensors), such as madebyollin/taesd",
+          "a VAE folder (config.json and "
+          "diffusion_pytorch_model.safetensors) of " PP_VAE_CLASSES
+          ", such as madebyollin/taesd",
           vae, g_file_test (vae, G_FILE_TEST_EXISTS) ? "is no directory"
           : "does not exist");
       return FALSE;
@@ -541,7 +543,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     if (!pp_unet_check_class (unet_dir, error)
         || !read_frame_align (model->path, &d->frame_align, error))
       return FALSE;
-    d->vae = pp_taesd_load (vae_dir, d->be, d->dtype, error);
+    d->vae = pp_vae_load (vae_dir, d->be, d->dtype, error);
     if (d->vae == NULL)
       return FALSE;
   }
@@ -592,12 +594,12 @@ encode_buffers (Diffusion * d, const PpImage * image, EncodeBuffers * b,
 {
   const gint h8 = align_side (image->height, d->frame_align);
   const gint w8 = align_side (image->width, d->frame_align);
-  const gint f = (gint) pp_taesd_scale_factor (d->vae);
+  const gint f = (gint) pp_vae_scale_factor (d->vae);
   const gint64 frame[4] = { 1, PP_IMAGE_CHANNELS, image->height,
     image->width
   };
   const gint64 vae[4] = { 1, PP_IMAGE_CHANNELS, h8, w8 };
-  const gint64 latent[4] = { 1, pp_taesd_latent_channels (d->vae), h8 / f,
+  const gint64 latent[4] = { 1, pp_vae_latent_channels (d->vae), h8 / f,
     w8 / f
   };
 
@@ -655,7 +657,7 @@ encode_device (PpModel * model, const PpImage * image, GError ** error)
         (gint) b->vae_in->shape[2], (gint) b->vae_in->shape[3]);
     vae_in = b->vae_in;
   }
-  if (!pp_taesd_encode_into (d->vae, vae_in, b->latents, error))
+  if (!pp_vae_encode_into (d->vae, vae_in, b->latents, error))
     return FALSE;
   pp_schedule_add_noise (d->schedule, d->be, b->latents->data,
       b->noise->data, pp_tensor_numel (b->latents));
@@ -786,7 +788,7 @@ decode_buffers (Diffusion * d, const PpTensor * sample, PpImage * image,
     GError ** error)
 {
   DecodeBuffers *b = &d->dec;
-  const gint f = (gint) pp_taesd_scale_factor (d->vae);
+  const gint f = (gint) pp_vae_scale_factor (d->vae);
   const gint64 decoded[4] = { 1, PP_IMAGE_CHANNELS, sample->shape[2] * f,
     sample->shape[3] * f
   };
@@ -833,11 +835,11 @@ diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
 
   if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4
       || sample->shape[0] != 1
-      || sample->shape[1] != pp_taesd_latent_channels (d->vae)) {
+      || sample->shape[1] != pp_vae_latent_channels (d->vae)) {
     g_autofree gchar *got = pp_tensor_describe (sample);
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
         "the VAE decodes F32[1,%u,h,w] latents, got %s",
-        pp_taesd_latent_channels (d->vae), got);
+        pp_vae_latent_channels (d->vae), got);
     return FALSE;
   }
   if (!decode_buffers (d, sample, image, error)) {
@@ -845,7 +847,7 @@ diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     return FALSE;
   }
   if (!pp_tensor_transfer (b->latents, sample, error)
-      || !pp_taesd_decode_into (d->vae, b->latents, b->decoded, error))
+      || !pp_vae_decode_into (d->vae, b->latents, b->decoded, error))
     return FALSE;
   pixels = b->decoded;
   if (b->pixels_dev != NULL) {
@@ -871,7 +873,7 @@ diffusion_finalize (PpModel * model)
   g_free (d->prompt_embeds_path);
   g_clear_pointer (&d->t_index_list, g_array_unref);
   g_clear_pointer (&d->schedule, pp_schedule_free);
-  g_clear_pointer (&d->vae, pp_taesd_free);
+  g_clear_pointer (&d->vae, pp_vae_free);
   g_clear_pointer (&d->unet, pp_unet_free);
   g_clear_pointer (&d->context, pp_tensor_free);
   encode_buffers_clear (&d->enc);

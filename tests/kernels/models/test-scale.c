@@ -1,7 +1,9 @@
 /* kernels/models: the full-size SD-Turbo and SD1.5 UNets at 512×512 (a
  * 64×64 latent, 77 tokens) against diffusers' own UNet2DConditionModel run
  * in float64 (tests/data/scale, written by
- * tests/reference/make_scale_fixtures.py).  Neither the weights nor the
+ * tests/reference/make_scale_fixtures.py), and the SD VAE (AutoencoderKL,
+ * MODEL vae-kl) encoding and decoding at 512×512 against diffusers' own
+ * (tests/reference/make_vae_kl_fixtures.py).  Neither the weights nor the
  * inputs are stored: C and Python generate the same bits
  * (pp_weights_new_seeded).  The key list of diffusers' state_dict is
  * declared to the weights, so the C model must ask for exactly those keys,
@@ -18,6 +20,7 @@
 #include "pp-error.h"
 #include "pp-npy.h"
 #include "pp-unet.h"
+#include "pp-vae-kl.h"
 #include "pp-weights.h"
 
 #include <json-glib/json-glib.h>
@@ -29,6 +32,10 @@
 #define WEIGHTS_LIST "weights.txt"
 #define SCALE_INFO "scale.json"
 #define OUT_FILE "out.npy"
+/* The VAE's directory and its two references. */
+#define VAE_MODEL "vae-kl"
+#define VAE_ENCODED_FILE "encoded.npy"
+#define VAE_DECODED_FILE "decoded.npy"
 /* key kind shape first-bits last-bits */
 #define LIST_FIELDS 5
 #define NCHW_DIMS 4
@@ -314,70 +321,66 @@ peak_rss_gib (void)
   return ru.ru_maxrss / KIB / KIB;      /* ru_maxrss is in KiB */
 }
 
-static void
-test_unet (void)
+/* scale.json of the model. */
+static JsonParser *
+read_info (JsonObject ** info)
 {
-  g_autofree gchar *config = model_path (CONFIG_FILE);
-  g_autofree gchar *list_path = model_path (WEIGHTS_LIST);
   g_autofree gchar *info_path = model_path (SCALE_INFO);
-  g_autofree gchar *out_path = model_path (OUT_FILE);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  g_autoptr (GPtrArray) list = NULL;
-  g_autoptr (PpWeights) w = NULL;
-  g_autoptr (PpUnet) unet = NULL;
-  g_autoptr (PpTensor) sample = NULL, context = NULL, ref = NULL;
-  g_autoptr (PpTensor) out = NULL;
+  JsonParser *parser = json_parser_new ();
   g_autoptr (GError) error = NULL;
-  JsonObject *info;
-  guint64 inputs_seed;
-  gdouble tol, diff = 0.0, ref_max = 0.0, t_build, t_forward;
-  gdouble err2 = 0.0, ref2 = 0.0, nmse;
-  gchar nmse_bound[G_ASCII_DTOSTR_BUF_SIZE] = "none";
-  PpBackend *be = pp_backend_default ();
-  PpDType dtype = weights_dtype != 0 ? weights_dtype
-      : be->default_weight_dtype;
-  const DtypeBounds *bounds = bounds_for (dtype);
-  gint64 t0, n;
 
   json_parser_load_from_file (parser, info_path, &error);
   g_assert_no_error (error);
-  info = json_node_get_object (json_parser_get_root (parser));
-  inputs_seed = (guint64) info_int (info, "inputs_seed");
-  tol = json_object_get_double_member (info, "tolerance");
-  g_assert_cmpfloat (tol, >, 0.0);
-  if (bounds->rel_max > 0.0)
-    tol = bounds->rel_max;
+  *info = json_node_get_object (json_parser_get_root (parser));
+  return parser;
+}
 
-  w = pp_weights_new_seeded ((guint64) info_int (info, "weights_seed"));
+/* Seeded weights of scale.json's seed, stored as @dtype, with every key of
+ * weights.txt declared: the model must ask for exactly those. */
+static PpWeights *
+declared_weights (JsonObject * info, PpDType dtype, GPtrArray ** list)
+{
+  g_autofree gchar *list_path = model_path (WEIGHTS_LIST);
+  PpWeights *w = pp_weights_new_seeded ((guint64) info_int (info,
+          "weights_seed"));
+
   pp_weights_set_storage_dtype (w, dtype);
-  list = read_weights_list (list_path);
-  for (guint i = 0; i < list->len; i++) {
-    const ListEntry *e = g_ptr_array_index (list, i);
+  *list = read_weights_list (list_path);
+  for (guint i = 0; i < (*list)->len; i++) {
+    const ListEntry *e = g_ptr_array_index (*list, i);
+    g_autoptr (GError) error = NULL;
 
     g_assert_true (pp_weights_expect (w, e->key, e->kind, e->ndim, e->shape,
             &error));
     g_assert_no_error (error);
   }
+  return w;
+}
 
-  t0 = g_get_monotonic_time ();
-  unet = pp_unet_new (config, w, be, &error);
-  g_assert_no_error (error);
-  t_build = (g_get_monotonic_time () - t0) / 1e6;
+/* After the build: every declared key used, and the generators agree. */
+static void
+check_weights_used (PpWeights * w, GPtrArray * list)
+{
+  g_autoptr (GError) error = NULL;
+
   g_assert_true (pp_weights_check_all_used (w, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (pp_weights_n_tensors (w), ==, list->len);
   check_spot_values (w, list);
+}
 
-  sample = seeded_input (info, inputs_seed, "sample_key", "sample_shape",
-      NCHW_DIMS);
-  context = seeded_input (info, inputs_seed, "encoder_hidden_states_key",
-      "encoder_hidden_states_shape", TOKENS_DIMS);
-  t0 = g_get_monotonic_time ();
-  g_assert_true (pp_unet_forward (unet, sample,
-          (gdouble) info_int (info, "timestep"), context, &out, NULL, NULL,
-          &error));
-  g_assert_no_error (error);
-  t_forward = (g_get_monotonic_time () - t0) / 1e6;
+/* @out against the reference @ref_file within the dtype's bounds; prints
+ * the figures, @what first. */
+static void
+compare_output (const PpTensor * out, const gchar * ref_file,
+    const DtypeBounds * bounds, gdouble tol, const gchar * what)
+{
+  g_autofree gchar *out_path = model_path (ref_file);
+  g_autoptr (PpTensor) ref = NULL;
+  g_autoptr (GError) error = NULL;
+  gdouble diff = 0.0, ref_max = 0.0, err2 = 0.0, ref2 = 0.0, nmse;
+  gchar nmse_bound[G_ASCII_DTOSTR_BUF_SIZE] = "none";
+  gint64 n;
 
   ref = pp_npy_load (out_path, &error);
   g_assert_no_error (error);
@@ -399,24 +402,132 @@ test_unet (void)
   nmse = isfinite (diff) && ref2 > 0.0 ? err2 / ref2 : INFINITY;
   if (bounds->nmse > 0.0)
     g_snprintf (nmse_bound, sizeof nmse_bound, "%.1e", bounds->nmse);
-  g_printerr ("%s on %s, weights %s: %u tensors, %" G_GUINT64_FORMAT
-      " parameters; build (weights generated) %.1f s, forward %.1f s; "
-      "max|diff| %.3e = %.2e of max|ref| %.4g (bound %.1e), NMSE %.3e "
-      "(bound %s); peak RSS %.2f GiB\n", model_name, pp_backend_name (be),
-      pp_dtype_weights_name (dtype), pp_weights_n_tensors (w),
-      pp_weights_n_params (w), t_build, t_forward, diff,
-      diff / MAX (ref_max, G_MINDOUBLE), ref_max, tol, nmse,
-      nmse_bound, peak_rss_gib ());
+  g_printerr ("%s: max|diff| %.3e = %.2e of max|ref| %.4g (bound %.1e), "
+      "NMSE %.3e (bound %s); peak RSS %.2f GiB\n", what, diff,
+      diff / MAX (ref_max, G_MINDOUBLE), ref_max, tol, nmse, nmse_bound,
+      peak_rss_gib ());
   g_assert_cmpfloat (ref_max, >, 0.0);
   g_assert_cmpfloat (diff, <=, tol * ref_max);
   if (bounds->nmse > 0.0)
     g_assert_cmpfloat (nmse, <=, bounds->nmse);
 }
 
+static void
+test_unet (void)
+{
+  g_autofree gchar *config = model_path (CONFIG_FILE);
+  g_autoptr (JsonParser) parser = NULL;
+  g_autoptr (GPtrArray) list = NULL;
+  g_autoptr (PpWeights) w = NULL;
+  g_autoptr (PpUnet) unet = NULL;
+  g_autoptr (PpTensor) sample = NULL, context = NULL, out = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *what = NULL;
+  JsonObject *info;
+  guint64 inputs_seed;
+  gdouble tol, t_build, t_forward;
+  PpBackend *be = pp_backend_default ();
+  PpDType dtype = weights_dtype != 0 ? weights_dtype
+      : be->default_weight_dtype;
+  const DtypeBounds *bounds = bounds_for (dtype);
+  gint64 t0;
+
+  parser = read_info (&info);
+  inputs_seed = (guint64) info_int (info, "inputs_seed");
+  tol = json_object_get_double_member (info, "tolerance");
+  g_assert_cmpfloat (tol, >, 0.0);
+  if (bounds->rel_max > 0.0)
+    tol = bounds->rel_max;
+
+  w = declared_weights (info, dtype, &list);
+  t0 = g_get_monotonic_time ();
+  unet = pp_unet_new (config, w, be, &error);
+  g_assert_no_error (error);
+  t_build = (g_get_monotonic_time () - t0) / 1e6;
+  check_weights_used (w, list);
+
+  sample = seeded_input (info, inputs_seed, "sample_key", "sample_shape",
+      NCHW_DIMS);
+  context = seeded_input (info, inputs_seed, "encoder_hidden_states_key",
+      "encoder_hidden_states_shape", TOKENS_DIMS);
+  t0 = g_get_monotonic_time ();
+  g_assert_true (pp_unet_forward (unet, sample,
+          (gdouble) info_int (info, "timestep"), context, &out, NULL, NULL,
+          &error));
+  g_assert_no_error (error);
+  t_forward = (g_get_monotonic_time () - t0) / 1e6;
+  what = g_strdup_printf ("%s on %s, weights %s: %u tensors, %"
+      G_GUINT64_FORMAT " parameters; build (weights generated) %.1f s, "
+      "forward %.1f s", model_name, pp_backend_name (be),
+      pp_dtype_weights_name (dtype), pp_weights_n_tensors (w),
+      pp_weights_n_params (w), t_build, t_forward);
+  compare_output (out, OUT_FILE, bounds, tol, what);
+}
+
+/* The SD VAE (AutoencoderKL) at 512×512: an encode of a seeded image and a
+ * decode of seeded latents, each against diffusers' float64 run. */
+static void
+test_vae (void)
+{
+  g_autofree gchar *config = model_path (CONFIG_FILE);
+  g_autoptr (JsonParser) parser = NULL;
+  g_autoptr (GPtrArray) list = NULL;
+  g_autoptr (PpWeights) w = NULL;
+  g_autoptr (PpVaeKl) vae = NULL;
+  g_autoptr (PpTensor) image = NULL, latents = NULL;
+  g_autoptr (PpTensor) encoded = NULL, decoded = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *what_enc = NULL, *what_dec = NULL;
+  JsonObject *info;
+  guint64 inputs_seed;
+  gdouble tol, t_enc, t_dec;
+  PpBackend *be = pp_backend_default ();
+  PpDType dtype = weights_dtype != 0 ? weights_dtype
+      : be->default_weight_dtype;
+  const DtypeBounds *bounds = bounds_for (dtype);
+  gint64 t0;
+
+  parser = read_info (&info);
+  inputs_seed = (guint64) info_int (info, "inputs_seed");
+  tol = json_object_get_double_member (info, "tolerance");
+  g_assert_cmpfloat (tol, >, 0.0);
+  if (bounds->rel_max > 0.0)
+    tol = bounds->rel_max;
+
+  w = declared_weights (info, dtype, &list);
+  vae = pp_vae_kl_new (config, w, be, &error);
+  g_assert_no_error (error);
+  check_weights_used (w, list);
+  g_assert_cmpuint (pp_vae_kl_scale_factor (vae), ==, 8);
+
+  image = seeded_input (info, inputs_seed, "image_key", "image_shape",
+      NCHW_DIMS);
+  latents = seeded_input (info, inputs_seed, "latents_key", "latents_shape",
+      NCHW_DIMS);
+  t0 = g_get_monotonic_time ();
+  g_assert_true (pp_vae_kl_encode (vae, image, &encoded, NULL, NULL,
+          &error));
+  g_assert_no_error (error);
+  t_enc = (g_get_monotonic_time () - t0) / 1e6;
+  t0 = g_get_monotonic_time ();
+  g_assert_true (pp_vae_kl_decode (vae, latents, &decoded, NULL, NULL,
+          &error));
+  g_assert_no_error (error);
+  t_dec = (g_get_monotonic_time () - t0) / 1e6;
+  what_enc = g_strdup_printf ("%s encode on %s, weights %s: %u tensors, %"
+      G_GUINT64_FORMAT " parameters; %.1f s", model_name,
+      pp_backend_name (be), pp_dtype_weights_name (dtype),
+      pp_weights_n_tensors (w), pp_weights_n_params (w), t_enc);
+  compare_output (encoded, VAE_ENCODED_FILE, bounds, tol, what_enc);
+  what_dec = g_strdup_printf ("%s decode: %.1f s", model_name, t_dec);
+  compare_output (decoded, VAE_DECODED_FILE, bounds, tol, what_dec);
+}
+
 int
 main (int argc, char **argv)
 {
-  g_autofree gchar *unet_path = NULL;
+  g_autofree gchar *test_path = NULL;
+  gboolean vae;
 
   g_test_init (&argc, &argv, NULL);
   if (argc < 3 || argc > 4) {
@@ -433,10 +544,12 @@ main (int argc, char **argv)
       return 2;
     }
   }
-  unet_path = argc == 4 ? g_strdup_printf ("/scale/unet/%s/%s", model_name,
-      argv[3]) : g_strdup_printf ("/scale/unet/%s", model_name);
+  vae = g_str_equal (model_name, VAE_MODEL);
+  test_path = argc == 4 ? g_strdup_printf ("/scale/%s/%s/%s",
+      vae ? "vae" : "unet", model_name, argv[3])
+      : g_strdup_printf ("/scale/%s/%s", vae ? "vae" : "unet", model_name);
   g_test_add_func ("/scale/generator/values", test_generator_values);
   g_test_add_func ("/scale/generator/declared-keys", test_declared_keys);
-  g_test_add_func (unet_path, test_unet);
+  g_test_add_func (test_path, vae ? test_vae : test_unet);
   return g_test_run ();
 }

@@ -1,0 +1,57 @@
+/* ppdiffuse — the released Stable Diffusion VAE (diffusers AutoencoderKL):
+ * images in [-1, 1] ⇄ latents scaled for the UNet. */
+#pragma once
+
+#include "pp-backend.h"
+#include "pp-tap.h"
+#include "pp-weights.h"
+
+G_BEGIN_DECLS
+
+typedef struct _PpVaeKl PpVaeKl;
+
+/* Reads @config_path (config.json) and binds every weight by its diffusers
+ * key from @weights, which must outlive the model, uploading it to @be.
+ * The mid blocks' attention takes diffusers' keys (to_q, to_k, to_v,
+ * to_out.0) or its older ones (query, key, value, proj_attn). */
+PpVaeKl  *pp_vae_kl_new             (const gchar * config_path,
+                                     PpWeights * weights, PpBackend * be,
+                                     GError ** error);
+/* config.json and the safetensors of @component_dir, the weights stored as
+ * @dtype on @be (0: the backend's default); a key the model does not use is
+ * an error too. */
+PpVaeKl  *pp_vae_kl_load            (const gchar * component_dir,
+                                     PpBackend * be, PpDType dtype,
+                                     GError ** error);
+/* @image [N, in_channels, H, W] in [-1, 1], H and W multiples of
+ * pp_vae_kl_scale_factor → *@latents [N, latent_channels, H/f, W/f]: the
+ * mean of the latent distribution (deterministic: diffusers' pipelines
+ * sample it), (mean − shift_factor) · scaling_factor.  Inputs are host
+ * tensors or tensors on the model's backend; the output is on the input's
+ * side.  Taps (host copies): "encoder.conv_in", "encoder.down_blocks.{i}",
+ * "encoder.mid_block", "encoder.conv_out", "quant_conv" (when the model has
+ * one), then "latents". */
+gboolean  pp_vae_kl_encode          (PpVaeKl * m, const PpTensor * image,
+                                     PpTensor ** latents, PpTapFunc tap,
+                                     gpointer tap_data, GError ** error);
+/* @latents → *@image [N, out_channels, h·f, w·f], the decoder's output of
+ * latents / scaling_factor + shift_factor, not clamped.  Taps:
+ * "post_quant_conv" (when the model has one), "decoder.conv_in",
+ * "decoder.mid_block", "decoder.up_blocks.{i}", then "image". */
+gboolean  pp_vae_kl_decode          (PpVaeKl * m, const PpTensor * latents,
+                                     PpTensor ** image, PpTapFunc tap,
+                                     gpointer tap_data, GError ** error);
+/* The same into tensors on the model's backend, of the right sizes. */
+gboolean  pp_vae_kl_encode_into     (PpVaeKl * m, const PpTensor * image,
+                                     PpTensor * latents, GError ** error);
+gboolean  pp_vae_kl_decode_into     (PpVaeKl * m, const PpTensor * latents,
+                                     PpTensor * image, GError ** error);
+gsize     pp_vae_kl_pool_bytes      (PpVaeKl * m);
+guint     pp_vae_kl_latent_channels (PpVaeKl * m);
+/* Image pixels per latent pixel along each axis (8 for SD's VAE). */
+guint     pp_vae_kl_scale_factor    (PpVaeKl * m);
+void      pp_vae_kl_free            (PpVaeKl * m);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpVaeKl, pp_vae_kl_free)
+
+G_END_DECLS
