@@ -15,7 +15,8 @@
  *
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
- *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd --out DIR [--seed N]
+ *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd|vae-kl --out DIR
+ *                  [--seed N]
  *   ppdiffuse-tool tokenize --tokenizer DIR (--prompt TEXT | --prompts-file F)
  *                  (CLIP token ids, one line of model_max_length per prompt)
  *   ppdiffuse-tool test-ops [--backend B] [--op NAME] [--verbose]
@@ -645,7 +646,8 @@ cmd_make_tiny (int argc, char **argv, GError ** error)
   g_autofree gchar *kind = NULL, *out = NULL;
   gint64 seed = 0;
   GOptionEntry entries[] = {
-    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo, taesd, or sd-turbo (the released sizes, ~3.5 GB)",
+    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo, taesd, vae-kl (a small AutoencoderKL), or sd-turbo (the "
+        "released sizes, ~3.5 GB)",
         "KIND"},
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output directory", "DIR"},
     {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "weights seed, default 0",

@@ -8,6 +8,7 @@
 #include "pp-npy.h"
 #include "pp-rng.h"
 #include "pp-taesd.h"
+#include "pp-vae-kl.h"
 #include "pp-unet.h"
 #include "pp-weights.h"
 
@@ -170,6 +171,34 @@ taesd_config (JsonBuilder * b, gboolean released)
   SET_DOUBLE (b, "scaling_factor", 1.0);
 }
 
+/* A small AutoencoderKL: the SD VAE's layout (four stages, 8 image pixels
+ * per latent pixel, the mid blocks' attention) at widths 8 and 16. */
+static void
+vae_kl_config (JsonBuilder * b)
+{
+  static const gint channels[] = { 8, 16, 16, 16 };
+  static const gchar *const down[] = { "DownEncoderBlock2D",
+    "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"
+  };
+  static const gchar *const up[] = { "UpDecoderBlock2D", "UpDecoderBlock2D",
+    "UpDecoderBlock2D", "UpDecoderBlock2D"
+  };
+
+  json_builder_begin_object (b);
+  SET_STRING (b, "_class_name", "AutoencoderKL");
+  SET_INT (b, "in_channels", 3);
+  SET_INT (b, "out_channels", 3);
+  SET_INT (b, "latent_channels", 4);
+  add_int_list (b, "block_out_channels", channels, G_N_ELEMENTS (channels));
+  add_string_list (b, "down_block_types", down, G_N_ELEMENTS (down));
+  add_string_list (b, "up_block_types", up, G_N_ELEMENTS (up));
+  SET_INT (b, "layers_per_block", 1);
+  SET_INT (b, "norm_num_groups", 4);
+  SET_STRING (b, "act_fn", "silu");
+  SET_INT (b, "sample_size", 32);
+  SET_DOUBLE (b, "scaling_factor", 0.18215);
+}
+
 static gboolean
 ensure_dir (const gchar * dir, GError ** error)
 {
@@ -190,24 +219,45 @@ new_weights (guint64 seed, gboolean released)
       : pp_weights_new_random (seed);
 }
 
+/* Builds the model of @config on @w once, so that every weight it asks
+ * for is generated, and frees it. */
 static gboolean
-write_taesd (const gchar * dir, guint64 seed, gboolean released,
+build_vae (const gchar * config, PpWeights * w, gboolean kl, GError ** error)
+{
+  if (kl) {
+    g_autoptr (PpVaeKl) m = pp_vae_kl_new (config, w, pp_backend_cpu (),
+        error);
+
+    return m != NULL;
+  } else {
+    g_autoptr (PpTaesd) m = pp_taesd_new (config, w, pp_backend_cpu (),
+        error);
+
+    return m != NULL;
+  }
+}
+
+/* A VAE component: TAESD (the released size or a tiny one), or a tiny
+ * AutoencoderKL when @kl. */
+static gboolean
+write_vae (const gchar * dir, guint64 seed, gboolean released, gboolean kl,
     GError ** error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   g_autofree gchar *config = g_build_filename (dir, "config.json", NULL);
   g_autofree gchar *weights = g_build_filename (dir, WEIGHTS_FILE, NULL);
   PpWeights *w;
-  PpTaesd *m = NULL;
   gboolean ok;
 
-  taesd_config (b, released);
+  if (kl)
+    vae_kl_config (b);
+  else
+    taesd_config (b, released);
   if (!ensure_dir (dir, error) || !save_builder (b, config, error))
     return FALSE;
   w = new_weights (seed, released);
-  ok = (m = pp_taesd_new (config, w, pp_backend_cpu (), error)) != NULL
+  ok = build_vae (config, w, kl, error)
       && pp_weights_save (w, weights, error);
-  g_clear_pointer (&m, pp_taesd_free);
   pp_weights_free (w);
   return ok;
 }
@@ -346,19 +396,20 @@ pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
   gboolean turbo, released;
   guint cross_dim = 0;
 
-  if (g_strcmp0 (kind, "taesd") == 0)
-    return write_taesd (dir, seed, FALSE, error);
+  if (g_strcmp0 (kind, "taesd") == 0 || g_strcmp0 (kind, "vae-kl") == 0)
+    return write_vae (dir, seed, FALSE, g_str_equal (kind, "vae-kl"), error);
   if (g_strcmp0 (kind, "sd15") != 0 && g_strcmp0 (kind, "turbo") != 0
       && g_strcmp0 (kind, "sd-turbo") != 0) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-        "unknown kind '%s': expected sd15, turbo, taesd or sd-turbo", kind);
+        "unknown kind '%s': expected sd15, turbo, taesd, vae-kl or sd-turbo",
+        kind);
     return FALSE;
   }
   released = g_str_equal (kind, "sd-turbo");
   turbo = released || g_str_equal (kind, "turbo");
   return ensure_dir (dir, error)
       && write_unet (unet, turbo, released, seed, &cross_dim, error)
-      && write_taesd (vae, seed + SEED_VAE_OFFSET, released, error)
+      && write_vae (vae, seed + SEED_VAE_OFFSET, released, FALSE, error)
       && (released || write_text_encoder (text, cross_dim, turbo,
           seed + SEED_TEXT_OFFSET, error))
       && write_scheduler (dir, turbo, error)

@@ -2,7 +2,8 @@
  * demos (ppdiffuse-tool make-tiny).
  *
  * kind "taesd": DIR is one AutoencoderTiny component (config.json +
- * diffusion_pytorch_model.safetensors).  Kinds "sd15" and "turbo": DIR is a
+ * diffusion_pytorch_model.safetensors); kind "vae-kl" one AutoencoderKL
+ * component, the SD VAE's layout at widths 8 and 16.  Kinds "sd15" and "turbo": DIR is a
  * pipeline — unet/ (SD1.5-style conv projections, or SD2/Turbo-style linear
  * projections with per-block heads), vae/ (tiny TAESD), scheduler/
  * (LCMScheduler for sd15, EulerDiscreteScheduler with trailing spacing for

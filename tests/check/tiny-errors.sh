@@ -89,14 +89,14 @@ sed -i 's/"UNet2DConditionModel"/"UNet2DModel"/' "$work/uncond/unet/config.json"
 expect_error "$work/uncond" "holds a UNet2DModel (its config.json's _class_name); ppdiffuse runs UNet2DConditionModel" "$embeds"
 expect_no_spawn "a unet/ of another class"
 
-# A stock pipeline's vae/ holds the full AutoencoderKL.
+# A vae/ of a class ppdiffuse does not run is named with the classes that
+# run, before its keys fail one by one.
 cp -r "$work/model" "$work/kl"
-printf '{"_class_name": "AutoencoderKL", "latent_channels": 4}\n' \
+printf '{"_class_name": "AsymmetricAutoencoderKL", "latent_channels": 4}\n' \
     > "$work/kl/vae/config.json"
-expect_error "$work/kl" "$work/kl/vae holds an AutoencoderKL" \
+expect_error "$work/kl" "the VAE class is AsymmetricAutoencoderKL" \
     "prompt-embeds=$work/kl/prompt_embeds.npy"
-expect_also "runs TAESD (AutoencoderTiny) as its VAE"
-expect_also "madebyollin/taesd"
+expect_also "runs AutoencoderTiny (TAESD) and AutoencoderKL"
 
 # A default run says nothing about CUDA on stderr, whether or not the
 # build has it and the machine a GPU.

@@ -1,11 +1,13 @@
 #!/bin/sh
-# A pipeline as released, its vae/ the full AutoencoderKL, runs with a TAESD
-# kept elsewhere, named by the element's vae setting (ppdiffuse-tool
-# --vae): its frames equal those of the same pipeline with that TAESD in
-# its vae/, through a 2-worker mesh and through ppdiffuse-tool img2img;
-# ppdiffuse-tool info says which components run and the fix for the VAE.
-# Without the setting the start fails naming the class and the setting; a
-# vae that is not there is named.  Usage: vae-setting.sh PPDIFFUSE_TOOL
+# A pipeline as released, its vae/ an AutoencoderKL (the full SD VAE's
+# layout, small), runs as it is: through a 2-worker mesh its frames equal
+# ppdiffuse-tool img2img's, frame for frame.  With a TAESD kept elsewhere,
+# named by the element's vae setting (ppdiffuse-tool --vae), its frames
+# equal those of the same pipeline with that TAESD in its vae/, through
+# the mesh and through the tool.  ppdiffuse-tool info says which
+# components run.  A VAE of another class is refused naming it and the
+# classes that run; a vae that is not there is named.
+# Usage: vae-setting.sh PPDIFFUSE_TOOL
 set -eu
 TOOL=$1
 LIMIT_S=120
@@ -19,19 +21,44 @@ trap 'rm -rf "$work"' EXIT
 # own (a path with '&' and '=' in it: the setting's value is escaped).
 cp -r "$work/model" "$work/released"
 mv "$work/released/vae" "$work/taesd&x=1"
-mkdir "$work/released/vae"
-printf '{"_class_name": "AutoencoderKL", "latent_channels": 4}\n' \
-  > "$work/released/vae/config.json"
+"$TOOL" make-tiny --kind vae-kl --out "$work/released/vae" --seed 6 >/dev/null
 embeds="$work/model/prompt_embeds.npy"
 
-# info says what runs and what does not, with the fix.
+# info says what runs.
 "$TOOL" info "$work/released" > "$work/info.txt"
 grep -q "runs: *yes: the workers' denoising steps" "$work/info.txt"
 grep -q "runs: *yes: rank 0's text prompts" "$work/info.txt"
-grep -q "runs: *no: ppdiffuse runs TAESD (AutoencoderTiny) as its VAE, not AutoencoderKL; give the element vae=DIR" "$work/info.txt"
+grep -q "class: *AutoencoderKL" "$work/info.txt"
+grep -q "runs: *yes: rank 0's encode and decode (the full VAE" "$work/info.txt"
 grep -q "dtypes: *F32 (" "$work/info.txt"
-"$TOOL" info "$work/taesd&x=1" | grep -q "runs: *yes: rank 0's encode and decode"
-echo "info: what runs, what does not and the fix"
+"$TOOL" info "$work/taesd&x=1" | grep -q "runs: *yes: rank 0's encode and decode (TAESD"
+echo "info: what runs"
+
+# The AutoencoderKL pipeline as it is: the element's frames are the tool's.
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
+  pattern=ball ! video/x-raw,format=RGB,width=48,height=40 \
+  ! pngenc ! multifilesink location="$work/in-%02d.png"
+timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q \
+  multifilesrc location="$work/in-%02d.png" index=0 \
+  stop-index=$((FRAMES - 1)) caps=image/png,framerate=25/1 \
+  ! pngdec ! videoconvert ! video/x-raw,format=RGB \
+  ! ppdiffuse ranks=2 steps=2 strength=0.8 seed=5 prompt-embeds="$embeds" \
+    model="$work/released" \
+  ! videoconvert ! video/x-raw,format=RGB ! multifilesink \
+    location="$work/kl-element-%02d.rgb"
+i=0
+while [ $i -lt "$FRAMES" ]; do
+  f=$(printf %02d $i)
+  "$TOOL" img2img --model "$work/released" --in "$work/in-$f.png" \
+    --out "$work/kl-tool-$f.png" --prompt-embeds "$embeds" --steps 2 \
+    --strength 0.8 --seed 5 >/dev/null
+  timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$work/kl-tool-$f.png" \
+    ! pngdec ! videoconvert ! video/x-raw,format=RGB \
+    ! filesink location="$work/kl-tool-$f.rgb"
+  cmp "$work/kl-element-$f.rgb" "$work/kl-tool-$f.rgb"
+  i=$((i + 1))
+done
+echo "element: an AutoencoderKL vae/ gives ppdiffuse-tool's frames ($FRAMES)"
 
 run() {
   out=$1
@@ -71,8 +98,10 @@ expect_error() {
     exit 1
   fi
 }
-expect_error "holds an AutoencoderKL" model="$work/released"
-expect_error "point the element's vae setting" model="$work/released"
+cp -r "$work/released" "$work/vq"
+sed -i 's/"AutoencoderKL"/"VQModel"/' "$work/vq/vae/config.json"
+expect_error "the VAE class is VQModel" model="$work/vq"
+expect_error "runs AutoencoderTiny (TAESD) and AutoencoderKL" model="$work/vq"
 expect_error "vae '$work/nowhere' does not exist" model="$work/released" \
   vae="$work/nowhere"
-echo "errors name the class, the setting and a missing folder"
+echo "errors name the class, the classes that run and a missing folder"
