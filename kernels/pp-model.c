@@ -175,7 +175,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
 
 /* Parameters only a new model can change. */
 static const gchar *const start_only_params[] = {
-  "dtype", "cuda-graphs", "scheduler", "vae",
+  "dtype", "cuda-graphs", "scheduler", "vae", "lora",
 };
 
 static gboolean
@@ -284,6 +284,11 @@ pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
     g_autofree gchar *vae = g_uri_escape_string (load->vae, "/", FALSE);
 
     g_string_append_printf (uri, "&vae=%s", vae);
+  }
+  if (load->lora != NULL && *load->lora) {
+    g_autofree gchar *lora = g_uri_escape_string (load->lora, "/", FALSE);
+
+    g_string_append_printf (uri, "&lora=%s", lora);
   }
   /* The first parameter opens the query. */
   if (uri->len > strlen (model) && strchr (model, '?') == NULL)

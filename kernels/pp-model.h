@@ -111,8 +111,11 @@ typedef struct
   const gchar *dtype;           /* weights' storage: f32, f16, bf16; NULL
                                  * or "": the backend's default */
   gboolean cuda_graphs;         /* capture each worker's slice of steps */
-  const gchar *vae;             /* a TAESD folder in the place of the
+  const gchar *vae;             /* a VAE folder in the place of the
                                  * directory's vae/; NULL or "": its own */
+  const gchar *lora;            /* LoRA files fused at load,
+                                 * "PATH[:SCALE][,…]" (pp-lora.h); NULL or
+                                 * "": none */
 } PpModelLoad;
 
 /* Whether @uri names a built-in model (builtin:NAME[?…]), not a pipeline

@@ -11,7 +11,7 @@
  *   ppdiffuse-tool img2img --model PIPELINE_DIR --in IN.png --out OUT.png
  *                  --prompt-embeds E [--strength S] [--seed N] [--steps S]
  *                  [--t-index-list A,B] [--scheduler euler|lcm]
- *                  [--frames N] [--vae VAE_DIR]
+ *                  [--frames N] [--vae VAE_DIR] [--lora PATH[:SCALE],…]
  *
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
@@ -380,7 +380,8 @@ cmd_img2img (int argc, char **argv, GError ** error)
 {
   g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
       *index_list = NULL, *scheduler = NULL, *uri = NULL, *backend = NULL,
-      *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL, *vae = NULL;
+      *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL, *vae = NULL,
+      *lora = NULL;
   gdouble strength = PP_SETTINGS_DEFAULT_STRENGTH;
   PpSettings settings = { 0 };
   gint64 seed = 0;
@@ -405,6 +406,9 @@ cmd_img2img (int argc, char **argv, GError ** error)
     {"vae", 0, 0, G_OPTION_ARG_FILENAME, &vae,
         "a VAE folder (TAESD or AutoencoderKL) to use in the place of the "
         "pipeline's vae/, as the element's vae setting", "DIR"},
+    {"lora", 0, 0, G_OPTION_ARG_STRING, &lora,
+        "LoRA files fused into the UNet (and the text encoder) at load, "
+        "as the element's lora setting", "PATH[:SCALE][,…]"},
     {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
         "run the image this many times, each from the input (for "
         "measurements; --out gets the last), default 1", "N"},
@@ -442,7 +446,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
     return FALSE;
   if (prompt != NULL) {
     /* As the element does: the states go to the model with its settings. */
-    g_autoptr (PpPromptEncoder) enc = pp_prompt_encoder_new (model, be,
+    g_autoptr (PpPromptEncoder) enc = pp_prompt_encoder_new (model, lora, be,
         error);
     gboolean truncated = FALSE;
 
@@ -458,7 +462,9 @@ cmd_img2img (int argc, char **argv, GError ** error)
     g_ptr_array_add (inputs, states);
   }
   {
-    const PpModelLoad load = { scheduler, dtype_name, cuda_graphs != 0, vae };
+    const PpModelLoad load = { scheduler, dtype_name, cuda_graphs != 0, vae,
+      lora
+    };
 
     uri = pp_model_uri_for_load (model, &load);
   }

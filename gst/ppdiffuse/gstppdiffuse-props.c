@@ -47,6 +47,7 @@ enum
   PROP_DTYPE,
   PROP_CUDA_GRAPHS,
   PROP_VAE,
+  PROP_LORA,
   PROP_TIMEOUT_MS,
   PROP_WORKER,
   PROP_HOSTS,
@@ -162,6 +163,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
     case PROP_VAE:
       replace_string (&self->vae, value);
       break;
+    case PROP_LORA:
+      replace_string (&self->lora, value);
+      break;
     case PROP_DUMP_DIR:
       replace_string (&self->dump_dir, value);
       break;
@@ -267,6 +271,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_VAE:
       g_value_set_string (value, self->vae);
+      break;
+    case PROP_LORA:
+      g_value_set_string (value, self->lora);
       break;
     case PROP_DUMP_DIR:
       g_value_set_string (value, self->dump_dir);
@@ -420,17 +427,30 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
   /**
    * GstPpDiffuse:vae:
    *
-   * A TAESD folder (AutoencoderTiny: config.json and
-   * diffusion_pytorch_model.safetensors, such as madebyollin/taesd) that
+   * A VAE folder (config.json and diffusion_pytorch_model.safetensors) that
    * rank 0 encodes and decodes frames with, in the place of the pipeline
-   * directory's vae/ — a released pipeline, whose vae/ holds the full
-   * AutoencoderKL, runs with it as downloaded.  A start setting: a change
-   * applies at the next start.
+   * directory's vae/: a TAESD (AutoencoderTiny, such as madebyollin/taesd)
+   * for speed, where a released pipeline's vae/ holds the full
+   * AutoencoderKL.  A start setting: a change applies at the next start.
    */
   g_object_class_install_property (gobject_class, PROP_VAE,
       g_param_spec_string ("vae", "VAE",
-          "A TAESD folder to use in the place of the pipeline's vae/ "
-          "(default: the pipeline's own)", NULL, PARAM_FLAGS));
+          "A VAE folder (TAESD or AutoencoderKL) to use in the place of the "
+          "pipeline's vae/ (default: the pipeline's own)", NULL,
+          PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:lora:
+   *
+   * LoRA files fused into the UNet (and the text encoder, where a file
+   * has pairs for it) when the model loads: PATH[:SCALE][,PATH[:SCALE]…],
+   * SCALE a decimal multiplier (default 1), such as LCM-LoRA for 4-step
+   * SD1.5.  diffusers/PEFT and kohya key layouts.  A start setting: a
+   * change applies at the next start.
+   */
+  g_object_class_install_property (gobject_class, PROP_LORA,
+      g_param_spec_string ("lora", "LoRA",
+          "LoRA files fused at load, PATH[:SCALE][,PATH[:SCALE]...] "
+          "(default: none)", NULL, PARAM_FLAGS));
   /**
    * GstPpDiffuse:timeout-ms:
    *

@@ -724,7 +724,7 @@ static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
   g_autofree gchar *worker = NULL, *hosts = NULL, *hostfile = NULL,
-      *dump_dir = NULL, *vae = NULL;
+      *dump_dir = NULL, *vae = NULL, *lora = NULL;
   PpSettings snapshot = { 0 };
   PpStreamConfig config = { 0 };
   GError *error = NULL;
@@ -745,6 +745,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.cuda_graphs = self->cuda_graphs;
   /* Copies: the mesh starts after the object lock is released. */
   config.vae = vae = g_strdup (self->vae);
+  config.lora = lora = g_strdup (self->lora);
   config.worker_path = worker = g_strdup (self->worker);
   config.hosts = hosts = g_strdup (self->hosts);
   config.hostfile = hostfile = g_strdup (self->hostfile);
@@ -895,6 +896,7 @@ gst_pp_diffuse_finalize (GObject * object)
   g_free (self->hosts);
   g_free (self->hostfile);
   g_free (self->vae);
+  g_free (self->lora);
   g_free (self->dump_dir);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);

@@ -61,7 +61,8 @@ struct _GstPpDiffuse
   GstPpDiffuseBackend backend;
   GstPpDiffuseDtype dtype;
   gboolean cuda_graphs;
-  gchar *vae;                   /* a TAESD folder; NULL: the model's vae/ */
+  gchar *vae;                   /* a VAE folder; NULL: the model's vae/ */
+  gchar *lora;                  /* LoRA files fused at load; NULL: none */
   guint timeout_ms;
   gchar *worker;
   gchar *hosts;

@@ -67,6 +67,7 @@ struct _PpWeights
   GHashTable *slots;            /* key → Slot *, owned by order */
   GPtrArray *order;             /* file order, or request order */
   gchar *digest;                /* cached; NULL when stale */
+  GString *changes;             /* pp_weights_note_change; NULL: none */
   PpDType storage;              /* on the device; 0: the backend's default */
 };
 
@@ -99,6 +100,8 @@ pp_weights_free (PpWeights * w)
   g_clear_pointer (&w->rand, g_rand_free);
   g_free (w->source);
   g_free (w->digest);
+  if (w->changes != NULL)
+    g_string_free (w->changes, TRUE);
   g_free (w);
 }
 
@@ -499,6 +502,51 @@ check_shape (PpWeights * w, const gchar * key, guint ndim,
   return TRUE;
 }
 
+const gchar *
+pp_weights_key (PpWeights * w, guint i, guint * ndim, gint64 * shape)
+{
+  const Slot *s;
+
+  g_return_val_if_fail (i < w->order->len, NULL);
+  s = g_ptr_array_index (w->order, i);
+  if (ndim != NULL)
+    *ndim = s->ndim;
+  if (shape != NULL)
+    memcpy (shape, s->shape, sizeof s->shape);
+  return s->key;
+}
+
+gfloat *
+pp_weights_get_mutable (PpWeights * w, const gchar * key, GError ** error)
+{
+  Slot *s = g_hash_table_lookup (w->slots, key);
+
+  if (s == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
+        "%s: weight '%s' is missing", w->source, key);
+    return NULL;
+  }
+  if (!slot_ready (w, s, error))
+    return NULL;
+  if (s->owned == NULL) {
+    /* In the file's mapping: copy it out. */
+    if (!slot_alloc (w, s, error))
+      return NULL;
+    memcpy (s->owned, s->data, s->numel * sizeof (gfloat));
+    s->data = s->owned;
+  }
+  return s->owned;
+}
+
+void
+pp_weights_note_change (PpWeights * w, const gchar * change)
+{
+  if (w->changes == NULL)
+    w->changes = g_string_new (NULL);
+  g_string_append_printf (w->changes, "%s\n", change);
+  g_clear_pointer (&w->digest, g_free);
+}
+
 gboolean
 pp_weights_expect (PpWeights * w, const gchar * key, PpWeightKind kind,
     guint ndim, const gint64 * shape, GError ** error)
@@ -881,6 +929,17 @@ pp_weights_digest (PpWeights * w)
     return w->digest;
   if (w->st != NULL) {
     w->digest = file_digest (w->source, w->st);
+    if (w->changes != NULL) {
+      /* The file's digest, then what changed it. */
+      g_autofree gchar *file = g_steal_pointer (&w->digest);
+
+      sum = g_checksum_new (G_CHECKSUM_SHA256);
+      g_checksum_update (sum, (const guchar *) file, -1);
+      g_checksum_update (sum, (const guchar *) "\n", 1);
+      g_checksum_update (sum, (const guchar *) w->changes->str,
+          (gssize) w->changes->len);
+      w->digest = g_strdup (g_checksum_get_string (sum));
+    }
     return w->digest;
   }
   sum = g_checksum_new (G_CHECKSUM_SHA256);

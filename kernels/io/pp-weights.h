@@ -97,6 +97,20 @@ const gfloat  *pp_weights_get_kind    (PpWeights * w, const gchar * key,
                                        PpWeightKind kind, guint ndim,
                                        const gint64 * shape,
                                        GError ** error);
+/* Tensor @i (0 … pp_weights_n_tensors − 1) in file or request order: its
+ * key, and its dimensions in @ndim and @shape (PP_ST_MAX_DIMS) when set. */
+const gchar   *pp_weights_key         (PpWeights * w, guint i, guint * ndim,
+                                       gint64 * shape);
+/* The float32 data of existing weight @key as a private copy that the
+ * caller may change before a model binds it (an adapter fused at load).
+ * Does not mark the key used.  Changing it changes what the weights are:
+ * say how with pp_weights_note_change, which the digest covers. */
+gfloat        *pp_weights_get_mutable (PpWeights * w, const gchar * key,
+                                       GError ** error);
+/* Adds @change (a line such as "lora <digest> <scale>") to what
+ * pp_weights_digest covers: the weights are the file's with these
+ * changes. */
+void           pp_weights_note_change (PpWeights * w, const gchar * change);
 /* TRUE when @key exists (a file), was generated already (random,
  * seeded) or was declared (pp_weights_expect). */
 gboolean       pp_weights_has         (PpWeights * w, const gchar * key);

@@ -222,6 +222,13 @@ PpClipText *
 pp_clip_text_load (const gchar * dir, PpBackend * be, PpDType dtype,
     GError ** error)
 {
+  return pp_clip_text_load_lora (dir, be, dtype, NULL, error);
+}
+
+PpClipText *
+pp_clip_text_load_lora (const gchar * dir, PpBackend * be, PpDType dtype,
+    PpLora * lora, GError ** error)
+{
   g_autofree gchar *config_path = g_build_filename (dir,
       PP_COMPONENT_CONFIG, NULL);
   g_autofree gchar *path = weights_path (dir, error);
@@ -234,6 +241,8 @@ pp_clip_text_load (const gchar * dir, PpBackend * be, PpDType dtype,
   if (w == NULL)
     return NULL;
   pp_weights_set_storage_dtype (w, dtype);
+  if (lora != NULL && !pp_lora_fuse (lora, PP_LORA_TEXT_ENCODER, w, error))
+    return NULL;
   m = pp_clip_text_new (config_path, w, be, error);
   if (m == NULL || !pp_weights_check_all_used (w, error))
     return NULL;

@@ -7,6 +7,7 @@
 
 #include "pp-backend.h"
 #include "pp-tap.h"
+#include "pp-lora.h"
 #include "pp-weights.h"
 
 G_BEGIN_DECLS
@@ -29,6 +30,10 @@ PpClipText *pp_clip_text_new        (const gchar * config_path,
  * key the model does not use is an error too. */
 PpClipText *pp_clip_text_load       (const gchar * dir, PpBackend * be,
                                      PpDType dtype, GError ** error);
+/* The same with @lora's text-encoder pairs fused first (NULL: none). */
+PpClipText *pp_clip_text_load_lora  (const gchar * dir, PpBackend * be,
+                                     PpDType dtype, PpLora * lora,
+                                     GError ** error);
 /* @ids (@n_tokens of them, 1 ≤ n ≤ max positions, each < the vocabulary
  * size) → @out_hidden, F32 [1, n_tokens, hidden size], on the host or on
  * the model's backend. */

@@ -530,7 +530,8 @@ pp_component_class (const gchar * component_dir)
 gpointer
 pp_component_load (const gchar * component_dir, PpBackend * be,
     PpDType dtype, PpComponentNewFunc make, GDestroyNotify free_component,
-    PpWeights ** weights, GError ** error)
+    PpLora * lora, PpLoraTarget target, PpWeights ** weights,
+    GError ** error)
 {
   g_autofree gchar *config_path = g_build_filename (component_dir,
       PP_COMPONENT_CONFIG, NULL);
@@ -545,6 +546,10 @@ pp_component_load (const gchar * component_dir, PpBackend * be,
   if (w == NULL)
     return NULL;
   pp_weights_set_storage_dtype (w, dtype);
+  if (lora != NULL && !pp_lora_fuse (lora, target, w, error)) {
+    pp_weights_free (w);
+    return NULL;
+  }
   component = make (config_path, w, be, error);
   if (component == NULL || !pp_weights_check_all_used (w, error)) {
     g_clear_pointer (&component, free_component);

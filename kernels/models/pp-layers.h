@@ -5,6 +5,7 @@
 
 #include "pp-backend.h"
 #include "pp-config.h"
+#include "pp-lora.h"
 #include "pp-tap.h"
 #include "pp-weights.h"
 
@@ -157,9 +158,12 @@ gchar   *pp_component_class (const gchar * component_dir);
 /* Builds a component from @component_dir with @make, its weights stored as
  * @dtype on @be (0: the backend's default), and checks that it used every
  * tensor of the weights file.  On success *@weights holds the weights,
- * which the component's data points into: the caller keeps them alive. */
+ * which the component's data points into: the caller keeps them alive.
+ * With @lora, its pairs that target @target are fused into the weights
+ * first (pp-lora.h). */
 gpointer pp_component_load (const gchar * component_dir, PpBackend * be,
     PpDType dtype, PpComponentNewFunc make, GDestroyNotify free_component,
-    PpWeights ** weights, GError ** error);
+    PpLora * lora, PpLoraTarget target, PpWeights ** weights,
+    GError ** error);
 
 G_END_DECLS

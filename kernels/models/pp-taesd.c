@@ -276,7 +276,7 @@ pp_taesd_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
     return NULL;
   m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_taesd_new, (GDestroyNotify) pp_taesd_free,
-      &weights, error);
+      NULL, 0, &weights, error);
   if (m != NULL)
     m->owned_weights = weights;
   return m;

@@ -647,6 +647,13 @@ PpUnet *
 pp_unet_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
     GError ** error)
 {
+  return pp_unet_load_lora (component_dir, be, dtype, NULL, error);
+}
+
+PpUnet *
+pp_unet_load_lora (const gchar * component_dir, PpBackend * be,
+    PpDType dtype, PpLora * lora, GError ** error)
+{
   PpWeights *weights = NULL;
   PpUnet *m;
 
@@ -654,7 +661,7 @@ pp_unet_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
     return NULL;
   m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_unet_new, (GDestroyNotify) pp_unet_free,
-      &weights, error);
+      lora, PP_LORA_UNET, &weights, error);
   if (m != NULL)
     m->owned_weights = weights;
   return m;

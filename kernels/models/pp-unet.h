@@ -4,6 +4,7 @@
 
 #include "pp-backend.h"
 #include "pp-tap.h"
+#include "pp-lora.h"
 #include "pp-weights.h"
 
 G_BEGIN_DECLS
@@ -30,6 +31,11 @@ const gchar *pp_unet_weights_digest  (PpUnet * m);
 PpUnet   *pp_unet_load                (const gchar * component_dir,
                                        PpBackend * be, PpDType dtype,
                                        GError ** error);
+/* The same with @lora's UNet pairs fused into the weights first (NULL:
+ * none); pp_unet_weights_digest then covers them. */
+PpUnet   *pp_unet_load_lora           (const gchar * component_dir,
+                                       PpBackend * be, PpDType dtype,
+                                       PpLora * lora, GError ** error);
 /* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),
  * @encoder_hidden_states [N, L, cross_attention_dim] → *@out
  * [N, out_channels, H, W], the predicted noise.  Inputs are host tensors

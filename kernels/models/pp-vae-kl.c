@@ -370,7 +370,7 @@ pp_vae_kl_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
   PpWeights *weights = NULL;
   PpVaeKl *m = pp_component_load (component_dir, be, dtype,
       (PpComponentNewFunc) pp_vae_kl_new, (GDestroyNotify) pp_vae_kl_free,
-      &weights, error);
+      NULL, 0, &weights, error);
 
   if (m != NULL)
     m->owned_weights = weights;

@@ -505,6 +505,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
   Diffusion *d = g_new0 (Diffusion, 1);
   g_autofree gchar *scheduler = NULL, *dtype_text = NULL, *vae = NULL;
+  g_autofree gchar *lora_spec = NULL;
+  g_autoptr (PpLora) lora = NULL;
   Settings settings = { 0 };
   PpScheduleKind kind;
   gboolean ok;
@@ -516,6 +518,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   pp_model_param_string (params, "scheduler", &scheduler);
   pp_model_param_string (params, "dtype", &dtype_text);
   pp_model_param_string (params, "vae", &vae);
+  pp_model_param_string (params, "lora", &lora_spec);
   d->dtype = d->be->default_weight_dtype;
   if (dtype_text != NULL && !pp_dtype_parse_weights (dtype_text, &d->dtype,
           error))
@@ -523,6 +526,11 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   if (!scheduler_kind (model->path, scheduler, &kind, error))
     return FALSE;
   d->kind = kind;
+  /* Read on every rank, so that rank 0 refuses a file that is not there
+   * or not a LoRA before any spawn; fused where the UNet loads. */
+  if (lora_spec != NULL && *lora_spec != '\0'
+      && (lora = pp_lora_open (lora_spec, error)) == NULL)
+    return FALSE;
 
   if (model->roles & PP_MODEL_ROLE_IMAGE) {
     g_autofree gchar *vae_dir = vae != NULL ? g_strdup (vae)
@@ -550,7 +558,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   if (model->roles & PP_MODEL_ROLE_STEPS) {
     g_autofree gchar *unet_dir = g_build_filename (model->path, "unet", NULL);
 
-    d->unet = pp_unet_load (unet_dir, d->be, d->dtype, error);
+    d->unet = pp_unet_load_lora (unet_dir, d->be, d->dtype, lora, error);
     if (d->unet == NULL)
       return FALSE;
   }

@@ -21,9 +21,10 @@ struct _PpPromptEncoder
 };
 
 PpPromptEncoder *
-pp_prompt_encoder_new (const gchar * dir, PpBackend * backend,
-    GError ** error)
+pp_prompt_encoder_new (const gchar * dir, const gchar * lora_spec,
+    PpBackend * backend, GError ** error)
 {
+  g_autoptr (PpLora) lora = NULL;
   g_autofree gchar *tok_dir = g_build_filename (dir, "tokenizer", NULL);
   g_autofree gchar *text_dir = g_build_filename (dir, "text_encoder", NULL);
   g_autofree gchar *unet_config = g_build_filename (dir, "unet",
@@ -34,8 +35,12 @@ pp_prompt_encoder_new (const gchar * dir, PpBackend * backend,
   enc->tokenizer = pp_clip_tokenizer_load (tok_dir, error);
   if (enc->tokenizer == NULL)
     return NULL;
+  if (lora_spec != NULL && *lora_spec != '\0'
+      && (lora = pp_lora_open (lora_spec, error)) == NULL)
+    return NULL;
   /* The states are mixed and sent in f32 whatever the UNet's dtype. */
-  enc->text = pp_clip_text_load (text_dir, backend, PP_DTYPE_F32, error);
+  enc->text = pp_clip_text_load_lora (text_dir, backend, PP_DTYPE_F32, lora,
+      error);
   if (enc->text == NULL
       || !pp_clip_text_check_unet (enc->text, text_dir, unet_config, error))
     return NULL;

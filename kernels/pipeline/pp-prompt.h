@@ -24,9 +24,12 @@ G_BEGIN_DECLS
 
 typedef struct _PpPromptEncoder PpPromptEncoder;
 
-/* The tokenizer/ and text_encoder/ of pipeline @dir, on @backend; checks
- * that the encoder's width is the UNet's cross_attention_dim. */
+/* The tokenizer/ and text_encoder/ of pipeline @dir, on @backend, with
+ * the text-encoder pairs of the LoRA setting @lora_spec fused (NULL or "":
+ * none; pp-lora.h); checks that the encoder's width is the UNet's
+ * cross_attention_dim. */
 PpPromptEncoder *pp_prompt_encoder_new  (const gchar * dir,
+                                         const gchar * lora_spec,
                                          PpBackend * backend,
                                          GError ** error);
 void             pp_prompt_encoder_free (PpPromptEncoder * enc);

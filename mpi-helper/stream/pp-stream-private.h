@@ -26,6 +26,7 @@ void            pp_stream_prompt_free   (PpStreamPrompt * p);
  * tokens. */
 PpTensor       *pp_stream_prompt_encode (PpStreamPrompt * p,
                                          const gchar * dir,
+                                         const gchar * lora,
                                          PpBackend * backend,
                                          const gchar * prompt, gchar ** ref,
                                          gboolean * truncated,
@@ -46,6 +47,7 @@ struct _PpStream
   guint timeout_ms;
   gint warm_up;                 /* PpStreamConfig.warm_up */
   gchar *vae;                   /* the model's vae= (a start setting) */
+  gchar *lora;                  /* the model's lora= (a start setting) */
   gchar *dtype;                 /* what the model loads with, for */
   gboolean cuda_graphs;         /* settings checked while it runs */
   PpStreamStats last_stats;     /* of the last mesh that stopped */

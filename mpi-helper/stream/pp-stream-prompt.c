@@ -9,6 +9,7 @@
 struct _PpStreamPrompt
 {
   gchar *dir;                   /* the pipeline the encoder is of */
+  gchar *lora;                  /* the LoRA setting fused into it */
   PpBackend *backend;
   PpPromptEncoder *encoder;
   gchar *text;                  /* the last prompt, its states and ref */
@@ -39,6 +40,7 @@ pp_stream_prompt_free (PpStreamPrompt * p)
   forget_prompt (p);
   g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
   g_free (p->dir);
+  g_free (p->lora);
   g_free (p);
 }
 
@@ -54,17 +56,19 @@ pp_stream_tensor_copy (const PpTensor * t)
 
 PpTensor *
 pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
-    PpBackend * backend, const gchar * prompt, gchar ** ref,
-    gboolean * truncated, GError ** error)
+    const gchar * lora, PpBackend * backend, const gchar * prompt,
+    gchar ** ref, gboolean * truncated, GError ** error)
 {
   if (p->encoder == NULL || g_strcmp0 (p->dir, dir) != 0
-      || p->backend != backend) {
+      || g_strcmp0 (p->lora, lora) != 0 || p->backend != backend) {
     forget_prompt (p);
     g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
     g_free (p->dir);
+    g_free (p->lora);
     p->dir = g_strdup (dir);
+    p->lora = g_strdup (lora);
     p->backend = backend;
-    p->encoder = pp_prompt_encoder_new (dir, backend, error);
+    p->encoder = pp_prompt_encoder_new (dir, lora, backend, error);
     if (p->encoder == NULL)
       return NULL;
   }

@@ -33,7 +33,7 @@ pp_stream_resolve (PpStream * stream, const PpSettings * live,
     const gchar * prompt_ref, PpSettings * out)
 {
   const PpModelLoad load = { NULL, stream->dtype, stream->cuda_graphs,
-    stream->vae
+    stream->vae, stream->lora
   };
 
   pp_settings_copy (out, live);
@@ -86,7 +86,8 @@ pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
   query = strchr (live->model, '?');
   dir = query != NULL ? g_strndup (live->model, query - live->model)
       : g_strdup (live->model);
-  *states = pp_stream_prompt_encode (stream->prompt, dir, backend,
+  *states = pp_stream_prompt_encode (stream->prompt, dir, stream->lora,
+      backend,
       live->prompt, ref, &truncated, error);
   if (*states == NULL) {
     g_prefix_error (error, "prompt '%s': ", live->prompt);

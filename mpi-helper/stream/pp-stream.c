@@ -47,6 +47,7 @@ pp_stream_free (PpStream * stream)
   pp_stream_prompt_free (stream->prompt);
   pp_stream_settings_free (stream->running);
   g_free (stream->vae);
+  g_free (stream->lora);
   g_free (stream->dtype);
   g_mutex_clear (&stream->lock);
   g_cond_clear (&stream->cond);
@@ -235,6 +236,8 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   stream->dtype = g_strdup (sc->dtype);
   g_free (stream->vae);
   stream->vae = g_strdup (sc->vae);
+  g_free (stream->lora);
+  stream->lora = g_strdup (sc->lora);
   stream->cuda_graphs = sc->cuda_graphs;
   stream->timeout_ms = sc->timeout_ms;
   stream->warm_up = sc->warm_up;

@@ -72,8 +72,10 @@ typedef struct
   const gchar *backend;         /* NULL: $PPDIFFUSE_BACKEND, else auto */
   const gchar *dtype;           /* weights' storage; NULL: the backend's */
   gboolean cuda_graphs;
-  const gchar *vae;             /* a TAESD folder for rank 0; NULL: the
+  const gchar *vae;             /* a VAE folder for rank 0; NULL: the
                                  * pipeline's vae/ */
+  const gchar *lora;            /* LoRA files fused at load
+                                 * (pp-lora.h); NULL: none */
   const gchar *worker_path;     /* NULL: $PPDIFFUSE_WORKER, then installed */
   const gchar *hosts;
   const gchar *hostfile;
