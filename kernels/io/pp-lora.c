@@ -353,10 +353,11 @@ default_alpha (const File * f, PpLoraTarget target)
   return g_array_index (values, gdouble, best);
 }
 
-/* W [out, cols] += factor · up [out, r] · down [r, cols]. */
+/* W [out, cols] += factor · up [out, r] · down [r, cols]; with @dry, the
+ * shapes checked and nothing changed. */
 static gboolean
 fuse_pair (const File * f, const Pair * p, const gchar * key, PpWeights * w,
-    gdouble alpha_default, GError ** error)
+    gdouble alpha_default, gboolean dry, GError ** error)
 {
   gint64 shape[PP_ST_MAX_DIMS];
   guint ndim = 0;
@@ -395,6 +396,8 @@ fuse_pair (const File * f, const Pair * p, const gchar * key, PpWeights * w,
     }
     alpha = read_alpha (p->alpha);
   }
+  if (dry)
+    return TRUE;
   factor = f->scale * alpha / (gdouble) r;
   dst = pp_weights_get_mutable (w, key, error);
   if (dst == NULL)
@@ -407,8 +410,8 @@ fuse_pair (const File * f, const Pair * p, const gchar * key, PpWeights * w,
   return TRUE;
 }
 
-gboolean
-pp_lora_fuse (PpLora * lora, PpLoraTarget target, PpWeights * w,
+static gboolean
+fuse (PpLora * lora, PpLoraTarget target, PpWeights * w, gboolean dry,
     GError ** error)
 {
   g_autoptr (GHashTable) flat = NULL;
@@ -441,7 +444,7 @@ pp_lora_fuse (PpLora * lora, PpLoraTarget target, PpWeights * w,
               missing->len ? ", " : "", p->name);
         continue;
       }
-      if (!fuse_pair (f, p, key, w, alpha_default, error))
+      if (!fuse_pair (f, p, key, w, alpha_default, dry, error))
         return FALSE;
       n_fused++;
     }
@@ -455,7 +458,7 @@ pp_lora_fuse (PpLora * lora, PpLoraTarget target, PpWeights * w,
           missing->str);
       return FALSE;
     }
-    if (n_fused == 0)
+    if (n_fused == 0 || dry)
       continue;
     digest = pp_weights_file_digest (f->path, error);
     if (digest == NULL)
@@ -465,4 +468,18 @@ pp_lora_fuse (PpLora * lora, PpLoraTarget target, PpWeights * w,
     pp_weights_note_change (w, note);
   }
   return TRUE;
+}
+
+gboolean
+pp_lora_fuse (PpLora * lora, PpLoraTarget target, PpWeights * w,
+    GError ** error)
+{
+  return fuse (lora, target, w, FALSE, error);
+}
+
+gboolean
+pp_lora_check (PpLora * lora, PpLoraTarget target, PpWeights * w,
+    GError ** error)
+{
+  return fuse (lora, target, w, TRUE, error);
 }

@@ -44,6 +44,11 @@ gboolean  pp_lora_targets   (PpLora * lora, PpLoraTarget target);
  * it), noting each file's digest and scale in @w's digest. */
 gboolean  pp_lora_fuse      (PpLora * lora, PpLoraTarget target,
                              PpWeights * w, GError ** error);
+/* The same checks without changing @w: every pair that targets @target
+ * matches a weight of @w and fits its shape (reads only the file's
+ * header). */
+gboolean  pp_lora_check     (PpLora * lora, PpLoraTarget target,
+                             PpWeights * w, GError ** error);
 void      pp_lora_free      (PpLora * lora);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpLora, pp_lora_free)

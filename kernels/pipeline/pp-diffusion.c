@@ -500,6 +500,20 @@ pipeline_dir_check (const gchar * dir, GError ** error)
   return TRUE;
 }
 
+/* The LoRA's UNet pairs against the names and shapes of @unet_dir's
+ * weights file (its header alone): a LoRA that does not fit is refused on
+ * rank 0, before any worker loads it. */
+static gboolean
+check_unet_lora (const gchar * unet_dir, PpLora * lora, GError ** error)
+{
+  g_autofree gchar *path = pp_model_dir_weights_path (unet_dir, error);
+  g_autoptr (PpWeights) w = NULL;
+
+  if (path == NULL || (w = pp_weights_open (path, error)) == NULL)
+    return FALSE;
+  return pp_lora_check (lora, PP_LORA_UNET, w, error);
+}
+
 static gboolean
 diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
@@ -549,6 +563,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     }
     /* Checked here too, so that rank 0 refuses it before any spawn. */
     if (!pp_unet_check_class (unet_dir, error)
+        || (lora != NULL && !check_unet_lora (unet_dir, lora, error))
         || !read_frame_align (model->path, &d->frame_align, error))
       return FALSE;
     d->vae = pp_vae_load (vae_dir, d->be, d->dtype, error);
