@@ -15,7 +15,7 @@
  *
  * Every command that computes takes --backend B (auto, cpu, cpu-strict;
  * default: $PPDIFFUSE_BACKEND, else auto).
- *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd|vae-kl --out DIR
+ *   ppdiffuse-tool make-tiny --kind sd15|turbo|taesd|vae-kl|lora --out DIR
  *                  [--seed N]
  *   ppdiffuse-tool tokenize --tokenizer DIR (--prompt TEXT | --prompts-file F)
  *                  (CLIP token ids, one line of model_max_length per prompt)
@@ -652,8 +652,8 @@ cmd_make_tiny (int argc, char **argv, GError ** error)
   g_autofree gchar *kind = NULL, *out = NULL;
   gint64 seed = 0;
   GOptionEntry entries[] = {
-    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo, taesd, vae-kl (a small AutoencoderKL), or sd-turbo (the "
-        "released sizes, ~3.5 GB)",
+    {"kind", 0, 0, G_OPTION_ARG_STRING, &kind, "sd15, turbo, taesd, vae-kl (a small AutoencoderKL), lora (a kohya "
+        "LoRA for sd15's UNet), or sd-turbo (the released sizes, ~3.5 GB)",
         "KIND"},
     {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "output directory", "DIR"},
     {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "weights seed, default 0",

@@ -13,6 +13,8 @@
 #include "pp-weights.h"
 
 #include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
 #include <json-glib/json-glib.h>
 
 #define WEIGHTS_FILE "diffusion_pytorch_model.safetensors"
@@ -284,6 +286,109 @@ write_unet (const gchar * dir, gboolean turbo, gboolean released,
   return ok;
 }
 
+/* The modules a LoRA of kind "lora" adapts, as LCM-LoRA does: attention
+ * projections, the transformer's in and out projections, its feed-forward,
+ * the resnets' convolutions. */
+static const gchar *const lora_targets[] = {
+  ".to_q.weight", ".to_k.weight", ".to_v.weight", ".to_out.0.weight",
+  ".proj_in.weight", ".proj_out.weight", ".ff.net.0.proj.weight",
+  ".ff.net.2.weight", ".conv1.weight", ".conv2.weight",
+};
+
+static gboolean
+is_lora_target (const gchar * key)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (lora_targets); i++)
+    if (g_str_has_suffix (key, lora_targets[i]))
+      return TRUE;
+  return FALSE;
+}
+
+/* A kohya-layout LoRA (lora_unet_…, rank 4, alpha 4) for the UNet of kind
+ * "sd15", in DIR/pytorch_lora_weights.safetensors: LCM-LoRA's layout and
+ * file name, random values. */
+static gboolean
+write_lora (const gchar * dir, guint64 seed, GError ** error)
+{
+  const gint64 rank = 4;
+  const gfloat alpha = 4.0f, std = 0.05f;
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  g_autofree gchar *config = g_build_filename (dir, "unet-config.json",
+      NULL);
+  g_autofree gchar *path = g_build_filename (dir, PP_TINY_LORA_FILE, NULL);
+  g_autoptr (GArray) entries = g_array_new (FALSE, TRUE, sizeof (PpStEntry));
+  g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GRand) rand = g_rand_new_with_seed ((guint32) seed);
+  PpWeights *w;
+  PpUnet *m;
+  gboolean ok;
+
+  unet_config (b, FALSE);
+  if (!ensure_dir (dir, error) || !save_builder (b, config, error))
+    return FALSE;
+  w = pp_weights_new_random (seed);
+  m = pp_unet_new (config, w, pp_backend_cpu (), error);
+  g_unlink (config);
+  if (m == NULL) {
+    pp_weights_free (w);
+    return FALSE;
+  }
+  for (guint i = 0; i < pp_weights_n_tensors (w); i++) {
+    gint64 shape[PP_ST_MAX_DIMS];
+    guint ndim;
+    const gchar *key = pp_weights_key (w, i, &ndim, shape);
+    g_autofree gchar *module = NULL;
+    gint64 cols = 1;
+
+    if (!is_lora_target (key) || ndim < 2)
+      continue;
+    module = g_strndup (key, strlen (key) - strlen (".weight"));
+    g_strdelimit (module, ".", '_');
+    for (guint d = 1; d < ndim; d++)
+      cols *= shape[d];
+    for (guint part = 0; part < 3; part++) {
+      PpStEntry e = { 0 };
+      gsize n;
+      gfloat *x;
+
+      e.dtype = PP_ST_F32;
+      if (part == 0) {          /* down [r, in, kh, kw] */
+        e.ndim = ndim;
+        memcpy (e.shape, shape, sizeof shape);
+        e.shape[0] = rank;
+        n = (gsize) (rank * cols);
+      } else if (part == 1) {   /* up [out, r, 1, 1] */
+        e.ndim = ndim;
+        e.shape[0] = shape[0];
+        e.shape[1] = rank;
+        for (guint d = 2; d < ndim; d++)
+          e.shape[d] = 1;
+        n = (gsize) (shape[0] * rank);
+      } else {                  /* alpha, a scalar */
+        e.ndim = 0;
+        n = 1;
+      }
+      x = g_new (gfloat, n);
+      for (gsize j = 0; j < n; j++)
+        x[j] = part == 2 ? alpha
+            : (gfloat) g_rand_double_range (rand, -std, std) * 1.7f;
+      g_ptr_array_add (owned, x);
+      e.name = g_strdup_printf ("lora_unet_%s.%s", module,
+          part == 0 ? "lora_down.weight" : part == 1 ? "lora_up.weight"
+          : "alpha");
+      g_ptr_array_add (owned, e.name);
+      e.nbytes = n * sizeof (gfloat);
+      e.data = (const guint8 *) x;
+      g_array_append_val (entries, e);
+    }
+  }
+  pp_unet_free (m);
+  pp_weights_free (w);
+  ok = pp_safetensors_write_entries (path, entries->len,
+      (const PpStEntry *) entries->data, NULL, error);
+  return ok;
+}
+
 /* A CLIPTextModel of width @width (the UNet's cross_attention_dim), quick
  * GELU as SD 1.5's OpenAI CLIP has, or GELU as SD 2.x/Turbo's OpenCLIP. */
 static gboolean
@@ -398,10 +503,13 @@ pp_tiny_write (const gchar * kind, const gchar * dir, guint64 seed,
 
   if (g_strcmp0 (kind, "taesd") == 0 || g_strcmp0 (kind, "vae-kl") == 0)
     return write_vae (dir, seed, FALSE, g_str_equal (kind, "vae-kl"), error);
+  if (g_strcmp0 (kind, "lora") == 0)
+    return write_lora (dir, seed, error);
   if (g_strcmp0 (kind, "sd15") != 0 && g_strcmp0 (kind, "turbo") != 0
       && g_strcmp0 (kind, "sd-turbo") != 0) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-        "unknown kind '%s': expected sd15, turbo, taesd, vae-kl or sd-turbo",
+        "unknown kind '%s': expected sd15, turbo, taesd, vae-kl, lora or "
+        "sd-turbo",
         kind);
     return FALSE;
   }

@@ -3,7 +3,9 @@
  *
  * kind "taesd": DIR is one AutoencoderTiny component (config.json +
  * diffusion_pytorch_model.safetensors); kind "vae-kl" one AutoencoderKL
- * component, the SD VAE's layout at widths 8 and 16.  Kinds "sd15" and "turbo": DIR is a
+ * component, the SD VAE's layout at widths 8 and 16; kind "lora" a
+ * kohya-layout LoRA for kind "sd15"'s UNet (LCM-LoRA's layout), in
+ * DIR/PP_TINY_LORA_FILE.  Kinds "sd15" and "turbo": DIR is a
  * pipeline — unet/ (SD1.5-style conv projections, or SD2/Turbo-style linear
  * projections with per-block heads), vae/ (tiny TAESD), scheduler/
  * (LCMScheduler for sd15, EulerDiscreteScheduler with trailing spacing for
@@ -24,6 +26,8 @@
 G_BEGIN_DECLS
 
 #define PP_TINY_PROMPT_EMBEDS "prompt_embeds.npy"
+/* Kind "lora"'s file: the name LCM-LoRA's is published under. */
+#define PP_TINY_LORA_FILE "pytorch_lora_weights.safetensors"
 /* The pipelines' tokenizer/ folder (pp-clip-tokenizer-tiny.h). */
 #define PP_TINY_TOKENIZER "tokenizer"
 /* The tiny text encoder's vocabulary: the tiny tokenizer's size (CLIP's

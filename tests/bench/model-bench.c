@@ -14,12 +14,17 @@
  * With --sd-turbo, also one full SD-Turbo UNet forward at 512×512 (a 64×64
  * latent, 77×1024 text; ≈804 GFLOP), with seeded weights
  * (pp_weights_new_seeded: ~3.5 GB, a few seconds to generate), against
- * the sgemm rate measured before each of its runs. */
+ * the sgemm rate measured before each of its runs.
+ *
+ * With --vaes, the two VAE classes side by side at 512×512: the released
+ * TAESD and the SD VAE (AutoencoderKL), encode and decode each, seeded
+ * weights. */
 #include "pp-bench-configs.h"
 #include "pp-config.h"
 #include "pp-ops.h"
 #include "pp-taesd.h"
 #include "pp-unet.h"
+#include "pp-vae-kl.h"
 #include "pp-weights.h"
 
 #include <cblas.h>
@@ -46,6 +51,10 @@
 /* The field notes' count for one forward at 512×512, to compare with the
  * count of the op layer. */
 #define TURBO_GFLOP_NOTED 804
+/* The VAEs at 512×512: the full VAE takes tens of seconds a pass here. */
+#define VAE_REPEATS 2
+#define VAE_SIDE 512
+#define VAE_LATENT (VAE_SIDE / 8)
 
 static const gchar unet_config[] =
     "{\"_class_name\":\"UNet2DConditionModel\",\"in_channels\":4,"
@@ -349,16 +358,109 @@ bench_turbo (const gchar * dir, int blas_threads)
   g_unlink (path);
 }
 
+typedef struct
+{
+  PpTaesd *taesd;
+  PpVaeKl *kl;
+  PpTensor *image, *latents;
+  gboolean decode;
+} Vaes;
+
+static void
+vae_run (gpointer data)
+{
+  Vaes *v = data;
+  PpTensor *out = NULL;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (v->taesd != NULL)
+    ok = v->decode
+        ? pp_taesd_decode (v->taesd, v->latents, &out, NULL, NULL, &error)
+        : pp_taesd_encode (v->taesd, v->image, &out, NULL, NULL, &error);
+  else
+    ok = v->decode
+        ? pp_vae_kl_decode (v->kl, v->latents, &out, NULL, NULL, &error)
+        : pp_vae_kl_encode (v->kl, v->image, &out, NULL, NULL, &error);
+  if (!ok)
+    g_error ("%s", error->message);
+  pp_tensor_free (out);
+}
+
+/* TAESD and AutoencoderKL, encode and decode at 512×512, one model
+ * resident at a time; each figure the best of VAE_REPEATS after a pass
+ * that sizes the pools. */
+static void
+bench_vaes (const gchar * dir, int blas_threads)
+{
+  const gint64 image_shape[4] = { 1, 3, VAE_SIDE, VAE_SIDE };
+  const gint64 latent_shape[4] = { 1, 4, VAE_LATENT, VAE_LATENT };
+  g_autofree gchar *taesd_path = write_config (dir, "taesd512.json",
+      taesd_config);
+  g_autofree gchar *kl_path = write_config (dir, "vae-kl.json",
+      vae_kl_config);
+  Vaes v = { 0 };
+  Timing t[2][2];
+  gdouble sgemm[2][2];
+  GError *error = NULL;
+
+  v.image = seeded_input ("image", 4, image_shape);
+  /* [-1, 1] as a frame is */
+  for (gint64 i = 0; i < pp_tensor_numel (v.image); i++)
+    ((gfloat *) v.image->data)[i] = CLAMP (((gfloat *) v.image->data)[i]
+        / 2.0f, -1.0f, 1.0f);
+  v.latents = seeded_input ("latents", 4, latent_shape);
+  for (guint kl = 0; kl < 2; kl++) {
+    PpWeights *w = pp_weights_new_seeded (WEIGHT_SEED);
+
+    if (kl)
+      v.kl = pp_vae_kl_new (kl_path, w, pp_backend_default (), &error);
+    else
+      v.taesd = pp_taesd_new (taesd_path, w, pp_backend_default (), &error);
+    if (error != NULL)
+      g_error ("%s", error->message);
+    for (guint decode = 0; decode < 2; decode++) {
+      v.decode = decode;
+      vae_run (&v);
+      t[kl][decode] = best_of (vae_run, &v, VAE_REPEATS, &sgemm[kl][decode],
+          blas_threads);
+    }
+    g_clear_pointer (&v.taesd, pp_taesd_free);
+    g_clear_pointer (&v.kl, pp_vae_kl_free);
+    pp_weights_free (w);
+  }
+  printf ("\nVAEs at %dx%d (best of %d, OpenBLAS sgemm %.1f GFLOP/s on %d "
+      "threads before each run):\n", VAE_SIDE, VAE_SIDE, VAE_REPEATS,
+      MAX (MAX (sgemm[0][0], sgemm[0][1]), MAX (sgemm[1][0], sgemm[1][1])),
+      blas_threads);
+  report ("TAESD encode 512x512", t[0][0], sgemm[0][0], "madebyollin/taesd");
+  report ("TAESD decode 512x512", t[0][1], sgemm[0][1], "madebyollin/taesd");
+  report ("AutoencoderKL encode 512x512", t[1][0], sgemm[1][0], "SD VAE");
+  report ("AutoencoderKL decode 512x512", t[1][1], sgemm[1][1], "SD VAE");
+  printf ("AutoencoderKL / TAESD: encode %.1fx, decode %.1fx, both %.1fx "
+      "the time\n", t[1][0].seconds / t[0][0].seconds,
+      t[1][1].seconds / t[0][1].seconds,
+      (t[1][0].seconds + t[1][1].seconds)
+      / (t[0][0].seconds + t[0][1].seconds));
+  pp_tensor_free (v.image);
+  pp_tensor_free (v.latents);
+  g_unlink (taesd_path);
+  g_unlink (kl_path);
+}
+
 int
 main (int argc, char **argv)
 {
-  gboolean profile = FALSE, turbo = FALSE;
+  gboolean profile = FALSE, turbo = FALSE, vaes = FALSE;
   const GOptionEntry entries[] = {
     {"profile", 0, 0, G_OPTION_ARG_NONE, &profile,
         "Also print where each model's time goes, op by op", NULL},
     {"sd-turbo", 0, 0, G_OPTION_ARG_NONE, &turbo,
           "Also time one full SD-Turbo UNet forward at 512x512 (~3.5 GB of "
           "weights, about a minute)", NULL},
+    {"vaes", 0, 0, G_OPTION_ARG_NONE, &vaes,
+          "Also time TAESD and the SD VAE (AutoencoderKL) encoding and "
+          "decoding at 512x512 (a few minutes)", NULL},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
@@ -427,6 +529,8 @@ main (int argc, char **argv)
   pp_weights_free (tw);
   if (turbo)
     bench_turbo (dir, blas_threads);
+  if (vaes)
+    bench_vaes (dir, blas_threads);
   g_unlink (unet_path);
   g_unlink (taesd_path);
   g_rmdir (dir);

@@ -18,6 +18,15 @@ static const gchar turbo_config[] G_GNUC_UNUSED =
     "\"norm_eps\":1e-5,\"use_linear_projection\":true,\"flip_sin_to_cos\":"
     "true,\"freq_shift\":0,\"act_fn\":\"silu\",\"sample_size\":64}";
 
+/* The SD VAE (AutoencoderKL) of every SD1.5, SD2.x and SD-Turbo
+ * download's vae/config.json, the keys that matter to the forward. */
+static const gchar vae_kl_config[] G_GNUC_UNUSED =
+    "{\"_class_name\":\"AutoencoderKL\",\"in_channels\":3,"
+    "\"out_channels\":3,\"latent_channels\":4,"
+    "\"block_out_channels\":[128,256,512,512],\"layers_per_block\":2,"
+    "\"norm_num_groups\":32,\"act_fn\":\"silu\","
+    "\"scaling_factor\":0.18215}";
+
 static const gchar taesd_config[] G_GNUC_UNUSED =
     "{\"_class_name\":\"AutoencoderTiny\",\"in_channels\":3,"
     "\"out_channels\":3,\"latent_channels\":4,"
