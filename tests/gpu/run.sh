@@ -16,9 +16,10 @@
 #              on the device (a skip is a failure), every op on cuda
 #              against float64 (test-ops);
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
-#              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512) and
-#              the full-size SD-Turbo and SD1.5 UNets (test-kernels-scale)
-#              on cuda in f32, TF32 off, within the CPU backends' bounds;
+#              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
+#              tiny AutoencoderKL, the LoRA fuse) and the full-size
+#              SD-Turbo and SD1.5 UNets and SD VAE (test-kernels-scale) on
+#              cuda in f32, TF32 off, within the CPU backends' bounds;
 #   dtypes     the tiny fixtures in f16 and bf16 (NMSE against float32), the
 #              full-size UNets in f16 and bf16 against diffusers' float64;
 #   text       the CLIP text encoder fixtures on cuda in f32, and a text
@@ -321,12 +322,23 @@ if want f32; then
     --out "$work/x.npy" \
     && judge "taesd-tiny decode 512x512" python3 "$gc" npy "taesd-tiny decode 512x512" \
       "$work/x.npy" "$s/512x512/tap-image.npy" --tap "$s/512x512/f32-f64.txt" image
-  # The full-size UNets: scale.json's bound, 1e-4 x max|ref|.
-  for m in sd-turbo sd15; do
+  # The AutoencoderKL and the LoRA fuse on the device: every tap of the
+  # tiny AutoencoderKL, the fused UNet's output (f32 weights).
+  for t in vae-kl lora; do
+    exe=$build/tests/kernels/models/test-kernels-$t
+    if runs "test-kernels-$t on $BE" "$work/$t.log" 300 \
+        env PPDIFFUSE_BACKEND="$BE" "$exe" "$data"; then
+      grep -E 'latents:|image:|fused UNet out:' "$work/$t.log" | indent
+      pass "test-kernels-$t on $BE: $(grep -c '^ok ' "$work/$t.log") tests"
+    fi
+  done
+  # The full-size UNets and the SD VAE (encode and decode at 512x512):
+  # scale.json's bound, 1e-4 x max|ref|.
+  for m in sd-turbo sd15 vae-kl; do
     if runs "scale $m f32" "$work/scale.log" 600 env PPDIFFUSE_BACKEND="$BE" \
         "$scale" "$data/scale" "$m" f32; then
-      grep ' weights f32: ' "$work/scale.log" | indent
-      pass "full-size $m UNet in f32"
+      grep -E ' weights f32: |decode: ' "$work/scale.log" | indent
+      pass "full-size $m in f32"
     fi
   done
 fi

@@ -5,7 +5,8 @@
  * changed tensor of the tiny SD1.5 UNet and text encoder equals the
  * reference's fuse, every other one is untouched, the fused UNet's output
  * equals diffusers', the digest covers the LoRA, and what cannot be fused
- * is named.
+ * is named.  The model runs on the backend PPDIFFUSE_BACKEND names (the
+ * CPU by default), weights in float32.
  *
  * Usage: test-kernels-lora DATA_DIR [g_test options] */
 #include "pp-clip-text.h"
@@ -181,9 +182,10 @@ test_unet_forward (void)
   gdouble d = 0.0, m = 0.0;
   const gfloat *x, *r;
 
-  unet = pp_unet_load_lora (dir, pp_backend_default (), 0, lora, &error);
+  unet = pp_unet_load_lora (dir, pp_backend_default (), PP_DTYPE_F32, lora,
+      &error);
   g_assert_no_error (error);
-  plain = pp_unet_load (dir, pp_backend_default (), 0, &error);
+  plain = pp_unet_load (dir, pp_backend_default (), PP_DTYPE_F32, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (pp_unet_weights_digest (unet), !=,
       pp_unet_weights_digest (plain));

@@ -2,7 +2,9 @@
  * own AutoencoderKL run in float64 on a tiny seeded configuration
  * (tests/data/vae-kl-tiny, tests/reference/make_vae_kl_fixtures.py):
  * every tap of an encode and of a decode, loaded by class through
- * pp_vae_load; the older attention key names; the classes refused.
+ * pp_vae_load; the older attention key names; the classes refused.  On
+ * the backend PPDIFFUSE_BACKEND names (the CPU by default), weights in
+ * float32.
  *
  * Usage: test-kernels-vae-kl DATA_DIR [g_test options] */
 #include "pp-error.h"
@@ -127,7 +129,9 @@ static PpVae *
 load_vae (const gchar * dir)
 {
   g_autoptr (GError) error = NULL;
-  PpVae *v = pp_vae_load (dir, pp_backend_default (), 0, &error);
+  /* float32 weights whatever the backend's default: the bound is
+   * float32's (the GPU check runs this on CUDA). */
+  PpVae *v = pp_vae_load (dir, pp_backend_default (), PP_DTYPE_F32, &error);
 
   g_assert_no_error (error);
   g_assert_cmpstr (pp_vae_class (v), ==, "AutoencoderKL");
