@@ -33,6 +33,7 @@
 #include "pp-model.h"
 #include "pp-npy.h"
 #include "pp-png.h"
+#include "pp-lora.h"
 #include "pp-vae.h"
 #include "pp-test-ops.h"
 #include "pp-tiny.h"
@@ -230,6 +231,18 @@ cmd_info (int argc, char **argv, GError ** error)
   config = g_build_filename (argv[1], "config.json", NULL);
   if (g_file_test (config, G_FILE_TEST_EXISTS))
     return info_component (argv[1], NULL, error);
+  /* A lone safetensors file: a LoRA. */
+  if (g_file_test (argv[1], G_FILE_TEST_IS_REGULAR)) {
+    g_autoptr (PpLora) lora = pp_lora_open (argv[1], error);
+    g_autofree gchar *text = NULL;
+
+    if (lora == NULL)
+      return FALSE;
+    text = pp_lora_describe (lora);
+    printf ("%s\n  class:      LoRA\n  runs:       yes: lora=%s[:SCALE] "
+        "fuses it at load\n", text, argv[1]);
+    return TRUE;
+  }
   /* A pipeline directory: describe each component. */
   for (guint i = 0; i < G_N_ELEMENTS (components); i++) {
     g_autofree gchar *sub = g_build_filename (argv[1], components[i], NULL);

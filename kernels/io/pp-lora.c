@@ -483,3 +483,43 @@ pp_lora_check (PpLora * lora, PpLoraTarget target, PpWeights * w,
 {
   return fuse (lora, target, w, TRUE, error);
 }
+
+gchar *
+pp_lora_describe (PpLora * lora)
+{
+  GString *s = g_string_new (NULL);
+
+  for (guint i = 0; i < lora->files->len; i++) {
+    const File *f = g_ptr_array_index (lora->files, i);
+    guint count[G_N_ELEMENTS (target_names)] = { 0 };
+    gint64 rmin = G_MAXINT64, rmax = 0;
+    guint kohya = 0, diffusers = 0;
+
+    for (guint j = 0; j < f->pairs->len; j++) {
+      const Pair *p = g_ptr_array_index (f->pairs, j);
+      gint64 r = p->down->ndim >= 1 ? p->down->shape[0] : 0;
+
+      count[p->target]++;
+      rmin = MIN (rmin, r);
+      rmax = MAX (rmax, r);
+      if (p->underscored)
+        kohya++;
+      else
+        diffusers++;
+    }
+    g_string_append_printf (s, "%s%s: ", i ? "\n" : "", f->path);
+    for (guint t = 0; t < G_N_ELEMENTS (target_names); t++)
+      if (count[t] > 0)
+        g_string_append_printf (s, "%s %u pair%s, ", target_names[t],
+            count[t], count[t] == 1 ? "" : "s");
+    if (rmin == rmax)
+      g_string_append_printf (s, "rank %" G_GINT64_FORMAT, rmin);
+    else
+      g_string_append_printf (s, "ranks %" G_GINT64_FORMAT "–%"
+          G_GINT64_FORMAT, rmin, rmax);
+    g_string_append_printf (s, ", %s layout, scale %g",
+        kohya && diffusers ? "kohya and diffusers" : kohya ? "kohya"
+        : "diffusers", f->scale);
+  }
+  return g_string_free (s, FALSE);
+}

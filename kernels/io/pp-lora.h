@@ -49,6 +49,9 @@ gboolean  pp_lora_fuse      (PpLora * lora, PpLoraTarget target,
  * header). */
 gboolean  pp_lora_check     (PpLora * lora, PpLoraTarget target,
                              PpWeights * w, GError ** error);
+/* One line per file: its pairs by component, their ranks and the layouts
+ * of its keys ("unet 12 pairs, text_encoder 4 pairs; rank 4; kohya"). */
+gchar    *pp_lora_describe  (PpLora * lora);
 void      pp_lora_free      (PpLora * lora);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpLora, pp_lora_free)

@@ -21,6 +21,14 @@ trap 'rm -rf "$work"' EXIT
 embeds="$work/model/prompt_embeds.npy"
 lora="$LORA/lora-kohya.safetensors:0.8,$LORA/lora-peft.safetensors:0.5"
 
+# info describes a LoRA file.
+"$TOOL" info "$LORA/lora-kohya.safetensors" > "$work/info.txt"
+grep -q "unet 7 pairs, text_encoder 3 pairs, rank 4, kohya layout" \
+  "$work/info.txt"
+grep -q "runs: *yes: lora=" "$work/info.txt"
+"$TOOL" info "$LORA/lora-peft.safetensors" \
+  | grep -q "unet 4 pairs, text_encoder 1 pair, ranks 2–3, diffusers layout"
+
 timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
   pattern=ball ! video/x-raw,format=RGB,width=48,height=40 \
   ! pngenc ! multifilesink location="$work/in-%02d.png"
