@@ -175,7 +175,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
 
 /* Parameters only a new model can change. */
 static const gchar *const start_only_params[] = {
-  "dtype", "cuda-graphs", "scheduler", "vae", "lora",
+  "dtype", "cuda-graphs", "scheduler", "vae", "lora", "config",
 };
 
 static gboolean
@@ -311,6 +311,21 @@ pp_model_uri_weights_dtype (const gchar * uri, PpBackend * backend)
   if (name != NULL && pp_dtype_parse_weights (name, &dtype, NULL))
     return pp_dtype_weights_name (dtype);
   return pp_dtype_weights_name (backend->default_weight_dtype);
+}
+
+gchar *
+pp_model_uri_param (const gchar * uri, const gchar * name)
+{
+  const gchar *query = uri != NULL ? strchr (uri, '?') : NULL;
+  g_autoptr (GHashTable) params = NULL;
+  gchar *value = NULL;
+
+  if (query == NULL)
+    return NULL;
+  params = parse_params (query + 1, NULL);
+  if (params != NULL)
+    pp_model_param_string (params, name, &value);
+  return value;
 }
 
 void

@@ -131,6 +131,9 @@ gchar    *pp_model_uri_for_load (const gchar * model, const PpModelLoad * load);
  * the built-in models, which compute on the host. */
 const gchar *pp_model_uri_weights_dtype (const gchar * uri,
                                          PpBackend * backend);
+/* The value of parameter @name of @uri, unescaped; NULL when it has none
+ * (or the query cannot be read: loading the model says why). */
+gchar       *pp_model_uri_param (const gchar * uri, const gchar * name);
 
 /* @backend: where the neural models compute (built-in models compute on
  * the host whatever it is); NULL: pp_backend_get (NULL), the environment's

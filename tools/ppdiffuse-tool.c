@@ -459,8 +459,11 @@ cmd_img2img (int argc, char **argv, GError ** error)
     return FALSE;
   if (prompt != NULL) {
     /* As the element does: the states go to the model with its settings. */
-    g_autoptr (PpPromptEncoder) enc = pp_prompt_encoder_new (model, lora, be,
-        error);
+    /* MODEL or "CHECKPOINT?config=DIR" */
+    g_autofree gchar *path = g_strndup (model, strcspn (model, "?"));
+    g_autofree gchar *config = pp_model_uri_param (model, "config");
+    g_autoptr (PpPromptEncoder) enc = pp_prompt_encoder_new (path, config,
+        lora, be, error);
     gboolean truncated = FALSE;
 
     if (enc == NULL

@@ -47,6 +47,8 @@ pp_st_dtype_name (PpStDType dtype)
       return "F16";
     case PP_ST_BF16:
       return "BF16";
+    case PP_ST_I64:
+      return "I64";
   }
   return "invalid";
 }
@@ -60,6 +62,8 @@ pp_st_dtype_size (PpStDType dtype)
     case PP_ST_F16:
     case PP_ST_BF16:
       return 2;
+    case PP_ST_I64:
+      return 8;
   }
   return 0;
 }
@@ -67,7 +71,7 @@ pp_st_dtype_size (PpStDType dtype)
 static gboolean
 dtype_from_string (const gchar * s, PpStDType * out)
 {
-  for (PpStDType d = PP_ST_F32; d <= PP_ST_BF16; d++) {
+  for (PpStDType d = PP_ST_F32; d <= PP_ST_I64; d++) {
     if (g_str_equal (s, pp_st_dtype_name (d))) {
       *out = d;
       return TRUE;
@@ -136,6 +140,14 @@ pp_safetensors_read_f32 (const PpStEntry * e, gfloat * dst)
     case PP_ST_BF16:
       for (gsize i = 0; i < numel; i++)
         dst[i] = pp_bf16_to_float (get_u16_le (e->data + 2 * i));
+      return TRUE;
+    case PP_ST_I64:
+      for (gsize i = 0; i < numel; i++) {
+        guint64 v;
+
+        memcpy (&v, e->data + 8 * i, sizeof v);
+        dst[i] = (gfloat) (gint64) GUINT64_FROM_LE (v);
+      }
       return TRUE;
   }
   return FALSE;
@@ -543,8 +555,8 @@ parse_entry (PpSafetensors * st, const gchar * name, JsonNode * node,
   dtype = json_node_get_string (dtype_node);
   if (!dtype_from_string (dtype, &e->dtype)) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are "
-        "supported", st->path, name, dtype);
+        "%s: tensor '%s' has dtype %s; only F32, F16, BF16 (and I64 "
+        "buffers) are supported", st->path, name, dtype);
     return FALSE;
   }
 

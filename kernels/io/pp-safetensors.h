@@ -24,6 +24,8 @@ typedef enum
   PP_ST_F32,
   PP_ST_F16,
   PP_ST_BF16,
+  PP_ST_I64,                    /* integer buffers (CLIP's position_ids):
+                                 * read as floats, exact to 2^24 */
 } PpStDType;
 
 typedef struct

@@ -68,6 +68,8 @@ struct _PpWeights
   GPtrArray *order;             /* file order, or request order */
   gchar *digest;                /* cached; NULL when stale */
   GString *changes;             /* pp_weights_note_change; NULL: none */
+  gchar *path;                  /* the file, when source names more */
+  GArray *mapped;               /* PpStEntry of pp_weights_new_mapped */
   PpDType storage;              /* on the device; 0: the backend's default */
 };
 
@@ -102,6 +104,12 @@ pp_weights_free (PpWeights * w)
   g_free (w->digest);
   if (w->changes != NULL)
     g_string_free (w->changes, TRUE);
+  g_free (w->path);
+  if (w->mapped != NULL) {
+    for (guint i = 0; i < w->mapped->len; i++)
+      g_free (g_array_index (w->mapped, PpStEntry, i).name);
+    g_array_unref (w->mapped);
+  }
   g_free (w);
 }
 
@@ -118,6 +126,31 @@ pp_weights_open (const gchar * safetensors_path, GError ** error)
   w->source = g_strdup (safetensors_path);
   for (guint i = 0; i < pp_safetensors_n_entries (st); i++) {
     const PpStEntry *e = pp_safetensors_entry (st, i);
+    Slot *s = g_new0 (Slot, 1);
+
+    s->key = g_strdup (e->name);
+    s->ndim = e->ndim;
+    memcpy (s->shape, e->shape, sizeof s->shape);
+    s->numel = pp_st_entry_numel (e);
+    s->entry = e;
+    g_ptr_array_add (w->order, s);
+    g_hash_table_insert (w->slots, s->key, s);
+  }
+  return w;
+}
+
+PpWeights *
+pp_weights_new_mapped (PpSafetensors * st, GArray * entries,
+    const gchar * source)
+{
+  PpWeights *w = weights_new ();
+
+  w->st = st;
+  w->source = g_strdup (source);
+  w->path = g_strdup (pp_safetensors_path (st));
+  w->mapped = entries;
+  for (guint i = 0; i < entries->len; i++) {
+    const PpStEntry *e = &g_array_index (entries, PpStEntry, i);
     Slot *s = g_new0 (Slot, 1);
 
     s->key = g_strdup (e->name);
@@ -928,7 +961,7 @@ pp_weights_digest (PpWeights * w)
   if (w->digest != NULL)
     return w->digest;
   if (w->st != NULL) {
-    w->digest = file_digest (w->source, w->st);
+    w->digest = file_digest (w->path != NULL ? w->path : w->source, w->st);
     if (w->changes != NULL) {
       /* The file's digest, then what changed it. */
       g_autofree gchar *file = g_steal_pointer (&w->digest);

@@ -65,6 +65,12 @@ PpWeights     *pp_weights_open        (const gchar * safetensors_path,
                                        GError ** error);
 /* Generates each tensor when first asked for, deterministically from @seed
  * and the order of the requests (GRand, Box–Muller normals). */
+/* The tensors of @entries (PpStEntry, consumed: their names g_free'd
+ * with them), whose data lies inside @st's mapping (taken), under their
+ * names and shapes: a file of another key layout seen as the model asks
+ * for it.  @source names the weights in errors; the digest is the file's. */
+PpWeights     *pp_weights_new_mapped  (PpSafetensors * st, GArray * entries,
+                                       const gchar * source);
 PpWeights     *pp_weights_new_random  (guint64 seed);
 /* Generates each tensor when first asked for by the seeded rule above, in
  * parallel chunks for large tensors. */

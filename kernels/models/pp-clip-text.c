@@ -232,14 +232,23 @@ pp_clip_text_load_lora (const gchar * dir, PpBackend * be, PpDType dtype,
   g_autofree gchar *config_path = g_build_filename (dir,
       PP_COMPONENT_CONFIG, NULL);
   g_autofree gchar *path = weights_path (dir, error);
-  g_autoptr (PpWeights) w = NULL;
-  g_autoptr (PpClipText) m = NULL;
+  PpWeights *w;
 
   if (path == NULL)
     return NULL;
   w = pp_weights_open (path, error);
   if (w == NULL)
     return NULL;
+  return pp_clip_text_load_weights (config_path, w, be, dtype, lora, error);
+}
+
+PpClipText *
+pp_clip_text_load_weights (const gchar * config_path, PpWeights * weights,
+    PpBackend * be, PpDType dtype, PpLora * lora, GError ** error)
+{
+  g_autoptr (PpWeights) w = weights;
+  g_autoptr (PpClipText) m = NULL;
+
   pp_weights_set_storage_dtype (w, dtype);
   if (lora != NULL && !pp_lora_fuse (lora, PP_LORA_TEXT_ENCODER, w, error))
     return NULL;

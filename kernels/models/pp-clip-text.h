@@ -30,6 +30,12 @@ PpClipText *pp_clip_text_new        (const gchar * config_path,
  * key the model does not use is an error too. */
 PpClipText *pp_clip_text_load       (const gchar * dir, PpBackend * be,
                                      PpDType dtype, GError ** error);
+/* The same from config file @config_path and weights @w (taken), such as
+ * a single-file checkpoint's text encoder (pp-checkpoint.h). */
+PpClipText *pp_clip_text_load_weights (const gchar * config_path,
+                                     PpWeights * w, PpBackend * be,
+                                     PpDType dtype, PpLora * lora,
+                                     GError ** error);
 /* The same with @lora's text-encoder pairs fused first (NULL: none). */
 PpClipText *pp_clip_text_load_lora  (const gchar * dir, PpBackend * be,
                                      PpDType dtype, PpLora * lora,

@@ -538,13 +538,24 @@ pp_component_load (const gchar * component_dir, PpBackend * be,
   g_autofree gchar *weights_path = pp_model_dir_weights_path (component_dir,
       error);
   PpWeights *w;
-  gpointer component;
 
   if (weights_path == NULL)
     return NULL;
   w = pp_weights_open (weights_path, error);
   if (w == NULL)
     return NULL;
+  return pp_component_build (config_path, w, be, dtype, make,
+      free_component, lora, target, weights, error);
+}
+
+gpointer
+pp_component_build (const gchar * config_path, PpWeights * w,
+    PpBackend * be, PpDType dtype, PpComponentNewFunc make,
+    GDestroyNotify free_component, PpLora * lora, PpLoraTarget target,
+    PpWeights ** weights, GError ** error)
+{
+  gpointer component;
+
   pp_weights_set_storage_dtype (w, dtype);
   if (lora != NULL && !pp_lora_fuse (lora, target, w, error)) {
     pp_weights_free (w);

@@ -165,5 +165,12 @@ gpointer pp_component_load (const gchar * component_dir, PpBackend * be,
     PpDType dtype, PpComponentNewFunc make, GDestroyNotify free_component,
     PpLora * lora, PpLoraTarget target, PpWeights ** weights,
     GError ** error);
+/* The same from config file @config_path and weights @w (taken: freed on
+ * failure, handed to *@weights on success), for weights that are not a
+ * component directory's own file (a single-file checkpoint's part). */
+gpointer pp_component_build (const gchar * config_path, PpWeights * w,
+    PpBackend * be, PpDType dtype, PpComponentNewFunc make,
+    GDestroyNotify free_component, PpLora * lora, PpLoraTarget target,
+    PpWeights ** weights, GError ** error);
 
 G_END_DECLS

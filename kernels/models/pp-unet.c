@@ -667,6 +667,20 @@ pp_unet_load_lora (const gchar * component_dir, PpBackend * be,
   return m;
 }
 
+PpUnet *
+pp_unet_load_weights (const gchar * config_path, PpWeights * w,
+    PpBackend * be, PpDType dtype, PpLora * lora, GError ** error)
+{
+  PpWeights *weights = NULL;
+  PpUnet *m = pp_component_build (config_path, w, be, dtype,
+      (PpComponentNewFunc) pp_unet_new, (GDestroyNotify) pp_unet_free,
+      lora, PP_LORA_UNET, &weights, error);
+
+  if (m != NULL)
+    m->owned_weights = weights;
+  return m;
+}
+
 const gchar *
 pp_unet_weights_digest (PpUnet * m)
 {

@@ -36,6 +36,12 @@ PpUnet   *pp_unet_load                (const gchar * component_dir,
 PpUnet   *pp_unet_load_lora           (const gchar * component_dir,
                                        PpBackend * be, PpDType dtype,
                                        PpLora * lora, GError ** error);
+/* The same from config file @config_path and weights @w (taken), such as
+ * a single-file checkpoint's UNet (pp-checkpoint.h). */
+PpUnet   *pp_unet_load_weights        (const gchar * config_path,
+                                       PpWeights * w, PpBackend * be,
+                                       PpDType dtype, PpLora * lora,
+                                       GError ** error);
 /* @sample [N, in_channels, H, W] (H, W multiples of pp_unet_size_multiple),
  * @encoder_hidden_states [N, L, cross_attention_dim] → *@out
  * [N, out_channels, H, W], the predicted noise.  Inputs are host tensors

@@ -377,6 +377,20 @@ pp_vae_kl_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
   return m;
 }
 
+PpVaeKl *
+pp_vae_kl_load_weights (const gchar * config_path, PpWeights * w,
+    PpBackend * be, PpDType dtype, GError ** error)
+{
+  PpWeights *weights = NULL;
+  PpVaeKl *m = pp_component_build (config_path, w, be, dtype,
+      (PpComponentNewFunc) pp_vae_kl_new, (GDestroyNotify) pp_vae_kl_free,
+      NULL, 0, &weights, error);
+
+  if (m != NULL)
+    m->owned_weights = weights;
+  return m;
+}
+
 void
 pp_vae_kl_free (PpVaeKl * m)
 {

@@ -23,6 +23,11 @@ PpVaeKl  *pp_vae_kl_new             (const gchar * config_path,
 PpVaeKl  *pp_vae_kl_load            (const gchar * component_dir,
                                      PpBackend * be, PpDType dtype,
                                      GError ** error);
+/* The same from config file @config_path and weights @w (taken), such as
+ * a single-file checkpoint's VAE (pp-checkpoint.h). */
+PpVaeKl  *pp_vae_kl_load_weights    (const gchar * config_path,
+                                     PpWeights * w, PpBackend * be,
+                                     PpDType dtype, GError ** error);
 /* @image [N, in_channels, H, W] in [-1, 1], H and W multiples of
  * pp_vae_kl_scale_factor → *@latents [N, latent_channels, H/f, W/f]: the
  * mean of the latent distribution (deterministic: diffusers' pipelines

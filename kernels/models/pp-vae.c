@@ -48,6 +48,17 @@ pp_vae_load (const gchar * component_dir, PpBackend * be, PpDType dtype,
   return g_steal_pointer (&v);
 }
 
+PpVae *
+pp_vae_load_checkpoint (const gchar * config_path, PpWeights * w,
+    PpBackend * be, PpDType dtype, GError ** error)
+{
+  g_autoptr (PpVae) v = g_new0 (PpVae, 1);
+
+  v->klass = CLASS_KL;
+  v->kl = pp_vae_kl_load_weights (config_path, w, be, dtype, error);
+  return v->kl != NULL ? g_steal_pointer (&v) : NULL;
+}
+
 const gchar *
 pp_vae_class (PpVae * v)
 {

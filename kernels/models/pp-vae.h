@@ -5,6 +5,7 @@
 
 #include "pp-backend.h"
 #include "pp-tap.h"
+#include "pp-weights.h"
 
 G_BEGIN_DECLS
 
@@ -19,6 +20,11 @@ typedef struct _PpVae PpVae;
 PpVae       *pp_vae_load            (const gchar * component_dir,
                                      PpBackend * be, PpDType dtype,
                                      GError ** error);
+/* A single-file checkpoint's VAE (always an AutoencoderKL) from config
+ * file @config_path and weights @w (taken; pp-checkpoint.h). */
+PpVae       *pp_vae_load_checkpoint (const gchar * config_path,
+                                     PpWeights * w, PpBackend * be,
+                                     PpDType dtype, GError ** error);
 /* The diffusers class name of the loaded model. */
 const gchar *pp_vae_class           (PpVae * v);
 /* As pp_taesd_encode / pp_vae_kl_encode and their _decode and _into

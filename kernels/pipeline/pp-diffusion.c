@@ -31,6 +31,7 @@
 #include "pp-rng.h"
 #include "pp-safetensors.h"
 #include "pp-schedule.h"
+#include "pp-checkpoint.h"
 #include "pp-vae.h"
 #include "pp-unet.h"
 
@@ -42,8 +43,10 @@
 #define PROMPT_EMBEDS_KEY "prompt_embeds"
 #define SCHEDULER_CONFIG "scheduler" G_DIR_SEPARATOR_S "scheduler_config.json"
 #define PIXEL_HALF_RANGE 127.5f
-#define MODEL_KINDS "a model is builtin:stamp, builtin:anisotropic or a " \
-  "diffusers pipeline directory (model_index.json, unet/, vae/, scheduler/)"
+#define PIPELINE_COMPONENT_CONFIG "config.json"
+#define MODEL_KINDS "a model is builtin:stamp, builtin:anisotropic, a " \
+  "diffusers pipeline directory (model_index.json, unet/, vae/, " \
+  "scheduler/) or a single-file checkpoint (.safetensors)"
 
 /* Buffers on the model's backend, kept from frame to frame: in steady state
  * a frame allocates none.  Rank 0 encodes on one thread and decodes on
@@ -81,6 +84,12 @@ typedef struct
 {
   PpBackend *be;
   PpDType dtype;                /* of the weights on be */
+  /* Where the components' config.json files are: the pipeline directory,
+   * or for a single-file checkpoint its config= folder or one written
+   * with its family's configurations (family_dir, removed at the end). */
+  gchar *config_dir;
+  gchar *checkpoint;            /* a single-file checkpoint, or NULL */
+  gchar *family_dir;
   gint frame_align;             /* frame sides are resized to multiples */
   PpScheduleKind kind;          /* fixed at start: live checks read it */
   gchar *prompt_embeds_path;
@@ -485,6 +494,8 @@ pipeline_dir_check (const gchar * dir, GError ** error)
         "model '%s' does not exist; " MODEL_KINDS, dir);
     return FALSE;
   }
+  if (pp_checkpoint_is_file (dir))
+    return TRUE;
   if (!g_file_test (dir, G_FILE_TEST_IS_DIR)) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
         "model '%s' is a file, not a directory; " MODEL_KINDS, dir);
@@ -504,14 +515,60 @@ pipeline_dir_check (const gchar * dir, GError ** error)
  * weights file (its header alone): a LoRA that does not fit is refused on
  * rank 0, before any worker loads it. */
 static gboolean
-check_unet_lora (const gchar * unet_dir, PpLora * lora, GError ** error)
+check_unet_lora (Diffusion * d, PpLora * lora, GError ** error)
 {
-  g_autofree gchar *path = pp_model_dir_weights_path (unet_dir, error);
+  g_autofree gchar *unet_dir = g_build_filename (d->config_dir, "unet",
+      NULL);
+  g_autofree gchar *path = NULL;
   g_autoptr (PpWeights) w = NULL;
 
-  if (path == NULL || (w = pp_weights_open (path, error)) == NULL)
+  if (d->checkpoint != NULL) {
+    g_autofree gchar *config = g_build_filename (unet_dir,
+        PIPELINE_COMPONENT_CONFIG, NULL);
+
+    w = pp_checkpoint_part (d->checkpoint, PP_CHECKPOINT_UNET, config,
+        error);
+  } else if ((path = pp_model_dir_weights_path (unet_dir, error)) != NULL)
+    w = pp_weights_open (path, error);
+  return w != NULL && pp_lora_check (lora, PP_LORA_UNET, w, error);
+}
+
+/* A single-file checkpoint's configurations: the config= folder, else its
+ * family's, written to a folder of this model's own. */
+static gboolean
+checkpoint_configs (Diffusion * d, const gchar * path, const gchar * config,
+    GError ** error)
+{
+  PpFamily family;
+
+  d->checkpoint = g_strdup (path);
+  if (!pp_checkpoint_family (path, &family, error))
     return FALSE;
-  return pp_lora_check (lora, PP_LORA_UNET, w, error);
+  if (config != NULL && *config != '\0') {
+    if (!g_file_test (config, G_FILE_TEST_IS_DIR)) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "config '%s' %s: it "
+          "names a diffusers pipeline folder whose config files (unet/, "
+          "vae/, text_encoder/, scheduler/, tokenizer/) describe the "
+          "checkpoint", config, g_file_test (config, G_FILE_TEST_EXISTS)
+          ? "is no directory" : "does not exist");
+      return FALSE;
+    }
+    d->config_dir = g_strdup (config);
+    return TRUE;
+  }
+  d->family_dir = g_dir_make_tmp ("ppdiffuse-family-XXXXXX", error);
+  if (d->family_dir == NULL
+      || !pp_family_write_configs (family, d->family_dir, error))
+    return FALSE;
+  d->config_dir = g_strdup (d->family_dir);
+  return TRUE;
+}
+
+/* The component @part's config file under d->config_dir. */
+static gchar *
+part_config (Diffusion * d, const gchar * part)
+{
+  return g_build_filename (d->config_dir, part, PIPELINE_COMPONENT_CONFIG, NULL);
 }
 
 static gboolean
@@ -519,7 +576,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 {
   Diffusion *d = g_new0 (Diffusion, 1);
   g_autofree gchar *scheduler = NULL, *dtype_text = NULL, *vae = NULL;
-  g_autofree gchar *lora_spec = NULL;
+  g_autofree gchar *lora_spec = NULL, *config = NULL;
   g_autoptr (PpLora) lora = NULL;
   Settings settings = { 0 };
   PpScheduleKind kind;
@@ -533,11 +590,22 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
   pp_model_param_string (params, "dtype", &dtype_text);
   pp_model_param_string (params, "vae", &vae);
   pp_model_param_string (params, "lora", &lora_spec);
+  pp_model_param_string (params, "config", &config);
+  if (pp_checkpoint_is_file (model->path)) {
+    if (!checkpoint_configs (d, model->path, config, error))
+      return FALSE;
+  } else if (config != NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "config=%s is for a "
+        "single-file checkpoint; %s is a pipeline directory, which has its "
+        "own", config, model->path);
+    return FALSE;
+  } else
+    d->config_dir = g_strdup (model->path);
   d->dtype = d->be->default_weight_dtype;
   if (dtype_text != NULL && !pp_dtype_parse_weights (dtype_text, &d->dtype,
           error))
     return FALSE;
-  if (!scheduler_kind (model->path, scheduler, &kind, error))
+  if (!scheduler_kind (d->config_dir, scheduler, &kind, error))
     return FALSE;
   d->kind = kind;
   /* Read on every rank, so that rank 0 refuses a file that is not there
@@ -548,8 +616,8 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 
   if (model->roles & PP_MODEL_ROLE_IMAGE) {
     g_autofree gchar *vae_dir = vae != NULL ? g_strdup (vae)
-        : g_build_filename (model->path, "vae", NULL);
-    g_autofree gchar *unet_dir = g_build_filename (model->path, "unet",
+        : g_build_filename (d->config_dir, "vae", NULL);
+    g_autofree gchar *unet_dir = g_build_filename (d->config_dir, "unet",
         NULL);
 
     if (vae != NULL && !g_file_test (vae, G_FILE_TEST_IS_DIR)) {
@@ -563,17 +631,34 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
     }
     /* Checked here too, so that rank 0 refuses it before any spawn. */
     if (!pp_unet_check_class (unet_dir, error)
-        || (lora != NULL && !check_unet_lora (unet_dir, lora, error))
-        || !read_frame_align (model->path, &d->frame_align, error))
+        || (lora != NULL && !check_unet_lora (d, lora, error))
+        || !read_frame_align (d->config_dir, &d->frame_align, error))
       return FALSE;
-    d->vae = pp_vae_load (vae_dir, d->be, d->dtype, error);
+    if (d->checkpoint != NULL && vae == NULL) {
+      g_autofree gchar *vae_config = part_config (d, "vae");
+      PpWeights *w = pp_checkpoint_part (d->checkpoint, PP_CHECKPOINT_VAE,
+          vae_config, error);
+
+      d->vae = w != NULL ? pp_vae_load_checkpoint (vae_config, w, d->be,
+          d->dtype, error) : NULL;
+    } else
+      d->vae = pp_vae_load (vae_dir, d->be, d->dtype, error);
     if (d->vae == NULL)
       return FALSE;
   }
   if (model->roles & PP_MODEL_ROLE_STEPS) {
-    g_autofree gchar *unet_dir = g_build_filename (model->path, "unet", NULL);
+    g_autofree gchar *unet_dir = g_build_filename (d->config_dir, "unet",
+        NULL);
 
-    d->unet = pp_unet_load_lora (unet_dir, d->be, d->dtype, lora, error);
+    if (d->checkpoint != NULL) {
+      g_autofree gchar *unet_config = part_config (d, "unet");
+      PpWeights *w = pp_checkpoint_part (d->checkpoint, PP_CHECKPOINT_UNET,
+          unet_config, error);
+
+      d->unet = w != NULL ? pp_unet_load_weights (unet_config, w, d->be,
+          d->dtype, lora, error) : NULL;
+    } else
+      d->unet = pp_unet_load_lora (unet_dir, d->be, d->dtype, lora, error);
     if (d->unet == NULL)
       return FALSE;
   }
@@ -600,7 +685,7 @@ diffusion_update (PpModel * model, GHashTable * params,
 
   if (d->unet != NULL)
     cross_dim = pp_unet_cross_attention_dim (d->unet);
-  else if (!commit && !read_cross_dim (model->path, &cross_dim, error))
+  else if (!commit && !read_cross_dim (d->config_dir, &cross_dim, error))
     return FALSE;
   ok = settings_parse (model, in, inputs, d->kind, cross_dim, &settings,
       error);
@@ -894,6 +979,11 @@ diffusion_finalize (PpModel * model)
   if (d == NULL)
     return;
   g_free (d->prompt_embeds_path);
+  if (d->family_dir != NULL)
+    pp_family_remove_configs (d->family_dir);
+  g_free (d->family_dir);
+  g_free (d->config_dir);
+  g_free (d->checkpoint);
   g_clear_pointer (&d->t_index_list, g_array_unref);
   g_clear_pointer (&d->schedule, pp_schedule_free);
   g_clear_pointer (&d->vae, pp_vae_free);

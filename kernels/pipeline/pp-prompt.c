@@ -1,5 +1,6 @@
 /* ppdiffuse — text prompts to encoder hidden states. */
 #include "pp-prompt.h"
+#include "pp-checkpoint.h"
 #include "pp-clip-text.h"
 #include "pp-clip-tokenizer.h"
 #include "pp-error.h"
@@ -21,16 +22,25 @@ struct _PpPromptEncoder
 };
 
 PpPromptEncoder *
-pp_prompt_encoder_new (const gchar * dir, const gchar * lora_spec,
-    PpBackend * backend, GError ** error)
+pp_prompt_encoder_new (const gchar * dir, const gchar * config_dir,
+    const gchar * lora_spec, PpBackend * backend, GError ** error)
 {
   g_autoptr (PpLora) lora = NULL;
-  g_autofree gchar *tok_dir = g_build_filename (dir, "tokenizer", NULL);
-  g_autofree gchar *text_dir = g_build_filename (dir, "text_encoder", NULL);
-  g_autofree gchar *unet_config = g_build_filename (dir, "unet",
-      "config.json", NULL);
+  const gboolean checkpoint = pp_checkpoint_is_file (dir);
+  const gchar *configs = checkpoint ? config_dir : dir;
+  g_autofree gchar *tok_dir = NULL, *text_dir = NULL, *unet_config = NULL;
   g_autoptr (PpPromptEncoder) enc = g_new0 (PpPromptEncoder, 1);
 
+  if (configs == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s is a single-file "
+        "checkpoint, which holds no tokenizer: name a pipeline folder with "
+        "its tokenizer/ by the model's config= parameter "
+        "(model=\"%s?config=DIR\"), or give prompt-embeds", dir, dir);
+    return NULL;
+  }
+  tok_dir = g_build_filename (configs, "tokenizer", NULL);
+  text_dir = g_build_filename (configs, "text_encoder", NULL);
+  unet_config = g_build_filename (configs, "unet", "config.json", NULL);
   enc->be = backend;
   enc->tokenizer = pp_clip_tokenizer_load (tok_dir, error);
   if (enc->tokenizer == NULL)
@@ -39,8 +49,17 @@ pp_prompt_encoder_new (const gchar * dir, const gchar * lora_spec,
       && (lora = pp_lora_open (lora_spec, error)) == NULL)
     return NULL;
   /* The states are mixed and sent in f32 whatever the UNet's dtype. */
-  enc->text = pp_clip_text_load_lora (text_dir, backend, PP_DTYPE_F32, lora,
-      error);
+  if (checkpoint) {
+    g_autofree gchar *text_config = g_build_filename (text_dir,
+        "config.json", NULL);
+    PpWeights *w = pp_checkpoint_part (dir, PP_CHECKPOINT_TEXT_ENCODER,
+        text_config, error);
+
+    enc->text = w != NULL ? pp_clip_text_load_weights (text_config, w,
+        backend, PP_DTYPE_F32, lora, error) : NULL;
+  } else
+    enc->text = pp_clip_text_load_lora (text_dir, backend, PP_DTYPE_F32,
+        lora, error);
   if (enc->text == NULL
       || !pp_clip_text_check_unet (enc->text, text_dir, unet_config, error))
     return NULL;

@@ -27,8 +27,11 @@ typedef struct _PpPromptEncoder PpPromptEncoder;
 /* The tokenizer/ and text_encoder/ of pipeline @dir, on @backend, with
  * the text-encoder pairs of the LoRA setting @lora_spec fused (NULL or "":
  * none; pp-lora.h); checks that the encoder's width is the UNet's
- * cross_attention_dim. */
+ * cross_attention_dim.  @dir may be a single-file checkpoint
+ * (pp-checkpoint.h): its text encoder, with the tokenizer and the configs
+ * of the pipeline folder @config_dir (its model's config= parameter). */
 PpPromptEncoder *pp_prompt_encoder_new  (const gchar * dir,
+                                         const gchar * config_dir,
                                          const gchar * lora_spec,
                                          PpBackend * backend,
                                          GError ** error);

@@ -26,6 +26,7 @@ void            pp_stream_prompt_free   (PpStreamPrompt * p);
  * tokens. */
 PpTensor       *pp_stream_prompt_encode (PpStreamPrompt * p,
                                          const gchar * dir,
+                                         const gchar * config,
                                          const gchar * lora,
                                          PpBackend * backend,
                                          const gchar * prompt, gchar ** ref,

@@ -10,6 +10,7 @@ struct _PpStreamPrompt
 {
   gchar *dir;                   /* the pipeline the encoder is of */
   gchar *lora;                  /* the LoRA setting fused into it */
+  gchar *config;                /* a checkpoint's config folder */
   PpBackend *backend;
   PpPromptEncoder *encoder;
   gchar *text;                  /* the last prompt, its states and ref */
@@ -41,6 +42,7 @@ pp_stream_prompt_free (PpStreamPrompt * p)
   g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
   g_free (p->dir);
   g_free (p->lora);
+  g_free (p->config);
   g_free (p);
 }
 
@@ -56,19 +58,23 @@ pp_stream_tensor_copy (const PpTensor * t)
 
 PpTensor *
 pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
-    const gchar * lora, PpBackend * backend, const gchar * prompt,
-    gchar ** ref, gboolean * truncated, GError ** error)
+    const gchar * config, const gchar * lora, PpBackend * backend,
+    const gchar * prompt, gchar ** ref, gboolean * truncated,
+    GError ** error)
 {
   if (p->encoder == NULL || g_strcmp0 (p->dir, dir) != 0
+      || g_strcmp0 (p->config, config) != 0
       || g_strcmp0 (p->lora, lora) != 0 || p->backend != backend) {
     forget_prompt (p);
     g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
     g_free (p->dir);
     g_free (p->lora);
+    g_free (p->config);
     p->dir = g_strdup (dir);
+    p->config = g_strdup (config);
     p->lora = g_strdup (lora);
     p->backend = backend;
-    p->encoder = pp_prompt_encoder_new (dir, lora, backend, error);
+    p->encoder = pp_prompt_encoder_new (dir, config, lora, backend, error);
     if (p->encoder == NULL)
       return NULL;
   }

@@ -73,7 +73,7 @@ gboolean
 pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
     PpBackend * backend, PpTensor ** states, gchar ** ref, GError ** error)
 {
-  g_autofree gchar *dir = NULL;
+  g_autofree gchar *dir = NULL, *config = NULL;
   gboolean truncated = FALSE;
   const gchar *query;
 
@@ -86,8 +86,9 @@ pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
   query = strchr (live->model, '?');
   dir = query != NULL ? g_strndup (live->model, query - live->model)
       : g_strdup (live->model);
-  *states = pp_stream_prompt_encode (stream->prompt, dir, stream->lora,
-      backend,
+  config = pp_model_uri_param (live->model, "config");
+  *states = pp_stream_prompt_encode (stream->prompt, dir, config,
+      stream->lora, backend,
       live->prompt, ref, &truncated, error);
   if (*states == NULL) {
     g_prefix_error (error, "prompt '%s': ", live->prompt);

@@ -21,6 +21,7 @@
  * only builds with the fault-injection option install. */
 #include "pp-worker-room.h"
 #include "pp-allowance.h"
+#include "pp-checkpoint.h"
 #include "pp-data-plane-choice.h"
 #include "pp-error.h"
 #include "pp-handshake.h"
@@ -597,8 +598,11 @@ load_reports_stop (LoadReports * r)
 static gpointer
 digest_ahead_thread (gpointer data)
 {
-  g_autofree gchar *unet_dir = data;
-  g_autofree gchar *path = pp_model_dir_weights_path (unet_dir, NULL);
+  g_autofree gchar *model = data;
+  g_autofree gchar *unet_dir = g_build_filename (model, "unet", NULL);
+  /* A single-file checkpoint's digest is the whole file's. */
+  g_autofree gchar *path = pp_checkpoint_is_file (model) ? g_strdup (model)
+      : pp_model_dir_weights_path (unet_dir, NULL);
 
   if (path != NULL)
     g_free (pp_weights_file_digest (path, NULL));
@@ -614,7 +618,7 @@ digest_ahead_start (const gchar * uri)
     return NULL;
   dir = g_strndup (uri, strcspn (uri, "?"));
   return g_thread_new ("pp-digest-ahead", digest_ahead_thread,
-      g_build_filename (dir, "unet", NULL));
+      g_steal_pointer (&dir));
 }
 
 static void

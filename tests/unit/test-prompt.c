@@ -19,7 +19,7 @@ static PpPromptEncoder *
 encoder (void)
 {
   g_autoptr (GError) error = NULL;
-  PpPromptEncoder *enc = pp_prompt_encoder_new (tiny_dir, NULL,
+  PpPromptEncoder *enc = pp_prompt_encoder_new (tiny_dir, NULL, NULL,
       pp_backend_get (NULL, NULL), &error);
 
   g_assert_no_error (error);
@@ -149,7 +149,7 @@ test_missing_tokenizer (void)
   g_autoptr (GError) error = NULL;
   PpPromptEncoder *enc;
 
-  enc = pp_prompt_encoder_new (dir, NULL, pp_backend_get (NULL, NULL),
+  enc = pp_prompt_encoder_new (dir, NULL, NULL, pp_backend_get (NULL, NULL),
       &error);
   g_assert_null (enc);
   g_assert_nonnull (error);

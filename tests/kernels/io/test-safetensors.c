@@ -511,8 +511,8 @@ test_bad_entries (void)
   assert_bad ("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
       "\"data_offsets\":[0,4]}}", 4, "'a'", "9 dimensions");
   /* Unknown dtype, named with its key. */
-  assert_bad ("{" ENTRY ("pos_ids", "I64", "[1]", 0, 8) "}", 8, "'pos_ids'",
-      "I64");
+  assert_bad ("{" ENTRY ("mask", "BOOL", "[1]", 0, 1) "}", 1, "'mask'",
+      "BOOL");
   assert_bad ("{" ENTRY ("a", "F64", "[1]", 0, 8) "}", 8, "'a'", "F64");
   /* Metadata that is not string → string. */
   assert_bad ("{\"__metadata__\":{\"n\":1}}", 0, "__metadata__", "'n'",
