@@ -33,6 +33,7 @@
 #include "pp-model.h"
 #include "pp-npy.h"
 #include "pp-png.h"
+#include "pp-checkpoint.h"
 #include "pp-lora.h"
 #include "pp-vae.h"
 #include "pp-test-ops.h"
@@ -221,6 +222,7 @@ cmd_info (int argc, char **argv, GError ** error)
   GOptionEntry entries[] = { {NULL} };
   g_autofree gchar *config = NULL;
   gboolean any = FALSE;
+  PpFamily family;
 
   if (!parse (entries, "MODEL_DIR", &argc, &argv, error))
     return FALSE;
@@ -231,7 +233,17 @@ cmd_info (int argc, char **argv, GError ** error)
   config = g_build_filename (argv[1], "config.json", NULL);
   if (g_file_test (config, G_FILE_TEST_EXISTS))
     return info_component (argv[1], NULL, error);
-  /* A lone safetensors file: a LoRA. */
+  /* A lone safetensors file: a single-file checkpoint, else a LoRA. */
+  if (pp_checkpoint_is_file (argv[1])
+      && pp_checkpoint_family (argv[1], &family, NULL)) {
+    printf ("%s\n  class:      single-file checkpoint, original layout "
+        "(%s: UNet, AutoencoderKL, text encoder)\n  runs:       yes: "
+        "model=%s?config=DIR, DIR a diffusers folder of its architecture "
+        "(with tokenizer/ for prompts); without config= the %s released "
+        "configurations\n", argv[1], pp_family_name (family), argv[1],
+        pp_family_name (family));
+    return TRUE;
+  }
   if (g_file_test (argv[1], G_FILE_TEST_IS_REGULAR)) {
     g_autoptr (PpLora) lora = pp_lora_open (argv[1], error);
     g_autofree gchar *text = NULL;

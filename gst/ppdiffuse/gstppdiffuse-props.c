@@ -373,8 +373,10 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
    *
    * The model, as a URI: builtin:stamp (proves the schedule) or
    * builtin:anisotropic (Perona–Malik diffusion), with optional
-   * parameters such as builtin:stamp?step-ms=10, or a diffusers pipeline
-   * directory.  While playing, a URI of the same model with other live
+   * parameters such as builtin:stamp?step-ms=10, a diffusers pipeline
+   * directory, or a single-file checkpoint (FILE.safetensors, with
+   * ?config=DIR naming a diffusers folder of its architecture).  While
+   * playing, a URI of the same model with other live
    * parameters (kappa, lambda, mark, step-ms) takes effect at the next
    * frame on every rank; another model needs a restart (a warning, and
    * the running one stays).
@@ -382,9 +384,10 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
           "Model: builtin:anisotropic[?kappa=K&lambda=L], builtin:stamp"
-          "[?mark=M] (step-ms=M adds M milliseconds per step), or a diffusers "
-          "pipeline directory (unet/, vae/ = TAESD, scheduler/); its "
-          "parameters change while playing", DEFAULT_MODEL,
+          "[?mark=M] (step-ms=M adds M milliseconds per step), a diffusers "
+          "pipeline directory (unet/, vae/, scheduler/), or a single-file "
+          "checkpoint (FILE.safetensors[?config=DIR]); its parameters "
+          "change while playing", DEFAULT_MODEL,
           LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:backend:

@@ -110,8 +110,9 @@ bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout,
 static void
 bind_attention (PpBinder * b, Attention * a, gint c, const gchar * prefix)
 {
-  g_autofree gchar *probe = g_strdup_printf ("%s.to_q.weight", prefix);
-  gboolean old = !pp_weights_has (b->weights, probe);
+  g_autofree gchar *probe = g_strdup_printf ("%s.query.weight", prefix);
+  /* Generated weights have neither name yet: they get diffusers' own. */
+  gboolean old = pp_weights_has (b->weights, probe);
 
   pp_bind_norm (b, &a->group_norm, c, "%s.group_norm", prefix);
   pp_bind_linear (b, &a->to_q, c, c, TRUE, "%s.%s", prefix,

@@ -15,6 +15,11 @@ FRAMES=2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+"$TOOL" info "$DATA/sd15-tiny.safetensors" \
+  | grep -q "single-file checkpoint, original layout (SD 1.x"
+"$TOOL" info "$DATA/turbo-tiny.safetensors" \
+  | grep -q "single-file checkpoint, original layout (SD 2.x / SD-Turbo"
+
 timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
   pattern=ball ! video/x-raw,format=RGB,width=48,height=40 \
   ! pngenc ! multifilesink location="$work/in-%02d.png"

@@ -7,7 +7,9 @@ Usage: check-models-recipes.py SOURCE_ROOT PPDIFFUSE_TOOL
 For every `huggingface-cli download REPO --local-dir /models/NAME FILES…`
 in the section, a stand-in of REPO (ppdiffuse-tool make-tiny, its weights
 under the names the download has, the download's scheduler) is made under
-a scratch /models, holding exactly FILES.  For every block after a
+a scratch /models, holding exactly FILES.  A file a recipe names that no
+download makes (a community checkpoint) is a stand-in from tests/data.
+For every block after a
 "<!-- recipe: NAME -->" line, the ppdiffuse element's settings (from
 "ppdiffuse " to the next " ! ") are run with /models/ pointing at the
 stand-ins, between videotestsrc (the camera) and a file: every frame must
@@ -37,6 +39,13 @@ STAND_INS = {
     "stable-diffusion-v1-5/stable-diffusion-v1-5": ("sd15", "kl-vae",
                                                     "PNDMScheduler"),
     "latent-consistency/lcm-lora-sdv1-5": ("lora", None, None),
+}
+# Files a recipe names that no download makes (a community checkpoint):
+# a stand-in from tests/data, of the architecture of the download the
+# recipe takes its config= from.
+FILE_STAND_INS = {
+    "my-sd15-model.safetensors": os.path.join("tests", "data", "single-file",
+                                              "sd15-tiny.safetensors"),
 }
 # diffusers' half-precision file names, which the downloads carry.
 FP16_NAMES = {
@@ -168,6 +177,16 @@ def main():
         stand_ins = downloads(blocks, models)
         for repo, local, files in stand_ins:
             make_stand_in(tool_path, repo, local, files, scratch)
+        for name, block in recipes:
+            for f in re.findall(re.escape(MODELS) + r"([\w.-]+\.safetensors)",
+                                block):
+                dst = os.path.join(models, f)
+                if os.path.exists(dst):
+                    continue
+                if f not in FILE_STAND_INS:
+                    fail("recipe %s names /models/%s, which no download "
+                         "makes: add a stand-in to FILE_STAND_INS" % (name, f))
+                shutil.copyfile(os.path.join(root, FILE_STAND_INS[f]), dst)
         print("stand-ins: %s" % ", ".join(r for r, _, _ in stand_ins))
         for name, block in recipes:
             settings = element_settings(block, models)
