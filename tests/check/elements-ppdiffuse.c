@@ -581,7 +581,7 @@ GST_END_TEST;
 GST_START_TEST (test_model_mistakes)
 {
   const gchar *missing[] = { "'/nonexistent/sd-turbo' does not exist",
-    "builtin:stamp, builtin:anisotropic or a diffusers pipeline", NULL
+    "builtin:stamp, builtin:anisotropic, a diffusers pipeline", NULL
   };
   const gchar *prompt[] = { "built-in models take no prompt", NULL };
   GstElement *e = pp_check_make_element (2, 4, "/nonexistent/sd-turbo");
