@@ -17,7 +17,8 @@
 #              against float64 (test-ops);
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
-#              tiny AutoencoderKL, the LoRA fuse) and the full-size
+#              tiny AutoencoderKL, the LoRA fuse, single-file
+#              checkpoints) and the full-size
 #              SD-Turbo and SD1.5 UNets and SD VAE (test-kernels-scale) on
 #              cuda in f32, TF32 off, within the CPU backends' bounds;
 #   dtypes     the tiny fixtures in f16 and bf16 (NMSE against float32), the
@@ -322,9 +323,10 @@ if want f32; then
     --out "$work/x.npy" \
     && judge "taesd-tiny decode 512x512" python3 "$gc" npy "taesd-tiny decode 512x512" \
       "$work/x.npy" "$s/512x512/tap-image.npy" --tap "$s/512x512/f32-f64.txt" image
-  # The AutoencoderKL and the LoRA fuse on the device: every tap of the
-  # tiny AutoencoderKL, the fused UNet's output (f32 weights).
-  for t in vae-kl lora; do
+  # The AutoencoderKL, the LoRA fuse and single-file checkpoints on the
+  # device: every tap of the tiny AutoencoderKL, the fused UNet's output
+  # (f32 weights), a checkpoint's parts built into models there.
+  for t in vae-kl lora checkpoint; do
     exe=$build/tests/kernels/models/test-kernels-$t
     if runs "test-kernels-$t on $BE" "$work/$t.log" 300 \
         env PPDIFFUSE_BACKEND="$BE" "$exe" "$data"; then
