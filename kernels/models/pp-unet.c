@@ -4,6 +4,7 @@
  * follows diffusers' module order: time embedding, conv_in, down blocks
  * (pushing skips), mid block, up blocks (popping skips), output head. */
 #include "pp-unet.h"
+#include "pp-feature-bank.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-layers.h"
@@ -75,6 +76,9 @@ typedef struct
   PpNorm norm1, norm2, norm3;
   Attention attn1, attn2;
   PpLinear ff_in, ff_out;
+  /* A temporal feature bank fuses this self-attention's outputs (the mid
+   * block's and the first half of the up blocks', as StreamV2V's). */
+  gboolean fuse;
 } Transformer;
 
 typedef struct
@@ -117,6 +121,9 @@ struct _PpUnet
   PpPool *pool;                 /* activations, reused across forwards */
   GMutex forward_lock;
   KvCache *kv;
+  /* The temporal feature bank the next forwards use, or NULL: the
+   * caller's (pp_unet_set_bank). */
+  PpFeatureBank *bank;
   PpAct *skip_stack;            /* n_skips */
   guint n_skips;
 
@@ -579,6 +586,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       "mid_block.resnets.0");
   bind_transformer (&b, m, &m->mid_attention, c_last, (gint) bc.heads[n - 1],
       "mid_block.attentions.0");
+  m->mid_attention.fuse = TRUE;
   bind_resnet (&b, &m->mid_resnets[1], c_last, c_last, m->temb_dim,
       "mid_block.resnets.1");
 
@@ -603,9 +611,11 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       gint s_c = j + 1 == blk->n_layers ? skip_in : out_c;
 
       bind_resnet (&b, &blk->resnets[j], h_c + s_c, out_c, m->temb_dim, res);
-      if (blk->cross)
+      if (blk->cross) {
         bind_transformer (&b, m, &blk->attentions[j], out_c,
             (gint) bc.heads[r], att);
+        blk->attentions[j].fuse = i < n / 2;
+      }
     }
     blk->has_sampler = i + 1 < n;
     if (blk->has_sampler)
@@ -679,6 +689,14 @@ pp_unet_load_weights (const gchar * config_path, PpWeights * w,
   if (m != NULL)
     m->owned_weights = weights;
   return m;
+}
+
+void
+pp_unet_set_bank (PpUnet * m, PpFeatureBank * bank)
+{
+  g_mutex_lock (&m->forward_lock);
+  m->bank = bank;
+  g_mutex_unlock (&m->forward_lock);
 }
 
 const gchar *
@@ -848,6 +866,46 @@ tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *in,
       (gsize) rows * c);
 }
 
+/* LN2(h) and q of attn2, where h += to_out(o) of attn1 came before. */
+static void
+tokens_cross_query (int begin, int end, gpointer data)
+{
+  const Tokens *tk = data;
+
+  tokens_norm_project (tk, &tk->t->norm2, &tk->t->attn2, FALSE, begin, end);
+}
+
+/* Self-attention with the temporal feature bank (pp-feature-bank.h): the
+ * frame's keys and values followed by the bank's, the output fused with
+ * the bank's where the layer fuses, then h += it and the bank takes the
+ * frame.  One sample ([hw, C] rows). */
+static void
+self_attention_banked (const PpUnet * m, Tokens * tk, PpAct * y)
+{
+  const Transformer *t = tk->t;
+  const gint c = t->channels, hw = tk->hw, head_dim = c / t->heads;
+  PpBankLayer *layer = pp_feature_bank_next (m->bank, c);
+  const guint banked = pp_bank_layer_rows (layer);
+  PpAct o;
+
+  if (banked > 0) {
+    PpAct ke = pp_act_new (m->pool, 1, hw + (gint) banked, 1, c);
+    PpAct ve = pp_act_new (m->pool, 1, hw + (gint) banked, 1, c);
+
+    pp_bank_layer_extend (layer, m->be, tk->k, tk->v, hw, ke.data, ve.data);
+    pp_attention (m->be, tk->q, ke.data, ve.data, 1, hw, hw + (gint) banked,
+        t->heads, head_dim, tk->o);
+    pp_act_clear (&ke);
+    pp_act_clear (&ve);
+  } else
+    pp_attention (m->be, tk->q, tk->k, tk->v, 1, hw, hw, t->heads, head_dim,
+        tk->o);
+  o = pp_act_view (m->pool, tk->o, 1, hw, 1, c);
+  pp_act_replace (y, pp_linear_apply (&t->attn1.to_out, &o));
+  pp_bank_layer_take (layer, m->be, tk->k, tk->v, y->data, hw, t->fuse);
+  pp_add (m->be, tk->h, pp_act_as_view (y), (gsize) hw * c);
+}
+
 /* Before self-attention: x1 = LN1(h), q, k, v of attn1. */
 static void
 tokens_before_self (int begin, int end, gpointer data)
@@ -969,9 +1027,16 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   tk.hw = hw;
 
   pp_for_rows (m->be, rows, tokens_before_self, &tk);
-  pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
-      tk.o);
-  pp_for_rows (m->be, rows, tokens_before_cross, &tk);
+  if (m->bank != NULL) {
+    /* One sample: pp_unet_forward refuses more with a bank. */
+    self_attention_banked (m, &tk, &ny);
+    tk.y = ny.data;
+    pp_for_rows (m->be, rows, tokens_cross_query, &tk);
+  } else {
+    pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
+        tk.o);
+    pp_for_rows (m->be, rows, tokens_before_cross, &tk);
+  }
   cross_kv (m, t, context, &ck, &cv);
   pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
       t->heads, head_dim, tk.o);
@@ -1208,6 +1273,11 @@ forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
   if (!check_inputs (m, sample, ctx, error))
     return FALSE;
   batch = (gint) sample->shape[0];
+  if (m->bank != NULL && batch != 1) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "a UNet with a temporal "
+        "feature bank takes one sample at a time, received %d", batch);
+    return FALSE;
+  }
   if (!input_act (m, sample, batch, m->in_channels, (gint) sample->shape[2],
           (gint) sample->shape[3], &input, error))
     return FALSE;
@@ -1220,7 +1290,11 @@ forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
   g_mutex_lock (&m->forward_lock);
   if (use_cache)
     kv_cache_begin (m->kv, ctx);
+  if (m->bank != NULL)
+    pp_feature_bank_begin (m->bank);
   *out = unet_forward (m, &input, timestep, &context, tap, tap_data);
+  if (m->bank != NULL)
+    pp_feature_bank_end (m->bank);
   m->kv->active = FALSE;
   g_mutex_unlock (&m->forward_lock);
   pp_act_clear (&input);

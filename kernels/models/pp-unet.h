@@ -26,6 +26,12 @@ PpUnet   *pp_unet_new                 (const gchar * config_path,
 /* config.json and the safetensors of @component_dir, the weights stored as
  * @dtype on @be (0: the backend's default); a key the model does not use is
  * an error too. */
+/* The temporal feature bank (pp-feature-bank.h) the next forwards read
+ * and update, or NULL for none (the default); the caller keeps it, one per
+ * stream and denoising step, and sets the step's before each forward.  A
+ * forward with a bank takes one sample. */
+typedef struct _PpFeatureBank PpFeatureBank;
+void      pp_unet_set_bank            (PpUnet * m, PpFeatureBank * bank);
 /* SHA-256 of the weights pp_unet_load read (NULL for other sources). */
 const gchar *pp_unet_weights_digest  (PpUnet * m);
 PpUnet   *pp_unet_load                (const gchar * component_dir,
