@@ -605,6 +605,13 @@ pp_model_new_epoch (PpModel * model)
     model->klass->epoch_reset (model);
 }
 
+void
+pp_model_stream_frame (PpModel * model, gboolean counts)
+{
+  if (model->klass->stream_frame != NULL)
+    model->klass->stream_frame (model, counts);
+}
+
 guint64
 pp_model_cache_builds (PpModel * model)
 {

@@ -75,6 +75,10 @@ struct _PpModelClass
   /* Optional: a new cache epoch starts; drop what is kept per epoch (the
    * UNet's cross-attention K/V). */
   void (*epoch_reset) (PpModel * model);
+  /* Optional: whether the frames computed next are the stream's (TRUE, the
+   * default) or passes outside it (a warm-up pass), which per-stream state
+   * (a temporal feature bank) must not take. */
+  void (*stream_frame) (PpModel * model, gboolean counts);
   /* Between steps_begin and steps_end, step issues only backend ops on
    * device buffers that stay put from run to run (no upload, download or
    * synchronize): a device graph can hold a slice of steps. */
@@ -196,6 +200,9 @@ void      pp_model_graphs_reset (PpModel * model);
  * and every per-epoch cache are dropped, to be made again by the next
  * chunk. */
 void      pp_model_new_epoch (PpModel * model);
+/* The frames computed next are the stream's (@counts) or not (a warm-up
+ * pass): per-stream state advances only on the stream's. */
+void      pp_model_stream_frame (PpModel * model, gboolean counts);
 /* Graphs captured and launched so far (0 and 0 without graphs). */
 void      pp_model_graph_counts (PpModel * model, guint64 * captures,
                                  guint64 * launches);

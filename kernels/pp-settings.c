@@ -13,6 +13,8 @@ pp_settings_init (PpSettings * s)
   memset (s, 0, sizeof *s);
   s->strength = PP_SETTINGS_DEFAULT_STRENGTH;
   s->seed = PP_SETTINGS_DEFAULT_SEED;
+  s->bank_frames = PP_SETTINGS_DEFAULT_BANK_FRAMES;
+  s->fusion_threshold = PP_SETTINGS_DEFAULT_FUSION_THRESHOLD;
 }
 
 void
@@ -22,6 +24,7 @@ pp_settings_clear (PpSettings * s)
   g_clear_pointer (&s->prompt, g_free);
   g_clear_pointer (&s->prompt_embeds, g_free);
   g_clear_pointer (&s->t_index_list, g_free);
+  g_clear_pointer (&s->temporal, g_free);
 }
 
 void
@@ -35,6 +38,7 @@ pp_settings_copy (PpSettings * dst, const PpSettings * src)
   dst->prompt = g_strdup (src->prompt);
   dst->prompt_embeds = g_strdup (src->prompt_embeds);
   dst->t_index_list = g_strdup (src->t_index_list);
+  dst->temporal = g_strdup (src->temporal);
 }
 
 gboolean
@@ -44,7 +48,16 @@ pp_settings_equal (const PpSettings * a, const PpSettings * b)
       && g_strcmp0 (a->prompt, b->prompt) == 0
       && g_strcmp0 (a->prompt_embeds, b->prompt_embeds) == 0
       && g_strcmp0 (a->t_index_list, b->t_index_list) == 0
-      && a->strength == b->strength && a->seed == b->seed;
+      && a->strength == b->strength && a->seed == b->seed
+      && pp_settings_has_feature_bank (a) == pp_settings_has_feature_bank (b)
+      && a->bank_frames == b->bank_frames
+      && a->fusion_threshold == b->fusion_threshold;
+}
+
+gboolean
+pp_settings_has_feature_bank (const PpSettings * s)
+{
+  return g_strcmp0 (s->temporal, PP_SETTINGS_TEMPORAL_FEATURE_BANK) == 0;
 }
 
 gboolean
@@ -62,6 +75,13 @@ or_none (const gchar * s)
 gchar *
 pp_settings_describe (const PpSettings * s)
 {
+  if (pp_settings_has_feature_bank (s))
+    return g_strdup_printf ("model=%s prompt-embeds=%s strength=%g seed=%"
+        G_GUINT64_FORMAT " t-index-list=%s temporal=%s bank-frames=%"
+        G_GUINT64_FORMAT " fusion-threshold=%g", or_none (s->model),
+        or_none (s->prompt_embeds), s->strength, s->seed,
+        or_none (s->t_index_list), s->temporal, s->bank_frames,
+        s->fusion_threshold);
   return g_strdup_printf ("model=%s prompt-embeds=%s strength=%g seed=%"
       G_GUINT64_FORMAT " t-index-list=%s", or_none (s->model),
       or_none (s->prompt_embeds), s->strength, s->seed,
@@ -92,6 +112,11 @@ pp_settings_serialize (const PpSettings * s)
   g_variant_builder_add (&fields, "{sv}", "seed",
       g_variant_new_uint64 (s->seed));
   add_string (&fields, "t-index-list", s->t_index_list);
+  add_string (&fields, "temporal", s->temporal);
+  g_variant_builder_add (&fields, "{sv}", "bank-frames",
+      g_variant_new_uint64 (s->bank_frames));
+  g_variant_builder_add (&fields, "{sv}", "fusion-threshold",
+      g_variant_new_double (s->fusion_threshold));
   v = g_variant_ref_sink (g_variant_new ("(ua{sv})", PP_SETTINGS_VERSION,
           &fields));
   bytes = g_variant_get_data_as_bytes (v);
@@ -122,6 +147,12 @@ read_field (PpSettings * s, const gchar * key, GVariant * value,
     number = &s->strength;
   else if (g_str_equal (key, "seed"))
     count = &s->seed;
+  else if (g_str_equal (key, "temporal"))
+    string = &s->temporal;
+  else if (g_str_equal (key, "bank-frames"))
+    count = &s->bank_frames;
+  else if (g_str_equal (key, "fusion-threshold"))
+    number = &s->fusion_threshold;
   else {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
         "the settings have an unknown field '%s'", key);

@@ -16,6 +16,13 @@ G_BEGIN_DECLS
 #define PP_SETTINGS_DEFAULT_MODEL "builtin:anisotropic"
 #define PP_SETTINGS_DEFAULT_STRENGTH 0.5
 #define PP_SETTINGS_DEFAULT_SEED 0
+/* The temporal feature bank (pp-feature-bank.h): off by default; a bank of
+ * one frame's rows; StreamV2V's fusion threshold. */
+#define PP_SETTINGS_TEMPORAL_OFF "off"
+#define PP_SETTINGS_TEMPORAL_FEATURE_BANK "feature-bank"
+#define PP_SETTINGS_DEFAULT_BANK_FRAMES 1
+#define PP_SETTINGS_MAX_BANK_FRAMES 16
+#define PP_SETTINGS_DEFAULT_FUSION_THRESHOLD 0.98
 
 typedef struct
 {
@@ -31,6 +38,11 @@ typedef struct
   gdouble strength;             /* img2img, (0, 1] */
   guint64 seed;                 /* of the noise */
   gchar *t_index_list;          /* "i,j,…" LCM indices; NULL or "": none */
+  /* Temporal consistency: "feature-bank", or NULL, "" or "off" for none;
+   * the bank's size in frames and the fusion threshold (cosine). */
+  gchar *temporal;
+  guint64 bank_frames;
+  gdouble fusion_threshold;
 } PpSettings;
 
 /* The defaults, owning nothing. */
@@ -43,6 +55,8 @@ gboolean  pp_settings_equal       (const PpSettings * a,
 gchar    *pp_settings_describe    (const PpSettings * s);
 /* TRUE when @s has a text prompt. */
 gboolean  pp_settings_has_prompt  (const PpSettings * s);
+/* TRUE when @s asks for the temporal feature bank. */
+gboolean  pp_settings_has_feature_bank (const PpSettings * s);
 
 /* The serialised form: a GVariant "(ua{sv})", the version then every
  * field by name. */

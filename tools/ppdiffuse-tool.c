@@ -406,8 +406,11 @@ cmd_img2img (int argc, char **argv, GError ** error)
   g_autofree gchar *model = NULL, *in = NULL, *out = NULL, *embeds = NULL,
       *index_list = NULL, *scheduler = NULL, *uri = NULL, *backend = NULL,
       *dtype_name = NULL, *prompt = NULL, *prompt_ref = NULL, *vae = NULL,
-      *lora = NULL;
+      *lora = NULL, *temporal = NULL;
   gdouble strength = PP_SETTINGS_DEFAULT_STRENGTH;
+  gdouble fusion_threshold = PP_SETTINGS_DEFAULT_FUSION_THRESHOLD;
+  gint bank_frames = PP_SETTINGS_DEFAULT_BANK_FRAMES;
+  gboolean sequence;
   PpSettings settings = { 0 };
   gint64 seed = 0;
   gint steps = DEFAULT_STEPS, frames = 1, cuda_graphs = 0;
@@ -435,8 +438,17 @@ cmd_img2img (int argc, char **argv, GError ** error)
         "LoRA files fused into the UNet (and the text encoder) at load, "
         "as the element's lora setting", "PATH[:SCALE][,…]"},
     {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
-        "run the image this many times, each from the input (for "
-        "measurements; --out gets the last), default 1", "N"},
+        "run this many frames: with a %d pattern in --in (in-%02d.png) "
+        "frame f is that file, and a pattern in --out writes each frame; "
+        "else each frame is the input again (for measurements; --out gets "
+        "the last), default 1", "N"},
+    {"temporal", 0, 0, G_OPTION_ARG_STRING, &temporal,
+        "off or feature-bank, as the element's temporal setting: the "
+        "frames of a sequence (--frames) share the bank", "MODE"},
+    {"bank-frames", 0, 0, G_OPTION_ARG_INT, &bank_frames,
+        "feature bank size in frames, default 1", "N"},
+    {"fusion-threshold", 0, 0, G_OPTION_ARG_DOUBLE, &fusion_threshold,
+        "cosine similarity from which outputs fuse, default 0.98", "T"},
     BACKEND_ENTRY (backend),
     DTYPE_ENTRY (dtype_name),
     {"cuda-graphs", 0, 0, G_OPTION_ARG_INT, &cuda_graphs,
@@ -502,11 +514,18 @@ cmd_img2img (int argc, char **argv, GError ** error)
   settings.strength = strength;
   settings.seed = (guint64) seed;
   settings.t_index_list = index_list;
+  settings.temporal = temporal;
+  settings.bank_frames = bank_frames < 0 ? 0 : (guint64) bank_frames;
+  settings.fusion_threshold = fusion_threshold;
   m = pp_model_new (uri, (guint) steps, PP_MODEL_ROLE_ALL, be, error);
   if (m != NULL && !pp_model_update (m, &settings, inputs, error))
     goto out;
-  if (m == NULL || !pp_png_load (in, &input, error)
-      || !pp_png_load (in, &image, error))
+  /* A sequence: in-%02d.png, frame by frame. */
+  sequence = strchr (in, '%') != NULL;
+  if (m == NULL)
+    goto out;
+  if (!sequence && (!pp_png_load (in, &input, error)
+          || !pp_png_load (in, &image, error)))
     goto out;
   for (gint f = 0; f < frames; f++) {
     guint64 device = pp_backend_allocated_bytes ();
@@ -514,10 +533,22 @@ cmd_img2img (int argc, char **argv, GError ** error)
     guint64 blas = pp_alloc_count_bytes ? pp_alloc_count_openblas_bytes ()
         : 0;
 
-    if (f > 0)
+    if (sequence) {
+      g_autofree gchar *path = g_strdup_printf (in, f);
+
+      pp_png_clear (&image);
+      if (!pp_png_load (path, &image, error))
+        goto out;
+    } else if (f > 0)
       memcpy (image.data, input.data, (gsize) input.row_stride * input.height);
     if (!run_frame (m, &image, (guint) steps, &sample, error))
       goto out;
+    if (strchr (out, '%') != NULL) {
+      g_autofree gchar *path = g_strdup_printf (out, f);
+
+      if (!pp_png_save (path, &image, error))
+        goto out;
+    }
     device = pp_backend_allocated_bytes () - device;
     if (pp_alloc_count_bytes) {
       host = pp_alloc_count_bytes () - host;
@@ -541,7 +572,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
         G_GUINT64_FORMAT " launched\n", pp_backend_name (be), captures,
         launches);
   }
-  ok = pp_png_save (out, &image, error);
+  ok = strchr (out, '%') != NULL || pp_png_save (out, &image, error);
 out:
   pp_png_clear (&input);
   pp_png_clear (&image);

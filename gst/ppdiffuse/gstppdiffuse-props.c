@@ -58,6 +58,9 @@ enum
   PROP_STRENGTH,
   PROP_SEED,
   PROP_T_INDEX_LIST,
+  PROP_TEMPORAL,
+  PROP_BANK_FRAMES,
+  PROP_FUSION_THRESHOLD,
   PROP_WARM_UP,
   PROP_LEAKY,
   PROP_SIMILARITY_THRESHOLD,
@@ -108,6 +111,24 @@ gst_pp_diffuse_dtype_get_type (void)
   if (g_once_init_enter (&type))
     g_once_init_leave (&type,
         g_enum_register_static ("GstPpDiffuseDtype", values));
+  return type;
+}
+
+GType
+gst_pp_diffuse_temporal_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_PP_DIFFUSE_TEMPORAL_OFF, "each frame on its own", "off"},
+    {GST_PP_DIFFUSE_TEMPORAL_FEATURE_BANK, "a feature bank of past frames "
+          "(extended self-attention, feature fusion: StreamV2V)",
+        "feature-bank"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type,
+        g_enum_register_static ("GstPpDiffuseTemporal", values));
   return type;
 }
 
@@ -193,6 +214,21 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_T_INDEX_LIST:
       replace_string (&self->settings.t_index_list, value);
+      pp_stream_settings_changed (self->stream);
+      break;
+    case PROP_TEMPORAL:
+      g_free (self->settings.temporal);
+      self->settings.temporal = g_strdup (g_value_get_enum (value)
+          == GST_PP_DIFFUSE_TEMPORAL_FEATURE_BANK
+          ? PP_SETTINGS_TEMPORAL_FEATURE_BANK : PP_SETTINGS_TEMPORAL_OFF);
+      pp_stream_settings_changed (self->stream);
+      break;
+    case PROP_BANK_FRAMES:
+      self->settings.bank_frames = g_value_get_uint (value);
+      pp_stream_settings_changed (self->stream);
+      break;
+    case PROP_FUSION_THRESHOLD:
+      self->settings.fusion_threshold = g_value_get_double (value);
       pp_stream_settings_changed (self->stream);
       break;
     case PROP_WARM_UP:
@@ -292,6 +328,17 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_T_INDEX_LIST:
       g_value_set_string (value, self->settings.t_index_list);
+      break;
+    case PROP_TEMPORAL:
+      g_value_set_enum (value, pp_settings_has_feature_bank (&self->settings)
+          ? GST_PP_DIFFUSE_TEMPORAL_FEATURE_BANK
+          : GST_PP_DIFFUSE_TEMPORAL_OFF);
+      break;
+    case PROP_BANK_FRAMES:
+      g_value_set_uint (value, (guint) self->settings.bank_frames);
+      break;
+    case PROP_FUSION_THRESHOLD:
+      g_value_set_double (value, self->settings.fusion_threshold);
       break;
     case PROP_WARM_UP:
       g_value_set_boolean (value, self->warm_up);
@@ -568,6 +615,42 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
       g_param_spec_string ("t-index-list", "Timestep index list",
           "Comma-separated LCM timestep indices, t = 999 - 20*idx; as many "
           "as steps (default: none, the scheduler's own timesteps)", NULL,
+          LIVE_PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:temporal:
+   *
+   * Temporal consistency of a pipeline model: off (each frame on its own)
+   * or feature-bank (StreamV2V's: every self-attention also attends to a
+   * bank of past frames' keys and values, and the deeper ones take in part
+   * the most similar banked outputs).  Live: a change starts a new epoch,
+   * and every bank starts empty.
+   */
+  g_object_class_install_property (gobject_class, PROP_TEMPORAL,
+      g_param_spec_enum ("temporal", "Temporal",
+          "Temporal consistency of a pipeline model: off or feature-bank "
+          "(default off)", GST_TYPE_PP_DIFFUSE_TEMPORAL,
+          GST_PP_DIFFUSE_TEMPORAL_OFF, LIVE_PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:bank-frames:
+   *
+   * The feature bank's size, in frames' worth of rows per self-attention
+   * layer; older rows are merged into it (temporal=feature-bank).  Live.
+   */
+  g_object_class_install_property (gobject_class, PROP_BANK_FRAMES,
+      g_param_spec_uint ("bank-frames", "Bank frames",
+          "Feature bank size in frames (default 1)", 1,
+          PP_SETTINGS_MAX_BANK_FRAMES, PP_SETTINGS_DEFAULT_BANK_FRAMES,
+          LIVE_PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:fusion-threshold:
+   *
+   * The cosine similarity from which a self-attention output takes in part
+   * the most similar banked output (temporal=feature-bank).  Live.
+   */
+  g_object_class_install_property (gobject_class, PROP_FUSION_THRESHOLD,
+      g_param_spec_double ("fusion-threshold", "Fusion threshold",
+          "Cosine similarity from which outputs fuse with the bank's "
+          "(default 0.98)", -1.0, 1.0, PP_SETTINGS_DEFAULT_FUSION_THRESHOLD,
           LIVE_PARAM_FLAGS));
   /**
    * GstPpDiffuse:warm-up:

@@ -33,6 +33,15 @@ typedef enum
   GST_PP_DIFFUSE_BACKEND_CPU_STRICT,
 } GstPpDiffuseBackend;
 
+#define GST_TYPE_PP_DIFFUSE_TEMPORAL (gst_pp_diffuse_temporal_get_type ())
+GType gst_pp_diffuse_temporal_get_type (void);
+
+typedef enum
+{
+  GST_PP_DIFFUSE_TEMPORAL_OFF,
+  GST_PP_DIFFUSE_TEMPORAL_FEATURE_BANK,
+} GstPpDiffuseTemporal;
+
 #define GST_TYPE_PP_DIFFUSE_DTYPE (gst_pp_diffuse_dtype_get_type ())
 GType gst_pp_diffuse_dtype_get_type (void);
 

@@ -32,6 +32,7 @@
 #include "pp-safetensors.h"
 #include "pp-schedule.h"
 #include "pp-checkpoint.h"
+#include "pp-feature-bank.h"
 #include "pp-vae.h"
 #include "pp-unet.h"
 
@@ -100,6 +101,14 @@ typedef struct
   PpVae *vae;                   /* PP_MODEL_ROLE_IMAGE */
   PpUnet *unet;                 /* PP_MODEL_ROLE_STEPS */
   PpTensor *context;            /* [1, L, D] on the backend */
+  /* The temporal feature bank: its settings, one bank per step (made at
+   * the step's first frame), and whether this frame is one of the
+   * stream's (a warm-up pass is not: pp_model_stream_frame). */
+  gboolean temporal;
+  guint bank_frames;
+  gdouble fusion_threshold;
+  PpFeatureBank **banks;
+  gboolean frame_counts;
   /* The same noise serves every frame: drawn once per latent size. */
   EncodeBuffers enc;
   DecodeBuffers dec;
@@ -318,6 +327,9 @@ typedef struct
   GArray *t_index_list;         /* guint, or NULL */
   PpSchedule *schedule;
   PpTensor *context;            /* host [1, L, D], or NULL: not loaded */
+  gboolean temporal;
+  guint bank_frames;
+  gdouble fusion_threshold;
 } Settings;
 
 static void
@@ -413,6 +425,56 @@ set_no_prompt_error (const gchar * dir, GError ** error)
  * and prompt-embeds, the schedule they make, and with @cross_dim > 0 the
  * prompt's embeddings, loaded and checked.  @in NULL: the defaults, the
  * prompt still to come (a model is loaded before its settings). */
+/* temporal, bank-frames, fusion-threshold. */
+static gboolean
+temporal_parse (PpModel * model, const PpSettings * in, Settings * s,
+    GError ** error)
+{
+  const gchar *mode = in != NULL ? in->temporal : NULL;
+
+  s->temporal = in != NULL && pp_settings_has_feature_bank (in);
+  s->bank_frames = PP_SETTINGS_DEFAULT_BANK_FRAMES;
+  s->fusion_threshold = PP_SETTINGS_DEFAULT_FUSION_THRESHOLD;
+  if (mode != NULL && *mode != '\0' && !s->temporal
+      && !g_str_equal (mode, PP_SETTINGS_TEMPORAL_OFF)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "temporal=%s: expected "
+        PP_SETTINGS_TEMPORAL_OFF " or " PP_SETTINGS_TEMPORAL_FEATURE_BANK,
+        mode);
+    return FALSE;
+  }
+  if (!s->temporal)
+    return TRUE;
+  if (in->bank_frames < 1 || in->bank_frames > PP_SETTINGS_MAX_BANK_FRAMES) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "bank-frames=%"
+        G_GUINT64_FORMAT ": expected 1 to %d", in->bank_frames,
+        PP_SETTINGS_MAX_BANK_FRAMES);
+    return FALSE;
+  }
+  if (!(in->fusion_threshold >= -1.0 && in->fusion_threshold <= 1.0)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "fusion-threshold=%g: "
+        "expected a cosine similarity in [-1, 1]", in->fusion_threshold);
+    return FALSE;
+  }
+  if (model->graphs) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "temporal="
+        PP_SETTINGS_TEMPORAL_FEATURE_BANK " does host work between a "
+        "step's ops (its fusion and merging), which a CUDA graph cannot "
+        "hold: turn cuda-graphs off to use it");
+    return FALSE;
+  }
+  s->bank_frames = (guint) in->bank_frames;
+  s->fusion_threshold = in->fusion_threshold;
+  return TRUE;
+}
+
+static void
+banks_free (Diffusion * d, guint n_steps)
+{
+  for (guint k = 0; d->banks != NULL && k < n_steps; k++)
+    g_clear_pointer (&d->banks[k], pp_feature_bank_free);
+  g_clear_pointer (&d->banks, g_free);
+}
+
 static gboolean
 settings_parse (PpModel * model, const PpSettings * in, GPtrArray * inputs,
     PpScheduleKind kind, guint cross_dim, Settings * s, GError ** error)
@@ -429,6 +491,8 @@ settings_parse (PpModel * model, const PpSettings * in, GPtrArray * inputs,
   }
   if (in != NULL && in->t_index_list != NULL && *in->t_index_list != '\0'
       && !parse_index_list (in->t_index_list, &s->t_index_list, error))
+    return FALSE;
+  if (!temporal_parse (model, in, s, error))
     return FALSE;
   s->schedule = pp_schedule_new (kind, model->n_steps, s->strength,
       s->t_index_list, error);
@@ -473,6 +537,14 @@ settings_apply (Diffusion * d, PpModel * model, Settings * s, GError ** error)
   d->t_index_list = g_steal_pointer (&s->t_index_list);
   g_clear_pointer (&d->schedule, pp_schedule_free);
   d->schedule = g_steal_pointer (&s->schedule);
+  /* Other bank settings: new banks at the next frames.  (A settings
+   * change starts a new epoch, which empties them anyway.) */
+  if (s->temporal != d->temporal || s->bank_frames != d->bank_frames
+      || s->fusion_threshold != d->fusion_threshold)
+    banks_free (d, model->n_steps);
+  d->temporal = s->temporal;
+  d->bank_frames = s->bank_frames;
+  d->fusion_threshold = s->fusion_threshold;
   encode_buffers_clear (&d->enc);
   step_buffers_clear (&d->steps, model->n_steps);
   /* Each settings epoch builds the UNet's K/V cache once. */
@@ -584,6 +656,7 @@ diffusion_init (PpModel * model, GHashTable * params, GError ** error)
 
   model->priv = d;
   d->be = model->backend;
+  d->frame_counts = TRUE;
   if (!pipeline_dir_check (model->path, error))
     return FALSE;
   pp_model_param_string (params, "scheduler", &scheduler);
@@ -874,6 +947,7 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   Diffusion *d = model->priv;
   StepBuffers *b = &d->steps;
   const gsize n = (gsize) pp_tensor_numel (b->sample);
+  gboolean ok;
 
   if (d->context == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
@@ -883,8 +957,18 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   }
   pp_schedule_scale_input (d->schedule, d->be, step, b->sample->data,
       b->unet_in->data, n);
-  if (!pp_unet_forward_into (d->unet, b->unet_in,
-          d->schedule->timesteps[step], d->context, b->eps, error))
+  if (d->temporal && d->frame_counts) {
+    if (d->banks == NULL)
+      d->banks = g_new0 (PpFeatureBank *, model->n_steps);
+    if (d->banks[step] == NULL)
+      d->banks[step] = pp_feature_bank_new (d->bank_frames,
+          d->fusion_threshold);
+    pp_unet_set_bank (d->unet, d->banks[step]);
+  }
+  ok = pp_unet_forward_into (d->unet, b->unet_in,
+      d->schedule->timesteps[step], d->context, b->eps, error);
+  pp_unet_set_bank (d->unet, NULL);
+  if (!ok)
     return FALSE;
   pp_schedule_step (d->schedule, d->be, step, b->sample->data, b->eps->data,
       b->noise[step] != NULL ? b->noise[step]->data : NULL, n);
@@ -986,6 +1070,7 @@ diffusion_finalize (PpModel * model)
   g_free (d->checkpoint);
   g_clear_pointer (&d->t_index_list, g_array_unref);
   g_clear_pointer (&d->schedule, pp_schedule_free);
+  banks_free (d, model->n_steps);
   g_clear_pointer (&d->vae, pp_vae_free);
   g_clear_pointer (&d->unet, pp_unet_free);
   g_clear_pointer (&d->context, pp_tensor_free);
@@ -1004,6 +1089,8 @@ diffusion_weights_digest (PpModel * model)
       : NULL;
 }
 
+/* A new epoch (settings, a flush, new caps) starts the stream over: the
+ * banks are emptied (docs/operator/cache-lifecycle.md). */
 static void
 diffusion_epoch_reset (PpModel * model)
 {
@@ -1011,6 +1098,17 @@ diffusion_epoch_reset (PpModel * model)
 
   if (d->unet != NULL)
     pp_unet_context_changed (d->unet);
+  for (guint k = 0; d->banks != NULL && k < model->n_steps; k++)
+    if (d->banks[k] != NULL)
+      pp_feature_bank_reset (d->banks[k]);
+}
+
+static void
+diffusion_stream_frame (PpModel * model, gboolean counts)
+{
+  Diffusion *d = model->priv;
+
+  d->frame_counts = counts;
 }
 
 static guint64
@@ -1035,5 +1133,6 @@ const PpModelClass pp_model_diffusion_class = {
   .weights_digest = diffusion_weights_digest,
   .cache_builds = diffusion_cache_builds,
   .epoch_reset = diffusion_epoch_reset,
+  .stream_frame = diffusion_stream_frame,
   .graphable = TRUE,
 };

@@ -413,6 +413,10 @@ run_steps (Worker * w, PpChunk * chunk)
     pp_model_new_epoch (w->model);
     w->graph_epoch = chunk->cache_epoch;
   }
+  /* A warm-up pass is no frame of the stream: per-stream state (a
+   * temporal feature bank) does not take it. */
+  pp_model_stream_frame (w->model,
+      (chunk->flags & PP_CHUNK_FLAG_WARMUP) == 0);
   /* The sample goes to the device once and stays there for the slice. */
   if (!pp_model_steps_begin (w->model, sample, &error))
     worker_fail (w, "compute", error);

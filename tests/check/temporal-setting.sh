@@ -1,0 +1,71 @@
+#!/bin/sh
+# temporal=feature-bank through a 2-worker and a 4-worker mesh: every frame
+# of a moving sequence equals ppdiffuse-tool img2img's run of the same
+# sequence in one process (--frames with an in-%02d.png pattern, the same
+# bank settings), so each worker's banks for its steps advance exactly as
+# the tool's, a warm-up pass left out; and the bank changes the frames
+# (against temporal=off).  Usage: temporal-setting.sh PPDIFFUSE_TOOL
+set -eu
+TOOL=$1
+LIMIT_S=180
+KILL_AFTER_S=10
+FRAMES=5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$TOOL" make-tiny --kind turbo --out "$work/model" --seed 4 >/dev/null
+embeds="$work/model/prompt_embeds.npy"
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
+  pattern=ball ! video/x-raw,format=RGB,width=48,height=40 \
+  ! pngenc ! multifilesink location="$work/in-%02d.png"
+
+element() {  # OUT_PREFIX RANKS STEPS SETTINGS...
+  prefix=$1 ranks=$2 steps=$3
+  shift 3
+  timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q \
+    multifilesrc location="$work/in-%02d.png" index=0 \
+    stop-index=$((FRAMES - 1)) caps=image/png,framerate=25/1 \
+    ! pngdec ! videoconvert ! video/x-raw,format=RGB \
+    ! ppdiffuse ranks="$ranks" steps="$steps" seed=5 strength=0.8 \
+      model="$work/model" prompt-embeds="$embeds" "$@" \
+    ! videoconvert ! video/x-raw,format=RGB ! multifilesink \
+      location="$prefix-%02d.rgb"
+}
+
+to_rgb() {
+  timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$1" ! pngdec \
+    ! videoconvert ! video/x-raw,format=RGB ! filesink location="$2"
+}
+
+# The 4-worker mesh sends a warm-up pass first, which no bank may take.
+for mesh in 2:2:false 4:4:true; do
+  ranks=${mesh%%:*} rest=${mesh#*:}
+  steps=${rest%%:*} warm_up=${rest#*:}
+  element "$work/bank" "$ranks" "$steps" temporal=feature-bank \
+    bank-frames=2 fusion-threshold=0.9 warm-up="$warm_up"
+  element "$work/off" "$ranks" "$steps"
+  "$TOOL" img2img --model "$work/model" --in "$work/in-%02d.png" \
+    --out "$work/tool-%02d.png" --frames "$FRAMES" --steps "$steps" \
+    --seed 5 --strength 0.8 --prompt-embeds "$embeds" \
+    --temporal feature-bank --bank-frames 2 --fusion-threshold 0.9 \
+    >/dev/null
+  differ=0
+  i=0
+  while [ $i -lt "$FRAMES" ]; do
+    f=$(printf %02d $i)
+    to_rgb "$work/tool-$f.png" "$work/tool-$f.rgb"
+    if ! cmp "$work/bank-$f.rgb" "$work/tool-$f.rgb"; then
+      echo "$ranks workers: frame $f differs from the tool's" >&2
+      exit 1
+    fi
+    cmp -s "$work/bank-$f.rgb" "$work/off-$f.rgb" || differ=$((differ + 1))
+    i=$((i + 1))
+  done
+  # The first frame has an empty bank; the others attend to it.
+  if [ "$differ" -lt $((FRAMES - 1)) ]; then
+    echo "$ranks workers: the bank changed $differ of $FRAMES frames" >&2
+    exit 1
+  fi
+  echo "$ranks workers, $steps steps: the feature bank's $FRAMES frames" \
+    "equal the tool's; $differ differ from temporal=off"
+done
