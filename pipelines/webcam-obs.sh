@@ -4,6 +4,12 @@
 #   pipelines/webcam-obs.sh [CAMERA] [LOOPBACK]    (default /dev/video0 /dev/video10)
 #   SIMILARITY=0.98                                 (similarity-threshold; 0 = off)
 #
+# With a diffusion model and the temporal feature bank (a steadier picture
+# from frame to frame; docs/models.md, "Temporal feature bank"):
+#
+#   MODEL=/models/sd-turbo VAE=/models/taesd PROMPT="a watercolor painting" \
+#   TEMPORAL=feature-bank pipelines/webcam-obs.sh
+#
 # One-time set-up of the virtual camera (Debian: apt-get install
 # v4l2loopback-dkms, then as root):
 #
@@ -23,6 +29,8 @@ set -eu
 CAMERA=${1:-/dev/video0}
 LOOPBACK=${2:-/dev/video10}
 SIMILARITY=${SIMILARITY:-0.98}
+MODEL=${MODEL:-builtin:anisotropic}
+TEMPORAL=${TEMPORAL:-off}
 
 # The live defaults: v4l2src is a live source, so ppdiffuse drops a frame
 # that finds max-in-flight frames in the mesh rather than block the camera
@@ -44,6 +52,7 @@ exec gst-launch-1.0 -e \
   v4l2src device="$CAMERA" \
   ! videoconvert ! videoscale ! video/x-raw,format=YUY2,width=640,height=480 \
   ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0 \
-  ! ppdiffuse ranks=2 steps=4 model=builtin:anisotropic \
+  ! ppdiffuse ranks=2 steps=4 model="$MODEL" \
+    ${VAE:+vae="$VAE"} ${PROMPT:+prompt="$PROMPT"} temporal="$TEMPORAL" \
     similarity-threshold="$SIMILARITY" \
   ! v4l2sink device="$LOOPBACK" sync=false
