@@ -335,6 +335,17 @@ read_info (JsonObject ** info)
   return parser;
 }
 
+/* scale.json's tolerance, or the stored dtype's own bound when it has
+ * one. */
+static gdouble
+tolerance (JsonObject * info, const DtypeBounds * bounds)
+{
+  gdouble tol = json_object_get_double_member (info, "tolerance");
+
+  g_assert_cmpfloat (tol, >, 0.0);
+  return bounds->rel_max > 0.0 ? bounds->rel_max : tol;
+}
+
 /* Seeded weights of scale.json's seed, stored as @dtype, with every key of
  * weights.txt declared: the model must ask for exactly those. */
 static PpWeights *
@@ -434,10 +445,7 @@ test_unet (void)
 
   parser = read_info (&info);
   inputs_seed = (guint64) info_int (info, "inputs_seed");
-  tol = json_object_get_double_member (info, "tolerance");
-  g_assert_cmpfloat (tol, >, 0.0);
-  if (bounds->rel_max > 0.0)
-    tol = bounds->rel_max;
+  tol = tolerance (info, bounds);
 
   w = declared_weights (info, dtype, &list);
   t0 = g_get_monotonic_time ();
@@ -489,10 +497,7 @@ test_vae (void)
 
   parser = read_info (&info);
   inputs_seed = (guint64) info_int (info, "inputs_seed");
-  tol = json_object_get_double_member (info, "tolerance");
-  g_assert_cmpfloat (tol, >, 0.0);
-  if (bounds->rel_max > 0.0)
-    tol = bounds->rel_max;
+  tol = tolerance (info, bounds);
 
   w = declared_weights (info, dtype, &list);
   vae = pp_vae_kl_new (config, w, be, &error);
