@@ -95,8 +95,8 @@ struct _PpStream
 void      pp_stream_resolve       (PpStream * stream, const PpSettings * live,
                                    const gchar * prompt_ref,
                                    PpSettings * out);
-/* FALSE with @error when @live gives a prompt or prompt-embeds to a model
- * that takes none (a built-in model). */
+/* FALSE with @error when @live gives a prompt, prompt-embeds or the
+ * temporal feature bank to a model that takes none (a built-in model). */
 gboolean  pp_stream_check_prompt_model (const PpSettings * live,
                                         GError ** error);
 /* The states of @live's prompt, when it has one (NULL and NULL without). */

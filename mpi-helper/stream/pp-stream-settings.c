@@ -64,6 +64,10 @@ pp_stream_check_prompt_model (const PpSettings * live, GError ** error)
         "built-in models take no prompt (%s has none); prompt and "
         "prompt-embeds are for a diffusers pipeline directory",
         live->prompt_embeds, name);
+  else if (pp_settings_has_feature_bank (live))
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "temporal=%s: built-in "
+        "models have no self-attention to bank (%s); the feature bank is "
+        "for a diffusers pipeline directory", live->temporal, name);
   else
     return TRUE;
   return FALSE;

@@ -73,3 +73,17 @@ for mesh in $meshes; do
   echo "$ranks workers, $steps steps: the feature bank's $FRAMES frames" \
     "equal the tool's; $differ differ from temporal=off"
 done
+
+# The built-in models have no self-attention: the setting is refused there.
+status=0
+timeout --kill-after="$KILL_AFTER_S" "$LIMIT_S" gst-launch-1.0 -q \
+  videotestsrc num-buffers=1 ! video/x-raw,format=RGB,width=32,height=24 \
+  ! ppdiffuse temporal=feature-bank ! fakesink > "$work/err.txt" 2>&1 \
+  || status=$?
+if [ "$status" = 0 ] \
+    || ! grep -q "temporal=feature-bank: built-in models have no" "$work/err.txt"; then
+  echo "expected temporal=feature-bank refused on a built-in model" >&2
+  cat "$work/err.txt" >&2
+  exit 1
+fi
+echo "refused on a built-in model"
