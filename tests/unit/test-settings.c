@@ -16,6 +16,9 @@ settings_fill (PpSettings * s)
   s->strength = 0.3125;
   s->seed = G_MAXUINT64 - 7;
   s->t_index_list = g_strdup ("32,45");
+  s->temporal = g_strdup (PP_SETTINGS_TEMPORAL_FEATURE_BANK);
+  s->bank_frames = 3;
+  s->fusion_threshold = 0.875;
 }
 
 static void
@@ -35,6 +38,15 @@ test_round_trip (void)
   g_assert_true (pp_settings_equal (&in, &out));
   g_assert_cmpfloat (out.strength, ==, 0.3125);
   g_assert_cmpuint (out.seed, ==, G_MAXUINT64 - 7);
+  g_assert_true (pp_settings_has_feature_bank (&out));
+  g_assert_cmpuint (out.bank_frames, ==, 3);
+  g_assert_cmpfloat (out.fusion_threshold, ==, 0.875);
+  /* each bank setting is part of what the settings are */
+  out.bank_frames = 2;
+  g_assert_false (pp_settings_equal (&in, &out));
+  out.bank_frames = 3;
+  out.fusion_threshold = 0.5;
+  g_assert_false (pp_settings_equal (&in, &out));
   pp_settings_clear (&out);
 
   /* Unset strings stay unset; the defaults come back as they went. */
@@ -47,6 +59,8 @@ test_round_trip (void)
   g_assert_null (out.model);
   g_assert_null (out.t_index_list);
   g_assert_cmpfloat (out.strength, ==, PP_SETTINGS_DEFAULT_STRENGTH);
+  g_assert_false (pp_settings_has_feature_bank (&out));
+  g_assert_cmpuint (out.bank_frames, ==, PP_SETTINGS_DEFAULT_BANK_FRAMES);
   g_assert_true (pp_settings_equal (&in, &out));
   pp_settings_clear (&out);
 }
