@@ -837,6 +837,106 @@ GST_START_TEST (test_settings_change_against_tool)
 
 GST_END_TEST;
 
+/* ppdiffuse-tool img2img of inputs @first … @first + @n − 1 as one
+ * sequence with the feature bank (the settings of
+ * test_temporal_flush_resets_bank): the frames, in order. */
+static GPtrArray *
+tool_sequence (guint first, guint n)
+{
+  const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  g_autofree gchar *in = g_strdup_printf ("%s/seq-%u-%%02d.png", tiny_dir,
+      first);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%u-%%02d.png",
+      tiny_dir, first);
+  g_autofree gchar *frames = g_strdup_printf ("%u", n);
+  const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
+    "--out", out, "--prompt-embeds", embeds, "--steps",
+    G_STRINGIFY (TINY_STEPS), "--strength", "0.5", "--seed", "4",
+    "--frames", frames, "--temporal", "feature-bank", "--bank-frames", "2",
+    "--fusion-threshold", "0.9", NULL
+  };
+  GPtrArray *refs = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_buffer_unref);
+
+  for (guint k = 0; k < n; k++) {
+    g_autofree gchar *path = g_strdup_printf ("%s/seq-%u-%02u.png", tiny_dir,
+        first, k);
+    GstBuffer *rgb = make_rgb (first + k);
+
+    write_png (rgb, TINY_W, TINY_H, path);
+    gst_buffer_unref (rgb);
+  }
+  run_tool (argv);
+  for (guint k = 0; k < n; k++) {
+    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%u-%02u.png",
+        tiny_dir, first, k);
+
+    g_ptr_array_add (refs, read_png (path, TINY_W, TINY_H));
+  }
+  return refs;
+}
+
+/* temporal=feature-bank and a flush with frames in flight: the frames of
+ * the stream before it that came out are the tool's sequence from the
+ * first frame; after it every bank starts empty, so the frames are the
+ * tool's sequence from the first frame after the flush, none a
+ * continuation of the old one (docs/operator/cache-lifecycle.md). */
+GST_START_TEST (test_temporal_flush_resets_bank)
+{
+  const guint before = 4, after = 4;
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  g_autoptr (GPtrArray) old = NULL, fresh = NULL, carried = NULL;
+  const gboolean compare = !pp_check_sanitized ();
+  guint pulled = 0;
+  GstHarness *h;
+  GstBuffer *out;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "max-in-flight", 3, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  if (compare) {
+    old = tool_sequence (0, before);
+    fresh = tool_sequence (before, after);
+  }
+  for (guint i = 0; i < before; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  fail_unless (gst_harness_push_event (h,
+          gst_event_new_segment (&(GstSegment) {
+              .format = GST_FORMAT_TIME,.rate = 1.0,.applied_rate = 1.0,
+              .stop = GST_CLOCK_TIME_NONE,.duration = GST_CLOCK_TIME_NONE})));
+  /* Frames pushed before the flush may or may not have come out. */
+  while ((out = gst_harness_try_pull (h)) != NULL) {
+    if (compare)
+      fail_unless (pp_check_same_bytes (out, g_ptr_array_index (old,
+                  pulled)), "pre-flush frame %u is not the sequence's",
+          pulled);
+    gst_buffer_unref (out);
+    pulled++;
+  }
+  for (guint i = before; i < before + after; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+  for (guint k = 0; k < after; k++) {
+    out = gst_harness_pull (h);
+    fail_unless (out != NULL, "frame %u did not come out", before + k);
+    if (compare)
+      fail_unless (pp_check_same_bytes (out, g_ptr_array_index (fresh, k)),
+          "frame %u after the flush is not the fresh sequence's (a bank "
+          "kept across the flush?)", before + k);
+    gst_buffer_unref (out);
+  }
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* A pipeline model's frames change size twice with frames in flight: each
  * equals the tool's img2img of its input at its own size (the per-size
  * noise and buffers rebuilt, no respawn in between). */
@@ -903,6 +1003,7 @@ live_settings_suite (void)
   tc = tcase_create ("pipeline");
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
   tcase_add_test (tc, test_settings_change_against_tool);
+  tcase_add_test (tc, test_temporal_flush_resets_bank);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
   tcase_add_test (tc, test_bad_prompt_keeps_stream);
