@@ -841,19 +841,19 @@ GST_END_TEST;
  * sequence with the feature bank (the settings of
  * test_temporal_flush_resets_bank): the frames, in order. */
 static GPtrArray *
-tool_sequence (guint first, guint n)
+tool_sequence_at (guint first, guint n, const gchar * strength)
 {
   const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
   g_autofree gchar *in = g_strdup_printf ("%s/seq-%u-%%02d.png", tiny_dir,
       first);
-  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%u-%%02d.png",
-      tiny_dir, first);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%u-%s-%%02d.png",
+      tiny_dir, first, strength);
   g_autofree gchar *frames = g_strdup_printf ("%u", n);
   const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
     "--out", out, "--prompt-embeds", embeds, "--steps",
-    G_STRINGIFY (TINY_STEPS), "--strength", "0.5", "--seed", "4",
+    G_STRINGIFY (TINY_STEPS), "--strength", strength, "--seed", "4",
     "--frames", frames, "--temporal", "feature-bank", "--bank-frames", "2",
     "--fusion-threshold", "0.9", NULL
   };
@@ -870,13 +870,75 @@ tool_sequence (guint first, guint n)
   }
   run_tool (argv);
   for (guint k = 0; k < n; k++) {
-    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%u-%02u.png",
-        tiny_dir, first, k);
+    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%u-%s-%02u.png",
+        tiny_dir, first, strength, k);
 
     g_ptr_array_add (refs, read_png (path, TINY_W, TINY_H));
   }
   return refs;
 }
+
+static GPtrArray *
+tool_sequence (guint first, guint n)
+{
+  return tool_sequence_at (first, n, "0.5");
+}
+
+/* temporal=feature-bank and a settings change (strength) with frames in
+ * flight: the frames before the new epoch are the old sequence's; the new
+ * epoch starts no earlier than the frame pushed after the change, with
+ * every bank empty, so from there on the frames are the tool's sequence
+ * from that frame with the new strength. */
+GST_START_TEST (test_temporal_settings_change_resets_bank)
+{
+  const guint frames = 8, change = 3, in_flight = 3;
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  g_autoptr (GPtrArray) outs = g_ptr_array_new_with_free_func (
+      (GDestroyNotify) gst_buffer_unref);
+  g_autoptr (GPtrArray) old = NULL, fresh = NULL;
+  const gboolean compare = !pp_check_sanitized ();
+  guint boundary;
+  GstHarness *h;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "max-in-flight", in_flight, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint i = 0; i < frames; i++) {
+    if (i == change) {
+      g_object_set (element, "strength", 0.9, NULL);
+      g_usleep (SETTLE_US);
+    }
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+  }
+  for (guint i = 0; i < frames; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    g_ptr_array_add (outs, out);
+  }
+  stop (h);
+  if (!compare)
+    return;
+  old = tool_sequence_at (0, frames, "0.5");
+  for (boundary = 0; boundary < frames; boundary++)
+    if (!pp_check_same_bytes (g_ptr_array_index (outs, boundary),
+            g_ptr_array_index (old, boundary)))
+      break;
+  fail_unless (boundary >= change && boundary <= change + in_flight,
+      "the old sequence ends at frame %u, the change was made before frame "
+      "%u", boundary, change);
+  fresh = tool_sequence_at (boundary, frames - boundary, "0.9");
+  for (guint i = boundary; i < frames; i++)
+    fail_unless (pp_check_same_bytes (g_ptr_array_index (outs, i),
+            g_ptr_array_index (fresh, i - boundary)), "frame %u is not the "
+        "new epoch's fresh sequence from frame %u", i, boundary);
+}
+
+GST_END_TEST;
 
 /* temporal=feature-bank and a flush with frames in flight: the frames of
  * the stream before it that came out are the tool's sequence from the
@@ -1004,6 +1066,7 @@ live_settings_suite (void)
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
   tcase_add_test (tc, test_settings_change_against_tool);
   tcase_add_test (tc, test_temporal_flush_resets_bank);
+  tcase_add_test (tc, test_temporal_settings_change_resets_bank);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
   tcase_add_test (tc, test_bad_prompt_keeps_stream);
