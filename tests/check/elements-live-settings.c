@@ -841,15 +841,16 @@ GST_END_TEST;
  * sequence with the feature bank (the settings of
  * test_temporal_flush_resets_bank): the frames, in order. */
 static GPtrArray *
-tool_sequence_at (guint first, guint n, const gchar * strength)
+tool_sequence_sized (guint first, guint n, const gchar * strength, guint w,
+    guint h)
 {
   const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
-  g_autofree gchar *in = g_strdup_printf ("%s/seq-%u-%%02d.png", tiny_dir,
-      first);
-  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%u-%s-%%02d.png",
-      tiny_dir, first, strength);
+  g_autofree gchar *in = g_strdup_printf ("%s/seq-%u-%ux%u-%%02d.png",
+      tiny_dir, first, w, h);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%u-%ux%u-%s-%%02d"
+      ".png", tiny_dir, first, w, h, strength);
   g_autofree gchar *frames = g_strdup_printf ("%u", n);
   const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
     "--out", out, "--prompt-embeds", embeds, "--steps",
@@ -861,21 +862,27 @@ tool_sequence_at (guint first, guint n, const gchar * strength)
       gst_buffer_unref);
 
   for (guint k = 0; k < n; k++) {
-    g_autofree gchar *path = g_strdup_printf ("%s/seq-%u-%02u.png", tiny_dir,
-        first, k);
-    GstBuffer *rgb = make_rgb (first + k);
+    g_autofree gchar *path = g_strdup_printf ("%s/seq-%u-%ux%u-%02u.png",
+        tiny_dir, first, w, h, k);
+    GstBuffer *rgb = make_rgb_sized (first + k, w, h);
 
-    write_png (rgb, TINY_W, TINY_H, path);
+    write_png (rgb, w, h, path);
     gst_buffer_unref (rgb);
   }
   run_tool (argv);
   for (guint k = 0; k < n; k++) {
-    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%u-%s-%02u.png",
-        tiny_dir, first, strength, k);
+    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%u-%ux%u-%s-"
+        "%02u.png", tiny_dir, first, w, h, strength, k);
 
-    g_ptr_array_add (refs, read_png (path, TINY_W, TINY_H));
+    g_ptr_array_add (refs, read_png (path, w, h));
   }
   return refs;
+}
+
+static GPtrArray *
+tool_sequence_at (guint first, guint n, const gchar * strength)
+{
+  return tool_sequence_sized (first, n, strength, TINY_W, TINY_H);
 }
 
 static GPtrArray *
@@ -936,6 +943,60 @@ GST_START_TEST (test_temporal_settings_change_resets_bank)
     fail_unless (pp_check_same_bytes (g_ptr_array_index (outs, i),
             g_ptr_array_index (fresh, i - boundary)), "frame %u is not the "
         "new epoch's fresh sequence from frame %u", i, boundary);
+}
+
+GST_END_TEST;
+
+/* temporal=feature-bank and a caps change with frames in flight: the
+ * frames of the old size are the old sequence's; the first frame of the
+ * new size starts a new epoch with every bank empty, so those frames are
+ * the tool's fresh sequence at the new size. */
+GST_START_TEST (test_temporal_caps_change_resets_bank)
+{
+  const guint sizes[][2] = { {TINY_W, TINY_H}, {40, 24} };
+  const guint per_size = 3;
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  const gboolean compare = !pp_check_sanitized ();
+  GstHarness *h;
+  guint n = 0;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "max-in-flight", 4, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  h = make_harness (element, "RGB", sizes[0][0], sizes[0][1]);
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    if (s > 0) {
+      g_autofree gchar *caps = rgb_caps (sizes[s][0], sizes[s][1]);
+      g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1",
+          NULL);
+
+      gst_harness_set_src_caps_str (h, caps_rate);
+    }
+    for (guint i = 0; i < per_size; i++)
+      fail_unless_equals_int (gst_harness_push (h, make_rgb_sized (s
+                  * per_size + i, sizes[s][0], sizes[s][1])), GST_FLOW_OK);
+  }
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    g_autoptr (GPtrArray) refs = compare ? tool_sequence_sized (s * per_size,
+        per_size, "0.5", sizes[s][0], sizes[s][1]) : NULL;
+
+    for (guint i = 0; i < per_size; i++, n++) {
+      GstBuffer *out = gst_harness_pull (h);
+
+      fail_unless (out != NULL, "frame %u did not come out", n);
+      fail_unless_equals_uint64 (gst_buffer_get_size (out),
+          sizes[s][0] * sizes[s][1] * 3);
+      if (compare)
+        fail_unless (pp_check_same_bytes (out, g_ptr_array_index (refs, i)),
+            "frame %u (%ux%u) is not its size's fresh sequence", n,
+            sizes[s][0], sizes[s][1]);
+      gst_buffer_unref (out);
+    }
+  }
+  stop (h);
 }
 
 GST_END_TEST;
@@ -1067,6 +1128,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_settings_change_against_tool);
   tcase_add_test (tc, test_temporal_flush_resets_bank);
   tcase_add_test (tc, test_temporal_settings_change_resets_bank);
+  tcase_add_test (tc, test_temporal_caps_change_resets_bank);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
   tcase_add_test (tc, test_bad_prompt_keeps_stream);
