@@ -1001,6 +1001,60 @@ GST_START_TEST (test_temporal_caps_change_resets_bank)
 
 GST_END_TEST;
 
+/* temporal=feature-bank with keep-workers: after a stop and a start the
+ * same workers take the stream again, and their banks start empty: the
+ * second run's frames are the tool's fresh sequence. */
+GST_START_TEST (test_temporal_restart_kept_workers)
+{
+  const guint per_run = 3;
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  g_autofree gchar *caps = rgb_caps (TINY_W, TINY_H);
+  g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1", NULL);
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  const gboolean compare = !pp_check_sanitized ();
+  GstHarness *h;
+
+  /* Ours to free: the kept workers end only with the element. */
+  gst_object_ref_sink (element);
+  g_object_set (element, "keep-workers", TRUE, "prompt-embeds", embeds,
+      "seed", (guint64) 4, "strength", 0.5, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint run = 0; run < 2; run++) {
+    g_autoptr (GPtrArray) refs = compare ? tool_sequence (run * per_run,
+        per_run) : NULL;
+
+    if (run > 0) {
+      fail_unless_equals_int (gst_element_set_state (element,
+              GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+      gst_harness_play (h);
+      gst_harness_set_src_caps_str (h, caps_rate);
+    }
+    for (guint i = 0; i < per_run; i++) {
+      GstBuffer *out;
+
+      fail_unless_equals_int (gst_harness_push (h, make_rgb (run * per_run
+                  + i)), GST_FLOW_OK);
+      out = gst_harness_pull (h);
+      fail_unless (out != NULL);
+      if (compare)
+        fail_unless (pp_check_same_bytes (out, g_ptr_array_index (refs, i)),
+            "run %u frame %u is not the fresh sequence's", run, i);
+      gst_buffer_unref (out);
+    }
+  }
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_harness_teardown (h);
+  gst_object_unref (element);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, 5000), 0);
+}
+
+GST_END_TEST;
+
 /* temporal=feature-bank and a flush with frames in flight: the frames of
  * the stream before it that came out are the tool's sequence from the
  * first frame; after it every bank starts empty, so the frames are the
@@ -1129,6 +1183,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_temporal_flush_resets_bank);
   tcase_add_test (tc, test_temporal_settings_change_resets_bank);
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);
+  tcase_add_test (tc, test_temporal_restart_kept_workers);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
   tcase_add_test (tc, test_bad_prompt_keeps_stream);
