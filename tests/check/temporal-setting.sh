@@ -1,5 +1,5 @@
 #!/bin/sh
-# temporal=feature-bank through a 2-worker and a 4-worker mesh: every frame
+# temporal=feature-bank through meshes of 1 to 4 workers: every frame
 # of a moving sequence equals ppdiffuse-tool img2img's run of the same
 # sequence in one process (--frames with an in-%02d.png pattern, the same
 # bank settings), so each worker's banks for its steps advance exactly as
@@ -40,7 +40,7 @@ to_rgb() {
 # The 4-worker mesh sends a warm-up pass first, which no bank may take.
 # Under a sanitizer's setup (PP_TEST_SANITIZED) that mesh alone: the
 # 2-worker one runs the same code.
-meshes="2:2:false 4:4:true"
+meshes="1:2:false 2:2:false 3:3:false 4:4:true"
 [ -z "${PP_TEST_SANITIZED:-}" ] || meshes="4:4:true"
 for mesh in $meshes; do
   ranks=${mesh%%:*} rest=${mesh#*:}
