@@ -837,20 +837,21 @@ GST_START_TEST (test_settings_change_against_tool)
 
 GST_END_TEST;
 
-/* ppdiffuse-tool img2img of inputs @first … @first + @n − 1 as one
- * sequence with the feature bank (the settings of
- * test_temporal_flush_resets_bank): the frames, in order. */
+/* ppdiffuse-tool img2img of inputs @indices (@n of them, in order, each
+ * @w × @h) as one sequence with the feature bank (the settings of the
+ * temporal tests below) and @strength: the frames, in order.  @tag names
+ * the files. */
 static GPtrArray *
-tool_sequence_sized (guint first, guint n, const gchar * strength, guint w,
-    guint h)
+tool_sequence_of (const guint * indices, guint n, const gchar * strength,
+    guint w, guint h, const gchar * tag)
 {
   const gchar *tool = g_getenv ("PPDIFFUSE_TOOL");
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
-  g_autofree gchar *in = g_strdup_printf ("%s/seq-%u-%ux%u-%%02d.png",
-      tiny_dir, first, w, h);
-  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%u-%ux%u-%s-%%02d"
-      ".png", tiny_dir, first, w, h, strength);
+  g_autofree gchar *in = g_strdup_printf ("%s/seq-%s-%%02d.png", tiny_dir,
+      tag);
+  g_autofree gchar *out = g_strdup_printf ("%s/tool-seq-%s-%%02d.png",
+      tiny_dir, tag);
   g_autofree gchar *frames = g_strdup_printf ("%u", n);
   const gchar *argv[] = { tool, "img2img", "--model", model, "--in", in,
     "--out", out, "--prompt-embeds", embeds, "--steps",
@@ -862,21 +863,35 @@ tool_sequence_sized (guint first, guint n, const gchar * strength, guint w,
       gst_buffer_unref);
 
   for (guint k = 0; k < n; k++) {
-    g_autofree gchar *path = g_strdup_printf ("%s/seq-%u-%ux%u-%02u.png",
-        tiny_dir, first, w, h, k);
-    GstBuffer *rgb = make_rgb_sized (first + k, w, h);
+    g_autofree gchar *path = g_strdup_printf ("%s/seq-%s-%02u.png", tiny_dir,
+        tag, k);
+    GstBuffer *rgb = make_rgb_sized (indices[k], w, h);
 
     write_png (rgb, w, h, path);
     gst_buffer_unref (rgb);
   }
   run_tool (argv);
   for (guint k = 0; k < n; k++) {
-    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%u-%ux%u-%s-"
-        "%02u.png", tiny_dir, first, w, h, strength, k);
+    g_autofree gchar *path = g_strdup_printf ("%s/tool-seq-%s-%02u.png",
+        tiny_dir, tag, k);
 
     g_ptr_array_add (refs, read_png (path, w, h));
   }
   return refs;
+}
+
+/* The same for inputs @first … @first + @n − 1. */
+static GPtrArray *
+tool_sequence_sized (guint first, guint n, const gchar * strength, guint w,
+    guint h)
+{
+  g_autofree guint *indices = g_new (guint, n);
+  g_autofree gchar *tag = g_strdup_printf ("%u-%ux%u-%s", first, w, h,
+      strength);
+
+  for (guint k = 0; k < n; k++)
+    indices[k] = first + k;
+  return tool_sequence_of (indices, n, strength, w, h, tag);
 }
 
 static GPtrArray *
@@ -1055,6 +1070,62 @@ GST_START_TEST (test_temporal_restart_kept_workers)
 
 GST_END_TEST;
 
+/* temporal=feature-bank with leaky: frames that find the mesh full are
+ * dropped before any work, so no bank takes them: the frames that come
+ * out are the tool's sequence of exactly the inputs that were computed
+ * (told by their timestamps), in order. */
+GST_START_TEST (test_temporal_dropped_frames_skip_bank)
+{
+  const guint pushes = 8;
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  g_autoptr (GstBus) bus = gst_bus_new ();
+  g_autoptr (GPtrArray) refs = NULL;
+  g_autoptr (GPtrArray) outs = g_ptr_array_new_with_free_func (
+      (GDestroyNotify) gst_buffer_unref);
+  g_autofree guint *computed = g_new (guint, pushes);
+  const gboolean compare = !pp_check_sanitized ();
+  guint n_dropped = 0;
+  GstHarness *h;
+  GstMessage *msg;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "leaky", TRUE, "max-in-flight", 1, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  gst_element_set_bus (element, bus);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint i = 0; i < pushes; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+  /* a drop posts its QOS message before the chain returns */
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS)) != NULL) {
+    n_dropped++;
+    gst_message_unref (msg);
+  }
+  fail_unless (n_dropped > 0, "no frame was dropped: the test proves "
+      "nothing");
+  for (guint k = 0; k < pushes - n_dropped; k++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL, "output %u did not come out", k);
+    computed[k] = (guint) (GST_BUFFER_PTS (out) / FRAME_DURATION);
+    fail_unless (k == 0 || computed[k] > computed[k - 1]);
+    g_ptr_array_add (outs, out);
+  }
+  if (compare) {
+    refs = tool_sequence_of (computed, outs->len, "0.5", TINY_W, TINY_H,
+        "dropped");
+    for (guint k = 0; k < outs->len; k++)
+      fail_unless (pp_check_same_bytes (g_ptr_array_index (outs, k),
+              g_ptr_array_index (refs, k)), "output %u (input %u) is not "
+          "the tool's sequence of the computed inputs", k, computed[k]);
+  }
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* temporal=feature-bank and a flush with frames in flight: the frames of
  * the stream before it that came out are the tool's sequence from the
  * first frame; after it every bank starts empty, so the frames are the
@@ -1184,6 +1255,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_temporal_settings_change_resets_bank);
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);
   tcase_add_test (tc, test_temporal_restart_kept_workers);
+  tcase_add_test (tc, test_temporal_dropped_frames_skip_bank);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
   tcase_add_test (tc, test_bad_prompt_keeps_stream);
