@@ -83,6 +83,19 @@ stop (GstHarness * h)
   gst_harness_teardown (h);
 }
 
+/* Stops an element with kept workers (@element is the caller's
+ * reference): its workers end with it. */
+static void
+stop_kept (GstHarness * h, GstElement * element)
+{
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_harness_teardown (h);
+  gst_object_unref (element);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, 5000), 0);
+}
+
 /* Pops the first WARNING message from @bus within @timeout_ms. */
 static GstMessage *
 pop_warning (GstBus * bus, guint timeout_ms)
@@ -198,12 +211,7 @@ GST_START_TEST (test_kept_workers_take_new_settings)
       "the workers were respawned for a change of live settings");
   g_array_unref (pids_before);
   g_array_unref (pids_after);
-  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
-      GST_STATE_CHANGE_SUCCESS);
-  gst_harness_teardown (h);
-  gst_object_unref (element);
-  fail_unless_equals_int (pp_check_wait_descendants_gone
-      (PP_CHECK_WORKER_COMM, 5000), 0);
+  stop_kept (h, element);
 }
 
 GST_END_TEST;
@@ -1060,12 +1068,7 @@ GST_START_TEST (test_temporal_restart_kept_workers)
       gst_buffer_unref (out);
     }
   }
-  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
-      GST_STATE_CHANGE_SUCCESS);
-  gst_harness_teardown (h);
-  gst_object_unref (element);
-  fail_unless_equals_int (pp_check_wait_descendants_gone
-      (PP_CHECK_WORKER_COMM, 5000), 0);
+  stop_kept (h, element);
 }
 
 GST_END_TEST;
@@ -1154,12 +1157,7 @@ GST_START_TEST (test_temporal_flush_resets_bank)
   }
   for (guint i = 0; i < before; i++)
     fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
-  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  fail_unless (gst_harness_push_event (h,
-          gst_event_new_segment (&(GstSegment) {
-              .format = GST_FORMAT_TIME,.rate = 1.0,.applied_rate = 1.0,
-              .stop = GST_CLOCK_TIME_NONE,.duration = GST_CLOCK_TIME_NONE})));
+  pp_check_harness_flush (h);
   /* Frames pushed before the flush may or may not have come out. */
   while ((out = gst_harness_try_pull (h)) != NULL) {
     if (compare)

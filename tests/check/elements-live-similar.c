@@ -459,12 +459,7 @@ GST_START_TEST (test_flush_and_caps_reset_reference)
   for (i = 0; i < GROUP; i++)
     pull_expect (h, constant, i, 0);
 
-  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  fail_unless (gst_harness_push_event (h,
-          gst_event_new_segment (&(GstSegment) {
-              .format = GST_FORMAT_TIME,.rate = 1.0,.applied_rate = 1.0,
-              .stop = GST_CLOCK_TIME_NONE,.duration = GST_CLOCK_TIME_NONE})));
+  pp_check_harness_flush (h);
   for (; i < 2 * GROUP; i++)
     fail_unless_equals_int (gst_harness_push (h, make_frame (constant, i)),
         GST_FLOW_OK);

@@ -263,6 +263,17 @@ pp_check_harness_new (GstElement * element, const gchar * caps_str)
   return h;
 }
 
+void
+pp_check_harness_flush (GstHarness * h)
+{
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  fail_unless (gst_harness_push_event (h,
+          gst_event_new_segment (&(GstSegment) {
+              .format = GST_FORMAT_TIME,.rate = 1.0,.applied_rate = 1.0,
+              .stop = GST_CLOCK_TIME_NONE,.duration = GST_CLOCK_TIME_NONE})));
+}
+
 GstStructure *
 pp_check_get_stats (GstElement * element)
 {

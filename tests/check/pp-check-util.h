@@ -75,6 +75,9 @@ GstElement *pp_check_make_element (guint ranks, guint steps,
 GstHarness *pp_check_harness_new (GstElement * element,
     const gchar * caps_str);
 
+/* A flush through @h: FLUSH_START, FLUSH_STOP, then a new TIME segment. */
+void pp_check_harness_flush (GstHarness * h);
+
 /* @element's stats structure (free it), failing the test when it has
  * none. */
 GstStructure *pp_check_get_stats (GstElement * element);
