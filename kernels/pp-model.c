@@ -613,6 +613,13 @@ pp_model_stream_frame (PpModel * model, gboolean counts)
 }
 
 guint64
+pp_model_stream_bytes (PpModel * model)
+{
+  return model->klass->stream_bytes != NULL
+      ? model->klass->stream_bytes (model) : 0;
+}
+
+guint64
 pp_model_cache_builds (PpModel * model)
 {
   return model->klass->cache_builds != NULL

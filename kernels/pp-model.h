@@ -79,6 +79,9 @@ struct _PpModelClass
    * default) or passes outside it (a warm-up pass), which per-stream state
    * (a temporal feature bank) must not take. */
   void (*stream_frame) (PpModel * model, gboolean counts);
+  /* Optional: host and device bytes of the per-stream state (a temporal
+   * feature bank); NULL: it keeps none. */
+  guint64 (*stream_bytes) (PpModel * model);
   /* Between steps_begin and steps_end, step issues only backend ops on
    * device buffers that stay put from run to run (no upload, download or
    * synchronize): a device graph can hold a slice of steps. */
@@ -203,6 +206,8 @@ void      pp_model_new_epoch (PpModel * model);
 /* The frames computed next are the stream's (@counts) or not (a warm-up
  * pass): per-stream state advances only on the stream's. */
 void      pp_model_stream_frame (PpModel * model, gboolean counts);
+/* Bytes of the model's per-stream state (0 when it keeps none). */
+guint64   pp_model_stream_bytes (PpModel * model);
 /* Graphs captured and launched so far (0 and 0 without graphs). */
 void      pp_model_graph_counts (PpModel * model, guint64 * captures,
                                  guint64 * launches);

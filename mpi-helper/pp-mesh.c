@@ -85,6 +85,24 @@ pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds, guint n)
   return n_workers;
 }
 
+guint
+pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes, guint n)
+{
+  const guint n_workers = mesh->plan->n_workers;
+
+  for (guint i = 0; i < MIN (n, n_workers); i++) {
+    PpHeartbeat beat;
+    gint64 silent_us;
+
+    bytes[i] = 0;
+    if (mesh->liveness == NULL)
+      continue;
+    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    bytes[i] = beat.stream_bytes;
+  }
+  return n_workers;
+}
+
 gboolean
 pp_mesh_is_healthy (PpMesh * mesh, GError ** error)
 {

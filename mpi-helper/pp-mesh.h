@@ -70,6 +70,11 @@ guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
  * workers there are.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
                                    guint n);
+/* Each worker's per-stream state in bytes (pp_model_stream_bytes: the
+ * temporal feature bank) as its last heartbeat told it; the same
+ * indexing.  Any thread, while the mesh runs. */
+guint         pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes,
+                                   guint n);
 /* Any thread, while the mesh runs. */
 void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);
 /* What a person can change when the work is too slow for the stream. */

@@ -112,6 +112,7 @@ typedef struct
   gdouble overlap;
   /* cumulative, as the workers' heartbeats told it at the interval's end */
   guint64 cache_builds[PP_STREAM_MAX_WORKERS];
+  guint64 bank_bytes[PP_STREAM_MAX_WORKERS];      /* per-stream state */
 } Interval;
 
 struct _GstPpDiffuseStatsTimer
@@ -181,6 +182,7 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
   }
   iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
   pp_stream_worker_cache_builds (self->stream, iv->cache_builds, iv->n_workers);
+  pp_stream_worker_stream_bytes (self->stream, iv->bank_bytes, iv->n_workers);
   timer->frames_out = frames_out;
   timer->since_us = now;
 }
@@ -282,6 +284,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   PpLatencySummary total;
   GValue busy = G_VALUE_INIT;
   GValue builds = G_VALUE_INIT;
+  GValue bank = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
   PpStreamStats last;
@@ -307,6 +310,14 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
     g_value_init (&v, G_TYPE_UINT64);
     g_value_set_uint64 (&v, iv.cache_builds[i]);
     gst_value_array_append_and_take_value (&builds, &v);
+  }
+  gst_value_array_init (&bank, iv.n_workers);
+  for (guint i = 0; i < iv.n_workers; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_UINT64);
+    g_value_set_uint64 (&v, iv.bank_bytes[i]);
+    gst_value_array_append_and_take_value (&bank, &v);
   }
 
   pp_stream_last_stats (self->stream, &last);
@@ -340,6 +351,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   g_mutex_unlock (&self->lock);
   gst_structure_take_value (s, "worker-busy", &busy);
   gst_structure_take_value (s, "kv-cache-builds", &builds);
+  gst_structure_take_value (s, "bank-bytes", &bank);
   return s;
 }
 

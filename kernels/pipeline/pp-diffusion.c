@@ -1103,6 +1103,18 @@ diffusion_epoch_reset (PpModel * model)
       pp_feature_bank_reset (d->banks[k]);
 }
 
+static guint64
+diffusion_stream_bytes (PpModel * model)
+{
+  Diffusion *d = model->priv;
+  guint64 bytes = 0;
+
+  for (guint k = 0; d->banks != NULL && k < model->n_steps; k++)
+    if (d->banks[k] != NULL)
+      bytes += pp_feature_bank_bytes (d->banks[k]);
+  return bytes;
+}
+
 static void
 diffusion_stream_frame (PpModel * model, gboolean counts)
 {
@@ -1134,5 +1146,6 @@ const PpModelClass pp_model_diffusion_class = {
   .cache_builds = diffusion_cache_builds,
   .epoch_reset = diffusion_epoch_reset,
   .stream_frame = diffusion_stream_frame,
+  .stream_bytes = diffusion_stream_bytes,
   .graphable = TRUE,
 };

@@ -56,6 +56,7 @@ struct _PpLiveness
   guint64 last_sent;
   guint64 busy_us;
   guint64 cache_builds;
+  guint64 stream_bytes;
 };
 
 PpLiveness *
@@ -137,6 +138,14 @@ pp_liveness_set_cache_builds (PpLiveness * lv, guint64 cache_builds)
   g_mutex_unlock (&lv->lock);
 }
 
+void
+pp_liveness_set_stream_bytes (PpLiveness * lv, guint64 stream_bytes)
+{
+  g_mutex_lock (&lv->lock);
+  lv->stream_bytes = stream_bytes;
+  g_mutex_unlock (&lv->lock);
+}
+
 PpWorkState
 pp_liveness_state (PpLiveness * lv)
 {
@@ -163,6 +172,7 @@ own_beat (PpLiveness * lv, gint64 now)
   hb.sent = lv->last_sent;
   hb.busy_us = lv->busy_us;
   hb.cache_builds = lv->cache_builds;
+  hb.stream_bytes = lv->stream_bytes;
   g_mutex_unlock (&lv->lock);
   hb.seq = lv->seq++;
   return hb;

@@ -92,6 +92,10 @@ void        pp_liveness_set_busy      (PpLiveness * lv, guint64 busy_us);
 /* The model's cache builds the next heartbeat carries. */
 void        pp_liveness_set_cache_builds (PpLiveness * lv,
                                        guint64 cache_builds);
+/* The bytes of the model's per-stream state (pp_model_stream_bytes), for
+ * the heartbeats. */
+void        pp_liveness_set_stream_bytes (PpLiveness * lv,
+                                       guint64 stream_bytes);
 PpWorkState pp_liveness_state         (PpLiveness * lv);
 
 /* Peer @index's last heartbeat and how long ago it came. */

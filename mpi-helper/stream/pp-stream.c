@@ -601,6 +601,13 @@ pp_stream_worker_cache_builds (PpStream * stream, guint64 * builds, guint n)
       builds, n) : 0;
 }
 
+guint
+pp_stream_worker_stream_bytes (PpStream * stream, guint64 * bytes, guint n)
+{
+  return stream->mesh != NULL ? pp_mesh_worker_stream_bytes (stream->mesh,
+      bytes, n) : 0;
+}
+
 void
 pp_stream_pace (PpStream * stream, PpStreamPace * out)
 {

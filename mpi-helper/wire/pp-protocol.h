@@ -20,7 +20,10 @@ G_BEGIN_DECLS
  * until its handshake reply.
  * 7: the settings are a serialised PpSettings (pp-settings.h), sent with
  * the first chunk of every mesh too: the plan names only what to load. */
-#define PP_PROTOCOL_VERSION 7
+/* 8: heartbeats carry the bytes of the worker's per-stream state (the
+ * temporal feature bank); the settings carry temporal, bank-frames and
+ * fusion-threshold. */
+#define PP_PROTOCOL_VERSION 8
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum

@@ -434,6 +434,7 @@ run_steps (Worker * w, PpChunk * chunk)
       (g_get_monotonic_time () - start) / 1000.0);
   pp_recorder_end (event, PP_REC_DONE);
   pp_liveness_set_cache_builds (w->liveness, pp_model_cache_builds (w->model));
+  pp_liveness_set_stream_bytes (w->liveness, pp_model_stream_bytes (w->model));
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   chunk->next_step = w->slice.end;
   g_mutex_lock (&w->pace_lock);

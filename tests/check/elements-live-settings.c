@@ -1129,6 +1129,50 @@ GST_START_TEST (test_temporal_dropped_frames_skip_bank)
 
 GST_END_TEST;
 
+/* The stats' bank-bytes: with the feature bank every worker reports the
+ * bytes its banks hold, which its heartbeats carry. */
+GST_START_TEST (test_temporal_bank_bytes_in_stats)
+{
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  gint64 deadline;
+  GstHarness *h;
+  gboolean all = FALSE;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "timeout-ms", 1000, "stats-interval-ms", 100, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint i = 0; i < 3; i++) {
+    GstBuffer *out;
+
+    fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    fail_unless (out != NULL);
+    gst_buffer_unref (out);
+  }
+  /* heartbeats every 250 ms, the stats every 100 ms */
+  deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (!all && g_get_monotonic_time () < deadline) {
+    GstStructure *st = pp_check_get_stats (element);
+    const GValue *bytes = gst_structure_get_value (st, "bank-bytes");
+
+    fail_unless (bytes != NULL && GST_VALUE_HOLDS_ARRAY (bytes),
+        "no bank-bytes array in %" GST_PTR_FORMAT, st);
+    all = gst_value_array_get_size (bytes) == 2;
+    for (guint i = 0; all && i < 2; i++)
+      all = g_value_get_uint64 (gst_value_array_get_value (bytes, i)) > 0;
+    gst_structure_free (st);
+    if (!all)
+      g_usleep (50 * 1000);
+  }
+  fail_unless (all, "the workers' bank-bytes never came above 0");
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* temporal=feature-bank and a flush with frames in flight: the frames of
  * the stream before it that came out are the tool's sequence from the
  * first frame; after it every bank starts empty, so the frames are the
@@ -1254,6 +1298,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);
   tcase_add_test (tc, test_temporal_restart_kept_workers);
   tcase_add_test (tc, test_temporal_dropped_frames_skip_bank);
+  tcase_add_test (tc, test_temporal_bank_bytes_in_stats);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
   tcase_add_test (tc, test_bad_prompt_keeps_stream);
