@@ -57,16 +57,15 @@ is_schedule_buffer (const gchar * key)
   return FALSE;
 }
 
-gboolean
-pp_checkpoint_family (const gchar * path, PpFamily * family, GError ** error)
+/* The family of the checkpoint @st (at @path), told by its keys. */
+static gboolean
+family_of (PpSafetensors * st, const gchar * path, PpFamily * family,
+    GError ** error)
 {
-  g_autoptr (PpSafetensors) st = pp_safetensors_open (path, error);
   g_autoptr (GString) other = g_string_new (NULL);
   gboolean sd1 = FALSE, sd2 = FALSE, unet = FALSE;
   guint n_other = 0;
 
-  if (st == NULL)
-    return FALSE;
   for (guint i = 0; i < pp_safetensors_n_entries (st); i++) {
     const gchar *k = pp_safetensors_entry (st, i)->name;
 
@@ -95,6 +94,14 @@ pp_checkpoint_family (const gchar * path, PpFamily * family, GError ** error)
   }
   *family = sd1 ? PP_FAMILY_SD1 : PP_FAMILY_SD2;
   return TRUE;
+}
+
+gboolean
+pp_checkpoint_family (const gchar * path, PpFamily * family, GError ** error)
+{
+  g_autoptr (PpSafetensors) st = pp_safetensors_open (path, error);
+
+  return st != NULL && family_of (st, path, family, error);
 }
 
 /* ---- the families' released configurations ---------------------------- */
@@ -612,9 +619,9 @@ pp_checkpoint_part (const gchar * path, PpCheckpointPart part,
   const gchar *prefix;
   guint n_unmapped = 0;
 
-  if (!pp_checkpoint_family (path, &family, error)
-      || !read_layout (part, config_path, &layout, error)
-      || (st = pp_safetensors_open (path, error)) == NULL)
+  if ((st = pp_safetensors_open (path, error)) == NULL
+      || !family_of (st, path, &family, error)
+      || !read_layout (part, config_path, &layout, error))
     return NULL;
   prefix = part == PP_CHECKPOINT_UNET ? UNET_PREFIX
       : part == PP_CHECKPOINT_VAE ? VAE_PREFIX

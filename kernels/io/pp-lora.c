@@ -366,9 +366,8 @@ fuse_pair (const File * f, const Pair * p, const gchar * key, PpWeights * w,
   gdouble alpha, factor;
   gfloat *dst;
 
-  for (guint i = 0; i < pp_weights_n_tensors (w); i++)
-    if (g_str_equal (pp_weights_key (w, i, &ndim, shape), key))
-      break;
+  if (!pp_weights_shape (w, key, &ndim, shape))
+    ndim = 0;                   /* the caller checked: refused below */
   for (guint d = 0; d < ndim; d++)
     numel *= shape[d];
   r = p->down->ndim >= 1 ? p->down->shape[0] : 0;

@@ -549,6 +549,19 @@ pp_weights_key (PpWeights * w, guint i, guint * ndim, gint64 * shape)
   return s->key;
 }
 
+gboolean
+pp_weights_shape (PpWeights * w, const gchar * key, guint * ndim,
+    gint64 * shape)
+{
+  const Slot *s = g_hash_table_lookup (w->slots, key);
+
+  if (s == NULL)
+    return FALSE;
+  *ndim = s->ndim;
+  memcpy (shape, s->shape, sizeof s->shape);
+  return TRUE;
+}
+
 gfloat *
 pp_weights_get_mutable (PpWeights * w, const gchar * key, GError ** error)
 {

@@ -107,6 +107,10 @@ const gfloat  *pp_weights_get_kind    (PpWeights * w, const gchar * key,
  * key, and its dimensions in @ndim and @shape (PP_ST_MAX_DIMS) when set. */
 const gchar   *pp_weights_key         (PpWeights * w, guint i, guint * ndim,
                                        gint64 * shape);
+/* The dimensions of weight @key in @ndim and @shape (PP_ST_MAX_DIMS);
+ * FALSE when @w has no such key. */
+gboolean       pp_weights_shape       (PpWeights * w, const gchar * key,
+                                       guint * ndim, gint64 * shape);
 /* The float32 data of existing weight @key as a private copy that the
  * caller may change before a model binds it (an adapter fused at load).
  * Does not mark the key used.  Changing it changes what the weights are:

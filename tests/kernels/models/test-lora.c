@@ -78,9 +78,7 @@ get (PpWeights * w, const gchar * key)
   g_autoptr (GError) error = NULL;
   const gfloat *x;
 
-  for (guint i = 0; i < pp_weights_n_tensors (w); i++)
-    if (g_str_equal (pp_weights_key (w, i, &ndim, shape), key))
-      break;
+  g_assert_true (pp_weights_shape (w, key, &ndim, shape));
   x = pp_weights_get (w, key, ndim, shape, &error);
   g_assert_no_error (error);
   return x;
