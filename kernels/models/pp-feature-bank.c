@@ -1,17 +1,50 @@
 /* ppdiffuse — the temporal feature bank's host side: extended keys and
- * values, fusion and merging (pp-feature-bank.h has the rule). */
+ * values, fusion and merging (pp-feature-bank.h has the rule).
+ *
+ * A layer's bank is three arrays of frames × L rows, allocated when the
+ * layer takes its first frame of L rows and kept across resets (a new
+ * frame size makes them again).  The frame's own rows come down into the
+ * bank's scratch, which every layer shares in turn; the similarities are
+ * GEMMs over blocks of rows (OpenBLAS), the choices made on them in double
+ * precision.  Once every layer has taken a frame, a frame allocates
+ * nothing. */
 #include "pp-feature-bank.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
+
+/* The most similarities computed at once: a block of rows against every
+ * row they are compared with (4 MiB of floats). */
+#define SIMILARITY_FLOATS (1u << 20)
+/* No row: a destination without sources. */
+#define NONE G_MAXUINT32
 
 struct _PpBankLayer
 {
   PpFeatureBank *bank;
   gint channels;
   guint rows;                   /* M */
-  gfloat *k, *v, *o;            /* [M, C] each */
+  gsize capacity;               /* rows the arrays hold: frames × L */
+  gfloat *k, *v, *o;            /* [capacity, C] each */
 };
+
+/* One layer's frame and what its fusion and merging work on; sized for
+ * the largest layer and kept. */
+typedef struct
+{
+  gsize floats;                 /* of each of k, v, o, fused */
+  gfloat *k, *v, *o, *fused;    /* the frame's rows [L, C] */
+  gsize rows;                   /* of each row array below */
+  gdouble *norms;               /* [bank rows; frame rows] */
+  gdouble *frame_norms;         /* the fusion's: the frame's outputs */
+  gfloat *inverse;              /* 1 / norms (0 for a zero row) */
+  guint32 *dest, *slot, *head, *link;
+  gsize similarity;             /* floats of sim */
+  gfloat *sim;
+  gint acc_channels;
+  gdouble *acc;                 /* one row's sum */
+} Scratch;
 
 struct _PpFeatureBank
 {
@@ -21,22 +54,77 @@ struct _PpFeatureBank
   guint next;
   guint64 frames_seen;
   guint64 fused, candidates;
+  Scratch scratch;
 };
-
-static void
-layer_clear (PpBankLayer * l)
-{
-  g_clear_pointer (&l->k, g_free);
-  g_clear_pointer (&l->v, g_free);
-  g_clear_pointer (&l->o, g_free);
-  l->rows = 0;
-}
 
 static void
 layer_free (PpBankLayer * l)
 {
-  layer_clear (l);
+  g_free (l->k);
+  g_free (l->v);
+  g_free (l->o);
   g_free (l);
+}
+
+static void
+scratch_clear (Scratch * s)
+{
+  g_free (s->k);
+  g_free (s->v);
+  g_free (s->o);
+  g_free (s->fused);
+  g_free (s->norms);
+  g_free (s->frame_norms);
+  g_free (s->inverse);
+  g_free (s->dest);
+  g_free (s->slot);
+  g_free (s->head);
+  g_free (s->link);
+  g_free (s->sim);
+  g_free (s->acc);
+  memset (s, 0, sizeof *s);
+}
+
+/* Grows the scratch to a frame of @rows × @c and @n compared rows. */
+static void
+scratch_reserve (Scratch * s, gsize rows, gint c, gsize n)
+{
+  const gsize floats = rows * (gsize) c;
+
+  if (floats > s->floats) {
+    s->k = g_renew (gfloat, s->k, floats);
+    s->v = g_renew (gfloat, s->v, floats);
+    s->o = g_renew (gfloat, s->o, floats);
+    s->fused = g_renew (gfloat, s->fused, floats);
+    s->floats = floats;
+  }
+  if (n > s->rows) {
+    s->norms = g_renew (gdouble, s->norms, n);
+    s->frame_norms = g_renew (gdouble, s->frame_norms, n);
+    s->inverse = g_renew (gfloat, s->inverse, n);
+    s->dest = g_renew (guint32, s->dest, n);
+    s->slot = g_renew (guint32, s->slot, n);
+    s->head = g_renew (guint32, s->head, n);
+    s->link = g_renew (guint32, s->link, n);
+    s->rows = n;
+  }
+  if (MAX (n, SIMILARITY_FLOATS) > s->similarity) {
+    s->similarity = MAX (n, SIMILARITY_FLOATS);
+    s->sim = g_renew (gfloat, s->sim, s->similarity);
+  }
+  if (c > s->acc_channels) {
+    s->acc = g_renew (gdouble, s->acc, c);
+    s->acc_channels = c;
+  }
+}
+
+static gsize
+scratch_bytes (const Scratch * s)
+{
+  return 4 * s->floats * sizeof (gfloat)
+      + s->rows * (2 * sizeof (gdouble) + sizeof (gfloat)
+      + 4 * sizeof (guint32))
+      + s->similarity * sizeof (gfloat) + s->acc_channels * sizeof (gdouble);
 }
 
 PpFeatureBank *
@@ -56,6 +144,7 @@ pp_feature_bank_free (PpFeatureBank * bank)
   if (bank == NULL)
     return;
   g_ptr_array_unref (bank->layers);
+  scratch_clear (&bank->scratch);
   g_free (bank);
 }
 
@@ -63,7 +152,7 @@ void
 pp_feature_bank_reset (PpFeatureBank * bank)
 {
   for (guint i = 0; i < bank->layers->len; i++)
-    layer_clear (g_ptr_array_index (bank->layers, i));
+    ((PpBankLayer *) g_ptr_array_index (bank->layers, i))->rows = 0;
   bank->next = 0;
   bank->frames_seen = 0;
 }
@@ -71,14 +160,24 @@ pp_feature_bank_reset (PpFeatureBank * bank)
 gsize
 pp_feature_bank_bytes (PpFeatureBank * bank)
 {
-  gsize bytes = 0;
+  gsize bytes = scratch_bytes (&bank->scratch);
 
   for (guint i = 0; i < bank->layers->len; i++) {
     const PpBankLayer *l = g_ptr_array_index (bank->layers, i);
 
-    bytes += 3 * (gsize) l->rows * l->channels * sizeof (gfloat);
+    bytes += 3 * l->capacity * l->channels * sizeof (gfloat);
   }
   return bytes;
+}
+
+guint64
+pp_feature_bank_rows (PpFeatureBank * bank)
+{
+  guint64 rows = 0;
+
+  for (guint i = 0; i < bank->layers->len; i++)
+    rows += ((PpBankLayer *) g_ptr_array_index (bank->layers, i))->rows;
+  return rows;
 }
 
 guint64
@@ -142,120 +241,210 @@ pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, const float *k,
   pp_backend_upload (be, (guint8 *) v_ext + own, l->v, banked);
 }
 
-/* Euclidean norms of @n rows of @c floats. */
-static gdouble *
-row_norms (const gfloat * x, gsize n, gint c)
+/* Euclidean norms of @n rows of @c floats, into @norms, and their
+ * inverses (0 for a zero row) into @inverse. */
+static void
+row_norms (const gfloat * x, gsize n, gint c, gdouble * norms,
+    gfloat * inverse)
 {
-  gdouble *norms = g_new (gdouble, MAX (n, 1));
-
   for (gsize i = 0; i < n; i++) {
     gdouble s = 0.0;
 
     for (gint j = 0; j < c; j++)
       s += (gdouble) x[i * c + j] * x[i * c + j];
     norms[i] = sqrt (s);
+    inverse[i] = norms[i] > 0.0 ? (gfloat) (1.0 / norms[i]) : 0.0f;
   }
-  return norms;
+}
+
+/* The first j in [@lo, @hi) (every @step-th) with the largest
+ * @sim[j] × @inverse[j] (the cosine times the row's own norm, which leaves
+ * the order as it is) if it beats *@best; *@at is set when it does. */
+static void
+most_similar (const gfloat * sim, const gfloat * inverse, gsize lo,
+    gsize hi, gsize step, gfloat * best, gsize * at)
+{
+  for (gsize j = lo; j < hi; j += step) {
+    const gfloat score = sim[j] * inverse[j];
+
+    if (score > *best) {
+      *best = score;
+      *at = j;
+    }
+  }
+}
+
+/* @sim [m, n0 + n1] = the dot products of @m rows of @a (@lda floats
+ * apart) with the @n0 rows of @b0 then the @n1 rows of @b1 ([n, C]). */
+static void
+dots (gint c, const gfloat * a, gsize lda, gsize m, const gfloat * b0,
+    gsize n0, const gfloat * b1, gsize n1, gfloat * sim)
+{
+  if (n0 > 0)
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) m, (int) n0,
+        c, 1.0f, a, (int) lda, b0, c, 0.0f, sim, (int) (n0 + n1));
+  if (n1 > 0)
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) m, (int) n1,
+        c, 1.0f, a, (int) lda, b1, c, 0.0f, sim + n0, (int) (n0 + n1));
 }
 
 static gdouble
-cosine (const gfloat * a, gdouble na, const gfloat * b, gdouble nb, gint c)
+cosine (gfloat dot, gdouble na, gdouble nb)
 {
-  gdouble s = 0.0;
-
-  if (na == 0.0 || nb == 0.0)
-    return 0.0;
-  for (gint j = 0; j < c; j++)
-    s += (gdouble) a[j] * b[j];
-  return s / (na * nb);
+  return na == 0.0 || nb == 0.0 ? 0.0 : dot / (na * nb);
 }
 
-/* Each row of @o [L, C] → (1 − s)·o + s·(its most similar bank output
- * when that is similar enough, else itself). */
+/* Rows compared at once against @n others. */
+static gsize
+block_rows (gsize n)
+{
+  return MAX (SIMILARITY_FLOATS / MAX (n, 1), 1);
+}
+
+/* Each row of the frame's outputs → (1 − s)·o + s·(its most similar bank
+ * output when that is similar enough, else itself), into the scratch's
+ * fused rows. */
 static guint
-fuse_rows (const PpBankLayer * l, gfloat * o, gint rows, gdouble threshold)
+fuse_rows (const PpBankLayer * l, Scratch * s, gint rows, gdouble threshold)
 {
   const gint c = l->channels;
-  const gdouble s = PP_FEATURE_BANK_STRENGTH;
-  g_autofree gdouble *on = row_norms (o, rows, c);
-  g_autofree gdouble *bn = row_norms (l->o, l->rows, c);
+  const gdouble strength = PP_FEATURE_BANK_STRENGTH;
+  const gsize m = l->rows, block = block_rows (m);
   guint fused = 0;
 
-  for (gint i = 0; i < rows; i++) {
-    gfloat *oi = o + (gsize) i * c;
-    gdouble best = -G_MAXDOUBLE;
-    guint at = 0;
+  /* the bank's inverse norms are the ones the choice reads */
+  row_norms (s->o, rows, c, s->frame_norms, s->inverse);
+  row_norms (l->o, m, c, s->norms, s->inverse);
+  memcpy (s->fused, s->o, (gsize) rows * c * sizeof (gfloat));
+  for (gsize i0 = 0; i0 < (gsize) rows; i0 += block) {
+    const gsize bm = MIN (block, rows - i0);
 
-    for (guint j = 0; j < l->rows; j++) {
-      gdouble cs = cosine (oi, on[i], l->o + (gsize) j * c, bn[j], c);
+    dots (c, s->o + i0 * c, c, bm, l->o, m, NULL, 0, s->sim);
+    for (gsize i = i0; i < i0 + bm; i++) {
+      const gfloat *sim = s->sim + (i - i0) * m;
+      gfloat *oi = s->fused + i * c;
+      gfloat best = -G_MAXFLOAT;
+      gsize at = 0;
 
-      if (cs > best) {
-        best = cs;
-        at = j;
-      }
+      most_similar (sim, s->inverse, 0, m, 1, &best, &at);
+      if (cosine (sim[at], s->frame_norms[i], s->norms[at]) < threshold)
+        continue;               /* (1 − s)·o + s·o */
+      for (gint j = 0; j < c; j++)
+        oi[j] = (gfloat) ((1.0 - strength) * oi[j]
+            + strength * l->o[at * c + j]);
+      fused++;
     }
-    if (best < threshold)
-      continue;                 /* (1 − s)·o + s·o */
-    for (gint j = 0; j < c; j++)
-      oi[j] = (gfloat) ((1.0 - s) * oi[j] + s * l->o[(gsize) at * c + j]);
-    fused++;
   }
   return fused;
 }
 
-/* @n rows of [K | V | O] (host, [n, C] each) merged to @keep rows: rows
- * 0, 2, …, 2r − 2 (r = n − keep) each averaged into the other row whose
- * key is most similar. */
-static void
-merge_rows (gint c, gsize n, gsize keep, const gfloat * k, const gfloat * v,
-    const gfloat * o, gfloat * k_out, gfloat * v_out, gfloat * o_out)
+/* Row @i of [bank; frame] in one of the three parts. */
+static gfloat *
+row_of (gfloat * bank, gfloat * frame, gsize m, gsize i, gint c)
 {
-  const gsize r = n - keep;
-  g_autofree gdouble *kn = row_norms (k, n, c);
-  g_autofree gsize *dest = g_new (gsize, n);      /* row → destination */
-  g_autofree gsize *slot = g_new (gsize, n);      /* destination → out row */
-  g_autofree gdouble *sum = g_new0 (gdouble, 3 * keep * c);
-  g_autofree guint *count = g_new0 (guint, keep);
-  const gfloat *const parts[3] = { k, v, o };
-  gfloat *const outs[3] = { k_out, v_out, o_out };
-  gsize m = 0;
+  return i < m ? bank + i * c : frame + (i - m) * c;
+}
 
-  /* Destinations in order: every row but the sources. */
-  for (gsize i = 0; i < n; i++) {
-    gboolean source = i < 2 * r && i % 2 == 0;
+/* The sources' destinations: for each source a (rows 0, 2, …, 2r − 2 of
+ * [bank; frame], n rows), the other row whose key is most similar, lowest
+ * index on ties. */
+static void
+merge_destinations (PpBankLayer * l, Scratch * s, gsize n, gsize r)
+{
+  const gint c = l->channels;
+  const gsize m = l->rows, block = block_rows (n);
 
-    slot[i] = source ? G_MAXSIZE : m++;
-    dest[i] = i;
+  row_norms (l->k, m, c, s->norms, s->inverse);
+  row_norms (s->k, n - m, c, s->norms + m, s->inverse + m);
+  for (gsize i = 0; i < n; i++)
+    s->dest[i] = (guint32) i;
+  /* Sources in blocks, each block within the bank or within the frame. */
+  for (gsize a0 = 0; a0 < 2 * r;) {
+    const gsize end = a0 < m ? MIN (2 * r, m) : 2 * r;
+    const gsize bm = MIN (block, (end - a0 + 1) / 2);
+
+    dots (c, row_of (l->k, s->k, m, a0, c), 2 * (gsize) c, bm, l->k, m,
+        s->k, n - m, s->sim);
+    for (gsize q = 0; q < bm; q++) {
+      const gsize a = a0 + 2 * q;
+      const gfloat *sim = s->sim + q * n;
+      gfloat best = -G_MAXFLOAT;
+      gsize at = a;
+
+      /* the destinations: odd rows below 2r, then every row */
+      most_similar (sim, s->inverse, 1, 2 * r, 2, &best, &at);
+      most_similar (sim, s->inverse, 2 * r, n, 1, &best, &at);
+      s->dest[a] = (guint32) at;
+    }
+    a0 += 2 * bm;
   }
-  g_assert (m == keep);
-  for (gsize a = 0; a < 2 * r; a += 2) {
-    gdouble best = -G_MAXDOUBLE;
+}
 
-    for (gsize b = 0; b < n; b++) {
-      gdouble cs;
+/* [bank; frame] (n rows) merged to @keep rows in the bank: rows 0, 2, …,
+ * 2r − 2 (r = n − keep) each averaged into the other row whose key is most
+ * similar; the rows left keep their order.  In place: each destination
+ * first becomes the mean of itself and its sources (in row order, summed
+ * in double), then the destinations move down to their places. */
+static void
+merge_rows (PpBankLayer * l, Scratch * s, gsize n, gsize keep)
+{
+  const gint c = l->channels;
+  const gsize m = l->rows, r = n - keep;
+  gfloat *const banks[3] = { l->k, l->v, l->o };
+  gfloat *const frames[3] = { s->k, s->v, s->o };
+  gsize to = 0;
 
-      if (slot[b] == G_MAXSIZE)
-        continue;
-      cs = cosine (k + a * c, kn[a], k + b * c, kn[b], c);
-      if (cs > best) {
-        best = cs;
-        dest[a] = b;
+  for (gsize i = 0; i < n; i++) {
+    const gboolean source = i < 2 * r && i % 2 == 0;
+
+    s->slot[i] = source ? NONE : (guint32) to++;
+    s->head[i] = NONE;
+  }
+  g_assert (to == keep);
+  merge_destinations (l, s, n, r);
+  /* Each destination's sources in row order: a list from head[]. */
+  for (gsize a = 2 * r; a >= 2; a -= 2) {
+    const guint32 d = s->dest[a - 2];
+
+    s->link[a - 2] = s->head[d];
+    s->head[d] = (guint32) (a - 2);
+  }
+  for (gsize t = 0; t < n; t++) {
+    if (s->slot[t] == NONE || s->head[t] == NONE)
+      continue;
+    for (guint p = 0; p < 3; p++) {
+      gfloat *own = row_of (banks[p], frames[p], m, t, c);
+      guint32 src = s->head[t];
+      gboolean own_added = FALSE;
+      guint count = 0;
+
+      memset (s->acc, 0, c * sizeof (gdouble));
+      while (src != NONE || !own_added) {
+        const gfloat *x;
+
+        if (!own_added && (src == NONE || src > t)) {
+          x = own;
+          own_added = TRUE;
+        } else {
+          x = row_of (banks[p], frames[p], m, src, c);
+          src = s->link[src];
+        }
+        for (gint j = 0; j < c; j++)
+          s->acc[j] += x[j];
+        count++;
       }
+      for (gint j = 0; j < c; j++)
+        own[j] = (gfloat) (s->acc[j] / count);
     }
   }
-  for (gsize i = 0; i < n; i++) {
-    const gsize to = slot[dest[i]];
-
-    count[to]++;
+  for (gsize t = 0; t < n; t++) {
+    if (s->slot[t] == NONE || s->slot[t] == t)
+      continue;
     for (guint p = 0; p < 3; p++)
-      for (gint j = 0; j < c; j++)
-        sum[(p * keep + to) * c + j] += parts[p][i * c + j];
+      memcpy (banks[p] + (gsize) s->slot[t] * c,
+          row_of (banks[p], frames[p], m, t, c), c * sizeof (gfloat));
   }
-  for (guint p = 0; p < 3; p++)
-    for (gsize t = 0; t < keep; t++)
-      for (gint j = 0; j < c; j++)
-        outs[p][t * c + j] = (gfloat) (sum[(p * keep + t) * c + j]
-            / count[t]);
+  l->rows = keep;
 }
 
 void
@@ -263,46 +452,38 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, const float *k,
     const float *v, float *out, gint rows, gboolean fuse)
 {
   PpFeatureBank *bank = l->bank;
+  Scratch *s = &bank->scratch;
   const gint c = l->channels;
-  const gsize own = (gsize) rows * c, banked = (gsize) l->rows * c;
-  const gsize n = l->rows + (gsize) rows;
-  g_autofree gfloat *tk = g_new (gfloat, n * c);
-  g_autofree gfloat *tv = g_new (gfloat, n * c);
-  g_autofree gfloat *to = g_new (gfloat, n * c);
+  const gsize own = (gsize) rows * c, capacity = (gsize) bank->frames * rows;
+  gsize n;
 
-  /* [bank; frame] */
-  if (banked > 0) {
-    memcpy (tk, l->k, banked * sizeof (gfloat));
-    memcpy (tv, l->v, banked * sizeof (gfloat));
-    memcpy (to, l->o, banked * sizeof (gfloat));
-  }
-  pp_backend_download (be, tk + banked, k, own * sizeof (gfloat));
-  pp_backend_download (be, tv + banked, v, own * sizeof (gfloat));
-  pp_backend_download (be, to + banked, out, own * sizeof (gfloat));
-  if (fuse && l->rows > 0) {
-    g_autofree gfloat *fused = g_memdup2 (to + banked, own * sizeof (gfloat));
-
-    bank->fused += fuse_rows (l, fused, rows, bank->threshold);
-    bank->candidates += rows;
-    pp_backend_upload (be, out, fused, own * sizeof (gfloat));
-  }
-  if (n <= (gsize) bank->frames * rows) {
+  /* A new frame size (the bank is empty then: a caps change resets it). */
+  if (l->capacity != capacity) {
+    g_assert (l->rows == 0);
     g_free (l->k);
     g_free (l->v);
     g_free (l->o);
-    l->k = g_steal_pointer (&tk);
-    l->v = g_steal_pointer (&tv);
-    l->o = g_steal_pointer (&to);
+    l->k = g_new (gfloat, capacity * c);
+    l->v = g_new (gfloat, capacity * c);
+    l->o = g_new (gfloat, capacity * c);
+    l->capacity = capacity;
+  }
+  n = l->rows + (gsize) rows;
+  scratch_reserve (s, rows, c, n);
+  pp_backend_download (be, s->k, k, own * sizeof (gfloat));
+  pp_backend_download (be, s->v, v, own * sizeof (gfloat));
+  pp_backend_download (be, s->o, out, own * sizeof (gfloat));
+  if (fuse && l->rows > 0) {
+    bank->fused += fuse_rows (l, s, rows, bank->threshold);
+    bank->candidates += rows;
+    pp_backend_upload (be, out, s->fused, own * sizeof (gfloat));
+  }
+  if (n <= capacity) {
+    memcpy (l->k + (gsize) l->rows * c, s->k, own * sizeof (gfloat));
+    memcpy (l->v + (gsize) l->rows * c, s->v, own * sizeof (gfloat));
+    memcpy (l->o + (gsize) l->rows * c, s->o, own * sizeof (gfloat));
     l->rows = n;
     return;
   }
-  {
-    const gsize keep = (gsize) bank->frames * rows;
-
-    l->k = g_renew (gfloat, l->k, keep * c);
-    l->v = g_renew (gfloat, l->v, keep * c);
-    l->o = g_renew (gfloat, l->o, keep * c);
-    merge_rows (c, n, keep, tk, tv, to, l->k, l->v, l->o);
-    l->rows = keep;
-  }
+  merge_rows (l, s, n, capacity);
 }

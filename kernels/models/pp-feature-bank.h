@@ -22,7 +22,8 @@
  *   instead of a random one, so that a sequence always gives the same
  *   frames).
  * The bank lives in host memory; the extended keys and values go to the
- * device for each frame.  docs/models.md, "Temporal feature bank". */
+ * device for each frame, and the frame's keys, values and outputs come
+ * back.  docs/models.md, "Temporal feature bank". */
 #pragma once
 
 #include "pp-backend.h"
@@ -40,8 +41,11 @@ PpFeatureBank *pp_feature_bank_new    (guint frames, gdouble threshold);
 void           pp_feature_bank_free   (PpFeatureBank * bank);
 /* Empties every layer: the next frame attends to itself alone. */
 void           pp_feature_bank_reset  (PpFeatureBank * bank);
-/* Host bytes the bank holds. */
+/* Host bytes the bank holds: its layers' rows at capacity and the
+ * scratch one layer's fusion and merging work in.  Kept across resets. */
 gsize          pp_feature_bank_bytes  (PpFeatureBank * bank);
+/* Rows the bank's layers hold now (0 after a reset). */
+guint64        pp_feature_bank_rows   (PpFeatureBank * bank);
 /* Frames the bank has taken since it was made or reset. */
 guint64        pp_feature_bank_frames_seen (PpFeatureBank * bank);
 /* Rows fused over the bank's life, and rows that could have been (those

@@ -99,6 +99,7 @@ test_sequence (gconstpointer data)
   JsonArray *steps, *resets;
   guint n_steps, n_frames, changed = 0;
   guint64 fused = 0, candidates = 0;
+  gsize settled[MAX_STEPS] = { 0 };
   gdouble tau;
 
   json_parser_load_from_file (parser, seq_path, &error);
@@ -125,8 +126,12 @@ test_sequence (gconstpointer data)
     for (guint i = 0; i < json_array_get_length (resets); i++)
       reset |= (guint) json_array_get_int_element (resets, i) == f;
     for (guint s = 0; s < n_steps && reset; s++) {
+      const gsize kept = pp_feature_bank_bytes (banks[s]);
+
       pp_feature_bank_reset (banks[s]);
-      g_assert_cmpuint (pp_feature_bank_bytes (banks[s]), ==, 0);
+      g_assert_cmpuint (pp_feature_bank_rows (banks[s]), ==, 0);
+      /* the memory stays for the next frames */
+      g_assert_cmpuint (pp_feature_bank_bytes (banks[s]), ==, kept);
     }
     for (guint s = 0; s < n_steps; s++) {
       g_autoptr (PpTensor) x = slice (inputs, f * n_steps + s);
@@ -145,6 +150,11 @@ test_sequence (gconstpointer data)
           "%.4g), %.3e from the UNet without a bank; bank %" G_GSIZE_FORMAT
           " bytes", c->name, c->frames, f, s, d, m, dp,
           pp_feature_bank_bytes (banks[s]));
+      /* bounded: once full (frame F, the first merge) it grows no more */
+      if (f == c->frames)
+        settled[s] = pp_feature_bank_bytes (banks[s]);
+      else if (f > c->frames)
+        g_assert_cmpuint (pp_feature_bank_bytes (banks[s]), ==, settled[s]);
       if (!(d <= TOLERANCE * MAX (1.0, m)))
         g_error ("%s F=%u frame %u step %u: max|diff| %.3e past %.1e",
             c->name, c->frames, f, s, d, TOLERANCE * MAX (1.0, m));
