@@ -323,14 +323,17 @@ if want f32; then
     --out "$work/x.npy" \
     && judge "taesd-tiny decode 512x512" python3 "$gc" npy "taesd-tiny decode 512x512" \
       "$work/x.npy" "$s/512x512/tap-image.npy" --tap "$s/512x512/f32-f64.txt" image
-  # The AutoencoderKL, the LoRA fuse and single-file checkpoints on the
-  # device: every tap of the tiny AutoencoderKL, the fused UNet's output
-  # (f32 weights), a checkpoint's parts built into models there.
-  for t in vae-kl lora checkpoint; do
+  # The AutoencoderKL, the LoRA fuse, single-file checkpoints and the
+  # temporal feature bank on the device: every tap of the tiny
+  # AutoencoderKL, the fused UNet's output (f32 weights), a checkpoint's
+  # parts built into models there, every frame of the banked sequences
+  # (the settings refuse temporal=feature-bank on cuda until this passes).
+  for t in vae-kl lora checkpoint feature-bank; do
     exe=$build/tests/kernels/models/test-kernels-$t
     if runs "test-kernels-$t on $BE" "$work/$t.log" 300 \
         env PPDIFFUSE_BACKEND="$BE" "$exe" "$data"; then
-      grep -E 'latents:|image:|fused UNet out:' "$work/$t.log" | indent
+      grep -E 'latents:|image:|fused UNet out:|rows fused' "$work/$t.log" \
+        | indent
       pass "test-kernels-$t on $BE: $(grep -c '^ok ' "$work/$t.log") tests"
     fi
   done
