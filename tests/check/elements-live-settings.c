@@ -1129,6 +1129,61 @@ GST_START_TEST (test_temporal_dropped_frames_skip_bank)
 
 GST_END_TEST;
 
+/* temporal=feature-bank with the similarity filter: a frame that repeats
+ * the last one sent (threshold 1: only the same picture, always) is
+ * skipped before any work and goes out as a repeat of the last output, so
+ * no bank takes it: the frames computed are the tool's sequence of the
+ * distinct inputs, and each repeat is its predecessor's bytes. */
+GST_START_TEST (test_temporal_similar_skips_bank)
+{
+  static const guint content[] = { 0, 0, 1, 2, 2, 2, 3 };
+  static const guint distinct[] = { 0, 1, 2, 3 };
+  const guint pushes = G_N_ELEMENTS (content);
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  g_autoptr (GPtrArray) refs = NULL;
+  g_autoptr (GPtrArray) outs = g_ptr_array_new_with_free_func (
+      (GDestroyNotify) gst_buffer_unref);
+  GstStructure *stats;
+  GstHarness *h;
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "similarity-threshold", 1.0, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  h = make_harness (element, "RGB", TINY_W, TINY_H);
+  for (guint k = 0; k < pushes; k++) {
+    GstBuffer *in = make_rgb (content[k]);
+
+    GST_BUFFER_PTS (in) = k * FRAME_DURATION;
+    fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  }
+  for (guint k = 0; k < pushes; k++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL, "output %u did not come out", k);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (out), k * FRAME_DURATION);
+    g_ptr_array_add (outs, out);
+  }
+  stats = pp_check_get_stats (element);
+  fail_unless_equals_uint64 (pp_check_stat_u64 (stats, "skipped-similar"),
+      pushes - G_N_ELEMENTS (distinct));
+  gst_structure_free (stats);
+  if (!pp_check_sanitized ()) {
+    refs = tool_sequence_of (distinct, G_N_ELEMENTS (distinct), "0.5",
+        TINY_W, TINY_H, "similar");
+    for (guint k = 0; k < pushes; k++)
+      fail_unless (pp_check_same_bytes (g_ptr_array_index (outs, k),
+              g_ptr_array_index (refs, content[k])), "output %u (input %u) "
+          "is not the tool's frame of that input in the sequence of the "
+          "distinct inputs", k, content[k]);
+  }
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* The stats' bank-bytes: with the feature bank every worker reports the
  * bytes its banks hold, which its heartbeats carry. */
 GST_START_TEST (test_temporal_bank_bytes_in_stats)
@@ -1298,6 +1353,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);
   tcase_add_test (tc, test_temporal_restart_kept_workers);
   tcase_add_test (tc, test_temporal_dropped_frames_skip_bank);
+  tcase_add_test (tc, test_temporal_similar_skips_bank);
   tcase_add_test (tc, test_temporal_bank_bytes_in_stats);
   tcase_add_test (tc, test_pipeline_caps_change_in_flight);
   tcase_add_test (tc, test_prompt_changes_against_tool);
