@@ -5,9 +5,9 @@
  * layer takes its first frame of L rows and kept across resets (a new
  * frame size makes them again).  The frame's own rows come down into the
  * bank's scratch, which every layer shares in turn; the similarities are
- * GEMMs over blocks of rows (OpenBLAS), the choices made on them in double
- * precision.  Once every layer has taken a frame, a frame allocates
- * nothing. */
+ * GEMMs over blocks of rows (OpenBLAS, one thread: the same bytes on any
+ * team size); norms, the threshold test and merged means are in double.
+ * Once the bank is full, a frame allocates nothing. */
 #include "pp-feature-bank.h"
 
 #include <cblas.h>
