@@ -888,6 +888,22 @@ tool_sequence_of (const guint * indices, guint n, const gchar * strength,
   return refs;
 }
 
+/* A 2-worker element on the tiny model with the settings of the tool's
+ * sequences above (tool_sequence_of): the prompt, seed 4, strength 0.5,
+ * the feature bank of 2 frames at fusion-threshold 0.9. */
+static GstElement *
+banked_element (void)
+{
+  g_autofree gchar *model = tiny_path ("model");
+  g_autofree gchar *embeds = embeds_of ("model");
+  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+
+  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
+      "strength", 0.5, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  return element;
+}
+
 /* The same for inputs @first … @first + @n − 1. */
 static GPtrArray *
 tool_sequence_sized (guint first, guint n, const gchar * strength, guint w,
@@ -922,9 +938,7 @@ tool_sequence (guint first, guint n)
 GST_START_TEST (test_temporal_settings_change_resets_bank)
 {
   const guint frames = 8, change = 3, in_flight = 3;
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   g_autoptr (GPtrArray) outs = g_ptr_array_new_with_free_func (
       (GDestroyNotify) gst_buffer_unref);
   g_autoptr (GPtrArray) old = NULL, fresh = NULL;
@@ -932,10 +946,7 @@ GST_START_TEST (test_temporal_settings_change_resets_bank)
   guint boundary;
   GstHarness *h;
 
-  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", 0.5, "max-in-flight", in_flight, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
-  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  g_object_set (element, "max-in-flight", in_flight, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < frames; i++) {
     if (i == change) {
@@ -978,17 +989,12 @@ GST_START_TEST (test_temporal_caps_change_resets_bank)
 {
   const guint sizes[][2] = { {TINY_W, TINY_H}, {40, 24} };
   const guint per_size = 3;
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   const gboolean compare = !pp_check_sanitized ();
   GstHarness *h;
   guint n = 0;
 
-  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", 0.5, "max-in-flight", 4, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
-  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  g_object_set (element, "max-in-flight", 4, NULL);
   h = make_harness (element, "RGB", sizes[0][0], sizes[0][1]);
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
     if (s > 0) {
@@ -1030,20 +1036,15 @@ GST_END_TEST;
 GST_START_TEST (test_temporal_restart_kept_workers)
 {
   const guint per_run = 3;
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
   g_autofree gchar *caps = rgb_caps (TINY_W, TINY_H);
   g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1", NULL);
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   const gboolean compare = !pp_check_sanitized ();
   GstHarness *h;
 
   /* Ours to free: the kept workers end only with the element. */
   gst_object_ref_sink (element);
-  g_object_set (element, "keep-workers", TRUE, "prompt-embeds", embeds,
-      "seed", (guint64) 4, "strength", 0.5, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
-  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  g_object_set (element, "keep-workers", TRUE, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint run = 0; run < 2; run++) {
     g_autoptr (GPtrArray) refs = compare ? tool_sequence (run * per_run,
@@ -1080,9 +1081,7 @@ GST_END_TEST;
 GST_START_TEST (test_temporal_dropped_frames_skip_bank)
 {
   const guint pushes = 8;
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   g_autoptr (GstBus) bus = gst_bus_new ();
   g_autoptr (GPtrArray) refs = NULL;
   g_autoptr (GPtrArray) outs = g_ptr_array_new_with_free_func (
@@ -1093,10 +1092,7 @@ GST_START_TEST (test_temporal_dropped_frames_skip_bank)
   GstHarness *h;
   GstMessage *msg;
 
-  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", 0.5, "leaky", TRUE, "max-in-flight", 1, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
-  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  g_object_set (element, "leaky", TRUE, "max-in-flight", 1, NULL);
   gst_element_set_bus (element, bus);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < pushes; i++)
@@ -1139,19 +1135,14 @@ GST_START_TEST (test_temporal_similar_skips_bank)
   static const guint content[] = { 0, 0, 1, 2, 2, 2, 3 };
   static const guint distinct[] = { 0, 1, 2, 3 };
   const guint pushes = G_N_ELEMENTS (content);
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   g_autoptr (GPtrArray) refs = NULL;
   g_autoptr (GPtrArray) outs = g_ptr_array_new_with_free_func (
       (GDestroyNotify) gst_buffer_unref);
   GstStructure *stats;
   GstHarness *h;
 
-  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", 0.5, "similarity-threshold", 1.0, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
-  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  g_object_set (element, "similarity-threshold", 1.0, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint k = 0; k < pushes; k++) {
     GstBuffer *in = make_rgb (content[k]);
@@ -1188,16 +1179,12 @@ GST_END_TEST;
  * bytes its banks hold, which its heartbeats carry. */
 GST_START_TEST (test_temporal_bank_bytes_in_stats)
 {
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   gint64 deadline;
   GstHarness *h;
   gboolean all = FALSE;
 
-  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", 0.5, "timeout-ms", 1000, "stats-interval-ms", 100, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
+  g_object_set (element, "timeout-ms", 1000, "stats-interval-ms", 100, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < 3; i++) {
     GstBuffer *out;
@@ -1236,19 +1223,14 @@ GST_END_TEST;
 GST_START_TEST (test_temporal_flush_resets_bank)
 {
   const guint before = 4, after = 4;
-  g_autofree gchar *model = tiny_path ("model");
-  g_autofree gchar *embeds = embeds_of ("model");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  GstElement *element = banked_element ();
   g_autoptr (GPtrArray) old = NULL, fresh = NULL, carried = NULL;
   const gboolean compare = !pp_check_sanitized ();
   guint pulled = 0;
   GstHarness *h;
   GstBuffer *out;
 
-  g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
-      "strength", 0.5, "max-in-flight", 3, NULL);
-  gst_util_set_object_arg (G_OBJECT (element), "temporal", "feature-bank");
-  g_object_set (element, "bank-frames", 2, "fusion-threshold", 0.9, NULL);
+  g_object_set (element, "max-in-flight", 3, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   if (compare) {
     old = tool_sequence (0, before);
