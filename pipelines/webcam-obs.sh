@@ -10,6 +10,10 @@
 #   MODEL=/models/sd-turbo VAE=/models/taesd PROMPT="a watercolor painting" \
 #   TEMPORAL=feature-bank pipelines/webcam-obs.sh
 #
+# The feature bank runs on the CPU backends for now: on a machine with a
+# GPU, add BACKEND=cpu (the workers refuse temporal=feature-bank on cuda,
+# saying so).  BACKEND sets the element's backend (default auto).
+#
 # One-time set-up of the virtual camera (Debian: apt-get install
 # v4l2loopback-dkms, then as root):
 #
@@ -31,6 +35,7 @@ LOOPBACK=${2:-/dev/video10}
 SIMILARITY=${SIMILARITY:-0.98}
 MODEL=${MODEL:-builtin:anisotropic}
 TEMPORAL=${TEMPORAL:-off}
+BACKEND=${BACKEND:-auto}
 
 # The live defaults: v4l2src is a live source, so ppdiffuse drops a frame
 # that finds max-in-flight frames in the mesh rather than block the camera
@@ -52,7 +57,7 @@ exec gst-launch-1.0 -e \
   v4l2src device="$CAMERA" \
   ! videoconvert ! videoscale ! video/x-raw,format=YUY2,width=640,height=480 \
   ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0 \
-  ! ppdiffuse ranks=2 steps=4 model="$MODEL" \
+  ! ppdiffuse ranks=2 steps=4 model="$MODEL" backend="$BACKEND" \
     ${VAE:+vae="$VAE"} ${PROMPT:+prompt="$PROMPT"} temporal="$TEMPORAL" \
     similarity-threshold="$SIMILARITY" \
   ! v4l2sink device="$LOOPBACK" sync=false
