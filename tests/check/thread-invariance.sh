@@ -7,7 +7,8 @@
 # 77 text tokens (4096 token rows at the first level, far past every
 # row-range and GEMM split) and 512x512 frames, and at a ragged size whose
 # splits all end mid-block (26x46 latents, 1196 and 299 token rows; 200x360
-# frames), for both UNet families, TAESD and whole img2img frames.  The
+# frames), for both UNet families, TAESD and whole img2img frames, and a
+# sequence through the temporal feature bank.  The
 # cpu-strict backend (the same kernels on buffers the host cannot touch)
 # must give the same bytes too.
 # Usage: thread-invariance.sh PPDIFFUSE_TOOL
@@ -113,3 +114,14 @@ for size in ${FRAME}x$FRAME 360x200; do
     --in "$work/frame-$size.png" --out OUT \
     --prompt-embeds "$work/turbo/prompt_embeds.npy" --steps 2 --strength 1.0
 done
+
+# The temporal feature bank over a sequence (a repeated frame, 4 frames,
+# 2 banked: merging from the third), fusing at a low threshold: the last
+# frame carries every frame's bank, its similarities (OpenBLAS) and merges.
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 \
+  pattern=smpte ! "video/x-raw,format=RGB,width=200,height=120" \
+  ! pngenc ! filesink location="$work/frame-200x120.png"
+same_bytes "img2img-turbo-bank-200x120" png "$TOOL" img2img \
+  --model "$work/turbo" --in "$work/frame-200x120.png" --out OUT \
+  --prompt-embeds "$work/turbo/prompt_embeds.npy" --steps 2 --strength 0.8 \
+  --frames 4 --temporal feature-bank --bank-frames 2 --fusion-threshold 0.5
