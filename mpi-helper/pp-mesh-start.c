@@ -3,6 +3,7 @@
  * deadline (pp-mesh.h). */
 #include "pp-mesh.h"
 #include "pp-mesh-private.h"
+#include "pp-bells.h"
 #include "pp-data-plane-choice.h"
 #include "pp-error.h"
 #include "pp-liveness-room.h"
@@ -29,6 +30,24 @@ connect_planes (PpMesh * mesh, GError ** error)
   pp_chunk_link_set_data_plane (mesh->from_last,
       pp_nccl_links_from_prev (mesh->planes));
   return TRUE;
+}
+
+/* The doorbells of the mesh's ranks on this host (pp-bells.h), hung on
+ * its communicator; NULL, with a warning, when the host has no shared
+ * memory for them (the waits then poll as on another host). */
+static PpBells *
+start_bells (PpMesh * mesh, gchar ** name)
+{
+  g_autoptr (GError) error = NULL;
+  PpBells *bells = pp_bells_create (mesh->plan->n_workers + 1, name, &error);
+
+  if (bells == NULL) {
+    PP_WARN ("no doorbells for the workers on this host (%s): their waits "
+        "poll instead", error->message);
+    return NULL;
+  }
+  pp_bells_attach (mesh->world, bells);
+  return bells;
 }
 
 static void
@@ -58,7 +77,10 @@ mesh_start (const PpMeshConfig * config, GError ** error)
 {
   g_autofree gchar *worker = NULL;
   g_autofree gchar *plan_text = NULL;
+  g_autofree gchar *bells_name = NULL;
   PpHelloOptions options = { NULL };
+  PpBells *bells;
+  gboolean started;
   PpBackend *backend;
   const gchar *data_plane = NULL;
   PpMesh *mesh;
@@ -118,9 +140,15 @@ mesh_start (const PpMeshConfig * config, GError ** error)
     return NULL;
   }
   options.dump_dir = mesh->dump_dir;
-  if (!pp_handshake_run (mesh->world, mesh->plan, &options, mesh->workers,
-          mesh->timeout_ms, config->progress ? handshake_progress : NULL,
-          (gpointer) config, error)) {
+  bells = start_bells (mesh, &bells_name);
+  options.bells = bells_name;
+  started = pp_handshake_run (mesh->world, mesh->plan, &options,
+      mesh->workers, mesh->timeout_ms,
+      config->progress ? handshake_progress : NULL, (gpointer) config,
+      error);
+  /* Every worker on this host has mapped them by its reply. */
+  pp_bells_unlink (bells);
+  if (!started) {
     pp_mesh_kill_workers (mesh);
     pp_mesh_free (mesh);
     return NULL;

@@ -79,6 +79,9 @@ pp_handshake_hello_new (const PpPlan * plan, const PpHelloOptions * options)
   if (options != NULL && options->dump_dir != NULL)
     g_variant_builder_add (&opts, "{sv}", PP_OPTION_DUMP_DIR,
         g_variant_new_string (options->dump_dir));
+  if (options != NULL && options->bells != NULL)
+    g_variant_builder_add (&opts, "{sv}", PP_OPTION_BELLS,
+        g_variant_new_string (options->bells));
   v = g_variant_ref_sink (g_variant_new (PP_HELLO_TYPE,
           (guint32) PP_PROTOCOL_VERSION, (gint64) getpid (),
           g_get_host_name (), pp_plan_to_variant (plan), plan->plan_id,
@@ -108,6 +111,7 @@ pp_handshake_hello_parse (GBytes * bytes, gint64 * rank0_pid,
     return NULL;
   *rank0_host = g_strdup (host);
   g_variant_lookup (opts, PP_OPTION_DUMP_DIR, "s", &options->dump_dir);
+  g_variant_lookup (opts, PP_OPTION_BELLS, "s", &options->bells);
   return plan;
 }
 
@@ -115,6 +119,7 @@ void
 pp_hello_options_clear (PpHelloOptions * options)
 {
   g_clear_pointer (&options->dump_dir, g_free);
+  g_clear_pointer (&options->bells, g_free);
 }
 
 GBytes *

@@ -41,6 +41,7 @@ G_BEGIN_DECLS
 
 /* Hello option keys. */
 #define PP_OPTION_DUMP_DIR "dump-dir"
+#define PP_OPTION_BELLS "bells"
 
 typedef struct _PpWorkerInfo
 {
@@ -55,6 +56,7 @@ typedef struct _PpWorkerInfo
 typedef struct
 {
   gchar *dump_dir;              /* NULL: no flight recorder files */
+  gchar *bells;                 /* the doorbells' name (pp-bells.h), or NULL */
 } PpHelloOptions;
 
 GBytes     *pp_handshake_hello_new   (const PpPlan * plan,

@@ -43,7 +43,7 @@ probe_message (const PpWait * w, gint tag, gsize max_len, const gchar * what,
   MPI_Status status;
   int found = 0;
 
-  pp_poll_start (&poll);
+  pp_poll_start_on (&poll, w);
   for (;;) {
     if (!pp_mpi_check (MPI_Improbe (w->peer, tag, w->comm, &found, msg,
                 &status), what, error))
@@ -246,6 +246,8 @@ send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
     sent = PP_DATA_PLANE_ABANDONED;
     goto failed;
   }
+  /* The receiver, on this host, may be asleep on its bell. */
+  pp_wait_ring_peer (w);
   /* Once the head is out its payloads follow (the receiver is waiting for
    * them); the head's send is waited for after theirs, under the same
    * deadline. */
@@ -336,6 +338,8 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
     return NULL;
   }
   pp_recorder_end (event, PP_REC_DONE);
+  /* The sender waits for its sends to complete. */
+  pp_wait_ring_peer (w);
   PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %d + %"
       G_GSIZE_FORMAT " bytes", chunk->chunk_id, w->peer, len,
       pp_chunk_payload_bytes (chunk));

@@ -1,6 +1,7 @@
 /* ppdiffuse — polled waits on MPI under a deadline and a liveness check
  * (pp-wait.h). */
 #include "pp-wait.h"
+#include "pp-bells.h"
 #include "pp-error.h"
 #include "pp-queue.h"         /* PP_NO_DEADLINE */
 
@@ -36,13 +37,52 @@ pp_poll_start (PpPoll * poll)
 {
   poll->period_us = PP_POLL_MIN_US;
   poll->next_alive_us = g_get_monotonic_time () + PP_ALIVE_PERIOD_US;
+  poll->bells = NULL;
+}
+
+void
+pp_poll_start_on (PpPoll * poll, const PpWait * w)
+{
+  int rank = -1;
+
+  pp_poll_start (poll);
+  poll->bells = pp_bells_of (w->comm);
+  if (poll->bells == NULL || MPI_Comm_rank (w->comm, &rank) != MPI_SUCCESS
+      || rank < 0) {
+    poll->bells = NULL;
+    return;
+  }
+  poll->own = (guint) rank;
+  poll->armed = pp_bells_read (poll->bells, poll->own);
 }
 
 void
 pp_poll_sleep (PpPoll * poll)
 {
-  g_usleep (poll->period_us);
+  if (poll->bells != NULL) {
+    guint32 now;
+
+    pp_bells_wait (poll->bells, poll->own, poll->armed, poll->period_us);
+    now = pp_bells_read (poll->bells, poll->own);
+    if (now != poll->armed) {
+      /* Rung: what it announced may take a few microseconds more to show
+       * in MPI, so poll fast again. */
+      poll->armed = now;
+      poll->period_us = PP_POLL_MIN_US;
+      return;
+    }
+  } else
+    g_usleep (poll->period_us);
   poll->period_us = MIN (poll->period_us * 2, PP_POLL_MAX_US);
+}
+
+void
+pp_wait_ring_peer (const PpWait * w)
+{
+  PpBells *bells = pp_bells_of (w->comm);
+
+  if (bells != NULL && w->peer >= 0)
+    pp_bells_ring (bells, (guint) w->peer);
 }
 
 gboolean
@@ -85,7 +125,7 @@ pp_wait_requests (const PpWait * w, MPI_Request * reqs, int n,
 {
   PpPoll poll;
 
-  pp_poll_start (&poll);
+  pp_poll_start_on (&poll, w);
   for (;;) {
     int flag = 0;
     int rc = MPI_Testall (n, reqs, &flag,

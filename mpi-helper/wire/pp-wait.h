@@ -34,10 +34,21 @@ typedef struct
 {
   gulong period_us;
   gint64 next_alive_us;
+  /* This rank's doorbell, when the wait's communicator has bells
+   * (pp-bells.h): the sleep ends early when it rings. */
+  struct _PpBells *bells;
+  guint own;
+  guint32 armed;                /* the bell's value before the last test */
 } PpPoll;
 
 void      pp_poll_start       (PpPoll * poll);
+/* The same for a wait on @w's communicator: the sleeps listen to this
+ * rank's bell when the communicator has bells. */
+void      pp_poll_start_on    (PpPoll * poll, const PpWait * w);
 void      pp_poll_sleep       (PpPoll * poll);
+/* Rings w->peer's bell when @w's communicator has bells: after posting a
+ * send to it, or after receiving what it sent (its send completes). */
+void      pp_wait_ring_peer   (const PpWait * w);
 /* TRUE when @w has a deadline and @now is past it. */
 gboolean  pp_wait_past_deadline (const PpWait * w, gint64 now);
 /* Asks w->alive when it is due (never more often than a few times a

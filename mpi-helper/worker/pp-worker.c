@@ -21,6 +21,7 @@
  * only builds with the fault-injection option install. */
 #include "pp-worker-room.h"
 #include "pp-allowance.h"
+#include "pp-bells.h"
 #include "pp-checkpoint.h"
 #include "pp-data-plane-choice.h"
 #include "pp-error.h"
@@ -626,6 +627,24 @@ digest_ahead_start (const gchar * uri)
       g_steal_pointer (&dir));
 }
 
+/* The mesh's doorbells when rank 0 is on this host (pp-bells.h), mapped
+ * before the reply (rank 0 unlinks their name once every reply is in). */
+static void
+open_bells (Worker * w, const gchar * name)
+{
+  g_autoptr (GError) error = NULL;
+  PpBells *bells;
+
+  if (!pp_proc_is_local (w->rank0_host))
+    return;
+  bells = pp_bells_open (name, w->plan->n_workers + 1, &error);
+  if (bells == NULL) {
+    PP_INFO ("no doorbells (%s): waits poll", error->message);
+    return;
+  }
+  pp_bells_attach (w->world, bells);
+}
+
 static void
 do_handshake (Worker * w)
 {
@@ -653,6 +672,9 @@ do_handshake (Worker * w)
   w->plan = pp_handshake_hello_parse (hello, &w->rank0_pid, &w->rank0_host,
       &options, &error);
   w->dump_dir = g_steal_pointer (&options.dump_dir);
+  if (w->plan != NULL && options.bells != NULL)
+    open_bells (w, options.bells);
+  pp_hello_options_clear (&options);
   if (w->plan != NULL && w->rank > (gint) w->plan->n_workers)
     g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
         "rank %d is outside a plan of %u workers", w->rank,

@@ -180,6 +180,29 @@ GST_START_TEST (test_warm_up)
 
 GST_END_TEST;
 
+/* The doorbells (mpi-helper/wire/pp-bells.h): rank 0 and both workers, on
+ * this host, map them while the mesh runs; their name is gone from
+ * /dev/shm once the mesh is up, and rank 0's mapping goes with the mesh. */
+GST_START_TEST (test_doorbells)
+{
+  GstElement *element = pp_check_make_element (2, 2, "builtin:stamp");
+  g_autoptr (GArray) workers = NULL;
+  GstHarness *h = pp_check_harness_new (element, CAPS_STR);
+
+  push_and_check_stamped (h, 2, 2);
+  workers = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (workers->len, 2);
+  fail_unless_equals_int (pp_check_count_bells_mapped (workers), 2);
+  fail_unless_equals_int (pp_check_count_bells_mapped (NULL), 1);
+  fail_unless_equals_int (pp_check_count_bells_files (), 0);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  fail_unless_equals_int (pp_check_count_bells_mapped (NULL), 0);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
 /* ---- frames dropped before the mesh: QoS and leaky --------------------- */
 
 static guint
@@ -1416,6 +1439,7 @@ ppdiffuse_suite (void)
 
   tc = tcase_create ("stream");
   tcase_add_test (tc, test_warm_up);
+  tcase_add_test (tc, test_doorbells);
   tcase_add_test (tc, test_qos_drops_late);
   tcase_add_test (tc, test_leaky_drops_when_full);
   tcase_add_test (tc, test_eos_drains_in_flight);

@@ -82,6 +82,45 @@ pp_check_count_descendants (const gchar * name)
   return found->len;
 }
 
+#define BELLS_PREFIX "ppdiffuse-bells-"
+
+static gboolean
+maps_bells (gint64 pid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%" G_GINT64_FORMAT
+      "/maps", pid);
+  g_autofree gchar *maps = NULL;
+
+  return g_file_get_contents (path, &maps, NULL, NULL)
+      && strstr (maps, "/" BELLS_PREFIX) != NULL;
+}
+
+guint
+pp_check_count_bells_mapped (GArray * pids)
+{
+  guint n = 0;
+
+  if (pids == NULL)
+    return maps_bells ((gint64) getpid ())? 1 : 0;
+  for (guint i = 0; i < pids->len; i++)
+    n += maps_bells (g_array_index (pids, gint, i));
+  return n;
+}
+
+guint
+pp_check_count_bells_files (void)
+{
+  g_autofree gchar *prefix = g_strdup_printf (BELLS_PREFIX "%d-",
+      (gint) getpid ());
+  g_autoptr (GDir) dir = g_dir_open ("/dev/shm", 0, NULL);
+  const gchar *name;
+  guint n = 0;
+
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    n += g_str_has_prefix (name, prefix);
+  return n;
+}
+
 guint
 pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms)
 {

@@ -13,6 +13,11 @@ GArray *pp_check_find_descendants (const gchar * name);
 /* Live descendants of this process whose command name starts with @name
  * (workers are children of Open MPI's daemon, itself our child). */
 guint pp_check_count_descendants (const gchar * name);
+/* The processes among @pids (or this process, when @pids is NULL) that
+ * map the mesh's doorbells (mpi-helper/wire/pp-bells.h). */
+guint pp_check_count_bells_mapped (GArray * pids);
+/* The doorbells' names this process left in /dev/shm. */
+guint pp_check_count_bells_files (void);
 
 /* Waits until no descendant named @name is left, up to @timeout_ms;
  * returns how many remain. */

@@ -19,7 +19,9 @@ static void
 test_hello_round_trip (void)
 {
   g_autoptr (PpPlan) plan = make_plan ();
-  PpHelloOptions options = { (gchar *) "/tmp/dumps" }, got;
+  PpHelloOptions options = { (gchar *) "/tmp/dumps",
+    (gchar *) "/ppdiffuse-bells-1-0"
+  }, got;
   g_autoptr (GBytes) hello = pp_handshake_hello_new (plan, &options);
   g_autoptr (PpPlan) back = NULL;
   g_autoptr (GError) error = NULL;
@@ -42,6 +44,7 @@ test_hello_round_trip (void)
     g_assert_cmpuint (back->slices[i].end, ==, plan->slices[i].end);
   }
   g_assert_cmpstr (got.dump_dir, ==, "/tmp/dumps");
+  g_assert_cmpstr (got.bells, ==, "/ppdiffuse-bells-1-0");
   pp_hello_options_clear (&got);
 }
 
@@ -131,6 +134,7 @@ test_hello_by_hand (void)
   g_assert_cmpint (pid, ==, 1234);
   g_assert_cmpstr (host, ==, "elsewhere");
   g_assert_null (opts.dump_dir);
+  g_assert_null (opts.bells);
 }
 
 static void
