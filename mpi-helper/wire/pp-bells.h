@@ -26,9 +26,6 @@ G_BEGIN_DECLS
 
 typedef struct _PpBells PpBells;
 
-/* Set to 1 in rank 0's environment: no bells for the mesh. */
-#define PP_NO_BELLS_ENV "PPDIFFUSE_NO_BELLS"
-
 /* Rank 0: new bells for @n_ranks ranks under a fresh name (*@name). */
 PpBells  *pp_bells_create      (guint n_ranks, gchar ** name,
                                 GError ** error);

@@ -119,6 +119,9 @@ enum
  * backend is cuda and this build has NCCL, else mpi), "mpi", "nccl", or
  * the test and simulation mode "nccl-emulated" (cpu backend only). */
 #define PP_DATA_PLANE_ENV "PPDIFFUSE_DATA_PLANE"
+/* Set to 1 in rank 0's environment: the mesh has no doorbells
+ * (pp-bells.h), every wait polls. */
+#define PP_NO_BELLS_ENV "PPDIFFUSE_NO_BELLS"
 /* Test-only: set to 1, rank 0 neither declares silent workers dead nor
  * puts deadlines on waits for chunks, and workers put none on theirs:
  * what the hang test would do without its watchdog. */

@@ -203,6 +203,29 @@ GST_START_TEST (test_doorbells)
 
 GST_END_TEST;
 
+/* PPDIFFUSE_NO_BELLS=1: no doorbells anywhere, and the frames flow as
+ * they do between hosts (every wait polls). */
+GST_START_TEST (test_no_doorbells)
+{
+  GstElement *element = pp_check_make_element (2, 2, "builtin:stamp");
+  g_autoptr (GArray) workers = NULL;
+  GstHarness *h;
+
+  g_setenv ("PPDIFFUSE_NO_BELLS", "1", TRUE);
+  h = pp_check_harness_new (element, CAPS_STR);
+  push_and_check_stamped (h, 2, 2);
+  workers = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (workers->len, 2);
+  fail_unless_equals_int (pp_check_count_bells_mapped (workers), 0);
+  fail_unless_equals_int (pp_check_count_bells_mapped (NULL), 0);
+  fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_harness_teardown (h);
+  g_unsetenv ("PPDIFFUSE_NO_BELLS");
+}
+
+GST_END_TEST;
+
 /* ---- frames dropped before the mesh: QoS and leaky --------------------- */
 
 static guint
@@ -1440,6 +1463,7 @@ ppdiffuse_suite (void)
   tc = tcase_create ("stream");
   tcase_add_test (tc, test_warm_up);
   tcase_add_test (tc, test_doorbells);
+  tcase_add_test (tc, test_no_doorbells);
   tcase_add_test (tc, test_qos_drops_late);
   tcase_add_test (tc, test_leaky_drops_when_full);
   tcase_add_test (tc, test_eos_drains_in_flight);
