@@ -39,7 +39,8 @@
 #   startup    the element with a released-size pipeline (make-tiny --kind
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
-#   bench      gpu-bench (reported; it must run);
+#   bench      gpu-bench (reported; it must run), and a latent's hop between
+#              ranks with and without the doorbells (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
 # PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DRY_RUN=1 runs the
@@ -716,6 +717,18 @@ if want bench; then
           # Where the time of a step goes, by op family (device time).
           [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" | indent
           pass "gpu-bench $dt ran"; }
+    done
+    # A latent's hop between the ranks of this host (65 KB chunks, one in
+    # flight, the MPI plane), with the doorbells and without: the step
+    # from W to W + 1 is one hop (docs/perf.md, "Doorbells").
+    for nb in 0 1; do
+      runs "transport hop, PPDIFFUSE_NO_BELLS=$nb" "$work/hop.log" 120 \
+          env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_NO_BELLS="$nb" \
+          "$build/tests/bench/ppdiffuse-bench" --steps 3 --step-ms 1 \
+          --frames 300 --max-ranks 3 --width 85 --height 64 \
+          --max-in-flight 1 \
+        && { grep -E '^ +[0-9] ' "$work/hop.log" | indent
+          pass "transport hop measured (PPDIFFUSE_NO_BELLS=$nb)"; }
     done
   fi
 fi
