@@ -17,6 +17,8 @@
 #include "pp-error.h"
 #include "pp-log.h"
 
+#include <string.h>
+
 const gchar *
 pp_mesh_installed_worker (void)
 {
@@ -42,6 +44,19 @@ pp_mesh_data_plane_backend (PpMesh * mesh)
   return mesh->planes != NULL ? mesh->backend : NULL;
 }
 
+/* Worker @i's last heartbeat and how long ago it came; FALSE (@beat
+ * zeroed) before the heartbeats run. */
+static gboolean
+worker_beat (PpMesh * mesh, guint i, PpHeartbeat * beat, gint64 * silent_us)
+{
+  memset (beat, 0, sizeof *beat);
+  *silent_us = 0;
+  if (mesh->liveness == NULL)
+    return FALSE;
+  pp_liveness_peer (mesh->liveness, i, beat, silent_us);
+  return TRUE;
+}
+
 guint
 pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s, guint n)
 {
@@ -52,11 +67,7 @@ pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s, guint n)
     gint64 silent_us;
     guint64 busy_us;
 
-    if (mesh->liveness == NULL) {
-      busy_s[i] = 0;
-      continue;
-    }
-    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    worker_beat (mesh, i, &beat, &silent_us);
     busy_us = beat.busy_us;
     /* A compute in progress counts up to now. */
     if (beat.state == PP_WORK_COMPUTING)
@@ -75,11 +86,7 @@ pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds, guint n)
     PpHeartbeat beat;
     gint64 silent_us;
 
-    if (mesh->liveness == NULL) {
-      builds[i] = 0;
-      continue;
-    }
-    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    worker_beat (mesh, i, &beat, &silent_us);
     builds[i] = beat.cache_builds;
   }
   return n_workers;
@@ -94,10 +101,7 @@ pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes, guint n)
     PpHeartbeat beat;
     gint64 silent_us;
 
-    bytes[i] = 0;
-    if (mesh->liveness == NULL)
-      continue;
-    pp_liveness_peer (mesh->liveness, i, &beat, &silent_us);
+    worker_beat (mesh, i, &beat, &silent_us);
     bytes[i] = beat.stream_bytes;
   }
   return n_workers;

@@ -277,6 +277,20 @@ gst_pp_diffuse_stats_timer_wake (GstPpDiffuseStatsTimer * timer)
   g_mutex_unlock (&timer->lock);
 }
 
+/* @array: a GstValueArray of the @n values. */
+static void
+u64_array (GValue * array, const guint64 * values, guint n)
+{
+  gst_value_array_init (array, n);
+  for (guint i = 0; i < n; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_UINT64);
+    g_value_set_uint64 (&v, values[i]);
+    gst_value_array_append_and_take_value (array, &v);
+  }
+}
+
 GstStructure *
 gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
 {
@@ -303,22 +317,8 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
     g_value_set_double (&v, iv.busy[i]);
     gst_value_array_append_and_take_value (&busy, &v);
   }
-  gst_value_array_init (&builds, iv.n_workers);
-  for (guint i = 0; i < iv.n_workers; i++) {
-    GValue v = G_VALUE_INIT;
-
-    g_value_init (&v, G_TYPE_UINT64);
-    g_value_set_uint64 (&v, iv.cache_builds[i]);
-    gst_value_array_append_and_take_value (&builds, &v);
-  }
-  gst_value_array_init (&bank, iv.n_workers);
-  for (guint i = 0; i < iv.n_workers; i++) {
-    GValue v = G_VALUE_INIT;
-
-    g_value_init (&v, G_TYPE_UINT64);
-    g_value_set_uint64 (&v, iv.bank_bytes[i]);
-    gst_value_array_append_and_take_value (&bank, &v);
-  }
+  u64_array (&builds, iv.cache_builds, iv.n_workers);
+  u64_array (&bank, iv.bank_bytes, iv.n_workers);
 
   pp_stream_last_stats (self->stream, &last);
   g_mutex_lock (&self->lock);

@@ -10,6 +10,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ map_bells (const gchar * name, guint n_ranks, gboolean create,
   const gsize bytes = (gsize) n_ranks * BELL_STRIDE * sizeof (guint32);
   const int fd = shm_open (name, create ? O_RDWR | O_CREAT | O_EXCL
       : O_RDWR, 0600);
+  struct stat st = { 0 };
   PpBells *bells;
   void *words;
 
@@ -46,6 +48,15 @@ map_bells (const gchar * name, guint n_ranks, gboolean create,
         "sizing it: %s", name, g_strerror (errno));
     close (fd);
     shm_unlink (name);
+    return NULL;
+  }
+  /* A smaller object than the ranks need would fault at the first ring
+   * past its end. */
+  if (!create && (fstat (fd, &st) != 0 || st.st_size < (off_t) bytes)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "shared memory %s: %"
+        G_GINT64_FORMAT " bytes, %" G_GSIZE_FORMAT " needed for %u ranks",
+        name, (gint64) st.st_size, bytes, n_ranks);
+    close (fd);
     return NULL;
   }
   words = mmap (NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -557,6 +557,26 @@ rgb_caps (guint w, guint h)
   return g_strdup_printf ("video/x-raw,format=RGB,width=%u,height=%u", w, h);
 }
 
+/* Frames 0, 1, … as RGB, @per_size at each of the @n sizes in turn, the
+ * caps changed between (the harness starts at the first size). */
+static void
+push_at_sizes (GstHarness * h, const guint sizes[][2], guint n,
+    guint per_size)
+{
+  for (guint s = 0; s < n; s++) {
+    if (s > 0) {
+      g_autofree gchar *caps = rgb_caps (sizes[s][0], sizes[s][1]);
+      g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1",
+          NULL);
+
+      gst_harness_set_src_caps_str (h, caps_rate);
+    }
+    for (guint i = 0; i < per_size; i++)
+      fail_unless_equals_int (gst_harness_push (h, make_rgb_sized (s
+                  * per_size + i, sizes[s][0], sizes[s][1])), GST_FLOW_OK);
+  }
+}
+
 static void
 write_png (GstBuffer * rgb, guint w, guint h, const gchar * path)
 {
@@ -996,18 +1016,7 @@ GST_START_TEST (test_temporal_caps_change_resets_bank)
 
   g_object_set (element, "max-in-flight", 4, NULL);
   h = make_harness (element, "RGB", sizes[0][0], sizes[0][1]);
-  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
-    if (s > 0) {
-      g_autofree gchar *caps = rgb_caps (sizes[s][0], sizes[s][1]);
-      g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1",
-          NULL);
-
-      gst_harness_set_src_caps_str (h, caps_rate);
-    }
-    for (guint i = 0; i < per_size; i++)
-      fail_unless_equals_int (gst_harness_push (h, make_rgb_sized (s
-                  * per_size + i, sizes[s][0], sizes[s][1])), GST_FLOW_OK);
-  }
+  push_at_sizes (h, sizes, G_N_ELEMENTS (sizes), per_size);
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
     g_autoptr (GPtrArray) refs = compare ? tool_sequence_sized (s * per_size,
         per_size, "0.5", sizes[s][0], sizes[s][1]) : NULL;
@@ -1280,18 +1289,7 @@ GST_START_TEST (test_pipeline_caps_change_in_flight)
   g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
       "strength", 0.5, "max-in-flight", 4, NULL);
   h = make_harness (element, "RGB", sizes[0][0], sizes[0][1]);
-  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
-    if (s > 0) {
-      g_autofree gchar *caps = rgb_caps (sizes[s][0], sizes[s][1]);
-      g_autofree gchar *caps_rate = g_strconcat (caps, ",framerate=25/1",
-          NULL);
-      gst_harness_set_src_caps_str (h, caps_rate);
-    }
-    for (guint i = 0; i < per_size; i++, n++)
-      fail_unless_equals_int (gst_harness_push (h, make_rgb_sized (n,
-                  sizes[s][0], sizes[s][1])), GST_FLOW_OK);
-  }
-  n = 0;
+  push_at_sizes (h, sizes, G_N_ELEMENTS (sizes), per_size);
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
     for (guint i = 0; i < per_size; i++, n++) {
       GstBuffer *out = gst_harness_pull (h);

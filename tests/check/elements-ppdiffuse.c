@@ -181,8 +181,10 @@ GST_START_TEST (test_warm_up)
 GST_END_TEST;
 
 /* The doorbells (mpi-helper/wire/pp-bells.h): rank 0 and both workers, on
- * this host, map them while the mesh runs; their name is gone from
- * /dev/shm once the mesh is up, and rank 0's mapping goes with the mesh. */
+ * this host, map them while the mesh runs, and each rank's bell rang for
+ * every frame that came to it (and rank 0's also for each one it sent);
+ * their name is gone from /dev/shm once the mesh is up, and rank 0's
+ * mapping goes with the mesh. */
 GST_START_TEST (test_doorbells)
 {
   GstElement *element = pp_check_make_element (2, 2, "builtin:stamp");
@@ -195,6 +197,10 @@ GST_START_TEST (test_doorbells)
   fail_unless_equals_int (pp_check_count_bells_mapped (workers), 2);
   fail_unless_equals_int (pp_check_count_bells_mapped (NULL), 1);
   fail_unless_equals_int (pp_check_count_bells_files (), 0);
+  for (guint rank = 0; rank <= 2; rank++)
+    fail_unless (pp_check_bell_rings (rank) >= 2, "rank %u's bell rang %"
+        G_GUINT64_FORMAT " times for 2 frames", rank,
+        pp_check_bell_rings (rank));
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   fail_unless_equals_int (pp_check_count_bells_mapped (NULL), 0);

@@ -107,6 +107,27 @@ pp_check_count_bells_mapped (GArray * pids)
   return n;
 }
 
+guint64
+pp_check_bell_rings (guint rank)
+{
+  g_autofree gchar *maps = NULL;
+  g_auto (GStrv) lines = NULL;
+
+  if (!g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL))
+    return G_MAXUINT64;
+  lines = g_strsplit (maps, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++) {
+    guint64 start;
+
+    if (strstr (lines[i], "/" BELLS_PREFIX) == NULL)
+      continue;
+    start = g_ascii_strtoull (lines[i], NULL, 16);
+    return __atomic_load_n ((guint32 *) (gsize) (start + 64 * rank),
+        __ATOMIC_ACQUIRE);
+  }
+  return G_MAXUINT64;
+}
+
 guint
 pp_check_count_bells_files (void)
 {

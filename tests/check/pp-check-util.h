@@ -18,6 +18,10 @@ guint pp_check_count_descendants (const gchar * name);
 guint pp_check_count_bells_mapped (GArray * pids);
 /* The doorbells' names this process left in /dev/shm. */
 guint pp_check_count_bells_files (void);
+/* How often @rank's doorbell has rung, read from this process's own
+ * mapping of the bells (one mesh at a time; a word every 64 bytes, as
+ * pp-bells.c lays them out); G_MAXUINT64 without a mapping. */
+guint64 pp_check_bell_rings (guint rank);
 
 /* Waits until no descendant named @name is left, up to @timeout_ms;
  * returns how many remain. */

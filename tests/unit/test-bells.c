@@ -36,6 +36,17 @@ ring_later (const gchar * name, guint rank)
   return pid;
 }
 
+/* New bells for RANKS ranks, their name in *@name. */
+static PpBells *
+new_bells (gchar ** name)
+{
+  g_autoptr (GError) error = NULL;
+  PpBells *bells = pp_bells_create (RANKS, name, &error);
+
+  g_assert_no_error (error);
+  return bells;
+}
+
 static void
 wait_child (pid_t pid)
 {
@@ -50,13 +61,11 @@ static void
 test_ring_wakes_other_process (void)
 {
   g_autofree gchar *name = NULL;
-  g_autoptr (GError) error = NULL;
-  PpBells *bells = pp_bells_create (RANKS, &name, &error);
+  PpBells *bells = new_bells (&name);
   guint32 seen;
   gint64 t0, waited;
   pid_t child;
 
-  g_assert_no_error (error);
   seen = pp_bells_read (bells, 1);
   child = ring_later (name, 1);
   t0 = g_get_monotonic_time ();
@@ -80,11 +89,9 @@ static void
 test_wait_without_ring_times_out (void)
 {
   g_autofree gchar *name = NULL;
-  g_autoptr (GError) error = NULL;
-  PpBells *bells = pp_bells_create (RANKS, &name, &error);
+  PpBells *bells = new_bells (&name);
   gint64 t0, waited;
 
-  g_assert_no_error (error);
   t0 = g_get_monotonic_time ();
   pp_bells_wait (bells, 0, pp_bells_read (bells, 0), SHORT_WAIT_US);
   waited = g_get_monotonic_time () - t0;
@@ -98,15 +105,28 @@ test_wait_without_ring_times_out (void)
   pp_bells_free (bells);
 }
 
+/* Opening them for more ranks than they were made for is refused. */
+static void
+test_too_many_ranks_refused (void)
+{
+  g_autofree gchar *name = NULL;
+  g_autoptr (GError) error = NULL;
+  PpBells *bells = new_bells (&name);
+
+  g_assert_null (pp_bells_open (name, RANKS + 1, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message, "needed for 4 ranks"));
+  pp_bells_free (bells);
+}
+
 static void
 test_unlink_keeps_mapping (void)
 {
   g_autofree gchar *name = NULL;
   g_autoptr (GError) error = NULL;
-  PpBells *bells = pp_bells_create (RANKS, &name, &error);
+  PpBells *bells = new_bells (&name);
   PpBells *other;
 
-  g_assert_no_error (error);
   other = pp_bells_open (name, RANKS, &error);
   g_assert_no_error (error);
   pp_bells_unlink (bells);
@@ -131,5 +151,7 @@ main (int argc, char **argv)
   g_test_add_func ("/bells/wait-without-ring-times-out",
       test_wait_without_ring_times_out);
   g_test_add_func ("/bells/unlink-keeps-mapping", test_unlink_keeps_mapping);
+  g_test_add_func ("/bells/too-many-ranks-refused",
+      test_too_many_ranks_refused);
   return g_test_run ();
 }
