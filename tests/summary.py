@@ -15,7 +15,10 @@ log beside the log (testlog-spawn-retry[-SETUP].json), replaces the first,
 and the line says how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took, so
-that a run shows where its time went."""
+that a run shows where its time went, and then each test that failed: its
+name, result, duration and the last lines it printed, and each sanitizer
+report's first lines.  They come last, just
+above the closing line, so that a log cut to its tail still names them."""
 import json
 import os
 import sys
@@ -24,6 +27,7 @@ PASSED = {"OK", "EXPECTEDFAIL"}
 SKIPPED = {"SKIP"}
 REPORTS_DIR = "sanitizers"
 RETRY_BASE = "testlog-spawn-retry"
+TAIL_LINES = 25
 
 
 def read_entries(path):
@@ -36,6 +40,25 @@ def read_entries(path):
 
 def read_results(path):
     return {entry["name"]: entry["result"] for entry in read_entries(path)}
+
+
+def read_failures(path):
+    """The entries of the tests that failed, the retries' replacing the
+    first runs'."""
+    entries = {entry["name"]: entry for entry in read_entries(path)}
+    if os.path.exists(retry_log(path)):
+        entries.update({entry["name"]: entry
+                        for entry in read_entries(retry_log(path))})
+    return [entry for entry in entries.values()
+            if entry["result"] not in PASSED | SKIPPED]
+
+
+def print_failure(path, entry):
+    print(f"{path}: FAILED {entry['name']}: {entry['result']} after "
+          f"{entry.get('duration', 0.0):.1f} s (exit {entry.get('returncode')})")
+    output = (entry.get("stdout") or "") + (entry.get("stderr") or "")
+    for line in output.rstrip().splitlines()[-TAIL_LINES:]:
+        print(f"  | {line}")
 
 
 def retry_log(path):
@@ -88,6 +111,14 @@ def sanitizer_reports(path):
     return sorted(os.path.join(folder, name) for name in os.listdir(folder))
 
 
+def print_report(report):
+    """A sanitizer report's head: the error and the first frames."""
+    print(f"sanitizer report: {report}")
+    with open(report, encoding="utf-8", errors="replace") as text:
+        for line in text.read().splitlines()[:TAIL_LINES]:
+            print(f"  | {line}")
+
+
 def format_line(passed, failed, skipped):
     line = f"{passed} passed, {failed} failed"
     if skipped:
@@ -97,6 +128,7 @@ def format_line(passed, failed, skipped):
 
 def main(paths):
     totals = [0, 0, 0]
+    failures = []
     for path in paths:
         if os.path.exists(path):
             times = suite_times(path)
@@ -104,13 +136,19 @@ def main(paths):
                 n, seconds = times[suite]
                 print(f"{path}: suite {suite}: {n} tests, {seconds:.0f} s")
         passed, failed, skipped = count_results(path)
+        if os.path.exists(path):
+            failures += [(path, entry) for entry in read_failures(path)]
         reports = sanitizer_reports(path)
         failed += len(reports)
         if len(paths) > 1:
             print(f"{path}: {format_line(passed, failed, skipped)}")
-        for report in reports:
-            print(f"  sanitizer report: {report}")
+        failures += [(path, report) for report in reports]
         totals = [t + n for t, n in zip(totals, (passed, failed, skipped))]
+    for path, failure in failures:
+        if isinstance(failure, str):
+            print_report(failure)
+        else:
+            print_failure(path, failure)
     print(format_line(*totals))
     return 1 if totals[1] else 0
 
