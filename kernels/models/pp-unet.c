@@ -983,6 +983,35 @@ cross_kv (const PpUnet * m, const Transformer * t, const PpAct * context,
   *v = pp_act_view (m->pool, e->v.data, e->v.n, e->v.c, e->v.h, e->v.w);
 }
 
+/* pp_for_rows over each sample's @hw rows in turn: the ranges a backend
+ * cuts depend on the row count, and a sample's bytes must not depend on
+ * the batch it comes in. */
+typedef struct
+{
+  PpRowsFunc func;
+  gpointer data;
+  int first;
+} SampleRows;
+
+static void
+sample_rows (int begin, int end, gpointer data)
+{
+  const SampleRows *s = data;
+
+  s->func (s->first + begin, s->first + end, s->data);
+}
+
+static void
+for_sample_rows (PpBackend * be, gint n, gint hw, PpRowsFunc func,
+    gpointer data)
+{
+  for (gint b = 0; b < n; b++) {
+    SampleRows s = { func, data, b * hw };
+
+    pp_for_rows (be, hw, sample_rows, &s);
+  }
+}
+
 /* Transformer2DModel: x + proj_out(block(proj_in(GroupNorm(x)))), the block
  * (self-attention, cross-attention on @context, GEGLU feed-forward, each
  * with a residual) running on tokens [N, H·W, C]. */
@@ -990,7 +1019,7 @@ static PpAct
 transformer_forward (const PpUnet * m, const Transformer * t,
     const PpAct * x, const PpAct * context)
 {
-  const gint hw = x->h * x->w, c = t->channels, rows = x->n * hw;
+  const gint hw = x->h * x->w, c = t->channels;
   const gint head_dim = c / t->heads, inner = FF_MULT * c;
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x);
   PpAct tokens = pp_act_new (m->pool, x->n, hw, 1, c);
@@ -1026,23 +1055,28 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   tk.out = out.data;
   tk.hw = hw;
 
-  pp_for_rows (m->be, rows, tokens_before_self, &tk);
+  for_sample_rows (m->be, x->n, hw, tokens_before_self, &tk);
   if (m->bank != NULL) {
     /* One sample: pp_unet_forward refuses more with a bank. */
     self_attention_banked (m, &tk, &ny);
     tk.y = ny.data;
-    pp_for_rows (m->be, rows, tokens_cross_query, &tk);
+    for_sample_rows (m->be, x->n, hw, tokens_cross_query, &tk);
   } else {
     pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
         tk.o);
-    pp_for_rows (m->be, rows, tokens_before_cross, &tk);
+    for_sample_rows (m->be, x->n, hw, tokens_before_cross, &tk);
   }
   cross_kv (m, t, context, &ck, &cv);
-  pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
-      t->heads, head_dim, tk.o);
+  if (context->n == x->n)
+    pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
+        t->heads, head_dim, tk.o);
+  else                          /* one context for every sample */
+    for (gint b = 0; b < x->n; b++)
+      pp_attention (m->be, tk.q + (gsize) b * hw * c, ck.data, cv.data, 1,
+          hw, context->c, t->heads, head_dim, tk.o + (gsize) b * hw * c);
   pp_act_clear (&ck);
   pp_act_clear (&cv);
-  pp_for_rows (m->be, rows, tokens_after_cross, &tk);
+  for_sample_rows (m->be, x->n, hw, tokens_after_cross, &tk);
 
   pp_act_clear (&q);
   pp_act_clear (&k);
@@ -1056,23 +1090,42 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   return out;
 }
 
-/* Time embedding MLP on the sinusoid of @timestep, one row per sample. */
-static PpAct
-time_embedding (const PpUnet * m, gint batch, gdouble timestep)
+/* The timesteps of a forward: one for every sample, or one each. */
+typedef struct
 {
-  PpAct e = pp_act_new (m->pool, batch, 1, 1, m->time_dim);
-  const gsize row_bytes = m->time_dim * sizeof (gfloat);
+  gdouble one;
+  const gdouble *each;          /* NULL: @one for every sample */
+} Timesteps;
 
-  /* diffusers casts the timestep to float32 before the sinusoid. */
-  pp_timestep_embedding (m->be, (gfloat) timestep, m->time_dim,
-      m->flip_sin_to_cos, m->freq_shift, e.data);
-  for (gint b = 1; b < batch; b++)
-    pp_backend_copy (m->be, e.data + (gsize) b * m->time_dim, e.data,
-        row_bytes);
-  pp_act_replace (&e, pp_linear_apply (&m->time_linear_1, &e));
-  pp_act_fn_apply (m->act, &e);
-  pp_act_replace (&e, pp_linear_apply (&m->time_linear_2, &e));
-  return e;
+/* Time embedding MLP on the sinusoid of each sample's timestep, one row
+ * per sample.  Each row goes through the MLP alone: a GEMM's summation
+ * order may depend on its row count, and a sample's embedding must not
+ * depend on the batch it runs in. */
+static PpAct
+time_embedding (const PpUnet * m, gint batch, const Timesteps * ts)
+{
+  PpAct out = pp_act_new (m->pool, batch, 1, 1, m->temb_dim);
+  const gsize row_bytes = m->temb_dim * sizeof (gfloat);
+
+  for (gint b = 0; b < batch; b++) {
+    float *row = out.data + (gsize) b * m->temb_dim;
+    PpAct e;
+
+    if (b > 0 && ts->each == NULL) {
+      pp_backend_copy (m->be, row, out.data, row_bytes);
+      continue;
+    }
+    e = pp_act_new (m->pool, 1, 1, 1, m->time_dim);
+    /* diffusers casts the timestep to float32 before the sinusoid. */
+    pp_timestep_embedding (m->be, (gfloat) (ts->each ? ts->each[b] : ts->one),
+        m->time_dim, m->flip_sin_to_cos, m->freq_shift, e.data);
+    pp_act_replace (&e, pp_linear_apply (&m->time_linear_1, &e));
+    pp_act_fn_apply (m->act, &e);
+    pp_act_replace (&e, pp_linear_apply (&m->time_linear_2, &e));
+    pp_backend_copy (m->be, row, e.data, row_bytes);
+    pp_act_clear (&e);
+  }
+  return out;
 }
 
 static gboolean
@@ -1107,13 +1160,19 @@ check_inputs (PpUnet * m, const PpTensor * sample, const PpTensor * ctx,
     return FALSE;
   }
   if (ctx->dtype != PP_DTYPE_F32 || ctx->ndim != TOKENS_DIMS
-      || ctx->shape[0] != sample->shape[0] || ctx->shape[2] != m->cross_dim
-      || ctx->shape[1] > G_MAXINT) {
+      || (ctx->shape[0] != sample->shape[0] && ctx->shape[0] != 1)
+      || ctx->shape[2] != m->cross_dim || ctx->shape[1] > G_MAXINT) {
     c_desc = pp_tensor_describe (ctx);
-    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
-        "UNet encoder_hidden_states: expected F32[%" G_GINT64_FORMAT
-        ",L,%d] (the sample's batch, cross_attention_dim), received %s",
-        sample->shape[0], m->cross_dim, c_desc);
+    if (sample->shape[0] == 1)
+      g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+          "UNet encoder_hidden_states: expected F32[1,L,%d] "
+          "(cross_attention_dim), received %s", m->cross_dim, c_desc);
+    else
+      g_set_error (error, PP_ERROR, PP_ERROR_SHAPE,
+          "UNet encoder_hidden_states: expected F32[1,L,%d] for every "
+          "sample or F32[%" G_GINT64_FORMAT ",L,%d], one per sample "
+          "(cross_attention_dim), received %s", m->cross_dim,
+          sample->shape[0], m->cross_dim, c_desc);
     return FALSE;
   }
   return TRUE;
@@ -1141,15 +1200,15 @@ pop_skip (Skips * skips)
 }
 
 /* The forward pass on activations of m's backend: @input [N, C_in, H, W],
- * @context [N, L, D] (n = N, c = L, w = D) → the output, from m's pool. */
+ * @context [N or 1, L, D] (n, c = L, w = D) → the output, from m's pool. */
 static PpAct
-unet_forward (PpUnet * m, const PpAct * input, gdouble timestep,
+unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
     const PpAct * context, PpTapFunc tap, gpointer tap_data)
 {
   Skips skips = { m->skip_stack, 0, m->n_skips };
   PpAct temb, h;
 
-  temb = time_embedding (m, input->n, timestep);
+  temb = time_embedding (m, input->n, ts);
   pp_tap_act (tap, tap_data, &temb, VECTOR_ROWS_DIMS, "time_emb");
   /* Every resnet applies the activation to temb first: do it once. */
   pp_act_fn_apply (m->act, &temb);
@@ -1263,7 +1322,7 @@ kv_cache_begin (KvCache * kv, const PpTensor * ctx)
 }
 
 static gboolean
-forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
+forward_acts (PpUnet * m, const PpTensor * sample, const Timesteps * ts,
     const PpTensor * ctx, gboolean use_cache, PpAct * out, PpTapFunc tap,
     gpointer tap_data, GError ** error)
 {
@@ -1281,8 +1340,8 @@ forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
   if (!input_act (m, sample, batch, m->in_channels, (gint) sample->shape[2],
           (gint) sample->shape[3], &input, error))
     return FALSE;
-  if (!input_act (m, ctx, batch, (gint) ctx->shape[1], 1, m->cross_dim,
-          &context, error)) {
+  if (!input_act (m, ctx, (gint) ctx->shape[0], (gint) ctx->shape[1], 1,
+          m->cross_dim, &context, error)) {
     pp_act_clear (&input);
     return FALSE;
   }
@@ -1292,7 +1351,7 @@ forward_acts (PpUnet * m, const PpTensor * sample, gdouble timestep,
     kv_cache_begin (m->kv, ctx);
   if (m->bank != NULL)
     pp_feature_bank_begin (m->bank);
-  *out = unet_forward (m, &input, timestep, &context, tap, tap_data);
+  *out = unet_forward (m, &input, ts, &context, tap, tap_data);
   if (m->bank != NULL)
     pp_feature_bank_end (m->bank);
   m->kv->active = FALSE;
@@ -1307,9 +1366,10 @@ pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
     const PpTensor * encoder_hidden_states, PpTensor ** out, PpTapFunc tap,
     gpointer tap_data, GError ** error)
 {
+  const Timesteps ts = { timestep, NULL };
   PpAct h;
 
-  if (!forward_acts (m, sample, timestep, encoder_hidden_states, FALSE, &h,
+  if (!forward_acts (m, sample, &ts, encoder_hidden_states, FALSE, &h,
           tap, tap_data, error))
     return FALSE;
   {
@@ -1328,8 +1388,8 @@ pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
   return *out != NULL;
 }
 
-gboolean
-pp_unet_forward_into (PpUnet * m, const PpTensor * sample, gdouble timestep,
+static gboolean
+forward_into (PpUnet * m, const PpTensor * sample, const Timesteps * ts,
     const PpTensor * encoder_hidden_states, PpTensor * out, GError ** error)
 {
   const gsize want = sample->ndim == NCHW_DIMS
@@ -1346,12 +1406,31 @@ pp_unet_forward_into (PpUnet * m, const PpTensor * sample, gdouble timestep,
         "received %s", m->out_channels, m->be->name, got);
     return FALSE;
   }
-  if (!forward_acts (m, sample, timestep, encoder_hidden_states, TRUE, &h,
+  if (!forward_acts (m, sample, ts, encoder_hidden_states, TRUE, &h,
           NULL, NULL, error))
     return FALSE;
   pp_backend_copy (m->be, out->data, h.data, out->nbytes);
   pp_act_clear (&h);
   return TRUE;
+}
+
+gboolean
+pp_unet_forward_into (PpUnet * m, const PpTensor * sample, gdouble timestep,
+    const PpTensor * encoder_hidden_states, PpTensor * out, GError ** error)
+{
+  const Timesteps ts = { timestep, NULL };
+
+  return forward_into (m, sample, &ts, encoder_hidden_states, out, error);
+}
+
+gboolean
+pp_unet_forward_batch_into (PpUnet * m, const PpTensor * sample,
+    const gdouble * timesteps, const PpTensor * encoder_hidden_states,
+    PpTensor * out, GError ** error)
+{
+  const Timesteps ts = { 0.0, timesteps };
+
+  return forward_into (m, sample, &ts, encoder_hidden_states, out, error);
 }
 
 void

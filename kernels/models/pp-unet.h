@@ -76,6 +76,16 @@ gboolean  pp_unet_forward_into        (PpUnet * m, const PpTensor * sample,
                                        gdouble timestep,
                                        const PpTensor * encoder_hidden_states,
                                        PpTensor * out, GError ** error);
+/* The same on a batch: sample i of @sample [N, C, H, W] at timestep
+ * @timesteps[i] (N of them), every sample attending to the same
+ * @encoder_hidden_states [1, L, D] (or one each, [N, L, D]).  Each
+ * sample's output is the one pp_unet_forward_into gives it alone, to the
+ * bit on the CPU backends (tests/kernels/models: a stream batch relies on
+ * it).  No temporal feature bank. */
+gboolean  pp_unet_forward_batch_into  (PpUnet * m, const PpTensor * sample,
+                                       const gdouble * timesteps,
+                                       const PpTensor * encoder_hidden_states,
+                                       PpTensor * out, GError ** error);
 /* Drops the K/V cache (its memory goes back to the activation pool): the
  * next pp_unet_forward_into builds it again. */
 void      pp_unet_context_changed     (PpUnet * m);

@@ -5,6 +5,10 @@
  * once per change of prompt, and pp_unet_context_changed makes it see a
  * prompt rewritten in place.
  *
+ * And the batched forward a stream batch runs: samples at different
+ * timesteps on one prompt, each output the bytes of the sample's forward
+ * alone, with the cache built once for both.
+ *
  * Usage: test-kernels-kv-cache DATA_DIR [g_test options] */
 #include "pp-npy.h"
 #include "pp-unet.h"
@@ -157,6 +161,103 @@ test_kv_cache (gconstpointer data)
       EXPECTED_BUILDS + 1);
 }
 
+/* Sample @i of @batch as a tensor [1, C, H, W] on the device. */
+static PpTensor *
+sample_of (const PpTensor * batch, gint64 i)
+{
+  const gint64 shape[4] = { 1, batch->shape[1], batch->shape[2],
+    batch->shape[3]
+  };
+  const gsize bytes = batch->nbytes / batch->shape[0];
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpTensor) host = pp_tensor_new ("sample", PP_DTYPE_F32, 4,
+      shape, &error);
+
+  g_assert_no_error (error);
+  memcpy (host->data, (const guint8 *) batch->data + i * bytes, bytes);
+  return on_device (host);
+}
+
+/* Four samples of distinct content at four timesteps: at 32×32 the batch
+ * crosses the 3×3 convolution's repacking threshold (4096 output pixels
+ * a call) that one sample stays under. */
+#define BATCH 4
+static const gdouble batch_timesteps[BATCH] = { 999, 749, 499, 249 };
+static const gfloat batch_scales[BATCH] = { 1.0f, -1.0f, 0.5f, -2.0f };
+
+/* The batch runs: the K/V cache's fixtures, and an odd size whose token
+ * rows (1196 a sample) the backend cuts into ranges of another length
+ * for a batch than for one sample. */
+static const KvCase batch_cases[] = {
+  { "/models/unet/sd15-tiny/batch", "unet-sd15-tiny",
+      "shapes/unet-sd15-tiny/32x32-b2" },
+  { "/models/unet/turbo-tiny/batch", "unet-turbo-tiny",
+      "shapes/unet-turbo-tiny/32x32-b2" },
+  { "/models/unet/turbo-tiny/batch-26x46", "unet-turbo-tiny",
+      "shapes/unet-turbo-tiny/26x46" },
+};
+
+/* A batched forward (pp_unet_forward_batch_into: BATCH samples, each at
+ * its own timestep, one prompt for all) gives each sample the bytes of
+ * its forward alone. */
+static void
+test_batch (gconstpointer data)
+{
+  const KvCase *c = data;
+  g_autoptr (PpUnet) unet = load_unet (c->model, TRUE);
+  g_autoptr (PpTensor) fixture = load_npy (c->inputs, "sample.npy");
+  g_autoptr (PpTensor) contexts = load_npy (c->inputs,
+      "encoder_hidden_states.npy");
+  const gint64 shape[4] = { BATCH, fixture->shape[1], fixture->shape[2],
+    fixture->shape[3]
+  };
+  const gint64 ctx_shape[3] = { 1, contexts->shape[1], contexts->shape[2] };
+  const gsize floats = pp_tensor_numel (fixture) / fixture->shape[0];
+  const gsize bytes = floats * sizeof (gfloat);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpTensor) host_batch = pp_tensor_new ("sample", PP_DTYPE_F32,
+      4, shape, &error);
+  g_autoptr (PpTensor) host_ctx = pp_tensor_new ("context", PP_DTYPE_F32, 3,
+      ctx_shape, &error);
+  g_autoptr (PpTensor) batch = NULL, context = NULL, out = NULL;
+  g_autoptr (PpTensor) host_out = NULL;
+
+  g_assert_no_error (error);
+  /* Sample i: the fixture's sample i (mod its batch) times a scale. */
+  for (gint64 i = 0; i < BATCH; i++) {
+    const gfloat *from = (const gfloat *) fixture->data
+        + (i % fixture->shape[0]) * floats;
+    gfloat *to = (gfloat *) host_batch->data + i * floats;
+
+    for (gsize k = 0; k < floats; k++)
+      to[k] = batch_scales[i] * from[k];
+  }
+  memcpy (host_ctx->data, contexts->data, host_ctx->nbytes);
+  batch = on_device (host_batch);
+  context = on_device (host_ctx);
+  out = pp_tensor_new_on (pp_backend_default (), "out", PP_DTYPE_F32, 4,
+      shape, &error);
+  g_assert_no_error (error);
+  g_assert_true (pp_unet_forward_batch_into (unet, batch, batch_timesteps,
+          context, out, &error));
+  g_assert_no_error (error);
+  host_out = pp_tensor_new ("out", PP_DTYPE_F32, 4, shape, &error);
+  g_assert_no_error (error);
+  g_assert_true (pp_tensor_download (host_out, out, &error));
+  g_assert_no_error (error);
+
+  for (gint64 i = 0; i < BATCH; i++) {
+    g_autoptr (PpTensor) one = sample_of (host_batch, i);
+    g_autoptr (PpTensor) alone = forward (unet, one, batch_timesteps[i],
+        context);
+
+    g_assert_cmpmem ((const guint8 *) host_out->data + i * bytes, bytes,
+        alone->data, alone->nbytes);
+  }
+  /* One prompt: the batch built the cache, the single forwards used it. */
+  g_assert_cmpuint (pp_unet_kv_cache_builds (unet), ==, 1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -168,5 +269,7 @@ main (int argc, char **argv)
   data_dir = argv[1];
   for (guint i = 0; i < G_N_ELEMENTS (kv_cases); i++)
     g_test_add_data_func (kv_cases[i].path, &kv_cases[i], test_kv_cache);
+  for (guint i = 0; i < G_N_ELEMENTS (batch_cases); i++)
+    g_test_add_data_func (batch_cases[i].path, &batch_cases[i], test_batch);
   return g_test_run ();
 }
