@@ -161,6 +161,8 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
     return NULL;
   if (!param_boolean (params, "cuda-graphs", &model->graphs, error))
     return NULL;
+  if (!param_boolean (params, "stream-batch", &model->stream_batch, error))
+    return NULL;
   if (klass->init != NULL && !klass->init (model, params, error))
     return NULL;
   if (g_hash_table_size (params) > 0) {
@@ -176,6 +178,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
 /* Parameters only a new model can change. */
 static const gchar *const start_only_params[] = {
   "dtype", "cuda-graphs", "scheduler", "vae", "lora", "config",
+  "stream-batch",
 };
 
 static gboolean
@@ -272,8 +275,12 @@ pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
 {
   GString *uri = g_string_new (model);
 
-  if (model == NULL || pp_model_uri_is_builtin (model))
+  if (model == NULL)
     return g_string_free (uri, FALSE);
+  if (load->stream_batch)
+    g_string_append (uri, "&stream-batch=1");
+  if (pp_model_uri_is_builtin (model))
+    goto done;
   if (load->scheduler != NULL && *load->scheduler)
     g_string_append_printf (uri, "&scheduler=%s", load->scheduler);
   if (load->dtype != NULL && *load->dtype)
@@ -290,6 +297,7 @@ pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
 
     g_string_append_printf (uri, "&lora=%s", lora);
   }
+done:
   /* The first parameter opens the query. */
   if (uri->len > strlen (model) && strchr (model, '?') == NULL)
     uri->str[strlen (model)] = '?';
@@ -477,6 +485,44 @@ pp_model_steps_end (PpModel * model, PpTensor * sample, GError ** error)
   g_return_val_if_fail (model->steps_open, FALSE);
   model->steps_open = FALSE;
   return model->klass->steps_end (model, sample, error);
+}
+
+gboolean
+pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
+    const guint * steps, guint n_steps, GError ** error)
+{
+  GError *own = NULL;
+  gdouble step_ms = model->step_ms;
+
+  g_return_val_if_fail (!model->steps_open, FALSE);
+  for (guint i = 0; i < n; i++)
+    if (steps[i] >= n_steps) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "step %u is outside the schedule of %u steps", steps[i], n_steps);
+      return FALSE;
+    }
+  if (n > 1 && model->klass->steps_batch != NULL) {
+    if (model->klass->steps_batch (model, n, samples, steps, n_steps, &own))
+      goto slept;
+    if (own != NULL) {
+      g_propagate_error (error, own);
+      return FALSE;
+    }
+  }
+  /* One by one, step-ms once for them all. */
+  model->step_ms = 0.0;
+  for (guint i = 0; i < n; i++)
+    if (!pp_model_step (model, steps[i], n_steps, samples[i], &own))
+      break;
+  model->step_ms = step_ms;
+  if (own != NULL) {
+    g_propagate_error (error, own);
+    return FALSE;
+  }
+slept:
+  if (model->step_ms > 0)
+    g_usleep ((gulong) (model->step_ms * 1000.0));
+  return TRUE;
 }
 
 /* Graphs of step slices */

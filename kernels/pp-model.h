@@ -82,6 +82,13 @@ struct _PpModelClass
   /* Optional: host and device bytes of the per-stream state (a temporal
    * feature bank); NULL: it keeps none. */
   guint64 (*stream_bytes) (PpModel * model);
+  /* Optional: one step for each of @n samples, sample i at step
+   * @steps[i], in one batched pass (a stream batch); the samples are host
+   * tensors or tensors on the model's backend, each of the same shape.
+   * NULL, or FALSE from it with no error set: pp_model_steps_batch runs
+   * them one by one. */
+  gboolean (*steps_batch) (PpModel * model, guint n, PpTensor * const *samples,
+      const guint * steps, guint n_steps, GError ** error);
   /* Between steps_begin and steps_end, step issues only backend ops on
    * device buffers that stay put from run to run (no upload, download or
    * synchronize): a device graph can hold a slice of steps. */
@@ -99,6 +106,8 @@ struct _PpModel
   PpBackend *backend;           /* where the model computes */
   gboolean steps_open;          /* between steps_begin and steps_end */
   gboolean graphs;              /* parameter cuda-graphs: capture slices */
+  gboolean stream_batch;        /* parameter stream-batch: a worker batches
+                                 * the frames at its steps */
   PpModelGraph *graph;          /* the slice captured, NULL before */
   /* A model that computes on the host (no steps_begin) given a device
    * sample: the host copy its steps work on, between steps_begin and
@@ -123,13 +132,15 @@ typedef struct
   const gchar *lora;            /* LoRA files fused at load,
                                  * "PATH[:SCALE][,…]" (pp-lora.h); NULL or
                                  * "": none */
+  gboolean stream_batch;        /* a worker runs its steps for several
+                                 * frames in one batched pass */
 } PpModelLoad;
 
 /* Whether @uri names a built-in model (builtin:NAME[?…]), not a pipeline
  * directory. */
 gboolean  pp_model_uri_is_builtin (const gchar * uri);
 /* @model with @load appended as URI parameters when it is a pipeline
- * directory; built-in models come back unchanged.  The element and
+ * directory; a built-in model takes only stream-batch.  The element and
  * ppdiffuse-tool both build their URIs here, so they load the same model;
  * the live settings travel apart (PpSettings). */
 gchar    *pp_model_uri_for_load (const gchar * model, const PpModelLoad * load);
@@ -192,6 +203,18 @@ typedef void (*PpStepDone) (guint step, gpointer data);
 gboolean  pp_model_steps_slice (PpModel * model, guint first, guint end,
                                 guint n_steps, PpTensor * sample,
                                 PpStepDone done, gpointer data,
+                                GError ** error);
+/* Stream batch (StreamDiffusion's denoising batch): one step for each of
+ * @n samples, sample i at step @steps[i] of @n_steps, in place, in one
+ * batched pass where the model has one (the pipelines' UNet), else one
+ * after the other; step-ms is slept once, as a GPU takes about one step's
+ * time for a batch of a few latents.  Each sample comes out with the
+ * bytes pp_model_step gives it alone (on the CPU backends; on a GPU
+ * within the dtype's bounds).  The samples are host tensors or tensors on
+ * the model's backend; no slice is open (steps_begin), no graph serves. */
+gboolean  pp_model_steps_batch (PpModel * model, guint n,
+                                PpTensor * const *samples,
+                                const guint * steps, guint n_steps,
                                 GError ** error);
 /* How many times the model has built its per-prompt caches
  * (docs/operator/cache-lifecycle.md); 0 for a model without any. */

@@ -107,6 +107,21 @@ pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes, guint n)
   return n_workers;
 }
 
+guint
+pp_mesh_worker_batched_steps (PpMesh * mesh, guint64 * steps, guint n)
+{
+  const guint n_workers = mesh->plan->n_workers;
+
+  for (guint i = 0; i < MIN (n, n_workers); i++) {
+    PpHeartbeat beat;
+    gint64 silent_us;
+
+    worker_beat (mesh, i, &beat, &silent_us);
+    steps[i] = beat.batched_steps;
+  }
+  return n_workers;
+}
+
 gboolean
 pp_mesh_is_healthy (PpMesh * mesh, GError ** error)
 {

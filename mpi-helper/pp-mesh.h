@@ -75,6 +75,11 @@ guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
  * indexing.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes,
                                    guint n);
+/* Each worker's frame-steps run in stream-batch passes of two frames or
+ * more, as its last heartbeat told it; the same indexing.  Any thread,
+ * while the mesh runs. */
+guint         pp_mesh_worker_batched_steps (PpMesh * mesh, guint64 * steps,
+                                   guint n);
 /* Any thread, while the mesh runs. */
 void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);
 /* What a person can change when the work is too slow for the stream. */

@@ -113,6 +113,7 @@ typedef struct
   /* cumulative, as the workers' heartbeats told it at the interval's end */
   guint64 cache_builds[PP_STREAM_MAX_WORKERS];
   guint64 bank_bytes[PP_STREAM_MAX_WORKERS];      /* per-stream state */
+  guint64 batched_steps[PP_STREAM_MAX_WORKERS];
 } Interval;
 
 struct _GstPpDiffuseStatsTimer
@@ -183,6 +184,8 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
   iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
   pp_stream_worker_cache_builds (self->stream, iv->cache_builds, iv->n_workers);
   pp_stream_worker_stream_bytes (self->stream, iv->bank_bytes, iv->n_workers);
+  pp_stream_worker_batched_steps (self->stream, iv->batched_steps,
+      iv->n_workers);
   timer->frames_out = frames_out;
   timer->since_us = now;
 }
@@ -299,6 +302,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GValue busy = G_VALUE_INIT;
   GValue builds = G_VALUE_INIT;
   GValue bank = G_VALUE_INIT;
+  GValue batched = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
   PpStreamStats last;
@@ -319,6 +323,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   }
   u64_array (&builds, iv.cache_builds, iv.n_workers);
   u64_array (&bank, iv.bank_bytes, iv.n_workers);
+  u64_array (&batched, iv.batched_steps, iv.n_workers);
 
   pp_stream_last_stats (self->stream, &last);
   g_mutex_lock (&self->lock);
@@ -352,6 +357,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   gst_structure_take_value (s, "worker-busy", &busy);
   gst_structure_take_value (s, "kv-cache-builds", &builds);
   gst_structure_take_value (s, "bank-bytes", &bank);
+  gst_structure_take_value (s, "batched-steps", &batched);
   return s;
 }
 

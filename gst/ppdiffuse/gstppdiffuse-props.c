@@ -24,6 +24,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
 #define DEFAULT_BACKEND GST_PP_DIFFUSE_BACKEND_AUTO
 #define DEFAULT_DTYPE GST_PP_DIFFUSE_DTYPE_AUTO
 #define DEFAULT_CUDA_GRAPHS FALSE
+#define DEFAULT_STREAM_BATCH FALSE
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH PP_SETTINGS_DEFAULT_STRENGTH
 #define DEFAULT_SEED PP_SETTINGS_DEFAULT_SEED
@@ -46,6 +47,7 @@ enum
   PROP_BACKEND,
   PROP_DTYPE,
   PROP_CUDA_GRAPHS,
+  PROP_STREAM_BATCH,
   PROP_VAE,
   PROP_LORA,
   PROP_TIMEOUT_MS,
@@ -168,6 +170,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_CUDA_GRAPHS:
       self->cuda_graphs = g_value_get_boolean (value);
+      break;
+    case PROP_STREAM_BATCH:
+      self->stream_batch = g_value_get_boolean (value);
       break;
     case PROP_TIMEOUT_MS:
       self->timeout_ms = g_value_get_uint (value);
@@ -292,6 +297,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_CUDA_GRAPHS:
       g_value_set_boolean (value, self->cuda_graphs);
+      break;
+    case PROP_STREAM_BATCH:
+      g_value_set_boolean (value, self->stream_batch);
       break;
     case PROP_TIMEOUT_MS:
       g_value_set_uint (value, self->timeout_ms);
@@ -474,6 +482,22 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
           "Capture each worker's steps as a CUDA graph after warm-up and "
           "launch it per chunk (default off)", DEFAULT_CUDA_GRAPHS,
           PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:stream-batch:
+   *
+   * StreamDiffusion's denoising batch: a worker whose slice has several
+   * steps runs them for several frames in one batched UNet pass (frame n
+   * at the slice's first step together with frame n−1 at the next …),
+   * taking the frames that wait for it and never waiting for one.  Frame
+   * order, the zero-stale-frame rule and each frame's bytes are those of
+   * the unbatched steps.  It needs frames in flight to batch: at most
+   * max-in-flight frames share a pass.  A start setting.  See
+   * docs/architecture.md, "Stream batch".
+   */
+  g_object_class_install_property (gobject_class, PROP_STREAM_BATCH,
+      g_param_spec_boolean ("stream-batch", "Stream batch",
+          "Run a worker's steps for several frames in one batched pass "
+          "(default off)", DEFAULT_STREAM_BATCH, PARAM_FLAGS));
   /**
    * GstPpDiffuse:vae:
    *
@@ -780,7 +804,7 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
       g_param_spec_boxed ("stats", "Statistics",
           "frames-in, frames-out, fps, latency percentiles (ns) of the "
           "interval and since start, in-flight, worker-busy, kv-cache-builds, "
-          "overlap-score, "
+          "bank-bytes, batched-steps, overlap-score, "
           "the drop counters, cache-epoch, and mesh-chunks, mesh-wall-s of "
           "the last run",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
@@ -799,6 +823,7 @@ gst_pp_diffuse_props_init (GstPpDiffuse * self)
   self->backend = DEFAULT_BACKEND;
   self->dtype = DEFAULT_DTYPE;
   self->cuda_graphs = DEFAULT_CUDA_GRAPHS;
+  self->stream_batch = DEFAULT_STREAM_BATCH;
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
   self->similarity_threshold = DEFAULT_SIMILARITY_THRESHOLD;
   self->qos = DEFAULT_QOS;

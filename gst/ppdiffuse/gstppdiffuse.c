@@ -743,6 +743,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
       : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
       self->dtype)->value_nick;
   config.cuda_graphs = self->cuda_graphs;
+  config.stream_batch = self->stream_batch;
   /* Copies: the mesh starts after the object lock is released. */
   config.vae = vae = g_strdup (self->vae);
   config.lora = lora = g_strdup (self->lora);

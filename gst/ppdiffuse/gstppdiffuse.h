@@ -70,6 +70,7 @@ struct _GstPpDiffuse
   GstPpDiffuseBackend backend;
   GstPpDiffuseDtype dtype;
   gboolean cuda_graphs;
+  gboolean stream_batch;
   gchar *vae;                   /* a VAE folder; NULL: the model's vae/ */
   gchar *lora;                  /* LoRA files fused at load; NULL: none */
   guint timeout_ms;

@@ -81,6 +81,15 @@ typedef struct
   PpTensor **noise;             /* per step (LCM), n_steps entries */
 } StepBuffers;
 
+/* A stream batch of n samples of one shape: the samples, the UNet's input
+ * and output, [n, C, H, W] each, and the samples' timesteps. */
+typedef struct
+{
+  gint64 shape[4];
+  PpTensor *samples, *unet_in, *eps;
+  gdouble *timesteps;
+} BatchBuffers;
+
 typedef struct
 {
   PpBackend *be;
@@ -113,6 +122,9 @@ typedef struct
   EncodeBuffers enc;
   DecodeBuffers dec;
   StepBuffers steps;
+  /* batches[n]: the buffers of a batch of n (2 ≤ n ≤ n_steps), made at
+   * its first use. */
+  BatchBuffers *batches;
 } Diffusion;
 
 /* Noise of RNG @stream like @like, on the device: drawn on the host, then
@@ -168,6 +180,24 @@ step_buffers_clear (StepBuffers * b, guint n_steps)
     g_clear_pointer (&b->noise[k], pp_tensor_free);
   g_clear_pointer (&b->noise, g_free);
   memset (b->shape, 0, sizeof b->shape);
+}
+
+static void
+batch_buffers_clear (BatchBuffers * b)
+{
+  g_clear_pointer (&b->samples, pp_tensor_free);
+  g_clear_pointer (&b->unet_in, pp_tensor_free);
+  g_clear_pointer (&b->eps, pp_tensor_free);
+  g_clear_pointer (&b->timesteps, g_free);
+  memset (b->shape, 0, sizeof b->shape);
+}
+
+static void
+batches_free (Diffusion * d, guint n_steps)
+{
+  for (guint n = 0; d->batches != NULL && n <= n_steps; n++)
+    batch_buffers_clear (&d->batches[n]);
+  g_clear_pointer (&d->batches, g_free);
 }
 
 static gboolean
@@ -986,6 +1016,121 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   return TRUE;
 }
 
+/* The buffers of a batch of @n samples shaped like @sample ([1, C, H, W]),
+ * kept for the next batch of that size and shape. */
+static BatchBuffers *
+batch_buffers (PpModel * model, guint n, const PpTensor * sample,
+    GError ** error)
+{
+  Diffusion *d = model->priv;
+  const gint64 shape[4] = { n, sample->shape[1], sample->shape[2],
+    sample->shape[3]
+  };
+  BatchBuffers *b;
+
+  if (d->batches == NULL)
+    d->batches = g_new0 (BatchBuffers, model->n_steps + 1);
+  b = &d->batches[n];
+  if (memcmp (b->shape, shape, sizeof shape) == 0)
+    return b;
+  batch_buffers_clear (b);
+  b->samples = pp_tensor_new_on (d->be, "samples", PP_DTYPE_F32, 4, shape,
+      error);
+  b->unet_in = b->samples == NULL ? NULL : pp_tensor_new_on (d->be,
+      "unet_in", PP_DTYPE_F32, 4, shape, error);
+  b->eps = b->unet_in == NULL ? NULL : pp_tensor_new_on (d->be, "eps",
+      PP_DTYPE_F32, 4, shape, error);
+  if (b->eps == NULL) {
+    batch_buffers_clear (b);
+    return NULL;
+  }
+  b->timesteps = g_new0 (gdouble, n);
+  memcpy (b->shape, shape, sizeof shape);
+  return b;
+}
+
+/* Copies @n bytes between a sample (host, or on @be) and device memory. */
+static void
+sample_in (PpBackend * be, float *dst, const PpTensor * sample)
+{
+  if (sample->backend == NULL)
+    pp_backend_upload (be, dst, sample->data, sample->nbytes);
+  else
+    pp_backend_copy (be, dst, sample->data, sample->nbytes);
+}
+
+static void
+sample_out (PpBackend * be, PpTensor * sample, const float *src)
+{
+  if (sample->backend == NULL)
+    pp_backend_download (be, sample->data, src, sample->nbytes);
+  else
+    pp_backend_copy (be, sample->data, src, sample->nbytes);
+}
+
+/* The model's steps_batch: sample i at step @steps[i], the UNet run once
+ * on them all (pp_unet_forward_batch_into), each sample's scheduler update
+ * as diffusion_step does it.  With the temporal bank, FALSE and no error:
+ * each step's bank takes the frames one at a time, in order. */
+static gboolean
+diffusion_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
+    const guint * steps, guint n_steps, GError ** error)
+{
+  Diffusion *d = model->priv;
+  BatchBuffers *b;
+  gsize per;
+
+  if (d->temporal)
+    return FALSE;
+  if (d->context == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "no prompt states yet: the first chunk after the settings named "
+        "prompt-embeds=%s must bring them", d->prompt_embeds_path);
+    return FALSE;
+  }
+  for (guint i = 0; i < n; i++) {
+    if (!check_sample (samples[i], error))
+      return FALSE;
+    if (samples[i]->shape[0] != 1 || samples[i]->nbytes != samples[0]->nbytes
+        || memcmp (samples[i]->shape, samples[0]->shape,
+            sizeof samples[0]->shape[0] * 4) != 0
+        || (samples[i]->backend != NULL && samples[i]->backend != d->be)) {
+      g_autofree gchar *first = pp_tensor_describe (samples[0]);
+      g_autofree gchar *got = pp_tensor_describe (samples[i]);
+
+      g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "a stream batch takes "
+          "samples of one shape, [1,C,H,W] each, on the host or on %s: "
+          "sample 0 is %s, sample %u %s", d->be->name, first, i, got);
+      return FALSE;
+    }
+  }
+  if (!step_buffers (model, samples[0], error)
+      || (b = batch_buffers (model, n, samples[0], error)) == NULL)
+    return FALSE;
+  per = (gsize) pp_tensor_numel (samples[0]);
+  for (guint i = 0; i < n; i++) {
+    float *row = (float *) b->samples->data + i * per;
+
+    sample_in (d->be, row, samples[i]);
+    pp_schedule_scale_input (d->schedule, d->be, steps[i], row,
+        (float *) b->unet_in->data + i * per, per);
+    b->timesteps[i] = d->schedule->timesteps[steps[i]];
+  }
+  if (!pp_unet_forward_batch_into (d->unet, b->unet_in, b->timesteps,
+          d->context, b->eps, error))
+    return FALSE;
+  for (guint i = 0; i < n; i++) {
+    float *row = (float *) b->samples->data + i * per;
+    const PpTensor *noise = d->steps.noise[steps[i]];
+
+    pp_schedule_step (d->schedule, d->be, steps[i], row,
+        (float *) b->eps->data + i * per, noise != NULL ? noise->data : NULL,
+        per);
+    sample_out (d->be, samples[i], row);
+  }
+  return TRUE;
+}
+
 static gboolean
 decode_buffers (Diffusion * d, const PpTensor * sample, PpImage * image,
     GError ** error)
@@ -1088,6 +1233,7 @@ diffusion_finalize (PpModel * model)
   encode_buffers_clear (&d->enc);
   decode_buffers_clear (&d->dec);
   step_buffers_clear (&d->steps, model->n_steps);
+  batches_free (d, model->n_steps);
   g_free (d);
 }
 
@@ -1149,6 +1295,7 @@ const PpModelClass pp_model_diffusion_class = {
   .step = diffusion_step,
   .steps_begin = diffusion_steps_begin,
   .steps_end = diffusion_steps_end,
+  .steps_batch = diffusion_steps_batch,
   .encode = diffusion_encode,
   .encode_into = diffusion_encode_into,
   .decode = diffusion_decode,

@@ -57,6 +57,7 @@ struct _PpLiveness
   guint64 busy_us;
   guint64 cache_builds;
   guint64 stream_bytes;
+  guint64 batched_steps;
 };
 
 PpLiveness *
@@ -146,6 +147,14 @@ pp_liveness_set_stream_bytes (PpLiveness * lv, guint64 stream_bytes)
   g_mutex_unlock (&lv->lock);
 }
 
+void
+pp_liveness_set_batched_steps (PpLiveness * lv, guint64 batched_steps)
+{
+  g_mutex_lock (&lv->lock);
+  lv->batched_steps = batched_steps;
+  g_mutex_unlock (&lv->lock);
+}
+
 PpWorkState
 pp_liveness_state (PpLiveness * lv)
 {
@@ -173,6 +182,7 @@ own_beat (PpLiveness * lv, gint64 now)
   hb.busy_us = lv->busy_us;
   hb.cache_builds = lv->cache_builds;
   hb.stream_bytes = lv->stream_bytes;
+  hb.batched_steps = lv->batched_steps;
   g_mutex_unlock (&lv->lock);
   hb.seq = lv->seq++;
   return hb;

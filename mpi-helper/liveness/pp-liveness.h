@@ -96,6 +96,10 @@ void        pp_liveness_set_cache_builds (PpLiveness * lv,
  * the heartbeats. */
 void        pp_liveness_set_stream_bytes (PpLiveness * lv,
                                        guint64 stream_bytes);
+/* The frame-steps run in stream-batch passes of two frames or more, for
+ * the heartbeats. */
+void        pp_liveness_set_batched_steps (PpLiveness * lv,
+                                       guint64 batched_steps);
 PpWorkState pp_liveness_state         (PpLiveness * lv);
 
 /* Peer @index's last heartbeat and how long ago it came. */

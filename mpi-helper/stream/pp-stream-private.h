@@ -51,6 +51,7 @@ struct _PpStream
   gchar *lora;                  /* the model's lora= (a start setting) */
   gchar *dtype;                 /* what the model loads with, for */
   gboolean cuda_graphs;         /* settings checked while it runs */
+  gboolean stream_batch;
   PpStreamStats last_stats;     /* of the last mesh that stopped */
 
   /* Chain thread: the chunks frames are encoded into, and the sample the

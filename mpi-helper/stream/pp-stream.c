@@ -239,6 +239,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   g_free (stream->lora);
   stream->lora = g_strdup (sc->lora);
   stream->cuda_graphs = sc->cuda_graphs;
+  stream->stream_batch = sc->stream_batch;
   stream->timeout_ms = sc->timeout_ms;
   stream->warm_up = sc->warm_up;
 
@@ -606,6 +607,13 @@ pp_stream_worker_stream_bytes (PpStream * stream, guint64 * bytes, guint n)
 {
   return stream->mesh != NULL ? pp_mesh_worker_stream_bytes (stream->mesh,
       bytes, n) : 0;
+}
+
+guint
+pp_stream_worker_batched_steps (PpStream * stream, guint64 * steps, guint n)
+{
+  return stream->mesh != NULL ? pp_mesh_worker_batched_steps (stream->mesh,
+      steps, n) : 0;
 }
 
 void

@@ -72,6 +72,7 @@ typedef struct
   const gchar *backend;         /* NULL: $PPDIFFUSE_BACKEND, else auto */
   const gchar *dtype;           /* weights' storage; NULL: the backend's */
   gboolean cuda_graphs;
+  gboolean stream_batch;        /* workers batch the frames at their steps */
   const gchar *vae;             /* a VAE folder for rank 0; NULL: the
                                  * pipeline's vae/ */
   const gchar *lora;            /* LoRA files fused at load
@@ -169,15 +170,17 @@ guint64   pp_stream_frame_id        (const PpStreamFrame * frame);
 gint64    pp_stream_frame_submit_us (const PpStreamFrame * frame);
 void      pp_stream_frame_free      (PpStreamFrame * frame);
 
-/* The busy seconds, the K/V cache builds and the bytes of the per-stream
- * state (the feature bank) of each worker, as its heartbeats last said;
- * the number of workers. */
+/* The busy seconds, the K/V cache builds, the bytes of the per-stream
+ * state (the feature bank) and the frame-steps run in stream batches of
+ * each worker, as its heartbeats last said; the number of workers. */
 guint     pp_stream_worker_busy (PpStream * stream, gdouble * busy_s,
                                  guint n);
 guint     pp_stream_worker_cache_builds (PpStream * stream,
                                  guint64 * builds, guint n);
 guint     pp_stream_worker_stream_bytes (PpStream * stream,
                                  guint64 * bytes, guint n);
+guint     pp_stream_worker_batched_steps (PpStream * stream,
+                                 guint64 * steps, guint n);
 void      pp_stream_pace        (PpStream * stream, PpStreamPace * pace);
 void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
 

@@ -13,11 +13,11 @@ G_BEGIN_DECLS
  * chunks so far, the model's cache builds so far, the bytes of its
  * per-stream state); the busy time and cache builds since
  * PP_PROTOCOL_VERSION 5, the state's bytes since 8. */
-#define PP_HEARTBEAT_TYPE "(uutttttttt)"
+#define PP_HEARTBEAT_TYPE "(uuttttttttt)"
 /* Its serialisation: a fixed-size tuple, as GVariant writes one (the
  * members in native byte order at their natural alignment: u at 0 and 4,
  * t at 8, 16, 24, 32, 40, 48, 56 and 64). */
-#define PP_HEARTBEAT_SIZE 72
+#define PP_HEARTBEAT_SIZE 80
 /* (rank, rank to blame, error text): a receiver that got a broken chunk
  * blames its sender, so that rank 0 can lead with the rank at fault. */
 #define PP_REPORT_TYPE "(uus)"
@@ -43,6 +43,8 @@ typedef struct
                                  * (warm-up passes left out); 0 from rank 0 */
   guint64 cache_builds;         /* pp_model_cache_builds; 0 from rank 0 */
   guint64 stream_bytes;         /* pp_model_stream_bytes; 0 from rank 0 */
+  guint64 batched_steps;        /* frame-steps run in stream-batch passes
+                                 * of two frames or more; 0 from rank 0 */
 } PpHeartbeat;
 
 guint        pp_heartbeat_period_ms (guint timeout_ms);

@@ -45,7 +45,8 @@
 
 #define PP_WORKER_QUEUE_DEPTH 2
 /* The most chunks a worker holds at once: both queues full, and one each
- * in the receiver, the compute thread and the sender. */
+ * in the receiver, the compute thread and the sender (the compute thread
+ * holds a whole stream batch: batch_size). */
 #define PP_WORKER_CHUNKS_HELD (2 * PP_WORKER_QUEUE_DEPTH + 3)
 #define PP_WORKER_EXIT_FAILURE 3
 /* A failing worker is gone within this many seconds, whatever blocks. */
@@ -89,6 +90,8 @@ typedef struct
    * is NCCL, else NULL; aborted on the first failure. */
   PpNcclLinks *planes;
   gint64 busy_us;                /* compute thread only */
+  guint64 batched_steps;        /* compute thread only: frame-steps run in
+                                 * stream-batch passes of two or more */
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
    * chunks received and sent, written by three threads. */
@@ -387,13 +390,12 @@ apply_settings (Worker * w, PpChunk * chunk)
   pp_settings_clear (&settings);
 }
 
-static void
-run_steps (Worker * w, PpChunk * chunk)
+/* The chunk's sample tensor; a chunk without one fails the worker. */
+static PpTensor *
+chunk_sample (Worker * w, PpChunk * chunk)
 {
   PpTensor *sample = pp_chunk_get_tensor (chunk, PP_MODEL_SAMPLE_NAME);
-  gint64 start = g_get_monotonic_time ();
   GError *error = NULL;
-  guint64 event;
 
   if (sample == NULL) {
     g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
@@ -401,6 +403,17 @@ run_steps (Worker * w, PpChunk * chunk)
         PP_MODEL_SAMPLE_NAME);
     worker_fail (w, "compute", error);
   }
+  return sample;
+}
+
+/* Before a chunk's steps: its settings, a new cache epoch when it starts
+ * one, and whether it is a frame of the stream.  The flight recorder's
+ * event for its compute, which chunk_end closes. */
+static guint64
+chunk_begin (Worker * w, PpChunk * chunk, PpTensor * sample)
+{
+  guint64 event;
+
   pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING, chunk->chunk_id);
   event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
       sample->nbytes);
@@ -418,6 +431,44 @@ run_steps (Worker * w, PpChunk * chunk)
    * temporal feature bank) does not take it. */
   pp_model_stream_frame (w->model,
       (chunk->flags & PP_CHUNK_FLAG_WARMUP) == 0);
+  return event;
+}
+
+/* After a chunk's last step. */
+static void
+chunk_end (Worker * w, PpChunk * chunk, guint64 event)
+{
+  pp_recorder_end (event, PP_REC_DONE);
+  pp_liveness_set_cache_builds (w->liveness, pp_model_cache_builds (w->model));
+  pp_liveness_set_stream_bytes (w->liveness, pp_model_stream_bytes (w->model));
+  chunk->next_step = w->slice.end;
+  if (chunk->flags & PP_CHUNK_FLAG_WARMUP)
+    w->warm_ups++;
+}
+
+/* Compute time spent: @steps steps of a chunk's progress took @us
+ * (warm-up passes count for the pace, not for busy). */
+static void
+add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up)
+{
+  g_mutex_lock (&w->pace_lock);
+  w->measured_us += us;
+  w->measured_steps += steps;
+  g_mutex_unlock (&w->pace_lock);
+  if (!warm_up) {
+    w->busy_us += us;
+    pp_liveness_set_busy (w->liveness, (guint64) w->busy_us);
+  }
+}
+
+static void
+run_steps (Worker * w, PpChunk * chunk)
+{
+  PpTensor *sample = chunk_sample (w, chunk);
+  gint64 start = g_get_monotonic_time ();
+  GError *error = NULL;
+  guint64 event = chunk_begin (w, chunk, sample);
+
   /* The sample goes to the device once and stays there for the slice. */
   if (!pp_model_steps_begin (w->model, sample, &error))
     worker_fail (w, "compute", error);
@@ -433,79 +484,240 @@ run_steps (Worker * w, PpChunk * chunk)
   PP_DEBUG ("chunk %" G_GUINT64_FORMAT " steps [%u,%u) took %.3f ms",
       chunk->chunk_id, w->slice.first, w->slice.end,
       (g_get_monotonic_time () - start) / 1000.0);
-  pp_recorder_end (event, PP_REC_DONE);
-  pp_liveness_set_cache_builds (w->liveness, pp_model_cache_builds (w->model));
-  pp_liveness_set_stream_bytes (w->liveness, pp_model_stream_bytes (w->model));
+  chunk_end (w, chunk, event);
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
-  chunk->next_step = w->slice.end;
-  g_mutex_lock (&w->pace_lock);
-  w->measured_us += g_get_monotonic_time () - start;
-  w->measured_steps += w->slice.end - w->slice.first;
-  g_mutex_unlock (&w->pace_lock);
-  /* A warm-up pass is no work of the stream's. */
-  if (chunk->flags & PP_CHUNK_FLAG_WARMUP) {
-    w->warm_ups++;
-  } else {
-    w->busy_us += g_get_monotonic_time () - start;
-    pp_liveness_set_busy (w->liveness, (guint64) w->busy_us);
+  add_compute_time (w, g_get_monotonic_time () - start,
+      w->slice.end - w->slice.first,
+      (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0);
+}
+
+/* Hands a computed chunk (or the shutdown marker) to the sender. */
+static void
+push_out (Worker * w, PpChunk * chunk)
+{
+  GError *error = NULL;
+
+  if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {
+    g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
+        "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms "
+        "(max (timeout-ms, %d × the expected stage time))",
+        chunk->chunk_id, worker_allowance_ms (w), PP_ALLOWANCE_FACTOR);
+    worker_fail (w, "compute", error);
   }
+}
+
+/* Stream batch (docs/architecture.md): the chunks between their first and
+ * last step of this worker's slice, oldest first, each at its own step.
+ * A pass runs one step of each in one batched call and hands on the
+ * oldest once it has run the slice's last step; a chunk joins at the
+ * slice's first step when it is waiting, and none is waited for. */
+typedef struct
+{
+  PpChunk *chunk;
+  PpTensor *sample;
+  guint step;                   /* the next to run */
+  guint64 event;
+} Rider;
+
+typedef struct
+{
+  Rider *riders;
+  guint n, max;
+  /* What the riders share: a chunk joins only with the same. */
+  guint32 cache_epoch;
+  gint64 shape[4];
+  gboolean plain;               /* no warm-up pass, no reset */
+  /* For the pass: the riders' samples and steps. */
+  PpTensor **samples;
+  guint *steps;
+} Batch;
+
+/* Whether @chunk's settings tensor is absent or the settings the model
+ * has (the same again in its epoch): joining a batch changes nothing. */
+static gboolean
+settings_unchanged (Worker * w, PpChunk * chunk)
+{
+  PpTensor *t = pp_chunk_get_tensor (chunk, PP_SETTINGS_TENSOR);
+
+  if (t == NULL)
+    return TRUE;
+  if (w->applied_settings == NULL || w->applied_epoch != chunk->cache_epoch
+      || g_bytes_get_size (w->applied_settings) != t->nbytes
+      || t->backend != NULL)
+    return FALSE;
+  return memcmp (g_bytes_get_data (w->applied_settings, NULL), t->data,
+      t->nbytes) == 0;
+}
+
+/* Whether @chunk may join the riders: room, and nothing that changes what
+ * their steps compute (a new epoch, settings, a reset, a warm-up pass, a
+ * size).  A chunk that may not waits until they have all left. */
+static gboolean
+batch_admits (Worker * w, const Batch * b, PpChunk * chunk)
+{
+  PpTensor *sample;
+
+  if (b->n == 0)
+    return TRUE;
+  if (b->n == b->max || !b->plain || (chunk->flags & (PP_CHUNK_FLAG_SHUTDOWN
+              | PP_CHUNK_FLAG_RESET | PP_CHUNK_FLAG_WARMUP))
+      || chunk->cache_epoch != b->cache_epoch)
+    return FALSE;
+  sample = pp_chunk_get_tensor (chunk, PP_MODEL_SAMPLE_NAME);
+  return sample != NULL && sample->ndim == 4
+      && memcmp (sample->shape, b->shape, sizeof b->shape) == 0
+      && settings_unchanged (w, chunk);
+}
+
+static void
+batch_join (Worker * w, Batch * b, PpChunk * chunk)
+{
+  Rider *r = &b->riders[b->n];
+
+  r->chunk = chunk;
+  r->sample = chunk_sample (w, chunk);
+  r->step = w->slice.first;
+  if (b->n++ == 0) {
+    b->cache_epoch = chunk->cache_epoch;
+    memset (b->shape, 0, sizeof b->shape);
+    memcpy (b->shape, r->sample->shape,
+        MIN (r->sample->ndim, 4) * sizeof b->shape[0]);
+    b->plain = (chunk->flags & (PP_CHUNK_FLAG_RESET
+            | PP_CHUNK_FLAG_WARMUP)) == 0;
+  }
+  r->event = chunk_begin (w, chunk, r->sample);
+}
+
+/* One pass: a step of every rider, then the oldest leaves when its slice
+ * is done. */
+static void
+batch_pass (Worker * w, Batch * b)
+{
+  const gint64 start = g_get_monotonic_time ();
+  GError *error = NULL;
+
+  pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING,
+      b->riders[b->n - 1].chunk->chunk_id);
+  for (guint i = 0; i < b->n; i++) {
+    b->samples[i] = b->riders[i].sample;
+    b->steps[i] = b->riders[i].step;
+  }
+  if (!pp_model_steps_batch (w->model, b->n, b->samples, b->steps,
+          w->plan->n_steps, &error))
+    worker_fail (w, "compute", error);
+  for (guint i = 0; i < b->n; i++) {
+    StepDone done = { b->riders[i].chunk, w->plan->timeout_ms };
+
+    step_done (b->riders[i].step++, &done);
+  }
+  PP_DEBUG ("stream batch of %u (chunks %" G_GUINT64_FORMAT "..%"
+      G_GUINT64_FORMAT ") took %.3f ms", b->n, b->riders[0].chunk->chunk_id,
+      b->riders[b->n - 1].chunk->chunk_id,
+      (g_get_monotonic_time () - start) / 1000.0);
+  if (b->n > 1) {
+    w->batched_steps += b->n;
+    pp_liveness_set_batched_steps (w->liveness, w->batched_steps);
+  }
+  /* A pass moves each rider one step on: the pace counts one step. */
+  add_compute_time (w, g_get_monotonic_time () - start, 1, !b->plain);
+  if (b->riders[0].step < w->slice.end)
+    return;
+  chunk_end (w, b->riders[0].chunk, b->riders[0].event);
+  push_out (w, b->riders[0].chunk);
+  memmove (b->riders, b->riders + 1, --b->n * sizeof b->riders[0]);
+  if (b->n == 0)
+    pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
+}
+
+/* How many chunks a worker's compute thread holds at once: its slice's
+ * steps with a stream batch, else one. */
+static guint
+batch_size (Worker * w)
+{
+  const guint steps = w->slice.end - w->slice.first;
+
+  return w->model->stream_batch && steps > 1 ? steps : 1;
+}
+
+/* The shutdown marker: this rank's busy time goes into its busy tensor. */
+static void
+mark_shutdown (Worker * w, PpChunk * chunk)
+{
+  PpTensor *busy = pp_chunk_get_tensor (chunk, PP_BUSY_TENSOR);
+  GError *error = NULL;
+  guint64 captures, launches;
+  g_autofree gchar *batched = NULL;
+
+  if (busy == NULL || busy->dtype != PP_DTYPE_F64
+      || busy->shape[0] != (gint64) w->plan->n_workers) {
+    g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "shutdown marker without an F64[%u] %s tensor",
+        w->plan->n_workers, PP_BUSY_TENSOR);
+    worker_fail (w, "shutdown", error);
+  }
+  if (busy->backend != NULL) {
+    /* A device payload (NCCL): this rank's entry goes through the
+     * host. */
+    g_autofree gdouble *host = g_new0 (gdouble, w->plan->n_workers);
+
+    pp_backend_download (busy->backend, host, busy->data, busy->nbytes);
+    host[w->rank - 1] = w->busy_us / 1e6;
+    pp_backend_upload (busy->backend, busy->data, host, busy->nbytes);
+  } else {
+    ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
+  }
+  pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
+  pp_model_graph_counts (w->model, &captures, &launches);
+  batched = batch_size (w) > 1 ? g_strdup_printf (", stream batch: %"
+      G_GUINT64_FORMAT " frame-steps batched", w->batched_steps) : NULL;
+  PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks and %u "
+      "warm-up passes, busy %.3f s, step graphs: %" G_GUINT64_FORMAT
+      " captured, %" G_GUINT64_FORMAT " launched%s",
+      chunk->chunk_id - w->warm_ups, w->warm_ups, w->busy_us / 1e6,
+      captures, launches, batched ? batched : "");
 }
 
 static void
 compute_loop (Worker * w)
 {
+  Batch b = { 0 };
+  PpChunk *held = NULL;         /* the chunk that waits for an empty batch */
+
+  b.max = batch_size (w);
+  b.riders = g_new0 (Rider, b.max);
+  b.samples = g_new0 (PpTensor *, b.max);
+  b.steps = g_new0 (guint, b.max);
   for (;;) {
-    PpChunk *chunk = pp_queue_pop (w->in, PP_NO_DEADLINE);
-    gboolean last;
-    GError *error = NULL;
+    PpChunk *chunk = held;
 
+    held = NULL;
+    /* With riders, take only a chunk that is already waiting. */
     if (chunk == NULL)
-      return;
-    last = (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN) != 0;
-    if (last) {
-      PpTensor *busy = pp_chunk_get_tensor (chunk, PP_BUSY_TENSOR);
-      if (busy == NULL || busy->dtype != PP_DTYPE_F64
-          || busy->shape[0] != (gint64) w->plan->n_workers) {
-        g_set_error (&error, PP_ERROR, PP_ERROR_PROTOCOL,
-            "shutdown marker without an F64[%u] %s tensor",
-            w->plan->n_workers, PP_BUSY_TENSOR);
-        worker_fail (w, "shutdown", error);
-      }
-      if (busy->backend != NULL) {
-        /* A device payload (NCCL): this rank's entry goes through the
-         * host. */
-        g_autofree gdouble *host = g_new0 (gdouble, w->plan->n_workers);
-
-        pp_backend_download (busy->backend, host, busy->data, busy->nbytes);
-        host[w->rank - 1] = w->busy_us / 1e6;
-        pp_backend_upload (busy->backend, busy->data, host, busy->nbytes);
-      } else {
-        ((gdouble *) busy->data)[w->rank - 1] = w->busy_us / 1e6;
-      }
-      pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
-      {
-        guint64 captures, launches;
-
-        pp_model_graph_counts (w->model, &captures, &launches);
-        PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks and %u "
-            "warm-up passes, busy %.3f s, step graphs: %" G_GUINT64_FORMAT
-            " captured, %" G_GUINT64_FORMAT " launched",
-            chunk->chunk_id - w->warm_ups, w->warm_ups, w->busy_us / 1e6,
-            captures, launches);
-      }
-    } else {
+      chunk = pp_queue_pop (w->in, b.n > 0 ? g_get_monotonic_time ()
+          : PP_NO_DEADLINE);
+    if (chunk == NULL && (b.n == 0 || pp_queue_is_closed (w->in)))
+      break;
+    if (chunk != NULL && b.n > 0 && !batch_admits (w, &b, chunk)) {
+      held = chunk;
+      chunk = NULL;
+    }
+    if (chunk != NULL && (chunk->flags & PP_CHUNK_FLAG_SHUTDOWN)) {
+      mark_shutdown (w, chunk);
+      push_out (w, chunk);
+      break;
+    }
+    if (chunk != NULL && b.max == 1) {
       run_steps (w, chunk);
+      push_out (w, chunk);
+      continue;
     }
-    if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {
-      g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
-          "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms "
-          "(max (timeout-ms, %d × the expected stage time))",
-          chunk->chunk_id, worker_allowance_ms (w), PP_ALLOWANCE_FACTOR);
-      worker_fail (w, "compute", error);
-    }
-    if (last)
-      return;
+    if (chunk != NULL)
+      batch_join (w, &b, chunk);
+    batch_pass (w, &b);
   }
+  g_free (b.riders);
+  g_free (b.samples);
+  g_free (b.steps);
 }
 
 /* How long MPI start-up and the handshake may take: rank 0's start
@@ -915,7 +1127,8 @@ main (int argc, char **argv)
   w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
   /* Over NCCL the chunks live on the backend's device, received there and
    * handed to the model without a host round trip. */
-  w.from_prev = pp_chunk_link_new_on (PP_WORKER_CHUNKS_HELD,
+  w.from_prev = pp_chunk_link_new_on (PP_WORKER_CHUNKS_HELD
+      + batch_size (&w) - 1,
       pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
   w.to_next = pp_chunk_link_new (0);
   if (pp_plan_uses_nccl (w.plan))

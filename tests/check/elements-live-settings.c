@@ -795,11 +795,38 @@ GST_START_TEST (test_bad_prompt_keeps_stream)
 
 GST_END_TEST;
 
-/* strength, then the prompt, change while frames are in flight: every
- * frame out equals the tool's img2img of its input with the settings of
- * one of the three epochs, the epochs only go forward, and each new one
- * starts no earlier than the frame pushed after its change. */
-GST_START_TEST (test_settings_change_against_tool)
+/* TRUE once every worker's batched-steps in @element's stats is above 0
+ * (the heartbeats carry it: within @timeout_ms). */
+static gboolean
+workers_batched (GstElement * element, guint ranks, guint timeout_ms)
+{
+  const gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  gboolean all = FALSE;
+
+  while (!all && g_get_monotonic_time () < deadline) {
+    GstStructure *st = pp_check_get_stats (element);
+    const GValue *steps = gst_structure_get_value (st, "batched-steps");
+
+    fail_unless (steps != NULL && GST_VALUE_HOLDS_ARRAY (steps),
+        "no batched-steps array in %" GST_PTR_FORMAT, st);
+    all = gst_value_array_get_size (steps) == ranks;
+    for (guint i = 0; all && i < ranks; i++)
+      all = g_value_get_uint64 (gst_value_array_get_value (steps, i)) > 0;
+    gst_structure_free (st);
+    if (!all)
+      g_usleep (50 * 1000);
+  }
+  return all;
+}
+
+/* strength, then the prompt, change while frames are in flight through
+ * @ranks workers, with @stream_batch: every frame out equals the tool's
+ * img2img of its input with the settings of one of the three epochs, the
+ * epochs only go forward, and each new one starts no earlier than the
+ * frame pushed after its change.  With the stream batch, every worker ran
+ * frames batched too. */
+static void
+settings_change_against_tool (guint ranks, gboolean stream_batch)
 {
   const struct
   {
@@ -812,23 +839,33 @@ GST_START_TEST (test_settings_change_against_tool)
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
   g_autofree gchar *other = embeds_of ("other");
-  GstElement *element = pp_check_make_element (2, TINY_STEPS, model);
+  /* With the stream batch, 30 ms a pass: the frames pushed meanwhile wait,
+   * and a change meets frames still in a batch. */
+  g_autofree gchar *uri = stream_batch ? g_strconcat (model, "?step-ms=30",
+      NULL) : g_strdup (model);
+  GstElement *element = pp_check_make_element (ranks, TINY_STEPS, uri);
   GstHarness *h;
   guint seen = 0;
   const gboolean compare = !pp_check_sanitized ();
 
   g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
       "strength", g_ascii_strtod (epochs[0].strength, NULL),
-      "max-in-flight", 3, NULL);
+      "max-in-flight", 3, "stream-batch", stream_batch, NULL);
+  /* Heartbeats (the stats' batched-steps) every second. */
+  if (stream_batch)
+    g_object_set (element, "timeout-ms", 4000, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < TINY_FRAMES; i++) {
+    /* With the stream batch, no pause. */
     if (i == epochs[1].from) {
       g_object_set (element, "strength", g_ascii_strtod (epochs[1].strength,
               NULL), NULL);
-      g_usleep (SETTLE_US);
+      if (!stream_batch)
+        g_usleep (SETTLE_US);
     } else if (i == epochs[2].from) {
       g_object_set (element, "prompt-embeds", other, NULL);
-      g_usleep (SETTLE_US);
+      if (!stream_batch)
+        g_usleep (SETTLE_US);
     }
     fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
   }
@@ -860,7 +897,25 @@ GST_START_TEST (test_settings_change_against_tool)
   }
   fail_unless (!compare || seen == G_N_ELEMENTS (epochs) - 1,
       "the last epoch never came out");
+  if (stream_batch)
+    fail_unless (workers_batched (element, ranks, 10000),
+        "a worker never ran two frames in one pass");
   stop (h);
+}
+
+GST_START_TEST (test_settings_change_against_tool)
+{
+  settings_change_against_tool (2, FALSE);
+}
+
+GST_END_TEST;
+
+/* The same through one worker that runs both steps with the stream
+ * batch: a frame of a new epoch joins no batch, so the epochs still only
+ * go forward, and each frame has its bytes alone. */
+GST_START_TEST (test_stream_batch_settings_change_against_tool)
+{
+  settings_change_against_tool (1, TRUE);
 }
 
 GST_END_TEST;
@@ -1193,7 +1248,10 @@ GST_START_TEST (test_temporal_bank_bytes_in_stats)
   GstHarness *h;
   gboolean all = FALSE;
 
-  g_object_set (element, "timeout-ms", 1000, "stats-interval-ms", 100, NULL);
+  /* Heartbeats every second.  timeout-ms is also the workers' start
+   * budget: loading the tiny model took over a second under ASan on a
+   * loaded machine. */
+  g_object_set (element, "timeout-ms", 4000, "stats-interval-ms", 100, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < 3; i++) {
     GstBuffer *out;
@@ -1203,7 +1261,7 @@ GST_START_TEST (test_temporal_bank_bytes_in_stats)
     fail_unless (out != NULL);
     gst_buffer_unref (out);
   }
-  /* heartbeats every 250 ms, the stats every 100 ms */
+  /* heartbeats every second, the stats every 100 ms */
   deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
   while (!all && g_get_monotonic_time () < deadline) {
     GstStructure *st = pp_check_get_stats (element);
@@ -1328,6 +1386,7 @@ live_settings_suite (void)
   tc = tcase_create ("pipeline");
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
   tcase_add_test (tc, test_settings_change_against_tool);
+  tcase_add_test (tc, test_stream_batch_settings_change_against_tool);
   tcase_add_test (tc, test_temporal_flush_resets_bank);
   tcase_add_test (tc, test_temporal_settings_change_resets_bank);
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);

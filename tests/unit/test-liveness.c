@@ -16,6 +16,7 @@ static const PpHeartbeat beat = {
   .busy_us = G_GUINT64_CONSTANT (0x1112131415161718),
   .cache_builds = G_GUINT64_CONSTANT (0x2122232425262728),
   .stream_bytes = G_GUINT64_CONSTANT (0x3132333435363738),
+  .batched_steps = G_GUINT64_CONSTANT (0x4142434445464748),
 };
 
 static void
@@ -24,7 +25,8 @@ test_heartbeat_is_gvariant (void)
   g_autoptr (GVariant) v = g_variant_ref_sink (g_variant_new
       (PP_HEARTBEAT_TYPE, beat.rank, (guint32) beat.state, beat.chunk_id,
           beat.state_us, beat.received, beat.sent, beat.seq,
-          beat.busy_us, beat.cache_builds, beat.stream_bytes));
+          beat.busy_us, beat.cache_builds, beat.stream_bytes,
+          beat.batched_steps));
   guint8 out[PP_HEARTBEAT_SIZE];
 
   pp_heartbeat_write (&beat, out);
