@@ -18,6 +18,14 @@
  * After EOS the pipeline goes to NULL and the element's stats give the
  * OverlapScore (Σ worker busy time / (W × mesh wall time)).
  *
+ * With --stream-batch, each W also runs with the element's stream-batch
+ * (a worker runs one step of each frame it holds in one pass, and sleeps
+ * step-ms once per pass, as a GPU takes about one step's time for a batch
+ * of a few latents): with full batches a worker then hands on a frame
+ * every M ms, whatever its share of the steps, so the ideal is 1000 / M
+ * frames/s for any W, given max-in-flight ≥ S + W.  Both runs of a W are
+ * printed side by side with their ratio.
+ *
  * Exit status: 0 whatever the efficiency (it is a benchmark), non-zero on
  * bad options or when a pipeline fails, stalls or loses frames. */
 #include <gst/gst.h>
@@ -52,6 +60,7 @@ typedef struct
   gint width;
   gint height;
   gint max_in_flight;
+  gboolean stream_batch;        /* also run each W with stream-batch */
   gchar *hosts;                 /* the element's hosts, NULL for none */
 } Options;
 
@@ -117,8 +126,8 @@ make_element (GstElement * pipeline, const gchar * factory, GError ** error)
 }
 
 static GstElement *
-build_pipeline (const Options * opt, guint ranks, Timing * timing,
-    GstElement ** diffuse_out, GError ** error)
+build_pipeline (const Options * opt, guint ranks, gboolean batch,
+    Timing * timing, GstElement ** diffuse_out, GError ** error)
 {
   GstElement *pipeline = gst_pipeline_new ("bench");
   GstElement *src, *filter, *diffuse, *sink;
@@ -143,7 +152,8 @@ build_pipeline (const Options * opt, guint ranks, Timing * timing,
   g_object_set (filter, "caps", caps, NULL);
   gst_caps_unref (caps);
   g_object_set (diffuse, "ranks", ranks, "steps", (guint) opt->steps,
-      "model", model, "max-in-flight", (guint) opt->max_in_flight, NULL);
+      "model", model, "max-in-flight", (guint) opt->max_in_flight,
+      "stream-batch", batch, NULL);
   if (opt->hosts != NULL)
     g_object_set (diffuse, "hosts", opt->hosts, NULL);
   /* Measure the mesh, not the clock: render as fast as frames come. */
@@ -227,7 +237,8 @@ play_to_eos (GstElement * pipeline, GError ** error)
 }
 
 static gboolean
-run_one (const Options * opt, guint ranks, Result * result, GError ** error)
+run_one (const Options * opt, guint ranks, gboolean batch, Result * result,
+    GError ** error)
 {
   Timing timing = { 0 };
   GstElement *diffuse = NULL;
@@ -237,7 +248,7 @@ run_one (const Options * opt, guint ranks, Result * result, GError ** error)
   gdouble total_step_s = opt->steps * (gdouble) opt->step_ms / MS_PER_S;
   gboolean ok = TRUE;
 
-  pipeline = build_pipeline (opt, ranks, &timing, &diffuse, error);
+  pipeline = build_pipeline (opt, ranks, batch, &timing, &diffuse, error);
   if (pipeline == NULL)
     return FALSE;
   if (!play_to_eos (pipeline, error)) {
@@ -264,7 +275,10 @@ run_one (const Options * opt, guint ranks, Result * result, GError ** error)
     result->ranks = ranks;
     result->fps = (timing.n_out - 1) * (gdouble) G_USEC_PER_SEC
         / MAX (timing.t_last - timing.t_first, 1);
-    result->ideal_fps = ranks / total_step_s;
+    /* With full stream batches every worker hands on a frame per pass of
+     * step-ms (one of a single step too), whatever its share. */
+    result->ideal_fps = batch ? MS_PER_S / opt->step_ms
+        : ranks / total_step_s;
     result->efficiency = result->fps / result->ideal_fps;
     result->e2e_fps = timing.n_out * (gdouble) G_USEC_PER_SEC
         / MAX (timing.t_last - timing.t_start, 1);
@@ -387,6 +401,8 @@ main (int argc, char **argv)
     {"height", 0, 0, G_OPTION_ARG_INT, &opt.height, "Frame height", "PX"},
     {"max-in-flight", 0, 0, G_OPTION_ARG_INT, &opt.max_in_flight,
         "ppdiffuse max-in-flight (0 = ranks + 1)", "F"},
+    {"stream-batch", 0, 0, G_OPTION_ARG_NONE, &opt.stream_batch,
+        "Also run each W with stream-batch, side by side", NULL},
     {"hosts", 0, 0, G_OPTION_ARG_STRING, &opt.hosts,
         "ppdiffuse hosts: where the workers run (default: this host)",
         "H1,H2"},
@@ -394,6 +410,7 @@ main (int argc, char **argv)
   };
   g_autoptr (GOptionContext) context = NULL;
   g_autofree Result *results = NULL;
+  g_autofree Result *batched = NULL;
   GError *error = NULL;
   gint failed_ranks = 0, completed;
 
@@ -419,8 +436,11 @@ main (int argc, char **argv)
   fflush (stdout);
 
   results = g_new0 (Result, opt.max_ranks);
+  batched = g_new0 (Result, opt.max_ranks);
   for (gint w = 1; w <= opt.max_ranks; w++) {
-    if (!run_one (&opt, (guint) w, &results[w - 1], &error)) {
+    if (!run_one (&opt, (guint) w, FALSE, &results[w - 1], &error)
+        || (opt.stream_batch && !run_one (&opt, (guint) w, TRUE,
+                &batched[w - 1], &error))) {
       failed_ranks = w;
       break;
     }
@@ -439,6 +459,17 @@ main (int argc, char **argv)
     printf ("%3u %9.2f %9.2f %10.3f %9.2f %12.3f %11.3f %10.1f\n", r->ranks,
         r->fps, r->ideal_fps, r->efficiency, r->e2e_fps, r->overlap,
         r->mesh_wall_s, r->latency_ms);
+  }
+  if (opt.stream_batch && completed > 0) {
+    printf ("\nstream-batch=true, the same W, run right after each above:\n");
+    printf ("%3s %9s %9s %10s %10s %10s\n", "W", "fps", "ideal",
+        "efficiency", "latency ms", "fps ratio");
+    for (gint w = 1; w <= completed; w++) {
+      const Result *r = &batched[w - 1];
+      printf ("%3u %9.2f %9.2f %10.3f %10.1f %10.2f\n", r->ranks, r->fps,
+          r->ideal_fps, r->efficiency, r->latency_ms,
+          r->fps / MAX (results[w - 1].fps, 1e-9));
+    }
   }
   if (failed_ranks != 0) {
     fflush (stdout);

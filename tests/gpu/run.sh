@@ -28,7 +28,8 @@
 #   mesh       2 workers sharing GPU 0: each reports cuda:0 and the MPI
 #              plane; frames against the CPU mesh (f32) and byte for byte
 #              against ppdiffuse-tool img2img on cuda (f32, f16), with and
-#              without CUDA graphs, whose counts are checked;
+#              without CUDA graphs, whose counts are checked; one worker
+#              with stream-batch (two frames a pass) against img2img;
 #   spread     with N >= 2 GPUs: rank 0 and N-1 workers, each on its own
 #              GPU, chunks over NCCL; then N workers (N+1 ranks on N GPUs:
 #              the MPI plane), each on the GPU of its node-local rank;
@@ -39,6 +40,8 @@
 #   startup    the element with a released-size pipeline (make-tiny --kind
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
+#              then 4 steps on one worker without and with stream-batch
+#              (the frame periods reported);
 #   bench      gpu-bench (reported; it must run), and a latent's hop between
 #              ranks with and without the doorbells (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
@@ -531,6 +534,27 @@ if want mesh; then
             "$work/cpu-f32" "$work/$tag" 4 --levels "$FRAME_LEVELS" \
             --max-mean "$FRAME_MEAN" --max-clamped "$FRAME_CLAMPED"
       done
+      # Stream batch: one worker runs both steps, two frames a pass.  On
+      # the GPU a batched convolution may take another algorithm than one
+      # sample's: held to the mesh's bound against the tool (exact on the
+      # CPU backends, as the dry run checks).
+      tag=batch-$dt
+      if mesh_run "$tag" 1 "$BE" "$dt" stream-batch=true max-in-flight=4; then
+        if grep -Eq 'stream batch: [1-9][0-9]* frame-steps batched' "$work/$tag.log"; then
+          pass "$tag: $(grep -Eo 'stream batch: [0-9]+ frame-steps batched' "$work/$tag.log" | head -n 1)"
+        else
+          bad "$tag: no frame-steps ran batched"
+        fi
+        if [ -n "$dry" ]; then
+          judge "$tag equals img2img byte for byte" python3 "$gc" frames \
+            "$tag vs img2img" "$work/tool-$dt" "$work/$tag" 4 --exact
+        else
+          judge "$tag against img2img on $BE" python3 "$gc" frames \
+            "$tag vs img2img" "$work/tool-$dt" "$work/$tag" 4 \
+            --levels "$FRAME_LEVELS" --max-mean "$FRAME_MEAN" \
+            --max-clamped "$FRAME_CLAMPED"
+        fi
+      fi
     done
   fi
 fi
@@ -685,6 +709,22 @@ if want startup; then
       grep -E '^(ERROR|WARNING)' "$work/startup.log" | head -n 3 | cut -c1-400 | indent
     fi
     grep -o 'ppdiffuse-stats.*' "$work/startup.log" | tail -n 1 | cut -c1-600 | indent
+    # 4 steps on one worker, without and with the stream batch (reported):
+    # the frame period is the throughput, 6 frames in flight.
+    for sb in false true; do
+      if runs "4 steps, stream-batch=$sb" "$work/batch-$sb.log" 600 env \
+          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
+          videotestsrc num-buffers="$frames" \
+          ! video/x-raw,format=RGB,width=512,height=512 \
+          ! ppdiffuse ranks=1 steps=4 backend="$BE" model="$sdt" \
+          prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=6 \
+          stream-batch="$sb" ! fakesink; then
+        judge "4 steps, stream-batch=$sb runs" python3 "$gc" startup \
+          "$work/batch-$sb.log" --skip 5 --frames "$frames"
+        grep -Eo 'stream batch: [0-9]+ frame-steps batched' \
+          "$work/batch-$sb.log" | indent
+      fi
+    done
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps
     # (one each), chunks over NCCL.
     w=$((n_gpus - 1))
