@@ -102,6 +102,13 @@ struct _PpBackend
   /* The dtypes its ops read views in (PP_DTYPE_BIT each): the wrappers
    * refuse a view of any other. */
   guint view_dtypes;
+  /* TRUE: the models cut a batch's row-count-dependent work (GEMMs, row
+   * ranges) sample by sample, so that each sample gets the bytes it gets
+   * alone (the CPU backends, whose GEMM kernels and ranges depend on the
+   * row count); FALSE: a batch runs as one, each sample within the
+   * dtype's bounds of its result alone (a GPU: fewer, larger launches).
+   * pp_backend_samples_apart. */
+  gboolean samples_apart;
   gpointer priv;
 };
 

@@ -349,6 +349,18 @@ pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
 }
 
 gboolean
+pp_backend_samples_apart (const PpBackend * be)
+{
+  return be->samples_apart;
+}
+
+void
+pp_backend_set_samples_apart (PpBackend * be, gboolean apart)
+{
+  be->samples_apart = apart;
+}
+
+gboolean
 pp_backend_has_graphs (const PpBackend * be)
 {
   return be->memory->graph_capture != NULL;

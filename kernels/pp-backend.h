@@ -117,6 +117,12 @@ gboolean     pp_backend_graph_launch (PpBackend * be, gpointer graph,
                                     GError ** error);
 void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
 
+/* Whether the models run a batch's samples apart where a sample's bytes
+ * could depend on its batch (the CPU backends), or the batch as one (a
+ * GPU); the setter is for tests that run the other way on the CPU. */
+gboolean     pp_backend_samples_apart (const PpBackend * be);
+void         pp_backend_set_samples_apart (PpBackend * be, gboolean apart);
+
 /* Device bytes allocated so far (every backend together), for the
  * per-frame allocation measurements of benchmarks and tests. */
 guint64      pp_backend_allocated_bytes (void);

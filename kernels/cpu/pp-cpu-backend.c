@@ -201,6 +201,7 @@ pp_cpu_backend_get (void)
   static PpBackend cpu = {
     .name = "cpu",
     .default_weight_dtype = PP_DTYPE_F32,
+    .samples_apart = TRUE,
     .view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
         | PP_DTYPE_BIT (PP_DTYPE_BF16),
     .memory = &cpu_memory,

@@ -450,6 +450,7 @@ pp_cpu_strict_backend_get (GError ** error)
   static PpBackend be = {
     .name = "cpu-strict",
     .default_weight_dtype = PP_DTYPE_F32,
+    .samples_apart = TRUE,
     .view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
         | PP_DTYPE_BIT (PP_DTYPE_BF16),
     .memory = &strict_memory,

@@ -300,17 +300,18 @@ pp_conv_apply (const PpConv * conv, const PpAct * x)
 PpAct
 pp_linear_apply (const PpLinear * lin, const PpAct * x)
 {
-  const gint rows = x->c * x->h;
+  PpBackend *be = pp_act_backend (x);
+  /* Sample by sample where the backend asks for it: a GEMM's summation
+   * order may depend on its row count (OpenBLAS picks kernels by size). */
+  const gint n = pp_backend_samples_apart (be) ? x->n : 1;
+  const gint rows = x->n / n * x->c * x->h;
   PpAct y;
 
   g_assert (x->w == lin->in);
   y = pp_act_new (x->pool, x->n, x->c, x->h, lin->out);
-  /* Sample by sample: a GEMM's summation order may depend on its row
-   * count (OpenBLAS picks kernels by size), and a sample's result must
-   * not depend on the batch it came in. */
-  for (gint b = 0; b < x->n; b++)
-    pp_linear (pp_act_backend (x), x->data + (gsize) b * rows * lin->in,
-        rows, lin->in, lin->weight, lin->bias, lin->out,
+  for (gint b = 0; b < n; b++)
+    pp_linear (be, x->data + (gsize) b * rows * lin->in, rows, lin->in,
+        lin->weight, lin->bias, lin->out,
         y.data + (gsize) b * rows * lin->out);
   return y;
 }

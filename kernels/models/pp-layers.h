@@ -103,9 +103,10 @@ gsize    pp_act_numel     (const PpAct * a);
 void     pp_act_replace   (PpAct * dst, PpAct src);
 
 PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
-/* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out], one
- * sample's rows at a time, so that a sample's bytes do not depend on the
- * batch it comes in. */
+/* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]; one
+ * sample's rows at a time on a backend that runs samples apart
+ * (pp_backend_samples_apart), so that a sample's bytes do not depend on
+ * the batch it comes in. */
 PpAct    pp_linear_apply  (const PpLinear * lin, const PpAct * x);
 
 /* Checks that @t is float32 [N, @channels, H, W] with H and W multiples of

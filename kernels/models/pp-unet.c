@@ -983,9 +983,9 @@ cross_kv (const PpUnet * m, const Transformer * t, const PpAct * context,
   *v = pp_act_view (m->pool, e->v.data, e->v.n, e->v.c, e->v.h, e->v.w);
 }
 
-/* pp_for_rows over each sample's @hw rows in turn: the ranges a backend
- * cuts depend on the row count, and a sample's bytes must not depend on
- * the batch it comes in. */
+/* pp_for_rows over each sample's @hw rows in turn on a backend that runs
+ * samples apart (the ranges it cuts depend on the row count), else over
+ * them all at once. */
 typedef struct
 {
   PpRowsFunc func;
@@ -1005,6 +1005,10 @@ static void
 for_sample_rows (PpBackend * be, gint n, gint hw, PpRowsFunc func,
     gpointer data)
 {
+  if (!pp_backend_samples_apart (be)) {
+    pp_for_rows (be, n * hw, func, data);
+    return;
+  }
   for (gint b = 0; b < n; b++) {
     SampleRows s = { func, data, b * hw };
 
@@ -1098,33 +1102,38 @@ typedef struct
 } Timesteps;
 
 /* Time embedding MLP on the sinusoid of each sample's timestep, one row
- * per sample.  Each row goes through the MLP alone: a GEMM's summation
- * order may depend on its row count, and a sample's embedding must not
- * depend on the batch it runs in. */
+ * per sample.  On a backend that runs samples apart each row goes through
+ * the MLP alone (a GEMM's summation order may depend on its row count),
+ * and one timestep for all is computed once. */
 static PpAct
 time_embedding (const PpUnet * m, gint batch, const Timesteps * ts)
 {
+  const gboolean apart = pp_backend_samples_apart (m->be);
+  /* The rows the MLP runs on at a time, and how many times. */
+  const gint rows = apart || ts->each == NULL ? 1 : batch;
+  const gint runs = ts->each == NULL ? 1 : batch / rows;
   PpAct out = pp_act_new (m->pool, batch, 1, 1, m->temb_dim);
   const gsize row_bytes = m->temb_dim * sizeof (gfloat);
 
-  for (gint b = 0; b < batch; b++) {
-    float *row = out.data + (gsize) b * m->temb_dim;
-    PpAct e;
+  for (gint r = 0; r < runs; r++) {
+    PpAct e = pp_act_new (m->pool, rows, 1, 1, m->time_dim);
 
-    if (b > 0 && ts->each == NULL) {
-      pp_backend_copy (m->be, row, out.data, row_bytes);
-      continue;
-    }
-    e = pp_act_new (m->pool, 1, 1, 1, m->time_dim);
     /* diffusers casts the timestep to float32 before the sinusoid. */
-    pp_timestep_embedding (m->be, (gfloat) (ts->each ? ts->each[b] : ts->one),
-        m->time_dim, m->flip_sin_to_cos, m->freq_shift, e.data);
+    for (gint b = 0; b < rows; b++)
+      pp_timestep_embedding (m->be, (gfloat) (ts->each ? ts->each[r * rows
+                  + b] : ts->one), m->time_dim, m->flip_sin_to_cos,
+          m->freq_shift, e.data + (gsize) b * m->time_dim);
     pp_act_replace (&e, pp_linear_apply (&m->time_linear_1, &e));
     pp_act_fn_apply (m->act, &e);
     pp_act_replace (&e, pp_linear_apply (&m->time_linear_2, &e));
-    pp_backend_copy (m->be, row, e.data, row_bytes);
+    pp_backend_copy (m->be, out.data + (gsize) r * rows * m->temb_dim,
+        e.data, rows * row_bytes);
     pp_act_clear (&e);
   }
+  /* One timestep for every sample: the first row for all. */
+  for (gint b = runs * rows; b < batch; b++)
+    pp_backend_copy (m->be, out.data + (gsize) b * m->temb_dim, out.data,
+        row_bytes);
   return out;
 }
 

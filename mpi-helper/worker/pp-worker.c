@@ -527,6 +527,7 @@ typedef struct
   guint32 cache_epoch;
   gint64 shape[4];
   gboolean plain;               /* no warm-up pass, no reset */
+  gboolean warm_up;             /* a warm-up pass (alone) */
   /* For the pass: the riders' samples and steps. */
   PpTensor **samples;
   guint *steps;
@@ -584,6 +585,7 @@ batch_join (Worker * w, Batch * b, PpChunk * chunk)
         MIN (r->sample->ndim, 4) * sizeof b->shape[0]);
     b->plain = (chunk->flags & (PP_CHUNK_FLAG_RESET
             | PP_CHUNK_FLAG_WARMUP)) == 0;
+    b->warm_up = (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0;
   }
   r->event = chunk_begin (w, chunk, r->sample);
 }
@@ -619,7 +621,7 @@ batch_pass (Worker * w, Batch * b)
     pp_liveness_set_batched_steps (w->liveness, w->batched_steps);
   }
   /* A pass moves each rider one step on: the pace counts one step. */
-  add_compute_time (w, g_get_monotonic_time () - start, 1, !b->plain);
+  add_compute_time (w, g_get_monotonic_time () - start, 1, b->warm_up);
   if (b->riders[0].step < w->slice.end)
     return;
   chunk_end (w, b->riders[0].chunk, b->riders[0].event);

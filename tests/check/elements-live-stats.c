@@ -442,9 +442,10 @@ GST_START_TEST (test_stats_messages)
   GstHarness *h;
   gint64 t;
 
-  /* Heartbeats every 250 ms carry the busy time. */
+  /* Heartbeats every 500 ms carry the busy time.  timeout-ms is also the
+   * workers' start budget, which 1 s made tight under ASan. */
   g_object_set (element, "stats-interval-ms", STATS_INTERVAL_MS,
-      "timeout-ms", 1000, NULL);
+      "timeout-ms", 2000, NULL);
   gst_element_set_bus (element, bus);
   h = pp_check_harness_new (element, CAPS_STR);
 

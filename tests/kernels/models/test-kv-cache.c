@@ -7,12 +7,15 @@
  *
  * And the batched forward a stream batch runs: samples at different
  * timesteps on one prompt, each output the bytes of the sample's forward
- * alone, with the cache built once for both.
+ * alone (the CPU backends run a batch's samples apart), or within
+ * BATCH_WHOLE_REL of them when the batch runs as one (as on a GPU), with
+ * the cache built once for both.
  *
  * Usage: test-kernels-kv-cache DATA_DIR [g_test options] */
 #include "pp-npy.h"
 #include "pp-unet.h"
 
+#include <math.h>
 #include <string.h>
 
 #define NO_KV_CACHE_ENV "PPDIFFUSE_NO_KV_CACHE"
@@ -187,15 +190,41 @@ static const gfloat batch_scales[BATCH] = { 1.0f, -1.0f, 0.5f, -2.0f };
 
 /* The batch runs: the K/V cache's fixtures, and an odd size whose token
  * rows (1196 a sample) the backend cuts into ranges of another length
- * for a batch than for one sample. */
-static const KvCase batch_cases[] = {
-  { "/models/unet/sd15-tiny/batch", "unet-sd15-tiny",
-      "shapes/unet-sd15-tiny/32x32-b2" },
-  { "/models/unet/turbo-tiny/batch", "unet-turbo-tiny",
-      "shapes/unet-turbo-tiny/32x32-b2" },
-  { "/models/unet/turbo-tiny/batch-26x46", "unet-turbo-tiny",
-      "shapes/unet-turbo-tiny/26x46" },
+ * for a batch than for one sample; then a batch run as one
+ * (pp_backend_set_samples_apart FALSE, what a GPU does). */
+typedef struct
+{
+  KvCase c;
+  gboolean whole;
+} BatchCase;
+
+static const BatchCase batch_cases[] = {
+  {{"/models/unet/sd15-tiny/batch", "unet-sd15-tiny",
+          "shapes/unet-sd15-tiny/32x32-b2"}, FALSE},
+  {{"/models/unet/turbo-tiny/batch", "unet-turbo-tiny",
+          "shapes/unet-turbo-tiny/32x32-b2"}, FALSE},
+  {{"/models/unet/turbo-tiny/batch-26x46", "unet-turbo-tiny",
+          "shapes/unet-turbo-tiny/26x46"}, FALSE},
+  {{"/models/unet/turbo-tiny/batch-whole", "unet-turbo-tiny",
+          "shapes/unet-turbo-tiny/32x32-b2"}, TRUE},
 };
+
+/* A batch run as one against its samples alone: max |diff| at most this
+ * times max |alone| (float32 sums in another order; 1e-5 measured). */
+#define BATCH_WHOLE_REL 1e-4
+
+/* max |a - b| ≤ BATCH_WHOLE_REL · max |b| over @n floats. */
+static void
+assert_close (const gfloat * a, const gfloat * b, gsize n)
+{
+  gdouble diff = 0, ref = 0;
+
+  for (gsize k = 0; k < n; k++) {
+    diff = MAX (diff, fabs ((gdouble) a[k] - b[k]));
+    ref = MAX (ref, fabs ((gdouble) b[k]));
+  }
+  g_assert_cmpfloat (diff, <=, BATCH_WHOLE_REL * ref);
+}
 
 /* A batched forward (pp_unet_forward_batch_into: BATCH samples, each at
  * its own timestep, one prompt for all) gives each sample the bytes of
@@ -203,7 +232,10 @@ static const KvCase batch_cases[] = {
 static void
 test_batch (gconstpointer data)
 {
-  const KvCase *c = data;
+  const BatchCase *bc = data;
+  const KvCase *c = &bc->c;
+  PpBackend *be = pp_backend_default ();
+  const gboolean apart = pp_backend_samples_apart (be);
   g_autoptr (PpUnet) unet = load_unet (c->model, TRUE);
   g_autoptr (PpTensor) fixture = load_npy (c->inputs, "sample.npy");
   g_autoptr (PpTensor) contexts = load_npy (c->inputs,
@@ -238,8 +270,12 @@ test_batch (gconstpointer data)
   out = pp_tensor_new_on (pp_backend_default (), "out", PP_DTYPE_F32, 4,
       shape, &error);
   g_assert_no_error (error);
+  /* The CPU backends run samples apart; whole, as a GPU does. */
+  g_assert_true (apart);
+  pp_backend_set_samples_apart (be, !bc->whole);
   g_assert_true (pp_unet_forward_batch_into (unet, batch, batch_timesteps,
           context, out, &error));
+  pp_backend_set_samples_apart (be, apart);
   g_assert_no_error (error);
   host_out = pp_tensor_new ("out", PP_DTYPE_F32, 4, shape, &error);
   g_assert_no_error (error);
@@ -251,8 +287,12 @@ test_batch (gconstpointer data)
     g_autoptr (PpTensor) alone = forward (unet, one, batch_timesteps[i],
         context);
 
-    g_assert_cmpmem ((const guint8 *) host_out->data + i * bytes, bytes,
-        alone->data, alone->nbytes);
+    if (bc->whole)
+      assert_close ((const gfloat *) ((const guint8 *) host_out->data
+              + i * bytes), alone->data, floats);
+    else
+      g_assert_cmpmem ((const guint8 *) host_out->data + i * bytes, bytes,
+          alone->data, alone->nbytes);
   }
   /* One prompt: the batch built the cache, the single forwards used it. */
   g_assert_cmpuint (pp_unet_kv_cache_builds (unet), ==, 1);
@@ -270,6 +310,7 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (kv_cases); i++)
     g_test_add_data_func (kv_cases[i].path, &kv_cases[i], test_kv_cache);
   for (guint i = 0; i < G_N_ELEMENTS (batch_cases); i++)
-    g_test_add_data_func (batch_cases[i].path, &batch_cases[i], test_batch);
+    g_test_add_data_func (batch_cases[i].c.path, &batch_cases[i],
+        test_batch);
   return g_test_run ();
 }
