@@ -78,7 +78,7 @@ pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s, guint n)
 }
 
 guint
-pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds, guint n)
+pp_mesh_worker_counts (PpMesh * mesh, PpWorkerCounts * counts, guint n)
 {
   const guint n_workers = mesh->plan->n_workers;
 
@@ -87,37 +87,9 @@ pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds, guint n)
     gint64 silent_us;
 
     worker_beat (mesh, i, &beat, &silent_us);
-    builds[i] = beat.cache_builds;
-  }
-  return n_workers;
-}
-
-guint
-pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes, guint n)
-{
-  const guint n_workers = mesh->plan->n_workers;
-
-  for (guint i = 0; i < MIN (n, n_workers); i++) {
-    PpHeartbeat beat;
-    gint64 silent_us;
-
-    worker_beat (mesh, i, &beat, &silent_us);
-    bytes[i] = beat.stream_bytes;
-  }
-  return n_workers;
-}
-
-guint
-pp_mesh_worker_batched_steps (PpMesh * mesh, guint64 * steps, guint n)
-{
-  const guint n_workers = mesh->plan->n_workers;
-
-  for (guint i = 0; i < MIN (n, n_workers); i++) {
-    PpHeartbeat beat;
-    gint64 silent_us;
-
-    worker_beat (mesh, i, &beat, &silent_us);
-    steps[i] = beat.batched_steps;
+    counts[i].cache_builds = beat.cache_builds;
+    counts[i].stream_bytes = beat.stream_bytes;
+    counts[i].batched_steps = beat.batched_steps;
   }
   return n_workers;
 }

@@ -64,21 +64,21 @@ PpChunk      *pp_mesh_collect (PpMesh * mesh, GError ** error);
  * workers there are.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_busy (PpMesh * mesh, gdouble * busy_s,
                                    guint n);
-/* Each worker's model cache builds (pp_model_cache_builds: the UNet's
- * cross-attention K/V cache) as its last heartbeat told it.  Fills at most
- * @n entries of @builds, index = world rank - 1, and returns how many
- * workers there are.  Any thread, while the mesh runs. */
-guint         pp_mesh_worker_cache_builds (PpMesh * mesh, guint64 * builds,
-                                   guint n);
-/* Each worker's per-stream state in bytes (pp_model_stream_bytes: the
- * temporal feature bank) as its last heartbeat told it; the same
- * indexing.  Any thread, while the mesh runs. */
-guint         pp_mesh_worker_stream_bytes (PpMesh * mesh, guint64 * bytes,
-                                   guint n);
-/* Each worker's frame-steps run in stream-batch passes of two frames or
- * more, as its last heartbeat told it; the same indexing.  Any thread,
- * while the mesh runs. */
-guint         pp_mesh_worker_batched_steps (PpMesh * mesh, guint64 * steps,
+/* What a worker's last heartbeat counted. */
+typedef struct
+{
+  guint64 cache_builds;         /* pp_model_cache_builds: the UNet's
+                                 * cross-attention K/V cache */
+  guint64 stream_bytes;         /* pp_model_stream_bytes: the temporal
+                                 * feature bank */
+  guint64 batched_steps;        /* frame-steps run in stream-batch passes
+                                 * of two frames or more */
+} PpWorkerCounts;
+
+/* Each worker's counts as its last heartbeat told them.  Fills at most @n
+ * entries of @counts, index = world rank - 1, and returns how many workers
+ * there are.  Any thread, while the mesh runs. */
+guint         pp_mesh_worker_counts (PpMesh * mesh, PpWorkerCounts * counts,
                                    guint n);
 /* Any thread, while the mesh runs. */
 void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);

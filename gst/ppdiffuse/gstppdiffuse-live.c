@@ -111,9 +111,7 @@ typedef struct
   gdouble busy[PP_STREAM_MAX_WORKERS];    /* fraction of the interval */
   gdouble overlap;
   /* cumulative, as the workers' heartbeats told it at the interval's end */
-  guint64 cache_builds[PP_STREAM_MAX_WORKERS];
-  guint64 bank_bytes[PP_STREAM_MAX_WORKERS];      /* per-stream state */
-  guint64 batched_steps[PP_STREAM_MAX_WORKERS];
+  PpStreamWorkerCounts counts[PP_STREAM_MAX_WORKERS];
 } Interval;
 
 struct _GstPpDiffuseStatsTimer
@@ -182,10 +180,7 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
     sum += iv->busy[i];
   }
   iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
-  pp_stream_worker_cache_builds (self->stream, iv->cache_builds, iv->n_workers);
-  pp_stream_worker_stream_bytes (self->stream, iv->bank_bytes, iv->n_workers);
-  pp_stream_worker_batched_steps (self->stream, iv->batched_steps,
-      iv->n_workers);
+  pp_stream_worker_counts (self->stream, iv->counts, iv->n_workers);
   timer->frames_out = frames_out;
   timer->since_us = now;
 }
@@ -282,14 +277,15 @@ gst_pp_diffuse_stats_timer_wake (GstPpDiffuseStatsTimer * timer)
 
 /* @array: a GstValueArray of the @n values. */
 static void
-u64_array (GValue * array, const guint64 * values, guint n)
+u64_array (GValue * array, const PpStreamWorkerCounts * counts, guint n,
+    gsize field)
 {
   gst_value_array_init (array, n);
   for (guint i = 0; i < n; i++) {
     GValue v = G_VALUE_INIT;
 
     g_value_init (&v, G_TYPE_UINT64);
-    g_value_set_uint64 (&v, values[i]);
+    g_value_set_uint64 (&v, G_STRUCT_MEMBER (guint64, &counts[i], field));
     gst_value_array_append_and_take_value (array, &v);
   }
 }
@@ -321,9 +317,12 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
     g_value_set_double (&v, iv.busy[i]);
     gst_value_array_append_and_take_value (&busy, &v);
   }
-  u64_array (&builds, iv.cache_builds, iv.n_workers);
-  u64_array (&bank, iv.bank_bytes, iv.n_workers);
-  u64_array (&batched, iv.batched_steps, iv.n_workers);
+  u64_array (&builds, iv.counts, iv.n_workers,
+      G_STRUCT_OFFSET (PpStreamWorkerCounts, cache_builds));
+  u64_array (&bank, iv.counts, iv.n_workers,
+      G_STRUCT_OFFSET (PpStreamWorkerCounts, stream_bytes));
+  u64_array (&batched, iv.counts, iv.n_workers,
+      G_STRUCT_OFFSET (PpStreamWorkerCounts, batched_steps));
 
   pp_stream_last_stats (self->stream, &last);
   g_mutex_lock (&self->lock);

@@ -596,24 +596,22 @@ pp_stream_worker_busy (PpStream * stream, gdouble * busy_s, guint n)
 }
 
 guint
-pp_stream_worker_cache_builds (PpStream * stream, guint64 * builds, guint n)
+pp_stream_worker_counts (PpStream * stream, PpStreamWorkerCounts * counts,
+    guint n)
 {
-  return stream->mesh != NULL ? pp_mesh_worker_cache_builds (stream->mesh,
-      builds, n) : 0;
-}
+  PpWorkerCounts mesh[PP_STREAM_MAX_WORKERS];
+  guint n_workers;
 
-guint
-pp_stream_worker_stream_bytes (PpStream * stream, guint64 * bytes, guint n)
-{
-  return stream->mesh != NULL ? pp_mesh_worker_stream_bytes (stream->mesh,
-      bytes, n) : 0;
-}
-
-guint
-pp_stream_worker_batched_steps (PpStream * stream, guint64 * steps, guint n)
-{
-  return stream->mesh != NULL ? pp_mesh_worker_batched_steps (stream->mesh,
-      steps, n) : 0;
+  if (stream->mesh == NULL)
+    return 0;
+  n = MIN (n, PP_STREAM_MAX_WORKERS);
+  n_workers = pp_mesh_worker_counts (stream->mesh, mesh, n);
+  for (guint i = 0; i < MIN (n, n_workers); i++) {
+    counts[i].cache_builds = mesh[i].cache_builds;
+    counts[i].stream_bytes = mesh[i].stream_bytes;
+    counts[i].batched_steps = mesh[i].batched_steps;
+  }
+  return n_workers;
 }
 
 void

@@ -170,17 +170,21 @@ guint64   pp_stream_frame_id        (const PpStreamFrame * frame);
 gint64    pp_stream_frame_submit_us (const PpStreamFrame * frame);
 void      pp_stream_frame_free      (PpStreamFrame * frame);
 
-/* The busy seconds, the K/V cache builds, the bytes of the per-stream
- * state (the feature bank) and the frame-steps run in stream batches of
- * each worker, as its heartbeats last said; the number of workers. */
+/* What a worker's last heartbeat counted. */
+typedef struct
+{
+  guint64 cache_builds;         /* the UNet's cross-attention K/V cache */
+  guint64 stream_bytes;         /* the temporal feature bank's bytes */
+  guint64 batched_steps;        /* frame-steps run in stream batches */
+} PpStreamWorkerCounts;
+
+/* The busy seconds and the counts (K/V cache builds, the bytes of the
+ * per-stream state, the frame-steps run in stream batches) of each
+ * worker, as its heartbeats last said; the number of workers. */
 guint     pp_stream_worker_busy (PpStream * stream, gdouble * busy_s,
                                  guint n);
-guint     pp_stream_worker_cache_builds (PpStream * stream,
-                                 guint64 * builds, guint n);
-guint     pp_stream_worker_stream_bytes (PpStream * stream,
-                                 guint64 * bytes, guint n);
-guint     pp_stream_worker_batched_steps (PpStream * stream,
-                                 guint64 * steps, guint n);
+guint     pp_stream_worker_counts (PpStream * stream,
+                                 PpStreamWorkerCounts * counts, guint n);
 void      pp_stream_pace        (PpStream * stream, PpStreamPace * pace);
 void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
 
