@@ -14,6 +14,13 @@
 # GPU, add BACKEND=cpu (the workers refuse temporal=feature-bank on cuda,
 # saying so).  BACKEND sets the element's backend (default auto).
 #
+# On a GPU, the stream batch runs each worker's two steps for two frames
+# in one UNet pass (docs/architecture.md, "Stream batch"); it needs frames
+# in flight to batch:
+#
+#   MODEL=/models/sd-turbo VAE=/models/taesd PROMPT="a watercolor painting" \
+#   STREAM_BATCH=true MAX_IN_FLIGHT=6 pipelines/webcam-obs.sh
+#
 # One-time set-up of the virtual camera (Debian: apt-get install
 # v4l2loopback-dkms, then as root):
 #
@@ -36,6 +43,8 @@ SIMILARITY=${SIMILARITY:-0.98}
 MODEL=${MODEL:-builtin:anisotropic}
 TEMPORAL=${TEMPORAL:-off}
 BACKEND=${BACKEND:-auto}
+STREAM_BATCH=${STREAM_BATCH:-false}
+MAX_IN_FLIGHT=${MAX_IN_FLIGHT:-0}
 
 # The live defaults: v4l2src is a live source, so ppdiffuse drops a frame
 # that finds max-in-flight frames in the mesh rather than block the camera
@@ -59,5 +68,6 @@ exec gst-launch-1.0 -e \
   ! queue max-size-buffers=2 max-size-bytes=0 max-size-time=0 \
   ! ppdiffuse ranks=2 steps=4 model="$MODEL" backend="$BACKEND" \
     ${VAE:+vae="$VAE"} ${PROMPT:+prompt="$PROMPT"} temporal="$TEMPORAL" \
-    similarity-threshold="$SIMILARITY" \
+    similarity-threshold="$SIMILARITY" stream-batch="$STREAM_BATCH" \
+    max-in-flight="$MAX_IN_FLIGHT" \
   ! v4l2sink device="$LOOPBACK" sync=false
