@@ -335,6 +335,44 @@ test_step_errors (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
 }
 
+/* A stream batch: each sample gets what its step gives it alone; a step
+ * outside the schedule is an error that steps nothing; stream-batch is a
+ * parameter of every model, which the load options add to built-in ones
+ * too. */
+static void
+test_steps_batch (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp?stream-batch=1");
+  g_autoptr (PpTensor) a = all_values ();
+  g_autoptr (PpTensor) b = all_values ();
+  g_autoptr (PpTensor) c = all_values ();
+  g_autoptr (PpTensor) a1 = all_values ();
+  g_autoptr (PpTensor) b1 = all_values ();
+  g_autoptr (PpTensor) c1 = all_values ();
+  PpTensor *samples[3] = { a, b, c };
+  const guint steps[3] = { 2, 1, 0 };
+  const guint outside[3] = { 2, 4, 0 };
+  const PpModelLoad load = { .stream_batch = TRUE };
+  g_autofree gchar *uri = pp_model_uri_for_load ("builtin:stamp", &load);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (m->stream_batch);
+  g_assert_cmpstr (uri, ==, "builtin:stamp?stream-batch=1");
+  g_assert_true (pp_model_steps_batch (m, 3, samples, steps, 4, &error));
+  g_assert_no_error (error);
+  g_assert_true (pp_model_step (m, 2, 4, a1, NULL));
+  g_assert_true (pp_model_step (m, 1, 4, b1, NULL));
+  g_assert_true (pp_model_step (m, 0, 4, c1, NULL));
+  g_assert_true (tensors_equal (a, a1));
+  g_assert_true (tensors_equal (b, b1));
+  g_assert_true (tensors_equal (c, c1));
+  g_assert_false (tensors_equal (a, b));
+
+  g_assert_false (pp_model_steps_batch (m, 3, samples, outside, 4, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_true (tensors_equal (a, a1));
+}
+
 static void
 test_step_ms (void)
 {
@@ -671,6 +709,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models/update/stamp", test_update);
   g_test_add_func ("/models/update/anisotropic", test_update_anisotropic);
   g_test_add_func ("/models/step/step-ms", test_step_ms);
+  g_test_add_func ("/models/step/batch", test_steps_batch);
   g_test_add_func ("/models/anisotropic/constant", test_aniso_constant);
   g_test_add_func ("/models/anisotropic/noise", test_aniso_noise);
   g_test_add_func ("/models/anisotropic/edge", test_aniso_edge);
