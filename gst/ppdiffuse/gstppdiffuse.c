@@ -720,6 +720,28 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 static void gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep);
 
+/* stream-batch with nothing to batch: a warning that says what to change.
+ * The longest slice has ceil (steps / ranks) steps; a batch needs two
+ * steps on a worker and two frames in flight (full batches want about
+ * steps + ranks: docs/element.md). */
+static void
+stream_batch_check (GstPpDiffuse * self, guint ranks, guint steps,
+    guint limit)
+{
+  const guint longest = (steps + ranks - 1) / ranks;
+
+  if (longest < 2)
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS, ("stream-batch has "
+            "nothing to batch: each of the %u workers runs one of the %u "
+            "steps (use fewer ranks or more steps)", ranks, steps),
+        ("ranks=%u steps=%u", ranks, steps));
+  else if (limit < 2)
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS, ("stream-batch has "
+            "nothing to batch: max-in-flight lets one frame in flight "
+            "(about %u fill every worker's batch)", steps + ranks),
+        ("ranks=%u steps=%u max-in-flight=%u", ranks, steps, limit));
+}
+
 static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
@@ -785,6 +807,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   GST_INFO_OBJECT (self, "mesh %s: %u workers, %u steps, %u chunks in "
       "flight at most", reused ? "reused" : "up", config.n_workers,
       config.n_steps, self->limit);
+  if (config.stream_batch)
+    stream_batch_check (self, config.n_workers, config.n_steps, self->limit);
 
   g_mutex_lock (&self->lock);
   self->in_flight = 0;

@@ -104,6 +104,51 @@ pop_warning (GstBus * bus, guint timeout_ms)
       GST_MESSAGE_WARNING);
 }
 
+/* stream-batch where nothing can batch (one step a worker, or one frame in
+ * flight): a warning at start that says why, and the frames go on. */
+GST_START_TEST (test_stream_batch_nothing_to_batch)
+{
+  const struct
+  {
+    guint ranks, steps, max_in_flight;
+    const gchar *needle;
+  } cases[] = {
+    {2, 2, 0, "each of the 2 workers runs one of the 2 steps"},
+    {1, 2, 1, "max-in-flight lets one frame in flight"},
+  };
+
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++) {
+    g_autofree gchar *uri = model_uri (3);
+    GstElement *element = pp_check_make_element (cases[c].ranks,
+        cases[c].steps, uri);
+    GstBus *bus = gst_bus_new ();
+    GstHarness *h;
+    GstMessage *msg;
+    GError *gerror = NULL;
+
+    g_object_set (element, "stream-batch", TRUE, "max-in-flight",
+        cases[c].max_in_flight, NULL);
+    gst_element_set_bus (element, bus);
+    h = make_harness (element, "RGBA", 16, 8);
+    fail_unless_equals_int (gst_harness_push (h, make_rgba (0, 16, 8)),
+        GST_FLOW_OK);
+    gst_buffer_unref (gst_harness_pull (h));
+    msg = pop_warning (bus, MESSAGE_TIMEOUT_MS);
+    fail_unless (msg != NULL, "no warning for case %u", c);
+    gst_message_parse_warning (msg, &gerror, NULL);
+    fail_unless (strstr (gerror->message, cases[c].needle) != NULL,
+        "the warning does not say '%s': %s", cases[c].needle,
+        gerror->message);
+    g_error_free (gerror);
+    gst_message_unref (msg);
+    gst_element_set_bus (element, NULL);
+    gst_object_unref (bus);
+    stop (h);
+  }
+}
+
+GST_END_TEST;
+
 /* ---- zero stale frames --------------------------------------------------- */
 
 /* The stamp model's mark changes twice while frames are in flight: every
@@ -1380,6 +1425,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_stamp_mark_changes_in_lockstep);
   tcase_add_test (tc, test_kept_workers_take_new_settings);
   tcase_add_test (tc, test_bad_change_keeps_stream);
+  tcase_add_test (tc, test_stream_batch_nothing_to_batch);
   tcase_add_test (tc, test_caps_change_in_flight);
   tcase_add_test (tc, test_stress_live_changes);
   suite_add_tcase (s, tc);
