@@ -410,8 +410,9 @@ pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
   return pp_image_from_tensor (image, sample, error);
 }
 
-gboolean
-pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
+/* pp_model_step without its step-ms. */
+static gboolean
+step_unslept (PpModel * model, guint step, guint n_steps, PpTensor * sample,
     GError ** error)
 {
   if (step >= n_steps) {
@@ -422,15 +423,28 @@ pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   if (!model->steps_open && (model->klass->steps_begin != NULL
           || sample->backend != NULL))
     return pp_model_steps_begin (model, sample, error)
-        && pp_model_step (model, step, n_steps, sample, error)
+        && step_unslept (model, step, n_steps, sample, error)
         && pp_model_steps_end (model, sample, error);
   /* A host model's steps work on the host copy of a device sample. */
   if (model->klass->steps_begin == NULL && sample->backend != NULL)
     sample = model->host_sample;
-  if (!model->klass->step (model, step, n_steps, sample, error))
-    return FALSE;
+  return model->klass->step (model, step, n_steps, sample, error);
+}
+
+static void
+sleep_step_ms (PpModel * model)
+{
   if (model->step_ms > 0)
     g_usleep ((gulong) (model->step_ms * 1000.0));
+}
+
+gboolean
+pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
+    GError ** error)
+{
+  if (!step_unslept (model, step, n_steps, sample, error))
+    return FALSE;
+  sleep_step_ms (model);
   return TRUE;
 }
 
@@ -492,7 +506,6 @@ pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
     const guint * steps, guint n_steps, GError ** error)
 {
   GError *own = NULL;
-  gdouble step_ms = model->step_ms;
 
   g_return_val_if_fail (!model->steps_open, FALSE);
   for (guint i = 0; i < n; i++)
@@ -501,27 +514,20 @@ pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
           "step %u is outside the schedule of %u steps", steps[i], n_steps);
       return FALSE;
     }
-  if (n > 1 && model->klass->steps_batch != NULL) {
-    if (model->klass->steps_batch (model, n, samples, steps, n_steps, &own))
-      goto slept;
+  if (n < 2 || model->klass->steps_batch == NULL
+      || !model->klass->steps_batch (model, n, samples, steps, n_steps,
+          &own)) {
     if (own != NULL) {
       g_propagate_error (error, own);
       return FALSE;
     }
+    /* One by one. */
+    for (guint i = 0; i < n; i++)
+      if (!step_unslept (model, steps[i], n_steps, samples[i], error))
+        return FALSE;
   }
-  /* One by one, step-ms once for them all. */
-  model->step_ms = 0.0;
-  for (guint i = 0; i < n; i++)
-    if (!pp_model_step (model, steps[i], n_steps, samples[i], &own))
-      break;
-  model->step_ms = step_ms;
-  if (own != NULL) {
-    g_propagate_error (error, own);
-    return FALSE;
-  }
-slept:
-  if (model->step_ms > 0)
-    g_usleep ((gulong) (model->step_ms * 1000.0));
+  /* step-ms once for them all. */
+  sleep_step_ms (model);
   return TRUE;
 }
 

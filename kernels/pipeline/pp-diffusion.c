@@ -926,6 +926,18 @@ check_sample (const PpTensor * sample, GError ** error)
   return TRUE;
 }
 
+/* FALSE with @error when the prompt's states have not come yet. */
+static gboolean
+have_context (Diffusion * d, GError ** error)
+{
+  if (d->context != NULL)
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+      "no prompt states yet: the first chunk after the settings named "
+      "prompt-embeds=%s must bring them", d->prompt_embeds_path);
+  return FALSE;
+}
+
 /* Device buffers for samples of @sample's shape: the sample, the UNet's
  * input and output, and the noise of every step that takes fresh noise. */
 static gboolean
@@ -990,12 +1002,8 @@ diffusion_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   const gsize n = (gsize) pp_tensor_numel (b->sample);
   gboolean ok;
 
-  if (d->context == NULL) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "no prompt states yet: the first chunk after the settings named "
-        "prompt-embeds=%s must bring them", d->prompt_embeds_path);
+  if (!have_context (d, error))
     return FALSE;
-  }
   pp_schedule_scale_input (d->schedule, d->be, step, b->sample->data,
       b->unet_in->data, n);
   if (d->temporal && d->frame_counts) {
@@ -1028,6 +1036,12 @@ batch_buffers (PpModel * model, guint n, const PpTensor * sample,
   };
   BatchBuffers *b;
 
+  if (n > model->n_steps) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "a stream batch of %u "
+        "samples: at most one per step of the schedule (%u)", n,
+        model->n_steps);
+    return NULL;
+  }
   if (d->batches == NULL)
     d->batches = g_new0 (BatchBuffers, model->n_steps + 1);
   b = &d->batches[n];
@@ -1049,7 +1063,7 @@ batch_buffers (PpModel * model, guint n, const PpTensor * sample,
   return b;
 }
 
-/* Copies @n bytes between a sample (host, or on @be) and device memory. */
+/* A sample's bytes (host, or on @be) into device memory @dst, and back. */
 static void
 sample_in (PpBackend * be, float *dst, const PpTensor * sample)
 {
@@ -1082,16 +1096,12 @@ diffusion_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
 
   if (d->temporal)
     return FALSE;
-  if (d->context == NULL) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "no prompt states yet: the first chunk after the settings named "
-        "prompt-embeds=%s must bring them", d->prompt_embeds_path);
+  if (!have_context (d, error))
     return FALSE;
-  }
   for (guint i = 0; i < n; i++) {
     if (!check_sample (samples[i], error))
       return FALSE;
-    if (samples[i]->shape[0] != 1 || samples[i]->nbytes != samples[0]->nbytes
+    if (samples[i]->shape[0] != 1
         || memcmp (samples[i]->shape, samples[0]->shape,
             sizeof samples[0]->shape[0] * 4) != 0
         || (samples[i]->backend != NULL && samples[i]->backend != d->be)) {

@@ -523,15 +523,13 @@ typedef struct
 {
   Rider *riders;
   guint n, max;
-  /* What the riders share: a chunk joins only with the same. */
-  guint32 cache_epoch;
-  gint64 shape[4];
-  gboolean plain;               /* no warm-up pass, no reset */
-  gboolean warm_up;             /* a warm-up pass (alone) */
   /* For the pass: the riders' samples and steps. */
   PpTensor **samples;
   guint *steps;
 } Batch;
+
+/* A chunk that must compute alone: a reset or a warm-up pass. */
+#define ALONE_FLAGS (PP_CHUNK_FLAG_RESET | PP_CHUNK_FLAG_WARMUP)
 
 /* Whether @chunk's settings tensor is absent or the settings the model
  * has (the same again in its epoch): joining a batch changes nothing. */
@@ -552,21 +550,24 @@ settings_unchanged (Worker * w, PpChunk * chunk)
 
 /* Whether @chunk may join the riders: room, and nothing that changes what
  * their steps compute (a new epoch, settings, a reset, a warm-up pass, a
- * size).  A chunk that may not waits until they have all left. */
+ * size).  What the riders share is the first one's.  A chunk that may not
+ * waits until they have all left. */
 static gboolean
 batch_admits (Worker * w, const Batch * b, PpChunk * chunk)
 {
+  const Rider *first = &b->riders[0];
   PpTensor *sample;
 
   if (b->n == 0)
     return TRUE;
-  if (b->n == b->max || !b->plain || (chunk->flags & (PP_CHUNK_FLAG_SHUTDOWN
-              | PP_CHUNK_FLAG_RESET | PP_CHUNK_FLAG_WARMUP))
-      || chunk->cache_epoch != b->cache_epoch)
+  if (b->n == b->max || (first->chunk->flags & ALONE_FLAGS)
+      || (chunk->flags & (PP_CHUNK_FLAG_SHUTDOWN | ALONE_FLAGS))
+      || chunk->cache_epoch != first->chunk->cache_epoch)
     return FALSE;
   sample = pp_chunk_get_tensor (chunk, PP_MODEL_SAMPLE_NAME);
-  return sample != NULL && sample->ndim == 4
-      && memcmp (sample->shape, b->shape, sizeof b->shape) == 0
+  return sample != NULL && sample->ndim == first->sample->ndim
+      && memcmp (sample->shape, first->sample->shape,
+          sample->ndim * sizeof sample->shape[0]) == 0
       && settings_unchanged (w, chunk);
 }
 
@@ -578,15 +579,7 @@ batch_join (Worker * w, Batch * b, PpChunk * chunk)
   r->chunk = chunk;
   r->sample = chunk_sample (w, chunk);
   r->step = w->slice.first;
-  if (b->n++ == 0) {
-    b->cache_epoch = chunk->cache_epoch;
-    memset (b->shape, 0, sizeof b->shape);
-    memcpy (b->shape, r->sample->shape,
-        MIN (r->sample->ndim, 4) * sizeof b->shape[0]);
-    b->plain = (chunk->flags & (PP_CHUNK_FLAG_RESET
-            | PP_CHUNK_FLAG_WARMUP)) == 0;
-    b->warm_up = (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0;
-  }
+  b->n++;
   r->event = chunk_begin (w, chunk, r->sample);
 }
 
@@ -621,7 +614,8 @@ batch_pass (Worker * w, Batch * b)
     pp_liveness_set_batched_steps (w->liveness, w->batched_steps);
   }
   /* A pass moves each rider one step on: the pace counts one step. */
-  add_compute_time (w, g_get_monotonic_time () - start, 1, b->warm_up);
+  add_compute_time (w, g_get_monotonic_time () - start, 1,
+      (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0);
   if (b->riders[0].step < w->slice.end)
     return;
   chunk_end (w, b->riders[0].chunk, b->riders[0].event);
