@@ -75,18 +75,23 @@
       (x, rows, in, w, b, out, y), 2 * (gint64) rows * in * out,             \
       (PP_OPS_VIEW (w, (gint64) out * in) PP_OPS_VIEW_OPTIONAL (b, out)))    \
   /* q [n,lq,heads·head_dim], k, v [n,lk,heads·head_dim], out like q:        \
-   * softmax(q kᵀ / √head_dim) v per sample and head. */                     \
+   * softmax(q kᵀ / √head_dim) v per sample and head.  @dtype is the type    \
+   * of the weights that made q, k and v: a backend with 16-bit tensor       \
+   * cores may round q, k, v, the probabilities and out to it (F16, BF16;    \
+   * float32 softmax and accumulation); F32 asks for float32.  The CPU       \
+   * backends compute float32 whatever it says. */                           \
   PLAIN (attention, ATTENTION,                                               \
       (const float *q, const float *k, const float *v, int n, int lq,        \
-          int lk, int heads, int head_dim, float *out),                      \
-      (q, k, v, n, lq, lk, heads, head_dim, out),                            \
+          int lk, int heads, int head_dim, PpDType dtype, float *out),       \
+      (q, k, v, n, lq, lk, heads, head_dim, dtype, out),                     \
       4 * (gint64) n * heads * lq * lk * head_dim, ())                       \
   /* Self-attention with a causal mask (a text encoder's): q, k, v, out      \
-   * [n,l,heads·head_dim]; query i sees keys 0…i only. */                    \
+   * [n,l,heads·head_dim]; query i sees keys 0…i only; @dtype as for         \
+   * attention. */                                                           \
   PLAIN (attention_causal, ATTENTION_CAUSAL,                                 \
       (const float *q, const float *k, const float *v, int n, int l,         \
-          int heads, int head_dim, float *out),                              \
-      (q, k, v, n, l, heads, head_dim, out),                                 \
+          int heads, int head_dim, PpDType dtype, float *out),               \
+      (q, k, v, n, l, heads, head_dim, dtype, out),                          \
       2 * (gint64) n * heads * l * (l + 1) * head_dim, ())                   \
   /* In place, n elements. */                                                \
   PLAIN (silu, SILU, (float *x, size_t n), (x, n), 0, ())                    \

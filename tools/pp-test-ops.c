@@ -639,13 +639,44 @@ cases_matmul (Run * r)
 
 /* ---- attention ---------------------------------------------------------- */
 
+/* @x (@n values) rounded in place to @dtype (F32: as it is). */
+static void
+round_host (float *x, size_t n, PpDType dtype)
+{
+  for (size_t i = 0; i < n && dtype != PP_DTYPE_F32; i++)
+    x[i] = dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (pp_f32_to_f16 (x[i]))
+        : pp_bf16_to_f32 (pp_f32_to_bf16 (x[i]));
+}
+
+/* q, k, v (@nq, @nk, @nk values) as an attention computing in @dtype
+ * (16-bit: a GPU rounds them to it) reads them: rounded to it, so that the
+ * reference has the op's inputs; the case gets that dtype's bounds, whose
+ * floor covers the probabilities and the output rounded to it (their
+ * errors do not grow with the scores). */
+static void
+attention_inputs (Run * r, float *q, float *k, float *v, size_t nq,
+    size_t nk, PpDType dtype)
+{
+  round_host (q, nq, dtype);
+  round_host (k, nk, dtype);
+  round_host (v, nk, dtype);
+  r->views = dtype;
+}
+
+static const gchar *
+compute_label (PpDType dtype)
+{
+  return dtype == PP_DTYPE_F16 ? ", F16 compute" : dtype == PP_DTYPE_BF16
+      ? ", BF16 compute" : "";
+}
+
 /* Growth: the scores are dot products of head_dim terms and the outputs
  * sums of lk; a score's rounding error moves its softmax weight by that
  * error times |score| (relative), so the squared error also grows with the
  * largest score². */
 static void
 attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
-    double amplitude)
+    double amplitude, PpDType dtype)
 {
   const size_t nq = (size_t) n * lq * heads * hd;
   const size_t nk = (size_t) n * lk * heads * hd;
@@ -656,30 +687,49 @@ attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
   float *dout = device_nan (r, nq);
   double max_score;
 
+  attention_inputs (r, q, k, v, nq, nk, dtype);
   pp_attention (r->be, upload (r, q, nq), upload (r, k, nk),
-      upload (r, v, nk), n, lq, lk, heads, hd, dout);
+      upload (r, v, nk), n, lq, lk, heads, hd, dtype, dout);
   max_score = pp_ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION, g_strdup_printf ("n%d lq%d lk%d %d "
-          "heads of %d, amplitude %g", n, lq, lk, heads, hd, amplitude),
-      dout, ref, nq, (double) (hd + lk) * MAX (1.0, max_score * max_score));
+          "heads of %d, amplitude %g%s", n, lq, lk, heads, hd, amplitude,
+          compute_label (dtype)), dout, ref, nq, (double) (hd + lk)
+      * MAX (1.0, max_score * max_score));
 }
 
 static void
 cases_attention (Run * r)
 {
-  attention_one (r, 1, 1, 1, 1, 1, 1.0);
-  attention_one (r, 1, 13, 5, 3, 8, 1.0);
-  attention_one (r, 2, 7, 77, 2, 40, 1.0);      /* cross-attention */
-  attention_one (r, 1, 17, 33, 2, 5, 1.0);
-  attention_one (r, 1, 70, 77, 2, 32, 1.0);
-  attention_one (r, 1, 33, 29, 2, 64, 4.0);     /* large scores */
-  attention_one (r, 1, 300, 300, 5, 64, 1.0);
+  const PpDType f32 = PP_DTYPE_F32;
+
+  attention_one (r, 1, 1, 1, 1, 1, 1.0, f32);
+  attention_one (r, 1, 13, 5, 3, 8, 1.0, f32);
+  attention_one (r, 2, 7, 77, 2, 40, 1.0, f32);  /* cross-attention */
+  attention_one (r, 1, 17, 33, 2, 5, 1.0, f32);
+  attention_one (r, 1, 70, 77, 2, 32, 1.0, f32);
+  attention_one (r, 1, 33, 29, 2, 64, 4.0, f32); /* large scores */
+  attention_one (r, 1, 300, 300, 5, 64, 1.0, f32);
+  /* In 16 bits (a GPU's fused or GEMM path): the UNets' head sizes (SD2's
+   * 64, SD1.5's 40 and 160), text keys, an odd head size no fused kernel
+   * takes, and several samples. */
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    const PpDType h = half_dtypes[d];
+
+    attention_one (r, 1, 1, 1, 1, 1, 1.0, h);
+    attention_one (r, 2, 7, 77, 2, 40, 1.0, h);
+    attention_one (r, 1, 17, 33, 2, 5, 1.0, h);
+    attention_one (r, 1, 33, 29, 2, 64, 4.0, h);
+    attention_one (r, 1, 512, 512, 5, 64, 1.0, h);
+    attention_one (r, 2, 256, 77, 10, 64, 1.0, h);
+    attention_one (r, 1, 64, 64, 8, 160, 1.0, h);
+    attention_one (r, 1, 256, 256, 1, 512, 1.0, h);    /* a VAE's */
+  }
 }
 
 /* Growth as attention's, with l keys at most. */
 static void
 attention_causal_one (Run * r, int n, int l, int heads, int hd,
-    double amplitude)
+    double amplitude, PpDType dtype)
 {
   const size_t count = (size_t) n * l * heads * hd;
   g_autofree float *q = random_host (r, count, amplitude);
@@ -689,22 +739,30 @@ attention_causal_one (Run * r, int n, int l, int heads, int hd,
   float *dout = device_nan (r, count);
   double max_score;
 
+  attention_inputs (r, q, k, v, count, count, dtype);
   pp_attention_causal (r->be, upload (r, q, count), upload (r, k, count),
-      upload (r, v, count), n, l, heads, hd, dout);
+      upload (r, v, count), n, l, heads, hd, dtype, dout);
   max_score = pp_ref_attention_causal (q, k, v, n, l, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION_CAUSAL, g_strdup_printf ("n%d l%d %d "
-          "heads of %d, amplitude %g", n, l, heads, hd, amplitude), dout,
-      ref, count, (double) (hd + l) * MAX (1.0, max_score * max_score));
+          "heads of %d, amplitude %g%s", n, l, heads, hd, amplitude,
+          compute_label (dtype)), dout, ref, count, (double) (hd + l)
+      * MAX (1.0, max_score * max_score));
 }
 
 static void
 cases_attention_causal (Run * r)
 {
-  attention_causal_one (r, 1, 1, 1, 1, 1.0);
-  attention_causal_one (r, 1, 5, 3, 8, 1.0);
-  attention_causal_one (r, 2, 77, 4, 8, 1.0);   /* a tiny text encoder */
-  attention_causal_one (r, 1, 77, 12, 64, 1.0); /* CLIP ViT-L/14's */
-  attention_causal_one (r, 1, 33, 2, 64, 4.0);  /* large scores */
+  const PpDType f32 = PP_DTYPE_F32;
+
+  attention_causal_one (r, 1, 1, 1, 1, 1.0, f32);
+  attention_causal_one (r, 1, 5, 3, 8, 1.0, f32);
+  attention_causal_one (r, 2, 77, 4, 8, 1.0, f32);       /* a tiny text encoder */
+  attention_causal_one (r, 1, 77, 12, 64, 1.0, f32);     /* CLIP ViT-L/14's */
+  attention_causal_one (r, 1, 33, 2, 64, 4.0, f32);      /* large scores */
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    attention_causal_one (r, 2, 77, 4, 8, 1.0, half_dtypes[d]);
+    attention_causal_one (r, 1, 77, 16, 64, 1.0, half_dtypes[d]);
+  }
 }
 
 /* ---- element-wise ------------------------------------------------------- */

@@ -69,7 +69,7 @@ causal_range (size_t begin, size_t end, gpointer data)
 
 void
 pp_cpu_attention_causal (const float *q, const float *k, const float *v,
-    int n, int l, int heads, int head_dim, float *out)
+    int n, int l, int heads, int head_dim, PpDType dtype, float *out)
 {
   Causal c = { q, k, v, out, l, heads, head_dim,
     1.0f / sqrtf ((float) head_dim)

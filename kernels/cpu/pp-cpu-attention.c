@@ -548,7 +548,7 @@ attention_fused (const float *q, const float *k, const float *v, int n,
 
 void
 pp_cpu_attention (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int head_dim, float *out)
+    int lq, int lk, int heads, int head_dim, PpDType dtype, float *out)
 {
   const int ld = heads * head_dim;
   const float scale = 1.0f / sqrtf ((float) head_dim);

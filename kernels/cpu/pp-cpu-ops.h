@@ -74,10 +74,11 @@ void pp_cpu_layer_norm (const float *x, int rows, int dim, float eps,
     const float *gamma, const float *beta, float *y);
 void pp_cpu_linear (const float *x, int rows, int in, const float *w,
     const float *b, int out, float *y);
+/* The attentions compute float32 whatever @dtype says (pp-ops-list.h). */
 void pp_cpu_attention (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int head_dim, float *out);
+    int lq, int lk, int heads, int head_dim, PpDType dtype, float *out);
 void pp_cpu_attention_causal (const float *q, const float *k, const float *v,
-    int n, int l, int heads, int head_dim, float *out);
+    int n, int l, int heads, int head_dim, PpDType dtype, float *out);
 void pp_cpu_silu (float *x, size_t n);
 void pp_cpu_relu (float *x, size_t n);
 void pp_cpu_tanh (float *x, size_t n);

@@ -1,5 +1,7 @@
-/* ppdiffuse — chunking of the CUDA attention's scores. */
+/* ppdiffuse — the CUDA attention's way, and the chunking of its
+ * scores. */
 #include "pp-cuda-attention-plan.h"
+#include "pp-error.h"
 
 #include <string.h>
 
@@ -48,4 +50,32 @@ pp_cuda_attention_chunk (const PpCudaAttentionPlan * plan, int index)
   c.head0 = h * plan->chunk_heads;
   c.heads = MIN (plan->chunk_heads, plan->heads - c.head0);
   return c;
+}
+
+gboolean
+pp_cuda_attention_parse (const gchar * value, PpCudaAttention * way,
+    GError ** error)
+{
+  static const struct
+  {
+    const gchar *name;
+    PpCudaAttention way;
+  } ways[] = {
+    {"fused", PP_CUDA_ATTENTION_FUSED},
+    {"gemm", PP_CUDA_ATTENTION_GEMM},
+    {"f32", PP_CUDA_ATTENTION_F32},
+  };
+
+  if (value == NULL || *value == '\0') {
+    *way = PP_CUDA_ATTENTION_FUSED;
+    return TRUE;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (ways); i++)
+    if (g_strcmp0 (value, ways[i].name) == 0) {
+      *way = ways[i].way;
+      return TRUE;
+    }
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+      "PPDIFFUSE_CUDA_ATTENTION=%s: expected fused, gemm or f32", value);
+  return FALSE;
 }

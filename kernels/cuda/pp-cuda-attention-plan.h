@@ -1,5 +1,6 @@
-/* ppdiffuse — how the CUDA attention cuts its work so that the scores of
- * one chunk (query rows × heads × keys, float32) fit a bounded scratch.
+/* ppdiffuse — which way the CUDA attention runs, and how its GEMM ways
+ * cut their work so that the scores of one chunk (query rows × heads ×
+ * keys, float32) fit a bounded scratch.
  *
  * A chunk is a range of query rows of a range of heads of one sample; the
  * chunks of a sample cover every (row, head) pair exactly once.  Plain C,
@@ -17,6 +18,21 @@ G_BEGIN_DECLS
 /* Fewer query rows per GEMM than this leave tensor cores idle: heads are
  * split before rows go below it. */
 #define PP_CUDA_ATTENTION_MIN_ROWS 64
+
+/* The ways (pp-cuda-attention.c), as PPDIFFUSE_CUDA_ATTENTION names
+ * them. */
+typedef enum
+{
+  PP_CUDA_ATTENTION_FUSED,      /* "fused": cuDNN's flash attention, else
+                                 * 16-bit GEMMs */
+  PP_CUDA_ATTENTION_GEMM,       /* "gemm": 16-bit GEMMs and a softmax */
+  PP_CUDA_ATTENTION_F32,        /* "f32": float32 GEMMs whatever the dtype */
+} PpCudaAttention;
+
+/* PPDIFFUSE_CUDA_ATTENTION's @value (NULL or empty: fused) as a way; FALSE
+ * with a PP_ERROR_CONFIG error naming the variable and the choices. */
+gboolean pp_cuda_attention_parse (const gchar * value,
+                                  PpCudaAttention * way, GError ** error);
 
 typedef struct
 {

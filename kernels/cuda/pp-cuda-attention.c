@@ -1,46 +1,93 @@
-/* ppdiffuse — attention on the device without all heads' scores at once:
- * per chunk of query rows and heads (pp-cuda-attention-plan.c), scores
- * S = q·kᵀ/√head_dim by a strided-batched GEMM (one batch entry per head)
- * into a bounded scratch, a row softmax, then out = S·v by a second one.
+/* ppdiffuse — attention on the device, in one of three ways
+ * (PpCudaAttention, chosen per backend by PPDIFFUSE_CUDA_ATTENTION):
+ *
+ * fused (the default): when the weights that made q, k and v are 16-bit
+ *   (the op's dtype), q, k and v are narrowed to it and cuDNN's fused
+ *   flash attention (pp-cuda-sdpa.c) computes the output in one graph,
+ *   float32 softmax and accumulation, never storing the scores; the
+ *   output is widened back.  A shape cuDNN has no engine for takes the
+ *   16-bit GEMMs below (said once per shape in the log).
+ * gemm: per chunk of query rows and heads (pp-cuda-attention-plan.c),
+ *   scores S = q·kᵀ/√head_dim by a strided-batched GEMM (one batch entry
+ *   per head) of 16-bit q and k on tensor cores into a bounded float32
+ *   scratch, a row softmax writing 16-bit probabilities, then out = P·v by
+ *   a second one, of 16-bit P and v, straight into the float32 output.
+ * float32 (the op's dtype is F32, or PPDIFFUSE_CUDA_ATTENTION=f32): the
+ *   same chunks in float32 throughout, exact unless TF32 was asked for.
+ *
  * Heads are column ranges of q, k, v and out (row stride heads·head_dim),
- * so nothing is copied or transposed.  Everything is float32 (q, k, v are
- * activations), exact unless TF32 was asked for.  Causal attention runs the
- * same way with a softmax that zeroes the keys after each query. */
+ * so nothing is transposed.  Causal attention (a text encoder's) runs the
+ * same ways with a softmax, or a cuDNN mask, that drops the keys after
+ * each query. */
 #include "pp-cuda-attention-plan.h"
+#include "pp-cuda-backend.h"
+#include "pp-cuda-convert.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
+#ifdef PP_HAVE_CUDNN
+#include "pp-cuda-sdpa.h"
+#endif
+
 #include <math.h>
 
-/* y_h [m,n] (ld ldy) = alpha · a_h [m,k] · op(b_h) for @batch heads h,
- * row-major (see pp-cuda-gemm.c for the column-major mapping), a_h at
- * a + h·stride_a and so on. */
+/* q, k and v narrowed side by side in one scratch buffer: each part starts
+ * on a multiple of this many elements (128 bytes), the alignment cuDNN and
+ * the tensor cores want. */
+#define PART_ALIGN 64
+
+static gsize
+part_size (gsize count)
+{
+  return (count + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+}
+
+static cudaDataType_t
+data_type (PpCudaType t)
+{
+  return t == PP_CUDA_F16 ? CUDA_R_16F : t == PP_CUDA_BF16 ? CUDA_R_16BF
+      : CUDA_R_32F;
+}
+
+/* y_h [m,n] (ld ldy, float32) = alpha · a_h [m,k] · op(b_h) for @batch
+ * heads h, row-major (see pp-cuda-gemm.c for the column-major mapping),
+ * a_h at a + h·stride_a and so on, a and b of type @t (float32 or 16-bit,
+ * accumulating in float32). */
 static void
-gemm_heads (PpCudaBackend * cu, gboolean trans_b, int m, int n, int k,
-    float alpha, const float *a, int lda, long long stride_a,
-    const float *b, int ldb, long long stride_b, float *y, int ldy,
+gemm_heads (PpCudaBackend * cu, PpCudaType t, gboolean trans_b, int m,
+    int n, int k, float alpha, gconstpointer a, int lda, long long stride_a,
+    gconstpointer b, int ldb, long long stride_b, float *y, int ldy,
     long long stride_y, int batch)
 {
   const float beta = 0.0f;
+  const cublasComputeType_t compute = t == PP_CUDA_F32 && cu->tf32
+      ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
   PP_CUBLAS_OP_TRY (cu, cublasGemmStridedBatchedEx (cu->cublas,
           trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
-          b, CUDA_R_32F, ldb, stride_b, a, CUDA_R_32F, lda, stride_a, &beta,
-          y, CUDA_R_32F, ldy, stride_y, batch,
-          cu->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          b, data_type (t), ldb, stride_b, a, data_type (t), lda, stride_a,
+          &beta, y, CUDA_R_32F, ldy, stride_y, batch, compute,
           CUBLAS_GEMM_DEFAULT));
 }
 
+static gsize
+type_size (PpCudaType t)
+{
+  return t == PP_CUDA_F32 ? sizeof (float) : sizeof (guint16);
+}
+
+/* The chunked GEMM attention, q, k, v of type @t (float32: the op's own
+ * buffers; 16-bit: narrowed copies). */
 static void
-attention (PpCudaBackend * cu, const float *q, const float *k,
-    const float *v, int n, int lq, int lk, int heads, int head_dim,
-    gboolean causal, float *out)
+attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
+    gconstpointer k, gconstpointer v, int n, int lq, int lk, int heads,
+    int head_dim, gboolean causal, float *out)
 {
   const int width = heads * head_dim;   /* row stride of q, k, v, out */
+  const gsize size = type_size (t);
   PpCudaAttentionPlan plan;
+  gpointer probs = NULL;
   float *scores;
-
-  g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
 
   if (!pp_cuda_attention_plan (lq, lk, heads,
           PP_CUDA_ATTENTION_SCRATCH_BYTES, &plan))
@@ -49,6 +96,9 @@ attention (PpCudaBackend * cu, const float *q, const float *k,
             G_GSIZE_FORMAT " MiB scratch", lk,
             PP_CUDA_ATTENTION_SCRATCH_BYTES >> 20));
   scores = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_SCORES, plan.scratch_bytes);
+  if (t != PP_CUDA_F32)
+    probs = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
+        plan.scratch_bytes / sizeof (float) * sizeof (guint16));
 
   for (int s = 0; s < n; s++) {
     const gsize q_off = (gsize) s * lq * width, kv_off = (gsize) s * lk
@@ -58,39 +108,129 @@ attention (PpCudaBackend * cu, const float *q, const float *k,
       const PpCudaAttentionChunk c = pp_cuda_attention_chunk (&plan, i);
       const gsize first = (gsize) c.row0 * width + (gsize) c.head0
           * head_dim;
+      const gsize kv_first = (gsize) c.head0 * head_dim;
       const long long per_head = (long long) c.rows * lk;
+      const gsize rows = (gsize) c.heads * c.rows;
 
       /* S_h [rows,lk] = q_h [rows,head_dim] · k_hᵀ / √head_dim. */
-      gemm_heads (cu, TRUE, c.rows, lk, head_dim,
-          1.0f / sqrtf ((float) head_dim), q + q_off + first, width,
-          head_dim, k + kv_off + (gsize) c.head0 * head_dim, width,
-          head_dim, scores, lk, per_head, c.heads);
-      if (causal)
-        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_causal (scores,
-                (gsize) c.heads * c.rows, lk, c.rows, c.row0, cu->stream));
+      gemm_heads (cu, t, TRUE, c.rows, lk, head_dim,
+          1.0f / sqrtf ((float) head_dim),
+          (const guint8 *) q + (q_off + first) * size, width, head_dim,
+          (const guint8 *) k + (kv_off + kv_first) * size, width, head_dim,
+          scores, lk, per_head, c.heads);
+      if (t != PP_CUDA_F32)
+        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_narrow (scores, rows, lk,
+                causal, c.rows, c.row0, probs, t, cu->stream));
+      else if (causal)
+        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_causal (scores, rows, lk,
+                c.rows, c.row0, cu->stream));
       else
-        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows (scores,
-                (gsize) c.heads * c.rows, lk, cu->stream));
+        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows (scores, rows, lk,
+                cu->stream));
       /* out_h [rows,head_dim] = P_h [rows,lk] · v_h [lk,head_dim]. */
-      gemm_heads (cu, FALSE, c.rows, head_dim, lk, 1.0f, scores, lk,
-          per_head, v + kv_off + (gsize) c.head0 * head_dim, width,
-          head_dim, out + q_off + first, width, head_dim, c.heads);
+      gemm_heads (cu, t, FALSE, c.rows, head_dim, lk, 1.0f,
+          t != PP_CUDA_F32 ? probs : (gpointer) scores, lk, per_head,
+          (const guint8 *) v + (kv_off + kv_first) * size, width, head_dim,
+          out + q_off + first, width, head_dim, c.heads);
     }
   }
+}
+
+#ifdef PP_HAVE_CUDNN
+/* cuDNN's flash attention on the narrowed q, k, v into out; FALSE (nothing
+ * enqueued) when cuDNN has no engine for the shape, said once per shape. */
+static gboolean
+attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
+    gconstpointer k16, gconstpointer v16, int n, int lq, int lk, int heads,
+    int head_dim, gboolean causal, float *out)
+{
+  const gsize count = (gsize) n * lq * heads * head_dim;
+  g_autoptr (GError) error = NULL;
+  gsize bytes = 0;
+  gpointer out16, workspace;
+
+  if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, n, lq, lk, heads,
+          head_dim, causal, &bytes, &error)) {
+    g_autofree gchar *shape = g_strdup_printf ("%d %d %d %d %d %d %d", t,
+        n, lq, lk, heads, head_dim, causal);
+
+    if (g_hash_table_add (cu->attention_fallbacks, g_steal_pointer (&shape)))
+      g_info ("cuda attention: %d×%d queries, %d keys, %d heads of %d%s: "
+          "16-bit GEMMs (%s)", n, lq, lk, heads, head_dim,
+          causal ? ", causal" : "", error->message);
+    return FALSE;
+  }
+  workspace = bytes > 0 ? pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
+      bytes) : NULL;
+  out16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
+      count * sizeof (guint16));
+  if (!pp_cuda_sdpa_run (cu->cudnn, cu->sdpa_plans, t, q16, k16, v16, out16,
+          n, lq, lk, heads, head_dim, causal, workspace, bytes, &error))
+    pp_cuda_fatal (cu, g_steal_pointer (&error));
+  if (t == PP_CUDA_BF16)
+    PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (out16, out, count,
+            cu->stream));
+  else
+    PP_CUDA_OP_TRY (cu, pp_cuda_f16_to_f32 (out16, out, count, cu->stream));
+  return TRUE;
+}
+#endif
+
+static PpCudaType
+compute_type (PpCudaBackend * cu, PpDType dtype)
+{
+  if (cu->attention == PP_CUDA_ATTENTION_F32)
+    return PP_CUDA_F32;
+  return dtype == PP_DTYPE_F16 ? PP_CUDA_F16 : dtype == PP_DTYPE_BF16
+      ? PP_CUDA_BF16 : PP_CUDA_F32;
+}
+
+static void
+attention (PpCudaBackend * cu, const float *q, const float *k,
+    const float *v, int n, int lq, int lk, int heads, int head_dim,
+    PpDType dtype, gboolean causal, float *out)
+{
+  const PpCudaType t = compute_type (cu, dtype);
+  const gsize width = (gsize) heads * head_dim;
+  const gsize nq = (gsize) n * lq * width, nk = (gsize) n * lk * width;
+  guint16 *q16, *k16, *v16;
+
+  g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
+
+  if (t == PP_CUDA_F32) {
+    attention_gemm (cu, t, q, k, v, n, lq, lk, heads, head_dim, causal,
+        out);
+    return;
+  }
+  q16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_QKV, (part_size (nq)
+          + 2 * part_size (nk)) * sizeof (guint16));
+  k16 = q16 + part_size (nq);
+  v16 = k16 + part_size (nk);
+  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (q, 1, nq, nq, q16, t, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (k, 1, nk, nk, k16, t, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (v, 1, nk, nk, v16, t, cu->stream));
+#ifdef PP_HAVE_CUDNN
+  if (cu->attention == PP_CUDA_ATTENTION_FUSED
+      && attention_fused (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim,
+          causal, out))
+    return;
+#endif
+  attention_gemm (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim, causal,
+      out);
 }
 
 void
 pp_cuda_op_attention (PpCudaBackend * cu, const float *q, const float *k,
     const float *v, int n, int lq, int lk, int heads, int head_dim,
-    float *out)
+    PpDType dtype, float *out)
 {
-  attention (cu, q, k, v, n, lq, lk, heads, head_dim, FALSE, out);
+  attention (cu, q, k, v, n, lq, lk, heads, head_dim, dtype, FALSE, out);
 }
 
 void
 pp_cuda_op_attention_causal (PpCudaBackend * cu, const float *q,
     const float *k, const float *v, int n, int l, int heads, int head_dim,
-    float *out)
+    PpDType dtype, float *out)
 {
-  attention (cu, q, k, v, n, l, l, heads, head_dim, TRUE, out);
+  attention (cu, q, k, v, n, l, l, heads, head_dim, dtype, TRUE, out);
 }

@@ -5,6 +5,9 @@
 #include "pp-cuda-backend.h"
 #include "pp-cuda-private.h"
 #include "pp-cuda-staging.h"
+#ifdef PP_HAVE_CUDNN
+#include "pp-cuda-sdpa.h"
+#endif
 #include "pp-error.h"
 
 #include <string.h>
@@ -388,7 +391,10 @@ init_handles (PpCudaBackend * cu, GError ** error)
       || !PP_CUDNN_TRY (cudnnSetStream (cu->cudnn, cu->stream), error))
     return FALSE;
   cu->conv_plans = pp_cuda_conv_plans_new ();
+  cu->sdpa_plans = pp_cuda_sdpa_plans_new ();
 #endif
+  cu->attention_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal,
+      g_free, NULL);
   /* TF32 only on request: cuBLAS's default math mode already keeps
    * float32 GEMMs exact. */
   if (cu->tf32 && !PP_CUBLAS_TRY (cublasSetMathMode (cu->cublas,
@@ -431,6 +437,14 @@ create (gint device, GError ** error)
   cu = g_new0 (PpCudaBackend, 1);
   cu->device = device;
   cu->tf32 = g_strcmp0 (g_getenv (PP_CUDA_TF32_ENV), "1") == 0;
+  if (!pp_cuda_attention_parse (g_getenv (PP_CUDA_ATTENTION_ENV),
+          &cu->attention, error)
+      || !pp_cuda_conv_algo_parse (g_getenv (PP_CUDA_CONV_ALGO_ENV),
+          &cu->conv_timed, error)) {
+    g_free (cu);
+    g_free (desc);
+    return NULL;
+  }
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -447,7 +461,11 @@ create (gint device, GError ** error)
   cu->be.view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.priv = cu;
-  g_info ("backend cuda: %s%s", desc, cu->tf32 ? ", TF32 allowed" : "");
+  g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms",
+      desc, cu->tf32 ? ", TF32 allowed" : "",
+      cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
+      : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
+      cu->conv_timed ? "timed" : "heuristic");
   return &cu->be;
 }
 

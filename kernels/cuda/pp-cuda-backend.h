@@ -23,6 +23,15 @@ G_BEGIN_DECLS
 /* Opts float32 GEMMs and convolutions into TensorFloat-32 tensor cores
  * (10-bit mantissa products) when set to 1. */
 #define PP_CUDA_TF32_ENV "PPDIFFUSE_CUDA_TF32"
+/* How attention with 16-bit weights runs: fused (the default: cuDNN's
+ * flash attention where it has an engine for the shape, else gemm), gemm
+ * (16-bit GEMMs on tensor cores and a float32 softmax) or f32 (float32
+ * GEMMs, as with float32 weights). */
+#define PP_CUDA_ATTENTION_ENV "PPDIFFUSE_CUDA_ATTENTION"
+/* How a convolution shape's algorithm is chosen the first time it runs:
+ * timed (the default: cuDNN's trials on the op's buffers, the fastest
+ * kept) or heuristic (cuDNN's heuristics' first choice, nothing run). */
+#define PP_CUDA_CONV_ALGO_ENV "PPDIFFUSE_CUDA_CONV_ALGO"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

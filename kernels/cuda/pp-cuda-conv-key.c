@@ -1,5 +1,7 @@
-/* ppdiffuse — the CUDA convolution cache's key. */
+/* ppdiffuse — the CUDA convolution cache's key, and the choice of
+ * algorithm. */
 #include "pp-cuda-conv-key.h"
+#include "pp-error.h"
 
 /* The fields one by one, not the struct's bytes: padding is not hashed. */
 static gint
@@ -33,5 +35,21 @@ pp_cuda_conv_key_equal (gconstpointer a, gconstpointer b)
   for (guint i = 0; i < N_FIELDS; i++)
     if (field (a, i) != field (b, i))
       return FALSE;
+  return TRUE;
+}
+
+gboolean
+pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
+    GError ** error)
+{
+  if (value == NULL || *value == '\0' || g_strcmp0 (value, "timed") == 0)
+    *timed = TRUE;
+  else if (g_strcmp0 (value, "heuristic") == 0)
+    *timed = FALSE;
+  else {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "PPDIFFUSE_CUDA_CONV_ALGO=%s: expected timed or heuristic", value);
+    return FALSE;
+  }
   return TRUE;
 }

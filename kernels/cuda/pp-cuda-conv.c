@@ -1,8 +1,12 @@
 /* ppdiffuse — conv2d on cuDNN (legacy API, NCHW).
  *
- * Every shape gets a plan once: its descriptors and the algorithm cuDNN's
- * heuristics rank first among those whose workspace fits
- * CONV_MAX_WORKSPACE, cached by PpCudaConvKey.  With 16-bit weights (the
+ * Every shape gets a plan once, cached by PpCudaConvKey: its descriptors
+ * and its algorithm, the fastest of cuDNN's timed trials on the op's own
+ * buffers (cudnnFindConvolutionForwardAlgorithmEx, within
+ * CONV_MAX_WORKSPACE), so during a model's warm-up.  A plan first needed
+ * while the stream is captured into a graph, where nothing may be timed,
+ * takes the heuristics' first choice instead; so does every plan with
+ * PPDIFFUSE_CUDA_CONV_ALGO=heuristic.  With 16-bit weights (the
  * weight view's dtype, part of the key) the convolution runs in that type
  * (x narrowed into a scratch buffer, y produced in 16 bits and widened
  * back to float32 with the bias added), accumulating in float32 on tensor
@@ -24,6 +28,7 @@ typedef struct
   cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
+  cudnnMathType_t math;
   cudnnConvolutionFwdAlgo_t algo;
   gsize workspace;
 } ConvPlan;
@@ -60,6 +65,55 @@ data_type (PpDType dtype)
   }
 }
 
+/* Whether @algo runs the plan's convolution within the workspace bound
+ * (its size for the descriptor's math type in *@bytes). */
+static gboolean
+usable (PpCudaBackend * cu, const ConvPlan * p,
+    cudnnConvolutionFwdAlgo_t algo, gsize * bytes)
+{
+  size_t size = 0;
+
+  if (cudnnGetConvolutionForwardWorkspaceSize (cu->cudnn, p->x, p->w,
+          p->conv, p->y, algo, &size) != CUDNN_STATUS_SUCCESS
+      || size > CONV_MAX_WORKSPACE)
+    return FALSE;
+  *bytes = size;
+  return TRUE;
+}
+
+/* Picks the algorithm cuDNN's trials on @x, @w and @y (the op's own
+ * buffers: the trials write @y, which the op then overwrites) find
+ * fastest, within the workspace bound; FALSE when none ran.  A float32
+ * plan keeps to FMA results unless TF32 was asked for. */
+static gboolean
+time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
+    gconstpointer w, gpointer y)
+{
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  gpointer workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
+      CONV_MAX_WORKSPACE);
+  int found = 0;
+
+  PP_CUDNN_OP_TRY (cu, cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn,
+          p->x, x, p->w, w, p->conv, p->y, y,
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, workspace,
+          CONV_MAX_WORKSPACE));
+  /* The results come fastest first. */
+  for (int i = 0; i < found; i++) {
+    gsize bytes;
+
+    if (perf[i].status != CUDNN_STATUS_SUCCESS
+        || (p->math == CUDNN_FMA_MATH && perf[i].mathType != CUDNN_FMA_MATH
+            && perf[i].mathType != CUDNN_DEFAULT_MATH)
+        || !usable (cu, p, perf[i].algo, &bytes))
+      continue;
+    p->algo = perf[i].algo;
+    p->workspace = bytes;
+    return TRUE;
+  }
+  return FALSE;
+}
+
 /* Picks the algorithm: the heuristics' ranking, first one that runs with
  * the descriptors' math type within the workspace bound. */
 static void
@@ -72,15 +126,12 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
           p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
           &found, perf));
   for (int i = 0; i < found; i++) {
-    size_t bytes = 0;
+    gsize bytes;
 
-    if (perf[i].status != CUDNN_STATUS_SUCCESS)
-      continue;
     /* The size for this descriptor's math type (the ranking may list the
      * algorithm under another). */
-    if (cudnnGetConvolutionForwardWorkspaceSize (cu->cudnn, p->x, p->w,
-            p->conv, p->y, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS
-        || bytes > CONV_MAX_WORKSPACE)
+    if (perf[i].status != CUDNN_STATUS_SUCCESS
+        || !usable (cu, p, perf[i].algo, &bytes))
       continue;
     p->algo = perf[i].algo;
     p->workspace = bytes;
@@ -91,8 +142,11 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
   p->workspace = 0;
 }
 
+/* The plan of @key's shape; a new one's algorithm is timed on @x, @w and
+ * @y when the stream is not being captured. */
 static ConvPlan *
-conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key)
+conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
+    gconstpointer w, gpointer y)
 {
   const cudnnDataType_t t = data_type (key->dtype);
   const int ho = pp_conv2d_out_size (key->h, key->kh, key->stride, key->pad);
@@ -125,7 +179,10 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key)
           key->pad, key->stride, key->stride, 1, 1, CUDNN_CROSS_CORRELATION,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
-  choose_algorithm (cu, p);
+  p->math = math;
+  if (!cu->conv_timed || cu->capturing != NULL
+      || !time_algorithm (cu, p, x, w, y))
+    choose_algorithm (cu, p);
   g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);
   return p;
 }
@@ -153,10 +210,10 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
   g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
   g_return_if_fail (ho > 0 && wo > 0);
 
-  p = conv_plan (cu, &key);
-  workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
-      PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
   if (wtype == PP_CUDA_F32) {
+    p = conv_plan (cu, &key, x, weight.data, y);
+    workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
+        PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
     PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
             p->w, weight.data, p->conv, p->algo, workspace, p->workspace,
             &zero, p->y, y));
@@ -171,6 +228,9 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
 
     PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, x16,
             wtype, cu->stream));
+    p = conv_plan (cu, &key, x16, weight.data, y16);
+    workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
+        PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
     PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x,
             x16, p->w, weight.data, p->conv, p->algo, workspace,
             p->workspace, &zero, p->y, y16));

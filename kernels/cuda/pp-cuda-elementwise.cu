@@ -284,7 +284,8 @@ narrow_kernel (const float *x, size_t cols, size_t ld, uint16_t *y,
     size_t n)
 {
   PP_CUDA_FOR (i, n) {
-    const float v = x[(i / cols) * ld + i % cols];
+    /* Packed rows (the common case) need no 64-bit division. */
+    const float v = ld == cols ? x[i] : x[(i / cols) * ld + i % cols];
 
     y[i] = Y == PP_CUDA_BF16 ? pp_f32_to_bf16 (v) : pp_f32_to_f16 (v);
   }

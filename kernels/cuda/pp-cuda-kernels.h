@@ -72,10 +72,15 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
     size_t ld, void *y, PpCudaType y_type, cudaStream_t stream);
 
 /* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0, each of its own type;
- * y may equal x. */
+ * y may equal x.  The group norm's @partials hold 2 · n · groups · splits
+ * floats (splits: pp_cuda_group_norm_splits, at most
+ * PP_CUDA_GROUP_MAX_SPLITS); n · groups ≤ 65535. */
+#define PP_CUDA_GROUP_MAX_SPLITS 32
+int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 cudaError_t pp_cuda_group_norm (const float *x, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, float *y, cudaStream_t stream);
+    const void *beta, PpCudaType beta_type, float *partials, float *y,
+    cudaStream_t stream);
 cudaError_t pp_cuda_layer_norm (const float *x, size_t rows, int dim,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, float *y, cudaStream_t stream);
@@ -103,6 +108,11 @@ cudaError_t pp_cuda_softmax_rows (float *s, size_t rows, int cols,
  * row0 + r % period, whose keys past it get probability 0. */
 cudaError_t pp_cuda_softmax_rows_causal (float *s, size_t rows, int cols,
     int period, int row0, cudaStream_t stream);
+/* Either of the two (@causal) with the probabilities written packed to
+ * @p as @p_type (F16 or BF16); @s keeps their exponentials. */
+cudaError_t pp_cuda_softmax_rows_narrow (float *s, size_t rows, int cols,
+    int causal, int period, int row0, void *p, PpCudaType p_type,
+    cudaStream_t stream);
 
 #ifdef __cplusplus
 }

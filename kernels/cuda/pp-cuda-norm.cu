@@ -1,5 +1,5 @@
-/* ppdiffuse — group and layer normalisation on the device: one block per
- * group (or row), two passes in float32 (the mean, then the mean square
+/* ppdiffuse — group and layer normalisation on the device: several
+ * blocks per group (one per row), two passes in float32 (the mean, then the mean square
  * deviation from it, which never cancels), then the normalised output.
  * Each thread's partial sums cover a few hundred values at most before the
  * tree reduction adds them, so float32 loses nothing measurable. */
@@ -32,48 +32,147 @@ norm_moments (const float *p, size_t count, float eps, float *shared,
   *rstd = rsqrtf (pp_cuda_block_sum (s, shared) / (float) count + eps);
 }
 
-template <PpCudaType G, PpCudaType B> __global__ void
-group_norm_kernel (const float *x, int n, int c, size_t hw, int groups,
-    float eps, const void *gamma, const void *beta, float *y)
+/* Group norm: each (sample, group) item is cut into @splits slices of
+ * consecutive values, one block each, so that a launch has hundreds of
+ * blocks even when a UNet has 32 groups of 40,960 values.  The first
+ * kernel gives each slice its mean and sum of squared deviations (two
+ * passes over the slice); the second combines an item's slices (Chan's
+ * formula: exact for any split) and normalises its own slice. */
+
+/* Slice @s of @count values split @splits ways: [*begin, *end). */
+__device__ __forceinline__ void
+group_slice (size_t count, int splits, int s, size_t *begin, size_t *end)
+{
+  const size_t len = (count + splits - 1) / splits;
+
+  *begin = min (count, (size_t) s * len);
+  *end = min (count, *begin + len);
+}
+
+__global__ void
+group_norm_stats_kernel (const float *x, int c, size_t hw, int groups,
+    int splits, float2 *partials)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
+  const size_t item = blockIdx.y;       /* sample · groups + group */
+  const float *p = x + item * count;    /* a group's channels are adjacent */
+  size_t begin, end;
+  float sum = 0.0f, mean, m2 = 0.0f;
 
-  for (size_t item = blockIdx.x; item < (size_t) n * groups;
-      item += gridDim.x) {
-    const size_t b = item / groups, g = item % groups;
-    const size_t first = (b * c + g * per_group) * hw;
-    float mean, rstd;
+  group_slice (count, splits, blockIdx.x, &begin, &end);
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    sum += p[i];
+  mean = end > begin ? pp_cuda_block_sum (sum, shared) / (float) (end
+      - begin) : 0.0f;
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float d = p[i] - mean;
 
-    norm_moments (x + first, count, eps, shared, &mean, &rstd);
-    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
-      const size_t ch = g * per_group + i / hw;
-      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
-      const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
-
-      y[first + i] = (x[first + i] - mean) * (rstd * ga) + be;
-    }
-    /* The next item's first reduction reuses shared memory: the barrier at
-     * the end of pp_cuda_block_sum covers it. */
+    m2 += d * d;
   }
+  m2 = pp_cuda_block_sum (m2, shared);
+  if (threadIdx.x == 0)
+    partials[item * splits + blockIdx.x] = make_float2 (mean, m2);
+}
+
+template <PpCudaType G, PpCudaType B> __global__ void
+group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
+    int splits, const float2 *partials, float eps, const void *gamma,
+    const void *beta, float *y)
+{
+  __shared__ float moments[2];
+  const int per_group = c / groups;
+  const size_t count = (size_t) per_group * hw;
+  const size_t item = blockIdx.y;
+  const int g = (int) (item % groups);
+  const size_t first = item * count;
+  size_t begin, end;
+
+  /* The first warp combines the item's ≤ 32 slices. */
+  if (threadIdx.x < 32) {
+    const int s = threadIdx.x;
+    size_t b, e;
+    float n_s = 0.0f, mean_s = 0.0f, m2_s = 0.0f, total, mean, m2;
+
+    if (s < splits) {
+      const float2 st = partials[item * splits + s];
+
+      group_slice (count, splits, s, &b, &e);
+      n_s = (float) (e - b);
+      mean_s = st.x;
+      m2_s = st.y;
+    }
+    total = n_s * mean_s;
+    for (int o = 16; o > 0; o /= 2)
+      total += __shfl_xor_sync (0xffffffffu, total, o);
+    mean = total / (float) count;
+    m2 = m2_s + n_s * (mean_s - mean) * (mean_s - mean);
+    for (int o = 16; o > 0; o /= 2)
+      m2 += __shfl_xor_sync (0xffffffffu, m2, o);
+    if (s == 0) {
+      moments[0] = mean;
+      moments[1] = rsqrtf (m2 / (float) count + eps);
+    }
+  }
+  __syncthreads ();
+  group_slice (count, splits, blockIdx.x, &begin, &end);
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    /* Values of a group number below 2^32: 32-bit division. */
+    const int ch = g * per_group + (int) ((unsigned) i / (unsigned) hw);
+    const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
+    const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+
+    y[first + i] = (x[first + i] - moments[0]) * (moments[1] * ga) + be;
+  }
+}
+
+/* Threads of a slice's block. */
+#define GROUP_THREADS 256
+/* Blocks a launch aims at (several per SM of the largest GPUs), and the
+ * fewest values a slice may have. */
+#define GROUP_TARGET_BLOCKS 1024
+#define GROUP_MIN_SLICE 2048
+
+extern "C" int
+pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
+{
+  const size_t items = (size_t) n * groups;
+  const size_t count = (size_t) (c / groups) * hw;
+  size_t splits;
+  const size_t by_size = (count + GROUP_MIN_SLICE - 1) / GROUP_MIN_SLICE;
+
+  if (items == 0 || count == 0)
+    return 1;
+  splits = (GROUP_TARGET_BLOCKS + items - 1) / items;
+  if (splits > by_size)
+    splits = by_size;
+  if (splits > PP_CUDA_GROUP_MAX_SPLITS)
+    splits = PP_CUDA_GROUP_MAX_SPLITS;
+  return splits < 1 ? 1 : (int) splits;
 }
 
 extern "C" cudaError_t
 pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, float *y, cudaStream_t stream)
+    PpCudaType beta_type, float *partials, float *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
-  const unsigned blocks = (unsigned) (items < NORM_MAX_BLOCKS ? items
-      : NORM_MAX_BLOCKS);
+  const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
+  const dim3 grid (splits, (unsigned) items);
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
+  if (items > PP_CUDA_MAX_GRID_YZ
+      || (size_t) (c / groups) * hw >= ((size_t) 1 << 32))
+    return cudaErrorInvalidValue;
+  group_norm_stats_kernel<<<grid, GROUP_THREADS, 0, stream>>> (x, c, hw,
+      groups, splits, (float2 *) partials);
   PP_CUDA_DISPATCH_TYPE (gamma_type, G,
       PP_CUDA_DISPATCH_TYPE (beta_type, B,
-          group_norm_kernel<G, B><<<blocks, NORM_THREADS, 0, stream>>> (x,
-              n, c, hw, groups, eps, gamma, beta, y)));
+          group_norm_apply_kernel<G, B><<<grid, GROUP_THREADS, 0,
+          stream>>> (x, c, hw, groups, splits, (const float2 *) partials,
+              eps, gamma, beta, y)));
   return cudaGetLastError ();
 }
 

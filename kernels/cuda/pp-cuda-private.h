@@ -7,6 +7,8 @@
 #include <glib.h>
 
 #include "pp-backend-impl.h"
+#include "pp-cuda-attention-plan.h"
+#include "pp-cuda-conv-key.h"
 #include "pp-ops.h"
 #include "pp-cuda-check.h"
 #include "pp-cuda-kernels.h"
@@ -21,6 +23,9 @@ typedef enum
   PP_CUDA_SCRATCH_B,            /* the other operand, or a 16-bit output */
   PP_CUDA_SCRATCH_WORKSPACE,    /* cuDNN's workspace */
   PP_CUDA_SCRATCH_SCORES,       /* attention scores */
+  PP_CUDA_SCRATCH_QKV,          /* attention's q, k, v narrowed */
+  PP_CUDA_SCRATCH_PROBS,        /* its 16-bit probabilities or output */
+  PP_CUDA_SCRATCH_STATS,        /* a group norm's per-slice statistics */
   PP_CUDA_SCRATCH_COUNT
 } PpCudaScratch;
 
@@ -56,8 +61,14 @@ typedef struct
 #ifdef PP_HAVE_CUDNN
   cudnnHandle_t cudnn;
   GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */
+  GHashTable *sdpa_plans;       /* pp-cuda-sdpa.h */
 #endif
   gboolean tf32;
+  PpCudaAttention attention;
+  /* New convolution plans time cuDNN's algorithms (else: heuristics). */
+  gboolean conv_timed;
+  /* Attention shapes the fused path has none for, already logged. */
+  GHashTable *attention_fallbacks;
   guint8 *staging[PP_CUDA_STAGING_BUFFERS];
   cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
   struct

@@ -359,7 +359,7 @@ layer_forward (const PpClipText * m, const Layer * l, PpAct * x)
   PpAct a = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
 
   pp_attention_causal (m->be, q.data, k.data, v.data, x->n, x->c, m->heads,
-      m->hidden / m->heads, a.data);
+      m->hidden / m->heads, l->q_proj.weight.dtype, a.data);
   pp_act_clear (&q);
   pp_act_clear (&k);
   pp_act_clear (&v);

@@ -894,12 +894,12 @@ self_attention_banked (const PpUnet * m, Tokens * tk, PpAct * y)
 
     pp_bank_layer_extend (layer, m->be, tk->k, tk->v, hw, ke.data, ve.data);
     pp_attention (m->be, tk->q, ke.data, ve.data, 1, hw, hw + (gint) banked,
-        t->heads, head_dim, tk->o);
+        t->heads, head_dim, t->attn1.to_q.weight.dtype, tk->o);
     pp_act_clear (&ke);
     pp_act_clear (&ve);
   } else
     pp_attention (m->be, tk->q, tk->k, tk->v, 1, hw, hw, t->heads, head_dim,
-        tk->o);
+        t->attn1.to_q.weight.dtype, tk->o);
   o = pp_act_view (m->pool, tk->o, 1, hw, 1, c);
   pp_act_replace (y, pp_linear_apply (&t->attn1.to_out, &o));
   pp_bank_layer_take (layer, m->be, tk->k, tk->v, y->data, hw, t->fuse);
@@ -1067,17 +1067,18 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     for_sample_rows (m->be, x->n, hw, tokens_cross_query, &tk);
   } else {
     pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
-        tk.o);
+        t->attn1.to_q.weight.dtype, tk.o);
     for_sample_rows (m->be, x->n, hw, tokens_before_cross, &tk);
   }
   cross_kv (m, t, context, &ck, &cv);
   if (context->n == x->n)
     pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
-        t->heads, head_dim, tk.o);
+        t->heads, head_dim, t->attn2.to_q.weight.dtype, tk.o);
   else                          /* one context for every sample */
     for (gint b = 0; b < x->n; b++)
       pp_attention (m->be, tk.q + (gsize) b * hw * c, ck.data, cv.data, 1,
-          hw, context->c, t->heads, head_dim, tk.o + (gsize) b * hw * c);
+          hw, context->c, t->heads, head_dim, t->attn2.to_q.weight.dtype,
+          tk.o + (gsize) b * hw * c);
   pp_act_clear (&ck);
   pp_act_clear (&cv);
   for_sample_rows (m->be, x->n, hw, tokens_after_cross, &tk);

@@ -475,7 +475,7 @@ attention_forward (const PpVaeKl * m, const Attention * a, const PpAct * x)
   pp_act_clear (&t);
   o = pp_act_new (x->pool, x->n, hw, 1, x->c);
   pp_attention (m->be, q.data, k.data, v.data, x->n, hw, hw, 1, x->c,
-      o.data);
+      a->to_q.weight.dtype, o.data);
   pp_act_clear (&q);
   pp_act_clear (&k);
   pp_act_clear (&v);

@@ -14,7 +14,8 @@
 # order (PP_GPU_STEPS picks some):
 #   device     the f16/bf16 conversion kernels and the CUDA backend's tests
 #              on the device (a skip is a failure), every op on cuda
-#              against float64 (test-ops);
+#              against float64 (test-ops), the attentions also the ways
+#              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose;
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -42,8 +43,11 @@
 #              first frame, steady frame period (reported; it must start);
 #              then 4 steps on one worker without and with stream-batch
 #              (the frame periods reported);
-#   bench      gpu-bench (reported; it must run), and a latent's hop between
-#              ranks with and without the doorbells (ppdiffuse-bench);
+#   bench      gpu-bench (reported; it must run), also with the attention
+#              and convolution choices of PPDIFFUSE_CUDA_ATTENTION and
+#              PPDIFFUSE_CUDA_CONV_ALGO side by side, and a latent's hop
+#              between ranks with and without the doorbells
+#              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
 # PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DRY_RUN=1 runs the
@@ -278,6 +282,20 @@ if want device; then
     grep -v ' ok$' "$work/ops.log" | tail -n 3 | cut -c1-300 | indent
     pass "test-ops --backend $BE"
   fi
+  # The attentions' other ways on the device: 16-bit GEMMs (where the
+  # fused kernel would run) and float32 whatever the dtype.
+  for way in gemm f32; do
+    for op in attention attention_causal; do
+      if runs "test-ops --op $op, PPDIFFUSE_CUDA_ATTENTION=$way" \
+          "$work/ops-$way.log" 300 env PPDIFFUSE_CUDA_ATTENTION=$way \
+          "$tool" test-ops --backend "$BE" --op $op; then
+        pass "test-ops --op $op, PPDIFFUSE_CUDA_ATTENTION=$way"
+      fi
+    done
+  done
+  # Which attention shapes cuDNN's fused kernel took (the rest: GEMMs).
+  G_MESSAGES_DEBUG=all "$tool" test-ops --backend "$BE" --op attention \
+      2>&1 | grep -E 'cuda attention:' | sort -u | cut -c1-300 | indent
 fi
 
 # ---- f32 -------------------------------------------------------------------
@@ -757,6 +775,19 @@ if want bench; then
           # Where the time of a step goes, by op family (device time).
           [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" | indent
           pass "gpu-bench $dt ran"; }
+    done
+    # The same f16 step the ways the backend can still be told to run it,
+    # side by side with the default above: float32 attention and
+    # heuristic convolution algorithms (the first measured way), then each
+    # change alone.
+    for way in "f32 heuristic" "gemm timed" "fused heuristic"; do
+      set -- $way
+      runs "gpu-bench f16, attention $1, convolutions $2" "$work/bench.log" 300 \
+          env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
+          "$build/tests/bench/gpu-bench" --dtype f16 \
+        && { grep -E '^SD-Turbo' "$work/bench.log" | indent
+          sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          pass "gpu-bench f16, attention $1, convolutions $2 ran"; }
     done
     # A latent's hop between the ranks of this host (65 KB chunks, one in
     # flight, the MPI plane), with the doorbells and without: the step

@@ -1,11 +1,13 @@
 /* The CUDA backend's host-side logic, which needs no device: the
- * attention's chunk planner, the convolution cache's key, and the
- * backend's error without a device.  Where a device exists, a few ops are
+ * attention's chunk planner, the convolution cache's key, the variables
+ * that choose the attention's and convolutions' ways, the group norm's
+ * split, and the backend's error without a device.  Where a device exists, a few ops are
  * compared with the CPU backend, on weights of each dtype. */
 #include "pp-backend.h"
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
 #include "pp-cuda-conv-key.h"
+#include "pp-cuda-kernels.h"
 #include "pp-error.h"
 #include "pp-ops.h"
 
@@ -101,6 +103,80 @@ test_conv_key (void)
   b.dtype = PP_DTYPE_F16;
   g_assert_true (g_hash_table_contains (table, &b));
   g_hash_table_unref (table);
+}
+
+/* The environment variables that choose the attention's and the
+ * convolutions' ways: their defaults, each value, and an error that
+ * names the variable and the choices for anything else. */
+static void
+test_ways (void)
+{
+  const struct
+  {
+    const gchar *value;
+    PpCudaAttention way;
+  } ok[] = {
+    {NULL, PP_CUDA_ATTENTION_FUSED}, {"", PP_CUDA_ATTENTION_FUSED},
+    {"fused", PP_CUDA_ATTENTION_FUSED}, {"gemm", PP_CUDA_ATTENTION_GEMM},
+    {"f32", PP_CUDA_ATTENTION_F32},
+  };
+  const gchar *const bad[] = { "FUSED", "f16", "cudnn", " gemm" };
+  PpCudaAttention way;
+  gboolean timed;
+  GError *error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (ok); i++) {
+    way = (PpCudaAttention) -1;
+    g_assert_true (pp_cuda_attention_parse (ok[i].value, &way, &error));
+    g_assert_no_error (error);
+    g_assert_cmpint (way, ==, ok[i].way);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_assert_false (pp_cuda_attention_parse (bad[i], &way, &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+    g_assert_nonnull (strstr (error->message, "PPDIFFUSE_CUDA_ATTENTION="));
+    g_assert_nonnull (strstr (error->message, bad[i]));
+    g_assert_nonnull (strstr (error->message, "fused, gemm or f32"));
+    g_clear_error (&error);
+  }
+  g_assert_true (pp_cuda_conv_algo_parse (NULL, &timed, &error) && timed);
+  g_assert_true (pp_cuda_conv_algo_parse ("timed", &timed, &error) && timed);
+  g_assert_true (pp_cuda_conv_algo_parse ("heuristic", &timed, &error));
+  g_assert_false (timed);
+  g_assert_no_error (error);
+  g_assert_false (pp_cuda_conv_algo_parse ("find", &timed, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message,
+          "PPDIFFUSE_CUDA_CONV_ALGO=find: expected timed or heuristic"));
+  g_clear_error (&error);
+}
+
+/* The group norm's split: a UNet's 32 groups of 40,960 values at 64²
+ * become hundreds of blocks, a small group stays one block, and no split
+ * goes past what one warp combines. */
+static void
+test_group_norm_splits (void)
+{
+  const int hws[] = { 4096, 1024, 256, 64, 10 };
+  const int channels[] = { 320, 640, 1280, 8 };
+
+  g_assert_cmpint (pp_cuda_group_norm_splits (1, 320, 4096, 32) * 32, >=,
+      512);
+  g_assert_cmpint (pp_cuda_group_norm_splits (1, 8, 10, 4), ==, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (hws); i++)
+    for (guint j = 0; j < G_N_ELEMENTS (channels); j++)
+      for (int n = 1; n <= 4; n *= 2) {
+        const int groups = channels[j] == 8 ? 4 : 32;
+        const int splits = pp_cuda_group_norm_splits (n, channels[j],
+            hws[i], groups);
+        const gsize count = (gsize) channels[j] / groups * hws[i];
+
+        g_assert_cmpint (splits, >=, 1);
+        g_assert_cmpint (splits, <=, PP_CUDA_GROUP_MAX_SPLITS);
+        /* Every slice has values. */
+        g_assert_cmpuint ((count + splits - 1) / splits * (splits - 1), <,
+            count);
+      }
 }
 
 /* The backend */
@@ -266,8 +342,8 @@ test_ops_on_device (void)
     float *dq = to_device (gpu, q, qn), *dk = to_device (gpu, k, kn);
     float *dv = to_device (gpu, v, kn), *dout = to_device (gpu, q, qn);
 
-    pp_attention (cpu, q, k, v, n, lq, lk, heads, hd, want);
-    pp_attention (gpu, dq, dk, dv, n, lq, lk, heads, hd, dout);
+    pp_attention (cpu, q, k, v, n, lq, lk, heads, hd, PP_DTYPE_F32, want);
+    pp_attention (gpu, dq, dk, dv, n, lq, lk, heads, hd, PP_DTYPE_F32, dout);
     compare (gpu, dout, want, qn, 1e-5, "attention");
     /* q as [n, c = 24, hw = 100]: 4 groups. */
     pp_group_norm (cpu, q, n, heads * hd, lq, 4, 1e-5f, pp_view_none (),
@@ -292,6 +368,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cuda-backend/attention-plan", test_attention_plan);
   g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
+  g_test_add_func ("/cuda-backend/ways", test_ways);
+  g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
   return g_test_run ();

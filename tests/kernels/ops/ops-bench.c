@@ -218,7 +218,7 @@ attention_run (gpointer data)
   Attention *a = data;
 
   pp_attention (be, a->q, a->k, a->v, a->n, a->lq, a->lk, a->heads, a->hd,
-      a->out);
+      PP_DTYPE_F32, a->out);
 }
 
 static void

@@ -936,7 +936,7 @@ check_attention (const gchar * what, const float *q, const float *k,
   for (size_t i = 0; i < nq; i++)
     out[i] = NAN;
   before = paths_now ();
-  pp_attention (be, q, k, v, n, lq, lk, heads, hd, out);
+  pp_attention (be, q, k, v, n, lq, lk, heads, hd, PP_DTYPE_F32, out);
   check_path (where, &before, PP_CPU_PATH_ATTENTION_FUSED, fused);
   check_path (where, &before, PP_CPU_PATH_ATTENTION_BLOCK, fused ? 0
       : (guint64) n * heads * ceil_div (lq, PP_ATTENTION_QUERY_BLOCK));

@@ -1,0 +1,68 @@
+/* ppdiffuse — attention fused by cuDNN (flash attention: the scores never
+ * reach memory), through cuDNN 9's backend graph API from plain C.
+ *
+ *   out = softmax (q·kᵀ·scale) · v,  scale = 1/√head_dim
+ *
+ * q and out are [n, lq, heads·head_dim], k and v [n, lk, heads·head_dim],
+ * row-major with row stride heads·head_dim, head h being the columns
+ * [h·head_dim, (h+1)·head_dim): cuDNN reads them through strides, nothing
+ * is transposed.  All four are 16-bit (F16 or BF16, one type for all) and
+ * start on 16 bytes; the softmax and both products accumulate in float32.
+ *
+ * Causal attention is supported, aligned top-left: query i sees keys
+ * 0..i (a text encoder's mask, lq = lk).
+ *
+ * Each shape gets an execution plan once (cuDNN's heuristics, mode A, the
+ * first engine configuration that finalizes), kept in a table made by
+ * pp_cuda_sdpa_plans_new.  A shape cuDNN has no engine for is kept too,
+ * with the reason, so it is tried once and refused at once afterwards;
+ * the caller then computes attention another way.  What the fused engine
+ * takes depends on the cuDNN version and the GPU and is left to cuDNN to
+ * say, except what is refused without asking:
+ *   - head_dim not a multiple of 8;
+ *   - cuDNN 9.10.0 and 9.10.1 (known wrong results in this graph).
+ * Otherwise, head_dim up to 128 is expected everywhere, up to 256 on
+ * Hopper (a VAE's single head of 512 is refused by cuDNN).
+ *
+ * Neither the table nor the functions are thread-safe: one table per
+ * handle, used from one thread; free the table before destroying the
+ * handle. */
+#pragma once
+
+#include <glib.h>
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "pp-cuda-kernels.h"
+
+G_BEGIN_DECLS
+
+/* The plans of one cuDNN handle, keyed by shape (n, lq, lk, heads,
+ * head_dim, type, causal); g_hash_table_unref frees them. */
+GHashTable *pp_cuda_sdpa_plans_new (void);
+
+/* Builds the plan for this shape on @handle if @plans has none yet and
+ * sets *@workspace_bytes to the device workspace it needs.  FALSE with
+ * @error (PP_ERROR_DEVICE; PP_ERROR_SHAPE for an argument out of range)
+ * naming the shape and cuDNN's own status and message when cuDNN has no
+ * engine for it. */
+gboolean pp_cuda_sdpa_prepare    (cudnnHandle_t handle, GHashTable * plans,
+                                  PpCudaType t, int n, int lq, int lk,
+                                  int heads, int head_dim, gboolean causal,
+                                  gsize * workspace_bytes, GError ** error);
+
+/* Enqueues out = attention (q, k, v) on the stream set on @handle
+ * (cudnnSetStream), with the plan pp_cuda_sdpa_prepare built for this
+ * shape and @workspace_bytes (at least what it said) of device memory at
+ * @workspace (NULL when it said 0).  FALSE with @error when the shape was
+ * not prepared or is unsupported, a pointer is not on 16 bytes or the
+ * workspace is short (nothing enqueued), or cudnnBackendExecute fails. */
+gboolean pp_cuda_sdpa_run        (cudnnHandle_t handle, GHashTable * plans,
+                                  PpCudaType t, const void *q, const void *k,
+                                  const void *v, void *out, int n, int lq,
+                                  int lk, int heads, int head_dim,
+                                  gboolean causal, gpointer workspace,
+                                  gsize workspace_bytes, GError ** error);
+
+G_END_DECLS
