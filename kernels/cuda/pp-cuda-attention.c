@@ -35,6 +35,8 @@
  * on a multiple of this many elements (128 bytes), the alignment cuDNN and
  * the tensor cores want. */
 #define PART_ALIGN 64
+/* A fused plan that takes this long to make is logged (µs). */
+#define PLAN_SLOW_US 20000
 
 static gsize
 part_size (gsize count)
@@ -148,9 +150,17 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   g_autoptr (GError) error = NULL;
   gsize bytes = 0;
   gpointer out16, workspace;
+  const gint64 t0 = g_get_monotonic_time ();
+  gboolean prepared = pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, n,
+      lq, lk, heads, head_dim, causal, &bytes, &error);
+  const gint64 took = g_get_monotonic_time () - t0;
 
-  if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, n, lq, lk, heads,
-          head_dim, causal, &bytes, &error)) {
+  /* A shape's first plan may compile cuDNN's kernels: said when slow. */
+  if (took >= PLAN_SLOW_US)
+    g_info ("cuda attention: %d×%d queries, %d keys, %d heads of %d%s: "
+        "cuDNN's plan took %.0f ms", n, lq, lk, heads, head_dim,
+        causal ? ", causal" : "", took / 1e3);
+  if (!prepared) {
     g_autofree gchar *shape = g_strdup_printf ("%d %d %d %d %d %d %d", t,
         n, lq, lk, heads, head_dim, causal);
 
