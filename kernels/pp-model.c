@@ -159,6 +159,9 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
   if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
           &model->step_ms, error))
     return NULL;
+  model->graphs_asked = g_hash_table_contains (params, "cuda-graphs");
+  model->graphs = g_str_equal (pp_backend_name (model->backend),
+      PP_BACKEND_CUDA);
   if (!param_boolean (params, "cuda-graphs", &model->graphs, error))
     return NULL;
   if (!param_boolean (params, "stream-batch", &model->stream_batch, error))
@@ -285,8 +288,8 @@ pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
     g_string_append_printf (uri, "&scheduler=%s", load->scheduler);
   if (load->dtype != NULL && *load->dtype)
     g_string_append_printf (uri, "&dtype=%s", load->dtype);
-  if (load->cuda_graphs)
-    g_string_append (uri, "&cuda-graphs=1");
+  if (load->cuda_graphs >= 0)
+    g_string_append_printf (uri, "&cuda-graphs=%d", load->cuda_graphs > 0);
   if (load->vae != NULL && *load->vae) {
     g_autofree gchar *vae = g_uri_escape_string (load->vae, "/", FALSE);
 
@@ -604,8 +607,8 @@ pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
   PpModelGraph *g;
 
   g_return_val_if_fail (first <= end && end <= n_steps, FALSE);
-  if (!model->graphs || !model->klass->graphable || !model->steps_open
-      || !pp_backend_has_graphs (model->backend)) {
+  if (!model->graphs || model->graphs_held || !model->klass->graphable
+      || !model->steps_open || !pp_backend_has_graphs (model->backend)) {
     for (guint k = first; k < end; k++) {
       if (!pp_model_step (model, k, n_steps, sample, error))
         return FALSE;

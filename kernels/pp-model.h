@@ -105,7 +105,14 @@ struct _PpModel
   gdouble step_ms;
   PpBackend *backend;           /* where the model computes */
   gboolean steps_open;          /* between steps_begin and steps_end */
-  gboolean graphs;              /* parameter cuda-graphs: capture slices */
+  /* Capture slices as graphs: parameter cuda-graphs, or without it on
+   * the cuda backend (where they have run correct) and not elsewhere
+   * (cpu-strict emulates them only when asked). */
+  gboolean graphs;
+  gboolean graphs_asked;        /* the parameter was given */
+  /* The applied settings need host work inside a step (a temporal
+   * bank): the steps run without graphs meanwhile. */
+  gboolean graphs_held;
   gboolean stream_batch;        /* parameter stream-batch: a worker batches
                                  * the frames at its steps */
   PpModelGraph *graph;          /* the slice captured, NULL before */
@@ -126,7 +133,9 @@ typedef struct
   const gchar *scheduler;       /* NULL: the directory's own */
   const gchar *dtype;           /* weights' storage: f32, f16, bf16; NULL
                                  * or "": the backend's default */
-  gboolean cuda_graphs;         /* capture each worker's slice of steps */
+  /* Capture each worker's slice of steps: 1 yes, 0 no, -1 the backend
+   * decides (PpModel.graphs). */
+  gint cuda_graphs;
   const gchar *vae;             /* a VAE folder in the place of the
                                  * directory's vae/; NULL or "": its own */
   const gchar *lora;            /* LoRA files fused at load,

@@ -502,6 +502,7 @@ cmd_img2img (int argc, char **argv, GError ** error)
     g_ptr_array_add (inputs, states);
   }
   {
+    /* The tool is the reference: graphs only when asked for. */
     const PpModelLoad load = { scheduler, dtype_name, cuda_graphs != 0, vae,
       lora
     };

@@ -170,6 +170,7 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_CUDA_GRAPHS:
       self->cuda_graphs = g_value_get_boolean (value);
+      self->cuda_graphs_set = TRUE;
       break;
     case PROP_STREAM_BATCH:
       self->stream_batch = g_value_get_boolean (value);
@@ -474,13 +475,15 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
    * run at a latent size, and launch the graph for every later chunk of
    * the same size and cache epoch (a new epoch or size captures again).
    * Only pipeline directories on the cuda backend capture; elsewhere the
-   * steps run as usual (cpu-strict emulates the capture, for tests).  See
+   * steps run as usual (cpu-strict emulates the capture, for tests).
+   * Unset, the backend decides: on with cuda, off elsewhere.  See
    * docs/operator/warm-up-and-cuda-graphs.md.
    */
   g_object_class_install_property (gobject_class, PROP_CUDA_GRAPHS,
       g_param_spec_boolean ("cuda-graphs", "CUDA graphs",
           "Capture each worker's steps as a CUDA graph after warm-up and "
-          "launch it per chunk (default off)", DEFAULT_CUDA_GRAPHS,
+          "launch it per chunk (unset: on with the cuda backend, off "
+          "elsewhere)", DEFAULT_CUDA_GRAPHS,
           PARAM_FLAGS));
   /**
    * GstPpDiffuse:stream-batch:

@@ -764,7 +764,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
       : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
       self->dtype)->value_nick;
-  config.cuda_graphs = self->cuda_graphs;
+  config.cuda_graphs = !self->cuda_graphs_set ? -1 : self->cuda_graphs;
   config.stream_batch = self->stream_batch;
   /* Copies: the mesh starts after the object lock is released. */
   config.vae = vae = g_strdup (self->vae);

@@ -70,6 +70,7 @@ struct _GstPpDiffuse
   GstPpDiffuseBackend backend;
   GstPpDiffuseDtype dtype;
   gboolean cuda_graphs;
+  gboolean cuda_graphs_set;     /* set explicitly: else the backend decides */
   gboolean stream_batch;
   gchar *vae;                   /* a VAE folder; NULL: the model's vae/ */
   gchar *lora;                  /* LoRA files fused at load; NULL: none */

@@ -485,7 +485,11 @@ temporal_parse (PpModel * model, const PpSettings * in, Settings * s,
         "expected a cosine similarity in [-1, 1]", in->fusion_threshold);
     return FALSE;
   }
-  if (model->graphs) {
+  /* The bank does host work between a step's ops (its fusion and
+   * merging), which a CUDA graph cannot hold: graphs asked for are an
+   * error; the backend's own choice of them gives way while the bank is
+   * on (graphs_held). */
+  if (model->graphs && model->graphs_asked) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "temporal="
         PP_SETTINGS_TEMPORAL_FEATURE_BANK " does host work between a "
         "step's ops (its fusion and merging), which a CUDA graph cannot "
@@ -584,6 +588,7 @@ settings_apply (Diffusion * d, PpModel * model, Settings * s, GError ** error)
       || s->fusion_threshold != d->fusion_threshold)
     banks_free (d, model->n_steps);
   d->temporal = s->temporal;
+  model->graphs_held = d->temporal;
   d->bank_frames = s->bank_frames;
   d->fusion_threshold = s->fusion_threshold;
   encode_buffers_clear (&d->enc);

@@ -50,7 +50,7 @@ struct _PpStream
   gchar *vae;                   /* the model's vae= (a start setting) */
   gchar *lora;                  /* the model's lora= (a start setting) */
   gchar *dtype;                 /* what the model loads with, for */
-  gboolean cuda_graphs;         /* settings checked while it runs */
+  gint cuda_graphs;             /* settings checked while it runs */
   gboolean stream_batch;
   PpStreamStats last_stats;     /* of the last mesh that stopped */
 

@@ -71,7 +71,8 @@ typedef struct
   guint n_steps;
   const gchar *backend;         /* NULL: $PPDIFFUSE_BACKEND, else auto */
   const gchar *dtype;           /* weights' storage; NULL: the backend's */
-  gboolean cuda_graphs;
+  gint cuda_graphs;             /* 1, 0, -1: the backend decides
+                                 * (PpModelLoad) */
   gboolean stream_batch;        /* workers batch the frames at their steps */
   const gchar *vae;             /* a VAE folder for rank 0; NULL: the
                                  * pipeline's vae/ */

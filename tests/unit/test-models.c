@@ -373,6 +373,50 @@ test_steps_batch (void)
   g_assert_true (tensors_equal (a, a1));
 }
 
+/* cuda-graphs: without the parameter the backend decides, on for a
+ * backend named cuda alone (a copy of the CPU backend under that name
+ * stands in for it here); given, it decides; the load options write it
+ * only when set. */
+static void
+test_graphs_default (void)
+{
+  g_autoptr (GError) error = NULL;
+  PpBackend *cpu = pp_backend_get (PP_BACKEND_CPU, &error);
+  PpBackend named_cuda;
+  const struct
+  {
+    const gchar *uri;
+    gboolean on_cpu, on_cuda, asked;
+  } cases[] = {
+    {"builtin:stamp", FALSE, TRUE, FALSE},
+    {"builtin:stamp?cuda-graphs=1", TRUE, TRUE, TRUE},
+    {"builtin:stamp?cuda-graphs=0", FALSE, FALSE, TRUE},
+  };
+  const PpModelLoad unset = { NULL, NULL, -1 };
+  const PpModelLoad off = { NULL, NULL, 0 };
+  const PpModelLoad on = { NULL, NULL, 1 };
+  g_autofree gchar *u_unset = pp_model_uri_for_load ("/m", &unset);
+  g_autofree gchar *u_off = pp_model_uri_for_load ("/m", &off);
+  g_autofree gchar *u_on = pp_model_uri_for_load ("/m", &on);
+
+  g_assert_no_error (error);
+  named_cuda = *cpu;
+  named_cuda.name = PP_BACKEND_CUDA;
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    for (guint b = 0; b < 2; b++) {
+      g_autoptr (PpModel) m = pp_model_new (cases[i].uri, 4,
+          PP_MODEL_ROLE_ALL, b ? &named_cuda : cpu, &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpint (m->graphs, ==, b ? cases[i].on_cuda
+          : cases[i].on_cpu);
+      g_assert_cmpint (m->graphs_asked, ==, cases[i].asked);
+    }
+  g_assert_cmpstr (u_unset, ==, "/m");
+  g_assert_cmpstr (u_off, ==, "/m?cuda-graphs=0");
+  g_assert_cmpstr (u_on, ==, "/m?cuda-graphs=1");
+}
+
 static void
 test_step_ms (void)
 {
@@ -710,6 +754,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models/update/anisotropic", test_update_anisotropic);
   g_test_add_func ("/models/step/step-ms", test_step_ms);
   g_test_add_func ("/models/step/batch", test_steps_batch);
+  g_test_add_func ("/models/graphs/default", test_graphs_default);
   g_test_add_func ("/models/anisotropic/constant", test_aniso_constant);
   g_test_add_func ("/models/anisotropic/noise", test_aniso_noise);
   g_test_add_func ("/models/anisotropic/edge", test_aniso_edge);
