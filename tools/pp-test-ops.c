@@ -396,10 +396,18 @@ cases_conv2d (Run * r)
     {1, 3, 1, 1, 4, 3, 3, 1, 1, TRUE},  /* only the centre tap inside */
     {1, 1, 1, 1, 1, 1, 1, 1, 0, FALSE},
     {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE},      /* split across threads */
+    /* Channels in multiples of 8 (a GPU's channels-last convolutions):
+     * two samples of an odd size, a downsampler, a 1×1, a filter larger
+     * than its input. */
+    {2, 16, 12, 20, 24, 3, 3, 1, 1, TRUE},
+    {1, 32, 33, 33, 32, 3, 3, 2, 1, TRUE},
+    {1, 64, 16, 16, 32, 1, 1, 1, 0, TRUE},
+    {1, 64, 4, 4, 64, 3, 3, 1, 1, FALSE},
   };
 
-  /* 3×3, strided without bias, 1×1, and a 3×3 split across threads. */
-  static const guint half_cases[] = { 0, 1, 3, 9 };
+  /* 3×3, strided without bias, 1×1, a 3×3 split across threads, and the
+   * channel-aligned ones. */
+  static const guint half_cases[] = { 0, 1, 3, 9, 10, 11, 12, 13 };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     conv_one (r, &cases[i], PP_DTYPE_F32);

@@ -67,6 +67,9 @@ cuda_alloc (PpBackend * be, gsize bytes, GError ** error)
     return NULL;
   }
   g_assert ((guintptr) mem % CUDA_BUFFER_ALIGN == 0);
+  enter (cu);
+  g_hash_table_insert (cu->sizes, mem, GSIZE_TO_POINTER (bytes));
+  leave (cu);
   return mem;
 }
 
@@ -79,6 +82,9 @@ cuda_free (PpBackend * be, gpointer mem)
   /* Enqueued work may still use the buffer (cudaFree would wait for the
    * device too, but says so nowhere binding). */
   PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  pp_cuda_conv_filters_forget (cu, mem,
+      GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes, mem)));
+  g_hash_table_remove (cu->sizes, mem);
   PP_CUDA_OP_TRY (cu, cudaFree (mem));
   leave (cu);
 }
@@ -392,7 +398,9 @@ init_handles (PpCudaBackend * cu, GError ** error)
     return FALSE;
   cu->conv_plans = pp_cuda_conv_plans_new ();
   cu->sdpa_plans = pp_cuda_sdpa_plans_new ();
+  cu->conv_filters = pp_cuda_conv_filters_new ();
 #endif
+  cu->sizes = g_hash_table_new (g_direct_hash, g_direct_equal);
   cu->attention_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal,
       g_free, NULL);
   /* TF32 only on request: cuBLAS's default math mode already keeps
@@ -440,7 +448,9 @@ create (gint device, GError ** error)
   if (!pp_cuda_attention_parse (g_getenv (PP_CUDA_ATTENTION_ENV),
           &cu->attention, error)
       || !pp_cuda_conv_algo_parse (g_getenv (PP_CUDA_CONV_ALGO_ENV),
-          &cu->conv_timed, error)) {
+          &cu->conv_timed, error)
+      || !pp_cuda_conv_layout_parse (g_getenv (PP_CUDA_CONV_LAYOUT_ENV),
+          &cu->conv_layout, error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
@@ -461,11 +471,13 @@ create (gint device, GError ** error)
   cu->be.view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.priv = cu;
-  g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms",
-      desc, cu->tf32 ? ", TF32 allowed" : "",
+  g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
+      "%s convolution layout", desc, cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
-      cu->conv_timed ? "timed" : "heuristic");
+      cu->conv_timed ? "timed" : "heuristic",
+      cu->conv_layout == PP_CUDA_CONV_AUTO ? "auto"
+      : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW");
   return &cu->be;
 }
 

@@ -32,6 +32,12 @@ G_BEGIN_DECLS
  * timed (the default: cuDNN's trials on the op's buffers, the fastest
  * kept) or heuristic (cuDNN's heuristics' first choice, nothing run). */
 #define PP_CUDA_CONV_ALGO_ENV "PPDIFFUSE_CUDA_CONV_ALGO"
+/* The layout a 16-bit convolution runs in: auto (the default:
+ * channels-last where the input is at least as large as the filter and
+ * the channels are multiples of 8), nchw (the ops' own layout, cuDNN
+ * changing it as it needs) or nhwc (channels-last wherever the channels
+ * allow). */
+#define PP_CUDA_CONV_LAYOUT_ENV "PPDIFFUSE_CUDA_CONV_LAYOUT"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -8,13 +8,13 @@ static gint
 field (const PpCudaConvKey * k, guint i)
 {
   const gint fields[] = { k->n, k->cin, k->h, k->w, k->cout, k->kh, k->kw,
-    k->stride, k->pad, (gint) k->dtype
+    k->stride, k->pad, (gint) k->dtype, k->nhwc
   };
 
   return fields[i];
 }
 
-#define N_FIELDS 10
+#define N_FIELDS 11
 
 guint
 pp_cuda_conv_key_hash (gconstpointer key)
@@ -52,4 +52,35 @@ pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean
+pp_cuda_conv_layout_parse (const gchar * value, PpCudaConvLayout * layout,
+    GError ** error)
+{
+  if (value == NULL || *value == '\0' || g_strcmp0 (value, "auto") == 0)
+    *layout = PP_CUDA_CONV_AUTO;
+  else if (g_strcmp0 (value, "nchw") == 0)
+    *layout = PP_CUDA_CONV_NCHW;
+  else if (g_strcmp0 (value, "nhwc") == 0)
+    *layout = PP_CUDA_CONV_NHWC;
+  else {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+        "PPDIFFUSE_CUDA_CONV_LAYOUT=%s: expected auto, nchw or nhwc", value);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+pp_cuda_conv_nhwc (PpCudaConvLayout layout, const PpCudaConvKey * key)
+{
+  const gint64 input = (gint64) key->n * key->cin * key->h * key->w;
+  const gint64 filter = (gint64) key->cout * key->cin * key->kh * key->kw;
+
+  if (layout == PP_CUDA_CONV_NCHW || key->dtype == PP_DTYPE_F32
+      || key->cin % PP_CUDA_CONV_NHWC_CHANNELS != 0
+      || key->cout % PP_CUDA_CONV_NHWC_CHANNELS != 0)
+    return FALSE;
+  return layout == PP_CUDA_CONV_NHWC || input >= filter;
 }

@@ -14,7 +14,21 @@ typedef struct
 {
   gint n, cin, h, w, cout, kh, kw, stride, pad;
   PpDType dtype;                /* of the weights: the convolution's type */
+  gboolean nhwc;                /* activations and filter channels-last */
 } PpCudaConvKey;
+
+/* The layout a 16-bit convolution runs in, as PPDIFFUSE_CUDA_CONV_LAYOUT
+ * names it. */
+typedef enum
+{
+  PP_CUDA_CONV_AUTO,            /* "auto": pp_cuda_conv_nhwc's rule */
+  PP_CUDA_CONV_NCHW,            /* "nchw": the ops' own layout */
+  PP_CUDA_CONV_NHWC,            /* "nhwc": wherever the channels allow */
+} PpCudaConvLayout;
+
+/* Channels a channels-last 16-bit convolution wants in multiples of
+ * (tensor cores' 16-byte rows). */
+#define PP_CUDA_CONV_NHWC_CHANNELS 8
 
 /* For a GHashTable keyed by PpCudaConvKey pointers. */
 guint    pp_cuda_conv_key_hash  (gconstpointer key);
@@ -25,5 +39,18 @@ gboolean pp_cuda_conv_key_equal (gconstpointer a, gconstpointer b);
  * error naming the variable and both choices. */
 gboolean pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
                                   GError ** error);
+/* PPDIFFUSE_CUDA_CONV_LAYOUT's @value (NULL or empty: auto); FALSE with a
+ * PP_ERROR_CONFIG error naming the variable and the choices. */
+gboolean pp_cuda_conv_layout_parse (const gchar * value,
+                                    PpCudaConvLayout * layout,
+                                    GError ** error);
+/* Whether the convolution of @key (its nhwc field aside) runs
+ * channels-last under @layout: only 16-bit weights, with both channel
+ * counts multiples of PP_CUDA_CONV_NHWC_CHANNELS; for auto, also only
+ * where the input has at least as many values as the filter (there the
+ * layout changes of the activations cost less than cuDNN's own, and the
+ * filter's channels-last copy is small next to them). */
+gboolean pp_cuda_conv_nhwc (PpCudaConvLayout layout,
+                            const PpCudaConvKey * key);
 
 G_END_DECLS

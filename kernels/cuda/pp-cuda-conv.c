@@ -1,4 +1,4 @@
-/* ppdiffuse — conv2d on cuDNN (legacy API, NCHW).
+/* ppdiffuse — conv2d on cuDNN (legacy API).
  *
  * Every shape gets a plan once, cached by PpCudaConvKey: its descriptors
  * and its algorithm, the fastest of cuDNN's timed trials on the op's own
@@ -11,7 +11,14 @@
  * (x narrowed into a scratch buffer, y produced in 16 bits and widened
  * back to float32 with the bias added), accumulating in float32 on tensor
  * cores; with float32 weights it is exact float32 (FMA math) unless TF32
- * was asked for. */
+ * was asked for.
+ *
+ * The ops' activations are NCHW; tensor cores want channels last.  Where
+ * pp_cuda_conv_nhwc says so (PPDIFFUSE_CUDA_CONV_LAYOUT), a 16-bit
+ * convolution runs channels-last: the narrowing pass also transposes x to
+ * NHWC, the widening pass transposes y back, and the filter is read from
+ * a channels-last copy made on its first use (kept until its buffer is
+ * freed), so cuDNN changes no layout itself. */
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
@@ -151,6 +158,8 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   const cudnnDataType_t t = data_type (key->dtype);
   const int ho = pp_conv2d_out_size (key->h, key->kh, key->stride, key->pad);
   const int wo = pp_conv2d_out_size (key->w, key->kw, key->stride, key->pad);
+  const cudnnTensorFormat_t format = key->nhwc ? CUDNN_TENSOR_NHWC
+      : CUDNN_TENSOR_NCHW;
   ConvPlan *p = g_hash_table_lookup (cu->conv_plans, key);
   cudnnMathType_t math;
 
@@ -167,12 +176,12 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   PP_CUDNN_OP_TRY (cu, cudnnCreateTensorDescriptor (&p->y));
   PP_CUDNN_OP_TRY (cu, cudnnCreateFilterDescriptor (&p->w));
   PP_CUDNN_OP_TRY (cu, cudnnCreateConvolutionDescriptor (&p->conv));
-  PP_CUDNN_OP_TRY (cu, cudnnSetTensor4dDescriptor (p->x, CUDNN_TENSOR_NCHW,
-          t, key->n, key->cin, key->h, key->w));
-  PP_CUDNN_OP_TRY (cu, cudnnSetTensor4dDescriptor (p->y, CUDNN_TENSOR_NCHW,
-          t, key->n, key->cout, ho, wo));
-  PP_CUDNN_OP_TRY (cu, cudnnSetFilter4dDescriptor (p->w, t,
-          CUDNN_TENSOR_NCHW, key->cout, key->cin, key->kh, key->kw));
+  PP_CUDNN_OP_TRY (cu, cudnnSetTensor4dDescriptor (p->x, format, t, key->n,
+          key->cin, key->h, key->w));
+  PP_CUDNN_OP_TRY (cu, cudnnSetTensor4dDescriptor (p->y, format, t, key->n,
+          key->cout, ho, wo));
+  PP_CUDNN_OP_TRY (cu, cudnnSetFilter4dDescriptor (p->w, t, format,
+          key->cout, key->cin, key->kh, key->kw));
   /* Cross-correlation is what PyTorch calls convolution; float32
    * accumulation whatever the inputs. */
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolution2dDescriptor (p->conv, key->pad,
@@ -187,6 +196,46 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   return p;
 }
 
+/* The channels-last copy ([cout, kh, kw, cin]) of 16-bit filter @weight
+ * of @key's shape, made on its first use and kept until its buffer is
+ * freed (pp_cuda_conv_filters_forget); NULL during a capture that would
+ * have to make it (the convolution then runs channels-first). */
+static gconstpointer
+filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
+{
+  const PpCudaType t = pp_cuda_view_type (cu, "conv2d", "weight", weight);
+  const gsize count = (gsize) key->cout * key->cin * key->kh * key->kw;
+  PpCudaFilter *f = g_hash_table_lookup (cu->conv_filters, weight.data);
+  GError *error = NULL;
+
+  if (f != NULL && f->count == count && f->cin == key->cin)
+    return f->mem;
+  if (cu->capturing != NULL)
+    return NULL;
+  if (f == NULL) {
+    f = g_new0 (PpCudaFilter, 1);
+    g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, f);
+  } else if (f->mem != NULL) {
+    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+    PP_CUDA_OP_TRY (cu, cudaFree (f->mem));
+    f->mem = NULL;
+  }
+  if (!PP_CUDA_TRY (cudaMalloc (&f->mem, count * sizeof (guint16)),
+          &error)) {
+    g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
+        "filter: ", key->cout, key->cin, key->kh, key->kw);
+    pp_cuda_fatal (cu, error);
+  }
+  f->count = count;
+  f->cin = key->cin;
+  /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
+   * channel. */
+  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
+          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, f->mem, t,
+          cu->stream));
+  return f->mem;
+}
+
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
@@ -194,8 +243,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
 {
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
-  const PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
-    weight.dtype
+  PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
+    weight.dtype, FALSE
   };
   const int ho = pp_conv2d_out_size (h, kh, stride, pad);
   const int wo = pp_conv2d_out_size (w, kw, stride, pad);
@@ -203,8 +252,9 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
   const gsize x_count = (gsize) n * cin * h * w;
   const gsize y_count = (gsize) n * cout * ho * wo;
   const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
+  gconstpointer filter = weight.data;
+  gpointer x16, y16, workspace;
   ConvPlan *p;
-  gpointer workspace;
 
   g_return_if_fail (n > 0 && cin > 0 && h > 0 && w > 0 && cout > 0);
   g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
@@ -220,24 +270,69 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
     if (!pp_view_is_none (bias))
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y, n, cout,
               (gsize) ho * wo, bias.data, btype, cu->stream));
-  } else {
-    gpointer x16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
-        x_count * sizeof (guint16));
-    gpointer y16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
-        y_count * sizeof (guint16));
+    return;
+  }
 
+  /* 16 bits: x narrowed (and, channels-last, transposed) in one pass, y
+   * produced in 16 bits and widened back (and transposed) with the bias
+   * in another. */
+  if (pp_cuda_conv_nhwc (cu->conv_layout, &key)) {
+    filter = filter_nhwc (cu, weight, &key);
+    key.nhwc = filter != NULL;
+    if (filter == NULL)
+      filter = weight.data;
+  }
+  x16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A, x_count * sizeof (guint16));
+  y16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B, y_count * sizeof (guint16));
+  if (key.nhwc)
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x, PP_CUDA_F32, n, cin,
+            h * w, NULL, PP_CUDA_F32, x16, wtype, cu->stream));
+  else
     PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, x16,
             wtype, cu->stream));
-    p = conv_plan (cu, &key, x16, weight.data, y16);
-    workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
-        PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
-    PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x,
-            x16, p->w, weight.data, p->conv, p->algo, workspace,
-            p->workspace, &zero, p->y, y16));
-    /* Widened back to float32 with the bias in one pass. */
+  p = conv_plan (cu, &key, x16, filter, y16);
+  workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
+  PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x16,
+          p->w, filter, p->conv, p->algo, workspace, p->workspace, &zero,
+          p->y, y16));
+  if (key.nhwc)
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
+            cout, bias.data, btype, y, PP_CUDA_F32, cu->stream));
+  else
     PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, n, cout,
             (gsize) ho * wo, bias.data, btype, cu->stream));
-  }
+}
+
+void
+pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes)
+{
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&iter, cu->conv_filters);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    if ((const guint8 *) key >= (const guint8 *) mem
+        && (const guint8 *) key < (const guint8 *) mem + MAX (bytes, 1))
+      g_hash_table_iter_remove (&iter);
+}
+
+static void
+filter_free (gpointer data)
+{
+  PpCudaFilter *f = data;
+
+  if (f->mem != NULL)
+    cudaFree (f->mem);
+  g_free (f);
+}
+
+GHashTable *
+pp_cuda_conv_filters_new (void)
+{
+  return g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+      filter_free);
 }
 
 #else /* !PP_HAVE_CUDNN: the backend is not created (pp-cuda-backend.h). */
@@ -248,6 +343,12 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
     int stride, int pad, float *y)
 {
   g_error ("conv2d: the CUDA backend was built without cuDNN");
+}
+
+void
+pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes)
+{
 }
 
 #endif

@@ -96,6 +96,12 @@ cudaError_t pp_cuda_concat_channels (const float *a, int ca, const float *b,
  * nlc_to_nchw (hw, c). */
 cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
     float *y, cudaStream_t stream);
+/* y [n,cols,rows] (@y_type) = x [n,rows,cols] (@x_type) + bias [cols]
+ * (@bias_type; NULL: none): an NCHW ↔ NHWC change of layout and of
+ * storage type in one pass. */
+cudaError_t pp_cuda_transpose_typed (const void *x, PpCudaType x_type,
+    int n, int rows, int cols, const void *bias, PpCudaType bias_type,
+    void *y, PpCudaType y_type, cudaStream_t stream);
 /* x [n,c,hw] += v [n,c], v of @v_type. */
 cudaError_t pp_cuda_add_channel (float *x, int n, int c, size_t hw,
     const void *v, PpCudaType v_type, cudaStream_t stream);

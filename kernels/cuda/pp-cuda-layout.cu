@@ -1,5 +1,6 @@
 /* ppdiffuse — data movement on the device: nearest and bilinear resampling,
- * channel concatenation, NCHW ↔ NLC transposes, per-channel adds. */
+ * channel concatenation, NCHW ↔ NLC transposes (also between storage
+ * types, for the NHWC convolutions), per-channel adds. */
 #include "pp-cuda-common.cuh"
 
 __global__ void
@@ -156,6 +157,75 @@ pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
       : PP_CUDA_MAX_GRID_YZ);
   grid.z = (unsigned) (n < PP_CUDA_MAX_GRID_YZ ? n : PP_CUDA_MAX_GRID_YZ);
   transpose_kernel<<<grid, block, 0, stream>>> (x, n, rows, cols, y);
+  return cudaGetLastError ();
+}
+
+/* An element stored as Y (float32, or 16 bits rounded as
+ * pp-dtype-math.h rounds). */
+template <PpCudaType Y> __device__ __forceinline__ void
+store_as (void *y, size_t i, float v)
+{
+  if (Y == PP_CUDA_F16)
+    ((uint16_t *) y)[i] = pp_f32_to_f16 (v);
+  else if (Y == PP_CUDA_BF16)
+    ((uint16_t *) y)[i] = pp_f32_to_bf16 (v);
+  else
+    ((float *) y)[i] = v;
+}
+
+/* The transpose above between storage types, with an optional bias per
+ * output row: y [n,cols,rows] (Y) = x [n,rows,cols] (X) + bias [cols]. */
+template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
+transpose_typed_kernel (const void *x, int n, int rows, int cols,
+    const void *bias, void *y)
+{
+  __shared__ float tile[TILE][TILE + 1];
+  const unsigned row_tiles = (rows + TILE - 1) / TILE;
+
+  for (size_t s = blockIdx.z; s < (size_t) n; s += gridDim.z)
+    for (unsigned ty = blockIdx.y; ty < row_tiles; ty += gridDim.y) {
+      const size_t base = s * rows * cols;
+      const int c0 = blockIdx.x * TILE, r0 = ty * TILE;
+
+      for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
+        const int r = r0 + k, c = c0 + threadIdx.x;
+
+        if (r < rows && c < cols)
+          tile[k][threadIdx.x] = pp_cuda_load<X> (x, base + (size_t) r
+              * cols + c);
+      }
+      __syncthreads ();
+      for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
+        const int c = c0 + k, r = r0 + threadIdx.x;
+
+        if (r < rows && c < cols)
+          store_as<Y> (y, base + (size_t) c * rows + r, tile[threadIdx.x][k]
+              + (bias != NULL ? pp_cuda_load<B> (bias, c) : 0.0f));
+      }
+      __syncthreads ();
+    }
+}
+
+extern "C" cudaError_t
+pp_cuda_transpose_typed (const void *x, PpCudaType x_type, int n, int rows,
+    int cols, const void *bias, PpCudaType bias_type, void *y,
+    PpCudaType y_type, cudaStream_t stream)
+{
+  const size_t col_tiles = ((size_t) cols + TILE - 1) / TILE;
+  const size_t row_tiles = ((size_t) rows + TILE - 1) / TILE;
+  dim3 grid, block (TILE, TILE_ROWS);
+
+  if (n <= 0 || rows <= 0 || cols <= 0)
+    return cudaSuccess;
+  grid.x = (unsigned) col_tiles;
+  grid.y = (unsigned) (row_tiles < PP_CUDA_MAX_GRID_YZ ? row_tiles
+      : PP_CUDA_MAX_GRID_YZ);
+  grid.z = (unsigned) (n < PP_CUDA_MAX_GRID_YZ ? n : PP_CUDA_MAX_GRID_YZ);
+  PP_CUDA_DISPATCH_TYPE (x_type, X,
+      PP_CUDA_DISPATCH_TYPE (y_type, Y,
+          PP_CUDA_DISPATCH_TYPE (bias_type, B,
+              transpose_typed_kernel<X, Y, B><<<grid, block, 0, stream>>>
+              (x, n, rows, cols, bias, y))));
   return cudaGetLastError ();
 }
 

@@ -62,7 +62,13 @@ typedef struct
   cudnnHandle_t cudnn;
   GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */
   GHashTable *sdpa_plans;       /* pp-cuda-sdpa.h */
+  /* Filter buffer → its channels-last copy (PpCudaFilter). */
+  GHashTable *conv_filters;
 #endif
+  PpCudaConvLayout conv_layout;
+  /* Device buffer → its size, for what is kept per buffer (the filters'
+   * copies) to be dropped when it is freed. */
+  GHashTable *sizes;
   gboolean tf32;
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
@@ -130,9 +136,22 @@ void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     int lda, gconstpointer b, PpCudaType tb, int ldb, float beta, float *y,
     int ldy);
 
+/* A 16-bit filter's channels-last copy ([cout, kh, kw, cin]). */
+typedef struct
+{
+  gpointer mem;
+  gsize count;
+  gint cin;
+} PpCudaFilter;
+
 #ifdef PP_HAVE_CUDNN
-/* The convolutions' per-shape plans (pp-cuda-conv.c). */
+/* The convolutions' per-shape plans, and their filters' channels-last
+ * copies (pp-cuda-conv.c). */
 GHashTable *pp_cuda_conv_plans_new (void);
+GHashTable *pp_cuda_conv_filters_new (void);
 #endif
+/* Drops what the convolutions keep of the @bytes at @mem (being freed). */
+void pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes);
 
 G_END_DECLS

@@ -15,7 +15,8 @@
 #   device     the f16/bf16 conversion kernels and the CUDA backend's tests
 #              on the device (a skip is a failure), every op on cuda
 #              against float64 (test-ops), the attentions also the ways
-#              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose;
+#              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
+#              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs;
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -44,8 +45,9 @@
 #              then 4 steps on one worker without and with stream-batch
 #              (the frame periods reported);
 #   bench      gpu-bench (reported; it must run), also with the attention
-#              and convolution choices of PPDIFFUSE_CUDA_ATTENTION and
-#              PPDIFFUSE_CUDA_CONV_ALGO side by side, and a latent's hop
+#              and convolution choices of PPDIFFUSE_CUDA_ATTENTION,
+#              PPDIFFUSE_CUDA_CONV_ALGO and PPDIFFUSE_CUDA_CONV_LAYOUT side
+#              by side, and a latent's hop
 #              between ranks with and without the doorbells
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
@@ -288,6 +290,15 @@ if want device; then
   fi
   grep -E 'cuda attention:' "$work/ops.log" | sed 's/.*cuda attention:/cuda attention:/' \
     | sort | uniq | cut -c1-300 | indent
+  # The convolutions in each layout: every 16-bit case channels-first,
+  # then every channel-aligned one channels-last.
+  for layout in nchw nhwc; do
+    if runs "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_LAYOUT=$layout" \
+        "$work/ops-$layout.log" 300 env PPDIFFUSE_CUDA_CONV_LAYOUT=$layout \
+        "$tool" test-ops --backend "$BE" --op conv2d; then
+      pass "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_LAYOUT=$layout"
+    fi
+  done
   # The attentions' other ways on the device: 16-bit GEMMs (where the
   # fused kernel would run) and float32 whatever the dtype.
   for way in gemm f32; do
@@ -780,17 +791,18 @@ if want bench; then
           pass "gpu-bench $dt ran"; }
     done
     # The same f16 step the ways the backend can still be told to run it,
-    # side by side with the default above: float32 attention and
-    # heuristic convolution algorithms (the first measured way), then each
-    # change alone.
-    for way in "f32 heuristic" "gemm timed" "fused heuristic"; do
+    # side by side with the default above: float32 attention, heuristic
+    # NCHW convolutions (the first measured way), then each change alone.
+    for way in "f32 heuristic nchw" "gemm timed auto" "fused heuristic auto" \
+        "fused timed nchw" "fused timed nhwc"; do
       set -- $way
-      runs "gpu-bench f16, attention $1, convolutions $2" "$work/bench.log" 300 \
+      runs "gpu-bench f16, attention $1, convolutions $2 $3" "$work/bench.log" 300 \
           env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
+          PPDIFFUSE_CUDA_CONV_LAYOUT="$3" \
           "$build/tests/bench/gpu-bench" --dtype f16 \
-        && { grep -E '^SD-Turbo' "$work/bench.log" | indent
+        && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
-          pass "gpu-bench f16, attention $1, convolutions $2 ran"; }
+          pass "gpu-bench f16, attention $1, convolutions $2 $3 ran"; }
     done
     # A latent's hop between the ranks of this host (65 KB chunks, one in
     # flight, the MPI plane), with the doorbells and without: the step

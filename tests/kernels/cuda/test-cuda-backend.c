@@ -80,7 +80,9 @@ test_attention_plan (void)
 static void
 test_conv_key (void)
 {
-  const PpCudaConvKey a = { 1, 320, 64, 64, 320, 3, 3, 1, 1, PP_DTYPE_F16 };
+  const PpCudaConvKey a = { 1, 320, 64, 64, 320, 3, 3, 1, 1, PP_DTYPE_F16,
+    FALSE
+  };
   PpCudaConvKey b = a;
   gint *fields = (gint *) &b.n;
   GHashTable *table = g_hash_table_new (pp_cuda_conv_key_hash,
@@ -95,6 +97,9 @@ test_conv_key (void)
     fields[i]++;
     g_assert_false (pp_cuda_conv_key_equal (&a, &b));
   }
+  b = a;
+  b.nhwc = TRUE;
+  g_assert_false (pp_cuda_conv_key_equal (&a, &b));
   b = a;
   b.dtype = PP_DTYPE_BF16;
   g_assert_false (pp_cuda_conv_key_equal (&a, &b));
@@ -148,6 +153,55 @@ test_ways (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_nonnull (strstr (error->message,
           "PPDIFFUSE_CUDA_CONV_ALGO=find: expected timed or heuristic"));
+  g_clear_error (&error);
+}
+
+/* Which convolutions run channels-last: 16-bit ones with channels in
+ * multiples of 8; under auto only where the input outweighs the filter
+ * (a UNet's 64² and TAESD's layers, not a UNet's 1280-channel 8² ones). */
+static void
+test_conv_layout (void)
+{
+  const PpDType f16 = PP_DTYPE_F16, f32 = PP_DTYPE_F32;
+  const struct
+  {
+    PpCudaConvKey key;
+    gboolean nchw, nhwc, automatic;
+  } cases[] = {
+    {{1, 320, 64, 64, 320, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, TRUE},
+    {{1, 64, 256, 256, 64, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, TRUE},
+    {{1, 1280, 8, 8, 1280, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, FALSE},
+    {{4, 1280, 8, 8, 1280, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, FALSE},
+    {{1, 4, 64, 64, 320, 3, 3, 1, 1, f16, 0}, FALSE, FALSE, FALSE},
+    {{1, 64, 512, 512, 3, 3, 3, 1, 1, f16, 0}, FALSE, FALSE, FALSE},
+    {{1, 320, 64, 64, 320, 3, 3, 1, 1, f32, 0}, FALSE, FALSE, FALSE},
+    {{1, 320, 64, 64, 320, 3, 3, 2, 1, PP_DTYPE_BF16, 0}, FALSE, TRUE,
+        TRUE},
+  };
+  PpCudaConvLayout layout;
+  GError *error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_NCHW, &cases[i].key),
+        ==, cases[i].nchw);
+    g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_NHWC, &cases[i].key),
+        ==, cases[i].nhwc);
+    g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_AUTO, &cases[i].key),
+        ==, cases[i].automatic);
+  }
+  g_assert_true (pp_cuda_conv_layout_parse (NULL, &layout, &error));
+  g_assert_cmpint (layout, ==, PP_CUDA_CONV_AUTO);
+  g_assert_true (pp_cuda_conv_layout_parse ("nchw", &layout, &error));
+  g_assert_cmpint (layout, ==, PP_CUDA_CONV_NCHW);
+  g_assert_true (pp_cuda_conv_layout_parse ("nhwc", &layout, &error));
+  g_assert_cmpint (layout, ==, PP_CUDA_CONV_NHWC);
+  g_assert_true (pp_cuda_conv_layout_parse ("auto", &layout, &error));
+  g_assert_cmpint (layout, ==, PP_CUDA_CONV_AUTO);
+  g_assert_no_error (error);
+  g_assert_false (pp_cuda_conv_layout_parse ("NHWC", &layout, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message, "PPDIFFUSE_CUDA_CONV_LAYOUT=NHWC: "
+          "expected auto, nchw or nhwc"));
   g_clear_error (&error);
 }
 
@@ -369,6 +423,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/attention-plan", test_attention_plan);
   g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
   g_test_add_func ("/cuda-backend/ways", test_ways);
+  g_test_add_func ("/cuda-backend/conv-layout", test_conv_layout);
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
