@@ -109,57 +109,6 @@ pp_cuda_concat_channels (const float *a, int ca, const float *b, int cb,
 #define TILE 32
 #define TILE_ROWS 8
 
-__global__ void
-transpose_kernel (const float *x, int n, int rows, int cols, float *y)
-{
-  __shared__ float tile[TILE][TILE + 1];
-  const unsigned row_tiles = (rows + TILE - 1) / TILE;
-
-  /* gridDim.y is capped at 65535: tiles beyond it and the samples are
-   * walked in a loop. */
-  for (size_t s = blockIdx.z; s < (size_t) n; s += gridDim.z)
-    for (unsigned ty = blockIdx.y; ty < row_tiles; ty += gridDim.y) {
-      const float *src = x + s * rows * cols;
-      float *dst = y + s * rows * cols;
-      const int c0 = blockIdx.x * TILE, r0 = ty * TILE;
-
-      for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
-        const int r = r0 + k, c = c0 + threadIdx.x;
-
-        if (r < rows && c < cols)
-          tile[k][threadIdx.x] = src[(size_t) r * cols + c];
-      }
-      __syncthreads ();
-      for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
-        const int c = c0 + k, r = r0 + threadIdx.x;
-
-        if (r < rows && c < cols)
-          dst[(size_t) c * rows + r] = tile[threadIdx.x][k];
-      }
-      /* The tile is refilled by the next iteration. */
-      __syncthreads ();
-    }
-}
-
-extern "C" cudaError_t
-pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
-    cudaStream_t stream)
-{
-  const size_t col_tiles = ((size_t) cols + TILE - 1) / TILE;
-  const size_t row_tiles = ((size_t) rows + TILE - 1) / TILE;
-  dim3 grid, block (TILE, TILE_ROWS);
-
-  if (n <= 0 || rows <= 0 || cols <= 0)
-    return cudaSuccess;
-  /* cols < 2^31 gives fewer than 2^26 column tiles: within gridDim.x. */
-  grid.x = (unsigned) col_tiles;
-  grid.y = (unsigned) (row_tiles < PP_CUDA_MAX_GRID_YZ ? row_tiles
-      : PP_CUDA_MAX_GRID_YZ);
-  grid.z = (unsigned) (n < PP_CUDA_MAX_GRID_YZ ? n : PP_CUDA_MAX_GRID_YZ);
-  transpose_kernel<<<grid, block, 0, stream>>> (x, n, rows, cols, y);
-  return cudaGetLastError ();
-}
-
 /* An element stored as Y (float32, or 16 bits rounded as
  * pp-dtype-math.h rounds). */
 template <PpCudaType Y> __device__ __forceinline__ void
@@ -173,8 +122,8 @@ store_as (void *y, size_t i, float v)
     ((float *) y)[i] = v;
 }
 
-/* The transpose above between storage types, with an optional bias per
- * output row: y [n,cols,rows] (Y) = x [n,rows,cols] (X) + bias [cols]. */
+/* y [n,cols,rows] (Y) = x [n,rows,cols] (X) + bias [cols] (B; NULL:
+ * none, x as it is). */
 template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 transpose_typed_kernel (const void *x, int n, int rows, int cols,
     const void *bias, void *y)
@@ -182,6 +131,8 @@ transpose_typed_kernel (const void *x, int n, int rows, int cols,
   __shared__ float tile[TILE][TILE + 1];
   const unsigned row_tiles = (rows + TILE - 1) / TILE;
 
+  /* gridDim.y is capped at 65535: tiles beyond it and the samples are
+   * walked in a loop. */
   for (size_t s = blockIdx.z; s < (size_t) n; s += gridDim.z)
     for (unsigned ty = blockIdx.y; ty < row_tiles; ty += gridDim.y) {
       const size_t base = s * rows * cols;
@@ -199,8 +150,9 @@ transpose_typed_kernel (const void *x, int n, int rows, int cols,
         const int c = c0 + k, r = r0 + threadIdx.x;
 
         if (r < rows && c < cols)
-          store_as<Y> (y, base + (size_t) c * rows + r, tile[threadIdx.x][k]
-              + (bias != NULL ? pp_cuda_load<B> (bias, c) : 0.0f));
+          store_as<Y> (y, base + (size_t) c * rows + r, bias != NULL
+              ? tile[threadIdx.x][k] + pp_cuda_load<B> (bias, c)
+              : tile[threadIdx.x][k]);
       }
       __syncthreads ();
     }
@@ -217,6 +169,7 @@ pp_cuda_transpose_typed (const void *x, PpCudaType x_type, int n, int rows,
 
   if (n <= 0 || rows <= 0 || cols <= 0)
     return cudaSuccess;
+  /* cols < 2^31 gives fewer than 2^26 column tiles: within gridDim.x. */
   grid.x = (unsigned) col_tiles;
   grid.y = (unsigned) (row_tiles < PP_CUDA_MAX_GRID_YZ ? row_tiles
       : PP_CUDA_MAX_GRID_YZ);
@@ -247,4 +200,12 @@ pp_cuda_add_channel (float *x, int n, int c, size_t hw, const void *v,
       add_channel_kernel<V><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
       PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, hw, v));
   return cudaGetLastError ();
+}
+
+extern "C" cudaError_t
+pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
+    cudaStream_t stream)
+{
+  return pp_cuda_transpose_typed (x, PP_CUDA_F32, n, rows, cols, NULL,
+      PP_CUDA_F32, y, PP_CUDA_F32, stream);
 }
