@@ -346,6 +346,7 @@ pp_model_free (PpModel * model)
     return;
   pp_model_graphs_reset (model);
   g_clear_pointer (&model->graph, g_free);
+  g_clear_pointer (&model->batch_graphs, g_ptr_array_unref);
   if (model->klass->finalize != NULL)
     model->klass->finalize (model);
   g_clear_pointer (&model->host_sample, pp_tensor_free);
@@ -504,36 +505,6 @@ pp_model_steps_end (PpModel * model, PpTensor * sample, GError ** error)
   return model->klass->steps_end (model, sample, error);
 }
 
-gboolean
-pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
-    const guint * steps, guint n_steps, GError ** error)
-{
-  GError *own = NULL;
-
-  g_return_val_if_fail (!model->steps_open, FALSE);
-  for (guint i = 0; i < n; i++)
-    if (steps[i] >= n_steps) {
-      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-          "step %u is outside the schedule of %u steps", steps[i], n_steps);
-      return FALSE;
-    }
-  if (n < 2 || model->klass->steps_batch == NULL
-      || !model->klass->steps_batch (model, n, samples, steps, n_steps,
-          &own)) {
-    if (own != NULL) {
-      g_propagate_error (error, own);
-      return FALSE;
-    }
-    /* One by one. */
-    for (guint i = 0; i < n; i++)
-      if (!step_unslept (model, steps[i], n_steps, samples[i], error))
-        return FALSE;
-  }
-  /* step-ms once for them all. */
-  sleep_step_ms (model);
-  return TRUE;
-}
-
 /* Graphs of step slices */
 
 /* Eager runs of a slice at a shape before it is captured: the first run
@@ -652,6 +623,163 @@ pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
   return TRUE;
 }
 
+/* Graphs of stream batches */
+
+/* Batches (a size and steps) a model keeps graphs of at once. */
+#define PP_MODEL_BATCH_GRAPHS_MAX 16
+
+typedef struct
+{
+  PpModel *model;
+  guint n, n_steps;
+  const guint *steps;
+} BatchCall;
+
+typedef struct
+{
+  guint n, n_steps;
+  guint *steps;
+  guint eager_runs;
+  gpointer graph;               /* the backend's */
+  BatchCall call;               /* what the capture issued */
+} PpModelBatchGraph;
+
+static gboolean
+batch_steps_run (gpointer data, GError ** error)
+{
+  const BatchCall *c = data;
+
+  return c->model->klass->batch_steps (c->model, c->n, c->steps, c->n_steps,
+      error);
+}
+
+static void
+batch_graph_free (gpointer data)
+{
+  PpModelBatchGraph *g = data;
+
+  g_free (g->steps);
+  g_free (g);
+}
+
+static void
+batch_graphs_reset (PpModel * model)
+{
+  if (model->batch_graphs == NULL)
+    return;
+  for (guint i = 0; i < model->batch_graphs->len; i++) {
+    PpModelBatchGraph *g = g_ptr_array_index (model->batch_graphs, i);
+
+    pp_backend_graph_free (model->backend, g_steal_pointer (&g->graph));
+  }
+  g_ptr_array_set_size (model->batch_graphs, 0);
+}
+
+/* The graph entry of a batch of @n samples at @steps, shaped like
+ * @sample: the batch buffers it holds are the model's for that size and
+ * shape, so another shape drops every entry. */
+static PpModelBatchGraph *
+batch_graph_for (PpModel * model, guint n, const guint * steps,
+    guint n_steps, const PpTensor * sample)
+{
+  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+  PpModelBatchGraph *g;
+
+  memcpy (shape, sample->shape, sample->ndim * sizeof (gint64));
+  if (model->batch_graphs == NULL)
+    model->batch_graphs = g_ptr_array_new_with_free_func (batch_graph_free);
+  if (memcmp (model->batch_shape, shape, sizeof shape) != 0) {
+    batch_graphs_reset (model);
+    memcpy (model->batch_shape, shape, sizeof shape);
+  }
+  for (guint i = 0; i < model->batch_graphs->len; i++) {
+    g = g_ptr_array_index (model->batch_graphs, i);
+    if (g->n == n && g->n_steps == n_steps
+        && memcmp (g->steps, steps, n * sizeof *steps) == 0)
+      return g;
+  }
+  /* A batch's steps depend on which frames waited for it: the entries
+   * are bounded, starting over when full. */
+  if (model->batch_graphs->len >= PP_MODEL_BATCH_GRAPHS_MAX)
+    batch_graphs_reset (model);
+  g = g_new0 (PpModelBatchGraph, 1);
+  g->n = n;
+  g->n_steps = n_steps;
+  g->steps = g_memdup2 (steps, n * sizeof *steps);
+  g->call = (BatchCall) {
+  model, n, n_steps, g->steps};
+  g_ptr_array_add (model->batch_graphs, g);
+  return g;
+}
+
+/* The batch's steps on the staged samples: as is, or through its graph. */
+static gboolean
+batch_steps_graphed (PpModel * model, guint n, const guint * steps,
+    guint n_steps, const PpTensor * sample, GError ** error)
+{
+  const BatchCall eager = { model, n, n_steps, steps };
+  PpModelBatchGraph *g;
+  GError *local = NULL;
+
+  if (!model->graphs || model->graphs_held || !model->klass->graphable
+      || !pp_backend_has_graphs (model->backend))
+    return batch_steps_run ((gpointer) & eager, error);
+  g = batch_graph_for (model, n, steps, n_steps, sample);
+  if (g->graph == NULL && g->eager_runs < PP_MODEL_GRAPH_WARM_RUNS) {
+    g->eager_runs++;
+    return batch_steps_run ((gpointer) & eager, error);
+  }
+  if (g->graph == NULL) {
+    g->graph = pp_backend_graph_capture (model->backend, batch_steps_run,
+        &g->call, &local);
+    if (g->graph == NULL) {
+      g_warning ("a stream batch of %u samples of %s on %s cannot be "
+          "captured as a graph (%s); the model runs without graphs", n,
+          model->uri, pp_backend_name (model->backend), local->message);
+      g_error_free (local);
+      model->graphs = FALSE;
+      return batch_steps_run ((gpointer) & eager, error);
+    }
+    model->batch_captures++;
+  }
+  if (!pp_backend_graph_launch (model->backend, g->graph, error))
+    return FALSE;
+  model->batch_launches++;
+  return TRUE;
+}
+
+gboolean
+pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
+    const guint * steps, guint n_steps, GError ** error)
+{
+  GError *own = NULL;
+
+  g_return_val_if_fail (!model->steps_open, FALSE);
+  for (guint i = 0; i < n; i++)
+    if (steps[i] >= n_steps) {
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
+          "step %u is outside the schedule of %u steps", steps[i], n_steps);
+      return FALSE;
+    }
+  if (n >= 2 && model->klass->batch_in != NULL
+      && model->klass->batch_in (model, n, samples, steps, n_steps, &own)) {
+    if (!batch_steps_graphed (model, n, steps, n_steps, samples[0], error))
+      return FALSE;
+    model->klass->batch_out (model, n, samples);
+  } else if (own != NULL) {
+    g_propagate_error (error, own);
+    return FALSE;
+  } else {
+    /* One by one. */
+    for (guint i = 0; i < n; i++)
+      if (!step_unslept (model, steps[i], n_steps, samples[i], error))
+        return FALSE;
+  }
+  /* step-ms once for them all. */
+  sleep_step_ms (model);
+  return TRUE;
+}
+
 void
 pp_model_new_epoch (PpModel * model)
 {
@@ -686,6 +814,7 @@ pp_model_graphs_reset (PpModel * model)
 {
   PpModelGraph *g = model->graph;
 
+  batch_graphs_reset (model);
   if (g == NULL)
     return;
   pp_backend_graph_free (model->backend, g_steal_pointer (&g->graph));
@@ -698,4 +827,12 @@ pp_model_graph_counts (PpModel * model, guint64 * captures,
 {
   *captures = model->graph != NULL ? model->graph->captures : 0;
   *launches = model->graph != NULL ? model->graph->launches : 0;
+}
+
+void
+pp_model_batch_graph_counts (PpModel * model, guint64 * captures,
+    guint64 * launches)
+{
+  *captures = model->batch_captures;
+  *launches = model->batch_launches;
 }

@@ -83,12 +83,20 @@ struct _PpModelClass
    * feature bank); NULL: it keeps none. */
   guint64 (*stream_bytes) (PpModel * model);
   /* Optional: one step for each of @n samples, sample i at step
-   * @steps[i], in one batched pass (a stream batch); the samples are host
-   * tensors or tensors on the model's backend, each of the same shape.
-   * NULL, or FALSE from it with no error set: pp_model_steps_batch runs
-   * them one by one. */
-  gboolean (*steps_batch) (PpModel * model, guint n, PpTensor * const *samples,
+   * @steps[i], in one batched pass (a stream batch), in three parts so
+   * that the middle one can be a graph.  batch_in stages the samples (host
+   * tensors or tensors on the model's backend, each of the same shape)
+   * into buffers of the model's; FALSE from it with no error set:
+   * pp_model_steps_batch runs them one by one.  batch_steps runs the steps
+   * on those buffers, issuing only backend ops on buffers that stay put
+   * while the batch's size, steps and sample shape do (a graph holds it
+   * where the class is graphable).  batch_out copies the samples back.
+   * NULL batch_in: one by one. */
+  gboolean (*batch_in) (PpModel * model, guint n, PpTensor * const *samples,
       const guint * steps, guint n_steps, GError ** error);
+  gboolean (*batch_steps) (PpModel * model, guint n, const guint * steps,
+      guint n_steps, GError ** error);
+  void (*batch_out) (PpModel * model, guint n, PpTensor * const *samples);
   /* Between steps_begin and steps_end, step issues only backend ops on
    * device buffers that stay put from run to run (no upload, download or
    * synchronize): a device graph can hold a slice of steps. */
@@ -116,6 +124,11 @@ struct _PpModel
   gboolean stream_batch;        /* parameter stream-batch: a worker batches
                                  * the frames at its steps */
   PpModelGraph *graph;          /* the slice captured, NULL before */
+  /* The stream batches captured (PpModelBatchGraph), all of one sample
+   * shape, and their counts. */
+  GPtrArray *batch_graphs;
+  gint64 batch_shape[PP_TENSOR_MAX_DIMS];
+  guint64 batch_captures, batch_launches;
   /* A model that computes on the host (no steps_begin) given a device
    * sample: the host copy its steps work on, between steps_begin and
    * steps_end. */
@@ -220,7 +233,11 @@ gboolean  pp_model_steps_slice (PpModel * model, guint first, guint end,
  * time for a batch of a few latents.  Each sample comes out with the
  * bytes pp_model_step gives it alone (on the CPU backends; on a GPU
  * within the dtype's bounds).  The samples are host tensors or tensors on
- * the model's backend; no slice is open (steps_begin), no graph serves. */
+ * the model's backend; no slice is open (steps_begin).  With graphs, the
+ * pass's steps (not the samples' transfers in and out) go the way of
+ * pp_model_steps_slice's: a batch of a size, steps and shape runs as is
+ * once, is captured the second time and launched from then on; another
+ * shape, or pp_model_graphs_reset, starts over. */
 gboolean  pp_model_steps_batch (PpModel * model, guint n,
                                 PpTensor * const *samples,
                                 const guint * steps, guint n_steps,
@@ -240,9 +257,12 @@ void      pp_model_new_epoch (PpModel * model);
 void      pp_model_stream_frame (PpModel * model, gboolean counts);
 /* Bytes of the model's per-stream state (0 when it keeps none). */
 guint64   pp_model_stream_bytes (PpModel * model);
-/* Graphs captured and launched so far (0 and 0 without graphs). */
+/* Graphs captured and launched so far (0 and 0 without graphs): of step
+ * slices, and of stream batches. */
 void      pp_model_graph_counts (PpModel * model, guint64 * captures,
                                  guint64 * launches);
+void      pp_model_batch_graph_counts (PpModel * model, guint64 * captures,
+                                       guint64 * launches);
 gboolean  pp_model_steps_begin (PpModel * model, PpTensor * sample,
                                 GError ** error);
 gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,

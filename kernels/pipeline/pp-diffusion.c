@@ -1087,12 +1087,15 @@ sample_out (PpBackend * be, PpTensor * sample, const float *src)
     pp_backend_copy (be, sample->data, src, sample->nbytes);
 }
 
-/* The model's steps_batch: sample i at step @steps[i], the UNet run once
- * on them all (pp_unet_forward_batch_into), each sample's scheduler update
- * as diffusion_step does it.  With the temporal bank, FALSE and no error:
- * each step's bank takes the frames one at a time, in order. */
+/* A stream batch (the model's batch_in, batch_steps, batch_out): sample i
+ * at step @steps[i], the UNet run once on them all
+ * (pp_unet_forward_batch_into), each sample's scheduler update as
+ * diffusion_step does it.  batch_in stages the samples into the batch
+ * buffers of their count; with the temporal bank it stages nothing and
+ * returns FALSE with no error: each step's bank takes the frames one at a
+ * time, in order. */
 static gboolean
-diffusion_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
+diffusion_batch_in (PpModel * model, guint n, PpTensor * const *samples,
     const guint * steps, guint n_steps, GError ** error)
 {
   Diffusion *d = model->priv;
@@ -1123,11 +1126,24 @@ diffusion_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
       || (b = batch_buffers (model, n, samples[0], error)) == NULL)
     return FALSE;
   per = (gsize) pp_tensor_numel (samples[0]);
-  for (guint i = 0; i < n; i++) {
-    float *row = (float *) b->samples->data + i * per;
+  for (guint i = 0; i < n; i++)
+    sample_in (d->be, (float *) b->samples->data + i * per, samples[i]);
+  return TRUE;
+}
 
-    sample_in (d->be, row, samples[i]);
-    pp_schedule_scale_input (d->schedule, d->be, steps[i], row,
+/* Device ops only, on the batch buffers of @n samples and the step
+ * buffers: what a graph can hold. */
+static gboolean
+diffusion_batch_steps (PpModel * model, guint n, const guint * steps,
+    guint n_steps, GError ** error)
+{
+  Diffusion *d = model->priv;
+  BatchBuffers *b = &d->batches[n];
+  const gsize per = (gsize) (b->shape[1] * b->shape[2] * b->shape[3]);
+
+  for (guint i = 0; i < n; i++) {
+    pp_schedule_scale_input (d->schedule, d->be, steps[i],
+        (float *) b->samples->data + i * per,
         (float *) b->unet_in->data + i * per, per);
     b->timesteps[i] = d->schedule->timesteps[steps[i]];
   }
@@ -1135,15 +1151,25 @@ diffusion_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
           d->context, b->eps, error))
     return FALSE;
   for (guint i = 0; i < n; i++) {
-    float *row = (float *) b->samples->data + i * per;
     const PpTensor *noise = d->steps.noise[steps[i]];
 
-    pp_schedule_step (d->schedule, d->be, steps[i], row,
+    pp_schedule_step (d->schedule, d->be, steps[i],
+        (float *) b->samples->data + i * per,
         (float *) b->eps->data + i * per, noise != NULL ? noise->data : NULL,
         per);
-    sample_out (d->be, samples[i], row);
   }
   return TRUE;
+}
+
+static void
+diffusion_batch_out (PpModel * model, guint n, PpTensor * const *samples)
+{
+  Diffusion *d = model->priv;
+  BatchBuffers *b = &d->batches[n];
+  const gsize per = (gsize) (b->shape[1] * b->shape[2] * b->shape[3]);
+
+  for (guint i = 0; i < n; i++)
+    sample_out (d->be, samples[i], (float *) b->samples->data + i * per);
 }
 
 static gboolean
@@ -1310,7 +1336,9 @@ const PpModelClass pp_model_diffusion_class = {
   .step = diffusion_step,
   .steps_begin = diffusion_steps_begin,
   .steps_end = diffusion_steps_end,
-  .steps_batch = diffusion_steps_batch,
+  .batch_in = diffusion_batch_in,
+  .batch_steps = diffusion_batch_steps,
+  .batch_out = diffusion_batch_out,
   .encode = diffusion_encode,
   .encode_into = diffusion_encode_into,
   .decode = diffusion_decode,

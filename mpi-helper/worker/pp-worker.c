@@ -641,7 +641,7 @@ mark_shutdown (Worker * w, PpChunk * chunk)
 {
   PpTensor *busy = pp_chunk_get_tensor (chunk, PP_BUSY_TENSOR);
   GError *error = NULL;
-  guint64 captures, launches;
+  guint64 captures, launches, batch_captures, batch_launches;
   g_autofree gchar *batched = NULL;
 
   if (busy == NULL || busy->dtype != PP_DTYPE_F64
@@ -664,8 +664,11 @@ mark_shutdown (Worker * w, PpChunk * chunk)
   }
   pp_liveness_set_state (w->liveness, PP_WORK_DONE, PP_HEARTBEAT_NONE);
   pp_model_graph_counts (w->model, &captures, &launches);
+  pp_model_batch_graph_counts (w->model, &batch_captures, &batch_launches);
   batched = batch_size (w) > 1 ? g_strdup_printf (", stream batch: %"
-      G_GUINT64_FORMAT " frame-steps batched", w->batched_steps) : NULL;
+      G_GUINT64_FORMAT " frame-steps batched, batch graphs: %"
+      G_GUINT64_FORMAT " captured, %" G_GUINT64_FORMAT " launched",
+      w->batched_steps, batch_captures, batch_launches) : NULL;
   PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks and %u "
       "warm-up passes, busy %.3f s, step graphs: %" G_GUINT64_FORMAT
       " captured, %" G_GUINT64_FORMAT " launched%s",
