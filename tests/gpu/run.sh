@@ -573,7 +573,7 @@ if want mesh; then
       tag=batch-$dt
       if mesh_run "$tag" 1 "$BE" "$dt" stream-batch=true max-in-flight=4; then
         if grep -Eq 'stream batch: [1-9][0-9]* frame-steps batched' "$work/$tag.log"; then
-          pass "$tag: $(grep -Eo 'stream batch: [0-9]+ frame-steps batched' "$work/$tag.log" | head -n 1)"
+          pass "$tag: $(grep -Eo 'stream batch: [0-9]+ frame-steps batched(, batch graphs: [0-9]+ captured, [0-9]+ launched)?' "$work/$tag.log" | head -n 1)"
         else
           bad "$tag: no frame-steps ran batched"
         fi
