@@ -175,8 +175,17 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   out16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
       count * sizeof (guint16));
   if (!pp_cuda_sdpa_run (cu->cudnn, cu->sdpa_plans, t, q16, k16, v16, out16,
-          n, lq, lk, heads, head_dim, causal, workspace, bytes, &error))
-    pp_cuda_fatal (cu, g_steal_pointer (&error));
+          n, lq, lk, heads, head_dim, causal, workspace, bytes, &error)) {
+    /* A plan cuDNN made but cannot run: the shape takes the GEMMs from
+     * now on, said loudly (a fused kernel that fails is news). */
+    g_warning ("cuda attention: %d×%d queries, %d keys, %d heads of %d%s: "
+        "cuDNN's fused attention failed (%s); 16-bit GEMMs from now on",
+        n, lq, lk, heads, head_dim, causal ? ", causal" : "",
+        error->message);
+    pp_cuda_sdpa_refuse (cu->sdpa_plans, t, n, lq, lk, heads, head_dim,
+        causal, error->message);
+    return FALSE;
+  }
   if (t == PP_CUDA_BF16)
     PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (out16, out, count,
             cu->stream));

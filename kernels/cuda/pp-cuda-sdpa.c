@@ -659,6 +659,18 @@ pp_cuda_sdpa_prepare (cudnnHandle_t handle, GHashTable * plans,
   return TRUE;
 }
 
+void
+pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
+    int lk, int heads, int head_dim, gboolean causal, const gchar * why)
+{
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
+  g_autofree gchar *shape = key_describe (&key);
+  SdpaPlan *plan = g_new0 (SdpaPlan, 1);
+
+  plan->unsupported = g_strdup_printf ("%s: unsupported: %s", shape, why);
+  g_hash_table_replace (plans, g_memdup2 (&key, sizeof key), plan);
+}
+
 static gboolean
 aligned (const void *p)
 {

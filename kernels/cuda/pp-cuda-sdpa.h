@@ -65,4 +65,11 @@ gboolean pp_cuda_sdpa_run        (cudnnHandle_t handle, GHashTable * plans,
                                   gboolean causal, gpointer workspace,
                                   gsize workspace_bytes, GError ** error);
 
+/* Marks this shape unsupported, with @why, freeing its plan: one cuDNN
+ * made but could not run.  The caller computes it another way from then
+ * on. */
+void     pp_cuda_sdpa_refuse     (GHashTable * plans, PpCudaType t, int n,
+                                  int lq, int lk, int heads, int head_dim,
+                                  gboolean causal, const gchar * why);
+
 G_END_DECLS
