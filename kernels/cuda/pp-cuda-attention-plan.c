@@ -1,7 +1,7 @@
 /* ppdiffuse — the CUDA attention's way, and the chunking of its
  * scores. */
 #include "pp-cuda-attention-plan.h"
-#include "pp-error.h"
+#include "pp-cuda-choice.h"
 
 #include <string.h>
 
@@ -56,26 +56,13 @@ gboolean
 pp_cuda_attention_parse (const gchar * value, PpCudaAttention * way,
     GError ** error)
 {
-  static const struct
-  {
-    const gchar *name;
-    PpCudaAttention way;
-  } ways[] = {
-    {"fused", PP_CUDA_ATTENTION_FUSED},
-    {"gemm", PP_CUDA_ATTENTION_GEMM},
-    {"f32", PP_CUDA_ATTENTION_F32},
-  };
+  /* In the order of PpCudaAttention. */
+  static const gchar *const names[] = { "fused", "gemm", "f32", NULL };
+  guint index;
 
-  if (value == NULL || *value == '\0') {
-    *way = PP_CUDA_ATTENTION_FUSED;
-    return TRUE;
-  }
-  for (guint i = 0; i < G_N_ELEMENTS (ways); i++)
-    if (g_strcmp0 (value, ways[i].name) == 0) {
-      *way = ways[i].way;
-      return TRUE;
-    }
-  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-      "PPDIFFUSE_CUDA_ATTENTION=%s: expected fused, gemm or f32", value);
-  return FALSE;
+  if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_ATTENTION", value, names,
+          &index, error))
+    return FALSE;
+  *way = (PpCudaAttention) index;
+  return TRUE;
 }

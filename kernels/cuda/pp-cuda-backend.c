@@ -3,6 +3,7 @@
  * PP_OPS_LIST as the CPU backends' are: lock, make the device current, run
  * the op, unlock). */
 #include "pp-cuda-backend.h"
+#include "pp-cuda-choice.h"
 #include "pp-cuda-private.h"
 #include "pp-cuda-staging.h"
 #ifdef PP_HAVE_CUDNN
@@ -434,8 +435,11 @@ describe (gint device, GError ** error)
 static PpBackend *
 create (gint device, GError ** error)
 {
+  /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first. */
+  static const gchar *const group_norm_ways[] = { "split", "whole", NULL };
   PpCudaBackend *cu;
   gchar *desc;
+  guint way = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -450,11 +454,14 @@ create (gint device, GError ** error)
       || !pp_cuda_conv_algo_parse (g_getenv (PP_CUDA_CONV_ALGO_ENV),
           &cu->conv_timed, error)
       || !pp_cuda_conv_layout_parse (g_getenv (PP_CUDA_CONV_LAYOUT_ENV),
-          &cu->conv_layout, error)) {
+          &cu->conv_layout, error)
+      || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
+          g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
   }
+  cu->group_norm_split = way == 0;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -472,12 +479,13 @@ create (gint device, GError ** error)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.priv = cu;
   g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout", desc, cu->tf32 ? ", TF32 allowed" : "",
+      "%s convolution layout, %s group norms", desc, cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
       cu->conv_layout == PP_CUDA_CONV_AUTO ? "auto"
-      : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW");
+      : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW",
+      group_norm_ways[way]);
   return &cu->be;
 }
 

@@ -38,6 +38,10 @@ G_BEGIN_DECLS
  * changing it as it needs) or nhwc (channels-last wherever the channels
  * allow). */
 #define PP_CUDA_CONV_LAYOUT_ENV "PPDIFFUSE_CUDA_CONV_LAYOUT"
+/* How a group norm spreads over the device: split (the default: each
+ * group's values over several blocks, two kernels) or whole (one block
+ * per group). */
+#define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -1,7 +1,7 @@
 /* ppdiffuse — the CUDA convolution cache's key, and the choice of
  * algorithm. */
 #include "pp-cuda-conv-key.h"
-#include "pp-error.h"
+#include "pp-cuda-choice.h"
 
 /* The fields one by one, not the struct's bytes: padding is not hashed. */
 static gint
@@ -42,15 +42,13 @@ gboolean
 pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
     GError ** error)
 {
-  if (value == NULL || *value == '\0' || g_strcmp0 (value, "timed") == 0)
-    *timed = TRUE;
-  else if (g_strcmp0 (value, "heuristic") == 0)
-    *timed = FALSE;
-  else {
-    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-        "PPDIFFUSE_CUDA_CONV_ALGO=%s: expected timed or heuristic", value);
+  static const gchar *const names[] = { "timed", "heuristic", NULL };
+  guint index;
+
+  if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_CONV_ALGO", value, names,
+          &index, error))
     return FALSE;
-  }
+  *timed = index == 0;
   return TRUE;
 }
 
@@ -58,17 +56,14 @@ gboolean
 pp_cuda_conv_layout_parse (const gchar * value, PpCudaConvLayout * layout,
     GError ** error)
 {
-  if (value == NULL || *value == '\0' || g_strcmp0 (value, "auto") == 0)
-    *layout = PP_CUDA_CONV_AUTO;
-  else if (g_strcmp0 (value, "nchw") == 0)
-    *layout = PP_CUDA_CONV_NCHW;
-  else if (g_strcmp0 (value, "nhwc") == 0)
-    *layout = PP_CUDA_CONV_NHWC;
-  else {
-    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
-        "PPDIFFUSE_CUDA_CONV_LAYOUT=%s: expected auto, nchw or nhwc", value);
+  /* In the order of PpCudaConvLayout. */
+  static const gchar *const names[] = { "auto", "nchw", "nhwc", NULL };
+  guint index;
+
+  if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_CONV_LAYOUT", value, names,
+          &index, error))
     return FALSE;
-  }
+  *layout = (PpCudaConvLayout) index;
   return TRUE;
 }
 

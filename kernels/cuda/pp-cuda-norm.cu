@@ -127,6 +127,35 @@ group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
   }
 }
 
+/* The first way, kept to measure the split against and to fall back on:
+ * one block per (sample, group) item, both passes and the normalisation
+ * in it. */
+template <PpCudaType G, PpCudaType B> __global__ void
+group_norm_whole_kernel (const float *x, int n, int c, size_t hw,
+    int groups, float eps, const void *gamma, const void *beta, float *y)
+{
+  __shared__ float shared[32];
+  const int per_group = c / groups;
+  const size_t count = (size_t) per_group * hw;
+
+  for (size_t item = blockIdx.x; item < (size_t) n * groups;
+      item += gridDim.x) {
+    const size_t g = item % groups, first = item * count;
+    float mean, rstd;
+
+    norm_moments (x + first, count, eps, shared, &mean, &rstd);
+    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+      const size_t ch = g * per_group + i / hw;
+      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
+      const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+
+      y[first + i] = (x[first + i] - mean) * (rstd * ga) + be;
+    }
+    /* The next item's first reduction reuses shared memory: the barrier at
+     * the end of pp_cuda_block_sum covers it. */
+  }
+}
+
 /* Threads of a slice's block. */
 #define GROUP_THREADS 256
 /* Blocks a launch aims at (several per SM of the largest GPUs), and the
@@ -163,6 +192,15 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
+  if (partials == NULL) {
+    PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+        PP_CUDA_DISPATCH_TYPE (beta_type, B,
+            group_norm_whole_kernel<G, B><<<(unsigned) (items
+                    < NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS),
+                NORM_THREADS, 0, stream>>> (x, n, c, hw, groups, eps, gamma,
+                beta, y)));
+    return cudaGetLastError ();
+  }
   if (items > PP_CUDA_MAX_GRID_YZ
       || (size_t) (c / groups) * hw >= ((size_t) 1 << 32))
     return cudaErrorInvalidValue;

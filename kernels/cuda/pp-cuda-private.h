@@ -66,6 +66,7 @@ typedef struct
   GHashTable *conv_filters;
 #endif
   PpCudaConvLayout conv_layout;
+  gboolean group_norm_split;    /* several blocks per group, else one */
   /* Device buffer → its size, for what is kept per buffer (the filters'
    * copies) to be dropped when it is freed. */
   GHashTable *sizes;

@@ -16,7 +16,8 @@
 #              on the device (a skip is a failure), every op on cuda
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
-#              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs;
+#              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
+#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole;
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -46,8 +47,8 @@
 #              (the frame periods reported);
 #   bench      gpu-bench (reported; it must run), also with the attention
 #              and convolution choices of PPDIFFUSE_CUDA_ATTENTION,
-#              PPDIFFUSE_CUDA_CONV_ALGO and PPDIFFUSE_CUDA_CONV_LAYOUT side
-#              by side, and a latent's hop
+#              PPDIFFUSE_CUDA_CONV_ALGO, PPDIFFUSE_CUDA_CONV_LAYOUT and
+#              PPDIFFUSE_CUDA_GROUP_NORM side by side, and a latent's hop
 #              between ranks with and without the doorbells
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
@@ -290,6 +291,12 @@ if want device; then
   fi
   grep -E 'cuda attention:' "$work/ops.log" | sed 's/.*cuda attention:/cuda attention:/' \
     | sort | uniq | cut -c1-300 | indent
+  # The group norms one block per group (the first way).
+  if runs "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=whole" \
+      "$work/ops-gn.log" 300 env PPDIFFUSE_CUDA_GROUP_NORM=whole \
+      "$tool" test-ops --backend "$BE" --op group_norm; then
+    pass "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=whole"
+  fi
   # The convolutions in each layout: every 16-bit case channels-first,
   # then every channel-aligned one channels-last.
   for layout in nchw nhwc; do
@@ -792,17 +799,20 @@ if want bench; then
     done
     # The same f16 step the ways the backend can still be told to run it,
     # side by side with the default above: float32 attention, heuristic
-    # NCHW convolutions (the first measured way), then each change alone.
-    for way in "f32 heuristic nchw" "gemm timed auto" "fused heuristic auto" \
-        "fused timed nchw" "fused timed nhwc"; do
+    # NCHW convolutions, whole group norms (the first measured way), then
+    # each change alone.
+    for way in "f32 heuristic nchw whole" "gemm timed auto split" \
+        "fused heuristic auto split" "fused timed nchw split" \
+        "fused timed nhwc split" "fused timed auto whole"; do
       set -- $way
-      runs "gpu-bench f16, attention $1, convolutions $2 $3" "$work/bench.log" 300 \
+      runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
+          "$work/bench.log" 300 \
           env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
-          PPDIFFUSE_CUDA_CONV_LAYOUT="$3" \
+          PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
           "$build/tests/bench/gpu-bench" --dtype f16 \
         && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
-          pass "gpu-bench f16, attention $1, convolutions $2 $3 ran"; }
+          pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
     # A latent's hop between the ranks of this host (65 KB chunks, one in
     # flight, the MPI plane), with the doorbells and without: the step

@@ -6,6 +6,7 @@
 #include "pp-backend.h"
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
+#include "pp-cuda-choice.h"
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-kernels.h"
 #include "pp-error.h"
@@ -153,6 +154,37 @@ test_ways (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_nonnull (strstr (error->message,
           "PPDIFFUSE_CUDA_CONV_ALGO=find: expected timed or heuristic"));
+  g_clear_error (&error);
+}
+
+/* The choice behind every variable: the first name by default, each name
+ * its index, one name alone, and the error's list of the names. */
+static void
+test_choice (void)
+{
+  static const gchar *const three[] = { "split", "whole", "third", NULL };
+  static const gchar *const one[] = { "only", NULL };
+  GError *error = NULL;
+  guint index = 99;
+
+  g_assert_true (pp_cuda_choice_parse ("V", NULL, three, &index, &error));
+  g_assert_cmpuint (index, ==, 0);
+  g_assert_true (pp_cuda_choice_parse ("V", "", three, &index, &error));
+  g_assert_cmpuint (index, ==, 0);
+  for (guint i = 0; three[i] != NULL; i++) {
+    g_assert_true (pp_cuda_choice_parse ("V", three[i], three, &index,
+            &error));
+    g_assert_cmpuint (index, ==, i);
+  }
+  g_assert_no_error (error);
+  g_assert_false (pp_cuda_choice_parse ("PPDIFFUSE_CUDA_GROUP_NORM", "half",
+          three, &index, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_cmpstr (error->message, ==, "PPDIFFUSE_CUDA_GROUP_NORM=half: "
+      "expected split, whole or third");
+  g_clear_error (&error);
+  g_assert_false (pp_cuda_choice_parse ("V", "x", one, &index, &error));
+  g_assert_cmpstr (error->message, ==, "V=x: expected only");
   g_clear_error (&error);
 }
 
@@ -423,6 +455,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/attention-plan", test_attention_plan);
   g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
   g_test_add_func ("/cuda-backend/ways", test_ways);
+  g_test_add_func ("/cuda-backend/choice", test_choice);
   g_test_add_func ("/cuda-backend/conv-layout", test_conv_layout);
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
