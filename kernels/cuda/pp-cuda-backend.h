@@ -29,8 +29,10 @@ G_BEGIN_DECLS
  * GEMMs, as with float32 weights). */
 #define PP_CUDA_ATTENTION_ENV "PPDIFFUSE_CUDA_ATTENTION"
 /* How a convolution shape's algorithm is chosen the first time it runs:
- * timed (the default: cuDNN's trials on the op's buffers, the fastest
- * kept) or heuristic (cuDNN's heuristics' first choice, nothing run). */
+ * heuristic (the default: cuDNN's heuristics' first choice, nothing run,
+ * the same in every process) or timed (cuDNN's trials on the op's
+ * buffers, the fastest kept: two processes may pick differently, and
+ * their results then differ in the last bits). */
 #define PP_CUDA_CONV_ALGO_ENV "PPDIFFUSE_CUDA_CONV_ALGO"
 /* The layout a 16-bit convolution runs in: auto (the default:
  * channels-last where the input is at least as large as the filter and

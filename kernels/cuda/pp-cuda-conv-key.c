@@ -42,13 +42,13 @@ gboolean
 pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
     GError ** error)
 {
-  static const gchar *const names[] = { "timed", "heuristic", NULL };
+  static const gchar *const names[] = { "heuristic", "timed", NULL };
   guint index;
 
   if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_CONV_ALGO", value, names,
           &index, error))
     return FALSE;
-  *timed = index == 0;
+  *timed = index == 1;
   return TRUE;
 }
 

@@ -34,9 +34,9 @@ typedef enum
 guint    pp_cuda_conv_key_hash  (gconstpointer key);
 gboolean pp_cuda_conv_key_equal (gconstpointer a, gconstpointer b);
 
-/* PPDIFFUSE_CUDA_CONV_ALGO's @value: TRUE in *@timed for "timed" (or NULL
- * or empty), FALSE for "heuristic"; anything else is a PP_ERROR_CONFIG
- * error naming the variable and both choices. */
+/* PPDIFFUSE_CUDA_CONV_ALGO's @value: FALSE in *@timed for "heuristic"
+ * (or NULL or empty), TRUE for "timed"; anything else is a
+ * PP_ERROR_CONFIG error naming the variable and both choices. */
 gboolean pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
                                   GError ** error);
 /* PPDIFFUSE_CUDA_CONV_LAYOUT's @value (NULL or empty: auto); FALSE with a

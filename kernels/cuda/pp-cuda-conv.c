@@ -1,12 +1,13 @@
 /* ppdiffuse — conv2d on cuDNN (legacy API).
  *
  * Every shape gets a plan once, cached by PpCudaConvKey: its descriptors
- * and its algorithm, the fastest of cuDNN's timed trials on the op's own
- * buffers (cudnnFindConvolutionForwardAlgorithmEx, within
- * CONV_MAX_WORKSPACE), so during a model's warm-up.  A plan first needed
- * while the stream is captured into a graph, where nothing may be timed,
- * takes the heuristics' first choice instead; so does every plan with
- * PPDIFFUSE_CUDA_CONV_ALGO=heuristic.  With 16-bit weights (the
+ * and its algorithm, the heuristics' first choice within
+ * CONV_MAX_WORKSPACE, which every process makes alike (the tool and a
+ * mesh's workers give the same bytes).  PPDIFFUSE_CUDA_CONV_ALGO=timed
+ * takes instead the fastest of cuDNN's timed trials on the op's own
+ * buffers (cudnnFindConvolutionForwardAlgorithmEx), so during a model's
+ * warm-up; a plan first needed while the stream is captured into a graph,
+ * where nothing may be timed, takes the heuristics' choice.  With 16-bit weights (the
  * weight view's dtype, part of the key) the convolution runs in that type
  * (x narrowed into a scratch buffer, y produced in 16 bits and widened
  * back to float32 with the bias added), accumulating in float32 on tensor

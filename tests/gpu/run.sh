@@ -801,9 +801,9 @@ if want bench; then
     # side by side with the default above: float32 attention, heuristic
     # NCHW convolutions, whole group norms (the first measured way), then
     # each change alone.
-    for way in "f32 heuristic nchw whole" "gemm timed auto split" \
-        "fused heuristic auto split" "fused timed nchw split" \
-        "fused timed nhwc split" "fused timed auto whole"; do
+    for way in "f32 heuristic nchw whole" "gemm heuristic auto split" \
+        "fused timed auto split" "fused heuristic nchw split" \
+        "fused heuristic nhwc split" "fused heuristic auto whole"; do
       set -- $way
       runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
           "$work/bench.log" 300 \
