@@ -505,12 +505,21 @@ pp_model_steps_end (PpModel * model, PpTensor * sample, GError ** error)
   return model->klass->steps_end (model, sample, error);
 }
 
-/* Graphs of step slices */
+/* Graphs of step slices and stream batches */
 
-/* Eager runs of a slice at a shape before it is captured: the first run
- * allocates pools and scratch and picks library plans, which a capture
- * must not do. */
+/* Eager runs of a slice (or a batch) at a shape before it is captured: the
+ * first run allocates pools and scratch and picks library plans, which a
+ * capture must not do. */
 #define PP_MODEL_GRAPH_WARM_RUNS 1
+/* Batches (a size and steps) a model keeps graphs of at once. */
+#define PP_MODEL_BATCH_GRAPHS_MAX 16
+
+/* One graph and its way there: eager runs at its key, then the capture. */
+typedef struct
+{
+  guint eager_runs;
+  gpointer graph;               /* the backend's */
+} GraphSlot;
 
 typedef struct
 {
@@ -522,12 +531,84 @@ typedef struct
 struct _PpModelGraph
 {
   gint64 shape[PP_TENSOR_MAX_DIMS];
-  guint first, end, n_steps;
-  guint eager_runs;             /* at this key, before the capture */
-  gpointer graph;               /* the backend's */
-  SliceCall call;               /* what the capture issued */
+  GraphSlot slot;
+  SliceCall call;               /* the key and what the capture issued */
   guint64 captures, launches;
 };
+
+typedef struct
+{
+  PpModel *model;
+  guint n, n_steps;
+  guint *steps;                 /* owned */
+} BatchCall;
+
+typedef struct
+{
+  GraphSlot slot;
+  BatchCall call;               /* the key and what the capture issued */
+} PpModelBatchGraph;
+
+/* Whether the model's steps may run as graphs now (a slice also needs
+ * its samples on the device: steps_begin). */
+static gboolean
+graphs_usable (const PpModel * model)
+{
+  return model->graphs && !model->graphs_held && model->klass->graphable
+      && pp_backend_has_graphs (model->backend);
+}
+
+/* @sample's shape, zero past its dimensions: a graph's key. */
+static void
+shape_key (const PpTensor * sample, gint64 shape[PP_TENSOR_MAX_DIMS])
+{
+  memset (shape, 0, PP_TENSOR_MAX_DIMS * sizeof (gint64));
+  memcpy (shape, sample->shape, sample->ndim * sizeof (gint64));
+}
+
+static void
+slot_reset (PpModel * model, GraphSlot * slot)
+{
+  pp_backend_graph_free (model->backend, g_steal_pointer (&slot->graph));
+  slot->eager_runs = 0;
+}
+
+/* Runs @func (@call) through @slot: as is while it warms up, then
+ * captured and launched, then launched.  A capture that fails is logged
+ * with what @describe says of @call, and the model runs without graphs
+ * from then on. */
+static gboolean
+slot_run (PpModel * model, GraphSlot * slot, PpGraphFunc func,
+    gpointer call, gchar * (*describe) (gconstpointer call),
+    guint64 * captures, guint64 * launches, GError ** error)
+{
+  GError *local = NULL;
+
+  if (slot->graph == NULL && slot->eager_runs < PP_MODEL_GRAPH_WARM_RUNS) {
+    slot->eager_runs++;
+    return func (call, error);
+  }
+  if (slot->graph == NULL) {
+    slot->graph = pp_backend_graph_capture (model->backend, func, call,
+        &local);
+    if (slot->graph == NULL) {
+      g_autofree gchar *what = describe (call);
+
+      /* The capture ran nothing: run as is, and from now on. */
+      g_warning ("%s of %s on %s cannot be captured as a graph (%s); the "
+          "model runs without graphs", what, model->uri,
+          pp_backend_name (model->backend), local->message);
+      g_error_free (local);
+      model->graphs = FALSE;
+      return func (call, error);
+    }
+    (*captures)++;
+  }
+  if (!pp_backend_graph_launch (model->backend, slot->graph, error))
+    return FALSE;
+  (*launches)++;
+  return TRUE;
+}
 
 static gboolean
 slice_run (gpointer data, GError ** error)
@@ -540,6 +621,14 @@ slice_run (gpointer data, GError ** error)
   return TRUE;
 }
 
+static gchar *
+slice_describe (gconstpointer data)
+{
+  const SliceCall *c = data;
+
+  return g_strdup_printf ("steps [%u,%u)", c->first, c->end);
+}
+
 static void
 slice_done (guint first, guint end, PpStepDone done, gpointer data)
 {
@@ -547,25 +636,27 @@ slice_done (guint first, guint end, PpStepDone done, gpointer data)
     done (k, data);
 }
 
-/* The graph of this slice and shape, started over when either changed. */
+/* The graph of this slice and shape, started over when either changed;
+ * its call takes @sample (what a launch reads of the call is the
+ * emulation's, cpu-strict: a device graph holds what was captured). */
 static PpModelGraph *
 graph_for (PpModel * model, guint first, guint end, guint n_steps,
-    const PpTensor * sample)
+    PpTensor * sample)
 {
   PpModelGraph *g = model->graph;
-  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+  gint64 shape[PP_TENSOR_MAX_DIMS];
 
-  memcpy (shape, sample->shape, sample->ndim * sizeof (gint64));
+  shape_key (sample, shape);
   if (g == NULL)
     g = model->graph = g_new0 (PpModelGraph, 1);
-  if (g->first != first || g->end != end || g->n_steps != n_steps
+  if (g->call.first != first || g->call.end != end
+      || g->call.n_steps != n_steps
       || memcmp (g->shape, shape, sizeof shape) != 0) {
-    pp_model_graphs_reset (model);
+    slot_reset (model, &g->slot);
     memcpy (g->shape, shape, sizeof shape);
-    g->first = first;
-    g->end = end;
-    g->n_steps = n_steps;
   }
+  g->call = (SliceCall) {
+  model, first, end, n_steps, sample};
   return g;
 }
 
@@ -573,13 +664,10 @@ gboolean
 pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
     PpTensor * sample, PpStepDone done, gpointer data, GError ** error)
 {
-  SliceCall eager = { model, first, end, n_steps, sample };
-  GError *local = NULL;
   PpModelGraph *g;
 
   g_return_val_if_fail (first <= end && end <= n_steps, FALSE);
-  if (!model->graphs || model->graphs_held || !model->klass->graphable
-      || !model->steps_open || !pp_backend_has_graphs (model->backend)) {
+  if (!graphs_usable (model) || !model->steps_open) {
     for (guint k = first; k < end; k++) {
       if (!pp_model_step (model, k, n_steps, sample, error))
         return FALSE;
@@ -588,61 +676,12 @@ pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
     return TRUE;
   }
   g = graph_for (model, first, end, n_steps, sample);
-  if (g->graph == NULL && g->eager_runs < PP_MODEL_GRAPH_WARM_RUNS) {
-    g->eager_runs++;
-    if (!slice_run (&eager, error))
-      return FALSE;
-    slice_done (first, end, done, data);
-    return TRUE;
-  }
-  if (g->graph == NULL) {
-    g->call = eager;
-    g->graph = pp_backend_graph_capture (model->backend, slice_run, &g->call,
-        &local);
-    if (g->graph == NULL) {
-      /* The capture ran nothing: run the slice as is, and from now on. */
-      g_warning ("steps [%u,%u) of %s on %s cannot be captured as a graph "
-          "(%s); they run without graphs", first, end, model->uri,
-          pp_backend_name (model->backend), local->message);
-      g_error_free (local);
-      model->graphs = FALSE;
-      if (!slice_run (&eager, error))
-        return FALSE;
-      slice_done (first, end, done, data);
-      return TRUE;
-    }
-    g->captures++;
-  }
-  /* What a launch reads of the call is the emulation's (cpu-strict): a
-   * device graph holds what was captured. */
-  g->call.sample = sample;
-  if (!pp_backend_graph_launch (model->backend, g->graph, error))
+  if (!slot_run (model, &g->slot, slice_run, &g->call, slice_describe,
+          &g->captures, &g->launches, error))
     return FALSE;
-  g->launches++;
   slice_done (first, end, done, data);
   return TRUE;
 }
-
-/* Graphs of stream batches */
-
-/* Batches (a size and steps) a model keeps graphs of at once. */
-#define PP_MODEL_BATCH_GRAPHS_MAX 16
-
-typedef struct
-{
-  PpModel *model;
-  guint n, n_steps;
-  const guint *steps;
-} BatchCall;
-
-typedef struct
-{
-  guint n, n_steps;
-  guint *steps;
-  guint eager_runs;
-  gpointer graph;               /* the backend's */
-  BatchCall call;               /* what the capture issued */
-} PpModelBatchGraph;
 
 static gboolean
 batch_steps_run (gpointer data, GError ** error)
@@ -653,12 +692,20 @@ batch_steps_run (gpointer data, GError ** error)
       error);
 }
 
+static gchar *
+batch_describe (gconstpointer data)
+{
+  const BatchCall *c = data;
+
+  return g_strdup_printf ("a stream batch of %u samples", c->n);
+}
+
 static void
 batch_graph_free (gpointer data)
 {
   PpModelBatchGraph *g = data;
 
-  g_free (g->steps);
+  g_free (g->call.steps);
   g_free (g);
 }
 
@@ -667,11 +714,9 @@ batch_graphs_reset (PpModel * model)
 {
   if (model->batch_graphs == NULL)
     return;
-  for (guint i = 0; i < model->batch_graphs->len; i++) {
-    PpModelBatchGraph *g = g_ptr_array_index (model->batch_graphs, i);
-
-    pp_backend_graph_free (model->backend, g_steal_pointer (&g->graph));
-  }
+  for (guint i = 0; i < model->batch_graphs->len; i++)
+    slot_reset (model, &((PpModelBatchGraph *)
+            g_ptr_array_index (model->batch_graphs, i))->slot);
   g_ptr_array_set_size (model->batch_graphs, 0);
 }
 
@@ -682,10 +727,10 @@ static PpModelBatchGraph *
 batch_graph_for (PpModel * model, guint n, const guint * steps,
     guint n_steps, const PpTensor * sample)
 {
-  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+  gint64 shape[PP_TENSOR_MAX_DIMS];
   PpModelBatchGraph *g;
 
-  memcpy (shape, sample->shape, sample->ndim * sizeof (gint64));
+  shape_key (sample, shape);
   if (model->batch_graphs == NULL)
     model->batch_graphs = g_ptr_array_new_with_free_func (batch_graph_free);
   if (memcmp (model->batch_shape, shape, sizeof shape) != 0) {
@@ -694,8 +739,8 @@ batch_graph_for (PpModel * model, guint n, const guint * steps,
   }
   for (guint i = 0; i < model->batch_graphs->len; i++) {
     g = g_ptr_array_index (model->batch_graphs, i);
-    if (g->n == n && g->n_steps == n_steps
-        && memcmp (g->steps, steps, n * sizeof *steps) == 0)
+    if (g->call.n == n && g->call.n_steps == n_steps
+        && memcmp (g->call.steps, steps, n * sizeof *steps) == 0)
       return g;
   }
   /* A batch's steps depend on which frames waited for it: the entries
@@ -703,49 +748,10 @@ batch_graph_for (PpModel * model, guint n, const guint * steps,
   if (model->batch_graphs->len >= PP_MODEL_BATCH_GRAPHS_MAX)
     batch_graphs_reset (model);
   g = g_new0 (PpModelBatchGraph, 1);
-  g->n = n;
-  g->n_steps = n_steps;
-  g->steps = g_memdup2 (steps, n * sizeof *steps);
   g->call = (BatchCall) {
-  model, n, n_steps, g->steps};
+  model, n, n_steps, g_memdup2 (steps, n * sizeof *steps)};
   g_ptr_array_add (model->batch_graphs, g);
   return g;
-}
-
-/* The batch's steps on the staged samples: as is, or through its graph. */
-static gboolean
-batch_steps_graphed (PpModel * model, guint n, const guint * steps,
-    guint n_steps, const PpTensor * sample, GError ** error)
-{
-  const BatchCall eager = { model, n, n_steps, steps };
-  PpModelBatchGraph *g;
-  GError *local = NULL;
-
-  if (!model->graphs || model->graphs_held || !model->klass->graphable
-      || !pp_backend_has_graphs (model->backend))
-    return batch_steps_run ((gpointer) & eager, error);
-  g = batch_graph_for (model, n, steps, n_steps, sample);
-  if (g->graph == NULL && g->eager_runs < PP_MODEL_GRAPH_WARM_RUNS) {
-    g->eager_runs++;
-    return batch_steps_run ((gpointer) & eager, error);
-  }
-  if (g->graph == NULL) {
-    g->graph = pp_backend_graph_capture (model->backend, batch_steps_run,
-        &g->call, &local);
-    if (g->graph == NULL) {
-      g_warning ("a stream batch of %u samples of %s on %s cannot be "
-          "captured as a graph (%s); the model runs without graphs", n,
-          model->uri, pp_backend_name (model->backend), local->message);
-      g_error_free (local);
-      model->graphs = FALSE;
-      return batch_steps_run ((gpointer) & eager, error);
-    }
-    model->batch_captures++;
-  }
-  if (!pp_backend_graph_launch (model->backend, g->graph, error))
-    return FALSE;
-  model->batch_launches++;
-  return TRUE;
 }
 
 gboolean
@@ -763,8 +769,21 @@ pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
     }
   if (n >= 2 && model->klass->batch_in != NULL
       && model->klass->batch_in (model, n, samples, steps, n_steps, &own)) {
-    if (!batch_steps_graphed (model, n, steps, n_steps, samples[0], error))
-      return FALSE;
+    /* The steps between the copies in and out: as is, or as a graph. */
+    if (graphs_usable (model)) {
+      PpModelBatchGraph *g = batch_graph_for (model, n, steps, n_steps,
+          samples[0]);
+
+      if (!slot_run (model, &g->slot, batch_steps_run, &g->call,
+              batch_describe, &model->batch_captures,
+              &model->batch_launches, error))
+        return FALSE;
+    } else {
+      const BatchCall eager = { model, n, n_steps, (guint *) steps };
+
+      if (!batch_steps_run ((gpointer) & eager, error))
+        return FALSE;
+    }
     model->klass->batch_out (model, n, samples);
   } else if (own != NULL) {
     g_propagate_error (error, own);
@@ -812,13 +831,9 @@ pp_model_cache_builds (PpModel * model)
 void
 pp_model_graphs_reset (PpModel * model)
 {
-  PpModelGraph *g = model->graph;
-
   batch_graphs_reset (model);
-  if (g == NULL)
-    return;
-  pp_backend_graph_free (model->backend, g_steal_pointer (&g->graph));
-  g->eager_runs = 0;
+  if (model->graph != NULL)
+    slot_reset (model, &model->graph->slot);
 }
 
 void

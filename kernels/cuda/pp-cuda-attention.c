@@ -35,20 +35,11 @@
  * on a multiple of this many elements (128 bytes), the alignment cuDNN and
  * the tensor cores want. */
 #define PART_ALIGN 64
-/* A fused plan that takes this long to make is logged (µs). */
-#define PLAN_SLOW_US 20000
 
 static gsize
 part_size (gsize count)
 {
   return (count + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
-}
-
-static cudaDataType_t
-data_type (PpCudaType t)
-{
-  return t == PP_CUDA_F16 ? CUDA_R_16F : t == PP_CUDA_BF16 ? CUDA_R_16BF
-      : CUDA_R_32F;
 }
 
 /* y_h [m,n] (ld ldy, float32) = alpha · a_h [m,k] · op(b_h) for @batch
@@ -64,12 +55,12 @@ gemm_heads (PpCudaBackend * cu, PpCudaType t, gboolean trans_b, int m,
   const float beta = 0.0f;
   const cublasComputeType_t compute = t == PP_CUDA_F32 && cu->tf32
       ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t type = pp_cuda_data_type (t);
 
   PP_CUBLAS_OP_TRY (cu, cublasGemmStridedBatchedEx (cu->cublas,
           trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
-          b, data_type (t), ldb, stride_b, a, data_type (t), lda, stride_a,
-          &beta, y, CUDA_R_32F, ldy, stride_y, batch, compute,
-          CUBLAS_GEMM_DEFAULT));
+          b, type, ldb, stride_b, a, type, lda, stride_a, &beta, y,
+          CUDA_R_32F, ldy, stride_y, batch, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 static gsize
@@ -140,7 +131,7 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
 
 #ifdef PP_HAVE_CUDNN
 /* cuDNN's flash attention on the narrowed q, k, v into out; FALSE (nothing
- * enqueued) when cuDNN has no engine for the shape, said once per shape. */
+ * enqueued) when cuDNN has no engine for the shape. */
 static gboolean
 attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     gconstpointer k16, gconstpointer v16, int n, int lq, int lk, int heads,
@@ -150,26 +141,11 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   g_autoptr (GError) error = NULL;
   gsize bytes = 0;
   gpointer out16, workspace;
-  const gint64 t0 = g_get_monotonic_time ();
-  gboolean prepared = pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, n,
-      lq, lk, heads, head_dim, causal, &bytes, &error);
-  const gint64 took = g_get_monotonic_time () - t0;
 
-  /* A shape's first plan may compile cuDNN's kernels: said when slow. */
-  if (took >= PLAN_SLOW_US)
-    g_info ("cuda attention: %d×%d queries, %d keys, %d heads of %d%s: "
-        "cuDNN's plan took %.0f ms", n, lq, lk, heads, head_dim,
-        causal ? ", causal" : "", took / 1e3);
-  if (!prepared) {
-    g_autofree gchar *shape = g_strdup_printf ("%d %d %d %d %d %d %d", t,
-        n, lq, lk, heads, head_dim, causal);
-
-    if (g_hash_table_add (cu->attention_fallbacks, g_steal_pointer (&shape)))
-      g_info ("cuda attention: %d×%d queries, %d keys, %d heads of %d%s: "
-          "16-bit GEMMs (%s)", n, lq, lk, heads, head_dim,
-          causal ? ", causal" : "", error->message);
+  /* An unsupported shape: the log said so when its plan was tried. */
+  if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, n, lq, lk, heads,
+          head_dim, causal, &bytes, &error))
     return FALSE;
-  }
   workspace = bytes > 0 ? pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       bytes) : NULL;
   out16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,

@@ -402,8 +402,6 @@ init_handles (PpCudaBackend * cu, GError ** error)
   cu->conv_filters = pp_cuda_conv_filters_new ();
 #endif
   cu->sizes = g_hash_table_new (g_direct_hash, g_direct_equal);
-  cu->attention_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal,
-      g_free, NULL);
   /* TF32 only on request: cuBLAS's default math mode already keeps
    * float32 GEMMs exact. */
   if (cu->tf32 && !PP_CUBLAS_TRY (cublasSetMathMode (cu->cublas,
@@ -479,7 +477,8 @@ create (gint device, GError ** error)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.priv = cu;
   g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout, %s group norms", desc, cu->tf32 ? ", TF32 allowed" : "",
+      "%s convolution layout, %s group norms", desc,
+      cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",

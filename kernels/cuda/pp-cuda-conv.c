@@ -7,12 +7,13 @@
  * takes instead the fastest of cuDNN's timed trials on the op's own
  * buffers (cudnnFindConvolutionForwardAlgorithmEx), so during a model's
  * warm-up; a plan first needed while the stream is captured into a graph,
- * where nothing may be timed, takes the heuristics' choice.  With 16-bit weights (the
- * weight view's dtype, part of the key) the convolution runs in that type
- * (x narrowed into a scratch buffer, y produced in 16 bits and widened
- * back to float32 with the bias added), accumulating in float32 on tensor
- * cores; with float32 weights it is exact float32 (FMA math) unless TF32
- * was asked for.
+ * where nothing may be timed, takes the heuristics' choice.
+ *
+ * With 16-bit weights (the weight view's dtype, part of the key) the
+ * convolution runs in that type (x narrowed into a scratch buffer, y
+ * produced in 16 bits and widened back to float32 with the bias added),
+ * accumulating in float32 on tensor cores; with float32 weights it is
+ * exact float32 (FMA math) unless TF32 was asked for.
  *
  * The ops' activations are NCHW; tensor cores want channels last.  Where
  * pp_cuda_conv_nhwc says so (PPDIFFUSE_CUDA_CONV_LAYOUT), a 16-bit
@@ -199,42 +200,31 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
 
 /* The channels-last copy ([cout, kh, kw, cin]) of 16-bit filter @weight
  * of @key's shape, made on its first use and kept until its buffer is
- * freed (pp_cuda_conv_filters_forget); NULL during a capture that would
- * have to make it (the convolution then runs channels-first). */
+ * freed (pp_cuda_conv_filters_forget: a buffer of that address later is
+ * another filter); NULL during a capture that would have to make it (the
+ * convolution then runs channels-first). */
 static gconstpointer
 filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
 {
   const PpCudaType t = pp_cuda_view_type (cu, "conv2d", "weight", weight);
   const gsize count = (gsize) key->cout * key->cin * key->kh * key->kw;
-  PpCudaFilter *f = g_hash_table_lookup (cu->conv_filters, weight.data);
+  gpointer copy = g_hash_table_lookup (cu->conv_filters, weight.data);
   GError *error = NULL;
 
-  if (f != NULL && f->count == count && f->cin == key->cin)
-    return f->mem;
-  if (cu->capturing != NULL)
-    return NULL;
-  if (f == NULL) {
-    f = g_new0 (PpCudaFilter, 1);
-    g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, f);
-  } else if (f->mem != NULL) {
-    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
-    PP_CUDA_OP_TRY (cu, cudaFree (f->mem));
-    f->mem = NULL;
-  }
-  if (!PP_CUDA_TRY (cudaMalloc (&f->mem, count * sizeof (guint16)),
-          &error)) {
+  if (copy != NULL || cu->capturing != NULL)
+    return copy;
+  if (!PP_CUDA_TRY (cudaMalloc (&copy, count * sizeof (guint16)), &error)) {
     g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
         "filter: ", key->cout, key->cin, key->kh, key->kw);
     pp_cuda_fatal (cu, error);
   }
-  f->count = count;
-  f->cin = key->cin;
+  g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
   /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
    * channel. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
-          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, f->mem, t,
+          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, copy, t,
           cu->stream));
-  return f->mem;
+  return copy;
 }
 
 void
@@ -319,14 +309,12 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
       g_hash_table_iter_remove (&iter);
 }
 
+/* The copies are freed once the stream has finished with them
+ * (pp_cuda_conv_filters_forget runs after a synchronize). */
 static void
-filter_free (gpointer data)
+filter_free (gpointer copy)
 {
-  PpCudaFilter *f = data;
-
-  if (f->mem != NULL)
-    cudaFree (f->mem);
-  g_free (f);
+  cudaFree (copy);
 }
 
 GHashTable *

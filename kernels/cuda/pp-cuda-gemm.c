@@ -15,8 +15,8 @@
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
-static cudaDataType_t
-data_type (PpCudaType t)
+cudaDataType_t
+pp_cuda_data_type (PpCudaType t)
 {
   switch (t) {
     case PP_CUDA_F16:
@@ -58,6 +58,7 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
 {
   /* The 16-bit type of either operand, or float32. */
   const PpCudaType t = ta != PP_CUDA_F32 ? ta : tb;
+  const cudaDataType_t type = pp_cuda_data_type (t);
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   gconstpointer pa = a, pb = b;
 
@@ -75,7 +76,7 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
   PP_CUBLAS_OP_TRY (cu, cublasGemmEx (cu->cublas,
           trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-          pb, data_type (t), ldb, pa, data_type (t), lda, &beta,
+          pb, type, ldb, pa, type, lda, &beta,
           y, CUDA_R_32F, ldy, compute, CUBLAS_GEMM_DEFAULT));
 }
 

@@ -1,6 +1,7 @@
 /* ppdiffuse — group and layer normalisation on the device: several
- * blocks per group (one per row), two passes in float32 (the mean, then the mean square
- * deviation from it, which never cancels), then the normalised output.
+ * blocks per group (one per row), two passes in float32 (the mean, then
+ * the mean square deviation from it, which never cancels), then the
+ * normalised output.
  * Each thread's partial sums cover a few hundred values at most before the
  * tree reduction adds them, so float32 loses nothing measurable. */
 #include "pp-cuda-common.cuh"

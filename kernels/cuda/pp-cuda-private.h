@@ -62,7 +62,7 @@ typedef struct
   cudnnHandle_t cudnn;
   GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */
   GHashTable *sdpa_plans;       /* pp-cuda-sdpa.h */
-  /* Filter buffer → its channels-last copy (PpCudaFilter). */
+  /* 16-bit filter buffer → its channels-last copy (device memory). */
   GHashTable *conv_filters;
 #endif
   PpCudaConvLayout conv_layout;
@@ -74,8 +74,6 @@ typedef struct
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
   gboolean conv_timed;
-  /* Attention shapes the fused path has none for, already logged. */
-  GHashTable *attention_fallbacks;
   guint8 *staging[PP_CUDA_STAGING_BUFFERS];
   cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
   struct
@@ -129,6 +127,9 @@ PpCudaType pp_cuda_view_type (PpCudaBackend * cu, const char *op,
 PP_OPS_LIST (PP_CUDA_OP_DECL)
 #undef PP_CUDA_OP_DECL
 
+/* cuBLAS's name of @t (pp-cuda-gemm.c). */
+cudaDataType_t pp_cuda_data_type (PpCudaType t);
+
 /* y [m,n] (ld ldy) = alpha · op(a) · op(b) + beta · y, row-major, a and b
  * stored as @ta and @tb (their views' dtypes); the matmul op's semantics
  * with a scale, for linear and matmul. */
@@ -136,14 +137,6 @@ void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     int m, int n, int k, float alpha, gconstpointer a, PpCudaType ta,
     int lda, gconstpointer b, PpCudaType tb, int ldb, float beta, float *y,
     int ldy);
-
-/* A 16-bit filter's channels-last copy ([cout, kh, kw, cin]). */
-typedef struct
-{
-  gpointer mem;
-  gsize count;
-  gint cin;
-} PpCudaFilter;
 
 #ifdef PP_HAVE_CUDNN
 /* The convolutions' per-shape plans, and their filters' channels-last

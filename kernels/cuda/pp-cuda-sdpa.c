@@ -50,6 +50,8 @@
 /* An engine configuration whose plan needs more workspace than this is
  * passed over, as for convolutions: device memory belongs to the models. */
 #define SDPA_MAX_WORKSPACE ((gsize) 256 << 20)
+/* A plan that takes this long to make is logged (µs). */
+#define SDPA_PLAN_SLOW_US 20000
 /* Room for cudnnGetLastErrorString's text. */
 #define SDPA_MESSAGE_BYTES 1024
 
@@ -599,18 +601,26 @@ sdpa_plan_new (cudnnHandle_t handle, const SdpaKey * k)
     g_ptr_array_new (), g_ptr_array_new (), UID_FIRST_VIRTUAL
   };
   g_autofree gchar *shape = key_describe (k);
+  const gint64 start = g_get_monotonic_time ();
+  gint64 took;
 
   if (refused != NULL)
     g_set_error_literal (&error, PP_ERROR, PP_ERROR_DEVICE, refused);
   else if (build_ops (&b, k, io, &error))
     build_plan (handle, &b, plan, &error);
   g_ptr_array_free (b.ops, TRUE);
+  took = g_get_monotonic_time () - start;
+  /* A shape's first plan may compile cuDNN's kernels: said when slow. */
+  if (took >= SDPA_PLAN_SLOW_US)
+    g_info ("cuda attention: %s: the plan took %.0f ms", shape, took / 1e3);
   if (plan->plan != NULL) {
     plan->descriptors = b.descriptors;
   } else {
     destroy_descriptors (b.descriptors);
     plan->unsupported = g_strdup_printf ("%s: unsupported: %s", shape,
         error != NULL ? error->message : "no reason given");
+    /* Once per shape: the plan is kept, unsupported. */
+    g_info ("cuda attention: %s", plan->unsupported);
   }
   return plan;
 }

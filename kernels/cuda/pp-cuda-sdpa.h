@@ -16,7 +16,9 @@
  * first engine configuration that finalizes), kept in a table made by
  * pp_cuda_sdpa_plans_new.  A shape cuDNN has no engine for is kept too,
  * with the reason, so it is tried once and refused at once afterwards;
- * the caller then computes attention another way.  What the fused engine
+ * the caller then computes attention another way.  Both are logged at
+ * info level ("cuda attention: …"), once per shape, as is a plan slow to
+ * make (cuDNN may compile its kernels then).  What the fused engine
  * takes depends on the cuDNN version and the GPU and is left to cuDNN to
  * say, except what is refused without asking:
  *   - head_dim not a multiple of 8;

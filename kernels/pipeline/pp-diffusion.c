@@ -1068,6 +1068,14 @@ batch_buffers (PpModel * model, guint n, const PpTensor * sample,
   return b;
 }
 
+/* Sample @i's row of @t, one of @b's tensors ([n, C, H, W]). */
+static float *
+batch_row (const BatchBuffers * b, const PpTensor * t, guint i)
+{
+  return (float *) t->data + i * (gsize) (b->shape[1] * b->shape[2]
+      * b->shape[3]);
+}
+
 /* A sample's bytes (host, or on @be) into device memory @dst, and back. */
 static void
 sample_in (PpBackend * be, float *dst, const PpTensor * sample)
@@ -1100,7 +1108,6 @@ diffusion_batch_in (PpModel * model, guint n, PpTensor * const *samples,
 {
   Diffusion *d = model->priv;
   BatchBuffers *b;
-  gsize per;
 
   if (d->temporal)
     return FALSE;
@@ -1125,9 +1132,8 @@ diffusion_batch_in (PpModel * model, guint n, PpTensor * const *samples,
   if (!step_buffers (model, samples[0], error)
       || (b = batch_buffers (model, n, samples[0], error)) == NULL)
     return FALSE;
-  per = (gsize) pp_tensor_numel (samples[0]);
   for (guint i = 0; i < n; i++)
-    sample_in (d->be, (float *) b->samples->data + i * per, samples[i]);
+    sample_in (d->be, batch_row (b, b->samples, i), samples[i]);
   return TRUE;
 }
 
@@ -1138,13 +1144,12 @@ diffusion_batch_steps (PpModel * model, guint n, const guint * steps,
     guint n_steps, GError ** error)
 {
   Diffusion *d = model->priv;
-  BatchBuffers *b = &d->batches[n];
-  const gsize per = (gsize) (b->shape[1] * b->shape[2] * b->shape[3]);
+  const BatchBuffers *b = &d->batches[n];
+  const gsize per = (gsize) pp_tensor_numel (b->samples) / n;
 
   for (guint i = 0; i < n; i++) {
     pp_schedule_scale_input (d->schedule, d->be, steps[i],
-        (float *) b->samples->data + i * per,
-        (float *) b->unet_in->data + i * per, per);
+        batch_row (b, b->samples, i), batch_row (b, b->unet_in, i), per);
     b->timesteps[i] = d->schedule->timesteps[steps[i]];
   }
   if (!pp_unet_forward_batch_into (d->unet, b->unet_in, b->timesteps,
@@ -1154,9 +1159,8 @@ diffusion_batch_steps (PpModel * model, guint n, const guint * steps,
     const PpTensor *noise = d->steps.noise[steps[i]];
 
     pp_schedule_step (d->schedule, d->be, steps[i],
-        (float *) b->samples->data + i * per,
-        (float *) b->eps->data + i * per, noise != NULL ? noise->data : NULL,
-        per);
+        batch_row (b, b->samples, i), batch_row (b, b->eps, i),
+        noise != NULL ? noise->data : NULL, per);
   }
   return TRUE;
 }
@@ -1165,11 +1169,10 @@ static void
 diffusion_batch_out (PpModel * model, guint n, PpTensor * const *samples)
 {
   Diffusion *d = model->priv;
-  BatchBuffers *b = &d->batches[n];
-  const gsize per = (gsize) (b->shape[1] * b->shape[2] * b->shape[3]);
+  const BatchBuffers *b = &d->batches[n];
 
   for (guint i = 0; i < n; i++)
-    sample_out (d->be, samples[i], (float *) b->samples->data + i * per);
+    sample_out (d->be, samples[i], batch_row (b, b->samples, i));
 }
 
 static gboolean
