@@ -10,6 +10,9 @@
 # $PP_TEST_RANKS, when set, is the number of workers (default 2).
 # $PP_TEST_ELEMENT_ARGS, when set, are settings (NAME=VALUE ...) for the
 # element only, such as warm-up=true, which the tool has no use for.
+# $PP_TEST_MODEL_QUERY, when set, is appended to the element's model URI
+# only (such as ?step-ms=100: a worker slower than its source, so that
+# chunks queue up behind one another whatever the machine's speed).
 # $PPDIFFUSE_DATA_PLANE=nccl-emulated runs the chunks' payloads through the
 # NCCL data path over the emulated table (device-resident chunks on the cpu
 # backend): the workers must say so, and must finalize (never abort) each
@@ -54,7 +57,7 @@ timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
   location="$work/in-%02d.png" index=0 stop-index=$((FRAMES - 1)) \
   caps=image/png,framerate=25/1 \
   ! pngdec ! videoconvert ! video/x-raw,format=RGB \
-  ! ppdiffuse ranks="$RANKS" steps="$STEPS" model="$work/model" \
+  ! ppdiffuse ranks="$RANKS" steps="$STEPS" model="$work/model${PP_TEST_MODEL_QUERY:-}" \
       $embeds_element $element_args \
   ! videoconvert ! video/x-raw,format=RGB ! pngenc \
   ! multifilesink location="$work/element-%02d.png" 2>"$work/stderr" \
