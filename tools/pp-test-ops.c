@@ -467,6 +467,10 @@ cases_group_norm (Run * r)
   group_norm_one (r, 1, 1, 1, 1, TRUE, TRUE, FALSE, f32);       /* y = beta */
   group_norm_one (r, 2, 64, 17 * 17, 32, TRUE, FALSE, TRUE, f32);
   group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, FALSE, f32);
+  /* Groups a GPU splits into slices of unequal length: 3 slices, in place;
+   * the most slices, the last one shorter. */
+  group_norm_one (r, 1, 64, 3001, 32, TRUE, TRUE, TRUE, f32);
+  group_norm_one (r, 1, 4, 65537, 1, TRUE, TRUE, FALSE, f32);
   for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
     group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE, half_dtypes[d]);
     group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE, half_dtypes[d]);

@@ -130,35 +130,45 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
 }
 
 #ifdef PP_HAVE_CUDNN
-/* cuDNN's flash attention on the narrowed q, k, v into out; FALSE (nothing
- * enqueued) when cuDNN has no engine for the shape. */
+/* cuDNN's flash attention on the narrowed q, k, v into out; FALSE when
+ * cuDNN has no engine for the shape (the GEMMs then compute all of it).
+ * The plan is one sample's, run for each sample in turn: a plan can cost
+ * cuDNN a kernel compilation, which a stream batch's every new size would
+ * otherwise pay again in the middle of a stream. */
 static gboolean
 attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     gconstpointer k16, gconstpointer v16, int n, int lq, int lk, int heads,
     int head_dim, gboolean causal, float *out)
 {
-  const gsize count = (gsize) n * lq * heads * head_dim;
+  const gsize width = (gsize) heads * head_dim;
+  const gsize count = (gsize) n * lq * width;
   g_autoptr (GError) error = NULL;
   gsize bytes = 0;
-  gpointer out16, workspace;
+  guint16 *out16;
+  gpointer workspace;
 
   /* An unsupported shape: the log said so when its plan was tried. */
-  if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, n, lq, lk, heads,
+  if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, 1, lq, lk, heads,
           head_dim, causal, &bytes, &error))
     return FALSE;
   workspace = bytes > 0 ? pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       bytes) : NULL;
   out16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
       count * sizeof (guint16));
-  if (!pp_cuda_sdpa_run (cu->cudnn, cu->sdpa_plans, t, q16, k16, v16, out16,
-          n, lq, lk, heads, head_dim, causal, workspace, bytes, &error)) {
+  for (int s = 0; s < n; s++) {
+    const gsize qs = (gsize) s * lq * width, ks = (gsize) s * lk * width;
+
+    if (pp_cuda_sdpa_run (cu->cudnn, cu->sdpa_plans, t,
+            (const guint16 *) q16 + qs, (const guint16 *) k16 + ks,
+            (const guint16 *) v16 + ks, out16 + qs, 1, lq, lk, heads,
+            head_dim, causal, workspace, bytes, &error))
+      continue;
     /* A plan cuDNN made but cannot run: the shape takes the GEMMs from
      * now on, said loudly (a fused kernel that fails is news). */
-    g_warning ("cuda attention: %d×%d queries, %d keys, %d heads of %d%s: "
+    g_warning ("cuda attention: %d queries, %d keys, %d heads of %d%s: "
         "cuDNN's fused attention failed (%s); 16-bit GEMMs from now on",
-        n, lq, lk, heads, head_dim, causal ? ", causal" : "",
-        error->message);
-    pp_cuda_sdpa_refuse (cu->sdpa_plans, t, n, lq, lk, heads, head_dim,
+        lq, lk, heads, head_dim, causal ? ", causal" : "", error->message);
+    pp_cuda_sdpa_refuse (cu->sdpa_plans, t, 1, lq, lk, heads, head_dim,
         causal, error->message);
     return FALSE;
   }

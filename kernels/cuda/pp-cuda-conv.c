@@ -198,22 +198,44 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   return p;
 }
 
+/* A filter's channels-last copy, and what it was made from. */
+typedef struct
+{
+  gpointer mem;
+  gsize count;
+  PpDType dtype;
+} FilterCopy;
+
 /* The channels-last copy ([cout, kh, kw, cin]) of 16-bit filter @weight
  * of @key's shape, made on its first use and kept until its buffer is
  * freed (pp_cuda_conv_filters_forget: a buffer of that address later is
- * another filter); NULL during a capture that would have to make it (the
- * convolution then runs channels-first). */
+ * another filter); a copy of another size or dtype at the same address is
+ * made again.  A 1×1 filter is its own copy.  NULL during a capture that
+ * would have to make it (the convolution then runs channels-first). */
 static gconstpointer
 filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
 {
   const PpCudaType t = pp_cuda_view_type (cu, "conv2d", "weight", weight);
   const gsize count = (gsize) key->cout * key->cin * key->kh * key->kw;
-  gpointer copy = g_hash_table_lookup (cu->conv_filters, weight.data);
+  FilterCopy *copy = g_hash_table_lookup (cu->conv_filters, weight.data);
   GError *error = NULL;
 
-  if (copy != NULL || cu->capturing != NULL)
-    return copy;
-  if (!PP_CUDA_TRY (cudaMalloc (&copy, count * sizeof (guint16)), &error)) {
+  if (key->kh * key->kw == 1)
+    return weight.data;
+  if (copy != NULL && copy->count == count && copy->dtype == weight.dtype)
+    return copy->mem;
+  if (cu->capturing != NULL)
+    return NULL;
+  if (copy != NULL) {
+    /* Enqueued work may still read the old copy. */
+    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+    g_hash_table_remove (cu->conv_filters, weight.data);
+  }
+  copy = g_new0 (FilterCopy, 1);
+  copy->count = count;
+  copy->dtype = weight.dtype;
+  if (!PP_CUDA_TRY (cudaMalloc (&copy->mem, count * sizeof (guint16)),
+          &error)) {
     g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
         "filter: ", key->cout, key->cin, key->kh, key->kw);
     pp_cuda_fatal (cu, error);
@@ -222,9 +244,9 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
    * channel. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
-          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, copy, t,
+          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, copy->mem, t,
           cu->stream));
-  return copy;
+  return copy->mem;
 }
 
 void
@@ -312,9 +334,12 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
 /* The copies are freed once the stream has finished with them
  * (pp_cuda_conv_filters_forget runs after a synchronize). */
 static void
-filter_free (gpointer copy)
+filter_free (gpointer data)
 {
-  cudaFree (copy);
+  FilterCopy *copy = data;
+
+  cudaFree (copy->mem);
+  g_free (copy);
 }
 
 GHashTable *

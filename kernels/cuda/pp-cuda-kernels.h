@@ -74,8 +74,9 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
 /* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0, each of its own type;
  * y may equal x.  The group norm's @partials hold 2 · n · groups · splits
  * floats (splits: pp_cuda_group_norm_splits, at most
- * PP_CUDA_GROUP_MAX_SPLITS); n · groups ≤ 65535.  NULL @partials: one
- * block per group, both passes in it (the first way). */
+ * PP_CUDA_GROUP_MAX_SPLITS).  NULL @partials, or a shape the split
+ * kernels cannot take (splits 0: n · groups past 65535, or a group of
+ * 2³² values): one block per group, both passes in it (the first way). */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 cudaError_t pp_cuda_group_norm (const float *x, int n, int c, size_t hw,

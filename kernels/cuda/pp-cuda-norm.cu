@@ -174,6 +174,9 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
 
   if (items == 0 || count == 0)
     return 1;
+  /* A grid row per group, a 32-bit index within one. */
+  if (items > PP_CUDA_MAX_GRID_YZ || count >= ((size_t) 1 << 32))
+    return 0;
   splits = (GROUP_TARGET_BLOCKS + items - 1) / items;
   if (splits > by_size)
     splits = by_size;
@@ -193,7 +196,7 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
-  if (partials == NULL) {
+  if (partials == NULL || splits == 0) {
     PP_CUDA_DISPATCH_TYPE (gamma_type, G,
         PP_CUDA_DISPATCH_TYPE (beta_type, B,
             group_norm_whole_kernel<G, B><<<(unsigned) (items
@@ -202,9 +205,6 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
                 beta, y)));
     return cudaGetLastError ();
   }
-  if (items > PP_CUDA_MAX_GRID_YZ
-      || (size_t) (c / groups) * hw >= ((size_t) 1 << 32))
-    return cudaErrorInvalidValue;
   group_norm_stats_kernel<<<grid, GROUP_THREADS, 0, stream>>> (x, c, hw,
       groups, splits, (float2 *) partials);
   PP_CUDA_DISPATCH_TYPE (gamma_type, G,

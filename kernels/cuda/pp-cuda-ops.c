@@ -12,12 +12,11 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, const float *x, int n, int c,
 
   g_return_if_fail (n > 0 && c > 0 && hw > 0 && groups > 0);
   g_return_if_fail (c % groups == 0);
-  g_return_if_fail ((gsize) n * groups <= 65535);
 
   splits = pp_cuda_group_norm_splits (n, c, hw, groups);
-  partials = !cu->group_norm_split ? NULL : pp_cuda_scratch (cu,
-      PP_CUDA_SCRATCH_STATS, 2 * sizeof (float) * (gsize) n * groups
-      * splits);
+  partials = !cu->group_norm_split || splits == 0 ? NULL
+      : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS, 2 * sizeof (float)
+      * (gsize) n * groups * splits);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, n, c, hw, groups, eps,
           gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),

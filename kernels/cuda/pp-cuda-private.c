@@ -21,7 +21,18 @@ static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
   [PP_CUDA_SCRATCH_B] = "16-bit operand B",
   [PP_CUDA_SCRATCH_WORKSPACE] = "library workspace",
   [PP_CUDA_SCRATCH_SCORES] = "attention scores",
+  [PP_CUDA_SCRATCH_QKV] = "attention's 16-bit q, k and v",
+  [PP_CUDA_SCRATCH_PROBS] = "attention's 16-bit probabilities or output",
+  [PP_CUDA_SCRATCH_STATS] = "group norm statistics",
 };
+
+const gchar *
+pp_cuda_scratch_name (PpCudaScratch slot)
+{
+  g_return_val_if_fail (slot < PP_CUDA_SCRATCH_COUNT, NULL);
+
+  return scratch_names[slot];
+}
 
 gpointer
 pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
@@ -40,7 +51,7 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
           "%s: the %s scratch buffer had to grow from %" G_GSIZE_FORMAT
           " to %" G_GSIZE_FORMAT " bytes while a CUDA graph was captured; "
           "run the work once without a graph first (a warm-up pass) so that "
-          "its buffers are in place", cu->be.device, scratch_names[slot],
+          "its buffers are in place", cu->be.device, pp_cuda_scratch_name (slot),
           cu->scratch[slot].bytes, bytes);
     if (old != NULL)
       g_ptr_array_add (cu->retired, old);

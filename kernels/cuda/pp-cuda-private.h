@@ -110,6 +110,8 @@ G_GNUC_NORETURN void pp_cuda_fatal (PpCudaBackend * cu, GError * error);
   } G_STMT_END
 #endif
 
+/* What scratch buffer @slot holds, for messages. */
+const gchar *pp_cuda_scratch_name (PpCudaScratch slot);
 /* Scratch buffer @slot with at least @bytes; aborts when the device is out
  * of memory. */
 gpointer pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot,

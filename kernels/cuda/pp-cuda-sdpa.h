@@ -23,8 +23,13 @@
  * say, except what is refused without asking:
  *   - head_dim not a multiple of 8;
  *   - cuDNN 9.10.0 and 9.10.1 (known wrong results in this graph).
- * Otherwise, head_dim up to 128 is expected everywhere, up to 256 on
- * Hopper (a VAE's single head of 512 is refused by cuDNN).
+ * Otherwise cuDNN decides: cuDNN 9.19's heuristics for an H100 (sm_90,
+ * described to them without a GPU) made plans for every head size the
+ * models use, a VAE's single head of 512 included.
+ *
+ * A plan can take cuDNN a kernel compilation (NVRTC; about half a second
+ * a configuration on a small host), so shapes are best met first outside
+ * the stream: in a warm-up pass.
  *
  * Neither the table nor the functions are thread-safe: one table per
  * handle, used from one thread; free the table before destroying the

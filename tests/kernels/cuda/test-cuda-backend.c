@@ -9,6 +9,7 @@
 #include "pp-cuda-choice.h"
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-kernels.h"
+#include "pp-cuda-private.h"
 #include "pp-error.h"
 #include "pp-ops.h"
 
@@ -250,6 +251,10 @@ test_group_norm_splits (void)
   g_assert_cmpint (pp_cuda_group_norm_splits (1, 320, 4096, 32) * 32, >=,
       512);
   g_assert_cmpint (pp_cuda_group_norm_splits (1, 8, 10, 4), ==, 1);
+  /* Past a grid row per group or a 32-bit index: the one-block way. */
+  g_assert_cmpint (pp_cuda_group_norm_splits (65536, 32, 64, 1), ==, 0);
+  g_assert_cmpint (pp_cuda_group_norm_splits (1, 2, (size_t) 1 << 32, 1),
+      ==, 0);
   for (guint i = 0; i < G_N_ELEMENTS (hws); i++)
     for (guint j = 0; j < G_N_ELEMENTS (channels); j++)
       for (int n = 1; n <= 4; n *= 2) {
@@ -264,6 +269,15 @@ test_group_norm_splits (void)
         g_assert_cmpuint ((count + splits - 1) / splits * (splits - 1), <,
             count);
       }
+}
+
+/* Every scratch slot has a name for the message of a buffer that had to
+ * grow during a capture. */
+static void
+test_scratch_names (void)
+{
+  for (int slot = 0; slot < PP_CUDA_SCRATCH_COUNT; slot++)
+    g_assert_nonnull (pp_cuda_scratch_name ((PpCudaScratch) slot));
 }
 
 /* The backend */
@@ -459,6 +473,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/choice", test_choice);
   g_test_add_func ("/cuda-backend/conv-layout", test_conv_layout);
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
+  g_test_add_func ("/cuda-backend/scratch-names", test_scratch_names);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
   return g_test_run ();
