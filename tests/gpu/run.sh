@@ -45,7 +45,10 @@
 #              first frame, steady frame period (reported; it must start);
 #              then 4 steps on one worker without and with stream-batch
 #              (the frame periods reported);
-#   bench      gpu-bench (reported; it must run), also with the attention
+#   bench      gpu-bench (reported; it must run), diffusers' own UNet
+#              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
+#              python3, with torch and diffusers; skipped, saying so,
+#              without them), gpu-bench also with the attention
 #              and convolution choices of PPDIFFUSE_CUDA_ATTENTION,
 #              PPDIFFUSE_CUDA_CONV_ALGO, PPDIFFUSE_CUDA_CONV_LAYOUT and
 #              PPDIFFUSE_CUDA_GROUP_NORM side by side, and a latent's hop
@@ -68,6 +71,9 @@ case $build in /*) ;; *) build=$PWD/$build ;; esac
 cuda_root=${CUDA_ROOT:-/usr/local/cuda}
 steps=${PP_GPU_STEPS:-"device f32 dtypes text mesh spread determinism faults startup bench sanitizer"}
 dry=${PP_GPU_DRY_RUN:-}
+# The Python with torch (CUDA) and diffusers for the bench step's baseline,
+# an env prefix allowed ("env PYTHONPATH=... python3").
+torch_python=${PP_GPU_TORCH_PYTHON:-python3}
 
 # Bounds (docs/gpu.md).  The f32 fixtures are held to the CPU backends'
 # bound (tests/kernels/models/test-models.c: 5 x max(the tap's own
@@ -814,6 +820,20 @@ if want bench; then
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
+    # diffusers' own UNet and TAESD, eager, on the same GPU in the same
+    # run: the baseline the targets are set against.
+    # shellcheck disable=SC2086  # the command may carry an env prefix
+    if $torch_python -c 'import sys, torch, diffusers
+sys.exit(0 if torch.cuda.is_available() else 1)' >"$work/torch.log" 2>&1; then
+      # shellcheck disable=SC2086
+      runs "diffusers eager (f16, bf16, f32)" "$work/diffusers.log" 600 \
+          $torch_python "$src/tests/bench/diffusers-unet.py" --device cuda \
+          --dtype f16,bf16,f32 --runs 10 --taesd \
+        && { grep -E '^(diffusers|UNet)' "$work/diffusers.log" | indent
+          pass "diffusers eager ran"; }
+    else
+      note_skip "diffusers eager: no torch with CUDA and diffusers in $torch_python ($(tail -1 "$work/torch.log"))"
+    fi
     # A latent's hop between the ranks of this host (65 KB chunks, one in
     # flight, the MPI plane), with the doorbells and without: the step
     # from W to W + 1 is one hop (docs/perf.md, "Doorbells").
