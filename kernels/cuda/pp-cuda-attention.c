@@ -163,6 +163,12 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
             (const guint16 *) v16 + ks, out16 + qs, 1, lq, lk, heads,
             head_dim, causal, workspace, bytes, &error))
       continue;
+    if (pp_cuda_capturing_here (cu)) {
+      /* Perhaps only the capture it cannot run in: the capture fails,
+       * and the work runs without a graph, fused. */
+      pp_cuda_op_error (cu, g_steal_pointer (&error));
+      return FALSE;
+    }
     /* A plan cuDNN made but cannot run: the shape takes the GEMMs from
      * now on, said loudly (a fused kernel that fails is news). */
     g_warning ("cuda attention: %d queries, %d keys, %d heads of %d%s: "

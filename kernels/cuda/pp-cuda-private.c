@@ -14,6 +14,26 @@ pp_cuda_fatal (PpCudaBackend * cu, GError * error)
       error->message);
 }
 
+gboolean
+pp_cuda_capturing_here (const PpCudaBackend * cu)
+{
+  return cu->capturing != NULL && cu->capturing == g_thread_self ();
+}
+
+void
+pp_cuda_op_error (PpCudaBackend * cu, GError * error)
+{
+  if (!pp_cuda_capturing_here (cu))
+    pp_cuda_fatal (cu, error);
+  if (cu->capture_error == NULL) {
+    g_prefix_error (&error, "%s: while a CUDA graph was captured: ",
+        cu->be.device ? cu->be.device : "?");
+    cu->capture_error = error;
+  } else {
+    g_error_free (error);
+  }
+}
+
 /* Scratch */
 
 static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {

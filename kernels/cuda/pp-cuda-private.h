@@ -49,7 +49,8 @@ typedef struct
   GThread *capturing;
   GCond capture_done;
   /* The first thing a capture did that a graph cannot hold (a scratch
-   * buffer that had to grow): the capture fails with it. */
+   * buffer that had to grow, a call that failed): the capture fails with
+   * it. */
   GError *capture_error;
   /* Graphs instantiated and not yet freed: they hold the scratch buffers'
    * addresses, so a buffer that grows meanwhile is retired (kept) rather
@@ -87,26 +88,37 @@ typedef struct
  * void: a clear crash beats silent garbage), naming the device. */
 G_GNUC_NORETURN void pp_cuda_fatal (PpCudaBackend * cu, GError * error);
 
-/* Checks of calls inside ops: abort with the call, file:line and the
- * runtime's status text. */
+/* Whether the calling thread is capturing @cu's stream into a graph:
+ * what it enqueues is recorded, not run. */
+gboolean pp_cuda_capturing_here (const PpCudaBackend * cu);
+/* A call inside an op failed with @error: the process ends (pp_cuda_fatal),
+ * except on the thread capturing a graph, where nothing has run yet and a
+ * call the capture cannot hold fails (a library that synchronizes, an
+ * invalidated capture): the first such error is kept in capture_error,
+ * the capture fails with it, and the work runs without a graph, where a
+ * real fault ends the process after all. */
+void pp_cuda_op_error (PpCudaBackend * cu, GError * error);
+
+/* Checks of calls inside ops: abort (outside a capture) with the call,
+ * file:line and the runtime's status text. */
 #define PP_CUDA_OP_TRY(cu, call)                                            \
   G_STMT_START {                                                            \
     GError *pp_op_error_ = NULL;                                            \
     if (!PP_CUDA_TRY (call, &pp_op_error_))                                 \
-      pp_cuda_fatal ((cu), pp_op_error_);                                   \
+      pp_cuda_op_error ((cu), pp_op_error_);                                \
   } G_STMT_END
 #define PP_CUBLAS_OP_TRY(cu, call)                                          \
   G_STMT_START {                                                            \
     GError *pp_op_error_ = NULL;                                            \
     if (!PP_CUBLAS_TRY (call, &pp_op_error_))                               \
-      pp_cuda_fatal ((cu), pp_op_error_);                                   \
+      pp_cuda_op_error ((cu), pp_op_error_);                                \
   } G_STMT_END
 #ifdef PP_HAVE_CUDNN
 #define PP_CUDNN_OP_TRY(cu, call)                                           \
   G_STMT_START {                                                            \
     GError *pp_op_error_ = NULL;                                            \
     if (!PP_CUDNN_TRY (call, &pp_op_error_))                                \
-      pp_cuda_fatal ((cu), pp_op_error_);                                   \
+      pp_cuda_op_error ((cu), pp_op_error_);                                \
   } G_STMT_END
 #endif
 

@@ -280,6 +280,39 @@ test_scratch_names (void)
     g_assert_nonnull (pp_cuda_scratch_name ((PpCudaScratch) slot));
 }
 
+/* A failed call inside an op: on the thread capturing a graph it fails
+ * the capture (the first error kept, named), elsewhere it ends the
+ * process, naming the device. */
+static void
+test_op_error (void)
+{
+  PpCudaBackend cu;
+
+  if (g_test_subprocess ()) {
+    memset (&cu, 0, sizeof cu);
+    cu.be.device = (gchar *) "cuda:9 test";
+    pp_cuda_op_error (&cu, g_error_new_literal (PP_ERROR, PP_ERROR_DEVICE,
+            "cudaErrorIllegalAddress"));
+    return;
+  }
+  memset (&cu, 0, sizeof cu);
+  cu.be.device = (gchar *) "cuda:9 test";
+  cu.capturing = g_thread_self ();
+  pp_cuda_op_error (&cu, g_error_new_literal (PP_ERROR, PP_ERROR_DEVICE,
+          "cudaErrorStreamCaptureUnsupported"));
+  pp_cuda_op_error (&cu, g_error_new_literal (PP_ERROR, PP_ERROR_DEVICE,
+          "cudaErrorStreamCaptureInvalidated"));
+  g_assert_nonnull (cu.capture_error);
+  g_assert_cmpstr (cu.capture_error->message, ==, "cuda:9 test: while a "
+      "CUDA graph was captured: cudaErrorStreamCaptureUnsupported");
+  g_clear_error (&cu.capture_error);
+
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*CUDA backend cuda:9 test: "
+      "cudaErrorIllegalAddress*");
+}
+
 /* The backend */
 
 static void
@@ -474,6 +507,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/conv-layout", test_conv_layout);
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/scratch-names", test_scratch_names);
+  g_test_add_func ("/cuda-backend/op-error", test_op_error);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
   return g_test_run ();
