@@ -65,6 +65,8 @@ typedef struct
   PpUnet *unet;
   PpTaesd *taesd;
   PpTensor *sample, *text, *image;
+  /* The graphs' fixed outputs. */
+  PpTensor *eps, *latents, *decoded;
 } Bench;
 
 static gdouble
@@ -145,12 +147,93 @@ report (const gchar * what, Timing t, gdouble peak)
 {
   const gdouble tflops = t.gflop / 1e3 / t.seconds;
 
-  printf ("%-26s %9.3f ms  %8.1f GFLOP  %7.1f TFLOP/s", what,
+  printf ("%-34s %9.3f ms  %8.1f GFLOP  %7.1f TFLOP/s", what,
       t.seconds * 1e3, t.gflop, tflops);
   if (peak > 0)
     printf ("  %5.1f %% of %.0f  (floor %.3f ms)", 100 * tflops / peak, peak,
         t.gflop / 1e3 / peak * 1e3);
   printf ("\n");
+}
+
+/* The work as the element's ranks run it, each step a graph by default
+ * on a GPU: into fixed outputs, the text's cross-attention K/V kept from
+ * the first run (pp_unet_forward_into). */
+static gboolean
+unet_into (gpointer data, GError ** error)
+{
+  Bench *b = data;
+
+  return pp_unet_forward_into (b->unet, b->sample, TIMESTEP, b->text,
+      b->eps, error);
+}
+
+static gboolean
+taesd_into (gpointer data, GError ** error)
+{
+  Bench *b = data;
+
+  return pp_taesd_encode_into (b->taesd, b->image, b->latents, error)
+      && pp_taesd_decode_into (b->taesd, b->latents, b->decoded, error);
+}
+
+/* Best of @repeats synchronized launches of @func captured as one graph,
+ * after two runs as is (pools, plans and the K/V cache are made there, as
+ * a worker's first chunk makes them) and WARM_UP_RUNS untimed launches.
+ * FALSE with the reason when the backend has no graphs or the capture
+ * fails. */
+static gboolean
+best_of_graph (PpGraphFunc func, Bench * b, guint repeats, Timing * best,
+    GError ** error)
+{
+  gpointer graph;
+
+  if (!pp_backend_has_graphs (b->be)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s has no graphs",
+        pp_backend_name (b->be));
+    return FALSE;
+  }
+  /* The second run as is counts the graph's FLOPs: the first one also
+   * makes what later runs reuse (the K/V cache). */
+  if (!func (b, error))
+    return FALSE;
+  pp_ops_reset_flop_count ();
+  if (!func (b, error))
+    return FALSE;
+  best->gflop = pp_ops_flop_count () / 1e9;
+  pp_backend_synchronize (b->be);
+  graph = pp_backend_graph_capture (b->be, func, b, error);
+  if (graph == NULL)
+    return FALSE;
+  best->seconds = G_MAXDOUBLE;
+  for (guint r = 0; r < WARM_UP_RUNS + repeats; r++) {
+    gint64 t = g_get_monotonic_time ();
+
+    if (!pp_backend_graph_launch (b->be, graph, error)) {
+      pp_backend_graph_free (b->be, graph);
+      return FALSE;
+    }
+    pp_backend_synchronize (b->be);
+    if (r >= WARM_UP_RUNS)
+      best->seconds = MIN (best->seconds,
+          (g_get_monotonic_time () - t) / 1e6);
+  }
+  pp_backend_graph_free (b->be, graph);
+  return TRUE;
+}
+
+/* The line of a graph's figure, or why there is none. */
+static gboolean
+report_graph (const gchar * what, PpGraphFunc func, Bench * b,
+    guint repeats, gdouble peak, Timing * t)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (best_of_graph (func, b, repeats, t, &error)) {
+    report (what, *t, peak);
+    return TRUE;
+  }
+  printf ("%s: not measured: %s\n", what, error->message);
+  return FALSE;
 }
 
 /* The op families of the profile; an op left out is "other". */
@@ -297,7 +380,8 @@ main (int argc, char **argv)
   PpWeights *tw = pp_weights_new_seeded (WEIGHT_SEED);
   PpDType dtype = 0;
   Bench b = { 0 };
-  Timing u, v;
+  Timing u, v, ug, vg;
+  gboolean graphs;
 
   g_option_context_set_summary (ctx, "Times an SD-Turbo UNet step and a "
       "TAESD encode + decode at 512x512 on a GPU backend.");
@@ -331,6 +415,9 @@ main (int argc, char **argv)
   b.sample = device_input (b.be, "sample", 4, sample_shape);
   b.text = device_input (b.be, "encoder_hidden_states", 3, text_shape);
   b.image = device_input (b.be, "image", 4, image_shape);
+  b.eps = device_input (b.be, "eps", 4, sample_shape);
+  b.latents = device_input (b.be, "latents", 4, sample_shape);
+  b.decoded = device_input (b.be, "decoded", 4, image_shape);
 
   printf ("%s on %s, weights %s, best of %d synchronized runs\n",
       pp_backend_name (b.be), pp_backend_device (b.be),
@@ -341,8 +428,16 @@ main (int argc, char **argv)
   v = best_of (taesd_run, &b, (guint) repeats);
   report ("SD-Turbo UNet step 64x64", u, peak);
   report ("TAESD enc+dec 512x512", v, peak);
-  printf ("frames/s one GPU could sustain at 1 step: %.1f (UNet + TAESD)\n",
+  /* The same as graphs, the way the element runs a worker's steps. */
+  graphs = report_graph ("SD-Turbo UNet step 64x64, graph", unet_into, &b,
+      (guint) repeats, peak, &ug);
+  graphs &= report_graph ("TAESD enc+dec 512x512, graph", taesd_into, &b,
+      (guint) repeats, peak, &vg);
+  printf ("frames/s one GPU could sustain at 1 step: %.1f (UNet + TAESD)",
       1.0 / (u.seconds + v.seconds));
+  if (graphs)
+    printf (", %.1f as graphs", 1.0 / (ug.seconds + vg.seconds));
+  printf ("\n");
   printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
       pp_unet_pool_bytes (b.unet) / 1048576.0,
       pp_taesd_pool_bytes (b.taesd) / 1048576.0);
@@ -352,6 +447,9 @@ main (int argc, char **argv)
   pp_tensor_free (b.sample);
   pp_tensor_free (b.text);
   pp_tensor_free (b.image);
+  pp_tensor_free (b.eps);
+  pp_tensor_free (b.latents);
+  pp_tensor_free (b.decoded);
   pp_unet_free (b.unet);
   pp_taesd_free (b.taesd);
   pp_weights_free (uw);
