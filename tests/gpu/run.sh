@@ -824,7 +824,7 @@ if want bench; then
     # run: the baseline the targets are set against.
     # shellcheck disable=SC2086  # the command may carry an env prefix
     if $torch_python -c 'import sys, torch, diffusers
-sys.exit(0 if torch.cuda.is_available() else 1)' >"$work/torch.log" 2>&1; then
+sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$work/torch.log" 2>&1; then
       # shellcheck disable=SC2086
       runs "diffusers eager (f16, bf16, f32)" "$work/diffusers.log" 600 \
           $torch_python "$src/tests/bench/diffusers-unet.py" --device cuda \
