@@ -33,6 +33,10 @@
 #define TEXT_TOKENS 77
 #define TEXT_DIM 1024
 #define TIMESTEP 999.0
+/* A stream batch of 4 steps on one worker: 4 frames a pass, at these
+ * timesteps. */
+#define BATCH 4
+static const gdouble batch_timesteps[BATCH] = { 999.0, 749.0, 499.0, 249.0 };
 #define WEIGHT_SEED 1
 #define INPUT_SEED 2
 
@@ -67,6 +71,8 @@ typedef struct
   PpTensor *sample, *text, *image;
   /* The graphs' fixed outputs. */
   PpTensor *eps, *latents, *decoded;
+  /* A stream batch's pass: BATCH frames, each at its own step. */
+  PpTensor *batch, *batch_eps;
 } Bench;
 
 static gdouble
@@ -147,7 +153,7 @@ report (const gchar * what, Timing t, gdouble peak)
 {
   const gdouble tflops = t.gflop / 1e3 / t.seconds;
 
-  printf ("%-34s %9.3f ms  %8.1f GFLOP  %7.1f TFLOP/s", what,
+  printf ("%-52s %9.3f ms  %8.1f GFLOP  %7.1f TFLOP/s", what,
       t.seconds * 1e3, t.gflop, tflops);
   if (peak > 0)
     printf ("  %5.1f %% of %.0f  (floor %.3f ms)", 100 * tflops / peak, peak,
@@ -165,6 +171,15 @@ unet_into (gpointer data, GError ** error)
 
   return pp_unet_forward_into (b->unet, b->sample, TIMESTEP, b->text,
       b->eps, error);
+}
+
+static gboolean
+batch_into (gpointer data, GError ** error)
+{
+  Bench *b = data;
+
+  return pp_unet_forward_batch_into (b->unet, b->batch, batch_timesteps,
+      b->text, b->batch_eps, error);
 }
 
 static gboolean
@@ -380,7 +395,8 @@ main (int argc, char **argv)
   PpWeights *tw = pp_weights_new_seeded (WEIGHT_SEED);
   PpDType dtype = 0;
   Bench b = { 0 };
-  Timing u, v, ug, vg;
+  const gint64 batch_shape[4] = { BATCH, 4, LATENT_SIDE, LATENT_SIDE };
+  Timing u, v, ug, vg, bg;
   gboolean graphs;
 
   g_option_context_set_summary (ctx, "Times an SD-Turbo UNet step and a "
@@ -418,6 +434,8 @@ main (int argc, char **argv)
   b.eps = device_input (b.be, "eps", 4, sample_shape);
   b.latents = device_input (b.be, "latents", 4, sample_shape);
   b.decoded = device_input (b.be, "decoded", 4, image_shape);
+  b.batch = device_input (b.be, "batch", 4, batch_shape);
+  b.batch_eps = device_input (b.be, "batch_eps", 4, batch_shape);
 
   printf ("%s on %s, weights %s, best of %d synchronized runs\n",
       pp_backend_name (b.be), pp_backend_device (b.be),
@@ -438,6 +456,13 @@ main (int argc, char **argv)
   if (graphs)
     printf (", %.1f as graphs", 1.0 / (ug.seconds + vg.seconds));
   printf ("\n");
+  /* A stream batch's pass hands on one frame: at 4 steps on one GPU, a
+   * frame costs a pass of 4 and a TAESD encode + decode. */
+  if (graphs && report_graph ("SD-Turbo UNet pass of a 4-frame stream "
+          "batch, graph", batch_into, &b, (guint) repeats, peak, &bg))
+    printf ("frames/s one GPU could sustain at 4 steps with stream-batch: "
+        "%.1f (a pass of 4 + TAESD, as graphs)\n",
+        1.0 / (bg.seconds + vg.seconds));
   printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
       pp_unet_pool_bytes (b.unet) / 1048576.0,
       pp_taesd_pool_bytes (b.taesd) / 1048576.0);
@@ -450,6 +475,8 @@ main (int argc, char **argv)
   pp_tensor_free (b.eps);
   pp_tensor_free (b.latents);
   pp_tensor_free (b.decoded);
+  pp_tensor_free (b.batch);
+  pp_tensor_free (b.batch_eps);
   pp_unet_free (b.unet);
   pp_taesd_free (b.taesd);
   pp_weights_free (uw);
