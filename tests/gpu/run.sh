@@ -795,10 +795,15 @@ if want bench; then
     note_skip "gpu-bench (dry run)"
   else
     for dt in f16 bf16 f32; do
+      # With info messages: the attention shapes cuDNN's fused kernel did
+      # not take, and its plans slow to make (a compilation each).
       runs "gpu-bench $dt" "$work/bench.log" 300 \
-          "$build/tests/bench/gpu-bench" --dtype "$dt" \
+          env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype "$dt" \
         && { grep -E '^(SD-Turbo|TAESD|frames/s|activation)' "$work/bench.log" \
           | indent
+          grep -E 'cuda attention:' "$work/bench.log" \
+            | sed 's/.*cuda attention:/cuda attention:/' | sort | uniq \
+            | cut -c1-300 | indent
           # Where the time of a step goes, by op family (device time).
           [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" | indent
           pass "gpu-bench $dt ran"; }
