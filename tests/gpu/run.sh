@@ -805,7 +805,8 @@ if want bench; then
             | sed 's/.*cuda attention:/cuda attention:/' | sort | uniq \
             | cut -c1-300 | indent
           # Where the time of a step goes, by op family (device time).
-          [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" \
+            | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
           pass "gpu-bench $dt ran"; }
     done
     # The same f16 step the ways the backend can still be told to run it,
