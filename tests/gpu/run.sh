@@ -582,9 +582,12 @@ if want mesh; then
       # Stream batch: one worker runs both steps, two frames a pass.  On
       # the GPU a batched convolution may take another algorithm than one
       # sample's: held to the mesh's bound against the tool (exact on the
-      # CPU backends, as the dry run checks).
+      # CPU backends, as the dry run checks).  Every pass sleeps 50 ms
+      # more (step-ms: the same values), so that the frames wait for the
+      # worker and batch whatever the speeds.
       tag=batch-$dt
-      if mesh_run "$tag" 1 "$BE" "$dt" stream-batch=true max-in-flight=4; then
+      if mesh_run "$tag" 1 "$BE" "$dt" stream-batch=true max-in-flight=4 \
+          "model=$tiny?step-ms=50"; then
         if grep -Eq 'stream batch: [1-9][0-9]* frame-steps batched' "$work/$tag.log"; then
           pass "$tag: $(grep -Eo 'stream batch: [0-9]+ frame-steps batched(, batch graphs: [0-9]+ captured, [0-9]+ launched)?' "$work/$tag.log" | head -n 1)"
         else
