@@ -1,6 +1,7 @@
 /* ppdiffuse — the CUDA attention's way, and the chunking of its
  * scores. */
 #include "pp-cuda-attention-plan.h"
+#include "pp-cuda-backend.h"
 #include "pp-cuda-choice.h"
 
 #include <string.h>
@@ -60,7 +61,7 @@ pp_cuda_attention_parse (const gchar * value, PpCudaAttention * way,
   static const gchar *const names[] = { "fused", "gemm", "f32", NULL };
   guint index;
 
-  if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_ATTENTION", value, names,
+  if (!pp_cuda_choice_parse (PP_CUDA_ATTENTION_ENV, value, names,
           &index, error))
     return FALSE;
   *way = (PpCudaAttention) index;

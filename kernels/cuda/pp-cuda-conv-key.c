@@ -1,6 +1,7 @@
 /* ppdiffuse — the CUDA convolution cache's key, and the choice of
  * algorithm. */
 #include "pp-cuda-conv-key.h"
+#include "pp-cuda-backend.h"
 #include "pp-cuda-choice.h"
 
 /* The fields one by one, not the struct's bytes: padding is not hashed. */
@@ -45,7 +46,7 @@ pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
   static const gchar *const names[] = { "heuristic", "timed", NULL };
   guint index;
 
-  if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_CONV_ALGO", value, names,
+  if (!pp_cuda_choice_parse (PP_CUDA_CONV_ALGO_ENV, value, names,
           &index, error))
     return FALSE;
   *timed = index == 1;
@@ -60,7 +61,7 @@ pp_cuda_conv_layout_parse (const gchar * value, PpCudaConvLayout * layout,
   static const gchar *const names[] = { "auto", "nchw", "nhwc", NULL };
   guint index;
 
-  if (!pp_cuda_choice_parse ("PPDIFFUSE_CUDA_CONV_LAYOUT", value, names,
+  if (!pp_cuda_choice_parse (PP_CUDA_CONV_LAYOUT_ENV, value, names,
           &index, error))
     return FALSE;
   *layout = (PpCudaConvLayout) index;

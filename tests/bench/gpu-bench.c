@@ -73,6 +73,7 @@ typedef struct
   PpTensor *eps, *latents, *decoded;
   /* A stream batch's pass: BATCH frames, each at its own step. */
   PpTensor *batch, *batch_eps;
+  gpointer graph;               /* the one best_of_graph times */
 } Bench;
 
 static gdouble
@@ -191,16 +192,24 @@ taesd_into (gpointer data, GError ** error)
       && pp_taesd_decode_into (b->taesd, b->latents, b->decoded, error);
 }
 
-/* Best of @repeats synchronized launches of @func captured as one graph,
- * after two runs as is (pools, plans and the K/V cache are made there, as
- * a worker's first chunk makes them) and WARM_UP_RUNS untimed launches.
- * FALSE with the reason when the backend has no graphs or the capture
- * fails. */
+static void
+graph_launch (Bench * b)
+{
+  GError *error = NULL;
+
+  if (!pp_backend_graph_launch (b->be, b->graph, &error))
+    g_error ("%s", error->message);
+}
+
+/* Best of @repeats synchronized launches of @func captured as one graph
+ * (best_of's), after two runs as is (pools, plans and the K/V cache are
+ * made there, as a worker's first chunk makes them).  FALSE with the
+ * reason when the backend has no graphs or the capture fails. */
 static gboolean
 best_of_graph (PpGraphFunc func, Bench * b, guint repeats, Timing * best,
     GError ** error)
 {
-  gpointer graph;
+  gdouble gflop;
 
   if (!pp_backend_has_graphs (b->be)) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s has no graphs",
@@ -214,25 +223,14 @@ best_of_graph (PpGraphFunc func, Bench * b, guint repeats, Timing * best,
   pp_ops_reset_flop_count ();
   if (!func (b, error))
     return FALSE;
-  best->gflop = pp_ops_flop_count () / 1e9;
+  gflop = pp_ops_flop_count () / 1e9;
   pp_backend_synchronize (b->be);
-  graph = pp_backend_graph_capture (b->be, func, b, error);
-  if (graph == NULL)
+  b->graph = pp_backend_graph_capture (b->be, func, b, error);
+  if (b->graph == NULL)
     return FALSE;
-  best->seconds = G_MAXDOUBLE;
-  for (guint r = 0; r < WARM_UP_RUNS + repeats; r++) {
-    gint64 t = g_get_monotonic_time ();
-
-    if (!pp_backend_graph_launch (b->be, graph, error)) {
-      pp_backend_graph_free (b->be, graph);
-      return FALSE;
-    }
-    pp_backend_synchronize (b->be);
-    if (r >= WARM_UP_RUNS)
-      best->seconds = MIN (best->seconds,
-          (g_get_monotonic_time () - t) / 1e6);
-  }
-  pp_backend_graph_free (b->be, graph);
+  *best = best_of (graph_launch, b, repeats);
+  best->gflop = gflop;
+  pp_backend_graph_free (b->be, g_steal_pointer (&b->graph));
   return TRUE;
 }
 
