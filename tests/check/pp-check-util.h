@@ -32,7 +32,8 @@ guint pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms);
 GstMessage *pp_check_pop_error (GstBus * bus, guint timeout_ms);
 
 /* Pops an error from @bus and checks that it came within @within_ms of
- * @since_us (monotonic) and names every string in @needles. */
+ * @since_us (monotonic; twice that under a sanitizer's test setup) and
+ * names every string in @needles. */
 void pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
     const gchar * const *needles);
 
