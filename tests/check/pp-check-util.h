@@ -32,8 +32,8 @@ guint pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms);
 GstMessage *pp_check_pop_error (GstBus * bus, guint timeout_ms);
 
 /* Pops an error from @bus and checks that it came within @within_ms of
- * @since_us (monotonic; twice that under a sanitizer's test setup) and
- * names every string in @needles. */
+ * @since_us (monotonic; pp_check_bound_ms of it) and names every string
+ * in @needles. */
 void pp_check_expect_error (GstBus * bus, gint64 since_us, guint within_ms,
     const gchar * const *needles);
 
@@ -104,6 +104,11 @@ gboolean pp_check_sanitized (void);
 
 /* @plain in a plain run, @sanitized under a sanitizer's test setup. */
 guint pp_check_repeats (guint plain, guint sanitized);
+
+/* A time bound of @plain_ms in a plain run, a few times that under a
+ * sanitizer's test setup, where processes start and exit slower: the plain
+ * run checks the bound, a sanitizer's only that nothing hangs. */
+guint pp_check_bound_ms (guint plain_ms);
 
 /* TRUE when @a and @b hold the same bytes. */
 gboolean pp_check_same_bytes (GstBuffer * a, GstBuffer * b);

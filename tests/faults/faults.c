@@ -106,7 +106,8 @@ expect_stream_failure (GstHarness * h, const gchar * culprit,
   fail_unless (gst_element_set_state (h->element, GST_STATE_NULL) ==
       GST_STATE_CHANGE_SUCCESS);
   fail_unless ((g_get_monotonic_time () - start) / 1000 <
-      TIMEOUT_MS + SLACK_MS, "stopping after the error took too long");
+      pp_check_bound_ms (TIMEOUT_MS + SLACK_MS),
+      "stopping after the error took too long");
   pp_check_frames_accounted_after_error (h->element);
   gst_element_set_bus (h->element, NULL);
   gst_object_unref (bus);

@@ -15,10 +15,10 @@
 
 #define CAPS "video/x-raw,format=RGBx,width=32,height=24,framerate=30/1"
 #define FRAMES 4
-/* A start that fails for a cause found before or during the spawn; under a
- * sanitizer, with other tests' meshes starting beside it, Open MPI's own
- * start-up takes up to twice as long. */
-#define PROMPT_MS (pp_check_sanitized () ? 6000u : 3000u)
+/* A start that fails for a cause found before or during the spawn (under
+ * a sanitizer, with other tests' meshes starting beside it, Open MPI's own
+ * start-up takes longer: pp_check_bound_ms). */
+#define PROMPT_MS pp_check_bound_ms (3000)
 /* How long a failed start's processes and threads may outlive its error. */
 #define CLEANUP_MS 5000
 /* A start that is expected to work (MPI start-up included). */
