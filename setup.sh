@@ -155,7 +155,8 @@ run_tests() {
     # The ThreadSanitizer build runs no kernels suite, where the CUDA
     # adapters' host tests are: it leaves the toolkit out (no nvcc time).
     case $name in
-      asan) sanitize=address,undefined suites=$ASAN_SUITES options="" ;;
+      asan) sanitize=address,undefined suites=$ASAN_SUITES
+        options=-Dcuda-archs= ;;
       tsan) sanitize=thread suites=$TSAN_SUITES options=-Dcuda=disabled ;;
     esac
     t=$(date +%s)

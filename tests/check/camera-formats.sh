@@ -30,21 +30,33 @@ EOF2
   # shellcheck disable=SC2086
   run $src ! "$caps" ! ppdiffuse ranks=2 steps=2 model=builtin:stamp \
     ! "$caps" ! filesink location="$work/element.yuv"
-  # shellcheck disable=SC2086
-  run $src ! "$caps" ! videoconvert ! video/x-raw,format=RGB \
-    ! ppdiffuse ranks=2 steps=2 model=builtin:stamp ! videoconvert \
-    ! "$caps" ! filesink location="$work/videoconvert.yuv"
+  # The reference, GStreamer's conversions around the element's RGB path,
+  # is the plain run's: under a sanitizer it would only run that path
+  # again (gst-launch.sh runs it there), so the output is compared with
+  # the input alone.
+  if [ -z "${PP_TEST_SANITIZED:-}" ]; then
+    # shellcheck disable=SC2086
+    run $src ! "$caps" ! videoconvert ! video/x-raw,format=RGB \
+      ! ppdiffuse ranks=2 steps=2 model=builtin:stamp ! videoconvert \
+      ! "$caps" ! filesink location="$work/videoconvert.yuv"
+  else
+    rm -f "$work/videoconvert.yuv"
+  fi
   python3 - "$format" "$work/in.yuv" "$work/element.yuv" \
     "$work/videoconvert.yuv" <<'PY'
-import sys
-fmt, src, got, want = sys.argv[1], *(open(p, 'rb').read() for p in sys.argv[2:])
+import os, sys
+fmt, src_path, got_path, want_path = sys.argv[1:]
+src, got = (open(p, 'rb').read() for p in (src_path, got_path))
+# No reference under a sanitizer: the output stands for it (worst 0).
+want = open(want_path, 'rb').read() if os.path.exists(want_path) else got
 if not got or len(got) != len(want) or len(got) != len(src):
     sys.exit(f'{fmt}: {len(got)} bytes out of the element, {len(want)} '
              f'through videoconvert, {len(src)} in')
 worst = max(abs(a - b) for a, b in zip(got, want))
 stamped = sum(a != b for a, b in zip(got, src))
-print(f'{fmt}: {len(got)} bytes, at most {worst} levels from videoconvert, '
-      f'{stamped} bytes stamped')
+ref = (f'at most {worst} levels from videoconvert'
+       if os.path.exists(want_path) else 'no videoconvert reference')
+print(f'{fmt}: {len(got)} bytes, {ref}, {stamped} bytes stamped')
 if worst > 1:
     sys.exit(f'{fmt}: {worst} levels from videoconvert\'s conversion (bound 1)')
 if stamped == 0:

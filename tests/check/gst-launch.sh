@@ -18,7 +18,12 @@ CHECKER="$(dirname "$0")/stamp-raw.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for format in RGBA RGBx BGRx RGB; do
+formats="RGBA RGBx BGRx RGB"
+# Under a sanitizer (PP_TEST_SANITIZED): a 3-byte format with padded rows
+# and a 4-byte one with its channels swapped; RGBA and RGBx take the same
+# paths with other offsets, and every mesh there takes about 15 s.
+[ -z "${PP_TEST_SANITIZED:-}" ] || formats="RGB BGRx"
+for format in $formats; do
   python3 "$CHECKER" make "$format" "$WIDTH" "$HEIGHT" "$FRAMES" "$SEED" \
     "$work/in.raw"
   lower=$(echo "$format" | tr '[:upper:]' '[:lower:]')
