@@ -20,6 +20,9 @@ import sys
 
 SIGNATURE = "(MPI_Comm_spawn) did not finish within"
 RETRY_BASE = "testlog-spawn-retry"
+# Tests whose subject is that error (a spawn past its deadline on purpose):
+# whatever failed in them, it was not Open MPI's hang.
+EXPECT_THE_ERROR = ("start-failures-late-workers",)
 
 
 def log_name(base, setup):
@@ -34,6 +37,8 @@ def spawn_hangs(path):
                 continue
             entry = json.loads(line)
             if entry["result"] in ("OK", "EXPECTEDFAIL", "SKIP"):
+                continue
+            if entry["name"].split(" / ")[-1] in EXPECT_THE_ERROR:
                 continue
             output = (entry.get("stdout") or "") + (entry.get("stderr") or "")
             if SIGNATURE in output:
