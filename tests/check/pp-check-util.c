@@ -374,10 +374,9 @@ pp_check_repeats (guint plain, guint sanitized)
 
 /* The bounds are what a plain build on a loaded machine needs.  Under a
  * sanitizer every process of a mesh also maps its shadow memory at start
- * and runs its checks at exit, with the faults suite's tests four at a
- * time on 2 cores: on CI, start-up failures came 0.2 to 0.8 s past bounds
- * of 5 and 6 s, and on a slower machine 0.5 to 0.9 s past 6 s with twice
- * the bound.  Three times is still far short of a hang. */
+ * and runs its checks at exit: on CI, start-up failures came 0.2 to 0.8 s
+ * past bounds of 5 and 6 s, and on a slower machine 0.5 to 0.9 s past 6 s
+ * with twice the bound.  Three times is still far short of a hang. */
 #define SANITIZED_BOUND_FACTOR 3
 
 guint
