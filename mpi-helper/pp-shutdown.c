@@ -9,17 +9,11 @@
 #include "pp-liveness-room.h"
 #include "pp-log.h"
 #include "pp-proc.h"
+#include "pp-protocol.h"
 #include "pp-sigpipe.h"
 
 #include <string.h>
 
-/* How long workers get to exit on their own after a clean shutdown before
- * they are killed. */
-/* (Sanitizer builds set a longer one: a worker's exit there includes the
- * leak check.) */
-#ifndef PP_MESH_EXIT_GRACE_MS
-#define PP_MESH_EXIT_GRACE_MS 3000
-#endif
 #define PP_MESH_EXIT_POLL_US 10000
 
 void

@@ -105,6 +105,12 @@ enum
 #ifndef PP_WORKER_EXIT_GRACE_MS
 #define PP_WORKER_EXIT_GRACE_MS 5000
 #endif
+/* How long rank 0 gives workers to exit on their own after a clean
+ * shutdown before it kills them (the longer of the two: the worker exits
+ * first).  (Sanitizer builds set a longer one too.) */
+#ifndef PP_MESH_EXIT_GRACE_MS
+#define PP_MESH_EXIT_GRACE_MS 3000
+#endif
 /* A failing worker waits at most this long for rank 0 to take its report. */
 #define PP_WORKER_REPORT_MS 1000
 

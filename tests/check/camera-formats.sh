@@ -39,8 +39,6 @@ EOF2
     run $src ! "$caps" ! videoconvert ! video/x-raw,format=RGB \
       ! ppdiffuse ranks=2 steps=2 model=builtin:stamp ! videoconvert \
       ! "$caps" ! filesink location="$work/videoconvert.yuv"
-  else
-    rm -f "$work/videoconvert.yuv"
   fi
   python3 - "$format" "$work/in.yuv" "$work/element.yuv" \
     "$work/videoconvert.yuv" <<'PY'

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "pp-check-util.h"
+#include "pp-protocol.h"
 
 #define RANKS 3
 #define STEPS 3
@@ -62,13 +63,10 @@
 #define STOP_BOUND_MS (TIMEOUT_MS + SLACK_MS)
 /* Under a sanitizer a worker's exit runs its leak check, which took over
  * a second a worker with the faults run four at a time on 2 cores (once
- * 18 s for a stop): a stop there waits PP_MESH_EXIT_GRACE_MS (meson.build)
- * for the workers to exit before it kills them. */
-#ifdef PP_MESH_EXIT_GRACE_MS
+ * 18 s for a stop): a stop there waits PP_MESH_EXIT_GRACE_MS (pp-protocol.h,
+ * longer in sanitizer builds: meson.build) for the workers to exit before
+ * it kills them. */
 #define STOP_BOUND_SANITIZED_MS (PP_MESH_EXIT_GRACE_MS + SLACK_MS)
-#else
-#define STOP_BOUND_SANITIZED_MS pp_check_bound_ms (STOP_BOUND_MS)
-#endif
 
 static const gchar *position;   /* "middle" or "last" */
 
