@@ -12,13 +12,17 @@
  * spawned, and only MPI_Finalize frees it.
  *
  * Exit status: 0 whatever the growth (it is a benchmark), non-zero when MPI
- * fails. */
+ * fails or a cycle does not finish within SPAWN_DEADLINE_S: Open MPI's
+ * intermittent spawn hang (tests/spawn-retry.py) ends in an error that
+ * names it, not in the test's timeout. */
 #include <mpi.h>
 
 #include <glib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pp-bench-rss.h"
 
@@ -26,6 +30,23 @@
 #define DEFAULT_WARM_UP 10
 #define CHILDREN 2
 #define CHILD_ARG "--child"
+/* A cycle takes well under a second here; one that takes this long is
+ * stuck in MPI_Comm_spawn. */
+#define SPAWN_DEADLINE_S 30
+#define SPAWN_HANG_MESSAGE "a cycle of spawning the children " \
+    "(MPI_Comm_spawn) did not finish within " G_STRINGIFY (SPAWN_DEADLINE_S) \
+    "000 ms\n"
+
+static void
+on_spawn_deadline (int sig)
+{
+  (void) sig;
+  if (write (STDERR_FILENO, SPAWN_HANG_MESSAGE,
+          sizeof SPAWN_HANG_MESSAGE - 1) < 0) {
+    /* nothing more to say */
+  }
+  _exit (1);
+}
 
 static int
 child (void)
@@ -69,6 +90,7 @@ main (int argc, char **argv)
   MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
   MPI_Info_create (&info);
   MPI_Info_set (info, "map_by", ":OVERSUBSCRIBE");
+  signal (SIGALRM, on_spawn_deadline);
   for (guint i = 0; i < cycles; i++) {
     MPI_Comm inter;
     int errs[CHILDREN];
@@ -77,12 +99,14 @@ main (int argc, char **argv)
       rss_start = pp_bench_rss_kb ();
       t_start = g_get_monotonic_time ();
     }
+    alarm (SPAWN_DEADLINE_S);
     if (MPI_Comm_spawn (self_path, child_argv, CHILDREN, info, 0,
             MPI_COMM_SELF, &inter, errs) != MPI_SUCCESS) {
       fprintf (stderr, "MPI_Comm_spawn failed at cycle %u\n", i);
       return 1;
     }
     MPI_Comm_disconnect (&inter);
+    alarm (0);
   }
   printf ("MPI_Comm_spawn of %d processes + disconnect, %u cycles after %u "
       "warm-up: VmRSS %+.1f kB per cycle, %.1f ms per cycle\n", CHILDREN,
