@@ -121,6 +121,17 @@ pp_mpi_start (guint timeout_ms, gboolean remote_hosts, GError ** error)
        * own there too); an application's own setting wins. */
       if (remote_hosts && g_getenv (PP_OMPI_RECOVERY_ENV) == NULL)
         g_setenv (PP_OMPI_RECOVERY_ENV, "1", FALSE);
+      /* PMIx 4's shared-memory store of job data (gds ds21, the default
+       * of Open MPI 4.1 with an external PMIx, Debian 12's pair) leaves
+       * about one MPI_Comm_spawn in a hundred waiting for good: the
+       * parent in PMIx_Lookup, the children in MPI_Init's fence
+       * (openpmix/openpmix#2735).  With the hash store none did in
+       * several hundred, and each spawned job leaves a third of the
+       * memory behind in rank 0 (docs/perf.md, mpi-spawn-rss).  The
+       * daemon forked in MPI_Init_thread and the workers it starts
+       * inherit the setting; an application's own choice wins. */
+      if (g_getenv (PP_PMIX_GDS_ENV) == NULL)
+        g_setenv (PP_PMIX_GDS_ENV, PP_PMIX_GDS, FALSE);
       init_state = INIT_RUNNING;
       init_started_us = g_get_monotonic_time ();
       g_thread_unref (pp_thread_new ("pp-mpi-init", init_thread, NULL));

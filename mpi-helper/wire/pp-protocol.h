@@ -118,6 +118,10 @@ enum
 /* Open MPI's recovery switch, which rank 0 turns on before it initialises
  * MPI unless the application set it (pp-mpi-start.c). */
 #define PP_OMPI_RECOVERY_ENV "OMPI_MCA_orte_enable_recovery"
+/* PMIx's store of job data, which rank 0 sets to its hash table before it
+ * initialises MPI unless the application chose one (pp-mpi-start.c). */
+#define PP_PMIX_GDS_ENV "PMIX_MCA_gds"
+#define PP_PMIX_GDS "hash"
 /* The worker executable, for uninstalled builds (the element's worker
  * property wins). */
 #define PP_WORKER_ENV "PPDIFFUSE_WORKER"

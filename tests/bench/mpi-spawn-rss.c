@@ -9,7 +9,9 @@
  * per cycle after WARM_UP cycles, and the time per cycle.  What restart-rss
  * measures for ppdiffuse with keep-workers off (a spawn per start) is this
  * growth: Open MPI keeps per-job state in the parent for every job it ever
- * spawned, and only MPI_Finalize frees it.
+ * spawned, and only MPI_Finalize frees it.  It runs with the PMIx store
+ * ppdiffuse sets (PP_PMIX_GDS, pp-mpi-start.c) unless PMIX_MCA_gds is set:
+ * PMIX_MCA_gds=ds21 measures Open MPI's default.
  *
  * Exit status: 0 whatever the growth (it is a benchmark), non-zero when MPI
  * fails or a cycle does not finish within SPAWN_DEADLINE_S: Open MPI's
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "pp-bench-rss.h"
+#include "pp-protocol.h"
 
 #define DEFAULT_CYCLES 60
 #define DEFAULT_WARM_UP 10
@@ -87,6 +90,7 @@ main (int argc, char **argv)
     fprintf (stderr, "cannot read /proc/self/exe\n");
     return 1;
   }
+  g_setenv (PP_PMIX_GDS_ENV, PP_PMIX_GDS, FALSE);
   MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
   MPI_Info_create (&info);
   MPI_Info_set (info, "map_by", ":OVERSUBSCRIBE");
