@@ -7,8 +7,8 @@ MPI_Comm_spawn (openpmix/openpmix#2735, open-mpi/ompi#9713).  With PMIx's
 default store about one spawn in a hundred never returned here; ppdiffuse
 sets the hash store (pp-mpi-start.c), with which none did in several
 hundred, but the hang is Open MPI's and may have other causes.  ppdiffuse
-turns it into an error in bounded time ("spawning the workers
-(MPI_Comm_spawn) did not finish within N ms"), which is right for the
+turns it into an error in bounded time ("spawning them (MPI_Comm_spawn)
+did not finish within N ms"), which is right for the
 element; a test that spawns dozens of meshes to check something else would
 then fail now and then for a reason outside it.
 Such a test, and only such a test, is run once more; its second result

@@ -38,7 +38,7 @@
 #define SPAWN_DEADLINE_S 30
 #define SPAWN_HANG_MESSAGE "a cycle of spawning the children " \
     "(MPI_Comm_spawn) did not finish within " G_STRINGIFY (SPAWN_DEADLINE_S) \
-    "000 ms\n"
+    " s\n"
 
 static void
 on_spawn_deadline (int sig)

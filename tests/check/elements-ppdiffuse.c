@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "pp-check-util.h"
+#include "pp-protocol.h"
 
 #define WIDTH 64
 #define HEIGHT 48
@@ -582,6 +583,53 @@ GST_START_TEST (test_start_stop_cycles)
     /* Also checks that no worker is left behind after each stop. */
     stop_and_check (h, CYCLE_FRAMES);
   }
+}
+
+GST_END_TEST;
+
+/* PMIX_MCA_gds as this process found it, before any start (NULL: unset). */
+static gchar *app_pmix_gds;
+
+/* The value of @name in process @pid's environment, or NULL. */
+static gchar *
+process_env (gint pid, const gchar * name)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/environ", pid);
+  g_autofree gchar *contents = NULL;
+  const gsize name_len = strlen (name);
+  gsize len = 0;
+
+  if (!g_file_get_contents (path, &contents, &len, NULL))
+    return NULL;
+  for (gsize at = 0; at < len; at += strlen (contents + at) + 1)
+    if (strncmp (contents + at, name, name_len) == 0
+        && contents[at + name_len] == '=')
+      return g_strdup (contents + at + name_len + 1);
+  return NULL;
+}
+
+/* The workers run with the PMIx store rank 0 chose before it initialised
+ * MPI (pp-mpi-start.c): the hash store, or the application's own choice,
+ * inherited through Open MPI's daemon. */
+GST_START_TEST (test_workers_inherit_pmix_store)
+{
+  const gchar *want = app_pmix_gds != NULL ? app_pmix_gds : PP_PMIX_GDS;
+  GstHarness *h = pp_check_harness_new (pp_check_make_element (2, 2,
+          "builtin:stamp"), CAPS_STR);
+  GArray *workers;
+
+  push_and_check_stamped (h, CYCLE_FRAMES, 2);
+  fail_unless_equals_string (g_getenv (PP_PMIX_GDS_ENV), want);
+  workers = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  fail_unless_equals_int (workers->len, 2);
+  for (guint i = 0; i < workers->len; i++) {
+    g_autofree gchar *got = process_env (g_array_index (workers, gint, i),
+        PP_PMIX_GDS_ENV);
+
+    fail_unless_equals_string (got, want);
+  }
+  g_array_unref (workers);
+  stop_and_check (h, CYCLE_FRAMES);
 }
 
 GST_END_TEST;
@@ -1494,6 +1542,7 @@ ppdiffuse_suite (void)
   tc = tcase_create ("lifecycle");
   tcase_add_test (tc, test_start_stop_cycles);
   tcase_add_test (tc, test_progress_messages);
+  tcase_add_test (tc, test_workers_inherit_pmix_store);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("errors");
@@ -1511,6 +1560,7 @@ ppdiffuse_suite (void)
 int
 main (int argc, char **argv)
 {
+  app_pmix_gds = g_strdup (g_getenv (PP_PMIX_GDS_ENV));
   gst_check_init (&argc, &argv);
   pp_check_run_and_exit (ppdiffuse_suite (), "ppdiffuse", __FILE__);
 }
