@@ -12,6 +12,11 @@ extern PpBackend *pp_cpu_strict_backend_get (GError ** error);
 #ifdef PP_HAVE_CUDA
 #include "pp-cuda-module.h"
 
+#include <gmodule.h>
+
+/* The NVIDIA driver's library, which every CUDA device needs. */
+#define CUDA_DRIVER_LIBRARY "libcuda.so.1"
+
 /* kernels/cuda/pp-cuda-backend.h, in the CUDA module */
 typedef PpBackend *(*CudaBackendGet) (gint device, GError ** error);
 typedef gint (*CudaDeviceCount) (GError ** error);
@@ -54,12 +59,44 @@ pp_backend_device_for_rank (gint local_rank, gint n_devices)
   return MAX (local_rank, 0) % n_devices;
 }
 
+#ifdef PP_HAVE_CUDA
+/* FALSE, with the error a cuda backend would give, when the NVIDIA
+ * driver's library cannot be loaded: then there is no device, and the
+ * CUDA module (the CUDA runtime, cuBLAS, cuDNN, NCCL: about a gigabyte to
+ * map and relocate, 0.8 s and as much CPU for each process on a host
+ * without a GPU) is not loaded to learn it.  Asked once a process; the
+ * driver stays loaded (the CUDA runtime opens it again). */
+static gboolean
+cuda_driver_present (GError ** error)
+{
+  static gsize probed;
+  static gchar *absent;
+
+  if (g_once_init_enter (&probed)) {
+    GModule *driver = g_module_open (CUDA_DRIVER_LIBRARY,
+        G_MODULE_BIND_LAZY | G_MODULE_BIND_LOCAL);
+
+    if (driver == NULL)
+      absent = g_strdup (g_module_error ());
+    else
+      g_module_make_resident (driver);
+    g_once_init_leave (&probed, 1);
+  }
+  if (absent != NULL)
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "no usable CUDA device: "
+        "no NVIDIA driver is installed (%s cannot be loaded: %s); install "
+        "one, then check nvidia-smi", CUDA_DRIVER_LIBRARY, absent);
+  return absent == NULL;
+}
+#endif
+
 gint
 pp_backend_cuda_devices (void)
 {
 #ifdef PP_HAVE_CUDA
-  CudaDeviceCount n_devices = (CudaDeviceCount)
-      pp_cuda_module_symbol ("pp_cuda_backend_n_devices", NULL);
+  CudaDeviceCount n_devices = !cuda_driver_present (NULL) ? NULL
+      : (CudaDeviceCount) pp_cuda_module_symbol ("pp_cuda_backend_n_devices",
+      NULL);
 
   return n_devices != NULL ? MAX (n_devices (NULL), 0) : 0;
 #else
@@ -156,7 +193,8 @@ pick_auto (gint local_rank)
   g_autoptr (GError) cuda_error = NULL;
 
 #ifdef PP_HAVE_CUDA
-  be = get_cuda (PP_BACKEND_CUDA, local_rank, &cuda_error);
+  if (cuda_driver_present (&cuda_error))
+    be = get_cuda (PP_BACKEND_CUDA, local_rank, &cuda_error);
 #endif
   set_auto_reason (cuda_error ? cuda_error->message : NULL);
   if (be == NULL)

@@ -8,6 +8,7 @@
 #include "pp-tiny.h"
 
 #include <glib/gstdio.h>
+#include <gmodule.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
@@ -34,6 +35,39 @@ get (const gchar * name)
   return be;
 }
 
+/* TRUE when this process has mapped the CUDA module. */
+static gboolean
+cuda_module_mapped (void)
+{
+  g_autofree gchar *maps = NULL;
+
+  g_assert_true (g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL));
+  return strstr (maps, "libppdiffuse-cuda") != NULL;
+}
+
+/* auto on a host without the NVIDIA driver's library (the CI machines):
+ * the CPU, said why, and the CUDA module (the CUDA runtime, cuBLAS, cuDNN,
+ * NCCL) never loaded to learn it.  Before any test here asks for cuda by
+ * name. */
+static void
+auto_skips_cuda_module_without_driver (void)
+{
+  GModule *driver;
+
+  if (!pp_backend_have_cuda ())
+    return;
+  driver = g_module_open ("libcuda.so.1", G_MODULE_BIND_LAZY);
+  if (driver != NULL) {
+    g_module_close (driver);
+    return;
+  }
+  g_assert_false (cuda_module_mapped ());
+  g_assert_cmpint (pp_backend_cuda_devices (), ==, 0);
+  g_assert_nonnull (strstr (pp_backend_auto_reason (),
+          "no NVIDIA driver is installed (libcuda.so.1 cannot be loaded"));
+  g_assert_false (cuda_module_mapped ());
+}
+
 static void
 test_names (void)
 {
@@ -49,6 +83,7 @@ test_names (void)
     g_assert_nonnull (pp_backend_auto_reason ());
   else
     g_assert_null (pp_backend_auto_reason ());
+  auto_skips_cuda_module_without_driver ();
   g_assert_nonnull (strstr (pp_backend_device (pp_backend_cpu ()), "CPU"));
   g_assert_nonnull (strstr (pp_backend_device (get (PP_BACKEND_CPU_STRICT)),
           "traps"));
