@@ -94,10 +94,12 @@ gint
 pp_backend_cuda_devices (void)
 {
 #ifdef PP_HAVE_CUDA
-  CudaDeviceCount n_devices = !cuda_driver_present (NULL) ? NULL
-      : (CudaDeviceCount) pp_cuda_module_symbol ("pp_cuda_backend_n_devices",
-      NULL);
+  CudaDeviceCount n_devices;
 
+  if (!cuda_driver_present (NULL))
+    return 0;
+  n_devices = (CudaDeviceCount)
+      pp_cuda_module_symbol ("pp_cuda_backend_n_devices", NULL);
   return n_devices != NULL ? MAX (n_devices (NULL), 0) : 0;
 #else
   return 0;

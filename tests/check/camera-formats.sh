@@ -27,9 +27,9 @@ EOF2
   src="videotestsrc num-buffers=$FRAMES pattern=ball is-live=$live"
   # shellcheck disable=SC2086  # $src is a list of words
   run $src ! "$caps" ! filesink location="$work/in.yuv"
-  # Every frame is compared: leaky=false, so that a live source's frame is
-  # not dropped when the mesh is busy (a loaded machine), as a live source
-  # would have it by default.
+  # The outputs are compared frame for frame: leaky=false, since with a
+  # live source upstream the element would drop a frame that comes while
+  # max-in-flight frames are in the mesh (on a loaded machine).
   # shellcheck disable=SC2086
   run $src ! "$caps" ! ppdiffuse ranks=2 steps=2 model=builtin:stamp \
     leaky=false ! "$caps" ! filesink location="$work/element.yuv"
