@@ -1,7 +1,11 @@
 /* ppdiffuse — image ↔ tensor conversion. */
+/* Its float loops run on every frame on rank 0: vectorised. */
+#include "pp-cpu-vectorize.h"
+
 #include "pp-image.h"
 #include "pp-error.h"
 
+#include <float.h>
 #include <math.h>
 
 gboolean
@@ -31,20 +35,150 @@ pp_image_to_tensor (const PpImage * img, const gchar * name, GError ** error)
   return t;
 }
 
+/* Whether @img's pixels are 3 or 4 bytes with R, G and B at distinct
+ * offsets within them (every format GStreamer hands this): then whole
+ * pixels are read and written in loops with constant offsets, which gcc
+ * vectorises; *@other is the 4-byte pixel's byte that is not R, G or B
+ * (-1 for 3 bytes). */
+static gboolean
+whole_pixels (const PpImage * img, gint * other)
+{
+  const gint ps = img->pixel_stride;
+
+  if (ps != 3 && ps != 4)
+    return FALSE;
+  for (gint c = 0; c < PP_IMAGE_CHANNELS; c++) {
+    if (img->offset[c] < 0 || img->offset[c] >= ps)
+      return FALSE;
+    for (gint k = 0; k < c; k++)
+      if (img->offset[k] == img->offset[c])
+        return FALSE;
+  }
+  *other = ps == 4 ? 6 - img->offset[0] - img->offset[1] - img->offset[2]
+      : -1;
+  return TRUE;
+}
+
+/* 1.5 × 2^23: a float in [0, 2^22) plus this keeps no fraction bits, so
+ * adding and subtracting it rounds to the nearest integer, ties to even,
+ * as rintf does in the default rounding mode, without a libm call (which
+ * baseline x86-64 has no instruction for) and in a loop gcc vectorises. */
+#define ROUNDER 12582912.0f
+
+/* A tensor value as a byte: rounded, clamped to 0..255; NaN fails both
+ * comparisons and lands on 0.  Clamping first and rounding then gives
+ * what rounding and then clamping gives for every float. */
+static inline guint8
+to_byte (gfloat v)
+{
+  v = v >= 0.f ? v : 0.f;
+  v = v <= 255.f ? v : 255.f;
+#if FLT_EVAL_METHOD == 0
+  v = (v + ROUNDER) - ROUNDER;
+#else
+  v = rintf (v);
+#endif
+  return (guint8) v;
+}
+
+/* @n floats to bytes (to_byte). */
+PP_CPU_VECTOR_CLONES static void
+to_bytes (const gfloat * s, guint8 * b, gint n)
+{
+  for (gint x = 0; x < n; x++)
+    b[x] = to_byte (s[x]);
+}
+
+/* Pixels a row is converted in at a time: the bytes of a span's planes
+ * fit in L1 next to its floats. */
+#define SPAN 512
+
+/* @n pixels of @ps bytes (3 or 4) at @d into @ps byte planes: byte k of
+ * pixel x to planes[k][x]. */
+PP_CPU_VECTOR_CLONES static void
+deinterleave (const guint8 * d, guint8 * const *planes, gint ps, gint n)
+{
+  guint8 *p0 = planes[0], *p1 = planes[1], *p2 = planes[2];
+
+  if (ps == 3) {
+    for (gint x = 0; x < n; x++) {
+      p0[x] = d[3 * x];
+      p1[x] = d[3 * x + 1];
+      p2[x] = d[3 * x + 2];
+    }
+  } else {
+    guint8 *p3 = planes[3];
+
+    for (gint x = 0; x < n; x++) {
+      p0[x] = d[4 * x];
+      p1[x] = d[4 * x + 1];
+      p2[x] = d[4 * x + 2];
+      p3[x] = d[4 * x + 3];
+    }
+  }
+}
+
+/* The reverse: byte k of pixel x from planes[k][x]. */
+PP_CPU_VECTOR_CLONES static void
+interleave (guint8 * d, const guint8 * const *planes, gint ps, gint n)
+{
+  const guint8 *p0 = planes[0], *p1 = planes[1], *p2 = planes[2];
+
+  if (ps == 3) {
+    for (gint x = 0; x < n; x++) {
+      d[3 * x] = p0[x];
+      d[3 * x + 1] = p1[x];
+      d[3 * x + 2] = p2[x];
+    }
+  } else {
+    const guint8 *p3 = planes[3];
+
+    for (gint x = 0; x < n; x++) {
+      d[4 * x] = p0[x];
+      d[4 * x + 1] = p1[x];
+      d[4 * x + 2] = p2[x];
+      d[4 * x + 3] = p3[x];
+    }
+  }
+}
+
 void
 pp_image_to_tensor_into (const PpImage * img, PpTensor * t)
 {
-  gsize plane = (gsize) img->width * img->height;
+  const gsize plane = (gsize) img->width * img->height;
+  const gint ps = img->pixel_stride;
+  gint other;
+  const gboolean whole = whole_pixels (img, &other);
 
   g_return_if_fail (t->backend == NULL
       && t->nbytes == PP_IMAGE_CHANNELS * plane * sizeof (gfloat));
-  for (gint c = 0; c < PP_IMAGE_CHANNELS; c++) {
-    gfloat *dst = (gfloat *) t->data + c * plane;
-    for (gint y = 0; y < img->height; y++) {
-      const guint8 *row = img->data + (gsize) y * img->row_stride
-          + img->offset[c];
-      for (gint x = 0; x < img->width; x++)
-        dst[(gsize) y * img->width + x] = row[(gsize) x * img->pixel_stride];
+  for (gint y = 0; y < img->height; y++) {
+    const guint8 *row = img->data + (gsize) y * img->row_stride;
+    gfloat *dst = (gfloat *) t->data + (gsize) y * img->width;
+
+    for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
+      const gint n = MIN (SPAN, img->width - x0);
+      const guint8 *d = row + (gsize) x0 * ps;
+      guint8 bytes[4][SPAN];
+
+      if (whole) {
+        guint8 *planes[4] = { bytes[0], bytes[1], bytes[2], bytes[3] };
+
+        deinterleave (d, planes, ps, n);
+      }
+      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++) {
+        gfloat *o = dst + c * plane + x0;
+
+        if (whole) {
+          const guint8 *b = bytes[img->offset[c]];
+
+          for (gint x = 0; x < n; x++)
+            o[x] = b[x];
+        } else {
+          for (gint x = 0; x < n; x++)
+            o[x] = d[(gsize) x * ps + img->offset[c]];
+        }
+      }
     }
   }
 }
@@ -52,22 +186,44 @@ pp_image_to_tensor_into (const PpImage * img, PpTensor * t)
 gboolean
 pp_image_from_tensor (PpImage * img, const PpTensor * t, GError ** error)
 {
-  gsize plane = (gsize) img->width * img->height;
+  const gsize plane = (gsize) img->width * img->height;
+  const gint ps = img->pixel_stride;
+  gint other;
+  const gboolean whole = whole_pixels (img, &other);
 
   if (!pp_image_check_tensor (t, img->width, img->height, error))
     return FALSE;
-  for (gint c = 0; c < PP_IMAGE_CHANNELS; c++) {
-    const gfloat *src = (const gfloat *) t->data + c * plane;
-    for (gint y = 0; y < img->height; y++) {
-      guint8 *row = img->data + (gsize) y * img->row_stride + img->offset[c];
-      for (gint x = 0; x < img->width; x++) {
-        gfloat v = rintf (src[(gsize) y * img->width + x]);
-        /* NaN fails both comparisons and lands on 0. */
-        row[(gsize) x * img->pixel_stride] =
-            (guint8) (v > 255.f ? 255.f : (v >= 0.f ? v : 0.f));
+  /* Each span of a row twice: its floats to planar bytes (contiguous:
+   * vectorised), then the bytes into the pixels; a 4-byte pixel's other
+   * byte (alpha, padding) is read first and written back as it was. */
+  for (gint y = 0; y < img->height; y++) {
+    guint8 *row = img->data + (gsize) y * img->row_stride;
+    const gfloat *src = (const gfloat *) t->data + (gsize) y * img->width;
+
+    for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
+      const gint n = MIN (SPAN, img->width - x0);
+      guint8 bytes[4][SPAN];
+      guint8 *d = row + (gsize) x0 * ps;
+
+      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+        to_bytes (src + c * plane + x0, bytes[c], n);
+      if (whole) {
+        const guint8 *planes[4];
+
+        for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+          planes[img->offset[c]] = bytes[c];
+        if (other >= 0) {
+          for (gint x = 0; x < n; x++)
+            bytes[3][x] = d[4 * x + other];
+          planes[other] = bytes[3];
+        }
+        interleave (d, planes, ps, n);
+        continue;
       }
+      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+        for (gint x = 0; x < n; x++)
+          d[(gsize) x * ps + img->offset[c]] = bytes[c][x];
     }
   }
   return TRUE;
 }
-

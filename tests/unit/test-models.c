@@ -740,6 +740,98 @@ test_image_clamp_round (void)
   }
 }
 
+/* What pp_image_from_tensor must write for @v: rintf's nearest integer
+ * (ties to even), clamped to 0..255, NaN to 0. */
+static guint8
+byte_reference (gfloat v)
+{
+  gfloat r = rintf (v);
+
+  return (guint8) (r > 255.f ? 255.f : (r >= 0.f ? r : 0.f));
+}
+
+/* Every kind of float (ties, NaN, infinities, −0, the largest, the
+ * subnormal) and a sweep of bit patterns, through RGB, BGRx, xRGB and
+ * 5-byte pixels of widths on both sides of the row span the conversion
+ * works in, against the formula; the bytes between pixels untouched; and
+ * those bytes back to floats, each the byte at its offset. */
+static void
+test_image_bytes_reference (void)
+{
+  static const gfloat special[] = { 0.5f, 1.5f, 2.5f, 254.5f, 255.5f,
+    253.5f, -0.5f, -0.0f, 0.49999997f, 0.50000006f, 127.49999f, 255.49998f,
+    256.f, -1.f, 1e-45f, -1e-45f, 3.4e38f, -3.4e38f, 8388607.5f, 16777216.f
+  };
+  static const struct
+  {
+    gint width, pixel_stride;
+    gint offset[3];
+  } layouts[] = {
+    {1, 3, {0, 1, 2}}, {511, 4, {2, 1, 0}}, {512, 3, {2, 1, 0}},
+    {513, 4, {0, 1, 2}}, {1100, 4, {1, 2, 3}}, {600, 5, {4, 0, 2}},
+  };
+  const gint height = 3;
+
+  for (guint l = 0; l < G_N_ELEMENTS (layouts); l++) {
+    const gint width = layouts[l].width, ps = layouts[l].pixel_stride;
+    const gint row_stride = width * ps + 5;
+    const gsize plane = (gsize) width * height;
+    g_autoptr (PpTensor) t = tensor_new (3, height, width);
+    g_autofree guint8 *buf = g_malloc (row_stride * height);
+    PpImage img = { buf, width, height, row_stride, ps,
+      {layouts[l].offset[0], layouts[l].offset[1], layouts[l].offset[2]}
+    };
+    gfloat *v = (gfloat *) t->data;
+    guint32 bits = 0x3f000000u + l;
+
+    for (gsize i = 0; i < 3 * plane; i++) {
+      if (i < G_N_ELEMENTS (special))
+        v[i] = special[i];
+      else if (i == G_N_ELEMENTS (special))
+        v[i] = NAN;
+      else if (i == G_N_ELEMENTS (special) + 1)
+        v[i] = INFINITY;
+      else if (i == G_N_ELEMENTS (special) + 2)
+        v[i] = -INFINITY;
+      else if (i % 2 == 0)
+        v[i] = (gfloat) ((i * 2654435761u) % 6000) / 20.f - 20.f;
+      else {
+        /* Bit patterns across every exponent, both signs. */
+        bits = bits * 1664525u + 1013904223u;
+        memcpy (&v[i], &bits, sizeof v[i]);
+      }
+    }
+    memset (buf, 0x5a, row_stride * height);
+    g_assert_true (pp_image_from_tensor (&img, t, NULL));
+    for (gint y = 0; y < height; y++)
+      for (gint x = 0; x < row_stride; x++) {
+        const guint8 got = buf[y * row_stride + x];
+        gint c = -1;
+
+        for (gint k = 0; k < 3 && x < width * ps; k++)
+          if (x % ps == layouts[l].offset[k])
+            c = k;
+        if (c < 0) {
+          g_assert_cmpuint (got, ==, 0x5a);
+          continue;
+        }
+        {
+          const gfloat f = v[c * plane + (gsize) y * width + x / ps];
+
+          if (got != byte_reference (f))
+            g_error ("width %d, pixel (%d,%d) channel %d: %a gave %u, not "
+                "%u", width, x / ps, y, c, f, got, byte_reference (f));
+        }
+      }
+    pp_image_to_tensor_into (&img, t);
+    for (gint c = 0; c < 3; c++)
+      for (gint y = 0; y < height; y++)
+        for (gint x = 0; x < width; x++)
+          g_assert_cmpfloat (v[c * plane + (gsize) y * width + x], ==,
+              buf[y * row_stride + x * ps + layouts[l].offset[c]]);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -763,5 +855,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models/image/encode-decode", test_image_encode_decode);
   g_test_add_func ("/models/image/check", test_image_check);
   g_test_add_func ("/models/image/clamp-round", test_image_clamp_round);
+  g_test_add_func ("/models/image/bytes-reference",
+      test_image_bytes_reference);
   return g_test_run ();
 }
