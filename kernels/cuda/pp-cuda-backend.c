@@ -50,6 +50,24 @@ leave (PpCudaBackend * cu)
   g_mutex_unlock (&cu->lock);
 }
 
+/* Whether the calling thread is capturing a graph, which may not @what
+ * (upload, download, synchronize, free): a copy from the staging buffers
+ * would become a node that copies whatever was staged last at every
+ * launch, and a synchronize would break the capture.  The capture then
+ * fails with the reason, and the work reruns without a graph. */
+static gboolean
+refused_in_capture (PpCudaBackend * cu, const gchar * what)
+{
+  if (!pp_cuda_capturing_here (cu))
+    return FALSE;
+  if (cu->capture_error == NULL)
+    g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
+        "%s: %s inside a CUDA graph capture (captured work may only "
+        "compute on device memory)", cu->be.device ? cu->be.device : "?",
+        what);
+  return TRUE;
+}
+
 /* Memory */
 
 static gpointer
@@ -79,12 +97,23 @@ cuda_free (PpBackend * be, gpointer mem)
 {
   PpCudaBackend *cu = be->priv;
 
+  const gsize bytes = GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes,
+          mem));
+
   enter (cu);
+  if (refused_in_capture (cu, "a free")) {
+    /* The buffer and its filter copies wait in the retired list until no
+     * graph can launch on them (free_retired). */
+    pp_cuda_conv_filters_forget (cu, mem, bytes);
+    g_hash_table_remove (cu->sizes, mem);
+    g_ptr_array_add (cu->retired, mem);
+    leave (cu);
+    return;
+  }
   /* Enqueued work may still use the buffer (cudaFree would wait for the
    * device too, but says so nowhere binding). */
   PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
-  pp_cuda_conv_filters_forget (cu, mem,
-      GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes, mem)));
+  pp_cuda_conv_filters_forget (cu, mem, bytes);
   g_hash_table_remove (cu->sizes, mem);
   PP_CUDA_OP_TRY (cu, cudaFree (mem));
   leave (cu);
@@ -127,7 +156,8 @@ cuda_upload (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
-  staged_upload (cu, dst, src, bytes, PP_DTYPE_U8, PP_DTYPE_U8);
+  if (!refused_in_capture (cu, "an upload"))
+    staged_upload (cu, dst, src, bytes, PP_DTYPE_U8, PP_DTYPE_U8);
   leave (cu);
 }
 
@@ -139,6 +169,10 @@ cuda_download (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
       / PP_CUDA_STAGING_BYTES;
 
   enter (cu);
+  if (refused_in_capture (cu, "a download")) {
+    leave (cu);
+    return;
+  }
   /* Chunk i + 1 is copied to the device's other staging buffer while the
    * host copies chunk i out of its own. */
   for (gsize i = 0; i <= chunks; i++) {
@@ -190,7 +224,8 @@ cuda_synchronize (PpBackend * be)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
-  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  if (!refused_in_capture (cu, "a synchronize"))
+    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
   leave (cu);
 }
 
@@ -209,9 +244,22 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
   if (mem == NULL)
     return NULL;
   enter (cu);
-  staged_upload (cu, mem, src, n, PP_DTYPE_F32, dtype);
+  if (!refused_in_capture (cu, "a weights upload"))
+    staged_upload (cu, mem, src, n, PP_DTYPE_F32, dtype);
   leave (cu);
   return mem;
+}
+
+/* Clears the calling thread's last runtime error, which a failed capture
+ * leaves behind (EndCapture's cudaErrorStreamCaptureInvalidated, a failed
+ * instantiate or call inside the capture): the kernels' launch checks
+ * read it (cudaGetLastError), and would take it for their own when the
+ * work reruns without a graph.  The failure itself is in the caller's
+ * error by then. */
+static void
+forget_last_error (void)
+{
+  (void) cudaGetLastError ();
 }
 
 /* CUDA graphs: the stream is captured (relaxed mode: the ops may still
@@ -236,6 +284,8 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
           cudaStreamCaptureModeRelaxed), error);
   if (ok)
     cu->capturing = g_thread_self ();
+  else
+    forget_last_error ();
   leave (cu);
   if (!ok)
     return NULL;
@@ -254,10 +304,12 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
         && PP_CUDA_TRY (cudaGraphInstantiate (&exec, graph, 0), error);
   if (graph != NULL)
     cudaGraphDestroy (graph);
-  if (ok)
+  if (ok) {
     cu->graphs_live++;
-  else
+  } else {
+    forget_last_error ();
     free_retired (cu);
+  }
   leave (cu);
   return ok ? exec : NULL;
 }

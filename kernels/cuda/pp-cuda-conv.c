@@ -90,41 +90,75 @@ usable (PpCudaBackend * cu, const ConvPlan * p,
   return TRUE;
 }
 
+/* Takes ranked result @r for plan @p if it runs within the workspace
+ * bound: its algorithm with the math type it was ranked under (cuDNN
+ * ranks the pairs; the descriptor's own type may select a slower kernel
+ * of the same algorithm), except that an exact float32 plan stays FMA. */
+static gboolean
+adopt (PpCudaBackend * cu, ConvPlan * p,
+    const cudnnConvolutionFwdAlgoPerf_t * r)
+{
+  const cudnnMathType_t math = p->math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH
+      : r->mathType;
+  gsize bytes;
+
+  if (r->status != CUDNN_STATUS_SUCCESS)
+    return FALSE;
+  if (math != p->math && cudnnSetConvolutionMathType (p->conv, math)
+      != CUDNN_STATUS_SUCCESS)
+    return FALSE;
+  if (!usable (cu, p, r->algo, &bytes)) {
+    if (math != p->math)
+      PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, p->math));
+    return FALSE;
+  }
+  p->math = math;
+  p->algo = r->algo;
+  p->workspace = bytes;
+  return TRUE;
+}
+
 /* Picks the algorithm cuDNN's trials on @x, @w and @y (the op's own
  * buffers: the trials write @y, which the op then overwrites) find
- * fastest, within the workspace bound; FALSE when none ran.  A float32
- * plan keeps to FMA results unless TF32 was asked for. */
+ * fastest, within the workspace bound; FALSE when none ran or the trials
+ * could not (the heuristics choose then).  The trials get the workspace
+ * the hungriest algorithm within the bound asks for, not the bound
+ * itself: the scratch buffer never shrinks. */
 static gboolean
 time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
     gconstpointer w, gpointer y)
 {
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  gpointer workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
-      CONV_MAX_WORKSPACE);
+  gsize need = 0;
+  gpointer workspace = NULL;
+  cudnnStatus_t status;
   int found = 0;
 
-  PP_CUDNN_OP_TRY (cu, cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn,
-          p->x, x, p->w, w, p->conv, p->y, y,
-          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, workspace,
-          CONV_MAX_WORKSPACE));
-  /* The results come fastest first. */
-  for (int i = 0; i < found; i++) {
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; a++) {
     gsize bytes;
 
-    if (perf[i].status != CUDNN_STATUS_SUCCESS
-        || (p->math == CUDNN_FMA_MATH && perf[i].mathType != CUDNN_FMA_MATH
-            && perf[i].mathType != CUDNN_DEFAULT_MATH)
-        || !usable (cu, p, perf[i].algo, &bytes))
-      continue;
-    p->algo = perf[i].algo;
-    p->workspace = bytes;
-    return TRUE;
+    if (usable (cu, p, (cudnnConvolutionFwdAlgo_t) a, &bytes))
+      need = MAX (need, bytes);
   }
+  if (need > 0)
+    workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
+  status = cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn, p->x, x, p->w,
+      w, p->conv, p->y, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf,
+      workspace, need);
+  if (status != CUDNN_STATUS_SUCCESS) {
+    g_debug ("cuDNN's convolution trials say %s: the heuristics choose",
+        cudnnGetErrorString (status));
+    return FALSE;
+  }
+  /* The results come fastest first. */
+  for (int i = 0; i < found; i++)
+    if (adopt (cu, p, &perf[i]))
+      return TRUE;
   return FALSE;
 }
 
-/* Picks the algorithm: the heuristics' ranking, first one that runs with
- * the descriptors' math type within the workspace bound. */
+/* Picks the algorithm: the heuristics' ranking, first one that runs within
+ * the workspace bound. */
 static void
 choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
 {
@@ -134,18 +168,9 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
   PP_CUDNN_OP_TRY (cu, cudnnGetConvolutionForwardAlgorithm_v7 (cu->cudnn,
           p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
           &found, perf));
-  for (int i = 0; i < found; i++) {
-    gsize bytes;
-
-    /* The size for this descriptor's math type (the ranking may list the
-     * algorithm under another). */
-    if (perf[i].status != CUDNN_STATUS_SUCCESS
-        || !usable (cu, p, perf[i].algo, &bytes))
-      continue;
-    p->algo = perf[i].algo;
-    p->workspace = bytes;
-    return;
-  }
+  for (int i = 0; i < found; i++)
+    if (adopt (cu, p, &perf[i]))
+      return;
   /* Implicit GEMM needs no workspace and supports every shape here. */
   p->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   p->workspace = 0;
@@ -198,12 +223,15 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   return p;
 }
 
-/* A filter's channels-last copy, and what it was made from. */
+/* A filter's channels-last copy, and what it was made from: the same
+ * buffer read as another shape of the same size is another filter. */
 typedef struct
 {
+  PpCudaBackend *cu;
   gpointer mem;
   gsize count;
   PpDType dtype;
+  int cout, cin, khkw;
 } FilterCopy;
 
 /* The channels-last copy ([cout, kh, kw, cin]) of 16-bit filter @weight
@@ -222,7 +250,9 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
 
   if (key->kh * key->kw == 1)
     return weight.data;
-  if (copy != NULL && copy->count == count && copy->dtype == weight.dtype)
+  if (copy != NULL && copy->count == count && copy->dtype == weight.dtype
+      && copy->cout == key->cout && copy->cin == key->cin
+      && copy->khkw == key->kh * key->kw)
     return copy->mem;
   if (cu->capturing != NULL)
     return NULL;
@@ -232,8 +262,12 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
     g_hash_table_remove (cu->conv_filters, weight.data);
   }
   copy = g_new0 (FilterCopy, 1);
+  copy->cu = cu;
   copy->count = count;
   copy->dtype = weight.dtype;
+  copy->cout = key->cout;
+  copy->cin = key->cin;
+  copy->khkw = key->kh * key->kw;
   if (!PP_CUDA_TRY (cudaMalloc (&copy->mem, count * sizeof (guint16)),
           &error)) {
     g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
@@ -332,13 +366,19 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
 }
 
 /* The copies are freed once the stream has finished with them
- * (pp_cuda_conv_filters_forget runs after a synchronize). */
+ * (pp_cuda_conv_filters_forget and a replaced copy's removal run after a
+ * synchronize), or retired while a graph may still launch on them or one
+ * is being captured (freed by the backend once no graph is left). */
 static void
 filter_free (gpointer data)
 {
   FilterCopy *copy = data;
+  PpCudaBackend *cu = copy->cu;
 
-  cudaFree (copy->mem);
+  if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
+    g_ptr_array_add (cu->retired, copy->mem);
+  else
+    cudaFree (copy->mem);
   g_free (copy);
 }
 

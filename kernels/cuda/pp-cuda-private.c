@@ -25,6 +25,10 @@ pp_cuda_op_error (PpCudaBackend * cu, GError * error)
 {
   if (!pp_cuda_capturing_here (cu))
     pp_cuda_fatal (cu, error);
+  /* The failed call's status stays this thread's last error, which the
+   * next launch check would read as its own (the work reruns without a
+   * graph once the capture has failed): it is in @error now. */
+  (void) cudaGetLastError ();
   if (cu->capture_error == NULL) {
     g_prefix_error (&error, "%s: while a CUDA graph was captured: ",
         cu->be.device ? cu->be.device : "?");
