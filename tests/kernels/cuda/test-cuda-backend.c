@@ -496,6 +496,99 @@ test_ops_on_device (void)
   g_rand_free (rand);
 }
 
+/* Graphs on the device: what a captured function may not do (upload,
+ * download, synchronize, free) fails its capture with the reason, and
+ * the same work then runs without a graph (the failed capture's error
+ * must not reach the next op's launch check, which would end the
+ * process); a capture of ops alone launches as often as asked. */
+typedef struct
+{
+  PpBackend *be;
+  float *d;                     /* 4 floats on the device */
+  const gchar *misstep;         /* what the function does after its op */
+  float host[4];
+} Capture;
+
+static gboolean
+capture_func (gpointer data, GError ** error)
+{
+  Capture *c = data;
+
+  pp_scale (c->be, c->d, 4, 2.0f);
+  if (g_strcmp0 (c->misstep, "upload") == 0)
+    pp_backend_upload (c->be, c->d, c->host, sizeof c->host);
+  else if (g_strcmp0 (c->misstep, "download") == 0)
+    pp_backend_download (c->be, c->host, c->d, sizeof c->host);
+  else if (g_strcmp0 (c->misstep, "synchronize") == 0)
+    pp_backend_synchronize (c->be);
+  else if (g_strcmp0 (c->misstep, "free") == 0)
+    pp_backend_free (c->be, pp_backend_alloc (c->be, 1024, NULL));
+  return TRUE;
+}
+
+static void
+expect_values (Capture * c, float want)
+{
+  float got[4];
+
+  pp_backend_download (c->be, got, c->d, sizeof got);
+  for (int i = 0; i < 4; i++)
+    if (got[i] != want)
+      g_error ("[%d] is %g, not %g", i, got[i], want);
+}
+
+static void
+test_graph_capture_on_device (void)
+{
+  static const gchar *const missteps[] = { "upload", "download",
+    "synchronize", "free"
+  };
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  const float ones[4] = { 1, 1, 1, 1 };
+  Capture c = { gpu, NULL, NULL, {5, 5, 5, 5} };
+  gpointer graph;
+  GError *error = NULL;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  c.d = to_device (gpu, ones, 4);
+  for (guint i = 0; i < G_N_ELEMENTS (missteps); i++) {
+    g_autofree gchar *what = g_strdup_printf ("*%s inside a CUDA graph "
+        "capture*", g_str_equal (missteps[i], "upload") ? "an upload"
+        : g_str_equal (missteps[i], "download") ? "a download"
+        : g_str_equal (missteps[i], "free") ? "a free" : "a synchronize");
+
+    c.misstep = missteps[i];
+    pp_backend_upload (gpu, c.d, ones, sizeof ones);
+    graph = pp_backend_graph_capture (gpu, capture_func, &c, &error);
+    g_assert_null (graph);
+    g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+    if (!g_pattern_match_simple (what, error->message))
+      g_error ("%s: the capture failed with '%s'", missteps[i],
+          error->message);
+    g_clear_error (&error);
+    /* The work again without a graph: the ops' checks see no error. */
+    pp_backend_upload (gpu, c.d, ones, sizeof ones);
+    c.misstep = NULL;
+    g_assert_true (capture_func (&c, NULL));
+    expect_values (&c, 2.0f);
+  }
+  c.misstep = NULL;
+  pp_backend_upload (gpu, c.d, ones, sizeof ones);
+  graph = pp_backend_graph_capture (gpu, capture_func, &c, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (graph);
+  /* Captured, not run. */
+  expect_values (&c, 1.0f);
+  for (int i = 0; i < 3; i++)
+    g_assert_true (pp_backend_graph_launch (gpu, graph, NULL));
+  expect_values (&c, 8.0f);
+  pp_backend_graph_free (gpu, graph);
+  pp_backend_free (gpu, c.d);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -510,5 +603,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/op-error", test_op_error);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
+  g_test_add_func ("/cuda-backend/graph-capture-on-device",
+      test_graph_capture_on_device);
   return g_test_run ();
 }
