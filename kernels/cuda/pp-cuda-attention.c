@@ -147,6 +147,19 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   guint16 *out16;
   gpointer workspace;
 
+  /* A shape first met inside a graph capture: its plan may compile
+   * kernels and load them, which is no work for a capture.  The capture
+   * fails, and the work reruns without a graph, which makes the plan. */
+  if (pp_cuda_capturing_here (cu) && !pp_cuda_sdpa_known (cu->sdpa_plans, t,
+          1, lq, lk, heads, head_dim, causal)) {
+    if (cu->capture_error == NULL)
+      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE, "%s: "
+          "attention of %d queries, %d keys, %d heads of %d first met while "
+          "a CUDA graph was captured (its fused plan is made outside "
+          "captures)", cu->be.device ? cu->be.device : "?", lq, lk, heads,
+          head_dim);
+    return FALSE;
+  }
   /* An unsupported shape: the log said so when its plan was tried. */
   if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, 1, lq, lk, heads,
           head_dim, causal, &bytes, &error))

@@ -94,7 +94,10 @@ typedef struct
    * engine configurations), in creation order: kept while the plan lives
    * rather than relying on cuDNN having copied what it needs. */
   GPtrArray *descriptors;
-  gchar *unsupported;           /* why, when plan is NULL */
+  gchar *unsupported;           /* why, when plan is NULL or refused */
+  /* Made, then failed to run: kept (work enqueued before, and graphs
+   * captured with it, may still run its kernels) but not run again. */
+  gboolean refused;
 } SdpaPlan;
 
 /* The descriptors of one plan being built. */
@@ -563,8 +566,10 @@ build_plan (cudnnHandle_t handle, Builder * b, SdpaPlan * plan,
   if (ok && returned <= 0) {
     g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "none of the %"
         G_GINT64_FORMAT " engine configurations cuDNN's heuristics found for "
-        "this graph is supported here (CUDNN_LOGLEVEL_DBG=2 "
-        "CUDNN_LOGDEST_DBG=stderr logs why)", (gint64) count);
+        "this graph is supported here (its fused attention engines compile "
+        "their kernels at run time: they need NVRTC, libnvrtc.so, loadable; "
+        "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr logs why)",
+        (gint64) count);
     ok = FALSE;
   }
   ok = ok && choose_plan (configs, MIN (returned, count), plan, error);
@@ -661,12 +666,21 @@ pp_cuda_sdpa_prepare (cudnnHandle_t handle, GHashTable * plans,
     plan = sdpa_plan_new (handle, &key);
     g_hash_table_insert (plans, g_memdup2 (&key, sizeof key), plan);
   }
-  if (plan->plan == NULL) {
+  if (plan->plan == NULL || plan->refused) {
     g_set_error_literal (error, PP_ERROR, PP_ERROR_DEVICE, plan->unsupported);
     return FALSE;
   }
   *workspace_bytes = plan->workspace;
   return TRUE;
+}
+
+gboolean
+pp_cuda_sdpa_known (GHashTable * plans, PpCudaType t, int n, int lq, int lk,
+    int heads, int head_dim, gboolean causal)
+{
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
+
+  return g_hash_table_contains (plans, &key);
 }
 
 void
@@ -675,10 +689,15 @@ pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
 {
   const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
   g_autofree gchar *shape = key_describe (&key);
-  SdpaPlan *plan = g_new0 (SdpaPlan, 1);
+  SdpaPlan *plan = g_hash_table_lookup (plans, &key);
 
+  if (plan == NULL) {
+    plan = g_new0 (SdpaPlan, 1);
+    g_hash_table_insert (plans, g_memdup2 (&key, sizeof key), plan);
+  }
+  g_free (plan->unsupported);
   plan->unsupported = g_strdup_printf ("%s: unsupported: %s", shape, why);
-  g_hash_table_replace (plans, g_memdup2 (&key, sizeof key), plan);
+  plan->refused = TRUE;
 }
 
 static gboolean
@@ -713,7 +732,7 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
   if (!check_arguments (&key, error))
     return FALSE;
   plan = g_hash_table_lookup (plans, &key);
-  if (plan == NULL || plan->plan == NULL) {
+  if (plan == NULL || plan->plan == NULL || plan->refused) {
     g_autofree gchar *shape = key_describe (&key);
 
     if (plan == NULL)

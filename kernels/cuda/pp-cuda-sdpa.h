@@ -32,8 +32,8 @@
  * the stream: in a warm-up pass.
  *
  * Neither the table nor the functions are thread-safe: one table per
- * handle, used from one thread; free the table before destroying the
- * handle. */
+ * handle, used from one thread at a time; free the table before
+ * destroying the handle. */
 #pragma once
 
 #include <glib.h>
@@ -72,9 +72,15 @@ gboolean pp_cuda_sdpa_run        (cudnnHandle_t handle, GHashTable * plans,
                                   gboolean causal, gpointer workspace,
                                   gsize workspace_bytes, GError ** error);
 
-/* Marks this shape unsupported, with @why, freeing its plan: one cuDNN
- * made but could not run.  The caller computes it another way from then
- * on. */
+/* Whether @plans has tried this shape (a plan, or why there is none). */
+gboolean pp_cuda_sdpa_known      (GHashTable * plans, PpCudaType t, int n,
+                                  int lq, int lk, int heads, int head_dim,
+                                  gboolean causal);
+
+/* Marks this shape unsupported, with @why: one cuDNN made but could not
+ * run.  Its plan is kept (work enqueued with it, and graphs captured with
+ * it, may still run its kernels), never run again; the caller computes
+ * the shape another way from then on. */
 void     pp_cuda_sdpa_refuse     (GHashTable * plans, PpCudaType t, int n,
                                   int lq, int lk, int heads, int head_dim,
                                   gboolean causal, const gchar * why);

@@ -589,6 +589,85 @@ test_graph_capture_on_device (void)
   pp_backend_free (gpu, c.d);
 }
 
+/* A 16-bit attention of a shape first met inside a capture: with the
+ * fused way the capture fails (its cuDNN plan may compile and load
+ * kernels), the work runs without a graph and makes the plan (or learns
+ * there is none), and the next capture of it succeeds; either way the
+ * graph's output equals the eager one's. */
+typedef struct
+{
+  PpBackend *be;
+  float *q, *k, *v, *out;
+} AttentionCapture;
+
+static gboolean
+attention_func (gpointer data, GError ** error)
+{
+  AttentionCapture *a = data;
+
+  pp_attention (a->be, a->q, a->k, a->v, 1, 96, 77, 2, 40, PP_DTYPE_F16,
+      a->out);
+  return TRUE;
+}
+
+static void
+test_attention_capture_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  /* Room for the larger shape run first. */
+  const gsize qn = 128 * 80, kn = 96 * 80;
+  AttentionCapture a = { gpu };
+  g_autofree float *eager = g_new (float, qn);
+  GRand *rand;
+  gpointer graph;
+  GError *error = NULL;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  rand = g_rand_new_with_seed (5);
+  {
+    g_autofree float *q = random_floats (rand, qn);
+    g_autofree float *k = random_floats (rand, kn);
+    g_autofree float *v = random_floats (rand, kn);
+
+    a.q = to_device (gpu, q, qn);
+    a.k = to_device (gpu, k, kn);
+    a.v = to_device (gpu, v, kn);
+    a.out = to_device (gpu, q, qn);
+  }
+  /* A larger shape without a graph first: the scratch buffers are then
+   * large enough, and cannot be what fails the capture. */
+  pp_attention (gpu, a.q, a.k, a.v, 1, 128, 96, 2, 40, PP_DTYPE_F16, a.out);
+  graph = pp_backend_graph_capture (gpu, attention_func, &a, &error);
+  if (((PpCudaBackend *) gpu->priv)->attention == PP_CUDA_ATTENTION_FUSED) {
+    g_assert_null (graph);
+    g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+    g_assert_nonnull (strstr (error->message, "first met while a CUDA "
+            "graph was captured"));
+    g_clear_error (&error);
+  } else {
+    g_assert_no_error (error);
+    pp_backend_graph_free (gpu, graph);
+  }
+  g_assert_true (attention_func (&a, NULL));
+  pp_backend_download (gpu, eager, a.out, 96 * 80 * sizeof (float));
+  pp_backend_upload (gpu, a.out, eager + 1, (96 * 80 - 1) * sizeof (float));
+  graph = pp_backend_graph_capture (gpu, attention_func, &a, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (graph);
+  g_assert_true (pp_backend_graph_launch (gpu, graph, NULL));
+  compare (gpu, a.out, eager, 96 * 80, 0.0,
+      "attention, graph against eager");
+  pp_backend_graph_free (gpu, graph);
+  pp_backend_free (gpu, a.q);
+  pp_backend_free (gpu, a.k);
+  pp_backend_free (gpu, a.v);
+  pp_backend_free (gpu, a.out);
+  g_rand_free (rand);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -605,5 +684,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
   g_test_add_func ("/cuda-backend/graph-capture-on-device",
       test_graph_capture_on_device);
+  g_test_add_func ("/cuda-backend/attention-capture-on-device",
+      test_attention_capture_on_device);
   return g_test_run ();
 }
