@@ -54,11 +54,13 @@
       (PP_OPS_VIEW (weight, (gint64) cout * cin * kh * kw)                   \
           PP_OPS_VIEW_OPTIONAL (bias, cout)))                                \
   /* x, y [n,c,hw]; statistics per (sample, group of c/groups channels);     \
-   * gamma, beta [c] (absent: 1 and 0).  y may equal x. */                   \
+   * gamma, beta [c] (absent: 1 and 0); with @silu, y = silu of the          \
+   * normalised values (a ResNet's norm and activation in one pass, the      \
+   * bytes of group_norm then silu).  y may equal x. */                      \
   VIEWS (group_norm, GROUP_NORM,                                             \
       (const float *x, int n, int c, int hw, int groups, float eps,          \
-          PpView gamma, PpView beta, float *y),                              \
-      (x, n, c, hw, groups, eps, gamma, beta, y), 0,                         \
+          PpView gamma, PpView beta, gboolean silu, float *y),               \
+      (x, n, c, hw, groups, eps, gamma, beta, silu, y), 0,                   \
       (PP_OPS_VIEW_OPTIONAL (gamma, c) PP_OPS_VIEW_OPTIONAL (beta, c)))      \
   /* x, y [rows,dim]; gamma, beta [dim] (absent: 1 and 0).  y may equal      \
    * x. */                                                                   \

@@ -418,10 +418,10 @@ cases_conv2d (Run * r)
 
 /* ---- group_norm, layer_norm --------------------------------------------- */
 
-/* @dtype: of the gamma and beta views. */
+/* @dtype: of the gamma and beta views; @silu: the activation fused. */
 static void
 group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
-    gboolean beta_on, gboolean in_place, PpDType dtype)
+    gboolean beta_on, gboolean in_place, gboolean silu, PpDType dtype)
 {
   const float eps = 1e-5f;
   const size_t total = (size_t) n * c * hw;
@@ -434,7 +434,8 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
   float *dy = in_place ? dx : device_nan (r, total);
 
   pp_group_norm (r->be, dx, n, c, hw, groups, eps,
-      upload_view (r, gamma, c, dtype), upload_view (r, beta, c, dtype), dy);
+      upload_view (r, gamma, c, dtype), upload_view (r, beta, c, dtype), silu,
+      dy);
   for (int b = 0; b < n; b++)
     for (int g = 0; g < groups; g++) {
       const size_t first = ((size_t) b * c + (size_t) g * per) * hw;
@@ -447,34 +448,43 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
           const double v = (x[at] - mean) * rstd;
 
           ref[at] = (gamma ? v * gamma[ch] : v) + (beta ? beta[ch] : 0.0);
+          if (silu)
+            ref[at] = pp_ref_silu (ref[at]);
         }
     }
   check_device (r, PP_OP_GROUP_NORM, g_strdup_printf ("n%d c%d hw%d "
-          "groups %d%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
-          beta ? " beta" : "", in_place ? " in place" : "",
-          views_label (dtype)), dy, ref, total, (double) per * hw);
+          "groups %d%s%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
+          beta ? " beta" : "", silu ? " silu" : "",
+          in_place ? " in place" : "", views_label (dtype)), dy, ref, total,
+      (double) per * hw);
 }
 
 static void
 cases_group_norm (Run * r)
 {
   const PpDType f32 = PP_DTYPE_F32;
+  const gboolean on = TRUE, off = FALSE;
 
-  group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE, f32);
-  group_norm_one (r, 1, 6, 1, 3, FALSE, FALSE, FALSE, f32);
-  group_norm_one (r, 1, 7, 3, 7, TRUE, TRUE, TRUE, f32);
-  group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE, f32);
-  group_norm_one (r, 1, 1, 1, 1, TRUE, TRUE, FALSE, f32);       /* y = beta */
-  group_norm_one (r, 2, 64, 17 * 17, 32, TRUE, FALSE, TRUE, f32);
-  group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, FALSE, f32);
+  group_norm_one (r, 2, 12, 35, 4, on, on, off, off, f32);
+  group_norm_one (r, 1, 6, 1, 3, off, off, off, off, f32);
+  group_norm_one (r, 1, 7, 3, 7, on, on, on, off, f32);
+  group_norm_one (r, 2, 12, 35, 3, off, on, off, off, f32);
+  group_norm_one (r, 1, 1, 1, 1, on, on, off, off, f32);       /* y = beta */
+  group_norm_one (r, 2, 64, 17 * 17, 32, on, off, on, off, f32);
+  group_norm_one (r, 1, 128, 32 * 32, 32, on, on, off, off, f32);
   /* Groups a GPU splits into slices of unequal length: 3 slices, in place;
    * the most slices, the last one shorter. */
-  group_norm_one (r, 1, 64, 3001, 32, TRUE, TRUE, TRUE, f32);
-  group_norm_one (r, 1, 4, 65537, 1, TRUE, TRUE, FALSE, f32);
+  group_norm_one (r, 1, 64, 3001, 32, on, on, on, off, f32);
+  group_norm_one (r, 1, 4, 65537, 1, on, on, off, off, f32);
+  /* The SiLU in the norm's pass: one block a group, and split. */
+  group_norm_one (r, 2, 12, 35, 4, on, on, off, on, f32);
+  group_norm_one (r, 1, 64, 3001, 32, on, on, on, on, f32);
   for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
-    group_norm_one (r, 2, 12, 35, 4, TRUE, TRUE, FALSE, half_dtypes[d]);
-    group_norm_one (r, 2, 12, 35, 3, FALSE, TRUE, FALSE, half_dtypes[d]);
-    group_norm_one (r, 1, 128, 32 * 32, 32, TRUE, TRUE, TRUE,
+    group_norm_one (r, 2, 12, 35, 4, on, on, off, off, half_dtypes[d]);
+    group_norm_one (r, 2, 12, 35, 3, off, on, off, off, half_dtypes[d]);
+    group_norm_one (r, 1, 128, 32 * 32, 32, on, on, on, off,
+        half_dtypes[d]);
+    group_norm_one (r, 1, 128, 32 * 32, 32, on, on, off, on,
         half_dtypes[d]);
   }
 }

@@ -76,13 +76,15 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * floats (splits: pp_cuda_group_norm_splits, at most
  * PP_CUDA_GROUP_MAX_SPLITS).  NULL @partials, or a shape the split
  * kernels cannot take (splits 0: n · groups past 65535, or a group of
- * 2³² values): one block per group, both passes in it (the first way). */
+ * 2³² values): one block per group, both passes in it (the first way).
+ * With @silu, y is the SiLU of the normalised values (pp_math_silu, as
+ * pp_cuda_unary computes it: the same bytes as the two apart). */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 cudaError_t pp_cuda_group_norm (const float *x, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, float *partials, float *y,
-    cudaStream_t stream);
+    const void *beta, PpCudaType beta_type, int silu, float *partials,
+    float *y, cudaStream_t stream);
 cudaError_t pp_cuda_layer_norm (const float *x, size_t rows, int dim,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, float *y, cudaStream_t stream);

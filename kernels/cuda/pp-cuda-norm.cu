@@ -80,7 +80,7 @@ group_norm_stats_kernel (const float *x, int c, size_t hw, int groups,
 template <PpCudaType G, PpCudaType B> __global__ void
 group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
     int splits, const float2 *partials, float eps, const void *gamma,
-    const void *beta, float *y)
+    const void *beta, bool silu, float *y)
 {
   __shared__ float moments[2];
   const int per_group = c / groups;
@@ -124,7 +124,9 @@ group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
     const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
     const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-    y[first + i] = (x[first + i] - moments[0]) * (moments[1] * ga) + be;
+    const float v = (x[first + i] - moments[0]) * (moments[1] * ga) + be;
+
+    y[first + i] = silu ? pp_math_silu (v) : v;
   }
 }
 
@@ -133,7 +135,8 @@ group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
  * in it. */
 template <PpCudaType G, PpCudaType B> __global__ void
 group_norm_whole_kernel (const float *x, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, const void *beta, float *y)
+    int groups, float eps, const void *gamma, const void *beta, bool silu,
+    float *y)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
@@ -150,7 +153,9 @@ group_norm_whole_kernel (const float *x, int n, int c, size_t hw,
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-      y[first + i] = (x[first + i] - mean) * (rstd * ga) + be;
+      const float v = (x[first + i] - mean) * (rstd * ga) + be;
+
+      y[first + i] = silu ? pp_math_silu (v) : v;
     }
     /* The next item's first reduction reuses shared memory: the barrier at
      * the end of pp_cuda_block_sum covers it. */
@@ -188,7 +193,8 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
 extern "C" cudaError_t
 pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, float *partials, float *y, cudaStream_t stream)
+    PpCudaType beta_type, int silu, float *partials, float *y,
+    cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
@@ -202,7 +208,7 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
             group_norm_whole_kernel<G, B><<<(unsigned) (items
                     < NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS),
                 NORM_THREADS, 0, stream>>> (x, n, c, hw, groups, eps, gamma,
-                beta, y)));
+                beta, silu != 0, y)));
     return cudaGetLastError ();
   }
   group_norm_stats_kernel<<<grid, GROUP_THREADS, 0, stream>>> (x, c, hw,
@@ -211,7 +217,7 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
       PP_CUDA_DISPATCH_TYPE (beta_type, B,
           group_norm_apply_kernel<G, B><<<grid, GROUP_THREADS, 0,
           stream>>> (x, c, hw, groups, splits, (const float2 *) partials,
-              eps, gamma, beta, y)));
+              eps, gamma, beta, silu != 0, y)));
   return cudaGetLastError ();
 }
 

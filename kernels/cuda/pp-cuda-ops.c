@@ -5,7 +5,8 @@
 
 void
 pp_cuda_op_group_norm (PpCudaBackend * cu, const float *x, int n, int c,
-    int hw, int groups, float eps, PpView gamma, PpView beta, float *y)
+    int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
+    float *y)
 {
   int splits;
   float *partials;
@@ -21,7 +22,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, const float *x, int n, int c,
   PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, n, c, hw, groups, eps,
           gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
-          partials, y, cu->stream));
+          silu ? 1 : 0, partials, y, cu->stream));
 }
 
 void

@@ -772,14 +772,19 @@ pp_unet_size_multiple (PpUnet * m)
 
 /* Forward */
 
+/* The group norm, then the model's activation when @act: SiLU in the
+ * norm's own pass. */
 static PpAct
 group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
-    const PpAct * x)
+    const PpAct * x, gboolean act)
 {
   PpAct y = pp_act_new (m->pool, x->n, x->c, x->h, x->w);
+  const gboolean silu = act && m->act == PP_ACT_SILU;
 
   pp_group_norm (m->be, x->data, x->n, x->c, x->h * x->w, m->groups, eps,
-      norm->gamma, norm->beta, y.data);
+      norm->gamma, norm->beta, silu, y.data);
+  if (act && !silu)
+    pp_act_fn_apply (m->act, &y);
   return y;
 }
 
@@ -791,16 +796,14 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
 {
   PpAct h, t, out;
 
-  h = group_norm (m, &r->norm1, m->norm_eps, x);
-  pp_act_fn_apply (m->act, &h);
+  h = group_norm (m, &r->norm1, m->norm_eps, x, TRUE);
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
   pp_add_channel (m->be, h.data, h.n, h.c, h.h * h.w, pp_act_as_view (&t));
   pp_act_clear (&t);
 
-  pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h));
-  pp_act_fn_apply (m->act, &h);
+  pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h, TRUE));
   pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
 
   out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
@@ -1025,7 +1028,7 @@ transformer_forward (const PpUnet * m, const Transformer * t,
 {
   const gint hw = x->h * x->w, c = t->channels;
   const gint head_dim = c / t->heads, inner = FF_MULT * c;
-  PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x);
+  PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x, FALSE);
   PpAct tokens = pp_act_new (m->pool, x->n, hw, 1, c);
   PpAct out = pp_act_copy (x);
   PpAct h, q, k, v, o, nx, ny, gg, ff, ck, cv;
@@ -1285,8 +1288,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
   g_assert (skips.len == 0);
   pp_act_clear (&temb);
 
-  pp_act_replace (&h, group_norm (m, &m->norm_out, m->norm_eps, &h));
-  pp_act_fn_apply (m->act, &h);
+  pp_act_replace (&h, group_norm (m, &m->norm_out, m->norm_eps, &h, TRUE));
   pp_act_replace (&h, pp_conv_apply (&m->conv_out, &h));
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "out");
   return h;

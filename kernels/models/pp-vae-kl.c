@@ -427,15 +427,18 @@ pp_vae_kl_scale_factor (PpVaeKl * m)
 
 /* Forward */
 
+/* The group norm, then the activation when @act: SiLU in the norm's own
+ * pass. */
 static PpAct
 norm_act (const PpVaeKl * m, const PpNorm * norm, const PpAct * x,
     gboolean act)
 {
   PpAct y = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
+  const gboolean silu = act && m->act == PP_ACT_SILU;
 
   pp_group_norm (m->be, x->data, x->n, x->c, x->h * x->w, m->groups,
-      NORM_EPS, norm->gamma, norm->beta, y.data);
-  if (act)
+      NORM_EPS, norm->gamma, norm->beta, silu, y.data);
+  if (act && !silu)
     pp_act_fn_apply (m->act, &y);
   return y;
 }

@@ -481,9 +481,9 @@ test_ops_on_device (void)
     compare (gpu, dout, want, qn, 1e-5, "attention");
     /* q as [n, c = 24, hw = 100]: 4 groups. */
     pp_group_norm (cpu, q, n, heads * hd, lq, 4, 1e-5f, pp_view_none (),
-        pp_view_none (), want);
+        pp_view_none (), FALSE, want);
     pp_group_norm (gpu, dq, n, heads * hd, lq, 4, 1e-5f, pp_view_none (),
-        pp_view_none (), dout);
+        pp_view_none (), FALSE, dout);
     compare (gpu, dout, want, qn, 1e-5, "group_norm");
     pp_nchw_to_nlc (cpu, q, n, heads * hd, lq, want);
     pp_nchw_to_nlc (gpu, dq, n, heads * hd, lq, dout);

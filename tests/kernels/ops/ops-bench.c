@@ -255,7 +255,8 @@ group_norm_run (gpointer data)
   Norm *g = data;
 
   pp_group_norm (be, g->x, g->n, g->c, g->hw, g->groups, 1e-5f,
-      pp_view_f32 (g->gamma, g->c), pp_view_f32 (g->beta, g->c), g->y);
+      pp_view_f32 (g->gamma, g->c), pp_view_f32 (g->beta, g->c), FALSE,
+      g->y);
 }
 
 /* In-place ops start from the same values each run (repeated SiLU would

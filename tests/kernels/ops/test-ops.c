@@ -615,7 +615,7 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
     x[i] += (float) offset;
   before = paths_now ();
   pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
-      pp_view_f32 (beta, c), y);
+      pp_view_f32 (beta, c), FALSE, y);
   check_splits (what, &before, loop_splits ((size_t) n * groups,
           PP_CPU_NORM_GRAIN_VALUES / count + 1));
   for (int b = 0; b < n; b++)
@@ -634,9 +634,26 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
     }
   check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
 
+  /* With the SiLU: the bytes of the norm and then the silu op, and
+   * within the bound of the reference's SiLU. */
+  {
+    g_autofree float *fused = g_new (float, total);
+    g_autofree float *apart = g_memdup2 (y, total * sizeof (float));
+    g_autofree gchar *fused_what = g_strconcat (what, ", silu", NULL);
+
+    pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
+        pp_view_f32 (beta, c), TRUE, fused);
+    pp_silu (be, apart, total);
+    check_equal (fused_what, fused, apart, total);
+    for (size_t i = 0; i < total; i++)
+      ref[i] = pp_ref_silu (ref[i]);
+    check_close (fused_what, fused, ref, total, NULL, max_abs (ref, total),
+        TOL_NORM);
+  }
+
   /* In place gives the same result. */
   pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
-      pp_view_f32 (beta, c), x);
+      pp_view_f32 (beta, c), FALSE, x);
   check_equal ("group_norm in place", x, y, total);
 }
 
@@ -1629,9 +1646,9 @@ run_views_widened (GRand * rng, PpDType dtype)
   check_equal (what, got, want, (size_t) rows * m);
   /* group_norm and layer_norm: gamma and beta (the bias as both). */
   pp_group_norm (be, x, n, cin, hw, 4, 1e-5f, pp_view (bias16, dtype, cin),
-      pp_view (bias16 + 1, dtype, cin), got);
+      pp_view (bias16 + 1, dtype, cin), FALSE, got);
   pp_group_norm (be, x, n, cin, hw, 4, 1e-5f, pp_view_f32 (bias, cin),
-      pp_view_f32 (bias + 1, cin), want);
+      pp_view_f32 (bias + 1, cin), FALSE, want);
   g_free (what);
   what = g_strdup_printf ("group_norm, %s views", name);
   check_equal (what, got, want, nx);
