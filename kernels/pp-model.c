@@ -148,6 +148,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
     return NULL;
 
   model = g_new0 (PpModel, 1);
+  g_mutex_init (&model->image_lock);
   model->klass = klass;
   model->uri = g_strdup (uri);
   model->path = g_steal_pointer (&path);
@@ -339,6 +340,14 @@ pp_model_uri_param (const gchar * uri, const gchar * name)
   return value;
 }
 
+/* The image phases' graphs (below). */
+#define IMAGE_KEY_DIMS (2 + PP_TENSOR_MAX_DIMS)
+static void image_graph_free (PpModel * model, PpModelImageGraph ** graph);
+static void image_graph_reset (PpModel * model, PpModelImageGraph * graph);
+static gboolean image_compute (PpModel * model, PpModelImageGraph ** graph,
+    const gchar * what, const gint64 key[IMAGE_KEY_DIMS],
+    gboolean (*compute) (PpModel * model, GError ** error), GError ** error);
+
 void
 pp_model_free (PpModel * model)
 {
@@ -347,9 +356,12 @@ pp_model_free (PpModel * model)
   pp_model_graphs_reset (model);
   g_clear_pointer (&model->graph, g_free);
   g_clear_pointer (&model->batch_graphs, g_ptr_array_unref);
+  image_graph_free (model, &model->encode_graph);
+  image_graph_free (model, &model->decode_graph);
   if (model->klass->finalize != NULL)
     model->klass->finalize (model);
   g_clear_pointer (&model->host_sample, pp_tensor_free);
+  g_mutex_clear (&model->image_lock);
   g_free (model->uri);
   g_free (model->path);
   g_free (model);
@@ -373,16 +385,48 @@ pp_model_digest (PpModel * model)
 PpTensor *
 pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
 {
-  if (model->klass->encode != NULL)
-    return model->klass->encode (model, image, error);
+  if (model->klass->encode != NULL) {
+    PpTensor *sample;
+
+    /* Its device work, like an encode_compute's, one at a time with the
+     * other image phase's (PpModel.image_lock). */
+    g_mutex_lock (&model->image_lock);
+    sample = model->klass->encode (model, image, error);
+    g_mutex_unlock (&model->image_lock);
+    return sample;
+  }
   /* Built-in models diffuse in pixel space: the sample is the image. */
   return pp_image_to_tensor (image, PP_MODEL_SAMPLE_NAME, error);
+}
+
+/* The key of an image phase's graph: the frame's size, and for decoding
+ * the sample's shape. */
+static void
+image_key (const PpImage * image, const PpTensor * sample,
+    gint64 key[IMAGE_KEY_DIMS])
+{
+  memset (key, 0, IMAGE_KEY_DIMS * sizeof (gint64));
+  key[0] = image->width;
+  key[1] = image->height;
+  if (sample != NULL)
+    memcpy (key + 2, sample->shape, sample->ndim * sizeof (gint64));
 }
 
 gboolean
 pp_model_encode_into (PpModel * model, const PpImage * image,
     PpTensor * sample, GError ** error)
 {
+  const PpModelClass *k = model->klass;
+
+  if (k->encode_in != NULL) {
+    gint64 key[IMAGE_KEY_DIMS];
+
+    image_key (image, NULL, key);
+    return k->encode_in (model, image, error)
+        && image_compute (model, &model->encode_graph, "encoding", key,
+        k->encode_compute, error)
+        && k->encode_out (model, sample, error);
+  }
   if (model->klass->encode_into != NULL)
     return model->klass->encode_into (model, image, sample, error);
   if (!pp_image_check_tensor (sample, image->width, image->height, error))
@@ -402,6 +446,17 @@ gboolean
 pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     GError ** error)
 {
+  const PpModelClass *k = model->klass;
+
+  if (k->decode_in != NULL) {
+    gint64 key[IMAGE_KEY_DIMS];
+
+    image_key (image, sample, key);
+    return k->decode_in (model, sample, image, error)
+        && image_compute (model, &model->decode_graph, "decoding", key,
+        k->decode_compute, error)
+        && k->decode_out (model, image, error);
+  }
   if (model->klass->decode != NULL)
     return model->klass->decode (model, sample, image, error);
   if (sample->backend != NULL) {
@@ -834,6 +889,8 @@ pp_model_graphs_reset (PpModel * model)
   batch_graphs_reset (model);
   if (model->graph != NULL)
     slot_reset (model, &model->graph->slot);
+  /* Not the decoding's (image_compute). */
+  image_graph_reset (model, model->encode_graph);
 }
 
 void
@@ -850,4 +907,105 @@ pp_model_batch_graph_counts (PpModel * model, guint64 * captures,
 {
   *captures = model->batch_captures;
   *launches = model->batch_launches;
+}
+
+/* Rank 0's image phases: the device part of encoding frames of one size,
+ * or of decoding samples of one shape into frames of one size, as a graph
+ * (the way of pp_model_steps_slice's: once as is, then captured and
+ * launched).  Encoding's is started over by pp_model_graphs_reset (a
+ * settings update, on the encoding thread, replaces its noise and
+ * buffers); decoding's only by another key, as the settings change
+ * nothing it uses and it runs on another thread. */
+typedef struct
+{
+  PpModel *model;
+  gboolean (*compute) (PpModel * model, GError ** error);
+  const gchar *what;
+  gint64 key[IMAGE_KEY_DIMS];
+} ImageCall;
+
+struct _PpModelImageGraph
+{
+  GraphSlot slot;
+  ImageCall call;
+  guint64 captures, launches;
+};
+
+static gboolean
+image_run (gpointer data, GError ** error)
+{
+  const ImageCall *c = data;
+
+  return c->compute (c->model, error);
+}
+
+static gchar *
+image_describe (gconstpointer data)
+{
+  const ImageCall *c = data;
+
+  return g_strdup_printf ("%s of %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+      " frames", c->what, c->key[0], c->key[1]);
+}
+
+static void
+image_graph_reset (PpModel * model, PpModelImageGraph * graph)
+{
+  if (graph != NULL)
+    slot_reset (model, &graph->slot);
+}
+
+static void
+image_graph_free (PpModel * model, PpModelImageGraph ** graph)
+{
+  if (*graph == NULL)
+    return;
+  slot_reset (model, &(*graph)->slot);
+  g_clear_pointer (graph, g_free);
+}
+
+/* @compute as is, or through the graph of @key; its device work one at a
+ * time with the other image phase's, whose thread could otherwise issue
+ * ops between a graph's launch and what holds the pool buffers the graph
+ * was captured with (they are the pool's again once the capture ran). */
+static gboolean
+image_compute (PpModel * model, PpModelImageGraph ** graph,
+    const gchar * what, const gint64 key[IMAGE_KEY_DIMS],
+    gboolean (*compute) (PpModel * model, GError ** error), GError ** error)
+{
+  PpModelImageGraph *g;
+  gboolean ok;
+
+  g_mutex_lock (&model->image_lock);
+  if (!model->graphs || !pp_backend_has_graphs (model->backend)) {
+    ok = compute (model, error);
+    g_mutex_unlock (&model->image_lock);
+    return ok;
+  }
+  if (*graph == NULL)
+    *graph = g_new0 (PpModelImageGraph, 1);
+  g = *graph;
+  if (memcmp (g->call.key, key, sizeof g->call.key) != 0)
+    slot_reset (model, &g->slot);
+  g->call.model = model;
+  g->call.compute = compute;
+  g->call.what = what;
+  memcpy (g->call.key, key, sizeof g->call.key);
+  ok = slot_run (model, &g->slot, image_run, &g->call, image_describe,
+      &g->captures, &g->launches, error);
+  g_mutex_unlock (&model->image_lock);
+  return ok;
+}
+
+void
+pp_model_image_graph_counts (PpModel * model, guint64 * encode_captures,
+    guint64 * encode_launches, guint64 * decode_captures,
+    guint64 * decode_launches)
+{
+  const PpModelImageGraph *e = model->encode_graph, *d = model->decode_graph;
+
+  *encode_captures = e != NULL ? e->captures : 0;
+  *encode_launches = e != NULL ? e->launches : 0;
+  *decode_captures = d != NULL ? d->captures : 0;
+  *decode_launches = d != NULL ? d->launches : 0;
 }

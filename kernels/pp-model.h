@@ -20,6 +20,7 @@ G_BEGIN_DECLS
 typedef struct _PpModel PpModel;
 typedef struct _PpModelClass PpModelClass;
 typedef struct _PpModelGraph PpModelGraph;
+typedef struct _PpModelImageGraph PpModelImageGraph;
 
 typedef enum
 {
@@ -65,6 +66,24 @@ struct _PpModelClass
       PpTensor * sample, GError ** error);
   gboolean (*decode) (PpModel * model, const PpTensor * sample,
       PpImage * image, GError ** error);
+  /* Optional: encode_into and decode in three parts each, so that the
+   * middle one can be a graph.  encode_in stages @image into buffers of
+   * the model's for frames of its size (host work, uploads);
+   * encode_compute encodes them into the model's latents, issuing only
+   * backend ops on buffers that stay put while the frame size does;
+   * encode_out copies the latents into @sample.  decode_in stages
+   * @sample for a frame of @image's size, decode_compute decodes it with
+   * backend ops alone (the same rule), decode_out writes @image.  Set,
+   * they replace encode_into and decode. */
+  gboolean (*encode_in) (PpModel * model, const PpImage * image,
+      GError ** error);
+  gboolean (*encode_compute) (PpModel * model, GError ** error);
+  gboolean (*encode_out) (PpModel * model, PpTensor * sample,
+      GError ** error);
+  gboolean (*decode_in) (PpModel * model, const PpTensor * sample,
+      const PpImage * image, GError ** error);
+  gboolean (*decode_compute) (PpModel * model, GError ** error);
+  gboolean (*decode_out) (PpModel * model, PpImage * image, GError ** error);
   void (*finalize) (PpModel * model);
   /* Identity of the loaded weights (e.g. their SHA-256), or NULL: the URI
    * alone identifies the model. */
@@ -133,6 +152,12 @@ struct _PpModel
    * sample: the host copy its steps work on, between steps_begin and
    * steps_end. */
   PpTensor *host_sample;
+  /* Rank 0's image phases as graphs (encode_compute, decode_compute),
+   * NULL before; encoding and decoding run on two threads, and their
+   * device work is issued one at a time (image_lock): a graph's buffers
+   * of the model's pool are its own only in stream order. */
+  PpModelImageGraph *encode_graph, *decode_graph;
+  GMutex image_lock;
   gpointer priv;
 };
 
@@ -189,7 +214,13 @@ gchar    *pp_model_digest (PpModel * model);
 PpTensor *pp_model_encode (PpModel * model, const PpImage * image,
                            GError ** error);
 /* The same into @sample, a tensor pp_model_encode returned for an image of
- * the same size: once warm, a frame then allocates nothing. */
+ * the same size: once warm, a frame then allocates nothing.  With graphs
+ * (cuda-graphs, as for the steps) and a class that splits its image
+ * phases (encode_in …), the device part of encoding frames of a size runs
+ * as is once, is captured the second time and launched from then on
+ * (started over by pp_model_graphs_reset); decoding's likewise, per frame
+ * size and sample shape (pp_model_decode).  The two may run on two
+ * threads. */
 gboolean  pp_model_encode_into (PpModel * model, const PpImage * image,
                                 PpTensor * sample, GError ** error);
 /* Sample tensor → image (VAE decode for real models). */
@@ -263,6 +294,12 @@ void      pp_model_graph_counts (PpModel * model, guint64 * captures,
                                  guint64 * launches);
 void      pp_model_batch_graph_counts (PpModel * model, guint64 * captures,
                                        guint64 * launches);
+/* The same of the image phases (rank 0): encoding, then decoding. */
+void      pp_model_image_graph_counts (PpModel * model,
+                                       guint64 * encode_captures,
+                                       guint64 * encode_launches,
+                                       guint64 * decode_captures,
+                                       guint64 * decode_launches);
 gboolean  pp_model_steps_begin (PpModel * model, PpTensor * sample,
                                 GError ** error);
 gboolean  pp_model_steps_end   (PpModel * model, PpTensor * sample,

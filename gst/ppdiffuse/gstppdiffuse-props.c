@@ -473,17 +473,20 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
    *
    * Capture each worker's slice of steps as a CUDA graph after its first
    * run at a latent size, and launch the graph for every later chunk of
-   * the same size and cache epoch (a new epoch or size captures again).
-   * Only pipeline directories on the cuda backend capture; elsewhere the
-   * steps run as usual (cpu-strict emulates the capture, for tests).
+   * the same size and cache epoch (a new epoch or size captures again);
+   * rank 0's VAE encoding and decoding likewise, per frame size (new
+   * settings capture the encoding again).  Only pipeline directories on
+   * the cuda backend capture; elsewhere the work runs as usual (cpu-strict
+   * emulates the capture, for tests).
    * Unset, the backend decides: on with cuda, off elsewhere.  See
    * docs/operator/warm-up-and-cuda-graphs.md.
    */
   g_object_class_install_property (gobject_class, PROP_CUDA_GRAPHS,
       g_param_spec_boolean ("cuda-graphs", "CUDA graphs",
-          "Capture each worker's steps as a CUDA graph after warm-up and "
-          "launch it per chunk (unset: on with the cuda backend, off "
-          "elsewhere)", DEFAULT_CUDA_GRAPHS,
+          "Capture each worker's steps, and rank 0's VAE encoding and "
+          "decoding, as CUDA graphs after warm-up and launch them per chunk "
+          "(unset: on with the cuda backend, off elsewhere)",
+          DEFAULT_CUDA_GRAPHS,
           PARAM_FLAGS));
   /**
    * GstPpDiffuse:stream-batch:

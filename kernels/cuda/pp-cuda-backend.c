@@ -333,6 +333,9 @@ cuda_graph_free (PpBackend * be, gpointer graph)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
+  /* A launch of it may still run (a graph is dropped when what it was
+   * captured with is about to be replaced). */
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
   cudaGraphExecDestroy ((cudaGraphExec_t) graph);
   g_assert (cu->graphs_live > 0);
   cu->graphs_live--;

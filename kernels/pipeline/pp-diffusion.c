@@ -858,30 +858,39 @@ encode_buffers (Diffusion * d, const PpImage * image, EncodeBuffers * b,
   return TRUE;
 }
 
-/* Frame (host) → pixels in [-1, 1] on the device, resized to the VAE's
- * multiples → latents → noised by the strength: the first sample, on the
- * device in the encode buffers. */
+/* Encoding in three parts (PpModelClass.encode_in …): the frame (host)
+ * to the device in the encode buffers; there, pixels in [-1, 1] resized
+ * to the VAE's multiples → latents → noised by the strength, the first
+ * sample (device ops on those buffers alone: a graph can hold it); then
+ * the latents into the chunk's sample. */
 static gboolean
-encode_device (PpModel * model, const PpImage * image, GError ** error)
+diffusion_encode_in (PpModel * model, const PpImage * image,
+    GError ** error)
 {
   Diffusion *d = model->priv;
   EncodeBuffers *b = &d->enc;
-  PpTensor *vae_in;
 
   if (!encode_buffers (d, image, b, error)) {
     encode_buffers_clear (b);
     return FALSE;
   }
   pp_image_to_tensor_into (image, b->frame);
-  if (!pp_tensor_upload (b->frame_dev, b->frame, error))
-    return FALSE;
+  return pp_tensor_upload (b->frame_dev, b->frame, error);
+}
+
+static gboolean
+diffusion_encode_compute (PpModel * model, GError ** error)
+{
+  Diffusion *d = model->priv;
+  EncodeBuffers *b = &d->enc;
+  PpTensor *vae_in = b->frame_dev;
+
   pp_affine (d->be, b->frame_dev->data, pp_tensor_numel (b->frame_dev),
       1.0f / PIXEL_HALF_RANGE, -1.0f);
-  vae_in = b->frame_dev;
   if (b->vae_in != NULL) {
     pp_resize_bilinear (d->be, b->frame_dev->data, PP_IMAGE_CHANNELS,
-        image->height, image->width, b->vae_in->data,
-        (gint) b->vae_in->shape[2], (gint) b->vae_in->shape[3]);
+        b->height, b->width, b->vae_in->data, (gint) b->vae_in->shape[2],
+        (gint) b->vae_in->shape[3]);
     vae_in = b->vae_in;
   }
   if (!pp_vae_encode_into (d->vae, vae_in, b->latents, error))
@@ -891,32 +900,32 @@ encode_device (PpModel * model, const PpImage * image, GError ** error)
   return TRUE;
 }
 
-/* … back on the host, to travel to the workers. */
+/* A device @sample (a chunk's payload that travels over NCCL) is filled
+ * device to device. */
+static gboolean
+diffusion_encode_out (PpModel * model, PpTensor * sample, GError ** error)
+{
+  Diffusion *d = model->priv;
+
+  return pp_tensor_transfer (sample, d->enc.latents, error);
+}
+
+/* The first frame of a size: the same, into a new host sample that
+ * travels to the workers. */
 static PpTensor *
 diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
 {
   Diffusion *d = model->priv;
   PpTensor *sample;
 
-  if (!encode_device (model, image, error))
+  if (!diffusion_encode_in (model, image, error)
+      || !diffusion_encode_compute (model, error))
     return NULL;
   sample = pp_tensor_new (PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32, 4,
       d->enc.latents->shape, error);
   if (sample != NULL && !pp_tensor_download (sample, d->enc.latents, error))
     g_clear_pointer (&sample, pp_tensor_free);
   return sample;
-}
-
-static gboolean
-diffusion_encode_into (PpModel * model, const PpImage * image,
-    PpTensor * sample, GError ** error)
-{
-  Diffusion *d = model->priv;
-
-  /* A device @sample (a chunk's payload that travels over NCCL) is filled
-   * device to device. */
-  return encode_device (model, image, error)
-      && pp_tensor_transfer (sample, d->enc.latents, error);
 }
 
 static gboolean
@@ -1176,8 +1185,8 @@ diffusion_batch_out (PpModel * model, guint n, PpTensor * const *samples)
 }
 
 static gboolean
-decode_buffers (Diffusion * d, const PpTensor * sample, PpImage * image,
-    GError ** error)
+decode_buffers (Diffusion * d, const PpTensor * sample,
+    const PpImage * image, GError ** error)
 {
   DecodeBuffers *b = &d->dec;
   const gint f = (gint) pp_vae_scale_factor (d->vae);
@@ -1215,15 +1224,16 @@ decode_buffers (Diffusion * d, const PpTensor * sample, PpImage * image,
   return TRUE;
 }
 
-/* Sample (host, or device from NCCL) → the VAE's image → resized to the frame → pixels 0..255,
- * back on the host for the frame. */
+/* Decoding in three parts (PpModelClass.decode_in …): the sample (host,
+ * or device from NCCL) into the decode buffers; there, the VAE's image →
+ * resized to the frame → pixels 0..255 (device ops alone); then back on
+ * the host, into the frame. */
 static gboolean
-diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
-    GError ** error)
+diffusion_decode_in (PpModel * model, const PpTensor * sample,
+    const PpImage * image, GError ** error)
 {
   Diffusion *d = model->priv;
   DecodeBuffers *b = &d->dec;
-  PpTensor *pixels;
 
   if (sample->dtype != PP_DTYPE_F32 || sample->ndim != 4
       || sample->shape[0] != 1
@@ -1238,20 +1248,42 @@ diffusion_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     decode_buffers_clear (b);
     return FALSE;
   }
-  if (!pp_tensor_transfer (b->latents, sample, error)
-      || !pp_vae_decode_into (d->vae, b->latents, b->decoded, error))
+  return pp_tensor_transfer (b->latents, sample, error);
+}
+
+/* The pixels the decode buffers end in. */
+static PpTensor *
+decoded_pixels (const DecodeBuffers * b)
+{
+  return b->pixels_dev != NULL ? b->pixels_dev : b->decoded;
+}
+
+static gboolean
+diffusion_decode_compute (PpModel * model, GError ** error)
+{
+  Diffusion *d = model->priv;
+  DecodeBuffers *b = &d->dec;
+  PpTensor *pixels = decoded_pixels (b);
+
+  if (!pp_vae_decode_into (d->vae, b->latents, b->decoded, error))
     return FALSE;
-  pixels = b->decoded;
-  if (b->pixels_dev != NULL) {
+  if (b->pixels_dev != NULL)
     pp_resize_bilinear (d->be, b->decoded->data, PP_IMAGE_CHANNELS,
         (gint) b->decoded->shape[2], (gint) b->decoded->shape[3],
-        b->pixels_dev->data, image->height, image->width);
-    pixels = b->pixels_dev;
-  }
+        b->pixels_dev->data, b->height, b->width);
   /* [-1, 1] → 0..255 */
   pp_affine (d->be, pixels->data, pp_tensor_numel (pixels), PIXEL_HALF_RANGE,
       PIXEL_HALF_RANGE);
-  return pp_tensor_download (b->pixels, pixels, error)
+  return TRUE;
+}
+
+static gboolean
+diffusion_decode_out (PpModel * model, PpImage * image, GError ** error)
+{
+  Diffusion *d = model->priv;
+  DecodeBuffers *b = &d->dec;
+
+  return pp_tensor_download (b->pixels, decoded_pixels (b), error)
       && pp_image_from_tensor (image, b->pixels, error);
 }
 
@@ -1343,8 +1375,12 @@ const PpModelClass pp_model_diffusion_class = {
   .batch_steps = diffusion_batch_steps,
   .batch_out = diffusion_batch_out,
   .encode = diffusion_encode,
-  .encode_into = diffusion_encode_into,
-  .decode = diffusion_decode,
+  .encode_in = diffusion_encode_in,
+  .encode_compute = diffusion_encode_compute,
+  .encode_out = diffusion_encode_out,
+  .decode_in = diffusion_decode_in,
+  .decode_compute = diffusion_decode_compute,
+  .decode_out = diffusion_decode_out,
   .finalize = diffusion_finalize,
   .weights_digest = diffusion_weights_digest,
   .cache_builds = diffusion_cache_builds,

@@ -394,6 +394,15 @@ pp_stream_release (PpStream * stream)
   /* Chunks the shutdown discarded are no longer in flight. */
   stream->outstanding = 0;
   g_mutex_unlock (&stream->lock);
+  if (stream->model != NULL) {
+    guint64 ec, el, dc, dl;
+
+    pp_model_image_graph_counts (stream->model, &ec, &el, &dc, &dl);
+    if (ec + el + dc + dl > 0)
+      PP_INFO ("image graphs: encoding %" G_GUINT64_FORMAT " captured, %"
+          G_GUINT64_FORMAT " launched; decoding %" G_GUINT64_FORMAT
+          " captured, %" G_GUINT64_FORMAT " launched", ec, el, dc, dl);
+  }
   g_clear_pointer (&stream->model, pp_model_free);
 }
 

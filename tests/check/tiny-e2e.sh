@@ -5,8 +5,9 @@
 # [EXTRA element/tool settings as NAME=VALUE ...]
 # $PP_TEST_TIMEOUT_MS, when set, is the element's timeout-ms (the sanitizer
 # setups set it: a step there takes many times as long).
-# $PP_TEST_EXPECT_LOG, when set, is an extended regular expression the
-# element run's log (its workers' included) must match.
+# $PP_TEST_EXPECT_LOG, when set, is one extended regular expression a
+# line, each of which the element run's log (its workers' included) must
+# match.
 # $PP_TEST_RANKS, when set, is the number of workers (default 2).
 # $PP_TEST_ELEMENT_ARGS, when set, are settings (NAME=VALUE ...) for the
 # element only, such as warm-up=true, which the tool has no use for.
@@ -63,10 +64,14 @@ timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
   ! multifilesink location="$work/element-%02d.png" 2>"$work/stderr" \
   || { cat "$work/stderr" >&2; exit 1; }
 cat "$work/stderr" >&2
-if [ -n "${PP_TEST_EXPECT_LOG:-}" ] \
-    && ! grep -Eq "$PP_TEST_EXPECT_LOG" "$work/stderr"; then
-  echo "the element's log does not match '$PP_TEST_EXPECT_LOG'" >&2
-  exit 1
+if [ -n "${PP_TEST_EXPECT_LOG:-}" ]; then
+  printf '%s\n' "$PP_TEST_EXPECT_LOG" > "$work/expect"
+  while IFS= read -r pattern; do
+    if ! grep -Eq "$pattern" "$work/stderr"; then
+      echo "the element's log does not match '$pattern'" >&2
+      exit 1
+    fi
+  done < "$work/expect"
 fi
 
 if [ "$DATA_PLANE" = nccl-emulated ]; then
