@@ -4,9 +4,7 @@
 
 #include "pp-image.h"
 #include "pp-error.h"
-
-#include <float.h>
-#include <math.h>
+#include "pp-ops-math.h"
 
 gboolean
 pp_image_check_tensor (const PpTensor * t, gint width, gint height,
@@ -59,34 +57,12 @@ whole_pixels (const PpImage * img, gint * other)
   return TRUE;
 }
 
-/* 1.5 × 2^23: a float in [0, 2^22) plus this keeps no fraction bits, so
- * adding and subtracting it rounds to the nearest integer, ties to even,
- * as rintf does in the default rounding mode, without a libm call (which
- * baseline x86-64 has no instruction for) and in a loop gcc vectorises. */
-#define ROUNDER 12582912.0f
-
-/* A tensor value as a byte: rounded, clamped to 0..255; NaN fails both
- * comparisons and lands on 0.  Clamping first and rounding then gives
- * what rounding and then clamping gives for every float. */
-static inline guint8
-to_byte (gfloat v)
-{
-  v = v >= 0.f ? v : 0.f;
-  v = v <= 255.f ? v : 255.f;
-#if FLT_EVAL_METHOD == 0
-  v = (v + ROUNDER) - ROUNDER;
-#else
-  v = rintf (v);
-#endif
-  return (guint8) v;
-}
-
-/* @n floats to bytes (to_byte). */
+/* @n floats to bytes (pp_math_to_byte). */
 PP_CPU_VECTOR_CLONES static void
 to_bytes (const gfloat * s, guint8 * b, gint n)
 {
   for (gint x = 0; x < n; x++)
-    b[x] = to_byte (s[x]);
+    b[x] = pp_math_to_byte (s[x]);
 }
 
 /* Pixels a row is converted in at a time: the bytes of a span's planes
@@ -226,4 +202,73 @@ pp_image_from_tensor (PpImage * img, const PpTensor * t, GError ** error)
     }
   }
   return TRUE;
+}
+
+void
+pp_image_to_planes (const PpImage * img, guint8 * planes)
+{
+  const gsize plane = (gsize) img->width * img->height;
+  const gint ps = img->pixel_stride;
+  gint other;
+  const gboolean whole = whole_pixels (img, &other);
+
+  for (gint y = 0; y < img->height; y++) {
+    const guint8 *row = img->data + (gsize) y * img->row_stride;
+    guint8 *dst = planes + (gsize) y * img->width;
+
+    for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
+      const gint n = MIN (SPAN, img->width - x0);
+      const guint8 *d = row + (gsize) x0 * ps;
+      guint8 spare[SPAN];
+
+      if (whole) {
+        guint8 *by_offset[4] = { spare, spare, spare, spare };
+
+        for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+          by_offset[img->offset[c]] = dst + c * plane + x0;
+        deinterleave (d, by_offset, ps, n);
+        continue;
+      }
+      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+        for (gint x = 0; x < n; x++)
+          dst[c * plane + x0 + x] = d[(gsize) x * ps + img->offset[c]];
+    }
+  }
+}
+
+void
+pp_image_from_planes (PpImage * img, const guint8 * planes)
+{
+  const gsize plane = (gsize) img->width * img->height;
+  const gint ps = img->pixel_stride;
+  gint other;
+  const gboolean whole = whole_pixels (img, &other);
+
+  for (gint y = 0; y < img->height; y++) {
+    guint8 *row = img->data + (gsize) y * img->row_stride;
+    const guint8 *src = planes + (gsize) y * img->width;
+
+    for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
+      const gint n = MIN (SPAN, img->width - x0);
+      guint8 *d = row + (gsize) x0 * ps;
+      guint8 kept[SPAN];
+
+      if (whole) {
+        const guint8 *by_offset[4];
+
+        for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+          by_offset[img->offset[c]] = src + c * plane + x0;
+        if (other >= 0) {
+          for (gint x = 0; x < n; x++)
+            kept[x] = d[4 * x + other];
+          by_offset[other] = kept;
+        }
+        interleave (d, by_offset, ps, n);
+        continue;
+      }
+      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+        for (gint x = 0; x < n; x++)
+          d[(gsize) x * ps + img->offset[c]] = src[c * plane + x0 + x];
+    }
+  }
 }

@@ -30,5 +30,12 @@ gboolean  pp_image_from_tensor (PpImage * image, const PpTensor * tensor,
                                 GError ** error);
 gboolean  pp_image_check_tensor (const PpTensor * tensor, gint width,
                                  gint height, GError ** error);
+/* The image's R, G and B bytes as three planes of width × height bytes
+ * (@planes, 3 × width × height), and back: what a device turns into the
+ * planar tensor itself (pp_bytes_to_floats), a quarter of the floats'
+ * bytes over the bus.  pp_image_from_planes leaves the image's other
+ * bytes as they are. */
+void      pp_image_to_planes   (const PpImage * image, guint8 * planes);
+void      pp_image_from_planes (PpImage * image, const guint8 * planes);
 
 G_END_DECLS

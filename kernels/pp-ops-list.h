@@ -120,6 +120,14 @@
       (const float *a, int ca, const float *b, int cb, int n, int hw,        \
           float *y),                                                         \
       (a, ca, b, cb, n, hw, y), 0, ())                                       \
+  /* x [n] bytes → y [n] floats 0…255 (a frame's pixels, uploaded as         \
+   * bytes: pp_image_to_planes). */                                          \
+  PLAIN (bytes_to_floats, BYTES_TO_FLOATS,                                   \
+      (const guint8 *x, size_t n, float *y), (x, n, y), 0, ())               \
+  /* x [n] floats → y [n] bytes: pp_math_to_byte (rounded, ties to even,     \
+   * clamped to 0…255, NaN to 0), the bytes pp_image_from_tensor writes. */  \
+  PLAIN (floats_to_bytes, FLOATS_TO_BYTES,                                   \
+      (const float *x, size_t n, guint8 *y), (x, n, y), 0, ())               \
   /* y += x, n elements. */                                                  \
   VIEWS (add, ADD, (float *y, PpView x, size_t n), (y, x, n), 0,             \
       (PP_OPS_VIEW (x, (gint64) n)))                                         \

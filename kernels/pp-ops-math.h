@@ -12,6 +12,7 @@
  * (-inf · 0), as PyTorch's formulas give. */
 #pragma once
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -153,6 +154,26 @@ PP_MATH_FN float
 pp_math_quick_gelu (float x)
 {
   return x * pp_math_sigmoid (PP_MATH_QUICK_GELU_SCALE * x);
+}
+
+/* A value as an 8-bit pixel: rounded to the nearest integer, ties to even
+ * (rintf's in the default rounding mode), clamped to 0…255, NaN to 0.
+ * Clamped first (which gives what clamping the rounded value gives, for
+ * every float), then rounded by adding and subtracting 1.5·2^23, which
+ * leaves a float below 2^22 no fraction bits: no libm call, and a loop a
+ * compiler vectorises.  (Where floats are evaluated in a wider type, as
+ * on x87, rintf.) */
+PP_MATH_FN uint8_t
+pp_math_to_byte (float v)
+{
+  v = v >= 0.0f ? v : 0.0f;
+  v = v <= 255.0f ? v : 255.0f;
+#if defined(__CUDA_ARCH__) || FLT_EVAL_METHOD == 0
+  v = (v + 12582912.0f) - 12582912.0f;
+#else
+  v = rintf (v);
+#endif
+  return (uint8_t) v;
 }
 
 /* GEGLU of one (value, gate) pair: value·gelu(gate). */

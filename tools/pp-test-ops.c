@@ -34,6 +34,7 @@
 #include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-ops.h"
+#include "pp-ops-math.h"
 #include "pp-ops-reference.h"
 
 #include <float.h>
@@ -1327,6 +1328,71 @@ cases_for_rows (Run * r)
 
 /* ---- the run ------------------------------------------------------------ */
 
+/* ---- bytes_to_floats, floats_to_bytes ----------------------------------- */
+
+/* Sizes around the vector widths and the threads' ranges, and a frame's. */
+static const size_t byte_sizes[] = { 1, 15, 4097, 3 * 64 * 48 };
+
+static void
+cases_bytes_to_floats (Run * r)
+{
+  for (guint k = 0; k < G_N_ELEMENTS (byte_sizes); k++) {
+    const size_t n = byte_sizes[k];
+    g_autofree guint8 *x = g_new (guint8, n);
+    g_autofree double *ref = g_new (double, n);
+    guint8 *dx = device_bytes (r, n);
+    float *dy = device_nan (r, n);
+
+    for (size_t i = 0; i < n; i++) {
+      x[i] = (guint8) (i < 256 ? (guint) i
+          : (guint) g_rand_int_range (r->rng, 0, 256));
+      ref[i] = x[i];
+    }
+    pp_backend_upload (r->be, dx, x, n);
+    pp_bytes_to_floats (r->be, dx, n, dy);
+    check_device (r, PP_OP_BYTES_TO_FLOATS, g_strdup_printf ("%zu bytes", n),
+        dy, ref, n, 1.0);
+  }
+}
+
+/* Every byte must be pp_math_to_byte's, exactly: ties, NaN, infinities,
+ * −0 and values past either end among random ones. */
+static void
+cases_floats_to_bytes (Run * r)
+{
+  static const float special[] = { 0.5f, 1.5f, 2.5f, 254.5f, 255.5f,
+    -0.5f, -0.0f, 0.49999997f, 127.49999f, 255.49998f, 256.0f, -1.0f,
+    1e-45f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN
+  };
+
+  for (guint k = 0; k < G_N_ELEMENTS (byte_sizes); k++) {
+    const size_t n = byte_sizes[k];
+    g_autofree float *x = random_host (r, n, 150.0);
+    g_autofree guint8 *got = g_new (guint8, n);
+    g_autofree float *widened = g_new (float, n);
+    g_autofree double *ref = g_new (double, n);
+    guint8 *dy = device_bytes (r, n);
+    float *dx;
+
+    for (size_t i = 0; i < n; i++)
+      x[i] = i < G_N_ELEMENTS (special) ? special[i] : x[i] + 128.0f;
+    dx = upload (r, x, n);
+    pp_floats_to_bytes (r->be, dx, n, dy);
+    pp_backend_download (r->be, got, dy, n);
+    for (size_t i = 0; i < n; i++) {
+      const guint8 want = pp_math_to_byte (x[i]);
+
+      ref[i] = want;
+      widened[i] = got[i];
+      if (got[i] != want && r->problem == NULL)
+        r->problem = g_strdup_printf ("[%zu] = %a gave %u, not %u", i,
+            x[i], got[i], want);
+    }
+    check (r, PP_OP_FLOATS_TO_BYTES, g_strdup_printf ("%zu floats", n),
+        widened, ref, n, 1.0);
+  }
+}
+
 /* Every op's cases, indexed by PpOp: an op of PP_OPS_LIST without an entry
  * fails the run. */
 static const CasesFunc op_cases[PP_OP_COUNT] = {
@@ -1345,6 +1411,8 @@ static const CasesFunc op_cases[PP_OP_COUNT] = {
   [PP_OP_UPSAMPLE_NEAREST] = cases_upsample_nearest,
   [PP_OP_RESIZE_BILINEAR] = cases_resize_bilinear,
   [PP_OP_CONCAT_CHANNELS] = cases_concat_channels,
+  [PP_OP_BYTES_TO_FLOATS] = cases_bytes_to_floats,
+  [PP_OP_FLOATS_TO_BYTES] = cases_floats_to_bytes,
   [PP_OP_ADD] = cases_add,
   [PP_OP_SCALE] = cases_scale,
   [PP_OP_AFFINE] = cases_affine,

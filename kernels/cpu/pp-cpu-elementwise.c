@@ -223,3 +223,49 @@ pp_cpu_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,
   if (dim % 2)
     y[dim - 1] = 0.0f;
 }
+
+/* Bytes ↔ floats (a frame's pixels). */
+
+typedef struct
+{
+  const guint8 *bytes_in;
+  const float *floats_in;
+  float *floats_out;
+  guint8 *bytes_out;
+} Convert;
+
+PP_CPU_VECTOR_CLONES static void
+bytes_to_floats_range (size_t begin, size_t end, gpointer data)
+{
+  const Convert *c = data;
+
+  for (size_t i = begin; i < end; i++)
+    c->floats_out[i] = c->bytes_in[i];
+}
+
+void
+pp_cpu_bytes_to_floats (const guint8 * x, size_t n, float *y)
+{
+  Convert c = { .bytes_in = x, .floats_out = y };
+
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      bytes_to_floats_range, &c);
+}
+
+PP_CPU_VECTOR_CLONES static void
+floats_to_bytes_range (size_t begin, size_t end, gpointer data)
+{
+  const Convert *c = data;
+
+  for (size_t i = begin; i < end; i++)
+    c->bytes_out[i] = pp_math_to_byte (c->floats_in[i]);
+}
+
+void
+pp_cpu_floats_to_bytes (const float *x, size_t n, guint8 * y)
+{
+  Convert c = { .floats_in = x, .bytes_out = y };
+
+  pp_cpu_parallel_for_aligned (n, PP_CPU_GRAIN_MEMORY, PP_CPU_ELEMENT_ALIGN,
+      floats_to_bytes_range, &c);
+}

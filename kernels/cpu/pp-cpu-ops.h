@@ -80,6 +80,8 @@ void pp_cpu_attention (const float *q, const float *k, const float *v, int n,
 void pp_cpu_attention_causal (const float *q, const float *k, const float *v,
     int n, int l, int heads, int head_dim, PpDType dtype, float *out);
 void pp_cpu_silu (float *x, size_t n);
+void pp_cpu_bytes_to_floats (const guint8 * x, size_t n, float *y);
+void pp_cpu_floats_to_bytes (const float *x, size_t n, guint8 * y);
 void pp_cpu_relu (float *x, size_t n);
 void pp_cpu_tanh (float *x, size_t n);
 void pp_cpu_gelu (float *x, size_t n);

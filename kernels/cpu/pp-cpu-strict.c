@@ -289,6 +289,7 @@ note_nothing (StrictGraph * g, ...)
 
 #define STRICT_NOTE_ARG(a)                                                  \
   _Generic ((a), float *: note_buffer, const float *: note_buffer,           \
+      guint8 *: note_buffer, const guint8 *: note_buffer,                    \
       PpView: note_view, default: note_nothing) (noting, (a));
 
 /* STRICT_FOR_EACH (F, a, b, ...): F (a) F (b) … for up to 16 arguments. */

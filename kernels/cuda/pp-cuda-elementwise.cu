@@ -310,3 +310,39 @@ pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols, size_t ld,
     return cudaErrorInvalidValue;
   return cudaGetLastError ();
 }
+
+/* A frame's pixels as bytes: widened to floats, and the decoded floats
+ * back to bytes (pp_math_to_byte: the host's formula, bit for bit). */
+__global__ void
+bytes_to_floats_kernel (const uint8_t *x, size_t n, float *y)
+{
+  PP_CUDA_FOR (i, n) y[i] = (float) x[i];
+}
+
+extern "C" cudaError_t
+pp_cuda_bytes_to_floats (const uint8_t *x, size_t n, float *y,
+    cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  bytes_to_floats_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, n, y);
+  return cudaGetLastError ();
+}
+
+__global__ void
+floats_to_bytes_kernel (const float *x, size_t n, uint8_t *y)
+{
+  PP_CUDA_FOR (i, n) y[i] = pp_math_to_byte (x[i]);
+}
+
+extern "C" cudaError_t
+pp_cuda_floats_to_bytes (const float *x, size_t n, uint8_t *y,
+    cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  floats_to_bytes_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, n, y);
+  return cudaGetLastError ();
+}

@@ -50,6 +50,10 @@ cudaError_t pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
 cudaError_t pp_cuda_add (float *y, const void *x, PpCudaType x_type,
     size_t n, cudaStream_t stream);
 cudaError_t pp_cuda_scale (float *x, size_t n, float s, cudaStream_t stream);
+cudaError_t pp_cuda_bytes_to_floats (const uint8_t *x, size_t n, float *y,
+    cudaStream_t stream);
+cudaError_t pp_cuda_floats_to_bytes (const float *x, size_t n, uint8_t *y,
+    cudaStream_t stream);
 cudaError_t pp_cuda_affine (float *x, size_t n, float mul, float add,
     cudaStream_t stream);
 cudaError_t pp_cuda_axpby (float *y, float a, const float *x, float b,

@@ -114,6 +114,20 @@ pp_cuda_op_add (PpCudaBackend * cu, float *y, PpView x, size_t n)
 }
 
 void
+pp_cuda_op_bytes_to_floats (PpCudaBackend * cu, const guint8 * x, size_t n,
+    float *y)
+{
+  PP_CUDA_OP_TRY (cu, pp_cuda_bytes_to_floats (x, n, y, cu->stream));
+}
+
+void
+pp_cuda_op_floats_to_bytes (PpCudaBackend * cu, const float *x, size_t n,
+    guint8 * y)
+{
+  PP_CUDA_OP_TRY (cu, pp_cuda_floats_to_bytes (x, n, y, cu->stream));
+}
+
+void
 pp_cuda_op_scale (PpCudaBackend * cu, float *x, size_t n, float s)
 {
   PP_CUDA_OP_TRY (cu, pp_cuda_scale (x, n, s, cu->stream));

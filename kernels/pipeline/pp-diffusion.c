@@ -55,7 +55,8 @@
 typedef struct
 {
   gint height, width;           /* of the frames they are for */
-  PpTensor *frame;              /* host [1, 3, H, W], staging */
+  PpTensor *frame;              /* host U8 [1, 3, H, W], staging */
+  PpTensor *frame_bytes;        /* U8 [1, 3, H, W]: the frame's bytes */
   PpTensor *frame_dev;          /* [1, 3, H, W] */
   PpTensor *vae_in;             /* [1, 3, H8, W8]; NULL when H8, W8 = H, W */
   PpTensor *latents;            /* [1, C, H8/8, W8/8] */
@@ -69,7 +70,8 @@ typedef struct
   PpTensor *latents;            /* the sample */
   PpTensor *decoded;            /* [1, 3, H8, W8] */
   PpTensor *pixels_dev;         /* [1, 3, H, W]; NULL when H8, W8 = H, W */
-  PpTensor *pixels;             /* host [1, 3, H, W], staging */
+  PpTensor *pixel_bytes;        /* U8 [1, 3, H, W]: the frame's bytes */
+  PpTensor *pixels;             /* host U8 [1, 3, H, W], staging */
 } DecodeBuffers;
 
 typedef struct
@@ -153,6 +155,7 @@ static void
 encode_buffers_clear (EncodeBuffers * b)
 {
   g_clear_pointer (&b->frame, pp_tensor_free);
+  g_clear_pointer (&b->frame_bytes, pp_tensor_free);
   g_clear_pointer (&b->frame_dev, pp_tensor_free);
   g_clear_pointer (&b->vae_in, pp_tensor_free);
   g_clear_pointer (&b->latents, pp_tensor_free);
@@ -166,6 +169,7 @@ decode_buffers_clear (DecodeBuffers * b)
   g_clear_pointer (&b->latents, pp_tensor_free);
   g_clear_pointer (&b->decoded, pp_tensor_free);
   g_clear_pointer (&b->pixels_dev, pp_tensor_free);
+  g_clear_pointer (&b->pixel_bytes, pp_tensor_free);
   g_clear_pointer (&b->pixels, pp_tensor_free);
   b->height = b->width = 0;
 }
@@ -833,8 +837,13 @@ encode_buffers (Diffusion * d, const PpImage * image, EncodeBuffers * b,
   if (b->height == image->height && b->width == image->width)
     return TRUE;
   encode_buffers_clear (b);
-  b->frame = pp_tensor_new ("image", PP_DTYPE_F32, 4, frame, error);
+  /* The frame crosses to the device as bytes, a quarter of its floats. */
+  b->frame = pp_tensor_new ("image", PP_DTYPE_U8, 4, frame, error);
   if (b->frame == NULL)
+    return FALSE;
+  b->frame_bytes = pp_tensor_new_on (d->be, "image", PP_DTYPE_U8, 4, frame,
+      error);
+  if (b->frame_bytes == NULL)
     return FALSE;
   b->frame_dev = pp_tensor_new_on (d->be, "image", PP_DTYPE_F32, 4, frame,
       error);
@@ -874,8 +883,8 @@ diffusion_encode_in (PpModel * model, const PpImage * image,
     encode_buffers_clear (b);
     return FALSE;
   }
-  pp_image_to_tensor_into (image, b->frame);
-  return pp_tensor_upload (b->frame_dev, b->frame, error);
+  pp_image_to_planes (image, b->frame->data);
+  return pp_tensor_upload (b->frame_bytes, b->frame, error);
 }
 
 static gboolean
@@ -885,6 +894,8 @@ diffusion_encode_compute (PpModel * model, GError ** error)
   EncodeBuffers *b = &d->enc;
   PpTensor *vae_in = b->frame_dev;
 
+  pp_bytes_to_floats (d->be, b->frame_bytes->data,
+      pp_tensor_numel (b->frame_dev), b->frame_dev->data);
   pp_affine (d->be, b->frame_dev->data, pp_tensor_numel (b->frame_dev),
       1.0f / PIXEL_HALF_RANGE, -1.0f);
   if (b->vae_in != NULL) {
@@ -1215,7 +1226,12 @@ decode_buffers (Diffusion * d, const PpTensor * sample,
     if (b->pixels_dev == NULL)
       return FALSE;
   }
-  b->pixels = pp_tensor_new ("pixels", PP_DTYPE_F32, 4, frame, error);
+  /* The frame comes back as bytes, a quarter of its floats. */
+  b->pixel_bytes = pp_tensor_new_on (d->be, "pixels", PP_DTYPE_U8, 4, frame,
+      error);
+  if (b->pixel_bytes == NULL)
+    return FALSE;
+  b->pixels = pp_tensor_new ("pixels", PP_DTYPE_U8, 4, frame, error);
   if (b->pixels == NULL)
     return FALSE;
   b->height = image->height;
@@ -1271,9 +1287,11 @@ diffusion_decode_compute (PpModel * model, GError ** error)
     pp_resize_bilinear (d->be, b->decoded->data, PP_IMAGE_CHANNELS,
         (gint) b->decoded->shape[2], (gint) b->decoded->shape[3],
         b->pixels_dev->data, b->height, b->width);
-  /* [-1, 1] → 0..255 */
+  /* [-1, 1] → 0..255, rounded and clamped into bytes */
   pp_affine (d->be, pixels->data, pp_tensor_numel (pixels), PIXEL_HALF_RANGE,
       PIXEL_HALF_RANGE);
+  pp_floats_to_bytes (d->be, pixels->data, pp_tensor_numel (pixels),
+      b->pixel_bytes->data);
   return TRUE;
 }
 
@@ -1283,8 +1301,10 @@ diffusion_decode_out (PpModel * model, PpImage * image, GError ** error)
   Diffusion *d = model->priv;
   DecodeBuffers *b = &d->dec;
 
-  return pp_tensor_download (b->pixels, decoded_pixels (b), error)
-      && pp_image_from_tensor (image, b->pixels, error);
+  if (!pp_tensor_download (b->pixels, b->pixel_bytes, error))
+    return FALSE;
+  pp_image_from_planes (image, b->pixels->data);
+  return TRUE;
 }
 
 static void

@@ -267,6 +267,8 @@ static const gchar *const op_family[PP_OP_COUNT] = {
   [PP_OP_UPSAMPLE_NEAREST] = "layout and copies",
   [PP_OP_RESIZE_BILINEAR] = "layout and copies",
   [PP_OP_CONCAT_CHANNELS] = "layout and copies",
+  [PP_OP_BYTES_TO_FLOATS] = "layout and copies",
+  [PP_OP_FLOATS_TO_BYTES] = "layout and copies",
   [PP_OP_FOR_ROWS] = "row-wise regions",
 };
 

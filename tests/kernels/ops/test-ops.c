@@ -1419,6 +1419,47 @@ test_concat (void)
   g_rand_free (rng);
 }
 
+/* bytes_to_floats and floats_to_bytes against their formulas (the latter
+ * rintf's, clamped), every byte value, special floats and sizes that
+ * split across the threads. */
+static void
+test_bytes_floats (void)
+{
+  static const float special[] = { 0.5f, 1.5f, 2.5f, 254.5f, 255.5f,
+    -0.5f, -0.0f, 0.49999997f, 127.49999f, 255.49998f, 256.0f, -1.0f,
+    1e-45f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN
+  };
+  const size_t sizes[] = { 1, 255, 3 * PP_CPU_GRAIN_MEMORY + 17 };
+  GRand *rng = g_rand_new_with_seed (SEED + 17);
+
+  for (guint k = 0; k < G_N_ELEMENTS (sizes); k++) {
+    const size_t n = sizes[k];
+    g_autofree guint8 *bytes = g_new (guint8, n);
+    g_autofree guint8 *back = g_new (guint8, n);
+    g_autofree float *floats = g_new (float, n);
+    g_autofree float *x = random_floats (rng, n, 160.0);
+
+    for (size_t i = 0; i < n; i++)
+      bytes[i] = (guint8) (i * 7 + 3);
+    pp_bytes_to_floats (be, bytes, n, floats);
+    for (size_t i = 0; i < n; i++)
+      if (floats[i] != (float) bytes[i])
+        g_error ("bytes_to_floats [%zu]: %g, not %u", i, floats[i], bytes[i]);
+    for (size_t i = 0; i < n; i++)
+      x[i] = i < G_N_ELEMENTS (special) ? special[i] : x[i] + 120.0f;
+    pp_floats_to_bytes (be, x, n, back);
+    for (size_t i = 0; i < n; i++) {
+      const float r = rintf (x[i]);
+      const guint8 want = (guint8) (r > 255.f ? 255.f : (r >= 0.f ? r : 0.f));
+
+      if (back[i] != want)
+        g_error ("floats_to_bytes [%zu]: %a gave %u, not %u", i, x[i],
+            back[i], want);
+    }
+  }
+  g_rand_free (rng);
+}
+
 static void
 run_upsample (GRand * rng, int n, int c, int h, int w, int f)
 {
@@ -1772,6 +1813,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/add-channel", test_add_channel);
   g_test_add_func ("/kernels/ops/transpose", test_transpose);
   g_test_add_func ("/kernels/ops/concat", test_concat);
+  g_test_add_func ("/kernels/ops/bytes-floats", test_bytes_floats);
   g_test_add_func ("/kernels/ops/upsample", test_upsample);
   g_test_add_func ("/kernels/ops/timestep-embedding",
       test_timestep_embedding);
