@@ -118,11 +118,63 @@ interleave (guint8 * d, const guint8 * const *planes, gint ps, gint n)
   }
 }
 
+/* The R, G and B bytes of @n pixels at @d into @out[c], n bytes each. */
+static void
+read_span (const PpImage * img, gboolean whole, const guint8 * d, gint n,
+    guint8 * const out[PP_IMAGE_CHANNELS])
+{
+  const gint ps = img->pixel_stride;
+
+  if (whole) {
+    guint8 spare[SPAN];
+    guint8 *by_offset[4] = { spare, spare, spare, spare };
+
+    for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+      by_offset[img->offset[c]] = out[c];
+    deinterleave (d, by_offset, ps, n);
+    return;
+  }
+  for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+    for (gint x = 0; x < n; x++)
+      out[c][x] = d[(gsize) x * ps + img->offset[c]];
+}
+
+/* @n pixels at @d from the R, G and B bytes @in[c]: a 4-byte pixel's
+ * other byte (alpha, padding) is read first and written back as it
+ * was. */
+static void
+write_span (const PpImage * img, gboolean whole, gint other, guint8 * d,
+    gint n, const guint8 * const in[PP_IMAGE_CHANNELS])
+{
+  const gint ps = img->pixel_stride;
+
+  if (whole) {
+    guint8 kept[SPAN];
+    const guint8 *by_offset[4];
+
+    for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+      by_offset[img->offset[c]] = in[c];
+    if (other >= 0) {
+      for (gint x = 0; x < n; x++)
+        kept[x] = d[4 * x + other];
+      by_offset[other] = kept;
+    }
+    interleave (d, by_offset, ps, n);
+    return;
+  }
+  for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
+    for (gint x = 0; x < n; x++)
+      d[(gsize) x * ps + img->offset[c]] = in[c][x];
+}
+
+/* Each conversion goes row by row, a span of pixels at a time: the
+ * pixels to and from byte planes (read_span, write_span), and the planes
+ * to and from floats in contiguous loops (vectorised). */
+
 void
 pp_image_to_tensor_into (const PpImage * img, PpTensor * t)
 {
   const gsize plane = (gsize) img->width * img->height;
-  const gint ps = img->pixel_stride;
   gint other;
   const gboolean whole = whole_pixels (img, &other);
 
@@ -134,26 +186,15 @@ pp_image_to_tensor_into (const PpImage * img, PpTensor * t)
 
     for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
       const gint n = MIN (SPAN, img->width - x0);
-      const guint8 *d = row + (gsize) x0 * ps;
-      guint8 bytes[4][SPAN];
+      guint8 bytes[PP_IMAGE_CHANNELS][SPAN];
+      guint8 *const out[PP_IMAGE_CHANNELS] = { bytes[0], bytes[1], bytes[2] };
 
-      if (whole) {
-        guint8 *planes[4] = { bytes[0], bytes[1], bytes[2], bytes[3] };
-
-        deinterleave (d, planes, ps, n);
-      }
+      read_span (img, whole, row + (gsize) x0 * img->pixel_stride, n, out);
       for (gint c = 0; c < PP_IMAGE_CHANNELS; c++) {
         gfloat *o = dst + c * plane + x0;
 
-        if (whole) {
-          const guint8 *b = bytes[img->offset[c]];
-
-          for (gint x = 0; x < n; x++)
-            o[x] = b[x];
-        } else {
-          for (gint x = 0; x < n; x++)
-            o[x] = d[(gsize) x * ps + img->offset[c]];
-        }
+        for (gint x = 0; x < n; x++)
+          o[x] = bytes[c][x];
       }
     }
   }
@@ -163,42 +204,26 @@ gboolean
 pp_image_from_tensor (PpImage * img, const PpTensor * t, GError ** error)
 {
   const gsize plane = (gsize) img->width * img->height;
-  const gint ps = img->pixel_stride;
   gint other;
   const gboolean whole = whole_pixels (img, &other);
 
   if (!pp_image_check_tensor (t, img->width, img->height, error))
     return FALSE;
-  /* Each span of a row twice: its floats to planar bytes (contiguous:
-   * vectorised), then the bytes into the pixels; a 4-byte pixel's other
-   * byte (alpha, padding) is read first and written back as it was. */
   for (gint y = 0; y < img->height; y++) {
     guint8 *row = img->data + (gsize) y * img->row_stride;
     const gfloat *src = (const gfloat *) t->data + (gsize) y * img->width;
 
     for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
       const gint n = MIN (SPAN, img->width - x0);
-      guint8 bytes[4][SPAN];
-      guint8 *d = row + (gsize) x0 * ps;
+      guint8 bytes[PP_IMAGE_CHANNELS][SPAN];
+      const guint8 *const in[PP_IMAGE_CHANNELS] = { bytes[0], bytes[1],
+        bytes[2]
+      };
 
       for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
         to_bytes (src + c * plane + x0, bytes[c], n);
-      if (whole) {
-        const guint8 *planes[4];
-
-        for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
-          planes[img->offset[c]] = bytes[c];
-        if (other >= 0) {
-          for (gint x = 0; x < n; x++)
-            bytes[3][x] = d[4 * x + other];
-          planes[other] = bytes[3];
-        }
-        interleave (d, planes, ps, n);
-        continue;
-      }
-      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
-        for (gint x = 0; x < n; x++)
-          d[(gsize) x * ps + img->offset[c]] = bytes[c][x];
+      write_span (img, whole, other, row + (gsize) x0 * img->pixel_stride, n,
+          in);
     }
   }
   return TRUE;
@@ -208,7 +233,6 @@ void
 pp_image_to_planes (const PpImage * img, guint8 * planes)
 {
   const gsize plane = (gsize) img->width * img->height;
-  const gint ps = img->pixel_stride;
   gint other;
   const gboolean whole = whole_pixels (img, &other);
 
@@ -217,21 +241,12 @@ pp_image_to_planes (const PpImage * img, guint8 * planes)
     guint8 *dst = planes + (gsize) y * img->width;
 
     for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
-      const gint n = MIN (SPAN, img->width - x0);
-      const guint8 *d = row + (gsize) x0 * ps;
-      guint8 spare[SPAN];
+      guint8 *const out[PP_IMAGE_CHANNELS] = { dst + x0, dst + plane + x0,
+        dst + 2 * plane + x0
+      };
 
-      if (whole) {
-        guint8 *by_offset[4] = { spare, spare, spare, spare };
-
-        for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
-          by_offset[img->offset[c]] = dst + c * plane + x0;
-        deinterleave (d, by_offset, ps, n);
-        continue;
-      }
-      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
-        for (gint x = 0; x < n; x++)
-          dst[c * plane + x0 + x] = d[(gsize) x * ps + img->offset[c]];
+      read_span (img, whole, row + (gsize) x0 * img->pixel_stride,
+          MIN (SPAN, img->width - x0), out);
     }
   }
 }
@@ -240,7 +255,6 @@ void
 pp_image_from_planes (PpImage * img, const guint8 * planes)
 {
   const gsize plane = (gsize) img->width * img->height;
-  const gint ps = img->pixel_stride;
   gint other;
   const gboolean whole = whole_pixels (img, &other);
 
@@ -249,26 +263,12 @@ pp_image_from_planes (PpImage * img, const guint8 * planes)
     const guint8 *src = planes + (gsize) y * img->width;
 
     for (gint x0 = 0; x0 < img->width; x0 += SPAN) {
-      const gint n = MIN (SPAN, img->width - x0);
-      guint8 *d = row + (gsize) x0 * ps;
-      guint8 kept[SPAN];
+      const guint8 *const in[PP_IMAGE_CHANNELS] = { src + x0,
+        src + plane + x0, src + 2 * plane + x0
+      };
 
-      if (whole) {
-        const guint8 *by_offset[4];
-
-        for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
-          by_offset[img->offset[c]] = src + c * plane + x0;
-        if (other >= 0) {
-          for (gint x = 0; x < n; x++)
-            kept[x] = d[4 * x + other];
-          by_offset[other] = kept;
-        }
-        interleave (d, by_offset, ps, n);
-        continue;
-      }
-      for (gint c = 0; c < PP_IMAGE_CHANNELS; c++)
-        for (gint x = 0; x < n; x++)
-          d[(gsize) x * ps + img->offset[c]] = src[c * plane + x0 + x];
+      write_span (img, whole, other, row + (gsize) x0 * img->pixel_stride,
+          MIN (SPAN, img->width - x0), in);
     }
   }
 }

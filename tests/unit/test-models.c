@@ -753,8 +753,9 @@ byte_reference (gfloat v)
 /* Every kind of float (ties, NaN, infinities, −0, the largest, the
  * subnormal) and a sweep of bit patterns, through RGB, BGRx, xRGB and
  * 5-byte pixels of widths on both sides of the row span the conversion
- * works in, against the formula; the bytes between pixels untouched; and
- * those bytes back to floats, each the byte at its offset. */
+ * works in, against the formula; the bytes between pixels untouched;
+ * those bytes back to floats, each the byte at its offset; and the same
+ * through byte planes. */
 static void
 test_image_bytes_reference (void)
 {
@@ -829,6 +830,24 @@ test_image_bytes_reference (void)
         for (gint x = 0; x < width; x++)
           g_assert_cmpfloat (v[c * plane + (gsize) y * width + x], ==,
               buf[y * row_stride + x * ps + layouts[l].offset[c]]);
+    /* The same bytes as planes, and back into an image whose other bytes
+     * stay as they were. */
+    {
+      g_autofree guint8 *planes = g_malloc (3 * plane);
+      g_autofree guint8 *again = g_malloc (row_stride * height);
+      PpImage other = img;
+
+      pp_image_to_planes (&img, planes);
+      for (gint c = 0; c < 3; c++)
+        for (gint y = 0; y < height; y++)
+          for (gint x = 0; x < width; x++)
+            g_assert_cmpuint (planes[c * plane + (gsize) y * width + x], ==,
+                buf[y * row_stride + x * ps + layouts[l].offset[c]]);
+      memset (again, 0x5a, row_stride * height);
+      other.data = again;
+      pp_image_from_planes (&other, planes);
+      g_assert_cmpmem (again, row_stride * height, buf, row_stride * height);
+    }
   }
 }
 
