@@ -391,8 +391,7 @@ main (int argc, char **argv)
   const gint64 image_shape[4] = { 1, 3, IMAGE_SIDE, IMAGE_SIDE };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
   g_autoptr (GError) error = NULL;
-  PpWeights *uw = pp_weights_new_seeded (WEIGHT_SEED);
-  PpWeights *tw = pp_weights_new_seeded (WEIGHT_SEED);
+  PpWeights *uw, *tw;
   PpDType dtype = 0;
   Bench b = { 0 };
   const gint64 batch_shape[4] = { BATCH, 4, LATENT_SIDE, LATENT_SIDE };
@@ -417,6 +416,9 @@ main (int argc, char **argv)
     dtype = b.be->default_weight_dtype;
   if (peak <= 0)
     peak = peak_for (pp_backend_device (b.be));
+  /* Made once there is a device to time them on. */
+  uw = pp_weights_new_seeded (WEIGHT_SEED);
+  tw = pp_weights_new_seeded (WEIGHT_SEED);
   pp_weights_set_storage_dtype (uw, dtype);
   pp_weights_set_storage_dtype (tw, dtype);
   dir = g_dir_make_tmp ("ppdiffuse-gpu-bench-XXXXXX", NULL);
