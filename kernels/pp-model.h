@@ -132,7 +132,8 @@ struct _PpModel
   gdouble step_ms;
   PpBackend *backend;           /* where the model computes */
   gboolean steps_open;          /* between steps_begin and steps_end */
-  /* Capture slices as graphs: parameter cuda-graphs, or without it on
+  /* Capture slices, stream batches and the image phases as graphs:
+   * parameter cuda-graphs, or without it on
    * the cuda backend (where they have run correct) and not elsewhere
    * (cpu-strict emulates them only when asked). */
   gboolean graphs;

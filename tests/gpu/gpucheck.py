@@ -35,7 +35,8 @@ its input cannot be read.
         chunk sent went over that plane, every worker took F chunks and
         stopped cleanly, and (--graphs on) every worker captured one step
         graph, at its second chunk, and launched it for every later one
-        (warm-up passes included), or (--graphs off) none.
+        (warm-up passes included), and rank 0 one encoding graph and one
+        decoding graph (F >= 3), or (--graphs off) none.
   fault LOG ELAPSED_S BOUND_S RANK KIND
         a run with PPDIFFUSE_FAULT=rank:RANK,...,kind:KIND that must fail:
         the fault was injected, the element's error names the rank, and the
@@ -498,6 +499,18 @@ def cmd_mesh_log(args):
                        f'{"/".join(planes) or "-"}'
                        + (f', graphs {g[0]} captured {g[1]} launched'
                           if g else ''))
+    # Rank 0's VAE work as graphs: the first frame is encoded into a new
+    # sample and the second as is, the third captured; every frame is
+    # decoded, the first as is (warm-up passes are not).
+    image = [t for t in r0 if t.startswith('image graphs: ')]
+    if graphs == 'on':
+        want_i = (f'image graphs: encoding 1 captured, {frames - 2} '
+                  f'launched; decoding 1 captured, {frames - 1} launched')
+        if not image or image[-1] != want_i:
+            got_i = image[-1] if image else 'no image graphs line'
+            problems.append(f'rank 0: {got_i} (expected "{want_i}")')
+    elif graphs == 'off' and image:
+        problems.append(f'rank 0: {image[-1]} (expected no image graphs)')
     if plane_name:
         r0_planes = sorted({re.sub(r'.*\((\w+)\)$', r'\1', t)
                             for t in r0_sent})
