@@ -40,12 +40,14 @@ TEST_PROCESSES=2
 # of about 3 minutes while starving the starts whose time the tests bound
 # (a probe's failure took 10.7 s instead of 1.6).
 WAIT_PROCESSES=4
-# The ThreadSanitizer run's suites but faults, this many at a time: there
+# The ThreadSanitizer run's suites but faults, this many at a time.  There
 # a test's processes wait more than they compute (two at a time kept the
-# cores two thirds busy, 179 s; three at a time 85 %, 138-144 s here), and
-# the tests' time bounds have the sanitizers' margin.  Its faults suite
-# stays two at a time (above).
-TSAN_TEST_PROCESSES=3
+# cores two thirds busy, 179 s; three at a time 85 %, 138-144 s here), but
+# three at a time failed elements-live-settings once in a fresh root, at
+# the end of its last case (the cause not found for certain: the workers'
+# exit checks outlasting a count made at once is the likeliest, and that
+# count now waits for them): two, as before.
+TSAN_TEST_PROCESSES=2
 # What run_meson_tests takes for the suites but faults.
 processes=$TEST_PROCESSES
 

@@ -165,6 +165,8 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
       PP_BACKEND_CUDA);
   if (!param_boolean (params, "cuda-graphs", &model->graphs, error))
     return NULL;
+  model->image_graphs = model->graphs
+      && pp_backend_has_graphs (model->backend);
   if (!param_boolean (params, "stream-batch", &model->stream_batch, error))
     return NULL;
   if (klass->init != NULL && !klass->init (model, params, error))
@@ -389,7 +391,9 @@ pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
     PpTensor *sample;
 
     /* Its device work, like an encode_compute's, one at a time with the
-     * other image phase's (PpModel.image_lock). */
+     * other image phase's where graphs may run (PpModel.image_lock). */
+    if (!model->image_graphs)
+      return model->klass->encode (model, image, error);
     g_mutex_lock (&model->image_lock);
     sample = model->klass->encode (model, image, error);
     g_mutex_unlock (&model->image_lock);
@@ -964,10 +968,12 @@ image_graph_free (PpModel * model, PpModelImageGraph ** graph)
   g_clear_pointer (graph, g_free);
 }
 
-/* @compute as is, or through the graph of @key; its device work one at a
- * time with the other image phase's, whose thread could otherwise issue
- * ops between a graph's launch and what holds the pool buffers the graph
- * was captured with (they are the pool's again once the capture ran). */
+/* @compute as is, or through the graph of @key.  Where graphs may run,
+ * its device work goes one at a time with the other image phase's, whose
+ * thread could otherwise issue ops between a graph's launch and what
+ * holds the pool buffers the graph was captured with (they are the
+ * pool's again once the capture ran); elsewhere the two run side by side
+ * (the pool hands each its own buffers). */
 static gboolean
 image_compute (PpModel * model, PpModelImageGraph ** graph,
     const gchar * what, const gint64 key[IMAGE_KEY_DIMS],
@@ -976,8 +982,11 @@ image_compute (PpModel * model, PpModelImageGraph ** graph,
   PpModelImageGraph *g;
   gboolean ok;
 
+  if (!model->image_graphs)
+    return compute (model, error);
   g_mutex_lock (&model->image_lock);
-  if (!model->graphs || !pp_backend_has_graphs (model->backend)) {
+  /* A failed capture turned the model's graphs off (slot_run). */
+  if (!model->graphs) {
     ok = compute (model, error);
     g_mutex_unlock (&model->image_lock);
     return ok;

@@ -154,10 +154,12 @@ struct _PpModel
    * steps_end. */
   PpTensor *host_sample;
   /* Rank 0's image phases as graphs (encode_compute, decode_compute),
-   * NULL before; encoding and decoding run on two threads, and their
-   * device work is issued one at a time (image_lock): a graph's buffers
-   * of the model's pool are its own only in stream order. */
+   * NULL before.  Encoding and decoding run on two threads; where graphs
+   * may run (image_graphs: graphs at load, on a backend that has them)
+   * their device work is issued one at a time (image_lock): a graph's
+   * buffers of the model's pool are its own only in stream order. */
   PpModelImageGraph *encode_graph, *decode_graph;
+  gboolean image_graphs;
   GMutex image_lock;
   gpointer priv;
 };
