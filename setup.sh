@@ -40,16 +40,11 @@ TEST_PROCESSES=2
 # of about 3 minutes while starving the starts whose time the tests bound
 # (a probe's failure took 10.7 s instead of 1.6).
 WAIT_PROCESSES=4
-# The ThreadSanitizer run's suites but faults, this many at a time.  There
-# a test's processes wait more than they compute (two at a time kept the
-# cores two thirds busy, 179 s; three at a time 85 %, 138-144 s here), but
-# three at a time failed elements-live-settings once in a fresh root, at
-# the end of its last case (the cause not found for certain: the workers'
-# exit checks outlasting a count made at once is the likeliest, and that
-# count now waits for them): two, as before.
-TSAN_TEST_PROCESSES=2
-# What run_meson_tests takes for the suites but faults.
-processes=$TEST_PROCESSES
+# The ThreadSanitizer run's suites take $TEST_PROCESSES at a time too.
+# Three at a time kept the cores busier there (85 % against two thirds,
+# 138-144 s against 179 s: its tests wait more than they compute), but
+# failed elements-live-settings once in a fresh root, at the end of its
+# last case.
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -106,7 +101,7 @@ build_sanitized() {
 
 # Runs meson test in build dir $1 under test setup $2 ("" for none) on the
 # suites $3 (a list; "" for all) with the options that follow, twice: the
-# suites but faults, $processes at a time, then the faults suite (when
+# suites but faults, $TEST_PROCESSES at a time, then the faults suite (when
 # it is one of them), $WAIT_PROCESSES at a time ($TEST_PROCESSES under a
 # sanitizer's setup), whose log joins the
 # first's (one JSON object a line).  A test that failed only
@@ -132,7 +127,7 @@ run_meson_tests() {
   [ -z "$setup" ] || waits=$TEST_PROCESSES
   # shellcheck disable=SC2086  # $select is a list of options
   meson test -C "$dir" ${setup:+--setup "$setup"} $select "$@" \
-    --num-processes "$processes" || status=$?
+    --num-processes "$TEST_PROCESSES" || status=$?
   case " $faults " in
     *" faults "*)
       meson test -C "$dir" ${setup:+--setup "$setup"} --suite faults "$@" \
@@ -172,9 +167,8 @@ run_tests() {
     # adapters' host tests are: it leaves the toolkit out (no nvcc time).
     case $name in
       asan) sanitize=address,undefined suites=$ASAN_SUITES
-        options=-Dcuda-archs= processes=$TEST_PROCESSES ;;
-      tsan) sanitize=thread suites=$TSAN_SUITES options=-Dcuda=disabled
-        processes=$TSAN_TEST_PROCESSES ;;
+        options=-Dcuda-archs= ;;
+      tsan) sanitize=thread suites=$TSAN_SUITES options=-Dcuda=disabled ;;
     esac
     t=$(date +%s)
     # shellcheck disable=SC2086  # $options is a list of options

@@ -344,6 +344,8 @@ pp_model_uri_param (const gchar * uri, const gchar * name)
 
 /* The image phases' graphs (below). */
 #define IMAGE_KEY_DIMS (2 + PP_TENSOR_MAX_DIMS)
+static void image_work_begin (PpModel * model);
+static void image_work_end (PpModel * model);
 static void image_graph_free (PpModel * model, PpModelImageGraph ** graph);
 static void image_graph_reset (PpModel * model, PpModelImageGraph * graph);
 static gboolean image_compute (PpModel * model, PpModelImageGraph ** graph,
@@ -390,13 +392,10 @@ pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
   if (model->klass->encode != NULL) {
     PpTensor *sample;
 
-    /* Its device work, like an encode_compute's, one at a time with the
-     * other image phase's where graphs may run (PpModel.image_lock). */
-    if (!model->image_graphs)
-      return model->klass->encode (model, image, error);
-    g_mutex_lock (&model->image_lock);
+    /* Its device work, like an encode_compute's. */
+    image_work_begin (model);
     sample = model->klass->encode (model, image, error);
-    g_mutex_unlock (&model->image_lock);
+    image_work_end (model);
     return sample;
   }
   /* Built-in models diffuse in pixel space: the sample is the image. */
@@ -431,8 +430,6 @@ pp_model_encode_into (PpModel * model, const PpImage * image,
         k->encode_compute, error)
         && k->encode_out (model, sample, error);
   }
-  if (model->klass->encode_into != NULL)
-    return model->klass->encode_into (model, image, sample, error);
   if (!pp_image_check_tensor (sample, image->width, image->height, error))
     return FALSE;
   if (sample->backend != NULL) {
@@ -461,8 +458,6 @@ pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
         k->decode_compute, error)
         && k->decode_out (model, image, error);
   }
-  if (model->klass->decode != NULL)
-    return model->klass->decode (model, sample, image, error);
   if (sample->backend != NULL) {
     g_autoptr (PpTensor) host = pp_tensor_new (sample->name, sample->dtype,
         sample->ndim, sample->shape, error);
@@ -968,12 +963,27 @@ image_graph_free (PpModel * model, PpModelImageGraph ** graph)
   g_clear_pointer (graph, g_free);
 }
 
-/* @compute as is, or through the graph of @key.  Where graphs may run,
- * its device work goes one at a time with the other image phase's, whose
- * thread could otherwise issue ops between a graph's launch and what
- * holds the pool buffers the graph was captured with (they are the
- * pool's again once the capture ran); elsewhere the two run side by side
- * (the pool hands each its own buffers). */
+/* Around an image phase's device work.  Where graphs may run, it goes
+ * one at a time with the other image phase's, whose thread could
+ * otherwise issue ops between a graph's launch and what holds the pool
+ * buffers the graph was captured with (they are the pool's again once the
+ * capture ran); elsewhere the two run side by side (the pool hands each
+ * its own buffers). */
+static void
+image_work_begin (PpModel * model)
+{
+  if (model->image_graphs)
+    g_mutex_lock (&model->image_lock);
+}
+
+static void
+image_work_end (PpModel * model)
+{
+  if (model->image_graphs)
+    g_mutex_unlock (&model->image_lock);
+}
+
+/* @compute as is, or through the graph of @key. */
 static gboolean
 image_compute (PpModel * model, PpModelImageGraph ** graph,
     const gchar * what, const gint64 key[IMAGE_KEY_DIMS],
@@ -982,13 +992,12 @@ image_compute (PpModel * model, PpModelImageGraph ** graph,
   PpModelImageGraph *g;
   gboolean ok;
 
-  if (!model->image_graphs)
-    return compute (model, error);
-  g_mutex_lock (&model->image_lock);
-  /* A failed capture turned the model's graphs off (slot_run). */
-  if (!model->graphs) {
+  image_work_begin (model);
+  /* Without graphs, or after a failed capture turned them off
+   * (slot_run). */
+  if (!model->image_graphs || !model->graphs) {
     ok = compute (model, error);
-    g_mutex_unlock (&model->image_lock);
+    image_work_end (model);
     return ok;
   }
   if (*graph == NULL)
@@ -1002,7 +1011,7 @@ image_compute (PpModel * model, PpModelImageGraph ** graph,
   memcpy (g->call.key, key, sizeof g->call.key);
   ok = slot_run (model, &g->slot, image_run, &g->call, image_describe,
       &g->captures, &g->launches, error);
-  g_mutex_unlock (&model->image_lock);
+  image_work_end (model);
   return ok;
 }
 

@@ -57,24 +57,19 @@ struct _PpModelClass
       GError ** error);
   gboolean (*steps_end) (PpModel * model, PpTensor * sample,
       GError ** error);
-  /* Image phases; NULL means the image itself is the sample. */
-  PpTensor *(*encode) (PpModel * model, const PpImage * image,
-      GError ** error);
-  /* The same into @sample, a host tensor of the shape encode gave for
-   * images of this size. */
-  gboolean (*encode_into) (PpModel * model, const PpImage * image,
-      PpTensor * sample, GError ** error);
-  gboolean (*decode) (PpModel * model, const PpTensor * sample,
-      PpImage * image, GError ** error);
-  /* Optional: encode_into and decode in three parts each, so that the
-   * middle one can be a graph.  encode_in stages @image into buffers of
+  /* Image phases (rank 0); NULL: the image itself is the sample.  encode
+   * makes the first sample of a frame size, a new host tensor.  The next
+   * frames of that size are encoded into one, and every frame decoded, in
+   * three parts each, so that the middle one can be a graph (set with
+   * encode).  encode_in stages @image into buffers of
    * the model's for frames of its size (host work, uploads);
    * encode_compute encodes them into the model's latents, issuing only
    * backend ops on buffers that stay put while the frame size does;
    * encode_out copies the latents into @sample.  decode_in stages
    * @sample for a frame of @image's size, decode_compute decodes it with
-   * backend ops alone (the same rule), decode_out writes @image.  Set,
-   * they replace encode_into and decode. */
+   * backend ops alone (the same rule), decode_out writes @image. */
+  PpTensor *(*encode) (PpModel * model, const PpImage * image,
+      GError ** error);
   gboolean (*encode_in) (PpModel * model, const PpImage * image,
       GError ** error);
   gboolean (*encode_compute) (PpModel * model, GError ** error);
@@ -156,8 +151,9 @@ struct _PpModel
   /* Rank 0's image phases as graphs (encode_compute, decode_compute),
    * NULL before.  Encoding and decoding run on two threads; where graphs
    * may run (image_graphs: graphs at load, on a backend that has them)
-   * their device work is issued one at a time (image_lock): a graph's
-   * buffers of the model's pool are its own only in stream order. */
+   * their device work is issued one at a time (image_lock, taken by
+   * image_work_begin in pp-model.c): a graph's buffers of the model's
+   * pool are its own only in stream order. */
   PpModelImageGraph *encode_graph, *decode_graph;
   gboolean image_graphs;
   GMutex image_lock;

@@ -96,11 +96,10 @@ static void
 cuda_free (PpBackend * be, gpointer mem)
 {
   PpCudaBackend *cu = be->priv;
-
-  const gsize bytes = GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes,
-          mem));
+  gsize bytes;
 
   enter (cu);
+  bytes = GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes, mem));
   if (refused_in_capture (cu, "a free")) {
     /* The buffer and its filter copies wait in the retired list until no
      * graph can launch on them (free_retired). */

@@ -229,7 +229,6 @@ typedef struct
 {
   PpCudaBackend *cu;
   gpointer mem;
-  gsize count;
   PpDType dtype;
   int cout, cin, khkw;
 } FilterCopy;
@@ -237,7 +236,7 @@ typedef struct
 /* The channels-last copy ([cout, kh, kw, cin]) of 16-bit filter @weight
  * of @key's shape, made on its first use and kept until its buffer is
  * freed (pp_cuda_conv_filters_forget: a buffer of that address later is
- * another filter); a copy of another size or dtype at the same address is
+ * another filter); a copy of another shape or dtype at the same address is
  * made again.  A 1×1 filter is its own copy.  NULL during a capture that
  * would have to make it (the convolution then runs channels-first). */
 static gconstpointer
@@ -250,7 +249,7 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
 
   if (key->kh * key->kw == 1)
     return weight.data;
-  if (copy != NULL && copy->count == count && copy->dtype == weight.dtype
+  if (copy != NULL && copy->dtype == weight.dtype
       && copy->cout == key->cout && copy->cin == key->cin
       && copy->khkw == key->kh * key->kw)
     return copy->mem;
@@ -263,7 +262,6 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   }
   copy = g_new0 (FilterCopy, 1);
   copy->cu = cu;
-  copy->count = count;
   copy->dtype = weight.dtype;
   copy->cout = key->cout;
   copy->cin = key->cin;

@@ -934,7 +934,7 @@ diffusion_encode (PpModel * model, const PpImage * image, GError ** error)
     return NULL;
   sample = pp_tensor_new (PP_MODEL_SAMPLE_NAME, PP_DTYPE_F32, 4,
       d->enc.latents->shape, error);
-  if (sample != NULL && !pp_tensor_download (sample, d->enc.latents, error))
+  if (sample != NULL && !diffusion_encode_out (model, sample, error))
     g_clear_pointer (&sample, pp_tensor_free);
   return sample;
 }

@@ -11,6 +11,7 @@
  * Usage: test-kernels-models DATA_DIR [g_test options] */
 #include "pp-error.h"
 #include "pp-npy.h"
+#include "pp-ops.h"
 #include "pp-safetensors.h"
 #include "pp-taesd.h"
 #include "pp-unet.h"
@@ -473,6 +474,35 @@ test_unet_repeat (gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpmem (first->data, first->nbytes, second->data, second->nbytes);
   print_digest (first);
+}
+
+/* A ResNet's SiLU runs in its group norm's pass (pp_group_norm with
+ * silu): the only SiLU ops of a forward are the time embedding's two
+ * (its MLP's and the one before each ResNet's projection of it). */
+static void
+test_unet_silu_in_norm (void)
+{
+  const UnetCase *c = &unet_repeat_cases[0];
+  g_autoptr (PpUnet) unet = unet_fixture (c->model);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpTensor) sample = load_npy (c->inputs, "sample.npy");
+  g_autoptr (PpTensor) context = load_npy (c->inputs,
+      "encoder_hidden_states.npy");
+  g_autoptr (PpTensor) out = NULL;
+  PpOpProfile silu, norm;
+
+  pp_ops_reset_flop_count ();
+  pp_ops_set_profiling (TRUE);
+  g_assert_true (pp_unet_forward (unet, sample, read_timestep (c->inputs),
+          context, &out, NULL, NULL, &error));
+  pp_ops_set_profiling (FALSE);
+  g_assert_no_error (error);
+  pp_ops_get_profile (PP_OP_SILU, &silu);
+  pp_ops_get_profile (PP_OP_GROUP_NORM, &norm);
+  g_test_message ("silu %" G_GUINT64_FORMAT ", group_norm %"
+      G_GUINT64_FORMAT, silu.calls, norm.calls);
+  g_assert_cmpuint (silu.calls, ==, 2);
+  g_assert_cmpuint (norm.calls, >, 2);
 }
 
 /* TAESD */
@@ -1108,6 +1138,7 @@ main (int argc, char **argv)
     g_test_add_data_func (taesd_decode_cases[i].path, &taesd_decode_cases[i],
         test_taesd_decode);
   g_test_add_func ("/models/unet/input-shapes", test_unet_input_shapes);
+  g_test_add_func ("/models/unet/silu-in-norm", test_unet_silu_in_norm);
   g_test_add_func ("/models/taesd/input-shapes", test_taesd_input_shapes);
   for (guint i = 0; i < G_N_ELEMENTS (config_cases); i++) {
     g_autofree gchar *name = g_strdup_printf ("/models/config/%s/%s",
