@@ -16,11 +16,15 @@ and the line says how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took, so
 that a run shows where its time went, and then each test that failed: its
-name, result, duration and the last lines it printed, and each sanitizer
-report's first lines.  They come last, just
+name, result, duration, the lines that say why (the check runner's
+file:line:F: and :E: lines, which it prints on stdout before the test's
+stderr, GLib's criticals, a sanitizer's first lines, the processes a test
+found still running, GStreamer's ERROR log lines) and the last lines it
+printed, and each sanitizer report's first lines.  They come last, just
 above the closing line, so that a log cut to its tail still names them."""
 import json
 import os
+import re
 import sys
 
 PASSED = {"OK", "EXPECTEDFAIL"}
@@ -28,6 +32,15 @@ SKIPPED = {"SKIP"}
 REPORTS_DIR = "sanitizers"
 RETRY_BASE = "testlog-spawn-retry"
 TAIL_LINES = 25
+KEY_LINES = 12
+# A check's failure (file:line:F:case:test:0: message) or error (:E:), its
+# closing count, a GLib critical or error, a sanitizer's first line, the
+# processes a test found still running, a GStreamer ERROR log line.
+KEY_LINE = re.compile(r"^\S+:\d+:[FE]:|^\d+%: Checks:|(CRITICAL|ERROR) \*\*"
+                      r"|^==\d+==ERROR|^WARNING: ThreadSanitizer|^SUMMARY:"
+                      r"|still running \d+ ms after|^  pid \d+ \(state"
+                      r"|^\d+:\d+:\d+\.\d+ +\d+ +0x[0-9a-f]+ +ERROR ")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def read_entries(path):
@@ -57,7 +70,11 @@ def print_failure(path, entry):
     print(f"{path}: FAILED {entry['name']}: {entry['result']} after "
           f"{entry.get('duration', 0.0):.1f} s (exit {entry.get('returncode')})")
     output = (entry.get("stdout") or "") + (entry.get("stderr") or "")
-    for line in output.rstrip().splitlines()[-TAIL_LINES:]:
+    lines = ANSI.sub("", output).rstrip().splitlines()
+    key = [line for line in lines if KEY_LINE.search(line)][:KEY_LINES]
+    for line in key:
+        print(f"  ! {line}")
+    for line in lines[-TAIL_LINES:]:
         print(f"  | {line}")
 
 

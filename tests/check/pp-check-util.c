@@ -142,16 +142,48 @@ pp_check_count_bells_files (void)
   return n;
 }
 
+/* Prints each process of @pids as "pid P (state S, parent Q 'comm')":
+ * what a failure needs to tell an exiting process (R, D) from one stuck
+ * in a wait (S) and from one its parent has not reaped yet. */
+static void
+print_processes (const gchar * name, GArray * pids, guint waited_ms)
+{
+  g_printerr ("%u process(es) named '%s' still running %u ms after the "
+      "stop:\n", pids->len, name, waited_ms);
+  for (guint i = 0; i < pids->len; i++) {
+    gint pid = g_array_index (pids, gint, i), ppid = 0, grand;
+    g_autofree gchar *id = g_strdup_printf ("%d", pid);
+    g_autofree gchar *comm = NULL, *parent_id = NULL, *parent = NULL;
+    gchar state = '?', parent_state;
+
+    if (read_stat (id, &comm, &ppid, &state)) {
+      parent_id = g_strdup_printf ("%d", ppid);
+      if (!read_stat (parent_id, &parent, &grand, &parent_state))
+        parent = g_strdup ("?");
+    }
+    g_printerr ("  pid %d (state %c, parent %d '%s')\n", pid, state, ppid,
+        parent != NULL ? parent : "?");
+  }
+}
+
 guint
 pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms)
 {
-  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
-  guint left;
+  const gint64 start = g_get_monotonic_time ();
+  const gint64 deadline = start + (gint64) timeout_ms * 1000;
+  g_autoptr (GArray) left = NULL;
 
-  while ((left = pp_check_count_descendants (name)) > 0
-      && g_get_monotonic_time () < deadline)
+  for (;;) {
+    g_clear_pointer (&left, g_array_unref);
+    left = pp_check_find_descendants (name);
+    if (left->len == 0 || g_get_monotonic_time () >= deadline)
+      break;
     g_usleep (POLL_US);
-  return left;
+  }
+  if (left->len > 0)
+    print_processes (name, left,
+        (guint) ((g_get_monotonic_time () - start) / 1000));
+  return left->len;
 }
 
 GstMessage *

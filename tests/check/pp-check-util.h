@@ -24,7 +24,8 @@ guint pp_check_count_bells_files (void);
 guint64 pp_check_bell_rings (guint rank);
 
 /* Waits until no descendant named @name is left, up to @timeout_ms;
- * returns how many remain. */
+ * returns how many remain, and prints each that does (its pid, state and
+ * parent) on stderr. */
 guint pp_check_wait_descendants_gone (const gchar * name, guint timeout_ms);
 
 /* Pops the first ERROR message from @bus within @timeout_ms; NULL if none
