@@ -14,8 +14,8 @@ was run once more by tests/spawn-retry.py; its second result, in the retry
 log beside the log (testlog-spawn-retry[-SETUP].json), replaces the first,
 and the line says how many were retried.
 
-Above the counts it prints, per log, how long each suite's tests took, so
-that a run shows where its time went, and then each test that failed: its
+Above the counts it prints, per log, how long each suite's tests took and
+its slowest tests, so that a run shows where its time went, and then each test that failed: its
 name, result, duration, the lines that say why (the check runner's
 file:line:F: and :E: lines, which it prints on stdout before the test's
 stderr, GLib's criticals, a sanitizer's first lines, the processes a test
@@ -33,6 +33,7 @@ REPORTS_DIR = "sanitizers"
 RETRY_BASE = "testlog-spawn-retry"
 TAIL_LINES = 25
 KEY_LINES = 12
+SLOWEST = 6
 # A check's failure (file:line:F:case:test:0: message) or error (:E:), its
 # closing count, a GLib critical or error, a sanitizer's first line, the
 # processes a test found still running, a GStreamer ERROR log line.
@@ -121,6 +122,14 @@ def suite_times(path):
     return times
 
 
+def slowest_tests(path):
+    """The SLOWEST longest tests of a log: (short name, seconds)."""
+    entries = sorted(read_entries(path),
+                     key=lambda entry: -entry.get("duration", 0.0))
+    return [(entry["name"].split(" / ", 1)[-1], entry.get("duration", 0.0))
+            for entry in entries[:SLOWEST]]
+
+
 def sanitizer_reports(path):
     folder = os.path.join(os.path.dirname(path), REPORTS_DIR)
     if not os.path.isdir(folder):
@@ -152,6 +161,9 @@ def main(paths):
             for suite in sorted(times, key=lambda s: -times[s][1]):
                 n, seconds = times[suite]
                 print(f"{path}: suite {suite}: {n} tests, {seconds:.0f} s")
+            print(f"{path}: slowest: " + ", ".join(
+                f"{name} {seconds:.0f} s" for name, seconds
+                in slowest_tests(path)))
         passed, failed, skipped = count_results(path)
         if os.path.exists(path):
             failures += [(path, entry) for entry in read_failures(path)]

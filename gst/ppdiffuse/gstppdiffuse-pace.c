@@ -37,7 +37,9 @@ gst_pp_diffuse_pace_check (GstPpDiffuse * self, const GstVideoInfo * info)
   GST_OBJECT_LOCK (self);
   timeout_ms = self->timeout_ms;
   GST_OBJECT_UNLOCK (self);
-  GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+  /* The details tell this warning from the settings' (same domain and
+   * code) and carry its figures for an application. */
+  GST_ELEMENT_WARNING_WITH_DETAILS (self, RESOURCE, SETTINGS,
       ("ppdiffuse is too slow for this stream: one frame takes about %"
           G_GINT64_FORMAT " ms on the slowest worker (rank %u, steps [%u,%u))"
           " and %" G_GINT64_FORMAT " ms round the mesh (%s), but a frame "
@@ -54,6 +56,11 @@ gst_pp_diffuse_pace_check (GstPpDiffuse * self, const GstVideoInfo * info)
           "(timeout-ms %u is the least)",
           GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
           pace.n_workers, pace.n_steps, pace.stage_allowance_us / 1000,
-          pace.round_allowance_us / 1000, timeout_ms));
+          pace.round_allowance_us / 1000, timeout_ms),
+      ("ppdiffuse-warning", G_TYPE_STRING, "pace",
+          "stage-ms", G_TYPE_DOUBLE, pace.stage_us / 1000.0,
+          "round-ms", G_TYPE_DOUBLE, pace.round_us / 1000.0,
+          "interval-ms", G_TYPE_DOUBLE, interval_us / 1000.0,
+          "slowest-rank", G_TYPE_UINT, pace.slowest + 1, NULL));
   return TRUE;
 }

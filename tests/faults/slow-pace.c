@@ -162,6 +162,27 @@ expect_pace_warning (GstBus * bus)
     fail_unless (ms >= STEP_MS && ms < 4 * STEP_MS, "estimate %"
         G_GUINT64_FORMAT " ms for a %d ms step", ms, STEP_MS);
   }
+  /* The same figures in the details, for an application. */
+  {
+    const GstStructure *details = NULL;
+    gdouble stage_ms = 0, interval_ms = 0;
+    guint rank = 0;
+
+    gst_message_parse_warning_details (msg, &details);
+    fail_unless (details != NULL && g_strcmp0 (gst_structure_get_string
+            (details, "ppdiffuse-warning"), "pace") == 0,
+        "the warning's details do not say ppdiffuse-warning=pace");
+    fail_unless (gst_structure_get_double (details, "stage-ms", &stage_ms)
+        && gst_structure_get_double (details, "interval-ms", &interval_ms)
+        && gst_structure_get_uint (details, "slowest-rank", &rank)
+        && gst_structure_has_field_typed (details, "round-ms",
+            G_TYPE_DOUBLE), "details: %" GST_PTR_FORMAT, details);
+    fail_unless (stage_ms >= STEP_MS && stage_ms < 4 * STEP_MS,
+        "stage-ms %.1f for a %d ms step", stage_ms, STEP_MS);
+    fail_unless (interval_ms > 33.3 && interval_ms < 33.4,
+        "interval-ms %.2f at 30 fps", interval_ms);
+    fail_unless (rank >= 1, "slowest-rank %u", rank);
+  }
   g_free (debug);
   gst_message_unref (msg);
   msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING | GST_MESSAGE_ERROR);
