@@ -274,6 +274,7 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
     guint n_workers, GError ** error)
 {
   g_autoptr (GString) diff = g_string_new (NULL);
+  gboolean builds_differ = FALSE;
 
   for (guint w = 0; w < n_workers; w++) {
     for (guint k = 0; checked_keys[k] != NULL; k++) {
@@ -288,6 +289,7 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
       }
       if (g_strcmp0 (mine, ref) == 0)
         continue;
+      builds_differ |= g_str_equal (key, PP_PARITY_BUILD);
       g_string_append_printf (diff, "%srank %u: %s = %s (rank %u: %s)",
           diff->len ? "; " : "", w + 1, key, mine ? mine : "(absent)",
           ref_rank, ref ? ref : "(absent)");
@@ -297,7 +299,10 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
     return TRUE;
   g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
       "parity check failed, every rank must run the same build, libraries "
-      "and model: %s", diff->str);
+      "and model: %s%s", diff->str, builds_differ ? " (the worker and "
+      "rank 0 come from different builds: rebuild both, e.g. ninja -C "
+      "BUILDDIR after a change, or set the worker property to the worker "
+      "of rank 0's build)" : "");
   return FALSE;
 }
 

@@ -288,6 +288,10 @@ test_parity (void)
 
   g_hash_table_insert (workers[2].parity, g_strdup (PP_PARITY_MODEL_DIGEST),
       g_strdup ("digest-b"));
+  /* The rebuild advice only where the builds differ. */
+  g_assert_false (pp_parity_check (rank0, workers, 3, &error));
+  g_assert_null (strstr (error->message, "different builds"));
+  g_clear_error (&error);
   g_hash_table_insert (workers[1].parity, g_strdup (PP_PARITY_BUILD),
       g_strdup ("other-build"));
   g_hash_table_remove (workers[2].parity, PP_PARITY_MPI);
@@ -297,6 +301,7 @@ test_parity (void)
   g_assert_nonnull (strstr (error->message,
           "rank 3: model-digest = digest-b (rank 1: digest-a)"));
   g_assert_nonnull (strstr (error->message, "rank 2: build = other-build"));
+  g_assert_nonnull (strstr (error->message, "different builds: rebuild"));
   g_assert_nonnull (strstr (error->message, "rank 3: mpi = (absent)"));
   g_assert_null (strstr (error->message, "device"));
   for (guint i = 0; i < 3; i++)
