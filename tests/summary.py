@@ -15,12 +15,12 @@ log beside the log (testlog-spawn-retry[-SETUP].json), replaces the first,
 and the line says how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took and
-its slowest tests, so that a run shows where its time went, and then each test that failed: its
-name, result, duration, the lines that say why (the check runner's
-file:line:F: and :E: lines, which it prints on stdout before the test's
-stderr, GLib's criticals, a sanitizer's first lines, the processes a test
-found still running, GStreamer's ERROR log lines) and the last lines it
-printed, and each sanitizer report's first lines.  They come last, just
+its slowest tests, so that a run shows where its time went, and then each
+test that failed: its name, result, duration, the lines that say why
+(the check runner's file:line:F: and :E: lines, which it prints on stdout
+before the test's stderr, GLib's criticals, a sanitizer's first lines,
+the processes a test found still running, GStreamer's ERROR log lines)
+and the last lines it printed, and each sanitizer report's first lines.  They come last, just
 above the closing line, so that a log cut to its tail still names them."""
 import json
 import os
@@ -113,19 +113,18 @@ def suite_of(name):
     return head.split(":", 1)[-1].split("+", 1)[0]
 
 
-def suite_times(path):
+def suite_times(entries):
     times = {}
-    for entry in read_entries(path):
+    for entry in entries:
         suite = suite_of(entry["name"])
         n, seconds = times.get(suite, (0, 0.0))
         times[suite] = (n + 1, seconds + entry.get("duration", 0.0))
     return times
 
 
-def slowest_tests(path):
-    """The SLOWEST longest tests of a log: (short name, seconds)."""
-    entries = sorted(read_entries(path),
-                     key=lambda entry: -entry.get("duration", 0.0))
+def slowest_tests(entries):
+    """The SLOWEST longest of a log's tests: (short name, seconds)."""
+    entries = sorted(entries, key=lambda entry: -entry.get("duration", 0.0))
     return [(entry["name"].split(" / ", 1)[-1], entry.get("duration", 0.0))
             for entry in entries[:SLOWEST]]
 
@@ -157,13 +156,14 @@ def main(paths):
     failures = []
     for path in paths:
         if os.path.exists(path):
-            times = suite_times(path)
+            entries = list(read_entries(path))
+            times = suite_times(entries)
             for suite in sorted(times, key=lambda s: -times[s][1]):
                 n, seconds = times[suite]
                 print(f"{path}: suite {suite}: {n} tests, {seconds:.0f} s")
             print(f"{path}: slowest: " + ", ".join(
                 f"{name} {seconds:.0f} s" for name, seconds
-                in slowest_tests(path)))
+                in slowest_tests(entries)))
         passed, failed, skipped = count_results(path)
         if os.path.exists(path):
             failures += [(path, entry) for entry in read_failures(path)]

@@ -1326,8 +1326,6 @@ cases_for_rows (Run * r)
   for_rows_one (r, 1000, 64, 96);
 }
 
-/* ---- the run ------------------------------------------------------------ */
-
 /* ---- bytes_to_floats, floats_to_bytes ----------------------------------- */
 
 /* Sizes around the vector widths and the threads' ranges, and a frame's. */
@@ -1392,6 +1390,8 @@ cases_floats_to_bytes (Run * r)
         widened, ref, n, 1.0);
   }
 }
+
+/* ---- the run ------------------------------------------------------------ */
 
 /* Every op's cases, indexed by PpOp: an op of PP_OPS_LIST without an entry
  * fails the run. */

@@ -57,12 +57,12 @@ is_stamped (GstBuffer * out, guint index, guint w, guint h, guint n_steps,
   return same;
 }
 
-/* A harness around @element (transfer floating) with raw video caps of
- * @format, @w x @h. */
 /* The harness of the case that runs, until stop () or stop_kept (): a
  * case that fails before then leaves it to left_over_stop (). */
 static GstHarness *running;
 
+/* A harness around @element (transfer floating) with raw video caps of
+ * @format, @w x @h. */
 static GstHarness *
 make_harness (GstElement * element, const gchar * format, guint w, guint h)
 {
@@ -132,7 +132,8 @@ stop_kept (GstHarness * h, GstElement * element)
 static GstMessage *
 pop_warning (GstBus * bus, guint timeout_ms)
 {
-  const gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  const gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms
+      * G_TIME_SPAN_MILLISECOND;
   GstMessage *msg;
 
   for (;;) {
