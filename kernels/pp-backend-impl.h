@@ -102,6 +102,12 @@ struct _PpBackend
   /* The dtypes its ops read views in (PP_DTYPE_BIT each): the wrappers
    * refuse a view of any other. */
   guint view_dtypes;
+  /* The dtypes its ops take activations in (PP_DTYPE_BIT each): the
+   * wrappers refuse an activation of any other. */
+  guint act_dtypes;
+  /* TRUE: models keep their activations in their weights' dtype, when it
+   * is one of act_dtypes (pp_backend_act_dtype); FALSE: in float32. */
+  gboolean act_follows_weights;
   /* TRUE: the models cut a batch's row-count-dependent work (GEMMs, row
    * ranges) sample by sample, so that each sample gets the bytes it gets
    * alone (the CPU backends, whose GEMM kernels and ranges depend on the

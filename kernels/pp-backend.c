@@ -394,6 +394,14 @@ pp_backend_samples_apart (const PpBackend * be)
   return be->samples_apart;
 }
 
+PpDType
+pp_backend_act_dtype (const PpBackend * be, PpDType weights)
+{
+  if (be->act_follows_weights && (be->act_dtypes & PP_DTYPE_BIT (weights)))
+    return weights;
+  return PP_DTYPE_F32;
+}
+
 void
 pp_backend_set_samples_apart (PpBackend * be, gboolean apart)
 {
@@ -530,6 +538,7 @@ pp_tensor_transfer (PpTensor * dst, const PpTensor * src, GError ** error)
 struct _PpPool
 {
   PpBackend *be;
+  PpDType act_dtype;
   GMutex lock;
   /* size → GPtrArray of free buffers of that size; arrays keep their
    * capacity, so releasing and acquiring again allocates nothing. */
@@ -545,11 +554,13 @@ free_list_destroy (gpointer data)
 }
 
 PpPool *
-pp_pool_new (PpBackend * be)
+pp_pool_new (PpBackend * be, PpDType act_dtype)
 {
   PpPool *pool = g_new0 (PpPool, 1);
 
+  g_return_val_if_fail (be->act_dtypes & PP_DTYPE_BIT (act_dtype), NULL);
   pool->be = be;
+  pool->act_dtype = act_dtype;
   g_mutex_init (&pool->lock);
   pool->free_by_size = g_hash_table_new_full (g_int64_hash, g_int64_equal,
       g_free, free_list_destroy);
@@ -583,6 +594,12 @@ PpBackend *
 pp_pool_backend (PpPool * pool)
 {
   return pool->be;
+}
+
+PpDType
+pp_pool_act_dtype (PpPool * pool)
+{
+  return pool->act_dtype;
 }
 
 gpointer

@@ -123,6 +123,12 @@ void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
 gboolean     pp_backend_samples_apart (const PpBackend * be);
 void         pp_backend_set_samples_apart (PpBackend * be, gboolean apart);
 
+/* The dtype a model whose weights are stored as @weights keeps its
+ * activations in: the weights' 16-bit dtype on a backend whose ops compute
+ * on 16-bit activations end to end (PpBackend.act_follows_weights:
+ * cpu-strict, which runs the 16-bit graph on the host), else float32. */
+PpDType      pp_backend_act_dtype  (const PpBackend * be, PpDType weights);
+
 /* Device bytes allocated so far (every backend together), for the
  * per-frame allocation measurements of benchmarks and tests. */
 guint64      pp_backend_allocated_bytes (void);
@@ -149,9 +155,12 @@ gboolean     pp_tensor_transfer    (PpTensor * dst, const PpTensor * src,
  * Thread-safe (rank 0 encodes and decodes on two threads). */
 typedef struct _PpPool PpPool;
 
-PpPool      *pp_pool_new           (PpBackend * be);
+/* A model's pool, whose activations are stored as @act_dtype (F32, F16,
+ * BF16: pp_backend_act_dtype). */
+PpPool      *pp_pool_new           (PpBackend * be, PpDType act_dtype);
 void         pp_pool_free          (PpPool * pool);
 PpBackend   *pp_pool_backend       (PpPool * pool);
+PpDType      pp_pool_act_dtype     (PpPool * pool);
 /* Aborts when the device is out of memory (as g_malloc does). */
 gpointer     pp_pool_acquire       (PpPool * pool, gsize bytes);
 void         pp_pool_release       (PpPool * pool, gpointer mem, gsize bytes);

@@ -159,55 +159,100 @@ pp_ops_get_profile (PpOp op, PpOpProfile * out)
   out->flops = atomic_load (&counters[op].flops);
 }
 
+/* The dtypes of @set, for messages ("F32, F16"). */
+static GString *
+dtype_names (guint set)
+{
+  GString *names = g_string_new (NULL);
+
+  for (guint d = PP_DTYPE_F32; d <= PP_DTYPE_BF16; d++)
+    if (set & PP_DTYPE_BIT (d))
+      g_string_append_printf (names, "%s%s", names->len ? ", " : "",
+          pp_dtype_name (d));
+  return names;
+}
+
 void
 pp_ops_refuse_dtype (const PpBackend * be, const char *op, const char *param,
     PpDType dtype)
 {
-  g_autoptr (GString) reads = g_string_new (NULL);
+  g_autoptr (GString) reads = dtype_names (be->view_dtypes);
 
-  for (guint d = PP_DTYPE_F32; d <= PP_DTYPE_BF16; d++)
-    if (be->view_dtypes & PP_DTYPE_BIT (d))
-      g_string_append_printf (reads, "%s%s", reads->len ? ", " : "",
-          pp_dtype_name (d));
   g_error ("%s: parameter %s is %s (dtype %u), and the %s backend has no "
       "%s kernel for it (its ops read %s)", op, param, pp_dtype_name (dtype),
       (guint) dtype, be->name, op, reads->len ? reads->str : "no views");
 }
 
-/* View @v of parameter @param of @op, which reads @needed elements of it:
- * the process ends when it is absent but not @optional, of a dtype @be
- * has no kernel for, or too short (what would otherwise read past its
- * end, or read 16-bit values as floats).  Returns it trimmed to @needed,
- * so that a backend converts no more than the op reads. */
+/* An activation of a dtype @be's ops do not take (PpBackend.act_dtypes). */
+static G_GNUC_NORETURN void
+refuse_act_dtype (const PpBackend * be, const char *op, const char *param,
+    PpDType dtype)
+{
+  g_autoptr (GString) takes = dtype_names (be->act_dtypes);
+
+  g_error ("%s: activation %s is %s (dtype %u), and the %s backend's ops "
+      "take activations in %s only", op, param, pp_dtype_name (dtype),
+      (guint) dtype, be->name, takes->len ? takes->str : "no dtype");
+}
+
+/* View @v of parameter @param of @op, which reads or writes @needed
+ * elements of it: the process ends when it is absent but not @optional,
+ * of a dtype @be has no kernel for (its @set of dtypes: view_dtypes for
+ * weights, act_dtypes for activations), or too short (what would
+ * otherwise read or write past its end, or read 16-bit values as floats).
+ * Returns it trimmed to @needed, so that a backend converts no more than
+ * the op reads or writes. */
 static PpView
 check_view (const PpBackend * be, PpOp op, const char *param, PpView v,
-    gint64 needed, gboolean optional)
+    gint64 needed, gboolean optional, gboolean activation)
 {
   const gsize count = needed > 0 ? (gsize) needed : 0;
+  const guint set = activation ? be->act_dtypes : be->view_dtypes;
 
   if (v.data == NULL) {
     if (!optional)
-      g_error ("%s: parameter %s is absent (NULL data); the op reads %"
-          G_GSIZE_FORMAT " elements of it", op_names[op], param, count);
+      g_error ("%s: parameter %s is absent (NULL data); the op %s %"
+          G_GSIZE_FORMAT " elements of it", op_names[op], param,
+          activation ? "uses" : "reads", count);
     return v;
   }
-  if ((guint) v.dtype >= sizeof (be->view_dtypes) * 8
-      || !(be->view_dtypes & PP_DTYPE_BIT (v.dtype)))
+  if ((guint) v.dtype >= sizeof (set) * 8 || !(set & PP_DTYPE_BIT (v.dtype))) {
+    if (activation)
+      refuse_act_dtype (be, op_names[op], param, v.dtype);
     pp_ops_refuse_dtype (be, op_names[op], param, v.dtype);
+  }
   if (v.numel < count)
     g_error ("%s: parameter %s has %" G_GSIZE_FORMAT " elements (%s) on the "
-        "%s backend; the op reads %" G_GSIZE_FORMAT, op_names[op], param,
-        v.numel, pp_dtype_name (v.dtype), be->name, count);
+        "%s backend; the op %s %" G_GSIZE_FORMAT, op_names[op], param,
+        v.numel, pp_dtype_name (v.dtype), be->name,
+        activation ? "uses" : "reads", count);
   v.numel = count;
   return v;
+}
+
+static PpOut
+check_out (const PpBackend * be, PpOp op, const char *param, PpOut o,
+    gint64 needed)
+{
+  const PpView v = check_view (be, op, param, pp_out_as_view (o), needed,
+      FALSE, TRUE);
+
+  o.numel = v.numel;
+  return o;
 }
 
 /* The views column of the list (pp-ops-list.h), as statements of a
  * wrapper: each view checked and trimmed in place. */
 #define PP_OPS_VIEW(param, numel) \
-  param = check_view (be, op, #param, param, (numel), FALSE);
+  param = check_view (be, op, #param, param, (numel), FALSE, FALSE);
 #define PP_OPS_VIEW_OPTIONAL(param, numel) \
-  param = check_view (be, op, #param, param, (numel), TRUE);
+  param = check_view (be, op, #param, param, (numel), TRUE, FALSE);
+#define PP_OPS_IN(param, numel) \
+  param = check_view (be, op, #param, param, (numel), FALSE, TRUE);
+#define PP_OPS_IN_OPTIONAL(param, numel) \
+  param = check_view (be, op, #param, param, (numel), TRUE, TRUE);
+#define PP_OPS_OUT(param, numel) \
+  param = check_out (be, op, #param, param, (numel));
 
 #define OP_WRAPPER(name, NAME, params, args, flops, views)                \
   void                                                                      \
@@ -228,6 +273,9 @@ PP_OPS_LIST (OP_WRAPPER)
 #undef OP_WRAPPER
 #undef PP_OPS_VIEW
 #undef PP_OPS_VIEW_OPTIONAL
+#undef PP_OPS_IN
+#undef PP_OPS_IN_OPTIONAL
+#undef PP_OPS_OUT
 
 typedef struct
 {

@@ -6,10 +6,10 @@
  * with its backend, which check the ops' views, count FLOPs, profile and
  * call through the table.
  *
- * Weights reach ops as typed views (pp-view.h), which the wrappers check
- * against the backend's dtypes and the op's needs; activations are float32
- * pointers, whose shapes ops cannot check against each other: callers
- * check shapes and report errors.  Preconditions that an op can check
+ * Weights and activations reach ops as typed views (pp-view.h), which the
+ * wrappers check against the backend's dtypes and the op's needs; their
+ * shapes ops cannot check against each other: callers check shapes and
+ * report errors.  Preconditions that an op can check
  * itself (positive sizes, channels divisible by groups) are
  * g_return_if_fail()s.  Outputs never alias inputs unless an op says so.
  * Ops are thread-safe: none keeps state between calls. */
@@ -67,8 +67,9 @@ void pp_ops_get_profile (PpOp op, PpOpProfile * out);
  * view parameter is checked first, and the process ends with a message
  * naming the op, the parameter and what is wrong (ops return nothing, and a
  * crash beats silent garbage) when it is absent but required, of a dtype
- * @be has no kernel for (PpBackend.view_dtypes), or shorter than what the
- * op reads of it; the backend gets it trimmed to what the op reads. */
+ * @be has no kernel for (PpBackend.view_dtypes for weights, act_dtypes for
+ * activations), or shorter than what the op reads or writes of it; the
+ * backend gets it trimmed to that. */
 #define PP_OPS_WRAPPER(name, NAME, params, args, flops, views) \
   void pp_##name (PpBackend * be, PP_OPS_UNPAREN params);
 PP_OPS_LIST (PP_OPS_WRAPPER)

@@ -1,12 +1,11 @@
-/* ppdiffuse — typed read-only views: how an op is handed a weight (or an
- * activation in a weight's place, such as the x of add).
+/* ppdiffuse — typed views: how an op is handed every tensor it reads
+ * (PpView) or writes (PpOut), weights and activations alike.
  *
  * A view carries its dtype and element count with the pointer, as ggml's
  * tensors carry their type: a backend reads the data as what it is stored
  * as, never looking the dtype up by address, and the op wrappers
  * (pp-ops.c) refuse a view the backend has no kernel for, or one shorter
- * than what the op reads, before anything reads it.  Outputs and the other
- * inputs of ops (activations) stay float32 pointers. */
+ * than what the op reads or writes, before anything touches it. */
 #pragma once
 
 #include <glib.h>
@@ -52,6 +51,55 @@ static inline gboolean
 pp_view_is_none (PpView v)
 {
   return v.data == NULL;
+}
+
+/* A writable view: an op's output, or a tensor it updates in place (the x
+ * of silu, the y of add). */
+typedef struct
+{
+  gpointer data;                /* device memory of the op's backend */
+  PpDType dtype;
+  gsize numel;                  /* elements of @dtype at @data */
+} PpOut;
+
+static inline PpOut
+pp_out (gpointer data, PpDType dtype, gsize numel)
+{
+  PpOut o = { data, dtype, numel };
+
+  return o;
+}
+
+/* @numel float32 values at @data. */
+static inline PpOut
+pp_out_f32 (float *data, gsize numel)
+{
+  return pp_out (data, PP_DTYPE_F32, numel);
+}
+
+/* The same memory, to read. */
+static inline PpView
+pp_out_as_view (PpOut o)
+{
+  return pp_view (o.data, o.dtype, o.numel);
+}
+
+/* Elements [@offset, @offset + @numel) of @v: the byte offset follows the
+ * dtype, so model code never does pointer arithmetic on typed memory. */
+static inline PpView
+pp_view_range (PpView v, gsize offset, gsize numel)
+{
+  g_assert (offset + numel <= v.numel);
+  return pp_view ((const guint8 *) v.data + offset * pp_dtype_size (v.dtype),
+      v.dtype, numel);
+}
+
+static inline PpOut
+pp_out_range (PpOut o, gsize offset, gsize numel)
+{
+  g_assert (offset + numel <= o.numel);
+  return pp_out ((guint8 *) o.data + offset * pp_dtype_size (o.dtype),
+      o.dtype, numel);
 }
 
 G_END_DECLS

@@ -20,11 +20,11 @@
  * double.  Each case states how its float32 rounding error grows (its
  * "growth", see the bounds below).
  *
- * Every op that takes a weight (a PpView parameter) also runs cases with
- * its views in F16 and in BF16, narrowed on the host and uploaded as 16-bit
- * values, so that every backend's dispatch on the view's dtype runs; their
- * reference is the same op on the weights rounded to that dtype and
- * widened, in double.
+ * Every op that takes a weight (a PP_OPS_VIEW parameter of the list) also
+ * runs cases with its views in F16 and in BF16, narrowed on the host and
+ * uploaded as 16-bit values, so that every backend's dispatch on the
+ * view's dtype runs; their reference is the same op on the weights rounded
+ * to that dtype and widened, in double.  Activations are float32 views.
  *
  * --inject-error OP, for testing this checker (hidden from --help), adds a
  * wrong value to each of OP's downloaded outputs: the run must then fail. */
@@ -205,6 +205,20 @@ upload (Run * r, const float *host, size_t n)
   return dev;
 }
 
+/* @host (@n values) on the device as an op's input activation. */
+static PpView
+upload_in (Run * r, const float *host, size_t n)
+{
+  return pp_view_f32 (upload (r, host, n), n);
+}
+
+/* The same as an activation the op updates in place. */
+static PpOut
+upload_out (Run * r, const float *host, size_t n)
+{
+  return pp_out_f32 (upload (r, host, n), n);
+}
+
 /* @host (@n values) on the device as a view of @dtype: F32 as it is; a
  * 16-bit dtype narrowed on the host and uploaded in 16 bits, with @host
  * rounded to it in place, so that the reference computes with the values
@@ -241,14 +255,14 @@ views_label (PpDType dtype)
       ? ", BF16 views" : "";
 }
 
-/* An output buffer: NaN until the op writes it. */
-static float *
+/* An output activation: NaN until the op writes it. */
+static PpOut
 device_nan (Run * r, size_t n)
 {
   float *dev = device_new (r, n);
 
   pp_backend_fill (r->be, dev, NAN, n);
-  return dev;
+  return pp_out_f32 (dev, n);
 }
 
 static float *
@@ -336,12 +350,12 @@ check (Run * r, PpOp op, gchar * shape, float *got, const double *ref,
   release_case (r);
 }
 
-/* Downloads @dev and checks it. */
+/* Downloads @dev (@n of its values) and checks it. */
 static void
-check_device (Run * r, PpOp op, gchar * shape, const float *dev,
-    const double *ref, size_t n, double growth)
+check_device (Run * r, PpOp op, gchar * shape, PpOut dev, const double *ref,
+    size_t n, double growth)
 {
-  g_autofree float *got = download (r, dev, n);
+  g_autofree float *got = download (r, dev.data, n);
 
   check (r, op, shape, got, ref, n, growth);
 }
@@ -369,9 +383,9 @@ conv_one (Run * r, const ConvCase * c, PpDType dtype)
   g_autofree float *wt = random_host (r, n_w, 0.5);
   g_autofree float *bias = c->bias ? random_host (r, c->cout, 1.0) : NULL;
   g_autofree double *ref = g_new (double, n_out);
-  float *dy = device_nan (r, n_out);
+  const PpOut dy = device_nan (r, n_out);
 
-  pp_conv2d (r->be, upload (r, x, n_in), c->n, c->cin, c->h, c->w,
+  pp_conv2d (r->be, upload_in (r, x, n_in), c->n, c->cin, c->h, c->w,
       upload_view (r, wt, n_w, dtype), upload_view (r, bias, c->cout, dtype),
       c->cout, c->kh, c->kw, c->stride, c->pad, dy);
   pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
@@ -431,10 +445,10 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
   g_autofree float *gamma = gamma_on ? random_host (r, c, 1.0) : NULL;
   g_autofree float *beta = beta_on ? random_host (r, c, 1.0) : NULL;
   g_autofree double *ref = g_new (double, total);
-  float *dx = upload (r, x, total);
-  float *dy = in_place ? dx : device_nan (r, total);
+  const PpOut dx = upload_out (r, x, total);
+  const PpOut dy = in_place ? dx : device_nan (r, total);
 
-  pp_group_norm (r->be, dx, n, c, hw, groups, eps,
+  pp_group_norm (r->be, pp_out_as_view (dx), n, c, hw, groups, eps,
       upload_view (r, gamma, c, dtype), upload_view (r, beta, c, dtype), silu,
       dy);
   for (int b = 0; b < n; b++)
@@ -501,10 +515,10 @@ layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
   g_autofree float *gamma = gamma_on ? random_host (r, dim, 1.0) : NULL;
   g_autofree float *beta = beta_on ? random_host (r, dim, 1.0) : NULL;
   g_autofree double *ref = g_new (double, total);
-  float *dx = upload (r, x, total);
-  float *dy = in_place ? dx : device_nan (r, total);
+  const PpOut dx = upload_out (r, x, total);
+  const PpOut dy = in_place ? dx : device_nan (r, total);
 
-  pp_layer_norm (r->be, dx, rows, dim, eps,
+  pp_layer_norm (r->be, pp_out_as_view (dx), rows, dim, eps,
       upload_view (r, gamma, dim, dtype), upload_view (r, beta, dim, dtype),
       dy);
   for (int row = 0; row < rows; row++) {
@@ -553,9 +567,9 @@ linear_one (Run * r, int rows, int in, int out, gboolean with_bias,
   g_autofree float *w = random_host (r, (size_t) out * in, 1.0);
   g_autofree float *b = with_bias ? random_host (r, out, 1.0) : NULL;
   g_autofree double *ref = g_new (double, (size_t) rows * out);
-  float *dy = device_nan (r, (size_t) rows * out);
+  const PpOut dy = device_nan (r, (size_t) rows * out);
 
-  pp_linear (r->be, upload (r, x, (size_t) rows * in), rows, in,
+  pp_linear (r->be, upload_in (r, x, (size_t) rows * in), rows, in,
       upload_view (r, w, (size_t) out * in, dtype),
       upload_view (r, b, out, dtype), out, dy);
   for (int i = 0; i < rows; i++)
@@ -608,7 +622,7 @@ matmul_one (Run * r, gboolean ta, gboolean tb, int m, int n, int k,
   g_autofree float *b = random_host (r, (size_t) b_rows * ldb, 1.0);
   g_autofree float *y = random_host (r, ny, 1.0);
   g_autofree double *ref = g_new (double, ny);
-  float *dy = upload (r, y, ny);
+  const PpOut dy = upload_out (r, y, ny);
 
   pp_matmul (r->be, ta, tb, m, n, k,
       upload_view (r, a, (size_t) a_rows * lda, a_dtype), lda,
@@ -707,12 +721,12 @@ attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
   g_autofree float *k = random_host (r, nk, amplitude);
   g_autofree float *v = random_host (r, nk, 1.0);
   g_autofree double *ref = g_new (double, nq);
-  float *dout = device_nan (r, nq);
+  const PpOut dout = device_nan (r, nq);
   double max_score;
 
   attention_inputs (r, q, k, v, nq, nk, dtype);
-  pp_attention (r->be, upload (r, q, nq), upload (r, k, nk),
-      upload (r, v, nk), n, lq, lk, heads, hd, dtype, dout);
+  pp_attention (r->be, upload_in (r, q, nq), upload_in (r, k, nk),
+      upload_in (r, v, nk), n, lq, lk, heads, hd, dtype, dout);
   max_score = pp_ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION, g_strdup_printf ("n%d lq%d lk%d %d "
           "heads of %d, amplitude %g%s", n, lq, lk, heads, hd, amplitude,
@@ -759,12 +773,13 @@ attention_causal_one (Run * r, int n, int l, int heads, int hd,
   g_autofree float *k = random_host (r, count, amplitude);
   g_autofree float *v = random_host (r, count, 1.0);
   g_autofree double *ref = g_new (double, count);
-  float *dout = device_nan (r, count);
+  const PpOut dout = device_nan (r, count);
   double max_score;
 
   attention_inputs (r, q, k, v, count, count, dtype);
-  pp_attention_causal (r->be, upload (r, q, count), upload (r, k, count),
-      upload (r, v, count), n, l, heads, hd, dtype, dout);
+  pp_attention_causal (r->be, upload_in (r, q, count),
+      upload_in (r, k, count), upload_in (r, v, count), n, l, heads, hd,
+      dtype, dout);
   max_score = pp_ref_attention_causal (q, k, v, n, l, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION_CAUSAL, g_strdup_printf ("n%d l%d %d "
           "heads of %d, amplitude %g%s", n, l, heads, hd, amplitude,
@@ -795,7 +810,7 @@ cases_attention_causal (Run * r)
  * chunk and vector are partial). */
 static const size_t element_sizes[] = { 1, 15, 17, 262147 };
 
-typedef void (*UnaryOp) (PpBackend * be, float *x, size_t n);
+typedef void (*UnaryOp) (PpBackend * be, PpOut x, size_t n);
 typedef double (*UnaryRef) (double x);
 
 static void
@@ -804,7 +819,7 @@ unary_one (Run * r, PpOp op, UnaryOp fn, UnaryRef ref_fn, size_t n,
 {
   g_autofree float *x = random_host (r, n, amplitude);
   g_autofree double *ref = g_new (double, n);
-  float *dx = upload (r, x, n);
+  const PpOut dx = upload_out (r, x, n);
 
   fn (r->be, dx, n);
   for (size_t i = 0; i < n; i++)
@@ -857,9 +872,9 @@ geglu_one (Run * r, int rows, int d)
   const size_t total = (size_t) rows * d;
   g_autofree float *x = random_host (r, 2 * total, 4.0);
   g_autofree double *ref = g_new (double, total);
-  float *dy = device_nan (r, total);
+  const PpOut dy = device_nan (r, total);
 
-  pp_geglu (r->be, upload (r, x, 2 * total), rows, d, dy);
+  pp_geglu (r->be, upload_in (r, x, 2 * total), rows, d, dy);
   for (int row = 0; row < rows; row++)
     for (int i = 0; i < d; i++) {
       const double value = x[(size_t) row * 2 * d + i];
@@ -904,8 +919,8 @@ binary_one (Run * r, PpOp op, Binary kind, size_t n, float b,
   g_autofree float *y = random_host (r, n, 1.0);
   g_autofree double *ref = g_new (double, n);
   /* axpby with b = 0 writes y without reading it: NaN proves it. */
-  float *dy = kind == BINARY_AXPBY && b == 0.0f ? device_nan (r, n)
-      : upload (r, y, n);
+  const PpOut dy = kind == BINARY_AXPBY && b == 0.0f ? device_nan (r, n)
+      : upload_out (r, y, n);
   gchar *shape = NULL;
 
   switch (kind) {
@@ -929,7 +944,7 @@ binary_one (Run * r, PpOp op, Binary kind, size_t n, float b,
           TEST_ADD);
       break;
     case BINARY_AXPBY:
-      pp_axpby (r->be, dy, TEST_A, upload (r, x, n), b, n);
+      pp_axpby (r->be, dy, TEST_A, upload_in (r, x, n), b, n);
       for (size_t i = 0; i < n; i++)
         ref[i] = TEST_A * (double) x[i] + (b == 0.0f ? 0.0 : b * (double) y[i]);
       shape = g_strdup_printf ("%zu, a %g b %g%s", n, TEST_A, b,
@@ -986,7 +1001,7 @@ add_channel_one (Run * r, int n, int c, int hw, PpDType dtype)
   g_autofree float *x = random_host (r, total, 1.0);
   g_autofree float *v = random_host (r, (size_t) n * c, 1.0);
   g_autofree double *ref = g_new (double, total);
-  float *dx = upload (r, x, total);
+  const PpOut dx = upload_out (r, x, total);
 
   pp_add_channel (r->be, dx, n, c, hw,
       upload_view (r, v, (size_t) n * c, dtype));
@@ -1030,11 +1045,11 @@ lcm_step_one (Run * r, size_t n, gboolean last)
   g_autofree float *eps = random_host (r, n, 1.0);
   g_autofree float *noise = last ? NULL : random_host (r, n, 1.0);
   g_autofree double *ref = g_new (double, n);
-  float *dx = upload (r, x, n);
+  const PpOut dx = upload_out (r, x, n);
 
   c.last = last;
-  pp_lcm_step (r->be, dx, upload (r, eps, n),
-      noise ? upload (r, noise, n) : NULL, n, &c);
+  pp_lcm_step (r->be, dx, upload_in (r, eps, n),
+      noise ? upload_in (r, noise, n) : pp_view_none (), n, &c);
   for (size_t i = 0; i < n; i++) {
     /* x̂0 = (x - √(1-ᾱ) ε̂) / √ᾱ; d = c_out x̂0 + c_skip x; then the
      * next sample √ᾱ' d + √(1-ᾱ') ε, or d on the last step. */
@@ -1044,7 +1059,7 @@ lcm_step_one (Run * r, size_t n, gboolean last)
     ref[i] = last ? d : (double) c.na * d + (double) c.nb * noise[i];
   }
   check_device (r, PP_OP_LCM_STEP, g_strdup_printf ("%zu in place, %s", n,
-          last ? "last (noise NULL)" : "with noise"), dx, ref, n, 1.0);
+          last ? "last (noise absent)" : "with noise"), dx, ref, n, 1.0);
 }
 
 static void
@@ -1066,7 +1081,7 @@ embedding_one (Run * r, float t, int dim, gboolean flip, float shift)
 {
   const int half = dim / 2;
   g_autofree double *ref = g_new (double, dim);
-  float *dy = device_nan (r, dim);
+  const PpOut dy = device_nan (r, dim);
   double growth = dim % 2;
 
   pp_timestep_embedding (r->be, t, dim, flip, shift, dy);
@@ -1105,9 +1120,9 @@ upsample_one (Run * r, int n, int c, int h, int w, int f)
   const size_t n_out = n_in * f * f;
   g_autofree float *x = random_host (r, n_in, 1.0);
   g_autofree double *ref = g_new (double, n_out);
-  float *dy = device_nan (r, n_out);
+  const PpOut dy = device_nan (r, n_out);
 
-  pp_upsample_nearest (r->be, upload (r, x, n_in), n, c, h, w, f, dy);
+  pp_upsample_nearest (r->be, upload_in (r, x, n_in), n, c, h, w, f, dy);
   for (size_t p = 0; p < (size_t) n * c; p++)
     for (int oy = 0; oy < h * f; oy++)
       for (int ox = 0; ox < w * f; ox++)
@@ -1145,9 +1160,9 @@ resize_one (Run * r, int c, int h, int w, int ho, int wo)
   const size_t n_in = (size_t) c * h * w, n_out = (size_t) c * ho * wo;
   g_autofree float *x = random_host (r, n_in, 1.0);
   g_autofree double *ref = g_new (double, n_out);
-  float *dy = device_nan (r, n_out);
+  const PpOut dy = device_nan (r, n_out);
 
-  pp_resize_bilinear (r->be, upload (r, x, n_in), c, h, w, dy, ho, wo);
+  pp_resize_bilinear (r->be, upload_in (r, x, n_in), c, h, w, dy, ho, wo);
   for (int ch = 0; ch < c; ch++)
     for (int oy = 0; oy < ho; oy++)
       for (int ox = 0; ox < wo; ox++) {
@@ -1189,10 +1204,10 @@ concat_one (Run * r, int n, int ca, int cb, int hw)
   g_autofree float *a = random_host (r, na, 1.0);
   g_autofree float *b = random_host (r, nb, 1.0);
   g_autofree double *ref = g_new (double, total);
-  float *dy = device_nan (r, total);
+  const PpOut dy = device_nan (r, total);
 
-  pp_concat_channels (r->be, upload (r, a, na), ca, upload (r, b, nb), cb, n,
-      hw, dy);
+  pp_concat_channels (r->be, upload_in (r, a, na), ca, upload_in (r, b, nb),
+      cb, n, hw, dy);
   for (int s = 0; s < n; s++)
     for (int ch = 0; ch < ca + cb; ch++)
       for (int i = 0; i < hw; i++)
@@ -1218,8 +1233,8 @@ transpose_one (Run * r, gboolean to_nlc, int n, int c, int hw)
   const size_t total = (size_t) n * c * hw;
   g_autofree float *x = random_host (r, total, 1.0);
   g_autofree double *ref = g_new (double, total);
-  const float *dx = upload (r, x, total);
-  float *dy = device_nan (r, total);
+  const PpView dx = upload_in (r, x, total);
+  const PpOut dy = device_nan (r, total);
 
   if (to_nlc)
     pp_nchw_to_nlc (r->be, dx, n, c, hw, dy);
@@ -1268,8 +1283,8 @@ cases_nlc_to_nchw (Run * r)
 typedef struct
 {
   PpBackend *be;
-  const float *x, *w;           /* device */
-  float *y;                     /* device */
+  PpView x, w;
+  PpOut y;
   int in, out;
   gint *hits;                   /* host: ranges that covered each row */
 } RowsChain;
@@ -1278,16 +1293,18 @@ static void
 rows_chain (int begin, int end, gpointer data)
 {
   RowsChain *c = data;
+  const size_t rows = end - begin;
+  PpOut y;
 
   for (int row = begin; row < end; row++)
     g_atomic_int_inc (&c->hits[row]);
   if (end <= begin)
     return;
-  pp_linear (c->be, c->x + (size_t) begin * c->in, end - begin, c->in,
-      pp_view_f32 (c->w, (size_t) c->out * c->in), pp_view_none (), c->out,
-      c->y + (size_t) begin * c->out);
-  pp_gelu (c->be, c->y + (size_t) begin * c->out,
-      (size_t) (end - begin) * c->out);
+  y = pp_out_range (c->y, (size_t) begin * c->out, rows * c->out);
+  pp_linear (c->be, pp_view_range (c->x, (size_t) begin * c->in,
+          rows * c->in), end - begin, c->in, c->w, pp_view_none (), c->out,
+      y);
+  pp_gelu (c->be, y, rows * c->out);
 }
 
 static void
@@ -1298,8 +1315,9 @@ for_rows_one (Run * r, int rows, int in, int out)
   g_autofree float *w = random_host (r, (size_t) out * in, 1.0);
   g_autofree double *ref = g_new (double, n_out);
   g_autofree gint *hits = g_new0 (gint, rows);
-  RowsChain chain = { r->be, upload (r, x, (size_t) rows * in),
-    upload (r, w, (size_t) out * in), device_nan (r, n_out), in, out, hits
+  RowsChain chain = { r->be, upload_in (r, x, (size_t) rows * in),
+    upload_view (r, w, (size_t) out * in, PP_DTYPE_F32),
+    device_nan (r, n_out), in, out, hits
   };
 
   pp_for_rows (r->be, rows, rows_chain, &chain);
@@ -1339,7 +1357,7 @@ cases_bytes_to_floats (Run * r)
     g_autofree guint8 *x = g_new (guint8, n);
     g_autofree double *ref = g_new (double, n);
     guint8 *dx = device_bytes (r, n);
-    float *dy = device_nan (r, n);
+    const PpOut dy = device_nan (r, n);
 
     for (size_t i = 0; i < n; i++) {
       x[i] = (guint8) (i < 256 ? (guint) i
@@ -1370,11 +1388,11 @@ cases_floats_to_bytes (Run * r)
     g_autofree float *widened = g_new (float, n);
     g_autofree double *ref = g_new (double, n);
     guint8 *dy = device_bytes (r, n);
-    float *dx;
+    PpView dx;
 
     for (size_t i = 0; i < n; i++)
       x[i] = i < G_N_ELEMENTS (special) ? special[i] : x[i] + 128.0f;
-    dx = upload (r, x, n);
+    dx = upload_in (r, x, n);
     pp_floats_to_bytes (r->be, dx, n, dy);
     pp_backend_download (r->be, got, dy, n);
     for (size_t i = 0; i < n; i++) {

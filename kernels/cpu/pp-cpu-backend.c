@@ -93,89 +93,373 @@ view_floats (PpBackend * be, const char *op, const char *param, PpView v,
   }
 }
 
-/* The ops that read views (VIEWS in PP_OPS_LIST_SPLIT). */
+/* Activations: the kernels compute in float32, so an activation of a
+ * 16-bit dtype passes through float32 scratch for the call.  Each one the
+ * op reads or writes is widened (an output too: an op may update it in
+ * place), and the ones written are rounded back to their dtype (round to
+ * nearest even) when the kernel returns; a strided matmul's y is its own
+ * case (cpu_matmul).  An output that is also an input (a norm's y = x) gets
+ * a scratch of its own: the kernel then reads one copy and writes the
+ * other, which gives what it gives in place.  Float32 activations reach
+ * the kernel as they are. */
+#define CPU_CALL_ACTS (PP_CPU_SCRATCH_ACT_3 - PP_CPU_SCRATCH_ACT_0 + 1)
+
+typedef struct
+{
+  PpBackend *be;
+  const char *op;
+  guint count;
+  struct
+  {
+    gpointer data;
+    PpDType dtype;
+    gsize numel;
+    float *wide;
+    gboolean written;
+  } acts[CPU_CALL_ACTS];
+} CpuCall;
+
+static float *
+cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
+    gsize numel, gboolean written)
+{
+  const guint16 *narrow = data;
+  float *wide;
+
+  if (data == NULL || dtype == PP_DTYPE_F32)
+    return data;
+  g_assert (call->count < CPU_CALL_ACTS);
+  wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0 + call->count, numel);
+  switch (dtype) {
+    case PP_DTYPE_F16:
+      for (gsize i = 0; i < numel; i++)
+        wide[i] = pp_f16_to_f32 (narrow[i]);
+      break;
+    case PP_DTYPE_BF16:
+      for (gsize i = 0; i < numel; i++)
+        wide[i] = pp_bf16_to_f32 (narrow[i]);
+      break;
+    default:
+      pp_ops_refuse_dtype (call->be, call->op, param, dtype);
+  }
+  call->acts[call->count].data = data;
+  call->acts[call->count].dtype = dtype;
+  call->acts[call->count].numel = numel;
+  call->acts[call->count].wide = wide;
+  call->acts[call->count].written = written;
+  call->count++;
+  return wide;
+}
+
+/* Rounds the call's 16-bit outputs back from their scratch. */
+static void
+cpu_call_finish (CpuCall * call)
+{
+  for (guint i = 0; i < call->count; i++) {
+    guint16 *narrow = call->acts[i].data;
+    const float *wide = call->acts[i].wide;
+    const gsize numel = call->acts[i].numel;
+
+    if (!call->acts[i].written)
+      continue;
+    if (call->acts[i].dtype == PP_DTYPE_F16)
+      for (gsize j = 0; j < numel; j++)
+        narrow[j] = pp_f32_to_f16 (wide[j]);
+    else
+      for (gsize j = 0; j < numel; j++)
+        narrow[j] = pp_f32_to_bf16 (wide[j]);
+  }
+}
+
+#define CPU_CALL(name) CpuCall call = { be, #name }
+#define IN(param) \
+  ((const float *) cpu_act (&call, #param, (gpointer) param.data, \
+      param.dtype, param.numel, FALSE))
+#define OUT(param) \
+  cpu_act (&call, #param, param.data, param.dtype, param.numel, TRUE)
+#define FINISH() cpu_call_finish (&call)
 
 static void
-cpu_conv2d (PpBackend * be, const float *x, int n, int cin, int h, int w,
+cpu_conv2d (PpBackend * be, PpView x, int n, int cin, int h, int w,
     PpView weight, PpView bias, int cout, int kh, int kw, int stride,
-    int pad, float *y)
+    int pad, PpOut y)
 {
-  pp_cpu_conv2d (x, n, cin, h, w,
+  CPU_CALL (conv2d);
+
+  pp_cpu_conv2d (IN (x), n, cin, h, w,
       view_floats (be, "conv2d", "weight", weight, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "conv2d", "bias", bias, PP_CPU_SCRATCH_VIEW_B), cout,
-      kh, kw, stride, pad, y);
+      kh, kw, stride, pad, OUT (y));
+  FINISH ();
 }
 
 /* With @silu, the activation over the whole output after the norm: what
  * the two ops give apart, byte for byte (a fused pass saves a GPU a read
  * and a write of the tensor; the CPU's norm is bound by its statistics). */
 static void
-cpu_group_norm (PpBackend * be, const float *x, int n, int c, int hw,
-    int groups, float eps, PpView gamma, PpView beta, gboolean silu,
-    float *y)
+cpu_group_norm (PpBackend * be, PpView x, int n, int c, int hw, int groups,
+    float eps, PpView gamma, PpView beta, gboolean silu, PpOut y)
 {
-  pp_cpu_group_norm (x, n, c, hw, groups, eps,
+  CPU_CALL (group_norm);
+  float *out = OUT (y);
+
+  pp_cpu_group_norm (IN (x), n, c, hw, groups, eps,
       view_floats (be, "group_norm", "gamma", gamma, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "group_norm", "beta", beta, PP_CPU_SCRATCH_VIEW_B),
-      y);
+      out);
   if (silu)
-    pp_cpu_silu (y, (size_t) n * c * hw);
+    pp_cpu_silu (out, (size_t) n * c * hw);
+  FINISH ();
 }
 
 static void
-cpu_layer_norm (PpBackend * be, const float *x, int rows, int dim,
-    float eps, PpView gamma, PpView beta, float *y)
+cpu_layer_norm (PpBackend * be, PpView x, int rows, int dim, float eps,
+    PpView gamma, PpView beta, PpOut y)
 {
-  pp_cpu_layer_norm (x, rows, dim, eps,
+  CPU_CALL (layer_norm);
+
+  pp_cpu_layer_norm (IN (x), rows, dim, eps,
       view_floats (be, "layer_norm", "gamma", gamma, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "layer_norm", "beta", beta, PP_CPU_SCRATCH_VIEW_B),
-      y);
+      OUT (y));
+  FINISH ();
 }
 
 static void
-cpu_linear (PpBackend * be, const float *x, int rows, int in, PpView w,
-    PpView b, int out, float *y)
+cpu_linear (PpBackend * be, PpView x, int rows, int in, PpView w, PpView b,
+    int out, PpOut y)
 {
-  pp_cpu_linear (x, rows, in,
+  CPU_CALL (linear);
+
+  pp_cpu_linear (IN (x), rows, in,
       view_floats (be, "linear", "w", w, PP_CPU_SCRATCH_VIEW_A),
-      view_floats (be, "linear", "b", b, PP_CPU_SCRATCH_VIEW_B), out, y);
+      view_floats (be, "linear", "b", b, PP_CPU_SCRATCH_VIEW_B), out,
+      OUT (y));
+  FINISH ();
 }
 
 static void
-cpu_add (PpBackend * be, float *y, PpView x, size_t n)
+cpu_attention (PpBackend * be, PpView q, PpView k, PpView v, int n, int lq,
+    int lk, int heads, int head_dim, PpDType dtype, PpOut out)
 {
-  pp_cpu_add (y, view_floats (be, "add", "x", x, PP_CPU_SCRATCH_VIEW_A), n);
+  CPU_CALL (attention);
+
+  pp_cpu_attention (IN (q), IN (k), IN (v), n, lq, lk, heads, head_dim,
+      dtype, OUT (out));
+  FINISH ();
 }
 
 static void
-cpu_add_channel (PpBackend * be, float *x, int n, int c, int hw, PpView v)
+cpu_attention_causal (PpBackend * be, PpView q, PpView k, PpView v, int n,
+    int l, int heads, int head_dim, PpDType dtype, PpOut out)
 {
-  pp_cpu_add_channel (x, n, c, hw,
+  CPU_CALL (attention_causal);
+
+  pp_cpu_attention_causal (IN (q), IN (k), IN (v), n, l, heads, head_dim,
+      dtype, OUT (out));
+  FINISH ();
+}
+
+/* The element-wise ops on one tensor, in place. */
+#define CPU_UNARY(name)                                                     \
+  static void                                                               \
+  cpu_##name (PpBackend * be, PpOut x, size_t n)                            \
+  {                                                                         \
+    CPU_CALL (name);                                                        \
+                                                                            \
+    pp_cpu_##name (OUT (x), n);                                             \
+    FINISH ();                                                              \
+  }
+CPU_UNARY (silu)
+CPU_UNARY (relu)
+CPU_UNARY (tanh)
+CPU_UNARY (gelu)
+CPU_UNARY (quick_gelu)
+#undef CPU_UNARY
+
+static void
+cpu_geglu (PpBackend * be, PpView x, int rows, int d, PpOut y)
+{
+  CPU_CALL (geglu);
+
+  pp_cpu_geglu (IN (x), rows, d, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_upsample_nearest (PpBackend * be, PpView x, int n, int c, int h, int w,
+    int factor, PpOut y)
+{
+  CPU_CALL (upsample_nearest);
+
+  pp_cpu_upsample_nearest (IN (x), n, c, h, w, factor, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_resize_bilinear (PpBackend * be, PpView x, int c, int h, int w, PpOut y,
+    int ho, int wo)
+{
+  CPU_CALL (resize_bilinear);
+
+  pp_cpu_resize_bilinear (IN (x), c, h, w, OUT (y), ho, wo);
+  FINISH ();
+}
+
+static void
+cpu_concat_channels (PpBackend * be, PpView a, int ca, PpView b, int cb,
+    int n, int hw, PpOut y)
+{
+  CPU_CALL (concat_channels);
+
+  pp_cpu_concat_channels (IN (a), ca, IN (b), cb, n, hw, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_bytes_to_floats (PpBackend * be, const guint8 * x, size_t n, PpOut y)
+{
+  CPU_CALL (bytes_to_floats);
+
+  pp_cpu_bytes_to_floats (x, n, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_floats_to_bytes (PpBackend * be, PpView x, size_t n, guint8 * y)
+{
+  CPU_CALL (floats_to_bytes);
+
+  pp_cpu_floats_to_bytes (IN (x), n, y);
+  FINISH ();
+}
+
+static void
+cpu_add (PpBackend * be, PpOut y, PpView x, size_t n)
+{
+  CPU_CALL (add);
+
+  pp_cpu_add (OUT (y), view_floats (be, "add", "x", x, PP_CPU_SCRATCH_VIEW_A),
+      n);
+  FINISH ();
+}
+
+static void
+cpu_scale (PpBackend * be, PpOut x, size_t n, float s)
+{
+  CPU_CALL (scale);
+
+  pp_cpu_scale (OUT (x), n, s);
+  FINISH ();
+}
+
+static void
+cpu_affine (PpBackend * be, PpOut x, size_t n, float mul, float add)
+{
+  CPU_CALL (affine);
+
+  pp_cpu_affine (OUT (x), n, mul, add);
+  FINISH ();
+}
+
+static void
+cpu_axpby (PpBackend * be, PpOut y, float a, PpView x, float b, size_t n)
+{
+  CPU_CALL (axpby);
+
+  pp_cpu_axpby (OUT (y), a, IN (x), b, n);
+  FINISH ();
+}
+
+static void
+cpu_lcm_step (PpBackend * be, PpOut x, PpView eps, PpView noise, size_t n,
+    const PpLcmCoeffs * coeffs)
+{
+  CPU_CALL (lcm_step);
+
+  pp_cpu_lcm_step (OUT (x), IN (eps), IN (noise), n, coeffs);
+  FINISH ();
+}
+
+static void
+cpu_timestep_embedding (PpBackend * be, float t, int dim,
+    gboolean flip_sin_to_cos, float freq_shift, PpOut y)
+{
+  CPU_CALL (timestep_embedding);
+
+  pp_cpu_timestep_embedding (t, dim, flip_sin_to_cos, freq_shift, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_nchw_to_nlc (PpBackend * be, PpView x, int n, int c, int hw, PpOut y)
+{
+  CPU_CALL (nchw_to_nlc);
+
+  pp_cpu_nchw_to_nlc (IN (x), n, c, hw, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_nlc_to_nchw (PpBackend * be, PpView x, int n, int c, int hw, PpOut y)
+{
+  CPU_CALL (nlc_to_nchw);
+
+  pp_cpu_nlc_to_nchw (IN (x), n, c, hw, OUT (y));
+  FINISH ();
+}
+
+static void
+cpu_add_channel (PpBackend * be, PpOut x, int n, int c, int hw, PpView v)
+{
+  CPU_CALL (add_channel);
+
+  pp_cpu_add_channel (OUT (x), n, c, hw,
       view_floats (be, "add_channel", "v", v, PP_CPU_SCRATCH_VIEW_A));
+  FINISH ();
 }
 
+/* A 16-bit y: the m × n values the op writes, widened into a dense
+ * scratch and rounded back into their places.  Never its whole strided
+ * span: the elements between the rows are other callers' (a row range of
+ * a transformer block writes its columns of rows that other ranges write
+ * at the same time). */
 static void
 cpu_matmul (PpBackend * be, gboolean trans_a, gboolean trans_b, int m,
     int n, int k, PpView a, int lda, PpView b, int ldb, gboolean accumulate,
-    float *y, int ldy)
+    PpOut y, int ldy)
 {
-  pp_cpu_matmul (trans_a, trans_b, m, n, k,
-      view_floats (be, "matmul", "a", a, PP_CPU_SCRATCH_VIEW_A), lda,
-      view_floats (be, "matmul", "b", b, PP_CPU_SCRATCH_VIEW_B), ldb,
-      accumulate, y, ldy);
+  const float *fa = view_floats (be, "matmul", "a", a, PP_CPU_SCRATCH_VIEW_A);
+  const float *fb = view_floats (be, "matmul", "b", b, PP_CPU_SCRATCH_VIEW_B);
+  guint16 *narrow = y.data;
+  float *wide;
+
+  if (y.dtype == PP_DTYPE_F32) {
+    pp_cpu_matmul (trans_a, trans_b, m, n, k, fa, lda, fb, ldb, accumulate,
+        y.data, ldy);
+    return;
+  }
+  if (y.dtype != PP_DTYPE_F16 && y.dtype != PP_DTYPE_BF16)
+    pp_ops_refuse_dtype (be, "matmul", "y", y.dtype);
+  wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0, (size_t) m * n);
+  for (int r = 0; r < m && accumulate; r++)
+    for (int c = 0; c < n; c++)
+      wide[(gsize) r * n + c] = y.dtype == PP_DTYPE_F16
+          ? pp_f16_to_f32 (narrow[(gsize) r * ldy + c])
+          : pp_bf16_to_f32 (narrow[(gsize) r * ldy + c]);
+  pp_cpu_matmul (trans_a, trans_b, m, n, k, fa, lda, fb, ldb, accumulate,
+      wide, n);
+  for (int r = 0; r < m; r++)
+    for (int c = 0; c < n; c++)
+      narrow[(gsize) r * ldy + c] = y.dtype == PP_DTYPE_F16
+          ? pp_f32_to_f16 (wide[(gsize) r * n + c])
+          : pp_f32_to_bf16 (wide[(gsize) r * n + c]);
 }
 
-/* The others: straight to their kernels. */
-#define CPU_OP(name, NAME, params, args, flops, views)                      \
-  static void                                                               \
-  cpu_##name (PpBackend * be, PP_OPS_UNPAREN params)                        \
-  {                                                                         \
-    pp_cpu_##name args;                                                     \
-  }
-#define CPU_OP_WRITTEN(...)
-PP_OPS_LIST_SPLIT (CPU_OP, CPU_OP_WRITTEN)
-#undef CPU_OP
-#undef CPU_OP_WRITTEN
+#undef CPU_CALL
+#undef IN
+#undef OUT
+#undef FINISH
 
 static void
 cpu_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
@@ -210,6 +494,8 @@ pp_cpu_backend_get (void)
     .samples_apart = TRUE,
     .view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
         | PP_DTYPE_BIT (PP_DTYPE_BF16),
+    .act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
+        | PP_DTYPE_BIT (PP_DTYPE_BF16),
     .memory = &cpu_memory,
     .ops = &cpu_ops,
   };
@@ -222,8 +508,8 @@ pp_cpu_backend_get (void)
   return &cpu;
 }
 
-/* The kernels' op table (views dispatched on their dtype), for the
- * cpu-strict backend to wrap. */
+/* The kernels' op table (views and activations dispatched on their dtype),
+ * for the cpu-strict backend to wrap. */
 const PpOps *
 pp_cpu_ops (void)
 {

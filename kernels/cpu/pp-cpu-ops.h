@@ -29,6 +29,11 @@ typedef enum
    * parameter an op has (weight and bias, gamma and beta, a and b). */
   PP_CPU_SCRATCH_VIEW_A,
   PP_CPU_SCRATCH_VIEW_B,
+  /* Activations of a 16-bit dtype, widened for one op's kernel. */
+  PP_CPU_SCRATCH_ACT_0,
+  PP_CPU_SCRATCH_ACT_1,
+  PP_CPU_SCRATCH_ACT_2,
+  PP_CPU_SCRATCH_ACT_3,
   PP_CPU_SCRATCH_COUNT
 } PpCpuScratch;
 

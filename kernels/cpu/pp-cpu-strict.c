@@ -18,7 +18,11 @@
  * (the plain cpu backend keeps float32 copies rounded to the dtype), and
  * reach the ops as F16 or BF16 views: every op that reads a weight runs
  * its 16-bit path on the CPU, and computes exactly what cpu does on its
- * rounded copies (tests/kernels/ops /kernels/ops/views/widened). */
+ * rounded copies (tests/kernels/ops /kernels/ops/views/widened).  A model
+ * with 16-bit weights keeps its activations in that dtype too
+ * (act_follows_weights), as a GPU's 16-bit graph does: every op then reads
+ * and writes 16-bit activations, each rounded on write, so the host suite
+ * runs the 16-bit graph a device runs, and its bounds. */
 #include "pp-backend-impl.h"
 #include "pp-cpu-ops.h"
 #include "pp-dtype-math.h"
@@ -281,6 +285,12 @@ note_view (StrictGraph * g, PpView v)
   note_buffer (g, v.data);
 }
 
+static void
+note_out (StrictGraph * g, PpOut o)
+{
+  note_buffer (g, o.data);
+}
+
 /* Sizes, scalars: nothing to note. */
 static void
 note_nothing (StrictGraph * g, ...)
@@ -290,7 +300,8 @@ note_nothing (StrictGraph * g, ...)
 #define STRICT_NOTE_ARG(a)                                                  \
   _Generic ((a), float *: note_buffer, const float *: note_buffer,           \
       guint8 *: note_buffer, const guint8 *: note_buffer,                    \
-      PpView: note_view, default: note_nothing) (noting, (a));
+      PpView: note_view, PpOut: note_out,                                   \
+      default: note_nothing) (noting, (a));
 
 /* STRICT_FOR_EACH (F, a, b, ...): F (a) F (b) … for up to 16 arguments. */
 #define STRICT_NTH(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13,   \
@@ -454,6 +465,9 @@ pp_cpu_strict_backend_get (GError ** error)
     .samples_apart = TRUE,
     .view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
         | PP_DTYPE_BIT (PP_DTYPE_BF16),
+    .act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32) | PP_DTYPE_BIT (PP_DTYPE_F16)
+        | PP_DTYPE_BIT (PP_DTYPE_BF16),
+    .act_follows_weights = TRUE,
     .memory = &strict_memory,
     .ops = &strict_ops,
   };

@@ -244,17 +244,27 @@ attention (PpCudaBackend * cu, const float *q, const float *k,
 }
 
 void
-pp_cuda_op_attention (PpCudaBackend * cu, const float *q, const float *k,
-    const float *v, int n, int lq, int lk, int heads, int head_dim,
-    PpDType dtype, float *out)
+pp_cuda_op_attention (PpCudaBackend * cu, PpView q_view, PpView k_view,
+    PpView v_view, int n, int lq, int lk, int heads, int head_dim,
+    PpDType dtype, PpOut out_view)
 {
+  const float *q = pp_cuda_in (cu, "attention", "q", q_view);
+  const float *k = pp_cuda_in (cu, "attention", "k", k_view);
+  const float *v = pp_cuda_in (cu, "attention", "v", v_view);
+  float *out = pp_cuda_out (cu, "attention", "out", out_view);
+
   attention (cu, q, k, v, n, lq, lk, heads, head_dim, dtype, FALSE, out);
 }
 
 void
-pp_cuda_op_attention_causal (PpCudaBackend * cu, const float *q,
-    const float *k, const float *v, int n, int l, int heads, int head_dim,
-    PpDType dtype, float *out)
+pp_cuda_op_attention_causal (PpCudaBackend * cu, PpView q_view,
+    PpView k_view, PpView v_view, int n, int l, int heads, int head_dim,
+    PpDType dtype, PpOut out_view)
 {
+  const float *q = pp_cuda_in (cu, "attention_causal", "q", q_view);
+  const float *k = pp_cuda_in (cu, "attention_causal", "k", k_view);
+  const float *v = pp_cuda_in (cu, "attention_causal", "v", v_view);
+  float *out = pp_cuda_out (cu, "attention_causal", "out", out_view);
+
   attention (cu, q, k, v, n, l, l, heads, head_dim, dtype, TRUE, out);
 }

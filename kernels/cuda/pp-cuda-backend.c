@@ -529,6 +529,10 @@ create (gint device, GError ** error)
   cu->be.default_weight_dtype = PP_DTYPE_F16;
   cu->be.view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
+  /* Activations are float32 only, whatever the weights' dtype: the
+   * kernels read and write them as floats (a 16-bit product narrows a
+   * copy of its float32 operand in scratch memory). */
+  cu->be.act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32);
   cu->be.priv = cu;
   g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
       "%s convolution layout, %s group norms", desc,

@@ -282,10 +282,12 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
 }
 
 void
-pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
+pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
-    int stride, int pad, float *y)
+    int stride, int pad, PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "conv2d", "x", x_view);
+  float *y = pp_cuda_out (cu, "conv2d", "y", y_view);
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
   PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
@@ -390,9 +392,9 @@ pp_cuda_conv_filters_new (void)
 #else /* !PP_HAVE_CUDNN: the backend is not created (pp-cuda-backend.h). */
 
 void
-pp_cuda_op_conv2d (PpCudaBackend * cu, const float *x, int n, int cin,
-    int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
-    int stride, int pad, float *y)
+pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x, int n, int cin, int h,
+    int w, PpView weight, PpView bias, int cout, int kh, int kw, int stride,
+    int pad, PpOut y)
 {
   g_error ("conv2d: the CUDA backend was built without cuDNN");
 }

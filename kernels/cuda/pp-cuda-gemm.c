@@ -81,9 +81,12 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
 }
 
 void
-pp_cuda_op_linear (PpCudaBackend * cu, const float *x, int rows, int in,
-    PpView w, PpView b, int out, float *y)
+pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
+    PpView w, PpView b, int out, PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "linear", "x", x_view);
+  float *y = pp_cuda_out (cu, "linear", "y", y_view);
+
   g_return_if_fail (rows > 0 && in > 0 && out > 0);
 
   /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
@@ -97,8 +100,10 @@ pp_cuda_op_linear (PpCudaBackend * cu, const float *x, int rows, int in,
 void
 pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     int m, int n, int k, PpView a, int lda, PpView b, int ldb,
-    gboolean accumulate, float *y, int ldy)
+    gboolean accumulate, PpOut y_view, int ldy)
 {
+  float *y = pp_cuda_out (cu, "matmul", "y", y_view);
+
   g_return_if_fail (m > 0 && n > 0 && k > 0);
   g_return_if_fail (lda >= (trans_a ? m : k) && ldb >= (trans_b ? k : n)
       && ldy >= n);

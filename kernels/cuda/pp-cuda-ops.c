@@ -4,10 +4,12 @@
 #include "pp-cuda-private.h"
 
 void
-pp_cuda_op_group_norm (PpCudaBackend * cu, const float *x, int n, int c,
+pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
-    float *y)
+    PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "group_norm", "x", x_view);
+  float *y = pp_cuda_out (cu, "group_norm", "y", y_view);
   int splits;
   float *partials;
 
@@ -26,9 +28,12 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, const float *x, int n, int c,
 }
 
 void
-pp_cuda_op_layer_norm (PpCudaBackend * cu, const float *x, int rows,
-    int dim, float eps, PpView gamma, PpView beta, float *y)
+pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
+    int dim, float eps, PpView gamma, PpView beta, PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "layer_norm", "x", x_view);
+  float *y = pp_cuda_out (cu, "layer_norm", "y", y_view);
+
   g_return_if_fail (rows > 0 && dim > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, rows, dim, eps, gamma.data,
@@ -38,48 +43,64 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, const float *x, int rows,
 }
 
 void
-pp_cuda_op_silu (PpCudaBackend * cu, float *x, size_t n)
+pp_cuda_op_silu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
+  float *x = pp_cuda_out (cu, "silu", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_SILU, x, n, cu->stream));
 }
 
 void
-pp_cuda_op_relu (PpCudaBackend * cu, float *x, size_t n)
+pp_cuda_op_relu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
+  float *x = pp_cuda_out (cu, "relu", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_RELU, x, n, cu->stream));
 }
 
 void
-pp_cuda_op_tanh (PpCudaBackend * cu, float *x, size_t n)
+pp_cuda_op_tanh (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
+  float *x = pp_cuda_out (cu, "tanh", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_TANH, x, n, cu->stream));
 }
 
 void
-pp_cuda_op_gelu (PpCudaBackend * cu, float *x, size_t n)
+pp_cuda_op_gelu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
+  float *x = pp_cuda_out (cu, "gelu", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_GELU, x, n, cu->stream));
 }
 
 void
-pp_cuda_op_quick_gelu (PpCudaBackend * cu, float *x, size_t n)
+pp_cuda_op_quick_gelu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
+  float *x = pp_cuda_out (cu, "quick_gelu", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_QUICK_GELU, x, n, cu->stream));
 }
 
 void
-pp_cuda_op_geglu (PpCudaBackend * cu, const float *x, int rows, int d,
-    float *y)
+pp_cuda_op_geglu (PpCudaBackend * cu, PpView x_view, int rows, int d,
+    PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "geglu", "x", x_view);
+  float *y = pp_cuda_out (cu, "geglu", "y", y_view);
+
   g_return_if_fail (rows > 0 && d > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_geglu (x, rows, d, y, cu->stream));
 }
 
 void
-pp_cuda_op_upsample_nearest (PpCudaBackend * cu, const float *x, int n,
-    int c, int h, int w, int factor, float *y)
+pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
+    int c, int h, int w, int factor, PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "upsample_nearest", "x", x_view);
+  float *y = pp_cuda_out (cu, "upsample_nearest", "y", y_view);
+
   g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x, n, c, h, w, factor, y,
@@ -87,9 +108,12 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, const float *x, int n,
 }
 
 void
-pp_cuda_op_resize_bilinear (PpCudaBackend * cu, const float *x, int c,
-    int h, int w, float *y, int ho, int wo)
+pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
+    int h, int w, PpOut y_view, int ho, int wo)
 {
+  const float *x = pp_cuda_in (cu, "resize_bilinear", "x", x_view);
+  float *y = pp_cuda_out (cu, "resize_bilinear", "y", y_view);
+
   g_return_if_fail (c > 0 && h > 0 && w > 0 && ho > 0 && wo > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_resize_bilinear (x, c, h, w, y, ho, wo,
@@ -97,9 +121,13 @@ pp_cuda_op_resize_bilinear (PpCudaBackend * cu, const float *x, int c,
 }
 
 void
-pp_cuda_op_concat_channels (PpCudaBackend * cu, const float *a, int ca,
-    const float *b, int cb, int n, int hw, float *y)
+pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
+    PpView b_view, int cb, int n, int hw, PpOut y_view)
 {
+  const float *a = pp_cuda_in (cu, "concat_channels", "a", a_view);
+  const float *b = pp_cuda_in (cu, "concat_channels", "b", b_view);
+  float *y = pp_cuda_out (cu, "concat_channels", "y", y_view);
+
   g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_concat_channels (a, ca, b, cb, n, hw, y,
@@ -107,50 +135,66 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, const float *a, int ca,
 }
 
 void
-pp_cuda_op_add (PpCudaBackend * cu, float *y, PpView x, size_t n)
+pp_cuda_op_add (PpCudaBackend * cu, PpOut y_view, PpView x, size_t n)
 {
+  float *y = pp_cuda_out (cu, "add", "y", y_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_add (y, x.data, pp_cuda_view_type (cu, "add",
               "x", x), n, cu->stream));
 }
 
 void
 pp_cuda_op_bytes_to_floats (PpCudaBackend * cu, const guint8 * x, size_t n,
-    float *y)
+    PpOut y_view)
 {
+  float *y = pp_cuda_out (cu, "bytes_to_floats", "y", y_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_bytes_to_floats (x, n, y, cu->stream));
 }
 
 void
-pp_cuda_op_floats_to_bytes (PpCudaBackend * cu, const float *x, size_t n,
+pp_cuda_op_floats_to_bytes (PpCudaBackend * cu, PpView x_view, size_t n,
     guint8 * y)
 {
+  const float *x = pp_cuda_in (cu, "floats_to_bytes", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_floats_to_bytes (x, n, y, cu->stream));
 }
 
 void
-pp_cuda_op_scale (PpCudaBackend * cu, float *x, size_t n, float s)
+pp_cuda_op_scale (PpCudaBackend * cu, PpOut x_view, size_t n, float s)
 {
+  float *x = pp_cuda_out (cu, "scale", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_scale (x, n, s, cu->stream));
 }
 
 void
-pp_cuda_op_affine (PpCudaBackend * cu, float *x, size_t n, float mul,
+pp_cuda_op_affine (PpCudaBackend * cu, PpOut x_view, size_t n, float mul,
     float add)
 {
+  float *x = pp_cuda_out (cu, "affine", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_affine (x, n, mul, add, cu->stream));
 }
 
 void
-pp_cuda_op_axpby (PpCudaBackend * cu, float *y, float a, const float *x,
-    float b, size_t n)
+pp_cuda_op_axpby (PpCudaBackend * cu, PpOut y_view, float a,
+    PpView x_view, float b, size_t n)
 {
+  float *y = pp_cuda_out (cu, "axpby", "y", y_view);
+  const float *x = pp_cuda_in (cu, "axpby", "x", x_view);
+
   PP_CUDA_OP_TRY (cu, pp_cuda_axpby (y, a, x, b, n, cu->stream));
 }
 
 void
-pp_cuda_op_lcm_step (PpCudaBackend * cu, float *x, const float *eps,
-    const float *noise, size_t n, const PpLcmCoeffs * coeffs)
+pp_cuda_op_lcm_step (PpCudaBackend * cu, PpOut x_view, PpView eps_view,
+    PpView noise_view, size_t n, const PpLcmCoeffs * coeffs)
 {
+  float *x = pp_cuda_out (cu, "lcm_step", "x", x_view);
+  const float *eps = pp_cuda_in (cu, "lcm_step", "eps", eps_view);
+  const float *noise = pp_cuda_in (cu, "lcm_step", "noise", noise_view);
   PpLcmCoeffs c = *coeffs;
 
   /* The kernel gets the scalars by value: @coeffs is host memory. */
@@ -161,8 +205,9 @@ pp_cuda_op_lcm_step (PpCudaBackend * cu, float *x, const float *eps,
 
 void
 pp_cuda_op_timestep_embedding (PpCudaBackend * cu, float t, int dim,
-    gboolean flip_sin_to_cos, float freq_shift, float *y)
+    gboolean flip_sin_to_cos, float freq_shift, PpOut y_view)
 {
+  float *y = pp_cuda_out (cu, "timestep_embedding", "y", y_view);
   const int half = dim / 2;
 
   g_return_if_fail (dim > 0);
@@ -173,27 +218,35 @@ pp_cuda_op_timestep_embedding (PpCudaBackend * cu, float t, int dim,
 }
 
 void
-pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, const float *x, int n, int c,
-    int hw, float *y)
+pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, PpView x_view, int n, int c,
+    int hw, PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "nchw_to_nlc", "x", x_view);
+  float *y = pp_cuda_out (cu, "nchw_to_nlc", "y", y_view);
+
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose (x, n, c, hw, y, cu->stream));
 }
 
 void
-pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, const float *x, int n, int c,
-    int hw, float *y)
+pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
+    int hw, PpOut y_view)
 {
+  const float *x = pp_cuda_in (cu, "nlc_to_nchw", "x", x_view);
+  float *y = pp_cuda_out (cu, "nlc_to_nchw", "y", y_view);
+
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose (x, n, hw, c, y, cu->stream));
 }
 
 void
-pp_cuda_op_add_channel (PpCudaBackend * cu, float *x, int n, int c, int hw,
-    PpView v)
+pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
+    int hw, PpView v)
 {
+  float *x = pp_cuda_out (cu, "add_channel", "x", x_view);
+
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x, n, c, hw, v.data,

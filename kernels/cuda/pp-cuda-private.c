@@ -1,7 +1,7 @@
 /* ppdiffuse — the CUDA backend's insides that its ops use
  * (pp-cuda-private.h): the fatal error, the scratch buffers, the views'
- * storage types.  Kept out of pp-cuda-backend.c, whose op table calls the
- * ops: the ops call nothing above them. */
+ * storage types and the activations' data.  Kept out of pp-cuda-backend.c,
+ * whose op table calls the ops: the ops call nothing above them. */
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
@@ -115,4 +115,32 @@ pp_cuda_view_type (PpCudaBackend * cu, const char *op, const char *param,
               "parameter %s is of dtype %u, which no kernel of the cuda "
               "backend reads", op, param, (guint) v.dtype));
   }
+}
+
+/* Ends the process: activation @param of @op is of @dtype, which no
+ * kernel here reads or writes. */
+static G_GNUC_NORETURN void
+refuse_activation (PpCudaBackend * cu, const char *op, const char *param,
+    PpDType dtype)
+{
+  pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: "
+          "activation %s is of dtype %u, and the cuda backend's kernels "
+          "take activations as float32 (dtype %u) only", op, param,
+          (guint) dtype, (guint) PP_DTYPE_F32));
+}
+
+const float *
+pp_cuda_in (PpCudaBackend * cu, const char *op, const char *param, PpView v)
+{
+  if (v.data != NULL && v.dtype != PP_DTYPE_F32)
+    refuse_activation (cu, op, param, v.dtype);
+  return v.data;
+}
+
+float *
+pp_cuda_out (PpCudaBackend * cu, const char *op, const char *param, PpOut o)
+{
+  if (o.data != NULL && o.dtype != PP_DTYPE_F32)
+    refuse_activation (cu, op, param, o.dtype);
+  return o.data;
 }

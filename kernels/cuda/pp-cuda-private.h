@@ -134,6 +134,16 @@ gpointer pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot,
 PpCudaType pp_cuda_view_type (PpCudaBackend * cu, const char *op,
     const char *param, PpView v);
 
+/* The float32 data of activation @v (parameter @param of op @op), NULL
+ * when it is absent: the kernels read and write activations as float32
+ * (PpBackend.act_dtypes).  Ends the process for any other dtype (the
+ * wrappers refuse it first). */
+const float *pp_cuda_in (PpCudaBackend * cu, const char *op,
+    const char *param, PpView v);
+/* The same for an activation the op writes, or updates in place. */
+float *pp_cuda_out (PpCudaBackend * cu, const char *op, const char *param,
+    PpOut o);
+
 /* The ops, in pp-cuda-ops.c (kernels), pp-cuda-gemm.c (cuBLAS),
  * pp-cuda-conv.c (cuDNN) and pp-cuda-attention.c. */
 #define PP_CUDA_OP_DECL(name, NAME, params, args, flops, views) \

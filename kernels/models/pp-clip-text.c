@@ -169,7 +169,7 @@ pp_clip_text_new (const gchar * config_path, PpWeights * weights,
   PpBinder b = pp_binder_init (weights, be);
 
   m->be = be;
-  m->pool = pp_pool_new (be);
+  m->pool = pp_pool_new (be, PP_DTYPE_F32);
   m->device_embeddings = g_ptr_array_new ();
   if (!read_config (m, config_path, error))
     return NULL;
@@ -330,8 +330,8 @@ norm_apply (const PpClipText * m, const PpNorm * norm, const PpAct * x)
 {
   PpAct y = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
 
-  pp_layer_norm (m->be, x->data, x->n * x->c * x->h, x->w, m->eps,
-      norm->gamma, norm->beta, y.data);
+  pp_layer_norm (m->be, pp_act_in (x), x->n * x->c * x->h, x->w, m->eps,
+      norm->gamma, norm->beta, pp_act_out (&y));
   return y;
 }
 
@@ -340,10 +340,10 @@ act_apply (const PpClipText * m, PpAct * x)
 {
   switch (m->act) {
     case CLIP_ACT_QUICK_GELU:
-      pp_quick_gelu (m->be, x->data, pp_act_numel (x));
+      pp_quick_gelu (m->be, pp_act_out (x), pp_act_numel (x));
       break;
     case CLIP_ACT_GELU:
-      pp_gelu (m->be, x->data, pp_act_numel (x));
+      pp_gelu (m->be, pp_act_out (x), pp_act_numel (x));
       break;
   }
 }
@@ -358,20 +358,21 @@ layer_forward (const PpClipText * m, const Layer * l, PpAct * x)
   PpAct v = pp_linear_apply (&l->v_proj, &h);
   PpAct a = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
 
-  pp_attention_causal (m->be, q.data, k.data, v.data, x->n, x->c, m->heads,
-      m->hidden / m->heads, l->q_proj.weight.dtype, a.data);
+  pp_attention_causal (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v),
+      x->n, x->c, m->heads, m->hidden / m->heads, l->q_proj.weight.dtype,
+      pp_act_out (&a));
   pp_act_clear (&q);
   pp_act_clear (&k);
   pp_act_clear (&v);
   pp_act_replace (&h, pp_linear_apply (&l->out_proj, &a));
   pp_act_clear (&a);
-  pp_add (m->be, x->data, pp_act_as_view (&h), pp_act_numel (x));
+  pp_add (m->be, pp_act_out (x), pp_act_in (&h), pp_act_numel (x));
 
   pp_act_replace (&h, norm_apply (m, &l->layer_norm2, x));
   pp_act_replace (&h, pp_linear_apply (&l->fc1, &h));
   act_apply (m, &h);
   pp_act_replace (&h, pp_linear_apply (&l->fc2, &h));
-  pp_add (m->be, x->data, pp_act_as_view (&h), pp_act_numel (x));
+  pp_add (m->be, pp_act_out (x), pp_act_in (&h), pp_act_numel (x));
   pp_act_clear (&h);
 }
 
@@ -411,18 +412,20 @@ pp_clip_text_forward_tap (PpClipText * m, const gint32 * ids,
     guint n_tokens, PpTensor * out_hidden, PpTapFunc tap, gpointer tap_data,
     GError ** error)
 {
-  const gsize row_bytes = (gsize) m->hidden * sizeof (gfloat);
-  const gfloat *tokens = m->token_embedding.data;       /* F32 */
+  const gsize d = m->hidden;
   PpAct x, y;
 
   if (!check_input (m, ids, n_tokens, out_hidden, error))
     return FALSE;
   /* Stored as n = 1, c = tokens, h = 1, w = D (pp-layers.h). */
   x = pp_act_new (m->pool, BATCH, (gint) n_tokens, 1, m->hidden);
+  /* Rows of the table as they are: it is stored as the activations are. */
+  g_assert (m->token_embedding.dtype == x.dtype);
   for (guint i = 0; i < n_tokens; i++)
-    pp_backend_copy (m->be, x.data + (gsize) i * m->hidden,
-        tokens + (gsize) ids[i] * m->hidden, row_bytes);
-  pp_add (m->be, x.data, m->position_embedding, pp_act_numel (&x));
+    pp_backend_copy (m->be, pp_out_range (pp_act_out (&x), i * d, d).data,
+        pp_view_range (m->token_embedding, (gsize) ids[i] * d, d).data,
+        d * pp_dtype_size (x.dtype));
+  pp_add (m->be, pp_act_out (&x), m->position_embedding, pp_act_numel (&x));
   pp_tap_act (tap, tap_data, &x, SEQ_DIMS, "embeddings");
 
   for (gint i = 0; i < m->n_layers; i++) {
@@ -433,6 +436,8 @@ pp_clip_text_forward_tap (PpClipText * m, const gint32 * ids,
   pp_act_clear (&x);
   pp_tap_act (tap, tap_data, &y, SEQ_DIMS, "last_hidden_state");
 
+  /* The output is float32 (check_input). */
+  g_assert (y.dtype == PP_DTYPE_F32);
   if (out_hidden->backend != NULL)
     pp_backend_copy (m->be, out_hidden->data, y.data, out_hidden->nbytes);
   else

@@ -9,6 +9,7 @@
  * team size); norms, the threshold test and merged means are in double.
  * Once the bank is full, a frame allocates nothing. */
 #include "pp-feature-bank.h"
+#include "pp-dtype-math.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -228,17 +229,66 @@ pp_bank_layer_rows (PpBankLayer * layer)
   return layer->rows;
 }
 
-void
-pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, const float *k,
-    const float *v, gint rows, float *k_ext, float *v_ext)
+/* Ends the process unless @numel holds @need elements. */
+static void
+check_device_rows (const gchar * what, gsize numel, gsize need)
 {
-  const gsize own = (gsize) rows * l->channels * sizeof (gfloat);
-  const gsize banked = (gsize) l->rows * l->channels * sizeof (gfloat);
+  if (numel < need)
+    g_error ("feature bank: %s holds %" G_GSIZE_FORMAT " elements, "
+        "%" G_GSIZE_FORMAT " needed", what, numel, need);
+}
 
-  pp_backend_copy (be, k_ext, k, own);
-  pp_backend_copy (be, v_ext, v, own);
-  pp_backend_upload (be, (guint8 *) k_ext + own, l->k, banked);
-  pp_backend_upload (be, (guint8 *) v_ext + own, l->v, banked);
+/* The bank's rows are float32 on the host; the model's activations may be
+ * 16-bit on the device.  @n values of @src into host floats @dst. */
+static void
+download_rows (PpBackend * be, gfloat * dst, PpView src, gsize n)
+{
+  g_autofree guint16 *narrow = NULL;
+
+  if (src.dtype == PP_DTYPE_F32) {
+    pp_backend_download (be, dst, src.data, n * sizeof (gfloat));
+    return;
+  }
+  narrow = g_new (guint16, n);
+  pp_backend_download (be, narrow, src.data, n * sizeof (guint16));
+  for (gsize i = 0; i < n; i++)
+    dst[i] = src.dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
+        : pp_bf16_to_f32 (narrow[i]);
+}
+
+/* @n host floats @src into @dst, rounded to its dtype. */
+static void
+upload_rows (PpBackend * be, PpOut dst, const gfloat * src, gsize n)
+{
+  g_autofree guint16 *narrow = NULL;
+
+  if (dst.dtype == PP_DTYPE_F32) {
+    pp_backend_upload (be, dst.data, src, n * sizeof (gfloat));
+    return;
+  }
+  narrow = g_new (guint16, n);
+  for (gsize i = 0; i < n; i++)
+    narrow[i] = dst.dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (src[i])
+        : pp_f32_to_bf16 (src[i]);
+  pp_backend_upload (be, dst.data, narrow, n * sizeof (guint16));
+}
+
+void
+pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
+    gint rows, PpOut k_ext, PpOut v_ext)
+{
+  const gsize own = (gsize) rows * l->channels;
+  const gsize banked = (gsize) l->rows * l->channels;
+
+  check_device_rows ("k", k.numel, own);
+  check_device_rows ("v", v.numel, own);
+  check_device_rows ("k_ext", k_ext.numel, own + banked);
+  check_device_rows ("v_ext", v_ext.numel, own + banked);
+  g_assert (k.dtype == k_ext.dtype && v.dtype == v_ext.dtype);
+  pp_backend_copy (be, k_ext.data, k.data, own * pp_dtype_size (k.dtype));
+  pp_backend_copy (be, v_ext.data, v.data, own * pp_dtype_size (v.dtype));
+  upload_rows (be, pp_out_range (k_ext, own, banked), l->k, banked);
+  upload_rows (be, pp_out_range (v_ext, own, banked), l->v, banked);
 }
 
 /* Euclidean norms of @n rows of @c floats, into @norms, and their
@@ -448,8 +498,8 @@ merge_rows (PpBankLayer * l, Scratch * s, gsize n, gsize keep)
 }
 
 void
-pp_bank_layer_take (PpBankLayer * l, PpBackend * be, const float *k,
-    const float *v, float *out, gint rows, gboolean fuse)
+pp_bank_layer_take (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
+    PpOut out, gint rows, gboolean fuse)
 {
   PpFeatureBank *bank = l->bank;
   Scratch *s = &bank->scratch;
@@ -457,6 +507,9 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, const float *k,
   const gsize own = (gsize) rows * c, capacity = (gsize) bank->frames * rows;
   gsize n;
 
+  check_device_rows ("k", k.numel, own);
+  check_device_rows ("v", v.numel, own);
+  check_device_rows ("out", out.numel, own);
   /* A new frame size (the bank is empty then: a caps change resets it). */
   if (l->capacity != capacity) {
     g_assert (l->rows == 0);
@@ -470,13 +523,13 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, const float *k,
   }
   n = l->rows + (gsize) rows;
   scratch_reserve (s, rows, c, n);
-  pp_backend_download (be, s->k, k, own * sizeof (gfloat));
-  pp_backend_download (be, s->v, v, own * sizeof (gfloat));
-  pp_backend_download (be, s->o, out, own * sizeof (gfloat));
+  download_rows (be, s->k, k, own);
+  download_rows (be, s->v, v, own);
+  download_rows (be, s->o, pp_out_as_view (out), own);
   if (fuse && l->rows > 0) {
     bank->fused += fuse_rows (l, s, rows, bank->threshold);
     bank->candidates += rows;
-    pp_backend_upload (be, out, s->fused, own * sizeof (gfloat));
+    upload_rows (be, out, s->fused, own);
   }
   if (n <= capacity) {
     memcpy (l->k + (gsize) l->rows * c, s->k, own * sizeof (gfloat));

@@ -66,16 +66,18 @@ void           pp_feature_bank_end    (PpFeatureBank * bank);
 PpBankLayer   *pp_feature_bank_next   (PpFeatureBank * bank, gint channels);
 guint          pp_bank_layer_rows     (PpBankLayer * layer);
 /* The bank's keys and values after the frame's own on the device:
- * @k_ext, @v_ext [L + M, C] get @k, @v (device, [L, C]) then the bank's. */
+ * @k_ext, @v_ext [L + M, C] get @k, @v (device, [L, C]) then the bank's.
+ * The bank holds float32 on the host; the views may be of any activation
+ * dtype (@k_ext's that of @k, @v_ext's that of @v): rows go up rounded to
+ * it and come down widened. */
 void           pp_bank_layer_extend   (PpBankLayer * layer, PpBackend * be,
-                                       const float *k, const float *v,
-                                       gint rows, float *k_ext,
-                                       float *v_ext);
+                                       PpView k, PpView v, gint rows,
+                                       PpOut k_ext, PpOut v_ext);
 /* Fuses @out ([L, C] on the device) with the bank's outputs (when it has
- * rows) and takes the frame's @k, @v and unfused @out into the bank. */
+ * rows) and takes the frame's @k, @v and unfused @out into the bank.
+ * Views of any activation dtype, as for pp_bank_layer_extend. */
 void           pp_bank_layer_take     (PpBankLayer * layer, PpBackend * be,
-                                       const float *k, const float *v,
-                                       float *out, gint rows,
-                                       gboolean fuse);
+                                       PpView k, PpView v, PpOut out,
+                                       gint rows, gboolean fuse);
 
 G_END_DECLS

@@ -1,6 +1,7 @@
 /* ppdiffuse — layers, activations, taps and config checks shared by the
  * models. */
 #include "pp-layers.h"
+#include "pp-dtype-math.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-ops.h"
@@ -233,20 +234,47 @@ pp_act_backend (const PpAct * a)
   return pp_pool_backend (a->pool);
 }
 
-PpAct
-pp_act_new (PpPool * pool, gint n, gint c, gint h, gint w)
+gsize
+pp_act_bytes (const PpAct * a)
 {
-  PpAct a = { NULL, n, c, h, w, pool, FALSE };
+  return pp_act_numel (a) * pp_dtype_size (a->dtype);
+}
+
+PpAct
+pp_act_new_as (PpPool * pool, PpDType dtype, gint n, gint c, gint h, gint w)
+{
+  PpAct a = { NULL, dtype, n, c, h, w, pool, FALSE };
 
   /* Uninitialised: every op writes its whole output. */
-  a.data = pp_pool_acquire (pool, pp_act_numel (&a) * sizeof (gfloat));
+  a.data = pp_pool_acquire (pool, pp_act_bytes (&a));
   return a;
 }
 
 PpAct
-pp_act_view (PpPool * pool, gfloat * data, gint n, gint c, gint h, gint w)
+pp_act_new (PpPool * pool, gint n, gint c, gint h, gint w)
 {
-  PpAct a = { data, n, c, h, w, pool, TRUE };
+  return pp_act_new_as (pool, pp_pool_act_dtype (pool), n, c, h, w);
+}
+
+void
+pp_act_convert (PpAct * a, PpDType dtype)
+{
+  PpAct to;
+
+  if (a->dtype == dtype)
+    return;
+  to = pp_act_new_as (a->pool, dtype, a->n, a->c, a->h, a->w);
+  /* y = 1·x + 0·y: x in y's dtype (pp-ops-list.h). */
+  pp_axpby (pp_act_backend (a), pp_act_out (&to), 1.0f, pp_act_in (a), 0.0f,
+      pp_act_numel (a));
+  pp_act_replace (a, to);
+}
+
+PpAct
+pp_act_view (PpPool * pool, gpointer data, PpDType dtype, gint n, gint c,
+    gint h, gint w)
+{
+  PpAct a = { data, dtype, n, c, h, w, pool, TRUE };
 
   return a;
 }
@@ -254,24 +282,32 @@ pp_act_view (PpPool * pool, gfloat * data, gint n, gint c, gint h, gint w)
 PpAct
 pp_act_copy (const PpAct * a)
 {
-  PpAct copy = pp_act_new (a->pool, a->n, a->c, a->h, a->w);
+  PpAct copy = *a;
 
-  pp_backend_copy (pp_act_backend (a), copy.data, a->data,
-      pp_act_numel (a) * sizeof (gfloat));
+  /* Of @a's dtype, from its pool, whether @a is a view or not. */
+  copy.view = FALSE;
+  copy.data = pp_pool_acquire (a->pool, pp_act_bytes (a));
+  pp_backend_copy (pp_act_backend (a), copy.data, a->data, pp_act_bytes (a));
   return copy;
 }
 
 PpView
-pp_act_as_view (const PpAct * a)
+pp_act_in (const PpAct * a)
 {
-  return pp_view_f32 (a->data, pp_act_numel (a));
+  return pp_view (a->data, a->dtype, pp_act_numel (a));
+}
+
+PpOut
+pp_act_out (const PpAct * a)
+{
+  return pp_out (a->data, a->dtype, pp_act_numel (a));
 }
 
 void
 pp_act_clear (PpAct * a)
 {
   if (a->data != NULL && !a->view)
-    pp_pool_release (a->pool, a->data, pp_act_numel (a) * sizeof (gfloat));
+    pp_pool_release (a->pool, a->data, pp_act_bytes (a));
   a->data = NULL;
 }
 
@@ -291,9 +327,9 @@ pp_conv_apply (const PpConv * conv, const PpAct * x)
 
   g_assert (x->c == conv->cin);
   y = pp_act_new (x->pool, x->n, conv->cout, ho, wo);
-  pp_conv2d (pp_act_backend (x), x->data, x->n, x->c, x->h, x->w,
+  pp_conv2d (pp_act_backend (x), pp_act_in (x), x->n, x->c, x->h, x->w,
       conv->weight, conv->bias, conv->cout, conv->kernel, conv->kernel,
-      conv->stride, conv->pad, y.data);
+      conv->stride, conv->pad, pp_act_out (&y));
   return y;
 }
 
@@ -305,14 +341,15 @@ pp_linear_apply (const PpLinear * lin, const PpAct * x)
    * order may depend on its row count (OpenBLAS picks kernels by size). */
   const gint n = pp_backend_samples_apart (be) ? x->n : 1;
   const gint rows = x->n / n * x->c * x->h;
+  const gsize in = (gsize) rows * lin->in, out = (gsize) rows * lin->out;
   PpAct y;
 
   g_assert (x->w == lin->in);
   y = pp_act_new (x->pool, x->n, x->c, x->h, lin->out);
   for (gint b = 0; b < n; b++)
-    pp_linear (be, x->data + (gsize) b * rows * lin->in, rows, lin->in,
+    pp_linear (be, pp_view_range (pp_act_in (x), b * in, in), rows, lin->in,
         lin->weight, lin->bias, lin->out,
-        y.data + (gsize) b * rows * lin->out);
+        pp_out_range (pp_act_out (&y), b * out, out));
   return y;
 }
 
@@ -353,12 +390,14 @@ pp_act_from_tensor (PpPool * pool, const PpTensor * t, const gchar * what,
         what, be->name, desc, t->backend->name);
     return FALSE;
   }
-  *out = pp_act_new (pool, (gint) t->shape[0], channels, (gint) t->shape[2],
-      (gint) t->shape[3]);
+  /* A byte copy of the float32 tensor, then in the pool's dtype. */
+  *out = pp_act_new_as (pool, PP_DTYPE_F32, (gint) t->shape[0], channels,
+      (gint) t->shape[2], (gint) t->shape[3]);
   if (t->backend != NULL)
-    pp_backend_copy (be, out->data, t->data, t->nbytes);
+    pp_backend_copy (be, out->data, t->data, pp_act_bytes (out));
   else
-    pp_backend_upload (be, out->data, t->data, t->nbytes);
+    pp_backend_upload (be, out->data, t->data, pp_act_bytes (out));
+  pp_act_convert (out, pp_pool_act_dtype (pool));
   return TRUE;
 }
 
@@ -368,9 +407,12 @@ pp_act_to_tensor (PpAct * a, const gchar * what, const gchar * name,
 {
   PpBackend *be = pp_act_backend (a);
   const gint64 shape[CONV_DIMS] = { a->n, a->c, a->h, a->w };
-  const gsize bytes = pp_act_numel (a) * sizeof (gfloat);
+  gsize bytes;
   PpTensor *t = *out;
 
+  /* Tensors are float32. */
+  pp_act_convert (a, PP_DTYPE_F32);
+  bytes = pp_act_bytes (a);
   if (t == NULL)
     t = device ? pp_tensor_new_on (be, name, PP_DTYPE_F32, CONV_DIMS, shape,
         error)
@@ -418,9 +460,22 @@ pp_tap_act (PpTapFunc tap, gpointer tap_data, const PpAct * a, guint ndim,
     view.shape[i] = dims[i];
   for (guint i = ndim; i < PP_TENSOR_MAX_DIMS; i++)
     view.shape[ndim - 1] *= dims[i];
+  /* Taps are handed float32 tensors: a 16-bit activation widened. */
   view.nbytes = pp_act_numel (a) * sizeof (gfloat);
   view.data = g_malloc (view.nbytes);
-  pp_backend_download (pp_act_backend (a), view.data, a->data, view.nbytes);
+  if (a->dtype == PP_DTYPE_F32)
+    pp_backend_download (pp_act_backend (a), view.data, a->data,
+        view.nbytes);
+  else {
+    g_autofree guint16 *narrow = g_new (guint16, pp_act_numel (a));
+    gfloat *wide = view.data;
+
+    pp_backend_download (pp_act_backend (a), narrow, a->data,
+        pp_act_bytes (a));
+    for (gsize i = 0; i < pp_act_numel (a); i++)
+      wide[i] = a->dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
+          : pp_bf16_to_f32 (narrow[i]);
+  }
   tap (name, &view, tap_data);
   g_free (view.data);
 }
@@ -464,10 +519,10 @@ pp_act_fn_apply (PpActFn fn, PpAct * x)
 {
   switch (fn) {
     case PP_ACT_RELU:
-      pp_relu (pp_act_backend (x), x->data, pp_act_numel (x));
+      pp_relu (pp_act_backend (x), pp_act_out (x), pp_act_numel (x));
       break;
     case PP_ACT_SILU:
-      pp_silu (pp_act_backend (x), x->data, pp_act_numel (x));
+      pp_silu (pp_act_backend (x), pp_act_out (x), pp_act_numel (x));
       break;
   }
 }

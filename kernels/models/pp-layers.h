@@ -11,13 +11,16 @@
 
 G_BEGIN_DECLS
 
-/* An activation: float32 NCHW in device memory of @pool's backend, taken
- * from @pool (or a view of memory someone else owns).  Model code never
- * dereferences @data: it hands it to ops.  Token sequences [N, L, C] are
- * stored as n = N, c = L, h = 1, w = C. */
+/* An activation: NCHW in device memory of @pool's backend, stored as
+ * @dtype, taken from @pool (or a view of memory someone else owns).  Model
+ * code never dereferences @data, nor does arithmetic on it: it hands the
+ * activation to ops as a view (pp_act_in, pp_act_out, and pp_view_range /
+ * pp_out_range for a part).  Token sequences [N, L, C] are stored as
+ * n = N, c = L, h = 1, w = C. */
 typedef struct
 {
-  gfloat *data;
+  gpointer data;
+  PpDType dtype;
   gint n, c, h, w;
   PpPool *pool;
   gboolean view;                /* borrowed: clearing does not release it */
@@ -88,17 +91,27 @@ void     pp_bind_conv_pad_after (PpBinder * b, PpConv * conv, gint cin,
 /* Hands the first binding error to @error; FALSE when there was one. */
 gboolean pp_binder_finish (PpBinder * b, GError ** error);
 
+/* A new activation (uninitialised) in @pool's activation dtype
+ * (pp_pool_act_dtype), or in @dtype. */
 PpAct    pp_act_new       (PpPool * pool, gint n, gint c, gint h, gint w);
-/* A view of @data (device memory of @pool's backend) as an activation. */
-PpAct    pp_act_view      (PpPool * pool, gfloat * data, gint n, gint c,
+PpAct    pp_act_new_as    (PpPool * pool, PpDType dtype, gint n, gint c,
                            gint h, gint w);
+/* *@a in @dtype (a converted copy from its pool replaces it; nothing when
+ * it is of @dtype already). */
+void     pp_act_convert   (PpAct * a, PpDType dtype);
+/* A view of @data (device memory of @pool's backend, stored as @dtype) as
+ * an activation. */
+PpAct    pp_act_view      (PpPool * pool, gpointer data, PpDType dtype,
+                           gint n, gint c, gint h, gint w);
 PpAct    pp_act_copy      (const PpAct * a);
-/* @a as an F32 view, for an op parameter that takes one (add's x,
- * add_channel's v). */
-PpView   pp_act_as_view   (const PpAct * a);
+/* @a whole, as an op's input or output. */
+PpView   pp_act_in        (const PpAct * a);
+PpOut    pp_act_out       (const PpAct * a);
 PpBackend *pp_act_backend (const PpAct * a);
 void     pp_act_clear     (PpAct * a);
 gsize    pp_act_numel     (const PpAct * a);
+/* Its size in bytes. */
+gsize    pp_act_bytes     (const PpAct * a);
 /* Frees *@dst and moves @src into it. */
 void     pp_act_replace   (PpAct * dst, PpAct src);
 
@@ -111,18 +124,20 @@ PpAct    pp_linear_apply  (const PpLinear * lin, const PpAct * x);
 
 /* Checks that @t is float32 [N, @channels, H, W] with H and W multiples of
  * @multiple, on the host or on @pool's backend, and copies it into a new
- * activation from @pool.  Errors start with @what ("TAESD encode input"). */
+ * activation from @pool, in the pool's dtype.  Errors start with @what
+ * ("TAESD encode input"). */
 gboolean pp_act_from_tensor (PpPool * pool, const PpTensor * t,
                              const gchar * what, gint channels,
                              guint multiple, PpAct * out, GError ** error);
-/* Copies @a into *@out and releases @a: into *@out when it is set (it must
- * be a tensor on @a's backend of @a's size), else into a new tensor named
- * @name, on the device when @device.  Errors start with @what. */
+/* Copies @a (converted to float32) into *@out and releases @a: into *@out
+ * when it is set (it must be a float32 tensor on @a's backend of @a's
+ * size), else into a new tensor named @name, on the device when @device.
+ * Errors start with @what. */
 gboolean pp_act_to_tensor   (PpAct * a, const gchar * what,
                              const gchar * name, gboolean device,
                              PpTensor ** out, GError ** error);
 
-/* Calls @tap (when set) with a host copy of @a named by @fmt. */
+/* Calls @tap (when set) with a float32 host copy of @a named by @fmt. */
 void     pp_tap_act       (PpTapFunc tap, gpointer tap_data, const PpAct * a,
                            guint ndim, const gchar * fmt, ...)
                            G_GNUC_PRINTF (5, 6);

@@ -160,8 +160,8 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 
   m->config_path = g_strdup (config_path);
   m->be = be;
-  m->encoder_pool = pp_pool_new (be);
-  m->decoder_pool = pp_pool_new (be);
+  m->encoder_pool = pp_pool_new (be, PP_DTYPE_F32);
+  m->decoder_pool = pp_pool_new (be, PP_DTYPE_F32);
   m->encoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   m->decoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   cfg = pp_config_load (config_path, error);
@@ -330,11 +330,11 @@ block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
   if (layer->has_skip) {
     PpAct s = pp_conv_apply (&layer->skip, x);
 
-    pp_add (m->be, h.data, pp_act_as_view (&s), pp_act_numel (&h));
+    pp_add (m->be, pp_act_out (&h), pp_act_in (&s), pp_act_numel (&h));
     pp_act_clear (&s);
   } else
-    pp_add (m->be, h.data, pp_act_as_view (x), pp_act_numel (&h));
-  pp_relu (m->be, h.data, pp_act_numel (&h));
+    pp_add (m->be, pp_act_out (&h), pp_act_in (x), pp_act_numel (&h));
+  pp_relu (m->be, pp_act_out (&h), pp_act_numel (&h));
   return h;
 }
 
@@ -360,7 +360,8 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
         gint f = m->upsampling_factor;
         PpAct y = pp_act_new (x.pool, x.n, x.c, x.h * f, x.w * f);
 
-        pp_upsample_nearest (m->be, x.data, x.n, x.c, x.h, x.w, f, y.data);
+        pp_upsample_nearest (m->be, pp_act_in (&x), x.n, x.c, x.h, x.w, f,
+            pp_act_out (&y));
         pp_act_replace (&x, y);
         break;
       }
@@ -380,7 +381,7 @@ encode (PpTaesd * m, const PpTensor * image, PpTensor ** latents,
           m->in_channels, m->encoder_down, &x, error))
     return FALSE;
   /* [-1, 1] → [0, 1] */
-  pp_affine (m->be, x.data, pp_act_numel (&x), 1.0f / IMAGE_SCALE,
+  pp_affine (m->be, pp_act_out (&x), pp_act_numel (&x), 1.0f / IMAGE_SCALE,
       IMAGE_SHIFT / IMAGE_SCALE);
   x = run_layers (m, m->encoder, "encoder", x, tap, tap_data);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "latents");
@@ -400,12 +401,13 @@ decode (PpTaesd * m, const PpTensor * latents, PpTensor ** image,
     return FALSE;
   /* tanh(x / 3) · 3 */
   n = pp_act_numel (&x);
-  pp_scale (m->be, x.data, n, 1.0f / LATENT_CLAMP);
-  pp_tanh (m->be, x.data, n);
-  pp_scale (m->be, x.data, n, LATENT_CLAMP);
+  pp_scale (m->be, pp_act_out (&x), n, 1.0f / LATENT_CLAMP);
+  pp_tanh (m->be, pp_act_out (&x), n);
+  pp_scale (m->be, pp_act_out (&x), n, LATENT_CLAMP);
   x = run_layers (m, m->decoder, "decoder", x, tap, tap_data);
   /* [0, 1] → [-1, 1] */
-  pp_affine (m->be, x.data, pp_act_numel (&x), IMAGE_SCALE, -IMAGE_SHIFT);
+  pp_affine (m->be, pp_act_out (&x), pp_act_numel (&x), IMAGE_SCALE,
+      -IMAGE_SHIFT);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "image");
   return pp_act_to_tensor (&x, "TAESD image", "image",
       latents->backend != NULL, image, error);

@@ -522,7 +522,6 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 
   m->config_path = g_strdup (config_path);
   m->be = be;
-  m->pool = pp_pool_new (be);
   g_mutex_init (&m->forward_lock);
   m->kv = g_new0 (KvCache, 1);
   m->kv->enabled = g_strcmp0 (g_getenv (NO_KV_CACHE_ENV), "1") != 0;
@@ -630,6 +629,10 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   if (!pp_binder_finish (&b, error))
     return NULL;
   m->device_weights = b.device;
+  /* Activations in the weights' dtype where the backend computes on them
+   * (pp_backend_act_dtype); the weights as stored tell it. */
+  m->pool = pp_pool_new (be, pp_backend_act_dtype (be,
+          m->conv_in.weight.dtype));
   /* conv_in's output, then one per down layer and down sampler */
   m->n_skips = 1;
   for (guint i = 0; i < n; i++)
@@ -781,8 +784,8 @@ group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
   PpAct y = pp_act_new (m->pool, x->n, x->c, x->h, x->w);
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
-  pp_group_norm (m->be, x->data, x->n, x->c, x->h * x->w, m->groups, eps,
-      norm->gamma, norm->beta, silu, y.data);
+  pp_group_norm (m->be, pp_act_in (x), x->n, x->c, x->h * x->w, m->groups,
+      eps, norm->gamma, norm->beta, silu, pp_act_out (&y));
   if (act && !silu)
     pp_act_fn_apply (m->act, &y);
   return y;
@@ -800,7 +803,8 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  pp_add_channel (m->be, h.data, h.n, h.c, h.h * h.w, pp_act_as_view (&t));
+  pp_add_channel (m->be, pp_act_out (&h), h.n, h.c, h.h * h.w,
+      pp_act_in (&t));
   pp_act_clear (&t);
 
   pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h, TRUE));
@@ -808,10 +812,10 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
 
   out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
       : pp_act_copy (x);
-  pp_add (m->be, out.data, pp_act_as_view (&h), pp_act_numel (&out));
+  pp_add (m->be, pp_act_out (&out), pp_act_in (&h), pp_act_numel (&out));
   pp_act_clear (&h);
   if (scale != 1.0f)
-    pp_scale (m->be, out.data, pp_act_numel (&out), 1.0f / scale);
+    pp_scale (m->be, pp_act_out (&out), pp_act_numel (&out), 1.0f / scale);
   return out;
 }
 
@@ -824,16 +828,30 @@ typedef struct
 {
   PpBackend *be;
   const Transformer *t;
-  float *h;                     /* the residual stream */
-  float *q, *k, *v;             /* attention inputs (k, v: self only) */
-  float *o;                     /* attention output */
-  float *x;                     /* [rows, C]: a LayerNorm's output */
-  float *y;                     /* [rows, C]: a projection to add to h */
-  float *g;                     /* [rows, 2 · 4C]: GEGLU input */
-  float *f;                     /* [rows, 4C]: GEGLU output */
-  float *out;                   /* the block's NCHW output, = x + b_out */
+  PpOut h;                      /* the residual stream */
+  PpOut q, k, v;                /* attention inputs (k, v: self only) */
+  PpOut o;                      /* attention output */
+  PpOut x;                      /* [rows, C]: a LayerNorm's output */
+  PpOut y;                      /* [rows, C]: a projection to add to h */
+  PpOut g;                      /* [rows, 2 · 4C]: GEGLU input */
+  PpOut f;                      /* [rows, 4C]: GEGLU output */
+  PpOut out;                    /* the block's NCHW output, = x + b_out */
   gint hw;
 } Tokens;
+
+/* Rows [@begin, @begin + @rows) of @buf, @width elements a row, to write
+ * or to read. */
+static PpOut
+rows_out (PpOut buf, gint begin, gint rows, gint width)
+{
+  return pp_out_range (buf, (gsize) begin * width, (gsize) rows * width);
+}
+
+static PpView
+rows_in (PpOut buf, gint begin, gint rows, gint width)
+{
+  return pp_out_as_view (rows_out (buf, begin, rows, width));
+}
 
 /* x = LN(h) and q (and k, v when @kv) = its projections, rows [begin, end). */
 static void
@@ -841,32 +859,32 @@ tokens_norm_project (const Tokens * tk, const PpNorm * norm,
     const Attention * a, gboolean kv, int begin, int end)
 {
   const gint c = tk->t->channels, rows = end - begin;
-  const gsize at = (gsize) begin * c;
+  const PpView x = rows_in (tk->x, begin, rows, c);
 
-  pp_layer_norm (tk->be, tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
-      norm->gamma, norm->beta, tk->x + at);
-  pp_linear (tk->be, tk->x + at, rows, c, a->to_q.weight, pp_view_none (),
-      c, tk->q + at);
+  pp_layer_norm (tk->be, rows_in (tk->h, begin, rows, c), rows, c,
+      TRANSFORMER_LAYER_NORM_EPS, norm->gamma, norm->beta,
+      rows_out (tk->x, begin, rows, c));
+  pp_linear (tk->be, x, rows, c, a->to_q.weight, pp_view_none (), c,
+      rows_out (tk->q, begin, rows, c));
   if (!kv)
     return;
-  pp_linear (tk->be, tk->x + at, rows, c, a->to_k.weight, pp_view_none (),
-      c, tk->k + at);
-  pp_linear (tk->be, tk->x + at, rows, c, a->to_v.weight, pp_view_none (),
-      c, tk->v + at);
+  pp_linear (tk->be, x, rows, c, a->to_k.weight, pp_view_none (), c,
+      rows_out (tk->k, begin, rows, c));
+  pp_linear (tk->be, x, rows, c, a->to_v.weight, pp_view_none (), c,
+      rows_out (tk->v, begin, rows, c));
 }
 
-/* h[begin, end) += lin(in[begin, end)), @in holding lin->in floats a row. */
+/* h[begin, end) += lin(in[begin, end)), @in holding lin->in values a row. */
 static void
-tokens_add_linear (const Tokens * tk, const PpLinear * lin, const float *in,
+tokens_add_linear (const Tokens * tk, const PpLinear * lin, PpOut in,
     int begin, int end)
 {
   const gint c = tk->t->channels, rows = end - begin;
-  const gsize at = (gsize) begin * c;
 
-  pp_linear (tk->be, in + (gsize) begin * lin->in, rows, lin->in,
-      lin->weight, lin->bias, lin->out, tk->y + at);
-  pp_add (tk->be, tk->h + at, pp_view_f32 (tk->y + at, (gsize) rows * c),
-      (gsize) rows * c);
+  pp_linear (tk->be, rows_in (in, begin, rows, lin->in), rows, lin->in,
+      lin->weight, lin->bias, lin->out, rows_out (tk->y, begin, rows, c));
+  pp_add (tk->be, rows_out (tk->h, begin, rows, c),
+      rows_in (tk->y, begin, rows, c), (gsize) rows * c);
 }
 
 /* LN2(h) and q of attn2, where h += to_out(o) of attn1 came before. */
@@ -889,24 +907,30 @@ self_attention_banked (const PpUnet * m, Tokens * tk, PpAct * y)
   const gint c = t->channels, hw = tk->hw, head_dim = c / t->heads;
   PpBankLayer *layer = pp_feature_bank_next (m->bank, c);
   const guint banked = pp_bank_layer_rows (layer);
+  const PpView q_k_v[3] = { pp_out_as_view (tk->q), pp_out_as_view (tk->k),
+    pp_out_as_view (tk->v)
+  };
   PpAct o;
 
   if (banked > 0) {
     PpAct ke = pp_act_new (m->pool, 1, hw + (gint) banked, 1, c);
     PpAct ve = pp_act_new (m->pool, 1, hw + (gint) banked, 1, c);
 
-    pp_bank_layer_extend (layer, m->be, tk->k, tk->v, hw, ke.data, ve.data);
-    pp_attention (m->be, tk->q, ke.data, ve.data, 1, hw, hw + (gint) banked,
-        t->heads, head_dim, t->attn1.to_q.weight.dtype, tk->o);
+    pp_bank_layer_extend (layer, m->be, q_k_v[1], q_k_v[2], hw,
+        pp_act_out (&ke), pp_act_out (&ve));
+    pp_attention (m->be, q_k_v[0], pp_act_in (&ke), pp_act_in (&ve), 1, hw,
+        hw + (gint) banked, t->heads, head_dim, t->attn1.to_q.weight.dtype,
+        tk->o);
     pp_act_clear (&ke);
     pp_act_clear (&ve);
   } else
-    pp_attention (m->be, tk->q, tk->k, tk->v, 1, hw, hw, t->heads, head_dim,
-        t->attn1.to_q.weight.dtype, tk->o);
-  o = pp_act_view (m->pool, tk->o, 1, hw, 1, c);
+    pp_attention (m->be, q_k_v[0], q_k_v[1], q_k_v[2], 1, hw, hw, t->heads,
+        head_dim, t->attn1.to_q.weight.dtype, tk->o);
+  o = pp_act_view (m->pool, tk->o.data, tk->o.dtype, 1, hw, 1, c);
   pp_act_replace (y, pp_linear_apply (&t->attn1.to_out, &o));
-  pp_bank_layer_take (layer, m->be, tk->k, tk->v, y->data, hw, t->fuse);
-  pp_add (m->be, tk->h, pp_act_as_view (y), (gsize) hw * c);
+  pp_bank_layer_take (layer, m->be, q_k_v[1], q_k_v[2], pp_act_out (y), hw,
+      t->fuse);
+  pp_add (m->be, tk->h, pp_act_in (y), (gsize) hw * c);
 }
 
 /* Before self-attention: x1 = LN1(h), q, k, v of attn1. */
@@ -937,24 +961,27 @@ tokens_after_cross (int begin, int end, gpointer data)
   const Tokens *tk = data;
   const Transformer *t = tk->t;
   const gint c = t->channels, rows = end - begin, inner = FF_MULT * c;
-  const gsize at = (gsize) begin * c;
 
   tokens_add_linear (tk, &t->attn2.to_out, tk->o, begin, end);
-  pp_layer_norm (tk->be, tk->h + at, rows, c, TRANSFORMER_LAYER_NORM_EPS,
-      t->norm3.gamma, t->norm3.beta, tk->x + at);
-  pp_linear (tk->be, tk->x + at, rows, c, t->ff_in.weight, t->ff_in.bias,
-      t->ff_in.out, tk->g + (gsize) begin * GEGLU_HALVES * inner);
-  pp_geglu (tk->be, tk->g + (gsize) begin * GEGLU_HALVES * inner, rows,
-      inner, tk->f + (gsize) begin * inner);
+  pp_layer_norm (tk->be, rows_in (tk->h, begin, rows, c), rows, c,
+      TRANSFORMER_LAYER_NORM_EPS, t->norm3.gamma, t->norm3.beta,
+      rows_out (tk->x, begin, rows, c));
+  pp_linear (tk->be, rows_in (tk->x, begin, rows, c), rows, c,
+      t->ff_in.weight, t->ff_in.bias, t->ff_in.out,
+      rows_out (tk->g, begin, rows, GEGLU_HALVES * inner));
+  pp_geglu (tk->be, rows_in (tk->g, begin, rows, GEGLU_HALVES * inner), rows,
+      inner, rows_out (tk->f, begin, rows, inner));
   tokens_add_linear (tk, &t->ff_out, tk->f, begin, end);
 
   for (int r = begin; r < end;) {
     const int b = r / tk->hw, p = r % tk->hw;
     const int span = MIN (end - r, tk->hw - p);
 
+    /* out [C, span] of sample b from pixel p on, rows hw apart. */
     pp_matmul (tk->be, FALSE, TRUE, c, span, c, t->proj_out.weight, c,
-        pp_view_f32 (tk->h + (gsize) r * c, (gsize) span * c), c, TRUE,
-        tk->out + (gsize) b * c * tk->hw + p, tk->hw);
+        rows_in (tk->h, r, span, c), c, TRUE,
+        pp_out_range (tk->out, (gsize) b * c * tk->hw + p,
+            pp_strided_numel (c, span, tk->hw)), tk->hw);
     r += span;
   }
 }
@@ -982,8 +1009,10 @@ cross_kv (const PpUnet * m, const Transformer * t, const PpAct * context,
     g_array_append_val (kv->entries, built);
   }
   e = &g_array_index (kv->entries, KvEntry, kv->next++);
-  *k = pp_act_view (m->pool, e->k.data, e->k.n, e->k.c, e->k.h, e->k.w);
-  *v = pp_act_view (m->pool, e->v.data, e->v.n, e->v.c, e->v.h, e->v.w);
+  *k = pp_act_view (m->pool, e->k.data, e->k.dtype, e->k.n, e->k.c, e->k.h,
+      e->k.w);
+  *v = pp_act_view (m->pool, e->v.data, e->v.dtype, e->v.n, e->v.c, e->v.h,
+      e->v.w);
 }
 
 /* pp_for_rows over each sample's @hw rows in turn on a backend that runs
@@ -1034,13 +1063,13 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   PpAct h, q, k, v, o, nx, ny, gg, ff, ck, cv;
   Tokens tk = { m->be, t };
 
-  pp_nchw_to_nlc (m->be, g.data, x->n, c, hw, tokens.data);
+  pp_nchw_to_nlc (m->be, pp_act_in (&g), x->n, c, hw, pp_act_out (&tokens));
   pp_act_clear (&g);
   h = pp_linear_apply (&t->proj_in, &tokens);
   pp_act_clear (&tokens);
   for (gint b = 0; b < x->n; b++)
-    pp_add_channel (m->be, out.data + (gsize) b * c * hw, 1, c, hw,
-        t->proj_out.bias);
+    pp_add_channel (m->be, rows_out (pp_act_out (&out), b, 1, c * hw), 1, c,
+        hw, t->proj_out.bias);
 
   q = pp_act_new (m->pool, x->n, hw, 1, c);
   k = pp_act_new (m->pool, x->n, hw, 1, c);
@@ -1050,38 +1079,39 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   ny = pp_act_new (m->pool, x->n, hw, 1, c);
   gg = pp_act_new (m->pool, x->n, hw, 1, GEGLU_HALVES * inner);
   ff = pp_act_new (m->pool, x->n, hw, 1, inner);
-  tk.h = h.data;
-  tk.q = q.data;
-  tk.k = k.data;
-  tk.v = v.data;
-  tk.o = o.data;
-  tk.x = nx.data;
-  tk.y = ny.data;
-  tk.g = gg.data;
-  tk.f = ff.data;
-  tk.out = out.data;
+  tk.h = pp_act_out (&h);
+  tk.q = pp_act_out (&q);
+  tk.k = pp_act_out (&k);
+  tk.v = pp_act_out (&v);
+  tk.o = pp_act_out (&o);
+  tk.x = pp_act_out (&nx);
+  tk.y = pp_act_out (&ny);
+  tk.g = pp_act_out (&gg);
+  tk.f = pp_act_out (&ff);
+  tk.out = pp_act_out (&out);
   tk.hw = hw;
 
   for_sample_rows (m->be, x->n, hw, tokens_before_self, &tk);
   if (m->bank != NULL) {
     /* One sample: pp_unet_forward refuses more with a bank. */
     self_attention_banked (m, &tk, &ny);
-    tk.y = ny.data;
+    tk.y = pp_act_out (&ny);
     for_sample_rows (m->be, x->n, hw, tokens_cross_query, &tk);
   } else {
-    pp_attention (m->be, tk.q, tk.k, tk.v, x->n, hw, hw, t->heads, head_dim,
-        t->attn1.to_q.weight.dtype, tk.o);
+    pp_attention (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v),
+        x->n, hw, hw, t->heads, head_dim, t->attn1.to_q.weight.dtype, tk.o);
     for_sample_rows (m->be, x->n, hw, tokens_before_cross, &tk);
   }
   cross_kv (m, t, context, &ck, &cv);
   if (context->n == x->n)
-    pp_attention (m->be, tk.q, ck.data, cv.data, x->n, hw, context->c,
-        t->heads, head_dim, t->attn2.to_q.weight.dtype, tk.o);
+    pp_attention (m->be, pp_act_in (&q), pp_act_in (&ck), pp_act_in (&cv),
+        x->n, hw, context->c, t->heads, head_dim,
+        t->attn2.to_q.weight.dtype, tk.o);
   else                          /* one context for every sample */
     for (gint b = 0; b < x->n; b++)
-      pp_attention (m->be, tk.q + (gsize) b * hw * c, ck.data, cv.data, 1,
-          hw, context->c, t->heads, head_dim, t->attn2.to_q.weight.dtype,
-          tk.o + (gsize) b * hw * c);
+      pp_attention (m->be, rows_in (tk.q, b * hw, hw, c), pp_act_in (&ck),
+          pp_act_in (&cv), 1, hw, context->c, t->heads, head_dim,
+          t->attn2.to_q.weight.dtype, rows_out (tk.o, b * hw, hw, c));
   pp_act_clear (&ck);
   pp_act_clear (&cv);
   for_sample_rows (m->be, x->n, hw, tokens_after_cross, &tk);
@@ -1117,7 +1147,7 @@ time_embedding (const PpUnet * m, gint batch, const Timesteps * ts)
   const gint rows = apart || ts->each == NULL ? 1 : batch;
   const gint runs = ts->each == NULL ? 1 : batch / rows;
   PpAct out = pp_act_new (m->pool, batch, 1, 1, m->temb_dim);
-  const gsize row_bytes = m->temb_dim * sizeof (gfloat);
+  const gsize row_bytes = m->temb_dim * pp_dtype_size (out.dtype);
 
   for (gint r = 0; r < runs; r++) {
     PpAct e = pp_act_new (m->pool, rows, 1, 1, m->time_dim);
@@ -1126,18 +1156,20 @@ time_embedding (const PpUnet * m, gint batch, const Timesteps * ts)
     for (gint b = 0; b < rows; b++)
       pp_timestep_embedding (m->be, (gfloat) (ts->each ? ts->each[r * rows
                   + b] : ts->one), m->time_dim, m->flip_sin_to_cos,
-          m->freq_shift, e.data + (gsize) b * m->time_dim);
+          m->freq_shift, rows_out (pp_act_out (&e), b, 1, m->time_dim));
     pp_act_replace (&e, pp_linear_apply (&m->time_linear_1, &e));
     pp_act_fn_apply (m->act, &e);
     pp_act_replace (&e, pp_linear_apply (&m->time_linear_2, &e));
-    pp_backend_copy (m->be, out.data + (gsize) r * rows * m->temb_dim,
-        e.data, rows * row_bytes);
+    g_assert (e.dtype == out.dtype);
+    pp_backend_copy (m->be,
+        rows_out (pp_act_out (&out), r * rows, rows, m->temb_dim).data,
+        e.data, pp_act_bytes (&e));
     pp_act_clear (&e);
   }
   /* One timestep for every sample: the first row for all. */
   for (gint b = runs * rows; b < batch; b++)
-    pp_backend_copy (m->be, out.data + (gsize) b * m->temb_dim, out.data,
-        row_bytes);
+    pp_backend_copy (m->be, rows_out (pp_act_out (&out), b, 1,
+            m->temb_dim).data, out.data, row_bytes);
   return out;
 }
 
@@ -1264,8 +1296,8 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
       PpAct cat = pp_act_new (m->pool, h.n, h.c + skip.c, h.h, h.w);
 
       g_assert (skip.h == h.h && skip.w == h.w);
-      pp_concat_channels (m->be, h.data, h.c, skip.data, skip.c, h.n,
-          h.h * h.w, cat.data);
+      pp_concat_channels (m->be, pp_act_in (&h), h.c, pp_act_in (&skip),
+          skip.c, h.n, h.h * h.w, pp_act_out (&cat));
       pp_act_clear (&skip);
       pp_act_replace (&h, cat);
       pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb,
@@ -1278,8 +1310,8 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
       PpAct up = pp_act_new (m->pool, h.n, h.c, h.h * UP_FACTOR,
           h.w * UP_FACTOR);
 
-      pp_upsample_nearest (m->be, h.data, h.n, h.c, h.h, h.w, UP_FACTOR,
-          up.data);
+      pp_upsample_nearest (m->be, pp_act_in (&h), h.n, h.c, h.h, h.w,
+          UP_FACTOR, pp_act_out (&up));
       pp_act_replace (&h, up);
       pp_act_replace (&h, pp_conv_apply (&blk->sampler, &h));
     }
@@ -1301,7 +1333,7 @@ input_act (PpUnet * m, const PpTensor * t, gint n, gint c, gint h, gint w,
     PpAct * out, GError ** error)
 {
   if (t->backend == m->be) {
-    *out = pp_act_view (m->pool, t->data, n, c, h, w);
+    *out = pp_act_view (m->pool, t->data, t->dtype, n, c, h, w);
     return TRUE;
   }
   if (t->backend != NULL) {
@@ -1310,8 +1342,8 @@ input_act (PpUnet * m, const PpTensor * t, gint n, gint c, gint h, gint w,
         t->backend->name);
     return FALSE;
   }
-  *out = pp_act_new (m->pool, n, c, h, w);
-  pp_backend_upload (m->be, out->data, t->data, t->nbytes);
+  *out = pp_act_new_as (m->pool, t->dtype, n, c, h, w);
+  pp_backend_upload (m->be, out->data, t->data, pp_act_bytes (out));
   return TRUE;
 }
 
@@ -1387,6 +1419,8 @@ pp_unet_forward (PpUnet * m, const PpTensor * sample, gdouble timestep,
   {
     const gint64 shape[NCHW_DIMS] = { h.n, h.c, h.h, h.w };
 
+    /* A byte copy into a float32 tensor. */
+    pp_act_convert (&h, PP_DTYPE_F32);
     *out = sample->backend != NULL
         ? pp_tensor_new_on (m->be, "out", PP_DTYPE_F32, NCHW_DIMS, shape,
         error)
@@ -1421,6 +1455,8 @@ forward_into (PpUnet * m, const PpTensor * sample, const Timesteps * ts,
   if (!forward_acts (m, sample, ts, encoder_hidden_states, TRUE, &h,
           NULL, NULL, error))
     return FALSE;
+  /* A byte copy into the float32 output. */
+  pp_act_convert (&h, PP_DTYPE_F32);
   pp_backend_copy (m->be, out->data, h.data, out->nbytes);
   pp_act_clear (&h);
   return TRUE;
@@ -1468,4 +1504,10 @@ gsize
 pp_unet_pool_bytes (PpUnet * m)
 {
   return pp_pool_bytes (m->pool);
+}
+
+PpDType
+pp_unet_act_dtype (PpUnet * m)
+{
+  return pp_pool_act_dtype (m->pool);
 }

@@ -94,6 +94,8 @@ void      pp_unet_context_changed     (PpUnet * m);
 guint64   pp_unet_kv_cache_builds     (PpUnet * m);
 /* Device bytes of the model's activation pool. */
 gsize     pp_unet_pool_bytes          (PpUnet * m);
+/* The dtype its activations are kept in (pp_backend_act_dtype). */
+PpDType   pp_unet_act_dtype           (PpUnet * m);
 guint     pp_unet_in_channels         (PpUnet * m);
 guint     pp_unet_out_channels        (PpUnet * m);
 guint     pp_unet_cross_attention_dim (PpUnet * m);

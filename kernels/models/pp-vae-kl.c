@@ -347,8 +347,8 @@ pp_vae_kl_new (const gchar * config_path, PpWeights * weights,
 
   m->config_path = g_strdup (config_path);
   m->be = be;
-  m->encoder_pool = pp_pool_new (be);
-  m->decoder_pool = pp_pool_new (be);
+  m->encoder_pool = pp_pool_new (be, PP_DTYPE_F32);
+  m->decoder_pool = pp_pool_new (be, PP_DTYPE_F32);
   cfg = pp_config_load (config_path, error);
   if (cfg == NULL)
     return NULL;
@@ -436,8 +436,8 @@ norm_act (const PpVaeKl * m, const PpNorm * norm, const PpAct * x,
   PpAct y = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
-  pp_group_norm (m->be, x->data, x->n, x->c, x->h * x->w, m->groups,
-      NORM_EPS, norm->gamma, norm->beta, silu, y.data);
+  pp_group_norm (m->be, pp_act_in (x), x->n, x->c, x->h * x->w, m->groups,
+      NORM_EPS, norm->gamma, norm->beta, silu, pp_act_out (&y));
   if (act && !silu)
     pp_act_fn_apply (m->act, &y);
   return y;
@@ -455,7 +455,7 @@ resnet_forward (const PpVaeKl * m, const Resnet * r, const PpAct * x)
   pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
   out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
       : pp_act_copy (x);
-  pp_add (m->be, out.data, pp_act_as_view (&h), pp_act_numel (&out));
+  pp_add (m->be, pp_act_out (&out), pp_act_in (&h), pp_act_numel (&out));
   pp_act_clear (&h);
   return out;
 }
@@ -470,23 +470,23 @@ attention_forward (const PpVaeKl * m, const Attention * a, const PpAct * x)
   PpAct t = pp_act_new (x->pool, x->n, hw, 1, x->c);
   PpAct q, k, v, o, out;
 
-  pp_nchw_to_nlc (m->be, h.data, x->n, x->c, hw, t.data);
+  pp_nchw_to_nlc (m->be, pp_act_in (&h), x->n, x->c, hw, pp_act_out (&t));
   pp_act_clear (&h);
   q = pp_linear_apply (&a->to_q, &t);
   k = pp_linear_apply (&a->to_k, &t);
   v = pp_linear_apply (&a->to_v, &t);
   pp_act_clear (&t);
   o = pp_act_new (x->pool, x->n, hw, 1, x->c);
-  pp_attention (m->be, q.data, k.data, v.data, x->n, hw, hw, 1, x->c,
-      a->to_q.weight.dtype, o.data);
+  pp_attention (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v), x->n,
+      hw, hw, 1, x->c, a->to_q.weight.dtype, pp_act_out (&o));
   pp_act_clear (&q);
   pp_act_clear (&k);
   pp_act_clear (&v);
   pp_act_replace (&o, pp_linear_apply (&a->to_out, &o));
   out = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
-  pp_nlc_to_nchw (m->be, o.data, x->n, x->c, hw, out.data);
+  pp_nlc_to_nchw (m->be, pp_act_in (&o), x->n, x->c, hw, pp_act_out (&out));
   pp_act_clear (&o);
-  pp_add (m->be, out.data, pp_act_as_view (x), pp_act_numel (&out));
+  pp_add (m->be, pp_act_out (&out), pp_act_in (x), pp_act_numel (&out));
   return out;
 }
 
@@ -559,8 +559,8 @@ decoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
       PpAct up = pp_act_new (x.pool, x.n, x.c, x.h * UPSAMPLE_FACTOR,
           x.w * UPSAMPLE_FACTOR);
 
-      pp_upsample_nearest (m->be, x.data, x.n, x.c, x.h, x.w,
-          UPSAMPLE_FACTOR, up.data);
+      pp_upsample_nearest (m->be, pp_act_in (&x), x.n, x.c, x.h, x.w,
+          UPSAMPLE_FACTOR, pp_act_out (&up));
       pp_act_replace (&x, up);
       pp_act_replace (&x, pp_conv_apply (&s->sampler, &x));
     }
@@ -586,11 +586,14 @@ encode (PpVaeKl * m, const PpTensor * image, PpTensor ** latents,
   /* The mean: each sample's first latent_channels of the moments. */
   mean = pp_act_new (x.pool, x.n, l, x.h, x.w);
   plane = (gsize) l * x.h * x.w;
+  /* A byte copy: the moments and the mean are stored alike. */
+  g_assert (mean.dtype == x.dtype);
   for (gint i = 0; i < x.n; i++)
-    pp_backend_copy (m->be, mean.data + i * plane, x.data + 2 * i * plane,
-        plane * sizeof (gfloat));
+    pp_backend_copy (m->be, pp_out_range (pp_act_out (&mean), i * plane,
+            plane).data, pp_view_range (pp_act_in (&x), 2 * i * plane,
+            plane).data, plane * pp_dtype_size (x.dtype));
   pp_act_clear (&x);
-  pp_affine (m->be, mean.data, pp_act_numel (&mean),
+  pp_affine (m->be, pp_act_out (&mean), pp_act_numel (&mean),
       (gfloat) m->scaling_factor,
       (gfloat) (-m->shift_factor * m->scaling_factor));
   pp_tap_act (tap, tap_data, &mean, NCHW_DIMS, "latents");
@@ -607,7 +610,7 @@ decode (PpVaeKl * m, const PpTensor * latents, PpTensor ** image,
   if (!pp_act_from_tensor (m->decoder_pool, latents, WHAT " decode input",
           m->latent_channels, 1, &x, error))
     return FALSE;
-  pp_affine (m->be, x.data, pp_act_numel (&x),
+  pp_affine (m->be, pp_act_out (&x), pp_act_numel (&x),
       (gfloat) (1.0 / m->scaling_factor), (gfloat) m->shift_factor);
   x = decoder_forward (m, x, tap, tap_data);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "image");

@@ -129,6 +129,19 @@ typedef struct
   BatchBuffers *batches;
 } Diffusion;
 
+/* Device tensor @t whole, as an op's input or output. */
+static PpView
+tensor_in (const PpTensor * t)
+{
+  return pp_view (t->data, t->dtype, (gsize) pp_tensor_numel (t));
+}
+
+static PpOut
+tensor_out (PpTensor * t)
+{
+  return pp_out (t->data, t->dtype, (gsize) pp_tensor_numel (t));
+}
+
 /* Noise of RNG @stream like @like, on the device: drawn on the host, then
  * uploaded (once per latent size). */
 static PpTensor *
@@ -895,13 +908,13 @@ diffusion_encode_compute (PpModel * model, GError ** error)
   PpTensor *vae_in = b->frame_dev;
 
   pp_bytes_to_floats (d->be, b->frame_bytes->data,
-      pp_tensor_numel (b->frame_dev), b->frame_dev->data);
-  pp_affine (d->be, b->frame_dev->data, pp_tensor_numel (b->frame_dev),
-      1.0f / PIXEL_HALF_RANGE, -1.0f);
+      pp_tensor_numel (b->frame_dev), tensor_out (b->frame_dev));
+  pp_affine (d->be, tensor_out (b->frame_dev),
+      pp_tensor_numel (b->frame_dev), 1.0f / PIXEL_HALF_RANGE, -1.0f);
   if (b->vae_in != NULL) {
-    pp_resize_bilinear (d->be, b->frame_dev->data, PP_IMAGE_CHANNELS,
-        b->height, b->width, b->vae_in->data, (gint) b->vae_in->shape[2],
-        (gint) b->vae_in->shape[3]);
+    pp_resize_bilinear (d->be, tensor_in (b->frame_dev), PP_IMAGE_CHANNELS,
+        b->height, b->width, tensor_out (b->vae_in),
+        (gint) b->vae_in->shape[2], (gint) b->vae_in->shape[3]);
     vae_in = b->vae_in;
   }
   if (!pp_vae_encode_into (d->vae, vae_in, b->latents, error))
@@ -1089,30 +1102,31 @@ batch_buffers (PpModel * model, guint n, const PpTensor * sample,
 }
 
 /* Sample @i's row of @t, one of @b's tensors ([n, C, H, W]). */
-static float *
-batch_row (const BatchBuffers * b, const PpTensor * t, guint i)
+static PpOut
+batch_row (const BatchBuffers * b, PpTensor * t, guint i)
 {
-  return (float *) t->data + i * (gsize) (b->shape[1] * b->shape[2]
-      * b->shape[3]);
+  const gsize per = (gsize) (b->shape[1] * b->shape[2] * b->shape[3]);
+
+  return pp_out_range (tensor_out (t), i * per, per);
 }
 
 /* A sample's bytes (host, or on @be) into device memory @dst, and back. */
 static void
-sample_in (PpBackend * be, float *dst, const PpTensor * sample)
+sample_in (PpBackend * be, PpOut dst, const PpTensor * sample)
 {
   if (sample->backend == NULL)
-    pp_backend_upload (be, dst, sample->data, sample->nbytes);
+    pp_backend_upload (be, dst.data, sample->data, sample->nbytes);
   else
-    pp_backend_copy (be, dst, sample->data, sample->nbytes);
+    pp_backend_copy (be, dst.data, sample->data, sample->nbytes);
 }
 
 static void
-sample_out (PpBackend * be, PpTensor * sample, const float *src)
+sample_out (PpBackend * be, PpTensor * sample, PpOut src)
 {
   if (sample->backend == NULL)
-    pp_backend_download (be, sample->data, src, sample->nbytes);
+    pp_backend_download (be, sample->data, src.data, sample->nbytes);
   else
-    pp_backend_copy (be, sample->data, src, sample->nbytes);
+    pp_backend_copy (be, sample->data, src.data, sample->nbytes);
 }
 
 /* A stream batch (the model's batch_in, batch_steps, batch_out): sample i
@@ -1169,7 +1183,8 @@ diffusion_batch_steps (PpModel * model, guint n, const guint * steps,
 
   for (guint i = 0; i < n; i++) {
     pp_schedule_scale_input (d->schedule, d->be, steps[i],
-        batch_row (b, b->samples, i), batch_row (b, b->unet_in, i), per);
+        batch_row (b, b->samples, i).data, batch_row (b, b->unet_in, i).data,
+        per);
     b->timesteps[i] = d->schedule->timesteps[steps[i]];
   }
   if (!pp_unet_forward_batch_into (d->unet, b->unet_in, b->timesteps,
@@ -1179,7 +1194,7 @@ diffusion_batch_steps (PpModel * model, guint n, const guint * steps,
     const PpTensor *noise = d->steps.noise[steps[i]];
 
     pp_schedule_step (d->schedule, d->be, steps[i],
-        batch_row (b, b->samples, i), batch_row (b, b->eps, i),
+        batch_row (b, b->samples, i).data, batch_row (b, b->eps, i).data,
         noise != NULL ? noise->data : NULL, per);
   }
   return TRUE;
@@ -1284,13 +1299,13 @@ diffusion_decode_compute (PpModel * model, GError ** error)
   if (!pp_vae_decode_into (d->vae, b->latents, b->decoded, error))
     return FALSE;
   if (b->pixels_dev != NULL)
-    pp_resize_bilinear (d->be, b->decoded->data, PP_IMAGE_CHANNELS,
+    pp_resize_bilinear (d->be, tensor_in (b->decoded), PP_IMAGE_CHANNELS,
         (gint) b->decoded->shape[2], (gint) b->decoded->shape[3],
-        b->pixels_dev->data, b->height, b->width);
+        tensor_out (b->pixels_dev), b->height, b->width);
   /* [-1, 1] → 0..255, rounded and clamped into bytes */
-  pp_affine (d->be, pixels->data, pp_tensor_numel (pixels), PIXEL_HALF_RANGE,
-      PIXEL_HALF_RANGE);
-  pp_floats_to_bytes (d->be, pixels->data, pp_tensor_numel (pixels),
+  pp_affine (d->be, tensor_out (pixels), pp_tensor_numel (pixels),
+      PIXEL_HALF_RANGE, PIXEL_HALF_RANGE);
+  pp_floats_to_bytes (d->be, tensor_in (pixels), pp_tensor_numel (pixels),
       b->pixel_bytes->data);
   return TRUE;
 }

@@ -141,12 +141,14 @@ pp_schedule_add_noise (const PpSchedule * s, PpBackend * be, gfloat * z,
 {
   if (s->kind == PP_SCHEDULE_EULER) {
     /* z + σ_0·ε */
-    pp_axpby (be, z, (gfloat) s->sigmas[0], noise, 1.0f, n);
+    pp_axpby (be, pp_out_f32 (z, n), (gfloat) s->sigmas[0],
+        pp_view_f32 (noise, n), 1.0f, n);
   } else {
     /* √ᾱ·z + √(1−ᾱ)·ε */
     gdouble ac = s->alphas_cumprod[s->timesteps[0]];
 
-    pp_axpby (be, z, (gfloat) sqrt (1.0 - ac), noise, (gfloat) sqrt (ac), n);
+    pp_axpby (be, pp_out_f32 (z, n), (gfloat) sqrt (1.0 - ac),
+        pp_view_f32 (noise, n), (gfloat) sqrt (ac), n);
   }
 }
 
@@ -157,7 +159,7 @@ pp_schedule_scale_input (const PpSchedule * s, PpBackend * be, guint k,
   gfloat scale = s->kind == PP_SCHEDULE_EULER
       ? (gfloat) (1.0 / sqrt (s->sigmas[k] * s->sigmas[k] + 1.0)) : 1.0f;
 
-  pp_axpby (be, out, scale, x, 0.0f, n);
+  pp_axpby (be, pp_out_f32 (out, n), scale, pp_view_f32 (x, n), 0.0f, n);
 }
 
 gboolean
@@ -172,8 +174,9 @@ pp_schedule_step (const PpSchedule * s, PpBackend * be, guint k, gfloat * x,
 {
   if (s->kind == PP_SCHEDULE_EULER) {
     /* x + (σ_{k+1} − σ_k)·ε̂ */
-    pp_axpby (be, x, (gfloat) (s->sigmas[k + 1] - s->sigmas[k]), eps, 1.0f,
-        n);
+    pp_axpby (be, pp_out_f32 (x, n),
+        (gfloat) (s->sigmas[k + 1] - s->sigmas[k]), pp_view_f32 (eps, n),
+        1.0f, n);
     return;
   }
   {
@@ -192,6 +195,8 @@ pp_schedule_step (const PpSchedule * s, PpBackend * be, guint k, gfloat * x,
       c.na = (gfloat) sqrt (next);
       c.nb = (gfloat) sqrt (1.0 - next);
     }
-    pp_lcm_step (be, x, eps, c.last ? NULL : noise, n, &c);
+    /* A NULL @noise is absent too (pp_view_f32). */
+    pp_lcm_step (be, pp_out_f32 (x, n), pp_view_f32 (eps, n),
+        c.last ? pp_view_none () : pp_view_f32 (noise, n), n, &c);
   }
 }

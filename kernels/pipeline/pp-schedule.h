@@ -56,8 +56,9 @@ PpSchedule  *pp_schedule_new (PpScheduleKind kind, guint n_steps,
 void         pp_schedule_free (PpSchedule * s);
 gchar       *pp_schedule_describe (const PpSchedule * s);
 
-/* img2img start: turns clean latents @z (n values, device memory of @be)
- * into the first sample, with @noise of the same size. */
+/* img2img start: turns clean latents @z (n float32 values, device memory
+ * of @be) into the first sample, with @noise of the same size.  Every
+ * buffer of these functions holds float32 values. */
 void         pp_schedule_add_noise (const PpSchedule * s, PpBackend * be,
                                     gfloat * z, const gfloat * noise,
                                     gsize n);

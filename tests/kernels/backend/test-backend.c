@@ -277,7 +277,7 @@ test_memory (gconstpointer data)
     host[i] = (float) i - 100.0f;
   pp_backend_upload (be, a, host, N_FLOATS * sizeof (float));
   pp_backend_copy (be, b, a, N_FLOATS * sizeof (float));
-  pp_relu (be, b, N_FLOATS);
+  pp_relu (be, pp_out_f32 (b, N_FLOATS), N_FLOATS);
   pp_backend_synchronize (be);
   pp_backend_download (be, back, b, N_FLOATS * sizeof (float));
   for (int i = 0; i < N_FLOATS; i++)
@@ -330,7 +330,7 @@ test_strict_traps (void)
   g_assert_true (host_touch_faults (mem, TRUE));
   /* Still usable through the backend. */
   pp_backend_upload (strict, mem + 3, &one, sizeof one);
-  pp_scale (strict, mem, N_FLOATS, 2.0f);
+  pp_scale (strict, pp_out_f32 (mem, N_FLOATS), N_FLOATS, 2.0f);
   pp_backend_download (strict, &one, mem + 3, sizeof one);
   g_assert_cmpfloat (one, ==, 2.0f);
   /* Buffers allocated later are protected too. */
@@ -349,7 +349,7 @@ static void
 test_pool (gconstpointer data)
 {
   PpBackend *be = get (data);
-  g_autoptr (PpPool) pool = pp_pool_new (be);
+  g_autoptr (PpPool) pool = pp_pool_new (be, PP_DTYPE_F32);
   gpointer a = pp_pool_acquire (pool, 4096);
   gpointer b = pp_pool_acquire (pool, 8192);
   guint64 before;

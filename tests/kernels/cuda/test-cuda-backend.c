@@ -1,8 +1,9 @@
 /* The CUDA backend's host-side logic, which needs no device: the
  * attention's chunk planner, the convolution cache's key, the variables
  * that choose the attention's and convolutions' ways, the group norm's
- * split, and the backend's error without a device.  Where a device exists, a few ops are
- * compared with the CPU backend, on weights of each dtype. */
+ * split, the activations' dtype, and the backend's error without a
+ * device.  Where a device exists, a few ops are compared with the CPU
+ * backend, on weights of each dtype. */
 #include "pp-backend.h"
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
@@ -313,6 +314,34 @@ test_op_error (void)
       "cudaErrorIllegalAddress*");
 }
 
+/* Activations reach the kernels as float32 pointers, an absent one as
+ * NULL; one of another dtype (which the wrappers refuse first) ends the
+ * process, naming the op and the parameter. */
+static void
+test_activations (void)
+{
+  PpCudaBackend cu;
+  float data[4] = { 0 };
+  guint16 half[4] = { 0 };
+
+  memset (&cu, 0, sizeof cu);
+  cu.be.device = (gchar *) "cuda:9 test";
+  if (g_test_subprocess ()) {
+    pp_cuda_out (&cu, "silu", "x", pp_out (half, PP_DTYPE_F16, 4));
+    return;
+  }
+  g_assert_true (pp_cuda_in (&cu, "conv2d", "x", pp_view_f32 (data, 4))
+      == data);
+  g_assert_null (pp_cuda_in (&cu, "lcm_step", "noise", pp_view_none ()));
+  g_assert_true (pp_cuda_out (&cu, "silu", "x", pp_out_f32 (data, 4))
+      == data);
+
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*CUDA backend cuda:9 test: silu: activation x "
+      "is of dtype *float32*");
+}
+
 /* The backend */
 
 static void
@@ -329,6 +358,7 @@ test_backend_get (void)
     g_assert_cmpstr (be->name, ==, "cuda");
     g_assert_true (g_str_has_prefix (be->device, "cuda:0 "));
     g_assert_cmpint (be->default_weight_dtype, ==, PP_DTYPE_F16);
+    g_assert_cmpuint (be->act_dtypes, ==, PP_DTYPE_BIT (PP_DTYPE_F32));
     g_assert_true (pp_cuda_backend_get (0, NULL) == be);
     g_test_message ("%s", be->device);
     be = pp_cuda_backend_get (count, &error);
@@ -450,12 +480,16 @@ test_ops_on_device (void)
     cb = pp_backend_upload_weights (cpu, b, cout, dt, &owned_cb, NULL);
     g_assert_cmpint (dw.dtype, ==, dt);
     g_assert_cmpint (db.dtype, ==, dt);
-    pp_conv2d (cpu, x, n, cin, h, w, cw, cb, cout, k, k, 1, 1, want);
-    pp_conv2d (gpu, dx, n, cin, h, w, dw, db, cout, k, k, 1, 1, dy);
+    pp_conv2d (cpu, pp_view_f32 (x, xn), n, cin, h, w, cw, cb, cout, k, k,
+        1, 1, pp_out_f32 (want, yn));
+    pp_conv2d (gpu, pp_view_f32 (dx, xn), n, cin, h, w, dw, db, cout, k, k,
+        1, 1, pp_out_f32 (dy, yn));
     compare (gpu, dy, want, yn, tolerance, conv_what);
     /* linear on the same weights read as [cout, cin·9]. */
-    pp_linear (cpu, x, 2, cin * k * k, cw, cb, cout, want);
-    pp_linear (gpu, dx, 2, cin * k * k, dw, db, cout, dy);
+    pp_linear (cpu, pp_view_f32 (x, xn), 2, cin * k * k, cw, cb, cout,
+        pp_out_f32 (want, yn));
+    pp_linear (gpu, pp_view_f32 (dx, xn), 2, cin * k * k, dw, db, cout,
+        pp_out_f32 (dy, yn));
     compare (gpu, dy, want, 2 * cout, tolerance, linear_what);
     pp_backend_free (gpu, owned_w);
     pp_backend_free (gpu, owned_b);
@@ -476,17 +510,23 @@ test_ops_on_device (void)
     float *dq = to_device (gpu, q, qn), *dk = to_device (gpu, k, kn);
     float *dv = to_device (gpu, v, kn), *dout = to_device (gpu, q, qn);
 
-    pp_attention (cpu, q, k, v, n, lq, lk, heads, hd, PP_DTYPE_F32, want);
-    pp_attention (gpu, dq, dk, dv, n, lq, lk, heads, hd, PP_DTYPE_F32, dout);
+    pp_attention (cpu, pp_view_f32 (q, qn), pp_view_f32 (k, kn),
+        pp_view_f32 (v, kn), n, lq, lk, heads, hd, PP_DTYPE_F32,
+        pp_out_f32 (want, qn));
+    pp_attention (gpu, pp_view_f32 (dq, qn), pp_view_f32 (dk, kn),
+        pp_view_f32 (dv, kn), n, lq, lk, heads, hd, PP_DTYPE_F32,
+        pp_out_f32 (dout, qn));
     compare (gpu, dout, want, qn, 1e-5, "attention");
     /* q as [n, c = 24, hw = 100]: 4 groups. */
-    pp_group_norm (cpu, q, n, heads * hd, lq, 4, 1e-5f, pp_view_none (),
-        pp_view_none (), FALSE, want);
-    pp_group_norm (gpu, dq, n, heads * hd, lq, 4, 1e-5f, pp_view_none (),
-        pp_view_none (), FALSE, dout);
+    pp_group_norm (cpu, pp_view_f32 (q, qn), n, heads * hd, lq, 4, 1e-5f,
+        pp_view_none (), pp_view_none (), FALSE, pp_out_f32 (want, qn));
+    pp_group_norm (gpu, pp_view_f32 (dq, qn), n, heads * hd, lq, 4, 1e-5f,
+        pp_view_none (), pp_view_none (), FALSE, pp_out_f32 (dout, qn));
     compare (gpu, dout, want, qn, 1e-5, "group_norm");
-    pp_nchw_to_nlc (cpu, q, n, heads * hd, lq, want);
-    pp_nchw_to_nlc (gpu, dq, n, heads * hd, lq, dout);
+    pp_nchw_to_nlc (cpu, pp_view_f32 (q, qn), n, heads * hd, lq,
+        pp_out_f32 (want, qn));
+    pp_nchw_to_nlc (gpu, pp_view_f32 (dq, qn), n, heads * hd, lq,
+        pp_out_f32 (dout, qn));
     compare (gpu, dout, want, qn, 0.0, "nchw_to_nlc");
     pp_backend_free (gpu, dq);
     pp_backend_free (gpu, dk);
@@ -514,7 +554,7 @@ capture_func (gpointer data, GError ** error)
 {
   Capture *c = data;
 
-  pp_scale (c->be, c->d, 4, 2.0f);
+  pp_scale (c->be, pp_out_f32 (c->d, 4), 4, 2.0f);
   if (g_strcmp0 (c->misstep, "upload") == 0)
     pp_backend_upload (c->be, c->d, c->host, sizeof c->host);
   else if (g_strcmp0 (c->misstep, "download") == 0)
@@ -598,6 +638,7 @@ typedef struct
 {
   PpBackend *be;
   float *q, *k, *v, *out;
+  gsize qn, kn;                 /* floats at q and out, at k and v */
 } AttentionCapture;
 
 static gboolean
@@ -605,8 +646,9 @@ attention_func (gpointer data, GError ** error)
 {
   AttentionCapture *a = data;
 
-  pp_attention (a->be, a->q, a->k, a->v, 1, 96, 77, 2, 40, PP_DTYPE_F16,
-      a->out);
+  pp_attention (a->be, pp_view_f32 (a->q, a->qn), pp_view_f32 (a->k, a->kn),
+      pp_view_f32 (a->v, a->kn), 1, 96, 77, 2, 40, PP_DTYPE_F16,
+      pp_out_f32 (a->out, a->qn));
   return TRUE;
 }
 
@@ -616,7 +658,7 @@ test_attention_capture_on_device (void)
   PpBackend *gpu = pp_cuda_backend_get (0, NULL);
   /* Room for the larger shape run first. */
   const gsize qn = 128 * 80, kn = 96 * 80;
-  AttentionCapture a = { gpu };
+  AttentionCapture a = { .be = gpu, .qn = qn, .kn = kn };
   g_autofree float *eager = g_new (float, qn);
   GRand *rand;
   gpointer graph;
@@ -639,7 +681,9 @@ test_attention_capture_on_device (void)
   }
   /* A larger shape without a graph first: the scratch buffers are then
    * large enough, and cannot be what fails the capture. */
-  pp_attention (gpu, a.q, a.k, a.v, 1, 128, 96, 2, 40, PP_DTYPE_F16, a.out);
+  pp_attention (gpu, pp_view_f32 (a.q, qn), pp_view_f32 (a.k, kn),
+      pp_view_f32 (a.v, kn), 1, 128, 96, 2, 40, PP_DTYPE_F16,
+      pp_out_f32 (a.out, qn));
   graph = pp_backend_graph_capture (gpu, attention_func, &a, &error);
   if (((PpCudaBackend *) gpu->priv)->attention == PP_CUDA_ATTENTION_FUSED) {
     g_assert_null (graph);
@@ -680,6 +724,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/scratch-names", test_scratch_names);
   g_test_add_func ("/cuda-backend/op-error", test_op_error);
+  g_test_add_func ("/cuda-backend/activations", test_activations);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
   g_test_add_func ("/cuda-backend/graph-capture-on-device",

@@ -16,6 +16,7 @@
  * own model gives in them against its float64 run.
  *
  * Usage: test-kernels-scale SCALE_DIR MODEL [DTYPE] [g_test options] */
+#include "pp-backend.h"
 #include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-npy.h"
@@ -464,11 +465,19 @@ test_unet (void)
           &error));
   g_assert_no_error (error);
   t_forward = (g_get_monotonic_time () - t0) / 1e6;
-  what = g_strdup_printf ("%s on %s, weights %s: %u tensors, %"
-      G_GUINT64_FORMAT " parameters; build (weights generated) %.1f s, "
-      "forward %.1f s", model_name, pp_backend_name (be),
-      pp_dtype_weights_name (dtype), pp_weights_n_tensors (w),
-      pp_weights_n_params (w), t_build, t_forward);
+  /* The activations the backend keeps for these weights: 16-bit on a
+   * backend that follows them (cpu-strict), so that its run holds the 16-bit
+   * graph to the dtype's bound. */
+  g_assert_cmpint (pp_unet_act_dtype (unet), ==,
+      pp_backend_act_dtype (be, dtype));
+  if (g_strcmp0 (pp_backend_name (be), PP_BACKEND_CPU_STRICT) == 0)
+    g_assert_cmpint (pp_unet_act_dtype (unet), ==, dtype);
+  what = g_strdup_printf ("%s on %s, weights %s, activations %s: %u "
+      "tensors, %" G_GUINT64_FORMAT " parameters; build (weights generated) "
+      "%.1f s, forward %.1f s", model_name, pp_backend_name (be),
+      pp_dtype_weights_name (dtype),
+      pp_dtype_weights_name (pp_unet_act_dtype (unet)),
+      pp_weights_n_tensors (w), pp_weights_n_params (w), t_build, t_forward);
   compare_output (out, OUT_FILE, bounds, tol, what);
 }
 

@@ -125,11 +125,14 @@ static void
 conv_run (gpointer data)
 {
   Conv *c = data;
+  const int ho = pp_conv2d_out_size (c->h, c->k, c->stride, c->pad);
+  const int wo = pp_conv2d_out_size (c->w, c->k, c->stride, c->pad);
 
-  pp_conv2d (be, c->x, c->n, c->cin, c->h, c->w,
+  pp_conv2d (be, pp_view_f32 (c->x, (size_t) c->n * c->cin * c->h * c->w),
+      c->n, c->cin, c->h, c->w,
       pp_view_f32 (c->wt, (size_t) c->cout * c->cin * c->k * c->k),
       pp_view_f32 (c->bias, c->cout), c->cout, c->k, c->k, c->stride, c->pad,
-      c->y);
+      pp_out_f32 (c->y, (size_t) c->n * c->cout * ho * wo));
 }
 
 static void
@@ -181,9 +184,10 @@ linear_run (gpointer data)
 {
   Linear *l = data;
 
-  pp_linear (be, l->x, l->rows, l->in,
-      pp_view_f32 (l->w, (size_t) l->out * l->in), pp_view_f32 (l->b, l->out),
-      l->out, l->y);
+  pp_linear (be, pp_view_f32 (l->x, (size_t) l->rows * l->in), l->rows,
+      l->in, pp_view_f32 (l->w, (size_t) l->out * l->in),
+      pp_view_f32 (l->b, l->out), l->out,
+      pp_out_f32 (l->y, (size_t) l->rows * l->out));
 }
 
 static void
@@ -216,9 +220,12 @@ static void
 attention_run (gpointer data)
 {
   Attention *a = data;
+  const size_t nq = (size_t) a->n * a->lq * a->heads * a->hd;
+  const size_t nk = (size_t) a->n * a->lk * a->heads * a->hd;
 
-  pp_attention (be, a->q, a->k, a->v, a->n, a->lq, a->lk, a->heads, a->hd,
-      PP_DTYPE_F32, a->out);
+  pp_attention (be, pp_view_f32 (a->q, nq), pp_view_f32 (a->k, nk),
+      pp_view_f32 (a->v, nk), a->n, a->lq, a->lk, a->heads, a->hd,
+      PP_DTYPE_F32, pp_out_f32 (a->out, nq));
 }
 
 static void
@@ -249,14 +256,22 @@ typedef struct
   float *x, *y, *gamma, *beta;
 } Norm;
 
+/* Elements of x and of y. */
+static size_t
+norm_numel (const Norm * g)
+{
+  return (size_t) g->n * g->c * g->hw;
+}
+
 static void
 group_norm_run (gpointer data)
 {
   Norm *g = data;
+  const size_t total = norm_numel (g);
 
-  pp_group_norm (be, g->x, g->n, g->c, g->hw, g->groups, 1e-5f,
-      pp_view_f32 (g->gamma, g->c), pp_view_f32 (g->beta, g->c), FALSE,
-      g->y);
+  pp_group_norm (be, pp_view_f32 (g->x, total), g->n, g->c, g->hw,
+      g->groups, 1e-5f, pp_view_f32 (g->gamma, g->c),
+      pp_view_f32 (g->beta, g->c), FALSE, pp_out_f32 (g->y, total));
 }
 
 /* In-place ops start from the same values each run (repeated SiLU would
@@ -266,7 +281,7 @@ norm_reset (gpointer data)
 {
   Norm *g = data;
 
-  memcpy (g->y, g->x, (size_t) g->n * g->c * g->hw * sizeof (float));
+  memcpy (g->y, g->x, norm_numel (g) * sizeof (float));
 }
 
 static void
@@ -274,7 +289,7 @@ silu_run (gpointer data)
 {
   Norm *g = data;
 
-  pp_silu (be, g->y, (size_t) g->n * g->c * g->hw);
+  pp_silu (be, pp_out_f32 (g->y, norm_numel (g)), norm_numel (g));
 }
 
 static void
@@ -282,7 +297,7 @@ gelu_run (gpointer data)
 {
   Norm *g = data;
 
-  pp_gelu (be, g->y, (size_t) g->n * g->c * g->hw);
+  pp_gelu (be, pp_out_f32 (g->y, norm_numel (g)), norm_numel (g));
 }
 
 static void

@@ -409,9 +409,9 @@ run_conv_case (GRand * rng, const ConvCase * c)
   for (size_t i = 0; i < n_out; i++)
     y[i] = NAN;
   before = paths_now ();
-  pp_conv2d (be, x, c->n, c->cin, c->h, c->w, pp_view_f32 (wt, n_w),
-      pp_view_f32 (bias, c->cout), c->cout, c->kh, c->kw, c->stride, c->pad,
-      y);
+  pp_conv2d (be, pp_view_f32 (x, n_in), c->n, c->cin, c->h, c->w,
+      pp_view_f32 (wt, n_w), pp_view_f32 (bias, c->cout), c->cout, c->kh,
+      c->kw, c->stride, c->pad, pp_out_f32 (y, n_out));
   for (guint k = 0; k < G_N_ELEMENTS (conv_paths); k++)
     check_path (what, &before, conv_paths[k],
         k == kernel ? expected_bands (c, kernel) : 0);
@@ -614,8 +614,9 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
-      pp_view_f32 (beta, c), FALSE, y);
+  pp_group_norm (be, pp_view_f32 (x, total), n, c, hw, groups, eps,
+      pp_view_f32 (gamma, c), pp_view_f32 (beta, c), FALSE,
+      pp_out_f32 (y, total));
   check_splits (what, &before, loop_splits ((size_t) n * groups,
           PP_CPU_NORM_GRAIN_VALUES / count + 1));
   for (int b = 0; b < n; b++)
@@ -641,9 +642,10 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
     g_autofree float *apart = g_memdup2 (y, total * sizeof (float));
     g_autofree gchar *fused_what = g_strconcat (what, ", silu", NULL);
 
-    pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
-        pp_view_f32 (beta, c), TRUE, fused);
-    pp_silu (be, apart, total);
+    pp_group_norm (be, pp_view_f32 (x, total), n, c, hw, groups, eps,
+        pp_view_f32 (gamma, c), pp_view_f32 (beta, c), TRUE,
+        pp_out_f32 (fused, total));
+    pp_silu (be, pp_out_f32 (apart, total), total);
     check_equal (fused_what, fused, apart, total);
     for (size_t i = 0; i < total; i++)
       ref[i] = pp_ref_silu (ref[i]);
@@ -652,8 +654,9 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   }
 
   /* In place gives the same result. */
-  pp_group_norm (be, x, n, c, hw, groups, eps, pp_view_f32 (gamma, c),
-      pp_view_f32 (beta, c), FALSE, x);
+  pp_group_norm (be, pp_view_f32 (x, total), n, c, hw, groups, eps,
+      pp_view_f32 (gamma, c), pp_view_f32 (beta, c), FALSE,
+      pp_out_f32 (x, total));
   check_equal ("group_norm in place", x, y, total);
 }
 
@@ -701,8 +704,9 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_layer_norm (be, x, rows, dim, eps, pp_view_f32 (gamma, dim),
-      pp_view_f32 (beta, dim), y);
+  pp_layer_norm (be, pp_view_f32 (x, total), rows, dim, eps,
+      pp_view_f32 (gamma, dim), pp_view_f32 (beta, dim),
+      pp_out_f32 (y, total));
   check_splits (what, &before, loop_splits (rows,
           PP_CPU_NORM_GRAIN_VALUES / dim + 1));
   for (int r = 0; r < rows; r++) {
@@ -717,8 +721,9 @@ run_layer_norm (GRand * rng, int rows, int dim, double offset,
     }
   }
   check_close (what, y, ref, total, NULL, max_abs (ref, total), TOL_NORM);
-  pp_layer_norm (be, x, rows, dim, eps, pp_view_f32 (gamma, dim),
-      pp_view_f32 (beta, dim), x);
+  pp_layer_norm (be, pp_view_f32 (x, total), rows, dim, eps,
+      pp_view_f32 (gamma, dim), pp_view_f32 (beta, dim),
+      pp_out_f32 (x, total));
   check_equal ("layer_norm in place", x, y, total);
 }
 
@@ -758,8 +763,9 @@ run_linear (GRand * rng, int rows, int in, int out, gboolean with_bias)
   for (size_t i = 0; i < (size_t) rows * out; i++)
     y[i] = NAN;
   before = paths_now ();
-  pp_linear (be, x, rows, in, pp_view_f32 (w, (size_t) out * in),
-      pp_view_f32 (b, out), out, y);
+  pp_linear (be, pp_view_f32 (x, (size_t) rows * in), rows, in,
+      pp_view_f32 (w, (size_t) out * in), pp_view_f32 (b, out), out,
+      pp_out_f32 (y, (size_t) rows * out));
   check_gemm_path (what, &before, rows, out, in);
   for (int r = 0; r < rows; r++)
     for (int o = 0; o < out; o++) {
@@ -824,7 +830,8 @@ run_matmul (GRand * rng, gboolean ta, gboolean tb, int m, int n, int k,
   Paths before = paths_now ();
 
   pp_matmul (be, ta, tb, m, n, k, pp_view_f32 (a, (size_t) a_rows * lda),
-      lda, pp_view_f32 (b, (size_t) b_rows * ldb), ldb, accumulate, y, ldy);
+      lda, pp_view_f32 (b, (size_t) b_rows * ldb), ldb, accumulate,
+      pp_out_f32 (y, (size_t) m * ldy), ldy);
   check_gemm_path (what, &before, m, n, k);
   for (int i = 0; i < m; i++) {
     for (int j = 0; j < n; j++) {
@@ -873,12 +880,14 @@ static void
 rows_linear (int begin, int end, gpointer data)
 {
   RowsCase *c = data;
+  const size_t rows = end - begin;
 
   for (int r = begin; r < end; r++)
     g_atomic_int_inc (&c->hits[r]);
-  pp_linear (be, c->x + (size_t) begin * c->in, end - begin, c->in,
-      pp_view_f32 (c->w, (size_t) c->out * c->in), pp_view_none (), c->out,
-      c->y + (size_t) begin * c->out);
+  pp_linear (be, pp_view_f32 (c->x + (size_t) begin * c->in, rows * c->in),
+      end - begin, c->in, pp_view_f32 (c->w, (size_t) c->out * c->in),
+      pp_view_none (), c->out,
+      pp_out_f32 (c->y + (size_t) begin * c->out, rows * c->out));
 }
 
 static void
@@ -953,7 +962,9 @@ check_attention (const gchar * what, const float *q, const float *k,
   for (size_t i = 0; i < nq; i++)
     out[i] = NAN;
   before = paths_now ();
-  pp_attention (be, q, k, v, n, lq, lk, heads, hd, PP_DTYPE_F32, out);
+  pp_attention (be, pp_view_f32 (q, nq), pp_view_f32 (k, nk),
+      pp_view_f32 (v, nk), n, lq, lk, heads, hd, PP_DTYPE_F32,
+      pp_out_f32 (out, nq));
   check_path (where, &before, PP_CPU_PATH_ATTENTION_FUSED, fused);
   check_path (where, &before, PP_CPU_PATH_ATTENTION_BLOCK, fused ? 0
       : (guint64) n * heads * ceil_div (lq, PP_ATTENTION_QUERY_BLOCK));
@@ -1117,7 +1128,7 @@ typedef double (*RefFunc) (double x);
 typedef struct
 {
   const gchar *name;
-  void (*op) (PpBackend *, float *, size_t);
+  void (*op) (PpBackend *, PpOut, size_t);
   RefFunc ref;
   size_t grain;
   gboolean scale_by_input;      /* GELU: see TOL_UNARY */
@@ -1145,7 +1156,7 @@ run_unary (GRand * rng, const Unary * u, size_t n)
   memcpy (x, fixed, MIN (n, G_N_ELEMENTS (fixed)) * sizeof (float));
   y = g_memdup2 (x, n * sizeof (float));
   before = paths_now ();
-  u->op (be, y, n);
+  u->op (be, pp_out_f32 (y, n), n);
   check_splits (what, &before, loop_splits (n, u->grain));
   for (size_t i = 0; i < n; i++) {
     ref[i] = u->ref (x[i]);
@@ -1204,7 +1215,7 @@ test_unary_nonfinite (void)
 
     for (size_t i = 0; i < n; i++)
       x[i] = special[i % G_N_ELEMENTS (special)];
-    unary_ops[o].op (be, x, n);
+    unary_ops[o].op (be, pp_out_f32 (x, n), n);
     for (size_t i = 0; i < n; i++) {
       const float e = expected[o][i % G_N_ELEMENTS (special)];
       const gboolean ok = isnan (e) ? isnan (x[i])
@@ -1228,7 +1239,7 @@ run_geglu (GRand * rng, int rows, int d)
   g_autofree gchar *what = g_strdup_printf ("geglu %dx(2x%d)", rows, d);
   Paths before = paths_now ();
 
-  pp_geglu (be, x, rows, d, y);
+  pp_geglu (be, pp_view_f32 (x, total * 2), rows, d, pp_out_f32 (y, total));
   check_splits (what, &before, loop_splits (rows,
           PP_CPU_GRAIN_MATH / d + 1));
   for (int r = 0; r < rows; r++)
@@ -1268,8 +1279,8 @@ run_add_scale (GRand * rng, size_t n)
   g_autofree gchar *what = g_strdup_printf ("add, scale %zu", n);
   Paths before = paths_now ();
 
-  pp_add (be, y, pp_view_f32 (b, n), n);
-  pp_scale (be, y, n, -0.375f);
+  pp_add (be, pp_out_f32 (y, n), pp_view_f32 (b, n), n);
+  pp_scale (be, pp_out_f32 (y, n), n, -0.375f);
   check_splits (what, &before, 2 * loop_splits (n, PP_CPU_GRAIN_MEMORY));
   for (size_t i = 0; i < n; i++)
     expect[i] = (a[i] + b[i]) * -0.375f;
@@ -1301,7 +1312,8 @@ run_add_channel (GRand * rng, int n, int c, int hw)
       hw);
   Paths before = paths_now ();
 
-  pp_add_channel (be, y, n, c, hw, pp_view_f32 (v, (size_t) n * c));
+  pp_add_channel (be, pp_out_f32 (y, total), n, c, hw,
+      pp_view_f32 (v, (size_t) n * c));
   check_splits (what, &before, loop_splits ((size_t) n * c,
           PP_CPU_GRAIN_MEMORY / hw + 1));
   for (int b = 0; b < n; b++)
@@ -1357,7 +1369,8 @@ run_transpose (GRand * rng, int n, int c, int hw)
       c, hw);
   Paths before = paths_now ();
 
-  pp_nchw_to_nlc (be, x, n, c, hw, nlc);
+  pp_nchw_to_nlc (be, pp_view_f32 (x, total), n, c, hw,
+      pp_out_f32 (nlc, total));
   check_splits (what, &before, transpose_splits (n, c, hw));
   for (int b = 0; b < n; b++)
     for (int ch = 0; ch < c; ch++)
@@ -1366,7 +1379,8 @@ run_transpose (GRand * rng, int n, int c, int hw)
             x[((size_t) b * c + ch) * hw + i];
   check_equal (what, nlc, expect, total);
   before = paths_now ();
-  pp_nlc_to_nchw (be, nlc, n, c, hw, back);
+  pp_nlc_to_nchw (be, pp_view_f32 (nlc, total), n, c, hw,
+      pp_out_f32 (back, total));
   check_splits (what_back, &before, transpose_splits (n, hw, c));
   check_equal (what_back, back, x, total);
 }
@@ -1408,7 +1422,9 @@ test_concat (void)
   g_autofree float *y = g_new (float, total);
   g_autofree float *expect = g_new (float, total);
 
-  pp_concat_channels (be, a, ca, b, cb, n, hw, y);
+  pp_concat_channels (be, pp_view_f32 (a, (size_t) n * ca * hw), ca,
+      pp_view_f32 (b, (size_t) n * cb * hw), cb, n, hw,
+      pp_out_f32 (y, total));
   for (int s = 0; s < n; s++)
     for (int ch = 0; ch < ca + cb; ch++)
       for (int i = 0; i < hw; i++)
@@ -1441,13 +1457,13 @@ test_bytes_floats (void)
 
     for (size_t i = 0; i < n; i++)
       bytes[i] = (guint8) (i * 7 + 3);
-    pp_bytes_to_floats (be, bytes, n, floats);
+    pp_bytes_to_floats (be, bytes, n, pp_out_f32 (floats, n));
     for (size_t i = 0; i < n; i++)
       if (floats[i] != (float) bytes[i])
         g_error ("bytes_to_floats [%zu]: %g, not %u", i, floats[i], bytes[i]);
     for (size_t i = 0; i < n; i++)
       x[i] = i < G_N_ELEMENTS (special) ? special[i] : x[i] + 120.0f;
-    pp_floats_to_bytes (be, x, n, back);
+    pp_floats_to_bytes (be, pp_view_f32 (x, n), n, back);
     for (size_t i = 0; i < n; i++) {
       const float r = rintf (x[i]);
       const guint8 want = (guint8) (r > 255.f ? 255.f : (r >= 0.f ? r : 0.f));
@@ -1471,7 +1487,8 @@ run_upsample (GRand * rng, int n, int c, int h, int w, int f)
       "x%d", n, c, h, w, f);
   Paths before = paths_now ();
 
-  pp_upsample_nearest (be, x, n, c, h, w, f, y);
+  pp_upsample_nearest (be, pp_view_f32 (x, (size_t) n * c * h * w), n, c, h,
+      w, f, pp_out_f32 (y, total));
   check_splits (what, &before, loop_splits ((size_t) n * c,
           PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) h * w * f * f) + 1));
   for (int p = 0; p < n * c; p++)
@@ -1512,7 +1529,7 @@ check_embedding (float t, int dim, gboolean flip, float shift)
 
   for (int i = 0; i < dim; i++)
     y[i] = NAN;
-  pp_timestep_embedding (be, t, dim, flip, shift, y);
+  pp_timestep_embedding (be, t, dim, flip, shift, pp_out_f32 (y, dim));
   for (int k = 0; k < half; k++) {
     /* Closed form: f_k = 10000^(-k / (half - shift)). */
     const double f = pow (10000.0, -(double) k / (half - shift));
@@ -1534,13 +1551,15 @@ test_timestep_embedding (void)
   float y[8];
 
   /* t = 0: sin 0 = 0, cos 0 = 1, exactly. */
-  pp_timestep_embedding (be, 0.0f, 8, TRUE, 0.0f, y);
+  pp_timestep_embedding (be, 0.0f, 8, TRUE, 0.0f,
+      pp_out_f32 (y, G_N_ELEMENTS (y)));
   for (int i = 0; i < 4; i++) {
     g_assert_cmpfloat (y[i], ==, 1.0f);
     g_assert_cmpfloat (y[4 + i], ==, 0.0f);
   }
   /* dim 8, shift 0: frequencies 1, 0.1, 0.01, 0.001. */
-  pp_timestep_embedding (be, 1.0f, 8, FALSE, 0.0f, y);
+  pp_timestep_embedding (be, 1.0f, 8, FALSE, 0.0f,
+      pp_out_f32 (y, G_N_ELEMENTS (y)));
   g_assert_cmpfloat_with_epsilon (y[0], sin (1.0), 1e-7);
   g_assert_cmpfloat_with_epsilon (y[1], sin (0.1), 1e-7);
   g_assert_cmpfloat_with_epsilon (y[3], sin (0.001), 1e-7);
@@ -1650,63 +1669,67 @@ run_views_widened (GRand * rng, PpDType dtype)
   g_autofree guint16 *wt16 = narrow_floats (wt, nw + extra, dtype);
   g_autofree guint16 *bias16 = narrow_floats (bias, cout, dtype);
   g_autofree guint16 *a16 = narrow_floats (a, (size_t) m * mk, dtype);
-  g_autofree float *got = g_new (float, MAX (ny, (size_t) rows * cout));
-  g_autofree float *want = g_new (float, MAX (ny, (size_t) rows * cout));
+  const size_t n_out = MAX (ny, (size_t) rows * cout);
+  g_autofree float *got = g_new (float, n_out);
+  g_autofree float *want = g_new (float, n_out);
+  const PpView xv = pp_view_f32 (x, nx);
+  const PpOut got_out = pp_out_f32 (got, n_out);
+  const PpOut want_out = pp_out_f32 (want, n_out);
   g_autofree gchar *what = NULL;
 
   /* conv2d: weight and bias (a 3×3 direct kernel repacks the weights). */
-  pp_conv2d (be, x, n, cin, h, w, pp_view (wt16, dtype, nw + extra),
-      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, got);
-  pp_conv2d (be, x, n, cin, h, w, pp_view_f32 (wt, nw), pp_view_f32 (bias,
-          cout), cout, k, k, 1, 1, want);
+  pp_conv2d (be, xv, n, cin, h, w, pp_view (wt16, dtype, nw + extra),
+      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, got_out);
+  pp_conv2d (be, xv, n, cin, h, w, pp_view_f32 (wt, nw), pp_view_f32 (bias,
+          cout), cout, k, k, 1, 1, want_out);
   what = g_strdup_printf ("conv2d, %s views", name);
   check_equal (what, got, want, ny);
   /* linear: the same weights as [cout, cin·9]. */
-  pp_linear (be, x, lin_rows, in, pp_view (wt16, dtype, nw),
-      pp_view (bias16, dtype, cout), cout, got);
-  pp_linear (be, x, lin_rows, in, pp_view_f32 (wt, nw),
-      pp_view_f32 (bias, cout), cout, want);
+  pp_linear (be, xv, lin_rows, in, pp_view (wt16, dtype, nw),
+      pp_view (bias16, dtype, cout), cout, got_out);
+  pp_linear (be, xv, lin_rows, in, pp_view_f32 (wt, nw),
+      pp_view_f32 (bias, cout), cout, want_out);
   g_free (what);
   what = g_strdup_printf ("linear, %s views", name);
   check_equal (what, got, want, (size_t) lin_rows * cout);
   /* matmul: a 16-bit a (a weight times an activation), then b too. */
   pp_matmul (be, FALSE, TRUE, m, rows, mk, pp_view (a16, dtype,
           (size_t) m * mk), mk, pp_view_f32 (x, (size_t) rows * mk), mk,
-      FALSE, got, rows);
+      FALSE, got_out, rows);
   pp_matmul (be, FALSE, TRUE, m, rows, mk, pp_view_f32 (a, (size_t) m * mk),
-      mk, pp_view_f32 (x, (size_t) rows * mk), mk, FALSE, want, rows);
+      mk, pp_view_f32 (x, (size_t) rows * mk), mk, FALSE, want_out, rows);
   g_free (what);
   what = g_strdup_printf ("matmul, %s a", name);
   check_equal (what, got, want, (size_t) m * rows);
   pp_matmul (be, TRUE, FALSE, rows, m, mk, pp_view_f32 (x, (size_t) rows * mk),
-      rows, pp_view (a16, dtype, (size_t) m * mk), m, FALSE, got, m);
+      rows, pp_view (a16, dtype, (size_t) m * mk), m, FALSE, got_out, m);
   pp_matmul (be, TRUE, FALSE, rows, m, mk, pp_view_f32 (x, (size_t) rows * mk),
-      rows, pp_view_f32 (a, (size_t) m * mk), m, FALSE, want, m);
+      rows, pp_view_f32 (a, (size_t) m * mk), m, FALSE, want_out, m);
   g_free (what);
   what = g_strdup_printf ("matmul, %s b", name);
   check_equal (what, got, want, (size_t) rows * m);
   /* group_norm and layer_norm: gamma and beta (the bias as both). */
-  pp_group_norm (be, x, n, cin, hw, 4, 1e-5f, pp_view (bias16, dtype, cin),
-      pp_view (bias16 + 1, dtype, cin), FALSE, got);
-  pp_group_norm (be, x, n, cin, hw, 4, 1e-5f, pp_view_f32 (bias, cin),
-      pp_view_f32 (bias + 1, cin), FALSE, want);
+  pp_group_norm (be, xv, n, cin, hw, 4, 1e-5f, pp_view (bias16, dtype, cin),
+      pp_view (bias16 + 1, dtype, cin), FALSE, got_out);
+  pp_group_norm (be, xv, n, cin, hw, 4, 1e-5f, pp_view_f32 (bias, cin),
+      pp_view_f32 (bias + 1, cin), FALSE, want_out);
   g_free (what);
   what = g_strdup_printf ("group_norm, %s views", name);
   check_equal (what, got, want, nx);
-  pp_layer_norm (be, x, rows, cout - 1, 1e-5f, pp_view_none (),
-      pp_view (bias16, dtype, cout), got);
-  pp_layer_norm (be, x, rows, cout - 1, 1e-5f, pp_view_none (),
-      pp_view_f32 (bias, cout), want);
+  pp_layer_norm (be, xv, rows, cout - 1, 1e-5f, pp_view_none (),
+      pp_view (bias16, dtype, cout), got_out);
+  pp_layer_norm (be, xv, rows, cout - 1, 1e-5f, pp_view_none (),
+      pp_view_f32 (bias, cout), want_out);
   g_free (what);
   what = g_strdup_printf ("layer_norm, %s views", name);
   check_equal (what, got, want, (size_t) rows * (cout - 1));
   /* add and add_channel: activations updated in place. */
   memcpy (got, x, nx * sizeof (float));
   memcpy (want, x, nx * sizeof (float));
-  pp_add (be, got, pp_view (wt16, dtype, nw + extra), nw);
-  pp_add (be, want, pp_view_f32 (wt, nw), nw);
-  pp_add_channel (be, got, 1, cout, hw, pp_view (bias16, dtype, cout));
-  pp_add_channel (be, want, 1, cout, hw, pp_view_f32 (bias, cout));
+  pp_add (be, got_out, pp_view (wt16, dtype, nw + extra), nw);
+  pp_add (be, want_out, pp_view_f32 (wt, nw), nw);
+  pp_add_channel (be, got_out, 1, cout, hw, pp_view (bias16, dtype, cout));
+  pp_add_channel (be, want_out, 1, cout, hw, pp_view_f32 (bias, cout));
   g_free (what);
   what = g_strdup_printf ("add, add_channel, %s views", name);
   check_equal (what, got, want, nx);
@@ -1732,14 +1755,32 @@ test_views_refused_dtype (void)
     const guint8 weight[9] = { 0 };
     float x[9] = { 0 }, y[1];
 
-    pp_conv2d (be, x, 1, 1, 3, 3, pp_view (weight, PP_DTYPE_U8, 9),
-        pp_view_none (), 1, 3, 3, 1, 0, y);
+    pp_conv2d (be, pp_view_f32 (x, G_N_ELEMENTS (x)), 1, 1, 3, 3,
+        pp_view (weight, PP_DTYPE_U8, 9), pp_view_none (), 1, 3, 3, 1, 0,
+        pp_out_f32 (y, G_N_ELEMENTS (y)));
     return;
   }
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_failed ();
   g_test_trap_assert_stderr ("*conv2d: parameter weight is U8*the cpu "
       "backend has no conv2d kernel for it*");
+}
+
+/* Activations are checked against the dtypes the backend's ops take. */
+static void
+test_views_refused_act_dtype (void)
+{
+  if (g_test_subprocess ()) {
+    guint8 x[4] = { 0 };
+
+    pp_silu (be, pp_out (x, PP_DTYPE_U8, G_N_ELEMENTS (x)),
+        G_N_ELEMENTS (x));
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*silu: activation x is U8*the cpu backend's "
+      "ops take activations in*");
 }
 
 /* The class of bug of an f16 bias read as float32: reading past the end
@@ -1750,13 +1791,32 @@ test_views_refused_short (void)
   if (g_test_subprocess ()) {
     float x[2 * 3 * 4] = { 0 }, v[5] = { 0 };
 
-    pp_add_channel (be, x, 2, 3, 4, pp_view_f32 (v, G_N_ELEMENTS (v)));
+    pp_add_channel (be, pp_out_f32 (x, G_N_ELEMENTS (x)), 2, 3, 4,
+        pp_view_f32 (v, G_N_ELEMENTS (v)));
     return;
   }
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_failed ();
   g_test_trap_assert_stderr ("*add_channel: parameter v has 5 elements (F32)"
       " on the cpu backend; the op reads 6*");
+}
+
+/* The same for an output: writing past the end of what it was given. */
+static void
+test_views_refused_short_out (void)
+{
+  if (g_test_subprocess ()) {
+    float x[2 * 3] = { 0 }, w[4 * 3] = { 0 }, y[2 * 4 - 1];
+
+    pp_linear (be, pp_view_f32 (x, G_N_ELEMENTS (x)), 2, 3,
+        pp_view_f32 (w, G_N_ELEMENTS (w)), pp_view_none (), 4,
+        pp_out_f32 (y, G_N_ELEMENTS (y)));
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*linear: parameter y has 7 elements (F32) on "
+      "the cpu backend; the op uses 8*");
 }
 
 static void
@@ -1766,12 +1826,31 @@ test_views_refused_absent (void)
     float b[4] = { 0 }, y[4];
 
     pp_matmul (be, FALSE, FALSE, 2, 2, 2, pp_view_none (), 2,
-        pp_view_f32 (b, 4), 2, FALSE, y, 2);
+        pp_view_f32 (b, 4), 2, FALSE, pp_out_f32 (y, G_N_ELEMENTS (y)), 2);
     return;
   }
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_failed ();
   g_test_trap_assert_stderr ("*matmul: parameter a is absent*reads 4 "
+      "elements*");
+}
+
+/* Only an optional activation may be absent (lcm_step's noise, on the last
+ * step): a required one is refused like a weight. */
+static void
+test_views_refused_absent_act (void)
+{
+  if (g_test_subprocess ()) {
+    float x[4] = { 0 };
+    const PpLcmCoeffs coeffs = { 0 };
+
+    pp_lcm_step (be, pp_out_f32 (x, G_N_ELEMENTS (x)), pp_view_none (),
+        pp_view_none (), G_N_ELEMENTS (x), &coeffs);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*lcm_step: parameter eps is absent*uses 4 "
       "elements*");
 }
 
@@ -1782,8 +1861,8 @@ test_table (void)
   float a[3] = { -1.0f, 0.5f, 2.0f }, b[3] = { -1.0f, 0.5f, 2.0f };
 
   g_assert_cmpstr (pp_backend_name (be), ==, "cpu");
-  be->ops->relu (be, a, 3);
-  pp_relu (be, b, 3);
+  be->ops->relu (be, pp_out_f32 (a, 3), 3);
+  pp_relu (be, pp_out_f32 (b, 3), 3);
   check_equal ("table relu", a, b, 3);
   g_assert_cmpfloat (a[0], ==, 0.0f);
 }
@@ -1820,9 +1899,15 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/views/widened", test_views_widened);
   g_test_add_func ("/kernels/ops/views/refused-dtype",
       test_views_refused_dtype);
+  g_test_add_func ("/kernels/ops/views/refused-act-dtype",
+      test_views_refused_act_dtype);
   g_test_add_func ("/kernels/ops/views/refused-short",
       test_views_refused_short);
+  g_test_add_func ("/kernels/ops/views/refused-short-out",
+      test_views_refused_short_out);
   g_test_add_func ("/kernels/ops/views/refused-absent",
       test_views_refused_absent);
+  g_test_add_func ("/kernels/ops/views/refused-absent-act",
+      test_views_refused_absent_act);
   return g_test_run ();
 }

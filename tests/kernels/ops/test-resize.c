@@ -100,7 +100,8 @@ run_resize (GRand * rng, int c, int h, int w, int oh, int ow)
     mag = MAX (mag, fabs (src[i]));
   for (size_t i = 0; i < n_out; i++)
     dst[i] = NAN;
-  pp_resize_bilinear (be, src, c, h, w, dst, oh, ow);
+  pp_resize_bilinear (be, pp_view_f32 (src, n_in), c, h, w,
+      pp_out_f32 (dst, n_out), oh, ow);
   resize_reference (src, c, h, w, ref, oh, ow);
   for (size_t i = 0; i < n_out; i++) {
     const double d = dst[i] - ref[i];
@@ -157,7 +158,8 @@ test_halve (void)
   g_autofree float *src = random_image (rng, (size_t) c * h * w);
   g_autofree float *dst = g_new (float, (size_t) c * h * w / 4);
 
-  pp_resize_bilinear (be, src, c, h, w, dst, h / 2, w / 2);
+  pp_resize_bilinear (be, pp_view_f32 (src, (size_t) c * h * w), c, h, w,
+      pp_out_f32 (dst, (size_t) c * h * w / 4), h / 2, w / 2);
   for (int ch = 0; ch < c; ch++)
     for (int y = 0; y < h / 2; y++)
       for (int x = 0; x < w / 2; x++) {
@@ -178,7 +180,8 @@ test_identity (void)
   g_autofree float *src = random_image (rng, (size_t) c * h * w);
   g_autofree float *dst = g_new (float, (size_t) c * h * w);
 
-  pp_resize_bilinear (be, src, c, h, w, dst, h, w);
+  pp_resize_bilinear (be, pp_view_f32 (src, (size_t) c * h * w), c, h, w,
+      pp_out_f32 (dst, (size_t) c * h * w), h, w);
   g_assert_cmpmem (dst, (size_t) c * h * w * sizeof (float), src,
       (size_t) c * h * w * sizeof (float));
   g_rand_free (rng);

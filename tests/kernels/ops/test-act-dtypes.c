@@ -1,0 +1,545 @@
+/* kernels/ops: every op on 16-bit activations (F16, BF16) on the backend
+ * of $PPDIFFUSE_BACKEND, when it takes them (PpBackend.act_dtypes).
+ *
+ * A backend that takes a 16-bit activation computes on its values and
+ * rounds what it writes to the activation's dtype (round to nearest
+ * even).  So each op runs twice on the same values: once on float32
+ * activations holding the 16-bit inputs widened, once on the 16-bit
+ * activations themselves; every 16-bit output must equal the float32
+ * run's output rounded, bit for bit.  The cases cover the 16-bit side in,
+ * out and both (a model's first layer reads its float32 input, its last
+ * writes float32), the in-place ops, an output that is its input (the
+ * norms), and a strided matmul output whose untouched elements must come
+ * back as they were.  Every op of the list has a case (the test fails for
+ * one without).  Views weights (conv2d's filter, add's x, matmul's a and
+ * b) stay float32 here: the ops tests hold their 16-bit paths. */
+#include "pp-backend.h"
+#include "pp-dtype-math.h"
+#include "pp-ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_ACTS 4
+
+static PpBackend *be;
+
+/* One activation of a case: its element count and role. */
+typedef enum
+{
+  ACT_IN,                       /* read */
+  ACT_OUT,                      /* written */
+  ACT_INOUT,                    /* read and written (in place) */
+} Role;
+
+typedef struct
+{
+  gsize numel;
+  Role role;
+} ActSpec;
+
+/* The activations of one run, on the device. */
+typedef struct
+{
+  gpointer data[MAX_ACTS];
+  PpDType dtype[MAX_ACTS];
+  gsize numel[MAX_ACTS];
+} Acts;
+
+static PpView
+in (const Acts * a, guint i)
+{
+  return pp_view (a->data[i], a->dtype[i], a->numel[i]);
+}
+
+static PpOut
+out (const Acts * a, guint i)
+{
+  return pp_out (a->data[i], a->dtype[i], a->numel[i]);
+}
+
+typedef void (*RunFunc) (const Acts * a, gconstpointer weights);
+
+typedef struct
+{
+  PpOp op;
+  const char *name;
+  guint n_acts;
+  ActSpec acts[MAX_ACTS];
+  RunFunc run;
+  /* Float32 weights the case reads (uploaded once), or 0. */
+  gsize weights;
+  /* Starting values in [-range, range) (0: 2). */
+  double range;
+} Case;
+
+/* Weights: a device buffer of float32 values in [-0.5, 0.5). */
+static gpointer
+upload_weights (gsize n)
+{
+  g_autofree float *host = g_new (float, MAX (n, 1));
+  GRand *rand = g_rand_new_with_seed (7);
+  gpointer dev;
+
+  for (gsize i = 0; i < n; i++)
+    host[i] = (float) g_rand_double_range (rand, -0.5, 0.5);
+  g_rand_free (rand);
+  dev = pp_backend_alloc (be, n * sizeof (float), NULL);
+  g_assert_nonnull (dev);
+  pp_backend_upload (be, dev, host, n * sizeof (float));
+  return dev;
+}
+
+static PpView
+w (gconstpointer weights, gsize offset, gsize n)
+{
+  return pp_view_f32 ((const float *) weights + offset, n);
+}
+
+/* The cases.  Shapes are small and odd, so no op takes a vector path on
+ * every element. */
+
+static void
+run_conv2d (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
+      w (wt, 108, 4), 4, 3, 3, 1, 1, out (a, 1));
+}
+
+static void
+run_group_norm (const Acts * a, gconstpointer wt)
+{
+  pp_group_norm (be, in (a, 0), 2, 4, 9, 2, 1e-5f, w (wt, 0, 4),
+      w (wt, 4, 4), TRUE, out (a, 1));
+}
+
+/* The output is the input. */
+static void
+run_group_norm_in_place (const Acts * a, gconstpointer wt)
+{
+  pp_group_norm (be, in (a, 0), 2, 4, 9, 2, 1e-5f, pp_view_none (),
+      pp_view_none (), FALSE, out (a, 0));
+}
+
+static void
+run_layer_norm (const Acts * a, gconstpointer wt)
+{
+  pp_layer_norm (be, in (a, 0), 3, 8, 1e-5f, w (wt, 0, 8), w (wt, 8, 8),
+      out (a, 1));
+}
+
+static void
+run_layer_norm_in_place (const Acts * a, gconstpointer wt)
+{
+  pp_layer_norm (be, in (a, 0), 3, 8, 1e-5f, w (wt, 0, 8), w (wt, 8, 8),
+      out (a, 0));
+}
+
+static void
+run_linear (const Acts * a, gconstpointer wt)
+{
+  pp_linear (be, in (a, 0), 3, 5, w (wt, 0, 20), w (wt, 20, 4), 4,
+      out (a, 1));
+}
+
+static void
+run_attention (const Acts * a, gconstpointer wt)
+{
+  pp_attention (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 5, 2, 4,
+      PP_DTYPE_F32, out (a, 3));
+}
+
+static void
+run_attention_causal (const Acts * a, gconstpointer wt)
+{
+  pp_attention_causal (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 2, 4,
+      PP_DTYPE_F32, out (a, 3));
+}
+
+#define UNARY_N 37
+#define RUN_UNARY(name) \
+  static void \
+  run_##name (const Acts * a, gconstpointer wt) \
+  { \
+    pp_##name (be, out (a, 0), UNARY_N); \
+  }
+RUN_UNARY (silu)
+RUN_UNARY (relu)
+RUN_UNARY (tanh)
+RUN_UNARY (gelu)
+RUN_UNARY (quick_gelu)
+#undef RUN_UNARY
+
+static void
+run_geglu (const Acts * a, gconstpointer wt)
+{
+  pp_geglu (be, in (a, 0), 3, 5, out (a, 1));
+}
+
+static void
+run_upsample_nearest (const Acts * a, gconstpointer wt)
+{
+  pp_upsample_nearest (be, in (a, 0), 1, 2, 3, 3, 2, out (a, 1));
+}
+
+static void
+run_resize_bilinear (const Acts * a, gconstpointer wt)
+{
+  pp_resize_bilinear (be, in (a, 0), 2, 3, 4, out (a, 1), 5, 7);
+}
+
+static void
+run_concat_channels (const Acts * a, gconstpointer wt)
+{
+  pp_concat_channels (be, in (a, 0), 2, in (a, 1), 3, 2, 7, out (a, 2));
+}
+
+/* Bytes 0…255, from the weights' memory reinterpreted: any bytes do. */
+static void
+run_bytes_to_floats (const Acts * a, gconstpointer wt)
+{
+  pp_bytes_to_floats (be, wt, 29, out (a, 0));
+}
+
+/* The bytes come back in the second activation (as values 0…255), so the
+ * comparison is the same as for any output. */
+static void
+run_floats_to_bytes (const Acts * a, gconstpointer wt)
+{
+  g_autoptr (GError) error = NULL;
+  guint8 *bytes = pp_backend_alloc (be, 23, &error);
+
+  g_assert_no_error (error);
+  pp_floats_to_bytes (be, in (a, 0), 23, bytes);
+  pp_bytes_to_floats (be, bytes, 23, out (a, 1));
+  pp_backend_free (be, bytes);
+}
+
+static void
+run_add (const Acts * a, gconstpointer wt)
+{
+  pp_add (be, out (a, 0), w (wt, 0, 19), 19);
+}
+
+static void
+run_scale (const Acts * a, gconstpointer wt)
+{
+  pp_scale (be, out (a, 0), 19, -1.7f);
+}
+
+static void
+run_affine (const Acts * a, gconstpointer wt)
+{
+  pp_affine (be, out (a, 0), 19, 0.3f, -0.25f);
+}
+
+static void
+run_axpby (const Acts * a, gconstpointer wt)
+{
+  pp_axpby (be, out (a, 0), 0.7f, in (a, 1), -1.3f, 19);
+}
+
+/* With b = 0 and a = 1: a conversion between the two dtypes. */
+static void
+run_axpby_convert (const Acts * a, gconstpointer wt)
+{
+  pp_axpby (be, out (a, 1), 1.0f, in (a, 0), 0.0f, 19);
+}
+
+static const PpLcmCoeffs lcm = { 0.9f, 0.4f, 0.8f, 0.3f, 0.7f, 0.5f, 0 };
+
+static void
+run_lcm_step (const Acts * a, gconstpointer wt)
+{
+  pp_lcm_step (be, out (a, 0), in (a, 1), in (a, 2), 19, &lcm);
+}
+
+static void
+run_lcm_step_last (const Acts * a, gconstpointer wt)
+{
+  const PpLcmCoeffs last = { 0.9f, 0.4f, 0.8f, 0.3f, 0.7f, 0.5f, 1 };
+
+  pp_lcm_step (be, out (a, 0), in (a, 1), pp_view_none (), 19, &last);
+}
+
+static void
+run_timestep_embedding (const Acts * a, gconstpointer wt)
+{
+  pp_timestep_embedding (be, 417.0f, 15, TRUE, 1.0f, out (a, 0));
+}
+
+static void
+run_nchw_to_nlc (const Acts * a, gconstpointer wt)
+{
+  pp_nchw_to_nlc (be, in (a, 0), 2, 3, 5, out (a, 1));
+}
+
+static void
+run_nlc_to_nchw (const Acts * a, gconstpointer wt)
+{
+  pp_nlc_to_nchw (be, in (a, 0), 2, 3, 5, out (a, 1));
+}
+
+static void
+run_add_channel (const Acts * a, gconstpointer wt)
+{
+  pp_add_channel (be, out (a, 0), 2, 3, 5, w (wt, 0, 6));
+}
+
+/* y [3,4] of row stride 6 (elements 4 and 5 of each row untouched),
+ * accumulated into. */
+static void
+run_matmul (const Acts * a, gconstpointer wt)
+{
+  pp_matmul (be, FALSE, TRUE, 3, 4, 5, w (wt, 0, 15), 5, w (wt, 15, 20), 5,
+      TRUE, out (a, 0), 6);
+}
+
+static const Case cases[] = {
+  {PP_OP_CONV2D, "conv2d", 2, {{90, ACT_IN}, {120, ACT_OUT}}, run_conv2d,
+      112},
+  {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN}, {72, ACT_OUT}},
+      run_group_norm, 8},
+  {PP_OP_GROUP_NORM, "group_norm/in-place", 1, {{72, ACT_INOUT}},
+      run_group_norm_in_place, 0},
+  {PP_OP_LAYER_NORM, "layer_norm", 2, {{24, ACT_IN}, {24, ACT_OUT}},
+      run_layer_norm, 16},
+  {PP_OP_LAYER_NORM, "layer_norm/in-place", 1, {{24, ACT_INOUT}},
+      run_layer_norm_in_place, 16},
+  {PP_OP_LINEAR, "linear", 2, {{15, ACT_IN}, {12, ACT_OUT}}, run_linear, 24},
+  {PP_OP_ATTENTION, "attention", 4, {{24, ACT_IN}, {40, ACT_IN}, {40, ACT_IN},
+          {24, ACT_OUT}}, run_attention, 0},
+  {PP_OP_ATTENTION_CAUSAL, "attention_causal", 4, {{24, ACT_IN},
+          {24, ACT_IN}, {24, ACT_IN}, {24, ACT_OUT}}, run_attention_causal,
+      0},
+  {PP_OP_SILU, "silu", 1, {{UNARY_N, ACT_INOUT}}, run_silu, 0},
+  {PP_OP_RELU, "relu", 1, {{UNARY_N, ACT_INOUT}}, run_relu, 0},
+  {PP_OP_TANH, "tanh", 1, {{UNARY_N, ACT_INOUT}}, run_tanh, 0},
+  {PP_OP_GELU, "gelu", 1, {{UNARY_N, ACT_INOUT}}, run_gelu, 0},
+  {PP_OP_QUICK_GELU, "quick_gelu", 1, {{UNARY_N, ACT_INOUT}}, run_quick_gelu,
+      0},
+  {PP_OP_GEGLU, "geglu", 2, {{30, ACT_IN}, {15, ACT_OUT}}, run_geglu, 0},
+  {PP_OP_UPSAMPLE_NEAREST, "upsample_nearest", 2, {{18, ACT_IN},
+          {72, ACT_OUT}}, run_upsample_nearest, 0},
+  {PP_OP_RESIZE_BILINEAR, "resize_bilinear", 2, {{24, ACT_IN},
+          {70, ACT_OUT}}, run_resize_bilinear, 0},
+  {PP_OP_CONCAT_CHANNELS, "concat_channels", 3, {{28, ACT_IN}, {42, ACT_IN},
+          {70, ACT_OUT}}, run_concat_channels, 0},
+  {PP_OP_BYTES_TO_FLOATS, "bytes_to_floats", 1, {{29, ACT_OUT}},
+      run_bytes_to_floats, 8},
+  {PP_OP_FLOATS_TO_BYTES, "floats_to_bytes", 2, {{23, ACT_IN},
+          {23, ACT_OUT}}, run_floats_to_bytes, 0, 300},
+  {PP_OP_ADD, "add", 1, {{19, ACT_INOUT}}, run_add, 19},
+  {PP_OP_SCALE, "scale", 1, {{19, ACT_INOUT}}, run_scale, 0},
+  {PP_OP_AFFINE, "affine", 1, {{19, ACT_INOUT}}, run_affine, 0},
+  {PP_OP_AXPBY, "axpby", 2, {{19, ACT_INOUT}, {19, ACT_IN}}, run_axpby, 0},
+  {PP_OP_AXPBY, "axpby/convert", 2, {{19, ACT_IN}, {19, ACT_OUT}},
+      run_axpby_convert, 0},
+  {PP_OP_LCM_STEP, "lcm_step", 3, {{19, ACT_INOUT}, {19, ACT_IN},
+          {19, ACT_IN}}, run_lcm_step, 0},
+  {PP_OP_LCM_STEP, "lcm_step/last", 2, {{19, ACT_INOUT}, {19, ACT_IN}},
+      run_lcm_step_last, 0},
+  {PP_OP_TIMESTEP_EMBEDDING, "timestep_embedding", 1, {{15, ACT_OUT}},
+      run_timestep_embedding, 0},
+  {PP_OP_NCHW_TO_NLC, "nchw_to_nlc", 2, {{30, ACT_IN}, {30, ACT_OUT}},
+      run_nchw_to_nlc, 0},
+  {PP_OP_NLC_TO_NCHW, "nlc_to_nchw", 2, {{30, ACT_IN}, {30, ACT_OUT}},
+      run_nlc_to_nchw, 0},
+  {PP_OP_ADD_CHANNEL, "add_channel", 1, {{30, ACT_INOUT}}, run_add_channel,
+      6},
+  {PP_OP_MATMUL, "matmul/strided", 1, {{16, ACT_INOUT}}, run_matmul, 35},
+};
+
+/* The 16-bit side of a run: which activations are 16-bit. */
+typedef enum
+{
+  SIDE_ALL,                     /* every activation */
+  SIDE_IN,                      /* the ones read only: a model's interior
+                                 * read into a float32 output */
+  SIDE_OUT,                     /* the ones written: a float32 input into
+                                 * the interior */
+} Side;
+
+static const char *const side_names[] = { "all", "in", "out" };
+
+static float
+narrow_widen (PpDType dtype, float x)
+{
+  return dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (pp_f32_to_f16 (x))
+      : pp_bf16_to_f32 (pp_f32_to_bf16 (x));
+}
+
+/* Host values of a device activation, widened to float32. */
+static float *
+download (gconstpointer data, PpDType dtype, gsize n)
+{
+  float *host = g_new (float, n);
+
+  if (dtype == PP_DTYPE_F32)
+    pp_backend_download (be, host, data, n * sizeof (float));
+  else {
+    g_autofree guint16 *narrow = g_new (guint16, n);
+
+    pp_backend_download (be, narrow, data, n * sizeof (guint16));
+    for (gsize i = 0; i < n; i++)
+      host[i] = dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
+          : pp_bf16_to_f32 (narrow[i]);
+  }
+  return host;
+}
+
+static gpointer
+upload (const float *host, PpDType dtype, gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  gpointer dev = pp_backend_alloc (be, n * pp_dtype_size (dtype), &error);
+
+  g_assert_no_error (error);
+  if (dtype == PP_DTYPE_F32)
+    pp_backend_upload (be, dev, host, n * sizeof (float));
+  else {
+    g_autofree guint16 *narrow = g_new (guint16, n);
+
+    for (gsize i = 0; i < n; i++)
+      narrow[i] = dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (host[i])
+          : pp_f32_to_bf16 (host[i]);
+    pp_backend_upload (be, dev, narrow, n * sizeof (guint16));
+  }
+  return dev;
+}
+
+static gboolean
+on_side (Side side, Role role)
+{
+  return side == SIDE_ALL || (side == SIDE_IN) == (role == ACT_IN)
+      || role == ACT_INOUT;
+}
+
+static void
+check_case (const Case * c, PpDType dtype, Side side)
+{
+  GRand *rand = g_rand_new_with_seed (c->op * 31 + side);
+  const double range = c->range > 0 ? c->range : 2.0;
+  gpointer weights = c->weights ? upload_weights (c->weights) : NULL;
+  float *start[MAX_ACTS];
+  Acts wide = { 0 }, narrow = { 0 };
+
+  /* Starting values (outputs too: a strided output keeps its gaps), each
+   * representable in @dtype, so that both runs begin from the same. */
+  for (guint i = 0; i < c->n_acts; i++) {
+    const gsize n = c->acts[i].numel;
+
+    start[i] = g_new (float, n);
+    for (gsize j = 0; j < n; j++)
+      start[i][j] = narrow_widen (dtype,
+          (float) g_rand_double_range (rand, -range, range));
+    wide.numel[i] = narrow.numel[i] = n;
+    wide.dtype[i] = PP_DTYPE_F32;
+    /* An in-place activation is on both sides, so SIDE_IN and SIDE_OUT
+     * keep it 16-bit as SIDE_ALL does. */
+    narrow.dtype[i] = on_side (side, c->acts[i].role) ? dtype : PP_DTYPE_F32;
+    wide.data[i] = upload (start[i], PP_DTYPE_F32, n);
+    narrow.data[i] = upload (start[i], narrow.dtype[i], n);
+  }
+  g_rand_free (rand);
+
+  c->run (&wide, weights);
+  c->run (&narrow, weights);
+
+  for (guint i = 0; i < c->n_acts; i++) {
+    const gsize n = c->acts[i].numel;
+    g_autofree float *expect = download (wide.data[i], PP_DTYPE_F32, n);
+    g_autofree float *got = download (narrow.data[i], narrow.dtype[i], n);
+
+    for (gsize j = 0; j < n; j++) {
+      const float e = narrow.dtype[i] == PP_DTYPE_F32 ? expect[j]
+          : narrow_widen (dtype, expect[j]);
+
+      if (memcmp (&e, &got[j], sizeof (float)) != 0 && !(isnan (e)
+              && isnan (got[j])))
+        g_error ("%s on %s, %s activations %s: activation %u element %"
+            G_GSIZE_FORMAT " is %.9g, the float32 run's %s %.9g", c->name,
+            pp_backend_name (be), pp_dtype_name (dtype), side_names[side], i,
+            j, got[j], narrow.dtype[i] == PP_DTYPE_F32 ? "is" : "rounds to",
+            e);
+    }
+    pp_backend_free (be, wide.data[i]);
+    pp_backend_free (be, narrow.data[i]);
+    g_free (start[i]);
+  }
+  if (weights != NULL)
+    pp_backend_free (be, weights);
+}
+
+static void
+test_op_cases (gconstpointer data)
+{
+  const Case *c = data;
+
+  for (PpDType dtype = PP_DTYPE_F16; dtype <= PP_DTYPE_BF16; dtype++) {
+    if (!(be->act_dtypes & PP_DTYPE_BIT (dtype))) {
+      g_autofree gchar *why = g_strdup_printf ("the %s backend takes no %s "
+          "activations", pp_backend_name (be), pp_dtype_name (dtype));
+
+      g_test_skip (why);
+      continue;
+    }
+    for (Side side = SIDE_ALL; side <= SIDE_OUT; side++)
+      check_case (c, dtype, side);
+  }
+}
+
+/* Every op of the list has a case. */
+static void
+test_every_op (void)
+{
+  for (int op = 0; op < PP_OP_FOR_ROWS; op++) {
+    gboolean found = FALSE;
+
+    for (guint i = 0; i < G_N_ELEMENTS (cases) && !found; i++)
+      found = cases[i].op == (PpOp) op;
+    if (!found) {
+      PpOpProfile p;
+
+      pp_ops_get_profile (op, &p);
+      g_error ("op %s has no case with 16-bit activations", p.name);
+    }
+  }
+}
+
+/* An activation shorter than what the op writes, or of a dtype the
+ * backend does not take, ends the process naming it. */
+static void
+test_refused (void)
+{
+  if (g_test_subprocess ()) {
+    g_autoptr (GError) error = NULL;
+    gpointer x = pp_backend_alloc (be, 64, &error);
+
+    g_assert_no_error (error);
+    pp_silu (be, pp_out (x, PP_DTYPE_F16, 3), 4);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 30 * G_USEC_PER_SEC, 0);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*silu: parameter x has 3 elements (F16)*"
+      "the op uses 4*");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  be = pp_backend_default ();
+
+  g_test_add_func ("/kernels/act-dtypes/every-op", test_every_op);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree gchar *path = g_strdup_printf ("/kernels/act-dtypes/%s",
+        cases[i].name);
+
+    g_test_add_data_func (path, &cases[i], test_op_cases);
+  }
+  if (be->act_dtypes & PP_DTYPE_BIT (PP_DTYPE_F16))
+    g_test_add_func ("/kernels/act-dtypes/refused", test_refused);
+  return g_test_run ();
+}
