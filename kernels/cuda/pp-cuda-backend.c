@@ -414,6 +414,7 @@ static const PpBackendMemory cuda_memory = {
                                                                             \
     enter (cu);                                                             \
     pp_cuda_op_##name (cu, PP_OPS_UNPAREN args);                            \
+    pp_cuda_acts_finish (cu);                                               \
     leave (cu);                                                             \
   }
 PP_OPS_LIST (CUDA_OP)
@@ -489,9 +490,11 @@ create (gint device, GError ** error)
 {
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first. */
   static const gchar *const group_norm_ways[] = { "split", "whole", NULL };
+  /* PPDIFFUSE_CUDA_ACTIVATIONS's. */
+  static const gchar *const activation_ways[] = { "f32", "weights", NULL };
   PpCudaBackend *cu;
   gchar *desc;
-  guint way = 0;
+  guint way = 0, activations = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -508,7 +511,10 @@ create (gint device, GError ** error)
       || !pp_cuda_conv_layout_parse (g_getenv (PP_CUDA_CONV_LAYOUT_ENV),
           &cu->conv_layout, error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
-          g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)) {
+          g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
+      || !pp_cuda_choice_parse (PP_CUDA_ACTIVATIONS_ENV,
+          g_getenv (PP_CUDA_ACTIVATIONS_ENV), activation_ways, &activations,
+          error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
@@ -529,20 +535,22 @@ create (gint device, GError ** error)
   cu->be.default_weight_dtype = PP_DTYPE_F16;
   cu->be.view_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
-  /* Activations are float32 only, whatever the weights' dtype: the
-   * kernels read and write them as floats (a 16-bit product narrows a
-   * copy of its float32 operand in scratch memory). */
-  cu->be.act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32);
+  /* The kernels read and write activations as floats (a 16-bit product
+   * narrows a copy of its float32 operand in scratch memory); a 16-bit
+   * activation is widened for them and narrowed after (pp_cuda_in). */
+  cu->be.act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
+      | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
+  cu->be.act_follows_weights = activations == 1;
   cu->be.priv = cu;
   g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout, %s group norms", desc,
+      "%s convolution layout, %s group norms, activations %s", desc,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
       cu->conv_layout == PP_CUDA_CONV_AUTO ? "auto"
       : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW",
-      group_norm_ways[way]);
+      group_norm_ways[way], activation_ways[activations]);
   return &cu->be;
 }
 

@@ -44,6 +44,11 @@ G_BEGIN_DECLS
  * group's values over several blocks, two kernels) or whole (one block
  * per group). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
+/* The dtype models keep their activations in: f32 (the default) or
+ * weights (the weights' 16-bit dtype: the 16-bit graph, each op's
+ * float32 kernel between a widening and a narrowing until the kernels
+ * take 16 bits themselves). */
+#define PP_CUDA_ACTIVATIONS_ENV "PPDIFFUSE_CUDA_ACTIVATIONS"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -3,6 +3,7 @@
  * storage types and the activations' data.  Kept out of pp-cuda-backend.c,
  * whose op table calls the ops: the ops call nothing above them. */
 #include "pp-cuda-private.h"
+#include "pp-cuda-convert.h"
 #include "pp-error.h"
 
 /* Errors */
@@ -48,6 +49,10 @@ static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
   [PP_CUDA_SCRATCH_QKV] = "attention's 16-bit q, k and v",
   [PP_CUDA_SCRATCH_PROBS] = "attention's 16-bit probabilities or output",
   [PP_CUDA_SCRATCH_STATS] = "group norm statistics",
+  [PP_CUDA_SCRATCH_ACT_0] = "16-bit activation 0, widened",
+  [PP_CUDA_SCRATCH_ACT_1] = "16-bit activation 1, widened",
+  [PP_CUDA_SCRATCH_ACT_2] = "16-bit activation 2, widened",
+  [PP_CUDA_SCRATCH_ACT_3] = "16-bit activation 3, widened",
 };
 
 const gchar *
@@ -124,23 +129,70 @@ refuse_activation (PpCudaBackend * cu, const char *op, const char *param,
     PpDType dtype)
 {
   pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: "
-          "activation %s is of dtype %u, and the cuda backend's kernels "
-          "take activations as float32 (dtype %u) only", op, param,
-          (guint) dtype, (guint) PP_DTYPE_F32));
+          "activation %s is of dtype %u, and the cuda backend takes "
+          "activations as float32, float16 or bfloat16 (dtypes %u, %u, %u) "
+          "only", op, param, (guint) dtype, (guint) PP_DTYPE_F32,
+          (guint) PP_DTYPE_F16, (guint) PP_DTYPE_BF16));
+}
+
+/* Activations: the kernels compute on float32, so a 16-bit activation
+ * passes through float32 scratch for the op, as on the CPU backends
+ * (kernels/cpu/pp-cpu-backend.c): widened before, the written ones
+ * narrowed after.  Ops run one at a time under the backend's lock, in
+ * stream order, so a strided output widened and narrowed whole comes back
+ * unchanged where the op did not write. */
+static float *
+act_float (PpCudaBackend * cu, const char *op, const char *param,
+    gpointer data, PpDType dtype, gsize numel, gboolean written)
+{
+  const guint slot = cu->n_acts;
+  float *wide;
+
+  if (data == NULL || dtype == PP_DTYPE_F32)
+    return data;
+  if (dtype != PP_DTYPE_F16 && dtype != PP_DTYPE_BF16)
+    refuse_activation (cu, op, param, dtype);
+  g_assert (slot < G_N_ELEMENTS (cu->acts));
+  wide = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_ACT_0 + slot,
+      MAX (numel, 1) * sizeof (float));
+  if (dtype == PP_DTYPE_F16)
+    PP_CUDA_OP_TRY (cu, pp_cuda_f16_to_f32 (data, wide, numel, cu->stream));
+  else
+    PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (data, wide, numel, cu->stream));
+  cu->acts[slot].data = data;
+  cu->acts[slot].dtype = dtype;
+  cu->acts[slot].numel = numel;
+  cu->acts[slot].wide = wide;
+  cu->acts[slot].written = written;
+  cu->n_acts++;
+  return wide;
 }
 
 const float *
 pp_cuda_in (PpCudaBackend * cu, const char *op, const char *param, PpView v)
 {
-  if (v.data != NULL && v.dtype != PP_DTYPE_F32)
-    refuse_activation (cu, op, param, v.dtype);
-  return v.data;
+  return act_float (cu, op, param, (gpointer) v.data, v.dtype, v.numel,
+      FALSE);
 }
 
 float *
 pp_cuda_out (PpCudaBackend * cu, const char *op, const char *param, PpOut o)
 {
-  if (o.data != NULL && o.dtype != PP_DTYPE_F32)
-    refuse_activation (cu, op, param, o.dtype);
-  return o.data;
+  return act_float (cu, op, param, o.data, o.dtype, o.numel, TRUE);
+}
+
+void
+pp_cuda_acts_finish (PpCudaBackend * cu)
+{
+  for (guint i = 0; i < cu->n_acts; i++) {
+    if (!cu->acts[i].written)
+      continue;
+    if (cu->acts[i].dtype == PP_DTYPE_F16)
+      PP_CUDA_OP_TRY (cu, pp_cuda_f32_to_f16 (cu->acts[i].wide,
+              cu->acts[i].data, cu->acts[i].numel, cu->stream));
+    else
+      PP_CUDA_OP_TRY (cu, pp_cuda_f32_to_bf16 (cu->acts[i].wide,
+              cu->acts[i].data, cu->acts[i].numel, cu->stream));
+  }
+  cu->n_acts = 0;
 }

@@ -26,6 +26,11 @@ typedef enum
   PP_CUDA_SCRATCH_QKV,          /* attention's q, k, v narrowed */
   PP_CUDA_SCRATCH_PROBS,        /* its 16-bit probabilities or output */
   PP_CUDA_SCRATCH_STATS,        /* a group norm's per-slice statistics */
+  /* 16-bit activations widened for one op (pp_cuda_in, pp_cuda_out). */
+  PP_CUDA_SCRATCH_ACT_0,
+  PP_CUDA_SCRATCH_ACT_1,
+  PP_CUDA_SCRATCH_ACT_2,
+  PP_CUDA_SCRATCH_ACT_3,
   PP_CUDA_SCRATCH_COUNT
 } PpCudaScratch;
 
@@ -82,6 +87,18 @@ typedef struct
     gpointer mem;
     gsize bytes;
   } scratch[PP_CUDA_SCRATCH_COUNT];
+  /* The 16-bit activations of the op running (under the lock): widened
+   * into scratch by pp_cuda_in and pp_cuda_out, the written ones narrowed
+   * back by pp_cuda_acts_finish. */
+  struct
+  {
+    gpointer data;
+    PpDType dtype;
+    gsize numel;
+    float *wide;
+    gboolean written;
+  } acts[PP_CUDA_SCRATCH_ACT_3 - PP_CUDA_SCRATCH_ACT_0 + 1];
+  guint n_acts;
 } PpCudaBackend;
 
 /* Ends the process with @error (a failed call inside an op, which returns
@@ -135,14 +152,19 @@ PpCudaType pp_cuda_view_type (PpCudaBackend * cu, const char *op,
     const char *param, PpView v);
 
 /* The float32 data of activation @v (parameter @param of op @op), NULL
- * when it is absent: the kernels read and write activations as float32
- * (PpBackend.act_dtypes).  Ends the process for any other dtype (the
- * wrappers refuse it first). */
+ * when it is absent: the kernels read and write activations as float32.
+ * A 16-bit one (F16, BF16) is widened into scratch for the op; ends the
+ * process for any other dtype (the wrappers refuse it first). */
 const float *pp_cuda_in (PpCudaBackend * cu, const char *op,
     const char *param, PpView v);
-/* The same for an activation the op writes, or updates in place. */
+/* The same for an activation the op writes, or updates in place: a 16-bit
+ * one is widened (its contents too: an op may read it, or write only part
+ * of it) and narrowed back by pp_cuda_acts_finish. */
 float *pp_cuda_out (PpCudaBackend * cu, const char *op, const char *param,
     PpOut o);
+/* After an op: narrows its written 16-bit activations back from their
+ * scratch (round to nearest even), and forgets them. */
+void pp_cuda_acts_finish (PpCudaBackend * cu);
 
 /* The ops, in pp-cuda-ops.c (kernels), pp-cuda-gemm.c (cuBLAS),
  * pp-cuda-conv.c (cuDNN) and pp-cuda-attention.c. */

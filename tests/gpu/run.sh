@@ -17,7 +17,8 @@
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
-#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole;
+#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, every op on
+#              16-bit activations (test-kernels-act-dtypes);
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -25,7 +26,9 @@
 #              SD-Turbo and SD1.5 UNets and SD VAE (test-kernels-scale) on
 #              cuda in f32, TF32 off, within the CPU backends' bounds;
 #   dtypes     the tiny fixtures in f16 and bf16 (NMSE against float32), the
-#              full-size UNets in f16 and bf16 against diffusers' float64;
+#              full-size UNets in f16 and bf16 against diffusers' float64,
+#              SD-Turbo's also with 16-bit activations
+#              (PPDIFFUSE_CUDA_ACTIVATIONS=weights);
 #   text       the CLIP text encoder fixtures on cuda in f32, and a text
 #              prompt end to end (element, prompt=) on cuda against the CPU;
 #   mesh       2 workers sharing GPU 0: each reports cuda:0 and the MPI
@@ -287,6 +290,16 @@ if want device; then
     done
     [ -n "$found" ] || bad "no tests/kernels/cuda/test-kernels-cuda-* in $build"
   fi
+  # Every op on 16-bit activations: the float32 op's bits, rounded.
+  acts=$build/tests/kernels/ops/test-kernels-act-dtypes
+  if runs "act-dtypes" "$work/act-dtypes.log" 300 \
+      env PPDIFFUSE_BACKEND="$BE" "$acts"; then
+    if grep -q '# SKIP' "$work/act-dtypes.log"; then
+      bad "test-kernels-act-dtypes skipped: $(grep '# SKIP' "$work/act-dtypes.log" | head -n 1)"
+    else
+      pass "test-kernels-act-dtypes: $(grep -c '^ok ' "$work/act-dtypes.log") ops' cases on 16-bit activations"
+    fi
+  fi
   # With info messages: which attention shapes cuDNN's fused kernel did
   # not take (they ran as 16-bit GEMMs), and its plans that were slow to
   # make.
@@ -391,7 +404,7 @@ if want f32; then
   for m in sd-turbo sd15 vae-kl; do
     if runs "scale $m f32" "$work/scale.log" 600 env PPDIFFUSE_BACKEND="$BE" \
         "$scale" "$data/scale" "$m" f32; then
-      grep -E ' weights f32: |decode: ' "$work/scale.log" | indent
+      grep -E ' weights f32, |decode: ' "$work/scale.log" | indent
       pass "full-size $m in f32"
     fi
   done
@@ -426,12 +439,23 @@ if want dtypes; then
     for m in sd-turbo sd15; do
       if runs "scale $m $dt" "$work/scale.log" 600 env PPDIFFUSE_BACKEND="$BE" \
           "$scale" "$data/scale" "$m" "$dt"; then
-        grep " weights $dt: " "$work/scale.log" | indent
+        grep " weights $dt, " "$work/scale.log" | indent
         pass "full-size $m UNet in $dt"
       else
-        grep " weights $dt: " "$work/scale.log" | indent
+        grep " weights $dt, " "$work/scale.log" | indent
       fi
     done
+    # The 16-bit graph: activations in $dt too, each op's float32 kernel
+    # between a widening and a narrowing (PPDIFFUSE_CUDA_ACTIVATIONS), to
+    # the same bound; cpu-strict holds it on the host.
+    if runs "scale sd-turbo $dt, $dt activations" "$work/scale.log" 600 \
+        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_ACTIVATIONS=weights \
+        "$scale" "$data/scale" sd-turbo "$dt"; then
+      grep " weights $dt, " "$work/scale.log" | indent
+      pass "full-size sd-turbo UNet in $dt, $dt activations"
+    else
+      grep " weights $dt, " "$work/scale.log" | indent
+    fi
   done
 fi
 
@@ -829,6 +853,15 @@ if want bench; then
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
+    # The 16-bit graph as it stands: the UNet's activations in f16, each
+    # op's float32 kernel between a widening and a narrowing (the layout
+    # and copy share shows what the kernels taking 16 bits would save).
+    runs "gpu-bench f16, f16 activations" "$work/bench.log" 300 \
+        env PPDIFFUSE_CUDA_ACTIVATIONS=weights \
+        "$build/tests/bench/gpu-bench" --dtype f16 \
+      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
+        sed -n '/^profile of/,$p' "$work/bench.log" | indent
+        pass "gpu-bench f16, f16 activations ran"; }
     # diffusers' own UNet and TAESD, eager, on the same GPU in the same
     # run: the baseline the targets are set against.
     # shellcheck disable=SC2086  # the command may carry an env prefix

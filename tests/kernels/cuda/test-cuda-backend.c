@@ -314,20 +314,22 @@ test_op_error (void)
       "cudaErrorIllegalAddress*");
 }
 
-/* Activations reach the kernels as float32 pointers, an absent one as
- * NULL; one of another dtype (which the wrappers refuse first) ends the
- * process, naming the op and the parameter. */
+/* Float32 activations reach the kernels as they are, an absent one as
+ * NULL (16-bit ones are widened on the device: the on-device tests and
+ * test-kernels-act-dtypes); one of a dtype no kernel takes (which the
+ * wrappers refuse first) ends the process, naming the op and the
+ * parameter. */
 static void
 test_activations (void)
 {
   PpCudaBackend cu;
   float data[4] = { 0 };
-  guint16 half[4] = { 0 };
+  guint8 bytes[4] = { 0 };
 
   memset (&cu, 0, sizeof cu);
   cu.be.device = (gchar *) "cuda:9 test";
   if (g_test_subprocess ()) {
-    pp_cuda_out (&cu, "silu", "x", pp_out (half, PP_DTYPE_F16, 4));
+    pp_cuda_out (&cu, "silu", "x", pp_out (bytes, PP_DTYPE_U8, 4));
     return;
   }
   g_assert_true (pp_cuda_in (&cu, "conv2d", "x", pp_view_f32 (data, 4))
@@ -358,7 +360,8 @@ test_backend_get (void)
     g_assert_cmpstr (be->name, ==, "cuda");
     g_assert_true (g_str_has_prefix (be->device, "cuda:0 "));
     g_assert_cmpint (be->default_weight_dtype, ==, PP_DTYPE_F16);
-    g_assert_cmpuint (be->act_dtypes, ==, PP_DTYPE_BIT (PP_DTYPE_F32));
+    g_assert_cmpuint (be->act_dtypes, ==, PP_DTYPE_BIT (PP_DTYPE_F32)
+        | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16));
     g_assert_true (pp_cuda_backend_get (0, NULL) == be);
     g_test_message ("%s", be->device);
     be = pp_cuda_backend_get (count, &error);
