@@ -157,11 +157,10 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   PpBinder b = pp_binder_init (weights, be);
   gdouble scaling, shift;
   gboolean ok;
+  PpDType act_dtype;
 
   m->config_path = g_strdup (config_path);
   m->be = be;
-  m->encoder_pool = pp_pool_new (be, PP_DTYPE_F32);
-  m->decoder_pool = pp_pool_new (be, PP_DTYPE_F32);
   m->encoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   m->decoder = g_array_new (FALSE, TRUE, sizeof (Layer));
   cfg = pp_config_load (config_path, error);
@@ -246,6 +245,12 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   if (!pp_binder_finish (&b, error))
     return NULL;
   m->device_weights = b.device;
+  /* Activations in the weights' dtype where the backend computes on them
+   * (pp_backend_act_dtype). */
+  act_dtype = pp_backend_act_dtype (be,
+      g_array_index (m->encoder, Layer, 0).conv.weight.dtype);
+  m->encoder_pool = pp_pool_new (be, act_dtype);
+  m->decoder_pool = pp_pool_new (be, act_dtype);
   return g_steal_pointer (&m);
 }
 

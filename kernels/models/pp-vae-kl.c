@@ -344,11 +344,10 @@ pp_vae_kl_new (const gchar * config_path, PpWeights * weights,
   gboolean mid_attention = TRUE, ok;
   gint layers = 1;
   PpConfig *cfg;
+  PpDType act_dtype;
 
   m->config_path = g_strdup (config_path);
   m->be = be;
-  m->encoder_pool = pp_pool_new (be, PP_DTYPE_F32);
-  m->decoder_pool = pp_pool_new (be, PP_DTYPE_F32);
   cfg = pp_config_load (config_path, error);
   if (cfg == NULL)
     return NULL;
@@ -361,6 +360,11 @@ pp_vae_kl_new (const gchar * config_path, PpWeights * weights,
   if (!pp_binder_finish (&b, error))
     return NULL;
   m->device_weights = b.device;
+  /* Activations in the weights' dtype where the backend computes on them
+   * (pp_backend_act_dtype). */
+  act_dtype = pp_backend_act_dtype (be, m->encoder.conv_in.weight.dtype);
+  m->encoder_pool = pp_pool_new (be, act_dtype);
+  m->decoder_pool = pp_pool_new (be, act_dtype);
   return g_steal_pointer (&m);
 }
 

@@ -2,6 +2,8 @@
 # The weights' dtype is honoured, and a backend that is not here is a skip:
 #  - img2img with the default dtype equals --dtype f32 on the CPU; f16 and
 #    bf16 (weights rounded to that precision) each give other bytes;
+#  - on cpu-strict, f32 gives cpu's bytes and f16 other ones: its models
+#    keep 16-bit activations beside 16-bit weights, cpu's float32;
 #  - an unknown dtype is an error naming the valid ones;
 #  - test-ops --backend cuda without a GPU exits 77 saying why.
 # Usage: tool-dtype.sh PPDIFFUSE_TOOL
@@ -17,10 +19,11 @@ timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 \
   pattern=ball ! video/x-raw,format=RGB,width=40,height=32 ! pngenc \
   ! filesink location="$work/in.png"
 
-run() {  # DTYPE OUT: img2img with --dtype DTYPE ("" for the default)
+run() {  # DTYPE OUT [BACKEND]: img2img with --dtype DTYPE ("" for the
+         # default) on BACKEND (default cpu)
   timeout "$LIMIT_S" "$TOOL" img2img --model "$work/model" --in "$work/in.png" \
     --out "$2" --prompt-embeds "$work/model/prompt_embeds.npy" --seed 2 \
-    --strength 1.0 --steps 2 --backend cpu ${1:+--dtype "$1"}
+    --strength 1.0 --steps 2 --backend "${3:-cpu}" ${1:+--dtype "$1"}
 }
 run "" "$work/default.png"
 for d in f32 f16 bf16; do
@@ -36,6 +39,14 @@ for d in f16 bf16; do
 done
 cmp -s "$work/f16.png" "$work/bf16.png" \
   && { echo "f16 and bf16 gave the same image" >&2; exit 1; }
+for d in f32 f16; do
+  run "$d" "$work/strict-$d.png" cpu-strict
+done
+cmp -s "$work/f32.png" "$work/strict-f32.png" \
+  || { echo "cpu-strict's f32 image is not cpu's" >&2; exit 1; }
+cmp -s "$work/f16.png" "$work/strict-f16.png" \
+  && { echo "cpu-strict's f16 image is cpu's: its activations were not" \
+         "16-bit" >&2; exit 1; }
 
 status=0
 run fp8 "$work/fp8.png" 2>"$work/fp8.txt" || status=$?
