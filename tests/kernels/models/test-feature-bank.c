@@ -6,9 +6,12 @@
  * sizes of 1 and 2 frames, both UNet families.  The arrays hold
  * [frames · steps, 4, H, W], frame-major.  Every output within the
  * model tests' bound; the frames right after a reset equal the UNet
- * without a bank; the bank changes the others.
+ * without a bank; the bank changes the others.  And a layer's rows in 16
+ * bits (a UNet whose activations are) go through the bank as the same
+ * values in float32 do, bit for bit once rounded.
  *
  * Usage: test-kernels-feature-bank DATA_DIR [g_test options] */
+#include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-feature-bank.h"
 #include "pp-npy.h"
@@ -209,6 +212,155 @@ test_batch_refused (void)
   g_assert_null (y);
 }
 
+/* 16-bit rows: a layer fed F16 (then BF16) keys, values and outputs, and
+ * one fed the same values as F32, must hand back the same extended keys
+ * and values and the same fused outputs, rounded, frame after frame, the
+ * bank filling, fusing and merging (3 frames of 6 rows in a 2-frame bank,
+ * every output near one of the frame before). */
+#define ROWS 6
+#define CHANNELS 5
+#define BANK_FRAMES 2
+#define SEQUENCE 4
+
+static gpointer
+to_device (PpBackend * be, const float *host, PpDType dtype, gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  gpointer dev = pp_backend_alloc (be, n * sizeof (float), &error);
+  g_autofree guint16 *narrow = g_new (guint16, n);
+
+  g_assert_no_error (error);
+  if (dtype == PP_DTYPE_F32) {
+    pp_backend_upload (be, dev, host, n * sizeof (float));
+    return dev;
+  }
+  for (gsize i = 0; i < n; i++)
+    narrow[i] = dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (host[i])
+        : pp_f32_to_bf16 (host[i]);
+  pp_backend_upload (be, dev, narrow, n * sizeof (guint16));
+  return dev;
+}
+
+/* @n values at @dev, widened. */
+static float *
+from_device (PpBackend * be, gconstpointer dev, PpDType dtype, gsize n)
+{
+  float *host = g_new (float, n);
+  g_autofree guint16 *narrow = g_new (guint16, n);
+
+  if (dtype == PP_DTYPE_F32) {
+    pp_backend_download (be, host, dev, n * sizeof (float));
+    return host;
+  }
+  pp_backend_download (be, narrow, dev, n * sizeof (guint16));
+  for (gsize i = 0; i < n; i++)
+    host[i] = dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
+        : pp_bf16_to_f32 (narrow[i]);
+  return host;
+}
+
+static float
+rounded (PpDType dtype, float x)
+{
+  return dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (pp_f32_to_f16 (x))
+      : pp_bf16_to_f32 (pp_f32_to_bf16 (x));
+}
+
+static void
+check_rounded (const gchar * what, PpDType dtype, guint frame,
+    const float *wide, const float *narrow, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (rounded (dtype, wide[i]) != narrow[i])
+      g_error ("%s rows in %s, frame %u, element %" G_GSIZE_FORMAT ": %.9g, "
+          "the float32 rows' %.9g rounds to %.9g", what,
+          pp_dtype_weights_name (dtype), frame, i, narrow[i], wide[i],
+          rounded (dtype, wide[i]));
+}
+
+static void
+test_16_bit_rows (void)
+{
+  PpBackend *be = pp_backend_default ();
+  const gsize own = ROWS * CHANNELS;
+
+  for (PpDType dtype = PP_DTYPE_F16; dtype <= PP_DTYPE_BF16; dtype++) {
+    g_autoptr (PpFeatureBank) wide_bank = pp_feature_bank_new (BANK_FRAMES,
+        0.5);
+    g_autoptr (PpFeatureBank) narrow_bank = pp_feature_bank_new (BANK_FRAMES,
+        0.5);
+    GRand *rand = g_rand_new_with_seed (11);
+    float prev_o[ROWS * CHANNELS];
+
+    for (guint f = 0; f < SEQUENCE; f++) {
+      PpFeatureBank *banks[2] = { wide_bank, narrow_bank };
+      const PpDType dtypes[2] = { PP_DTYPE_F32, dtype };
+      float k[ROWS * CHANNELS], v[ROWS * CHANNELS], o[ROWS * CHANNELS];
+      float *got[2][3] = { {NULL} };
+      guint64 fused, candidates;
+      gsize banked = 0;
+
+      /* Values the dtype holds exactly; outputs near the last frame's. */
+      for (gsize i = 0; i < own; i++) {
+        k[i] = rounded (dtype, (float) g_rand_double_range (rand, -1, 1));
+        v[i] = rounded (dtype, (float) g_rand_double_range (rand, -1, 1));
+        o[i] = rounded (dtype, f > 0 && i % 3 != 0 ? prev_o[i]
+            + (float) g_rand_double_range (rand, -0.05, 0.05)
+            : (float) g_rand_double_range (rand, -1, 1));
+      }
+      memcpy (prev_o, o, sizeof o);
+      for (guint b = 0; b < 2; b++) {
+        const PpDType t = dtypes[b];
+        PpBankLayer *layer;
+        gpointer dk = to_device (be, k, t, own), dv = to_device (be, v, t, own);
+        gpointer dout = to_device (be, o, t, own), ke, ve;
+        gsize n;
+
+        pp_feature_bank_begin (banks[b]);
+        layer = pp_feature_bank_next (banks[b], CHANNELS);
+        banked = (gsize) pp_bank_layer_rows (layer) * CHANNELS;
+        n = own + banked;
+        ke = pp_backend_alloc (be, n * sizeof (float), NULL);
+        ve = pp_backend_alloc (be, n * sizeof (float), NULL);
+        g_assert_true (ke != NULL && ve != NULL);
+        pp_bank_layer_extend (layer, be, pp_view (dk, t, own),
+            pp_view (dv, t, own), ROWS, pp_out (ke, t, n), pp_out (ve, t, n));
+        got[b][0] = from_device (be, ke, t, n);
+        got[b][1] = from_device (be, ve, t, n);
+        pp_bank_layer_take (layer, be, pp_view (dk, t, own),
+            pp_view (dv, t, own), pp_out (dout, t, own), ROWS, TRUE);
+        got[b][2] = from_device (be, dout, t, own);
+        pp_feature_bank_end (banks[b]);
+        for (gpointer *p = (gpointer[]) { dk, dv, dout, ke, ve, NULL }; *p;
+            p++)
+          pp_backend_free (be, *p);
+      }
+      check_rounded ("extended keys", dtype, f, got[0][0], got[1][0],
+          own + banked);
+      check_rounded ("extended values", dtype, f, got[0][1], got[1][1],
+          own + banked);
+      check_rounded ("fused outputs", dtype, f, got[0][2], got[1][2], own);
+      for (guint b = 0; b < 2; b++)
+        for (guint i = 0; i < 3; i++)
+          g_free (got[b][i]);
+      pp_feature_bank_fused (narrow_bank, &fused, &candidates);
+      g_test_message ("%s frame %u: %" G_GSIZE_FORMAT " banked values, %"
+          G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " rows fused",
+          pp_dtype_weights_name (dtype), f, banked, fused, candidates);
+    }
+    g_rand_free (rand);
+    {
+      guint64 fused, candidates;
+
+      /* The sequence fused some rows, and merged: the bank is full. */
+      pp_feature_bank_fused (narrow_bank, &fused, &candidates);
+      g_assert_cmpuint (fused, >, 0);
+      g_assert_cmpuint (pp_feature_bank_rows (narrow_bank), ==,
+          BANK_FRAMES * ROWS);
+    }
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -225,5 +377,6 @@ main (int argc, char **argv)
     g_test_add_data_func (path, &cases[i], test_sequence);
   }
   g_test_add_func ("/feature-bank/batch-refused", test_batch_refused);
+  g_test_add_func ("/feature-bank/16-bit-rows", test_16_bit_rows);
   return g_test_run ();
 }
