@@ -102,4 +102,16 @@ pp_out_range (PpOut o, gsize offset, gsize numel)
       o.dtype, numel);
 }
 
+/* A 16-bit activation widened into float32 scratch for one op's float32
+ * kernel: a backend's note of what to round back when the kernel returns
+ * (kernels/cpu/pp-cpu-backend.c, kernels/cuda/pp-cuda-private.c). */
+typedef struct
+{
+  gpointer data;                /* the activation */
+  PpDType dtype;
+  gsize numel;
+  float *wide;                  /* its scratch copy */
+  gboolean written;             /* round back into @data */
+} PpWidened;
+
 G_END_DECLS

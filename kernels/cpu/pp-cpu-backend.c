@@ -109,14 +109,7 @@ typedef struct
   PpBackend *be;
   const char *op;
   guint count;
-  struct
-  {
-    gpointer data;
-    PpDType dtype;
-    gsize numel;
-    float *wide;
-    gboolean written;
-  } acts[CPU_CALL_ACTS];
+  PpWidened acts[CPU_CALL_ACTS];
 } CpuCall;
 
 static float *
@@ -142,12 +135,8 @@ cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
     default:
       pp_ops_refuse_dtype (call->be, call->op, param, dtype);
   }
-  call->acts[call->count].data = data;
-  call->acts[call->count].dtype = dtype;
-  call->acts[call->count].numel = numel;
-  call->acts[call->count].wide = wide;
-  call->acts[call->count].written = written;
-  call->count++;
+  call->acts[call->count++] = (PpWidened) { data, dtype, numel, wide,
+    written };
   return wide;
 }
 

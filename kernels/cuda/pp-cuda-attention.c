@@ -2,10 +2,11 @@
  * (PpCudaAttention, chosen per backend by PPDIFFUSE_CUDA_ATTENTION):
  *
  * fused (the default): when the weights that made q, k and v are 16-bit
- *   (the op's dtype), q, k and v are narrowed to it and cuDNN's fused
- *   flash attention (pp-cuda-sdpa.c) computes the output in one graph,
- *   float32 softmax and accumulation, never storing the scores; the
- *   output is widened back.  A shape cuDNN has no engine for takes the
+ *   (the op's dtype), q, k and v are narrowed to it (or taken as they are
+ *   when they are activations of it) and cuDNN's fused flash attention
+ *   (pp-cuda-sdpa.c) computes the output in one graph, float32 softmax
+ *   and accumulation, never storing the scores; the output is widened
+ *   back (or written as it is to a 16-bit activation).  A shape cuDNN has no engine for takes the
  *   16-bit GEMMs below (said once per shape in the log).
  * gemm: per chunk of query rows and heads (pp-cuda-attention-plan.c),
  *   scores S = q·kᵀ/√head_dim by a strided-batched GEMM (one batch entry
@@ -40,6 +41,13 @@ static gsize
 part_size (gsize count)
 {
   return (count + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+}
+
+/* Whether 16-bit data at @p starts where a part would. */
+static gboolean
+aligned (gconstpointer p)
+{
+  return (guintptr) p % (PART_ALIGN * sizeof (guint16)) == 0;
 }
 
 /* y_h [m,n] (ld ldy, float32) = alpha · a_h [m,k] · op(b_h) for @batch
@@ -130,15 +138,16 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
 }
 
 #ifdef PP_HAVE_CUDNN
-/* cuDNN's flash attention on the narrowed q, k, v into out; FALSE when
- * cuDNN has no engine for the shape (the GEMMs then compute all of it).
+/* cuDNN's flash attention on the 16-bit q, k, v into @out (float32, or
+ * of their type @t); FALSE when cuDNN has no engine for the shape (the
+ * GEMMs then compute all of it).
  * The plan is one sample's, run for each sample in turn: a plan can cost
  * cuDNN a kernel compilation, which a stream batch's every new size would
  * otherwise pay again in the middle of a stream. */
 static gboolean
 attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     gconstpointer k16, gconstpointer v16, int n, int lq, int lk, int heads,
-    int head_dim, gboolean causal, float *out)
+    int head_dim, gboolean causal, gpointer out, PpCudaType out_type)
 {
   const gsize width = (gsize) heads * head_dim;
   const gsize count = (gsize) n * lq * width;
@@ -166,7 +175,8 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     return FALSE;
   workspace = bytes > 0 ? pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       bytes) : NULL;
-  out16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
+  out16 = out_type == t && aligned (out) ? out
+      : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
       count * sizeof (guint16));
   for (int s = 0; s < n; s++) {
     const gsize qs = (gsize) s * lq * width, ks = (gsize) s * lk * width;
@@ -191,7 +201,12 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
         causal, error->message);
     return FALSE;
   }
-  if (t == PP_CUDA_BF16)
+  if (out16 == out)
+    return TRUE;
+  if (out_type == t)
+    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (out, out16, count
+            * sizeof (guint16), cudaMemcpyDeviceToDevice, cu->stream));
+  else if (t == PP_CUDA_BF16)
     PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (out16, out, count,
             cu->stream));
   else
@@ -209,36 +224,87 @@ compute_type (PpCudaBackend * cu, PpDType dtype)
       ? PP_CUDA_BF16 : PP_CUDA_F32;
 }
 
+/* Activation @v (@count elements, float32 or of @t) as @t: itself when it
+ * is of @t and aligned, else narrowed or copied into @part. */
+static gconstpointer
+as_compute_type (PpCudaBackend * cu, const char *op, const char *param,
+    PpView v, PpCudaType t, gsize count, guint16 * part)
+{
+  if (pp_cuda_act_type (cu, op, param, v.dtype) == t) {
+    if (aligned (v.data))
+      return v.data;
+    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (part, v.data, count
+            * sizeof (guint16), cudaMemcpyDeviceToDevice, cu->stream));
+  } else {
+    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (v.data, 1, count, count, part, t,
+            cu->stream));
+  }
+  return part;
+}
+
+/* Whether activation @dtype is float32 or of compute type @t. */
+static gboolean
+float_or (PpCudaBackend * cu, const char *op, PpDType dtype, PpCudaType t)
+{
+  const PpCudaType a = pp_cuda_act_type (cu, op, "activation", dtype);
+
+  return a == PP_CUDA_F32 || a == t;
+}
+
 static void
-attention (PpCudaBackend * cu, const float *q, const float *k,
-    const float *v, int n, int lq, int lk, int heads, int head_dim,
-    PpDType dtype, gboolean causal, float *out)
+attention (PpCudaBackend * cu, const char *op, PpView q_view,
+    PpView k_view, PpView v_view, int n, int lq, int lk, int heads,
+    int head_dim, PpDType dtype, gboolean causal, PpOut out_view)
 {
   const PpCudaType t = compute_type (cu, dtype);
   const gsize width = (gsize) heads * head_dim;
   const gsize nq = (gsize) n * lq * width, nk = (gsize) n * lk * width;
-  guint16 *q16, *k16, *v16;
+  PpCudaType out_type;
+  gconstpointer q16, k16, v16;
+  guint16 *parts;
+  gpointer out;
 
   g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
 
-  if (t == PP_CUDA_F32) {
-    attention_gemm (cu, t, q, k, v, n, lq, lk, heads, head_dim, causal,
-        out);
-    return;
+  /* float32 attention, or activations of another 16-bit type than the
+   * product's: float32 activations (16-bit ones through float32 scratch). */
+  if (t == PP_CUDA_F32 || !float_or (cu, op, q_view.dtype, t)
+      || !float_or (cu, op, k_view.dtype, t)
+      || !float_or (cu, op, v_view.dtype, t)
+      || !float_or (cu, op, out_view.dtype, t)) {
+    const float *q = pp_cuda_in (cu, op, "q", q_view);
+    const float *k = pp_cuda_in (cu, op, "k", k_view);
+    const float *v = pp_cuda_in (cu, op, "v", v_view);
+
+    out = pp_cuda_out (cu, op, "out", out_view);
+    if (t == PP_CUDA_F32) {
+      attention_gemm (cu, t, q, k, v, n, lq, lk, heads, head_dim, causal,
+          out);
+      return;
+    }
+    q_view = pp_view_f32 (q, nq);
+    k_view = pp_view_f32 (k, nk);
+    v_view = pp_view_f32 (v, nk);
+    out_view = pp_out_f32 (out, nq);
   }
-  q16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_QKV, (part_size (nq)
+  /* q, k and v in the product's 16-bit type: as they are, or narrowed. */
+  parts = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_QKV, (part_size (nq)
           + 2 * part_size (nk)) * sizeof (guint16));
-  k16 = q16 + part_size (nq);
-  v16 = k16 + part_size (nk);
-  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (q, 1, nq, nq, q16, t, cu->stream));
-  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (k, 1, nk, nk, k16, t, cu->stream));
-  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (v, 1, nk, nk, v16, t, cu->stream));
+  q16 = as_compute_type (cu, op, "q", q_view, t, nq, parts);
+  k16 = as_compute_type (cu, op, "k", k_view, t, nk, parts + part_size (nq));
+  v16 = as_compute_type (cu, op, "v", v_view, t, nk, parts + part_size (nq)
+      + part_size (nk));
+  out = out_view.data;
+  out_type = pp_cuda_act_type (cu, op, "out", out_view.dtype);
 #ifdef PP_HAVE_CUDNN
   if (cu->attention == PP_CUDA_ATTENTION_FUSED
       && attention_fused (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim,
-          causal, out))
+          causal, out, out_type))
     return;
 #endif
+  /* The GEMMs write float32. */
+  if (out_type != PP_CUDA_F32)
+    out = pp_cuda_out_whole (cu, op, "out", out_view);
   attention_gemm (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim, causal,
       out);
 }
@@ -248,12 +314,8 @@ pp_cuda_op_attention (PpCudaBackend * cu, PpView q_view, PpView k_view,
     PpView v_view, int n, int lq, int lk, int heads, int head_dim,
     PpDType dtype, PpOut out_view)
 {
-  const float *q = pp_cuda_in (cu, "attention", "q", q_view);
-  const float *k = pp_cuda_in (cu, "attention", "k", k_view);
-  const float *v = pp_cuda_in (cu, "attention", "v", v_view);
-  float *out = pp_cuda_out (cu, "attention", "out", out_view);
-
-  attention (cu, q, k, v, n, lq, lk, heads, head_dim, dtype, FALSE, out);
+  attention (cu, "attention", q_view, k_view, v_view, n, lq, lk, heads,
+      head_dim, dtype, FALSE, out_view);
 }
 
 void
@@ -261,10 +323,6 @@ pp_cuda_op_attention_causal (PpCudaBackend * cu, PpView q_view,
     PpView k_view, PpView v_view, int n, int l, int heads, int head_dim,
     PpDType dtype, PpOut out_view)
 {
-  const float *q = pp_cuda_in (cu, "attention_causal", "q", q_view);
-  const float *k = pp_cuda_in (cu, "attention_causal", "k", k_view);
-  const float *v = pp_cuda_in (cu, "attention_causal", "v", v_view);
-  float *out = pp_cuda_out (cu, "attention_causal", "out", out_view);
-
-  attention (cu, q, k, v, n, l, l, heads, head_dim, dtype, TRUE, out);
+  attention (cu, "attention_causal", q_view, k_view, v_view, n, l, l, heads,
+      head_dim, dtype, TRUE, out_view);
 }

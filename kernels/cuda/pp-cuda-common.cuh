@@ -34,7 +34,7 @@ pp_cuda_blocks (size_t n, unsigned threads)
   for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
       i += (size_t) gridDim.x * blockDim.x)
 
-/* A parameter element widened to float. */
+/* A parameter or activation element widened to float. */
 template <PpCudaType T> __device__ __forceinline__ float
 pp_cuda_load (const void *p, size_t i)
 {
@@ -43,6 +43,20 @@ pp_cuda_load (const void *p, size_t i)
   if (T == PP_CUDA_BF16)
     return pp_bf16_to_f32 (((const uint16_t *) p)[i]);
   return ((const float *) p)[i];
+}
+
+/* An element stored as T (float32, or 16 bits rounded to nearest even as
+ * pp-dtype-math.h rounds): what a 16-bit activation's widening, a float32
+ * kernel and its narrowing give, bit for bit. */
+template <PpCudaType T> __device__ __forceinline__ void
+pp_cuda_store (void *p, size_t i, float v)
+{
+  if (T == PP_CUDA_F16)
+    ((uint16_t *) p)[i] = pp_f32_to_f16 (v);
+  else if (T == PP_CUDA_BF16)
+    ((uint16_t *) p)[i] = pp_f32_to_bf16 (v);
+  else
+    ((float *) p)[i] = v;
 }
 
 /* Sum of @v over the block (blockDim.x a multiple of 32, ≤ 1024); every

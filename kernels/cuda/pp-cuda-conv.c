@@ -286,10 +286,21 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
     int stride, int pad, PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "conv2d", "x", x_view);
-  float *y = pp_cuda_out (cu, "conv2d", "y", y_view);
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
+  /* 16-bit weights read an activation of their type, or float32, as it is
+   * (the same bits as through float32 scratch: a 16-bit one is what the
+   * narrowing of its widened copy gives); other activations go through
+   * float32 scratch. */
+  const PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x",
+      x_view.dtype);
+  const PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y",
+      y_view.dtype);
+  const gboolean as_is = wtype != PP_CUDA_F32
+      && (xtype == PP_CUDA_F32 || xtype == wtype)
+      && (ytype == PP_CUDA_F32 || ytype == wtype);
+  const void *x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
+  void *y = as_is ? y_view.data : pp_cuda_out (cu, "conv2d", "y", y_view);
   PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
     weight.dtype, FALSE
   };
@@ -300,7 +311,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   const gsize y_count = (gsize) n * cout * ho * wo;
   const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
   gconstpointer filter = weight.data;
-  gpointer x16, y16, workspace;
+  gconstpointer x16;
+  gpointer y16, workspace;
   ConvPlan *p;
 
   g_return_if_fail (n > 0 && cin > 0 && h > 0 && w > 0 && cout > 0);
@@ -315,28 +327,41 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
             p->w, weight.data, p->conv, p->algo, workspace, p->workspace,
             &zero, p->y, y));
     if (!pp_view_is_none (bias))
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y, n, cout,
-              (gsize) ho * wo, bias.data, btype, cu->stream));
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y,
+              PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype,
+              cu->stream));
     return;
   }
 
   /* 16 bits: x narrowed (and, channels-last, transposed) in one pass, y
    * produced in 16 bits and widened back (and transposed) with the bias
-   * in another. */
+   * in another; an activation already in the weights' type is read as it
+   * is, and written so, the bias added in place. */
   if (pp_cuda_conv_nhwc (cu->conv_layout, &key)) {
     filter = filter_nhwc (cu, weight, &key);
     key.nhwc = filter != NULL;
     if (filter == NULL)
       filter = weight.data;
   }
-  x16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A, x_count * sizeof (guint16));
-  y16 = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B, y_count * sizeof (guint16));
-  if (key.nhwc)
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x, PP_CUDA_F32, n, cin,
-            h * w, NULL, PP_CUDA_F32, x16, wtype, cu->stream));
-  else
-    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, x16,
+  if (key.nhwc) {
+    gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        x_count * sizeof (guint16));
+
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x, xtype, n, cin, h * w,
+            NULL, PP_CUDA_F32, packed, wtype, cu->stream));
+    x16 = packed;
+  } else if (xtype == wtype) {
+    x16 = x;
+  } else {
+    gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        x_count * sizeof (guint16));
+
+    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, packed,
             wtype, cu->stream));
+    x16 = packed;
+  }
+  y16 = !key.nhwc && ytype == wtype ? y : pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_B, y_count * sizeof (guint16));
   p = conv_plan (cu, &key, x16, filter, y16);
   workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
@@ -345,9 +370,9 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
           p->y, y16));
   if (key.nhwc)
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
-            cout, bias.data, btype, y, PP_CUDA_F32, cu->stream));
-  else
-    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, n, cout,
+            cout, bias.data, btype, y, ytype, cu->stream));
+  else if (y16 != y || !pp_view_is_none (bias))
+    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, ytype, n, cout,
             (gsize) ho * wo, bias.data, btype, cu->stream));
 }
 

@@ -19,59 +19,64 @@ pp_cuda_fill (float *x, float value, size_t n, cudaStream_t stream)
   return cudaGetLastError ();
 }
 
-template <PpCudaUnary OP> __global__ void
-unary_kernel (float *x, size_t n)
+template <PpCudaUnary OP, PpCudaType T> __global__ void
+unary_kernel (void *x, size_t n)
 {
   PP_CUDA_FOR (i, n) {
-    const float v = x[i];
+    const float v = pp_cuda_load<T> (x, i);
+    float r;
 
     switch (OP) {
       case PP_CUDA_SILU:
-        x[i] = pp_math_silu (v);
+        r = pp_math_silu (v);
         break;
       case PP_CUDA_RELU:
-        x[i] = pp_math_relu (v);
+        r = pp_math_relu (v);
         break;
       case PP_CUDA_TANH:
-        x[i] = pp_math_tanh (v);
+        r = pp_math_tanh (v);
         break;
       case PP_CUDA_GELU:
-        x[i] = pp_math_gelu_erf (v);
+        r = pp_math_gelu_erf (v);
         break;
-      case PP_CUDA_QUICK_GELU:
-        x[i] = pp_math_quick_gelu (v);
+      default:                 /* PP_CUDA_QUICK_GELU */
+        r = pp_math_quick_gelu (v);
         break;
     }
+    pp_cuda_store<T> (x, i, r);
   }
 }
 
-extern "C" cudaError_t
-pp_cuda_unary (PpCudaUnary op, float *x, size_t n, cudaStream_t stream)
+template <PpCudaUnary OP> static void
+unary_launch (void *x, PpCudaType type, size_t n, cudaStream_t stream)
 {
   const unsigned blocks = pp_cuda_blocks (n, PP_CUDA_THREADS);
 
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      unary_kernel<OP, T><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x, n));
+}
+
+extern "C" cudaError_t
+pp_cuda_unary (PpCudaUnary op, void *x, PpCudaType type, size_t n,
+    cudaStream_t stream)
+{
   if (n == 0)
     return cudaSuccess;
   switch (op) {
     case PP_CUDA_SILU:
-      unary_kernel<PP_CUDA_SILU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-          n);
+      unary_launch<PP_CUDA_SILU> (x, type, n, stream);
       break;
     case PP_CUDA_RELU:
-      unary_kernel<PP_CUDA_RELU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-          n);
+      unary_launch<PP_CUDA_RELU> (x, type, n, stream);
       break;
     case PP_CUDA_TANH:
-      unary_kernel<PP_CUDA_TANH><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-          n);
+      unary_launch<PP_CUDA_TANH> (x, type, n, stream);
       break;
     case PP_CUDA_GELU:
-      unary_kernel<PP_CUDA_GELU><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-          n);
+      unary_launch<PP_CUDA_GELU> (x, type, n, stream);
       break;
     case PP_CUDA_QUICK_GELU:
-      unary_kernel<PP_CUDA_QUICK_GELU><<<blocks, PP_CUDA_THREADS, 0,
-          stream>>> (x, n);
+      unary_launch<PP_CUDA_QUICK_GELU> (x, type, n, stream);
       break;
     default:
       return cudaErrorInvalidValue;
@@ -79,80 +84,88 @@ pp_cuda_unary (PpCudaUnary op, float *x, size_t n, cudaStream_t stream)
   return cudaGetLastError ();
 }
 
-__global__ void
-geglu_kernel (const float *x, size_t rows, int d, float *y)
+template <PpCudaType T> __global__ void
+geglu_kernel (const void *x, size_t rows, int d, void *y)
 {
   PP_CUDA_FOR (i, rows * d) {
     const size_t r = i / d, j = i % d;
-    const float *row = x + r * 2 * d;
+    const size_t row = r * 2 * d;
 
-    y[i] = pp_math_geglu (row[j], row[d + j]);
+    pp_cuda_store<T> (y, i, pp_math_geglu (pp_cuda_load<T> (x, row + j),
+            pp_cuda_load<T> (x, row + d + j)));
   }
 }
 
 extern "C" cudaError_t
-pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
+pp_cuda_geglu (const void *x, size_t rows, int d, void *y, PpCudaType type,
     cudaStream_t stream)
 {
   const size_t n = rows * d;
 
   if (n == 0)
     return cudaSuccess;
-  geglu_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (x, rows, d, y);
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      geglu_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, rows, d, y));
   return cudaGetLastError ();
 }
 
-template <PpCudaType X> __global__ void
-add_kernel (float *y, const void *x, size_t n)
+template <PpCudaType Y, PpCudaType X> __global__ void
+add_kernel (void *y, const void *x, size_t n)
 {
-  PP_CUDA_FOR (i, n) y[i] += pp_cuda_load<X> (x, i);
+  PP_CUDA_FOR (i, n) pp_cuda_store<Y> (y, i, pp_cuda_load<Y> (y, i)
+      + pp_cuda_load<X> (x, i));
 }
 
 extern "C" cudaError_t
-pp_cuda_add (float *y, const void *x, PpCudaType x_type, size_t n,
+pp_cuda_add (void *y, PpCudaType y_type, const void *x, PpCudaType x_type,
+    size_t n, cudaStream_t stream)
+{
+  if (n == 0)
+    return cudaSuccess;
+  PP_CUDA_DISPATCH_TYPE (y_type, Y,
+      PP_CUDA_DISPATCH_TYPE (x_type, X,
+          add_kernel<Y, X><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+          PP_CUDA_THREADS, 0, stream>>> (y, x, n)));
+  return cudaGetLastError ();
+}
+
+template <PpCudaType T> __global__ void
+scale_kernel (void *x, size_t n, float s)
+{
+  PP_CUDA_FOR (i, n) pp_cuda_store<T> (x, i, pp_cuda_load<T> (x, i) * s);
+}
+
+extern "C" cudaError_t
+pp_cuda_scale (void *x, PpCudaType type, size_t n, float s,
     cudaStream_t stream)
 {
   if (n == 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (x_type, X,
-      add_kernel<X><<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS,
-      0, stream>>> (y, x, n));
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      scale_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, n, s));
   return cudaGetLastError ();
 }
 
-__global__ void
-scale_kernel (float *x, size_t n, float s)
-{
-  PP_CUDA_FOR (i, n) x[i] *= s;
-}
-
-extern "C" cudaError_t
-pp_cuda_scale (float *x, size_t n, float s, cudaStream_t stream)
-{
-  if (n == 0)
-    return cudaSuccess;
-  scale_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (x, n, s);
-  return cudaGetLastError ();
-}
-
-__global__ void
-affine_kernel (float *x, size_t n, float mul, float add)
+template <PpCudaType T> __global__ void
+affine_kernel (void *x, size_t n, float mul, float add)
 {
   /* Multiply and add rounded separately, as the CPU's loop does (no FMA
    * contraction). */
-  PP_CUDA_FOR (i, n) x[i] = __fadd_rn (__fmul_rn (x[i], mul), add);
+  PP_CUDA_FOR (i, n) pp_cuda_store<T> (x, i,
+      __fadd_rn (__fmul_rn (pp_cuda_load<T> (x, i), mul), add));
 }
 
 extern "C" cudaError_t
-pp_cuda_affine (float *x, size_t n, float mul, float add,
+pp_cuda_affine (void *x, PpCudaType type, size_t n, float mul, float add,
     cudaStream_t stream)
 {
   if (n == 0)
     return cudaSuccess;
-  affine_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (x, n, mul, add);
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      affine_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, n, mul, add));
   return cudaGetLastError ();
 }
 
@@ -250,22 +263,22 @@ pp_cuda_add_row_bias (float *y, size_t rows, int cols, const void *bias,
   return cudaGetLastError ();
 }
 
-template <PpCudaType X, PpCudaType B> __global__ void
-channel_bias_kernel (const void *x, float *y, int c, size_t hw, size_t n,
+template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
+channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
     const void *bias)
 {
   PP_CUDA_FOR (i, n) {
     const float b = bias != NULL ? pp_cuda_load<B> (bias, (i / hw) % c)
         : 0.0f;
 
-    y[i] = pp_cuda_load<X> (x, i) + b;
+    pp_cuda_store<Y> (y, i, pp_cuda_load<X> (x, i) + b);
   }
 }
 
 extern "C" cudaError_t
-pp_cuda_channel_bias (const void *x, PpCudaType x_type, float *y, int n,
-    int c, size_t hw, const void *bias, PpCudaType bias_type,
-    cudaStream_t stream)
+pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
+    PpCudaType y_type, int n, int c, size_t hw, const void *bias,
+    PpCudaType bias_type, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * hw;
   const unsigned blocks = pp_cuda_blocks (total, PP_CUDA_THREADS);
@@ -273,9 +286,10 @@ pp_cuda_channel_bias (const void *x, PpCudaType x_type, float *y, int n,
   if (total == 0)
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (x_type, X,
-      PP_CUDA_DISPATCH_TYPE (bias_type, B,
-          channel_bias_kernel<X, B><<<blocks, PP_CUDA_THREADS, 0, stream>>>
-          (x, y, c, hw, total, bias)));
+      PP_CUDA_DISPATCH_TYPE (y_type, Y,
+          PP_CUDA_DISPATCH_TYPE (bias_type, B,
+              channel_bias_kernel<X, Y, B><<<blocks, PP_CUDA_THREADS, 0,
+              stream>>> (x, y, c, hw, total, bias))));
   return cudaGetLastError ();
 }
 

@@ -84,14 +84,22 @@ void
 pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
     PpView w, PpView b, int out, PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "linear", "x", x_view);
-  float *y = pp_cuda_out (cu, "linear", "y", y_view);
+  const PpCudaType wtype = pp_cuda_view_type (cu, "linear", "w", w);
+  const PpCudaType xtype = pp_cuda_act_type (cu, "linear", "x",
+      x_view.dtype);
+  /* x as it is when the product reads it so (float32, or of the weights'
+   * 16-bit type: the bits of its widened copy narrowed again); y through
+   * float32 scratch when it is 16-bit (the bias is added in float32). */
+  const gboolean x_as_is = xtype == PP_CUDA_F32 || xtype == wtype;
+  gconstpointer x = x_as_is ? x_view.data
+      : pp_cuda_in (cu, "linear", "x", x_view);
+  float *y = pp_cuda_out_whole (cu, "linear", "y", y_view);
 
   g_return_if_fail (rows > 0 && in > 0 && out > 0);
 
   /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
-  pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x, PP_CUDA_F32, in,
-      w.data, pp_cuda_view_type (cu, "linear", "w", w), in, 0.0f, y, out);
+  pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x,
+      x_as_is ? xtype : PP_CUDA_F32, in, w.data, wtype, in, 0.0f, y, out);
   if (!pp_view_is_none (b))
     PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b.data,
             pp_cuda_view_type (cu, "linear", "b", b), cu->stream));

@@ -6,10 +6,12 @@
  *   pp-cuda-norm.cu         group and layer normalisation;
  *   pp-cuda-layout.cu       resampling, concatenation, transposes;
  *   pp-cuda-softmax.cu      the attention's row softmax.
- * Activations are float32; parameters (biases, norm scales, add's x) may
- * be stored in 16 bits (PpCudaType, their views' dtype), read widened to
- * float.  Sizes are 64-bit where a
- * tensor can pass 2^31 elements. */
+ * Parameters (biases, norm scales, add's x) may be stored in 16 bits
+ * (PpCudaType, their views' dtype), read widened to float.  Activations
+ * are float32, except where a kernel takes a PpCudaType for them: then
+ * they are read widened and written rounded to nearest even, which gives
+ * the bits of the float32 kernel between a widening and a narrowing.
+ * Sizes are 64-bit where a tensor can pass 2^31 elements. */
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,7 +24,7 @@
 extern "C" {
 #endif
 
-/* How a parameter is stored. */
+/* How a parameter or an activation is stored. */
 typedef enum
 {
   PP_CUDA_F32,
@@ -42,20 +44,23 @@ typedef enum
 /* pp-cuda-elementwise.cu */
 cudaError_t pp_cuda_fill (float *x, float value, size_t n,
     cudaStream_t stream);
-cudaError_t pp_cuda_unary (PpCudaUnary op, float *x, size_t n,
-    cudaStream_t stream);
-cudaError_t pp_cuda_geglu (const float *x, size_t rows, int d, float *y,
-    cudaStream_t stream);
-/* y += x, x of @x_type. */
-cudaError_t pp_cuda_add (float *y, const void *x, PpCudaType x_type,
+/* In place, x of @type. */
+cudaError_t pp_cuda_unary (PpCudaUnary op, void *x, PpCudaType type,
     size_t n, cudaStream_t stream);
-cudaError_t pp_cuda_scale (float *x, size_t n, float s, cudaStream_t stream);
+/* x and y of @type. */
+cudaError_t pp_cuda_geglu (const void *x, size_t rows, int d, void *y,
+    PpCudaType type, cudaStream_t stream);
+/* y (@y_type) += x (@x_type). */
+cudaError_t pp_cuda_add (void *y, PpCudaType y_type, const void *x,
+    PpCudaType x_type, size_t n, cudaStream_t stream);
+cudaError_t pp_cuda_scale (void *x, PpCudaType type, size_t n, float s,
+    cudaStream_t stream);
 cudaError_t pp_cuda_bytes_to_floats (const uint8_t *x, size_t n, float *y,
     cudaStream_t stream);
 cudaError_t pp_cuda_floats_to_bytes (const float *x, size_t n, uint8_t *y,
     cudaStream_t stream);
-cudaError_t pp_cuda_affine (float *x, size_t n, float mul, float add,
-    cudaStream_t stream);
+cudaError_t pp_cuda_affine (void *x, PpCudaType type, size_t n, float mul,
+    float add, cudaStream_t stream);
 cudaError_t pp_cuda_axpby (float *y, float a, const float *x, float b,
     size_t n, cudaStream_t stream);
 cudaError_t pp_cuda_lcm_step (float *x, const float *eps, const float *noise,
@@ -65,11 +70,11 @@ cudaError_t pp_cuda_timestep_embedding (float t, int dim, int flip_sin_to_cos,
 /* y [rows,cols] += bias [cols]. */
 cudaError_t pp_cuda_add_row_bias (float *y, size_t rows, int cols,
     const void *bias, PpCudaType bias_type, cudaStream_t stream);
-/* y [n,c,hw] = x + bias [c] (bias NULL: 0), x [n,c,hw] of @x_type (float32:
- * x may equal y). */
-cudaError_t pp_cuda_channel_bias (const void *x, PpCudaType x_type, float *y,
-    int n, int c, size_t hw, const void *bias, PpCudaType bias_type,
-    cudaStream_t stream);
+/* y [n,c,hw] (@y_type) = x + bias [c] (bias NULL: 0), x [n,c,hw] of
+ * @x_type (x may equal y when the types are equal). */
+cudaError_t pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
+    PpCudaType y_type, int n, int c, size_t hw, const void *bias,
+    PpCudaType bias_type, cudaStream_t stream);
 /* y [rows,cols] packed = x [rows,cols] (row stride ld) narrowed to
  * @y_type (F16 or BF16), rounded as pp-dtype-math.h rounds. */
 cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
@@ -85,21 +90,24 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * pp_cuda_unary computes it: the same bytes as the two apart). */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
-cudaError_t pp_cuda_group_norm (const float *x, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, int silu, float *partials,
-    float *y, cudaStream_t stream);
-cudaError_t pp_cuda_layer_norm (const float *x, size_t rows, int dim,
-    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, float *y, cudaStream_t stream);
+/* x and y of @type. */
+cudaError_t pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c,
+    size_t hw, int groups, float eps, const void *gamma,
+    PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
+    float *partials, void *y, cudaStream_t stream);
+cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
+    int dim, float eps, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, void *y, cudaStream_t stream);
 
 /* pp-cuda-layout.cu */
-cudaError_t pp_cuda_upsample_nearest (const float *x, int n, int c, int h,
-    int w, int factor, float *y, cudaStream_t stream);
+/* x and y of @type. */
+cudaError_t pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n,
+    int c, int h, int w, int factor, void *y, cudaStream_t stream);
 cudaError_t pp_cuda_resize_bilinear (const float *x, int c, int h, int w,
     float *y, int ho, int wo, cudaStream_t stream);
-cudaError_t pp_cuda_concat_channels (const float *a, int ca, const float *b,
-    int cb, int n, size_t hw, float *y, cudaStream_t stream);
+/* a, b and y of @type. */
+cudaError_t pp_cuda_concat_channels (const void *a, int ca, const void *b,
+    int cb, int n, size_t hw, void *y, PpCudaType type, cudaStream_t stream);
 /* x [n,rows,cols] → y [n,cols,rows]: nchw_to_nlc is (rows, cols) = (c, hw),
  * nlc_to_nchw (hw, c). */
 cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
@@ -110,9 +118,9 @@ cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
 cudaError_t pp_cuda_transpose_typed (const void *x, PpCudaType x_type,
     int n, int rows, int cols, const void *bias, PpCudaType bias_type,
     void *y, PpCudaType y_type, cudaStream_t stream);
-/* x [n,c,hw] += v [n,c], v of @v_type. */
-cudaError_t pp_cuda_add_channel (float *x, int n, int c, size_t hw,
-    const void *v, PpCudaType v_type, cudaStream_t stream);
+/* x [n,c,hw] (@x_type) += v [n,c] (@v_type). */
+cudaError_t pp_cuda_add_channel (void *x, PpCudaType x_type, int n, int c,
+    size_t hw, const void *v, PpCudaType v_type, cudaStream_t stream);
 
 /* pp-cuda-softmax.cu: each of @rows rows of @cols scores becomes
  * softmax(row) in place (max subtracted, float32). */

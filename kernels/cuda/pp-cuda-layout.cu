@@ -1,31 +1,35 @@
 /* ppdiffuse — data movement on the device: nearest and bilinear resampling,
  * channel concatenation, NCHW ↔ NLC transposes (also between storage
- * types, for the NHWC convolutions), per-channel adds. */
+ * types, for the NHWC convolutions), per-channel adds.  Activations of
+ * any storage type (PpCudaType), except the bilinear resize's
+ * (float32: rank 0's frames). */
 #include "pp-cuda-common.cuh"
 
-__global__ void
-upsample_nearest_kernel (const float *x, size_t planes, int h, int w,
-    int factor, float *y)
+template <PpCudaType T> __global__ void
+upsample_nearest_kernel (const void *x, size_t planes, int h, int w,
+    int factor, void *y)
 {
   const size_t wo = (size_t) w * factor, ho = (size_t) h * factor;
 
   PP_CUDA_FOR (i, planes * ho * wo) {
     const size_t ox = i % wo, oy = (i / wo) % ho, plane = i / (wo * ho);
 
-    y[i] = x[(plane * h + oy / factor) * w + ox / factor];
+    pp_cuda_store<T> (y, i, pp_cuda_load<T> (x, (plane * h + oy / factor)
+            * w + ox / factor));
   }
 }
 
 extern "C" cudaError_t
-pp_cuda_upsample_nearest (const float *x, int n, int c, int h, int w,
-    int factor, float *y, cudaStream_t stream)
+pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
+    int h, int w, int factor, void *y, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * h * factor * w * factor;
 
   if (total == 0)
     return cudaSuccess;
-  upsample_nearest_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, h, w, factor, y);
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      upsample_nearest_kernel<T><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, h, w, factor, y));
   return cudaGetLastError ();
 }
 
@@ -76,9 +80,9 @@ pp_cuda_resize_bilinear (const float *x, int c, int h, int w, float *y,
   return cudaGetLastError ();
 }
 
-__global__ void
-concat_channels_kernel (const float *a, int ca, const float *b, int cb,
-    size_t n, size_t hw, float *y)
+template <PpCudaType T> __global__ void
+concat_channels_kernel (const void *a, int ca, const void *b, int cb,
+    size_t n, size_t hw, void *y)
 {
   const size_t per_sample = (size_t) (ca + cb) * hw;
   const size_t a_part = (size_t) ca * hw, b_part = (size_t) cb * hw;
@@ -86,20 +90,22 @@ concat_channels_kernel (const float *a, int ca, const float *b, int cb,
   PP_CUDA_FOR (i, n * per_sample) {
     const size_t s = i / per_sample, j = i % per_sample;
 
-    y[i] = j < a_part ? a[s * a_part + j] : b[s * b_part + j - a_part];
+    pp_cuda_store<T> (y, i, j < a_part ? pp_cuda_load<T> (a, s * a_part + j)
+        : pp_cuda_load<T> (b, s * b_part + j - a_part));
   }
 }
 
 extern "C" cudaError_t
-pp_cuda_concat_channels (const float *a, int ca, const float *b, int cb,
-    int n, size_t hw, float *y, cudaStream_t stream)
+pp_cuda_concat_channels (const void *a, int ca, const void *b, int cb,
+    int n, size_t hw, void *y, PpCudaType type, cudaStream_t stream)
 {
   const size_t total = (size_t) n * (ca + cb) * hw;
 
   if (total == 0)
     return cudaSuccess;
-  concat_channels_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (a, ca, b, cb, n, hw, y);
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      concat_channels_kernel<T><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (a, ca, b, cb, n, hw, y));
   return cudaGetLastError ();
 }
 
@@ -108,19 +114,6 @@ pp_cuda_concat_channels (const float *a, int ca, const float *b, int cb,
  * different banks. */
 #define TILE 32
 #define TILE_ROWS 8
-
-/* An element stored as Y (float32, or 16 bits rounded as
- * pp-dtype-math.h rounds). */
-template <PpCudaType Y> __device__ __forceinline__ void
-store_as (void *y, size_t i, float v)
-{
-  if (Y == PP_CUDA_F16)
-    ((uint16_t *) y)[i] = pp_f32_to_f16 (v);
-  else if (Y == PP_CUDA_BF16)
-    ((uint16_t *) y)[i] = pp_f32_to_bf16 (v);
-  else
-    ((float *) y)[i] = v;
-}
 
 /* y [n,cols,rows] (Y) = x [n,rows,cols] (X) + bias [cols] (B; NULL:
  * none, x as it is). */
@@ -150,7 +143,7 @@ transpose_typed_kernel (const void *x, int n, int rows, int cols,
         const int c = c0 + k, r = r0 + threadIdx.x;
 
         if (r < rows && c < cols)
-          store_as<Y> (y, base + (size_t) c * rows + r, bias != NULL
+          pp_cuda_store<Y> (y, base + (size_t) c * rows + r, bias != NULL
               ? tile[threadIdx.x][k] + pp_cuda_load<B> (bias, c)
               : tile[threadIdx.x][k]);
       }
@@ -182,23 +175,26 @@ pp_cuda_transpose_typed (const void *x, PpCudaType x_type, int n, int rows,
   return cudaGetLastError ();
 }
 
-template <PpCudaType V> __global__ void
-add_channel_kernel (float *x, size_t nc, size_t hw, const void *v)
+template <PpCudaType X, PpCudaType V> __global__ void
+add_channel_kernel (void *x, size_t nc, size_t hw, const void *v)
 {
-  PP_CUDA_FOR (i, nc * hw) x[i] += pp_cuda_load<V> (v, i / hw);
+  PP_CUDA_FOR (i, nc * hw) pp_cuda_store<X> (x, i, pp_cuda_load<X> (x, i)
+      + pp_cuda_load<V> (v, i / hw));
 }
 
 extern "C" cudaError_t
-pp_cuda_add_channel (float *x, int n, int c, size_t hw, const void *v,
-    PpCudaType v_type, cudaStream_t stream)
+pp_cuda_add_channel (void *x, PpCudaType x_type, int n, int c, size_t hw,
+    const void *v, PpCudaType v_type, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * hw;
 
   if (total == 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (v_type, V,
-      add_channel_kernel<V><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, hw, v));
+  PP_CUDA_DISPATCH_TYPE (x_type, X,
+      PP_CUDA_DISPATCH_TYPE (v_type, V,
+          add_channel_kernel<X, V><<<pp_cuda_blocks (total,
+                  PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
+              (size_t) n * c, hw, v)));
   return cudaGetLastError ();
 }
 

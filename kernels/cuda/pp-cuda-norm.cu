@@ -3,7 +3,9 @@
  * the mean square deviation from it, which never cancels), then the
  * normalised output.
  * Each thread's partial sums cover a few hundred values at most before the
- * tree reduction adds them, so float32 loses nothing measurable. */
+ * tree reduction adds them, so float32 loses nothing measurable.  Input
+ * and output are of one storage type (A: float32 or 16 bits, widened on
+ * load, rounded on store); the statistics are float32. */
 #include "pp-cuda-common.cuh"
 
 /* Threads per group or row: a UNet group holds up to ~10⁵ values. */
@@ -12,20 +14,20 @@
  * again (grid-stride over items). */
 #define NORM_MAX_BLOCKS 65535
 
-/* Mean and 1/√(var + eps) of @count values at @p, every thread of the
- * block getting them. */
-__device__ void
-norm_moments (const float *p, size_t count, float eps, float *shared,
-    float *mean, float *rstd)
+/* Mean and 1/√(var + eps) of the @count values at @first of @x (stored
+ * as A), every thread of the block getting them. */
+template <PpCudaType A> __device__ void
+norm_moments (const void *x, size_t first, size_t count, float eps,
+    float *shared, float *mean, float *rstd)
 {
   float s = 0.0f, m;
 
   for (size_t i = threadIdx.x; i < count; i += blockDim.x)
-    s += p[i];
+    s += pp_cuda_load<A> (x, first + i);
   m = pp_cuda_block_sum (s, shared) / (float) count;
   s = 0.0f;
   for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
-    const float d = p[i] - m;
+    const float d = pp_cuda_load<A> (x, first + i) - m;
 
     s += d * d;
   }
@@ -50,25 +52,25 @@ group_slice (size_t count, int splits, int s, size_t *begin, size_t *end)
   *end = min (count, *begin + len);
 }
 
-__global__ void
-group_norm_stats_kernel (const float *x, int c, size_t hw, int groups,
+template <PpCudaType A> __global__ void
+group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
     int splits, float2 *partials)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
   const size_t item = blockIdx.y;       /* sample · groups + group */
-  const float *p = x + item * count;    /* a group's channels are adjacent */
+  const size_t first = item * count;   /* a group's channels are adjacent */
   size_t begin, end;
   float sum = 0.0f, mean, m2 = 0.0f;
 
   group_slice (count, splits, blockIdx.x, &begin, &end);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    sum += p[i];
+    sum += pp_cuda_load<A> (x, first + i);
   mean = end > begin ? pp_cuda_block_sum (sum, shared) / (float) (end
       - begin) : 0.0f;
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float d = p[i] - mean;
+    const float d = pp_cuda_load<A> (x, first + i) - mean;
 
     m2 += d * d;
   }
@@ -77,10 +79,10 @@ group_norm_stats_kernel (const float *x, int c, size_t hw, int groups,
     partials[item * splits + blockIdx.x] = make_float2 (mean, m2);
 }
 
-template <PpCudaType G, PpCudaType B> __global__ void
-group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
+template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     int splits, const float2 *partials, float eps, const void *gamma,
-    const void *beta, bool silu, float *y)
+    const void *beta, bool silu, void *y)
 {
   __shared__ float moments[2];
   const int per_group = c / groups;
@@ -124,19 +126,20 @@ group_norm_apply_kernel (const float *x, int c, size_t hw, int groups,
     const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
     const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-    const float v = (x[first + i] - moments[0]) * (moments[1] * ga) + be;
+    const float v = (pp_cuda_load<A> (x, first + i) - moments[0])
+        * (moments[1] * ga) + be;
 
-    y[first + i] = silu ? pp_math_silu (v) : v;
+    pp_cuda_store<A> (y, first + i, silu ? pp_math_silu (v) : v);
   }
 }
 
 /* The first way, kept to measure the split against and to fall back on:
  * one block per (sample, group) item, both passes and the normalisation
  * in it. */
-template <PpCudaType G, PpCudaType B> __global__ void
-group_norm_whole_kernel (const float *x, int n, int c, size_t hw,
+template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, const void *beta, bool silu,
-    float *y)
+    void *y)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
@@ -147,15 +150,16 @@ group_norm_whole_kernel (const float *x, int n, int c, size_t hw,
     const size_t g = item % groups, first = item * count;
     float mean, rstd;
 
-    norm_moments (x + first, count, eps, shared, &mean, &rstd);
+    norm_moments<A> (x, first, count, eps, shared, &mean, &rstd);
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
       const size_t ch = g * per_group + i / hw;
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-      const float v = (x[first + i] - mean) * (rstd * ga) + be;
+      const float v = (pp_cuda_load<A> (x, first + i) - mean) * (rstd * ga)
+          + be;
 
-      y[first + i] = silu ? pp_math_silu (v) : v;
+      pp_cuda_store<A> (y, first + i, silu ? pp_math_silu (v) : v);
     }
     /* The next item's first reduction reuses shared memory: the barrier at
      * the end of pp_cuda_block_sum covers it. */
@@ -191,10 +195,10 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
 }
 
 extern "C" cudaError_t
-pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
-    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, int silu, float *partials, float *y,
-    cudaStream_t stream)
+pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
+    int groups, float eps, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, int silu, float *partials,
+    void *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
@@ -203,21 +207,25 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
   if (items == 0 || hw == 0)
     return cudaSuccess;
   if (partials == NULL || splits == 0) {
-    PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-        PP_CUDA_DISPATCH_TYPE (beta_type, B,
-            group_norm_whole_kernel<G, B><<<(unsigned) (items
-                    < NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS),
-                NORM_THREADS, 0, stream>>> (x, n, c, hw, groups, eps, gamma,
-                beta, silu != 0, y)));
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+            PP_CUDA_DISPATCH_TYPE (beta_type, B,
+                group_norm_whole_kernel<A, G, B><<<(unsigned) (items
+                        < NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS),
+                    NORM_THREADS, 0, stream>>> (x, n, c, hw, groups, eps,
+                    gamma, beta, silu != 0, y))));
     return cudaGetLastError ();
   }
-  group_norm_stats_kernel<<<grid, GROUP_THREADS, 0, stream>>> (x, c, hw,
-      groups, splits, (float2 *) partials);
-  PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-      PP_CUDA_DISPATCH_TYPE (beta_type, B,
-          group_norm_apply_kernel<G, B><<<grid, GROUP_THREADS, 0,
-          stream>>> (x, c, hw, groups, splits, (const float2 *) partials,
-              eps, gamma, beta, silu != 0, y)));
+  PP_CUDA_DISPATCH_TYPE (type, A,
+      group_norm_stats_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
+          hw, groups, splits, (float2 *) partials));
+  PP_CUDA_DISPATCH_TYPE (type, A,
+      PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+          PP_CUDA_DISPATCH_TYPE (beta_type, B,
+              group_norm_apply_kernel<A, G, B><<<grid, GROUP_THREADS, 0,
+              stream>>> (x, c, hw, groups, splits,
+                  (const float2 *) partials, eps, gamma, beta, silu != 0,
+                  y))));
   return cudaGetLastError ();
 }
 
@@ -225,40 +233,41 @@ pp_cuda_group_norm (const float *x, int n, int c, size_t hw, int groups,
  * group norm's threads. */
 #define LAYER_NORM_THREADS 128
 
-template <PpCudaType G, PpCudaType B> __global__ void
-layer_norm_kernel (const float *x, size_t rows, int dim, float eps,
-    const void *gamma, const void *beta, float *y)
+template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+layer_norm_kernel (const void *x, size_t rows, int dim, float eps,
+    const void *gamma, const void *beta, void *y)
 {
   __shared__ float shared[32];
 
   for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *src = x + r * dim;
-    float *dst = y + r * dim;
+    const size_t first = r * dim;
     float mean, rstd;
 
-    norm_moments (src, dim, eps, shared, &mean, &rstd);
+    norm_moments<A> (x, first, dim, eps, shared, &mean, &rstd);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
 
-      dst[i] = (src[i] - mean) * (rstd * ga) + be;
+      pp_cuda_store<A> (y, first + i, (pp_cuda_load<A> (x, first + i)
+              - mean) * (rstd * ga) + be);
     }
   }
 }
 
 extern "C" cudaError_t
-pp_cuda_layer_norm (const float *x, size_t rows, int dim, float eps,
-    const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, float *y, cudaStream_t stream)
+pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
+    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y, cudaStream_t stream)
 {
   const unsigned blocks = (unsigned) (rows < NORM_MAX_BLOCKS ? rows
       : NORM_MAX_BLOCKS);
 
   if (rows == 0 || dim <= 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-      PP_CUDA_DISPATCH_TYPE (beta_type, B,
-          layer_norm_kernel<G, B><<<blocks, LAYER_NORM_THREADS, 0,
-          stream>>> (x, rows, dim, eps, gamma, beta, y)));
+  PP_CUDA_DISPATCH_TYPE (type, A,
+      PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+          PP_CUDA_DISPATCH_TYPE (beta_type, B,
+              layer_norm_kernel<A, G, B><<<blocks, LAYER_NORM_THREADS, 0,
+              stream>>> (x, rows, dim, eps, gamma, beta, y))));
   return cudaGetLastError ();
 }

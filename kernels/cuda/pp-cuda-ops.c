@@ -1,6 +1,10 @@
 /* ppdiffuse — the CUDA backend's ops that are one kernel each (the
  * kernels of pp-cuda-{elementwise,norm,layout}.cu): preconditions, the
- * views' storage types, the launch and its check. */
+ * views' storage types, the launch and its check.  The kernels that take
+ * an activation's storage type get 16-bit activations as they are (an op
+ * whose inputs and outputs are of one type, or in place); the others, and
+ * a mix of types, go through float32 scratch (pp_cuda_in, pp_cuda_out):
+ * the same bits either way. */
 #include "pp-cuda-private.h"
 
 void
@@ -8,8 +12,12 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
     PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "group_norm", "x", x_view);
-  float *y = pp_cuda_out (cu, "group_norm", "y", y_view);
+  const gboolean as_is = x_view.dtype == y_view.dtype;
+  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "group_norm", "x",
+      x_view.dtype) : PP_CUDA_F32;
+  const void *x = as_is ? x_view.data
+      : pp_cuda_in (cu, "group_norm", "x", x_view);
+  void *y = as_is ? y_view.data : pp_cuda_out (cu, "group_norm", "y", y_view);
   int splits;
   float *partials;
 
@@ -21,7 +29,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
       : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS, 2 * sizeof (float)
       * (gsize) n * groups * splits);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, n, c, hw, groups, eps,
+  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, type, n, c, hw, groups, eps,
           gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
           silu ? 1 : 0, partials, y, cu->stream));
@@ -31,12 +39,17 @@ void
 pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
     int dim, float eps, PpView gamma, PpView beta, PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "layer_norm", "x", x_view);
-  float *y = pp_cuda_out (cu, "layer_norm", "y", y_view);
+  const gboolean as_is = x_view.dtype == y_view.dtype;
+  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "layer_norm", "x",
+      x_view.dtype) : PP_CUDA_F32;
+  const void *x = as_is ? x_view.data
+      : pp_cuda_in (cu, "layer_norm", "x", x_view);
+  void *y = as_is ? y_view.data : pp_cuda_out (cu, "layer_norm", "y", y_view);
 
   g_return_if_fail (rows > 0 && dim > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, rows, dim, eps, gamma.data,
+  PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, type, rows, dim, eps,
+          gamma.data,
           pp_cuda_view_type (cu, "layer_norm", "gamma", gamma), beta.data,
           pp_cuda_view_type (cu, "layer_norm", "beta", beta), y,
           cu->stream));
@@ -45,66 +58,70 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
 void
 pp_cuda_op_silu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  float *x = pp_cuda_out (cu, "silu", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_SILU, x, n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_SILU, x_view.data,
+          pp_cuda_act_type (cu, "silu", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_relu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  float *x = pp_cuda_out (cu, "relu", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_RELU, x, n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_RELU, x_view.data,
+          pp_cuda_act_type (cu, "relu", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_tanh (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  float *x = pp_cuda_out (cu, "tanh", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_TANH, x, n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_TANH, x_view.data,
+          pp_cuda_act_type (cu, "tanh", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_gelu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  float *x = pp_cuda_out (cu, "gelu", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_GELU, x, n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_GELU, x_view.data,
+          pp_cuda_act_type (cu, "gelu", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_quick_gelu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  float *x = pp_cuda_out (cu, "quick_gelu", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_QUICK_GELU, x, n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_QUICK_GELU, x_view.data,
+          pp_cuda_act_type (cu, "quick_gelu", "x", x_view.dtype), n,
+          cu->stream));
 }
 
 void
 pp_cuda_op_geglu (PpCudaBackend * cu, PpView x_view, int rows, int d,
     PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "geglu", "x", x_view);
-  float *y = pp_cuda_out (cu, "geglu", "y", y_view);
+  const gboolean as_is = x_view.dtype == y_view.dtype;
+  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "geglu", "x",
+      x_view.dtype) : PP_CUDA_F32;
+  const void *x = as_is ? x_view.data : pp_cuda_in (cu, "geglu", "x", x_view);
+  void *y = as_is ? y_view.data : pp_cuda_out (cu, "geglu", "y", y_view);
 
   g_return_if_fail (rows > 0 && d > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_geglu (x, rows, d, y, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_geglu (x, rows, d, y, type, cu->stream));
 }
 
 void
 pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
     int c, int h, int w, int factor, PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "upsample_nearest", "x", x_view);
-  float *y = pp_cuda_out (cu, "upsample_nearest", "y", y_view);
+  const gboolean as_is = x_view.dtype == y_view.dtype;
+  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "upsample_nearest",
+      "x", x_view.dtype) : PP_CUDA_F32;
+  const void *x = as_is ? x_view.data
+      : pp_cuda_in (cu, "upsample_nearest", "x", x_view);
+  void *y = as_is ? y_view.data
+      : pp_cuda_out (cu, "upsample_nearest", "y", y_view);
 
   g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x, n, c, h, w, factor, y,
-          cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x, type, n, c, h, w, factor,
+          y, cu->stream));
 }
 
 void
@@ -124,23 +141,29 @@ void
 pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
     PpView b_view, int cb, int n, int hw, PpOut y_view)
 {
-  const float *a = pp_cuda_in (cu, "concat_channels", "a", a_view);
-  const float *b = pp_cuda_in (cu, "concat_channels", "b", b_view);
-  float *y = pp_cuda_out (cu, "concat_channels", "y", y_view);
+  const gboolean as_is = a_view.dtype == y_view.dtype
+      && b_view.dtype == y_view.dtype;
+  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "concat_channels",
+      "y", y_view.dtype) : PP_CUDA_F32;
+  const void *a = as_is ? a_view.data
+      : pp_cuda_in (cu, "concat_channels", "a", a_view);
+  const void *b = as_is ? b_view.data
+      : pp_cuda_in (cu, "concat_channels", "b", b_view);
+  void *y = as_is ? y_view.data
+      : pp_cuda_out (cu, "concat_channels", "y", y_view);
 
   g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_concat_channels (a, ca, b, cb, n, hw, y,
+  PP_CUDA_OP_TRY (cu, pp_cuda_concat_channels (a, ca, b, cb, n, hw, y, type,
           cu->stream));
 }
 
 void
 pp_cuda_op_add (PpCudaBackend * cu, PpOut y_view, PpView x, size_t n)
 {
-  float *y = pp_cuda_out (cu, "add", "y", y_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_add (y, x.data, pp_cuda_view_type (cu, "add",
-              "x", x), n, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_add (y_view.data, pp_cuda_act_type (cu, "add",
+              "y", y_view.dtype), x.data, pp_cuda_view_type (cu, "add", "x",
+              x), n, cu->stream));
 }
 
 void
@@ -164,18 +187,16 @@ pp_cuda_op_floats_to_bytes (PpCudaBackend * cu, PpView x_view, size_t n,
 void
 pp_cuda_op_scale (PpCudaBackend * cu, PpOut x_view, size_t n, float s)
 {
-  float *x = pp_cuda_out (cu, "scale", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_scale (x, n, s, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_scale (x_view.data, pp_cuda_act_type (cu,
+              "scale", "x", x_view.dtype), n, s, cu->stream));
 }
 
 void
 pp_cuda_op_affine (PpCudaBackend * cu, PpOut x_view, size_t n, float mul,
     float add)
 {
-  float *x = pp_cuda_out (cu, "affine", "x", x_view);
-
-  PP_CUDA_OP_TRY (cu, pp_cuda_affine (x, n, mul, add, cu->stream));
+  PP_CUDA_OP_TRY (cu, pp_cuda_affine (x_view.data, pp_cuda_act_type (cu,
+              "affine", "x", x_view.dtype), n, mul, add, cu->stream));
 }
 
 void
@@ -221,34 +242,41 @@ void
 pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "nchw_to_nlc", "x", x_view);
-  float *y = pp_cuda_out (cu, "nchw_to_nlc", "y", y_view);
+  const PpCudaType x_type = pp_cuda_act_type (cu, "nchw_to_nlc", "x",
+      x_view.dtype);
+  const PpCudaType y_type = pp_cuda_act_type (cu, "nchw_to_nlc", "y",
+      y_view.dtype);
 
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_transpose (x, n, c, hw, y, cu->stream));
+  /* A change of layout, and of storage type when they differ. */
+  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, c,
+          hw, NULL, PP_CUDA_F32, y_view.data, y_type, cu->stream));
 }
 
 void
 pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
-  const float *x = pp_cuda_in (cu, "nlc_to_nchw", "x", x_view);
-  float *y = pp_cuda_out (cu, "nlc_to_nchw", "y", y_view);
+  const PpCudaType x_type = pp_cuda_act_type (cu, "nlc_to_nchw", "x",
+      x_view.dtype);
+  const PpCudaType y_type = pp_cuda_act_type (cu, "nlc_to_nchw", "y",
+      y_view.dtype);
 
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_transpose (x, n, hw, c, y, cu->stream));
+  /* A change of layout, and of storage type when they differ. */
+  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, hw,
+          c, NULL, PP_CUDA_F32, y_view.data, y_type, cu->stream));
 }
 
 void
 pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
     int hw, PpView v)
 {
-  float *x = pp_cuda_out (cu, "add_channel", "x", x_view);
-
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x, n, c, hw, v.data,
+  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x_view.data, pp_cuda_act_type (cu,
+              "add_channel", "x", x_view.dtype), n, c, hw, v.data,
           pp_cuda_view_type (cu, "add_channel", "v", v), cu->stream));
 }

@@ -143,7 +143,8 @@ refuse_activation (PpCudaBackend * cu, const char *op, const char *param,
  * unchanged where the op did not write. */
 static float *
 act_float (PpCudaBackend * cu, const char *op, const char *param,
-    gpointer data, PpDType dtype, gsize numel, gboolean written)
+    gpointer data, PpDType dtype, gsize numel, gboolean read,
+    gboolean written)
 {
   const guint slot = cu->n_acts;
   float *wide;
@@ -155,30 +156,49 @@ act_float (PpCudaBackend * cu, const char *op, const char *param,
   g_assert (slot < G_N_ELEMENTS (cu->acts));
   wide = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_ACT_0 + slot,
       MAX (numel, 1) * sizeof (float));
-  if (dtype == PP_DTYPE_F16)
+  if (read && dtype == PP_DTYPE_F16)
     PP_CUDA_OP_TRY (cu, pp_cuda_f16_to_f32 (data, wide, numel, cu->stream));
-  else
+  else if (read)
     PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (data, wide, numel, cu->stream));
-  cu->acts[slot].data = data;
-  cu->acts[slot].dtype = dtype;
-  cu->acts[slot].numel = numel;
-  cu->acts[slot].wide = wide;
-  cu->acts[slot].written = written;
-  cu->n_acts++;
+  cu->acts[cu->n_acts++] = (PpWidened) { data, dtype, numel, wide,
+    written };
   return wide;
+}
+
+PpCudaType
+pp_cuda_act_type (PpCudaBackend * cu, const char *op, const char *param,
+    PpDType dtype)
+{
+  switch (dtype) {
+    case PP_DTYPE_F32:
+      return PP_CUDA_F32;
+    case PP_DTYPE_F16:
+      return PP_CUDA_F16;
+    case PP_DTYPE_BF16:
+      return PP_CUDA_BF16;
+    default:
+      refuse_activation (cu, op, param, dtype);
+  }
 }
 
 const float *
 pp_cuda_in (PpCudaBackend * cu, const char *op, const char *param, PpView v)
 {
   return act_float (cu, op, param, (gpointer) v.data, v.dtype, v.numel,
-      FALSE);
+      TRUE, FALSE);
 }
 
 float *
 pp_cuda_out (PpCudaBackend * cu, const char *op, const char *param, PpOut o)
 {
-  return act_float (cu, op, param, o.data, o.dtype, o.numel, TRUE);
+  return act_float (cu, op, param, o.data, o.dtype, o.numel, TRUE, TRUE);
+}
+
+float *
+pp_cuda_out_whole (PpCudaBackend * cu, const char *op, const char *param,
+    PpOut o)
+{
+  return act_float (cu, op, param, o.data, o.dtype, o.numel, FALSE, TRUE);
 }
 
 void

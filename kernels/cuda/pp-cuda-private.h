@@ -90,14 +90,7 @@ typedef struct
   /* The 16-bit activations of the op running (under the lock): widened
    * into scratch by pp_cuda_in and pp_cuda_out, the written ones narrowed
    * back by pp_cuda_acts_finish. */
-  struct
-  {
-    gpointer data;
-    PpDType dtype;
-    gsize numel;
-    float *wide;
-    gboolean written;
-  } acts[PP_CUDA_SCRATCH_ACT_3 - PP_CUDA_SCRATCH_ACT_0 + 1];
+  PpWidened acts[PP_CUDA_SCRATCH_ACT_3 - PP_CUDA_SCRATCH_ACT_0 + 1];
   guint n_acts;
 } PpCudaBackend;
 
@@ -162,6 +155,15 @@ const float *pp_cuda_in (PpCudaBackend * cu, const char *op,
  * of it) and narrowed back by pp_cuda_acts_finish. */
 float *pp_cuda_out (PpCudaBackend * cu, const char *op, const char *param,
     PpOut o);
+/* The same for an activation the op writes whole without reading it: its
+ * scratch is not filled first. */
+float *pp_cuda_out_whole (PpCudaBackend * cu, const char *op,
+    const char *param, PpOut o);
+/* The storage type of activation @param of @op, of @dtype (F32, F16,
+ * BF16), for a kernel that reads or writes it as it is; ends the process
+ * for any other dtype (the wrappers refuse it first). */
+PpCudaType pp_cuda_act_type (PpCudaBackend * cu, const char *op,
+    const char *param, PpDType dtype);
 /* After an op: narrows its written 16-bit activations back from their
  * scratch (round to nearest even), and forgets them. */
 void pp_cuda_acts_finish (PpCudaBackend * cu);
