@@ -57,8 +57,9 @@
               * pp_conv2d_out_size (w, kw, stride, pad))))                   \
   /* x, y [n,c,hw]; statistics per (sample, group of c/groups channels);     \
    * gamma, beta [c] (absent: 1 and 0); with @silu, y = silu of the          \
-   * normalised values (a ResNet's norm and activation in one pass, the      \
-   * bytes of group_norm then silu).  y may be x. */                         \
+   * normalised values (a ResNet's norm and activation in one pass: on       \
+   * float32 y, the bytes of group_norm then silu; a 16-bit y is rounded     \
+   * once, after the silu).  y may be x. */                                  \
   X (group_norm, GROUP_NORM,                                                 \
       (PpView x, int n, int c, int hw, int groups, float eps, PpView gamma,  \
           PpView beta, gboolean silu, PpOut y),                              \

@@ -224,15 +224,24 @@ compute_type (PpCudaBackend * cu, PpDType dtype)
       ? PP_CUDA_BF16 : PP_CUDA_F32;
 }
 
-/* Activation @v (@count elements, float32 or of @t) as @t: itself when it
- * is of @t and aligned, else narrowed or copied into @part. */
+/* Whether activation @v is of @t where a part would start: used as it
+ * is. */
+static gboolean
+usable (PpCudaBackend * cu, const char *op, PpView v, PpCudaType t)
+{
+  return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
+      && aligned (v.data);
+}
+
+/* Activation @v (@count elements, float32 or of @t) as @t: itself when
+ * usable, else narrowed or copied into @part. */
 static gconstpointer
 as_compute_type (PpCudaBackend * cu, const char *op, const char *param,
     PpView v, PpCudaType t, gsize count, guint16 * part)
 {
+  if (usable (cu, op, v, t))
+    return v.data;
   if (pp_cuda_act_type (cu, op, param, v.dtype) == t) {
-    if (aligned (v.data))
-      return v.data;
     PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (part, v.data, count
             * sizeof (guint16), cudaMemcpyDeviceToDevice, cu->stream));
   } else {
@@ -287,13 +296,17 @@ attention (PpCudaBackend * cu, const char *op, PpView q_view,
     v_view = pp_view_f32 (v, nk);
     out_view = pp_out_f32 (out, nq);
   }
-  /* q, k and v in the product's 16-bit type: as they are, or narrowed. */
-  parts = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_QKV, (part_size (nq)
-          + 2 * part_size (nk)) * sizeof (guint16));
+  /* q, k and v in the product's 16-bit type: as they are, or narrowed
+   * (the scratch only when one is: a graph capture cannot grow it). */
+  parts = usable (cu, op, q_view, t) && usable (cu, op, k_view, t)
+      && usable (cu, op, v_view, t) ? NULL : pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_QKV, (part_size (nq) + 2 * part_size (nk))
+      * sizeof (guint16));
   q16 = as_compute_type (cu, op, "q", q_view, t, nq, parts);
-  k16 = as_compute_type (cu, op, "k", k_view, t, nk, parts + part_size (nq));
-  v16 = as_compute_type (cu, op, "v", v_view, t, nk, parts + part_size (nq)
-      + part_size (nk));
+  k16 = as_compute_type (cu, op, "k", k_view, t, nk,
+      parts ? parts + part_size (nq) : NULL);
+  v16 = as_compute_type (cu, op, "v", v_view, t, nk,
+      parts ? parts + part_size (nq) + part_size (nk) : NULL);
   out = out_view.data;
   out_type = pp_cuda_act_type (cu, op, "out", out_view.dtype);
 #ifdef PP_HAVE_CUDNN

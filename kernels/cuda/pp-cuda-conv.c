@@ -10,8 +10,9 @@
  * where nothing may be timed, takes the heuristics' choice.
  *
  * With 16-bit weights (the weight view's dtype, part of the key) the
- * convolution runs in that type (x narrowed into a scratch buffer, y
- * produced in 16 bits and widened back to float32 with the bias added),
+ * convolution runs in that type (a float32 x narrowed into a scratch
+ * buffer, y produced in 16 bits and widened back to float32 with the bias
+ * added; an activation of the weights' type read and written as it is),
  * accumulating in float32 on tensor cores; with float32 weights it is
  * exact float32 (FMA math) unless TF32 was asked for.
  *
@@ -292,15 +293,17 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
    * (the same bits as through float32 scratch: a 16-bit one is what the
    * narrowing of its widened copy gives); other activations go through
    * float32 scratch. */
-  const PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x",
-      x_view.dtype);
-  const PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y",
-      y_view.dtype);
+  PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x_view.dtype);
+  PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y", y_view.dtype);
+  /* As it is where it starts where scratch would (cuDNN's and the
+   * kernels' choices may follow the alignment, and so their bits). */
   const gboolean as_is = wtype != PP_CUDA_F32
       && (xtype == PP_CUDA_F32 || xtype == wtype)
-      && (ytype == PP_CUDA_F32 || ytype == wtype);
+      && (ytype == PP_CUDA_F32 || ytype == wtype)
+      && pp_cuda_aligned (x_view.data) && pp_cuda_aligned (y_view.data);
   const void *x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
-  void *y = as_is ? y_view.data : pp_cuda_out (cu, "conv2d", "y", y_view);
+  void *y = as_is ? y_view.data
+      : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
   PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
     weight.dtype, FALSE
   };
@@ -319,6 +322,9 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
   g_return_if_fail (ho > 0 && wo > 0);
 
+  /* Through float32 scratch. */
+  if (!as_is)
+    xtype = ytype = PP_CUDA_F32;
   if (wtype == PP_CUDA_F32) {
     p = conv_plan (cu, &key, x, weight.data, y);
     workspace = p->workspace > 0 ? pp_cuda_scratch (cu,

@@ -90,7 +90,8 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
   /* x as it is when the product reads it so (float32, or of the weights'
    * 16-bit type: the bits of its widened copy narrowed again); y through
    * float32 scratch when it is 16-bit (the bias is added in float32). */
-  const gboolean x_as_is = xtype == PP_CUDA_F32 || xtype == wtype;
+  const gboolean x_as_is = xtype == PP_CUDA_F32
+      || (xtype == wtype && pp_cuda_aligned (x_view.data));
   gconstpointer x = x_as_is ? x_view.data
       : pp_cuda_in (cu, "linear", "x", x_view);
   float *y = pp_cuda_out_whole (cu, "linear", "y", y_view);

@@ -17,7 +17,8 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
       x_view.dtype) : PP_CUDA_F32;
   const void *x = as_is ? x_view.data
       : pp_cuda_in (cu, "group_norm", "x", x_view);
-  void *y = as_is ? y_view.data : pp_cuda_out (cu, "group_norm", "y", y_view);
+  void *y = as_is ? y_view.data
+      : pp_cuda_out_whole (cu, "group_norm", "y", y_view);
   int splits;
   float *partials;
 
@@ -44,7 +45,8 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
       x_view.dtype) : PP_CUDA_F32;
   const void *x = as_is ? x_view.data
       : pp_cuda_in (cu, "layer_norm", "x", x_view);
-  void *y = as_is ? y_view.data : pp_cuda_out (cu, "layer_norm", "y", y_view);
+  void *y = as_is ? y_view.data
+      : pp_cuda_out_whole (cu, "layer_norm", "y", y_view);
 
   g_return_if_fail (rows > 0 && dim > 0);
 
@@ -99,7 +101,8 @@ pp_cuda_op_geglu (PpCudaBackend * cu, PpView x_view, int rows, int d,
   const PpCudaType type = as_is ? pp_cuda_act_type (cu, "geglu", "x",
       x_view.dtype) : PP_CUDA_F32;
   const void *x = as_is ? x_view.data : pp_cuda_in (cu, "geglu", "x", x_view);
-  void *y = as_is ? y_view.data : pp_cuda_out (cu, "geglu", "y", y_view);
+  void *y = as_is ? y_view.data
+      : pp_cuda_out_whole (cu, "geglu", "y", y_view);
 
   g_return_if_fail (rows > 0 && d > 0);
 
@@ -116,7 +119,7 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   const void *x = as_is ? x_view.data
       : pp_cuda_in (cu, "upsample_nearest", "x", x_view);
   void *y = as_is ? y_view.data
-      : pp_cuda_out (cu, "upsample_nearest", "y", y_view);
+      : pp_cuda_out_whole (cu, "upsample_nearest", "y", y_view);
 
   g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
 
@@ -129,7 +132,7 @@ pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
     int h, int w, PpOut y_view, int ho, int wo)
 {
   const float *x = pp_cuda_in (cu, "resize_bilinear", "x", x_view);
-  float *y = pp_cuda_out (cu, "resize_bilinear", "y", y_view);
+  float *y = pp_cuda_out_whole (cu, "resize_bilinear", "y", y_view);
 
   g_return_if_fail (c > 0 && h > 0 && w > 0 && ho > 0 && wo > 0);
 
@@ -150,7 +153,7 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
   const void *b = as_is ? b_view.data
       : pp_cuda_in (cu, "concat_channels", "b", b_view);
   void *y = as_is ? y_view.data
-      : pp_cuda_out (cu, "concat_channels", "y", y_view);
+      : pp_cuda_out_whole (cu, "concat_channels", "y", y_view);
 
   g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
 
@@ -170,7 +173,7 @@ void
 pp_cuda_op_bytes_to_floats (PpCudaBackend * cu, const guint8 * x, size_t n,
     PpOut y_view)
 {
-  float *y = pp_cuda_out (cu, "bytes_to_floats", "y", y_view);
+  float *y = pp_cuda_out_whole (cu, "bytes_to_floats", "y", y_view);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_bytes_to_floats (x, n, y, cu->stream));
 }
@@ -228,7 +231,7 @@ void
 pp_cuda_op_timestep_embedding (PpCudaBackend * cu, float t, int dim,
     gboolean flip_sin_to_cos, float freq_shift, PpOut y_view)
 {
-  float *y = pp_cuda_out (cu, "timestep_embedding", "y", y_view);
+  float *y = pp_cuda_out_whole (cu, "timestep_embedding", "y", y_view);
   const int half = dim / 2;
 
   g_return_if_fail (dim > 0);

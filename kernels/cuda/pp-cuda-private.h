@@ -164,6 +164,15 @@ float *pp_cuda_out_whole (PpCudaBackend * cu, const char *op,
  * for any other dtype (the wrappers refuse it first). */
 PpCudaType pp_cuda_act_type (PpCudaBackend * cu, const char *op,
     const char *param, PpDType dtype);
+/* Whether device memory at @p starts on the 256 bytes scratch and
+ * cudaMalloc start on: a library handed an activation as it is (not a
+ * scratch copy) then makes the choices, and gives the bits, it would for
+ * the copy. */
+static inline gboolean
+pp_cuda_aligned (gconstpointer p)
+{
+  return (guintptr) p % 256 == 0;
+}
 /* After an op: narrows its written 16-bit activations back from their
  * scratch (round to nearest even), and forgets them. */
 void pp_cuda_acts_finish (PpCudaBackend * cu);

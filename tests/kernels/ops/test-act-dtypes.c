@@ -11,8 +11,12 @@
  * writes float32), the in-place ops, an output that is its input (the
  * norms), and a strided matmul output whose untouched elements must come
  * back as they were.  Every op of the list has a case (the test fails for
- * one without).  Views weights (conv2d's filter, add's x, matmul's a and
- * b) stay float32 here: the ops tests hold their 16-bit paths. */
+ * one without).  The ops whose 16-bit weights decide how a backend
+ * computes (conv2d, linear, and the attentions' dtype) run again with
+ * weights of the activations' type (a device reads such activations as
+ * they are) and of the other 16-bit type (they cannot be); the other
+ * weights (add's x, matmul's a and b) stay float32: the ops tests hold
+ * their 16-bit paths. */
 #include "pp-backend.h"
 #include "pp-dtype-math.h"
 #include "pp-ops.h"
@@ -23,6 +27,8 @@
 #define MAX_ACTS 4
 
 static PpBackend *be;
+/* The weights' dtype of the run (and the attentions' dtype). */
+static PpDType weights_dtype = PP_DTYPE_F32;
 
 /* One activation of a case: its element count and role. */
 typedef enum
@@ -71,29 +77,31 @@ typedef struct
   gsize weights;
   /* Starting values in [-range, range) (0: 2). */
   double range;
+  /* Run also with 16-bit weights (weights_dtype). */
+  gboolean typed_weights;
 } Case;
 
-/* Weights: a device buffer of float32 values in [-0.5, 0.5). */
+static gpointer upload (const float *host, PpDType dtype, gsize n);
+
+/* Weights: a device buffer of values in [-0.5, 0.5), stored as
+ * weights_dtype. */
 static gpointer
 upload_weights (gsize n)
 {
   g_autofree float *host = g_new (float, MAX (n, 1));
   GRand *rand = g_rand_new_with_seed (7);
-  gpointer dev;
 
   for (gsize i = 0; i < n; i++)
     host[i] = (float) g_rand_double_range (rand, -0.5, 0.5);
   g_rand_free (rand);
-  dev = pp_backend_alloc (be, n * sizeof (float), NULL);
-  g_assert_nonnull (dev);
-  pp_backend_upload (be, dev, host, n * sizeof (float));
-  return dev;
+  return upload (host, weights_dtype, n);
 }
 
 static PpView
 w (gconstpointer weights, gsize offset, gsize n)
 {
-  return pp_view_f32 ((const float *) weights + offset, n);
+  return pp_view_range (pp_view (weights, weights_dtype, offset + n), offset,
+      n);
 }
 
 /* The cases.  Shapes are small and odd, so no op takes a vector path on
@@ -146,14 +154,14 @@ static void
 run_attention (const Acts * a, gconstpointer wt)
 {
   pp_attention (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 5, 2, 4,
-      PP_DTYPE_F32, out (a, 3));
+      weights_dtype, out (a, 3));
 }
 
 static void
 run_attention_causal (const Acts * a, gconstpointer wt)
 {
   pp_attention_causal (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 2, 4,
-      PP_DTYPE_F32, out (a, 3));
+      weights_dtype, out (a, 3));
 }
 
 #define UNARY_N 37
@@ -297,7 +305,7 @@ run_matmul (const Acts * a, gconstpointer wt)
 
 static const Case cases[] = {
   {PP_OP_CONV2D, "conv2d", 2, {{90, ACT_IN}, {120, ACT_OUT}}, run_conv2d,
-      112},
+      112, 0, TRUE},
   {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN}, {72, ACT_OUT}},
       run_group_norm, 8},
   {PP_OP_GROUP_NORM, "group_norm/in-place", 1, {{72, ACT_INOUT}},
@@ -306,12 +314,13 @@ static const Case cases[] = {
       run_layer_norm, 16},
   {PP_OP_LAYER_NORM, "layer_norm/in-place", 1, {{24, ACT_INOUT}},
       run_layer_norm_in_place, 16},
-  {PP_OP_LINEAR, "linear", 2, {{15, ACT_IN}, {12, ACT_OUT}}, run_linear, 24},
+  {PP_OP_LINEAR, "linear", 2, {{15, ACT_IN}, {12, ACT_OUT}}, run_linear, 24,
+      0, TRUE},
   {PP_OP_ATTENTION, "attention", 4, {{24, ACT_IN}, {40, ACT_IN}, {40, ACT_IN},
-          {24, ACT_OUT}}, run_attention, 0},
+          {24, ACT_OUT}}, run_attention, 0, 0, TRUE},
   {PP_OP_ATTENTION_CAUSAL, "attention_causal", 4, {{24, ACT_IN},
           {24, ACT_IN}, {24, ACT_IN}, {24, ACT_OUT}}, run_attention_causal,
-      0},
+      0, 0, TRUE},
   {PP_OP_SILU, "silu", 1, {{UNARY_N, ACT_INOUT}}, run_silu, 0},
   {PP_OP_RELU, "relu", 1, {{UNARY_N, ACT_INOUT}}, run_relu, 0},
   {PP_OP_TANH, "tanh", 1, {{UNARY_N, ACT_INOUT}}, run_tanh, 0},
@@ -457,11 +466,11 @@ check_case (const Case * c, PpDType dtype, Side side)
 
       if (memcmp (&e, &got[j], sizeof (float)) != 0 && !(isnan (e)
               && isnan (got[j])))
-        g_error ("%s on %s, %s activations %s: activation %u element %"
-            G_GSIZE_FORMAT " is %.9g, the float32 run's %s %.9g", c->name,
-            pp_backend_name (be), pp_dtype_name (dtype), side_names[side], i,
-            j, got[j], narrow.dtype[i] == PP_DTYPE_F32 ? "is" : "rounds to",
-            e);
+        g_error ("%s on %s, %s activations %s, %s weights: activation %u "
+            "element %" G_GSIZE_FORMAT " is %.9g, the float32 run's %s %.9g",
+            c->name, pp_backend_name (be), pp_dtype_name (dtype),
+            side_names[side], pp_dtype_name (weights_dtype), i, j, got[j],
+            narrow.dtype[i] == PP_DTYPE_F32 ? "is" : "rounds to", e);
     }
     pp_backend_free (be, wide.data[i]);
     pp_backend_free (be, narrow.data[i]);
@@ -484,8 +493,14 @@ test_op_cases (gconstpointer data)
       g_test_skip (why);
       continue;
     }
-    for (Side side = SIDE_ALL; side <= SIDE_OUT; side++)
-      check_case (c, dtype, side);
+    /* Float32 weights; then of this type, and of the other 16-bit one. */
+    for (guint wt = 0; wt < (c->typed_weights ? 3 : 1); wt++) {
+      weights_dtype = wt == 0 ? PP_DTYPE_F32 : wt == 1 ? dtype
+          : dtype == PP_DTYPE_F16 ? PP_DTYPE_BF16 : PP_DTYPE_F16;
+      for (Side side = SIDE_ALL; side <= SIDE_OUT; side++)
+        check_case (c, dtype, side);
+    }
+    weights_dtype = PP_DTYPE_F32;
   }
 }
 
