@@ -65,11 +65,41 @@ check_ordered (const GstStructure * s, const gchar * suffix)
   }
 }
 
+/* The harness of the case that runs, until stop_with_stats (): a case
+ * that fails before then leaves it to left_over_stop (). */
+static GstHarness *running;
+
+/* A harness around @element (transfer floating) with the tests' caps. */
+static GstHarness *
+harness_new (GstElement * element)
+{
+  running = pp_check_harness_new (element, CAPS_STR);
+  return running;
+}
+
+/* After each case: stops the element of one that failed midway, so that
+ * its workers do not run on into the next cases (which would then fail
+ * too, each waiting for them to be gone). */
+static void
+left_over_stop (void)
+{
+  GstHarness *h = g_steal_pointer (&running);
+
+  if (h == NULL)
+    return;
+  gst_element_set_state (h->element, GST_STATE_NULL);
+  gst_harness_teardown (h);
+  pp_check_wait_descendants_gone (PP_CHECK_WORKER_COMM,
+      pp_check_repeats (5000, 15000));
+}
+
 /* Stops the element and returns its stats, settled once it stopped. */
 static GstStructure *
 stop_with_stats (GstHarness * h)
 {
   GstStructure *stats;
+
+  running = NULL;
 
   fail_unless_equals_int (gst_element_set_state (h->element,
           GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
@@ -119,7 +149,7 @@ run_late_frames (gboolean qos)
 
   g_object_set (element, "qos", qos, NULL);
   gst_element_set_bus (element, bus);
-  h = pp_check_harness_new (element, CAPS_STR);
+  h = harness_new (element);
   for (guint i = 0; i < n_before; i++) {
     fail_unless_equals_int (gst_harness_push (h, frame (i)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
@@ -197,7 +227,7 @@ upstream_latency_query (GstPad * pad, GstObject * parent, GstQuery * query)
 static GstHarness *
 make_harness_with_upstream (GstElement * element, gboolean live)
 {
-  GstHarness *h = pp_check_harness_new (element, CAPS_STR);
+  GstHarness *h = harness_new (element);
 
   upstream_live = live;
   upstream_min = 0;
@@ -450,7 +480,7 @@ GST_START_TEST (test_stats_messages)
   g_object_set (element, "stats-interval-ms", STATS_INTERVAL_MS,
       "timeout-ms", 2000, NULL);
   gst_element_set_bus (element, bus);
-  h = pp_check_harness_new (element, CAPS_STR);
+  h = harness_new (element);
 
   /* Idle: the messages come at the interval all the same. */
   s = pop_stats (bus, element, MESSAGE_TIMEOUT);
@@ -558,7 +588,7 @@ GST_START_TEST (test_stats_interval_off)
 
   g_object_set (element, "stats-interval-ms", 0, NULL);
   gst_element_set_bus (element, bus);
-  h = pp_check_harness_new (element, CAPS_STR);
+  h = harness_new (element);
   for (guint i = 0; i < 3; i++) {
     fail_unless_equals_int (gst_harness_push (h, frame (i)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
@@ -583,21 +613,25 @@ live_stats_suite (void)
   TCase *tc;
 
   tc = tcase_create ("qos");
+  tcase_add_checked_fixture (tc, NULL, left_over_stop);
   tcase_add_test (tc, test_qos_on_drops_late);
   tcase_add_test (tc, test_qos_off_keeps_late);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("leaky");
+  tcase_add_checked_fixture (tc, NULL, left_over_stop);
   tcase_add_test (tc, test_leaky_unset_live_drops);
   tcase_add_test (tc, test_leaky_unset_not_live_blocks);
   tcase_add_test (tc, test_leaky_set_overrides);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("latency");
+  tcase_add_checked_fixture (tc, NULL, left_over_stop);
   tcase_add_test (tc, test_latency_answer_is_p95);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("stats");
+  tcase_add_checked_fixture (tc, NULL, left_over_stop);
   tcase_add_test (tc, test_stats_messages);
   tcase_add_test (tc, test_stats_interval_off);
   suite_add_tcase (s, tc);
