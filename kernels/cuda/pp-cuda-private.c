@@ -101,25 +101,37 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
 
 /* Parameters */
 
+/* How @dtype is stored, in *@type; FALSE for a dtype no kernel reads. */
+static gboolean
+storage_type (PpDType dtype, PpCudaType * type)
+{
+  switch (dtype) {
+    case PP_DTYPE_F32:
+      *type = PP_CUDA_F32;
+      return TRUE;
+    case PP_DTYPE_F16:
+      *type = PP_CUDA_F16;
+      return TRUE;
+    case PP_DTYPE_BF16:
+      *type = PP_CUDA_BF16;
+      return TRUE;
+    default:
+      return FALSE;
+  }
+}
+
 PpCudaType
 pp_cuda_view_type (PpCudaBackend * cu, const char *op, const char *param,
     PpView v)
 {
+  PpCudaType t = PP_CUDA_F32;
+
   /* An absent view is never read. */
-  if (v.data == NULL)
-    return PP_CUDA_F32;
-  switch (v.dtype) {
-    case PP_DTYPE_F32:
-      return PP_CUDA_F32;
-    case PP_DTYPE_F16:
-      return PP_CUDA_F16;
-    case PP_DTYPE_BF16:
-      return PP_CUDA_BF16;
-    default:
-      pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: "
-              "parameter %s is of dtype %u, which no kernel of the cuda "
-              "backend reads", op, param, (guint) v.dtype));
-  }
+  if (v.data != NULL && !storage_type (v.dtype, &t))
+    pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: "
+            "parameter %s is of dtype %u, which no kernel of the cuda "
+            "backend reads", op, param, (guint) v.dtype));
+  return t;
 }
 
 /* Ends the process: activation @param of @op is of @dtype, which no
@@ -169,16 +181,11 @@ PpCudaType
 pp_cuda_act_type (PpCudaBackend * cu, const char *op, const char *param,
     PpDType dtype)
 {
-  switch (dtype) {
-    case PP_DTYPE_F32:
-      return PP_CUDA_F32;
-    case PP_DTYPE_F16:
-      return PP_CUDA_F16;
-    case PP_DTYPE_BF16:
-      return PP_CUDA_BF16;
-    default:
-      refuse_activation (cu, op, param, dtype);
-  }
+  PpCudaType t;
+
+  if (!storage_type (dtype, &t))
+    refuse_activation (cu, op, param, dtype);
+  return t;
 }
 
 const float *

@@ -57,36 +57,16 @@ is_stamped (GstBuffer * out, guint index, guint w, guint h, guint n_steps,
   return same;
 }
 
-/* The harness of the case that runs, until stop () or stop_kept (): a
- * case that fails before then leaves it to left_over_stop (). */
-static GstHarness *running;
-
 /* A harness around @element (transfer floating) with raw video caps of
- * @format, @w x @h. */
+ * @format, @w x @h, stopped after the case if it fails before stop () or
+ * stop_kept (). */
 static GstHarness *
 make_harness (GstElement * element, const gchar * format, guint w, guint h)
 {
   g_autofree gchar *caps = g_strdup_printf ("video/x-raw,format=%s,"
       "width=%u,height=%u,framerate=%u/1", format, w, h, FPS);
 
-  running = pp_check_harness_new (element, caps);
-  return running;
-}
-
-/* After each case: stops the element of one that failed midway, so that
- * its workers do not run on into the next cases (which would then fail
- * too, each waiting for them to be gone). */
-static void
-left_over_stop (void)
-{
-  GstHarness *h = g_steal_pointer (&running);
-
-  if (h == NULL)
-    return;
-  gst_element_set_state (h->element, GST_STATE_NULL);
-  gst_harness_teardown (h);
-  pp_check_wait_descendants_gone (PP_CHECK_WORKER_COMM,
-      pp_check_repeats (5000, 15000));
+  return pp_check_track_harness (pp_check_harness_new (element, caps));
 }
 
 static gchar *
@@ -99,7 +79,7 @@ model_uri (guint mark)
 static void
 stop (GstHarness * h)
 {
-  running = NULL;
+  pp_check_untrack_harness ();
   fail_unless_equals_int (gst_element_set_state (h->element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   /* Gone at once; under a sanitizer each worker's exit first runs its
@@ -114,7 +94,7 @@ stop (GstHarness * h)
 static void
 stop_kept (GstHarness * h, GstElement * element)
 {
-  running = NULL;
+  pp_check_untrack_harness ();
   fail_unless_equals_int (gst_element_set_state (element, GST_STATE_NULL),
       GST_STATE_CHANGE_SUCCESS);
   gst_harness_teardown (h);
@@ -1485,7 +1465,7 @@ live_settings_suite (void)
   Suite *s = suite_create ("ppdiffuse-live-settings");
   TCase *tc = tcase_create ("stamp");
 
-  tcase_add_checked_fixture (tc, NULL, left_over_stop);
+  tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_stamp_mark_changes_in_lockstep);
   tcase_add_test (tc, test_kept_workers_take_new_settings);
   tcase_add_test (tc, test_bad_change_keeps_stream);
@@ -1495,7 +1475,7 @@ live_settings_suite (void)
   suite_add_tcase (s, tc);
   tc = tcase_create ("pipeline");
   tcase_add_unchecked_fixture (tc, tiny_setup, tiny_teardown);
-  tcase_add_checked_fixture (tc, NULL, left_over_stop);
+  tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_settings_change_against_tool);
   tcase_add_test (tc, test_stream_batch_settings_change_against_tool);
   tcase_add_test (tc, test_temporal_flush_resets_bank);

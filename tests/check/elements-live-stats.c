@@ -65,32 +65,12 @@ check_ordered (const GstStructure * s, const gchar * suffix)
   }
 }
 
-/* The harness of the case that runs, until stop_with_stats (): a case
- * that fails before then leaves it to left_over_stop (). */
-static GstHarness *running;
-
-/* A harness around @element (transfer floating) with the tests' caps. */
+/* A harness around @element (transfer floating) with the tests' caps,
+ * stopped after the case if it fails before stop_with_stats (). */
 static GstHarness *
 harness_new (GstElement * element)
 {
-  running = pp_check_harness_new (element, CAPS_STR);
-  return running;
-}
-
-/* After each case: stops the element of one that failed midway, so that
- * its workers do not run on into the next cases (which would then fail
- * too, each waiting for them to be gone). */
-static void
-left_over_stop (void)
-{
-  GstHarness *h = g_steal_pointer (&running);
-
-  if (h == NULL)
-    return;
-  gst_element_set_state (h->element, GST_STATE_NULL);
-  gst_harness_teardown (h);
-  pp_check_wait_descendants_gone (PP_CHECK_WORKER_COMM,
-      pp_check_repeats (5000, 15000));
+  return pp_check_track_harness (pp_check_harness_new (element, CAPS_STR));
 }
 
 /* Stops the element and returns its stats, settled once it stopped. */
@@ -99,7 +79,7 @@ stop_with_stats (GstHarness * h)
 {
   GstStructure *stats;
 
-  running = NULL;
+  pp_check_untrack_harness ();
 
   fail_unless_equals_int (gst_element_set_state (h->element,
           GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
@@ -613,25 +593,25 @@ live_stats_suite (void)
   TCase *tc;
 
   tc = tcase_create ("qos");
-  tcase_add_checked_fixture (tc, NULL, left_over_stop);
+  tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_qos_on_drops_late);
   tcase_add_test (tc, test_qos_off_keeps_late);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("leaky");
-  tcase_add_checked_fixture (tc, NULL, left_over_stop);
+  tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_leaky_unset_live_drops);
   tcase_add_test (tc, test_leaky_unset_not_live_blocks);
   tcase_add_test (tc, test_leaky_set_overrides);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("latency");
-  tcase_add_checked_fixture (tc, NULL, left_over_stop);
+  tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_latency_answer_is_p95);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("stats");
-  tcase_add_checked_fixture (tc, NULL, left_over_stop);
+  tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_stats_messages);
   tcase_add_test (tc, test_stats_interval_off);
   suite_add_tcase (s, tc);

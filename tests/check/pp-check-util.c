@@ -359,6 +359,34 @@ pp_check_harness_new (GstElement * element, const gchar * caps_str)
   return h;
 }
 
+static GstHarness *tracked;
+
+GstHarness *
+pp_check_track_harness (GstHarness * h)
+{
+  tracked = h;
+  return h;
+}
+
+void
+pp_check_untrack_harness (void)
+{
+  tracked = NULL;
+}
+
+void
+pp_check_stop_left_over (void)
+{
+  GstHarness *h = g_steal_pointer (&tracked);
+
+  if (h == NULL)
+    return;
+  gst_element_set_state (h->element, GST_STATE_NULL);
+  gst_harness_teardown (h);
+  pp_check_wait_descendants_gone (PP_CHECK_WORKER_COMM,
+      pp_check_repeats (5000, 15000));
+}
+
 void
 pp_check_harness_flush (GstHarness * h)
 {

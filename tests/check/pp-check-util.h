@@ -86,6 +86,16 @@ GstElement *pp_check_make_element (guint ranks, guint steps,
 GstHarness *pp_check_harness_new (GstElement * element,
     const gchar * caps_str);
 
+/* The harness of the case that runs, for when the case fails midway:
+ * pp_check_track_harness records @h (and returns it), the case's own stop
+ * calls pp_check_untrack_harness, and pp_check_stop_left_over (a checked
+ * fixture's teardown) stops a harness still recorded and waits for its
+ * workers, so that they do not run on into the next cases (which would
+ * then fail too, each waiting for them to be gone). */
+GstHarness *pp_check_track_harness (GstHarness * h);
+void pp_check_untrack_harness (void);
+void pp_check_stop_left_over (void);
+
 /* A flush through @h: FLUSH_START, FLUSH_STOP, then a new TIME segment. */
 void pp_check_harness_flush (GstHarness * h);
 
