@@ -322,6 +322,34 @@ pp_backend_download (PpBackend * be, gpointer dst, gconstpointer src,
 }
 
 void
+pp_backend_download_floats (PpBackend * be, float *dst, PpView src)
+{
+  g_autofree guint16 *narrow = NULL;
+
+  if (src.dtype == PP_DTYPE_F32) {
+    pp_backend_download (be, dst, src.data, src.numel * sizeof (float));
+    return;
+  }
+  narrow = g_new (guint16, MAX (src.numel, 1));
+  pp_backend_download (be, narrow, src.data, src.numel * sizeof (guint16));
+  pp_dtype_widen (narrow, src.dtype, dst, src.numel);
+}
+
+void
+pp_backend_upload_floats (PpBackend * be, PpOut dst, const float *src)
+{
+  g_autofree guint16 *narrow = NULL;
+
+  if (dst.dtype == PP_DTYPE_F32) {
+    pp_backend_upload (be, dst.data, src, dst.numel * sizeof (float));
+    return;
+  }
+  narrow = g_new (guint16, MAX (dst.numel, 1));
+  pp_dtype_narrow (src, dst.dtype, narrow, dst.numel);
+  pp_backend_upload (be, dst.data, narrow, dst.numel * sizeof (guint16));
+}
+
+void
 pp_backend_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 {
   if (bytes > 0)

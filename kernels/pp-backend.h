@@ -88,6 +88,13 @@ void         pp_backend_copy       (PpBackend * be, gpointer dst,
                                     gconstpointer src, gsize bytes);
 void         pp_backend_fill       (PpBackend * be, gpointer dst, float value,
                                     gsize n);
+/* @src's values (F32, F16 or BF16) downloaded into host floats @dst,
+ * widened; and host floats @src uploaded into @dst, rounded to its dtype:
+ * for host code that works in float32 beside activations of any dtype. */
+void         pp_backend_download_floats (PpBackend * be, float * dst,
+                                    PpView src);
+void         pp_backend_upload_floats (PpBackend * be, PpOut dst,
+                                    const float * src);
 void         pp_backend_synchronize (PpBackend * be);
 /* The stream the backend enqueues its work on (a cudaStream_t for cuda),
  * as an opaque pointer; NULL for the CPU backends, whose ops return when

@@ -96,3 +96,29 @@ pp_dtype_round_floats (const float *src, float *dst, gsize n, PpDType dtype)
       break;
   }
 }
+
+void
+pp_dtype_widen (const guint16 * src, PpDType dtype, float *dst, gsize n)
+{
+  g_return_if_fail (dtype == PP_DTYPE_F16 || dtype == PP_DTYPE_BF16);
+
+  if (dtype == PP_DTYPE_F16)
+    for (gsize i = 0; i < n; i++)
+      dst[i] = pp_f16_to_f32 (src[i]);
+  else
+    for (gsize i = 0; i < n; i++)
+      dst[i] = pp_bf16_to_f32 (src[i]);
+}
+
+void
+pp_dtype_narrow (const float *src, PpDType dtype, guint16 * dst, gsize n)
+{
+  g_return_if_fail (dtype == PP_DTYPE_F16 || dtype == PP_DTYPE_BF16);
+
+  if (dtype == PP_DTYPE_F16)
+    for (gsize i = 0; i < n; i++)
+      dst[i] = pp_f32_to_f16 (src[i]);
+  else
+    for (gsize i = 0; i < n; i++)
+      dst[i] = pp_f32_to_bf16 (src[i]);
+}

@@ -29,5 +29,12 @@ const gchar *pp_dtype_weights_name (PpDType dtype);
  * and widened back; a plain copy for F32.  dst may equal src. */
 void         pp_dtype_round_floats (const float * src, float * dst, gsize n,
                                     PpDType dtype);
+/* @n values stored as 16-bit @dtype (F16 or BF16) at @src, widened into
+ * @dst; and @n floats rounded to @dtype (round to nearest even) into
+ * 16-bit @dst. */
+void         pp_dtype_widen        (const guint16 * src, PpDType dtype,
+                                    float * dst, gsize n);
+void         pp_dtype_narrow       (const float * src, PpDType dtype,
+                                    guint16 * dst, gsize n);
 
 G_END_DECLS

@@ -3,7 +3,6 @@
 #include "pp-backend-impl.h"
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
-#include "pp-dtype-math.h"
 #include "pp-error.h"
 
 #include <stdlib.h>
@@ -70,7 +69,6 @@ static const float *
 view_floats (PpBackend * be, const char *op, const char *param, PpView v,
     PpCpuScratch use)
 {
-  const guint16 *narrow = v.data;
   float *wide;
 
   if (v.data == NULL)
@@ -79,14 +77,9 @@ view_floats (PpBackend * be, const char *op, const char *param, PpView v,
     case PP_DTYPE_F32:
       return v.data;
     case PP_DTYPE_F16:
-      wide = pp_cpu_scratch (use, v.numel);
-      for (gsize i = 0; i < v.numel; i++)
-        wide[i] = pp_f16_to_f32 (narrow[i]);
-      return wide;
     case PP_DTYPE_BF16:
       wide = pp_cpu_scratch (use, v.numel);
-      for (gsize i = 0; i < v.numel; i++)
-        wide[i] = pp_bf16_to_f32 (narrow[i]);
+      pp_dtype_widen (v.data, v.dtype, wide, v.numel);
       return wide;
     default:
       pp_ops_refuse_dtype (be, op, param, v.dtype);
@@ -116,25 +109,15 @@ static float *
 cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
     gsize numel, gboolean written)
 {
-  const guint16 *narrow = data;
   float *wide;
 
   if (data == NULL || dtype == PP_DTYPE_F32)
     return data;
+  if (dtype != PP_DTYPE_F16 && dtype != PP_DTYPE_BF16)
+    pp_ops_refuse_dtype (call->be, call->op, param, dtype);
   g_assert (call->count < CPU_CALL_ACTS);
   wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0 + call->count, numel);
-  switch (dtype) {
-    case PP_DTYPE_F16:
-      for (gsize i = 0; i < numel; i++)
-        wide[i] = pp_f16_to_f32 (narrow[i]);
-      break;
-    case PP_DTYPE_BF16:
-      for (gsize i = 0; i < numel; i++)
-        wide[i] = pp_bf16_to_f32 (narrow[i]);
-      break;
-    default:
-      pp_ops_refuse_dtype (call->be, call->op, param, dtype);
-  }
+  pp_dtype_widen (data, dtype, wide, numel);
   call->acts[call->count++] = (PpWidened) { data, dtype, numel, wide,
     written };
   return wide;
@@ -144,20 +127,10 @@ cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
 static void
 cpu_call_finish (CpuCall * call)
 {
-  for (guint i = 0; i < call->count; i++) {
-    guint16 *narrow = call->acts[i].data;
-    const float *wide = call->acts[i].wide;
-    const gsize numel = call->acts[i].numel;
-
-    if (!call->acts[i].written)
-      continue;
-    if (call->acts[i].dtype == PP_DTYPE_F16)
-      for (gsize j = 0; j < numel; j++)
-        narrow[j] = pp_f32_to_f16 (wide[j]);
-    else
-      for (gsize j = 0; j < numel; j++)
-        narrow[j] = pp_f32_to_bf16 (wide[j]);
-  }
+  for (guint i = 0; i < call->count; i++)
+    if (call->acts[i].written)
+      pp_dtype_narrow (call->acts[i].wide, call->acts[i].dtype,
+          call->acts[i].data, call->acts[i].numel);
 }
 
 #define CPU_CALL(name) CpuCall call = { be, #name }
@@ -432,17 +405,13 @@ cpu_matmul (PpBackend * be, gboolean trans_a, gboolean trans_b, int m,
     pp_ops_refuse_dtype (be, "matmul", "y", y.dtype);
   wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0, (size_t) m * n);
   for (int r = 0; r < m && accumulate; r++)
-    for (int c = 0; c < n; c++)
-      wide[(gsize) r * n + c] = y.dtype == PP_DTYPE_F16
-          ? pp_f16_to_f32 (narrow[(gsize) r * ldy + c])
-          : pp_bf16_to_f32 (narrow[(gsize) r * ldy + c]);
+    pp_dtype_widen (narrow + (gsize) r * ldy, y.dtype, wide + (gsize) r * n,
+        n);
   pp_cpu_matmul (trans_a, trans_b, m, n, k, fa, lda, fb, ldb, accumulate,
       wide, n);
   for (int r = 0; r < m; r++)
-    for (int c = 0; c < n; c++)
-      narrow[(gsize) r * ldy + c] = y.dtype == PP_DTYPE_F16
-          ? pp_f32_to_f16 (wide[(gsize) r * n + c])
-          : pp_f32_to_bf16 (wide[(gsize) r * n + c]);
+    pp_dtype_narrow (wide + (gsize) r * n, y.dtype, narrow + (gsize) r * ldy,
+        n);
 }
 
 #undef CPU_CALL

@@ -7,18 +7,31 @@
  * the same bits either way. */
 #include "pp-cuda-private.h"
 
+/* Input @x and output @y of an op whose kernel takes one storage type for
+ * both: as they are when their dtypes agree, else through float32 scratch
+ * (@y written whole).  Returns the type the kernel gets. */
+static PpCudaType
+one_type (PpCudaBackend * cu, const char *op, PpView x, PpOut y,
+    const void **x_data, void **y_data)
+{
+  if (x.dtype == y.dtype) {
+    *x_data = x.data;
+    *y_data = y.data;
+    return pp_cuda_act_type (cu, op, "y", y.dtype);
+  }
+  *x_data = pp_cuda_in (cu, op, "x", x);
+  *y_data = pp_cuda_out_whole (cu, op, "y", y);
+  return PP_CUDA_F32;
+}
+
 void
 pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
     PpOut y_view)
 {
-  const gboolean as_is = x_view.dtype == y_view.dtype;
-  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "group_norm", "x",
-      x_view.dtype) : PP_CUDA_F32;
-  const void *x = as_is ? x_view.data
-      : pp_cuda_in (cu, "group_norm", "x", x_view);
-  void *y = as_is ? y_view.data
-      : pp_cuda_out_whole (cu, "group_norm", "y", y_view);
+  const void *x;
+  void *y;
+  const PpCudaType type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
   int splits;
   float *partials;
 
@@ -40,13 +53,9 @@ void
 pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
     int dim, float eps, PpView gamma, PpView beta, PpOut y_view)
 {
-  const gboolean as_is = x_view.dtype == y_view.dtype;
-  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "layer_norm", "x",
-      x_view.dtype) : PP_CUDA_F32;
-  const void *x = as_is ? x_view.data
-      : pp_cuda_in (cu, "layer_norm", "x", x_view);
-  void *y = as_is ? y_view.data
-      : pp_cuda_out_whole (cu, "layer_norm", "y", y_view);
+  const void *x;
+  void *y;
+  const PpCudaType type = one_type (cu, "layer_norm", x_view, y_view, &x, &y);
 
   g_return_if_fail (rows > 0 && dim > 0);
 
@@ -97,12 +106,9 @@ void
 pp_cuda_op_geglu (PpCudaBackend * cu, PpView x_view, int rows, int d,
     PpOut y_view)
 {
-  const gboolean as_is = x_view.dtype == y_view.dtype;
-  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "geglu", "x",
-      x_view.dtype) : PP_CUDA_F32;
-  const void *x = as_is ? x_view.data : pp_cuda_in (cu, "geglu", "x", x_view);
-  void *y = as_is ? y_view.data
-      : pp_cuda_out_whole (cu, "geglu", "y", y_view);
+  const void *x;
+  void *y;
+  const PpCudaType type = one_type (cu, "geglu", x_view, y_view, &x, &y);
 
   g_return_if_fail (rows > 0 && d > 0);
 
@@ -113,13 +119,9 @@ void
 pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
     int c, int h, int w, int factor, PpOut y_view)
 {
-  const gboolean as_is = x_view.dtype == y_view.dtype;
-  const PpCudaType type = as_is ? pp_cuda_act_type (cu, "upsample_nearest",
-      "x", x_view.dtype) : PP_CUDA_F32;
-  const void *x = as_is ? x_view.data
-      : pp_cuda_in (cu, "upsample_nearest", "x", x_view);
-  void *y = as_is ? y_view.data
-      : pp_cuda_out_whole (cu, "upsample_nearest", "y", y_view);
+  const void *x;
+  void *y;
+  const PpCudaType type = one_type (cu, "upsample_nearest", x_view, y_view, &x, &y);
 
   g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
 

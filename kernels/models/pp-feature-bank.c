@@ -9,7 +9,6 @@
  * team size); norms, the threshold test and merged means are in double.
  * Once the bank is full, a frame allocates nothing. */
 #include "pp-feature-bank.h"
-#include "pp-dtype-math.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -238,41 +237,6 @@ check_device_rows (const gchar * what, gsize numel, gsize need)
         "%" G_GSIZE_FORMAT " needed", what, numel, need);
 }
 
-/* The bank's rows are float32 on the host; the model's activations may be
- * 16-bit on the device.  @n values of @src into host floats @dst. */
-static void
-download_rows (PpBackend * be, gfloat * dst, PpView src, gsize n)
-{
-  g_autofree guint16 *narrow = NULL;
-
-  if (src.dtype == PP_DTYPE_F32) {
-    pp_backend_download (be, dst, src.data, n * sizeof (gfloat));
-    return;
-  }
-  narrow = g_new (guint16, n);
-  pp_backend_download (be, narrow, src.data, n * sizeof (guint16));
-  for (gsize i = 0; i < n; i++)
-    dst[i] = src.dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
-        : pp_bf16_to_f32 (narrow[i]);
-}
-
-/* @n host floats @src into @dst, rounded to its dtype. */
-static void
-upload_rows (PpBackend * be, PpOut dst, const gfloat * src, gsize n)
-{
-  g_autofree guint16 *narrow = NULL;
-
-  if (dst.dtype == PP_DTYPE_F32) {
-    pp_backend_upload (be, dst.data, src, n * sizeof (gfloat));
-    return;
-  }
-  narrow = g_new (guint16, n);
-  for (gsize i = 0; i < n; i++)
-    narrow[i] = dst.dtype == PP_DTYPE_F16 ? pp_f32_to_f16 (src[i])
-        : pp_f32_to_bf16 (src[i]);
-  pp_backend_upload (be, dst.data, narrow, n * sizeof (guint16));
-}
-
 void
 pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
     gint rows, PpOut k_ext, PpOut v_ext)
@@ -287,8 +251,10 @@ pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
   g_assert (k.dtype == k_ext.dtype && v.dtype == v_ext.dtype);
   pp_backend_copy (be, k_ext.data, k.data, own * pp_dtype_size (k.dtype));
   pp_backend_copy (be, v_ext.data, v.data, own * pp_dtype_size (v.dtype));
-  upload_rows (be, pp_out_range (k_ext, own, banked), l->k, banked);
-  upload_rows (be, pp_out_range (v_ext, own, banked), l->v, banked);
+  /* The bank's rows are float32 on the host; the model's activations may
+   * be 16-bit. */
+  pp_backend_upload_floats (be, pp_out_range (k_ext, own, banked), l->k);
+  pp_backend_upload_floats (be, pp_out_range (v_ext, own, banked), l->v);
 }
 
 /* Euclidean norms of @n rows of @c floats, into @norms, and their
@@ -523,13 +489,14 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
   }
   n = l->rows + (gsize) rows;
   scratch_reserve (s, rows, c, n);
-  download_rows (be, s->k, k, own);
-  download_rows (be, s->v, v, own);
-  download_rows (be, s->o, pp_out_as_view (out), own);
+  pp_backend_download_floats (be, s->k, pp_view_range (k, 0, own));
+  pp_backend_download_floats (be, s->v, pp_view_range (v, 0, own));
+  pp_backend_download_floats (be, s->o,
+      pp_view_range (pp_out_as_view (out), 0, own));
   if (fuse && l->rows > 0) {
     bank->fused += fuse_rows (l, s, rows, bank->threshold);
     bank->candidates += rows;
-    upload_rows (be, out, s->fused, own);
+    pp_backend_upload_floats (be, pp_out_range (out, 0, own), s->fused);
   }
   if (n <= capacity) {
     memcpy (l->k + (gsize) l->rows * c, s->k, own * sizeof (gfloat));

@@ -1,7 +1,6 @@
 /* ppdiffuse — layers, activations, taps and config checks shared by the
  * models. */
 #include "pp-layers.h"
-#include "pp-dtype-math.h"
 #include "pp-config.h"
 #include "pp-error.h"
 #include "pp-ops.h"
@@ -463,19 +462,7 @@ pp_tap_act (PpTapFunc tap, gpointer tap_data, const PpAct * a, guint ndim,
   /* Taps are handed float32 tensors: a 16-bit activation widened. */
   view.nbytes = pp_act_numel (a) * sizeof (gfloat);
   view.data = g_malloc (view.nbytes);
-  if (a->dtype == PP_DTYPE_F32)
-    pp_backend_download (pp_act_backend (a), view.data, a->data,
-        view.nbytes);
-  else {
-    g_autofree guint16 *narrow = g_new (guint16, pp_act_numel (a));
-    gfloat *wide = view.data;
-
-    pp_backend_download (pp_act_backend (a), narrow, a->data,
-        pp_act_bytes (a));
-    for (gsize i = 0; i < pp_act_numel (a); i++)
-      wide[i] = a->dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (narrow[i])
-          : pp_bf16_to_f32 (narrow[i]);
-  }
+  pp_backend_download_floats (pp_act_backend (a), view.data, pp_act_in (a));
   tap (name, &view, tap_data);
   g_free (view.data);
 }
