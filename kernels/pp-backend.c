@@ -220,10 +220,56 @@ pp_backend_get (const gchar * name, GError ** error)
   return pp_backend_get_local (name, 0, error);
 }
 
+/* PPDIFFUSE_ACT_LAYOUT's values, by PpLayout. */
+static const gchar *const layout_names[] = { "nchw", "nhwc" };
+
+const gchar *
+pp_layout_name (PpLayout layout)
+{
+  return (guint) layout < G_N_ELEMENTS (layout_names)
+      ? layout_names[layout] : "?";
+}
+
+/* The layout $PPDIFFUSE_ACT_LAYOUT names in *@layout; FALSE with an error
+ * naming the choices for any other value. */
+static gboolean
+act_layout_parse (PpLayout * layout, GError ** error)
+{
+  const gchar *value = g_getenv (PP_ACT_LAYOUT_ENV);
+
+  *layout = PP_LAYOUT_NCHW;
+  if (value == NULL || *value == '\0')
+    return TRUE;
+  for (guint i = 0; i < G_N_ELEMENTS (layout_names); i++)
+    if (g_str_equal (value, layout_names[i])) {
+      *layout = (PpLayout) i;
+      return TRUE;
+    }
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: unknown layout; "
+      "the choices are nchw (channels first, the default) and nhwc "
+      "(channels last)", PP_ACT_LAYOUT_ENV, value);
+  return FALSE;
+}
+
+PpLayout
+pp_backend_act_layout (const PpBackend * be)
+{
+  PpLayout layout;
+
+  /* pp_backend_get refused a bad value before any backend existed. */
+  if (!act_layout_parse (&layout, NULL))
+    return PP_LAYOUT_NCHW;
+  return layout;
+}
+
 PpBackend *
 pp_backend_get_local (const gchar * name, gint local_rank, GError ** error)
 {
   g_autoptr (GString) known = NULL;
+  PpLayout layout;
+
+  if (!act_layout_parse (&layout, error))
+    return NULL;
 
   if (name == NULL || *name == '\0')
     name = g_getenv (PP_BACKEND_ENV);

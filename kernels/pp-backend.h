@@ -136,6 +136,17 @@ void         pp_backend_set_samples_apart (PpBackend * be, gboolean apart);
  * cpu-strict, which runs the 16-bit graph on the host), else float32. */
 PpDType      pp_backend_act_dtype  (const PpBackend * be, PpDType weights);
 
+/* The layout the UNet keeps its spatial activations in on @be:
+ * $PPDIFFUSE_ACT_LAYOUT, "nchw" (the default: channels first, the ops'
+ * own layout) or "nhwc" (channels last: a transformer's tokens are its
+ * rows, as 16-bit tensor cores read convolutions).  Every backend takes
+ * both (a spatial op reads each view as its layout says); pp_backend_get
+ * refuses any other value. */
+#define PP_ACT_LAYOUT_ENV "PPDIFFUSE_ACT_LAYOUT"
+PpLayout     pp_backend_act_layout (const PpBackend * be);
+/* "nchw", "nhwc". */
+const gchar *pp_layout_name        (PpLayout layout);
+
 /* Device bytes allocated so far (every backend together), for the
  * per-frame allocation measurements of benchmarks and tests. */
 guint64      pp_backend_allocated_bytes (void);

@@ -14,12 +14,26 @@
 
 G_BEGIN_DECLS
 
+/* How a spatial tensor [n, c, h, w] lies in memory: channels first (the
+ * ops' own layout, as their comments state), or channels last ([n, h, w,
+ * c]: each pixel's channels together, as 16-bit tensor-core convolutions
+ * read them and as a transformer's tokens are).  Only the ops that see
+ * space read it (conv2d, group_norm, upsample_nearest, concat_channels,
+ * add_channel: each view as its own layout says); every other op reads
+ * elements in order, whatever it says (pp-ops-list.h). */
+typedef enum
+{
+  PP_LAYOUT_NCHW = 0,
+  PP_LAYOUT_NHWC = 1,
+} PpLayout;
+
 typedef struct
 {
   gconstpointer data;           /* device memory of the op's backend; NULL:
                                  * absent (an optional bias not given) */
   PpDType dtype;
   gsize numel;                  /* elements of @dtype at @data */
+  PpLayout layout;              /* of a spatial tensor */
 } PpView;
 
 /* The bit of @dtype in a set of dtypes (PpBackend.view_dtypes). */
@@ -28,7 +42,7 @@ typedef struct
 static inline PpView
 pp_view (gconstpointer data, PpDType dtype, gsize numel)
 {
-  PpView v = { data, dtype, numel };
+  PpView v = { data, dtype, numel, PP_LAYOUT_NCHW };
 
   return v;
 }
@@ -60,12 +74,13 @@ typedef struct
   gpointer data;                /* device memory of the op's backend */
   PpDType dtype;
   gsize numel;                  /* elements of @dtype at @data */
+  PpLayout layout;              /* of a spatial tensor */
 } PpOut;
 
 static inline PpOut
 pp_out (gpointer data, PpDType dtype, gsize numel)
 {
-  PpOut o = { data, dtype, numel };
+  PpOut o = { data, dtype, numel, PP_LAYOUT_NCHW };
 
   return o;
 }
@@ -81,7 +96,24 @@ pp_out_f32 (float *data, gsize numel)
 static inline PpView
 pp_out_as_view (PpOut o)
 {
-  return pp_view (o.data, o.dtype, o.numel);
+  PpView v = { o.data, o.dtype, o.numel, o.layout };
+
+  return v;
+}
+
+/* @v, @o as laid out in @layout. */
+static inline PpView
+pp_view_laid (PpView v, PpLayout layout)
+{
+  v.layout = layout;
+  return v;
+}
+
+static inline PpOut
+pp_out_laid (PpOut o, PpLayout layout)
+{
+  o.layout = layout;
+  return o;
 }
 
 /* Elements [@offset, @offset + @numel) of @v: the byte offset follows the
@@ -90,21 +122,22 @@ static inline PpView
 pp_view_range (PpView v, gsize offset, gsize numel)
 {
   g_assert (offset + numel <= v.numel);
-  return pp_view ((const guint8 *) v.data + offset * pp_dtype_size (v.dtype),
-      v.dtype, numel);
+  return pp_view_laid (pp_view ((const guint8 *) v.data
+          + offset * pp_dtype_size (v.dtype), v.dtype, numel), v.layout);
 }
 
 static inline PpOut
 pp_out_range (PpOut o, gsize offset, gsize numel)
 {
   g_assert (offset + numel <= o.numel);
-  return pp_out ((guint8 *) o.data + offset * pp_dtype_size (o.dtype),
-      o.dtype, numel);
+  return pp_out_laid (pp_out ((guint8 *) o.data
+          + offset * pp_dtype_size (o.dtype), o.dtype, numel), o.layout);
 }
 
-/* A 16-bit activation widened into float32 scratch for one op's float32
- * kernel: a backend's note of what to round back when the kernel returns
- * (kernels/cpu/pp-cpu-backend.c, kernels/cuda/pp-cuda-private.c). */
+/* A 16-bit or channels-last activation copied into float32 channels-first
+ * scratch for one op's kernel: a backend's note of what to round (and lay
+ * out) back when the kernel returns (kernels/cpu/pp-cpu-backend.c,
+ * kernels/cuda/pp-cuda-private.c). */
 typedef struct
 {
   gpointer data;                /* the activation */
@@ -112,6 +145,9 @@ typedef struct
   gsize numel;
   float *wide;                  /* its scratch copy */
   gboolean written;             /* round back into @data */
+  /* PP_LAYOUT_NHWC: @data is [n, hw, c] and @wide [n, c, hw]. */
+  PpLayout layout;
+  int n, c, hw;
 } PpWidened;
 
 G_END_DECLS

@@ -86,15 +86,18 @@ view_floats (PpBackend * be, const char *op, const char *param, PpView v,
   }
 }
 
-/* Activations: the kernels compute in float32, so an activation of a
- * 16-bit dtype passes through float32 scratch for the call.  Each one the
- * op reads or writes is widened (an output too: an op may update it in
- * place), and the ones written are rounded back to their dtype (round to
- * nearest even) when the kernel returns; a strided matmul's y is its own
- * case (cpu_matmul).  An output that is also an input (a norm's y = x) gets
- * a scratch of its own: the kernel then reads one copy and writes the
- * other, which gives what it gives in place.  Float32 activations reach
- * the kernel as they are. */
+/* Activations: the kernels compute in float32 on channels-first tensors,
+ * so an activation of a 16-bit dtype, or a spatial one laid out channels
+ * last, passes through float32 channels-first scratch for the call.  Each
+ * one the op reads or writes is copied in (an output too: an op may update
+ * it in place), and the ones written are copied back to their dtype
+ * (rounded to nearest even) and layout when the kernel returns; a strided
+ * matmul's y is its own case (cpu_matmul).  An output that is also an
+ * input (a norm's y = x) gets a scratch of its own: the kernel then reads
+ * one copy and writes the other, which gives what it gives in place.
+ * Float32 channels-first activations reach the kernel as they are, and a
+ * view that is no spatial tensor's (IN, OUT) is read in element order
+ * whatever its layout says. */
 #define CPU_CALL_ACTS (PP_CPU_SCRATCH_ACT_3 - PP_CPU_SCRATCH_ACT_0 + 1)
 
 typedef struct
@@ -105,40 +108,74 @@ typedef struct
   PpWidened acts[CPU_CALL_ACTS];
 } CpuCall;
 
+/* @data as float32 [n, c, hw] (@layout NHWC: it is [n, hw, c]), the
+ * spatial dimensions given when @layout matters (n > 0). */
 static float *
 cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
-    gsize numel, gboolean written)
+    gsize numel, PpLayout layout, int n, int c, int hw, gboolean written)
 {
+  const gboolean nhwc = n > 0 && layout == PP_LAYOUT_NHWC;
   float *wide;
 
-  if (data == NULL || dtype == PP_DTYPE_F32)
+  if (data == NULL || (dtype == PP_DTYPE_F32 && !nhwc))
     return data;
-  if (dtype != PP_DTYPE_F16 && dtype != PP_DTYPE_BF16)
+  if (dtype != PP_DTYPE_F32 && dtype != PP_DTYPE_F16
+      && dtype != PP_DTYPE_BF16)
     pp_ops_refuse_dtype (call->be, call->op, param, dtype);
   g_assert (call->count < CPU_CALL_ACTS);
+  g_assert (!nhwc || numel == (gsize) n * c * hw);
   wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0 + call->count, numel);
-  pp_dtype_widen (data, dtype, wide, numel);
+  if (!nhwc)
+    pp_dtype_widen (data, dtype, wide, numel);
+  else if (dtype == PP_DTYPE_F32)
+    pp_cpu_nlc_to_nchw (data, n, c, hw, wide);
+  else {
+    float *rows = pp_cpu_scratch (PP_CPU_SCRATCH_LAYOUT, numel);
+
+    pp_dtype_widen (data, dtype, rows, numel);
+    pp_cpu_nlc_to_nchw (rows, n, c, hw, wide);
+  }
   call->acts[call->count++] = (PpWidened) { data, dtype, numel, wide,
-    written };
+    written, nhwc ? PP_LAYOUT_NHWC : PP_LAYOUT_NCHW, n, c, hw };
   return wide;
 }
 
-/* Rounds the call's 16-bit outputs back from their scratch. */
+/* Copies the call's outputs back from their scratch. */
 static void
 cpu_call_finish (CpuCall * call)
 {
-  for (guint i = 0; i < call->count; i++)
-    if (call->acts[i].written)
-      pp_dtype_narrow (call->acts[i].wide, call->acts[i].dtype,
-          call->acts[i].data, call->acts[i].numel);
+  for (guint i = 0; i < call->count; i++) {
+    const PpWidened *a = &call->acts[i];
+    float *rows;
+
+    if (!a->written)
+      continue;
+    if (a->layout != PP_LAYOUT_NHWC) {
+      pp_dtype_narrow (a->wide, a->dtype, a->data, a->numel);
+      continue;
+    }
+    rows = a->dtype == PP_DTYPE_F32 ? a->data
+        : pp_cpu_scratch (PP_CPU_SCRATCH_LAYOUT, a->numel);
+    pp_cpu_nchw_to_nlc (a->wide, a->n, a->c, a->hw, rows);
+    if (a->dtype != PP_DTYPE_F32)
+      pp_dtype_narrow (rows, a->dtype, a->data, a->numel);
+  }
 }
 
 #define CPU_CALL(name) CpuCall call = { be, #name }
 #define IN(param) \
   ((const float *) cpu_act (&call, #param, (gpointer) param.data, \
-      param.dtype, param.numel, FALSE))
+      param.dtype, param.numel, param.layout, 0, 0, 0, FALSE))
 #define OUT(param) \
-  cpu_act (&call, #param, param.data, param.dtype, param.numel, TRUE)
+  cpu_act (&call, #param, param.data, param.dtype, param.numel, \
+      param.layout, 0, 0, 0, TRUE)
+/* A spatial tensor [n, c, hw], read or written as its layout says. */
+#define IN_AT(param, n, c, hw) \
+  ((const float *) cpu_act (&call, #param, (gpointer) param.data, \
+      param.dtype, param.numel, param.layout, (n), (c), (hw), FALSE))
+#define OUT_AT(param, n, c, hw) \
+  cpu_act (&call, #param, param.data, param.dtype, param.numel, \
+      param.layout, (n), (c), (hw), TRUE)
 #define FINISH() cpu_call_finish (&call)
 
 static void
@@ -148,10 +185,13 @@ cpu_conv2d (PpBackend * be, PpView x, int n, int cin, int h, int w,
 {
   CPU_CALL (conv2d);
 
-  pp_cpu_conv2d (IN (x), n, cin, h, w,
+  const int ho = pp_conv2d_out_size (h, kh, stride, pad);
+  const int wo = pp_conv2d_out_size (w, kw, stride, pad);
+
+  pp_cpu_conv2d (IN_AT (x, n, cin, h * w), n, cin, h, w,
       view_floats (be, "conv2d", "weight", weight, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "conv2d", "bias", bias, PP_CPU_SCRATCH_VIEW_B), cout,
-      kh, kw, stride, pad, OUT (y));
+      kh, kw, stride, pad, OUT_AT (y, n, cout, ho * wo));
   FINISH ();
 }
 
@@ -163,9 +203,9 @@ cpu_group_norm (PpBackend * be, PpView x, int n, int c, int hw, int groups,
     float eps, PpView gamma, PpView beta, gboolean silu, PpOut y)
 {
   CPU_CALL (group_norm);
-  float *out = OUT (y);
+  float *out = OUT_AT (y, n, c, hw);
 
-  pp_cpu_group_norm (IN (x), n, c, hw, groups, eps,
+  pp_cpu_group_norm (IN_AT (x, n, c, hw), n, c, hw, groups, eps,
       view_floats (be, "group_norm", "gamma", gamma, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "group_norm", "beta", beta, PP_CPU_SCRATCH_VIEW_B),
       out);
@@ -254,7 +294,8 @@ cpu_upsample_nearest (PpBackend * be, PpView x, int n, int c, int h, int w,
 {
   CPU_CALL (upsample_nearest);
 
-  pp_cpu_upsample_nearest (IN (x), n, c, h, w, factor, OUT (y));
+  pp_cpu_upsample_nearest (IN_AT (x, n, c, h * w), n, c, h, w, factor,
+      OUT_AT (y, n, c, h * w * factor * factor));
   FINISH ();
 }
 
@@ -264,7 +305,8 @@ cpu_resize_bilinear (PpBackend * be, PpView x, int c, int h, int w, PpOut y,
 {
   CPU_CALL (resize_bilinear);
 
-  pp_cpu_resize_bilinear (IN (x), c, h, w, OUT (y), ho, wo);
+  pp_cpu_resize_bilinear (IN_AT (x, 1, c, h * w), c, h, w,
+      OUT_AT (y, 1, c, ho * wo), ho, wo);
   FINISH ();
 }
 
@@ -274,7 +316,8 @@ cpu_concat_channels (PpBackend * be, PpView a, int ca, PpView b, int cb,
 {
   CPU_CALL (concat_channels);
 
-  pp_cpu_concat_channels (IN (a), ca, IN (b), cb, n, hw, OUT (y));
+  pp_cpu_concat_channels (IN_AT (a, n, ca, hw), ca, IN_AT (b, n, cb, hw),
+      cb, n, hw, OUT_AT (y, n, ca + cb, hw));
   FINISH ();
 }
 
@@ -358,7 +401,7 @@ cpu_nchw_to_nlc (PpBackend * be, PpView x, int n, int c, int hw, PpOut y)
 {
   CPU_CALL (nchw_to_nlc);
 
-  pp_cpu_nchw_to_nlc (IN (x), n, c, hw, OUT (y));
+  pp_cpu_nchw_to_nlc (IN_AT (x, n, c, hw), n, c, hw, OUT (y));
   FINISH ();
 }
 
@@ -367,7 +410,7 @@ cpu_nlc_to_nchw (PpBackend * be, PpView x, int n, int c, int hw, PpOut y)
 {
   CPU_CALL (nlc_to_nchw);
 
-  pp_cpu_nlc_to_nchw (IN (x), n, c, hw, OUT (y));
+  pp_cpu_nlc_to_nchw (IN (x), n, c, hw, OUT_AT (y, n, c, hw));
   FINISH ();
 }
 
@@ -376,7 +419,7 @@ cpu_add_channel (PpBackend * be, PpOut x, int n, int c, int hw, PpView v)
 {
   CPU_CALL (add_channel);
 
-  pp_cpu_add_channel (OUT (x), n, c, hw,
+  pp_cpu_add_channel (OUT_AT (x, n, c, hw), n, c, hw,
       view_floats (be, "add_channel", "v", v, PP_CPU_SCRATCH_VIEW_A));
   FINISH ();
 }

@@ -34,6 +34,9 @@ typedef enum
   PP_CPU_SCRATCH_ACT_1,
   PP_CPU_SCRATCH_ACT_2,
   PP_CPU_SCRATCH_ACT_3,
+  /* A 16-bit channels-last activation between its widening and its
+   * transpose (pp-cpu-backend.c). */
+  PP_CPU_SCRATCH_LAYOUT,
   PP_CPU_SCRATCH_COUNT
 } PpCpuScratch;
 

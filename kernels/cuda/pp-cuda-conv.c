@@ -287,6 +287,13 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
     int stride, int pad, PpOut y_view)
 {
+  /* Channels first for cuDNN's descriptors here (a channels-last view
+   * is copied: the layout the 16-bit convolutions may choose themselves,
+   * PPDIFFUSE_CUDA_CONV_LAYOUT, is the kernel's own business). */
+  x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
+  y_view = pp_cuda_nchw_out (cu, "conv2d", "y", y_view, n, cout,
+      pp_conv2d_out_size (h, kh, stride, pad)
+      * pp_conv2d_out_size (w, kw, stride, pad));
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
   /* 16-bit weights read an activation of their type, or float32, as it is

@@ -29,6 +29,9 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
     PpOut y_view)
 {
+  /* Channels first for the kernels (a channels-last one is copied). */
+  x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
+  y_view = pp_cuda_nchw_out (cu, "group_norm", "y", y_view, n, c, hw);
   const void *x;
   void *y;
   const PpCudaType type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
@@ -119,6 +122,10 @@ void
 pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
     int c, int h, int w, int factor, PpOut y_view)
 {
+  x_view = pp_cuda_nchw_in (cu, "upsample_nearest", "x", x_view, n, c,
+      h * w);
+  y_view = pp_cuda_nchw_out (cu, "upsample_nearest", "y", y_view, n, c,
+      h * w * factor * factor);
   const void *x;
   void *y;
   const PpCudaType type = one_type (cu, "upsample_nearest", x_view, y_view, &x, &y);
@@ -133,6 +140,10 @@ void
 pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
     int h, int w, PpOut y_view, int ho, int wo)
 {
+  x_view = pp_cuda_nchw_in (cu, "resize_bilinear", "x", x_view, 1, c,
+      h * w);
+  y_view = pp_cuda_nchw_out (cu, "resize_bilinear", "y", y_view, 1, c,
+      ho * wo);
   const float *x = pp_cuda_in (cu, "resize_bilinear", "x", x_view);
   float *y = pp_cuda_out_whole (cu, "resize_bilinear", "y", y_view);
 
@@ -146,6 +157,10 @@ void
 pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
     PpView b_view, int cb, int n, int hw, PpOut y_view)
 {
+  a_view = pp_cuda_nchw_in (cu, "concat_channels", "a", a_view, n, ca, hw);
+  b_view = pp_cuda_nchw_in (cu, "concat_channels", "b", b_view, n, cb, hw);
+  y_view = pp_cuda_nchw_out (cu, "concat_channels", "y", y_view, n,
+      ca + cb, hw);
   const gboolean as_is = a_view.dtype == y_view.dtype
       && b_view.dtype == y_view.dtype;
   const PpCudaType type = as_is ? pp_cuda_act_type (cu, "concat_channels",
@@ -247,6 +262,7 @@ void
 pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
+  x_view = pp_cuda_nchw_in (cu, "nchw_to_nlc", "x", x_view, n, c, hw);
   const PpCudaType x_type = pp_cuda_act_type (cu, "nchw_to_nlc", "x",
       x_view.dtype);
   const PpCudaType y_type = pp_cuda_act_type (cu, "nchw_to_nlc", "y",
@@ -263,6 +279,7 @@ void
 pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
+  y_view = pp_cuda_nchw_out (cu, "nlc_to_nchw", "y", y_view, n, c, hw);
   const PpCudaType x_type = pp_cuda_act_type (cu, "nlc_to_nchw", "x",
       x_view.dtype);
   const PpCudaType y_type = pp_cuda_act_type (cu, "nlc_to_nchw", "y",
@@ -279,6 +296,7 @@ void
 pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
     int hw, PpView v)
 {
+  x_view = pp_cuda_nchw_out (cu, "add_channel", "x", x_view, n, c, hw);
   g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x_view.data, pp_cuda_act_type (cu,

@@ -53,6 +53,12 @@ static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
   [PP_CUDA_SCRATCH_ACT_1] = "16-bit activation 1, widened",
   [PP_CUDA_SCRATCH_ACT_2] = "16-bit activation 2, widened",
   [PP_CUDA_SCRATCH_ACT_3] = "16-bit activation 3, widened",
+  [PP_CUDA_SCRATCH_LAYOUT_0] = "channels-last activation 0, laid channels "
+      "first",
+  [PP_CUDA_SCRATCH_LAYOUT_1] = "channels-last activation 1, laid channels "
+      "first",
+  [PP_CUDA_SCRATCH_LAYOUT_2] = "channels-last activation 2, laid channels "
+      "first",
 };
 
 const gchar *
@@ -208,6 +214,51 @@ pp_cuda_out_whole (PpCudaBackend * cu, const char *op, const char *param,
   return act_float (cu, op, param, o.data, o.dtype, o.numel, FALSE, TRUE);
 }
 
+/* Channels-last activations: the spatial kernels here read and write
+ * channels first, so a channels-last view is copied into scratch of its
+ * dtype, transposed, for the op, and a written one transposed back after
+ * it (after its narrowing, when it was also widened). */
+static gpointer
+laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
+    gpointer data, PpDType dtype, gsize numel, int n, int c, int hw,
+    gboolean written)
+{
+  const PpCudaType type = pp_cuda_act_type (cu, op, param, dtype);
+  const guint slot = cu->n_laid;
+  gpointer copy;
+
+  g_assert (slot < G_N_ELEMENTS (cu->laid));
+  g_assert (numel == (gsize) n * c * hw);
+  copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_LAYOUT_0 + slot,
+      MAX (numel, 1) * pp_dtype_size (dtype));
+  /* [n, hw, c] → [n, c, hw]. */
+  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,
+          PP_CUDA_F32, copy, type, cu->stream));
+  cu->laid[cu->n_laid++] = (PpWidened) { data, dtype, numel, copy, written,
+    PP_LAYOUT_NHWC, n, c, hw };
+  return copy;
+}
+
+PpView
+pp_cuda_nchw_in (PpCudaBackend * cu, const char *op, const char *param,
+    PpView v, int n, int c, int hw)
+{
+  if (v.data == NULL || v.layout != PP_LAYOUT_NHWC)
+    return v;
+  return pp_view (laid_nchw (cu, op, param, (gpointer) v.data, v.dtype,
+          v.numel, n, c, hw, FALSE), v.dtype, v.numel);
+}
+
+PpOut
+pp_cuda_nchw_out (PpCudaBackend * cu, const char *op, const char *param,
+    PpOut o, int n, int c, int hw)
+{
+  if (o.layout != PP_LAYOUT_NHWC)
+    return o;
+  return pp_out (laid_nchw (cu, op, param, o.data, o.dtype, o.numel, n, c,
+          hw, TRUE), o.dtype, o.numel);
+}
+
 void
 pp_cuda_acts_finish (PpCudaBackend * cu)
 {
@@ -222,4 +273,15 @@ pp_cuda_acts_finish (PpCudaBackend * cu)
               cu->acts[i].data, cu->acts[i].numel, cu->stream));
   }
   cu->n_acts = 0;
+  for (guint i = 0; i < cu->n_laid; i++) {
+    const PpWidened *a = &cu->laid[i];
+    const PpCudaType type = pp_cuda_act_type (cu, "layout", "copy",
+        a->dtype);
+
+    /* [n, c, hw] → [n, hw, c]. */
+    if (a->written)
+      PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (a->wide, type, a->n,
+              a->c, a->hw, NULL, PP_CUDA_F32, a->data, type, cu->stream));
+  }
+  cu->n_laid = 0;
 }

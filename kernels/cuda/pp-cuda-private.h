@@ -31,6 +31,11 @@ typedef enum
   PP_CUDA_SCRATCH_ACT_1,
   PP_CUDA_SCRATCH_ACT_2,
   PP_CUDA_SCRATCH_ACT_3,
+  /* Channels-last activations laid out channels first for one op
+   * (pp_cuda_nchw_in, pp_cuda_nchw_out). */
+  PP_CUDA_SCRATCH_LAYOUT_0,
+  PP_CUDA_SCRATCH_LAYOUT_1,
+  PP_CUDA_SCRATCH_LAYOUT_2,
   PP_CUDA_SCRATCH_COUNT
 } PpCudaScratch;
 
@@ -92,6 +97,12 @@ typedef struct
    * back by pp_cuda_acts_finish. */
   PpWidened acts[PP_CUDA_SCRATCH_ACT_3 - PP_CUDA_SCRATCH_ACT_0 + 1];
   guint n_acts;
+  /* Its channels-last activations copied channels first by
+   * pp_cuda_nchw_in and pp_cuda_nchw_out (@wide: the copy, of the
+   * activation's dtype), the written ones laid back by
+   * pp_cuda_acts_finish. */
+  PpWidened laid[PP_CUDA_SCRATCH_LAYOUT_2 - PP_CUDA_SCRATCH_LAYOUT_0 + 1];
+  guint n_laid;
 } PpCudaBackend;
 
 /* Ends the process with @error (a failed call inside an op, which returns
@@ -173,8 +184,20 @@ pp_cuda_aligned (gconstpointer p)
 {
   return (guintptr) p % 256 == 0;
 }
+/* Spatial activation @v [n, c, hw] of op @op channels first: itself when
+ * it is so laid out (or absent), else a copy in scratch of its dtype.
+ * The kernels here read spatial tensors channels first; a native
+ * channels-last kernel reads the view as it is instead. */
+PpView pp_cuda_nchw_in (PpCudaBackend * cu, const char *op,
+    const char *param, PpView v, int n, int c, int hw);
+/* The same for a spatial activation the op writes (its contents copied
+ * too: the op may update it in place), laid back channels last by
+ * pp_cuda_acts_finish. */
+PpOut pp_cuda_nchw_out (PpCudaBackend * cu, const char *op,
+    const char *param, PpOut o, int n, int c, int hw);
 /* After an op: narrows its written 16-bit activations back from their
- * scratch (round to nearest even), and forgets them. */
+ * scratch (round to nearest even), lays its written channels-last ones
+ * back (pp_cuda_nchw_out), and forgets them. */
 void pp_cuda_acts_finish (PpCudaBackend * cu);
 
 /* The ops, in pp-cuda-ops.c (kernels), pp-cuda-gemm.c (cuBLAS),

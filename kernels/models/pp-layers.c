@@ -263,9 +263,32 @@ pp_act_convert (PpAct * a, PpDType dtype)
   if (a->dtype == dtype)
     return;
   to = pp_act_new_as (a->pool, dtype, a->n, a->c, a->h, a->w);
+  to.layout = a->layout;
   /* y = 1·x + 0·y: x in y's dtype (pp-ops-list.h). */
   pp_axpby (pp_act_backend (a), pp_act_out (&to), 1.0f, pp_act_in (a), 0.0f,
       pp_act_numel (a));
+  pp_act_replace (a, to);
+}
+
+void
+pp_act_lay (PpAct * a, PpLayout layout)
+{
+  const gint hw = a->h * a->w;
+  PpAct to;
+
+  if (a->layout == layout)
+    return;
+  to = pp_act_new_as (a->pool, a->dtype, a->n, a->c, a->h, a->w);
+  to.layout = layout;
+  /* [n, c, hw] and [n, hw, c], read and written as the ops' own layout. */
+  if (layout == PP_LAYOUT_NHWC)
+    pp_nchw_to_nlc (pp_act_backend (a), pp_view_laid (pp_act_in (a),
+            PP_LAYOUT_NCHW), a->n, a->c, hw, pp_out_laid (pp_act_out (&to),
+            PP_LAYOUT_NCHW));
+  else
+    pp_nlc_to_nchw (pp_act_backend (a), pp_view_laid (pp_act_in (a),
+            PP_LAYOUT_NCHW), a->n, a->c, hw, pp_out_laid (pp_act_out (&to),
+            PP_LAYOUT_NCHW));
   pp_act_replace (a, to);
 }
 
@@ -293,13 +316,15 @@ pp_act_copy (const PpAct * a)
 PpView
 pp_act_in (const PpAct * a)
 {
-  return pp_view (a->data, a->dtype, pp_act_numel (a));
+  return pp_view_laid (pp_view (a->data, a->dtype, pp_act_numel (a)),
+      a->layout);
 }
 
 PpOut
 pp_act_out (const PpAct * a)
 {
-  return pp_out (a->data, a->dtype, pp_act_numel (a));
+  return pp_out_laid (pp_out (a->data, a->dtype, pp_act_numel (a)),
+      a->layout);
 }
 
 void
@@ -320,12 +345,19 @@ pp_act_replace (PpAct * dst, PpAct src)
 PpAct
 pp_conv_apply (const PpConv * conv, const PpAct * x)
 {
+  return pp_conv_apply_laid (conv, x, x->layout);
+}
+
+PpAct
+pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
+{
   gint ho = pp_conv2d_out_size (x->h, conv->kernel, conv->stride, conv->pad);
   gint wo = pp_conv2d_out_size (x->w, conv->kernel, conv->stride, conv->pad);
   PpAct y;
 
   g_assert (x->c == conv->cin);
   y = pp_act_new (x->pool, x->n, conv->cout, ho, wo);
+  y.layout = layout;
   pp_conv2d (pp_act_backend (x), pp_act_in (x), x->n, x->c, x->h, x->w,
       conv->weight, conv->bias, conv->cout, conv->kernel, conv->kernel,
       conv->stride, conv->pad, pp_act_out (&y));
@@ -409,7 +441,8 @@ pp_act_to_tensor (PpAct * a, const gchar * what, const gchar * name,
   gsize bytes;
   PpTensor *t = *out;
 
-  /* Tensors are float32. */
+  /* Tensors are float32 NCHW. */
+  pp_act_lay (a, PP_LAYOUT_NCHW);
   pp_act_convert (a, PP_DTYPE_F32);
   bytes = pp_act_bytes (a);
   if (t == NULL)
@@ -459,10 +492,20 @@ pp_tap_act (PpTapFunc tap, gpointer tap_data, const PpAct * a, guint ndim,
     view.shape[i] = dims[i];
   for (guint i = ndim; i < PP_TENSOR_MAX_DIMS; i++)
     view.shape[ndim - 1] *= dims[i];
-  /* Taps are handed float32 tensors: a 16-bit activation widened. */
+  /* Taps are handed float32 NCHW tensors: a 16-bit activation widened, a
+   * channels-last one transposed first. */
   view.nbytes = pp_act_numel (a) * sizeof (gfloat);
   view.data = g_malloc (view.nbytes);
-  pp_backend_download_floats (pp_act_backend (a), view.data, pp_act_in (a));
+  if (a->layout != PP_LAYOUT_NCHW) {
+    PpAct nchw = pp_act_copy (a);
+
+    pp_act_lay (&nchw, PP_LAYOUT_NCHW);
+    pp_backend_download_floats (pp_act_backend (a), view.data,
+        pp_act_in (&nchw));
+    pp_act_clear (&nchw);
+  } else
+    pp_backend_download_floats (pp_act_backend (a), view.data,
+        pp_act_in (a));
   tap (name, &view, tap_data);
   g_free (view.data);
 }

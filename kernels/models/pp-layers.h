@@ -11,12 +11,14 @@
 
 G_BEGIN_DECLS
 
-/* An activation: NCHW in device memory of @pool's backend, stored as
- * @dtype, taken from @pool (or a view of memory someone else owns).  Model
- * code never dereferences @data, nor does arithmetic on it: it hands the
- * activation to ops as a view (pp_act_in, pp_act_out, and pp_view_range /
- * pp_out_range for a part).  Token sequences [N, L, C] are stored as
- * n = N, c = L, h = 1, w = C. */
+/* An activation: [N, C, H, W] in device memory of @pool's backend, stored
+ * as @dtype and laid out as @layout (NCHW, or NHWC: channels last), taken
+ * from @pool (or a view of memory someone else owns).  Model code never
+ * dereferences @data, nor does arithmetic on it: it hands the activation
+ * to ops as a view (pp_act_in, pp_act_out, and pp_view_range /
+ * pp_out_range for a part), which carries its dtype and layout.  Token
+ * sequences [N, L, C] are stored as n = N, c = L, h = 1, w = C, laid out
+ * NCHW (their rows are the tokens). */
 typedef struct
 {
   gpointer data;
@@ -24,6 +26,7 @@ typedef struct
   gint n, c, h, w;
   PpPool *pool;
   gboolean view;                /* borrowed: clearing does not release it */
+  PpLayout layout;
 } PpAct;
 
 /* Layers hold typed views of their weights (stored as the backend chose,
@@ -99,8 +102,11 @@ PpAct    pp_act_new_as    (PpPool * pool, PpDType dtype, gint n, gint c,
 /* *@a in @dtype (a converted copy from its pool replaces it; nothing when
  * it is of @dtype already). */
 void     pp_act_convert   (PpAct * a, PpDType dtype);
-/* A view of @data (device memory of @pool's backend, stored as @dtype) as
- * an activation. */
+/* *@a laid out as @layout (a copy from its pool, transposed, replaces it;
+ * nothing when it is so laid out already). */
+void     pp_act_lay       (PpAct * a, PpLayout layout);
+/* A view of @data (device memory of @pool's backend, stored as @dtype,
+ * laid out NCHW) as an activation. */
 PpAct    pp_act_view      (PpPool * pool, gpointer data, PpDType dtype,
                            gint n, gint c, gint h, gint w);
 PpAct    pp_act_copy      (const PpAct * a);
@@ -115,7 +121,11 @@ gsize    pp_act_bytes     (const PpAct * a);
 /* Frees *@dst and moves @src into it. */
 void     pp_act_replace   (PpAct * dst, PpAct src);
 
+/* conv(x), laid out as @x is; or as @layout (a model's edges: its input
+ * and output are NCHW whatever its activations are). */
 PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
+PpAct    pp_conv_apply_laid (const PpConv * conv, const PpAct * x,
+                           PpLayout layout);
 /* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]; one
  * sample's rows at a time on a backend that runs samples apart
  * (pp_backend_samples_apart), so that a sample's bytes do not depend on
@@ -129,7 +139,7 @@ PpAct    pp_linear_apply  (const PpLinear * lin, const PpAct * x);
 gboolean pp_act_from_tensor (PpPool * pool, const PpTensor * t,
                              const gchar * what, gint channels,
                              guint multiple, PpAct * out, GError ** error);
-/* Copies @a (converted to float32) into *@out and releases @a: into *@out
+/* Copies @a (converted to float32, laid out NCHW) into *@out and releases @a: into *@out
  * when it is set (it must be a float32 tensor on @a's backend of @a's
  * size), else into a new tensor named @name, on the device when @device.
  * Errors start with @what. */

@@ -119,6 +119,9 @@ struct _PpUnet
   GPtrArray *device_weights;    /* uploaded copies, on backends that need
                                  * them */
   PpPool *pool;                 /* activations, reused across forwards */
+  /* Of the spatial activations between conv_in and conv_out
+   * (pp_backend_act_layout): the input and output stay NCHW. */
+  PpLayout layout;
   GMutex forward_lock;
   KvCache *kv;
   /* The temporal feature bank the next forwards use, or NULL: the
@@ -633,6 +636,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
    * (pp_backend_act_dtype); the weights as stored tell it. */
   m->pool = pp_pool_new (be, pp_backend_act_dtype (be,
           m->conv_in.weight.dtype));
+  m->layout = pp_backend_act_layout (be);
   /* conv_in's output, then one per down layer and down sampler */
   m->n_skips = 1;
   for (guint i = 0; i < n; i++)
@@ -784,6 +788,7 @@ group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
   PpAct y = pp_act_new (m->pool, x->n, x->c, x->h, x->w);
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
+  y.layout = x->layout;
   pp_group_norm (m->be, pp_act_in (x), x->n, x->c, x->h * x->w, m->groups,
       eps, norm->gamma, norm->beta, silu, pp_act_out (&y));
   if (act && !silu)
@@ -835,8 +840,9 @@ typedef struct
   PpOut y;                      /* [rows, C]: a projection to add to h */
   PpOut g;                      /* [rows, 2 · 4C]: GEGLU input */
   PpOut f;                      /* [rows, 4C]: GEGLU output */
-  PpOut out;                    /* the block's NCHW output, = x + b_out */
+  PpOut out;                    /* the block's output, = x + b_out */
   gint hw;
+  gboolean nhwc;                /* @out laid out NHWC: its rows are tokens */
 } Tokens;
 
 /* Rows [@begin, @begin + @rows) of @buf, @width elements a row, to write
@@ -954,7 +960,8 @@ tokens_before_cross (int begin, int end, gpointer data)
 
 /* After cross-attention: h += to_out(o); h += ff.net.2(GEGLU(
  * ff.net.0.proj(LN3(h)))); out[:, p] += proj_out.weight · h[p] per sample,
- * straight into the NCHW output (out already holds x + proj_out.bias). */
+ * straight into the output (out already holds x + proj_out.bias): its
+ * rows when it is channels last, else its columns. */
 static void
 tokens_after_cross (int begin, int end, gpointer data)
 {
@@ -973,6 +980,12 @@ tokens_after_cross (int begin, int end, gpointer data)
       inner, rows_out (tk->f, begin, rows, inner));
   tokens_add_linear (tk, &t->ff_out, tk->f, begin, end);
 
+  if (tk->nhwc) {
+    pp_matmul (tk->be, FALSE, TRUE, rows, c, c, rows_in (tk->h, begin, rows,
+            c), c, t->proj_out.weight, c, TRUE, rows_out (tk->out, begin,
+            rows, c), c);
+    return;
+  }
   for (int r = begin; r < end;) {
     const int b = r / tk->hw, p = r % tk->hw;
     const int span = MIN (end - r, tk->hw - p);
@@ -1058,15 +1071,22 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   const gint hw = x->h * x->w, c = t->channels;
   const gint head_dim = c / t->heads, inner = FF_MULT * c;
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x, FALSE);
-  PpAct tokens = pp_act_new (m->pool, x->n, hw, 1, c);
+  PpAct tokens;
   PpAct out = pp_act_copy (x);
   PpAct h, q, k, v, o, nx, ny, gg, ff, ck, cv;
   Tokens tk = { m->be, t };
 
-  pp_nchw_to_nlc (m->be, pp_act_in (&g), x->n, c, hw, pp_act_out (&tokens));
-  pp_act_clear (&g);
+  /* Channels last, the norm's rows are the tokens; else transposed. */
+  if (x->layout == PP_LAYOUT_NHWC)
+    tokens = pp_act_view (m->pool, g.data, g.dtype, x->n, hw, 1, c);
+  else {
+    tokens = pp_act_new (m->pool, x->n, hw, 1, c);
+    pp_nchw_to_nlc (m->be, pp_act_in (&g), x->n, c, hw,
+        pp_act_out (&tokens));
+  }
   h = pp_linear_apply (&t->proj_in, &tokens);
   pp_act_clear (&tokens);
+  pp_act_clear (&g);
   for (gint b = 0; b < x->n; b++)
     pp_add_channel (m->be, rows_out (pp_act_out (&out), b, 1, c * hw), 1, c,
         hw, t->proj_out.bias);
@@ -1090,6 +1110,7 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   tk.f = pp_act_out (&ff);
   tk.out = pp_act_out (&out);
   tk.hw = hw;
+  tk.nhwc = out.layout == PP_LAYOUT_NHWC;
 
   for_sample_rows (m->be, x->n, hw, tokens_before_self, &tk);
   if (m->bank != NULL) {
@@ -1258,7 +1279,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
   /* Every resnet applies the activation to temb first: do it once. */
   pp_act_fn_apply (m->act, &temb);
 
-  h = pp_conv_apply (&m->conv_in, input);
+  h = pp_conv_apply_laid (&m->conv_in, input, m->layout);
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "conv_in");
   push_skip (&skips, &h);
 
@@ -1296,6 +1317,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
       PpAct cat = pp_act_new (m->pool, h.n, h.c + skip.c, h.h, h.w);
 
       g_assert (skip.h == h.h && skip.w == h.w);
+      cat.layout = h.layout;
       pp_concat_channels (m->be, pp_act_in (&h), h.c, pp_act_in (&skip),
           skip.c, h.n, h.h * h.w, pp_act_out (&cat));
       pp_act_clear (&skip);
@@ -1310,6 +1332,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
       PpAct up = pp_act_new (m->pool, h.n, h.c, h.h * UP_FACTOR,
           h.w * UP_FACTOR);
 
+      up.layout = h.layout;
       pp_upsample_nearest (m->be, pp_act_in (&h), h.n, h.c, h.h, h.w,
           UP_FACTOR, pp_act_out (&up));
       pp_act_replace (&h, up);
@@ -1321,7 +1344,8 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
   pp_act_clear (&temb);
 
   pp_act_replace (&h, group_norm (m, &m->norm_out, m->norm_eps, &h, TRUE));
-  pp_act_replace (&h, pp_conv_apply (&m->conv_out, &h));
+  pp_act_replace (&h, pp_conv_apply_laid (&m->conv_out, &h,
+          PP_LAYOUT_NCHW));
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "out");
   return h;
 }
@@ -1510,4 +1534,10 @@ PpDType
 pp_unet_act_dtype (PpUnet * m)
 {
   return pp_pool_act_dtype (m->pool);
+}
+
+PpLayout
+pp_unet_act_layout (PpUnet * m)
+{
+  return m->layout;
 }

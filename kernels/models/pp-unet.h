@@ -96,6 +96,9 @@ guint64   pp_unet_kv_cache_builds     (PpUnet * m);
 gsize     pp_unet_pool_bytes          (PpUnet * m);
 /* The dtype its activations are kept in (pp_backend_act_dtype). */
 PpDType   pp_unet_act_dtype           (PpUnet * m);
+/* The layout its spatial activations are kept in between conv_in and
+ * conv_out (pp_backend_act_layout). */
+PpLayout  pp_unet_act_layout          (PpUnet * m);
 guint     pp_unet_in_channels         (PpUnet * m);
 guint     pp_unet_out_channels        (PpUnet * m);
 guint     pp_unet_cross_attention_dim (PpUnet * m);

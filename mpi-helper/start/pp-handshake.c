@@ -19,7 +19,7 @@
 /* The keys pp_parity_check compares, and which of them rank 0 holds. */
 static const gchar *const checked_keys[] = {
   PP_PARITY_PROTOCOL, PP_PARITY_ENVELOPE, PP_PARITY_BUILD, PP_PARITY_BACKEND,
-  PP_PARITY_DTYPE, PP_PARITY_MPI, PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN,
+  PP_PARITY_DTYPE, PP_PARITY_ACTIVATIONS, PP_PARITY_MPI, PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN,
   PP_PARITY_DATA_PLANE, NULL
 };
 
@@ -254,8 +254,16 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_hash_table_insert (p, g_strdup (PP_PARITY_BUILD), g_strdup (PP_BUILD_ID));
   g_hash_table_insert (p, g_strdup (PP_PARITY_BACKEND),
       g_strdup (pp_backend_name (be)));
-  g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE),
-      g_strdup (pp_model_uri_weights_dtype (model_uri, be)));
+  const gchar *weights = pp_model_uri_weights_dtype (model_uri, be);
+  PpDType dtype = PP_DTYPE_F32;
+
+  g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE), g_strdup (weights));
+  /* An unknown name is the model's error to report, at its load. */
+  (void) pp_dtype_parse_weights (weights, &dtype, NULL);
+  g_hash_table_insert (p, g_strdup (PP_PARITY_ACTIVATIONS),
+      g_strdup_printf ("%s, %s", pp_dtype_weights_name
+          (pp_backend_act_dtype (be, dtype)),
+          pp_layout_name (pp_backend_act_layout (be))));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
   g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
       g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),

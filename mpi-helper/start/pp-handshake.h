@@ -31,6 +31,10 @@ G_BEGIN_DECLS
 #define PP_PARITY_BUILD "build"
 #define PP_PARITY_BACKEND "backend"
 #define PP_PARITY_DTYPE "dtype"
+/* The models' activations: their dtype and layout, "f16, nhwc"
+ * (pp_backend_act_dtype, pp_backend_act_layout: the environment can change
+ * both, and either changes the bits). */
+#define PP_PARITY_ACTIVATIONS "activations"
 #define PP_PARITY_MPI "mpi"
 #define PP_PARITY_MODEL_DIGEST "model-digest"
 #define PP_PARITY_PLAN "plan"

@@ -18,7 +18,8 @@
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
 #              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, every op on
-#              16-bit activations (test-kernels-act-dtypes);
+#              16-bit activations and on channels-last ones
+#              (test-kernels-act-dtypes);
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -28,7 +29,8 @@
 #   dtypes     the tiny fixtures in f16 and bf16 (NMSE against float32), the
 #              full-size UNets in f16 and bf16 against diffusers' float64,
 #              SD-Turbo's also with 16-bit activations
-#              (PPDIFFUSE_CUDA_ACTIVATIONS=weights);
+#              (PPDIFFUSE_CUDA_ACTIVATIONS=weights), in f16 also channels
+#              last (PPDIFFUSE_ACT_LAYOUT=nhwc);
 #   text       the CLIP text encoder fixtures on cuda in f32, and a text
 #              prompt end to end (element, prompt=) on cuda against the CPU;
 #   mesh       2 workers sharing GPU 0: each reports cuda:0 and the MPI
@@ -297,7 +299,7 @@ if want device; then
     if grep -q '# SKIP' "$work/act-dtypes.log"; then
       bad "test-kernels-act-dtypes skipped: $(grep '# SKIP' "$work/act-dtypes.log" | head -n 1)"
     else
-      pass "test-kernels-act-dtypes: $(grep -c '^ok ' "$work/act-dtypes.log") ops' cases on 16-bit activations"
+      pass "test-kernels-act-dtypes: $(grep -c '^ok ' "$work/act-dtypes.log") ops' cases on 16-bit and channels-last activations"
     fi
   fi
   # With info messages: which attention shapes cuDNN's fused kernel did
@@ -455,6 +457,18 @@ if want dtypes; then
       pass "full-size sd-turbo UNet in $dt, $dt activations"
     else
       grep " weights $dt, " "$work/scale.log" | indent
+    fi
+    # And channels last (PPDIFFUSE_ACT_LAYOUT): each spatial op's view
+    # laid out NHWC (copied channels first for today's kernels), to the
+    # same bound; kernels-scale-sd-turbo-f16-nhwc-cpu-strict on the host.
+    [ "$dt" = f16 ] || continue
+    if runs "scale sd-turbo f16, f16 activations, nhwc" "$work/scale.log" 600 \
+        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_ACTIVATIONS=weights \
+        PPDIFFUSE_ACT_LAYOUT=nhwc "$scale" "$data/scale" sd-turbo f16; then
+      grep " weights f16, " "$work/scale.log" | indent
+      pass "full-size sd-turbo UNet in f16, f16 activations, channels last"
+    else
+      grep " weights f16, " "$work/scale.log" | indent
     fi
   done
 fi

@@ -333,6 +333,19 @@ test_parity_backend (void)
   g_assert_nonnull (strstr (error->message,
           "rank 2: backend = cpu-strict (rank 0: cpu)"));
   g_assert_null (strstr (error->message, "rank 1"));
+  g_clear_error (&error);
+
+  /* Activations laid out otherwise on one rank (its environment). */
+  g_assert_cmpstr (g_hash_table_lookup (rank0, PP_PARITY_ACTIVATIONS), ==,
+      "f32, nchw");
+  pp_worker_info_clear (&workers[1]);
+  g_setenv (PP_ACT_LAYOUT_ENV, "nhwc", TRUE);
+  workers[1].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
+      NULL);
+  g_unsetenv (PP_ACT_LAYOUT_ENV);
+  g_assert_false (pp_parity_check (rank0, workers, 2, &error));
+  g_assert_nonnull (strstr (error->message,
+          "rank 2: activations = f32, nhwc (rank 0: f32, nchw)"));
   for (guint i = 0; i < 2; i++)
     pp_worker_info_clear (&workers[i]);
 }

@@ -417,6 +417,10 @@ unet_fixture (const gchar * model)
   PpUnet *unet = pp_unet_load (dir, pp_backend_default (), 0, &error);
 
   g_assert_no_error (error);
+  /* Its activations laid out as asked (PPDIFFUSE_ACT_LAYOUT): the fixtures
+   * then hold that graph. */
+  g_assert_cmpint (pp_unet_act_layout (unet), ==,
+      pp_backend_act_layout (pp_backend_default ()));
   return unet;
 }
 

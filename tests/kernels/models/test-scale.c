@@ -472,11 +472,14 @@ test_unet (void)
       pp_backend_act_dtype (be, dtype));
   if (g_strcmp0 (pp_backend_name (be), PP_BACKEND_CPU_STRICT) == 0)
     g_assert_cmpint (pp_unet_act_dtype (unet), ==, dtype);
-  what = g_strdup_printf ("%s on %s, weights %s, activations %s: %u "
+  /* And in the layout asked for (PPDIFFUSE_ACT_LAYOUT). */
+  g_assert_cmpint (pp_unet_act_layout (unet), ==, pp_backend_act_layout (be));
+  what = g_strdup_printf ("%s on %s, weights %s, activations %s, %s: %u "
       "tensors, %" G_GUINT64_FORMAT " parameters; build (weights generated) "
       "%.1f s, forward %.1f s", model_name, pp_backend_name (be),
       pp_dtype_weights_name (dtype),
       pp_dtype_weights_name (pp_unet_act_dtype (unet)),
+      pp_layout_name (pp_unet_act_layout (unet)),
       pp_weights_n_tensors (w), pp_weights_n_params (w), t_build, t_forward);
   compare_output (out, OUT_FILE, bounds, tol, what);
 }

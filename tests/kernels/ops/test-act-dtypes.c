@@ -16,7 +16,15 @@
  * weights of the activations' type (a device reads such activations as
  * they are) and of the other 16-bit type (they cannot be); the other
  * weights (add's x, matmul's a and b) stay float32: the ops tests hold
- * their 16-bit paths. */
+ * their 16-bit paths.
+ *
+ * Layouts: the ops that see space (pp-view.h) read and write each spatial
+ * view as its layout says.  Their cases run again with the spatial
+ * activations of the second run laid out channels last (NHWC) — all of
+ * them, or all but the first or the last (a model's edges: conv_in reads
+ * its NCHW input into channels-last activations, conv_out the reverse) —
+ * in float32 and in each 16-bit dtype: the values, laid back, must be the
+ * channels-first float32 run's, rounded as above, bit for bit. */
 #include "pp-backend.h"
 #include "pp-dtype-math.h"
 #include "pp-ops.h"
@@ -42,6 +50,8 @@ typedef struct
 {
   gsize numel;
   Role role;
+  /* A spatial tensor [n, c, hw] (n > 0), which may be laid out NHWC. */
+  int n, c, hw;
 } ActSpec;
 
 /* The activations of one run, on the device. */
@@ -50,18 +60,21 @@ typedef struct
   gpointer data[MAX_ACTS];
   PpDType dtype[MAX_ACTS];
   gsize numel[MAX_ACTS];
+  PpLayout layout[MAX_ACTS];
 } Acts;
 
 static PpView
 in (const Acts * a, guint i)
 {
-  return pp_view (a->data[i], a->dtype[i], a->numel[i]);
+  return pp_view_laid (pp_view (a->data[i], a->dtype[i], a->numel[i]),
+      a->layout[i]);
 }
 
 static PpOut
 out (const Acts * a, guint i)
 {
-  return pp_out (a->data[i], a->dtype[i], a->numel[i]);
+  return pp_out_laid (pp_out (a->data[i], a->dtype[i], a->numel[i]),
+      a->layout[i]);
 }
 
 typedef void (*RunFunc) (const Acts * a, gconstpointer weights);
@@ -304,11 +317,13 @@ run_matmul (const Acts * a, gconstpointer wt)
 }
 
 static const Case cases[] = {
-  {PP_OP_CONV2D, "conv2d", 2, {{90, ACT_IN}, {120, ACT_OUT}}, run_conv2d,
+  {PP_OP_CONV2D, "conv2d", 2, {{90, ACT_IN, 1, 3, 30},
+          {120, ACT_OUT, 1, 4, 30}}, run_conv2d,
       112, 0, TRUE},
-  {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN}, {72, ACT_OUT}},
+  {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN, 2, 4, 9},
+          {72, ACT_OUT, 2, 4, 9}},
       run_group_norm, 8},
-  {PP_OP_GROUP_NORM, "group_norm/in-place", 1, {{72, ACT_INOUT}},
+  {PP_OP_GROUP_NORM, "group_norm/in-place", 1, {{72, ACT_INOUT, 2, 4, 9}},
       run_group_norm_in_place, 0},
   {PP_OP_LAYER_NORM, "layer_norm", 2, {{24, ACT_IN}, {24, ACT_OUT}},
       run_layer_norm, 16},
@@ -328,12 +343,13 @@ static const Case cases[] = {
   {PP_OP_QUICK_GELU, "quick_gelu", 1, {{UNARY_N, ACT_INOUT}}, run_quick_gelu,
       0},
   {PP_OP_GEGLU, "geglu", 2, {{30, ACT_IN}, {15, ACT_OUT}}, run_geglu, 0},
-  {PP_OP_UPSAMPLE_NEAREST, "upsample_nearest", 2, {{18, ACT_IN},
-          {72, ACT_OUT}}, run_upsample_nearest, 0},
-  {PP_OP_RESIZE_BILINEAR, "resize_bilinear", 2, {{24, ACT_IN},
-          {70, ACT_OUT}}, run_resize_bilinear, 0},
-  {PP_OP_CONCAT_CHANNELS, "concat_channels", 3, {{28, ACT_IN}, {42, ACT_IN},
-          {70, ACT_OUT}}, run_concat_channels, 0},
+  {PP_OP_UPSAMPLE_NEAREST, "upsample_nearest", 2, {{18, ACT_IN, 1, 2, 9},
+          {72, ACT_OUT, 1, 2, 36}}, run_upsample_nearest, 0},
+  {PP_OP_RESIZE_BILINEAR, "resize_bilinear", 2, {{24, ACT_IN, 1, 2, 12},
+          {70, ACT_OUT, 1, 2, 35}}, run_resize_bilinear, 0},
+  {PP_OP_CONCAT_CHANNELS, "concat_channels", 3, {{28, ACT_IN, 2, 2, 7},
+          {42, ACT_IN, 2, 3, 7}, {70, ACT_OUT, 2, 5, 7}},
+      run_concat_channels, 0},
   {PP_OP_BYTES_TO_FLOATS, "bytes_to_floats", 1, {{29, ACT_OUT}},
       run_bytes_to_floats, 8},
   {PP_OP_FLOATS_TO_BYTES, "floats_to_bytes", 2, {{23, ACT_IN},
@@ -350,11 +366,14 @@ static const Case cases[] = {
       run_lcm_step_last, 0},
   {PP_OP_TIMESTEP_EMBEDDING, "timestep_embedding", 1, {{15, ACT_OUT}},
       run_timestep_embedding, 0},
-  {PP_OP_NCHW_TO_NLC, "nchw_to_nlc", 2, {{30, ACT_IN}, {30, ACT_OUT}},
+  {PP_OP_NCHW_TO_NLC, "nchw_to_nlc", 2, {{30, ACT_IN, 2, 3, 5},
+          {30, ACT_OUT}},
       run_nchw_to_nlc, 0},
-  {PP_OP_NLC_TO_NCHW, "nlc_to_nchw", 2, {{30, ACT_IN}, {30, ACT_OUT}},
+  {PP_OP_NLC_TO_NCHW, "nlc_to_nchw", 2, {{30, ACT_IN},
+          {30, ACT_OUT, 2, 3, 5}},
       run_nlc_to_nchw, 0},
-  {PP_OP_ADD_CHANNEL, "add_channel", 1, {{30, ACT_INOUT}}, run_add_channel,
+  {PP_OP_ADD_CHANNEL, "add_channel", 1, {{30, ACT_INOUT, 2, 3, 5}},
+      run_add_channel,
       6},
   {PP_OP_MATMUL, "matmul/strided", 1, {{16, ACT_INOUT}}, run_matmul, 35},
 };
@@ -371,11 +390,65 @@ typedef enum
 
 static const char *const side_names[] = { "all", "in", "out" };
 
+/* How the second run lays out a case's spatial activations. */
+typedef enum
+{
+  LAID_NCHW,                    /* all channels first */
+  LAID_NHWC,                    /* all channels last */
+  LAID_FIRST_NCHW,              /* channels last but the first */
+  LAID_LAST_NCHW,               /* channels last but the last */
+} Laid;
+
+static const char *const laid_names[] = { "nchw", "nhwc", "nhwc but the "
+      "first", "nhwc but the last" };
+
 static float
 narrow_widen (PpDType dtype, float x)
 {
+  if (dtype == PP_DTYPE_F32)
+    return x;
   return dtype == PP_DTYPE_F16 ? pp_f16_to_f32 (pp_f32_to_f16 (x))
       : pp_bf16_to_f32 (pp_f32_to_bf16 (x));
+}
+
+/* dst = src [n, a, b] with its last two dimensions swapped. */
+static void
+swap_last (const float *src, int n, int a, int b, float *dst)
+{
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < a; i++)
+      for (int j = 0; j < b; j++)
+        dst[((gsize) s * b + j) * a + i] = src[((gsize) s * a + i) * b + j];
+}
+
+/* The spatial activations of @c, and the layout @laid gives activation
+ * @i of them. */
+static guint
+n_spatial (const Case * c)
+{
+  guint k = 0;
+
+  for (guint i = 0; i < c->n_acts; i++)
+    k += c->acts[i].n > 0;
+  return k;
+}
+
+static PpLayout
+laid_out (const Case * c, Laid laid, guint i)
+{
+  guint first = MAX_ACTS, last = 0;
+
+  if (c->acts[i].n == 0 || laid == LAID_NCHW)
+    return PP_LAYOUT_NCHW;
+  for (guint j = 0; j < c->n_acts; j++)
+    if (c->acts[j].n > 0) {
+      first = MIN (first, j);
+      last = j;
+    }
+  if ((laid == LAID_FIRST_NCHW && i == first)
+      || (laid == LAID_LAST_NCHW && i == last))
+    return PP_LAYOUT_NCHW;
+  return PP_LAYOUT_NHWC;
 }
 
 /* Host values of a device activation, widened to float32. */
@@ -425,7 +498,7 @@ on_side (Side side, Role role)
 }
 
 static void
-check_case (const Case * c, PpDType dtype, Side side)
+check_case (const Case * c, PpDType dtype, Side side, Laid laid)
 {
   GRand *rand = g_rand_new_with_seed (c->op * 31 + side);
   const double range = c->range > 0 ? c->range : 2.0;
@@ -448,7 +521,14 @@ check_case (const Case * c, PpDType dtype, Side side)
      * keep it 16-bit as SIDE_ALL does. */
     narrow.dtype[i] = on_side (side, c->acts[i].role) ? dtype : PP_DTYPE_F32;
     wide.data[i] = upload (start[i], PP_DTYPE_F32, n);
-    narrow.data[i] = upload (start[i], narrow.dtype[i], n);
+    narrow.layout[i] = laid_out (c, laid, i);
+    if (narrow.layout[i] == PP_LAYOUT_NHWC) {
+      g_autofree float *rows = g_new (float, n);
+
+      swap_last (start[i], c->acts[i].n, c->acts[i].c, c->acts[i].hw, rows);
+      narrow.data[i] = upload (rows, narrow.dtype[i], n);
+    } else
+      narrow.data[i] = upload (start[i], narrow.dtype[i], n);
   }
   g_rand_free (rand);
 
@@ -460,16 +540,25 @@ check_case (const Case * c, PpDType dtype, Side side)
     g_autofree float *expect = download (wide.data[i], PP_DTYPE_F32, n);
     g_autofree float *got = download (narrow.data[i], narrow.dtype[i], n);
 
+    /* Laid back channels first. */
+    if (narrow.layout[i] == PP_LAYOUT_NHWC) {
+      g_autofree float *rows = g_steal_pointer (&got);
+
+      got = g_new (float, n);
+      swap_last (rows, c->acts[i].n, c->acts[i].hw, c->acts[i].c, got);
+    }
+
     for (gsize j = 0; j < n; j++) {
       const float e = narrow.dtype[i] == PP_DTYPE_F32 ? expect[j]
           : narrow_widen (dtype, expect[j]);
 
       if (memcmp (&e, &got[j], sizeof (float)) != 0 && !(isnan (e)
               && isnan (got[j])))
-        g_error ("%s on %s, %s activations %s, %s weights: activation %u "
-            "element %" G_GSIZE_FORMAT " is %.9g, the float32 run's %s %.9g",
-            c->name, pp_backend_name (be), pp_dtype_name (dtype),
-            side_names[side], pp_dtype_name (weights_dtype), i, j, got[j],
+        g_error ("%s on %s, %s activations %s laid out %s, %s weights: "
+            "activation %u element %" G_GSIZE_FORMAT " (channels first) is "
+            "%.9g, the float32 run's %s %.9g", c->name, pp_backend_name (be),
+            pp_dtype_name (dtype), side_names[side], laid_names[laid],
+            pp_dtype_name (weights_dtype), i, j, got[j],
             narrow.dtype[i] == PP_DTYPE_F32 ? "is" : "rounds to", e);
     }
     pp_backend_free (be, wide.data[i]);
@@ -484,6 +573,12 @@ static void
 test_op_cases (gconstpointer data)
 {
   const Case *c = data;
+  const guint spatial = n_spatial (c);
+
+  /* Channels last in float32: the layout alone. */
+  for (Laid laid = LAID_NHWC; spatial > 0 && laid <= LAID_LAST_NCHW; laid++)
+    if (laid == LAID_NHWC || spatial > 1)
+      check_case (c, PP_DTYPE_F32, SIDE_ALL, laid);
 
   for (PpDType dtype = PP_DTYPE_F16; dtype <= PP_DTYPE_BF16; dtype++) {
     if (!(be->act_dtypes & PP_DTYPE_BIT (dtype))) {
@@ -498,7 +593,10 @@ test_op_cases (gconstpointer data)
       weights_dtype = wt == 0 ? PP_DTYPE_F32 : wt == 1 ? dtype
           : dtype == PP_DTYPE_F16 ? PP_DTYPE_BF16 : PP_DTYPE_F16;
       for (Side side = SIDE_ALL; side <= SIDE_OUT; side++)
-        check_case (c, dtype, side);
+        for (Laid laid = LAID_NCHW; laid <= LAID_LAST_NCHW; laid++)
+          if (laid == LAID_NCHW || laid == LAID_NHWC
+              || (spatial > 1 && side == SIDE_ALL))
+            check_case (c, dtype, side, laid);
     }
     weights_dtype = PP_DTYPE_F32;
   }
