@@ -282,20 +282,52 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   return copy->mem;
 }
 
+/* Whether a convolution with a channels-last x or y reads and writes
+ * them as they are: 16-bit weights whose channels-last run the layout
+ * choice takes for the shape (its filter copy at hand), activations of the
+ * weights' type or float32, on the 256 bytes scratch would start on. */
+static gboolean
+nhwc_as_is (PpCudaBackend * cu, PpView x, int n, int cin, int h, int w,
+    PpView weight, int cout, int kh, int kw, int stride, int pad, PpOut y)
+{
+  const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
+      weight);
+  const PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x.dtype);
+  const PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y", y.dtype);
+  const PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
+    weight.dtype, FALSE
+  };
+
+  return wtype != PP_CUDA_F32
+      && (xtype == PP_CUDA_F32 || xtype == wtype)
+      && (ytype == PP_CUDA_F32 || ytype == wtype)
+      && pp_cuda_aligned (x.data) && pp_cuda_aligned (y.data)
+      && pp_cuda_conv_nhwc (cu->conv_layout, &key)
+      && filter_nhwc (cu, weight, &key) != NULL;
+}
+
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
     int stride, int pad, PpOut y_view)
 {
-  /* Channels first for cuDNN's descriptors here (a channels-last view
-   * is copied: the layout the 16-bit convolutions may choose themselves,
-   * PPDIFFUSE_CUDA_CONV_LAYOUT, is the kernel's own business). */
-  x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
-  y_view = pp_cuda_nchw_out (cu, "conv2d", "y", y_view, n, cout,
-      pp_conv2d_out_size (h, kh, stride, pad)
-      * pp_conv2d_out_size (w, kw, stride, pad));
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
+  /* Channels-last activations: read and written as they are where the
+   * 16-bit convolution runs channels last anyway (PPDIFFUSE_CUDA_CONV_LAYOUT
+   * for the shape: the same plan, so the same bits, without the transposes
+   * it would make), else copied channels first for the descriptors. */
+  const gboolean keep_nhwc = (x_view.layout == PP_LAYOUT_NHWC
+      || y_view.layout == PP_LAYOUT_NHWC)
+      && nhwc_as_is (cu, x_view, n, cin, h, w, weight, cout, kh, kw, stride,
+      pad, y_view);
+
+  if (!keep_nhwc) {
+    x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
+    y_view = pp_cuda_nchw_out (cu, "conv2d", "y", y_view, n, cout,
+        pp_conv2d_out_size (h, kh, stride, pad)
+        * pp_conv2d_out_size (w, kw, stride, pad));
+  }
   /* 16-bit weights read an activation of their type, or float32, as it is
    * (the same bits as through float32 scratch: a 16-bit one is what the
    * narrowing of its widened copy gives); other activations go through
@@ -356,7 +388,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     if (filter == NULL)
       filter = weight.data;
   }
-  if (key.nhwc) {
+  g_assert (key.nhwc || !keep_nhwc);
+  if (key.nhwc && x_view.layout != PP_LAYOUT_NHWC) {
     gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
         x_count * sizeof (guint16));
 
@@ -373,15 +406,24 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
             wtype, cu->stream));
     x16 = packed;
   }
-  y16 = !key.nhwc && ytype == wtype ? y : pp_cuda_scratch (cu,
-      PP_CUDA_SCRATCH_B, y_count * sizeof (guint16));
+  /* y in cuDNN's layout for the plan and in the weights' type is written
+   * as it is. */
+  y16 = (!key.nhwc || y_view.layout == PP_LAYOUT_NHWC) && ytype == wtype
+      ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
+      y_count * sizeof (guint16));
   p = conv_plan (cu, &key, x16, filter, y16);
   workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
   PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x16,
           p->w, filter, p->conv, p->algo, workspace, p->workspace, &zero,
           p->y, y16));
-  if (key.nhwc)
+  if (key.nhwc && y_view.layout == PP_LAYOUT_NHWC) {
+    /* Rows of cout channels: the bias per column, as the transpose below
+     * adds it (a float sum, rounded to y's type). */
+    if (y16 != y || !pp_view_is_none (bias))
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, ytype,
+              n * ho * wo, cout, 1, bias.data, btype, cu->stream));
+  } else if (key.nhwc)
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
             cout, bias.data, btype, y, ytype, cu->stream));
   else if (y16 != y || !pp_view_is_none (bias))

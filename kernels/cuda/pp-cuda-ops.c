@@ -157,6 +157,26 @@ void
 pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
     PpView b_view, int cb, int n, int hw, PpOut y_view)
 {
+  /* All channels last and of one type: each pixel's ca channels, then its
+   * cb, two strided copies. */
+  if (a_view.layout == PP_LAYOUT_NHWC && b_view.layout == PP_LAYOUT_NHWC
+      && y_view.layout == PP_LAYOUT_NHWC && a_view.dtype == y_view.dtype
+      && b_view.dtype == y_view.dtype) {
+    const gsize size = pp_dtype_size (y_view.dtype);
+    const gsize row = (gsize) (ca + cb) * size;
+
+    g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
+    if (ca > 0)
+      PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync (y_view.data, row, a_view.data,
+              (gsize) ca * size, (gsize) ca * size, (gsize) n * hw,
+              cudaMemcpyDeviceToDevice, cu->stream));
+    if (cb > 0)
+      PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync ((guint8 *) y_view.data
+            + (gsize) ca * size, row, b_view.data, (gsize) cb * size,
+            (gsize) cb * size, (gsize) n * hw, cudaMemcpyDeviceToDevice,
+            cu->stream));
+    return;
+  }
   a_view = pp_cuda_nchw_in (cu, "concat_channels", "a", a_view, n, ca, hw);
   b_view = pp_cuda_nchw_in (cu, "concat_channels", "b", b_view, n, cb, hw);
   y_view = pp_cuda_nchw_out (cu, "concat_channels", "y", y_view, n,
@@ -296,10 +316,27 @@ void
 pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
     int hw, PpView v)
 {
-  x_view = pp_cuda_nchw_out (cu, "add_channel", "x", x_view, n, c, hw);
-  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+  const PpCudaType x_type = pp_cuda_act_type (cu, "add_channel", "x",
+      x_view.dtype);
+  const PpCudaType v_type = pp_cuda_view_type (cu, "add_channel", "v", v);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x_view.data, pp_cuda_act_type (cu,
-              "add_channel", "x", x_view.dtype), n, c, hw, v.data,
-          pp_cuda_view_type (cu, "add_channel", "v", v), cu->stream));
+  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+  /* Channels last: each sample's [hw, c] rows plus its v per column, the
+   * same float sum rounded to x's type. */
+  if (x_view.layout == PP_LAYOUT_NHWC) {
+    const gsize x_size = pp_dtype_size (x_view.dtype);
+    const gsize v_size = pp_dtype_size (v.dtype);
+
+    for (int b = 0; b < n; b++) {
+      guint8 *xb = (guint8 *) x_view.data + (gsize) b * c * hw * x_size;
+
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (xb, x_type, xb, x_type, hw,
+              c, 1, (const guint8 *) v.data + (gsize) b * c * v_size,
+              v_type, cu->stream));
+    }
+    return;
+  }
+
+  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x_view.data, x_type, n, c, hw,
+          v.data, v_type, cu->stream));
 }

@@ -127,6 +127,17 @@ run_conv2d (const Acts * a, gconstpointer wt)
       w (wt, 108, 4), 4, 3, 3, 1, 1, out (a, 1));
 }
 
+/* Channels multiples of 8 and an input larger than the filter: a device
+ * with 16-bit tensor cores may run it channels last (CUDA's
+ * PPDIFFUSE_CUDA_CONV_LAYOUT=auto), and then reads and writes channels-last
+ * activations as they are. */
+static void
+run_conv2d_8 (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      w (wt, 576, 8), 8, 3, 3, 1, 1, out (a, 1));
+}
+
 static void
 run_group_norm (const Acts * a, gconstpointer wt)
 {
@@ -320,6 +331,8 @@ static const Case cases[] = {
   {PP_OP_CONV2D, "conv2d", 2, {{90, ACT_IN, 1, 3, 30},
           {120, ACT_OUT, 1, 4, 30}}, run_conv2d,
       112, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels", 2, {{648, ACT_IN, 1, 8, 81},
+          {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8, 584, 0, TRUE},
   {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN, 2, 4, 9},
           {72, ACT_OUT, 2, 4, 9}},
       run_group_norm, 8},
