@@ -32,7 +32,14 @@
  * needs, and the backend reads and writes the data as that dtype.  A
  * view's shape beyond its length is the caller's to get right: ops do not
  * validate their operands' shapes against each other.  Outputs never
- * alias inputs unless an op says so. */
+ * alias inputs unless an op says so.
+ *
+ * Shapes below are written channels first ([n,c,h,w], [n,c,hw]).  A view
+ * of a spatial tensor may be laid out channels last instead (PpView.layout
+ * NHWC: [n,h,w,c]): conv2d, group_norm, upsample_nearest, resize_bilinear,
+ * concat_channels, add_channel (x), nchw_to_nlc (x) and nlc_to_nchw (y)
+ * read and write each such view as its layout says, each view apart; every
+ * other op reads and writes elements in order whatever the layout says. */
 #pragma once
 
 /* Strips the parentheses of a parameter or argument list. */
