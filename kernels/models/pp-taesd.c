@@ -53,6 +53,9 @@ struct _PpTaesd
    * by both would keep growing with each new way their frames overlap. */
   PpPool *encoder_pool;
   PpPool *decoder_pool;
+  /* Of the activations between a half's first and last convolution
+   * (pp_backend_act_layout): its input and output stay NCHW. */
+  PpLayout layout;
   gint in_channels, out_channels, latent_channels;
   gint upsampling_factor;
   PpActFn act;
@@ -251,6 +254,7 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       g_array_index (m->encoder, Layer, 0).conv.weight.dtype);
   m->encoder_pool = pp_pool_new (be, act_dtype);
   m->decoder_pool = pp_pool_new (be, act_dtype);
+  m->layout = pp_backend_act_layout (be);
   return g_steal_pointer (&m);
 }
 
@@ -343,7 +347,9 @@ block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
   return h;
 }
 
-/* Runs @layers over @x (consumed), tapping "{half}.layers.{i}". */
+/* Runs @layers over @x (consumed), tapping "{half}.layers.{i}": in m's
+ * layout from the first layer's output on, and NCHW from the last's when
+ * it is a convolution (each reading the other layout as it is). */
 static PpAct
 run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
     PpTapFunc tap, gpointer tap_data)
@@ -351,9 +357,12 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
   for (guint i = 0; i < layers->len; i++) {
     const Layer *layer = &g_array_index (layers, Layer, i);
 
+    if (i == 0 && layer->type != LAYER_CONV)
+      pp_act_lay (&x, m->layout);
     switch (layer->type) {
       case LAYER_CONV:
-        pp_act_replace (&x, pp_conv_apply (&layer->conv, &x));
+        pp_act_replace (&x, pp_conv_apply_laid (&layer->conv, &x,
+                i + 1 == layers->len ? PP_LAYOUT_NCHW : m->layout));
         break;
       case LAYER_BLOCK:
         pp_act_replace (&x, block_forward (m, layer, &x));
@@ -365,6 +374,7 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
         gint f = m->upsampling_factor;
         PpAct y = pp_act_new (x.pool, x.n, x.c, x.h * f, x.w * f);
 
+        y.layout = x.layout;
         pp_upsample_nearest (m->be, pp_act_in (&x), x.n, x.c, x.h, x.w, f,
             pp_act_out (&y));
         pp_act_replace (&x, y);
@@ -446,4 +456,10 @@ pp_taesd_decode_into (PpTaesd * m, const PpTensor * latents,
     PpTensor * image, GError ** error)
 {
   return decode (m, latents, &image, NULL, NULL, error);
+}
+
+PpLayout
+pp_taesd_act_layout (PpTaesd * m)
+{
+  return m->layout;
 }

@@ -47,6 +47,9 @@ gsize     pp_taesd_pool_bytes       (PpTaesd * m);
 guint     pp_taesd_latent_channels  (PpTaesd * m);
 /* Image pixels per latent pixel along each axis (8 for real TAESD). */
 guint     pp_taesd_scale_factor     (PpTaesd * m);
+/* The layout of its activations between a half's first and last
+ * convolution (pp_backend_act_layout). */
+PpLayout  pp_taesd_act_layout       (PpTaesd * m);
 void      pp_taesd_free             (PpTaesd * m);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpTaesd, pp_taesd_free)

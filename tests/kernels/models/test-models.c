@@ -543,6 +543,8 @@ taesd_fixture (void)
   g_assert_no_error (error);
   g_assert_cmpuint (pp_taesd_latent_channels (m), ==, 4);
   g_assert_cmpuint (pp_taesd_scale_factor (m), ==, 8);
+  g_assert_cmpint (pp_taesd_act_layout (m), ==,
+      pp_backend_act_layout (pp_backend_default ()));
   return m;
 }
 
