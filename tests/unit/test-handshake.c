@@ -318,6 +318,10 @@ test_parity_backend (void)
   PpBackend *strict = pp_backend_get (PP_BACKEND_CPU_STRICT, &error);
   g_autoptr (GHashTable) rank0 = NULL;
   PpWorkerInfo workers[2] = { { 0 } };
+  g_autofree gchar *layout = g_strdup (g_getenv (PP_ACT_LAYOUT_ENV));
+
+  /* Rank 0 with the default layout, whatever the test runs under. */
+  g_unsetenv (PP_ACT_LAYOUT_ENV);
 
   g_assert_no_error (error);
   rank0 = pp_parity_local (NULL, NULL, pp_backend_cpu (), NULL);
@@ -342,7 +346,10 @@ test_parity_backend (void)
   g_setenv (PP_ACT_LAYOUT_ENV, "nhwc", TRUE);
   workers[1].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
       NULL);
-  g_unsetenv (PP_ACT_LAYOUT_ENV);
+  if (layout != NULL)
+    g_setenv (PP_ACT_LAYOUT_ENV, layout, TRUE);
+  else
+    g_unsetenv (PP_ACT_LAYOUT_ENV);
   g_assert_false (pp_parity_check (rank0, workers, 2, &error));
   g_assert_nonnull (strstr (error->message,
           "rank 2: activations = f32, nhwc (rank 0: f32, nchw)"));

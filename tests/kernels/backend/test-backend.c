@@ -261,6 +261,33 @@ test_env (void)
     g_setenv (PP_BACKEND_ENV, keep, TRUE);
 }
 
+/* PPDIFFUSE_ACT_LAYOUT: the models' layout on every backend; any other
+ * value than its two is refused when a backend is got, naming both. */
+static void
+test_act_layout_env (void)
+{
+  g_autofree gchar *keep = g_strdup (g_getenv (PP_ACT_LAYOUT_ENV));
+  g_autoptr (GError) error = NULL;
+
+  g_unsetenv (PP_ACT_LAYOUT_ENV);
+  g_assert_cmpint (pp_backend_act_layout (pp_backend_cpu ()), ==,
+      PP_LAYOUT_NCHW);
+  g_setenv (PP_ACT_LAYOUT_ENV, "nhwc", TRUE);
+  g_assert_cmpint (pp_backend_act_layout (get (PP_BACKEND_CPU_STRICT)), ==,
+      PP_LAYOUT_NHWC);
+  g_assert_cmpstr (pp_layout_name (PP_LAYOUT_NHWC), ==, "nhwc");
+  g_setenv (PP_ACT_LAYOUT_ENV, "NHWC", TRUE);
+  g_assert_null (pp_backend_get (PP_BACKEND_CPU, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_assert_nonnull (strstr (error->message, "PPDIFFUSE_ACT_LAYOUT=NHWC: "
+          "unknown layout; the choices are nchw"));
+  g_assert_nonnull (strstr (error->message, "and nhwc"));
+  if (keep != NULL)
+    g_setenv (PP_ACT_LAYOUT_ENV, keep, TRUE);
+  else
+    g_unsetenv (PP_ACT_LAYOUT_ENV);
+}
+
 /* upload, copy, fill, an op, download: the values come back. */
 static void
 test_memory (gconstpointer data)
@@ -590,6 +617,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/backend/names", test_names);
   g_test_add_func ("/backend/env", test_env);
+  g_test_add_func ("/backend/act-layout-env", test_act_layout_env);
   g_test_add_func ("/backend/cuda-absent", test_cuda_absent);
   g_test_add_func ("/backend/device-for-rank", test_device_for_rank);
   g_test_add_func ("/backend/dtype-names", test_dtype_names);
