@@ -78,6 +78,10 @@ struct _PpVaeKl
    * threads. */
   PpPool *encoder_pool;
   PpPool *decoder_pool;
+  /* Of the activations between each half's conv_in and conv_out
+   * (pp_backend_act_layout): the inputs, the moments and the image stay
+   * NCHW. */
+  PpLayout layout;
   gint in_channels, out_channels, latent_channels, groups;
   PpActFn act;
   gdouble scaling_factor, shift_factor;
@@ -365,6 +369,7 @@ pp_vae_kl_new (const gchar * config_path, PpWeights * weights,
   act_dtype = pp_backend_act_dtype (be, m->encoder.conv_in.weight.dtype);
   m->encoder_pool = pp_pool_new (be, act_dtype);
   m->decoder_pool = pp_pool_new (be, act_dtype);
+  m->layout = pp_backend_act_layout (be);
   return g_steal_pointer (&m);
 }
 
@@ -440,6 +445,7 @@ norm_act (const PpVaeKl * m, const PpNorm * norm, const PpAct * x,
   PpAct y = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
+  y.layout = x->layout;
   pp_group_norm (m->be, pp_act_in (x), x->n, x->c, x->h * x->w, m->groups,
       NORM_EPS, norm->gamma, norm->beta, silu, pp_act_out (&y));
   if (act && !silu)
@@ -465,21 +471,29 @@ resnet_forward (const PpVaeKl * m, const Resnet * r, const PpAct * x)
 }
 
 /* Attention over the H·W positions with one head of all C channels and a
- * residual: x + to_out(attention(q, k, v of group_norm(x))). */
+ * residual: x + to_out(attention(q, k, v of group_norm(x))).  Channels
+ * last, the norm's rows are the tokens and the output's rows are the
+ * residual's. */
 static PpAct
 attention_forward (const PpVaeKl * m, const Attention * a, const PpAct * x)
 {
   const gint hw = x->h * x->w;
+  const gboolean nhwc = x->layout == PP_LAYOUT_NHWC;
   PpAct h = norm_act (m, &a->group_norm, x, FALSE);
-  PpAct t = pp_act_new (x->pool, x->n, hw, 1, x->c);
-  PpAct q, k, v, o, out;
+  PpAct t, q, k, v, o, out;
 
-  pp_nchw_to_nlc (m->be, pp_act_in (&h), x->n, x->c, hw, pp_act_out (&t));
-  pp_act_clear (&h);
+  if (nhwc)
+    t = pp_act_view (x->pool, h.data, h.dtype, x->n, hw, 1, x->c);
+  else {
+    t = pp_act_new (x->pool, x->n, hw, 1, x->c);
+    pp_nchw_to_nlc (m->be, pp_act_in (&h), x->n, x->c, hw,
+        pp_act_out (&t));
+  }
   q = pp_linear_apply (&a->to_q, &t);
   k = pp_linear_apply (&a->to_k, &t);
   v = pp_linear_apply (&a->to_v, &t);
   pp_act_clear (&t);
+  pp_act_clear (&h);
   o = pp_act_new (x->pool, x->n, hw, 1, x->c);
   pp_attention (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v), x->n,
       hw, hw, 1, x->c, a->to_q.weight.dtype, pp_act_out (&o));
@@ -487,9 +501,19 @@ attention_forward (const PpVaeKl * m, const Attention * a, const PpAct * x)
   pp_act_clear (&k);
   pp_act_clear (&v);
   pp_act_replace (&o, pp_linear_apply (&a->to_out, &o));
-  out = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
-  pp_nlc_to_nchw (m->be, pp_act_in (&o), x->n, x->c, hw, pp_act_out (&out));
-  pp_act_clear (&o);
+  if (nhwc) {
+    /* The tokens [n, hw, c] are the channels-last tensor itself. */
+    out = o;
+    out.c = x->c;
+    out.h = x->h;
+    out.w = x->w;
+    out.layout = PP_LAYOUT_NHWC;
+  } else {
+    out = pp_act_new (x->pool, x->n, x->c, x->h, x->w);
+    pp_nlc_to_nchw (m->be, pp_act_in (&o), x->n, x->c, hw,
+        pp_act_out (&out));
+    pp_act_clear (&o);
+  }
   pp_add (m->be, pp_act_out (&out), pp_act_in (x), pp_act_numel (&out));
   return out;
 }
@@ -519,7 +543,7 @@ encoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
 {
   const Half *e = &m->encoder;
 
-  pp_act_replace (&x, pp_conv_apply (&e->conv_in, &x));
+  pp_act_replace (&x, pp_conv_apply_laid (&e->conv_in, &x, m->layout));
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "encoder.conv_in");
   for (guint i = 0; i < e->n_stages; i++) {
     const Stage *s = &e->stages[i];
@@ -532,7 +556,8 @@ encoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
   x = mid_forward (m, &e->mid, x);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "encoder.mid_block");
   pp_act_replace (&x, norm_act (m, &e->norm_out, &x, TRUE));
-  pp_act_replace (&x, pp_conv_apply (&e->conv_out, &x));
+  pp_act_replace (&x, pp_conv_apply_laid (&e->conv_out, &x,
+          PP_LAYOUT_NCHW));
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "encoder.conv_out");
   if (m->has_quant_conv) {
     pp_act_replace (&x, pp_conv_apply (&m->quant_conv, &x));
@@ -551,7 +576,7 @@ decoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
     pp_act_replace (&x, pp_conv_apply (&m->post_quant_conv, &x));
     pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "post_quant_conv");
   }
-  pp_act_replace (&x, pp_conv_apply (&d->conv_in, &x));
+  pp_act_replace (&x, pp_conv_apply_laid (&d->conv_in, &x, m->layout));
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "decoder.conv_in");
   x = mid_forward (m, &d->mid, x);
   pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "decoder.mid_block");
@@ -563,6 +588,7 @@ decoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
       PpAct up = pp_act_new (x.pool, x.n, x.c, x.h * UPSAMPLE_FACTOR,
           x.w * UPSAMPLE_FACTOR);
 
+      up.layout = x.layout;
       pp_upsample_nearest (m->be, pp_act_in (&x), x.n, x.c, x.h, x.w,
           UPSAMPLE_FACTOR, pp_act_out (&up));
       pp_act_replace (&x, up);
@@ -571,7 +597,8 @@ decoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
     pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "decoder.up_blocks.%u", i);
   }
   pp_act_replace (&x, norm_act (m, &d->norm_out, &x, TRUE));
-  pp_act_replace (&x, pp_conv_apply (&d->conv_out, &x));
+  pp_act_replace (&x, pp_conv_apply_laid (&d->conv_out, &x,
+          PP_LAYOUT_NCHW));
   return x;
 }
 
@@ -650,4 +677,10 @@ pp_vae_kl_decode_into (PpVaeKl * m, const PpTensor * latents,
     PpTensor * image, GError ** error)
 {
   return decode (m, latents, &image, NULL, NULL, error);
+}
+
+PpLayout
+pp_vae_kl_act_layout (PpVaeKl * m)
+{
+  return m->layout;
 }

@@ -53,6 +53,9 @@ gboolean  pp_vae_kl_decode_into     (PpVaeKl * m, const PpTensor * latents,
                                      PpTensor * image, GError ** error);
 gsize     pp_vae_kl_pool_bytes      (PpVaeKl * m);
 guint     pp_vae_kl_latent_channels (PpVaeKl * m);
+/* The layout of its activations between each half's conv_in and conv_out
+ * (pp_backend_act_layout). */
+PpLayout  pp_vae_kl_act_layout      (PpVaeKl * m);
 /* Image pixels per latent pixel along each axis (8 for SD's VAE). */
 guint     pp_vae_kl_scale_factor    (PpVaeKl * m);
 void      pp_vae_kl_free            (PpVaeKl * m);

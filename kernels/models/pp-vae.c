@@ -122,6 +122,13 @@ pp_vae_scale_factor (PpVae * v)
       : pp_vae_kl_scale_factor (v->kl);
 }
 
+PpLayout
+pp_vae_act_layout (PpVae * v)
+{
+  return v->tiny != NULL ? pp_taesd_act_layout (v->tiny)
+      : pp_vae_kl_act_layout (v->kl);
+}
+
 void
 pp_vae_free (PpVae * v)
 {

@@ -43,6 +43,8 @@ gboolean     pp_vae_decode_into     (PpVae * v, const PpTensor * latents,
 gsize        pp_vae_pool_bytes      (PpVae * v);
 guint        pp_vae_latent_channels (PpVae * v);
 guint        pp_vae_scale_factor    (PpVae * v);
+/* The layout of its inner activations (pp_backend_act_layout). */
+PpLayout     pp_vae_act_layout      (PpVae * v);
 void         pp_vae_free            (PpVae * v);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpVae, pp_vae_free)
