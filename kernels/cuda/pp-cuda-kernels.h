@@ -91,10 +91,13 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 /* x and y of @type. */
+/* With @nhwc, x and y are laid out channels last ([n, hw, c]): the split
+ * kernels only (a slice is a run of the group's values pixel by pixel);
+ * cudaErrorInvalidValue without @partials or splits. */
 cudaError_t pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c,
     size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
-    float *partials, void *y, cudaStream_t stream);
+    int nhwc, float *partials, void *y, cudaStream_t stream);
 cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
     int dim, float eps, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, void *y, cudaStream_t stream);
@@ -103,6 +106,9 @@ cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
 /* x and y of @type. */
 cudaError_t pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n,
     int c, int h, int w, int factor, void *y, cudaStream_t stream);
+/* The same channels last: x [n, h, w, c] → y [n, h·f, w·f, c]. */
+cudaError_t pp_cuda_upsample_nearest_nhwc (const void *x, PpCudaType type,
+    int n, int c, int h, int w, int factor, void *y, cudaStream_t stream);
 cudaError_t pp_cuda_resize_bilinear (const float *x, int c, int h, int w,
     float *y, int ho, int wo, cudaStream_t stream);
 /* a, b and y of @type. */

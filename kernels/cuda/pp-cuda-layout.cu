@@ -33,6 +33,39 @@ pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
   return cudaGetLastError ();
 }
 
+/* Channels last: x [n, h, w, c] → y [n, h·f, w·f, c], each output
+ * pixel's c channels those of its source pixel. */
+template <PpCudaType T> __global__ void
+upsample_nearest_nhwc_kernel (const void *x, int n, int c, int h, int w,
+    int factor, void *y)
+{
+  const size_t wo = (size_t) w * factor, ho = (size_t) h * factor;
+
+  PP_CUDA_FOR (i, (size_t) n * ho * wo * c) {
+    const size_t ch = i % c, pixel = i / c;
+    const size_t ox = pixel % wo, oy = (pixel / wo) % ho;
+    const size_t sample = pixel / (wo * ho);
+
+    pp_cuda_store<T> (y, i, pp_cuda_load<T> (x, ((sample * h + oy / factor)
+                * w + ox / factor) * c + ch));
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_upsample_nearest_nhwc (const void *x, PpCudaType type, int n, int c,
+    int h, int w, int factor, void *y, cudaStream_t stream)
+{
+  const size_t total = (size_t) n * c * h * factor * w * factor;
+
+  if (total == 0)
+    return cudaSuccess;
+  PP_CUDA_DISPATCH_TYPE (type, T,
+      upsample_nearest_nhwc_kernel<T><<<pp_cuda_blocks (total,
+              PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x, n, c, h,
+          w, factor, y));
+  return cudaGetLastError ();
+}
+
 /* Source coordinate and weight of output coordinate @o: half-pixel
  * centres, clamped to the edge; in double as the CPU computes it. */
 __device__ __forceinline__ void

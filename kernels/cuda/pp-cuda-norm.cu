@@ -42,6 +42,27 @@ norm_moments (const void *x, size_t first, size_t count, float eps,
  * passes over the slice); the second combines an item's slices (Chan's
  * formula: exact for any split) and normalises its own slice. */
 
+/* Where value @i of item @item (sample · groups + group) lies, of the
+ * item's per_group · hw values in the order its statistics take them, and
+ * its channel (*@ch).  Channels first, the group's channels are adjacent
+ * planes (channel-major); channels last (@nhwc), each pixel's per_group
+ * channels are adjacent (pixel-major).  I is unsigned for the split kernels
+ * (a group below 2^32 values: 32-bit divisions) and size_t for the whole
+ * one. */
+template <typename I> __device__ __forceinline__ size_t
+group_at (bool nhwc, size_t item, int groups, int c, int per_group,
+    size_t hw, I i, int *ch)
+{
+  const int g = (int) (item % groups);
+
+  if (!nhwc) {
+    *ch = g * per_group + (int) (i / (I) hw);
+    return item * per_group * hw + i;
+  }
+  *ch = g * per_group + (int) (i % (I) per_group);
+  return ((item / groups) * hw + i / (I) per_group) * c + *ch;
+}
+
 /* Slice @s of @count values split @splits ways: [*begin, *end). */
 __device__ __forceinline__ void
 group_slice (size_t count, int splits, int s, size_t *begin, size_t *end)
@@ -54,23 +75,25 @@ group_slice (size_t count, int splits, int s, size_t *begin, size_t *end)
 
 template <PpCudaType A> __global__ void
 group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
-    int splits, float2 *partials)
+    int splits, bool nhwc, float2 *partials)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
   const size_t item = blockIdx.y;       /* sample · groups + group */
-  const size_t first = item * count;   /* a group's channels are adjacent */
   size_t begin, end;
   float sum = 0.0f, mean, m2 = 0.0f;
+  int ch;
 
   group_slice (count, splits, blockIdx.x, &begin, &end);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    sum += pp_cuda_load<A> (x, first + i);
+    sum += pp_cuda_load<A> (x, group_at (nhwc, item, groups, c, per_group,
+            hw, (unsigned) i, &ch));
   mean = end > begin ? pp_cuda_block_sum (sum, shared) / (float) (end
       - begin) : 0.0f;
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float d = pp_cuda_load<A> (x, first + i) - mean;
+    const float d = pp_cuda_load<A> (x, group_at (nhwc, item, groups, c,
+            per_group, hw, (unsigned) i, &ch)) - mean;
 
     m2 += d * d;
   }
@@ -81,15 +104,13 @@ group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
 
 template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
 group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
-    int splits, const float2 *partials, float eps, const void *gamma,
-    const void *beta, bool silu, void *y)
+    int splits, bool nhwc, const float2 *partials, float eps,
+    const void *gamma, const void *beta, bool silu, void *y)
 {
   __shared__ float moments[2];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
   const size_t item = blockIdx.y;
-  const int g = (int) (item % groups);
-  const size_t first = item * count;
   size_t begin, end;
 
   /* The first warp combines the item's ≤ 32 slices. */
@@ -121,15 +142,17 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
   __syncthreads ();
   group_slice (count, splits, blockIdx.x, &begin, &end);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    int ch;
     /* Values of a group number below 2^32: 32-bit division. */
-    const int ch = g * per_group + (int) ((unsigned) i / (unsigned) hw);
+    const size_t at = group_at (nhwc, item, groups, c, per_group, hw,
+        (unsigned) i, &ch);
     const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
     const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-    const float v = (pp_cuda_load<A> (x, first + i) - moments[0])
+    const float v = (pp_cuda_load<A> (x, at) - moments[0])
         * (moments[1] * ga) + be;
 
-    pp_cuda_store<A> (y, first + i, silu ? pp_math_silu (v) : v);
+    pp_cuda_store<A> (y, at, silu ? pp_math_silu (v) : v);
   }
 }
 
@@ -197,7 +220,7 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
 extern "C" cudaError_t
 pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, int silu, float *partials,
+    const void *beta, PpCudaType beta_type, int silu, int nhwc, float *partials,
     void *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
@@ -207,6 +230,9 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
   if (items == 0 || hw == 0)
     return cudaSuccess;
   if (partials == NULL || splits == 0) {
+    /* The whole kernel reads a group's values as one run. */
+    if (nhwc)
+      return cudaErrorInvalidValue;
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_DISPATCH_TYPE (gamma_type, G,
             PP_CUDA_DISPATCH_TYPE (beta_type, B,
@@ -218,12 +244,12 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
   }
   PP_CUDA_DISPATCH_TYPE (type, A,
       group_norm_stats_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
-          hw, groups, splits, (float2 *) partials));
+          hw, groups, splits, nhwc != 0, (float2 *) partials));
   PP_CUDA_DISPATCH_TYPE (type, A,
       PP_CUDA_DISPATCH_TYPE (gamma_type, G,
           PP_CUDA_DISPATCH_TYPE (beta_type, B,
               group_norm_apply_kernel<A, G, B><<<grid, GROUP_THREADS, 0,
-              stream>>> (x, c, hw, groups, splits,
+              stream>>> (x, c, hw, groups, splits, nhwc != 0,
                   (const float2 *) partials, eps, gamma, beta, silu != 0,
                   y))));
   return cudaGetLastError ();

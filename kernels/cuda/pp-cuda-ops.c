@@ -29,27 +29,34 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
     PpOut y_view)
 {
-  /* Channels first for the kernels (a channels-last one is copied). */
-  x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
-  y_view = pp_cuda_nchw_out (cu, "group_norm", "y", y_view, n, c, hw);
+  const int splits = c > 0 && groups > 0 && c % groups == 0 && hw > 0
+      ? pp_cuda_group_norm_splits (n, c, hw, groups) : 0;
+  const gboolean split = cu->group_norm_split && splits > 0;
+  /* Both channels last, and the split kernels (which read a group pixel
+   * by pixel): as they are; otherwise channels first for the kernels (a
+   * channels-last one is copied). */
+  const gboolean nhwc = split && x_view.layout == PP_LAYOUT_NHWC
+      && y_view.layout == PP_LAYOUT_NHWC;
+
+  if (!nhwc) {
+    x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
+    y_view = pp_cuda_nchw_out (cu, "group_norm", "y", y_view, n, c, hw);
+  }
   const void *x;
   void *y;
   const PpCudaType type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
-  int splits;
   float *partials;
 
   g_return_if_fail (n > 0 && c > 0 && hw > 0 && groups > 0);
   g_return_if_fail (c % groups == 0);
 
-  splits = pp_cuda_group_norm_splits (n, c, hw, groups);
-  partials = !cu->group_norm_split || splits == 0 ? NULL
-      : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS, 2 * sizeof (float)
-      * (gsize) n * groups * splits);
+  partials = !split ? NULL : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS,
+      2 * sizeof (float) * (gsize) n * groups * splits);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, type, n, c, hw, groups, eps,
           gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
-          silu ? 1 : 0, partials, y, cu->stream));
+          silu ? 1 : 0, nhwc ? 1 : 0, partials, y, cu->stream));
 }
 
 void
@@ -122,6 +129,15 @@ void
 pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
     int c, int h, int w, int factor, PpOut y_view)
 {
+  /* Both channels last and of one type: copied as they are. */
+  if (x_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC
+      && x_view.dtype == y_view.dtype) {
+    g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
+    PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest_nhwc (x_view.data,
+            pp_cuda_act_type (cu, "upsample_nearest", "y", y_view.dtype), n,
+            c, h, w, factor, y_view.data, cu->stream));
+    return;
+  }
   x_view = pp_cuda_nchw_in (cu, "upsample_nearest", "x", x_view, n, c,
       h * w);
   y_view = pp_cuda_nchw_out (cu, "upsample_nearest", "y", y_view, n, c,
