@@ -136,7 +136,8 @@ void         pp_backend_set_samples_apart (PpBackend * be, gboolean apart);
  * cpu-strict, which runs the 16-bit graph on the host), else float32. */
 PpDType      pp_backend_act_dtype  (const PpBackend * be, PpDType weights);
 
-/* The layout the UNet keeps its spatial activations in on @be:
+/* The layout the UNet and the VAEs keep their spatial activations in on
+ * @be (between their first and last convolutions):
  * $PPDIFFUSE_ACT_LAYOUT, "nchw" (the default: channels first, the ops'
  * own layout) or "nhwc" (channels last: a transformer's tokens are its
  * rows, as 16-bit tensor cores read convolutions).  Every backend takes

@@ -18,9 +18,11 @@ G_BEGIN_DECLS
  * ops' own layout, as their comments state), or channels last ([n, h, w,
  * c]: each pixel's channels together, as 16-bit tensor-core convolutions
  * read them and as a transformer's tokens are).  Only the ops that see
- * space read it (conv2d, group_norm, upsample_nearest, concat_channels,
- * add_channel: each view as its own layout says); every other op reads
- * elements in order, whatever it says (pp-ops-list.h). */
+ * space read it, each view as its own layout says (pp-ops-list.h names
+ * them: conv2d, group_norm, upsample_nearest, resize_bilinear,
+ * concat_channels, add_channel, the spatial side of nchw_to_nlc and
+ * nlc_to_nchw); every other op reads elements in order, whatever it
+ * says. */
 typedef enum
 {
   PP_LAYOUT_NCHW = 0,
@@ -134,10 +136,12 @@ pp_out_range (PpOut o, gsize offset, gsize numel)
           + offset * pp_dtype_size (o.dtype), o.dtype, numel), o.layout);
 }
 
-/* A 16-bit or channels-last activation copied into float32 channels-first
- * scratch for one op's kernel: a backend's note of what to round (and lay
- * out) back when the kernel returns (kernels/cpu/pp-cpu-backend.c,
- * kernels/cuda/pp-cuda-private.c). */
+/* A 16-bit or channels-last activation copied into scratch for one op's
+ * kernel: a backend's note of what to round (and lay out) back when the
+ * kernel returns.  The CPU backends' copy is float32 channels first
+ * (kernels/cpu/pp-cpu-backend.c); CUDA's is float32 for a widened one, and
+ * of the activation's own dtype for one laid out channels first
+ * (kernels/cuda/pp-cuda-private.c: @wide then holds 16-bit data). */
 typedef struct
 {
   gpointer data;                /* the activation */

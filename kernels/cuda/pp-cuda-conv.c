@@ -16,12 +16,14 @@
  * accumulating in float32 on tensor cores; with float32 weights it is
  * exact float32 (FMA math) unless TF32 was asked for.
  *
- * The ops' activations are NCHW; tensor cores want channels last.  Where
- * pp_cuda_conv_nhwc says so (PPDIFFUSE_CUDA_CONV_LAYOUT), a 16-bit
- * convolution runs channels-last: the narrowing pass also transposes x to
- * NHWC, the widening pass transposes y back, and the filter is read from
- * a channels-last copy made on its first use (kept until its buffer is
- * freed), so cuDNN changes no layout itself. */
+ * Tensor cores want channels last.  Where pp_cuda_conv_nhwc says so
+ * (PPDIFFUSE_CUDA_CONV_LAYOUT), a 16-bit convolution runs channels-last:
+ * a channels-first x is transposed to NHWC by the narrowing pass, a
+ * channels-first y transposed back by the widening pass (a channels-last
+ * x or y, PpView.layout, is read or written as it is), and the filter is
+ * read from a channels-last copy made on its first use (kept until its
+ * buffer is freed), so cuDNN changes no layout itself.  Elsewhere a
+ * channels-last view is copied channels first (pp_cuda_nchw_in). */
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
@@ -311,6 +313,15 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
     int stride, int pad, PpOut y_view)
 {
+  /* Refused before any copy or plan is made. */
+  g_return_if_fail (n > 0 && cin > 0 && h > 0 && w > 0 && cout > 0);
+  g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
+  g_return_if_fail (pp_conv2d_out_size (h, kh, stride, pad) > 0
+      && pp_conv2d_out_size (w, kw, stride, pad) > 0);
+  /* The channels-last bias pass counts rows in an int. */
+  g_return_if_fail ((gint64) n * pp_conv2d_out_size (h, kh, stride, pad)
+      * pp_conv2d_out_size (w, kw, stride, pad) <= G_MAXINT);
+
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
   /* Channels-last activations: read and written as they are where the
@@ -324,7 +335,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
 
   if (!keep_nhwc) {
     x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
-    y_view = pp_cuda_nchw_out (cu, "conv2d", "y", y_view, n, cout,
+    y_view = pp_cuda_nchw_out_whole (cu, "conv2d", "y", y_view, n, cout,
         pp_conv2d_out_size (h, kh, stride, pad)
         * pp_conv2d_out_size (w, kw, stride, pad));
   }

@@ -267,12 +267,10 @@ template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
     const void *bias)
 {
-  PP_CUDA_FOR (i, n) {
-    const float b = bias != NULL ? pp_cuda_load<B> (bias, (i / hw) % c)
-        : 0.0f;
-
-    pp_cuda_store<Y> (y, i, pp_cuda_load<X> (x, i) + b);
-  }
+  /* Without a bias the value as it is (x + 0 would turn -0 into +0). */
+  PP_CUDA_FOR (i, n) pp_cuda_store<Y> (y, i, bias != NULL
+      ? pp_cuda_load<X> (x, i) + pp_cuda_load<B> (bias, (i / hw) % c)
+      : pp_cuda_load<X> (x, i));
 }
 
 extern "C" cudaError_t

@@ -29,8 +29,10 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
     PpOut y_view)
 {
-  const int splits = c > 0 && groups > 0 && c % groups == 0 && hw > 0
-      ? pp_cuda_group_norm_splits (n, c, hw, groups) : 0;
+  g_return_if_fail (n > 0 && c > 0 && hw > 0 && groups > 0);
+  g_return_if_fail (c % groups == 0);
+
+  const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
   const gboolean split = cu->group_norm_split && splits > 0;
   /* Both channels last, and the split kernels (which read a group pixel
    * by pixel): as they are; otherwise channels first for the kernels (a
@@ -40,7 +42,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
 
   if (!nhwc) {
     x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
-    y_view = pp_cuda_nchw_out (cu, "group_norm", "y", y_view, n, c, hw);
+    y_view = pp_cuda_nchw_out_whole (cu, "group_norm", "y", y_view, n, c, hw);
   }
   const void *x;
   void *y;
@@ -140,7 +142,7 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   }
   x_view = pp_cuda_nchw_in (cu, "upsample_nearest", "x", x_view, n, c,
       h * w);
-  y_view = pp_cuda_nchw_out (cu, "upsample_nearest", "y", y_view, n, c,
+  y_view = pp_cuda_nchw_out_whole (cu, "upsample_nearest", "y", y_view, n, c,
       h * w * factor * factor);
   const void *x;
   void *y;
@@ -158,7 +160,7 @@ pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
 {
   x_view = pp_cuda_nchw_in (cu, "resize_bilinear", "x", x_view, 1, c,
       h * w);
-  y_view = pp_cuda_nchw_out (cu, "resize_bilinear", "y", y_view, 1, c,
+  y_view = pp_cuda_nchw_out_whole (cu, "resize_bilinear", "y", y_view, 1, c,
       ho * wo);
   const float *x = pp_cuda_in (cu, "resize_bilinear", "x", x_view);
   float *y = pp_cuda_out_whole (cu, "resize_bilinear", "y", y_view);
@@ -195,7 +197,7 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
   }
   a_view = pp_cuda_nchw_in (cu, "concat_channels", "a", a_view, n, ca, hw);
   b_view = pp_cuda_nchw_in (cu, "concat_channels", "b", b_view, n, cb, hw);
-  y_view = pp_cuda_nchw_out (cu, "concat_channels", "y", y_view, n,
+  y_view = pp_cuda_nchw_out_whole (cu, "concat_channels", "y", y_view, n,
       ca + cb, hw);
   const gboolean as_is = a_view.dtype == y_view.dtype
       && b_view.dtype == y_view.dtype;
@@ -315,7 +317,7 @@ void
 pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
-  y_view = pp_cuda_nchw_out (cu, "nlc_to_nchw", "y", y_view, n, c, hw);
+  y_view = pp_cuda_nchw_out_whole (cu, "nlc_to_nchw", "y", y_view, n, c, hw);
   const PpCudaType x_type = pp_cuda_act_type (cu, "nlc_to_nchw", "x",
       x_view.dtype);
   const PpCudaType y_type = pp_cuda_act_type (cu, "nlc_to_nchw", "y",

@@ -221,7 +221,7 @@ pp_cuda_out_whole (PpCudaBackend * cu, const char *op, const char *param,
 static gpointer
 laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
     gpointer data, PpDType dtype, gsize numel, int n, int c, int hw,
-    gboolean written)
+    gboolean read, gboolean written)
 {
   const PpCudaType type = pp_cuda_act_type (cu, op, param, dtype);
   const guint slot = cu->n_laid;
@@ -232,8 +232,9 @@ laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
   copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_LAYOUT_0 + slot,
       MAX (numel, 1) * pp_dtype_size (dtype));
   /* [n, hw, c] → [n, c, hw]. */
-  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,
-          PP_CUDA_F32, copy, type, cu->stream));
+  if (read)
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,
+            PP_CUDA_F32, copy, type, cu->stream));
   cu->laid[cu->n_laid++] = (PpWidened) { data, dtype, numel, copy, written,
     PP_LAYOUT_NHWC, n, c, hw };
   return copy;
@@ -246,7 +247,7 @@ pp_cuda_nchw_in (PpCudaBackend * cu, const char *op, const char *param,
   if (v.data == NULL || v.layout != PP_LAYOUT_NHWC)
     return v;
   return pp_view (laid_nchw (cu, op, param, (gpointer) v.data, v.dtype,
-          v.numel, n, c, hw, FALSE), v.dtype, v.numel);
+          v.numel, n, c, hw, TRUE, FALSE), v.dtype, v.numel);
 }
 
 PpOut
@@ -256,7 +257,17 @@ pp_cuda_nchw_out (PpCudaBackend * cu, const char *op, const char *param,
   if (o.layout != PP_LAYOUT_NHWC)
     return o;
   return pp_out (laid_nchw (cu, op, param, o.data, o.dtype, o.numel, n, c,
-          hw, TRUE), o.dtype, o.numel);
+          hw, TRUE, TRUE), o.dtype, o.numel);
+}
+
+PpOut
+pp_cuda_nchw_out_whole (PpCudaBackend * cu, const char *op,
+    const char *param, PpOut o, int n, int c, int hw)
+{
+  if (o.layout != PP_LAYOUT_NHWC)
+    return o;
+  return pp_out (laid_nchw (cu, op, param, o.data, o.dtype, o.numel, n, c,
+          hw, FALSE, TRUE), o.dtype, o.numel);
 }
 
 void

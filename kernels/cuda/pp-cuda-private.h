@@ -195,6 +195,10 @@ PpView pp_cuda_nchw_in (PpCudaBackend * cu, const char *op,
  * pp_cuda_acts_finish. */
 PpOut pp_cuda_nchw_out (PpCudaBackend * cu, const char *op,
     const char *param, PpOut o, int n, int c, int hw);
+/* The same for one the op writes whole without reading it: its copy is
+ * not filled first. */
+PpOut pp_cuda_nchw_out_whole (PpCudaBackend * cu, const char *op,
+    const char *param, PpOut o, int n, int c, int hw);
 /* After an op: narrows its written 16-bit activations back from their
  * scratch (round to nearest even), lays its written channels-last ones
  * back (pp_cuda_nchw_out), and forgets them. */

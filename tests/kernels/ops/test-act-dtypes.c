@@ -141,6 +141,15 @@ run_conv2d_8 (const Acts * a, gconstpointer wt)
       w (wt, 576, 8), 8, 3, 3, 1, 1, out (a, 1));
 }
 
+/* The same without a bias: y's values as the convolution made them (-0
+ * too). */
+static void
+run_conv2d_8_no_bias (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      pp_view_none (), 8, 3, 3, 1, 1, out (a, 1));
+}
+
 static void
 run_group_norm (const Acts * a, gconstpointer wt)
 {
@@ -336,6 +345,8 @@ static const Case cases[] = {
       112, 0, TRUE},
   {PP_OP_CONV2D, "conv2d/8-channels", 2, {{648, ACT_IN, 1, 8, 81},
           {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8, 584, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels-no-bias", 2, {{648, ACT_IN, 1, 8, 81},
+          {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_no_bias, 576, 0, TRUE},
   {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN, 2, 4, 9},
           {72, ACT_OUT, 2, 4, 9}},
       run_group_norm, 8},
