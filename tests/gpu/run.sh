@@ -56,7 +56,8 @@
 #              without them), gpu-bench also with the attention
 #              and convolution choices of PPDIFFUSE_CUDA_ATTENTION,
 #              PPDIFFUSE_CUDA_CONV_ALGO, PPDIFFUSE_CUDA_CONV_LAYOUT and
-#              PPDIFFUSE_CUDA_GROUP_NORM side by side, and a latent's hop
+#              PPDIFFUSE_CUDA_GROUP_NORM side by side, with 16-bit
+#              activations channels first and last, and a latent's hop
 #              between ranks with and without the doorbells
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
@@ -876,6 +877,15 @@ if want bench; then
       && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
         sed -n '/^profile of/,$p' "$work/bench.log" | indent
         pass "gpu-bench f16, f16 activations ran"; }
+    # And channels last (PPDIFFUSE_ACT_LAYOUT=nhwc): the convolutions that
+    # run channels last without their transposes, the norms and the
+    # transformers' tokens as they are, the other convolutions copying.
+    runs "gpu-bench f16, f16 activations, nhwc" "$work/bench.log" 300 \
+        env PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_ACT_LAYOUT=nhwc \
+        "$build/tests/bench/gpu-bench" --dtype f16 \
+      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
+        sed -n '/^profile of/,$p' "$work/bench.log" | indent
+        pass "gpu-bench f16, f16 activations, nhwc ran"; }
     # diffusers' own UNet and TAESD, eager, on the same GPU in the same
     # run: the baseline the targets are set against.
     # shellcheck disable=SC2086  # the command may carry an env prefix
