@@ -115,6 +115,10 @@ struct _PpBackend
    * dtype's bounds of its result alone (a GPU: fewer, larger launches).
    * pp_backend_samples_apart. */
   gboolean samples_apart;
+  /* pp_ops_note_layout_copy, set by pp_backend_get for a backend module
+   * (which may call none of the kernels library's functions by name: it
+   * is loaded privately); NULL: the backend counts no layout copies. */
+  void (*note_layout_copy) (const char *op);
   gpointer priv;
 };
 

@@ -147,6 +147,18 @@ set_auto_reason (const gchar * reason)
 
 #ifdef PP_HAVE_CUDA
 /* "cuda" → device @local_rank modulo the devices seen; "cuda:N" → N. */
+/* @be (NULL too) with the op layer's functions a backend module calls
+ * through it: the module links none of this library's symbols (a process
+ * loads it privately, G_MODULE_BIND_LOCAL, from a plugin that was itself
+ * loaded privately, so they would not resolve). */
+static PpBackend *
+with_hooks (PpBackend * be)
+{
+  if (be != NULL)
+    be->note_layout_copy = pp_ops_note_layout_copy;
+  return be;
+}
+
 static PpBackend *
 get_cuda (const gchar * name, gint local_rank, GError ** error)
 {
@@ -171,7 +183,7 @@ get_cuda (const gchar * name, gint local_rank, GError ** error)
   if (n_devices == NULL)
     return NULL;
   if (*index == ':')
-    return backend_get ((gint) device, error);
+    return with_hooks (backend_get ((gint) device, error));
   n = n_devices (error);
   if (n < 0)
     return NULL;
@@ -181,7 +193,8 @@ get_cuda (const gchar * name, gint local_rank, GError ** error)
         "CUDA_VISIBLE_DEVICES)");
     return NULL;
   }
-  return backend_get (pp_backend_device_for_rank (local_rank, n), error);
+  return with_hooks (backend_get (pp_backend_device_for_rank (local_rank,
+              n), error));
 }
 #endif
 

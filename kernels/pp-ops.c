@@ -6,12 +6,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-/* Per-op counters: matrix FLOPs always (benchmarks read them), calls and
- * time only while profiling is on, so that the default costs one relaxed
- * load per call. */
+/* Per-op counters: matrix FLOPs and layout copies always (benchmarks read
+ * them), calls and time only while profiling is on, so that the default
+ * costs one relaxed load per call. */
 typedef struct
 {
-  atomic_ullong calls, ns, flops, device_ns;
+  atomic_ullong calls, ns, flops, device_ns, layout_copies;
 } OpCounters;
 
 static OpCounters counters[PP_OP_COUNT];
@@ -135,6 +135,7 @@ pp_ops_reset_flop_count (void)
     atomic_store (&counters[op].ns, 0);
     atomic_store (&counters[op].flops, 0);
     atomic_store (&counters[op].device_ns, 0);
+    atomic_store (&counters[op].layout_copies, 0);
   }
 }
 
@@ -157,6 +158,19 @@ pp_ops_get_profile (PpOp op, PpOpProfile * out)
   out->calls = atomic_load (&counters[op].calls);
   out->seconds = atomic_load (&counters[op].ns) / 1e9;
   out->flops = atomic_load (&counters[op].flops);
+  out->layout_copies = atomic_load (&counters[op].layout_copies);
+}
+
+void
+pp_ops_note_layout_copy (const char *op)
+{
+  for (int i = 0; i < PP_OP_COUNT; i++)
+    if (op_names[i] != NULL && g_str_equal (op_names[i], op)) {
+      atomic_fetch_add_explicit (&counters[i].layout_copies, 1,
+          memory_order_relaxed);
+      return;
+    }
+  g_warn_if_reached ();
 }
 
 /* The dtypes of @set, for messages ("F32, F16"). */

@@ -49,6 +49,11 @@ typedef struct
   /* On a backend with device marks (a GPU): the device time of the op's
    * work, from a mark recorded before it to one after it; 0 elsewhere. */
   double device_seconds;
+  /* Channels-last views the backend copied channels first (and back) for
+   * the op's kernel, counted always (pp_ops_reset_flop_count clears
+   * them): each is two passes over the tensor a kernel of the layout's own
+   * would not make. */
+  guint64 layout_copies;
 } PpOpProfile;
 
 /* While on, every op call through the pp_* wrappers adds its wall time to
@@ -62,6 +67,9 @@ typedef struct
  * runs its ranges one after the other. */
 void pp_ops_set_profiling (gboolean on);
 void pp_ops_get_profile (PpOp op, PpOpProfile * out);
+/* For backends: op @op (its name) copied a channels-last view channels
+ * first for its kernel. */
+void pp_ops_note_layout_copy (const char *op);
 
 /* The wrappers: pp_NAME (be, params…) runs op NAME on backend @be.  Each
  * view parameter is checked first, and the process ends with a message

@@ -125,6 +125,8 @@ cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
   g_assert (call->count < CPU_CALL_ACTS);
   g_assert (!nhwc || numel == (gsize) n * c * hw);
   wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0 + call->count, numel);
+  if (nhwc)
+    pp_ops_note_layout_copy (call->op);
   if (!nhwc)
     pp_dtype_widen (data, dtype, wide, numel);
   else if (dtype == PP_DTYPE_F32)

@@ -180,7 +180,7 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
   if (a_view.layout == PP_LAYOUT_NHWC && b_view.layout == PP_LAYOUT_NHWC
       && y_view.layout == PP_LAYOUT_NHWC && a_view.dtype == y_view.dtype
       && b_view.dtype == y_view.dtype) {
-    const gsize size = pp_dtype_size (y_view.dtype);
+    const gsize size = pp_cuda_dtype_size (y_view.dtype);
     const gsize row = (gsize) (ca + cb) * size;
 
     g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
@@ -342,8 +342,8 @@ pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
   /* Channels last: each sample's [hw, c] rows plus its v per column, the
    * same float sum rounded to x's type. */
   if (x_view.layout == PP_LAYOUT_NHWC) {
-    const gsize x_size = pp_dtype_size (x_view.dtype);
-    const gsize v_size = pp_dtype_size (v.dtype);
+    const gsize x_size = pp_cuda_dtype_size (x_view.dtype);
+    const gsize v_size = pp_cuda_dtype_size (v.dtype);
 
     for (int b = 0; b < n; b++) {
       guint8 *xb = (guint8 *) x_view.data + (gsize) b * c * hw * x_size;

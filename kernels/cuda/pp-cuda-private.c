@@ -229,8 +229,10 @@ laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
 
   g_assert (slot < G_N_ELEMENTS (cu->laid));
   g_assert (numel == (gsize) n * c * hw);
+  if (cu->be.note_layout_copy != NULL)
+    cu->be.note_layout_copy (op);
   copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_LAYOUT_0 + slot,
-      MAX (numel, 1) * pp_dtype_size (dtype));
+      MAX (numel, 1) * pp_cuda_dtype_size (dtype));
   /* [n, hw, c] → [n, c, hw]. */
   if (read)
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,

@@ -344,6 +344,20 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
           100 * family_s[f] / wall);
   printf ("  %-22s %9.3f %6.1f %%\n", "outside ops", MAX (wall - sum, 0) * 1e3,
       100 * MAX (wall - sum, 0) / wall);
+  /* Where channels-last activations still went through a copy for a
+   * channels-first kernel (PPDIFFUSE_ACT_LAYOUT=nhwc): what a kernel of
+   * the layout's own would save. */
+  {
+    g_autoptr (GString) copies = g_string_new (NULL);
+
+    for (guint op = 0; op < PP_OP_COUNT; op++)
+      if (ops[op].layout_copies > 0)
+        g_string_append_printf (copies, "%s%s %" G_GUINT64_FORMAT,
+            copies->len ? ", " : "", ops[op].name, ops[op].layout_copies);
+    if (copies->len > 0)
+      printf ("  channels-last views copied channels first: %s\n",
+          copies->str);
+  }
   qsort (ops, PP_OP_COUNT, sizeof ops[0], by_time_desc);
   printf ("  %-22s %9s %7s %7s\n", "op", "ms", "share", "calls");
   for (guint i = 0; i < 8 && i < PP_OP_COUNT; i++) {

@@ -564,6 +564,29 @@ acts_take (const Case * c, Acts * a, guint i)
   return got;
 }
 
+/* The op's layout copies (PpOpProfile.layout_copies) of the run just
+ * made: none without a channels-last view; with one, on the CPU backends,
+ * which lay every channels-last view out channels first for their
+ * kernels, some. */
+static void
+check_layout_copies (const Case * c, Laid laid)
+{
+  gboolean nhwc = FALSE;
+  PpOpProfile p;
+
+  for (guint i = 0; i < c->n_acts; i++)
+    nhwc |= laid_out (c, laid, i) == PP_LAYOUT_NHWC;
+  pp_ops_get_profile (c->op, &p);
+  if (!nhwc)
+    g_assert_cmpuint (p.layout_copies, ==, 0);
+  else if (g_str_has_prefix (pp_backend_name (be), "cpu"))
+    g_assert_cmpuint (p.layout_copies, >, 0);
+  if (p.layout_copies > 0)
+    g_test_message ("%s on %s laid out %s: %" G_GUINT64_FORMAT " view(s) "
+        "copied channels first", c->name, pp_backend_name (be),
+        laid_names[laid], p.layout_copies);
+}
+
 /* A backend whose channels-last kernels sum in another order than its
  * channels-first ones (a GPU's group norm): this close, relative to the
  * largest value; the CPU backends give the same bits. */
@@ -601,7 +624,9 @@ check_case (const Case * c, PpDType dtype, Side side, Laid laid)
   acts_upload (c, start, f32, laid, &wide);
   acts_upload (c, start, narrow_dtypes, laid, &narrow);
   c->run (&wide, weights);
+  pp_ops_reset_flop_count ();
   c->run (&narrow, weights);
+  check_layout_copies (c, laid);
   if (laid != LAID_NCHW) {
     acts_upload (c, start, f32, LAID_NCHW, &ref);
     c->run (&ref, weights);
