@@ -146,19 +146,21 @@ set_auto_reason (const gchar * reason)
 }
 
 #ifdef PP_HAVE_CUDA
-/* "cuda" → device @local_rank modulo the devices seen; "cuda:N" → N. */
 /* @be (NULL too) with the op layer's functions a backend module calls
  * through it: the module links none of this library's symbols (a process
  * loads it privately, G_MODULE_BIND_LOCAL, from a plugin that was itself
- * loaded privately, so they would not resolve). */
+ * loaded privately, so they would not resolve).  Set once, atomically: a
+ * backend is shared, and other threads may be running its ops. */
 static PpBackend *
 with_hooks (PpBackend * be)
 {
   if (be != NULL)
-    be->note_layout_copy = pp_ops_note_layout_copy;
+    (void) g_atomic_pointer_compare_and_exchange (&be->note_layout_copy,
+        NULL, pp_ops_note_layout_copy);
   return be;
 }
 
+/* "cuda" → device @local_rank modulo the devices seen; "cuda:N" → N. */
 static PpBackend *
 get_cuda (const gchar * name, gint local_rank, GError ** error)
 {

@@ -49,10 +49,11 @@ typedef struct
   /* On a backend with device marks (a GPU): the device time of the op's
    * work, from a mark recorded before it to one after it; 0 elsewhere. */
   double device_seconds;
-  /* Channels-last views the backend copied channels first (and back) for
-   * the op's kernel, counted always (pp_ops_reset_flop_count clears
-   * them): each is two passes over the tensor a kernel of the layout's own
-   * would not make. */
+  /* Channels-last views the backend copied channels first for the op's
+   * kernel (an input) or laid back after it (an output), counted when the
+   * op is queued (pp_ops_reset_flop_count clears them): each a transpose
+   * (two for one updated in place) a kernel of the layout's own would not
+   * make. */
   guint64 layout_copies;
 } PpOpProfile;
 

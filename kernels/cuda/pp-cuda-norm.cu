@@ -46,9 +46,8 @@ norm_moments (const void *x, size_t first, size_t count, float eps,
  * item's per_group · hw values in the order its statistics take them, and
  * its channel (*@ch).  Channels first, the group's channels are adjacent
  * planes (channel-major); channels last (@nhwc), each pixel's per_group
- * channels are adjacent (pixel-major).  I is unsigned for the split kernels
- * (a group below 2^32 values: 32-bit divisions) and size_t for the whole
- * one. */
+ * channels are adjacent (pixel-major).  I is the index type: unsigned in
+ * the split kernels (a group below 2^32 values: 32-bit divisions). */
 template <typename I> __device__ __forceinline__ size_t
 group_at (bool nhwc, size_t item, int groups, int c, int per_group,
     size_t hw, I i, int *ch)

@@ -49,9 +49,6 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
   const PpCudaType type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
   float *partials;
 
-  g_return_if_fail (n > 0 && c > 0 && hw > 0 && groups > 0);
-  g_return_if_fail (c % groups == 0);
-
   partials = !split ? NULL : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS,
       2 * sizeof (float) * (gsize) n * groups * splits);
 
@@ -131,10 +128,12 @@ void
 pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
     int c, int h, int w, int factor, PpOut y_view)
 {
+  /* Refused before any copy. */
+  g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
+
   /* Both channels last and of one type: copied as they are. */
   if (x_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC
       && x_view.dtype == y_view.dtype) {
-    g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
     PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest_nhwc (x_view.data,
             pp_cuda_act_type (cu, "upsample_nearest", "y", y_view.dtype), n,
             c, h, w, factor, y_view.data, cu->stream));
@@ -148,8 +147,6 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   void *y;
   const PpCudaType type = one_type (cu, "upsample_nearest", x_view, y_view, &x, &y);
 
-  g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0 && factor > 0);
-
   PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x, type, n, c, h, w, factor,
           y, cu->stream));
 }
@@ -158,14 +155,14 @@ void
 pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
     int h, int w, PpOut y_view, int ho, int wo)
 {
+  g_return_if_fail (c > 0 && h > 0 && w > 0 && ho > 0 && wo > 0);
+
   x_view = pp_cuda_nchw_in (cu, "resize_bilinear", "x", x_view, 1, c,
       h * w);
   y_view = pp_cuda_nchw_out_whole (cu, "resize_bilinear", "y", y_view, 1, c,
       ho * wo);
   const float *x = pp_cuda_in (cu, "resize_bilinear", "x", x_view);
   float *y = pp_cuda_out_whole (cu, "resize_bilinear", "y", y_view);
-
-  g_return_if_fail (c > 0 && h > 0 && w > 0 && ho > 0 && wo > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_resize_bilinear (x, c, h, w, y, ho, wo,
           cu->stream));
@@ -175,6 +172,8 @@ void
 pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
     PpView b_view, int cb, int n, int hw, PpOut y_view)
 {
+  g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
+
   /* All channels last and of one type: each pixel's ca channels, then its
    * cb, two strided copies. */
   if (a_view.layout == PP_LAYOUT_NHWC && b_view.layout == PP_LAYOUT_NHWC
@@ -183,7 +182,6 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
     const gsize size = pp_cuda_dtype_size (y_view.dtype);
     const gsize row = (gsize) (ca + cb) * size;
 
-    g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
     if (ca > 0)
       PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync (y_view.data, row, a_view.data,
               (gsize) ca * size, (gsize) ca * size, (gsize) n * hw,
@@ -209,8 +207,6 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
       : pp_cuda_in (cu, "concat_channels", "b", b_view);
   void *y = as_is ? y_view.data
       : pp_cuda_out_whole (cu, "concat_channels", "y", y_view);
-
-  g_return_if_fail (ca >= 0 && cb >= 0 && n > 0 && hw > 0);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_concat_channels (a, ca, b, cb, n, hw, y, type,
           cu->stream));
@@ -300,13 +296,13 @@ void
 pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
+  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+
   x_view = pp_cuda_nchw_in (cu, "nchw_to_nlc", "x", x_view, n, c, hw);
   const PpCudaType x_type = pp_cuda_act_type (cu, "nchw_to_nlc", "x",
       x_view.dtype);
   const PpCudaType y_type = pp_cuda_act_type (cu, "nchw_to_nlc", "y",
       y_view.dtype);
-
-  g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
   /* A change of layout, and of storage type when they differ. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, c,
@@ -317,13 +313,13 @@ void
 pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
     int hw, PpOut y_view)
 {
+  g_return_if_fail (n > 0 && c > 0 && hw > 0);
+
   y_view = pp_cuda_nchw_out_whole (cu, "nlc_to_nchw", "y", y_view, n, c, hw);
   const PpCudaType x_type = pp_cuda_act_type (cu, "nlc_to_nchw", "x",
       x_view.dtype);
   const PpCudaType y_type = pp_cuda_act_type (cu, "nlc_to_nchw", "y",
       y_view.dtype);
-
-  g_return_if_fail (n > 0 && c > 0 && hw > 0);
 
   /* A change of layout, and of storage type when they differ. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, hw,

@@ -229,8 +229,13 @@ laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
 
   g_assert (slot < G_N_ELEMENTS (cu->laid));
   g_assert (numel == (gsize) n * c * hw);
-  if (cu->be.note_layout_copy != NULL)
-    cu->be.note_layout_copy (op);
+  {
+    void (*note) (const char *) = g_atomic_pointer_get
+        (&cu->be.note_layout_copy);
+
+    if (note != NULL)
+      note (op);
+  }
   copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_LAYOUT_0 + slot,
       MAX (numel, 1) * pp_cuda_dtype_size (dtype));
   /* [n, hw, c] → [n, c, hw]. */
@@ -250,16 +255,6 @@ pp_cuda_nchw_in (PpCudaBackend * cu, const char *op, const char *param,
     return v;
   return pp_view (laid_nchw (cu, op, param, (gpointer) v.data, v.dtype,
           v.numel, n, c, hw, TRUE, FALSE), v.dtype, v.numel);
-}
-
-PpOut
-pp_cuda_nchw_out (PpCudaBackend * cu, const char *op, const char *param,
-    PpOut o, int n, int c, int hw)
-{
-  if (o.layout != PP_LAYOUT_NHWC)
-    return o;
-  return pp_out (laid_nchw (cu, op, param, o.data, o.dtype, o.numel, n, c,
-          hw, TRUE, TRUE), o.dtype, o.numel);
 }
 
 PpOut

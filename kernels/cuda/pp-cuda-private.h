@@ -98,7 +98,7 @@ typedef struct
   PpWidened acts[PP_CUDA_SCRATCH_ACT_3 - PP_CUDA_SCRATCH_ACT_0 + 1];
   guint n_acts;
   /* Its channels-last activations copied channels first by
-   * pp_cuda_nchw_in and pp_cuda_nchw_out (@wide: the copy, of the
+   * pp_cuda_nchw_in and pp_cuda_nchw_out_whole (@wide: the copy, of the
    * activation's dtype), the written ones laid back by
    * pp_cuda_acts_finish. */
   PpWidened laid[PP_CUDA_SCRATCH_LAYOUT_2 - PP_CUDA_SCRATCH_LAYOUT_0 + 1];
@@ -211,18 +211,15 @@ pp_cuda_aligned (gconstpointer p)
  * channels-last kernel reads the view as it is instead. */
 PpView pp_cuda_nchw_in (PpCudaBackend * cu, const char *op,
     const char *param, PpView v, int n, int c, int hw);
-/* The same for a spatial activation the op writes (its contents copied
- * too: the op may update it in place), laid back channels last by
- * pp_cuda_acts_finish. */
-PpOut pp_cuda_nchw_out (PpCudaBackend * cu, const char *op,
-    const char *param, PpOut o, int n, int c, int hw);
-/* The same for one the op writes whole without reading it: its copy is
- * not filled first. */
+/* The same for a spatial activation the op writes whole without reading
+ * it (its copy is not filled first), laid back channels last by
+ * pp_cuda_acts_finish.  (An op that updates a channels-last view in place
+ * reads it as it is: add_channel.) */
 PpOut pp_cuda_nchw_out_whole (PpCudaBackend * cu, const char *op,
     const char *param, PpOut o, int n, int c, int hw);
 /* After an op: narrows its written 16-bit activations back from their
  * scratch (round to nearest even), lays its written channels-last ones
- * back (pp_cuda_nchw_out), and forgets them. */
+ * back (pp_cuda_nchw_out_whole), and forgets them. */
 void pp_cuda_acts_finish (PpCudaBackend * cu);
 
 /* The ops, in pp-cuda-ops.c (kernels), pp-cuda-gemm.c (cuBLAS),

@@ -303,6 +303,14 @@ if want device; then
       pass "test-kernels-act-dtypes: $(grep -c '^ok ' "$work/act-dtypes.log") ops' cases on 16-bit and channels-last activations"
     fi
   fi
+  # The group norm's other way (one block per group), whose channels-last
+  # views are copied channels first: in place too.
+  if runs "act-dtypes, group norm whole" "$work/act-dtypes.log" 120 \
+      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=whole "$acts" \
+      -p /kernels/act-dtypes/group_norm+silu \
+      -p /kernels/act-dtypes/group_norm/in-place; then
+    pass "test-kernels-act-dtypes: group norms with PPDIFFUSE_CUDA_GROUP_NORM=whole"
+  fi
   # With info messages: which attention shapes cuDNN's fused kernel did
   # not take (they ran as 16-bit GEMMs), and its plans that were slow to
   # make.
