@@ -104,11 +104,9 @@ cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
 
 /* pp-cuda-layout.cu */
 /* x and y of @type. */
+/* With @nhwc, channels last: x [n, h, w, c] → y [n, h·f, w·f, c]. */
 cudaError_t pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n,
-    int c, int h, int w, int factor, void *y, cudaStream_t stream);
-/* The same channels last: x [n, h, w, c] → y [n, h·f, w·f, c]. */
-cudaError_t pp_cuda_upsample_nearest_nhwc (const void *x, PpCudaType type,
-    int n, int c, int h, int w, int factor, void *y, cudaStream_t stream);
+    int c, int h, int w, int factor, int nhwc, void *y, cudaStream_t stream);
 cudaError_t pp_cuda_resize_bilinear (const float *x, int c, int h, int w,
     float *y, int ho, int wo, cudaStream_t stream);
 /* a, b and y of @type. */

@@ -19,19 +19,6 @@ upsample_nearest_kernel (const void *x, size_t planes, int h, int w,
   }
 }
 
-extern "C" cudaError_t
-pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
-    int h, int w, int factor, void *y, cudaStream_t stream)
-{
-  const size_t total = (size_t) n * c * h * factor * w * factor;
-
-  if (total == 0)
-    return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (type, T,
-      upsample_nearest_kernel<T><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, (size_t) n * c, h, w, factor, y));
-  return cudaGetLastError ();
-}
 
 /* Channels last: x [n, h, w, c] → y [n, h·f, w·f, c], each output
  * pixel's c channels those of its source pixel. */
@@ -52,17 +39,22 @@ upsample_nearest_nhwc_kernel (const void *x, int n, int c, int h, int w,
 }
 
 extern "C" cudaError_t
-pp_cuda_upsample_nearest_nhwc (const void *x, PpCudaType type, int n, int c,
-    int h, int w, int factor, void *y, cudaStream_t stream)
+pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
+    int h, int w, int factor, int nhwc, void *y, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * h * factor * w * factor;
+  const unsigned blocks = pp_cuda_blocks (total, PP_CUDA_THREADS);
 
   if (total == 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (type, T,
-      upsample_nearest_nhwc_kernel<T><<<pp_cuda_blocks (total,
-              PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x, n, c, h,
-          w, factor, y));
+  if (nhwc)
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        upsample_nearest_nhwc_kernel<T><<<blocks, PP_CUDA_THREADS, 0,
+        stream>>> (x, n, c, h, w, factor, y));
+  else
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        upsample_nearest_kernel<T><<<blocks, PP_CUDA_THREADS, 0, stream>>>
+        (x, (size_t) n * c, h, w, factor, y));
   return cudaGetLastError ();
 }
 

@@ -134,9 +134,9 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   /* Both channels last and of one type: copied as they are. */
   if (x_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC
       && x_view.dtype == y_view.dtype) {
-    PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest_nhwc (x_view.data,
+    PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x_view.data,
             pp_cuda_act_type (cu, "upsample_nearest", "y", y_view.dtype), n,
-            c, h, w, factor, y_view.data, cu->stream));
+            c, h, w, factor, 1, y_view.data, cu->stream));
     return;
   }
   x_view = pp_cuda_nchw_in (cu, "upsample_nearest", "x", x_view, n, c,
@@ -148,7 +148,7 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   const PpCudaType type = one_type (cu, "upsample_nearest", x_view, y_view, &x, &y);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x, type, n, c, h, w, factor,
-          y, cu->stream));
+          0, y, cu->stream));
 }
 
 void

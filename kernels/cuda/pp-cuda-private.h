@@ -12,6 +12,7 @@
 #include "pp-ops.h"
 #include "pp-cuda-check.h"
 #include "pp-cuda-kernels.h"
+#include "pp-cuda-staging.h"
 
 G_BEGIN_DECLS
 
@@ -175,27 +176,6 @@ float *pp_cuda_out_whole (PpCudaBackend * cu, const char *op,
  * for any other dtype (the wrappers refuse it first). */
 PpCudaType pp_cuda_act_type (PpCudaBackend * cu, const char *op,
     const char *param, PpDType dtype);
-/* Bytes of an element of @dtype (pp_dtype_size's answer: the module
- * calls none of the kernels library's functions, which a privately loaded
- * plugin does not export to it). */
-static inline gsize
-pp_cuda_dtype_size (PpDType dtype)
-{
-  switch (dtype) {
-    case PP_DTYPE_F64:
-      return 8;
-    case PP_DTYPE_F32:
-      return 4;
-    case PP_DTYPE_F16:
-    case PP_DTYPE_BF16:
-      return 2;
-    case PP_DTYPE_U8:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
 /* Whether device memory at @p starts on the 256 bytes scratch and
  * cudaMalloc start on: a library handed an activation as it is (not a
  * scratch copy) then makes the choices, and gives the bits, it would for

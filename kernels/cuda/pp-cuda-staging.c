@@ -13,23 +13,6 @@
 /* Threads the conversions may use, the caller's included. */
 #define STAGING_MAX_THREADS 32
 
-static gsize
-element_size (PpDType dtype)
-{
-  switch (dtype) {
-    case PP_DTYPE_F64:
-      return 8;
-    case PP_DTYPE_F32:
-      return 4;
-    case PP_DTYPE_F16:
-    case PP_DTYPE_BF16:
-      return 2;
-    case PP_DTYPE_U8:
-      return 1;
-  }
-  return 0;
-}
-
 /* pp-tensor.c is not part of the CUDA module. */
 static const gchar *
 element_name (PpDType dtype)
@@ -52,7 +35,7 @@ element_name (PpDType dtype)
 static gboolean
 pair_supported (PpDType src, PpDType dst)
 {
-  if (element_size (src) == 0 || element_size (dst) == 0)
+  if (pp_cuda_dtype_size (src) == 0 || pp_cuda_dtype_size (dst) == 0)
     return FALSE;
   return src == dst || (src == PP_DTYPE_F32 && (dst == PP_DTYPE_F16
           || dst == PP_DTYPE_BF16));
@@ -72,8 +55,8 @@ pp_staging_plan_init (PpStagingPlan * plan, gsize count, PpDType src_dtype,
   plan->count = count;
   plan->src_dtype = src_dtype;
   plan->dst_dtype = dst_dtype;
-  plan->src_size = element_size (src_dtype);
-  plan->dst_size = element_size (dst_dtype);
+  plan->src_size = pp_cuda_dtype_size (src_dtype);
+  plan->dst_size = pp_cuda_dtype_size (dst_dtype);
   /* The staging buffer holds the converted chunk: what crosses the bus. */
   plan->per_chunk = staging_bytes / plan->dst_size;
   if (plan->per_chunk == 0) {
@@ -115,7 +98,7 @@ pp_staging_convert (gpointer dst, PpDType dst_dtype, gconstpointer src,
 
   g_return_if_fail (pair_supported (src_dtype, dst_dtype));
   if (src_dtype == dst_dtype) {
-    memcpy (dst, src, n * element_size (dst_dtype));
+    memcpy (dst, src, n * pp_cuda_dtype_size (dst_dtype));
   } else if (dst_dtype == PP_DTYPE_F16) {
     for (gsize i = 0; i < n; i++)
       d[i] = pp_f32_to_f16 (s[i]);

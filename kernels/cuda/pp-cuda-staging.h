@@ -15,6 +15,27 @@
 
 G_BEGIN_DECLS
 
+/* Bytes of an element of @dtype (pp_dtype_size's answer: the module
+ * calls none of the kernels library's functions, which a privately loaded
+ * plugin does not export to it). */
+static inline gsize
+pp_cuda_dtype_size (PpDType dtype)
+{
+  switch (dtype) {
+    case PP_DTYPE_F64:
+      return 8;
+    case PP_DTYPE_F32:
+      return 4;
+    case PP_DTYPE_F16:
+    case PP_DTYPE_BF16:
+      return 2;
+    case PP_DTYPE_U8:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 /* An upload of @count elements of @src_dtype on the host into @dst_dtype
  * on the device, cut into chunks that fit a staging buffer. */
 typedef struct
