@@ -125,16 +125,18 @@ cpu_act (CpuCall * call, const char *param, gpointer data, PpDType dtype,
   g_assert (call->count < CPU_CALL_ACTS);
   g_assert (!nhwc || numel == (gsize) n * c * hw);
   wide = pp_cpu_scratch (PP_CPU_SCRATCH_ACT_0 + call->count, numel);
-  if (nhwc)
-    pp_ops_note_layout_copy (call->op);
   if (!nhwc)
     pp_dtype_widen (data, dtype, wide, numel);
-  else if (dtype == PP_DTYPE_F32)
-    pp_cpu_nlc_to_nchw (data, n, c, hw, wide);
   else {
-    float *rows = pp_cpu_scratch (PP_CPU_SCRATCH_LAYOUT, numel);
+    const float *rows = data;
 
-    pp_dtype_widen (data, dtype, rows, numel);
+    pp_ops_note_layout_copy (call->op);
+    if (dtype != PP_DTYPE_F32) {
+      float *widened = pp_cpu_scratch (PP_CPU_SCRATCH_LAYOUT, numel);
+
+      pp_dtype_widen (data, dtype, widened, numel);
+      rows = widened;
+    }
     pp_cpu_nlc_to_nchw (rows, n, c, hw, wide);
   }
   call->acts[call->count++] = (PpWidened) { data, dtype, numel, wide,

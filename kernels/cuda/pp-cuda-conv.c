@@ -284,28 +284,21 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   return copy->mem;
 }
 
-/* Whether a convolution with a channels-last x or y reads and writes
- * them as they are: 16-bit weights whose channels-last run the layout
- * choice takes for the shape (its filter copy at hand), activations of the
- * weights' type or float32, on the 256 bytes scratch would start on. */
+/* Whether 16-bit weights (@wtype) read x and write y as they are: each of
+ * the weights' type or float32 (the same bits as through float32 scratch:
+ * a 16-bit one is what the narrowing of its widened copy gives), starting
+ * where scratch would (on 256 bytes: cuDNN's and the kernels' choices may
+ * follow the alignment, and so their bits). */
 static gboolean
-nhwc_as_is (PpCudaBackend * cu, PpView x, int n, int cin, int h, int w,
-    PpView weight, int cout, int kh, int kw, int stride, int pad, PpOut y)
+conv_as_is (PpCudaBackend * cu, PpCudaType wtype, PpView x, PpOut y)
 {
-  const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
-      weight);
   const PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x.dtype);
   const PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y", y.dtype);
-  const PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
-    weight.dtype, FALSE
-  };
 
   return wtype != PP_CUDA_F32
       && (xtype == PP_CUDA_F32 || xtype == wtype)
       && (ytype == PP_CUDA_F32 || ytype == wtype)
-      && pp_cuda_aligned (x.data) && pp_cuda_aligned (y.data)
-      && pp_cuda_conv_nhwc (cu->conv_layout, &key)
-      && filter_nhwc (cu, weight, &key) != NULL;
+      && pp_cuda_aligned (x.data) && pp_cuda_aligned (y.data);
 }
 
 void
@@ -313,52 +306,44 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
     int stride, int pad, PpOut y_view)
 {
+  const int ho = pp_conv2d_out_size (h, kh, stride, pad);
+  const int wo = pp_conv2d_out_size (w, kw, stride, pad);
+
   /* Refused before any copy or plan is made. */
   g_return_if_fail (n > 0 && cin > 0 && h > 0 && w > 0 && cout > 0);
   g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
-  g_return_if_fail (pp_conv2d_out_size (h, kh, stride, pad) > 0
-      && pp_conv2d_out_size (w, kw, stride, pad) > 0);
+  g_return_if_fail (ho > 0 && wo > 0);
   /* The channels-last bias pass counts rows in an int. */
-  g_return_if_fail ((gint64) n * pp_conv2d_out_size (h, kh, stride, pad)
-      * pp_conv2d_out_size (w, kw, stride, pad) <= G_MAXINT);
+  g_return_if_fail ((gint64) n * ho * wo <= G_MAXINT);
 
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
+  PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
+    weight.dtype, FALSE
+  };
   /* Channels-last activations: read and written as they are where the
    * 16-bit convolution runs channels last anyway (PPDIFFUSE_CUDA_CONV_LAYOUT
-   * for the shape: the same plan, so the same bits, without the transposes
-   * it would make), else copied channels first for the descriptors. */
+   * for the shape, its filter copy at hand: the same plan, so the same
+   * bits, without the transposes it would make), else copied channels
+   * first for the descriptors. */
   const gboolean keep_nhwc = (x_view.layout == PP_LAYOUT_NHWC
       || y_view.layout == PP_LAYOUT_NHWC)
-      && nhwc_as_is (cu, x_view, n, cin, h, w, weight, cout, kh, kw, stride,
-      pad, y_view);
+      && conv_as_is (cu, wtype, x_view, y_view)
+      && pp_cuda_conv_nhwc (cu->conv_layout, &key)
+      && filter_nhwc (cu, weight, &key) != NULL;
 
   if (!keep_nhwc) {
     x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
     y_view = pp_cuda_nchw_out_whole (cu, "conv2d", "y", y_view, n, cout,
-        pp_conv2d_out_size (h, kh, stride, pad)
-        * pp_conv2d_out_size (w, kw, stride, pad));
+        ho * wo);
   }
-  /* 16-bit weights read an activation of their type, or float32, as it is
-   * (the same bits as through float32 scratch: a 16-bit one is what the
-   * narrowing of its widened copy gives); other activations go through
-   * float32 scratch. */
+  /* Other activations go through float32 scratch. */
+  const gboolean as_is = conv_as_is (cu, wtype, x_view, y_view);
   PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x_view.dtype);
   PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y", y_view.dtype);
-  /* As it is where it starts where scratch would (cuDNN's and the
-   * kernels' choices may follow the alignment, and so their bits). */
-  const gboolean as_is = wtype != PP_CUDA_F32
-      && (xtype == PP_CUDA_F32 || xtype == wtype)
-      && (ytype == PP_CUDA_F32 || ytype == wtype)
-      && pp_cuda_aligned (x_view.data) && pp_cuda_aligned (y_view.data);
   const void *x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
   void *y = as_is ? y_view.data
       : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
-  PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
-    weight.dtype, FALSE
-  };
-  const int ho = pp_conv2d_out_size (h, kh, stride, pad);
-  const int wo = pp_conv2d_out_size (w, kw, stride, pad);
   const float one = 1.0f, zero = 0.0f;
   const gsize x_count = (gsize) n * cin * h * w;
   const gsize y_count = (gsize) n * cout * ho * wo;
@@ -367,10 +352,6 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   gconstpointer x16;
   gpointer y16, workspace;
   ConvPlan *p;
-
-  g_return_if_fail (n > 0 && cin > 0 && h > 0 && w > 0 && cout > 0);
-  g_return_if_fail (kh > 0 && kw > 0 && stride > 0 && pad >= 0);
-  g_return_if_fail (ho > 0 && wo > 0);
 
   /* Through float32 scratch. */
   if (!as_is)

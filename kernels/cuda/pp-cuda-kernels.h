@@ -90,10 +90,9 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * pp_cuda_unary computes it: the same bytes as the two apart). */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
-/* x and y of @type. */
-/* With @nhwc, x and y are laid out channels last ([n, hw, c]): the split
- * kernels only (a slice is a run of the group's values pixel by pixel);
- * cudaErrorInvalidValue without @partials or splits. */
+/* x and y of @type; with @nhwc, laid out channels last ([n, hw, c]): the
+ * split kernels only (a slice is a run of the group's values pixel by
+ * pixel), cudaErrorInvalidValue without @partials or splits. */
 cudaError_t pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c,
     size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
@@ -103,8 +102,8 @@ cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
     const void *beta, PpCudaType beta_type, void *y, cudaStream_t stream);
 
 /* pp-cuda-layout.cu */
-/* x and y of @type. */
-/* With @nhwc, channels last: x [n, h, w, c] → y [n, h·f, w·f, c]. */
+/* x and y of @type; with @nhwc, channels last: x [n, h, w, c] → y [n,
+ * h·f, w·f, c]. */
 cudaError_t pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n,
     int c, int h, int w, int factor, int nhwc, void *y, cudaStream_t stream);
 cudaError_t pp_cuda_resize_bilinear (const float *x, int c, int h, int w,

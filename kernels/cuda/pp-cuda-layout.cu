@@ -19,7 +19,6 @@ upsample_nearest_kernel (const void *x, size_t planes, int h, int w,
   }
 }
 
-
 /* Channels last: x [n, h, w, c] → y [n, h·f, w·f, c], each output
  * pixel's c channels those of its source pixel. */
 template <PpCudaType T> __global__ void

@@ -219,8 +219,8 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
 extern "C" cudaError_t
 pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, int silu, int nhwc, float *partials,
-    void *y, cudaStream_t stream)
+    const void *beta, PpCudaType beta_type, int silu, int nhwc,
+    float *partials, void *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);

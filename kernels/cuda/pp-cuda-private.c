@@ -225,17 +225,14 @@ laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
 {
   const PpCudaType type = pp_cuda_act_type (cu, op, param, dtype);
   const guint slot = cu->n_laid;
+  void (*note) (const char *) = g_atomic_pointer_get
+      (&cu->be.note_layout_copy);
   gpointer copy;
 
   g_assert (slot < G_N_ELEMENTS (cu->laid));
   g_assert (numel == (gsize) n * c * hw);
-  {
-    void (*note) (const char *) = g_atomic_pointer_get
-        (&cu->be.note_layout_copy);
-
-    if (note != NULL)
-      note (op);
-  }
+  if (note != NULL)
+    note (op);
   copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_LAYOUT_0 + slot,
       MAX (numel, 1) * pp_cuda_dtype_size (dtype));
   /* [n, hw, c] → [n, c, hw]. */

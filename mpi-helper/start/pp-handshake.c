@@ -19,8 +19,8 @@
 /* The keys pp_parity_check compares, and which of them rank 0 holds. */
 static const gchar *const checked_keys[] = {
   PP_PARITY_PROTOCOL, PP_PARITY_ENVELOPE, PP_PARITY_BUILD, PP_PARITY_BACKEND,
-  PP_PARITY_DTYPE, PP_PARITY_ACTIVATIONS, PP_PARITY_MPI, PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN,
-  PP_PARITY_DATA_PLANE, NULL
+  PP_PARITY_DTYPE, PP_PARITY_ACTIVATIONS, PP_PARITY_MPI,
+  PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN, PP_PARITY_DATA_PLANE, NULL
 };
 
 /* The first field of both messages, readable whatever the rest holds. */
@@ -246,6 +246,8 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_autofree gchar *cpu = cpu_device ();
   GHashTable *p = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
       g_free);
+  const gchar *weights = pp_model_uri_weights_dtype (model_uri, be);
+  PpDType dtype = PP_DTYPE_F32;
 
   g_hash_table_insert (p, g_strdup (PP_PARITY_PROTOCOL),
       g_strdup_printf ("%d", PP_PROTOCOL_VERSION));
@@ -254,9 +256,6 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_hash_table_insert (p, g_strdup (PP_PARITY_BUILD), g_strdup (PP_BUILD_ID));
   g_hash_table_insert (p, g_strdup (PP_PARITY_BACKEND),
       g_strdup (pp_backend_name (be)));
-  const gchar *weights = pp_model_uri_weights_dtype (model_uri, be);
-  PpDType dtype = PP_DTYPE_F32;
-
   g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE), g_strdup (weights));
   /* An unknown name is the model's error to report, at its load. */
   (void) pp_dtype_parse_weights (weights, &dtype, NULL);

@@ -676,8 +676,8 @@ check_case (const Case * c, PpDType dtype, Side side, Laid laid)
             pp_dtype_name (weights_dtype), i, j, got[j],
             narrow.dtype[i] == PP_DTYPE_F32 ? "is" : "rounds to", e);
     }
-    /* The layouts: the channels-first run's values, bit for bit on the
-     * CPU backends. */
+    /* The layouts: the channels-first run's values, bit for bit but for
+     * a device's group norm (LAYOUT_REL_BOUND). */
     if (laid != LAID_NCHW) {
       g_autofree float *first = acts_take (c, &ref, i);
       float top = 0.0f;
