@@ -105,8 +105,8 @@ build_sanitized() {
 # it is one of them), $WAIT_PROCESSES at a time ($TEST_PROCESSES under a
 # sanitizer's setup), whose log joins the
 # first's (one JSON object a line).  A test that failed only
-# because MPI_Comm_spawn never returned (Open MPI's intermittent spawn
-# hang) runs once more (tests/spawn-retry.py), and the status is that of
+# by a fault of Open MPI's own (a spawn that never returned, its daemon's
+# crash) runs once more (tests/ompi-retry.py), and the status is that of
 # the results with the retries counted.  The logs of an earlier run are
 # cleared first.
 run_meson_tests() {
@@ -135,7 +135,7 @@ run_meson_tests() {
         || status=$?
       [ -f "$faults_log" ] && cat "$faults_log" >> "$log" ;;
   esac
-  python3 "$TOP/tests/spawn-retry.py" "$dir" $setup || true
+  python3 "$TOP/tests/ompi-retry.py" "$dir" $setup || true
   if [ "$status" -ne 0 ] && [ -f "$log" ] \
       && python3 "$TOP/tests/summary.py" "$log" >/dev/null; then
     status=0

@@ -9,9 +9,9 @@ left in the 'sanitizers' folder beside a log (meson-logs/sanitizers, where
 the asan and tsan test setups point log_path) counts as one more failure of
 that run: it may come from a worker whose death the test expected.
 
-A test that failed only because Open MPI's MPI_Comm_spawn never returned
-was run once more by tests/spawn-retry.py; its second result, in the retry
-log beside the log (testlog-spawn-retry[-SETUP].json), replaces the first,
+A test that failed only by a fault of Open MPI's own (MPI_Comm_spawn never
+returned, or its daemon crashed) was run once more by tests/ompi-retry.py; its second result, in the retry
+log beside the log (testlog-ompi-retry[-SETUP].json), replaces the first,
 and the line says how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took and
@@ -30,7 +30,7 @@ import sys
 PASSED = {"OK", "EXPECTEDFAIL"}
 SKIPPED = {"SKIP"}
 REPORTS_DIR = "sanitizers"
-RETRY_BASE = "testlog-spawn-retry"
+RETRY_BASE = "testlog-ompi-retry"
 TAIL_LINES = 25
 KEY_LINES = 12
 SLOWEST = 6

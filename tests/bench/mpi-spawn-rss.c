@@ -15,7 +15,7 @@
  *
  * Exit status: 0 whatever the growth (it is a benchmark), non-zero when MPI
  * fails or a cycle does not finish within SPAWN_DEADLINE_S: Open MPI's
- * intermittent spawn hang (tests/spawn-retry.py) ends in an error that
+ * intermittent spawn hang (tests/ompi-retry.py) ends in an error that
  * names it, not in the test's timeout. */
 #include <mpi.h>
 

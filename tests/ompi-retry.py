@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Runs again, once, the tests of a meson test log that failed only because
+of a fault of Open MPI's own, not of what the test checks.
+
+Two faults of Open MPI 4.1 with PMIx 4 (Debian 12's pair) are retried:
+
+- MPI_Comm_spawn never returns (openpmix/openpmix#2735,
+  open-mpi/ompi#9713).  With PMIx's default store about one spawn in a
+  hundred never returned here; ppdiffuse sets the hash store
+  (pp-mpi-start.c), with which none did in several hundred, but the hang
+  may have other causes.  ppdiffuse turns it into an error in bounded time
+  ("spawning them (MPI_Comm_spawn) did not finish within N ms").
+- Open MPI's daemon crashes: the runtime process that MPI_Init forks for a
+  singleton rank 0 (the pmix server of its workers) segfaults in its own
+  code, every frame of its backtrace in Open MPI, PMIx, libevent or the C
+  library.  Its handler of a process's help message (pmix_server_log_fn,
+  which a worker's Open MPI warning reaches) crashed so once in a CI run,
+  at start; the workers then lose their daemon and exit.  ppdiffuse
+  reports it ("… exited before it joined the mesh. Open MPI says: …
+  Process received signal …"), which is right for the element.
+
+A test that spawns dozens of meshes to check something else would then
+fail now and then for a reason outside it.  Such a test, and only such a
+test, is run once more; its second result replaces the first in the
+summary (tests/summary.py reads the retry log), and the retry is printed
+with its reason, so it stays visible.
+
+Usage: ompi-retry.py BUILD_DIR [SETUP]
+       ompi-retry.py --list LOG   (the tests it would run again, and why)"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+SPAWN_HANG = "(MPI_Comm_spawn) did not finish within"
+RETRY_BASE = "testlog-ompi-retry"
+# Tests whose subject is the spawn's deadline (a spawn past it on purpose):
+# whatever failed in them, it was not Open MPI's hang.
+EXPECT_SPAWN_ERROR = ("start-failures-late-workers",)
+# Open MPI's signal handler prints, for a process that got a fatal signal,
+# "[host:pid] *** Process received signal ***" and then its frames,
+# "[host:pid] [ n] /path/object(symbol+off)[address]", on lines of their
+# own or run together in one line (as the element's error quotes them).
+SIGNALLED = re.compile(r"\[([^\s\]:]+):(\d+)\] \*\*\* Process received signal")
+FRAME = re.compile(r"\[([^\s\]:]+):(\d+)\] \[ *\d+\] ([^\s(\[]+)")
+# The objects of Open MPI's runtime, and those it runs on.
+OMPI_OBJECT = re.compile(r"^(libopen-rte|libopen-pal|libpmix|mca_)")
+RUNTIME_OBJECT = re.compile(r"^(libc|libpthread|libevent[a-z_]*|ld-linux[-\w]*)[.-]")
+
+
+def daemon_crashes(output):
+    """The processes whose backtrace in @output lies wholly in Open MPI's
+    runtime (at least one frame of Open MPI itself), as 'host:pid'."""
+    signalled = {(m.group(1), m.group(2)) for m in SIGNALLED.finditer(output)}
+    frames = {}
+    for m in FRAME.finditer(output):
+        key = (m.group(1), m.group(2))
+        if key in signalled:
+            frames.setdefault(key, set()).add(os.path.basename(m.group(3)))
+    crashed = []
+    for key, objects in sorted(frames.items()):
+        ours = [o for o in objects if OMPI_OBJECT.match(o)]
+        others = [o for o in objects
+                  if not OMPI_OBJECT.match(o) and not RUNTIME_OBJECT.match(o)]
+        if ours and not others:
+            crashed.append(f"{key[0]}:{key[1]}")
+    return crashed
+
+
+def open_mpi_fault(entry):
+    """Why @entry (a meson log entry) failed by a fault of Open MPI's own,
+    or None when it did not (or did not fail)."""
+    if entry["result"] in ("OK", "EXPECTEDFAIL", "SKIP"):
+        return None
+    output = (entry.get("stdout") or "") + (entry.get("stderr") or "")
+    crashed = daemon_crashes(output)
+    if crashed:
+        return f"Open MPI's daemon crashed (pid {', '.join(crashed)})"
+    if (SPAWN_HANG in output
+            and entry["name"].split(" / ")[-1] not in EXPECT_SPAWN_ERROR):
+        return "MPI_Comm_spawn never returned"
+    return None
+
+
+def faults(path):
+    """[(test name, reason)] of the log at @path."""
+    found = []
+    with open(path, encoding="utf-8") as log:
+        for line in log:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            reason = open_mpi_fault(entry)
+            if reason:
+                found.append((entry["name"], reason))
+    return found
+
+
+def log_name(base, setup):
+    return f"{base}-{setup}.json" if setup else f"{base}.json"
+
+
+def main(build_dir, setup):
+    logs = os.path.join(build_dir, "meson-logs")
+    retry_log = os.path.join(logs, log_name(RETRY_BASE, setup))
+    if os.path.exists(retry_log):
+        os.remove(retry_log)
+    found = faults(os.path.join(logs, log_name("testlog", setup)))
+    if not found:
+        return 0
+    print("== a fault of Open MPI's own, not of the test: running once more "
+          + "; ".join(f"{name} ({reason})" for name, reason in found),
+          flush=True)
+    command = ["meson", "test", "-C", build_dir, "--num-processes", "1",
+               "--print-errorlogs", "--logbase", RETRY_BASE]
+    if setup:
+        command += ["--setup", setup]
+    return subprocess.call(command + [n.split(" / ")[-1] for n, _ in found])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--list":
+        for name, reason in faults(sys.argv[2]):
+            print(f"{name}\t{reason}")
+        sys.exit(0)
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: ompi-retry.py BUILD_DIR [SETUP] | --list LOG")
+    sys.exit(main(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else None))
