@@ -7,6 +7,7 @@
 #include "pp-sigpipe.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +47,11 @@ static GString *held;
 static gchar *last_released;
 /* Open MPI's first message about a daemon it lost or could not start. */
 static gchar *daemon_failure;
+/* The daemon MPI_Init forked (0: none found), and what its crash was,
+ * once it printed one; the signal's name comes on the next line. */
+static gint64 daemon_pid;
+static gchar *daemon_crash;
+static gboolean crash_wants_signal;
 
 gboolean
 pp_launcher_is_noise_line (const gchar * line)
@@ -62,6 +68,21 @@ pp_launcher_is_noise_line (const gchar * line)
   /* ppdiffuse's own progress lines; its warnings and errors stay. */
   return g_str_has_prefix (p, "[ppdiffuse rank")
       && (strstr (p, "] INFO ") != NULL || strstr (p, "] DEBUG ") != NULL);
+}
+
+gint64
+pp_launcher_signalled_pid (const gchar * line)
+{
+  const gchar *end = strstr (line, "] *** Process received signal ***");
+  const gchar *colon;
+
+  if (line[0] != '[' || end == NULL)
+    return 0;
+  colon = g_strrstr_len (line, end - line, ":");
+  if (colon == NULL || colon + 1 == end
+      || strspn (colon + 1, "0123456789") != (gsize) (end - colon - 1))
+    return 0;
+  return g_ascii_strtoll (colon + 1, NULL, 10);
 }
 
 gboolean
@@ -114,6 +135,34 @@ is_frame (const gchar * line)
   return strlen (line) >= 10 && strspn (line, "-") == strlen (line);
 }
 
+/* Under lock: the daemon's signal handler's first line and the signal's
+ * ("[host:pid] Signal: Segmentation fault (11)"). */
+static void
+note_daemon_crash (const gchar * text)
+{
+  const gchar *signal;
+
+  if (crash_wants_signal) {
+    crash_wants_signal = FALSE;
+    signal = strstr (text, "] Signal: ");
+    if (signal != NULL) {
+      gchar *named = g_strdup_printf ("%s with %s", daemon_crash,
+          signal + strlen ("] Signal: "));
+
+      g_free (daemon_crash);
+      daemon_crash = named;
+      return;
+    }
+  }
+  if (daemon_pid > 0 && daemon_crash == NULL
+      && pp_launcher_signalled_pid (text) == daemon_pid) {
+    daemon_crash = g_strdup_printf ("Open MPI's daemon on %s (pid %"
+        G_GINT64_FORMAT ", started by MPI_Init in this process) crashed",
+        g_get_host_name (), daemon_pid);
+    crash_wants_signal = TRUE;
+  }
+}
+
 /* Under lock. */
 static void
 add_line (const gchar * text)
@@ -125,6 +174,7 @@ add_line (const gchar * text)
   line->at_us = g_get_monotonic_time ();
   line->text = g_strndup (text, PP_LAUNCHER_LINE_MAX);
   line->ends_error = FALSE;
+  note_daemon_crash (text);
   if (!is_frame (text)) {
     if (block != NULL) {
       if (block->len > 0)
@@ -294,10 +344,48 @@ pp_launcher_capture_begin (void)
   g_thread_unref (pp_thread_new ("pp-launcher-log", copy_thread, NULL));
 }
 
+/* The child of this process named orted: the daemon MPI_Init forked for
+ * it, or 0. */
+static gint64
+find_daemon (void)
+{
+  const gint64 self = getpid ();
+  GDir *proc = g_dir_open ("/proc", 0, NULL);
+  const gchar *name;
+  gint64 found = 0;
+
+  if (proc == NULL)
+    return 0;
+  while (found == 0 && (name = g_dir_read_name (proc)) != NULL) {
+    g_autofree gchar *path = NULL, *stat = NULL;
+    const gchar *after;
+    gint64 parent;
+
+    if (strspn (name, "0123456789") != strlen (name))
+      continue;
+    path = g_build_filename ("/proc", name, "stat", NULL);
+    if (!g_file_get_contents (path, &stat, NULL, NULL))
+      continue;
+    /* "pid (comm) state ppid …"; comm may hold spaces and parentheses. */
+    after = strrchr (stat, ')');
+    if (after == NULL || !g_str_has_prefix (stat + strlen (name), " (orted)"))
+      continue;
+    if (sscanf (after + 1, " %*c %" G_GINT64_FORMAT, &parent) == 1
+        && parent == self)
+      found = g_ascii_strtoll (name, NULL, 10);
+  }
+  g_dir_close (proc);
+  return found;
+}
+
 void
 pp_launcher_capture_end (void)
 {
+  const gint64 daemon = find_daemon ();
+
   g_mutex_lock (&lock);
+  if (daemon_pid == 0)
+    daemon_pid = daemon;
   if (capturing) {
     /* From here only Open MPI's daemon (and what it starts) writes into
      * the pipe; when it exits, the copying thread reads the end. */
@@ -372,6 +460,17 @@ pp_launcher_failed_since (guint64 mark, gint64 * at_us)
   }
   g_mutex_unlock (&lock);
   return failed;
+}
+
+gchar *
+pp_launcher_daemon_crash (void)
+{
+  gchar *text;
+
+  g_mutex_lock (&lock);
+  text = g_strdup (daemon_crash);
+  g_mutex_unlock (&lock);
+  return text;
 }
 
 gchar *

@@ -43,11 +43,21 @@ gboolean  pp_launcher_failed_since  (guint64 mark, gint64 * at_us);
  * first such message Open MPI printed in this process, or NULL. */
 gchar    *pp_launcher_daemon_failure (void);
 
+/* Open MPI's daemon on this host (the one MPI_Init forked: the pmix
+ * server of the workers on this host, which launches and forwards them)
+ * crashed: its signal handler printed "*** Process received signal ***".
+ * Its workers lose it, and Open MPI 4.1 starts no more workers in this
+ * process.  A sentence naming it and the signal, or NULL. */
+gchar    *pp_launcher_daemon_crash  (void);
+
 /* Pure helpers, for the tests: whether a framed message's text (lines
  * joined) is an error, and whether @line is one of Open MPI's frame lines
  * or a ppdiffuse log line. */
 gboolean  pp_launcher_is_error_text (const gchar * text);
 gboolean  pp_launcher_is_noise_line (const gchar * line);
+/* The pid of an Open MPI signal handler's first line ("[host:pid] ***
+ * Process received signal ***"), or 0 when @line is not one. */
+gint64    pp_launcher_signalled_pid (const gchar * line);
 /* Whether a framed message's text says a daemon failed or was lost. */
 gboolean  pp_launcher_is_daemon_failure (const gchar * text);
 /* Whether a framed message's text is Open MPI's about a worker that

@@ -573,6 +573,7 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   g_autofree gchar *culprits = NULL;
   g_autofree gchar *says = NULL;
   g_autofree gchar *lost = NULL;
+  g_autofree gchar *crashed = NULL;
   GThread *watcher;
   SpawnOutcome outcome;
   guint64 mark;
@@ -593,6 +594,14 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
    * lost: the next spawn fails ("ORTE_ERROR_LOG: Not found in file
    * odls_base_default_fns.c", "not running - cannot relay") or aborts it.
    * After that every start is refused, naming the first failure. */
+  crashed = pp_launcher_daemon_crash ();
+  if (crashed != NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MPI, "Open MPI cannot start "
+        "workers again in this process: %s earlier, a fault of Open MPI, "
+        "and Open MPI 4.1 does not start another; restart the application",
+        crashed);
+    return FALSE;
+  }
   lost = pp_launcher_daemon_failure ();
   if (lost != NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MPI, "Open MPI cannot start "
@@ -688,6 +697,12 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
     default:
       break;
   }
+  /* What failed then was Open MPI's daemon, not a worker: the workers
+   * lost their launcher, and whatever the spawn says follows from it. */
+  if (!ok && (crashed = pp_launcher_daemon_crash ()) != NULL)
+    g_prefix_error (error, "%s, a fault of Open MPI, not of ppdiffuse or "
+        "its workers, which lost it; restart the application (Open MPI "
+        "4.1 starts no more workers in this process): ", crashed);
   g_free (watch.last_seen_us);
   g_free (watch.last_seen_scan);
   g_free (watch.pids);

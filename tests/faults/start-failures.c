@@ -8,6 +8,7 @@
  * DIR holds the test workers (dies-at-start.sh, missing-lib-worker). */
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -409,6 +410,70 @@ GST_START_TEST (test_late_workers)
 
 GST_END_TEST;
 
+/* The killer of the daemon-crash case: once the spawn has started a worker,
+ * Open MPI's daemon (this process's child) gets SIGSEGV, as when it
+ * crashed in its own code; it returns the daemon's pid, or 0 when no
+ * start came within START_MS. */
+static gpointer
+crash_daemon (gpointer unused)
+{
+  const gint64 deadline = g_get_monotonic_time () + (gint64) START_MS * 1000;
+
+  while (g_get_monotonic_time () < deadline) {
+    g_autoptr (GArray) workers = pp_check_find_descendants ("ppdiffuse-worke");
+    g_autoptr (GArray) daemons = pp_check_find_descendants ("orted");
+
+    if (workers->len > 0 && daemons->len > 0) {
+      const gint pid = g_array_index (daemons, gint, 0);
+
+      fail_unless (kill (pid, SIGSEGV) == 0);
+      return GINT_TO_POINTER (pid);
+    }
+    g_usleep (20000);
+  }
+  return NULL;
+}
+
+/* Open MPI's daemon crashes while rank 1 is late to start (its
+ * PPDIFFUSE_FAULT in meson.build): the error names the daemon, its pid and
+ * the signal, as Open MPI's fault, and comes at once, not at the spawn's
+ * deadline; no worker is left.  The next start in this process is refused
+ * at once, naming the crash: Open MPI 4.1 starts no workers without its
+ * daemon. */
+GST_START_TEST (test_daemon_crash)
+{
+  const gchar *again_needles[] = { "cannot start workers again in this "
+        "process", "crashed with Segmentation fault", "restart the "
+        "application", NULL
+  };
+  GThread *killer = g_thread_new ("crash-daemon", crash_daemon, NULL);
+  g_autofree gchar *text = NULL;
+  g_autofree gchar *pid_text = NULL;
+  gint64 ms;
+  gint pid;
+
+  text = run_pipeline ("timeout-ms=8000", START_MS, &ms);
+  pid = GPOINTER_TO_INT (g_thread_join (killer));
+  fail_unless (pid > 0, "no worker came up within %u ms", START_MS);
+  fail_unless (text != NULL, "the start worked without its daemon");
+  pid_text = g_strdup_printf ("Open MPI's daemon on %s (pid %d, started by "
+      "MPI_Init in this process) crashed with Segmentation fault",
+      g_get_host_name (), pid);
+  fail_unless (strstr (text, pid_text) != NULL, "'%s' is not in: %s",
+      pid_text, text);
+  fail_unless (strstr (text, "a fault of Open MPI") != NULL, "%s", text);
+  fail_unless (strstr (text, "restart the application") != NULL, "%s", text);
+  /* Rank 1 sleeps 4 s before MPI_Init: the error came before it woke. */
+  fail_unless (ms < 4000 + pp_check_bound_ms (PROMPT_MS), "%" G_GINT64_FORMAT
+      " ms: %s", ms, text);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worke",
+          CLEANUP_MS), 0);
+  fail_unless_equals_int (wait_threads_gone ("pp-spawn", CLEANUP_MS), 0);
+  expect_failure ("timeout-ms=8000", PROMPT_MS, again_needles);
+}
+
+GST_END_TEST;
+
 static Suite *
 start_failures_suite (void)
 {
@@ -430,6 +495,8 @@ start_failures_suite (void)
     tcase_add_test (tc, test_late_workers);
   else if (g_str_equal (case_name, "slow-load"))
     tcase_add_test (tc, test_slow_load);
+  else if (g_str_equal (case_name, "daemon-crash"))
+    tcase_add_test (tc, test_daemon_crash);
   else if (g_str_equal (case_name, "stalled-load"))
     tcase_add_test (tc, test_stalled_load);
   else

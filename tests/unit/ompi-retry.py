@@ -3,7 +3,7 @@
 a spawn that never returned, Open MPI's daemon crashing in its own code
 (as a CI run printed it, on lines of its own and quoted in one line by the
 element's error); never a test that passed, failed otherwise, crashed in a
-ppdiffuse process, or expects the spawn's deadline."""
+ppdiffuse process, or makes the fault on purpose."""
 import json
 import os
 import subprocess
@@ -29,6 +29,16 @@ DAEMON_FRAMES = [
     "/lib/x86_64-linux-gnu/libevent_core-2.1.so.7(event_base_loop+0x49f)"
     "[0x7ffb7094542f]",
     "/lib/x86_64-linux-gnu/libc.so.6(+0x1098ec)[0x7ffb70b9c8ec]",
+]
+# Its main thread, killed by a signal (the executable's frame last).
+DAEMON_MAIN_FRAMES = [
+    "/lib/x86_64-linux-gnu/libc.so.6(poll+0x4f)[0x7f093095526f]",
+    "/lib/x86_64-linux-gnu/libevent_core-2.1.so.7(event_base_loop+0x295)"
+    "[0x7f093070b225]",
+    "/lib/x86_64-linux-gnu/libopen-rte.so.40(orte_daemon+0x1516)"
+    "[0x7f0930a74e66]",
+    "/lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0x85)[0x7f0930880305]",
+    "orted(+0x1161)[0x564c743ab161]",
 ]
 # A worker that crashed in ppdiffuse's code: a fault to report, not retry.
 WORKER_FRAMES = [
@@ -61,6 +71,7 @@ def main():
         entry("daemon-lines", "FAIL", backtrace(6576, DAEMON_FRAMES, "\n")),
         entry("daemon-quoted", "FAIL",
               error + backtrace(6577, DAEMON_FRAMES, " ")),
+        entry("daemon-main", "FAIL", backtrace(6583, DAEMON_MAIN_FRAMES, "\n")),
         entry("spawn-hang", "FAIL", spawn),
         entry("passed-with-crash", "OK", backtrace(6578, DAEMON_FRAMES, "\n")),
         entry("worker-crash", "FAIL", backtrace(6579, WORKER_FRAMES, "\n")),
@@ -73,6 +84,8 @@ def main():
                         for n, f in enumerate(DAEMON_FRAMES))),
         entry("other-failure", "FAIL", "break-it.c:391:F: never streamed\n"),
         entry("start-failures-late-workers", "FAIL", spawn),
+        entry("start-failures-daemon-crash", "FAIL",
+              backtrace(6584, DAEMON_MAIN_FRAMES, "\n")),
         entry("timeout", "TIMEOUT", spawn),
     ]
     with tempfile.TemporaryDirectory() as work:
@@ -89,6 +102,8 @@ def main():
             "Open MPI's daemon crashed (pid vm:6576)",
         "ppdiffuse:faults / daemon-quoted":
             "Open MPI's daemon crashed (pid vm:6577)",
+        "ppdiffuse:faults / daemon-main":
+            "Open MPI's daemon crashed (pid vm:6583)",
         "ppdiffuse:faults / spawn-hang": "MPI_Comm_spawn never returned",
         "ppdiffuse:faults / both": "Open MPI's daemon crashed (pid vm:6581)",
         "ppdiffuse:faults / timeout": "MPI_Comm_spawn never returned",

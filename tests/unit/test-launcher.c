@@ -7,7 +7,10 @@
 
 #include <glib/gstdio.h>
 
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define FRAME "------------------------------------------------------------" \
@@ -43,6 +46,23 @@ test_daemon_failure (void)
           "communication with a remote daemon."));
   g_assert_false (pp_launcher_is_daemon_failure ("Child job 2 terminated "
           "normally, but 1 process returned a non-zero exit code."));
+}
+
+static void
+test_signalled_pid (void)
+{
+  g_assert_cmpint (pp_launcher_signalled_pid ("[vm:6576] *** Process "
+          "received signal ***"), ==, 6576);
+  g_assert_cmpint (pp_launcher_signalled_pid ("[gpu-1.lan:12] *** Process "
+          "received signal ***"), ==, 12);
+  g_assert_cmpint (pp_launcher_signalled_pid ("[vm:6576] Signal: "
+          "Segmentation fault (11)"), ==, 0);
+  g_assert_cmpint (pp_launcher_signalled_pid ("[vm:] *** Process received "
+          "signal ***"), ==, 0);
+  g_assert_cmpint (pp_launcher_signalled_pid ("[vm:65x6] *** Process "
+          "received signal ***"), ==, 0);
+  g_assert_cmpint (pp_launcher_signalled_pid ("x [vm:6576] *** Process "
+          "received signal ***"), ==, 0);
 }
 
 static void
@@ -96,9 +116,10 @@ wait_text (guint64 mark, const gchar * needle)
 
 /* What is written to standard error while captured is copied on and read:
  * a warning is no failure, an error message is, and a daemon failure is
- * remembered for good.  (After the capture ends nothing holds the pipe
- * here, unlike under MPI, where Open MPI's daemon does: the text must have
- * been read before the pipe's end.) */
+ * remembered for good; so is a crash of the daemon (a child named orted
+ * here), not of another process.  (This test holds the pipe's writing end
+ * after the capture ends, as Open MPI's daemon does under MPI, until it
+ * has written what the daemon would.) */
 static void
 test_capture (void)
 {
@@ -109,7 +130,10 @@ test_capture (void)
   gint64 at_us = 0;
   guint64 error_mark;
   g_autofree gchar *real_path = NULL, *real = NULL;
-  gint real_fd, saved;
+  g_autofree gchar *daemon_comm = NULL, *daemon_says = NULL;
+  g_autofree gchar *crash = NULL, *want_crash = NULL;
+  gint real_fd, saved, daemon_fd;
+  pid_t daemon;
 
   g_assert_null (before);
   /* The real standard error, as the application sees it: a file. */
@@ -138,7 +162,51 @@ test_capture (void)
   write_stderr (FRAME "ORTE was unable to reliably start one or more "
       "daemons. This usually is caused by:\n\n* not finding the required "
       "libraries\n" FRAME);
+  /* Open MPI's daemon: a child of this process named orted, found when
+   * the capture ends; like it, this test keeps the pipe's writing end. */
+  daemon = fork ();
+  g_assert_cmpint (daemon, >=, 0);
+  if (daemon == 0) {
+    prctl (PR_SET_NAME, "orted");
+    pause ();
+    _exit (0);
+  }
+  daemon_comm = g_strdup_printf ("/proc/%d/comm", (gint) daemon);
+  for (gint64 deadline = g_get_monotonic_time () + WAIT_US;;) {
+    g_autofree gchar *comm = NULL;
+
+    if (g_file_get_contents (daemon_comm, &comm, NULL, NULL)
+        && g_str_equal (comm, "orted\n"))
+      break;
+    g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+    g_usleep (1000);
+  }
+  daemon_fd = dup (STDERR_FILENO);
   pp_launcher_capture_end ();
+
+  /* Another process's crash (a worker's) is not the daemon's. */
+  daemon_says = g_strdup_printf ("[vm:%d] *** Process received signal ***\n"
+      "[vm:%d] Signal: Segmentation fault (11)\n", (gint) daemon + 1,
+      (gint) daemon + 1);
+  g_assert_cmpint (write (daemon_fd, daemon_says, strlen (daemon_says)), ==,
+      (gssize) strlen (daemon_says));
+  g_free (wait_text (mark, "Segmentation fault (11)"));
+  g_assert_null (pp_launcher_daemon_crash ());
+  g_free (daemon_says);
+  daemon_says = g_strdup_printf ("[vm:%d] *** Process received signal ***\n"
+      "[vm:%d] Signal: Bus error (7)\n[vm:%d] [ 0] orted(+0x1161)[0x56]\n",
+      (gint) daemon, (gint) daemon, (gint) daemon);
+  g_assert_cmpint (write (daemon_fd, daemon_says, strlen (daemon_says)), ==,
+      (gssize) strlen (daemon_says));
+  g_free (wait_text (mark, "orted(+0x1161)"));
+  crash = pp_launcher_daemon_crash ();
+  want_crash = g_strdup_printf ("Open MPI's daemon on %s (pid %d, started "
+      "by MPI_Init in this process) crashed with Bus error (7)",
+      g_get_host_name (), (gint) daemon);
+  g_assert_cmpstr (crash, ==, want_crash);
+  close (daemon_fd);
+  kill (daemon, SIGKILL);
+  waitpid (daemon, NULL, 0);
 
   text = wait_text (mark, "not finding the required libraries");
   /* Standard error got everything but the message on the worker. */
@@ -179,6 +247,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launcher/daemon-failure", test_daemon_failure);
   g_test_add_func ("/launcher/noise", test_noise);
   g_test_add_func ("/launcher/worker-exit", test_worker_exit);
+  g_test_add_func ("/launcher/signalled-pid", test_signalled_pid);
   g_test_add_func ("/launcher/capture", test_capture);
   return g_test_run ();
 }
