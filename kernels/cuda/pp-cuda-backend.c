@@ -446,8 +446,10 @@ init_handles (PpCudaBackend * cu, GError ** error)
   if (!PP_CUDA_TRY (cudaStreamCreateWithFlags (&cu->stream,
               cudaStreamNonBlocking), error)
       || !PP_CUBLAS_TRY (cublasCreate (&cu->cublas), error)
-      || !PP_CUBLAS_TRY (cublasSetStream (cu->cublas, cu->stream), error))
+      || !PP_CUBLAS_TRY (cublasSetStream (cu->cublas, cu->stream), error)
+      || !PP_CUBLAS_TRY (cublasLtCreate (&cu->cublaslt), error))
     return FALSE;
+  cu->lt_plans = pp_cuda_lt_plans_new ();
 #ifdef PP_HAVE_CUDNN
   if (!PP_CUDNN_TRY (cudnnCreate (&cu->cudnn), error)
       || !PP_CUDNN_TRY (cudnnSetStream (cu->cudnn, cu->stream), error))
@@ -492,9 +494,11 @@ create (gint device, GError ** error)
   static const gchar *const group_norm_ways[] = { "split", "whole", NULL };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's. */
   static const gchar *const activation_ways[] = { "f32", "weights", NULL };
+  /* PPDIFFUSE_CUDA_GEMM_OUT's. */
+  static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   PpCudaBackend *cu;
   gchar *desc;
-  guint way = 0, activations = 0;
+  guint way = 0, activations = 0, gemm_out = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -514,12 +518,16 @@ create (gint device, GError ** error)
           g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
       || !pp_cuda_choice_parse (PP_CUDA_ACTIVATIONS_ENV,
           g_getenv (PP_CUDA_ACTIVATIONS_ENV), activation_ways, &activations,
+          error)
+      || !pp_cuda_choice_parse (PP_CUDA_GEMM_OUT_ENV,
+          g_getenv (PP_CUDA_GEMM_OUT_ENV), gemm_out_ways, &gemm_out,
           error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
   }
   cu->group_norm_split = way == 0;
+  cu->gemm_out_act = gemm_out == 0;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -543,14 +551,16 @@ create (gint device, GError ** error)
   cu->be.act_follows_weights = activations == 1;
   cu->be.priv = cu;
   g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout, %s group norms, activations %s", desc,
+      "%s convolution layout, %s group norms, activations %s, 16-bit "
+      "linear outputs %s", desc,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
       cu->conv_layout == PP_CUDA_CONV_AUTO ? "auto"
       : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW",
-      group_norm_ways[way], activation_ways[activations]);
+      group_norm_ways[way], activation_ways[activations],
+      cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
   return &cu->be;
 }
 

@@ -49,6 +49,11 @@ G_BEGIN_DECLS
  * float32 kernel between a widening and a narrowing until the kernels
  * take 16 bits themselves). */
 #define PP_CUDA_ACTIVATIONS_ENV "PPDIFFUSE_CUDA_ACTIVATIONS"
+/* How a linear op writes a 16-bit output of its weights' type: act (the
+ * default: cuBLASLt writes it as it is, the bias added in float32 in the
+ * product's epilogue, one rounding) or f32 (through float32 scratch, the
+ * bias by a kernel, then narrowed: the float32 kernel's bits rounded). */
+#define PP_CUDA_GEMM_OUT_ENV "PPDIFFUSE_CUDA_GEMM_OUT"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -11,9 +11,19 @@
  * (rounded as pp-dtype-math.h rounds), and cublasGemmEx multiplies 16-bit
  * inputs into a float32 output with float32 accumulation.  Float32
  * operands stay exact float32 unless TF32 was asked for
- * (PPDIFFUSE_CUDA_TF32). */
+ * (PPDIFFUSE_CUDA_TF32).
+ *
+ * A linear op whose output is 16-bit, of its weights' type (16-bit
+ * activations), is one cuBLASLt call when PPDIFFUSE_CUDA_GEMM_OUT allows
+ * (the default): the product accumulates in float32, its epilogue adds
+ * the bias in float32 and rounds once into the output as it is, with no
+ * float32 scratch, bias kernel or narrowing pass.  The rounding is then
+ * cuBLASLt's of its own sum, which may differ from the float32 kernel's
+ * rounded by one unit in the last place. */
 #include "pp-cuda-private.h"
 #include "pp-error.h"
+
+#include <string.h>
 
 cudaDataType_t
 pp_cuda_data_type (PpCudaType t)
@@ -80,6 +90,181 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
           y, CUDA_R_32F, ldy, compute, CUBLAS_GEMM_DEFAULT));
 }
 
+/* The most workspace a cuBLASLt product may use (the library workspace
+ * scratch, shared with cuDNN: one op at a time). */
+#define LT_WORKSPACE_BYTES ((gsize) 32 << 20)
+
+/* What a cuBLASLt plan depends on: the shape, the type, a bias or not,
+ * and the alignment of each pointer (the algorithms the heuristics may
+ * pick require some). */
+typedef struct
+{
+  gint32 rows, in, out;
+  gint32 type;
+  gint32 bias;
+  guint32 align_x, align_w, align_y, align_b;
+} LtKey;
+
+typedef struct
+{
+  LtKey key;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t w, x, y;
+  cublasLtMatmulAlgo_t algo;
+  gboolean usable;              /* FALSE: the heuristics found no algorithm */
+} LtPlan;
+
+static guint
+lt_key_hash (gconstpointer p)
+{
+  const guint8 *b = p;
+  guint h = 5381;
+
+  for (gsize i = 0; i < sizeof (LtKey); i++)
+    h = h * 33 + b[i];
+  return h;
+}
+
+static gboolean
+lt_key_equal (gconstpointer a, gconstpointer b)
+{
+  return memcmp (a, b, sizeof (LtKey)) == 0;
+}
+
+static void
+lt_plan_free (gpointer p)
+{
+  LtPlan *plan = p;
+
+  cublasLtMatrixLayoutDestroy (plan->w);
+  cublasLtMatrixLayoutDestroy (plan->x);
+  cublasLtMatrixLayoutDestroy (plan->y);
+  cublasLtMatmulDescDestroy (plan->desc);
+  g_free (plan);
+}
+
+GHashTable *
+pp_cuda_lt_plans_new (void)
+{
+  /* The key is the plan's first member. */
+  return g_hash_table_new_full (lt_key_hash, lt_key_equal, NULL,
+      lt_plan_free);
+}
+
+/* The largest power of two (at most 256) that @p is a multiple of. */
+static guint32
+alignment (gconstpointer p)
+{
+  guint32 a = 256;
+
+  while (a > 1 && (guintptr) p % a != 0)
+    a /= 2;
+  return a;
+}
+
+/* The plan of @key, made (descriptors, the heuristics' first algorithm)
+ * at its first use. */
+static LtPlan *
+lt_plan (PpCudaBackend * cu, const LtKey * key)
+{
+  LtPlan *plan = g_hash_table_lookup (cu->lt_plans, key);
+  const cudaDataType_t type = pp_cuda_data_type ((PpCudaType) key->type);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulHeuristicResult_t found;
+  int n_found = 0;
+
+  if (plan != NULL)
+    return plan;
+  plan = g_new0 (LtPlan, 1);
+  plan->key = *key;
+  /* Column-major, as pp_cuda_gemm: yᵀ [out, rows] = w [out, in] · xᵀ;
+   * w row-major [out, in] is, read column-major, [in, out] with ld in,
+   * transposed; x row-major [rows, in] is [in, rows] with ld in. */
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescCreate (&plan->desc,
+          CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+          CUBLASLT_MATMUL_DESC_TRANSA, &(cublasOperation_t) { CUBLAS_OP_T },
+          sizeof (cublasOperation_t)));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+          CUBLASLT_MATMUL_DESC_TRANSB, &(cublasOperation_t) { CUBLAS_OP_N },
+          sizeof (cublasOperation_t)));
+  if (key->bias) {
+    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+            CUBLASLT_MATMUL_DESC_EPILOGUE,
+            &(cublasLtEpilogue_t) { CUBLASLT_EPILOGUE_BIAS },
+            sizeof (cublasLtEpilogue_t)));
+    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+            CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
+  }
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->w, type,
+          key->in, key->out, key->in));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->x, type,
+          key->in, key->rows, key->in));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->y, type,
+          key->out, key->rows, key->out));
+
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceCreate (&pref));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+          CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+          &(guint64) { LT_WORKSPACE_BYTES }, sizeof (guint64)));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_w,
+          sizeof (guint32)));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_x,
+          sizeof (guint32)));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_y,
+          sizeof (guint32)));
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_y,
+          sizeof (guint32)));
+  /* No algorithm is no error: the op then takes the float32 way. */
+  if (cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc, plan->w,
+          plan->x, plan->y, plan->y, pref, 1, &found, &n_found)
+      == CUBLAS_STATUS_SUCCESS && n_found > 0
+      && found.state == CUBLAS_STATUS_SUCCESS) {
+    plan->algo = found.algo;
+    plan->usable = TRUE;
+  } else {
+    g_warning ("%s: cuBLASLt has no algorithm for a %s linear of %d rows, "
+        "%d → %d%s (alignments x %u, w %u, y %u bytes): it runs through "
+        "float32", cu->be.device, key->type == PP_CUDA_F16 ? "float16"
+        : "bfloat16", key->rows, key->in, key->out, key->bias
+        ? " with a bias" : "", key->align_x, key->align_w, key->align_y);
+  }
+  cublasLtMatmulPreferenceDestroy (pref);
+  g_hash_table_insert (cu->lt_plans, &plan->key, plan);
+  return plan;
+}
+
+/* y [rows,out] = x [rows,in] · wᵀ (+ b), x, w, b and y all of 16-bit type
+ * @t, in one cuBLASLt call (the bias in its epilogue); FALSE when cuBLASLt
+ * has no algorithm for it (nothing was enqueued). */
+static gboolean
+linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
+    gconstpointer w, gconstpointer b, int rows, int in, int out, gpointer y)
+{
+  const LtKey key = { rows, in, out, t, b != NULL, alignment (x),
+    alignment (w), alignment (y), b != NULL ? alignment (b) : 0
+  };
+  const LtPlan *plan = lt_plan (cu, &key);
+  const float one = 1.0f, zero = 0.0f;
+  gpointer workspace;
+
+  if (!plan->usable)
+    return FALSE;
+  if (b != NULL)
+    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+            CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
+  workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
+      LT_WORKSPACE_BYTES);
+  PP_CUBLAS_OP_TRY (cu, cublasLtMatmul (cu->cublaslt, plan->desc, &one, w,
+          plan->w, x, plan->x, &zero, y, plan->y, y, plan->y, &plan->algo,
+          workspace, LT_WORKSPACE_BYTES, cu->stream));
+  return TRUE;
+}
+
 void
 pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
     PpView w, PpView b, int out, PpOut y_view)
@@ -92,11 +277,29 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
    * float32 scratch when it is 16-bit (the bias is added in float32). */
   const gboolean x_as_is = xtype == PP_CUDA_F32
       || (xtype == wtype && pp_cuda_aligned (x_view.data));
-  gconstpointer x = x_as_is ? x_view.data
-      : pp_cuda_in (cu, "linear", "x", x_view);
-  float *y = pp_cuda_out_whole (cu, "linear", "y", y_view);
+  gconstpointer x;
+  float *y;
 
   g_return_if_fail (rows > 0 && in > 0 && out > 0);
+
+  /* A 16-bit output of the weights' type, x read as it is or narrowed to
+   * that type, a bias of it too: one cuBLASLt call. */
+  if (cu->gemm_out_act && wtype != PP_CUDA_F32
+      && y_view.dtype == (wtype == PP_CUDA_F16 ? PP_DTYPE_F16 : PP_DTYPE_BF16)
+      && (xtype == PP_CUDA_F32 || xtype == wtype)
+      && (pp_view_is_none (b)
+          || pp_cuda_view_type (cu, "linear", "b", b) == wtype)) {
+    int ld = in;
+    gconstpointer xs = xtype == wtype ? x_view.data
+        : operand (cu, x_view.data, xtype, wtype, rows, in, &ld,
+        PP_CUDA_SCRATCH_A);
+
+    if (linear_lt (cu, wtype, xs, w.data, pp_view_is_none (b) ? NULL
+            : b.data, rows, in, out, y_view.data))
+      return;
+  }
+  x = x_as_is ? x_view.data : pp_cuda_in (cu, "linear", "x", x_view);
+  y = pp_cuda_out_whole (cu, "linear", "y", y_view);
 
   /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
   pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x,

@@ -70,6 +70,11 @@ typedef struct
   GPtrArray *retired;
   cudaStream_t stream;
   cublasHandle_t cublas;
+  /* cuBLASLt, for a linear op written straight in 16 bits with its bias
+   * in the product's epilogue (gemm_out_act), and its plans per shape. */
+  cublasLtHandle_t cublaslt;
+  GHashTable *lt_plans;
+  gboolean gemm_out_act;
 #ifdef PP_HAVE_CUDNN
   cudnnHandle_t cudnn;
   GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */
@@ -211,6 +216,9 @@ PP_OPS_LIST (PP_CUDA_OP_DECL)
 
 /* cuBLAS's name of @t (pp-cuda-gemm.c). */
 cudaDataType_t pp_cuda_data_type (PpCudaType t);
+
+/* The linear op's plans on cuBLASLt (pp-cuda-gemm.c). */
+GHashTable *pp_cuda_lt_plans_new (void);
 
 /* y [m,n] (ld ldy) = alpha · op(a) · op(b) + beta · y, row-major, a and b
  * stored as @ta and @tb (their views' dtypes); the matmul op's semantics

@@ -19,7 +19,8 @@
 #              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
 #              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, every op on
 #              16-bit activations and on channels-last ones
-#              (test-kernels-act-dtypes);
+#              (test-kernels-act-dtypes), linear's 16-bit outputs also
+#              through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -310,6 +311,15 @@ if want device; then
       -p /kernels/act-dtypes/group_norm+silu \
       -p /kernels/act-dtypes/group_norm/in-place; then
     pass "test-kernels-act-dtypes: group norms with PPDIFFUSE_CUDA_GROUP_NORM=whole"
+  fi
+  # Linear's 16-bit outputs through float32 (its bias by a kernel, then
+  # narrowed): the float32 kernel's bits, rounded, where the default
+  # (cuBLASLt's epilogue) may be one unit in the last place apart.
+  if runs "act-dtypes, 16-bit linear outputs through float32" \
+      "$work/act-dtypes.log" 120 \
+      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GEMM_OUT=f32 "$acts" \
+      -p /kernels/act-dtypes/linear; then
+    pass "test-kernels-act-dtypes: linear with PPDIFFUSE_CUDA_GEMM_OUT=f32"
   fi
   # With info messages: which attention shapes cuDNN's fused kernel did
   # not take (they ran as 16-bit GEMMs), and its plans that were slow to
@@ -885,6 +895,16 @@ if want bench; then
       && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
         sed -n '/^profile of/,$p' "$work/bench.log" | indent
         pass "gpu-bench f16, f16 activations ran"; }
+    # The same with linear's 16-bit outputs through float32 scratch (a
+    # bias kernel and a narrowing each) instead of cuBLASLt's epilogue:
+    # what the linear family's share gained.
+    runs "gpu-bench f16, f16 activations, linear outputs through f32" \
+        "$work/bench.log" 300 \
+        env PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_CUDA_GEMM_OUT=f32 \
+        "$build/tests/bench/gpu-bench" --dtype f16 \
+      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
+        sed -n '/^profile of/,$p' "$work/bench.log" | indent
+        pass "gpu-bench f16, f16 activations, linear outputs through f32 ran"; }
     # And channels last (PPDIFFUSE_ACT_LAYOUT=nhwc): the convolutions that
     # run channels last without their transposes, the norms and the
     # transformers' tokens as they are, the other convolutions copying.
