@@ -14,8 +14,8 @@ set -eu
 DEPS="meson ninja-build pkg-config gcc libc6-dev python3 libglib2.0-dev
   zlib1g-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  libopenmpi-dev openmpi-bin libjson-glib-dev libopenblas-dev libpng-dev
-  clang libclang-rt-14-dev libasan8 libubsan1 libtsan2
+  libopenmpi-dev libpmix-dev openmpi-bin libjson-glib-dev libopenblas-dev
+  libpng-dev clang libclang-rt-14-dev libasan8 libubsan1 libtsan2
   python3-gi gir1.2-gstreamer-1.0
   iproute2 util-linux"
 BUILD_DIR=build

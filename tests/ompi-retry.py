@@ -37,9 +37,10 @@ import sys
 SPAWN_HANG = "(MPI_Comm_spawn) did not finish within"
 RETRY_BASE = "testlog-ompi-retry"
 # Tests whose subject is one of those faults, made on purpose (a spawn
-# past its deadline, a daemon killed by SIGSEGV): whatever failed in them,
+# past its deadline, a daemon killed): whatever failed in them,
 # it was not Open MPI's own.
-ON_PURPOSE = ("start-failures-late-workers", "start-failures-daemon-crash")
+ON_PURPOSE = ("start-failures-late-workers", "start-failures-daemon-crash",
+              "break-it-daemon-killed")
 # Open MPI's signal handler prints, for a process that got a fatal signal,
 # "[host:pid] *** Process received signal ***" and then its frames,
 # "[host:pid] [ n] /path/object(symbol+off)[address]", on lines of their

@@ -163,18 +163,23 @@ alignment (gconstpointer p)
 }
 
 /* The plan of @key, made (descriptors, the heuristics' first algorithm)
- * at its first use. */
-static LtPlan *
-lt_plan (PpCudaBackend * cu, const LtKey * key)
+ * at its first use, @bias a bias pointer of the key's alignment (the
+ * heuristics read its alignment from the descriptor); NULL when cuBLASLt
+ * cannot run it: no algorithm (remembered), or a failed call inside a
+ * graph capture (which fails the capture; not remembered). */
+static const LtPlan *
+lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
 {
   LtPlan *plan = g_hash_table_lookup (cu->lt_plans, key);
   const cudaDataType_t type = pp_cuda_data_type ((PpCudaType) key->type);
-  cublasLtMatmulPreference_t pref;
+  const guint64 workspace = LT_WORKSPACE_BYTES;
+  cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t found;
+  cublasStatus_t status;
   int n_found = 0;
 
   if (plan != NULL)
-    return plan;
+    return plan->usable ? plan : NULL;
   plan = g_new0 (LtPlan, 1);
   plan->key = *key;
   /* Column-major, as pp_cuda_gemm: yᵀ [out, rows] = w [out, in] · xᵀ;
@@ -195,6 +200,8 @@ lt_plan (PpCudaBackend * cu, const LtKey * key)
             sizeof (cublasLtEpilogue_t)));
     PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
             CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
+    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+            CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
   PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->w, type,
           key->in, key->out, key->in));
@@ -203,10 +210,11 @@ lt_plan (PpCudaBackend * cu, const LtKey * key)
   PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->y, type,
           key->out, key->rows, key->out));
 
+  /* The alignments each pointer of the key guarantees. */
   PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceCreate (&pref));
   PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
-          CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-          &(guint64) { LT_WORKSPACE_BYTES }, sizeof (guint64)));
+          CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+          sizeof workspace));
   PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_w,
           sizeof (guint32)));
@@ -219,41 +227,54 @@ lt_plan (PpCudaBackend * cu, const LtKey * key)
   PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_y,
           sizeof (guint32)));
-  /* No algorithm is no error: the op then takes the float32 way. */
-  if (cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc, plan->w,
-          plan->x, plan->y, plan->y, pref, 1, &found, &n_found)
-      == CUBLAS_STATUS_SUCCESS && n_found > 0
+  status = cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc,
+      plan->w, plan->x, plan->y, plan->y, pref, 1, &found, &n_found);
+  cublasLtMatmulPreferenceDestroy (pref);
+  if (status == CUBLAS_STATUS_SUCCESS && n_found > 0
       && found.state == CUBLAS_STATUS_SUCCESS) {
     plan->algo = found.algo;
     plan->usable = TRUE;
+  } else if (pp_cuda_capturing_here (cu)) {
+    /* A call above may have failed under the capture (which it fails):
+     * decide again without it. */
+    lt_plan_free (plan);
+    return NULL;
   } else {
-    g_warning ("%s: cuBLASLt has no algorithm for a %s linear of %d rows, "
-        "%d → %d%s (alignments x %u, w %u, y %u bytes): it runs through "
-        "float32", cu->be.device, key->type == PP_CUDA_F16 ? "float16"
-        : "bfloat16", key->rows, key->in, key->out, key->bias
-        ? " with a bias" : "", key->align_x, key->align_w, key->align_y);
+    g_info ("%s: cuBLASLt has no algorithm for a %s linear of %d rows, "
+        "%d → %d%s (alignments x %u, w %u, y %u, bias %u bytes; %s): it "
+        "runs through float32", cu->be.device, key->type == PP_CUDA_F16
+        ? "float16" : "bfloat16", key->rows, key->in, key->out, key->bias
+        ? " with a bias" : "", key->align_x, key->align_w, key->align_y,
+        key->align_b, status == CUBLAS_STATUS_SUCCESS ? "none found"
+        : cublasGetStatusString (status));
   }
-  cublasLtMatmulPreferenceDestroy (pref);
   g_hash_table_insert (cu->lt_plans, &plan->key, plan);
-  return plan;
+  return plan->usable ? plan : NULL;
 }
 
-/* y [rows,out] = x [rows,in] · wᵀ (+ b), x, w, b and y all of 16-bit type
- * @t, in one cuBLASLt call (the bias in its epilogue); FALSE when cuBLASLt
- * has no algorithm for it (nothing was enqueued). */
+/* A linear op of rows × in → out whose x (@x_type: float32, or @t as it
+ * is), w, b (NULL: none) and y are of 16-bit type @t, as one cuBLASLt call
+ * (the bias in its epilogue); FALSE when cuBLASLt cannot run it (nothing
+ * was enqueued). */
 static gboolean
 linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
-    gconstpointer w, gconstpointer b, int rows, int in, int out, gpointer y)
+    PpCudaType x_type, gconstpointer w, gconstpointer b, int rows, int in,
+    int out, gpointer y)
 {
-  const LtKey key = { rows, in, out, t, b != NULL, alignment (x),
-    alignment (w), alignment (y), b != NULL ? alignment (b) : 0
+  /* A float32 x is narrowed into scratch, which starts on 256 bytes. */
+  const LtKey key = { rows, in, out, t, b != NULL,
+    x_type == t ? alignment (x) : 256, alignment (w), alignment (y),
+    b != NULL ? alignment (b) : 0
   };
-  const LtPlan *plan = lt_plan (cu, &key);
+  const LtPlan *plan = lt_plan (cu, &key, b);
   const float one = 1.0f, zero = 0.0f;
   gpointer workspace;
+  int ld = in;
 
-  if (!plan->usable)
+  if (plan == NULL)
     return FALSE;
+  if (x_type != t)
+    x = operand (cu, x, x_type, t, rows, in, &ld, PP_CUDA_SCRATCH_A);
   if (b != NULL)
     PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
             CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
@@ -288,16 +309,10 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
       && y_view.dtype == (wtype == PP_CUDA_F16 ? PP_DTYPE_F16 : PP_DTYPE_BF16)
       && (xtype == PP_CUDA_F32 || xtype == wtype)
       && (pp_view_is_none (b)
-          || pp_cuda_view_type (cu, "linear", "b", b) == wtype)) {
-    int ld = in;
-    gconstpointer xs = xtype == wtype ? x_view.data
-        : operand (cu, x_view.data, xtype, wtype, rows, in, &ld,
-        PP_CUDA_SCRATCH_A);
-
-    if (linear_lt (cu, wtype, xs, w.data, pp_view_is_none (b) ? NULL
-            : b.data, rows, in, out, y_view.data))
-      return;
-  }
+          || pp_cuda_view_type (cu, "linear", "b", b) == wtype)
+      && linear_lt (cu, wtype, x_view.data, xtype, w.data,
+          pp_view_is_none (b) ? NULL : b.data, rows, in, out, y_view.data))
+    return;
   x = x_as_is ? x_view.data : pp_cuda_in (cu, "linear", "x", x_view);
   y = pp_cuda_out_whole (cu, "linear", "y", y_view);
 

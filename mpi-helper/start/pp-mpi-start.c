@@ -9,6 +9,7 @@
  * An application therefore never has to restart because one start timed
  * out, only when MPI_Init_thread itself failed. */
 #include "pp-start-room.h"
+#include "pp-daemon-loss.h"
 #include "pp-error.h"
 #include "pp-launcher.h"
 #include "pp-log.h"
@@ -68,8 +69,10 @@ init_thread (gpointer unused)
   ok = pp_mpi_check (MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE,
           &provided), "MPI_Init_thread", &error);
   pp_launcher_capture_end ();
-  if (ok)
+  if (ok) {
     MPI_Comm_set_errhandler (MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    pp_daemon_loss_guard ();
+  }
 
   g_mutex_lock (&init_lock);
   init_ok = ok;

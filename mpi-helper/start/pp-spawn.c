@@ -17,6 +17,7 @@
  * waits there, idle, and then ends; the workers of this host are killed. */
 #include "pp-start-room.h"
 #include "pp-error.h"
+#include "pp-daemon-loss.h"
 #include "pp-launcher.h"
 #include "pp-log.h"
 #include "pp-proc.h"
@@ -595,11 +596,13 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
    * odls_base_default_fns.c", "not running - cannot relay") or aborts it.
    * After that every start is refused, naming the first failure. */
   crashed = pp_launcher_daemon_crash ();
+  if (crashed == NULL && pp_daemon_lost (NULL))
+    crashed = g_strdup_printf ("this process lost its connection to Open "
+        "MPI's daemon on %s", g_get_host_name ());
   if (crashed != NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MPI, "Open MPI cannot start "
-        "workers again in this process: %s earlier, a fault of Open MPI, "
-        "and Open MPI 4.1 does not start another; restart the application",
-        crashed);
+        "workers again in this process: %s earlier, and Open MPI 4.1 "
+        "starts no other; restart the application", crashed);
     return FALSE;
   }
   lost = pp_launcher_daemon_failure ();

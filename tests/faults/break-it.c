@@ -563,6 +563,92 @@ stress_run (guint run, guint bound_ms)
   pp_check_remove_tree (dir);
 }
 
+/* Open MPI's daemon (the application's orted child, which serves its
+ * workers) dies mid-stream, as when it crashed in its own code (SIGKILL:
+ * under a sanitizer, the daemon inherits its runtime, which would report
+ * a SIGSEGV as a failure of the run): the workers lose it and exit, and
+ * the application must live to report that as the element's error
+ * (gst-launch's error exit), not end with the daemon (Open MPI's default
+ * is to abort it: exit status 195), within a bound; rank 0 says it lost
+ * its daemon, and no worker is left. */
+GST_START_TEST (test_daemon_killed)
+{
+  g_autofree gchar *launch = g_find_program_in_path ("gst-launch-1.0");
+  g_autofree gchar *ranks = g_strdup_printf ("ranks=%d", RANKS);
+  g_autofree gchar *timeout = g_strdup_printf ("timeout-ms=%d", TIMEOUT_MS);
+  g_autofree gchar *dir = g_dir_make_tmp ("ppdiffuse-daemon-XXXXXX", NULL);
+  g_autofree gchar *log_path = g_build_filename (dir, "app.log", NULL);
+  g_autofree gchar *log = NULL;
+  g_auto (GStrv) lines = NULL;
+  /* fakesink -v prints a line per frame: frames out means the mesh is up */
+  const gchar *argv[] = { launch, "-v", "videotestsrc", "is-live=true",
+    "num-buffers=600", "!", CAPS_STR, "!", "ppdiffuse", ranks, "steps=3",
+    "model=" MODEL, timeout, "!", "fakesink", "silent=false", NULL
+  };
+  const guint bound_ms = pp_check_bound_ms (STRESS_BOUND_MS);
+  gint64 deadline = g_get_monotonic_time ()
+      + (gint64) STOP_START_TIMEOUT_MS * 1000;
+  gboolean own_error = FALSE;
+  g_autoptr (GArray) daemons = NULL;
+  gint log_fd, status = 0;
+  GPid app;
+  pid_t done = 0;
+
+  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
+  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
+  log_fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  fail_unless (log_fd >= 0);
+  fail_unless (g_spawn_async_with_pipes_and_fds (NULL, argv, NULL,
+          G_SPAWN_DO_NOT_REAP_CHILD, default_signals, NULL, -1, log_fd,
+          log_fd, NULL, NULL, 0, &app, NULL, NULL, NULL, NULL));
+  close (log_fd);
+  /* Streaming: frames came out. */
+  for (;;) {
+    g_clear_pointer (&log, g_free);
+    if (g_file_get_contents (log_path, &log, NULL, NULL)
+        && strstr (log, "chain") != NULL)
+      break;
+    fail_unless (g_get_monotonic_time () < deadline, "gst-launch never "
+        "streamed:\n%s", log);
+    g_usleep (STRESS_POLL_US);
+  }
+  daemons = pp_check_find_descendants ("orted");
+  fail_unless (daemons->len == 1, "%u Open MPI daemons", daemons->len);
+  fail_unless (kill (g_array_index (daemons, gint, 0), SIGKILL) == 0);
+
+  deadline = g_get_monotonic_time () + (gint64) bound_ms * 1000;
+  while ((done = waitpid (app, &status, WNOHANG)) == 0
+      && g_get_monotonic_time () < deadline)
+    g_usleep (STRESS_POLL_US);
+  if (done == 0) {
+    kill (app, SIGKILL);
+    waitpid (app, &status, 0);
+  }
+  g_spawn_close_pid (app);
+  g_clear_pointer (&log, g_free);
+  fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
+  lines = g_strsplit (log, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    own_error |= g_str_has_prefix (lines[i], "ERROR: from element ")
+        && strstr (lines[i], ":ppdiffuse") != NULL;
+  fail_unless (done != 0, "gst-launch still ran %u ms after its daemon "
+      "died:\n%s", bound_ms, log);
+  fail_if (WIFSIGNALED (status), "gst-launch died of signal %d:\n%s",
+      WTERMSIG (status), log);
+  fail_unless (WIFEXITED (status) && WEXITSTATUS (status) == 1, "gst-launch "
+      "exited with %d, not the element's error:\n%s", WEXITSTATUS (status),
+      log);
+  fail_unless (own_error, "no error from ppdiffuse:\n%s", log);
+  fail_unless (strstr (log, "lost its connection to Open MPI's daemon")
+      != NULL, "rank 0 did not say it lost its daemon:\n%s", log);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+  while (waitpid (-1, NULL, WNOHANG) > 0);
+  pp_check_remove_tree (dir);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_kill_stress)
 {
   const guint runs = pp_check_repeats (STRESS_RUNS, STRESS_RUNS_SANITIZED);
@@ -695,6 +781,8 @@ break_it_suite (void)
     tcase_add_test (tc, test_app_killed);
   else if (g_str_equal (case_name, "app-frozen"))
     tcase_add_test (tc, test_app_frozen);
+  else if (g_str_equal (case_name, "daemon-killed"))
+    tcase_add_test (tc, test_daemon_killed);
   else if (g_str_equal (case_name, "stop-in-flight"))
     tcase_add_test (tc, test_stop_in_flight);
   else if (g_str_equal (case_name, "kill-stress"))

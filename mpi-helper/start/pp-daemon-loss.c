@@ -1,0 +1,79 @@
+/* ppdiffuse — rank 0 outlives Open MPI's daemon (pp-daemon-loss.h). */
+#include "pp-daemon-loss.h"
+#include "pp-log.h"
+
+#include <pmix.h>
+
+static GMutex lock;
+static gboolean lost;
+static gint64 lost_at_us;
+
+/* PMIx's progress thread: the connection to the daemon is gone.  Ending
+ * the chain here keeps Open MPI's default handler (an abort of this
+ * process) from running. */
+static void
+on_lost_connection (size_t id, pmix_status_t status,
+    const pmix_proc_t * source, pmix_info_t info[], size_t ninfo,
+    pmix_info_t results[], size_t nresults,
+    pmix_event_notification_cbfunc_fn_t done, void *done_data)
+{
+  gboolean first;
+
+  g_mutex_lock (&lock);
+  first = !lost;
+  if (first) {
+    lost = TRUE;
+    lost_at_us = g_get_monotonic_time ();
+  }
+  g_mutex_unlock (&lock);
+  if (first)
+    PP_WARN ("this process lost its connection to Open MPI's daemon (%s): "
+        "its workers lose it too; Open MPI starts no more workers in this "
+        "process", PMIx_Error_string (status));
+  if (done != NULL)
+    done (PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, done_data);
+}
+
+gboolean
+pp_daemon_loss_guard (void)
+{
+  static gsize once;
+  static gboolean ok;
+
+  if (g_once_init_enter (&once)) {
+    pmix_status_t code = PMIX_ERR_LOST_CONNECTION;
+    pmix_info_t info[2];
+    bool first = true;
+    pmix_status_t rc;
+
+    PMIX_INFO_LOAD (&info[0], PMIX_EVENT_HDLR_FIRST, &first, PMIX_BOOL);
+    PMIX_INFO_LOAD (&info[1], PMIX_EVENT_HDLR_NAME, "ppdiffuse rank 0",
+        PMIX_STRING);
+    /* Without a callback the registration completes before it returns:
+     * its reference (≥ 0) or an error. */
+    rc = PMIx_Register_event_handler (&code, 1, info, 2, on_lost_connection,
+        NULL, NULL);
+    ok = rc >= 0;
+    if (!ok)
+      PP_WARN ("could not ask PMIx to report a lost Open MPI daemon (%s): "
+          "should the daemon die, Open MPI ends this process",
+          PMIx_Error_string (rc));
+    PMIX_INFO_DESTRUCT (&info[0]);
+    PMIX_INFO_DESTRUCT (&info[1]);
+    g_once_init_leave (&once, 1);
+  }
+  return ok;
+}
+
+gboolean
+pp_daemon_lost (gint64 * at_us)
+{
+  gboolean was;
+
+  g_mutex_lock (&lock);
+  was = lost;
+  if (was && at_us != NULL)
+    *at_us = lost_at_us;
+  g_mutex_unlock (&lock);
+  return was;
+}
