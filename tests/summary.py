@@ -93,8 +93,8 @@ def count_results(path):
         retried = read_results(retry_log(path))
         results.update(retried)
     for name in sorted(retried):
-        print(f"{path}: {name} ran again after an MPI_Comm_spawn hang: "
-              f"{retried[name]}")
+        print(f"{path}: {name} ran again after a fault of Open MPI's own "
+              f"(tests/ompi-retry.py says which): {retried[name]}")
     for result in results.values():
         if result in PASSED:
             passed += 1
