@@ -173,6 +173,17 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   LtPlan *plan = g_hash_table_lookup (cu->lt_plans, key);
   const cudaDataType_t type = pp_cuda_data_type ((PpCudaType) key->type);
   const guint64 workspace = LT_WORKSPACE_BYTES;
+  /* A is w, B is x, C and D are y. */
+  const struct
+  {
+    cublasLtMatmulPreferenceAttributes_t attr;
+    guint32 bytes;
+  } aligned[] = {
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key->align_w},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key->align_x},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key->align_y},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key->align_y},
+  };
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t found;
   cublasStatus_t status;
@@ -215,18 +226,9 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
           CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
           sizeof workspace));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_w,
-          sizeof (guint32)));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_x,
-          sizeof (guint32)));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_y,
-          sizeof (guint32)));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_y,
-          sizeof (guint32)));
+  for (guint i = 0; i < G_N_ELEMENTS (aligned); i++)
+    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+            aligned[i].attr, &aligned[i].bytes, sizeof aligned[i].bytes));
   status = cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc,
       plan->w, plan->x, plan->y, plan->y, pref, 1, &found, &n_found);
   cublasLtMatmulPreferenceDestroy (pref);

@@ -462,24 +462,26 @@ pp_launcher_failed_since (guint64 mark, gint64 * at_us)
   return failed;
 }
 
+/* A copy of the text at @text, taken under the lock. */
+static gchar *
+copy_locked (gchar * const *text)
+{
+  gchar *copy;
+
+  g_mutex_lock (&lock);
+  copy = g_strdup (*text);
+  g_mutex_unlock (&lock);
+  return copy;
+}
+
 gchar *
 pp_launcher_daemon_crash (void)
 {
-  gchar *text;
-
-  g_mutex_lock (&lock);
-  text = g_strdup (daemon_crash);
-  g_mutex_unlock (&lock);
-  return text;
+  return copy_locked (&daemon_crash);
 }
 
 gchar *
 pp_launcher_daemon_failure (void)
 {
-  gchar *text;
-
-  g_mutex_lock (&lock);
-  text = g_strdup (daemon_failure);
-  g_mutex_unlock (&lock);
-  return text;
+  return copy_locked (&daemon_failure);
 }

@@ -473,6 +473,55 @@ stress_fault (guint run, gboolean * streaming)
   return g_strdup_printf ("rank:%d,kind:kill,chunk:%u", rank, chunk);
 }
 
+/* gst-launch with @argv (and @envp, NULL: this process's), its standard
+ * output and error into the file @log_path, its signals at their
+ * defaults. */
+static GPid
+app_start (const gchar * const *argv, const gchar * const *envp,
+    const gchar * log_path)
+{
+  const gint log_fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  GPid app;
+
+  fail_unless (log_fd >= 0);
+  fail_unless (g_spawn_async_with_pipes_and_fds (NULL, argv, envp,
+          G_SPAWN_DO_NOT_REAP_CHILD, default_signals, NULL, -1, log_fd,
+          log_fd, NULL, NULL, 0, &app, NULL, NULL, NULL, NULL));
+  close (log_fd);
+  return app;
+}
+
+/* Waits for @app until @deadline (monotonic µs), killing it past that;
+ * whether it ended by itself, with its wait status in @status. */
+static gboolean
+app_wait (GPid app, gint64 deadline, gint * status)
+{
+  pid_t done;
+
+  while ((done = waitpid (app, status, WNOHANG)) == 0
+      && g_get_monotonic_time () < deadline)
+    g_usleep (STRESS_POLL_US);
+  if (done == 0) {
+    kill (app, SIGKILL);
+    waitpid (app, status, 0);
+  }
+  g_spawn_close_pid (app);
+  return done != 0;
+}
+
+/* Whether gst-launch's output @log holds an error of ppdiffuse's. */
+static gboolean
+has_own_error (const gchar * log)
+{
+  g_auto (GStrv) lines = g_strsplit (log, "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    if (g_str_has_prefix (lines[i], "ERROR: from element ")
+        && strstr (lines[i], ":ppdiffuse") != NULL)
+      return TRUE;
+  return FALSE;
+}
+
 static gboolean
 has_rank0_dump (const gchar * dir)
 {
@@ -499,7 +548,6 @@ stress_run (guint run, guint bound_ms)
   g_autofree gchar *dump = g_strdup_printf ("dump-dir=%s", dir);
   g_autofree gchar *log_path = g_build_filename (dir, "app.log", NULL);
   g_autofree gchar *log = NULL;
-  g_auto (GStrv) lines = NULL;
   gboolean streaming;
   g_autofree gchar *fault = stress_fault (run, &streaming);
   const gchar *argv[] = { launch, "videotestsrc", buffers, "!", CAPS_STR,
@@ -509,39 +557,19 @@ stress_run (guint run, guint bound_ms)
   g_auto (GStrv) envp = g_environ_setenv (g_get_environ (), "PPDIFFUSE_FAULT",
       fault, TRUE);
   const gint64 start = g_get_monotonic_time ();
-  const gint64 deadline = start + (gint64) bound_ms * 1000;
-  gboolean own_error = FALSE;
-  gint log_fd, status = 0;
-  GPid app;
-  pid_t done = 0;
+  gboolean done;
+  gint status = 0;
 
   fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
   fail_unless (dir != NULL);
-  log_fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  fail_unless (log_fd >= 0);
-  fail_unless (g_spawn_async_with_pipes_and_fds (NULL, argv,
-          (const gchar * const *) envp, G_SPAWN_DO_NOT_REAP_CHILD,
-          default_signals, NULL, -1, log_fd, log_fd, NULL, NULL, 0, &app,
-          NULL, NULL, NULL, NULL));
-  close (log_fd);
-  while ((done = waitpid (app, &status, WNOHANG)) == 0
-      && g_get_monotonic_time () < deadline)
-    g_usleep (STRESS_POLL_US);
-  if (done == 0) {
-    kill (app, SIGKILL);
-    waitpid (app, &status, 0);
-  }
-  g_spawn_close_pid (app);
+  done = app_wait (app_start (argv, (const gchar * const *) envp, log_path),
+      start + (gint64) bound_ms * 1000, &status);
   fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
-  lines = g_strsplit (log, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    own_error |= g_str_has_prefix (lines[i], "ERROR: from element ")
-        && strstr (lines[i], ":ppdiffuse") != NULL;
   GST_INFO ("run %u (%s): %s %d in %" G_GINT64_FORMAT " ms", run, fault,
       WIFSIGNALED (status) ? "signal" : "exit status",
       WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status),
       (g_get_monotonic_time () - start) / 1000);
-  fail_unless (done != 0, "run %u (%s): gst-launch still ran after %u ms:\n"
+  fail_unless (done, "run %u (%s): gst-launch still ran after %u ms:\n"
       "%s", run, fault, bound_ms, log);
   fail_if (WIFSIGNALED (status), "run %u (%s): gst-launch died of signal "
       "%d:\n%s", run, fault, WTERMSIG (status), log);
@@ -550,8 +578,8 @@ stress_run (guint run, guint bound_ms)
           || WEXITSTATUS (status) == 255), "run %u (%s): gst-launch exited "
       "with %d, not the element's error:\n%s", run, fault,
       WEXITSTATUS (status), log);
-  fail_unless (own_error, "run %u (%s): no error from ppdiffuse:\n%s", run,
-      fault, log);
+  fail_unless (has_own_error (log), "run %u (%s): no error from "
+      "ppdiffuse:\n%s", run, fault, log);
   fail_unless (!streaming || has_rank0_dump (dir), "run %u (%s): a worker "
       "died while streaming and rank 0 wrote no flight recorder to %s", run,
       fault, dir);
@@ -579,29 +607,22 @@ GST_START_TEST (test_daemon_killed)
   g_autofree gchar *dir = g_dir_make_tmp ("ppdiffuse-daemon-XXXXXX", NULL);
   g_autofree gchar *log_path = g_build_filename (dir, "app.log", NULL);
   g_autofree gchar *log = NULL;
-  g_auto (GStrv) lines = NULL;
   /* fakesink -v prints a line per frame: frames out means the mesh is up */
   const gchar *argv[] = { launch, "-v", "videotestsrc", "is-live=true",
     "num-buffers=600", "!", CAPS_STR, "!", "ppdiffuse", ranks, "steps=3",
     "model=" MODEL, timeout, "!", "fakesink", "silent=false", NULL
   };
   const guint bound_ms = pp_check_bound_ms (STRESS_BOUND_MS);
-  gint64 deadline = g_get_monotonic_time ()
+  const gint64 deadline = g_get_monotonic_time ()
       + (gint64) STOP_START_TIMEOUT_MS * 1000;
-  gboolean own_error = FALSE;
   g_autoptr (GArray) daemons = NULL;
-  gint log_fd, status = 0;
+  gboolean done;
+  gint status = 0;
   GPid app;
-  pid_t done = 0;
 
   fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
   fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
-  log_fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  fail_unless (log_fd >= 0);
-  fail_unless (g_spawn_async_with_pipes_and_fds (NULL, argv, NULL,
-          G_SPAWN_DO_NOT_REAP_CHILD, default_signals, NULL, -1, log_fd,
-          log_fd, NULL, NULL, 0, &app, NULL, NULL, NULL, NULL));
-  close (log_fd);
+  app = app_start (argv, NULL, log_path);
   /* Streaming: frames came out. */
   for (;;) {
     g_clear_pointer (&log, g_free);
@@ -616,29 +637,18 @@ GST_START_TEST (test_daemon_killed)
   fail_unless (daemons->len == 1, "%u Open MPI daemons", daemons->len);
   fail_unless (kill (g_array_index (daemons, gint, 0), SIGKILL) == 0);
 
-  deadline = g_get_monotonic_time () + (gint64) bound_ms * 1000;
-  while ((done = waitpid (app, &status, WNOHANG)) == 0
-      && g_get_monotonic_time () < deadline)
-    g_usleep (STRESS_POLL_US);
-  if (done == 0) {
-    kill (app, SIGKILL);
-    waitpid (app, &status, 0);
-  }
-  g_spawn_close_pid (app);
+  done = app_wait (app, g_get_monotonic_time () + (gint64) bound_ms * 1000,
+      &status);
   g_clear_pointer (&log, g_free);
   fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
-  lines = g_strsplit (log, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    own_error |= g_str_has_prefix (lines[i], "ERROR: from element ")
-        && strstr (lines[i], ":ppdiffuse") != NULL;
-  fail_unless (done != 0, "gst-launch still ran %u ms after its daemon "
-      "died:\n%s", bound_ms, log);
+  fail_unless (done, "gst-launch still ran %u ms after its daemon died:\n%s",
+      bound_ms, log);
   fail_if (WIFSIGNALED (status), "gst-launch died of signal %d:\n%s",
       WTERMSIG (status), log);
   fail_unless (WIFEXITED (status) && WEXITSTATUS (status) == 1, "gst-launch "
       "exited with %d, not the element's error:\n%s", WEXITSTATUS (status),
       log);
-  fail_unless (own_error, "no error from ppdiffuse:\n%s", log);
+  fail_unless (has_own_error (log), "no error from ppdiffuse:\n%s", log);
   fail_unless (strstr (log, "lost its connection to Open MPI's daemon")
       != NULL, "rank 0 did not say it lost its daemon:\n%s", log);
   fail_unless_equals_int (pp_check_wait_descendants_gone
