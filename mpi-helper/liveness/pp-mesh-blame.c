@@ -3,6 +3,7 @@
  * (heartbeats, reports, a worker gone from /proc) into that failure, and
  * names the worker to blame when a wait on the mesh gives up. */
 #include "pp-liveness-room.h"
+#include "pp-daemon-loss.h"
 #include "pp-error.h"
 #include "pp-handshake.h"
 #include "pp-log.h"
@@ -252,13 +253,21 @@ pp_mesh_workers_alive (gpointer data, GError ** error)
         && !pp_proc_is_running (info->pid)) {
       g_autofree gchar *name = pp_mesh_worker_name (mesh, i);
       g_autofree gchar *state = NULL;
+      g_autofree gchar *gone = NULL;
       GError *exited;
 
       pp_liveness_drain (mesh->liveness);
       if (pp_mesh_fault (mesh, error))
         return FALSE;
       state = pp_liveness_describe_peer (mesh->liveness, i);
-      exited = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s has exited "
+      /* A worker goes with Open MPI's daemon (its PMIx server), which
+       * died first: that is the cause, not the worker. */
+      gone = pp_daemon_gone ();
+      exited = gone != NULL ? g_error_new (PP_ERROR, PP_ERROR_RESOURCE,
+          "%s has exited: %s, and the workers of this host with it; restart "
+          "the application (Open MPI 4.1 starts no more workers in this "
+          "process); it was %s", name, gone, state)
+          : g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s has exited "
           "(its stderr says why); it was %s", name, state);
       pp_mesh_fail (mesh, exited);
       g_propagate_error (error, exited);

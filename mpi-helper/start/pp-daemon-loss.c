@@ -1,6 +1,8 @@
 /* ppdiffuse — rank 0 outlives Open MPI's daemon (pp-daemon-loss.h). */
 #include "pp-daemon-loss.h"
+#include "pp-launcher.h"
 #include "pp-log.h"
+#include "pp-proc.h"
 
 #include <pmix.h>
 
@@ -76,4 +78,22 @@ pp_daemon_lost (gint64 * at_us)
     *at_us = lost_at_us;
   g_mutex_unlock (&lock);
   return was;
+}
+
+gchar *
+pp_daemon_gone (void)
+{
+  gchar *crash = pp_launcher_daemon_crash ();
+  const gint64 pid = pp_launcher_daemon_pid ();
+
+  if (crash != NULL)
+    return crash;
+  if (pid > 0 && !pp_proc_is_running (pid))
+    return g_strdup_printf ("Open MPI's daemon on %s (pid %" G_GINT64_FORMAT
+        ", started by MPI_Init in this process) is gone", g_get_host_name (),
+        pid);
+  if (pp_daemon_lost (NULL))
+    return g_strdup_printf ("this process lost its connection to Open MPI's "
+        "daemon on %s", g_get_host_name ());
+  return NULL;
 }

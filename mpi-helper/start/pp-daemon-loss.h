@@ -24,5 +24,9 @@ gboolean  pp_daemon_loss_guard      (void);
 /* Whether this process lost its connection to Open MPI's daemon, and when
  * (monotonic µs). */
 gboolean  pp_daemon_lost            (gint64 * at_us);
+/* A sentence saying that Open MPI's daemon on this host is gone — its
+ * crash as the launcher saw it (pp_launcher_daemon_crash), or its process
+ * no longer running, or the lost connection — or NULL while it serves. */
+gchar    *pp_daemon_gone            (void);
 
 G_END_DECLS

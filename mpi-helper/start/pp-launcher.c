@@ -146,7 +146,8 @@ note_daemon_crash (const gchar * text)
     crash_wants_signal = FALSE;
     signal = strstr (text, "] Signal: ");
     if (signal != NULL) {
-      gchar *named = g_strdup_printf ("%s with %s", daemon_crash,
+      gchar *named = g_strdup_printf ("%s with %s, a fault of Open MPI",
+          daemon_crash,
           signal + strlen ("] Signal: "));
 
       g_free (daemon_crash);
@@ -472,6 +473,17 @@ copy_locked (gchar * const *text)
   copy = g_strdup (*text);
   g_mutex_unlock (&lock);
   return copy;
+}
+
+gint64
+pp_launcher_daemon_pid (void)
+{
+  gint64 pid;
+
+  g_mutex_lock (&lock);
+  pid = daemon_pid;
+  g_mutex_unlock (&lock);
+  return pid;
 }
 
 gchar *

@@ -49,6 +49,9 @@ gchar    *pp_launcher_daemon_failure (void);
  * Its workers lose it, and Open MPI 4.1 starts no more workers in this
  * process.  A sentence naming it and the signal, or NULL. */
 gchar    *pp_launcher_daemon_crash  (void);
+/* That daemon's pid, found when MPI was initialised here; 0 when none
+ * was (the application initialised MPI, or it was not found). */
+gint64    pp_launcher_daemon_pid    (void);
 
 /* Pure helpers, for the tests: whether a framed message's text (lines
  * joined) is an error, and whether @line is one of Open MPI's frame lines

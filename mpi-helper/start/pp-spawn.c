@@ -595,10 +595,7 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
    * lost: the next spawn fails ("ORTE_ERROR_LOG: Not found in file
    * odls_base_default_fns.c", "not running - cannot relay") or aborts it.
    * After that every start is refused, naming the first failure. */
-  crashed = pp_launcher_daemon_crash ();
-  if (crashed == NULL && pp_daemon_lost (NULL))
-    crashed = g_strdup_printf ("this process lost its connection to Open "
-        "MPI's daemon on %s", g_get_host_name ());
+  crashed = pp_daemon_gone ();
   if (crashed != NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MPI, "Open MPI cannot start "
         "workers again in this process: %s earlier, and Open MPI 4.1 "
@@ -702,10 +699,10 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   }
   /* What failed then was Open MPI's daemon, not a worker: the workers
    * lost their launcher, and whatever the spawn says follows from it. */
-  if (!ok && (crashed = pp_launcher_daemon_crash ()) != NULL)
-    g_prefix_error (error, "%s, a fault of Open MPI, not of ppdiffuse or "
-        "its workers, which lost it; restart the application (Open MPI "
-        "4.1 starts no more workers in this process): ", crashed);
+  if (!ok && (crashed = pp_daemon_gone ()) != NULL)
+    g_prefix_error (error, "%s, and the workers with it; restart the "
+        "application (Open MPI 4.1 starts no more workers in this "
+        "process): ", crashed);
   g_free (watch.last_seen_us);
   g_free (watch.last_seen_scan);
   g_free (watch.pids);

@@ -651,6 +651,10 @@ GST_START_TEST (test_daemon_killed)
   fail_unless (has_own_error (log), "no error from ppdiffuse:\n%s", log);
   fail_unless (strstr (log, "lost its connection to Open MPI's daemon")
       != NULL, "rank 0 did not say it lost its daemon:\n%s", log);
+  /* The error names the cause: the daemon, not the worker. */
+  fail_unless (strstr (log, "has exited: Open MPI's daemon on ") != NULL
+      && strstr (log, "is gone, and the workers of this host with it")
+      != NULL, "the error does not name the daemon:\n%s", log);
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
   while (waitpid (-1, NULL, WNOHANG) > 0);

@@ -167,6 +167,7 @@ test_capture (void)
   daemon = fork ();
   g_assert_cmpint (daemon, >=, 0);
   if (daemon == 0) {
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
     prctl (PR_SET_NAME, "orted");
     pause ();
     _exit (0);
@@ -201,7 +202,8 @@ test_capture (void)
   g_free (wait_text (mark, "orted(+0x1161)"));
   crash = pp_launcher_daemon_crash ();
   want_crash = g_strdup_printf ("Open MPI's daemon on %s (pid %d, started "
-      "by MPI_Init in this process) crashed with Bus error (7)",
+      "by MPI_Init in this process) crashed with Bus error (7), a fault of "
+      "Open MPI",
       g_get_host_name (), (gint) daemon);
   g_assert_cmpstr (crash, ==, want_crash);
   close (daemon_fd);
