@@ -15,7 +15,8 @@ log beside the log (testlog-ompi-retry[-SETUP].json), replaces the first,
 and the line says how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took and
-its slowest tests, so that a run shows where its time went, and then each
+its slowest tests, so that a run shows where its time went, the warnings
+Open MPI printed in framed messages (the three most frequent), and then each
 test that failed: its name, result, duration, the lines that say why
 (the check runner's file:line:F: and :E: lines, which it prints on stdout
 before the test's stderr, GLib's criticals, a sanitizer's first lines,
@@ -144,6 +145,29 @@ def print_report(report):
             print(f"  | {line}")
 
 
+def open_mpi_warnings(entries):
+    """Open MPI's framed warnings in the tests' output: {first line:
+    [test names]}.  A process's warning reaches Open MPI's daemon through
+    its help channel, whose handler once crashed the daemon at a start
+    (tests/ompi-retry.py): which warnings a machine gives is worth
+    knowing."""
+    found = {}
+    for entry in entries:
+        output = (entry.get("stdout") or "") + (entry.get("stderr") or "")
+        inside = False
+        first = None
+        for line in output.splitlines():
+            text = line.strip()
+            if len(text) >= 10 and set(text) == {"-"}:
+                if inside and first and first.upper().startswith("WARNING"):
+                    found.setdefault(first[:150], []).append(
+                        entry["name"].split(" / ", 1)[-1])
+                inside, first = not inside, None
+            elif inside and first is None and text:
+                first = text
+    return found
+
+
 def format_line(passed, failed, skipped):
     line = f"{passed} passed, {failed} failed"
     if skipped:
@@ -164,6 +188,11 @@ def main(paths):
             print(f"{path}: slowest: " + ", ".join(
                 f"{name} {seconds:.0f} s" for name, seconds
                 in slowest_tests(entries)))
+            warnings = open_mpi_warnings(entries)
+            for text in sorted(warnings, key=lambda t: -len(warnings[t]))[:3]:
+                tests = warnings[text]
+                print(f"{path}: Open MPI warned in {len(tests)} tests "
+                      f"(e.g. {tests[0]}): {text}")
         passed, failed, skipped = count_results(path)
         if os.path.exists(path):
             failures += [(path, entry) for entry in read_failures(path)]
