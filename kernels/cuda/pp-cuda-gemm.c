@@ -19,7 +19,9 @@
  * the bias in float32 and rounds once into the output as it is, with no
  * float32 scratch, bias kernel or narrowing pass.  The rounding is then
  * cuBLASLt's of its own sum, which may differ from the float32 kernel's
- * rounded by one unit in the last place. */
+ * rounded by one unit in the last place.  Its algorithm depends on the
+ * pointers' alignments (the plan's key), which a model's layout makes the
+ * same in every process, so a mesh's workers and the tool agree. */
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
@@ -136,10 +138,14 @@ lt_plan_free (gpointer p)
 {
   LtPlan *plan = p;
 
-  cublasLtMatrixLayoutDestroy (plan->w);
-  cublasLtMatrixLayoutDestroy (plan->x);
-  cublasLtMatrixLayoutDestroy (plan->y);
-  cublasLtMatmulDescDestroy (plan->desc);
+  if (plan->w != NULL)
+    cublasLtMatrixLayoutDestroy (plan->w);
+  if (plan->x != NULL)
+    cublasLtMatrixLayoutDestroy (plan->x);
+  if (plan->y != NULL)
+    cublasLtMatrixLayoutDestroy (plan->y);
+  if (plan->desc != NULL)
+    cublasLtMatmulDescDestroy (plan->desc);
   g_free (plan);
 }
 
@@ -162,11 +168,23 @@ alignment (gconstpointer p)
   return a;
 }
 
+/* A cuBLASLt call of lt_plan: a failure is the op's (the process ends,
+ * or under a graph capture the capture fails) and clears *@ok. */
+#define LT_TRY(cu, ok, call)                                                \
+  G_STMT_START {                                                            \
+    GError *pp_lt_error_ = NULL;                                            \
+    if (!PP_CUBLAS_TRY (call, &pp_lt_error_)) {                             \
+      *(ok) = FALSE;                                                        \
+      pp_cuda_op_error ((cu), pp_lt_error_);                                \
+    }                                                                       \
+  } G_STMT_END
+
 /* The plan of @key, made (descriptors, the heuristics' first algorithm)
  * at its first use, @bias a bias pointer of the key's alignment (the
  * heuristics read its alignment from the descriptor); NULL when cuBLASLt
- * cannot run it: no algorithm (remembered), or a failed call inside a
- * graph capture (which fails the capture; not remembered). */
+ * cannot run it: no algorithm for it (remembered), or a call that failed
+ * under a graph capture (which fails the capture; not remembered, the
+ * work reruns without a graph). */
 static const LtPlan *
 lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
 {
@@ -187,6 +205,7 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t found;
   cublasStatus_t status;
+  gboolean ok = TRUE;
   int n_found = 0;
 
   if (plan != NULL)
@@ -196,39 +215,54 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   /* Column-major, as pp_cuda_gemm: yᵀ [out, rows] = w [out, in] · xᵀ;
    * w row-major [out, in] is, read column-major, [in, out] with ld in,
    * transposed; x row-major [rows, in] is [in, rows] with ld in. */
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescCreate (&plan->desc,
+  LT_TRY (cu, &ok, cublasLtMatmulDescCreate (&plan->desc,
           CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
-          CUBLASLT_MATMUL_DESC_TRANSA, &(cublasOperation_t) { CUBLAS_OP_T },
-          sizeof (cublasOperation_t)));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
-          CUBLASLT_MATMUL_DESC_TRANSB, &(cublasOperation_t) { CUBLAS_OP_N },
-          sizeof (cublasOperation_t)));
-  if (key->bias) {
-    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatmulDescSetAttribute (plan->desc,
+            CUBLASLT_MATMUL_DESC_TRANSA, &(cublasOperation_t) { CUBLAS_OP_T },
+            sizeof (cublasOperation_t)));
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatmulDescSetAttribute (plan->desc,
+            CUBLASLT_MATMUL_DESC_TRANSB, &(cublasOperation_t) { CUBLAS_OP_N },
+            sizeof (cublasOperation_t)));
+  if (ok && key->bias) {
+    LT_TRY (cu, &ok, cublasLtMatmulDescSetAttribute (plan->desc,
             CUBLASLT_MATMUL_DESC_EPILOGUE,
             &(cublasLtEpilogue_t) { CUBLASLT_EPILOGUE_BIAS },
             sizeof (cublasLtEpilogue_t)));
-    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
-            CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
-    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
-            CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (ok)
+      LT_TRY (cu, &ok, cublasLtMatmulDescSetAttribute (plan->desc,
+              CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
+    if (ok)
+      LT_TRY (cu, &ok, cublasLtMatmulDescSetAttribute (plan->desc,
+              CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->w, type,
-          key->in, key->out, key->in));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->x, type,
-          key->in, key->rows, key->in));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatrixLayoutCreate (&plan->y, type,
-          key->out, key->rows, key->out));
-
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatrixLayoutCreate (&plan->w, type, key->in,
+            key->out, key->in));
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatrixLayoutCreate (&plan->x, type, key->in,
+            key->rows, key->in));
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatrixLayoutCreate (&plan->y, type, key->out,
+            key->rows, key->out));
   /* The alignments each pointer of the key guarantees. */
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceCreate (&pref));
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
-          CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-          sizeof workspace));
-  for (guint i = 0; i < G_N_ELEMENTS (aligned); i++)
-    PP_CUBLAS_OP_TRY (cu, cublasLtMatmulPreferenceSetAttribute (pref,
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatmulPreferenceCreate (&pref));
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatmulPreferenceSetAttribute (pref,
+            CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+            sizeof workspace));
+  for (guint i = 0; ok && i < G_N_ELEMENTS (aligned); i++)
+    LT_TRY (cu, &ok, cublasLtMatmulPreferenceSetAttribute (pref,
             aligned[i].attr, &aligned[i].bytes, sizeof aligned[i].bytes));
+  if (!ok) {
+    /* Under a capture (elsewhere the process has ended). */
+    if (pref != NULL)
+      cublasLtMatmulPreferenceDestroy (pref);
+    lt_plan_free (plan);
+    return NULL;
+  }
   status = cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc,
       plan->w, plan->x, plan->y, plan->y, pref, 1, &found, &n_found);
   cublasLtMatmulPreferenceDestroy (pref);
@@ -236,19 +270,30 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
       && found.state == CUBLAS_STATUS_SUCCESS) {
     plan->algo = found.algo;
     plan->usable = TRUE;
-  } else if (pp_cuda_capturing_here (cu)) {
-    /* A call above may have failed under the capture (which it fails):
-     * decide again without it. */
+  } else if (status != CUBLAS_STATUS_SUCCESS
+      && status != CUBLAS_STATUS_NOT_SUPPORTED
+      && pp_cuda_capturing_here (cu)) {
+    /* Not "no algorithm": the capture fails, and the work reruns
+     * without a graph, where it is decided for good. */
+    GError *error = NULL;
+
+    pp_cublas_check (status, "cublasLtMatmulAlgoGetHeuristic", __FILE__,
+        __LINE__, &error);
+    pp_cuda_op_error (cu, error);
     lt_plan_free (plan);
     return NULL;
   } else {
-    g_info ("%s: cuBLASLt has no algorithm for a %s linear of %d rows, "
-        "%d → %d%s (alignments x %u, w %u, y %u, bias %u bytes; %s): it "
-        "runs through float32", cu->be.device, key->type == PP_CUDA_F16
-        ? "float16" : "bfloat16", key->rows, key->in, key->out, key->bias
-        ? " with a bias" : "", key->align_x, key->align_w, key->align_y,
-        key->align_b, status == CUBLAS_STATUS_SUCCESS ? "none found"
-        : cublasGetStatusString (status));
+    /* No algorithm, or (outside a capture) a refusal: said where the
+     * GPU check's logs show it, not fatal (the float32 way is right). */
+    g_message ("%s: cuBLASLt %s a %s linear of %d rows, %d → %d%s "
+        "(alignments x %u, w %u, y %u, bias %u bytes%s%s): it runs "
+        "through float32", cu->be.device, status == CUBLAS_STATUS_SUCCESS
+        || status == CUBLAS_STATUS_NOT_SUPPORTED ? "has no algorithm for"
+        : "refused", key->type == PP_CUDA_F16 ? "float16" : "bfloat16",
+        key->rows, key->in, key->out, key->bias ? " with a bias" : "",
+        key->align_x, key->align_w, key->align_y, key->align_b,
+        status == CUBLAS_STATUS_SUCCESS ? "" : "; ",
+        status == CUBLAS_STATUS_SUCCESS ? "" : cublasGetStatusString (status));
   }
   g_hash_table_insert (cu->lt_plans, &plan->key, plan);
   return plan->usable ? plan : NULL;
