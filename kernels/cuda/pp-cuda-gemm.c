@@ -13,9 +13,10 @@
  * operands stay exact float32 unless TF32 was asked for
  * (PPDIFFUSE_CUDA_TF32).
  *
- * A linear op whose output is 16-bit, of its weights' type (16-bit
- * activations), is one cuBLASLt call when PPDIFFUSE_CUDA_GEMM_OUT allows
- * (the default): the product accumulates in float32, its epilogue adds
+ * A matmul whose a, b and y are of one 16-bit type writes y as it is
+ * (cublasGemmEx with a 16-bit C) when PPDIFFUSE_CUDA_GEMM_OUT allows (the
+ * default), and a linear op whose output is 16-bit, of its weights' type
+ * (16-bit activations), is one cuBLASLt call: the product accumulates in float32, its epilogue adds
  * the bias in float32 and rounds once into the output as it is, with no
  * float32 scratch, bias kernel or narrowing pass.  The rounding is then
  * cuBLASLt's of its own sum, which may differ from the float32 kernel's
@@ -376,14 +377,31 @@ pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     int m, int n, int k, PpView a, int lda, PpView b, int ldb,
     gboolean accumulate, PpOut y_view, int ldy)
 {
-  float *y = pp_cuda_out (cu, "matmul", "y", y_view);
+  const PpCudaType ta = pp_cuda_view_type (cu, "matmul", "a", a);
+  const PpCudaType tb = pp_cuda_view_type (cu, "matmul", "b", b);
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  float *y;
 
   g_return_if_fail (m > 0 && n > 0 && k > 0);
   g_return_if_fail (lda >= (trans_a ? m : k) && ldb >= (trans_b ? k : n)
       && ldy >= n);
 
-  pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data,
-      pp_cuda_view_type (cu, "matmul", "a", a), lda, b.data,
-      pp_cuda_view_type (cu, "matmul", "b", b), ldb,
-      accumulate ? 1.0f : 0.0f, y, ldy);
+  /* a, b and y of one 16-bit type: cuBLAS reads y as it is (when it
+   * accumulates) and writes it, the sum in float32 rounded once, with no
+   * float32 copy of y (PPDIFFUSE_CUDA_GEMM_OUT=act). */
+  if (cu->gemm_out_act && ta != PP_CUDA_F32 && ta == tb
+      && y_view.dtype == (ta == PP_CUDA_F16 ? PP_DTYPE_F16 : PP_DTYPE_BF16)) {
+    const cudaDataType_t type = pp_cuda_data_type (ta);
+
+    PP_CUBLAS_OP_TRY (cu, cublasGemmEx (cu->cublas,
+            trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one,
+            b.data, type, ldb, a.data, type, lda, &beta,
+            y_view.data, type, ldy, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  y = pp_cuda_out (cu, "matmul", "y", y_view);
+  pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data, ta, lda,
+      b.data, tb, ldb, beta, y, ldy);
 }

@@ -19,8 +19,8 @@
 #              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
 #              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, every op on
 #              16-bit activations and on channels-last ones
-#              (test-kernels-act-dtypes), linear's 16-bit outputs also
-#              through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
+#              (test-kernels-act-dtypes), linear's and matmul's 16-bit
+#              outputs also through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
 #   f32        every tests/data fixture (the tiny UNets and TAESD, the
 #              shapes 64x64, 26x46, 32x32 batch 2, TAESD at 512x512, the
 #              tiny AutoencoderKL, the LoRA fuse, single-file
@@ -312,14 +312,15 @@ if want device; then
       -p /kernels/act-dtypes/group_norm/in-place; then
     pass "test-kernels-act-dtypes: group norms with PPDIFFUSE_CUDA_GROUP_NORM=whole"
   fi
-  # Linear's 16-bit outputs through float32 (its bias by a kernel, then
-  # narrowed): the float32 kernel's bits, rounded, where the default
-  # (cuBLASLt's epilogue) may be one unit in the last place apart.
-  if runs "act-dtypes, 16-bit linear outputs through float32" \
+  # Linear's and matmul's 16-bit outputs through float32 (linear's bias by
+  # a kernel, then narrowed): the float32 kernel's bits, rounded, where the
+  # default (cuBLAS writing 16 bits itself) may be one unit in the last
+  # place apart.
+  if runs "act-dtypes, 16-bit GEMM outputs through float32" \
       "$work/act-dtypes.log" 120 \
       env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GEMM_OUT=f32 "$acts" \
-      -p /kernels/act-dtypes/linear; then
-    pass "test-kernels-act-dtypes: linear with PPDIFFUSE_CUDA_GEMM_OUT=f32"
+      -p /kernels/act-dtypes/linear -p /kernels/act-dtypes/matmul/strided; then
+    pass "test-kernels-act-dtypes: linear and matmul with PPDIFFUSE_CUDA_GEMM_OUT=f32"
   fi
   # With info messages: which attention shapes cuDNN's fused kernel did
   # not take (they ran as 16-bit GEMMs), and its plans that were slow to
@@ -895,8 +896,8 @@ if want bench; then
       && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
         sed -n '/^profile of/,$p' "$work/bench.log" | indent
         pass "gpu-bench f16, f16 activations ran"; }
-    # The same with linear's 16-bit outputs through float32 scratch (a
-    # bias kernel and a narrowing each) instead of cuBLASLt's epilogue:
+    # The same with the GEMMs' 16-bit outputs through float32 scratch (a
+    # bias kernel and a narrowing each) instead of cuBLAS writing them:
     # what the linear family's share gained.
     runs "gpu-bench f16, f16 activations, linear outputs through f32" \
         "$work/bench.log" 300 \

@@ -6,19 +6,18 @@
  * even).  So each op runs twice on the same values: once on float32
  * activations holding the 16-bit inputs widened, once on the 16-bit
  * activations themselves; every 16-bit output must equal the float32
- * run's output rounded, bit for bit (but for CUDA's linear with weights
- * of the output's type, which rounds cuBLASLt's own sum: one unit in the
- * last place apart at most, rounds_own_sum).  The cases cover the 16-bit side in,
+ * run's output rounded, bit for bit (but for CUDA's linear and matmul
+ * with weights of the output's type, which round cuBLAS's own sum: one
+ * unit in the last place apart at most, rounds_own_sum).  The cases cover the 16-bit side in,
  * out and both (a model's first layer reads its float32 input, its last
  * writes float32), the in-place ops, an output that is its input (the
  * norms), and a strided matmul output whose untouched elements must come
  * back as they were.  Every op of the list has a case (the test fails for
  * one without).  The ops whose 16-bit weights decide how a backend
- * computes (conv2d, linear, and the attentions' dtype) run again with
- * weights of the activations' type (a device reads such activations as
- * they are) and of the other 16-bit type (they cannot be); the other
- * weights (add's x, matmul's a and b) stay float32: the ops tests hold
- * their 16-bit paths.
+ * computes (conv2d, linear, matmul, and the attentions' dtype) run again
+ * with weights of the activations' type (a device reads such activations
+ * as they are) and of the other 16-bit type (they cannot be); add's x
+ * stays float32: the ops tests hold its 16-bit paths.
  *
  * Layouts: the ops that see space (pp-view.h) read and write each spatial
  * view as its layout says.  Their cases run again with the spatial
@@ -405,7 +404,8 @@ static const Case cases[] = {
   {PP_OP_ADD_CHANNEL, "add_channel", 1, {{30, ACT_INOUT, 2, 3, 5}},
       run_add_channel,
       6},
-  {PP_OP_MATMUL, "matmul/strided", 1, {{16, ACT_INOUT}}, run_matmul, 35},
+  {PP_OP_MATMUL, "matmul/strided", 1, {{16, ACT_INOUT}}, run_matmul, 35,
+      0, TRUE},
 };
 
 /* The 16-bit side of a run: which activations are 16-bit. */
@@ -621,12 +621,14 @@ check_layout_copies (const Case * c, Laid laid, const Acts * run)
 /* Whether the op of @c writes its 16-bit outputs as a device's library
  * rounds its own float32 sum, not as the float32 kernel's output rounded:
  * CUDA's linear with weights of the output's type (cuBLASLt, the bias in
- * its epilogue; unless PPDIFFUSE_CUDA_GEMM_OUT=f32).  One unit in the
- * last place apart at most. */
+ * its epilogue) and its matmul with a and b of it (a 16-bit C), unless
+ * PPDIFFUSE_CUDA_GEMM_OUT=f32.  One unit in the last place apart at
+ * most. */
 static gboolean
 rounds_own_sum (const Case * c, PpDType dtype)
 {
-  return c->op == PP_OP_LINEAR && g_str_equal (pp_backend_name (be), "cuda")
+  return (c->op == PP_OP_LINEAR || c->op == PP_OP_MATMUL)
+      && g_str_equal (pp_backend_name (be), "cuda")
       && weights_dtype == dtype
       && g_strcmp0 (g_getenv ("PPDIFFUSE_CUDA_GEMM_OUT"), "f32") != 0;
 }
