@@ -71,16 +71,25 @@ pp_proc_kill (gint64 pid)
   return pid > 0 && kill ((pid_t) pid, SIGKILL) == 0;
 }
 
+/* The parent's pid in /proc/@pid/stat, read into @stat; 0 when it
+ * cannot be read. */
 static gint64
-parent_of (gint64 pid)
+read_parent (gint64 pid, gchar stat[PP_PROC_STAT_HEAD])
 {
-  gchar stat[PP_PROC_STAT_HEAD];
   const gchar *close_paren = read_stat (pid, stat);
 
   if (close_paren == NULL || strlen (close_paren) < 4)
     return 0;
   /* ") S ppid ..." */
   return g_ascii_strtoll (close_paren + 4, NULL, 10);
+}
+
+static gint64
+parent_of (gint64 pid)
+{
+  gchar stat[PP_PROC_STAT_HEAD];
+
+  return read_parent (pid, stat);
 }
 
 static gboolean
@@ -166,29 +175,93 @@ note_if_spawned (const gchar * entry, const gchar * want, guint n,
     ranks[rank] = pid;
 }
 
-void
-pp_proc_find_spawned (const gchar * exe, guint n, gint64 * ranks)
+/* Calls @func with each entry's name in /proc (a pid or another name)
+ * until it returns FALSE. */
+static void
+each_proc_entry (gboolean (*func) (const gchar * entry, gpointer data),
+    gpointer data)
 {
-  gchar want[PATH_MAX];
   gint64 entries[PP_PROC_READ_BYTES / sizeof (gint64)];  /* aligned */
+  gboolean more = TRUE;
   ssize_t len;
   int dir;
 
-  memset (ranks, 0, n * sizeof *ranks);
-  if (realpath (exe, want) == NULL)
-    return;
   dir = open ("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0)
     return;
   /* getdents64 rather than opendir, which allocates its buffer. */
-  while ((len = getdents64 (dir, entries, sizeof entries)) > 0) {
-    for (ssize_t at = 0; at < len;) {
+  while (more && (len = getdents64 (dir, entries, sizeof entries)) > 0) {
+    for (ssize_t at = 0; more && at < len;) {
       const struct dirent64 *e =
           (const struct dirent64 *) ((const gchar *) entries + at);
 
       at += e->d_reclen;
-      note_if_spawned (e->d_name, want, n, ranks);
+      more = func (e->d_name, data);
     }
   }
   close (dir);
+}
+
+typedef struct
+{
+  const gchar *want;
+  guint n;
+  gint64 *ranks;
+} FindSpawned;
+
+static gboolean
+find_spawned_in (const gchar * entry, gpointer data)
+{
+  const FindSpawned *f = data;
+
+  note_if_spawned (entry, f->want, f->n, f->ranks);
+  return TRUE;
+}
+
+void
+pp_proc_find_spawned (const gchar * exe, guint n, gint64 * ranks)
+{
+  gchar want[PATH_MAX];
+  FindSpawned f = { want, n, ranks };
+
+  memset (ranks, 0, n * sizeof *ranks);
+  if (realpath (exe, want) != NULL)
+    each_proc_entry (find_spawned_in, &f);
+}
+
+typedef struct
+{
+  const gchar *comm;
+  gint64 self, found;
+} FindChild;
+
+static gboolean
+find_child_in (const gchar * entry, gpointer data)
+{
+  FindChild *f = data;
+  gchar stat[PP_PROC_STAT_HEAD];
+  gint64 pid;
+  gsize len;
+
+  if (!g_ascii_isdigit (entry[0]))
+    return TRUE;
+  pid = g_ascii_strtoll (entry, NULL, 10);
+  if (read_parent (pid, stat) != f->self)
+    return TRUE;
+  /* "pid (comm) ...": the command name whole. */
+  len = strlen (entry);
+  if (strncmp (stat + len, " (", 2) == 0
+      && strncmp (stat + len + 2, f->comm, strlen (f->comm)) == 0
+      && stat[len + 2 + strlen (f->comm)] == ')')
+    f->found = pid;
+  return f->found == 0;
+}
+
+gint64
+pp_proc_find_child (const gchar * comm)
+{
+  FindChild f = { comm, getpid (), 0 };
+
+  each_proc_entry (find_child_in, &f);
+  return f.found;
 }

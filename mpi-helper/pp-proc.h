@@ -15,5 +15,8 @@ gboolean pp_proc_kill       (gint64 pid);
  * the rank Open MPI gave each among the spawned (OMPI_COMM_WORLD_RANK):
  * @ranks[r] = pid of spawned rank r, 0 if none; r < @n. */
 void     pp_proc_find_spawned (const gchar * exe, guint n, gint64 * ranks);
+/* A child of this process whose command name is @comm (at most 15
+ * characters, as /proc/PID/stat gives it), or 0. */
+gint64   pp_proc_find_child   (const gchar * comm);
 
 G_END_DECLS

@@ -63,10 +63,10 @@ def daemon_crashes(output):
             frames.setdefault(key, set()).add(os.path.basename(m.group(3)))
     crashed = []
     for key, objects in sorted(frames.items()):
-        ours = [o for o in objects if OMPI_OBJECT.match(o)]
-        others = [o for o in objects
-                  if not OMPI_OBJECT.match(o) and not RUNTIME_OBJECT.match(o)]
-        if ours and not others:
+        ompi = [o for o in objects if OMPI_OBJECT.match(o)]
+        foreign = [o for o in objects
+                   if not OMPI_OBJECT.match(o) and not RUNTIME_OBJECT.match(o)]
+        if ompi and not foreign:
             crashed.append(f"{key[0]}:{key[1]}")
     return crashed
 

@@ -13,16 +13,17 @@
  * operands stay exact float32 unless TF32 was asked for
  * (PPDIFFUSE_CUDA_TF32).
  *
- * A matmul whose a, b and y are of one 16-bit type writes y as it is
- * (cublasGemmEx with a 16-bit C) when PPDIFFUSE_CUDA_GEMM_OUT allows (the
- * default), and a linear op whose output is 16-bit, of its weights' type
- * (16-bit activations), is one cuBLASLt call: the product accumulates in float32, its epilogue adds
- * the bias in float32 and rounds once into the output as it is, with no
- * float32 scratch, bias kernel or narrowing pass.  The rounding is then
- * cuBLASLt's of its own sum, which may differ from the float32 kernel's
- * rounded by one unit in the last place.  Its algorithm depends on the
- * pointers' alignments (the plan's key), which a model's layout makes the
- * same in every process, so a mesh's workers and the tool agree. */
+ * With 16-bit activations, when PPDIFFUSE_CUDA_GEMM_OUT allows (the
+ * default), a matmul whose a, b and y are of one 16-bit type writes y as
+ * it is (cublasGemmEx with a 16-bit C), and a linear op whose output is of
+ * its weights' 16-bit type is one cuBLASLt call: the product accumulates
+ * in float32, its epilogue adds the bias in float32 and rounds once into
+ * the output as it is, with no float32 scratch, bias kernel or narrowing
+ * pass.  The rounding is then cuBLAS's of its own sum, which may differ
+ * from the float32 kernel's rounded by one unit in the last place.  The
+ * algorithm depends on the pointers' alignments (the plan's key), which a
+ * model's layout makes the same in every process, so a mesh's workers and
+ * the tool agree. */
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
@@ -67,7 +68,8 @@ operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
 void
 pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
     int n, int k, float alpha, gconstpointer a, PpCudaType ta, int lda,
-    gconstpointer b, PpCudaType tb, int ldb, float beta, float *y, int ldy)
+    gconstpointer b, PpCudaType tb, int ldb, float beta, gpointer y,
+    PpCudaType ty, int ldy)
 {
   /* The 16-bit type of either operand, or float32. */
   const PpCudaType t = ta != PP_CUDA_F32 ? ta : tb;
@@ -90,7 +92,7 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
           trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
           pb, type, ldb, pa, type, lda, &beta,
-          y, CUDA_R_32F, ldy, compute, CUBLAS_GEMM_DEFAULT));
+          y, pp_cuda_data_type (ty), ldy, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 /* The most workspace a cuBLASLt product may use (the library workspace
@@ -341,9 +343,12 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
   const PpCudaType wtype = pp_cuda_view_type (cu, "linear", "w", w);
   const PpCudaType xtype = pp_cuda_act_type (cu, "linear", "x",
       x_view.dtype);
-  /* x as it is when the product reads it so (float32, or of the weights'
-   * 16-bit type: the bits of its widened copy narrowed again); y through
-   * float32 scratch when it is 16-bit (the bias is added in float32). */
+  const PpCudaType btype = pp_view_is_none (b) ? wtype
+      : pp_cuda_view_type (cu, "linear", "b", b);
+  /* Otherwise x as it is when the product reads it so (float32, or of the
+   * weights' 16-bit type: the bits of its widened copy narrowed again);
+   * y through float32 scratch when it is 16-bit (the bias is added in
+   * float32). */
   const gboolean x_as_is = xtype == PP_CUDA_F32
       || (xtype == wtype && pp_cuda_aligned (x_view.data));
   gconstpointer x;
@@ -353,11 +358,9 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
 
   /* A 16-bit output of the weights' type, x read as it is or narrowed to
    * that type, a bias of it too: one cuBLASLt call. */
-  if (cu->gemm_out_act && wtype != PP_CUDA_F32
-      && y_view.dtype == (wtype == PP_CUDA_F16 ? PP_DTYPE_F16 : PP_DTYPE_BF16)
+  if (cu->gemm_out_act && wtype != PP_CUDA_F32 && btype == wtype
+      && pp_cuda_act_type (cu, "linear", "y", y_view.dtype) == wtype
       && (xtype == PP_CUDA_F32 || xtype == wtype)
-      && (pp_view_is_none (b)
-          || pp_cuda_view_type (cu, "linear", "b", b) == wtype)
       && linear_lt (cu, wtype, x_view.data, xtype, w.data,
           pp_view_is_none (b) ? NULL : b.data, rows, in, out, y_view.data))
     return;
@@ -366,10 +369,11 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
 
   /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
   pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x,
-      x_as_is ? xtype : PP_CUDA_F32, in, w.data, wtype, in, 0.0f, y, out);
+      x_as_is ? xtype : PP_CUDA_F32, in, w.data, wtype, in, 0.0f, y,
+      PP_CUDA_F32, out);
   if (!pp_view_is_none (b))
-    PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b.data,
-            pp_cuda_view_type (cu, "linear", "b", b), cu->stream));
+    PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b.data, btype,
+            cu->stream));
 }
 
 void
@@ -379,8 +383,7 @@ pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
 {
   const PpCudaType ta = pp_cuda_view_type (cu, "matmul", "a", a);
   const PpCudaType tb = pp_cuda_view_type (cu, "matmul", "b", b);
-  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  float *y;
+  const float beta = accumulate ? 1.0f : 0.0f;
 
   g_return_if_fail (m > 0 && n > 0 && k > 0);
   g_return_if_fail (lda >= (trans_a ? m : k) && ldb >= (trans_b ? k : n)
@@ -390,18 +393,11 @@ pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
    * accumulates) and writes it, the sum in float32 rounded once, with no
    * float32 copy of y (PPDIFFUSE_CUDA_GEMM_OUT=act). */
   if (cu->gemm_out_act && ta != PP_CUDA_F32 && ta == tb
-      && y_view.dtype == (ta == PP_CUDA_F16 ? PP_DTYPE_F16 : PP_DTYPE_BF16)) {
-    const cudaDataType_t type = pp_cuda_data_type (ta);
-
-    PP_CUBLAS_OP_TRY (cu, cublasGemmEx (cu->cublas,
-            trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one,
-            b.data, type, ldb, a.data, type, lda, &beta,
-            y_view.data, type, ldy, CUBLAS_COMPUTE_32F,
-            CUBLAS_GEMM_DEFAULT));
-    return;
-  }
-  y = pp_cuda_out (cu, "matmul", "y", y_view);
-  pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data, ta, lda,
-      b.data, tb, ldb, beta, y, ldy);
+      && pp_cuda_act_type (cu, "matmul", "y", y_view.dtype) == ta)
+    pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data, ta, lda,
+        b.data, tb, ldb, beta, y_view.data, ta, ldy);
+  else
+    pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data, ta, lda,
+        b.data, tb, ldb, beta, pp_cuda_out (cu, "matmul", "y", y_view),
+        PP_CUDA_F32, ldy);
 }

@@ -221,12 +221,13 @@ cudaDataType_t pp_cuda_data_type (PpCudaType t);
 GHashTable *pp_cuda_lt_plans_new (void);
 
 /* y [m,n] (ld ldy) = alpha · op(a) · op(b) + beta · y, row-major, a and b
- * stored as @ta and @tb (their views' dtypes); the matmul op's semantics
- * with a scale, for linear and matmul. */
+ * stored as @ta and @tb (their views' dtypes), y as @ty (float32, or the
+ * operands' 16-bit type); the matmul op's semantics with a scale, for
+ * linear and matmul. */
 void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     int m, int n, int k, float alpha, gconstpointer a, PpCudaType ta,
-    int lda, gconstpointer b, PpCudaType tb, int ldb, float beta, float *y,
-    int ldy);
+    int lda, gconstpointer b, PpCudaType tb, int ldb, float beta,
+    gpointer y, PpCudaType ty, int ldy);
 
 #ifdef PP_HAVE_CUDNN
 /* The convolutions' per-shape plans, and their filters' channels-last

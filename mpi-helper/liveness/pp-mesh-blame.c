@@ -264,9 +264,8 @@ pp_mesh_workers_alive (gpointer data, GError ** error)
        * died first: that is the cause, not the worker. */
       gone = pp_daemon_gone ();
       exited = gone != NULL ? g_error_new (PP_ERROR, PP_ERROR_RESOURCE,
-          "%s has exited: %s, and the workers of this host with it; restart "
-          "the application (Open MPI 4.1 starts no more workers in this "
-          "process); it was %s", name, gone, state)
+          "%s has exited: %s, and the workers of this host with it; "
+          PP_DAEMON_GONE_ADVICE "; it was %s", name, gone, state)
           : g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s has exited "
           "(its stderr says why); it was %s", name, state);
       pp_mesh_fail (mesh, exited);

@@ -6,9 +6,7 @@
 
 #include <pmix.h>
 
-static GMutex lock;
-static gboolean lost;
-static gint64 lost_at_us;
+static gint lost;
 
 /* PMIx's progress thread: the connection to the daemon is gone.  Ending
  * the chain here keeps Open MPI's default handler (an abort of this
@@ -19,16 +17,7 @@ on_lost_connection (size_t id, pmix_status_t status,
     pmix_info_t results[], size_t nresults,
     pmix_event_notification_cbfunc_fn_t done, void *done_data)
 {
-  gboolean first;
-
-  g_mutex_lock (&lock);
-  first = !lost;
-  if (first) {
-    lost = TRUE;
-    lost_at_us = g_get_monotonic_time ();
-  }
-  g_mutex_unlock (&lock);
-  if (first)
+  if (g_atomic_int_compare_and_exchange (&lost, 0, 1))
     PP_WARN ("this process lost its connection to Open MPI's daemon (%s): "
         "its workers lose it too; Open MPI starts no more workers in this "
         "process", PMIx_Error_string (status));
@@ -36,11 +25,10 @@ on_lost_connection (size_t id, pmix_status_t status,
     done (PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, done_data);
 }
 
-gboolean
+void
 pp_daemon_loss_guard (void)
 {
   static gsize once;
-  static gboolean ok;
 
   if (g_once_init_enter (&once)) {
     pmix_status_t code = PMIX_ERR_LOST_CONNECTION;
@@ -55,8 +43,7 @@ pp_daemon_loss_guard (void)
      * its reference (≥ 0) or an error. */
     rc = PMIx_Register_event_handler (&code, 1, info, 2, on_lost_connection,
         NULL, NULL);
-    ok = rc >= 0;
-    if (!ok)
+    if (rc < 0)
       PP_WARN ("could not ask PMIx to report a lost Open MPI daemon (%s): "
           "should the daemon die, Open MPI ends this process",
           PMIx_Error_string (rc));
@@ -64,20 +51,6 @@ pp_daemon_loss_guard (void)
     PMIX_INFO_DESTRUCT (&info[1]);
     g_once_init_leave (&once, 1);
   }
-  return ok;
-}
-
-gboolean
-pp_daemon_lost (gint64 * at_us)
-{
-  gboolean was;
-
-  g_mutex_lock (&lock);
-  was = lost;
-  if (was && at_us != NULL)
-    *at_us = lost_at_us;
-  g_mutex_unlock (&lock);
-  return was;
 }
 
 gchar *
@@ -92,7 +65,7 @@ pp_daemon_gone (void)
     return g_strdup_printf ("Open MPI's daemon on %s (pid %" G_GINT64_FORMAT
         ", started by MPI_Init in this process) is gone", g_get_host_name (),
         pid);
-  if (pp_daemon_lost (NULL))
+  if (g_atomic_int_get (&lost))
     return g_strdup_printf ("this process lost its connection to Open MPI's "
         "daemon on %s", g_get_host_name ());
   return NULL;

@@ -17,13 +17,14 @@
 
 G_BEGIN_DECLS
 
+/* What a user does once the daemon is gone. */
+#define PP_DAEMON_GONE_ADVICE "restart the application (Open MPI 4.1 " \
+  "starts no more workers in this process)"
+
 /* After MPI is initialised, on rank 0: registers the handler (once per
- * process).  FALSE, with a warning logged, when PMIx refuses it: the
- * process then still ends with its daemon, as before. */
-gboolean  pp_daemon_loss_guard      (void);
-/* Whether this process lost its connection to Open MPI's daemon, and when
- * (monotonic µs). */
-gboolean  pp_daemon_lost            (gint64 * at_us);
+ * process).  When PMIx refuses it, a warning says so: the process then
+ * still ends with its daemon, as before. */
+void      pp_daemon_loss_guard      (void);
 /* A sentence saying that Open MPI's daemon on this host is gone — its
  * crash as the launcher saw it (pp_launcher_daemon_crash), or its process
  * no longer running, or the lost connection — or NULL while it serves. */

@@ -4,10 +4,10 @@
 #endif
 #include "pp-launcher.h"
 #include "pp-log.h"
+#include "pp-proc.h"
 #include "pp-sigpipe.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -345,44 +345,11 @@ pp_launcher_capture_begin (void)
   g_thread_unref (pp_thread_new ("pp-launcher-log", copy_thread, NULL));
 }
 
-/* The child of this process named orted: the daemon MPI_Init forked for
- * it, or 0. */
-static gint64
-find_daemon (void)
-{
-  const gint64 self = getpid ();
-  GDir *proc = g_dir_open ("/proc", 0, NULL);
-  const gchar *name;
-  gint64 found = 0;
-
-  if (proc == NULL)
-    return 0;
-  while (found == 0 && (name = g_dir_read_name (proc)) != NULL) {
-    g_autofree gchar *path = NULL, *stat = NULL;
-    const gchar *after;
-    gint64 parent;
-
-    if (strspn (name, "0123456789") != strlen (name))
-      continue;
-    path = g_build_filename ("/proc", name, "stat", NULL);
-    if (!g_file_get_contents (path, &stat, NULL, NULL))
-      continue;
-    /* "pid (comm) state ppid …"; comm may hold spaces and parentheses. */
-    after = strrchr (stat, ')');
-    if (after == NULL || !g_str_has_prefix (stat + strlen (name), " (orted)"))
-      continue;
-    if (sscanf (after + 1, " %*c %" G_GINT64_FORMAT, &parent) == 1
-        && parent == self)
-      found = g_ascii_strtoll (name, NULL, 10);
-  }
-  g_dir_close (proc);
-  return found;
-}
-
 void
 pp_launcher_capture_end (void)
 {
-  const gint64 daemon = find_daemon ();
+  /* The daemon MPI_Init forked for this process, if it did. */
+  const gint64 daemon = pp_proc_find_child ("orted");
 
   g_mutex_lock (&lock);
   if (daemon_pid == 0)

@@ -593,13 +593,14 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   /* Open MPI 4.1's launcher (the daemon rank 0's MPI_Init forked) does
    * not recover from a daemon on another host that failed to start or was
    * lost: the next spawn fails ("ORTE_ERROR_LOG: Not found in file
-   * odls_base_default_fns.c", "not running - cannot relay") or aborts it.
-   * After that every start is refused, naming the first failure. */
+   * odls_base_default_fns.c", "not running - cannot relay") or aborts it;
+   * nor does it start workers once that daemon itself is gone.  After
+   * either every start is refused, naming the first failure. */
   crashed = pp_daemon_gone ();
   if (crashed != NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_MPI, "Open MPI cannot start "
-        "workers again in this process: %s earlier, and Open MPI 4.1 "
-        "starts no other; restart the application", crashed);
+        "workers again in this process: %s earlier; " PP_DAEMON_GONE_ADVICE,
+        crashed);
     return FALSE;
   }
   lost = pp_launcher_daemon_failure ();
@@ -700,9 +701,8 @@ pp_spawn_workers (PpMesh * mesh, const PpMeshConfig * config,
   /* What failed then was Open MPI's daemon, not a worker: the workers
    * lost their launcher, and whatever the spawn says follows from it. */
   if (!ok && (crashed = pp_daemon_gone ()) != NULL)
-    g_prefix_error (error, "%s, and the workers with it; restart the "
-        "application (Open MPI 4.1 starts no more workers in this "
-        "process): ", crashed);
+    g_prefix_error (error, "%s, and the workers with it; "
+        PP_DAEMON_GONE_ADVICE ": ", crashed);
   g_free (watch.last_seen_us);
   g_free (watch.last_seen_scan);
   g_free (watch.pids);
