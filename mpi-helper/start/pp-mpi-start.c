@@ -13,8 +13,10 @@
 #include "pp-error.h"
 #include "pp-launcher.h"
 #include "pp-log.h"
+#include "pp-ompi-help.h"
 #include "pp-sigpipe.h"
 
+#include <string.h>
 #include <unistd.h>
 
 typedef enum
@@ -54,6 +56,57 @@ pp_mpi_start_timeout_ms (guint timeout_ms)
           PP_MESH_START_FLOOR_MS));
 }
 
+/* Whether Open MPI's parameter @name is set outside ppdiffuse: in the
+ * environment, or in one of the parameter files Open MPI 4.1 reads (the
+ * user's, then the system's, unless mca_base_param_files names others). */
+static gboolean
+ompi_param_chosen (const gchar * name)
+{
+  g_autofree gchar *env = g_strconcat ("OMPI_MCA_", name, NULL);
+  const gchar *files_env = g_getenv ("OMPI_MCA_mca_base_param_files");
+  g_auto (GStrv) files = NULL;
+  gboolean chosen = FALSE;
+
+  if (g_getenv (env) != NULL)
+    return TRUE;
+  if (files_env != NULL) {
+    files = g_strsplit_set (files_env, ",:", -1);
+  } else {
+    files = g_new0 (gchar *, 3);
+    files[0] = g_build_filename (g_get_home_dir (), ".openmpi",
+        "mca-params.conf", NULL);
+    files[1] = g_strdup ("/etc/openmpi/openmpi-mca-params.conf");
+  }
+  for (guint i = 0; files[i] != NULL && !chosen; i++) {
+    g_autofree gchar *text = NULL;
+    g_auto (GStrv) lines = NULL;
+
+    if (!g_file_get_contents (files[i], &text, NULL, NULL))
+      continue;
+    lines = g_strsplit (text, "\n", -1);
+    for (guint j = 0; lines[j] != NULL && !chosen; j++) {
+      gchar *equals = strchr (lines[j], '=');
+
+      if (equals == NULL)
+        continue;
+      *equals = '\0';
+      chosen = g_str_equal (g_strstrip (lines[j]), name);
+    }
+  }
+  return chosen;
+}
+
+/* Sets Open MPI's parameter @name to @value for this process and those
+ * it starts, unless it was chosen elsewhere (ompi_param_chosen). */
+static void
+ompi_param_default (const gchar * name, const gchar * value)
+{
+  g_autofree gchar *env = g_strconcat ("OMPI_MCA_", name, NULL);
+
+  if (!ompi_param_chosen (name))
+    g_setenv (env, value, FALSE);
+}
+
 static gpointer
 init_thread (gpointer unused)
 {
@@ -72,6 +125,7 @@ init_thread (gpointer unused)
   if (ok) {
     MPI_Comm_set_errhandler (MPI_COMM_SELF, MPI_ERRORS_RETURN);
     pp_daemon_loss_guard ();
+    pp_ompi_help_here ();
   }
 
   g_mutex_lock (&init_lock);
@@ -135,6 +189,16 @@ pp_mpi_start (guint timeout_ms, gboolean remote_hosts, GError ** error)
        * inherit the setting; an application's own choice wins. */
       if (g_getenv (PP_PMIX_GDS_ENV) == NULL)
         g_setenv (PP_PMIX_GDS_ENV, PP_PMIX_GDS, FALSE);
+      /* Open MPI's TCP transport listens on the first free port from
+       * 1024 up: a process that starts takes the ports of one that just
+       * ended.  A worker of an ended application (rank 0 killed, its
+       * workers not yet gone) then reaches a process of the next one when
+       * it calls its dead peer, which warns of a connection it cannot
+       * place (pp-ompi-help.h).  With 0 the kernel picks each port from
+       * its ephemeral range, where that practically never happens.  A port
+       * range chosen for a firewall stays. */
+      ompi_param_default (PP_OMPI_TCP_PORT_MIN_V4, "0");
+      ompi_param_default (PP_OMPI_TCP_PORT_MIN_V6, "0");
       init_state = INIT_RUNNING;
       init_started_us = g_get_monotonic_time ();
       g_thread_unref (pp_thread_new ("pp-mpi-init", init_thread, NULL));

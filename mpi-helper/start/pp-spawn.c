@@ -502,19 +502,32 @@ typedef enum
   SPAWN_DONE,
   SPAWN_TIMED_OUT,
   SPAWN_WORKER_EXITED,          /* a worker of this host exited early */
-  SPAWN_LAUNCHER_FAILED,        /* Open MPI's launcher reported an error */
+  SPAWN_LAUNCHER_FAILED,        /* Open MPI's launcher reported an error,
+                                 * or its daemon is gone */
 } SpawnOutcome;
 
 /* What the watch and the launcher tell of a spawn still running: a worker
  * of this host that exited (its index in @gone), an error Open MPI's
- * launcher has finished saying, or nothing (SPAWN_TIMED_OUT). */
+ * launcher has finished saying, its daemon gone for a moment (since
+ * @daemon_gone_us; its last words have come by then), or nothing
+ * (SPAWN_TIMED_OUT). */
 static SpawnOutcome
-spawn_seen_failure (SpawnWatch * sw, guint64 mark, gint * gone)
+spawn_seen_failure (SpawnWatch * sw, guint64 mark, gint64 * daemon_gone_us,
+    gint * gone)
 {
+  g_autofree gchar *daemon_gone = pp_daemon_gone ();
+  const gint64 now = g_get_monotonic_time ();
   gint64 said_us = 0;
 
   if (pp_launcher_failed_since (mark, &said_us)
-      && g_get_monotonic_time () - said_us >= SPAWN_LAUNCHER_GRACE_US)
+      && now - said_us >= SPAWN_LAUNCHER_GRACE_US)
+    return SPAWN_LAUNCHER_FAILED;
+  /* Open MPI's daemon crashed or is gone: no worker starts without it,
+   * whether or not the workers of this host have exited yet (on a loaded
+   * machine they may take seconds, or wait in MPI_Init). */
+  if (daemon_gone != NULL && *daemon_gone_us == 0)
+    *daemon_gone_us = now;
+  if (daemon_gone != NULL && now - *daemon_gone_us >= SPAWN_LAUNCHER_GRACE_US)
     return SPAWN_LAUNCHER_FAILED;
   *gone = spawn_watch_gone (sw);
   return *gone >= 0 ? SPAWN_WORKER_EXITED : SPAWN_TIMED_OUT;
@@ -528,13 +541,14 @@ spawn_wait (SpawnCall * call, SpawnWatch * sw, guint64 mark,
     gint64 deadline_us, gint * gone)
 {
   SpawnOutcome outcome = SPAWN_TIMED_OUT;
+  gint64 daemon_gone_us = 0;
 
   g_mutex_lock (&call->lock);
   while (!call->done && g_get_monotonic_time () < deadline_us) {
     SpawnOutcome seen;
 
     g_mutex_unlock (&call->lock);
-    seen = spawn_seen_failure (sw, mark, gone);
+    seen = spawn_seen_failure (sw, mark, &daemon_gone_us, gone);
     g_mutex_lock (&call->lock);
     if (seen != SPAWN_TIMED_OUT && !call->done) {
       outcome = seen;

@@ -30,6 +30,7 @@
 #include "pp-log.h"
 #include "pp-model.h"
 #include "pp-nccl-links.h"
+#include "pp-ompi-help.h"
 #include "pp-proc.h"
 #include "pp-protocol.h"
 #include "pp-queue.h"
@@ -1097,6 +1098,7 @@ main (int argc, char **argv)
         "(got level %d)\n", provided);
     return 2;
   }
+  pp_ompi_help_here ();
   MPI_Comm_get_parent (&w.parent);
   if (w.parent == MPI_COMM_NULL) {
     fprintf (stderr, "ppdiffuse-worker is started by the ppdiffuse GStreamer "

@@ -469,7 +469,10 @@ GST_START_TEST (test_daemon_crash)
       " ms: %s", ms, text);
   fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worke",
           CLEANUP_MS), 0);
-  fail_unless_equals_int (wait_threads_gone ("pp-spawn", CLEANUP_MS), 0);
+  /* No pp-spawn thread is awaited: once its daemon is gone, Open MPI's
+   * MPI_Comm_spawn mostly returns MPI_ERR_INTERN at once, but under load it
+   * was seen never to return (a CI run's spawn waited out its deadline),
+   * and the element abandons such a call to its thread by design. */
   expect_failure ("timeout-ms=8000", PROMPT_MS, again_needles);
 }
 
