@@ -445,6 +445,9 @@ GST_END_TEST;
 /* The frames of the stray-connection case: 4 s of a live 30 fps source. */
 #define STRAY_FRAMES 120
 #define STRAY_ROUNDS 2
+/* The port range of the port-range-kept case's parameter file. */
+#define KEPT_PORT_MIN 41000
+#define KEPT_PORT_RANGE 200
 
 /* In the child: the application's signals as a shell would leave them,
  * whatever this process inherited. */
@@ -875,6 +878,84 @@ GST_START_TEST (test_stray_connection)
 
 GST_END_TEST;
 
+/* A port range chosen for a firewall stays: with btl_tcp_port_min_v4 and
+ * _range_v4 in the user's Open MPI parameter file
+ * ($HOME/.openmpi/mca-params.conf), rank 0 and the workers listen there,
+ * not on ports the kernel picked. */
+GST_START_TEST (test_port_range_kept)
+{
+  g_autofree gchar *launch = g_find_program_in_path ("gst-launch-1.0");
+  g_autofree gchar *ranks = g_strdup_printf ("ranks=%d", RANKS);
+  g_autofree gchar *home = g_dir_make_tmp ("ppdiffuse-ports-XXXXXX", NULL);
+  g_autofree gchar *log_path = g_build_filename (home, "app.log", NULL);
+  g_autofree gchar *ompi_dir = g_build_filename (home, ".openmpi", NULL);
+  g_autofree gchar *params = g_build_filename (ompi_dir, "mca-params.conf",
+      NULL);
+  g_autofree gchar *log = NULL;
+  const gchar *argv[] = { launch, "-v", "videotestsrc", "is-live=true", "!",
+    CAPS_STR, "!", "ppdiffuse", ranks, "steps=3", "model=" MODEL, "!",
+    "fakesink", "silent=false", NULL
+  };
+  const gint64 deadline = g_get_monotonic_time ()
+      + (gint64) STOP_START_TIMEOUT_MS * 1000;
+  g_auto (GStrv) envp = g_get_environ ();
+  g_autoptr (GArray) pids = NULL;
+  g_autoptr (GString) outside = g_string_new (NULL);
+  guint n_ports = 0;
+  gboolean streamed = FALSE;
+  gint status;
+  GPid app;
+
+  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
+  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
+  fail_unless (g_mkdir (ompi_dir, 0755) == 0);
+  fail_unless (g_file_set_contents (params, "# a firewall opens these\n"
+          "btl_tcp_port_min_v4 = " G_STRINGIFY (KEPT_PORT_MIN) "\n"
+          "btl_tcp_port_range_v4 = " G_STRINGIFY (KEPT_PORT_RANGE) "\n",
+          -1, NULL));
+  envp = g_environ_setenv (envp, "HOME", home, TRUE);
+  envp = g_environ_unsetenv (envp, "OMPI_MCA_btl_tcp_port_min_v4");
+  envp = g_environ_unsetenv (envp, "OMPI_MCA_mca_base_param_files");
+  app = app_start (argv, (const gchar * const *) envp, log_path);
+  while (!streamed && g_get_monotonic_time () < deadline) {
+    g_clear_pointer (&log, g_free);
+    streamed = g_file_get_contents (log_path, &log, NULL, NULL)
+        && strstr (log, "chain") != NULL;
+    if (!streamed)
+      g_usleep (STRESS_POLL_US);
+  }
+  pids = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
+  g_array_append_val (pids, app);
+  for (guint p = 0; streamed && p < pids->len; p++) {
+    const gint pid = g_array_index (pids, gint, p);
+    g_autoptr (GArray) ports = listening_ports (pid, FALSE);
+
+    for (guint i = 0; i < ports->len; i++) {
+      const guint port = g_array_index (ports, guint, i);
+
+      n_ports++;
+      if (port < KEPT_PORT_MIN || port >= KEPT_PORT_MIN + KEPT_PORT_RANGE)
+        g_string_append_printf (outside, " %u (pid %d)", port, pid);
+    }
+  }
+  /* Stopped before the verdict, so that a failure leaves nothing behind. */
+  kill (app, SIGINT);
+  if (!app_wait (app, g_get_monotonic_time () + (gint64) SLACK_MS * 1000,
+          &status))
+    g_printerr ("gst-launch did not stop on SIGINT; killed\n");
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, TIMEOUT_MS + SLACK_MS), 0);
+  fail_unless (streamed, "gst-launch never streamed:\n%s", log);
+  fail_unless_equals_int (pids->len, RANKS + 1);
+  fail_unless_equals_int (n_ports, RANKS + 1);
+  fail_unless (outside->len == 0, "ports outside the parameter file's "
+      "range:%s", outside->str);
+  while (waitpid (-1, NULL, WNOHANG) > 0);
+  pp_check_remove_tree (home);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_kill_stress)
 {
   const guint runs = pp_check_repeats (STRESS_RUNS, STRESS_RUNS_SANITIZED);
@@ -1011,6 +1092,8 @@ break_it_suite (void)
     tcase_add_test (tc, test_daemon_killed);
   else if (g_str_equal (case_name, "stray-connection"))
     tcase_add_test (tc, test_stray_connection);
+  else if (g_str_equal (case_name, "port-range-kept"))
+    tcase_add_test (tc, test_port_range_kept);
   else if (g_str_equal (case_name, "stop-in-flight"))
     tcase_add_test (tc, test_stop_in_flight);
   else if (g_str_equal (case_name, "kill-stress"))
