@@ -516,6 +516,46 @@ app_wait (GPid app, gint64 deadline, gint * status)
   return done != 0;
 }
 
+/* Whether gst-launch's output in @log_path shows frames coming out (fakesink
+ * -v prints a "chain" line per frame) before @deadline (monotonic µs);
+ * the output read last in @log. */
+static gboolean
+app_streaming (const gchar * log_path, gint64 deadline, gchar ** log)
+{
+  for (;;) {
+    g_clear_pointer (log, g_free);
+    if (g_file_get_contents (log_path, log, NULL, NULL)
+        && strstr (*log, "chain") != NULL)
+      return TRUE;
+    if (g_get_monotonic_time () >= deadline)
+      return FALSE;
+    g_usleep (STRESS_POLL_US);
+  }
+}
+
+/* gst-launch with @argv (its first element NULL when gst-launch-1.0 was
+ * not found) and @envp, run as app_start does, once frames come out;
+ * killed, and the case failed, when none did within the start's bound.
+ * This process adopts its orphans (Open MPI's daemon, workers). */
+static GPid
+app_start_streaming (const gchar * const *argv, const gchar * const *envp,
+    const gchar * log_path, gchar ** log)
+{
+  const gint64 deadline = g_get_monotonic_time ()
+      + (gint64) STOP_START_TIMEOUT_MS * 1000;
+  GPid app;
+
+  fail_unless (argv[0] != NULL, "gst-launch-1.0 is not installed");
+  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
+  app = app_start (argv, envp, log_path);
+  if (!app_streaming (log_path, deadline, log)) {
+    kill (app, SIGKILL);
+    waitpid (app, NULL, 0);
+    fail ("gst-launch never streamed:\n%s", *log);
+  }
+  return app;
+}
+
 /* Whether gst-launch's output @log holds an error of ppdiffuse's. */
 static gboolean
 has_own_error (const gchar * log)
@@ -620,26 +660,12 @@ GST_START_TEST (test_daemon_killed)
     "model=" MODEL, timeout, "!", "fakesink", "silent=false", NULL
   };
   const guint bound_ms = pp_check_bound_ms (STRESS_BOUND_MS);
-  const gint64 deadline = g_get_monotonic_time ()
-      + (gint64) STOP_START_TIMEOUT_MS * 1000;
   g_autoptr (GArray) daemons = NULL;
   gboolean done;
   gint status = 0;
   GPid app;
 
-  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
-  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
-  app = app_start (argv, NULL, log_path);
-  /* Streaming: frames came out. */
-  for (;;) {
-    g_clear_pointer (&log, g_free);
-    if (g_file_get_contents (log_path, &log, NULL, NULL)
-        && strstr (log, "chain") != NULL)
-      break;
-    fail_unless (g_get_monotonic_time () < deadline, "gst-launch never "
-        "streamed:\n%s", log);
-    g_usleep (STRESS_POLL_US);
-  }
+  app = app_start_streaming (argv, NULL, log_path, &log);
   daemons = pp_check_find_descendants ("orted");
   fail_unless (daemons->len == 1, "%u Open MPI daemons", daemons->len);
   fail_unless (kill (g_array_index (daemons, gint, 0), SIGKILL) == 0);
@@ -807,8 +833,6 @@ GST_START_TEST (test_stray_connection)
     "model=" MODEL, timeout, "!", "fakesink", "silent=false", NULL
   };
   const guint bound_ms = pp_check_bound_ms (STRESS_BOUND_MS);
-  const gint64 deadline = g_get_monotonic_time ()
-      + (gint64) STOP_START_TIMEOUT_MS * 1000;
   const guint low = ephemeral_low ();
   g_autoptr (GArray) workers = NULL;
   g_autoptr (GArray) app_ports = NULL;
@@ -818,18 +842,7 @@ GST_START_TEST (test_stray_connection)
   gint status = 0;
   GPid app;
 
-  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
-  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
-  app = app_start (argv, NULL, log_path);
-  for (;;) {
-    g_clear_pointer (&log, g_free);
-    if (g_file_get_contents (log_path, &log, NULL, NULL)
-        && strstr (log, "chain") != NULL)
-      break;
-    fail_unless (g_get_monotonic_time () < deadline, "gst-launch never "
-        "streamed:\n%s", log);
-    g_usleep (STRESS_POLL_US);
-  }
+  app = app_start_streaming (argv, NULL, log_path, &log);
   app_ports = listening_ports (app, TRUE);
   fail_unless (app_ports->len > 0, "rank 0 listens on no TCP port");
   for (guint i = 0; i < app_ports->len; i++)
@@ -896,18 +909,13 @@ GST_START_TEST (test_port_range_kept)
     CAPS_STR, "!", "ppdiffuse", ranks, "steps=3", "model=" MODEL, "!",
     "fakesink", "silent=false", NULL
   };
-  const gint64 deadline = g_get_monotonic_time ()
-      + (gint64) STOP_START_TIMEOUT_MS * 1000;
   g_auto (GStrv) envp = g_get_environ ();
   g_autoptr (GArray) pids = NULL;
   g_autoptr (GString) outside = g_string_new (NULL);
   guint n_ports = 0;
-  gboolean streamed = FALSE;
   gint status;
   GPid app;
 
-  fail_unless (launch != NULL, "gst-launch-1.0 is not installed");
-  fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
   fail_unless (g_mkdir (ompi_dir, 0755) == 0);
   fail_unless (g_file_set_contents (params, "# a firewall opens these\n"
           "btl_tcp_port_min_v4 = " G_STRINGIFY (KEPT_PORT_MIN) "\n"
@@ -916,17 +924,11 @@ GST_START_TEST (test_port_range_kept)
   envp = g_environ_setenv (envp, "HOME", home, TRUE);
   envp = g_environ_unsetenv (envp, "OMPI_MCA_btl_tcp_port_min_v4");
   envp = g_environ_unsetenv (envp, "OMPI_MCA_mca_base_param_files");
-  app = app_start (argv, (const gchar * const *) envp, log_path);
-  while (!streamed && g_get_monotonic_time () < deadline) {
-    g_clear_pointer (&log, g_free);
-    streamed = g_file_get_contents (log_path, &log, NULL, NULL)
-        && strstr (log, "chain") != NULL;
-    if (!streamed)
-      g_usleep (STRESS_POLL_US);
-  }
+  app = app_start_streaming (argv, (const gchar * const *) envp, log_path,
+      &log);
   pids = pp_check_find_descendants (PP_CHECK_WORKER_COMM);
   g_array_append_val (pids, app);
-  for (guint p = 0; streamed && p < pids->len; p++) {
+  for (guint p = 0; p < pids->len; p++) {
     const gint pid = g_array_index (pids, gint, p);
     g_autoptr (GArray) ports = listening_ports (pid, FALSE);
 
@@ -945,7 +947,6 @@ GST_START_TEST (test_port_range_kept)
     g_printerr ("gst-launch did not stop on SIGINT; killed\n");
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, TIMEOUT_MS + SLACK_MS), 0);
-  fail_unless (streamed, "gst-launch never streamed:\n%s", log);
   fail_unless_equals_int (pids->len, RANKS + 1);
   fail_unless_equals_int (n_ports, RANKS + 1);
   fail_unless (outside->len == 0, "ports outside the parameter file's "
