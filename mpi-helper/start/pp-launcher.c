@@ -164,9 +164,9 @@ note_daemon_crash (const gchar * text)
   }
 }
 
-/* Under lock. */
-static void
-add_line (const gchar * text)
+/* Under lock: @text as the next kept line. */
+static Line *
+keep_line (const gchar * text)
 {
   Line *line = &lines[n_lines % PP_LAUNCHER_LINES];
 
@@ -175,6 +175,15 @@ add_line (const gchar * text)
   line->at_us = g_get_monotonic_time ();
   line->text = g_strndup (text, PP_LAUNCHER_LINE_MAX);
   line->ends_error = FALSE;
+  return line;
+}
+
+/* Under lock: a line the daemon wrote. */
+static void
+add_line (const gchar * text)
+{
+  Line *line = keep_line (text);
+
   note_daemon_crash (text);
   if (!is_frame (text)) {
     if (block != NULL) {
@@ -198,6 +207,13 @@ add_line (const gchar * text)
   }
   g_string_free (block, TRUE);
   block = NULL;
+}
+
+/* Where the copies go: the real standard error. */
+static gint
+out_fd (void)
+{
+  return saved_fd >= 0 ? saved_fd : STDERR_FILENO;
 }
 
 static void
@@ -225,7 +241,7 @@ release_held (void)
   if (g_strcmp0 (last_released, held->str) == 0) {
     PP_DEBUG ("Open MPI, again: %s", held->str);
   } else {
-    write_all (saved_fd, held->str, held->len);
+    write_all (out_fd (), held->str, held->len);
     g_free (last_released);
     last_released = g_strdup (held->str);
   }
@@ -275,7 +291,7 @@ pass_line (const gchar * line, gsize len)
         "%s", text);
     return;
   }
-  write_all (saved_fd, line, len);
+  write_all (out_fd (), line, len);
 }
 
 static gpointer
@@ -310,11 +326,40 @@ copy_thread (gpointer unused)
   if (partial->len > 0)
     add_line (partial->str);
   release_held ();
-  write_all (saved_fd, out->str, out->len);
+  write_all (out_fd (), out->str, out->len);
   g_mutex_unlock (&lock);
   g_string_free (partial, TRUE);
   g_string_free (out, TRUE);
   return NULL;
+}
+
+void
+pp_launcher_say (const gchar * text)
+{
+  g_auto (GStrv) said = g_strsplit (text, "\n", -1);
+  GString *body = g_string_new (NULL);
+  g_autofree gchar *joined = NULL;
+  Line *last = NULL;
+
+  g_mutex_lock (&lock);
+  for (guint i = 0; said[i] != NULL; i++) {
+    if (*said[i] == '\0')
+      continue;
+    last = keep_line (said[i]);
+    if (!is_frame (said[i]))
+      g_string_append_printf (body, "%s%s", body->len > 0 ? " " : "",
+          said[i]);
+  }
+  /* A message of its own, whole: no frame to wait for. */
+  joined = g_string_free (body, FALSE);
+  if (last != NULL)
+    last->ends_error = pp_launcher_is_error_text (joined);
+  if (pp_launcher_is_worker_exit_text (joined))
+    PP_DEBUG ("Open MPI on a worker that exited (the element reports it): "
+        "%s", text);
+  else
+    write_all (out_fd (), text, strlen (text));
+  g_mutex_unlock (&lock);
 }
 
 void

@@ -28,6 +28,13 @@ G_BEGIN_DECLS
 void      pp_launcher_capture_begin (void);
 void      pp_launcher_capture_end   (void);
 
+/* One whole message of Open MPI's in this process (a help message, which
+ * Open MPI 4.1 would have sent to its daemon, pp-ompi-help.h): kept with
+ * the daemon's lines, for the errors below, and written to standard error
+ * as the daemon's are (to the debug log when it is about a worker that
+ * exited). */
+void      pp_launcher_say           (const gchar * text);
+
 /* A mark in the captured lines: what came after it is asked for below. */
 guint64   pp_launcher_mark          (void);
 /* Open MPI's own lines since @mark (ppdiffuse's log lines and Open MPI's

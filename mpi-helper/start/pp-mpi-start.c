@@ -125,7 +125,7 @@ init_thread (gpointer unused)
   if (ok) {
     MPI_Comm_set_errhandler (MPI_COMM_SELF, MPI_ERRORS_RETURN);
     pp_daemon_loss_guard ();
-    pp_ompi_help_here ();
+    pp_ompi_help_here (pp_launcher_say);
   }
 
   g_mutex_lock (&init_lock);

@@ -28,6 +28,7 @@ typedef char *(*VstringFn) (const char *file, const char *topic,
 #define OPAL_LIBRARY "libopen-pal.so.40"
 
 static VstringFn render;
+static PpOmpiHelpSink sink;
 
 static int
 print_vhelp (const char *file, const char *topic, bool want_error_header,
@@ -35,11 +36,15 @@ print_vhelp (const char *file, const char *topic, bool want_error_header,
 {
   char *text = render (file, topic, want_error_header, ap);
 
-  if (text != NULL) {
+  if (text == NULL)
+    return 0;
+  if (sink != NULL) {
+    sink (text);
+  } else {
     fputs (text, stderr);
     fflush (stderr);
-    free (text);
   }
+  free (text);
   return 0;
 }
 
@@ -56,7 +61,7 @@ print_help (const char *file, const char *topic, int want_error_header, ...)
 }
 
 gboolean
-pp_ompi_help_here (void)
+pp_ompi_help_here (PpOmpiHelpSink to)
 {
 #if defined(OPEN_MPI) && OMPI_MAJOR_VERSION == 4
   /* Already loaded by libmpi: no new reference, no other copy. */
@@ -79,6 +84,7 @@ pp_ompi_help_here (void)
         OPAL_LIBRARY);
     return FALSE;
   }
+  sink = to;
   /* Aligned pointer stores: a thread of Open MPI's reading one sees the
    * old printer or the new, both whole. */
   __atomic_store_n (vhelp, print_vhelp, __ATOMIC_RELEASE);

@@ -15,9 +15,14 @@
 
 G_BEGIN_DECLS
 
-/* After MPI_Init: this process's Open MPI help messages go to its standard
- * error.  Does nothing (and says why in the debug log) where the MPI is not
- * Open MPI 4's; TRUE when the messages now stay here. */
-gboolean pp_ompi_help_here (void);
+/* Where a help message goes, whole and rendered. */
+typedef void (*PpOmpiHelpSink) (const gchar * text);
+
+/* After MPI_Init: this process's Open MPI help messages go to @sink, or
+ * to its standard error when NULL (rank 0 hands them to its launcher's
+ * capture, pp_launcher_say, so that its errors quote them as they quoted
+ * the daemon's copy).  Does nothing (and says why in the debug log) where
+ * the MPI is not Open MPI 4's; TRUE when the messages now stay here. */
+gboolean pp_ompi_help_here (PpOmpiHelpSink sink);
 
 G_END_DECLS

@@ -1098,7 +1098,7 @@ main (int argc, char **argv)
         "(got level %d)\n", provided);
     return 2;
   }
-  pp_ompi_help_here ();
+  pp_ompi_help_here (NULL);
   MPI_Comm_get_parent (&w.parent);
   if (w.parent == MPI_COMM_NULL) {
     fprintf (stderr, "ppdiffuse-worker is started by the ppdiffuse GStreamer "

@@ -241,6 +241,50 @@ test_capture (void)
   g_assert_null (pp_launcher_text_since (pp_launcher_mark ()));
 }
 
+/* A message of rank 0's own Open MPI (a help message printed in this
+ * process, pp-ompi-help.h) is kept and judged as the daemon's are, and
+ * written to standard error, but for one about a worker that exited.
+ * Before any capture: standard error is the file it writes to. */
+static void
+test_say (void)
+{
+  const guint64 mark = pp_launcher_mark ();
+  g_autofree gchar *path = NULL, *real = NULL, *text = NULL;
+  gint fd, saved;
+  guint64 error_mark;
+
+  fd = g_file_open_tmp ("test-launcher-say-XXXXXX", &path, NULL);
+  g_assert_cmpint (fd, >=, 0);
+  saved = dup (STDERR_FILENO);
+  g_assert_cmpint (dup2 (fd, STDERR_FILENO), ==, STDERR_FILENO);
+  pp_launcher_say (FRAME "WARNING: Open MPI accepted a TCP connection from "
+      "what appears to be a\nanother Open MPI process but cannot find a "
+      "corresponding process\nentry for that peer.\n\n  Local host: vm\n"
+      FRAME);
+  pp_launcher_say (FRAME "WARNING: Open MPI failed to TCP connect to a peer "
+      "MPI process.  This\nshould not happen.\n" FRAME);
+  g_assert_false (pp_launcher_failed_since (mark, NULL));
+  error_mark = pp_launcher_mark ();
+  pp_launcher_say (FRAME "It looks like MPI_Comm_spawn failed: it could not "
+      "start the process.\n" FRAME);
+  g_assert_true (pp_launcher_failed_since (error_mark, NULL));
+  text = pp_launcher_text_since (mark);
+  dup2 (saved, STDERR_FILENO);
+  close (saved);
+  close (fd);
+  g_assert_true (g_file_get_contents (path, &real, NULL, NULL));
+  g_unlink (path);
+  g_assert_nonnull (strstr (text, "WARNING: Open MPI accepted a TCP "
+          "connection"));
+  g_assert_nonnull (strstr (text, "Local host: vm"));
+  g_assert_nonnull (strstr (text, "could not start the process"));
+  g_assert_null (strstr (text, "-----"));
+  g_assert_nonnull (strstr (real, FRAME "WARNING: Open MPI accepted a TCP "
+          "connection"));
+  g_assert_nonnull (strstr (real, "could not start the process.\n" FRAME));
+  g_assert_null (strstr (real, "failed to TCP connect"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -250,6 +294,7 @@ main (int argc, char **argv)
   g_test_add_func ("/launcher/noise", test_noise);
   g_test_add_func ("/launcher/worker-exit", test_worker_exit);
   g_test_add_func ("/launcher/signalled-pid", test_signalled_pid);
+  g_test_add_func ("/launcher/say", test_say);
   g_test_add_func ("/launcher/capture", test_capture);
   return g_test_run ();
 }
