@@ -56,19 +56,25 @@ pp_mpi_start_timeout_ms (guint timeout_ms)
           PP_MESH_START_FLOOR_MS));
 }
 
-/* Whether Open MPI's parameter @name is set outside ppdiffuse: in the
- * environment, or in one of the parameter files Open MPI 4.1 reads (the
- * user's, then the system's, unless mca_base_param_files names others). */
+/* Whether any of Open MPI's parameters @names is set outside ppdiffuse:
+ * in the environment, or in one of the parameter files Open MPI 4.1 reads
+ * (the user's, then the system's, unless mca_base_param_files names
+ * others, or "none"). */
 static gboolean
-ompi_param_chosen (const gchar * name)
+ompi_params_chosen (const gchar * const *names)
 {
-  g_autofree gchar *env = g_strconcat ("OMPI_MCA_", name, NULL);
   const gchar *files_env = g_getenv ("OMPI_MCA_mca_base_param_files");
   g_auto (GStrv) files = NULL;
   gboolean chosen = FALSE;
 
-  if (g_getenv (env) != NULL)
-    return TRUE;
+  for (guint n = 0; names[n] != NULL; n++) {
+    g_autofree gchar *env = g_strconcat ("OMPI_MCA_", names[n], NULL);
+
+    if (g_getenv (env) != NULL)
+      return TRUE;
+  }
+  if (g_strcmp0 (files_env, "none") == 0)
+    return FALSE;
   if (files_env != NULL) {
     files = g_strsplit_set (files_env, ",:", -1);
   } else {
@@ -90,21 +96,36 @@ ompi_param_chosen (const gchar * name)
       if (equals == NULL)
         continue;
       *equals = '\0';
-      chosen = g_str_equal (g_strstrip (lines[j]), name);
+      chosen = g_strv_contains (names, g_strstrip (lines[j]));
     }
   }
   return chosen;
 }
 
-/* Sets Open MPI's parameter @name to @value for this process and those
- * it starts, unless it was chosen elsewhere (ompi_param_chosen). */
+/* Open MPI's TCP transport listens on the first free port from 1024 up: a
+ * process that starts takes the ports of one that just ended.  A worker of
+ * an ended application (rank 0 killed, its workers not yet gone) then
+ * reaches a process of the next one when it calls its dead peer, which
+ * warns of a connection it cannot place (pp-ompi-help.h).  With a lowest
+ * port of 0 the kernel picks each port from its ephemeral range, where
+ * that practically never happens.  A port or range chosen for a firewall
+ * stays, per address family.  Only on a mesh of this host: Open MPI's
+ * launcher hands the environment's parameters to the daemons of other
+ * hosts, where they would override those hosts' own parameter files. */
 static void
-ompi_param_default (const gchar * name, const gchar * value)
+tcp_ports_default (void)
 {
-  g_autofree gchar *env = g_strconcat ("OMPI_MCA_", name, NULL);
+  const gchar *const v4[] = { PP_OMPI_TCP_PORT_MIN_V4,
+    PP_OMPI_TCP_PORT_RANGE_V4, NULL
+  };
+  const gchar *const v6[] = { PP_OMPI_TCP_PORT_MIN_V6,
+    PP_OMPI_TCP_PORT_RANGE_V6, NULL
+  };
 
-  if (!ompi_param_chosen (name))
-    g_setenv (env, value, FALSE);
+  if (!ompi_params_chosen (v4))
+    g_setenv ("OMPI_MCA_" PP_OMPI_TCP_PORT_MIN_V4, "0", FALSE);
+  if (!ompi_params_chosen (v6))
+    g_setenv ("OMPI_MCA_" PP_OMPI_TCP_PORT_MIN_V6, "0", FALSE);
 }
 
 static gpointer
@@ -189,16 +210,8 @@ pp_mpi_start (guint timeout_ms, gboolean remote_hosts, GError ** error)
        * inherit the setting; an application's own choice wins. */
       if (g_getenv (PP_PMIX_GDS_ENV) == NULL)
         g_setenv (PP_PMIX_GDS_ENV, PP_PMIX_GDS, FALSE);
-      /* Open MPI's TCP transport listens on the first free port from
-       * 1024 up: a process that starts takes the ports of one that just
-       * ended.  A worker of an ended application (rank 0 killed, its
-       * workers not yet gone) then reaches a process of the next one when
-       * it calls its dead peer, which warns of a connection it cannot
-       * place (pp-ompi-help.h).  With 0 the kernel picks each port from
-       * its ephemeral range, where that practically never happens.  A port
-       * range chosen for a firewall stays. */
-      ompi_param_default (PP_OMPI_TCP_PORT_MIN_V4, "0");
-      ompi_param_default (PP_OMPI_TCP_PORT_MIN_V6, "0");
+      if (!remote_hosts)
+        tcp_ports_default ();
       init_state = INIT_RUNNING;
       init_started_us = g_get_monotonic_time ();
       g_thread_unref (pp_thread_new ("pp-mpi-init", init_thread, NULL));

@@ -524,11 +524,15 @@ spawn_seen_failure (SpawnWatch * sw, guint64 mark, gint64 * daemon_gone_us,
     return SPAWN_LAUNCHER_FAILED;
   /* Open MPI's daemon crashed or is gone: no worker starts without it,
    * whether or not the workers of this host have exited yet (on a loaded
-   * machine they may take seconds, or wait in MPI_Init). */
-  if (daemon_gone != NULL && *daemon_gone_us == 0)
-    *daemon_gone_us = now;
-  if (daemon_gone != NULL && now - *daemon_gone_us >= SPAWN_LAUNCHER_GRACE_US)
-    return SPAWN_LAUNCHER_FAILED;
+   * machine they may take seconds, or wait in MPI_Init).  Its last words
+   * (the signal) come within the grace; until then the workers that exit
+   * with it are no cause of their own. */
+  if (daemon_gone != NULL) {
+    if (*daemon_gone_us == 0)
+      *daemon_gone_us = now;
+    return now - *daemon_gone_us >= SPAWN_LAUNCHER_GRACE_US
+        ? SPAWN_LAUNCHER_FAILED : SPAWN_TIMED_OUT;
+  }
   *gone = spawn_watch_gone (sw);
   return *gone >= 0 ? SPAWN_WORKER_EXITED : SPAWN_TIMED_OUT;
 }

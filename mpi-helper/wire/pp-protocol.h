@@ -123,10 +123,13 @@ enum
 #define PP_PMIX_GDS_ENV "PMIX_MCA_gds"
 #define PP_PMIX_GDS "hash"
 /* The lowest port Open MPI's TCP transport listens on (IPv4, IPv6), which
- * rank 0 sets to 0, a port the kernel picks, unless the application or an
- * Open MPI parameter file chose one (pp-mpi-start.c). */
+ * rank 0 of a mesh on its own host sets to 0, a port the kernel picks,
+ * unless the application or an Open MPI parameter file chose it or the
+ * range (pp-mpi-start.c). */
 #define PP_OMPI_TCP_PORT_MIN_V4 "btl_tcp_port_min_v4"
 #define PP_OMPI_TCP_PORT_MIN_V6 "btl_tcp_port_min_v6"
+#define PP_OMPI_TCP_PORT_RANGE_V4 "btl_tcp_port_range_v4"
+#define PP_OMPI_TCP_PORT_RANGE_V6 "btl_tcp_port_range_v6"
 /* The worker executable, for uninstalled builds (the element's worker
  * property wins). */
 #define PP_WORKER_ENV "PPDIFFUSE_WORKER"
