@@ -10,9 +10,10 @@ the asan and tsan test setups point log_path) counts as one more failure of
 that run: it may come from a worker whose death the test expected.
 
 A test that failed only by a fault of Open MPI's own (MPI_Comm_spawn never
-returned, or its daemon crashed) was run once more by tests/ompi-retry.py; its second result, in the retry
-log beside the log (testlog-ompi-retry[-SETUP].json), replaces the first,
-and the line says how many were retried.
+returned, or its daemon crashed) was run once more by tests/ompi-retry.py;
+its second result, in the retry log beside the log
+(testlog-ompi-retry[-SETUP].json), replaces the first, and the line says
+how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took and
 its slowest tests, so that a run shows where its time went, the warnings
@@ -147,9 +148,9 @@ def print_report(report):
 
 def open_mpi_warnings(entries):
     """Open MPI's framed warnings in the tests' output: {first line:
-    [test names]}.  A process's warning reaches Open MPI's daemon through
-    its help channel, whose handler once crashed the daemon at a start
-    (tests/ompi-retry.py): which warnings a machine gives is worth
+    [test names]}.  Open MPI's daemon crashed on such warnings, which
+    ppdiffuse's processes now print themselves (mpi-helper/start/
+    pp-ompi-help.h); which warnings a machine gives is still worth
     knowing."""
     found = {}
     for entry in entries:

@@ -249,6 +249,15 @@ release_held (void)
   held = NULL;
 }
 
+/* What Open MPI said of a worker that exited: the element reports that
+ * itself, so it goes to the debug log, not standard error. */
+static void
+debug_worker_exit (const gchar * text)
+{
+  PP_DEBUG ("Open MPI on a worker that exited (the element reports it): "
+      "%s", text);
+}
+
 /* Copying thread: one line (with its newline) on to standard error, but a
  * framed message only once it is whole: Open MPI's messages about a worker
  * that exited (the singleton daemon's "Child job 2 terminated normally,
@@ -269,8 +278,7 @@ pass_line (const gchar * line, gsize len)
     }
     g_string_append_len (held, line, len);
     if (pp_launcher_is_worker_exit_text (held->str)) {
-      PP_DEBUG ("Open MPI on a worker that exited (the element reports "
-          "it): %s", held->str);
+      debug_worker_exit (held->str);
       g_string_free (held, TRUE);
       held = NULL;
     } else {
@@ -287,8 +295,7 @@ pass_line (const gchar * line, gsize len)
    * (ESRCH): Open MPI's shared-memory transport says so on one line. */
   if (strstr (text, "] Read -1, expected ") != NULL
       && g_str_has_suffix (text, "errno = 3")) {
-    PP_DEBUG ("Open MPI on a worker that exited (the element reports it): "
-        "%s", text);
+    debug_worker_exit (text);
     return;
   }
   write_all (out_fd (), line, len);
@@ -355,8 +362,7 @@ pp_launcher_say (const gchar * text)
   if (last != NULL)
     last->ends_error = pp_launcher_is_error_text (joined);
   if (pp_launcher_is_worker_exit_text (joined))
-    PP_DEBUG ("Open MPI on a worker that exited (the element reports it): "
-        "%s", text);
+    debug_worker_exit (text);
   else
     write_all (out_fd (), text, strlen (text));
   g_mutex_unlock (&lock);

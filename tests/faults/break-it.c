@@ -529,19 +529,36 @@ tail (const gchar * log)
   return len > TAIL_CHARS ? log + len - TAIL_CHARS : log;
 }
 
-/* Whether gst-launch's output in @log_path shows frames coming out (fakesink
- * -v prints a "chain" line per frame) before @deadline (monotonic µs);
- * the output read last in @log. */
-static gboolean
-app_streaming (const gchar * log_path, gint64 deadline, gchar ** log)
+/* The lines of @text that hold @needle. */
+static guint
+count_lines_with (const gchar * text, const gchar * needle)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  guint n = 0;
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    n += strstr (lines[i], needle) != NULL;
+  return n;
+}
+
+/* Waits until gst-launch's output in @log_path holds @n "chain" lines
+ * (fakesink -v prints one per frame out), or @deadline (monotonic µs);
+ * how many it holds, with the output read last in @log (NULL: not kept). */
+static guint
+app_wait_frames (const gchar * log_path, guint n, gint64 deadline,
+    gchar ** log)
 {
   for (;;) {
-    g_clear_pointer (log, g_free);
-    if (g_file_get_contents (log_path, log, NULL, NULL)
-        && strstr (*log, "chain") != NULL)
-      return TRUE;
-    if (g_get_monotonic_time () >= deadline)
-      return FALSE;
+    g_autofree gchar *text = NULL;
+    const guint seen = g_file_get_contents (log_path, &text, NULL, NULL)
+        ? count_lines_with (text, "chain") : 0;
+
+    if (log != NULL) {
+      g_free (*log);
+      *log = g_steal_pointer (&text);
+    }
+    if (seen >= n || g_get_monotonic_time () >= deadline)
+      return seen;
     g_usleep (STRESS_POLL_US);
   }
 }
@@ -561,7 +578,7 @@ app_start_streaming (const gchar * const *argv, const gchar * const *envp,
   fail_unless (argv[0] != NULL, "gst-launch-1.0 is not installed");
   fail_unless (prctl (PR_SET_CHILD_SUBREAPER, 1) == 0);
   app = app_start (argv, envp, log_path);
-  if (!app_streaming (log_path, deadline, log)) {
+  if (app_wait_frames (log_path, 1, deadline, log) == 0) {
     kill (app, SIGKILL);
     waitpid (app, NULL, 0);
     fail ("gst-launch never streamed:\n%s", tail (*log));
@@ -709,18 +726,6 @@ GST_START_TEST (test_daemon_killed)
 
 GST_END_TEST;
 
-/* The lines of @text that hold @needle. */
-static guint
-count_lines_with (const gchar * text, const gchar * needle)
-{
-  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
-  guint n = 0;
-
-  for (guint i = 0; lines[i] != NULL; i++)
-    n += strstr (lines[i], needle) != NULL;
-  return n;
-}
-
 /* The TCP ports process @pid listens on, IPv4 only or with IPv6 too
  * (@ipv6): its sockets' inodes (/proc/PID/fd) found among the listening
  * entries of /proc/PID/net/tcp (and tcp6). */
@@ -841,22 +846,6 @@ ports_env (const gchar * home)
   return g_environ_setenv (envp, PP_DATA_PLANE_ENV, "mpi", TRUE);
 }
 
-/* Waits until gst-launch's output in @log_path holds @n "chain" lines
- * (frames out), or @deadline (monotonic µs); how many it holds. */
-static guint
-app_wait_frames (const gchar * log_path, guint n, gint64 deadline)
-{
-  for (;;) {
-    g_autofree gchar *log = NULL;
-    const guint seen = g_file_get_contents (log_path, &log, NULL, NULL)
-        ? count_lines_with (log, "chain") : 0;
-
-    if (seen >= n || g_get_monotonic_time () >= deadline)
-      return seen;
-    g_usleep (STRESS_POLL_US);
-  }
-}
-
 /* Stray connections.  Open MPI's TCP transport, left to itself, listens on
  * the first free port from 1024 up, so a new application takes the ports
  * of one that just ended, whose workers may still call them: a CI run saw
@@ -914,11 +903,9 @@ GST_START_TEST (test_stray_connection)
     for (guint r = 0; r < targets->len; r++)
       stray_connection (g_array_index (targets, guint, r));
   /* Frames still come out after the calls. */
-  g_clear_pointer (&log, g_free);
-  fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
-  frames = count_lines_with (log, "chain");
+  frames = app_wait_frames (log_path, 0, 0, NULL);
   more = app_wait_frames (log_path, frames + STRAY_MORE_FRAMES,
-      g_get_monotonic_time () + (gint64) bound_ms * 1000);
+      g_get_monotonic_time () + (gint64) bound_ms * 1000, NULL);
   kill (app, SIGINT);
   done = app_wait (app, g_get_monotonic_time () + (gint64) bound_ms * 1000,
       &status);

@@ -9,6 +9,7 @@
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -410,10 +411,25 @@ GST_START_TEST (test_late_workers)
 
 GST_END_TEST;
 
-/* The killer of the daemon-crash case: once the spawn has started a worker,
- * Open MPI's daemon (this process's child) gets SIGSEGV, as when it
- * crashed in its own code; it returns the daemon's pid, or 0 when no
- * start came within START_MS. */
+/* The parent of process @pid (/proc/PID/stat), or 0. */
+static gint
+parent_of (gint pid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", pid);
+  g_autofree gchar *text = NULL;
+  const gchar *close;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL)
+      || (close = strrchr (text, ')')) == NULL || strlen (close) < 4)
+    return 0;
+  return atoi (close + 4);
+}
+
+/* The killer of the daemon-crash case: once the spawn has started a worker
+ * (a child of the daemon, not the probe run before the spawn, a child of
+ * this process), Open MPI's daemon (this process's child) gets SIGSEGV, as
+ * when it crashed in its own code; it returns the daemon's pid, or 0 when
+ * no start came within START_MS. */
 static gpointer
 crash_daemon (gpointer unused)
 {
@@ -423,9 +439,11 @@ crash_daemon (gpointer unused)
     g_autoptr (GArray) workers = pp_check_find_descendants ("ppdiffuse-worke");
     g_autoptr (GArray) daemons = pp_check_find_descendants ("orted");
 
-    if (workers->len > 0 && daemons->len > 0) {
+    for (guint i = 0; daemons->len > 0 && i < workers->len; i++) {
       const gint pid = g_array_index (daemons, gint, 0);
 
+      if (parent_of (g_array_index (workers, gint, i)) != pid)
+        continue;
       fail_unless (kill (pid, SIGSEGV) == 0);
       return GINT_TO_POINTER (pid);
     }
