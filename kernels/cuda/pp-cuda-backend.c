@@ -460,9 +460,13 @@ init_handles (PpCudaBackend * cu, GError ** error)
 #endif
   cu->sizes = g_hash_table_new (g_direct_hash, g_direct_equal);
   /* TF32 only on request: cuBLAS's default math mode already keeps
-   * float32 GEMMs exact. */
-  if (cu->tf32 && !PP_CUBLAS_TRY (cublasSetMathMode (cu->cublas,
-              CUBLAS_TF32_TENSOR_OP_MATH), error))
+   * float32 GEMMs exact.  A split sum of a 16-bit product adds its parts
+   * in float32, never in the output's type (which would round the sum
+   * more than once). */
+  if (!PP_CUBLAS_TRY (cublasSetMathMode (cu->cublas, (cublasMath_t)
+              ((cu->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)
+                  | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+          error))
     return FALSE;
   for (guint b = 0; b < PP_CUDA_STAGING_BUFFERS; b++)
     if (!PP_CUDA_TRY (cudaHostAlloc ((void **) &cu->staging[b],

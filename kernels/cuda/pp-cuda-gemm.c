@@ -99,6 +99,9 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
  * scratch, shared with cuDNN: one op at a time). */
 #define LT_WORKSPACE_BYTES ((gsize) 32 << 20)
 
+/* The alignment, in bytes, of a bias the product's epilogue reads. */
+#define LT_BIAS_ALIGNMENT 16
+
 /* What a cuBLASLt plan depends on: the shape, the type, a bias or not,
  * and the alignment of each pointer (the algorithms the heuristics may
  * pick require some). */
@@ -194,6 +197,8 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   LtPlan *plan = g_hash_table_lookup (cu->lt_plans, key);
   const cudaDataType_t type = pp_cuda_data_type ((PpCudaType) key->type);
   const guint64 workspace = LT_WORKSPACE_BYTES;
+  const guint32 reduction = CUBLASLT_REDUCTION_SCHEME_NONE
+      | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   /* A is w, B is x, C and D are y. */
   const struct
   {
@@ -259,6 +264,13 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   for (guint i = 0; ok && i < G_N_ELEMENTS (aligned); i++)
     LT_TRY (cu, &ok, cublasLtMatmulPreferenceSetAttribute (pref,
             aligned[i].attr, &aligned[i].bytes, sizeof aligned[i].bytes));
+  /* A split sum (split-K) keeps its parts in float32: by default cuBLASLt
+   * may also add them up in y itself or in y's type, rounding each part
+   * to 16 bits, where y is to be its float32 sum rounded once. */
+  if (ok)
+    LT_TRY (cu, &ok, cublasLtMatmulPreferenceSetAttribute (pref,
+            CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+            sizeof reduction));
   if (!ok) {
     /* Under a capture (elsewhere the process has ended). */
     if (pref != NULL)
@@ -316,11 +328,18 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     x_type == t ? alignment (x) : 256, alignment (w), alignment (y),
     b != NULL ? alignment (b) : 0
   };
-  const LtPlan *plan = lt_plan (cu, &key, b);
+  const LtPlan *plan;
   const float one = 1.0f, zero = 0.0f;
   gpointer workspace;
   int ld = in;
 
+  /* cuBLASLt takes no alignment preference for the bias, and the kernel
+   * its heuristics pick may read it 16 bytes at a time: a bias starting
+   * between two such places (a slice of a larger tensor) takes the
+   * float32 way. */
+  if (b != NULL && key.align_b < LT_BIAS_ALIGNMENT)
+    return FALSE;
+  plan = lt_plan (cu, &key, b);
   if (plan == NULL)
     return FALSE;
   if (x_type != t)
