@@ -135,7 +135,15 @@ real_event_record (PpCudaEvent event, PpCudaStream stream)
 static int
 real_event_query (PpCudaEvent event)
 {
-  return cudaEventQuery ((cudaEvent_t) event);
+  const cudaError_t status = cudaEventQuery ((cudaEvent_t) event);
+
+  /* "Not ready" is no error, but the runtime keeps it as the thread's
+   * last error: the next kernel launched on this thread (rank 0 encodes
+   * its next frame on the thread that sent this one) would report it as
+   * its own failure. */
+  if (status == cudaErrorNotReady)
+    (void) cudaGetLastError ();
+  return status;
 }
 
 static const gchar *

@@ -151,6 +151,9 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
   if (status != CUDNN_STATUS_SUCCESS) {
     g_debug ("cuDNN's convolution trials say %s: the heuristics choose",
         cudnnGetErrorString (status));
+    /* A CUDA error under the failed trials (an allocation, a launch) is
+     * not the next kernel's: cleared (a sticky fault stays). */
+    (void) cudaGetLastError ();
     return FALSE;
   }
   /* The results come fastest first. */

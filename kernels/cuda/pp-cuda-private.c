@@ -101,7 +101,10 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
   cu->scratch[slot].mem = NULL;
   cu->scratch[slot].bytes = 0;
   PP_CUDA_OP_TRY (cu, cudaMalloc (&cu->scratch[slot].mem, bytes));
-  cu->scratch[slot].bytes = bytes;
+  /* Under a capture a failed allocation fails the capture and returns:
+   * the slot stays empty, and the rerun without a graph asks again. */
+  if (cu->scratch[slot].mem != NULL)
+    cu->scratch[slot].bytes = bytes;
   return cu->scratch[slot].mem;
 }
 

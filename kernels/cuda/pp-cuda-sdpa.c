@@ -47,6 +47,12 @@
  * 16-bit elements) are on it. */
 #define SDPA_ALIGNMENT 16
 #define SDPA_HEAD_DIM_MULTIPLE 8
+
+/* The largest head cuDNN's support matrix lists for its fused attention
+ * (9.x, forward, Ampere and Hopper).  Its heuristics may still offer
+ * engines for larger ones (the SD VAE's one head of 512), whose results
+ * it does not document: those take the 16-bit GEMMs. */
+#define SDPA_HEAD_DIM_MAX 256
 /* An engine configuration whose plan needs more workspace than this is
  * passed over, as for convolutions: device memory belongs to the models. */
 #define SDPA_MAX_WORKSPACE ((gsize) 256 << 20)
@@ -586,6 +592,9 @@ refusal (const SdpaKey * k)
   if (k->head_dim % SDPA_HEAD_DIM_MULTIPLE != 0)
     return "head_dim is not a multiple of "
         G_STRINGIFY (SDPA_HEAD_DIM_MULTIPLE);
+  if (k->head_dim > SDPA_HEAD_DIM_MAX)
+    return "head_dim is over " G_STRINGIFY (SDPA_HEAD_DIM_MAX)
+        ", the largest cuDNN documents its fused attention for";
   if (version < CUDNN_V9)
     return "needs cuDNN 9 or later";
   if (version == CUDNN_V9_10_0 || version == CUDNN_V9_10_1)

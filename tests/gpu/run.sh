@@ -340,6 +340,13 @@ if want device; then
   fi
   grep -E 'cuda attention:' "$work/ops.log" | sed 's/.*cuda attention:/cuda attention:/' \
     | sort | uniq | cut -c1-300 | indent
+  # The UNets' head sizes (SD1.5's 40 and 160, SD2's 64) must take cuDNN's
+  # fused kernel: where they do not (NVRTC not found, no engine), every
+  # check still passes on the 16-bit GEMMs and the fused way goes untested.
+  if grep -E 'cuda attention:.* heads of (40|64|160)[,)].*unsupported' \
+      "$work/ops.log" >/dev/null; then
+    bad "cuDNN's fused attention did not take a UNet head size (40, 64, 160): the lines above say why"
+  fi
   # The group norms one block per group (the first way).
   if runs "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=whole" \
       "$work/ops-gn.log" 300 env PPDIFFUSE_CUDA_GROUP_NORM=whole \
