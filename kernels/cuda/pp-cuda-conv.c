@@ -164,10 +164,14 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
 }
 
 /* Picks the algorithm: the heuristics' ranking, first one that runs within
- * the workspace bound. */
+ * the workspace bound; @desc names the shape in what is said. */
 static void
-choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
+choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const gchar * desc)
 {
+  static const cudnnConvolutionFwdAlgo_t fallbacks[] = {
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+  };
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
 
@@ -177,13 +181,28 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p)
   for (int i = 0; i < found; i++)
     if (adopt (cu, p, &perf[i]))
       return;
-  /* Implicit GEMM needs no workspace and supports every shape here. */
-  p->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  p->workspace = 0;
+  /* None of the ranked ones: the implicit GEMMs, which need little or no
+   * workspace, when cuDNN says they run this convolution. */
+  for (guint i = 0; i < G_N_ELEMENTS (fallbacks); i++) {
+    gsize bytes;
+
+    if (usable (cu, p, fallbacks[i], &bytes)) {
+      g_debug ("cuDNN ranks no usable algorithm for a %s convolution: "
+          "algorithm %d", desc, fallbacks[i]);
+      p->algo = fallbacks[i];
+      p->workspace = bytes;
+      return;
+    }
+  }
+  pp_cuda_op_error (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE,
+          "cuDNN has no algorithm for a %s convolution (%d of its ranked "
+          "ones, none within %" G_GSIZE_FORMAT " bytes of workspace, nor an "
+          "implicit GEMM)", desc, found, (gsize) CONV_MAX_WORKSPACE));
 }
 
 /* The plan of @key's shape; a new one's algorithm is timed on @x, @w and
- * @y when the stream is not being captured. */
+ * @y when the stream is not being captured.  NULL when a call failed
+ * under a capture (which then fails). */
 static ConvPlan *
 conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
     gconstpointer w, gpointer y)
@@ -194,6 +213,7 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   const cudnnTensorFormat_t format = key->nhwc ? CUDNN_TENSOR_NHWC
       : CUDNN_TENSOR_NCHW;
   ConvPlan *p = g_hash_table_lookup (cu->conv_plans, key);
+  g_autofree gchar *desc = NULL;
   cudnnMathType_t math;
 
   if (p != NULL)
@@ -222,9 +242,21 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
   p->math = math;
+  desc = g_strdup_printf ("%s %s %d×%d×%d×%d → %d channels, %d×%d kernel, "
+      "stride %d, padding %d", key->nhwc ? "channels-last" : "channels-first",
+      key->dtype == PP_DTYPE_F16 ? "f16" : key->dtype == PP_DTYPE_BF16
+      ? "bf16" : "f32", key->n, key->cin, key->h, key->w,
+      key->cout, key->kh, key->kw, key->stride, key->pad);
   if (!cu->conv_timed || cu->capturing != NULL
       || !time_algorithm (cu, p, x, w, y))
-    choose_algorithm (cu, p);
+    choose_algorithm (cu, p, desc);
+  /* A plan a capture's failed call left half made is not kept (outside a
+   * capture such a call has ended the process): the capture fails, and
+   * the rerun without a graph makes it again. */
+  if (pp_cuda_capturing_here (cu) && cu->capture_error != NULL) {
+    conv_plan_free (p);
+    return NULL;
+  }
   g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);
   return p;
 }
@@ -361,6 +393,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     xtype = ytype = PP_CUDA_F32;
   if (wtype == PP_CUDA_F32) {
     p = conv_plan (cu, &key, x, weight.data, y);
+    if (p == NULL)
+      return;                   /* a failed capture */
     workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
         PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
     PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
@@ -407,6 +441,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
       ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
       y_count * sizeof (guint16));
   p = conv_plan (cu, &key, x16, filter, y16);
+  if (p == NULL)
+    return;                     /* a failed capture */
   workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
   PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x16,
