@@ -433,15 +433,29 @@ cases_conv2d (Run * r)
 
 /* ---- group_norm, layer_norm --------------------------------------------- */
 
-/* @dtype: of the gamma and beta views; @silu: the activation fused. */
+/* @offset + values in [-1, 1); -@offset for every odd sample. */
+static float *
+shifted_host (Run * r, size_t n, size_t per_sample, double offset)
+{
+  float *x = random_host (r, n, 1.0);
+
+  for (size_t i = 0; offset != 0.0 && i < n; i++)
+    x[i] = (float) (x[i] + (i / per_sample % 2 ? -offset : offset));
+  return x;
+}
+
+/* @offset: added to the values (a large common offset, which a mean
+ * held as one float would lose the values' spread to); @dtype: of the
+ * gamma and beta views; @silu: the activation fused. */
 static void
-group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
-    gboolean beta_on, gboolean in_place, gboolean silu, PpDType dtype)
+group_norm_at (Run * r, double offset, int n, int c, int hw, int groups,
+    gboolean gamma_on, gboolean beta_on, gboolean in_place, gboolean silu,
+    PpDType dtype)
 {
   const float eps = 1e-5f;
   const size_t total = (size_t) n * c * hw;
   const int per = c / groups;
-  g_autofree float *x = random_host (r, total, 1.0);
+  g_autofree float *x = shifted_host (r, total, (size_t) c * hw, offset);
   g_autofree float *gamma = gamma_on ? random_host (r, c, 1.0) : NULL;
   g_autofree float *beta = beta_on ? random_host (r, c, 1.0) : NULL;
   g_autofree double *ref = g_new (double, total);
@@ -468,10 +482,18 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
         }
     }
   check_device (r, PP_OP_GROUP_NORM, g_strdup_printf ("n%d c%d hw%d "
-          "groups %d%s%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
+          "groups %d%s%s%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
           beta ? " beta" : "", silu ? " silu" : "",
-          in_place ? " in place" : "", views_label (dtype)), dy, ref, total,
-      (double) per * hw);
+          in_place ? " in place" : "", offset != 0.0 ? " offset" : "",
+          views_label (dtype)), dy, ref, total, (double) per * hw);
+}
+
+static void
+group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
+    gboolean beta_on, gboolean in_place, gboolean silu, PpDType dtype)
+{
+  group_norm_at (r, 0.0, n, c, hw, groups, gamma_on, beta_on, in_place,
+      silu, dtype);
 }
 
 static void
@@ -494,6 +516,9 @@ cases_group_norm (Run * r)
   /* The SiLU in the norm's pass: one block a group, and split. */
   group_norm_one (r, 2, 12, 35, 4, on, on, off, on, f32);
   group_norm_one (r, 1, 64, 3001, 32, on, on, on, on, f32);
+  /* Values ±1 about ±10⁴: one block a group, and split. */
+  group_norm_at (r, 1e4, 2, 12, 35, 4, on, on, off, off, f32);
+  group_norm_at (r, 1e4, 2, 64, 3001, 32, on, on, off, off, f32);
   for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
     group_norm_one (r, 2, 12, 35, 4, on, on, off, off, half_dtypes[d]);
     group_norm_one (r, 2, 12, 35, 3, off, on, off, off, half_dtypes[d]);
@@ -504,14 +529,15 @@ cases_group_norm (Run * r)
   }
 }
 
-/* @dtype: of the gamma and beta views. */
+/* @offset as group_norm_at's (about every row); @dtype: of the gamma
+ * and beta views. */
 static void
-layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
+layer_norm_at (Run * r, double offset, int rows, int dim, gboolean gamma_on,
     gboolean beta_on, gboolean in_place, PpDType dtype)
 {
   const float eps = 1e-5f;
   const size_t total = (size_t) rows * dim;
-  g_autofree float *x = random_host (r, total, 1.0);
+  g_autofree float *x = shifted_host (r, total, dim, offset);
   g_autofree float *gamma = gamma_on ? random_host (r, dim, 1.0) : NULL;
   g_autofree float *beta = beta_on ? random_host (r, dim, 1.0) : NULL;
   g_autofree double *ref = g_new (double, total);
@@ -532,10 +558,17 @@ layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
       ref[at] = (gamma ? v * gamma[i] : v) + (beta ? beta[i] : 0.0);
     }
   }
-  check_device (r, PP_OP_LAYER_NORM, g_strdup_printf ("%dx%d%s%s%s%s",
+  check_device (r, PP_OP_LAYER_NORM, g_strdup_printf ("%dx%d%s%s%s%s%s",
           rows, dim, gamma ? " gamma" : "", beta ? " beta" : "",
-          in_place ? " in place" : "", views_label (dtype)), dy, ref, total,
-      dim);
+          in_place ? " in place" : "", offset != 0.0 ? " offset" : "",
+          views_label (dtype)), dy, ref, total, dim);
+}
+
+static void
+layer_norm_one (Run * r, int rows, int dim, gboolean gamma_on,
+    gboolean beta_on, gboolean in_place, PpDType dtype)
+{
+  layer_norm_at (r, 0.0, rows, dim, gamma_on, beta_on, in_place, dtype);
 }
 
 static void
@@ -549,6 +582,7 @@ cases_layer_norm (Run * r)
   layer_norm_one (r, 3, 700, TRUE, FALSE, FALSE, f32);
   layer_norm_one (r, 3, 77, FALSE, TRUE, FALSE, f32);
   layer_norm_one (r, 300, 320, TRUE, TRUE, FALSE, f32);
+  layer_norm_at (r, 1e4, 3, 700, TRUE, TRUE, FALSE, f32);
   for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
     layer_norm_one (r, 13, 37, TRUE, TRUE, TRUE, half_dtypes[d]);
     layer_norm_one (r, 3, 700, TRUE, FALSE, FALSE, half_dtypes[d]);

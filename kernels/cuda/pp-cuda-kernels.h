@@ -81,14 +81,16 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
     size_t ld, void *y, PpCudaType y_type, cudaStream_t stream);
 
 /* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0, each of its own type;
- * y may equal x.  The group norm's @partials hold 2 · n · groups · splits
- * floats (splits: pp_cuda_group_norm_splits, at most
+ * y may equal x.  The group norm's @partials hold PP_CUDA_GROUP_STATS · n
+ * · groups · splits floats, on 16 bytes (splits:
+ * pp_cuda_group_norm_splits, at most
  * PP_CUDA_GROUP_MAX_SPLITS).  NULL @partials, or a shape the split
  * kernels cannot take (splits 0: n · groups past 65535, or a group of
  * 2³² values): one block per group, both passes in it (the first way).
  * With @silu, y is the SiLU of the normalised values (pp_math_silu, as
  * pp_cuda_unary computes it: the same bytes as the two apart). */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
+#define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 /* x and y of @type; with @nhwc, laid out channels last ([n, hw, c]): the
  * split kernels only (a slice is a run of the group's values pixel by

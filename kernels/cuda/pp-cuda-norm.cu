@@ -1,7 +1,11 @@
 /* ppdiffuse — group and layer normalisation on the device: several
  * blocks per group (one per row), two passes in float32 (the mean, then
- * the mean square deviation from it, which never cancels), then the
- * normalised output.
+ * the deviations from it, which never cancel), then the normalised
+ * output.  As on the CPU (pp-cpu-norm.c), the mean is a float and the
+ * float of what it leaves out (the second pass's residual mean), and a
+ * value is normalised as ((x - hi) - lo): x - hi is exact for x near the
+ * mean, so a large common offset loses nothing (with one float mean the
+ * error grew as 1e-7 · mean / deviation).
  * Each thread's partial sums cover a few hundred values at most before the
  * tree reduction adds them, so float32 loses nothing measurable.  Input
  * and output are of one storage type (A: float32 or 16 bits, widened on
@@ -14,13 +18,13 @@
  * again (grid-stride over items). */
 #define NORM_MAX_BLOCKS 65535
 
-/* Mean and 1/√(var + eps) of the @count values at @first of @x (stored
- * as A), every thread of the block getting them. */
+/* Mean (*@hi + *@lo) and 1/√(var + eps) of the @count values at @first
+ * of @x (stored as A), every thread of the block getting them. */
 template <PpCudaType A> __device__ void
 norm_moments (const void *x, size_t first, size_t count, float eps,
-    float *shared, float *mean, float *rstd)
+    float *shared, float *hi, float *lo, float *rstd)
 {
-  float s = 0.0f, m;
+  float s = 0.0f, sq = 0.0f, m, d_mean;
 
   for (size_t i = threadIdx.x; i < count; i += blockDim.x)
     s += pp_cuda_load<A> (x, first + i);
@@ -29,18 +33,23 @@ norm_moments (const void *x, size_t first, size_t count, float eps,
   for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
     const float d = pp_cuda_load<A> (x, first + i) - m;
 
-    s += d * d;
+    s += d;
+    sq += d * d;
   }
-  *mean = m;
-  *rstd = rsqrtf (pp_cuda_block_sum (s, shared) / (float) count + eps);
+  d_mean = pp_cuda_block_sum (s, shared) / (float) count;
+  *hi = m;
+  *lo = d_mean;
+  *rstd = rsqrtf (fmaxf (pp_cuda_block_sum (sq, shared) / (float) count
+          - d_mean * d_mean, 0.0f) + eps);
 }
 
 /* Group norm: each (sample, group) item is cut into @splits slices of
  * consecutive values, one block each, so that a launch has hundreds of
  * blocks even when a UNet has 32 groups of 40,960 values.  The first
- * kernel gives each slice its mean and sum of squared deviations (two
- * passes over the slice); the second combines an item's slices (Chan's
- * formula: exact for any split) and normalises its own slice. */
+ * kernel gives each slice its mean (hi, lo) and sum of squared deviations
+ * (two passes over the slice); the second combines an item's slices
+ * (Chan's formula: exact for any split, the slices' means taken as their
+ * offsets from the item's float mean) and normalises its own slice. */
 
 /* Where value @i of item @item (sample · groups + group) lies, of the
  * item's per_group · hw values in the order its statistics take them, and
@@ -74,39 +83,49 @@ group_slice (size_t count, int splits, int s, size_t *begin, size_t *end)
 
 template <PpCudaType A> __global__ void
 group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
-    int splits, bool nhwc, float2 *partials)
+    int splits, bool nhwc, float4 *partials)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
   const size_t item = blockIdx.y;       /* sample · groups + group */
   size_t begin, end;
-  float sum = 0.0f, mean, m2 = 0.0f;
+  float sum = 0.0f, mean, d_sum = 0.0f, d_mean, m2 = 0.0f;
   int ch;
 
   group_slice (count, splits, blockIdx.x, &begin, &end);
+  if (end <= begin) {
+    /* No values (never with GROUP_MIN_SLICE): nothing to add. */
+    if (threadIdx.x == 0)
+      partials[item * splits + blockIdx.x] = make_float4 (0, 0, 0, 0);
+    return;
+  }
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     sum += pp_cuda_load<A> (x, group_at (nhwc, item, groups, c, per_group,
             hw, (unsigned) i, &ch));
-  mean = end > begin ? pp_cuda_block_sum (sum, shared) / (float) (end
-      - begin) : 0.0f;
+  mean = pp_cuda_block_sum (sum, shared) / (float) (end - begin);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float d = pp_cuda_load<A> (x, group_at (nhwc, item, groups, c,
             per_group, hw, (unsigned) i, &ch)) - mean;
 
+    d_sum += d;
     m2 += d * d;
   }
-  m2 = pp_cuda_block_sum (m2, shared);
+  d_sum = pp_cuda_block_sum (d_sum, shared);
+  d_mean = d_sum / (float) (end - begin);
+  /* Σ (d - d_mean)² = Σ d² - d_sum · d_mean. */
+  m2 = fmaxf (pp_cuda_block_sum (m2, shared) - d_sum * d_mean, 0.0f);
   if (threadIdx.x == 0)
-    partials[item * splits + blockIdx.x] = make_float2 (mean, m2);
+    partials[item * splits + blockIdx.x] = make_float4 (mean, d_mean, m2,
+        0.0f);
 }
 
 template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
 group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
-    int splits, bool nhwc, const float2 *partials, float eps,
+    int splits, bool nhwc, const float4 *partials, float eps,
     const void *gamma, const void *beta, bool silu, void *y)
 {
-  __shared__ float moments[2];
+  __shared__ float moments[3];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
   const size_t item = blockIdx.y;
@@ -116,26 +135,37 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
   if (threadIdx.x < 32) {
     const int s = threadIdx.x;
     size_t b, e;
-    float n_s = 0.0f, mean_s = 0.0f, m2_s = 0.0f, total, mean, m2;
+    float n_s = 0.0f, hi_s = 0.0f, lo_s = 0.0f, m2_s = 0.0f, total, hi,
+        off, lo, m2;
 
     if (s < splits) {
-      const float2 st = partials[item * splits + s];
+      const float4 st = partials[item * splits + s];
 
       group_slice (count, splits, s, &b, &e);
       n_s = (float) (e - b);
-      mean_s = st.x;
-      m2_s = st.y;
+      hi_s = st.x;
+      lo_s = st.y;
+      m2_s = st.z;
     }
-    total = n_s * mean_s;
+    /* The item's mean as a float, then each slice's mean as its offset
+     * from it (hi_s - hi is exact for slices near the mean), whose mean is
+     * what the float leaves out. */
+    total = n_s * hi_s;
     for (int o = 16; o > 0; o /= 2)
       total += __shfl_xor_sync (0xffffffffu, total, o);
-    mean = total / (float) count;
-    m2 = m2_s + n_s * (mean_s - mean) * (mean_s - mean);
+    hi = total / (float) count;
+    off = n_s > 0.0f ? (hi_s - hi) + lo_s : 0.0f;
+    total = n_s * off;
+    for (int o = 16; o > 0; o /= 2)
+      total += __shfl_xor_sync (0xffffffffu, total, o);
+    lo = total / (float) count;
+    m2 = m2_s + n_s * (off - lo) * (off - lo);
     for (int o = 16; o > 0; o /= 2)
       m2 += __shfl_xor_sync (0xffffffffu, m2, o);
     if (s == 0) {
-      moments[0] = mean;
-      moments[1] = rsqrtf (m2 / (float) count + eps);
+      moments[0] = hi;
+      moments[1] = lo;
+      moments[2] = rsqrtf (m2 / (float) count + eps);
     }
   }
   __syncthreads ();
@@ -148,8 +178,8 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
     const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-    const float v = (pp_cuda_load<A> (x, at) - moments[0])
-        * (moments[1] * ga) + be;
+    const float v = ((pp_cuda_load<A> (x, at) - moments[0]) - moments[1])
+        * (moments[2] * ga) + be;
 
     pp_cuda_store<A> (y, at, silu ? pp_math_silu (v) : v);
   }
@@ -170,16 +200,16 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
   for (size_t item = blockIdx.x; item < (size_t) n * groups;
       item += gridDim.x) {
     const size_t g = item % groups, first = item * count;
-    float mean, rstd;
+    float hi, lo, rstd;
 
-    norm_moments<A> (x, first, count, eps, shared, &mean, &rstd);
+    norm_moments<A> (x, first, count, eps, shared, &hi, &lo, &rstd);
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
       const size_t ch = g * per_group + i / hw;
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
-      const float v = (pp_cuda_load<A> (x, first + i) - mean) * (rstd * ga)
-          + be;
+      const float v = ((pp_cuda_load<A> (x, first + i) - hi) - lo)
+          * (rstd * ga) + be;
 
       pp_cuda_store<A> (y, first + i, silu ? pp_math_silu (v) : v);
     }
@@ -243,13 +273,13 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
   }
   PP_CUDA_DISPATCH_TYPE (type, A,
       group_norm_stats_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
-          hw, groups, splits, nhwc != 0, (float2 *) partials));
+          hw, groups, splits, nhwc != 0, (float4 *) partials));
   PP_CUDA_DISPATCH_TYPE (type, A,
       PP_CUDA_DISPATCH_TYPE (gamma_type, G,
           PP_CUDA_DISPATCH_TYPE (beta_type, B,
               group_norm_apply_kernel<A, G, B><<<grid, GROUP_THREADS, 0,
               stream>>> (x, c, hw, groups, splits, nhwc != 0,
-                  (const float2 *) partials, eps, gamma, beta, silu != 0,
+                  (const float4 *) partials, eps, gamma, beta, silu != 0,
                   y))));
   return cudaGetLastError ();
 }
@@ -266,15 +296,15 @@ layer_norm_kernel (const void *x, size_t rows, int dim, float eps,
 
   for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const size_t first = r * dim;
-    float mean, rstd;
+    float hi, lo, rstd;
 
-    norm_moments<A> (x, first, dim, eps, shared, &mean, &rstd);
+    norm_moments<A> (x, first, dim, eps, shared, &hi, &lo, &rstd);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
 
-      pp_cuda_store<A> (y, first + i, (pp_cuda_load<A> (x, first + i)
-              - mean) * (rstd * ga) + be);
+      pp_cuda_store<A> (y, first + i, ((pp_cuda_load<A> (x, first + i)
+                  - hi) - lo) * (rstd * ga) + be);
     }
   }
 }

@@ -50,7 +50,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
   float *partials;
 
   partials = !split ? NULL : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS,
-      2 * sizeof (float) * (gsize) n * groups * splits);
+      PP_CUDA_GROUP_STATS * sizeof (float) * (gsize) n * groups * splits);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, type, n, c, hw, groups, eps,
           gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
