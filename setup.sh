@@ -11,7 +11,7 @@
 set -eu
 
 # iproute2 and util-linux build the test cluster (tests/cluster).
-DEPS="meson ninja-build pkg-config gcc libc6-dev python3 libglib2.0-dev
+DEPS="meson ninja-build pkg-config gcc g++ libc6-dev python3 libglib2.0-dev
   zlib1g-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libopenmpi-dev libpmix-dev openmpi-bin libjson-glib-dev libopenblas-dev

@@ -1,0 +1,444 @@
+/* tests/kernels/cuda-emu: the runtime of include/cuda_runtime.h.
+ *
+ * A block's threads are fibers, run one at a time: the first ready thread
+ * in the order (ascending thread index, or descending) runs until it
+ * finishes or waits.  A warp shuffle waits for the warp's 32 lanes, a
+ * barrier for all the block's threads; the last to arrive releases them
+ * and the order picks again.  So a warp that completes a shuffle runs on
+ * before the warps after it have started: a value read from shared memory
+ * without the barrier that should order it is a stale one, and a
+ * different one in each order, which the tests compare.  A thread that
+ * finishes without waiting hands its stack to the next thread to start:
+ * a kernel without barriers runs without a single switch.
+ *
+ * A switch on x86-64 is a few instructions: the callee-saved registers
+ * pushed on the stack being left, the stack pointers swapped.  No system
+ * call (glibc's swapcontext makes one to save the signal mask, which made
+ * the test four times slower), and nothing AddressSanitizer intercepts
+ * (its swapcontext interceptor warns of false positives, in the log that
+ * fails a sanitizer run; the switches are announced to it instead).
+ * Elsewhere, ucontext.
+ *
+ * One launch at a time, from one host thread (the tests' main thread). */
+#include "cuda_runtime.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <memory>
+#include <vector>
+
+#ifdef EMU_ASAN
+#include <pthread.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+#if defined(__x86_64__) && defined(__ELF__)
+#define EMU_SWITCH_ASM 1
+/* Pushes the callee-saved registers, stores the stack pointer in *@save,
+ * loads @load and pops the registers saved there. */
+extern "C" void emu_switch_stack (void **save, void *load);
+asm (R"(
+    .text
+    .globl emu_switch_stack
+    .type emu_switch_stack, @function
+emu_switch_stack:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch_stack, .-emu_switch_stack
+)");
+#else
+#include <ucontext.h>
+#endif
+
+namespace {
+
+constexpr unsigned WARP = 32;
+/* The driver's limits on a launch. */
+constexpr unsigned MAX_THREADS = 1024;
+constexpr unsigned MAX_BLOCK_XY = 1024;
+constexpr unsigned MAX_BLOCK_Z = 64;
+constexpr unsigned MAX_GRID_X = 0x7fffffffu;
+constexpr unsigned MAX_GRID_YZ = 65535;
+constexpr size_t MAX_SHARED_BYTES = 48 * 1024;
+/* A thread's stack (an inaccessible page below it turns an overflow into
+ * a crash); AddressSanitizer's redzones make the frames larger. */
+#ifdef EMU_ASAN
+constexpr size_t STACK_BYTES = 256 * 1024;
+#else
+constexpr size_t STACK_BYTES = 64 * 1024;
+#endif
+
+/* A suspended context. */
+struct Context
+{
+#ifdef EMU_SWITCH_ASM
+  void *sp;
+#else
+  ucontext_t uc;
+#endif
+};
+
+/* A context that starts @entry on @stack; @entry never returns. */
+void
+context_init (Context *c, void *stack, size_t bytes, void (*entry) ())
+{
+#ifdef EMU_SWITCH_ASM
+  /* What emu_switch_stack pops: six registers, then @entry as the return
+   * address, which it enters with the stack as a call leaves it (16-byte
+   * aligned before the call, a null return address pushed). */
+  const uintptr_t end = (uintptr_t) stack + bytes;
+  void **top = (void **) (end & ~(uintptr_t) 15);
+
+  top[-1] = nullptr;
+  top[-2] = (void *) entry;
+  for (int r = 3; r <= 8; r++)
+    top[-r] = nullptr;
+  c->sp = top - 8;
+#else
+  getcontext (&c->uc);
+  c->uc.uc_stack.ss_sp = stack;
+  c->uc.uc_stack.ss_size = bytes;
+  c->uc.uc_link = nullptr;
+  makecontext (&c->uc, entry, 0);
+#endif
+}
+
+void
+context_switch (Context *from, Context *to)
+{
+#ifdef EMU_SWITCH_ASM
+  emu_switch_stack (&from->sp, to->sp);
+#else
+  swapcontext (&from->uc, &to->uc);
+#endif
+}
+
+struct Fiber
+{
+  Context context;
+  void *stack;                  /* lowest address */
+  size_t stack_bytes;
+  int thread;                   /* the thread it runs; -1: free */
+};
+
+/* The block being run. */
+struct Block
+{
+  const char *kernel;
+  const std::function<void ()> *body;
+  unsigned threads;
+  int current;                  /* the running thread */
+  Fiber *running;               /* and its fiber */
+  Fiber *fiber[MAX_THREADS];    /* NULL: not started */
+  /* Ready threads, by position in the order. */
+  uint64_t ready[MAX_THREADS / 64];
+  unsigned done, at_barrier, at_shuffle[MAX_THREADS / WARP];
+  uint64_t shuffle_in[MAX_THREADS], shuffle_out[MAX_THREADS];
+  unsigned shuffle_src[MAX_THREADS];
+};
+
+Block blk;
+bool descending;
+/* The launching thread's own context. */
+Fiber launcher = { {}, nullptr, 0, -1 };
+std::vector<std::unique_ptr<Fiber>> fibers;
+std::vector<Fiber *> free_fibers;
+cudaError_t last_error = cudaSuccess;
+
+[[noreturn]] void
+fail (const char *format, ...)
+{
+  va_list args;
+
+  fprintf (stderr, "cuda-emu: kernel %s, block (%u,%u,%u), "
+      "thread (%u,%u,%u): ", blk.kernel, blockIdx.x, blockIdx.y, blockIdx.z,
+      threadIdx.x, threadIdx.y, threadIdx.z);
+  va_start (args, format);
+  vfprintf (stderr, format, args);
+  va_end (args);
+  fputc ('\n', stderr);
+  abort ();
+}
+
+/* A thread's position in the order, and a position's thread. */
+unsigned
+position (unsigned t)
+{
+  return descending ? blk.threads - 1 - t : t;
+}
+
+void
+set_ready (unsigned t)
+{
+  const unsigned p = position (t);
+
+  blk.ready[p / 64] |= (uint64_t) 1 << (p % 64);
+}
+
+void
+clear_ready (unsigned t)
+{
+  const unsigned p = position (t);
+
+  blk.ready[p / 64] &= ~((uint64_t) 1 << (p % 64));
+}
+
+int
+first_ready ()
+{
+  for (unsigned w = 0; w < (blk.threads + 63) / 64; w++)
+    if (blk.ready[w] != 0)
+      return (int) position (w * 64 + __builtin_ctzll (blk.ready[w]));
+  return -1;
+}
+
+/* With no thread ready: -1 when the block has finished, else the threads
+ * waiting must all be at the barrier, which lets them go. */
+int
+release_barrier ()
+{
+  if (blk.done == blk.threads)
+    return -1;
+  if (blk.at_barrier != blk.threads)
+    fail ("deadlock: of %u threads, %u wait at the barrier, %u at a warp "
+        "shuffle, %u have finished (a barrier or a shuffle that not all "
+        "reach)", blk.threads, blk.at_barrier,
+        blk.threads - blk.at_barrier - blk.done, blk.done);
+  for (unsigned t = 0; t < blk.threads; t++)
+    set_ready (t);
+  blk.at_barrier = 0;
+  return first_ready ();
+}
+
+void
+enter (int t, Fiber *f)
+{
+  blk.current = t;
+  blk.running = f;
+  threadIdx = uint3 (t % blockDim.x, t / blockDim.x % blockDim.y,
+      t / (blockDim.x * blockDim.y));
+}
+
+void
+switch_fiber (Fiber *from, Fiber *to)
+{
+#ifdef EMU_ASAN
+  void *fake_stack = nullptr;
+
+  __sanitizer_start_switch_fiber (&fake_stack, to->stack, to->stack_bytes);
+#endif
+  context_switch (&from->context, &to->context);
+#ifdef EMU_ASAN
+  __sanitizer_finish_switch_fiber (fake_stack, nullptr, nullptr);
+#endif
+}
+
+void fiber_main ();
+
+Fiber *
+new_fiber ()
+{
+  const size_t page = (size_t) sysconf (_SC_PAGESIZE);
+  auto f = std::make_unique<Fiber> ();
+  char *m = (char *) mmap (nullptr, STACK_BYTES + page,
+      PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+  if (m == MAP_FAILED || mprotect (m, page, PROT_NONE) != 0)
+    fail ("no memory for a thread's stack");
+  f->stack = m + page;
+  f->stack_bytes = STACK_BYTES;
+  f->thread = -1;
+  context_init (&f->context, f->stack, f->stack_bytes, fiber_main);
+  fibers.push_back (std::move (f));
+  return fibers.back ().get ();
+}
+
+/* Hands the processor from @self, whose thread waits (or, @self free, has
+ * finished), to the first ready thread.  Returns when @self's thread may
+ * go on, or, @self free, with a thread for it to start. */
+void
+run_next (Fiber *self)
+{
+  const bool self_free = self != &launcher && self->thread < 0;
+  int t = first_ready ();
+  Fiber *to;
+
+  if (t < 0)
+    t = release_barrier ();
+  if (t < 0) {
+    to = &launcher;             /* the block has finished */
+  } else if (blk.fiber[t] != nullptr) {
+    to = blk.fiber[t];
+  } else {
+    if (self_free) {
+      to = self;
+    } else if (!free_fibers.empty ()) {
+      to = free_fibers.back ();
+      free_fibers.pop_back ();
+    } else {
+      to = new_fiber ();
+    }
+    to->thread = t;
+    blk.fiber[t] = to;
+  }
+  if (t >= 0)
+    enter (t, to);
+  if (to == self)
+    return;
+  if (self_free)
+    free_fibers.push_back (self);
+  switch_fiber (self, to);
+}
+
+void
+fiber_main ()
+{
+  Fiber *self = blk.running;
+
+#ifdef EMU_ASAN
+  __sanitizer_finish_switch_fiber (nullptr, nullptr, nullptr);
+#endif
+  for (;;) {
+    const int t = self->thread;
+
+    (*blk.body) ();
+    blk.done++;
+    clear_ready (t);
+    self->thread = -1;
+    run_next (self);
+  }
+}
+
+void
+run_block ()
+{
+  blk.done = 0;
+  blk.at_barrier = 0;
+  memset (blk.at_shuffle, 0, sizeof blk.at_shuffle);
+  memset (blk.ready, 0, sizeof blk.ready);
+  for (unsigned t = 0; t < blk.threads; t++) {
+    blk.fiber[t] = nullptr;
+    set_ready (t);
+  }
+  run_next (&launcher);
+  if (blk.done != blk.threads)
+    fail ("the block ended with %u of %u threads finished", blk.done,
+        blk.threads);
+}
+
+}  // namespace
+
+void
+__syncthreads ()
+{
+  const int t = blk.current;
+
+  blk.at_barrier++;
+  clear_ready (t);
+  run_next (blk.running);
+}
+
+uint64_t
+emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask, int width)
+{
+  const unsigned t = blk.current, first = t / WARP * WARP;
+
+  if (mask != 0xffffffffu || width != (int) WARP)
+    fail ("warp shuffle over part of a warp (mask %#x, width %d)", mask,
+        width);
+  if (blk.threads % WARP != 0)
+    fail ("warp shuffle in a block of %u threads: a partial warp",
+        blk.threads);
+  if (lane_mask < 0 || lane_mask >= (int) WARP)
+    fail ("warp shuffle lane mask %d", lane_mask);
+  blk.shuffle_in[t] = bits;
+  blk.shuffle_src[t] = first + ((t % WARP) ^ (unsigned) lane_mask);
+  clear_ready (t);
+  if (++blk.at_shuffle[t / WARP] == WARP) {
+    for (unsigned l = first; l < first + WARP; l++) {
+      blk.shuffle_out[l] = blk.shuffle_in[blk.shuffle_src[l]];
+      set_ready (l);
+    }
+    blk.at_shuffle[t / WARP] = 0;
+  }
+  run_next (blk.running);
+  return blk.shuffle_out[t];
+}
+
+void
+emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+    const char *kernel, const std::function<void ()> &body)
+{
+  const unsigned long threads = (unsigned long) block.x * block.y * block.z;
+  const unsigned long long blocks = (unsigned long long) grid.x * grid.y
+      * grid.z;
+
+  (void) stream;
+  if (threads == 0 || threads > MAX_THREADS || block.x > MAX_BLOCK_XY
+      || block.y > MAX_BLOCK_XY || block.z > MAX_BLOCK_Z || blocks == 0
+      || grid.x > MAX_GRID_X || grid.y > MAX_GRID_YZ
+      || grid.z > MAX_GRID_YZ || shmem > MAX_SHARED_BYTES) {
+    fprintf (stderr, "cuda-emu: kernel %s: invalid launch: grid (%u,%u,%u), "
+        "block (%u,%u,%u), %zu bytes of shared memory\n", kernel, grid.x,
+        grid.y, grid.z, block.x, block.y, block.z, shmem);
+    last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+#ifdef EMU_ASAN
+  if (launcher.stack == nullptr) {
+    pthread_attr_t attr;
+
+    pthread_getattr_np (pthread_self (), &attr);
+    pthread_attr_getstack (&attr, &launcher.stack, &launcher.stack_bytes);
+    pthread_attr_destroy (&attr);
+  }
+#endif
+  gridDim = grid;
+  blockDim = block;
+  blk.kernel = kernel;
+  blk.body = &body;
+  blk.threads = (unsigned) threads;
+  for (unsigned long long i = 0; i < blocks; i++) {
+    const unsigned long long k = descending ? blocks - 1 - i : i;
+
+    blockIdx = uint3 ((unsigned) (k % grid.x),
+        (unsigned) (k / grid.x % grid.y),
+        (unsigned) (k / ((unsigned long long) grid.x * grid.y)));
+    run_block ();
+  }
+}
+
+cudaError_t
+cudaGetLastError ()
+{
+  const cudaError_t e = last_error;
+
+  last_error = cudaSuccess;
+  return e;
+}
+
+void
+emu_set_descending (bool d)
+{
+  descending = d;
+}

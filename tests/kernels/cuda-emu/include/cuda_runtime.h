@@ -1,0 +1,133 @@
+/* tests/kernels/cuda-emu: what the kernels of kernels/cuda take from the
+ * CUDA runtime, on the CPU (emu.cc), so that a C++ compiler builds them
+ * where no toolkit is.  A launch runs its blocks one after another and
+ * each block's threads one at a time, each until it finishes or waits at
+ * a barrier or a warp shuffle: the same order on every run, and the
+ * reverse order when asked (emu_set_descending).  Device code is plain
+ * C++ here: __device__ and friends are empty, shared memory is static.
+ *
+ * emu-launches.py rewrites each launch, kernel<<<grid, block, shmem,
+ * stream>>> (args), as emu_launch (grid, block, shmem, stream, "kernel",
+ * [&] { kernel (args); }). */
+#pragma once
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+
+/* EMU_ASAN: built with AddressSanitizer (gcc says so one way, clang the
+ * other). */
+#ifdef __SANITIZE_ADDRESS__
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+/* Blocks run one at a time: one copy serves them all. */
+#define __shared__ static
+
+typedef enum
+{
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorInvalidConfiguration = 9,
+} cudaError_t;
+
+typedef struct EmuStream *cudaStream_t;
+
+struct dim3
+{
+  unsigned x, y, z;
+  constexpr dim3 (unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1)
+      : x (x_), y (y_), z (z_)
+  {
+  }
+};
+typedef dim3 uint3;
+
+struct alignas (16) float4
+{
+  float x, y, z, w;
+};
+
+static inline float4
+make_float4 (float x, float y, float z, float w)
+{
+  return float4 { x, y, z, w };
+}
+
+/* The running thread's coordinates and the launch's shape. */
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+
+template <typename T> static inline T
+min (T a, T b)
+{
+  return a < b ? a : b;
+}
+
+template <typename T> static inline T
+max (T a, T b)
+{
+  return a > b ? a : b;
+}
+
+static inline float
+rsqrtf (float x)
+{
+  return 1.0f / sqrtf (x);
+}
+
+/* Rounded separately: the build turns off the contraction into fused
+ * multiply-adds (-ffp-contract=off) for all of this code. */
+static inline float
+__fadd_rn (float a, float b)
+{
+  return a + b;
+}
+
+static inline float
+__fmul_rn (float a, float b)
+{
+  return a * b;
+}
+
+void __syncthreads ();
+
+/* Waits until the 32 lanes of the calling thread's warp have arrived,
+ * then returns the @bits of lane (this lane ^ @lane_mask).  Aborts for a
+ * partial @mask or @width, or a warp of fewer than 32 threads. */
+uint64_t emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask,
+    int width);
+
+template <typename T> static inline T
+__shfl_xor_sync (unsigned mask, T v, int lane_mask, int width = 32)
+{
+  static_assert (sizeof (T) <= sizeof (uint64_t), "8 bytes at most");
+  uint64_t bits = 0;
+
+  memcpy (&bits, &v, sizeof v);
+  bits = emu_shuffle_xor (mask, bits, lane_mask, width);
+  memcpy (&v, &bits, sizeof v);
+  return v;
+}
+
+/* Checks the configuration as the driver does (an invalid one leaves
+ * cudaErrorInvalidConfiguration for cudaGetLastError, and runs nothing),
+ * then runs @body once per thread of every block. */
+void emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+    const char *kernel, const std::function<void ()> &body);
+cudaError_t cudaGetLastError ();
+
+/* Threads and blocks in descending order from now on (ascending: false):
+ * the tests run each launch both ways. */
+void emu_set_descending (bool descending);
