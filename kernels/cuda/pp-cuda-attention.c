@@ -193,12 +193,9 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
       return FALSE;
     }
     /* A plan cuDNN made but cannot run: the shape takes the GEMMs from
-     * now on, said loudly (a fused kernel that fails is news).  A CUDA
-     * error under cuDNN's refusal (a launch it could not configure) stays
-     * the thread's last error: cleared, or the GEMMs' launch checks would
-     * report it as theirs (a fault in the device's memory stays, and
-     * they report it). */
-    (void) cudaGetLastError ();
+     * now on, said loudly (a fused kernel that fails is news); a CUDA
+     * error under cuDNN's refusal is not the GEMMs'. */
+    pp_cuda_forget_error ();
     g_warning ("cuda attention: %d queries, %d keys, %d heads of %d%s: "
         "cuDNN's fused attention failed (%s); 16-bit GEMMs from now on",
         lq, lk, heads, head_dim, causal ? ", causal" : "", error->message);

@@ -249,18 +249,6 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
   return mem;
 }
 
-/* Clears the calling thread's last runtime error, which a failed capture
- * leaves behind (EndCapture's cudaErrorStreamCaptureInvalidated, a failed
- * instantiate or call inside the capture): the kernels' launch checks
- * read it (cudaGetLastError), and would take it for their own when the
- * work reruns without a graph.  The failure itself is in the caller's
- * error by then. */
-static void
-forget_last_error (void)
-{
-  (void) cudaGetLastError ();
-}
-
 /* CUDA graphs: the stream is captured (relaxed mode: the ops may still
  * grow a scratch buffer with cudaMalloc) while @func issues its ops, and the
  * graph is instantiated once.  The backend's lock is not held across the
@@ -284,7 +272,7 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
   if (ok)
     cu->capturing = g_thread_self ();
   else
-    forget_last_error ();
+    pp_cuda_forget_error ();
   leave (cu);
   if (!ok)
     return NULL;
@@ -306,7 +294,7 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
   if (ok) {
     cu->graphs_live++;
   } else {
-    forget_last_error ();
+    pp_cuda_forget_error ();
     free_retired (cu);
   }
   leave (cu);

@@ -151,9 +151,8 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
   if (status != CUDNN_STATUS_SUCCESS) {
     g_debug ("cuDNN's convolution trials say %s: the heuristics choose",
         cudnnGetErrorString (status));
-    /* A CUDA error under the failed trials (an allocation, a launch) is
-     * not the next kernel's: cleared (a sticky fault stays). */
-    (void) cudaGetLastError ();
+    /* A CUDA error under the failed trials is not the next kernel's. */
+    pp_cuda_forget_error ();
     return FALSE;
   }
   /* The results come fastest first. */
@@ -163,16 +162,28 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
   return FALSE;
 }
 
-/* Picks the algorithm: the heuristics' ranking, first one that runs within
- * the workspace bound; @desc names the shape in what is said. */
+/* @key's convolution, in words. */
+static gchar *
+conv_describe (const PpCudaConvKey * key)
+{
+  return g_strdup_printf ("%s %s %d×%d×%d×%d → %d channels, %d×%d kernel, "
+      "stride %d, padding %d", key->nhwc ? "channels-last" : "channels-first",
+      key->dtype == PP_DTYPE_F16 ? "f16" : key->dtype == PP_DTYPE_BF16
+      ? "bf16" : "f32", key->n, key->cin, key->h, key->w, key->cout,
+      key->kh, key->kw, key->stride, key->pad);
+}
+
+/* Picks the algorithm of @key's plan @p: the heuristics' ranking, first
+ * one that runs within the workspace bound. */
 static void
-choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const gchar * desc)
+choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
 {
   static const cudnnConvolutionFwdAlgo_t fallbacks[] = {
     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
   };
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  g_autofree gchar *desc = NULL;
   int found = 0;
 
   PP_CUDNN_OP_TRY (cu, cudnnGetConvolutionForwardAlgorithm_v7 (cu->cudnn,
@@ -183,6 +194,7 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const gchar * desc)
       return;
   /* None of the ranked ones: the implicit GEMMs, which need little or no
    * workspace, when cuDNN says they run this convolution. */
+  desc = conv_describe (key);
   for (guint i = 0; i < G_N_ELEMENTS (fallbacks); i++) {
     gsize bytes;
 
@@ -213,7 +225,6 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   const cudnnTensorFormat_t format = key->nhwc ? CUDNN_TENSOR_NHWC
       : CUDNN_TENSOR_NCHW;
   ConvPlan *p = g_hash_table_lookup (cu->conv_plans, key);
-  g_autofree gchar *desc = NULL;
   cudnnMathType_t math;
 
   if (p != NULL)
@@ -242,14 +253,9 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
   p->math = math;
-  desc = g_strdup_printf ("%s %s %d×%d×%d×%d → %d channels, %d×%d kernel, "
-      "stride %d, padding %d", key->nhwc ? "channels-last" : "channels-first",
-      key->dtype == PP_DTYPE_F16 ? "f16" : key->dtype == PP_DTYPE_BF16
-      ? "bf16" : "f32", key->n, key->cin, key->h, key->w,
-      key->cout, key->kh, key->kw, key->stride, key->pad);
   if (!cu->conv_timed || cu->capturing != NULL
       || !time_algorithm (cu, p, x, w, y))
-    choose_algorithm (cu, p, desc);
+    choose_algorithm (cu, p, key);
   /* A plan a capture's failed call left half made is not kept (outside a
    * capture such a call has ended the process): the capture fails, and
    * the rerun without a graph makes it again. */

@@ -22,14 +22,19 @@ pp_cuda_capturing_here (const PpCudaBackend * cu)
 }
 
 void
+pp_cuda_forget_error (void)
+{
+  (void) cudaGetLastError ();
+}
+
+void
 pp_cuda_op_error (PpCudaBackend * cu, GError * error)
 {
   if (!pp_cuda_capturing_here (cu))
     pp_cuda_fatal (cu, error);
-  /* The failed call's status stays this thread's last error, which the
-   * next launch check would read as its own (the work reruns without a
-   * graph once the capture has failed): it is in @error now. */
-  (void) cudaGetLastError ();
+  /* The failed call's status is in @error now (the work reruns without a
+   * graph once the capture has failed). */
+  pp_cuda_forget_error ();
   if (cu->capture_error == NULL) {
     g_prefix_error (&error, "%s: while a CUDA graph was captured: ",
         cu->be.device ? cu->be.device : "?");

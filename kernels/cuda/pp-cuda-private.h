@@ -118,6 +118,12 @@ G_GNUC_NORETURN void pp_cuda_fatal (PpCudaBackend * cu, GError * error);
 /* Whether the calling thread is capturing @cu's stream into a graph:
  * what it enqueues is recorded, not run. */
 gboolean pp_cuda_capturing_here (const PpCudaBackend * cu);
+/* Clears the calling thread's last runtime error, which a call whose
+ * failure is handled leaves behind (a failed capture, a library's refusal
+ * that a fallback answers): the kernels' launch checks read it
+ * (cudaGetLastError) and would take it for their own.  A sticky fault
+ * (the device's memory) stays, and the next call reports it. */
+void pp_cuda_forget_error (void);
 /* A call inside an op failed with @error: the process ends (pp_cuda_fatal),
  * except on the thread capturing a graph, where nothing has run yet and a
  * call the capture cannot hold fails (a library that synchronizes, an
