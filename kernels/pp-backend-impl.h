@@ -82,10 +82,15 @@ typedef struct
    * layer times by the host's clock): mark records a point on the
    * backend's stream behind the work issued so far (NULL when it cannot,
    * during a graph capture); elapsed waits for @to and returns the seconds
-   * of device time from @from to it; mark_free releases a mark. */
+   * of device time from @from to it; mark_free releases a mark.  A mark
+   * also orders other work: mark_wait makes the work queued later on
+   * @stream (another stream of the backend's device, as an opaque
+   * cudaStream_t) start after the mark's point, without the host waiting
+   * (what a data plane's stream does before it sends a payload). */
   gpointer (*mark) (PpBackend * be);
   gdouble (*elapsed) (PpBackend * be, gpointer from, gpointer to);
   void (*mark_free) (PpBackend * be, gpointer mark);
+  void (*mark_wait) (PpBackend * be, gpointer mark, gpointer stream);
 } PpBackendMemory;
 
 struct _PpBackend

@@ -373,6 +373,18 @@ cuda_mark_free (PpBackend * be, gpointer mark)
   leave (cu);
 }
 
+/* No host wait: @stream's later work waits on the device. */
+static void
+cuda_mark_wait (PpBackend * be, gpointer mark, gpointer stream)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, cudaStreamWaitEvent ((cudaStream_t) stream,
+          (cudaEvent_t) mark, 0));
+  leave (cu);
+}
+
 static const PpBackendMemory cuda_memory = {
   .alloc = cuda_alloc,
   .free = cuda_free,
@@ -390,6 +402,7 @@ static const PpBackendMemory cuda_memory = {
   .mark = cuda_mark,
   .elapsed = cuda_elapsed,
   .mark_free = cuda_mark_free,
+  .mark_wait = cuda_mark_wait,
 };
 
 /* Ops */

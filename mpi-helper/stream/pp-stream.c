@@ -476,6 +476,8 @@ pp_stream_encode (PpStream * stream, const PpImage * image, guint64 pts,
     pp_chunk_free (chunk);
     return NULL;
   }
+  /* The send waits on the device for this mark, not for the stream. */
+  pp_chunk_mark_ready (chunk);
   chunk->pts = pts;
   return CHUNK_FRAME (chunk);
 }

@@ -60,11 +60,41 @@ pp_chunk_copy (const PpChunk * chunk, GError ** error)
   return copy;
 }
 
+static void
+chunk_forget_ready (PpChunk * chunk)
+{
+  if (chunk->ready != NULL)
+    chunk->backend->memory->mark_free (chunk->backend, chunk->ready);
+  chunk->ready = NULL;
+}
+
+void
+pp_chunk_mark_ready (PpChunk * chunk)
+{
+  PpBackend *be = chunk->backend;
+
+  chunk_forget_ready (chunk);
+  /* Through the table: the envelope links no backend code. */
+  if (be != NULL && be->memory->mark != NULL
+      && be->memory->mark_wait != NULL)
+    chunk->ready = be->memory->mark (be);
+}
+
+gboolean
+pp_chunk_wait_ready (const PpChunk * chunk, gpointer stream)
+{
+  if (chunk->ready == NULL)
+    return FALSE;
+  chunk->backend->memory->mark_wait (chunk->backend, chunk->ready, stream);
+  return TRUE;
+}
+
 void
 pp_chunk_free (PpChunk * chunk)
 {
   if (chunk == NULL)
     return;
+  chunk_forget_ready (chunk);
   if (chunk->owner != NULL) {
     chunk->owner->release (chunk);
     return;

@@ -47,12 +47,12 @@ link_send (PpDataPlane * base, const PpWait * w, const PpChunk * chunk,
 
   pp_backend_make_current (link->backend);
   /* The payloads were written on the backend's stream (encode, the steps,
-   * a copy): the plane's own stream is not ordered after it.  This waits
-   * for all that is queued there, the next chunk's work too when the
-   * compute thread is ahead; an event recorded after the payload by the
-   * thread that wrote it, waited on by the plane's stream
-   * (cudaStreamWaitEvent), would wait for the payload alone. */
-  pp_backend_synchronize (link->backend);
+   * a copy): the plane's own stream is not ordered after it.  It waits on
+   * the device for the mark the writing thread recorded behind them, not
+   * for the next chunk's work that thread may have queued since; a chunk
+   * without a mark (a marker, a copy) waits for the whole stream. */
+  if (!pp_chunk_wait_ready (chunk, link->stream))
+    pp_backend_synchronize (link->backend);
   return pp_data_plane_send (pp_nccl_plane_data_plane (link->nccl), w,
       chunk, defect, error);
 }

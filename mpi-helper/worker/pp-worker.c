@@ -498,6 +498,9 @@ push_out (Worker * w, PpChunk * chunk)
 {
   GError *error = NULL;
 
+  /* Behind the chunk's work on the device: its send waits for this mark,
+   * not for the next chunks' work queued after it. */
+  pp_chunk_mark_ready (chunk);
   if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {
     g_set_error (&error, PP_ERROR, PP_ERROR_TIMEOUT,
         "the sender did not take chunk %" G_GUINT64_FORMAT " within %u ms "

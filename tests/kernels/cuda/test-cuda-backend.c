@@ -632,6 +632,58 @@ test_graph_capture_on_device (void)
   pp_backend_free (gpu, c.d);
 }
 
+/* A mark orders another stream of the device after the marked work, the
+ * host waiting for nothing (a data plane's send waits so for the mark
+ * behind its payloads): a copy queued on a stream of its own behind a wait
+ * on the mark reads what the backend's fill before the mark wrote, while
+ * the fill may still be running when the host queues the copy. */
+static void
+test_mark_wait_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  const gsize n = (gsize) 64 << 20;     /* 256 MiB: a fill of tens of µs */
+  cudaStream_t other = NULL;
+  float *d, *host = NULL;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  g_assert_nonnull (gpu->memory->mark_wait);
+  d = pp_backend_alloc (gpu, n * sizeof (float), NULL);
+  g_assert_nonnull (d);
+  g_assert_cmpint (cudaStreamCreateWithFlags (&other,
+          cudaStreamNonBlocking), ==, cudaSuccess);
+  g_assert_cmpint (cudaMallocHost ((void **) &host, n * sizeof (float)), ==,
+      cudaSuccess);
+  pp_backend_fill (gpu, d, 1.0f, n);
+  pp_backend_synchronize (gpu);
+  for (int round = 0; round < 3; round++) {
+    const float want = 2.0f + round;
+    gpointer mark;
+    gsize wrong = 0;
+
+    pp_backend_fill (gpu, d, want, n);
+    mark = gpu->memory->mark (gpu);
+    g_assert_nonnull (mark);
+    gpu->memory->mark_wait (gpu, mark, other);
+    g_assert_cmpint (cudaMemcpyAsync (host, d, n * sizeof (float),
+            cudaMemcpyDeviceToHost, other), ==, cudaSuccess);
+    g_assert_cmpint (cudaStreamSynchronize (other), ==, cudaSuccess);
+    for (gsize i = 0; i < n; i++)
+      wrong += host[i] != want;
+    if (wrong > 0)
+      g_error ("round %d: %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
+          " values read by the other stream are not the fill's %g", round,
+          wrong, n, want);
+    gpu->memory->mark_free (gpu, mark);
+  }
+  pp_backend_synchronize (gpu);
+  g_assert_cmpint (cudaStreamDestroy (other), ==, cudaSuccess);
+  g_assert_cmpint (cudaFreeHost (host), ==, cudaSuccess);
+  pp_backend_free (gpu, d);
+}
+
 /* A 16-bit attention of a shape first met inside a capture: with the
  * fused way the capture fails (its cuDNN plan may compile and load
  * kernels), the work runs without a graph and makes the plan (or learns
@@ -730,6 +782,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/activations", test_activations);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
+  g_test_add_func ("/cuda-backend/mark-wait-on-device",
+      test_mark_wait_on_device);
   g_test_add_func ("/cuda-backend/graph-capture-on-device",
       test_graph_capture_on_device);
   g_test_add_func ("/cuda-backend/attention-capture-on-device",
