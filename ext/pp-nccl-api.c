@@ -89,22 +89,33 @@ real_comm_get_async_error (PpNcclComm comm, int *async_error)
   return (int) rc;
 }
 
+/* Tearing a communicator down, NCCL queries its events on the calling
+ * thread and may stop at one not ready, which the runtime keeps as the
+ * thread's last error: the thread's next kernel launch would report it
+ * as its own failure.  Cleared here (a sticky error stays). */
+static int
+forget_teardown_error (ncclResult_t rc)
+{
+  (void) cudaGetLastError ();
+  return (int) rc;
+}
+
 static int
 real_comm_abort (PpNcclComm comm)
 {
-  return ncclCommAbort ((ncclComm_t) comm);
+  return forget_teardown_error (ncclCommAbort ((ncclComm_t) comm));
 }
 
 static int
 real_comm_finalize (PpNcclComm comm)
 {
-  return ncclCommFinalize ((ncclComm_t) comm);
+  return forget_teardown_error (ncclCommFinalize ((ncclComm_t) comm));
 }
 
 static int
 real_comm_destroy (PpNcclComm comm)
 {
-  return ncclCommDestroy ((ncclComm_t) comm);
+  return forget_teardown_error (ncclCommDestroy ((ncclComm_t) comm));
 }
 
 static const gchar *

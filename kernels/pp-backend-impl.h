@@ -82,15 +82,21 @@ typedef struct
    * layer times by the host's clock): mark records a point on the
    * backend's stream behind the work issued so far (NULL when it cannot,
    * during a graph capture); elapsed waits for @to and returns the seconds
-   * of device time from @from to it; mark_free releases a mark.  A mark
-   * also orders other work: mark_wait makes the work queued later on
-   * @stream (another stream of the backend's device, as an opaque
-   * cudaStream_t) start after the mark's point, without the host waiting
-   * (what a data plane's stream does before it sends a payload). */
+   * of device time from @from to it; mark_free releases a mark. */
   gpointer (*mark) (PpBackend * be);
   gdouble (*elapsed) (PpBackend * be, gpointer from, gpointer to);
   void (*mark_free) (PpBackend * be, gpointer mark);
-  void (*mark_wait) (PpBackend * be, gpointer mark, gpointer stream);
+  /* Order between the backend's stream and another stream of its device
+   * (a data plane's, which sends what the backend's work wrote): fence
+   * records a point behind the work issued so far (NULL when it cannot,
+   * during a graph capture); fence_wait makes the work queued later on
+   * @stream (an opaque cudaStream_t) start after that point, the host
+   * waiting for nothing; fence_free releases a fence.  On the CPU
+   * backends, whose work is done when its call returns, a fence has
+   * passed when it is made (pp_cpu_fence). */
+  gpointer (*fence) (PpBackend * be);
+  void (*fence_wait) (PpBackend * be, gpointer fence, gpointer stream);
+  void (*fence_free) (PpBackend * be, gpointer fence);
 } PpBackendMemory;
 
 struct _PpBackend

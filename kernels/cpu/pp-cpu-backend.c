@@ -52,6 +52,24 @@ cpu_synchronize (PpBackend * be)
 {
 }
 
+gpointer
+pp_cpu_fence (PpBackend * be)
+{
+  return be;
+}
+
+void
+pp_cpu_fence_wait (PpBackend * be, gpointer fence, gpointer stream)
+{
+  g_assert (fence == be);
+}
+
+void
+pp_cpu_fence_free (PpBackend * be, gpointer fence)
+{
+  g_assert (fence == be);
+}
+
 static const PpBackendMemory cpu_memory = {
   .alloc = cpu_alloc,
   .free = cpu_free,
@@ -61,6 +79,9 @@ static const PpBackendMemory cpu_memory = {
   .fill = cpu_fill,
   .synchronize = cpu_synchronize,
   .upload_weights = NULL,       /* the weights' memory map serves as is */
+  .fence = pp_cpu_fence,
+  .fence_wait = pp_cpu_fence_wait,
+  .fence_free = pp_cpu_fence_free,
 };
 
 /* The kernels take float32: a view of another dtype is widened for the

@@ -49,6 +49,13 @@ float *pp_cpu_scratch (PpCpuScratch use, size_t floats);
  * loops). */
 void pp_cpu_scratch_follow (void);
 
+/* Fences (PpBackendMemory.fence) of a backend whose work is done when its
+ * call returns: each has passed when it is made, and the backend itself
+ * stands for it; waiting on one orders nothing more. */
+gpointer pp_cpu_fence (PpBackend * be);
+void pp_cpu_fence_wait (PpBackend * be, gpointer fence, gpointer stream);
+void pp_cpu_fence_free (PpBackend * be, gpointer fence);
+
 /* TRUE when the AVX-512 kernels are compiled in and this CPU runs them. */
 gboolean pp_cpu_avx512_kernels (void);
 

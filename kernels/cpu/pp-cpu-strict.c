@@ -410,6 +410,13 @@ graphs_forget (gsize offset, gsize size)
   }
 }
 
+/* As on a device, no fence is made inside a graph. */
+static gpointer
+strict_fence (PpBackend * be)
+{
+  return in_graph ? NULL : pp_cpu_fence (be);
+}
+
 static const PpBackendMemory strict_memory = {
   .alloc = strict_alloc,
   .free = strict_free,
@@ -422,6 +429,9 @@ static const PpBackendMemory strict_memory = {
   .graph_capture = strict_graph_capture,
   .graph_launch = strict_graph_launch,
   .graph_free = strict_graph_free,
+  .fence = strict_fence,
+  .fence_wait = pp_cpu_fence_wait,
+  .fence_free = pp_cpu_fence_free,
 };
 
 /* The cpu backend's glue, open: it reads views (widening 16-bit ones)

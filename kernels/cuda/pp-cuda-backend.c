@@ -373,15 +373,42 @@ cuda_mark_free (PpBackend * be, gpointer mark)
   leave (cu);
 }
 
-/* No host wait: @stream's later work waits on the device. */
+/* Fences: events without timing (cheaper to record and wait on than the
+ * profile's marks); @stream's later work waits for one on the device. */
+static gpointer
+cuda_fence (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+  cudaEvent_t event = NULL;
+
+  enter (cu);
+  if (cu->capturing == NULL) {
+    PP_CUDA_OP_TRY (cu, cudaEventCreateWithFlags (&event,
+            cudaEventDisableTiming));
+    PP_CUDA_OP_TRY (cu, cudaEventRecord (event, cu->stream));
+  }
+  leave (cu);
+  return event;
+}
+
 static void
-cuda_mark_wait (PpBackend * be, gpointer mark, gpointer stream)
+cuda_fence_wait (PpBackend * be, gpointer fence, gpointer stream)
 {
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
   PP_CUDA_OP_TRY (cu, cudaStreamWaitEvent ((cudaStream_t) stream,
-          (cudaEvent_t) mark, 0));
+          (cudaEvent_t) fence, 0));
+  leave (cu);
+}
+
+static void
+cuda_fence_free (PpBackend * be, gpointer fence)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  PP_CUDA_OP_TRY (cu, cudaEventDestroy ((cudaEvent_t) fence));
   leave (cu);
 }
 
@@ -402,7 +429,9 @@ static const PpBackendMemory cuda_memory = {
   .mark = cuda_mark,
   .elapsed = cuda_elapsed,
   .mark_free = cuda_mark_free,
-  .mark_wait = cuda_mark_wait,
+  .fence = cuda_fence,
+  .fence_wait = cuda_fence_wait,
+  .fence_free = cuda_fence_free,
 };
 
 /* Ops */

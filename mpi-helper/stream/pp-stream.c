@@ -303,8 +303,10 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
       config.n_workers, config.n_steps, config.max_in_flight);
 
   /* The chain encodes one frame at a time, and its chunk is given back
-   * once sent. */
-  stream->chunks = pp_chunk_pool_new (1);
+   * once sent.  Over NCCL its tensors live on the device, where the
+   * chunk's fence orders its send after the encoding. */
+  stream->chunks = pp_chunk_pool_new_on (1,
+      pp_mesh_data_plane_backend (stream->mesh));
   stream->sample_width = stream->sample_height = 0;
   g_mutex_lock (&stream->lock);
   stream->outstanding = 0;
@@ -476,7 +478,7 @@ pp_stream_encode (PpStream * stream, const PpImage * image, guint64 pts,
     pp_chunk_free (chunk);
     return NULL;
   }
-  /* The send waits on the device for this mark, not for the stream. */
+  /* The send waits on the device for this fence, not for the stream. */
   pp_chunk_mark_ready (chunk);
   chunk->pts = pts;
   return CHUNK_FRAME (chunk);

@@ -64,7 +64,7 @@ static void
 chunk_forget_ready (PpChunk * chunk)
 {
   if (chunk->ready != NULL)
-    chunk->backend->memory->mark_free (chunk->backend, chunk->ready);
+    chunk->backend->memory->fence_free (chunk->backend, chunk->ready);
   chunk->ready = NULL;
 }
 
@@ -75,9 +75,8 @@ pp_chunk_mark_ready (PpChunk * chunk)
 
   chunk_forget_ready (chunk);
   /* Through the table: the envelope links no backend code. */
-  if (be != NULL && be->memory->mark != NULL
-      && be->memory->mark_wait != NULL)
-    chunk->ready = be->memory->mark (be);
+  if (be != NULL && be->memory->fence != NULL)
+    chunk->ready = be->memory->fence (be);
 }
 
 gboolean
@@ -85,7 +84,7 @@ pp_chunk_wait_ready (const PpChunk * chunk, gpointer stream)
 {
   if (chunk->ready == NULL)
     return FALSE;
-  chunk->backend->memory->mark_wait (chunk->backend, chunk->ready, stream);
+  chunk->backend->memory->fence_wait (chunk->backend, chunk->ready, stream);
   return TRUE;
 }
 

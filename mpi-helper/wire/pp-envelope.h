@@ -89,7 +89,7 @@ struct _PpChunk
    * it back to (NULL: freed).  Set by its owner, a pool (pp-chunk-pool.h):
    * the chunk calls back without knowing what a pool is. */
   struct _PpBackend *backend;
-  /* A mark on @backend's stream behind the work that wrote the payloads
+  /* A fence on @backend's stream behind the work that wrote the payloads
    * (pp_chunk_mark_ready), owned; NULL: none. */
   gpointer ready;
   const PpChunkOwner *owner;
@@ -139,12 +139,13 @@ PpTensor *pp_chunk_fit_tensor    (PpChunk * chunk, guint index,
 void      pp_chunk_truncate      (PpChunk * chunk, guint n_tensors);
 /* Device payloads are written by work queued on their backend's stream,
  * and sent from another stream (a data plane's own).  mark_ready, called
- * by the thread that queued the work, records a mark behind all it queued
- * so far (replacing an earlier one; nothing for a chunk on the host or on
- * a backend without marks).  wait_ready makes the work queued later on
- * @stream wait for that mark on the device, and returns FALSE when the
- * chunk has none: the caller then synchronizes the backend, which also
- * waits for whatever was queued after the payloads. */
+ * by the thread that queued the work, records a fence behind all it
+ * queued so far (PpBackendMemory.fence; replacing an earlier one; nothing
+ * for a chunk on the host or on a backend without fences).  wait_ready
+ * makes the work queued later on @stream wait for that fence on the
+ * device, and returns FALSE when the chunk has none: the caller then
+ * synchronizes the backend, which also waits for whatever was queued
+ * after the payloads. */
 void      pp_chunk_mark_ready    (PpChunk * chunk);
 gboolean  pp_chunk_wait_ready    (const PpChunk * chunk, gpointer stream);
 /* After a transfer that did not complete, MPI may still read or write the

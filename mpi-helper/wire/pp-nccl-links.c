@@ -16,6 +16,10 @@ typedef struct
   PpCudaStream stream;
   gboolean own_stream;
   gint ranks[2];
+  gint from, to;                /* its direction */
+  /* Sends that waited on their payloads' fence, and on the whole compute
+   * stream (logged at the close). */
+  gint fenced, synchronized;
 } Link;
 
 struct _PpNcclLinks
@@ -48,11 +52,16 @@ link_send (PpDataPlane * base, const PpWait * w, const PpChunk * chunk,
   pp_backend_make_current (link->backend);
   /* The payloads were written on the backend's stream (encode, the steps,
    * a copy): the plane's own stream is not ordered after it.  It waits on
-   * the device for the mark the writing thread recorded behind them, not
+   * the device for the fence the writing thread recorded behind them, not
    * for the next chunk's work that thread may have queued since; a chunk
-   * without a mark (a marker, a copy) waits for the whole stream. */
-  if (!pp_chunk_wait_ready (chunk, link->stream))
+   * without a fence (rank 0's shutdown marker, a copy) waits for the
+   * whole stream. */
+  if (pp_chunk_wait_ready (chunk, link->stream)) {
+    g_atomic_int_inc (&link->fenced);
+  } else {
     pp_backend_synchronize (link->backend);
+    g_atomic_int_inc (&link->synchronized);
+  }
   return pp_data_plane_send (pp_nccl_plane_data_plane (link->nccl), w,
       chunk, defect, error);
 }
@@ -151,6 +160,8 @@ pp_nccl_links_connect (PpNcclLinks * planes, const PpPlan * plan,
           k < n ? k : n, k < n ? k + 1 : 0);
       return FALSE;
     }
+    link->from = k < n ? k : n;
+    link->to = k < n ? k + 1 : 0;
     g_mutex_lock (&planes->lock);
     g_ptr_array_add (planes->links, link);
     if (sender)
@@ -188,12 +199,14 @@ pp_nccl_links_abort (PpNcclLinks * planes, const GError * reason)
     return;
   g_mutex_lock (&planes->lock);
   if (planes->aborted == NULL) {
-    planes->aborted = g_error_copy (reason);
-    for (guint i = 0; i < planes->links->len; i++) {
-      Link *link = g_ptr_array_index (planes->links, i);
+    g_autofree PpNcclPlane **nccl = g_new0 (PpNcclPlane *,
+        planes->links->len);
 
-      pp_nccl_plane_abort (link->nccl, reason);
-    }
+    planes->aborted = g_error_copy (reason);
+    for (guint i = 0; i < planes->links->len; i++)
+      nccl[i] = ((Link *) g_ptr_array_index (planes->links, i))->nccl;
+    /* All at once: one abort may wait for another link's kernels. */
+    pp_nccl_planes_abort (nccl, planes->links->len, reason);
   }
   g_mutex_unlock (&planes->lock);
 }
@@ -216,6 +229,14 @@ pp_nccl_links_close (PpNcclLinks * planes, const PpWait * w,
   /* Finalized and destroyed: nothing is enqueued on the streams now. */
   for (guint i = 0; i < planes->links->len; i++) {
     Link *link = g_ptr_array_index (planes->links, i);
+    const gint fenced = g_atomic_int_get (&link->fenced);
+    const gint synchronized = g_atomic_int_get (&link->synchronized);
+
+    if (fenced + synchronized > 0)
+      PP_INFO ("NCCL link from rank %d to rank %d: %d chunks sent, %d "
+          "behind their payloads' fences, %d behind the whole compute "
+          "stream", link->from, link->to, fenced + synchronized,
+          fenced, synchronized);
 
     if (link->own_stream) {
       link->api->stream_destroy (link->stream);

@@ -764,6 +764,43 @@ pp_nccl_plane_abort (PpNcclPlane * plane, const GError * reason)
   g_rec_mutex_unlock (&plane->lock);
 }
 
+typedef struct
+{
+  PpNcclPlane *plane;
+  const GError *reason;
+} AbortJob;
+
+static gpointer
+abort_job (gpointer data)
+{
+  AbortJob *job = data;
+
+  pp_nccl_plane_abort (job->plane, job->reason);
+  return NULL;
+}
+
+void
+pp_nccl_planes_abort (PpNcclPlane * const *planes, guint n,
+    const GError * reason)
+{
+  g_autofree AbortJob *jobs = g_new0 (AbortJob, n);
+  g_autofree GThread **threads = g_new0 (GThread *, n);
+
+  for (guint i = 0; i < n; i++) {
+    jobs[i].plane = planes[i];
+    jobs[i].reason = reason;
+    /* The last one (or one no thread could be had for) on this thread. */
+    if (i + 1 < n)
+      threads[i] = g_thread_try_new ("pp-nccl-abort", abort_job, &jobs[i],
+          NULL);
+    if (threads[i] == NULL)
+      abort_job (&jobs[i]);
+  }
+  for (guint i = 0; i < n; i++)
+    if (threads[i] != NULL)
+      g_thread_join (threads[i]);
+}
+
 gboolean
 pp_nccl_plane_aborted (PpNcclPlane * plane, GError ** cause)
 {

@@ -79,6 +79,13 @@ gboolean  pp_nccl_plane_check_payloads (PpNcclPlane * plane,
 /* Aborts the communicator (once) for @reason, e.g. on the mesh's first
  * failure from another thread: waits under way fail with it. */
 void      pp_nccl_plane_abort  (PpNcclPlane * plane, const GError * reason);
+/* Aborts @n planes at once, a thread each, and returns when every abort
+ * has: ncclCommAbort returns once its communicator's kernels have stopped
+ * and its device memory is freed, and a free waits for every kernel of
+ * the device, so an abort made after another would wait for the kernels
+ * of a plane not yet aborted (a receive whose peer is gone). */
+void      pp_nccl_planes_abort (PpNcclPlane * const * planes, guint n,
+                                const GError * reason);
 /* TRUE once aborted, with a copy of the first cause in @cause if set. */
 gboolean  pp_nccl_plane_aborted (PpNcclPlane * plane, GError ** cause);
 /* The clean end: finalize, poll it under @w, destroy.  Refused while a

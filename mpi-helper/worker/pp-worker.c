@@ -498,7 +498,7 @@ push_out (Worker * w, PpChunk * chunk)
 {
   GError *error = NULL;
 
-  /* Behind the chunk's work on the device: its send waits for this mark,
+  /* Behind the chunk's work on the device: its send waits for this fence,
    * not for the next chunks' work queued after it. */
   pp_chunk_mark_ready (chunk);
   if (!pp_queue_push (w->out, chunk, worker_deadline (w))) {

@@ -48,10 +48,10 @@ for setting in "$@"; do
   fi
 done
 
-# The workers' log (info level) shows the data plane at work.
+# The workers' log and rank 0's (info level) show the data plane at work.
 if [ "$DATA_PLANE" = nccl-emulated ]; then
-  PPDIFFUSE_DEBUG=3
-  export PPDIFFUSE_DEBUG
+  PPDIFFUSE_DEBUG=3 GST_DEBUG=ppdiffuse:4 GST_DEBUG_NO_COLOR=1
+  export PPDIFFUSE_DEBUG GST_DEBUG GST_DEBUG_NO_COLOR
 fi
 # shellcheck disable=SC2086  # the settings are lists of words
 timeout "$LIMIT_S" gst-launch-1.0 -q multifilesrc \
@@ -91,8 +91,24 @@ if [ "$DATA_PLANE" = nccl-emulated ]; then
       echo "worker rank $r aborted an NCCL link on a clean run" >&2
       exit 1
     fi
+    # Each chunk's send waited on the device for the fence behind its
+    # payloads (the frames' and the shutdown marker's), never for the
+    # whole compute stream.
+    fenced=$(grep "^\[ppdiffuse rank $r pid" "$work/stderr" | grep -cE \
+      "NCCL link from rank $r to rank [0-9]+: ([0-9]+) chunks sent, \1 behind their payloads' fences, 0 behind" \
+      || true)
+    if [ "$fenced" != 1 ]; then
+      echo "worker rank $r sent chunks that did not wait on their payloads' fences" >&2
+      exit 1
+    fi
     r=$((r + 1))
   done
+  # Rank 0's frames likewise; its shutdown marker, made on the host, waits
+  # for the stream.
+  if ! grep -q "rank 0: NCCL link from rank 0 to rank 1: $((FRAMES + 1)) chunks sent, $FRAMES behind their payloads' fences, 1 behind the whole compute stream" "$work/stderr"; then
+    echo "rank 0's frames did not wait on their payloads' fences" >&2
+    exit 1
+  fi
 fi
 
 raw() {  # PNG -> packed RGB bytes

@@ -1,8 +1,8 @@
 /* Unit tests for the chunk pool: chunks made up front are lent in turn,
  * the pool grows only past them, keeps what it grew, and goes once its
  * owner and every chunk it lent have let go.  A chunk on a device keeps
- * the mark behind its payloads' work, for its send to wait on, until it is
- * marked again or given back. */
+ * the fence behind its payloads' work, for its send to wait on, until it
+ * is marked again or given back. */
 #include "pp-chunk-pool.h"
 #include "pp-backend-impl.h"
 
@@ -123,94 +123,81 @@ test_threads (void)
   pp_chunk_pool_unref (c.pool);
 }
 
-/* A device backend as far as marks go: what it was asked to do. */
+/* A device backend as far as fences go: what it was asked to do. */
 typedef struct
 {
-  guint marks_made, marks_freed, waits, synchronizes;
-  gpointer last_mark, waited_mark, waited_stream;
-} Marks;
+  guint made, freed, waits;
+  gpointer last, waited, waited_stream;
+} Fences;
 
-static Marks marks;
+static Fences fences;
 
 static gpointer
-fake_mark (PpBackend * be)
+fake_fence (PpBackend * be)
 {
-  marks.marks_made++;
-  marks.last_mark = GUINT_TO_POINTER (0x1000 + marks.marks_made);
-  return marks.last_mark;
+  fences.made++;
+  fences.last = GUINT_TO_POINTER (0x1000 + fences.made);
+  return fences.last;
 }
 
 static void
-fake_mark_free (PpBackend * be, gpointer mark)
+fake_fence_free (PpBackend * be, gpointer fence)
 {
-  g_assert_nonnull (mark);
-  marks.marks_freed++;
+  g_assert_nonnull (fence);
+  fences.freed++;
 }
 
 static void
-fake_mark_wait (PpBackend * be, gpointer mark, gpointer stream)
+fake_fence_wait (PpBackend * be, gpointer fence, gpointer stream)
 {
-  marks.waits++;
-  marks.waited_mark = mark;
-  marks.waited_stream = stream;
+  fences.waits++;
+  fences.waited = fence;
+  fences.waited_stream = stream;
 }
 
 static void
-fake_synchronize (PpBackend * be)
+test_ready_fences (void)
 {
-  marks.synchronizes++;
-}
-
-static void
-test_ready_marks (void)
-{
-  static const PpBackendMemory with_marks = {
-    .synchronize = fake_synchronize,
-    .mark = fake_mark,
-    .mark_free = fake_mark_free,
-    .mark_wait = fake_mark_wait,
+  static const PpBackendMemory with_fences = {
+    .fence = fake_fence,
+    .fence_wait = fake_fence_wait,
+    .fence_free = fake_fence_free,
   };
-  /* Marks for profiles only: nothing can wait on them. */
-  static const PpBackendMemory timing_only = {
-    .synchronize = fake_synchronize,
-    .mark = fake_mark,
-    .mark_free = fake_mark_free,
-  };
-  PpBackend device = { .name = "fake-device", .memory = &with_marks };
-  PpBackend timing = { .name = "fake-timing", .memory = &timing_only };
+  static const PpBackendMemory without = { 0 };
+  PpBackend device = { .name = "fake-device", .memory = &with_fences };
+  PpBackend plain = { .name = "fake-plain", .memory = &without };
   gpointer stream = GUINT_TO_POINTER (0x5000);
   PpChunkPool *pool = pp_chunk_pool_new_on (1, &device);
   PpChunkPool *host = pp_chunk_pool_new (1);
-  PpChunkPool *untimed = pp_chunk_pool_new_on (1, &timing);
+  PpChunkPool *unfenced = pp_chunk_pool_new_on (1, &plain);
   PpChunk *c = pp_chunk_pool_acquire (pool);
   gpointer first;
 
-  memset (&marks, 0, sizeof marks);
+  memset (&fences, 0, sizeof fences);
   /* Nothing to wait on before the payloads are marked. */
   g_assert_false (pp_chunk_wait_ready (c, stream));
   pp_chunk_mark_ready (c);
-  first = marks.last_mark;
+  first = fences.last;
   g_assert_true (c->ready == first);
-  /* Marked again (another pass over it): the newer mark replaces it. */
+  /* Marked again (another pass over it): the newer fence replaces it. */
   pp_chunk_mark_ready (c);
-  g_assert_cmpuint (marks.marks_made, ==, 2);
-  g_assert_cmpuint (marks.marks_freed, ==, 1);
-  g_assert_true (c->ready == marks.last_mark && c->ready != first);
-  /* The send's stream waits on the device for that mark alone. */
+  g_assert_cmpuint (fences.made, ==, 2);
+  g_assert_cmpuint (fences.freed, ==, 1);
+  g_assert_true (c->ready == fences.last && c->ready != first);
+  /* The send's stream waits on the device for that fence alone. */
   g_assert_true (pp_chunk_wait_ready (c, stream));
-  g_assert_cmpuint (marks.waits, ==, 1);
-  g_assert_true (marks.waited_mark == marks.last_mark);
-  g_assert_true (marks.waited_stream == stream);
-  g_assert_cmpuint (marks.synchronizes, ==, 0);
-  /* Given back, the chunk lets its mark go; lent again, it has none. */
+  g_assert_cmpuint (fences.waits, ==, 1);
+  g_assert_true (fences.waited == fences.last);
+  g_assert_true (fences.waited_stream == stream);
+  /* Given back, the chunk lets its fence go; lent again, it has none. */
   pp_chunk_free (c);
-  g_assert_cmpuint (marks.marks_freed, ==, 2);
+  g_assert_cmpuint (fences.freed, ==, 2);
   c = pp_chunk_pool_acquire (pool);
   g_assert_null (c->ready);
   g_assert_false (pp_chunk_wait_ready (c, stream));
   pp_chunk_free (c);
-  g_assert_cmpuint (marks.marks_freed, ==, 2);
-  /* A copy has no mark of its own: its send waits for the stream. */
+  g_assert_cmpuint (fences.freed, ==, 2);
+  /* A copy has no fence of its own: its send waits for the stream. */
   c = pp_chunk_pool_acquire (pool);
   pp_chunk_mark_ready (c);
   {
@@ -220,22 +207,21 @@ test_ready_marks (void)
     pp_chunk_free (copy);
   }
   pp_chunk_free (c);
-  g_assert_cmpuint (marks.marks_made, ==, marks.marks_freed);
-  /* On the host, or on a backend whose marks nothing can wait on, no
-   * mark is made. */
-  memset (&marks, 0, sizeof marks);
+  g_assert_cmpuint (fences.made, ==, fences.freed);
+  /* On the host, or on a backend without fences, none is made. */
+  memset (&fences, 0, sizeof fences);
   c = pp_chunk_pool_acquire (host);
   pp_chunk_mark_ready (c);
   g_assert_null (c->ready);
   pp_chunk_free (c);
-  c = pp_chunk_pool_acquire (untimed);
+  c = pp_chunk_pool_acquire (unfenced);
   pp_chunk_mark_ready (c);
   g_assert_null (c->ready);
   g_assert_false (pp_chunk_wait_ready (c, stream));
   pp_chunk_free (c);
-  g_assert_cmpuint (marks.marks_made, ==, 0);
-  g_assert_cmpuint (marks.waits, ==, 0);
-  pp_chunk_pool_unref (untimed);
+  g_assert_cmpuint (fences.made, ==, 0);
+  g_assert_cmpuint (fences.waits, ==, 0);
+  pp_chunk_pool_unref (unfenced);
   pp_chunk_pool_unref (host);
   pp_chunk_pool_unref (pool);
 }
@@ -248,6 +234,6 @@ main (int argc, char **argv)
   g_test_add_func ("/chunk-pool/grows-past-reserve", test_grows_past_reserve);
   g_test_add_func ("/chunk-pool/outlives-owner", test_outlives_owner);
   g_test_add_func ("/chunk-pool/threads", test_threads);
-  g_test_add_func ("/chunk-pool/ready-marks", test_ready_marks);
+  g_test_add_func ("/chunk-pool/ready-fences", test_ready_fences);
   return g_test_run ();
 }

@@ -227,17 +227,23 @@ wait_for (gint peer, guint timeout_ms, PpAliveFunc alive, gpointer data)
 }
 
 static PpNcclPlane *
-open_plane (void)
+open_plane_on (const PpNcclApi * api)
 {
   PpNcclUniqueId id = { {0} };
   PpWait w = wait_for (-1, LONG_DEADLINE_MS, NULL, NULL);
   g_autoptr (GError) error = NULL;
-  PpNcclPlane *plane = pp_nccl_plane_new_with_api (&fake_api, &id, ranks,
+  PpNcclPlane *plane = pp_nccl_plane_new_with_api (api, &id, ranks,
       G_N_ELEMENTS (ranks), ME, NULL, &w, &error);
 
   g_assert_no_error (error);
   g_assert_nonnull (plane);
   return plane;
+}
+
+static PpNcclPlane *
+open_plane (void)
+{
+  return open_plane_on (&fake_api);
 }
 
 static PpChunk *
@@ -627,6 +633,68 @@ test_async_error (void)
   g_assert_cmpint (fake.finalizes + fake.destroys, ==, 0);
 }
 
+/* ncclCommAbort as a device makes it when another communicator's kernel
+ * still runs: it returns only once every plane's abort has begun (the
+ * other kernels stopped), or gives up after LONG_DEADLINE_MS. */
+static struct
+{
+  GMutex lock;
+  GCond cond;
+  gint expected, started;
+  gboolean gave_up;
+} meeting;
+
+static int
+meeting_abort (PpNcclComm comm)
+{
+  const gint64 end = g_get_monotonic_time ()
+      + LONG_DEADLINE_MS * G_TIME_SPAN_MILLISECOND;
+
+  note (&fake.aborts);
+  g_mutex_lock (&meeting.lock);
+  meeting.started++;
+  g_cond_broadcast (&meeting.cond);
+  while (meeting.started < meeting.expected)
+    if (!g_cond_wait_until (&meeting.cond, &meeting.lock, end)) {
+      meeting.gave_up = TRUE;
+      break;
+    }
+  g_mutex_unlock (&meeting.lock);
+  return PP_NCCL_SUCCESS;
+}
+
+/* A rank's planes are aborted at once, not one after the other: each
+ * abort returns only when the others have begun. */
+static void
+test_abort_together (void)
+{
+  PpNcclApi api = fake_api;
+  PpNcclPlane *planes[3];
+  g_autoptr (GError) reason = g_error_new_literal (PP_ERROR,
+      PP_ERROR_RESOURCE, "worker rank 2 (pid 99) has exited");
+
+  fake_reset ();
+  api.comm_abort = meeting_abort;
+  meeting.expected = G_N_ELEMENTS (planes);
+  meeting.started = 0;
+  meeting.gave_up = FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (planes); i++)
+    planes[i] = open_plane_on (&api);
+  pp_nccl_planes_abort (planes, G_N_ELEMENTS (planes), reason);
+  g_assert_false (meeting.gave_up);
+  g_assert_cmpint (fake.aborts, ==, G_N_ELEMENTS (planes));
+  for (guint i = 0; i < G_N_ELEMENTS (planes); i++) {
+    g_autoptr (GError) cause = NULL;
+
+    g_assert_true (pp_nccl_plane_aborted (planes[i], &cause));
+    g_assert_nonnull (strstr (cause->message, "has exited"));
+    /* Once: a second abort asks nothing of NCCL. */
+    pp_nccl_plane_abort (planes[i], reason);
+    pp_nccl_plane_free (planes[i]);
+  }
+  g_assert_cmpint (fake.aborts, ==, G_N_ELEMENTS (planes));
+}
+
 static void
 test_clean_close (void)
 {
@@ -779,6 +847,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl-plane/fault/peer-dies", test_peer_dies);
   g_test_add_func ("/nccl-plane/fault/peer-stalls", test_peer_stalls);
   g_test_add_func ("/nccl-plane/fault/async-error", test_async_error);
+  g_test_add_func ("/nccl-plane/fault/abort-together", test_abort_together);
   g_test_add_func ("/nccl-plane/close/clean", test_clean_close);
   g_test_add_func ("/nccl-plane/close/deadline", test_close_deadline);
   return g_test_run ();

@@ -632,13 +632,13 @@ test_graph_capture_on_device (void)
   pp_backend_free (gpu, c.d);
 }
 
-/* A mark orders another stream of the device after the marked work, the
- * host waiting for nothing (a data plane's send waits so for the mark
+/* A fence orders another stream of the device after the work before it,
+ * the host waiting for nothing (a data plane's send waits so for the fence
  * behind its payloads): a copy queued on a stream of its own behind a wait
- * on the mark reads what the backend's fill before the mark wrote, while
+ * on the fence reads what the backend's fill before the fence wrote, while
  * the fill may still be running when the host queues the copy. */
 static void
-test_mark_wait_on_device (void)
+test_fence_wait_on_device (void)
 {
   PpBackend *gpu = pp_cuda_backend_get (0, NULL);
   const gsize n = (gsize) 64 << 20;     /* 256 MiB: a fill of tens of µs */
@@ -649,7 +649,7 @@ test_mark_wait_on_device (void)
     g_test_skip ("no CUDA device");
     return;
   }
-  g_assert_nonnull (gpu->memory->mark_wait);
+  g_assert_nonnull (gpu->memory->fence_wait);
   d = pp_backend_alloc (gpu, n * sizeof (float), NULL);
   g_assert_nonnull (d);
   g_assert_cmpint (cudaStreamCreateWithFlags (&other,
@@ -660,13 +660,13 @@ test_mark_wait_on_device (void)
   pp_backend_synchronize (gpu);
   for (int round = 0; round < 3; round++) {
     const float want = 2.0f + round;
-    gpointer mark;
+    gpointer fence;
     gsize wrong = 0;
 
     pp_backend_fill (gpu, d, want, n);
-    mark = gpu->memory->mark (gpu);
-    g_assert_nonnull (mark);
-    gpu->memory->mark_wait (gpu, mark, other);
+    fence = gpu->memory->fence (gpu);
+    g_assert_nonnull (fence);
+    gpu->memory->fence_wait (gpu, fence, other);
     g_assert_cmpint (cudaMemcpyAsync (host, d, n * sizeof (float),
             cudaMemcpyDeviceToHost, other), ==, cudaSuccess);
     g_assert_cmpint (cudaStreamSynchronize (other), ==, cudaSuccess);
@@ -676,7 +676,7 @@ test_mark_wait_on_device (void)
       g_error ("round %d: %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
           " values read by the other stream are not the fill's %g", round,
           wrong, n, want);
-    gpu->memory->mark_free (gpu, mark);
+    gpu->memory->fence_free (gpu, fence);
   }
   pp_backend_synchronize (gpu);
   g_assert_cmpint (cudaStreamDestroy (other), ==, cudaSuccess);
@@ -782,8 +782,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/activations", test_activations);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
-  g_test_add_func ("/cuda-backend/mark-wait-on-device",
-      test_mark_wait_on_device);
+  g_test_add_func ("/cuda-backend/fence-wait-on-device",
+      test_fence_wait_on_device);
   g_test_add_func ("/cuda-backend/graph-capture-on-device",
       test_graph_capture_on_device);
   g_test_add_func ("/cuda-backend/attention-capture-on-device",
