@@ -549,6 +549,15 @@ has_payload (const PpChunk * chunk)
   return FALSE;
 }
 
+/* NCCL forbids issuing operations on two communicators of one device
+ * from two threads at once, and a rank's planes (its links) share its
+ * device: a rank's groups are issued one at a time, from ncclGroupStart
+ * to ncclGroupEnd.  Not across the in-progress poll after it: with
+ * non-blocking communicators the launch goes on in NCCL's own thread,
+ * and a first launch may wait for its peer to launch too, which a lock
+ * held across it around the ring of ranks would deadlock. */
+static GMutex issue_lock;
+
 /* One group: a send or receive per non-empty tensor, launched (polled
  * while in progress), then the slot's event recorded behind it.  Called
  * with the lock held; NULL when launched, else why not (the caller
@@ -561,9 +570,12 @@ launch_locked (PpNcclPlane * plane, const PpWait * w, const PpChunk * chunk,
   GError *cause = NULL;
   int rc;
 
+  g_mutex_lock (&issue_lock);
   rc = api->group_start ();
-  if (!nccl_ok (rc))
+  if (!nccl_ok (rc)) {
+    g_mutex_unlock (&issue_lock);
     return nccl_error (api, what, "ncclGroupStart", rc);
+  }
   for (guint i = 0; i < chunk->tensors->len && cause == NULL; i++) {
     PpTensor *t = g_ptr_array_index (chunk->tensors, i);
     PpNcclDataType type;
@@ -583,6 +595,7 @@ launch_locked (PpNcclPlane * plane, const PpWait * w, const PpChunk * chunk,
   /* A started group is always ended, so that this thread's group depth
    * stays balanced whatever happened inside it. */
   rc = api->group_end ();
+  g_mutex_unlock (&issue_lock);
   if (cause != NULL)
     return cause;
   if (!nccl_ok (rc))

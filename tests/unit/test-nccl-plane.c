@@ -426,6 +426,107 @@ test_id_message (void)
 
 /* ---- transfers ---------------------------------------------------------- */
 
+/* Groups issued from two threads at once on two planes (a rank's links
+ * share its device): the deepest nesting of groups seen. */
+static gint issuing, issuing_max;
+
+static int
+counting_group_start (void)
+{
+  const gint depth = g_atomic_int_add (&issuing, 1) + 1;
+  gint seen = g_atomic_int_get (&issuing_max);
+
+  while (depth > seen
+      && !g_atomic_int_compare_and_exchange_full (&issuing_max, seen, depth,
+          &seen));
+  g_usleep (200);               /* a window for the other thread */
+  return PP_NCCL_SUCCESS;
+}
+
+static int
+counting_group_end (void)
+{
+  g_atomic_int_add (&issuing, -1);
+  return PP_NCCL_SUCCESS;
+}
+
+static int
+quiet_transfer (const void *buf, gsize count, PpNcclDataType type, int peer,
+    PpNcclComm comm, PpCudaStream stream)
+{
+  return PP_NCCL_SUCCESS;
+}
+
+static int
+quiet_recv (void *buf, gsize count, PpNcclDataType type, int peer,
+    PpNcclComm comm, PpCudaStream stream)
+{
+  return PP_NCCL_SUCCESS;
+}
+
+static int
+quiet_async (PpNcclComm comm, int *state)
+{
+  *state = PP_NCCL_SUCCESS;
+  return PP_NCCL_SUCCESS;
+}
+
+static int
+quiet_event (PpCudaEvent event)
+{
+  return PP_CUDA_SUCCESS;
+}
+
+static int
+quiet_record (PpCudaEvent event, PpCudaStream stream)
+{
+  return PP_CUDA_SUCCESS;
+}
+
+static gpointer
+send_many (gpointer data)
+{
+  PpNcclPlane *plane = data;
+  g_autoptr (PpChunk) chunk = make_chunk (3);
+  PpWait w = wait_for (PEER, LONG_DEADLINE_MS, NULL, NULL);
+
+  for (gint i = 0; i < 50; i++) {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_cmpint (pp_nccl_plane_send (plane, &w, chunk, &error), ==,
+        PP_DATA_PLANE_DONE);
+    g_assert_no_error (error);
+  }
+  return NULL;
+}
+
+static void
+test_one_issuer (void)
+{
+  PpNcclApi api = fake_api;
+  PpNcclPlane *planes[2];
+  GThread *threads[2];
+
+  fake_reset ();
+  api.group_start = counting_group_start;
+  api.group_end = counting_group_end;
+  api.send = quiet_transfer;
+  api.recv = quiet_recv;
+  api.comm_get_async_error = quiet_async;
+  api.event_query = quiet_event;
+  api.event_record = quiet_record;
+  issuing = issuing_max = 0;
+  for (guint i = 0; i < 2; i++)
+    planes[i] = open_plane_on (&api);
+  for (guint i = 0; i < 2; i++)
+    threads[i] = g_thread_new ("sender", send_many, planes[i]);
+  for (guint i = 0; i < 2; i++)
+    g_thread_join (threads[i]);
+  g_assert_cmpint (issuing_max, ==, 1);
+  for (guint i = 0; i < 2; i++)
+    pp_nccl_plane_free (planes[i]);
+}
+
 static void
 test_send_recv (void)
 {
@@ -840,6 +941,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl-plane/transfer/counts-and-empty",
       test_float_counts_and_empty);
   g_test_add_func ("/nccl-plane/transfer/sizing", test_sizing_rejected);
+  g_test_add_func ("/nccl-plane/transfer/one-issuer", test_one_issuer);
   g_test_add_func ("/nccl-plane/transfer/one-group-per-peer",
       test_one_group_per_peer);
   g_test_add_func ("/nccl-plane/transfer/data-plane",
