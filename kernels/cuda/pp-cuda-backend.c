@@ -330,21 +330,29 @@ cuda_graph_free (PpBackend * be, gpointer graph)
   leave (cu);
 }
 
-/* Profiles: events on the compute stream.  None during a capture (an
- * event recorded there would become a node of the graph). */
+/* Profiles' marks and the data planes' fences: events on the compute
+ * stream.  An event of @flags recorded behind the work issued so far;
+ * none during a capture (an event recorded there would become a node of
+ * the graph). */
 static gpointer
-cuda_mark (PpBackend * be)
+record_event (PpBackend * be, unsigned int flags)
 {
   PpCudaBackend *cu = be->priv;
   cudaEvent_t event = NULL;
 
   enter (cu);
   if (cu->capturing == NULL) {
-    PP_CUDA_OP_TRY (cu, cudaEventCreate (&event));
+    PP_CUDA_OP_TRY (cu, cudaEventCreateWithFlags (&event, flags));
     PP_CUDA_OP_TRY (cu, cudaEventRecord (event, cu->stream));
   }
   leave (cu);
   return event;
+}
+
+static gpointer
+cuda_mark (PpBackend * be)
+{
+  return record_event (be, cudaEventDefault);
 }
 
 static gdouble
@@ -361,15 +369,16 @@ cuda_elapsed (PpBackend * be, gpointer from, gpointer to)
   return ms / 1e3;
 }
 
+/* A mark or a fence. */
 static void
-cuda_mark_free (PpBackend * be, gpointer mark)
+cuda_event_free (PpBackend * be, gpointer event)
 {
   PpCudaBackend *cu = be->priv;
 
-  if (mark == NULL)
+  if (event == NULL)
     return;
   enter (cu);
-  PP_CUDA_OP_TRY (cu, cudaEventDestroy ((cudaEvent_t) mark));
+  PP_CUDA_OP_TRY (cu, cudaEventDestroy ((cudaEvent_t) event));
   leave (cu);
 }
 
@@ -378,17 +387,7 @@ cuda_mark_free (PpBackend * be, gpointer mark)
 static gpointer
 cuda_fence (PpBackend * be)
 {
-  PpCudaBackend *cu = be->priv;
-  cudaEvent_t event = NULL;
-
-  enter (cu);
-  if (cu->capturing == NULL) {
-    PP_CUDA_OP_TRY (cu, cudaEventCreateWithFlags (&event,
-            cudaEventDisableTiming));
-    PP_CUDA_OP_TRY (cu, cudaEventRecord (event, cu->stream));
-  }
-  leave (cu);
-  return event;
+  return record_event (be, cudaEventDisableTiming);
 }
 
 static void
@@ -399,16 +398,6 @@ cuda_fence_wait (PpBackend * be, gpointer fence, gpointer stream)
   enter (cu);
   PP_CUDA_OP_TRY (cu, cudaStreamWaitEvent ((cudaStream_t) stream,
           (cudaEvent_t) fence, 0));
-  leave (cu);
-}
-
-static void
-cuda_fence_free (PpBackend * be, gpointer fence)
-{
-  PpCudaBackend *cu = be->priv;
-
-  enter (cu);
-  PP_CUDA_OP_TRY (cu, cudaEventDestroy ((cudaEvent_t) fence));
   leave (cu);
 }
 
@@ -428,10 +417,10 @@ static const PpBackendMemory cuda_memory = {
   .make_current = pp_cuda_backend_make_current,
   .mark = cuda_mark,
   .elapsed = cuda_elapsed,
-  .mark_free = cuda_mark_free,
+  .mark_free = cuda_event_free,
   .fence = cuda_fence,
   .fence_wait = cuda_fence_wait,
-  .fence_free = cuda_fence_free,
+  .fence_free = cuda_event_free,
 };
 
 /* Ops */
