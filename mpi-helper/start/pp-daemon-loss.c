@@ -8,6 +8,18 @@
 
 static gint lost;
 
+/* Says once that the daemon is gone, @how rank 0 learnt it first: PMIx's
+ * event, or the daemon's process found dead (a worker that went with it
+ * may end the stream before PMIx's thread has told). */
+static void
+note_lost (const gchar * how)
+{
+  if (g_atomic_int_compare_and_exchange (&lost, 0, 1))
+    PP_WARN ("this process lost its connection to Open MPI's daemon (%s): "
+        "its workers lose it too; Open MPI starts no more workers in this "
+        "process", how);
+}
+
 /* PMIx's progress thread: the connection to the daemon is gone.  Ending
  * the chain here keeps Open MPI's default handler (an abort of this
  * process) from running. */
@@ -17,10 +29,7 @@ on_lost_connection (size_t id, pmix_status_t status,
     pmix_info_t results[], size_t nresults,
     pmix_event_notification_cbfunc_fn_t done, void *done_data)
 {
-  if (g_atomic_int_compare_and_exchange (&lost, 0, 1))
-    PP_WARN ("this process lost its connection to Open MPI's daemon (%s): "
-        "its workers lose it too; Open MPI starts no more workers in this "
-        "process", PMIx_Error_string (status));
+  note_lost (PMIx_Error_string (status));
   if (done != NULL)
     done (PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, done_data);
 }
@@ -59,12 +68,16 @@ pp_daemon_gone (void)
   gchar *crash = pp_launcher_daemon_crash ();
   const gint64 pid = pp_launcher_daemon_pid ();
 
-  if (crash != NULL)
+  if (crash != NULL) {
+    note_lost ("it crashed");
     return crash;
-  if (pid > 0 && !pp_proc_is_running (pid))
+  }
+  if (pid > 0 && !pp_proc_is_running (pid)) {
+    note_lost ("its process is gone");
     return g_strdup_printf ("Open MPI's daemon on %s (pid %" G_GINT64_FORMAT
         ", started by MPI_Init in this process) is gone", g_get_host_name (),
         pid);
+  }
   if (g_atomic_int_get (&lost))
     return g_strdup_printf ("this process lost its connection to Open MPI's "
         "daemon on %s", g_get_host_name ());

@@ -27,7 +27,9 @@ G_BEGIN_DECLS
 void      pp_daemon_loss_guard      (void);
 /* A sentence saying that Open MPI's daemon on this host is gone — its
  * crash as the launcher saw it (pp_launcher_daemon_crash), or its process
- * no longer running, or the lost connection — or NULL while it serves. */
+ * no longer running, or the lost connection — or NULL while it serves.
+ * The first of them found, by this or by PMIx's event, is also logged
+ * once as a warning. */
 gchar    *pp_daemon_gone            (void);
 
 G_END_DECLS

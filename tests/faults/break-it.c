@@ -647,16 +647,16 @@ stress_run (guint run, guint bound_ms)
       WIFSIGNALED (status) ? WTERMSIG (status) : WEXITSTATUS (status),
       (g_get_monotonic_time () - start) / 1000);
   fail_unless (done, "run %u (%s): gst-launch still ran after %u ms:\n"
-      "%s", run, fault, bound_ms, log);
+      "%s", run, fault, bound_ms, tail (log));
   fail_if (WIFSIGNALED (status), "run %u (%s): gst-launch died of signal "
-      "%d:\n%s", run, fault, WTERMSIG (status), log);
+      "%d:\n%s", run, fault, WTERMSIG (status), tail (log));
   /* 1: an error while streaming; 255: the start (READY → PAUSED) failed */
   fail_unless (WIFEXITED (status) && (WEXITSTATUS (status) == 1
           || WEXITSTATUS (status) == 255), "run %u (%s): gst-launch exited "
       "with %d, not the element's error:\n%s", run, fault,
-      WEXITSTATUS (status), log);
+      WEXITSTATUS (status), tail (log));
   fail_unless (has_own_error (log), "run %u (%s): no error from "
-      "ppdiffuse:\n%s", run, fault, log);
+      "ppdiffuse:\n%s", run, fault, tail (log));
   fail_unless (!streaming || has_rank0_dump (dir), "run %u (%s): a worker "
       "died while streaming and rank 0 wrote no flight recorder to %s", run,
       fault, dir);
@@ -705,19 +705,20 @@ GST_START_TEST (test_daemon_killed)
   g_clear_pointer (&log, g_free);
   fail_unless (g_file_get_contents (log_path, &log, NULL, NULL));
   fail_unless (done, "gst-launch still ran %u ms after its daemon died:\n%s",
-      bound_ms, log);
+      bound_ms, tail (log));
   fail_if (WIFSIGNALED (status), "gst-launch died of signal %d:\n%s",
-      WTERMSIG (status), log);
+      WTERMSIG (status), tail (log));
   fail_unless (WIFEXITED (status) && WEXITSTATUS (status) == 1, "gst-launch "
       "exited with %d, not the element's error:\n%s", WEXITSTATUS (status),
-      log);
-  fail_unless (has_own_error (log), "no error from ppdiffuse:\n%s", log);
+      tail (log));
+  fail_unless (has_own_error (log), "no error from ppdiffuse:\n%s",
+      tail (log));
   fail_unless (strstr (log, "lost its connection to Open MPI's daemon")
-      != NULL, "rank 0 did not say it lost its daemon:\n%s", log);
+      != NULL, "rank 0 did not say it lost its daemon:\n%s", tail (log));
   /* The error names the cause: the daemon, not the worker. */
   fail_unless (strstr (log, "has exited: Open MPI's daemon on ") != NULL
       && strstr (log, "is gone, and the workers of this host with it")
-      != NULL, "the error does not name the daemon:\n%s", log);
+      != NULL, "the error does not name the daemon:\n%s", tail (log));
   fail_unless_equals_int (pp_check_wait_descendants_gone
       (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
   while (waitpid (-1, NULL, WNOHANG) > 0);
