@@ -178,20 +178,22 @@ static void
 abort_locked (PpNcclPlane * plane, GError * cause, GError ** error)
 {
   if (plane->state == PLANE_OPEN) {
-    gchar *message = g_strconcat (cause->message, "; communicator aborted",
-        NULL);
     int rc;
 
-    g_free (cause->message);
-    cause->message = message;
-    plane->cause = cause;
+    /* A new error rather than @cause's message rewritten: the plane may be
+     * aborted on a thread of its own (pp_nccl_planes_abort), and the error
+     * it was given (copied from another thread's) is left as it is. */
+    plane->cause = g_error_new (cause->domain, cause->code,
+        "%s; communicator aborted", cause->message);
+    g_error_free (cause);
     plane->state = PLANE_ABORTED;
     /* Never destroy: a dead peer can hang it.  Abort frees the
      * communicator whatever its peers do. */
     rc = plane->api->comm_abort (plane->comm);
-    PP_WARN ("NCCL plane of rank %d: %s%s", plane->rank, message,
+    PP_WARN ("NCCL plane of rank %d: %s%s", plane->rank,
+        plane->cause->message,
         rc == PP_NCCL_SUCCESS ? "" : " (ncclCommAbort failed)");
-    g_propagate_error (error, g_error_copy (cause));
+    g_propagate_error (error, g_error_copy (plane->cause));
     return;
   }
   g_error_free (cause);
