@@ -59,6 +59,24 @@ pp_cuda_store (void *p, size_t i, float v)
     ((float *) p)[i] = v;
 }
 
+/* Sum and maximum of @v over the calling warp (all 32 lanes take part);
+ * every lane gets it, the lanes' values added in one fixed order. */
+__device__ __forceinline__ float
+pp_cuda_warp_sum (float v)
+{
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float
+pp_cuda_warp_max (float v)
+{
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf (v, __shfl_xor_sync (0xffffffffu, v, o));
+  return v;
+}
+
 /* Sum of @v over the block (blockDim.x a multiple of 32, ≤ 1024); every
  * thread gets it.  @shared holds 32 floats; the call ends with a barrier so
  * that the next call may reuse it. */
@@ -68,14 +86,11 @@ pp_cuda_block_sum (float v, float *shared)
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const unsigned warps = blockDim.x / 32;
 
-  for (int o = 16; o > 0; o /= 2)
-    v += __shfl_xor_sync (0xffffffffu, v, o);
+  v = pp_cuda_warp_sum (v);
   if (lane == 0)
     shared[warp] = v;
   __syncthreads ();
-  v = lane < warps ? shared[lane] : 0.0f;
-  for (int o = 16; o > 0; o /= 2)
-    v += __shfl_xor_sync (0xffffffffu, v, o);
+  v = pp_cuda_warp_sum (lane < warps ? shared[lane] : 0.0f);
   __syncthreads ();
   return v;
 }
@@ -89,14 +104,11 @@ pp_cuda_block_max (float v, float *shared)
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const unsigned warps = blockDim.x / 32;
 
-  for (int o = 16; o > 0; o /= 2)
-    v = fmaxf (v, __shfl_xor_sync (0xffffffffu, v, o));
+  v = pp_cuda_warp_max (v);
   if (lane == 0)
     shared[warp] = v;
   __syncthreads ();
-  v = lane < warps ? shared[lane] : -INFINITY;
-  for (int o = 16; o > 0; o /= 2)
-    v = fmaxf (v, __shfl_xor_sync (0xffffffffu, v, o));
+  v = pp_cuda_warp_max (lane < warps ? shared[lane] : -INFINITY);
   __syncthreads ();
   return v;
 }

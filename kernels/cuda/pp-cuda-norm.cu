@@ -94,12 +94,6 @@ group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
   int ch;
 
   group_slice (count, splits, blockIdx.x, &begin, &end);
-  if (end <= begin) {
-    /* No values (never with GROUP_MIN_SLICE): nothing to add. */
-    if (threadIdx.x == 0)
-      partials[item * splits + blockIdx.x] = make_float4 (0, 0, 0, 0);
-    return;
-  }
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     sum += pp_cuda_load<A> (x, group_at (nhwc, item, groups, c, per_group,
             hw, (unsigned) i, &ch));
@@ -135,7 +129,7 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
   if (threadIdx.x < 32) {
     const int s = threadIdx.x;
     size_t b, e;
-    float n_s = 0.0f, hi_s = 0.0f, lo_s = 0.0f, m2_s = 0.0f, total, hi,
+    float n_s = 0.0f, hi_s = 0.0f, lo_s = 0.0f, m2_s = 0.0f, hi,
         off, lo, m2;
 
     if (s < splits) {
@@ -150,18 +144,10 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     /* The item's mean as a float, then each slice's mean as its offset
      * from it (hi_s - hi is exact for slices near the mean), whose mean is
      * what the float leaves out. */
-    total = n_s * hi_s;
-    for (int o = 16; o > 0; o /= 2)
-      total += __shfl_xor_sync (0xffffffffu, total, o);
-    hi = total / (float) count;
+    hi = pp_cuda_warp_sum (n_s * hi_s) / (float) count;
     off = n_s > 0.0f ? (hi_s - hi) + lo_s : 0.0f;
-    total = n_s * off;
-    for (int o = 16; o > 0; o /= 2)
-      total += __shfl_xor_sync (0xffffffffu, total, o);
-    lo = total / (float) count;
-    m2 = m2_s + n_s * (off - lo) * (off - lo);
-    for (int o = 16; o > 0; o /= 2)
-      m2 += __shfl_xor_sync (0xffffffffu, m2, o);
+    lo = pp_cuda_warp_sum (n_s * off) / (float) count;
+    m2 = pp_cuda_warp_sum (m2_s + n_s * (off - lo) * (off - lo));
     if (s == 0) {
       moments[0] = hi;
       moments[1] = lo;
@@ -224,6 +210,14 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
  * fewest values a slice may have. */
 #define GROUP_TARGET_BLOCKS 1024
 #define GROUP_MIN_SLICE 2048
+/* With at most count / GROUP_MIN_SLICE slices (rounded up), each of
+ * ceil (count / splits) values, none is empty while GROUP_MIN_SLICE >=
+ * splits: the stats kernel never sees an empty slice. */
+static_assert (GROUP_MIN_SLICE >= PP_CUDA_GROUP_MAX_SPLITS,
+    "a group norm slice could be empty");
+/* A slice's partials are one float4: hi, lo, m2 and a spare. */
+static_assert (sizeof (float4) == PP_CUDA_GROUP_STATS * sizeof (float),
+    "PP_CUDA_GROUP_STATS is not a float4's floats");
 
 extern "C" int
 pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)

@@ -15,8 +15,7 @@ block_sum_kernel (const float *x, bool barrier, float *y)
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float v = x[blockIdx.x * blockDim.x + threadIdx.x];
 
-  for (int o = 16; o > 0; o /= 2)
-    v += __shfl_xor_sync (0xffffffffu, v, o);
+  v = pp_cuda_warp_sum (v);
   if (lane == 0)
     warp_sums[warp] = v;
   if (barrier)
