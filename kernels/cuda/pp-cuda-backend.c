@@ -13,23 +13,25 @@
 
 #include <string.h>
 
-/* cudaMalloc aligns to 256 bytes already; the backend promises it (the
- * 16-bit GEMM and vector loads want it) and checks it. */
+/* Blocks start on 256 bytes (cudaMalloc's alignment, and the blocks'
+ * sizes are multiples of it); the backend promises it (the 16-bit GEMM
+ * and vector loads want it) and checks it. */
 #define CUDA_BUFFER_ALIGN 256
+G_STATIC_ASSERT (PP_CUDA_BLOCK_ALIGN % CUDA_BUFFER_ALIGN == 0);
 /* Device indices the process-wide table has room for. */
 #define CUDA_MAX_DEVICES 64
 
 /* Scratch */
 
-/* Frees the retired scratch buffers once no graph can launch on them. */
+/* Releases the retired blocks once no graph can launch on them (a launch
+ * still queued comes before their next user's work). */
 static void
 free_retired (PpCudaBackend * cu)
 {
   if (cu->graphs_live > 0 || cu->retired->len == 0)
     return;
-  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
   for (guint i = 0; i < cu->retired->len; i++)
-    PP_CUDA_OP_TRY (cu, cudaFree (g_ptr_array_index (cu->retired, i)));
+    pp_cuda_release (cu, g_ptr_array_index (cu->retired, i));
   g_ptr_array_set_size (cu->retired, 0);
 }
 
@@ -74,21 +76,19 @@ static gpointer
 cuda_alloc (PpBackend * be, gsize bytes, GError ** error)
 {
   PpCudaBackend *cu = be->priv;
-  gpointer mem = NULL;
-  gboolean ok;
+  gpointer mem;
 
   enter (cu);
-  ok = PP_CUDA_TRY (cudaMalloc (&mem, bytes), error);
+  mem = pp_cuda_obtain (cu, bytes, error);
+  if (mem != NULL)
+    cu->buffers_live++;
   leave (cu);
-  if (!ok) {
+  if (mem == NULL) {
     g_prefix_error (error, "%s: %" G_GSIZE_FORMAT " bytes: ", be->device,
         bytes);
     return NULL;
   }
   g_assert ((guintptr) mem % CUDA_BUFFER_ALIGN == 0);
-  enter (cu);
-  g_hash_table_insert (cu->sizes, mem, GSIZE_TO_POINTER (bytes));
-  leave (cu);
   return mem;
 }
 
@@ -99,22 +99,23 @@ cuda_free (PpBackend * be, gpointer mem)
   gsize bytes;
 
   enter (cu);
-  bytes = GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes, mem));
+  bytes = pp_cuda_block_size (cu, mem);
+  g_assert (bytes > 0 && cu->buffers_live > 0);
+  cu->buffers_live--;
+  pp_cuda_conv_filters_forget (cu, mem, bytes);
   if (refused_in_capture (cu, "a free")) {
     /* The buffer and its filter copies wait in the retired list until no
      * graph can launch on them (free_retired). */
-    pp_cuda_conv_filters_forget (cu, mem, bytes);
-    g_hash_table_remove (cu->sizes, mem);
     g_ptr_array_add (cu->retired, mem);
-    leave (cu);
-    return;
+  } else {
+    /* Kept, not freed: enqueued work that still uses it comes before its
+     * next user's, and a cudaFree would wait for every kernel of the
+     * device (pp-cuda-blocks.h). */
+    pp_cuda_release (cu, mem);
+    /* Nothing in use (a pipeline closed): the memory goes back. */
+    if (cu->buffers_live == 0)
+      pp_cuda_give_back_kept (cu);
   }
-  /* Enqueued work may still use the buffer (cudaFree would wait for the
-   * device too, but says so nowhere binding). */
-  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
-  pp_cuda_conv_filters_forget (cu, mem, bytes);
-  g_hash_table_remove (cu->sizes, mem);
-  PP_CUDA_OP_TRY (cu, cudaFree (mem));
   leave (cu);
 }
 
@@ -559,6 +560,7 @@ create (gint device, GError ** error)
   g_mutex_init (&cu->lock);
   g_cond_init (&cu->capture_done);
   cu->retired = g_ptr_array_new ();
+  cu->kept = pp_cuda_blocks_new ();
   cu->be.name = "cuda";
   cu->be.device = desc;
   cu->be.memory = &cuda_memory;

@@ -299,19 +299,18 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
     return copy->mem;
   if (cu->capturing != NULL)
     return NULL;
-  if (copy != NULL) {
-    /* Enqueued work may still read the old copy. */
-    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  /* Enqueued work that still reads an old copy comes before the new
+   * one's transpose (pp_cuda_release). */
+  if (copy != NULL)
     g_hash_table_remove (cu->conv_filters, weight.data);
-  }
   copy = g_new0 (FilterCopy, 1);
   copy->cu = cu;
   copy->dtype = weight.dtype;
   copy->cout = key->cout;
   copy->cin = key->cin;
   copy->khkw = key->kh * key->kw;
-  if (!PP_CUDA_TRY (cudaMalloc (&copy->mem, count * sizeof (guint16)),
-          &error)) {
+  copy->mem = pp_cuda_obtain (cu, count * sizeof (guint16), &error);
+  if (copy->mem == NULL) {
     g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
         "filter: ", key->cout, key->cin, key->kh, key->kw);
     pp_cuda_fatal (cu, error);
@@ -482,10 +481,10 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
       g_hash_table_iter_remove (&iter);
 }
 
-/* The copies are freed once the stream has finished with them
- * (pp_cuda_conv_filters_forget and a replaced copy's removal run after a
- * synchronize), or retired while a graph may still launch on them or one
- * is being captured (freed by the backend once no graph is left). */
+/* The copies are released for reuse (their readers are queued on the
+ * stream before any next user's work), or retired while a graph may still
+ * launch on them or one is being captured (released by the backend once
+ * no graph is left). */
 static void
 filter_free (gpointer data)
 {
@@ -495,7 +494,7 @@ filter_free (gpointer data)
   if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
     g_ptr_array_add (cu->retired, copy->mem);
   else
-    cudaFree (copy->mem);
+    pp_cuda_release (cu, copy->mem);
   g_free (copy);
 }
 

@@ -44,6 +44,72 @@ pp_cuda_op_error (PpCudaBackend * cu, GError * error)
   }
 }
 
+/* Device memory */
+
+static void
+free_block (gpointer mem, gpointer data)
+{
+  PpCudaBackend *cu = data;
+
+  PP_CUDA_OP_TRY (cu, cudaFree (mem));
+}
+
+gsize
+pp_cuda_give_back_kept (PpCudaBackend * cu)
+{
+  g_return_val_if_fail (cu->capturing == NULL, 0);
+
+  if (pp_cuda_blocks_count (cu->kept) == 0)
+    return 0;
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
+  return pp_cuda_blocks_drain (cu->kept, free_block, cu);
+}
+
+gpointer
+pp_cuda_obtain (PpCudaBackend * cu, gsize bytes, GError ** error)
+{
+  gsize block = 0;
+  gpointer mem = pp_cuda_blocks_take (cu->kept, bytes, &block);
+  cudaError_t rc;
+
+  if (mem == NULL) {
+    block = pp_cuda_blocks_round (bytes);
+    rc = cudaMalloc (&mem, block);
+    if (rc == cudaErrorMemoryAllocation && cu->capturing == NULL
+        && pp_cuda_blocks_count (cu->kept) > 0) {
+      gsize given;
+
+      /* Kept blocks of other sizes fill the device: they go back. */
+      pp_cuda_forget_error ();
+      given = pp_cuda_give_back_kept (cu);
+      g_info ("%s: %" G_GSIZE_FORMAT " bytes did not fit; gave back the %"
+          G_GSIZE_FORMAT " bytes of freed buffers kept for reuse and tried "
+          "again", cu->be.device, block, given);
+      rc = cudaMalloc (&mem, block);
+    }
+    if (!pp_cuda_check (rc, "cudaMalloc", __FILE__, __LINE__, error))
+      return NULL;
+  }
+  g_hash_table_insert (cu->sizes, mem, GSIZE_TO_POINTER (block));
+  return mem;
+}
+
+gsize
+pp_cuda_block_size (PpCudaBackend * cu, gconstpointer mem)
+{
+  return GPOINTER_TO_SIZE (g_hash_table_lookup (cu->sizes, mem));
+}
+
+void
+pp_cuda_release (PpCudaBackend * cu, gpointer mem)
+{
+  const gsize block = pp_cuda_block_size (cu, mem);
+
+  g_return_if_fail (block > 0);
+  g_hash_table_remove (cu->sizes, mem);
+  pp_cuda_blocks_keep (cu->kept, mem, block);
+}
+
 /* Scratch */
 
 static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
@@ -78,6 +144,7 @@ gpointer
 pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
 {
   gpointer old = cu->scratch[slot].mem;
+  GError *error = NULL;
 
   if (cu->scratch[slot].bytes >= bytes)
     return old;
@@ -99,15 +166,18 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
     /* Graphs may still launch on the old buffer: keep it. */
     g_ptr_array_add (cu->retired, old);
   } else if (old != NULL) {
-    /* The old buffer may still be read by enqueued work. */
-    PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
-    PP_CUDA_OP_TRY (cu, cudaFree (old));
+    /* Enqueued work that still reads it comes before the next user's. */
+    pp_cuda_release (cu, old);
   }
-  cu->scratch[slot].mem = NULL;
+  cu->scratch[slot].mem = pp_cuda_obtain (cu, bytes, &error);
   cu->scratch[slot].bytes = 0;
-  PP_CUDA_OP_TRY (cu, cudaMalloc (&cu->scratch[slot].mem, bytes));
   /* Under a capture a failed allocation fails the capture and returns:
    * the slot stays empty, and the rerun without a graph asks again. */
+  if (error != NULL) {
+    g_prefix_error (&error, "the %s scratch buffer, %" G_GSIZE_FORMAT
+        " bytes: ", pp_cuda_scratch_name (slot), bytes);
+    pp_cuda_op_error (cu, error);
+  }
   if (cu->scratch[slot].mem != NULL)
     cu->scratch[slot].bytes = bytes;
   return cu->scratch[slot].mem;

@@ -8,6 +8,7 @@
 
 #include "pp-backend-impl.h"
 #include "pp-cuda-attention-plan.h"
+#include "pp-cuda-blocks.h"
 #include "pp-cuda-conv-key.h"
 #include "pp-ops.h"
 #include "pp-cuda-check.h"
@@ -84,9 +85,16 @@ typedef struct
 #endif
   PpCudaConvLayout conv_layout;
   gboolean group_norm_split;    /* several blocks per group, else one */
-  /* Device buffer → its size, for what is kept per buffer (the filters'
-   * copies) to be dropped when it is freed. */
+  /* Every device block obtained (pp_cuda_obtain) and not yet released →
+   * its size: what is released is kept in @kept with it, and what is kept
+   * per buffer (the filters' copies) is dropped when the buffer is
+   * freed. */
   GHashTable *sizes;
+  /* Released blocks, kept for reuse (pp-cuda-blocks.h). */
+  PpCudaBlocks *kept;
+  /* Buffers of the memory table (alloc, free) not yet freed: at none, the
+   * kept blocks go back to the device. */
+  guint buffers_live;
   gboolean tf32;
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
@@ -154,6 +162,27 @@ void pp_cuda_op_error (PpCudaBackend * cu, GError * error);
       pp_cuda_op_error ((cu), pp_op_error_);                                \
   } G_STMT_END
 #endif
+
+/* Device memory: every block the backend uses (buffers, scratch, the
+ * filters' copies) comes from pp_cuda_obtain and goes back through
+ * pp_cuda_release, which keeps it for reuse rather than freeing it
+ * (pp-cuda-blocks.h says why).  Every user of a block is either ordered on
+ * the backend's stream or waited for by the host before the release (an
+ * NCCL transfer returns once its event is done), so a block is handed out
+ * again without a synchronize: the next user's work queues behind the
+ * last one's.  A block a graph may launch on is not released until no
+ * graph is left (the retired list).  With the lock held. */
+/* A block of at least @bytes, kept or new; when the device is full, the
+ * kept blocks go back to it and the allocation is tried once more.  NULL
+ * with @error when it still fails. */
+gpointer pp_cuda_obtain (PpCudaBackend * cu, gsize bytes, GError ** error);
+/* Keeps @mem, obtained by pp_cuda_obtain, for reuse. */
+void pp_cuda_release (PpCudaBackend * cu, gpointer mem);
+/* The size of obtained block @mem (0 for another pointer). */
+gsize pp_cuda_block_size (PpCudaBackend * cu, gconstpointer mem);
+/* Frees the kept blocks (after a synchronize: the stream may still use
+ * them); returns the bytes given back.  Never during a capture. */
+gsize pp_cuda_give_back_kept (PpCudaBackend * cu);
 
 /* What scratch buffer @slot holds, for messages. */
 const gchar *pp_cuda_scratch_name (PpCudaScratch slot);

@@ -1,12 +1,13 @@
 /* The CUDA backend's host-side logic, which needs no device: the
  * attention's chunk planner, the convolution cache's key, the variables
  * that choose the attention's and convolutions' ways, the group norm's
- * split, the activations' dtype, and the backend's error without a
- * device.  Where a device exists, a few ops are compared with the CPU
+ * split, the activations' dtype, the freed blocks kept for reuse, and the
+ * backend's error without a device.  Where a device exists, a few ops are compared with the CPU
  * backend, on weights of each dtype. */
 #include "pp-backend.h"
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
+#include "pp-cuda-blocks.h"
 #include "pp-cuda-choice.h"
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-kernels.h"
@@ -16,6 +17,94 @@
 
 #include <math.h>
 #include <string.h>
+
+/* Kept blocks */
+
+typedef struct
+{
+  GPtrArray *released;
+} Released;
+
+static void
+note_release (gpointer mem, gpointer data)
+{
+  Released *r = data;
+
+  g_ptr_array_add (r->released, mem);
+}
+
+/* Stand-ins for device addresses: the set only compares and returns
+ * them. */
+#define FAKE_BLOCK(i) ((gpointer) (guintptr) (0x10000 * (i)))
+
+static void
+test_blocks (void)
+{
+  PpCudaBlocks *blocks = pp_cuda_blocks_new ();
+  Released r = { g_ptr_array_new () };
+  gsize got = 0;
+
+  g_assert_cmpuint (pp_cuda_blocks_round (0), ==, PP_CUDA_BLOCK_ALIGN);
+  g_assert_cmpuint (pp_cuda_blocks_round (1), ==, PP_CUDA_BLOCK_ALIGN);
+  g_assert_cmpuint (pp_cuda_blocks_round (PP_CUDA_BLOCK_ALIGN), ==,
+      PP_CUDA_BLOCK_ALIGN);
+  g_assert_cmpuint (pp_cuda_blocks_round (PP_CUDA_BLOCK_ALIGN + 1), ==,
+      2 * PP_CUDA_BLOCK_ALIGN);
+  g_assert_cmpuint (pp_cuda_blocks_round (G_MAXSIZE), ==, G_MAXSIZE);
+  g_assert_null (pp_cuda_blocks_take (blocks, 1, &got));
+
+  pp_cuda_blocks_keep (blocks, FAKE_BLOCK (1), 4096);
+  pp_cuda_blocks_keep (blocks, FAKE_BLOCK (2), 1024);
+  pp_cuda_blocks_keep (blocks, FAKE_BLOCK (3), 1024);
+  pp_cuda_blocks_keep (blocks, FAKE_BLOCK (4), 65536);
+  g_assert_cmpuint (pp_cuda_blocks_count (blocks), ==, 4);
+  g_assert_cmpuint (pp_cuda_blocks_bytes (blocks), ==, 4096 + 2048 + 65536);
+
+  /* The smallest that fits, the lower address first among equals. */
+  g_assert_true (pp_cuda_blocks_take (blocks, 1000, &got) == FAKE_BLOCK (2));
+  g_assert_cmpuint (got, ==, 1024);
+  g_assert_true (pp_cuda_blocks_take (blocks, 1024, &got) == FAKE_BLOCK (3));
+  /* 1025 bytes round to 1280, which 4096 exceeds twice over: none. */
+  g_assert_null (pp_cuda_blocks_take (blocks, 1025, &got));
+  /* 2048 takes the 4096 (at most twice), 2047 would not. */
+  g_assert_null (pp_cuda_blocks_take (blocks, 2047 - 255, &got));
+  g_assert_true (pp_cuda_blocks_take (blocks, 2048, &got) == FAKE_BLOCK (1));
+  g_assert_cmpuint (got, ==, 4096);
+  g_assert_null (pp_cuda_blocks_take (blocks, 65537, &got));
+  g_assert_cmpuint (pp_cuda_blocks_count (blocks), ==, 1);
+  g_assert_cmpuint (pp_cuda_blocks_bytes (blocks), ==, 65536);
+
+  /* Kept again, and handed back smallest first. */
+  pp_cuda_blocks_keep (blocks, FAKE_BLOCK (1), 4096);
+  pp_cuda_blocks_keep (blocks, FAKE_BLOCK (3), 1024);
+  g_assert_cmpuint (pp_cuda_blocks_drain (blocks, note_release, &r), ==,
+      65536 + 4096 + 1024);
+  g_assert_cmpuint (r.released->len, ==, 3);
+  g_assert_true (g_ptr_array_index (r.released, 0) == FAKE_BLOCK (3));
+  g_assert_true (g_ptr_array_index (r.released, 1) == FAKE_BLOCK (1));
+  g_assert_true (g_ptr_array_index (r.released, 2) == FAKE_BLOCK (4));
+  g_assert_cmpuint (pp_cuda_blocks_count (blocks), ==, 0);
+  g_assert_cmpuint (pp_cuda_blocks_bytes (blocks), ==, 0);
+  g_assert_null (pp_cuda_blocks_take (blocks, 1, &got));
+  g_ptr_array_unref (r.released);
+  pp_cuda_blocks_free (blocks);
+}
+
+/* A block kept twice would be handed to two users: refused. */
+static void
+test_blocks_kept_twice (void)
+{
+  if (g_test_subprocess ()) {
+    PpCudaBlocks *blocks = pp_cuda_blocks_new ();
+
+    pp_cuda_blocks_keep (blocks, FAKE_BLOCK (1), 1024);
+    pp_cuda_blocks_keep (blocks, FAKE_BLOCK (1), 1024);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*pp_cuda_blocks_keep*");
+}
 
 /* Attention planner */
 
@@ -684,6 +773,101 @@ test_fence_wait_on_device (void)
   pp_backend_free (gpu, d);
 }
 
+/* Fills of a 1 GiB buffer queued on another stream: a hundred-odd ms of
+ * work on an H100, which a free must not wait for. */
+#define BUSY_BYTES ((gsize) 1 << 30)
+#define BUSY_FILLS 512
+
+/* Whether @stream still has work queued; clears the "not ready" status the
+ * query leaves behind for the next launch check. */
+static gboolean
+stream_busy (cudaStream_t stream)
+{
+  cudaError_t rc = cudaStreamQuery (stream);
+
+  (void) cudaGetLastError ();
+  if (rc != cudaSuccess && rc != cudaErrorNotReady)
+    g_error ("cudaStreamQuery: %s", cudaGetErrorName (rc));
+  return rc == cudaErrorNotReady;
+}
+
+/* A freed buffer is kept for reuse, not freed: its free and the next
+ * allocation of its size return while another stream of the device is
+ * still busy (a cudaFree would wait for that stream, as it would for an
+ * NCCL transfer's kernel whose peer may be waiting the same way), and the
+ * next buffer of that size is the same memory.  A request the kept blocks
+ * crowd out of the device gets them given back and succeeds; the last
+ * buffer's free gives back every kept block. */
+static void
+test_blocks_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  const gsize bytes = (gsize) 64 << 20;
+  cudaStream_t other = NULL;
+  gpointer busy = NULL, hold, a, b;
+  size_t free_mem = 0, total_mem = 0;
+  PpCudaBackend *cu;
+  size_t now = 0;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  cu = gpu->priv;
+  /* This test's buffers are the only ones (the earlier tests freed
+   * theirs): the blocks it is handed and the last free's give-back are
+   * its own. */
+  if (cu->buffers_live != 0 || pp_cuda_blocks_count (cu->kept) != 0)
+    g_error ("%u buffers live and %u blocks kept before the test",
+        cu->buffers_live, pp_cuda_blocks_count (cu->kept));
+  hold = pp_backend_alloc (gpu, 4096, NULL);
+  a = pp_backend_alloc (gpu, bytes, NULL);
+  g_assert_nonnull (a);
+  pp_backend_free (gpu, a);
+  g_assert_cmpuint (pp_cuda_blocks_bytes (cu->kept), >=, bytes);
+  b = pp_backend_alloc (gpu, bytes - 1000, NULL);
+  g_assert_true (b == a);
+
+  g_assert_cmpint (cudaStreamCreateWithFlags (&other,
+          cudaStreamNonBlocking), ==, cudaSuccess);
+  g_assert_cmpint (cudaMalloc (&busy, BUSY_BYTES), ==, cudaSuccess);
+  for (int i = 0; i < BUSY_FILLS; i++)
+    g_assert_cmpint (cudaMemsetAsync (busy, i, BUSY_BYTES, other), ==,
+        cudaSuccess);
+  g_assert_true (stream_busy (other));
+  pp_backend_free (gpu, b);
+  if (!stream_busy (other))
+    g_error ("the free waited for another stream's work (%d fills of "
+        "%" G_GSIZE_FORMAT " bytes)", BUSY_FILLS, BUSY_BYTES);
+  b = pp_backend_alloc (gpu, bytes, NULL);
+  g_assert_true (b == a);
+  if (!stream_busy (other))
+    g_error ("the allocation waited for another stream's work");
+  pp_backend_free (gpu, b);
+  g_assert_cmpint (cudaStreamSynchronize (other), ==, cudaSuccess);
+  g_assert_cmpint (cudaFree (busy), ==, cudaSuccess);
+  g_assert_cmpint (cudaStreamDestroy (other), ==, cudaSuccess);
+
+  /* 60 % of the free memory kept, then 70 % asked for. */
+  g_assert_cmpint (cudaMemGetInfo (&free_mem, &total_mem), ==, cudaSuccess);
+  a = pp_backend_alloc (gpu, free_mem / 10 * 6, NULL);
+  g_assert_nonnull (a);
+  pp_backend_free (gpu, a);
+  g_assert_cmpuint (pp_cuda_blocks_bytes (cu->kept), >=, free_mem / 10 * 6);
+  b = pp_backend_alloc (gpu, free_mem / 10 * 7, NULL);
+  if (b == NULL)
+    g_error ("70 %% of the device's free memory did not fit beside the "
+        "kept 60 %%: the kept blocks were not given back");
+  g_assert_cmpuint (pp_cuda_blocks_bytes (cu->kept), <, free_mem / 10 * 6);
+  pp_backend_free (gpu, b);
+  pp_backend_free (gpu, hold);
+  g_assert_cmpuint (cu->buffers_live, ==, 0);
+  g_assert_cmpuint (pp_cuda_blocks_count (cu->kept), ==, 0);
+  g_assert_cmpint (cudaMemGetInfo (&now, &total_mem), ==, cudaSuccess);
+  /* All back: the 64 MiB block kept when free_mem was read included. */
+  g_assert_cmpuint (now, >=, free_mem);
+}
+
 /* A 16-bit attention of a shape first met inside a capture: with the
  * fused way the capture fails (its cuDNN plan may compile and load
  * kernels), the work runs without a graph and makes the plan (or learns
@@ -771,6 +955,8 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cuda-backend/blocks", test_blocks);
+  g_test_add_func ("/cuda-backend/blocks/kept-twice", test_blocks_kept_twice);
   g_test_add_func ("/cuda-backend/attention-plan", test_attention_plan);
   g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
   g_test_add_func ("/cuda-backend/ways", test_ways);
@@ -782,6 +968,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/activations", test_activations);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
+  g_test_add_func ("/cuda-backend/blocks-on-device", test_blocks_on_device);
   g_test_add_func ("/cuda-backend/fence-wait-on-device",
       test_fence_wait_on_device);
   g_test_add_func ("/cuda-backend/graph-capture-on-device",
