@@ -18,6 +18,9 @@
  * and vector loads want it) and checks it. */
 #define CUDA_BUFFER_ALIGN 256
 G_STATIC_ASSERT (PP_CUDA_BLOCK_ALIGN % CUDA_BUFFER_ALIGN == 0);
+/* cuBLAS's workspace: what its guide advises for Hopper (more than
+ * earlier GPUs need). */
+#define CUDA_CUBLAS_WORKSPACE ((gsize) 32 << 20)
 /* Device indices the process-wide table has room for. */
 #define CUDA_MAX_DEVICES 64
 
@@ -156,8 +159,11 @@ cuda_upload (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
-  if (!refused_in_capture (cu, "an upload"))
+  if (!refused_in_capture (cu, "an upload")) {
+    /* A filter written over has a channels-last copy no longer. */
+    pp_cuda_conv_filters_forget (cu, dst, bytes);
     staged_upload (cu, dst, src, bytes, PP_DTYPE_U8, PP_DTYPE_U8);
+  }
   leave (cu);
 }
 
@@ -203,6 +209,7 @@ cuda_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
+  pp_cuda_conv_filters_forget (cu, dst, bytes);
   PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst, src, bytes,
           cudaMemcpyDeviceToDevice, cu->stream));
   leave (cu);
@@ -469,6 +476,16 @@ init_handles (PpCudaBackend * cu, GError ** error)
       || !PP_CUBLAS_TRY (cublasSetStream (cu->cublas, cu->stream), error)
       || !PP_CUBLAS_TRY (cublasLtCreate (&cu->cublaslt), error))
     return FALSE;
+  cu->sizes = g_hash_table_new (g_direct_hash, g_direct_equal);
+  cu->kept = pp_cuda_blocks_new ();
+  /* cuBLAS's own workspace, set after the stream (which resets it to
+   * cuBLAS's pool): from its pool a product captured into a graph would
+   * allocate as the graph's memory nodes. */
+  cu->cublas_workspace = pp_cuda_obtain (cu, CUDA_CUBLAS_WORKSPACE, error);
+  if (cu->cublas_workspace == NULL
+      || !PP_CUBLAS_TRY (cublasSetWorkspace (cu->cublas,
+              cu->cublas_workspace, CUDA_CUBLAS_WORKSPACE), error))
+    return FALSE;
   cu->lt_plans = pp_cuda_lt_plans_new ();
 #ifdef PP_HAVE_CUDNN
   if (!PP_CUDNN_TRY (cudnnCreate (&cu->cudnn), error)
@@ -478,7 +495,6 @@ init_handles (PpCudaBackend * cu, GError ** error)
   cu->sdpa_plans = pp_cuda_sdpa_plans_new ();
   cu->conv_filters = pp_cuda_conv_filters_new ();
 #endif
-  cu->sizes = g_hash_table_new (g_direct_hash, g_direct_equal);
   /* TF32 only on request: cuBLAS's default math mode already keeps
    * float32 GEMMs exact.  A split sum of a 16-bit product adds its parts
    * in float32, never in the output's type (which would round the sum
@@ -495,6 +511,25 @@ init_handles (PpCudaBackend * cu, GError ** error)
                 cudaEventDisableTiming), error))
       return FALSE;
   return TRUE;
+}
+
+/* The libraries' versions as loaded (not as built against): what a GPU
+ * run's log needs to tell one cuDNN's behaviour from another's. */
+static gchar *
+library_versions (void)
+{
+  int driver = 0, runtime = 0;
+  size_t cudnn = 0;
+
+  cudaDriverGetVersion (&driver);
+  cudaRuntimeGetVersion (&runtime);
+#ifdef PP_HAVE_CUDNN
+  cudnn = cudnnGetVersion ();
+#endif
+  return g_strdup_printf ("driver CUDA %d.%d, runtime %d.%d, cuBLASLt %zu, "
+      "cuDNN %zu.%zu.%zu", driver / 1000, driver % 1000 / 10,
+      runtime / 1000, runtime % 1000 / 10, cublasLtGetVersion (),
+      cudnn / 10000, cudnn % 10000 / 100, cudnn % 100);
 }
 
 static gchar *
@@ -521,7 +556,7 @@ create (gint device, GError ** error)
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   PpCudaBackend *cu;
-  gchar *desc;
+  gchar *desc, *versions;
   guint way = 0, activations = 0, gemm_out = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
@@ -560,7 +595,6 @@ create (gint device, GError ** error)
   g_mutex_init (&cu->lock);
   g_cond_init (&cu->capture_done);
   cu->retired = g_ptr_array_new ();
-  cu->kept = pp_cuda_blocks_new ();
   cu->be.name = "cuda";
   cu->be.device = desc;
   cu->be.memory = &cuda_memory;
@@ -575,9 +609,10 @@ create (gint device, GError ** error)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.act_follows_weights = activations == 1;
   cu->be.priv = cu;
-  g_info ("backend cuda: %s%s, %s attention, %s convolution algorithms, "
+  versions = library_versions ();
+  g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "
       "%s convolution layout, %s group norms, activations %s, 16-bit "
-      "linear outputs %s", desc,
+      "linear outputs %s", desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
@@ -586,6 +621,7 @@ create (gint device, GError ** error)
       : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW",
       group_norm_ways[way], activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
+  g_free (versions);
   return &cu->be;
 }
 

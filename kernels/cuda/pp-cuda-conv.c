@@ -6,8 +6,10 @@
  * mesh's workers give the same bytes).  PPDIFFUSE_CUDA_CONV_ALGO=timed
  * takes instead the fastest of cuDNN's timed trials on the op's own
  * buffers (cudnnFindConvolutionForwardAlgorithmEx), so during a model's
- * warm-up; a plan first needed while the stream is captured into a graph,
- * where nothing may be timed, takes the heuristics' choice.
+ * warm-up.  A shape first met while the stream is captured into a graph
+ * fails the capture (nothing may be timed there, and cuDNN may load
+ * kernels for it): the work reruns without a graph, which makes the plan
+ * the way every other run does, and the next capture finds it.
  *
  * With 16-bit weights (the weight view's dtype, part of the key) the
  * convolution runs in that type (a float32 x narrowed into a scratch
@@ -96,7 +98,11 @@ usable (PpCudaBackend * cu, const ConvPlan * p,
 /* Takes ranked result @r for plan @p if it runs within the workspace
  * bound: its algorithm with the math type it was ranked under (cuDNN
  * ranks the pairs; the descriptor's own type may select a slower kernel
- * of the same algorithm), except that an exact float32 plan stays FMA. */
+ * of the same algorithm), except that an exact float32 plan stays FMA.
+ * Never a pair that converts float32 data to half precision (less
+ * precision and range than TF32, which is all a float32 plan allows), nor
+ * a nondeterministic one (the tool and a mesh's workers give the same
+ * bytes). */
 static gboolean
 adopt (PpCudaBackend * cu, ConvPlan * p,
     const cudnnConvolutionFwdAlgoPerf_t * r)
@@ -105,7 +111,9 @@ adopt (PpCudaBackend * cu, ConvPlan * p,
       : r->mathType;
   gsize bytes;
 
-  if (r->status != CUDNN_STATUS_SUCCESS)
+  if (r->status != CUDNN_STATUS_SUCCESS
+      || r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+      || r->determinism != CUDNN_DETERMINISTIC)
     return FALSE;
   if (math != p->math && cudnnSetConvolutionMathType (p->conv, math)
       != CUDNN_STATUS_SUCCESS)
@@ -121,6 +129,18 @@ adopt (PpCudaBackend * cu, ConvPlan * p,
   return TRUE;
 }
 
+/* How many results cuDNN's ranking and trials may give: (algorithm, math
+ * type) pairs, more than the algorithms. */
+static int
+max_results (PpCudaBackend * cu)
+{
+  int count = 0;
+
+  PP_CUDNN_OP_TRY (cu, cudnnGetConvolutionForwardAlgorithmMaxCount
+      (cu->cudnn, &count));
+  return MAX (count, CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+}
+
 /* Picks the algorithm cuDNN's trials on @x, @w and @y (the op's own
  * buffers: the trials write @y, which the op then overwrites) find
  * fastest, within the workspace bound; FALSE when none ran or the trials
@@ -131,7 +151,9 @@ static gboolean
 time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
     gconstpointer w, gpointer y)
 {
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  const int count = max_results (cu);
+  g_autofree cudnnConvolutionFwdAlgoPerf_t *perf =
+      g_new0 (cudnnConvolutionFwdAlgoPerf_t, count);
   gsize need = 0;
   gpointer workspace = NULL;
   cudnnStatus_t status;
@@ -146,13 +168,14 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
   if (need > 0)
     workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
   status = cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn, p->x, x, p->w,
-      w, p->conv, p->y, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf,
-      workspace, need);
+      w, p->conv, p->y, y, count, &found, perf, workspace, need);
+  /* A CUDA error under a failed trial (the search may succeed with some
+   * failed) is not the next kernel's; the search waited for the device,
+   * so no later work's error is hidden. */
+  pp_cuda_forget_error ();
   if (status != CUDNN_STATUS_SUCCESS) {
     g_debug ("cuDNN's convolution trials say %s: the heuristics choose",
         cudnnGetErrorString (status));
-    /* A CUDA error under the failed trials is not the next kernel's. */
-    pp_cuda_forget_error ();
     return FALSE;
   }
   /* The results come fastest first. */
@@ -178,17 +201,20 @@ conv_describe (const PpCudaConvKey * key)
 static void
 choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
 {
+  /* The one cuDNN supports most widely (16-bit channels-last included)
+   * first. */
   static const cudnnConvolutionFwdAlgo_t fallbacks[] = {
-    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
     CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
   };
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  const int count = max_results (cu);
+  g_autofree cudnnConvolutionFwdAlgoPerf_t *perf =
+      g_new0 (cudnnConvolutionFwdAlgoPerf_t, count);
   g_autofree gchar *desc = NULL;
   int found = 0;
 
   PP_CUDNN_OP_TRY (cu, cudnnGetConvolutionForwardAlgorithm_v7 (cu->cudnn,
-          p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-          &found, perf));
+          p->x, p->w, p->conv, p->y, count, &found, perf));
   for (int i = 0; i < found; i++)
     if (adopt (cu, p, &perf[i]))
       return;
@@ -213,8 +239,8 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
 }
 
 /* The plan of @key's shape; a new one's algorithm is timed on @x, @w and
- * @y when the stream is not being captured.  NULL when a call failed
- * under a capture (which then fails). */
+ * @y when so asked.  NULL under a capture that would have to make one, or
+ * when a call failed under a capture (the capture then fails). */
 static ConvPlan *
 conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
     gconstpointer w, gpointer y)
@@ -229,6 +255,17 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
 
   if (p != NULL)
     return p;
+  if (pp_cuda_capturing_here (cu)) {
+    if (cu->capture_error == NULL) {
+      g_autofree gchar *desc = conv_describe (key);
+
+      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
+          "%s: a %s convolution first met inside a CUDA graph capture "
+          "(its plan is made by a run without a graph)", cu->be.device,
+          desc);
+    }
+    return NULL;
+  }
   /* Float32 stays float32 (FMA math: cuDNN's default would allow TF32 on
    * Ampere and later); 16-bit inputs go to tensor cores. */
   if (key->dtype != PP_DTYPE_F32)
@@ -253,16 +290,8 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
   p->math = math;
-  if (!cu->conv_timed || cu->capturing != NULL
-      || !time_algorithm (cu, p, x, w, y))
+  if (!cu->conv_timed || !time_algorithm (cu, p, x, w, y))
     choose_algorithm (cu, p, key);
-  /* A plan a capture's failed call left half made is not kept (outside a
-   * capture such a call has ended the process): the capture fails, and
-   * the rerun without a graph makes it again. */
-  if (pp_cuda_capturing_here (cu) && cu->capture_error != NULL) {
-    conv_plan_free (p);
-    return NULL;
-  }
   g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);
   return p;
 }
@@ -475,10 +504,16 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
   gpointer key, value;
 
   g_hash_table_iter_init (&iter, cu->conv_filters);
-  while (g_hash_table_iter_next (&iter, &key, &value))
-    if ((const guint8 *) key >= (const guint8 *) mem
-        && (const guint8 *) key < (const guint8 *) mem + MAX (bytes, 1))
+  while (g_hash_table_iter_next (&iter, &key, &value)) {
+    const FilterCopy *copy = value;
+    const gsize filter_bytes = (gsize) copy->cout * copy->cin * copy->khkw
+        * sizeof (guint16);
+
+    /* The filter's bytes and @mem's overlap. */
+    if ((const guint8 *) key < (const guint8 *) mem + MAX (bytes, 1)
+        && (const guint8 *) mem < (const guint8 *) key + filter_bytes)
       g_hash_table_iter_remove (&iter);
+  }
 }
 
 /* The copies are released for reuse (their readers are queued on the

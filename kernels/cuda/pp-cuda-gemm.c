@@ -119,7 +119,10 @@ typedef struct
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t w, x, y;
   cublasLtMatmulAlgo_t algo;
-  gboolean usable;              /* FALSE: the heuristics found no algorithm */
+  /* FALSE: the heuristics found no algorithm, or cuBLASLt refused the
+   * one they found at its first run. */
+  gboolean usable;
+  gboolean ran;                 /* it ran once */
 } LtPlan;
 
 static guint
@@ -191,7 +194,7 @@ alignment (gconstpointer p)
  * cannot run it: no algorithm for it (remembered), or a call that failed
  * under a graph capture (which fails the capture; not remembered, the
  * work reruns without a graph). */
-static const LtPlan *
+static LtPlan *
 lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
 {
   LtPlan *plan = g_hash_table_lookup (cu->lt_plans, key);
@@ -281,6 +284,10 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   status = cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc,
       plan->w, plan->x, plan->y, plan->y, pref, 1, &found, &n_found);
   cublasLtMatmulPreferenceDestroy (pref);
+  /* A refusal is answered (below, or by a capture's failure): its status
+   * is not the next kernel's. */
+  if (status != CUBLAS_STATUS_SUCCESS)
+    pp_cuda_forget_error ();
   if (status == CUBLAS_STATUS_SUCCESS && n_found > 0
       && found.state == CUBLAS_STATUS_SUCCESS) {
     plan->algo = found.algo;
@@ -328,15 +335,17 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     x_type == t ? alignment (x) : 256, alignment (w), alignment (y),
     b != NULL ? alignment (b) : 0
   };
-  const LtPlan *plan;
   const float one = 1.0f, zero = 0.0f;
+  cublasStatus_t status;
+  GError *error = NULL;
   gpointer workspace;
+  LtPlan *plan;
   int ld = in;
 
-  /* cuBLASLt takes no alignment preference for the bias, and the kernel
-   * its heuristics pick may read it 16 bytes at a time: a bias starting
-   * between two such places (a slice of a larger tensor) takes the
-   * float32 way. */
+  /* The kernel cuBLASLt's heuristics pick may read the bias 16 bytes at
+   * a time (they judge its alignment by the pointer the plan is made
+   * with, whose alignment the key holds): a bias starting between two
+   * such places (a slice of a larger tensor) takes the float32 way. */
   if (b != NULL && key.align_b < LT_BIAS_ALIGNMENT)
     return FALSE;
   plan = lt_plan (cu, &key, b);
@@ -349,9 +358,31 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
             CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
   workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       LT_WORKSPACE_BYTES);
-  PP_CUBLAS_OP_TRY (cu, cublasLtMatmul (cu->cublaslt, plan->desc, &one, w,
-          plan->w, x, plan->x, &zero, y, plan->y, y, plan->y, &plan->algo,
-          workspace, LT_WORKSPACE_BYTES, cu->stream));
+  status = cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w, x,
+      plan->x, &zero, y, plan->y, y, plan->y, &plan->algo, workspace,
+      LT_WORKSPACE_BYTES, cu->stream);
+  if (status != CUBLAS_STATUS_SUCCESS && !plan->ran
+      && !pp_cuda_capturing_here (cu)
+      && (status == CUBLAS_STATUS_NOT_SUPPORTED
+          || status == CUBLAS_STATUS_INVALID_VALUE
+          || status == CUBLAS_STATUS_ARCH_MISMATCH)) {
+    /* The heuristics' algorithm does not run this product after all
+     * (nothing was enqueued but x's narrowing, which is harmless): the
+     * float32 way, from now on. */
+    pp_cuda_forget_error ();
+    plan->usable = FALSE;
+    g_message ("%s: cuBLASLt refused the algorithm its heuristics chose "
+        "for a %s linear of %d rows, %d → %d%s (%s): it runs through "
+        "float32", cu->be.device, t == PP_CUDA_F16 ? "float16" : "bfloat16",
+        rows, in, out, b != NULL ? " with a bias" : "",
+        cublasGetStatusString (status));
+    return FALSE;
+  }
+  /* Any other failure ends the process (a capture: fails it). */
+  if (pp_cublas_check (status, "cublasLtMatmul", __FILE__, __LINE__, &error))
+    plan->ran = TRUE;
+  else
+    pp_cuda_op_error (cu, error);
   return TRUE;
 }
 

@@ -71,6 +71,7 @@ typedef struct
   GPtrArray *retired;
   cudaStream_t stream;
   cublasHandle_t cublas;
+  gpointer cublas_workspace;
   /* cuBLASLt, for a linear op written straight in 16 bits with its bias
    * in the product's epilogue (gemm_out_act), and its plans per shape. */
   cublasLtHandle_t cublaslt;
@@ -270,7 +271,8 @@ void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
 GHashTable *pp_cuda_conv_plans_new (void);
 GHashTable *pp_cuda_conv_filters_new (void);
 #endif
-/* Drops what the convolutions keep of the @bytes at @mem (being freed). */
+/* Drops what the convolutions keep of filters among the @bytes at @mem
+ * (being freed or written). */
 void pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
     gsize bytes);
 

@@ -68,6 +68,9 @@
 /* 9.10.0 and 9.10.1 compute this graph wrongly (cuDNN's frontend refuses
  * them); 9.10.2 fixed it. */
 #define CUDNN_V9_10_1 91001
+/* Before 9.11 an execution plan must name its handle (deprecated since,
+ * when cuDNN's frontend stopped setting it). */
+#define CUDNN_V9_11_0 91100
 
 /* The UIDs of the tensors the variant pack names; the intermediates, which
  * cuDNN also wants unique, are numbered from UID_FIRST_VIRTUAL. */
@@ -485,9 +488,11 @@ build_ops (Builder * b, const SdpaKey * k, cudnnDataType_t io,
  * SDPA_MAX_WORKSPACE, into @plan; otherwise FALSE with why the last one
  * did not. */
 static gboolean
-choose_plan (const cudnnBackendDescriptor_t * configs, int64_t n_configs,
-    SdpaPlan * plan, GError ** error)
+choose_plan (cudnnHandle_t handle, const cudnnBackendDescriptor_t * configs,
+    int64_t n_configs, SdpaPlan * plan, GError ** error)
 {
+  const gboolean name_handle = cudnnGetVersion () < CUDNN_V9_11_0;
+
   g_autoptr (GError) last = NULL;
 
   for (int64_t i = 0; i < n_configs; i++) {
@@ -500,6 +505,9 @@ choose_plan (const cudnnBackendDescriptor_t * configs, int64_t n_configs,
       break;
     if (set_descriptor (p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
             configs[i], &last)
+        && (!name_handle || SDPA_TRY (cudnnBackendSetAttribute (p,
+                    CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                    &handle), &last))
         && SDPA_TRY (cudnnBackendFinalize (p), &last)
         && SDPA_TRY (cudnnBackendGetAttribute (p,
                 CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
@@ -567,8 +575,9 @@ build_plan (cudnnHandle_t handle, Builder * b, SdpaPlan * plan,
   ok = ok && SDPA_TRY (cudnnBackendGetAttribute (heuristics,
           CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
           &returned, configs), error);
-  /* cuDNN hands back only the configurations that pass its support checks
-   * on this device, and says why the others failed only in its log. */
+  /* cuDNN hands back the configurations its heuristics find for this
+   * device (one may still fail to finalize: choose_plan tries each), and
+   * says why it passed over others only in its log. */
   if (ok && returned <= 0) {
     g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "none of the %"
         G_GINT64_FORMAT " engine configurations cuDNN's heuristics found for "
@@ -578,7 +587,8 @@ build_plan (cudnnHandle_t handle, Builder * b, SdpaPlan * plan,
         (gint64) count);
     ok = FALSE;
   }
-  ok = ok && choose_plan (configs, MIN (returned, count), plan, error);
+  ok = ok && choose_plan (handle, configs, MIN (returned, count), plan,
+      error);
   g_free (configs);
   return ok;
 }

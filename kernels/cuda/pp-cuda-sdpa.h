@@ -22,10 +22,11 @@
  * takes depends on the cuDNN version and the GPU and is left to cuDNN to
  * say, except what is refused without asking:
  *   - head_dim not a multiple of 8;
+ *   - head_dim over 256, the largest cuDNN documents its fused attention
+ *     for (cuDNN 9.19's heuristics for an H100, described to them without
+ *     a GPU, made plans even for a VAE's single head of 512);
  *   - cuDNN 9.10.0 and 9.10.1 (known wrong results in this graph).
- * Otherwise cuDNN decides: cuDNN 9.19's heuristics for an H100 (sm_90,
- * described to them without a GPU) made plans for every head size the
- * models use, a VAE's single head of 512 included.
+ * Otherwise cuDNN decides.
  *
  * A plan can take cuDNN a kernel compilation (NVRTC; about half a second
  * a configuration on a small host), so shapes are best met first outside
