@@ -45,7 +45,13 @@ typedef struct
   cudnnMathType_t math;
   cudnnConvolutionFwdAlgo_t algo;
   gsize workspace;
+  /* Algorithms (bit per value) that cuDNN refused to run for this shape
+   * after offering them: passed over from then on. */
+  guint32 refused;
+  gboolean ran;                 /* its algorithm ran once */
 } ConvPlan;
+
+G_STATIC_ASSERT (CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= 32);
 
 static void
 conv_plan_free (gpointer data)
@@ -112,6 +118,7 @@ adopt (PpCudaBackend * cu, ConvPlan * p,
   gsize bytes;
 
   if (r->status != CUDNN_STATUS_SUCCESS
+      || (p->refused & (1u << r->algo))
       || r->mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
       || r->determinism != CUDNN_DETERMINISTIC)
     return FALSE;
@@ -224,7 +231,8 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
   for (guint i = 0; i < G_N_ELEMENTS (fallbacks); i++) {
     gsize bytes;
 
-    if (usable (cu, p, fallbacks[i], &bytes)) {
+    if (!(p->refused & (1u << fallbacks[i]))
+        && usable (cu, p, fallbacks[i], &bytes)) {
       g_debug ("cuDNN ranks no usable algorithm for a %s convolution: "
           "algorithm %d", desc, fallbacks[i]);
       p->algo = fallbacks[i];
@@ -234,8 +242,59 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
   }
   pp_cuda_op_error (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE,
           "cuDNN has no algorithm for a %s convolution (%d of its ranked "
-          "ones, none within %" G_GSIZE_FORMAT " bytes of workspace, nor an "
-          "implicit GEMM)", desc, found, (gsize) CONV_MAX_WORKSPACE));
+          "ones, none within %" G_GSIZE_FORMAT " bytes of workspace%s, nor an "
+          "implicit GEMM)", desc, found, (gsize) CONV_MAX_WORKSPACE,
+          p->refused != 0 ? " or not refused when run" : ""));
+}
+
+/* Runs @p's convolution of @x by @w into @y.  At the plan's first run, an
+ * algorithm cuDNN offered but then refuses to run (not supported, a bad
+ * parameter, its kernel failing to launch) is passed over for the next
+ * one, outside a capture: nothing was written. */
+static void
+conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
+    gconstpointer x, gconstpointer w, gpointer y)
+{
+  const float one = 1.0f, zero = 0.0f;
+  /* The math type a new choice starts from (conv_plan's). */
+  const cudnnMathType_t base = key->dtype == PP_DTYPE_F32
+      ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  GError *error = NULL;
+
+  for (;;) {
+    gpointer workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
+        PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
+    cudnnStatus_t status = cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
+        p->w, w, p->conv, p->algo, workspace, p->workspace, &zero, p->y, y);
+    g_autofree gchar *desc = NULL;
+
+    if (status == CUDNN_STATUS_SUCCESS) {
+      p->ran = TRUE;
+      return;
+    }
+    const int category = CUDNN_STATUS_CATEGORY (status);
+
+    if (p->ran || pp_cuda_capturing_here (cu)
+        || (category != CUDNN_STATUS_NOT_SUPPORTED
+            && category != CUDNN_STATUS_BAD_PARAM
+            && category != CUDNN_STATUS_EXECUTION_FAILED)) {
+      pp_cudnn_check (status, "cudnnConvolutionForward", __FILE__, __LINE__,
+          &error);
+      pp_cuda_op_error (cu, error);
+      return;
+    }
+    pp_cuda_forget_error ();
+    desc = conv_describe (key);
+    g_message ("%s: cuDNN refused to run algorithm %d for a %s convolution "
+        "(%s): the next one", cu->be.device, p->algo, desc,
+        cudnnGetErrorString (status));
+    p->refused |= 1u << p->algo;
+    if (p->math != CUDNN_FMA_MATH && p->math != base) {
+      PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, base));
+      p->math = base;
+    }
+    choose_algorithm (cu, p, key);
+  }
 }
 
 /* The plan of @key's shape; a new one's algorithm is timed on @x, @w and
@@ -413,13 +472,12 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   const void *x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
   void *y = as_is ? y_view.data
       : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
-  const float one = 1.0f, zero = 0.0f;
   const gsize x_count = (gsize) n * cin * h * w;
   const gsize y_count = (gsize) n * cout * ho * wo;
   const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
   gconstpointer filter = weight.data;
   gconstpointer x16;
-  gpointer y16, workspace;
+  gpointer y16;
   ConvPlan *p;
 
   /* Through float32 scratch. */
@@ -429,11 +487,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     p = conv_plan (cu, &key, x, weight.data, y);
     if (p == NULL)
       return;                   /* a failed capture */
-    workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
-        PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
-    PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
-            p->w, weight.data, p->conv, p->algo, workspace, p->workspace,
-            &zero, p->y, y));
+    conv_forward (cu, p, &key, x, weight.data, y);
     if (!pp_view_is_none (bias))
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y,
               PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype,
@@ -477,11 +531,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   p = conv_plan (cu, &key, x16, filter, y16);
   if (p == NULL)
     return;                     /* a failed capture */
-  workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
-      PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
-  PP_CUDNN_OP_TRY (cu, cudnnConvolutionForward (cu->cudnn, &one, p->x, x16,
-          p->w, filter, p->conv, p->algo, workspace, p->workspace, &zero,
-          p->y, y16));
+  conv_forward (cu, p, &key, x16, filter, y16);
   if (key.nhwc && y_view.layout == PP_LAYOUT_NHWC) {
     /* Rows of cout channels: the bias per column, as the transpose below
      * adds it (a float sum, rounded to y's type). */
