@@ -221,6 +221,7 @@ cuda_fill (PpBackend * be, gpointer dst, float value, gsize n)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
+  pp_cuda_conv_filters_forget (cu, dst, n * sizeof (float));
   PP_CUDA_OP_TRY (cu, pp_cuda_fill (dst, value, n, cu->stream));
   leave (cu);
 }
@@ -295,8 +296,8 @@ cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
   }
   g_clear_error (&cu->capture_error);
   if (ok)
-    ok = PP_CUDA_TRY (ended, error)
-        && PP_CUDA_TRY (cudaGraphInstantiate (&exec, graph, 0), error);
+    ok = pp_cuda_check (ended, "cudaStreamEndCapture", __FILE__, __LINE__,
+        error) && PP_CUDA_TRY (cudaGraphInstantiate (&exec, graph, 0), error);
   if (graph != NULL)
     cudaGraphDestroy (graph);
   if (ok) {
@@ -318,6 +319,9 @@ cuda_graph_launch (PpBackend * be, gpointer graph, GError ** error)
   enter (cu);
   ok = PP_CUDA_TRY (cudaGraphLaunch ((cudaGraphExec_t) graph, cu->stream),
       error);
+  /* Answered by @error (a sticky fault stays, and is reported again). */
+  if (!ok)
+    pp_cuda_forget_error ();
   leave (cu);
   return ok;
 }

@@ -84,11 +84,14 @@ pp_cuda_obtain (PpCudaBackend * cu, gsize bytes, GError ** error)
       given = pp_cuda_give_back_kept (cu);
       g_info ("%s: %" G_GSIZE_FORMAT " bytes did not fit; gave back the %"
           G_GSIZE_FORMAT " bytes of freed buffers kept for reuse and tried "
-          "again", cu->be.device, block, given);
+          "again", cu->be.device ? cu->be.device : "?", block, given);
       rc = cudaMalloc (&mem, block);
     }
-    if (!pp_cuda_check (rc, "cudaMalloc", __FILE__, __LINE__, error))
+    if (!pp_cuda_check (rc, "cudaMalloc", __FILE__, __LINE__, error)) {
+      /* Answered by @error: not the next kernel launch's failure. */
+      pp_cuda_forget_error ();
       return NULL;
+    }
   }
   g_hash_table_insert (cu->sizes, mem, GSIZE_TO_POINTER (block));
   return mem;

@@ -79,6 +79,12 @@ pp_chunk_mark_ready (PpChunk * chunk)
     chunk->ready = be->memory->fence (be);
 }
 
+void
+pp_chunk_clear_ready (PpChunk * chunk)
+{
+  chunk_forget_ready (chunk);
+}
+
 gboolean
 pp_chunk_wait_ready (const PpChunk * chunk, gpointer stream)
 {
@@ -187,6 +193,11 @@ pp_chunk_fit_tensor (PpChunk * chunk, guint index, const PpTensorSpec * spec,
   } else {
     g_ptr_array_add (tensors, t);
   }
+  /* A backend hands out freed memory again without a synchronize, its
+   * last users queued on its stream before the next one's work: a
+   * transfer into the new tensor from another stream waits for them. */
+  if (backend != NULL)
+    pp_chunk_mark_ready (chunk);
   return t;
 }
 

@@ -89,8 +89,10 @@ struct _PpChunk
    * it back to (NULL: freed).  Set by its owner, a pool (pp-chunk-pool.h):
    * the chunk calls back without knowing what a pool is. */
   struct _PpBackend *backend;
-  /* A fence on @backend's stream behind the work that wrote the payloads
-   * (pp_chunk_mark_ready), owned; NULL: none. */
+  /* A fence on @backend's stream that a transfer of the payloads on
+   * another stream waits for (pp_chunk_mark_ready): behind the work that
+   * wrote them, or, for payload tensors just allocated, behind the earlier
+   * users of their memory; owned; NULL: none. */
   gpointer ready;
   const PpChunkOwner *owner;
   gpointer owner_data;
@@ -130,7 +132,10 @@ gsize     pp_chunk_payload_bytes (const PpChunk * chunk);
 /* Makes tensor @index of @chunk one of @spec: the one there when its
  * dtype and shape already are (renamed if need be), else a new one; the
  * tensors before @index must exist.  A chunk on a backend (one of a pool
- * made by pp_chunk_pool_new_on) gets its tensors in that backend's memory.
+ * made by pp_chunk_pool_new_on) gets its tensors in that backend's memory,
+ * and a new one marks the chunk ready (pp_chunk_mark_ready): the memory
+ * may be the backend's stream's until the work queued on it so far is
+ * done, and a receive into it on another stream waits for that fence.
  * NULL (with @error) when the spec cannot be allocated. */
 PpTensor *pp_chunk_fit_tensor    (PpChunk * chunk, guint index,
                                   const PpTensorSpec * spec,
@@ -145,9 +150,11 @@ void      pp_chunk_truncate      (PpChunk * chunk, guint n_tensors);
  * makes the work queued later on @stream wait for that fence on the
  * device, and returns FALSE when the chunk has none: the caller then
  * synchronizes the backend, which also waits for whatever was queued
- * after the payloads. */
+ * after the payloads.  clear_ready lets the fence go (a receive that
+ * waited for it has written the payloads since). */
 void      pp_chunk_mark_ready    (PpChunk * chunk);
 gboolean  pp_chunk_wait_ready    (const PpChunk * chunk, gpointer stream);
+void      pp_chunk_clear_ready   (PpChunk * chunk);
 /* After a transfer that did not complete, MPI may still read or write the
  * payloads: they are left to it, never freed, and @chunk keeps none. */
 void      pp_chunk_abandon_payloads (PpChunk * chunk);

@@ -18,8 +18,11 @@ typedef struct
   gint ranks[2];
   gint from, to;                /* its direction */
   /* Sends that waited on their payloads' fence, and on the whole compute
-   * stream (logged at the close). */
+   * stream; receives, and those into payload tensors just fitted, which
+   * waited on the fence behind their memory's earlier users (logged at
+   * the close). */
   gint fenced, synchronized;
+  gint received, fresh;
 } Link;
 
 struct _PpNcclLinks
@@ -71,12 +74,24 @@ link_recv (PpDataPlane * base, const PpWait * w, PpChunk * chunk,
     GError ** error)
 {
   Link *link = (Link *) base;
+  PpDataPlaneResult received;
 
+  pp_backend_make_current (link->backend);
+  /* Payload tensors just fitted to a new size may be memory the backend's
+   * stream still uses (freed memory is handed out again behind its last
+   * users' work, not after a synchronize): the receive waits on the
+   * device for the fence behind that work.  Reused tensors have none. */
+  if (pp_chunk_wait_ready (chunk, link->stream))
+    g_atomic_int_inc (&link->fresh);
   /* Complete when it returns: the event behind the group was queried
    * done, so work enqueued after this on any stream sees the payloads. */
-  pp_backend_make_current (link->backend);
-  return pp_data_plane_recv (pp_nccl_plane_data_plane (link->nccl), w,
+  received = pp_data_plane_recv (pp_nccl_plane_data_plane (link->nccl), w,
       chunk, error);
+  if (received == PP_DATA_PLANE_DONE) {
+    g_atomic_int_inc (&link->received);
+    pp_chunk_clear_ready (chunk);
+  }
+  return received;
 }
 
 static const PpDataPlaneClass link_class = {
@@ -231,12 +246,17 @@ pp_nccl_links_close (PpNcclLinks * planes, const PpWait * w,
     Link *link = g_ptr_array_index (planes->links, i);
     const gint fenced = g_atomic_int_get (&link->fenced);
     const gint synchronized = g_atomic_int_get (&link->synchronized);
+    const gint received = g_atomic_int_get (&link->received);
 
     if (fenced + synchronized > 0)
       PP_INFO ("NCCL link from rank %d to rank %d: %d chunks sent, %d "
           "behind their payloads' fences, %d behind the whole compute "
           "stream", link->from, link->to, fenced + synchronized,
           fenced, synchronized);
+    if (received > 0)
+      PP_INFO ("NCCL link from rank %d to rank %d: %d chunks received, %d "
+          "into new payload tensors behind their memory's earlier work",
+          link->from, link->to, received, g_atomic_int_get (&link->fresh));
 
     if (link->own_stream) {
       link->api->stream_destroy (link->stream);

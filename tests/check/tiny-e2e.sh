@@ -75,6 +75,19 @@ if [ -n "${PP_TEST_EXPECT_LOG:-}" ]; then
 fi
 
 if [ "$DATA_PLANE" = nccl-emulated ]; then
+  # $1 (who) received every chunk on the link its log line $2 names; the
+  # first into each pooled chunk (and the shutdown marker, whose tensors
+  # differ) into new payload tensors, which waited on the device for the
+  # fence behind their memory's earlier users.
+  check_fresh() {
+    line=$(grep "$2: [0-9]* chunks received" "$work/stderr" || true)
+    n=$(printf '%s\n' "$line" | sed -n 's/.*: \([0-9]*\) chunks received, \([0-9]*\) into new.*/\1/p')
+    m=$(printf '%s\n' "$line" | sed -n 's/.*: \([0-9]*\) chunks received, \([0-9]*\) into new.*/\2/p')
+    if [ "$n" != $((FRAMES + 1)) ] || [ "${m:-0}" -lt 1 ] || [ "$m" -gt "$n" ]; then
+      echo "$1: expected $((FRAMES + 1)) chunks received, some into new payload tensors behind a fence: '$line'" >&2
+      exit 1
+    fi
+  }
   r=1
   while [ "$r" -le "$RANKS" ]; do
     log() { grep "^\[ppdiffuse rank $r pid" "$work/stderr" | grep -c "$1" || true; }
@@ -101,6 +114,7 @@ if [ "$DATA_PLANE" = nccl-emulated ]; then
       echo "worker rank $r sent chunks that did not wait on their payloads' fences" >&2
       exit 1
     fi
+    check_fresh "worker rank $r" "^\[ppdiffuse rank $r pid.*NCCL link from rank $((r - 1)) to rank $r"
     r=$((r + 1))
   done
   # Rank 0's frames likewise; its shutdown marker, made on the host, waits
@@ -109,6 +123,7 @@ if [ "$DATA_PLANE" = nccl-emulated ]; then
     echo "rank 0's frames did not wait on their payloads' fences" >&2
     exit 1
   fi
+  check_fresh "rank 0" "rank 0: NCCL link from rank $RANKS to rank 0"
 fi
 
 raw() {  # PNG -> packed RGB bytes

@@ -2,7 +2,8 @@
  * the pool grows only past them, keeps what it grew, and goes once its
  * owner and every chunk it lent have let go.  A chunk on a device keeps
  * the fence behind its payloads' work, for its send to wait on, until it
- * is marked again or given back. */
+ * is marked again or given back; payload tensors fitted anew get one
+ * behind their memory's earlier users, for a receive to wait on. */
 #include "pp-chunk-pool.h"
 #include "pp-backend-impl.h"
 
@@ -226,6 +227,75 @@ test_ready_fences (void)
   pp_chunk_pool_unref (pool);
 }
 
+static guint fake_allocs, fake_frees;
+
+static gpointer
+fake_alloc (PpBackend * be, gsize bytes, GError ** error)
+{
+  fake_allocs++;
+  return g_malloc0 (bytes);
+}
+
+static void
+fake_free (PpBackend * be, gpointer mem)
+{
+  fake_frees++;
+  g_free (mem);
+}
+
+/* A payload tensor fitted anew may be memory the backend's stream still
+ * uses (freed memory is handed out again without a synchronize): the
+ * chunk gets a fence behind that work, which a receive on another stream
+ * waits for.  A tensor that already fits makes none. */
+static void
+test_fresh_payloads_fenced (void)
+{
+  static const PpBackendMemory memory = {
+    .alloc = fake_alloc,
+    .free = fake_free,
+    .fence = fake_fence,
+    .fence_wait = fake_fence_wait,
+    .fence_free = fake_fence_free,
+  };
+  PpBackend device = { .name = "fake-device", .memory = &memory };
+  PpTensorSpec spec = { "latents", PP_DTYPE_F32, 4, {1, 4, 8, 8}, 1024 };
+  PpChunkPool *pool = pp_chunk_pool_new_on (1, &device);
+  gpointer stream = GUINT_TO_POINTER (0x5000);
+  PpChunk *c = pp_chunk_pool_acquire (pool);
+
+  memset (&fences, 0, sizeof fences);
+  fake_allocs = fake_frees = 0;
+  g_assert_nonnull (pp_chunk_fit_tensor (c, 0, &spec, NULL));
+  g_assert_cmpuint (fake_allocs, ==, 1);
+  g_assert_cmpuint (fences.made, ==, 1);
+  g_assert_true (c->ready == fences.last);
+  g_assert_true (pp_chunk_wait_ready (c, stream));
+  g_assert_true (fences.waited_stream == stream);
+  /* The receive has written the payloads: the fence goes. */
+  pp_chunk_clear_ready (c);
+  g_assert_null (c->ready);
+  g_assert_cmpuint (fences.freed, ==, 1);
+  pp_chunk_free (c);
+  /* Lent again with its tensor, which fits: nothing new, no fence. */
+  c = pp_chunk_pool_acquire (pool);
+  g_assert_nonnull (pp_chunk_fit_tensor (c, 0, &spec, NULL));
+  g_assert_cmpuint (fake_allocs, ==, 1);
+  g_assert_cmpuint (fences.made, ==, 1);
+  g_assert_false (pp_chunk_wait_ready (c, stream));
+  /* Another size: a new tensor, and a fence behind the old one's users. */
+  spec.shape[2] = spec.shape[3] = 16;
+  spec.nbytes = 4096;
+  g_assert_nonnull (pp_chunk_fit_tensor (c, 0, &spec, NULL));
+  g_assert_cmpuint (fake_allocs, ==, 2);
+  g_assert_cmpuint (fake_frees, ==, 1);
+  g_assert_cmpuint (fences.made, ==, 2);
+  g_assert_true (pp_chunk_wait_ready (c, stream));
+  pp_chunk_free (c);
+  pp_chunk_pool_unref (pool);
+  g_assert_cmpuint (fences.made, ==, fences.freed);
+  g_assert_cmpuint (fake_allocs, ==, fake_frees);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -235,5 +305,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chunk-pool/outlives-owner", test_outlives_owner);
   g_test_add_func ("/chunk-pool/threads", test_threads);
   g_test_add_func ("/chunk-pool/ready-fences", test_ready_fences);
+  g_test_add_func ("/chunk-pool/fresh-payloads-fenced",
+      test_fresh_payloads_fenced);
   return g_test_run ();
 }

@@ -655,6 +655,10 @@ capture_func (gpointer data, GError ** error)
     pp_backend_synchronize (c->be);
   else if (g_strcmp0 (c->misstep, "free") == 0)
     pp_backend_free (c->be, pp_backend_alloc (c->be, 1024, NULL));
+  else if (g_strcmp0 (c->misstep, "stream-synchronize") == 0)
+    /* Past the backend: CUDA itself invalidates the capture, and leaves
+     * its error for the calling thread. */
+    (void) cudaStreamSynchronize (pp_cuda_backend_stream (c->be));
   return TRUE;
 }
 
@@ -673,7 +677,7 @@ static void
 test_graph_capture_on_device (void)
 {
   static const gchar *const missteps[] = { "upload", "download",
-    "synchronize", "free"
+    "synchronize", "free", "stream-synchronize"
   };
   PpBackend *gpu = pp_cuda_backend_get (0, NULL);
   const float ones[4] = { 1, 1, 1, 1 };
@@ -686,8 +690,13 @@ test_graph_capture_on_device (void)
     return;
   }
   c.d = to_device (gpu, ones, 4);
+  /* Once without a graph first: the kernel is loaded before any capture. */
+  g_assert_true (capture_func (&c, NULL));
+  expect_values (&c, 2.0f);
   for (guint i = 0; i < G_N_ELEMENTS (missteps); i++) {
-    g_autofree gchar *what = g_strdup_printf ("*%s inside a CUDA graph "
+    g_autofree gchar *what = g_str_equal (missteps[i],
+        "stream-synchronize") ? g_strdup ("*cudaStreamEndCapture*")
+        : g_strdup_printf ("*%s inside a CUDA graph "
         "capture*", g_str_equal (missteps[i], "upload") ? "an upload"
         : g_str_equal (missteps[i], "download") ? "a download"
         : g_str_equal (missteps[i], "free") ? "a free" : "a synchronize");
@@ -721,6 +730,10 @@ test_graph_capture_on_device (void)
   pp_backend_free (gpu, c.d);
 }
 
+/* Fills of the fence test's 256 MiB queued before the one the copy must
+ * see: some 15 ms of work on an H100. */
+#define FENCE_BUSY_FILLS 200
+
 /* A fence orders another stream of the device after the work before it,
  * the host waiting for nothing (a data plane's send waits so for the fence
  * behind its payloads): a copy queued on a stream of its own behind a wait
@@ -751,11 +764,23 @@ test_fence_wait_on_device (void)
     const float want = 2.0f + round;
     gpointer fence;
     gsize wrong = 0;
+    cudaError_t state;
 
+    /* Fills of another value first, a few ms of work: a copy not held
+     * back by the fence would read them. */
+    for (int i = 0; i < FENCE_BUSY_FILLS; i++)
+      pp_backend_fill (gpu, d, -1.0f, n);
     pp_backend_fill (gpu, d, want, n);
     fence = gpu->memory->fence (gpu);
     g_assert_nonnull (fence);
     gpu->memory->fence_wait (gpu, fence, other);
+    /* The fence had not passed when the copy was queued behind it. */
+    state = cudaEventQuery ((cudaEvent_t) fence);
+    (void) cudaGetLastError ();
+    if (state != cudaErrorNotReady)
+      g_error ("round %d: the fence had passed before the copy was queued "
+          "(cudaEventQuery: %s): the test proves nothing", round,
+          cudaGetErrorName (state));
     g_assert_cmpint (cudaMemcpyAsync (host, d, n * sizeof (float),
             cudaMemcpyDeviceToHost, other), ==, cudaSuccess);
     g_assert_cmpint (cudaStreamSynchronize (other), ==, cudaSuccess);
