@@ -706,6 +706,8 @@ cases_matmul (Run * r)
     matmul_one (r, FALSE, TRUE, 201, 40, 70, FALSE, f32, h);
     matmul_one (r, TRUE, TRUE, 9, 7, 5, TRUE, h, h);
   }
+  /* One operand of each 16-bit type. */
+  matmul_one (r, TRUE, FALSE, 9, 7, 5, TRUE, PP_DTYPE_F16, PP_DTYPE_BF16);
 }
 
 /* ---- attention ---------------------------------------------------------- */

@@ -287,7 +287,8 @@ attention (PpCudaBackend * cu, const char *op, PpView q_view,
     const float *k = pp_cuda_in (cu, op, "k", k_view);
     const float *v = pp_cuda_in (cu, op, "v", v_view);
 
-    out = pp_cuda_out (cu, op, "out", out_view);
+    /* Every row of every head is written: nothing of out is read. */
+    out = pp_cuda_out_whole (cu, op, "out", out_view);
     if (t == PP_CUDA_F32) {
       attention_gemm (cu, t, q, k, v, n, lq, lk, heads, head_dim, causal,
           out);

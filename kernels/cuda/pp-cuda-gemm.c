@@ -446,6 +446,13 @@ pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
       && pp_cuda_act_type (cu, "matmul", "y", y_view.dtype) == ta)
     pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data, ta, lda,
         b.data, tb, ldb, beta, y_view.data, ta, ldy);
+  else if (ta != PP_CUDA_F32 && tb != PP_CUDA_F32 && ta != tb)
+    /* One float16 and one bfloat16 operand: neither narrows to the other
+     * without loss, so both are widened (the CPU backends' product). */
+    pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f,
+        pp_cuda_in (cu, "matmul", "a", a), PP_CUDA_F32, lda,
+        pp_cuda_in (cu, "matmul", "b", b), PP_CUDA_F32, ldb, beta,
+        pp_cuda_out (cu, "matmul", "y", y_view), PP_CUDA_F32, ldy);
   else
     pp_cuda_gemm (cu, trans_a, trans_b, m, n, k, 1.0f, a.data, ta, lda,
         b.data, tb, ldb, beta, pp_cuda_out (cu, "matmul", "y", y_view),

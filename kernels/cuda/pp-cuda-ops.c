@@ -64,9 +64,11 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
 {
   const void *x;
   void *y;
-  const PpCudaType type = one_type (cu, "layer_norm", x_view, y_view, &x, &y);
+  PpCudaType type;
 
+  /* Before y is taken: a 16-bit y's scratch would be narrowed over it. */
   g_return_if_fail (rows > 0 && dim > 0);
+  type = one_type (cu, "layer_norm", x_view, y_view, &x, &y);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, type, rows, dim, eps,
           gamma.data,
@@ -117,9 +119,10 @@ pp_cuda_op_geglu (PpCudaBackend * cu, PpView x_view, int rows, int d,
 {
   const void *x;
   void *y;
-  const PpCudaType type = one_type (cu, "geglu", x_view, y_view, &x, &y);
+  PpCudaType type;
 
   g_return_if_fail (rows > 0 && d > 0);
+  type = one_type (cu, "geglu", x_view, y_view, &x, &y);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_geglu (x, rows, d, y, type, cu->stream));
 }
@@ -257,7 +260,9 @@ void
 pp_cuda_op_axpby (PpCudaBackend * cu, PpOut y_view, float a,
     PpView x_view, float b, size_t n)
 {
-  float *y = pp_cuda_out (cu, "axpby", "y", y_view);
+  /* With b = 0 the kernel reads nothing of y. */
+  float *y = b == 0.0f ? pp_cuda_out_whole (cu, "axpby", "y", y_view)
+      : pp_cuda_out (cu, "axpby", "y", y_view);
   const float *x = pp_cuda_in (cu, "axpby", "x", x_view);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_axpby (y, a, x, b, n, cu->stream));
@@ -282,11 +287,12 @@ void
 pp_cuda_op_timestep_embedding (PpCudaBackend * cu, float t, int dim,
     gboolean flip_sin_to_cos, float freq_shift, PpOut y_view)
 {
-  float *y = pp_cuda_out_whole (cu, "timestep_embedding", "y", y_view);
   const int half = dim / 2;
+  float *y;
 
   g_return_if_fail (dim > 0);
   g_return_if_fail (half == 0 || (float) half != freq_shift);
+  y = pp_cuda_out_whole (cu, "timestep_embedding", "y", y_view);
 
   PP_CUDA_OP_TRY (cu, pp_cuda_timestep_embedding (t, dim, flip_sin_to_cos,
           freq_shift, y, cu->stream));

@@ -66,7 +66,12 @@
 # PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DRY_RUN=1 runs the
 # same plumbing on the CPU (cpu-strict in the place of cuda, the emulated
 # NCCL plane): it checks this script, never a GPU, and exits 77 when it
-# passed.
+# passed.  PP_GPU_EMULATED=1 runs the steps on the cuda backend itself,
+# its host code over the emulated runtime, libraries and kernels
+# (tests/kernels/cuda-emu's module, on the CPU): what needs a GPU (the
+# device tests, the full-size models, fused attention, graphs, NCCL,
+# timings, the sanitizer) is skipped, saying so; it exits 0 when it
+# passed, and is not a GPU check either.
 set -u
 SKIP=77
 T0=$(date +%s)
@@ -78,6 +83,8 @@ case $build in /*) ;; *) build=$PWD/$build ;; esac
 cuda_root=${CUDA_ROOT:-/usr/local/cuda}
 steps=${PP_GPU_STEPS:-"device f32 dtypes text mesh spread determinism faults startup bench sanitizer"}
 dry=${PP_GPU_DRY_RUN:-}
+emulated=${PP_GPU_EMULATED:-}
+[ -n "$dry" ] && emulated=""
 # The Python with torch (CUDA) and diffusers for the bench step's baseline,
 # an env prefix allowed ("env PYTHONPATH=... python3").
 torch_python=${PP_GPU_TORCH_PYTHON:-python3}
@@ -185,6 +192,11 @@ if [ -n "$dry" ]; then
   n_gpus=2
   echo "tests/gpu/run.sh: DRY RUN on the CPU ($BE in the place of cuda):"
   echo "it checks this script's plumbing, not a GPU"
+elif [ -n "$emulated" ]; then
+  BE=cuda
+  n_gpus=1
+  echo "tests/gpu/run.sh: EMULATED on the CPU (the cuda backend's host code over"
+  echo "the emulated runtime, libraries and kernels): not a GPU check"
 else
   BE=cuda
   gpus=$(timeout -k 5 60 nvidia-smi -L 2>/dev/null | grep '^GPU ')
@@ -221,6 +233,10 @@ finish() {
     echo "tests/gpu/run.sh: dry run passed ($checks checks on the CPU): not a GPU check"
     exit "$SKIP"
   fi
+  if [ -n "$emulated" ]; then
+    echo "tests/gpu/run.sh: emulated run passed ($checks checks, the cuda backend on the CPU in $(($(date +%s) - T0)) s): not a GPU check"
+    exit 0
+  fi
   echo "tests/gpu/run.sh: passed: $checks checks on $n_gpus GPU(s) in $(($(date +%s) - T0)) s"
   exit 0
 }
@@ -245,6 +261,7 @@ else
   runs "ninja" "$work/ninja.log" 3600 ninja -C "$build" || finish
 fi
 module=$build/kernels/libppdiffuse-cuda.so
+[ -n "$emulated" ] && module=$build/tests/kernels/cuda-emu/libppdiffuse-cuda-emu.so
 if [ -z "$dry" ] && [ ! -f "$module" ]; then
   bad "$build has no CUDA backend ($module): configure with -Dcuda=enabled"
   finish
@@ -276,8 +293,8 @@ device_of() { [ -n "$dry" ] || echo "cuda:$(($1 % $2))"; }
 if want device; then
   current=device
   say "device: the CUDA backend's tests on the device, every op on $BE against float64"
-  if [ -n "$dry" ]; then
-    note_skip "the CUDA backend's device tests (dry run)"
+  if [ -n "$dry$emulated" ]; then
+    note_skip "the CUDA backend's device tests (no device)"
   else
     found=""
     for exe in "$build"/tests/kernels/cuda/test-kernels-cuda-*; do
@@ -343,7 +360,7 @@ if want device; then
   # The UNets' head sizes (SD1.5's 40 and 160, SD2's 64) must take cuDNN's
   # fused kernel: where they do not (NVRTC not found, no engine), every
   # check still passes on the 16-bit GEMMs and the fused way goes untested.
-  if grep -E 'cuda attention:.* heads of (40|64|160)[,)].*unsupported' \
+  if [ -z "$emulated" ] && grep -E 'cuda attention:.* heads of (40|64|160)[,)].*unsupported' \
       "$work/ops.log" >/dev/null; then
     bad "cuDNN's fused attention did not take a UNet head size (40, 64, 160): the lines above say why"
   fi
@@ -438,7 +455,8 @@ if want f32; then
   done
   # The full-size UNets and the SD VAE (encode and decode at 512x512):
   # scale.json's bound, 1e-4 x max|ref|.
-  for m in sd-turbo sd15 vae-kl; do
+  [ -n "$emulated" ] && note_skip "the full-size models (emulated: hours on the CPU)"
+  for m in $([ -z "$emulated" ] && echo sd-turbo sd15 vae-kl); do
     if runs "scale $m f32" "$work/scale.log" 600 env PPDIFFUSE_BACKEND="$BE" \
         "$scale" "$data/scale" "$m" f32; then
       grep -E ' weights f32, |decode: ' "$work/scale.log" | indent
@@ -452,6 +470,7 @@ fi
 if want dtypes; then
   current=dtypes
   say "dtypes: f16 and bf16 on $BE (tiny fixtures by NMSE against float32; full-size UNets against diffusers' float64)"
+  [ -n "$emulated" ] && note_skip "the full-size UNets in f16 and bf16 (emulated: hours on the CPU)"
   for dt in f16 bf16; do
     case $dt in f16) nmse=$NMSE_F16 ;; *) nmse=$NMSE_BF16 ;; esac
     for fam in sd15 turbo; do
@@ -472,7 +491,8 @@ if want dtypes; then
       && judge "taesd-tiny decode $dt" python3 "$gc" npy "taesd-tiny decode $dt" \
         "$work/x.npy" "$v/decoded.npy" --nmse "$nmse"
     # test-scale.c: relative max |diff| 4e-3 (f16), 3e-2 (bf16); NMSE
-    # 5e-6, 3.2e-4.
+    # 5e-6, 3.2e-4.  (Not emulated: hours on the CPU.)
+    [ -n "$emulated" ] && continue
     for m in sd-turbo sd15; do
       if runs "scale $m $dt" "$work/scale.log" 600 env PPDIFFUSE_BACKEND="$BE" \
           "$scale" "$data/scale" "$m" "$dt"; then
@@ -613,8 +633,8 @@ if want mesh; then
     for dt in f32 f16; do
       tool_frames "$dt"
       # ppdiffuse-tool with graphs: captured after the first frame, launched
-      # for the others, the same bytes.
-      if runs "img2img $dt with graphs" "$work/graphs-tool.log" 300 "$tool" \
+      # for the others, the same bytes.  (The emulation has no graphs.)
+      if [ -z "$emulated" ] && runs "img2img $dt with graphs" "$work/graphs-tool.log" 300 "$tool" \
           img2img --backend "$BE" --dtype "$dt" --model "$tiny" \
           --in "$work/in-00.png" --out "$work/tg-$dt-00.png" \
           --prompt-embeds "$tiny/prompt_embeds.npy" --steps 2 --strength 0.7 \
@@ -632,7 +652,7 @@ if want mesh; then
       fi
       for g in 0 1; do
         tag=shared-$dt-g$g
-        if [ "$g" = 1 ]; then graphs=on; else graphs=off; fi
+        if [ "$g" = 1 ] && [ -z "$emulated" ]; then graphs=on; else graphs=off; fi
         mesh_run "$tag" 2 "$BE" "$dt" cuda-graphs="$g" || continue
         # Both workers (node-local ranks 1 and 2, rank 0 is 0) on cuda:0,
         # the MPI plane (NCCL wants a GPU per rank).
@@ -804,7 +824,10 @@ fi
 
 # ---- startup ---------------------------------------------------------------
 
-if want startup; then
+if want startup && [ -n "$emulated" ]; then
+  current=startup
+  note_skip "startup (emulated: a released-size pipeline takes hours on the CPU)"
+elif want startup; then
   current=startup
   if [ -n "$dry" ]; then
     kind=turbo frames=12
@@ -867,8 +890,8 @@ fi
 if want bench; then
   current=bench
   say "bench: gpu-bench (reported, not judged)"
-  if [ -n "$dry" ]; then
-    note_skip "gpu-bench (dry run)"
+  if [ -n "$dry$emulated" ]; then
+    note_skip "gpu-bench (no device)"
   else
     for dt in f16 bf16 f32; do
       # With info messages: the attention shapes cuDNN's fused kernel did
@@ -970,8 +993,8 @@ if want sanitizer; then
       /usr/local/cuda*/compute-sanitizer/compute-sanitizer; do
     [ -z "$cs" ] && [ -x "$c" ] && cs=$c
   done
-  if [ -n "$dry" ]; then
-    note_skip "compute-sanitizer (dry run)"
+  if [ -n "$dry$emulated" ]; then
+    note_skip "compute-sanitizer (no device)"
   elif [ -z "$cs" ]; then
     note_skip "no compute-sanitizer (PATH, $cuda_root/bin, /usr/local/cuda*/bin): memcheck not run"
   else

@@ -1,0 +1,1081 @@
+/* tests/kernels/cuda-emu: the CUDA runtime, cuBLAS, cuBLASLt and cuDNN
+ * calls of the CUDA backend (the C files of kernels/cuda), on the CPU, so
+ * that the backend's host code runs where no GPU is: device memory is host
+ * memory, a stream runs each call as it is made (the emulated kernels,
+ * emu.cc, likewise), events have always passed, graphs are not supported,
+ * and
+ * the libraries' products and convolutions are plain loops that sum in
+ * float32 and round once to the output's type.  cuDNN's graph API (fused
+ * attention) refuses every graph, so attention takes its GEMM way.
+ *
+ * Written against the toolkit's own headers, so that every signature is
+ * the one the backend was compiled against.  What is emulated is what the
+ * documentation says of each call as the backend uses it, not more: a
+ * call outside that (a layout, type or mode the backend never asks for)
+ * fails with the library's "not supported", loudly. */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pp-dtype-math.h"
+
+/* The device the emulation describes: sm_90 (what the backend's choices
+ * are made for), 16 GiB. */
+#define EMU_DEVICE_NAME "CUDA emulation on the CPU"
+#define EMU_DEVICE_MAJOR 9
+#define EMU_DEVICE_MINOR 0
+#define EMU_DEVICE_BYTES ((size_t) 16 << 30)
+#define EMU_DEVICE_SMS 4
+#define EMU_VERSION 13000       /* CUDA 13.0, driver and runtime */
+#define EMU_CUDNN_VERSION 91900
+#define EMU_CUBLASLT_VERSION 130000
+#define EMU_ALIGN 256
+
+/* The emulated kernels' launch status (emu.cc's C++ cudaGetLastError). */
+extern cudaError_t emu_take_launch_error (void) __asm__ ("_Z16cudaGetLastErrorv");
+
+static cudaError_t last_error;
+
+static cudaError_t
+fail (cudaError_t e)
+{
+  last_error = e;
+  return e;
+}
+
+static void
+unsupported (const char *what)
+{
+  fprintf (stderr, "cuda-emu: %s is not emulated\n", what);
+}
+
+/* Values */
+
+static float
+load (const void *p, size_t i, int type)
+{
+  switch (type) {
+    case CUDA_R_32F:
+      return ((const float *) p)[i];
+    case CUDA_R_16F:
+      return pp_f16_to_f32 (((const uint16_t *) p)[i]);
+    case CUDA_R_16BF:
+      return pp_bf16_to_f32 (((const uint16_t *) p)[i]);
+    default:
+      g_error ("cuda-emu: data type %d", type);
+  }
+}
+
+static void
+store (void *p, size_t i, int type, float v)
+{
+  switch (type) {
+    case CUDA_R_32F:
+      ((float *) p)[i] = v;
+      break;
+    case CUDA_R_16F:
+      ((uint16_t *) p)[i] = pp_f32_to_f16 (v);
+      break;
+    case CUDA_R_16BF:
+      ((uint16_t *) p)[i] = pp_f32_to_bf16 (v);
+      break;
+    default:
+      g_error ("cuda-emu: data type %d", type);
+  }
+}
+
+static gboolean
+known_type (int type)
+{
+  return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
+}
+
+/* The runtime */
+
+struct CUstream_st
+{
+  int flags;
+};
+
+struct CUevent_st
+{
+  int flags;
+};
+
+cudaError_t
+cudaGetLastError (void)
+{
+  cudaError_t e = last_error;
+  cudaError_t launch = emu_take_launch_error ();
+
+  last_error = cudaSuccess;
+  return e != cudaSuccess ? e : launch;
+}
+
+cudaError_t
+cudaPeekAtLastError (void)
+{
+  return last_error;
+}
+
+const char *
+cudaGetErrorName (cudaError_t error)
+{
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorNotSupported:
+      return "cudaErrorNotSupported";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+
+const char *
+cudaGetErrorString (cudaError_t error)
+{
+  return error == cudaSuccess ? "no error" : "emulated failure";
+}
+
+cudaError_t
+cudaDriverGetVersion (int *version)
+{
+  *version = EMU_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaRuntimeGetVersion (int *version)
+{
+  *version = EMU_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaGetDeviceCount (int *count)
+{
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaSetDevice (int device)
+{
+  return device == 0 ? cudaSuccess : fail (cudaErrorInvalidDevice);
+}
+
+cudaError_t
+cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
+{
+  if (device != 0)
+    return fail (cudaErrorInvalidDevice);
+  memset (prop, 0, sizeof *prop);
+  g_strlcpy (prop->name, EMU_DEVICE_NAME, sizeof prop->name);
+  prop->major = EMU_DEVICE_MAJOR;
+  prop->minor = EMU_DEVICE_MINOR;
+  prop->totalGlobalMem = EMU_DEVICE_BYTES;
+  prop->multiProcessorCount = EMU_DEVICE_SMS;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaMalloc (void **ptr, size_t size)
+{
+  *ptr = NULL;
+  if (size > EMU_DEVICE_BYTES
+      || posix_memalign (ptr, EMU_ALIGN, MAX (size, 1)) != 0)
+    return fail (cudaErrorMemoryAllocation);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaFree (void *ptr)
+{
+  free (ptr);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaHostAlloc (void **ptr, size_t size, unsigned int flags)
+{
+  return cudaMalloc (ptr, size);
+}
+
+cudaError_t
+cudaFreeHost (void *ptr)
+{
+  free (ptr);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaMemGetInfo (size_t *free_bytes, size_t *total)
+{
+  *free_bytes = *total = EMU_DEVICE_BYTES;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaMemcpyAsync (void *dst, const void *src, size_t count,
+    enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+  memmove (dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaMemcpy2DAsync (void *dst, size_t dpitch, const void *src,
+    size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+    cudaStream_t stream)
+{
+  if (width > dpitch || width > spitch)
+    return fail (cudaErrorInvalidPitchValue);
+  for (size_t r = 0; r < height; r++)
+    memmove ((char *) dst + r * dpitch, (const char *) src + r * spitch,
+        width);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaStreamCreateWithFlags (cudaStream_t * stream, unsigned int flags)
+{
+  *stream = g_new0 (struct CUstream_st, 1);
+  (*stream)->flags = (int) flags;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaStreamDestroy (cudaStream_t stream)
+{
+  g_free (stream);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaStreamSynchronize (cudaStream_t stream)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaStreamQuery (cudaStream_t stream)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
+    unsigned int flags)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaEventCreateWithFlags (cudaEvent_t * event, unsigned int flags)
+{
+  *event = g_new0 (struct CUevent_st, 1);
+  (*event)->flags = (int) flags;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaEventDestroy (cudaEvent_t event)
+{
+  g_free (event);
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaEventRecord (cudaEvent_t event, cudaStream_t stream)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaEventSynchronize (cudaEvent_t event)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaEventQuery (cudaEvent_t event)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaEventElapsedTime (float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+  if ((start->flags | end->flags) & cudaEventDisableTiming)
+    return fail (cudaErrorInvalidResourceHandle);
+  *ms = 0.0f;
+  return cudaSuccess;
+}
+
+/* Graphs: none here; the backend's capture fails and its work runs
+ * without one. */
+cudaError_t
+cudaStreamBeginCapture (cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+  return fail (cudaErrorNotSupported);
+}
+
+cudaError_t
+cudaStreamEndCapture (cudaStream_t stream, cudaGraph_t * graph)
+{
+  *graph = NULL;
+  return fail (cudaErrorNotSupported);
+}
+
+cudaError_t
+cudaGraphInstantiate (cudaGraphExec_t * exec, cudaGraph_t graph,
+    unsigned long long flags)
+{
+  *exec = NULL;
+  return fail (cudaErrorNotSupported);
+}
+
+cudaError_t
+cudaGraphLaunch (cudaGraphExec_t exec, cudaStream_t stream)
+{
+  return fail (cudaErrorNotSupported);
+}
+
+cudaError_t
+cudaGraphDestroy (cudaGraph_t graph)
+{
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaGraphExecDestroy (cudaGraphExec_t exec)
+{
+  return cudaSuccess;
+}
+
+/* Products */
+
+/* Column-major C [m, n] = alpha · op(A) [m, k] · op(B) [k, n] + beta · C,
+ * summed in float32 in the order of k, rounded once to C's type. */
+static void
+gemm (int transa, int transb, int m, int n, int k, float alpha,
+    const void *a, int atype, long long lda, const void *b, int btype,
+    long long ldb, float beta, const void *c, int ctype, long long ldc,
+    void *d, int dtype, long long ldd, const void *bias, int bias_type)
+{
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      float sum = 0.0f, v;
+
+      for (int l = 0; l < k; l++) {
+        const size_t ai = transa ? (size_t) i * lda + l
+            : (size_t) l * lda + i;
+        const size_t bi = transb ? (size_t) l * ldb + j
+            : (size_t) j * ldb + l;
+
+        sum += load (a, ai, atype) * load (b, bi, btype);
+      }
+      v = alpha * sum;
+      if (beta != 0.0f)
+        v += beta * load (c, (size_t) j * ldc + i, ctype);
+      if (bias != NULL)
+        v += load (bias, i, bias_type);
+      store (d, (size_t) j * ldd + i, dtype, v);
+    }
+}
+
+static gboolean
+compute_32f (cublasComputeType_t compute)
+{
+  return compute == CUBLAS_COMPUTE_32F
+      || compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+struct cublasContext
+{
+  cudaStream_t stream;
+};
+
+cublasStatus_t
+cublasCreate (cublasHandle_t * handle)
+{
+  *handle = g_new0 (struct cublasContext, 1);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasSetStream (cublasHandle_t handle, cudaStream_t stream)
+{
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasSetWorkspace (cublasHandle_t handle, void *workspace, size_t bytes)
+{
+  return workspace != NULL && (uintptr_t) workspace % EMU_ALIGN == 0
+      ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t
+cublasSetMathMode (cublasHandle_t handle, cublasMath_t mode)
+{
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *
+cublasGetStatusName (cublasStatus_t status)
+{
+  return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS"
+      : status == CUBLAS_STATUS_NOT_SUPPORTED ? "CUBLAS_STATUS_NOT_SUPPORTED"
+      : "CUBLAS_STATUS_INVALID_VALUE";
+}
+
+const char *
+cublasGetStatusString (cublasStatus_t status)
+{
+  return cublasGetStatusName (status);
+}
+
+cublasStatus_t
+cublasGemmEx (cublasHandle_t handle, cublasOperation_t transa,
+    cublasOperation_t transb, int m, int n, int k, const void *alpha,
+    const void *A, cudaDataType Atype, int lda, const void *B,
+    cudaDataType Btype, int ldb, const void *beta, void *C,
+    cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+    cublasGemmAlgo_t algo)
+{
+  return cublasGemmStridedBatchedEx (handle, transa, transb, m, n, k, alpha,
+      A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0, 1,
+      computeType, algo);
+}
+
+cublasStatus_t
+cublasGemmStridedBatchedEx (cublasHandle_t handle, cublasOperation_t transa,
+    cublasOperation_t transb, int m, int n, int k, const void *alpha,
+    const void *A, cudaDataType Atype, int lda, long long int strideA,
+    const void *B, cudaDataType Btype, int ldb, long long int strideB,
+    const void *beta, void *C, cudaDataType Ctype, int ldc,
+    long long int strideC, int batchCount, cublasComputeType_t computeType,
+    cublasGemmAlgo_t algo)
+{
+  const size_t as = Atype == CUDA_R_32F ? 4 : 2;
+  const size_t bs = Btype == CUDA_R_32F ? 4 : 2;
+  const size_t cs = Ctype == CUDA_R_32F ? 4 : 2;
+
+  if (!compute_32f (computeType) || !known_type (Atype)
+      || !known_type (Btype) || !known_type (Ctype)) {
+    unsupported ("a GEMM outside float32 compute and f32/f16/bf16 data");
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (m < 0 || n < 0 || k < 0 || batchCount < 0
+      || lda < (transa == CUBLAS_OP_N ? MAX (m, 1) : MAX (k, 1))
+      || ldb < (transb == CUBLAS_OP_N ? MAX (k, 1) : MAX (n, 1))
+      || ldc < MAX (m, 1))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int i = 0; i < batchCount; i++)
+    gemm (transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k,
+        *(const float *) alpha, (const char *) A + i * strideA * as, Atype,
+        lda, (const char *) B + i * strideB * bs, Btype, ldb,
+        *(const float *) beta, (const char *) C + i * strideC * cs, Ctype,
+        ldc, (char *) C + i * strideC * cs, Ctype, ldc, NULL, CUDA_R_32F);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/* cuBLASLt: what the backend sets, kept in the opaque descriptors. */
+
+typedef struct
+{
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  int32_t transa, transb;
+  uint32_t epilogue;
+  const void *bias;
+  int32_t bias_type;
+} LtDesc;
+
+typedef struct
+{
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+} LtLayout;
+
+G_STATIC_ASSERT (sizeof (LtDesc) <= sizeof (cublasLtMatmulDescOpaque_t));
+G_STATIC_ASSERT (sizeof (LtLayout) <= sizeof (cublasLtMatrixLayoutOpaque_t));
+
+struct cublasLtContext
+{
+  int unused;
+};
+
+size_t
+cublasLtGetVersion (void)
+{
+  return EMU_CUBLASLT_VERSION;
+}
+
+cublasStatus_t
+cublasLtCreate (cublasLtHandle_t * handle)
+{
+  *handle = g_new0 (struct cublasLtContext, 1);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulDescCreate (cublasLtMatmulDesc_t * desc,
+    cublasComputeType_t computeType, cudaDataType_t scaleType)
+{
+  LtDesc *d;
+
+  *desc = g_new0 (cublasLtMatmulDescOpaque_t, 1);
+  d = (LtDesc *) * desc;
+  d->compute = computeType;
+  d->scale = scaleType;
+  d->transa = d->transb = CUBLAS_OP_N;
+  d->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  d->bias_type = -1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulDescDestroy (cublasLtMatmulDesc_t desc)
+{
+  g_free (desc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/* Copies the attribute's value, which must be exactly @want bytes. */
+static cublasStatus_t
+take (void *to, size_t want, const void *buf, size_t size)
+{
+  if (size != want)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  memcpy (to, buf, want);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulDescSetAttribute (cublasLtMatmulDesc_t desc,
+    cublasLtMatmulDescAttributes_t attr, const void *buf, size_t size)
+{
+  LtDesc *d = (LtDesc *) desc;
+
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      return take (&d->transa, sizeof d->transa, buf, size);
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      return take (&d->transb, sizeof d->transb, buf, size);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return take (&d->epilogue, sizeof d->epilogue, buf, size);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      return take (&d->bias, sizeof d->bias, buf, size);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      return take (&d->bias_type, sizeof d->bias_type, buf, size);
+    default:
+      unsupported ("a cuBLASLt matmul attribute the backend does not set");
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t
+cublasLtMatrixLayoutCreate (cublasLtMatrixLayout_t * layout,
+    cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld)
+{
+  LtLayout *l;
+
+  if (!known_type (type) || ld < (int64_t) MAX (rows, 1))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *layout = g_new0 (cublasLtMatrixLayoutOpaque_t, 1);
+  l = (LtLayout *) * layout;
+  l->type = type;
+  l->rows = rows;
+  l->cols = cols;
+  l->ld = ld;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatrixLayoutDestroy (cublasLtMatrixLayout_t layout)
+{
+  g_free (layout);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulPreferenceCreate (cublasLtMatmulPreference_t * pref)
+{
+  *pref = g_new0 (cublasLtMatmulPreferenceOpaque_t, 1);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulPreferenceDestroy (cublasLtMatmulPreference_t pref)
+{
+  g_free (pref);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulPreferenceSetAttribute (cublasLtMatmulPreference_t pref,
+    cublasLtMatmulPreferenceAttributes_t attr, const void *buf, size_t size)
+{
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      return size == sizeof (uint64_t) ? CUBLAS_STATUS_SUCCESS
+          : CUBLAS_STATUS_INVALID_VALUE;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK:
+      return size == sizeof (uint32_t) ? CUBLAS_STATUS_SUCCESS
+          : CUBLAS_STATUS_INVALID_VALUE;
+    default:
+      unsupported ("a cuBLASLt preference the backend does not set");
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+/* The dimensions op(@l) has under @trans. */
+static void
+op_dims (const LtLayout * l, int trans, uint64_t * rows, uint64_t * cols)
+{
+  *rows = trans ? l->cols : l->rows;
+  *cols = trans ? l->rows : l->cols;
+}
+
+static gboolean
+lt_shapes_agree (const LtDesc * d, const LtLayout * a, const LtLayout * b,
+    const LtLayout * c, const LtLayout * dl)
+{
+  uint64_t am, ak, bk, bn;
+
+  op_dims (a, d->transa != CUBLAS_OP_N, &am, &ak);
+  op_dims (b, d->transb != CUBLAS_OP_N, &bk, &bn);
+  return ak == bk && am == c->rows && bn == c->cols && c->rows == dl->rows
+      && c->cols == dl->cols;
+}
+
+cublasStatus_t
+cublasLtMatmulAlgoGetHeuristic (cublasLtHandle_t handle,
+    cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
+    cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference,
+    int requestedAlgoCount, cublasLtMatmulHeuristicResult_t
+    heuristicResultsArray[], int *returnAlgoCount)
+{
+  const LtDesc *d = (const LtDesc *) operationDesc;
+
+  *returnAlgoCount = 0;
+  if (requestedAlgoCount < 1)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!lt_shapes_agree (d, (LtLayout *) Adesc, (LtLayout *) Bdesc,
+          (LtLayout *) Cdesc, (LtLayout *) Ddesc))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!compute_32f (d->compute) || d->scale != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  memset (&heuristicResultsArray[0], 0, sizeof heuristicResultsArray[0]);
+  heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
+  heuristicResultsArray[0].wavesCount = 1.0f;
+  *returnAlgoCount = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmul (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+    const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+    const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+    const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+    cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t * algo,
+    void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream)
+{
+  const LtDesc *d = (const LtDesc *) computeDesc;
+  const LtLayout *a = (const LtLayout *) Adesc, *b = (const LtLayout *) Bdesc;
+  const LtLayout *c = (const LtLayout *) Cdesc, *dl = (const LtLayout *) Ddesc;
+  const gboolean with_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS;
+  uint64_t m, k, n, bk;
+
+  if (!lt_shapes_agree (d, a, b, c, dl))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && !with_bias) {
+    unsupported ("a cuBLASLt epilogue other than the bias");
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (with_bias && d->bias == NULL)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  op_dims (a, d->transa != CUBLAS_OP_N, &m, &k);
+  op_dims (b, d->transb != CUBLAS_OP_N, &bk, &n);
+  /* The bias is D's type unless said otherwise. */
+  gemm (d->transa != CUBLAS_OP_N, d->transb != CUBLAS_OP_N, (int) m, (int) n,
+      (int) k, *(const float *) alpha, A, a->type, a->ld, B, b->type, b->ld,
+      *(const float *) beta, C, c->type, c->ld, D, dl->type, dl->ld,
+      with_bias ? d->bias : NULL, d->bias_type >= 0 ? d->bias_type
+      : (int) dl->type);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/* cuDNN */
+
+struct cudnnContext
+{
+  cudaStream_t stream;
+};
+
+struct cudnnTensorStruct
+{
+  cudnnTensorFormat_t format;
+  cudnnDataType_t type;
+  int n, c, h, w;
+};
+
+struct cudnnFilterStruct
+{
+  cudnnTensorFormat_t format;
+  cudnnDataType_t type;
+  int k, c, h, w;
+};
+
+struct cudnnConvolutionStruct
+{
+  int pad_h, pad_w, u, v, dil_h, dil_w;
+  cudnnConvolutionMode_t mode;
+  cudnnDataType_t compute;
+  cudnnMathType_t math;
+};
+
+size_t
+cudnnGetVersion (void)
+{
+  return EMU_CUDNN_VERSION;
+}
+
+const char *
+cudnnGetErrorString (cudnnStatus_t status)
+{
+  return status == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS"
+      : status == CUDNN_STATUS_NOT_SUPPORTED ? "CUDNN_STATUS_NOT_SUPPORTED"
+      : "CUDNN_STATUS_BAD_PARAM";
+}
+
+void
+cudnnGetLastErrorString (char *message, size_t max_size)
+{
+  if (max_size > 0)
+    g_strlcpy (message, "the CUDA emulation has no cuDNN graphs", max_size);
+}
+
+cudnnStatus_t
+cudnnCreate (cudnnHandle_t * handle)
+{
+  *handle = g_new0 (struct cudnnContext, 1);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnSetStream (cudnnHandle_t handle, cudaStream_t stream)
+{
+  handle->stream = stream;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnCreateTensorDescriptor (cudnnTensorDescriptor_t * desc)
+{
+  *desc = g_new0 (struct cudnnTensorStruct, 1);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnDestroyTensorDescriptor (cudnnTensorDescriptor_t desc)
+{
+  g_free (desc);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnCreateFilterDescriptor (cudnnFilterDescriptor_t * desc)
+{
+  *desc = g_new0 (struct cudnnFilterStruct, 1);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnDestroyFilterDescriptor (cudnnFilterDescriptor_t desc)
+{
+  g_free (desc);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnCreateConvolutionDescriptor (cudnnConvolutionDescriptor_t * desc)
+{
+  *desc = g_new0 (struct cudnnConvolutionStruct, 1);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnDestroyConvolutionDescriptor (cudnnConvolutionDescriptor_t desc)
+{
+  g_free (desc);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+static int
+cudnn_type (cudnnDataType_t t)
+{
+  return t == CUDNN_DATA_FLOAT ? CUDA_R_32F : t == CUDNN_DATA_HALF
+      ? CUDA_R_16F : t == CUDNN_DATA_BFLOAT16 ? CUDA_R_16BF : -1;
+}
+
+cudnnStatus_t
+cudnnSetTensor4dDescriptor (cudnnTensorDescriptor_t desc,
+    cudnnTensorFormat_t format, cudnnDataType_t dataType, int n, int c,
+    int h, int w)
+{
+  if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
+      || cudnn_type (dataType) < 0 || n <= 0 || c <= 0 || h <= 0 || w <= 0)
+    return CUDNN_STATUS_BAD_PARAM;
+  *desc = (struct cudnnTensorStruct) { format, dataType, n, c, h, w };
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnSetFilter4dDescriptor (cudnnFilterDescriptor_t desc,
+    cudnnDataType_t dataType, cudnnTensorFormat_t format, int k, int c,
+    int h, int w)
+{
+  if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
+      || cudnn_type (dataType) < 0 || k <= 0 || c <= 0 || h <= 0 || w <= 0)
+    return CUDNN_STATUS_BAD_PARAM;
+  *desc = (struct cudnnFilterStruct) { format, dataType, k, c, h, w };
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnSetConvolution2dDescriptor (cudnnConvolutionDescriptor_t desc,
+    int pad_h, int pad_w, int u, int v, int dilation_h, int dilation_w,
+    cudnnConvolutionMode_t mode, cudnnDataType_t computeType)
+{
+  if (pad_h < 0 || pad_w < 0 || u <= 0 || v <= 0 || dilation_h <= 0
+      || dilation_w <= 0)
+    return CUDNN_STATUS_BAD_PARAM;
+  desc->pad_h = pad_h;
+  desc->pad_w = pad_w;
+  desc->u = u;
+  desc->v = v;
+  desc->dil_h = dilation_h;
+  desc->dil_w = dilation_w;
+  desc->mode = mode;
+  desc->compute = computeType;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnSetConvolutionMathType (cudnnConvolutionDescriptor_t desc,
+    cudnnMathType_t mathType)
+{
+  desc->math = mathType;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnGetConvolutionForwardAlgorithmMaxCount (cudnnHandle_t handle,
+    int *count)
+{
+  *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+/* Whether the emulation runs this convolution: what the backend makes of
+ * a UNet's and a VAE's. */
+static gboolean
+conv_supported (const struct cudnnTensorStruct *x,
+    const struct cudnnFilterStruct *w, const struct cudnnConvolutionStruct
+    *conv, const struct cudnnTensorStruct *y)
+{
+  const int ho = (x->h + 2 * conv->pad_h - conv->dil_h * (w->h - 1) - 1)
+      / conv->u + 1;
+  const int wo = (x->w + 2 * conv->pad_w - conv->dil_w * (w->w - 1) - 1)
+      / conv->v + 1;
+
+  return conv->mode == CUDNN_CROSS_CORRELATION
+      && conv->compute == CUDNN_DATA_FLOAT && x->type == w->type
+      && y->type == x->type && x->format == w->format
+      && y->format == x->format && x->c == w->c && y->c == w->k
+      && y->n == x->n && y->h == ho && y->w == wo;
+}
+
+static void
+fill_perf (cudnnConvolutionFwdAlgoPerf_t * perf,
+    const struct cudnnConvolutionStruct *conv)
+{
+  memset (perf, 0, sizeof *perf);
+  perf->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  perf->status = CUDNN_STATUS_SUCCESS;
+  perf->memory = 0;
+  perf->determinism = CUDNN_DETERMINISTIC;
+  perf->mathType = conv->math;
+}
+
+cudnnStatus_t
+cudnnGetConvolutionForwardAlgorithm_v7 (cudnnHandle_t handle,
+    const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc,
+    const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount,
+    int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t * perfResults)
+{
+  *returnedAlgoCount = 0;
+  if (requestedAlgoCount < 1)
+    return CUDNN_STATUS_BAD_PARAM;
+  if (!conv_supported (srcDesc, filterDesc, convDesc, destDesc))
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  fill_perf (&perfResults[0], convDesc);
+  *returnedAlgoCount = 1;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnGetConvolutionForwardWorkspaceSize (cudnnHandle_t handle,
+    const cudnnTensorDescriptor_t xDesc,
+    const cudnnFilterDescriptor_t wDesc,
+    const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, cudnnConvolutionFwdAlgo_t algo,
+    size_t *sizeInBytes)
+{
+  *sizeInBytes = 0;
+  return conv_supported (xDesc, wDesc, convDesc, yDesc)
+      ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+/* Element (n, c, h, w) of a 4-d tensor in @format. */
+static size_t
+at (cudnnTensorFormat_t format, int C, int H, int W, int n, int c, int h,
+    int w)
+{
+  return format == CUDNN_TENSOR_NHWC
+      ? (((size_t) n * H + h) * W + w) * C + c
+      : (((size_t) n * C + c) * H + h) * W + w;
+}
+
+cudnnStatus_t
+cudnnConvolutionForward (cudnnHandle_t handle, const void *alpha,
+    const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+    size_t workSpaceSizeInBytes, const void *beta,
+    const cudnnTensorDescriptor_t yDesc, void *y)
+{
+  const struct cudnnTensorStruct *xd = xDesc, *yd = yDesc;
+  const struct cudnnFilterStruct *wd = wDesc;
+  const struct cudnnConvolutionStruct *cv = convDesc;
+  const int t = cudnn_type (xd->type);
+  const float a = *(const float *) alpha, b = *(const float *) beta;
+
+  if (!conv_supported (xd, wd, cv, yd))
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  for (int n = 0; n < yd->n; n++)
+    for (int k = 0; k < yd->c; k++)
+      for (int oh = 0; oh < yd->h; oh++)
+        for (int ow = 0; ow < yd->w; ow++) {
+          const size_t yi = at (yd->format, yd->c, yd->h, yd->w, n, k, oh,
+              ow);
+          float sum = 0.0f, v;
+
+          for (int c = 0; c < xd->c; c++)
+            for (int r = 0; r < wd->h; r++)
+              for (int s = 0; s < wd->w; s++) {
+                const int ih = oh * cv->u - cv->pad_h + r * cv->dil_h;
+                const int iw = ow * cv->v - cv->pad_w + s * cv->dil_w;
+
+                if (ih < 0 || ih >= xd->h || iw < 0 || iw >= xd->w)
+                  continue;
+                sum += load (x, at (xd->format, xd->c, xd->h, xd->w, n, c,
+                        ih, iw), t) * load (w, at (wd->format, wd->c,
+                        wd->h, wd->w, k, c, r, s), t);
+              }
+          v = a * sum;
+          if (b != 0.0f)
+            v += b * load (y, yi, t);
+          store (y, yi, t, v);
+        }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnFindConvolutionForwardAlgorithmEx (cudnnHandle_t handle,
+    const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, void *y,
+    const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t * perfResults, void *workSpace,
+    size_t workSpaceSizeInBytes)
+{
+  return cudnnGetConvolutionForwardAlgorithm_v7 (handle, xDesc, wDesc,
+      convDesc, yDesc, requestedAlgoCount, returnedAlgoCount, perfResults);
+}
+
+/* The graph API: every graph is refused where its operations are made. */
+cudnnStatus_t
+cudnnBackendCreateDescriptor (cudnnBackendDescriptorType_t descriptorType,
+    cudnnBackendDescriptor_t * descriptor)
+{
+  *descriptor = NULL;
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t
+cudnnBackendDestroyDescriptor (cudnnBackendDescriptor_t descriptor)
+{
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnBackendSetAttribute (cudnnBackendDescriptor_t descriptor,
+    cudnnBackendAttributeName_t attributeName,
+    cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+    const void *arrayOfElements)
+{
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t
+cudnnBackendGetAttribute (cudnnBackendDescriptor_t const descriptor,
+    cudnnBackendAttributeName_t attributeName,
+    cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount,
+    int64_t * elementCount, void *arrayOfElements)
+{
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t
+cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
+{
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t
+cudnnBackendExecute (cudnnHandle_t handle,
+    cudnnBackendDescriptor_t executionPlan,
+    cudnnBackendDescriptor_t variantPack)
+{
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
