@@ -5,7 +5,7 @@
     kernel<T><<<grid, block, shmem, stream>>> (args)
 becomes
     emu_launch (grid, block, shmem, stream, "kernel<T>",
-                [&] { kernel<T> (args); })
+                [=] { kernel<T> (args); })
 
 Everything else is left as it is, line breaks included, and a #line
 directive names the .cu file: the compiler's messages point into it.
@@ -81,7 +81,7 @@ def rewrite(src, path):
         breaks = src.count('\n', name_end, launch) \
             + src.count('\n', config_end, args)
         out.append(src[pos:name_start])
-        out.append('emu_launch (%s, "%s", [&] { %s %s; })%s' % (
+        out.append('emu_launch (%s, "%s", [=] { %s %s; })%s' % (
             src[launch + 3:config_end], ' '.join(name.split()), name,
             src[args:args_end + 1], '\n' * breaks))
         pos = args_end + 1

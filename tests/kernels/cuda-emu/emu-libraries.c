@@ -2,10 +2,12 @@
  * calls of the CUDA backend (the C files of kernels/cuda), on the CPU, so
  * that the backend's host code runs where no GPU is: device memory is host
  * memory, a stream runs each call as it is made (the emulated kernels,
- * emu.cc, likewise), events have always passed, graphs are not supported,
- * and
- * the libraries' products and convolutions are plain loops that sum in
- * float32 and round once to the output's type.  cuDNN's graph API (fused
+ * emu.cc, likewise) unless it is being captured, when the call becomes a
+ * node of the graph (emu-graph.h: its arguments copied, as a graph's node
+ * keeps them), events have always passed, and the libraries' products and
+ * convolutions are plain loops that sum in float32 and round once to the
+ * output's type.  A synchronize of a stream being captured invalidates
+ * the capture, as CUDA does.  cuDNN's graph API (fused
  * attention) refuses every graph, so attention takes its GEMM way.
  *
  * Written against the toolkit's own headers, so that every signature is
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emu-graph.h"
 #include "pp-dtype-math.h"
 
 /* The device the emulation describes: sm_90 (what the backend's choices
@@ -99,10 +102,32 @@ known_type (int type)
 
 /* The runtime */
 
+/* emu.cc reads a stream as its EmuStreamState (the first member). */
 struct CUstream_st
 {
-  int flags;
+  EmuStreamState state;
 };
+
+/* The graph @stream is capturing, or NULL. */
+static EmuGraph *
+capturing (cudaStream_t stream)
+{
+  return stream != NULL ? stream->state.capture : NULL;
+}
+
+/* Runs @run (@args, @bytes of them) now, or records it in the graph
+ * @stream is capturing (a copy of @args, freed with the graph). */
+static void
+run_or_record (cudaStream_t stream, void (*run) (void *), const void *args,
+    size_t bytes)
+{
+  EmuGraph *graph = capturing (stream);
+
+  if (graph == NULL)
+    run ((void *) args);
+  else
+    emu_graph_add (graph, run, g_memdup2 (args, bytes), g_free);
+}
 
 struct CUevent_st
 {
@@ -141,6 +166,12 @@ cudaGetErrorName (cudaError_t error)
       return "cudaErrorNotSupported";
     case cudaErrorNotReady:
       return "cudaErrorNotReady";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
     default:
       return "cudaErrorUnknown";
   }
@@ -230,11 +261,30 @@ cudaMemGetInfo (size_t *free_bytes, size_t *total)
   return cudaSuccess;
 }
 
+typedef struct
+{
+  void *dst;
+  const void *src;
+  size_t dpitch, spitch, width, height;
+} Copy2D;
+
+static void
+copy_2d (void *data)
+{
+  const Copy2D *c = data;
+
+  for (size_t r = 0; r < c->height; r++)
+    memmove ((char *) c->dst + r * c->dpitch,
+        (const char *) c->src + r * c->spitch, c->width);
+}
+
 cudaError_t
 cudaMemcpyAsync (void *dst, const void *src, size_t count,
     enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-  memmove (dst, src, count);
+  const Copy2D c = { dst, src, count, count, count, 1 };
+
+  run_or_record (stream, copy_2d, &c, sizeof c);
   return cudaSuccess;
 }
 
@@ -243,11 +293,11 @@ cudaMemcpy2DAsync (void *dst, size_t dpitch, const void *src,
     size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
     cudaStream_t stream)
 {
+  const Copy2D c = { dst, src, dpitch, spitch, width, height };
+
   if (width > dpitch || width > spitch)
     return fail (cudaErrorInvalidPitchValue);
-  for (size_t r = 0; r < height; r++)
-    memmove ((char *) dst + r * dpitch, (const char *) src + r * spitch,
-        width);
+  run_or_record (stream, copy_2d, &c, sizeof c);
   return cudaSuccess;
 }
 
@@ -255,7 +305,7 @@ cudaError_t
 cudaStreamCreateWithFlags (cudaStream_t * stream, unsigned int flags)
 {
   *stream = g_new0 (struct CUstream_st, 1);
-  (*stream)->flags = (int) flags;
+  (*stream)->state.flags = flags;
   return cudaSuccess;
 }
 
@@ -266,16 +316,27 @@ cudaStreamDestroy (cudaStream_t stream)
   return cudaSuccess;
 }
 
+/* A synchronize or query of a stream being captured: CUDA refuses it
+ * and invalidates the capture. */
+static cudaError_t
+refuse_in_capture (cudaStream_t stream)
+{
+  if (capturing (stream) == NULL)
+    return cudaSuccess;
+  emu_graph_invalidate (capturing (stream));
+  return fail (cudaErrorStreamCaptureUnsupported);
+}
+
 cudaError_t
 cudaStreamSynchronize (cudaStream_t stream)
 {
-  return cudaSuccess;
+  return refuse_in_capture (stream);
 }
 
 cudaError_t
 cudaStreamQuery (cudaStream_t stream)
 {
-  return cudaSuccess;
+  return refuse_in_capture (stream);
 }
 
 cudaError_t
@@ -327,44 +388,62 @@ cudaEventElapsedTime (float *ms, cudaEvent_t start, cudaEvent_t end)
   return cudaSuccess;
 }
 
-/* Graphs: none here; the backend's capture fails and its work runs
- * without one. */
+/* Graphs: a captured stream's calls, run in order at each launch. */
 cudaError_t
 cudaStreamBeginCapture (cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-  return fail (cudaErrorNotSupported);
+  if (stream == NULL || capturing (stream) != NULL)
+    return fail (cudaErrorIllegalState);
+  stream->state.capture = emu_graph_new ();
+  return cudaSuccess;
 }
 
 cudaError_t
 cudaStreamEndCapture (cudaStream_t stream, cudaGraph_t * graph)
 {
+  EmuGraph *g = capturing (stream);
+
   *graph = NULL;
-  return fail (cudaErrorNotSupported);
+  if (g == NULL)
+    return fail (cudaErrorIllegalState);
+  stream->state.capture = NULL;
+  if (!emu_graph_valid (g)) {
+    emu_graph_unref (g);
+    return fail (cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = (cudaGraph_t) g;
+  return cudaSuccess;
 }
 
 cudaError_t
 cudaGraphInstantiate (cudaGraphExec_t * exec, cudaGraph_t graph,
     unsigned long long flags)
 {
-  *exec = NULL;
-  return fail (cudaErrorNotSupported);
+  emu_graph_ref ((EmuGraph *) graph);
+  *exec = (cudaGraphExec_t) graph;
+  return cudaSuccess;
 }
 
 cudaError_t
 cudaGraphLaunch (cudaGraphExec_t exec, cudaStream_t stream)
 {
-  return fail (cudaErrorNotSupported);
+  if (capturing (stream) != NULL)
+    return fail (cudaErrorNotSupported);
+  emu_graph_run ((EmuGraph *) exec);
+  return cudaSuccess;
 }
 
 cudaError_t
 cudaGraphDestroy (cudaGraph_t graph)
 {
+  emu_graph_unref ((EmuGraph *) graph);
   return cudaSuccess;
 }
 
 cudaError_t
 cudaGraphExecDestroy (cudaGraphExec_t exec)
 {
+  emu_graph_unref ((EmuGraph *) exec);
   return cudaSuccess;
 }
 
@@ -397,6 +476,38 @@ gemm (int transa, int transb, int m, int n, int k, float alpha,
         v += load (bias, i, bias_type);
       store (d, (size_t) j * ldd + i, dtype, v);
     }
+}
+
+/* A cuBLAS product's arguments, the scalars' values copied. */
+typedef struct
+{
+  int transa, transb, m, n, k;
+  float alpha;
+  const void *a;
+  int atype;
+  long long lda, a_stride_bytes;
+  const void *b;
+  int btype;
+  long long ldb, b_stride_bytes;
+  float beta;
+  void *c;
+  int ctype;
+  long long ldc, c_stride_bytes;
+  int batch;
+} GemmCall;
+
+static void
+gemm_call (void *data)
+{
+  const GemmCall *g = data;
+
+  for (int i = 0; i < g->batch; i++)
+    gemm (g->transa, g->transb, g->m, g->n, g->k, g->alpha,
+        (const char *) g->a + i * g->a_stride_bytes, g->atype, g->lda,
+        (const char *) g->b + i * g->b_stride_bytes, g->btype, g->ldb,
+        g->beta, (const char *) g->c + i * g->c_stride_bytes, g->ctype,
+        g->ldc, (char *) g->c + i * g->c_stride_bytes, g->ctype, g->ldc,
+        NULL, CUDA_R_32F);
 }
 
 static gboolean
@@ -488,12 +599,15 @@ cublasGemmStridedBatchedEx (cublasHandle_t handle, cublasOperation_t transa,
       || ldb < (transb == CUBLAS_OP_N ? MAX (k, 1) : MAX (n, 1))
       || ldc < MAX (m, 1))
     return CUBLAS_STATUS_INVALID_VALUE;
-  for (int i = 0; i < batchCount; i++)
-    gemm (transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k,
-        *(const float *) alpha, (const char *) A + i * strideA * as, Atype,
-        lda, (const char *) B + i * strideB * bs, Btype, ldb,
-        *(const float *) beta, (const char *) C + i * strideC * cs, Ctype,
-        ldc, (char *) C + i * strideC * cs, Ctype, ldc, NULL, CUDA_R_32F);
+  {
+    const GemmCall c = { transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n,
+      k, *(const float *) alpha, A, Atype, lda, strideA * as, B, Btype, ldb,
+      strideB * bs, *(const float *) beta, C, Ctype, ldc, strideC * cs,
+      batchCount
+    };
+
+    run_or_record (handle->stream, gemm_call, &c, sizeof c);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -652,6 +766,39 @@ cublasLtMatmulPreferenceSetAttribute (cublasLtMatmulPreference_t pref,
   }
 }
 
+/* A cuBLASLt product's arguments, as the descriptors said them when it
+ * was issued. */
+typedef struct
+{
+  int transa, transb, m, n, k;
+  float alpha;
+  const void *a;
+  int atype;
+  long long lda;
+  const void *b;
+  int btype;
+  long long ldb;
+  float beta;
+  const void *c;
+  int ctype;
+  long long ldc;
+  void *d;
+  int dtype;
+  long long ldd;
+  const void *bias;
+  int bias_type;
+} LtCall;
+
+static void
+lt_call (void *data)
+{
+  const LtCall *l = data;
+
+  gemm (l->transa, l->transb, l->m, l->n, l->k, l->alpha, l->a, l->atype,
+      l->lda, l->b, l->btype, l->ldb, l->beta, l->c, l->ctype, l->ldc, l->d,
+      l->dtype, l->ldd, l->bias, l->bias_type);
+}
+
 /* The dimensions op(@l) has under @trans. */
 static void
 op_dims (const LtLayout * l, int trans, uint64_t * rows, uint64_t * cols)
@@ -721,12 +868,17 @@ cublasLtMatmul (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
     return CUBLAS_STATUS_INVALID_VALUE;
   op_dims (a, d->transa != CUBLAS_OP_N, &m, &k);
   op_dims (b, d->transb != CUBLAS_OP_N, &bk, &n);
-  /* The bias is D's type unless said otherwise. */
-  gemm (d->transa != CUBLAS_OP_N, d->transb != CUBLAS_OP_N, (int) m, (int) n,
-      (int) k, *(const float *) alpha, A, a->type, a->ld, B, b->type, b->ld,
-      *(const float *) beta, C, c->type, c->ld, D, dl->type, dl->ld,
-      with_bias ? d->bias : NULL, d->bias_type >= 0 ? d->bias_type
-      : (int) dl->type);
+  {
+    /* The bias is D's type unless said otherwise. */
+    const LtCall call = { d->transa != CUBLAS_OP_N, d->transb != CUBLAS_OP_N,
+      (int) m, (int) n, (int) k, *(const float *) alpha, A, a->type, a->ld,
+      B, b->type, b->ld, *(const float *) beta, C, c->type, c->ld, D,
+      dl->type, dl->ld, with_bias ? d->bias : NULL,
+      d->bias_type >= 0 ? d->bias_type : (int) dl->type
+    };
+
+    run_or_record (stream, lt_call, &call, sizeof call);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -974,23 +1126,27 @@ at (cudnnTensorFormat_t format, int C, int H, int W, int n, int c, int h,
       : (((size_t) n * C + c) * H + h) * W + w;
 }
 
-cudnnStatus_t
-cudnnConvolutionForward (cudnnHandle_t handle, const void *alpha,
-    const cudnnTensorDescriptor_t xDesc, const void *x,
-    const cudnnFilterDescriptor_t wDesc, const void *w,
-    const cudnnConvolutionDescriptor_t convDesc,
-    cudnnConvolutionFwdAlgo_t algo, void *workSpace,
-    size_t workSpaceSizeInBytes, const void *beta,
-    const cudnnTensorDescriptor_t yDesc, void *y)
+/* A convolution's arguments, its descriptors as they were when it was
+ * issued. */
+typedef struct
 {
-  const struct cudnnTensorStruct *xd = xDesc, *yd = yDesc;
-  const struct cudnnFilterStruct *wd = wDesc;
-  const struct cudnnConvolutionStruct *cv = convDesc;
-  const int t = cudnn_type (xd->type);
-  const float a = *(const float *) alpha, b = *(const float *) beta;
+  struct cudnnTensorStruct x, y;
+  struct cudnnFilterStruct w;
+  struct cudnnConvolutionStruct conv;
+  float alpha, beta;
+  const void *xd, *wd;
+  void *yd;
+} ConvCall;
 
-  if (!conv_supported (xd, wd, cv, yd))
-    return CUDNN_STATUS_NOT_SUPPORTED;
+static void
+conv_call (void *data)
+{
+  const ConvCall *cc = data;
+  const struct cudnnTensorStruct *xd = &cc->x, *yd = &cc->y;
+  const struct cudnnFilterStruct *wd = &cc->w;
+  const struct cudnnConvolutionStruct *cv = &cc->conv;
+  const int t = cudnn_type (xd->type);
+
   for (int n = 0; n < yd->n; n++)
     for (int k = 0; k < yd->c; k++)
       for (int oh = 0; oh < yd->h; oh++)
@@ -1007,15 +1163,33 @@ cudnnConvolutionForward (cudnnHandle_t handle, const void *alpha,
 
                 if (ih < 0 || ih >= xd->h || iw < 0 || iw >= xd->w)
                   continue;
-                sum += load (x, at (xd->format, xd->c, xd->h, xd->w, n, c,
-                        ih, iw), t) * load (w, at (wd->format, wd->c,
+                sum += load (cc->xd, at (xd->format, xd->c, xd->h, xd->w, n,
+                        c, ih, iw), t) * load (cc->wd, at (wd->format, wd->c,
                         wd->h, wd->w, k, c, r, s), t);
               }
-          v = a * sum;
-          if (b != 0.0f)
-            v += b * load (y, yi, t);
-          store (y, yi, t, v);
+          v = cc->alpha * sum;
+          if (cc->beta != 0.0f)
+            v += cc->beta * load (cc->yd, yi, t);
+          store (cc->yd, yi, t, v);
         }
+}
+
+cudnnStatus_t
+cudnnConvolutionForward (cudnnHandle_t handle, const void *alpha,
+    const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+    size_t workSpaceSizeInBytes, const void *beta,
+    const cudnnTensorDescriptor_t yDesc, void *y)
+{
+  const ConvCall c = { *xDesc, *yDesc, *wDesc, *convDesc,
+    *(const float *) alpha, *(const float *) beta, x, w, y
+  };
+
+  if (!conv_supported (xDesc, wDesc, convDesc, yDesc))
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  run_or_record (handle->stream, conv_call, &c, sizeof c);
   return CUDNN_STATUS_SUCCESS;
 }
 

@@ -19,8 +19,11 @@
  * fails a sanitizer run; the switches are announced to it instead).
  * Elsewhere, ucontext.
  *
- * One launch at a time, from one host thread (the tests' main thread). */
+ * One launch at a time (the CUDA backend's lock serialises its host
+ * threads' launches).  A launch on a stream being captured is recorded as
+ * a node of its graph (emu-graph.h), run when the graph is launched. */
 #include "cuda_runtime.h"
+#include "emu-graph.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -385,6 +388,108 @@ emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask, int width)
   return blk.shuffle_out[t];
 }
 
+/* Graphs */
+
+struct EmuGraph
+{
+  struct Node
+  {
+    void (*run) (void *);
+    void *data;
+    void (*free_data) (void *);
+  };
+  std::vector<Node> nodes;
+  int refs = 1;
+  bool valid = true;
+};
+
+extern "C" EmuGraph *
+emu_graph_new (void)
+{
+  return new EmuGraph;
+}
+
+extern "C" void
+emu_graph_add (EmuGraph *graph, void (*run) (void *), void *data,
+    void (*free_data) (void *))
+{
+  graph->nodes.push_back (EmuGraph::Node { run, data, free_data });
+}
+
+extern "C" void
+emu_graph_invalidate (EmuGraph *graph)
+{
+  graph->valid = false;
+}
+
+extern "C" int
+emu_graph_valid (const EmuGraph *graph)
+{
+  return graph->valid;
+}
+
+extern "C" size_t
+emu_graph_nodes (const EmuGraph *graph)
+{
+  return graph->nodes.size ();
+}
+
+extern "C" void
+emu_graph_run (EmuGraph *graph)
+{
+  for (const EmuGraph::Node &n : graph->nodes)
+    n.run (n.data);
+}
+
+extern "C" void
+emu_graph_ref (EmuGraph *graph)
+{
+  graph->refs++;
+}
+
+extern "C" void
+emu_graph_unref (EmuGraph *graph)
+{
+  if (graph == nullptr || --graph->refs > 0)
+    return;
+  for (const EmuGraph::Node &n : graph->nodes)
+    if (n.free_data != nullptr)
+      n.free_data (n.data);
+  delete graph;
+}
+
+/* A launch kept for a graph: its configuration and its arguments (the
+ * launch's closure copies them, as a kernel node keeps its parameters). */
+struct LaunchNode
+{
+  dim3 grid, block;
+  size_t shmem;
+  const char *kernel;
+  std::function<void ()> body;
+};
+
+static void
+run_launch_node (void *data)
+{
+  LaunchNode *n = (LaunchNode *) data;
+
+  emu_launch (n->grid, n->block, n->shmem, nullptr, n->kernel, n->body);
+}
+
+static void
+free_launch_node (void *data)
+{
+  delete (LaunchNode *) data;
+}
+
+static void
+record_launch (EmuGraph *graph, dim3 grid, dim3 block, size_t shmem,
+    const char *kernel, const std::function<void ()> &body)
+{
+  emu_graph_add (graph, run_launch_node,
+      new LaunchNode { grid, block, shmem, kernel, body }, free_launch_node);
+}
+
 void
 emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     const char *kernel, const std::function<void ()> &body)
@@ -404,13 +509,27 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     last_error = cudaErrorInvalidConfiguration;
     return;
   }
+  if (stream != nullptr && ((EmuStreamState *) stream)->capture != nullptr) {
+    record_launch (((EmuStreamState *) stream)->capture, grid, block, shmem,
+        kernel, body);
+    return;
+  }
 #ifdef EMU_ASAN
-  if (launcher.stack == nullptr) {
-    pthread_attr_t attr;
+  {
+    /* The launching thread's own stack (the backend launches from
+     * several threads, one at a time). */
+    static thread_local void *stack;
+    static thread_local size_t stack_bytes;
 
-    pthread_getattr_np (pthread_self (), &attr);
-    pthread_attr_getstack (&attr, &launcher.stack, &launcher.stack_bytes);
-    pthread_attr_destroy (&attr);
+    if (stack == nullptr) {
+      pthread_attr_t attr;
+
+      pthread_getattr_np (pthread_self (), &attr);
+      pthread_attr_getstack (&attr, &stack, &stack_bytes);
+      pthread_attr_destroy (&attr);
+    }
+    launcher.stack = stack;
+    launcher.stack_bytes = stack_bytes;
   }
 #endif
   gridDim = grid;

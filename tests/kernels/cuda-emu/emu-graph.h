@@ -1,0 +1,39 @@
+/* tests/kernels/cuda-emu: streams and graphs of the emulation, shared by
+ * the kernels' launches (emu.cc) and the emulated runtime that makes the
+ * streams and graphs (emu-libraries.c).  A stream being captured records
+ * each call as a node instead of running it; a graph's launch runs its
+ * nodes in order. */
+#pragma once
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct EmuGraph EmuGraph;
+
+/* What a cudaStream_t points to, in both the kernels' and the runtime's
+ * view of it. */
+typedef struct
+{
+  unsigned flags;
+  EmuGraph *capture;            /* the graph being captured, or NULL */
+} EmuStreamState;
+
+EmuGraph *emu_graph_new   (void);
+/* Appends a node that calls @run (@data) at each launch; @free_data
+ * (@data) when the graph goes (NULL: nothing to free). */
+void      emu_graph_add   (EmuGraph * graph, void (*run) (void *data),
+                           void *data, void (*free_data) (void *data));
+/* Marks the graph as one the capture could not hold (its end fails). */
+void      emu_graph_invalidate (EmuGraph * graph);
+int       emu_graph_valid (const EmuGraph * graph);
+size_t    emu_graph_nodes (const EmuGraph * graph);
+void      emu_graph_run   (EmuGraph * graph);
+void      emu_graph_ref   (EmuGraph * graph);
+void      emu_graph_unref (EmuGraph * graph);
+
+#ifdef __cplusplus
+}
+#endif
