@@ -69,9 +69,9 @@
 # passed.  PP_GPU_EMULATED=1 runs the steps on the cuda backend itself,
 # its host code over the emulated runtime, libraries and kernels
 # (tests/kernels/cuda-emu's module, on the CPU): what needs a GPU (the
-# device tests, the full-size models, fused attention, graphs, NCCL,
-# timings, the sanitizer) is skipped, saying so; it exits 0 when it
-# passed, and is not a GPU check either.
+# device tests, the full-size models, fused attention, NCCL, timings, the
+# sanitizer) is skipped, saying so; it exits 0 when it passed, and is not
+# a GPU check either.
 set -u
 SKIP=77
 T0=$(date +%s)
@@ -633,8 +633,8 @@ if want mesh; then
     for dt in f32 f16; do
       tool_frames "$dt"
       # ppdiffuse-tool with graphs: captured after the first frame, launched
-      # for the others, the same bytes.  (The emulation has no graphs.)
-      if [ -z "$emulated" ] && runs "img2img $dt with graphs" "$work/graphs-tool.log" 300 "$tool" \
+      # for the others, the same bytes.
+      if runs "img2img $dt with graphs" "$work/graphs-tool.log" 300 "$tool" \
           img2img --backend "$BE" --dtype "$dt" --model "$tiny" \
           --in "$work/in-00.png" --out "$work/tg-$dt-00.png" \
           --prompt-embeds "$tiny/prompt_embeds.npy" --steps 2 --strength 0.7 \
@@ -652,7 +652,7 @@ if want mesh; then
       fi
       for g in 0 1; do
         tag=shared-$dt-g$g
-        if [ "$g" = 1 ] && [ -z "$emulated" ]; then graphs=on; else graphs=off; fi
+        if [ "$g" = 1 ]; then graphs=on; else graphs=off; fi
         mesh_run "$tag" 2 "$BE" "$dt" cuda-graphs="$g" || continue
         # Both workers (node-local ranks 1 and 2, rank 0 is 0) on cuda:0,
         # the MPI plane (NCCL wants a GPU per rank).
