@@ -995,13 +995,21 @@ cudnn_type (cudnnDataType_t t)
       ? CUDA_R_16F : t == CUDNN_DATA_BFLOAT16 ? CUDA_R_16BF : -1;
 }
 
+/* Whether a 4-d tensor or filter of these is one the emulation runs. */
+static gboolean
+valid_4d (cudnnTensorFormat_t format, cudnnDataType_t type, int a, int b,
+    int c, int d)
+{
+  return (format == CUDNN_TENSOR_NCHW || format == CUDNN_TENSOR_NHWC)
+      && cudnn_type (type) >= 0 && a > 0 && b > 0 && c > 0 && d > 0;
+}
+
 cudnnStatus_t
 cudnnSetTensor4dDescriptor (cudnnTensorDescriptor_t desc,
     cudnnTensorFormat_t format, cudnnDataType_t dataType, int n, int c,
     int h, int w)
 {
-  if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
-      || cudnn_type (dataType) < 0 || n <= 0 || c <= 0 || h <= 0 || w <= 0)
+  if (!valid_4d (format, dataType, n, c, h, w))
     return CUDNN_STATUS_BAD_PARAM;
   *desc = (struct cudnnTensorStruct) { format, dataType, n, c, h, w };
   return CUDNN_STATUS_SUCCESS;
@@ -1012,8 +1020,7 @@ cudnnSetFilter4dDescriptor (cudnnFilterDescriptor_t desc,
     cudnnDataType_t dataType, cudnnTensorFormat_t format, int k, int c,
     int h, int w)
 {
-  if ((format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
-      || cudnn_type (dataType) < 0 || k <= 0 || c <= 0 || h <= 0 || w <= 0)
+  if (!valid_4d (format, dataType, k, c, h, w))
     return CUDNN_STATUS_BAD_PARAM;
   *desc = (struct cudnnFilterStruct) { format, dataType, k, c, h, w };
   return CUDNN_STATUS_SUCCESS;
