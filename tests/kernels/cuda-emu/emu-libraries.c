@@ -14,7 +14,15 @@
  * the one the backend was compiled against.  What is emulated is what the
  * documentation says of each call as the backend uses it, not more: a
  * call outside that (a layout, type or mode the backend never asks for)
- * fails with the library's "not supported", loudly. */
+ * fails with the library's "not supported", loudly.
+ *
+ * $PP_CUDA_EMU_REFUSE (a comma-separated list) makes the libraries refuse
+ * what a real one may, for the backend's answers to run:
+ *   lt-heuristic   cuBLASLt's heuristics offer no algorithm;
+ *   lt-matmul      cuBLASLt refuses to run every product its heuristics
+ *                  offered an algorithm for (not supported);
+ *   conv-algo      cuDNN refuses to run the algorithm it ranks first
+ *                  (IMPLICIT_PRECOMP_GEMM; it ranks IMPLICIT_GEMM next). */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -57,6 +65,19 @@ static void
 unsupported (const char *what)
 {
   fprintf (stderr, "cuda-emu: %s is not emulated\n", what);
+}
+
+/* Whether $PP_CUDA_EMU_REFUSE names @what. */
+static gboolean
+refuses (const char *what)
+{
+  const char *list = g_getenv ("PP_CUDA_EMU_REFUSE");
+  g_auto (GStrv) names = NULL;
+
+  if (list == NULL)
+    return FALSE;
+  names = g_strsplit (list, ",", -1);
+  return g_strv_contains ((const gchar * const *) names, what);
 }
 
 /* Values */
@@ -837,6 +858,8 @@ cublasLtMatmulAlgoGetHeuristic (cublasLtHandle_t handle,
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!compute_32f (d->compute) || d->scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (refuses ("lt-heuristic"))
+    return CUBLAS_STATUS_SUCCESS;
   memset (&heuristicResultsArray[0], 0, sizeof heuristicResultsArray[0]);
   heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
   heuristicResultsArray[0].wavesCount = 1.0f;
@@ -866,6 +889,8 @@ cublasLtMatmul (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
   }
   if (with_bias && d->bias == NULL)
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (refuses ("lt-matmul"))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   op_dims (a, d->transa != CUBLAS_OP_N, &m, &k);
   op_dims (b, d->transb != CUBLAS_OP_N, &bk, &n);
   {
@@ -1080,12 +1105,19 @@ conv_supported (const struct cudnnTensorStruct *x,
       && y->n == x->n && y->h == ho && y->w == wo;
 }
 
+/* The algorithms the emulation ranks, first to last (it runs them all
+ * alike). */
+static const cudnnConvolutionFwdAlgo_t ranked[] = {
+  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+  CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+};
+
 static void
-fill_perf (cudnnConvolutionFwdAlgoPerf_t * perf,
+fill_perf (cudnnConvolutionFwdAlgoPerf_t * perf, cudnnConvolutionFwdAlgo_t algo,
     const struct cudnnConvolutionStruct *conv)
 {
   memset (perf, 0, sizeof *perf);
-  perf->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  perf->algo = algo;
   perf->status = CUDNN_STATUS_SUCCESS;
   perf->memory = 0;
   perf->determinism = CUDNN_DETERMINISTIC;
@@ -1105,8 +1137,10 @@ cudnnGetConvolutionForwardAlgorithm_v7 (cudnnHandle_t handle,
     return CUDNN_STATUS_BAD_PARAM;
   if (!conv_supported (srcDesc, filterDesc, convDesc, destDesc))
     return CUDNN_STATUS_NOT_SUPPORTED;
-  fill_perf (&perfResults[0], convDesc);
-  *returnedAlgoCount = 1;
+  for (int i = 0; i < (int) G_N_ELEMENTS (ranked)
+      && i < requestedAlgoCount; i++)
+    fill_perf (&perfResults[i], ranked[i], convDesc);
+  *returnedAlgoCount = MIN ((int) G_N_ELEMENTS (ranked), requestedAlgoCount);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1195,6 +1229,8 @@ cudnnConvolutionForward (cudnnHandle_t handle, const void *alpha,
   };
 
   if (!conv_supported (xDesc, wDesc, convDesc, yDesc))
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  if (algo == ranked[0] && refuses ("conv-algo"))
     return CUDNN_STATUS_NOT_SUPPORTED;
   run_or_record (handle->stream, conv_call, &c, sizeof c);
   return CUDNN_STATUS_SUCCESS;

@@ -1,0 +1,19 @@
+#!/bin/sh
+# expect-log.sh PATTERN COMMAND [ARG...]: runs COMMAND; fails when it fails
+# or when its output (stdout and stderr) has no line matching PATTERN
+# (grep -E): a fallback the test is about must have been taken, not only
+# survived.
+set -u
+pattern=$1
+shift
+out=$("$@" 2>&1)
+rc=$?
+printf '%s\n' "$out"
+if [ "$rc" != 0 ]; then
+  echo "expect-log.sh: $1 exited with $rc" >&2
+  exit 1
+fi
+if ! printf '%s\n' "$out" | grep -Eq "$pattern"; then
+  echo "expect-log.sh: no line of its output matches '$pattern'" >&2
+  exit 1
+fi
