@@ -247,6 +247,17 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
           p->refused != 0 ? " or not refused when run" : ""));
 }
 
+/* The math type a plan of @key starts from: float32 stays float32 (FMA
+ * math: cuDNN's default would allow TF32 on Ampere and later), unless
+ * TF32 was asked for; 16-bit inputs go to tensor cores. */
+static cudnnMathType_t
+plan_math (PpCudaBackend * cu, const PpCudaConvKey * key)
+{
+  if (key->dtype != PP_DTYPE_F32)
+    return CUDNN_TENSOR_OP_MATH;
+  return cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
 /* Runs @p's convolution of @x by @w into @y.  At the plan's first run, an
  * algorithm cuDNN offered but then refuses to run (not supported, a bad
  * parameter, its kernel failing to launch) is passed over for the next
@@ -256,9 +267,7 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
     gconstpointer x, gconstpointer w, gpointer y)
 {
   const float one = 1.0f, zero = 0.0f;
-  /* The math type a new choice starts from (conv_plan's). */
-  const cudnnMathType_t base = key->dtype == PP_DTYPE_F32
-      ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+  const cudnnMathType_t base = plan_math (cu, key);
   GError *error = NULL;
 
   for (;;) {
@@ -266,14 +275,13 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
         PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
     cudnnStatus_t status = cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
         p->w, w, p->conv, p->algo, workspace, p->workspace, &zero, p->y, y);
+    const int category = CUDNN_STATUS_CATEGORY (status);
     g_autofree gchar *desc = NULL;
 
     if (status == CUDNN_STATUS_SUCCESS) {
       p->ran = TRUE;
       return;
     }
-    const int category = CUDNN_STATUS_CATEGORY (status);
-
     if (p->ran || pp_cuda_capturing_here (cu)
         || (category != CUDNN_STATUS_NOT_SUPPORTED
             && category != CUDNN_STATUS_BAD_PARAM
@@ -289,7 +297,8 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
         "(%s): the next one", cu->be.device, p->algo, desc,
         cudnnGetErrorString (status));
     p->refused |= 1u << p->algo;
-    if (p->math != CUDNN_FMA_MATH && p->math != base) {
+    /* The next choice starts from the plan's own math type again. */
+    if (p->math != base) {
       PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, base));
       p->math = base;
     }
@@ -309,8 +318,8 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   const int wo = pp_conv2d_out_size (key->w, key->kw, key->stride, key->pad);
   const cudnnTensorFormat_t format = key->nhwc ? CUDNN_TENSOR_NHWC
       : CUDNN_TENSOR_NCHW;
+  const cudnnMathType_t math = plan_math (cu, key);
   ConvPlan *p = g_hash_table_lookup (cu->conv_plans, key);
-  cudnnMathType_t math;
 
   if (p != NULL)
     return p;
@@ -325,12 +334,6 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
     }
     return NULL;
   }
-  /* Float32 stays float32 (FMA math: cuDNN's default would allow TF32 on
-   * Ampere and later); 16-bit inputs go to tensor cores. */
-  if (key->dtype != PP_DTYPE_F32)
-    math = CUDNN_TENSOR_OP_MATH;
-  else
-    math = cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   p = g_new0 (ConvPlan, 1);
   PP_CUDNN_OP_TRY (cu, cudnnCreateTensorDescriptor (&p->x));
   PP_CUDNN_OP_TRY (cu, cudnnCreateTensorDescriptor (&p->y));

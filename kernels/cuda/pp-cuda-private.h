@@ -172,8 +172,9 @@ void pp_cuda_op_error (PpCudaBackend * cu, GError * error);
  * NCCL transfer returns once its event is done), so a block is handed out
  * again without a synchronize: the next user's work queues behind the
  * last one's (a next user on another stream, an NCCL receive into a
- * tensor just allocated, waits for a fence first: pp_chunk_fit_tensor).  A block a graph may launch on is not released until no
- * graph is left (the retired list).  With the lock held. */
+ * tensor just allocated, waits for a fence first: pp_chunk_fit_tensor).
+ * A block a graph may launch on is not released until no graph is left
+ * (the retired list).  With the lock held. */
 /* A block of at least @bytes, kept or new; when the device is full, the
  * kept blocks go back to it and the allocation is tried once more.  NULL
  * with @error when it still fails. */

@@ -1,6 +1,6 @@
-/* tests/kernels/cuda-emu: streams and graphs of the emulation, shared by
- * the kernels' launches (emu.cc) and the emulated runtime that makes the
- * streams and graphs (emu-libraries.c).  A stream being captured records
+/* tests/kernels/cuda-emu: streams, graphs and launch errors of the
+ * emulation, shared by the kernels' launches (emu.cc) and the emulated
+ * runtime that makes the streams and graphs (emu-libraries.c).  A stream being captured records
  * each call as a node instead of running it; a graph's launch runs its
  * nodes in order. */
 #pragma once
@@ -17,7 +17,6 @@ typedef struct EmuGraph EmuGraph;
  * view of it. */
 typedef struct
 {
-  unsigned flags;
   EmuGraph *capture;            /* the graph being captured, or NULL */
 } EmuStreamState;
 
@@ -29,10 +28,13 @@ void      emu_graph_add   (EmuGraph * graph, void (*run) (void *data),
 /* Marks the graph as one the capture could not hold (its end fails). */
 void      emu_graph_invalidate (EmuGraph * graph);
 int       emu_graph_valid (const EmuGraph * graph);
-size_t    emu_graph_nodes (const EmuGraph * graph);
 void      emu_graph_run   (EmuGraph * graph);
 void      emu_graph_ref   (EmuGraph * graph);
 void      emu_graph_unref (EmuGraph * graph);
+
+/* The calling thread's last launch error (a cudaError_t value), cleared
+ * (cudaGetLastError of the kernels' runtime). */
+int       emu_take_launch_error (void);
 
 #ifdef __cplusplus
 }

@@ -49,10 +49,8 @@
 #define EMU_CUBLASLT_VERSION 130000
 #define EMU_ALIGN 256
 
-/* The emulated kernels' launch status (emu.cc's C++ cudaGetLastError). */
-extern cudaError_t emu_take_launch_error (void) __asm__ ("_Z16cudaGetLastErrorv");
-
-static cudaError_t last_error;
+/* Per host thread, as the runtime's. */
+static __thread cudaError_t last_error;
 
 static cudaError_t
 fail (cudaError_t e)
@@ -159,16 +157,10 @@ cudaError_t
 cudaGetLastError (void)
 {
   cudaError_t e = last_error;
-  cudaError_t launch = emu_take_launch_error ();
+  cudaError_t launch = (cudaError_t) emu_take_launch_error ();
 
   last_error = cudaSuccess;
   return e != cudaSuccess ? e : launch;
-}
-
-cudaError_t
-cudaPeekAtLastError (void)
-{
-  return last_error;
 }
 
 const char *
@@ -268,20 +260,6 @@ cudaHostAlloc (void **ptr, size_t size, unsigned int flags)
   return cudaMalloc (ptr, size);
 }
 
-cudaError_t
-cudaFreeHost (void *ptr)
-{
-  free (ptr);
-  return cudaSuccess;
-}
-
-cudaError_t
-cudaMemGetInfo (size_t *free_bytes, size_t *total)
-{
-  *free_bytes = *total = EMU_DEVICE_BYTES;
-  return cudaSuccess;
-}
-
 typedef struct
 {
   void *dst;
@@ -326,38 +304,18 @@ cudaError_t
 cudaStreamCreateWithFlags (cudaStream_t * stream, unsigned int flags)
 {
   *stream = g_new0 (struct CUstream_st, 1);
-  (*stream)->state.flags = flags;
   return cudaSuccess;
-}
-
-cudaError_t
-cudaStreamDestroy (cudaStream_t stream)
-{
-  g_free (stream);
-  return cudaSuccess;
-}
-
-/* A synchronize or query of a stream being captured: CUDA refuses it
- * and invalidates the capture. */
-static cudaError_t
-refuse_in_capture (cudaStream_t stream)
-{
-  if (capturing (stream) == NULL)
-    return cudaSuccess;
-  emu_graph_invalidate (capturing (stream));
-  return fail (cudaErrorStreamCaptureUnsupported);
 }
 
 cudaError_t
 cudaStreamSynchronize (cudaStream_t stream)
 {
-  return refuse_in_capture (stream);
-}
-
-cudaError_t
-cudaStreamQuery (cudaStream_t stream)
-{
-  return refuse_in_capture (stream);
+  /* Of a stream being captured: CUDA refuses it and invalidates the
+   * capture. */
+  if (capturing (stream) == NULL)
+    return cudaSuccess;
+  emu_graph_invalidate (capturing (stream));
+  return fail (cudaErrorStreamCaptureUnsupported);
 }
 
 cudaError_t
@@ -390,12 +348,6 @@ cudaEventRecord (cudaEvent_t event, cudaStream_t stream)
 
 cudaError_t
 cudaEventSynchronize (cudaEvent_t event)
-{
-  return cudaSuccess;
-}
-
-cudaError_t
-cudaEventQuery (cudaEvent_t event)
 {
   return cudaSuccess;
 }

@@ -166,7 +166,8 @@ bool descending;
 Fiber launcher = { {}, nullptr, 0, -1 };
 std::vector<std::unique_ptr<Fiber>> fibers;
 std::vector<Fiber *> free_fibers;
-cudaError_t last_error = cudaSuccess;
+/* Per host thread, as the runtime's. */
+thread_local cudaError_t last_error = cudaSuccess;
 
 [[noreturn]] void
 fail (const char *format, ...)
@@ -428,12 +429,6 @@ emu_graph_valid (const EmuGraph *graph)
   return graph->valid;
 }
 
-extern "C" size_t
-emu_graph_nodes (const EmuGraph *graph)
-{
-  return graph->nodes.size ();
-}
-
 extern "C" void
 emu_graph_run (EmuGraph *graph)
 {
@@ -554,6 +549,12 @@ cudaGetLastError ()
 
   last_error = cudaSuccess;
   return e;
+}
+
+extern "C" int
+emu_take_launch_error (void)
+{
+  return cudaGetLastError ();
 }
 
 void

@@ -2,8 +2,8 @@
  * attention's chunk planner, the convolution cache's key, the variables
  * that choose the attention's and convolutions' ways, the group norm's
  * split, the activations' dtype, the freed blocks kept for reuse, and the
- * backend's error without a device.  Where a device exists, a few ops are compared with the CPU
- * backend, on weights of each dtype. */
+ * backend's error without a device.  Where a device exists, a few ops are
+ * compared with the CPU backend, on weights of each dtype. */
 #include "pp-backend.h"
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
@@ -66,8 +66,10 @@ test_blocks (void)
   g_assert_true (pp_cuda_blocks_take (blocks, 1024, &got) == FAKE_BLOCK (3));
   /* 1025 bytes round to 1280, which 4096 exceeds twice over: none. */
   g_assert_null (pp_cuda_blocks_take (blocks, 1025, &got));
-  /* 2048 takes the 4096 (at most twice), 2047 would not. */
-  g_assert_null (pp_cuda_blocks_take (blocks, 2047 - 255, &got));
+  /* 2048 takes the 4096 (at most twice its size); the next size down
+   * would not. */
+  g_assert_null (pp_cuda_blocks_take (blocks, 2048 - PP_CUDA_BLOCK_ALIGN,
+          &got));
   g_assert_true (pp_cuda_blocks_take (blocks, 2048, &got) == FAKE_BLOCK (1));
   g_assert_cmpuint (got, ==, 4096);
   g_assert_null (pp_cuda_blocks_take (blocks, 65537, &got));
