@@ -20,7 +20,9 @@
  *               (or, for an op that works in place, read and written);
  *           activations' dtypes are the backend's act_dtypes; numel is how
  *           many elements the op reads or writes of it, an expression of
- *           the parameters; _OPTIONAL ones may be absent (NULL data).
+ *           the parameters; _OPTIONAL ones may be absent (NULL data);
+ *           and PP_OPS_STRIDE (param, width): a row stride parameter,
+ *           checked to be at least the row's width.
  *
  * Adding an op touches this list and each backend's kernel, nothing else:
  * the PpOps table, the wrappers and the profile are generated from it.
@@ -91,20 +93,25 @@
       (PP_OPS_IN (x, (gint64) rows * in)                                     \
           PP_OPS_VIEW (w, (gint64) out * in) PP_OPS_VIEW_OPTIONAL (b, out)   \
           PP_OPS_OUT (y, (gint64) rows * out)))                              \
-  /* q [n,lq,heads·head_dim], k, v [n,lk,heads·head_dim], out like q:        \
-   * softmax(q kᵀ / √head_dim) v per sample and head.  @dtype is the type    \
-   * of the weights that made q, k and v: a backend with 16-bit tensor       \
+  /* q [n,lq,heads·head_dim] (row stride ld_q), k, v [n,lk,heads·head_dim]  \
+   * (row stride ld_kv), out [n,lq,heads·head_dim] (rows packed):            \
+   * softmax(q kᵀ / √head_dim) v per sample and head.  The strides let q, k   \
+   * and v be column ranges of one [rows, 3·heads·head_dim] projection (a    \
+   * fused QKV); a stride of heads·head_dim is packed rows.  @dtype is the   \
+   * type of the weights that made q, k and v: a backend with 16-bit tensor  \
    * cores may round q, k, v, the probabilities and out to it (F16, BF16;    \
    * float32 softmax and accumulation); F32 asks for float32.  The CPU       \
    * backends compute float32 whatever it says. */                           \
   X (attention, ATTENTION,                                                   \
       (PpView q, PpView k, PpView v, int n, int lq, int lk, int heads,       \
-          int head_dim, PpDType dtype, PpOut out),                           \
-      (q, k, v, n, lq, lk, heads, head_dim, dtype, out),                     \
+          int head_dim, int ld_q, int ld_kv, PpDType dtype, PpOut out),      \
+      (q, k, v, n, lq, lk, heads, head_dim, ld_q, ld_kv, dtype, out),        \
       4 * (gint64) n * heads * lq * lk * head_dim,                           \
-      (PP_OPS_IN (q, (gint64) n * lq * heads * head_dim)                     \
-          PP_OPS_IN (k, (gint64) n * lk * heads * head_dim)                  \
-          PP_OPS_IN (v, (gint64) n * lk * heads * head_dim)                  \
+      (PP_OPS_STRIDE (ld_q, heads * head_dim)                                \
+          PP_OPS_STRIDE (ld_kv, heads * head_dim)                            \
+          PP_OPS_IN (q, pp_strided_numel (n * lq, heads * head_dim, ld_q))   \
+          PP_OPS_IN (k, pp_strided_numel (n * lk, heads * head_dim, ld_kv))  \
+          PP_OPS_IN (v, pp_strided_numel (n * lk, heads * head_dim, ld_kv))  \
           PP_OPS_OUT (out, (gint64) n * lq * heads * head_dim)))             \
   /* Self-attention with a causal mask (a text encoder's): q, k, v, out      \
    * [n,l,heads·head_dim]; query i sees keys 0…i only; @dtype as for         \

@@ -255,8 +255,18 @@ check_out (const PpBackend * be, PpOp op, const char *param, PpOut o,
   return o;
 }
 
+/* A row stride @ld of rows @width elements wide: at least @width. */
+static void
+check_stride (PpOp op, const char *param, int ld, int width)
+{
+  if (ld < width)
+    g_error ("%s: row stride %s = %d is less than a row's %d elements",
+        op_names[op], param, ld, width);
+}
+
 /* The views column of the list (pp-ops-list.h), as statements of a
- * wrapper: each view checked and trimmed in place. */
+ * wrapper: each view checked and trimmed in place, each stride checked. */
+#define PP_OPS_STRIDE(param, width) check_stride (op, #param, param, (width));
 #define PP_OPS_VIEW(param, numel) \
   param = check_view (be, op, #param, param, (numel), FALSE, FALSE);
 #define PP_OPS_VIEW_OPTIONAL(param, numel) \
@@ -285,6 +295,7 @@ check_out (const PpBackend * be, PpOp op, const char *param, PpOut o,
   }
 PP_OPS_LIST (OP_WRAPPER)
 #undef OP_WRAPPER
+#undef PP_OPS_STRIDE
 #undef PP_OPS_VIEW
 #undef PP_OPS_VIEW_OPTIONAL
 #undef PP_OPS_IN

@@ -743,31 +743,78 @@ compute_label (PpDType dtype)
       ? ", BF16 compute" : "";
 }
 
+/* @packed ([rows, width]) spread to rows @ld apart, NaN between them: an
+ * op that reads past a row's @width values gives NaN. */
+static float *
+spread_rows (const float *packed, size_t rows, int width, int ld)
+{
+  float *p = g_new (float, MAX (pp_strided_numel ((int) rows, width, ld),
+          1));
+
+  for (size_t i = 0; i < rows; i++) {
+    memcpy (p + i * ld, packed + i * width, width * sizeof (float));
+    for (int j = width; j < ld && i + 1 < rows; j++)
+      p[i * ld + j] = NAN;
+  }
+  return p;
+}
+
 /* Growth: the scores are dot products of head_dim terms and the outputs
  * sums of lk; a score's rounding error moves its softmax weight by that
  * error times |score| (relative), so the squared error also grows with the
- * largest score². */
+ * largest score².  q's rows @ld_q apart, k's and v's @ld_kv (a fused QKV's
+ * column ranges are 3·heads·hd apart). */
 static void
-attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
-    double amplitude, PpDType dtype)
+attention_strided_one (Run * r, int n, int lq, int lk, int heads, int hd,
+    int ld_q, int ld_kv, double amplitude, PpDType dtype)
 {
-  const size_t nq = (size_t) n * lq * heads * hd;
-  const size_t nk = (size_t) n * lk * heads * hd;
+  const int width = heads * hd;
+  const size_t nq = (size_t) n * lq * width;
+  const size_t nk = (size_t) n * lk * width;
+  const size_t sq = pp_strided_numel (n * lq, width, ld_q);
+  const size_t sk = pp_strided_numel (n * lk, width, ld_kv);
   g_autofree float *q = random_host (r, nq, amplitude);
   g_autofree float *k = random_host (r, nk, amplitude);
   g_autofree float *v = random_host (r, nk, 1.0);
+  g_autofree float *qs = NULL, *ks = NULL, *vs = NULL;
   g_autofree double *ref = g_new (double, nq);
   const PpOut dout = device_nan (r, nq);
   double max_score;
 
   attention_inputs (r, q, k, v, nq, nk, dtype);
-  pp_attention (r->be, upload_in (r, q, nq), upload_in (r, k, nk),
-      upload_in (r, v, nk), n, lq, lk, heads, hd, dtype, dout);
+  qs = spread_rows (q, (size_t) n * lq, width, ld_q);
+  ks = spread_rows (k, (size_t) n * lk, width, ld_kv);
+  vs = spread_rows (v, (size_t) n * lk, width, ld_kv);
+  pp_attention (r->be, upload_in (r, qs, sq), upload_in (r, ks, sk),
+      upload_in (r, vs, sk), n, lq, lk, heads, hd, ld_q, ld_kv, dtype, dout);
   max_score = pp_ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION, g_strdup_printf ("n%d lq%d lk%d %d "
-          "heads of %d, amplitude %g%s", n, lq, lk, heads, hd, amplitude,
-          compute_label (dtype)), dout, ref, nq, (double) (hd + lk)
+          "heads of %d%s, amplitude %g%s", n, lq, lk, heads, hd,
+          ld_q == width && ld_kv == width ? "" : ld_q == ld_kv
+          ? ", q k v rows 3 apart (fused QKV)" : ", q rows 3 apart",
+          amplitude, compute_label (dtype)), dout, ref, nq, (double) (hd + lk)
       * MAX (1.0, max_score * max_score));
+}
+
+static void
+attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
+    double amplitude, PpDType dtype)
+{
+  attention_strided_one (r, n, lq, lk, heads, hd, heads * hd, heads * hd,
+      amplitude, dtype);
+}
+
+/* Self-attention's q, k and v as column ranges of a fused QKV projection's
+ * rows ([rows, 3·heads·hd]); with @cross, only q is (a cross-attention
+ * keeps its keys and values packed). */
+static void
+attention_qkv_one (Run * r, int n, int lq, int lk, int heads, int hd,
+    gboolean cross, PpDType dtype)
+{
+  const int fused = 3 * heads * hd;
+
+  attention_strided_one (r, n, lq, lk, heads, hd, fused, cross ? heads * hd
+      : fused, 1.0, dtype);
 }
 
 static void
@@ -782,6 +829,10 @@ cases_attention (Run * r)
   attention_one (r, 1, 70, 77, 2, 32, 1.0, f32);
   attention_one (r, 1, 33, 29, 2, 64, 4.0, f32); /* large scores */
   attention_one (r, 1, 300, 300, 5, 64, 1.0, f32);
+  attention_qkv_one (r, 2, 13, 13, 3, 8, FALSE, f32);
+  attention_qkv_one (r, 1, 70, 70, 2, 32, FALSE, f32);
+  attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, f32);
+  attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, f32);
   /* In 16 bits (a GPU's fused or GEMM path): the UNets' head sizes (SD2's
    * 64, SD1.5's 40 and 160), text keys, an odd head size no fused kernel
    * takes, and several samples. */
@@ -796,6 +847,9 @@ cases_attention (Run * r)
     attention_one (r, 2, 256, 77, 10, 64, 1.0, h);
     attention_one (r, 1, 64, 64, 8, 160, 1.0, h);
     attention_one (r, 1, 256, 256, 1, 512, 1.0, h);    /* a VAE's */
+    attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, h);
+    attention_qkv_one (r, 1, 256, 256, 8, 40, FALSE, h);
+    attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, h);
   }
 }
 

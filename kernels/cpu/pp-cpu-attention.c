@@ -2,8 +2,9 @@
  * queries) at a time: scores = q kᵀ·scale by GEMM into a
  * [block × lk] buffer, a numerically stable softmax per row (rows split
  * across threads), then scores · v by GEMM straight into the output.  The
- * heads are strided column ranges of q, k, v and out (leading dimension
- * heads·head_dim), so nothing is copied or transposed; the softmax's 1/Σ
+ * heads are strided column ranges of q, k, v and out (leading dimensions
+ * ld_q, ld_kv and heads·head_dim), so nothing is copied or transposed; a
+ * fused QKV's column ranges are read as they are.  The softmax's 1/Σ
  * is applied to the head_dim outputs rather than the lk probabilities.
  *
  * Heads of at most PP_CPU_FUSED_MAX_HEAD_DIM (the small UNets' 8-32) take a
@@ -93,19 +94,19 @@ softmax_range (size_t begin, size_t end, gpointer data)
 
 typedef struct
 {
-  const float *q;               /* one sample [lq, heads·head_dim] */
+  const float *q;               /* one sample [lq, ld_q] */
   const float *kt, *vt;         /* [heads, head_dim, lk_pad], zero padded */
-  const float *v;               /* one sample [lk, heads·head_dim] */
+  const float *v;               /* one sample [lk, ld_kv] */
   float *out;                   /* one sample [lq, heads·head_dim] */
-  int lq, lk, lk_pad, heads, head_dim;
+  int lq, lk, lk_pad, heads, head_dim, ld_q, ld_kv;
   float scale;                  /* 1/√head_dim · log2 e: base-2 scores */
 } Fused;
 
 typedef struct
 {
-  const float *k, *v;           /* one sample [lk, heads·head_dim] */
+  const float *k, *v;           /* one sample [lk, ld] */
   float *kt, *vt;
-  int lk, lk_pad, heads, head_dim;
+  int lk, lk_pad, heads, head_dim, ld;
 } Pack;
 
 /* Items are heads: the head's [lk, head_dim] column block of k and of v
@@ -115,7 +116,7 @@ static void
 fused_pack_range (size_t begin, size_t end, gpointer data)
 {
   const Pack *p = data;
-  const int ld = p->heads * p->head_dim;
+  const int ld = p->ld;
 
   for (size_t hd = begin; hd < end; hd++)
     for (int d = 0; d < p->head_dim; d++) {
@@ -257,11 +258,11 @@ fused_values (const float *p, int nr, const float *vt, int head_dim,
 
 /* fused_values for head_dim a multiple of PP_CPU_FUSED_LANES, key by key: the
  * outputs of a row are whole vectors, o += p[j] · v_j, with v as stored
- * ([lk, ld], a key's head_dim values contiguous) and no reduction across
- * lanes. */
+ * ([lk, ld_v], a key's head_dim values contiguous; o at stride ld) and no
+ * reduction across lanes. */
 static inline __attribute__ ((always_inline, target ("avx512f,fma"))) void
-fused_values_keys (const float *p, int nr, const float *v, int ld,
-    int head_dim, int lk, int lk_pad, const float *inv_sum, float *o)
+fused_values_keys (const float *p, int nr, const float *v, int ld_v,
+    int head_dim, int lk, int lk_pad, const float *inv_sum, float *o, int ld)
 {
   for (int d = 0; d < head_dim; d += PP_CPU_FUSED_LANES) {
     __m512 acc[PP_CPU_FUSED_ROWS];
@@ -270,7 +271,7 @@ fused_values_keys (const float *p, int nr, const float *v, int ld,
     for (int r = 0; r < nr; r++)
       acc[r] = _mm512_setzero_ps ();
     for (int j = 0; j < lk; j++) {
-      const __m512 vv = _mm512_loadu_ps (v + (size_t) j * ld + d);
+      const __m512 vv = _mm512_loadu_ps (v + (size_t) j * ld_v + d);
 
 #pragma GCC unroll 4
       for (int r = 0; r < nr; r++)
@@ -448,7 +449,9 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
 {
   const int ld = f->heads * f->head_dim;
   const size_t head_floats = (size_t) f->head_dim * f->lk_pad;
-  const size_t off = row * ld + hd * f->head_dim;
+  const size_t col = hd * f->head_dim;
+  const float *q = f->q + row * f->ld_q + col;
+  float *out = f->out + row * ld + col;
   float inv_sum[PP_CPU_FUSED_ROWS];
 
   if (f->head_dim == PP_CPU_FUSED_SMALL_HEAD_DIM) {
@@ -457,11 +460,11 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
       vmax[r] = _mm512_set1_ps (-INFINITY);
-    fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats,
+    fused_scores (q, f->ld_q, nr, f->kt + hd * head_floats,
         PP_CPU_FUSED_SMALL_HEAD_DIM, f->lk, f->lk_pad, f->scale, s, vmax);
     for (int r = 0; r < nr; r += PP_CPU_FUSED_PAIR) {
       const float *vt = f->vt + hd * head_floats;
-      float *o = f->out + off + (size_t) r * ld;
+      float *o = out + (size_t) r * ld;
 
       if (nr - r >= PP_CPU_FUSED_PAIR)
         fused_exp_values_small (s + (size_t) r * f->lk_pad, PP_CPU_FUSED_PAIR,
@@ -472,17 +475,17 @@ fused_rows (const Fused * f, size_t hd, size_t row, int nr, float *s)
     }
     return;
   }
-  fused_scores (f->q + off, ld, nr, f->kt + hd * head_floats, f->head_dim,
+  fused_scores (q, f->ld_q, nr, f->kt + hd * head_floats, f->head_dim,
       f->lk, f->lk_pad, f->scale, s, NULL);
   for (int r = 0; r < nr; r++)
     inv_sum[r] = fused_softmax (s + (size_t) r * f->lk_pad, f->lk,
         f->lk_pad);
   if (f->head_dim % PP_CPU_FUSED_LANES == 0)
-    fused_values_keys (s, nr, f->v + hd * f->head_dim, ld, f->head_dim,
-        f->lk, f->lk_pad, inv_sum, f->out + off);
+    fused_values_keys (s, nr, f->v + col, f->ld_kv, f->head_dim, f->lk,
+        f->lk_pad, inv_sum, out, ld);
   else
     fused_values (s, nr, f->vt + hd * head_floats, f->head_dim, f->lk_pad,
-        inv_sum, f->out + off, ld);
+        inv_sum, out, ld);
 }
 
 /* Items are groups of PP_CPU_FUSED_ROWS query rows of one head, head-major
@@ -520,7 +523,7 @@ fused_applies (int head_dim)
 
 static void
 attention_fused (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int head_dim, float *out)
+    int lq, int lk, int heads, int head_dim, int ld_q, int ld_kv, float *out)
 {
   const int ld = heads * head_dim;
   const int lk_pad = (lk + PP_CPU_FUSED_LANES - 1) / PP_CPU_FUSED_LANES
@@ -531,12 +534,13 @@ attention_fused (const float *q, const float *k, const float *v, int n,
       (pack_v ? 2 : 1) * packed);
 
   for (int b = 0; b < n; b++) {
-    Pack pk = { k + (size_t) b * lk * ld, v + (size_t) b * lk * ld, kt,
-      pack_v ? kt + packed : NULL, lk, lk_pad, heads, head_dim
+    Pack pk = { k + (size_t) b * lk * ld_kv, v + (size_t) b * lk * ld_kv,
+      kt, pack_v ? kt + packed : NULL, lk, lk_pad, heads, head_dim, ld_kv
     };
-    Fused f = { q + (size_t) b * lq * ld, kt, pk.vt,
-      v + (size_t) b * lk * ld, out + (size_t) b * lq * ld, lq, lk, lk_pad,
-      heads, head_dim, FUSED_LOG2E / sqrtf ((float) head_dim)
+    Fused f = { q + (size_t) b * lq * ld_q, kt, pk.vt,
+      v + (size_t) b * lk * ld_kv, out + (size_t) b * lq * ld, lq, lk,
+      lk_pad, heads, head_dim, ld_q, ld_kv,
+      FUSED_LOG2E / sqrtf ((float) head_dim)
     };
 
     pp_cpu_parallel_for (heads, 1, fused_pack_range, &pk);
@@ -548,18 +552,20 @@ attention_fused (const float *q, const float *k, const float *v, int n,
 
 void
 pp_cpu_attention (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int head_dim, PpDType dtype, float *out)
+    int lq, int lk, int heads, int head_dim, int ld_q, int ld_kv,
+    PpDType dtype, float *out)
 {
   const int ld = heads * head_dim;
   const float scale = 1.0f / sqrtf ((float) head_dim);
   const int block = MIN (lq, PP_ATTENTION_QUERY_BLOCK);
   Softmax sm;
 
-  g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
+  g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0
+      && ld_q >= ld && ld_kv >= ld);
 #ifdef PP_CPU_AVX512_KERNELS
   if (fused_applies (head_dim)) {
     pp_cpu_path_add (PP_CPU_PATH_ATTENTION_FUSED, 1);
-    attention_fused (q, k, v, n, lq, lk, heads, head_dim, out);
+    attention_fused (q, k, v, n, lq, lk, heads, head_dim, ld_q, ld_kv, out);
     return;
   }
 #endif
@@ -572,9 +578,9 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
   for (int b = 0; b < n; b++) {
     for (int hd = 0; hd < heads; hd++) {
       const size_t col = (size_t) hd * head_dim;
-      const float *qh = q + (size_t) b * lq * ld + col;
-      const float *kh = k + (size_t) b * lk * ld + col;
-      const float *vh = v + (size_t) b * lk * ld + col;
+      const float *qh = q + (size_t) b * lq * ld_q + col;
+      const float *kh = k + (size_t) b * lk * ld_kv + col;
+      const float *vh = v + (size_t) b * lk * ld_kv + col;
       float *oh = out + (size_t) b * lq * ld + col;
 
       for (int q0 = 0; q0 < lq; q0 += block) {
@@ -583,11 +589,11 @@ pp_cpu_attention (const float *q, const float *k, const float *v, int n,
 
         pp_cpu_path_add (PP_CPU_PATH_ATTENTION_BLOCK, 1);
         pp_cpu_gemm (FALSE, TRUE, rows, lk, head_dim, scale,
-            qh + (size_t) q0 * ld, ld, kh, ld, 0.0f, sm.scores, lk);
+            qh + (size_t) q0 * ld_q, ld_q, kh, ld_kv, 0.0f, sm.scores, lk);
         pp_cpu_parallel_for (rows, PP_CPU_SOFTMAX_GRAIN_SCORES / lk + 1,
             softmax_range, &sm);
         pp_cpu_gemm (FALSE, FALSE, rows, head_dim, lk, 1.0f, sm.scores, lk,
-            vh, ld, 0.0f, ob, ld);
+            vh, ld_kv, 0.0f, ob, ld);
         for (int r = 0; r < rows; r++) {
           float *o = ob + (size_t) r * ld;
 

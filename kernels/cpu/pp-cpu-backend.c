@@ -267,12 +267,13 @@ cpu_linear (PpBackend * be, PpView x, int rows, int in, PpView w, PpView b,
 
 static void
 cpu_attention (PpBackend * be, PpView q, PpView k, PpView v, int n, int lq,
-    int lk, int heads, int head_dim, PpDType dtype, PpOut out)
+    int lk, int heads, int head_dim, int ld_q, int ld_kv, PpDType dtype,
+    PpOut out)
 {
   CPU_CALL (attention);
 
   pp_cpu_attention (IN (q), IN (k), IN (v), n, lq, lk, heads, head_dim,
-      dtype, OUT (out));
+      ld_q, ld_kv, dtype, OUT (out));
   FINISH ();
 }
 

@@ -89,9 +89,11 @@ void pp_cpu_layer_norm (const float *x, int rows, int dim, float eps,
     const float *gamma, const float *beta, float *y);
 void pp_cpu_linear (const float *x, int rows, int in, const float *w,
     const float *b, int out, float *y);
-/* The attentions compute float32 whatever @dtype says (pp-ops-list.h). */
+/* The attentions compute float32 whatever @dtype says (pp-ops-list.h);
+ * q's rows are ld_q apart, k's and v's ld_kv, out's packed. */
 void pp_cpu_attention (const float *q, const float *k, const float *v, int n,
-    int lq, int lk, int heads, int head_dim, PpDType dtype, float *out);
+    int lq, int lk, int heads, int head_dim, int ld_q, int ld_kv,
+    PpDType dtype, float *out);
 void pp_cpu_attention_causal (const float *q, const float *k, const float *v,
     int n, int l, int heads, int head_dim, PpDType dtype, float *out);
 void pp_cpu_silu (float *x, size_t n);

@@ -16,8 +16,10 @@
  * float32 (the op's dtype is F32, or PPDIFFUSE_CUDA_ATTENTION=f32): the
  *   same chunks in float32 throughout, exact unless TF32 was asked for.
  *
- * Heads are column ranges of q, k, v and out (row stride heads·head_dim),
- * so nothing is transposed.  Causal attention (a text encoder's) runs the
+ * Heads are column ranges of q, k, v and out (row strides ld_q, ld_kv and
+ * heads·head_dim), so nothing is transposed.  The fused and 16-bit ways
+ * take q, k and v packed: strided ones (a fused QKV's column ranges) are
+ * packed as they are narrowed, or copied when already 16-bit.  Causal attention (a text encoder's) runs the
  * same ways with a softmax, or a cuDNN mask, that drops the keys after
  * each query. */
 #include "pp-cuda-attention-plan.h"
@@ -78,13 +80,13 @@ type_size (PpCudaType t)
 }
 
 /* The chunked GEMM attention, q, k, v of type @t (float32: the op's own
- * buffers; 16-bit: narrowed copies). */
+ * buffers, rows @ld_q and @ld_kv apart; 16-bit: packed copies). */
 static void
 attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
     gconstpointer k, gconstpointer v, int n, int lq, int lk, int heads,
-    int head_dim, gboolean causal, float *out)
+    int head_dim, int ld_q, int ld_kv, gboolean causal, float *out)
 {
-  const int width = heads * head_dim;   /* row stride of q, k, v, out */
+  const int width = heads * head_dim;   /* row stride of out */
   const gsize size = type_size (t);
   PpCudaAttentionPlan plan;
   gpointer probs = NULL;
@@ -102,22 +104,22 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
         plan.scratch_bytes / sizeof (float) * sizeof (guint16));
 
   for (int s = 0; s < n; s++) {
-    const gsize q_off = (gsize) s * lq * width, kv_off = (gsize) s * lk
-        * width;
+    const gsize q_off = (gsize) s * lq * ld_q, kv_off = (gsize) s * lk
+        * ld_kv, out_off = (gsize) s * lq * width;
 
     for (int i = 0; i < pp_cuda_attention_n_chunks (&plan); i++) {
       const PpCudaAttentionChunk c = pp_cuda_attention_chunk (&plan, i);
-      const gsize first = (gsize) c.row0 * width + (gsize) c.head0
-          * head_dim;
-      const gsize kv_first = (gsize) c.head0 * head_dim;
+      const gsize col = (gsize) c.head0 * head_dim;
+      const gsize q_first = (gsize) c.row0 * ld_q + col;
+      const gsize out_first = (gsize) c.row0 * width + col;
       const long long per_head = (long long) c.rows * lk;
       const gsize rows = (gsize) c.heads * c.rows;
 
       /* S_h [rows,lk] = q_h [rows,head_dim] · k_hᵀ / √head_dim. */
       gemm_heads (cu, t, TRUE, c.rows, lk, head_dim,
           1.0f / sqrtf ((float) head_dim),
-          (const guint8 *) q + (q_off + first) * size, width, head_dim,
-          (const guint8 *) k + (kv_off + kv_first) * size, width, head_dim,
+          (const guint8 *) q + (q_off + q_first) * size, ld_q, head_dim,
+          (const guint8 *) k + (kv_off + col) * size, ld_kv, head_dim,
           scores, lk, per_head, c.heads);
       if (t != PP_CUDA_F32)
         PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_narrow (scores, rows, lk,
@@ -131,8 +133,8 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
       /* out_h [rows,head_dim] = P_h [rows,lk] · v_h [lk,head_dim]. */
       gemm_heads (cu, t, FALSE, c.rows, head_dim, lk, 1.0f,
           t != PP_CUDA_F32 ? probs : (gpointer) scores, lk, per_head,
-          (const guint8 *) v + (kv_off + kv_first) * size, width, head_dim,
-          out + q_off + first, width, head_dim, c.heads);
+          (const guint8 *) v + (kv_off + col) * size, ld_kv, head_dim,
+          out + out_off + out_first, width, head_dim, c.heads);
     }
   }
 }
@@ -226,28 +228,30 @@ compute_type (PpCudaBackend * cu, PpDType dtype)
       ? PP_CUDA_BF16 : PP_CUDA_F32;
 }
 
-/* Whether activation @v is of @t where a part would start: used as it
- * is. */
+/* Whether activation @v, rows @ld apart of @width used, is of @t, packed
+ * and where a part would start: used as it is. */
 static gboolean
-usable (PpCudaBackend * cu, const char *op, PpView v, PpCudaType t)
+usable (PpCudaBackend * cu, const char *op, PpView v, int ld, int width,
+    PpCudaType t)
 {
   return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
-      && aligned (v.data);
+      && ld == width && aligned (v.data);
 }
 
-/* Activation @v (@count elements, float32 or of @t) as @t: itself when
- * usable, else narrowed or copied into @part. */
+/* Activation @v (@rows rows @ld apart, @width used; float32 or of @t) as
+ * @t, packed: itself when usable, else narrowed or copied into @part. */
 static gconstpointer
 as_compute_type (PpCudaBackend * cu, const char *op, const char *param,
-    PpView v, PpCudaType t, gsize count, guint16 * part)
+    PpView v, PpCudaType t, gsize rows, int ld, int width, guint16 * part)
 {
-  if (usable (cu, op, v, t))
+  if (usable (cu, op, v, ld, width, t))
     return v.data;
   if (pp_cuda_act_type (cu, op, param, v.dtype) == t) {
-    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (part, v.data, count
-            * sizeof (guint16), cudaMemcpyDeviceToDevice, cu->stream));
+    PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync (part, width * sizeof (guint16),
+            v.data, ld * sizeof (guint16), width * sizeof (guint16), rows,
+            cudaMemcpyDeviceToDevice, cu->stream));
   } else {
-    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (v.data, 1, count, count, part, t,
+    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (v.data, rows, width, ld, part, t,
             cu->stream));
   }
   return part;
@@ -265,17 +269,20 @@ float_or (PpCudaBackend * cu, const char *op, PpDType dtype, PpCudaType t)
 static void
 attention (PpCudaBackend * cu, const char *op, PpView q_view,
     PpView k_view, PpView v_view, int n, int lq, int lk, int heads,
-    int head_dim, PpDType dtype, gboolean causal, PpOut out_view)
+    int head_dim, int ld_q, int ld_kv, PpDType dtype, gboolean causal,
+    PpOut out_view)
 {
   const PpCudaType t = compute_type (cu, dtype);
-  const gsize width = (gsize) heads * head_dim;
+  const int width = heads * head_dim;
+  /* Packed elements of q (and of out), and of k and of v. */
   const gsize nq = (gsize) n * lq * width, nk = (gsize) n * lk * width;
   PpCudaType out_type;
   gconstpointer q16, k16, v16;
   guint16 *parts;
   gpointer out;
 
-  g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0);
+  g_return_if_fail (n > 0 && lq > 0 && lk > 0 && heads > 0 && head_dim > 0
+      && ld_q >= width && ld_kv >= width);
 
   /* float32 attention, or activations of another 16-bit type than the
    * product's: float32 activations (16-bit ones through float32 scratch). */
@@ -290,26 +297,28 @@ attention (PpCudaBackend * cu, const char *op, PpView q_view,
     /* Every row of every head is written: nothing of out is read. */
     out = pp_cuda_out_whole (cu, op, "out", out_view);
     if (t == PP_CUDA_F32) {
-      attention_gemm (cu, t, q, k, v, n, lq, lk, heads, head_dim, causal,
-          out);
+      attention_gemm (cu, t, q, k, v, n, lq, lk, heads, head_dim, ld_q,
+          ld_kv, causal, out);
       return;
     }
-    q_view = pp_view_f32 (q, nq);
-    k_view = pp_view_f32 (k, nk);
-    v_view = pp_view_f32 (v, nk);
+    q_view = pp_view_f32 (q, q_view.numel);
+    k_view = pp_view_f32 (k, k_view.numel);
+    v_view = pp_view_f32 (v, v_view.numel);
     out_view = pp_out_f32 (out, nq);
   }
   /* q, k and v in the product's 16-bit type: as they are, or narrowed
    * (the scratch only when one is: a graph capture cannot grow it). */
-  parts = usable (cu, op, q_view, t) && usable (cu, op, k_view, t)
-      && usable (cu, op, v_view, t) ? NULL : pp_cuda_scratch (cu,
-      PP_CUDA_SCRATCH_QKV, (part_size (nq) + 2 * part_size (nk))
-      * sizeof (guint16));
-  q16 = as_compute_type (cu, op, "q", q_view, t, nq, parts);
-  k16 = as_compute_type (cu, op, "k", k_view, t, nk,
-      parts ? parts + part_size (nq) : NULL);
-  v16 = as_compute_type (cu, op, "v", v_view, t, nk,
-      parts ? parts + part_size (nq) + part_size (nk) : NULL);
+  parts = usable (cu, op, q_view, ld_q, width, t)
+      && usable (cu, op, k_view, ld_kv, width, t)
+      && usable (cu, op, v_view, ld_kv, width, t) ? NULL
+      : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_QKV, (part_size (nq)
+          + 2 * part_size (nk)) * sizeof (guint16));
+  q16 = as_compute_type (cu, op, "q", q_view, t, (gsize) n * lq, ld_q, width,
+      parts);
+  k16 = as_compute_type (cu, op, "k", k_view, t, (gsize) n * lk, ld_kv,
+      width, parts ? parts + part_size (nq) : NULL);
+  v16 = as_compute_type (cu, op, "v", v_view, t, (gsize) n * lk, ld_kv,
+      width, parts ? parts + part_size (nq) + part_size (nk) : NULL);
   out = out_view.data;
   out_type = pp_cuda_act_type (cu, op, "out", out_view.dtype);
 #ifdef PP_HAVE_CUDNN
@@ -321,17 +330,17 @@ attention (PpCudaBackend * cu, const char *op, PpView q_view,
   /* The GEMMs write float32. */
   if (out_type != PP_CUDA_F32)
     out = pp_cuda_out_whole (cu, op, "out", out_view);
-  attention_gemm (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim, causal,
-      out);
+  attention_gemm (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim, width,
+      width, causal, out);
 }
 
 void
 pp_cuda_op_attention (PpCudaBackend * cu, PpView q_view, PpView k_view,
-    PpView v_view, int n, int lq, int lk, int heads, int head_dim,
-    PpDType dtype, PpOut out_view)
+    PpView v_view, int n, int lq, int lk, int heads, int head_dim, int ld_q,
+    int ld_kv, PpDType dtype, PpOut out_view)
 {
   attention (cu, "attention", q_view, k_view, v_view, n, lq, lk, heads,
-      head_dim, dtype, FALSE, out_view);
+      head_dim, ld_q, ld_kv, dtype, FALSE, out_view);
 }
 
 void
@@ -340,5 +349,5 @@ pp_cuda_op_attention_causal (PpCudaBackend * cu, PpView q_view,
     PpDType dtype, PpOut out_view)
 {
   attention (cu, "attention_causal", q_view, k_view, v_view, n, l, l, heads,
-      head_dim, dtype, TRUE, out_view);
+      head_dim, heads * head_dim, heads * head_dim, dtype, TRUE, out_view);
 }

@@ -190,6 +190,45 @@ pp_bind_linear (PpBinder * b, PpLinear * lin, gint in, gint out,
 }
 
 void
+pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked, PpLinear * parts,
+    guint n, gint in, gint out, const gchar * const *prefixes)
+{
+  const gint64 wshape[LINEAR_DIMS] = { out, in };
+  const gsize each = (gsize) out * in;
+  g_autofree gchar *name = NULL;
+  gfloat *host;
+
+  stacked->in = in;
+  stacked->out = (gint) n * out;
+  stacked->weight = stacked->bias = pp_view_none ();
+  for (guint i = 0; i < n; i++) {
+    parts[i].in = in;
+    parts[i].out = out;
+    parts[i].weight = parts[i].bias = pp_view_none ();
+  }
+  if (b->error != NULL)
+    return;
+  host = g_new (gfloat, n * each);
+  for (guint i = 0; i < n; i++) {
+    g_autofree gchar *key = g_strconcat (prefixes[i], ".weight", NULL);
+    const gfloat *w = pp_weights_get_kind (b->weights, key,
+        PP_WEIGHT_DEFAULT, LINEAR_DIMS, wshape, &b->error);
+
+    if (w == NULL) {
+      g_free (host);
+      return;
+    }
+    memcpy (host + i * each, w, each * sizeof (gfloat));
+  }
+  name = g_strjoinv (" + ", (gchar **) prefixes);
+  stacked->weight = bind_derived (b, name, host, n * each);
+  if (pp_view_is_none (stacked->weight))
+    return;
+  for (guint i = 0; i < n; i++)
+    parts[i].weight = pp_view_range (stacked->weight, i * each, each);
+}
+
+void
 pp_bind_norm (PpBinder * b, PpNorm * norm, gint channels,
     const gchar * fmt, ...)
 {

@@ -81,6 +81,14 @@ void     pp_bind_conv     (PpBinder * b, PpConv * conv, gint cin, gint cout,
 void     pp_bind_linear   (PpBinder * b, PpLinear * lin, gint in, gint out,
                            gboolean with_bias, const gchar * fmt, ...)
                            G_GNUC_PRINTF (6, 7);
+/* @n linears of one input and no bias ([@out, @in] weights under
+ * @prefixes, a NULL-terminated array of @n), bound as one: @stacked's
+ * weight is theirs one after another ([n·out, in], a copy the model owns),
+ * so that one product computes them all (a fused QKV projection), and each
+ * of @parts (@n of them) is a view of its rows. */
+void     pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked,
+                           PpLinear * parts, guint n, gint in, gint out,
+                           const gchar * const *prefixes);
 void     pp_bind_norm     (PpBinder * b, PpNorm * norm, gint channels,
                            const gchar * fmt, ...) G_GNUC_PRINTF (4, 5);
 /* A 3×3 stride-2 convolution that diffusers' Downsample2D (padding 0)

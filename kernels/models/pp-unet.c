@@ -63,7 +63,13 @@ typedef struct
 typedef struct
 {
   PpLinear to_q, to_k, to_v, to_out;
+  /* Self-attention: to_q, to_k and to_v stacked ([3C, C]), one product
+   * for the three (their weights are views of its rows); else none. */
+  PpLinear qkv;
 } Attention;
+
+/* A fused QKV's rows: q, k and v side by side. */
+#define QKV_PARTS 3
 
 /* Transformer2DModel with one BasicTransformerBlock. */
 typedef struct
@@ -195,6 +201,26 @@ bind_attention (PpBinder * b, Attention * a, gint c, gint kv_dim,
   pp_bind_linear (b, &a->to_k, kv_dim, c, FALSE, "%s.to_k", prefix);
   pp_bind_linear (b, &a->to_v, kv_dim, c, FALSE, "%s.to_v", prefix);
   pp_bind_linear (b, &a->to_out, c, c, TRUE, "%s.to_out.0", prefix);
+  a->qkv.weight = a->qkv.bias = pp_view_none ();
+}
+
+/* Self-attention: q, k and v projections of the same tokens, bound as one
+ * stacked linear. */
+static void
+bind_self_attention (PpBinder * b, Attention * a, gint c,
+    const gchar * prefix)
+{
+  g_autofree gchar *q = g_strdup_printf ("%s.to_q", prefix);
+  g_autofree gchar *k = g_strdup_printf ("%s.to_k", prefix);
+  g_autofree gchar *v = g_strdup_printf ("%s.to_v", prefix);
+  const gchar *const prefixes[QKV_PARTS + 1] = { q, k, v, NULL };
+  PpLinear parts[QKV_PARTS];
+
+  pp_bind_linear_stacked (b, &a->qkv, parts, QKV_PARTS, c, c, prefixes);
+  a->to_q = parts[0];
+  a->to_k = parts[1];
+  a->to_v = parts[2];
+  pp_bind_linear (b, &a->to_out, c, c, TRUE, "%s.to_out.0", prefix);
 }
 
 static void
@@ -212,7 +238,7 @@ bind_transformer (PpBinder * b, const PpUnet * m, Transformer * t, gint c,
   bind_projection (b, m->linear_projection, &t->proj_in, c, prefix,
       "proj_in");
   pp_bind_norm (b, &t->norm1, c, "%s.norm1", block);
-  bind_attention (b, &t->attn1, c, c, attn1);
+  bind_self_attention (b, &t->attn1, c, attn1);
   pp_bind_norm (b, &t->norm2, c, "%s.norm2", block);
   bind_attention (b, &t->attn2, c, m->cross_dim, attn2);
   pp_bind_norm (b, &t->norm3, c, "%s.norm3", block);
@@ -834,7 +860,13 @@ typedef struct
   PpBackend *be;
   const Transformer *t;
   PpOut h;                      /* the residual stream */
-  PpOut q, k, v;                /* attention inputs (k, v: self only) */
+  /* [rows, 3C]: self-attention's q, k and v side by side, one product of
+   * the stacked weights; none with a feature bank, which takes k and v
+   * apart (in @k and @v). */
+  PpOut qkv;
+  PpOut q;                      /* [rows, C]: cross-attention's queries,
+                                 * and self-attention's with a bank */
+  PpOut k, v;                   /* with a bank: self-attention's */
   PpOut o;                      /* attention output */
   PpOut x;                      /* [rows, C]: a LayerNorm's output */
   PpOut y;                      /* [rows, C]: a projection to add to h */
@@ -859,7 +891,8 @@ rows_in (PpOut buf, gint begin, gint rows, gint width)
   return pp_out_as_view (rows_out (buf, begin, rows, width));
 }
 
-/* x = LN(h) and q (and k, v when @kv) = its projections, rows [begin, end). */
+/* x = LN(h) and q (and k, v when @kv) = its projections, rows [begin, end):
+ * q, k and v as one product into @qkv when it is there. */
 static void
 tokens_norm_project (const Tokens * tk, const PpNorm * norm,
     const Attention * a, gboolean kv, int begin, int end)
@@ -870,6 +903,11 @@ tokens_norm_project (const Tokens * tk, const PpNorm * norm,
   pp_layer_norm (tk->be, rows_in (tk->h, begin, rows, c), rows, c,
       TRANSFORMER_LAYER_NORM_EPS, norm->gamma, norm->beta,
       rows_out (tk->x, begin, rows, c));
+  if (kv && tk->qkv.data != NULL) {
+    pp_linear (tk->be, x, rows, c, a->qkv.weight, pp_view_none (),
+        a->qkv.out, rows_out (tk->qkv, begin, rows, a->qkv.out));
+    return;
+  }
   pp_linear (tk->be, x, rows, c, a->to_q.weight, pp_view_none (), c,
       rows_out (tk->q, begin, rows, c));
   if (!kv)
@@ -925,13 +963,13 @@ self_attention_banked (const PpUnet * m, Tokens * tk, PpAct * y)
     pp_bank_layer_extend (layer, m->be, q_k_v[1], q_k_v[2], hw,
         pp_act_out (&ke), pp_act_out (&ve));
     pp_attention (m->be, q_k_v[0], pp_act_in (&ke), pp_act_in (&ve), 1, hw,
-        hw + (gint) banked, t->heads, head_dim, t->attn1.to_q.weight.dtype,
-        tk->o);
+        hw + (gint) banked, t->heads, head_dim, c, c,
+        t->attn1.to_q.weight.dtype, tk->o);
     pp_act_clear (&ke);
     pp_act_clear (&ve);
   } else
     pp_attention (m->be, q_k_v[0], q_k_v[1], q_k_v[2], 1, hw, hw, t->heads,
-        head_dim, t->attn1.to_q.weight.dtype, tk->o);
+        head_dim, c, c, t->attn1.to_q.weight.dtype, tk->o);
   o = pp_act_view (m->pool, tk->o.data, tk->o.dtype, 1, hw, 1, c);
   pp_act_replace (y, pp_linear_apply (&t->attn1.to_out, &o));
   pp_bank_layer_take (layer, m->be, q_k_v[1], q_k_v[2], pp_act_out (y), hw,
@@ -1073,7 +1111,8 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x, FALSE);
   PpAct tokens;
   PpAct out = pp_act_copy (x);
-  PpAct h, q, k, v, o, nx, ny, gg, ff, ck, cv;
+  PpAct h, o, nx, ny, gg, ff, ck, cv;
+  PpAct qkv = { 0 }, q = { 0 }, k = { 0 }, v = { 0 };
   Tokens tk = { m->be, t };
 
   /* Channels last, the norm's rows are the tokens; else transposed. */
@@ -1091,15 +1130,20 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     pp_add_channel (m->be, rows_out (pp_act_out (&out), b, 1, c * hw), 1, c,
         hw, t->proj_out.bias);
 
-  q = pp_act_new (m->pool, x->n, hw, 1, c);
-  k = pp_act_new (m->pool, x->n, hw, 1, c);
-  v = pp_act_new (m->pool, x->n, hw, 1, c);
+  if (m->bank == NULL)
+    qkv = pp_act_new (m->pool, x->n, hw, 1, QKV_PARTS * c);
+  else {
+    q = pp_act_new (m->pool, x->n, hw, 1, c);
+    k = pp_act_new (m->pool, x->n, hw, 1, c);
+    v = pp_act_new (m->pool, x->n, hw, 1, c);
+  }
   o = pp_act_new (m->pool, x->n, hw, 1, c);
   nx = pp_act_new (m->pool, x->n, hw, 1, c);
   ny = pp_act_new (m->pool, x->n, hw, 1, c);
   gg = pp_act_new (m->pool, x->n, hw, 1, GEGLU_HALVES * inner);
   ff = pp_act_new (m->pool, x->n, hw, 1, inner);
   tk.h = pp_act_out (&h);
+  tk.qkv = pp_act_out (&qkv);
   tk.q = pp_act_out (&q);
   tk.k = pp_act_out (&k);
   tk.v = pp_act_out (&v);
@@ -1119,19 +1163,29 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     tk.y = pp_act_out (&ny);
     for_sample_rows (m->be, x->n, hw, tokens_cross_query, &tk);
   } else {
-    pp_attention (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v),
-        x->n, hw, hw, t->heads, head_dim, t->attn1.to_q.weight.dtype, tk.o);
+    /* q, k and v: column ranges of the stacked projection's rows. */
+    const PpView all = pp_act_in (&qkv);
+    const gsize span = pp_strided_numel (x->n * hw, c, QKV_PARTS * c);
+
+    pp_attention (m->be, pp_view_range (all, 0, span),
+        pp_view_range (all, c, span), pp_view_range (all, 2 * c, span),
+        x->n, hw, hw, t->heads, head_dim, QKV_PARTS * c, QKV_PARTS * c,
+        t->attn1.to_q.weight.dtype, tk.o);
+    pp_act_clear (&qkv);
+    tk.qkv = pp_out (NULL, qkv.dtype, 0);
+    q = pp_act_new (m->pool, x->n, hw, 1, c);
+    tk.q = pp_act_out (&q);
     for_sample_rows (m->be, x->n, hw, tokens_before_cross, &tk);
   }
   cross_kv (m, t, context, &ck, &cv);
   if (context->n == x->n)
     pp_attention (m->be, pp_act_in (&q), pp_act_in (&ck), pp_act_in (&cv),
-        x->n, hw, context->c, t->heads, head_dim,
+        x->n, hw, context->c, t->heads, head_dim, c, c,
         t->attn2.to_q.weight.dtype, tk.o);
   else                          /* one context for every sample */
     for (gint b = 0; b < x->n; b++)
       pp_attention (m->be, rows_in (tk.q, b * hw, hw, c), pp_act_in (&ck),
-          pp_act_in (&cv), 1, hw, context->c, t->heads, head_dim,
+          pp_act_in (&cv), 1, hw, context->c, t->heads, head_dim, c, c,
           t->attn2.to_q.weight.dtype, rows_out (tk.o, b * hw, hw, c));
   pp_act_clear (&ck);
   pp_act_clear (&cv);

@@ -496,7 +496,7 @@ attention_forward (const PpVaeKl * m, const Attention * a, const PpAct * x)
   pp_act_clear (&h);
   o = pp_act_new (x->pool, x->n, hw, 1, x->c);
   pp_attention (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v), x->n,
-      hw, hw, 1, x->c, a->to_q.weight.dtype, pp_act_out (&o));
+      hw, hw, 1, x->c, x->c, x->c, a->to_q.weight.dtype, pp_act_out (&o));
   pp_act_clear (&q);
   pp_act_clear (&k);
   pp_act_clear (&v);

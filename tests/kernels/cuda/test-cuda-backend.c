@@ -605,11 +605,11 @@ test_ops_on_device (void)
     float *dv = to_device (gpu, v, kn), *dout = to_device (gpu, q, qn);
 
     pp_attention (cpu, pp_view_f32 (q, qn), pp_view_f32 (k, kn),
-        pp_view_f32 (v, kn), n, lq, lk, heads, hd, PP_DTYPE_F32,
-        pp_out_f32 (want, qn));
+        pp_view_f32 (v, kn), n, lq, lk, heads, hd, heads * hd, heads * hd,
+        PP_DTYPE_F32, pp_out_f32 (want, qn));
     pp_attention (gpu, pp_view_f32 (dq, qn), pp_view_f32 (dk, kn),
-        pp_view_f32 (dv, kn), n, lq, lk, heads, hd, PP_DTYPE_F32,
-        pp_out_f32 (dout, qn));
+        pp_view_f32 (dv, kn), n, lq, lk, heads, hd, heads * hd, heads * hd,
+        PP_DTYPE_F32, pp_out_f32 (dout, qn));
     compare (gpu, dout, want, qn, 1e-5, "attention");
     /* q as [n, c = 24, hw = 100]: 4 groups. */
     pp_group_norm (cpu, pp_view_f32 (q, qn), n, heads * hd, lq, 4, 1e-5f,
@@ -913,7 +913,7 @@ attention_func (gpointer data, GError ** error)
   AttentionCapture *a = data;
 
   pp_attention (a->be, pp_view_f32 (a->q, a->qn), pp_view_f32 (a->k, a->kn),
-      pp_view_f32 (a->v, a->kn), 1, 96, 77, 2, 40, PP_DTYPE_F16,
+      pp_view_f32 (a->v, a->kn), 1, 96, 77, 2, 40, 80, 80, PP_DTYPE_F16,
       pp_out_f32 (a->out, a->qn));
   return TRUE;
 }
@@ -948,7 +948,7 @@ test_attention_capture_on_device (void)
   /* A larger shape without a graph first: the scratch buffers are then
    * large enough, and cannot be what fails the capture. */
   pp_attention (gpu, pp_view_f32 (a.q, qn), pp_view_f32 (a.k, kn),
-      pp_view_f32 (a.v, kn), 1, 128, 96, 2, 40, PP_DTYPE_F16,
+      pp_view_f32 (a.v, kn), 1, 128, 96, 2, 40, 80, 80, PP_DTYPE_F16,
       pp_out_f32 (a.out, qn));
   graph = pp_backend_graph_capture (gpu, attention_func, &a, &error);
   if (((PpCudaBackend *) gpu->priv)->attention == PP_CUDA_ATTENTION_FUSED) {

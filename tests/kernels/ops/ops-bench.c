@@ -225,7 +225,8 @@ attention_run (gpointer data)
 
   pp_attention (be, pp_view_f32 (a->q, nq), pp_view_f32 (a->k, nk),
       pp_view_f32 (a->v, nk), a->n, a->lq, a->lk, a->heads, a->hd,
-      PP_DTYPE_F32, pp_out_f32 (a->out, nq));
+      a->heads * a->hd, a->heads * a->hd, PP_DTYPE_F32,
+      pp_out_f32 (a->out, nq));
 }
 
 static void

@@ -201,8 +201,20 @@ run_linear_aligned (const Acts * a, gconstpointer wt)
 static void
 run_attention (const Acts * a, gconstpointer wt)
 {
-  pp_attention (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 5, 2, 4,
+  pp_attention (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 5, 2, 4, 8, 8,
       weights_dtype, out (a, 3));
+}
+
+/* Self-attention on a fused QKV projection's rows: q, k and v are column
+ * ranges [0, 8), [8, 16) and [16, 24) of 3 rows of 24 (2 heads of 4). */
+static void
+run_attention_qkv (const Acts * a, gconstpointer wt)
+{
+  const gsize span = pp_strided_numel (3, 8, 24);
+
+  pp_attention (be, pp_view_range (in (a, 0), 0, span),
+      pp_view_range (in (a, 0), 8, span), pp_view_range (in (a, 0), 16, span),
+      1, 3, 3, 2, 4, 24, 24, weights_dtype, out (a, 1));
 }
 
 static void
@@ -374,6 +386,8 @@ static const Case cases[] = {
       run_linear_aligned, 136, 0, TRUE},
   {PP_OP_ATTENTION, "attention", 4, {{24, ACT_IN}, {40, ACT_IN}, {40, ACT_IN},
           {24, ACT_OUT}}, run_attention, 0, 0, TRUE},
+  {PP_OP_ATTENTION, "attention/qkv", 2, {{72, ACT_IN}, {24, ACT_OUT}},
+      run_attention_qkv, 0, 0, TRUE},
   {PP_OP_ATTENTION_CAUSAL, "attention_causal", 4, {{24, ACT_IN},
           {24, ACT_IN}, {24, ACT_IN}, {24, ACT_OUT}}, run_attention_causal,
       0, 0, TRUE},

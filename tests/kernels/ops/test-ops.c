@@ -963,8 +963,8 @@ check_attention (const gchar * what, const float *q, const float *k,
     out[i] = NAN;
   before = paths_now ();
   pp_attention (be, pp_view_f32 (q, nq), pp_view_f32 (k, nk),
-      pp_view_f32 (v, nk), n, lq, lk, heads, hd, PP_DTYPE_F32,
-      pp_out_f32 (out, nq));
+      pp_view_f32 (v, nk), n, lq, lk, heads, hd, heads * hd, heads * hd,
+      PP_DTYPE_F32, pp_out_f32 (out, nq));
   check_path (where, &before, PP_CPU_PATH_ATTENTION_FUSED, fused);
   check_path (where, &before, PP_CPU_PATH_ATTENTION_BLOCK, fused ? 0
       : (guint64) n * heads * ceil_div (lq, PP_ATTENTION_QUERY_BLOCK));
