@@ -478,6 +478,12 @@ pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
 }
 
 gboolean
+pp_backend_weights_copied (const PpBackend * be, PpDType dtype)
+{
+  return be->memory->upload_weights != NULL || dtype != PP_DTYPE_F32;
+}
+
+gboolean
 pp_backend_samples_apart (const PpBackend * be)
 {
   return be->samples_apart;

@@ -114,6 +114,11 @@ void         pp_backend_make_current (PpBackend * be);
 PpView       pp_backend_upload_weights (PpBackend * be, const float * src,
                                     gsize n, PpDType dtype, gpointer * owned,
                                     GError ** error);
+/* Whether pp_backend_upload_weights of @dtype makes a copy (device
+ * memory, or a rounded one) rather than using its source as it is: where
+ * it does, a weight derived from several (stacked) costs no more memory
+ * than they would. */
+gboolean     pp_backend_weights_copied (const PpBackend * be, PpDType dtype);
 
 /* Graphs (PpBackendMemory.graph_*): whether @be has them; capture, launch
  * and free. */

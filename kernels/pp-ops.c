@@ -106,6 +106,9 @@ op_end (PpOp op, gint64 start_ns, gint64 flops)
   if (flops)
     atomic_fetch_add_explicit (&c->flops, (unsigned long long) flops,
         memory_order_relaxed);
+  /* Inside a range: the call is the op's, its time the range's. */
+  if (in_rows && atomic_load_explicit (&profiling, memory_order_relaxed))
+    atomic_fetch_add_explicit (&counters[op].calls, 1, memory_order_relaxed);
   if (start_ns == 0)
     return;
   atomic_fetch_add_explicit (&c->calls, 1, memory_order_relaxed);

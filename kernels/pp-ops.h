@@ -43,6 +43,8 @@ void pp_ops_reset_flop_count (void);
 typedef struct
 {
   const char *name;
+  /* Its calls while profiling, those inside pp_for_rows too (whose wall
+   * time and FLOPs count toward the for_rows entry). */
   guint64 calls;
   double seconds;               /* wall time inside the op */
   guint64 flops;

@@ -30,6 +30,22 @@ pp_device_weights_free (PpBackend * be, GPtrArray * device)
   g_ptr_array_unref (device);
 }
 
+/* The dtype the binder stores weights as: the weights' own choice, else
+ * the backend's default. */
+static PpDType
+binder_dtype (const PpBinder * b)
+{
+  const PpDType dtype = pp_weights_storage_dtype (b->weights);
+
+  return dtype != 0 ? dtype : b->be->default_weight_dtype;
+}
+
+gboolean
+pp_binder_copies (const PpBinder * b)
+{
+  return pp_backend_weights_copied (b->be, binder_dtype (b));
+}
+
 /* The weight @prefix@suffix, uploaded to the binder's backend (once: at
  * bind time); none after an error. */
 static PpView
@@ -41,7 +57,7 @@ bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
   PpView device;
   gpointer owned = NULL;
   gsize n = 1;
-  PpDType dtype = pp_weights_storage_dtype (b->weights);
+  const PpDType dtype = binder_dtype (b);
 
   if (b->error != NULL)
     return pp_view_none ();
@@ -55,8 +71,6 @@ bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
   }
   for (guint i = 0; i < ndim; i++)
     n *= (gsize) shape[i];
-  if (dtype == 0)
-    dtype = b->be->default_weight_dtype;
   device = pp_backend_upload_weights (b->be, data, n, dtype, &owned,
       &b->error);
   if (owned != NULL) {
@@ -98,12 +112,10 @@ pp_bind_conv (PpBinder * b, PpConv * conv, gint cin, gint cout, gint kernel,
 static PpView
 bind_derived (PpBinder * b, const gchar * key, gfloat * host, gsize n)
 {
-  PpDType dtype = pp_weights_storage_dtype (b->weights);
+  const PpDType dtype = binder_dtype (b);
   gpointer owned = NULL;
   PpView view;
 
-  if (dtype == 0)
-    dtype = b->be->default_weight_dtype;
   view = pp_backend_upload_weights (b->be, host, n, dtype, &owned, &b->error);
   if (!pp_view_is_none (view) && owned == NULL) {
     /* A float32 view of @host itself: copy it into backend memory. */

@@ -63,8 +63,9 @@ typedef struct
 typedef struct
 {
   PpLinear to_q, to_k, to_v, to_out;
-  /* Self-attention: to_q, to_k and to_v stacked ([3C, C]), one product
-   * for the three (their weights are views of its rows); else none. */
+  /* Self-attention where the backend copies its weights anyway: to_q,
+   * to_k and to_v stacked ([3C, C]), one product for the three (their
+   * weights are views of its rows); else none. */
   PpLinear qkv;
 } Attention;
 
@@ -205,7 +206,10 @@ bind_attention (PpBinder * b, Attention * a, gint c, gint kv_dim,
 }
 
 /* Self-attention: q, k and v projections of the same tokens, bound as one
- * stacked linear. */
+ * stacked linear where the backend copies its weights (a device's memory,
+ * 16-bit rounding); on float32 host weights, which the ops read where they
+ * lie, a stacked copy would cost its memory for a product barely faster
+ * (docs/perf.md), so they stay three. */
 static void
 bind_self_attention (PpBinder * b, Attention * a, gint c,
     const gchar * prefix)
@@ -216,6 +220,10 @@ bind_self_attention (PpBinder * b, Attention * a, gint c,
   const gchar *const prefixes[QKV_PARTS + 1] = { q, k, v, NULL };
   PpLinear parts[QKV_PARTS];
 
+  if (!pp_binder_copies (b)) {
+    bind_attention (b, a, c, c, prefix);
+    return;
+  }
   pp_bind_linear_stacked (b, &a->qkv, parts, QKV_PARTS, c, c, prefixes);
   a->to_q = parts[0];
   a->to_k = parts[1];
@@ -803,6 +811,26 @@ pp_unet_size_multiple (PpUnet * m)
   return m->size_multiple;
 }
 
+static guint
+stacked_in (const Block * blk)
+{
+  guint n = 0;
+
+  for (guint j = 0; blk->cross && j < blk->n_layers; j++)
+    n += !pp_view_is_none (blk->attentions[j].attn1.qkv.weight);
+  return n;
+}
+
+guint
+pp_unet_stacked_attentions (PpUnet * m)
+{
+  guint n = !pp_view_is_none (m->mid_attention.attn1.qkv.weight);
+
+  for (guint i = 0; i < m->n_blocks; i++)
+    n += stacked_in (&m->down[i]) + stacked_in (&m->up[i]);
+  return n;
+}
+
 /* Forward */
 
 /* The group norm, then the model's activation when @act: SiLU in the
@@ -861,12 +889,12 @@ typedef struct
   const Transformer *t;
   PpOut h;                      /* the residual stream */
   /* [rows, 3C]: self-attention's q, k and v side by side, one product of
-   * the stacked weights; none with a feature bank, which takes k and v
-   * apart (in @k and @v). */
+   * the stacked weights; none when they are three, or with a feature bank
+   * (which takes k and v apart): then in @q, @k and @v. */
   PpOut qkv;
   PpOut q;                      /* [rows, C]: cross-attention's queries,
-                                 * and self-attention's with a bank */
-  PpOut k, v;                   /* with a bank: self-attention's */
+                                 * and self-attention's without @qkv */
+  PpOut k, v;                   /* without @qkv: self-attention's */
   PpOut o;                      /* attention output */
   PpOut x;                      /* [rows, C]: a LayerNorm's output */
   PpOut y;                      /* [rows, C]: a projection to add to h */
@@ -1108,6 +1136,9 @@ transformer_forward (const PpUnet * m, const Transformer * t,
 {
   const gint hw = x->h * x->w, c = t->channels;
   const gint head_dim = c / t->heads, inner = FF_MULT * c;
+  /* q, k and v of one stacked product; a bank takes k and v apart. */
+  const gboolean stacked = m->bank == NULL
+      && !pp_view_is_none (t->attn1.qkv.weight);
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x, FALSE);
   PpAct tokens;
   PpAct out = pp_act_copy (x);
@@ -1130,7 +1161,7 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     pp_add_channel (m->be, rows_out (pp_act_out (&out), b, 1, c * hw), 1, c,
         hw, t->proj_out.bias);
 
-  if (m->bank == NULL)
+  if (stacked)
     qkv = pp_act_new (m->pool, x->n, hw, 1, QKV_PARTS * c);
   else {
     q = pp_act_new (m->pool, x->n, hw, 1, c);
@@ -1162,7 +1193,7 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     self_attention_banked (m, &tk, &ny);
     tk.y = pp_act_out (&ny);
     for_sample_rows (m->be, x->n, hw, tokens_cross_query, &tk);
-  } else {
+  } else if (stacked) {
     /* q, k and v: column ranges of the stacked projection's rows. */
     const PpView all = pp_act_in (&qkv);
     const gsize span = pp_strided_numel (x->n * hw, c, QKV_PARTS * c);
@@ -1175,6 +1206,11 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     tk.qkv = pp_out (NULL, qkv.dtype, 0);
     q = pp_act_new (m->pool, x->n, hw, 1, c);
     tk.q = pp_act_out (&q);
+    for_sample_rows (m->be, x->n, hw, tokens_before_cross, &tk);
+  } else {
+    pp_attention (m->be, pp_act_in (&q), pp_act_in (&k), pp_act_in (&v),
+        x->n, hw, hw, t->heads, head_dim, c, c, t->attn1.to_q.weight.dtype,
+        tk.o);
     for_sample_rows (m->be, x->n, hw, tokens_before_cross, &tk);
   }
   cross_kv (m, t, context, &ck, &cv);

@@ -104,6 +104,10 @@ guint     pp_unet_out_channels        (PpUnet * m);
 guint     pp_unet_cross_attention_dim (PpUnet * m);
 /* Sample height and width must be multiples of this (2^downsamplers). */
 guint     pp_unet_size_multiple       (PpUnet * m);
+/* How many of its self-attentions compute q, k and v as one stacked
+ * product (all of them where the backend copies its weights, none on
+ * float32 host weights). */
+guint     pp_unet_stacked_attentions  (PpUnet * m);
 void      pp_unet_free                (PpUnet * m);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpUnet, pp_unet_free)

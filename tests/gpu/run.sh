@@ -453,6 +453,15 @@ if want f32; then
       pass "test-kernels-$t on $BE: $(grep -c '^ok ' "$work/$t.log") tests"
     fi
   done
+  # Self-attention's q, k and v as one stacked product where the backend
+  # copies its weights (every self-attention of the tiny UNet, with f32
+  # and f16 weights); the fixtures above hold its numbers.
+  if runs "stacked QKV on $BE" "$work/qkv.log" 120 env PPDIFFUSE_BACKEND="$BE" \
+      "$build/tests/kernels/models/test-kernels-models" \
+      -p /models/unet/stacked-qkv --verbose "$data"; then
+    grep 'self-attentions stacked' "$work/qkv.log" | indent
+    pass "self-attention's q, k and v as one product on $BE"
+  fi
   # The full-size UNets and the SD VAE (encode and decode at 512x512):
   # scale.json's bound, 1e-4 x max|ref|.
   if [ -n "$emulated" ]; then

@@ -509,6 +509,60 @@ test_unet_silu_in_norm (void)
   g_assert_cmpuint (norm.calls, >, 2);
 }
 
+/* Self-attention's q, k and v are one stacked product where the backend
+ * copies its weights anyway (device memory, or 16-bit rounding), three
+ * linears on float32 host weights (which the ops read where they lie).
+ * The same fixture with float32 and with float16 weights: each
+ * transformer calls attention twice (self and cross, one context per
+ * sample); all of its self-attentions stacked, or none; and three linears
+ * where one would do make more linear calls. */
+static void
+test_unet_stacked_qkv (void)
+{
+  const UnetCase *c = &unet_repeat_cases[1];
+  const PpDType dtypes[] = { PP_DTYPE_F32, PP_DTYPE_F16 };
+  PpBackend *be = pp_backend_default ();
+  g_autoptr (PpTensor) sample = load_npy (c->inputs, "sample.npy");
+  g_autoptr (PpTensor) context = load_npy (c->inputs,
+      "encoder_hidden_states.npy");
+  g_autofree gchar *dir = g_build_filename (data_dir, c->model, NULL);
+  PpOpProfile linear[G_N_ELEMENTS (dtypes)], attention[G_N_ELEMENTS (dtypes)];
+  guint stacked[G_N_ELEMENTS (dtypes)];
+
+  g_assert_cmpint (sample->shape[0], ==, context->shape[0]);
+  for (guint i = 0; i < G_N_ELEMENTS (dtypes); i++) {
+    g_autoptr (GError) error = NULL;
+    g_autoptr (PpUnet) unet = pp_unet_load (dir, be, dtypes[i], &error);
+    g_autoptr (PpTensor) out = NULL;
+
+    g_assert_no_error (error);
+    pp_ops_reset_flop_count ();
+    pp_ops_set_profiling (TRUE);
+    g_assert_true (pp_unet_forward (unet, sample, read_timestep (c->inputs),
+            context, &out, NULL, NULL, &error));
+    pp_ops_set_profiling (FALSE);
+    g_assert_no_error (error);
+    pp_ops_get_profile (PP_OP_LINEAR, &linear[i]);
+    pp_ops_get_profile (PP_OP_ATTENTION, &attention[i]);
+    stacked[i] = pp_unet_stacked_attentions (unet);
+    g_test_message ("%s weights on %s: %u self-attentions stacked, %"
+        G_GUINT64_FORMAT " linear calls, %" G_GUINT64_FORMAT " attention "
+        "calls", pp_dtype_name (dtypes[i]), pp_backend_name (be), stacked[i],
+        linear[i].calls, attention[i].calls);
+  }
+  g_assert_true (pp_backend_weights_copied (be, PP_DTYPE_F16));
+  g_assert_cmpuint (attention[1].calls, >, 0);
+  g_assert_cmpuint (attention[0].calls, ==, attention[1].calls);
+  g_assert_cmpuint (stacked[1], ==, attention[1].calls / 2);
+  if (pp_backend_weights_copied (be, PP_DTYPE_F32)) {
+    g_assert_cmpuint (stacked[0], ==, stacked[1]);
+    g_assert_cmpuint (linear[0].calls, ==, linear[1].calls);
+  } else {
+    g_assert_cmpuint (stacked[0], ==, 0);
+    g_assert_cmpuint (linear[0].calls, >, linear[1].calls);
+  }
+}
+
 /* TAESD */
 
 typedef struct
@@ -1145,6 +1199,7 @@ main (int argc, char **argv)
         test_taesd_decode);
   g_test_add_func ("/models/unet/input-shapes", test_unet_input_shapes);
   g_test_add_func ("/models/unet/silu-in-norm", test_unet_silu_in_norm);
+  g_test_add_func ("/models/unet/stacked-qkv", test_unet_stacked_qkv);
   g_test_add_func ("/models/taesd/input-shapes", test_taesd_input_shapes);
   for (guint i = 0; i < G_N_ELEMENTS (config_cases); i++) {
     g_autofree gchar *name = g_strdup_printf ("/models/config/%s/%s",
