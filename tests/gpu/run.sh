@@ -10,8 +10,9 @@
 # as it is; otherwise it builds ppdiffuse with CUDA, cuDNN and NCCL in
 # build-gpu ($CUDA_ROOT, default /usr/local/cuda).  Every step is bounded
 # (timeout) and the run goes on past a failing check, so that one run shows
-# every failure; docs/gpu.md lists the checks and their bounds.  Steps, in
-# order (PP_GPU_STEPS picks some):
+# every failure; docs/gpu.md lists the checks and their bounds.  The steps,
+# by default all in this order (PP_GPU_STEPS names some, run in the order
+# it names them):
 #   device     the f16/bf16 conversion kernels and the CUDA backend's tests
 #              on the device (a skip is a failure), every op on cuda
 #              against float64 (test-ops), the attentions also the ways
@@ -63,7 +64,10 @@
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
-# PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DRY_RUN=1 runs the
+# PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DEADLINE_S=N
+# starts no step after N seconds: the steps left are listed as skipped and
+# the summary is printed (a machine lent for a bounded time then still
+# says what passed).  PP_GPU_DRY_RUN=1 runs the
 # same plumbing on the CPU (cpu-strict in the place of cuda, the emulated
 # NCCL plane): it checks this script, never a GPU, and exits 77 when it
 # passed.  PP_GPU_EMULATED=1 runs the steps on the cuda backend itself,
@@ -81,7 +85,8 @@ data=$src/tests/data
 build=${PP_GPU_BUILD_DIR:-$src/build-gpu}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 cuda_root=${CUDA_ROOT:-/usr/local/cuda}
-steps=${PP_GPU_STEPS:-"device f32 dtypes text mesh spread determinism faults startup bench sanitizer"}
+all_steps="device f32 dtypes text mesh spread determinism faults startup bench sanitizer"
+steps=${PP_GPU_STEPS:-$all_steps}
 dry=${PP_GPU_DRY_RUN:-}
 emulated=${PP_GPU_EMULATED:-}
 [ -n "$dry" ] && emulated=""
@@ -115,7 +120,16 @@ FAULT_BOUND_S=14
 READY_S=5
 
 say() { printf '\n== [%ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
-want() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+deadline=${PP_GPU_DEADLINE_S:-}
+# Whether step $1 may start: not past PP_GPU_DEADLINE_S.
+want() {
+  if [ -n "$deadline" ] && [ $(($(date +%s) - T0)) -ge "$deadline" ]; then
+    current=$1
+    note_skip "step $1: not started, past PP_GPU_DEADLINE_S=$deadline s"
+    return 1
+  fi
+  return 0
+}
 checks=0
 failures=0
 failed=""
@@ -290,7 +304,7 @@ device_of() { [ -n "$dry" ] || echo "cuda:$(($1 % $2))"; }
 
 # ---- device ----------------------------------------------------------------
 
-if want device; then
+step_device() {
   current=device
   say "device: the CUDA backend's tests on the device, every op on $BE against float64"
   if [ -n "$dry$emulated" ]; then
@@ -390,7 +404,7 @@ if want device; then
       fi
     done
   done
-fi
+}
 
 # ---- f32 -------------------------------------------------------------------
 
@@ -402,7 +416,7 @@ unet_case() {
     --encoder-hidden-states "$4/encoder_hidden_states.npy" --out "$1"
 }
 
-if want f32; then
+step_f32() {
   current=f32
   say "f32: every fixture on $BE in f32 (TF32 off) within the CPU backends' bounds"
   for fam in sd15 turbo; do
@@ -475,11 +489,11 @@ if want f32; then
       fi
     done
   fi
-fi
+}
 
 # ---- dtypes ----------------------------------------------------------------
 
-if want dtypes; then
+step_dtypes() {
   current=dtypes
   say "dtypes: f16 and bf16 on $BE (tiny fixtures by NMSE against float32; full-size UNets against diffusers' float64)"
   [ -n "$emulated" ] && note_skip "the full-size UNets in f16 and bf16 (emulated: hours on the CPU)"
@@ -538,7 +552,7 @@ if want dtypes; then
       grep " weights f16, " "$work/scale.log" | indent
     fi
   done
-fi
+}
 
 # ---- shared by text, mesh, spread, faults ------------------------------------
 
@@ -603,7 +617,7 @@ tool_frames() {
 
 # ---- text ------------------------------------------------------------------
 
-if want text; then
+step_text() {
   current=text
   say "text: the CLIP text encoder on $BE in f32 (bound |diff| <= $CLIP_ABS), a prompt end to end"
   for c in quick-gelu gelu; do
@@ -630,11 +644,11 @@ if want text; then
         "prompt $BE vs cpu" "$work/prompt-cpu" "$work/prompt-dev" 4 \
         --levels "$FRAME_LEVELS" --max-mean "$FRAME_MEAN" --max-clamped "$FRAME_CLAMPED"
   fi
-fi
+}
 
 # ---- mesh ------------------------------------------------------------------
 
-if want mesh; then
+step_mesh() {
   current=mesh
   say "mesh: 2 workers sharing GPU 0 against the CPU mesh and ppdiffuse-tool img2img"
   if prepare_frames; then
@@ -710,11 +724,11 @@ if want mesh; then
       fi
     done
   fi
-fi
+}
 
 # ---- spread ----------------------------------------------------------------
 
-if want spread; then
+step_spread() {
   current=spread
   say "spread: one process per GPU over NCCL, then more ranks than GPUs ($n_gpus GPU(s))"
   if [ "$n_gpus" -lt 2 ]; then
@@ -774,11 +788,11 @@ if want spread; then
           "over-$n_gpus vs img2img" "$work/tool-f32" "$work/over-$n_gpus" 4 --exact
     fi
   fi
-fi
+}
 
 # ---- determinism -----------------------------------------------------------
 
-if want determinism; then
+step_determinism() {
   current=determinism
   say "determinism: the same UNet forward twice on $BE (64x64), byte for byte"
   for fam in turbo sd15; do
@@ -795,11 +809,11 @@ if want determinism; then
         fi
     done
   done
-fi
+}
 
 # ---- faults ----------------------------------------------------------------
 
-if want faults; then
+step_faults() {
   current=faults
   say "faults: a worker killed / hung in a real model's CUDA work (3 workers on $BE)"
   if prepare_frames; then
@@ -832,14 +846,15 @@ if want faults; then
       pass "faults: no worker left behind"
     fi
   fi
-fi
+}
 
 # ---- startup ---------------------------------------------------------------
 
-if want startup && [ -n "$emulated" ]; then
+step_startup() {
+if [ -n "$emulated" ]; then
   current=startup
   note_skip "startup (emulated: a released-size pipeline takes hours on the CPU)"
-elif want startup; then
+else
   current=startup
   if [ -n "$dry" ]; then
     kind=turbo frames=12
@@ -896,10 +911,11 @@ elif want startup; then
   fi
   rm -rf "$sdt"
 fi
+}
 
 # ---- bench -----------------------------------------------------------------
 
-if want bench; then
+step_bench() {
   current=bench
   say "bench: gpu-bench (reported, not judged)"
   if [ -n "$dry$emulated" ]; then
@@ -992,11 +1008,11 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
           pass "transport hop measured (PPDIFFUSE_NO_BELLS=$nb)"; }
     done
   fi
-fi
+}
 
 # ---- sanitizer -------------------------------------------------------------
 
-if want sanitizer; then
+step_sanitizer() {
   current=sanitizer
   say "sanitizer: compute-sanitizer memcheck on test-ops and the fixtures (f32, f16, bf16)"
   cs=$(command -v compute-sanitizer 2>/dev/null)
@@ -1042,6 +1058,15 @@ if want sanitizer; then
         --dtype "$dt" --model "$v" --latents "$v/latents.npy" --out "$work/cs.npy"
     done
   fi
-fi
+}
 
+# ---- the steps, in the order PP_GPU_STEPS names them ----------------------
+
+for s in $steps; do
+  case " $all_steps " in
+    *" $s "*) want "$s" && "step_$s" ;;
+    *) current=setup
+      bad "no step '$s' (the steps: $all_steps)" ;;
+  esac
+done
 finish
