@@ -126,6 +126,12 @@ struct _PpBackend
    * dtype's bounds of its result alone (a GPU: fewer, larger launches).
    * pp_backend_samples_apart. */
   gboolean samples_apart;
+  /* TRUE: models compute projections of one input as one stacked product
+   * (a self-attention's q, k and v), where one wide GEMM beats several (a
+   * GPU); FALSE: as they are stored (the CPU backends: no faster there,
+   * and a stacked weight would copy float32 weights the ops read in
+   * place).  pp_backend_stacks_projections. */
+  gboolean stacks_projections;
   /* pp_ops_note_layout_copy, set by pp_backend_get for a backend module
    * (which may call none of the kernels library's functions by name: it
    * is loaded privately); NULL: the backend counts no layout copies. */

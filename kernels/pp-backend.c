@@ -478,12 +478,6 @@ pp_backend_upload_weights (PpBackend * be, const float *src, gsize n,
 }
 
 gboolean
-pp_backend_weights_copied (const PpBackend * be, PpDType dtype)
-{
-  return be->memory->upload_weights != NULL || dtype != PP_DTYPE_F32;
-}
-
-gboolean
 pp_backend_samples_apart (const PpBackend * be)
 {
   return be->samples_apart;
@@ -501,6 +495,18 @@ void
 pp_backend_set_samples_apart (PpBackend * be, gboolean apart)
 {
   be->samples_apart = apart;
+}
+
+gboolean
+pp_backend_stacks_projections (const PpBackend * be)
+{
+  return be->stacks_projections;
+}
+
+void
+pp_backend_set_stacks_projections (PpBackend * be, gboolean stacks)
+{
+  be->stacks_projections = stacks;
 }
 
 gboolean

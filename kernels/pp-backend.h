@@ -114,11 +114,6 @@ void         pp_backend_make_current (PpBackend * be);
 PpView       pp_backend_upload_weights (PpBackend * be, const float * src,
                                     gsize n, PpDType dtype, gpointer * owned,
                                     GError ** error);
-/* Whether pp_backend_upload_weights of @dtype makes a copy (device
- * memory, or a rounded one) rather than using its source as it is: where
- * it does, a weight derived from several (stacked) costs no more memory
- * than they would. */
-gboolean     pp_backend_weights_copied (const PpBackend * be, PpDType dtype);
 
 /* Graphs (PpBackendMemory.graph_*): whether @be has them; capture, launch
  * and free. */
@@ -134,6 +129,12 @@ void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
  * GPU); the setter is for tests that run the other way on the CPU. */
 gboolean     pp_backend_samples_apart (const PpBackend * be);
 void         pp_backend_set_samples_apart (PpBackend * be, gboolean apart);
+/* Whether the models bind projections of one input as one stacked
+ * product (PpBackend.stacks_projections: a GPU); the setter is for tests
+ * that run the stacked products on the CPU (models built after it). */
+gboolean     pp_backend_stacks_projections (const PpBackend * be);
+void         pp_backend_set_stacks_projections (PpBackend * be,
+                                    gboolean stacks);
 
 /* The dtype a model whose weights are stored as @weights keeps its
  * activations in: the weights' 16-bit dtype on a backend whose ops compute

@@ -600,6 +600,7 @@ create (gint device, GError ** error)
   g_cond_init (&cu->capture_done);
   cu->retired = g_ptr_array_new ();
   cu->be.name = "cuda";
+  cu->be.stacks_projections = TRUE;
   cu->be.device = desc;
   cu->be.memory = &cuda_memory;
   cu->be.ops = &cuda_ops;

@@ -40,12 +40,6 @@ binder_dtype (const PpBinder * b)
   return dtype != 0 ? dtype : b->be->default_weight_dtype;
 }
 
-gboolean
-pp_binder_copies (const PpBinder * b)
-{
-  return pp_backend_weights_copied (b->be, binder_dtype (b));
-}
-
 /* The weight @prefix@suffix, uploaded to the binder's backend (once: at
  * bind time); none after an error. */
 static PpView

@@ -81,10 +81,6 @@ void     pp_bind_conv     (PpBinder * b, PpConv * conv, gint cin, gint cout,
 void     pp_bind_linear   (PpBinder * b, PpLinear * lin, gint in, gint out,
                            gboolean with_bias, const gchar * fmt, ...)
                            G_GNUC_PRINTF (6, 7);
-/* Whether the weights @b binds are copies (device memory, or rounded)
- * rather than views of its PpWeights: where they are, a stacked weight
- * costs no memory of its own. */
-gboolean pp_binder_copies (const PpBinder * b);
 /* @n linears of one input and no bias ([@out, @in] weights under
  * @prefixes, a NULL-terminated array of @n), bound as one: @stacked's
  * weight is theirs one after another ([n·out, in], a copy the model owns),

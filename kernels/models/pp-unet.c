@@ -63,7 +63,7 @@ typedef struct
 typedef struct
 {
   PpLinear to_q, to_k, to_v, to_out;
-  /* Self-attention where the backend copies its weights anyway: to_q,
+  /* Self-attention on a backend that stacks projections (a GPU): to_q,
    * to_k and to_v stacked ([3C, C]), one product for the three (their
    * weights are views of its rows); else none. */
   PpLinear qkv;
@@ -206,9 +206,8 @@ bind_attention (PpBinder * b, Attention * a, gint c, gint kv_dim,
 }
 
 /* Self-attention: q, k and v projections of the same tokens, bound as one
- * stacked linear where the backend copies its weights (a device's memory,
- * 16-bit rounding); on float32 host weights, which the ops read where they
- * lie, a stacked copy would cost its memory for a product barely faster
+ * stacked linear on a backend that stacks projections (a GPU); on the CPU
+ * backends a stacked copy would cost its memory for a product no faster
  * (docs/perf.md), so they stay three. */
 static void
 bind_self_attention (PpBinder * b, Attention * a, gint c,
@@ -220,7 +219,7 @@ bind_self_attention (PpBinder * b, Attention * a, gint c,
   const gchar *const prefixes[QKV_PARTS + 1] = { q, k, v, NULL };
   PpLinear parts[QKV_PARTS];
 
-  if (!pp_binder_copies (b)) {
+  if (!pp_backend_stacks_projections (b->be)) {
     bind_attention (b, a, c, c, prefix);
     return;
   }

@@ -467,9 +467,9 @@ step_f32() {
       pass "test-kernels-$t on $BE: $(grep -c '^ok ' "$work/$t.log") tests"
     fi
   done
-  # Self-attention's q, k and v as one stacked product where the backend
-  # copies its weights (every self-attention of the tiny UNet, with f32
-  # and f16 weights); the fixtures above hold its numbers.
+  # Self-attention's q, k and v as one stacked product on cuda (every
+  # self-attention of the tiny UNet), the same output as three products;
+  # the fixtures above hold its numbers.
   if runs "stacked QKV on $BE" "$work/qkv.log" 120 env PPDIFFUSE_BACKEND="$BE" \
       "$build/tests/kernels/models/test-kernels-models" \
       -p /models/unet/stacked-qkv --verbose "$data"; then
