@@ -221,6 +221,9 @@ pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked, PpLinear * parts,
         PP_WEIGHT_DEFAULT, LINEAR_DIMS, wshape, &b->error);
 
     if (w == NULL) {
+      if (b->error == NULL)
+        g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
+            "weight '%s' could not be read", key);
       g_free (host);
       return;
     }

@@ -825,6 +825,10 @@ pp_unet_stacked_attentions (PpUnet * m)
 {
   guint n = !pp_view_is_none (m->mid_attention.attn1.qkv.weight);
 
+  /* A bank takes k and v apart: three products on the stacked rows. */
+  if (m->bank != NULL)
+    return 0;
+
   for (guint i = 0; i < m->n_blocks; i++)
     n += stacked_in (&m->down[i]) + stacked_in (&m->up[i]);
   return n;

@@ -105,7 +105,8 @@ guint     pp_unet_cross_attention_dim (PpUnet * m);
 /* Sample height and width must be multiples of this (2^downsamplers). */
 guint     pp_unet_size_multiple       (PpUnet * m);
 /* How many of its self-attentions compute q, k and v as one stacked
- * product (all of them on a backend that stacks projections, else none). */
+ * product (all of them on a backend that stacks projections, none with a
+ * temporal feature bank or elsewhere). */
 guint     pp_unet_stacked_attentions  (PpUnet * m);
 void      pp_unet_free                (PpUnet * m);
 
