@@ -50,11 +50,14 @@
 #define PP_OPS_LIST(X)                                                       \
   /* x [n,cin,h,w], weight [cout,cin,kh,kw], bias [cout] (optional),         \
    * y [n,cout,ho,wo], ho = (h + 2 pad - kh) / stride + 1 (same for wo);     \
-   * zero padding. */                                                        \
+   * zero padding.  With @relu, y = relu of conv + bias (a TAESD block's     \
+   * convolution and activation in one pass: on float32 y, the bytes of      \
+   * conv2d then relu; a 16-bit y is rounded once, after the relu). */       \
   X (conv2d, CONV2D,                                                         \
       (PpView x, int n, int cin, int h, int w, PpView weight, PpView bias,   \
-          int cout, int kh, int kw, int stride, int pad, PpOut y),           \
-      (x, n, cin, h, w, weight, bias, cout, kh, kw, stride, pad, y),         \
+          int cout, int kh, int kw, int stride, int pad, gboolean relu,      \
+          PpOut y),                                                          \
+      (x, n, cin, h, w, weight, bias, cout, kh, kw, stride, pad, relu, y),   \
       2 * (gint64) n * cout * cin * kh * kw                                  \
       * pp_conv2d_out_size (h, kh, stride, pad)                              \
       * pp_conv2d_out_size (w, kw, stride, pad),                             \

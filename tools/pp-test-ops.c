@@ -368,6 +368,7 @@ typedef struct
 {
   int n, cin, h, w, cout, kh, kw, stride, pad;
   gboolean bias;
+  gboolean relu;                /* the activation fused */
 } ConvCase;
 
 /* @dtype: of the weight and bias views. */
@@ -387,13 +388,15 @@ conv_one (Run * r, const ConvCase * c, PpDType dtype)
 
   pp_conv2d (r->be, upload_in (r, x, n_in), c->n, c->cin, c->h, c->w,
       upload_view (r, wt, n_w, dtype), upload_view (r, bias, c->cout, dtype),
-      c->cout, c->kh, c->kw, c->stride, c->pad, dy);
+      c->cout, c->kh, c->kw, c->stride, c->pad, c->relu, dy);
   pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
       c->kw, c->stride, c->pad, ref);
+  for (size_t i = 0; c->relu && i < n_out; i++)
+    ref[i] = ref[i] < 0.0 ? 0.0 : ref[i];
   check_device (r, PP_OP_CONV2D, g_strdup_printf ("n%d %dx%dx%d -> %d "
-          "k%dx%d s%d p%d%s%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
+          "k%dx%d s%d p%d%s%s%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
           c->kw, c->stride, c->pad, c->bias ? " bias" : "",
-          views_label (dtype)), dy, ref, n_out,
+          c->relu ? " relu" : "", views_label (dtype)), dy, ref, n_out,
       (double) c->cin * c->kh * c->kw + c->bias);
 }
 
@@ -418,11 +421,19 @@ cases_conv2d (Run * r)
     {1, 32, 33, 33, 32, 3, 3, 2, 1, TRUE},
     {1, 64, 16, 16, 32, 1, 1, 1, 0, TRUE},
     {1, 64, 4, 4, 64, 3, 3, 1, 1, FALSE},
+    /* With the ReLU fused (a TAESD block's): with and without a bias, split
+     * across threads, channels in multiples of 8. */
+    {2, 5, 9, 13, 7, 3, 3, 1, 1, TRUE, TRUE},
+    {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE, TRUE},
+    {2, 16, 12, 20, 24, 3, 3, 1, 1, TRUE, TRUE},
+    {1, 64, 4, 4, 64, 3, 3, 1, 1, FALSE, TRUE},
   };
 
-  /* 3×3, strided without bias, 1×1, a 3×3 split across threads, and the
-   * channel-aligned ones. */
-  static const guint half_cases[] = { 0, 1, 3, 9, 10, 11, 12, 13 };
+  /* 3×3, strided without bias, 1×1, a 3×3 split across threads, the
+   * channel-aligned ones, and the fused ReLUs. */
+  static const guint half_cases[] = { 0, 1, 3, 9, 10, 11, 12, 13, 14, 15,
+    16, 17
+  };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     conv_one (r, &cases[i], PP_DTYPE_F32);

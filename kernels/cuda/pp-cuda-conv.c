@@ -410,7 +410,7 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
    * channel. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
-          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, copy->mem, t,
+          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, 0, copy->mem, t,
           cu->stream));
   return copy->mem;
 }
@@ -435,7 +435,7 @@ conv_as_is (PpCudaBackend * cu, PpCudaType wtype, PpView x, PpOut y)
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
-    int stride, int pad, PpOut y_view)
+    int stride, int pad, gboolean relu, PpOut y_view)
 {
   const int ho = pp_conv2d_out_size (h, kh, stride, pad);
   const int wo = pp_conv2d_out_size (w, kw, stride, pad);
@@ -491,17 +491,18 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     if (p == NULL)
       return;                   /* a failed capture */
     conv_forward (cu, p, &key, x, weight.data, y);
-    if (!pp_view_is_none (bias))
+    if (!pp_view_is_none (bias) || relu)
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y,
-              PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype,
+              PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype, relu,
               cu->stream));
     return;
   }
 
   /* 16 bits: x narrowed (and, channels-last, transposed) in one pass, y
    * produced in 16 bits and widened back (and transposed) with the bias
-   * in another; an activation already in the weights' type is read as it
-   * is, and written so, the bias added in place. */
+   * (and the relu) in another; an activation already in the weights' type
+   * is read as it is, and written so, the bias (and relu) applied in
+   * place. */
   if (pp_cuda_conv_nhwc (cu->conv_layout, &key)) {
     filter = filter_nhwc (cu, weight, &key);
     key.nhwc = filter != NULL;
@@ -514,7 +515,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
         x_count * sizeof (guint16));
 
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x, xtype, n, cin, h * w,
-            NULL, PP_CUDA_F32, packed, wtype, cu->stream));
+            NULL, PP_CUDA_F32, 0, packed, wtype, cu->stream));
     x16 = packed;
   } else if (xtype == wtype) {
     x16 = x;
@@ -538,15 +539,15 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   if (key.nhwc && y_view.layout == PP_LAYOUT_NHWC) {
     /* Rows of cout channels: the bias per column, as the transpose below
      * adds it (a float sum, rounded to y's type). */
-    if (y16 != y || !pp_view_is_none (bias))
+    if (y16 != y || !pp_view_is_none (bias) || relu)
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, ytype,
-              n * ho * wo, cout, 1, bias.data, btype, cu->stream));
+              n * ho * wo, cout, 1, bias.data, btype, relu, cu->stream));
   } else if (key.nhwc)
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
-            cout, bias.data, btype, y, ytype, cu->stream));
-  else if (y16 != y || !pp_view_is_none (bias))
+            cout, bias.data, btype, relu, y, ytype, cu->stream));
+  else if (y16 != y || !pp_view_is_none (bias) || relu)
     PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, ytype, n, cout,
-            (gsize) ho * wo, bias.data, btype, cu->stream));
+            (gsize) ho * wo, bias.data, btype, relu, cu->stream));
 }
 
 void
@@ -598,7 +599,7 @@ pp_cuda_conv_filters_new (void)
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x, int n, int cin, int h,
     int w, PpView weight, PpView bias, int cout, int kh, int kw, int stride,
-    int pad, PpOut y)
+    int pad, gboolean relu, PpOut y)
 {
   g_error ("conv2d: the CUDA backend was built without cuDNN");
 }

@@ -265,18 +265,21 @@ pp_cuda_add_row_bias (float *y, size_t rows, int cols, const void *bias,
 
 template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
-    const void *bias)
+    const void *bias, int relu)
 {
-  /* Without a bias the value as it is (x + 0 would turn -0 into +0). */
-  PP_CUDA_FOR (i, n) pp_cuda_store<Y> (y, i, bias != NULL
-      ? pp_cuda_load<X> (x, i) + pp_cuda_load<B> (bias, (i / hw) % c)
-      : pp_cuda_load<X> (x, i));
+  PP_CUDA_FOR (i, n) {
+    /* Without a bias the value as it is (x + 0 would turn -0 into +0). */
+    const float v = bias != NULL ? pp_cuda_load<X> (x, i)
+        + pp_cuda_load<B> (bias, (i / hw) % c) : pp_cuda_load<X> (x, i);
+
+    pp_cuda_store<Y> (y, i, relu ? pp_math_relu (v) : v);
+  }
 }
 
 extern "C" cudaError_t
 pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
     PpCudaType y_type, int n, int c, size_t hw, const void *bias,
-    PpCudaType bias_type, cudaStream_t stream)
+    PpCudaType bias_type, int relu, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * hw;
   const unsigned blocks = pp_cuda_blocks (total, PP_CUDA_THREADS);
@@ -287,7 +290,7 @@ pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,
               channel_bias_kernel<X, Y, B><<<blocks, PP_CUDA_THREADS, 0,
-              stream>>> (x, y, c, hw, total, bias))));
+              stream>>> (x, y, c, hw, total, bias, relu))));
   return cudaGetLastError ();
 }
 

@@ -71,10 +71,11 @@ cudaError_t pp_cuda_timestep_embedding (float t, int dim, int flip_sin_to_cos,
 cudaError_t pp_cuda_add_row_bias (float *y, size_t rows, int cols,
     const void *bias, PpCudaType bias_type, cudaStream_t stream);
 /* y [n,c,hw] (@y_type) = x + bias [c] (bias NULL: 0), x [n,c,hw] of
- * @x_type (x may equal y when the types are equal). */
+ * @x_type (x may equal y when the types are equal); with @relu, its relu
+ * (pp_math_relu) before y's rounding. */
 cudaError_t pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
     PpCudaType y_type, int n, int c, size_t hw, const void *bias,
-    PpCudaType bias_type, cudaStream_t stream);
+    PpCudaType bias_type, int relu, cudaStream_t stream);
 /* y [rows,cols] packed = x [rows,cols] (row stride ld) narrowed to
  * @y_type (F16 or BF16), rounded as pp-dtype-math.h rounds. */
 cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
@@ -118,11 +119,11 @@ cudaError_t pp_cuda_concat_channels (const void *a, int ca, const void *b,
 cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
     float *y, cudaStream_t stream);
 /* y [n,cols,rows] (@y_type) = x [n,rows,cols] (@x_type) + bias [cols]
- * (@bias_type; NULL: none): an NCHW ↔ NHWC change of layout and of
- * storage type in one pass. */
+ * (@bias_type; NULL: none), with @relu its relu before y's rounding: an
+ * NCHW ↔ NHWC change of layout and of storage type in one pass. */
 cudaError_t pp_cuda_transpose_typed (const void *x, PpCudaType x_type,
     int n, int rows, int cols, const void *bias, PpCudaType bias_type,
-    void *y, PpCudaType y_type, cudaStream_t stream);
+    int relu, void *y, PpCudaType y_type, cudaStream_t stream);
 /* x [n,c,hw] (@x_type) += v [n,c] (@v_type). */
 cudaError_t pp_cuda_add_channel (void *x, PpCudaType x_type, int n, int c,
     size_t hw, const void *v, PpCudaType v_type, cudaStream_t stream);

@@ -4,6 +4,7 @@
  * any storage type (PpCudaType), except the bilinear resize's
  * (float32: rank 0's frames). */
 #include "pp-cuda-common.cuh"
+#include "pp-ops-math.h"
 
 template <PpCudaType T> __global__ void
 upsample_nearest_kernel (const void *x, size_t planes, int h, int w,
@@ -140,10 +141,10 @@ pp_cuda_concat_channels (const void *a, int ca, const void *b, int cb,
 #define TILE_ROWS 8
 
 /* y [n,cols,rows] (Y) = x [n,rows,cols] (X) + bias [cols] (B; NULL:
- * none, x as it is). */
+ * none, x as it is), with @relu its relu. */
 template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 transpose_typed_kernel (const void *x, int n, int rows, int cols,
-    const void *bias, void *y)
+    const void *bias, int relu, void *y)
 {
   __shared__ float tile[TILE][TILE + 1];
   const unsigned row_tiles = (rows + TILE - 1) / TILE;
@@ -166,10 +167,13 @@ transpose_typed_kernel (const void *x, int n, int rows, int cols,
       for (int k = threadIdx.y; k < TILE; k += TILE_ROWS) {
         const int c = c0 + k, r = r0 + threadIdx.x;
 
-        if (r < rows && c < cols)
-          pp_cuda_store<Y> (y, base + (size_t) c * rows + r, bias != NULL
-              ? tile[threadIdx.x][k] + pp_cuda_load<B> (bias, c)
-              : tile[threadIdx.x][k]);
+        if (r < rows && c < cols) {
+          const float v = bias != NULL ? tile[threadIdx.x][k]
+              + pp_cuda_load<B> (bias, c) : tile[threadIdx.x][k];
+
+          pp_cuda_store<Y> (y, base + (size_t) c * rows + r,
+              relu ? pp_math_relu (v) : v);
+        }
       }
       __syncthreads ();
     }
@@ -177,7 +181,7 @@ transpose_typed_kernel (const void *x, int n, int rows, int cols,
 
 extern "C" cudaError_t
 pp_cuda_transpose_typed (const void *x, PpCudaType x_type, int n, int rows,
-    int cols, const void *bias, PpCudaType bias_type, void *y,
+    int cols, const void *bias, PpCudaType bias_type, int relu, void *y,
     PpCudaType y_type, cudaStream_t stream)
 {
   const size_t col_tiles = ((size_t) cols + TILE - 1) / TILE;
@@ -195,7 +199,7 @@ pp_cuda_transpose_typed (const void *x, PpCudaType x_type, int n, int rows,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,
               transpose_typed_kernel<X, Y, B><<<grid, block, 0, stream>>>
-              (x, n, rows, cols, bias, y))));
+              (x, n, rows, cols, bias, relu, y))));
   return cudaGetLastError ();
 }
 
@@ -227,5 +231,5 @@ pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
     cudaStream_t stream)
 {
   return pp_cuda_transpose_typed (x, PP_CUDA_F32, n, rows, cols, NULL,
-      PP_CUDA_F32, y, PP_CUDA_F32, stream);
+      PP_CUDA_F32, 0, y, PP_CUDA_F32, stream);
 }

@@ -312,7 +312,7 @@ pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, PpView x_view, int n, int c,
 
   /* A change of layout, and of storage type when they differ. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, c,
-          hw, NULL, PP_CUDA_F32, y_view.data, y_type, cu->stream));
+          hw, NULL, PP_CUDA_F32, 0, y_view.data, y_type, cu->stream));
 }
 
 void
@@ -329,7 +329,7 @@ pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
 
   /* A change of layout, and of storage type when they differ. */
   PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, hw,
-          c, NULL, PP_CUDA_F32, y_view.data, y_type, cu->stream));
+          c, NULL, PP_CUDA_F32, 0, y_view.data, y_type, cu->stream));
 }
 
 void
@@ -352,7 +352,7 @@ pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
 
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (xb, x_type, xb, x_type, hw,
               c, 1, (const guint8 *) v.data + (gsize) b * c * v_size,
-              v_type, cu->stream));
+              v_type, 0, cu->stream));
     }
     return;
   }

@@ -319,7 +319,7 @@ laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
   /* [n, hw, c] → [n, c, hw]. */
   if (read)
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,
-            PP_CUDA_F32, copy, type, cu->stream));
+            PP_CUDA_F32, 0, copy, type, cu->stream));
   cu->laid[cu->n_laid++] = (PpWidened) { data, dtype, numel, copy, written,
     PP_LAYOUT_NHWC, n, c, hw };
   return copy;
@@ -367,7 +367,8 @@ pp_cuda_acts_finish (PpCudaBackend * cu)
     /* [n, c, hw] → [n, hw, c]. */
     if (a->written)
       PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (a->wide, type, a->n,
-              a->c, a->hw, NULL, PP_CUDA_F32, a->data, type, cu->stream));
+              a->c, a->hw, NULL, PP_CUDA_F32, 0, a->data, type,
+              cu->stream));
   }
   cu->n_laid = 0;
 }

@@ -396,8 +396,9 @@ pp_conv_apply (const PpConv * conv, const PpAct * x)
   return pp_conv_apply_laid (conv, x, x->layout);
 }
 
-PpAct
-pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
+static PpAct
+conv_apply (const PpConv * conv, const PpAct * x, PpLayout layout,
+    gboolean relu)
 {
   gint ho = pp_conv2d_out_size (x->h, conv->kernel, conv->stride, conv->pad);
   gint wo = pp_conv2d_out_size (x->w, conv->kernel, conv->stride, conv->pad);
@@ -408,8 +409,20 @@ pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
   y.layout = layout;
   pp_conv2d (pp_act_backend (x), pp_act_in (x), x->n, x->c, x->h, x->w,
       conv->weight, conv->bias, conv->cout, conv->kernel, conv->kernel,
-      conv->stride, conv->pad, pp_act_out (&y));
+      conv->stride, conv->pad, relu, pp_act_out (&y));
   return y;
+}
+
+PpAct
+pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
+{
+  return conv_apply (conv, x, layout, FALSE);
+}
+
+PpAct
+pp_conv_relu_apply (const PpConv * conv, const PpAct * x)
+{
+  return conv_apply (conv, x, x->layout, TRUE);
 }
 
 PpAct

@@ -134,6 +134,8 @@ void     pp_act_replace   (PpAct * dst, PpAct src);
 PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
 PpAct    pp_conv_apply_laid (const PpConv * conv, const PpAct * x,
                            PpLayout layout);
+/* relu(conv(x)) in one op, laid out as @x is. */
+PpAct    pp_conv_relu_apply (const PpConv * conv, const PpAct * x);
 /* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]; one
  * sample's rows at a time on a backend that runs samples apart
  * (pp_backend_samples_apart), so that a sample's bytes do not depend on

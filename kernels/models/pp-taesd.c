@@ -326,15 +326,26 @@ pp_taesd_scale_factor (PpTaesd * m)
 
 /* Forward */
 
+/* conv(x) then the block's activation: one op when it is ReLU. */
+static PpAct
+conv_act (const PpTaesd * m, const PpConv * conv, const PpAct * x)
+{
+  PpAct h;
+
+  if (m->act == PP_ACT_RELU)
+    return pp_conv_relu_apply (conv, x);
+  h = pp_conv_apply (conv, x);
+  pp_act_fn_apply (m->act, &h);
+  return h;
+}
+
 /* AutoencoderTinyBlock: fuse(conv(x) + skip(x)), fuse being ReLU. */
 static PpAct
 block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
 {
-  PpAct h = pp_conv_apply (&layer->block_conv[0], x);
+  PpAct h = conv_act (m, &layer->block_conv[0], x);
 
-  pp_act_fn_apply (m->act, &h);
-  pp_act_replace (&h, pp_conv_apply (&layer->block_conv[1], &h));
-  pp_act_fn_apply (m->act, &h);
+  pp_act_replace (&h, conv_act (m, &layer->block_conv[1], &h));
   pp_act_replace (&h, pp_conv_apply (&layer->block_conv[2], &h));
   if (layer->has_skip) {
     PpAct s = pp_conv_apply (&layer->skip, x);

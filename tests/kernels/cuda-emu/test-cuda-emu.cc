@@ -26,6 +26,7 @@
 #include "pp-cuda-convert.h"
 #include "pp-cuda-kernels.h"
 #include "pp-dtype-math.h"
+#include "pp-ops-math.h"
 #include "pp-ops-reference.h"
 
 #include <math.h>
@@ -320,22 +321,26 @@ test_channel_bias (void)
   const std::vector<float> bias = exact_values (c, -1, 1);
   std::vector<float> want (total);
 
-  /* -0 stays -0 without a bias (x + 0 would not). */
+  /* -0 stays -0 without a bias (x + 0 would not), and through the relu. */
   for (size_t i = 0; i < total; i += 7)
     x[i] = -0.0f;
-  for (int with_bias = 0; with_bias < 2; with_bias++) {
+  for (int with = 0; with < 4; with++) {
+    const int with_bias = with & 1, relu = with >> 1;
     const std::vector<Arg> args = { in ("x", x), out ("y", total),
       in ("bias", bias) };
-    const std::string what = strf ("channel_bias n=%d c=%d hw=%zu%s", n, c,
-        hw, with_bias ? "" : " no bias");
+    const std::string what = strf ("channel_bias n=%d c=%d hw=%zu%s%s", n, c,
+        hw, with_bias ? "" : " no bias", relu ? " relu" : "");
     auto r = run_typed (what, args, [&] (const Run &b) {
           return pp_cuda_channel_bias (b.p (0), b.t (0), b.p (1), b.t (1), n,
-              c, hw, with_bias ? b.p (2) : NULL, b.t (2), NULL); },
+              c, hw, with_bias ? b.p (2) : NULL, b.t (2), relu, NULL); },
         { { F16, F16, F32 }, { BF16, F32, F16 }, { F32, BF16, BF16 },
           { F16, BF16, F16 } });
 
-    for (size_t i = 0; i < total; i++)
-      want[i] = with_bias ? x[i] + bias[(i / hw) % c] : x[i];
+    for (size_t i = 0; i < total; i++) {
+      const float v = with_bias ? x[i] + bias[(i / hw) % c] : x[i];
+
+      want[i] = relu ? pp_math_relu (v) : v;
+    }
     if (r)
       expect_bits (what, args, *r, 1, want);
   }
@@ -344,7 +349,7 @@ test_channel_bias (void)
     const std::vector<Arg> args = { inout ("x", x), in ("bias", bias) };
     auto r = run_typed ("channel_bias in place", args, [&] (const Run &b) {
           return pp_cuda_channel_bias (b.p (0), b.t (0), b.p (0), b.t (0), n,
-              c, hw, b.p (1), b.t (1), NULL); },
+              c, hw, b.p (1), b.t (1), 0, NULL); },
         { { F16, BF16 }, { BF16, F32 } });
 
     for (size_t i = 0; i < total; i++)
@@ -749,15 +754,17 @@ test_transpose (void)
       if (r)
         expect_bits (what, args, *r, 1, want);
     }
-    for (int with_bias = 0; with_bias < 2; with_bias++) {
+    for (int with = 0; with < 4; with++) {
+      const int with_bias = with & 1, relu = with >> 1;
       const std::vector<Arg> args = { in ("x", x), in ("bias", bias),
         out ("y", total) };
       const std::string what = strf ("transpose_typed n=%d rows=%d cols=%d"
-          "%s", s.n, s.rows, s.cols, with_bias ? "" : " no bias");
+          "%s%s", s.n, s.rows, s.cols, with_bias ? "" : " no bias",
+          relu ? " relu" : "");
       auto r = run_typed (what, args, [&] (const Run &b) {
             return pp_cuda_transpose_typed (b.p (0), b.t (0), s.n, s.rows,
-                s.cols, with_bias ? b.p (1) : NULL, b.t (1), b.p (2), b.t (2),
-                NULL); },
+                s.cols, with_bias ? b.p (1) : NULL, b.t (1), relu, b.p (2),
+                b.t (2), NULL); },
           { { F16, F32, BF16 }, { BF16, F16, F32 }, { F32, BF16, F16 },
             { F16, F16, F16 } });
 
@@ -766,8 +773,10 @@ test_transpose (void)
           for (int col = 0; col < s.cols; col++) {
             const float v = x[((size_t) k * s.rows + row) * s.cols + col];
 
-            want[((size_t) k * s.cols + col) * s.rows + row] = with_bias
-                ? v + bias[col] : v;
+            const float vb = with_bias ? v + bias[col] : v;
+
+            want[((size_t) k * s.cols + col) * s.rows + row] = relu
+                ? pp_math_relu (vb) : vb;
           }
       if (r)
         expect_bits (what, args, *r, 2, want);

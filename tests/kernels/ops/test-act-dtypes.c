@@ -129,7 +129,15 @@ static void
 run_conv2d (const Acts * a, gconstpointer wt)
 {
   pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
-      w (wt, 108, 4), 4, 3, 3, 1, 1, out (a, 1));
+      w (wt, 108, 4), 4, 3, 3, 1, 1, FALSE, out (a, 1));
+}
+
+/* The same with the ReLU fused: rounded once, after it. */
+static void
+run_conv2d_relu (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
+      w (wt, 108, 4), 4, 3, 3, 1, 1, TRUE, out (a, 1));
 }
 
 /* Channels multiples of 8 and an input larger than the filter: a device
@@ -140,7 +148,7 @@ static void
 run_conv2d_8 (const Acts * a, gconstpointer wt)
 {
   pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      w (wt, 576, 8), 8, 3, 3, 1, 1, out (a, 1));
+      w (wt, 576, 8), 8, 3, 3, 1, 1, FALSE, out (a, 1));
 }
 
 /* The same without a bias: y's values as the convolution made them (-0
@@ -149,7 +157,22 @@ static void
 run_conv2d_8_no_bias (const Acts * a, gconstpointer wt)
 {
   pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      pp_view_none (), 8, 3, 3, 1, 1, out (a, 1));
+      pp_view_none (), 8, 3, 3, 1, 1, FALSE, out (a, 1));
+}
+
+/* Both with the ReLU fused. */
+static void
+run_conv2d_8_relu (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      w (wt, 576, 8), 8, 3, 3, 1, 1, TRUE, out (a, 1));
+}
+
+static void
+run_conv2d_8_no_bias_relu (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      pp_view_none (), 8, 3, 3, 1, 1, TRUE, out (a, 1));
 }
 
 static void
@@ -371,6 +394,13 @@ static const Case cases[] = {
           {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8, 584, 0, TRUE},
   {PP_OP_CONV2D, "conv2d/8-channels-no-bias", 2, {{648, ACT_IN, 1, 8, 81},
           {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_no_bias, 576, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d+relu", 2, {{90, ACT_IN, 1, 3, 30},
+          {120, ACT_OUT, 1, 4, 30}}, run_conv2d_relu, 112, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels+relu", 2, {{648, ACT_IN, 1, 8, 81},
+          {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_relu, 584, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels-no-bias+relu", 2, {{648, ACT_IN, 1, 8,
+              81}, {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_no_bias_relu, 576,
+      0, TRUE},
   {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN, 2, 4, 9},
           {72, ACT_OUT, 2, 4, 9}},
       run_group_norm, 8},

@@ -411,7 +411,7 @@ run_conv_case (GRand * rng, const ConvCase * c)
   before = paths_now ();
   pp_conv2d (be, pp_view_f32 (x, n_in), c->n, c->cin, c->h, c->w,
       pp_view_f32 (wt, n_w), pp_view_f32 (bias, c->cout), c->cout, c->kh,
-      c->kw, c->stride, c->pad, pp_out_f32 (y, n_out));
+      c->kw, c->stride, c->pad, FALSE, pp_out_f32 (y, n_out));
   for (guint k = 0; k < G_N_ELEMENTS (conv_paths); k++)
     check_path (what, &before, conv_paths[k],
         k == kernel ? expected_bands (c, kernel) : 0);
@@ -1679,9 +1679,9 @@ run_views_widened (GRand * rng, PpDType dtype)
 
   /* conv2d: weight and bias (a 3×3 direct kernel repacks the weights). */
   pp_conv2d (be, xv, n, cin, h, w, pp_view (wt16, dtype, nw + extra),
-      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, got_out);
+      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, FALSE, got_out);
   pp_conv2d (be, xv, n, cin, h, w, pp_view_f32 (wt, nw), pp_view_f32 (bias,
-          cout), cout, k, k, 1, 1, want_out);
+          cout), cout, k, k, 1, 1, FALSE, want_out);
   what = g_strdup_printf ("conv2d, %s views", name);
   check_equal (what, got, want, ny);
   /* linear: the same weights as [cout, cin·9]. */
@@ -1757,7 +1757,7 @@ test_views_refused_dtype (void)
 
     pp_conv2d (be, pp_view_f32 (x, G_N_ELEMENTS (x)), 1, 1, 3, 3,
         pp_view (weight, PP_DTYPE_U8, 9), pp_view_none (), 1, 3, 3, 1, 0,
-        pp_out_f32 (y, G_N_ELEMENTS (y)));
+        FALSE, pp_out_f32 (y, G_N_ELEMENTS (y)));
     return;
   }
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
