@@ -125,54 +125,62 @@ w (gconstpointer weights, gsize offset, gsize n)
 /* The cases.  Shapes are small and odd, so no op takes a vector path on
  * every element. */
 
+/* 4 channels of 5×6 from 3, with a bias; with @relu, the ReLU fused
+ * (rounded once, after it). */
 static void
-run_conv2d (const Acts * a, gconstpointer wt)
+conv2d_3 (const Acts * a, gconstpointer wt, gboolean relu)
 {
   pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
-      w (wt, 108, 4), 4, 3, 3, 1, 1, FALSE, out (a, 1));
-}
-
-/* The same with the ReLU fused: rounded once, after it. */
-static void
-run_conv2d_relu (const Acts * a, gconstpointer wt)
-{
-  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
-      w (wt, 108, 4), 4, 3, 3, 1, 1, TRUE, out (a, 1));
+      w (wt, 108, 4), 4, 3, 3, 1, 1, relu, out (a, 1));
 }
 
 /* Channels multiples of 8 and an input larger than the filter: a device
  * with 16-bit tensor cores may run it channels last (CUDA's
  * PPDIFFUSE_CUDA_CONV_LAYOUT=auto), and then reads and writes channels-last
- * activations as they are. */
+ * activations as they are.  Without a bias: y's values as the convolution
+ * made them (-0 too). */
+static void
+conv2d_8 (const Acts * a, gconstpointer wt, gboolean bias, gboolean relu)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      bias ? w (wt, 576, 8) : pp_view_none (), 8, 3, 3, 1, 1, relu,
+      out (a, 1));
+}
+
+static void
+run_conv2d (const Acts * a, gconstpointer wt)
+{
+  conv2d_3 (a, wt, FALSE);
+}
+
+static void
+run_conv2d_relu (const Acts * a, gconstpointer wt)
+{
+  conv2d_3 (a, wt, TRUE);
+}
+
 static void
 run_conv2d_8 (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      w (wt, 576, 8), 8, 3, 3, 1, 1, FALSE, out (a, 1));
+  conv2d_8 (a, wt, TRUE, FALSE);
 }
 
-/* The same without a bias: y's values as the convolution made them (-0
- * too). */
 static void
 run_conv2d_8_no_bias (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      pp_view_none (), 8, 3, 3, 1, 1, FALSE, out (a, 1));
+  conv2d_8 (a, wt, FALSE, FALSE);
 }
 
-/* Both with the ReLU fused. */
 static void
 run_conv2d_8_relu (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      w (wt, 576, 8), 8, 3, 3, 1, 1, TRUE, out (a, 1));
+  conv2d_8 (a, wt, TRUE, TRUE);
 }
 
 static void
 run_conv2d_8_no_bias_relu (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      pp_view_none (), 8, 3, 3, 1, 1, TRUE, out (a, 1));
+  conv2d_8 (a, wt, FALSE, TRUE);
 }
 
 static void
