@@ -19,9 +19,9 @@
  * Heads are column ranges of q, k, v and out (row strides ld_q, ld_kv and
  * heads·head_dim), so nothing is transposed.  The fused and 16-bit ways
  * take q, k and v packed: strided ones (a fused QKV's column ranges) are
- * packed as they are narrowed, or copied when already 16-bit.  Causal attention (a text encoder's) runs the
- * same ways with a softmax, or a cuDNN mask, that drops the keys after
- * each query. */
+ * packed as they are narrowed, or copied when already 16-bit.  Causal
+ * attention (a text encoder's) runs the same ways with a softmax, or a
+ * cuDNN mask, that drops the keys after each query. */
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
 #include "pp-cuda-convert.h"

@@ -810,27 +810,32 @@ pp_unet_size_multiple (PpUnet * m)
   return m->size_multiple;
 }
 
+/* Whether @t's self-attention computes q, k and v as one product: bound
+ * stacked, and no bank (which takes k and v apart: then three products on
+ * the stacked rows). */
+static gboolean
+stacked_qkv (const PpUnet * m, const Transformer * t)
+{
+  return m->bank == NULL && !pp_view_is_none (t->attn1.qkv.weight);
+}
+
 static guint
-stacked_in (const Block * blk)
+stacked_in (const PpUnet * m, const Block * blk)
 {
   guint n = 0;
 
   for (guint j = 0; blk->cross && j < blk->n_layers; j++)
-    n += !pp_view_is_none (blk->attentions[j].attn1.qkv.weight);
+    n += stacked_qkv (m, &blk->attentions[j]);
   return n;
 }
 
 guint
 pp_unet_stacked_attentions (PpUnet * m)
 {
-  guint n = !pp_view_is_none (m->mid_attention.attn1.qkv.weight);
-
-  /* A bank takes k and v apart: three products on the stacked rows. */
-  if (m->bank != NULL)
-    return 0;
+  guint n = stacked_qkv (m, &m->mid_attention);
 
   for (guint i = 0; i < m->n_blocks; i++)
-    n += stacked_in (&m->down[i]) + stacked_in (&m->up[i]);
+    n += stacked_in (m, &m->down[i]) + stacked_in (m, &m->up[i]);
   return n;
 }
 
@@ -1139,9 +1144,7 @@ transformer_forward (const PpUnet * m, const Transformer * t,
 {
   const gint hw = x->h * x->w, c = t->channels;
   const gint head_dim = c / t->heads, inner = FF_MULT * c;
-  /* q, k and v of one stacked product; a bank takes k and v apart. */
-  const gboolean stacked = m->bank == NULL
-      && !pp_view_is_none (t->attn1.qkv.weight);
+  const gboolean stacked = stacked_qkv (m, t);
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x, FALSE);
   PpAct tokens;
   PpAct out = pp_act_copy (x);

@@ -122,7 +122,7 @@ READY_S=5
 say() { printf '\n== [%ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
 deadline=${PP_GPU_DEADLINE_S:-}
 # Whether step $1 may start: not past PP_GPU_DEADLINE_S.
-want() {
+may_start() {
   if [ -n "$deadline" ] && [ $(($(date +%s) - T0)) -ge "$deadline" ]; then
     current=$1
     note_skip "step $1: not started, past PP_GPU_DEADLINE_S=$deadline s"
@@ -1064,7 +1064,7 @@ step_sanitizer() {
 
 for s in $steps; do
   case " $all_steps " in
-    *" $s "*) want "$s" && "step_$s" ;;
+    *" $s "*) may_start "$s" && "step_$s" ;;
     *) current=setup
       bad "no step '$s' (the steps: $all_steps)" ;;
   esac

@@ -480,9 +480,6 @@ test_unet_repeat (gconstpointer data)
   print_digest (first);
 }
 
-/* A ResNet's SiLU runs in its group norm's pass (pp_group_norm with
- * silu): the only SiLU ops of a forward are the time embedding's two
- * (its MLP's and the one before each ResNet's projection of it). */
 /* One forward of @c's inputs on @unet with the op profile on: the op
  * counters then hold its calls.  Returns its output. */
 static PpTensor *
@@ -503,6 +500,9 @@ profiled_forward (PpUnet * unet, const UnetCase * c)
   return out;
 }
 
+/* A ResNet's SiLU runs in its group norm's pass (pp_group_norm with
+ * silu): the only SiLU ops of a forward are the time embedding's two
+ * (its MLP's and the one before each ResNet's projection of it). */
 static void
 test_unet_silu_in_norm (void)
 {
