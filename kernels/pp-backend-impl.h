@@ -86,6 +86,11 @@ typedef struct
   gpointer (*mark) (PpBackend * be);
   gdouble (*elapsed) (PpBackend * be, gpointer from, gpointer to);
   void (*mark_free) (PpBackend * be, gpointer mark);
+  /* Keeps the stream from starting the work issued next for about
+   * @seconds (FALSE when it cannot, during a graph capture): a profile
+   * queues a whole run meanwhile, so that no op's device time includes
+   * the host's own time between launches.  NULL on the CPU backends. */
+  gboolean (*hold) (PpBackend * be, gdouble seconds);
   /* Order between the backend's stream and another stream of its device
    * (a data plane's, which sends what the backend's work wrote): fence
    * records a point behind the work issued so far (NULL when it cannot,

@@ -381,6 +381,30 @@ cuda_elapsed (PpBackend * be, gpointer from, gpointer to)
   return ms / 1e3;
 }
 
+/* The hold: a host function on the stream that sleeps; the work queued
+ * behind it starts when it returns. */
+static void CUDART_CB
+hold_on_host (void *data)
+{
+  g_usleep ((gulong) GPOINTER_TO_SIZE (data));
+}
+
+static gboolean
+cuda_hold (PpBackend * be, gdouble seconds)
+{
+  PpCudaBackend *cu = be->priv;
+  gboolean held = FALSE;
+
+  enter (cu);
+  if (cu->capturing == NULL) {
+    PP_CUDA_OP_TRY (cu, cudaLaunchHostFunc (cu->stream, hold_on_host,
+            GSIZE_TO_POINTER ((gsize) (seconds * 1e6))));
+    held = TRUE;
+  }
+  leave (cu);
+  return held;
+}
+
 /* A mark or a fence. */
 static void
 cuda_event_free (PpBackend * be, gpointer event)
@@ -430,6 +454,7 @@ static const PpBackendMemory cuda_memory = {
   .mark = cuda_mark,
   .elapsed = cuda_elapsed,
   .mark_free = cuda_event_free,
+  .hold = cuda_hold,
   .fence = cuda_fence,
   .fence_wait = cuda_fence_wait,
   .fence_free = cuda_event_free,
@@ -622,8 +647,7 @@ create (gint device, GError ** error)
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
-      cu->conv_layout == PP_CUDA_CONV_AUTO ? "auto"
-      : cu->conv_layout == PP_CUDA_CONV_NHWC ? "channels-last" : "NCHW",
+      cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW" : "channels-last",
       group_norm_ways[way], activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
   g_free (versions);

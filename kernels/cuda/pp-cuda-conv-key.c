@@ -71,12 +71,7 @@ pp_cuda_conv_layout_parse (const gchar * value, PpCudaConvLayout * layout,
 gboolean
 pp_cuda_conv_nhwc (PpCudaConvLayout layout, const PpCudaConvKey * key)
 {
-  const gint64 input = (gint64) key->n * key->cin * key->h * key->w;
-  const gint64 filter = (gint64) key->cout * key->cin * key->kh * key->kw;
-
-  if (layout == PP_CUDA_CONV_NCHW || key->dtype == PP_DTYPE_F32
-      || key->cin % PP_CUDA_CONV_NHWC_CHANNELS != 0
-      || key->cout % PP_CUDA_CONV_NHWC_CHANNELS != 0)
-    return FALSE;
-  return layout == PP_CUDA_CONV_NHWC || input >= filter;
+  return layout != PP_CUDA_CONV_NCHW && key->dtype != PP_DTYPE_F32
+      && key->cin % PP_CUDA_CONV_NHWC_CHANNELS == 0
+      && key->cout % PP_CUDA_CONV_NHWC_CHANNELS == 0;
 }

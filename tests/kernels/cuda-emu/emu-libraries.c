@@ -318,6 +318,19 @@ cudaStreamSynchronize (cudaStream_t stream)
   return fail (cudaErrorStreamCaptureUnsupported);
 }
 
+/* A stream runs each call as it is made: the function now.  Captured
+ * host functions are not emulated (the backend launches none there). */
+cudaError_t
+cudaLaunchHostFunc (cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+  if (capturing (stream) != NULL) {
+    emu_graph_invalidate (capturing (stream));
+    return fail (cudaErrorStreamCaptureUnsupported);
+  }
+  fn (data);
+  return cudaSuccess;
+}
+
 cudaError_t
 cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
     unsigned int flags)

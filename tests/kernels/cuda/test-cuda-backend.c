@@ -283,8 +283,8 @@ test_choice (void)
 }
 
 /* Which convolutions run channels-last: 16-bit ones with channels in
- * multiples of 8; under auto only where the input outweighs the filter
- * (a UNet's 64² and TAESD's layers, not a UNet's 1280-channel 8² ones). */
+ * multiples of 8, under auto (the default) as under nhwc, a UNet's
+ * 1280-channel 8² layers among them. */
 static void
 test_conv_layout (void)
 {
@@ -296,8 +296,8 @@ test_conv_layout (void)
   } cases[] = {
     {{1, 320, 64, 64, 320, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, TRUE},
     {{1, 64, 256, 256, 64, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, TRUE},
-    {{1, 1280, 8, 8, 1280, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, FALSE},
-    {{4, 1280, 8, 8, 1280, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, FALSE},
+    {{1, 1280, 8, 8, 1280, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, TRUE},
+    {{4, 1280, 8, 8, 1280, 3, 3, 1, 1, f16, 0}, FALSE, TRUE, TRUE},
     {{1, 4, 64, 64, 320, 3, 3, 1, 1, f16, 0}, FALSE, FALSE, FALSE},
     {{1, 64, 512, 512, 3, 3, 3, 1, 1, f16, 0}, FALSE, FALSE, FALSE},
     {{1, 320, 64, 64, 320, 3, 3, 1, 1, f32, 0}, FALSE, FALSE, FALSE},
@@ -800,6 +800,58 @@ test_fence_wait_on_device (void)
   pp_backend_free (gpu, d);
 }
 
+/* A hold of the stream (a profile's): the host queues work behind it
+ * without waiting, the device starts that work only after the hold, and
+ * the device time between marks around it counts the hold. */
+#define HOLD_S 0.2
+
+static void
+test_hold_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  const gsize n = (gsize) 1 << 20;
+  gpointer before, after;
+  cudaError_t state;
+  gdouble queued, span;
+  gint64 t;
+  float *d;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  d = pp_backend_alloc (gpu, n * sizeof (float), NULL);
+  g_assert_nonnull (d);
+  pp_backend_synchronize (gpu);
+  before = pp_backend_mark (gpu);
+  g_assert_nonnull (before);
+  t = g_get_monotonic_time ();
+  g_assert_true (pp_backend_hold (gpu, HOLD_S));
+  for (int i = 0; i < 20; i++)
+    pp_backend_fill (gpu, d, (float) i, n);
+  after = pp_backend_mark (gpu);
+  queued = (g_get_monotonic_time () - t) / 1e6;
+  state = cudaEventQuery ((cudaEvent_t) after);
+  (void) cudaGetLastError ();
+  if (queued >= HOLD_S / 2)
+    g_error ("queueing 20 fills behind a hold of %.0f ms took the host "
+        "%.1f ms: the hold held the host, not the stream", HOLD_S * 1e3,
+        queued * 1e3);
+  if (state != cudaErrorNotReady)
+    g_error ("the fills queued behind the hold had run %.1f ms after it "
+        "(cudaEventQuery: %s): the hold held nothing", queued * 1e3,
+        cudaGetErrorName (state));
+  span = pp_backend_mark_seconds (gpu, before, after);
+  g_test_message ("a hold of %.0f ms: the fills queued in %.2f ms, %.1f ms "
+      "of device time across the hold", HOLD_S * 1e3, queued * 1e3,
+      span * 1e3);
+  g_assert_cmpfloat (span, >=, HOLD_S * 0.9);
+  pp_backend_mark_free (gpu, before);
+  pp_backend_mark_free (gpu, after);
+  pp_backend_synchronize (gpu);
+  pp_backend_free (gpu, d);
+}
+
 /* Fills of a 1 GiB buffer queued on another stream: a hundred-odd ms of
  * work on an H100, which a free must not wait for. */
 #define BUSY_BYTES ((gsize) 1 << 30)
@@ -1002,5 +1054,6 @@ main (int argc, char **argv)
       test_graph_capture_on_device);
   g_test_add_func ("/cuda-backend/attention-capture-on-device",
       test_attention_capture_on_device);
+  g_test_add_func ("/cuda-backend/hold-on-device", test_hold_on_device);
   return g_test_run ();
 }

@@ -134,10 +134,9 @@ conv2d_3 (const Acts * a, gconstpointer wt, gboolean relu)
       w (wt, 108, 4), 4, 3, 3, 1, 1, relu, out (a, 1));
 }
 
-/* Channels multiples of 8 and an input larger than the filter: a device
- * with 16-bit tensor cores may run it channels last (CUDA's
- * PPDIFFUSE_CUDA_CONV_LAYOUT=auto), and then reads and writes channels-last
- * activations as they are.  Without a bias: y's values as the convolution
+/* Channels multiples of 8: a device with 16-bit tensor cores may run it
+ * channels last (CUDA's PPDIFFUSE_CUDA_CONV_LAYOUT, auto by default), and
+ * then reads and writes channels-last activations as they are.  Without a bias: y's values as the convolution
  * made them (-0 too). */
 static void
 conv2d_8 (const Acts * a, gconstpointer wt, gboolean bias, gboolean relu)
