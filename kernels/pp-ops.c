@@ -1,6 +1,7 @@
 /* ppdiffuse — the pp_* op wrappers: the checks of the ops' views, FLOP
  * counts and the profile, then a call through the backend's table. */
 #include "pp-ops.h"
+#include "pp-backend.h"
 #include "pp-backend-impl.h"
 
 #include <stdatomic.h>
@@ -16,6 +17,13 @@ typedef struct
 
 static OpCounters counters[PP_OP_COUNT];
 static atomic_bool profiling;
+
+/* The profile's window (pp_ops_set_profile_window): the calls numbered
+ * since it was set, the range profiled, the hold before it, when that
+ * hold was queued (host µs) and the longest queueing of a window. */
+static atomic_ullong calls_numbered, window_first, window_count;
+static _Atomic double window_hold_s;
+static atomic_llong window_held_at_us, window_queued_us;
 
 /* Device marks of ops not yet read (profiling on a device backend). */
 typedef struct
@@ -59,12 +67,47 @@ collect_marks (void)
     g_array_set_size (pending, 0);
 }
 
+/* Whether this call, while profiling, is one the window profiles: it
+ * takes the next call number, and the window's first call queues the
+ * window's hold. */
+static gboolean
+in_window (PpBackend * be)
+{
+  const unsigned long long n = atomic_fetch_add (&calls_numbered, 1);
+  const unsigned long long first = atomic_load (&window_first);
+  const unsigned long long count = atomic_load (&window_count);
+
+  if (count == 0)
+    return TRUE;
+  if (n < first || n >= first + count)
+    return FALSE;
+  if (n == first && atomic_load (&window_hold_s) > 0
+      && pp_backend_hold (be, atomic_load (&window_hold_s)))
+    atomic_store (&window_held_at_us, g_get_monotonic_time ());
+  return TRUE;
+}
+
+/* The end of a profiled call's queueing in a held window: how long the
+ * host has taken since the hold (the window's last call gives the most). */
+static void
+window_call_queued (void)
+{
+  const gint64 held_at = atomic_load (&window_held_at_us);
+  long long took, longest;
+
+  if (held_at == 0)
+    return;
+  took = g_get_monotonic_time () - held_at;
+  longest = atomic_load (&window_queued_us);
+  while (took > longest
+      && !atomic_compare_exchange_weak (&window_queued_us, &longest, took));
+}
+
 /* A mark before an op on a device backend while profiling; else NULL. */
 static gpointer
 mark_begin (PpBackend * be)
 {
-  if (!atomic_load_explicit (&profiling, memory_order_relaxed)
-      || be->memory == NULL || be->memory->mark == NULL)
+  if (be->memory == NULL || be->memory->mark == NULL)
     return NULL;
   return be->memory->mark (be);
 }
@@ -96,6 +139,15 @@ op_begin (void)
 {
   return atomic_load_explicit (&profiling, memory_order_relaxed) && !in_rows
       ? g_get_monotonic_time () * 1000 : 0;
+}
+
+/* A call the profile leaves out: its FLOPs only. */
+static void
+op_flops (PpOp op, gint64 flops)
+{
+  if (flops)
+    atomic_fetch_add_explicit (&counters[in_rows ? PP_OP_FOR_ROWS : op].flops,
+        (unsigned long long) flops, memory_order_relaxed);
 }
 
 static void
@@ -140,12 +192,35 @@ pp_ops_reset_flop_count (void)
     atomic_store (&counters[op].device_ns, 0);
     atomic_store (&counters[op].layout_copies, 0);
   }
+  atomic_store (&window_queued_us, 0);
 }
 
 void
 pp_ops_set_profiling (gboolean on)
 {
   atomic_store (&profiling, on != FALSE);
+}
+
+void
+pp_ops_set_profile_window (guint64 first, guint64 count, gdouble hold_s)
+{
+  atomic_store (&window_first, first);
+  atomic_store (&window_count, count);
+  atomic_store (&window_hold_s, hold_s);
+  atomic_store (&window_held_at_us, 0);
+  atomic_store (&calls_numbered, 0);
+}
+
+guint64
+pp_ops_profile_calls_numbered (void)
+{
+  return atomic_load (&calls_numbered);
+}
+
+gdouble
+pp_ops_profile_window_queued (void)
+{
+  return atomic_load (&window_queued_us) / 1e6;
 }
 
 void
@@ -290,10 +365,17 @@ check_stride (PpOp op, const char *param, int ld, int width)
     gpointer mark;                                                          \
                                                                             \
     PP_OPS_UNPAREN views                                                    \
+    if (!atomic_load_explicit (&profiling, memory_order_relaxed)            \
+        || !in_window (be)) {                                               \
+      be->ops->name (be, PP_OPS_UNPAREN args);                              \
+      op_flops (op, (flops));                                               \
+      return;                                                               \
+    }                                                                       \
     start = op_begin ();                                                    \
     mark = mark_begin (be);                                                 \
     be->ops->name (be, PP_OPS_UNPAREN args);                                \
     mark_end (be, op, mark);                                                \
+    window_call_queued ();                                                  \
     op_end (op, start, (flops));                                            \
   }
 PP_OPS_LIST (OP_WRAPPER)

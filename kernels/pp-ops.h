@@ -70,6 +70,22 @@ typedef struct
  * runs its ranges one after the other. */
 void pp_ops_set_profiling (gboolean on);
 void pp_ops_get_profile (PpOp op, PpOpProfile * out);
+/* A window of the profile: while profiling, the op calls are numbered
+ * from 0 (this call restarts the numbering), and only those numbered
+ * [@first, @first + @count) are counted and timed (@count 0: all of
+ * them); on a device backend the first of them is queued behind a hold of
+ * the stream of @hold_s seconds (pp_backend_hold; 0: none), so that the
+ * host queues the window's ops before the device runs them and their
+ * device times leave out the host's launches.  A run too long to queue
+ * whole inside one hold (CUDA's queue of pending work fills) is profiled
+ * window by window, one run each. */
+void pp_ops_set_profile_window (guint64 first, guint64 count, gdouble hold_s);
+/* The op calls numbered since the window was last set, in it or not. */
+guint64 pp_ops_profile_calls_numbered (void);
+/* The host's longest time, over the windows since the last reset, from a
+ * window's hold to the end of queueing its last call: when it reaches the
+ * hold, the device waited for the host inside the window. */
+gdouble pp_ops_profile_window_queued (void);
 /* For backends: op @op (its name) copied a channels-last view channels
  * first for its kernel. */
 void pp_ops_note_layout_copy (const char *op);

@@ -476,6 +476,15 @@ step_f32() {
     grep 'self-attentions stacked' "$work/qkv.log" | indent
     pass "self-attention's q, k and v as one product on $BE"
   fi
+  # The benchmark's profile in windows, each queued behind a hold of the
+  # stream: every op call counted once, the output unchanged.
+  if runs "profile windows on $BE" "$work/windows.log" 300 \
+      env PPDIFFUSE_BACKEND="$BE" \
+      "$build/tests/kernels/models/test-kernels-models" \
+      -p /models/unet/profile-windows --verbose "$data"; then
+    grep 'profiled in' "$work/windows.log" | indent
+    pass "the profile's windows on $BE"
+  fi
   # The full-size UNets and the SD VAE (encode and decode at 512x512):
   # scale.json's bound, 1e-4 x max|ref|.
   if [ -n "$emulated" ]; then

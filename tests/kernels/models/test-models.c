@@ -588,6 +588,72 @@ test_unet_stacked_qkv (void)
   pp_tensor_free (out[1]);
 }
 
+/* The profile's windows (pp_ops_set_profile_window: how a GPU benchmark
+ * times the ops without the host's launches, a forward per window): the
+ * windows count each call of a forward once between them, number them
+ * all in each forward, and change nothing in what the forward computes.
+ * (On several threads the calls inside row ranges take their numbers in
+ * any order, so only the totals are compared.) */
+#define WINDOW_CALLS 37
+
+static guint64
+profiled_calls (void)
+{
+  guint64 total = 0;
+
+  for (guint op = 0; op < PP_OP_COUNT; op++) {
+    PpOpProfile p;
+
+    if (op == PP_OP_FOR_ROWS)
+      continue;
+    pp_ops_get_profile (op, &p);
+    total += p.calls;
+  }
+  return total;
+}
+
+static void
+test_unet_profile_windows (void)
+{
+  const UnetCase *c = &unet_repeat_cases[0];
+  g_autoptr (PpUnet) unet = unet_fixture (c->model);
+  g_autoptr (PpTensor) whole_out = profiled_forward (unet, c);
+  g_autoptr (PpTensor) sample = load_npy (c->inputs, "sample.npy");
+  g_autoptr (PpTensor) context = load_npy (c->inputs,
+      "encoder_hidden_states.npy");
+  const guint64 whole = profiled_calls ();
+  guint windows = 0;
+
+  g_assert_cmpuint (whole, >, 2 * WINDOW_CALLS);
+  pp_ops_reset_flop_count ();
+  pp_ops_set_profiling (TRUE);
+  for (guint64 first = 0;; first += WINDOW_CALLS) {
+    g_autoptr (GError) error = NULL;
+    g_autoptr (PpTensor) out = NULL;
+
+    /* A hold of 1 ms: a sleep of the host on the emulated device. */
+    pp_ops_set_profile_window (first, WINDOW_CALLS, 0.001);
+    g_assert_true (pp_unet_forward (unet, sample, read_timestep (c->inputs),
+            context, &out, NULL, NULL, &error));
+    g_assert_no_error (error);
+    pp_backend_synchronize (pp_backend_default ());
+    windows++;
+    g_assert_cmpuint (pp_ops_profile_calls_numbered (), ==, whole);
+    g_assert_cmpuint (profiled_calls (), ==, MIN (first + WINDOW_CALLS,
+            whole));
+    g_assert_cmpmem (out->data, out->nbytes, whole_out->data,
+        whole_out->nbytes);
+    if (whole <= first + WINDOW_CALLS)
+      break;
+  }
+  pp_ops_set_profile_window (0, 0, 0);
+  pp_ops_set_profiling (FALSE);
+  g_test_message ("%" G_GUINT64_FORMAT " op calls, profiled in %u windows "
+      "of %d on %s", whole, windows, WINDOW_CALLS,
+      pp_backend_name (pp_backend_default ()));
+  g_assert_cmpuint (windows, ==, (whole + WINDOW_CALLS - 1) / WINDOW_CALLS);
+}
+
 /* TAESD */
 
 typedef struct
@@ -1225,6 +1291,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models/unet/input-shapes", test_unet_input_shapes);
   g_test_add_func ("/models/unet/silu-in-norm", test_unet_silu_in_norm);
   g_test_add_func ("/models/unet/stacked-qkv", test_unet_stacked_qkv);
+  g_test_add_func ("/models/unet/profile-windows", test_unet_profile_windows);
   g_test_add_func ("/models/taesd/input-shapes", test_taesd_input_shapes);
   for (guint i = 0; i < G_N_ELEMENTS (config_cases); i++) {
     g_autofree gchar *name = g_strdup_printf ("/models/config/%s/%s",
