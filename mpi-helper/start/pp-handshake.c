@@ -482,10 +482,12 @@ pp_handshake_run (MPI_Comm world, const PpPlan * plan,
       return FALSE;
     }
     PP_INFO ("worker rank %u is pid %" G_GINT64_FORMAT " on %s, steps [%u,%u)"
-        ", %s, data plane %s", r, info->pid, info->host,
+        ", %s, data plane %s, activations %s", r, info->pid, info->host,
         plan->slices[r - 1].first, plan->slices[r - 1].end, (const gchar *)
         g_hash_table_lookup (info->parity, PP_PARITY_DEVICE), (const gchar *)
-        g_hash_table_lookup (info->parity, PP_PARITY_DATA_PLANE));
+        g_hash_table_lookup (info->parity, PP_PARITY_DATA_PLANE),
+        (const gchar *) g_hash_table_lookup (info->parity,
+            PP_PARITY_ACTIVATIONS));
     if (progress != NULL)
       progress (r, PP_HANDSHAKE_READY, 0, progress_data);
   }

@@ -38,8 +38,10 @@
 #   mesh       2 workers sharing GPU 0: each reports cuda:0 and the MPI
 #              plane; frames against the CPU mesh (f32) and byte for byte
 #              against ppdiffuse-tool img2img on cuda (f32, f16), with and
-#              without CUDA graphs, whose counts are checked; one worker
-#              with stream-batch (two frames a pass) against img2img;
+#              without CUDA graphs, whose counts are checked; in f16 also
+#              with 16-bit channels-last activations ($ACT16) against the
+#              tool with them, byte for byte; one worker with stream-batch
+#              (two frames a pass) against img2img;
 #   spread     with N >= 2 GPUs: rank 0 and N-1 workers, each on its own
 #              GPU, chunks over NCCL; then N workers (N+1 ranks on N GPUs:
 #              the MPI plane), each on the GPU of its node-local rank;
@@ -50,6 +52,7 @@
 #   startup    the element with a released-size pipeline (make-tiny --kind
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
+#              the same with $ACT16;
 #              then 4 steps on one worker without and with stream-batch
 #              (the frame periods reported);
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
@@ -657,6 +660,10 @@ step_text() {
 
 # ---- mesh ------------------------------------------------------------------
 
+# The candidate defaults for a 16-bit step on cuda, measured faster on an
+# H200 (docs/perf.md): the activations in the weights' dtype, channels last.
+ACT16="PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_ACT_LAYOUT=nhwc"
+
 step_mesh() {
   current=mesh
   say "mesh: 2 workers sharing GPU 0 against the CPU mesh and ppdiffuse-tool img2img"
@@ -707,6 +714,36 @@ step_mesh() {
             "$work/cpu-f32" "$work/$tag" 4 --levels "$FRAME_LEVELS" \
             --max-mean "$FRAME_MEAN" --max-clamped "$FRAME_CLAMPED"
       done
+      # 16-bit channels-last activations ($ACT16) through the mesh with
+      # graphs: the tool's bytes with the same settings; how far they are
+      # from the float32-activation frames is reported (the full-size step's
+      # error against float64 is the dtypes step's to judge).
+      if [ "$dt" = f16 ] && [ -z "$dry" ] && [ -z "$emulated" ]; then
+        rm -f "$work"/tool16-*.rgb
+        for i in 00 01 02 03; do
+          # shellcheck disable=SC2086  # $ACT16 is a list of assignments
+          runs "img2img f16, 16-bit activations, frame $i" "$work/img2img.log" \
+              300 env $ACT16 "$tool" img2img --backend "$BE" --dtype f16 \
+              --model "$tiny" --in "$work/in-$i.png" --out "$work/tool16-$i.png" \
+              --prompt-embeds "$tiny/prompt_embeds.npy" --steps 2 \
+              --strength 0.7 --seed 3 || break
+        done
+        if png_to_raw "$work/tool16" && mesh_env="CUDA_VISIBLE_DEVICES=0 $ACT16" \
+            && mesh_run act16-g1 2 "$BE" f16 cuda-graphs=1; then
+          judge "act16-g1: both workers on cuda:0, plane, graphs" python3 "$gc" \
+            mesh-log "$work/act16-g1.log" --workers 2 --frames 4 \
+            --backend "$BE" --device 1=cuda:0 --device 2=cuda:0 --plane mpi \
+            --graphs on
+          judge "16-bit activations: the mesh equals img2img byte for byte" \
+            python3 "$gc" frames "act16-g1 vs img2img" "$work/tool16" \
+            "$work/act16-g1" 4 --exact
+          python3 "$gc" frames "act16-g1 vs float32 activations (reported)" \
+            "$work/tool-f16" "$work/act16-g1" 4 --levels 255 | indent
+          python3 "$gc" frames "f16 vs f32 weights (reported)" \
+            "$work/tool-f32" "$work/tool-f16" 4 --levels 255 | indent
+        fi
+        mesh_env=CUDA_VISIBLE_DEVICES=0
+      fi
       # Stream batch: one worker runs both steps, two frames a pass.  On
       # the GPU a batched product or convolution may take another kernel
       # than one sample's, which in 16 bits rounds to other values: held
@@ -899,6 +936,18 @@ else
       grep -E '^(ERROR|WARNING)' "$work/startup.log" | head -n 3 | cut -c1-400 | indent
     fi
     grep -o 'ppdiffuse-stats.*' "$work/startup.log" | tail -n 1 | cut -c1-600 | indent
+    # The same with 16-bit channels-last activations ($ACT16, the
+    # candidate defaults; every rank reads them from the environment).
+    # shellcheck disable=SC2086  # $ACT16 is a list of assignments
+    if runs "start with 16-bit activations" "$work/startup-act16.log" 600 \
+        env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $ACT16 gst-launch-1.0 -m \
+        videotestsrc num-buffers="$frames" \
+        ! video/x-raw,format=RGB,width=512,height=512 \
+        ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+        prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
+      judge "the same with $ACT16" python3 "$gc" startup \
+        "$work/startup-act16.log" --skip 5 --frames "$frames"
+    fi
     # 4 steps on one worker, without and with the stream batch (reported):
     # the frame period is the throughput, 6 frames in flight.
     for sb in false true; do
