@@ -135,6 +135,29 @@ is_frame (const gchar * line)
   return strlen (line) >= 10 && strspn (line, "-") == strlen (line);
 }
 
+gboolean
+pp_launcher_reap (gint64 pid, guint grace_ms)
+{
+  const gint64 deadline = g_get_monotonic_time () + (gint64) grace_ms * 1000;
+
+  while (pp_proc_is_running (pid) && g_get_monotonic_time () < deadline)
+    g_usleep (20000);
+  if (!pp_proc_is_running (pid))
+    return FALSE;
+  PP_WARN ("Open MPI's daemon (pid %" G_GINT64_FORMAT ") still runs %u ms "
+      "after its crash (its signal handler is stuck): killing it", pid,
+      grace_ms);
+  pp_proc_kill (pid);
+  return TRUE;
+}
+
+static gpointer
+reap_daemon (gpointer data)
+{
+  pp_launcher_reap ((gint64) GPOINTER_TO_SIZE (data), PP_LAUNCHER_REAP_MS);
+  return NULL;
+}
+
 /* Under lock: the daemon's signal handler's first line and the signal's
  * ("[host:pid] Signal: Segmentation fault (11)"). */
 static void
@@ -161,6 +184,8 @@ note_daemon_crash (const gchar * text)
         G_GINT64_FORMAT ", started by MPI_Init in this process) crashed",
         g_get_host_name (), daemon_pid);
     crash_wants_signal = TRUE;
+    g_thread_unref (g_thread_new ("pp-daemon-reap", reap_daemon,
+            GSIZE_TO_POINTER ((gsize) daemon_pid)));
   }
 }
 

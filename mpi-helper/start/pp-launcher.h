@@ -60,6 +60,16 @@ gchar    *pp_launcher_daemon_crash  (void);
  * was (the application initialised MPI, or it was not found). */
 gint64    pp_launcher_daemon_pid    (void);
 
+/* A crashed daemon can outlive its crash: Open MPI's signal handler may
+ * deadlock (its backtrace's dlopen waiting on a malloc lock one of its
+ * threads held when the signal came).  Once its crash is read, a thread
+ * gives it PP_LAUNCHER_REAP_MS to end and then kills it, saying so, so
+ * that no stuck daemon is left behind the application. */
+#define PP_LAUNCHER_REAP_MS 5000
+/* That wait and kill, for the tests: waits up to @grace_ms for @pid to
+ * end; TRUE when it had to be killed. */
+gboolean  pp_launcher_reap          (gint64 pid, guint grace_ms);
+
 /* Pure helpers, for the tests: whether a framed message's text (lines
  * joined) is an error, and whether @line is one of Open MPI's frame lines
  * or a ppdiffuse log line. */

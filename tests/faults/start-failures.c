@@ -8,6 +8,8 @@
  * DIR holds the test workers (dies-at-start.sh, missing-lib-worker). */
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,24 +447,41 @@ alive (gint pid)
   return close != NULL && close[2] != 'Z' && close[2] != 'X';
 }
 
+/* How long the element gives a crashed daemon before it kills it
+ * (PP_LAUNCHER_REAP_MS, mpi-helper/start/pp-launcher.h). */
+#define DAEMON_REAP_MS 5000
+
 /* Open MPI's daemon dies of the SIGSEGV, unless its own signal handler
  * deadlocks: seen under load, its backtrace's dlopen waiting on a malloc
  * lock that one of its threads held when the signal came (the element
  * reads the handler's first line, so it reports the crash either way).
- * Such a daemon would outlive this test and hold its output open, so it
- * is killed after CLEANUP_MS, and that is said. */
+ * The element then kills it after DAEMON_REAP_MS: a daemon still running
+ * past that and CLEANUP_MS is a failure (killed here first, so that it
+ * does not hold the test's output open). */
 static void
 reap_crashed_daemon (gint pid)
 {
-  const gint64 deadline = g_get_monotonic_time () + CLEANUP_MS * 1000;
+  const gint64 deadline = g_get_monotonic_time ()
+      + (DAEMON_REAP_MS + CLEANUP_MS) * 1000;
 
   while (alive (pid) && g_get_monotonic_time () < deadline)
     g_usleep (20000);
   if (alive (pid)) {
-    g_printerr ("Open MPI's daemon (pid %d) still runs %d ms after its "
-        "SIGSEGV (its signal handler is stuck): killed\n", pid, CLEANUP_MS);
     kill (pid, SIGKILL);
+    fail ("Open MPI's daemon (pid %d) still ran %d ms after its SIGSEGV: "
+        "the element did not kill it", pid, DAEMON_REAP_MS + CLEANUP_MS);
   }
+}
+
+/* The daemon the stuck case stopped: killed at exit whatever happened, so
+ * that it never holds the test's output open. */
+static gint stopped_daemon;
+
+static void
+kill_stopped_daemon (void)
+{
+  if (stopped_daemon > 0)
+    kill (stopped_daemon, SIGKILL);
 }
 
 /* The killer of the daemon-crash case: once the spawn has started a worker
@@ -471,7 +490,7 @@ reap_crashed_daemon (gint pid)
  * when it crashed in its own code; it returns the daemon's pid, or 0 when
  * no start came within START_MS. */
 static gpointer
-crash_daemon (gpointer unused)
+crash_daemon (gpointer stuck)
 {
   const gint64 deadline = g_get_monotonic_time () + (gint64) START_MS * 1000;
 
@@ -484,7 +503,28 @@ crash_daemon (gpointer unused)
 
       if (parent_of (g_array_index (workers, gint, i)) != pid)
         continue;
-      fail_unless (kill (pid, SIGSEGV) == 0);
+      if (stuck == NULL) {
+        fail_unless (kill (pid, SIGSEGV) == 0);
+        return GINT_TO_POINTER (pid);
+      }
+      /* A daemon whose signal handler deadlocked after its first lines:
+       * stopped, and its handler's lines written where it writes them
+       * (its standard error, the pipe rank 0 reads), as its own. */
+      stopped_daemon = pid;
+      atexit (kill_stopped_daemon);
+      fail_unless (kill (pid, SIGSTOP) == 0);
+      {
+        g_autofree gchar *lines = g_strdup_printf ("[%s:%d] *** Process "
+            "received signal ***\n[%s:%d] Signal: Segmentation fault (11)\n",
+            g_get_host_name (), pid, g_get_host_name (), pid);
+        g_autofree gchar *path = g_strdup_printf ("/proc/%d/fd/2", pid);
+        const int fd = open (path, O_WRONLY);
+
+        fail_unless (fd >= 0, "%s: %s", path, g_strerror (errno));
+        fail_unless (write (fd, lines, strlen (lines))
+            == (gssize) strlen (lines));
+        close (fd);
+      }
       return GINT_TO_POINTER (pid);
     }
     g_usleep (20000);
@@ -498,13 +538,18 @@ crash_daemon (gpointer unused)
  * deadline; no worker is left.  The next start in this process is refused
  * at once, naming the crash: Open MPI 4.1 starts no workers without its
  * daemon. */
-GST_START_TEST (test_daemon_crash)
+/* Open MPI's daemon crashes once a worker is up (or, @stuck, stops in its
+ * signal handler after its first lines): the start fails naming it, a
+ * second start says why none can, and the daemon is gone in the end. */
+static void
+daemon_crash (gboolean stuck)
 {
   const gchar *again_needles[] = { "cannot start workers again in this "
         "process", "crashed with Segmentation fault", "restart the "
         "application", NULL
   };
-  GThread *killer = g_thread_new ("crash-daemon", crash_daemon, NULL);
+  GThread *killer = g_thread_new ("crash-daemon", crash_daemon,
+      stuck ? GINT_TO_POINTER (1) : NULL);
   g_autofree gchar *text = NULL;
   g_autofree gchar *pid_text = NULL;
   gint64 ms;
@@ -535,6 +580,20 @@ GST_START_TEST (test_daemon_crash)
   reap_crashed_daemon (pid);
 }
 
+GST_START_TEST (test_daemon_crash)
+{
+  daemon_crash (FALSE);
+}
+
+GST_END_TEST;
+
+/* The deadlock seen under load, made every time: the element kills the
+ * stuck daemon (DAEMON_REAP_MS after its crash was read). */
+GST_START_TEST (test_daemon_stuck)
+{
+  daemon_crash (TRUE);
+}
+
 GST_END_TEST;
 
 static Suite *
@@ -560,6 +619,8 @@ start_failures_suite (void)
     tcase_add_test (tc, test_slow_load);
   else if (g_str_equal (case_name, "daemon-crash"))
     tcase_add_test (tc, test_daemon_crash);
+  else if (g_str_equal (case_name, "daemon-stuck"))
+    tcase_add_test (tc, test_daemon_stuck);
   else if (g_str_equal (case_name, "stalled-load"))
     tcase_add_test (tc, test_stalled_load);
   else

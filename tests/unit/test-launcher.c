@@ -4,6 +4,7 @@
  * pipe, copied on, its framed messages found.  Open MPI's texts below are
  * the ones its 4.1 daemon prints. */
 #include "pp-launcher.h"
+#include "pp-log.h"
 
 #include <glib/gstdio.h>
 
@@ -16,6 +17,62 @@
 #define FRAME "------------------------------------------------------------" \
   "--------------\n"
 #define WAIT_US (10 * G_USEC_PER_SEC)
+
+/* The reap of a crashed daemon: one that ends within the grace is left
+ * alone, one that does not (a daemon stuck in its signal handler, here a
+ * child that sleeps) is killed. */
+static gint
+sleeper (guint seconds)
+{
+  const pid_t pid = fork ();
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0) {
+    g_usleep ((gulong) seconds * G_USEC_PER_SEC);
+    _exit (0);
+  }
+  return pid;
+}
+
+static void
+collect_log (PpLogLevel level, const gchar * message, gpointer data)
+{
+  g_string_append_printf (data, "%d %s\n", level, message);
+}
+
+static void
+test_reap (void)
+{
+  g_autoptr (GString) said = g_string_new (NULL);
+  gint status = 0;
+  pid_t stuck, quick;
+  gint64 t;
+
+  pp_log_set_handler (collect_log, said, PP_LOG_TRACE);
+
+  /* A child that has ended (a zombie until waited for) is not running. */
+  quick = sleeper (0);
+  t = g_get_monotonic_time ();
+  g_assert_false (pp_launcher_reap (quick, 5000));
+  g_assert_cmpint (g_get_monotonic_time () - t, <, 4 * G_USEC_PER_SEC);
+  g_assert_cmpint (waitpid (quick, &status, 0), ==, quick);
+  g_assert_true (WIFEXITED (status));
+
+  g_assert_cmpuint (said->len, ==, 0);
+
+  stuck = sleeper (60);
+  t = g_get_monotonic_time ();
+  g_assert_true (pp_launcher_reap (stuck, 200));
+  g_assert_cmpint (g_get_monotonic_time () - t, >=, 200 * 1000);
+  pp_log_set_handler (NULL, NULL, PP_LOG_DEFAULT_LEVEL);
+  g_test_message ("%s", said->str);
+  g_assert_nonnull (strstr (said->str, "2 Open MPI's daemon (pid "));
+  g_assert_nonnull (strstr (said->str, "still runs 200 ms after its crash "
+          "(its signal handler is stuck): killing it"));
+  g_assert_cmpint (waitpid (stuck, &status, 0), ==, stuck);
+  g_assert_true (WIFSIGNALED (status));
+  g_assert_cmpint (WTERMSIG (status), ==, SIGKILL);
+}
 
 static void
 test_error_text (void)
@@ -296,5 +353,6 @@ main (int argc, char **argv)
   g_test_add_func ("/launcher/signalled-pid", test_signalled_pid);
   g_test_add_func ("/launcher/say", test_say);
   g_test_add_func ("/launcher/capture", test_capture);
+  g_test_add_func ("/launcher/reap", test_reap);
   return g_test_run ();
 }
