@@ -204,6 +204,24 @@ def cmd_npy(args):
 
 # ---- frames ---------------------------------------------------------------
 
+def frame_pair(label, n, ref_prefix, out_prefix):
+    """Frame @n of both prefixes, as bytes, or None (said) when one is
+    missing or they differ in size."""
+    rp = f'{ref_prefix}-{n:02d}.rgb'
+    op = f'{out_prefix}-{n:02d}.rgb'
+    if not os.path.exists(op) or not os.path.exists(rp):
+        print(f'{label} frame {n:02d}: '
+              f'{op if not os.path.exists(op) else rp} is missing')
+        return None
+    a = open(rp, 'rb').read()
+    b = open(op, 'rb').read()
+    if len(a) != len(b) or not a:
+        print(f'{label} frame {n:02d}: {op} has {len(b)} bytes, {rp} '
+              f'{len(a)}')
+        return None
+    return a, b
+
+
 def cmd_frames(args):
     label, ref_prefix, out_prefix, count = args[0], args[1], args[2], \
         int(args[3])
@@ -238,38 +256,21 @@ def cmd_frames(args):
         fail_input('frames: give --levels L or --exact')
     ok = True
     for n in range(count):
-        rp = f'{ref_prefix}-{n:02d}.rgb'
-        op = f'{out_prefix}-{n:02d}.rgb'
-        if not os.path.exists(op) or not os.path.exists(rp):
-            print(f'{label} frame {n:02d}: '
-                  f'{op if not os.path.exists(op) else rp} is missing')
+        pair = frame_pair(label, n, ref_prefix, out_prefix)
+        if pair is None:
             ok = False
             continue
-        a = open(rp, 'rb').read()
-        b = open(op, 'rb').read()
-        if len(a) != len(b) or not a:
-            print(f'{label} frame {n:02d}: {len(b)} bytes, reference '
-                  f'{len(a)}')
-            ok = False
-            continue
+        a, b = pair
         diffs = [abs(x - y) for x, y in zip(a, b)]
         m = max(diffs)
         mean = sum(diffs) / len(diffs)
         frame_levels, frame_mean = levels, max_mean
         if apart is not None and not exact:
-            pa = f'{apart[0]}-{n:02d}.rgb'
-            pb = f'{apart[1]}-{n:02d}.rgb'
-            if not os.path.exists(pa) or not os.path.exists(pb):
-                print(f'{label} frame {n:02d}: '
-                      f'{pa if not os.path.exists(pa) else pb} is missing')
+            pair = frame_pair(label, n, apart[0], apart[1])
+            if pair is None:
                 ok = False
                 continue
-            xa = open(pa, 'rb').read()
-            xb = open(pb, 'rb').read()
-            if len(xa) != len(xb) or not xa:
-                print(f'{label} frame {n:02d}: {pa} and {pb} differ in size')
-                ok = False
-                continue
+            xa, xb = pair
             da = [abs(x - y) for x, y in zip(xa, xb)]
             frame_levels = max(levels, max(da))
             if max_mean is not None:
