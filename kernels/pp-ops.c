@@ -1,7 +1,6 @@
 /* ppdiffuse — the pp_* op wrappers: the checks of the ops' views, FLOP
  * counts and the profile, then a call through the backend's table. */
 #include "pp-ops.h"
-#include "pp-backend.h"
 #include "pp-backend-impl.h"
 
 #include <stdatomic.h>
@@ -82,7 +81,8 @@ in_window (PpBackend * be)
   if (n < first || n >= first + count)
     return FALSE;
   if (n == first && atomic_load (&window_hold_s) > 0
-      && pp_backend_hold (be, atomic_load (&window_hold_s)))
+      && be->memory != NULL && be->memory->hold != NULL
+      && be->memory->hold (be, atomic_load (&window_hold_s)))
     atomic_store (&window_held_at_us, g_get_monotonic_time ());
   return TRUE;
 }
