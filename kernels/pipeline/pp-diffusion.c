@@ -513,17 +513,6 @@ temporal_parse (PpModel * model, const PpSettings * in, Settings * s,
         "hold: turn cuda-graphs off to use it");
     return FALSE;
   }
-  /* The bank's transfers and host work have run on the CPU backends
-   * (cpu-strict standing in for device memory) but not on a GPU yet:
-   * refused there until tests/gpu/run.sh has run them (docs/gpu.md). */
-  if (g_str_equal (pp_backend_name (model->backend), PP_BACKEND_CUDA)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "temporal="
-        PP_SETTINGS_TEMPORAL_FEATURE_BANK " runs on the " PP_BACKEND_CPU
-        " and " PP_BACKEND_CPU_STRICT " backends; the " PP_BACKEND_CUDA
-        " backend does not support it yet: set temporal="
-        PP_SETTINGS_TEMPORAL_OFF " or backend=" PP_BACKEND_CPU);
-    return FALSE;
-  }
   s->bank_frames = (guint) in->bank_frames;
   s->fusion_threshold = in->fusion_threshold;
   return TRUE;

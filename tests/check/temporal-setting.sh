@@ -39,9 +39,11 @@ to_rgb() {
 
 # The 4-worker mesh sends a warm-up pass first, which no bank may take.
 # Under a sanitizer's setup (PP_TEST_SANITIZED) that mesh alone: the
-# 2-worker one runs the same code.
+# 2-worker one runs the same code.  $PP_TEST_MESHES names others
+# (RANKS:STEPS:WARM_UP ...), for a slow backend.
 meshes="1:2:false 2:2:false 3:3:false 4:4:true"
 [ -z "${PP_TEST_SANITIZED:-}" ] || meshes="4:4:true"
+meshes=${PP_TEST_MESHES:-$meshes}
 for mesh in $meshes; do
   ranks=${mesh%%:*} rest=${mesh#*:}
   steps=${rest%%:*} warm_up=${rest#*:}

@@ -459,8 +459,7 @@ step_f32() {
   # The AutoencoderKL, the LoRA fuse, single-file checkpoints and the
   # temporal feature bank on the device: every tap of the tiny
   # AutoencoderKL, the fused UNet's output (f32 weights), a checkpoint's
-  # parts built into models there, every frame of the banked sequences
-  # (the settings refuse temporal=feature-bank on cuda until this passes).
+  # parts built into models there, every frame of the banked sequences.
   for t in vae-kl lora checkpoint feature-bank; do
     exe=$build/tests/kernels/models/test-kernels-$t
     if runs "test-kernels-$t on $BE" "$work/$t.log" 300 \
@@ -470,6 +469,14 @@ step_f32() {
       pass "test-kernels-$t on $BE: $(grep -c '^ok ' "$work/$t.log") tests"
     fi
   done
+  # The feature bank through the element on cuda: meshes of 1 to 4
+  # workers (graphs giving way to the bank), every frame the tool's.
+  if runs "temporal=feature-bank through the mesh on $BE" \
+      "$work/temporal.log" 300 env PPDIFFUSE_BACKEND="$BE" \
+      sh "$src/tests/check/temporal-setting.sh" "$tool"; then
+    grep -E 'workers, [0-9]+ steps:' "$work/temporal.log" | indent
+    pass "temporal=feature-bank through meshes of 1 to 4 workers on $BE"
+  fi
   # Self-attention's q, k and v as one stacked product on cuda (every
   # self-attention of the tiny UNet), the same output as three products;
   # the fixtures above hold its numbers.
