@@ -396,9 +396,10 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
     g_autoptr (GString) copies = g_string_new (NULL);
 
     for (guint op = 0; op < PP_OP_COUNT; op++)
-      if (ops[op].layout_copies > 0)
+      if (ops[op].layout_copies > 0)     /* counted in every run: per step */
         g_string_append_printf (copies, "%s%s %" G_GUINT64_FORMAT,
-            copies->len ? ", " : "", ops[op].name, ops[op].layout_copies);
+            copies->len ? ", " : "", ops[op].name,
+            ops[op].layout_copies / MAX (windows, 1));
     if (copies->len > 0)
       printf ("  channels-last views copied channels first: %s\n",
           copies->str);
