@@ -27,7 +27,10 @@
 #              tiny AutoencoderKL, the LoRA fuse, single-file
 #              checkpoints) and the full-size
 #              SD-Turbo and SD1.5 UNets and SD VAE (test-kernels-scale) on
-#              cuda in f32, TF32 off, within the CPU backends' bounds;
+#              cuda in f32, TF32 off, within the CPU backends' bounds; the
+#              feature bank's fixtures, and the element with it through
+#              meshes of 1 to 4 workers against the tool (temporal-setting);
+#              the stacked QKV; the benchmark's profile windows;
 #   dtypes     the tiny fixtures in f16 and bf16 (NMSE against float32), the
 #              full-size UNets in f16 and bf16 against diffusers' float64,
 #              SD-Turbo's also with 16-bit activations
