@@ -431,32 +431,6 @@ pp_backend_synchronize (PpBackend * be)
 }
 
 gpointer
-pp_backend_mark (PpBackend * be)
-{
-  return be->memory->mark != NULL ? be->memory->mark (be) : NULL;
-}
-
-gdouble
-pp_backend_mark_seconds (PpBackend * be, gpointer from, gpointer to)
-{
-  g_return_val_if_fail (from != NULL && to != NULL, 0);
-  return be->memory->elapsed (be, from, to);
-}
-
-void
-pp_backend_mark_free (PpBackend * be, gpointer mark)
-{
-  if (mark != NULL)
-    be->memory->mark_free (be, mark);
-}
-
-gboolean
-pp_backend_hold (PpBackend * be, gdouble seconds)
-{
-  return be->memory->hold != NULL && be->memory->hold (be, seconds);
-}
-
-gpointer
 pp_backend_stream (PpBackend * be)
 {
   return be->memory->stream != NULL ? be->memory->stream (be) : NULL;

@@ -96,19 +96,6 @@ void         pp_backend_download_floats (PpBackend * be, float * dst,
 void         pp_backend_upload_floats (PpBackend * be, PpOut dst,
                                     const float * src);
 void         pp_backend_synchronize (PpBackend * be);
-/* Device time, for profiles and benchmarks: a mark on a device backend's
- * stream behind the work issued so far (NULL on the CPU backends and
- * during a graph capture); the seconds of device time between two marks
- * (waiting for @to); a mark released (NULL allowed). */
-gpointer     pp_backend_mark       (PpBackend * be);
-gdouble      pp_backend_mark_seconds (PpBackend * be, gpointer from,
-                                    gpointer to);
-void         pp_backend_mark_free  (PpBackend * be, gpointer mark);
-/* Holds a device backend's stream for about @seconds before the work
- * issued next, so that the host can queue a run ahead of the device (a
- * profile's device times then leave out the host's time between
- * launches); FALSE, nothing done, on the CPU backends. */
-gboolean     pp_backend_hold       (PpBackend * be, gdouble seconds);
 /* The stream the backend enqueues its work on (a cudaStream_t for cuda),
  * as an opaque pointer; NULL for the CPU backends, whose ops return when
  * done. */

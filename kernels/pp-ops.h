@@ -74,7 +74,7 @@ void pp_ops_get_profile (PpOp op, PpOpProfile * out);
  * from 0 (this call restarts the numbering), and only those numbered
  * [@first, @first + @count) are counted and timed (@count 0: all of
  * them); on a device backend the first of them is queued behind a hold of
- * the stream of @hold_s seconds (pp_backend_hold; 0: none), so that the
+ * the stream of @hold_s seconds (PpBackendMemory.hold; 0: none), so that the
  * host queues the window's ops before the device runs them and their
  * device times leave out the host's launches.  A run too long to queue
  * whole inside one hold (CUDA's queue of pending work fills) is profiled

@@ -321,16 +321,12 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
   gboolean device = FALSE, windowed;
   guint64 launches = 0;
   guint windows = 0;
-  gpointer probe;
   gint64 t;
 
   pp_backend_synchronize (b->be);
   pp_ops_reset_flop_count ();
-  /* A device backend takes marks (and holds). */
-  probe = pp_backend_mark (b->be);
-  windowed = probe != NULL;
-  pp_backend_mark_free (b->be, probe);
-  pp_backend_synchronize (b->be);
+  /* A device backend (one with a stream) takes marks and holds. */
+  windowed = pp_backend_stream (b->be) != NULL;
   pp_ops_set_profiling (TRUE);
   if (windowed) {
     for (guint64 first = 0;; first += PROFILE_WINDOW_CALLS) {

@@ -475,8 +475,9 @@ def cmd_mesh_log(args):
             if want is not None and f'{backend}: {want}' not in told[-1]:
                 problems.append(f'rank 0 says worker rank {r} runs on: '
                                 f'{told[-1]} (expected {want})')
-            if plane is not None and not told[-1].endswith(
-                    f'data plane {plane}'):
+            # "…, data plane P" then maybe more ("…, activations …").
+            if plane is not None and not re.search(
+                    rf', data plane {re.escape(plane)}(,|$)', told[-1]):
                 problems.append(f'rank 0 says worker rank {r}: {told[-1]} '
                                 f'(expected data plane {plane})')
         sent = [t for t in w if t.startswith('sent chunk ')]

@@ -624,17 +624,22 @@ png_to_raw() {
     ! multifilesink location="$1-%02d.rgb"
 }
 
-# tool_frames DTYPE: ppdiffuse-tool img2img on $BE, frame by frame, with
-# the mesh's settings, into $work/tool-DTYPE-NN.rgb (once).
+# tool_frames DTYPE [NAME [NAME=VALUE...]]: ppdiffuse-tool img2img on
+# $BE, frame by frame, with the mesh's settings (and that environment),
+# into $work/NAME-NN.rgb (default NAME: tool-DTYPE), once.
 tool_frames() {
-  [ -f "$work/tool-$1-03.rgb" ] && return 0
+  _tf_dt=$1 _tf_name=${2:-tool-$1}
+  shift
+  [ $# -gt 0 ] && shift
+  [ -f "$work/$_tf_name-03.rgb" ] && return 0
   for i in 00 01 02 03; do
-    runs "img2img $1 frame $i" "$work/img2img.log" 300 "$tool" img2img \
-      --backend "$BE" --dtype "$1" --model "$tiny" --in "$work/in-$i.png" \
-      --out "$work/tool-$1-$i.png" --prompt-embeds "$tiny/prompt_embeds.npy" \
-      --steps 2 --strength 0.7 --seed 3 || return 1
+    runs "img2img $_tf_name frame $i" "$work/img2img.log" 300 env "$@" "$tool" \
+      img2img --backend "$BE" --dtype "$_tf_dt" --model "$tiny" \
+      --in "$work/in-$i.png" --out "$work/$_tf_name-$i.png" \
+      --prompt-embeds "$tiny/prompt_embeds.npy" --steps 2 --strength 0.7 \
+      --seed 3 || return 1
   done
-  png_to_raw "$work/tool-$1"
+  png_to_raw "$work/$_tf_name"
 }
 
 # ---- text ------------------------------------------------------------------
@@ -729,16 +734,9 @@ step_mesh() {
       # from the float32-activation frames is reported (the full-size step's
       # error against float64 is the dtypes step's to judge).
       if [ "$dt" = f16 ] && [ -z "$dry" ] && [ -z "$emulated" ]; then
-        rm -f "$work"/tool16-*.rgb
-        for i in 00 01 02 03; do
-          # shellcheck disable=SC2086  # $ACT16 is a list of assignments
-          runs "img2img f16, 16-bit activations, frame $i" "$work/img2img.log" \
-              300 env $ACT16 "$tool" img2img --backend "$BE" --dtype f16 \
-              --model "$tiny" --in "$work/in-$i.png" --out "$work/tool16-$i.png" \
-              --prompt-embeds "$tiny/prompt_embeds.npy" --steps 2 \
-              --strength 0.7 --seed 3 || break
-        done
-        if png_to_raw "$work/tool16" && mesh_env="CUDA_VISIBLE_DEVICES=0 $ACT16" \
+        # shellcheck disable=SC2086  # $ACT16 is a list of assignments
+        if tool_frames f16 tool16 $ACT16 \
+            && mesh_env="CUDA_VISIBLE_DEVICES=0 $ACT16" \
             && mesh_run act16-g1 2 "$BE" f16 cuda-graphs=1; then
           judge "act16-g1: both workers on cuda:0, plane, graphs" python3 "$gc" \
             mesh-log "$work/act16-g1.log" --workers 2 --frames 4 \

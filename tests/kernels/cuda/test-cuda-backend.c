@@ -823,13 +823,14 @@ test_hold_on_device (void)
   d = pp_backend_alloc (gpu, n * sizeof (float), NULL);
   g_assert_nonnull (d);
   pp_backend_synchronize (gpu);
-  before = pp_backend_mark (gpu);
+  g_assert_nonnull (gpu->memory->hold);
+  before = gpu->memory->mark (gpu);
   g_assert_nonnull (before);
   t = g_get_monotonic_time ();
-  g_assert_true (pp_backend_hold (gpu, HOLD_S));
+  g_assert_true (gpu->memory->hold (gpu, HOLD_S));
   for (int i = 0; i < 20; i++)
     pp_backend_fill (gpu, d, (float) i, n);
-  after = pp_backend_mark (gpu);
+  after = gpu->memory->mark (gpu);
   queued = (g_get_monotonic_time () - t) / 1e6;
   state = cudaEventQuery ((cudaEvent_t) after);
   (void) cudaGetLastError ();
@@ -841,13 +842,13 @@ test_hold_on_device (void)
     g_error ("the fills queued behind the hold had run %.1f ms after it "
         "(cudaEventQuery: %s): the hold held nothing", queued * 1e3,
         cudaGetErrorName (state));
-  span = pp_backend_mark_seconds (gpu, before, after);
+  span = gpu->memory->elapsed (gpu, before, after);
   g_test_message ("a hold of %.0f ms: the fills queued in %.2f ms, %.1f ms "
       "of device time across the hold", HOLD_S * 1e3, queued * 1e3,
       span * 1e3);
   g_assert_cmpfloat (span, >=, HOLD_S * 0.9);
-  pp_backend_mark_free (gpu, before);
-  pp_backend_mark_free (gpu, after);
+  gpu->memory->mark_free (gpu, before);
+  gpu->memory->mark_free (gpu, after);
   pp_backend_synchronize (gpu);
   pp_backend_free (gpu, d);
 }
