@@ -245,14 +245,15 @@ pp_layout_name (PpLayout layout)
       ? layout_names[layout] : "?";
 }
 
-/* The layout $PPDIFFUSE_ACT_LAYOUT names in *@layout; FALSE with an error
- * naming the choices for any other value. */
+/* The layout $PPDIFFUSE_ACT_LAYOUT names in *@layout (@unset when it
+ * names none); FALSE with an error naming the choices for any other
+ * value. */
 static gboolean
-act_layout_parse (PpLayout * layout, GError ** error)
+act_layout_parse (PpLayout unset, PpLayout * layout, GError ** error)
 {
   const gchar *value = g_getenv (PP_ACT_LAYOUT_ENV);
 
-  *layout = PP_LAYOUT_NCHW;
+  *layout = unset;
   if (value == NULL || *value == '\0')
     return TRUE;
   for (guint i = 0; i < G_N_ELEMENTS (layout_names); i++)
@@ -261,8 +262,8 @@ act_layout_parse (PpLayout * layout, GError ** error)
       return TRUE;
     }
   g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: unknown layout; "
-      "the choices are nchw (channels first, the default) and nhwc "
-      "(channels last)", PP_ACT_LAYOUT_ENV, value);
+      "the choices are nchw (channels first, the CPU's default) and nhwc "
+      "(channels last, a GPU's)", PP_ACT_LAYOUT_ENV, value);
   return FALSE;
 }
 
@@ -272,8 +273,8 @@ pp_backend_act_layout (const PpBackend * be)
   PpLayout layout;
 
   /* pp_backend_get refused a bad value before any backend existed. */
-  if (!act_layout_parse (&layout, NULL))
-    return PP_LAYOUT_NCHW;
+  if (!act_layout_parse (be->act_layout, &layout, NULL))
+    return be->act_layout;
   return layout;
 }
 
@@ -283,7 +284,7 @@ pp_backend_get_local (const gchar * name, gint local_rank, GError ** error)
   g_autoptr (GString) known = NULL;
   PpLayout layout;
 
-  if (!act_layout_parse (&layout, error))
+  if (!act_layout_parse (PP_LAYOUT_NCHW, &layout, error))
     return NULL;
 
   if (name == NULL || *name == '\0')

@@ -139,14 +139,16 @@ void         pp_backend_set_stacks_projections (PpBackend * be,
 /* The dtype a model whose weights are stored as @weights keeps its
  * activations in: the weights' 16-bit dtype on a backend whose ops compute
  * on 16-bit activations end to end (PpBackend.act_follows_weights:
- * cpu-strict, which runs the 16-bit graph on the host), else float32. */
+ * cpu-strict, which runs the 16-bit graph on the host, and cuda unless
+ * $PPDIFFUSE_CUDA_ACTIVATIONS=f32), else float32. */
 PpDType      pp_backend_act_dtype  (const PpBackend * be, PpDType weights);
 
 /* The layout the UNet and the VAEs keep their spatial activations in on
  * @be (between their first and last convolutions):
- * $PPDIFFUSE_ACT_LAYOUT, "nchw" (the default: channels first, the ops'
- * own layout) or "nhwc" (channels last: a transformer's tokens are its
- * rows, as 16-bit tensor cores read convolutions).  Every backend takes
+ * $PPDIFFUSE_ACT_LAYOUT, "nchw" (channels first, the CPU kernels' own
+ * layout: the CPU backends' default) or "nhwc" (channels last: a
+ * transformer's tokens are its rows, as 16-bit tensor cores read
+ * convolutions: cuda's default, PpBackend.act_layout).  Every backend takes
  * both (a spatial op reads each view as its layout says); pp_backend_get
  * refuses any other value. */
 #define PP_ACT_LAYOUT_ENV "PPDIFFUSE_ACT_LAYOUT"

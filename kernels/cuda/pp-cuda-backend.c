@@ -580,8 +580,8 @@ create (gint device, GError ** error)
 {
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first. */
   static const gchar *const group_norm_ways[] = { "split", "whole", NULL };
-  /* PPDIFFUSE_CUDA_ACTIVATIONS's. */
-  static const gchar *const activation_ways[] = { "f32", "weights", NULL };
+  /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
+  static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   PpCudaBackend *cu;
@@ -637,7 +637,8 @@ create (gint device, GError ** error)
    * activation is widened for them and narrowed after (pp_cuda_in). */
   cu->be.act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
-  cu->be.act_follows_weights = activations == 1;
+  cu->be.act_follows_weights = activations == 0;
+  cu->be.act_layout = PP_LAYOUT_NHWC;
   cu->be.priv = cu;
   versions = library_versions ();
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "

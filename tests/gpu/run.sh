@@ -32,17 +32,17 @@
 #              meshes of 1 to 4 workers against the tool (temporal-setting);
 #              the stacked QKV; the benchmark's profile windows;
 #   dtypes     the tiny fixtures in f16 and bf16 (NMSE against float32), the
-#              full-size UNets in f16 and bf16 against diffusers' float64,
-#              SD-Turbo's also with 16-bit activations
-#              (PPDIFFUSE_CUDA_ACTIVATIONS=weights), in f16 also channels
-#              last (PPDIFFUSE_ACT_LAYOUT=nhwc);
+#              full-size UNets in f16 and bf16 against diffusers' float64
+#              (cuda's defaults: 16-bit channels-last activations),
+#              SD-Turbo's also with float32 activations channels first
+#              ($ACT32) and, in f16, 16-bit ones channels first;
 #   text       the CLIP text encoder fixtures on cuda in f32, and a text
 #              prompt end to end (element, prompt=) on cuda against the CPU;
 #   mesh       2 workers sharing GPU 0: each reports cuda:0 and the MPI
 #              plane; frames against the CPU mesh (f32) and byte for byte
 #              against ppdiffuse-tool img2img on cuda (f32, f16), with and
 #              without CUDA graphs, whose counts are checked; in f16 also
-#              with 16-bit channels-last activations ($ACT16) against the
+#              with float32 channels-first activations ($ACT32) against the
 #              tool with them, byte for byte; one worker with stream-batch
 #              (two frames a pass) against img2img;
 #   spread     with N >= 2 GPUs: rank 0 and N-1 workers, each on its own
@@ -55,7 +55,7 @@
 #   startup    the element with a released-size pipeline (make-tiny --kind
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
-#              the same with $ACT16;
+#              the same with $ACT32 (reported);
 #              then 4 steps on one worker without and with stream-batch
 #              (the frame periods reported);
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
@@ -64,8 +64,9 @@
 #              without them), gpu-bench also with the attention
 #              and convolution choices of PPDIFFUSE_CUDA_ATTENTION,
 #              PPDIFFUSE_CUDA_CONV_ALGO, PPDIFFUSE_CUDA_CONV_LAYOUT and
-#              PPDIFFUSE_CUDA_GROUP_NORM side by side, with 16-bit
-#              activations channels first and last, and a latent's hop
+#              PPDIFFUSE_CUDA_GROUP_NORM side by side, with float32
+#              activations ($ACT32) and 16-bit ones channels first, and
+#              the GEMMs' outputs through float32, and a latent's hop
 #              between ranks with and without the doorbells
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
@@ -550,26 +551,28 @@ step_dtypes() {
         grep " weights $dt, " "$work/scale.log" | indent
       fi
     done
-    # The 16-bit graph: activations in $dt too, each op's float32 kernel
-    # between a widening and a narrowing (PPDIFFUSE_CUDA_ACTIVATIONS), to
-    # the same bound; cpu-strict holds it on the host.
-    if runs "scale sd-turbo $dt, $dt activations" "$work/scale.log" 600 \
-        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_ACTIVATIONS=weights \
+    # The way back from the defaults: float32 activations channels first
+    # ($ACT32), each 16-bit product narrowing a copy of its operand, to
+    # the same bound.
+    # shellcheck disable=SC2086  # $ACT32 is a list of assignments
+    if runs "scale sd-turbo $dt, float32 activations" "$work/scale.log" 600 \
+        env PPDIFFUSE_BACKEND="$BE" $ACT32 \
         "$scale" "$data/scale" sd-turbo "$dt"; then
       grep " weights $dt, " "$work/scale.log" | indent
-      pass "full-size sd-turbo UNet in $dt, $dt activations"
+      pass "full-size sd-turbo UNet in $dt, float32 activations"
     else
       grep " weights $dt, " "$work/scale.log" | indent
     fi
-    # And channels last (PPDIFFUSE_ACT_LAYOUT): each spatial op's view
-    # laid out NHWC (copied channels first for today's kernels), to the
-    # same bound; kernels-scale-sd-turbo-f16-nhwc-cpu-strict on the host.
+    # And 16-bit activations channels first (PPDIFFUSE_ACT_LAYOUT=nchw):
+    # the norms and convolutions on their channels-first kernels, to the
+    # same bound; kernels-scale-sd-turbo-f16-nhwc-cpu-strict holds the
+    # layouts' agreement on the host.
     [ "$dt" = f16 ] || continue
-    if runs "scale sd-turbo f16, f16 activations, nhwc" "$work/scale.log" 600 \
-        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_ACTIVATIONS=weights \
-        PPDIFFUSE_ACT_LAYOUT=nhwc "$scale" "$data/scale" sd-turbo f16; then
+    if runs "scale sd-turbo f16, f16 activations, nchw" "$work/scale.log" 600 \
+        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_ACT_LAYOUT=nchw \
+        "$scale" "$data/scale" sd-turbo f16; then
       grep " weights f16, " "$work/scale.log" | indent
-      pass "full-size sd-turbo UNet in f16, f16 activations, channels last"
+      pass "full-size sd-turbo UNet in f16, f16 activations, channels first"
     else
       grep " weights f16, " "$work/scale.log" | indent
     fi
@@ -675,9 +678,10 @@ step_text() {
 
 # ---- mesh ------------------------------------------------------------------
 
-# The candidate defaults for a 16-bit step on cuda, measured faster on an
-# H200 (docs/perf.md): the activations in the weights' dtype, channels last.
-ACT16="PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_ACT_LAYOUT=nhwc"
+# The way back from cuda's defaults (16-bit activations channels last,
+# measured faster on an H200: docs/perf.md): float32 activations channels
+# first.
+ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
 
 step_mesh() {
   current=mesh
@@ -729,24 +733,24 @@ step_mesh() {
             "$work/cpu-f32" "$work/$tag" 4 --levels "$FRAME_LEVELS" \
             --max-mean "$FRAME_MEAN" --max-clamped "$FRAME_CLAMPED"
       done
-      # 16-bit channels-last activations ($ACT16) through the mesh with
-      # graphs: the tool's bytes with the same settings; how far they are
-      # from the float32-activation frames is reported (the full-size step's
-      # error against float64 is the dtypes step's to judge).
+      # Float32 channels-first activations ($ACT32) through the mesh with
+      # graphs: the tool's bytes with the same settings; how far the
+      # defaults' 16-bit frames are from them is reported (the full-size
+      # step's error against float64 is the dtypes step's to judge).
       if [ "$dt" = f16 ] && [ -z "$dry" ] && [ -z "$emulated" ]; then
-        # shellcheck disable=SC2086  # $ACT16 is a list of assignments
-        if tool_frames f16 tool16 $ACT16 \
-            && mesh_env="CUDA_VISIBLE_DEVICES=0 $ACT16" \
-            && mesh_run act16-g1 2 "$BE" f16 cuda-graphs=1; then
-          judge "act16-g1: both workers on cuda:0, plane, graphs" python3 "$gc" \
-            mesh-log "$work/act16-g1.log" --workers 2 --frames 4 \
+        # shellcheck disable=SC2086  # $ACT32 is a list of assignments
+        if tool_frames f16 tool32 $ACT32 \
+            && mesh_env="CUDA_VISIBLE_DEVICES=0 $ACT32" \
+            && mesh_run act32-g1 2 "$BE" f16 cuda-graphs=1; then
+          judge "act32-g1: both workers on cuda:0, plane, graphs" python3 "$gc" \
+            mesh-log "$work/act32-g1.log" --workers 2 --frames 4 \
             --backend "$BE" --device 1=cuda:0 --device 2=cuda:0 --plane mpi \
             --graphs on
-          judge "16-bit activations: the mesh equals img2img byte for byte" \
-            python3 "$gc" frames "act16-g1 vs img2img" "$work/tool16" \
-            "$work/act16-g1" 4 --exact
-          python3 "$gc" frames "act16-g1 vs float32 activations (reported)" \
-            "$work/tool-f16" "$work/act16-g1" 4 --levels 255 | indent
+          judge "float32 activations: the mesh equals img2img byte for byte" \
+            python3 "$gc" frames "act32-g1 vs img2img" "$work/tool32" \
+            "$work/act32-g1" 4 --exact
+          python3 "$gc" frames "16-bit vs float32 activations (reported)" \
+            "$work/act32-g1" "$work/tool-f16" 4 --levels 255 | indent
           python3 "$gc" frames "f16 vs f32 weights (reported)" \
             "$work/tool-f32" "$work/tool-f16" 4 --levels 255 | indent
         fi
@@ -944,17 +948,17 @@ else
       grep -E '^(ERROR|WARNING)' "$work/startup.log" | head -n 3 | cut -c1-400 | indent
     fi
     grep -o 'ppdiffuse-stats.*' "$work/startup.log" | tail -n 1 | cut -c1-600 | indent
-    # The same with 16-bit channels-last activations ($ACT16, the
-    # candidate defaults; every rank reads them from the environment).
-    # shellcheck disable=SC2086  # $ACT16 is a list of assignments
-    if runs "start with 16-bit activations" "$work/startup-act16.log" 600 \
-        env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $ACT16 gst-launch-1.0 -m \
+    # The same with float32 channels-first activations ($ACT32, the former
+    # defaults; every rank reads them from the environment), reported.
+    # shellcheck disable=SC2086  # $ACT32 is a list of assignments
+    if runs "start with float32 activations" "$work/startup-act32.log" 600 \
+        env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $ACT32 gst-launch-1.0 -m \
         videotestsrc num-buffers="$frames" \
         ! video/x-raw,format=RGB,width=512,height=512 \
         ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
         prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
-      judge "the same with $ACT16" python3 "$gc" startup \
-        "$work/startup-act16.log" --skip 5 --frames "$frames"
+      judge "the same with $ACT32" python3 "$gc" startup \
+        "$work/startup-act32.log" --skip 5 --frames "$frames"
     fi
     # 4 steps on one worker, without and with the stream batch (reported):
     # the frame period is the throughput, 6 frames in flight.
@@ -1013,12 +1017,12 @@ step_bench() {
           pass "gpu-bench $dt ran"; }
     done
     # The same f16 step the ways the backend can still be told to run it,
-    # side by side with the default above: float32 attention, heuristic
-    # NCHW convolutions, whole group norms (the first measured way), then
-    # each change alone.
-    for way in "f32 heuristic nchw whole" "gemm heuristic auto split" \
-        "fused timed auto split" "fused heuristic nchw split" \
-        "fused heuristic nhwc split" "fused heuristic auto whole"; do
+    # side by side with the default above: the first measured way (float32
+    # attention, heuristic NCHW convolutions, whole group norms, on the
+    # default activations), each convolution shape's algorithm timed, the
+    # group norms channels first (whole).
+    for way in "f32 heuristic nchw whole" "fused timed auto split" \
+        "fused heuristic auto whole"; do
       set -- $way
       runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
           "$work/bench.log" 300 \
@@ -1029,44 +1033,20 @@ step_bench() {
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
-    # The 16-bit graph as it stands: the UNet's activations in f16, each
-    # op's float32 kernel between a widening and a narrowing (the layout
-    # and copy share shows what the kernels taking 16 bits would save).
-    runs "gpu-bench f16, f16 activations" "$work/bench.log" 300 \
-        env PPDIFFUSE_CUDA_ACTIVATIONS=weights \
-        "$build/tests/bench/gpu-bench" --dtype f16 \
-      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
-        sed -n '/^profile of/,$p' "$work/bench.log" | indent
-        pass "gpu-bench f16, f16 activations ran"; }
-    # The same with the GEMMs' 16-bit outputs through float32 scratch (a
-    # bias kernel and a narrowing each) instead of cuBLAS writing them:
-    # what the linear family's share gained.
-    runs "gpu-bench f16, f16 activations, linear outputs through f32" \
-        "$work/bench.log" 300 \
-        env PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_CUDA_GEMM_OUT=f32 \
-        "$build/tests/bench/gpu-bench" --dtype f16 \
-      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
-        sed -n '/^profile of/,$p' "$work/bench.log" | indent
-        pass "gpu-bench f16, f16 activations, linear outputs through f32 ran"; }
-    # And channels last (PPDIFFUSE_ACT_LAYOUT=nhwc): the convolutions that
-    # run channels last without their transposes, the norms and the
-    # transformers' tokens as they are, the other convolutions copying.
-    runs "gpu-bench f16, f16 activations, nhwc" "$work/bench.log" 300 \
-        env PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_ACT_LAYOUT=nhwc \
-        "$build/tests/bench/gpu-bench" --dtype f16 \
-      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
-        sed -n '/^profile of/,$p' "$work/bench.log" | indent
-        pass "gpu-bench f16, f16 activations, nhwc ran"; }
-    # Everything 16-bit at once with each convolution shape's algorithm
-    # timed: the candidate for the defaults.
-    runs "gpu-bench f16, f16 activations, nhwc, convolutions timed" \
-        "$work/bench.log" 300 \
-        env PPDIFFUSE_CUDA_ACTIVATIONS=weights PPDIFFUSE_ACT_LAYOUT=nhwc \
-        PPDIFFUSE_CUDA_CONV_ALGO=timed \
-        "$build/tests/bench/gpu-bench" --dtype f16 \
-      && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
-        sed -n '/^profile of/,$p' "$work/bench.log" | indent
-        pass "gpu-bench f16, f16 activations, nhwc, convolutions timed ran"; }
+    # The activations the other ways: float32 channels first ($ACT32, the
+    # former defaults: each op's kernel between a widening and a
+    # narrowing), 16 bits channels first, and 16 bits with the GEMMs'
+    # outputs through float32 scratch (a bias kernel and a narrowing each)
+    # instead of cuBLAS writing them.
+    for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
+        "PPDIFFUSE_CUDA_GEMM_OUT=f32"; do
+      # shellcheck disable=SC2086  # $way is a list of assignments
+      runs "gpu-bench f16, $way" "$work/bench.log" 300 \
+          env $way "$build/tests/bench/gpu-bench" --dtype f16 \
+        && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
+          sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          pass "gpu-bench f16, $way ran"; }
+    done
     # diffusers' own UNet and TAESD, eager, on the same GPU in the same
     # run: the baseline the targets are set against.
     # shellcheck disable=SC2086  # the command may carry an env prefix
