@@ -82,20 +82,25 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
     size_t ld, void *y, PpCudaType y_type, cudaStream_t stream);
 
 /* pp-cuda-norm.cu: gamma, beta NULL for 1 and 0, each of its own type;
- * y may equal x.  The group norm's @partials hold PP_CUDA_GROUP_STATS · n
- * · groups · splits floats, on 16 bytes (splits:
- * pp_cuda_group_norm_splits, at most
- * PP_CUDA_GROUP_MAX_SPLITS).  NULL @partials, or a shape the split
- * kernels cannot take (splits 0: n · groups past 65535, or a group of
- * 2³² values): one block per group, both passes in it (the first way).
+ * y may equal x.  The group norm's @partials hold
+ * pp_cuda_group_norm_partials floats, on 16 bytes.  Channels first: @n ·
+ * @groups items, each cut into pp_cuda_group_norm_splits slices (at most
+ * PP_CUDA_GROUP_MAX_SPLITS); NULL @partials, or a shape the split kernels
+ * cannot take (splits 0: n · groups past 65535, or a group of 2³²
+ * values): one block per group, both passes in it (the first way).
+ * Channels last (@nhwc: x and y [n, hw, c]): each sample cut into
+ * pp_cuda_group_norm_tiles tiles of whole pixels; a shape they cannot take
+ * (tiles 0: c past 3072, groups past 1024, n past 65535), or NULL
+ * @partials: cudaErrorInvalidValue (the caller lays it channels first).
  * With @silu, y is the SiLU of the normalised values (pp_math_silu, as
  * pp_cuda_unary computes it: the same bytes as the two apart). */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
-/* x and y of @type; with @nhwc, laid out channels last ([n, hw, c]): the
- * split kernels only (a slice is a run of the group's values pixel by
- * pixel), cudaErrorInvalidValue without @partials or splits. */
+int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
+size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
+    int nhwc);
+/* x and y of @type. */
 cudaError_t pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c,
     size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,

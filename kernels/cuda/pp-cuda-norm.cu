@@ -51,24 +51,15 @@ norm_moments (const void *x, size_t first, size_t count, float eps,
  * (Chan's formula: exact for any split, the slices' means taken as their
  * offsets from the item's float mean) and normalises its own slice. */
 
-/* Where value @i of item @item (sample · groups + group) lies, of the
- * item's per_group · hw values in the order its statistics take them, and
- * its channel (*@ch).  Channels first, the group's channels are adjacent
- * planes (channel-major); channels last (@nhwc), each pixel's per_group
- * channels are adjacent (pixel-major).  I is the index type: unsigned in
- * the split kernels (a group below 2^32 values: 32-bit divisions). */
+/* Where value @i of item @item (sample · groups + group) lies, channels
+ * first (the group's channels are adjacent planes), and its channel
+ * (*@ch).  I is the index type: unsigned in the split kernels (a group
+ * below 2^32 values: 32-bit divisions). */
 template <typename I> __device__ __forceinline__ size_t
-group_at (bool nhwc, size_t item, int groups, int c, int per_group,
-    size_t hw, I i, int *ch)
+group_at (size_t item, int groups, int per_group, size_t hw, I i, int *ch)
 {
-  const int g = (int) (item % groups);
-
-  if (!nhwc) {
-    *ch = g * per_group + (int) (i / (I) hw);
-    return item * per_group * hw + i;
-  }
-  *ch = g * per_group + (int) (i % (I) per_group);
-  return ((item / groups) * hw + i / (I) per_group) * c + *ch;
+  *ch = (int) (item % groups) * per_group + (int) (i / (I) hw);
+  return item * per_group * hw + i;
 }
 
 /* Slice @s of @count values split @splits ways: [*begin, *end). */
@@ -83,7 +74,7 @@ group_slice (size_t count, int splits, int s, size_t *begin, size_t *end)
 
 template <PpCudaType A> __global__ void
 group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
-    int splits, bool nhwc, float4 *partials)
+    int splits, float4 *partials)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
@@ -95,12 +86,12 @@ group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
 
   group_slice (count, splits, blockIdx.x, &begin, &end);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    sum += pp_cuda_load<A> (x, group_at (nhwc, item, groups, c, per_group,
-            hw, (unsigned) i, &ch));
+    sum += pp_cuda_load<A> (x, group_at (item, groups, per_group, hw,
+            (unsigned) i, &ch));
   mean = pp_cuda_block_sum (sum, shared) / (float) (end - begin);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float d = pp_cuda_load<A> (x, group_at (nhwc, item, groups, c,
-            per_group, hw, (unsigned) i, &ch)) - mean;
+    const float d = pp_cuda_load<A> (x, group_at (item, groups, per_group,
+            hw, (unsigned) i, &ch)) - mean;
 
     d_sum += d;
     m2 += d * d;
@@ -116,7 +107,7 @@ group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
 
 template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
 group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
-    int splits, bool nhwc, const float4 *partials, float eps,
+    int splits, const float4 *partials, float eps,
     const void *gamma, const void *beta, bool silu, void *y)
 {
   __shared__ float moments[3];
@@ -159,8 +150,8 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     int ch;
     /* Values of a group number below 2^32: 32-bit division. */
-    const size_t at = group_at (nhwc, item, groups, c, per_group, hw,
-        (unsigned) i, &ch);
+    const size_t at = group_at (item, groups, per_group, hw, (unsigned) i,
+        &ch);
     const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
     const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
 
@@ -204,6 +195,200 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
   }
 }
 
+/* Channels last ([n, hw, c]), a group's values are a few channels of
+ * every pixel, c apart: read group by group, a warp's loads would touch a
+ * fresh sector every few values.  So a block takes a tile of consecutive
+ * pixels whole (one run of memory) and each of its threads the same
+ * channels of every pixel of it: the warps read consecutive channels.
+ * Three kernels: each tile's statistics per group (its mean, then the
+ * deviations from it, from the same bytes in cache), the tiles of each
+ * (sample, group) item combined as the split kernels combine slices
+ * (Chan's formula, the item's mean as hi + lo), and the normalisation,
+ * tile by tile, each thread scaling its channels by their own factors. */
+
+/* Tiles of a sample at most, and the fewest values a tile may have. */
+#define NHWC_MAX_TILES 128
+#define NHWC_MIN_TILE 4096
+/* Threads of a tile's block at most, channels a thread takes at most (so
+ * c ≤ 3072: SD's widest norm has 2560), groups at most. */
+#define NHWC_MAX_THREADS 1024
+#define NHWC_MAX_PER_THREAD 3
+#define NHWC_MAX_C (NHWC_MAX_THREADS * NHWC_MAX_PER_THREAD)
+#define NHWC_MAX_GROUPS 1024
+
+/* Channels each thread takes, and the block's threads (a multiple of 32:
+ * the threads past c idle). */
+static inline void
+nhwc_geometry (int c, int *per_thread, unsigned *threads)
+{
+  *per_thread = (c + NHWC_MAX_THREADS - 1) / NHWC_MAX_THREADS;
+  *threads = 32 * (unsigned) ((c + 32 * *per_thread - 1)
+      / (32 * *per_thread));
+}
+
+/* Tile @t of @tiles over @hw pixels: [*begin, *end), never empty while
+ * tiles ≤ hw. */
+__device__ __forceinline__ void
+nhwc_tile (size_t hw, int tiles, int t, size_t *begin, size_t *end)
+{
+  *begin = hw * (size_t) t / (size_t) tiles;
+  *end = hw * (size_t) (t + 1) / (size_t) tiles;
+}
+
+template <PpCudaType A> __global__ void
+group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
+    int per_thread, float4 *partials)
+{
+  /* Per channel: the tile's sum, then its deviations' sum (in sums) and
+   * squares. */
+  __shared__ float sums[NHWC_MAX_C], squares[NHWC_MAX_C];
+  __shared__ float mean[NHWC_MAX_GROUPS];
+  const int per_group = c / groups, tiles = gridDim.x;
+  const size_t sample = blockIdx.y;
+  size_t begin, end;
+  float sum[NHWC_MAX_PER_THREAD], d_sum[NHWC_MAX_PER_THREAD],
+      sq[NHWC_MAX_PER_THREAD];
+
+  nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
+  const size_t base = sample * hw * c;
+  const float count = (float) per_group * (float) (end - begin);
+
+  for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
+    const int ch = threadIdx.x + j * blockDim.x;
+
+    sum[j] = d_sum[j] = sq[j] = 0.0f;
+    if (j < per_thread && ch < c)
+      for (size_t p = begin; p < end; p++)
+        sum[j] += pp_cuda_load<A> (x, base + p * c + ch);
+  }
+  for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
+    const int ch = threadIdx.x + j * blockDim.x;
+
+    if (j < per_thread && ch < c)
+      sums[ch] = sum[j];
+  }
+  __syncthreads ();
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    float s = 0.0f;
+
+    for (int k = 0; k < per_group; k++)
+      s += sums[g * per_group + k];
+    mean[g] = s / count;
+  }
+  __syncthreads ();
+  for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
+    const int ch = threadIdx.x + j * blockDim.x;
+
+    if (j < per_thread && ch < c) {
+      const float m = mean[ch / per_group];
+
+      for (size_t p = begin; p < end; p++) {
+        const float d = pp_cuda_load<A> (x, base + p * c + ch) - m;
+
+        d_sum[j] += d;
+        sq[j] += d * d;
+      }
+    }
+  }
+  /* Every thread has read sums' channel totals (the barrier after the
+   * means): the deviations may take their place. */
+  for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
+    const int ch = threadIdx.x + j * blockDim.x;
+
+    if (j < per_thread && ch < c) {
+      sums[ch] = d_sum[j];
+      squares[ch] = sq[j];
+    }
+  }
+  __syncthreads ();
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    float ds = 0.0f, q = 0.0f, d_mean;
+
+    for (int k = 0; k < per_group; k++) {
+      ds += sums[g * per_group + k];
+      q += squares[g * per_group + k];
+    }
+    d_mean = ds / count;
+    /* Σ (d - d_mean)² = Σ d² - d_sum · d_mean. */
+    partials[(sample * groups + g) * tiles + blockIdx.x] = make_float4
+        (mean[g], d_mean, fmaxf (q - ds * d_mean, 0.0f), 0.0f);
+  }
+}
+
+/* One warp per (sample, group) item: its tiles' statistics combined into
+ * the item's mean (hi, lo) and 1/√(var + eps), in @moments[item]. */
+__global__ void
+group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
+    size_t hw, int tiles, size_t items, float eps, float4 *moments)
+{
+  const int lane = threadIdx.x;
+  const float count = (float) per_group * (float) hw;
+
+  for (size_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const float4 *st = partials + item * tiles;
+    float hi = 0.0f, lo = 0.0f, m2 = 0.0f;
+
+    /* The item's mean as a float, then each tile's mean as its offset
+     * from it (exact for tiles near the mean), whose mean is what the
+     * float leaves out, then the squares about it. */
+    for (int t = lane; t < tiles; t += 32) {
+      size_t b, e;
+
+      nhwc_tile (hw, tiles, t, &b, &e);
+      hi += (float) per_group * (float) (e - b) * st[t].x;
+    }
+    hi = pp_cuda_warp_sum (hi) / count;
+    for (int t = lane; t < tiles; t += 32) {
+      size_t b, e;
+
+      nhwc_tile (hw, tiles, t, &b, &e);
+      lo += (float) per_group * (float) (e - b) * ((st[t].x - hi) + st[t].y);
+    }
+    lo = pp_cuda_warp_sum (lo) / count;
+    for (int t = lane; t < tiles; t += 32) {
+      size_t b, e;
+      float off;
+
+      nhwc_tile (hw, tiles, t, &b, &e);
+      off = (st[t].x - hi) + st[t].y - lo;
+      m2 += st[t].z + (float) per_group * (float) (e - b) * off * off;
+    }
+    m2 = pp_cuda_warp_sum (m2);
+    if (lane == 0)
+      moments[item] = make_float4 (hi, lo, rsqrtf (m2 / count + eps), 0.0f);
+  }
+}
+
+template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
+    int per_thread, const float4 *moments, const void *gamma,
+    const void *beta, bool silu, void *y)
+{
+  const int per_group = c / groups;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  size_t begin, end;
+
+  nhwc_tile (hw, gridDim.x, blockIdx.x, &begin, &end);
+  for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
+    const int ch = threadIdx.x + j * blockDim.x;
+
+    if (j < per_thread && ch < c) {
+      const float4 mo = moments[sample * groups + ch / per_group];
+      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
+      const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+      const float scale = mo.z * ga;
+
+      for (size_t p = begin; p < end; p++) {
+        const size_t at = base + p * c + ch;
+        const float v = ((pp_cuda_load<A> (x, at) - mo.x) - mo.y) * scale
+            + be;
+
+        pp_cuda_store<A> (y, at, silu ? pp_math_silu (v) : v);
+      }
+    }
+  }
+}
+
 /* Threads of a slice's block. */
 #define GROUP_THREADS 256
 /* Blocks a launch aims at (several per SM of the largest GPUs), and the
@@ -240,6 +425,69 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
   return splits < 1 ? 1 : (int) splits;
 }
 
+extern "C" int
+pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups)
+{
+  size_t tiles = (size_t) c * hw / NHWC_MIN_TILE;
+
+  if (n <= 0 || c <= 0 || hw == 0 || groups <= 0 || c % groups != 0)
+    return 0;
+  if (n > PP_CUDA_MAX_GRID_YZ || c > NHWC_MAX_C || groups > NHWC_MAX_GROUPS)
+    return 0;
+  if (tiles > NHWC_MAX_TILES)
+    tiles = NHWC_MAX_TILES;
+  if (tiles > hw)
+    tiles = hw;
+  return tiles < 1 ? 1 : (int) tiles;
+}
+
+extern "C" size_t
+pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
+{
+  const size_t items = (size_t) n * groups;
+
+  if (nhwc) {
+    const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
+
+    /* The tiles' statistics, then the items' moments. */
+    return tiles == 0 ? 0 : PP_CUDA_GROUP_STATS * items * (tiles + 1);
+  }
+  return PP_CUDA_GROUP_STATS * items * pp_cuda_group_norm_splits (n, c, hw,
+      groups);
+}
+
+/* The channels-last kernels of pp_cuda_group_norm. */
+static cudaError_t
+group_norm_nhwc (const void *x, PpCudaType type, int n, int c, size_t hw,
+    int groups, float eps, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, int silu, float *partials,
+    void *y, cudaStream_t stream)
+{
+  const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
+  const size_t items = (size_t) n * groups;
+  float4 *stats = (float4 *) partials, *moments = stats + items * tiles;
+  const dim3 grid (tiles, n);
+  int per_thread;
+  unsigned threads;
+
+  if (tiles == 0 || partials == NULL)
+    return cudaErrorInvalidValue;
+  nhwc_geometry (c, &per_thread, &threads);
+  PP_CUDA_DISPATCH_TYPE (type, A,
+      group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x, c,
+          hw, groups, per_thread, stats));
+  group_norm_nhwc_combine_kernel<<<(unsigned) (items < NORM_MAX_BLOCKS
+          ? items : NORM_MAX_BLOCKS), 32, 0, stream>>> (stats, c / groups,
+      hw, tiles, items, eps, moments);
+  PP_CUDA_DISPATCH_TYPE (type, A,
+      PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+          PP_CUDA_DISPATCH_TYPE (beta_type, B,
+              group_norm_nhwc_apply_kernel<A, G, B><<<grid, threads, 0,
+              stream>>> (x, c, hw, groups, per_thread, moments, gamma, beta,
+                  silu != 0, y))));
+  return cudaGetLastError ();
+}
+
 extern "C" cudaError_t
 pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
@@ -252,10 +500,10 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
+  if (nhwc)
+    return group_norm_nhwc (x, type, n, c, hw, groups, eps, gamma,
+        gamma_type, beta, beta_type, silu, partials, y, stream);
   if (partials == NULL || splits == 0) {
-    /* The whole kernel reads a group's values as one run. */
-    if (nhwc)
-      return cudaErrorInvalidValue;
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_DISPATCH_TYPE (gamma_type, G,
             PP_CUDA_DISPATCH_TYPE (beta_type, B,
@@ -267,33 +515,48 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
   }
   PP_CUDA_DISPATCH_TYPE (type, A,
       group_norm_stats_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
-          hw, groups, splits, nhwc != 0, (float4 *) partials));
+          hw, groups, splits, (float4 *) partials));
   PP_CUDA_DISPATCH_TYPE (type, A,
       PP_CUDA_DISPATCH_TYPE (gamma_type, G,
           PP_CUDA_DISPATCH_TYPE (beta_type, B,
               group_norm_apply_kernel<A, G, B><<<grid, GROUP_THREADS, 0,
-              stream>>> (x, c, hw, groups, splits, nhwc != 0,
+              stream>>> (x, c, hw, groups, splits,
                   (const float4 *) partials, eps, gamma, beta, silu != 0,
                   y))));
   return cudaGetLastError ();
 }
 
-/* Rows are short (a transformer's width, 320…1280): a quarter of the
- * group norm's threads. */
-#define LAYER_NORM_THREADS 128
+/* Rows are short (a transformer's width, 320…1280): a warp per row, its
+ * sums warp shuffles only (a row's values stay in cache between the
+ * passes), LAYER_NORM_WARPS rows per block. */
+#define LAYER_NORM_WARPS 8
 
 template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
 layer_norm_kernel (const void *x, size_t rows, int dim, float eps,
     const void *gamma, const void *beta, void *y)
 {
-  __shared__ float shared[32];
+  const int lane = threadIdx.x % 32;
 
-  for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  /* r is the same on the warp's lanes: every shuffle has all 32. */
+  for (size_t r = (size_t) blockIdx.x * LAYER_NORM_WARPS + threadIdx.x / 32;
+      r < rows; r += (size_t) gridDim.x * LAYER_NORM_WARPS) {
     const size_t first = r * dim;
-    float hi, lo, rstd;
+    float s = 0.0f, sq = 0.0f, hi, lo, rstd;
 
-    norm_moments<A> (x, first, dim, eps, shared, &hi, &lo, &rstd);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    for (int i = lane; i < dim; i += 32)
+      s += pp_cuda_load<A> (x, first + i);
+    hi = pp_cuda_warp_sum (s) / (float) dim;
+    s = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      const float d = pp_cuda_load<A> (x, first + i) - hi;
+
+      s += d;
+      sq += d * d;
+    }
+    lo = pp_cuda_warp_sum (s) / (float) dim;
+    rstd = rsqrtf (fmaxf (pp_cuda_warp_sum (sq) / (float) dim - lo * lo,
+            0.0f) + eps);
+    for (int i = lane; i < dim; i += 32) {
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
 
@@ -308,7 +571,8 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, void *y, cudaStream_t stream)
 {
-  const unsigned blocks = (unsigned) (rows < NORM_MAX_BLOCKS ? rows
+  const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
+  const unsigned blocks = (unsigned) (need < NORM_MAX_BLOCKS ? need
       : NORM_MAX_BLOCKS);
 
   if (rows == 0 || dim <= 0)
@@ -316,7 +580,7 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
   PP_CUDA_DISPATCH_TYPE (type, A,
       PP_CUDA_DISPATCH_TYPE (gamma_type, G,
           PP_CUDA_DISPATCH_TYPE (beta_type, B,
-              layer_norm_kernel<A, G, B><<<blocks, LAYER_NORM_THREADS, 0,
+              layer_norm_kernel<A, G, B><<<blocks, 32 * LAYER_NORM_WARPS, 0,
               stream>>> (x, rows, dim, eps, gamma, beta, y))));
   return cudaGetLastError ();
 }

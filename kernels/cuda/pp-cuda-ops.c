@@ -34,11 +34,13 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
 
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
   const gboolean split = cu->group_norm_split && splits > 0;
-  /* Both channels last, and the split kernels (which read a group pixel
-   * by pixel): as they are; otherwise channels first for the kernels (a
-   * channels-last one is copied). */
-  const gboolean nhwc = split && x_view.layout == PP_LAYOUT_NHWC
-      && y_view.layout == PP_LAYOUT_NHWC;
+  /* Both channels last, and the split way with a shape its channels-last
+   * kernels take (which read tiles of whole pixels): as they are;
+   * otherwise channels first for the kernels (a channels-last one is
+   * copied). */
+  const gboolean nhwc = cu->group_norm_split
+      && pp_cuda_group_norm_tiles (n, c, hw, groups) > 0
+      && x_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC;
 
   if (!nhwc) {
     x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
@@ -49,8 +51,9 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
   const PpCudaType type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
   float *partials;
 
-  partials = !split ? NULL : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_STATS,
-      PP_CUDA_GROUP_STATS * sizeof (float) * (gsize) n * groups * splits);
+  partials = !split && !nhwc ? NULL : pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_STATS, sizeof (float)
+      * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
 
   PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, type, n, c, hw, groups, eps,
           gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),

@@ -490,6 +490,10 @@ static const GroupNormShape group_norm_shapes[] = {
   { 1, 4, 16411, 1, "32 slices, the most" },
   { 3, 10, 999, 5, "one slice" },
   { 1, 6, 7, 3, "fewer values than threads" },
+  /* Channels last: two channels a thread, tiles of 1 or 2 pixels. */
+  { 1, 1040, 13, 8, "2 channels a thread, 3 tiles channels last" },
+  /* A UNet's 32 groups, 3 channels each, tiles of uneven pixels. */
+  { 2, 96, 1111, 32, "tiles of 42 or 43 pixels channels last" },
 };
 
 /* One group norm case: @x channels first; run the @way way, in place or
@@ -501,16 +505,17 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     const std::vector<Types> &typings, double abs, double rel)
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
-  const size_t partials = way == WHOLE ? 1
-      : (size_t) PP_CUDA_GROUP_STATS * s.n * s.groups * splits;
   const bool nhwc = way == SPLIT_NHWC;
+  const size_t partials = way == WHOLE ? 1
+      : pp_cuda_group_norm_partials (s.n, s.c, s.hw, s.groups, nhwc);
   const std::vector<float> laid = nhwc ? channels_last (x, s.n, s.c, s.hw)
       : x;
   const size_t total = x.size ();
   std::vector<Arg> args = { in_place ? inout ("x", laid) : in ("x", laid),
     in ("gamma", gamma), in ("beta", beta), scratch ("partials", partials) };
   const std::string what = strf ("group_norm n=%d c=%d hw=%zu groups=%d "
-      "(%s, splits %d) %s%s%s%s", s.n, s.c, s.hw, s.groups, s.why, splits,
+      "(%s, splits %d, tiles %d) %s%s%s%s", s.n, s.c, s.hw, s.groups, s.why,
+      splits, pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
       way_names[way], in_place ? " in place" : "",
       params ? "" : " no gamma, beta", silu ? " silu" : "");
   const size_t y = in_place ? 0 : 4;
@@ -559,6 +564,16 @@ test_group_norm (void)
             PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, NULL, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: channels last without partials is not refused");
+    /* Nor past the channels-last kernels' reach: more channels than a
+     * block's threads take, more groups than a block holds. */
+    if (pp_cuda_group_norm_tiles (1, 3073, 4, 1) != 0
+        || pp_cuda_group_norm_tiles (1, 2050, 4, 1025) != 0
+        || pp_cuda_group_norm_partials (1, 3073, 4, 1, 1) != 0
+        || pp_cuda_group_norm (x, PP_CUDA_F32, 1, 3073, 4, 1, EPS, NULL,
+            PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, x, x, NULL)
+        != cudaErrorInvalidValue)
+      failf ("group_norm: 3073 channels or 1025 groups channels last are "
+          "not refused");
   }
 }
 
@@ -641,10 +656,20 @@ test_group_norm_splits (void)
   for (const GroupNormShape &s : group_norm_shapes) {
     const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
 
+    const int tiles = pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups);
+
     if (splits < 1 || splits > PP_CUDA_GROUP_MAX_SPLITS)
       failf ("group_norm_splits (%d, %d, %zu, %d) = %d", s.n, s.c, s.hw,
           s.groups, splits);
+    /* Each tile a pixel at least. */
+    if (tiles < 1 || (size_t) tiles > s.hw)
+      failf ("group_norm_tiles (%d, %d, %zu, %d) = %d", s.n, s.c, s.hw,
+          s.groups, tiles);
   }
+  /* A UNet's first norm: 128 tiles of 32 pixels, 128 blocks a sample. */
+  if (pp_cuda_group_norm_tiles (1, 320, 4096, 32) != 128)
+    failf ("group_norm_tiles: 320 channels of 4096 pixels are not cut "
+        "128 ways");
   /* Past gridDim.y, or a group of 2^32 values: none (the whole kernel). */
   if (pp_cuda_group_norm_splits (65536, 32, 1, 1) != 0
       || pp_cuda_group_norm_splits (1, 1, (size_t) 1 << 32, 1) != 0)
