@@ -16,13 +16,19 @@
  *     a bfloat16 ulp of FLT_MAX or above overflow to infinity.
  *   - A NaN stays a NaN (quiet, its sign and top payload bits kept; a
  *     payload lost in narrowing becomes the quiet bit); ±inf stays ±inf.
- * Widening is exact. */
+ * Widening is exact.
+ *
+ * On the device, float16's finite values and infinities take the GPU's
+ * own conversions (one instruction each, IEEE 754's rounding to nearest
+ * even: the same bits); NaNs take the portable path, which keeps their
+ * payload as said. */
 #pragma once
 
 #include <stdint.h>
 #include <string.h>
 
 #ifdef __CUDACC__
+#include <cuda_fp16.h>
 #define PP_DTYPE_FN static inline __host__ __device__
 #else
 #define PP_DTYPE_FN static inline
@@ -75,6 +81,11 @@ pp_f32_to_f16 (float x)
   uint32_t mant = bits & PP_F32_MANT_MASK;
   int e;
 
+#ifdef __CUDA_ARCH__
+  if ((bits & 0x7fffffffu) <= PP_F32_EXP_MASK)  /* not a NaN */
+    return __half_as_ushort (__float2half_rn (x));
+#endif
+
   if (exp == 0xffu) {
     if (mant == 0)
       return sign | PP_F16_EXP_MASK;
@@ -109,6 +120,10 @@ pp_f16_to_f32 (uint16_t h)
   uint32_t exp = (h & PP_F16_EXP_MASK) >> 10;
   uint32_t mant = h & PP_F16_MANT_MASK;
 
+#ifdef __CUDA_ARCH__
+  if ((h & 0x7fffu) <= PP_F16_EXP_MASK)   /* not a NaN */
+    return __half2float (__ushort_as_half (h));
+#endif
   if (exp == 0x1fu)
     return pp_dtype_f32_from_bits (sign | PP_F32_EXP_MASK | (mant << 13));
   if (exp == 0) {

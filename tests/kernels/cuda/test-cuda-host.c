@@ -8,6 +8,7 @@
 #include "pp-error.h"
 
 #include <gmodule.h>
+#include <math.h>
 #include <string.h>
 
 static void
@@ -128,8 +129,21 @@ test_device (void)
   x = g_new (float, n);
   back = g_new (float, n);
   y = g_new (uint16_t, n);
-  for (gsize i = 0; i < n; i++)
-    x[i] = pp_dtype_f32_from_bits (g_rand_int (rand));
+  /* Every float16 (NaNs, infinities, subnormals among them), then the
+   * ties halfway between each and the next (rounded to the even one),
+   * then random bits. */
+  for (gsize i = 0; i < n; i++) {
+    const uint16_t h = (uint16_t) i;
+    const float a = pp_f16_to_f32 (h), b = pp_f16_to_f32 ((uint16_t) (h + 1));
+
+    if (i < 0x10000)
+      x[i] = a;
+    else if (i < 0x20000 && isfinite (a) && isfinite (b)
+        && (h & 0x7fffu) != 0x7fffu)
+      x[i] = (float) (((double) a + (double) b) / 2);
+    else
+      x[i] = pp_dtype_f32_from_bits (g_rand_int (rand));
+  }
   g_assert_true (PP_CUDA_TRY (cudaMalloc ((void **) &d_x, n * 4), &error));
   g_assert_true (PP_CUDA_TRY (cudaMalloc ((void **) &d_y, n * 2), &error));
   g_assert_true (PP_CUDA_TRY (cudaMemcpy (d_x, x, n * 4,
