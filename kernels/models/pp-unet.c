@@ -877,10 +877,16 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h, TRUE));
   pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
 
-  out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
-      : pp_act_copy (x);
-  pp_add (m->be, pp_act_out (&out), pp_act_in (&h), pp_act_numel (&out));
-  pp_act_clear (&h);
+  /* Without a shortcut, h += x: the sum's bits either way (addition
+   * commutes), without a copy of x. */
+  if (r->has_shortcut) {
+    out = pp_conv_apply (&r->conv_shortcut, x);
+    pp_add (m->be, pp_act_out (&out), pp_act_in (&h), pp_act_numel (&out));
+    pp_act_clear (&h);
+  } else {
+    pp_add (m->be, pp_act_out (&h), pp_act_in (x), pp_act_numel (&h));
+    out = h;
+  }
   if (scale != 1.0f)
     pp_scale (m->be, pp_act_out (&out), pp_act_numel (&out), 1.0f / scale);
   return out;

@@ -463,8 +463,13 @@ resnet_forward (const PpVaeKl * m, const Resnet * r, const PpAct * x)
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
   pp_act_replace (&h, norm_act (m, &r->norm2, &h, TRUE));
   pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
-  out = r->has_shortcut ? pp_conv_apply (&r->conv_shortcut, x)
-      : pp_act_copy (x);
+  /* Without a shortcut, h += x: the sum's bits either way (addition
+   * commutes), without a copy of x. */
+  if (!r->has_shortcut) {
+    pp_add (m->be, pp_act_out (&h), pp_act_in (x), pp_act_numel (&h));
+    return h;
+  }
+  out = pp_conv_apply (&r->conv_shortcut, x);
   pp_add (m->be, pp_act_out (&out), pp_act_in (&h), pp_act_numel (&out));
   pp_act_clear (&h);
   return out;
