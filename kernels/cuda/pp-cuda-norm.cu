@@ -206,15 +206,21 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
  * (Chan's formula, the item's mean as hi + lo), and the normalisation,
  * tile by tile, each thread scaling its channels by their own factors. */
 
-/* Tiles of a sample at most, and the fewest values a tile may have. */
-#define NHWC_MAX_TILES 128
-#define NHWC_MIN_TILE 4096
+/* Tiles of a sample at most, and the fewest values a tile may have: a
+ * UNet's 64×64×320 norm gets 512 tiles of 8 pixels, some 4 blocks an SM,
+ * each thread 8 loads a pass. */
+#define NHWC_MAX_TILES 512
+#define NHWC_MIN_TILE 2048
 /* Threads of a tile's block at most, channels a thread takes at most (so
  * c ≤ 3072: SD's widest norm has 2560), groups at most. */
 #define NHWC_MAX_THREADS 1024
 #define NHWC_MAX_PER_THREAD 3
 #define NHWC_MAX_C (NHWC_MAX_THREADS * NHWC_MAX_PER_THREAD)
 #define NHWC_MAX_GROUPS 1024
+/* Pixels a thread sums apart (its loads issued together) before the sum
+ * joins the thread's total: a long tile's rounding then grows with 8 +
+ * n / 8 terms, not n. */
+#define NHWC_CHUNK 8
 
 /* Channels each thread takes, and the block's threads (a multiple of 32:
  * the threads past c idle). */
@@ -253,14 +259,23 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
   const size_t base = sample * hw * c;
   const float count = (float) per_group * (float) (end - begin);
 
+  PP_CUDA_UNROLL
   for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
     const int ch = threadIdx.x + j * blockDim.x;
 
     sum[j] = d_sum[j] = sq[j] = 0.0f;
     if (j < per_thread && ch < c)
-      for (size_t p = begin; p < end; p++)
-        sum[j] += pp_cuda_load<A> (x, base + p * c + ch);
+      for (size_t p = begin; p < end; p += NHWC_CHUNK) {
+        float part = 0.0f;
+
+        PP_CUDA_UNROLL
+        for (int q = 0; q < NHWC_CHUNK; q++)
+          if (p + q < end)
+            part += pp_cuda_load<A> (x, base + (p + q) * c + ch);
+        sum[j] += part;
+      }
   }
+  PP_CUDA_UNROLL
   for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
     const int ch = threadIdx.x + j * blockDim.x;
 
@@ -276,22 +291,33 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
     mean[g] = s / count;
   }
   __syncthreads ();
+  PP_CUDA_UNROLL
   for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
     const int ch = threadIdx.x + j * blockDim.x;
 
     if (j < per_thread && ch < c) {
       const float m = mean[ch / per_group];
 
-      for (size_t p = begin; p < end; p++) {
-        const float d = pp_cuda_load<A> (x, base + p * c + ch) - m;
+      for (size_t p = begin; p < end; p += NHWC_CHUNK) {
+        float d_part = 0.0f, sq_part = 0.0f;
 
-        d_sum[j] += d;
-        sq[j] += d * d;
+        PP_CUDA_UNROLL
+        for (int q = 0; q < NHWC_CHUNK; q++)
+          if (p + q < end) {
+            const float d = pp_cuda_load<A> (x, base + (p + q) * c + ch)
+                - m;
+
+            d_part += d;
+            sq_part += d * d;
+          }
+        d_sum[j] += d_part;
+        sq[j] += sq_part;
       }
     }
   }
   /* Every thread has read sums' channel totals (the barrier after the
    * means): the deviations may take their place. */
+  PP_CUDA_UNROLL
   for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
     const int ch = threadIdx.x + j * blockDim.x;
 
@@ -369,6 +395,7 @@ group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
   size_t begin, end;
 
   nhwc_tile (hw, gridDim.x, blockIdx.x, &begin, &end);
+  PP_CUDA_UNROLL
   for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
     const int ch = threadIdx.x + j * blockDim.x;
 
@@ -378,6 +405,7 @@ group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
       const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
       const float scale = mo.z * ga;
 
+      PP_CUDA_UNROLL_4
       for (size_t p = begin; p < end; p++) {
         const size_t at = base + p * c + ch;
         const float v = ((pp_cuda_load<A> (x, at) - mo.x) - mo.y) * scale
@@ -526,13 +554,17 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
   return cudaGetLastError ();
 }
 
-/* Rows are short (a transformer's width, 320…1280): a warp per row, its
- * sums warp shuffles only (a row's values stay in cache between the
- * passes), LAYER_NORM_WARPS rows per block. */
+/* Rows are short (a transformer's width, 320…1280): a warp per row up to
+ * LAYER_NORM_WARP_MAX values, the row in its registers (V a lane: every
+ * load issued at once, read from memory once), its sums warp shuffles
+ * only, LAYER_NORM_WARPS rows a block.  A longer row takes a block, as the
+ * group norm's whole kernel does. */
 #define LAYER_NORM_WARPS 8
+#define LAYER_NORM_WARP_MAX (32 * 48)
+#define LAYER_NORM_THREADS 256
 
-template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
-layer_norm_kernel (const void *x, size_t rows, int dim, float eps,
+template <PpCudaType A, PpCudaType G, PpCudaType B, int V> __global__ void
+layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
     const void *gamma, const void *beta, void *y)
 {
   const int lane = threadIdx.x % 32;
@@ -541,22 +573,55 @@ layer_norm_kernel (const void *x, size_t rows, int dim, float eps,
   for (size_t r = (size_t) blockIdx.x * LAYER_NORM_WARPS + threadIdx.x / 32;
       r < rows; r += (size_t) gridDim.x * LAYER_NORM_WARPS) {
     const size_t first = r * dim;
-    float s = 0.0f, sq = 0.0f, hi, lo, rstd;
+    float v[V], s = 0.0f, sq = 0.0f, hi, lo, rstd;
 
-    for (int i = lane; i < dim; i += 32)
-      s += pp_cuda_load<A> (x, first + i);
+    PP_CUDA_UNROLL
+    for (int k = 0; k < V; k++) {
+      const int i = lane + 32 * k;
+
+      v[k] = i < dim ? pp_cuda_load<A> (x, first + i) : 0.0f;
+      s += v[k];
+    }
     hi = pp_cuda_warp_sum (s) / (float) dim;
     s = 0.0f;
-    for (int i = lane; i < dim; i += 32) {
-      const float d = pp_cuda_load<A> (x, first + i) - hi;
+    PP_CUDA_UNROLL
+    for (int k = 0; k < V; k++)
+      if (lane + 32 * k < dim) {
+        const float d = v[k] - hi;
 
-      s += d;
-      sq += d * d;
-    }
+        s += d;
+        sq += d * d;
+      }
     lo = pp_cuda_warp_sum (s) / (float) dim;
     rstd = rsqrtf (fmaxf (pp_cuda_warp_sum (sq) / (float) dim - lo * lo,
             0.0f) + eps);
-    for (int i = lane; i < dim; i += 32) {
+    PP_CUDA_UNROLL
+    for (int k = 0; k < V; k++) {
+      const int i = lane + 32 * k;
+
+      if (i < dim) {
+        const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
+        const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
+
+        pp_cuda_store<A> (y, first + i, ((v[k] - hi) - lo) * (rstd * ga)
+            + be);
+      }
+    }
+  }
+}
+
+template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
+    const void *gamma, const void *beta, void *y)
+{
+  __shared__ float shared[32];
+
+  for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const size_t first = r * dim;
+    float hi, lo, rstd;
+
+    norm_moments<A> (x, first, dim, eps, shared, &hi, &lo, &rstd);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
 
@@ -566,21 +631,48 @@ layer_norm_kernel (const void *x, size_t rows, int dim, float eps,
   }
 }
 
-extern "C" cudaError_t
-pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
-    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, void *y, cudaStream_t stream)
+/* The warp kernel for @dim values a row, V = 8, 16 or 48 a lane. */
+template <PpCudaType A, PpCudaType G, PpCudaType B> static void
+layer_norm_warp (const void *x, size_t rows, int dim, float eps,
+    const void *gamma, const void *beta, void *y, cudaStream_t stream)
 {
   const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
   const unsigned blocks = (unsigned) (need < NORM_MAX_BLOCKS ? need
       : NORM_MAX_BLOCKS);
 
+  if (dim <= 32 * 8)
+    layer_norm_warp_kernel<A, G, B, 8><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+        stream>>> (x, rows, dim, eps, gamma, beta, y);
+  else if (dim <= 32 * 16)
+    layer_norm_warp_kernel<A, G, B, 16><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+        stream>>> (x, rows, dim, eps, gamma, beta, y);
+  else
+    layer_norm_warp_kernel<A, G, B, 48><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+        stream>>> (x, rows, dim, eps, gamma, beta, y);
+}
+
+extern "C" cudaError_t
+pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
+    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y, cudaStream_t stream)
+{
+  const unsigned blocks = (unsigned) (rows < NORM_MAX_BLOCKS ? rows
+      : NORM_MAX_BLOCKS);
+
   if (rows == 0 || dim <= 0)
     return cudaSuccess;
-  PP_CUDA_DISPATCH_TYPE (type, A,
-      PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-          PP_CUDA_DISPATCH_TYPE (beta_type, B,
-              layer_norm_kernel<A, G, B><<<blocks, 32 * LAYER_NORM_WARPS, 0,
-              stream>>> (x, rows, dim, eps, gamma, beta, y))));
+  if (dim <= LAYER_NORM_WARP_MAX)
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+            PP_CUDA_DISPATCH_TYPE (beta_type, B,
+                layer_norm_warp<A, G, B> (x, rows, dim, eps, gamma, beta, y,
+                    stream))));
+  else
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+            PP_CUDA_DISPATCH_TYPE (beta_type, B,
+                layer_norm_block_kernel<A, G, B><<<blocks,
+                LAYER_NORM_THREADS, 0, stream>>> (x, rows, dim, eps, gamma,
+                    beta, y))));
   return cudaGetLastError ();
 }

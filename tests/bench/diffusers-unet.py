@@ -5,7 +5,7 @@ model-bench's C figures (CPU) and gpu-bench's (GPU, the same protocol).
 Usage (diffusers importable, e.g. through a checkout on PYTHONPATH):
     python3 tests/bench/diffusers-unet.py [--runs N] [--threads T]
         [--latent H] [--device cpu|cuda] [--dtype f32[,f16,bf16]]
-        [--taesd] [CONFIG_DIR]
+        [--taesd] [--error] [CONFIG_DIR]
 
 CONFIG_DIR holds a diffusers config.json (default: the SD-Turbo
 architecture in tests/data/scale/sd-turbo).  Weights are PyTorch's default
@@ -15,6 +15,11 @@ converted).  With --taesd, also diffusers' AutoencoderTiny (TAESD) encoding
 and decoding the 8H x 8H image.  A figure is the best of --runs runs after
 two untimed ones, each run synchronized with the device (as gpu-bench
 times its own); on a GPU, TensorFloat-32 is off, as in the GPU check.
+
+With --error, nothing is timed: the UNet's output in each dtype of --dtype
+against its own float64 run on the same weights and inputs, as
+test-kernels-scale judges ppdiffuse's (max |diff| relative to max |ref|,
+and NMSE): what the dtype itself costs diffusers on that architecture.
 """
 import argparse
 import json
@@ -60,6 +65,29 @@ def build(make, device):
     return make().to(device)
 
 
+def report_errors(unet, sample, ctx, dtypes, device, name):
+    """Each dtype's output against the float64 one, as test-scale
+    measures ppdiffuse's."""
+    with torch.inference_mode():
+        unet.to(torch.float64)
+        ref = unet(sample.to(device, torch.float64), 999,
+                   encoder_hidden_states=ctx.to(device, torch.float64)
+                   ).sample
+        ref_max = ref.abs().max().item()
+        for dt in dtypes:
+            dtype = DTYPES[dt]
+            unet.to(dtype)
+            y = unet(sample.to(device, dtype), 999,
+                     encoder_hidden_states=ctx.to(device, dtype)
+                     ).sample.to(torch.float64)
+            diff = (y - ref).abs().max().item()
+            nmse = ((y - ref) ** 2).sum().item() / (ref ** 2).sum().item()
+            print("diffusers UNet %s %-4s against float64: max|diff| %.3e "
+                  "= %.2e of max|ref| %.4g, NMSE %.3e" % (
+                      name, dt, diff, diff / ref_max, ref_max, nmse),
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config_dir", nargs="?", default=DEFAULT_CONFIG)
@@ -70,6 +98,8 @@ def main():
     ap.add_argument("--dtype", default="f32",
                     help="comma-separated: f32, f16, bf16")
     ap.add_argument("--taesd", action="store_true")
+    ap.add_argument("--error", action="store_true",
+                    help="each dtype's error against float64, not its time")
     args = ap.parse_args()
 
     device = torch.device(args.device)
@@ -105,6 +135,10 @@ def main():
                       generator=gen)
     side = VAE_FACTOR * args.latent
     image = torch.rand(1, 3, side, side, generator=gen) * 2 - 1
+    if args.error:
+        report_errors(unet, sample, ctx, dtypes, device,
+                      os.path.basename(os.path.normpath(args.config_dir)))
+        return
     for name in dtypes:
         dtype = DTYPES[name]
         unet.to(dtype)

@@ -631,7 +631,9 @@ test_layer_norm (void)
 {
   const size_t rows = 5;
 
-  for (int dim : { 1, 31, 77, 320, 1000, 1281 }) {
+  /* A warp a row with 8, 16 and 48 values a lane, and a block a row past
+   * 1536. */
+  for (int dim : { 1, 31, 77, 320, 1000, 1281, 1600 }) {
     const std::vector<float> x = exact_values (rows * dim, -3, 5);
 
     layer_norm_case (rows, dim, false, true, x,
@@ -666,10 +668,10 @@ test_group_norm_splits (void)
       failf ("group_norm_tiles (%d, %d, %zu, %d) = %d", s.n, s.c, s.hw,
           s.groups, tiles);
   }
-  /* A UNet's first norm: 128 tiles of 32 pixels, 128 blocks a sample. */
-  if (pp_cuda_group_norm_tiles (1, 320, 4096, 32) != 128)
+  /* A UNet's first norm: 512 tiles of 8 pixels, 512 blocks a sample. */
+  if (pp_cuda_group_norm_tiles (1, 320, 4096, 32) != 512)
     failf ("group_norm_tiles: 320 channels of 4096 pixels are not cut "
-        "128 ways");
+        "512 ways");
   /* Past gridDim.y, or a group of 2^32 values: none (the whole kernel). */
   if (pp_cuda_group_norm_splits (65536, 32, 1, 1) != 0
       || pp_cuda_group_norm_splits (1, 1, (size_t) 1 << 32, 1) != 0)
