@@ -563,9 +563,22 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
 #define LAYER_NORM_WARP_MAX (32 * 48)
 #define LAYER_NORM_THREADS 256
 
-template <PpCudaType A, PpCudaType G, PpCudaType B, int V> __global__ void
+/* A parameter of @type widened: a uniform branch, so that the warp kernel
+ * is not instantiated for every pair of parameter types. */
+__device__ __forceinline__ float
+param_load (PpCudaType type, const void *p, int i)
+{
+  if (type == PP_CUDA_F16)
+    return pp_cuda_load<PP_CUDA_F16> (p, i);
+  if (type == PP_CUDA_BF16)
+    return pp_cuda_load<PP_CUDA_BF16> (p, i);
+  return pp_cuda_load<PP_CUDA_F32> (p, i);
+}
+
+template <PpCudaType A, int V> __global__ void
 layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
-    const void *gamma, const void *beta, void *y)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y)
 {
   const int lane = threadIdx.x % 32;
 
@@ -600,8 +613,10 @@ layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
       const int i = lane + 32 * k;
 
       if (i < dim) {
-        const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
-        const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
+        const float ga = gamma != NULL ? param_load (gamma_type, gamma, i)
+            : 1.0f;
+        const float be = beta != NULL ? param_load (beta_type, beta, i)
+            : 0.0f;
 
         pp_cuda_store<A> (y, first + i, ((v[k] - hi) - lo) * (rstd * ga)
             + be);
@@ -631,24 +646,22 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
   }
 }
 
-/* The warp kernel for @dim values a row, V = 8, 16 or 48 a lane. */
-template <PpCudaType A, PpCudaType G, PpCudaType B> static void
+/* The warp kernel for @dim values a row, V = 16 or 48 a lane. */
+template <PpCudaType A> static void
 layer_norm_warp (const void *x, size_t rows, int dim, float eps,
-    const void *gamma, const void *beta, void *y, cudaStream_t stream)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y, cudaStream_t stream)
 {
   const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
   const unsigned blocks = (unsigned) (need < NORM_MAX_BLOCKS ? need
       : NORM_MAX_BLOCKS);
 
-  if (dim <= 32 * 8)
-    layer_norm_warp_kernel<A, G, B, 8><<<blocks, 32 * LAYER_NORM_WARPS, 0,
-        stream>>> (x, rows, dim, eps, gamma, beta, y);
-  else if (dim <= 32 * 16)
-    layer_norm_warp_kernel<A, G, B, 16><<<blocks, 32 * LAYER_NORM_WARPS, 0,
-        stream>>> (x, rows, dim, eps, gamma, beta, y);
+  if (dim <= 32 * 16)
+    layer_norm_warp_kernel<A, 16><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+        stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
   else
-    layer_norm_warp_kernel<A, G, B, 48><<<blocks, 32 * LAYER_NORM_WARPS, 0,
-        stream>>> (x, rows, dim, eps, gamma, beta, y);
+    layer_norm_warp_kernel<A, 48><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+        stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
 }
 
 extern "C" cudaError_t
@@ -663,10 +676,8 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
     return cudaSuccess;
   if (dim <= LAYER_NORM_WARP_MAX)
     PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-            PP_CUDA_DISPATCH_TYPE (beta_type, B,
-                layer_norm_warp<A, G, B> (x, rows, dim, eps, gamma, beta, y,
-                    stream))));
+        layer_norm_warp<A> (x, rows, dim, eps, gamma, gamma_type, beta,
+            beta_type, y, stream));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_DISPATCH_TYPE (gamma_type, G,

@@ -631,7 +631,7 @@ test_layer_norm (void)
 {
   const size_t rows = 5;
 
-  /* A warp a row with 8, 16 and 48 values a lane, and a block a row past
+  /* A warp a row with 16 and 48 values a lane, and a block a row past
    * 1536. */
   for (int dim : { 1, 31, 77, 320, 1000, 1281, 1600 }) {
     const std::vector<float> x = exact_values (rows * dim, -3, 5);
