@@ -42,10 +42,14 @@ def measure(name, spec, dtypes, device):
     sample = seeded.input_tensor(spec["seeds"]["inputs"], SAMPLE_KEY, shape)
     ctx = seeded.input_tensor(spec["seeds"]["inputs"], CONTEXT_KEY,
                               ctx_shape)
+    # Each dtype from the float32 weights (converting one dtype's model to
+    # the next would round twice).
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
     model.to(device)
     for dt in dtypes:
         dtype = DTYPES[dt]
         model.to(dtype)
+        model.load_state_dict(weights)
         with torch.inference_mode():
             out = model(torch.from_numpy(sample).to(device, dtype),
                         spec["timestep"],
