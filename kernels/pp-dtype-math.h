@@ -20,8 +20,8 @@
  *
  * On the device, float16's finite values and infinities take the GPU's
  * own conversions (one instruction each, IEEE 754's rounding to nearest
- * even: the same bits); NaNs take the portable path, which keeps their
- * payload as said. */
+ * even: the same bits), and a NaN the bits the portable path gives it,
+ * chosen by a select: no branch on the value. */
 #pragma once
 
 #include <stdint.h>
@@ -82,8 +82,15 @@ pp_f32_to_f16 (float x)
   int e;
 
 #ifdef __CUDA_ARCH__
-  if ((bits & 0x7fffffffu) <= PP_F32_EXP_MASK)  /* not a NaN */
-    return __half_as_ushort (__float2half_rn (x));
+  {
+    /* A select, not a branch: a branch on a loaded value would hold every
+     * later load of a kernel back until that one arrived. */
+    const uint16_t fast = __half_as_ushort (__float2half_rn (x));
+    const uint16_t nan = sign | PP_F16_EXP_MASK | PP_F16_QUIET
+        | (uint16_t) (mant >> 13);
+
+    return (bits & 0x7fffffffu) > PP_F32_EXP_MASK ? nan : fast;
+  }
 #endif
 
   if (exp == 0xffu) {
@@ -121,8 +128,14 @@ pp_f16_to_f32 (uint16_t h)
   uint32_t mant = h & PP_F16_MANT_MASK;
 
 #ifdef __CUDA_ARCH__
-  if ((h & 0x7fffu) <= PP_F16_EXP_MASK)   /* not a NaN */
-    return __half2float (__ushort_as_half (h));
+  {
+    /* A select, as in pp_f32_to_f16. */
+    const float fast = __half2float (__ushort_as_half (h));
+    const float nan = pp_dtype_f32_from_bits (sign | PP_F32_EXP_MASK
+        | (mant << 13));
+
+    return (h & 0x7fffu) > PP_F16_EXP_MASK ? nan : fast;
+  }
 #endif
   if (exp == 0x1fu)
     return pp_dtype_f32_from_bits (sign | PP_F32_EXP_MASK | (mant << 13));

@@ -268,10 +268,15 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float part = 0.0f;
 
+        /* Loads of the tile's last pixel past its end, dropped:
+         * straight-line code, whose loads issue together. */
         PP_CUDA_UNROLL
-        for (int q = 0; q < NHWC_CHUNK; q++)
-          if (p + q < end)
-            part += pp_cuda_load<A> (x, base + (p + q) * c + ch);
+        for (int q = 0; q < NHWC_CHUNK; q++) {
+          const size_t at = p + q < end ? p + q : end - 1;
+          const float value = pp_cuda_load<A> (x, base + at * c + ch);
+
+          part += p + q < end ? value : 0.0f;
+        }
         sum[j] += part;
       }
   }
@@ -302,14 +307,14 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
         float d_part = 0.0f, sq_part = 0.0f;
 
         PP_CUDA_UNROLL
-        for (int q = 0; q < NHWC_CHUNK; q++)
-          if (p + q < end) {
-            const float d = pp_cuda_load<A> (x, base + (p + q) * c + ch)
-                - m;
+        for (int q = 0; q < NHWC_CHUNK; q++) {
+          const size_t at = p + q < end ? p + q : end - 1;
+          const float value = pp_cuda_load<A> (x, base + at * c + ch);
+          const float d = p + q < end ? value - m : 0.0f;
 
-            d_part += d;
-            sq_part += d * d;
-          }
+          d_part += d;
+          sq_part += d * d;
+        }
         d_sum[j] += d_part;
         sq[j] += sq_part;
       }
@@ -592,7 +597,11 @@ layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
     for (int k = 0; k < V; k++) {
       const int i = lane + 32 * k;
 
-      v[k] = i < dim ? pp_cuda_load<A> (x, first + i) : 0.0f;
+      /* Every lane loads (a value of its row when past its end), then
+       * keeps or drops: straight-line code, whose loads issue together. */
+      const float at = pp_cuda_load<A> (x, first + (i < dim ? i : dim - 1));
+
+      v[k] = i < dim ? at : 0.0f;
       s += v[k];
     }
     hi = pp_cuda_warp_sum (s) / (float) dim;
