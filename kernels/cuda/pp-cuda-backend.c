@@ -580,13 +580,15 @@ create (gint device, GError ** error)
 {
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first. */
   static const gchar *const group_norm_ways[] = { "split", "whole", NULL };
+  /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first. */
+  static const gchar *const layer_norm_ways[] = { "warp", "block", NULL };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
   static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   PpCudaBackend *cu;
   gchar *desc, *versions;
-  guint way = 0, activations = 0, gemm_out = 0;
+  guint way = 0, layer_way = 0, activations = 0, gemm_out = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -604,6 +606,9 @@ create (gint device, GError ** error)
           &cu->conv_layout, error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
           g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
+      || !pp_cuda_choice_parse (PP_CUDA_LAYER_NORM_ENV,
+          g_getenv (PP_CUDA_LAYER_NORM_ENV), layer_norm_ways, &layer_way,
+          error)
       || !pp_cuda_choice_parse (PP_CUDA_ACTIVATIONS_ENV,
           g_getenv (PP_CUDA_ACTIVATIONS_ENV), activation_ways, &activations,
           error)
@@ -615,6 +620,7 @@ create (gint device, GError ** error)
     return NULL;
   }
   cu->group_norm_split = way == 0;
+  cu->layer_norm_warp = layer_way == 0;
   cu->gemm_out_act = gemm_out == 0;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
@@ -642,14 +648,15 @@ create (gint device, GError ** error)
   cu->be.priv = cu;
   versions = library_versions ();
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout, %s group norms, activations %s, 16-bit "
-      "linear outputs %s", desc, versions,
+      "%s convolution layout, %s group norms, %s layer norms, "
+      "activations %s, 16-bit linear outputs %s", desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
       cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW" : "channels-last",
-      group_norm_ways[way], activation_ways[activations],
+      group_norm_ways[way], layer_norm_ways[layer_way],
+      activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
   g_free (versions);
   return &cu->be;

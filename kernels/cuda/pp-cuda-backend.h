@@ -44,10 +44,14 @@ G_BEGIN_DECLS
  * group's values over several blocks, two kernels) or whole (one block
  * per group). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
-/* The dtype models keep their activations in: f32 (the default) or
- * weights (the weights' 16-bit dtype: the 16-bit graph, each op's
- * float32 kernel between a widening and a narrowing until the kernels
- * take 16 bits themselves). */
+/* How a layer norm spreads over the device: warp (the default: a warp per
+ * row of up to 1536 values, the row in its registers) or block (a block
+ * per row, the first way). */
+#define PP_CUDA_LAYER_NORM_ENV "PPDIFFUSE_CUDA_LAYER_NORM"
+/* The dtype models keep their activations in: weights (the default: the
+ * weights' 16-bit dtype, the 16-bit graph, each kernel reading and
+ * writing 16 bits) or f32 (float32, a 16-bit product narrowing a copy of
+ * its operand). */
 #define PP_CUDA_ACTIVATIONS_ENV "PPDIFFUSE_CUDA_ACTIVATIONS"
 /* How a linear op writes a 16-bit output of its weights' type: act (the
  * default: cuBLASLt writes it as it is, the bias added in float32 in the

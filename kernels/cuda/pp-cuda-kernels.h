@@ -105,9 +105,12 @@ cudaError_t pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c,
     size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
     int nhwc, float *partials, void *y, cudaStream_t stream);
+/* A warp per row of up to 1536 values, else (or with @by_block) a block
+ * per row. */
 cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
     int dim, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, void *y, cudaStream_t stream);
+    const void *beta, PpCudaType beta_type, void *y, int by_block,
+    cudaStream_t stream);
 
 /* pp-cuda-layout.cu */
 /* x and y of @type; with @nhwc, channels last: x [n, h, w, c] → y [n,

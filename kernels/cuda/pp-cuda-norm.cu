@@ -676,14 +676,14 @@ layer_norm_warp (const void *x, size_t rows, int dim, float eps,
 extern "C" cudaError_t
 pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, void *y, cudaStream_t stream)
+    PpCudaType beta_type, void *y, int by_block, cudaStream_t stream)
 {
   const unsigned blocks = (unsigned) (rows < NORM_MAX_BLOCKS ? rows
       : NORM_MAX_BLOCKS);
 
   if (rows == 0 || dim <= 0)
     return cudaSuccess;
-  if (dim <= LAYER_NORM_WARP_MAX)
+  if (dim <= LAYER_NORM_WARP_MAX && !by_block)
     PP_CUDA_DISPATCH_TYPE (type, A,
         layer_norm_warp<A> (x, rows, dim, eps, gamma, gamma_type, beta,
             beta_type, y, stream));

@@ -61,10 +61,10 @@
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
-#              without them), gpu-bench also with the attention
-#              and convolution choices of PPDIFFUSE_CUDA_ATTENTION,
-#              PPDIFFUSE_CUDA_CONV_ALGO, PPDIFFUSE_CUDA_CONV_LAYOUT and
-#              PPDIFFUSE_CUDA_GROUP_NORM side by side, with float32
+#              without them), gpu-bench also with the choices of
+#              PPDIFFUSE_CUDA_ATTENTION, PPDIFFUSE_CUDA_CONV_ALGO,
+#              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_GROUP_NORM and
+#              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
 #              activations ($ACT32) and 16-bit ones channels first, and
 #              the GEMMs' outputs through float32, and a latent's hop
 #              between ranks with and without the doorbells
@@ -390,6 +390,12 @@ step_device() {
       "$work/ops-gn.log" 300 env PPDIFFUSE_CUDA_GROUP_NORM=whole \
       "$tool" test-ops --backend "$BE" --op group_norm; then
     pass "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=whole"
+  fi
+  # The layer norms a block per row (the first way).
+  if runs "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=block" \
+      "$work/ops-ln.log" 300 env PPDIFFUSE_CUDA_LAYER_NORM=block \
+      "$tool" test-ops --backend "$BE" --op layer_norm; then
+    pass "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=block"
   fi
   # The convolutions in each layout: every 16-bit case channels-first,
   # then every channel-aligned one channels-last.
@@ -1037,9 +1043,9 @@ step_bench() {
     # former defaults: each op's kernel between a widening and a
     # narrowing), 16 bits channels first, and 16 bits with the GEMMs'
     # outputs through float32 scratch (a bias kernel and a narrowing each)
-    # instead of cuBLAS writing them.
+    # instead of cuBLAS writing them; and the layer norms a block a row.
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
-        "PPDIFFUSE_CUDA_GEMM_OUT=f32"; do
+        "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       runs "gpu-bench f16, $way" "$work/bench.log" 300 \
           env $way "$build/tests/bench/gpu-bench" --dtype f16 \

@@ -596,15 +596,16 @@ test_group_norm_offset (void)
 
 static void
 layer_norm_case (size_t rows, int dim, bool in_place, bool params,
-    const std::vector<float> &x, const std::vector<Types> &typings,
-    double abs, double rel)
+    bool by_block, const std::vector<float> &x,
+    const std::vector<Types> &typings, double abs, double rel)
 {
   const std::vector<float> gamma = exact_values (dim, 0.5f, 1.5f);
   const std::vector<float> beta = exact_values (dim, -0.5f, 0.5f);
   std::vector<Arg> args = { in_place ? inout ("x", x) : in ("x", x),
     in ("gamma", gamma), in ("beta", beta) };
-  const std::string what = strf ("layer_norm rows=%zu dim=%d%s%s", rows,
-      dim, in_place ? " in place" : "", params ? "" : " no gamma, beta");
+  const std::string what = strf ("layer_norm rows=%zu dim=%d%s%s%s", rows,
+      dim, by_block ? " by block" : "", in_place ? " in place" : "",
+      params ? "" : " no gamma, beta");
   const size_t y = in_place ? 0 : 3;
   std::vector<double> want (rows * dim);
 
@@ -613,7 +614,7 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   auto r = run_typed (what, args, [&] (const Run &b) {
         return pp_cuda_layer_norm (b.p (0), b.t (0), rows, dim, EPS,
             params ? b.p (1) : NULL, b.t (1), params ? b.p (2) : NULL,
-            b.t (2), b.p (y), NULL); }, typings);
+            b.t (2), b.p (y), by_block, NULL); }, typings);
   for (size_t row = 0; row < rows; row++) {
     double mean, rstd;
 
@@ -632,23 +633,25 @@ test_layer_norm (void)
   const size_t rows = 5;
 
   /* A warp a row with 16 and 48 values a lane, and a block a row past
-   * 1536. */
-  for (int dim : { 1, 31, 77, 320, 1000, 1281, 1600 }) {
-    const std::vector<float> x = exact_values (rows * dim, -3, 5);
+   * 1536 (or when asked: PPDIFFUSE_CUDA_LAYER_NORM=block). */
+  for (bool by_block : { false, true })
+    for (int dim : { 1, 31, 77, 320, 1000, 1281, 1600 }) {
+      const std::vector<float> x = exact_values (rows * dim, -3, 5);
 
-    layer_norm_case (rows, dim, false, true, x,
-        { { F16, F32, BF16, F16 }, { BF16, BF16, F16, BF16 } }, NORM_ABS,
-        NORM_REL);
-    layer_norm_case (rows, dim, true, dim % 2 == 0, x,
-        { { F16, BF16, F32 } }, NORM_ABS, NORM_REL);
-  }
+      layer_norm_case (rows, dim, false, true, by_block, x,
+          { { F16, F32, BF16, F16 }, { BF16, BF16, F16, BF16 } }, NORM_ABS,
+          NORM_REL);
+      layer_norm_case (rows, dim, true, dim % 2 == 0, by_block, x,
+          { { F16, BF16, F32 } }, NORM_ABS, NORM_REL);
+    }
   {
     /* About 1e4, as test_group_norm_offset. */
     std::vector<float> x = float_values (rows * 1000, -1, 1);
 
     for (float &v : x)
       v += 1e4f;
-    layer_norm_case (rows, 1000, false, false, x, {}, 1e-6, 0);
+    for (bool by_block : { false, true })
+      layer_norm_case (rows, 1000, false, false, by_block, x, {}, 1e-6, 0);
   }
 }
 
