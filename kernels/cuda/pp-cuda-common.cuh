@@ -9,16 +9,13 @@
 #include "pp-cuda-kernels.h"
 #include "pp-dtype-math.h"
 
-/* Loop unrolling hints for nvcc (a register array indexed by a loop's
- * counter stays in registers only when the loop is unrolled; a runtime
- * loop unrolled N ways issues N loads before it uses them); nothing for
- * other compilers. */
+/* Full unrolling for nvcc (a register array indexed by a loop's counter
+ * stays in registers only when the loop is unrolled); nothing for other
+ * compilers. */
 #ifdef __CUDACC__
 #define PP_CUDA_UNROLL _Pragma ("unroll")
-#define PP_CUDA_UNROLL_4 _Pragma ("unroll 4")
 #else
 #define PP_CUDA_UNROLL
-#define PP_CUDA_UNROLL_4
 #endif
 
 /* Threads of a block in the element-wise kernels. */

@@ -410,13 +410,24 @@ group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
       const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
       const float scale = mo.z * ga;
 
-      PP_CUDA_UNROLL_4
-      for (size_t p = begin; p < end; p++) {
-        const size_t at = base + p * c + ch;
-        const float v = ((pp_cuda_load<A> (x, at) - mo.x) - mo.y) * scale
-            + be;
+      /* A chunk's values loaded before any is stored (y may be x, so a
+       * load after a store could not be moved before it): the loads issue
+       * together. */
+      for (size_t p = begin; p < end; p += NHWC_CHUNK) {
+        float v[NHWC_CHUNK];
 
-        pp_cuda_store<A> (y, at, silu ? pp_math_silu (v) : v);
+        PP_CUDA_UNROLL
+        for (int q = 0; q < NHWC_CHUNK; q++)
+          v[q] = pp_cuda_load<A> (x, base + (p + q < end ? p + q : end - 1)
+              * c + ch);
+        PP_CUDA_UNROLL
+        for (int q = 0; q < NHWC_CHUNK; q++)
+          if (p + q < end) {
+            const float n = ((v[q] - mo.x) - mo.y) * scale + be;
+
+            pp_cuda_store<A> (y, base + (p + q) * c + ch,
+                silu ? pp_math_silu (n) : n);
+          }
       }
     }
   }
