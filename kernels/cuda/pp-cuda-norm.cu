@@ -448,6 +448,13 @@ static_assert (GROUP_MIN_SLICE >= PP_CUDA_GROUP_MAX_SPLITS,
 static_assert (sizeof (float4) == PP_CUDA_GROUP_STATS * sizeof (float),
     "PP_CUDA_GROUP_STATS is not a float4's floats");
 
+/* @count within [1, @most]. */
+static inline size_t
+clamp_count (size_t count, size_t most)
+{
+  return count < 1 ? 1 : count > most ? most : count;
+}
+
 extern "C" int
 pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
 {
@@ -462,11 +469,8 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
   if (items > PP_CUDA_MAX_GRID_YZ || count >= ((size_t) 1 << 32))
     return 0;
   splits = (GROUP_TARGET_BLOCKS + items - 1) / items;
-  if (splits > by_size)
-    splits = by_size;
-  if (splits > PP_CUDA_GROUP_MAX_SPLITS)
-    splits = PP_CUDA_GROUP_MAX_SPLITS;
-  return splits < 1 ? 1 : (int) splits;
+  return (int) clamp_count (splits < by_size ? splits : by_size,
+      PP_CUDA_GROUP_MAX_SPLITS);
 }
 
 extern "C" int
@@ -478,11 +482,7 @@ pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups)
     return 0;
   if (n > PP_CUDA_MAX_GRID_YZ || c > NHWC_MAX_C || groups > NHWC_MAX_GROUPS)
     return 0;
-  if (tiles > NHWC_MAX_TILES)
-    tiles = NHWC_MAX_TILES;
-  if (tiles > hw)
-    tiles = hw;
-  return tiles < 1 ? 1 : (int) tiles;
+  return (int) clamp_count (tiles < hw ? tiles : hw, NHWC_MAX_TILES);
 }
 
 extern "C" size_t
