@@ -494,6 +494,9 @@ static const GroupNormShape group_norm_shapes[] = {
   { 1, 1040, 13, 8, "2 channels a thread, 3 tiles channels last" },
   /* A UNet's 32 groups, 3 channels each, tiles of uneven pixels. */
   { 2, 96, 1111, 32, "tiles of 42 or 43 pixels channels last" },
+  /* SD's widest norm (an up block's concatenation): 3 channels a thread,
+   * the last thread's third past c. */
+  { 2, 2560, 9, 32, "3 channels a thread channels last" },
 };
 
 /* One group norm case: @x channels first; run the @way way, in place or
