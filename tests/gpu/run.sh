@@ -61,7 +61,9 @@
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
-#              without them), gpu-bench also with the choices of
+#              without them; and its error in f16 and bf16 on the
+#              full-size fixtures, the basis of the dtypes step's bounds),
+#              gpu-bench also with the choices of
 #              PPDIFFUSE_CUDA_ATTENTION, PPDIFFUSE_CUDA_CONV_ALGO,
 #              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_GROUP_NORM and
 #              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
@@ -1064,6 +1066,16 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
           --dtype f16,bf16,f32 --runs 10 --taesd \
         && { grep -E '^(diffusers|UNet)' "$work/diffusers.log" | indent
           pass "diffusers eager ran"; }
+      # What f16 and bf16 cost diffusers' own UNet on the full-size
+      # fixtures: the basis of test-kernels-scale's 16-bit bounds (about
+      # twice these), measured again on this GPU.
+      # shellcheck disable=SC2086
+      runs "diffusers' own 16-bit error on the fixtures" \
+          "$work/dtype-error.log" 300 \
+          $torch_python "$src/tests/reference/scale_dtype_error.py" \
+          --device cuda --dtype f16,bf16 \
+        && { grep -E '^diffusers' "$work/dtype-error.log" | indent
+          pass "diffusers' own 16-bit error measured"; }
     else
       note_skip "diffusers eager: no torch with CUDA and diffusers in $torch_python ($(tail -1 "$work/torch.log"))"
     fi
