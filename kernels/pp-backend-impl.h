@@ -124,10 +124,12 @@ struct _PpBackend
   /* TRUE: models keep their activations in their weights' dtype, when it
    * is one of act_dtypes (pp_backend_act_dtype); FALSE: in float32. */
   gboolean act_follows_weights;
-  /* The models' activation layout when $PPDIFFUSE_ACT_LAYOUT names none
-   * (pp_backend_act_layout): NCHW on the CPU (its kernels' own), NHWC on
-   * a GPU (as 16-bit tensor cores read convolutions). */
-  PpLayout act_layout;
+  /* The models' layout for 16-bit activations when $PPDIFFUSE_ACT_LAYOUT
+   * names none (pp_backend_act_layout): NHWC on a GPU (as its 16-bit
+   * convolutions run), NCHW on the CPU (its kernels' own).  Float32
+   * activations are NCHW there (a GPU's float32 convolutions run channels
+   * first). */
+  PpLayout act16_layout;
   /* TRUE: the models cut a batch's row-count-dependent work (GEMMs, row
    * ranges) sample by sample, so that each sample gets the bytes it gets
    * alone (the CPU backends, whose GEMM kernels and ranges depend on the

@@ -262,19 +262,22 @@ act_layout_parse (PpLayout unset, PpLayout * layout, GError ** error)
       return TRUE;
     }
   g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: unknown layout; "
-      "the choices are nchw (channels first, the CPU's default) and nhwc "
-      "(channels last, a GPU's)", PP_ACT_LAYOUT_ENV, value);
+      "the choices are nchw (channels first) and nhwc (channels last); "
+      "unset, a GPU's 16-bit activations are channels last and the rest "
+      "channels first", PP_ACT_LAYOUT_ENV, value);
   return FALSE;
 }
 
 PpLayout
-pp_backend_act_layout (const PpBackend * be)
+pp_backend_act_layout (const PpBackend * be, PpDType act)
 {
+  const PpLayout unset = act == PP_DTYPE_F16 || act == PP_DTYPE_BF16
+      ? be->act16_layout : PP_LAYOUT_NCHW;
   PpLayout layout;
 
   /* pp_backend_get refused a bad value before any backend existed. */
-  if (!act_layout_parse (be->act_layout, &layout, NULL))
-    return be->act_layout;
+  if (!act_layout_parse (unset, &layout, NULL))
+    return unset;
   return layout;
 }
 

@@ -143,16 +143,17 @@ void         pp_backend_set_stacks_projections (PpBackend * be,
  * $PPDIFFUSE_CUDA_ACTIVATIONS=f32), else float32. */
 PpDType      pp_backend_act_dtype  (const PpBackend * be, PpDType weights);
 
-/* The layout the UNet and the VAEs keep their spatial activations in on
- * @be (between their first and last convolutions):
+/* The layout the UNet and the VAEs keep their spatial activations of
+ * dtype @act in on @be (between their first and last convolutions):
  * $PPDIFFUSE_ACT_LAYOUT, "nchw" (channels first, the CPU kernels' own
- * layout: the CPU backends' default) or "nhwc" (channels last: a
- * transformer's tokens are its rows, as 16-bit tensor cores read
- * convolutions: cuda's default, PpBackend.act_layout).  Every backend takes
+ * layout) or "nhwc" (channels last: a transformer's tokens are its rows,
+ * as 16-bit tensor cores read convolutions); unset, the backend's for
+ * 16-bit activations (PpBackend.act16_layout: NHWC on cuda, NCHW on the
+ * CPU backends) and NCHW for float32 ones.  Every backend takes
  * both (a spatial op reads each view as its layout says); pp_backend_get
  * refuses any other value. */
 #define PP_ACT_LAYOUT_ENV "PPDIFFUSE_ACT_LAYOUT"
-PpLayout     pp_backend_act_layout (const PpBackend * be);
+PpLayout     pp_backend_act_layout (const PpBackend * be, PpDType act);
 /* "nchw", "nhwc". */
 const gchar *pp_layout_name        (PpLayout layout);
 

@@ -644,7 +644,7 @@ create (gint device, GError ** error)
   cu->be.act_dtypes = PP_DTYPE_BIT (PP_DTYPE_F32)
       | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16);
   cu->be.act_follows_weights = activations == 0;
-  cu->be.act_layout = PP_LAYOUT_NHWC;
+  cu->be.act16_layout = PP_LAYOUT_NHWC;
   cu->be.priv = cu;
   versions = library_versions ();
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "

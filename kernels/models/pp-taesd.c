@@ -254,7 +254,7 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       g_array_index (m->encoder, Layer, 0).conv.weight.dtype);
   m->encoder_pool = pp_pool_new (be, act_dtype);
   m->decoder_pool = pp_pool_new (be, act_dtype);
-  m->layout = pp_backend_act_layout (be);
+  m->layout = pp_backend_act_layout (be, act_dtype);
   return g_steal_pointer (&m);
 }
 
@@ -473,4 +473,10 @@ PpLayout
 pp_taesd_act_layout (PpTaesd * m)
 {
   return m->layout;
+}
+
+PpDType
+pp_taesd_act_dtype (PpTaesd * m)
+{
+  return pp_pool_act_dtype (m->decoder_pool);
 }

@@ -50,6 +50,8 @@ guint     pp_taesd_scale_factor     (PpTaesd * m);
 /* The layout of its activations between a half's first and last
  * convolution (pp_backend_act_layout). */
 PpLayout  pp_taesd_act_layout       (PpTaesd * m);
+/* The dtype its activations are kept in (pp_backend_act_dtype). */
+PpDType   pp_taesd_act_dtype        (PpTaesd * m);
 void      pp_taesd_free             (PpTaesd * m);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpTaesd, pp_taesd_free)

@@ -669,7 +669,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
    * (pp_backend_act_dtype); the weights as stored tell it. */
   m->pool = pp_pool_new (be, pp_backend_act_dtype (be,
           m->conv_in.weight.dtype));
-  m->layout = pp_backend_act_layout (be);
+  m->layout = pp_backend_act_layout (be, pp_pool_act_dtype (m->pool));
   /* conv_in's output, then one per down layer and down sampler */
   m->n_skips = 1;
   for (guint i = 0; i < n; i++)

@@ -369,7 +369,7 @@ pp_vae_kl_new (const gchar * config_path, PpWeights * weights,
   act_dtype = pp_backend_act_dtype (be, m->encoder.conv_in.weight.dtype);
   m->encoder_pool = pp_pool_new (be, act_dtype);
   m->decoder_pool = pp_pool_new (be, act_dtype);
-  m->layout = pp_backend_act_layout (be);
+  m->layout = pp_backend_act_layout (be, act_dtype);
   return g_steal_pointer (&m);
 }
 

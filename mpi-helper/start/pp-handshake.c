@@ -262,7 +262,8 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_hash_table_insert (p, g_strdup (PP_PARITY_ACTIVATIONS),
       g_strdup_printf ("%s, %s", pp_dtype_weights_name
           (pp_backend_act_dtype (be, dtype)),
-          pp_layout_name (pp_backend_act_layout (be))));
+          pp_layout_name (pp_backend_act_layout (be,
+                  pp_backend_act_dtype (be, dtype)))));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
   g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
       g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),

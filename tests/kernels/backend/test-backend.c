@@ -270,11 +270,16 @@ test_act_layout_env (void)
   g_autoptr (GError) error = NULL;
 
   g_unsetenv (PP_ACT_LAYOUT_ENV);
-  g_assert_cmpint (pp_backend_act_layout (pp_backend_cpu ()), ==,
-      PP_LAYOUT_NCHW);
+  g_assert_cmpint (pp_backend_act_layout (pp_backend_cpu (), PP_DTYPE_F32),
+      ==, PP_LAYOUT_NCHW);
+  /* The CPU backends' 16-bit activations are channels first too. */
+  g_assert_cmpint (pp_backend_act_layout (get (PP_BACKEND_CPU_STRICT),
+          PP_DTYPE_F16), ==, PP_LAYOUT_NCHW);
   g_setenv (PP_ACT_LAYOUT_ENV, "nhwc", TRUE);
-  g_assert_cmpint (pp_backend_act_layout (get (PP_BACKEND_CPU_STRICT)), ==,
-      PP_LAYOUT_NHWC);
+  g_assert_cmpint (pp_backend_act_layout (get (PP_BACKEND_CPU_STRICT),
+          PP_DTYPE_F16), ==, PP_LAYOUT_NHWC);
+  g_assert_cmpint (pp_backend_act_layout (pp_backend_cpu (), PP_DTYPE_F32),
+      ==, PP_LAYOUT_NHWC);
   g_assert_cmpstr (pp_layout_name (PP_LAYOUT_NHWC), ==, "nhwc");
   g_setenv (PP_ACT_LAYOUT_ENV, "NHWC", TRUE);
   g_assert_null (pp_backend_get (PP_BACKEND_CPU, &error));

@@ -454,8 +454,8 @@ test_backend_get (void)
     g_assert_cmpuint (be->act_dtypes, ==, PP_DTYPE_BIT (PP_DTYPE_F32)
         | PP_DTYPE_BIT (PP_DTYPE_F16) | PP_DTYPE_BIT (PP_DTYPE_BF16));
     /* The defaults, unless the environment says otherwise: 16-bit
-     * weights keep 16-bit activations, float32 ones float32, channels
-     * last. */
+     * weights keep 16-bit activations, channels last, float32 ones
+     * float32, channels first. */
     if (g_getenv (PP_CUDA_ACTIVATIONS_ENV) == NULL) {
       g_assert_cmpint (pp_backend_act_dtype (be, PP_DTYPE_F16), ==,
           PP_DTYPE_F16);
@@ -464,8 +464,12 @@ test_backend_get (void)
       g_assert_cmpint (pp_backend_act_dtype (be, PP_DTYPE_F32), ==,
           PP_DTYPE_F32);
     }
-    if (g_getenv (PP_ACT_LAYOUT_ENV) == NULL)
-      g_assert_cmpint (pp_backend_act_layout (be), ==, PP_LAYOUT_NHWC);
+    if (g_getenv (PP_ACT_LAYOUT_ENV) == NULL) {
+      g_assert_cmpint (pp_backend_act_layout (be, PP_DTYPE_F16), ==,
+          PP_LAYOUT_NHWC);
+      g_assert_cmpint (pp_backend_act_layout (be, PP_DTYPE_F32), ==,
+          PP_LAYOUT_NCHW);
+    }
     g_assert_true (pp_cuda_backend_get (0, NULL) == be);
     g_test_message ("%s", be->device);
     be = pp_cuda_backend_get (count, &error);

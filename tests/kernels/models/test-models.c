@@ -420,7 +420,8 @@ unet_fixture (const gchar * model)
   /* Its activations laid out as asked (PPDIFFUSE_ACT_LAYOUT): the fixtures
    * then hold that graph. */
   g_assert_cmpint (pp_unet_act_layout (unet), ==,
-      pp_backend_act_layout (pp_backend_default ()));
+      pp_backend_act_layout (pp_backend_default (),
+          pp_unet_act_dtype (unet)));
   return unet;
 }
 
@@ -689,7 +690,7 @@ taesd_fixture (void)
   g_assert_cmpuint (pp_taesd_latent_channels (m), ==, 4);
   g_assert_cmpuint (pp_taesd_scale_factor (m), ==, 8);
   g_assert_cmpint (pp_taesd_act_layout (m), ==,
-      pp_backend_act_layout (pp_backend_default ()));
+      pp_backend_act_layout (pp_backend_default (), pp_taesd_act_dtype (m)));
   return m;
 }
 

@@ -491,7 +491,8 @@ test_unet (void)
   if (g_strcmp0 (pp_backend_name (be), PP_BACKEND_CPU_STRICT) == 0)
     g_assert_cmpint (pp_unet_act_dtype (unet), ==, dtype);
   /* And in the layout asked for (PPDIFFUSE_ACT_LAYOUT). */
-  g_assert_cmpint (pp_unet_act_layout (unet), ==, pp_backend_act_layout (be));
+  g_assert_cmpint (pp_unet_act_layout (unet), ==, pp_backend_act_layout (be,
+          pp_unet_act_dtype (unet)));
   what = g_strdup_printf ("%s on %s, weights %s, activations %s, %s: %u "
       "tensors, %" G_GUINT64_FORMAT " parameters; build (weights generated) "
       "%.1f s, forward %.1f s", model_name, pp_backend_name (be),

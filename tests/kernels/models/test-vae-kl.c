@@ -138,7 +138,7 @@ load_vae (const gchar * dir)
   g_assert_cmpuint (pp_vae_latent_channels (v), ==, 4);
   g_assert_cmpuint (pp_vae_scale_factor (v), ==, 8);
   g_assert_cmpint (pp_vae_act_layout (v), ==,
-      pp_backend_act_layout (pp_backend_default ()));
+      pp_backend_act_layout (pp_backend_default (), PP_DTYPE_F32));
   return v;
 }
 
