@@ -241,6 +241,20 @@ nhwc_tile (size_t hw, int tiles, int t, size_t *begin, size_t *end)
   *end = hw * (size_t) (t + 1) / (size_t) tiles;
 }
 
+/* Channel @ch of the NHWC_CHUNK pixels from @p on (of the image at @base
+ * with @c channels) into @v, the last pixel before @end standing in for
+ * those past it (the caller drops them): straight-line code, whose loads
+ * issue together. */
+template <PpCudaType A> __device__ __forceinline__ void
+nhwc_load_chunk (const void *x, size_t base, int c, int ch, size_t p,
+    size_t end, float *v)
+{
+  PP_CUDA_UNROLL
+  for (int q = 0; q < NHWC_CHUNK; q++)
+    v[q] = pp_cuda_load<A> (x, base + (p + q < end ? p + q : end - 1) * c
+        + ch);
+}
+
 template <PpCudaType A> __global__ void
 group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
     int per_thread, float4 *partials)
@@ -266,17 +280,12 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
     sum[j] = d_sum[j] = sq[j] = 0.0f;
     if (j < per_thread && ch < c)
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
-        float part = 0.0f;
+        float v[NHWC_CHUNK], part = 0.0f;
 
-        /* Loads of the tile's last pixel past its end, dropped:
-         * straight-line code, whose loads issue together. */
+        nhwc_load_chunk<A> (x, base, c, ch, p, end, v);
         PP_CUDA_UNROLL
-        for (int q = 0; q < NHWC_CHUNK; q++) {
-          const size_t at = p + q < end ? p + q : end - 1;
-          const float value = pp_cuda_load<A> (x, base + at * c + ch);
-
-          part += p + q < end ? value : 0.0f;
-        }
+        for (int q = 0; q < NHWC_CHUNK; q++)
+          part += p + q < end ? v[q] : 0.0f;
         sum[j] += part;
       }
   }
@@ -304,13 +313,12 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
       const float m = mean[ch / per_group];
 
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
-        float d_part = 0.0f, sq_part = 0.0f;
+        float v[NHWC_CHUNK], d_part = 0.0f, sq_part = 0.0f;
 
+        nhwc_load_chunk<A> (x, base, c, ch, p, end, v);
         PP_CUDA_UNROLL
         for (int q = 0; q < NHWC_CHUNK; q++) {
-          const size_t at = p + q < end ? p + q : end - 1;
-          const float value = pp_cuda_load<A> (x, base + at * c + ch);
-          const float d = p + q < end ? value - m : 0.0f;
+          const float d = p + q < end ? v[q] - m : 0.0f;
 
           d_part += d;
           sq_part += d * d;
@@ -342,12 +350,13 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
     d_mean = ds / count;
     /* Σ (d - d_mean)² = Σ d² - d_sum · d_mean. */
     partials[(sample * groups + g) * tiles + blockIdx.x] = make_float4
-        (mean[g], d_mean, fmaxf (q - ds * d_mean, 0.0f), 0.0f);
+        (mean[g], d_mean, fmaxf (q - ds * d_mean, 0.0f), count);
   }
 }
 
-/* One warp per (sample, group) item: its tiles' statistics combined into
- * the item's mean (hi, lo) and 1/√(var + eps), in @moments[item]. */
+/* One warp per (sample, group) item: its tiles' statistics (mean hi and
+ * lo, squared deviations, values: the stats kernel's float4s) combined
+ * into the item's mean (hi, lo) and 1/√(var + eps), in @moments[item]. */
 __global__ void
 group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
     size_t hw, int tiles, size_t items, float eps, float4 *moments)
@@ -362,27 +371,16 @@ group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
     /* The item's mean as a float, then each tile's mean as its offset
      * from it (exact for tiles near the mean), whose mean is what the
      * float leaves out, then the squares about it. */
-    for (int t = lane; t < tiles; t += 32) {
-      size_t b, e;
-
-      nhwc_tile (hw, tiles, t, &b, &e);
-      hi += (float) per_group * (float) (e - b) * st[t].x;
-    }
+    for (int t = lane; t < tiles; t += 32)
+      hi += st[t].w * st[t].x;
     hi = pp_cuda_warp_sum (hi) / count;
-    for (int t = lane; t < tiles; t += 32) {
-      size_t b, e;
-
-      nhwc_tile (hw, tiles, t, &b, &e);
-      lo += (float) per_group * (float) (e - b) * ((st[t].x - hi) + st[t].y);
-    }
+    for (int t = lane; t < tiles; t += 32)
+      lo += st[t].w * ((st[t].x - hi) + st[t].y);
     lo = pp_cuda_warp_sum (lo) / count;
     for (int t = lane; t < tiles; t += 32) {
-      size_t b, e;
-      float off;
+      const float off = (st[t].x - hi) + st[t].y - lo;
 
-      nhwc_tile (hw, tiles, t, &b, &e);
-      off = (st[t].x - hi) + st[t].y - lo;
-      m2 += st[t].z + (float) per_group * (float) (e - b) * off * off;
+      m2 += st[t].z + st[t].w * off * off;
     }
     m2 = pp_cuda_warp_sum (m2);
     if (lane == 0)
@@ -411,15 +409,11 @@ group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
       const float scale = mo.z * ga;
 
       /* A chunk's values loaded before any is stored (y may be x, so a
-       * load after a store could not be moved before it): the loads issue
-       * together. */
+       * load after a store could not be moved before it). */
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float v[NHWC_CHUNK];
 
-        PP_CUDA_UNROLL
-        for (int q = 0; q < NHWC_CHUNK; q++)
-          v[q] = pp_cuda_load<A> (x, base + (p + q < end ? p + q : end - 1)
-              * c + ch);
+        nhwc_load_chunk<A> (x, base, c, ch, p, end, v);
         PP_CUDA_UNROLL
         for (int q = 0; q < NHWC_CHUNK; q++)
           if (p + q < end) {
@@ -444,7 +438,8 @@ group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
  * splits: the stats kernel never sees an empty slice. */
 static_assert (GROUP_MIN_SLICE >= PP_CUDA_GROUP_MAX_SPLITS,
     "a group norm slice could be empty");
-/* A slice's partials are one float4: hi, lo, m2 and a spare. */
+/* A slice's or a tile's partials are one float4: hi, lo, m2 and (a
+ * tile's) its values' count. */
 static_assert (sizeof (float4) == PP_CUDA_GROUP_STATS * sizeof (float),
     "PP_CUDA_GROUP_STATS is not a float4's floats");
 
@@ -576,8 +571,12 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
  * only, LAYER_NORM_WARPS rows a block.  A longer row takes a block, as the
  * group norm's whole kernel does. */
 #define LAYER_NORM_WARPS 8
-#define LAYER_NORM_WARP_MAX (32 * 48)
-#define LAYER_NORM_THREADS 256
+/* Values a lane holds at most (so rows of up to 1536). */
+#define LAYER_NORM_LANE_MAX 48
+#define LAYER_NORM_WARP_MAX (32 * LAYER_NORM_LANE_MAX)
+/* The block kernel's threads: a quarter of the group norm's (the first
+ * way's). */
+#define LAYER_NORM_THREADS 128
 
 /* A parameter of @type widened: a uniform branch, so that the warp kernel
  * is not instantiated for every pair of parameter types. */
@@ -666,7 +665,8 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
   }
 }
 
-/* The warp kernel for @dim values a row, V = 16 or 48 a lane. */
+/* The warp kernel for @dim values a row, V = 16 or LAYER_NORM_LANE_MAX a
+ * lane. */
 template <PpCudaType A> static void
 layer_norm_warp (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
@@ -680,7 +680,8 @@ layer_norm_warp (const void *x, size_t rows, int dim, float eps,
     layer_norm_warp_kernel<A, 16><<<blocks, 32 * LAYER_NORM_WARPS, 0,
         stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
   else
-    layer_norm_warp_kernel<A, 48><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+    layer_norm_warp_kernel<A, LAYER_NORM_LANE_MAX><<<blocks,
+        32 * LAYER_NORM_WARPS, 0,
         stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
 }
 

@@ -247,7 +247,7 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   GHashTable *p = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
       g_free);
   const gchar *weights = pp_model_uri_weights_dtype (model_uri, be);
-  PpDType dtype = PP_DTYPE_F32;
+  PpDType dtype = PP_DTYPE_F32, act;
 
   g_hash_table_insert (p, g_strdup (PP_PARITY_PROTOCOL),
       g_strdup_printf ("%d", PP_PROTOCOL_VERSION));
@@ -259,11 +259,10 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_hash_table_insert (p, g_strdup (PP_PARITY_DTYPE), g_strdup (weights));
   /* An unknown name is the model's error to report, at its load. */
   (void) pp_dtype_parse_weights (weights, &dtype, NULL);
+  act = pp_backend_act_dtype (be, dtype);
   g_hash_table_insert (p, g_strdup (PP_PARITY_ACTIVATIONS),
-      g_strdup_printf ("%s, %s", pp_dtype_weights_name
-          (pp_backend_act_dtype (be, dtype)),
-          pp_layout_name (pp_backend_act_layout (be,
-                  pp_backend_act_dtype (be, dtype)))));
+      g_strdup_printf ("%s, %s", pp_dtype_weights_name (act),
+          pp_layout_name (pp_backend_act_layout (be, act))));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
   g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
       g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),

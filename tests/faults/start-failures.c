@@ -533,14 +533,12 @@ crash_daemon (gpointer stuck)
 }
 
 /* Open MPI's daemon crashes while rank 1 is late to start (its
- * PPDIFFUSE_FAULT in meson.build): the error names the daemon, its pid and
+ * PPDIFFUSE_FAULT in meson.build), or, @stuck, stops in its signal
+ * handler after its first lines: the error names the daemon, its pid and
  * the signal, as Open MPI's fault, and comes at once, not at the spawn's
  * deadline; no worker is left.  The next start in this process is refused
  * at once, naming the crash: Open MPI 4.1 starts no workers without its
- * daemon. */
-/* Open MPI's daemon crashes once a worker is up (or, @stuck, stops in its
- * signal handler after its first lines): the start fails naming it, a
- * second start says why none can, and the daemon is gone in the end. */
+ * daemon.  The daemon is gone in the end. */
 static void
 daemon_crash (gboolean stuck)
 {

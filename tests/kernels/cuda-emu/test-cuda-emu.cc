@@ -490,7 +490,7 @@ static const GroupNormShape group_norm_shapes[] = {
   { 1, 4, 16411, 1, "32 slices, the most" },
   { 3, 10, 999, 5, "one slice" },
   { 1, 6, 7, 3, "fewer values than threads" },
-  /* Channels last: two channels a thread, tiles of 1 or 2 pixels. */
+  /* Channels last: two channels a thread, tiles of 4 or 5 pixels. */
   { 1, 1040, 13, 8, "2 channels a thread, 3 tiles channels last" },
   /* A UNet's 32 groups, 3 channels each, tiles of uneven pixels. */
   { 2, 96, 1111, 32, "tiles of 42 or 43 pixels channels last" },
@@ -663,7 +663,6 @@ test_group_norm_splits (void)
 {
   for (const GroupNormShape &s : group_norm_shapes) {
     const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
-
     const int tiles = pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups);
 
     if (splits < 1 || splits > PP_CUDA_GROUP_MAX_SPLITS)
