@@ -6,6 +6,7 @@
 #include "pp-bells.h"
 #include "pp-data-plane-choice.h"
 #include "pp-error.h"
+#include "pp-lanes.h"
 #include "pp-liveness-room.h"
 #include "pp-log.h"
 #include "pp-shutdown.h"
@@ -35,18 +36,27 @@ connect_planes (PpMesh * mesh, GError ** error)
 /* The doorbells of the mesh's ranks on this host (pp-bells.h), hung on
  * its communicator; NULL, with a warning, when the host has no shared
  * memory for them, and with PPDIFFUSE_NO_BELLS=1 (to tell what they buy):
- * the waits then poll as on another host. */
+ * the waits then poll as on another host.  With them come the chunk
+ * lanes (pp-lanes.h) when the payloads travel on MPI (NCCL carries device
+ * memory), unless PPDIFFUSE_NO_LANES=1. */
 static PpBells *
-start_bells (PpMesh * mesh, gchar ** name)
+start_bells (PpMesh * mesh, gsize lane_slot_bytes, gchar ** name)
 {
   g_autoptr (GError) error = NULL;
+  gboolean lanes = !pp_plan_uses_nccl (mesh->plan);
   PpBells *bells;
 
   if (g_strcmp0 (g_getenv (PP_NO_BELLS_ENV), "1") == 0) {
     PP_INFO ("%s=1: no doorbells, every wait polls", PP_NO_BELLS_ENV);
     return NULL;
   }
-  bells = pp_bells_create (mesh->plan->n_workers + 1, name, &error);
+  if (lanes && g_strcmp0 (g_getenv (PP_NO_LANES_ENV), "1") == 0) {
+    PP_INFO ("%s=1: no chunk lanes, chunks travel over MPI",
+        PP_NO_LANES_ENV);
+    lanes = FALSE;
+  }
+  bells = pp_bells_create (mesh->plan->n_workers + 1,
+      lanes ? lane_slot_bytes : 0, name, &error);
   if (bells == NULL) {
     PP_WARN ("no doorbells for the workers on this host (%s): their waits "
         "poll instead", error->message);
@@ -54,6 +64,23 @@ start_bells (PpMesh * mesh, gchar ** name)
   }
   pp_bells_attach (mesh->world, bells);
   return bells;
+}
+
+/* Every reply is in: who joined the lanes is final.  The workers waiting
+ * for that to receive their first chunk are woken. */
+static void
+open_lanes (PpMesh * mesh, PpBells * bells)
+{
+  PpLanes *lanes = pp_bells_lanes (bells);
+  const guint n_ranks = mesh->plan->n_workers + 1;
+
+  if (lanes == NULL)
+    return;
+  pp_lanes_open (lanes);
+  for (guint r = 1; r < n_ranks; r++)
+    pp_bells_ring (bells, r);
+  PP_INFO ("chunk lanes open: %u of %u links between ranks on this host "
+      "carry chunks in shared memory", pp_lanes_count (lanes), n_ranks);
 }
 
 static void
@@ -89,6 +116,7 @@ mesh_start (const PpMeshConfig * config, GError ** error)
   gboolean started;
   PpBackend *backend;
   const gchar *data_plane = NULL;
+  gsize lane_slot_bytes;
   PpMesh *mesh;
 
   if (config->n_workers > PP_MESH_MAX_WORKERS) {
@@ -97,6 +125,8 @@ mesh_start (const PpMeshConfig * config, GError ** error)
         PP_MESH_MAX_WORKERS);
     return NULL;
   }
+  if (!pp_lanes_slot_bytes_from_env (&lane_slot_bytes, error))
+    return NULL;
   pp_fault_injection_check ();
   mesh = g_new0 (PpMesh, 1);
   g_mutex_init (&mesh->lock);
@@ -146,7 +176,7 @@ mesh_start (const PpMeshConfig * config, GError ** error)
     return NULL;
   }
   options.dump_dir = mesh->dump_dir;
-  bells = start_bells (mesh, &bells_name);
+  bells = start_bells (mesh, lane_slot_bytes, &bells_name);
   options.bells = bells_name;
   started = pp_handshake_run (mesh->world, mesh->plan, &options,
       mesh->workers, mesh->timeout_ms,
@@ -159,6 +189,7 @@ mesh_start (const PpMeshConfig * config, GError ** error)
     pp_mesh_free (mesh);
     return NULL;
   }
+  open_lanes (mesh, bells);
   if (pp_plan_uses_nccl (mesh->plan))
     mesh->planes = pp_nccl_links_new ();
   mesh->liveness = pp_mesh_liveness_new (mesh);

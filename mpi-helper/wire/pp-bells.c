@@ -2,6 +2,7 @@
  * shared memory object. */
 #include "pp-bells.h"
 #include "pp-error.h"
+#include "pp-lanes.h"
 #include "pp-log.h"
 
 #include <errno.h>
@@ -17,6 +18,8 @@
 
 /* One bell a cache line: a ring does not disturb the other ranks' words. */
 #define BELL_STRIDE (64 / sizeof (guint32))
+/* The lanes (pp-lanes.h), when the object has them, start on a page. */
+#define LANES_ALIGN 4096
 
 struct _PpBells
 {
@@ -25,16 +28,78 @@ struct _PpBells
   gsize bytes;
   guint32 *words;
   gboolean unlinked;
+  PpLanes *lanes;
 };
 
+/* An object of only bells has this size exactly; with lanes, they start
+ * at lanes_offset and run to its end (pp_lanes_map checks that they fill
+ * it). */
+static gsize
+bells_bytes (guint n_ranks)
+{
+  return (gsize) n_ranks * BELL_STRIDE * sizeof (guint32);
+}
+
+static gsize
+lanes_offset (guint n_ranks)
+{
+  return (bells_bytes (n_ranks) + LANES_ALIGN - 1) / LANES_ALIGN
+      * LANES_ALIGN;
+}
+
+/* Rank 0: room for lanes of @slot_bytes slots in the new object @fd, taken
+ * from the host's shared memory now (a tmpfs that runs out later would
+ * kill the first process to touch a missing page with SIGBUS).  The size
+ * of the object, or 0 with a warning: it then keeps only the bells. */
+static gsize
+reserve_lanes (int fd, const gchar * name, guint n_ranks, gsize slot_bytes)
+{
+  const gsize total = lanes_offset (n_ranks)
+      + pp_lanes_bytes (n_ranks, slot_bytes);
+  int rc;
+
+  if (ftruncate (fd, (off_t) total) != 0)
+    rc = errno;
+  else
+    rc = posix_fallocate (fd, 0, (off_t) total);
+  if (rc == 0)
+    return total;
+  PP_WARN ("no chunk lanes for the ranks on this host: shared memory %s "
+      "has no room for %" G_GSIZE_FORMAT " KiB (%s); their chunks travel "
+      "over MPI", name, total / 1024, g_strerror (rc));
+  return 0;
+}
+
+/* The size of the object @fd that a worker opens for @n_ranks ranks: the
+ * bells alone, or more with lanes after them; 0 (with @error) for one
+ * made for another number of ranks. */
+static gsize
+opened_size (int fd, const gchar * name, guint n_ranks, GError ** error)
+{
+  struct stat st = { 0 };
+
+  if (fstat (fd, &st) == 0 && ((gsize) st.st_size == bells_bytes (n_ranks)
+          || (gsize) st.st_size > lanes_offset (n_ranks)))
+    return (gsize) st.st_size;
+  /* A smaller object than the ranks need would fault at the first ring
+   * past its end. */
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "shared memory %s: %"
+      G_GINT64_FORMAT " bytes, %" G_GSIZE_FORMAT " needed for %u ranks",
+      name, (gint64) st.st_size, bells_bytes (n_ranks), n_ranks);
+  return 0;
+}
+
+/* @lane_slot_bytes (rank 0): lanes of that slot size after the bells when
+ * not 0 and the host has room. */
 static PpBells *
 map_bells (const gchar * name, guint n_ranks, gboolean create,
-    GError ** error)
+    gsize lane_slot_bytes, GError ** error)
 {
-  const gsize bytes = (gsize) n_ranks * BELL_STRIDE * sizeof (guint32);
+  gsize bytes = bells_bytes (n_ranks);
   const int fd = shm_open (name, create ? O_RDWR | O_CREAT | O_EXCL
       : O_RDWR, 0600);
-  struct stat st = { 0 };
+  g_autoptr (GError) lanes_error = NULL;
+  PpLanes *lanes = NULL;
   PpBells *bells;
   void *words;
 
@@ -43,19 +108,18 @@ map_bells (const gchar * name, guint n_ranks, gboolean create,
         name, g_strerror (errno));
     return NULL;
   }
-  if (create && ftruncate (fd, (off_t) bytes) != 0) {
+  if (create && lane_slot_bytes > 0
+      && (bytes = reserve_lanes (fd, name, n_ranks, lane_slot_bytes)) != 0) {
+    /* room for the lanes */
+  } else if (create && ftruncate (fd, (off_t) (bytes = bells_bytes
+              (n_ranks))) != 0) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "shared memory %s: "
         "sizing it: %s", name, g_strerror (errno));
     close (fd);
     shm_unlink (name);
     return NULL;
   }
-  /* A smaller object than the ranks need would fault at the first ring
-   * past its end. */
-  if (!create && (fstat (fd, &st) != 0 || st.st_size < (off_t) bytes)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "shared memory %s: %"
-        G_GINT64_FORMAT " bytes, %" G_GSIZE_FORMAT " needed for %u ranks",
-        name, (gint64) st.st_size, bytes, n_ranks);
+  if (!create && (bytes = opened_size (fd, name, n_ranks, error)) == 0) {
     close (fd);
     return NULL;
   }
@@ -68,22 +132,43 @@ map_bells (const gchar * name, guint n_ranks, gboolean create,
       shm_unlink (name);
     return NULL;
   }
+  /* The lanes after the bells: formatted by rank 0, checked by the
+   * others. */
+  if (bytes > bells_bytes (n_ranks)) {
+    guint8 *region = (guint8 *) words + lanes_offset (n_ranks);
+
+    if (create)
+      pp_lanes_format (region, n_ranks, lane_slot_bytes);
+    lanes = pp_lanes_map (region, bytes - lanes_offset (n_ranks), n_ranks,
+        &lanes_error);
+    if (lanes == NULL) {
+      g_propagate_prefixed_error (error, g_steal_pointer (&lanes_error),
+          "shared memory %s: ", name);
+      munmap (words, bytes);
+      if (create)
+        shm_unlink (name);
+      return NULL;
+    }
+  }
   bells = g_new0 (PpBells, 1);
   bells->name = g_strdup (name);
   bells->n_ranks = n_ranks;
   bells->bytes = bytes;
   bells->words = words;
   bells->unlinked = !create;
+  bells->lanes = lanes;
   return bells;
 }
 
 PpBells *
-pp_bells_create (guint n_ranks, gchar ** name, GError ** error)
+pp_bells_create (guint n_ranks, gsize lane_slot_bytes, gchar ** name,
+    GError ** error)
 {
   static gint serial;
   g_autofree gchar *candidate = g_strdup_printf ("/ppdiffuse-bells-%d-%d",
       (gint) getpid (), g_atomic_int_add (&serial, 1));
-  PpBells *bells = map_bells (candidate, n_ranks, TRUE, error);
+  PpBells *bells = map_bells (candidate, n_ranks, TRUE, lane_slot_bytes,
+      error);
 
   if (bells != NULL)
     *name = g_steal_pointer (&candidate);
@@ -93,7 +178,7 @@ pp_bells_create (guint n_ranks, gchar ** name, GError ** error)
 PpBells *
 pp_bells_open (const gchar * name, guint n_ranks, GError ** error)
 {
-  return map_bells (name, n_ranks, FALSE, error);
+  return map_bells (name, n_ranks, FALSE, 0, error);
 }
 
 void
@@ -111,6 +196,7 @@ pp_bells_free (PpBells * bells)
   if (bells == NULL)
     return;
   pp_bells_unlink (bells);
+  pp_lanes_free (bells->lanes);
   munmap (bells->words, bells->bytes);
   g_free (bells->name);
   g_free (bells);
@@ -160,6 +246,12 @@ word_of (PpBells * bells, guint rank)
 {
   g_return_val_if_fail (rank < bells->n_ranks, NULL);
   return bells->words + (gsize) rank * BELL_STRIDE;
+}
+
+PpLanes *
+pp_bells_lanes (PpBells * bells)
+{
+  return bells != NULL ? bells->lanes : NULL;
 }
 
 guint32

@@ -25,12 +25,17 @@
 G_BEGIN_DECLS
 
 typedef struct _PpBells PpBells;
+struct _PpLanes;
 
-/* Rank 0: new bells for @n_ranks ranks under a fresh name (*@name). */
-PpBells  *pp_bells_create      (guint n_ranks, gchar ** name,
-                                GError ** error);
-/* A worker: the bells @name for @n_ranks ranks, or NULL (with @error)
- * when this host has no such object (another host's rank 0). */
+/* Rank 0: new bells for @n_ranks ranks under a fresh name (*@name); when
+ * @lane_slot_bytes is not 0, with chunk lanes (pp-lanes.h) of slots that
+ * size after them, reserved in the host's shared memory now (without
+ * them, and a warning, when there is no room). */
+PpBells  *pp_bells_create      (guint n_ranks, gsize lane_slot_bytes,
+                                gchar ** name, GError ** error);
+/* A worker: the bells @name for @n_ranks ranks (with their lanes when
+ * rank 0 made them), or NULL (with @error) when this host has no such
+ * object (another host's rank 0). */
 PpBells  *pp_bells_open        (const gchar * name, guint n_ranks,
                                 GError ** error);
 /* Rank 0: removes the name (idempotent); the mappings stay. */
@@ -41,6 +46,9 @@ void      pp_bells_free        (PpBells * bells);
 void      pp_bells_attach      (MPI_Comm comm, PpBells * bells);
 /* The bells on @comm, or NULL. */
 PpBells  *pp_bells_of          (MPI_Comm comm);
+
+/* The chunk lanes in the bells' object, or NULL (none, or @bells NULL). */
+struct _PpLanes *pp_bells_lanes (PpBells * bells);
 
 guint32   pp_bells_read        (PpBells * bells, guint rank);
 /* Rings @rank's bell: every thread of that rank waiting on it wakes. */

@@ -140,6 +140,12 @@ enum
 /* Set to 1 in rank 0's environment: the mesh has no doorbells
  * (pp-bells.h), every wait polls. */
 #define PP_NO_BELLS_ENV "PPDIFFUSE_NO_BELLS"
+/* Set to 1 in rank 0's environment: the bells come without chunk lanes
+ * (pp-lanes.h), chunks between the ranks on rank 0's host travel over
+ * MPI as between hosts. */
+#define PP_NO_LANES_ENV "PPDIFFUSE_NO_LANES"
+/* In rank 0's environment: the bytes of a lane's slot (pp-lanes.h). */
+#define PP_LANE_SLOT_BYTES_ENV "PPDIFFUSE_LANE_SLOT_BYTES"
 /* Test-only: set to 1, rank 0 neither declares silent workers dead nor
  * puts deadlines on waits for chunks, and workers put none on theirs:
  * what the hang test would do without its watchdog. */

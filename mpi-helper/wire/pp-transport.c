@@ -1,11 +1,15 @@
 /* ppdiffuse — MPI point-to-point under deadlines. */
 #include "pp-transport.h"
+#include "pp-bells.h"
 #include "pp-chunk-pool.h"
 #include "pp-error.h"
 #include "pp-data-plane.h"
+#include "pp-lanes.h"
 #include "pp-log.h"
 #include "pp-queue.h"
 #include "pp-recorder.h"
+
+#include <string.h>
 
 /* A message already matched by a probe is received within this. */
 #define PP_TRY_RECV_TIMEOUT_MS 1000
@@ -166,6 +170,16 @@ struct _PpChunkLink
   PpEnvelopeCodec *codec;
   PpChunkPool *pool;            /* what chunks are received into */
   PpDataPlane *plane;        /* borrowed */
+  /* The lane its chunks travel on (pp-lanes.h), decided at its first
+   * transfer; NULL: heads over MPI, payloads on the plane. */
+  gboolean lane_known;
+  PpLane *lane;
+  PpBells *bells;               /* with the lane: the communicator's */
+  guint own;                    /* with the lane: this rank */
+  gint peer;                    /* with the lane: the other end */
+  gboolean sending;             /* with the lane: to the peer */
+  guint64 lane_chunks;          /* chunks that went on the lane */
+  guint64 plane_payloads;       /* of those, whose payloads did not fit */
 };
 
 PpChunkLink *
@@ -191,6 +205,11 @@ pp_chunk_link_free (PpChunkLink * link)
 {
   if (link == NULL)
     return;
+  if (link->lane != NULL)
+    PP_INFO ("chunks %s rank %d: %" G_GUINT64_FORMAT " on the lane, %"
+        G_GUINT64_FORMAT " of them with payloads over MPI (larger than a "
+        "slot)", link->sending ? "to" : "from", link->peer,
+        link->lane_chunks, link->plane_payloads);
   pp_envelope_codec_free (link->codec);
   pp_chunk_pool_unref (link->pool);
   g_mutex_clear (&link->lock);
@@ -209,6 +228,108 @@ pp_chunk_link_set_data_plane (PpChunkLink * link, PpDataPlane * plane)
   g_mutex_lock (&link->lock);
   link->plane = plane;
   g_mutex_unlock (&link->lock);
+}
+
+static gboolean
+lanes_open (gpointer lanes)
+{
+  return pp_lanes_is_open (lanes);
+}
+
+/* Decides, once, whether @link's chunks travel on a lane: when w->comm
+ * has lanes (rank 0's host), @link's payloads go on MPI, and the lane
+ * between this rank and w->peer (@sending: to it) carries chunks.  That
+ * is known once rank 0 opened the lanes: a worker's first receive can
+ * start before every worker has joined, and waits for it.  Called with
+ * the link's lock held. */
+static gboolean
+decide_lane (const PpWait * w, PpChunkLink * link, gboolean sending,
+    GError ** error)
+{
+  PpBells *bells;
+  PpLanes *lanes;
+  int own = -1;
+
+  if (link->lane_known)
+    return TRUE;
+  bells = pp_bells_of (w->comm);
+  lanes = pp_bells_lanes (bells);
+  if (lanes != NULL && link->plane == pp_data_plane_mpi ()
+      && MPI_Comm_rank (w->comm, &own) == MPI_SUCCESS && own >= 0
+      && w->peer >= 0) {
+    if (!pp_lanes_is_open (lanes) && !pp_wait_bell (w, bells, (guint) own,
+            lanes_open, lanes, "waiting for rank 0 to open the chunk lanes",
+            error))
+      return FALSE;
+    link->lane = sending ? pp_lanes_between (lanes, (guint) own,
+        (guint) w->peer) : pp_lanes_between (lanes, (guint) w->peer,
+        (guint) own);
+    link->bells = bells;
+    link->own = (guint) own;
+    link->peer = w->peer;
+    link->sending = sending;
+  }
+  link->lane_known = TRUE;
+  PP_INFO ("chunks %s rank %d travel %s", sending ? "to" : "from", w->peer,
+      link->lane != NULL ? "on a lane in shared memory" : "over MPI");
+  return TRUE;
+}
+
+static gboolean
+lane_writable (gpointer lane)
+{
+  return pp_lane_writable (lane);
+}
+
+static gboolean
+lane_readable (gpointer lane)
+{
+  return pp_lane_readable (lane);
+}
+
+/* send_chunk on the link's lane: the head, and the payloads when they fit
+ * the slot, copied into it; else the payloads follow on the plane.  Takes
+ * @chunk.  Called with the link's lock held. */
+static gboolean
+send_on_lane (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
+    const guint8 * head, gsize head_len, PpSendDefect defect,
+    GError ** error)
+{
+  PpDataPlaneResult sent = PP_DATA_PLANE_DONE;
+  gchar what[96];
+  guint64 event;
+
+  g_snprintf (what, sizeof what, "send of chunk %" G_GUINT64_FORMAT
+      " (waiting for a free slot of the lane)", chunk->chunk_id);
+  event = pp_recorder_begin (PP_REC_SEND, chunk->chunk_id, w->peer,
+      head_len + pp_chunk_payload_bytes (chunk));
+  if (!pp_wait_bell (w, link->bells, link->own, lane_writable, link->lane,
+          what, error)) {
+    pp_recorder_end (event, PP_REC_FAILED);
+    pp_chunk_free (chunk);
+    return FALSE;
+  }
+  link->lane_chunks++;
+  if (!pp_lane_fill (link->lane, head, head_len, chunk,
+          defect == PP_SEND_BAD_SPEC)) {
+    link->plane_payloads++;
+    pp_lane_publish (link->lane);
+    pp_wait_ring_peer (w);
+    sent = pp_data_plane_send (link->plane, w, chunk, defect, error);
+  } else {
+    pp_lane_publish (link->lane);
+    pp_wait_ring_peer (w);
+  }
+  pp_recorder_end (event, sent == PP_DATA_PLANE_DONE ? PP_REC_DONE
+      : PP_REC_FAILED);
+  if (sent == PP_DATA_PLANE_ABANDONED)
+    pp_chunk_abandon_payloads (chunk);
+  if (sent == PP_DATA_PLANE_DONE)
+    PP_DEBUG ("sent chunk %" G_GUINT64_FORMAT " to rank %d: %" G_GSIZE_FORMAT
+        " + %" G_GSIZE_FORMAT " bytes (lane)", chunk->chunk_id, w->peer,
+        head_len, pp_chunk_payload_bytes (chunk));
+  pp_chunk_free (chunk);
+  return sent == PP_DATA_PLANE_DONE;
 }
 
 gboolean
@@ -231,12 +352,15 @@ send_chunk (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
   guint64 event;
 
   if (!pp_envelope_write_head (link->codec, chunk, &head, &head_len, error)
-      || !pp_data_plane_preflight (link->plane, w, chunk, error)) {
+      || !pp_data_plane_preflight (link->plane, w, chunk, error)
+      || !decide_lane (w, link, TRUE, error)) {
     pp_chunk_free (chunk);
     return FALSE;               /* preflight failed: nothing was sent */
   }
   if (defect == PP_SEND_BAD_VERSION)
     ((guint8 *) head)[4] = PP_ENVELOPE_MAJOR + 1;
+  if (link->lane != NULL)
+    return send_on_lane (w, link, chunk, head, head_len, defect, error);
   g_snprintf (what, sizeof what, "send of chunk %" G_GUINT64_FORMAT,
       chunk->chunk_id);
   event = pp_recorder_begin (PP_REC_SEND, chunk->chunk_id, w->peer,
@@ -286,6 +410,110 @@ pp_transport_send_chunk_as (const PpWait * w, PpChunkLink * link,
   return ok;
 }
 
+/* Reads the head @head (@len bytes) from w->peer into @chunk; FALSE (with
+ * @error) for a head that is not one or that aborts its chunk. */
+static gboolean
+read_head (const PpWait * w, PpChunkLink * link, const guint8 * head,
+    gsize len, PpChunk * chunk, GError ** error)
+{
+  if (!pp_envelope_read_head (link->codec, head, len, chunk, error)) {
+    g_prefix_error (error, "from rank %d: ", w->peer);
+    pp_recorder_note (PP_REC_RECV, PP_RECORDER_NO_CHUNK, w->peer, len,
+        PP_REC_FAILED);
+    return FALSE;
+  }
+  if (chunk->flags & PP_CHUNK_FLAG_ABORT) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+        "chunk %" G_GUINT64_FORMAT " was aborted by its sender, rank %d",
+        chunk->chunk_id, w->peer);
+    pp_recorder_note (PP_REC_RECV, chunk->chunk_id, w->peer, len,
+        PP_REC_FAILED);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The payloads of @chunk from its lane slot, each held to its manifest. */
+static gboolean
+copy_payloads (const PpWait * w, PpChunk * chunk, const PpLaneSlot * slot,
+    GError ** error)
+{
+  if (slot->n_payloads != chunk->tensors->len) {
+    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL, "chunk %"
+        G_GUINT64_FORMAT " from rank %d: the manifest lists %u payloads, "
+        "its lane slot holds %u", chunk->chunk_id, w->peer,
+        chunk->tensors->len, slot->n_payloads);
+    return FALSE;
+  }
+  for (guint i = 0; i < slot->n_payloads; i++) {
+    PpTensor *t = g_ptr_array_index (chunk->tensors, i);
+
+    if (slot->payload_len[i] != t->nbytes) {
+      g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
+          "payload '%s' of chunk %" G_GUINT64_FORMAT " from rank %d: the "
+          "manifest says %" G_GSIZE_FORMAT " bytes, %" G_GSIZE_FORMAT
+          " arrived", t->name, chunk->chunk_id, w->peer, t->nbytes,
+          slot->payload_len[i]);
+      return FALSE;
+    }
+    memcpy (t->data, slot->payload[i], t->nbytes);
+  }
+  return TRUE;
+}
+
+/* recv_chunk on the link's lane.  Called with the link's lock held. */
+static PpChunk *
+recv_on_lane (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
+    GError ** error)
+{
+  PpWait payload_wait = *w;
+  PpDataPlaneResult received = PP_DATA_PLANE_FAILED;
+  PpLaneSlot slot;
+  PpChunk *chunk;
+  guint64 event;
+
+  if (!pp_wait_bell (w, link->bells, link->own, lane_readable, link->lane,
+          "receive of a chunk head (on the lane)", error))
+    return NULL;
+  chunk = pp_chunk_pool_acquire (link->pool);
+  if (!pp_lane_peek (link->lane, &slot, error)
+      || !read_head (w, link, slot.head, slot.head_len, chunk, error)) {
+    pp_lane_release (link->lane);
+    pp_wait_ring_peer (w);
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  event = pp_recorder_begin (PP_REC_RECV, chunk->chunk_id, w->peer,
+      slot.head_len + pp_chunk_payload_bytes (chunk));
+  link->lane_chunks++;
+  link->plane_payloads += !slot.payloads_here;
+  if (slot.payloads_here) {
+    if (copy_payloads (w, chunk, &slot, error))
+      received = PP_DATA_PLANE_DONE;
+    pp_lane_release (link->lane);
+    pp_wait_ring_peer (w);
+  } else {
+    /* The head is read: the slot is the sender's again while the
+     * payloads come on the plane. */
+    pp_lane_release (link->lane);
+    pp_wait_ring_peer (w);
+    payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
+    received = pp_data_plane_recv (link->plane, &payload_wait, chunk, error);
+  }
+  if (received != PP_DATA_PLANE_DONE) {
+    pp_recorder_end (event, PP_REC_FAILED);
+    if (received == PP_DATA_PLANE_ABANDONED)
+      pp_chunk_abandon_payloads (chunk);
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  pp_recorder_end (event, PP_REC_DONE);
+  PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %"
+      G_GSIZE_FORMAT " + %" G_GSIZE_FORMAT " bytes (lane)", chunk->chunk_id,
+      w->peer, slot.head_len, pp_chunk_payload_bytes (chunk));
+  return chunk;
+}
+
 /* Called with the link's lock held. */
 static PpChunk *
 recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
@@ -300,6 +528,10 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
   int len = 0;
   guint64 event;
 
+  if (!decide_lane (w, link, FALSE, error))
+    return NULL;
+  if (link->lane != NULL)
+    return recv_on_lane (w, link, payload_timeout_ms, error);
   if (!probe_message (w, PP_TAG_HEAD, PP_ENVELOPE_HEAD_MAX, head_what, &msg,
           &len, error))
     return NULL;
@@ -309,19 +541,7 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
     return NULL;
   }
   chunk = pp_chunk_pool_acquire (link->pool);
-  if (!pp_envelope_read_head (link->codec, head, len, chunk, error)) {
-    g_prefix_error (error, "from rank %d: ", w->peer);
-    pp_recorder_note (PP_REC_RECV, PP_RECORDER_NO_CHUNK, w->peer, len,
-        PP_REC_FAILED);
-    pp_chunk_free (chunk);
-    return NULL;
-  }
-  if (chunk->flags & PP_CHUNK_FLAG_ABORT) {
-    g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "chunk %" G_GUINT64_FORMAT " was aborted by its sender, rank %d",
-        chunk->chunk_id, w->peer);
-    pp_recorder_note (PP_REC_RECV, chunk->chunk_id, w->peer, len,
-        PP_REC_FAILED);
+  if (!read_head (w, link, head, len, chunk, error)) {
     pp_chunk_free (chunk);
     return NULL;
   }

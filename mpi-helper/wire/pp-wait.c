@@ -155,3 +155,29 @@ pp_wait_requests (const PpWait * w, MPI_Request * reqs, int n,
     pp_poll_sleep (&poll);
   }
 }
+
+gboolean
+pp_wait_bell (const PpWait * w, PpBells * bells, guint own, PpReadyFunc ready,
+    gpointer data, const gchar * what, GError ** error)
+{
+  PpPoll poll;
+
+  pp_poll_start (&poll);
+  for (;;) {
+    /* Read before the test: a ring after it changes the word, and the
+     * wait below then returns at once. */
+    const guint32 seen = pp_bells_read (bells, own);
+    gint64 now, until;
+
+    if (ready (data))
+      return TRUE;
+    if (pp_wait_expired (w, &poll, what, error))
+      return FALSE;
+    now = g_get_monotonic_time ();
+    /* The liveness check, when there is one, is asked again by then. */
+    until = w->alive != NULL ? poll.next_alive_us : now + PP_ALIVE_PERIOD_US;
+    if (w->deadline_us != PP_NO_DEADLINE)
+      until = MIN (until, w->deadline_us + 1);
+    pp_bells_wait (bells, own, seen, (gulong) MAX (until - now, 1));
+  }
+}

@@ -59,6 +59,14 @@ gboolean  pp_poll_alive       (const PpWait * w, PpPoll * poll, gint64 now,
  * or its liveness check says to stop. */
 gboolean  pp_wait_expired     (const PpWait * w, PpPoll * poll,
                                const gchar * what, GError ** error);
+/* Waits, under @w's deadline and liveness check, until @ready (@data)
+ * holds, asleep on this rank's bell (@bells, rank @own) between tests:
+ * whoever makes @ready true rings that bell after doing so, so no sleep
+ * outlasts it (a sleep ends at the next liveness check at the latest). */
+typedef gboolean (*PpReadyFunc) (gpointer data);
+gboolean  pp_wait_bell        (const PpWait * w, struct _PpBells * bells,
+                               guint own, PpReadyFunc ready, gpointer data,
+                               const gchar * what, GError ** error);
 /* Polls @n requests to completion with MPI_Testall under @w (their
  * statuses to @statuses when set).  On failure the requests are left
  * pending: their buffers must then never be freed. */

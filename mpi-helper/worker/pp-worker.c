@@ -22,6 +22,7 @@
 #include "pp-worker-room.h"
 #include "pp-allowance.h"
 #include "pp-bells.h"
+#include "pp-lanes.h"
 #include "pp-checkpoint.h"
 #include "pp-data-plane-choice.h"
 #include "pp-error.h"
@@ -843,7 +844,8 @@ digest_ahead_start (const gchar * uri)
 }
 
 /* The mesh's doorbells when rank 0 is on this host (pp-bells.h), mapped
- * before the reply (rank 0 unlinks their name once every reply is in). */
+ * before the reply (rank 0 unlinks their name once every reply is in),
+ * and their chunk lanes (pp-lanes.h) joined. */
 static void
 open_bells (Worker * w, const gchar * name)
 {
@@ -857,6 +859,8 @@ open_bells (Worker * w, const gchar * name)
     PP_INFO ("no doorbells (%s): waits poll", error->message);
     return;
   }
+  if (pp_bells_lanes (bells) != NULL)
+    pp_lanes_join (pp_bells_lanes (bells), (guint) w->rank);
   pp_bells_attach (w->world, bells);
 }
 

@@ -41,7 +41,7 @@ static PpBells *
 new_bells (gchar ** name)
 {
   g_autoptr (GError) error = NULL;
-  PpBells *bells = pp_bells_create (RANKS, name, &error);
+  PpBells *bells = pp_bells_create (RANKS, 0, name, &error);
 
   g_assert_no_error (error);
   return bells;
