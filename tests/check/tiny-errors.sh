@@ -118,6 +118,13 @@ if grep -Ei "cuda|no GPU" "$work/err.txt"; then
   exit 1
 fi
 
+# Chunk lanes with slots too small for a chunk head: the start fails,
+# naming the variable, before anything is spawned.
+export PPDIFFUSE_LANE_SLOT_BYTES=1000
+expect_error "$work/model" \
+    "PPDIFFUSE_LANE_SLOT_BYTES=1000: expected a number of bytes" "$embeds"
+unset PPDIFFUSE_LANE_SLOT_BYTES
+
 # Truncated UNet weights: the workers refuse the plan, naming the file.
 unet="$work/model/unet/diffusion_pytorch_model.safetensors"
 head -c 4000 "$unet" > "$work/cut" && mv "$work/cut" "$unet"

@@ -1079,17 +1079,25 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
     else
       note_skip "diffusers eager: no torch with CUDA and diffusers in $torch_python ($(tail -1 "$work/torch.log"))"
     fi
-    # A latent's hop between the ranks of this host (65 KB chunks, one in
-    # flight, the MPI plane), with the doorbells and without: the step
-    # from W to W + 1 is one hop (docs/perf.md, "Doorbells").
-    for nb in 0 1; do
-      runs "transport hop, PPDIFFUSE_NO_BELLS=$nb" "$work/hop.log" 120 \
-          env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_NO_BELLS="$nb" \
+    # A latent's hop between two ranks of this host through the transport
+    # alone: on the chunk lanes, over MPI with the doorbells, over MPI
+    # (docs/perf.md, "Chunk lanes").
+    runs "transport hop alone (hop-bench)" "$work/hop-alone.log" 120 \
+        "$build/tests/bench/hop-bench" --iters 1000 \
+        --sizes 32768,65536,262144 \
+      && { grep -E '^ +(bytes|[0-9])' "$work/hop-alone.log" | indent
+        pass "transport hop alone measured"; }
+    # The same inside the element's mesh (65 KB chunks, one in flight, the
+    # MPI plane), with and without the lanes: the step from W to W + 1 is
+    # one hop and a worker's hand-offs (docs/perf.md, "Doorbells").
+    for nl in 0 1; do
+      runs "transport hop, PPDIFFUSE_NO_LANES=$nl" "$work/hop.log" 120 \
+          env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_NO_LANES="$nl" \
           "$build/tests/bench/ppdiffuse-bench" --steps 3 --step-ms 1 \
           --frames 300 --max-ranks 3 --width 85 --height 64 \
           --max-in-flight 1 \
         && { grep -E '^ +[0-9] ' "$work/hop.log" | indent
-          pass "transport hop measured (PPDIFFUSE_NO_BELLS=$nb)"; }
+          pass "transport hop measured (PPDIFFUSE_NO_LANES=$nl)"; }
     done
   fi
 }

@@ -312,6 +312,79 @@ test_across_processes (void)
   pp_bells_free (bells);
 }
 
+/* Rank 0's slot size: the default, or the variable's rounded up to a
+ * cache line; what is not a size in range is refused, naming it. */
+static void
+test_slot_size_from_env (void)
+{
+  const gchar *bad[] = { "1000", "abc", "-5", "65791x", "999999999999" };
+  gsize bytes = 0;
+
+  g_unsetenv ("PPDIFFUSE_LANE_SLOT_BYTES");
+  g_assert_true (pp_lanes_slot_bytes_from_env (&bytes, NULL));
+  g_assert_cmpuint (bytes, ==, PP_LANE_SLOT_BYTES_DEFAULT);
+  g_setenv ("PPDIFFUSE_LANE_SLOT_BYTES", "65792", TRUE);
+  g_assert_true (pp_lanes_slot_bytes_from_env (&bytes, NULL));
+  g_assert_cmpuint (bytes, ==, 65792);
+  g_setenv ("PPDIFFUSE_LANE_SLOT_BYTES", "70000", TRUE);
+  g_assert_true (pp_lanes_slot_bytes_from_env (&bytes, NULL));
+  g_assert_cmpuint (bytes, ==, 70016);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr (GError) error = NULL;
+
+    g_setenv ("PPDIFFUSE_LANE_SLOT_BYTES", bad[i], TRUE);
+    g_assert_false (pp_lanes_slot_bytes_from_env (&bytes, &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+    g_assert_nonnull (strstr (error->message, "PPDIFFUSE_LANE_SLOT_BYTES="));
+  }
+  g_unsetenv ("PPDIFFUSE_LANE_SLOT_BYTES");
+}
+
+/* The slot size rank 0 chose travels in the lanes' header: another
+ * mapping reads it, and what fits follows it.  Opened for another number
+ * of ranks, the lanes are refused. */
+static void
+test_slot_size_travels (void)
+{
+  const gsize slot_bytes = PP_LANE_SLOT_BYTES_MIN + 1024;
+  g_autofree gchar *name = NULL;
+  g_autoptr (GError) error = NULL;
+  PpEnvelopeCodec *tx = pp_envelope_codec_new ();
+  PpEnvelopeCodec *rx = pp_envelope_codec_new ();
+  PpBells *bells = pp_bells_create (3, slot_bytes, &name, &error);
+  PpBells *other;
+  PpLane *out, *in;
+  PpChunk *chunk;
+
+  g_assert_no_error (error);
+  g_assert_null (pp_bells_open (name, 2, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_clear_error (&error);
+  g_assert_null (pp_bells_open (name, 4, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_clear_error (&error);
+  other = pp_bells_open (name, 3, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (pp_lanes_slot_bytes (pp_bells_lanes (other)), ==,
+      slot_bytes);
+  pp_lanes_join (pp_bells_lanes (other), 1);
+  pp_lanes_open (pp_bells_lanes (bells));
+  out = pp_lanes_between (pp_bells_lanes (bells), 0, 1);
+  in = pp_lanes_between (pp_bells_lanes (other), 0, 1);
+  chunk = make_chunk (0, 1, 60 * 1024);
+  g_assert_true (put (out, tx, chunk, FALSE));
+  pp_chunk_free (chunk);
+  take (in, rx, 0, 1, 60 * 1024, TRUE);
+  chunk = make_chunk (1, 1, slot_bytes);
+  g_assert_false (put (out, tx, chunk, FALSE));
+  pp_chunk_free (chunk);
+  take (in, rx, 1, 1, slot_bytes, FALSE);
+  pp_envelope_codec_free (tx);
+  pp_envelope_codec_free (rx);
+  pp_bells_free (other);
+  pp_bells_free (bells);
+}
+
 /* Run with a /dev/shm too small for them (PP_TEST_SMALL_SHM=1: the test
  * mounts its own in a mount namespace): the bells still come, without
  * lanes, and a worker maps them so. */
@@ -346,5 +419,7 @@ main (int argc, char **argv)
   g_test_add_func ("/lanes/two-slots", test_two_slots);
   g_test_add_func ("/lanes/too-large-for-a-slot", test_too_large_for_a_slot);
   g_test_add_func ("/lanes/across-processes", test_across_processes);
+  g_test_add_func ("/lanes/slot-size-from-env", test_slot_size_from_env);
+  g_test_add_func ("/lanes/slot-size-travels", test_slot_size_travels);
   return g_test_run ();
 }
