@@ -68,6 +68,71 @@ pp_cuda_store (void *p, size_t i, float v)
     ((float *) p)[i] = v;
 }
 
+/* Eight consecutive elements, the unit of the element-wise kernels' vector
+ * paths: one 16-byte load or store for 16-bit types, two for float32,
+ * instead of eight of 2 or 4 bytes (a warp then moves whole 512-byte
+ * lines per instruction, and the index arithmetic is done once per
+ * eight).  Every element is widened and stored exactly as pp_cuda_load and
+ * pp_cuda_store do it, so a vector path gives the bytes of the scalar
+ * one. */
+#define PP_CUDA_VEC 8
+
+/* Whether @p can be read and written by vectors: 16-byte aligned. */
+static inline bool
+pp_cuda_vec_aligned (const void *p)
+{
+  return ((uintptr_t) p & 15) == 0;
+}
+
+/* Elements @i … @i + 7 of @p (@i a multiple of 8, @p 16-byte aligned). */
+template <PpCudaType T> __device__ __forceinline__ void
+pp_cuda_load8 (const void *p, size_t i, float v[PP_CUDA_VEC])
+{
+  if (T == PP_CUDA_F32) {
+    const float4 a = ((const float4 *) p)[i / 4];
+    const float4 b = ((const float4 *) p)[i / 4 + 1];
+
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    const uint4 u = ((const uint4 *) p)[i / 8];
+    const uint32_t w[4] = { u.x, u.y, u.z, u.w };
+
+    /* Little-endian: the lower half of each word is the earlier element. */
+    PP_CUDA_UNROLL
+    for (int q = 0; q < 4; q++) {
+      const uint16_t lo = (uint16_t) (w[q] & 0xffffu);
+      const uint16_t hi = (uint16_t) (w[q] >> 16);
+
+      v[2 * q] = T == PP_CUDA_F16 ? pp_f16_to_f32 (lo) : pp_bf16_to_f32 (lo);
+      v[2 * q + 1] = T == PP_CUDA_F16 ? pp_f16_to_f32 (hi)
+          : pp_bf16_to_f32 (hi);
+    }
+  }
+}
+
+template <PpCudaType T> __device__ __forceinline__ void
+pp_cuda_store8 (void *p, size_t i, const float v[PP_CUDA_VEC])
+{
+  if (T == PP_CUDA_F32) {
+    ((float4 *) p)[i / 4] = make_float4 (v[0], v[1], v[2], v[3]);
+    ((float4 *) p)[i / 4 + 1] = make_float4 (v[4], v[5], v[6], v[7]);
+  } else {
+    uint32_t w[4];
+
+    PP_CUDA_UNROLL
+    for (int q = 0; q < 4; q++) {
+      const uint32_t lo = T == PP_CUDA_F16 ? pp_f32_to_f16 (v[2 * q])
+          : pp_f32_to_bf16 (v[2 * q]);
+      const uint32_t hi = T == PP_CUDA_F16 ? pp_f32_to_f16 (v[2 * q + 1])
+          : pp_f32_to_bf16 (v[2 * q + 1]);
+
+      w[q] = lo | hi << 16;
+    }
+    ((uint4 *) p)[i / 8] = make_uint4 (w[0], w[1], w[2], w[3]);
+  }
+}
+
 /* Sum and maximum of @v over the calling warp (all 32 lanes take part);
  * every lane gets it, the lanes' values added in one fixed order. */
 __device__ __forceinline__ float

@@ -19,41 +19,60 @@ pp_cuda_fill (float *x, float value, size_t n, cudaStream_t stream)
   return cudaGetLastError ();
 }
 
+template <PpCudaUnary OP> __device__ __forceinline__ float
+unary_of (float v)
+{
+  switch (OP) {
+    case PP_CUDA_SILU:
+      return pp_math_silu (v);
+    case PP_CUDA_RELU:
+      return pp_math_relu (v);
+    case PP_CUDA_TANH:
+      return pp_math_tanh (v);
+    case PP_CUDA_GELU:
+      return pp_math_gelu_erf (v);
+    default:                   /* PP_CUDA_QUICK_GELU */
+      return pp_math_quick_gelu (v);
+  }
+}
+
 template <PpCudaUnary OP, PpCudaType T> __global__ void
 unary_kernel (void *x, size_t n)
 {
-  PP_CUDA_FOR (i, n) {
-    const float v = pp_cuda_load<T> (x, i);
-    float r;
+  PP_CUDA_FOR (i, n) pp_cuda_store<T> (x, i, unary_of<OP> (pp_cuda_load<T>
+          (x, i)));
+}
 
-    switch (OP) {
-      case PP_CUDA_SILU:
-        r = pp_math_silu (v);
-        break;
-      case PP_CUDA_RELU:
-        r = pp_math_relu (v);
-        break;
-      case PP_CUDA_TANH:
-        r = pp_math_tanh (v);
-        break;
-      case PP_CUDA_GELU:
-        r = pp_math_gelu_erf (v);
-        break;
-      default:                 /* PP_CUDA_QUICK_GELU */
-        r = pp_math_quick_gelu (v);
-        break;
-    }
-    pp_cuda_store<T> (x, i, r);
+/* The same eight elements at a time (n a multiple of 8, x aligned). */
+template <PpCudaUnary OP, PpCudaType T> __global__ void
+unary8_kernel (void *x, size_t n)
+{
+  PP_CUDA_FOR (k, n / PP_CUDA_VEC) {
+    float v[PP_CUDA_VEC];
+
+    pp_cuda_load8<T> (x, k * PP_CUDA_VEC, v);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++)
+      v[q] = unary_of<OP> (v[q]);
+    pp_cuda_store8<T> (x, k * PP_CUDA_VEC, v);
   }
 }
 
 template <PpCudaUnary OP> static void
 unary_launch (void *x, PpCudaType type, size_t n, cudaStream_t stream)
 {
-  const unsigned blocks = pp_cuda_blocks (n, PP_CUDA_THREADS);
+  if (n % PP_CUDA_VEC == 0 && pp_cuda_vec_aligned (x)) {
+    const unsigned blocks = pp_cuda_blocks (n / PP_CUDA_VEC,
+        PP_CUDA_THREADS);
 
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        unary8_kernel<OP, T><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
+            n));
+    return;
+  }
   PP_CUDA_DISPATCH_TYPE (type, T,
-      unary_kernel<OP, T><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x, n));
+      unary_kernel<OP, T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream>>> (x, n));
 }
 
 extern "C" cudaError_t
@@ -96,6 +115,28 @@ geglu_kernel (const void *x, size_t rows, int d, void *y)
   }
 }
 
+/* Eight outputs at a time: d a multiple of 8, x and y aligned, fewer than
+ * 2^32 vectors (the row of each found by a 32-bit division, once per
+ * eight, where the scalar kernel divides 64-bit numbers per element). */
+template <PpCudaType T> __global__ void
+geglu8_kernel (const void *x, unsigned vectors, unsigned per_row, void *y)
+{
+  for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
+      k += gridDim.x * blockDim.x) {
+    const unsigned r = k / per_row, j = (k - r * per_row) * PP_CUDA_VEC;
+    const size_t d = (size_t) per_row * PP_CUDA_VEC;
+    const size_t row = (size_t) r * 2 * d;
+    float a[PP_CUDA_VEC], g[PP_CUDA_VEC];
+
+    pp_cuda_load8<T> (x, row + j, a);
+    pp_cuda_load8<T> (x, row + d + j, g);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++)
+      a[q] = pp_math_geglu (a[q], g[q]);
+    pp_cuda_store8<T> (y, (size_t) k * PP_CUDA_VEC, a);
+  }
+}
+
 extern "C" cudaError_t
 pp_cuda_geglu (const void *x, size_t rows, int d, void *y, PpCudaType type,
     cudaStream_t stream)
@@ -104,6 +145,16 @@ pp_cuda_geglu (const void *x, size_t rows, int d, void *y, PpCudaType type,
 
   if (n == 0)
     return cudaSuccess;
+  if (d % PP_CUDA_VEC == 0 && n / PP_CUDA_VEC <= UINT32_MAX
+      && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)) {
+    const unsigned vectors = (unsigned) (n / PP_CUDA_VEC);
+
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        geglu8_kernel<T><<<pp_cuda_blocks (vectors, PP_CUDA_THREADS),
+        PP_CUDA_THREADS, 0, stream>>> (x, vectors,
+            (unsigned) (d / PP_CUDA_VEC), y));
+    return cudaGetLastError ();
+  }
   PP_CUDA_DISPATCH_TYPE (type, T,
       geglu_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
       PP_CUDA_THREADS, 0, stream>>> (x, rows, d, y));
@@ -117,12 +168,37 @@ add_kernel (void *y, const void *x, size_t n)
       + pp_cuda_load<X> (x, i));
 }
 
+/* Eight at a time: n a multiple of 8, y and x aligned. */
+template <PpCudaType Y, PpCudaType X> __global__ void
+add8_kernel (void *y, const void *x, size_t n)
+{
+  PP_CUDA_FOR (k, n / PP_CUDA_VEC) {
+    float a[PP_CUDA_VEC], b[PP_CUDA_VEC];
+
+    pp_cuda_load8<Y> (y, k * PP_CUDA_VEC, a);
+    pp_cuda_load8<X> (x, k * PP_CUDA_VEC, b);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++)
+      a[q] += b[q];
+    pp_cuda_store8<Y> (y, k * PP_CUDA_VEC, a);
+  }
+}
+
 extern "C" cudaError_t
 pp_cuda_add (void *y, PpCudaType y_type, const void *x, PpCudaType x_type,
     size_t n, cudaStream_t stream)
 {
   if (n == 0)
     return cudaSuccess;
+  if (n % PP_CUDA_VEC == 0 && pp_cuda_vec_aligned (y)
+      && pp_cuda_vec_aligned (x)) {
+    PP_CUDA_DISPATCH_TYPE (y_type, Y,
+        PP_CUDA_DISPATCH_TYPE (x_type, X,
+            add8_kernel<Y, X><<<pp_cuda_blocks (n / PP_CUDA_VEC,
+                    PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (y, x,
+                n)));
+    return cudaGetLastError ();
+  }
   PP_CUDA_DISPATCH_TYPE (y_type, Y,
       PP_CUDA_DISPATCH_TYPE (x_type, X,
           add_kernel<Y, X><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
@@ -276,6 +352,35 @@ channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
   }
 }
 
+/* Rows of c channels (hw 1: channels last), eight channels at a time: c a
+ * multiple of 8, x, y and the bias aligned, fewer than 2^32 vectors (the
+ * column found by a 32-bit remainder once per eight, where the scalar
+ * kernel divides 64-bit numbers per element). */
+template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
+channel_bias8_kernel (const void *x, void *y, unsigned per_row,
+    unsigned vectors, const void *bias, int relu)
+{
+  for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
+      k += gridDim.x * blockDim.x) {
+    const size_t i = (size_t) k * PP_CUDA_VEC;
+    float v[PP_CUDA_VEC], b[PP_CUDA_VEC];
+
+    pp_cuda_load8<X> (x, i, v);
+    if (bias != NULL) {
+      pp_cuda_load8<B> (bias, (size_t) (k % per_row) * PP_CUDA_VEC, b);
+      PP_CUDA_UNROLL
+      for (int q = 0; q < PP_CUDA_VEC; q++)
+        v[q] += b[q];
+    }
+    if (relu) {
+      PP_CUDA_UNROLL
+      for (int q = 0; q < PP_CUDA_VEC; q++)
+        v[q] = pp_math_relu (v[q]);
+    }
+    pp_cuda_store8<Y> (y, i, v);
+  }
+}
+
 extern "C" cudaError_t
 pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
     PpCudaType y_type, int n, int c, size_t hw, const void *bias,
@@ -286,6 +391,20 @@ pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
 
   if (total == 0)
     return cudaSuccess;
+  if (hw == 1 && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
+      && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)
+      && (bias == NULL || pp_cuda_vec_aligned (bias))) {
+    const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
+
+    PP_CUDA_DISPATCH_TYPE (x_type, X,
+        PP_CUDA_DISPATCH_TYPE (y_type, Y,
+            PP_CUDA_DISPATCH_TYPE (bias_type, B,
+                channel_bias8_kernel<X, Y, B><<<pp_cuda_blocks (vectors,
+                        PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
+                    y, (unsigned) (c / PP_CUDA_VEC), vectors, bias,
+                    relu))));
+    return cudaGetLastError ();
+  }
   PP_CUDA_DISPATCH_TYPE (x_type, X,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,

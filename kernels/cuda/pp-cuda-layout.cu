@@ -38,6 +38,29 @@ upsample_nearest_nhwc_kernel (const void *x, int n, int c, int h, int w,
   }
 }
 
+/* The same eight channels at a time: c a multiple of 8, x and y aligned,
+ * fewer than 2^32 vectors (each vector's pixel found by 32-bit divisions,
+ * where the scalar kernel makes five 64-bit ones per element). */
+template <PpCudaType T> __global__ void
+upsample_nearest_nhwc8_kernel (const void *x, unsigned vectors,
+    unsigned per_pixel, unsigned h, unsigned w, unsigned factor, void *y)
+{
+  const unsigned wo = w * factor, ho = h * factor;
+
+  for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
+      k += gridDim.x * blockDim.x) {
+    const unsigned pixel = k / per_pixel, ch = k - pixel * per_pixel;
+    const unsigned ox = pixel % wo, rest = pixel / wo;
+    const unsigned oy = rest % ho, sample = rest / ho;
+    const size_t source = ((size_t) sample * h + oy / factor) * w
+        + ox / factor;
+    float v[PP_CUDA_VEC];
+
+    pp_cuda_load8<T> (x, (source * per_pixel + ch) * PP_CUDA_VEC, v);
+    pp_cuda_store8<T> (y, (size_t) k * PP_CUDA_VEC, v);
+  }
+}
+
 extern "C" cudaError_t
 pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
     int h, int w, int factor, int nhwc, void *y, cudaStream_t stream)
@@ -47,6 +70,17 @@ pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
 
   if (total == 0)
     return cudaSuccess;
+  if (nhwc && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
+      && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)) {
+    const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
+
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        upsample_nearest_nhwc8_kernel<T><<<pp_cuda_blocks (vectors,
+                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x, vectors,
+            (unsigned) (c / PP_CUDA_VEC), (unsigned) h, (unsigned) w,
+            (unsigned) factor, y));
+    return cudaGetLastError ();
+  }
   if (nhwc)
     PP_CUDA_DISPATCH_TYPE (type, T,
         upsample_nearest_nhwc_kernel<T><<<blocks, PP_CUDA_THREADS, 0,

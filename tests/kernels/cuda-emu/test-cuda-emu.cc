@@ -124,11 +124,27 @@ static const struct
   { PP_CUDA_QUICK_GELU, "quick_gelu", pp_math_quick_gelu },
 };
 
+/* The element size of storage @t. */
+static size_t
+elem_size (PpCudaType t)
+{
+  return t == PP_CUDA_F32 ? 4 : 2;
+}
+
+static void *
+elem_at (void *p, PpCudaType t, size_t i)
+{
+  return (uint8_t *) p + i * elem_size (t);
+}
+
+/* The element-wise kernels have a vector path (PP_CUDA_VEC elements a
+ * thread, pp_cuda_load8) for sizes of whole vectors on aligned buffers:
+ * the odd sizes take the scalar one, the even the vector one; each gives
+ * the same bytes. */
 static void
 test_unary (void)
 {
-  const size_t n = 777;
-
+  for (size_t n : { (size_t) 777, (size_t) 1000 })
   for (const auto &u : unaries) {
     const std::vector<Arg> args = { inout ("x", exact_values (n, -6, 6)) };
     const std::string what = strf ("unary %s n=%zu", u.name, n);
@@ -154,8 +170,11 @@ test_unary (void)
 static void
 test_geglu (void)
 {
-  const size_t rows = 7;
-  const int d = 77;
+  const struct { size_t rows; int d; } shapes[] = { { 7, 77 }, { 9, 40 } };
+
+  for (const auto &shape : shapes) {
+  const size_t rows = shape.rows;
+  const int d = shape.d;
   const std::vector<Arg> args = { in ("x", exact_values (rows * 2 * d, -3,
               3)), out ("y", rows * d) };
   const std::string what = strf ("geglu rows=%zu d=%d", rows, d);
@@ -171,24 +190,49 @@ test_geglu (void)
           x[row * 2 * d + d + j]);
   if (r)
     expect_bits (what, args, *r, 1, want);
+  }
 }
 
 static void
 test_add (void)
 {
-  const size_t n = 1003;
-  const std::vector<Arg> args = { inout ("y", exact_values (n, -4, 4)),
-    in ("x", exact_values (n, -4, 4)) };
-  auto r = run_typed ("add", args, [&] (const Run &b) {
-        return pp_cuda_add (b.p (0), b.t (0), b.p (1), b.t (1), n, NULL); },
-      { { F16, F32 }, { BF16, F16 }, { F32, BF16 }, { F16, BF16 },
-        { BF16, BF16 } });
-  std::vector<float> want (n);
+  /* Odd, whole vectors, and whole vectors past the grid (the vector
+   * loop goes round twice). */
+  for (size_t n : { (size_t) 1003, (size_t) 1000,
+          (size_t) PP_CUDA_VEC * PAST_GRID }) {
+    const std::vector<Arg> args = { inout ("y", exact_values (n, -4, 4)),
+      in ("x", exact_values (n, -4, 4)) };
+    const std::string what = strf ("add n=%zu", n);
+    auto r = run_typed (what, args, [&] (const Run &b) {
+          return pp_cuda_add (b.p (0), b.t (0), b.p (1), b.t (1), n, NULL); },
+        n > 1003 * 8 ? std::vector<Types> { { F16, BF16 } }
+        : std::vector<Types> { { F16, F32 }, { BF16, F16 }, { F32, BF16 },
+          { F16, BF16 }, { BF16, BF16 } });
+    std::vector<float> want (n);
 
-  for (size_t i = 0; i < n; i++)
-    want[i] = args[0].values[i] + args[1].values[i];
-  if (r)
-    expect_bits ("add", args, *r, 0, want);
+    for (size_t i = 0; i < n; i++)
+      want[i] = args[0].values[i] + args[1].values[i];
+    if (r)
+      expect_bits (what, args, *r, 0, want);
+  }
+  {
+    /* Whole vectors from an element past an aligned start: not aligned,
+     * so the scalar path; the element before is left alone. */
+    const size_t n = 1001;
+    const std::vector<Arg> args = { inout ("y", exact_values (n, -4, 4)),
+      in ("x", exact_values (n, -4, 4)) };
+    auto r = run_typed ("add unaligned", args, [&] (const Run &b) {
+          return pp_cuda_add (elem_at (b.p (0), b.t (0), 1), b.t (0),
+              elem_at (b.p (1), b.t (1), 1), b.t (1), n - 1, NULL); },
+        { { F16, F16 }, { BF16, F32 } });
+    std::vector<float> want (n);
+
+    want[0] = args[0].values[0];
+    for (size_t i = 1; i < n; i++)
+      want[i] = args[0].values[i] + args[1].values[i];
+    if (r)
+      expect_bits ("add unaligned", args, *r, 0, want);
+  }
 }
 
 static void
@@ -315,8 +359,14 @@ test_row_bias (void)
 static void
 test_channel_bias (void)
 {
-  const int n = 2, c = 5;
-  const size_t hw = 37, total = (size_t) n * c * hw;
+  /* Channels first; rows of channels (hw 1, channels last) of an odd
+   * count, and of whole vectors. */
+  const struct { int n, c; size_t hw; } shapes[] = { { 2, 5, 37 },
+    { 37, 5, 1 }, { 37, 40, 1 } };
+
+  for (const auto &shape : shapes) {
+  const int n = shape.n, c = shape.c;
+  const size_t hw = shape.hw, total = (size_t) n * c * hw;
   std::vector<float> x = exact_values (total, -2, 2);
   const std::vector<float> bias = exact_values (c, -1, 1);
   std::vector<float> want (total);
@@ -356,6 +406,7 @@ test_channel_bias (void)
       want[i] = x[i] + bias[(i / hw) % c];
     if (r)
       expect_bits ("channel_bias in place", args, *r, 0, want);
+  }
   }
 }
 
@@ -692,9 +743,11 @@ test_group_norm_splits (void)
 static void
 test_upsample (void)
 {
-  const int n = 2, c = 3, h = 5, w = 7;
-
+  /* Channels of an odd count, and of whole vectors (channels last: the
+   * vector path). */
+  for (int c : { 3, 16 })
   for (int f : { 2, 3 }) {
+    const int n = 2, h = 5, w = 7;
     const std::vector<float> x = exact_values ((size_t) n * c * h * w, -2, 2);
     const size_t total = (size_t) n * c * h * f * w * f;
     std::vector<float> want (total);
