@@ -125,7 +125,8 @@ mesh_start (const PpMeshConfig * config, GError ** error)
         PP_MESH_MAX_WORKERS);
     return NULL;
   }
-  if (!pp_lanes_slot_bytes_from_env (&lane_slot_bytes, error))
+  if (!pp_lanes_slot_bytes_from_env (config->n_workers + 1, &lane_slot_bytes,
+          error))
     return NULL;
   pp_fault_injection_check ();
   mesh = g_new0 (PpMesh, 1);

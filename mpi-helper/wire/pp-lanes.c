@@ -78,14 +78,19 @@ lane_bytes (gsize slot_bytes)
 }
 
 gboolean
-pp_lanes_slot_bytes_from_env (gsize * slot_bytes, GError ** error)
+pp_lanes_slot_bytes_from_env (guint n_ranks, gsize * slot_bytes,
+    GError ** error)
 {
   const gchar *env = g_getenv (PP_LANE_SLOT_BYTES_ENV);
+  const gsize share = PP_LANES_BUDGET_BYTES / MAX (n_ranks, 1)
+      / PP_LANE_SLOTS / LINE * LINE;
   guint64 value = 0;
 
-  *slot_bytes = PP_LANE_SLOT_BYTES_DEFAULT;
-  if (env == NULL || *env == '\0')
+  if (env == NULL || *env == '\0') {
+    *slot_bytes = MAX (MIN (PP_LANE_SLOT_BYTES_DEFAULT, share),
+        PP_LANE_SLOT_BYTES_MIN);
     return TRUE;
+  }
   if (!g_ascii_string_to_unsigned (env, 10, PP_LANE_SLOT_BYTES_MIN,
           PP_LANE_SLOT_BYTES_MAX, &value, NULL)) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: expected a "
@@ -234,7 +239,9 @@ pp_lane_fill (PpLane * lane, const guint8 * head, gsize head_len,
   const guint n = chunk->tensors->len;
   gsize offset = align_up (SLOT_HEAD_OFFSET + head_len, LINE);
 
-  g_return_val_if_fail (head_len <= PP_ENVELOPE_HEAD_MAX, FALSE);
+  /* The envelope's writer holds a head to PP_ENVELOPE_HEAD_MAX, which a
+   * slot of the minimum size holds. */
+  g_assert (head_len <= PP_ENVELOPE_HEAD_MAX);
   memcpy (slot + SLOT_HEAD_OFFSET, head, head_len);
   sh->head_len = (guint32) head_len;
   for (guint i = 0; i < n; i++)

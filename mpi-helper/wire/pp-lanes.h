@@ -39,10 +39,17 @@ typedef struct _PpLane PpLane;
 #define PP_LANE_SLOT_BYTES_MAX (256 * 1024 * 1024)
 #define PP_LANE_SLOTS 2
 
-/* The slot size rank 0 makes its lanes with: the default, or
- * $PPDIFFUSE_LANE_SLOT_BYTES rounded up to a cache line; FALSE (with
+/* What the lanes of a mesh take at most by default: for more ranks than
+ * the default slots allow, the slots are smaller. */
+#define PP_LANES_BUDGET_BYTES (64 * 1024 * 1024)
+
+/* The slot size rank 0 makes the lanes of @n_ranks ranks with:
+ * $PPDIFFUSE_LANE_SLOT_BYTES rounded up to a cache line when set, else the
+ * default, made smaller (not below the minimum) where the lanes of
+ * @n_ranks ranks would take more than PP_LANES_BUDGET_BYTES; FALSE (with
  * @error naming the variable) for a value that is not a size in range. */
-gboolean  pp_lanes_slot_bytes_from_env (gsize * slot_bytes, GError ** error);
+gboolean  pp_lanes_slot_bytes_from_env (guint n_ranks, gsize * slot_bytes,
+                                        GError ** error);
 /* The bytes the lanes of a mesh of @n_ranks ranks take. */
 gsize     pp_lanes_bytes      (guint n_ranks, gsize slot_bytes);
 /* Rank 0: writes the lanes' header into @region (pp_lanes_bytes, zeroed)

@@ -321,19 +321,30 @@ test_slot_size_from_env (void)
   gsize bytes = 0;
 
   g_unsetenv ("PPDIFFUSE_LANE_SLOT_BYTES");
-  g_assert_true (pp_lanes_slot_bytes_from_env (&bytes, NULL));
+  g_assert_true (pp_lanes_slot_bytes_from_env (5, &bytes, NULL));
   g_assert_cmpuint (bytes, ==, PP_LANE_SLOT_BYTES_DEFAULT);
+  /* many ranks: smaller slots, within the budget (and a counters page and
+   * page rounding a lane), not below the minimum */
+  g_assert_true (pp_lanes_slot_bytes_from_env (100, &bytes, NULL));
+  g_assert_cmpuint (bytes, <, PP_LANE_SLOT_BYTES_DEFAULT);
+  g_assert_cmpuint (bytes % 64, ==, 0);
+  g_assert_cmpuint (100 * PP_LANE_SLOTS * bytes, <=, PP_LANES_BUDGET_BYTES);
+  g_assert_true (pp_lanes_slot_bytes_from_env (257, &bytes, NULL));
+  g_assert_cmpuint (bytes, >=, PP_LANE_SLOT_BYTES_MIN);
+  g_assert_cmpuint (pp_lanes_bytes (257, bytes), <=,
+      PP_LANES_BUDGET_BYTES + 257 * 2 * 4096 + 4096);
+  /* the variable is taken as it is, whatever the ranks */
   g_setenv ("PPDIFFUSE_LANE_SLOT_BYTES", "65792", TRUE);
-  g_assert_true (pp_lanes_slot_bytes_from_env (&bytes, NULL));
+  g_assert_true (pp_lanes_slot_bytes_from_env (2, &bytes, NULL));
   g_assert_cmpuint (bytes, ==, 65792);
   g_setenv ("PPDIFFUSE_LANE_SLOT_BYTES", "70000", TRUE);
-  g_assert_true (pp_lanes_slot_bytes_from_env (&bytes, NULL));
+  g_assert_true (pp_lanes_slot_bytes_from_env (100, &bytes, NULL));
   g_assert_cmpuint (bytes, ==, 70016);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     g_autoptr (GError) error = NULL;
 
     g_setenv ("PPDIFFUSE_LANE_SLOT_BYTES", bad[i], TRUE);
-    g_assert_false (pp_lanes_slot_bytes_from_env (&bytes, &error));
+    g_assert_false (pp_lanes_slot_bytes_from_env (2, &bytes, &error));
     g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
     g_assert_nonnull (strstr (error->message, "PPDIFFUSE_LANE_SLOT_BYTES="));
   }
