@@ -461,6 +461,24 @@ copy_payloads (const PpWait * w, PpChunk * chunk, const PpLaneSlot * slot,
   return TRUE;
 }
 
+/* Ends the receive of @chunk's payloads (recorder @event): the chunk, or
+ * NULL when they did not all come (their buffers left to the plane when
+ * transfers may still write them). */
+static PpChunk *
+payloads_received (PpChunk * chunk, PpDataPlaneResult received,
+    guint64 event)
+{
+  pp_recorder_end (event, received == PP_DATA_PLANE_DONE ? PP_REC_DONE
+      : PP_REC_FAILED);
+  if (received == PP_DATA_PLANE_DONE)
+    return chunk;
+  /* Posted receives may still write into the payload buffers. */
+  if (received == PP_DATA_PLANE_ABANDONED)
+    pp_chunk_abandon_payloads (chunk);
+  pp_chunk_free (chunk);
+  return NULL;
+}
+
 /* recv_chunk on the link's lane.  Called with the link's lock held. */
 static PpChunk *
 recv_on_lane (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
@@ -500,14 +518,8 @@ recv_on_lane (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
     payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
     received = pp_data_plane_recv (link->plane, &payload_wait, chunk, error);
   }
-  if (received != PP_DATA_PLANE_DONE) {
-    pp_recorder_end (event, PP_REC_FAILED);
-    if (received == PP_DATA_PLANE_ABANDONED)
-      pp_chunk_abandon_payloads (chunk);
-    pp_chunk_free (chunk);
+  if (payloads_received (chunk, received, event) == NULL)
     return NULL;
-  }
-  pp_recorder_end (event, PP_REC_DONE);
   PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %"
       G_GSIZE_FORMAT " + %" G_GSIZE_FORMAT " bytes (lane)", chunk->chunk_id,
       w->peer, slot.head_len, pp_chunk_payload_bytes (chunk));
@@ -549,15 +561,8 @@ recv_chunk (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
       len + pp_chunk_payload_bytes (chunk));
   payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
   received = pp_data_plane_recv (link->plane, &payload_wait, chunk, error);
-  if (received != PP_DATA_PLANE_DONE) {
-    pp_recorder_end (event, PP_REC_FAILED);
-    /* Posted receives may still write into the payload buffers. */
-    if (received == PP_DATA_PLANE_ABANDONED)
-      pp_chunk_abandon_payloads (chunk);
-    pp_chunk_free (chunk);
+  if (payloads_received (chunk, received, event) == NULL)
     return NULL;
-  }
-  pp_recorder_end (event, PP_REC_DONE);
   /* The sender waits for its sends to complete. */
   pp_wait_ring_peer (w);
   PP_DEBUG ("received chunk %" G_GUINT64_FORMAT " from rank %d: %d + %"
