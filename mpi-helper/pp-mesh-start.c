@@ -37,23 +37,19 @@ connect_planes (PpMesh * mesh, GError ** error)
  * its communicator; NULL, with a warning, when the host has no shared
  * memory for them, and with PPDIFFUSE_NO_BELLS=1 (to tell what they buy):
  * the waits then poll as on another host.  With them come the chunk
- * lanes (pp-lanes.h) when the payloads travel on MPI (NCCL carries device
- * memory), unless PPDIFFUSE_NO_LANES=1. */
+ * lanes (pp-lanes.h) when PPDIFFUSE_LANES=1 and the payloads travel on
+ * MPI (NCCL carries device memory). */
 static PpBells *
 start_bells (PpMesh * mesh, gsize lane_slot_bytes, gchar ** name)
 {
   g_autoptr (GError) error = NULL;
-  gboolean lanes = !pp_plan_uses_nccl (mesh->plan);
+  gboolean lanes = !pp_plan_uses_nccl (mesh->plan)
+      && g_strcmp0 (g_getenv (PP_LANES_ENV), "1") == 0;
   PpBells *bells;
 
   if (g_strcmp0 (g_getenv (PP_NO_BELLS_ENV), "1") == 0) {
     PP_INFO ("%s=1: no doorbells, every wait polls", PP_NO_BELLS_ENV);
     return NULL;
-  }
-  if (lanes && g_strcmp0 (g_getenv (PP_NO_LANES_ENV), "1") == 0) {
-    PP_INFO ("%s=1: no chunk lanes, chunks travel over MPI",
-        PP_NO_LANES_ENV);
-    lanes = FALSE;
   }
   bells = pp_bells_create (mesh->plan->n_workers + 1,
       lanes ? lane_slot_bytes : 0, name, &error);

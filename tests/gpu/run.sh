@@ -1090,14 +1090,14 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
     # The same inside the element's mesh (65 KB chunks, one in flight, the
     # MPI plane), with and without the lanes: the step from W to W + 1 is
     # one hop and a worker's hand-offs (docs/perf.md, "Doorbells").
-    for nl in 0 1; do
-      runs "transport hop, PPDIFFUSE_NO_LANES=$nl" "$work/hop.log" 120 \
-          env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_NO_LANES="$nl" \
+    for nl in 1 0; do
+      runs "transport hop, PPDIFFUSE_LANES=$nl" "$work/hop.log" 120 \
+          env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_LANES="$nl" \
           "$build/tests/bench/ppdiffuse-bench" --steps 3 --step-ms 1 \
           --frames 300 --max-ranks 3 --width 85 --height 64 \
           --max-in-flight 1 \
         && { grep -E '^ +[0-9] ' "$work/hop.log" | indent
-          pass "transport hop measured (PPDIFFUSE_NO_LANES=$nl)"; }
+          pass "transport hop measured (PPDIFFUSE_LANES=$nl)"; }
     done
   fi
 }
