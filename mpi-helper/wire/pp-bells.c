@@ -89,16 +89,35 @@ opened_size (int fd, const gchar * name, guint n_ranks, GError ** error)
   return 0;
 }
 
+/* Rank 0: sizes the new object @fd, with lanes of @lane_slot_bytes slots
+ * after the bells when not 0 and the host has room; its size, or 0 with
+ * @error. */
+static gsize
+sized_new (int fd, const gchar * name, guint n_ranks, gsize lane_slot_bytes,
+    GError ** error)
+{
+  const gsize with_lanes = lane_slot_bytes > 0
+      ? reserve_lanes (fd, name, n_ranks, lane_slot_bytes) : 0;
+
+  if (with_lanes != 0)
+    return with_lanes;
+  if (ftruncate (fd, (off_t) bells_bytes (n_ranks)) == 0)
+    return bells_bytes (n_ranks);
+  g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "shared memory %s: "
+      "sizing it: %s", name, g_strerror (errno));
+  return 0;
+}
+
 /* @lane_slot_bytes (rank 0): lanes of that slot size after the bells when
  * not 0 and the host has room. */
 static PpBells *
 map_bells (const gchar * name, guint n_ranks, gboolean create,
     gsize lane_slot_bytes, GError ** error)
 {
-  gsize bytes = bells_bytes (n_ranks);
   const int fd = shm_open (name, create ? O_RDWR | O_CREAT | O_EXCL
       : O_RDWR, 0600);
   g_autoptr (GError) lanes_error = NULL;
+  gsize bytes;
   PpLanes *lanes = NULL;
   PpBells *bells;
   void *words;
@@ -108,19 +127,12 @@ map_bells (const gchar * name, guint n_ranks, gboolean create,
         name, g_strerror (errno));
     return NULL;
   }
-  if (create && lane_slot_bytes > 0
-      && (bytes = reserve_lanes (fd, name, n_ranks, lane_slot_bytes)) != 0) {
-    /* room for the lanes */
-  } else if (create && ftruncate (fd, (off_t) (bytes = bells_bytes
-              (n_ranks))) != 0) {
-    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "shared memory %s: "
-        "sizing it: %s", name, g_strerror (errno));
+  bytes = create ? sized_new (fd, name, n_ranks, lane_slot_bytes, error)
+      : opened_size (fd, name, n_ranks, error);
+  if (bytes == 0) {
     close (fd);
-    shm_unlink (name);
-    return NULL;
-  }
-  if (!create && (bytes = opened_size (fd, name, n_ranks, error)) == 0) {
-    close (fd);
+    if (create)
+      shm_unlink (name);
     return NULL;
   }
   words = mmap (NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

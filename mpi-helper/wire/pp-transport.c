@@ -297,6 +297,7 @@ send_on_lane (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
 {
   PpDataPlaneResult sent = PP_DATA_PLANE_DONE;
   gchar what[96];
+  gboolean here;
   guint64 event;
 
   g_snprintf (what, sizeof what, "send of chunk %" G_GUINT64_FORMAT
@@ -309,17 +310,14 @@ send_on_lane (const PpWait * w, PpChunkLink * link, PpChunk * chunk,
     pp_chunk_free (chunk);
     return FALSE;
   }
+  here = pp_lane_fill (link->lane, head, head_len, chunk,
+      defect == PP_SEND_BAD_SPEC);
+  pp_lane_publish (link->lane);
+  pp_wait_ring_peer (w);
   link->lane_chunks++;
-  if (!pp_lane_fill (link->lane, head, head_len, chunk,
-          defect == PP_SEND_BAD_SPEC)) {
-    link->plane_payloads++;
-    pp_lane_publish (link->lane);
-    pp_wait_ring_peer (w);
+  link->plane_payloads += !here;
+  if (!here)
     sent = pp_data_plane_send (link->plane, w, chunk, defect, error);
-  } else {
-    pp_lane_publish (link->lane);
-    pp_wait_ring_peer (w);
-  }
   pp_recorder_end (event, sent == PP_DATA_PLANE_DONE ? PP_REC_DONE
       : PP_REC_FAILED);
   if (sent == PP_DATA_PLANE_ABANDONED)
@@ -505,16 +503,13 @@ recv_on_lane (const PpWait * w, PpChunkLink * link, guint payload_timeout_ms,
       slot.head_len + pp_chunk_payload_bytes (chunk));
   link->lane_chunks++;
   link->plane_payloads += !slot.payloads_here;
-  if (slot.payloads_here) {
-    if (copy_payloads (w, chunk, &slot, error))
-      received = PP_DATA_PLANE_DONE;
-    pp_lane_release (link->lane);
-    pp_wait_ring_peer (w);
-  } else {
-    /* The head is read: the slot is the sender's again while the
-     * payloads come on the plane. */
-    pp_lane_release (link->lane);
-    pp_wait_ring_peer (w);
+  if (slot.payloads_here && copy_payloads (w, chunk, &slot, error))
+    received = PP_DATA_PLANE_DONE;
+  /* The slot is the sender's again (while payloads too large for it come
+   * on the plane). */
+  pp_lane_release (link->lane);
+  pp_wait_ring_peer (w);
+  if (!slot.payloads_here) {
     payload_wait.deadline_us = pp_deadline_in_ms (payload_timeout_ms);
     received = pp_data_plane_recv (link->plane, &payload_wait, chunk, error);
   }

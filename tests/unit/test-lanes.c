@@ -53,12 +53,13 @@ make_chunk (guint64 id, guint n, gsize bytes)
   return chunk;
 }
 
-/* Fills and publishes @chunk on @lane; returns whether its payloads went
- * into the slot. */
+/* Fills and publishes a make_chunk (@id, @n, @bytes) on @lane; returns
+ * whether its payloads went into the slot. */
 static gboolean
-put (PpLane * lane, PpEnvelopeCodec * codec, PpChunk * chunk,
-    gboolean short_first)
+put (PpLane * lane, PpEnvelopeCodec * codec, guint64 id, guint n,
+    gsize bytes, gboolean short_first)
 {
+  g_autoptr (PpChunk) chunk = make_chunk (id, n, bytes);
   g_autoptr (GError) error = NULL;
   const guint8 *head;
   gsize head_len;
@@ -172,24 +173,18 @@ test_two_slots (void)
   g_autoptr (GError) error = NULL;
   PpLane *lane;
   PpLaneSlot slot;
-  PpChunk *chunk;
 
   pp_lanes_join (lanes, 1);
   pp_lanes_open (lanes);
   lane = pp_lanes_between (lanes, 1, 0);
   g_assert_nonnull (lane);
   g_assert_false (pp_lane_readable (lane));
-  for (guint64 id = 0; id < 2; id++) {
-    chunk = make_chunk (id, 3, 1000);
-    g_assert_true (put (lane, tx, chunk, FALSE));
-    pp_chunk_free (chunk);
-  }
+  for (guint64 id = 0; id < 2; id++)
+    g_assert_true (put (lane, tx, id, 3, 1000, FALSE));
   g_assert_false (pp_lane_writable (lane));
   take (lane, rx, 0, 3, 1000, TRUE);
   g_assert_true (pp_lane_writable (lane));
-  chunk = make_chunk (2, 1, 64);
-  g_assert_true (put (lane, tx, chunk, TRUE));
-  pp_chunk_free (chunk);
+  g_assert_true (put (lane, tx, 2, 1, 64, TRUE));
   take (lane, rx, 1, 3, 1000, TRUE);
   /* the fault-injected short payload: half its bytes, said so */
   g_assert_true (pp_lane_peek (lane, &slot, &error));
@@ -213,19 +208,15 @@ test_too_large_for_a_slot (void)
   PpEnvelopeCodec *tx = pp_envelope_codec_new ();
   PpEnvelopeCodec *rx = pp_envelope_codec_new ();
   PpLane *lane;
-  PpChunk *chunk;
 
   pp_lanes_join (lanes, 1);
   pp_lanes_open (lanes);
   lane = pp_lanes_between (lanes, 0, 1);
-  chunk = make_chunk (7, 2, PP_LANE_SLOT_BYTES_DEFAULT / 2);
-  g_assert_false (put (lane, tx, chunk, FALSE));
-  pp_chunk_free (chunk);
+  g_assert_false (put (lane, tx, 7, 2, PP_LANE_SLOT_BYTES_DEFAULT / 2,
+          FALSE));
   take (lane, rx, 7, 2, PP_LANE_SLOT_BYTES_DEFAULT / 2, FALSE);
   /* one that just fits still goes in */
-  chunk = make_chunk (8, 1, PP_LANE_SLOT_BYTES_DEFAULT / 2);
-  g_assert_true (put (lane, tx, chunk, FALSE));
-  pp_chunk_free (chunk);
+  g_assert_true (put (lane, tx, 8, 1, PP_LANE_SLOT_BYTES_DEFAULT / 2, FALSE));
   take (lane, rx, 8, 1, PP_LANE_SLOT_BYTES_DEFAULT / 2, TRUE);
   pp_envelope_codec_free (tx);
   pp_envelope_codec_free (rx);
@@ -281,12 +272,9 @@ test_across_processes (void)
     if (out == NULL)
       _exit (3);
     for (guint64 id = 0; id < CHUNKS; id++) {
-      PpChunk *chunk = make_chunk (id, 1 + id % 3, 1 + id * 997);
-
       wait_for (mine, 1, out, pp_lane_writable);
-      put (out, tx, chunk, FALSE);
+      put (out, tx, id, 1 + id % 3, 1 + id * 997, FALSE);
       pp_bells_ring (mine, 0);
-      pp_chunk_free (chunk);
     }
     pp_envelope_codec_free (tx);
     _exit (0);
@@ -367,7 +355,6 @@ test_slot_size_travels (void)
   PpBells *bells = pp_bells_create (3, slot_bytes, &name, &error);
   PpBells *other;
   PpLane *out, *in;
-  PpChunk *chunk;
 
   g_assert_no_error (error);
   g_assert_null (pp_bells_open (name, 2, &error));
@@ -384,13 +371,9 @@ test_slot_size_travels (void)
   pp_lanes_open (pp_bells_lanes (bells));
   out = pp_lanes_between (pp_bells_lanes (bells), 0, 1);
   in = pp_lanes_between (pp_bells_lanes (other), 0, 1);
-  chunk = make_chunk (0, 1, 60 * 1024);
-  g_assert_true (put (out, tx, chunk, FALSE));
-  pp_chunk_free (chunk);
+  g_assert_true (put (out, tx, 0, 1, 60 * 1024, FALSE));
   take (in, rx, 0, 1, 60 * 1024, TRUE);
-  chunk = make_chunk (1, 1, slot_bytes);
-  g_assert_false (put (out, tx, chunk, FALSE));
-  pp_chunk_free (chunk);
+  g_assert_false (put (out, tx, 1, 1, slot_bytes, FALSE));
   take (in, rx, 1, 1, slot_bytes, FALSE);
   pp_envelope_codec_free (tx);
   pp_envelope_codec_free (rx);
