@@ -96,6 +96,17 @@
       (PP_OPS_IN (x, (gint64) rows * in)                                     \
           PP_OPS_VIEW (w, (gint64) out * in) PP_OPS_VIEW_OPTIONAL (b, out)   \
           PP_OPS_OUT (y, (gint64) rows * out)))                              \
+  /* y [rows,out] += x [rows,in] · wᵀ + b, as linear above: a residual       \
+   * connection's sum with its projection.  The CPU backends compute what   \
+   * linear into a buffer and add give apart, byte for byte on float32     \
+   * (on a 16-bit y their float32 sum, rounded once); a GPU's GEMM may      \
+   * read y as its C and add the product in its own order. */               \
+  X (linear_add, LINEAR_ADD,                                                 \
+      (PpView x, int rows, int in, PpView w, PpView b, int out, PpOut y),    \
+      (x, rows, in, w, b, out, y), 2 * (gint64) rows * in * out,             \
+      (PP_OPS_IN (x, (gint64) rows * in)                                     \
+          PP_OPS_VIEW (w, (gint64) out * in) PP_OPS_VIEW_OPTIONAL (b, out)   \
+          PP_OPS_OUT (y, (gint64) rows * out)))                              \
   /* q [n,lq,heads·head_dim] (row stride ld_q), k, v [n,lk,heads·head_dim]  \
    * (row stride ld_kv), out [n,lq,heads·head_dim] (rows packed):            \
    * softmax(q kᵀ / √head_dim) v per sample and head.  The strides let q, k   \

@@ -7,11 +7,11 @@
 #include <stdbool.h>
 
 /* Per-op counters: matrix FLOPs and layout copies always (benchmarks read
- * them), calls and time only while profiling is on, so that the default
- * costs one relaxed load per call. */
+ * them), calls, time and bytes only while profiling is on, so that the
+ * default costs one relaxed load per call. */
 typedef struct
 {
-  atomic_ullong calls, ns, flops, device_ns, layout_copies;
+  atomic_ullong calls, ns, flops, device_ns, layout_copies, bytes;
 } OpCounters;
 
 static OpCounters counters[PP_OP_COUNT];
@@ -158,7 +158,8 @@ op_end (PpOp op, gint64 start_ns, gint64 flops)
   if (flops)
     atomic_fetch_add_explicit (&c->flops, (unsigned long long) flops,
         memory_order_relaxed);
-  /* Inside a range: the call is the op's, its time the range's. */
+  /* Inside a range: the call and its bytes are the op's, its time the
+   * range's. */
   if (in_rows && atomic_load_explicit (&profiling, memory_order_relaxed))
     atomic_fetch_add_explicit (&counters[op].calls, 1, memory_order_relaxed);
   if (start_ns == 0)
@@ -191,6 +192,7 @@ pp_ops_reset_flop_count (void)
     atomic_store (&counters[op].flops, 0);
     atomic_store (&counters[op].device_ns, 0);
     atomic_store (&counters[op].layout_copies, 0);
+    atomic_store (&counters[op].bytes, 0);
   }
   atomic_store (&window_queued_us, 0);
 }
@@ -237,6 +239,7 @@ pp_ops_get_profile (PpOp op, PpOpProfile * out)
   out->seconds = atomic_load (&counters[op].ns) / 1e9;
   out->flops = atomic_load (&counters[op].flops);
   out->layout_copies = atomic_load (&counters[op].layout_copies);
+  out->bytes = atomic_load (&counters[op].bytes);
 }
 
 void
@@ -342,25 +345,39 @@ check_stride (PpOp op, const char *param, int ld, int width)
         op_names[op], param, ld, width);
 }
 
+/* The bytes of @numel elements of @dtype at @data (none when absent). */
+static inline guint64
+view_bytes (gconstpointer data, PpDType dtype, gsize numel)
+{
+  return data != NULL ? (guint64) numel * pp_dtype_size (dtype) : 0;
+}
+
 /* The views column of the list (pp-ops-list.h), as statements of a
- * wrapper: each view checked and trimmed in place, each stride checked. */
+ * wrapper: each view checked and trimmed in place, each stride checked,
+ * and the bytes of what the op reads and writes summed in @bytes. */
 #define PP_OPS_STRIDE(param, width) check_stride (op, #param, param, (width));
-#define PP_OPS_VIEW(param, numel) \
-  param = check_view (be, op, #param, param, (numel), FALSE, FALSE);
-#define PP_OPS_VIEW_OPTIONAL(param, numel) \
-  param = check_view (be, op, #param, param, (numel), TRUE, FALSE);
-#define PP_OPS_IN(param, numel) \
-  param = check_view (be, op, #param, param, (numel), FALSE, TRUE);
-#define PP_OPS_IN_OPTIONAL(param, numel) \
-  param = check_view (be, op, #param, param, (numel), TRUE, TRUE);
-#define PP_OPS_OUT(param, numel) \
-  param = check_out (be, op, #param, param, (numel));
+#define PP_OPS_VIEW(param, count) \
+  param = check_view (be, op, #param, param, (count), FALSE, FALSE); \
+  bytes += view_bytes (param.data, param.dtype, param.numel);
+#define PP_OPS_VIEW_OPTIONAL(param, count) \
+  param = check_view (be, op, #param, param, (count), TRUE, FALSE); \
+  bytes += view_bytes (param.data, param.dtype, param.numel);
+#define PP_OPS_IN(param, count) \
+  param = check_view (be, op, #param, param, (count), FALSE, TRUE); \
+  bytes += view_bytes (param.data, param.dtype, param.numel);
+#define PP_OPS_IN_OPTIONAL(param, count) \
+  param = check_view (be, op, #param, param, (count), TRUE, TRUE); \
+  bytes += view_bytes (param.data, param.dtype, param.numel);
+#define PP_OPS_OUT(param, count) \
+  param = check_out (be, op, #param, param, (count)); \
+  bytes += view_bytes (param.data, param.dtype, param.numel);
 
 #define OP_WRAPPER(name, NAME, params, args, flops, views)                \
   void                                                                      \
   pp_##name (PpBackend * be, PP_OPS_UNPAREN params)                         \
   {                                                                         \
     const PpOp op = PP_OP_##NAME;                                           \
+    guint64 bytes = 0;                                                      \
     gint64 start;                                                           \
     gpointer mark;                                                          \
                                                                             \
@@ -376,6 +393,10 @@ check_stride (PpOp op, const char *param, int ld, int width)
     be->ops->name (be, PP_OPS_UNPAREN args);                                \
     mark_end (be, op, mark);                                                \
     window_call_queued ();                                                  \
+    /* Its bytes where its time is: the op's with a device mark, else   \
+     * (inside pp_for_rows on a host) the range's. */                       \
+    atomic_fetch_add_explicit (&counters[mark != NULL || !in_rows ? op      \
+            : PP_OP_FOR_ROWS].bytes, bytes, memory_order_relaxed);          \
     op_end (op, start, (flops));                                            \
   }
 PP_OPS_LIST (OP_WRAPPER)

@@ -57,6 +57,14 @@ typedef struct
    * (two for one updated in place) a kernel of the layout's own would not
    * make. */
   guint64 layout_copies;
+  /* The bytes the views of the calls whose time it holds hold, while
+   * profiling (on a device an op's own calls, inside pp_for_rows too; on a
+   * host those inside count toward the for_rows entry, as their time
+   * does): each input and output once, an output the op also reads (an
+   * add in place) once, a strided view as the span its rows cover.  The
+   * least memory traffic of the calls, for the time they would take at
+   * the device's bandwidth. */
+  guint64 bytes;
 } PpOpProfile;
 
 /* While on, every op call through the pp_* wrappers adds its wall time to

@@ -603,31 +603,62 @@ cases_layer_norm (Run * r)
 
 /* ---- linear, matmul ----------------------------------------------------- */
 
-/* @dtype: of the w and b views. */
+/* @dtype: of the w and b views; @add: linear_add, y holding random
+ * values first. */
 static void
-linear_one (Run * r, int rows, int in, int out, gboolean with_bias,
-    PpDType dtype)
+linear_at (Run * r, int rows, int in, int out, gboolean with_bias,
+    gboolean add, PpDType dtype)
 {
+  const size_t ny = (size_t) rows * out;
   g_autofree float *x = random_host (r, (size_t) rows * in, 1.0);
   g_autofree float *w = random_host (r, (size_t) out * in, 1.0);
   g_autofree float *b = with_bias ? random_host (r, out, 1.0) : NULL;
-  g_autofree double *ref = g_new (double, (size_t) rows * out);
-  const PpOut dy = device_nan (r, (size_t) rows * out);
+  g_autofree float *y = add ? random_host (r, ny, 1.0) : NULL;
+  g_autofree double *ref = g_new (double, ny);
+  const PpOut dy = add ? upload_out (r, y, ny) : device_nan (r, ny);
+  const PpView dx = upload_in (r, x, (size_t) rows * in);
+  const PpView dw = upload_view (r, w, (size_t) out * in, dtype);
+  const PpView db = upload_view (r, b, out, dtype);
 
-  pp_linear (r->be, upload_in (r, x, (size_t) rows * in), rows, in,
-      upload_view (r, w, (size_t) out * in, dtype),
-      upload_view (r, b, out, dtype), out, dy);
+  if (add)
+    pp_linear_add (r->be, dx, rows, in, dw, db, out, dy);
+  else
+    pp_linear (r->be, dx, rows, in, dw, db, out, dy);
   for (int i = 0; i < rows; i++)
     for (int o = 0; o < out; o++) {
-      double acc = b ? b[o] : 0.0;
+      double acc = (b ? b[o] : 0.0) + (add ? y[(size_t) i * out + o] : 0.0);
 
       for (int k = 0; k < in; k++)
         acc += (double) x[(size_t) i * in + k] * w[(size_t) o * in + k];
       ref[(size_t) i * out + o] = acc;
     }
-  check_device (r, PP_OP_LINEAR, g_strdup_printf ("%dx%d -> %d%s%s", rows,
-          in, out, b ? " bias" : "", views_label (dtype)), dy, ref,
-      (size_t) rows * out, (double) in + with_bias);
+  check_device (r, add ? PP_OP_LINEAR_ADD : PP_OP_LINEAR,
+      g_strdup_printf ("%dx%d -> %d%s%s%s", rows, in, out, b ? " bias" : "",
+          add ? " +=" : "", views_label (dtype)), dy, ref, ny,
+      (double) in + with_bias + add);
+}
+
+static void
+linear_one (Run * r, int rows, int in, int out, gboolean with_bias,
+    PpDType dtype)
+{
+  linear_at (r, rows, in, out, with_bias, FALSE, dtype);
+}
+
+/* The shapes of linear's cases, added to y; and a transformer's own. */
+static void
+cases_linear_add (Run * r)
+{
+  const PpDType f32 = PP_DTYPE_F32;
+
+  linear_at (r, 13, 37, 11, TRUE, TRUE, f32);
+  linear_at (r, 1, 5, 3, FALSE, TRUE, f32);
+  linear_at (r, 300, 320, 640, TRUE, TRUE, f32);
+  for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
+    linear_at (r, 13, 37, 11, TRUE, TRUE, half_dtypes[d]);
+    linear_at (r, 77, 256, 200, FALSE, TRUE, half_dtypes[d]);
+    linear_at (r, 256, 1280, 320, TRUE, TRUE, half_dtypes[d]);
+  }
 }
 
 static void
@@ -1519,6 +1550,7 @@ static const CasesFunc op_cases[PP_OP_COUNT] = {
   [PP_OP_GROUP_NORM] = cases_group_norm,
   [PP_OP_LAYER_NORM] = cases_layer_norm,
   [PP_OP_LINEAR] = cases_linear,
+  [PP_OP_LINEAR_ADD] = cases_linear_add,
   [PP_OP_ATTENTION] = cases_attention,
   [PP_OP_ATTENTION_CAUSAL] = cases_attention_causal,
   [PP_OP_SILU] = cases_silu,

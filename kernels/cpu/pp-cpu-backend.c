@@ -271,6 +271,24 @@ cpu_linear (PpBackend * be, PpView x, int rows, int in, PpView w, PpView b,
   FINISH ();
 }
 
+/* The product into scratch, then added to y: linear and add apart, byte
+ * for byte on float32; a 16-bit y takes the float32 sum, rounded once. */
+static void
+cpu_linear_add (PpBackend * be, PpView x, int rows, int in, PpView w,
+    PpView b, int out, PpOut y)
+{
+  CPU_CALL (linear_add);
+  const size_t n = (size_t) rows * out;
+  float *product = pp_cpu_scratch (PP_CPU_SCRATCH_PRODUCT, n);
+
+  pp_cpu_linear (IN (x), rows, in,
+      view_floats (be, "linear_add", "w", w, PP_CPU_SCRATCH_VIEW_A),
+      view_floats (be, "linear_add", "b", b, PP_CPU_SCRATCH_VIEW_B), out,
+      product);
+  pp_cpu_add (OUT (y), product, n);
+  FINISH ();
+}
+
 static void
 cpu_attention (PpBackend * be, PpView q, PpView k, PpView v, int n, int lq,
     int lk, int heads, int head_dim, int ld_q, int ld_kv, PpDType dtype,

@@ -37,6 +37,8 @@ typedef enum
   /* A 16-bit channels-last activation between its widening and its
    * transpose (pp-cpu-backend.c). */
   PP_CPU_SCRATCH_LAYOUT,
+  /* linear_add's product, before it is added. */
+  PP_CPU_SCRATCH_PRODUCT,
   PP_CPU_SCRATCH_COUNT
 } PpCpuScratch;
 

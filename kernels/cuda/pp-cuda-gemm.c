@@ -323,12 +323,14 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
 
 /* A linear op of rows × in → out whose x (@x_type: float32, or @t as it
  * is), w, b (NULL: none) and y are of 16-bit type @t, as one cuBLASLt call
- * (the bias in its epilogue); FALSE when cuBLASLt cannot run it (nothing
- * was enqueued). */
+ * (the bias in its epilogue), added to y when @accumulate (y is then the
+ * product's C as well as its D, read and written in place, the sum
+ * rounded once); FALSE when cuBLASLt cannot run it (nothing was
+ * enqueued). */
 static gboolean
 linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     PpCudaType x_type, gconstpointer w, gconstpointer b, int rows, int in,
-    int out, gpointer y)
+    int out, gboolean accumulate, gpointer y)
 {
   /* A float32 x is narrowed into scratch, which starts on 256 bytes. */
   const LtKey key = { rows, in, out, t, b != NULL,
@@ -336,6 +338,7 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     b != NULL ? alignment (b) : 0
   };
   const float one = 1.0f, zero = 0.0f;
+  const float *beta = accumulate ? &one : &zero;
   cublasStatus_t status;
   GError *error = NULL;
   gpointer workspace;
@@ -359,7 +362,7 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
   workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       LT_WORKSPACE_BYTES);
   status = cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w, x,
-      plan->x, &zero, y, plan->y, y, plan->y, &plan->algo, workspace,
+      plan->x, beta, y, plan->y, y, plan->y, &plan->algo, workspace,
       LT_WORKSPACE_BYTES, cu->stream);
   if (status != CUBLAS_STATUS_SUCCESS && !plan->ran
       && !pp_cuda_capturing_here (cu)
@@ -386,19 +389,21 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
   return TRUE;
 }
 
-void
-pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
-    PpView w, PpView b, int out, PpOut y_view)
+/* linear (@accumulate FALSE) and linear_add (TRUE), named @op in
+ * messages. */
+static void
+linear_op (PpCudaBackend * cu, const char *op, PpView x_view, int rows,
+    int in, PpView w, PpView b, int out, gboolean accumulate, PpOut y_view)
 {
-  const PpCudaType wtype = pp_cuda_view_type (cu, "linear", "w", w);
-  const PpCudaType xtype = pp_cuda_act_type (cu, "linear", "x",
+  const PpCudaType wtype = pp_cuda_view_type (cu, op, "w", w);
+  const PpCudaType xtype = pp_cuda_act_type (cu, op, "x",
       x_view.dtype);
   const PpCudaType btype = pp_view_is_none (b) ? wtype
-      : pp_cuda_view_type (cu, "linear", "b", b);
+      : pp_cuda_view_type (cu, op, "b", b);
   /* Otherwise x as it is when the product reads it so (float32, or of the
    * weights' 16-bit type: the bits of its widened copy narrowed again);
    * y through float32 scratch when it is 16-bit (the bias is added in
-   * float32). */
+   * float32), widened first when the product is added to it. */
   const gboolean x_as_is = xtype == PP_CUDA_F32
       || (xtype == wtype && pp_cuda_aligned (x_view.data));
   gconstpointer x;
@@ -409,21 +414,37 @@ pp_cuda_op_linear (PpCudaBackend * cu, PpView x_view, int rows, int in,
   /* A 16-bit output of the weights' type, x read as it is or narrowed to
    * that type, a bias of it too: one cuBLASLt call. */
   if (cu->gemm_out_act && wtype != PP_CUDA_F32 && btype == wtype
-      && pp_cuda_act_type (cu, "linear", "y", y_view.dtype) == wtype
+      && pp_cuda_act_type (cu, op, "y", y_view.dtype) == wtype
       && (xtype == PP_CUDA_F32 || xtype == wtype)
       && linear_lt (cu, wtype, x_view.data, xtype, w.data,
-          pp_view_is_none (b) ? NULL : b.data, rows, in, out, y_view.data))
+          pp_view_is_none (b) ? NULL : b.data, rows, in, out, accumulate,
+          y_view.data))
     return;
-  x = x_as_is ? x_view.data : pp_cuda_in (cu, "linear", "x", x_view);
-  y = pp_cuda_out_whole (cu, "linear", "y", y_view);
+  x = x_as_is ? x_view.data : pp_cuda_in (cu, op, "x", x_view);
+  y = accumulate ? pp_cuda_out (cu, op, "y", y_view)
+      : pp_cuda_out_whole (cu, op, "y", y_view);
 
-  /* y [rows,out] = x [rows,in] · wᵀ, w [out,in]. */
+  /* y [rows,out] (+)= x [rows,in] · wᵀ, w [out,in]. */
   pp_cuda_gemm (cu, FALSE, TRUE, rows, out, in, 1.0f, x,
-      x_as_is ? xtype : PP_CUDA_F32, in, w.data, wtype, in, 0.0f, y,
-      PP_CUDA_F32, out);
+      x_as_is ? xtype : PP_CUDA_F32, in, w.data, wtype, in,
+      accumulate ? 1.0f : 0.0f, y, PP_CUDA_F32, out);
   if (!pp_view_is_none (b))
     PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b.data, btype,
             cu->stream));
+}
+
+void
+pp_cuda_op_linear (PpCudaBackend * cu, PpView x, int rows, int in, PpView w,
+    PpView b, int out, PpOut y)
+{
+  linear_op (cu, "linear", x, rows, in, w, b, out, FALSE, y);
+}
+
+void
+pp_cuda_op_linear_add (PpCudaBackend * cu, PpView x, int rows, int in,
+    PpView w, PpView b, int out, PpOut y)
+{
+  linear_op (cu, "linear_add", x, rows, in, w, b, out, TRUE, y);
 }
 
 void

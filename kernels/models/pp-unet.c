@@ -911,7 +911,6 @@ typedef struct
   PpOut k, v;                   /* without @qkv: self-attention's */
   PpOut o;                      /* attention output */
   PpOut x;                      /* [rows, C]: a LayerNorm's output */
-  PpOut y;                      /* [rows, C]: a projection to add to h */
   PpOut g;                      /* [rows, 2 · 4C]: GEGLU input */
   PpOut f;                      /* [rows, 4C]: GEGLU output */
   PpOut out;                    /* the block's output, = x + b_out */
@@ -960,17 +959,16 @@ tokens_norm_project (const Tokens * tk, const PpNorm * norm,
       rows_out (tk->v, begin, rows, c));
 }
 
-/* h[begin, end) += lin(in[begin, end)), @in holding lin->in values a row. */
+/* h[begin, end) += lin(in[begin, end)), @in holding lin->in values a row:
+ * one op (a GPU's product adds itself to h). */
 static void
 tokens_add_linear (const Tokens * tk, const PpLinear * lin, PpOut in,
     int begin, int end)
 {
   const gint c = tk->t->channels, rows = end - begin;
 
-  pp_linear (tk->be, rows_in (in, begin, rows, lin->in), rows, lin->in,
-      lin->weight, lin->bias, lin->out, rows_out (tk->y, begin, rows, c));
-  pp_add (tk->be, rows_out (tk->h, begin, rows, c),
-      rows_in (tk->y, begin, rows, c), (gsize) rows * c);
+  pp_linear_add (tk->be, rows_in (in, begin, rows, lin->in), rows, lin->in,
+      lin->weight, lin->bias, lin->out, rows_out (tk->h, begin, rows, c));
 }
 
 /* LN2(h) and q of attn2, where h += to_out(o) of attn1 came before. */
@@ -1154,8 +1152,10 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   PpAct g = group_norm (m, &t->norm, TRANSFORMER_GROUP_NORM_EPS, x, FALSE);
   PpAct tokens;
   PpAct out = pp_act_copy (x);
-  PpAct h, o, nx, ny, gg, ff, ck, cv;
-  PpAct qkv = { 0 }, q = { 0 }, k = { 0 }, v = { 0 };
+  PpAct h, o, nx, gg, ff, ck, cv;
+  /* ny: the feature bank's self-attention output (self_attention_banked
+   * makes it). */
+  PpAct qkv = { 0 }, q = { 0 }, k = { 0 }, v = { 0 }, ny = { 0 };
   Tokens tk = { m->be, t };
 
   /* Channels last, the norm's rows are the tokens; else transposed. */
@@ -1182,7 +1182,6 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   }
   o = pp_act_new (m->pool, x->n, hw, 1, c);
   nx = pp_act_new (m->pool, x->n, hw, 1, c);
-  ny = pp_act_new (m->pool, x->n, hw, 1, c);
   gg = pp_act_new (m->pool, x->n, hw, 1, GEGLU_HALVES * inner);
   ff = pp_act_new (m->pool, x->n, hw, 1, inner);
   tk.h = pp_act_out (&h);
@@ -1192,7 +1191,6 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   tk.v = pp_act_out (&v);
   tk.o = pp_act_out (&o);
   tk.x = pp_act_out (&nx);
-  tk.y = pp_act_out (&ny);
   tk.g = pp_act_out (&gg);
   tk.f = pp_act_out (&ff);
   tk.out = pp_act_out (&out);
@@ -1203,7 +1201,6 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   if (m->bank != NULL) {
     /* One sample: pp_unet_forward refuses more with a bank. */
     self_attention_banked (m, &tk, &ny);
-    tk.y = pp_act_out (&ny);
     for_sample_rows (m->be, x->n, hw, tokens_cross_query, &tk);
   } else if (stacked) {
     /* q, k and v: column ranges of the stacked projection's rows. */

@@ -40,21 +40,29 @@ static const gdouble batch_timesteps[BATCH] = { 999.0, 749.0, 499.0, 249.0 };
 #define WEIGHT_SEED 1
 #define INPUT_SEED 2
 
-/* Dense 16-bit tensor-core peaks with float32 accumulation, TFLOP/s, from
- * the vendors' data sheets; matched against the device description.  The
- * first match wins, so the more specific names come first. */
+/* A device's peaks, from the vendors' data sheets: dense 16-bit
+ * tensor-core TFLOP/s with float32 accumulation, and memory bandwidth,
+ * GB/s (the larger of a family's memory sizes). */
+typedef struct
+{
+  gdouble f16_tflops;
+  gdouble gbps;
+} Peaks;
+
+/* Matched against the device description; the first match wins, so the
+ * more specific names come first. */
 static const struct
 {
   const gchar *name;
-  gdouble f16_tflops;
-} peaks[] = {
-  { "H200", 989.0 },
-  { "H100 PCIe", 756.0 },
-  { "H100", 989.0 },
-  { "A100", 312.0 },
-  { "L40S", 362.0 },
-  { "RTX 4090", 165.0 },
-  { "A10", 125.0 },
+  Peaks peaks;
+} known_peaks[] = {
+  { "H200", { 989.0, 4800.0 } },
+  { "H100 PCIe", { 756.0, 2000.0 } },
+  { "H100", { 989.0, 3350.0 } },
+  { "A100", { 312.0, 2039.0 } },
+  { "L40S", { 362.0, 864.0 } },
+  { "RTX 4090", { 165.0, 1008.0 } },
+  { "A10", { 125.0, 600.0 } },
 };
 
 typedef struct
@@ -76,13 +84,14 @@ typedef struct
   gpointer graph;               /* the one best_of_graph times */
 } Bench;
 
-static gdouble
-peak_for (const gchar * device)
+/* @device's peaks; zeros when it is not known. */
+static Peaks
+peaks_for (const gchar * device)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (peaks); i++)
-    if (strstr (device, peaks[i].name) != NULL)
-      return peaks[i].f16_tflops;
-  return 0;
+  for (guint i = 0; i < G_N_ELEMENTS (known_peaks); i++)
+    if (strstr (device, known_peaks[i].name) != NULL)
+      return known_peaks[i].peaks;
+  return (Peaks) { 0, 0 };
 }
 
 /* A device tensor of seeded unit-variance values. */
@@ -253,7 +262,8 @@ report_graph (const gchar * what, PpGraphFunc func, Bench * b,
 static const gchar *const op_family[PP_OP_COUNT] = {
   [PP_OP_ATTENTION] = "attention", [PP_OP_ATTENTION_CAUSAL] = "attention",
   [PP_OP_CONV2D] = "convolution",
-  [PP_OP_LINEAR] = "linear", [PP_OP_MATMUL] = "linear",
+  [PP_OP_LINEAR] = "linear", [PP_OP_LINEAR_ADD] = "linear",
+  [PP_OP_MATMUL] = "linear",
   [PP_OP_GROUP_NORM] = "norm", [PP_OP_LAYER_NORM] = "norm",
   [PP_OP_SILU] = "element-wise", [PP_OP_RELU] = "element-wise",
   [PP_OP_TANH] = "element-wise", [PP_OP_GELU] = "element-wise",
@@ -299,6 +309,30 @@ by_time_desc (gconstpointer a, gconstpointer b)
  * behind a hold of the stream this long (pp_ops_set_profile_window). */
 #define PROFILE_WINDOW_CALLS 100
 #define PROFILE_HOLD_S 0.05
+/* The ops the profile lists one by one, the most expensive first. */
+#define PROFILE_TOP_OPS 12
+
+/* The least time @p's calls could take on a device of @peaks: its bytes
+ * at the memory's bandwidth or its FLOPs at the tensor cores' peak,
+ * whichever is longer; 0 when the peaks are not known. */
+static gdouble
+floor_seconds (const PpOpProfile * p, Peaks peaks)
+{
+  if (peaks.gbps <= 0 || peaks.f16_tflops <= 0)
+    return 0;
+  return MAX (p->bytes / (peaks.gbps * 1e9),
+      p->flops / (peaks.f16_tflops * 1e12));
+}
+
+/* "  12.3×": how many times its floor @s took; blank without a floor. */
+static void
+print_times_floor (gdouble s, gdouble floor_s)
+{
+  if (floor_s > 0)
+    printf (" %8.1f×", s / floor_s);
+  else
+    printf (" %9s", "");
+}
 
 /* One more run of @run with the op layer's profile on: where the time of a
  * step goes, by op family and by op, in device time (marks on the stream)
@@ -311,12 +345,17 @@ by_time_desc (gconstpointer a, gconstpointer b)
  * and the host waits there until the hold ends.)  The shares are then of
  * the ops' sum; the graph's line above gives the step's own time.  On a
  * CPU backend what no op accounts for (copies, allocations) is the
- * step's wall time less the ops' sum. */
+ * step's wall time less the ops' sum.  Each family and op also gets its
+ * floor on a device whose peaks are known (@peaks): its bytes at the
+ * memory's bandwidth or its FLOPs at the tensor cores', the longer, and
+ * how many times that it took; an op's line gives the bytes its views
+ * hold (PpOpProfile.bytes) and the rate it moved them at. */
 static void
-profile (const gchar * what, void (*run) (Bench *), Bench * b)
+profile (const gchar * what, void (*run) (Bench *), Bench * b, Peaks peaks)
 {
   PpOpProfile ops[PP_OP_COUNT];
   gdouble family_s[G_N_ELEMENTS (family_order)] = { 0 };
+  gdouble family_floor_s[G_N_ELEMENTS (family_order)] = { 0 };
   gdouble sum = 0, wall = 0, queued = 0;
   gboolean device = FALSE, windowed;
   guint64 launches = 0;
@@ -361,8 +400,10 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
     launches += ops[op].calls;
     sum += s;
     for (guint f = 0; f < G_N_ELEMENTS (family_order); f++)
-      if (g_str_equal (family, family_order[f]))
+      if (g_str_equal (family, family_order[f])) {
         family_s[f] += s;
+        family_floor_s[f] += floor_seconds (&ops[op], peaks);
+      }
   }
   if (windowed) {
     wall = sum;
@@ -377,11 +418,23 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
     printf ("profile of one %s (%s time, profiled: %.3f ms wall, %"
         G_GUINT64_FORMAT " op calls)\n", what, device ? "device" : "host",
         wall * 1e3, launches);
-  printf ("  %-22s %9s %7s\n", "family", "ms", "share");
+  if (peaks.gbps > 0 && peaks.f16_tflops > 0)
+    printf ("  floor: each op's bytes at %.0f GB/s or its FLOPs at %.0f "
+        "TFLOP/s, the longer; × floor: its time over that\n", peaks.gbps,
+        peaks.f16_tflops);
+  printf ("  %-22s %9s %7s %9s %9s\n", "family", "ms", "share", "floor ms",
+      "× floor");
   for (guint f = 0; f < G_N_ELEMENTS (family_order); f++)
-    if (family_s[f] > 0)
-      printf ("  %-22s %9.3f %6.1f %%\n", family_order[f], family_s[f] * 1e3,
+    if (family_s[f] > 0) {
+      printf ("  %-22s %9.3f %6.1f %%", family_order[f], family_s[f] * 1e3,
           100 * family_s[f] / wall);
+      if (family_floor_s[f] > 0)
+        printf (" %9.3f", family_floor_s[f] * 1e3);
+      else
+        printf (" %9s", "");
+      print_times_floor (family_s[f], family_floor_s[f]);
+      printf ("\n");
+    }
   if (!windowed)
     printf ("  %-22s %9.3f %6.1f %%\n", "outside ops",
         MAX (wall - sum, 0) * 1e3, 100 * MAX (wall - sum, 0) / wall);
@@ -401,14 +454,18 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b)
           copies->str);
   }
   qsort (ops, PP_OP_COUNT, sizeof ops[0], by_time_desc);
-  printf ("  %-22s %9s %7s %7s\n", "op", "ms", "share", "calls");
-  for (guint i = 0; i < 8 && i < PP_OP_COUNT; i++) {
+  printf ("  %-22s %9s %7s %7s %9s %9s %9s\n", "op", "ms", "share", "calls",
+      "MB", "GB/s", "× floor");
+  for (guint i = 0; i < PROFILE_TOP_OPS && i < PP_OP_COUNT; i++) {
     const gdouble s = profile_seconds (&ops[i]);
 
     if (s <= 0)
       break;
-    printf ("  %-22s %9.3f %6.1f %% %7" G_GUINT64_FORMAT "\n", ops[i].name,
-        s * 1e3, 100 * s / wall, ops[i].calls);
+    printf ("  %-22s %9.3f %6.1f %% %7" G_GUINT64_FORMAT " %9.1f %9.0f",
+        ops[i].name, s * 1e3, 100 * s / wall, ops[i].calls,
+        ops[i].bytes / 1e6, ops[i].bytes / 1e9 / s);
+    print_times_floor (s, floor_seconds (&ops[i], peaks));
+    printf ("\n");
   }
 }
 
@@ -428,7 +485,8 @@ main (int argc, char **argv)
   g_autofree gchar *backend = NULL, *dtype_name = NULL, *dir = NULL,
       *unet_path = NULL, *taesd_path = NULL;
   gint repeats = DEFAULT_REPEATS;
-  gdouble peak = 0;
+  gdouble peak = 0, gbps = 0;
+  Peaks known;
   const GOptionEntry entries[] = {
     {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
         "device backend (default cuda)", "B"},
@@ -440,6 +498,8 @@ main (int argc, char **argv)
     {"peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &peak,
         "the device's dense 16-bit peak, TFLOP/s (default: from its name)",
         "T"},
+    {"peak-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &gbps,
+        "the device's memory bandwidth, GB/s (default: from its name)", "G"},
     {NULL}
   };
   const gint64 sample_shape[4] = { 1, 4, LATENT_SIDE, LATENT_SIDE };
@@ -470,8 +530,11 @@ main (int argc, char **argv)
   }
   if (dtype == 0)
     dtype = b.be->default_weight_dtype;
+  known = peaks_for (pp_backend_device (b.be));
   if (peak <= 0)
-    peak = peak_for (pp_backend_device (b.be));
+    peak = known.f16_tflops;
+  if (gbps <= 0)
+    gbps = known.gbps;
   /* Made once there is a device to time them on. */
   uw = pp_weights_new_seeded (WEIGHT_SEED);
   tw = pp_weights_new_seeded (WEIGHT_SEED);
@@ -524,8 +587,8 @@ main (int argc, char **argv)
   printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
       pp_unet_pool_bytes (b.unet) / 1048576.0,
       pp_taesd_pool_bytes (b.taesd) / 1048576.0);
-  profile ("UNet step", unet_run, &b);
-  profile ("TAESD encode + decode", taesd_run, &b);
+  profile ("UNet step", unet_run, &b, (Peaks) { peak, gbps });
+  profile ("TAESD encode + decode", taesd_run, &b, (Peaks) { peak, gbps });
 
   pp_tensor_free (b.sample);
   pp_tensor_free (b.text);

@@ -6,10 +6,10 @@
  * even).  So each op runs twice on the same values: once on float32
  * activations holding the 16-bit inputs widened, once on the 16-bit
  * activations themselves; every 16-bit output must equal the float32
- * run's output rounded, bit for bit (but for CUDA's linear and matmul
- * with weights of the output's type, which round cuBLAS's own sum: one
- * unit in the last place apart at most, rounds_own_sum).  The cases cover the 16-bit side in,
- * out and both (a model's first layer reads its float32 input, its last
+ * run's output rounded, bit for bit (but for CUDA's linear, linear_add
+ * and matmul with weights of the output's type, which round cuBLAS's own
+ * sum: one unit in the last place apart at most, rounds_own_sum).  The
+ * cases cover the 16-bit side in, out and both (a model's first layer reads its float32 input, its last
  * writes float32), the in-place ops, an output that is its input (the
  * norms), and a strided matmul output whose untouched elements must come
  * back as they were.  Every op of the list has a case (the test fails for
@@ -229,6 +229,21 @@ run_linear_aligned (const Acts * a, gconstpointer wt)
 }
 
 static void
+run_linear_add (const Acts * a, gconstpointer wt)
+{
+  pp_linear_add (be, in (a, 0), 3, 5, w (wt, 0, 20), w (wt, 20, 4), 4,
+      out (a, 1));
+}
+
+/* As linear/aligned: a device may add the product to y in its GEMM. */
+static void
+run_linear_add_aligned (const Acts * a, gconstpointer wt)
+{
+  pp_linear_add (be, in (a, 0), 4, 16, w (wt, 0, 128), w (wt, 128, 8), 8,
+      out (a, 1));
+}
+
+static void
 run_attention (const Acts * a, gconstpointer wt)
 {
   pp_attention (be, in (a, 0), in (a, 1), in (a, 2), 1, 3, 5, 2, 4, 8, 8,
@@ -421,6 +436,10 @@ static const Case cases[] = {
       0, TRUE},
   {PP_OP_LINEAR, "linear/aligned", 2, {{64, ACT_IN}, {32, ACT_OUT}},
       run_linear_aligned, 136, 0, TRUE},
+  {PP_OP_LINEAR_ADD, "linear_add", 2, {{15, ACT_IN}, {12, ACT_INOUT}},
+      run_linear_add, 24, 0, TRUE},
+  {PP_OP_LINEAR_ADD, "linear_add/aligned", 2, {{64, ACT_IN},
+          {32, ACT_INOUT}}, run_linear_add_aligned, 136, 0, TRUE},
   {PP_OP_ATTENTION, "attention", 4, {{24, ACT_IN}, {40, ACT_IN}, {40, ACT_IN},
           {24, ACT_OUT}}, run_attention, 0, 0, TRUE},
   {PP_OP_ATTENTION, "attention/qkv", 2, {{72, ACT_IN}, {24, ACT_OUT}},
@@ -683,14 +702,15 @@ check_layout_copies (const Case * c, Laid laid, const Acts * run)
 
 /* Whether the op of @c writes its 16-bit outputs as a device's library
  * rounds its own float32 sum, not as the float32 kernel's output rounded:
- * CUDA's linear with weights of the output's type (cuBLASLt, the bias in
- * its epilogue) and its matmul with a and b of it (a 16-bit C), unless
+ * CUDA's linear and linear_add with weights of the output's type
+ * (cuBLASLt, the bias in its epilogue, y its C) and its matmul with a and b of it (a 16-bit C), unless
  * PPDIFFUSE_CUDA_GEMM_OUT=f32.  One unit in the last place apart at
  * most. */
 static gboolean
 rounds_own_sum (const Case * c, PpDType dtype)
 {
-  return (c->op == PP_OP_LINEAR || c->op == PP_OP_MATMUL)
+  return (c->op == PP_OP_LINEAR || c->op == PP_OP_LINEAR_ADD
+          || c->op == PP_OP_MATMUL)
       && g_str_equal (pp_backend_name (be), "cuda")
       && weights_dtype == dtype
       && g_strcmp0 (g_getenv ("PPDIFFUSE_CUDA_GEMM_OUT"), "f32") != 0;

@@ -809,6 +809,47 @@ test_linear (void)
   g_rand_free (rng);
 }
 
+/* linear_add: linear into a buffer and add, byte for byte, whatever the
+ * split (the shapes of test_linear's splits). */
+static void
+run_linear_add (GRand * rng, int rows, int in, int out, gboolean with_bias)
+{
+  const size_t ny = (size_t) rows * out;
+  g_autofree float *x = random_floats (rng, (size_t) rows * in, 1.0);
+  g_autofree float *w = random_floats (rng, (size_t) out * in, 1.0);
+  g_autofree float *b = with_bias ? random_floats (rng, out, 1.0) : NULL;
+  g_autofree float *y = random_floats (rng, ny, 1.0);
+  g_autofree float *expect = g_memdup2 (y, ny * sizeof (float));
+  g_autofree float *product = g_new (float, ny);
+  g_autofree gchar *what = g_strdup_printf ("linear_add %dx%d -> %d%s",
+      rows, in, out, with_bias ? " bias" : "");
+
+  pp_linear (be, pp_view_f32 (x, (size_t) rows * in), rows, in,
+      pp_view_f32 (w, (size_t) out * in), pp_view_f32 (b, out), out,
+      pp_out_f32 (product, ny));
+  pp_add (be, pp_out_f32 (expect, ny), pp_view_f32 (product, ny), ny);
+  pp_linear_add (be, pp_view_f32 (x, (size_t) rows * in), rows, in,
+      pp_view_f32 (w, (size_t) out * in), pp_view_f32 (b, out), out,
+      pp_out_f32 (y, ny));
+  if (memcmp (y, expect, ny * sizeof (float)) != 0)
+    g_error ("%s: not linear and add apart, byte for byte", what);
+}
+
+static void
+test_linear_add (void)
+{
+  const int a = 4 * PP_CPU_GEMM_SPLIT_ALIGN;
+  GRand *rng = g_rand_new_with_seed (SEED + 21);
+
+  run_linear_add (rng, 13, 37, 11, TRUE);
+  run_linear_add (rng, 1, 5, 3, FALSE);
+  run_linear_add (rng, 2 * a, GEMM_K_AT (2 * a, a), a, TRUE);
+  run_linear_add (rng, a, GEMM_K_AT (a, 2 * a), 2 * a, TRUE);
+  run_linear_add (rng, 300, 64, 48, TRUE);
+  run_linear_add (rng, 77, 256, 200, FALSE);
+  g_rand_free (rng);
+}
+
 /* matmul: strided operands (a slice of a wider matrix), every transpose,
  * with and without accumulation. */
 static void
@@ -1867,6 +1908,43 @@ test_table (void)
   g_assert_cmpfloat (a[0], ==, 0.0f);
 }
 
+/* The profile's bytes (PpOpProfile.bytes): what each call's views hold,
+ * trimmed to what the op uses, an absent bias none, 16-bit views at two
+ * bytes; nothing while profiling is off. */
+static void
+test_profile_bytes (void)
+{
+  enum { N = 1000, ROWS = 3, IN = 5, OUT = 4 };
+  g_autofree float *y = g_new0 (float, N), *x = g_new0 (float, 2 * N);
+  g_autofree guint16 *w16 = g_new0 (guint16, OUT * IN);
+  float xl[ROWS * IN] = { 0 }, w[OUT * IN] = { 0 }, yl[ROWS * OUT];
+  PpOpProfile add, linear;
+
+  pp_ops_reset_flop_count ();
+  pp_ops_set_profiling (TRUE);
+  /* x holds twice what the add reads. */
+  pp_add (be, pp_out_f32 (y, N), pp_view_f32 (x, 2 * N), N);
+  pp_linear (be, pp_view_f32 (xl, ROWS * IN), ROWS, IN,
+      pp_view_f32 (w, OUT * IN), pp_view_none (), OUT,
+      pp_out_f32 (yl, ROWS * OUT));
+  pp_linear (be, pp_view_f32 (xl, ROWS * IN), ROWS, IN,
+      pp_view (w16, PP_DTYPE_F16, OUT * IN), pp_view_f32 (w, OUT), OUT,
+      pp_out_f32 (yl, ROWS * OUT));
+  pp_ops_set_profiling (FALSE);
+  pp_add (be, pp_out_f32 (y, N), pp_view_f32 (x, N), N);
+  pp_ops_get_profile (PP_OP_ADD, &add);
+  pp_ops_get_profile (PP_OP_LINEAR, &linear);
+  g_assert_cmpuint (add.calls, ==, 1);
+  g_assert_cmpuint (add.bytes, ==, 2 * N * sizeof (float));
+  g_assert_cmpuint (linear.calls, ==, 2);
+  g_assert_cmpuint (linear.bytes, ==, (ROWS * IN + OUT * IN + ROWS * OUT)
+      * sizeof (float) + (ROWS * IN + OUT + ROWS * OUT) * sizeof (float)
+      + OUT * IN * sizeof (guint16));
+  pp_ops_reset_flop_count ();
+  pp_ops_get_profile (PP_OP_ADD, &add);
+  g_assert_cmpuint (add.bytes, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1874,6 +1952,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/kernels/ops/paths", test_paths);
   g_test_add_func ("/kernels/ops/table", test_table);
+  g_test_add_func ("/kernels/ops/profile-bytes", test_profile_bytes);
   g_test_add_func ("/kernels/ops/math", test_math);
   g_test_add_func ("/kernels/ops/conv2d", test_conv2d);
   g_test_add_func ("/kernels/ops/conv2d-kernels", test_conv2d_kernels);
@@ -1881,6 +1960,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/group-norm", test_group_norm);
   g_test_add_func ("/kernels/ops/layer-norm", test_layer_norm);
   g_test_add_func ("/kernels/ops/linear", test_linear);
+  g_test_add_func ("/kernels/ops/linear-add", test_linear_add);
   g_test_add_func ("/kernels/ops/matmul", test_matmul);
   g_test_add_func ("/kernels/ops/for-rows", test_for_rows);
   g_test_add_func ("/kernels/ops/attention-gemm", test_attention_gemm);
