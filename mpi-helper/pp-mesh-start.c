@@ -37,14 +37,14 @@ connect_planes (PpMesh * mesh, GError ** error)
  * its communicator; NULL, with a warning, when the host has no shared
  * memory for them, and with PPDIFFUSE_NO_BELLS=1 (to tell what they buy):
  * the waits then poll as on another host.  With them come the chunk
- * lanes (pp-lanes.h) when PPDIFFUSE_LANES=1 and the payloads travel on
- * MPI (NCCL carries device memory). */
+ * lanes (pp-lanes.h), unless PPDIFFUSE_LANES=0 or the payloads travel on
+ * NCCL (device memory). */
 static PpBells *
 start_bells (PpMesh * mesh, gsize lane_slot_bytes, gchar ** name)
 {
   g_autoptr (GError) error = NULL;
   gboolean lanes = !pp_plan_uses_nccl (mesh->plan)
-      && g_strcmp0 (g_getenv (PP_LANES_ENV), "1") == 0;
+      && g_strcmp0 (g_getenv (PP_LANES_ENV), "0") != 0;
   PpBells *bells;
 
   if (g_strcmp0 (g_getenv (PP_NO_BELLS_ENV), "1") == 0) {

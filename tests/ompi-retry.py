@@ -7,9 +7,13 @@ Two faults of Open MPI 4.1 with PMIx 4 (Debian 12's pair) are retried:
 - MPI_Comm_spawn never returns (openpmix/openpmix#2735,
   open-mpi/ompi#9713).  With PMIx's default store about one spawn in a
   hundred never returned here; ppdiffuse sets the hash store
-  (pp-mpi-start.c), with which none did in several hundred, but the hang
-  may have other causes.  ppdiffuse turns it into an error in bounded time
-  ("spawning them (MPI_Comm_spawn) did not finish within N ms").
+  (pp-mpi-start.c), with which it is rarer.  What remains has the
+  symptom of openpmix/openpmix#2967: one new worker's first request (for
+  its job's data) lies unread in the receive queue of the daemon's
+  socket, so that worker waits in PMIx_Init and the others in MPI_Init's
+  fence; two processes that each start meshes side by side on two cores
+  met it in about one spawn in 200.  ppdiffuse turns it into an error in bounded
+  time ("spawning them (MPI_Comm_spawn) did not finish within N ms").
 - Open MPI's daemon crashes: the runtime process that MPI_Init forks for a
   singleton rank 0 (the pmix server of its workers) segfaults in its own
   code, every frame of its backtrace in Open MPI, PMIx, libevent or the C

@@ -140,10 +140,9 @@ enum
 /* Set to 1 in rank 0's environment: the mesh has no doorbells
  * (pp-bells.h), every wait polls. */
 #define PP_NO_BELLS_ENV "PPDIFFUSE_NO_BELLS"
-/* Set to 1 in rank 0's environment: the bells come with chunk lanes
- * (pp-lanes.h), and chunks between the ranks on rank 0's host travel in
- * shared memory instead of over MPI (docs/architecture.md, "Transport":
- * off by default while their effect on Open MPI's spawns is open). */
+/* Set to 0 in rank 0's environment: the bells come without chunk lanes
+ * (pp-lanes.h), and chunks between the ranks on rank 0's host travel over
+ * MPI instead of in shared memory (docs/architecture.md, "Transport"). */
 #define PP_LANES_ENV "PPDIFFUSE_LANES"
 /* In rank 0's environment: the bytes of a lane's slot (pp-lanes.h). */
 #define PP_LANE_SLOT_BYTES_ENV "PPDIFFUSE_LANE_SLOT_BYTES"
