@@ -71,12 +71,16 @@
    * gamma, beta [c] (absent: 1 and 0); with @silu, y = silu of the          \
    * normalised values (a ResNet's norm and activation in one pass: on       \
    * float32 y, the bytes of group_norm then silu; a 16-bit y is rounded     \
-   * once, after the silu).  y may be x. */                                  \
+   * once, after the silu).  shift [n,c] (absent: 0), an activation, is      \
+   * added to x's channels first (a ResNet's time embedding: on float32,    \
+   * the bytes of add_channel then group_norm, without writing the sum).    \
+   * y may be x. */                                                          \
   X (group_norm, GROUP_NORM,                                                 \
-      (PpView x, int n, int c, int hw, int groups, float eps, PpView gamma,  \
-          PpView beta, gboolean silu, PpOut y),                              \
-      (x, n, c, hw, groups, eps, gamma, beta, silu, y), 0,                   \
+      (PpView x, PpView shift, int n, int c, int hw, int groups, float eps,  \
+          PpView gamma, PpView beta, gboolean silu, PpOut y),                \
+      (x, shift, n, c, hw, groups, eps, gamma, beta, silu, y), 0,            \
       (PP_OPS_IN (x, (gint64) n * c * hw)                                    \
+          PP_OPS_IN_OPTIONAL (shift, (gint64) n * c)                         \
           PP_OPS_VIEW_OPTIONAL (gamma, c) PP_OPS_VIEW_OPTIONAL (beta, c)     \
           PP_OPS_OUT (y, (gint64) n * c * hw)))                              \
   /* x, y [rows,dim]; gamma, beta [dim] (absent: 1 and 0).  y may be x. */   \

@@ -457,11 +457,12 @@ shifted_host (Run * r, size_t n, size_t per_sample, double offset)
 
 /* @offset: added to the values (a large common offset, which a mean
  * held as one float would lose the values' spread to); @dtype: of the
- * gamma and beta views; @silu: the activation fused. */
+ * gamma and beta views; @silu: the activation fused; @shift_on: a shift
+ * per (sample, channel) added first (the float sums normalised). */
 static void
 group_norm_at (Run * r, double offset, int n, int c, int hw, int groups,
     gboolean gamma_on, gboolean beta_on, gboolean in_place, gboolean silu,
-    PpDType dtype)
+    gboolean shift_on, PpDType dtype)
 {
   const float eps = 1e-5f;
   const size_t total = (size_t) n * c * hw;
@@ -469,13 +470,18 @@ group_norm_at (Run * r, double offset, int n, int c, int hw, int groups,
   g_autofree float *x = shifted_host (r, total, (size_t) c * hw, offset);
   g_autofree float *gamma = gamma_on ? random_host (r, c, 1.0) : NULL;
   g_autofree float *beta = beta_on ? random_host (r, c, 1.0) : NULL;
+  g_autofree float *shift = shift_on ? random_host (r, (size_t) n * c, 1.0)
+      : NULL;
   g_autofree double *ref = g_new (double, total);
   const PpOut dx = upload_out (r, x, total);
   const PpOut dy = in_place ? dx : device_nan (r, total);
 
-  pp_group_norm (r->be, pp_out_as_view (dx), n, c, hw, groups, eps,
-      upload_view (r, gamma, c, dtype), upload_view (r, beta, c, dtype), silu,
-      dy);
+  pp_group_norm (r->be, pp_out_as_view (dx),
+      shift_on ? upload_in (r, shift, (size_t) n * c) : pp_view_none (), n,
+      c, hw, groups, eps, upload_view (r, gamma, c, dtype),
+      upload_view (r, beta, c, dtype), silu, dy);
+  for (size_t at = 0; at < total && shift_on; at++)
+    x[at] += shift[at / hw];
   for (int b = 0; b < n; b++)
     for (int g = 0; g < groups; g++) {
       const size_t first = ((size_t) b * c + (size_t) g * per) * hw;
@@ -493,10 +499,11 @@ group_norm_at (Run * r, double offset, int n, int c, int hw, int groups,
         }
     }
   check_device (r, PP_OP_GROUP_NORM, g_strdup_printf ("n%d c%d hw%d "
-          "groups %d%s%s%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
+          "groups %d%s%s%s%s%s%s%s", n, c, hw, groups, gamma ? " gamma" : "",
           beta ? " beta" : "", silu ? " silu" : "",
           in_place ? " in place" : "", offset != 0.0 ? " offset" : "",
-          views_label (dtype)), dy, ref, total, (double) per * hw);
+          shift ? " shift" : "", views_label (dtype)), dy, ref, total,
+      (double) per * hw + shift_on);
 }
 
 static void
@@ -504,7 +511,7 @@ group_norm_one (Run * r, int n, int c, int hw, int groups, gboolean gamma_on,
     gboolean beta_on, gboolean in_place, gboolean silu, PpDType dtype)
 {
   group_norm_at (r, 0.0, n, c, hw, groups, gamma_on, beta_on, in_place,
-      silu, dtype);
+      silu, FALSE, dtype);
 }
 
 static void
@@ -528,8 +535,13 @@ cases_group_norm (Run * r)
   group_norm_one (r, 2, 12, 35, 4, on, on, off, on, f32);
   group_norm_one (r, 1, 64, 3001, 32, on, on, on, on, f32);
   /* Values ±1 about ±10⁴: one block a group, and split. */
-  group_norm_at (r, 1e4, 2, 12, 35, 4, on, on, off, off, f32);
-  group_norm_at (r, 1e4, 2, 64, 3001, 32, on, on, off, off, f32);
+  group_norm_at (r, 1e4, 2, 12, 35, 4, on, on, off, off, off, f32);
+  group_norm_at (r, 1e4, 2, 64, 3001, 32, on, on, off, off, off, f32);
+  /* A shift per (sample, channel) first (a ResNet's time embedding):
+   * one block a group, split, in place, and a UNet's shape. */
+  group_norm_at (r, 0.0, 2, 12, 35, 4, on, on, off, on, on, f32);
+  group_norm_at (r, 0.0, 1, 64, 3001, 32, on, on, on, on, on, f32);
+  group_norm_at (r, 0.0, 2, 320, 32 * 32, 32, on, on, off, on, on, f32);
   for (guint d = 0; d < G_N_ELEMENTS (half_dtypes); d++) {
     group_norm_one (r, 2, 12, 35, 4, on, on, off, off, half_dtypes[d]);
     group_norm_one (r, 2, 12, 35, 3, off, on, off, off, half_dtypes[d]);

@@ -228,15 +228,24 @@ cpu_conv2d (PpBackend * be, PpView x, int n, int cin, int h, int w,
 
 /* With @silu, the activation over the whole output after the norm: what
  * the two ops give apart, byte for byte (a fused pass saves a GPU a read
- * and a write of the tensor; the CPU's norm is bound by its statistics). */
+ * and a write of the tensor; the CPU's norm is bound by its statistics).
+ * With @shift, x + shift first, in the float32 output (the norm then runs
+ * in place there): add_channel and the norm apart, byte for byte. */
 static void
-cpu_group_norm (PpBackend * be, PpView x, int n, int c, int hw, int groups,
-    float eps, PpView gamma, PpView beta, gboolean silu, PpOut y)
+cpu_group_norm (PpBackend * be, PpView x, PpView shift, int n, int c, int hw,
+    int groups, float eps, PpView gamma, PpView beta, gboolean silu, PpOut y)
 {
   CPU_CALL (group_norm);
   float *out = OUT_AT (y, n, c, hw);
+  const float *in = IN_AT (x, n, c, hw);
 
-  pp_cpu_group_norm (IN_AT (x, n, c, hw), n, c, hw, groups, eps,
+  if (shift.data != NULL) {
+    if (out != in)
+      memcpy (out, in, (size_t) n * c * hw * sizeof (float));
+    pp_cpu_add_channel (out, n, c, hw, IN (shift));
+    in = out;
+  }
+  pp_cpu_group_norm (in, n, c, hw, groups, eps,
       view_floats (be, "group_norm", "gamma", gamma, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "group_norm", "beta", beta, PP_CPU_SCRATCH_VIEW_B),
       out);

@@ -93,7 +93,10 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * (tiles 0: c past 3072, groups past 1024, n past 65535), or NULL
  * @partials: cudaErrorInvalidValue (the caller lays it channels first).
  * With @silu, y is the SiLU of the normalised values (pp_math_silu, as
- * pp_cuda_unary computes it: the same bytes as the two apart). */
+ * pp_cuda_unary computes it: the same bytes as the two apart).  @shift
+ * [n, c] (NULL: none) is added to each channel's values first: channels
+ * last as they are loaded, channels first into y (rounded to @type)
+ * before the norm runs in place there. */
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
@@ -101,10 +104,11 @@ int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
 size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
     int nhwc);
 /* x and y of @type. */
-cudaError_t pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c,
-    size_t hw, int groups, float eps, const void *gamma,
-    PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
-    int nhwc, float *partials, void *y, cudaStream_t stream);
+cudaError_t pp_cuda_group_norm (const void *x, const float *shift,
+    PpCudaType type, int n, int c, size_t hw, int groups, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, int silu, int nhwc, float *partials, void *y,
+    cudaStream_t stream);
 /* A warp per row of up to 1536 values, else (or with @by_block) a block
  * per row. */
 cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,

@@ -242,22 +242,31 @@ nhwc_tile (size_t hw, int tiles, int t, size_t *begin, size_t *end)
 }
 
 /* Channel @ch of the NHWC_CHUNK pixels from @p on (of the image at @base
- * with @c channels) into @v, the last pixel before @end standing in for
- * those past it (the caller drops them): straight-line code, whose loads
- * issue together. */
+ * with @c channels), plus @sh, into @v, the last pixel before @end
+ * standing in for those past it (the caller drops them): straight-line
+ * code, whose loads issue together. */
 template <PpCudaType A> __device__ __forceinline__ void
 nhwc_load_chunk (const void *x, size_t base, int c, int ch, size_t p,
-    size_t end, float *v)
+    size_t end, float sh, float *v)
 {
   PP_CUDA_UNROLL
   for (int q = 0; q < NHWC_CHUNK; q++)
     v[q] = pp_cuda_load<A> (x, base + (p + q < end ? p + q : end - 1) * c
-        + ch);
+        + ch) + sh;
+}
+
+/* What channel @ch of @sample adds to its values: @shift [n, c], or 0
+ * without one (x + 0.0f is x, bit for bit, for every x but -0, whose sum
+ * +0 normalises the same). */
+__device__ __forceinline__ float
+nhwc_shift (const float *shift, size_t sample, int c, int ch)
+{
+  return shift != NULL ? shift[sample * c + ch] : 0.0f;
 }
 
 template <PpCudaType A> __global__ void
-group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
-    int per_thread, float4 *partials)
+group_norm_nhwc_stats_kernel (const void *x, const float *shift, int c,
+    size_t hw, int groups, int per_thread, float4 *partials)
 {
   /* Per channel: the tile's sum, then its deviations' sum (in sums) and
    * squares. */
@@ -278,16 +287,19 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
     const int ch = threadIdx.x + j * blockDim.x;
 
     sum[j] = d_sum[j] = sq[j] = 0.0f;
-    if (j < per_thread && ch < c)
+    if (j < per_thread && ch < c) {
+      const float sh = nhwc_shift (shift, sample, c, ch);
+
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float v[NHWC_CHUNK], part = 0.0f;
 
-        nhwc_load_chunk<A> (x, base, c, ch, p, end, v);
+        nhwc_load_chunk<A> (x, base, c, ch, p, end, sh, v);
         PP_CUDA_UNROLL
         for (int q = 0; q < NHWC_CHUNK; q++)
           part += p + q < end ? v[q] : 0.0f;
         sum[j] += part;
       }
+    }
   }
   PP_CUDA_UNROLL
   for (int j = 0; j < NHWC_MAX_PER_THREAD; j++) {
@@ -311,11 +323,12 @@ group_norm_nhwc_stats_kernel (const void *x, int c, size_t hw, int groups,
 
     if (j < per_thread && ch < c) {
       const float m = mean[ch / per_group];
+      const float sh = nhwc_shift (shift, sample, c, ch);
 
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float v[NHWC_CHUNK], d_part = 0.0f, sq_part = 0.0f;
 
-        nhwc_load_chunk<A> (x, base, c, ch, p, end, v);
+        nhwc_load_chunk<A> (x, base, c, ch, p, end, sh, v);
         PP_CUDA_UNROLL
         for (int q = 0; q < NHWC_CHUNK; q++) {
           const float d = p + q < end ? v[q] - m : 0.0f;
@@ -389,9 +402,9 @@ group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
 }
 
 template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
-group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
-    int per_thread, const float4 *moments, const void *gamma,
-    const void *beta, bool silu, void *y)
+group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
+    size_t hw, int groups, int per_thread, const float4 *moments,
+    const void *gamma, const void *beta, bool silu, void *y)
 {
   const int per_group = c / groups;
   const size_t sample = blockIdx.y, base = sample * hw * c;
@@ -407,13 +420,14 @@ group_norm_nhwc_apply_kernel (const void *x, int c, size_t hw, int groups,
       const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
       const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
       const float scale = mo.z * ga;
+      const float sh = nhwc_shift (shift, sample, c, ch);
 
       /* A chunk's values loaded before any is stored (y may be x, so a
        * load after a store could not be moved before it). */
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float v[NHWC_CHUNK];
 
-        nhwc_load_chunk<A> (x, base, c, ch, p, end, v);
+        nhwc_load_chunk<A> (x, base, c, ch, p, end, sh, v);
         PP_CUDA_UNROLL
         for (int q = 0; q < NHWC_CHUNK; q++)
           if (p + q < end) {
@@ -497,10 +511,10 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 
 /* The channels-last kernels of pp_cuda_group_norm. */
 static cudaError_t
-group_norm_nhwc (const void *x, PpCudaType type, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, int silu, float *partials,
-    void *y, cudaStream_t stream)
+group_norm_nhwc (const void *x, const float *shift, PpCudaType type, int n,
+    int c, size_t hw, int groups, float eps, const void *gamma,
+    PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
+    float *partials, void *y, cudaStream_t stream)
 {
   const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
   const size_t items = (size_t) n * groups;
@@ -513,8 +527,8 @@ group_norm_nhwc (const void *x, PpCudaType type, int n, int c, size_t hw,
     return cudaErrorInvalidValue;
   nhwc_geometry (c, &per_thread, &threads);
   PP_CUDA_DISPATCH_TYPE (type, A,
-      group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x, c,
-          hw, groups, per_thread, stats));
+      group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
+          shift, c, hw, groups, per_thread, stats));
   group_norm_nhwc_combine_kernel<<<(unsigned) (items < NORM_MAX_BLOCKS
           ? items : NORM_MAX_BLOCKS), 32, 0, stream>>> (stats, c / groups,
       hw, tiles, items, eps, moments);
@@ -522,16 +536,16 @@ group_norm_nhwc (const void *x, PpCudaType type, int n, int c, size_t hw,
       PP_CUDA_DISPATCH_TYPE (gamma_type, G,
           PP_CUDA_DISPATCH_TYPE (beta_type, B,
               group_norm_nhwc_apply_kernel<A, G, B><<<grid, threads, 0,
-              stream>>> (x, c, hw, groups, per_thread, moments, gamma, beta,
-                  silu != 0, y))));
+              stream>>> (x, shift, c, hw, groups, per_thread, moments,
+                  gamma, beta, silu != 0, y))));
   return cudaGetLastError ();
 }
 
 extern "C" cudaError_t
-pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, int silu, int nhwc,
-    float *partials, void *y, cudaStream_t stream)
+pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
+    int n, int c, size_t hw, int groups, float eps, const void *gamma,
+    PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
+    int nhwc, float *partials, void *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
@@ -540,8 +554,24 @@ pp_cuda_group_norm (const void *x, PpCudaType type, int n, int c, size_t hw,
   if (items == 0 || hw == 0)
     return cudaSuccess;
   if (nhwc)
-    return group_norm_nhwc (x, type, n, c, hw, groups, eps, gamma,
+    return group_norm_nhwc (x, shift, type, n, c, hw, groups, eps, gamma,
         gamma_type, beta, beta_type, silu, partials, y, stream);
+  /* Channels first: x + shift written into y, sample by sample, and the
+   * norm in place there. */
+  if (shift != NULL) {
+    const size_t sample_bytes = (size_t) c * hw * (type == PP_CUDA_F32
+        ? sizeof (float) : sizeof (uint16_t));
+
+    for (int b = 0; b < n; b++) {
+      const cudaError_t err = pp_cuda_channel_bias ((const char *) x
+          + b * sample_bytes, type, (char *) y + b * sample_bytes, type, 1,
+          c, hw, shift + (size_t) b * c, PP_CUDA_F32, 0, stream);
+
+      if (err != cudaSuccess)
+        return err;
+    }
+    x = y;
+  }
   if (partials == NULL || splits == 0) {
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_DISPATCH_TYPE (gamma_type, G,

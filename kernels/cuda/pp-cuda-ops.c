@@ -25,9 +25,9 @@ one_type (PpCudaBackend * cu, const char *op, PpView x, PpOut y,
 }
 
 void
-pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
-    int hw, int groups, float eps, PpView gamma, PpView beta, gboolean silu,
-    PpOut y_view)
+pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
+    int n, int c, int hw, int groups, float eps, PpView gamma, PpView beta,
+    gboolean silu, PpOut y_view)
 {
   g_return_if_fail (n > 0 && c > 0 && hw > 0 && groups > 0);
   g_return_if_fail (c % groups == 0);
@@ -46,17 +46,38 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, int n, int c,
     x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
     y_view = pp_cuda_nchw_out_whole (cu, "group_norm", "y", y_view, n, c, hw);
   }
+  /* The shift's n · c values as float32 (a 16-bit one widened). */
+  const float *shift = pp_view_is_none (shift_view) ? NULL
+      : pp_cuda_in (cu, "group_norm", "shift", shift_view);
   const void *x;
   void *y;
-  const PpCudaType type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
+  PpCudaType type;
   float *partials;
+
+  /* Channels first, the kernels write x + shift into y before the norm:
+   * in float32 (y's scratch when it is 16-bit), never rounded to y's type
+   * before the norm reads it. */
+  if (shift != NULL && !nhwc) {
+    y = pp_cuda_out_whole (cu, "group_norm", "y", y_view);
+    for (int b = 0; b < n; b++)
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias ((const guint8 *) x_view.data
+              + (gsize) b * c * hw * pp_cuda_dtype_size (x_view.dtype),
+              pp_cuda_act_type (cu, "group_norm", "x", x_view.dtype),
+              (float *) y + (gsize) b * c * hw, PP_CUDA_F32, 1, c, hw,
+              shift + (gsize) b * c, PP_CUDA_F32, 0, cu->stream));
+    x = y;
+    type = PP_CUDA_F32;
+    shift = NULL;
+  } else
+    type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
 
   partials = !split && !nhwc ? NULL : pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_STATS, sizeof (float)
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, type, n, c, hw, groups, eps,
-          gamma.data, pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
+  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, shift, type, n, c, hw, groups,
+          eps, gamma.data,
+          pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
           silu ? 1 : 0, nhwc ? 1 : 0, partials, y, cu->stream));
 }

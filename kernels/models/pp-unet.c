@@ -841,25 +841,37 @@ pp_unet_stacked_attentions (PpUnet * m)
 
 /* Forward */
 
-/* The group norm, then the model's activation when @act: SiLU in the
- * norm's own pass. */
+/* The group norm of x + @shift ([N, C] added to each channel; NULL:
+ * none), then the model's activation when @act: SiLU in the norm's own
+ * pass. */
 static PpAct
-group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
-    const PpAct * x, gboolean act)
+group_norm_shifted (const PpUnet * m, const PpNorm * norm, gfloat eps,
+    const PpAct * x, const PpAct * shift, gboolean act)
 {
   PpAct y = pp_act_new (m->pool, x->n, x->c, x->h, x->w);
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
   y.layout = x->layout;
-  pp_group_norm (m->be, pp_act_in (x), x->n, x->c, x->h * x->w, m->groups,
-      eps, norm->gamma, norm->beta, silu, pp_act_out (&y));
+  pp_group_norm (m->be, pp_act_in (x),
+      shift != NULL ? pp_act_in (shift) : pp_view_none (), x->n, x->c,
+      x->h * x->w, m->groups, eps, norm->gamma, norm->beta, silu,
+      pp_act_out (&y));
   if (act && !silu)
     pp_act_fn_apply (m->act, &y);
   return y;
 }
 
+static PpAct
+group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
+    const PpAct * x, gboolean act)
+{
+  return group_norm_shifted (m, norm, eps, x, NULL, act);
+}
+
 /* ResnetBlock2D: (shortcut(x) + conv2(act(norm2(conv1(act(norm1(x))) +
- * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim]. */
+ * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim].  The
+ * time embedding's projection is added to the channels in norm2's pass
+ * (its shift), never written into conv1's output. */
 static PpAct
 resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
     const PpAct * temb_act, gfloat scale)
@@ -870,11 +882,9 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  pp_add_channel (m->be, pp_act_out (&h), h.n, h.c, h.h * h.w,
-      pp_act_in (&t));
+  pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h, &t,
+          TRUE));
   pp_act_clear (&t);
-
-  pp_act_replace (&h, group_norm (m, &r->norm2, m->norm_eps, &h, TRUE));
   pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
 
   /* Without a shortcut, h += x: the sum's bits either way (addition

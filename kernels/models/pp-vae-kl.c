@@ -446,8 +446,8 @@ norm_act (const PpVaeKl * m, const PpNorm * norm, const PpAct * x,
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
   y.layout = x->layout;
-  pp_group_norm (m->be, pp_act_in (x), x->n, x->c, x->h * x->w, m->groups,
-      NORM_EPS, norm->gamma, norm->beta, silu, pp_act_out (&y));
+  pp_group_norm (m->be, pp_act_in (x), pp_view_none (), x->n, x->c, x->h * x->w,
+      m->groups, NORM_EPS, norm->gamma, norm->beta, silu, pp_act_out (&y));
   if (act && !silu)
     pp_act_fn_apply (m->act, &y);
   return y;

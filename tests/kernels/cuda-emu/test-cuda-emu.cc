@@ -551,12 +551,15 @@ static const GroupNormShape group_norm_shapes[] = {
 };
 
 /* One group norm case: @x channels first; run the @way way, in place or
- * not, with or without gamma and beta. */
+ * not, with or without gamma and beta, and with @shift [n, c] added to
+ * the channels first when it is not empty (float32, as the op hands it
+ * over; the last argument). */
 static void
 group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     bool params, bool silu, const std::vector<float> &x,
     const std::vector<float> &gamma, const std::vector<float> &beta,
-    const std::vector<Types> &typings, double abs, double rel)
+    const std::vector<float> &shift, const std::vector<Types> &typings,
+    double abs, double rel)
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
   const bool nhwc = way == SPLIT_NHWC;
@@ -568,21 +571,30 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   std::vector<Arg> args = { in_place ? inout ("x", laid) : in ("x", laid),
     in ("gamma", gamma), in ("beta", beta), scratch ("partials", partials) };
   const std::string what = strf ("group_norm n=%d c=%d hw=%zu groups=%d "
-      "(%s, splits %d, tiles %d) %s%s%s%s", s.n, s.c, s.hw, s.groups, s.why,
-      splits, pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
+      "(%s, splits %d, tiles %d) %s%s%s%s%s", s.n, s.c, s.hw, s.groups,
+      s.why, splits, pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
       way_names[way], in_place ? " in place" : "",
-      params ? "" : " no gamma, beta", silu ? " silu" : "");
+      params ? "" : " no gamma, beta", silu ? " silu" : "",
+      shift.empty () ? "" : " shifted");
   const size_t y = in_place ? 0 : 4;
+  const size_t at_shift = in_place ? 4 : 5;
+  std::vector<float> shifted = x;
   std::vector<double> want;
 
   if (!in_place)
     args.push_back (out ("y", total));
+  if (!shift.empty ())
+    args.push_back (in ("shift", shift));
   auto r = run_typed (what, args, [&] (const Run &b) {
-        return pp_cuda_group_norm (b.p (0), b.t (0), s.n, s.c, s.hw,
+        return pp_cuda_group_norm (b.p (0),
+            shift.empty () ? NULL : b.f (at_shift), b.t (0), s.n, s.c, s.hw,
             s.groups, EPS, params ? b.p (1) : NULL, b.t (1),
             params ? b.p (2) : NULL, b.t (2), silu, nhwc,
             way == WHOLE ? NULL : b.f (3), b.p (y), NULL); }, typings);
-  want = group_norm_reference (x, s.n, s.c, s.hw, s.groups,
+  /* The kernels' float32 sums, normalised in float64. */
+  for (size_t i = 0; i < total && !shift.empty (); i++)
+    shifted[i] = x[i] + shift[i / (s.c * s.hw) * s.c + i / s.hw % s.c];
+  want = group_norm_reference (shifted, s.n, s.c, s.hw, s.groups,
       params ? gamma.data () : NULL, params ? beta.data () : NULL, silu);
   if (nhwc)
     want = channels_last (want, s.n, s.c, s.hw);
@@ -600,21 +612,36 @@ test_group_norm (void)
     const std::vector<float> gamma = exact_values (s.c, 0.5f, 1.5f);
     const std::vector<float> beta = exact_values (s.c, -0.5f, 0.5f);
 
+    const std::vector<float> shift = exact_values ((size_t) s.n * s.c, -1,
+        1);
+
     for (Way way : { SPLIT, SPLIT_NHWC, WHOLE }) {
       /* x, gamma, beta, partials, y. */
-      group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta,
+      group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
           NORM_ABS, NORM_REL);
       /* x (and y), gamma, beta, partials. */
-      group_norm_case (s, way, true, k < 2, k % 2 == 1, x, gamma, beta,
+      group_norm_case (s, way, true, k < 2, k % 2 == 1, x, gamma, beta, {},
           { { F16, BF16, F32, F32 } }, NORM_ABS, NORM_REL);
+      /* x, gamma, beta, partials, y, shift: channels last the values are
+       * shifted as they are loaded, whatever x's type; channels first
+       * the sum goes through y, whose type rounds it (the op hands those
+       * kernels float32). */
+      group_norm_case (s, way, false, true, k % 2 == 1, x, gamma, beta,
+          shift, way == SPLIT_NHWC
+          ? std::vector<Types> { { F16, F32, BF16, F32, F16, F32 },
+            { BF16, F16, F16, F32, BF16, F32 } } : std::vector<Types> {},
+          NORM_ABS, NORM_REL);
+      group_norm_case (s, way, true, true, k % 2 == 0, x, gamma, beta,
+          shift, way == SPLIT_NHWC ? std::vector<Types> { { F16, BF16, F32,
+                  F32, F32 } } : std::vector<Types> {}, NORM_ABS, NORM_REL);
     }
   }
   {
     /* Channels last needs the split kernels. */
     float x[8] = { 0 };
 
-    if (pp_cuda_group_norm (x, PP_CUDA_F32, 1, 2, 4, 1, EPS, NULL,
+    if (pp_cuda_group_norm (x, NULL, PP_CUDA_F32, 1, 2, 4, 1, EPS, NULL,
             PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, NULL, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: channels last without partials is not refused");
@@ -623,8 +650,8 @@ test_group_norm (void)
     if (pp_cuda_group_norm_tiles (1, 3073, 4, 1) != 0
         || pp_cuda_group_norm_tiles (1, 2050, 4, 1025) != 0
         || pp_cuda_group_norm_partials (1, 3073, 4, 1, 1) != 0
-        || pp_cuda_group_norm (x, PP_CUDA_F32, 1, 3073, 4, 1, EPS, NULL,
-            PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, x, x, NULL)
+        || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, 1, 3073, 4, 1, EPS,
+            NULL, PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, x, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: 3073 channels or 1025 groups channels last are "
           "not refused");
@@ -644,8 +671,8 @@ test_group_norm_offset (void)
     x[i] = (float) (g_rand_double_range (rng, -1, 1)
         + (i / ((size_t) s.c * s.hw) % 2 ? -1e4 : 1e4));
   for (Way way : { SPLIT, SPLIT_NHWC, WHOLE })
-    group_norm_case (s, way, false, false, false, x, ones, zeros, {}, 1e-6,
-        0);
+    group_norm_case (s, way, false, false, false, x, ones, zeros, {}, {},
+        1e-6, 0);
 }
 
 static void

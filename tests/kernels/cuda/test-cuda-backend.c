@@ -629,10 +629,12 @@ test_ops_on_device (void)
         PP_DTYPE_F32, pp_out_f32 (dout, qn));
     compare (gpu, dout, want, qn, 1e-5, "attention");
     /* q as [n, c = 24, hw = 100]: 4 groups. */
-    pp_group_norm (cpu, pp_view_f32 (q, qn), n, heads * hd, lq, 4, 1e-5f,
-        pp_view_none (), pp_view_none (), FALSE, pp_out_f32 (want, qn));
-    pp_group_norm (gpu, pp_view_f32 (dq, qn), n, heads * hd, lq, 4, 1e-5f,
-        pp_view_none (), pp_view_none (), FALSE, pp_out_f32 (dout, qn));
+    pp_group_norm (cpu, pp_view_f32 (q, qn), pp_view_none (), n, heads * hd, lq,
+        4, 1e-5f, pp_view_none (), pp_view_none (), FALSE,
+        pp_out_f32 (want, qn));
+    pp_group_norm (gpu, pp_view_f32 (dq, qn), pp_view_none (), n, heads * hd,
+        lq, 4, 1e-5f, pp_view_none (), pp_view_none (), FALSE,
+        pp_out_f32 (dout, qn));
     compare (gpu, dout, want, qn, 1e-5, "group_norm");
     pp_nchw_to_nlc (cpu, pp_view_f32 (q, qn), n, heads * hd, lq,
         pp_out_f32 (want, qn));

@@ -270,8 +270,8 @@ group_norm_run (gpointer data)
   Norm *g = data;
   const size_t total = norm_numel (g);
 
-  pp_group_norm (be, pp_view_f32 (g->x, total), g->n, g->c, g->hw,
-      g->groups, 1e-5f, pp_view_f32 (g->gamma, g->c),
+  pp_group_norm (be, pp_view_f32 (g->x, total), pp_view_none (), g->n, g->c,
+      g->hw, g->groups, 1e-5f, pp_view_f32 (g->gamma, g->c),
       pp_view_f32 (g->beta, g->c), FALSE, pp_out_f32 (g->y, total));
 }
 

@@ -185,16 +185,31 @@ run_conv2d_8_no_bias_relu (const Acts * a, gconstpointer wt)
 static void
 run_group_norm (const Acts * a, gconstpointer wt)
 {
-  pp_group_norm (be, in (a, 0), 2, 4, 9, 2, 1e-5f, w (wt, 0, 4),
-      w (wt, 4, 4), TRUE, out (a, 1));
+  pp_group_norm (be, in (a, 0), pp_view_none (), 2, 4, 9, 2, 1e-5f,
+      w (wt, 0, 4), w (wt, 4, 4), TRUE, out (a, 1));
+}
+
+/* A shift per (sample, channel), an activation too. */
+static void
+run_group_norm_shifted (const Acts * a, gconstpointer wt)
+{
+  pp_group_norm (be, in (a, 0), in (a, 1), 2, 4, 9, 2, 1e-5f, w (wt, 0, 4),
+      w (wt, 4, 4), TRUE, out (a, 2));
+}
+
+static void
+run_group_norm_shifted_in_place (const Acts * a, gconstpointer wt)
+{
+  pp_group_norm (be, in (a, 0), in (a, 1), 2, 4, 9, 2, 1e-5f,
+      pp_view_none (), pp_view_none (), FALSE, out (a, 0));
 }
 
 /* The output is the input. */
 static void
 run_group_norm_in_place (const Acts * a, gconstpointer wt)
 {
-  pp_group_norm (be, in (a, 0), 2, 4, 9, 2, 1e-5f, pp_view_none (),
-      pp_view_none (), FALSE, out (a, 0));
+  pp_group_norm (be, in (a, 0), pp_view_none (), 2, 4, 9, 2, 1e-5f,
+      pp_view_none (), pp_view_none (), FALSE, out (a, 0));
 }
 
 static void
@@ -428,6 +443,10 @@ static const Case cases[] = {
       run_group_norm, 8},
   {PP_OP_GROUP_NORM, "group_norm/in-place", 1, {{72, ACT_INOUT, 2, 4, 9}},
       run_group_norm_in_place, 0},
+  {PP_OP_GROUP_NORM, "group_norm/shifted", 3, {{72, ACT_IN, 2, 4, 9},
+          {8, ACT_IN}, {72, ACT_OUT, 2, 4, 9}}, run_group_norm_shifted, 8},
+  {PP_OP_GROUP_NORM, "group_norm/shifted-in-place", 2, {{72, ACT_INOUT, 2,
+              4, 9}, {8, ACT_IN}}, run_group_norm_shifted_in_place, 0},
   {PP_OP_LAYER_NORM, "layer_norm", 2, {{24, ACT_IN}, {24, ACT_OUT}},
       run_layer_norm, 16},
   {PP_OP_LAYER_NORM, "layer_norm/in-place", 1, {{24, ACT_INOUT}},

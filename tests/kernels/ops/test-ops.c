@@ -614,8 +614,8 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
   for (size_t i = 0; i < total; i++)
     x[i] += (float) offset;
   before = paths_now ();
-  pp_group_norm (be, pp_view_f32 (x, total), n, c, hw, groups, eps,
-      pp_view_f32 (gamma, c), pp_view_f32 (beta, c), FALSE,
+  pp_group_norm (be, pp_view_f32 (x, total), pp_view_none (), n, c, hw,
+      groups, eps, pp_view_f32 (gamma, c), pp_view_f32 (beta, c), FALSE,
       pp_out_f32 (y, total));
   check_splits (what, &before, loop_splits ((size_t) n * groups,
           PP_CPU_NORM_GRAIN_VALUES / count + 1));
@@ -642,8 +642,8 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
     g_autofree float *apart = g_memdup2 (y, total * sizeof (float));
     g_autofree gchar *fused_what = g_strconcat (what, ", silu", NULL);
 
-    pp_group_norm (be, pp_view_f32 (x, total), n, c, hw, groups, eps,
-        pp_view_f32 (gamma, c), pp_view_f32 (beta, c), TRUE,
+    pp_group_norm (be, pp_view_f32 (x, total), pp_view_none (), n, c, hw,
+        groups, eps, pp_view_f32 (gamma, c), pp_view_f32 (beta, c), TRUE,
         pp_out_f32 (fused, total));
     pp_silu (be, pp_out_f32 (apart, total), total);
     check_equal (fused_what, fused, apart, total);
@@ -653,9 +653,35 @@ run_group_norm (GRand * rng, int n, int c, int hw, int groups, double offset,
         TOL_NORM);
   }
 
+  /* With a shift per (sample, channel): the bytes of add_channel and the
+   * norm apart, out of place and in place. */
+  {
+    g_autofree float *shift = random_floats (rng, (size_t) n * c, 1.0);
+    g_autofree float *apart = g_memdup2 (x, total * sizeof (float));
+    g_autofree float *fused = g_new (float, total);
+    g_autofree float *in_place = g_memdup2 (x, total * sizeof (float));
+    g_autofree gchar *shift_what = g_strconcat (what, ", shift", NULL);
+
+    pp_add_channel (be, pp_out_f32 (apart, total), n, c, hw,
+        pp_view_f32 (shift, (size_t) n * c));
+    pp_group_norm (be, pp_view_f32 (apart, total), pp_view_none (), n, c,
+        hw, groups, eps, pp_view_f32 (gamma, c), pp_view_f32 (beta, c), TRUE,
+        pp_out_f32 (apart, total));
+    pp_group_norm (be, pp_view_f32 (x, total),
+        pp_view_f32 (shift, (size_t) n * c), n, c, hw, groups, eps,
+        pp_view_f32 (gamma, c), pp_view_f32 (beta, c), TRUE,
+        pp_out_f32 (fused, total));
+    check_equal (shift_what, fused, apart, total);
+    pp_group_norm (be, pp_view_f32 (in_place, total),
+        pp_view_f32 (shift, (size_t) n * c), n, c, hw, groups, eps,
+        pp_view_f32 (gamma, c), pp_view_f32 (beta, c), TRUE,
+        pp_out_f32 (in_place, total));
+    check_equal ("group_norm shifted in place", in_place, apart, total);
+  }
+
   /* In place gives the same result. */
-  pp_group_norm (be, pp_view_f32 (x, total), n, c, hw, groups, eps,
-      pp_view_f32 (gamma, c), pp_view_f32 (beta, c), FALSE,
+  pp_group_norm (be, pp_view_f32 (x, total), pp_view_none (), n, c, hw,
+      groups, eps, pp_view_f32 (gamma, c), pp_view_f32 (beta, c), FALSE,
       pp_out_f32 (x, total));
   check_equal ("group_norm in place", x, y, total);
 }
@@ -1750,10 +1776,11 @@ run_views_widened (GRand * rng, PpDType dtype)
   what = g_strdup_printf ("matmul, %s b", name);
   check_equal (what, got, want, (size_t) rows * m);
   /* group_norm and layer_norm: gamma and beta (the bias as both). */
-  pp_group_norm (be, xv, n, cin, hw, 4, 1e-5f, pp_view (bias16, dtype, cin),
-      pp_view (bias16 + 1, dtype, cin), FALSE, got_out);
-  pp_group_norm (be, xv, n, cin, hw, 4, 1e-5f, pp_view_f32 (bias, cin),
-      pp_view_f32 (bias + 1, cin), FALSE, want_out);
+  pp_group_norm (be, xv, pp_view_none (), n, cin, hw, 4, 1e-5f,
+      pp_view (bias16, dtype, cin), pp_view (bias16 + 1, dtype, cin), FALSE,
+      got_out);
+  pp_group_norm (be, xv, pp_view_none (), n, cin, hw, 4, 1e-5f,
+      pp_view_f32 (bias, cin), pp_view_f32 (bias + 1, cin), FALSE, want_out);
   g_free (what);
   what = g_strdup_printf ("group_norm, %s views", name);
   check_equal (what, got, want, nx);
