@@ -1047,9 +1047,10 @@ tokens_before_cross (int begin, int end, gpointer data)
 }
 
 /* After cross-attention: h += to_out(o); h += ff.net.2(GEGLU(
- * ff.net.0.proj(LN3(h)))); out[:, p] += proj_out.weight · h[p] per sample,
- * straight into the output (out already holds x + proj_out.bias): its
- * rows when it is channels last, else its columns. */
+ * ff.net.0.proj(LN3(h)))); out[:, p] += proj_out(h[p]) per sample,
+ * straight into the output, which holds x: its rows when it is channels
+ * last (one linear_add, the bias with the product), else its columns
+ * (out then holds x + proj_out.bias already). */
 static void
 tokens_after_cross (int begin, int end, gpointer data)
 {
@@ -1069,9 +1070,9 @@ tokens_after_cross (int begin, int end, gpointer data)
   tokens_add_linear (tk, &t->ff_out, tk->f, begin, end);
 
   if (tk->nhwc) {
-    pp_matmul (tk->be, FALSE, TRUE, rows, c, c, rows_in (tk->h, begin, rows,
-            c), c, t->proj_out.weight, c, TRUE, rows_out (tk->out, begin,
-            rows, c), c);
+    pp_linear_add (tk->be, rows_in (tk->h, begin, rows, c), rows, c,
+        t->proj_out.weight, t->proj_out.bias, c,
+        rows_out (tk->out, begin, rows, c));
     return;
   }
   for (int r = begin; r < end;) {
@@ -1179,7 +1180,8 @@ transformer_forward (const PpUnet * m, const Transformer * t,
   h = pp_linear_apply (&t->proj_in, &tokens);
   pp_act_clear (&tokens);
   pp_act_clear (&g);
-  for (gint b = 0; b < x->n; b++)
+  /* Channels last the bias comes with the product (tokens_after_cross). */
+  for (gint b = 0; b < x->n && out.layout != PP_LAYOUT_NHWC; b++)
     pp_add_channel (m->be, rows_out (pp_act_out (&out), b, 1, c * hw), 1, c,
         hw, t->proj_out.bias);
 
