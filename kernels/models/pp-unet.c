@@ -870,18 +870,24 @@ group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
 
 /* ResnetBlock2D: (shortcut(x) + conv2(act(norm2(conv1(act(norm1(x))) +
  * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim].  The
- * time embedding's projection is added to the channels in norm2's pass
- * (its shift), never written into conv1's output. */
+ * time embedding's projection, with conv1's bias added to it (C values a
+ * sample), is added to the channels in norm2's pass (its shift): neither
+ * is a pass over conv1's output. */
 static PpAct
 resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
     const PpAct * temb_act, gfloat scale)
 {
+  PpConv conv1 = r->conv1;
   PpAct h, t, out;
 
+  conv1.bias = pp_view_none ();
   h = group_norm (m, &r->norm1, m->norm_eps, x, TRUE);
-  pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
+  pp_act_replace (&h, pp_conv_apply (&conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
+  for (gint b = 0; b < t.n && !pp_view_is_none (r->conv1.bias); b++)
+    pp_add (m->be, pp_out_range (pp_act_out (&t), (gsize) b * h.c, h.c),
+        r->conv1.bias, h.c);
   pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h, &t,
           TRUE));
   pp_act_clear (&t);
