@@ -436,7 +436,11 @@ def cmd_mesh_log(args):
         if m:
             r0.append(m.group(1))
     problems = []
-    plane_name = {'mpi': 'MPI', 'nccl': 'NCCL',
+    # On the MPI plane the chunks of a mesh on one host go on its lanes in
+    # shared memory (the default), logged "(lane)", or with
+    # PPDIFFUSE_LANES=0 over MPI.
+    mpi_name = 'MPI' if os.environ.get('PPDIFFUSE_LANES') == '0' else 'lane'
+    plane_name = {'mpi': mpi_name, 'nccl': 'NCCL',
                   'nccl-emulated': 'NCCL'}.get(plane)
     plan = [t for t in r0 if re.match(r'plan 0x[0-9a-f]+: ', t)]
     if not plan:
