@@ -356,21 +356,20 @@ view_bytes (gconstpointer data, PpDType dtype, gsize numel)
  * wrapper: each view checked and trimmed in place, each stride checked,
  * and the bytes of what the op reads and writes summed in @bytes. */
 #define PP_OPS_STRIDE(param, width) check_stride (op, #param, param, (width));
+/* @param checked (and trimmed) by @checked, its bytes summed. */
+#define OPS_TAKE(param, checked) \
+  param = (checked); \
+  bytes += view_bytes (param.data, param.dtype, param.numel);
 #define PP_OPS_VIEW(param, count) \
-  param = check_view (be, op, #param, param, (count), FALSE, FALSE); \
-  bytes += view_bytes (param.data, param.dtype, param.numel);
+  OPS_TAKE (param, check_view (be, op, #param, param, (count), FALSE, FALSE))
 #define PP_OPS_VIEW_OPTIONAL(param, count) \
-  param = check_view (be, op, #param, param, (count), TRUE, FALSE); \
-  bytes += view_bytes (param.data, param.dtype, param.numel);
+  OPS_TAKE (param, check_view (be, op, #param, param, (count), TRUE, FALSE))
 #define PP_OPS_IN(param, count) \
-  param = check_view (be, op, #param, param, (count), FALSE, TRUE); \
-  bytes += view_bytes (param.data, param.dtype, param.numel);
+  OPS_TAKE (param, check_view (be, op, #param, param, (count), FALSE, TRUE))
 #define PP_OPS_IN_OPTIONAL(param, count) \
-  param = check_view (be, op, #param, param, (count), TRUE, TRUE); \
-  bytes += view_bytes (param.data, param.dtype, param.numel);
+  OPS_TAKE (param, check_view (be, op, #param, param, (count), TRUE, TRUE))
 #define PP_OPS_OUT(param, count) \
-  param = check_out (be, op, #param, param, (count)); \
-  bytes += view_bytes (param.data, param.dtype, param.numel);
+  OPS_TAKE (param, check_out (be, op, #param, param, (count)))
 
 #define OP_WRAPPER(name, NAME, params, args, flops, views)                \
   void                                                                      \
@@ -407,6 +406,7 @@ PP_OPS_LIST (OP_WRAPPER)
 #undef PP_OPS_IN
 #undef PP_OPS_IN_OPTIONAL
 #undef PP_OPS_OUT
+#undef OPS_TAKE
 
 typedef struct
 {
