@@ -50,20 +50,26 @@
 #define PP_OPS_LIST(X)                                                       \
   /* x [n,cin,h,w], weight [cout,cin,kh,kw], bias [cout] (optional),         \
    * y [n,cout,ho,wo], ho = (h + 2 pad - kh) / stride + 1 (same for wo);     \
-   * zero padding.  With @relu, y = relu of conv + bias (a TAESD block's     \
-   * convolution and activation in one pass: on float32 y, the bytes of      \
-   * conv2d then relu; a 16-bit y is rounded once, after the relu). */       \
+   * zero padding.  residual (optional), an activation of y's shape, is     \
+   * added to conv + bias (a residual connection), and with @relu y is the   \
+   * relu of that sum (a TAESD block's convolution, skip and activation in   \
+   * one pass: on float32 y, the bytes of conv2d, add and relu apart; a      \
+   * 16-bit y is rounded once, at the end). */                               \
   X (conv2d, CONV2D,                                                         \
       (PpView x, int n, int cin, int h, int w, PpView weight, PpView bias,   \
-          int cout, int kh, int kw, int stride, int pad, gboolean relu,      \
-          PpOut y),                                                          \
-      (x, n, cin, h, w, weight, bias, cout, kh, kw, stride, pad, relu, y),   \
+          int cout, int kh, int kw, int stride, int pad, PpView residual,    \
+          gboolean relu, PpOut y),                                           \
+      (x, n, cin, h, w, weight, bias, cout, kh, kw, stride, pad, residual,   \
+          relu, y),                                                          \
       2 * (gint64) n * cout * cin * kh * kw                                  \
       * pp_conv2d_out_size (h, kh, stride, pad)                              \
       * pp_conv2d_out_size (w, kw, stride, pad),                             \
       (PP_OPS_IN (x, (gint64) n * cin * h * w)                               \
           PP_OPS_VIEW (weight, (gint64) cout * cin * kh * kw)                \
           PP_OPS_VIEW_OPTIONAL (bias, cout)                                  \
+          PP_OPS_IN_OPTIONAL (residual, (gint64) n * cout                    \
+              * pp_conv2d_out_size (h, kh, stride, pad)                      \
+              * pp_conv2d_out_size (w, kw, stride, pad))                     \
           PP_OPS_OUT (y, (gint64) n * cout                                   \
               * pp_conv2d_out_size (h, kh, stride, pad)                      \
               * pp_conv2d_out_size (w, kw, stride, pad))))                   \

@@ -369,6 +369,7 @@ typedef struct
   int n, cin, h, w, cout, kh, kw, stride, pad;
   gboolean bias;
   gboolean relu;                /* the activation fused */
+  gboolean residual;            /* a residual of y's shape added first */
 } ConvCase;
 
 /* @dtype: of the weight and bias views. */
@@ -383,21 +384,26 @@ conv_one (Run * r, const ConvCase * c, PpDType dtype)
   g_autofree float *x = random_host (r, n_in, 1.0);
   g_autofree float *wt = random_host (r, n_w, 0.5);
   g_autofree float *bias = c->bias ? random_host (r, c->cout, 1.0) : NULL;
+  g_autofree float *res = c->residual ? random_host (r, n_out, 1.0) : NULL;
   g_autofree double *ref = g_new (double, n_out);
   const PpOut dy = device_nan (r, n_out);
 
   pp_conv2d (r->be, upload_in (r, x, n_in), c->n, c->cin, c->h, c->w,
       upload_view (r, wt, n_w, dtype), upload_view (r, bias, c->cout, dtype),
-      c->cout, c->kh, c->kw, c->stride, c->pad, c->relu, dy);
+      c->cout, c->kh, c->kw, c->stride, c->pad,
+      res != NULL ? upload_in (r, res, n_out) : pp_view_none (), c->relu, dy);
   pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
       c->kw, c->stride, c->pad, ref);
+  for (size_t i = 0; res != NULL && i < n_out; i++)
+    ref[i] += res[i];
   for (size_t i = 0; c->relu && i < n_out; i++)
     ref[i] = ref[i] < 0.0 ? 0.0 : ref[i];
   check_device (r, PP_OP_CONV2D, g_strdup_printf ("n%d %dx%dx%d -> %d "
-          "k%dx%d s%d p%d%s%s%s", c->n, c->cin, c->h, c->w, c->cout, c->kh,
-          c->kw, c->stride, c->pad, c->bias ? " bias" : "",
-          c->relu ? " relu" : "", views_label (dtype)), dy, ref, n_out,
-      (double) c->cin * c->kh * c->kw + c->bias);
+          "k%dx%d s%d p%d%s%s%s%s", c->n, c->cin, c->h, c->w, c->cout,
+          c->kh, c->kw, c->stride, c->pad, c->bias ? " bias" : "",
+          res != NULL ? " residual" : "", c->relu ? " relu" : "",
+          views_label (dtype)), dy, ref, n_out,
+      (double) c->cin * c->kh * c->kw + c->bias + c->residual);
 }
 
 static void
@@ -427,12 +433,18 @@ cases_conv2d (Run * r)
     {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE, TRUE},
     {2, 16, 12, 20, 24, 3, 3, 1, 1, TRUE, TRUE},
     {1, 64, 4, 4, 64, 3, 3, 1, 1, FALSE, TRUE},
+    /* With a residual (a ResNet's shortcut; a TAESD block's skip, then the
+     * ReLU): odd channels, channels in multiples of 8, strided. */
+    {2, 5, 9, 13, 7, 3, 3, 1, 1, TRUE, FALSE, TRUE},
+    {2, 16, 12, 20, 24, 3, 3, 1, 1, TRUE, TRUE, TRUE},
+    {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE, FALSE, TRUE},
+    {1, 32, 33, 33, 32, 3, 3, 2, 1, FALSE, TRUE, TRUE},
   };
 
   /* 3×3, strided without bias, 1×1, a 3×3 split across threads, the
-   * channel-aligned ones, and the fused ReLUs. */
+   * channel-aligned ones, the fused ReLUs and the residuals. */
   static const guint half_cases[] = { 0, 1, 3, 9, 10, 11, 12, 13, 14, 15,
-    16, 17
+    16, 17, 18, 19, 20, 21
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

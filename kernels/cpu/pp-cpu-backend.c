@@ -203,26 +203,30 @@ cpu_call_finish (CpuCall * call)
       param.layout, (n), (c), (hw), TRUE)
 #define FINISH() cpu_call_finish (&call)
 
-/* With @relu, the activation over the whole output after the
- * convolution: what the two ops give apart on float32, byte for byte (a
- * fused pass saves a GPU a read and a write of the tensor). */
+/* With @residual, added over the whole output after the convolution, and
+ * with @relu, the activation after that: what the ops give apart on
+ * float32, byte for byte (a fused pass saves a GPU reads and writes of
+ * the tensor). */
 static void
 cpu_conv2d (PpBackend * be, PpView x, int n, int cin, int h, int w,
     PpView weight, PpView bias, int cout, int kh, int kw, int stride,
-    int pad, gboolean relu, PpOut y)
+    int pad, PpView residual, gboolean relu, PpOut y)
 {
   CPU_CALL (conv2d);
 
   const int ho = pp_conv2d_out_size (h, kh, stride, pad);
   const int wo = pp_conv2d_out_size (w, kw, stride, pad);
+  const size_t total = (size_t) n * cout * ho * wo;
   float *out = OUT_AT (y, n, cout, ho * wo);
 
   pp_cpu_conv2d (IN_AT (x, n, cin, h * w), n, cin, h, w,
       view_floats (be, "conv2d", "weight", weight, PP_CPU_SCRATCH_VIEW_A),
       view_floats (be, "conv2d", "bias", bias, PP_CPU_SCRATCH_VIEW_B), cout,
       kh, kw, stride, pad, out);
+  if (residual.data != NULL)
+    pp_cpu_add (out, IN_AT (residual, n, cout, ho * wo), total);
   if (relu)
-    pp_cpu_relu (out, (size_t) n * cout * ho * wo);
+    pp_cpu_relu (out, total);
   FINISH ();
 }
 

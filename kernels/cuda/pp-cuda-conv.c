@@ -435,7 +435,7 @@ conv_as_is (PpCudaBackend * cu, PpCudaType wtype, PpView x, PpOut y)
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
-    int stride, int pad, gboolean relu, PpOut y_view)
+    int stride, int pad, PpView residual, gboolean relu, PpOut y_view)
 {
   const int ho = pp_conv2d_out_size (h, kh, stride, pad);
   const int wo = pp_conv2d_out_size (w, kw, stride, pad);
@@ -468,13 +468,27 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     y_view = pp_cuda_nchw_out_whole (cu, "conv2d", "y", y_view, n, cout,
         ho * wo);
   }
+  /* The residual, laid out as y is now and read by the pass that adds the
+   * bias: of y's type (so as it is when y is, else float32 scratch). */
+  const gboolean with_res = !pp_view_is_none (residual);
+
+  if (with_res && residual.layout != y_view.layout) {
+    if (y_view.layout == PP_LAYOUT_NHWC)
+      g_error ("conv2d: a channels-first residual for a channels-last "
+          "output");
+    residual = pp_cuda_nchw_in (cu, "conv2d", "residual", residual, n, cout,
+        ho * wo);
+  }
   /* Other activations go through float32 scratch. */
-  const gboolean as_is = conv_as_is (cu, wtype, x_view, y_view);
+  const gboolean as_is = conv_as_is (cu, wtype, x_view, y_view)
+      && (!with_res || residual.dtype == y_view.dtype);
   PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x_view.dtype);
   PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y", y_view.dtype);
   const void *x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
   void *y = as_is ? y_view.data
       : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
+  const void *res = !with_res ? NULL : as_is ? residual.data
+      : pp_cuda_in (cu, "conv2d", "residual", residual);
   const gsize x_count = (gsize) n * cin * h * w;
   const gsize y_count = (gsize) n * cout * ho * wo;
   const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
@@ -491,10 +505,10 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     if (p == NULL)
       return;                   /* a failed capture */
     conv_forward (cu, p, &key, x, weight.data, y);
-    if (!pp_view_is_none (bias) || relu)
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y, PP_CUDA_F32, y,
-              PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype, relu,
-              cu->stream));
+    if (!pp_view_is_none (bias) || relu || with_res)
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y, PP_CUDA_F32, y,
+              PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype, res,
+              relu, cu->stream));
     return;
   }
 
@@ -538,16 +552,30 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   conv_forward (cu, p, &key, x16, filter, y16);
   if (key.nhwc && y_view.layout == PP_LAYOUT_NHWC) {
     /* Rows of cout channels: the bias per column, as the transpose below
-     * adds it (a float sum, rounded to y's type). */
-    if (y16 != y || !pp_view_is_none (bias) || relu)
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, ytype,
-              n * ho * wo, cout, 1, bias.data, btype, relu, cu->stream));
+     * adds it (a float sum, rounded to y's type), and the residual. */
+    if (y16 != y || !pp_view_is_none (bias) || relu || with_res)
+      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y16, wtype, y,
+              ytype, n * ho * wo, cout, 1, bias.data, btype, res, relu,
+              cu->stream));
+  } else if (key.nhwc && with_res) {
+    /* Laid back with the bias in float32 (x16, read before it on the
+     * stream, is done with scratch A), then the residual and the relu,
+     * rounded once into y. */
+    float *sum = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        y_count * sizeof (float));
+
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
+            cout, bias.data, btype, 0, sum, PP_CUDA_F32, cu->stream));
+    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (sum, PP_CUDA_F32, y,
+            ytype, n, cout, (gsize) ho * wo, NULL, PP_CUDA_F32, res, relu,
+            cu->stream));
   } else if (key.nhwc)
     PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
             cout, bias.data, btype, relu, y, ytype, cu->stream));
-  else if (y16 != y || !pp_view_is_none (bias) || relu)
-    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (y16, wtype, y, ytype, n, cout,
-            (gsize) ho * wo, bias.data, btype, relu, cu->stream));
+  else if (y16 != y || !pp_view_is_none (bias) || relu || with_res)
+    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y16, wtype, y, ytype,
+            n, cout, (gsize) ho * wo, bias.data, btype, res, relu,
+            cu->stream));
 }
 
 void
@@ -599,7 +627,7 @@ pp_cuda_conv_filters_new (void)
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x, int n, int cin, int h,
     int w, PpView weight, PpView bias, int cout, int kh, int kw, int stride,
-    int pad, gboolean relu, PpOut y)
+    int pad, PpView residual, gboolean relu, PpOut y)
 {
   g_error ("conv2d: the CUDA backend was built without cuDNN");
 }

@@ -341,13 +341,15 @@ pp_cuda_add_row_bias (float *y, size_t rows, int cols, const void *bias,
 
 template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
-    const void *bias, int relu)
+    const void *bias, const void *res, int relu)
 {
   PP_CUDA_FOR (i, n) {
     /* Without a bias the value as it is (x + 0 would turn -0 into +0). */
-    const float v = bias != NULL ? pp_cuda_load<X> (x, i)
+    float v = bias != NULL ? pp_cuda_load<X> (x, i)
         + pp_cuda_load<B> (bias, (i / hw) % c) : pp_cuda_load<X> (x, i);
 
+    if (res != NULL)
+      v += pp_cuda_load<Y> (res, i);
     pp_cuda_store<Y> (y, i, relu ? pp_math_relu (v) : v);
   }
 }
@@ -358,19 +360,26 @@ channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
  * kernel divides 64-bit numbers per element). */
 template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias8_kernel (const void *x, void *y, unsigned per_row,
-    unsigned vectors, const void *bias, int relu)
+    unsigned vectors, const void *bias, const void *res, int relu)
 {
   for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
       k += gridDim.x * blockDim.x) {
     const size_t i = (size_t) k * PP_CUDA_VEC;
-    float v[PP_CUDA_VEC], b[PP_CUDA_VEC];
+    float v[PP_CUDA_VEC], b[PP_CUDA_VEC], r[PP_CUDA_VEC];
 
     pp_cuda_load8<X> (x, i, v);
+    if (res != NULL)
+      pp_cuda_load8<Y> (res, i, r);
     if (bias != NULL) {
       pp_cuda_load8<B> (bias, (size_t) (k % per_row) * PP_CUDA_VEC, b);
       PP_CUDA_UNROLL
       for (int q = 0; q < PP_CUDA_VEC; q++)
         v[q] += b[q];
+    }
+    if (res != NULL) {
+      PP_CUDA_UNROLL
+      for (int q = 0; q < PP_CUDA_VEC; q++)
+        v[q] += r[q];
     }
     if (relu) {
       PP_CUDA_UNROLL
@@ -382,9 +391,9 @@ channel_bias8_kernel (const void *x, void *y, unsigned per_row,
 }
 
 extern "C" cudaError_t
-pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
+pp_cuda_channel_bias_residual (const void *x, PpCudaType x_type, void *y,
     PpCudaType y_type, int n, int c, size_t hw, const void *bias,
-    PpCudaType bias_type, int relu, cudaStream_t stream)
+    PpCudaType bias_type, const void *res, int relu, cudaStream_t stream)
 {
   const size_t total = (size_t) n * c * hw;
   const unsigned blocks = pp_cuda_blocks (total, PP_CUDA_THREADS);
@@ -393,7 +402,8 @@ pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
     return cudaSuccess;
   if (hw == 1 && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
       && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)
-      && (bias == NULL || pp_cuda_vec_aligned (bias))) {
+      && (bias == NULL || pp_cuda_vec_aligned (bias))
+      && (res == NULL || pp_cuda_vec_aligned (res))) {
     const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
 
     PP_CUDA_DISPATCH_TYPE (x_type, X,
@@ -401,7 +411,7 @@ pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
             PP_CUDA_DISPATCH_TYPE (bias_type, B,
                 channel_bias8_kernel<X, Y, B><<<pp_cuda_blocks (vectors,
                         PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
-                    y, (unsigned) (c / PP_CUDA_VEC), vectors, bias,
+                    y, (unsigned) (c / PP_CUDA_VEC), vectors, bias, res,
                     relu))));
     return cudaGetLastError ();
   }
@@ -409,8 +419,17 @@ pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,
               channel_bias_kernel<X, Y, B><<<blocks, PP_CUDA_THREADS, 0,
-              stream>>> (x, y, c, hw, total, bias, relu))));
+              stream>>> (x, y, c, hw, total, bias, res, relu))));
   return cudaGetLastError ();
+}
+
+extern "C" cudaError_t
+pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
+    PpCudaType y_type, int n, int c, size_t hw, const void *bias,
+    PpCudaType bias_type, int relu, cudaStream_t stream)
+{
+  return pp_cuda_channel_bias_residual (x, x_type, y, y_type, n, c, hw, bias,
+      bias_type, NULL, relu, stream);
 }
 
 template <PpCudaType Y> __global__ void

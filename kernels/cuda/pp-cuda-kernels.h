@@ -76,6 +76,12 @@ cudaError_t pp_cuda_add_row_bias (float *y, size_t rows, int cols,
 cudaError_t pp_cuda_channel_bias (const void *x, PpCudaType x_type, void *y,
     PpCudaType y_type, int n, int c, size_t hw, const void *bias,
     PpCudaType bias_type, int relu, cudaStream_t stream);
+/* The same with @res [n,c,hw] of @y_type (NULL: none) added after the
+ * bias, before the relu: y = relu (x + bias + res), rounded once (res may
+ * be y). */
+cudaError_t pp_cuda_channel_bias_residual (const void *x, PpCudaType x_type,
+    void *y, PpCudaType y_type, int n, int c, size_t hw, const void *bias,
+    PpCudaType bias_type, const void *res, int relu, cudaStream_t stream);
 /* y [rows,cols] packed = x [rows,cols] (row stride ld) narrowed to
  * @y_type (F16 or BF16), rounded as pp-dtype-math.h rounds. */
 cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,

@@ -398,7 +398,7 @@ pp_conv_apply (const PpConv * conv, const PpAct * x)
 
 static PpAct
 conv_apply (const PpConv * conv, const PpAct * x, PpLayout layout,
-    gboolean relu)
+    const PpAct * residual, gboolean relu)
 {
   gint ho = pp_conv2d_out_size (x->h, conv->kernel, conv->stride, conv->pad);
   gint wo = pp_conv2d_out_size (x->w, conv->kernel, conv->stride, conv->pad);
@@ -409,20 +409,30 @@ conv_apply (const PpConv * conv, const PpAct * x, PpLayout layout,
   y.layout = layout;
   pp_conv2d (pp_act_backend (x), pp_act_in (x), x->n, x->c, x->h, x->w,
       conv->weight, conv->bias, conv->cout, conv->kernel, conv->kernel,
-      conv->stride, conv->pad, relu, pp_act_out (&y));
+      conv->stride, conv->pad,
+      residual != NULL ? pp_act_in (residual) : pp_view_none (), relu,
+      pp_act_out (&y));
   return y;
 }
 
 PpAct
 pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
 {
-  return conv_apply (conv, x, layout, FALSE);
+  return conv_apply (conv, x, layout, NULL, FALSE);
 }
 
 PpAct
 pp_conv_relu_apply (const PpConv * conv, const PpAct * x)
 {
-  return conv_apply (conv, x, x->layout, TRUE);
+  return conv_apply (conv, x, x->layout, NULL, TRUE);
+}
+
+PpAct
+pp_conv_residual_apply (const PpConv * conv, const PpAct * x,
+    const PpAct * residual, gboolean relu)
+{
+  g_assert (residual->layout == x->layout);
+  return conv_apply (conv, x, x->layout, residual, relu);
 }
 
 PpAct

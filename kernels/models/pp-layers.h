@@ -136,6 +136,10 @@ PpAct    pp_conv_apply_laid (const PpConv * conv, const PpAct * x,
                            PpLayout layout);
 /* relu(conv(x)) in one op, laid out as @x is. */
 PpAct    pp_conv_relu_apply (const PpConv * conv, const PpAct * x);
+/* conv(x) + @residual (of the output's shape, laid out as @x is), and its
+ * relu with @relu, in one op: a residual connection. */
+PpAct    pp_conv_residual_apply (const PpConv * conv, const PpAct * x,
+                           const PpAct * residual, gboolean relu);
 /* Rows of @x ([rows, lin->in], rows = n·c·h) → [rows, lin->out]; one
  * sample's rows at a time on a backend that runs samples apart
  * (pp_backend_samples_apart), so that a sample's bytes do not depend on

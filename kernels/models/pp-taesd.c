@@ -339,23 +339,24 @@ conv_act (const PpTaesd * m, const PpConv * conv, const PpAct * x)
   return h;
 }
 
-/* AutoencoderTinyBlock: fuse(conv(x) + skip(x)), fuse being ReLU. */
+/* AutoencoderTinyBlock: fuse(conv(x) + skip(x)), fuse being ReLU: the
+ * last convolution, the skip and the ReLU in one op. */
 static PpAct
 block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
 {
   PpAct h = conv_act (m, &layer->block_conv[0], x);
+  PpAct y;
 
   pp_act_replace (&h, conv_act (m, &layer->block_conv[1], &h));
-  pp_act_replace (&h, pp_conv_apply (&layer->block_conv[2], &h));
   if (layer->has_skip) {
     PpAct s = pp_conv_apply (&layer->skip, x);
 
-    pp_add (m->be, pp_act_out (&h), pp_act_in (&s), pp_act_numel (&h));
+    y = pp_conv_residual_apply (&layer->block_conv[2], &h, &s, TRUE);
     pp_act_clear (&s);
   } else
-    pp_add (m->be, pp_act_out (&h), pp_act_in (x), pp_act_numel (&h));
-  pp_relu (m->be, pp_act_out (&h), pp_act_numel (&h));
-  return h;
+    y = pp_conv_residual_apply (&layer->block_conv[2], &h, x, TRUE);
+  pp_act_clear (&h);
+  return y;
 }
 
 /* Runs @layers over @x (consumed), tapping "{half}.layers.{i}": in m's

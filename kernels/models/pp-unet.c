@@ -891,18 +891,17 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h, &t,
           TRUE));
   pp_act_clear (&t);
-  pp_act_replace (&h, pp_conv_apply (&r->conv2, &h));
 
-  /* Without a shortcut, h += x: the sum's bits either way (addition
-   * commutes), without a copy of x. */
+  /* conv2's output plus the shortcut (x itself, or its projection) in
+   * conv2's own pass: the sum's bits either way (addition commutes). */
   if (r->has_shortcut) {
-    out = pp_conv_apply (&r->conv_shortcut, x);
-    pp_add (m->be, pp_act_out (&out), pp_act_in (&h), pp_act_numel (&out));
-    pp_act_clear (&h);
-  } else {
-    pp_add (m->be, pp_act_out (&h), pp_act_in (x), pp_act_numel (&h));
-    out = h;
-  }
+    PpAct s = pp_conv_apply (&r->conv_shortcut, x);
+
+    out = pp_conv_residual_apply (&r->conv2, &h, &s, FALSE);
+    pp_act_clear (&s);
+  } else
+    out = pp_conv_residual_apply (&r->conv2, &h, x, FALSE);
+  pp_act_clear (&h);
   if (scale != 1.0f)
     pp_scale (m->be, pp_act_out (&out), pp_act_numel (&out), 1.0f / scale);
   return out;

@@ -407,6 +407,45 @@ test_channel_bias (void)
     if (r)
       expect_bits ("channel_bias in place", args, *r, 0, want);
   }
+  /* A residual of y's type after the bias, before the relu; with and
+   * without the bias, out of place and in place. */
+  const std::vector<float> res = exact_values (total, -2, 2);
+
+  for (int with = 0; with < 4; with++) {
+    const int with_bias = with & 1, relu = with >> 1;
+    const std::vector<Arg> args = { in ("x", x), out ("y", total),
+      in ("bias", bias), in ("res", res) };
+    const std::string what = strf ("channel_bias n=%d c=%d hw=%zu residual"
+        "%s%s", n, c, hw, with_bias ? "" : " no bias", relu ? " relu" : "");
+    auto r = run_typed (what, args, [&] (const Run &b) {
+          return pp_cuda_channel_bias_residual (b.p (0), b.t (0), b.p (1),
+              b.t (1), n, c, hw, with_bias ? b.p (2) : NULL, b.t (2),
+              b.p (3), relu, NULL); },
+        { { F16, F16, F32, F16 }, { BF16, F32, F16, F32 },
+          { F32, BF16, BF16, BF16 } });
+
+    for (size_t i = 0; i < total; i++) {
+      const float v = (with_bias ? x[i] + bias[(i / hw) % c] : x[i]) + res[i];
+
+      want[i] = relu ? pp_math_relu (v) : v;
+    }
+    if (r)
+      expect_bits (what, args, *r, 1, want);
+  }
+  {
+    const std::vector<Arg> args = { inout ("x", x), in ("bias", bias),
+      in ("res", res) };
+    auto r = run_typed ("channel_bias residual in place", args,
+        [&] (const Run &b) {
+          return pp_cuda_channel_bias_residual (b.p (0), b.t (0), b.p (0),
+              b.t (0), n, c, hw, b.p (1), b.t (1), b.p (2), 1, NULL); },
+        { { F16, BF16, F16 }, { BF16, F32, BF16 } });
+
+    for (size_t i = 0; i < total; i++)
+      want[i] = pp_math_relu (x[i] + bias[(i / hw) % c] + res[i]);
+    if (r)
+      expect_bits ("channel_bias residual in place", args, *r, 0, want);
+  }
   }
 }
 

@@ -591,10 +591,10 @@ test_ops_on_device (void)
     cb = pp_backend_upload_weights (cpu, b, cout, dt, &owned_cb, NULL);
     g_assert_cmpint (dw.dtype, ==, dt);
     g_assert_cmpint (db.dtype, ==, dt);
-    pp_conv2d (cpu, pp_view_f32 (x, xn), n, cin, h, w, cw, cb, cout, k, k,
-        1, 1, FALSE, pp_out_f32 (want, yn));
-    pp_conv2d (gpu, pp_view_f32 (dx, xn), n, cin, h, w, dw, db, cout, k, k,
-        1, 1, FALSE, pp_out_f32 (dy, yn));
+    pp_conv2d (cpu, pp_view_f32 (x, xn), n, cin, h, w, cw, cb, cout, k, k, 1,
+        1, pp_view_none (), FALSE, pp_out_f32 (want, yn));
+    pp_conv2d (gpu, pp_view_f32 (dx, xn), n, cin, h, w, dw, db, cout, k, k, 1,
+        1, pp_view_none (), FALSE, pp_out_f32 (dy, yn));
     compare (gpu, dy, want, yn, tolerance, conv_what);
     /* linear on the same weights read as [cout, cin·9]. */
     pp_linear (cpu, pp_view_f32 (x, xn), 2, cin * k * k, cw, cb, cout,

@@ -132,7 +132,8 @@ conv_run (gpointer data)
       c->n, c->cin, c->h, c->w,
       pp_view_f32 (c->wt, (size_t) c->cout * c->cin * c->k * c->k),
       pp_view_f32 (c->bias, c->cout), c->cout, c->k, c->k, c->stride, c->pad,
-      FALSE, pp_out_f32 (c->y, (size_t) c->n * c->cout * ho * wo));
+      pp_view_none (), FALSE,
+      pp_out_f32 (c->y, (size_t) c->n * c->cout * ho * wo));
 }
 
 static void

@@ -131,7 +131,7 @@ static void
 conv2d_3 (const Acts * a, gconstpointer wt, gboolean relu)
 {
   pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
-      w (wt, 108, 4), 4, 3, 3, 1, 1, relu, out (a, 1));
+      w (wt, 108, 4), 4, 3, 3, 1, 1, pp_view_none (), relu, out (a, 1));
 }
 
 /* Channels multiples of 8: a device with 16-bit tensor cores may run it
@@ -142,8 +142,25 @@ static void
 conv2d_8 (const Acts * a, gconstpointer wt, gboolean bias, gboolean relu)
 {
   pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      bias ? w (wt, 576, 8) : pp_view_none (), 8, 3, 3, 1, 1, relu,
-      out (a, 1));
+      bias ? w (wt, 576, 8) : pp_view_none (), 8, 3, 3, 1, 1, pp_view_none (),
+      relu, out (a, 1));
+}
+
+/* A residual of y's shape added in the convolution's pass, then the
+ * ReLU (a TAESD block's end); 3 channels and 8 (channels last on a
+ * device). */
+static void
+run_conv2d_residual (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 4 * 3 * 3 * 3),
+      w (wt, 108, 4), 4, 3, 3, 1, 1, in (a, 1), TRUE, out (a, 2));
+}
+
+static void
+run_conv2d_8_residual (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      w (wt, 576, 8), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
 }
 
 static void
@@ -435,6 +452,12 @@ static const Case cases[] = {
           {120, ACT_OUT, 1, 4, 30}}, run_conv2d_relu, 112, 0, TRUE},
   {PP_OP_CONV2D, "conv2d/8-channels+relu", 2, {{648, ACT_IN, 1, 8, 81},
           {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_relu, 584, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d+residual+relu", 3, {{90, ACT_IN, 1, 3, 30},
+          {120, ACT_IN, 1, 4, 30}, {120, ACT_OUT, 1, 4, 30}},
+      run_conv2d_residual, 112, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels+residual", 3, {{648, ACT_IN, 1, 8, 81},
+          {648, ACT_IN, 1, 8, 81}, {648, ACT_OUT, 1, 8, 81}},
+      run_conv2d_8_residual, 584, 0, TRUE},
   {PP_OP_CONV2D, "conv2d/8-channels-no-bias+relu", 2, {{648, ACT_IN, 1, 8,
               81}, {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_no_bias_relu, 576,
       0, TRUE},

@@ -411,7 +411,7 @@ run_conv_case (GRand * rng, const ConvCase * c)
   before = paths_now ();
   pp_conv2d (be, pp_view_f32 (x, n_in), c->n, c->cin, c->h, c->w,
       pp_view_f32 (wt, n_w), pp_view_f32 (bias, c->cout), c->cout, c->kh,
-      c->kw, c->stride, c->pad, FALSE, pp_out_f32 (y, n_out));
+      c->kw, c->stride, c->pad, pp_view_none (), FALSE, pp_out_f32 (y, n_out));
   for (guint k = 0; k < G_N_ELEMENTS (conv_paths); k++)
     check_path (what, &before, conv_paths[k],
         k == kernel ? expected_bands (c, kernel) : 0);
@@ -424,6 +424,24 @@ run_conv_case (GRand * rng, const ConvCase * c)
   pp_ref_conv2d (x, c->n, c->cin, c->h, c->w, wt, bias, c->cout, c->kh,
       c->kw, c->stride, c->pad, ref);
   check_dot (what, y, ref, n_out, c->cin * c->kh * c->kw);
+
+  /* With a residual, and its relu: the convolution, add and relu apart,
+   * byte for byte. */
+  {
+    g_autofree float *res = random_floats (rng, n_out, 1.0);
+    g_autofree float *fused = g_new (float, n_out);
+    g_autofree float *apart = g_memdup2 (y, n_out * sizeof (float));
+    g_autofree gchar *res_what = g_strconcat (what, ", residual, relu",
+        NULL);
+
+    pp_conv2d (be, pp_view_f32 (x, n_in), c->n, c->cin, c->h, c->w,
+        pp_view_f32 (wt, n_w), pp_view_f32 (bias, c->cout), c->cout, c->kh,
+        c->kw, c->stride, c->pad, pp_view_f32 (res, n_out), TRUE,
+        pp_out_f32 (fused, n_out));
+    pp_add (be, pp_out_f32 (apart, n_out), pp_view_f32 (res, n_out), n_out);
+    pp_relu (be, pp_out_f32 (apart, n_out), n_out);
+    check_equal (res_what, fused, apart, n_out);
+  }
 }
 
 static void
@@ -1746,9 +1764,11 @@ run_views_widened (GRand * rng, PpDType dtype)
 
   /* conv2d: weight and bias (a 3×3 direct kernel repacks the weights). */
   pp_conv2d (be, xv, n, cin, h, w, pp_view (wt16, dtype, nw + extra),
-      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, FALSE, got_out);
-  pp_conv2d (be, xv, n, cin, h, w, pp_view_f32 (wt, nw), pp_view_f32 (bias,
-          cout), cout, k, k, 1, 1, FALSE, want_out);
+      pp_view (bias16, dtype, cout), cout, k, k, 1, 1, pp_view_none (), FALSE,
+      got_out);
+  pp_conv2d (be, xv, n, cin, h, w, pp_view_f32 (wt, nw),
+      pp_view_f32 (bias, cout), cout, k, k, 1, 1, pp_view_none (), FALSE,
+      want_out);
   what = g_strdup_printf ("conv2d, %s views", name);
   check_equal (what, got, want, ny);
   /* linear: the same weights as [cout, cin·9]. */
@@ -1825,7 +1845,7 @@ test_views_refused_dtype (void)
 
     pp_conv2d (be, pp_view_f32 (x, G_N_ELEMENTS (x)), 1, 1, 3, 3,
         pp_view (weight, PP_DTYPE_U8, 9), pp_view_none (), 1, 3, 3, 1, 0,
-        FALSE, pp_out_f32 (y, G_N_ELEMENTS (y)));
+        pp_view_none (), FALSE, pp_out_f32 (y, G_N_ELEMENTS (y)));
     return;
   }
   g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
