@@ -1244,7 +1244,15 @@ transformer_forward (const PpUnet * m, const Transformer * t,
     pp_attention (m->be, pp_act_in (&q), pp_act_in (&ck), pp_act_in (&cv),
         x->n, hw, context->c, t->heads, head_dim, c, c,
         t->attn2.to_q.weight.dtype, tk.o);
-  else                          /* one context for every sample */
+  else if (!pp_backend_samples_apart (m->be))
+    /* One context for every sample (a stream batch's frames): each query
+     * row attends to the same keys and values, so the samples' rows are
+     * one sample of n · hw rows, one call (a device's attention takes
+     * them in one launch). */
+    pp_attention (m->be, pp_act_in (&q), pp_act_in (&ck), pp_act_in (&cv),
+        1, x->n * hw, context->c, t->heads, head_dim, c, c,
+        t->attn2.to_q.weight.dtype, tk.o);
+  else                          /* the same, sample by sample */
     for (gint b = 0; b < x->n; b++)
       pp_attention (m->be, rows_in (tk.q, b * hw, hw, c), pp_act_in (&ck),
           pp_act_in (&cv), 1, hw, context->c, t->heads, head_dim, c, c,
