@@ -54,20 +54,13 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   PpCudaType type;
   float *partials;
 
-  /* Channels first, the kernels write x + shift into y before the norm:
-   * in float32 (y's scratch when it is 16-bit), never rounded to y's type
-   * before the norm reads it. */
+  /* Channels first, the kernels write x + shift into y before the norm
+   * runs there in place: in float32 (scratch for a 16-bit x or y), so the
+   * sum is never rounded to y's type before the norm reads it. */
   if (shift != NULL && !nhwc) {
+    x = pp_cuda_in (cu, "group_norm", "x", x_view);
     y = pp_cuda_out_whole (cu, "group_norm", "y", y_view);
-    for (int b = 0; b < n; b++)
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias ((const guint8 *) x_view.data
-              + (gsize) b * c * hw * pp_cuda_dtype_size (x_view.dtype),
-              pp_cuda_act_type (cu, "group_norm", "x", x_view.dtype),
-              (float *) y + (gsize) b * c * hw, PP_CUDA_F32, 1, c, hw,
-              shift + (gsize) b * c, PP_CUDA_F32, 0, cu->stream));
-    x = y;
     type = PP_CUDA_F32;
-    shift = NULL;
   } else
     type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
 

@@ -885,9 +885,10 @@ resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
   pp_act_replace (&h, pp_conv_apply (&conv1, &h));
 
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  for (gint b = 0; b < t.n && !pp_view_is_none (r->conv1.bias); b++)
-    pp_add (m->be, pp_out_range (pp_act_out (&t), (gsize) b * h.c, h.c),
-        r->conv1.bias, h.c);
+  if (!pp_view_is_none (r->conv1.bias))
+    for (gint b = 0; b < t.n; b++)
+      pp_add (m->be, pp_out_range (pp_act_out (&t), (gsize) b * h.c, h.c),
+          r->conv1.bias, h.c);
   pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h, &t,
           TRUE));
   pp_act_clear (&t);
@@ -928,7 +929,8 @@ typedef struct
   PpOut x;                      /* [rows, C]: a LayerNorm's output */
   PpOut g;                      /* [rows, 2 · 4C]: GEGLU input */
   PpOut f;                      /* [rows, 4C]: GEGLU output */
-  PpOut out;                    /* the block's output, = x + b_out */
+  PpOut out;                    /* the block's output: x, + b_out channels
+                                 * first; proj_out(h) is added to it */
   gint hw;
   gboolean nhwc;                /* @out laid out NHWC: its rows are tokens */
 } Tokens;
