@@ -237,6 +237,36 @@ pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked, PpLinear * parts,
     parts[i].weight = pp_view_range (stacked->weight, i * each, each);
 }
 
+PpView
+pp_bind_bias_sum (PpBinder * b, gint n, const gchar * const *prefixes)
+{
+  const gint64 shape[VECTOR_DIMS] = { n };
+  g_autofree gchar *joined = NULL, *name = NULL;
+  gfloat *host;
+
+  if (b->error != NULL)
+    return pp_view_none ();
+  host = g_new0 (gfloat, n);
+  for (guint i = 0; prefixes[i] != NULL; i++) {
+    g_autofree gchar *key = g_strconcat (prefixes[i], ".bias", NULL);
+    const gfloat *bias = pp_weights_get_kind (b->weights, key,
+        PP_WEIGHT_BIAS, VECTOR_DIMS, shape, &b->error);
+
+    if (bias == NULL) {
+      if (b->error == NULL)
+        g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
+            "weight '%s' could not be read", key);
+      g_free (host);
+      return pp_view_none ();
+    }
+    for (gint c = 0; c < n; c++)
+      host[c] += bias[c];
+  }
+  joined = g_strjoinv (".bias + ", (gchar **) prefixes);
+  name = g_strconcat (joined, ".bias", NULL);
+  return bind_derived (b, name, host, n);
+}
+
 void
 pp_bind_norm (PpBinder * b, PpNorm * norm, gint channels,
     const gchar * fmt, ...)

@@ -89,6 +89,13 @@ void     pp_bind_linear   (PpBinder * b, PpLinear * lin, gint in, gint out,
 void     pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked,
                            PpLinear * parts, guint n, gint in, gint out,
                            const gchar * const *prefixes);
+/* The sum of the [@n] biases under @prefixes (a NULL-terminated list of
+ * at least one), added in float32 in their order and stored once as a
+ * weight the model owns: biases that reach the same values (a ResNet's
+ * conv1 bias and its time embedding's) added in one pass.  Each bias is
+ * checked as pp_bind_linear would. */
+PpView   pp_bind_bias_sum (PpBinder * b, gint n,
+                           const gchar * const *prefixes);
 void     pp_bind_norm     (PpBinder * b, PpNorm * norm, gint channels,
                            const gchar * fmt, ...) G_GNUC_PRINTF (4, 5);
 /* A 3×3 stride-2 convolution that diffusers' Downsample2D (padding 0)

@@ -161,13 +161,18 @@ static void
 bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, gint temb_dim,
     const gchar * prefix)
 {
+  g_autofree gchar *proj = g_strconcat (prefix, ".time_emb_proj", NULL);
+  g_autofree gchar *conv1 = g_strconcat (prefix, ".conv1", NULL);
+  const gchar *const biases[] = { proj, conv1, NULL };
+
   r->cin = cin;
   r->cout = cout;
   pp_bind_norm (b, &r->norm1, cin, "%s.norm1", prefix);
-  pp_bind_conv (b, &r->conv1, cin, cout, KERNEL, 1, PAD, TRUE, "%s.conv1",
-      prefix);
-  pp_bind_linear (b, &r->time_emb_proj, temb_dim, cout, TRUE,
-      "%s.time_emb_proj", prefix);
+  /* conv1's bias is added with the time embedding's projection (its
+   * bias is the two summed at load): see resnet_forward. */
+  pp_bind_conv (b, &r->conv1, cin, cout, KERNEL, 1, PAD, FALSE, "%s", conv1);
+  pp_bind_linear (b, &r->time_emb_proj, temb_dim, cout, FALSE, "%s", proj);
+  r->time_emb_proj.bias = pp_bind_bias_sum (b, cout, biases);
   pp_bind_norm (b, &r->norm2, cout, "%s.norm2", prefix);
   pp_bind_conv (b, &r->conv2, cout, cout, KERNEL, 1, PAD, TRUE, "%s.conv2",
       prefix);
@@ -869,26 +874,20 @@ group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
 }
 
 /* ResnetBlock2D: (shortcut(x) + conv2(act(norm2(conv1(act(norm1(x))) +
- * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim].  The
- * time embedding's projection, with conv1's bias added to it (C values a
- * sample), is added to the channels in norm2's pass (its shift): neither
- * is a pass over conv1's output. */
+ * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim].
+ * conv1 runs without its bias: the time embedding's projection, whose bias
+ * holds conv1's too (summed at load, bind_resnet), is added to the
+ * channels in norm2's pass (its shift), so neither is a pass over conv1's
+ * output. */
 static PpAct
 resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
     const PpAct * temb_act, gfloat scale)
 {
-  PpConv conv1 = r->conv1;
   PpAct h, t, out;
 
-  conv1.bias = pp_view_none ();
   h = group_norm (m, &r->norm1, m->norm_eps, x, TRUE);
-  pp_act_replace (&h, pp_conv_apply (&conv1, &h));
-
+  pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
   t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  if (!pp_view_is_none (r->conv1.bias))
-    for (gint b = 0; b < t.n; b++)
-      pp_add (m->be, pp_out_range (pp_act_out (&t), (gsize) b * h.c, h.c),
-          r->conv1.bias, h.c);
   pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h, &t,
           TRUE));
   pp_act_clear (&t);

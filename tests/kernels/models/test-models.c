@@ -520,6 +520,34 @@ test_unet_silu_in_norm (void)
   g_assert_cmpuint (norm.calls, >, 2);
 }
 
+/* A UNet forward adds no tensors apart: a ResNet's shortcut is its conv2's
+ * residual, a transformer's residuals its products' (linear_add), and
+ * conv1's bias is summed into the time embedding projection's at load
+ * (norm2 adds the two as its shift), so no `add` runs, on any backend or
+ * layout.  Channels last, `proj_out`'s bias is in its product too; channels
+ * first it is one `add_channel` a transformer. */
+static void
+test_unet_no_add_passes (void)
+{
+  const UnetCase *c = &unet_repeat_cases[0];
+  g_autoptr (PpUnet) unet = unet_fixture (c->model);
+  g_autoptr (PpTensor) out = profiled_forward (unet, c);
+  const gboolean nhwc = pp_unet_act_layout (unet) == PP_LAYOUT_NHWC;
+  PpOpProfile add, add_channel, attention;
+
+  pp_ops_get_profile (PP_OP_ADD, &add);
+  pp_ops_get_profile (PP_OP_ADD_CHANNEL, &add_channel);
+  pp_ops_get_profile (PP_OP_ATTENTION, &attention);
+  g_test_message ("%s, channels %s: add %" G_GUINT64_FORMAT ", add_channel %"
+      G_GUINT64_FORMAT ", attention %" G_GUINT64_FORMAT,
+      pp_backend_name (pp_backend_default ()), nhwc ? "last" : "first",
+      add.calls, add_channel.calls, attention.calls);
+  g_assert_cmpuint (attention.calls, >, 0);
+  g_assert_cmpuint (add.calls, ==, 0);
+  if (nhwc)
+    g_assert_cmpuint (add_channel.calls, ==, 0);
+}
+
 /* Self-attention's q, k and v are one stacked product on a backend that
  * stacks projections (a GPU), three linears elsewhere: all of the UNet's
  * self-attentions or none (each transformer calls attention twice, self
@@ -1148,8 +1176,15 @@ test_weights_missing (void)
     PP_WEIGHTS_FILE, NULL
   };
 
+  /* Summed with the time embedding's projection's at load: still named
+   * when missing. */
+  const gchar *const conv1_bias[] = { "mid_block.resnets.1.conv1.bias",
+    PP_WEIGHTS_FILE, NULL
+  };
+
   expect_load_error ("taesd-tiny", EDIT_DROP, taesd[0], taesd);
   expect_load_error ("unet-sd15-tiny", EDIT_DROP, unet[0], unet);
+  expect_load_error ("unet-sd15-tiny", EDIT_DROP, conv1_bias[0], conv1_bias);
 }
 
 static void
@@ -1292,6 +1327,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models/unet/input-shapes", test_unet_input_shapes);
   g_test_add_func ("/models/unet/silu-in-norm", test_unet_silu_in_norm);
   g_test_add_func ("/models/unet/stacked-qkv", test_unet_stacked_qkv);
+  g_test_add_func ("/models/unet/no-add-passes", test_unet_no_add_passes);
   g_test_add_func ("/models/unet/profile-windows", test_unet_profile_windows);
   g_test_add_func ("/models/taesd/input-shapes", test_taesd_input_shapes);
   for (guint i = 0; i < G_N_ELEMENTS (config_cases); i++) {
