@@ -24,12 +24,14 @@ static atomic_ullong calls_numbered, window_first, window_count;
 static _Atomic double window_hold_s;
 static atomic_llong window_held_at_us, window_queued_us;
 
-/* Device marks of ops not yet read (profiling on a device backend). */
+/* Device marks of ops not yet read (profiling on a device backend), and
+ * the call's FLOPs and bytes (its shape). */
 typedef struct
 {
   PpBackend *be;
   PpOp op;
   gpointer from, to;
+  guint64 flops, bytes;
 } PendingMarks;
 
 /* Read in batches: each read waits for the device. */
@@ -37,6 +39,9 @@ typedef struct
 
 static GMutex pending_lock;
 static GArray *pending;          /* PendingMarks */
+/* Under pending_lock: the profiled calls by shape, PpOpShape keyed by
+ * itself (op, flops, bytes). */
+static GHashTable *shapes;
 
 static const char *const op_names[PP_OP_COUNT] = {
 #define OP_NAME(name, NAME, params, args, flops, views) \
@@ -49,6 +54,44 @@ static const char *const op_names[PP_OP_COUNT] = {
 /* Set on a thread while it runs a range of pp_for_rows. */
 static __thread gboolean in_rows;
 
+static guint
+shape_hash (gconstpointer key)
+{
+  const PpOpShape *s = key;
+
+  return g_int64_hash (&s->flops) ^ (g_int64_hash (&s->bytes) * 31u)
+      ^ ((guint) s->op * 0x9e3779b1u);
+}
+
+static gboolean
+shape_equal (gconstpointer a, gconstpointer b)
+{
+  const PpOpShape *x = a, *y = b;
+
+  return x->op == y->op && x->flops == y->flops && x->bytes == y->bytes;
+}
+
+/* Under pending_lock: one call of @op with @flops and @bytes took
+ * @seconds (host) or @device_seconds. */
+static void
+shape_add (PpOp op, guint64 flops, guint64 bytes, gdouble seconds,
+    gdouble device_seconds)
+{
+  const PpOpShape key = { op, op_names[op], flops, bytes, 0, 0, 0 };
+  PpOpShape *s;
+
+  if (shapes == NULL)
+    shapes = g_hash_table_new_full (shape_hash, shape_equal, g_free, NULL);
+  s = g_hash_table_lookup (shapes, &key);
+  if (s == NULL) {
+    s = g_memdup2 (&key, sizeof key);
+    g_hash_table_add (shapes, s);
+  }
+  s->calls++;
+  s->seconds += seconds;
+  s->device_seconds += device_seconds;
+}
+
 /* Under pending_lock: the device times of the marks recorded so far. */
 static void
 collect_marks (void)
@@ -59,6 +102,7 @@ collect_marks (void)
 
     atomic_fetch_add_explicit (&counters[m->op].device_ns,
         (unsigned long long) (s * 1e9), memory_order_relaxed);
+    shape_add (m->op, m->flops, m->bytes, 0, s);
     m->be->memory->mark_free (m->be, m->from);
     m->be->memory->mark_free (m->be, m->to);
   }
@@ -113,9 +157,10 @@ mark_begin (PpBackend * be)
 }
 
 static void
-mark_end (PpBackend * be, PpOp op, gpointer from)
+mark_end (PpBackend * be, PpOp op, gpointer from, guint64 flops,
+    guint64 bytes)
 {
-  PendingMarks m = { be, op, from, NULL };
+  PendingMarks m = { be, op, from, NULL, flops, bytes };
 
   if (from == NULL)
     return;
@@ -150,10 +195,15 @@ op_flops (PpOp op, gint64 flops)
         (unsigned long long) flops, memory_order_relaxed);
 }
 
+/* The end of a profiled call (@start_ns from op_begin) of @flops and
+ * @bytes; @marked when a device mark times it (its shape is added when
+ * the marks are read). */
 static void
-op_end (PpOp op, gint64 start_ns, gint64 flops)
+op_end (PpOp op, gint64 start_ns, gint64 flops, guint64 bytes,
+    gboolean marked)
 {
   OpCounters *c = &counters[in_rows ? PP_OP_FOR_ROWS : op];
+  gint64 ns;
 
   if (flops)
     atomic_fetch_add_explicit (&c->flops, (unsigned long long) flops,
@@ -164,10 +214,15 @@ op_end (PpOp op, gint64 start_ns, gint64 flops)
     atomic_fetch_add_explicit (&counters[op].calls, 1, memory_order_relaxed);
   if (start_ns == 0)
     return;
+  ns = g_get_monotonic_time () * 1000 - start_ns;
   atomic_fetch_add_explicit (&c->calls, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit (&c->ns,
-      (unsigned long long) (g_get_monotonic_time () * 1000 - start_ns),
+  atomic_fetch_add_explicit (&c->ns, (unsigned long long) ns,
       memory_order_relaxed);
+  if (!marked) {
+    g_mutex_lock (&pending_lock);
+    shape_add (op, (guint64) MAX (flops, 0), bytes, ns / 1e9, 0);
+    g_mutex_unlock (&pending_lock);
+  }
 }
 
 guint64
@@ -195,6 +250,28 @@ pp_ops_reset_flop_count (void)
     atomic_store (&counters[op].bytes, 0);
   }
   atomic_store (&window_queued_us, 0);
+  g_mutex_lock (&pending_lock);
+  if (shapes != NULL)
+    g_hash_table_remove_all (shapes);
+  g_mutex_unlock (&pending_lock);
+}
+
+GArray *
+pp_ops_get_shapes (void)
+{
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (PpOpShape));
+  GHashTableIter it;
+  gpointer key;
+
+  g_mutex_lock (&pending_lock);
+  collect_marks ();
+  if (shapes != NULL) {
+    g_hash_table_iter_init (&it, shapes);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      g_array_append_vals (out, key, 1);
+  }
+  g_mutex_unlock (&pending_lock);
+  return out;
 }
 
 void
@@ -390,13 +467,13 @@ view_bytes (gconstpointer data, PpDType dtype, gsize numel)
     start = op_begin ();                                                    \
     mark = mark_begin (be);                                                 \
     be->ops->name (be, PP_OPS_UNPAREN args);                                \
-    mark_end (be, op, mark);                                                \
+    mark_end (be, op, mark, (flops), bytes);                                \
     window_call_queued ();                                                  \
     /* Its bytes where its time is: the op's with a device mark, else   \
      * (inside pp_for_rows on a host) the range's. */                       \
     atomic_fetch_add_explicit (&counters[mark != NULL || !in_rows ? op      \
             : PP_OP_FOR_ROWS].bytes, bytes, memory_order_relaxed);          \
-    op_end (op, start, (flops));                                            \
+    op_end (op, start, (flops), bytes, mark != NULL);                       \
   }
 PP_OPS_LIST (OP_WRAPPER)
 #undef OP_WRAPPER
@@ -432,5 +509,5 @@ pp_for_rows (PpBackend * be, int rows, PpRowsFunc func, gpointer data)
   RowsCall call = { func, data };
 
   be->ops->for_rows (be, rows, rows_range, &call);
-  op_end (PP_OP_FOR_ROWS, start, 0);
+  op_end (PP_OP_FOR_ROWS, start, 0, 0, FALSE);
 }

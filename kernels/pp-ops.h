@@ -94,6 +94,25 @@ guint64 pp_ops_profile_calls_numbered (void);
  * window's hold to the end of queueing its last call: when it reaches the
  * hold, the device waited for the host inside the window. */
 gdouble pp_ops_profile_window_queued (void);
+/* The profiled calls grouped by shape: calls of one op with the same
+ * FLOPs and bytes (PpOpProfile's, per call), which tells one convolution
+ * or product of a model from another.  Only calls with a time of their
+ * own are grouped: on a device every profiled call (its device time), on
+ * a host those outside pp_for_rows (their wall time). */
+typedef struct
+{
+  PpOp op;
+  const char *name;             /* the op's */
+  guint64 flops, bytes;         /* each call's */
+  guint64 calls;
+  double seconds;               /* wall time, on a host */
+  double device_seconds;        /* device time, on a device */
+} PpOpShape;
+
+/* The shapes profiled since the last pp_ops_reset_flop_count, in no
+ * order: an array of PpOpShape (free with g_array_unref). */
+GArray *pp_ops_get_shapes (void);
+
 /* For backends: op @op (its name) copied a channels-last view channels
  * first for its kernel. */
 void pp_ops_note_layout_copy (const char *op);

@@ -321,6 +321,8 @@ by_time_desc (gconstpointer a, gconstpointer b)
 #define PROFILE_HOLD_S 0.05
 /* The ops the profile lists one by one, the most expensive first. */
 #define PROFILE_TOP_OPS 12
+/* The call shapes it lists one by one (pp_ops_get_shapes). */
+#define PROFILE_TOP_SHAPES 16
 
 /* The least time @p's calls could take on a device of @peaks: its bytes
  * at the memory's bandwidth or its FLOPs at the tensor cores' peak,
@@ -334,6 +336,20 @@ floor_seconds (const PpOpProfile * p, Peaks peaks)
       p->flops / (peaks.f16_tflops * 1e12));
 }
 
+static gdouble
+shape_seconds (const PpOpShape * s)
+{
+  return profile_on_device ? s->device_seconds : s->seconds;
+}
+
+static gint
+shape_by_time_desc (gconstpointer a, gconstpointer b)
+{
+  const gdouble tx = shape_seconds (a), ty = shape_seconds (b);
+
+  return (tx < ty) - (tx > ty);
+}
+
 /* "  12.3×": how many times its floor @s took; blank without a floor. */
 static void
 print_times_floor (gdouble s, gdouble floor_s)
@@ -342,6 +358,41 @@ print_times_floor (gdouble s, gdouble floor_s)
     printf (" %8.1f×", s / floor_s);
   else
     printf (" %9s", "");
+}
+
+/* The costliest call shapes of the profile (an op's calls of the same
+ * FLOPs and bytes: one convolution, product or norm of the model), per
+ * call: which of an op's shapes are far from the device's floor.  Shares
+ * are of @total. */
+static void
+print_shapes (gdouble total, Peaks peaks)
+{
+  g_autoptr (GArray) shapes = pp_ops_get_shapes ();
+  guint listed = 0;
+
+  g_array_sort (shapes, shape_by_time_desc);
+  printf ("  %-22s %9s %7s %7s %9s %9s %9s %9s %9s\n", "shape (per call)",
+      "ms", "share", "calls", "µs", "GFLOP", "MB", "GB/s", "× floor");
+  for (guint i = 0; i < shapes->len && listed < PROFILE_TOP_SHAPES; i++) {
+    const PpOpShape *sh = &g_array_index (shapes, PpOpShape, i);
+    const gdouble s = shape_seconds (sh);
+    PpOpProfile one = { 0 };
+    gdouble each;
+
+    if (s <= 0)
+      break;
+    if (sh->op == PP_OP_FOR_ROWS && profile_on_device)
+      continue;                 /* its ops are listed themselves */
+    each = s / sh->calls;
+    one.flops = sh->flops;
+    one.bytes = sh->bytes;
+    printf ("  %-22s %9.3f %6.1f %% %7" G_GUINT64_FORMAT " %9.1f %9.3f "
+        "%9.2f %9.0f", sh->name, s * 1e3, 100 * s / total, sh->calls,
+        each * 1e6, sh->flops / 1e9, sh->bytes / 1e6, sh->bytes / 1e9 / each);
+    print_times_floor (each, floor_seconds (&one, peaks));
+    printf ("\n");
+    listed++;
+  }
 }
 
 /* One more run of @run with the op layer's profile on: where the time of a
@@ -477,6 +528,7 @@ profile (const gchar * what, void (*run) (Bench *), Bench * b, Peaks peaks)
     print_times_floor (s, floor_seconds (&ops[i], peaks));
     printf ("\n");
   }
+  print_shapes (wall, peaks);
 }
 
 static gchar *

@@ -641,6 +641,43 @@ profiled_calls (void)
   return total;
 }
 
+/* The profiled calls by shape (pp_ops_get_shapes) against the calls by
+ * op: every convolution has its shape (none runs inside pp_for_rows),
+ * several shapes of them in a UNet; on a device every call (each timed
+ * by its own marks), on a host those outside pp_for_rows. */
+static void
+check_shapes (guint64 whole)
+{
+  g_autoptr (GArray) shapes = pp_ops_get_shapes ();
+  const gboolean device = pp_backend_stream (pp_backend_default ()) != NULL;
+  guint64 shaped = 0, conv_shaped = 0;
+  guint conv_shapes = 0;
+  PpOpProfile conv;
+
+  pp_ops_get_profile (PP_OP_CONV2D, &conv);
+  for (guint i = 0; i < shapes->len; i++) {
+    const PpOpShape *sh = &g_array_index (shapes, PpOpShape, i);
+
+    g_assert_cmpuint (sh->calls, >, 0);
+    if (sh->op == PP_OP_FOR_ROWS)
+      continue;
+    shaped += sh->calls;
+    if (sh->op == PP_OP_CONV2D) {
+      conv_shaped += sh->calls;
+      conv_shapes++;
+      g_assert_cmpuint (sh->flops, >, 0);
+    }
+  }
+  g_test_message ("%u shapes, %u of them convolutions; %" G_GUINT64_FORMAT
+      " calls shaped", shapes->len, conv_shapes, shaped);
+  g_assert_cmpuint (conv_shapes, >, 1);
+  g_assert_cmpuint (conv_shaped, ==, conv.calls);
+  if (device)
+    g_assert_cmpuint (shaped, ==, whole);
+  else
+    g_assert_cmpuint (shaped, <=, whole);
+}
+
 static void
 test_unet_profile_windows (void)
 {
@@ -681,6 +718,7 @@ test_unet_profile_windows (void)
       "of %d on %s", whole, windows, WINDOW_CALLS,
       pp_backend_name (pp_backend_default ()));
   g_assert_cmpuint (windows, ==, (whole + WINDOW_CALLS - 1) / WINDOW_CALLS);
+  check_shapes (whole);
 }
 
 /* TAESD */

@@ -1992,6 +1992,79 @@ test_profile_bytes (void)
   g_assert_cmpuint (add.bytes, ==, 0);
 }
 
+/* The profiled calls by shape: one op's calls of the same FLOPs and bytes
+ * form one group, another size another, each with its calls and time;
+ * calls inside pp_for_rows (no time of their own on a host) and calls
+ * while profiling is off form none, and a reset clears them. */
+static void
+rows_add (int begin, int end, gpointer data)
+{
+  float *y = data;
+
+  pp_add (be, pp_out_f32 (y + begin, end - begin), pp_view_f32 (y + begin,
+          end - begin), end - begin);
+}
+
+static const PpOpShape *
+find_shape (GArray * shapes, PpOp op, guint64 bytes)
+{
+  for (guint i = 0; i < shapes->len; i++) {
+    const PpOpShape *s = &g_array_index (shapes, PpOpShape, i);
+
+    if (s->op == op && s->bytes == bytes)
+      return s;
+  }
+  return NULL;
+}
+
+static void
+test_profile_shapes (void)
+{
+  enum { N = 1000, ROWS = 3, IN = 5, OUT = 4 };
+  g_autofree float *y = g_new0 (float, N), *x = g_new0 (float, N);
+  float xl[ROWS * IN] = { 0 }, w[OUT * IN] = { 0 }, yl[ROWS * OUT];
+  g_autoptr (GArray) shapes = NULL;
+  const PpOpShape *big, *small, *linear, *rows;
+
+  pp_ops_reset_flop_count ();
+  pp_ops_set_profiling (TRUE);
+  pp_add (be, pp_out_f32 (y, N), pp_view_f32 (x, N), N);
+  pp_add (be, pp_out_f32 (y, N / 2), pp_view_f32 (x, N / 2), N / 2);
+  pp_add (be, pp_out_f32 (y, N), pp_view_f32 (x, N), N);
+  pp_linear (be, pp_view_f32 (xl, ROWS * IN), ROWS, IN,
+      pp_view_f32 (w, OUT * IN), pp_view_none (), OUT,
+      pp_out_f32 (yl, ROWS * OUT));
+  pp_for_rows (be, N, rows_add, y);
+  pp_ops_set_profiling (FALSE);
+  pp_add (be, pp_out_f32 (y, N), pp_view_f32 (x, N), N);
+
+  shapes = pp_ops_get_shapes ();
+  /* The adds of two sizes, the linear and the region. */
+  g_assert_cmpuint (shapes->len, ==, 4);
+  big = find_shape (shapes, PP_OP_ADD, 2 * N * sizeof (float));
+  small = find_shape (shapes, PP_OP_ADD, N * sizeof (float));
+  linear = find_shape (shapes, PP_OP_LINEAR, (ROWS * IN + OUT * IN
+          + ROWS * OUT) * sizeof (float));
+  rows = find_shape (shapes, PP_OP_FOR_ROWS, 0);
+  g_assert_nonnull (big);
+  g_assert_nonnull (small);
+  g_assert_nonnull (linear);
+  g_assert_nonnull (rows);
+  g_assert_cmpuint (big->calls, ==, 2);
+  g_assert_cmpuint (small->calls, ==, 1);
+  g_assert_cmpuint (linear->calls, ==, 1);
+  g_assert_cmpuint (linear->flops, ==, 2 * ROWS * IN * OUT);
+  g_assert_cmpuint (big->flops, ==, 0);
+  g_assert_cmpuint (rows->calls, ==, 1);
+  g_assert_cmpfloat (big->seconds, >=, 0);
+  g_assert_cmpfloat (big->device_seconds, ==, 0);
+  g_array_unref (g_steal_pointer (&shapes));
+
+  pp_ops_reset_flop_count ();
+  shapes = pp_ops_get_shapes ();
+  g_assert_cmpuint (shapes->len, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2000,6 +2073,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/paths", test_paths);
   g_test_add_func ("/kernels/ops/table", test_table);
   g_test_add_func ("/kernels/ops/profile-bytes", test_profile_bytes);
+  g_test_add_func ("/kernels/ops/profile-shapes", test_profile_shapes);
   g_test_add_func ("/kernels/ops/math", test_math);
   g_test_add_func ("/kernels/ops/conv2d", test_conv2d);
   g_test_add_func ("/kernels/ops/conv2d-kernels", test_conv2d_kernels);
