@@ -579,7 +579,9 @@ static PpBackend *
 create (gint device, GError ** error)
 {
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first. */
-  static const gchar *const group_norm_ways[] = { "split", "whole", NULL };
+  static const gchar *const group_norm_ways[] = { "split", "whole",
+    "vector", NULL
+  };
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first. */
   static const gchar *const layer_norm_ways[] = { "warp", "block", NULL };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
@@ -619,7 +621,8 @@ create (gint device, GError ** error)
     g_free (desc);
     return NULL;
   }
-  cu->group_norm_split = way == 0;
+  cu->group_norm_split = way != 1;
+  cu->group_norm_vector = way == 2;
   cu->layer_norm_warp = layer_way == 0;
   cu->gemm_out_act = gemm_out == 0;
   if (!init_handles (cu, error)) {

@@ -41,8 +41,9 @@ G_BEGIN_DECLS
  * allow). */
 #define PP_CUDA_CONV_LAYOUT_ENV "PPDIFFUSE_CUDA_CONV_LAYOUT"
 /* How a group norm spreads over the device: split (the default: each
- * group's values over several blocks, two kernels) or whole (one block
- * per group). */
+ * group's values over several blocks, two kernels; channels last, tiles of
+ * pixels, a thread a channel), whole (one block per group) or vector (as
+ * split, channels last eight channels a thread with 16-byte loads). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
 /* How a layer norm spreads over the device: warp (the default: a warp per
  * row of up to 1536 values, the row in its registers) or block (a block

@@ -94,15 +94,23 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * PP_CUDA_GROUP_MAX_SPLITS); NULL @partials, or a shape the split kernels
  * cannot take (splits 0: n · groups past 65535, or a group of 2³²
  * values): one block per group, both passes in it (the first way).
- * Channels last (@nhwc: x and y [n, hw, c]): each sample cut into
- * pp_cuda_group_norm_tiles tiles of whole pixels; a shape they cannot take
- * (tiles 0: c past 3072, groups past 1024, n past 65535), or NULL
- * @partials: cudaErrorInvalidValue (the caller lays it channels first).
+ * Channels last (@layout PP_CUDA_GROUP_NHWC or _NHWC_VECTOR: x and y
+ * [n, hw, c]): each sample cut into pp_cuda_group_norm_tiles tiles of
+ * whole pixels; a shape they cannot take (tiles 0: c past 3072, groups
+ * past 1024, n past 65535), or NULL @partials: cudaErrorInvalidValue (the
+ * caller lays it channels first).  PP_CUDA_GROUP_NHWC_VECTOR reads and
+ * writes eight channels a thread with 16-byte loads and stores where c is
+ * a multiple of 8 and x and y lie on 16 bytes (elsewhere as _NHWC); its
+ * sums run in another order, so its bytes differ from _NHWC's by
+ * rounding.
  * With @silu, y is the SiLU of the normalised values (pp_math_silu, as
  * pp_cuda_unary computes it: the same bytes as the two apart).  @shift
  * [n, c] (NULL: none) is added to each channel's values first: channels
  * last as they are loaded, channels first into y (rounded to @type)
  * before the norm runs in place there. */
+#define PP_CUDA_GROUP_NCHW 0
+#define PP_CUDA_GROUP_NHWC 1
+#define PP_CUDA_GROUP_NHWC_VECTOR 2
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
@@ -113,7 +121,7 @@ size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
 cudaError_t pp_cuda_group_norm (const void *x, const float *shift,
     PpCudaType type, int n, int c, size_t hw, int groups, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, int silu, int nhwc, float *partials, void *y,
+    PpCudaType beta_type, int silu, int layout, float *partials, void *y,
     cudaStream_t stream);
 /* A warp per row of up to 1536 values, else (or with @by_block) a block
  * per row. */

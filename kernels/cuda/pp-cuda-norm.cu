@@ -441,6 +441,167 @@ group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
   }
 }
 
+/* The vector kernels (PP_CUDA_GROUP_NHWC_VECTOR): the same tiles and
+ * partials, each thread taking eight adjacent channels of a pixel with one
+ * 16-byte load or store (pp_cuda_load8: c a multiple of 8, x and y on 16
+ * bytes) instead of one channel of every pixel with one of 2 bytes, and a
+ * block taking @rows pixels of its tile at once (nhwc_vec_geometry), so
+ * that a warp moves whole 512-byte lines.  The channels' sums go through
+ * shared memory row by row, then channel by channel, then group by group,
+ * each in a fixed order (the same bytes every run). */
+
+/* A vector block's threads aim at this many (c / 8 of them a pixel). */
+#define NHWC_VEC_THREADS 320
+
+static inline void
+nhwc_vec_geometry (int c, int *rows, unsigned *threads)
+{
+  const int octets = c / PP_CUDA_VEC;
+
+  *rows = octets >= NHWC_VEC_THREADS ? 1 : NHWC_VEC_THREADS / octets;
+  *threads = (unsigned) (octets * *rows);
+}
+
+/* The channels' partial sums of a vector block's rows ([rows, c] in
+ * @cells, each thread having written its eight) added into row 0 by
+ * halves (a tree of fixed shape: its rounding grows with log rows, where
+ * row after row it grew with rows, 4× the tiles' error on values about
+ * 1e4), the whole block taking each half's cells; then each group's
+ * channels added into @out[g] (divided by @count when it is not 0).
+ * Barriers before and after. */
+__device__ __forceinline__ void
+nhwc_vec_reduce (float *cells, int c, int rows, int groups, float count,
+    float *out)
+{
+  const int per_group = c / groups;
+
+  __syncthreads ();
+  for (int width = rows; width > 1;) {
+    const int half = (width + 1) / 2;
+
+    for (int i = threadIdx.x; i < (width - half) * c; i += blockDim.x)
+      cells[i] += cells[i + half * c];
+    width = half;
+    __syncthreads ();
+  }
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    float t = 0.0f;
+
+    for (int k = 0; k < per_group; k++)
+      t += cells[g * per_group + k];
+    out[g] = count != 0.0f ? t / count : t;
+  }
+  __syncthreads ();
+}
+
+template <PpCudaType A> __global__ void
+group_norm_vec_stats_kernel (const void *x, const float *shift, int c,
+    size_t hw, int groups, int rows, float4 *partials)
+{
+  /* rows · c ≤ NHWC_MAX_C: c / 8 · rows threads, at most
+   * max (NHWC_VEC_THREADS, c / 8), and c ≤ NHWC_MAX_C. */
+  __shared__ float cells[NHWC_MAX_C], mean[NHWC_MAX_GROUPS],
+      d_sums[NHWC_MAX_GROUPS], squares[NHWC_MAX_GROUPS];
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const int tiles = gridDim.x;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  float sh[PP_CUDA_VEC], s[PP_CUDA_VEC], d_s[PP_CUDA_VEC], q_s[PP_CUDA_VEC];
+  size_t begin, end;
+
+  nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
+  const float count = (float) per_group * (float) (end - begin);
+
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++) {
+    sh[q] = nhwc_shift (shift, sample, c, ch0 + q);
+    s[q] = d_s[q] = q_s[q] = 0.0f;
+  }
+  for (size_t p = begin + r; p < end; p += rows) {
+    float v[PP_CUDA_VEC];
+
+    pp_cuda_load8<A> (x, base + p * c + ch0, v);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++)
+      s[q] += v[q] + sh[q];
+  }
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++)
+    cells[r * c + ch0 + q] = s[q];
+  nhwc_vec_reduce (cells, c, rows, groups, count, mean);
+  /* The deviations from the tile's group means: the same bytes again,
+   * from the cache. */
+  for (size_t p = begin + r; p < end; p += rows) {
+    float v[PP_CUDA_VEC];
+
+    pp_cuda_load8<A> (x, base + p * c + ch0, v);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++) {
+      const float d = v[q] + sh[q] - mean[(ch0 + q) / per_group];
+
+      d_s[q] += d;
+      q_s[q] += d * d;
+    }
+  }
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++)
+    cells[r * c + ch0 + q] = d_s[q];
+  nhwc_vec_reduce (cells, c, rows, groups, 0.0f, d_sums);
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++)
+    cells[r * c + ch0 + q] = q_s[q];
+  nhwc_vec_reduce (cells, c, rows, groups, 0.0f, squares);
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    const float d_mean = d_sums[g] / count;
+
+    /* Σ (d - d_mean)² = Σ d² - d_sum · d_mean, as the tiles' kernel. */
+    partials[(sample * groups + g) * tiles + blockIdx.x] = make_float4
+        (mean[g], d_mean, fmaxf (squares[g] - d_sums[g] * d_mean, 0.0f),
+        count);
+  }
+}
+
+template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
+    size_t hw, int groups, int rows, const float4 *moments,
+    const void *gamma, const void *beta, bool silu, void *y)
+{
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  float hi[PP_CUDA_VEC], lo[PP_CUDA_VEC], scale[PP_CUDA_VEC],
+      be[PP_CUDA_VEC], sh[PP_CUDA_VEC];
+  size_t begin, end;
+
+  nhwc_tile (hw, gridDim.x, blockIdx.x, &begin, &end);
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++) {
+    const int ch = ch0 + q;
+    const float4 mo = moments[sample * groups + ch / per_group];
+    const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
+
+    hi[q] = mo.x;
+    lo[q] = mo.y;
+    scale[q] = mo.z * ga;
+    be[q] = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+    sh[q] = nhwc_shift (shift, sample, c, ch);
+  }
+  for (size_t p = begin + r; p < end; p += rows) {
+    float v[PP_CUDA_VEC];
+
+    pp_cuda_load8<A> (x, base + p * c + ch0, v);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++) {
+      const float n = ((v[q] + sh[q] - hi[q]) - lo[q]) * scale[q] + be[q];
+
+      v[q] = silu ? pp_math_silu (n) : n;
+    }
+    pp_cuda_store8<A> (y, base + p * c + ch0, v);
+  }
+}
+
 /* Threads of a slice's block. */
 #define GROUP_THREADS 256
 /* Blocks a launch aims at (several per SM of the largest GPUs), and the
@@ -514,30 +675,48 @@ static cudaError_t
 group_norm_nhwc (const void *x, const float *shift, PpCudaType type, int n,
     int c, size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
-    float *partials, void *y, cudaStream_t stream)
+    int way, float *partials, void *y, cudaStream_t stream)
 {
   const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
   const size_t items = (size_t) n * groups;
   float4 *stats = (float4 *) partials, *moments = stats + items * tiles;
   const dim3 grid (tiles, n);
-  int per_thread;
+  const bool vector = way == PP_CUDA_GROUP_NHWC_VECTOR
+      && c % PP_CUDA_VEC == 0 && pp_cuda_vec_aligned (x)
+      && pp_cuda_vec_aligned (y);
+  int per_thread = 0, rows = 0;
   unsigned threads;
 
   if (tiles == 0 || partials == NULL)
     return cudaErrorInvalidValue;
-  nhwc_geometry (c, &per_thread, &threads);
-  PP_CUDA_DISPATCH_TYPE (type, A,
-      group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
-          shift, c, hw, groups, per_thread, stats));
+  if (vector) {
+    nhwc_vec_geometry (c, &rows, &threads);
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        group_norm_vec_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
+            shift, c, hw, groups, rows, stats));
+  } else {
+    nhwc_geometry (c, &per_thread, &threads);
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
+            shift, c, hw, groups, per_thread, stats));
+  }
   group_norm_nhwc_combine_kernel<<<(unsigned) (items < NORM_MAX_BLOCKS
           ? items : NORM_MAX_BLOCKS), 32, 0, stream>>> (stats, c / groups,
       hw, tiles, items, eps, moments);
-  PP_CUDA_DISPATCH_TYPE (type, A,
-      PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-          PP_CUDA_DISPATCH_TYPE (beta_type, B,
-              group_norm_nhwc_apply_kernel<A, G, B><<<grid, threads, 0,
-              stream>>> (x, shift, c, hw, groups, per_thread, moments,
-                  gamma, beta, silu != 0, y))));
+  if (vector)
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+            PP_CUDA_DISPATCH_TYPE (beta_type, B,
+                group_norm_vec_apply_kernel<A, G, B><<<grid, threads, 0,
+                stream>>> (x, shift, c, hw, groups, rows, moments,
+                    gamma, beta, silu != 0, y))));
+  else
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
+            PP_CUDA_DISPATCH_TYPE (beta_type, B,
+                group_norm_nhwc_apply_kernel<A, G, B><<<grid, threads, 0,
+                stream>>> (x, shift, c, hw, groups, per_thread, moments,
+                    gamma, beta, silu != 0, y))));
   return cudaGetLastError ();
 }
 
@@ -545,7 +724,7 @@ extern "C" cudaError_t
 pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
     int n, int c, size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
-    int nhwc, float *partials, void *y, cudaStream_t stream)
+    int layout, float *partials, void *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
@@ -553,9 +732,9 @@ pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
-  if (nhwc)
+  if (layout != PP_CUDA_GROUP_NCHW)
     return group_norm_nhwc (x, shift, type, n, c, hw, groups, eps, gamma,
-        gamma_type, beta, beta_type, silu, partials, y, stream);
+        gamma_type, beta, beta_type, silu, layout, partials, y, stream);
   /* Channels first: x + shift written into y, sample by sample, and the
    * norm in place there. */
   if (shift != NULL) {

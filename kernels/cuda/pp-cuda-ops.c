@@ -72,7 +72,9 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
           eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
-          silu ? 1 : 0, nhwc ? 1 : 0, partials, y, cu->stream));
+          silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW : cu->group_norm_vector
+          ? PP_CUDA_GROUP_NHWC_VECTOR : PP_CUDA_GROUP_NHWC, partials, y,
+          cu->stream));
 }
 
 void

@@ -86,6 +86,9 @@ typedef struct
 #endif
   PpCudaConvLayout conv_layout;
   gboolean group_norm_split;    /* several blocks per group, else one */
+  /* Channels last, eight channels a thread (PPDIFFUSE_CUDA_GROUP_NORM=
+   * vector; a split way). */
+  gboolean group_norm_vector;
   gboolean layer_norm_warp;     /* a warp per row, else a block */
   /* Every device block obtained (pp_cuda_obtain) and not yet released →
    * its size: what is released is kept in @kept with it, and what is kept

@@ -18,7 +18,7 @@
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
-#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, every op on
+#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole and vector, every op on
 #              16-bit activations and on channels-last ones
 #              (test-kernels-act-dtypes), linear's and matmul's 16-bit
 #              outputs also through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
@@ -352,14 +352,21 @@ step_device() {
       bad "act-dtypes: cuBLASLt did not take the aligned linear (16 → 8): its way is untested"
     fi
   fi
-  # The group norm's other way (one block per group), whose channels-last
-  # views are copied channels first: in place too.
-  if runs "act-dtypes, group norm whole" "$work/act-dtypes.log" 120 \
-      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=whole "$acts" \
-      -p /kernels/act-dtypes/group_norm+silu \
-      -p /kernels/act-dtypes/group_norm/in-place; then
-    pass "test-kernels-act-dtypes: group norms with PPDIFFUSE_CUDA_GROUP_NORM=whole"
-  fi
+  # The group norm's other ways: one block per group, whose channels-last
+  # views are copied channels first, and channels last eight channels a
+  # thread (vector); in place and shifted too.
+  for gn in whole vector; do
+    if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
+        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
+        -p /kernels/act-dtypes/group_norm+silu \
+        -p /kernels/act-dtypes/group_norm/in-place \
+        -p /kernels/act-dtypes/group_norm/shifted \
+        -p /kernels/act-dtypes/group_norm/shifted-in-place \
+        -p /kernels/act-dtypes/group_norm/16-channels \
+        -p /kernels/act-dtypes/group_norm/16-channels-in-place; then
+      pass "test-kernels-act-dtypes: group norms with PPDIFFUSE_CUDA_GROUP_NORM=$gn"
+    fi
+  done
   # Linear's and matmul's 16-bit outputs through float32 (linear's bias by
   # a kernel, then narrowed): the float32 kernel's bits, rounded, where the
   # default (cuBLAS writing 16 bits itself) may be one unit in the last
@@ -387,12 +394,15 @@ step_device() {
       "$work/ops.log" >/dev/null; then
     bad "cuDNN's fused attention did not take a UNet head size (40, 64, 160): the lines above say why"
   fi
-  # The group norms one block per group (the first way).
-  if runs "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=whole" \
-      "$work/ops-gn.log" 300 env PPDIFFUSE_CUDA_GROUP_NORM=whole \
-      "$tool" test-ops --backend "$BE" --op group_norm; then
-    pass "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=whole"
-  fi
+  # The group norms one block per group (the first way), and channels
+  # last eight channels a thread (vector).
+  for gn in whole vector; do
+    if runs "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=$gn" \
+        "$work/ops-gn.log" 300 env PPDIFFUSE_CUDA_GROUP_NORM=$gn \
+        "$tool" test-ops --backend "$BE" --op group_norm; then
+      pass "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=$gn"
+    fi
+  done
   # The layer norms a block per row (the first way).
   if runs "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=block" \
       "$work/ops-ln.log" 300 env PPDIFFUSE_CUDA_LAYER_NORM=block \
@@ -1028,9 +1038,10 @@ step_bench() {
     # side by side with the default above: the first measured way (float32
     # attention, heuristic NCHW convolutions, whole group norms, on the
     # default activations), each convolution shape's algorithm timed, the
-    # group norms channels first (whole).
+    # group norms channels first (whole), and channels last eight channels
+    # a thread (vector).
     for way in "f32 heuristic nchw whole" "fused timed auto split" \
-        "fused heuristic auto whole"; do
+        "fused heuristic auto whole" "fused heuristic auto vector"; do
       set -- $way
       runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
           "$work/bench.log" 300 \

@@ -556,10 +556,14 @@ enum Way
 {
   SPLIT,
   SPLIT_NHWC,
+  /* Channels last, eight channels a thread where c allows. */
+  VECTOR_NHWC,
   WHOLE,
 };
 
-static const char *const way_names[] = { "split", "split nhwc", "whole" };
+static const char *const way_names[] = { "split", "split nhwc", "vector nhwc",
+  "whole"
+};
 
 /* Bounds of the float32 group and layer norms against float64, for
  * values of order 1: float32 steps and a sum of a few hundred terms per
@@ -587,6 +591,11 @@ static const GroupNormShape group_norm_shapes[] = {
   /* SD's widest norm (an up block's concatenation): 3 channels a thread,
    * the last thread's third past c. */
   { 2, 2560, 9, 32, "3 channels a thread channels last" },
+  /* A UNet's 10 channels a group: the vector kernels' eight channels of a
+   * thread span two groups; 40 threads a pixel, 8 pixels at once. */
+  { 2, 320, 67, 32, "10 channels a group, 8 pixels a pass (vector)" },
+  /* The most channels: 384 vector threads, a pixel a pass. */
+  { 1, 3072, 5, 32, "3072 channels, a pixel a pass (vector)" },
 };
 
 /* One group norm case: @x channels first; run the @way way, in place or
@@ -601,7 +610,9 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     double abs, double rel)
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
-  const bool nhwc = way == SPLIT_NHWC;
+  const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC;
+  const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR : nhwc
+      ? PP_CUDA_GROUP_NHWC : PP_CUDA_GROUP_NCHW;
   const size_t partials = way == WHOLE ? 1
       : pp_cuda_group_norm_partials (s.n, s.c, s.hw, s.groups, nhwc);
   const std::vector<float> laid = nhwc ? channels_last (x, s.n, s.c, s.hw)
@@ -628,7 +639,7 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
         return pp_cuda_group_norm (b.p (0),
             shift.empty () ? NULL : b.f (at_shift), b.t (0), s.n, s.c, s.hw,
             s.groups, EPS, params ? b.p (1) : NULL, b.t (1),
-            params ? b.p (2) : NULL, b.t (2), silu, nhwc,
+            params ? b.p (2) : NULL, b.t (2), silu, layout,
             way == WHOLE ? NULL : b.f (3), b.p (y), NULL); }, typings);
   /* The kernels' float32 sums, normalised in float64. */
   for (size_t i = 0; i < total && !shift.empty (); i++)
@@ -654,7 +665,7 @@ test_group_norm (void)
     const std::vector<float> shift = exact_values ((size_t) s.n * s.c, -1,
         1);
 
-    for (Way way : { SPLIT, SPLIT_NHWC, WHOLE }) {
+    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE }) {
       /* x, gamma, beta, partials, y. */
       group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
@@ -667,12 +678,13 @@ test_group_norm (void)
        * the sum goes through y, whose type rounds it (the op hands those
        * kernels float32). */
       group_norm_case (s, way, false, true, k % 2 == 1, x, gamma, beta,
-          shift, way == SPLIT_NHWC
+          shift, way == SPLIT_NHWC || way == VECTOR_NHWC
           ? std::vector<Types> { { F16, F32, BF16, F32, F16, F32 },
             { BF16, F16, F16, F32, BF16, F32 } } : std::vector<Types> {},
           NORM_ABS, NORM_REL);
       group_norm_case (s, way, true, true, k % 2 == 0, x, gamma, beta,
-          shift, way == SPLIT_NHWC ? std::vector<Types> { { F16, BF16, F32,
+          shift, way == SPLIT_NHWC || way == VECTOR_NHWC
+          ? std::vector<Types> { { F16, BF16, F32,
                   F32, F32 } } : std::vector<Types> {}, NORM_ABS, NORM_REL);
     }
   }
@@ -709,7 +721,7 @@ test_group_norm_offset (void)
   for (size_t i = 0; i < x.size (); i++)
     x[i] = (float) (g_rand_double_range (rng, -1, 1)
         + (i / ((size_t) s.c * s.hw) % 2 ? -1e4 : 1e4));
-  for (Way way : { SPLIT, SPLIT_NHWC, WHOLE })
+  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE })
     group_norm_case (s, way, false, false, false, x, ones, zeros, {}, {},
         1e-6, 0);
 }

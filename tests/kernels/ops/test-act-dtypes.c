@@ -221,6 +221,23 @@ run_group_norm_shifted_in_place (const Acts * a, gconstpointer wt)
       pp_view_none (), pp_view_none (), FALSE, out (a, 0));
 }
 
+/* 16 channels in 4 groups: a multiple of 8 channels, which a device's
+ * channels-last kernels may take eight at a time (a thread's eight then
+ * span two groups); shifted, and shifted in place. */
+static void
+run_group_norm_16 (const Acts * a, gconstpointer wt)
+{
+  pp_group_norm (be, in (a, 0), in (a, 1), 2, 16, 9, 4, 1e-5f,
+      w (wt, 0, 16), w (wt, 16, 16), TRUE, out (a, 2));
+}
+
+static void
+run_group_norm_16_in_place (const Acts * a, gconstpointer wt)
+{
+  pp_group_norm (be, in (a, 0), in (a, 1), 2, 16, 9, 4, 1e-5f,
+      pp_view_none (), pp_view_none (), FALSE, out (a, 0));
+}
+
 /* The output is the input. */
 static void
 run_group_norm_in_place (const Acts * a, gconstpointer wt)
@@ -470,6 +487,11 @@ static const Case cases[] = {
           {8, ACT_IN}, {72, ACT_OUT, 2, 4, 9}}, run_group_norm_shifted, 8},
   {PP_OP_GROUP_NORM, "group_norm/shifted-in-place", 2, {{72, ACT_INOUT, 2,
               4, 9}, {8, ACT_IN}}, run_group_norm_shifted_in_place, 0},
+  {PP_OP_GROUP_NORM, "group_norm/16-channels", 3, {{288, ACT_IN, 2, 16, 9},
+          {32, ACT_IN}, {288, ACT_OUT, 2, 16, 9}}, run_group_norm_16, 32},
+  {PP_OP_GROUP_NORM, "group_norm/16-channels-in-place", 2, {{288,
+              ACT_INOUT, 2, 16, 9}, {32, ACT_IN}},
+      run_group_norm_16_in_place, 0},
   {PP_OP_LAYER_NORM, "layer_norm", 2, {{24, ACT_IN}, {24, ACT_OUT}},
       run_layer_norm, 16},
   {PP_OP_LAYER_NORM, "layer_norm/in-place", 1, {{24, ACT_INOUT}},
