@@ -583,7 +583,9 @@ create (gint device, GError ** error)
     "vector", NULL
   };
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first. */
-  static const gchar *const layer_norm_ways[] = { "warp", "block", NULL };
+  static const gchar *const layer_norm_ways[] = { "warp", "block",
+    "vector", NULL
+  };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
   static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
@@ -623,7 +625,11 @@ create (gint device, GError ** error)
   }
   cu->group_norm_split = way != 1;
   cu->group_norm_vector = way == 2;
-  cu->layer_norm_warp = layer_way == 0;
+  /* layer_norm_ways in the order of PP_CUDA_LAYER_NORM_WARP, _BLOCK and
+   * _VECTOR. */
+  G_STATIC_ASSERT (PP_CUDA_LAYER_NORM_WARP == 0
+      && PP_CUDA_LAYER_NORM_BLOCK == 1 && PP_CUDA_LAYER_NORM_VECTOR == 2);
+  cu->layer_norm_way = (int) layer_way;
   cu->gemm_out_act = gemm_out == 0;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);

@@ -46,8 +46,8 @@ G_BEGIN_DECLS
  * split, channels last eight channels a thread with 16-byte loads). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
 /* How a layer norm spreads over the device: warp (the default: a warp per
- * row of up to 1536 values, the row in its registers) or block (a block
- * per row, the first way). */
+ * row of up to 1536 values, the row in its registers), block (a block per
+ * row, the first way) or vector (as warp, eight values a 16-byte load). */
 #define PP_CUDA_LAYER_NORM_ENV "PPDIFFUSE_CUDA_LAYER_NORM"
 /* The dtype models keep their activations in: weights (the default: the
  * weights' 16-bit dtype, the 16-bit graph, each kernel reading and

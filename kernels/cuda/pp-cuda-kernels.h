@@ -123,11 +123,16 @@ cudaError_t pp_cuda_group_norm (const void *x, const float *shift,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, int silu, int layout, float *partials, void *y,
     cudaStream_t stream);
-/* A warp per row of up to 1536 values, else (or with @by_block) a block
- * per row. */
+/* @way PP_CUDA_LAYER_NORM_WARP: a warp per row of up to 1536 values,
+ * else (or with _BLOCK) a block per row; _VECTOR: a warp per row of a
+ * multiple of 8 values up to 1536 with x and y on 16 bytes, eight values a
+ * 16-byte load or store (elsewhere as _WARP). */
+#define PP_CUDA_LAYER_NORM_WARP 0
+#define PP_CUDA_LAYER_NORM_BLOCK 1
+#define PP_CUDA_LAYER_NORM_VECTOR 2
 cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
     int dim, float eps, const void *gamma, PpCudaType gamma_type,
-    const void *beta, PpCudaType beta_type, void *y, int by_block,
+    const void *beta, PpCudaType beta_type, void *y, int way,
     cudaStream_t stream);
 
 /* pp-cuda-layout.cu */

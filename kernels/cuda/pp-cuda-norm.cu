@@ -874,6 +874,117 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
   }
 }
 
+/* The vector way (PP_CUDA_LAYER_NORM_VECTOR): the warp kernel's row in
+ * registers, each lane taking O of its groups of eight values (one
+ * 16-byte load and store each: the row's dim / 8 groups over the warp, so
+ * a 320-value row is 2 loads a lane where the warp kernel makes 16 of 2
+ * bytes), for rows of a multiple of 8 values lying on 16 bytes. */
+#define LAYER_NORM_VEC_MAX 6
+
+template <PpCudaType A, int O> __global__ void
+layer_norm_vec_kernel (const void *x, size_t rows, int dim, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y)
+{
+  const int lane = threadIdx.x % 32, octets = dim / PP_CUDA_VEC;
+
+  /* r is the same on the warp's lanes: every shuffle has all 32. */
+  for (size_t r = (size_t) blockIdx.x * LAYER_NORM_WARPS + threadIdx.x / 32;
+      r < rows; r += (size_t) gridDim.x * LAYER_NORM_WARPS) {
+    const size_t first = r * dim;
+    float v[O][PP_CUDA_VEC], s = 0.0f, sq = 0.0f, hi, lo, rstd;
+
+    PP_CUDA_UNROLL
+    for (int k = 0; k < O; k++) {
+      const int o = lane + 32 * k;
+
+      /* Every lane loads (the row's last eight when past its end), then
+       * keeps or drops: the loads issue together. */
+      pp_cuda_load8<A> (x, first + (size_t) (o < octets ? o : octets - 1)
+          * PP_CUDA_VEC, v[k]);
+      PP_CUDA_UNROLL
+      for (int q = 0; q < PP_CUDA_VEC; q++) {
+        v[k][q] = o < octets ? v[k][q] : 0.0f;
+        s += v[k][q];
+      }
+    }
+    hi = pp_cuda_warp_sum (s) / (float) dim;
+    s = 0.0f;
+    PP_CUDA_UNROLL
+    for (int k = 0; k < O; k++)
+      if (lane + 32 * k < octets)
+        PP_CUDA_UNROLL
+        for (int q = 0; q < PP_CUDA_VEC; q++) {
+          const float d = v[k][q] - hi;
+
+          s += d;
+          sq += d * d;
+        }
+    lo = pp_cuda_warp_sum (s) / (float) dim;
+    rstd = rsqrtf (fmaxf (pp_cuda_warp_sum (sq) / (float) dim - lo * lo,
+            0.0f) + eps);
+    PP_CUDA_UNROLL
+    for (int k = 0; k < O; k++) {
+      const int o = lane + 32 * k;
+
+      if (o < octets) {
+        PP_CUDA_UNROLL
+        for (int q = 0; q < PP_CUDA_VEC; q++) {
+          const int i = o * PP_CUDA_VEC + q;
+          const float ga = gamma != NULL ? param_load (gamma_type, gamma, i)
+              : 1.0f;
+          const float be = beta != NULL ? param_load (beta_type, beta, i)
+              : 0.0f;
+
+          v[k][q] = ((v[k][q] - hi) - lo) * (rstd * ga) + be;
+        }
+        pp_cuda_store8<A> (y, first + (size_t) o * PP_CUDA_VEC, v[k]);
+      }
+    }
+  }
+}
+
+/* One launch of the vector kernel, O groups of eight a lane. */
+template <PpCudaType A, int O> static void
+layer_norm_vec_launch (const void *x, size_t rows, int dim, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y, cudaStream_t stream)
+{
+  const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
+  const unsigned blocks = (unsigned) (need < NORM_MAX_BLOCKS ? need
+      : NORM_MAX_BLOCKS);
+
+  layer_norm_vec_kernel<A, O><<<blocks, 32 * LAYER_NORM_WARPS, 0,
+      stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
+}
+
+/* The vector kernel for @dim values a row: the fewest groups of eight a
+ * lane that hold it (2, 3, 5 or LAYER_NORM_VEC_MAX: SD's widths 320, 640,
+ * 1280 need 2, 3 and 5).  FALSE when the row is longer. */
+template <PpCudaType A> static bool
+layer_norm_vec (const void *x, size_t rows, int dim, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y, cudaStream_t stream)
+{
+  const int per_lane = (dim / PP_CUDA_VEC + 31) / 32;
+
+  if (per_lane <= 2)
+    layer_norm_vec_launch<A, 2> (x, rows, dim, eps, gamma, gamma_type, beta,
+        beta_type, y, stream);
+  else if (per_lane <= 3)
+    layer_norm_vec_launch<A, 3> (x, rows, dim, eps, gamma, gamma_type, beta,
+        beta_type, y, stream);
+  else if (per_lane <= 5)
+    layer_norm_vec_launch<A, 5> (x, rows, dim, eps, gamma, gamma_type, beta,
+        beta_type, y, stream);
+  else if (per_lane <= LAYER_NORM_VEC_MAX)
+    layer_norm_vec_launch<A, LAYER_NORM_VEC_MAX> (x, rows, dim, eps, gamma,
+        gamma_type, beta, beta_type, y, stream);
+  else
+    return false;
+  return true;
+}
+
 /* The warp kernel for @dim values a row, V = 16 or LAYER_NORM_LANE_MAX a
  * lane. */
 template <PpCudaType A> static void
@@ -897,14 +1008,23 @@ layer_norm_warp (const void *x, size_t rows, int dim, float eps,
 extern "C" cudaError_t
 pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, void *y, int by_block, cudaStream_t stream)
+    PpCudaType beta_type, void *y, int way, cudaStream_t stream)
 {
   const unsigned blocks = (unsigned) (rows < NORM_MAX_BLOCKS ? rows
       : NORM_MAX_BLOCKS);
+  bool done = false;
 
   if (rows == 0 || dim <= 0)
     return cudaSuccess;
-  if (dim <= LAYER_NORM_WARP_MAX && !by_block)
+  if (way == PP_CUDA_LAYER_NORM_VECTOR && dim % PP_CUDA_VEC == 0
+      && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)) {
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        done = layer_norm_vec<A> (x, rows, dim, eps, gamma, gamma_type,
+            beta, beta_type, y, stream));
+    if (done)
+      return cudaGetLastError ();
+  }
+  if (dim <= LAYER_NORM_WARP_MAX && way != PP_CUDA_LAYER_NORM_BLOCK)
     PP_CUDA_DISPATCH_TYPE (type, A,
         layer_norm_warp<A> (x, rows, dim, eps, gamma, gamma_type, beta,
             beta_type, y, stream));

@@ -93,7 +93,7 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
           gamma.data,
           pp_cuda_view_type (cu, "layer_norm", "gamma", gamma), beta.data,
           pp_cuda_view_type (cu, "layer_norm", "beta", beta), y,
-          cu->layer_norm_warp ? 0 : 1, cu->stream));
+          cu->layer_norm_way, cu->stream));
 }
 
 void

@@ -89,7 +89,8 @@ typedef struct
   /* Channels last, eight channels a thread (PPDIFFUSE_CUDA_GROUP_NORM=
    * vector; a split way). */
   gboolean group_norm_vector;
-  gboolean layer_norm_warp;     /* a warp per row, else a block */
+  /* PP_CUDA_LAYER_NORM_WARP (a warp per row), _BLOCK or _VECTOR. */
+  int layer_norm_way;
   /* Every device block obtained (pp_cuda_obtain) and not yet released →
    * its size: what is released is kept in @kept with it, and what is kept
    * per buffer (the filters' copies) is dropped when the buffer is

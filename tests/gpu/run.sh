@@ -403,11 +403,20 @@ step_device() {
       pass "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=$gn"
     fi
   done
-  # The layer norms a block per row (the first way).
-  if runs "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=block" \
-      "$work/ops-ln.log" 300 env PPDIFFUSE_CUDA_LAYER_NORM=block \
-      "$tool" test-ops --backend "$BE" --op layer_norm; then
-    pass "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=block"
+  # The layer norms a block per row (the first way), and eight values a
+  # thread (vector), on test-ops and on 16-bit activations.
+  for ln in block vector; do
+    if runs "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=$ln" \
+        "$work/ops-ln.log" 300 env PPDIFFUSE_CUDA_LAYER_NORM=$ln \
+        "$tool" test-ops --backend "$BE" --op layer_norm; then
+      pass "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=$ln"
+    fi
+  done
+  if runs "act-dtypes, layer norm vector" "$work/act-dtypes.log" 120 \
+      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=vector "$acts" \
+      -p /kernels/act-dtypes/layer_norm \
+      -p /kernels/act-dtypes/layer_norm/in-place; then
+    pass "test-kernels-act-dtypes: layer norms with PPDIFFUSE_CUDA_LAYER_NORM=vector"
   fi
   # The convolutions in each layout: every 16-bit case channels-first,
   # then every channel-aligned one channels-last.
@@ -1038,10 +1047,9 @@ step_bench() {
     # side by side with the default above: the first measured way (float32
     # attention, heuristic NCHW convolutions, whole group norms, on the
     # default activations), each convolution shape's algorithm timed, the
-    # group norms channels first (whole), and channels last eight channels
-    # a thread (vector).
+    # group norms channels first (whole).
     for way in "f32 heuristic nchw whole" "fused timed auto split" \
-        "fused heuristic auto whole" "fused heuristic auto vector"; do
+        "fused heuristic auto whole"; do
       set -- $way
       runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
           "$work/bench.log" 300 \
@@ -1056,9 +1064,12 @@ step_bench() {
     # former defaults: each op's kernel between a widening and a
     # narrowing), 16 bits channels first, and 16 bits with the GEMMs'
     # outputs through float32 scratch (a bias kernel and a narrowing each)
-    # instead of cuBLAS writing them; and the layer norms a block a row.
+    # instead of cuBLAS writing them; the layer norms a block a row; and
+    # both norms eight values a thread (vector: the profile gives each
+    # norm's time).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
-        "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block"; do
+        "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       runs "gpu-bench f16, $way" "$work/bench.log" 300 \
           env $way "$build/tests/bench/gpu-bench" --dtype f16 \

@@ -726,9 +726,13 @@ test_group_norm_offset (void)
         1e-6, 0);
 }
 
+static const char *const layer_norm_ways[] = { "", " by block",
+  " by vectors"
+};
+
 static void
 layer_norm_case (size_t rows, int dim, bool in_place, bool params,
-    bool by_block, const std::vector<float> &x,
+    int way, const std::vector<float> &x,
     const std::vector<Types> &typings, double abs, double rel)
 {
   const std::vector<float> gamma = exact_values (dim, 0.5f, 1.5f);
@@ -736,7 +740,7 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   std::vector<Arg> args = { in_place ? inout ("x", x) : in ("x", x),
     in ("gamma", gamma), in ("beta", beta) };
   const std::string what = strf ("layer_norm rows=%zu dim=%d%s%s%s", rows,
-      dim, by_block ? " by block" : "", in_place ? " in place" : "",
+      dim, layer_norm_ways[way], in_place ? " in place" : "",
       params ? "" : " no gamma, beta");
   const size_t y = in_place ? 0 : 3;
   std::vector<double> want (rows * dim);
@@ -746,7 +750,7 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   auto r = run_typed (what, args, [&] (const Run &b) {
         return pp_cuda_layer_norm (b.p (0), b.t (0), rows, dim, EPS,
             params ? b.p (1) : NULL, b.t (1), params ? b.p (2) : NULL,
-            b.t (2), b.p (y), by_block, NULL); }, typings);
+            b.t (2), b.p (y), way, NULL); }, typings);
   for (size_t row = 0; row < rows; row++) {
     double mean, rstd;
 
@@ -765,15 +769,19 @@ test_layer_norm (void)
   const size_t rows = 5;
 
   /* A warp a row with 16 and 48 values a lane, and a block a row past
-   * 1536 (or when asked: PPDIFFUSE_CUDA_LAYER_NORM=block). */
-  for (bool by_block : { false, true })
-    for (int dim : { 1, 31, 77, 320, 1000, 1281, 1600 }) {
+   * 1536 (or when asked: PPDIFFUSE_CUDA_LAYER_NORM=block); by vectors
+   * (PPDIFFUSE_CUDA_LAYER_NORM=vector) 2, 3, 5 and 6 groups of eight a
+   * lane for the multiples of 8 (320, 640, 1000 and 1280, 1536), as the
+   * warp kernel elsewhere. */
+  for (int way : { PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
+          PP_CUDA_LAYER_NORM_VECTOR })
+    for (int dim : { 1, 31, 77, 320, 640, 1000, 1280, 1281, 1536, 1600 }) {
       const std::vector<float> x = exact_values (rows * dim, -3, 5);
 
-      layer_norm_case (rows, dim, false, true, by_block, x,
+      layer_norm_case (rows, dim, false, true, way, x,
           { { F16, F32, BF16, F16 }, { BF16, BF16, F16, BF16 } }, NORM_ABS,
           NORM_REL);
-      layer_norm_case (rows, dim, true, dim % 2 == 0, by_block, x,
+      layer_norm_case (rows, dim, true, dim % 2 == 0, way, x,
           { { F16, BF16, F32 } }, NORM_ABS, NORM_REL);
     }
   {
@@ -782,8 +790,9 @@ test_layer_norm (void)
 
     for (float &v : x)
       v += 1e4f;
-    for (bool by_block : { false, true })
-      layer_norm_case (rows, 1000, false, false, by_block, x, {}, 1e-6, 0);
+    for (int way : { PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
+            PP_CUDA_LAYER_NORM_VECTOR })
+      layer_norm_case (rows, 1000, false, false, way, x, {}, 1e-6, 0);
   }
 }
 
