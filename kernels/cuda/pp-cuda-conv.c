@@ -192,6 +192,32 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
   return FALSE;
 }
 
+/* cuDNN's name of forward algorithm @algo, without its prefix. */
+static const gchar *
+algo_name (cudnnConvolutionFwdAlgo_t algo)
+{
+  switch (algo) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+      return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+      return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+      return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+      return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
+    default:
+      return "(unnamed)";
+  }
+}
+
 /* @key's convolution, in words. */
 static gchar *
 conv_describe (const PpCudaConvKey * key)
@@ -320,13 +346,14 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
       : CUDNN_TENSOR_NCHW;
   const cudnnMathType_t math = plan_math (cu, key);
   ConvPlan *p = g_hash_table_lookup (cu->conv_plans, key);
+  g_autofree gchar *desc = NULL;
+  gboolean timed;
 
   if (p != NULL)
     return p;
   if (pp_cuda_capturing_here (cu)) {
     if (cu->capture_error == NULL) {
-      g_autofree gchar *desc = conv_describe (key);
-
+      desc = conv_describe (key);
       g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
           "%s: a %s convolution first met inside a CUDA graph capture "
           "(its plan is made by a run without a graph)", cu->be.device,
@@ -352,9 +379,20 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
   p->math = math;
-  if (!cu->conv_timed || !time_algorithm (cu, p, x, w, y))
+  timed = cu->conv_timed && time_algorithm (cu, p, x, w, y);
+  if (!timed)
     choose_algorithm (cu, p, key);
   g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);
+  /* Once a shape: which algorithm each convolution of a model runs (the
+   * benchmark's profile gives their times). */
+  if (g_log_writer_default_would_drop (G_LOG_LEVEL_INFO, G_LOG_DOMAIN))
+    return p;
+  desc = conv_describe (key);
+  g_info ("%s: cuda conv: %s: %s (%s, %s math), %" G_GSIZE_FORMAT " bytes "
+      "of workspace", cu->be.device, desc, algo_name (p->algo),
+      timed ? "timed" : "heuristics", p->math == CUDNN_FMA_MATH ? "FMA"
+      : p->math == CUDNN_DEFAULT_MATH ? "default" : "tensor-op",
+      p->workspace);
   return p;
 }
 

@@ -1038,6 +1038,11 @@ step_bench() {
           grep -E 'cuda attention:' "$work/bench.log" \
             | sed 's/.*cuda attention:/cuda attention:/' | sort | uniq \
             | cut -c1-300 | indent
+          # Each convolution shape's algorithm (the profile's shapes give
+          # their times), f16 only.
+          [ "$dt" = f16 ] && grep -E 'cuda conv:' "$work/bench.log" \
+            | sed 's/.*cuda conv:/cuda conv:/' | sort | uniq \
+            | cut -c1-300 | indent
           # Where the time of a step goes, by op family (device time).
           [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
