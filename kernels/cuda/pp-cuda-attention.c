@@ -47,7 +47,7 @@ part_size (gsize count)
 
 /* Whether 16-bit data at @p starts where a part would. */
 static gboolean
-aligned (gconstpointer p)
+part_aligned (gconstpointer p)
 {
   return (guintptr) p % (PART_ALIGN * sizeof (guint16)) == 0;
 }
@@ -177,7 +177,7 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     return FALSE;
   workspace = bytes > 0 ? pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       bytes) : NULL;
-  out16 = out_type == t && aligned (out) ? out
+  out16 = out_type == t && part_aligned (out) ? out
       : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
       count * sizeof (guint16));
   for (int s = 0; s < n; s++) {
@@ -235,7 +235,7 @@ usable (PpCudaBackend * cu, const char *op, PpView v, int ld, int width,
     PpCudaType t)
 {
   return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
-      && ld == width && aligned (v.data);
+      && ld == width && part_aligned (v.data);
 }
 
 /* Activation @v (@rows rows @ld apart, @width used; float32 or of @t) as

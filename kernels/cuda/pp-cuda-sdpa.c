@@ -720,7 +720,7 @@ pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
 }
 
 static gboolean
-aligned (const void *p)
+sdpa_aligned (const void *p)
 {
   return (uintptr_t) p % SDPA_ALIGNMENT == 0;
 }
@@ -771,7 +771,8 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
         shape, plan->workspace, workspace_bytes, workspace);
     return FALSE;
   }
-  if (!aligned (q) || !aligned (k) || !aligned (v) || !aligned (out)) {
+  if (!sdpa_aligned (q) || !sdpa_aligned (k) || !sdpa_aligned (v)
+      || !sdpa_aligned (out)) {
     g_autofree gchar *shape = key_describe (&key);
 
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "%s: q %p, k %p, v %p and "
