@@ -799,6 +799,17 @@ param_load (PpCudaType type, const void *p, int i)
   return pp_cuda_load<PP_CUDA_F32> (p, i);
 }
 
+/* A row's residual mean (*@lo) and 1/√(var + eps) from its lanes' sums of
+ * deviations from the float mean (@s) and of their squares (@sq). */
+__device__ __forceinline__ void
+warp_row_moments (float s, float sq, int dim, float eps, float *lo,
+    float *rstd)
+{
+  *lo = pp_cuda_warp_sum (s) / (float) dim;
+  *rstd = rsqrtf (fmaxf (pp_cuda_warp_sum (sq) / (float) dim - *lo * *lo,
+          0.0f) + eps);
+}
+
 template <PpCudaType A, int V> __global__ void
 layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
@@ -833,9 +844,7 @@ layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
         s += d;
         sq += d * d;
       }
-    lo = pp_cuda_warp_sum (s) / (float) dim;
-    rstd = rsqrtf (fmaxf (pp_cuda_warp_sum (sq) / (float) dim - lo * lo,
-            0.0f) + eps);
+    warp_row_moments (s, sq, dim, eps, &lo, &rstd);
     PP_CUDA_UNROLL
     for (int k = 0; k < V; k++) {
       const int i = lane + 32 * k;
@@ -920,9 +929,7 @@ layer_norm_vec_kernel (const void *x, size_t rows, int dim, float eps,
           s += d;
           sq += d * d;
         }
-    lo = pp_cuda_warp_sum (s) / (float) dim;
-    rstd = rsqrtf (fmaxf (pp_cuda_warp_sum (sq) / (float) dim - lo * lo,
-            0.0f) + eps);
+    warp_row_moments (s, sq, dim, eps, &lo, &rstd);
     PP_CUDA_UNROLL
     for (int k = 0; k < O; k++) {
       const int o = lane + 32 * k;
