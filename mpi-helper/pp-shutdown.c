@@ -60,7 +60,8 @@ disconnect_blocking (gpointer data, GError ** error)
 {
   DisconnectCall *call = data;
 
-  MPI_Comm_free (&call->world);
+  if (call->world != MPI_COMM_NULL)
+    MPI_Comm_free (&call->world);
   return pp_mpi_check (MPI_Comm_disconnect (&call->inter),
       "MPI_Comm_disconnect", error);
 }
@@ -177,10 +178,19 @@ mesh_stop (PpMesh * mesh, PpMeshStats * stats, GError ** error)
   } else if (shutdown_clean (mesh, stats, error)) {
     DisconnectCall *call = g_new0 (DisconnectCall, 1);
 
-    /* The workers have left their loops: no more heartbeats. */
+    /* The workers have left their loops; their last heartbeats may still
+     * come, until each one's farewell (pp-liveness.h).  Without every
+     * farewell the world communicator stays allocated: a heartbeat that
+     * came after it was freed would reach a later mesh's. */
     pp_liveness_stop (mesh->liveness);
     call->inter = mesh->inter;
     call->world = mesh->world;
+    if (!pp_liveness_await_farewells (mesh->liveness,
+            pp_deadline_in_ms (mesh->timeout_ms))) {
+      PP_WARN ("not every worker ended its heartbeats within %u ms: their "
+          "communicator is kept", mesh->timeout_ms);
+      call->world = MPI_COMM_NULL;
+    }
     ok = pp_run_with_deadline ("disconnecting from the workers",
         disconnect_blocking, call, g_free, mesh->timeout_ms, error);
   }

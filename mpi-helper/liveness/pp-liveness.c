@@ -24,6 +24,7 @@ typedef struct
   PpHeartbeat beat;             /* the last it sent */
   MPI_Request req;              /* our heartbeat to it, in flight */
   guint8 *out;                  /* its buffer, PP_HEARTBEAT_SIZE bytes */
+  gboolean farewell;            /* its last message came (under lock) */
 } Peer;
 
 struct _PpLiveness
@@ -213,7 +214,12 @@ pp_liveness_drain (PpLiveness * lv)
     const gint i = peer_index (lv, source);
     PpHeartbeat hb;
 
-    if (i >= 0 && pp_heartbeat_read (lv->inbox, len, &hb, &error)) {
+    if (i >= 0 && len == 0) {
+      /* A farewell: nothing more comes from it (pp_liveness_farewell). */
+      g_mutex_lock (&lv->lock);
+      lv->peers[i].farewell = TRUE;
+      g_mutex_unlock (&lv->lock);
+    } else if (i >= 0 && pp_heartbeat_read (lv->inbox, len, &hb, &error)) {
       g_mutex_lock (&lv->lock);
       lv->peers[i].beat = hb;
       lv->peers[i].heard_us = g_get_monotonic_time ();
@@ -264,8 +270,14 @@ judge_peers (PpLiveness * lv)
   for (guint i = 0; i < lv->n_peers; i++) {
     PpHeartbeat hb;
     gint64 silent_us;
+    gboolean farewell;
 
     pp_liveness_peer (lv, i, &hb, &silent_us);
+    g_mutex_lock (&lv->lock);
+    farewell = lv->peers[i].farewell;
+    g_mutex_unlock (&lv->lock);
+    if (farewell)
+      continue;                 /* it ended its heartbeats cleanly */
     if (silent_us > limit) {
       pp_recorder_note (PP_REC_HEARTBEAT, hb.chunk_id, lv->peers[i].rank, 0,
           PP_REC_FAILED);
@@ -351,6 +363,58 @@ pp_liveness_stop (PpLiveness * lv)
       g_clear_pointer (&p->out, g_free);
     else
       p->out = NULL;            /* MPI may still read it: leaked */
+  }
+}
+
+void
+pp_liveness_beat_now (PpLiveness * lv)
+{
+  guint8 out[PP_HEARTBEAT_SIZE];
+
+  for (guint i = 0; i < lv->n_peers; i++) {
+    const PpHeartbeat hb = own_beat (lv, g_get_monotonic_time ());
+
+    pp_heartbeat_write (&hb, out);
+    MPI_Send (out, PP_HEARTBEAT_SIZE, MPI_BYTE, lv->peers[i].rank,
+        PP_TAG_HEARTBEAT, lv->world);
+  }
+}
+
+void
+pp_liveness_farewell (PpLiveness * lv)
+{
+  g_return_if_fail (lv->thread == NULL);
+
+  for (guint i = 0; i < lv->n_peers; i++)
+    MPI_Send (NULL, 0, MPI_BYTE, lv->peers[i].rank, PP_TAG_HEARTBEAT,
+        lv->world);
+}
+
+/* Whether every peer's farewell came. */
+static gboolean
+all_farewells (PpLiveness * lv)
+{
+  gboolean all = TRUE;
+
+  g_mutex_lock (&lv->lock);
+  for (guint i = 0; i < lv->n_peers; i++)
+    all &= lv->peers[i].farewell;
+  g_mutex_unlock (&lv->lock);
+  return all;
+}
+
+gboolean
+pp_liveness_await_farewells (PpLiveness * lv, gint64 deadline_us)
+{
+  g_return_val_if_fail (lv->thread == NULL, FALSE);
+
+  for (;;) {
+    pp_liveness_drain (lv);
+    if (all_farewells (lv))
+      return TRUE;
+    if (g_get_monotonic_time () >= deadline_us)
+      return FALSE;
+    g_usleep (PP_LIVENESS_POLL_US);
   }
 }
 

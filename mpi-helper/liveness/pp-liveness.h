@@ -79,6 +79,26 @@ void        pp_liveness_start (PpLiveness * lv);
 void        pp_liveness_stop  (PpLiveness * lv);
 void        pp_liveness_free  (PpLiveness * lv);
 
+/* The clean end of the heartbeats between ranks, after pp_liveness_stop.
+ * A message that reaches a rank after it freed the communicator waits in
+ * Open MPI for a communicator of the same context id, and a later one
+ * (the next mesh's, smaller) takes it: from a rank past its end, Open
+ * MPI's matching then crashes (mca_pml_ob1_add_comm).  So a rank ends its
+ * heartbeats with a farewell to each peer, an empty message on their tag
+ * (pp_liveness_farewell), and the peer frees the communicator only once it
+ * has each farewell (pp_liveness_await_farewells): MPI keeps one sender's
+ * messages of one tag in order, so every heartbeat before it has been
+ * taken.  The worker's hook may send one more heartbeat first (the
+ * late-beat fault; pp_liveness_beat_now).  Blocking sends: a rank calls
+ * them under its exit watchdog. */
+void        pp_liveness_beat_now       (PpLiveness * lv);
+void        pp_liveness_farewell       (PpLiveness * lv);
+/* Drains until every peer's farewell came (TRUE), or until
+ * @deadline_us (g_get_monotonic_time) passes (FALSE: the communicator
+ * must stay allocated). */
+gboolean    pp_liveness_await_farewells (PpLiveness * lv,
+                                       gint64 deadline_us);
+
 /* Takes every heartbeat that has arrived (after @drain); any thread. */
 void        pp_liveness_drain (PpLiveness * lv);
 

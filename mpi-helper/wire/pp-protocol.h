@@ -22,8 +22,10 @@ G_BEGIN_DECLS
  * the first chunk of every mesh too: the plan names only what to load. */
 /* 8: heartbeats carry the bytes of the worker's per-stream state (the
  * temporal feature bank); the settings carry temporal, bank-frames and
- * fusion-threshold. */
-#define PP_PROTOCOL_VERSION 8
+ * fusion-threshold.
+ * 9: a worker's clean end sends rank 0 a farewell, an empty message on
+ * the heartbeat tag, after its last heartbeat (pp-liveness.h). */
+#define PP_PROTOCOL_VERSION 9
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum

@@ -45,6 +45,9 @@ typedef struct
                                PpSendDefect * defect, gboolean * twice);
   /* Where each thread stops for good once the hang fault fired. */
   void     (*freeze_point)    (void);
+  /* At the clean end, before the farewell: how long to wait before one
+   * more heartbeat to rank 0 (late-beat), 0 for none. */
+  guint    (*late_beat_ms)    (void);
 } PpWorkerHooks;
 
 /* Installs @hooks (every member set); called before main runs. */

@@ -1164,6 +1164,13 @@ main (int argc, char **argv)
   pp_liveness_stop (w.liveness);
 
   g_thread_unref (g_thread_new ("pp-exit-watchdog", exit_watchdog, NULL));
+  /* The last of this rank's heartbeats: rank 0 frees the communicator
+   * once it has it (pp-liveness.h). */
+  if (hooks != NULL && hooks->late_beat_ms () > 0) {
+    g_usleep ((gulong) hooks->late_beat_ms () * 1000);
+    pp_liveness_beat_now (w.liveness);
+  }
+  pp_liveness_farewell (w.liveness);
   MPI_Comm_free (&w.world);
   MPI_Comm_disconnect (&w.parent);
   MPI_Finalize ();

@@ -19,6 +19,8 @@
 
 /* The slow fault sleeps this many timeouts in one step. */
 #define PP_FAULT_SLOW_TIMEOUTS 3
+/* The late-beat fault's delay without ms:M. */
+#define PP_FAULT_LATE_BEAT_MS 300
 /* Open MPI's environment for a spawned process: its rank among the
  * spawned (world rank - 1), known before MPI_Init. */
 #define OMPI_RANK_ENV "OMPI_COMM_WORLD_RANK"
@@ -179,6 +181,20 @@ hook_before_send (const PpChunk * chunk, gint peer,
   return *defect != PP_SEND_INTACT || *twice;
 }
 
+static guint
+hook_late_beat_ms (void)
+{
+  static guint ms;
+
+  /* Asked twice (whether, then how long): fired once, remembered. */
+  if (ms == 0 && fires (PP_FAULT_LATE_BEAT, 0)) {
+    ms = fault.ms > 0 ? (guint) fault.ms : PP_FAULT_LATE_BEAT_MS;
+    PP_WARN ("injecting fault late-beat: a heartbeat %u ms after the "
+        "shutdown marker", ms);
+  }
+  return ms;
+}
+
 static const PpWorkerHooks fault_hooks = {
   .before_mpi_init = hook_before_mpi_init,
   .init = hook_init,
@@ -188,6 +204,7 @@ static const PpWorkerHooks fault_hooks = {
   .after_step = hook_after_step,
   .before_send = hook_before_send,
   .freeze_point = hook_freeze_point,
+  .late_beat_ms = hook_late_beat_ms,
 };
 
 /* At load, so that the hook before MPI_Init is in place too; the worker

@@ -23,6 +23,7 @@ static const gchar *const kind_names[] = {
   [PP_FAULT_LATE_START] = "late-start",
   [PP_FAULT_SLOW_LOAD] = "slow-load",
   [PP_FAULT_STALLED_LOAD] = "stalled-load",
+  [PP_FAULT_LATE_BEAT] = "late-beat",
 };
 
 const gchar *

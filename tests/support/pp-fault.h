@@ -30,6 +30,8 @@ typedef enum
   PP_FAULT_SLOW_LOAD,           /* the model load takes chunk:N ms more,
                                  * reporting progress all along */
   PP_FAULT_STALLED_LOAD,        /* … chunk:N ms more without progress */
+  PP_FAULT_LATE_BEAT,           /* at the clean end, one more heartbeat
+                                 * ms:M (default 300) before the farewell */
 } PpFaultKind;
 
 typedef struct
