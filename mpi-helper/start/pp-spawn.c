@@ -344,18 +344,17 @@ spawn_blocking (SpawnCall * call, GError ** error)
 }
 
 /* A spawn that completed after rank 0 gave up: every worker is told to
- * exit, and the communicators go. */
+ * exit.  The communicators stay allocated: a worker's hello or load
+ * progress may still be on its way, and a message that reaches a freed
+ * communicator waits in Open MPI for the next one of its context id,
+ * whose merge it can crash (pp-liveness.h, the farewells). */
 static void
 spawn_cancel_late (SpawnCall * call)
 {
-  if (call->world != MPI_COMM_NULL) {
+  if (call->world != MPI_COMM_NULL)
     for (guint r = 1; r <= call->n_workers; r++)
       MPI_Send (NULL, PP_HELLO_CANCEL_BYTES, MPI_BYTE, (int) r,
           PP_TAG_HANDSHAKE, call->world);
-    MPI_Comm_free (&call->world);
-  }
-  if (call->inter != MPI_COMM_NULL)
-    MPI_Comm_free (&call->inter);
   PP_WARN ("a spawn given up on completed late: its %u workers were told "
       "to exit", call->n_workers);
 }
