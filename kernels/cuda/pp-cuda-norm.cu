@@ -883,6 +883,16 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
   }
 }
 
+/* Blocks of a warp-per-row launch over @rows rows (LAYER_NORM_WARPS rows
+ * a block, grid-stride past NORM_MAX_BLOCKS). */
+static unsigned
+layer_norm_warp_blocks (size_t rows)
+{
+  const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
+
+  return (unsigned) (need < NORM_MAX_BLOCKS ? need : NORM_MAX_BLOCKS);
+}
+
 /* The vector way (PP_CUDA_LAYER_NORM_VECTOR): the warp kernel's row in
  * registers, each lane taking O of its groups of eight values (one
  * 16-byte load and store each: the row's dim / 8 groups over the warp, so
@@ -957,9 +967,7 @@ layer_norm_vec_launch (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, void *y, cudaStream_t stream)
 {
-  const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
-  const unsigned blocks = (unsigned) (need < NORM_MAX_BLOCKS ? need
-      : NORM_MAX_BLOCKS);
+  const unsigned blocks = layer_norm_warp_blocks (rows);
 
   layer_norm_vec_kernel<A, O><<<blocks, 32 * LAYER_NORM_WARPS, 0,
       stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
@@ -999,9 +1007,7 @@ layer_norm_warp (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, void *y, cudaStream_t stream)
 {
-  const size_t need = (rows + LAYER_NORM_WARPS - 1) / LAYER_NORM_WARPS;
-  const unsigned blocks = (unsigned) (need < NORM_MAX_BLOCKS ? need
-      : NORM_MAX_BLOCKS);
+  const unsigned blocks = layer_norm_warp_blocks (rows);
 
   if (dim <= 32 * 16)
     layer_norm_warp_kernel<A, 16><<<blocks, 32 * LAYER_NORM_WARPS, 0,

@@ -40,6 +40,21 @@ binder_dtype (const PpBinder * b)
   return dtype != 0 ? dtype : b->be->default_weight_dtype;
 }
 
+/* The host data of weight @key (float32, of @shape), or NULL with the
+ * binder's error set (the weights' own, else that it could not be read). */
+static const gfloat *
+read_weight (PpBinder * b, const gchar * key, PpWeightKind kind, guint ndim,
+    const gint64 * shape)
+{
+  const gfloat *data = pp_weights_get_kind (b->weights, key, kind, ndim,
+      shape, &b->error);
+
+  if (data == NULL && b->error == NULL)
+    g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
+        "weight '%s' could not be read", key);
+  return data;
+}
+
 /* The weight @prefix@suffix, uploaded to the binder's backend (once: at
  * bind time); none after an error. */
 static PpView
@@ -56,13 +71,9 @@ bind_one (PpBinder * b, const gchar * prefix, const gchar * suffix,
   if (b->error != NULL)
     return pp_view_none ();
   key = g_strconcat (prefix, suffix, NULL);
-  data = pp_weights_get_kind (b->weights, key, kind, ndim, shape, &b->error);
-  if (data == NULL) {
-    if (b->error == NULL)
-      g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
-          "weight '%s' could not be read", key);
+  data = read_weight (b, key, kind, ndim, shape);
+  if (data == NULL)
     return pp_view_none ();
-  }
   for (guint i = 0; i < ndim; i++)
     n *= (gsize) shape[i];
   device = pp_backend_upload_weights (b->be, data, n, dtype, &owned,
@@ -217,13 +228,10 @@ pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked, PpLinear * parts,
   host = g_new (gfloat, n * each);
   for (guint i = 0; i < n; i++) {
     g_autofree gchar *key = g_strconcat (prefixes[i], ".weight", NULL);
-    const gfloat *w = pp_weights_get_kind (b->weights, key,
-        PP_WEIGHT_DEFAULT, LINEAR_DIMS, wshape, &b->error);
+    const gfloat *w = read_weight (b, key, PP_WEIGHT_DEFAULT, LINEAR_DIMS,
+        wshape);
 
     if (w == NULL) {
-      if (b->error == NULL)
-        g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
-            "weight '%s' could not be read", key);
       g_free (host);
       return;
     }
@@ -249,13 +257,10 @@ pp_bind_bias_sum (PpBinder * b, gint n, const gchar * const *prefixes)
   host = g_new0 (gfloat, n);
   for (guint i = 0; prefixes[i] != NULL; i++) {
     g_autofree gchar *key = g_strconcat (prefixes[i], ".bias", NULL);
-    const gfloat *bias = pp_weights_get_kind (b->weights, key,
-        PP_WEIGHT_BIAS, VECTOR_DIMS, shape, &b->error);
+    const gfloat *bias = read_weight (b, key, PP_WEIGHT_BIAS, VECTOR_DIMS,
+        shape);
 
     if (bias == NULL) {
-      if (b->error == NULL)
-        g_set_error (&b->error, PP_ERROR, PP_ERROR_MODEL,
-            "weight '%s' could not be read", key);
       g_free (host);
       return pp_view_none ();
     }

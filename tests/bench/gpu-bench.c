@@ -336,20 +336,6 @@ floor_seconds (const PpOpProfile * p, Peaks peaks)
       p->flops / (peaks.f16_tflops * 1e12));
 }
 
-static gdouble
-shape_seconds (const PpOpShape * s)
-{
-  return profile_on_device ? s->device_seconds : s->seconds;
-}
-
-static gint
-shape_by_time_desc (gconstpointer a, gconstpointer b)
-{
-  const gdouble tx = shape_seconds (a), ty = shape_seconds (b);
-
-  return (tx < ty) - (tx > ty);
-}
-
 /* "  12.3×": how many times its floor @s took; blank without a floor. */
 static void
 print_times_floor (gdouble s, gdouble floor_s)
@@ -368,30 +354,36 @@ static void
 print_shapes (gdouble total, Peaks peaks)
 {
   g_autoptr (GArray) shapes = pp_ops_get_shapes ();
-  guint listed = 0;
+  g_autofree PpOpProfile *all = g_new0 (PpOpProfile, shapes->len);
+  guint n = 0;
 
-  g_array_sort (shapes, shape_by_time_desc);
+  /* Each shape as the profile of its calls (their FLOPs and bytes in
+   * all), sorted as the ops are; its region on a device is its ops'. */
+  for (guint i = 0; i < shapes->len; i++) {
+    const PpOpShape *sh = &g_array_index (shapes, PpOpShape, i);
+
+    if (sh->op == PP_OP_FOR_ROWS && profile_on_device)
+      continue;
+    all[n++] = (PpOpProfile) { .name = sh->name, .calls = sh->calls,
+      .seconds = sh->seconds, .device_seconds = sh->device_seconds,
+      .flops = sh->flops * sh->calls, .bytes = sh->bytes * sh->calls };
+  }
+  qsort (all, n, sizeof all[0], by_time_desc);
   printf ("  %-22s %9s %7s %7s %9s %9s %9s %9s %9s\n", "shape (per call)",
       "ms", "share", "calls", "µs", "GFLOP", "MB", "GB/s", "× floor");
-  for (guint i = 0; i < shapes->len && listed < PROFILE_TOP_SHAPES; i++) {
-    const PpOpShape *sh = &g_array_index (shapes, PpOpShape, i);
-    const gdouble s = shape_seconds (sh);
-    PpOpProfile one = { 0 };
-    gdouble each;
+  for (guint i = 0; i < n && i < PROFILE_TOP_SHAPES; i++) {
+    const PpOpProfile *p = &all[i];
+    const gdouble s = profile_seconds (p);
 
     if (s <= 0)
       break;
-    if (sh->op == PP_OP_FOR_ROWS && profile_on_device)
-      continue;                 /* its ops are listed themselves */
-    each = s / sh->calls;
-    one.flops = sh->flops;
-    one.bytes = sh->bytes;
     printf ("  %-22s %9.3f %6.1f %% %7" G_GUINT64_FORMAT " %9.1f %9.3f "
-        "%9.2f %9.0f", sh->name, s * 1e3, 100 * s / total, sh->calls,
-        each * 1e6, sh->flops / 1e9, sh->bytes / 1e6, sh->bytes / 1e9 / each);
-    print_times_floor (each, floor_seconds (&one, peaks));
+        "%9.2f %9.0f", p->name, s * 1e3, 100 * s / total, p->calls,
+        s / p->calls * 1e6, p->flops / 1e9 / p->calls,
+        p->bytes / 1e6 / p->calls, p->bytes / 1e9 / s);
+    /* The calls' time over their floor: each call's, as they are alike. */
+    print_times_floor (s, floor_seconds (p, peaks));
     printf ("\n");
-    listed++;
   }
 }
 

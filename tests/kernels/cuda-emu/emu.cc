@@ -31,7 +31,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #ifdef EMU_ASAN
@@ -485,6 +488,23 @@ record_launch (EmuGraph *graph, dim3 grid, dim3 block, size_t shmem,
       new LaunchNode { grid, block, shmem, kernel, body }, free_launch_node);
 }
 
+/* emu_kernel_runs's counts, by kernel name. */
+static std::mutex runs_lock;
+static std::map<std::string, unsigned long> runs;
+
+unsigned long
+emu_kernel_runs (const char *prefix)
+{
+  const std::lock_guard<std::mutex> hold (runs_lock);
+  const std::string p (prefix);
+  unsigned long n = 0;
+
+  for (auto it = runs.lower_bound (p);
+      it != runs.end () && it->first.compare (0, p.size (), p) == 0; ++it)
+    n += it->second;
+  return n;
+}
+
 void
 emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     const char *kernel, const std::function<void ()> &body)
@@ -508,6 +528,11 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     record_launch (((EmuStreamState *) stream)->capture, grid, block, shmem,
         kernel, body);
     return;
+  }
+  {
+    const std::lock_guard<std::mutex> hold (runs_lock);
+
+    runs[kernel]++;
   }
 #ifdef EMU_ASAN
   {

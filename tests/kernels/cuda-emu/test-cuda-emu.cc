@@ -631,6 +631,11 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   std::vector<float> shifted = x;
   std::vector<double> want;
 
+  /* The vector way takes every multiple of 8 channels (the emulation's
+   * buffers lie on 16 bytes), the tiles the rest. */
+  const bool vector = way == VECTOR_NHWC && s.c % 8 == 0;
+  const unsigned long vector_runs = emu_kernel_runs ("group_norm_vec_");
+
   if (!in_place)
     args.push_back (out ("y", total));
   if (!shift.empty ())
@@ -650,6 +655,9 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     want = channels_last (want, s.n, s.c, s.hw);
   if (r)
     expect_near (what, args, *r, y, want, abs, rel);
+  if ((emu_kernel_runs ("group_norm_vec_") > vector_runs) != vector)
+    failf ("%s: the vector kernels %s", what.c_str (), vector ? "did not run"
+        : "ran");
 }
 
 static void
@@ -744,6 +752,10 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
       params ? "" : " no gamma, beta");
   const size_t y = in_place ? 0 : 3;
   std::vector<double> want (rows * dim);
+  /* By vectors: rows of a multiple of 8 values up to 1536. */
+  const bool vector = way == PP_CUDA_LAYER_NORM_VECTOR && dim % 8 == 0
+      && dim <= 1536;
+  const unsigned long vector_runs = emu_kernel_runs ("layer_norm_vec_");
 
   if (!in_place)
     args.push_back (out ("y", rows * dim));
@@ -761,6 +773,9 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   }
   if (r)
     expect_near (what, args, *r, y, want, abs, rel);
+  if ((emu_kernel_runs ("layer_norm_vec_") > vector_runs) != vector)
+    failf ("%s: the vector kernel %s", what.c_str (), vector ? "did not run"
+        : "ran");
 }
 
 static void

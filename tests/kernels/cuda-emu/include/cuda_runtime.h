@@ -142,3 +142,7 @@ cudaError_t cudaGetLastError ();
 /* Threads and blocks in descending order from now on (ascending: false):
  * the tests run each launch both ways. */
 void emu_set_descending (bool descending);
+/* The launches run so far of kernels whose name (as the launch writes it,
+ * "kernel<A, G, B>") starts with @prefix: which of a function's kernels
+ * took a case. */
+unsigned long emu_kernel_runs (const char *prefix);
