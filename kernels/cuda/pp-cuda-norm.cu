@@ -20,6 +20,19 @@
 
 /* Mean (*@hi + *@lo) and 1/√(var + eps) of the @count values at @first
  * of @x (stored as A), every thread of the block getting them. */
+/* A parameter (gamma, beta) of @type widened: a uniform branch, so that
+ * no kernel is instantiated for every pair of parameter types (the apply
+ * kernels load their channels' parameters once, before their loops). */
+__device__ __forceinline__ float
+param_load (PpCudaType type, const void *p, int i)
+{
+  if (type == PP_CUDA_F16)
+    return pp_cuda_load<PP_CUDA_F16> (p, i);
+  if (type == PP_CUDA_BF16)
+    return pp_cuda_load<PP_CUDA_BF16> (p, i);
+  return pp_cuda_load<PP_CUDA_F32> (p, i);
+}
+
 template <PpCudaType A> __device__ void
 norm_moments (const void *x, size_t first, size_t count, float eps,
     float *shared, float *hi, float *lo, float *rstd)
@@ -105,10 +118,11 @@ group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
         0.0f);
 }
 
-template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+template <PpCudaType A> __global__ void
 group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     int splits, const float4 *partials, float eps,
-    const void *gamma, const void *beta, bool silu, void *y)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, bool silu, void *y)
 {
   __shared__ float moments[3];
   const int per_group = c / groups;
@@ -152,8 +166,8 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     /* Values of a group number below 2^32: 32-bit division. */
     const size_t at = group_at (item, groups, per_group, hw, (unsigned) i,
         &ch);
-    const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
-    const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+    const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
 
     const float v = ((pp_cuda_load<A> (x, at) - moments[0]) - moments[1])
         * (moments[2] * ga) + be;
@@ -165,10 +179,10 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
 /* The first way, kept to measure the split against and to fall back on:
  * one block per (sample, group) item, both passes and the normalisation
  * in it. */
-template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+template <PpCudaType A> __global__ void
 group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, const void *beta, bool silu,
-    void *y)
+    int groups, float eps, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, bool silu, void *y)
 {
   __shared__ float shared[32];
   const int per_group = c / groups;
@@ -182,8 +196,8 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
     norm_moments<A> (x, first, count, eps, shared, &hi, &lo, &rstd);
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
       const size_t ch = g * per_group + i / hw;
-      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
-      const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+      const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+      const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
 
       const float v = ((pp_cuda_load<A> (x, first + i) - hi) - lo)
           * (rstd * ga) + be;
@@ -401,10 +415,11 @@ group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
   }
 }
 
-template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+template <PpCudaType A> __global__ void
 group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
     size_t hw, int groups, int per_thread, const float4 *moments,
-    const void *gamma, const void *beta, bool silu, void *y)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, bool silu, void *y)
 {
   const int per_group = c / groups;
   const size_t sample = blockIdx.y, base = sample * hw * c;
@@ -417,8 +432,8 @@ group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
 
     if (j < per_thread && ch < c) {
       const float4 mo = moments[sample * groups + ch / per_group];
-      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
-      const float be = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+      const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+      const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
       const float scale = mo.z * ga;
       const float sh = nhwc_shift (shift, sample, c, ch);
 
@@ -562,10 +577,11 @@ group_norm_vec_stats_kernel (const void *x, const float *shift, int c,
   }
 }
 
-template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+template <PpCudaType A> __global__ void
 group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
     size_t hw, int groups, int rows, const float4 *moments,
-    const void *gamma, const void *beta, bool silu, void *y)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, bool silu, void *y)
 {
   const int octets = c / PP_CUDA_VEC, per_group = c / groups;
   const int r = (int) threadIdx.x / octets;
@@ -580,12 +596,12 @@ group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
   for (int q = 0; q < PP_CUDA_VEC; q++) {
     const int ch = ch0 + q;
     const float4 mo = moments[sample * groups + ch / per_group];
-    const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, ch) : 1.0f;
+    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
 
     hi[q] = mo.x;
     lo[q] = mo.y;
     scale[q] = mo.z * ga;
-    be[q] = beta != NULL ? pp_cuda_load<B> (beta, ch) : 0.0f;
+    be[q] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
     sh[q] = nhwc_shift (shift, sample, c, ch);
   }
   for (size_t p = begin + r; p < end; p += rows) {
@@ -705,18 +721,14 @@ group_norm_nhwc (const void *x, const float *shift, PpCudaType type, int n,
       hw, tiles, items, eps, moments);
   if (vector)
     PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-            PP_CUDA_DISPATCH_TYPE (beta_type, B,
-                group_norm_vec_apply_kernel<A, G, B><<<grid, threads, 0,
-                stream>>> (x, shift, c, hw, groups, rows, moments,
-                    gamma, beta, silu != 0, y))));
+        group_norm_vec_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
+            shift, c, hw, groups, rows, moments, gamma, gamma_type, beta,
+            beta_type, silu != 0, y));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-            PP_CUDA_DISPATCH_TYPE (beta_type, B,
-                group_norm_nhwc_apply_kernel<A, G, B><<<grid, threads, 0,
-                stream>>> (x, shift, c, hw, groups, per_thread, moments,
-                    gamma, beta, silu != 0, y))));
+        group_norm_nhwc_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
+            shift, c, hw, groups, per_thread, moments, gamma, gamma_type,
+            beta, beta_type, silu != 0, y));
   return cudaGetLastError ();
 }
 
@@ -753,24 +765,19 @@ pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
   }
   if (partials == NULL || splits == 0) {
     PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-            PP_CUDA_DISPATCH_TYPE (beta_type, B,
-                group_norm_whole_kernel<A, G, B><<<(unsigned) (items
-                        < NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS),
-                    NORM_THREADS, 0, stream>>> (x, n, c, hw, groups, eps,
-                    gamma, beta, silu != 0, y))));
+        group_norm_whole_kernel<A><<<(unsigned) (items < NORM_MAX_BLOCKS
+                ? items : NORM_MAX_BLOCKS), NORM_THREADS, 0, stream>>> (x,
+            n, c, hw, groups, eps, gamma, gamma_type, beta, beta_type,
+            silu != 0, y));
     return cudaGetLastError ();
   }
   PP_CUDA_DISPATCH_TYPE (type, A,
       group_norm_stats_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
           hw, groups, splits, (float4 *) partials));
   PP_CUDA_DISPATCH_TYPE (type, A,
-      PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-          PP_CUDA_DISPATCH_TYPE (beta_type, B,
-              group_norm_apply_kernel<A, G, B><<<grid, GROUP_THREADS, 0,
-              stream>>> (x, c, hw, groups, splits,
-                  (const float4 *) partials, eps, gamma, beta, silu != 0,
-                  y))));
+      group_norm_apply_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
+          hw, groups, splits, (const float4 *) partials, eps, gamma,
+          gamma_type, beta, beta_type, silu != 0, y));
   return cudaGetLastError ();
 }
 
@@ -786,18 +793,6 @@ pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
 /* The block kernel's threads: a quarter of the group norm's (the first
  * way's). */
 #define LAYER_NORM_THREADS 128
-
-/* A parameter of @type widened: a uniform branch, so that the warp kernel
- * is not instantiated for every pair of parameter types. */
-__device__ __forceinline__ float
-param_load (PpCudaType type, const void *p, int i)
-{
-  if (type == PP_CUDA_F16)
-    return pp_cuda_load<PP_CUDA_F16> (p, i);
-  if (type == PP_CUDA_BF16)
-    return pp_cuda_load<PP_CUDA_BF16> (p, i);
-  return pp_cuda_load<PP_CUDA_F32> (p, i);
-}
 
 /* A row's residual mean (*@lo) and 1/√(var + eps) from its lanes' sums of
  * deviations from the float mean (@s) and of their squares (@sq). */
@@ -862,9 +857,10 @@ layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
   }
 }
 
-template <PpCudaType A, PpCudaType G, PpCudaType B> __global__ void
+template <PpCudaType A> __global__ void
 layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
-    const void *gamma, const void *beta, void *y)
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, void *y)
 {
   __shared__ float shared[32];
 
@@ -874,8 +870,8 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
 
     norm_moments<A> (x, first, dim, eps, shared, &hi, &lo, &rstd);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float ga = gamma != NULL ? pp_cuda_load<G> (gamma, i) : 1.0f;
-      const float be = beta != NULL ? pp_cuda_load<B> (beta, i) : 0.0f;
+      const float ga = gamma != NULL ? param_load (gamma_type, gamma, i) : 1.0f;
+      const float be = beta != NULL ? param_load (beta_type, beta, i) : 0.0f;
 
       pp_cuda_store<A> (y, first + i, ((pp_cuda_load<A> (x, first + i)
                   - hi) - lo) * (rstd * ga) + be);
@@ -1043,10 +1039,8 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
             beta_type, y, stream));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_DISPATCH_TYPE (gamma_type, G,
-            PP_CUDA_DISPATCH_TYPE (beta_type, B,
-                layer_norm_block_kernel<A, G, B><<<blocks,
-                LAYER_NORM_THREADS, 0, stream>>> (x, rows, dim, eps, gamma,
-                    beta, y))));
+        layer_norm_block_kernel<A><<<blocks, LAYER_NORM_THREADS, 0,
+            stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type,
+                y));
   return cudaGetLastError ();
 }
