@@ -169,6 +169,19 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
       && pp_backend_has_graphs (model->backend);
   if (!param_boolean (params, "stream-batch", &model->stream_batch, error))
     return NULL;
+  {
+    gdouble frames = 1;
+
+    if (!pp_model_param_double (params, "frame-batch", 1,
+            PP_MODEL_FRAME_BATCH_MAX, &frames, error))
+      return NULL;
+    if (frames != (guint) frames) {
+      g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "model parameter "
+          "frame-batch=%g: expected a whole number of frames", frames);
+      return NULL;
+    }
+    model->frame_batch = (guint) frames;
+  }
   if (klass->init != NULL && !klass->init (model, params, error))
     return NULL;
   if (g_hash_table_size (params) > 0) {
@@ -184,7 +197,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
 /* Parameters only a new model can change. */
 static const gchar *const start_only_params[] = {
   "dtype", "cuda-graphs", "scheduler", "vae", "lora", "config",
-  "stream-batch",
+  "stream-batch", "frame-batch",
 };
 
 static gboolean
@@ -285,6 +298,8 @@ pp_model_uri_for_load (const gchar * model, const PpModelLoad * load)
     return g_string_free (uri, FALSE);
   if (load->stream_batch)
     g_string_append (uri, "&stream-batch=1");
+  if (load->frame_batch > 1)
+    g_string_append_printf (uri, "&frame-batch=%u", load->frame_batch);
   if (pp_model_uri_is_builtin (model))
     goto done;
   if (load->scheduler != NULL && *load->scheduler)
@@ -806,6 +821,12 @@ batch_graph_for (PpModel * model, guint n, const guint * steps,
   model, n, n_steps, g_memdup2 (steps, n * sizeof *steps)};
   g_ptr_array_add (model->batch_graphs, g);
   return g;
+}
+
+guint
+pp_model_batch_max (const PpModel * model)
+{
+  return model->n_steps * MAX (model->frame_batch, 1);
 }
 
 gboolean

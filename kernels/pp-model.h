@@ -138,6 +138,8 @@ struct _PpModel
   gboolean graphs_held;
   gboolean stream_batch;        /* parameter stream-batch: a worker batches
                                  * the frames at its steps */
+  guint frame_batch;            /* parameter frame-batch: the most frames a
+                                 * worker's pass takes at one step (1: one) */
   PpModelGraph *graph;          /* the slice captured, NULL before */
   /* The stream batches captured (PpModelBatchGraph), all of one sample
    * shape, and their counts. */
@@ -161,6 +163,9 @@ struct _PpModel
 };
 
 #define PP_MODEL_SAMPLE_NAME "sample"
+/* The most frames a worker's batched pass takes at one step
+ * (frame-batch). */
+#define PP_MODEL_FRAME_BATCH_MAX 8
 #define PP_MODEL_DEFAULT_URI PP_SETTINGS_DEFAULT_MODEL
 
 /* What a pipeline-directory model is loaded with, besides its path: the
@@ -180,13 +185,19 @@ typedef struct
                                  * "": none */
   gboolean stream_batch;        /* a worker runs its steps for several
                                  * frames in one batched pass */
+  guint frame_batch;            /* and up to this many frames at each of
+                                 * them; 0 or 1: one */
 } PpModelLoad;
+
+/* The most samples a batched pass of @model takes: frame-batch at each
+ * step of its schedule. */
+guint     pp_model_batch_max (const PpModel * model);
 
 /* Whether @uri names a built-in model (builtin:NAME[?…]), not a pipeline
  * directory. */
 gboolean  pp_model_uri_is_builtin (const gchar * uri);
 /* @model with @load appended as URI parameters when it is a pipeline
- * directory; a built-in model takes only stream-batch.  The element and
+ * directory; a built-in model takes only stream-batch and frame-batch.  The element and
  * ppdiffuse-tool both build their URIs here, so they load the same model;
  * the live settings travel apart (PpSettings). */
 gchar    *pp_model_uri_for_load (const gchar * model, const PpModelLoad * load);

@@ -13,6 +13,7 @@
 
 #include "gstppdiffuse-props.h"
 #include "gstppdiffuse-live.h"
+#include "pp-model.h"
 
 GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
 #define GST_CAT_DEFAULT gst_pp_diffuse_debug
@@ -25,6 +26,7 @@ GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
 #define DEFAULT_DTYPE GST_PP_DIFFUSE_DTYPE_AUTO
 #define DEFAULT_CUDA_GRAPHS FALSE
 #define DEFAULT_STREAM_BATCH FALSE
+#define DEFAULT_FRAME_BATCH 1
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_STRENGTH PP_SETTINGS_DEFAULT_STRENGTH
 #define DEFAULT_SEED PP_SETTINGS_DEFAULT_SEED
@@ -48,6 +50,7 @@ enum
   PROP_DTYPE,
   PROP_CUDA_GRAPHS,
   PROP_STREAM_BATCH,
+  PROP_FRAME_BATCH,
   PROP_VAE,
   PROP_LORA,
   PROP_TIMEOUT_MS,
@@ -174,6 +177,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_STREAM_BATCH:
       self->stream_batch = g_value_get_boolean (value);
+      break;
+    case PROP_FRAME_BATCH:
+      self->frame_batch = g_value_get_uint (value);
       break;
     case PROP_TIMEOUT_MS:
       self->timeout_ms = g_value_get_uint (value);
@@ -302,6 +308,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_STREAM_BATCH:
       g_value_set_boolean (value, self->stream_batch);
       break;
+    case PROP_FRAME_BATCH:
+      g_value_set_uint (value, self->frame_batch);
+      break;
     case PROP_TIMEOUT_MS:
       g_value_set_uint (value, self->timeout_ms);
       break;
@@ -422,7 +431,7 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint ("max-in-flight", "Max in flight",
-          "Frames in flight at most (frames; 0 = ranks + 1)", 0,
+          "Frames in flight at most (frames; 0 = (ranks + 1) × frame-batch)", 0,
           MAX_IN_FLIGHT_LIMIT, DEFAULT_MAX_IN_FLIGHT, PARAM_FLAGS));
   /**
    * GstPpDiffuse:model:
@@ -504,6 +513,25 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
       g_param_spec_boolean ("stream-batch", "Stream batch",
           "Run a worker's steps for several frames in one batched pass "
           "(default off)", DEFAULT_STREAM_BATCH, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:frame-batch:
+   *
+   * The most frames a worker runs together at one step (StreamDiffusion's
+   * frame buffer): the frames already waiting for a worker, up to this
+   * many, start its slice in one batched UNet pass and go through it
+   * together (with stream-batch, behind the frames at its later steps).
+   * No frame is waited for; frame order, the zero-stale-frame rule and
+   * each frame's bytes are those of the unbatched steps.  Throughput for
+   * latency: a GPU runs a batch of a few latents in less than their
+   * passes one by one, and a frame waits for its batch.  It needs frames
+   * in flight: max-in-flight 0 lets (ranks + 1) × frame-batch.  A start
+   * setting.  See docs/architecture.md, "Stream batch".
+   */
+  g_object_class_install_property (gobject_class, PROP_FRAME_BATCH,
+      g_param_spec_uint ("frame-batch", "Frame batch",
+          "The most frames a worker runs together at one step (frames; 1 = "
+          "one at a time)", 1, PP_MODEL_FRAME_BATCH_MAX,
+          DEFAULT_FRAME_BATCH, PARAM_FLAGS));
   /**
    * GstPpDiffuse:vae:
    *
@@ -830,6 +858,7 @@ gst_pp_diffuse_props_init (GstPpDiffuse * self)
   self->dtype = DEFAULT_DTYPE;
   self->cuda_graphs = DEFAULT_CUDA_GRAPHS;
   self->stream_batch = DEFAULT_STREAM_BATCH;
+  self->frame_batch = DEFAULT_FRAME_BATCH;
   self->timeout_ms = DEFAULT_TIMEOUT_MS;
   self->similarity_threshold = DEFAULT_SIMILARITY_THRESHOLD;
   self->qos = DEFAULT_QOS;

@@ -720,16 +720,25 @@ gst_pp_diffuse_sink_activate_mode (GstPad * pad, GstObject * parent,
 
 static void gst_pp_diffuse_stop_mesh (GstPpDiffuse * self, gboolean keep);
 
-/* stream-batch with nothing to batch: a warning that says what to change.
- * The longest slice has ceil (steps / ranks) steps; a batch needs two
- * steps on a worker and two frames in flight (full batches want about
- * steps + ranks: docs/element.md). */
+/* stream-batch or frame-batch with nothing to batch: a warning that says
+ * what to change.  The longest slice has ceil (steps / ranks) steps; a
+ * stream batch needs two steps on a worker, and either batch needs two
+ * frames in flight (full batches want about steps + ranks, or (ranks + 1)
+ * × frame-batch: docs/element.md). */
 static void
-stream_batch_check (GstPpDiffuse * self, guint ranks, guint steps,
-    guint limit)
+batch_check (GstPpDiffuse * self, gboolean stream_batch, guint frame_batch,
+    guint ranks, guint steps, guint limit)
 {
   const guint longest = (steps + ranks - 1) / ranks;
 
+  if (frame_batch > 1 && limit < 2)
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS, ("frame-batch has "
+            "nothing to batch: max-in-flight lets one frame in flight "
+            "(about %u fill every worker's batch)", (ranks + 1)
+            * frame_batch), ("ranks=%u frame-batch=%u max-in-flight=%u",
+            ranks, frame_batch, limit));
+  if (!stream_batch || (frame_batch > 1 && limit < 2))
+    return;
   if (longest < 2)
     GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS, ("stream-batch has "
             "nothing to batch: each of the %u workers runs one of the %u "
@@ -766,6 +775,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
       self->dtype)->value_nick;
   config.cuda_graphs = !self->cuda_graphs_set ? -1 : self->cuda_graphs;
   config.stream_batch = self->stream_batch;
+  config.frame_batch = self->frame_batch;
   /* Copies: the mesh starts after the object lock is released. */
   config.vae = vae = g_strdup (self->vae);
   config.lora = lora = g_strdup (self->lora);
@@ -777,7 +787,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   config.warm_up = !self->warm_up_set ? -1 : self->warm_up ? 1 : 0;
   /* The same seed, the same skips for the same frames. */
   pp_similarity_filter_reseed (self->similar, self->settings.seed);
-  self->limit = self->max_in_flight ? self->max_in_flight : self->ranks + 1;
+  self->limit = self->max_in_flight ? self->max_in_flight
+      : (self->ranks + 1) * MAX (self->frame_batch, 1);
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
   config.max_in_flight = self->limit + 1;
@@ -807,8 +818,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   GST_INFO_OBJECT (self, "mesh %s: %u workers, %u steps, %u chunks in "
       "flight at most", reused ? "reused" : "up", config.n_workers,
       config.n_steps, self->limit);
-  if (config.stream_batch)
-    stream_batch_check (self, config.n_workers, config.n_steps, self->limit);
+  batch_check (self, config.stream_batch, config.frame_batch,
+      config.n_workers, config.n_steps, self->limit);
 
   g_mutex_lock (&self->lock);
   self->in_flight = 0;

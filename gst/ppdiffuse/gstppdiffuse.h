@@ -72,6 +72,7 @@ struct _GstPpDiffuse
   gboolean cuda_graphs;
   gboolean cuda_graphs_set;     /* set explicitly: else the backend decides */
   gboolean stream_batch;
+  guint frame_batch;            /* frames a worker's pass takes at a step */
   gchar *vae;                   /* a VAE folder; NULL: the model's vae/ */
   gchar *lora;                  /* LoRA files fused at load; NULL: none */
   guint timeout_ms;

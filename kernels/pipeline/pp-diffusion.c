@@ -124,8 +124,8 @@ typedef struct
   EncodeBuffers enc;
   DecodeBuffers dec;
   StepBuffers steps;
-  /* batches[n]: the buffers of a batch of n (2 ≤ n ≤ n_steps), made at
-   * its first use. */
+  /* batches[n]: the buffers of a batch of n (2 ≤ n ≤
+   * pp_model_batch_max), made at its first use. */
   BatchBuffers *batches;
 } Diffusion;
 
@@ -210,9 +210,9 @@ batch_buffers_clear (BatchBuffers * b)
 }
 
 static void
-batches_free (Diffusion * d, guint n_steps)
+batches_free (Diffusion * d, guint max)
 {
-  for (guint n = 0; d->batches != NULL && n <= n_steps; n++)
+  for (guint n = 0; d->batches != NULL && n <= max; n++)
     batch_buffers_clear (&d->batches[n]);
   g_clear_pointer (&d->batches, g_free);
 }
@@ -1063,14 +1063,14 @@ batch_buffers (PpModel * model, guint n, const PpTensor * sample,
   };
   BatchBuffers *b;
 
-  if (n > model->n_steps) {
+  if (n > pp_model_batch_max (model)) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "a stream batch of %u "
-        "samples: at most one per step of the schedule (%u)", n,
-        model->n_steps);
+        "samples: at most %u per step of the schedule (%u steps)", n,
+        MAX (model->frame_batch, 1), model->n_steps);
     return NULL;
   }
   if (d->batches == NULL)
-    d->batches = g_new0 (BatchBuffers, model->n_steps + 1);
+    d->batches = g_new0 (BatchBuffers, pp_model_batch_max (model) + 1);
   b = &d->batches[n];
   if (memcmp (b->shape, shape, sizeof shape) == 0)
     return b;
@@ -1333,7 +1333,7 @@ diffusion_finalize (PpModel * model)
   encode_buffers_clear (&d->enc);
   decode_buffers_clear (&d->dec);
   step_buffers_clear (&d->steps, model->n_steps);
-  batches_free (d, model->n_steps);
+  batches_free (d, pp_model_batch_max (model));
   g_free (d);
 }
 

@@ -52,6 +52,7 @@ struct _PpStream
   gchar *dtype;                 /* what the model loads with, for */
   gint cuda_graphs;             /* settings checked while it runs */
   gboolean stream_batch;
+  guint frame_batch;
   PpStreamStats last_stats;     /* of the last mesh that stopped */
 
   /* Chain thread: the chunks frames are encoded into, and the sample the

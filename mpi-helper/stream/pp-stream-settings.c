@@ -33,7 +33,7 @@ pp_stream_resolve (PpStream * stream, const PpSettings * live,
     const gchar * prompt_ref, PpSettings * out)
 {
   const PpModelLoad load = { NULL, stream->dtype, stream->cuda_graphs,
-    stream->vae, stream->lora, stream->stream_batch
+    stream->vae, stream->lora, stream->stream_batch, stream->frame_batch
   };
 
   pp_settings_copy (out, live);

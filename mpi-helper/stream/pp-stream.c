@@ -240,6 +240,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   stream->lora = g_strdup (sc->lora);
   stream->cuda_graphs = sc->cuda_graphs;
   stream->stream_batch = sc->stream_batch;
+  stream->frame_batch = sc->frame_batch;
   stream->timeout_ms = sc->timeout_ms;
   stream->warm_up = sc->warm_up;
 

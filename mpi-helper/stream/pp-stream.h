@@ -74,6 +74,7 @@ typedef struct
   gint cuda_graphs;             /* 1, 0, -1: the backend decides
                                  * (PpModelLoad) */
   gboolean stream_batch;        /* workers batch the frames at their steps */
+  guint frame_batch;            /* and up to this many frames at a step */
   const gchar *vae;             /* a VAE folder for rank 0; NULL: the
                                  * pipeline's vae/ */
   const gchar *lora;            /* LoRA files fused at load

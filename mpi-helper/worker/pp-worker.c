@@ -46,10 +46,10 @@
 #include <unistd.h>
 
 #define PP_WORKER_QUEUE_DEPTH 2
-/* The most chunks a worker holds at once: both queues full, and one each
- * in the receiver, the compute thread and the sender (the compute thread
- * holds a whole stream batch: batch_size). */
-#define PP_WORKER_CHUNKS_HELD (2 * PP_WORKER_QUEUE_DEPTH + 3)
+/* Chunks held besides the queues': one each in the receiver, the compute
+ * thread and the sender (the compute thread holds a whole batch:
+ * batch_size). */
+#define PP_WORKER_CHUNKS_IN_THREADS 3
 #define PP_WORKER_EXIT_FAILURE 3
 /* A failing worker is gone within this many seconds, whatever blocks. */
 #define PP_WORKER_FAIL_GRACE_S 3
@@ -511,11 +511,13 @@ push_out (Worker * w, PpChunk * chunk)
   }
 }
 
-/* Stream batch (docs/architecture.md): the chunks between their first and
- * last step of this worker's slice, oldest first, each at its own step.
- * A pass runs one step of each in one batched call and hands on the
- * oldest once it has run the slice's last step; a chunk joins at the
- * slice's first step when it is waiting, and none is waited for. */
+/* Stream batch and frame batch (docs/architecture.md): the chunks between
+ * their first and last step of this worker's slice, oldest first, each at
+ * its own step.  A pass runs one step of each in one batched call and
+ * hands on those that have run the slice's last step, oldest first; a
+ * chunk joins at the slice's first step when it is waiting, up to
+ * frame-batch chunks at that step (and, without stream-batch, only before
+ * the batch's first pass), and none is waited for. */
 typedef struct
 {
   PpChunk *chunk;
@@ -528,6 +530,8 @@ typedef struct
 {
   Rider *riders;
   guint n, max;
+  guint per_step;               /* the most riders at one step */
+  gboolean staggered;           /* riders may join behind others' steps */
   /* For the pass: the riders' samples and steps. */
   PpTensor **samples;
   guint *steps;
@@ -553,8 +557,8 @@ settings_unchanged (Worker * w, PpChunk * chunk)
       t->nbytes) == 0;
 }
 
-/* Whether @chunk may join the riders: room, and nothing that changes what
- * their steps compute (a new epoch, settings, a reset, a warm-up pass, a
+/* Whether @chunk may join the riders: room at the slice's first step, and
+ * nothing that changes what their steps compute (a new epoch, settings, a reset, a warm-up pass, a
  * size).  What the riders share is the first one's.  A chunk that may not
  * waits until they have all left. */
 static gboolean
@@ -563,8 +567,14 @@ batch_admits (Worker * w, const Batch * b, PpChunk * chunk)
   const Rider *first = &b->riders[0];
   PpTensor *sample;
 
+  guint at_first = 0;
+
   if (b->n == 0)
     return TRUE;
+  for (guint i = 0; i < b->n; i++)
+    at_first += b->riders[i].step == w->slice.first;
+  if (at_first == b->per_step || (!b->staggered && at_first < b->n))
+    return FALSE;
   if (b->n == b->max || (first->chunk->flags & ALONE_FLAGS)
       || (chunk->flags & (PP_CHUNK_FLAG_SHUTDOWN | ALONE_FLAGS))
       || chunk->cache_epoch != first->chunk->cache_epoch)
@@ -588,8 +598,8 @@ batch_join (Worker * w, Batch * b, PpChunk * chunk)
   r->event = chunk_begin (w, chunk, r->sample);
 }
 
-/* One pass: a step of every rider, then the oldest leaves when its slice
- * is done. */
+/* One pass: a step of every rider, then those whose slice is done leave,
+ * oldest first (they are the first riders). */
 static void
 batch_pass (Worker * w, Batch * b)
 {
@@ -621,23 +631,32 @@ batch_pass (Worker * w, Batch * b)
   /* A pass moves each rider one step on: the pace counts one step. */
   add_compute_time (w, g_get_monotonic_time () - start, 1,
       (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0);
-  if (b->riders[0].step < w->slice.end)
-    return;
-  chunk_end (w, b->riders[0].chunk, b->riders[0].event);
-  push_out (w, b->riders[0].chunk);
-  memmove (b->riders, b->riders + 1, --b->n * sizeof b->riders[0]);
+  while (b->n > 0 && b->riders[0].step >= w->slice.end) {
+    chunk_end (w, b->riders[0].chunk, b->riders[0].event);
+    push_out (w, b->riders[0].chunk);
+    memmove (b->riders, b->riders + 1, --b->n * sizeof b->riders[0]);
+  }
   if (b->n == 0)
     pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
 }
 
-/* How many chunks a worker's compute thread holds at once: its slice's
- * steps with a stream batch, else one. */
+/* Whether riders may join behind others' steps: a stream batch over a
+ * slice of two steps or more. */
+static gboolean
+batch_staggered (Worker * w)
+{
+  return w->model->stream_batch && w->slice.end - w->slice.first > 1;
+}
+
+/* How many chunks a worker's compute thread holds at once: frame-batch at
+ * each of its slice's steps with a stream batch, else frame-batch. */
 static guint
 batch_size (Worker * w)
 {
-  const guint steps = w->slice.end - w->slice.first;
+  const guint frames = MAX (w->model->frame_batch, 1);
 
-  return w->model->stream_batch && steps > 1 ? steps : 1;
+  return batch_staggered (w) ? frames * (w->slice.end - w->slice.first)
+      : frames;
 }
 
 /* The shutdown marker: this rank's busy time goes into its busy tensor. */
@@ -688,6 +707,8 @@ compute_loop (Worker * w)
   PpChunk *held = NULL;         /* the chunk that waits for an empty batch */
 
   b.max = batch_size (w);
+  b.per_step = MAX (w->model->frame_batch, 1);
+  b.staggered = batch_staggered (w);
   b.riders = g_new0 (Rider, b.max);
   b.samples = g_new0 (PpTensor *, b.max);
   b.steps = g_new0 (guint, b.max);
@@ -715,8 +736,21 @@ compute_loop (Worker * w)
       push_out (w, chunk);
       continue;
     }
-    if (chunk != NULL)
+    if (chunk != NULL) {
       batch_join (w, &b, chunk);
+      /* The others already waiting join too, while the first step has
+       * room (frame-batch); the first that may not waits. */
+      while (held == NULL && b.n < b.max) {
+        PpChunk *next = pp_queue_pop (w->in, g_get_monotonic_time ());
+
+        if (next == NULL)
+          break;
+        if (batch_admits (w, &b, next))
+          batch_join (w, &b, next);
+        else
+          held = next;
+      }
+    }
     batch_pass (w, &b);
   }
   g_free (b.riders);
@@ -1088,6 +1122,7 @@ main (int argc, char **argv)
   Worker w = { 0 };
   GThread *receiver, *sender;
   int provided = 0, world_size = 0;
+  guint in_depth;
   GError *error = NULL;
 
   w.world = MPI_COMM_NULL;
@@ -1131,12 +1166,15 @@ main (int argc, char **argv)
   do_handshake (&w);
   g_atomic_int_set (&started, 1);
 
-  w.in = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
+  /* The in-queue holds a whole frame batch: its chunks join from there. */
+  in_depth = MAX (PP_WORKER_QUEUE_DEPTH, w.model->frame_batch);
+  w.in = pp_queue_new (in_depth);
   w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
   /* Over NCCL the chunks live on the backend's device, received there and
-   * handed to the model without a host round trip. */
-  w.from_prev = pp_chunk_link_new_on (PP_WORKER_CHUNKS_HELD
-      + batch_size (&w) - 1,
+   * handed to the model without a host round trip.  The most chunks a
+   * worker holds at once: both queues full, and those of its threads. */
+  w.from_prev = pp_chunk_link_new_on (in_depth + PP_WORKER_QUEUE_DEPTH
+      + PP_WORKER_CHUNKS_IN_THREADS + batch_size (&w) - 1,
       pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
   w.to_next = pp_chunk_link_new (0);
   if (pp_plan_uses_nccl (w.plan))

@@ -24,7 +24,11 @@
  * of a few latents): with full batches a worker then hands on a frame
  * every M ms, whatever its share of the steps, so the ideal is 1000 / M
  * frames/s for any W, given max-in-flight ≥ S + W.  Both runs of a W are
- * printed side by side with their ratio.
+ * printed side by side with their ratio.  With --frame-batch B, the
+ * batched runs also take up to B frames at each step (frame-batch): with
+ * full batches a worker hands on B frames every M ms, B × 1000 / M
+ * frames/s, given max-in-flight ≥ B × (S + W) (its default is (W + 1) ×
+ * B).
  *
  * Exit status: 0 whatever the efficiency (it is a benchmark), non-zero on
  * bad options or when a pipeline fails, stalls or loses frames. */
@@ -61,6 +65,7 @@ typedef struct
   gint height;
   gint max_in_flight;
   gboolean stream_batch;        /* also run each W with stream-batch */
+  gint frame_batch;             /* and frame-batch, in those runs */
   gchar *hosts;                 /* the element's hosts, NULL for none */
 } Options;
 
@@ -153,7 +158,8 @@ build_pipeline (const Options * opt, guint ranks, gboolean batch,
   gst_caps_unref (caps);
   g_object_set (diffuse, "ranks", ranks, "steps", (guint) opt->steps,
       "model", model, "max-in-flight", (guint) opt->max_in_flight,
-      "stream-batch", batch, NULL);
+      "stream-batch", batch, "frame-batch", (guint) (batch
+          ? opt->frame_batch : 1), NULL);
   if (opt->hosts != NULL)
     g_object_set (diffuse, "hosts", opt->hosts, NULL);
   /* Measure the mesh, not the clock: render as fast as frames come. */
@@ -277,7 +283,7 @@ run_one (const Options * opt, guint ranks, gboolean batch, Result * result,
         / MAX (timing.t_last - timing.t_first, 1);
     /* With full stream batches every worker hands on a frame per pass of
      * step-ms (one of a single step too), whatever its share. */
-    result->ideal_fps = batch ? MS_PER_S / opt->step_ms
+    result->ideal_fps = batch ? opt->frame_batch * MS_PER_S / opt->step_ms
         : ranks / total_step_s;
     result->efficiency = result->fps / result->ideal_fps;
     result->e2e_fps = timing.n_out * (gdouble) G_USEC_PER_SEC
@@ -314,6 +320,8 @@ check_options (const Options * opt, GError ** error)
     bad = "--width and --height must be positive";
   else if (opt->max_in_flight < 0)
     bad = "--max-in-flight must not be negative";
+  else if (opt->frame_batch < 1)
+    bad = "--frame-batch must be at least 1";
   if (bad != NULL)
     g_set_error_literal (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, bad);
   return bad == NULL;
@@ -326,8 +334,12 @@ check_element_limits (const Options * opt, GError ** error)
 {
   g_autoptr (GstElement) diffuse = gst_element_factory_make ("ppdiffuse",
       NULL);
-  static const gchar *const props[] = { "ranks", "steps", "max-in-flight" };
-  const gint values[] = { opt->max_ranks, opt->steps, opt->max_in_flight };
+  static const gchar *const props[] = { "ranks", "steps", "max-in-flight",
+    "frame-batch"
+  };
+  const gint values[] = { opt->max_ranks, opt->steps, opt->max_in_flight,
+    opt->frame_batch
+  };
 
   if (diffuse == NULL) {
     g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_MISSING_PLUGIN,
@@ -386,6 +398,7 @@ main (int argc, char **argv)
     .max_ranks = DEFAULT_MAX_RANKS,
     .width = DEFAULT_WIDTH,
     .height = DEFAULT_HEIGHT,
+    .frame_batch = 1,
     .max_in_flight = DEFAULT_MAX_IN_FLIGHT,
   };
   GOptionEntry entries[] = {
@@ -403,6 +416,9 @@ main (int argc, char **argv)
         "ppdiffuse max-in-flight (0 = ranks + 1)", "F"},
     {"stream-batch", 0, 0, G_OPTION_ARG_NONE, &opt.stream_batch,
         "Also run each W with stream-batch, side by side", NULL},
+    {"frame-batch", 0, 0, G_OPTION_ARG_INT, &opt.frame_batch,
+        "With --stream-batch: those runs take up to B frames a step "
+        "(frame-batch)", "B"},
     {"hosts", 0, 0, G_OPTION_ARG_STRING, &opt.hosts,
         "ppdiffuse hosts: where the workers run (default: this host)",
         "H1,H2"},
@@ -461,7 +477,8 @@ main (int argc, char **argv)
         r->mesh_wall_s, r->latency_ms);
   }
   if (opt.stream_batch && completed > 0) {
-    printf ("\nstream-batch=true, the same W, run right after each above:\n");
+    printf ("\nstream-batch=true frame-batch=%d, the same W, run right after "
+        "each above:\n", opt.frame_batch);
     printf ("%3s %9s %9s %10s %10s %10s\n", "W", "fps", "ideal",
         "efficiency", "latency ms", "fps ratio");
     for (gint w = 1; w <= completed; w++) {

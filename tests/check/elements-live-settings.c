@@ -132,17 +132,22 @@ pop_warning (GstBus * bus, guint timeout_ms)
   }
 }
 
-/* stream-batch where nothing can batch (one step a worker, or one frame in
- * flight): a warning at start that says why, and the frames go on. */
+/* stream-batch or frame-batch where nothing can batch (one step a
+ * worker, or one frame in flight): a warning at start that says why, and
+ * the frames go on. */
 GST_START_TEST (test_stream_batch_nothing_to_batch)
 {
   const struct
   {
     guint ranks, steps, max_in_flight;
+    gboolean stream_batch;
+    guint frame_batch;
     const gchar *needle;
   } cases[] = {
-    {2, 2, 0, "each of the 2 workers runs one of the 2 steps"},
-    {1, 2, 1, "max-in-flight lets one frame in flight"},
+    {2, 2, 0, TRUE, 1, "each of the 2 workers runs one of the 2 steps"},
+    {1, 2, 1, TRUE, 1, "max-in-flight lets one frame in flight"},
+    {1, 1, 1, FALSE, 2, "frame-batch has nothing to batch: max-in-flight "
+          "lets one frame in flight"},
   };
 
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++) {
@@ -154,7 +159,8 @@ GST_START_TEST (test_stream_batch_nothing_to_batch)
     GstMessage *msg;
     GError *gerror = NULL;
 
-    g_object_set (element, "stream-batch", TRUE, "max-in-flight",
+    g_object_set (element, "stream-batch", cases[c].stream_batch,
+        "frame-batch", cases[c].frame_batch, "max-in-flight",
         cases[c].max_in_flight, NULL);
     gst_element_set_bus (element, bus);
     h = make_harness (element, "RGBA", 16, 8);
@@ -906,14 +912,16 @@ workers_batched (GstElement * element, guint ranks, guint timeout_ms)
 }
 
 /* strength, then the prompt, change while frames are in flight through
- * @ranks workers, with @stream_batch: every frame out equals the tool's
- * img2img of its input with the settings of one of the three epochs, the
- * epochs only go forward, and each new one starts no earlier than the
- * frame pushed after its change.  With the stream batch, every worker ran
- * frames batched too. */
+ * @ranks workers, with @stream_batch and @frame_batch: every frame out
+ * equals the tool's img2img of its input with the settings of one of the
+ * three epochs, the epochs only go forward, and each new one starts no
+ * earlier than the frame pushed after its change.  With either batch,
+ * every worker ran frames batched too. */
 static void
-settings_change_against_tool (guint ranks, gboolean stream_batch)
+settings_change_against_tool (guint ranks, gboolean stream_batch,
+    guint frame_batch)
 {
+  const gboolean batch = stream_batch || frame_batch > 1;
   const struct
   {
     const gchar *strength, *prompt;
@@ -925,9 +933,9 @@ settings_change_against_tool (guint ranks, gboolean stream_batch)
   g_autofree gchar *model = tiny_path ("model");
   g_autofree gchar *embeds = embeds_of ("model");
   g_autofree gchar *other = embeds_of ("other");
-  /* With the stream batch, 30 ms a pass: the frames pushed meanwhile wait,
-   * and a change meets frames still in a batch. */
-  g_autofree gchar *uri = stream_batch ? g_strconcat (model, "?step-ms=30",
+  /* With a batch, 30 ms a pass: the frames pushed meanwhile wait, and a
+   * change meets frames still in a batch. */
+  g_autofree gchar *uri = batch ? g_strconcat (model, "?step-ms=30",
       NULL) : g_strdup (model);
   GstElement *element = pp_check_make_element (ranks, TINY_STEPS, uri);
   GstHarness *h;
@@ -936,22 +944,23 @@ settings_change_against_tool (guint ranks, gboolean stream_batch)
 
   g_object_set (element, "prompt-embeds", embeds, "seed", (guint64) 4,
       "strength", g_ascii_strtod (epochs[0].strength, NULL),
-      "max-in-flight", 3, "stream-batch", stream_batch, NULL);
+      "max-in-flight", frame_batch > 1 ? 2 * frame_batch : 3,
+      "stream-batch", stream_batch, "frame-batch", frame_batch, NULL);
   graphs_from_env (element);
   /* Heartbeats (the stats' batched-steps) every second. */
-  if (stream_batch)
+  if (batch)
     g_object_set (element, "timeout-ms", 4000, NULL);
   h = make_harness (element, "RGB", TINY_W, TINY_H);
   for (guint i = 0; i < TINY_FRAMES; i++) {
-    /* With the stream batch, no pause. */
+    /* With a batch, no pause. */
     if (i == epochs[1].from) {
       g_object_set (element, "strength", g_ascii_strtod (epochs[1].strength,
               NULL), NULL);
-      if (!stream_batch)
+      if (!batch)
         g_usleep (SETTLE_US);
     } else if (i == epochs[2].from) {
       g_object_set (element, "prompt-embeds", other, NULL);
-      if (!stream_batch)
+      if (!batch)
         g_usleep (SETTLE_US);
     }
     fail_unless_equals_int (gst_harness_push (h, make_rgb (i)), GST_FLOW_OK);
@@ -984,7 +993,7 @@ settings_change_against_tool (guint ranks, gboolean stream_batch)
   }
   fail_unless (!compare || seen == G_N_ELEMENTS (epochs) - 1,
       "the last epoch never came out");
-  if (stream_batch)
+  if (batch)
     fail_unless (workers_batched (element, ranks, 10000),
         "a worker never ran two frames in one pass");
   stop (h);
@@ -992,7 +1001,7 @@ settings_change_against_tool (guint ranks, gboolean stream_batch)
 
 GST_START_TEST (test_settings_change_against_tool)
 {
-  settings_change_against_tool (2, FALSE);
+  settings_change_against_tool (2, FALSE, 1);
 }
 
 GST_END_TEST;
@@ -1002,7 +1011,18 @@ GST_END_TEST;
  * go forward, and each frame has its bytes alone. */
 GST_START_TEST (test_stream_batch_settings_change_against_tool)
 {
-  settings_change_against_tool (1, TRUE);
+  settings_change_against_tool (1, TRUE, 1);
+}
+
+GST_END_TEST;
+
+/* The same through two workers of one step each, taking up to three
+ * waiting frames into a pass (frame-batch): a batch's frames leave
+ * together, in order, and a frame of a new epoch starts a batch of its
+ * own. */
+GST_START_TEST (test_frame_batch_settings_change_against_tool)
+{
+  settings_change_against_tool (2, FALSE, 3);
 }
 
 GST_END_TEST;
@@ -1478,6 +1498,7 @@ live_settings_suite (void)
   tcase_add_checked_fixture (tc, NULL, pp_check_stop_left_over);
   tcase_add_test (tc, test_settings_change_against_tool);
   tcase_add_test (tc, test_stream_batch_settings_change_against_tool);
+  tcase_add_test (tc, test_frame_batch_settings_change_against_tool);
   tcase_add_test (tc, test_temporal_flush_resets_bank);
   tcase_add_test (tc, test_temporal_settings_change_resets_bank);
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);

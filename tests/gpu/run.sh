@@ -56,8 +56,9 @@
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
 #              the same with $ACT32 (reported);
-#              then 4 steps on one worker without and with stream-batch
-#              (the frame periods reported);
+#              then 4 steps on one worker without and with stream-batch,
+#              and 1 step with frame-batch 2 and 4 (the frame periods
+#              reported);
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
@@ -1001,6 +1002,23 @@ else
           "$work/batch-$sb.log" --skip 5 --frames "$frames"
         grep -Eo 'stream batch: [0-9]+ frame-steps batched' \
           "$work/batch-$sb.log" | indent
+      fi
+    done
+    # One step, up to 2 and 4 waiting frames a pass (frame-batch; the
+    # default max-in-flight, (ranks + 1) × frame-batch), reported: the
+    # frame rate against the first run's.
+    for fb in 2 4; do
+      if runs "1 step, frame-batch=$fb" "$work/frames-$fb.log" 600 env \
+          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
+          videotestsrc num-buffers="$frames" \
+          ! video/x-raw,format=RGB,width=512,height=512 \
+          ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+          prompt-embeds="$sdt/prompt_embeds.npy" frame-batch="$fb" \
+          ! fakesink; then
+        judge "1 step, frame-batch=$fb runs" python3 "$gc" startup \
+          "$work/frames-$fb.log" --skip 5 --frames "$frames"
+        grep -Eo 'stream batch: [0-9]+ frame-steps batched' \
+          "$work/frames-$fb.log" | indent
       fi
     done
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps

@@ -206,6 +206,7 @@ test_update (void)
     {"builtin:stamp?mark=1.5", "whole number"},
     {"builtin:stamp?bogus=1", "no live parameter 'bogus'"},
     {"builtin:stamp?cuda-graphs=1", "cannot change while the model runs"},
+    {"builtin:stamp?frame-batch=2", "frame-batch=2 cannot change while"},
     {"builtin:anisotropic", "needs a new one"},
     {"builtin:stamp?mark", "key=value"},
   };
@@ -371,6 +372,57 @@ test_steps_batch (void)
   g_assert_false (pp_model_steps_batch (m, 3, samples, outside, 4, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_true (tensors_equal (a, a1));
+}
+
+/* frame-batch: several samples at one step give each the bytes of its
+ * step alone, up to frame-batch at each step of the schedule
+ * (pp_model_batch_max); the load options write it only above 1; a value
+ * outside 1–8 or not whole is refused, naming it. */
+static void
+test_frame_batch (void)
+{
+  g_autoptr (PpModel) m = model_new ("builtin:stamp?frame-batch=2");
+  g_autoptr (PpModel) one = model_new ("builtin:stamp");
+  g_autoptr (PpTensor) a = all_values ();
+  g_autoptr (PpTensor) b = all_values ();
+  g_autoptr (PpTensor) c = all_values ();
+  g_autoptr (PpTensor) a1 = all_values ();
+  g_autoptr (PpTensor) c1 = all_values ();
+  PpTensor *samples[3] = { a, b, c };
+  const guint steps[3] = { 1, 1, 0 };
+  const PpModelLoad load = { .stream_batch = TRUE, .frame_batch = 3 };
+  const PpModelLoad single = { .frame_batch = 1 };
+  g_autofree gchar *uri = pp_model_uri_for_load ("builtin:stamp", &load);
+  g_autofree gchar *plain = pp_model_uri_for_load ("builtin:stamp",
+      &single);
+  static const gchar *const bad[] = {
+    "builtin:stamp?frame-batch=0", "builtin:stamp?frame-batch=9",
+    "builtin:stamp?frame-batch=1.5", "builtin:stamp?frame-batch=two",
+  };
+  g_autoptr (GError) error = NULL;
+
+  g_assert_cmpuint (m->frame_batch, ==, 2);
+  g_assert_cmpuint (pp_model_batch_max (m), ==, 8);
+  g_assert_cmpuint (one->frame_batch, ==, 1);
+  g_assert_cmpuint (pp_model_batch_max (one), ==, 4);
+  g_assert_cmpstr (uri, ==, "builtin:stamp?stream-batch=1&frame-batch=3");
+  g_assert_cmpstr (plain, ==, "builtin:stamp");
+  g_assert_true (pp_model_steps_batch (m, 3, samples, steps, 4, &error));
+  g_assert_no_error (error);
+  g_assert_true (pp_model_step (m, 1, 4, a1, NULL));
+  g_assert_true (pp_model_step (m, 0, 4, c1, NULL));
+  g_assert_true (tensors_equal (a, a1));
+  g_assert_true (tensors_equal (b, a1));
+  g_assert_true (tensors_equal (c, c1));
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_autoptr (GError) refused = NULL;
+    g_autoptr (PpModel) none = pp_model_new (bad[i], 4, PP_MODEL_ROLE_ALL,
+        NULL, &refused);
+
+    g_assert_null (none);
+    g_assert_error (refused, PP_ERROR, PP_ERROR_MODEL);
+    g_assert_nonnull (strstr (refused->message, "frame-batch"));
+  }
 }
 
 /* cuda-graphs: without the parameter the backend decides, on for a
@@ -865,6 +917,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models/update/anisotropic", test_update_anisotropic);
   g_test_add_func ("/models/step/step-ms", test_step_ms);
   g_test_add_func ("/models/step/batch", test_steps_batch);
+  g_test_add_func ("/models/step/frame-batch", test_frame_batch);
   g_test_add_func ("/models/graphs/default", test_graphs_default);
   g_test_add_func ("/models/anisotropic/constant", test_aniso_constant);
   g_test_add_func ("/models/anisotropic/noise", test_aniso_noise);
