@@ -37,6 +37,11 @@
  * timesteps. */
 #define BATCH 4
 static const gdouble batch_timesteps[BATCH] = { 999.0, 749.0, 499.0, 249.0 };
+/* A frame batch at one step (frame-batch): up to BATCH frames a pass, all
+ * at TIMESTEP. */
+static const gdouble frame_timesteps[BATCH] = { TIMESTEP, TIMESTEP,
+  TIMESTEP, TIMESTEP
+};
 #define WEIGHT_SEED 1
 #define INPUT_SEED 2
 
@@ -81,6 +86,8 @@ typedef struct
   PpTensor *eps, *latents, *decoded;
   /* A stream batch's pass: BATCH frames, each at its own step. */
   PpTensor *batch, *batch_eps;
+  /* A frame batch's pass: the first frames of batch, at one step. */
+  PpTensor *frames, *frames_eps;
   gpointer graph;               /* the one best_of_graph times */
 } Bench;
 
@@ -190,6 +197,15 @@ batch_into (gpointer data, GError ** error)
 
   return pp_unet_forward_batch_into (b->unet, b->batch, batch_timesteps,
       b->text, b->batch_eps, error);
+}
+
+static gboolean
+frames_into (gpointer data, GError ** error)
+{
+  Bench *b = data;
+
+  return pp_unet_forward_batch_into (b->unet, b->frames, frame_timesteps,
+      b->text, b->frames_eps, error);
 }
 
 /* The stream batch's pass as is, for its profile. */
@@ -638,6 +654,23 @@ main (int argc, char **argv)
     printf ("frames/s one GPU could sustain at 4 steps with stream-batch: "
         "%.1f (a pass of 4 + TAESD, as graphs)\n",
         1.0 / (bg.seconds + vg.seconds));
+  /* At one step a frame batch of n is a pass of n latents at one
+   * timestep, each frame with its own TAESD encode + decode on rank 0. */
+  for (guint n = 2; graphs && n <= BATCH; n *= 2) {
+    const gint64 shape[4] = { n, 4, LATENT_SIDE, LATENT_SIDE };
+    g_autofree gchar *what = g_strdup_printf ("SD-Turbo UNet pass of a "
+        "%u-frame batch at one step, graph", n);
+    Timing fg;
+
+    b.frames = device_input (b.be, "frames", 4, shape);
+    b.frames_eps = device_input (b.be, "frames_eps", 4, shape);
+    if (report_graph (what, frames_into, &b, (guint) repeats, peak, &fg))
+      printf ("frames/s one GPU could sustain at 1 step with frame-batch "
+          "%u: %.1f (a pass of %u + %u TAESD, as graphs)\n", n,
+          n / (fg.seconds + n * vg.seconds), n, n);
+    g_clear_pointer (&b.frames, pp_tensor_free);
+    g_clear_pointer (&b.frames_eps, pp_tensor_free);
+  }
   printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
       pp_unet_pool_bytes (b.unet) / 1048576.0,
       pp_taesd_pool_bytes (b.taesd) / 1048576.0);

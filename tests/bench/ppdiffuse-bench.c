@@ -413,7 +413,8 @@ main (int argc, char **argv)
     {"width", 0, 0, G_OPTION_ARG_INT, &opt.width, "Frame width", "PX"},
     {"height", 0, 0, G_OPTION_ARG_INT, &opt.height, "Frame height", "PX"},
     {"max-in-flight", 0, 0, G_OPTION_ARG_INT, &opt.max_in_flight,
-        "ppdiffuse max-in-flight (0 = ranks + 1)", "F"},
+        "ppdiffuse max-in-flight (0 = the element's default, (ranks + 1) "
+        "× frame-batch)", "F"},
     {"stream-batch", 0, 0, G_OPTION_ARG_NONE, &opt.stream_batch,
         "Also run each W with stream-batch, side by side", NULL},
     {"frame-batch", 0, 0, G_OPTION_ARG_INT, &opt.frame_batch,
@@ -444,7 +445,7 @@ main (int argc, char **argv)
   printf ("ppdiffuse-bench: steps=%d step-ms=%d frames=%d %dx%d "
       "max-in-flight=%d%s\n", opt.steps, opt.step_ms, opt.frames, opt.width,
       opt.height, opt.max_in_flight,
-      opt.max_in_flight == 0 ? " (ranks + 1)" : "");
+      opt.max_in_flight == 0 ? " ((ranks + 1) × frame-batch)" : "");
   printf ("fixed step cost per frame: %d ms; ideal fps = W / %.3f s\n",
       opt.steps * opt.step_ms, opt.steps * opt.step_ms / MS_PER_S);
   print_memcpy_cost (&opt);
