@@ -47,7 +47,9 @@ its input cannot be read.
   startup LOG [--skip N] [--frames F]
         the start-up figures of a GST_DEBUG=ppdiffuse:5 log: spawn -> ready,
         the first frame's round trip and push, and the steady frame period
-        and round trip (medians over the chunks from N on, default 5); with
+        and round trip (medians over the chunks from N on, default 5) and
+        rate (their mean: frames that leave a pass together come in
+        bursts); with
         --frames, all F frames must have been pushed.
 """
 import array
@@ -655,6 +657,11 @@ def cmd_startup(args):
         p50 = statistics.median(periods)
         figures.append(f'steady frame period {p50 * 1e3:.1f} ms (median of '
                        f'{len(periods)}, {1 / p50 if p50 > 0 else 0:.1f} fps)')
+        # Frames that leave a pass together (frame-batch) come in bursts:
+        # the median period is then a burst's, the mean the rate.
+        span = pushed[ids[-1]] - pushed[ids[0] - 1]
+        figures.append(f'steady rate {len(ids) / span if span > 0 else 0:.1f}'
+                       f' fps (frames {ids[0] - 1}..{ids[-1]})')
     lat = sorted(back[c] for c in back if c >= skip)
     if len(lat) >= 3:
         # The 95th percentile by rank (the issue's latency target is a p95).
