@@ -578,7 +578,8 @@ describe (gint device, GError ** error)
 static PpBackend *
 create (gint device, GError ** error)
 {
-  /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first. */
+  /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first
+   * (PpCudaGroupNormWay). */
   static const gchar *const group_norm_ways[] = { "split", "whole",
     "vector", NULL
   };
@@ -623,8 +624,9 @@ create (gint device, GError ** error)
     g_free (desc);
     return NULL;
   }
-  cu->group_norm_split = way != 1;
-  cu->group_norm_vector = way == 2;
+  G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_SPLIT == 0
+      && PP_CUDA_GROUP_NORM_WHOLE == 1 && PP_CUDA_GROUP_NORM_VECTOR == 2);
+  cu->group_norm_way = (PpCudaGroupNormWay) way;
   /* layer_norm_ways in the order of PP_CUDA_LAYER_NORM_WARP, _BLOCK and
    * _VECTOR. */
   G_STATIC_ASSERT (PP_CUDA_LAYER_NORM_WARP == 0

@@ -33,12 +33,13 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   g_return_if_fail (c % groups == 0);
 
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
-  const gboolean split = cu->group_norm_split && splits > 0;
+  const gboolean split_way = cu->group_norm_way != PP_CUDA_GROUP_NORM_WHOLE;
+  const gboolean split = split_way && splits > 0;
   /* Both channels last, and the split way with a shape its channels-last
    * kernels take (which read tiles of whole pixels): as they are;
    * otherwise channels first for the kernels (a channels-last one is
    * copied). */
-  const gboolean nhwc = cu->group_norm_split
+  const gboolean nhwc = split_way
       && pp_cuda_group_norm_tiles (n, c, hw, groups) > 0
       && x_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC;
 
@@ -72,7 +73,8 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
           eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
-          silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW : cu->group_norm_vector
+          silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW
+          : cu->group_norm_way == PP_CUDA_GROUP_NORM_VECTOR
           ? PP_CUDA_GROUP_NHWC_VECTOR : PP_CUDA_GROUP_NHWC, partials, y,
           cu->stream));
 }

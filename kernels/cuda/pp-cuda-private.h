@@ -47,6 +47,17 @@ typedef enum
 #define PP_CUDA_STAGING_BUFFERS 2
 #define PP_CUDA_STAGING_BYTES ((gsize) 32 << 20)
 
+/* PPDIFFUSE_CUDA_GROUP_NORM's ways, in the order of its values: the
+ * split kernels (several blocks a group; channels last where the shape
+ * has tiles), one block a group (channels first), or the split way's
+ * channels-last kernels eight channels a thread. */
+typedef enum
+{
+  PP_CUDA_GROUP_NORM_SPLIT,
+  PP_CUDA_GROUP_NORM_WHOLE,
+  PP_CUDA_GROUP_NORM_VECTOR,
+} PpCudaGroupNormWay;
+
 typedef struct
 {
   PpBackend be;
@@ -85,10 +96,7 @@ typedef struct
   GHashTable *conv_filters;
 #endif
   PpCudaConvLayout conv_layout;
-  gboolean group_norm_split;    /* several blocks per group, else one */
-  /* Channels last, eight channels a thread (PPDIFFUSE_CUDA_GROUP_NORM=
-   * vector; a split way). */
-  gboolean group_norm_vector;
+  PpCudaGroupNormWay group_norm_way;
   /* PP_CUDA_LAYER_NORM_WARP (a warp per row), _BLOCK or _VECTOR. */
   int layer_norm_way;
   /* Every device block obtained (pp_cuda_obtain) and not yet released →
