@@ -46,10 +46,9 @@
 #include <unistd.h>
 
 #define PP_WORKER_QUEUE_DEPTH 2
-/* Chunks held besides the queues': one each in the receiver, the compute
- * thread and the sender (the compute thread holds a whole batch:
- * batch_size). */
-#define PP_WORKER_CHUNKS_IN_THREADS 3
+/* Chunks the receiver and the sender hold, one each, besides the queues'
+ * and the compute thread's (batch_held). */
+#define PP_WORKER_CHUNKS_IN_THREADS 2
 #define PP_WORKER_EXIT_FAILURE 3
 /* A failing worker is gone within this many seconds, whatever blocks. */
 #define PP_WORKER_FAIL_GRACE_S 3
@@ -659,6 +658,14 @@ batch_size (Worker * w)
       : frames;
 }
 
+/* The most chunks the compute thread holds: a whole batch and the chunk
+ * that waits for it to empty, or the one it computes. */
+static guint
+batch_held (Worker * w)
+{
+  return batch_size (w) > 1 ? batch_size (w) + 1 : 1;
+}
+
 /* The shutdown marker: this rank's busy time goes into its busy tensor. */
 static void
 mark_shutdown (Worker * w, PpChunk * chunk)
@@ -1174,7 +1181,7 @@ main (int argc, char **argv)
    * handed to the model without a host round trip.  The most chunks a
    * worker holds at once: both queues full, and those of its threads. */
   w.from_prev = pp_chunk_link_new_on (in_depth + PP_WORKER_QUEUE_DEPTH
-      + PP_WORKER_CHUNKS_IN_THREADS + batch_size (&w) - 1,
+      + PP_WORKER_CHUNKS_IN_THREADS + batch_held (&w),
       pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
   w.to_next = pp_chunk_link_new (0);
   if (pp_plan_uses_nccl (w.plan))
