@@ -336,6 +336,25 @@ test_step_errors (void)
   g_assert_error (error, PP_ERROR, PP_ERROR_SHAPE);
 }
 
+/* Three samples at @steps in one batched pass of @m: each gets what its
+ * step gives it alone.  The samples are left in @out (three of them). */
+static void
+assert_batch_as_alone (PpModel * m, const guint steps[3], PpTensor ** out)
+{
+  g_autoptr (GError) error = NULL;
+
+  for (guint i = 0; i < 3; i++)
+    out[i] = all_values ();
+  g_assert_true (pp_model_steps_batch (m, 3, out, steps, 4, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < 3; i++) {
+    g_autoptr (PpTensor) alone = all_values ();
+
+    g_assert_true (pp_model_step (m, steps[i], 4, alone, NULL));
+    g_assert_true (tensors_equal (out[i], alone));
+  }
+}
+
 /* A stream batch: each sample gets what its step gives it alone; a step
  * outside the schedule is an error that steps nothing; stream-batch is a
  * parameter of every model, which the load options add to built-in ones
@@ -344,34 +363,27 @@ static void
 test_steps_batch (void)
 {
   g_autoptr (PpModel) m = model_new ("builtin:stamp?stream-batch=1");
-  g_autoptr (PpTensor) a = all_values ();
-  g_autoptr (PpTensor) b = all_values ();
-  g_autoptr (PpTensor) c = all_values ();
-  g_autoptr (PpTensor) a1 = all_values ();
-  g_autoptr (PpTensor) b1 = all_values ();
-  g_autoptr (PpTensor) c1 = all_values ();
-  PpTensor *samples[3] = { a, b, c };
+  PpTensor *samples[3];
   const guint steps[3] = { 2, 1, 0 };
   const guint outside[3] = { 2, 4, 0 };
   const PpModelLoad load = { .stream_batch = TRUE };
   g_autofree gchar *uri = pp_model_uri_for_load ("builtin:stamp", &load);
+  g_autoptr (PpTensor) before = NULL;
   g_autoptr (GError) error = NULL;
 
   g_assert_true (m->stream_batch);
   g_assert_cmpstr (uri, ==, "builtin:stamp?stream-batch=1");
-  g_assert_true (pp_model_steps_batch (m, 3, samples, steps, 4, &error));
-  g_assert_no_error (error);
-  g_assert_true (pp_model_step (m, 2, 4, a1, NULL));
-  g_assert_true (pp_model_step (m, 1, 4, b1, NULL));
-  g_assert_true (pp_model_step (m, 0, 4, c1, NULL));
-  g_assert_true (tensors_equal (a, a1));
-  g_assert_true (tensors_equal (b, b1));
-  g_assert_true (tensors_equal (c, c1));
-  g_assert_false (tensors_equal (a, b));
+  assert_batch_as_alone (m, steps, samples);
+  g_assert_false (tensors_equal (samples[0], samples[1]));
 
+  /* What samples[0] holds: its step alone. */
+  before = all_values ();
+  g_assert_true (pp_model_step (m, steps[0], 4, before, NULL));
   g_assert_false (pp_model_steps_batch (m, 3, samples, outside, 4, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
-  g_assert_true (tensors_equal (a, a1));
+  g_assert_true (tensors_equal (samples[0], before));
+  for (guint i = 0; i < 3; i++)
+    pp_tensor_free (samples[i]);
 }
 
 /* frame-batch: several samples at one step give each the bytes of its
@@ -383,12 +395,7 @@ test_frame_batch (void)
 {
   g_autoptr (PpModel) m = model_new ("builtin:stamp?frame-batch=2");
   g_autoptr (PpModel) one = model_new ("builtin:stamp");
-  g_autoptr (PpTensor) a = all_values ();
-  g_autoptr (PpTensor) b = all_values ();
-  g_autoptr (PpTensor) c = all_values ();
-  g_autoptr (PpTensor) a1 = all_values ();
-  g_autoptr (PpTensor) c1 = all_values ();
-  PpTensor *samples[3] = { a, b, c };
+  PpTensor *samples[3];
   const guint steps[3] = { 1, 1, 0 };
   const PpModelLoad load = { .stream_batch = TRUE, .frame_batch = 3 };
   const PpModelLoad single = { .frame_batch = 1 };
@@ -399,7 +406,6 @@ test_frame_batch (void)
     "builtin:stamp?frame-batch=0", "builtin:stamp?frame-batch=9",
     "builtin:stamp?frame-batch=1.5", "builtin:stamp?frame-batch=two",
   };
-  g_autoptr (GError) error = NULL;
 
   g_assert_cmpuint (m->frame_batch, ==, 2);
   g_assert_cmpuint (pp_model_batch_max (m), ==, 8);
@@ -407,13 +413,10 @@ test_frame_batch (void)
   g_assert_cmpuint (pp_model_batch_max (one), ==, 4);
   g_assert_cmpstr (uri, ==, "builtin:stamp?stream-batch=1&frame-batch=3");
   g_assert_cmpstr (plain, ==, "builtin:stamp");
-  g_assert_true (pp_model_steps_batch (m, 3, samples, steps, 4, &error));
-  g_assert_no_error (error);
-  g_assert_true (pp_model_step (m, 1, 4, a1, NULL));
-  g_assert_true (pp_model_step (m, 0, 4, c1, NULL));
-  g_assert_true (tensors_equal (a, a1));
-  g_assert_true (tensors_equal (b, a1));
-  g_assert_true (tensors_equal (c, c1));
+  assert_batch_as_alone (m, steps, samples);
+  g_assert_true (tensors_equal (samples[0], samples[1]));
+  for (guint i = 0; i < 3; i++)
+    pp_tensor_free (samples[i]);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     g_autoptr (GError) refused = NULL;
     g_autoptr (PpModel) none = pp_model_new (bad[i], 4, PP_MODEL_ROLE_ALL,
