@@ -557,15 +557,14 @@ settings_unchanged (Worker * w, PpChunk * chunk)
 }
 
 /* Whether @chunk may join the riders: room at the slice's first step, and
- * nothing that changes what their steps compute (a new epoch, settings, a reset, a warm-up pass, a
- * size).  What the riders share is the first one's.  A chunk that may not
- * waits until they have all left. */
+ * nothing that changes what their steps compute (a new epoch, settings, a
+ * reset, a warm-up pass, a size).  What the riders share is the first
+ * one's.  A chunk that may not waits until they have all left. */
 static gboolean
 batch_admits (Worker * w, const Batch * b, PpChunk * chunk)
 {
   const Rider *first = &b->riders[0];
   PpTensor *sample;
-
   guint at_first = 0;
 
   if (b->n == 0)
@@ -1129,7 +1128,7 @@ main (int argc, char **argv)
   Worker w = { 0 };
   GThread *receiver, *sender;
   int provided = 0, world_size = 0;
-  guint in_depth;
+  guint depth;
   GError *error = NULL;
 
   w.world = MPI_COMM_NULL;
@@ -1173,14 +1172,15 @@ main (int argc, char **argv)
   do_handshake (&w);
   g_atomic_int_set (&started, 1);
 
-  /* The in-queue holds a whole frame batch: its chunks join from there. */
-  in_depth = MAX (PP_WORKER_QUEUE_DEPTH, w.model->frame_batch);
-  w.in = pp_queue_new (in_depth);
-  w.out = pp_queue_new (PP_WORKER_QUEUE_DEPTH);
+  /* Each queue holds a whole frame batch: its chunks join from the
+   * in-queue and leave a pass together. */
+  depth = MAX (PP_WORKER_QUEUE_DEPTH, w.model->frame_batch);
+  w.in = pp_queue_new (depth);
+  w.out = pp_queue_new (depth);
   /* Over NCCL the chunks live on the backend's device, received there and
    * handed to the model without a host round trip.  The most chunks a
    * worker holds at once: both queues full, and those of its threads. */
-  w.from_prev = pp_chunk_link_new_on (in_depth + PP_WORKER_QUEUE_DEPTH
+  w.from_prev = pp_chunk_link_new_on (2 * depth
       + PP_WORKER_CHUNKS_IN_THREADS + batch_held (&w),
       pp_plan_uses_nccl (w.plan) ? w.backend : NULL);
   w.to_next = pp_chunk_link_new (0);
