@@ -18,11 +18,11 @@
  * again (grid-stride over items). */
 #define NORM_MAX_BLOCKS 65535
 
-/* Mean (*@hi + *@lo) and 1/√(var + eps) of the @count values at @first
- * of @x (stored as A), every thread of the block getting them. */
 /* A parameter (gamma, beta) of @type widened: a uniform branch, so that
- * no kernel is instantiated for every pair of parameter types (the apply
- * kernels load their channels' parameters once, before their loops). */
+ * no kernel is instantiated for every pair of parameter types.  The
+ * channels-last apply kernels (the defaults) load a channel's parameters
+ * once, before their loops over pixels; the channels-first and block
+ * kernels, the fallbacks, once a value. */
 __device__ __forceinline__ float
 param_load (PpCudaType type, const void *p, int i)
 {
@@ -33,6 +33,8 @@ param_load (PpCudaType type, const void *p, int i)
   return pp_cuda_load<PP_CUDA_F32> (p, i);
 }
 
+/* Mean (*@hi + *@lo) and 1/√(var + eps) of the @count values at @first
+ * of @x (stored as A), every thread of the block getting them. */
 template <PpCudaType A> __device__ void
 norm_moments (const void *x, size_t first, size_t count, float eps,
     float *shared, float *hi, float *lo, float *rstd)
@@ -166,8 +168,10 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     /* Values of a group number below 2^32: 32-bit division. */
     const size_t at = group_at (item, groups, per_group, hw, (unsigned) i,
         &ch);
-    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
-    const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch)
+        : 1.0f;
+    const float be = beta != NULL ? param_load (beta_type, beta, ch)
+        : 0.0f;
 
     const float v = ((pp_cuda_load<A> (x, at) - moments[0]) - moments[1])
         * (moments[2] * ga) + be;
@@ -196,8 +200,10 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
     norm_moments<A> (x, first, count, eps, shared, &hi, &lo, &rstd);
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
       const size_t ch = g * per_group + i / hw;
-      const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
-      const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+      const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch)
+          : 1.0f;
+      const float be = beta != NULL ? param_load (beta_type, beta, ch)
+          : 0.0f;
 
       const float v = ((pp_cuda_load<A> (x, first + i) - hi) - lo)
           * (rstd * ga) + be;
@@ -432,8 +438,10 @@ group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
 
     if (j < per_thread && ch < c) {
       const float4 mo = moments[sample * groups + ch / per_group];
-      const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
-      const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+      const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch)
+          : 1.0f;
+      const float be = beta != NULL ? param_load (beta_type, beta, ch)
+          : 0.0f;
       const float scale = mo.z * ga;
       const float sh = nhwc_shift (shift, sample, c, ch);
 
@@ -596,7 +604,8 @@ group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
   for (int q = 0; q < PP_CUDA_VEC; q++) {
     const int ch = ch0 + q;
     const float4 mo = moments[sample * groups + ch / per_group];
-    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch)
+        : 1.0f;
 
     hi[q] = mo.x;
     lo[q] = mo.y;
@@ -870,8 +879,10 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
 
     norm_moments<A> (x, first, dim, eps, shared, &hi, &lo, &rstd);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float ga = gamma != NULL ? param_load (gamma_type, gamma, i) : 1.0f;
-      const float be = beta != NULL ? param_load (beta_type, beta, i) : 0.0f;
+      const float ga = gamma != NULL ? param_load (gamma_type, gamma, i)
+          : 1.0f;
+      const float be = beta != NULL ? param_load (beta_type, beta, i)
+          : 0.0f;
 
       pp_cuda_store<A> (y, first + i, ((pp_cuda_load<A> (x, first + i)
                   - hi) - lo) * (rstd * ga) + be);
