@@ -90,6 +90,23 @@ pp_model_param_double (GHashTable * params, const gchar * key, gdouble min,
 }
 
 gboolean
+pp_model_param_uint (GHashTable * params, const gchar * key, guint min,
+    guint max, guint * value, GError ** error)
+{
+  gdouble v = *value;
+
+  if (!pp_model_param_double (params, key, min, max, &v, error))
+    return FALSE;
+  if (v != (guint) v) {
+    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "model parameter %s=%g: "
+        "expected a whole number in [%u, %u]", key, v, min, max);
+    return FALSE;
+  }
+  *value = (guint) v;
+  return TRUE;
+}
+
+gboolean
 pp_model_param_string (GHashTable * params, const gchar * key,
     gchar ** value)
 {
@@ -169,19 +186,10 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
       && pp_backend_has_graphs (model->backend);
   if (!param_boolean (params, "stream-batch", &model->stream_batch, error))
     return NULL;
-  {
-    gdouble frames = 1;
-
-    if (!pp_model_param_double (params, "frame-batch", 1,
-            PP_MODEL_FRAME_BATCH_MAX, &frames, error))
-      return NULL;
-    if (frames != (guint) frames) {
-      g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "model parameter "
-          "frame-batch=%g: expected a whole number of frames", frames);
-      return NULL;
-    }
-    model->frame_batch = (guint) frames;
-  }
+  model->frame_batch = 1;
+  if (!pp_model_param_uint (params, "frame-batch", 1,
+          PP_MODEL_FRAME_BATCH_MAX, &model->frame_batch, error))
+    return NULL;
   if (klass->init != NULL && !klass->init (model, params, error))
     return NULL;
   if (g_hash_table_size (params) > 0) {

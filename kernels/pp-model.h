@@ -342,6 +342,10 @@ extern const PpModelClass pp_model_diffusion_class;
 gboolean pp_model_param_double (GHashTable * params, const gchar * key,
                                 gdouble min, gdouble max, gdouble * value,
                                 GError ** error);
+/* A whole number in [@min, @max]; absent, *@value is kept. */
+gboolean pp_model_param_uint   (GHashTable * params, const gchar * key,
+                                guint min, guint max, guint * value,
+                                GError ** error);
 gboolean pp_model_param_string (GHashTable * params, const gchar * key,
                                 gchar ** value);
 

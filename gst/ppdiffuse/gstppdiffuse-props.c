@@ -431,8 +431,9 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
       g_param_spec_uint ("max-in-flight", "Max in flight",
-          "Frames in flight at most (frames; 0 = (ranks + 1) × frame-batch)", 0,
-          MAX_IN_FLIGHT_LIMIT, DEFAULT_MAX_IN_FLIGHT, PARAM_FLAGS));
+          "Frames in flight at most (frames; 0 = (ranks + 1) × "
+          "frame-batch)", 0, MAX_IN_FLIGHT_LIMIT, DEFAULT_MAX_IN_FLIGHT,
+          PARAM_FLAGS));
   /**
    * GstPpDiffuse:model:
    *

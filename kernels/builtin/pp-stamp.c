@@ -13,18 +13,9 @@ typedef struct
 static gboolean
 stamp_params (GHashTable * params, guint * mark, GError ** error)
 {
-  gdouble value = 0.0;
-
-  if (!pp_model_param_double (params, "mark", 0.0, PP_STAMP_MARK_MAX,
-          &value, error))
-    return FALSE;
-  if (value != (guint) value) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL,
-        "builtin:stamp: mark=%g is not a whole number", value);
-    return FALSE;
-  }
-  *mark = (guint) value;
-  return TRUE;
+  *mark = 0;
+  return pp_model_param_uint (params, "mark", 0, PP_STAMP_MARK_MAX, mark,
+      error);
 }
 
 static gboolean
