@@ -86,7 +86,7 @@ typedef struct
   PpTensor *eps, *latents, *decoded;
   /* A stream batch's pass: BATCH frames, each at its own step. */
   PpTensor *batch, *batch_eps;
-  /* A frame batch's pass: the first frames of batch, at one step. */
+  /* A frame batch's pass: n frames at one step (made for each n). */
   PpTensor *frames, *frames_eps;
   gpointer graph;               /* the one best_of_graph times */
 } Bench;

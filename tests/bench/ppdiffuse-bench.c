@@ -24,11 +24,12 @@
  * of a few latents): with full batches a worker then hands on a frame
  * every M ms, whatever its share of the steps, so the ideal is 1000 / M
  * frames/s for any W, given max-in-flight ≥ S + W.  Both runs of a W are
- * printed side by side with their ratio.  With --frame-batch B, the
- * batched runs also take up to B frames at each step (frame-batch): with
- * full batches a worker hands on B frames every M ms, B × 1000 / M
- * frames/s, given max-in-flight ≥ B × (S + W) (its default is (W + 1) ×
- * B).
+ * printed side by side with their ratio.  With --frame-batch B, each W
+ * also runs with the element's frame-batch B (with --stream-batch, in the
+ * same runs): a worker takes up to B frames at each step into a pass, so
+ * with full batches the ideal is B times the one above (B × 1000 / M with
+ * the stream batch, given max-in-flight ≥ B × (S + W); frame-batch's
+ * default is (W + 1) × B).
  *
  * Exit status: 0 whatever the efficiency (it is a benchmark), non-zero on
  * bad options or when a pipeline fails, stalls or loses frames. */
@@ -65,7 +66,7 @@ typedef struct
   gint height;
   gint max_in_flight;
   gboolean stream_batch;        /* also run each W with stream-batch */
-  gint frame_batch;             /* and frame-batch, in those runs */
+  gint frame_batch;             /* and, above 1, with frame-batch */
   gchar *hosts;                 /* the element's hosts, NULL for none */
 } Options;
 
@@ -158,8 +159,8 @@ build_pipeline (const Options * opt, guint ranks, gboolean batch,
   gst_caps_unref (caps);
   g_object_set (diffuse, "ranks", ranks, "steps", (guint) opt->steps,
       "model", model, "max-in-flight", (guint) opt->max_in_flight,
-      "stream-batch", batch, "frame-batch", (guint) (batch
-          ? opt->frame_batch : 1), NULL);
+      "stream-batch", batch && opt->stream_batch, "frame-batch",
+      (guint) (batch ? opt->frame_batch : 1), NULL);
   if (opt->hosts != NULL)
     g_object_set (diffuse, "hosts", opt->hosts, NULL);
   /* Measure the mesh, not the clock: render as fast as frames come. */
@@ -282,9 +283,11 @@ run_one (const Options * opt, guint ranks, gboolean batch, Result * result,
     result->fps = (timing.n_out - 1) * (gdouble) G_USEC_PER_SEC
         / MAX (timing.t_last - timing.t_first, 1);
     /* With full stream batches every worker hands on a frame per pass of
-     * step-ms (one of a single step too), whatever its share. */
-    result->ideal_fps = batch ? opt->frame_batch * MS_PER_S / opt->step_ms
-        : ranks / total_step_s;
+     * step-ms (one of a single step too), whatever its share; with full
+     * frame batches, frame-batch frames where it handed on one. */
+    result->ideal_fps = !batch ? ranks / total_step_s
+        : opt->frame_batch * (opt->stream_batch ? MS_PER_S / opt->step_ms
+        : ranks / total_step_s);
     result->efficiency = result->fps / result->ideal_fps;
     result->e2e_fps = timing.n_out * (gdouble) G_USEC_PER_SEC
         / MAX (timing.t_last - timing.t_start, 1);
@@ -418,8 +421,8 @@ main (int argc, char **argv)
     {"stream-batch", 0, 0, G_OPTION_ARG_NONE, &opt.stream_batch,
         "Also run each W with stream-batch, side by side", NULL},
     {"frame-batch", 0, 0, G_OPTION_ARG_INT, &opt.frame_batch,
-        "With --stream-batch: those runs take up to B frames a step "
-        "(frame-batch)", "B"},
+        "Also run each W with frame-batch B (with --stream-batch, in the "
+        "same runs), side by side", "B"},
     {"hosts", 0, 0, G_OPTION_ARG_STRING, &opt.hosts,
         "ppdiffuse hosts: where the workers run (default: this host)",
         "H1,H2"},
@@ -430,6 +433,7 @@ main (int argc, char **argv)
   g_autofree Result *batched = NULL;
   GError *error = NULL;
   gint failed_ranks = 0, completed;
+  gboolean batched_runs;
 
   context = g_option_context_new ("- ppdiffuse pipeline-parallel scaling");
   g_option_context_add_main_entries (context, entries, NULL);
@@ -452,11 +456,12 @@ main (int argc, char **argv)
   printf ("workers on: %s\n\n", opt.hosts ? opt.hosts : "this host");
   fflush (stdout);
 
+  batched_runs = opt.stream_batch || opt.frame_batch > 1;
   results = g_new0 (Result, opt.max_ranks);
   batched = g_new0 (Result, opt.max_ranks);
   for (gint w = 1; w <= opt.max_ranks; w++) {
     if (!run_one (&opt, (guint) w, FALSE, &results[w - 1], &error)
-        || (opt.stream_batch && !run_one (&opt, (guint) w, TRUE,
+        || (batched_runs && !run_one (&opt, (guint) w, TRUE,
                 &batched[w - 1], &error))) {
       failed_ranks = w;
       break;
@@ -477,9 +482,10 @@ main (int argc, char **argv)
         r->fps, r->ideal_fps, r->efficiency, r->e2e_fps, r->overlap,
         r->mesh_wall_s, r->latency_ms);
   }
-  if (opt.stream_batch && completed > 0) {
-    printf ("\nstream-batch=true frame-batch=%d, the same W, run right after "
-        "each above:\n", opt.frame_batch);
+  if (batched_runs && completed > 0) {
+    printf ("\nstream-batch=%s frame-batch=%d, the same W, run right after "
+        "each above:\n", opt.stream_batch ? "true" : "false",
+        opt.frame_batch);
     printf ("%3s %9s %9s %10s %10s %10s\n", "W", "fps", "ideal",
         "efficiency", "latency ms", "fps ratio");
     for (gint w = 1; w <= completed; w++) {
