@@ -1027,6 +1027,15 @@ GST_START_TEST (test_frame_batch_settings_change_against_tool)
 
 GST_END_TEST;
 
+/* And both: one worker with both steps, two frames at each (batches of
+ * up to four, at two steps). */
+GST_START_TEST (test_stream_frame_batch_settings_change_against_tool)
+{
+  settings_change_against_tool (1, TRUE, 2);
+}
+
+GST_END_TEST;
+
 /* ppdiffuse-tool img2img of inputs @indices (@n of them, in order, each
  * @w × @h) as one sequence with the feature bank (the settings of the
  * temporal tests below) and @strength: the frames, in order.  @tag names
@@ -1499,6 +1508,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_settings_change_against_tool);
   tcase_add_test (tc, test_stream_batch_settings_change_against_tool);
   tcase_add_test (tc, test_frame_batch_settings_change_against_tool);
+  tcase_add_test (tc, test_stream_frame_batch_settings_change_against_tool);
   tcase_add_test (tc, test_temporal_flush_resets_bank);
   tcase_add_test (tc, test_temporal_settings_change_resets_bank);
   tcase_add_test (tc, test_temporal_caps_change_resets_bank);
