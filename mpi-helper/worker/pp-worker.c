@@ -93,6 +93,8 @@ typedef struct
   gint64 busy_us;                /* compute thread only */
   guint64 batched_steps;        /* compute thread only: frame-steps run in
                                  * stream-batch passes of two or more */
+  guint widest_pass;            /* compute thread only: the most frames a
+                                 * pass ran */
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
    * chunks received and sent, written by three threads. */
@@ -622,6 +624,7 @@ batch_pass (Worker * w, Batch * b)
       G_GUINT64_FORMAT ") took %.3f ms", b->n, b->riders[0].chunk->chunk_id,
       b->riders[b->n - 1].chunk->chunk_id,
       (g_get_monotonic_time () - start) / 1000.0);
+  w->widest_pass = MAX (w->widest_pass, b->n);
   if (b->n > 1) {
     w->batched_steps += b->n;
     pp_liveness_set_batched_steps (w->liveness, w->batched_steps);
@@ -697,8 +700,9 @@ mark_shutdown (Worker * w, PpChunk * chunk)
   pp_model_batch_graph_counts (w->model, &batch_captures, &batch_launches);
   batched = batch_size (w) > 1 ? g_strdup_printf (", stream batch: %"
       G_GUINT64_FORMAT " frame-steps batched, batch graphs: %"
-      G_GUINT64_FORMAT " captured, %" G_GUINT64_FORMAT " launched",
-      w->batched_steps, batch_captures, batch_launches) : NULL;
+      G_GUINT64_FORMAT " captured, %" G_GUINT64_FORMAT " launched, passes "
+      "of up to %u frames (of %u)", w->batched_steps, batch_captures,
+      batch_launches, w->widest_pass, batch_size (w)) : NULL;
   PP_INFO ("shutting down after %" G_GUINT64_FORMAT " chunks and %u "
       "warm-up passes, busy %.3f s, step graphs: %" G_GUINT64_FORMAT
       " captured, %" G_GUINT64_FORMAT " launched%s",

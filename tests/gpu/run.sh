@@ -1017,8 +1017,8 @@ else
           ! fakesink; then
         judge "1 step, frame-batch=$fb runs" python3 "$gc" startup \
           "$work/frames-$fb.log" --skip 5 --frames "$frames"
-        grep -Eo 'stream batch: [0-9]+ frame-steps batched' \
-          "$work/frames-$fb.log" | indent
+        grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
+          "$work/frames-$fb.log" | paste -sd ' ' - | indent
       fi
     done
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps
