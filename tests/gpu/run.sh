@@ -314,6 +314,15 @@ device_of() { [ -n "$dry" ] || echo "cuda:$(($1 % $2))"; }
 
 # ---- device ----------------------------------------------------------------
 
+# ops_way SETTING OP: test-ops --op OP on $BE with PPDIFFUSE_CUDA_SETTING
+# (NAME=VALUE), one of the backend's other ways.
+ops_way() {
+  if runs "test-ops --op $2, PPDIFFUSE_CUDA_$1" "$work/ops-$2-${1#*=}.log" \
+      300 env "PPDIFFUSE_CUDA_$1" "$tool" test-ops --backend "$BE" --op "$2"; then
+    pass "test-ops --op $2, PPDIFFUSE_CUDA_$1"
+  fi
+}
+
 step_device() {
   current=device
   say "device: the CUDA backend's tests on the device, every op on $BE against float64"
@@ -398,20 +407,12 @@ step_device() {
   # The group norms one block per group (the first way), and channels
   # last eight channels a thread (vector).
   for gn in whole vector; do
-    if runs "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=$gn" \
-        "$work/ops-gn.log" 300 env PPDIFFUSE_CUDA_GROUP_NORM=$gn \
-        "$tool" test-ops --backend "$BE" --op group_norm; then
-      pass "test-ops --op group_norm, PPDIFFUSE_CUDA_GROUP_NORM=$gn"
-    fi
+    ops_way GROUP_NORM=$gn group_norm
   done
   # The layer norms a block per row (the first way), and eight values a
   # thread (vector), on test-ops and on 16-bit activations.
   for ln in block vector; do
-    if runs "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=$ln" \
-        "$work/ops-ln.log" 300 env PPDIFFUSE_CUDA_LAYER_NORM=$ln \
-        "$tool" test-ops --backend "$BE" --op layer_norm; then
-      pass "test-ops --op layer_norm, PPDIFFUSE_CUDA_LAYER_NORM=$ln"
-    fi
+    ops_way LAYER_NORM=$ln layer_norm
   done
   if runs "act-dtypes, layer norm vector" "$work/act-dtypes.log" 120 \
       env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=vector "$acts" \
@@ -422,21 +423,13 @@ step_device() {
   # The convolutions in each layout: every 16-bit case channels-first,
   # then every channel-aligned one channels-last.
   for layout in nchw nhwc; do
-    if runs "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_LAYOUT=$layout" \
-        "$work/ops-$layout.log" 300 env PPDIFFUSE_CUDA_CONV_LAYOUT=$layout \
-        "$tool" test-ops --backend "$BE" --op conv2d; then
-      pass "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_LAYOUT=$layout"
-    fi
+    ops_way CONV_LAYOUT=$layout conv2d
   done
   # The attentions' other ways on the device: 16-bit GEMMs (where the
   # fused kernel would run) and float32 whatever the dtype.
   for way in gemm f32; do
     for op in attention attention_causal; do
-      if runs "test-ops --op $op, PPDIFFUSE_CUDA_ATTENTION=$way" \
-          "$work/ops-$way.log" 300 env PPDIFFUSE_CUDA_ATTENTION=$way \
-          "$tool" test-ops --backend "$BE" --op $op; then
-        pass "test-ops --op $op, PPDIFFUSE_CUDA_ATTENTION=$way"
-      fi
+      ops_way ATTENTION=$way $op
     done
   done
 }

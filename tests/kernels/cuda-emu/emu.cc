@@ -505,6 +505,23 @@ emu_kernel_runs (const char *prefix)
   return n;
 }
 
+/* At exit, with $PP_CUDA_EMU_LAUNCHES set to a kernel name's prefix, the
+ * launches of its kernels on stderr ("emulated launches of PREFIX: N"):
+ * which of the backend's ways a program's ops took, for tests that run
+ * the module from another program.  Declared after the counts, so it goes
+ * before them. */
+static struct LaunchReport
+{
+  ~LaunchReport ()
+  {
+    const char *prefix = getenv ("PP_CUDA_EMU_LAUNCHES");
+
+    if (prefix != NULL && *prefix != '\0')
+      fprintf (stderr, "emulated launches of %s: %lu\n", prefix,
+          emu_kernel_runs (prefix));
+  }
+} launch_report;
+
 void
 emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     const char *kernel, const std::function<void ()> &body)

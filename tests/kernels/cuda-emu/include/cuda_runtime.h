@@ -143,6 +143,7 @@ cudaError_t cudaGetLastError ();
  * the tests run each launch both ways. */
 void emu_set_descending (bool descending);
 /* The launches run so far of kernels whose name (as the launch writes it,
- * "kernel<A, G, B>") starts with @prefix: which of a function's kernels
- * took a case. */
+ * "group_norm_vec_apply_kernel<A>") starts with @prefix: which of a
+ * function's kernels took a case.  $PP_CUDA_EMU_LAUNCHES=PREFIX prints the
+ * count at exit. */
 unsigned long emu_kernel_runs (const char *prefix);
