@@ -834,7 +834,7 @@ batch_graph_for (PpModel * model, guint n, const guint * steps,
 guint
 pp_model_batch_max (const PpModel * model)
 {
-  return model->n_steps * MAX (model->frame_batch, 1);
+  return model->n_steps * model->frame_batch;
 }
 
 gboolean

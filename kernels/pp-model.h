@@ -139,7 +139,7 @@ struct _PpModel
   gboolean stream_batch;        /* parameter stream-batch: a worker batches
                                  * the frames at its steps */
   guint frame_batch;            /* parameter frame-batch: the most frames a
-                                 * worker's pass takes at one step (1: one) */
+                                 * worker's pass takes at one step (≥ 1) */
   PpModelGraph *graph;          /* the slice captured, NULL before */
   /* The stream batches captured (PpModelBatchGraph), all of one sample
    * shape, and their counts. */

@@ -788,7 +788,7 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   /* The same seed, the same skips for the same frames. */
   pp_similarity_filter_reseed (self->similar, self->settings.seed);
   self->limit = self->max_in_flight ? self->max_in_flight
-      : (self->ranks + 1) * MAX (self->frame_batch, 1);
+      : (self->ranks + 1) * self->frame_batch;
   /* A frame's chunk is freed after its push, which already made room for
    * the next frame: one more chunk than frames may be held. */
   config.max_in_flight = self->limit + 1;

@@ -1066,7 +1066,7 @@ batch_buffers (PpModel * model, guint n, const PpTensor * sample,
   if (n > pp_model_batch_max (model)) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "a stream batch of %u "
         "samples: at most %u per step of the schedule (%u steps)", n,
-        MAX (model->frame_batch, 1), model->n_steps);
+        model->frame_batch, model->n_steps);
     return NULL;
   }
   if (d->batches == NULL)

@@ -531,8 +531,6 @@ typedef struct
 {
   Rider *riders;
   guint n, max;
-  guint per_step;               /* the most riders at one step */
-  gboolean staggered;           /* riders may join behind others' steps */
   /* For the pass: the riders' samples and steps. */
   PpTensor **samples;
   guint *steps;
@@ -558,6 +556,14 @@ settings_unchanged (Worker * w, PpChunk * chunk)
       t->nbytes) == 0;
 }
 
+/* Whether riders may join behind others' steps: a stream batch over a
+ * slice of two steps or more. */
+static gboolean
+batch_staggered (Worker * w)
+{
+  return w->model->stream_batch && w->slice.end - w->slice.first > 1;
+}
+
 /* Whether @chunk may join the riders: room at the slice's first step, and
  * nothing that changes what their steps compute (a new epoch, settings, a
  * reset, a warm-up pass, a size).  What the riders share is the first
@@ -573,7 +579,8 @@ batch_admits (Worker * w, const Batch * b, PpChunk * chunk)
     return TRUE;
   for (guint i = 0; i < b->n; i++)
     at_first += b->riders[i].step == w->slice.first;
-  if (at_first == b->per_step || (!b->staggered && at_first < b->n))
+  if (at_first == w->model->frame_batch
+      || (!batch_staggered (w) && at_first < b->n))
     return FALSE;
   if (b->n == b->max || (first->chunk->flags & ALONE_FLAGS)
       || (chunk->flags & (PP_CHUNK_FLAG_SHUTDOWN | ALONE_FLAGS))
@@ -641,20 +648,12 @@ batch_pass (Worker * w, Batch * b)
     pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
 }
 
-/* Whether riders may join behind others' steps: a stream batch over a
- * slice of two steps or more. */
-static gboolean
-batch_staggered (Worker * w)
-{
-  return w->model->stream_batch && w->slice.end - w->slice.first > 1;
-}
-
 /* How many chunks a worker's compute thread holds at once: frame-batch at
  * each of its slice's steps with a stream batch, else frame-batch. */
 static guint
 batch_size (Worker * w)
 {
-  const guint frames = MAX (w->model->frame_batch, 1);
+  const guint frames = w->model->frame_batch;
 
   return batch_staggered (w) ? frames * (w->slice.end - w->slice.first)
       : frames;
@@ -717,8 +716,6 @@ compute_loop (Worker * w)
   PpChunk *held = NULL;         /* the chunk that waits for an empty batch */
 
   b.max = batch_size (w);
-  b.per_step = MAX (w->model->frame_batch, 1);
-  b.staggered = batch_staggered (w);
   b.riders = g_new0 (Rider, b.max);
   b.samples = g_new0 (PpTensor *, b.max);
   b.steps = g_new0 (guint, b.max);
