@@ -1129,7 +1129,7 @@ main (int argc, char **argv)
   Worker w = { 0 };
   GThread *receiver, *sender;
   int provided = 0, world_size = 0;
-  guint depth;
+  guint depth, late_ms;
   GError *error = NULL;
 
   w.world = MPI_COMM_NULL;
@@ -1212,8 +1212,9 @@ main (int argc, char **argv)
   g_thread_unref (g_thread_new ("pp-exit-watchdog", exit_watchdog, NULL));
   /* The last of this rank's heartbeats: rank 0 frees the communicator
    * once it has it (pp-liveness.h). */
-  if (hooks != NULL && hooks->late_beat_ms () > 0) {
-    g_usleep ((gulong) hooks->late_beat_ms () * 1000);
+  late_ms = hooks != NULL ? hooks->late_beat_ms () : 0;
+  if (late_ms > 0) {
+    g_usleep ((gulong) late_ms * 1000);
     pp_liveness_beat_now (w.liveness);
   }
   pp_liveness_farewell (w.liveness);

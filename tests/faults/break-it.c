@@ -240,8 +240,6 @@ run_to_failure (const gchar * culprit, const gchar * const *needles)
   check_rank0_links (FALSE);
 }
 
-/* The control of the NCCL cases: frames round the mesh and a clean stop,
- * which finalizes rank 0's links. */
 /* @frames frames round the mesh of @element, each pulled back, then a
  * clean stop after which no worker is left; the stop's milliseconds. */
 static gint64
@@ -266,6 +264,8 @@ stream_and_stop (GstElement * element, guint frames)
   return start;
 }
 
+/* The control of the NCCL cases: frames round the mesh and a clean stop,
+ * which finalizes rank 0's links. */
 GST_START_TEST (test_nccl_clean)
 {
   fail_unless (nccl_emulated, "set PPDIFFUSE_DATA_PLANE=nccl-emulated");

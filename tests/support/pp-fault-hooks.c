@@ -184,14 +184,13 @@ hook_before_send (const PpChunk * chunk, gint peer,
 static guint
 hook_late_beat_ms (void)
 {
-  static guint ms;
+  guint ms;
 
-  /* Asked twice (whether, then how long): fired once, remembered. */
-  if (ms == 0 && fires (PP_FAULT_LATE_BEAT, 0)) {
-    ms = fault.ms > 0 ? (guint) fault.ms : PP_FAULT_LATE_BEAT_MS;
-    PP_WARN ("injecting fault late-beat: a heartbeat %u ms after the "
-        "shutdown marker", ms);
-  }
+  if (!fires (PP_FAULT_LATE_BEAT, 0))
+    return 0;
+  ms = fault.ms > 0 ? (guint) fault.ms : PP_FAULT_LATE_BEAT_MS;
+  PP_WARN ("injecting fault late-beat: a heartbeat %u ms after the "
+      "shutdown marker", ms);
   return ms;
 }
 
