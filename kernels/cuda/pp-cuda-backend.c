@@ -587,13 +587,15 @@ create (gint device, GError ** error)
   static const gchar *const layer_norm_ways[] = { "warp", "block",
     "vector", NULL
   };
+  /* PPDIFFUSE_CUDA_CONV_EPILOGUE's, the default first. */
+  static const gchar *const epilogue_ways[] = { "pass", "fused", NULL };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
   static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   PpCudaBackend *cu;
   gchar *desc, *versions;
-  guint way = 0, layer_way = 0, activations = 0, gemm_out = 0;
+  guint way = 0, layer_way = 0, epilogue = 0, activations = 0, gemm_out = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -609,6 +611,9 @@ create (gint device, GError ** error)
           &cu->conv_timed, error)
       || !pp_cuda_conv_layout_parse (g_getenv (PP_CUDA_CONV_LAYOUT_ENV),
           &cu->conv_layout, error)
+      || !pp_cuda_choice_parse (PP_CUDA_CONV_EPILOGUE_ENV,
+          g_getenv (PP_CUDA_CONV_EPILOGUE_ENV), epilogue_ways, &epilogue,
+          error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
           g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
       || !pp_cuda_choice_parse (PP_CUDA_LAYER_NORM_ENV,
@@ -633,6 +638,7 @@ create (gint device, GError ** error)
       && PP_CUDA_LAYER_NORM_BLOCK == 1 && PP_CUDA_LAYER_NORM_VECTOR == 2);
   cu->layer_norm_way = (int) layer_way;
   cu->gemm_out_act = gemm_out == 0;
+  cu->conv_fused = epilogue == 1;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -659,14 +665,15 @@ create (gint device, GError ** error)
   cu->be.priv = cu;
   versions = library_versions ();
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout, %s group norms, %s layer norms, "
+      "%s convolution layout, convolution epilogues %s, %s group norms, "
+      "%s layer norms, "
       "activations %s, 16-bit linear outputs %s", desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
       cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW" : "channels-last",
-      group_norm_ways[way], layer_norm_ways[layer_way],
+      epilogue_ways[epilogue], group_norm_ways[way], layer_norm_ways[layer_way],
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
   g_free (versions);

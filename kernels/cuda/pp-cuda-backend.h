@@ -40,6 +40,12 @@ G_BEGIN_DECLS
  * changing it as it needs) or nhwc (channels-last wherever the channels
  * allow). */
 #define PP_CUDA_CONV_LAYOUT_ENV "PPDIFFUSE_CUDA_CONV_LAYOUT"
+/* Who adds a convolution's bias, residual and ReLU: pass (the default:
+ * the backend's own kernel, a pass over the output after cuDNN wrote it)
+ * or fused (cuDNN's cudnnConvolutionBiasActivationForward, in the
+ * convolution's epilogue, where cuDNN runs it for the shape: the
+ * output's values rounded once instead of twice). */
+#define PP_CUDA_CONV_EPILOGUE_ENV "PPDIFFUSE_CUDA_CONV_EPILOGUE"
 /* How a group norm spreads over the device: split (the default: each
  * group's values over several blocks, two kernels; channels last, tiles of
  * pixels, a thread a channel), whole (one block per group) or vector (as

@@ -25,7 +25,14 @@
  * x or y, PpView.layout, is read or written as it is), and the filter is
  * read from a channels-last copy made on its first use (kept until its
  * buffer is freed), so cuDNN changes no layout itself.  Elsewhere a
- * channels-last view is copied channels first (pp_cuda_nchw_in). */
+ * channels-last view is copied channels first (pp_cuda_nchw_in).
+ *
+ * The bias, a residual and the ReLU are added by a pass of the backend's
+ * own over y after cuDNN wrote it, or, with PPDIFFUSE_CUDA_CONV_EPILOGUE=
+ * fused, in cuDNN's convolution epilogue
+ * (cudnnConvolutionBiasActivationForward) where cuDNN runs it for the
+ * shape: summed in float32 and rounded once, the 16-bit output's passes
+ * then only laying it out or widening it. */
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
@@ -49,6 +56,13 @@ typedef struct
    * after offering them: passed over from then on. */
   guint32 refused;
   gboolean ran;                 /* its algorithm ran once */
+  /* cuDNN's fused bias, residual and activation (conv_fused): the bias's
+   * descriptor (1 × cout × 1 × 1 of the plan's type), made at the first
+   * fused run; per activation (identity, ReLU) its descriptor and whether
+   * cuDNN ran it or refused it. */
+  cudnnTensorDescriptor_t bias;
+  cudnnActivationDescriptor_t act[2];
+  gboolean fused_ran[2], fused_refused[2];
 } ConvPlan;
 
 G_STATIC_ASSERT (CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= 32);
@@ -62,6 +76,11 @@ conv_plan_free (gpointer data)
   cudnnDestroyTensorDescriptor (p->y);
   cudnnDestroyFilterDescriptor (p->w);
   cudnnDestroyConvolutionDescriptor (p->conv);
+  if (p->bias != NULL)
+    cudnnDestroyTensorDescriptor (p->bias);
+  for (guint a = 0; a < G_N_ELEMENTS (p->act); a++)
+    if (p->act[a] != NULL)
+      cudnnDestroyActivationDescriptor (p->act[a]);
   g_free (p);
 }
 
@@ -332,6 +351,114 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
   }
 }
 
+/* The descriptors @p's fused call of activation @a (0: identity, 1: ReLU)
+ * needs, made at its first use; FALSE after an error (recorded as the
+ * op's). */
+static gboolean
+fused_descriptors (PpCudaBackend * cu, ConvPlan * p,
+    const PpCudaConvKey * key, int a)
+{
+  GError *error = NULL;
+
+  /* The bias 1 × cout × 1 × 1: the same bytes in either format. */
+  if ((p->bias == NULL
+          && (!PP_CUDNN_TRY (cudnnCreateTensorDescriptor (&p->bias), &error)
+              || !PP_CUDNN_TRY (cudnnSetTensor4dDescriptor (p->bias,
+                      key->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                      data_type (key->dtype), 1, key->cout, 1, 1),
+                  &error)))
+      || (p->act[a] == NULL
+          && (!PP_CUDNN_TRY (cudnnCreateActivationDescriptor (&p->act[a]),
+                  &error)
+              || !PP_CUDNN_TRY (cudnnSetActivationDescriptor (p->act[a],
+                      a == 1 ? CUDNN_ACTIVATION_RELU
+                      : CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN,
+                      0.0), &error)))) {
+    pp_cuda_op_error (cu, error);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* Runs @p's convolution of @x by @w into @y with its bias @bias (of the
+ * plan's type), the residual @res (of y's type and layout; NULL: none)
+ * and @relu in cuDNN's fused call: relu (conv + res + bias), summed in
+ * float32 and rounded once into @y.  FALSE where that call does not run
+ * this one (nothing was written: the caller's convolution and bias pass
+ * run it): cuDNN's identity activation runs with IMPLICIT_PRECOMP_GEMM
+ * alone, and an activation cuDNN refused for the plan at its first fused
+ * run is passed over from then on (a message says so, once).  TRUE when
+ * it ran, or when a capture failed instead (capture_error: a fused call
+ * first met under a capture is tried by the run without a graph that
+ * follows, as a new plan is made). */
+static gboolean
+conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
+    const PpCudaConvKey * key, gconstpointer x, gconstpointer w,
+    gconstpointer bias, gconstpointer res, gboolean relu, gpointer y)
+{
+  const int a = relu ? 1 : 0;
+  const float one = 1.0f, alpha2 = res != NULL ? 1.0f : 0.0f;
+  const gchar *what = res != NULL
+      ? (relu ? "bias, residual and ReLU" : "bias and residual")
+      : (relu ? "bias and ReLU" : "bias");
+  g_autofree gchar *desc = NULL;
+  gpointer workspace;
+  cudnnStatus_t status;
+  int category;
+
+  if (p->fused_refused[a] || (!relu
+          && p->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
+    return FALSE;
+  if (!p->fused_ran[a] && pp_cuda_capturing_here (cu)) {
+    if (cu->capture_error == NULL) {
+      desc = conv_describe (key);
+      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
+          "%s: cuDNN's fused %s of a %s convolution first met inside a "
+          "CUDA graph capture (a run without a graph tries it)",
+          cu->be.device, what, desc);
+    }
+    return TRUE;
+  }
+  if (!fused_descriptors (cu, p, key, a))
+    return TRUE;
+  workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
+  /* z is y itself, unread, where there is no residual. */
+  status = cudnnConvolutionBiasActivationForward (cu->cudnn, &one, p->x, x,
+      p->w, w, p->conv, p->algo, workspace, p->workspace, &alpha2, p->y,
+      res != NULL ? res : y, p->bias, bias, p->act[a], p->y, y);
+  if (status == CUDNN_STATUS_SUCCESS) {
+    if (!p->fused_ran[a]
+        && !g_log_writer_default_would_drop (G_LOG_LEVEL_INFO,
+            G_LOG_DOMAIN)) {
+      desc = conv_describe (key);
+      g_info ("%s: cuda conv fused: %s: %s in cuDNN's epilogue (%s)",
+          cu->be.device, desc, what, algo_name (p->algo));
+    }
+    p->fused_ran[a] = TRUE;
+    return TRUE;
+  }
+  category = CUDNN_STATUS_CATEGORY (status);
+  if (p->fused_ran[a] || pp_cuda_capturing_here (cu)
+      || (category != CUDNN_STATUS_NOT_SUPPORTED
+          && category != CUDNN_STATUS_BAD_PARAM
+          && category != CUDNN_STATUS_EXECUTION_FAILED)) {
+    GError *error = NULL;
+
+    pp_cudnn_check (status, "cudnnConvolutionBiasActivationForward",
+        __FILE__, __LINE__, &error);
+    pp_cuda_op_error (cu, error);
+    return TRUE;
+  }
+  pp_cuda_forget_error ();
+  desc = conv_describe (key);
+  g_message ("%s: cuDNN refused its fused %s for a %s convolution "
+      "(algorithm %s: %s): the bias pass adds them", cu->be.device, what,
+      desc, algo_name (p->algo), cudnnGetErrorString (status));
+  p->fused_refused[a] = TRUE;
+  return FALSE;
+}
+
 /* The plan of @key's shape; a new one's algorithm is timed on @x, @w and
  * @y when so asked.  NULL under a capture that would have to make one, or
  * when a call failed under a capture (the capture then fails). */
@@ -508,7 +635,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   }
   /* The residual, laid out as y is now and read by the pass that adds the
    * bias: of y's type (so as it is when y is, else float32 scratch). */
-  const gboolean with_res = !pp_view_is_none (residual);
+  gboolean with_res = !pp_view_is_none (residual);
 
   if (with_res && residual.layout != y_view.layout) {
     if (y_view.layout == PP_LAYOUT_NHWC)
@@ -534,6 +661,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   gconstpointer x16;
   gpointer y16;
   ConvPlan *p;
+  gboolean fused = FALSE;
 
   /* Through float32 scratch. */
   if (!as_is)
@@ -542,6 +670,10 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     p = conv_plan (cu, &key, x, weight.data, y);
     if (p == NULL)
       return;                   /* a failed capture */
+    if (cu->conv_fused && !pp_view_is_none (bias) && btype == PP_CUDA_F32
+        && conv_forward_fused (cu, p, &key, x, weight.data, bias.data, res,
+            relu, y))
+      return;
     conv_forward (cu, p, &key, x, weight.data, y);
     if (!pp_view_is_none (bias) || relu || with_res)
       PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y, PP_CUDA_F32, y,
@@ -587,7 +719,39 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   p = conv_plan (cu, &key, x16, filter, y16);
   if (p == NULL)
     return;                     /* a failed capture */
-  conv_forward (cu, p, &key, x16, filter, y16);
+  /* The bias, the residual and the relu in cuDNN's fused call where it
+   * takes them, the residual in y16's type and layout (narrowed, or laid
+   * channels last, where it is not: so that float32 activations and
+   * channels-first ones get the bits of 16-bit channels-last ones); the
+   * passes below then only lay y16 out as y. */
+  if (cu->conv_fused && !pp_view_is_none (bias) && btype == wtype) {
+    const void *z = res;
+    const gboolean z_laid = key.nhwc && y_view.layout != PP_LAYOUT_NHWC;
+
+    if (with_res && (ytype != wtype || z_laid)) {
+      gpointer copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_C,
+          y_count * sizeof (guint16));
+
+      if (z_laid)
+        PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (res, ytype, n, cout,
+                ho * wo, NULL, PP_CUDA_F32, 0, copy, wtype, cu->stream));
+      else {
+        g_assert (ytype == PP_CUDA_F32);
+        PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (res, 1, y_count, y_count,
+                copy, wtype, cu->stream));
+      }
+      z = copy;
+    }
+    fused = conv_forward_fused (cu, p, &key, x16, filter, bias.data, z,
+        relu, y16);
+  }
+  if (fused) {
+    bias = pp_view_none ();
+    with_res = FALSE;
+    res = NULL;
+    relu = FALSE;
+  } else
+    conv_forward (cu, p, &key, x16, filter, y16);
   if (key.nhwc && y_view.layout == PP_LAYOUT_NHWC) {
     /* Rows of cout channels: the bias per column, as the transpose below
      * adds it (a float sum, rounded to y's type), and the residual. */

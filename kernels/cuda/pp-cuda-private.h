@@ -23,6 +23,8 @@ typedef enum
 {
   PP_CUDA_SCRATCH_A,            /* an operand narrowed to 16 bits */
   PP_CUDA_SCRATCH_B,            /* the other operand, or a 16-bit output */
+  PP_CUDA_SCRATCH_C,            /* a third operand narrowed (a fused
+                                 * convolution's residual) */
   PP_CUDA_SCRATCH_WORKSPACE,    /* cuDNN's workspace */
   PP_CUDA_SCRATCH_SCORES,       /* attention scores */
   PP_CUDA_SCRATCH_QKV,          /* attention's q, k, v narrowed */
@@ -113,6 +115,9 @@ typedef struct
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
   gboolean conv_timed;
+  /* Convolutions add their bias, residual and ReLU in cuDNN's fused call
+   * where it runs them (PP_CUDA_CONV_EPILOGUE_ENV). */
+  gboolean conv_fused;
   guint8 *staging[PP_CUDA_STAGING_BUFFERS];
   cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
   struct

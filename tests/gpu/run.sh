@@ -17,7 +17,8 @@
 #              on the device (a skip is a failure), every op on cuda
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
-#              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs, the group
+#              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs and with
+#              PPDIFFUSE_CUDA_CONV_EPILOGUE=fused, the group
 #              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole and vector, every op on
 #              16-bit activations and on channels-last ones
 #              (test-kernels-act-dtypes), linear's and matmul's 16-bit
@@ -66,7 +67,8 @@
 #              full-size fixtures, the basis of the dtypes step's bounds),
 #              gpu-bench also with the choices of
 #              PPDIFFUSE_CUDA_ATTENTION, PPDIFFUSE_CUDA_CONV_ALGO,
-#              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_GROUP_NORM and
+#              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_CONV_EPILOGUE,
+#              PPDIFFUSE_CUDA_GROUP_NORM and
 #              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
 #              activations ($ACT32) and 16-bit ones channels first, and
 #              the GEMMs' outputs through float32, and a latent's hop
@@ -425,6 +427,31 @@ step_device() {
   for layout in nchw nhwc; do
     ops_way CONV_LAYOUT=$layout conv2d
   done
+  # Their bias, residual and ReLU in cuDNN's fused call: every case
+  # against float64, and on 16-bit and channels-last activations the
+  # float32 run's bits rounded.  cuDNN must have taken some (its info
+  # lines), or the way went untested; what it refused is listed.
+  if runs "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
+      "$work/ops-conv-fused.log" 300 env PPDIFFUSE_CUDA_CONV_EPILOGUE=fused \
+      G_MESSAGES_DEBUG=all "$tool" test-ops --backend "$BE" --op conv2d; then
+    pass "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"
+  fi
+  if runs "act-dtypes, fused convolution epilogues" \
+      "$work/act-dtypes-fused.log" 120 env PPDIFFUSE_BACKEND="$BE" \
+      PPDIFFUSE_CUDA_CONV_EPILOGUE=fused G_MESSAGES_DEBUG=all "$acts"; then
+    pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"
+  fi
+  fused_logs="$work/ops-conv-fused.log $work/act-dtypes-fused.log"
+  # shellcheck disable=SC2086  # two paths
+  cat $fused_logs 2>/dev/null | grep -E 'cuDNN refused its fused' \
+    | sed 's/.*cuDNN refused/cuDNN refused/' | sort | uniq | cut -c1-300 \
+    | indent
+  # shellcheck disable=SC2086
+  n_fused=$(cat $fused_logs 2>/dev/null | grep -c 'cuda conv fused:' || true)
+  echo "cuDNN's fused epilogue taken by $n_fused convolution plans" | indent
+  if [ "${n_fused:-0}" -eq 0 ]; then
+    bad "cuDNN ran no fused convolution epilogue: PPDIFFUSE_CUDA_CONV_EPILOGUE=fused went untested"
+  fi
   # The attentions' other ways on the device: 16-bit GEMMs (where the
   # fused kernel would run) and float32 whatever the dtype.
   for way in gemm f32; do
@@ -1080,12 +1107,14 @@ step_bench() {
     # former defaults: each op's kernel between a widening and a
     # narrowing), 16 bits channels first, and 16 bits with the GEMMs'
     # outputs through float32 scratch (a bias kernel and a narrowing each)
-    # instead of cuBLAS writing them; the layer norms a block a row; and
+    # instead of cuBLAS writing them; the layer norms a block a row;
     # both norms eight values a thread (vector: the profile gives each
-    # norm's time).
+    # norm's time); and the convolutions' bias, residual and ReLU in
+    # cuDNN's epilogue (fused: no bias pass after each).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
+        "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       runs "gpu-bench f16, $way" "$work/bench.log" 300 \
           env $way "$build/tests/bench/gpu-bench" --dtype f16 \

@@ -32,6 +32,10 @@ void      emu_graph_run   (EmuGraph * graph);
 void      emu_graph_ref   (EmuGraph * graph);
 void      emu_graph_unref (EmuGraph * graph);
 
+/* Counts a launch of @name (a library call that runs device work, as a
+ * kernel's launches are counted): what $PP_CUDA_EMU_LAUNCHES reports. */
+void      emu_count_launch (const char *name);
+
 /* The calling thread's last launch error (a cudaError_t value), cleared
  * (cudaGetLastError of the kernels' runtime). */
 int       emu_take_launch_error (void);

@@ -22,7 +22,9 @@
  *   lt-matmul      cuBLASLt refuses to run every product its heuristics
  *                  offered an algorithm for (not supported);
  *   conv-algo      cuDNN refuses to run the algorithm it ranks first
- *                  (IMPLICIT_PRECOMP_GEMM; it ranks IMPLICIT_GEMM next). */
+ *                  (IMPLICIT_PRECOMP_GEMM; it ranks IMPLICIT_GEMM next);
+ *   conv-fused     cuDNN refuses every fused convolution, bias and
+ *                  activation (cudnnConvolutionBiasActivationForward). */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -901,6 +903,13 @@ struct cudnnConvolutionStruct
   cudnnMathType_t math;
 };
 
+struct cudnnActivationStruct
+{
+  cudnnActivationMode_t mode;
+  cudnnNanPropagation_t nan;
+  double coef;
+};
+
 size_t
 cudnnGetVersion (void)
 {
@@ -1133,7 +1142,8 @@ at (cudnnTensorFormat_t format, int C, int H, int W, int n, int c, int h,
 }
 
 /* A convolution's arguments, its descriptors as they were when it was
- * issued. */
+ * issued; with @fused, cudnnConvolutionBiasActivationForward's: y =
+ * act (alpha · conv + beta · z + bias), @beta being its alpha2. */
 typedef struct
 {
   struct cudnnTensorStruct x, y;
@@ -1142,6 +1152,8 @@ typedef struct
   float alpha, beta;
   const void *xd, *wd;
   void *yd;
+  gboolean fused, relu;
+  const void *zd, *bias;
 } ConvCall;
 
 static void
@@ -1174,7 +1186,14 @@ conv_call (void *data)
                         wd->h, wd->w, k, c, r, s), t);
               }
           v = cc->alpha * sum;
-          if (cc->beta != 0.0f)
+          if (cc->fused) {
+            /* z may be y: each value is read before it is written. */
+            if (cc->beta != 0.0f)
+              v += cc->beta * load (cc->zd, yi, t);
+            v += load (cc->bias, k, t);
+            if (cc->relu && !(v > 0.0f))
+              v = 0.0f;
+          } else if (cc->beta != 0.0f)
             v += cc->beta * load (cc->yd, yi, t);
           store (cc->yd, yi, t, v);
         }
@@ -1190,13 +1209,88 @@ cudnnConvolutionForward (cudnnHandle_t handle, const void *alpha,
     const cudnnTensorDescriptor_t yDesc, void *y)
 {
   const ConvCall c = { *xDesc, *yDesc, *wDesc, *convDesc,
-    *(const float *) alpha, *(const float *) beta, x, w, y
+    *(const float *) alpha, *(const float *) beta, x, w, y,
+    FALSE, FALSE, NULL, NULL
   };
 
   if (!conv_supported (xDesc, wDesc, convDesc, yDesc))
     return CUDNN_STATUS_NOT_SUPPORTED;
   if (algo == ranked[0] && refuses ("conv-algo"))
     return CUDNN_STATUS_NOT_SUPPORTED;
+  run_or_record (handle->stream, conv_call, &c, sizeof c);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnCreateActivationDescriptor (cudnnActivationDescriptor_t * desc)
+{
+  *desc = g_new0 (struct cudnnActivationStruct, 1);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnDestroyActivationDescriptor (cudnnActivationDescriptor_t desc)
+{
+  g_free (desc);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t
+cudnnSetActivationDescriptor (cudnnActivationDescriptor_t desc,
+    cudnnActivationMode_t mode, cudnnNanPropagation_t reluNanOpt,
+    double coef)
+{
+  *desc = (struct cudnnActivationStruct) { mode, reluNanOpt, coef };
+  return CUDNN_STATUS_SUCCESS;
+}
+
+static gboolean
+same_tensor (const struct cudnnTensorStruct *a,
+    const struct cudnnTensorStruct *b)
+{
+  return a->format == b->format && a->type == b->type && a->n == b->n
+      && a->c == b->c && a->h == b->h && a->w == b->w;
+}
+
+/* As the documentation has it: z of y's descriptor, the bias 1 × C × 1 × 1
+ * of y's type (the float, half and bfloat16 configurations), the identity
+ * activation with IMPLICIT_PRECOMP_GEMM alone.  $PP_CUDA_EMU_REFUSE's
+ * "conv-fused" refuses every call (not supported), as a cuDNN without an
+ * engine for the shape would. */
+cudnnStatus_t
+cudnnConvolutionBiasActivationForward (cudnnHandle_t handle,
+    const void *alpha1, const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w,
+    const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+    size_t workSpaceSizeInBytes, const void *alpha2,
+    const cudnnTensorDescriptor_t zDesc, const void *z,
+    const cudnnTensorDescriptor_t biasDesc, const void *bias,
+    const cudnnActivationDescriptor_t activationDesc,
+    const cudnnTensorDescriptor_t yDesc, void *y)
+{
+  const ConvCall c = { *xDesc, *yDesc, *wDesc, *convDesc,
+    *(const float *) alpha1, *(const float *) alpha2, x, w, y,
+    TRUE, activationDesc->mode == CUDNN_ACTIVATION_RELU, z, bias
+  };
+
+  if (!conv_supported (xDesc, wDesc, convDesc, yDesc)
+      || !same_tensor (zDesc, yDesc) || biasDesc->type != yDesc->type
+      || biasDesc->n != 1 || biasDesc->c != yDesc->c || biasDesc->h != 1
+      || biasDesc->w != 1)
+    return CUDNN_STATUS_BAD_PARAM;
+  if (activationDesc->mode != CUDNN_ACTIVATION_RELU
+      && activationDesc->mode != CUDNN_ACTIVATION_IDENTITY) {
+    unsupported ("an activation other than ReLU and identity");
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  if ((activationDesc->mode == CUDNN_ACTIVATION_IDENTITY
+          && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+      || (algo == ranked[0] && refuses ("conv-algo"))
+      || refuses ("conv-fused"))
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  if (capturing (handle->stream) == NULL)
+    emu_count_launch ("cudnnConvolutionBiasActivationForward");
   run_or_record (handle->stream, conv_call, &c, sizeof c);
   return CUDNN_STATUS_SUCCESS;
 }

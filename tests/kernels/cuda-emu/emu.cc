@@ -505,6 +505,14 @@ emu_kernel_runs (const char *prefix)
   return n;
 }
 
+void
+emu_count_launch (const char *name)
+{
+  const std::lock_guard<std::mutex> hold (runs_lock);
+
+  runs[name]++;
+}
+
 /* At exit, with $PP_CUDA_EMU_LAUNCHES set to a kernel name's prefix, the
  * launches of its kernels on stderr ("emulated launches of PREFIX: N"):
  * which of the backend's ways a program's ops took, for tests that run
