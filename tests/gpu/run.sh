@@ -1098,9 +1098,15 @@ step_bench() {
           "$work/bench.log" 300 \
           env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
           PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
-          "$build/tests/bench/gpu-bench" --dtype f16 \
+          G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
         && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
-          sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          # The algorithms the trials chose, against the heuristics'
+          # (the default's lines above).
+          [ "$2" = timed ] && grep -E 'cuda conv:' "$work/bench.log" \
+            | sed 's/.*cuda conv:/cuda conv:/' | sort | uniq \
+            | cut -c1-300 | indent
+          sed -n '/^profile of/,$p' "$work/bench.log" \
+            | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
     # The activations the other ways: float32 channels first ($ACT32, the
