@@ -186,13 +186,22 @@ check_dumps (gboolean worker_dump)
   fail_unless (rank0, "rank 0 wrote no flight recorder to %s", dump_dir);
   fail_unless (!worker_dump || worker, "no worker flight recorder in %s",
       dump_dir);
-  dir = g_dir_open (dump_dir, 0, NULL);
-  while ((name = g_dir_read_name (dir)) != NULL) {
+}
+
+/* The dump directory and what the workers and rank 0 wrote into it. */
+static void
+remove_dumps (void)
+{
+  GDir *dir = g_dir_open (dump_dir, 0, NULL);
+  const gchar *name;
+
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL) {
     g_autofree gchar *path = g_build_filename (dump_dir, name, NULL);
 
     g_unlink (path);
   }
-  g_dir_close (dir);
+  if (dir != NULL)
+    g_dir_close (dir);
   g_rmdir (dump_dir);
 }
 
@@ -1200,6 +1209,8 @@ break_it_suite (void)
 int
 main (int argc, char **argv)
 {
+  int failed;
+
   if (argc < 2 || argc > 3) {
     g_printerr ("usage: %s CASE [middle|last]\n", argv[0]);
     return 2;
@@ -1216,5 +1227,14 @@ main (int argc, char **argv)
   gst_check_init (NULL, NULL);
   if (nccl_emulated)
     gst_debug_add_log_function (nccl_log_function, NULL, NULL);
-  pp_check_run_and_exit (break_it_suite (), "ppdiffuse-break-it", __FILE__);
+  failed = gst_check_run_suite (break_it_suite (), "ppdiffuse-break-it",
+      __FILE__);
+  /* A failed case's flight recorders stay for a person to read. */
+  if (failed == 0)
+    remove_dumps ();
+  else
+    g_printerr ("flight recorders kept in %s\n", dump_dir);
+  fflush (stdout);
+  fflush (stderr);
+  _exit (failed == 0 ? 0 : 1);
 }
