@@ -118,6 +118,7 @@ pp_cuda_release (PpCudaBackend * cu, gpointer mem)
 static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
   [PP_CUDA_SCRATCH_A] = "16-bit operand A",
   [PP_CUDA_SCRATCH_B] = "16-bit operand B",
+  [PP_CUDA_SCRATCH_C] = "16-bit operand C (a convolution's residual)",
   [PP_CUDA_SCRATCH_WORKSPACE] = "library workspace (cuDNN, cuBLASLt)",
   [PP_CUDA_SCRATCH_SCORES] = "attention scores",
   [PP_CUDA_SCRATCH_QKV] = "attention's 16-bit q, k and v",
