@@ -380,17 +380,27 @@ fused_descriptors (PpCudaBackend * cu, ConvPlan * p,
   return TRUE;
 }
 
+/* Whether cuDNN's fused call may run @p's convolution with @relu or not:
+ * its identity activation runs with IMPLICIT_PRECOMP_GEMM alone, and an
+ * activation cuDNN refused for the plan at its first fused run is passed
+ * over from then on. */
+static gboolean
+fused_may_run (const ConvPlan * p, gboolean relu)
+{
+  return !p->fused_refused[relu ? 1 : 0] && (relu
+      || p->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+}
+
 /* Runs @p's convolution of @x by @w into @y with its bias @bias (of the
  * plan's type), the residual @res (of y's type and layout; NULL: none)
- * and @relu in cuDNN's fused call: relu (conv + res + bias), summed in
- * float32 and rounded once into @y.  FALSE where that call does not run
- * this one (nothing was written: the caller's convolution and bias pass
- * run it): cuDNN's identity activation runs with IMPLICIT_PRECOMP_GEMM
- * alone, and an activation cuDNN refused for the plan at its first fused
- * run is passed over from then on (a message says so, once).  TRUE when
- * it ran, or when a capture failed instead (capture_error: a fused call
- * first met under a capture is tried by the run without a graph that
- * follows, as a new plan is made). */
+ * and @relu in cuDNN's fused call, where fused_may_run says it may:
+ * relu (conv + res + bias), summed in float32 and rounded once into @y.
+ * FALSE when cuDNN refuses it at the plan's first fused run with that
+ * activation (nothing was written: the caller's convolution and bias
+ * pass run it; a message says so, once).  TRUE when it ran, or when a
+ * capture failed instead (capture_error: a fused call first met under a
+ * capture is tried by the run without a graph that follows, as a new
+ * plan is made). */
 static gboolean
 conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
     const PpCudaConvKey * key, gconstpointer x, gconstpointer w,
@@ -406,9 +416,7 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
   cudnnStatus_t status;
   int category;
 
-  if (p->fused_refused[a] || (!relu
-          && p->algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
-    return FALSE;
+  g_assert (fused_may_run (p, relu));
   if (!p->fused_ran[a] && pp_cuda_capturing_here (cu)) {
     if (cu->capture_error == NULL) {
       desc = conv_describe (key);
@@ -671,6 +679,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     if (p == NULL)
       return;                   /* a failed capture */
     if (cu->conv_fused && !pp_view_is_none (bias) && btype == PP_CUDA_F32
+        && fused_may_run (p, relu)
         && conv_forward_fused (cu, p, &key, x, weight.data, bias.data, res,
             relu, y))
       return;
@@ -724,7 +733,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
    * channels last, where it is not: so that float32 activations and
    * channels-first ones get the bits of 16-bit channels-last ones); the
    * passes below then only lay y16 out as y. */
-  if (cu->conv_fused && !pp_view_is_none (bias) && btype == wtype) {
+  if (cu->conv_fused && !pp_view_is_none (bias) && btype == wtype
+      && fused_may_run (p, relu)) {
     const void *z = res;
     const gboolean z_laid = key.nhwc && y_view.layout != PP_LAYOUT_NHWC;
 
