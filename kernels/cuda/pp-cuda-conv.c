@@ -167,50 +167,6 @@ max_results (PpCudaBackend * cu)
   return MAX (count, CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
 }
 
-/* Picks the algorithm cuDNN's trials on @x, @w and @y (the op's own
- * buffers: the trials write @y, which the op then overwrites) find
- * fastest, within the workspace bound; FALSE when none ran or the trials
- * could not (the heuristics choose then).  The trials get the workspace
- * the hungriest algorithm within the bound asks for, not the bound
- * itself: the scratch buffer never shrinks. */
-static gboolean
-time_algorithm (PpCudaBackend * cu, ConvPlan * p, gconstpointer x,
-    gconstpointer w, gpointer y)
-{
-  const int count = max_results (cu);
-  g_autofree cudnnConvolutionFwdAlgoPerf_t *perf =
-      g_new0 (cudnnConvolutionFwdAlgoPerf_t, count);
-  gsize need = 0;
-  gpointer workspace = NULL;
-  cudnnStatus_t status;
-  int found = 0;
-
-  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; a++) {
-    gsize bytes;
-
-    if (usable (cu, p, (cudnnConvolutionFwdAlgo_t) a, &bytes))
-      need = MAX (need, bytes);
-  }
-  if (need > 0)
-    workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
-  status = cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn, p->x, x, p->w,
-      w, p->conv, p->y, y, count, &found, perf, workspace, need);
-  /* A CUDA error under a failed trial (the search may succeed with some
-   * failed) is not the next kernel's; the search waited for the device,
-   * so no later work's error is hidden. */
-  pp_cuda_forget_error ();
-  if (status != CUDNN_STATUS_SUCCESS) {
-    g_debug ("cuDNN's convolution trials say %s: the heuristics choose",
-        cudnnGetErrorString (status));
-    return FALSE;
-  }
-  /* The results come fastest first. */
-  for (int i = 0; i < found; i++)
-    if (adopt (cu, p, &perf[i]))
-      return TRUE;
-  return FALSE;
-}
-
 /* cuDNN's name of forward algorithm @algo, without its prefix. */
 static const gchar *
 algo_name (cudnnConvolutionFwdAlgo_t algo)
@@ -246,6 +202,82 @@ conv_describe (const PpCudaConvKey * key)
       key->dtype == PP_DTYPE_F16 ? "f16" : key->dtype == PP_DTYPE_BF16
       ? "bf16" : "f32", key->n, key->cin, key->h, key->w, key->cout,
       key->kh, key->kw, key->stride, key->pad);
+}
+
+/* Once a shape, at info level: every (algorithm, math type) cuDNN's
+ * trials timed, fastest first, with its time and workspace, and the
+ * failed ones' status: where a shape's time goes, and what the timed
+ * choice passed over. */
+static void
+trials_log (PpCudaBackend * cu, const PpCudaConvKey * key,
+    const cudnnConvolutionFwdAlgoPerf_t * perf, int found)
+{
+  g_autoptr (GString) text = NULL;
+  g_autofree gchar *desc = NULL;
+
+  if (g_log_writer_default_would_drop (G_LOG_LEVEL_INFO, G_LOG_DOMAIN))
+    return;
+  text = g_string_new (NULL);
+  for (int i = 0; i < found; i++) {
+    const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
+
+    g_string_append_printf (text, "%s%s %s", i > 0 ? "; " : "",
+        algo_name (r->algo), r->mathType == CUDNN_FMA_MATH ? "FMA"
+        : r->mathType == CUDNN_DEFAULT_MATH ? "default" : "tensor-op");
+    if (r->status == CUDNN_STATUS_SUCCESS)
+      g_string_append_printf (text, " %.3f ms, %zu bytes%s", r->time,
+          r->memory, r->determinism == CUDNN_DETERMINISTIC ? ""
+          : ", nondeterministic");
+    else
+      g_string_append_printf (text, " %s", cudnnGetErrorString (r->status));
+  }
+  desc = conv_describe (key);
+  g_info ("%s: cuda conv trials: %s: %s", cu->be.device, desc, text->str);
+}
+
+/* Picks the algorithm cuDNN's trials on @x, @w and @y (the op's own
+ * buffers: the trials write @y, which the op then overwrites) find
+ * fastest, within the workspace bound; FALSE when none ran or the trials
+ * could not (the heuristics choose then).  The trials get the workspace
+ * the hungriest algorithm within the bound asks for, not the bound
+ * itself: the scratch buffer never shrinks. */
+static gboolean
+time_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
+    gconstpointer x, gconstpointer w, gpointer y)
+{
+  const int count = max_results (cu);
+  g_autofree cudnnConvolutionFwdAlgoPerf_t *perf =
+      g_new0 (cudnnConvolutionFwdAlgoPerf_t, count);
+  gsize need = 0;
+  gpointer workspace = NULL;
+  cudnnStatus_t status;
+  int found = 0;
+
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; a++) {
+    gsize bytes;
+
+    if (usable (cu, p, (cudnnConvolutionFwdAlgo_t) a, &bytes))
+      need = MAX (need, bytes);
+  }
+  if (need > 0)
+    workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
+  status = cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn, p->x, x, p->w,
+      w, p->conv, p->y, y, count, &found, perf, workspace, need);
+  /* A CUDA error under a failed trial (the search may succeed with some
+   * failed) is not the next kernel's; the search waited for the device,
+   * so no later work's error is hidden. */
+  pp_cuda_forget_error ();
+  if (status != CUDNN_STATUS_SUCCESS) {
+    g_debug ("cuDNN's convolution trials say %s: the heuristics choose",
+        cudnnGetErrorString (status));
+    return FALSE;
+  }
+  trials_log (cu, key, perf, found);
+  /* The results come fastest first. */
+  for (int i = 0; i < found; i++)
+    if (adopt (cu, p, &perf[i]))
+      return TRUE;
+  return FALSE;
 }
 
 /* Picks the algorithm of @key's plan @p: the heuristics' ranking, first
@@ -514,7 +546,7 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
   p->math = math;
-  timed = cu->conv_timed && time_algorithm (cu, p, x, w, y);
+  timed = cu->conv_timed && time_algorithm (cu, p, key, x, w, y);
   if (!timed)
     choose_algorithm (cu, p, key);
   g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);

@@ -1101,10 +1101,10 @@ step_bench() {
           G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
         && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
           # The algorithms the trials chose, against the heuristics'
-          # (the default's lines above).
-          [ "$2" = timed ] && grep -E 'cuda conv:' "$work/bench.log" \
-            | sed 's/.*cuda conv:/cuda conv:/' | sort | uniq \
-            | cut -c1-300 | indent
+          # (the default's lines above), and every trial's time.
+          [ "$2" = timed ] && grep -E 'cuda conv( trials)?:' \
+            "$work/bench.log" | sed 's/.*cuda conv/cuda conv/' | sort \
+            | uniq | cut -c1-800 | indent
           sed -n '/^profile of/,$p' "$work/bench.log" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
