@@ -180,6 +180,7 @@ struct _PpChunkLink
   gboolean sending;             /* with the lane: to the peer */
   guint64 lane_chunks;          /* chunks that went on the lane */
   guint64 plane_payloads;       /* of those, whose payloads did not fit */
+  gboolean reported;            /* pp_chunk_link_report logged them */
 };
 
 PpChunkLink *
@@ -201,15 +202,24 @@ pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend)
 }
 
 void
-pp_chunk_link_free (PpChunkLink * link)
+pp_chunk_link_report (PpChunkLink * link)
 {
-  if (link == NULL)
+  if (link == NULL || link->reported)
     return;
+  link->reported = TRUE;
   if (link->lane != NULL)
     PP_INFO ("chunks %s rank %d: %" G_GUINT64_FORMAT " on the lane, %"
         G_GUINT64_FORMAT " of them with payloads over MPI (larger than a "
         "slot)", link->sending ? "to" : "from", link->peer,
         link->lane_chunks, link->plane_payloads);
+}
+
+void
+pp_chunk_link_free (PpChunkLink * link)
+{
+  if (link == NULL)
+    return;
+  pp_chunk_link_report (link);
   pp_envelope_codec_free (link->codec);
   pp_chunk_pool_unref (link->pool);
   g_mutex_clear (&link->lock);

@@ -27,8 +27,14 @@ PpChunkLink *pp_chunk_link_new  (guint reserve);
 /* The same receiving into chunks whose payloads live in @backend's device
  * memory (pp_chunk_pool_new_on): a link whose data plane is NCCL. */
 PpChunkLink *pp_chunk_link_new_on (guint reserve, struct _PpBackend * backend);
-/* Chunks received through @link may outlive it (their pool stays until
- * they are given back). */
+/* Logs (info) how many chunks @link carried on its lane and how many of
+ * their payloads went over MPI, once; nothing for a link without a lane.
+ * A worker reports its links before it says farewell: its output after
+ * that may never reach rank 0's log, which stops when the mesh has. */
+void      pp_chunk_link_report    (PpChunkLink * link);
+/* Reports @link if it was not (pp_chunk_link_report).  Chunks received
+ * through @link may outlive it (their pool stays until they are given
+ * back). */
 void      pp_chunk_link_free      (PpChunkLink * link);
 /* Chunks the link's pool has made: the most held at once. */
 guint     pp_chunk_link_pool_size (PpChunkLink * link);

@@ -1205,6 +1205,10 @@ main (int argc, char **argv)
     if (!pp_nccl_links_close (w.planes, &wait, &error))
       worker_fail (&w, "shutdown", error);
   }
+  /* What the links carried, while rank 0 still reads this worker's
+   * output: after the farewell its log may have stopped. */
+  pp_chunk_link_report (w.from_prev);
+  pp_chunk_link_report (w.to_next);
   /* A heartbeat still in flight at the clean end: rank 0 drains it, or
    * MPI_Finalize does; its buffer stays alive until the process ends. */
   pp_liveness_stop (w.liveness);
