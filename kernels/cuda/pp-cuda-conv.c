@@ -167,6 +167,14 @@ max_results (PpCudaBackend * cu)
   return MAX (count, CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
 }
 
+/* How the logs name math type @math. */
+static const gchar *
+math_name (cudnnMathType_t math)
+{
+  return math == CUDNN_FMA_MATH ? "FMA" : math == CUDNN_DEFAULT_MATH
+      ? "default" : "tensor-op";
+}
+
 /* cuDNN's name of forward algorithm @algo, without its prefix. */
 static const gchar *
 algo_name (cudnnConvolutionFwdAlgo_t algo)
@@ -222,8 +230,7 @@ trials_log (PpCudaBackend * cu, const PpCudaConvKey * key,
     const cudnnConvolutionFwdAlgoPerf_t *r = &perf[i];
 
     g_string_append_printf (text, "%s%s %s", i > 0 ? "; " : "",
-        algo_name (r->algo), r->mathType == CUDNN_FMA_MATH ? "FMA"
-        : r->mathType == CUDNN_DEFAULT_MATH ? "default" : "tensor-op");
+        algo_name (r->algo), math_name (r->mathType));
     if (r->status == CUDNN_STATUS_SUCCESS)
       g_string_append_printf (text, " %.3f ms, %zu bytes%s", r->time,
           r->memory, r->determinism == CUDNN_DETERMINISTIC ? ""
@@ -412,14 +419,17 @@ fused_descriptors (PpCudaBackend * cu, ConvPlan * p,
   return TRUE;
 }
 
-/* Whether cuDNN's fused call may run @p's convolution with @relu or not:
- * its identity activation runs with IMPLICIT_PRECOMP_GEMM alone, and an
- * activation cuDNN refused for the plan at its first fused run is passed
- * over from then on. */
+/* Whether cuDNN's fused call may run @p's convolution with @bias (of
+ * @btype) and @relu, the weights being of @wtype: asked for
+ * (PPDIFFUSE_CUDA_CONV_EPILOGUE), a bias of the weights' type, the
+ * identity activation with IMPLICIT_PRECOMP_GEMM alone, and not an
+ * activation cuDNN refused for the plan at its first fused run. */
 static gboolean
-fused_may_run (const ConvPlan * p, gboolean relu)
+fused_may_run (const PpCudaBackend * cu, const ConvPlan * p, PpView bias,
+    PpCudaType btype, PpCudaType wtype, gboolean relu)
 {
-  return !p->fused_refused[relu ? 1 : 0] && (relu
+  return cu->conv_fused && !pp_view_is_none (bias) && btype == wtype
+      && !p->fused_refused[relu ? 1 : 0] && (relu
       || p->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
 }
 
@@ -448,7 +458,7 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
   cudnnStatus_t status;
   int category;
 
-  g_assert (fused_may_run (p, relu));
+  g_assert (!p->fused_refused[a]);
   if (!p->fused_ran[a] && pp_cuda_capturing_here (cu)) {
     if (cu->capture_error == NULL) {
       desc = conv_describe (key);
@@ -557,9 +567,7 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   desc = conv_describe (key);
   g_info ("%s: cuda conv: %s: %s (%s, %s math), %" G_GSIZE_FORMAT " bytes "
       "of workspace", cu->be.device, desc, algo_name (p->algo),
-      timed ? "timed" : "heuristics", p->math == CUDNN_FMA_MATH ? "FMA"
-      : p->math == CUDNN_DEFAULT_MATH ? "default" : "tensor-op",
-      p->workspace);
+      timed ? "timed" : "heuristics", math_name (p->math), p->workspace);
   return p;
 }
 
@@ -710,8 +718,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     p = conv_plan (cu, &key, x, weight.data, y);
     if (p == NULL)
       return;                   /* a failed capture */
-    if (cu->conv_fused && !pp_view_is_none (bias) && btype == PP_CUDA_F32
-        && fused_may_run (p, relu)
+    if (fused_may_run (cu, p, bias, btype, wtype, relu)
         && conv_forward_fused (cu, p, &key, x, weight.data, bias.data, res,
             relu, y))
       return;
@@ -765,8 +772,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
    * channels last, where it is not: so that float32 activations and
    * channels-first ones get the bits of 16-bit channels-last ones); the
    * passes below then only lay y16 out as y. */
-  if (cu->conv_fused && !pp_view_is_none (bias) && btype == wtype
-      && fused_may_run (p, relu)) {
+  if (fused_may_run (cu, p, bias, btype, wtype, relu)) {
     const void *z = res;
     const gboolean z_laid = key.nhwc && y_view.layout != PP_LAYOUT_NHWC;
 

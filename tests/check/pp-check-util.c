@@ -194,13 +194,17 @@ pp_check_pop_error (GstBus * bus, guint timeout_ms)
 }
 
 void
-pp_check_run_and_exit (Suite * suite, const gchar * name, const gchar * file)
+pp_check_exit (int failed)
 {
-  int failed = gst_check_run_suite (suite, name, file);
-
   fflush (stdout);
   fflush (stderr);
   _exit (failed == 0 ? 0 : 1);
+}
+
+void
+pp_check_run_and_exit (Suite * suite, const gchar * name, const gchar * file)
+{
+  pp_check_exit (gst_check_run_suite (suite, name, file));
 }
 
 /* Pops an error from @bus that came within @within_ms of @since_us

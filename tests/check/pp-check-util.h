@@ -70,9 +70,11 @@ GstBuffer *pp_check_make_flat_frame (guint index, gsize bytes);
  * error's victims were counted as dropped-error. */
 void pp_check_frames_accounted_after_error (GstElement * element);
 
-/* Runs @suite and leaves with _exit: a test that failed midway may leave an
- * element playing, and gst_deinit at exit would wait for its task forever.
- * Never returns. */
+/* Leaves with _exit, 0 when @failed is 0, else 1: a test that failed
+ * midway may leave an element playing, and gst_deinit at exit would wait
+ * for its task forever.  Never returns. */
+void pp_check_exit (int failed) G_GNUC_NORETURN;
+/* Runs @suite, then pp_check_exit with its failures.  Never returns. */
 void pp_check_run_and_exit (Suite * suite, const gchar * name,
     const gchar * file) G_GNUC_NORETURN;
 

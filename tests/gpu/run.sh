@@ -317,10 +317,12 @@ device_of() { [ -n "$dry" ] || echo "cuda:$(($1 % $2))"; }
 # ---- device ----------------------------------------------------------------
 
 # ops_way SETTING OP: test-ops --op OP on $BE with PPDIFFUSE_CUDA_SETTING
-# (NAME=VALUE), one of the backend's other ways.
+# (NAME=VALUE), one of the backend's other ways; its log, with info
+# messages (what a way took or refused), in $work/ops-OP-VALUE.log.
 ops_way() {
   if runs "test-ops --op $2, PPDIFFUSE_CUDA_$1" "$work/ops-$2-${1#*=}.log" \
-      300 env "PPDIFFUSE_CUDA_$1" "$tool" test-ops --backend "$BE" --op "$2"; then
+      300 env "PPDIFFUSE_CUDA_$1" G_MESSAGES_DEBUG=all "$tool" test-ops \
+      --backend "$BE" --op "$2"; then
     pass "test-ops --op $2, PPDIFFUSE_CUDA_$1"
   fi
 }
@@ -431,17 +433,13 @@ step_device() {
   # against float64, and on 16-bit and channels-last activations the
   # float32 run's bits rounded.  cuDNN must have taken some (its info
   # lines), or the way went untested; what it refused is listed.
-  if runs "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
-      "$work/ops-conv-fused.log" 300 env PPDIFFUSE_CUDA_CONV_EPILOGUE=fused \
-      G_MESSAGES_DEBUG=all "$tool" test-ops --backend "$BE" --op conv2d; then
-    pass "test-ops --op conv2d, PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"
-  fi
+  ops_way CONV_EPILOGUE=fused conv2d
   if runs "act-dtypes, fused convolution epilogues" \
       "$work/act-dtypes-fused.log" 120 env PPDIFFUSE_BACKEND="$BE" \
       PPDIFFUSE_CUDA_CONV_EPILOGUE=fused G_MESSAGES_DEBUG=all "$acts"; then
     pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"
   fi
-  fused_logs="$work/ops-conv-fused.log $work/act-dtypes-fused.log"
+  fused_logs="$work/ops-conv2d-fused.log $work/act-dtypes-fused.log"
   # shellcheck disable=SC2086  # two paths
   cat $fused_logs 2>/dev/null | grep -E 'cuDNN refused its fused' \
     | sed 's/.*cuDNN refused/cuDNN refused/' | sort | uniq | cut -c1-300 \
