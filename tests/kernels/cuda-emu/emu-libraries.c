@@ -437,26 +437,43 @@ cudaGraphExecDestroy (cudaGraphExec_t exec)
 
 /* Products */
 
+/* The @rows × @k floats of a product's operand, row r holding the k
+ * values its sum for output row (or column) r reads, in the order of k:
+ * element (r, l) at @p's r · @ld + l with @rows_strided, else at
+ * l · @ld + r.  Widened once, not once per output. */
+static float *
+widen_operand (const void *p, int type, long long ld, gboolean rows_strided,
+    int rows, int k)
+{
+  float *w = g_new (float, (size_t) MAX (rows, 1) * MAX (k, 1));
+
+  for (int r = 0; r < rows; r++)
+    for (int l = 0; l < k; l++)
+      w[(size_t) r * k + l] = load (p, rows_strided
+          ? (size_t) r * ld + l : (size_t) l * ld + r, type);
+  return w;
+}
+
 /* Column-major C [m, n] = alpha · op(A) [m, k] · op(B) [k, n] + beta · C,
- * summed in float32 in the order of k, rounded once to C's type. */
+ * summed in float32 in the order of k, rounded once to C's type.  C may be
+ * D: each value is read before it is written. */
 static void
 gemm (int transa, int transb, int m, int n, int k, float alpha,
     const void *a, int atype, long long lda, const void *b, int btype,
     long long ldb, float beta, const void *c, int ctype, long long ldc,
     void *d, int dtype, long long ldd, const void *bias, int bias_type)
 {
+  /* op(A)'s rows and op(B)'s columns. */
+  float *ar = widen_operand (a, atype, lda, transa, m, k);
+  float *bc = widen_operand (b, btype, ldb, !transb, n, k);
+
   for (int j = 0; j < n; j++)
     for (int i = 0; i < m; i++) {
+      const float *x = ar + (size_t) i * k, *y = bc + (size_t) j * k;
       float sum = 0.0f, v;
 
-      for (int l = 0; l < k; l++) {
-        const size_t ai = transa ? (size_t) i * lda + l
-            : (size_t) l * lda + i;
-        const size_t bi = transb ? (size_t) l * ldb + j
-            : (size_t) j * ldb + l;
-
-        sum += load (a, ai, atype) * load (b, bi, btype);
-      }
+      for (int l = 0; l < k; l++)
+        sum += x[l] * y[l];
       v = alpha * sum;
       if (beta != 0.0f)
         v += beta * load (c, (size_t) j * ldc + i, ctype);
@@ -464,6 +481,8 @@ gemm (int transa, int transb, int m, int n, int k, float alpha,
         v += load (bias, i, bias_type);
       store (d, (size_t) j * ldd + i, dtype, v);
     }
+  g_free (ar);
+  g_free (bc);
 }
 
 /* A cuBLAS product's arguments, the scalars' values copied. */
@@ -1156,6 +1175,22 @@ typedef struct
   const void *zd, *bias;
 } ConvCall;
 
+/* A 4-d tensor's values as floats, channels first ([n][c][h][w]). */
+static float *
+widen_nchw (const void *p, int type, cudnnTensorFormat_t format, int N,
+    int C, int H, int W)
+{
+  float *w = g_new (float, (size_t) MAX (N * C * H * W, 1));
+  size_t o = 0;
+
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int h = 0; h < H; h++)
+        for (int x = 0; x < W; x++)
+          w[o++] = load (p, at (format, C, H, W, n, c, h, x), type);
+  return w;
+}
+
 static void
 conv_call (void *data)
 {
@@ -1164,6 +1199,9 @@ conv_call (void *data)
   const struct cudnnFilterStruct *wd = &cc->w;
   const struct cudnnConvolutionStruct *cv = &cc->conv;
   const int t = cudnn_type (xd->type);
+  /* The input and the filter widened once, channels first. */
+  float *x = widen_nchw (cc->xd, t, xd->format, xd->n, xd->c, xd->h, xd->w);
+  float *f = widen_nchw (cc->wd, t, wd->format, wd->k, wd->c, wd->h, wd->w);
 
   for (int n = 0; n < yd->n; n++)
     for (int k = 0; k < yd->c; k++)
@@ -1173,18 +1211,23 @@ conv_call (void *data)
               ow);
           float sum = 0.0f, v;
 
+          /* In the order of c, r and s, taps outside the input left out. */
           for (int c = 0; c < xd->c; c++)
-            for (int r = 0; r < wd->h; r++)
+            for (int r = 0; r < wd->h; r++) {
+              const int ih = oh * cv->u - cv->pad_h + r * cv->dil_h;
+              const float *xrow, *frow;
+
+              if (ih < 0 || ih >= xd->h)
+                continue;
+              xrow = x + (((size_t) n * xd->c + c) * xd->h + ih) * xd->w;
+              frow = f + (((size_t) k * wd->c + c) * wd->h + r) * wd->w;
               for (int s = 0; s < wd->w; s++) {
-                const int ih = oh * cv->u - cv->pad_h + r * cv->dil_h;
                 const int iw = ow * cv->v - cv->pad_w + s * cv->dil_w;
 
-                if (ih < 0 || ih >= xd->h || iw < 0 || iw >= xd->w)
-                  continue;
-                sum += load (cc->xd, at (xd->format, xd->c, xd->h, xd->w, n,
-                        c, ih, iw), t) * load (cc->wd, at (wd->format, wd->c,
-                        wd->h, wd->w, k, c, r, s), t);
+                if (iw >= 0 && iw < xd->w)
+                  sum += xrow[iw] * frow[s];
               }
+            }
           v = cc->alpha * sum;
           if (cc->fused) {
             /* z may be y: each value is read before it is written. */
@@ -1197,6 +1240,8 @@ conv_call (void *data)
             v += cc->beta * load (cc->yd, yi, t);
           store (cc->yd, yi, t, v);
         }
+  g_free (x);
+  g_free (f);
 }
 
 cudnnStatus_t

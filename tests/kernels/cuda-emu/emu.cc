@@ -161,6 +161,9 @@ struct Block
   unsigned done, at_barrier, at_shuffle[MAX_THREADS / WARP];
   uint64_t shuffle_in[MAX_THREADS], shuffle_out[MAX_THREADS];
   unsigned shuffle_src[MAX_THREADS];
+  /* Each thread's threadIdx, worked out once a launch: a thread enters
+   * at every switch, and three divisions there were most of a switch. */
+  uint3 index[MAX_THREADS];
 };
 
 Block blk;
@@ -242,8 +245,7 @@ enter (int t, Fiber *f)
 {
   blk.current = t;
   blk.running = f;
-  threadIdx = uint3 (t % blockDim.x, t / blockDim.x % blockDim.y,
-      t / (blockDim.x * blockDim.y));
+  threadIdx = blk.index[t];
 }
 
 void
@@ -582,6 +584,9 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
   blk.kernel = kernel;
   blk.body = &body;
   blk.threads = (unsigned) threads;
+  for (unsigned t = 0; t < blk.threads; t++)
+    blk.index[t] = uint3 (t % block.x, t / block.x % block.y,
+        t / (block.x * block.y));
   for (unsigned long long i = 0; i < blocks; i++) {
     const unsigned long long k = descending ? blocks - 1 - i : i;
 
