@@ -116,8 +116,9 @@ bool run_both_orders (const std::string &what, const std::vector<Arg> &args,
     const Types &types, const Launch &launch, std::unique_ptr<Run> runs[2]);
 /* The first element where @a and @b differ, or -1. */
 ptrdiff_t first_difference (const Mem &a, const Mem &b);
-/* Runs @launch in both orders and checks them (see above).  Returns the
- * ascending run, or NULL when the launch failed. */
+/* Runs @launch in both orders and checks them (see above; under
+ * AddressSanitizer in the ascending order alone, emu-check.cc).  Returns
+ * the ascending run, or NULL when the launch failed. */
 std::unique_ptr<Run> run_checked (const std::string &what,
     const std::vector<Arg> &args, const Types &types, const Launch &launch);
 /* Runs @launch on float32 buffers, then on those of
