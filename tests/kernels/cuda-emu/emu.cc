@@ -190,14 +190,25 @@ fail (const char *format, ...)
   abort ();
 }
 
+/* The runtime's bookkeeping at every switch between threads, which
+ * AddressSanitizer need not check: its arrays are indexed by thread and
+ * warp, and the plain build's checks run it too.  Instrumented, it was a
+ * third of an emulated run's time there; the kernels themselves, and what
+ * they read and write, stay checked. */
+#ifdef EMU_ASAN
+#define EMU_UNCHECKED __attribute__ ((no_sanitize_address))
+#else
+#define EMU_UNCHECKED
+#endif
+
 /* A thread's position in the order, and a position's thread. */
-unsigned
+EMU_UNCHECKED unsigned
 position (unsigned t)
 {
   return descending ? blk.threads - 1 - t : t;
 }
 
-void
+EMU_UNCHECKED void
 set_ready (unsigned t)
 {
   const unsigned p = position (t);
@@ -205,7 +216,7 @@ set_ready (unsigned t)
   blk.ready[p / 64] |= (uint64_t) 1 << (p % 64);
 }
 
-void
+EMU_UNCHECKED void
 clear_ready (unsigned t)
 {
   const unsigned p = position (t);
@@ -213,7 +224,7 @@ clear_ready (unsigned t)
   blk.ready[p / 64] &= ~((uint64_t) 1 << (p % 64));
 }
 
-int
+EMU_UNCHECKED int
 first_ready ()
 {
   for (unsigned w = 0; w < (blk.threads + 63) / 64; w++)
@@ -224,7 +235,7 @@ first_ready ()
 
 /* With no thread ready: -1 when the block has finished, else the threads
  * waiting must all be at the barrier, which lets them go. */
-int
+EMU_UNCHECKED int
 release_barrier ()
 {
   if (blk.done == blk.threads)
@@ -240,7 +251,7 @@ release_barrier ()
   return first_ready ();
 }
 
-void
+EMU_UNCHECKED void
 enter (int t, Fiber *f)
 {
   blk.current = t;
@@ -285,7 +296,7 @@ new_fiber ()
 /* Hands the processor from @self, whose thread waits (or, @self free, has
  * finished), to the first ready thread.  Returns when @self's thread may
  * go on, or, @self free, with a thread for it to start. */
-void
+EMU_UNCHECKED void
 run_next (Fiber *self)
 {
   const bool self_free = self != &launcher && self->thread < 0;
@@ -357,7 +368,7 @@ run_block ()
 
 }  // namespace
 
-void
+EMU_UNCHECKED void
 __syncthreads ()
 {
   const int t = blk.current;
@@ -367,7 +378,7 @@ __syncthreads ()
   run_next (blk.running);
 }
 
-uint64_t
+EMU_UNCHECKED uint64_t
 emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask, int width)
 {
   const unsigned t = blk.current, first = t / WARP * WARP;
