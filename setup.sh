@@ -129,7 +129,7 @@ sanitizer_build_config() {
 # Builds the sanitizer trees one after the other in the scheduler's idle
 # class (chrt --idle; nice where that is refused): they compile on the
 # cores the normal suite leaves idle while its tests wait on workers,
-# spawns and frames (a third of the cores' time over a whole run here),
+# spawns and frames (two fifths of the cores' time over a whole run here),
 # and yield them whenever a test computes.
 build_sanitized_idle() {
   BUILD_PRIORITY="nice -n 19"

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "emu-graph.h"
+#include "include/emu-asan.h"
 #include "pp-dtype-math.h"
 
 /* The device the emulation describes: sm_90 (what the backend's choices
@@ -437,22 +438,9 @@ cudaGraphExecDestroy (cudaGraphExec_t exec)
 
 /* Products */
 
-/* The sums below read only the libraries' own float copies of their
- * operands, which AddressSanitizer need not check (instrumented, they
- * were a fifth of an emulated run's time there); the copying from device
- * memory and every read and write of it stay checked. */
-#if defined(__SANITIZE_ADDRESS__)
-#define EMU_UNCHECKED __attribute__ ((no_sanitize_address))
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_UNCHECKED __attribute__ ((no_sanitize_address))
-#endif
-#endif
-#ifndef EMU_UNCHECKED
-#define EMU_UNCHECKED
-#endif
-
-/* x · y over @k values, summed in float32 in their order. */
+/* x · y over @k values, summed in float32 in their order: the
+ * libraries' own float copies, unchecked under AddressSanitizer
+ * (emu-asan.h); the copying from device memory stays checked. */
 EMU_UNCHECKED static float
 dot (const float *x, const float *y, int k)
 {

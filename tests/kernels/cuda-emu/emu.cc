@@ -190,17 +190,9 @@ fail (const char *format, ...)
   abort ();
 }
 
-/* The runtime's bookkeeping at every switch between threads, which
- * AddressSanitizer need not check: its arrays are indexed by thread and
- * warp, and the plain build's checks run it too.  Instrumented, it was a
- * third of an emulated run's time there; the kernels themselves, and what
- * they read and write, stay checked. */
-#ifdef EMU_ASAN
-#define EMU_UNCHECKED __attribute__ ((no_sanitize_address))
-#else
-#define EMU_UNCHECKED
-#endif
-
+/* The functions below run at every switch between threads; they touch
+ * only the block's bookkeeping, which AddressSanitizer leaves alone
+ * (EMU_UNCHECKED, emu-asan.h). */
 /* A thread's position in the order, and a position's thread. */
 EMU_UNCHECKED unsigned
 position (unsigned t)

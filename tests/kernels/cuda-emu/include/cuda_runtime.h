@@ -18,15 +18,7 @@
 
 #include <functional>
 
-/* EMU_ASAN: built with AddressSanitizer (gcc says so one way, clang the
- * other). */
-#ifdef __SANITIZE_ADDRESS__
-#define EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_ASAN 1
-#endif
-#endif
+#include "emu-asan.h"
 
 #define __global__
 #define __device__
