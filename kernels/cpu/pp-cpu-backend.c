@@ -5,6 +5,7 @@
 #include "pp-cpu-parallel.h"
 #include "pp-error.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -539,14 +540,15 @@ static const PpOps cpu_ops = {
   .for_rows = cpu_for_rows,
 };
 
-/* What the CPU kernels run on: cores, vector kernels, team size. */
+/* What the CPU kernels run on: cores, vector kernels, team size, and
+ * OpenBLAS's kernels. */
 gchar *
 pp_cpu_describe (void)
 {
-  return g_strdup_printf ("CPU, %u cores, %s kernels, %u threads",
-      g_get_num_processors (),
+  return g_strdup_printf ("CPU, %u cores, %s kernels, %u threads, "
+      "OpenBLAS %s", g_get_num_processors (),
       pp_cpu_avx512_kernels () ? "AVX-512" : "portable",
-      pp_cpu_parallel_threads ());
+      pp_cpu_parallel_threads (), openblas_get_corename ());
 }
 
 PpBackend *

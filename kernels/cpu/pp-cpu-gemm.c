@@ -73,6 +73,7 @@ pp_cpu_gemm (gboolean trans_a, gboolean trans_b, int m, int n, int k,
   g_return_if_fail (m > 0 && n > 0 && k > 0);
   /* Also sets OpenBLAS to one thread before its first call here. */
   pp_cpu_parallel_threads ();
+  pp_cpu_blas_advise ();
 
   blocks = MIN (blocks, (guint) ((len + PP_CPU_GEMM_SPLIT_ALIGN - 1)
           / PP_CPU_GEMM_SPLIT_ALIGN));

@@ -61,6 +61,13 @@ void pp_cpu_fence_free (PpBackend * be, gpointer fence);
 /* TRUE when the AVX-512 kernels are compiled in and this CPU runs them. */
 gboolean pp_cpu_avx512_kernels (void);
 
+/* The OpenBLAS core type ($OPENBLAS_CORETYPE) this CPU's features allow
+ * when OpenBLAS did not know the CPU and runs its SSE3 fallback, else
+ * NULL. */
+const gchar *pp_cpu_blas_better_core (void);
+/* Says so once a process (a message naming what to set). */
+void pp_cpu_blas_advise (void);
+
 /* Which way the CPU ops went, counted since the process started: the tests
  * read these to prove that a case took the path it was written for. */
 typedef enum
