@@ -59,7 +59,9 @@
 #              the same with $ACT32 (reported);
 #              then 4 steps on one worker without and with stream-batch,
 #              and 1 step with frame-batch 2 and 4 (the frame periods
-#              reported);
+#              reported); the 1-step and the 4-step stream-batch runs
+#              again under CUDA's multi-process service (MPS), where the
+#              driver has its control program;
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
@@ -240,8 +242,42 @@ else
 fi
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'mps_stop; rm -rf "$work"' EXIT
 [ -n "${PP_GPU_LOGS:-}" ] && mkdir -p "$PP_GPU_LOGS"
+
+# CUDA's multi-process service for the startup step's runs under it: its
+# daemon, its pipes and logs in $work.  mps_start returns 1, saying why,
+# where the driver has no control program or the daemon does not start.
+mps_dir=$work/mps
+mps_up=""
+mps_start() {
+  _ctl=$(command -v nvidia-cuda-mps-control 2>/dev/null)
+  if [ -z "$_ctl" ]; then
+    note_skip "runs under MPS (no nvidia-cuda-mps-control here)"
+    return 1
+  fi
+  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+  if ! CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe \
+      CUDA_MPS_LOG_DIRECTORY=$mps_dir/log timeout 30 "$_ctl" -d; then
+    note_skip "runs under MPS (nvidia-cuda-mps-control -d failed)"
+    return 1
+  fi
+  mps_up=$_ctl
+  echo "    MPS daemon started ($_ctl)"
+}
+# Asks the daemon to quit and waits (30 s at most) until it has.
+mps_stop() {
+  [ -n "$mps_up" ] || return 0
+  echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe timeout 10 "$mps_up" \
+    >/dev/null 2>&1
+  _i=0
+  while [ "$_i" -lt 30 ] && pgrep -x nvidia-cuda-mps >/dev/null 2>&1; do
+    sleep 1
+    _i=$((_i + 1))
+  done
+  tail -n 3 "$mps_dir/log/control.log" 2>/dev/null | cut -c1-300 | indent
+  mps_up=""
+}
 
 finish() {
   say "summary"
@@ -1039,6 +1075,31 @@ else
           "$work/frames-$fb.log" | paste -sd ' ' - | indent
       fi
     done
+    # The first run and the 4-step stream batch again under CUDA's
+    # multi-process service, where the driver has it (reported, beside the
+    # runs above): without it rank 0's encodes and decodes and the
+    # worker's steps, two processes on one GPU, take turns in time slices
+    # of their own contexts; under it their kernels may run side by side.
+    if [ -z "$dry" ] && mps_start; then
+      for sb in false true; do
+        # The first run's settings (the defaults), then the 4-step one's.
+        st_steps=1 in_flight=0
+        [ "$sb" = true ] && st_steps=4 in_flight=6
+        if runs "$st_steps step(s), stream-batch=$sb, under MPS" \
+            "$work/mps-$sb.log" 600 env GST_DEBUG=ppdiffuse:5 \
+            PPDIFFUSE_DEBUG=3 CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" \
+            gst-launch-1.0 -m videotestsrc num-buffers="$frames" \
+            ! video/x-raw,format=RGB,width=512,height=512 \
+            ! ppdiffuse ranks=1 steps="$st_steps" backend="$BE" model="$sdt" \
+            prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight="$in_flight" \
+            stream-batch="$sb" ! fakesink; then
+          judge "$st_steps step(s), stream-batch=$sb, under MPS runs" \
+            python3 "$gc" startup "$work/mps-$sb.log" --skip 5 \
+            --frames "$frames"
+        fi
+      done
+      mps_stop
+    fi
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps
     # (one each), chunks over NCCL.
     w=$((n_gpus - 1))
