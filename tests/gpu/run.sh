@@ -242,7 +242,6 @@ else
 fi
 
 work=$(mktemp -d)
-trap 'mps_stop; rm -rf "$work"' EXIT
 [ -n "${PP_GPU_LOGS:-}" ] && mkdir -p "$PP_GPU_LOGS"
 
 # CUDA's multi-process service for the startup step's runs under it: its
@@ -278,6 +277,7 @@ mps_stop() {
   tail -n 3 "$mps_dir/log/control.log" 2>/dev/null | cut -c1-300 | indent
   mps_up=""
 }
+trap 'mps_stop; rm -rf "$work"' EXIT
 
 finish() {
   say "summary"
