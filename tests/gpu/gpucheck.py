@@ -50,8 +50,15 @@ its input cannot be read.
         and round trip (medians over the chunks from N on, default 5) and
         rate (their mean: frames that leave a pass together come in
         bursts); with
-        --frames, all F frames must have been pushed.
+        --frames, all F frames must have been pushed.  With --gpu-samples
+        CSV --t0 EPOCH (nvidia-smi's timestamp, index, utilization.gpu,
+        clocks.sm and power.draw, csv, noheader, nounits; EPOCH: the wall
+        time the process started, where the log's clock starts), each
+        GPU's utilization (the share of time a kernel ran), SM clock and
+        power over the steady frames: samples taken between the first
+        steady frame's push and the last one's.
 """
+import datetime
 import array
 import hashlib
 import json
@@ -574,11 +581,57 @@ def seconds(m):
     return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
 
 
+def gpu_samples(path, begin, end):
+    """nvidia-smi's samples in CSV @path (timestamp, index, utilization.gpu,
+    clocks.sm, power.draw) taken in [begin, end] (wall clock, s), as one
+    line of figures a GPU; None where none fall in the window."""
+    per_gpu = {}
+    try:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            rows = f.read().splitlines()
+    except OSError as e:
+        raise Unreadable(f'{path}: {e}')
+    for row in rows:
+        cols = [c.strip() for c in row.split(',')]
+        if len(cols) < 5:
+            continue
+        try:
+            t = datetime.datetime.strptime(
+                cols[0], '%Y/%m/%d %H:%M:%S.%f').timestamp()
+            util = float(cols[2])
+        except ValueError:
+            continue
+        if begin <= t <= end:
+            per_gpu.setdefault(cols[1], []).append((util, cols[3], cols[4]))
+    if not per_gpu:
+        return None
+    out = []
+    for gpu in sorted(per_gpu):
+        samples = per_gpu[gpu]
+        utils = [u for u, _, _ in samples]
+        clocks = [float(c) for _, c, _ in samples
+                  if c.replace('.', '', 1).isdigit()]
+        watts = [float(w) for _, _, w in samples
+                 if w.replace('.', '', 1).isdigit()]
+        figure = (f'GPU {gpu} busy {statistics.mean(utils):.0f} % of the '
+                  f'time (mean of {len(utils)} samples, median '
+                  f'{statistics.median(utils):.0f} %, lowest {min(utils):.0f}'
+                  ' %)')
+        if clocks:
+            figure += f', SM clock {statistics.median(clocks):.0f} MHz'
+        if watts:
+            figure += f', {statistics.median(watts):.0f} W'
+        out.append(figure)
+    return '; '.join(out)
+
+
 def cmd_startup(args):
     path = args[0]
     skip = 5
     frames = None
     max_ready = None
+    samples = None
+    t0 = None
     i = 1
     while i < len(args):
         if args[i] == '--skip':
@@ -587,6 +640,10 @@ def cmd_startup(args):
             max_ready = float(args[i + 1])
         elif args[i] == '--frames':
             frames = int(args[i + 1])
+        elif args[i] == '--gpu-samples':
+            samples = args[i + 1]
+        elif args[i] == '--t0':
+            t0 = float(args[i + 1])
         else:
             fail_input(f'startup: unknown option {args[i]}')
         i += 2
@@ -662,6 +719,11 @@ def cmd_startup(args):
         span = pushed[ids[-1]] - pushed[ids[0] - 1]
         figures.append(f'steady rate {len(ids) / span if span > 0 else 0:.1f}'
                        f' fps (frames {ids[0] - 1}..{ids[-1]})')
+        if samples is not None and t0 is not None:
+            busy = gpu_samples(samples, t0 + pushed[ids[0] - 1],
+                               t0 + pushed[ids[-1]])
+            figures.append(busy if busy is not None else
+                           'no GPU samples over the steady frames')
     lat = sorted(back[c] for c in back if c >= skip)
     if len(lat) >= 3:
         # The 95th percentile by rank (the issue's latency target is a p95).

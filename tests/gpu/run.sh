@@ -59,9 +59,11 @@
 #              the same with $ACT32 (reported);
 #              then 4 steps on one worker without and with stream-batch,
 #              and 1 step with frame-batch 2 and 4 (the frame periods
-#              reported); the 1-step and the 4-step stream-batch runs
-#              again under CUDA's multi-process service (MPS), where the
-#              driver has its control program;
+#              reported); a sustained stream (1200 frames) at the
+#              defaults with the GPUs' utilization sampled (nvidia-smi)
+#              over its steady frames; the sustained stream and the 4-step
+#              stream batch again under CUDA's multi-process service
+#              (MPS), where the driver has its control program;
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
@@ -277,7 +279,24 @@ mps_stop() {
   tail -n 3 "$mps_dir/log/control.log" 2>/dev/null | cut -c1-300 | indent
   mps_up=""
 }
-trap 'mps_stop; rm -rf "$work"' EXIT
+# gpu_samples_start CSV: every GPU's utilization (the share of time a
+# kernel ran), SM clock and power, from nvidia-smi every 100 ms, into CSV
+# until gpu_samples_stop (CSV stays empty without nvidia-smi: the dry run).
+gpu_sampler=""
+gpu_samples_start() {
+  : >"$1"
+  { [ -z "$dry" ] && command -v nvidia-smi >/dev/null 2>&1; } || return 0
+  nvidia-smi --query-gpu=timestamp,index,utilization.gpu,clocks.sm,power.draw \
+    --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null &
+  gpu_sampler=$!
+}
+gpu_samples_stop() {
+  [ -n "$gpu_sampler" ] || return 0
+  kill "$gpu_sampler" 2>/dev/null
+  wait "$gpu_sampler" 2>/dev/null
+  gpu_sampler=""
+}
+trap 'gpu_samples_stop; mps_stop; rm -rf "$work"' EXIT
 
 finish() {
   say "summary"
@@ -1000,6 +1019,28 @@ step_faults() {
 
 # ---- startup ---------------------------------------------------------------
 
+# sustained NAME LOG CSV [VAR=VALUE ...]: $frames_long frames of the
+# released-size pipeline $sdt at the default settings, 1 worker, with the
+# variables given, the GPUs sampled into CSV over them; the steady figures
+# (from frame 20) with the samples taken between the first steady frame's
+# push and the last one's.
+sustained() {
+  sus_name=$1 sus_log=$2 sus_csv=$3
+  shift 3
+  sus_t0=$(date +%s.%N)
+  gpu_samples_start "$sus_csv"
+  if runs "$sus_name" "$sus_log" 600 env GST_DEBUG=ppdiffuse:5 "$@" \
+      gst-launch-1.0 -m videotestsrc num-buffers="$frames_long" \
+      ! video/x-raw,format=RGB,width=512,height=512 \
+      ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+      prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
+    gpu_samples_stop
+    judge "$sus_name runs" python3 "$gc" startup "$sus_log" --skip 20 \
+      --frames "$frames_long" --gpu-samples "$sus_csv" --t0 "$sus_t0"
+  fi
+  gpu_samples_stop
+}
+
 step_startup() {
 if [ -n "$emulated" ]; then
   current=startup
@@ -1007,9 +1048,9 @@ if [ -n "$emulated" ]; then
 else
   current=startup
   if [ -n "$dry" ]; then
-    kind=turbo frames=12
+    kind=turbo frames=12 frames_long=24
   else
-    kind=sd-turbo frames=60
+    kind=sd-turbo frames=60 frames_long=1200
   fi
   say "startup: make-tiny --kind $kind at 512x512 with the default settings, 1 worker"
   sdt=$work/start-model
@@ -1030,6 +1071,12 @@ else
       grep -E '^(ERROR|WARNING)' "$work/startup.log" | head -n 3 | cut -c1-400 | indent
     fi
     grep -o 'ppdiffuse-stats.*' "$work/startup.log" | tail -n 1 | cut -c1-600 | indent
+    # A sustained stream at the default settings, the GPUs' utilization
+    # sampled: the steady rate over many frames, and the share of that
+    # time a kernel ran (a GPU busy all the time is bound by its kernels;
+    # one idle part of it, by what feeds it).
+    sustained "sustained stream, default settings" "$work/sustained.log" \
+      "$work/util.csv"
     # The same with float32 channels-first activations ($ACT32, the former
     # defaults; every rank reads them from the environment), reported.
     # shellcheck disable=SC2086  # $ACT32 is a list of assignments
@@ -1081,23 +1128,20 @@ else
     # worker's steps, two processes on one GPU, take turns in time slices
     # of their own contexts; under it their kernels may run side by side.
     if [ -z "$dry" ] && mps_start; then
-      for sb in false true; do
-        # The first run's settings (the defaults), then the 4-step one's.
-        st_steps=1 in_flight=0
-        [ "$sb" = true ] && st_steps=4 in_flight=6
-        if runs "$st_steps step(s), stream-batch=$sb, under MPS" \
-            "$work/mps-$sb.log" 600 env GST_DEBUG=ppdiffuse:5 \
-            PPDIFFUSE_DEBUG=3 CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" \
-            gst-launch-1.0 -m videotestsrc num-buffers="$frames" \
-            ! video/x-raw,format=RGB,width=512,height=512 \
-            ! ppdiffuse ranks=1 steps="$st_steps" backend="$BE" model="$sdt" \
-            prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight="$in_flight" \
-            stream-batch="$sb" ! fakesink; then
-          judge "$st_steps step(s), stream-batch=$sb, under MPS runs" \
-            python3 "$gc" startup "$work/mps-$sb.log" --skip 5 \
-            --frames "$frames"
-        fi
-      done
+      sustained "sustained stream, default settings, under MPS" \
+        "$work/sustained-mps.log" "$work/util-mps.csv" \
+        CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe"
+      if runs "4 steps, stream-batch=true, under MPS" "$work/mps-batch.log" \
+          600 env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 \
+          CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" gst-launch-1.0 -m \
+          videotestsrc num-buffers="$frames" \
+          ! video/x-raw,format=RGB,width=512,height=512 \
+          ! ppdiffuse ranks=1 steps=4 backend="$BE" model="$sdt" \
+          prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=6 \
+          stream-batch=true ! fakesink; then
+        judge "4 steps, stream-batch=true, under MPS runs" python3 "$gc" \
+          startup "$work/mps-batch.log" --skip 5 --frames "$frames"
+      fi
       mps_stop
     fi
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps
