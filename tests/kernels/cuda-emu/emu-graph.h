@@ -12,12 +12,14 @@ extern "C" {
 #endif
 
 typedef struct EmuGraph EmuGraph;
+typedef struct EmuQueue EmuQueue;
 
 /* What a cudaStream_t points to, in both the kernels' and the runtime's
  * view of it. */
 typedef struct
 {
   EmuGraph *capture;            /* the graph being captured, or NULL */
+  EmuQueue *queue;              /* its deferred work (emu_deferred) */
 } EmuStreamState;
 
 EmuGraph *emu_graph_new   (void);
@@ -31,6 +33,32 @@ int       emu_graph_valid (const EmuGraph * graph);
 void      emu_graph_run   (EmuGraph * graph);
 void      emu_graph_ref   (EmuGraph * graph);
 void      emu_graph_unref (EmuGraph * graph);
+
+/* Deferred streams (unless $PP_CUDA_EMU_DEFER=0, which runs each call as
+ * it is made): a stream holds its work (each
+ * call a node, as a capture records it) until the host waits for it: a
+ * stream or event synchronize, a free (which synchronizes the device), a
+ * copy to or from pageable host memory, work on the legacy default stream,
+ * or another stream's node that waits on one of its events.  So a result
+ * the host reads without the wait that orders it is stale, and a stream
+ * that reads another's output without waiting on its event reads what was
+ * there before: what runs at once where a GPU is fast and idle, and
+ * differs where it is busy, is then wrong every time. */
+int       emu_deferred (void);
+/* Appends a node to @stream's queue (@free_data (@data) once it ran). */
+void      emu_stream_enqueue (EmuStreamState * stream,
+                              void (*run) (void *data), void *data,
+                              void (*free_data) (void *data));
+/* How many nodes @stream was given so far: an event recorded now has
+ * passed once that many have run. */
+unsigned long emu_stream_position (EmuStreamState * stream);
+/* Runs @stream's nodes until @upto of them have run (all: ULONG_MAX). */
+void      emu_stream_drain (EmuStreamState * stream, unsigned long upto);
+/* Runs every stream's nodes. */
+void      emu_drain_all (void);
+/* Runs @run (@data) on the legacy default stream: after every stream's
+ * nodes, and never beside another launch or node. */
+void      emu_run_now (void (*run) (void *data), void *data);
 
 /* Counts a launch of @name (a library call that runs device work, as a
  * kernel's launches are counted): what $PP_CUDA_EMU_LAUNCHES reports. */

@@ -1,10 +1,11 @@
 /* tests/kernels/cuda-emu: the CUDA runtime, cuBLAS, cuBLASLt and cuDNN
  * calls of the CUDA backend (the C files of kernels/cuda), on the CPU, so
  * that the backend's host code runs where no GPU is: device memory is host
- * memory, a stream runs each call as it is made (the emulated kernels,
- * emu.cc, likewise) unless it is being captured, when the call becomes a
- * node of the graph (emu-graph.h: its arguments copied, as a graph's node
- * keeps them), events have always passed, and the libraries' products and
+ * memory, a stream holds each call (the emulated kernels', emu.cc,
+ * likewise) until the host waits for it (emu-graph.h, "Deferred streams":
+ * an event has passed once its stream ran the work before it), or, being
+ * captured, makes it a node of the graph (its arguments copied, as a
+ * graph's node keeps them), and the libraries' products and
  * convolutions are plain loops that sum in float32 and round once to the
  * output's type.  A synchronize of a stream being captured invalidates
  * the capture, as CUDA does.  cuDNN's graph API (fused
@@ -138,23 +139,56 @@ capturing (cudaStream_t stream)
 }
 
 /* Runs @run (@args, @bytes of them) now, or records it in the graph
- * @stream is capturing (a copy of @args, freed with the graph). */
+ * @stream is capturing, or, deferred, queues it on @stream (a copy of
+ * @args, freed with the graph or once it ran).  Work on the legacy default
+ * stream runs after every other stream's. */
 static void
 run_or_record (cudaStream_t stream, void (*run) (void *), const void *args,
     size_t bytes)
 {
   EmuGraph *graph = capturing (stream);
 
-  if (graph == NULL)
-    run ((void *) args);
-  else
+  if (graph != NULL) {
     emu_graph_add (graph, run, g_memdup2 (args, bytes), g_free);
+  } else if (stream != NULL && emu_deferred ()) {
+    emu_stream_enqueue (&stream->state, run, g_memdup2 (args, bytes), g_free);
+  } else {
+    emu_run_now (run, (void *) args);
+  }
 }
 
+/* Deferred, where an event was last recorded: it has passed once @stream
+ * ran @position nodes (NULL: it has). */
 struct CUevent_st
 {
   int flags;
+  EmuStreamState *stream;
+  unsigned long position;
 };
+
+/* Pinned host memory (cudaHostAlloc): a deferred copy between it and the
+ * device waits in its stream's queue; one from or to pageable memory is
+ * made before the call returns, as CUDA makes it. */
+static GMutex pinned_lock;
+static GHashTable *pinned;      /* start → its size */
+
+static gboolean
+is_pinned (const void *p)
+{
+  GHashTableIter it;
+  gpointer key, value;
+  gboolean found = FALSE;
+
+  g_mutex_lock (&pinned_lock);
+  if (pinned != NULL) {
+    g_hash_table_iter_init (&it, pinned);
+    while (!found && g_hash_table_iter_next (&it, &key, &value))
+      found = (const char *) p >= (const char *) key
+          && (const char *) p < (const char *) key + GPOINTER_TO_SIZE (value);
+  }
+  g_mutex_unlock (&pinned_lock);
+  return found;
+}
 
 cudaError_t
 cudaGetLastError (void)
@@ -250,9 +284,16 @@ cudaMalloc (void **ptr, size_t size)
   return cudaSuccess;
 }
 
+/* Synchronizes the device first, as CUDA's does. */
 cudaError_t
 cudaFree (void *ptr)
 {
+  if (emu_deferred ())
+    emu_drain_all ();
+  g_mutex_lock (&pinned_lock);
+  if (pinned != NULL)
+    g_hash_table_remove (pinned, ptr);
+  g_mutex_unlock (&pinned_lock);
   free (ptr);
   return cudaSuccess;
 }
@@ -260,7 +301,16 @@ cudaFree (void *ptr)
 cudaError_t
 cudaHostAlloc (void **ptr, size_t size, unsigned int flags)
 {
-  return cudaMalloc (ptr, size);
+  const cudaError_t e = cudaMalloc (ptr, size);
+
+  if (e == cudaSuccess) {
+    g_mutex_lock (&pinned_lock);
+    if (pinned == NULL)
+      pinned = g_hash_table_new (NULL, NULL);
+    g_hash_table_insert (pinned, *ptr, GSIZE_TO_POINTER (size));
+    g_mutex_unlock (&pinned_lock);
+  }
+  return e;
 }
 
 typedef struct
@@ -280,13 +330,33 @@ copy_2d (void *data)
         (const char *) c->src + r * c->spitch, c->width);
 }
 
+/* Deferred, a copy from or to pageable host memory is made before the
+ * call returns, after the work before it on @stream (CUDA stages such a
+ * copy through memory of its own). */
+static gboolean
+copy_at_once (cudaStream_t stream, const void *dst, const void *src,
+    enum cudaMemcpyKind kind)
+{
+  if (!emu_deferred () || stream == NULL || capturing (stream) != NULL)
+    return FALSE;
+  if ((kind == cudaMemcpyHostToDevice && !is_pinned (src))
+      || (kind == cudaMemcpyDeviceToHost && !is_pinned (dst))) {
+    emu_stream_drain (&stream->state, G_MAXULONG);
+    return TRUE;
+  }
+  return FALSE;
+}
+
 cudaError_t
 cudaMemcpyAsync (void *dst, const void *src, size_t count,
     enum cudaMemcpyKind kind, cudaStream_t stream)
 {
   const Copy2D c = { dst, src, count, count, count, 1 };
 
-  run_or_record (stream, copy_2d, &c, sizeof c);
+  if (copy_at_once (stream, dst, src, kind))
+    copy_2d ((void *) &c);
+  else
+    run_or_record (stream, copy_2d, &c, sizeof c);
   return cudaSuccess;
 }
 
@@ -299,7 +369,10 @@ cudaMemcpy2DAsync (void *dst, size_t dpitch, const void *src,
 
   if (width > dpitch || width > spitch)
     return fail (cudaErrorInvalidPitchValue);
-  run_or_record (stream, copy_2d, &c, sizeof c);
+  if (copy_at_once (stream, dst, src, kind))
+    copy_2d ((void *) &c);
+  else
+    run_or_record (stream, copy_2d, &c, sizeof c);
   return cudaSuccess;
 }
 
@@ -315,29 +388,72 @@ cudaStreamSynchronize (cudaStream_t stream)
 {
   /* Of a stream being captured: CUDA refuses it and invalidates the
    * capture. */
-  if (capturing (stream) == NULL)
+  if (capturing (stream) == NULL) {
+    if (emu_deferred ()) {
+      if (stream != NULL)
+        emu_stream_drain (&stream->state, G_MAXULONG);
+      else
+        emu_drain_all ();
+    }
     return cudaSuccess;
+  }
   emu_graph_invalidate (capturing (stream));
   return fail (cudaErrorStreamCaptureUnsupported);
 }
 
-/* A stream runs each call as it is made: the function now.  Captured
- * host functions are not emulated (the backend launches none there). */
+typedef struct
+{
+  cudaHostFn_t fn;
+  void *data;
+} HostCall;
+
+static void
+host_call (void *data)
+{
+  const HostCall *h = data;
+
+  h->fn (h->data);
+}
+
+/* The function now, or deferred in its turn.  Captured host functions are
+ * not emulated (the backend launches none there). */
 cudaError_t
 cudaLaunchHostFunc (cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
+  const HostCall h = { fn, data };
+
   if (capturing (stream) != NULL) {
     emu_graph_invalidate (capturing (stream));
     return fail (cudaErrorStreamCaptureUnsupported);
   }
-  fn (data);
+  run_or_record (stream, host_call, &h, sizeof h);
   return cudaSuccess;
 }
 
+typedef struct
+{
+  EmuStreamState *stream;
+  unsigned long position;
+} Wait;
+
+static void
+wait_call (void *data)
+{
+  const Wait *w = data;
+
+  emu_stream_drain (w->stream, w->position);
+}
+
+/* Deferred: @stream's later work waits for the event's stream to reach
+ * the event, as recorded now (a later record does not move the wait). */
 cudaError_t
 cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
     unsigned int flags)
 {
+  const Wait w = { event->stream, event->position };
+
+  if (w.stream != NULL && capturing (stream) == NULL)
+    run_or_record (stream, wait_call, &w, sizeof w);
   return cudaSuccess;
 }
 
@@ -359,12 +475,20 @@ cudaEventDestroy (cudaEvent_t event)
 cudaError_t
 cudaEventRecord (cudaEvent_t event, cudaStream_t stream)
 {
+  if (emu_deferred () && stream != NULL && capturing (stream) == NULL) {
+    event->stream = &stream->state;
+    event->position = emu_stream_position (&stream->state);
+  } else {
+    event->stream = NULL;
+  }
   return cudaSuccess;
 }
 
 cudaError_t
 cudaEventSynchronize (cudaEvent_t event)
 {
+  if (event->stream != NULL)
+    emu_stream_drain (event->stream, event->position);
   return cudaSuccess;
 }
 
@@ -413,12 +537,24 @@ cudaGraphInstantiate (cudaGraphExec_t * exec, cudaGraph_t graph,
   return cudaSuccess;
 }
 
+static void
+graph_call (void *data)
+{
+  emu_graph_run (*(EmuGraph **) data);
+  emu_graph_unref (*(EmuGraph **) data);
+}
+
 cudaError_t
 cudaGraphLaunch (cudaGraphExec_t exec, cudaStream_t stream)
 {
+  EmuGraph *graph = (EmuGraph *) exec;
+
   if (capturing (stream) != NULL)
     return fail (cudaErrorNotSupported);
-  emu_graph_run ((EmuGraph *) exec);
+  /* The launch keeps the graph until it ran, as CUDA lets an executable
+   * graph be destroyed while a launch of it is pending. */
+  emu_graph_ref (graph);
+  run_or_record (stream, graph_call, &graph, sizeof graph);
   return cudaSuccess;
 }
 

@@ -19,9 +19,11 @@
  * fails a sanitizer run; the switches are announced to it instead).
  * Elsewhere, ucontext.
  *
- * One launch at a time (the CUDA backend's lock serialises its host
- * threads' launches).  A launch on a stream being captured is recorded as
- * a node of its graph (emu-graph.h), run when the graph is launched. */
+ * One launch at a time: every launch runs under the lock of the deferred
+ * streams' queues, whether a queue's node or at once.  A launch on a
+ * stream being captured is recorded as a node of its graph (emu-graph.h),
+ * run when the graph is launched; one on another stream waits in the
+ * stream's queue until the host waits for it (emu_deferred). */
 #include "cuda_runtime.h"
 #include "emu-graph.h"
 
@@ -31,6 +33,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -461,6 +466,105 @@ emu_graph_unref (EmuGraph *graph)
   delete graph;
 }
 
+/* Deferred streams (emu-graph.h): each stream's queue of nodes, all of
+ * them under one lock, which a drain holds while it runs them (a wait
+ * node drains another stream from inside a drain). */
+
+struct EmuQueue
+{
+  std::deque<EmuGraph::Node> nodes;
+  unsigned long given = 0, ran = 0;
+};
+
+static std::recursive_mutex queues_lock;
+/* Every stream that was given deferred work: a stream's state outlives
+ * its queue's last node (cudaStreamDestroy drains it), and stays here,
+ * reachable, for the process's life. */
+static std::vector<EmuStreamState *> deferred_streams;
+
+extern "C" int
+emu_deferred (void)
+{
+  static const int on = [] {
+    const char *v = getenv ("PP_CUDA_EMU_DEFER");
+
+    return v == NULL || strcmp (v, "0") != 0;
+  } ();
+
+  return on;
+}
+
+extern "C" void
+emu_stream_enqueue (EmuStreamState *stream, void (*run) (void *), void *data,
+    void (*free_data) (void *))
+{
+  const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+
+  if (stream->queue == nullptr) {
+    stream->queue = new EmuQueue;
+    deferred_streams.push_back (stream);
+  }
+  stream->queue->nodes.push_back (EmuGraph::Node { run, data, free_data });
+  stream->queue->given++;
+}
+
+extern "C" unsigned long
+emu_stream_position (EmuStreamState *stream)
+{
+  const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+
+  return stream->queue != nullptr ? stream->queue->given : 0;
+}
+
+extern "C" void
+emu_stream_drain (EmuStreamState *stream, unsigned long upto)
+{
+  const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+  EmuQueue *q = stream->queue;
+
+  while (q != nullptr && q->ran < upto && !q->nodes.empty ()) {
+    /* Taken off before it runs: a node that drains again (a wait on
+     * another stream's event) finds the queue consistent. */
+    const EmuGraph::Node n = q->nodes.front ();
+
+    q->nodes.pop_front ();
+    n.run (n.data);
+    if (n.free_data != nullptr)
+      n.free_data (n.data);
+    q->ran++;
+  }
+}
+
+extern "C" void
+emu_drain_all (void)
+{
+  const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+
+  /* A node may wait on another stream: drain until every queue is
+   * empty. */
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < deferred_streams.size (); i++) {
+      EmuStreamState *s = deferred_streams[i];
+
+      if (!s->queue->nodes.empty ()) {
+        emu_stream_drain (s, ULONG_MAX);
+        again = true;
+      }
+    }
+  }
+}
+
+extern "C" void
+emu_run_now (void (*run) (void *), void *data)
+{
+  const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+
+  if (emu_deferred ())
+    emu_drain_all ();
+  run (data);
+}
+
 /* A launch kept for a graph: its configuration and its arguments (the
  * launch's closure copies them, as a kernel node keeps its parameters). */
 struct LaunchNode
@@ -471,12 +575,15 @@ struct LaunchNode
   std::function<void ()> body;
 };
 
+static void launch_now (dim3 grid, dim3 block, size_t shmem,
+    const char *kernel, const std::function<void ()> &body);
+
 static void
 run_launch_node (void *data)
 {
   LaunchNode *n = (LaunchNode *) data;
 
-  emu_launch (n->grid, n->block, n->shmem, nullptr, n->kernel, n->body);
+  launch_now (n->grid, n->block, n->shmem, n->kernel, n->body);
 }
 
 static void
@@ -559,6 +666,32 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
         kernel, body);
     return;
   }
+  if (stream != nullptr && emu_deferred ()) {
+    emu_stream_enqueue ((EmuStreamState *) stream, run_launch_node,
+        new LaunchNode { grid, block, shmem, kernel, body },
+        free_launch_node);
+    return;
+  }
+  {
+    /* The legacy default stream waits for every other. */
+    const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+
+    if (emu_deferred ())
+      emu_drain_all ();
+    launch_now (grid, block, shmem, kernel, body);
+  }
+}
+
+/* Runs a launch emu_launch has checked, here and now (a graph's or a
+ * deferred stream's node runs it so, in its turn). */
+static void
+launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
+    const std::function<void ()> &body)
+{
+  const unsigned long threads = (unsigned long) block.x * block.y * block.z;
+  const unsigned long long blocks = (unsigned long long) grid.x * grid.y
+      * grid.z;
+
   {
     const std::lock_guard<std::mutex> hold (runs_lock);
 
