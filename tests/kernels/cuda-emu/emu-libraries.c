@@ -380,6 +380,7 @@ cudaError_t
 cudaStreamCreateWithFlags (cudaStream_t * stream, unsigned int flags)
 {
   *stream = g_new0 (struct CUstream_st, 1);
+  emu_stream_register (&(*stream)->state);
   return cudaSuccess;
 }
 

@@ -477,10 +477,21 @@ struct EmuQueue
 };
 
 static std::recursive_mutex queues_lock;
-/* Every stream that was given deferred work: a stream's state outlives
- * its queue's last node (cudaStreamDestroy drains it), and stays here,
- * reachable, for the process's life. */
-static std::vector<EmuStreamState *> deferred_streams;
+/* Every stream made: they live as long as the process (the backend
+ * destroys none), and stay reachable from here for a leak checker, which
+ * runs after the static destructors (so the list itself is never
+ * destroyed). */
+static std::vector<EmuStreamState *> &deferred_streams =
+    *new std::vector<EmuStreamState *>;
+
+extern "C" void
+emu_stream_register (EmuStreamState *stream)
+{
+  const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+
+  stream->queue = new EmuQueue;
+  deferred_streams.push_back (stream);
+}
 
 extern "C" int
 emu_deferred (void)
@@ -500,10 +511,8 @@ emu_stream_enqueue (EmuStreamState *stream, void (*run) (void *), void *data,
 {
   const std::lock_guard<std::recursive_mutex> hold (queues_lock);
 
-  if (stream->queue == nullptr) {
-    stream->queue = new EmuQueue;
-    deferred_streams.push_back (stream);
-  }
+  if (stream->queue == nullptr)
+    emu_stream_register (stream);
   stream->queue->nodes.push_back (EmuGraph::Node { run, data, free_data });
   stream->queue->given++;
 }

@@ -59,10 +59,11 @@ fixture_init (Fixture * f)
   g_assert_true (holds (f->x, 0.0f) && holds (f->y, 0.0f));
 }
 
+/* The pinned buffer stays, as the backend's staging buffers do (the
+ * emulation has no cudaFreeHost, which the backend never calls). */
 static void
 fixture_clear (Fixture * f)
 {
-  g_assert_cmpint (cudaFree (f->pinned), ==, cudaSuccess);
   g_assert_cmpint (cudaFree (f->x), ==, cudaSuccess);
   g_assert_cmpint (cudaFree (f->y), ==, cudaSuccess);
 }
