@@ -292,7 +292,9 @@ gpu_samples_start() {
 }
 gpu_samples_stop() {
   [ -n "$gpu_sampler" ] || return 0
-  kill "$gpu_sampler" 2>/dev/null
+  # SIGKILL: its lines are written as taken, and a sampler stuck in the
+  # driver must not keep the wait below (and the check) from ending.
+  kill -9 "$gpu_sampler" 2>/dev/null
   wait "$gpu_sampler" 2>/dev/null
   gpu_sampler=""
 }

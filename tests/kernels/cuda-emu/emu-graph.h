@@ -45,7 +45,8 @@ void      emu_graph_unref (EmuGraph * graph);
  * there before: what runs at once where a GPU is fast and idle, and
  * differs where it is busy, is then wrong every time. */
 int       emu_deferred (void);
-/* Gives a new stream its queue (and keeps it reachable). */
+/* Gives a new stream its queue (and keeps it reachable): every stream,
+ * when cudaStreamCreateWithFlags makes it. */
 void      emu_stream_register (EmuStreamState * stream);
 /* Appends a node to @stream's queue (@free_data (@data) once it ran). */
 void      emu_stream_enqueue (EmuStreamState * stream,

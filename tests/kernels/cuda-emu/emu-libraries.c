@@ -288,8 +288,7 @@ cudaMalloc (void **ptr, size_t size)
 cudaError_t
 cudaFree (void *ptr)
 {
-  if (emu_deferred ())
-    emu_drain_all ();
+  emu_drain_all ();
   g_mutex_lock (&pinned_lock);
   if (pinned != NULL)
     g_hash_table_remove (pinned, ptr);
@@ -390,12 +389,10 @@ cudaStreamSynchronize (cudaStream_t stream)
   /* Of a stream being captured: CUDA refuses it and invalidates the
    * capture. */
   if (capturing (stream) == NULL) {
-    if (emu_deferred ()) {
-      if (stream != NULL)
-        emu_stream_drain (&stream->state, G_MAXULONG);
-      else
-        emu_drain_all ();
-    }
+    if (stream != NULL)
+      emu_stream_drain (&stream->state, G_MAXULONG);
+    else
+      emu_drain_all ();
     return cudaSuccess;
   }
   emu_graph_invalidate (capturing (stream));
@@ -476,7 +473,7 @@ cudaEventDestroy (cudaEvent_t event)
 cudaError_t
 cudaEventRecord (cudaEvent_t event, cudaStream_t stream)
 {
-  if (emu_deferred () && stream != NULL && capturing (stream) == NULL) {
+  if (stream != NULL && capturing (stream) == NULL) {
     event->stream = &stream->state;
     event->position = emu_stream_position (&stream->state);
   } else {

@@ -511,8 +511,6 @@ emu_stream_enqueue (EmuStreamState *stream, void (*run) (void *), void *data,
 {
   const std::lock_guard<std::recursive_mutex> hold (queues_lock);
 
-  if (stream->queue == nullptr)
-    emu_stream_register (stream);
   stream->queue->nodes.push_back (EmuGraph::Node { run, data, free_data });
   stream->queue->given++;
 }
@@ -522,7 +520,7 @@ emu_stream_position (EmuStreamState *stream)
 {
   const std::lock_guard<std::recursive_mutex> hold (queues_lock);
 
-  return stream->queue != nullptr ? stream->queue->given : 0;
+  return stream->queue->given;
 }
 
 extern "C" void
@@ -531,7 +529,7 @@ emu_stream_drain (EmuStreamState *stream, unsigned long upto)
   const std::lock_guard<std::recursive_mutex> hold (queues_lock);
   EmuQueue *q = stream->queue;
 
-  while (q != nullptr && q->ran < upto && !q->nodes.empty ()) {
+  while (q->ran < upto && !q->nodes.empty ()) {
     /* Taken off before it runs: a node that drains again (a wait on
      * another stream's event) finds the queue consistent. */
     const EmuGraph::Node n = q->nodes.front ();
@@ -549,19 +547,10 @@ emu_drain_all (void)
 {
   const std::lock_guard<std::recursive_mutex> hold (queues_lock);
 
-  /* A node may wait on another stream: drain until every queue is
-   * empty. */
-  for (bool again = true; again;) {
-    again = false;
-    for (size_t i = 0; i < deferred_streams.size (); i++) {
-      EmuStreamState *s = deferred_streams[i];
-
-      if (!s->queue->nodes.empty ()) {
-        emu_stream_drain (s, ULONG_MAX);
-        again = true;
-      }
-    }
-  }
+  /* One pass: a node adds no work to any queue (a wait drains another
+   * stream in place), so a queue drained stays empty. */
+  for (EmuStreamState *s : deferred_streams)
+    emu_stream_drain (s, ULONG_MAX);
 }
 
 extern "C" void
@@ -569,8 +558,7 @@ emu_run_now (void (*run) (void *), void *data)
 {
   const std::lock_guard<std::recursive_mutex> hold (queues_lock);
 
-  if (emu_deferred ())
-    emu_drain_all ();
+  emu_drain_all ();
   run (data);
 }
 
@@ -682,12 +670,10 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     return;
   }
   {
-    /* The legacy default stream waits for every other. */
-    const std::lock_guard<std::recursive_mutex> hold (queues_lock);
+    /* The legacy default stream: after every other stream's work. */
+    LaunchNode now { grid, block, shmem, kernel, body };
 
-    if (emu_deferred ())
-      emu_drain_all ();
-    launch_now (grid, block, shmem, kernel, body);
+    emu_run_now (run_launch_node, &now);
   }
 }
 
