@@ -1165,6 +1165,30 @@ fi
 
 # ---- bench -----------------------------------------------------------------
 
+# One row of the bench step's summary from gpu-bench's log $2, for the way
+# named $1: the graphs' milliseconds (UNet step, TAESD encode + decode, a
+# 4-frame stream batch's pass) and the frames per second one GPU could
+# sustain at one step (alone, with frame-batch 2 and 4); "-" where the
+# log has no figure.
+bench_row() {
+  awk -v way="$1" '
+    function ms(line,  f) { split(substr(line, 53), f, " "); return f[1] }
+    index($0, "SD-Turbo UNet step 64x64, graph ") == 1 { u = ms($0) }
+    index($0, "TAESD enc+dec 512x512, graph ") == 1 { t = ms($0) }
+    index($0, "SD-Turbo UNet pass of a 4-frame stream batch, graph") == 1 {
+      b = ms($0) }
+    /^frames\/s one GPU could sustain at 1 step: .* as graphs/ {
+      sub(/ as graphs.*/, ""); one = $NF }
+    /^frames\/s one GPU could sustain at 1 step with frame-batch 2:/ {
+      f2 = $12 }
+    /^frames\/s one GPU could sustain at 1 step with frame-batch 4:/ {
+      f4 = $12 }
+    function or_dash(v) { return v == "" ? "-" : v }
+    END { printf "%9s %9s %9s %8s %8s %8s  %s\n", or_dash(u), or_dash(t),
+      or_dash(b), or_dash(one), or_dash(f2), or_dash(f4), way }' "$2" \
+    >>"$work/bench-summary"
+}
+
 step_bench() {
   current=bench
   say "bench: gpu-bench (reported, not judged)"
@@ -1189,6 +1213,7 @@ step_bench() {
           # Where the time of a step goes, by op family (device time).
           [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
+          bench_row "defaults, $dt" "$work/bench.log"
           pass "gpu-bench $dt ran"; }
     done
     # The same f16 step the ways the backend can still be told to run it,
@@ -1212,6 +1237,8 @@ step_bench() {
             | uniq | cut -c1-800 | indent
           sed -n '/^profile of/,$p' "$work/bench.log" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
+          bench_row "f16, attention $1, convolutions $2 $3, group norm $4" \
+            "$work/bench.log"
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
     # The activations the other ways: float32 channels first ($ACT32, the
@@ -1220,19 +1247,29 @@ step_bench() {
     # outputs through float32 scratch (a bias kernel and a narrowing each)
     # instead of cuBLAS writing them; the layer norms a block a row;
     # both norms eight values a thread (vector: the profile gives each
-    # norm's time); and the convolutions' bias, residual and ReLU in
-    # cuDNN's epilogue (fused: no bias pass after each).
+    # norm's time); the convolutions' bias, residual and ReLU in cuDNN's
+    # epilogue (fused: no bias pass after each); and the last two
+    # together, what the defaults would be if each is faster alone.
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
-        "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"; do
+        "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       runs "gpu-bench f16, $way" "$work/bench.log" 300 \
           env $way "$build/tests/bench/gpu-bench" --dtype f16 \
         && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          bench_row "f16, $way" "$work/bench.log"
           pass "gpu-bench f16, $way ran"; }
     done
+    # Every way side by side: the figures the defaults are chosen by.
+    if [ -s "$work/bench-summary" ]; then
+      echo "  gpu-bench side by side (graphs; ms, and frames/s one GPU could sustain at 1 step):"
+      printf '%9s %9s %9s %8s %8s %8s  %s\n' "UNet ms" "TAESD ms" \
+          "batch4 ms" "fps" "fps fb2" "fps fb4" "way" | indent
+      indent <"$work/bench-summary"
+    fi
     # diffusers' own UNet and TAESD, eager, on the same GPU in the same
     # run: the baseline the targets are set against.
     # shellcheck disable=SC2086  # the command may carry an env prefix
