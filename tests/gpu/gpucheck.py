@@ -56,7 +56,10 @@ its input cannot be read.
         time the process started, where the log's clock starts), each
         GPU's utilization (the share of time a kernel ran), SM clock and
         power over the steady frames: samples taken between the first
-        steady frame's push and the last one's.
+        steady frame's push and the last one's.  With --rows FILE --row
+        NAME, one line of a table is appended to FILE: the steady rate,
+        the round trip's median and p95, each GPU's mean utilization, and
+        NAME ("-" for a figure the log does not give).
 """
 import datetime
 import array
@@ -581,10 +584,10 @@ def seconds(m):
     return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
 
 
-def gpu_samples(path, begin, end):
+def read_gpu_samples(path, begin, end):
     """nvidia-smi's samples in CSV @path (timestamp, index, utilization.gpu,
-    clocks.sm, power.draw) taken in [begin, end] (wall clock, s), as one
-    line of figures a GPU; None where none fall in the window."""
+    clocks.sm, power.draw) taken in [begin, end] (wall clock, s): for each
+    GPU's index, its (utilization, SM clock, power) rows."""
     per_gpu = {}
     try:
         with open(path, encoding='utf-8', errors='replace') as f:
@@ -603,6 +606,13 @@ def gpu_samples(path, begin, end):
             continue
         if begin <= t <= end:
             per_gpu.setdefault(cols[1], []).append((util, cols[3], cols[4]))
+    return per_gpu
+
+
+def gpu_samples(path, begin, end):
+    """The samples of read_gpu_samples as one line of figures a GPU; None
+    where none fall in the window."""
+    per_gpu = read_gpu_samples(path, begin, end)
     if not per_gpu:
         return None
     out = []
@@ -632,6 +642,7 @@ def cmd_startup(args):
     max_ready = None
     samples = None
     t0 = None
+    rows = row = None
     i = 1
     while i < len(args):
         if args[i] == '--skip':
@@ -644,6 +655,10 @@ def cmd_startup(args):
             samples = args[i + 1]
         elif args[i] == '--t0':
             t0 = float(args[i + 1])
+        elif args[i] == '--rows':
+            rows = args[i + 1]
+        elif args[i] == '--row':
+            row = args[i + 1]
         else:
             fail_input(f'startup: unknown option {args[i]}')
         i += 2
@@ -709,6 +724,7 @@ def cmd_startup(args):
         figures.append(f'ready -> first frame pushed '
                        f'{(pushed[0] - t_ready) * 1e3:.0f} ms')
     ids = sorted(c for c in pushed if c >= skip and c - 1 in pushed)
+    cells = {'fps': '-', 'p50': '-', 'p95': '-', 'busy': '-'}
     if len(ids) >= 3:
         periods = [pushed[c] - pushed[c - 1] for c in ids]
         p50 = statistics.median(periods)
@@ -717,17 +733,26 @@ def cmd_startup(args):
         # Frames that leave a pass together (frame-batch) come in bursts:
         # the median period is then a burst's, the mean the rate.
         span = pushed[ids[-1]] - pushed[ids[0] - 1]
-        figures.append(f'steady rate {len(ids) / span if span > 0 else 0:.1f}'
+        rate = len(ids) / span if span > 0 else 0
+        cells['fps'] = f'{rate:.1f}'
+        figures.append(f'steady rate {rate:.1f}'
                        f' fps (frames {ids[0] - 1}..{ids[-1]})')
         if samples is not None and t0 is not None:
-            busy = gpu_samples(samples, t0 + pushed[ids[0] - 1],
-                               t0 + pushed[ids[-1]])
+            window = (t0 + pushed[ids[0] - 1], t0 + pushed[ids[-1]])
+            busy = gpu_samples(samples, *window)
             figures.append(busy if busy is not None else
                            'no GPU samples over the steady frames')
+            per_gpu = read_gpu_samples(samples, *window)
+            if per_gpu:
+                cells['busy'] = '/'.join(
+                    f'{statistics.mean(u for u, _, _ in per_gpu[g]):.0f}'
+                    for g in sorted(per_gpu))
     lat = sorted(back[c] for c in back if c >= skip)
     if len(lat) >= 3:
         # The 95th percentile by rank (the issue's latency target is a p95).
         p95 = lat[max(0, math.ceil(0.95 * len(lat)) - 1)]
+        cells['p50'] = f'{statistics.median(lat) * 1e3:.1f}'
+        cells['p95'] = f'{p95 * 1e3:.1f}'
         figures.append(f'steady round trip {statistics.median(lat) * 1e3:.1f}'
                        f' ms (median), p95 {p95 * 1e3:.1f} ms, max '
                        f'{lat[-1] * 1e3:.1f} ms')
@@ -736,6 +761,14 @@ def cmd_startup(args):
                         'steady figures')
     print('start-up: ' + ', '.join(figures) if figures
           else 'start-up: no figures')
+    if rows is not None:
+        try:
+            with open(rows, 'a', encoding='utf-8') as f:
+                f.write(f"{cells['fps']:>8} {cells['p50']:>9} "
+                        f"{cells['p95']:>8} {cells['busy']:>7}  "
+                        f"{row or path}\n")
+        except OSError as e:
+            raise Unreadable(f'{rows}: {e}')
     for p in problems:
         print(f'  <-- {p}')
     return 0 if not problems else 1

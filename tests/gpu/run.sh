@@ -1038,7 +1038,8 @@ sustained() {
       prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
     gpu_samples_stop
     judge "$sus_name runs" python3 "$gc" startup "$sus_log" --skip 20 \
-      --frames "$frames_long" --gpu-samples "$sus_csv" --t0 "$sus_t0"
+      --frames "$frames_long" --gpu-samples "$sus_csv" --t0 "$sus_t0" \
+      --rows "$work/startup-summary" --row "$sus_name, $frames_long frames"
   fi
   gpu_samples_stop
 }
@@ -1068,7 +1069,8 @@ else
       echo "    wall time $(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s for $frames frames"
       judge "a released-size pipeline starts with the default settings" \
         python3 "$gc" startup "$work/startup.log" --skip 5 --frames "$frames" \
-        --max-ready "$READY_S"
+        --max-ready "$READY_S" --rows "$work/startup-summary" \
+        --row "default settings, $frames frames"
     else
       grep -E '^(ERROR|WARNING)' "$work/startup.log" | head -n 3 | cut -c1-400 | indent
     fi
@@ -1089,7 +1091,8 @@ else
         ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
         prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
       judge "the same with $ACT32" python3 "$gc" startup \
-        "$work/startup-act32.log" --skip 5 --frames "$frames"
+        "$work/startup-act32.log" --skip 5 --frames "$frames" \
+        --rows "$work/startup-summary" --row "$ACT32"
     fi
     # 4 steps on one worker, without and with the stream batch (reported):
     # the frame period is the throughput, 6 frames in flight.
@@ -1102,7 +1105,8 @@ else
           prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=6 \
           stream-batch="$sb" ! fakesink; then
         judge "4 steps, stream-batch=$sb runs" python3 "$gc" startup \
-          "$work/batch-$sb.log" --skip 5 --frames "$frames"
+          "$work/batch-$sb.log" --skip 5 --frames "$frames" \
+          --rows "$work/startup-summary" --row "4 steps, stream-batch=$sb"
         grep -Eo 'stream batch: [0-9]+ frame-steps batched' \
           "$work/batch-$sb.log" | indent
       fi
@@ -1119,7 +1123,8 @@ else
           prompt-embeds="$sdt/prompt_embeds.npy" frame-batch="$fb" \
           ! fakesink; then
         judge "1 step, frame-batch=$fb runs" python3 "$gc" startup \
-          "$work/frames-$fb.log" --skip 5 --frames "$frames"
+          "$work/frames-$fb.log" --skip 5 --frames "$frames" \
+          --rows "$work/startup-summary" --row "1 step, frame-batch=$fb"
         grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
           "$work/frames-$fb.log" | paste -sd ' ' - | indent
       fi
@@ -1142,7 +1147,9 @@ else
           prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=6 \
           stream-batch=true ! fakesink; then
         judge "4 steps, stream-batch=true, under MPS runs" python3 "$gc" \
-          startup "$work/mps-batch.log" --skip 5 --frames "$frames"
+          startup "$work/mps-batch.log" --skip 5 --frames "$frames" \
+          --rows "$work/startup-summary" \
+          --row "4 steps, stream-batch=true, under MPS"
       fi
       mps_stop
     fi
@@ -1156,7 +1163,16 @@ else
           ! ppdiffuse ranks="$w" steps="$w" backend="$BE" model="$sdt" \
           prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
       judge "$w workers on their own GPUs start with the default settings" \
-        python3 "$gc" startup "$work/startup-w$w.log" --skip 5 --frames "$frames"
+        python3 "$gc" startup "$work/startup-w$w.log" --skip 5 \
+        --frames "$frames" --rows "$work/startup-summary" \
+        --row "$w workers on their own GPUs, $w steps"
+    fi
+    # Every run side by side: what the element's defaults are chosen by.
+    if [ -s "$work/startup-summary" ]; then
+      echo "  the element's runs side by side (steady frames):"
+      printf '%8s %9s %8s %7s  %s\n' "fps" "trip ms" "p95 ms" "busy %" \
+        "run" | indent
+      indent <"$work/startup-summary"
     fi
   fi
   rm -rf "$sdt"
