@@ -1111,6 +1111,18 @@ else
           "$work/batch-$sb.log" | indent
       fi
     done
+    # One step with a third frame in flight (the default is (ranks + 1) ×
+    # frame-batch, 2 here), reported: whether two keep the GPU fed.
+    if runs "1 step, max-in-flight=3" "$work/inflight-3.log" 600 env \
+        GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
+        videotestsrc num-buffers="$frames" \
+        ! video/x-raw,format=RGB,width=512,height=512 \
+        ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+        prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=3 ! fakesink; then
+      judge "1 step, max-in-flight=3 runs" python3 "$gc" startup \
+        "$work/inflight-3.log" --skip 5 --frames "$frames" \
+        --rows "$work/startup-summary" --row "1 step, max-in-flight=3"
+    fi
     # One step, up to 2 and 4 waiting frames a pass (frame-batch; the
     # default max-in-flight, (ranks + 1) × frame-batch), reported: the
     # frame rate against the first run's.
