@@ -1,6 +1,8 @@
 /* ppdiffuse — GPU model benchmark: one SD-Turbo UNet step at 512×512 (a
  * 64×64 latent, 77×1024 text) and a TAESD encode + decode at 512×512 on a
- * device backend, in the weights' storage dtype (f16 by default on CUDA),
+ * device backend (--small: a small UNet of the same blocks at 64×64, an
+ * 8×8 latent, so that the whole program runs on the CUDA emulation in the
+ * test suite before a GPU's time is spent on it), in the weights' storage dtype (f16 by default on CUDA),
  * each reported as milliseconds, achieved TFLOP/s and the share of the
  * device's dense peak, next to the physical floor (FLOPs / peak).
  *
@@ -28,10 +30,7 @@
 #define EXIT_SKIP 77
 #define DEFAULT_REPEATS 10
 #define WARM_UP_RUNS 2
-#define LATENT_SIDE 64
-#define IMAGE_SIDE 512
 #define TEXT_TOKENS 77
-#define TEXT_DIM 1024
 #define TIMESTEP 999.0
 /* A stream batch of 4 steps on one worker: 4 frames a pass, at these
  * timesteps. */
@@ -44,6 +43,46 @@ static const gdouble frame_timesteps[BATCH] = { TIMESTEP, TIMESTEP,
 };
 #define WEIGHT_SEED 1
 #define INPUT_SEED 2
+
+/* SD-Turbo's blocks with few channels (multiples of 8, as the 16-bit
+ * channels-last paths want), heads of 8 values: the same ops as the
+ * released UNet, small enough for the emulation; TAESD's with 16 channels
+ * a layer. */
+static const gchar small_config[] =
+    "{\"_class_name\":\"UNet2DConditionModel\",\"in_channels\":4,"
+    "\"out_channels\":4,\"block_out_channels\":[16,32,32,32],"
+    "\"layers_per_block\":2,\"down_block_types\":[\"CrossAttnDownBlock2D\","
+    "\"CrossAttnDownBlock2D\",\"CrossAttnDownBlock2D\",\"DownBlock2D\"],"
+    "\"up_block_types\":[\"UpBlock2D\",\"CrossAttnUpBlock2D\","
+    "\"CrossAttnUpBlock2D\",\"CrossAttnUpBlock2D\"],"
+    "\"mid_block_type\":\"UNetMidBlock2DCrossAttn\",\"cross_attention_dim\":"
+    "16,\"attention_head_dim\":[2,4,4,4],\"norm_num_groups\":8,"
+    "\"norm_eps\":1e-5,\"use_linear_projection\":true,\"flip_sin_to_cos\":"
+    "true,\"freq_shift\":0,\"act_fn\":\"silu\",\"sample_size\":8}";
+
+static const gchar small_taesd_config[] =
+    "{\"_class_name\":\"AutoencoderTiny\",\"in_channels\":3,"
+    "\"out_channels\":3,\"latent_channels\":4,"
+    "\"encoder_block_out_channels\":[16,16,16,16],"
+    "\"decoder_block_out_channels\":[16,16,16,16],"
+    "\"num_encoder_blocks\":[1,3,3,3],\"num_decoder_blocks\":[3,3,3,1],"
+    "\"upsampling_scaling_factor\":2,\"act_fn\":\"relu\","
+    "\"scaling_factor\":1.0}";
+
+/* What is timed: the released sizes, or --small's. */
+typedef struct
+{
+  const gchar *unet_name;
+  const gchar *unet_config, *taesd_config;
+  gint64 latent_side, image_side, text_dim;
+} Sizes;
+
+static const Sizes released_sizes = { "SD-Turbo", turbo_config,
+  taesd_config, 64, 512, 1024
+};
+static const Sizes small_sizes = { "small", small_config, small_taesd_config,
+  8, 64, 16
+};
 
 /* A device's peaks, from the vendors' data sheets: dense 16-bit
  * tensor-core TFLOP/s with float32 accumulation, and memory bandwidth,
@@ -555,8 +594,10 @@ main (int argc, char **argv)
   g_autofree gchar *backend = NULL, *dtype_name = NULL, *dir = NULL,
       *unet_path = NULL, *taesd_path = NULL;
   gint repeats = DEFAULT_REPEATS;
+  gboolean small = FALSE;
   gdouble peak = 0, gbps = 0;
   Peaks known;
+  const Sizes *z;
   const GOptionEntry entries[] = {
     {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
         "device backend (default cuda)", "B"},
@@ -570,19 +611,19 @@ main (int argc, char **argv)
         "T"},
     {"peak-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &gbps,
         "the device's memory bandwidth, GB/s (default: from its name)", "G"},
+    {"small", 0, 0, G_OPTION_ARG_NONE, &small,
+        "a small UNet of SD-Turbo's blocks, an 8x8 latent, TAESD at 64x64: "
+          "the program's every path, quickly (the CUDA emulation)", NULL},
     {NULL}
   };
-  const gint64 sample_shape[4] = { 1, 4, LATENT_SIDE, LATENT_SIDE };
-  const gint64 text_shape[3] = { 1, TEXT_TOKENS, TEXT_DIM };
-  const gint64 image_shape[4] = { 1, 3, IMAGE_SIDE, IMAGE_SIDE };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
   g_autoptr (GError) error = NULL;
   PpWeights *uw, *tw;
   PpDType dtype = 0;
   Bench b = { 0 };
-  const gint64 batch_shape[4] = { BATCH, 4, LATENT_SIDE, LATENT_SIDE };
   Timing u, v, ug, vg, bg;
   gboolean graphs;
+  g_autofree gchar *unet_what = NULL, *taesd_what = NULL;
 
   g_option_context_set_summary (ctx, "Times an SD-Turbo UNet step and a "
       "TAESD encode + decode at 512x512 on a GPU backend.");
@@ -593,6 +634,7 @@ main (int argc, char **argv)
     fprintf (stderr, "gpu-bench: %s\n", error->message);
     return 2;
   }
+  z = small ? &small_sizes : &released_sizes;
   b.be = pp_backend_get (backend ? backend : PP_BACKEND_CUDA, &error);
   if (b.be == NULL) {
     fprintf (stderr, "gpu-bench: skipped: %s\n", error->message);
@@ -611,22 +653,35 @@ main (int argc, char **argv)
   pp_weights_set_storage_dtype (uw, dtype);
   pp_weights_set_storage_dtype (tw, dtype);
   dir = g_dir_make_tmp ("ppdiffuse-gpu-bench-XXXXXX", NULL);
-  unet_path = write_config (dir, "unet.json", turbo_config);
-  taesd_path = write_config (dir, "taesd.json", taesd_config);
+  unet_path = write_config (dir, "unet.json", z->unet_config);
+  taesd_path = write_config (dir, "taesd.json", z->taesd_config);
   b.unet = pp_unet_new (unet_path, uw, b.be, &error);
   b.taesd = b.unet ? pp_taesd_new (taesd_path, tw, b.be, &error) : NULL;
   if (b.taesd == NULL) {
     fprintf (stderr, "gpu-bench: %s\n", error->message);
     return 1;
   }
-  b.sample = device_input (b.be, "sample", 4, sample_shape);
-  b.text = device_input (b.be, "encoder_hidden_states", 3, text_shape);
-  b.image = device_input (b.be, "image", 4, image_shape);
-  b.eps = device_input (b.be, "eps", 4, sample_shape);
-  b.latents = device_input (b.be, "latents", 4, sample_shape);
-  b.decoded = device_input (b.be, "decoded", 4, image_shape);
-  b.batch = device_input (b.be, "batch", 4, batch_shape);
-  b.batch_eps = device_input (b.be, "batch_eps", 4, batch_shape);
+  {
+    const gint64 sample_shape[4] = { 1, 4, z->latent_side, z->latent_side };
+    const gint64 text_shape[3] = { 1, TEXT_TOKENS, z->text_dim };
+    const gint64 image_shape[4] = { 1, 3, z->image_side, z->image_side };
+    const gint64 batch_shape[4] = { BATCH, 4, z->latent_side,
+      z->latent_side
+    };
+
+    b.sample = device_input (b.be, "sample", 4, sample_shape);
+    b.text = device_input (b.be, "encoder_hidden_states", 3, text_shape);
+    b.image = device_input (b.be, "image", 4, image_shape);
+    b.eps = device_input (b.be, "eps", 4, sample_shape);
+    b.latents = device_input (b.be, "latents", 4, sample_shape);
+    b.decoded = device_input (b.be, "decoded", 4, image_shape);
+    b.batch = device_input (b.be, "batch", 4, batch_shape);
+    b.batch_eps = device_input (b.be, "batch_eps", 4, batch_shape);
+  }
+  unet_what = g_strdup_printf ("%s UNet step %" G_GINT64_FORMAT "x%"
+      G_GINT64_FORMAT, z->unet_name, z->latent_side, z->latent_side);
+  taesd_what = g_strdup_printf ("TAESD enc+dec %" G_GINT64_FORMAT "x%"
+      G_GINT64_FORMAT, z->image_side, z->image_side);
 
   printf ("%s on %s, weights %s, best of %d synchronized runs\n",
       pp_backend_name (b.be), pp_backend_device (b.be),
@@ -635,13 +690,18 @@ main (int argc, char **argv)
     printf ("device peak unknown: pass --peak-tflops for the share of it\n");
   u = best_of (unet_run, &b, (guint) repeats);
   v = best_of (taesd_run, &b, (guint) repeats);
-  report ("SD-Turbo UNet step 64x64", u, peak);
-  report ("TAESD enc+dec 512x512", v, peak);
+  report (unet_what, u, peak);
+  report (taesd_what, v, peak);
   /* The same as graphs, the way the element runs a worker's steps. */
-  graphs = report_graph ("SD-Turbo UNet step 64x64, graph", unet_into, &b,
-      (guint) repeats, peak, &ug);
-  graphs &= report_graph ("TAESD enc+dec 512x512, graph", taesd_into, &b,
-      (guint) repeats, peak, &vg);
+  {
+    g_autofree gchar *uw_what = g_strconcat (unet_what, ", graph", NULL);
+    g_autofree gchar *tw_what = g_strconcat (taesd_what, ", graph", NULL);
+
+    graphs = report_graph (uw_what, unet_into, &b, (guint) repeats, peak,
+        &ug);
+    graphs &= report_graph (tw_what, taesd_into, &b, (guint) repeats, peak,
+        &vg);
+  }
   printf ("frames/s one GPU could sustain at 1 step: %.1f (UNet + TAESD)",
       1.0 / (u.seconds + v.seconds));
   if (graphs)
@@ -649,17 +709,21 @@ main (int argc, char **argv)
   printf ("\n");
   /* A stream batch's pass hands on one frame: at 4 steps on one GPU, a
    * frame costs a pass of 4 and a TAESD encode + decode. */
-  if (graphs && report_graph ("SD-Turbo UNet pass of a 4-frame stream "
-          "batch, graph", batch_into, &b, (guint) repeats, peak, &bg))
-    printf ("frames/s one GPU could sustain at 4 steps with stream-batch: "
-        "%.1f (a pass of 4 + TAESD, as graphs)\n",
-        1.0 / (bg.seconds + vg.seconds));
+  if (graphs) {
+    g_autofree gchar *what = g_strdup_printf ("%s UNet pass of a 4-frame "
+        "stream batch, graph", z->unet_name);
+
+    if (report_graph (what, batch_into, &b, (guint) repeats, peak, &bg))
+      printf ("frames/s one GPU could sustain at 4 steps with stream-batch: "
+          "%.1f (a pass of 4 + TAESD, as graphs)\n",
+          1.0 / (bg.seconds + vg.seconds));
+  }
   /* At one step a frame batch of n is a pass of n latents at one
    * timestep, each frame with its own TAESD encode + decode on rank 0. */
   for (guint n = 2; graphs && n <= BATCH; n *= 2) {
-    const gint64 shape[4] = { n, 4, LATENT_SIDE, LATENT_SIDE };
-    g_autofree gchar *what = g_strdup_printf ("SD-Turbo UNet pass of a "
-        "%u-frame batch at one step, graph", n);
+    const gint64 shape[4] = { n, 4, z->latent_side, z->latent_side };
+    g_autofree gchar *what = g_strdup_printf ("%s UNet pass of a "
+        "%u-frame batch at one step, graph", z->unet_name, n);
     Timing fg;
 
     b.frames = device_input (b.be, "frames", 4, shape);

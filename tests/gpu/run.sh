@@ -1193,28 +1193,10 @@ fi
 
 # ---- bench -----------------------------------------------------------------
 
-# One row of the bench step's summary from gpu-bench's log $2, for the way
-# named $1: the graphs' milliseconds (UNet step, TAESD encode + decode, a
-# 4-frame stream batch's pass) and the frames per second one GPU could
-# sustain at one step (alone, with frame-batch 2 and 4); "-" where the
-# log has no figure.
+# One row of the bench step's summary (bench-row.awk) from gpu-bench's log
+# $2, for the way named $1.
 bench_row() {
-  awk -v way="$1" '
-    function ms(line,  f) { split(substr(line, 53), f, " "); return f[1] }
-    index($0, "SD-Turbo UNet step 64x64, graph ") == 1 { u = ms($0) }
-    index($0, "TAESD enc+dec 512x512, graph ") == 1 { t = ms($0) }
-    index($0, "SD-Turbo UNet pass of a 4-frame stream batch, graph") == 1 {
-      b = ms($0) }
-    /^frames\/s one GPU could sustain at 1 step: .* as graphs/ {
-      sub(/ as graphs.*/, ""); one = $NF }
-    /^frames\/s one GPU could sustain at 1 step with frame-batch 2:/ {
-      f2 = $12 }
-    /^frames\/s one GPU could sustain at 1 step with frame-batch 4:/ {
-      f4 = $12 }
-    function or_dash(v) { return v == "" ? "-" : v }
-    END { printf "%9s %9s %9s %8s %8s %8s  %s\n", or_dash(u), or_dash(t),
-      or_dash(b), or_dash(one), or_dash(f2), or_dash(f4), way }' "$2" \
-    >>"$work/bench-summary"
+  awk -v way="$1" -f "$here/bench-row.awk" "$2" >>"$work/bench-summary"
 }
 
 step_bench() {

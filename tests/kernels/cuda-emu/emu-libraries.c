@@ -158,13 +158,23 @@ run_or_record (cudaStream_t stream, void (*run) (void *), const void *args,
 }
 
 /* Deferred, where an event was last recorded: it has passed once @stream
- * ran @position nodes (NULL: it has). */
+ * ran @position nodes (NULL: it has).  Its time is the host's monotonic
+ * clock when its stream reached it (a stamp queued with the record, which
+ * holds a reference: the event may be destroyed before its stream gets
+ * there); a stamp of an earlier record does not count.  @generation,
+ * @stamped and @time_us are under events_lock. */
 struct CUevent_st
 {
   int flags;
   EmuStreamState *stream;
   unsigned long position;
+  gint refs;
+  guint generation;
+  gboolean stamped;
+  gint64 time_us;
 };
+
+static GMutex events_lock;
 
 /* Pinned host memory (cudaHostAlloc): a deferred copy between it and the
  * device waits in its stream's queue; one from or to pageable memory is
@@ -460,20 +470,64 @@ cudaEventCreateWithFlags (cudaEvent_t * event, unsigned int flags)
 {
   *event = g_new0 (struct CUevent_st, 1);
   (*event)->flags = (int) flags;
+  (*event)->refs = 1;
   return cudaSuccess;
+}
+
+static void
+event_unref (cudaEvent_t event)
+{
+  if (g_atomic_int_dec_and_test (&event->refs))
+    g_free (event);
 }
 
 cudaError_t
 cudaEventDestroy (cudaEvent_t event)
 {
-  g_free (event);
+  event_unref (event);
   return cudaSuccess;
+}
+
+typedef struct
+{
+  cudaEvent_t event;
+  guint generation;
+} Stamp;
+
+static void
+stamp_call (void *data)
+{
+  const Stamp *st = data;
+
+  g_mutex_lock (&events_lock);
+  if (st->event->generation == st->generation) {
+    st->event->time_us = g_get_monotonic_time ();
+    st->event->stamped = TRUE;
+  }
+  g_mutex_unlock (&events_lock);
+  event_unref (st->event);
 }
 
 cudaError_t
 cudaEventRecord (cudaEvent_t event, cudaStream_t stream)
 {
-  if (stream != NULL && capturing (stream) == NULL) {
+  Stamp st = { event, 0 };
+
+  g_mutex_lock (&events_lock);
+  st.generation = ++event->generation;
+  event->stamped = FALSE;
+  g_mutex_unlock (&events_lock);
+  if (capturing (stream) != NULL) {
+    /* Not timed in a graph: it has passed when recorded. */
+    g_atomic_int_inc (&event->refs);
+    stamp_call (&st);
+    event->stream = NULL;
+    return cudaSuccess;
+  }
+  /* The stamp first, so that the event's position includes it. */
+  g_atomic_int_inc (&event->refs);
+  run_or_record (stream, stamp_call, &st, sizeof st);
+  if (stream != NULL) {
     event->stream = &stream->state;
     event->position = emu_stream_position (&stream->state);
   } else {
@@ -493,9 +547,20 @@ cudaEventSynchronize (cudaEvent_t event)
 cudaError_t
 cudaEventElapsedTime (float *ms, cudaEvent_t start, cudaEvent_t end)
 {
+  gboolean recorded, stamped;
+
   if ((start->flags | end->flags) & cudaEventDisableTiming)
     return fail (cudaErrorInvalidResourceHandle);
-  *ms = 0.0f;
+  g_mutex_lock (&events_lock);
+  recorded = start->generation > 0 && end->generation > 0;
+  stamped = start->stamped && end->stamped;
+  *ms = stamped ? (float) (end->time_us - start->time_us) / 1e3f : 0.0f;
+  g_mutex_unlock (&events_lock);
+  if (!recorded)
+    return fail (cudaErrorInvalidResourceHandle);
+  /* As CUDA: not yet reached by its stream. */
+  if (!stamped)
+    return fail (cudaErrorNotReady);
   return cudaSuccess;
 }
 

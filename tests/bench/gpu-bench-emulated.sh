@@ -1,0 +1,55 @@
+#!/bin/sh
+# gpu-bench --small on the cuda backend over its emulation on the CPU: the
+# program's every path (the timed runs, each graph, the stream batch's and
+# the frame batches' passes, the three device-time profiles with their
+# shape tables) as a GPU runs it, and the GPU check's summary row of its
+# output (tests/gpu/bench-row.awk) with every figure, so that neither
+# breaks where only a GPU would show it.
+# Usage: gpu-bench-emulated.sh GPU_BENCH BENCH_ROW_AWK
+set -u
+bench=$1 row_awk=$2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+fail() { echo "gpu-bench-emulated: $*" >&2; sed 's/^/  | /' "$log" >&2; exit 1; }
+
+timeout -k 10 400 "$bench" --small --repeats 1 >"$log" 2>&1
+st=$?
+[ "$st" -eq 0 ] || fail "gpu-bench --small exited with status $st"
+grep -q '^cuda on .*CUDA emulation' "$log" \
+  || fail "not the cuda backend over the emulation"
+for what in 'small UNet step 8x8, graph' 'TAESD enc+dec 64x64, graph' \
+    'small UNet pass of a 4-frame stream batch, graph' \
+    'small UNet pass of a 2-frame batch at one step, graph' \
+    'small UNet pass of a 4-frame batch at one step, graph'; do
+  grep -q "^$what .* ms " "$log" || fail "no figure for \"$what\""
+done
+! grep -q 'not measured' "$log" || fail "a figure was not measured"
+# Each profile in device time (the emulated events' clock), with its
+# families, its ops and its costliest shapes.
+n=$(grep -c '^profile of one .*(device time: ' "$log")
+[ "$n" -eq 3 ] || fail "$n profiles in device time, expected 3"
+awk '
+  /^profile of one / { if (name != "") check(); name = $0; fam = ops = shp = 0
+    section = "" ; next }
+  /^  family / { section = "family"; next }
+  /^  op / { section = "op"; next }
+  /^  shape \(per call\)/ { section = "shape"; next }
+  /^  channels-last/ { next }
+  /^  [a-z]/ && section == "family" { fam++ }
+  /^  [a-z]/ && section == "op" { ops++ }
+  /^  [a-z]/ && section == "shape" { shp++; if ($1 == "for_rows") bad = 1 }
+  function check() {
+    if (fam == 0 || ops == 0 || shp == 0) {
+      printf "%s: %d families, %d ops, %d shapes\n", name, fam, ops, shp
+      failed = 1
+    }
+  }
+  END { if (name != "") check()
+    if (bad) { print "a for_rows region among the device shapes"; failed = 1 }
+    exit failed }' "$log" >&2 || fail "a profile lacks a table"
+row=$(awk -v way=emulated -f "$row_awk" "$log")
+echo "summary row: $row"
+case " $row " in
+  *" - "*) fail "the GPU check's summary row lacks a figure: $row" ;;
+esac
+echo "gpu-bench --small ran every path on the emulation"
