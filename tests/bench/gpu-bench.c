@@ -1,8 +1,6 @@
 /* ppdiffuse — GPU model benchmark: one SD-Turbo UNet step at 512×512 (a
  * 64×64 latent, 77×1024 text) and a TAESD encode + decode at 512×512 on a
- * device backend (--small: a small UNet of the same blocks at 64×64, an
- * 8×8 latent, so that the whole program runs on the CUDA emulation in the
- * test suite before a GPU's time is spent on it), in the weights' storage dtype (f16 by default on CUDA),
+ * device backend, in the weights' storage dtype (f16 by default on CUDA),
  * each reported as milliseconds, achieved TFLOP/s and the share of the
  * device's dense peak, next to the physical floor (FLOPs / peak).
  *
@@ -44,7 +42,9 @@ static const gdouble frame_timesteps[BATCH] = { TIMESTEP, TIMESTEP,
 #define WEIGHT_SEED 1
 #define INPUT_SEED 2
 
-/* SD-Turbo's blocks with few channels (multiples of 8, as the 16-bit
+/* --small: every path of the program at a size the CUDA emulation runs in
+ * the test suite (gpu-bench-emulated), before a GPU's time is spent on it.
+ * SD-Turbo's blocks with few channels (multiples of 8, as the 16-bit
  * channels-last paths want), heads of 8 values: the same ops as the
  * released UNet, small enough for the emulation; TAESD's with 16 channels
  * a layer. */
