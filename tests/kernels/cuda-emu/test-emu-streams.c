@@ -180,6 +180,65 @@ test_pageable_and_free (void)
   fixture_clear (&f);
 }
 
+/* An event's time is when its stream reached it: before that the elapsed
+ * time is not ready, as CUDA says; an event never recorded has none; a
+ * record replaces the one before it, even when the earlier one's stream
+ * gets there later; an event destroyed before its stream reaches it is
+ * no fault. */
+static void
+test_event_times (void)
+{
+  Fixture f;
+  cudaEvent_t from, to, fresh, gone;
+  float ms = -1;
+
+  fixture_init (&f);
+  g_assert_cmpint (cudaEventCreateWithFlags (&from, cudaEventDefault), ==,
+      cudaSuccess);
+  g_assert_cmpint (cudaEventCreateWithFlags (&to, cudaEventDefault), ==,
+      cudaSuccess);
+  g_assert_cmpint (cudaEventCreateWithFlags (&fresh, cudaEventDefault), ==,
+      cudaSuccess);
+  g_assert_cmpint (cudaEventCreateWithFlags (&gone, cudaEventDefault), ==,
+      cudaSuccess);
+  g_assert_cmpint (cudaEventElapsedTime (&ms, fresh, fresh), ==,
+      cudaErrorInvalidResourceHandle);
+  cudaGetLastError ();
+
+  g_assert_cmpint (cudaEventRecord (from, f.a), ==, cudaSuccess);
+  g_usleep (20000);
+  g_assert_cmpint (cudaMemcpyAsync (f.x, f.pinned, N * sizeof (float),
+          cudaMemcpyHostToDevice, f.a), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventRecord (to, f.a), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventRecord (gone, f.a), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventDestroy (gone), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventElapsedTime (&ms, from, to), ==,
+      cudaErrorNotReady);
+  cudaGetLastError ();
+  g_assert_cmpint (cudaEventSynchronize (to), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventElapsedTime (&ms, from, to), ==, cudaSuccess);
+  /* Both were stamped when the host waited, not 20 ms apart as
+   * recorded. */
+  g_assert_cmpfloat (ms, >=, 0.0f);
+  g_assert_cmpfloat (ms, <, 20.0f);
+
+  /* Recorded again on b, which a's queued stamp does not overwrite. */
+  g_assert_cmpint (cudaEventRecord (from, f.a), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventRecord (from, f.b), ==, cudaSuccess);
+  g_assert_cmpint (cudaStreamSynchronize (f.b), ==, cudaSuccess);
+  g_usleep (20000);
+  g_assert_cmpint (cudaStreamSynchronize (f.a), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventRecord (to, f.b), ==, cudaSuccess);
+  g_assert_cmpint (cudaStreamSynchronize (f.b), ==, cudaSuccess);
+  g_assert_cmpint (cudaEventElapsedTime (&ms, from, to), ==, cudaSuccess);
+  g_assert_cmpfloat (ms, >=, 19.0f);
+
+  cudaEventDestroy (from);
+  cudaEventDestroy (to);
+  cudaEventDestroy (fresh);
+  fixture_clear (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -194,5 +253,6 @@ main (int argc, char **argv)
       test_wait_orders_streams);
   g_test_add_func ("/kernels/cuda-emu/streams/pageable-and-free",
       test_pageable_and_free);
+  g_test_add_func ("/kernels/cuda-emu/streams/event-times", test_event_times);
   return g_test_run ();
 }
