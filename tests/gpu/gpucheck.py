@@ -44,7 +44,8 @@ its input cannot be read.
         the fault was injected, the element's error names the rank, and the
         process ended at most BOUND_S after the mesh was up (ELAPSED_S: the
         run's wall time; the log's clock starts with the process).
-  startup LOG [--skip N] [--frames F]
+  startup LOG [--skip N] [--frames F] [--max-ready S]
+          [--gpu-samples CSV --t0 EPOCH] [--rows FILE --row NAME]
         the start-up figures of a GST_DEBUG=ppdiffuse:5 log: spawn -> ready,
         the first frame's round trip and push, and the steady frame period
         and round trip (medians over the chunks from N on, default 5) and
