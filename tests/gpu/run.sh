@@ -1202,15 +1202,19 @@ bench_row() {
 step_bench() {
   current=bench
   say "bench: gpu-bench (reported, not judged)"
-  if [ -n "$dry$emulated" ]; then
+  # Emulated, every run at gpu-bench's small size, once: each way's path
+  # through the benchmark, not its time.
+  bench_size=""
+  [ -n "$emulated" ] && bench_size="--small --repeats 1"
+  if [ -n "$dry" ]; then
     note_skip "gpu-bench (no device)"
   else
     for dt in f16 bf16 f32; do
       # With info messages: the attention shapes cuDNN's fused kernel did
       # not take, and its plans slow to make (a compilation each).
       runs "gpu-bench $dt" "$work/bench.log" 300 \
-          env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype "$dt" \
-        && { grep -E '^(SD-Turbo|TAESD|frames/s|activation)' "$work/bench.log" \
+          env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype "$dt" $bench_size \
+        && { grep -E '^(SD-Turbo|small|TAESD|frames/s|activation)' "$work/bench.log" \
           | indent
           grep -E 'cuda attention:' "$work/bench.log" \
             | sed 's/.*cuda attention:/cuda attention:/' | sort | uniq \
@@ -1239,7 +1243,8 @@ step_bench() {
           env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
           PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
           G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
-        && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
+          $bench_size \
+        && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
           # The algorithms the trials chose, against the heuristics'
           # (the default's lines above), and every trial's time.
           [ "$2" = timed ] && grep -E 'cuda conv( trials)?:' \
@@ -1267,8 +1272,8 @@ step_bench() {
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       runs "gpu-bench f16, $way" "$work/bench.log" 300 \
-          env $way "$build/tests/bench/gpu-bench" --dtype f16 \
-        && { grep -E '^(SD-Turbo|TAESD)' "$work/bench.log" | indent
+          env $way "$build/tests/bench/gpu-bench" --dtype f16 $bench_size \
+        && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
           sed -n '/^profile of/,$p' "$work/bench.log" | indent
           bench_row "f16, $way" "$work/bench.log"
           pass "gpu-bench f16, $way ran"; }
