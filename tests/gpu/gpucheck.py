@@ -610,10 +610,9 @@ def read_gpu_samples(path, begin, end):
     return per_gpu
 
 
-def gpu_samples(path, begin, end):
+def gpu_samples(per_gpu):
     """The samples of read_gpu_samples as one line of figures a GPU; None
     where none fall in the window."""
-    per_gpu = read_gpu_samples(path, begin, end)
     if not per_gpu:
         return None
     out = []
@@ -739,11 +738,11 @@ def cmd_startup(args):
         figures.append(f'steady rate {rate:.1f}'
                        f' fps (frames {ids[0] - 1}..{ids[-1]})')
         if samples is not None and t0 is not None:
-            window = (t0 + pushed[ids[0] - 1], t0 + pushed[ids[-1]])
-            busy = gpu_samples(samples, *window)
+            per_gpu = read_gpu_samples(samples, t0 + pushed[ids[0] - 1],
+                                       t0 + pushed[ids[-1]])
+            busy = gpu_samples(per_gpu)
             figures.append(busy if busy is not None else
                            'no GPU samples over the steady frames')
-            per_gpu = read_gpu_samples(samples, *window)
             if per_gpu:
                 cells['busy'] = '/'.join(
                     f'{statistics.mean(u for u, _, _ in per_gpu[g]):.0f}'
