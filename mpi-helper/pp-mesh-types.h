@@ -82,6 +82,9 @@ typedef struct
    * max (timeout-ms, 3 × expected + one heartbeat period). */
   gint64 round_allowance_us;
   gint64 stage_allowance_us;
+  const gchar *advice;          /* what a person can change when the work
+                                 * is too slow for the stream, for this
+                                 * mesh's ranks and steps */
 } PpMeshPace;
 
 G_END_DECLS

@@ -82,8 +82,6 @@ guint         pp_mesh_worker_counts (PpMesh * mesh, PpWorkerCounts * counts,
                                    guint n);
 /* Any thread, while the mesh runs. */
 void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);
-/* What a person can change when the work is too slow for the stream. */
-const gchar  *pp_mesh_pace_advice (void);
 /* FALSE, with the mesh's first failure in @error, once the mesh has failed:
  * a worker died or went silent, also while no chunk was in flight (the
  * heartbeats go on while the mesh is idle).  Any thread. */

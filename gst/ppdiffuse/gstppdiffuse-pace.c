@@ -50,7 +50,7 @@ gst_pp_diffuse_pace_check (GstPpDiffuse * self, const GstVideoInfo * info)
           pace.source, interval_us / 1000.0, GST_VIDEO_INFO_FPS_N (info),
           GST_VIDEO_INFO_FPS_D (info), (gdouble) pace.stage_us / interval_us,
           pace.advice),
-      ("%ux%u frames, %u ranks, %u steps; deadlines follow the measured "
+      ("%ux%u frames, ranks=%u, steps=%u; deadlines follow the measured "
           "time: a worker may compute one frame for up to %" G_GINT64_FORMAT
           " ms and a frame may take %" G_GINT64_FORMAT " ms round the mesh "
           "(timeout-ms %u is the least)",

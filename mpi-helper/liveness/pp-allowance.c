@@ -65,8 +65,11 @@ pp_allowance_update_round_us (gint64 estimate_us, gint64 sample_us)
 }
 
 const gchar *
-pp_allowance_advice (void)
+pp_allowance_advice (guint n_workers, guint n_steps)
 {
-  return "use a smaller frame, more ranks (each runs fewer steps), fewer "
-      "steps or a faster backend";
+  if (n_workers < n_steps)
+    return "use a smaller frame, more ranks (each runs fewer steps), fewer "
+        "steps or a faster backend";
+  return "use a smaller frame or a faster backend (each rank runs one step "
+      "already, the least it can)";
 }

@@ -60,9 +60,11 @@ gint64   pp_allowance_expected_slice_us (guint timeout_ms, guint64 busy_us,
  * measure @sample_us: it follows a slower sample at once and a faster one
  * slowly, so one quick chunk does not shorten every deadline. */
 gint64   pp_allowance_update_round_us   (gint64 estimate_us, gint64 sample_us);
-/* "use a smaller frame, more ranks (each runs fewer steps), fewer steps
- * or a faster backend": what a person can change when work is too slow
- * for the stream. */
-const gchar *pp_allowance_advice    (void);
+/* What a person can change when work is too slow for the stream, with
+ * @n_workers ranks running @n_steps steps: "use a smaller frame, more
+ * ranks (each runs fewer steps), fewer steps or a faster backend"; where
+ * each rank runs one step already, neither more ranks nor fewer steps
+ * shortens a rank's work, and the advice leaves them out. */
+const gchar *pp_allowance_advice    (guint n_workers, guint n_steps);
 
 G_END_DECLS

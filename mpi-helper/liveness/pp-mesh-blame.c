@@ -172,7 +172,7 @@ describe_overrun (PpMesh * mesh, guint i, const PpHeartbeat * hb,
       "stuck (a step that does not return) or far slower than measured; if "
       "the work is only this slow, raise timeout-ms or %s", hb->chunk_id,
       ran_us / 1000, (gdouble) ran_us / MAX (expected, 1), allowed,
-      pp_allowance_advice ());
+      pp_allowance_advice (mesh->plan->n_workers, mesh->plan->n_steps));
 }
 
 /* The watchdog's verdict on a worker, as the mesh's failure. */

@@ -123,16 +123,12 @@ pp_mesh_pace (PpMesh * mesh, PpMeshPace * pace)
         rank = MAX (rank, s);
   }
   pace->source = sources[rank];
+  pace->advice = pp_allowance_advice (mesh->plan->n_workers,
+      mesh->plan->n_steps);
   pace->round_allowance_us = pp_allowance_us (mesh->timeout_ms,
       pace->round_us);
   pace->stage_allowance_us = pp_allowance_us (mesh->timeout_ms,
       pace->stage_us);
-}
-
-const gchar *
-pp_mesh_pace_advice (void)
-{
-  return pp_allowance_advice ();
 }
 
 gchar *

@@ -647,5 +647,5 @@ pp_stream_pace (PpStream * stream, PpStreamPace * out)
   out->stage_allowance_us = pace.stage_allowance_us;
   out->n_workers = plan->n_workers;
   out->n_steps = plan->n_steps;
-  out->advice = pp_mesh_pace_advice ();
+  out->advice = pace.advice;
 }

@@ -18,6 +18,8 @@
 
 #define RANKS 2
 #define STEPS 2
+/* The warning's advice checked below is the one for a rank a step. */
+G_STATIC_ASSERT (RANKS == STEPS);
 /* Each step (one per worker) takes 1.5 × timeout-ms; timeout-ms is what
  * the mesh's start-up needs on a loaded machine. */
 #define TIMEOUT_MS 2000
@@ -149,9 +151,17 @@ expect_pace_warning (GstBus * bus)
   for (const gchar * const *n = (const gchar * const[]) {
         "too slow for this stream", "ms on the slowest worker (rank ",
         "round the mesh", "every 33.3 ms (30/1 fps)", "smaller frame",
-        "more ranks", NULL}; *n != NULL; n++)
+        "faster backend", "each rank runs one step already", NULL};
+      *n != NULL; n++)
     fail_unless (strstr (error->message, *n) != NULL, "'%s' is not in the "
         "warning: %s", *n, error->message);
+  /* A rank a step already (RANKS == STEPS): neither more ranks nor fewer
+   * steps would shorten the slowest rank's work. */
+  fail_unless (strstr (error->message, "more ranks") == NULL
+      && strstr (error->message, "fewer steps") == NULL,
+      "the warning advises what cannot help: %s", error->message);
+  fail_unless (debug != NULL && strstr (debug, "ranks=2, steps=2") != NULL,
+      "the warning's details do not give the settings: %s", debug);
   /* The estimate is the warm-up's: a frame takes at least a step. */
   {
     const gchar *about = strstr (error->message, "takes about ");

@@ -115,11 +115,21 @@ test_round_estimate (void)
 static void
 test_advice_names_what_to_change (void)
 {
-  const gchar *advice = pp_allowance_advice ();
+  const gchar *advice = pp_allowance_advice (2, 4);
 
   g_assert_nonnull (strstr (advice, "smaller frame"));
   g_assert_nonnull (strstr (advice, "more ranks"));
+  g_assert_nonnull (strstr (advice, "fewer steps"));
   g_assert_nonnull (strstr (advice, "backend"));
+  /* A rank a step: neither more ranks (at most one a step) nor fewer
+   * steps shortens a rank's work. */
+  for (guint n = 1; n <= 3; n++) {
+    advice = pp_allowance_advice (n, n);
+    g_assert_nonnull (strstr (advice, "smaller frame"));
+    g_assert_nonnull (strstr (advice, "backend"));
+    g_assert_null (strstr (advice, "more ranks"));
+    g_assert_null (strstr (advice, "fewer steps"));
+  }
 }
 
 int
