@@ -522,6 +522,7 @@ init_handles (PpCudaBackend * cu, GError ** error)
     return FALSE;
   cu->conv_plans = pp_cuda_conv_plans_new ();
   cu->sdpa_plans = pp_cuda_sdpa_plans_new ();
+  cu->conv_graphs = pp_cuda_conv_graphs_new ();
   cu->conv_filters = pp_cuda_conv_filters_new ();
 #endif
   /* TF32 only on request: cuBLAS's default math mode already keeps
@@ -589,13 +590,16 @@ create (gint device, GError ** error)
   };
   /* PPDIFFUSE_CUDA_CONV_EPILOGUE's, the default first. */
   static const gchar *const epilogue_ways[] = { "pass", "fused", NULL };
+  /* PPDIFFUSE_CUDA_CONV_API's, the default first. */
+  static const gchar *const conv_apis[] = { "legacy", "graph", NULL };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
   static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   PpCudaBackend *cu;
   gchar *desc, *versions;
-  guint way = 0, layer_way = 0, epilogue = 0, activations = 0, gemm_out = 0;
+  guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
+  guint gemm_out = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -614,6 +618,8 @@ create (gint device, GError ** error)
       || !pp_cuda_choice_parse (PP_CUDA_CONV_EPILOGUE_ENV,
           g_getenv (PP_CUDA_CONV_EPILOGUE_ENV), epilogue_ways, &epilogue,
           error)
+      || !pp_cuda_choice_parse (PP_CUDA_CONV_API_ENV,
+          g_getenv (PP_CUDA_CONV_API_ENV), conv_apis, &conv_api, error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
           g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
       || !pp_cuda_choice_parse (PP_CUDA_LAYER_NORM_ENV,
@@ -639,6 +645,7 @@ create (gint device, GError ** error)
   cu->layer_norm_way = (int) layer_way;
   cu->gemm_out_act = gemm_out == 0;
   cu->conv_fused = epilogue == 1;
+  cu->conv_graph = conv_api == 1;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -665,7 +672,8 @@ create (gint device, GError ** error)
   cu->be.priv = cu;
   versions = library_versions ();
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "
-      "%s convolution layout, convolution epilogues %s, %s group norms, "
+      "%s convolution layout, convolution epilogues %s, cuDNN's %s API for "
+      "16-bit channels-last convolutions, %s group norms, "
       "%s layer norms, "
       "activations %s, 16-bit linear outputs %s", desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
@@ -673,7 +681,8 @@ create (gint device, GError ** error)
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
       cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW" : "channels-last",
-      epilogue_ways[epilogue], group_norm_ways[way], layer_norm_ways[layer_way],
+      epilogue_ways[epilogue], conv_apis[conv_api], group_norm_ways[way],
+      layer_norm_ways[layer_way],
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
   g_free (versions);

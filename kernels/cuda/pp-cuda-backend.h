@@ -46,6 +46,12 @@ G_BEGIN_DECLS
  * convolution's epilogue, where cuDNN runs it for the shape: the
  * output's values rounded once instead of twice). */
 #define PP_CUDA_CONV_EPILOGUE_ENV "PPDIFFUSE_CUDA_CONV_EPILOGUE"
+/* Which of cuDNN's APIs runs a 16-bit channels-last convolution: legacy
+ * (the default: cudnnConvolutionForward, or the fused call above) or
+ * graph (the convolution and its bias, residual and ReLU as one operation
+ * graph of the backend API, whose heuristics rank every engine cuDNN has
+ * for it; a graph it has none for takes the legacy API). */
+#define PP_CUDA_CONV_API_ENV "PPDIFFUSE_CUDA_CONV_API"
 /* How a group norm spreads over the device: split (the default: each
  * group's values over several blocks, two kernels; channels last, tiles of
  * pixels, a thread a channel), whole (one block per group) or vector (as

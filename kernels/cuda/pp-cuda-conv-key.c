@@ -30,6 +30,16 @@ pp_cuda_conv_key_hash (gconstpointer key)
   return h;
 }
 
+gchar *
+pp_cuda_conv_key_describe (const PpCudaConvKey * key)
+{
+  return g_strdup_printf ("%s %s %d×%d×%d×%d → %d channels, %d×%d kernel, "
+      "stride %d, padding %d", key->nhwc ? "channels-last" : "channels-first",
+      key->dtype == PP_DTYPE_F16 ? "f16" : key->dtype == PP_DTYPE_BF16
+      ? "bf16" : "f32", key->n, key->cin, key->h, key->w, key->cout,
+      key->kh, key->kw, key->stride, key->pad);
+}
+
 gboolean
 pp_cuda_conv_key_equal (gconstpointer a, gconstpointer b)
 {

@@ -34,6 +34,9 @@ typedef enum
 /* For a GHashTable keyed by PpCudaConvKey pointers. */
 guint    pp_cuda_conv_key_hash  (gconstpointer key);
 gboolean pp_cuda_conv_key_equal (gconstpointer a, gconstpointer b);
+/* @key's convolution in words ("channels-last f16 1×320×64×64 → 320
+ * channels, 3×3 kernel, stride 1, padding 1"), for the logs. */
+gchar   *pp_cuda_conv_key_describe (const PpCudaConvKey * key);
 
 /* PPDIFFUSE_CUDA_CONV_ALGO's @value: FALSE in *@timed for "heuristic"
  * (or NULL or empty), TRUE for "timed"; anything else is a

@@ -201,17 +201,6 @@ algo_name (cudnnConvolutionFwdAlgo_t algo)
   }
 }
 
-/* @key's convolution, in words. */
-static gchar *
-conv_describe (const PpCudaConvKey * key)
-{
-  return g_strdup_printf ("%s %s %d×%d×%d×%d → %d channels, %d×%d kernel, "
-      "stride %d, padding %d", key->nhwc ? "channels-last" : "channels-first",
-      key->dtype == PP_DTYPE_F16 ? "f16" : key->dtype == PP_DTYPE_BF16
-      ? "bf16" : "f32", key->n, key->cin, key->h, key->w, key->cout,
-      key->kh, key->kw, key->stride, key->pad);
-}
-
 /* Once a shape, at info level: every (algorithm, math type) cuDNN's
  * trials timed, fastest first, with its time and workspace, and the
  * failed ones' status: where a shape's time goes, and what the timed
@@ -238,7 +227,7 @@ trials_log (PpCudaBackend * cu, const PpCudaConvKey * key,
     else
       g_string_append_printf (text, " %s", cudnnGetErrorString (r->status));
   }
-  desc = conv_describe (key);
+  desc = pp_cuda_conv_key_describe (key);
   g_info ("%s: cuda conv trials: %s: %s", cu->be.device, desc, text->str);
 }
 
@@ -311,7 +300,7 @@ choose_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key)
       return;
   /* None of the ranked ones: the implicit GEMMs, which need little or no
    * workspace, when cuDNN says they run this convolution. */
-  desc = conv_describe (key);
+  desc = pp_cuda_conv_key_describe (key);
   for (guint i = 0; i < G_N_ELEMENTS (fallbacks); i++) {
     gsize bytes;
 
@@ -376,7 +365,7 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
       return;
     }
     pp_cuda_forget_error ();
-    desc = conv_describe (key);
+    desc = pp_cuda_conv_key_describe (key);
     g_message ("%s: cuDNN refused to run algorithm %d for a %s convolution "
         "(%s): the next one", cu->be.device, p->algo, desc,
         cudnnGetErrorString (status));
@@ -461,7 +450,7 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
   g_assert (!p->fused_refused[a]);
   if (!p->fused_ran[a] && pp_cuda_capturing_here (cu)) {
     if (cu->capture_error == NULL) {
-      desc = conv_describe (key);
+      desc = pp_cuda_conv_key_describe (key);
       g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
           "%s: cuDNN's fused %s of a %s convolution first met inside a "
           "CUDA graph capture (a run without a graph tries it)",
@@ -481,7 +470,7 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
     if (!p->fused_ran[a]
         && !g_log_writer_default_would_drop (G_LOG_LEVEL_INFO,
             G_LOG_DOMAIN)) {
-      desc = conv_describe (key);
+      desc = pp_cuda_conv_key_describe (key);
       g_info ("%s: cuda conv fused: %s: %s in cuDNN's epilogue (%s)",
           cu->be.device, desc, what, algo_name (p->algo));
     }
@@ -501,7 +490,7 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
     return TRUE;
   }
   pp_cuda_forget_error ();
-  desc = conv_describe (key);
+  desc = pp_cuda_conv_key_describe (key);
   g_message ("%s: cuDNN refused its fused %s for a %s convolution "
       "(algorithm %s: %s): the bias pass adds them", cu->be.device, what,
       desc, algo_name (p->algo), cudnnGetErrorString (status));
@@ -530,7 +519,7 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
     return p;
   if (pp_cuda_capturing_here (cu)) {
     if (cu->capture_error == NULL) {
-      desc = conv_describe (key);
+      desc = pp_cuda_conv_key_describe (key);
       g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
           "%s: a %s convolution first met inside a CUDA graph capture "
           "(its plan is made by a run without a graph)", cu->be.device,
@@ -564,7 +553,7 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
    * benchmark's profile gives their times). */
   if (g_log_writer_default_would_drop (G_LOG_LEVEL_INFO, G_LOG_DOMAIN))
     return p;
-  desc = conv_describe (key);
+  desc = pp_cuda_conv_key_describe (key);
   g_info ("%s: cuda conv: %s: %s (%s, %s math), %" G_GSIZE_FORMAT " bytes "
       "of workspace", cu->be.device, desc, algo_name (p->algo),
       timed ? "timed" : "heuristics", math_name (p->math), p->workspace);
@@ -645,6 +634,38 @@ conv_as_is (PpCudaBackend * cu, PpCudaType wtype, PpView x, PpOut y)
       && pp_cuda_aligned (x.data) && pp_cuda_aligned (y.data);
 }
 
+/* The residual @res (of @ytype, laid out as y's @layout) as a fused
+ * epilogue reads it: in the weights' type (@key's dtype) and the
+ * convolution's layout, narrowed or laid channels last into scratch where
+ * it is not, so that float32 activations and channels-first ones get the
+ * bits of 16-bit channels-last ones. */
+static gconstpointer
+epilogue_residual (PpCudaBackend * cu, const PpCudaConvKey * key,
+    gconstpointer res, PpCudaType ytype, PpLayout layout)
+{
+  const PpCudaType wtype = key->dtype == PP_DTYPE_BF16 ? PP_CUDA_BF16
+      : PP_CUDA_F16;
+  const int ho = pp_conv2d_out_size (key->h, key->kh, key->stride, key->pad);
+  const int wo = pp_conv2d_out_size (key->w, key->kw, key->stride, key->pad);
+  const gsize count = (gsize) key->n * key->cout * ho * wo;
+  const gboolean laid = key->nhwc && layout != PP_LAYOUT_NHWC;
+  gpointer copy;
+
+  if (ytype == wtype && !laid)
+    return res;
+  copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_C, count * sizeof (guint16));
+  if (laid)
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (res, ytype, key->n,
+            key->cout, ho * wo, NULL, PP_CUDA_F32, 0, copy, wtype,
+            cu->stream));
+  else {
+    g_assert (ytype == PP_CUDA_F32);
+    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (res, 1, count, count, copy, wtype,
+            cu->stream));
+  }
+  return copy;
+}
+
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
@@ -708,7 +729,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   gconstpointer filter = weight.data;
   gconstpointer x16;
   gpointer y16;
-  ConvPlan *p;
+  ConvPlan *p = NULL;
   gboolean fused = FALSE;
 
   /* Through float32 scratch. */
@@ -764,34 +785,22 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   y16 = (!key.nhwc || y_view.layout == PP_LAYOUT_NHWC) && ytype == wtype
       ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
       y_count * sizeof (guint16));
-  p = conv_plan (cu, &key, x16, filter, y16);
-  if (p == NULL)
-    return;                     /* a failed capture */
-  /* The bias, the residual and the relu in cuDNN's fused call where it
-   * takes them, the residual in y16's type and layout (narrowed, or laid
-   * channels last, where it is not: so that float32 activations and
-   * channels-first ones get the bits of 16-bit channels-last ones); the
-   * passes below then only lay y16 out as y. */
-  if (fused_may_run (cu, p, bias, btype, wtype, relu)) {
-    const void *z = res;
-    const gboolean z_laid = key.nhwc && y_view.layout != PP_LAYOUT_NHWC;
-
-    if (with_res && (ytype != wtype || z_laid)) {
-      gpointer copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_C,
-          y_count * sizeof (guint16));
-
-      if (z_laid)
-        PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (res, ytype, n, cout,
-                ho * wo, NULL, PP_CUDA_F32, 0, copy, wtype, cu->stream));
-      else {
-        g_assert (ytype == PP_CUDA_F32);
-        PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (res, 1, y_count, y_count,
-                copy, wtype, cu->stream));
-      }
-      z = copy;
-    }
-    fused = conv_forward_fused (cu, p, &key, x16, filter, bias.data, z,
+  /* The bias, the residual and the relu in cuDNN's operation graph or
+   * fused call where it takes them, the residual in y16's type and layout
+   * (epilogue_residual); the passes below then only lay y16 out as y. */
+  if (cu->conv_graph && key.nhwc)
+    fused = pp_cuda_conv_graph_run (cu, &key, x16, filter,
+        pp_view_is_none (bias) ? NULL : bias.data, btype, with_res
+        ? epilogue_residual (cu, &key, res, ytype, y_view.layout) : NULL,
         relu, y16);
+  if (!fused) {
+    p = conv_plan (cu, &key, x16, filter, y16);
+    if (p == NULL)
+      return;                   /* a failed capture */
+    if (fused_may_run (cu, p, bias, btype, wtype, relu))
+      fused = conv_forward_fused (cu, p, &key, x16, filter, bias.data,
+          with_res ? epilogue_residual (cu, &key, res, ytype, y_view.layout)
+          : NULL, relu, y16);
   }
   if (fused) {
     bias = pp_view_none ();

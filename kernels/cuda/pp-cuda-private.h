@@ -94,6 +94,8 @@ typedef struct
   cudnnHandle_t cudnn;
   GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */
   GHashTable *sdpa_plans;       /* pp-cuda-sdpa.h */
+  /* The convolutions' operation graphs (pp-cuda-conv-graph.c). */
+  GHashTable *conv_graphs;
   /* 16-bit filter buffer → its channels-last copy (device memory). */
   GHashTable *conv_filters;
 #endif
@@ -118,6 +120,10 @@ typedef struct
   /* Convolutions add their bias, residual and ReLU in cuDNN's fused call
    * where it runs them (PP_CUDA_CONV_EPILOGUE_ENV). */
   gboolean conv_fused;
+  /* 16-bit channels-last convolutions and their epilogues run as cuDNN
+   * operation graphs where cuDNN has an engine for them
+   * (PP_CUDA_CONV_API_ENV). */
+  gboolean conv_graph;
   guint8 *staging[PP_CUDA_STAGING_BUFFERS];
   cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
   struct
@@ -290,6 +296,21 @@ void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
  * copies (pp-cuda-conv.c). */
 GHashTable *pp_cuda_conv_plans_new (void);
 GHashTable *pp_cuda_conv_filters_new (void);
+GHashTable *pp_cuda_conv_graphs_new (void);
+/* Runs the 16-bit channels-last convolution of @key (x, the filter's
+ * channels-last copy w and y all of the weights' type) as one cuDNN
+ * operation graph with its epilogue: y = relu ((conv + bias) + res),
+ * each part where given (@bias NULL: none, else of @btype, [cout]; @res
+ * NULL: none, else of y's type and layout), summed in float32 and rounded
+ * once.  TRUE when it ran, or when it failed or a capture failed instead
+ * (the op's error, or the capture's: a graph first met under a capture is
+ * planned by the run without one that follows); FALSE when cuDNN has no
+ * engine for the graph (said once at info level) or a pointer is not on
+ * 16 bytes: nothing was written, and the caller runs it the legacy way. */
+gboolean pp_cuda_conv_graph_run (PpCudaBackend * cu,
+    const PpCudaConvKey * key, gconstpointer x, gconstpointer w,
+    gconstpointer bias, PpCudaType btype, gconstpointer res, gboolean relu,
+    gpointer y);
 #endif
 /* Drops what the convolutions keep of filters among the @bytes at @mem
  * (being freed or written). */

@@ -35,6 +35,7 @@
 
 #include "pp-cuda-sdpa.h"
 #include "pp-cuda-check.h"
+#include "pp-cuda-graph-api.h"
 #include "pp-error.h"
 
 #include <float.h>
@@ -42,10 +43,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The byte alignment every tensor declares: the caller's pointers and the
- * heads' column offsets (head_dim a multiple of SDPA_HEAD_DIM_MULTIPLE
- * 16-bit elements) are on it. */
-#define SDPA_ALIGNMENT 16
+/* The caller's pointers and the heads' column offsets (head_dim a multiple
+ * of SDPA_HEAD_DIM_MULTIPLE 16-bit elements) are on the alignment every
+ * tensor declares (PP_CUDNN_GRAPH_ALIGNMENT). */
+#define SDPA_ALIGNMENT PP_CUDNN_GRAPH_ALIGNMENT
 #define SDPA_HEAD_DIM_MULTIPLE 8
 
 /* The largest head cuDNN's support matrix lists for its fused attention
@@ -58,8 +59,6 @@
 #define SDPA_MAX_WORKSPACE ((gsize) 256 << 20)
 /* A plan that takes this long to make is logged (µs). */
 #define SDPA_PLAN_SLOW_US 20000
-/* Room for cudnnGetLastErrorString's text. */
-#define SDPA_MESSAGE_BYTES 1024
 
 /* cudnnGetVersion values the graph depends on. */
 #define CUDNN_V9 90000
@@ -68,9 +67,6 @@
 /* 9.10.0 and 9.10.1 compute this graph wrongly (cuDNN's frontend refuses
  * them); 9.10.2 fixed it. */
 #define CUDNN_V9_10_1 91001
-/* Before 9.11 an execution plan must name its handle (deprecated since,
- * when cuDNN's frontend stopped setting it). */
-#define CUDNN_V9_11_0 91100
 
 /* The UIDs of the tensors the variant pack names; the intermediates, which
  * cuDNN also wants unique, are numbered from UID_FIRST_VIRTUAL. */
@@ -85,8 +81,7 @@ enum
   UID_FIRST_VIRTUAL = 100,
 };
 
-#define SDPA_TRY(call, error) \
-  sdpa_check ((call), #call, __FILE__, __LINE__, (error))
+#define SDPA_TRY(call, error) PP_CUDNN_GRAPH_TRY (call, error)
 
 typedef struct
 {
@@ -108,35 +103,6 @@ typedef struct
    * captured with it, may still run its kernels) but not run again. */
   gboolean refused;
 } SdpaPlan;
-
-/* The descriptors of one plan being built. */
-typedef struct
-{
-  GPtrArray *descriptors;       /* every one created, to destroy */
-  GPtrArray *ops;               /* the graph's operations, in data order */
-  int64_t next_uid;
-} Builder;
-
-/* A cuDNN status as a GError naming the call, with cuDNN's own message
- * about the last failure when it has one (which engine refused what). */
-static gboolean
-sdpa_check (cudnnStatus_t status, const gchar * call, const gchar * file,
-    gint line, GError ** error)
-{
-  gchar detail[SDPA_MESSAGE_BYTES] = "";
-
-  if (status == CUDNN_STATUS_SUCCESS)
-    return TRUE;
-  cudnnGetLastErrorString (detail, sizeof detail);
-  pp_cudnn_check (status, call, file, line, error);
-  if (detail[0] != '\0' && error != NULL && *error != NULL) {
-    gchar *message = g_strdup_printf ("%s: %s", (*error)->message, detail);
-
-    g_free ((*error)->message);
-    (*error)->message = message;
-  }
-  return FALSE;
-}
 
 /* The key's fields one by one, not its bytes: padding is not hashed. */
 static gint
@@ -194,15 +160,6 @@ key_describe (const SdpaKey * k)
       type_name (k->type), k->causal ? ", causal" : "");
 }
 
-/* Destroys in reverse creation order: users before what they use. */
-static void
-destroy_descriptors (GPtrArray * descriptors)
-{
-  for (guint i = descriptors->len; i > 0; i--)
-    cudnnBackendDestroyDescriptor (g_ptr_array_index (descriptors, i - 1));
-  g_ptr_array_free (descriptors, TRUE);
-}
-
 static void
 sdpa_plan_free (gpointer data)
 {
@@ -211,7 +168,7 @@ sdpa_plan_free (gpointer data)
   if (p->plan != NULL)
     cudnnBackendDestroyDescriptor (p->plan);
   if (p->descriptors != NULL)
-    destroy_descriptors (p->descriptors);
+    pp_cudnn_graph_destroy_descriptors (p->descriptors);
   g_free (p->unsupported);
   g_free (p);
 }
@@ -223,119 +180,15 @@ pp_cuda_sdpa_plans_new (void)
       sdpa_plan_free);
 }
 
-static gboolean
-create (Builder * b, cudnnBackendDescriptorType_t type,
-    cudnnBackendDescriptor_t * desc, GError ** error)
-{
-  *desc = NULL;
-  if (!SDPA_TRY (cudnnBackendCreateDescriptor (type, desc), error))
-    return FALSE;
-  g_ptr_array_add (b->descriptors, *desc);
-  return TRUE;
-}
-
-static gboolean
-set_descriptor (cudnnBackendDescriptor_t desc,
-    cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value,
-    GError ** error)
-{
-  return SDPA_TRY (cudnnBackendSetAttribute (desc, name,
-          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value), error);
-}
-
-typedef enum
-{
-  TENSOR_IO,                    /* device memory named in the variant pack */
-  TENSOR_VIRTUAL,               /* an intermediate, never stored */
-  TENSOR_BY_VALUE,              /* a host scalar named in the variant pack */
-} TensorKind;
-
-/* A 4-d tensor; @uid is ignored for a virtual one (the next free one). */
-static gboolean
-tensor (Builder * b, cudnnDataType_t type, const int64_t dims[4],
-    const int64_t strides[4], int64_t uid, TensorKind kind,
-    cudnnBackendDescriptor_t * t, GError ** error)
-{
-  const int64_t alignment = SDPA_ALIGNMENT;
-  const bool yes = true;
-
-  if (kind == TENSOR_VIRTUAL)
-    uid = b->next_uid++;
-  return create (b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, t, error)
-      && SDPA_TRY (cudnnBackendSetAttribute (*t, CUDNN_ATTR_TENSOR_DATA_TYPE,
-          CUDNN_TYPE_DATA_TYPE, 1, &type), error)
-      && SDPA_TRY (cudnnBackendSetAttribute (*t, CUDNN_ATTR_TENSOR_DIMENSIONS,
-          CUDNN_TYPE_INT64, 4, dims), error)
-      && SDPA_TRY (cudnnBackendSetAttribute (*t, CUDNN_ATTR_TENSOR_STRIDES,
-          CUDNN_TYPE_INT64, 4, strides), error)
-      && SDPA_TRY (cudnnBackendSetAttribute (*t, CUDNN_ATTR_TENSOR_UNIQUE_ID,
-          CUDNN_TYPE_INT64, 1, &uid), error)
-      && SDPA_TRY (cudnnBackendSetAttribute (*t,
-          CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment),
-      error)
-      && (kind != TENSOR_VIRTUAL
-      || SDPA_TRY (cudnnBackendSetAttribute (*t, CUDNN_ATTR_TENSOR_IS_VIRTUAL,
-              CUDNN_TYPE_BOOLEAN, 1, &yes), error))
-      && (kind != TENSOR_BY_VALUE
-      || SDPA_TRY (cudnnBackendSetAttribute (*t,
-              CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes),
-          error))
-      && SDPA_TRY (cudnnBackendFinalize (*t), error);
-}
-
-/* y = mode (x[, in_b[, in_t]]) computed in @math; @axis (≥ 0) for
- * GEN_INDEX only.  Both scaling factors are 1, as the frontend sets
- * them. */
-static gboolean
-pointwise (Builder * b, cudnnPointwiseMode_t mode, cudnnDataType_t math,
-    int64_t axis, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t in_b,
-    cudnnBackendDescriptor_t in_t, cudnnBackendDescriptor_t y,
-    GError ** error)
-{
-  const float one = 1.0f;
-  cudnnBackendDescriptor_t pw, op;
-
-  if (!create (b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw, error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (pw, CUDNN_ATTR_POINTWISE_MODE,
-              CUDNN_TYPE_POINTWISE_MODE, 1, &mode), error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (pw,
-              CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math),
-          error)
-      || (axis >= 0 && !SDPA_TRY (cudnnBackendSetAttribute (pw,
-                  CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis),
-              error))
-      || !SDPA_TRY (cudnnBackendFinalize (pw), error))
-    return FALSE;
-  if (!create (b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-          pw, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x, error)
-      || (in_b != NULL && !set_descriptor (op,
-              CUDNN_ATTR_OPERATION_POINTWISE_BDESC, in_b, error))
-      || (in_t != NULL && !set_descriptor (op,
-              CUDNN_ATTR_OPERATION_POINTWISE_TDESC, in_t, error))
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y, error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (op,
-              CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1,
-              &one), error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (op,
-              CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1,
-              &one), error)
-      || !SDPA_TRY (cudnnBackendFinalize (op), error))
-    return FALSE;
-  g_ptr_array_add (b->ops, op);
-  return TRUE;
-}
-
 /* y = @reduce of x over the dimensions where y has extent 1, in float32. */
 static gboolean
-reduction (Builder * b, cudnnReduceTensorOp_t reduce,
+reduction (PpCudnnGraph * b, cudnnReduceTensorOp_t reduce,
     cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y, GError ** error)
 {
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   cudnnBackendDescriptor_t desc, op;
 
-  if (!create (b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &desc, error)
+  if (!pp_cudnn_graph_create (b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &desc, error)
       || !SDPA_TRY (cudnnBackendSetAttribute (desc,
               CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
               &compute), error)
@@ -343,11 +196,11 @@ reduction (Builder * b, cudnnReduceTensorOp_t reduce,
               CUDNN_ATTR_REDUCTION_OPERATOR,
               CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce), error)
       || !SDPA_TRY (cudnnBackendFinalize (desc), error)
-      || !create (b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &op, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, desc,
+      || !pp_cudnn_graph_create (b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &op, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, desc,
           error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y, error)
       || !SDPA_TRY (cudnnBackendFinalize (op), error))
     return FALSE;
   g_ptr_array_add (b->ops, op);
@@ -357,22 +210,22 @@ reduction (Builder * b, cudnnReduceTensorOp_t reduce,
 /* c = a·m (batched over the first two dimensions), accumulating in
  * float32. */
 static gboolean
-matmul (Builder * b, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t m,
+matmul (PpCudnnGraph * b, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t m,
     cudnnBackendDescriptor_t c, GError ** error)
 {
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   cudnnBackendDescriptor_t desc, op;
 
-  if (!create (b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, &desc, error)
+  if (!pp_cudnn_graph_create (b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, &desc, error)
       || !SDPA_TRY (cudnnBackendSetAttribute (desc,
               CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
               &compute), error)
       || !SDPA_TRY (cudnnBackendFinalize (desc), error)
-      || !create (b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &op, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, m, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c, error)
-      || !set_descriptor (op, CUDNN_ATTR_OPERATION_MATMUL_DESC, desc, error)
+      || !pp_cudnn_graph_create (b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &op, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, m, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c, error)
+      || !pp_cudnn_graph_set (op, CUDNN_ATTR_OPERATION_MATMUL_DESC, desc, error)
       || !SDPA_TRY (cudnnBackendFinalize (op), error))
     return FALSE;
   g_ptr_array_add (b->ops, op);
@@ -383,7 +236,7 @@ matmul (Builder * b, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t m,
  * value: the frontend's top-left causal mask (a diagonal band with right
  * bound 0), as index generation, a comparison and a select. */
 static gboolean
-causal_mask (Builder * b, cudnnBackendDescriptor_t scores,
+causal_mask (PpCudnnGraph * b, cudnnBackendDescriptor_t scores,
     const int64_t s_dims[4], const int64_t s_strides[4],
     cudnnBackendDescriptor_t mask_value, cudnnBackendDescriptor_t * masked,
     GError ** error)
@@ -392,28 +245,28 @@ causal_mask (Builder * b, cudnnBackendDescriptor_t scores,
   const int64_t row_axis = 2, col_axis = 3;
   cudnnBackendDescriptor_t row, col, keep;
 
-  return tensor (b, CUDNN_DATA_INT32, s_dims, s_strides, 0, TENSOR_VIRTUAL,
+  return pp_cudnn_graph_tensor (b, CUDNN_DATA_INT32, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL,
       &row, error)
-      && tensor (b, CUDNN_DATA_INT32, s_dims, s_strides, 0, TENSOR_VIRTUAL,
+      && pp_cudnn_graph_tensor (b, CUDNN_DATA_INT32, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL,
       &col, error)
-      && tensor (b, CUDNN_DATA_BOOLEAN, s_dims, s_strides, 0, TENSOR_VIRTUAL,
+      && pp_cudnn_graph_tensor (b, CUDNN_DATA_BOOLEAN, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL,
       &keep, error)
-      && tensor (b, CUDNN_DATA_FLOAT, s_dims, s_strides, 0, TENSOR_VIRTUAL,
+      && pp_cudnn_graph_tensor (b, CUDNN_DATA_FLOAT, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL,
       masked, error)
-      && pointwise (b, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, row_axis,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, row_axis,
       scores, NULL, NULL, row, error)
-      && pointwise (b, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, col_axis,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, col_axis,
       scores, NULL, NULL, col, error)
-      && pointwise (b, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, -1, row,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, -1, row,
       col, NULL, keep, error)
       /* BINARY_SELECT: y = t ? x : b. */
-      && pointwise (b, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1,
       scores, mask_value, keep, *masked, error);
 }
 
 /* The operations of the graph in the header comment, into b->ops. */
 static gboolean
-build_ops (Builder * b, const SdpaKey * k, cudnnDataType_t io,
+build_ops (PpCudnnGraph * b, const SdpaKey * k, cudnnDataType_t io,
     GError ** error)
 {
   const int64_t n = k->n, h = k->heads, sq = k->lq, skv = k->lk;
@@ -434,21 +287,21 @@ build_ops (Builder * b, const SdpaKey * k, cudnnDataType_t io,
   cudnnBackendDescriptor_t s, scaled, logits, max, centred, e, sum, log_sum;
   cudnnBackendDescriptor_t lse, p;
 
-  if (!tensor (b, io, q_dims, q_strides, UID_Q, TENSOR_IO, &q, error)
-      || !tensor (b, io, kt_dims, kt_strides, UID_K, TENSOR_IO, &kt, error)
-      || !tensor (b, io, v_dims, v_strides, UID_V, TENSOR_IO, &v, error)
-      || !tensor (b, io, q_dims, q_strides, UID_O, TENSOR_IO, &o, error)
-      || !tensor (b, f32, scalar, scalar, UID_SCALE, TENSOR_BY_VALUE, &scale,
+  if (!pp_cudnn_graph_tensor (b, io, q_dims, q_strides, UID_Q, PP_CUDNN_TENSOR_IO, &q, error)
+      || !pp_cudnn_graph_tensor (b, io, kt_dims, kt_strides, UID_K, PP_CUDNN_TENSOR_IO, &kt, error)
+      || !pp_cudnn_graph_tensor (b, io, v_dims, v_strides, UID_V, PP_CUDNN_TENSOR_IO, &v, error)
+      || !pp_cudnn_graph_tensor (b, io, q_dims, q_strides, UID_O, PP_CUDNN_TENSOR_IO, &o, error)
+      || !pp_cudnn_graph_tensor (b, f32, scalar, scalar, UID_SCALE, PP_CUDNN_TENSOR_BY_VALUE, &scale,
           error)
-      || (k->causal && !tensor (b, f32, scalar, scalar, UID_MASK,
-              TENSOR_BY_VALUE, &mask, error)))
+      || (k->causal && !pp_cudnn_graph_tensor (b, f32, scalar, scalar, UID_MASK,
+              PP_CUDNN_TENSOR_BY_VALUE, &mask, error)))
     return FALSE;
 
-  if (!tensor (b, f32, s_dims, s_strides, 0, TENSOR_VIRTUAL, &s, error)
-      || !tensor (b, f32, s_dims, s_strides, 0, TENSOR_VIRTUAL, &scaled,
+  if (!pp_cudnn_graph_tensor (b, f32, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &s, error)
+      || !pp_cudnn_graph_tensor (b, f32, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &scaled,
           error)
       || !matmul (b, q, kt, s, error)
-      || !pointwise (b, CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, scaled,
+      || !pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, scaled,
           error))
     return FALSE;
   if (!k->causal)
@@ -457,140 +310,31 @@ build_ops (Builder * b, const SdpaKey * k, cudnnDataType_t io,
     return FALSE;
 
   /* The softmax along s_kv, with the log-sum-exp branch. */
-  return tensor (b, f32, row_dims, row_strides, 0, TENSOR_VIRTUAL, &max,
+  return pp_cudnn_graph_tensor (b, f32, row_dims, row_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &max,
       error)
-      && tensor (b, f32, s_dims, s_strides, 0, TENSOR_VIRTUAL, &centred,
+      && pp_cudnn_graph_tensor (b, f32, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &centred,
       error)
-      && tensor (b, f32, s_dims, s_strides, 0, TENSOR_VIRTUAL, &e, error)
-      && tensor (b, f32, row_dims, row_strides, 0, TENSOR_VIRTUAL, &sum,
+      && pp_cudnn_graph_tensor (b, f32, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &e, error)
+      && pp_cudnn_graph_tensor (b, f32, row_dims, row_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &sum,
       error)
-      && tensor (b, f32, row_dims, row_strides, 0, TENSOR_VIRTUAL, &log_sum,
+      && pp_cudnn_graph_tensor (b, f32, row_dims, row_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &log_sum,
       error)
-      && tensor (b, f32, row_dims, row_strides, 0, TENSOR_VIRTUAL, &lse,
+      && pp_cudnn_graph_tensor (b, f32, row_dims, row_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &lse,
       error)
       /* P is in the inputs' type: the second matmul's A is 16-bit. */
-      && tensor (b, io, s_dims, s_strides, 0, TENSOR_VIRTUAL, &p, error)
+      && pp_cudnn_graph_tensor (b, io, s_dims, s_strides, 0, PP_CUDNN_TENSOR_VIRTUAL, &p, error)
       && reduction (b, CUDNN_REDUCE_TENSOR_MAX, logits, max, error)
-      && pointwise (b, CUDNN_POINTWISE_SUB, f32, -1, logits, max, NULL,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_SUB, f32, -1, logits, max, NULL,
       centred, error)
-      && pointwise (b, CUDNN_POINTWISE_EXP, f32, -1, centred, NULL, NULL, e,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_EXP, f32, -1, centred, NULL, NULL, e,
       error)
       && reduction (b, CUDNN_REDUCE_TENSOR_ADD, e, sum, error)
-      && pointwise (b, CUDNN_POINTWISE_LOG, f32, -1, sum, NULL, NULL, log_sum,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_LOG, f32, -1, sum, NULL, NULL, log_sum,
       error)
-      && pointwise (b, CUDNN_POINTWISE_ADD, f32, -1, max, log_sum, NULL, lse,
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_ADD, f32, -1, max, log_sum, NULL, lse,
       error)
-      && pointwise (b, CUDNN_POINTWISE_DIV, f32, -1, e, sum, NULL, p, error)
+      && pp_cudnn_graph_pointwise (b, CUDNN_POINTWISE_DIV, f32, -1, e, sum, NULL, p, error)
       && matmul (b, p, v, o, error);
-}
-
-/* The first of @configs whose execution plan finalizes within
- * SDPA_MAX_WORKSPACE, into @plan; otherwise FALSE with why the last one
- * did not. */
-static gboolean
-choose_plan (cudnnHandle_t handle, const cudnnBackendDescriptor_t * configs,
-    int64_t n_configs, SdpaPlan * plan, GError ** error)
-{
-  const gboolean name_handle = cudnnGetVersion () < CUDNN_V9_11_0;
-
-  g_autoptr (GError) last = NULL;
-
-  for (int64_t i = 0; i < n_configs; i++) {
-    cudnnBackendDescriptor_t p = NULL;
-    int64_t bytes = 0, got = 0;
-
-    g_clear_error (&last);
-    if (!SDPA_TRY (cudnnBackendCreateDescriptor
-            (CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p), &last))
-      break;
-    if (set_descriptor (p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-            configs[i], &last)
-        && (!name_handle || SDPA_TRY (cudnnBackendSetAttribute (p,
-                    CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                    &handle), &last))
-        && SDPA_TRY (cudnnBackendFinalize (p), &last)
-        && SDPA_TRY (cudnnBackendGetAttribute (p,
-                CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                &got, &bytes), &last)) {
-      if (bytes >= 0 && (guint64) bytes <= SDPA_MAX_WORKSPACE) {
-        plan->plan = p;
-        plan->workspace = (gsize) bytes;
-        return TRUE;
-      }
-      g_set_error (&last, PP_ERROR, PP_ERROR_DEVICE, "its plan wants %"
-          G_GINT64_FORMAT " bytes of workspace, more than the %" G_GSIZE_FORMAT
-          " allowed", (gint64) bytes, SDPA_MAX_WORKSPACE);
-    }
-    cudnnBackendDestroyDescriptor (p);
-  }
-  g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "none of the %"
-      G_GINT64_FORMAT " engine configurations cuDNN's heuristics offer "
-      "gives a plan (the last: %s)", (gint64) n_configs,
-      last != NULL ? last->message : "no reason given");
-  return FALSE;
-}
-
-/* The operation graph on @handle, cuDNN's heuristics (mode A) for it, and
- * the first plan that finalizes. */
-static gboolean
-build_plan (cudnnHandle_t handle, Builder * b, SdpaPlan * plan,
-    GError ** error)
-{
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  cudnnBackendDescriptor_t graph, heuristics;
-  cudnnBackendDescriptor_t *configs;
-  int64_t count = 0, returned = 0;
-  gboolean ok;
-
-  if (!create (b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph, error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (graph,
-              CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-              b->ops->len, b->ops->pdata), error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (graph,
-              CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
-              &handle), error)
-      || !SDPA_TRY (cudnnBackendFinalize (graph), error)
-      || !create (b, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heuristics, error)
-      || !set_descriptor (heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-          graph, error)
-      || !SDPA_TRY (cudnnBackendSetAttribute (heuristics,
-              CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode),
-          error)
-      || !SDPA_TRY (cudnnBackendFinalize (heuristics), error)
-      || !SDPA_TRY (cudnnBackendGetAttribute (heuristics,
-              CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-              &count, NULL), error))
-    return FALSE;
-  if (count <= 0) {
-    g_set_error_literal (error, PP_ERROR, PP_ERROR_DEVICE,
-        "cuDNN's heuristics offer no engine for this graph");
-    return FALSE;
-  }
-
-  /* cuDNN fills engine configuration descriptors the caller created. */
-  configs = g_new0 (cudnnBackendDescriptor_t, count);
-  ok = TRUE;
-  for (int64_t i = 0; i < count && ok; i++)
-    ok = create (b, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &configs[i], error);
-  ok = ok && SDPA_TRY (cudnnBackendGetAttribute (heuristics,
-          CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-          &returned, configs), error);
-  /* cuDNN hands back the configurations its heuristics find for this
-   * device (one may still fail to finalize: choose_plan tries each), and
-   * says why it passed over others only in its log. */
-  if (ok && returned <= 0) {
-    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "none of the %"
-        G_GINT64_FORMAT " engine configurations cuDNN's heuristics found for "
-        "this graph is supported here (its fused attention engines compile "
-        "their kernels at run time: they need NVRTC, libnvrtc.so, loadable; "
-        "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr logs why)",
-        (gint64) count);
-    ok = FALSE;
-  }
-  ok = ok && choose_plan (handle, configs, MIN (returned, count), plan,
-      error);
-  g_free (configs);
-  return ok;
 }
 
 /* Why cuDNN is not asked at all, or NULL. */
@@ -621,26 +365,32 @@ sdpa_plan_new (cudnnHandle_t handle, const SdpaKey * k)
   const gchar *refused = refusal (k);
   g_autoptr (GError) error = NULL;
   SdpaPlan *plan = g_new0 (SdpaPlan, 1);
-  Builder b = {
-    g_ptr_array_new (), g_ptr_array_new (), UID_FIRST_VIRTUAL
-  };
+  PpCudnnGraph b;
+  g_autoptr (GPtrArray) plans = g_ptr_array_new ();
+  g_autoptr (GArray) workspaces = g_array_new (FALSE, FALSE, sizeof (gsize));
   g_autofree gchar *shape = key_describe (k);
   const gint64 start = g_get_monotonic_time ();
+  GPtrArray *descriptors;
   gint64 took;
 
+  pp_cudnn_graph_init (&b, UID_FIRST_VIRTUAL);
   if (refused != NULL)
     g_set_error_literal (&error, PP_ERROR, PP_ERROR_DEVICE, refused);
-  else if (build_ops (&b, k, io, &error))
-    build_plan (handle, &b, plan, &error);
-  g_ptr_array_free (b.ops, TRUE);
+  else if (build_ops (&b, k, io, &error)
+      && pp_cudnn_graph_plans (handle, &b, 1, SDPA_MAX_WORKSPACE, plans,
+          workspaces, NULL, &error)) {
+    plan->plan = g_ptr_array_index (plans, 0);
+    plan->workspace = g_array_index (workspaces, gsize, 0);
+  }
+  descriptors = pp_cudnn_graph_steal (&b);
   took = g_get_monotonic_time () - start;
   /* A shape's first plan may compile cuDNN's kernels: said when slow. */
   if (took >= SDPA_PLAN_SLOW_US)
     g_info ("cuda attention: %s: the plan took %.0f ms", shape, took / 1e3);
   if (plan->plan != NULL) {
-    plan->descriptors = b.descriptors;
+    plan->descriptors = descriptors;
   } else {
-    destroy_descriptors (b.descriptors);
+    pp_cudnn_graph_destroy_descriptors (descriptors);
     plan->unsupported = g_strdup_printf ("%s: unsupported: %s", shape,
         error != NULL ? error->message : "no reason given");
     /* Once per shape: the plan is kept, unsupported. */
@@ -719,12 +469,6 @@ pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
   plan->refused = TRUE;
 }
 
-static gboolean
-sdpa_aligned (const void *p)
-{
-  return (uintptr_t) p % SDPA_ALIGNMENT == 0;
-}
-
 gboolean
 pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
     const void *q, const void *k, const void *v, void *out, int n, int lq,
@@ -741,9 +485,8 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
     &mask
   };
   /* The mask value is in the variant pack only when the graph has it. */
-  const int64_t count = key.causal ? G_N_ELEMENTS (uids)
+  const int count = key.causal ? G_N_ELEMENTS (uids)
       : G_N_ELEMENTS (uids) - 1;
-  cudnnBackendDescriptor_t pack = NULL;
   gboolean ok;
 
   g_return_val_if_fail (plans != NULL, FALSE);
@@ -771,8 +514,8 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
         shape, plan->workspace, workspace_bytes, workspace);
     return FALSE;
   }
-  if (!sdpa_aligned (q) || !sdpa_aligned (k) || !sdpa_aligned (v)
-      || !sdpa_aligned (out)) {
+  if (!pp_cudnn_graph_aligned (q) || !pp_cudnn_graph_aligned (k) || !pp_cudnn_graph_aligned (v)
+      || !pp_cudnn_graph_aligned (out)) {
     g_autofree gchar *shape = key_describe (&key);
 
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "%s: q %p, k %p, v %p and "
@@ -781,21 +524,8 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
     return FALSE;
   }
 
-  ok = SDPA_TRY (cudnnBackendCreateDescriptor
-      (CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), error)
-      && SDPA_TRY (cudnnBackendSetAttribute (pack,
-          CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, count, uids),
-      error)
-      && SDPA_TRY (cudnnBackendSetAttribute (pack,
-          CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count,
-          pointers), error)
-      && SDPA_TRY (cudnnBackendSetAttribute (pack,
-          CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
-          &workspace), error)
-      && SDPA_TRY (cudnnBackendFinalize (pack), error)
-      && SDPA_TRY (cudnnBackendExecute (handle, plan->plan, pack), error);
-  if (pack != NULL)
-    cudnnBackendDestroyDescriptor (pack);
+  ok = pp_cudnn_graph_execute (handle, plan->plan, count, uids, pointers,
+      workspace, error);
   if (!ok) {
     g_autofree gchar *shape = key_describe (&key);
 

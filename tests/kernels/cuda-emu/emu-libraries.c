@@ -8,8 +8,9 @@
  * graph's node keeps them), and the libraries' products and
  * convolutions are plain loops that sum in float32 and round once to the
  * output's type.  A synchronize of a stream being captured invalidates
- * the capture, as CUDA does.  cuDNN's graph API (fused
- * attention) refuses every graph, so attention takes its GEMM way.
+ * the capture, as CUDA does.  cuDNN's graph API runs a convolution's
+ * graph and refuses every other (fused attention's), so attention takes
+ * its GEMM way.
  *
  * Written against the toolkit's own headers, so that every signature is
  * the one the backend was compiled against.  What is emulated is what the
@@ -25,13 +26,16 @@
  *   conv-algo      cuDNN refuses to run the algorithm it ranks first
  *                  (IMPLICIT_PRECOMP_GEMM; it ranks IMPLICIT_GEMM next);
  *   conv-fused     cuDNN refuses every fused convolution, bias and
- *                  activation (cudnnConvolutionBiasActivationForward). */
+ *                  activation (cudnnConvolutionBiasActivationForward);
+ *   conv-graph     cuDNN's heuristics offer no engine for a convolution's
+ *                  operation graph. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <glib.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1152,11 +1156,15 @@ cudnnGetErrorString (cudnnStatus_t status)
       : "CUDNN_STATUS_BAD_PARAM";
 }
 
+/* Forward: the graph API's last refusal (below). */
+static __thread const char *graph_refusal;
+
 void
 cudnnGetLastErrorString (char *message, size_t max_size)
 {
   if (max_size > 0)
-    g_strlcpy (message, "the CUDA emulation has no cuDNN graphs", max_size);
+    g_strlcpy (message, graph_refusal != NULL ? graph_refusal : "", max_size);
+  graph_refusal = NULL;
 }
 
 cudnnStatus_t
@@ -1575,18 +1583,152 @@ cudnnFindConvolutionForwardAlgorithmEx (cudnnHandle_t handle,
       convDesc, yDesc, requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
-/* The graph API: every graph is refused where its operations are made. */
+/* The graph API.  A descriptor holds its attributes as they were set; a
+ * graph of a convolution and a chain of pointwise additions and a ReLU
+ * after it (what pp-cuda-conv-graph.c builds) runs, read from those
+ * attributes at finalize; every other graph (attention's matmuls and
+ * reductions) is refused there, so attention takes its GEMM way.  The
+ * heuristics offer two engines for a convolution graph, alike but for the
+ * second's workspace (so that a plan's workspace and a timed choice run);
+ * $PP_CUDA_EMU_REFUSE's "conv-graph" makes them offer none. */
+
+#define EMU_GRAPH_MAGIC 0x67726170u
+#define EMU_GRAPH_ENGINES 2
+#define EMU_GRAPH_WORKSPACE 4096
+/* Pointwise operations after a convolution, at most. */
+#define EMU_GRAPH_MAX_POINTWISE 4
+
+typedef struct
+{
+  cudnnBackendAttributeName_t name;
+  cudnnBackendAttributeType_t type;
+  int64_t count;
+  void *values;
+} EmuAttr;
+
+typedef struct
+{
+  int64_t uid;
+  cudnnDataType_t type;
+  gboolean is_virtual;
+  int64_t dims[4], strides[4];
+} EmuTensor;
+
+/* A convolution graph as it runs: x ⊛ w into acc (float), then each
+ * pointwise operation on acc (with b, broadcast, where it has one), the
+ * last (or the convolution, without any) writing y. */
+typedef struct
+{
+  EmuTensor x, w, y;
+  int pad[2], stride[2], dil[2];
+  int n_pw;
+  struct
+  {
+    cudnnPointwiseMode_t mode;
+    gboolean has_b;
+    EmuTensor b;
+  } pw[EMU_GRAPH_MAX_POINTWISE];
+} EmuConvGraph;
+
+typedef struct EmuDesc
+{
+  guint32 magic;
+  cudnnBackendDescriptorType_t type;
+  GArray *attrs;                /* EmuAttr */
+  gboolean finalized;
+  /* An operation graph's, once finalized; an engine configuration's,
+   * engine's and execution plan's (with their engine's index). */
+  EmuConvGraph *graph;
+  int64_t engine;
+} EmuDesc;
+
+static size_t
+attr_size (cudnnBackendAttributeType_t type)
+{
+  switch (type) {
+    case CUDNN_TYPE_HANDLE:
+    case CUDNN_TYPE_VOID_PTR:
+    case CUDNN_TYPE_BACKEND_DESCRIPTOR:
+      return sizeof (void *);
+    case CUDNN_TYPE_INT64:
+    case CUDNN_TYPE_DOUBLE:
+      return 8;
+    case CUDNN_TYPE_BOOLEAN:
+      return sizeof (bool);
+    case CUDNN_TYPE_FLOAT:
+    case CUDNN_TYPE_DATA_TYPE:
+    case CUDNN_TYPE_CONVOLUTION_MODE:
+    case CUDNN_TYPE_HEUR_MODE:
+    case CUDNN_TYPE_POINTWISE_MODE:
+    case CUDNN_TYPE_REDUCTION_OPERATOR_TYPE:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+static EmuDesc *
+desc_of (cudnnBackendDescriptor_t d)
+{
+  EmuDesc *e = d;
+
+  return e != NULL && e->magic == EMU_GRAPH_MAGIC ? e : NULL;
+}
+
+/* Attribute @name of @d with @count values of @type, or NULL. */
+static const void *
+attr (const EmuDesc * d, cudnnBackendAttributeName_t name,
+    cudnnBackendAttributeType_t type, int64_t count)
+{
+  for (guint i = 0; i < d->attrs->len; i++) {
+    const EmuAttr *a = &g_array_index (d->attrs, EmuAttr, i);
+
+    if (a->name == name)
+      return a->type == type && a->count == count ? a->values : NULL;
+  }
+  return NULL;
+}
+
+/* The descriptor attribute @name of @d, of descriptor type @type, or
+ * NULL. */
+static EmuDesc *
+attr_desc (const EmuDesc * d, cudnnBackendAttributeName_t name,
+    cudnnBackendDescriptorType_t type)
+{
+  void *const *v = attr (d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1);
+  EmuDesc *e = v != NULL ? desc_of (*v) : NULL;
+
+  return e != NULL && e->type == type ? e : NULL;
+}
+
 cudnnStatus_t
 cudnnBackendCreateDescriptor (cudnnBackendDescriptorType_t descriptorType,
     cudnnBackendDescriptor_t * descriptor)
 {
-  *descriptor = NULL;
-  return CUDNN_STATUS_NOT_SUPPORTED;
+  EmuDesc *d = g_new0 (EmuDesc, 1);
+
+  d->magic = EMU_GRAPH_MAGIC;
+  d->type = descriptorType;
+  d->attrs = g_array_new (FALSE, FALSE, sizeof (EmuAttr));
+  *descriptor = d;
+  return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t
 cudnnBackendDestroyDescriptor (cudnnBackendDescriptor_t descriptor)
 {
+  EmuDesc *d = desc_of (descriptor);
+
+  if (d == NULL)
+    return CUDNN_STATUS_BAD_PARAM;
+  for (guint i = 0; i < d->attrs->len; i++)
+    g_free (g_array_index (d->attrs, EmuAttr, i).values);
+  g_array_free (d->attrs, TRUE);
+  /* Only an operation graph owns its graph. */
+  if (d->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+    g_free (d->graph);
+  d->magic = 0;
+  g_free (d);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1596,7 +1738,268 @@ cudnnBackendSetAttribute (cudnnBackendDescriptor_t descriptor,
     cudnnBackendAttributeType_t attributeType, int64_t elementCount,
     const void *arrayOfElements)
 {
-  return CUDNN_STATUS_NOT_SUPPORTED;
+  EmuDesc *d = desc_of (descriptor);
+  const size_t size = attr_size (attributeType);
+  EmuAttr a = { attributeName, attributeType, elementCount, NULL };
+
+  if (d == NULL || d->finalized || elementCount < 0
+      || (elementCount > 0 && arrayOfElements == NULL))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (size == 0) {
+    unsupported ("a cuDNN graph attribute of this type");
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  for (guint i = 0; i < d->attrs->len; i++)
+    if (g_array_index (d->attrs, EmuAttr, i).name == attributeName) {
+      g_free (g_array_index (d->attrs, EmuAttr, i).values);
+      g_array_remove_index (d->attrs, i);
+      break;
+    }
+  a.values = g_memdup2 (arrayOfElements, size * (size_t) elementCount);
+  g_array_append_val (d->attrs, a);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+/* @t (a finalized tensor descriptor) into @out. */
+static gboolean
+read_tensor (const EmuDesc * t, EmuTensor * out)
+{
+  const cudnnDataType_t *type;
+  const int64_t *dims, *strides, *uid;
+  const bool *is_virtual;
+
+  if (t == NULL || t->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR
+      || !t->finalized)
+    return FALSE;
+  type = attr (t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1);
+  dims = attr (t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4);
+  strides = attr (t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4);
+  uid = attr (t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1);
+  is_virtual = attr (t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1);
+  if (type == NULL || dims == NULL || strides == NULL || uid == NULL
+      || cudnn_type (*type) < 0)
+    return FALSE;
+  out->uid = *uid;
+  out->type = *type;
+  out->is_virtual = is_virtual != NULL && *is_virtual;
+  memcpy (out->dims, dims, sizeof out->dims);
+  memcpy (out->strides, strides, sizeof out->strides);
+  return TRUE;
+}
+
+static gboolean
+refuse_graph (const char *why)
+{
+  graph_refusal = why;
+  return FALSE;
+}
+
+/* Operation @op, a convolution's forward, into @g. */
+static gboolean
+read_conv (const EmuDesc * op, EmuConvGraph * g)
+{
+  const EmuDesc *conv = attr_desc (op,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t *compute;
+  const cudnnConvolutionMode_t *mode;
+  const int64_t *spatial, *dil, *stride, *pre, *post;
+  const float *alpha, *beta;
+
+  if (conv == NULL || !conv->finalized
+      || !read_tensor (attr_desc (op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_BACKEND_TENSOR_DESCRIPTOR), &g->x)
+      || !read_tensor (attr_desc (op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_BACKEND_TENSOR_DESCRIPTOR), &g->w)
+      || !read_tensor (attr_desc (op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+              CUDNN_BACKEND_TENSOR_DESCRIPTOR), &g->y))
+    return refuse_graph ("a convolution without its tensors or descriptor");
+  compute = attr (conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
+      CUDNN_TYPE_DATA_TYPE, 1);
+  mode = attr (conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+      CUDNN_TYPE_CONVOLUTION_MODE, 1);
+  spatial = attr (conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS,
+      CUDNN_TYPE_INT64, 1);
+  dil = attr (conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2);
+  stride = attr (conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
+      CUDNN_TYPE_INT64, 2);
+  pre = attr (conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2);
+  post = attr (conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64,
+      2);
+  alpha = attr (op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+      CUDNN_TYPE_FLOAT, 1);
+  beta = attr (op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+      CUDNN_TYPE_FLOAT, 1);
+  if (compute == NULL || *compute != CUDNN_DATA_FLOAT || mode == NULL
+      || *mode != CUDNN_CROSS_CORRELATION || spatial == NULL || *spatial != 2
+      || dil == NULL || stride == NULL || pre == NULL || post == NULL
+      || pre[0] != post[0] || pre[1] != post[1] || alpha == NULL
+      || *alpha != 1.0f || beta == NULL || *beta != 0.0f)
+    return refuse_graph ("a convolution other than a 2-d cross-correlation "
+        "in float32 with symmetric padding, alpha 1 and beta 0");
+  /* [n, c, h, w]: x's c is w's, y's c w's k; the output size follows. */
+  if (g->x.type != g->w.type || g->x.is_virtual || g->w.is_virtual
+      || g->x.dims[1] != g->w.dims[1] || g->y.dims[0] != g->x.dims[0]
+      || g->y.dims[1] != g->w.dims[0]
+      || g->y.dims[2] != (g->x.dims[2] + 2 * pre[0] - dil[0]
+          * (g->w.dims[2] - 1) - 1) / stride[0] + 1
+      || g->y.dims[3] != (g->x.dims[3] + 2 * pre[1] - dil[1]
+          * (g->w.dims[3] - 1) - 1) / stride[1] + 1)
+    return refuse_graph ("a convolution whose tensors' shapes disagree");
+  for (int i = 0; i < 2; i++) {
+    g->pad[i] = (int) pre[i];
+    g->stride[i] = (int) stride[i];
+    g->dil[i] = (int) dil[i];
+  }
+  return TRUE;
+}
+
+/* Pointwise operation @op, reading @acc (the chain's last output), into
+ * @g; *@acc becomes its output. */
+static gboolean
+read_pointwise (const EmuDesc * op, EmuConvGraph * g, EmuTensor * acc)
+{
+  const EmuDesc *pw = attr_desc (op,
+      CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+      CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnPointwiseMode_t *mode = pw != NULL ? attr (pw,
+      CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1) : NULL;
+  const cudnnDataType_t *math = pw != NULL ? attr (pw,
+      CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1) : NULL;
+  EmuTensor x, y;
+  int k = g->n_pw;
+
+  if (k == EMU_GRAPH_MAX_POINTWISE || mode == NULL || math == NULL
+      || *math != CUDNN_DATA_FLOAT
+      || (*mode != CUDNN_POINTWISE_ADD && *mode != CUDNN_POINTWISE_RELU_FWD))
+    return refuse_graph ("a pointwise operation other than a float32 "
+        "addition or ReLU");
+  if (!read_tensor (attr_desc (op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+              CUDNN_BACKEND_TENSOR_DESCRIPTOR), &x)
+      || !read_tensor (attr_desc (op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+              CUDNN_BACKEND_TENSOR_DESCRIPTOR), &y)
+      || x.uid != acc->uid || !acc->is_virtual
+      || memcmp (y.dims, acc->dims, sizeof y.dims) != 0)
+    return refuse_graph ("a pointwise operation that does not take the "
+        "last one's output, or changes its shape");
+  g->pw[k].mode = *mode;
+  g->pw[k].has_b = *mode == CUDNN_POINTWISE_ADD;
+  if (g->pw[k].has_b) {
+    if (!read_tensor (attr_desc (op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                CUDNN_BACKEND_TENSOR_DESCRIPTOR), &g->pw[k].b)
+        || g->pw[k].b.is_virtual)
+      return refuse_graph ("an addition without a stored second operand");
+    for (int d = 0; d < 4; d++)
+      if (g->pw[k].b.dims[d] != 1 && g->pw[k].b.dims[d] != y.dims[d])
+        return refuse_graph ("an addition whose operand does not broadcast");
+  }
+  g->n_pw++;
+  *acc = y;
+  return TRUE;
+}
+
+/* Operation graph @d's operations: a convolution, then pointwise
+ * operations each on the last's output, the last one's stored. */
+static gboolean
+read_graph (const EmuDesc * d, EmuConvGraph * g)
+{
+  const int64_t *handle = attr (d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
+      CUDNN_TYPE_HANDLE, 1);
+  const EmuAttr *ops = NULL;
+  EmuTensor acc;
+
+  for (guint i = 0; i < d->attrs->len; i++)
+    if (g_array_index (d->attrs, EmuAttr, i).name
+        == CUDNN_ATTR_OPERATIONGRAPH_OPS)
+      ops = &g_array_index (d->attrs, EmuAttr, i);
+  if (handle == NULL || ops == NULL || ops->count < 1
+      || ops->type != CUDNN_TYPE_BACKEND_DESCRIPTOR)
+    return refuse_graph ("an operation graph without its handle or "
+        "operations");
+  for (int64_t i = 0; i < ops->count; i++) {
+    const EmuDesc *op = desc_of (((void **) ops->values)[i]);
+
+    if (op == NULL || !op->finalized)
+      return refuse_graph ("an operation not finalized");
+    if (i == 0 && op->type
+        == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) {
+      if (!read_conv (op, g))
+        return FALSE;
+      acc = g->y;
+    } else if (i > 0
+        && op->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
+      if (!read_pointwise (op, g, &acc))
+        return FALSE;
+    } else
+      return refuse_graph ("the CUDA emulation runs cuDNN graphs of a "
+          "convolution and its pointwise epilogue only");
+  }
+  if (acc.is_virtual)
+    return refuse_graph ("an operation graph whose result is not stored");
+  g->y = acc;
+  return TRUE;
+}
+
+cudnnStatus_t
+cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
+{
+  EmuDesc *d = desc_of (descriptor);
+  EmuDesc *from;
+
+  if (d == NULL || d->finalized)
+    return CUDNN_STATUS_BAD_PARAM;
+  switch (d->type) {
+    case CUDNN_BACKEND_TENSOR_DESCRIPTOR:{
+      EmuTensor t;
+
+      d->finalized = TRUE;
+      if (!read_tensor (d, &t)) {
+        d->finalized = FALSE;
+        return CUDNN_STATUS_BAD_PARAM;
+      }
+      return CUDNN_STATUS_SUCCESS;
+    }
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+      d->graph = g_new0 (EmuConvGraph, 1);
+      if (!read_graph (d, d->graph)) {
+        g_clear_pointer (&d->graph, g_free);
+        return CUDNN_STATUS_NOT_SUPPORTED;
+      }
+      break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+      from = attr_desc (d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+          CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+      if (from == NULL || from->graph == NULL
+          || attr (d, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1)
+          == NULL)
+        return CUDNN_STATUS_BAD_PARAM;
+      d->graph = from->graph;
+      break;
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+      from = attr_desc (d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+          CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      if (from == NULL || from->graph == NULL)
+        return CUDNN_STATUS_BAD_PARAM;
+      d->graph = from->graph;
+      d->engine = from->engine;
+      break;
+    case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
+    case CUDNN_BACKEND_POINTWISE_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR:
+    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+    /* Attention's, refused with its graph. */
+    case CUDNN_BACKEND_MATMUL_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
+    case CUDNN_BACKEND_REDUCTION_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
+      break;
+    default:
+      unsupported ("this cuDNN graph descriptor type");
+      return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  d->finalized = TRUE;
+  return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t
@@ -1605,13 +2008,161 @@ cudnnBackendGetAttribute (cudnnBackendDescriptor_t const descriptor,
     cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount,
     int64_t * elementCount, void *arrayOfElements)
 {
+  const EmuDesc *d = desc_of (descriptor);
+
+  if (d == NULL || !d->finalized || elementCount == NULL)
+    return CUDNN_STATUS_BAD_PARAM;
+  if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR
+      && attributeName == CUDNN_ATTR_ENGINEHEUR_RESULTS
+      && attributeType == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+    const int64_t offered = refuses ("conv-graph") ? 0 : EMU_GRAPH_ENGINES;
+
+    *elementCount = MIN (offered, requestedElementCount > 0
+        ? requestedElementCount : offered);
+    for (int64_t i = 0; i < requestedElementCount && i < offered; i++) {
+      EmuDesc *config = desc_of (((void **) arrayOfElements)[i]);
+
+      if (config == NULL || config->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+        return CUDNN_STATUS_BAD_PARAM;
+      config->graph = d->graph;
+      config->engine = i;
+      config->finalized = TRUE;
+    }
+    return CUDNN_STATUS_SUCCESS;
+  }
+  if (d->type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR
+      && attributeName == CUDNN_ATTR_ENGINECFG_ENGINE
+      && attributeType == CUDNN_TYPE_BACKEND_DESCRIPTOR
+      && requestedElementCount == 1) {
+    EmuDesc *engine = desc_of (*(void **) arrayOfElements);
+
+    if (engine == NULL || engine->type != CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+      return CUDNN_STATUS_BAD_PARAM;
+    engine->engine = d->engine;
+    engine->finalized = TRUE;
+    *elementCount = 1;
+    return CUDNN_STATUS_SUCCESS;
+  }
+  if (requestedElementCount == 1 && attributeType == CUDNN_TYPE_INT64
+      && ((d->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR
+              && attributeName == CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
+          || (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
+              && attributeName == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE))) {
+    *(int64_t *) arrayOfElements = d->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR
+        ? d->engine : d->engine == 1 ? EMU_GRAPH_WORKSPACE : 0;
+    *elementCount = 1;
+    return CUDNN_STATUS_SUCCESS;
+  }
+  unsupported ("this cuDNN graph attribute query");
   return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
-cudnnStatus_t
-cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
+/* A convolution graph's run: its graph and the data pointers of x, w, y
+ * and each addition's operand. */
+typedef struct
 {
-  return CUDNN_STATUS_NOT_SUPPORTED;
+  EmuConvGraph g;
+  const void *x, *w, *b[EMU_GRAPH_MAX_POINTWISE];
+  void *y;
+} GraphCall;
+
+static size_t
+strided (const EmuTensor * t, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+  return (size_t) (n * t->strides[0] + c * t->strides[1] + h * t->strides[2]
+      + w * t->strides[3]);
+}
+
+/* @t's values as floats, [n][c][h][w]. */
+static float *
+widen_strided (const EmuTensor * t, const void *p)
+{
+  const int64_t *d = t->dims;
+  float *out = g_new (float, (size_t) MAX (d[0] * d[1] * d[2] * d[3], 1));
+  size_t o = 0;
+
+  for (int64_t n = 0; n < d[0]; n++)
+    for (int64_t c = 0; c < d[1]; c++)
+      for (int64_t h = 0; h < d[2]; h++)
+        for (int64_t w = 0; w < d[3]; w++)
+          out[o++] = load (p, strided (t, n, c, h, w), cudnn_type (t->type));
+  return out;
+}
+
+static void
+conv_graph_call (void *data)
+{
+  const GraphCall *gc = data;
+  const EmuConvGraph *g = &gc->g;
+  float *x = widen_strided (&g->x, gc->x);
+  float *f = widen_strided (&g->w, gc->w);
+  /* The sums as the legacy calls make them (conv_sum). */
+  ConvCall cc = { {CUDNN_TENSOR_NCHW, g->x.type, (int) g->x.dims[0],
+          (int) g->x.dims[1], (int) g->x.dims[2], (int) g->x.dims[3]},
+    {CUDNN_TENSOR_NCHW, g->y.type, (int) g->y.dims[0], (int) g->y.dims[1],
+        (int) g->y.dims[2], (int) g->y.dims[3]},
+    {CUDNN_TENSOR_NCHW, g->w.type, (int) g->w.dims[0], (int) g->w.dims[1],
+        (int) g->w.dims[2], (int) g->w.dims[3]},
+    {g->pad[0], g->pad[1], g->stride[0], g->stride[1], g->dil[0], g->dil[1],
+        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH},
+    1.0f, 0.0f, NULL, NULL, NULL, FALSE, FALSE, NULL, NULL
+  };
+  const int64_t *d = g->y.dims;
+
+  for (int64_t n = 0; n < d[0]; n++)
+    for (int64_t k = 0; k < d[1]; k++)
+      for (int64_t oh = 0; oh < d[2]; oh++)
+        for (int64_t ow = 0; ow < d[3]; ow++) {
+          const int64_t at4[4] = { n, k, oh, ow };
+          float v = conv_sum (&cc, x, f, (int) n, (int) k, (int) oh,
+              (int) ow);
+
+          /* Each operand read before y is written (a residual may be
+           * y). */
+          for (int p = 0; p < g->n_pw; p++) {
+            if (g->pw[p].mode == CUDNN_POINTWISE_RELU_FWD) {
+              if (!(v > 0.0f))
+                v = 0.0f;
+              continue;
+            }
+            {
+              const EmuTensor *b = &g->pw[p].b;
+              int64_t bi[4];
+
+              for (int q = 0; q < 4; q++)
+                bi[q] = b->dims[q] == 1 ? 0 : at4[q];
+              v += load (gc->b[p], strided (b, bi[0], bi[1], bi[2], bi[3]),
+                  cudnn_type (b->type));
+            }
+          }
+          store (gc->y, strided (&g->y, n, k, oh, ow), cudnn_type (g->y.type),
+              v);
+        }
+  g_free (x);
+  g_free (f);
+}
+
+/* The data pointer @pack gives tensor @uid, or NULL. */
+static void *
+pack_pointer (const EmuDesc * pack, int64_t uid)
+{
+  for (guint i = 0; i < pack->attrs->len; i++) {
+    const EmuAttr *u = &g_array_index (pack->attrs, EmuAttr, i);
+
+    if (u->name != CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)
+      continue;
+    for (guint j = 0; j < pack->attrs->len; j++) {
+      const EmuAttr *p = &g_array_index (pack->attrs, EmuAttr, j);
+
+      if (p->name != CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS
+          || p->count != u->count)
+        continue;
+      for (int64_t k = 0; k < u->count; k++)
+        if (((const int64_t *) u->values)[k] == uid)
+          return ((void **) p->values)[k];
+    }
+  }
+  return NULL;
 }
 
 cudnnStatus_t
@@ -1619,5 +2170,33 @@ cudnnBackendExecute (cudnnHandle_t handle,
     cudnnBackendDescriptor_t executionPlan,
     cudnnBackendDescriptor_t variantPack)
 {
-  return CUDNN_STATUS_NOT_SUPPORTED;
+  const EmuDesc *plan = desc_of (executionPlan);
+  const EmuDesc *pack = desc_of (variantPack);
+  void *const *workspace;
+  GraphCall call = { 0 };
+
+  if (plan == NULL || plan->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
+      || !plan->finalized || pack == NULL
+      || pack->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
+      || !pack->finalized)
+    return CUDNN_STATUS_BAD_PARAM;
+  call.g = *plan->graph;
+  call.x = pack_pointer (pack, call.g.x.uid);
+  call.w = pack_pointer (pack, call.g.w.uid);
+  call.y = pack_pointer (pack, call.g.y.uid);
+  if (call.x == NULL || call.w == NULL || call.y == NULL)
+    return CUDNN_STATUS_BAD_PARAM;
+  for (int p = 0; p < call.g.n_pw; p++)
+    if (call.g.pw[p].has_b
+        && (call.b[p] = pack_pointer (pack, call.g.pw[p].b.uid)) == NULL)
+      return CUDNN_STATUS_BAD_PARAM;
+  /* The second engine's plan wants a workspace. */
+  workspace = attr (pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+      CUDNN_TYPE_VOID_PTR, 1);
+  if (plan->engine == 1 && (workspace == NULL || *workspace == NULL))
+    return CUDNN_STATUS_BAD_PARAM;
+  if (capturing (handle->stream) == NULL)
+    emu_count_launch ("cudnnBackendExecute");
+  run_or_record (handle->stream, conv_graph_call, &call, sizeof call);
+  return CUDNN_STATUS_SUCCESS;
 }
