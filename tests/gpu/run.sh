@@ -507,6 +507,29 @@ step_device() {
   if [ "${n_fused:-0}" -eq 0 ]; then
     bad "cuDNN ran no fused convolution epilogue: PPDIFFUSE_CUDA_CONV_EPILOGUE=fused went untested"
   fi
+  # The 16-bit channels-last convolutions and their epilogues as cuDNN
+  # operation graphs (the backend API): every case against float64, and
+  # on 16-bit channels-last activations the float32 run's bits rounded.
+  # cuDNN must have planned some, or the way went untested; the graphs it
+  # had no engine for (they ran the legacy way) are listed.
+  ops_way CONV_API=graph conv2d
+  if runs "act-dtypes, convolution graphs" "$work/act-dtypes-graph.log" \
+      120 env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_CONV_API=graph \
+      G_MESSAGES_DEBUG=all "$acts"; then
+    pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_CONV_API=graph"
+  fi
+  graph_logs="$work/ops-conv2d-graph.log $work/act-dtypes-graph.log"
+  # shellcheck disable=SC2086  # two paths
+  cat $graph_logs 2>/dev/null | grep -E 'cuda conv graph: .*unsupported' \
+    | sed 's/.*cuda conv graph:/cuda conv graph:/' | sort | uniq \
+    | cut -c1-400 | indent
+  # shellcheck disable=SC2086
+  n_graph=$(cat $graph_logs 2>/dev/null \
+    | grep -c -E 'cuda conv graph: .*: engine -?[0-9]+ ' || true)
+  echo "cuDNN's operation graphs planned for $n_graph convolutions" | indent
+  if [ "${n_graph:-0}" -eq 0 ]; then
+    bad "cuDNN planned no convolution graph: PPDIFFUSE_CUDA_CONV_API=graph went untested"
+  fi
   # The attentions' other ways on the device: 16-bit GEMMs (where the
   # fused kernel would run) and float32 whatever the dtype.
   for way in gemm f32; do
@@ -1264,17 +1287,31 @@ step_bench() {
     # both norms eight values a thread (vector: the profile gives each
     # norm's time); the convolutions' bias, residual and ReLU in cuDNN's
     # epilogue (fused: no bias pass after each); and the last two
-    # together, what the defaults would be if each is faster alone.
+    # together, what the defaults would be if each is faster alone; the
+    # convolutions with their epilogues as cuDNN operation graphs (graph:
+    # the engines of cuDNN's backend API), by its heuristics' first engine
+    # and by the fastest of its first eight, with the engine each shape
+    # got.
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
+        "PPDIFFUSE_CUDA_CONV_API=graph" \
+        "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       runs "gpu-bench f16, $way" "$work/bench.log" 300 \
-          env $way "$build/tests/bench/gpu-bench" --dtype f16 $bench_size \
+          env $way G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
+          --dtype f16 $bench_size \
         && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
-          sed -n '/^profile of/,$p' "$work/bench.log" | indent
+          case $way in
+            *CONV_API=graph*)
+              grep -E 'cuda conv graph' "$work/bench.log" \
+                | sed 's/.*cuda conv graph/cuda conv graph/' | sort | uniq \
+                | cut -c1-800 | indent ;;
+          esac
+          sed -n '/^profile of/,$p' "$work/bench.log" \
+            | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
           bench_row "f16, $way" "$work/bench.log"
           pass "gpu-bench f16, $way ran"; }
     done
