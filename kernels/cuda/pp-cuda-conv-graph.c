@@ -93,10 +93,7 @@ graph_plan_free (gpointer data)
 {
   GraphPlan *p = data;
 
-  if (p->plan != NULL)
-    cudnnBackendDestroyDescriptor (p->plan);
-  if (p->descriptors != NULL)
-    pp_cudnn_graph_destroy_descriptors (p->descriptors);
+  pp_cudnn_graph_release (p->plan, p->descriptors);
   g_free (p->unsupported);
   g_free (p);
 }

@@ -62,6 +62,16 @@ pp_cudnn_graph_destroy_descriptors (GPtrArray * descriptors)
   g_ptr_array_free (descriptors, TRUE);
 }
 
+void
+pp_cudnn_graph_release (cudnnBackendDescriptor_t plan,
+    GPtrArray * descriptors)
+{
+  if (plan != NULL)
+    cudnnBackendDestroyDescriptor (plan);
+  if (descriptors != NULL)
+    pp_cudnn_graph_destroy_descriptors (descriptors);
+}
+
 gboolean
 pp_cudnn_graph_create (PpCudnnGraph * g, cudnnBackendDescriptorType_t type,
     cudnnBackendDescriptor_t * desc, GError ** error)

@@ -51,6 +51,10 @@ void     pp_cudnn_graph_init     (PpCudnnGraph * g, int64_t first_virtual);
 GPtrArray *pp_cudnn_graph_steal  (PpCudnnGraph * g);
 /* Destroys @descriptors in reverse creation order and frees the array. */
 void     pp_cudnn_graph_destroy_descriptors (GPtrArray * descriptors);
+/* Destroys @plan and then what it was made from, @descriptors (either may
+ * be NULL). */
+void     pp_cudnn_graph_release  (cudnnBackendDescriptor_t plan,
+                                  GPtrArray * descriptors);
 
 gboolean pp_cudnn_graph_create   (PpCudnnGraph * g,
                                   cudnnBackendDescriptorType_t type,

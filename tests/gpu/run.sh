@@ -72,7 +72,7 @@
 #              gpu-bench also with the choices of
 #              PPDIFFUSE_CUDA_ATTENTION, PPDIFFUSE_CUDA_CONV_ALGO,
 #              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_CONV_EPILOGUE,
-#              PPDIFFUSE_CUDA_GROUP_NORM and
+#              PPDIFFUSE_CUDA_CONV_API, PPDIFFUSE_CUDA_GROUP_NORM and
 #              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
 #              activations ($ACT32) and 16-bit ones channels first, and
 #              the GEMMs' outputs through float32, and a latent's hop
@@ -80,6 +80,10 @@
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
+# PP_GPU_BENCH_WAYS=ERE runs only the gpu-bench runs whose names (as the
+# bench step prints them: "gpu-bench f16", "gpu-bench f16,
+# PPDIFFUSE_CUDA_CONV_API=graph", ...) it matches, the others listed as
+# skipped: a machine lent for minutes measures the ways that decide.
 # PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DEADLINE_S=N
 # starts no step after N seconds: the steps left are listed as skipped and
 # the summary is printed (a machine lent for a bounded time then still
@@ -1216,6 +1220,17 @@ fi
 
 # ---- bench -----------------------------------------------------------------
 
+# Whether the bench step runs gpu-bench run $1 (PP_GPU_BENCH_WAYS);
+# listed as skipped when not.
+bench_wanted() {
+  if [ -z "${PP_GPU_BENCH_WAYS:-}" ] \
+      || printf '%s\n' "$1" | grep -Eq -- "$PP_GPU_BENCH_WAYS"; then
+    return 0
+  fi
+  note_skip "$1 (not in PP_GPU_BENCH_WAYS)"
+  return 1
+}
+
 # One row of the bench step's summary (bench-row.awk) from gpu-bench's log
 # $2, for the way named $1.
 bench_row() {
@@ -1235,7 +1250,8 @@ step_bench() {
     for dt in f16 bf16 f32; do
       # With info messages: the attention shapes cuDNN's fused kernel did
       # not take, and its plans slow to make (a compilation each).
-      runs "gpu-bench $dt" "$work/bench.log" 300 \
+      bench_wanted "gpu-bench $dt" \
+        && runs "gpu-bench $dt" "$work/bench.log" 300 \
           env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype "$dt" $bench_size \
         && { grep -E '^(SD-Turbo|small|TAESD|frames/s|activation)' "$work/bench.log" \
           | indent
@@ -1261,7 +1277,8 @@ step_bench() {
     for way in "f32 heuristic nchw whole" "fused timed auto split" \
         "fused heuristic auto whole"; do
       set -- $way
-      runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
+      bench_wanted "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
+        && runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
           "$work/bench.log" 300 \
           env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
           PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
@@ -1300,7 +1317,8 @@ step_bench() {
         "PPDIFFUSE_CUDA_CONV_API=graph" \
         "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
-      runs "gpu-bench f16, $way" "$work/bench.log" 300 \
+      bench_wanted "gpu-bench f16, $way" \
+        && runs "gpu-bench f16, $way" "$work/bench.log" 300 \
           env $way G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
           --dtype f16 $bench_size \
         && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
