@@ -19,7 +19,9 @@
  * families; the first configuration that finalizes within the workspace
  * bound runs it (the same in every process), or, with
  * PPDIFFUSE_CUDA_CONV_ALGO=timed, the fastest of the first few, timed on
- * the op's own buffers when the shape is first met.
+ * the op's own buffers when the shape is first met.  Each graph's engine
+ * and the time its plans took to make are logged once at info level
+ * ("cuda conv graph: …: engine N (heuristics), … planned in T ms").
  *
  * A graph cuDNN has no engine for is kept, refused, so that it is asked
  * once: the convolution then takes the legacy API (said once per graph at
@@ -37,8 +39,11 @@
 /* As the legacy plans': device memory belongs to the models. */
 #define GRAPH_MAX_WORKSPACE ((gsize) 256 << 20)
 /* Engine configurations timed at most (PPDIFFUSE_CUDA_CONV_ALGO=timed),
- * and the runs each: one to warm up, then the timed ones. */
-#define GRAPH_TRIALS 8
+ * and the runs each: one to warm up, then the timed ones.  Each plan may
+ * cost cuDNN a kernel compilation (its runtime-fusion engines: up to
+ * half a second each, as the fused attention's plans took on the H100),
+ * so a few. */
+#define GRAPH_TRIALS 4
 #define GRAPH_TRIAL_RUNS 3
 
 enum
@@ -324,7 +329,14 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
   g_autofree gchar *desc = graph_describe (k);
   double best = INFINITY;
   guint chosen = 0;
+  gsize need = 0;
 
+  /* The workspace the hungriest wants, once: no trial grows it while
+   * another's kernels may still read it. */
+  for (guint i = 0; i < workspaces->len; i++)
+    need = MAX (need, g_array_index (workspaces, gsize, i));
+  if (need > 0)
+    pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
   for (guint i = 0; i < plans->len; i++) {
     const double ms = time_plan (cu, k, g_ptr_array_index (plans, i),
         g_array_index (workspaces, gsize, i), x, w, bias, res, y);
@@ -365,6 +377,7 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
   g_autoptr (GArray) engines = g_array_new (FALSE, FALSE, sizeof (gint64));
   g_autofree gchar *desc = graph_describe (k);
   GraphPlan *p = g_new0 (GraphPlan, 1);
+  const gint64 start = g_get_monotonic_time ();
   GPtrArray *descriptors;
   PpCudnnGraph g;
 
@@ -392,8 +405,10 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
   }
   p->descriptors = descriptors;
   g_info ("%s: cuda conv graph: %s: engine %" G_GINT64_FORMAT " (%s), %"
-      G_GSIZE_FORMAT " bytes of workspace", cu->be.device, desc, p->engine,
-      timed && plans->len > 1 ? "timed" : "heuristics", p->workspace);
+      G_GSIZE_FORMAT " bytes of workspace, planned in %.0f ms",
+      cu->be.device, desc, p->engine,
+      timed && plans->len > 1 ? "timed" : "heuristics", p->workspace,
+      (g_get_monotonic_time () - start) / 1e3);
   return p;
 }
 

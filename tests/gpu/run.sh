@@ -1307,8 +1307,8 @@ step_bench() {
     # together, what the defaults would be if each is faster alone; the
     # convolutions with their epilogues as cuDNN operation graphs (graph:
     # the engines of cuDNN's backend API), by its heuristics' first engine
-    # and by the fastest of its first eight, with the engine each shape
-    # got.
+    # and by the fastest of its first four, with the engine each shape
+    # got and the time its plans took (cuDNN may compile kernels).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
