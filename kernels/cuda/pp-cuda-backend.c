@@ -590,6 +590,8 @@ create (gint device, GError ** error)
   };
   /* PPDIFFUSE_CUDA_CONV_EPILOGUE's, the default first. */
   static const gchar *const epilogue_ways[] = { "pass", "fused", NULL };
+  /* PPDIFFUSE_CUDA_GEMM_ALGO's, the default first. */
+  static const gchar *const gemm_algos[] = { "heuristic", "timed", NULL };
   /* PPDIFFUSE_CUDA_CONV_API's, the default first. */
   static const gchar *const conv_apis[] = { "legacy", "graph", NULL };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
@@ -599,7 +601,7 @@ create (gint device, GError ** error)
   PpCudaBackend *cu;
   gchar *desc, *versions;
   guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
-  guint gemm_out = 0;
+  guint gemm_out = 0, gemm_algo = 0;
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -620,6 +622,8 @@ create (gint device, GError ** error)
           error)
       || !pp_cuda_choice_parse (PP_CUDA_CONV_API_ENV,
           g_getenv (PP_CUDA_CONV_API_ENV), conv_apis, &conv_api, error)
+      || !pp_cuda_choice_parse (PP_CUDA_GEMM_ALGO_ENV,
+          g_getenv (PP_CUDA_GEMM_ALGO_ENV), gemm_algos, &gemm_algo, error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
           g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
       || !pp_cuda_choice_parse (PP_CUDA_LAYER_NORM_ENV,
@@ -644,6 +648,7 @@ create (gint device, GError ** error)
       && PP_CUDA_LAYER_NORM_BLOCK == 1 && PP_CUDA_LAYER_NORM_VECTOR == 2);
   cu->layer_norm_way = (int) layer_way;
   cu->gemm_out_act = gemm_out == 0;
+  cu->gemm_timed = gemm_algo == 1;
   cu->conv_fused = epilogue == 1;
   cu->conv_graph = conv_api == 1;
   if (!init_handles (cu, error)) {
@@ -675,7 +680,8 @@ create (gint device, GError ** error)
       "%s convolution layout, convolution epilogues %s, cuDNN's %s API for "
       "16-bit channels-last convolutions, %s group norms, "
       "%s layer norms, "
-      "activations %s, 16-bit linear outputs %s", desc, versions,
+      "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms",
+      desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
@@ -684,7 +690,8 @@ create (gint device, GError ** error)
       epilogue_ways[epilogue], conv_apis[conv_api], group_norm_ways[way],
       layer_norm_ways[layer_way],
       activation_ways[activations],
-      cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32");
+      cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32",
+      gemm_algos[gemm_algo]);
   g_free (versions);
   return &cu->be;
 }

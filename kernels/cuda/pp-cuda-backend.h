@@ -46,6 +46,11 @@ G_BEGIN_DECLS
  * convolution's epilogue, where cuDNN runs it for the shape: the
  * output's values rounded once instead of twice). */
 #define PP_CUDA_CONV_EPILOGUE_ENV "PPDIFFUSE_CUDA_CONV_EPILOGUE"
+/* How a cuBLASLt product's algorithm is chosen the first time its shape
+ * runs: heuristic (the default: the heuristics' first, nothing run, the
+ * same in every process) or timed (their first eight timed on the op's
+ * operands, the fastest kept: two processes may pick differently). */
+#define PP_CUDA_GEMM_ALGO_ENV "PPDIFFUSE_CUDA_GEMM_ALGO"
 /* Which of cuDNN's APIs runs a 16-bit channels-last convolution: legacy
  * (the default: cudnnConvolutionForward, or the fused call above) or
  * graph (the convolution and its bias, residual and ReLU as one operation

@@ -27,6 +27,7 @@
 #include "pp-cuda-private.h"
 #include "pp-error.h"
 
+#include <math.h>
 #include <string.h>
 
 cudaDataType_t
@@ -101,6 +102,10 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
 
 /* The alignment, in bytes, of a bias the product's epilogue reads. */
 #define LT_BIAS_ALIGNMENT 16
+/* Algorithms of the heuristics timed at most (PPDIFFUSE_CUDA_GEMM_ALGO=
+ * timed), and the runs each: one to warm up, then the timed ones. */
+#define LT_TRIALS 8
+#define LT_TRIAL_RUNS 3
 
 /* What a cuBLASLt plan depends on: the shape, the type, a bias or not,
  * and the alignment of each pointer (the algorithms the heuristics may
@@ -123,6 +128,10 @@ typedef struct
    * one they found at its first run. */
   gboolean usable;
   gboolean ran;                 /* it ran once */
+  /* PPDIFFUSE_CUDA_GEMM_ALGO=timed: the heuristics' first algorithms, to
+   * time at the plan's first run outside a capture (then freed). */
+  cublasLtMatmulHeuristicResult_t *trials;
+  int n_trials;
 } LtPlan;
 
 static guint
@@ -155,6 +164,7 @@ lt_plan_free (gpointer p)
     cublasLtMatrixLayoutDestroy (plan->y);
   if (plan->desc != NULL)
     cublasLtMatmulDescDestroy (plan->desc);
+  g_free (plan->trials);
   g_free (plan);
 }
 
@@ -188,8 +198,9 @@ alignment (gconstpointer p)
     }                                                                       \
   } G_STMT_END
 
-/* The plan of @key, made (descriptors, the heuristics' first algorithm)
- * at its first use, @bias a bias pointer of the key's alignment (the
+/* The plan of @key, made (descriptors, the heuristics' first algorithm,
+ * and with cu->gemm_timed their first LT_TRIALS to time) at its first
+ * use, @bias a bias pointer of the key's alignment (the
  * heuristics read its alignment from the descriptor); NULL when cuBLASLt
  * cannot run it: no algorithm for it (remembered), or a call that failed
  * under a graph capture (which fails the capture; not remembered, the
@@ -214,7 +225,8 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
     {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key->align_y},
   };
   cublasLtMatmulPreference_t pref = NULL;
-  cublasLtMatmulHeuristicResult_t found;
+  cublasLtMatmulHeuristicResult_t found[LT_TRIALS];
+  const int requested = cu->gemm_timed ? LT_TRIALS : 1;
   cublasStatus_t status;
   gboolean ok = TRUE;
   int n_found = 0;
@@ -282,16 +294,23 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
     return NULL;
   }
   status = cublasLtMatmulAlgoGetHeuristic (cu->cublaslt, plan->desc,
-      plan->w, plan->x, plan->y, plan->y, pref, 1, &found, &n_found);
+      plan->w, plan->x, plan->y, plan->y, pref, requested, found, &n_found);
   cublasLtMatmulPreferenceDestroy (pref);
   /* A refusal is answered (below, or by a capture's failure): its status
    * is not the next kernel's. */
   if (status != CUBLAS_STATUS_SUCCESS)
     pp_cuda_forget_error ();
   if (status == CUBLAS_STATUS_SUCCESS && n_found > 0
-      && found.state == CUBLAS_STATUS_SUCCESS) {
-    plan->algo = found.algo;
+      && found[0].state == CUBLAS_STATUS_SUCCESS) {
+    plan->algo = found[0].algo;
     plan->usable = TRUE;
+    /* The ones to time, in the heuristics' order. */
+    if (n_found > 1) {
+      plan->trials = g_new (cublasLtMatmulHeuristicResult_t, n_found);
+      for (int i = 0; i < n_found; i++)
+        if (found[i].state == CUBLAS_STATUS_SUCCESS)
+          plan->trials[plan->n_trials++] = found[i];
+    }
   } else if (status != CUBLAS_STATUS_SUCCESS
       && status != CUBLAS_STATUS_NOT_SUPPORTED
       && pp_cuda_capturing_here (cu)) {
@@ -319,6 +338,89 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   }
   g_hash_table_insert (cu->lt_plans, &plan->key, plan);
   return plan->usable ? plan : NULL;
+}
+
+/* The mean time of LT_TRIAL_RUNS runs of @algo for @plan after one more,
+ * in ms, writing @d (never y: a sum into y reads it as C); a negative
+ * value when one failed. */
+static double
+lt_time_algo (PpCudaBackend * cu, LtPlan * plan,
+    const cublasLtMatmulAlgo_t * algo, gconstpointer w, gconstpointer x,
+    const float *beta, gconstpointer c, gpointer d, gpointer workspace)
+{
+  const float one = 1.0f;
+  cudaEvent_t start = NULL, stop = NULL;
+  float ms = -1.0f;
+  gboolean ok;
+
+  ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
+      && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess;
+  for (int r = 0; ok && r <= LT_TRIAL_RUNS; r++) {
+    if (r == 1)
+      ok = cudaEventRecord (start, cu->stream) == cudaSuccess;
+    ok = ok && cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w,
+        x, plan->x, beta, c, plan->y, d, plan->y, algo, workspace,
+        LT_WORKSPACE_BYTES, cu->stream) == CUBLAS_STATUS_SUCCESS;
+  }
+  ok = ok && cudaEventRecord (stop, cu->stream) == cudaSuccess
+      && cudaEventSynchronize (stop) == cudaSuccess
+      && cudaEventElapsedTime (&ms, start, stop) == cudaSuccess;
+  if (start != NULL)
+    cudaEventDestroy (start);
+  if (stop != NULL)
+    cudaEventDestroy (stop);
+  /* A failed trial's error is not the next kernel's. */
+  if (!ok) {
+    cudaStreamSynchronize (cu->stream);
+    pp_cuda_forget_error ();
+    return -1.0;
+  }
+  return ms / LT_TRIAL_RUNS;
+}
+
+/* Times @plan's trials on the op's operands (x, w, y as C when
+ * @accumulate), their outputs in scratch, keeps the fastest in
+ * plan->algo, and logs every trial once at info level ("cuda gemm
+ * trials: …"). */
+static void
+lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
+    gboolean accumulate, gconstpointer y)
+{
+  const LtKey *k = &plan->key;
+  const float one = 1.0f, zero = 0.0f;
+  gpointer d = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
+      (gsize) k->rows * k->out * sizeof (guint16));
+  gpointer workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
+      LT_WORKSPACE_BYTES);
+  g_autoptr (GString) text = g_string_new (NULL);
+  double best = INFINITY;
+  int chosen = 0;
+
+  for (int i = 0; i < plan->n_trials; i++) {
+    const cublasLtMatmulHeuristicResult_t *r = &plan->trials[i];
+    const double ms = lt_time_algo (cu, plan, &r->algo, w, x,
+        accumulate ? &one : &zero, accumulate ? y : d, d, workspace);
+
+    g_string_append_printf (text, "%s%d ", i > 0 ? "; " : "", i);
+    if (ms < 0.0)
+      g_string_append (text, "failed");
+    else
+      g_string_append_printf (text, "%.4f ms (%" G_GSIZE_FORMAT " bytes of "
+          "workspace, %.2f waves)", ms, r->workspaceSize,
+          (double) r->wavesCount);
+    if (ms >= 0.0 && ms < best) {
+      best = ms;
+      chosen = i;
+    }
+  }
+  plan->algo = plan->trials[chosen].algo;
+  g_info ("%s: cuda gemm trials: %s linear of %d rows, %d → %d%s%s, the "
+      "heuristics' algorithms in their order: %s; %d chosen", cu->be.device,
+      k->type == PP_CUDA_F16 ? "float16" : "bfloat16", k->rows, k->in,
+      k->out, k->bias ? " with a bias" : "", accumulate ? ", added" : "",
+      text->str, chosen);
+  g_clear_pointer (&plan->trials, g_free);
+  plan->n_trials = 0;
 }
 
 /* A linear op of rows × in → out whose x (@x_type: float32, or @t as it
@@ -359,6 +461,9 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
   if (b != NULL)
     PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
             CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
+  /* Timed at the first run outside a capture (PPDIFFUSE_CUDA_GEMM_ALGO). */
+  if (plan->n_trials > 0 && !pp_cuda_capturing_here (cu))
+    lt_time (cu, plan, w, x, accumulate, y);
   workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       LT_WORKSPACE_BYTES);
   status = cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w, x,

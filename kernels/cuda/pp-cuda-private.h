@@ -90,6 +90,9 @@ typedef struct
   cublasLtHandle_t cublaslt;
   GHashTable *lt_plans;
   gboolean gemm_out_act;
+  /* New cuBLASLt plans time the heuristics' algorithms
+   * (PP_CUDA_GEMM_ALGO_ENV). */
+  gboolean gemm_timed;
 #ifdef PP_HAVE_CUDNN
   cudnnHandle_t cudnn;
   GHashTable *conv_plans;       /* PpCudaConvKey → its descriptors, algo */

@@ -72,7 +72,8 @@
 #              gpu-bench also with the choices of
 #              PPDIFFUSE_CUDA_ATTENTION, PPDIFFUSE_CUDA_CONV_ALGO,
 #              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_CONV_EPILOGUE,
-#              PPDIFFUSE_CUDA_CONV_API, PPDIFFUSE_CUDA_GROUP_NORM and
+#              PPDIFFUSE_CUDA_CONV_API, PPDIFFUSE_CUDA_GEMM_ALGO,
+#              PPDIFFUSE_CUDA_GROUP_NORM and
 #              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
 #              activations ($ACT32) and 16-bit ones channels first, and
 #              the GEMMs' outputs through float32, and a latent's hop
@@ -521,6 +522,16 @@ step_device() {
       120 env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_CONV_API=graph \
       G_MESSAGES_DEBUG=all "$acts"; then
     pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_CONV_API=graph"
+  fi
+  # cuBLASLt's algorithms timed: the products on 16-bit activations, a
+  # sum into y among them, whose trials must leave y as it is.
+  if runs "act-dtypes, cuBLASLt's algorithms timed" \
+      "$work/act-dtypes-gemm-timed.log" 120 env PPDIFFUSE_BACKEND="$BE" \
+      PPDIFFUSE_CUDA_GEMM_ALGO=timed G_MESSAGES_DEBUG=all "$acts" \
+      -p /kernels/act-dtypes/linear -p /kernels/act-dtypes/linear_add; then
+    grep -E 'cuda gemm trials' "$work/act-dtypes-gemm-timed.log" \
+      | sed 's/.*cuda gemm trials/cuda gemm trials/' | cut -c1-400 | indent
+    pass "test-kernels-act-dtypes: linear and linear_add with PPDIFFUSE_CUDA_GEMM_ALGO=timed"
   fi
   graph_logs="$work/ops-conv2d-graph.log $work/act-dtypes-graph.log"
   # shellcheck disable=SC2086  # two paths
@@ -1308,14 +1319,17 @@ step_bench() {
     # convolutions with their epilogues as cuDNN operation graphs (graph:
     # the engines of cuDNN's backend API), by its heuristics' first engine
     # and by the fastest of its first four, with the engine each shape
-    # got and the time its plans took (cuDNN may compile kernels).
+    # got and the time its plans took (cuDNN may compile kernels); and
+    # cuBLASLt's algorithms timed (the fastest of the heuristics' first
+    # eight for each product's shape).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_CONV_API=graph" \
-        "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed"; do
+        "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed" \
+        "PPDIFFUSE_CUDA_GEMM_ALGO=timed"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       bench_wanted "gpu-bench f16, $way" \
         && runs "gpu-bench f16, $way" "$work/bench.log" 300 \
@@ -1323,6 +1337,10 @@ step_bench() {
           --dtype f16 $bench_size \
         && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
           case $way in
+            *GEMM_ALGO=timed*)
+              grep -E 'cuda gemm trials' "$work/bench.log" \
+                | sed 's/.*cuda gemm trials/cuda gemm trials/' | sort \
+                | uniq | cut -c1-600 | indent ;;
             *CONV_API=graph*)
               grep -E 'cuda conv graph' "$work/bench.log" \
                 | sed 's/.*cuda conv graph/cuda conv graph/' | sort | uniq \

@@ -292,6 +292,16 @@ run_linear_add_aligned (const Acts * a, gconstpointer wt)
       out (a, 1));
 }
 
+/* A shape no linear case has: a device's plan for it is made (and, with
+ * PPDIFFUSE_CUDA_GEMM_ALGO=timed, its algorithms timed) by a sum into y,
+ * which the trials must leave as it is. */
+static void
+run_linear_add_own_shape (const Acts * a, gconstpointer wt)
+{
+  pp_linear_add (be, in (a, 0), 4, 24, w (wt, 0, 384), w (wt, 384, 16), 16,
+      out (a, 1));
+}
+
 static void
 run_attention (const Acts * a, gconstpointer wt)
 {
@@ -504,6 +514,8 @@ static const Case cases[] = {
       run_linear_add, 24, 0, TRUE},
   {PP_OP_LINEAR_ADD, "linear_add/aligned", 2, {{64, ACT_IN},
           {32, ACT_INOUT}}, run_linear_add_aligned, 136, 0, TRUE},
+  {PP_OP_LINEAR_ADD, "linear_add/own-shape", 2, {{96, ACT_IN},
+          {64, ACT_INOUT}}, run_linear_add_own_shape, 400, 0, TRUE},
   {PP_OP_ATTENTION, "attention", 4, {{24, ACT_IN}, {40, ACT_IN}, {40, ACT_IN},
           {24, ACT_OUT}}, run_attention, 0, 0, TRUE},
   {PP_OP_ATTENTION, "attention/qkv", 2, {{72, ACT_IN}, {24, ACT_OUT}},
