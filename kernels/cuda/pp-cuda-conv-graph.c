@@ -180,13 +180,14 @@ build_ops (PpCudnnGraph * g, const GraphKey * k, GError ** error)
       || !pp_cudnn_graph_tensor (g, io, w_dims, w_str, UID_W,
           PP_CUDNN_TENSOR_IO, &w, error)
       || !pp_cudnn_graph_tensor (g, io, y_dims, y_str, UID_Y,
-          PP_CUDNN_TENSOR_IO, &y, error)
-      || !pp_cudnn_graph_tensor (g, epilogue ? f32 : io, y_dims, y_str, 0,
-          epilogue ? PP_CUDNN_TENSOR_VIRTUAL : PP_CUDNN_TENSOR_IO, &acc,
-          error))
+          PP_CUDNN_TENSOR_IO, &y, error))
     return FALSE;
-  if (!epilogue)
-    acc = y;
+  /* The convolution's sum: Y itself, or a float intermediate the epilogue
+   * takes. */
+  acc = y;
+  if (epilogue && !pp_cudnn_graph_tensor (g, f32, y_dims, y_str, 0,
+          PP_CUDNN_TENSOR_VIRTUAL, &acc, error))
+    return FALSE;
 
   if (!pp_cudnn_graph_create (g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv,
           error)
