@@ -57,6 +57,7 @@
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
 #              the same with $ACT32 (reported);
+#              then with the ways not yet the defaults ($CANDIDATES),
 #              then 4 steps on one worker without and with stream-batch,
 #              and 1 step with frame-batch 2 and 4 (the frame periods
 #              reported); a sustained stream (1200 frames) at the
@@ -823,6 +824,9 @@ step_text() {
 # measured faster on an H200: docs/perf.md): float32 activations channels
 # first.
 ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
+# The ways written to be faster and not yet the defaults, the same in every
+# process (no timed choice): the element's figures with all of them.
+CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector"
 
 step_mesh() {
   current=mesh
@@ -1131,6 +1135,20 @@ else
       judge "the same with $ACT32" python3 "$gc" startup \
         "$work/startup-act32.log" --skip 5 --frames "$frames" \
         --rows "$work/startup-summary" --row "$ACT32"
+    fi
+    # The ways not yet the defaults, all at once ($CANDIDATES; every rank
+    # reads them from the environment), reported: what they buy the
+    # element, beside the default run.
+    # shellcheck disable=SC2086  # $CANDIDATES is a list of assignments
+    if runs "start with $CANDIDATES" "$work/startup-candidates.log" 600 \
+        env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $CANDIDATES \
+        gst-launch-1.0 -m videotestsrc num-buffers="$frames" \
+        ! video/x-raw,format=RGB,width=512,height=512 \
+        ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+        prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
+      judge "the same with $CANDIDATES" python3 "$gc" startup \
+        "$work/startup-candidates.log" --skip 5 --frames "$frames" \
+        --rows "$work/startup-summary" --row "$CANDIDATES"
     fi
     # 4 steps on one worker, without and with the stream batch (reported):
     # the frame period is the throughput, 6 frames in flight.
