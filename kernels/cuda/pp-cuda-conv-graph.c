@@ -283,38 +283,24 @@ graph_execute (PpCudaBackend * cu, const GraphKey * k,
       space, error);
 }
 
-/* The mean time of GRAPH_TRIAL_RUNS runs of @plan after one more, in ms;
- * a negative value when one failed. */
-static double
-time_plan (PpCudaBackend * cu, const GraphKey * k,
-    cudnnBackendDescriptor_t plan, gsize workspace, gconstpointer x,
-    gconstpointer w, gconstpointer bias, gconstpointer res, gpointer y)
+/* One trial run of a plan (pp_cuda_time_trial). */
+typedef struct
 {
-  cudaEvent_t start = NULL, stop = NULL;
-  float ms = -1.0f;
-  gboolean ok;
+  PpCudaBackend *cu;
+  const GraphKey *k;
+  cudnnBackendDescriptor_t plan;
+  gsize workspace;
+  gconstpointer x, w, bias, res;
+  gpointer y;
+} GraphTrial;
 
-  ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
-      && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess
-      && graph_execute (cu, k, plan, workspace, x, w, bias, res, y, NULL)
-      && cudaEventRecord (start, cu->stream) == cudaSuccess;
-  for (int r = 0; ok && r < GRAPH_TRIAL_RUNS; r++)
-    ok = graph_execute (cu, k, plan, workspace, x, w, bias, res, y, NULL);
-  ok = ok && cudaEventRecord (stop, cu->stream) == cudaSuccess
-      && cudaEventSynchronize (stop) == cudaSuccess
-      && cudaEventElapsedTime (&ms, start, stop) == cudaSuccess;
-  if (start != NULL)
-    cudaEventDestroy (start);
-  if (stop != NULL)
-    cudaEventDestroy (stop);
-  /* A failed trial's error is not the next kernel's: the stream was
-   * waited for (or the trial never ran). */
-  if (!ok) {
-    cudaStreamSynchronize (cu->stream);
-    pp_cuda_forget_error ();
-    return -1.0;
-  }
-  return ms / GRAPH_TRIAL_RUNS;
+static gboolean
+graph_trial (gpointer data)
+{
+  const GraphTrial *t = data;
+
+  return graph_execute (t->cu, t->k, t->plan, t->workspace, t->x, t->w,
+      t->bias, t->res, t->y, NULL);
 }
 
 /* Keeps in @p the fastest of @plans on the op's own buffers (the trials
@@ -339,8 +325,11 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
   if (need > 0)
     pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
   for (guint i = 0; i < plans->len; i++) {
-    const double ms = time_plan (cu, k, g_ptr_array_index (plans, i),
-        g_array_index (workspaces, gsize, i), x, w, bias, res, y);
+    GraphTrial trial = { cu, k, g_ptr_array_index (plans, i),
+      g_array_index (workspaces, gsize, i), x, w, bias, res, y
+    };
+    const double ms = pp_cuda_time_trial (cu, graph_trial, &trial,
+        GRAPH_TRIAL_RUNS);
 
     g_string_append_printf (text, "%sengine %" G_GINT64_FORMAT " ",
         i > 0 ? "; " : "", g_array_index (engines, gint64, i));

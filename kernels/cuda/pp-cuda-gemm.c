@@ -340,42 +340,28 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
   return plan->usable ? plan : NULL;
 }
 
-/* The mean time of LT_TRIAL_RUNS runs of @algo for @plan after one more,
- * in ms, writing @d (never y: a sum into y reads it as C); a negative
- * value when one failed. */
-static double
-lt_time_algo (PpCudaBackend * cu, LtPlan * plan,
-    const cublasLtMatmulAlgo_t * algo, gconstpointer w, gconstpointer x,
-    const float *beta, gconstpointer c, gpointer d, gpointer workspace)
+/* One trial run of a cuBLASLt algorithm (pp_cuda_time_trial): the
+ * product into d (never y: a sum into y reads it as C). */
+typedef struct
 {
-  const float one = 1.0f;
-  cudaEvent_t start = NULL, stop = NULL;
-  float ms = -1.0f;
-  gboolean ok;
+  PpCudaBackend *cu;
+  const LtPlan *plan;
+  const cublasLtMatmulAlgo_t *algo;
+  gconstpointer w, x, c;
+  const float *beta;
+  gpointer d, workspace;
+} LtTrial;
 
-  ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
-      && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess;
-  for (int r = 0; ok && r <= LT_TRIAL_RUNS; r++) {
-    if (r == 1)
-      ok = cudaEventRecord (start, cu->stream) == cudaSuccess;
-    ok = ok && cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w,
-        x, plan->x, beta, c, plan->y, d, plan->y, algo, workspace,
-        LT_WORKSPACE_BYTES, cu->stream) == CUBLAS_STATUS_SUCCESS;
-  }
-  ok = ok && cudaEventRecord (stop, cu->stream) == cudaSuccess
-      && cudaEventSynchronize (stop) == cudaSuccess
-      && cudaEventElapsedTime (&ms, start, stop) == cudaSuccess;
-  if (start != NULL)
-    cudaEventDestroy (start);
-  if (stop != NULL)
-    cudaEventDestroy (stop);
-  /* A failed trial's error is not the next kernel's. */
-  if (!ok) {
-    cudaStreamSynchronize (cu->stream);
-    pp_cuda_forget_error ();
-    return -1.0;
-  }
-  return ms / LT_TRIAL_RUNS;
+static gboolean
+lt_trial (gpointer data)
+{
+  const LtTrial *t = data;
+  const float one = 1.0f;
+
+  return cublasLtMatmul (t->cu->cublaslt, t->plan->desc, &one, t->w,
+      t->plan->w, t->x, t->plan->x, t->beta, t->c, t->plan->y, t->d,
+      t->plan->y, t->algo, t->workspace, LT_WORKSPACE_BYTES, t->cu->stream)
+      == CUBLAS_STATUS_SUCCESS;
 }
 
 /* Times @plan's trials on the op's operands (x, w, y as C when
@@ -398,8 +384,11 @@ lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
 
   for (int i = 0; i < plan->n_trials; i++) {
     const cublasLtMatmulHeuristicResult_t *r = &plan->trials[i];
-    const double ms = lt_time_algo (cu, plan, &r->algo, w, x,
-        accumulate ? &one : &zero, accumulate ? y : d, d, workspace);
+    LtTrial trial = { cu, plan, &r->algo, w, x, accumulate ? y : d,
+      accumulate ? &one : &zero, d, workspace
+    };
+    const double ms = pp_cuda_time_trial (cu, lt_trial, &trial,
+        LT_TRIAL_RUNS);
 
     g_string_append_printf (text, "%s%d ", i > 0 ? "; " : "", i);
     if (ms < 0.0)

@@ -44,6 +44,34 @@ pp_cuda_op_error (PpCudaBackend * cu, GError * error)
   }
 }
 
+double
+pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run, gpointer data,
+    int runs)
+{
+  cudaEvent_t start = NULL, stop = NULL;
+  float ms = -1.0f;
+  gboolean ok;
+
+  ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
+      && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess
+      && run (data) && cudaEventRecord (start, cu->stream) == cudaSuccess;
+  for (int r = 0; ok && r < runs; r++)
+    ok = run (data);
+  ok = ok && cudaEventRecord (stop, cu->stream) == cudaSuccess
+      && cudaEventSynchronize (stop) == cudaSuccess
+      && cudaEventElapsedTime (&ms, start, stop) == cudaSuccess;
+  if (start != NULL)
+    cudaEventDestroy (start);
+  if (stop != NULL)
+    cudaEventDestroy (stop);
+  if (!ok) {
+    cudaStreamSynchronize (cu->stream);
+    pp_cuda_forget_error ();
+    return -1.0;
+  }
+  return ms / runs;
+}
+
 /* Device memory */
 
 static void

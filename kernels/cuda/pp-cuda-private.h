@@ -160,6 +160,14 @@ gboolean pp_cuda_capturing_here (const PpCudaBackend * cu);
  * (cudaGetLastError) and would take it for their own.  A sticky fault
  * (the device's memory) stays, and the next call reports it. */
 void pp_cuda_forget_error (void);
+/* A library's trial, timed on @cu's stream (outside a capture): @run
+ * (@data) enqueues one run of it and says whether it could. */
+typedef gboolean (*PpCudaTrialFunc) (gpointer data);
+/* The mean time in ms of @runs runs of @run after one more (a warm-up),
+ * waited for; a negative value when a run or the timing failed (its error
+ * forgotten, the stream waited for: it is not the next kernel's). */
+double pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run,
+    gpointer data, int runs);
 /* A call inside an op failed with @error: the process ends (pp_cuda_fatal),
  * except on the thread capturing a graph, where nothing has run yet and a
  * call the capture cannot hold fails (a library that synchronizes, an
