@@ -1124,32 +1124,24 @@ else
     sustained "sustained stream, default settings" "$work/sustained.log" \
       "$work/util.csv"
     # The same with float32 channels-first activations ($ACT32, the former
-    # defaults; every rank reads them from the environment), reported.
-    # shellcheck disable=SC2086  # $ACT32 is a list of assignments
-    if runs "start with float32 activations" "$work/startup-act32.log" 600 \
-        env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $ACT32 gst-launch-1.0 -m \
-        videotestsrc num-buffers="$frames" \
-        ! video/x-raw,format=RGB,width=512,height=512 \
-        ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
-        prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
-      judge "the same with $ACT32" python3 "$gc" startup \
-        "$work/startup-act32.log" --skip 5 --frames "$frames" \
-        --rows "$work/startup-summary" --row "$ACT32"
-    fi
-    # The ways not yet the defaults, all at once ($CANDIDATES; every rank
-    # reads them from the environment), reported: what they buy the
-    # element, beside the default run.
-    # shellcheck disable=SC2086  # $CANDIDATES is a list of assignments
-    if runs "start with $CANDIDATES" "$work/startup-candidates.log" 600 \
-        env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $CANDIDATES \
-        gst-launch-1.0 -m videotestsrc num-buffers="$frames" \
-        ! video/x-raw,format=RGB,width=512,height=512 \
-        ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
-        prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
-      judge "the same with $CANDIDATES" python3 "$gc" startup \
-        "$work/startup-candidates.log" --skip 5 --frames "$frames" \
-        --rows "$work/startup-summary" --row "$CANDIDATES"
-    fi
+    # defaults), and with the ways not yet the defaults, all at once
+    # ($CANDIDATES: what they buy the element); every rank reads them from
+    # the environment; reported, beside the default run.
+    n_ways=0
+    for ways in "$ACT32" "$CANDIDATES"; do
+      n_ways=$((n_ways + 1))
+      # shellcheck disable=SC2086  # $ways is a list of assignments
+      if runs "start with $ways" "$work/startup-ways-$n_ways.log" 600 \
+          env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 $ways gst-launch-1.0 \
+          -m videotestsrc num-buffers="$frames" \
+          ! video/x-raw,format=RGB,width=512,height=512 \
+          ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+          prompt-embeds="$sdt/prompt_embeds.npy" ! fakesink; then
+        judge "the same with $ways" python3 "$gc" startup \
+          "$work/startup-ways-$n_ways.log" --skip 5 --frames "$frames" \
+          --rows "$work/startup-summary" --row "$ways"
+      fi
+    done
     # 4 steps on one worker, without and with the stream batch (reported):
     # the frame period is the throughput, 6 frames in flight.
     for sb in false true; do
