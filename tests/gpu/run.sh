@@ -82,10 +82,11 @@
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
-# PP_GPU_BENCH_WAYS=ERE runs only the gpu-bench runs whose names (as the
-# bench step prints them: "gpu-bench f16", "gpu-bench f16,
-# PPDIFFUSE_CUDA_CONV_API=graph", ...) it matches, the others listed as
-# skipped: a machine lent for minutes measures the ways that decide.
+# PP_GPU_BENCH_WAYS=ERE runs only the bench step's runs whose names (as
+# it prints them: "gpu-bench f16", "gpu-bench f16,
+# PPDIFFUSE_CUDA_CONV_API=graph", "diffusers eager (f16, bf16, f32)",
+# "transport hop alone (hop-bench)", ...) it matches, the others listed
+# as skipped: a machine lent for minutes measures the ways that decide.
 # PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DEADLINE_S=N
 # starts no step after N seconds: the steps left are listed as skipped and
 # the summary is printed (a machine lent for a bounded time then still
@@ -1241,8 +1242,8 @@ fi
 
 # ---- bench -----------------------------------------------------------------
 
-# Whether the bench step runs gpu-bench run $1 (PP_GPU_BENCH_WAYS);
-# listed as skipped when not.
+# Whether the bench step runs its run $1 (PP_GPU_BENCH_WAYS); listed as
+# skipped when not.
 bench_wanted() {
   if [ -z "${PP_GPU_BENCH_WAYS:-}" ] \
       || printf '%s\n' "$1" | grep -Eq -- "$PP_GPU_BENCH_WAYS"; then
@@ -1374,7 +1375,8 @@ step_bench() {
     if $torch_python -c 'import sys, torch, diffusers
 sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$work/torch.log" 2>&1; then
       # shellcheck disable=SC2086
-      runs "diffusers eager (f16, bf16, f32)" "$work/diffusers.log" 600 \
+      bench_wanted "diffusers eager (f16, bf16, f32)" \
+        && runs "diffusers eager (f16, bf16, f32)" "$work/diffusers.log" 600 \
           $torch_python "$src/tests/bench/diffusers-unet.py" --device cuda \
           --dtype f16,bf16,f32 --runs 10 --taesd \
         && { grep -E '^(diffusers|UNet)' "$work/diffusers.log" | indent
@@ -1383,7 +1385,8 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
       # fixtures: the basis of test-kernels-scale's 16-bit bounds (about
       # twice these), measured again on this GPU.
       # shellcheck disable=SC2086
-      runs "diffusers' own 16-bit error on the fixtures" \
+      bench_wanted "diffusers' own 16-bit error on the fixtures" \
+        && runs "diffusers' own 16-bit error on the fixtures" \
           "$work/dtype-error.log" 300 \
           $torch_python "$src/tests/reference/scale_dtype_error.py" \
           --device cuda --dtype f16,bf16 \
@@ -1395,7 +1398,8 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
     # A latent's hop between two ranks of this host through the transport
     # alone: on the chunk lanes, over MPI with the doorbells, over MPI
     # (docs/perf.md, "Chunk lanes").
-    runs "transport hop alone (hop-bench)" "$work/hop-alone.log" 120 \
+    bench_wanted "transport hop alone (hop-bench)" \
+      && runs "transport hop alone (hop-bench)" "$work/hop-alone.log" 120 \
         "$build/tests/bench/hop-bench" --iters 1000 \
         --sizes 32768,65536,262144 \
       && { grep -E '^ +(bytes|[0-9])' "$work/hop-alone.log" | indent
@@ -1404,7 +1408,8 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
     # MPI plane), with and without the lanes: the step from W to W + 1 is
     # one hop and a worker's hand-offs (docs/perf.md, "Doorbells").
     for nl in 1 0; do
-      runs "transport hop, PPDIFFUSE_LANES=$nl" "$work/hop.log" 120 \
+      bench_wanted "transport hop, PPDIFFUSE_LANES=$nl" \
+        && runs "transport hop, PPDIFFUSE_LANES=$nl" "$work/hop.log" 120 \
           env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_LANES="$nl" \
           "$build/tests/bench/ppdiffuse-bench" --steps 3 --step-ms 1 \
           --frames 300 --max-ranks 3 --width 85 --height 64 \
