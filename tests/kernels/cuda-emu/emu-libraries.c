@@ -1770,7 +1770,7 @@ static gboolean
 read_tensor (const EmuDesc * t, EmuTensor * out)
 {
   const cudnnDataType_t *type;
-  const int64_t *dims, *strides, *uid;
+  const int64_t *dims, *strides, *uid, *alignment;
   const bool *is_virtual;
 
   if (t == NULL || t->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR
@@ -1780,9 +1780,11 @@ read_tensor (const EmuDesc * t, EmuTensor * out)
   dims = attr (t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4);
   strides = attr (t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4);
   uid = attr (t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1);
+  alignment = attr (t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1);
   is_virtual = attr (t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1);
+  /* Every attribute the documentation calls required. */
   if (type == NULL || dims == NULL || strides == NULL || uid == NULL
-      || cudnn_type (*type) < 0)
+      || alignment == NULL || *alignment <= 0 || cudnn_type (*type) < 0)
     return FALSE;
   out->uid = *uid;
   out->type = *type;
@@ -1903,11 +1905,40 @@ read_pointwise (const EmuDesc * op, EmuConvGraph * g, EmuTensor * acc)
   return TRUE;
 }
 
+/* Whether every tensor operation @op names has a unique id no other
+ * tensor of the graph (in @seen: id → tensor descriptor) has. */
+static gboolean
+unique_ids (const EmuDesc * op, GHashTable * seen)
+{
+  for (guint i = 0; i < op->attrs->len; i++) {
+    const EmuAttr *a = &g_array_index (op->attrs, EmuAttr, i);
+    const EmuDesc *t;
+    EmuTensor tensor;
+    gpointer other;
+
+    if (a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || a->count != 1)
+      continue;
+    t = desc_of (*(void **) a->values);
+    if (t == NULL || t->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR
+        || !read_tensor (t, &tensor))
+      continue;
+    other = g_hash_table_lookup (seen, &tensor.uid);
+    if (other != NULL && other != t)
+      return FALSE;
+    g_hash_table_insert (seen, g_memdup2 (&tensor.uid, sizeof tensor.uid),
+        (gpointer) t);
+  }
+  return TRUE;
+}
+
 /* Operation graph @d's operations: a convolution, then pointwise
- * operations each on the last's output, the last one's stored. */
+ * operations each on the last's output, the last one's stored; every
+ * tensor's id its own, as cuDNN requires. */
 static gboolean
 read_graph (const EmuDesc * d, EmuConvGraph * g)
 {
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_int64_hash,
+      g_int64_equal, g_free, NULL);
   const int64_t *handle = attr (d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
       CUDNN_TYPE_HANDLE, 1);
   const EmuAttr *ops = NULL;
@@ -1926,6 +1957,8 @@ read_graph (const EmuDesc * d, EmuConvGraph * g)
 
     if (op == NULL || !op->finalized)
       return refuse_graph ("an operation not finalized");
+    if (!unique_ids (op, seen))
+      return refuse_graph ("two tensors of the graph with one unique id");
     if (i == 0 && op->type
         == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) {
       if (!read_conv (op, g))

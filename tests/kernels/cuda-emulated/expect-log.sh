@@ -2,7 +2,8 @@
 # expect-log.sh PATTERN COMMAND [ARG...]: runs COMMAND; fails when it fails
 # or when its output (stdout and stderr) has no line matching PATTERN
 # (grep -E): a fallback the test is about must have been taken, not only
-# survived.
+# survived.  $EXPECT_LOG_ABSENT, when set, is a pattern no line may match
+# (a way that fell back where it should not have).
 set -u
 pattern=$1
 shift
@@ -15,5 +16,10 @@ if [ "$rc" != 0 ]; then
 fi
 if ! printf '%s\n' "$out" | grep -Eq "$pattern"; then
   echo "expect-log.sh: no line of its output matches '$pattern'" >&2
+  exit 1
+fi
+if [ -n "${EXPECT_LOG_ABSENT:-}" ] \
+    && printf '%s\n' "$out" | grep -Eq "$EXPECT_LOG_ABSENT"; then
+  echo "expect-log.sh: a line of its output matches '$EXPECT_LOG_ABSENT'" >&2
   exit 1
 fi
