@@ -388,7 +388,8 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
     pp_cudnn_graph_destroy_descriptors (descriptors);
     p->unsupported = g_strdup_printf ("%s: unsupported: %s", desc,
         error != NULL ? error->message : "no reason given");
-    /* A refusal leaves cuDNN's last error behind, not the device's. */
+    /* Planning may leave a runtime error behind (an engine's kernel that
+     * failed to load), which is not the next kernel's. */
     pp_cuda_forget_error ();
     g_info ("%s: cuda conv graph: %s", cu->be.device, p->unsupported);
     return p;

@@ -788,19 +788,25 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   /* The bias, the residual and the relu in cuDNN's operation graph or
    * fused call where it takes them, the residual in y16's type and layout
    * (epilogue_residual); the passes below then only lay y16 out as y. */
-  if (cu->conv_graph && key.nhwc)
+  gconstpointer z = NULL;
+
+  if (cu->conv_graph && key.nhwc) {
+    if (with_res)
+      z = epilogue_residual (cu, &key, res, ytype, y_view.layout);
     fused = pp_cuda_conv_graph_run (cu, &key, x16, filter,
-        pp_view_is_none (bias) ? NULL : bias.data, btype, with_res
-        ? epilogue_residual (cu, &key, res, ytype, y_view.layout) : NULL,
-        relu, y16);
+        pp_view_is_none (bias) ? NULL : bias.data, btype, z, relu, y16);
+  }
   if (!fused) {
     p = conv_plan (cu, &key, x16, filter, y16);
     if (p == NULL)
       return;                   /* a failed capture */
-    if (fused_may_run (cu, p, bias, btype, wtype, relu))
-      fused = conv_forward_fused (cu, p, &key, x16, filter, bias.data,
-          with_res ? epilogue_residual (cu, &key, res, ytype, y_view.layout)
-          : NULL, relu, y16);
+    if (fused_may_run (cu, p, bias, btype, wtype, relu)) {
+      /* The residual as the graph had it, when it refused. */
+      if (with_res && z == NULL)
+        z = epilogue_residual (cu, &key, res, ytype, y_view.layout);
+      fused = conv_forward_fused (cu, p, &key, x16, filter, bias.data, z,
+          relu, y16);
+    }
   }
   if (fused) {
     bias = pp_view_none ();

@@ -304,12 +304,15 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
       && found[0].state == CUBLAS_STATUS_SUCCESS) {
     plan->algo = found[0].algo;
     plan->usable = TRUE;
-    /* The ones to time, in the heuristics' order. */
-    if (n_found > 1) {
-      plan->trials = g_new (cublasLtMatmulHeuristicResult_t, n_found);
-      for (int i = 0; i < n_found; i++)
-        if (found[i].state == CUBLAS_STATUS_SUCCESS)
-          plan->trials[plan->n_trials++] = found[i];
+    /* The ones to time, in the heuristics' order: where there is a
+     * choice. */
+    plan->trials = g_new (cublasLtMatmulHeuristicResult_t, n_found);
+    for (int i = 0; i < n_found; i++)
+      if (found[i].state == CUBLAS_STATUS_SUCCESS)
+        plan->trials[plan->n_trials++] = found[i];
+    if (plan->n_trials < 2) {
+      g_clear_pointer (&plan->trials, g_free);
+      plan->n_trials = 0;
     }
   } else if (status != CUBLAS_STATUS_SUCCESS
       && status != CUBLAS_STATUS_NOT_SUPPORTED
