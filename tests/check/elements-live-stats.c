@@ -316,7 +316,10 @@ p95 (GstClockTime * times, guint n)
 
 /* Frames one at a time: the answer is upstream's min + the p95 of the
  * submit→return times, which the test brackets by its own push→pull
- * times (each holds a submit→return and a little more).  A burst then
+ * times (each holds a submit→return and a little more): at most their
+ * p95, and at least their median less a slack (a p95 of 12 times is
+ * their largest, and one push→pull stretched by the machine's load would
+ * pass any slack the test could give the largest).  A burst then
  * queues frames in the mesh: the p95 grows past 1.25 × the last answer,
  * a LATENCY message is posted, and the next answer is the new p95. */
 GST_START_TEST (test_latency_answer_is_p95)
@@ -327,7 +330,7 @@ GST_START_TEST (test_latency_answer_is_p95)
   const GstClockTime step = 100 * GST_MSECOND;
   const GstClockTime slack = pp_check_repeats (30, 100) * GST_MSECOND;
   GstElement *element = pp_check_make_element (1, 1, "builtin:stamp?step-ms=100");
-  GstClockTime times[32], measured, answer, grown;
+  GstClockTime times[32], measured, median, answer, grown;
   GstBus *bus = gst_bus_new ();
   GstStructure *stats;
   GstMessage *msg;
@@ -346,6 +349,7 @@ GST_START_TEST (test_latency_answer_is_p95)
     times[i] = (g_get_monotonic_time () - t0) * GST_USECOND;
   }
   measured = p95 (times, steady);
+  median = times[steady / 2];   /* p95 sorted them */
   answer = query_latency (h, FALSE) - upstream_min;
   stats = pp_check_get_stats (element);
   fail_unless_equals_uint64 (answer, pp_check_stat_u64 (stats, "latency-p95-total"));
@@ -359,9 +363,9 @@ GST_START_TEST (test_latency_answer_is_p95)
   fail_unless (answer <= measured * (1 + PERCENTILE_ERROR),
       "latency %" GST_TIME_FORMAT " above the p95 of push→pull %"
       GST_TIME_FORMAT, GST_TIME_ARGS (answer), GST_TIME_ARGS (measured));
-  fail_unless (answer + slack >= measured, "latency %" GST_TIME_FORMAT
-      " far below the p95 of push→pull %" GST_TIME_FORMAT,
-      GST_TIME_ARGS (answer), GST_TIME_ARGS (measured));
+  fail_unless (answer + slack >= median, "latency %" GST_TIME_FORMAT
+      " far below the median push→pull %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (answer), GST_TIME_ARGS (median));
   /* Answered: the steady frames asked once, at the first frame. */
   count_messages (bus, GST_MESSAGE_LATENCY);
 
