@@ -400,11 +400,24 @@ WORKER = re.compile(r'\[ppdiffuse rank (\d+) pid (\d+)\] +\w+ +(.*)$')
 RANK0 = re.compile(r'rank 0: (.*)$')
 
 
+# A GStreamer debug record (time, pid, thread) that another writer's
+# unfinished line ran into: gst-launch -m prints a message's header and its
+# structure in two writes, and a debug line of another thread may come
+# between them.
+GLUED_RECORD = re.compile(r'(?<=\S)\s*(?=\d+:\d\d:\d\d\.\d{9} +\d+ +0x[0-9a-f]+ )')
+
+
 def read_log(path):
+    """@path's lines, a debug record glued after another writer's text
+    split off onto a line of its own."""
     try:
-        return open(path, errors='replace').read().splitlines()
+        text = open(path, errors='replace').read()
     except OSError as e:
         fail_input(f'{path}: {e.strerror}')
+    lines = []
+    for line in text.splitlines():
+        lines.extend(GLUED_RECORD.split(line))
+    return lines
 
 
 def cmd_mesh_log(args):

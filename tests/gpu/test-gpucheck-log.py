@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""gpucheck.py's reading of an element's log where gst-launch -m wrote a
+message's header, a debug record of another thread came next, and the
+message's structure followed: the record sits at the end of the header's
+line.  The start-up figures must still find every frame (the first
+frame's return among them), as they do in the same log without the glue.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPUCHECK = os.path.join(HERE, 'gpucheck.py')
+FRAMES = 8
+
+
+def record(t, text):
+    """A GStreamer debug record at @t seconds, as GST_DEBUG writes it."""
+    return (f'0:00:{t:012.9f} 4242 0x55d0c0ffee00 DEBUG              '
+            f'ppdiffuse gstppdiffuse.c:1:fn:<ppdiffuse0> {text}')
+
+
+def clock(t):
+    return f'0:00:{t:012.9f}'
+
+
+def element_log(glue):
+    """The lines of a one-worker run of FRAMES frames; with @glue, frame
+    0's return record is glued after a message header."""
+    lines = [
+        record(0.10, 'progress 0%: starting the ppdiffuse worker mesh'),
+        record(0.20, 'progress 20%: starting 1 workers'),
+        record(0.70, 'progress 100%: the ppdiffuse worker mesh is up'),
+    ]
+    for f in range(FRAMES):
+        t = 0.80 + 0.01 * f
+        lines.append(record(t, f'submitting frame {clock(f / 30)} as '
+                            f'chunk {f}'))
+        back = record(t + 0.005, f'chunk {f} back after {clock(0.005)}')
+        if glue and f == 0:
+            lines.append('Got message #17 from element "ppdiffuse0" '
+                         '(progress): ' + back)
+            lines.append('GstMessageProgress, type=(string)complete;')
+        else:
+            lines.append(back)
+        lines.append(record(t + 0.006, f'pushing chunk {f} pts '
+                            f'{clock(f / 30)}'))
+    return '\n'.join(lines) + '\n'
+
+
+def startup(text):
+    with tempfile.NamedTemporaryFile('w', suffix='.log') as log:
+        log.write(text)
+        log.flush()
+        run = subprocess.run([sys.executable, GPUCHECK, 'startup', log.name,
+                              '--skip', '2', '--frames', str(FRAMES)],
+                             capture_output=True, text=True, timeout=60)
+    return run.returncode, run.stdout + run.stderr
+
+
+def main():
+    failed = 0
+    for glue in (False, True):
+        status, out = startup(element_log(glue))
+        name = 'glued record' if glue else 'plain log'
+        ok = status == 0 and 'first frame round trip 5 ms' in out
+        print(f'{"ok" if ok else "FAILED"}: {name}: status {status}: '
+              f'{out.strip()}')
+        failed += not ok
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
