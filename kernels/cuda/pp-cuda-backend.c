@@ -582,7 +582,7 @@ create (gint device, GError ** error)
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first
    * (PpCudaGroupNormWay). */
   static const gchar *const group_norm_ways[] = { "split", "whole",
-    "vector", NULL
+    "vector", "single", NULL
   };
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first. */
   static const gchar *const layer_norm_ways[] = { "warp", "block",
@@ -640,7 +640,8 @@ create (gint device, GError ** error)
     return NULL;
   }
   G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_SPLIT == 0
-      && PP_CUDA_GROUP_NORM_WHOLE == 1 && PP_CUDA_GROUP_NORM_VECTOR == 2);
+      && PP_CUDA_GROUP_NORM_WHOLE == 1 && PP_CUDA_GROUP_NORM_VECTOR == 2
+      && PP_CUDA_GROUP_NORM_SINGLE == 3);
   cu->group_norm_way = (PpCudaGroupNormWay) way;
   /* layer_norm_ways in the order of PP_CUDA_LAYER_NORM_WARP, _BLOCK and
    * _VECTOR. */

@@ -107,16 +107,25 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * pp_cuda_unary computes it: the same bytes as the two apart).  @shift
  * [n, c] (NULL: none) is added to each channel's values first: channels
  * last as they are loaded, channels first into y (rounded to @type)
- * before the norm runs in place there. */
+ * before the norm runs in place there.
+ * PP_CUDA_GROUP_NHWC_SINGLE: channels last, one block per (sample, group)
+ * and no partials, where pp_cuda_group_norm_single says it takes the
+ * shape and buffers (an even number of channels a group, at most
+ * PP_CUDA_GROUP_SINGLE_MAX; x and y on a pair of values' bytes), else
+ * cudaErrorInvalidValue; its sums run in another order again. */
 #define PP_CUDA_GROUP_NCHW 0
 #define PP_CUDA_GROUP_NHWC 1
 #define PP_CUDA_GROUP_NHWC_VECTOR 2
+#define PP_CUDA_GROUP_NHWC_SINGLE 3
+#define PP_CUDA_GROUP_SINGLE_MAX 1024
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
 size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
     int nhwc);
+int pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,
+    PpCudaType type, const void *x, const void *y);
 /* x and y of @type. */
 cudaError_t pp_cuda_group_norm (const void *x, const float *shift,
     PpCudaType type, int n, int c, size_t hw, int groups, float eps,

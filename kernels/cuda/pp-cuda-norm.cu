@@ -627,6 +627,183 @@ group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
   }
 }
 
+/* The single kernel (PP_CUDA_GROUP_NHWC_SINGLE): one block per (sample,
+ * group), channels last, its values two channels at a time (one 4- or
+ * 8-byte load, the group's channels adjacent in a pixel), read three
+ * times: the mean, the deviations from it, the normalisation.  The first
+ * pass reads memory, the others mostly the cache.  One launch where the
+ * tiles take three, which is what a norm of a UNet's 8x8 to 32x32 levels
+ * costs on a GPU (a few µs each, in a step of 61); its blocks are the
+ * groups, so a large image has few of them (32 for a sample).  Each
+ * thread takes SINGLE_CHUNK pairs at once, their loads issued together
+ * (an index past the group's last pair reads that pair again, dropped). */
+#define SINGLE_THREADS 512
+#define SINGLE_CHUNK 16
+
+/* Pair @j of a group of @hp pairs a pixel: its first channel's offset
+ * from the group's first value, @c channels a pixel. */
+__device__ __forceinline__ size_t
+single_at (unsigned j, unsigned hp, int c)
+{
+  const unsigned pixel = j / hp;
+
+  return (size_t) pixel * c + 2 * (j - pixel * hp);
+}
+
+template <PpCudaType A> __device__ __forceinline__ void
+single_load (const void *x, size_t at, float *a, float *b)
+{
+  if (A == PP_CUDA_F32) {
+    const float2 v = *(const float2 *) ((const float *) x + at);
+
+    *a = v.x;
+    *b = v.y;
+  } else {
+    const uint32_t w = *(const uint32_t *) ((const uint16_t *) x + at);
+    const uint16_t lo = (uint16_t) (w & 0xffffu), hi = (uint16_t) (w >> 16);
+
+    *a = A == PP_CUDA_F16 ? pp_f16_to_f32 (lo) : pp_bf16_to_f32 (lo);
+    *b = A == PP_CUDA_F16 ? pp_f16_to_f32 (hi) : pp_bf16_to_f32 (hi);
+  }
+}
+
+template <PpCudaType A> __device__ __forceinline__ void
+single_store (void *y, size_t at, float a, float b)
+{
+  if (A == PP_CUDA_F32)
+    *(float2 *) ((float *) y + at) = make_float2 (a, b);
+  else {
+    const uint32_t lo = A == PP_CUDA_F16 ? pp_f32_to_f16 (a)
+        : pp_f32_to_bf16 (a);
+    const uint32_t hi = A == PP_CUDA_F16 ? pp_f32_to_f16 (b)
+        : pp_f32_to_bf16 (b);
+
+    *(uint32_t *) ((uint16_t *) y + at) = lo | hi << 16;
+  }
+}
+
+template <PpCudaType A> __global__ void __launch_bounds__ (SINGLE_THREADS)
+group_norm_single_kernel (const void *x, const float *shift, int c,
+    size_t hw, int groups, float eps, const void *gamma,
+    PpCudaType gamma_type, const void *beta, PpCudaType beta_type,
+    bool silu, void *y)
+{
+  /* The group's channels' shift (this sample's), gamma and beta. */
+  __shared__ float sh[PP_CUDA_GROUP_SINGLE_MAX], ga[PP_CUDA_GROUP_SINGLE_MAX],
+      be[PP_CUDA_GROUP_SINGLE_MAX];
+  __shared__ float red[32];
+  const int per_group = c / groups, g = blockIdx.x;
+  const unsigned hp = (unsigned) per_group / 2;
+  const unsigned pairs = (unsigned) hw * hp;
+  const size_t sample = blockIdx.y;
+  const size_t first = sample * hw * c + (size_t) g * per_group;
+  const float count = (float) hw * (float) per_group;
+  float sum = 0.0f, d_sum = 0.0f, sq = 0.0f, mean, lo, rstd;
+
+  for (int k = threadIdx.x; k < per_group; k += blockDim.x) {
+    const int ch = g * per_group + k;
+
+    sh[k] = shift != NULL ? shift[sample * c + ch] : 0.0f;
+    ga[k] = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+    be[k] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+  }
+  __syncthreads ();
+
+  for (unsigned j0 = threadIdx.x; j0 < pairs;
+      j0 += SINGLE_CHUNK * blockDim.x) {
+    float a[SINGLE_CHUNK], b[SINGLE_CHUNK], part = 0.0f;
+    unsigned cl[SINGLE_CHUNK];
+
+    PP_CUDA_UNROLL
+    for (int u = 0; u < SINGLE_CHUNK; u++) {
+      const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
+
+      cl[u] = 2 * (j % hp);
+      single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
+    }
+    PP_CUDA_UNROLL
+    for (int u = 0; u < SINGLE_CHUNK; u++)
+      if (j0 + u * blockDim.x < pairs)
+        part += (a[u] + sh[cl[u]]) + (b[u] + sh[cl[u] + 1]);
+    sum += part;
+  }
+  mean = pp_cuda_block_sum (sum, red) / count;
+
+  for (unsigned j0 = threadIdx.x; j0 < pairs;
+      j0 += SINGLE_CHUNK * blockDim.x) {
+    float a[SINGLE_CHUNK], b[SINGLE_CHUNK], d_part = 0.0f, sq_part = 0.0f;
+    unsigned cl[SINGLE_CHUNK];
+
+    PP_CUDA_UNROLL
+    for (int u = 0; u < SINGLE_CHUNK; u++) {
+      const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
+
+      cl[u] = 2 * (j % hp);
+      single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
+    }
+    PP_CUDA_UNROLL
+    for (int u = 0; u < SINGLE_CHUNK; u++)
+      if (j0 + u * blockDim.x < pairs) {
+        const float da = (a[u] + sh[cl[u]]) - mean;
+        const float db = (b[u] + sh[cl[u] + 1]) - mean;
+
+        d_part += da + db;
+        sq_part += da * da + db * db;
+      }
+    d_sum += d_part;
+    sq += sq_part;
+  }
+  lo = pp_cuda_block_sum (d_sum, red) / count;
+  rstd = rsqrtf (fmaxf (pp_cuda_block_sum (sq, red) / count - lo * lo,
+          0.0f) + eps);
+
+  /* A chunk's values loaded before any is stored (y may be x). */
+  for (unsigned j0 = threadIdx.x; j0 < pairs;
+      j0 += SINGLE_CHUNK * blockDim.x) {
+    float a[SINGLE_CHUNK], b[SINGLE_CHUNK];
+    unsigned cl[SINGLE_CHUNK];
+
+    PP_CUDA_UNROLL
+    for (int u = 0; u < SINGLE_CHUNK; u++) {
+      const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
+
+      cl[u] = 2 * (j % hp);
+      single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
+    }
+    PP_CUDA_UNROLL
+    for (int u = 0; u < SINGLE_CHUNK; u++) {
+      const unsigned j = j0 + u * blockDim.x;
+
+      if (j < pairs) {
+        const int k = cl[u];
+        const float na = (((a[u] + sh[k]) - mean) - lo) * (rstd * ga[k])
+            + be[k];
+        const float nb = (((b[u] + sh[k + 1]) - mean) - lo)
+            * (rstd * ga[k + 1]) + be[k + 1];
+
+        single_store<A> (y, first + single_at (j, hp, c),
+            silu ? pp_math_silu (na) : na, silu ? pp_math_silu (nb) : nb);
+      }
+    }
+  }
+}
+
+extern "C" int
+pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,
+    PpCudaType type, const void *x, const void *y)
+{
+  const uintptr_t pair = type == PP_CUDA_F32 ? 8 : 4;
+  int per_group;
+
+  if (n <= 0 || c <= 0 || hw == 0 || groups <= 0 || c % groups != 0)
+    return 0;
+  per_group = c / groups;
+  return per_group % 2 == 0 && per_group <= PP_CUDA_GROUP_SINGLE_MAX
+      && n <= PP_CUDA_MAX_GRID_YZ
+      && hw * (size_t) (per_group / 2) < ((size_t) 1 << 31)
+      && (uintptr_t) x % pair == 0 && (uintptr_t) y % pair == 0;
+}
+
 /* Threads of a slice's block. */
 #define GROUP_THREADS 256
 /* Blocks a launch aims at (several per SM of the largest GPUs), and the
@@ -753,6 +930,15 @@ pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
+  if (layout == PP_CUDA_GROUP_NHWC_SINGLE) {
+    if (!pp_cuda_group_norm_single (n, c, hw, groups, type, x, y))
+      return cudaErrorInvalidValue;
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        group_norm_single_kernel<A><<<dim3 (groups, n), SINGLE_THREADS, 0,
+            stream>>> (x, shift, c, hw, groups, eps, gamma, gamma_type,
+            beta, beta_type, silu != 0, y));
+    return cudaGetLastError ();
+  }
   if (layout != PP_CUDA_GROUP_NCHW)
     return group_norm_nhwc (x, shift, type, n, c, hw, groups, eps, gamma,
         gamma_type, beta, beta_type, silu, layout, partials, y, stream);

@@ -53,6 +53,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   const void *x;
   void *y;
   PpCudaType type;
+  gboolean single;
   float *partials;
 
   /* Channels first, the kernels write x + shift into y before the norm
@@ -65,7 +66,12 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   } else
     type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
 
-  partials = !split && !nhwc ? NULL : pp_cuda_scratch (cu,
+  /* Channels last, the single kernel where it takes the shape and the
+   * buffers it reads and writes (a 16-bit x of a float32 y widened, as the
+   * tiles would read it: the same sums either way), else the tiles. */
+  single = nhwc && cu->group_norm_way == PP_CUDA_GROUP_NORM_SINGLE
+      && pp_cuda_group_norm_single (n, c, hw, groups, type, x, y);
+  partials = single || (!split && !nhwc) ? NULL : pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_STATS, sizeof (float)
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
 
@@ -74,6 +80,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
           silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW
+          : single ? PP_CUDA_GROUP_NHWC_SINGLE
           : cu->group_norm_way == PP_CUDA_GROUP_NORM_VECTOR
           ? PP_CUDA_GROUP_NHWC_VECTOR : PP_CUDA_GROUP_NHWC, partials, y,
           cu->stream));

@@ -58,6 +58,8 @@ typedef enum
   PP_CUDA_GROUP_NORM_SPLIT,
   PP_CUDA_GROUP_NORM_WHOLE,
   PP_CUDA_GROUP_NORM_VECTOR,
+  /* Channels last, one launch: a block per (sample, group). */
+  PP_CUDA_GROUP_NORM_SINGLE,
 } PpCudaGroupNormWay;
 
 typedef struct

@@ -19,7 +19,7 @@
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs and with
 #              PPDIFFUSE_CUDA_CONV_EPILOGUE=fused, the group
-#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole and vector, every op on
+#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, vector and single, every op on
 #              16-bit activations and on channels-last ones
 #              (test-kernels-act-dtypes), linear's and matmul's 16-bit
 #              outputs also through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
@@ -431,9 +431,10 @@ step_device() {
     fi
   fi
   # The group norm's other ways: one block per group, whose channels-last
-  # views are copied channels first, and channels last eight channels a
-  # thread (vector); in place and shifted too.
-  for gn in whole vector; do
+  # views are copied channels first, channels last eight channels a
+  # thread (vector), and channels last a block per group in one launch
+  # (single); in place and shifted too.
+  for gn in whole vector single; do
     if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
         -p /kernels/act-dtypes/group_norm+silu \
@@ -1328,7 +1329,8 @@ step_bench() {
     # outputs through float32 scratch (a bias kernel and a narrowing each)
     # instead of cuBLAS writing them; the layer norms a block a row;
     # both norms eight values a thread (vector: the profile gives each
-    # norm's time); the convolutions' bias, residual and ReLU in cuDNN's
+    # norm's time); the group norms one launch each (single: a block per
+    # group, where the tiles take three); the convolutions' bias, residual and ReLU in cuDNN's
     # epilogue (fused: no bias pass after each); and the last two
     # together, what the defaults would be if each is faster alone; the
     # convolutions with their epilogues as cuDNN operation graphs (graph:
@@ -1340,6 +1342,7 @@ step_bench() {
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=single" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_CONV_API=graph" \

@@ -625,17 +625,30 @@ emu_count_launch (const char *name)
 /* At exit, with $PP_CUDA_EMU_LAUNCHES set to a kernel name's prefix, the
  * launches of its kernels on stderr ("emulated launches of PREFIX: N"):
  * which of the backend's ways a program's ops took, for tests that run
- * the module from another program.  Declared after the counts, so it goes
- * before them. */
+ * the module from another program.  Set to "all", every kernel's count, a
+ * line each, and their total: how many launches a program's work took.
+ * Declared after the counts, so it goes before them. */
 static struct LaunchReport
 {
   ~LaunchReport ()
   {
     const char *prefix = getenv ("PP_CUDA_EMU_LAUNCHES");
+    unsigned long total = 0;
 
-    if (prefix != NULL && *prefix != '\0')
+    if (prefix == NULL || *prefix == '\0')
+      return;
+    if (strcmp (prefix, "all") != 0) {
       fprintf (stderr, "emulated launches of %s: %lu\n", prefix,
           emu_kernel_runs (prefix));
+      return;
+    }
+    const std::lock_guard<std::mutex> hold (runs_lock);
+    for (const auto &r : runs) {
+      fprintf (stderr, "emulated launches of %s: %lu\n", r.first.c_str (),
+          r.second);
+      total += r.second;
+    }
+    fprintf (stderr, "emulated launches in all: %lu\n", total);
   }
 } launch_report;
 

@@ -559,10 +559,12 @@ enum Way
   /* Channels last, eight channels a thread where c allows. */
   VECTOR_NHWC,
   WHOLE,
+  /* Channels last, a block per (sample, group), where the shape allows. */
+  SINGLE_NHWC,
 };
 
 static const char *const way_names[] = { "split", "split nhwc", "vector nhwc",
-  "whole"
+  "whole", "single nhwc"
 };
 
 /* Bounds of the float32 group and layer norms against float64, for
@@ -610,10 +612,18 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     double abs, double rel)
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
-  const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC;
-  const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR : nhwc
-      ? PP_CUDA_GROUP_NHWC : PP_CUDA_GROUP_NCHW;
-  const size_t partials = way == WHOLE ? 1
+  const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC
+      || way == SINGLE_NHWC;
+  /* The single kernel takes an even number of channels a group (the
+   * emulation's buffers lie on 16 bytes, as the pairs want), the tiles
+   * the rest. */
+  const bool single = way == SINGLE_NHWC
+      && pp_cuda_group_norm_single (s.n, s.c, s.hw, s.groups, PP_CUDA_F32,
+      NULL, NULL);
+  const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR : single
+      ? PP_CUDA_GROUP_NHWC_SINGLE : nhwc ? PP_CUDA_GROUP_NHWC
+      : PP_CUDA_GROUP_NCHW;
+  const size_t partials = way == WHOLE || single ? 1
       : pp_cuda_group_norm_partials (s.n, s.c, s.hw, s.groups, nhwc);
   const std::vector<float> laid = nhwc ? channels_last (x, s.n, s.c, s.hw)
       : x;
@@ -635,6 +645,7 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
    * buffers lie on 16 bytes), the tiles the rest. */
   const bool vector = way == VECTOR_NHWC && s.c % 8 == 0;
   const unsigned long vector_runs = emu_kernel_runs ("group_norm_vec_");
+  const unsigned long single_runs = emu_kernel_runs ("group_norm_single_");
 
   if (!in_place)
     args.push_back (out ("y", total));
@@ -645,7 +656,8 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
             shift.empty () ? NULL : b.f (at_shift), b.t (0), s.n, s.c, s.hw,
             s.groups, EPS, params ? b.p (1) : NULL, b.t (1),
             params ? b.p (2) : NULL, b.t (2), silu, layout,
-            way == WHOLE ? NULL : b.f (3), b.p (y), NULL); }, typings);
+            way == WHOLE || single ? NULL : b.f (3), b.p (y), NULL); },
+      typings);
   /* The kernels' float32 sums, normalised in float64. */
   for (size_t i = 0; i < total && !shift.empty (); i++)
     shifted[i] = x[i] + shift[i / (s.c * s.hw) * s.c + i / s.hw % s.c];
@@ -658,6 +670,16 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   if ((emu_kernel_runs ("group_norm_vec_") > vector_runs) != vector)
     failf ("%s: the vector kernels %s", what.c_str (), vector ? "did not run"
         : "ran");
+  if ((emu_kernel_runs ("group_norm_single_") > single_runs) != single)
+    failf ("%s: the single kernel %s", what.c_str (), single ? "did not run"
+        : "ran");
+}
+
+/* Whether @way's kernels take a channels-last x and y. */
+static bool
+nhwc_way (Way way)
+{
+  return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC;
 }
 
 static void
@@ -673,7 +695,7 @@ test_group_norm (void)
     const std::vector<float> shift = exact_values ((size_t) s.n * s.c, -1,
         1);
 
-    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE }) {
+    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC }) {
       /* x, gamma, beta, partials, y. */
       group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
@@ -686,12 +708,12 @@ test_group_norm (void)
        * the sum goes through y, whose type rounds it (the op hands those
        * kernels float32). */
       group_norm_case (s, way, false, true, k % 2 == 1, x, gamma, beta,
-          shift, way == SPLIT_NHWC || way == VECTOR_NHWC
+          shift, nhwc_way (way)
           ? std::vector<Types> { { F16, F32, BF16, F32, F16, F32 },
             { BF16, F16, F16, F32, BF16, F32 } } : std::vector<Types> {},
           NORM_ABS, NORM_REL);
       group_norm_case (s, way, true, true, k % 2 == 0, x, gamma, beta,
-          shift, way == SPLIT_NHWC || way == VECTOR_NHWC
+          shift, nhwc_way (way)
           ? std::vector<Types> { { F16, BF16, F32,
                   F32, F32 } } : std::vector<Types> {}, NORM_ABS, NORM_REL);
     }
@@ -714,6 +736,20 @@ test_group_norm (void)
         != cudaErrorInvalidValue)
       failf ("group_norm: 3073 channels or 1025 groups channels last are "
           "not refused");
+    /* The single kernel: an odd number of channels a group, more than it
+     * holds, or a buffer off a pair's bytes. */
+    if (pp_cuda_group_norm_single (1, 6, 4, 2, PP_CUDA_F16, x, x) != 0
+        || pp_cuda_group_norm_single (1, 2048, 4, 1, PP_CUDA_F16, x, x) != 0
+        || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F16,
+            (const char *) x + 2, x) != 0
+        || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F32, x,
+            (char *) x + 4) != 0
+        || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F32, x, x) != 1
+        || pp_cuda_group_norm (x, NULL, PP_CUDA_F16, 1, 6, 4, 2, EPS, NULL,
+            PP_CUDA_F32, NULL, PP_CUDA_F32, 0, PP_CUDA_GROUP_NHWC_SINGLE,
+            NULL, x, NULL) != cudaErrorInvalidValue)
+      failf ("group_norm: the single kernel takes a shape or buffer it "
+          "cannot, or refuses one it can");
   }
 }
 

@@ -24,6 +24,8 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+/* A hint to nvcc's register allocation: nothing to emulate. */
+#define __launch_bounds__(...)
 /* Blocks run one at a time: one copy serves them all. */
 #define __shared__ static
 
@@ -45,6 +47,17 @@ struct dim3
   }
 };
 typedef dim3 uint3;
+
+struct alignas (8) float2
+{
+  float x, y;
+};
+
+static inline float2
+make_float2 (float x, float y)
+{
+  return float2 { x, y };
+}
 
 struct alignas (16) float4
 {
