@@ -105,7 +105,8 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * rounding.
  * With @silu, y is the SiLU of the normalised values (pp_math_silu, as
  * pp_cuda_unary computes it: the same bytes as the two apart).  @shift
- * [n, c] (NULL: none) is added to each channel's values first: channels
+ * [n, c] (NULL: none; float32 or 16 bits, read as it is stored, widened
+ * in registers) is added to each channel's values first: channels
  * last as they are loaded, channels first into y (rounded to @type)
  * before the norm runs in place there.
  * PP_CUDA_GROUP_NHWC_SINGLE: channels last, one block per (sample, group)
@@ -126,10 +127,10 @@ size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
     int nhwc);
 int pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,
     PpCudaType type, const void *x, const void *y);
-/* x and y of @type. */
-cudaError_t pp_cuda_group_norm (const void *x, const float *shift,
-    PpCudaType type, int n, int c, size_t hw, int groups, float eps,
-    const void *gamma, PpCudaType gamma_type, const void *beta,
+/* x and y of @type, @shift of @shift_type. */
+cudaError_t pp_cuda_group_norm (const void *x, const void *shift,
+    PpCudaType shift_type, PpCudaType type, int n, int c, size_t hw,
+    int groups, float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, int silu, int layout, float *partials, void *y,
     cudaStream_t stream);
 /* @way PP_CUDA_LAYER_NORM_WARP: a warp per row of up to 1536 values,

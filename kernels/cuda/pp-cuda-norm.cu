@@ -279,13 +279,16 @@ nhwc_load_chunk (const void *x, size_t base, int c, int ch, size_t p,
  * without one (x + 0.0f is x, bit for bit, for every x but -0, whose sum
  * +0 normalises the same). */
 __device__ __forceinline__ float
-nhwc_shift (const float *shift, size_t sample, int c, int ch)
+nhwc_shift (const void *shift, PpCudaType shift_type, size_t sample, int c,
+    int ch)
 {
-  return shift != NULL ? shift[sample * c + ch] : 0.0f;
+  return shift != NULL ? param_load (shift_type, shift, (int) (sample * c)
+      + ch) : 0.0f;
 }
 
 template <PpCudaType A> __global__ void
-group_norm_nhwc_stats_kernel (const void *x, const float *shift, int c,
+group_norm_nhwc_stats_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c,
     size_t hw, int groups, int per_thread, float4 *partials)
 {
   /* Per channel: the tile's sum, then its deviations' sum (in sums) and
@@ -308,7 +311,7 @@ group_norm_nhwc_stats_kernel (const void *x, const float *shift, int c,
 
     sum[j] = d_sum[j] = sq[j] = 0.0f;
     if (j < per_thread && ch < c) {
-      const float sh = nhwc_shift (shift, sample, c, ch);
+      const float sh = nhwc_shift (shift, shift_type, sample, c, ch);
 
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float v[NHWC_CHUNK], part = 0.0f;
@@ -343,7 +346,7 @@ group_norm_nhwc_stats_kernel (const void *x, const float *shift, int c,
 
     if (j < per_thread && ch < c) {
       const float m = mean[ch / per_group];
-      const float sh = nhwc_shift (shift, sample, c, ch);
+      const float sh = nhwc_shift (shift, shift_type, sample, c, ch);
 
       for (size_t p = begin; p < end; p += NHWC_CHUNK) {
         float v[NHWC_CHUNK], d_part = 0.0f, sq_part = 0.0f;
@@ -422,7 +425,8 @@ group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
 }
 
 template <PpCudaType A> __global__ void
-group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
+group_norm_nhwc_apply_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c,
     size_t hw, int groups, int per_thread, const float4 *moments,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, bool silu, void *y)
@@ -443,7 +447,7 @@ group_norm_nhwc_apply_kernel (const void *x, const float *shift, int c,
       const float be = beta != NULL ? param_load (beta_type, beta, ch)
           : 0.0f;
       const float scale = mo.z * ga;
-      const float sh = nhwc_shift (shift, sample, c, ch);
+      const float sh = nhwc_shift (shift, shift_type, sample, c, ch);
 
       /* A chunk's values loaded before any is stored (y may be x, so a
        * load after a store could not be moved before it). */
@@ -518,7 +522,8 @@ nhwc_vec_reduce (float *cells, int c, int rows, int groups, float count,
 }
 
 template <PpCudaType A> __global__ void
-group_norm_vec_stats_kernel (const void *x, const float *shift, int c,
+group_norm_vec_stats_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c,
     size_t hw, int groups, int rows, float4 *partials)
 {
   /* rows · c ≤ NHWC_MAX_C: c / 8 · rows threads, at most
@@ -538,7 +543,7 @@ group_norm_vec_stats_kernel (const void *x, const float *shift, int c,
 
   PP_CUDA_UNROLL
   for (int q = 0; q < PP_CUDA_VEC; q++) {
-    sh[q] = nhwc_shift (shift, sample, c, ch0 + q);
+    sh[q] = nhwc_shift (shift, shift_type, sample, c, ch0 + q);
     s[q] = d_s[q] = q_s[q] = 0.0f;
   }
   for (size_t p = begin + r; p < end; p += rows) {
@@ -586,7 +591,8 @@ group_norm_vec_stats_kernel (const void *x, const float *shift, int c,
 }
 
 template <PpCudaType A> __global__ void
-group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
+group_norm_vec_apply_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c,
     size_t hw, int groups, int rows, const float4 *moments,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, bool silu, void *y)
@@ -611,7 +617,7 @@ group_norm_vec_apply_kernel (const void *x, const float *shift, int c,
     lo[q] = mo.y;
     scale[q] = mo.z * ga;
     be[q] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
-    sh[q] = nhwc_shift (shift, sample, c, ch);
+    sh[q] = nhwc_shift (shift, shift_type, sample, c, ch);
   }
   for (size_t p = begin + r; p < end; p += rows) {
     float v[PP_CUDA_VEC];
@@ -683,7 +689,8 @@ single_store (void *y, size_t at, float a, float b)
 }
 
 template <PpCudaType A> __global__ void __launch_bounds__ (SINGLE_THREADS)
-group_norm_single_kernel (const void *x, const float *shift, int c,
+group_norm_single_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c,
     size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type,
     bool silu, void *y)
@@ -703,7 +710,7 @@ group_norm_single_kernel (const void *x, const float *shift, int c,
   for (int k = threadIdx.x; k < per_group; k += blockDim.x) {
     const int ch = g * per_group + k;
 
-    sh[k] = shift != NULL ? shift[sample * c + ch] : 0.0f;
+    sh[k] = nhwc_shift (shift, shift_type, sample, c, ch);
     ga[k] = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
     be[k] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
   }
@@ -874,7 +881,8 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 
 /* The channels-last kernels of pp_cuda_group_norm. */
 static cudaError_t
-group_norm_nhwc (const void *x, const float *shift, PpCudaType type, int n,
+group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
+    PpCudaType type, int n,
     int c, size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
     int way, float *partials, void *y, cudaStream_t stream)
@@ -895,12 +903,12 @@ group_norm_nhwc (const void *x, const float *shift, PpCudaType type, int n,
     nhwc_vec_geometry (c, &rows, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_vec_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, c, hw, groups, rows, stats));
+            shift, shift_type, c, hw, groups, rows, stats));
   } else {
     nhwc_geometry (c, &per_thread, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, c, hw, groups, per_thread, stats));
+            shift, shift_type, c, hw, groups, per_thread, stats));
   }
   group_norm_nhwc_combine_kernel<<<(unsigned) (items < NORM_MAX_BLOCKS
           ? items : NORM_MAX_BLOCKS), 32, 0, stream>>> (stats, c / groups,
@@ -908,18 +916,21 @@ group_norm_nhwc (const void *x, const float *shift, PpCudaType type, int n,
   if (vector)
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_vec_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, c, hw, groups, rows, moments, gamma, gamma_type, beta,
+            shift, shift_type, c, hw, groups, rows, moments, gamma,
+            gamma_type, beta,
             beta_type, silu != 0, y));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_nhwc_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, c, hw, groups, per_thread, moments, gamma, gamma_type,
+            shift, shift_type, c, hw, groups, per_thread, moments, gamma,
+            gamma_type,
             beta, beta_type, silu != 0, y));
   return cudaGetLastError ();
 }
 
 extern "C" cudaError_t
-pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
+pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
+    PpCudaType type,
     int n, int c, size_t hw, int groups, float eps, const void *gamma,
     PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
     int layout, float *partials, void *y, cudaStream_t stream)
@@ -935,12 +946,14 @@ pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
       return cudaErrorInvalidValue;
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_single_kernel<A><<<dim3 (groups, n), SINGLE_THREADS, 0,
-            stream>>> (x, shift, c, hw, groups, eps, gamma, gamma_type,
+            stream>>> (x, shift, shift_type, c, hw, groups, eps, gamma,
+            gamma_type,
             beta, beta_type, silu != 0, y));
     return cudaGetLastError ();
   }
   if (layout != PP_CUDA_GROUP_NCHW)
-    return group_norm_nhwc (x, shift, type, n, c, hw, groups, eps, gamma,
+    return group_norm_nhwc (x, shift, shift_type, type, n, c, hw, groups,
+        eps, gamma,
         gamma_type, beta, beta_type, silu, layout, partials, y, stream);
   /* Channels first: x + shift written into y, sample by sample, and the
    * norm in place there. */
@@ -951,7 +964,9 @@ pp_cuda_group_norm (const void *x, const float *shift, PpCudaType type,
     for (int b = 0; b < n; b++) {
       const cudaError_t err = pp_cuda_channel_bias ((const char *) x
           + b * sample_bytes, type, (char *) y + b * sample_bytes, type, 1,
-          c, hw, shift + (size_t) b * c, PP_CUDA_F32, 0, stream);
+          c, hw, (const char *) shift + (size_t) b * c
+          * (shift_type == PP_CUDA_F32 ? sizeof (float) : sizeof (uint16_t)),
+          shift_type, 0, stream);
 
       if (err != cudaSuccess)
         return err;

@@ -47,9 +47,11 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
     x_view = pp_cuda_nchw_in (cu, "group_norm", "x", x_view, n, c, hw);
     y_view = pp_cuda_nchw_out_whole (cu, "group_norm", "y", y_view, n, c, hw);
   }
-  /* The shift's n · c values as float32 (a 16-bit one widened). */
-  const float *shift = pp_view_is_none (shift_view) ? NULL
-      : pp_cuda_in (cu, "group_norm", "shift", shift_view);
+  /* The shift's n · c values, read in their dtype by the kernels. */
+  const void *shift = pp_view_is_none (shift_view) ? NULL
+      : shift_view.data;
+  const PpCudaType shift_type = shift == NULL ? PP_CUDA_F32
+      : pp_cuda_view_type (cu, "group_norm", "shift", shift_view);
   const void *x;
   void *y;
   PpCudaType type;
@@ -75,7 +77,8 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
       PP_CUDA_SCRATCH_STATS, sizeof (float)
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, shift, type, n, c, hw, groups,
+  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
+          hw, groups,
           eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),

@@ -653,7 +653,9 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     args.push_back (in ("shift", shift));
   auto r = run_typed (what, args, [&] (const Run &b) {
         return pp_cuda_group_norm (b.p (0),
-            shift.empty () ? NULL : b.f (at_shift), b.t (0), s.n, s.c, s.hw,
+            shift.empty () ? NULL : b.p (at_shift),
+            shift.empty () ? PP_CUDA_F32 : b.t (at_shift), b.t (0), s.n, s.c,
+            s.hw,
             s.groups, EPS, params ? b.p (1) : NULL, b.t (1),
             params ? b.p (2) : NULL, b.t (2), silu, layout,
             way == WHOLE || single ? NULL : b.f (3), b.p (y), NULL); },
@@ -706,23 +708,29 @@ test_group_norm (void)
       /* x, gamma, beta, partials, y, shift: channels last the values are
        * shifted as they are loaded, whatever x's type; channels first
        * the sum goes through y, whose type rounds it (the op hands those
-       * kernels float32). */
+       * kernels float32).  The shift is read in its own type (a 16-bit
+       * one is a 16-bit projection's output). */
       group_norm_case (s, way, false, true, k % 2 == 1, x, gamma, beta,
           shift, nhwc_way (way)
           ? std::vector<Types> { { F16, F32, BF16, F32, F16, F32 },
-            { BF16, F16, F16, F32, BF16, F32 } } : std::vector<Types> {},
+            { BF16, F16, F16, F32, BF16, F16 },
+            { F16, F32, F32, F32, F16, BF16 } }
+          : std::vector<Types> { { F32, F32, F32, F32, F32, F16 } },
           NORM_ABS, NORM_REL);
       group_norm_case (s, way, true, true, k % 2 == 0, x, gamma, beta,
           shift, nhwc_way (way)
-          ? std::vector<Types> { { F16, BF16, F32,
-                  F32, F32 } } : std::vector<Types> {}, NORM_ABS, NORM_REL);
+          ? std::vector<Types> { { F16, BF16, F32, F32, F32 },
+            { BF16, F32, F32, F32, BF16 } }
+          : std::vector<Types> { { F32, F32, F32, F32, BF16 } },
+          NORM_ABS, NORM_REL);
     }
   }
   {
     /* Channels last needs the split kernels. */
     float x[8] = { 0 };
 
-    if (pp_cuda_group_norm (x, NULL, PP_CUDA_F32, 1, 2, 4, 1, EPS, NULL,
+    if (pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F32, 1, 2, 4, 1,
+            EPS, NULL,
             PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, NULL, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: channels last without partials is not refused");
@@ -731,7 +739,8 @@ test_group_norm (void)
     if (pp_cuda_group_norm_tiles (1, 3073, 4, 1) != 0
         || pp_cuda_group_norm_tiles (1, 2050, 4, 1025) != 0
         || pp_cuda_group_norm_partials (1, 3073, 4, 1, 1) != 0
-        || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, 1, 3073, 4, 1, EPS,
+        || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F32, 1, 3073,
+            4, 1, EPS,
             NULL, PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, x, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: 3073 channels or 1025 groups channels last are "
@@ -745,7 +754,8 @@ test_group_norm (void)
         || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F32, x,
             (char *) x + 4) != 0
         || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F32, x, x) != 1
-        || pp_cuda_group_norm (x, NULL, PP_CUDA_F16, 1, 6, 4, 2, EPS, NULL,
+        || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F16, 1, 6, 4, 2,
+            EPS, NULL,
             PP_CUDA_F32, NULL, PP_CUDA_F32, 0, PP_CUDA_GROUP_NHWC_SINGLE,
             NULL, x, NULL) != cudaErrorInvalidValue)
       failf ("group_norm: the single kernel takes a shape or buffer it "
