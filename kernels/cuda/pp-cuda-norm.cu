@@ -688,6 +688,23 @@ single_store (void *y, size_t at, float a, float b)
   }
 }
 
+/* The block's thread's SINGLE_CHUNK pairs from pair @j0 on (blockDim.x
+ * apart) of the group at @first: their values in @a and @b, their first
+ * channel within the group in @cl.  Straight-line code, whose loads issue
+ * together; a pair past the last reads the last again. */
+template <PpCudaType A> __device__ __forceinline__ void
+single_load_chunk (const void *x, size_t first, unsigned j0, unsigned pairs,
+    unsigned hp, int c, float *a, float *b, unsigned *cl)
+{
+  PP_CUDA_UNROLL
+  for (int u = 0; u < SINGLE_CHUNK; u++) {
+    const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
+
+    cl[u] = 2 * (j % hp);
+    single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
+  }
+}
+
 template <PpCudaType A> __global__ void __launch_bounds__ (SINGLE_THREADS)
 group_norm_single_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c,
@@ -721,13 +738,7 @@ group_norm_single_kernel (const void *x, const void *shift,
     float a[SINGLE_CHUNK], b[SINGLE_CHUNK], part = 0.0f;
     unsigned cl[SINGLE_CHUNK];
 
-    PP_CUDA_UNROLL
-    for (int u = 0; u < SINGLE_CHUNK; u++) {
-      const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
-
-      cl[u] = 2 * (j % hp);
-      single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
-    }
+    single_load_chunk<A> (x, first, j0, pairs, hp, c, a, b, cl);
     PP_CUDA_UNROLL
     for (int u = 0; u < SINGLE_CHUNK; u++)
       if (j0 + u * blockDim.x < pairs)
@@ -741,13 +752,7 @@ group_norm_single_kernel (const void *x, const void *shift,
     float a[SINGLE_CHUNK], b[SINGLE_CHUNK], d_part = 0.0f, sq_part = 0.0f;
     unsigned cl[SINGLE_CHUNK];
 
-    PP_CUDA_UNROLL
-    for (int u = 0; u < SINGLE_CHUNK; u++) {
-      const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
-
-      cl[u] = 2 * (j % hp);
-      single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
-    }
+    single_load_chunk<A> (x, first, j0, pairs, hp, c, a, b, cl);
     PP_CUDA_UNROLL
     for (int u = 0; u < SINGLE_CHUNK; u++)
       if (j0 + u * blockDim.x < pairs) {
@@ -770,13 +775,7 @@ group_norm_single_kernel (const void *x, const void *shift,
     float a[SINGLE_CHUNK], b[SINGLE_CHUNK];
     unsigned cl[SINGLE_CHUNK];
 
-    PP_CUDA_UNROLL
-    for (int u = 0; u < SINGLE_CHUNK; u++) {
-      const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
-
-      cl[u] = 2 * (j % hp);
-      single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
-    }
+    single_load_chunk<A> (x, first, j0, pairs, hp, c, a, b, cl);
     PP_CUDA_UNROLL
     for (int u = 0; u < SINGLE_CHUNK; u++) {
       const unsigned j = j0 + u * blockDim.x;
