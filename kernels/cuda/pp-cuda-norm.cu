@@ -638,9 +638,9 @@ group_norm_vec_apply_kernel (const void *x, const void *shift,
  * 8-byte load, the group's channels adjacent in a pixel), read three
  * times: the mean, the deviations from it, the normalisation.  The first
  * pass reads memory, the others mostly the cache.  One launch where the
- * tiles take three, which is what a norm of a UNet's 8x8 to 32x32 levels
- * costs on a GPU (a few µs each, in a step of 61); its blocks are the
- * groups, so a large image has few of them (32 for a sample).  Each
+ * tiles take three: at a UNet's 8x8 to 32x32 levels a norm moves a few
+ * hundred KB, and each launch's latency is much of its time.  Its blocks
+ * are the groups, so a large image has few of them (32 a sample).  Each
  * thread takes SINGLE_CHUNK pairs at once, their loads issued together
  * (an index past the group's last pair reads that pair again, dropped). */
 #define SINGLE_THREADS 512
