@@ -829,10 +829,11 @@ spread_rows (const float *packed, size_t rows, int width, int ld)
  * sums of lk; a score's rounding error moves its softmax weight by that
  * error times |score| (relative), so the squared error also grows with the
  * largest score².  q's rows @ld_q apart, k's and v's @ld_kv (a fused QKV's
- * column ranges are 3·heads·hd apart). */
+ * column ranges are 3·heads·hd apart), q, k and v activations of @views
+ * (a GPU reads 16-bit ones of the compute dtype in place). */
 static void
 attention_strided_one (Run * r, int n, int lq, int lk, int heads, int hd,
-    int ld_q, int ld_kv, double amplitude, PpDType dtype)
+    int ld_q, int ld_kv, double amplitude, PpDType dtype, PpDType views)
 {
   const int width = heads * hd;
   const size_t nq = (size_t) n * lq * width;
@@ -851,14 +852,16 @@ attention_strided_one (Run * r, int n, int lq, int lk, int heads, int hd,
   qs = spread_rows (q, (size_t) n * lq, width, ld_q);
   ks = spread_rows (k, (size_t) n * lk, width, ld_kv);
   vs = spread_rows (v, (size_t) n * lk, width, ld_kv);
-  pp_attention (r->be, upload_in (r, qs, sq), upload_in (r, ks, sk),
-      upload_in (r, vs, sk), n, lq, lk, heads, hd, ld_q, ld_kv, dtype, dout);
+  pp_attention (r->be, upload_view (r, qs, sq, views), upload_view (r, ks,
+          sk, views), upload_view (r, vs, sk, views), n, lq, lk, heads, hd,
+      ld_q, ld_kv, dtype, dout);
   max_score = pp_ref_attention (q, k, v, n, lq, lk, heads, hd, ref);
   check_device (r, PP_OP_ATTENTION, g_strdup_printf ("n%d lq%d lk%d %d "
-          "heads of %d%s, amplitude %g%s", n, lq, lk, heads, hd,
+          "heads of %d%s, amplitude %g%s%s", n, lq, lk, heads, hd,
           ld_q == width && ld_kv == width ? "" : ld_q == ld_kv
           ? ", q k v rows 3 apart (fused QKV)" : ", q rows 3 apart",
-          amplitude, compute_label (dtype)), dout, ref, nq, (double) (hd + lk)
+          amplitude, compute_label (dtype), views_label (views)), dout, ref,
+      nq, (double) (hd + lk)
       * MAX (1.0, max_score * max_score));
 }
 
@@ -867,20 +870,20 @@ attention_one (Run * r, int n, int lq, int lk, int heads, int hd,
     double amplitude, PpDType dtype)
 {
   attention_strided_one (r, n, lq, lk, heads, hd, heads * hd, heads * hd,
-      amplitude, dtype);
+      amplitude, dtype, PP_DTYPE_F32);
 }
 
 /* Self-attention's q, k and v as column ranges of a fused QKV projection's
  * rows ([rows, 3·heads·hd]); with @cross, only q is (a cross-attention
- * keeps its keys and values packed). */
+ * keeps its keys and values packed); activations of @views. */
 static void
 attention_qkv_one (Run * r, int n, int lq, int lk, int heads, int hd,
-    gboolean cross, PpDType dtype)
+    gboolean cross, PpDType dtype, PpDType views)
 {
   const int fused = 3 * heads * hd;
 
   attention_strided_one (r, n, lq, lk, heads, hd, fused, cross ? heads * hd
-      : fused, 1.0, dtype);
+      : fused, 1.0, dtype, views);
 }
 
 static void
@@ -895,10 +898,10 @@ cases_attention (Run * r)
   attention_one (r, 1, 70, 77, 2, 32, 1.0, f32);
   attention_one (r, 1, 33, 29, 2, 64, 4.0, f32); /* large scores */
   attention_one (r, 1, 300, 300, 5, 64, 1.0, f32);
-  attention_qkv_one (r, 2, 13, 13, 3, 8, FALSE, f32);
-  attention_qkv_one (r, 1, 70, 70, 2, 32, FALSE, f32);
-  attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, f32);
-  attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, f32);
+  attention_qkv_one (r, 2, 13, 13, 3, 8, FALSE, f32, f32);
+  attention_qkv_one (r, 1, 70, 70, 2, 32, FALSE, f32, f32);
+  attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, f32, f32);
+  attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, f32, f32);
   /* In 16 bits (a GPU's fused or GEMM path): the UNets' head sizes (SD2's
    * 64, SD1.5's 40 and 160), text keys, an odd head size no fused kernel
    * takes, and several samples. */
@@ -913,9 +916,14 @@ cases_attention (Run * r)
     attention_one (r, 2, 256, 77, 10, 64, 1.0, h);
     attention_one (r, 1, 64, 64, 8, 160, 1.0, h);
     attention_one (r, 1, 256, 256, 1, 512, 1.0, h);    /* a VAE's */
-    attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, h);
-    attention_qkv_one (r, 1, 256, 256, 8, 40, FALSE, h);
-    attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, h);
+    attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, h, f32);
+    attention_qkv_one (r, 1, 256, 256, 8, 40, FALSE, h, f32);
+    attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, h, f32);
+    /* The same as 16-bit activations of the compute dtype, which a GPU's
+     * fused kernel reads in place through their row strides. */
+    attention_qkv_one (r, 2, 64, 64, 5, 64, FALSE, h, h);
+    attention_qkv_one (r, 1, 256, 256, 8, 40, FALSE, h, h);
+    attention_qkv_one (r, 2, 7, 77, 2, 40, TRUE, h, h);
   }
 }
 

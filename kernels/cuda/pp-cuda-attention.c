@@ -140,16 +140,17 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
 }
 
 #ifdef PP_HAVE_CUDNN
-/* cuDNN's flash attention on the 16-bit q, k, v into @out (float32, or
- * of their type @t); FALSE when cuDNN has no engine for the shape (the
- * GEMMs then compute all of it).
+/* cuDNN's flash attention on the 16-bit q, k, v (rows @ld_q and @ld_kv
+ * apart) into @out (float32, or of their type @t); FALSE when cuDNN has no
+ * engine for the shape (the GEMMs then compute all of it).
  * The plan is one sample's, run for each sample in turn: a plan can cost
  * cuDNN a kernel compilation, which a stream batch's every new size would
  * otherwise pay again in the middle of a stream. */
 static gboolean
 attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     gconstpointer k16, gconstpointer v16, int n, int lq, int lk, int heads,
-    int head_dim, gboolean causal, gpointer out, PpCudaType out_type)
+    int head_dim, int ld_q, int ld_kv, gboolean causal, gpointer out,
+    PpCudaType out_type)
 {
   const gsize width = (gsize) heads * head_dim;
   const gsize count = (gsize) n * lq * width;
@@ -162,7 +163,7 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
    * kernels and load them, which is no work for a capture.  The capture
    * fails, and the work reruns without a graph, which makes the plan. */
   if (pp_cuda_capturing_here (cu) && !pp_cuda_sdpa_known (cu->sdpa_plans, t,
-          1, lq, lk, heads, head_dim, causal)) {
+          1, lq, lk, heads, head_dim, causal, ld_q, ld_kv)) {
     if (cu->capture_error == NULL)
       g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE, "%s: "
           "attention of %d queries, %d keys, %d heads of %d first met while "
@@ -173,7 +174,7 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   }
   /* An unsupported shape: the log said so when its plan was tried. */
   if (!pp_cuda_sdpa_prepare (cu->cudnn, cu->sdpa_plans, t, 1, lq, lk, heads,
-          head_dim, causal, &bytes, &error))
+          head_dim, causal, ld_q, ld_kv, &bytes, &error))
     return FALSE;
   workspace = bytes > 0 ? pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       bytes) : NULL;
@@ -181,12 +182,13 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
       : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
       count * sizeof (guint16));
   for (int s = 0; s < n; s++) {
-    const gsize qs = (gsize) s * lq * width, ks = (gsize) s * lk * width;
+    const gsize qs = (gsize) s * lq * ld_q, ks = (gsize) s * lk * ld_kv;
+    const gsize os = (gsize) s * lq * width;
 
     if (pp_cuda_sdpa_run (cu->cudnn, cu->sdpa_plans, t,
             (const guint16 *) q16 + qs, (const guint16 *) k16 + ks,
-            (const guint16 *) v16 + ks, out16 + qs, 1, lq, lk, heads,
-            head_dim, causal, workspace, bytes, &error))
+            (const guint16 *) v16 + ks, out16 + os, 1, lq, lk, heads,
+            head_dim, causal, ld_q, ld_kv, workspace, bytes, &error))
       continue;
     if (pp_cuda_capturing_here (cu)) {
       /* Perhaps only the capture it cannot run in: the capture fails,
@@ -202,7 +204,7 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
         "cuDNN's fused attention failed (%s); 16-bit GEMMs from now on",
         lq, lk, heads, head_dim, causal ? ", causal" : "", error->message);
     pp_cuda_sdpa_refuse (cu->sdpa_plans, t, 1, lq, lk, heads, head_dim,
-        causal, error->message);
+        causal, ld_q, ld_kv, error->message);
     return FALSE;
   }
   if (out16 == out)
@@ -236,6 +238,16 @@ usable (PpCudaBackend * cu, const char *op, PpView v, int ld, int width,
 {
   return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
       && ld == width && part_aligned (v.data);
+}
+
+/* Whether activation @v, rows @ld apart, is of @t and where cuDNN reads
+ * it as it is: on 16 bytes, its rows a multiple of 8 values apart. */
+static gboolean
+strided_usable (PpCudaBackend * cu, const char *op, PpView v, int ld,
+    PpCudaType t)
+{
+  return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
+      && ld % 8 == 0 && (guintptr) v.data % 16 == 0;
 }
 
 /* Activation @v (@rows rows @ld apart, @width used; float32 or of @t) as
@@ -306,6 +318,20 @@ attention (PpCudaBackend * cu, const char *op, PpView q_view,
     v_view = pp_view_f32 (v, v_view.numel);
     out_view = pp_out_f32 (out, nq);
   }
+#ifdef PP_HAVE_CUDNN
+  /* Column ranges of a wider product (a stacked q, k, v) already of the
+   * 16-bit type: cuDNN reads them in place, through their row strides,
+   * where it takes the shape; else they are copied packed below. */
+  if (cu->attention == PP_CUDA_ATTENTION_FUSED
+      && (ld_q != width || ld_kv != width)
+      && strided_usable (cu, op, q_view, ld_q, t)
+      && strided_usable (cu, op, k_view, ld_kv, t)
+      && strided_usable (cu, op, v_view, ld_kv, t)
+      && attention_fused (cu, t, q_view.data, k_view.data, v_view.data, n,
+          lq, lk, heads, head_dim, ld_q, ld_kv, causal, out_view.data,
+          pp_cuda_act_type (cu, op, "out", out_view.dtype)))
+    return;
+#endif
   /* q, k and v in the product's 16-bit type: as they are, or narrowed
    * (the scratch only when one is: a graph capture cannot grow it). */
   parts = usable (cu, op, q_view, ld_q, width, t)
@@ -324,7 +350,7 @@ attention (PpCudaBackend * cu, const char *op, PpView q_view,
 #ifdef PP_HAVE_CUDNN
   if (cu->attention == PP_CUDA_ATTENTION_FUSED
       && attention_fused (cu, t, q16, k16, v16, n, lq, lk, heads, head_dim,
-          causal, out, out_type))
+          width, width, causal, out, out_type))
     return;
 #endif
   /* The GEMMs write float32. */

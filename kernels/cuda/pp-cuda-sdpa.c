@@ -4,11 +4,13 @@
  * API, one execution plan per shape.
  *
  * In cuDNN's [b, h, s, d] terms (b = n, h = heads, s_q = lq, s_kv = lk,
- * d = head_dim, W = h·d the row stride of the caller's tensors):
+ * d = head_dim, W = h·d the row stride of the output, Lq and Lkv the row
+ * strides of q and of k and v: W, or more where they are column ranges of
+ * a wider product, a stacked q, k, v read in place):
  *
- *   Q  [b,h,s_q,d]   strides {s_q·W, d, W, 1}       16-bit
- *   Kᵀ [b,h,d,s_kv]  strides {s_kv·W, d, 1, W}      16-bit (k read transposed)
- *   V  [b,h,s_kv,d]  strides {s_kv·W, d, W, 1}      16-bit
+ *   Q  [b,h,s_q,d]   strides {s_q·Lq, d, Lq, 1}     16-bit
+ *   Kᵀ [b,h,d,s_kv]  strides {s_kv·Lkv, d, 1, Lkv}  16-bit (k read transposed)
+ *   V  [b,h,s_kv,d]  strides {s_kv·Lkv, d, Lkv, 1}  16-bit
  *   O  [b,h,s_q,d]   strides {s_q·W, d, W, 1}       16-bit
  *
  *   S = Q·Kᵀ                      [b,h,s_q,s_kv]    float, virtual
@@ -88,6 +90,7 @@ typedef struct
   gint n, lq, lk, heads, head_dim;
   PpCudaType type;
   gboolean causal;              /* 0 or 1 */
+  gint ld_q, ld_kv;             /* q's and k's and v's row strides */
 } SdpaKey;
 
 typedef struct
@@ -109,13 +112,13 @@ static gint
 key_field (const SdpaKey * k, guint i)
 {
   const gint fields[] = { k->n, k->lq, k->lk, k->heads, k->head_dim,
-    (gint) k->type, k->causal
+    (gint) k->type, k->causal, k->ld_q, k->ld_kv
   };
 
   return fields[i];
 }
 
-#define KEY_FIELDS 7
+#define KEY_FIELDS 9
 
 static guint
 sdpa_key_hash (gconstpointer key)
@@ -155,9 +158,14 @@ type_name (PpCudaType t)
 static gchar *
 key_describe (const SdpaKey * k)
 {
+  const gint width = k->heads * k->head_dim;
+  g_autofree gchar *rows = k->ld_q == width && k->ld_kv == width
+      ? g_strdup ("") : g_strdup_printf (", rows of q %d and of k, v %d "
+      "values apart", k->ld_q, k->ld_kv);
+
   return g_strdup_printf ("cuDNN flash attention (%d×%d queries, %d keys, "
-      "%d heads of %d, %s%s)", k->n, k->lq, k->lk, k->heads, k->head_dim,
-      type_name (k->type), k->causal ? ", causal" : "");
+      "%d heads of %d, %s%s%s)", k->n, k->lq, k->lk, k->heads, k->head_dim,
+      type_name (k->type), k->causal ? ", causal" : "", rows);
 }
 
 static void
@@ -268,12 +276,14 @@ build_ops (PpCudnnGraph * b, const SdpaKey * k, cudnnDataType_t io,
 {
   const int64_t n = k->n, h = k->heads, sq = k->lq, skv = k->lk;
   const int64_t d = k->head_dim, w = h * d;
+  const int64_t lq = k->ld_q, lkv = k->ld_kv;
   const int64_t q_dims[4] = { n, h, sq, d };
-  const int64_t q_strides[4] = { sq * w, d, w, 1 };
+  const int64_t q_strides[4] = { sq * lq, d, lq, 1 };
+  const int64_t o_strides[4] = { sq * w, d, w, 1 };
   const int64_t kt_dims[4] = { n, h, d, skv };
-  const int64_t kt_strides[4] = { skv * w, d, 1, w };
+  const int64_t kt_strides[4] = { skv * lkv, d, 1, lkv };
   const int64_t v_dims[4] = { n, h, skv, d };
-  const int64_t v_strides[4] = { skv * w, d, w, 1 };
+  const int64_t v_strides[4] = { skv * lkv, d, lkv, 1 };
   const int64_t s_dims[4] = { n, h, sq, skv };
   const int64_t s_strides[4] = { h * sq * skv, sq * skv, skv, 1 };
   const int64_t row_dims[4] = { n, h, sq, 1 };
@@ -287,7 +297,7 @@ build_ops (PpCudnnGraph * b, const SdpaKey * k, cudnnDataType_t io,
   if (!pp_cudnn_graph_tensor (b, io, q_dims, q_strides, UID_Q, PP_CUDNN_TENSOR_IO, &q, error)
       || !pp_cudnn_graph_tensor (b, io, kt_dims, kt_strides, UID_K, PP_CUDNN_TENSOR_IO, &kt, error)
       || !pp_cudnn_graph_tensor (b, io, v_dims, v_strides, UID_V, PP_CUDNN_TENSOR_IO, &v, error)
-      || !pp_cudnn_graph_tensor (b, io, q_dims, q_strides, UID_O, PP_CUDNN_TENSOR_IO, &o, error)
+      || !pp_cudnn_graph_tensor (b, io, q_dims, o_strides, UID_O, PP_CUDNN_TENSOR_IO, &o, error)
       || !pp_cudnn_graph_tensor (b, f32, scalar, scalar, UID_SCALE, PP_CUDNN_TENSOR_BY_VALUE, &scale,
           error)
       || (k->causal && !pp_cudnn_graph_tensor (b, f32, scalar, scalar, UID_MASK,
@@ -343,6 +353,10 @@ refusal (const SdpaKey * k)
   if (k->head_dim % SDPA_HEAD_DIM_MULTIPLE != 0)
     return "head_dim is not a multiple of "
         G_STRINGIFY (SDPA_HEAD_DIM_MULTIPLE);
+  if (k->ld_q % SDPA_HEAD_DIM_MULTIPLE != 0
+      || k->ld_kv % SDPA_HEAD_DIM_MULTIPLE != 0)
+    return "a row stride is not a multiple of "
+        G_STRINGIFY (SDPA_HEAD_DIM_MULTIPLE);
   if (k->head_dim > SDPA_HEAD_DIM_MAX)
     return "head_dim is over " G_STRINGIFY (SDPA_HEAD_DIM_MAX)
         ", the largest cuDNN documents its fused attention for";
@@ -386,6 +400,8 @@ sdpa_plan_new (cudnnHandle_t handle, const SdpaKey * k)
     g_info ("cuda attention: %s: the plan took %.0f ms", shape, took / 1e3);
   if (plan->plan != NULL) {
     plan->descriptors = descriptors;
+    g_debug ("cuda attention: %s: planned, %" G_GSIZE_FORMAT " bytes of "
+        "workspace", shape, plan->workspace);
   } else {
     pp_cudnn_graph_destroy_descriptors (descriptors);
     plan->unsupported = g_strdup_printf ("%s: unsupported: %s", shape,
@@ -406,6 +422,12 @@ check_arguments (const SdpaKey * k, GError ** error)
         "positive", k->n, k->lq, k->lk, k->heads, k->head_dim);
     return FALSE;
   }
+  if (k->ld_q < k->heads * k->head_dim || k->ld_kv < k->heads * k->head_dim) {
+    g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "cuDNN flash attention: "
+        "rows %d and %d values apart, shorter than %d heads of %d", k->ld_q,
+        k->ld_kv, k->heads, k->head_dim);
+    return FALSE;
+  }
   if (k->type != PP_CUDA_F16 && k->type != PP_CUDA_BF16) {
     g_set_error (error, PP_ERROR, PP_ERROR_SHAPE, "cuDNN flash attention: "
         "q, k and v must be f16 or bf16, not %s", type_name (k->type));
@@ -417,9 +439,12 @@ check_arguments (const SdpaKey * k, GError ** error)
 gboolean
 pp_cuda_sdpa_prepare (cudnnHandle_t handle, GHashTable * plans,
     PpCudaType t, int n, int lq, int lk, int heads, int head_dim,
-    gboolean causal, gsize * workspace_bytes, GError ** error)
+    gboolean causal, int ld_q, int ld_kv, gsize * workspace_bytes,
+    GError ** error)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
+    ld_kv
+  };
   SdpaPlan *plan;
 
   g_return_val_if_fail (plans != NULL, FALSE);
@@ -442,18 +467,23 @@ pp_cuda_sdpa_prepare (cudnnHandle_t handle, GHashTable * plans,
 
 gboolean
 pp_cuda_sdpa_known (GHashTable * plans, PpCudaType t, int n, int lq, int lk,
-    int heads, int head_dim, gboolean causal)
+    int heads, int head_dim, gboolean causal, int ld_q, int ld_kv)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
+    ld_kv
+  };
 
   return g_hash_table_contains (plans, &key);
 }
 
 void
 pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
-    int lk, int heads, int head_dim, gboolean causal, const gchar * why)
+    int lk, int heads, int head_dim, gboolean causal, int ld_q, int ld_kv,
+    const gchar * why)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
+    ld_kv
+  };
   g_autofree gchar *shape = key_describe (&key);
   SdpaPlan *plan = g_hash_table_lookup (plans, &key);
 
@@ -469,10 +499,12 @@ pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
 gboolean
 pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
     const void *q, const void *k, const void *v, void *out, int n, int lq,
-    int lk, int heads, int head_dim, gboolean causal, gpointer workspace,
-    gsize workspace_bytes, GError ** error)
+    int lk, int heads, int head_dim, gboolean causal, int ld_q, int ld_kv,
+    gpointer workspace, gsize workspace_bytes, GError ** error)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0 };
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
+    ld_kv
+  };
   const SdpaPlan *plan;
   /* Host scalars, read by cudnnBackendExecute when it launches. */
   float scale = 1.0f / sqrtf ((float) head_dim);

@@ -4,9 +4,11 @@
  *   out = softmax (q·kᵀ·scale) · v,  scale = 1/√head_dim
  *
  * q and out are [n, lq, heads·head_dim], k and v [n, lk, heads·head_dim],
- * row-major with row stride heads·head_dim, head h being the columns
- * [h·head_dim, (h+1)·head_dim): cuDNN reads them through strides, nothing
- * is transposed.  All four are 16-bit (F16 or BF16, one type for all) and
+ * row-major, head h being the columns [h·head_dim, (h+1)·head_dim): out's
+ * rows heads·head_dim apart, q's @ld_q and k's and v's @ld_kv (as wide,
+ * or wider where they are column ranges of one product: a stacked q, k, v
+ * read in place; multiples of 8).  cuDNN reads them through strides,
+ * nothing is transposed or copied.  All four are 16-bit (F16 or BF16, one type for all) and
  * start on 16 bytes; the softmax and both products accumulate in float32.
  *
  * Causal attention is supported, aligned top-left: query i sees keys
@@ -47,7 +49,7 @@
 G_BEGIN_DECLS
 
 /* The plans of one cuDNN handle, keyed by shape (n, lq, lk, heads,
- * head_dim, type, causal); g_hash_table_unref frees them. */
+ * head_dim, type, causal, row strides); g_hash_table_unref frees them. */
 GHashTable *pp_cuda_sdpa_plans_new (void);
 
 /* Builds the plan for this shape on @handle if @plans has none yet and
@@ -58,6 +60,7 @@ GHashTable *pp_cuda_sdpa_plans_new (void);
 gboolean pp_cuda_sdpa_prepare    (cudnnHandle_t handle, GHashTable * plans,
                                   PpCudaType t, int n, int lq, int lk,
                                   int heads, int head_dim, gboolean causal,
+                                  int ld_q, int ld_kv,
                                   gsize * workspace_bytes, GError ** error);
 
 /* Enqueues out = attention (q, k, v) on the stream set on @handle
@@ -70,13 +73,14 @@ gboolean pp_cuda_sdpa_run        (cudnnHandle_t handle, GHashTable * plans,
                                   PpCudaType t, const void *q, const void *k,
                                   const void *v, void *out, int n, int lq,
                                   int lk, int heads, int head_dim,
-                                  gboolean causal, gpointer workspace,
+                                  gboolean causal, int ld_q, int ld_kv,
+                                  gpointer workspace,
                                   gsize workspace_bytes, GError ** error);
 
 /* Whether @plans has tried this shape (a plan, or why there is none). */
 gboolean pp_cuda_sdpa_known      (GHashTable * plans, PpCudaType t, int n,
                                   int lq, int lk, int heads, int head_dim,
-                                  gboolean causal);
+                                  gboolean causal, int ld_q, int ld_kv);
 
 /* Marks this shape unsupported, with @why: one cuDNN made but could not
  * run.  Its plan is kept (work enqueued with it, and graphs captured with
@@ -84,6 +88,7 @@ gboolean pp_cuda_sdpa_known      (GHashTable * plans, PpCudaType t, int n,
  * the shape another way from then on. */
 void     pp_cuda_sdpa_refuse     (GHashTable * plans, PpCudaType t, int n,
                                   int lq, int lk, int heads, int head_dim,
-                                  gboolean causal, const gchar * why);
+                                  gboolean causal, int ld_q, int ld_kv,
+                                  const gchar * why);
 
 G_END_DECLS

@@ -1591,11 +1591,13 @@ cudnnFindConvolutionForwardAlgorithmEx (cudnnHandle_t handle,
 /* The graph API.  A descriptor holds its attributes as they were set; a
  * graph of a convolution and a chain of pointwise additions and a ReLU
  * after it (what pp-cuda-conv-graph.c builds) runs, read from those
- * attributes at finalize; every other graph (attention's matmuls and
- * reductions) is refused there, so attention takes its GEMM way.  The
- * heuristics offer two engines for a convolution graph, alike but for the
- * second's workspace (so that a plan's workspace and a timed choice run);
- * $PP_CUDA_EMU_REFUSE's "conv-graph" makes them offer none. */
+ * attributes at finalize, and so does a graph of matmuls, pointwise
+ * operations and reductions (the fused attention's, pp-cuda-sdpa.c),
+ * operation by operation in float32 on the host, each tensor rounded to
+ * its type.  The heuristics offer two engines for a convolution graph,
+ * alike but for the second's workspace (so that a plan's workspace and a
+ * timed choice run), one for the other kind; $PP_CUDA_EMU_REFUSE's
+ * "conv-graph" and "attention-graph" make them offer none. */
 
 #define EMU_GRAPH_MAGIC 0x67726170u
 #define EMU_GRAPH_ENGINES 2
@@ -1615,7 +1617,7 @@ typedef struct
 {
   int64_t uid;
   cudnnDataType_t type;
-  gboolean is_virtual;
+  gboolean is_virtual, by_value;
   int64_t dims[4], strides[4];
 } EmuTensor;
 
@@ -1641,9 +1643,11 @@ typedef struct EmuDesc
   cudnnBackendDescriptorType_t type;
   GArray *attrs;                /* EmuAttr */
   gboolean finalized;
-  /* An operation graph's, once finalized; an engine configuration's,
-   * engine's and execution plan's (with their engine's index). */
+  /* An operation graph's, once finalized (a convolution's, or @ops: the
+   * other kind); an engine configuration's, engine's and execution
+   * plan's (with their engine's index). */
   EmuConvGraph *graph;
+  struct EmuOpGraph *ops;
   int64_t engine;
 } EmuDesc;
 
@@ -1730,8 +1734,10 @@ cudnnBackendDestroyDescriptor (cudnnBackendDescriptor_t descriptor)
     g_free (g_array_index (d->attrs, EmuAttr, i).values);
   g_array_free (d->attrs, TRUE);
   /* Only an operation graph owns its graph. */
-  if (d->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+  if (d->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) {
     g_free (d->graph);
+    g_free (d->ops);
+  }
   d->magic = 0;
   g_free (d);
   return CUDNN_STATUS_SUCCESS;
@@ -1771,7 +1777,7 @@ read_tensor (const EmuDesc * t, EmuTensor * out)
 {
   const cudnnDataType_t *type;
   const int64_t *dims, *strides, *uid, *alignment;
-  const bool *is_virtual;
+  const bool *is_virtual, *by_value;
 
   if (t == NULL || t->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR
       || !t->finalized)
@@ -1782,13 +1788,19 @@ read_tensor (const EmuDesc * t, EmuTensor * out)
   uid = attr (t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1);
   alignment = attr (t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1);
   is_virtual = attr (t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1);
+  by_value = attr (t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1);
   /* Every attribute the documentation calls required. */
+  /* Index and comparison tensors (a causal mask's) only inside a
+   * graph. */
   if (type == NULL || dims == NULL || strides == NULL || uid == NULL
-      || alignment == NULL || *alignment <= 0 || cudnn_type (*type) < 0)
+      || alignment == NULL || *alignment <= 0 || (cudnn_type (*type) < 0
+          && !((*type == CUDNN_DATA_INT32 || *type == CUDNN_DATA_BOOLEAN)
+              && is_virtual != NULL && *is_virtual)))
     return FALSE;
   out->uid = *uid;
   out->type = *type;
   out->is_virtual = is_virtual != NULL && *is_virtual;
+  out->by_value = by_value != NULL && *by_value;
   memcpy (out->dims, dims, sizeof out->dims);
   memcpy (out->strides, strides, sizeof out->strides);
   return TRUE;
@@ -1931,6 +1943,17 @@ unique_ids (const EmuDesc * op, GHashTable * seen)
   return TRUE;
 }
 
+/* Operation graph @d's operations attribute, or NULL. */
+static const EmuAttr *
+graph_ops (const EmuDesc * d)
+{
+  for (guint i = 0; i < d->attrs->len; i++)
+    if (g_array_index (d->attrs, EmuAttr, i).name
+        == CUDNN_ATTR_OPERATIONGRAPH_OPS)
+      return &g_array_index (d->attrs, EmuAttr, i);
+  return NULL;
+}
+
 /* Operation graph @d's operations: a convolution, then pointwise
  * operations each on the last's output, the last one's stored; every
  * tensor's id its own, as cuDNN requires. */
@@ -1941,13 +1964,9 @@ read_graph (const EmuDesc * d, EmuConvGraph * g)
       g_int64_equal, g_free, NULL);
   const int64_t *handle = attr (d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
       CUDNN_TYPE_HANDLE, 1);
-  const EmuAttr *ops = NULL;
+  const EmuAttr *ops = graph_ops (d);
   EmuTensor acc;
 
-  for (guint i = 0; i < d->attrs->len; i++)
-    if (g_array_index (d->attrs, EmuAttr, i).name
-        == CUDNN_ATTR_OPERATIONGRAPH_OPS)
-      ops = &g_array_index (d->attrs, EmuAttr, i);
   if (handle == NULL || ops == NULL || ops->count < 1
       || ops->type != CUDNN_TYPE_BACKEND_DESCRIPTOR)
     return refuse_graph ("an operation graph without its handle or "
@@ -1978,6 +1997,199 @@ read_graph (const EmuDesc * d, EmuConvGraph * g)
   return TRUE;
 }
 
+/* The other kind of graph: matmuls, pointwise operations and reductions
+ * over 4-d tensors, in order, each reading tensors an earlier one wrote
+ * or the variant pack's (a by-value tensor's one float taken when the
+ * plan is executed, as cuDNN takes it). */
+#define EMU_OPS_MAX 24
+
+typedef struct
+{
+  cudnnBackendDescriptorType_t kind;    /* the operation's descriptor type */
+  int mode;                     /* cudnnPointwiseMode_t or cudnnReduceTensorOp_t */
+  int64_t axis;                 /* a GEN_INDEX's */
+  int n_in;
+  EmuTensor in[3], out;
+} EmuOp;
+
+typedef struct EmuOpGraph
+{
+  int n_ops;
+  EmuOp ops[EMU_OPS_MAX];
+} EmuOpGraph;
+
+static gboolean
+read_op_tensor (const EmuDesc * op, cudnnBackendAttributeName_t name,
+    EmuTensor * t)
+{
+  return read_tensor (attr_desc (op, name, CUDNN_BACKEND_TENSOR_DESCRIPTOR),
+      t);
+}
+
+/* Whether @a's dimensions are @out's or 1 (broadcast). */
+static gboolean
+broadcasts (const EmuTensor * a, const EmuTensor * out)
+{
+  for (int d = 0; d < 4; d++)
+    if (a->dims[d] != 1 && a->dims[d] != out->dims[d])
+      return FALSE;
+  return TRUE;
+}
+
+/* Operation @op (of the second kind) into @e. */
+static gboolean
+read_op (const EmuDesc * op, EmuOp * e)
+{
+  const cudnnDataType_t *compute;
+
+  memset (e, 0, sizeof *e);
+  e->kind = op->type;
+  switch (op->type) {
+    case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:{
+      const EmuDesc *mm = attr_desc (op, CUDNN_ATTR_OPERATION_MATMUL_DESC,
+          CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+
+      compute = mm != NULL ? attr (mm, CUDNN_ATTR_MATMUL_COMP_TYPE,
+          CUDNN_TYPE_DATA_TYPE, 1) : NULL;
+      e->n_in = 2;
+      if (compute == NULL || *compute != CUDNN_DATA_FLOAT
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, &e->in[0])
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, &e->in[1])
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, &e->out))
+        return refuse_graph ("a matmul without its tensors, or not in "
+            "float32");
+      /* [b, h, m, k] · [b, h, k, n] = [b, h, m, n]. */
+      if (e->in[0].dims[3] != e->in[1].dims[2]
+          || e->out.dims[2] != e->in[0].dims[2]
+          || e->out.dims[3] != e->in[1].dims[3]
+          || e->in[0].dims[0] != e->out.dims[0]
+          || e->in[0].dims[1] != e->out.dims[1]
+          || e->in[1].dims[0] != e->out.dims[0]
+          || e->in[1].dims[1] != e->out.dims[1])
+        return refuse_graph ("a matmul whose shapes disagree");
+      return TRUE;
+    }
+    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:{
+      const EmuDesc *rd = attr_desc (op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+          CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+      const cudnnReduceTensorOp_t *reduce = rd != NULL ? attr (rd,
+          CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+          1) : NULL;
+
+      compute = rd != NULL ? attr (rd, CUDNN_ATTR_REDUCTION_COMP_TYPE,
+          CUDNN_TYPE_DATA_TYPE, 1) : NULL;
+      e->n_in = 1;
+      if (compute == NULL || *compute != CUDNN_DATA_FLOAT || reduce == NULL
+          || (*reduce != CUDNN_REDUCE_TENSOR_MAX
+              && *reduce != CUDNN_REDUCE_TENSOR_ADD)
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
+              &e->in[0])
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
+              &e->out) || !broadcasts (&e->out, &e->in[0]))
+        return refuse_graph ("a reduction other than a float32 maximum or "
+            "sum to a shape of the input's");
+      e->mode = *reduce;
+      return TRUE;
+    }
+    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR:{
+      const EmuDesc *pw = attr_desc (op,
+          CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+          CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+      const cudnnPointwiseMode_t *mode = pw != NULL ? attr (pw,
+          CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1) : NULL;
+      const int64_t *axis = pw != NULL ? attr (pw, CUDNN_ATTR_POINTWISE_AXIS,
+          CUDNN_TYPE_INT64, 1) : NULL;
+
+      if (mode == NULL
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+              &e->in[0])
+          || !read_op_tensor (op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+              &e->out))
+        return refuse_graph ("a pointwise operation without its tensors");
+      e->mode = *mode;
+      switch (*mode) {
+        case CUDNN_POINTWISE_EXP:
+        case CUDNN_POINTWISE_LOG:
+          e->n_in = 1;
+          break;
+        case CUDNN_POINTWISE_GEN_INDEX:
+          e->n_in = 1;
+          if (axis == NULL || *axis < 0 || *axis > 3)
+            return refuse_graph ("an index generation without its axis");
+          e->axis = *axis;
+          break;
+        case CUDNN_POINTWISE_ADD:
+        case CUDNN_POINTWISE_SUB:
+        case CUDNN_POINTWISE_MUL:
+        case CUDNN_POINTWISE_DIV:
+        case CUDNN_POINTWISE_CMP_GE:
+          e->n_in = 2;
+          break;
+        case CUDNN_POINTWISE_BINARY_SELECT:
+          e->n_in = 3;
+          break;
+        default:
+          return refuse_graph ("a pointwise operation the CUDA emulation "
+              "does not run");
+      }
+      if (e->n_in >= 2 && !read_op_tensor (op,
+              CUDNN_ATTR_OPERATION_POINTWISE_BDESC, &e->in[1]))
+        return refuse_graph ("a binary pointwise operation without its "
+            "second operand");
+      if (e->n_in == 3 && !read_op_tensor (op,
+              CUDNN_ATTR_OPERATION_POINTWISE_TDESC, &e->in[2]))
+        return refuse_graph ("a selection without its condition");
+      for (int i = 0; i < e->n_in; i++)
+        if (!broadcasts (&e->in[i], &e->out))
+          return refuse_graph ("a pointwise operand that does not "
+              "broadcast to the output");
+      return TRUE;
+    }
+    default:
+      return refuse_graph ("the CUDA emulation runs cuDNN graphs of a "
+          "convolution and its pointwise epilogue, or of matmuls, "
+          "pointwise operations and reductions, only");
+  }
+}
+
+/* Operation graph @d's operations (the second kind) into @g: each
+ * operand stored (the variant pack's, by value or not) or an earlier
+ * operation's output; every tensor's id its own. */
+static gboolean
+read_op_graph (const EmuDesc * d, const EmuAttr * ops, EmuOpGraph * g)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_int64_hash,
+      g_int64_equal, g_free, NULL);
+  g_autoptr (GHashTable) made = g_hash_table_new_full (g_int64_hash,
+      g_int64_equal, g_free, NULL);
+
+  if (ops->count > EMU_OPS_MAX)
+    return refuse_graph ("more operations than the CUDA emulation holds");
+  for (int64_t i = 0; i < ops->count; i++) {
+    const EmuDesc *op = desc_of (((void **) ops->values)[i]);
+    EmuOp *e = &g->ops[i];
+
+    if (op == NULL || !op->finalized)
+      return refuse_graph ("an operation not finalized");
+    if (!unique_ids (op, seen))
+      return refuse_graph ("two tensors of the graph with one unique id");
+    if (!read_op (op, e))
+      return FALSE;
+    for (int k = 0; k < e->n_in; k++)
+      if (e->in[k].is_virtual && !g_hash_table_contains (made,
+              &e->in[k].uid))
+        return refuse_graph ("an operation reading a virtual tensor no "
+            "earlier one wrote");
+    if (e->out.by_value || g_hash_table_contains (made, &e->out.uid))
+      return refuse_graph ("an operation writing a by-value tensor, or one "
+          "another wrote");
+    g_hash_table_add (made, g_memdup2 (&e->out.uid, sizeof e->out.uid));
+  }
+  g->n_ops = (int) ops->count;
+  (void) d;
+  return TRUE;
+}
+
 cudnnStatus_t
 cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
 {
@@ -1997,28 +2209,46 @@ cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
       }
       return CUDNN_STATUS_SUCCESS;
     }
-    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:{
+      const EmuAttr *ops = graph_ops (d);
+      const EmuDesc *first = ops != NULL && ops->count > 0 ? desc_of
+          (((void **) ops->values)[0]) : NULL;
+
+      if (first != NULL
+          && first->type != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+          && attr (d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE,
+              1) != NULL) {
+        d->ops = g_new0 (EmuOpGraph, 1);
+        if (!read_op_graph (d, ops, d->ops)) {
+          g_clear_pointer (&d->ops, g_free);
+          return CUDNN_STATUS_NOT_SUPPORTED;
+        }
+        break;
+      }
       d->graph = g_new0 (EmuConvGraph, 1);
       if (!read_graph (d, d->graph)) {
         g_clear_pointer (&d->graph, g_free);
         return CUDNN_STATUS_NOT_SUPPORTED;
       }
       break;
+    }
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
       from = attr_desc (d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
           CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-      if (from == NULL || from->graph == NULL
+      if (from == NULL || (from->graph == NULL && from->ops == NULL)
           || attr (d, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1)
           == NULL)
         return CUDNN_STATUS_BAD_PARAM;
       d->graph = from->graph;
+      d->ops = from->ops;
       break;
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
       from = attr_desc (d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
           CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      if (from == NULL || from->graph == NULL)
+      if (from == NULL || (from->graph == NULL && from->ops == NULL))
         return CUDNN_STATUS_BAD_PARAM;
       d->graph = from->graph;
+      d->ops = from->ops;
       d->engine = from->engine;
       break;
     case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
@@ -2026,7 +2256,7 @@ cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR:
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
-    /* Attention's, refused with its graph. */
+    /* Attention's. */
     case CUDNN_BACKEND_MATMUL_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
     case CUDNN_BACKEND_REDUCTION_DESCRIPTOR:
@@ -2053,7 +2283,8 @@ cudnnBackendGetAttribute (cudnnBackendDescriptor_t const descriptor,
   if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR
       && attributeName == CUDNN_ATTR_ENGINEHEUR_RESULTS
       && attributeType == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
-    const int64_t offered = refuses ("conv-graph") ? 0 : EMU_GRAPH_ENGINES;
+    const int64_t offered = d->ops != NULL ? (refuses ("attention-graph")
+        ? 0 : 1) : refuses ("conv-graph") ? 0 : EMU_GRAPH_ENGINES;
 
     *elementCount = MIN (offered, requestedElementCount > 0
         ? requestedElementCount : offered);
@@ -2063,6 +2294,7 @@ cudnnBackendGetAttribute (cudnnBackendDescriptor_t const descriptor,
       if (config == NULL || config->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
         return CUDNN_STATUS_BAD_PARAM;
       config->graph = d->graph;
+      config->ops = d->ops;
       config->engine = i;
       config->finalized = TRUE;
     }
@@ -2180,6 +2412,202 @@ conv_graph_call (void *data)
   g_free (f);
 }
 
+/* An operation graph of the second kind's run: its graph, each stored
+ * tensor's data pointer by id, and the by-value tensors' floats. */
+#define EMU_OPS_MAX_IO 16
+
+typedef struct
+{
+  const EmuOpGraph *g;
+  int n_io;
+  int64_t uids[EMU_OPS_MAX_IO];
+  void *data[EMU_OPS_MAX_IO];
+  float value[EMU_OPS_MAX_IO];
+  gboolean by_value[EMU_OPS_MAX_IO];
+} OpsCall;
+
+static size_t
+dense_count (const EmuTensor * t)
+{
+  return (size_t) MAX (t->dims[0] * t->dims[1] * t->dims[2] * t->dims[3],
+      1);
+}
+
+/* Index of @at (@out's coordinates) in @t, dense and broadcast. */
+static size_t
+dense_at (const EmuTensor * t, const int64_t at[4])
+{
+  size_t i = 0;
+
+  for (int d = 0; d < 4; d++)
+    i = i * (size_t) t->dims[d] + (size_t) (t->dims[d] == 1 ? 0 : at[d]);
+  return i;
+}
+
+/* @v as tensor @t keeps it: a float, an integer or a boolean as a float,
+ * or rounded to its 16-bit type. */
+static float
+as_stored (const EmuTensor * t, float v)
+{
+  uint32_t cell = 0;
+
+  if (cudnn_type (t->type) < 0)
+    return v;
+  store (&cell, 0, cudnn_type (t->type), v);
+  return load (&cell, 0, cudnn_type (t->type));
+}
+
+/* Tensor @t's dense values: a stored one read through its strides, a
+ * by-value one its float, an earlier operation's its buffer. */
+static float *
+ops_values (const OpsCall * c, GHashTable * made, const EmuTensor * t)
+{
+  float *v = g_hash_table_lookup (made, &t->uid);
+
+  if (v != NULL)
+    return v;
+  v = NULL;
+  for (int i = 0; i < c->n_io && v == NULL; i++)
+    if (c->uids[i] == t->uid) {
+      if (c->by_value[i]) {
+        v = g_new (float, 1);
+        v[0] = c->value[i];
+      } else
+        v = widen_strided (t, c->data[i]);
+    }
+  g_assert (v != NULL);
+  g_hash_table_insert (made, g_memdup2 (&t->uid, sizeof t->uid), v);
+  return v;
+}
+
+static float
+pointwise (int mode, float a, float b, float t, int64_t index)
+{
+  switch (mode) {
+    case CUDNN_POINTWISE_ADD:
+      return a + b;
+    case CUDNN_POINTWISE_SUB:
+      return a - b;
+    case CUDNN_POINTWISE_MUL:
+      return a * b;
+    case CUDNN_POINTWISE_DIV:
+      return a / b;
+    case CUDNN_POINTWISE_EXP:
+      return expf (a);
+    case CUDNN_POINTWISE_LOG:
+      return logf (a);
+    case CUDNN_POINTWISE_CMP_GE:
+      return a >= b ? 1.0f : 0.0f;
+    case CUDNN_POINTWISE_BINARY_SELECT:
+      return t != 0.0f ? a : b;
+    case CUDNN_POINTWISE_GEN_INDEX:
+      return (float) index;
+    default:
+      g_error ("cuda-emu: pointwise mode %d", mode);
+  }
+}
+
+static void
+ops_graph_call (void *data)
+{
+  const OpsCall *c = data;
+  g_autoptr (GHashTable) made = g_hash_table_new_full (g_int64_hash,
+      g_int64_equal, g_free, g_free);
+
+  for (int i = 0; i < c->g->n_ops; i++) {
+    const EmuOp *e = &c->g->ops[i];
+    const int64_t *d = e->out.dims;
+    float *in[3] = { NULL, NULL, NULL };
+    float *out = g_new0 (float, dense_count (&e->out));
+    int64_t at[4];
+
+    for (int k = 0; k < e->n_in; k++)
+      in[k] = ops_values (c, made, &e->in[k]);
+    if (e->kind == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {
+      const int64_t *x = e->in[0].dims;
+      gboolean *seen = g_new0 (gboolean, dense_count (&e->out));
+
+      /* In the input's order, each value into its output cell. */
+      for (at[0] = 0; at[0] < x[0]; at[0]++)
+        for (at[1] = 0; at[1] < x[1]; at[1]++)
+          for (at[2] = 0; at[2] < x[2]; at[2]++)
+            for (at[3] = 0; at[3] < x[3]; at[3]++) {
+              const size_t o = dense_at (&e->out, at);
+              const float v = in[0][dense_at (&e->in[0], at)];
+
+              out[o] = !seen[o] ? v : e->mode == CUDNN_REDUCE_TENSOR_MAX
+                  ? fmaxf (out[o], v) : out[o] + v;
+              seen[o] = TRUE;
+            }
+      g_free (seen);
+    } else {
+      for (at[0] = 0; at[0] < d[0]; at[0]++)
+        for (at[1] = 0; at[1] < d[1]; at[1]++)
+          for (at[2] = 0; at[2] < d[2]; at[2]++)
+            for (at[3] = 0; at[3] < d[3]; at[3]++) {
+              float v = 0.0f;
+
+              if (e->kind == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR) {
+                const int64_t inner = e->in[0].dims[3];
+
+                for (int64_t k = 0; k < inner; k++) {
+                  const int64_t a_at[4] = { at[0], at[1], at[2], k };
+                  const int64_t b_at[4] = { at[0], at[1], k, at[3] };
+
+                  v += in[0][dense_at (&e->in[0], a_at)]
+                      * in[1][dense_at (&e->in[1], b_at)];
+                }
+              } else
+                v = pointwise (e->mode, in[0][dense_at (&e->in[0], at)],
+                    e->n_in > 1 ? in[1][dense_at (&e->in[1], at)] : 0.0f,
+                    e->n_in > 2 ? in[2][dense_at (&e->in[2], at)] : 0.0f,
+                    at[e->axis]);
+              out[dense_at (&e->out, at)] = v;
+            }
+    }
+    for (size_t j = 0; j < dense_count (&e->out); j++)
+      out[j] = as_stored (&e->out, out[j]);
+    if (!e->out.is_virtual) {
+      void *p = NULL;
+
+      for (int k = 0; k < c->n_io; k++)
+        if (c->uids[k] == e->out.uid)
+          p = c->data[k];
+      for (at[0] = 0; at[0] < d[0]; at[0]++)
+        for (at[1] = 0; at[1] < d[1]; at[1]++)
+          for (at[2] = 0; at[2] < d[2]; at[2]++)
+            for (at[3] = 0; at[3] < d[3]; at[3]++)
+              store (p, strided (&e->out, at[0], at[1], at[2], at[3]),
+                  cudnn_type (e->out.type), out[dense_at (&e->out, at)]);
+    }
+    g_hash_table_insert (made, g_memdup2 (&e->out.uid, sizeof e->out.uid),
+        out);
+  }
+}
+
+/* The stored tensors of @g, each once, into @c's ids. */
+static void
+ops_io (const EmuOpGraph * g, OpsCall * c)
+{
+  for (int i = 0; i < g->n_ops; i++) {
+    const EmuOp *e = &g->ops[i];
+
+    for (int k = 0; k <= e->n_in; k++) {
+      const EmuTensor *t = k < e->n_in ? &e->in[k] : &e->out;
+      gboolean known = FALSE;
+
+      if (t->is_virtual)
+        continue;
+      for (int j = 0; j < c->n_io; j++)
+        known = known || c->uids[j] == t->uid;
+      if (!known && c->n_io < EMU_OPS_MAX_IO) {
+        c->by_value[c->n_io] = t->by_value;
+        c->uids[c->n_io++] = t->uid;
+      }
+    }
+  }
+}
+
 /* The data pointer @pack gives tensor @uid, or NULL. */
 static void *
 pack_pointer (const EmuDesc * pack, int64_t uid)
@@ -2218,6 +2646,23 @@ cudnnBackendExecute (cudnnHandle_t handle,
       || pack->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
       || !pack->finalized)
     return CUDNN_STATUS_BAD_PARAM;
+  if (plan->ops != NULL) {
+    OpsCall oc = { plan->ops };
+
+    ops_io (plan->ops, &oc);
+    for (int i = 0; i < oc.n_io; i++) {
+      oc.data[i] = pack_pointer (pack, oc.uids[i]);
+      if (oc.data[i] == NULL)
+        return CUDNN_STATUS_BAD_PARAM;
+      /* A by-value tensor's float, taken now (a captured plan keeps it). */
+      if (oc.by_value[i])
+        oc.value[i] = *(const float *) oc.data[i];
+    }
+    if (capturing (handle->stream) == NULL)
+      emu_count_launch ("cudnnBackendExecute");
+    run_or_record (handle->stream, ops_graph_call, &oc, sizeof oc);
+    return CUDNN_STATUS_SUCCESS;
+  }
   call.g = *plan->graph;
   call.x = pack_pointer (pack, call.g.x.uid);
   call.w = pack_pointer (pack, call.g.w.uid);
