@@ -152,7 +152,8 @@ build_sanitized_idle() {
 # sanitizer's setup), whose log joins the
 # first's (one JSON object a line).  A test that failed only
 # by a fault of Open MPI's own (a spawn that never returned, its daemon's
-# crash) runs once more (tests/ompi-retry.py), and the status is that of
+# crash) runs once more, a third time if it met one again
+# (tests/ompi-retry.py), and the status is that of
 # the results with the retries counted.  The logs of an earlier run are
 # cleared first.
 run_meson_tests() {

@@ -10,10 +10,10 @@ the asan and tsan test setups point log_path) counts as one more failure of
 that run: it may come from a worker whose death the test expected.
 
 A test that failed only by a fault of Open MPI's own (MPI_Comm_spawn never
-returned, or its daemon crashed) was run once more by tests/ompi-retry.py;
-its second result, in the retry log beside the log
-(testlog-ompi-retry[-SETUP].json), replaces the first, and the line says
-how many were retried.
+returned, or its daemon crashed) was run once more by tests/ompi-retry.py
+(a third time when that run met such a fault again); its last result, in
+the retry log beside the log (testlog-ompi-retry[-SETUP].json), replaces
+the first, and the line says how many were retried.
 
 Above the counts it prints, per log, how long each suite's tests took and
 its slowest tests, so that a run shows where its time went, the warnings

@@ -3,7 +3,9 @@
 a spawn that never returned, Open MPI's daemon crashing in its own code
 (as a CI run printed it, on lines of its own and quoted in one line by the
 element's error); never a test that passed, failed otherwise, crashed in a
-ppdiffuse process, or makes the fault on purpose."""
+ppdiffuse process, or makes the fault on purpose; and runs a third time a
+test whose second run met the fault again."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -61,6 +63,61 @@ def entry(name, result, stderr, stdout=""):
             "stdout": stdout, "stderr": stderr}
 
 
+SPAWN_HANG_TEXT = ("Cannot start the ppdiffuse worker mesh: spawning them "
+                   "(MPI_Comm_spawn) did not finish within 60000 ms")
+
+
+def check_third_run():
+    """A test whose second run met the fault again runs a third time, and
+    only it; its third result takes the second's place in the retry log,
+    the other retried test's result staying."""
+    spec = importlib.util.spec_from_file_location("ompi_retry", RETRY)
+    retry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(retry)
+    runs = []
+
+    def write(path, entries):
+        with open(path, "w", encoding="utf-8") as out:
+            for e in entries:
+                out.write(json.dumps(e) + "\n")
+
+    def fake_run(build_dir, setup, logbase, found):
+        runs.append((logbase, sorted(name for name, _ in found)))
+        path = os.path.join(build_dir, "meson-logs",
+                            retry.log_name(logbase, setup))
+        if logbase == retry.RETRY_BASE:
+            write(path, [entry("stop", "FAIL", SPAWN_HANG_TEXT),
+                         entry("other", "FAIL", "a real failure")])
+        else:
+            write(path, [entry("stop", "OK", "")])
+        return 0
+
+    retry.run_tests = fake_run
+    with tempfile.TemporaryDirectory() as work:
+        logs = os.path.join(work, "meson-logs")
+        os.makedirs(logs)
+        write(os.path.join(logs, "testlog.json"),
+              [entry("stop", "FAIL", SPAWN_HANG_TEXT),
+               entry("other", "FAIL", SPAWN_HANG_TEXT),
+               entry("fine", "OK", "")])
+        retry.main(work, None)
+        with open(os.path.join(logs, "testlog-ompi-retry.json"),
+                  encoding="utf-8") as log:
+            results = {json.loads(line)["name"]: json.loads(line)["result"]
+                       for line in log if line.strip()}
+    want_runs = [
+        ("testlog-ompi-retry", ["ppdiffuse:faults / other",
+                                "ppdiffuse:faults / stop"]),
+        ("testlog-ompi-retry-again", ["ppdiffuse:faults / stop"]),
+    ]
+    want_results = {"ppdiffuse:faults / stop": "OK",
+                    "ppdiffuse:faults / other": "FAIL"}
+    if runs != want_runs or results != want_results:
+        sys.exit(f"the third run: runs {runs}, wanted {want_runs}; retry "
+                 f"log {results}, wanted {want_results}")
+    print("a second fault ran the test a third time, its result kept")
+
+
 def main():
     error = ("gstppdiffuse.c:798: error: Cannot start the ppdiffuse worker "
              "mesh: … worker rank 1 (pid 6611 on vm) exited before it "
@@ -112,6 +169,7 @@ def main():
         sys.exit(f"ompi-retry.py --list gave\n{json.dumps(got, indent=1)}\n"
                  f"wanted\n{json.dumps(want, indent=1)}")
     print(f"{len(want)} of {len(entries)} failures picked, as wanted")
+    check_third_run()
 
 
 if __name__ == "__main__":
