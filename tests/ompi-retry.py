@@ -31,9 +31,9 @@ fail now and then for a reason outside it.  Such a test, and only such a
 test, is run once more; its second result replaces the first in the
 summary (tests/summary.py reads the retry log), and the retry is printed
 with its reason, so it stays visible.  A test whose second run failed by
-such a fault again (break-it-stop-in-flight starts 50 meshes a run, and
-two busy cores once met the hang in both) runs a third time, its result
-then in the retry log in the place of the second, also printed.
+such a fault again (break-it-stop-in-flight started 50 meshes a run,
+and two busy cores once met the hang in both) runs a third time, its
+result then in the retry log in the place of the second, also printed.
 
 Usage: ompi-retry.py BUILD_DIR [SETUP]
        ompi-retry.py --list LOG   (the tests it would run again, and why)"""
