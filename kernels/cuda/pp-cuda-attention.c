@@ -29,6 +29,7 @@
 #include "pp-error.h"
 
 #ifdef PP_HAVE_CUDNN
+#include "pp-cuda-graph-api.h"
 #include "pp-cuda-sdpa.h"
 #endif
 
@@ -73,12 +74,6 @@ gemm_heads (PpCudaBackend * cu, PpCudaType t, gboolean trans_b, int m,
           CUDA_R_32F, ldy, stride_y, batch, compute, CUBLAS_GEMM_DEFAULT));
 }
 
-static gsize
-type_size (PpCudaType t)
-{
-  return t == PP_CUDA_F32 ? sizeof (float) : sizeof (guint16);
-}
-
 /* The chunked GEMM attention, q, k, v of type @t (float32: the op's own
  * buffers, rows @ld_q and @ld_kv apart; 16-bit: packed copies). */
 static void
@@ -87,7 +82,7 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
     int head_dim, int ld_q, int ld_kv, gboolean causal, float *out)
 {
   const int width = heads * head_dim;   /* row stride of out */
-  const gsize size = type_size (t);
+  const gsize size = pp_cuda_type_size (t);
   PpCudaAttentionPlan plan;
   gpointer probs = NULL;
   float *scores;
@@ -219,6 +214,17 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
     PP_CUDA_OP_TRY (cu, pp_cuda_f16_to_f32 (out16, out, count, cu->stream));
   return TRUE;
 }
+
+/* Whether activation @v, rows @ld apart, is of @t and where cuDNN reads
+ * it as it is: on the graphs' alignment, its rows a multiple of 8 values
+ * apart (pp-cuda-sdpa.h). */
+static gboolean
+strided_usable (PpCudaBackend * cu, const char *op, PpView v, int ld,
+    PpCudaType t)
+{
+  return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
+      && ld % 8 == 0 && pp_cudnn_graph_aligned (v.data);
+}
 #endif
 
 static PpCudaType
@@ -238,16 +244,6 @@ usable (PpCudaBackend * cu, const char *op, PpView v, int ld, int width,
 {
   return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
       && ld == width && part_aligned (v.data);
-}
-
-/* Whether activation @v, rows @ld apart, is of @t and where cuDNN reads
- * it as it is: on 16 bytes, its rows a multiple of 8 values apart. */
-static gboolean
-strided_usable (PpCudaBackend * cu, const char *op, PpView v, int ld,
-    PpCudaType t)
-{
-  return pp_cuda_act_type (cu, op, "activation", v.dtype) == t
-      && ld % 8 == 0 && (guintptr) v.data % 16 == 0;
 }
 
 /* Activation @v (@rows rows @ld apart, @width used; float32 or of @t) as

@@ -32,6 +32,13 @@ typedef enum
   PP_CUDA_BF16,
 } PpCudaType;
 
+/* Bytes of one value stored as @t. */
+static inline size_t
+pp_cuda_type_size (PpCudaType t)
+{
+  return t == PP_CUDA_F32 ? sizeof (float) : sizeof (uint16_t);
+}
+
 typedef enum
 {
   PP_CUDA_SILU,
@@ -130,9 +137,9 @@ int pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,
 /* x and y of @type, @shift of @shift_type. */
 cudaError_t pp_cuda_group_norm (const void *x, const void *shift,
     PpCudaType shift_type, PpCudaType type, int n, int c, size_t hw,
-    int groups, float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, int silu, int layout, float *partials, void *y,
-    cudaStream_t stream);
+    int groups, float eps, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, int silu, int layout,
+    float *partials, void *y, cudaStream_t stream);
 /* @way PP_CUDA_LAYER_NORM_WARP: a warp per row of up to 1536 values,
  * else (or with _BLOCK) a block per row; _VECTOR: a warp per row of a
  * multiple of 8 values up to 1536 with x and y on 16 bytes, eight values a

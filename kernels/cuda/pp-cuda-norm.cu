@@ -288,8 +288,8 @@ nhwc_shift (const void *shift, PpCudaType shift_type, size_t sample, int c,
 
 template <PpCudaType A> __global__ void
 group_norm_nhwc_stats_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c,
-    size_t hw, int groups, int per_thread, float4 *partials)
+    PpCudaType shift_type, int c, size_t hw, int groups, int per_thread,
+    float4 *partials)
 {
   /* Per channel: the tile's sum, then its deviations' sum (in sums) and
    * squares. */
@@ -426,10 +426,9 @@ group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
 
 template <PpCudaType A> __global__ void
 group_norm_nhwc_apply_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c,
-    size_t hw, int groups, int per_thread, const float4 *moments,
-    const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, bool silu, void *y)
+    PpCudaType shift_type, int c, size_t hw, int groups, int per_thread,
+    const float4 *moments, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, bool silu, void *y)
 {
   const int per_group = c / groups;
   const size_t sample = blockIdx.y, base = sample * hw * c;
@@ -523,8 +522,8 @@ nhwc_vec_reduce (float *cells, int c, int rows, int groups, float count,
 
 template <PpCudaType A> __global__ void
 group_norm_vec_stats_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c,
-    size_t hw, int groups, int rows, float4 *partials)
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    float4 *partials)
 {
   /* rows · c ≤ NHWC_MAX_C: c / 8 · rows threads, at most
    * max (NHWC_VEC_THREADS, c / 8), and c ≤ NHWC_MAX_C. */
@@ -592,10 +591,9 @@ group_norm_vec_stats_kernel (const void *x, const void *shift,
 
 template <PpCudaType A> __global__ void
 group_norm_vec_apply_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c,
-    size_t hw, int groups, int rows, const float4 *moments,
-    const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, bool silu, void *y)
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    const float4 *moments, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, bool silu, void *y)
 {
   const int octets = c / PP_CUDA_VEC, per_group = c / groups;
   const int r = (int) threadIdx.x / octets;
@@ -707,10 +705,9 @@ single_load_chunk (const void *x, size_t first, unsigned j0, unsigned pairs,
 
 template <PpCudaType A> __global__ void __launch_bounds__ (SINGLE_THREADS)
 group_norm_single_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c,
-    size_t hw, int groups, float eps, const void *gamma,
-    PpCudaType gamma_type, const void *beta, PpCudaType beta_type,
-    bool silu, void *y)
+    PpCudaType shift_type, int c, size_t hw, int groups, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, bool silu, void *y)
 {
   /* The group's channels' shift (this sample's), gamma and beta. */
   __shared__ float sh[PP_CUDA_GROUP_SINGLE_MAX], ga[PP_CUDA_GROUP_SINGLE_MAX],
@@ -881,10 +878,10 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 /* The channels-last kernels of pp_cuda_group_norm. */
 static cudaError_t
 group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
-    PpCudaType type, int n,
-    int c, size_t hw, int groups, float eps, const void *gamma,
-    PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
-    int way, float *partials, void *y, cudaStream_t stream)
+    PpCudaType type, int n, int c, size_t hw, int groups, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, int silu, int way, float *partials, void *y,
+    cudaStream_t stream)
 {
   const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
   const size_t items = (size_t) n * groups;
@@ -916,23 +913,21 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_vec_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
             shift, shift_type, c, hw, groups, rows, moments, gamma,
-            gamma_type, beta,
-            beta_type, silu != 0, y));
+            gamma_type, beta, beta_type, silu != 0, y));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_nhwc_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
             shift, shift_type, c, hw, groups, per_thread, moments, gamma,
-            gamma_type,
-            beta, beta_type, silu != 0, y));
+            gamma_type, beta, beta_type, silu != 0, y));
   return cudaGetLastError ();
 }
 
 extern "C" cudaError_t
 pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
-    PpCudaType type,
-    int n, int c, size_t hw, int groups, float eps, const void *gamma,
-    PpCudaType gamma_type, const void *beta, PpCudaType beta_type, int silu,
-    int layout, float *partials, void *y, cudaStream_t stream)
+    PpCudaType type, int n, int c, size_t hw, int groups, float eps,
+    const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, int silu, int layout, float *partials, void *y,
+    cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
@@ -946,26 +941,23 @@ pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
     PP_CUDA_DISPATCH_TYPE (type, A,
         group_norm_single_kernel<A><<<dim3 (groups, n), SINGLE_THREADS, 0,
             stream>>> (x, shift, shift_type, c, hw, groups, eps, gamma,
-            gamma_type,
-            beta, beta_type, silu != 0, y));
+            gamma_type, beta, beta_type, silu != 0, y));
     return cudaGetLastError ();
   }
   if (layout != PP_CUDA_GROUP_NCHW)
     return group_norm_nhwc (x, shift, shift_type, type, n, c, hw, groups,
-        eps, gamma,
-        gamma_type, beta, beta_type, silu, layout, partials, y, stream);
+        eps, gamma, gamma_type, beta, beta_type, silu, layout, partials, y,
+        stream);
   /* Channels first: x + shift written into y, sample by sample, and the
    * norm in place there. */
   if (shift != NULL) {
-    const size_t sample_bytes = (size_t) c * hw * (type == PP_CUDA_F32
-        ? sizeof (float) : sizeof (uint16_t));
+    const size_t sample_bytes = (size_t) c * hw * pp_cuda_type_size (type);
 
     for (int b = 0; b < n; b++) {
       const cudaError_t err = pp_cuda_channel_bias ((const char *) x
           + b * sample_bytes, type, (char *) y + b * sample_bytes, type, 1,
           c, hw, (const char *) shift + (size_t) b * c
-          * (shift_type == PP_CUDA_F32 ? sizeof (float) : sizeof (uint16_t)),
-          shift_type, 0, stream);
+          * pp_cuda_type_size (shift_type), shift_type, 0, stream);
 
       if (err != cudaSuccess)
         return err;

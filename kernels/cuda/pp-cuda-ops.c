@@ -78,8 +78,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
 
   PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
-          hw, groups,
-          eps, gamma.data,
+          hw, groups, eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
           silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW

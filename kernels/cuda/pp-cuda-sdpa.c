@@ -120,6 +120,17 @@ key_field (const SdpaKey * k, guint i)
 
 #define KEY_FIELDS 9
 
+static SdpaKey
+sdpa_key (PpCudaType t, int n, int lq, int lk, int heads, int head_dim,
+    gboolean causal, int ld_q, int ld_kv)
+{
+  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
+    ld_kv
+  };
+
+  return key;
+}
+
 static guint
 sdpa_key_hash (gconstpointer key)
 {
@@ -442,9 +453,8 @@ pp_cuda_sdpa_prepare (cudnnHandle_t handle, GHashTable * plans,
     gboolean causal, int ld_q, int ld_kv, gsize * workspace_bytes,
     GError ** error)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
-    ld_kv
-  };
+  const SdpaKey key = sdpa_key (t, n, lq, lk, heads, head_dim, causal, ld_q,
+      ld_kv);
   SdpaPlan *plan;
 
   g_return_val_if_fail (plans != NULL, FALSE);
@@ -469,9 +479,8 @@ gboolean
 pp_cuda_sdpa_known (GHashTable * plans, PpCudaType t, int n, int lq, int lk,
     int heads, int head_dim, gboolean causal, int ld_q, int ld_kv)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
-    ld_kv
-  };
+  const SdpaKey key = sdpa_key (t, n, lq, lk, heads, head_dim, causal, ld_q,
+      ld_kv);
 
   return g_hash_table_contains (plans, &key);
 }
@@ -481,9 +490,8 @@ pp_cuda_sdpa_refuse (GHashTable * plans, PpCudaType t, int n, int lq,
     int lk, int heads, int head_dim, gboolean causal, int ld_q, int ld_kv,
     const gchar * why)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
-    ld_kv
-  };
+  const SdpaKey key = sdpa_key (t, n, lq, lk, heads, head_dim, causal, ld_q,
+      ld_kv);
   g_autofree gchar *shape = key_describe (&key);
   SdpaPlan *plan = g_hash_table_lookup (plans, &key);
 
@@ -502,9 +510,8 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
     int lk, int heads, int head_dim, gboolean causal, int ld_q, int ld_kv,
     gpointer workspace, gsize workspace_bytes, GError ** error)
 {
-  const SdpaKey key = { n, lq, lk, heads, head_dim, t, causal ? 1 : 0, ld_q,
-    ld_kv
-  };
+  const SdpaKey key = sdpa_key (t, n, lq, lk, heads, head_dim, causal, ld_q,
+      ld_kv);
   const SdpaPlan *plan;
   /* Host scalars, read by cudnnBackendExecute when it launches. */
   float scale = 1.0f / sqrtf ((float) head_dim);

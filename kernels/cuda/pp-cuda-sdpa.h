@@ -8,8 +8,9 @@
  * rows heads·head_dim apart, q's @ld_q and k's and v's @ld_kv (as wide,
  * or wider where they are column ranges of one product: a stacked q, k, v
  * read in place; multiples of 8).  cuDNN reads them through strides,
- * nothing is transposed or copied.  All four are 16-bit (F16 or BF16, one type for all) and
- * start on 16 bytes; the softmax and both products accumulate in float32.
+ * nothing is transposed or copied.  All four are 16-bit (F16 or BF16, one
+ * type for all) and start on 16 bytes; the softmax and both products
+ * accumulate in float32.
  *
  * Causal attention is supported, aligned top-left: query i sees keys
  * 0..i (a text encoder's mask, lq = lk).

@@ -1789,9 +1789,8 @@ read_tensor (const EmuDesc * t, EmuTensor * out)
   alignment = attr (t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1);
   is_virtual = attr (t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1);
   by_value = attr (t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1);
-  /* Every attribute the documentation calls required. */
-  /* Index and comparison tensors (a causal mask's) only inside a
-   * graph. */
+  /* Every attribute the documentation calls required; index and
+   * comparison tensors (a causal mask's) only inside a graph. */
   if (type == NULL || dims == NULL || strides == NULL || uid == NULL
       || alignment == NULL || *alignment <= 0 || (cudnn_type (*type) < 0
           && !((*type == CUDNN_DATA_INT32 || *type == CUDNN_DATA_BOOLEAN)
@@ -2156,13 +2155,18 @@ read_op (const EmuDesc * op, EmuOp * e)
  * operand stored (the variant pack's, by value or not) or an earlier
  * operation's output; every tensor's id its own. */
 static gboolean
-read_op_graph (const EmuDesc * d, const EmuAttr * ops, EmuOpGraph * g)
+read_op_graph (const EmuDesc * d, EmuOpGraph * g)
 {
   g_autoptr (GHashTable) seen = g_hash_table_new_full (g_int64_hash,
       g_int64_equal, g_free, NULL);
   g_autoptr (GHashTable) made = g_hash_table_new_full (g_int64_hash,
       g_int64_equal, g_free, NULL);
+  const EmuAttr *ops = graph_ops (d);
 
+  if (attr (d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1) == NULL
+      || ops == NULL || ops->type != CUDNN_TYPE_BACKEND_DESCRIPTOR)
+    return refuse_graph ("an operation graph without its handle or "
+        "operations");
   if (ops->count > EMU_OPS_MAX)
     return refuse_graph ("more operations than the CUDA emulation holds");
   for (int64_t i = 0; i < ops->count; i++) {
@@ -2186,7 +2190,6 @@ read_op_graph (const EmuDesc * d, const EmuAttr * ops, EmuOpGraph * g)
     g_hash_table_add (made, g_memdup2 (&e->out.uid, sizeof e->out.uid));
   }
   g->n_ops = (int) ops->count;
-  (void) d;
   return TRUE;
 }
 
@@ -2214,12 +2217,12 @@ cudnnBackendFinalize (cudnnBackendDescriptor_t descriptor)
       const EmuDesc *first = ops != NULL && ops->count > 0 ? desc_of
           (((void **) ops->values)[0]) : NULL;
 
+      /* A graph that does not begin with a convolution is the other
+       * kind. */
       if (first != NULL
-          && first->type != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
-          && attr (d, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE,
-              1) != NULL) {
+          && first->type != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) {
         d->ops = g_new0 (EmuOpGraph, 1);
-        if (!read_op_graph (d, ops, d->ops)) {
+        if (!read_op_graph (d, d->ops)) {
           g_clear_pointer (&d->ops, g_free);
           return CUDNN_STATUS_NOT_SUPPORTED;
         }
@@ -2466,7 +2469,6 @@ ops_values (const OpsCall * c, GHashTable * made, const EmuTensor * t)
 
   if (v != NULL)
     return v;
-  v = NULL;
   for (int i = 0; i < c->n_io && v == NULL; i++)
     if (c->uids[i] == t->uid) {
       if (c->by_value[i]) {
@@ -2600,10 +2602,13 @@ ops_io (const EmuOpGraph * g, OpsCall * c)
         continue;
       for (int j = 0; j < c->n_io; j++)
         known = known || c->uids[j] == t->uid;
-      if (!known && c->n_io < EMU_OPS_MAX_IO) {
-        c->by_value[c->n_io] = t->by_value;
-        c->uids[c->n_io++] = t->uid;
-      }
+      if (known)
+        continue;
+      if (c->n_io == EMU_OPS_MAX_IO)
+        g_error ("cuda-emu: an operation graph of more than %d stored "
+            "tensors (EMU_OPS_MAX_IO)", EMU_OPS_MAX_IO);
+      c->by_value[c->n_io] = t->by_value;
+      c->uids[c->n_io++] = t->uid;
     }
   }
 }
