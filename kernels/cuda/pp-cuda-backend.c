@@ -687,7 +687,9 @@ create (gint device, GError ** error)
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
       cu->conv_timed ? "timed" : "heuristic",
-      cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW" : "channels-last",
+      cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW"
+      : cu->conv_layout == PP_CUDA_CONV_PADDED ? "channels-last (padded)"
+      : "channels-last",
       epilogue_ways[epilogue], conv_apis[conv_api], group_norm_ways[way],
       layer_norm_ways[layer_way],
       activation_ways[activations],

@@ -68,7 +68,9 @@ pp_cuda_conv_layout_parse (const gchar * value, PpCudaConvLayout * layout,
     GError ** error)
 {
   /* In the order of PpCudaConvLayout. */
-  static const gchar *const names[] = { "auto", "nchw", "nhwc", NULL };
+  static const gchar *const names[] = { "auto", "nchw", "nhwc", "padded",
+    NULL
+  };
   guint index;
 
   if (!pp_cuda_choice_parse (PP_CUDA_CONV_LAYOUT_ENV, value, names,
@@ -84,4 +86,18 @@ pp_cuda_conv_nhwc (PpCudaConvLayout layout, const PpCudaConvKey * key)
   return layout != PP_CUDA_CONV_NCHW && key->dtype != PP_DTYPE_F32
       && key->cin % PP_CUDA_CONV_NHWC_CHANNELS == 0
       && key->cout % PP_CUDA_CONV_NHWC_CHANNELS == 0;
+}
+
+gboolean
+pp_cuda_conv_padded (PpCudaConvLayout layout, const PpCudaConvKey * key)
+{
+  return layout == PP_CUDA_CONV_PADDED && key->dtype != PP_DTYPE_F32
+      && !pp_cuda_conv_nhwc (layout, key);
+}
+
+gint
+pp_cuda_conv_pad_channels (gint channels)
+{
+  return (channels + PP_CUDA_CONV_NHWC_CHANNELS - 1)
+      / PP_CUDA_CONV_NHWC_CHANNELS * PP_CUDA_CONV_NHWC_CHANNELS;
 }

@@ -25,6 +25,8 @@ typedef enum
                                  * choice (today as nhwc) */
   PP_CUDA_CONV_NCHW,            /* "nchw": the ops' own layout */
   PP_CUDA_CONV_NHWC,            /* "nhwc": wherever the channels allow */
+  PP_CUDA_CONV_PADDED,          /* "padded": as nhwc, and the others with
+                                 * their channels padded with zeros */
 } PpCudaConvLayout;
 
 /* Channels a channels-last 16-bit convolution wants in multiples of
@@ -57,5 +59,14 @@ gboolean pp_cuda_conv_layout_parse (const gchar * value,
  * channels-last, docs/perf.md.) */
 gboolean pp_cuda_conv_nhwc (PpCudaConvLayout layout,
                             const PpCudaConvKey * key);
+/* Whether the convolution of @key (its nhwc field aside) runs
+ * channels-last with its channels padded with zeros to multiples of
+ * PP_CUDA_CONV_NHWC_CHANNELS: under padded, every one with 16-bit weights
+ * that pp_cuda_conv_nhwc leaves channels first (a model's first and last
+ * convolutions: an image's 3 channels, a latent's 4). */
+gboolean pp_cuda_conv_padded (PpCudaConvLayout layout,
+                              const PpCudaConvKey * key);
+/* @channels rounded up to a multiple of PP_CUDA_CONV_NHWC_CHANNELS. */
+gint     pp_cuda_conv_pad_channels (gint channels);
 
 G_END_DECLS

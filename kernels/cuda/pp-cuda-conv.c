@@ -25,7 +25,10 @@
  * x or y, PpView.layout, is read or written as it is), and the filter is
  * read from a channels-last copy made on its first use (kept until its
  * buffer is freed), so cuDNN changes no layout itself.  Elsewhere a
- * channels-last view is copied channels first (pp_cuda_nchw_in).
+ * channels-last view is copied channels first (pp_cuda_nchw_in), except
+ * under PPDIFFUSE_CUDA_CONV_LAYOUT=padded, where a convolution whose
+ * channels are not multiples of 8 runs channels-last too, its channels
+ * padded with zeros (conv_padded).
  *
  * The bias, a residual and the ReLU are added by a pass of the backend's
  * own over y after cuDNN wrote it, or, with PPDIFFUSE_CUDA_CONV_EPILOGUE=
@@ -568,27 +571,34 @@ typedef struct
   gpointer mem;
   PpDType dtype;
   int cout, cin, khkw;
+  int cout_pad, cin_pad;        /* its channels, padded with zeros */
 } FilterCopy;
 
-/* The channels-last copy ([cout, kh, kw, cin]) of 16-bit filter @weight
- * of @key's shape, made on its first use and kept until its buffer is
- * freed (pp_cuda_conv_filters_forget: a buffer of that address later is
- * another filter); a copy of another shape or dtype at the same address is
- * made again.  A 1×1 filter is its own copy.  NULL during a capture that
- * would have to make it (the convolution then runs channels-first). */
+/* The channels-last copy ([cout_pad, kh, kw, cin_pad]: past @key's
+ * channels, zeros) of 16-bit filter @weight of @key's shape, made on its
+ * first use and kept until its buffer is freed
+ * (pp_cuda_conv_filters_forget: a buffer of that address later is another
+ * filter); a copy of another shape, padding or dtype at the same address
+ * is made again.  An unpadded 1×1 filter is its own copy.  NULL during a
+ * capture that would have to make it (the convolution then runs
+ * channels-first). */
 static gconstpointer
-filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
+filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
+    int cout_pad, int cin_pad)
 {
   const PpCudaType t = pp_cuda_view_type (cu, "conv2d", "weight", weight);
-  const gsize count = (gsize) key->cout * key->cin * key->kh * key->kw;
+  const int khkw = key->kh * key->kw;
+  const gboolean padded = cout_pad != key->cout || cin_pad != key->cin;
+  const gsize count = (gsize) cout_pad * cin_pad * khkw;
   FilterCopy *copy = g_hash_table_lookup (cu->conv_filters, weight.data);
   GError *error = NULL;
 
-  if (key->kh * key->kw == 1)
+  if (khkw == 1 && !padded)
     return weight.data;
   if (copy != NULL && copy->dtype == weight.dtype
       && copy->cout == key->cout && copy->cin == key->cin
-      && copy->khkw == key->kh * key->kw)
+      && copy->khkw == khkw && copy->cout_pad == cout_pad
+      && copy->cin_pad == cin_pad)
     return copy->mem;
   if (cu->capturing != NULL)
     return NULL;
@@ -601,7 +611,9 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   copy->dtype = weight.dtype;
   copy->cout = key->cout;
   copy->cin = key->cin;
-  copy->khkw = key->kh * key->kw;
+  copy->khkw = khkw;
+  copy->cout_pad = cout_pad;
+  copy->cin_pad = cin_pad;
   copy->mem = pp_cuda_obtain (cu, count * sizeof (guint16), &error);
   if (copy->mem == NULL) {
     g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
@@ -610,10 +622,14 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key)
   }
   g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
   /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
-   * channel. */
-  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
-          key->cin, key->kh * key->kw, NULL, PP_CUDA_F32, 0, copy->mem, t,
-          cu->stream));
+   * channel; padded, the same pass writes the zeros. */
+  if (padded)
+    PP_CUDA_OP_TRY (cu, pp_cuda_pad_channels (weight.data, t, FALSE,
+            key->cout, key->cin, khkw, copy->mem, t, cout_pad, cin_pad,
+            cu->stream));
+  else
+    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
+            key->cin, khkw, NULL, PP_CUDA_F32, 0, copy->mem, t, cu->stream));
   return copy->mem;
 }
 
@@ -666,6 +682,115 @@ epilogue_residual (PpCudaBackend * cu, const PpCudaConvKey * key,
   return copy;
 }
 
+/* A 16-bit convolution whose channels are not all multiples of
+ * PP_CUDA_CONV_NHWC_CHANNELS (pp_cuda_conv_padded), channels-last on
+ * tensor cores with its input and output channels padded with zeros to
+ * the next multiple, where it would otherwise run channels first with
+ * its activations transposed around it (a model's first and last
+ * convolutions: an image's 3 channels at its full size, a latent's 4).
+ * One pass lays x out padded (narrowed on the way); the filter is read
+ * from its padded channels-last copy; another pass takes y's channels
+ * back, laid out as y is, and adds the bias, the residual and the ReLU,
+ * which cuDNN adds instead where y is written as it is (no output channel
+ * padded, y channels-last of the weights' type).  The zeros add nothing
+ * to the sums.  FALSE, having done nothing, during a capture that would
+ * have to make the filter's copy (the channels-first way then runs it). */
+static gboolean
+conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
+    PpView weight, PpView bias, PpView residual, gboolean relu,
+    PpOut y_view)
+{
+  const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
+      weight);
+  const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
+  const int ho = pp_conv2d_out_size (key->h, key->kh, key->stride, key->pad);
+  const int wo = pp_conv2d_out_size (key->w, key->kw, key->stride, key->pad);
+  const gsize hw = (gsize) key->h * key->w, howo = (gsize) ho * wo;
+  PpCudaConvKey padded = *key;
+  gconstpointer filter, x16;
+  gpointer y16;
+  gboolean with_res = !pp_view_is_none (residual), epilogue = FALSE;
+
+  padded.cin = pp_cuda_conv_pad_channels (key->cin);
+  padded.cout = pp_cuda_conv_pad_channels (key->cout);
+  padded.nhwc = TRUE;
+  filter = filter_nhwc (cu, weight, key, padded.cout, padded.cin);
+  if (filter == NULL)
+    return FALSE;
+  /* The residual as the last pass reads it: laid out as y. */
+  if (with_res && residual.layout != y_view.layout) {
+    if (y_view.layout == PP_LAYOUT_NHWC)
+      g_error ("conv2d: a channels-first residual for a channels-last "
+          "output");
+    residual = pp_cuda_nchw_in (cu, "conv2d", "residual", residual, key->n,
+        key->cout, howo);
+  }
+
+  /* x of any activation type, laid out either way, read by the padding
+   * pass, unless it is already what the convolution reads. */
+  const PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x_view.dtype);
+  const gboolean x_nhwc = x_view.layout == PP_LAYOUT_NHWC;
+
+  if (x_nhwc && xtype == wtype && key->cin == padded.cin
+      && pp_cuda_aligned (x_view.data))
+    x16 = x_view.data;
+  else {
+    gpointer laid = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        key->n * hw * padded.cin * sizeof (guint16));
+
+    PP_CUDA_OP_TRY (cu, pp_cuda_pad_channels (x_view.data, xtype, x_nhwc,
+            key->n, key->cin, hw, laid, wtype, key->n, padded.cin,
+            cu->stream));
+    x16 = laid;
+  }
+
+  /* y and the residual as they are, or (a residual of another type than
+   * y's) both through float32 scratch, as the other ways take them. */
+  const gboolean as_is = !with_res || residual.dtype == y_view.dtype;
+  const PpCudaType ytype = as_is ? pp_cuda_act_type (cu, "conv2d", "y",
+      y_view.dtype) : PP_CUDA_F32;
+  void *y = as_is ? y_view.data
+      : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
+  const void *res = !with_res ? NULL : as_is ? residual.data
+      : pp_cuda_in (cu, "conv2d", "residual", residual);
+  const gboolean y_nhwc = y_view.layout == PP_LAYOUT_NHWC;
+  const gboolean y_direct = y_nhwc && ytype == wtype
+      && key->cout == padded.cout && pp_cuda_aligned (y);
+
+  y16 = y_direct ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
+      key->n * howo * padded.cout * sizeof (guint16));
+  /* cuDNN's epilogue where y is written as it is: the operation graph's,
+   * or the fused call's. */
+  gboolean ran = FALSE;
+
+  if (cu->conv_graph) {
+    const gboolean e = y_direct;
+
+    ran = pp_cuda_conv_graph_run (cu, &padded, x16, filter,
+        e && !pp_view_is_none (bias) ? bias.data : NULL, btype,
+        e ? res : NULL, e && relu, y16);
+    epilogue = ran && e;
+  }
+  if (!ran) {
+    ConvPlan *p = conv_plan (cu, &padded, x16, filter, y16);
+
+    if (p == NULL)
+      return TRUE;              /* a failed capture */
+    epilogue = y_direct && fused_may_run (cu, p, bias, btype, wtype, relu)
+        && conv_forward_fused (cu, p, &padded, x16, filter, bias.data, res,
+        relu, y16);
+    if (!epilogue)
+      conv_forward (cu, p, &padded, x16, filter, y16);
+  }
+  if (epilogue || (y16 == y && pp_view_is_none (bias) && !with_res
+          && !relu))
+    return TRUE;
+  PP_CUDA_OP_TRY (cu, pp_cuda_unpad_channels (y16, wtype, key->n,
+          padded.cout, howo, y, ytype, y_nhwc, key->cout, bias.data, btype,
+          res, relu, cu->stream));
+  return TRUE;
+}
+
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
@@ -686,6 +811,11 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
     weight.dtype, FALSE
   };
+
+  if (pp_cuda_conv_padded (cu->conv_layout, &key)
+      && conv_padded (cu, &key, x_view, weight, bias, residual, relu,
+          y_view))
+    return;
   /* Channels-last activations: read and written as they are where the
    * 16-bit convolution runs channels last anyway (PPDIFFUSE_CUDA_CONV_LAYOUT
    * for the shape, its filter copy at hand: the same plan, so the same
@@ -695,7 +825,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
       || y_view.layout == PP_LAYOUT_NHWC)
       && conv_as_is (cu, wtype, x_view, y_view)
       && pp_cuda_conv_nhwc (cu->conv_layout, &key)
-      && filter_nhwc (cu, weight, &key) != NULL;
+      && filter_nhwc (cu, weight, &key, cout, cin) != NULL;
 
   if (!keep_nhwc) {
     x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
@@ -757,7 +887,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
    * is read as it is, and written so, the bias (and relu) applied in
    * place. */
   if (pp_cuda_conv_nhwc (cu->conv_layout, &key)) {
-    filter = filter_nhwc (cu, weight, &key);
+    filter = filter_nhwc (cu, weight, &key, cout, cin);
     key.nhwc = filter != NULL;
     if (filter == NULL)
       filter = weight.data;

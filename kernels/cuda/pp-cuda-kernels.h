@@ -175,6 +175,22 @@ cudaError_t pp_cuda_transpose_typed (const void *x, PpCudaType x_type,
 /* x [n,c,hw] (@x_type) += v [n,c] (@v_type). */
 cudaError_t pp_cuda_add_channel (void *x, PpCudaType x_type, int n, int c,
     size_t hw, const void *v, PpCudaType v_type, cudaStream_t stream);
+/* A convolution's channels padded with zeros, channels last: y [n_pad,
+ * hw, c_pad] (@y_type) = x [n, c, hw] (@x_type; with @nhwc [n, hw, c]),
+ * zero past channel c and past sample n (a filter's padded output
+ * channels); c_pad a multiple of 8, y on 16 bytes. */
+cudaError_t pp_cuda_pad_channels (const void *x, PpCudaType x_type,
+    int nhwc, int n, int c, size_t hw, void *y, PpCudaType y_type,
+    int n_pad, int c_pad, cudaStream_t stream);
+/* And back: y [n, c, hw] (@y_type; with @nhwc [n, hw, c]) = the first c
+ * channels of x [n, hw, c_pad] (@x_type) + bias [c] (@bias_type; NULL:
+ * none) + res (y's type and layout; NULL: none), with @relu its relu,
+ * rounded once (pp_cuda_channel_bias_residual's sums); c_pad a multiple
+ * of 8, x on 16 bytes; y may be x (c = c_pad, nhwc, one type). */
+cudaError_t pp_cuda_unpad_channels (const void *x, PpCudaType x_type, int n,
+    int c_pad, size_t hw, void *y, PpCudaType y_type, int nhwc, int c,
+    const void *bias, PpCudaType bias_type, const void *res, int relu,
+    cudaStream_t stream);
 
 /* pp-cuda-softmax.cu: each of @rows rows of @cols scores becomes
  * softmax(row) in place (max subtracted, float32). */

@@ -267,3 +267,111 @@ pp_cuda_transpose (const float *x, int n, int rows, int cols, float *y,
   return pp_cuda_transpose_typed (x, PP_CUDA_F32, n, rows, cols, NULL,
       PP_CUDA_F32, 0, y, PP_CUDA_F32, stream);
 }
+
+/* Convolutions whose channels are not multiples of 8 (a model's first and
+ * last: an image's 3, a latent's 4) run channels-last on tensor cores
+ * with their channels padded with zeros; these two passes lay their input
+ * out so and take their output's channels back.  A thread makes eight of
+ * a pixel's padded channels: one 16-byte store, or load. */
+
+/* y [n_pad, hw, c_pad] (Y) = x [n, c, hw] (X; channels last with @nhwc:
+ * [n, hw, c]), zero past channel c and past sample n. */
+template <PpCudaType X, PpCudaType Y> __global__ void
+pad_channels_kernel (const void *x, int nhwc, int n, int c, size_t hw,
+    unsigned per_pixel, size_t vectors, void *y)
+{
+  PP_CUDA_FOR (k, vectors) {
+    const size_t pixel = k / per_pixel;
+    const int c0 = (int) (k - pixel * per_pixel) * PP_CUDA_VEC;
+    const size_t sample = pixel / hw, p = pixel - sample * hw;
+    float v[PP_CUDA_VEC];
+
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++) {
+      const int ch = c0 + q;
+
+      v[q] = sample >= (size_t) n || ch >= c ? 0.0f : pp_cuda_load<X> (x,
+          nhwc ? pixel * c + ch : (sample * c + ch) * hw + p);
+    }
+    pp_cuda_store8<Y> (y, k * PP_CUDA_VEC, v);
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_pad_channels (const void *x, PpCudaType x_type, int nhwc, int n,
+    int c, size_t hw, void *y, PpCudaType y_type, int n_pad, int c_pad,
+    cudaStream_t stream)
+{
+  const size_t vectors = (size_t) n_pad * hw * (c_pad / PP_CUDA_VEC);
+
+  if (n <= 0 || c <= 0 || n_pad < n || c_pad < c || c_pad % PP_CUDA_VEC
+      || !pp_cuda_vec_aligned (y))
+    return cudaErrorInvalidValue;
+  if (vectors == 0)
+    return cudaSuccess;
+  PP_CUDA_DISPATCH_TYPE (x_type, X,
+      PP_CUDA_DISPATCH_TYPE (y_type, Y,
+          pad_channels_kernel<X, Y><<<pp_cuda_blocks (vectors,
+                  PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x, nhwc,
+              n, c, hw, (unsigned) (c_pad / PP_CUDA_VEC), vectors, y)));
+  return cudaGetLastError ();
+}
+
+/* y [n, c, hw] (Y; channels last with @nhwc: [n, hw, c]) = channels
+ * below c of x [n, hw, c_pad] (X) + bias [c] (B; NULL: none, x as it is)
+ * + res (of y's type and layout; NULL: none), with @relu its relu, summed
+ * in float32 and rounded once, as pp_cuda_channel_bias_residual adds
+ * them.  Each thread reads its eight values before it writes any, so y
+ * may be x (c = c_pad, channels last, one type). */
+template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
+unpad_channels_kernel (const void *x, unsigned per_pixel, size_t vectors,
+    int c, size_t hw, int nhwc, const void *bias, const void *res, int relu,
+    void *y)
+{
+  PP_CUDA_FOR (k, vectors) {
+    const size_t pixel = k / per_pixel;
+    const int c0 = (int) (k - pixel * per_pixel) * PP_CUDA_VEC;
+    const size_t sample = pixel / hw, p = pixel - sample * hw;
+    float v[PP_CUDA_VEC];
+
+    pp_cuda_load8<X> (x, k * PP_CUDA_VEC, v);
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++) {
+      const int ch = c0 + q;
+
+      if (ch < c) {
+        const size_t i = nhwc ? pixel * c + ch : (sample * c + ch) * hw + p;
+        /* Without a bias the value as it is (x + 0 would turn -0 into
+         * +0). */
+        float s = bias != NULL ? v[q] + pp_cuda_load<B> (bias, ch) : v[q];
+
+        if (res != NULL)
+          s += pp_cuda_load<Y> (res, i);
+        pp_cuda_store<Y> (y, i, relu ? pp_math_relu (s) : s);
+      }
+    }
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_unpad_channels (const void *x, PpCudaType x_type, int n, int c_pad,
+    size_t hw, void *y, PpCudaType y_type, int nhwc, int c,
+    const void *bias, PpCudaType bias_type, const void *res, int relu,
+    cudaStream_t stream)
+{
+  const size_t vectors = (size_t) n * hw * (c_pad / PP_CUDA_VEC);
+
+  if (n <= 0 || c <= 0 || c_pad < c || c_pad % PP_CUDA_VEC
+      || !pp_cuda_vec_aligned (x))
+    return cudaErrorInvalidValue;
+  if (vectors == 0)
+    return cudaSuccess;
+  PP_CUDA_DISPATCH_TYPE (x_type, X,
+      PP_CUDA_DISPATCH_TYPE (y_type, Y,
+          PP_CUDA_DISPATCH_TYPE (bias_type, B,
+              unpad_channels_kernel<X, Y, B><<<pp_cuda_blocks (vectors,
+                      PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
+                  (unsigned) (c_pad / PP_CUDA_VEC), vectors, c, hw, nhwc,
+                  bias, res, relu, y))));
+  return cudaGetLastError ();
+}

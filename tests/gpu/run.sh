@@ -17,7 +17,7 @@
 #              on the device (a skip is a failure), every op on cuda
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
-#              convolutions in both PPDIFFUSE_CUDA_CONV_LAYOUTs and with
+#              convolutions in each PPDIFFUSE_CUDA_CONV_LAYOUT and with
 #              PPDIFFUSE_CUDA_CONV_EPILOGUE=fused, the group
 #              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, vector and single, every op on
 #              16-bit activations and on channels-last ones
@@ -490,9 +490,20 @@ step_device() {
     pass "test-kernels-act-dtypes: layer norms with PPDIFFUSE_CUDA_LAYER_NORM=vector"
   fi
   # The convolutions in each layout: every 16-bit case channels-first,
-  # then every channel-aligned one channels-last.
-  for layout in nchw nhwc; do
+  # then every channel-aligned one channels-last, then every one
+  # channels-last, the others' channels padded with zeros (and on 16-bit
+  # and channels-last activations the float32 run's bits rounded, as
+  # graphs too).
+  for layout in nchw nhwc padded; do
     ops_way CONV_LAYOUT=$layout conv2d
+  done
+  for api in legacy graph; do
+    if runs "act-dtypes, padded convolutions, $api API" \
+        "$work/act-dtypes-padded-$api.log" 120 env PPDIFFUSE_BACKEND="$BE" \
+        PPDIFFUSE_CUDA_CONV_LAYOUT=padded PPDIFFUSE_CUDA_CONV_API=$api \
+        "$acts" -p /kernels/act-dtypes/conv2d; then
+      pass "test-kernels-act-dtypes: conv2d with PPDIFFUSE_CUDA_CONV_LAYOUT=padded, $api API"
+    fi
   done
   # Their bias, residual and ReLU in cuDNN's fused call: every case
   # against float64, and on 16-bit and channels-last activations the
@@ -832,7 +843,7 @@ step_text() {
 ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
 # The ways written to be faster and not yet the defaults, the same in every
 # process (no timed choice): the element's figures with all of them.
-CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector"
+CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded"
 
 step_mesh() {
   current=mesh
@@ -1330,7 +1341,10 @@ step_bench() {
     # instead of cuBLAS writing them; the layer norms a block a row;
     # both norms eight values a thread (vector: the profile gives each
     # norm's time); the group norms one launch each (single: a block per
-    # group, where the tiles take three); the convolutions' bias, residual and ReLU in cuDNN's
+    # group, where the tiles take three); the convolutions of 3 and 4
+    # channels (a model's first and last) channels-last on tensor cores,
+    # their channels padded (padded: no transposes around them); the
+    # convolutions' bias, residual and ReLU in cuDNN's
     # epilogue (fused: no bias pass after each); and the last two
     # together, what the defaults would be if each is faster alone; the
     # convolutions with their epilogues as cuDNN operation graphs (graph:
@@ -1343,6 +1357,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" \
+        "PPDIFFUSE_CUDA_CONV_LAYOUT=padded" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_CONV_API=graph" \

@@ -1017,6 +1017,138 @@ test_transpose (void)
   }
 }
 
+/* A convolution's channels padded with zeros, channels last, and taken
+ * back: from and into both layouts, past the last channel and (a
+ * filter's output channels) past the last sample. */
+static void
+test_pad_channels (void)
+{
+  const struct
+  {
+    int n, c;
+    size_t hw;
+    int n_pad, c_pad;
+  } shapes[] = { { 1, 3, 37, 1, 8 }, { 2, 4, 5, 2, 8 }, { 2, 9, 6, 2, 16 },
+    { 3, 5, 9, 8, 8 }, { 2, 8, 7, 2, 8 }, { 1, 1, 1, 1, 8 } };
+
+  for (const auto &s : shapes) {
+    const size_t total = (size_t) s.n * s.c * s.hw;
+    const size_t padded = (size_t) s.n_pad * s.hw * s.c_pad;
+    const std::vector<float> x = exact_values (total, -3, 3);
+
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+      const std::vector<float> xl = nhwc ? channels_last (x, s.n, s.c, s.hw)
+          : x;
+      const std::vector<Arg> args = { in ("x", xl), out ("y", padded) };
+      const std::string what = strf ("pad_channels n=%d c=%d hw=%zu → "
+          "%d×%d%s", s.n, s.c, s.hw, s.n_pad, s.c_pad,
+          nhwc ? " from channels last" : "");
+      std::vector<float> want (padded, 0.0f);
+      auto r = run_typed (what, args, [&] (const Run &b) {
+            return pp_cuda_pad_channels (b.p (0), b.t (0), nhwc, s.n, s.c,
+                s.hw, b.p (1), b.t (1), s.n_pad, s.c_pad, NULL); },
+          { { F32, F16 }, { F16, F16 }, { BF16, BF16 }, { F16, BF16 } });
+
+      for (int k = 0; k < s.n; k++)
+        for (int ch = 0; ch < s.c; ch++)
+          for (size_t p = 0; p < s.hw; p++)
+            want[((size_t) k * s.hw + p) * s.c_pad + ch]
+                = x[((size_t) k * s.c + ch) * s.hw + p];
+      if (r)
+        expect_bits (what, args, *r, 1, want);
+    }
+  }
+  /* Refused: channels not padded to whole vectors, fewer than given. */
+  {
+    Mem x (F16, 64), y (F16, 64);
+
+    g_assert_cmpint (pp_cuda_pad_channels (x.data (), PP_CUDA_F16, 0, 1, 3,
+            4, y.data (), PP_CUDA_F16, 1, 12, NULL), ==,
+        cudaErrorInvalidValue);
+    g_assert_cmpint (pp_cuda_pad_channels (x.data (), PP_CUDA_F16, 0, 1, 9,
+            4, y.data (), PP_CUDA_F16, 1, 8, NULL), ==,
+        cudaErrorInvalidValue);
+    g_assert_cmpint (pp_cuda_unpad_channels (x.data (), PP_CUDA_F16, 1, 4,
+            4, y.data (), PP_CUDA_F16, 0, 3, NULL, PP_CUDA_F16, NULL, 0,
+            NULL), ==, cudaErrorInvalidValue);
+  }
+}
+
+static void
+test_unpad_channels (void)
+{
+  const struct
+  {
+    int n, c;
+    size_t hw;
+    int c_pad;
+  } shapes[] = { { 1, 3, 37, 8 }, { 2, 4, 5, 8 }, { 2, 9, 6, 16 },
+    { 2, 8, 7, 8 } };
+
+  for (const auto &s : shapes) {
+    const size_t total = (size_t) s.n * s.c * s.hw;
+    const size_t padded = (size_t) s.n * s.hw * s.c_pad;
+    std::vector<float> x = exact_values (padded, -2, 2);
+    const std::vector<float> bias = exact_values (s.c, -1, 1);
+    const std::vector<float> res = exact_values (total, -2, 2);
+
+    /* -0 stays -0 without a bias, and through the relu. */
+    for (size_t i = 0; i < padded; i += 5)
+      x[i] = -0.0f;
+    for (int with = 0; with < 16; with++) {
+      const int with_bias = with & 1, relu = (with >> 1) & 1;
+      const int with_res = (with >> 2) & 1, nhwc = with >> 3;
+      const std::vector<float> rl = nhwc ? channels_last (res, s.n, s.c, s.hw)
+          : res;
+      const std::vector<Arg> args = { in ("x", x), out ("y", total),
+        in ("bias", bias), in ("res", rl) };
+      const std::string what = strf ("unpad_channels n=%d %d of %d channels "
+          "hw=%zu%s%s%s%s", s.n, s.c, s.c_pad, s.hw, nhwc ? " channels last"
+          : "", with_bias ? "" : " no bias", with_res ? " residual" : "",
+          relu ? " relu" : "");
+      std::vector<float> want (total);
+      auto r = run_typed (what, args, [&] (const Run &b) {
+            return pp_cuda_unpad_channels (b.p (0), b.t (0), s.n, s.c_pad,
+                s.hw, b.p (1), b.t (1), nhwc, s.c, with_bias ? b.p (2)
+                : NULL, b.t (2), with_res ? b.p (3) : NULL, relu, NULL); },
+          { { F16, F16, F16, F16 }, { BF16, F32, F16, F32 },
+            { F16, BF16, BF16, BF16 } });
+
+      for (int k = 0; k < s.n; k++)
+        for (int ch = 0; ch < s.c; ch++)
+          for (size_t p = 0; p < s.hw; p++) {
+            const size_t i = nhwc ? ((size_t) k * s.hw + p) * s.c + ch
+                : ((size_t) k * s.c + ch) * s.hw + p;
+            const float v = x[((size_t) k * s.hw + p) * s.c_pad + ch];
+            float sum = with_bias ? v + bias[ch] : v;
+
+            if (with_res)
+              sum += rl[i];
+            want[i] = relu ? pp_math_relu (sum) : sum;
+          }
+      if (r)
+        expect_bits (what, args, *r, 1, want);
+    }
+    if (s.c != s.c_pad)
+      continue;
+    /* In place: y is x, channels last, of one type. */
+    const std::vector<Arg> args = { inout ("x", x), in ("bias", bias),
+      in ("res", channels_last (res, s.n, s.c, s.hw)) };
+    const std::vector<float> rl = channels_last (res, s.n, s.c, s.hw);
+    auto r = run_typed ("unpad_channels in place", args, [&] (const Run &b) {
+          return pp_cuda_unpad_channels (b.p (0), b.t (0), s.n, s.c_pad,
+              s.hw, b.p (0), b.t (0), 1, s.c, b.p (1), b.t (1), b.p (2), 1,
+              NULL); },
+        { { F16, BF16, F16 }, { BF16, F32, BF16 } });
+    std::vector<float> want (padded);
+
+    for (size_t i = 0; i < padded; i++)
+      want[i] = pp_math_relu (x[i] + bias[i % s.c] + rl[i]);
+    if (r)
+      expect_bits ("unpad_channels in place", args, *r, 0, want);
+  }
+}
+
 static void
 test_add_channel (void)
 {
@@ -1306,6 +1438,8 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/concat", test_concat);
   g_test_add_func ("/kernels/cuda-emu/transpose", test_transpose);
   g_test_add_func ("/kernels/cuda-emu/add-channel", test_add_channel);
+  g_test_add_func ("/kernels/cuda-emu/pad-channels", test_pad_channels);
+  g_test_add_func ("/kernels/cuda-emu/unpad-channels", test_unpad_channels);
   g_test_add_func ("/kernels/cuda-emu/softmax", test_softmax);
   g_test_add_func ("/kernels/cuda-emu/convert", test_convert);
   status = g_test_run ();

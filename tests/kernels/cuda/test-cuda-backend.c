@@ -284,7 +284,8 @@ test_choice (void)
 
 /* Which convolutions run channels-last: 16-bit ones with channels in
  * multiples of 8, under auto (the default) as under nhwc, a UNet's
- * 1280-channel 8² layers among them. */
+ * 1280-channel 8² layers among them; under padded, the other 16-bit
+ * ones too, their channels padded. */
 static void
 test_conv_layout (void)
 {
@@ -308,6 +309,14 @@ test_conv_layout (void)
   GError *error = NULL;
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    /* Padded: those nhwc takes, and the other 16-bit ones padded. */
+    g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_PADDED, &cases[i].key),
+        ==, cases[i].nhwc);
+    g_assert_cmpint (pp_cuda_conv_padded (PP_CUDA_CONV_PADDED,
+            &cases[i].key), ==, !cases[i].nhwc
+        && cases[i].key.dtype != f32);
+    g_assert_false (pp_cuda_conv_padded (PP_CUDA_CONV_AUTO, &cases[i].key));
+    g_assert_false (pp_cuda_conv_padded (PP_CUDA_CONV_NHWC, &cases[i].key));
     g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_NCHW, &cases[i].key),
         ==, cases[i].nchw);
     g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_NHWC, &cases[i].key),
@@ -323,11 +332,17 @@ test_conv_layout (void)
   g_assert_cmpint (layout, ==, PP_CUDA_CONV_NHWC);
   g_assert_true (pp_cuda_conv_layout_parse ("auto", &layout, &error));
   g_assert_cmpint (layout, ==, PP_CUDA_CONV_AUTO);
+  g_assert_true (pp_cuda_conv_layout_parse ("padded", &layout, &error));
+  g_assert_cmpint (layout, ==, PP_CUDA_CONV_PADDED);
+  g_assert_cmpint (pp_cuda_conv_pad_channels (3), ==, 8);
+  g_assert_cmpint (pp_cuda_conv_pad_channels (4), ==, 8);
+  g_assert_cmpint (pp_cuda_conv_pad_channels (8), ==, 8);
+  g_assert_cmpint (pp_cuda_conv_pad_channels (9), ==, 16);
   g_assert_no_error (error);
   g_assert_false (pp_cuda_conv_layout_parse ("NHWC", &layout, &error));
   g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
   g_assert_nonnull (strstr (error->message, "PPDIFFUSE_CUDA_CONV_LAYOUT=NHWC: "
-          "expected auto, nchw or nhwc"));
+          "expected auto, nchw, nhwc or padded"));
   g_clear_error (&error);
 }
 

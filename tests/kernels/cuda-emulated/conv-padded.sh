@@ -1,0 +1,74 @@
+#!/bin/sh
+# Convolutions with their channels padded with zeros
+# (PPDIFFUSE_CUDA_CONV_LAYOUT=padded: a model's first and last, an image's
+# 3 channels and a latent's 4, channels-last on tensor cores) give the
+# bytes of the default way, which runs them channels first: the zeros add
+# nothing to a sum.  The UNet, TAESD and AutoencoderKL fixtures, and a
+# tiny pipeline's frames through CUDA graphs (captured after the first
+# frame, as a worker's), in both 16-bit dtypes, on the CUDA emulation
+# ($PPDIFFUSE_CUDA_MODULE); each padded run must have padded (its launches
+# of the padding kernel, counted at exit).
+# Usage: conv-padded.sh PPDIFFUSE_TOOL DATA_DIR
+set -eu
+TOOL=$1 DATA=$2
+LIMIT_S=240
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Usage: same NAME EXT COMMAND... (OUT in COMMAND is replaced by the
+# output, a file of extension EXT)
+same() {
+  name=$1 ext=$2
+  shift 2
+  for dtype in f16 bf16; do
+    for way in auto padded; do
+      out="$work/$name-$dtype-$way.$ext"
+      args=""
+      for a in "$@"; do
+        [ "$a" = OUT ] && a=$out
+        args="$args $a"
+      done
+      # shellcheck disable=SC2086  # a list of words without spaces
+      if ! PPDIFFUSE_CUDA_CONV_LAYOUT=$way \
+          PP_CUDA_EMU_LAUNCHES=pad_channels_kernel timeout "$LIMIT_S" \
+          $args --dtype "$dtype" >"$work/log" 2>&1; then
+        cat "$work/log" >&2
+        echo "$name ($dtype, $way) failed" >&2
+        exit 1
+      fi
+      launches=$(sed -n 's/^emulated launches of pad_channels_kernel: //p' \
+        "$work/log")
+      if [ "$way" = padded ] && [ "${launches:-0}" -eq 0 ]; then
+        echo "$name ($dtype): no convolution was padded" >&2
+        exit 1
+      fi
+    done
+    if ! cmp -s "$work/$name-$dtype-auto.$ext" \
+        "$work/$name-$dtype-padded.$ext"; then
+      echo "$name ($dtype): padded convolutions changed the output" >&2
+      exit 1
+    fi
+    echo "$name ($dtype): the same bytes padded ($launches padding launches)"
+  done
+}
+
+same unet-turbo npy "$TOOL" unet --model "$DATA/unet-turbo-tiny" \
+  --sample "$DATA/unet-turbo-tiny/sample.npy" \
+  --timestep "$(cat "$DATA/unet-turbo-tiny/timestep.txt")" \
+  --encoder-hidden-states "$DATA/unet-turbo-tiny/encoder_hidden_states.npy" \
+  --out OUT
+for vae in taesd-tiny vae-kl-tiny; do
+  same "$vae-encode" npy "$TOOL" vae-encode --model "$DATA/$vae" \
+    --image "$DATA/$vae/image.npy" --out OUT
+  same "$vae-decode" npy "$TOOL" vae-decode --model "$DATA/$vae" \
+    --latents "$DATA/$vae/latents.npy" --out OUT
+done
+
+"$TOOL" make-tiny --kind turbo --out "$work/turbo" --seed 3 >/dev/null
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 pattern=ball \
+  ! video/x-raw,format=RGB,width=44,height=28 ! pngenc \
+  ! filesink location="$work/in.png"
+same img2img-graphs png "$TOOL" img2img --model "$work/turbo" \
+  --in "$work/in.png" --out OUT \
+  --prompt-embeds "$work/turbo/prompt_embeds.npy" --strength 0.7 --seed 9 \
+  --steps 2 --frames 3 --cuda-graphs 1
