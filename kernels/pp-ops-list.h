@@ -38,10 +38,11 @@
  *
  * Shapes below are written channels first ([n,c,h,w], [n,c,hw]).  A view
  * of a spatial tensor may be laid out channels last instead (PpView.layout
- * NHWC: [n,h,w,c]): conv2d, group_norm, upsample_nearest, resize_bilinear,
- * concat_channels, add_channel (x), nchw_to_nlc (x) and nlc_to_nchw (y)
- * read and write each such view as its layout says, each view apart; every
- * other op reads and writes elements in order whatever the layout says. */
+ * NHWC: [n,h,w,c]): conv2d, group_norm, upsample_nearest,
+ * interleave_phases, resize_bilinear, concat_channels, add_channel (x),
+ * nchw_to_nlc (x) and nlc_to_nchw (y) read and write each such view as
+ * its layout says, each view apart; every other op reads and writes
+ * elements in order whatever the layout says. */
 #pragma once
 
 /* Strips the parentheses of a parameter or argument list. */
@@ -172,6 +173,16 @@
       (x, n, c, h, w, factor, y), 0,                                         \
       (PP_OPS_IN (x, (gint64) n * c * h * w)                                 \
           PP_OPS_OUT (y, (gint64) n * c * h * w * factor * factor)))         \
+  /* z [n,4c,h+1,w+1] → y [n,c,2h,2w]: y[n,k,2i+a,2j+b] =                  \
+   * z[n,(2a+b)c+k,i+a,j+b] for a, b in {0,1}.  A 3×3 convolution (stride   \
+   * 1, padding 1) of a nearest ×2 upsampling, each of its four output       \
+   * phases a 2×2 convolution of the input with padding 1 whose taps sum     \
+   * the 3×3 kernel's (pp_bind_conv_up2): the phases, interleaved. */        \
+  X (interleave_phases, INTERLEAVE_PHASES,                                   \
+      (PpView z, int n, int c, int h, int w, PpOut y),                       \
+      (z, n, c, h, w, y), 0,                                                 \
+      (PP_OPS_IN (z, (gint64) n * 4 * c * (h + 1) * (w + 1))                 \
+          PP_OPS_OUT (y, (gint64) n * c * 4 * h * w)))                       \
   /* x [c,h,w] → y [c,ho,wo], bilinear with half-pixel centres and edge      \
    * clamping (torch's interpolate, align_corners=False, no antialias). */   \
   X (resize_bilinear, RESIZE_BILINEAR,                                       \

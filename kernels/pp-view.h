@@ -19,10 +19,10 @@ G_BEGIN_DECLS
  * c]: each pixel's channels together, as 16-bit tensor-core convolutions
  * read them and as a transformer's tokens are).  Only the ops that see
  * space read it, each view as its own layout says (pp-ops-list.h names
- * them: conv2d, group_norm, upsample_nearest, resize_bilinear,
- * concat_channels, add_channel, the spatial side of nchw_to_nlc and
- * nlc_to_nchw); every other op reads elements in order, whatever it
- * says. */
+ * them: conv2d, group_norm, upsample_nearest, interleave_phases,
+ * resize_bilinear, concat_channels, add_channel, the spatial side of
+ * nchw_to_nlc and nlc_to_nchw); every other op reads elements in order,
+ * whatever it says. */
 typedef enum
 {
   PP_LAYOUT_NCHW = 0,

@@ -1304,6 +1304,40 @@ cases_upsample_nearest (Run * r)
   upsample_one (r, 1, 64, 32, 32, 2);
 }
 
+static void
+interleave_one (Run * r, int n, int c, int h, int w)
+{
+  const size_t zh = h + 1, zw = w + 1;
+  const size_t n_in = (size_t) n * 4 * c * zh * zw;
+  const size_t n_out = (size_t) n * c * 4 * h * w;
+  g_autofree float *z = random_host (r, n_in, 1.0);
+  g_autofree double *ref = g_new (double, n_out);
+  const PpOut dy = device_nan (r, n_out);
+
+  pp_interleave_phases (r->be, upload_in (r, z, n_in), n, c, h, w, dy);
+  for (int s = 0; s < n; s++)
+    for (int k = 0; k < c; k++)
+      for (int oy = 0; oy < 2 * h; oy++)
+        for (int ox = 0; ox < 2 * w; ox++) {
+          const int a = oy % 2, b = ox % 2;
+
+          ref[(((size_t) s * c + k) * 2 * h + oy) * 2 * w + ox] =
+              z[(((size_t) s * 4 + 2 * a + b) * c + k) * zh * zw
+              + (size_t) (oy / 2 + a) * zw + ox / 2 + b];
+        }
+  check_device (r, PP_OP_INTERLEAVE_PHASES, g_strdup_printf ("n%d c%d "
+          "%dx%d", n, c, h, w), dy, ref, n_out, 1.0);
+}
+
+static void
+cases_interleave_phases (Run * r)
+{
+  interleave_one (r, 1, 1, 1, 1);
+  interleave_one (r, 2, 3, 5, 7);
+  interleave_one (r, 1, 8, 4, 6);
+  interleave_one (r, 1, 64, 8, 8);
+}
+
 /* One axis of torch's bilinear interpolate (align_corners=False): the
  * source coordinate of output @o with half-pixel centres, clamped to the
  * edges; its two taps and the weight of the second. */
@@ -1592,6 +1626,7 @@ static const CasesFunc op_cases[PP_OP_COUNT] = {
   [PP_OP_QUICK_GELU] = cases_quick_gelu,
   [PP_OP_GEGLU] = cases_geglu,
   [PP_OP_UPSAMPLE_NEAREST] = cases_upsample_nearest,
+  [PP_OP_INTERLEAVE_PHASES] = cases_interleave_phases,
   [PP_OP_RESIZE_BILINEAR] = cases_resize_bilinear,
   [PP_OP_CONCAT_CHANNELS] = cases_concat_channels,
   [PP_OP_BYTES_TO_FLOATS] = cases_bytes_to_floats,

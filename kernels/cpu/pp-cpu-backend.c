@@ -364,6 +364,17 @@ cpu_upsample_nearest (PpBackend * be, PpView x, int n, int c, int h, int w,
 }
 
 static void
+cpu_interleave_phases (PpBackend * be, PpView z, int n, int c, int h, int w,
+    PpOut y)
+{
+  CPU_CALL (interleave_phases);
+
+  pp_cpu_interleave_phases (IN_AT (z, n, 4 * c, (h + 1) * (w + 1)), n, c, h,
+      w, OUT_AT (y, n, c, 4 * h * w));
+  FINISH ();
+}
+
+static void
 cpu_resize_bilinear (PpBackend * be, PpView x, int c, int h, int w, PpOut y,
     int ho, int wo)
 {

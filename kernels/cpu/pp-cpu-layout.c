@@ -1,5 +1,5 @@
-/* ppdiffuse — layout ops: channel/token transposes, concatenation and
- * nearest upsampling.  Pure data movement: the transposes go in square
+/* ppdiffuse — layout ops: channel/token transposes, concatenation,
+ * nearest upsampling and the interleaving of convolution phases.  Pure data movement: the transposes go in square
  * tiles so that both the reads and the writes stay in cache lines. */
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
@@ -141,6 +141,49 @@ pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
   pp_cpu_parallel_for ((size_t) n * c,
       PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) h * w * factor * factor) + 1,
       upsample_range, &p);
+}
+
+/* Items are output planes (sample, channel): each output row takes its
+ * values alternately from two phases' rows. */
+static void
+interleave_range (size_t begin, size_t end, gpointer data)
+{
+  const Layout *p = data;
+  const size_t c = p->rows, h = p->h, w = p->w;
+  const size_t zh = h + 1, zw = w + 1, wo = 2 * w;
+
+  for (size_t plane = begin; plane < end; plane++) {
+    const size_t s = plane / c, k = plane % c;
+    float *dst = p->dst + plane * 4 * h * w;
+
+    for (size_t a = 0; a < 2; a++)
+      for (size_t i = 0; i < h; i++) {
+        /* Phases (a, 0) and (a, 1): channels (2a)c + k and (2a + 1)c + k
+         * of z, row i + a; columns j and j + 1. */
+        const float *even = p->src + ((s * 4 + 2 * a) * c + k) * zh * zw
+            + (i + a) * zw;
+        const float *odd = even + c * zh * zw + 1;
+        float *row = dst + (2 * i + a) * wo;
+
+        for (size_t j = 0; j < w; j++) {
+          row[2 * j] = even[j];
+          row[2 * j + 1] = odd[j];
+        }
+      }
+  }
+}
+
+void
+pp_cpu_interleave_phases (const float *z, int n, int c, int h, int w,
+    float *y)
+{
+  Layout p = { .src = z, .dst = y, .rows = c, .h = h, .w = w };
+
+  g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0);
+
+  pp_cpu_parallel_for ((size_t) n * c,
+      PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) 4 * h * w) + 1,
+      interleave_range, &p);
 }
 
 /* Half-pixel centres, edges clamped; serial: it runs once a frame. */

@@ -115,6 +115,9 @@ void pp_cpu_quick_gelu (float *x, size_t n);
 void pp_cpu_geglu (const float *x, int rows, int d, float *y);
 void pp_cpu_upsample_nearest (const float *x, int n, int c, int h, int w,
     int factor, float *y);
+/* The interleave_phases op (pp-ops-list.h), channels first. */
+void pp_cpu_interleave_phases (const float *z, int n, int c, int h, int w,
+    float *y);
 void pp_cpu_concat_channels (const float *a, int ca, const float *b, int cb,
     int n, int hw, float *y);
 void pp_cpu_add (float *y, const float *x, size_t n);

@@ -157,6 +157,10 @@ cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
  * h·f, w·f, c]. */
 cudaError_t pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n,
     int c, int h, int w, int factor, int nhwc, void *y, cudaStream_t stream);
+/* The interleave_phases op (pp-ops-list.h): z and y of @type; with @nhwc,
+ * channels last: z [n, h + 1, w + 1, 4c] → y [n, 2h, 2w, c]. */
+cudaError_t pp_cuda_interleave_phases (const void *z, PpCudaType type,
+    int n, int c, int h, int w, int nhwc, void *y, cudaStream_t stream);
 cudaError_t pp_cuda_resize_bilinear (const float *x, int c, int h, int w,
     float *y, int ho, int wo, cudaStream_t stream);
 /* a, b and y of @type. */

@@ -168,6 +168,103 @@ pp_cuda_concat_channels (const void *a, int ca, const void *b, int cb,
   return cudaGetLastError ();
 }
 
+/* A 3×3 convolution of a nearest ×2 upsampling as its four output
+ * phases (the interleave_phases op): z [n, 4c, h + 1, w + 1] → y [n, c,
+ * 2h, 2w], y[n, k, 2i + a, 2j + b] = z[n, (2a + b)c + k, i + a, j + b].
+ * Channels first, a thread an output value. */
+template <PpCudaType T> __global__ void
+interleave_phases_kernel (const void *z, int c, int h, int w, size_t total,
+    void *y)
+{
+  const size_t wo = 2 * (size_t) w, ho = 2 * (size_t) h;
+  const size_t zw = (size_t) w + 1, zh = (size_t) h + 1;
+
+  PP_CUDA_FOR (o, total) {
+    const size_t ox = o % wo, oy = (o / wo) % ho, plane = o / (wo * ho);
+    const size_t k = plane % c, s = plane / c;
+    const size_t a = oy & 1, b = ox & 1;
+
+    pp_cuda_store<T> (y, o, pp_cuda_load<T> (z, ((s * 4 + 2 * a + b) * c
+                + k) * zh * zw + (oy / 2 + a) * zw + ox / 2 + b));
+  }
+}
+
+/* Channels last: each output pixel's c channels are one run of z's, eight
+ * a thread (one 16-byte load and store: c a multiple of 8, z and y
+ * aligned, fewer than 2^32 vectors). */
+template <PpCudaType T> __global__ void
+interleave_phases_nhwc8_kernel (const void *z, unsigned per_pixel,
+    unsigned h, unsigned w, unsigned vectors, void *y)
+{
+  const unsigned wo = 2 * w, ho = 2 * h;
+
+  for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
+      k += gridDim.x * blockDim.x) {
+    const unsigned pixel = k / per_pixel, v = k - pixel * per_pixel;
+    const unsigned ox = pixel % wo, rest = pixel / wo;
+    const unsigned oy = rest % ho, s = rest / ho;
+    const unsigned a = oy & 1, b = ox & 1;
+    const size_t source = ((size_t) s * (h + 1) + oy / 2 + a) * (w + 1)
+        + ox / 2 + b;
+    float x[PP_CUDA_VEC];
+
+    pp_cuda_load8<T> (z, ((source * 4 + 2 * a + b) * per_pixel + v)
+        * PP_CUDA_VEC, x);
+    pp_cuda_store8<T> (y, (size_t) k * PP_CUDA_VEC, x);
+  }
+}
+
+/* The same one value a thread, for any c. */
+template <PpCudaType T> __global__ void
+interleave_phases_nhwc_kernel (const void *z, int c, int h, int w,
+    size_t total, void *y)
+{
+  const size_t wo = 2 * (size_t) w, ho = 2 * (size_t) h;
+
+  PP_CUDA_FOR (o, total) {
+    const size_t k = o % c, pixel = o / c;
+    const size_t ox = pixel % wo, oy = (pixel / wo) % ho;
+    const size_t s = pixel / (wo * ho);
+    const size_t a = oy & 1, b = ox & 1;
+    const size_t source = (s * (h + 1) + oy / 2 + a) * (w + 1) + ox / 2 + b;
+
+    pp_cuda_store<T> (y, o, pp_cuda_load<T> (z, (source * 4 + 2 * a + b)
+            * c + k));
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_interleave_phases (const void *z, PpCudaType type, int n, int c,
+    int h, int w, int nhwc, void *y, cudaStream_t stream)
+{
+  const size_t total = (size_t) n * c * 4 * h * w;
+
+  if (total == 0)
+    return cudaSuccess;
+  if (nhwc && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
+      && pp_cuda_vec_aligned (z) && pp_cuda_vec_aligned (y)) {
+    const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
+
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        interleave_phases_nhwc8_kernel<T><<<pp_cuda_blocks (vectors,
+                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (z,
+            (unsigned) (c / PP_CUDA_VEC), (unsigned) h, (unsigned) w,
+            vectors, y));
+    return cudaGetLastError ();
+  }
+  if (nhwc)
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        interleave_phases_nhwc_kernel<T><<<pp_cuda_blocks (total,
+                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (z, c, h, w,
+            total, y));
+  else
+    PP_CUDA_DISPATCH_TYPE (type, T,
+        interleave_phases_kernel<T><<<pp_cuda_blocks (total,
+                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (z, c, h, w,
+            total, y));
+  return cudaGetLastError ();
+}
+
 /* Transposes go through a shared tile so that both the reads and the
  * writes are coalesced; the extra column keeps the tile's columns in
  * different banks. */

@@ -185,6 +185,34 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
 }
 
 void
+pp_cuda_op_interleave_phases (PpCudaBackend * cu, PpView z_view, int n,
+    int c, int h, int w, PpOut y_view)
+{
+  /* Refused before any copy. */
+  g_return_if_fail (n > 0 && c > 0 && h > 0 && w > 0);
+
+  /* Both channels last and of one type: copied as they are. */
+  if (z_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC
+      && z_view.dtype == y_view.dtype) {
+    PP_CUDA_OP_TRY (cu, pp_cuda_interleave_phases (z_view.data,
+            pp_cuda_act_type (cu, "interleave_phases", "y", y_view.dtype),
+            n, c, h, w, 1, y_view.data, cu->stream));
+    return;
+  }
+  z_view = pp_cuda_nchw_in (cu, "interleave_phases", "z", z_view, n, 4 * c,
+      (h + 1) * (w + 1));
+  y_view = pp_cuda_nchw_out_whole (cu, "interleave_phases", "y", y_view, n,
+      c, 4 * h * w);
+  const void *z;
+  void *y;
+  const PpCudaType type = one_type (cu, "interleave_phases", z_view, y_view,
+      &z, &y);
+
+  PP_CUDA_OP_TRY (cu, pp_cuda_interleave_phases (z, type, n, c, h, w, 0, y,
+          cu->stream));
+}
+
+void
 pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
     int h, int w, PpOut y_view, int ho, int wo)
 {

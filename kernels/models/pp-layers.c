@@ -106,6 +106,7 @@ pp_bind_conv (PpBinder * b, PpConv * conv, gint cin, gint cout, gint kernel,
   conv->kernel = kernel;
   conv->stride = stride;
   conv->pad = pad;
+  conv->phases = FALSE;
   conv->weight = bind_one (b, prefix, ".weight", PP_WEIGHT_DEFAULT,
       CONV_DIMS, wshape);
   conv->bias = with_bias ? bind_one (b, prefix, ".bias", PP_WEIGHT_BIAS,
@@ -183,6 +184,110 @@ pp_bind_conv_pad_after (PpBinder * b, PpConv * conv, gint cin, gint cout,
       memcpy (bound + (oc * kb + y + 1) * kb + 1, w + (oc * k + y) * k,
           k * sizeof (gfloat));
   conv->weight = bind_derived (b, key, bound, (gsize) cout * cin * kb * kb);
+}
+
+#define UP2_KERNEL 3
+#define UP2_PHASE_KERNEL 2
+#define UP2_FACTOR 2
+
+/* The 3×3 kernel's rows (or columns) that phase offset @a's tap @t sums:
+ * [first, last].  Offset 0 reads input rows i - 1 (kernel row 0) and i
+ * (rows 1 and 2: the upsampled rows 2i and 2i + 1); offset 1 reads rows
+ * i (rows 0 and 1) and i + 1 (row 2). */
+static void
+up2_taps (gint a, gint t, gint * first, gint * last)
+{
+  static const gint taps[2][2][2] = { {{0, 0}, {1, 2}}, {{0, 1}, {2, 2}} };
+
+  *first = taps[a][t][0];
+  *last = taps[a][t][1];
+}
+
+/* $PPDIFFUSE_UPSAMPLE_CONV: TRUE for the phases. */
+static gboolean
+up2_phases (PpBinder * b)
+{
+  const gchar *value = g_getenv (PP_UPSAMPLE_CONV_ENV);
+
+  if (value == NULL || *value == '\0' || g_str_equal (value, "phases"))
+    return TRUE;
+  if (!g_str_equal (value, "upsample") && b->error == NULL)
+    g_set_error (&b->error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: expected "
+        "phases (a 3×3 convolution of a ×2 upsampling as its four 2×2 "
+        "output phases, the default) or upsample (the upsampling and the "
+        "convolution apart)", PP_UPSAMPLE_CONV_ENV, value);
+  return FALSE;
+}
+
+void
+pp_bind_conv_up2 (PpBinder * b, PpConv * conv, gint cin, gint cout,
+    gboolean with_bias, const gchar * fmt, ...)
+{
+  const gint k = UP2_KERNEL, kp = UP2_PHASE_KERNEL;
+  const gint64 wshape[CONV_DIMS] = { cout, cin, k, k };
+  const gint64 bshape[VECTOR_DIMS] = { cout };
+  g_autofree gchar *prefix = NULL, *wkey = NULL, *bkey = NULL;
+  const gfloat *w, *bias = NULL;
+  gfloat *phases, *phase_bias;
+  const gsize per_phase = (gsize) cout * cin * kp * kp;
+  va_list ap;
+
+  va_start (ap, fmt);
+  prefix = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+
+  if (!up2_phases (b)) {
+    pp_bind_conv (b, conv, cin, cout, k, 1, 1, with_bias, "%s", prefix);
+    return;
+  }
+  conv->cin = cin;
+  conv->cout = cout;
+  conv->kernel = kp;
+  conv->stride = 1;
+  conv->pad = 1;
+  conv->phases = TRUE;
+  conv->weight = conv->bias = pp_view_none ();
+  if (b->error != NULL)
+    return;
+  wkey = g_strconcat (prefix, ".weight", NULL);
+  w = pp_weights_get_kind (b->weights, wkey, PP_WEIGHT_DEFAULT, CONV_DIMS,
+      wshape, &b->error);
+  if (w == NULL)
+    return;
+  if (with_bias) {
+    bkey = g_strconcat (prefix, ".bias", NULL);
+    bias = pp_weights_get_kind (b->weights, bkey, PP_WEIGHT_BIAS,
+        VECTOR_DIMS, bshape, &b->error);
+    if (bias == NULL)
+      return;
+  }
+  /* [4 (a, b), cout, cin, 2, 2]: phase (a, b)'s tap (r, s) is the sum of
+   * the kernel's rows and columns up2_taps names, in row-major order. */
+  phases = g_new (gfloat, 4 * per_phase);
+  for (gint a = 0; a < UP2_FACTOR; a++)
+    for (gint bb = 0; bb < UP2_FACTOR; bb++)
+      for (gsize oi = 0; oi < (gsize) cout * cin; oi++)
+        for (gint r = 0; r < kp; r++)
+          for (gint t = 0; t < kp; t++) {
+            const gfloat *w3 = w + oi * k * k;
+            gint y0, y1, x0, x1;
+            gfloat sum = 0.0f;
+
+            up2_taps (a, r, &y0, &y1);
+            up2_taps (bb, t, &x0, &x1);
+            for (gint y = y0; y <= y1; y++)
+              for (gint x = x0; x <= x1; x++)
+                sum += w3[y * k + x];
+            phases[(a * UP2_FACTOR + bb) * per_phase + (oi * kp + r) * kp
+                + t] = sum;
+          }
+  conv->weight = bind_derived (b, wkey, phases, 4 * per_phase);
+  if (!with_bias)
+    return;
+  phase_bias = g_new (gfloat, 4 * (gsize) cout);
+  for (gint p = 0; p < 4; p++)
+    memcpy (phase_bias + (gsize) p * cout, bias, cout * sizeof (gfloat));
+  conv->bias = bind_derived (b, bkey, phase_bias, 4 * (gsize) cout);
 }
 
 void
@@ -454,6 +559,38 @@ PpAct
 pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
 {
   return conv_apply (conv, x, layout, NULL, FALSE);
+}
+
+PpAct
+pp_conv_up2_apply (const PpConv * conv, const PpAct * x)
+{
+  PpBackend *be = pp_act_backend (x);
+  PpAct z, y;
+
+  if (!conv->phases) {
+    PpAct up = pp_act_new (x->pool, x->n, x->c, x->h * UP2_FACTOR,
+        x->w * UP2_FACTOR);
+
+    up.layout = x->layout;
+    pp_upsample_nearest (be, pp_act_in (x), x->n, x->c, x->h, x->w,
+        UP2_FACTOR, pp_act_out (&up));
+    y = pp_conv_apply (conv, &up);
+    pp_act_clear (&up);
+    return y;
+  }
+  g_assert (x->c == conv->cin);
+  z = pp_act_new (x->pool, x->n, 4 * conv->cout, x->h + 1, x->w + 1);
+  z.layout = x->layout;
+  pp_conv2d (be, pp_act_in (x), x->n, x->c, x->h, x->w, conv->weight,
+      conv->bias, 4 * conv->cout, conv->kernel, conv->kernel, 1, conv->pad,
+      pp_view_none (), FALSE, pp_act_out (&z));
+  y = pp_act_new (x->pool, x->n, conv->cout, x->h * UP2_FACTOR,
+      x->w * UP2_FACTOR);
+  y.layout = x->layout;
+  pp_interleave_phases (be, pp_act_in (&z), x->n, conv->cout, x->h, x->w,
+      pp_act_out (&y));
+  pp_act_clear (&z);
+  return y;
 }
 
 PpAct

@@ -38,6 +38,10 @@ typedef struct
   PpView weight;                /* [cout, cin, kernel, kernel] */
   PpView bias;                  /* [cout], or none */
   gint cin, cout, kernel, stride, pad;
+  /* Bound by pp_bind_conv_up2 as the four output phases of a 3×3
+   * convolution of a nearest ×2 upsampling: weight [4·cout, cin, 2, 2],
+   * bias [4·cout] (or none), kernel 2, padding 1. */
+  gboolean phases;
 } PpConv;
 
 typedef struct
@@ -106,6 +110,24 @@ void     pp_bind_norm     (PpBinder * b, PpNorm * norm, gint channels,
 void     pp_bind_conv_pad_after (PpBinder * b, PpConv * conv, gint cin,
                            gint cout, const gchar * fmt, ...)
                            G_GNUC_PRINTF (5, 6);
+/* A 3×3 convolution (stride 1, padding 1) of the nearest ×2 upsampling of
+ * its input (diffusers' Upsample2D, TAESD's upsample and the convolution
+ * after it), run by pp_conv_up2_apply.  Each output pixel (2i + a, 2j +
+ * b) reads only input rows i - 1 + a … i + a and columns j - 1 + b … j +
+ * b, the upsampled rows and columns it reads twice being one input
+ * pixel: so the output is four phases, each a 2×2 convolution of the
+ * input itself (padding 1) whose taps are sums of the 3×3 kernel's,
+ * summed here once in float32 and stored as the weights are.  About 4/9
+ * of the FLOPs, no upsampled activation, and an output four times as
+ * wide as the convolution's (4·cout channels), interleaved by
+ * interleave_phases.
+ * $PPDIFFUSE_UPSAMPLE_CONV=upsample binds the 3×3 kernel as it is (the
+ * upsampling and the convolution apart); phases, or unset, the phases;
+ * anything else is a binding error naming the choices. */
+#define PP_UPSAMPLE_CONV_ENV "PPDIFFUSE_UPSAMPLE_CONV"
+void     pp_bind_conv_up2 (PpBinder * b, PpConv * conv, gint cin,
+                           gint cout, gboolean with_bias,
+                           const gchar * fmt, ...) G_GNUC_PRINTF (6, 7);
 /* Hands the first binding error to @error; FALSE when there was one. */
 gboolean pp_binder_finish (PpBinder * b, GError ** error);
 
@@ -141,6 +163,9 @@ void     pp_act_replace   (PpAct * dst, PpAct src);
 PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
 PpAct    pp_conv_apply_laid (const PpConv * conv, const PpAct * x,
                            PpLayout layout);
+/* A convolution bound by pp_bind_conv_up2 applied to the nearest ×2
+ * upsampling of @x, laid out as @x is: [n, cout, 2h, 2w]. */
+PpAct    pp_conv_up2_apply (const PpConv * conv, const PpAct * x);
 /* relu(conv(x)) in one op, laid out as @x is. */
 PpAct    pp_conv_relu_apply (const PpConv * conv, const PpAct * x);
 /* conv(x) + @residual (of the output's shape, laid out as @x is), and its

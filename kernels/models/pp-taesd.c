@@ -76,6 +76,18 @@ add_conv (PpBinder * b, GArray * layers, const gchar * half, gint cin,
   g_array_append_val (layers, layer);
 }
 
+/* A convolution (without a bias) that follows a ×2 upsampling. */
+static void
+add_conv_up2 (PpBinder * b, GArray * layers, const gchar * half, gint cin,
+    gint cout)
+{
+  Layer layer = { LAYER_CONV };
+
+  pp_bind_conv_up2 (b, &layer.conv, cin, cout, FALSE, "%s.layers.%u", half,
+      layers->len);
+  g_array_append_val (layers, layer);
+}
+
 static void
 add_block (PpBinder * b, GArray * layers, const gchar * half, gint cin,
     gint cout)
@@ -242,8 +254,13 @@ pp_taesd_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       add_plain (m->decoder, LAYER_UPSAMPLE);
       m->decoder_up *= m->upsampling_factor;
     }
-    add_conv (&b, m->decoder, "decoder", c, last ? m->out_channels : c, 1,
-        last);
+    /* The upsampling's convolution as its output phases
+     * (pp_bind_conv_up2), which take in the upsampling. */
+    if (!last && m->upsampling_factor == 2)
+      add_conv_up2 (&b, m->decoder, "decoder", c, c);
+    else
+      add_conv (&b, m->decoder, "decoder", c, last ? m->out_channels : c, 1,
+          last);
   }
   if (!pp_binder_finish (&b, error))
     return NULL;
@@ -359,6 +376,19 @@ block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
   return y;
 }
 
+/* @x upsampled by the model's factor, nearest neighbour. */
+static PpAct
+upsample (const PpTaesd * m, const PpAct * x)
+{
+  const gint f = m->upsampling_factor;
+  PpAct y = pp_act_new (x->pool, x->n, x->c, x->h * f, x->w * f);
+
+  y.layout = x->layout;
+  pp_upsample_nearest (m->be, pp_act_in (x), x->n, x->c, x->h, x->w, f,
+      pp_act_out (&y));
+  return y;
+}
+
 /* Runs @layers over @x (consumed), tapping "{half}.layers.{i}": in m's
  * layout from the first layer's output on, and NCHW from the last's when
  * it is a convolution (each reading the other layout as it is). */
@@ -383,13 +413,24 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
         pp_act_fn_apply (m->act, &x);
         break;
       case LAYER_UPSAMPLE:{
-        gint f = m->upsampling_factor;
-        PpAct y = pp_act_new (x.pool, x.n, x.c, x.h * f, x.w * f);
+        const Layer *next = i + 1 < layers->len
+            ? &g_array_index (layers, Layer, i + 1) : NULL;
 
-        y.layout = x.layout;
-        pp_upsample_nearest (m->be, pp_act_in (&x), x.n, x.c, x.h, x.w, f,
-            pp_act_out (&y));
-        pp_act_replace (&x, y);
+        /* The convolution after it, bound as its output phases, reads x
+         * itself (the upsampled x is made only for a tap): both layers in
+         * one step. */
+        if (next != NULL && next->conv.phases) {
+          if (tap != NULL) {
+            PpAct y = upsample (m, &x);
+
+            pp_tap_act (tap, tap_data, &y, NCHW_DIMS, "%s.layers.%u", half,
+                i);
+            pp_act_clear (&y);
+          }
+          pp_act_replace (&x, pp_conv_up2_apply (&next->conv, &x));
+          i++;
+        } else
+          pp_act_replace (&x, upsample (m, &x));
         break;
       }
     }

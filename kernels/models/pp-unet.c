@@ -18,7 +18,6 @@
 #define KERNEL 3
 #define PAD 1
 #define DOWN_STRIDE 2
-#define UP_FACTOR 2
 /* Positional time embedding widens C0 by this for the MLP. */
 #define TIME_EMBED_MULT 4
 /* Transformer2DModel's GroupNorm and BasicTransformerBlock's LayerNorms. */
@@ -659,7 +658,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
     }
     blk->has_sampler = i + 1 < n;
     if (blk->has_sampler)
-      pp_bind_conv (&b, &blk->sampler, out_c, out_c, KERNEL, 1, PAD, TRUE,
+      pp_bind_conv_up2 (&b, &blk->sampler, out_c, out_c, TRUE,
           "up_blocks.%u.upsamplers.0.conv", i);
   }
 
@@ -1453,16 +1452,8 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
         pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
                 context));
     }
-    if (blk->has_sampler) {
-      PpAct up = pp_act_new (m->pool, h.n, h.c, h.h * UP_FACTOR,
-          h.w * UP_FACTOR);
-
-      up.layout = h.layout;
-      pp_upsample_nearest (m->be, pp_act_in (&h), h.n, h.c, h.h, h.w,
-          UP_FACTOR, pp_act_out (&up));
-      pp_act_replace (&h, up);
-      pp_act_replace (&h, pp_conv_apply (&blk->sampler, &h));
-    }
+    if (blk->has_sampler)
+      pp_act_replace (&h, pp_conv_up2_apply (&blk->sampler, &h));
     pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "up_blocks.%u", i);
   }
   g_assert (skips.len == 0);

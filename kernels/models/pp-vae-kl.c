@@ -19,7 +19,6 @@
 #define PAD 1
 #define NCHW_DIMS 4
 #define NORM_EPS 1e-6f
-#define UPSAMPLE_FACTOR 2
 #define DOWN_STRIDE 2
 #define MID_RESNETS 2
 #define MAX_STAGES 8
@@ -328,7 +327,7 @@ bind_decoder (PpVaeKl * m, PpBinder * b, GArray * channels, gint layers,
     }
     s->has_sampler = i + 1 < n;
     if (s->has_sampler)
-      pp_bind_conv (b, &s->sampler, out, out, KERNEL, 1, PAD, TRUE,
+      pp_bind_conv_up2 (b, &s->sampler, out, out, TRUE,
           "decoder.up_blocks.%u.upsamplers.0.conv", i);
   }
   pp_bind_norm (b, &d->norm_out, CH (0), "decoder.conv_norm_out");
@@ -589,16 +588,8 @@ decoder_forward (const PpVaeKl * m, PpAct x, PpTapFunc tap,
     const Stage *s = &d->stages[i];
 
     x = stage_resnets (m, s, x);
-    if (s->has_sampler) {
-      PpAct up = pp_act_new (x.pool, x.n, x.c, x.h * UPSAMPLE_FACTOR,
-          x.w * UPSAMPLE_FACTOR);
-
-      up.layout = x.layout;
-      pp_upsample_nearest (m->be, pp_act_in (&x), x.n, x.c, x.h, x.w,
-          UPSAMPLE_FACTOR, pp_act_out (&up));
-      pp_act_replace (&x, up);
-      pp_act_replace (&x, pp_conv_apply (&s->sampler, &x));
-    }
+    if (s->has_sampler)
+      pp_act_replace (&x, pp_conv_up2_apply (&s->sampler, &x));
     pp_tap_act (tap, tap_data, &x, NCHW_DIMS, "decoder.up_blocks.%u", i);
   }
   pp_act_replace (&x, norm_act (m, &d->norm_out, &x, TRUE));

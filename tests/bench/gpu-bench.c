@@ -340,6 +340,7 @@ static const gchar *const op_family[PP_OP_COUNT] = {
   [PP_OP_NCHW_TO_NLC] = "layout and copies",
   [PP_OP_NLC_TO_NCHW] = "layout and copies",
   [PP_OP_UPSAMPLE_NEAREST] = "layout and copies",
+  [PP_OP_INTERLEAVE_PHASES] = "layout and copies",
   [PP_OP_RESIZE_BILINEAR] = "layout and copies",
   [PP_OP_CONCAT_CHANNELS] = "layout and copies",
   [PP_OP_BYTES_TO_FLOATS] = "layout and copies",

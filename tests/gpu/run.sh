@@ -1344,6 +1344,8 @@ step_bench() {
     # group, where the tiles take three); the convolutions of 3 and 4
     # channels (a model's first and last) channels-last on tensor cores,
     # their channels padded (padded: no transposes around them); the
+    # convolutions after the upsamplings as 3×3 ones of the upsampled
+    # activation (upsample: the way before their output phases); the
     # convolutions' bias, residual and ReLU in cuDNN's
     # epilogue (fused: no bias pass after each); and the last two
     # together, what the defaults would be if each is faster alone; the
@@ -1357,7 +1359,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" \
-        "PPDIFFUSE_CUDA_CONV_LAYOUT=padded" \
+        "PPDIFFUSE_CUDA_CONV_LAYOUT=padded" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_CONV_API=graph" \

@@ -1017,6 +1017,53 @@ test_transpose (void)
   }
 }
 
+/* A 3×3 convolution of an upsampling's four output phases, interleaved:
+ * channels first, channels last one value a thread (3 channels) and
+ * eight (8, 16). */
+static void
+test_interleave_phases (void)
+{
+  const struct
+  {
+    int n, c, h, w;
+  } shapes[] = { { 1, 1, 1, 1 }, { 2, 3, 5, 7 }, { 1, 8, 4, 6 },
+    { 2, 16, 3, 3 } };
+
+  for (const auto &s : shapes) {
+    const size_t zh = s.h + 1, zw = s.w + 1, zhw = zh * zw;
+    const size_t hw = (size_t) 4 * s.h * s.w;
+    const size_t n_in = (size_t) s.n * 4 * s.c * zhw;
+    const size_t total = (size_t) s.n * s.c * hw;
+    const std::vector<float> z = exact_values (n_in, -3, 3);
+    std::vector<float> want (total);
+
+    for (int k = 0; k < s.n; k++)
+      for (int ch = 0; ch < s.c; ch++)
+        for (int oy = 0; oy < 2 * s.h; oy++)
+          for (int ox = 0; ox < 2 * s.w; ox++) {
+            const int a = oy % 2, b = ox % 2;
+
+            want[(((size_t) k * s.c + ch) * 2 * s.h + oy) * 2 * s.w + ox] =
+                z[(((size_t) k * 4 + 2 * a + b) * s.c + ch) * zhw
+                + (size_t) (oy / 2 + a) * zw + ox / 2 + b];
+          }
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+      const std::vector<Arg> args = { in ("z", nhwc ? channels_last (z, s.n,
+              4 * s.c, zhw) : z), out ("y", total) };
+      const std::string what = strf ("interleave_phases n=%d c=%d %dx%d%s",
+          s.n, s.c, s.h, s.w, nhwc ? " channels last" : "");
+      auto r = run_typed (what, args, [&] (const Run &b) {
+            return pp_cuda_interleave_phases (b.p (0), b.t (0), s.n, s.c,
+                s.h, s.w, nhwc, b.p (1), NULL); },
+          { { F16, F16 }, { BF16, BF16 } });
+
+      if (r)
+        expect_bits (what, args, *r, 1, nhwc ? channels_last (want, s.n,
+                s.c, hw) : want);
+    }
+  }
+}
+
 /* A convolution's channels padded with zeros, channels last, and taken
  * back: from and into both layouts, past the last channel and (a
  * filter's output channels) past the last sample. */
@@ -1438,6 +1485,8 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/concat", test_concat);
   g_test_add_func ("/kernels/cuda-emu/transpose", test_transpose);
   g_test_add_func ("/kernels/cuda-emu/add-channel", test_add_channel);
+  g_test_add_func ("/kernels/cuda-emu/interleave-phases",
+      test_interleave_phases);
   g_test_add_func ("/kernels/cuda-emu/pad-channels", test_pad_channels);
   g_test_add_func ("/kernels/cuda-emu/unpad-channels", test_unpad_channels);
   g_test_add_func ("/kernels/cuda-emu/softmax", test_softmax);

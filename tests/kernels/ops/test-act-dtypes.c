@@ -354,6 +354,20 @@ run_upsample_nearest (const Acts * a, gconstpointer wt)
   pp_upsample_nearest (be, in (a, 0), 1, 2, 3, 3, 2, out (a, 1));
 }
 
+/* 2 channels (and 8, a device's vector path) of 2×3 from their four
+ * phases of 3×4. */
+static void
+run_interleave_phases (const Acts * a, gconstpointer wt)
+{
+  pp_interleave_phases (be, in (a, 0), 1, 2, 2, 3, out (a, 1));
+}
+
+static void
+run_interleave_phases_8 (const Acts * a, gconstpointer wt)
+{
+  pp_interleave_phases (be, in (a, 0), 1, 8, 2, 3, out (a, 1));
+}
+
 static void
 run_resize_bilinear (const Acts * a, gconstpointer wt)
 {
@@ -532,6 +546,11 @@ static const Case cases[] = {
   {PP_OP_GEGLU, "geglu", 2, {{30, ACT_IN}, {15, ACT_OUT}}, run_geglu, 0},
   {PP_OP_UPSAMPLE_NEAREST, "upsample_nearest", 2, {{18, ACT_IN, 1, 2, 9},
           {72, ACT_OUT, 1, 2, 36}}, run_upsample_nearest, 0},
+  {PP_OP_INTERLEAVE_PHASES, "interleave_phases", 2, {{96, ACT_IN, 1, 8, 12},
+          {48, ACT_OUT, 1, 2, 24}}, run_interleave_phases, 0},
+  {PP_OP_INTERLEAVE_PHASES, "interleave_phases/8-channels", 2,
+        {{384, ACT_IN, 1, 32, 12}, {192, ACT_OUT, 1, 8, 24}},
+      run_interleave_phases_8, 0},
   {PP_OP_RESIZE_BILINEAR, "resize_bilinear", 2, {{24, ACT_IN, 1, 2, 12},
           {70, ACT_OUT, 1, 2, 35}}, run_resize_bilinear, 0},
   {PP_OP_CONCAT_CHANNELS, "concat_channels", 3, {{28, ACT_IN, 2, 2, 7},
@@ -727,7 +746,8 @@ acts_take (const Case * c, Acts * a, guint i)
 
 /* Whether a device backend (CUDA) runs @op on views all channels last as
  * they are: the split group norm (its default, PPDIFFUSE_CUDA_GROUP_NORM),
- * and upsample_nearest and concat_channels on views of one dtype. */
+ * and upsample_nearest, interleave_phases and concat_channels on views of
+ * one dtype. */
 static gboolean
 native_nhwc (PpOp op, gboolean one_dtype)
 {
@@ -737,6 +757,7 @@ native_nhwc (PpOp op, gboolean one_dtype)
     case PP_OP_GROUP_NORM:
       return norm == NULL || *norm == '\0' || g_str_equal (norm, "split");
     case PP_OP_UPSAMPLE_NEAREST:
+    case PP_OP_INTERLEAVE_PHASES:
     case PP_OP_CONCAT_CHANNELS:
       return one_dtype;
     default:

@@ -1600,6 +1600,50 @@ test_upsample (void)
   g_rand_free (rng);
 }
 
+static void
+run_interleave (GRand * rng, int n, int c, int h, int w)
+{
+  const size_t zh = h + 1, zw = w + 1;
+  const size_t n_in = (size_t) n * 4 * c * zh * zw;
+  const size_t total = (size_t) n * c * 4 * h * w;
+  g_autofree float *z = random_floats (rng, n_in, 1.0);
+  g_autofree float *y = g_new (float, total);
+  g_autofree float *expect = g_new (float, total);
+  g_autofree gchar *what = g_strdup_printf ("interleave_phases %dx%dx%dx%d",
+      n, c, h, w);
+  Paths before = paths_now ();
+
+  pp_interleave_phases (be, pp_view_f32 (z, n_in), n, c, h, w,
+      pp_out_f32 (y, total));
+  check_splits (what, &before, loop_splits ((size_t) n * c,
+          PP_CPU_LAYOUT_GRAIN_VALUES / ((size_t) 4 * h * w) + 1));
+  for (int s = 0; s < n; s++)
+    for (int k = 0; k < c; k++)
+      for (int oy = 0; oy < 2 * h; oy++)
+        for (int ox = 0; ox < 2 * w; ox++) {
+          const int a = oy % 2, b = ox % 2;
+
+          expect[(((size_t) s * c + k) * 2 * h + oy) * 2 * w + ox] =
+              z[(((size_t) s * 4 + 2 * a + b) * c + k) * zh * zw
+              + (size_t) (oy / 2 + a) * zw + ox / 2 + b];
+        }
+  check_equal (what, y, expect, total);
+}
+
+/* Every output value is one of z's, put where its phase says; split over
+ * output planes like the upsampling. */
+static void
+test_interleave (void)
+{
+  GRand *rng = g_rand_new_with_seed (SEED + 22);
+
+  run_interleave (rng, 1, 1, 1, 1);
+  run_interleave (rng, 2, 3, 5, 7);
+  run_interleave (rng, 1, UPSAMPLE_SPLIT (5 * 7 * 4), 5, 7);
+  run_interleave (rng, 2, UPSAMPLE_SPLIT (5 * 7 * 4) + 1, 5, 7);
+  g_rand_free (rng);
+}
+
 /* timestep embedding */
 
 static void
@@ -2095,6 +2139,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/ops/concat", test_concat);
   g_test_add_func ("/kernels/ops/bytes-floats", test_bytes_floats);
   g_test_add_func ("/kernels/ops/upsample", test_upsample);
+  g_test_add_func ("/kernels/ops/interleave-phases", test_interleave);
   g_test_add_func ("/kernels/ops/timestep-embedding",
       test_timestep_embedding);
   g_test_add_func ("/kernels/ops/views/widened", test_views_widened);
