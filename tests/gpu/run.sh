@@ -1392,6 +1392,8 @@ step_bench() {
       printf '%9s %9s %9s %8s %8s %8s  %s\n' "UNet ms" "TAESD ms" \
           "batch4 ms" "fps" "fps fb2" "fps fb4" "way" | indent
       indent <"$work/bench-summary"
+      # Each f16 way against the defaults, and the candidates for one.
+      awk -f "$here/bench-compare.awk" "$work/bench-summary" | indent
     fi
     # diffusers' own UNet and TAESD, eager, on the same GPU in the same
     # run: the baseline the targets are set against.
