@@ -15,19 +15,11 @@ NMSE=1e-11
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Usage: both NAME COMMAND... (OUT in COMMAND is replaced by the output)
+# Usage: both NAME RUN (RUN OUT: a function that writes the output)
 both() {
-  name=$1
-  shift
+  name=$1 run=$2
   for way in phases upsample; do
-    out="$work/$name-$way.npy"
-    args=""
-    for a in "$@"; do
-      [ "$a" = OUT ] && a=$out
-      args="$args $a"
-    done
-    # shellcheck disable=SC2086  # a list of words without spaces
-    if ! PPDIFFUSE_UPSAMPLE_CONV=$way timeout "$LIMIT_S" $args \
+    if ! PPDIFFUSE_UPSAMPLE_CONV=$way "$run" "$work/$name-$way.npy" \
         >"$work/log" 2>&1; then
       cat "$work/log" >&2
       echo "$name ($way) failed" >&2
@@ -47,14 +39,20 @@ both() {
 }
 
 for kind in turbo sd15; do
-  m=$DATA/unet-$kind-tiny
-  both "unet-$kind" "$TOOL" unet --backend cpu --model "$m" \
-    --sample "$m/sample.npy" --timestep "$(cat "$m/timestep.txt")" \
-    --encoder-hidden-states "$m/encoder_hidden_states.npy" --out OUT
+  unet() {
+    m=$DATA/unet-$kind-tiny
+    timeout "$LIMIT_S" "$TOOL" unet --backend cpu --model "$m" \
+      --sample "$m/sample.npy" --timestep "$(cat "$m/timestep.txt")" \
+      --encoder-hidden-states "$m/encoder_hidden_states.npy" --out "$1"
+  }
+  both "unet-$kind" unet
 done
 for vae in taesd-tiny vae-kl-tiny; do
-  both "$vae-decode" "$TOOL" vae-decode --backend cpu --model "$DATA/$vae" \
-    --latents "$DATA/$vae/latents.npy" --out OUT
+  decode() {
+    timeout "$LIMIT_S" "$TOOL" vae-decode --backend cpu \
+      --model "$DATA/$vae" --latents "$DATA/$vae/latents.npy" --out "$1"
+  }
+  both "$vae-decode" decode
 done
 
 if PPDIFFUSE_UPSAMPLE_CONV=nearest timeout "$LIMIT_S" "$TOOL" vae-decode \

@@ -15,23 +15,16 @@ LIMIT_S=240
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Usage: same NAME EXT COMMAND... (OUT in COMMAND is replaced by the
-# output, a file of extension EXT)
+# Usage: same NAME EXT RUN (RUN OUT DTYPE: a function that writes the
+# output, a file of extension EXT, with weights of DTYPE)
 same() {
-  name=$1 ext=$2
-  shift 2
+  name=$1 ext=$2 run=$3
   for dtype in f16 bf16; do
     for way in auto padded; do
-      out="$work/$name-$dtype-$way.$ext"
-      args=""
-      for a in "$@"; do
-        [ "$a" = OUT ] && a=$out
-        args="$args $a"
-      done
-      # shellcheck disable=SC2086  # a list of words without spaces
       if ! PPDIFFUSE_CUDA_CONV_LAYOUT=$way \
-          PP_CUDA_EMU_LAUNCHES=pad_channels_kernel timeout "$LIMIT_S" \
-          $args --dtype "$dtype" >"$work/log" 2>&1; then
+          PP_CUDA_EMU_LAUNCHES=pad_channels_kernel \
+          "$run" "$work/$name-$dtype-$way.$ext" "$dtype" >"$work/log" 2>&1
+      then
         cat "$work/log" >&2
         echo "$name ($dtype, $way) failed" >&2
         exit 1
@@ -52,23 +45,35 @@ same() {
   done
 }
 
-same unet-turbo npy "$TOOL" unet --model "$DATA/unet-turbo-tiny" \
-  --sample "$DATA/unet-turbo-tiny/sample.npy" \
-  --timestep "$(cat "$DATA/unet-turbo-tiny/timestep.txt")" \
-  --encoder-hidden-states "$DATA/unet-turbo-tiny/encoder_hidden_states.npy" \
-  --out OUT
+unet() {
+  timeout "$LIMIT_S" "$TOOL" unet --model "$DATA/unet-turbo-tiny" \
+    --sample "$DATA/unet-turbo-tiny/sample.npy" \
+    --timestep "$(cat "$DATA/unet-turbo-tiny/timestep.txt")" \
+    --encoder-hidden-states "$DATA/unet-turbo-tiny/encoder_hidden_states.npy" \
+    --out "$1" --dtype "$2"
+}
+same unet-turbo npy unet
 for vae in taesd-tiny vae-kl-tiny; do
-  same "$vae-encode" npy "$TOOL" vae-encode --model "$DATA/$vae" \
-    --image "$DATA/$vae/image.npy" --out OUT
-  same "$vae-decode" npy "$TOOL" vae-decode --model "$DATA/$vae" \
-    --latents "$DATA/$vae/latents.npy" --out OUT
+  encode() {
+    timeout "$LIMIT_S" "$TOOL" vae-encode --model "$DATA/$vae" \
+      --image "$DATA/$vae/image.npy" --out "$1" --dtype "$2"
+  }
+  decode() {
+    timeout "$LIMIT_S" "$TOOL" vae-decode --model "$DATA/$vae" \
+      --latents "$DATA/$vae/latents.npy" --out "$1" --dtype "$2"
+  }
+  same "$vae-encode" npy encode
+  same "$vae-decode" npy decode
 done
 
 "$TOOL" make-tiny --kind turbo --out "$work/turbo" --seed 3 >/dev/null
 timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers=1 pattern=ball \
   ! video/x-raw,format=RGB,width=44,height=28 ! pngenc \
   ! filesink location="$work/in.png"
-same img2img-graphs png "$TOOL" img2img --model "$work/turbo" \
-  --in "$work/in.png" --out OUT \
-  --prompt-embeds "$work/turbo/prompt_embeds.npy" --strength 0.7 --seed 9 \
-  --steps 2 --frames 3 --cuda-graphs 1
+frames() {
+  timeout "$LIMIT_S" "$TOOL" img2img --model "$work/turbo" \
+    --in "$work/in.png" --out "$1" \
+    --prompt-embeds "$work/turbo/prompt_embeds.npy" --strength 0.7 --seed 9 \
+    --steps 2 --frames 3 --cuda-graphs 1 --dtype "$2"
+}
+same img2img-graphs png frames
