@@ -250,14 +250,12 @@ pp_bind_conv_up2 (PpBinder * b, PpConv * conv, gint cin, gint cout,
   if (b->error != NULL)
     return;
   wkey = g_strconcat (prefix, ".weight", NULL);
-  w = pp_weights_get_kind (b->weights, wkey, PP_WEIGHT_DEFAULT, CONV_DIMS,
-      wshape, &b->error);
+  w = read_weight (b, wkey, PP_WEIGHT_DEFAULT, CONV_DIMS, wshape);
   if (w == NULL)
     return;
   if (with_bias) {
     bkey = g_strconcat (prefix, ".bias", NULL);
-    bias = pp_weights_get_kind (b->weights, bkey, PP_WEIGHT_BIAS,
-        VECTOR_DIMS, bshape, &b->error);
+    bias = read_weight (b, bkey, PP_WEIGHT_BIAS, VECTOR_DIMS, bshape);
     if (bias == NULL)
       return;
   }
