@@ -313,62 +313,99 @@ void
 pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked, PpLinear * parts,
     guint n, gint in, gint out, const gchar * const *prefixes)
 {
-  const gint64 wshape[LINEAR_DIMS] = { out, in };
-  const gsize each = (gsize) out * in;
-  g_autofree gchar *name = NULL;
-  gfloat *host;
+  g_autofree gint *outs = g_new (gint, n);
 
-  stacked->in = in;
-  stacked->out = (gint) n * out;
-  stacked->weight = stacked->bias = pp_view_none ();
+  for (guint i = 0; i < n; i++)
+    outs[i] = out;
+  pp_bind_linear_concat (b, stacked, parts, n, in, outs, prefixes, NULL);
+}
+
+/* The sum of the [@n] biases under @prefixes into @host, in their order. */
+static gboolean
+sum_biases (PpBinder * b, gint n, const gchar * const *prefixes,
+    gfloat * host)
+{
+  const gint64 shape[VECTOR_DIMS] = { n };
+
+  for (guint i = 0; prefixes[i] != NULL; i++) {
+    g_autofree gchar *key = g_strconcat (prefixes[i], ".bias", NULL);
+    const gfloat *bias = read_weight (b, key, PP_WEIGHT_BIAS, VECTOR_DIMS,
+        shape);
+
+    if (bias == NULL)
+      return FALSE;
+    for (gint c = 0; c < n; c++)
+      host[c] += bias[c];
+  }
+  return TRUE;
+}
+
+void
+pp_bind_linear_concat (PpBinder * b, PpLinear * stacked, PpLinear * parts,
+    guint n, gint in, const gint * outs, const gchar * const *weights,
+    const gchar * const *const *biases)
+{
+  g_autofree gchar *name = NULL;
+  gsize rows = 0, row = 0;
+  gfloat *host, *bias_host;
+
   for (guint i = 0; i < n; i++) {
     parts[i].in = in;
-    parts[i].out = out;
+    parts[i].out = outs[i];
     parts[i].weight = parts[i].bias = pp_view_none ();
+    rows += (gsize) outs[i];
   }
+  stacked->in = in;
+  stacked->out = (gint) rows;
+  stacked->weight = stacked->bias = pp_view_none ();
   if (b->error != NULL)
     return;
-  host = g_new (gfloat, n * each);
+  host = g_new (gfloat, rows * in);
+  bias_host = biases != NULL ? g_new0 (gfloat, rows) : NULL;
   for (guint i = 0; i < n; i++) {
-    g_autofree gchar *key = g_strconcat (prefixes[i], ".weight", NULL);
+    const gint64 wshape[LINEAR_DIMS] = { outs[i], in };
+    g_autofree gchar *key = g_strconcat (weights[i], ".weight", NULL);
     const gfloat *w = read_weight (b, key, PP_WEIGHT_DEFAULT, LINEAR_DIMS,
         wshape);
 
-    if (w == NULL) {
+    if (w == NULL || (bias_host != NULL && !sum_biases (b, outs[i],
+                biases[i], bias_host + row))) {
       g_free (host);
+      g_free (bias_host);
       return;
     }
-    memcpy (host + i * each, w, each * sizeof (gfloat));
+    memcpy (host + row * in, w, (gsize) outs[i] * in * sizeof (gfloat));
+    row += (gsize) outs[i];
   }
-  name = g_strjoinv (" + ", (gchar **) prefixes);
-  stacked->weight = bind_derived (b, name, host, n * each);
-  if (pp_view_is_none (stacked->weight))
+  name = g_strjoinv (" + ", (gchar **) weights);
+  stacked->weight = bind_derived (b, name, host, rows * in);
+  if (bias_host != NULL)
+    stacked->bias = bind_derived (b, name, bias_host, rows);
+  if (pp_view_is_none (stacked->weight)
+      || (biases != NULL && pp_view_is_none (stacked->bias)))
     return;
-  for (guint i = 0; i < n; i++)
-    parts[i].weight = pp_view_range (stacked->weight, i * each, each);
+  row = 0;
+  for (guint i = 0; i < n; i++) {
+    parts[i].weight = pp_view_range (stacked->weight, row * in,
+        (gsize) outs[i] * in);
+    if (biases != NULL)
+      parts[i].bias = pp_view_range (stacked->bias, row, outs[i]);
+    row += (gsize) outs[i];
+  }
 }
 
 PpView
 pp_bind_bias_sum (PpBinder * b, gint n, const gchar * const *prefixes)
 {
-  const gint64 shape[VECTOR_DIMS] = { n };
   g_autofree gchar *joined = NULL, *name = NULL;
   gfloat *host;
 
   if (b->error != NULL)
     return pp_view_none ();
   host = g_new0 (gfloat, n);
-  for (guint i = 0; prefixes[i] != NULL; i++) {
-    g_autofree gchar *key = g_strconcat (prefixes[i], ".bias", NULL);
-    const gfloat *bias = read_weight (b, key, PP_WEIGHT_BIAS, VECTOR_DIMS,
-        shape);
-
-    if (bias == NULL) {
-      g_free (host);
-      return pp_view_none ();
-    }
-    for (gint c = 0; c < n; c++)
-      host[c] += bias[c];
+  if (!sum_biases (b, n, prefixes, host)) {
+    g_free (host);
+    return pp_view_none ();
   }
   joined = g_strjoinv (".bias + ", (gchar **) prefixes);
   name = g_strconcat (joined, ".bias", NULL);

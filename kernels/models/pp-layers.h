@@ -93,6 +93,19 @@ void     pp_bind_linear   (PpBinder * b, PpLinear * lin, gint in, gint out,
 void     pp_bind_linear_stacked (PpBinder * b, PpLinear * stacked,
                            PpLinear * parts, guint n, gint in, gint out,
                            const gchar * const *prefixes);
+/* @n linears of one input (@in) and @outs[i] outputs each, bound as one:
+ * @stacked's weight is theirs one after another ([Σ outs, in], the
+ * weights under @weights[i], a NULL-terminated array of @n) and, with
+ * @biases, its bias part by part the
+ * sum of the biases under @biases[i] (a NULL-terminated list each, added
+ * as pp_bind_bias_sum adds them), copies the model owns; each of @parts
+ * is a view of its rows and of its bias.  One product of a row then
+ * computes them all (a UNet's time embedding projections). */
+void     pp_bind_linear_concat (PpBinder * b, PpLinear * stacked,
+                           PpLinear * parts, guint n, gint in,
+                           const gint * outs,
+                           const gchar * const *weights,
+                           const gchar * const *const *biases);
 /* The sum of the [@n] biases under @prefixes (a NULL-terminated list of
  * at least one), added in float32 in their order and stored once as a
  * weight the model owns: biases that reach the same values (a ResNet's

@@ -54,10 +54,22 @@ typedef struct
   gint cin, cout;
   PpNorm norm1, norm2;
   PpConv conv1, conv2;
+  /* Its bias is conv1's and its own, summed; on a backend that stacks
+   * projections a view of PpUnet.time_proj's rows from @time_offset. */
   PpLinear time_emb_proj;
+  gint time_offset;
   gboolean has_shortcut;
   PpConv conv_shortcut;         /* 1×1, when cin != cout */
 } Resnet;
+
+/* The resnets in forward order with their key prefixes, for their time
+ * embedding projections, bound once all are known
+ * (bind_time_projections). */
+typedef struct
+{
+  GPtrArray *resnets;           /* Resnet * */
+  GPtrArray *prefixes;          /* gchar *, owned */
+} TimeBinds;
 
 typedef struct
 {
@@ -145,6 +157,11 @@ struct _PpUnet
   gint time_dim, temb_dim;
 
   PpLinear time_linear_1, time_linear_2;
+  /* On a backend that stacks projections, every resnet's time embedding
+   * projection as one linear (their rows one after another in forward
+   * order): one product for a forward of one sample. */
+  PpLinear time_proj;
+  gboolean time_proj_stacked;
   PpConv conv_in;
   Block *down;
   Resnet mid_resnets[MID_RESNETS];
@@ -156,22 +173,21 @@ struct _PpUnet
 
 /* Build */
 
+/* Binds resnet @r but for its time embedding projection, which @time
+ * collects. */
 static void
-bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, gint temb_dim,
+bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, TimeBinds * time,
     const gchar * prefix)
 {
-  g_autofree gchar *proj = g_strconcat (prefix, ".time_emb_proj", NULL);
-  g_autofree gchar *conv1 = g_strconcat (prefix, ".conv1", NULL);
-  const gchar *const biases[] = { proj, conv1, NULL };
-
   r->cin = cin;
   r->cout = cout;
   pp_bind_norm (b, &r->norm1, cin, "%s.norm1", prefix);
   /* conv1's bias is added with the time embedding's projection (its
    * bias is the two summed at load): see resnet_forward. */
-  pp_bind_conv (b, &r->conv1, cin, cout, KERNEL, 1, PAD, FALSE, "%s", conv1);
-  pp_bind_linear (b, &r->time_emb_proj, temb_dim, cout, FALSE, "%s", proj);
-  r->time_emb_proj.bias = pp_bind_bias_sum (b, cout, biases);
+  pp_bind_conv (b, &r->conv1, cin, cout, KERNEL, 1, PAD, FALSE, "%s.conv1",
+      prefix);
+  g_ptr_array_add (time->resnets, r);
+  g_ptr_array_add (time->prefixes, g_strdup (prefix));
   pp_bind_norm (b, &r->norm2, cout, "%s.norm2", prefix);
   pp_bind_conv (b, &r->conv2, cout, cout, KERNEL, 1, PAD, TRUE, "%s.conv2",
       prefix);
@@ -179,6 +195,55 @@ bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, gint temb_dim,
   if (r->has_shortcut)
     pp_bind_conv (b, &r->conv_shortcut, cin, cout, 1, 1, 0, TRUE,
         "%s.conv_shortcut", prefix);
+}
+
+/* The resnets' time embedding projections, each with conv1's bias and
+ * its own summed: on a backend that stacks projections one linear of
+ * their rows in forward order (PpUnet.time_proj: a forward of one sample
+ * makes one product, not one a resnet), each resnet's a view of its rows;
+ * elsewhere one linear each. */
+static void
+bind_time_projections (PpBinder * b, PpUnet * m, const TimeBinds * time)
+{
+  const guint n = time->resnets->len;
+  g_autofree gint *outs = g_new (gint, n);
+  g_autofree PpLinear *parts = g_new0 (PpLinear, n);
+  g_autoptr (GPtrArray) projs = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) convs = g_ptr_array_new_with_free_func (g_free);
+  g_autofree const gchar *const **biases = g_new (const gchar *const *, n);
+  g_autofree const gchar **lists = g_new (const gchar *, 3 * n);
+  gint offset = 0;
+
+  for (guint i = 0; i < n; i++) {
+    const Resnet *r = g_ptr_array_index (time->resnets, i);
+    const gchar *prefix = g_ptr_array_index (time->prefixes, i);
+
+    outs[i] = r->cout;
+    g_ptr_array_add (projs, g_strconcat (prefix, ".time_emb_proj", NULL));
+    g_ptr_array_add (convs, g_strconcat (prefix, ".conv1", NULL));
+    lists[3 * i] = g_ptr_array_index (projs, i);
+    lists[3 * i + 1] = g_ptr_array_index (convs, i);
+    lists[3 * i + 2] = NULL;
+    biases[i] = &lists[3 * i];
+  }
+  g_ptr_array_add (projs, NULL);
+  m->time_proj_stacked = pp_backend_stacks_projections (b->be);
+  if (m->time_proj_stacked)
+    pp_bind_linear_concat (b, &m->time_proj, parts, n, m->temb_dim, outs,
+        (const gchar * const *) projs->pdata, biases);
+  for (guint i = 0; i < n; i++) {
+    Resnet *r = g_ptr_array_index (time->resnets, i);
+
+    if (m->time_proj_stacked) {
+      r->time_emb_proj = parts[i];
+      r->time_offset = offset;
+      offset += r->cout;
+    } else {
+      pp_bind_linear (b, &r->time_emb_proj, m->temb_dim, r->cout, FALSE,
+          "%s", (const gchar *) g_ptr_array_index (projs, i));
+      r->time_emb_proj.bias = pp_bind_bias_sum (b, r->cout, biases[i]);
+    }
+  }
 }
 
 static void
@@ -554,6 +619,10 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   g_autoptr (PpUnet) m = g_new0 (PpUnet, 1);
   BlockConfig bc = { 0 };
   PpBinder b = pp_binder_init (weights, be);
+  g_autoptr (GPtrArray) time_resnets = g_ptr_array_new ();
+  g_autoptr (GPtrArray) time_prefixes =
+      g_ptr_array_new_with_free_func (g_free);
+  TimeBinds time = { time_resnets, time_prefixes };
   PpConfig *cfg;
   const gint64 *ch;
   guint n;
@@ -608,7 +677,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
           i, j);
 
       bind_resnet (&b, &blk->resnets[j], j == 0 ? in_c : out_c, out_c,
-          m->temb_dim, res);
+          &time, res);
       if (blk->cross)
         bind_transformer (&b, m, &blk->attentions[j], out_c,
             (gint) bc.heads[i], att);
@@ -621,12 +690,12 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 
   /* Mid: resnet, transformer, resnet at C_last with the last block's
    * heads. */
-  bind_resnet (&b, &m->mid_resnets[0], c_last, c_last, m->temb_dim,
+  bind_resnet (&b, &m->mid_resnets[0], c_last, c_last, &time,
       "mid_block.resnets.0");
   bind_transformer (&b, m, &m->mid_attention, c_last, (gint) bc.heads[n - 1],
       "mid_block.attentions.0");
   m->mid_attention.fuse = TRUE;
-  bind_resnet (&b, &m->mid_resnets[1], c_last, c_last, m->temb_dim,
+  bind_resnet (&b, &m->mid_resnets[1], c_last, c_last, &time,
       "mid_block.resnets.1");
 
   /* Up: block i (channels reversed) has layers + 1 resnets, each taking
@@ -649,7 +718,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       gint h_c = j == 0 ? prev_c : out_c;
       gint s_c = j + 1 == blk->n_layers ? skip_in : out_c;
 
-      bind_resnet (&b, &blk->resnets[j], h_c + s_c, out_c, m->temb_dim, res);
+      bind_resnet (&b, &blk->resnets[j], h_c + s_c, out_c, &time, res);
       if (blk->cross) {
         bind_transformer (&b, m, &blk->attentions[j], out_c,
             (gint) bc.heads[r], att);
@@ -661,6 +730,8 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       pp_bind_conv_up2 (&b, &blk->sampler, out_c, out_c, TRUE,
           "up_blocks.%u.upsamplers.0.conv", i);
   }
+
+  bind_time_projections (&b, m, &time);
 
   pp_bind_norm (&b, &m->norm_out, c0, "conv_norm_out");
   pp_bind_conv (&b, &m->conv_out, c0, m->out_channels, KERNEL, 1, PAD, TRUE,
@@ -843,23 +914,33 @@ pp_unet_stacked_attentions (PpUnet * m)
   return n;
 }
 
+guint
+pp_unet_stacked_time_projections (PpUnet * m)
+{
+  guint n = 0;
+
+  if (!m->time_proj_stacked)
+    return 0;
+  for (guint i = 0; i < m->n_blocks; i++)
+    n += m->down[i].n_layers + m->up[i].n_layers;
+  return n + MID_RESNETS;
+}
+
 /* Forward */
 
-/* The group norm of x + @shift ([N, C] added to each channel; NULL:
+/* The group norm of x + @shift ([N, C] added to each channel; none:
  * none), then the model's activation when @act: SiLU in the norm's own
  * pass. */
 static PpAct
 group_norm_shifted (const PpUnet * m, const PpNorm * norm, gfloat eps,
-    const PpAct * x, const PpAct * shift, gboolean act)
+    const PpAct * x, PpView shift, gboolean act)
 {
   PpAct y = pp_act_new (m->pool, x->n, x->c, x->h, x->w);
   const gboolean silu = act && m->act == PP_ACT_SILU;
 
   y.layout = x->layout;
-  pp_group_norm (m->be, pp_act_in (x),
-      shift != NULL ? pp_act_in (shift) : pp_view_none (), x->n, x->c,
-      x->h * x->w, m->groups, eps, norm->gamma, norm->beta, silu,
-      pp_act_out (&y));
+  pp_group_norm (m->be, pp_act_in (x), shift, x->n, x->c, x->h * x->w,
+      m->groups, eps, norm->gamma, norm->beta, silu, pp_act_out (&y));
   if (act && !silu)
     pp_act_fn_apply (m->act, &y);
   return y;
@@ -869,26 +950,52 @@ static PpAct
 group_norm (const PpUnet * m, const PpNorm * norm, gfloat eps,
     const PpAct * x, gboolean act)
 {
-  return group_norm_shifted (m, norm, eps, x, NULL, act);
+  return group_norm_shifted (m, norm, eps, x, pp_view_none (), act);
+}
+
+/* The time embedding's projections of a forward: @temb_act is act(temb)
+ * [N, temb_dim].  With the stacked projections and one sample, all of
+ * them in one product (each resnet's a range of its row, resnet_forward);
+ * else none here (each resnet projects its own). */
+typedef struct
+{
+  const PpAct *temb_act;
+  PpAct all;                    /* [1, Σ cout], or none (data NULL) */
+} TimeProj;
+
+static TimeProj
+time_projections (const PpUnet * m, const PpAct * temb_act)
+{
+  TimeProj tp = { temb_act, { 0 } };
+
+  if (m->time_proj_stacked && temb_act->n == 1)
+    tp.all = pp_linear_apply (&m->time_proj, temb_act);
+  return tp;
 }
 
 /* ResnetBlock2D: (shortcut(x) + conv2(act(norm2(conv1(act(norm1(x))) +
- * proj(act(temb)))))) / scale. @temb_act is act(temb) [N, temb_dim].
- * conv1 runs without its bias: the time embedding's projection, whose bias
- * holds conv1's too (summed at load, bind_resnet), is added to the
+ * proj(act(temb)))))) / scale, proj(act(temb)) from @tp.  conv1 runs
+ * without its bias: the time embedding's projection, whose bias holds
+ * conv1's too (summed at load, bind_time_projections), is added to the
  * channels in norm2's pass (its shift), so neither is a pass over conv1's
  * output. */
 static PpAct
 resnet_forward (const PpUnet * m, const Resnet * r, const PpAct * x,
-    const PpAct * temb_act, gfloat scale)
+    const TimeProj * tp, gfloat scale)
 {
-  PpAct h, t, out;
+  PpAct h, t = { 0 }, out;
+  PpView shift;
 
   h = group_norm (m, &r->norm1, m->norm_eps, x, TRUE);
   pp_act_replace (&h, pp_conv_apply (&r->conv1, &h));
-  t = pp_linear_apply (&r->time_emb_proj, temb_act);
-  pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h, &t,
-          TRUE));
+  if (tp->all.data != NULL)
+    shift = pp_view_range (pp_act_in (&tp->all), r->time_offset, r->cout);
+  else {
+    t = pp_linear_apply (&r->time_emb_proj, tp->temb_act);
+    shift = pp_act_in (&t);
+  }
+  pp_act_replace (&h, group_norm_shifted (m, &r->norm2, m->norm_eps, &h,
+          shift, TRUE));
   pp_act_clear (&t);
 
   /* conv2's output plus the shortcut (x itself, or its projection) in
@@ -1397,11 +1504,13 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
 {
   Skips skips = { m->skip_stack, 0, m->n_skips };
   PpAct temb, h;
+  TimeProj tp;
 
   temb = time_embedding (m, input->n, ts);
   pp_tap_act (tap, tap_data, &temb, VECTOR_ROWS_DIMS, "time_emb");
   /* Every resnet applies the activation to temb first: do it once. */
   pp_act_fn_apply (m->act, &temb);
+  tp = time_projections (m, &temb);
 
   h = pp_conv_apply_laid (&m->conv_in, input, m->layout);
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "conv_in");
@@ -1411,7 +1520,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
     const Block *blk = &m->down[i];
 
     for (guint j = 0; j < blk->n_layers; j++) {
-      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb,
+      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &tp,
               1.0f));
       if (blk->cross)
         pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
@@ -1425,11 +1534,11 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
     pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "down_blocks.%u", i);
   }
 
-  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[0], &h, &temb,
+  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[0], &h, &tp,
           m->mid_scale));
   pp_act_replace (&h, transformer_forward (m, &m->mid_attention, &h,
           context));
-  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[1], &h, &temb,
+  pp_act_replace (&h, resnet_forward (m, &m->mid_resnets[1], &h, &tp,
           m->mid_scale));
   pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "mid_block");
 
@@ -1446,7 +1555,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
           skip.c, h.n, h.h * h.w, pp_act_out (&cat));
       pp_act_clear (&skip);
       pp_act_replace (&h, cat);
-      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &temb,
+      pp_act_replace (&h, resnet_forward (m, &blk->resnets[j], &h, &tp,
               1.0f));
       if (blk->cross)
         pp_act_replace (&h, transformer_forward (m, &blk->attentions[j], &h,
@@ -1457,6 +1566,7 @@ unet_forward (PpUnet * m, const PpAct * input, const Timesteps * ts,
     pp_tap_act (tap, tap_data, &h, NCHW_DIMS, "up_blocks.%u", i);
   }
   g_assert (skips.len == 0);
+  pp_act_clear (&tp.all);
   pp_act_clear (&temb);
 
   pp_act_replace (&h, group_norm (m, &m->norm_out, m->norm_eps, &h, TRUE));

@@ -108,6 +108,10 @@ guint     pp_unet_size_multiple       (PpUnet * m);
  * product (all of them on a backend that stacks projections, none with a
  * temporal feature bank or elsewhere). */
 guint     pp_unet_stacked_attentions  (PpUnet * m);
+/* How many resnets' time embedding projections are rows of one stacked
+ * linear (all of them on a backend that stacks projections, none
+ * elsewhere): a forward of one sample computes them in one product. */
+guint     pp_unet_stacked_time_projections (PpUnet * m);
 void      pp_unet_free                (PpUnet * m);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpUnet, pp_unet_free)

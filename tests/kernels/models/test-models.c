@@ -551,14 +551,18 @@ test_unet_no_add_passes (void)
 /* Self-attention's q, k and v are one stacked product on a backend that
  * stacks projections (a GPU), three linears elsewhere: all of the UNet's
  * self-attentions or none (each transformer calls attention twice, self
- * and cross, one context per sample).  The fixture runs the backend's way
- * and then the other (pp_backend_set_stacks_projections): the stacked
- * build makes fewer linear calls, and its output is the three products'
- * within float32 rounding (its strided q, k and v are the same values). */
+ * and cross, one context per sample); and so are the resnets' time
+ * embedding projections, one product for a forward of one sample.  The
+ * fixture runs the backend's way and then the other
+ * (pp_backend_set_stacks_projections): the stacked build makes fewer
+ * linear calls, two a self-attention and, for one sample, all but one of
+ * the resnets' projections, and its output is the separate products'
+ * within float32 rounding (its strided q, k and v, and its rows of
+ * projections, are the same values).  Batch 2, and batch 1. */
 static void
-test_unet_stacked_qkv (void)
+test_unet_stacked (gconstpointer data)
 {
-  const UnetCase *c = &unet_repeat_cases[1];
+  const UnetCase *c = data;
   PpBackend *be = pp_backend_default ();
   const gboolean backend_stacks = pp_backend_stacks_projections (be);
   g_autoptr (PpTensor) sample = load_npy (c->inputs, "sample.npy");
@@ -567,7 +571,8 @@ test_unet_stacked_qkv (void)
   g_autofree gchar *dir = g_build_filename (data_dir, c->model, NULL);
   PpTensor *out[2];
   PpOpProfile linear[2], attention[2];
-  guint stacked[2];
+  guint stacked[2], time[2];
+  guint64 fewer;
   const float *a, *b;
   double max_ref = 0.0, max_diff = 0.0;
   gsize n;
@@ -586,10 +591,12 @@ test_unet_stacked_qkv (void)
     pp_ops_get_profile (PP_OP_LINEAR, &linear[i]);
     pp_ops_get_profile (PP_OP_ATTENTION, &attention[i]);
     stacked[i] = pp_unet_stacked_attentions (unet);
-    g_test_message ("%s (%s way): %u self-attentions stacked, %"
-        G_GUINT64_FORMAT " linear calls, %" G_GUINT64_FORMAT " attention "
-        "calls", pp_backend_name (be), i == 0 ? "its own" : "the other",
-        stacked[i], linear[i].calls, attention[i].calls);
+    time[i] = pp_unet_stacked_time_projections (unet);
+    g_test_message ("%s (%s way): %u self-attentions and %u time "
+        "projections stacked, %" G_GUINT64_FORMAT " linear calls, %"
+        G_GUINT64_FORMAT " attention calls", pp_backend_name (be),
+        i == 0 ? "its own" : "the other", stacked[i], time[i],
+        linear[i].calls, attention[i].calls);
   }
   pp_backend_set_stacks_projections (be, backend_stacks);
 
@@ -598,8 +605,18 @@ test_unet_stacked_qkv (void)
   for (guint i = 0; i < 2; i++)
     g_assert_cmpuint (stacked[i], ==, (i == 0) == backend_stacks
         ? attention[i].calls / 2 : 0);
-  g_assert_cmpuint (linear[backend_stacks ? 1 : 0].calls, >,
-      linear[backend_stacks ? 0 : 1].calls);
+  /* The stacked build: two linears fewer a self-attention (a call each
+   * of its row ranges), and for one sample one product for every
+   * resnet's time projection. */
+  {
+    const guint s = backend_stacks ? 0 : 1;
+
+    g_assert_cmpuint (time[s], >, 1);
+    g_assert_cmpuint (time[1 - s], ==, 0);
+    fewer = 2 * (guint64) stacked[s]
+        + (sample->shape[0] == 1 ? time[s] - 1 : 0);
+    g_assert_cmpuint (linear[1 - s].calls - linear[s].calls, >=, fewer);
+  }
 
   g_assert_cmpuint (out[0]->nbytes, ==, out[1]->nbytes);
   g_assert_cmpint (out[0]->dtype, ==, PP_DTYPE_F32);
@@ -1364,7 +1381,10 @@ main (int argc, char **argv)
         test_taesd_decode);
   g_test_add_func ("/models/unet/input-shapes", test_unet_input_shapes);
   g_test_add_func ("/models/unet/silu-in-norm", test_unet_silu_in_norm);
-  g_test_add_func ("/models/unet/stacked-qkv", test_unet_stacked_qkv);
+  g_test_add_data_func ("/models/unet/stacked/32x32-b2",
+      &unet_repeat_cases[1], test_unet_stacked);
+  g_test_add_data_func ("/models/unet/stacked/26x46", &unet_cases[7],
+      test_unet_stacked);
   g_test_add_func ("/models/unet/no-add-passes", test_unet_no_add_passes);
   g_test_add_func ("/models/unet/profile-windows", test_unet_profile_windows);
   g_test_add_func ("/models/taesd/input-shapes", test_taesd_input_shapes);
