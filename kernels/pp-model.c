@@ -334,6 +334,14 @@ done:
 }
 
 const gchar *
+pp_model_upsample_conv (void)
+{
+  const gchar *value = g_getenv (PP_UPSAMPLE_CONV_ENV);
+
+  return value == NULL || *value == '\0' ? "phases" : value;
+}
+
+const gchar *
 pp_model_uri_weights_dtype (const gchar * uri, PpBackend * backend)
 {
   const gchar *query = uri != NULL ? strchr (uri, '?') : NULL;

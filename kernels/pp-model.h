@@ -206,6 +206,15 @@ gchar    *pp_model_uri_for_load (const gchar * model, const PpModelLoad * load);
  * the built-in models, which compute on the host. */
 const gchar *pp_model_uri_weights_dtype (const gchar * uri,
                                          PpBackend * backend);
+/* How the models run a 3×3 convolution of a nearest ×2 upsampling,
+ * $PPDIFFUSE_UPSAMPLE_CONV (read when a model binds its weights,
+ * docs/architecture.md): "phases" (unset or empty too: its four output
+ * phases) or "upsample" (the upsampling and the convolution apart); any
+ * other value as it is, which the models refuse at their load.  It
+ * changes the bits, so the ranks of a mesh must agree (the handshake's
+ * "upsample-conv"). */
+#define PP_UPSAMPLE_CONV_ENV "PPDIFFUSE_UPSAMPLE_CONV"
+const gchar *pp_model_upsample_conv (void);
 /* The value of parameter @name of @uri, unescaped; NULL when it has none
  * (or the query cannot be read: loading the model says why). */
 gchar       *pp_model_uri_param (const gchar * uri, const gchar * name);

@@ -3,6 +3,7 @@
 #include "pp-layers.h"
 #include "pp-config.h"
 #include "pp-error.h"
+#include "pp-model.h"
 #include "pp-ops.h"
 
 #include <json-glib/json-glib.h>
@@ -207,9 +208,9 @@ up2_taps (gint a, gint t, gint * first, gint * last)
 static gboolean
 up2_phases (PpBinder * b)
 {
-  const gchar *value = g_getenv (PP_UPSAMPLE_CONV_ENV);
+  const gchar *value = pp_model_upsample_conv ();
 
-  if (value == NULL || *value == '\0' || g_str_equal (value, "phases"))
+  if (g_str_equal (value, "phases"))
     return TRUE;
   if (!g_str_equal (value, "upsample") && b->error == NULL)
     g_set_error (&b->error, PP_ERROR, PP_ERROR_CONFIG, "%s=%s: expected "

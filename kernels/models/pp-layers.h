@@ -137,7 +137,6 @@ void     pp_bind_conv_pad_after (PpBinder * b, PpConv * conv, gint cin,
  * $PPDIFFUSE_UPSAMPLE_CONV=upsample binds the 3×3 kernel as it is (the
  * upsampling and the convolution apart); phases, or unset, the phases;
  * anything else is a binding error naming the choices. */
-#define PP_UPSAMPLE_CONV_ENV "PPDIFFUSE_UPSAMPLE_CONV"
 void     pp_bind_conv_up2 (PpBinder * b, PpConv * conv, gint cin,
                            gint cout, gboolean with_bias,
                            const gchar * fmt, ...) G_GNUC_PRINTF (6, 7);

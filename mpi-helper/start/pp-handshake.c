@@ -19,7 +19,8 @@
 /* The keys pp_parity_check compares, and which of them rank 0 holds. */
 static const gchar *const checked_keys[] = {
   PP_PARITY_PROTOCOL, PP_PARITY_ENVELOPE, PP_PARITY_BUILD, PP_PARITY_BACKEND,
-  PP_PARITY_DTYPE, PP_PARITY_ACTIVATIONS, PP_PARITY_MPI,
+  PP_PARITY_DTYPE, PP_PARITY_ACTIVATIONS, PP_PARITY_UPSAMPLE_CONV,
+  PP_PARITY_MPI,
   PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN, PP_PARITY_DATA_PLANE, NULL
 };
 
@@ -263,6 +264,8 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
   g_hash_table_insert (p, g_strdup (PP_PARITY_ACTIVATIONS),
       g_strdup_printf ("%s, %s", pp_dtype_weights_name (act),
           pp_layout_name (pp_backend_act_layout (be, act))));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_UPSAMPLE_CONV),
+      g_strdup (pp_model_upsample_conv ()));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
   g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
       g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),

@@ -35,6 +35,10 @@ G_BEGIN_DECLS
  * (pp_backend_act_dtype, pp_backend_act_layout: the environment can change
  * both, and either changes the bits). */
 #define PP_PARITY_ACTIVATIONS "activations"
+/* How the models run the convolution after an upsampling, "phases" or
+ * "upsample" (pp_model_upsample_conv: the environment's choice, which
+ * changes the bits). */
+#define PP_PARITY_UPSAMPLE_CONV "upsample-conv"
 #define PP_PARITY_MPI "mpi"
 #define PP_PARITY_MODEL_DIGEST "model-digest"
 #define PP_PARITY_PLAN "plan"

@@ -1,6 +1,7 @@
 /* Unit tests for the init handshake messages. */
 #include "pp-handshake.h"
 #include "pp-error.h"
+#include "pp-model.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -319,6 +320,9 @@ test_parity_backend (void)
   g_autoptr (GHashTable) rank0 = NULL;
   PpWorkerInfo workers[2] = { { 0 } };
   g_autofree gchar *layout = g_strdup (g_getenv (PP_ACT_LAYOUT_ENV));
+  g_autofree gchar *upsample = g_strdup (g_getenv (PP_UPSAMPLE_CONV_ENV));
+  g_autofree gchar *expected = NULL;
+  const gchar *mine, *other;
 
   /* Rank 0 with the default layout, whatever the test runs under. */
   g_unsetenv (PP_ACT_LAYOUT_ENV);
@@ -353,6 +357,27 @@ test_parity_backend (void)
   g_assert_false (pp_parity_check (rank0, workers, 2, &error));
   g_assert_nonnull (strstr (error->message,
           "rank 2: activations = f32, nhwc (rank 0: f32, nchw)"));
+  g_clear_error (&error);
+
+  /* The convolutions after the upsamplings run otherwise on one rank (its
+   * environment). */
+  mine = g_hash_table_lookup (rank0, PP_PARITY_UPSAMPLE_CONV);
+  g_assert_cmpstr (mine, ==, upsample != NULL && *upsample != '\0'
+      ? upsample : "phases");
+  other = g_str_equal (mine, "upsample") ? "phases" : "upsample";
+  pp_worker_info_clear (&workers[1]);
+  g_setenv (PP_UPSAMPLE_CONV_ENV, other, TRUE);
+  workers[1].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
+      NULL);
+  if (upsample != NULL)
+    g_setenv (PP_UPSAMPLE_CONV_ENV, upsample, TRUE);
+  else
+    g_unsetenv (PP_UPSAMPLE_CONV_ENV);
+  g_assert_false (pp_parity_check (rank0, workers, 2, &error));
+  expected = g_strdup_printf ("rank 2: upsample-conv = %s (rank 0: %s)",
+      other, mine);
+  g_assert_nonnull (strstr (error->message, expected));
+  g_clear_error (&error);
   for (guint i = 0; i < 2; i++)
     pp_worker_info_clear (&workers[i]);
 }
