@@ -641,13 +641,19 @@ step_f32() {
     pass "temporal=feature-bank through meshes of 1 to 4 workers on $BE"
   fi
   # Self-attention's q, k and v as one stacked product on cuda (every
-  # self-attention of the tiny UNet), the same output as three products;
-  # the fixtures above hold its numbers.
-  if runs "stacked QKV on $BE" "$work/qkv.log" 120 env PPDIFFUSE_BACKEND="$BE" \
+  # self-attention of the tiny UNet), and the resnets' time projections
+  # as one for a sample, the same output as the separate products; the
+  # fixtures above hold its numbers.
+  if runs "stacked QKV and time projections on $BE" "$work/qkv.log" 120 \
+      env PPDIFFUSE_BACKEND="$BE" \
       "$build/tests/kernels/models/test-kernels-models" \
-      -p /models/unet/stacked-qkv --verbose "$data"; then
-    grep 'self-attentions stacked' "$work/qkv.log" | indent
-    pass "self-attention's q, k and v as one product on $BE"
+      -p /models/unet/stacked --verbose "$data"; then
+    grep 'projections stacked' "$work/qkv.log" | indent
+    if [ "$(grep -c '^ok ' "$work/qkv.log")" -ne 2 ]; then
+      bad "stacked QKV and time projections: expected 2 tests to pass"
+    else
+      pass "self-attention's q, k and v and the time projections as one product each on $BE"
+    fi
   fi
   # The benchmark's profile in windows, each queued behind a hold of the
   # stream: every op call counted once, the output unchanged.
