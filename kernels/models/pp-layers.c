@@ -115,7 +115,8 @@ pp_bind_conv (PpBinder * b, PpConv * conv, gint cin, gint cout, gint kernel,
 }
 
 /* Uploads @host (@n floats, consumed) as a weight the model owns: a
- * derived weight has no PpWeights entry to point into. */
+ * derived weight has no PpWeights entry to point into.  None after an
+ * error, as bind_one. */
 static PpView
 bind_derived (PpBinder * b, const gchar * key, gfloat * host, gsize n)
 {
@@ -123,6 +124,10 @@ bind_derived (PpBinder * b, const gchar * key, gfloat * host, gsize n)
   gpointer owned = NULL;
   PpView view;
 
+  if (b->error != NULL) {
+    g_free (host);
+    return pp_view_none ();
+  }
   view = pp_backend_upload_weights (b->be, host, n, dtype, &owned, &b->error);
   if (!pp_view_is_none (view) && owned == NULL) {
     /* A float32 view of @host itself: copy it into backend memory. */
@@ -598,18 +603,25 @@ pp_conv_apply_laid (const PpConv * conv, const PpAct * x, PpLayout layout)
 }
 
 PpAct
+pp_act_upsample (const PpAct * x, gint factor)
+{
+  PpAct y = pp_act_new (x->pool, x->n, x->c, x->h * factor, x->w * factor);
+
+  y.layout = x->layout;
+  pp_upsample_nearest (pp_act_backend (x), pp_act_in (x), x->n, x->c, x->h,
+      x->w, factor, pp_act_out (&y));
+  return y;
+}
+
+PpAct
 pp_conv_up2_apply (const PpConv * conv, const PpAct * x)
 {
   PpBackend *be = pp_act_backend (x);
   PpAct z, y;
 
   if (!conv->phases) {
-    PpAct up = pp_act_new (x->pool, x->n, x->c, x->h * UP2_FACTOR,
-        x->w * UP2_FACTOR);
+    PpAct up = pp_act_upsample (x, UP2_FACTOR);
 
-    up.layout = x->layout;
-    pp_upsample_nearest (be, pp_act_in (x), x->n, x->c, x->h, x->w,
-        UP2_FACTOR, pp_act_out (&up));
     y = pp_conv_apply (conv, &up);
     pp_act_clear (&up);
     return y;

@@ -175,6 +175,8 @@ void     pp_act_replace   (PpAct * dst, PpAct src);
 PpAct    pp_conv_apply    (const PpConv * conv, const PpAct * x);
 PpAct    pp_conv_apply_laid (const PpConv * conv, const PpAct * x,
                            PpLayout layout);
+/* @x upsampled @factor times, nearest neighbour, laid out as @x is. */
+PpAct    pp_act_upsample  (const PpAct * x, gint factor);
 /* A convolution bound by pp_bind_conv_up2 applied to the nearest ×2
  * upsampling of @x, laid out as @x is: [n, cout, 2h, 2w]. */
 PpAct    pp_conv_up2_apply (const PpConv * conv, const PpAct * x);

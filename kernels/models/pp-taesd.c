@@ -376,19 +376,6 @@ block_forward (const PpTaesd * m, const Layer * layer, const PpAct * x)
   return y;
 }
 
-/* @x upsampled by the model's factor, nearest neighbour. */
-static PpAct
-upsample (const PpTaesd * m, const PpAct * x)
-{
-  const gint f = m->upsampling_factor;
-  PpAct y = pp_act_new (x->pool, x->n, x->c, x->h * f, x->w * f);
-
-  y.layout = x->layout;
-  pp_upsample_nearest (m->be, pp_act_in (x), x->n, x->c, x->h, x->w, f,
-      pp_act_out (&y));
-  return y;
-}
-
 /* Runs @layers over @x (consumed), tapping "{half}.layers.{i}": in m's
  * layout from the first layer's output on, and NCHW from the last's when
  * it is a convolution (each reading the other layout as it is). */
@@ -421,7 +408,7 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
          * one step. */
         if (next != NULL && next->conv.phases) {
           if (tap != NULL) {
-            PpAct y = upsample (m, &x);
+            PpAct y = pp_act_upsample (&x, m->upsampling_factor);
 
             pp_tap_act (tap, tap_data, &y, NCHW_DIMS, "%s.layers.%u", half,
                 i);
@@ -430,7 +417,8 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
           pp_act_replace (&x, pp_conv_up2_apply (&next->conv, &x));
           i++;
         } else
-          pp_act_replace (&x, upsample (m, &x));
+          pp_act_replace (&x, pp_act_upsample (&x,
+              m->upsampling_factor));
         break;
       }
     }

@@ -173,11 +173,11 @@ struct _PpUnet
 
 /* Build */
 
-/* Binds resnet @r but for its time embedding projection, which @time
- * collects. */
+/* Binds resnet @r but for its time embedding projection, which
+ * @time_binds collects. */
 static void
-bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, TimeBinds * time,
-    const gchar * prefix)
+bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout,
+    TimeBinds * time_binds, const gchar * prefix)
 {
   r->cin = cin;
   r->cout = cout;
@@ -186,8 +186,8 @@ bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, TimeBinds * time,
    * bias is the two summed at load): see resnet_forward. */
   pp_bind_conv (b, &r->conv1, cin, cout, KERNEL, 1, PAD, FALSE, "%s.conv1",
       prefix);
-  g_ptr_array_add (time->resnets, r);
-  g_ptr_array_add (time->prefixes, g_strdup (prefix));
+  g_ptr_array_add (time_binds->resnets, r);
+  g_ptr_array_add (time_binds->prefixes, g_strdup (prefix));
   pp_bind_norm (b, &r->norm2, cout, "%s.norm2", prefix);
   pp_bind_conv (b, &r->conv2, cout, cout, KERNEL, 1, PAD, TRUE, "%s.conv2",
       prefix);
@@ -203,9 +203,10 @@ bind_resnet (PpBinder * b, Resnet * r, gint cin, gint cout, TimeBinds * time,
  * makes one product, not one a resnet), each resnet's a view of its rows;
  * elsewhere one linear each. */
 static void
-bind_time_projections (PpBinder * b, PpUnet * m, const TimeBinds * time)
+bind_time_projections (PpBinder * b, PpUnet * m,
+    const TimeBinds * time_binds)
 {
-  const guint n = time->resnets->len;
+  const guint n = time_binds->resnets->len;
   g_autofree gint *outs = g_new (gint, n);
   g_autofree PpLinear *parts = g_new0 (PpLinear, n);
   g_autoptr (GPtrArray) projs = g_ptr_array_new_with_free_func (g_free);
@@ -215,8 +216,8 @@ bind_time_projections (PpBinder * b, PpUnet * m, const TimeBinds * time)
   gint offset = 0;
 
   for (guint i = 0; i < n; i++) {
-    const Resnet *r = g_ptr_array_index (time->resnets, i);
-    const gchar *prefix = g_ptr_array_index (time->prefixes, i);
+    const Resnet *r = g_ptr_array_index (time_binds->resnets, i);
+    const gchar *prefix = g_ptr_array_index (time_binds->prefixes, i);
 
     outs[i] = r->cout;
     g_ptr_array_add (projs, g_strconcat (prefix, ".time_emb_proj", NULL));
@@ -232,7 +233,7 @@ bind_time_projections (PpBinder * b, PpUnet * m, const TimeBinds * time)
     pp_bind_linear_concat (b, &m->time_proj, parts, n, m->temb_dim, outs,
         (const gchar * const *) projs->pdata, biases);
   for (guint i = 0; i < n; i++) {
-    Resnet *r = g_ptr_array_index (time->resnets, i);
+    Resnet *r = g_ptr_array_index (time_binds->resnets, i);
 
     if (m->time_proj_stacked) {
       r->time_emb_proj = parts[i];
@@ -622,7 +623,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
   g_autoptr (GPtrArray) time_resnets = g_ptr_array_new ();
   g_autoptr (GPtrArray) time_prefixes =
       g_ptr_array_new_with_free_func (g_free);
-  TimeBinds time = { time_resnets, time_prefixes };
+  TimeBinds time_binds = { time_resnets, time_prefixes };
   PpConfig *cfg;
   const gint64 *ch;
   guint n;
@@ -677,7 +678,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
           i, j);
 
       bind_resnet (&b, &blk->resnets[j], j == 0 ? in_c : out_c, out_c,
-          &time, res);
+          &time_binds, res);
       if (blk->cross)
         bind_transformer (&b, m, &blk->attentions[j], out_c,
             (gint) bc.heads[i], att);
@@ -690,12 +691,12 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
 
   /* Mid: resnet, transformer, resnet at C_last with the last block's
    * heads. */
-  bind_resnet (&b, &m->mid_resnets[0], c_last, c_last, &time,
+  bind_resnet (&b, &m->mid_resnets[0], c_last, c_last, &time_binds,
       "mid_block.resnets.0");
   bind_transformer (&b, m, &m->mid_attention, c_last, (gint) bc.heads[n - 1],
       "mid_block.attentions.0");
   m->mid_attention.fuse = TRUE;
-  bind_resnet (&b, &m->mid_resnets[1], c_last, c_last, &time,
+  bind_resnet (&b, &m->mid_resnets[1], c_last, c_last, &time_binds,
       "mid_block.resnets.1");
 
   /* Up: block i (channels reversed) has layers + 1 resnets, each taking
@@ -718,7 +719,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
       gint h_c = j == 0 ? prev_c : out_c;
       gint s_c = j + 1 == blk->n_layers ? skip_in : out_c;
 
-      bind_resnet (&b, &blk->resnets[j], h_c + s_c, out_c, &time, res);
+      bind_resnet (&b, &blk->resnets[j], h_c + s_c, out_c, &time_binds, res);
       if (blk->cross) {
         bind_transformer (&b, m, &blk->attentions[j], out_c,
             (gint) bc.heads[r], att);
@@ -731,7 +732,7 @@ pp_unet_new (const gchar * config_path, PpWeights * weights, PpBackend * be,
           "up_blocks.%u.upsamplers.0.conv", i);
   }
 
-  bind_time_projections (&b, m, &time);
+  bind_time_projections (&b, m, &time_binds);
 
   pp_bind_norm (&b, &m->norm_out, c0, "conv_norm_out");
   pp_bind_conv (&b, &m->conv_out, c0, m->out_channels, KERNEL, 1, PAD, TRUE,

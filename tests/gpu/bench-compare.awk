@@ -5,7 +5,13 @@
 # than $THRESHOLD per cent (-v threshold=..., default 2): the candidates
 # for a default, each to be held by the device step first.
 # POSIX awk (mawk on the GPU machines).
-function way_of(line) { return substr(line, 59) }
+# The way: what follows the row's six figures.
+function way_of(line,   i) {
+  for (i = 0; i < 6; i++)
+    sub(/^ *[^ ]+/, "", line)
+  sub(/^ +/, "", line)
+  return line
+}
 function change(v, ref) {
   if (v == "-" || ref == "-" || ref + 0 <= 0)
     return ""

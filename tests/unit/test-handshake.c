@@ -311,6 +311,24 @@ test_parity (void)
 
 /* A mesh whose ranks compute on different backends is refused, naming
  * each rank's backend; the device is reported with the backend's. */
+
+/* A worker's parity on the cpu backend with $@name set to @value, then
+ * set back to @saved (unset when NULL). */
+static GHashTable *
+parity_with_env (const gchar * name, const gchar * value,
+    const gchar * saved, guint32 plan_id)
+{
+  GHashTable *parity;
+
+  g_setenv (name, value, TRUE);
+  parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (), NULL);
+  if (saved != NULL)
+    g_setenv (name, saved, TRUE);
+  else
+    g_unsetenv (name);
+  return parity;
+}
+
 static void
 test_parity_backend (void)
 {
@@ -347,13 +365,8 @@ test_parity_backend (void)
   g_assert_cmpstr (g_hash_table_lookup (rank0, PP_PARITY_ACTIVATIONS), ==,
       "f32, nchw");
   pp_worker_info_clear (&workers[1]);
-  g_setenv (PP_ACT_LAYOUT_ENV, "nhwc", TRUE);
-  workers[1].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
-      NULL);
-  if (layout != NULL)
-    g_setenv (PP_ACT_LAYOUT_ENV, layout, TRUE);
-  else
-    g_unsetenv (PP_ACT_LAYOUT_ENV);
+  workers[1].parity = parity_with_env (PP_ACT_LAYOUT_ENV, "nhwc", layout,
+      plan_id);
   g_assert_false (pp_parity_check (rank0, workers, 2, &error));
   g_assert_nonnull (strstr (error->message,
           "rank 2: activations = f32, nhwc (rank 0: f32, nchw)"));
@@ -366,13 +379,8 @@ test_parity_backend (void)
       ? upsample : "phases");
   other = g_str_equal (mine, "upsample") ? "phases" : "upsample";
   pp_worker_info_clear (&workers[1]);
-  g_setenv (PP_UPSAMPLE_CONV_ENV, other, TRUE);
-  workers[1].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
-      NULL);
-  if (upsample != NULL)
-    g_setenv (PP_UPSAMPLE_CONV_ENV, upsample, TRUE);
-  else
-    g_unsetenv (PP_UPSAMPLE_CONV_ENV);
+  workers[1].parity = parity_with_env (PP_UPSAMPLE_CONV_ENV, other, upsample,
+      plan_id);
   g_assert_false (pp_parity_check (rank0, workers, 2, &error));
   expected = g_strdup_printf ("rank 2: upsample-conv = %s (rank 0: %s)",
       other, mine);

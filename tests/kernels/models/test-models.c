@@ -589,7 +589,7 @@ test_unet_stacked (gconstpointer data)
   g_autofree gchar *dir = g_build_filename (data_dir, c->model, NULL);
   PpTensor *out[2];
   PpOpProfile linear[2], attention[2];
-  guint stacked[2], time[2];
+  guint stacked[2], time_stacked[2];
   guint64 outside[2];
   guint64 fewer;
   PpDType act = PP_DTYPE_F32;
@@ -612,13 +612,13 @@ test_unet_stacked (gconstpointer data)
     pp_ops_get_profile (PP_OP_ATTENTION, &attention[i]);
     outside[i] = linear_calls_outside_rows ();
     stacked[i] = pp_unet_stacked_attentions (unet);
-    time[i] = pp_unet_stacked_time_projections (unet);
+    time_stacked[i] = pp_unet_stacked_time_projections (unet);
     act = pp_unet_act_dtype (unet);
     g_test_message ("%s (%s way): %u self-attentions and %u time "
         "projections stacked, %" G_GUINT64_FORMAT " linear calls (%"
         G_GUINT64_FORMAT " outside row regions), %" G_GUINT64_FORMAT
         " attention calls", pp_backend_name (be), i == 0 ? "its own"
-        : "the other", stacked[i], time[i], linear[i].calls, outside[i],
+        : "the other", stacked[i], time_stacked[i], linear[i].calls, outside[i],
         attention[i].calls);
   }
   pp_backend_set_stacks_projections (be, backend_stacks);
@@ -634,10 +634,10 @@ test_unet_stacked (gconstpointer data)
   {
     const guint s = backend_stacks ? 0 : 1;
 
-    g_assert_cmpuint (time[s], >, 1);
-    g_assert_cmpuint (time[1 - s], ==, 0);
+    g_assert_cmpuint (time_stacked[s], >, 1);
+    g_assert_cmpuint (time_stacked[1 - s], ==, 0);
     fewer = 2 * (guint64) stacked[s]
-        + (sample->shape[0] == 1 ? time[s] - 1 : 0);
+        + (sample->shape[0] == 1 ? time_stacked[s] - 1 : 0);
     g_assert_cmpuint (linear[1 - s].calls - linear[s].calls, >=, fewer);
     /* On a host the shapes hold the calls outside row regions alone
      * (pp_ops_get_shapes), where q, k and v are not: there the time
@@ -645,7 +645,7 @@ test_unet_stacked (gconstpointer data)
      * resnet. */
     if (g_str_has_prefix (pp_backend_name (be), "cpu"))
       g_assert_cmpuint (outside[1 - s] - outside[s], ==,
-          sample->shape[0] == 1 ? time[s] - 1 : 0);
+          sample->shape[0] == 1 ? time_stacked[s] - 1 : 0);
   }
 
   g_assert_cmpuint (out[0]->nbytes, ==, out[1]->nbytes);
