@@ -110,6 +110,12 @@ struct _PpBackend
   /* What it runs on, for logs and the handshake ("2-core x86_64, AVX-512,
    * 8 threads"); filled in when the backend is first got. */
   gchar *device;
+  /* Its choices among ways of computing that change the bits of results
+   * (an algorithm, a kernel, a layout), as its environment made them when
+   * it was made, one "name=choice" each, space-separated: the handshake
+   * holds every rank to the same (pp_backend_ways).  NULL: it has none
+   * (the CPU backends). */
+  gchar *ways;
   const PpBackendMemory *memory;
   const PpOps *ops;
   /* The weights' storage dtype when a model does not ask for one: F32 on

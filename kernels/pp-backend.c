@@ -352,6 +352,12 @@ pp_backend_device (const PpBackend * be)
   return be->device;
 }
 
+const gchar *
+pp_backend_ways (const PpBackend * be)
+{
+  return be->ways != NULL ? be->ways : "none";
+}
+
 gpointer
 pp_backend_alloc (PpBackend * be, gsize bytes, GError ** error)
 {

@@ -76,6 +76,10 @@ PpBackend   *pp_backend_cpu        (void);
 const gchar *pp_backend_names      (void);
 const gchar *pp_backend_name       (const PpBackend * be);
 const gchar *pp_backend_device     (const PpBackend * be);
+/* The backend's choices among its ways of computing that change the bits
+ * of results, as the environment made them ("attention=fused
+ * conv-algo=heuristic …" on cuda), or "none" (the CPU backends). */
+const gchar *pp_backend_ways       (const PpBackend * be);
 
 gpointer     pp_backend_alloc      (PpBackend * be, gsize bytes,
                                     GError ** error);

@@ -53,15 +53,24 @@ pp_cuda_attention_chunk (const PpCudaAttentionPlan * plan, int index)
   return c;
 }
 
+/* PPDIFFUSE_CUDA_ATTENTION's values, in the order of PpCudaAttention. */
+static const gchar *const attention_names[] = { "fused", "gemm", "f32",
+  NULL
+};
+
+const gchar *
+pp_cuda_attention_name (PpCudaAttention way)
+{
+  return attention_names[way];
+}
+
 gboolean
 pp_cuda_attention_parse (const gchar * value, PpCudaAttention * way,
     GError ** error)
 {
-  /* In the order of PpCudaAttention. */
-  static const gchar *const names[] = { "fused", "gemm", "f32", NULL };
   guint index;
 
-  if (!pp_cuda_choice_parse (PP_CUDA_ATTENTION_ENV, value, names,
+  if (!pp_cuda_choice_parse (PP_CUDA_ATTENTION_ENV, value, attention_names,
           &index, error))
     return FALSE;
   *way = (PpCudaAttention) index;

@@ -33,6 +33,8 @@ typedef enum
  * with a PP_ERROR_CONFIG error naming the variable and the choices. */
 gboolean pp_cuda_attention_parse (const gchar * value,
                                   PpCudaAttention * way, GError ** error);
+/* @way's name, as PPDIFFUSE_CUDA_ATTENTION names it. */
+const gchar *pp_cuda_attention_name (PpCudaAttention way);
 
 typedef struct
 {

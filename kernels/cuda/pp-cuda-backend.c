@@ -663,6 +663,16 @@ create (gint device, GError ** error)
   cu->be.name = "cuda";
   cu->be.stacks_projections = TRUE;
   cu->be.device = desc;
+  /* Every choice above that changes the bits, but the activations' (the
+   * handshake's "activations"). */
+  cu->be.ways = g_strdup_printf ("attention=%s conv-algo=%s conv-layout=%s "
+      "conv-epilogue=%s conv-api=%s gemm-algo=%s gemm-out=%s group-norm=%s "
+      "layer-norm=%s tf32=%s", pp_cuda_attention_name (cu->attention),
+      cu->conv_timed ? "timed" : "heuristic",
+      pp_cuda_conv_layout_name (cu->conv_layout), epilogue_ways[epilogue],
+      conv_apis[conv_api], gemm_algos[gemm_algo], gemm_out_ways[gemm_out],
+      group_norm_ways[way], layer_norm_ways[layer_way],
+      cu->tf32 ? "on" : "off");
   cu->be.memory = &cuda_memory;
   cu->be.ops = &cuda_ops;
   cu->be.default_weight_dtype = PP_DTYPE_F16;

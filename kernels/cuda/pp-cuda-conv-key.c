@@ -63,17 +63,24 @@ pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
   return TRUE;
 }
 
+/* PPDIFFUSE_CUDA_CONV_LAYOUT's values, in the order of PpCudaConvLayout. */
+static const gchar *const layout_names[] = { "auto", "nchw", "nhwc",
+  "padded", NULL
+};
+
+const gchar *
+pp_cuda_conv_layout_name (PpCudaConvLayout layout)
+{
+  return layout_names[layout];
+}
+
 gboolean
 pp_cuda_conv_layout_parse (const gchar * value, PpCudaConvLayout * layout,
     GError ** error)
 {
-  /* In the order of PpCudaConvLayout. */
-  static const gchar *const names[] = { "auto", "nchw", "nhwc", "padded",
-    NULL
-  };
   guint index;
 
-  if (!pp_cuda_choice_parse (PP_CUDA_CONV_LAYOUT_ENV, value, names,
+  if (!pp_cuda_choice_parse (PP_CUDA_CONV_LAYOUT_ENV, value, layout_names,
           &index, error))
     return FALSE;
   *layout = (PpCudaConvLayout) index;

@@ -50,6 +50,8 @@ gboolean pp_cuda_conv_algo_parse (const gchar * value, gboolean * timed,
 gboolean pp_cuda_conv_layout_parse (const gchar * value,
                                     PpCudaConvLayout * layout,
                                     GError ** error);
+/* @layout's name, as PPDIFFUSE_CUDA_CONV_LAYOUT names it. */
+const gchar *pp_cuda_conv_layout_name (PpCudaConvLayout layout);
 /* Whether the convolution of @key (its nhwc field aside) runs
  * channels-last under @layout: under auto and nhwc, every one with 16-bit
  * weights and both channel counts multiples of

@@ -20,7 +20,7 @@
 static const gchar *const checked_keys[] = {
   PP_PARITY_PROTOCOL, PP_PARITY_ENVELOPE, PP_PARITY_BUILD, PP_PARITY_BACKEND,
   PP_PARITY_DTYPE, PP_PARITY_ACTIVATIONS, PP_PARITY_UPSAMPLE_CONV,
-  PP_PARITY_MPI,
+  PP_PARITY_KERNEL_WAYS, PP_PARITY_MPI,
   PP_PARITY_MODEL_DIGEST, PP_PARITY_PLAN, PP_PARITY_DATA_PLANE, NULL
 };
 
@@ -266,6 +266,8 @@ pp_parity_local (const gchar * model_digest, const guint32 * plan_id,
           pp_layout_name (pp_backend_act_layout (be, act))));
   g_hash_table_insert (p, g_strdup (PP_PARITY_UPSAMPLE_CONV),
       g_strdup (pp_model_upsample_conv ()));
+  g_hash_table_insert (p, g_strdup (PP_PARITY_KERNEL_WAYS),
+      g_strdup (pp_backend_ways (be)));
   g_hash_table_insert (p, g_strdup (PP_PARITY_MPI), mpi_library_version ());
   g_hash_table_insert (p, g_strdup (PP_PARITY_DEVICE),
       g_strdup_printf ("%s: %s (%s)", pp_backend_name (be),
@@ -284,7 +286,7 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
     guint n_workers, GError ** error)
 {
   g_autoptr (GString) diff = g_string_new (NULL);
-  gboolean builds_differ = FALSE;
+  gboolean builds_differ = FALSE, environments_differ = FALSE;
 
   for (guint w = 0; w < n_workers; w++) {
     for (guint k = 0; checked_keys[k] != NULL; k++) {
@@ -300,6 +302,9 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
       if (g_strcmp0 (mine, ref) == 0)
         continue;
       builds_differ |= g_str_equal (key, PP_PARITY_BUILD);
+      environments_differ |= g_str_equal (key, PP_PARITY_ACTIVATIONS)
+          || g_str_equal (key, PP_PARITY_UPSAMPLE_CONV)
+          || g_str_equal (key, PP_PARITY_KERNEL_WAYS);
       g_string_append_printf (diff, "%srank %u: %s = %s (rank %u: %s)",
           diff->len ? "; " : "", w + 1, key, mine ? mine : "(absent)",
           ref_rank, ref ? ref : "(absent)");
@@ -309,10 +314,12 @@ pp_parity_check (GHashTable * rank0, const PpWorkerInfo * workers,
     return TRUE;
   g_set_error (error, PP_ERROR, PP_ERROR_CONFIG,
       "parity check failed, every rank must run the same build, libraries "
-      "and model: %s%s", diff->str, builds_differ ? " (the worker and "
+      "and model: %s%s%s", diff->str, builds_differ ? " (the worker and "
       "rank 0 come from different builds: rebuild both, e.g. ninja -C "
       "BUILDDIR after a change, or set the worker property to the worker "
-      "of rank 0's build)" : "");
+      "of rank 0's build)" : "", environments_differ ? " (the ranks' "
+      "environments choose other ways of computing: give every host the "
+      "same PPDIFFUSE_* variables, docs/gpu.md)" : "");
   return FALSE;
 }
 

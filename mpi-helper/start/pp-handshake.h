@@ -39,6 +39,10 @@ G_BEGIN_DECLS
  * "upsample" (pp_model_upsample_conv: the environment's choice, which
  * changes the bits). */
 #define PP_PARITY_UPSAMPLE_CONV "upsample-conv"
+/* The backend's other choices that change the bits, "attention=fused
+ * conv-algo=heuristic …" on cuda, "none" on the CPU backends
+ * (pp_backend_ways: the environment's choices). */
+#define PP_PARITY_KERNEL_WAYS "kernel-ways"
 #define PP_PARITY_MPI "mpi"
 #define PP_PARITY_MODEL_DIGEST "model-digest"
 #define PP_PARITY_PLAN "plan"

@@ -161,6 +161,27 @@ GST_START_TEST (test_killed_worker)
 
 GST_END_TEST;
 
+/* A worker whose cuda backend chose other kernels than rank 0's (its
+ * environment, through other-kernels.sh): start fails naming the key and
+ * both values, and the worker is stopped.  Run with the cuda backend over
+ * the emulated libraries. */
+GST_START_TEST (test_kernel_ways_mismatch)
+{
+  gchar *path = fake ("other-kernels.sh");
+  const gchar *needles[] = { "parity", "rank 1: kernel-ways = ",
+    "gemm-algo=timed", "(rank 0: ", "gemm-algo=heuristic",
+    "give every host the same PPDIFFUSE_* variables", NULL
+  };
+
+  pp_check_expect_start_failure (make_element (1, 2, "builtin:stamp", path),
+      TIMEOUT_MS + SLACK_MS, needles);
+  fail_unless_equals_int (pp_check_wait_descendants_gone
+      (PP_CHECK_WORKER_COMM, SLACK_MS), 0);
+  g_free (path);
+}
+
+GST_END_TEST;
+
 static Suite *
 faults_suite (void)
 {
@@ -172,6 +193,7 @@ faults_suite (void)
   tcase_add_test (tc, test_silent_worker);
   tcase_add_test (tc, test_chunk_id_gap);
   tcase_add_test (tc, test_killed_worker);
+  tcase_add_test (tc, test_kernel_ways_mismatch);
   suite_add_tcase (s, tc);
   return s;
 }

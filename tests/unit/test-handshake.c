@@ -386,6 +386,29 @@ test_parity_backend (void)
       other, mine);
   g_assert_nonnull (strstr (error->message, expected));
   g_clear_error (&error);
+
+  /* A backend's other choices that change the bits: none on the CPU
+   * backends; a rank whose kernels were chosen otherwise is refused (the
+   * cuda backend's own choices, from a rank's environment, through a mesh:
+   * fault-kernel-ways-mismatch). */
+  g_assert_cmpstr (g_hash_table_lookup (rank0, PP_PARITY_KERNEL_WAYS), ==,
+      "none");
+  g_assert_cmpstr (g_hash_table_lookup (workers[0].parity,
+          PP_PARITY_KERNEL_WAYS), ==, "none");
+  pp_worker_info_clear (&workers[1]);
+  workers[1].parity = pp_parity_local ("d", &plan_id, pp_backend_cpu (),
+      NULL);
+  g_assert_true (pp_parity_check (rank0, workers, 2, &error));
+  g_assert_no_error (error);
+  g_hash_table_insert (workers[1].parity, g_strdup (PP_PARITY_KERNEL_WAYS),
+      g_strdup ("attention=gemm"));
+  g_assert_false (pp_parity_check (rank0, workers, 2, &error));
+  g_assert_nonnull (strstr (error->message,
+          "rank 2: kernel-ways = attention=gemm (rank 0: none)"));
+  g_assert_nonnull (strstr (error->message,
+          "give every host the same PPDIFFUSE_* variables"));
+  g_assert_null (strstr (error->message, "rank 1"));
+  g_clear_error (&error);
   for (guint i = 0; i < 2; i++)
     pp_worker_info_clear (&workers[i]);
 }
