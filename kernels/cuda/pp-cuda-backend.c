@@ -598,10 +598,13 @@ create (gint device, GError ** error)
   static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
+  /* PPDIFFUSE_CUDA_PDL's. */
+  static const gchar *const pdl_ways[] = { "off", "on", NULL };
   PpCudaBackend *cu;
   gchar *desc, *versions;
   guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
-  guint gemm_out = 0, gemm_algo = 0;
+  guint gemm_out = 0, gemm_algo = 0, pdl = 0;
+  struct cudaDeviceProp prop = { 0 };
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
     return NULL;
@@ -634,11 +637,28 @@ create (gint device, GError ** error)
           error)
       || !pp_cuda_choice_parse (PP_CUDA_GEMM_OUT_ENV,
           g_getenv (PP_CUDA_GEMM_OUT_ENV), gemm_out_ways, &gemm_out,
-          error)) {
+          error)
+      || !pp_cuda_choice_parse (PP_CUDA_PDL_ENV, g_getenv (PP_CUDA_PDL_ENV),
+          pdl_ways, &pdl, error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
   }
+  /* The kernels wait for the grids before them only where they are built
+   * for 9.0 and later (an older device's kernels would run early). */
+  if (pdl != 0 && (!PP_CUDA_TRY (cudaGetDeviceProperties (&prop, device),
+              error) || prop.major < 9)) {
+    if (error != NULL && *error == NULL)
+      g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s=on needs a device "
+          "of compute capability 9.0 or later; %s is %d.%d: unset it",
+          PP_CUDA_PDL_ENV, desc, prop.major, prop.minor);
+    g_free (cu);
+    g_free (desc);
+    return NULL;
+  }
+  /* Every backend of the process launches the kernels one way: the last
+   * one made sets it, from the same environment. */
+  pp_cuda_set_programmatic (pdl != 0);
   G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_SPLIT == 0
       && PP_CUDA_GROUP_NORM_WHOLE == 1 && PP_CUDA_GROUP_NORM_VECTOR == 2
       && PP_CUDA_GROUP_NORM_SINGLE == 3);
@@ -667,12 +687,13 @@ create (gint device, GError ** error)
    * handshake's "activations"). */
   cu->be.ways = g_strdup_printf ("attention=%s conv-algo=%s conv-layout=%s "
       "conv-epilogue=%s conv-api=%s gemm-algo=%s gemm-out=%s group-norm=%s "
-      "layer-norm=%s tf32=%s", pp_cuda_attention_name (cu->attention),
+      "layer-norm=%s tf32=%s pdl=%s",
+      pp_cuda_attention_name (cu->attention),
       cu->conv_timed ? "timed" : "heuristic",
       pp_cuda_conv_layout_name (cu->conv_layout), epilogue_ways[epilogue],
       conv_apis[conv_api], gemm_algos[gemm_algo], gemm_out_ways[gemm_out],
       group_norm_ways[way], layer_norm_ways[layer_way],
-      cu->tf32 ? "on" : "off");
+      cu->tf32 ? "on" : "off", pdl_ways[pdl]);
   cu->be.memory = &cuda_memory;
   cu->be.ops = &cuda_ops;
   cu->be.default_weight_dtype = PP_DTYPE_F16;
@@ -691,8 +712,8 @@ create (gint device, GError ** error)
       "%s convolution layout, convolution epilogues %s, cuDNN's %s API for "
       "16-bit channels-last convolutions, %s group norms, "
       "%s layer norms, "
-      "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms",
-      desc, versions,
+      "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms, "
+      "%s launches", desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
@@ -704,7 +725,7 @@ create (gint device, GError ** error)
       layer_norm_ways[layer_way],
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32",
-      gemm_algos[gemm_algo]);
+      gemm_algos[gemm_algo], pdl ? "programmatic dependent" : "plain");
   g_free (versions);
   return &cu->be;
 }

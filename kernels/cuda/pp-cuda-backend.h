@@ -76,6 +76,13 @@ G_BEGIN_DECLS
  * product's epilogue, one rounding) or f32 (through float32 scratch, the
  * bias by a kernel, then narrowed: the float32 kernel's bits rounded). */
 #define PP_CUDA_GEMM_OUT_ENV "PPDIFFUSE_CUDA_GEMM_OUT"
+/* How the backend's own kernels are launched: off (the default: plain
+ * launches, each kernel starting once the one before it has finished) or
+ * on (programmatic dependent launches, compute capability 9.0 and later:
+ * each may start while the one before it finishes, and waits for it
+ * before touching memory, pp-cuda-common.cuh; the gap between two kernels
+ * hidden). */
+#define PP_CUDA_PDL_ENV "PPDIFFUSE_CUDA_PDL"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -187,6 +187,75 @@ pp_cuda_block_max (float v, float *shared)
   return v;
 }
 
+/* Programmatic dependent launches (PPDIFFUSE_CUDA_PDL=on, on sm_90 and
+ * later; pp_cuda_set_programmatic): each kernel is launched with
+ * programmatic stream serialization, so the device may start it while
+ * the kernel before it on the stream (or its node before it in a graph)
+ * still runs, hiding the gap between the two.  Correct only because every
+ * kernel here calls pp_cuda_wait_prior first, before it reads or writes
+ * any memory: griddepcontrol.wait returns once the grids it depends on
+ * have completed and their writes are visible (at once for a kernel
+ * launched without the attribute).  It then lets the kernel after it be
+ * launched (griddepcontrol.launch_dependents), which waits in turn: the
+ * next kernel's blocks are placed as this one's last ones finish.  Off,
+ * each launch is the plain <<<…>>> one. */
+extern int pp_cuda_programmatic_launches;
+
+__device__ __forceinline__ void
+pp_cuda_wait_prior ()
+{
+#ifdef __CUDACC__
+#if defined (__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile ("griddepcontrol.wait;":::"memory");
+  asm volatile ("griddepcontrol.launch_dependents;":::"memory");
+#endif
+#else
+  emu_grid_wait ();
+#endif
+}
+
+/* Launches @kernel (a kernel of these files, which begins with
+ * pp_cuda_wait_prior) on @stream: PP_CUDA_LAUNCH (kernel, grid, block,
+ * shared bytes, stream, arguments…); a template instance with several
+ * arguments goes in parentheses.  Its status is cudaGetLastError's, as a
+ * <<<…>>> launch's. */
+#define PP_CUDA_LAUNCH(kernel, grid, block, shmem, stream, ...)              \
+  pp_cuda_launch (#kernel, kernel, grid, block, shmem, stream, __VA_ARGS__)
+
+#ifdef __CUDACC__
+template <typename... P, typename... A> static inline void
+pp_cuda_launch (const char *, void (*kernel) (P...), dim3 grid, dim3 block,
+    size_t shmem, cudaStream_t stream, A... args)
+{
+  if (pp_cuda_programmatic_launches) {
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t config = { };
+
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shmem;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    (void) cudaLaunchKernelEx (&config, kernel, args...);
+  } else {
+    kernel<<<grid, block, shmem, stream>>> (args...);
+  }
+}
+#else
+/* The emulation: every thread of the launch must call pp_cuda_wait_prior
+ * (emu_launch's check), whichever way the backend launches. */
+template <typename... P, typename... A> static inline void
+pp_cuda_launch (const char *name, void (*kernel) (P...), dim3 grid,
+    dim3 block, size_t shmem, cudaStream_t stream, A... args)
+{
+  emu_launch (grid, block, shmem, stream, emu_kernel_name (name),
+      [=] { kernel (args...); }, true);
+}
+#endif
+
 /* Calls the kernel template instance for a runtime parameter type. */
 #define PP_CUDA_DISPATCH_TYPE(type, T, ...)                                  \
   do {                                                                       \

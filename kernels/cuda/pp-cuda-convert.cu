@@ -2,6 +2,7 @@
  * kernels/pp-dtype-math.h, which the host tests check bit by bit, one
  * element per thread in a grid-stride loop. */
 #include "pp-cuda-convert.h"
+#include "pp-cuda-common.cuh"
 #include "pp-dtype-math.h"
 
 #define THREADS 256
@@ -13,6 +14,7 @@ template <typename In, typename Out, Out (*convert) (In)>
 __global__ void
 convert_kernel (const In *x, Out *y, size_t n)
 {
+  pp_cuda_wait_prior ();
   for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
       i += (size_t) gridDim.x * blockDim.x)
     y[i] = convert (x[i]);
@@ -28,8 +30,8 @@ launch (const In *x, Out *y, size_t n, cudaStream_t stream)
     return cudaSuccess;
   if (blocks > MAX_BLOCKS)
     blocks = MAX_BLOCKS;
-  convert_kernel<In, Out, convert> <<<(unsigned) blocks, THREADS, 0,
-      stream>>> (x, y, n);
+  PP_CUDA_LAUNCH ((convert_kernel<In, Out, convert>), (unsigned) blocks,
+      THREADS, 0, stream, x, y, n);
   return cudaGetLastError ();
 }
 

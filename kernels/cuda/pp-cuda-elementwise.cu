@@ -3,9 +3,19 @@
 #include "pp-cuda-common.cuh"
 #include "pp-ops-math.h"
 
+/* Set once, when a backend is made (pp_cuda_set_programmatic). */
+int pp_cuda_programmatic_launches;
+
+extern "C" void
+pp_cuda_set_programmatic (int on)
+{
+  pp_cuda_programmatic_launches = on;
+}
+
 __global__ void
 fill_kernel (float *x, float value, size_t n)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) x[i] = value;
 }
 
@@ -14,8 +24,8 @@ pp_cuda_fill (float *x, float value, size_t n, cudaStream_t stream)
 {
   if (n == 0)
     return cudaSuccess;
-  fill_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (x, value, n);
+  PP_CUDA_LAUNCH (fill_kernel, pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream, x, value, n);
   return cudaGetLastError ();
 }
 
@@ -39,6 +49,7 @@ unary_of (float v)
 template <PpCudaUnary OP, PpCudaType T> __global__ void
 unary_kernel (void *x, size_t n)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) pp_cuda_store<T> (x, i, unary_of<OP> (pp_cuda_load<T>
           (x, i)));
 }
@@ -47,6 +58,7 @@ unary_kernel (void *x, size_t n)
 template <PpCudaUnary OP, PpCudaType T> __global__ void
 unary8_kernel (void *x, size_t n)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (k, n / PP_CUDA_VEC) {
     float v[PP_CUDA_VEC];
 
@@ -66,13 +78,13 @@ unary_launch (void *x, PpCudaType type, size_t n, cudaStream_t stream)
         PP_CUDA_THREADS);
 
     PP_CUDA_DISPATCH_TYPE (type, T,
-        unary8_kernel<OP, T><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-            n));
+        PP_CUDA_LAUNCH ((unary8_kernel<OP, T>), blocks, PP_CUDA_THREADS, 0,
+            stream, x, n));
     return;
   }
   PP_CUDA_DISPATCH_TYPE (type, T,
-      unary_kernel<OP, T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, n));
+      PP_CUDA_LAUNCH ((unary_kernel<OP, T>), pp_cuda_blocks (n,
+          PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x, n));
 }
 
 extern "C" cudaError_t
@@ -106,6 +118,7 @@ pp_cuda_unary (PpCudaUnary op, void *x, PpCudaType type, size_t n,
 template <PpCudaType T> __global__ void
 geglu_kernel (const void *x, size_t rows, int d, void *y)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, rows * d) {
     const size_t r = i / d, j = i % d;
     const size_t row = r * 2 * d;
@@ -121,6 +134,7 @@ geglu_kernel (const void *x, size_t rows, int d, void *y)
 template <PpCudaType T> __global__ void
 geglu8_kernel (const void *x, unsigned vectors, unsigned per_row, void *y)
 {
+  pp_cuda_wait_prior ();
   for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
       k += gridDim.x * blockDim.x) {
     const unsigned r = k / per_row, j = (k - r * per_row) * PP_CUDA_VEC;
@@ -150,20 +164,21 @@ pp_cuda_geglu (const void *x, size_t rows, int d, void *y, PpCudaType type,
     const unsigned vectors = (unsigned) (n / PP_CUDA_VEC);
 
     PP_CUDA_DISPATCH_TYPE (type, T,
-        geglu8_kernel<T><<<pp_cuda_blocks (vectors, PP_CUDA_THREADS),
-        PP_CUDA_THREADS, 0, stream>>> (x, vectors,
+        PP_CUDA_LAUNCH (geglu8_kernel<T>, pp_cuda_blocks (vectors,
+            PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x, vectors,
             (unsigned) (d / PP_CUDA_VEC), y));
     return cudaGetLastError ();
   }
   PP_CUDA_DISPATCH_TYPE (type, T,
-      geglu_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, rows, d, y));
+      PP_CUDA_LAUNCH (geglu_kernel<T>, pp_cuda_blocks (n, PP_CUDA_THREADS),
+          PP_CUDA_THREADS, 0, stream, x, rows, d, y));
   return cudaGetLastError ();
 }
 
 template <PpCudaType Y, PpCudaType X> __global__ void
 add_kernel (void *y, const void *x, size_t n)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) pp_cuda_store<Y> (y, i, pp_cuda_load<Y> (y, i)
       + pp_cuda_load<X> (x, i));
 }
@@ -172,6 +187,7 @@ add_kernel (void *y, const void *x, size_t n)
 template <PpCudaType Y, PpCudaType X> __global__ void
 add8_kernel (void *y, const void *x, size_t n)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (k, n / PP_CUDA_VEC) {
     float a[PP_CUDA_VEC], b[PP_CUDA_VEC];
 
@@ -194,21 +210,22 @@ pp_cuda_add (void *y, PpCudaType y_type, const void *x, PpCudaType x_type,
       && pp_cuda_vec_aligned (x)) {
     PP_CUDA_DISPATCH_TYPE (y_type, Y,
         PP_CUDA_DISPATCH_TYPE (x_type, X,
-            add8_kernel<Y, X><<<pp_cuda_blocks (n / PP_CUDA_VEC,
-                    PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (y, x,
-                n)));
+            PP_CUDA_LAUNCH ((add8_kernel<Y, X>), pp_cuda_blocks (n /
+                PP_CUDA_VEC, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, y,
+                x, n)));
     return cudaGetLastError ();
   }
   PP_CUDA_DISPATCH_TYPE (y_type, Y,
       PP_CUDA_DISPATCH_TYPE (x_type, X,
-          add_kernel<Y, X><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-          PP_CUDA_THREADS, 0, stream>>> (y, x, n)));
+          PP_CUDA_LAUNCH ((add_kernel<Y, X>), pp_cuda_blocks (n,
+              PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, y, x, n)));
   return cudaGetLastError ();
 }
 
 template <PpCudaType T> __global__ void
 scale_kernel (void *x, size_t n, float s)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) pp_cuda_store<T> (x, i, pp_cuda_load<T> (x, i) * s);
 }
 
@@ -219,14 +236,15 @@ pp_cuda_scale (void *x, PpCudaType type, size_t n, float s,
   if (n == 0)
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (type, T,
-      scale_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, n, s));
+      PP_CUDA_LAUNCH (scale_kernel<T>, pp_cuda_blocks (n, PP_CUDA_THREADS),
+          PP_CUDA_THREADS, 0, stream, x, n, s));
   return cudaGetLastError ();
 }
 
 template <PpCudaType T> __global__ void
 affine_kernel (void *x, size_t n, float mul, float add)
 {
+  pp_cuda_wait_prior ();
   /* Multiply and add rounded separately, as the CPU's loop does (no FMA
    * contraction). */
   PP_CUDA_FOR (i, n) pp_cuda_store<T> (x, i,
@@ -240,14 +258,15 @@ pp_cuda_affine (void *x, PpCudaType type, size_t n, float mul, float add,
   if (n == 0)
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (type, T,
-      affine_kernel<T><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, n, mul, add));
+      PP_CUDA_LAUNCH (affine_kernel<T>, pp_cuda_blocks (n, PP_CUDA_THREADS),
+          PP_CUDA_THREADS, 0, stream, x, n, mul, add));
   return cudaGetLastError ();
 }
 
 __global__ void
 axpby_kernel (float *y, float a, const float *x, float b, size_t n)
 {
+  pp_cuda_wait_prior ();
   /* With b = 0, y is only written: whatever it held (a NaN of a fresh
    * buffer) must not leak in as 0·NaN. */
   if (b == 0.0f) {
@@ -264,8 +283,8 @@ pp_cuda_axpby (float *y, float a, const float *x, float b, size_t n,
 {
   if (n == 0)
     return cudaSuccess;
-  axpby_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (y, a, x, b, n);
+  PP_CUDA_LAUNCH (axpby_kernel, pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream, y, a, x, b, n);
   return cudaGetLastError ();
 }
 
@@ -273,6 +292,7 @@ __global__ void
 lcm_step_kernel (float *x, const float *eps, const float *noise, size_t n,
     PpLcmCoeffs c)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) x[i] = pp_math_lcm_step (&c, x[i], eps[i],
       noise != NULL ? noise[i] : 0.0f);
 }
@@ -283,8 +303,8 @@ pp_cuda_lcm_step (float *x, const float *eps, const float *noise, size_t n,
 {
   if (n == 0)
     return cudaSuccess;
-  lcm_step_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS), PP_CUDA_THREADS, 0,
-      stream>>> (x, eps, noise, n, coeffs);
+  PP_CUDA_LAUNCH (lcm_step_kernel, pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream, x, eps, noise, n, coeffs);
   return cudaGetLastError ();
 }
 
@@ -292,6 +312,7 @@ __global__ void
 timestep_embedding_kernel (float t, int dim, int flip, float freq_shift,
     float *y)
 {
+  pp_cuda_wait_prior ();
   const int half = dim / 2;
 
   for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < half;
@@ -313,15 +334,16 @@ pp_cuda_timestep_embedding (float t, int dim, int flip_sin_to_cos,
 {
   if (dim <= 0)
     return cudaSuccess;
-  timestep_embedding_kernel<<<pp_cuda_blocks ((size_t) dim / 2 + 1,
-          PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (t, dim,
-      flip_sin_to_cos, freq_shift, y);
+  PP_CUDA_LAUNCH (timestep_embedding_kernel, pp_cuda_blocks ((size_t) dim / 2 +
+      1, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, t, dim, flip_sin_to_cos,
+      freq_shift, y);
   return cudaGetLastError ();
 }
 
 template <PpCudaType B> __global__ void
 row_bias_kernel (float *y, size_t rows, int cols, const void *bias)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, rows * cols) y[i] += pp_cuda_load<B> (bias, i % cols);
 }
 
@@ -334,8 +356,8 @@ pp_cuda_add_row_bias (float *y, size_t rows, int cols, const void *bias,
   if (n == 0)
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (bias_type, B,
-      row_bias_kernel<B><<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (y, rows, cols, bias));
+      PP_CUDA_LAUNCH (row_bias_kernel<B>, pp_cuda_blocks (n, PP_CUDA_THREADS),
+          PP_CUDA_THREADS, 0, stream, y, rows, cols, bias));
   return cudaGetLastError ();
 }
 
@@ -343,6 +365,7 @@ template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
     const void *bias, const void *res, int relu)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) {
     /* Without a bias the value as it is (x + 0 would turn -0 into +0). */
     float v = bias != NULL ? pp_cuda_load<X> (x, i)
@@ -362,6 +385,7 @@ template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias8_kernel (const void *x, void *y, unsigned per_row,
     unsigned vectors, const void *bias, const void *res, int relu)
 {
+  pp_cuda_wait_prior ();
   for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
       k += gridDim.x * blockDim.x) {
     const size_t i = (size_t) k * PP_CUDA_VEC;
@@ -409,8 +433,8 @@ pp_cuda_channel_bias_residual (const void *x, PpCudaType x_type, void *y,
     PP_CUDA_DISPATCH_TYPE (x_type, X,
         PP_CUDA_DISPATCH_TYPE (y_type, Y,
             PP_CUDA_DISPATCH_TYPE (bias_type, B,
-                channel_bias8_kernel<X, Y, B><<<pp_cuda_blocks (vectors,
-                        PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
+                PP_CUDA_LAUNCH ((channel_bias8_kernel<X, Y, B>), pp_cuda_blocks
+                    (vectors, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x,
                     y, (unsigned) (c / PP_CUDA_VEC), vectors, bias, res,
                     relu))));
     return cudaGetLastError ();
@@ -418,8 +442,9 @@ pp_cuda_channel_bias_residual (const void *x, PpCudaType x_type, void *y,
   PP_CUDA_DISPATCH_TYPE (x_type, X,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,
-              channel_bias_kernel<X, Y, B><<<blocks, PP_CUDA_THREADS, 0,
-              stream>>> (x, y, c, hw, total, bias, res, relu))));
+              PP_CUDA_LAUNCH ((channel_bias_kernel<X, Y, B>), blocks,
+                  PP_CUDA_THREADS, 0, stream, x, y, c, hw, total, bias, res,
+                  relu))));
   return cudaGetLastError ();
 }
 
@@ -436,6 +461,7 @@ template <PpCudaType Y> __global__ void
 narrow_kernel (const float *x, size_t cols, size_t ld, uint16_t *y,
     size_t n)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) {
     /* Packed rows (the common case) need no 64-bit division. */
     const float v = ld == cols ? x[i] : x[(i / cols) * ld + i % cols];
@@ -454,11 +480,11 @@ pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols, size_t ld,
   if (n == 0)
     return cudaSuccess;
   if (y_type == PP_CUDA_BF16)
-    narrow_kernel<PP_CUDA_BF16><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-        cols, ld, (uint16_t *) y, n);
+    PP_CUDA_LAUNCH (narrow_kernel<PP_CUDA_BF16>, blocks, PP_CUDA_THREADS, 0,
+        stream, x, cols, ld, (uint16_t *) y, n);
   else if (y_type == PP_CUDA_F16)
-    narrow_kernel<PP_CUDA_F16><<<blocks, PP_CUDA_THREADS, 0, stream>>> (x,
-        cols, ld, (uint16_t *) y, n);
+    PP_CUDA_LAUNCH (narrow_kernel<PP_CUDA_F16>, blocks, PP_CUDA_THREADS, 0,
+        stream, x, cols, ld, (uint16_t *) y, n);
   else
     return cudaErrorInvalidValue;
   return cudaGetLastError ();
@@ -469,6 +495,7 @@ pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols, size_t ld,
 __global__ void
 bytes_to_floats_kernel (const uint8_t *x, size_t n, float *y)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) y[i] = (float) x[i];
 }
 
@@ -478,14 +505,15 @@ pp_cuda_bytes_to_floats (const uint8_t *x, size_t n, float *y,
 {
   if (n == 0)
     return cudaSuccess;
-  bytes_to_floats_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, n, y);
+  PP_CUDA_LAUNCH (bytes_to_floats_kernel, pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream, x, n, y);
   return cudaGetLastError ();
 }
 
 __global__ void
 floats_to_bytes_kernel (const float *x, size_t n, uint8_t *y)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, n) y[i] = pp_math_to_byte (x[i]);
 }
 
@@ -495,7 +523,7 @@ pp_cuda_floats_to_bytes (const float *x, size_t n, uint8_t *y,
 {
   if (n == 0)
     return cudaSuccess;
-  floats_to_bytes_kernel<<<pp_cuda_blocks (n, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, n, y);
+  PP_CUDA_LAUNCH (floats_to_bytes_kernel, pp_cuda_blocks (n, PP_CUDA_THREADS),
+      PP_CUDA_THREADS, 0, stream, x, n, y);
   return cudaGetLastError ();
 }

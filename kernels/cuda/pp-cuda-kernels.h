@@ -48,6 +48,11 @@ typedef enum
   PP_CUDA_QUICK_GELU,
 } PpCudaUnary;
 
+/* Every kernel below launched with programmatic stream serialization
+ * (@on), or as a plain launch (pp-cuda-common.cuh, PP_CUDA_LAUNCH): the
+ * backend's PPDIFFUSE_CUDA_PDL, set before its first launch. */
+void pp_cuda_set_programmatic (int on);
+
 /* pp-cuda-elementwise.cu */
 cudaError_t pp_cuda_fill (float *x, float value, size_t n,
     cudaStream_t stream);

@@ -10,6 +10,7 @@ template <PpCudaType T> __global__ void
 upsample_nearest_kernel (const void *x, size_t planes, int h, int w,
     int factor, void *y)
 {
+  pp_cuda_wait_prior ();
   const size_t wo = (size_t) w * factor, ho = (size_t) h * factor;
 
   PP_CUDA_FOR (i, planes * ho * wo) {
@@ -26,6 +27,7 @@ template <PpCudaType T> __global__ void
 upsample_nearest_nhwc_kernel (const void *x, int n, int c, int h, int w,
     int factor, void *y)
 {
+  pp_cuda_wait_prior ();
   const size_t wo = (size_t) w * factor, ho = (size_t) h * factor;
 
   PP_CUDA_FOR (i, (size_t) n * ho * wo * c) {
@@ -45,6 +47,7 @@ template <PpCudaType T> __global__ void
 upsample_nearest_nhwc8_kernel (const void *x, unsigned vectors,
     unsigned per_pixel, unsigned h, unsigned w, unsigned factor, void *y)
 {
+  pp_cuda_wait_prior ();
   const unsigned wo = w * factor, ho = h * factor;
 
   for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
@@ -75,20 +78,20 @@ pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
     const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
 
     PP_CUDA_DISPATCH_TYPE (type, T,
-        upsample_nearest_nhwc8_kernel<T><<<pp_cuda_blocks (vectors,
-                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x, vectors,
+        PP_CUDA_LAUNCH (upsample_nearest_nhwc8_kernel<T>, pp_cuda_blocks
+            (vectors, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x, vectors,
             (unsigned) (c / PP_CUDA_VEC), (unsigned) h, (unsigned) w,
             (unsigned) factor, y));
     return cudaGetLastError ();
   }
   if (nhwc)
     PP_CUDA_DISPATCH_TYPE (type, T,
-        upsample_nearest_nhwc_kernel<T><<<blocks, PP_CUDA_THREADS, 0,
-        stream>>> (x, n, c, h, w, factor, y));
+        PP_CUDA_LAUNCH (upsample_nearest_nhwc_kernel<T>, blocks,
+            PP_CUDA_THREADS, 0, stream, x, n, c, h, w, factor, y));
   else
     PP_CUDA_DISPATCH_TYPE (type, T,
-        upsample_nearest_kernel<T><<<blocks, PP_CUDA_THREADS, 0, stream>>>
-        (x, (size_t) n * c, h, w, factor, y));
+        PP_CUDA_LAUNCH (upsample_nearest_kernel<T>, blocks, PP_CUDA_THREADS, 0,
+            stream, x, (size_t) n * c, h, w, factor, y));
   return cudaGetLastError ();
 }
 
@@ -109,6 +112,7 @@ __global__ void
 resize_bilinear_kernel (const float *x, int c, int h, int w, float *y,
     int ho, int wo)
 {
+  pp_cuda_wait_prior ();
   const double sy = (double) h / ho, sx = (double) w / wo;
 
   PP_CUDA_FOR (i, (size_t) c * ho * wo) {
@@ -134,8 +138,8 @@ pp_cuda_resize_bilinear (const float *x, int c, int h, int w, float *y,
 
   if (total == 0)
     return cudaSuccess;
-  resize_bilinear_kernel<<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (x, c, h, w, y, ho, wo);
+  PP_CUDA_LAUNCH (resize_bilinear_kernel, pp_cuda_blocks (total,
+      PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x, c, h, w, y, ho, wo);
   return cudaGetLastError ();
 }
 
@@ -143,6 +147,7 @@ template <PpCudaType T> __global__ void
 concat_channels_kernel (const void *a, int ca, const void *b, int cb,
     size_t n, size_t hw, void *y)
 {
+  pp_cuda_wait_prior ();
   const size_t per_sample = (size_t) (ca + cb) * hw;
   const size_t a_part = (size_t) ca * hw, b_part = (size_t) cb * hw;
 
@@ -163,8 +168,9 @@ pp_cuda_concat_channels (const void *a, int ca, const void *b, int cb,
   if (total == 0)
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (type, T,
-      concat_channels_kernel<T><<<pp_cuda_blocks (total, PP_CUDA_THREADS),
-      PP_CUDA_THREADS, 0, stream>>> (a, ca, b, cb, n, hw, y));
+      PP_CUDA_LAUNCH (concat_channels_kernel<T>, pp_cuda_blocks (total,
+          PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, a, ca, b, cb, n, hw,
+          y));
   return cudaGetLastError ();
 }
 
@@ -176,6 +182,7 @@ template <PpCudaType T> __global__ void
 interleave_phases_kernel (const void *z, int c, int h, int w, size_t total,
     void *y)
 {
+  pp_cuda_wait_prior ();
   const size_t wo = 2 * (size_t) w, ho = 2 * (size_t) h;
   const size_t zw = (size_t) w + 1, zh = (size_t) h + 1;
 
@@ -196,6 +203,7 @@ template <PpCudaType T> __global__ void
 interleave_phases_nhwc8_kernel (const void *z, unsigned per_pixel,
     unsigned h, unsigned w, unsigned vectors, void *y)
 {
+  pp_cuda_wait_prior ();
   const unsigned wo = 2 * w, ho = 2 * h;
 
   for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < vectors;
@@ -219,6 +227,7 @@ template <PpCudaType T> __global__ void
 interleave_phases_nhwc_kernel (const void *z, int c, int h, int w,
     size_t total, void *y)
 {
+  pp_cuda_wait_prior ();
   const size_t wo = 2 * (size_t) w, ho = 2 * (size_t) h;
 
   PP_CUDA_FOR (o, total) {
@@ -246,22 +255,22 @@ pp_cuda_interleave_phases (const void *z, PpCudaType type, int n, int c,
     const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
 
     PP_CUDA_DISPATCH_TYPE (type, T,
-        interleave_phases_nhwc8_kernel<T><<<pp_cuda_blocks (vectors,
-                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (z,
-            (unsigned) (c / PP_CUDA_VEC), (unsigned) h, (unsigned) w,
-            vectors, y));
+        PP_CUDA_LAUNCH (interleave_phases_nhwc8_kernel<T>, pp_cuda_blocks
+            (vectors, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, z,
+            (unsigned) (c / PP_CUDA_VEC), (unsigned) h, (unsigned) w, vectors,
+            y));
     return cudaGetLastError ();
   }
   if (nhwc)
     PP_CUDA_DISPATCH_TYPE (type, T,
-        interleave_phases_nhwc_kernel<T><<<pp_cuda_blocks (total,
-                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (z, c, h, w,
+        PP_CUDA_LAUNCH (interleave_phases_nhwc_kernel<T>, pp_cuda_blocks
+            (total, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, z, c, h, w,
             total, y));
   else
     PP_CUDA_DISPATCH_TYPE (type, T,
-        interleave_phases_kernel<T><<<pp_cuda_blocks (total,
-                PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (z, c, h, w,
-            total, y));
+        PP_CUDA_LAUNCH (interleave_phases_kernel<T>, pp_cuda_blocks (total,
+            PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, z, c, h, w, total,
+            y));
   return cudaGetLastError ();
 }
 
@@ -277,6 +286,7 @@ template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 transpose_typed_kernel (const void *x, int n, int rows, int cols,
     const void *bias, int relu, void *y)
 {
+  pp_cuda_wait_prior ();
   __shared__ float tile[TILE][TILE + 1];
   const unsigned row_tiles = (rows + TILE - 1) / TILE;
 
@@ -329,14 +339,15 @@ pp_cuda_transpose_typed (const void *x, PpCudaType x_type, int n, int rows,
   PP_CUDA_DISPATCH_TYPE (x_type, X,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,
-              transpose_typed_kernel<X, Y, B><<<grid, block, 0, stream>>>
-              (x, n, rows, cols, bias, relu, y))));
+              PP_CUDA_LAUNCH ((transpose_typed_kernel<X, Y, B>), grid, block,
+                  0, stream, x, n, rows, cols, bias, relu, y))));
   return cudaGetLastError ();
 }
 
 template <PpCudaType X, PpCudaType V> __global__ void
 add_channel_kernel (void *x, size_t nc, size_t hw, const void *v)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (i, nc * hw) pp_cuda_store<X> (x, i, pp_cuda_load<X> (x, i)
       + pp_cuda_load<V> (v, i / hw));
 }
@@ -351,9 +362,9 @@ pp_cuda_add_channel (void *x, PpCudaType x_type, int n, int c, size_t hw,
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (x_type, X,
       PP_CUDA_DISPATCH_TYPE (v_type, V,
-          add_channel_kernel<X, V><<<pp_cuda_blocks (total,
-                  PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
-              (size_t) n * c, hw, v)));
+          PP_CUDA_LAUNCH ((add_channel_kernel<X, V>), pp_cuda_blocks (total,
+              PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x, (size_t) n * c,
+              hw, v)));
   return cudaGetLastError ();
 }
 
@@ -377,6 +388,7 @@ template <PpCudaType X, PpCudaType Y> __global__ void
 pad_channels_kernel (const void *x, int nhwc, int n, int c, size_t hw,
     unsigned per_pixel, size_t vectors, void *y)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (k, vectors) {
     const size_t pixel = k / per_pixel;
     const int c0 = (int) (k - pixel * per_pixel) * PP_CUDA_VEC;
@@ -408,9 +420,9 @@ pp_cuda_pad_channels (const void *x, PpCudaType x_type, int nhwc, int n,
     return cudaSuccess;
   PP_CUDA_DISPATCH_TYPE (x_type, X,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
-          pad_channels_kernel<X, Y><<<pp_cuda_blocks (vectors,
-                  PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x, nhwc,
-              n, c, hw, (unsigned) (c_pad / PP_CUDA_VEC), vectors, y)));
+          PP_CUDA_LAUNCH ((pad_channels_kernel<X, Y>), pp_cuda_blocks (vectors,
+              PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x, nhwc, n, c, hw,
+              (unsigned) (c_pad / PP_CUDA_VEC), vectors, y)));
   return cudaGetLastError ();
 }
 
@@ -425,6 +437,7 @@ unpad_channels_kernel (const void *x, unsigned per_pixel, size_t vectors,
     int c, size_t hw, int nhwc, const void *bias, const void *res, int relu,
     void *y)
 {
+  pp_cuda_wait_prior ();
   PP_CUDA_FOR (k, vectors) {
     const size_t pixel = k / per_pixel;
     const int c0 = (int) (k - pixel * per_pixel) * PP_CUDA_VEC;
@@ -466,9 +479,9 @@ pp_cuda_unpad_channels (const void *x, PpCudaType x_type, int n, int c_pad,
   PP_CUDA_DISPATCH_TYPE (x_type, X,
       PP_CUDA_DISPATCH_TYPE (y_type, Y,
           PP_CUDA_DISPATCH_TYPE (bias_type, B,
-              unpad_channels_kernel<X, Y, B><<<pp_cuda_blocks (vectors,
-                      PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream>>> (x,
-                  (unsigned) (c_pad / PP_CUDA_VEC), vectors, c, hw, nhwc,
-                  bias, res, relu, y))));
+              PP_CUDA_LAUNCH ((unpad_channels_kernel<X, Y, B>), pp_cuda_blocks
+                  (vectors, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, x,
+                  (unsigned) (c_pad / PP_CUDA_VEC), vectors, c, hw, nhwc, bias,
+                  res, relu, y))));
   return cudaGetLastError ();
 }

@@ -91,6 +91,7 @@ template <PpCudaType A> __global__ void
 group_norm_stats_kernel (const void *x, int c, size_t hw, int groups,
     int splits, float4 *partials)
 {
+  pp_cuda_wait_prior ();
   __shared__ float shared[32];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
@@ -126,6 +127,7 @@ group_norm_apply_kernel (const void *x, int c, size_t hw, int groups,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, bool silu, void *y)
 {
+  pp_cuda_wait_prior ();
   __shared__ float moments[3];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
@@ -188,6 +190,7 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, bool silu, void *y)
 {
+  pp_cuda_wait_prior ();
   __shared__ float shared[32];
   const int per_group = c / groups;
   const size_t count = (size_t) per_group * hw;
@@ -291,6 +294,7 @@ group_norm_nhwc_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int per_thread,
     float4 *partials)
 {
+  pp_cuda_wait_prior ();
   /* Per channel: the tile's sum, then its deviations' sum (in sums) and
    * squares. */
   __shared__ float sums[NHWC_MAX_C], squares[NHWC_MAX_C];
@@ -397,6 +401,7 @@ __global__ void
 group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
     size_t hw, int tiles, size_t items, float eps, float4 *moments)
 {
+  pp_cuda_wait_prior ();
   const int lane = threadIdx.x;
   const float count = (float) per_group * (float) hw;
 
@@ -430,6 +435,7 @@ group_norm_nhwc_apply_kernel (const void *x, const void *shift,
     const float4 *moments, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, bool silu, void *y)
 {
+  pp_cuda_wait_prior ();
   const int per_group = c / groups;
   const size_t sample = blockIdx.y, base = sample * hw * c;
   size_t begin, end;
@@ -525,6 +531,7 @@ group_norm_vec_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int rows,
     float4 *partials)
 {
+  pp_cuda_wait_prior ();
   /* rows · c ≤ NHWC_MAX_C: c / 8 · rows threads, at most
    * max (NHWC_VEC_THREADS, c / 8), and c ≤ NHWC_MAX_C. */
   __shared__ float cells[NHWC_MAX_C], mean[NHWC_MAX_GROUPS],
@@ -595,6 +602,7 @@ group_norm_vec_apply_kernel (const void *x, const void *shift,
     const float4 *moments, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, bool silu, void *y)
 {
+  pp_cuda_wait_prior ();
   const int octets = c / PP_CUDA_VEC, per_group = c / groups;
   const int r = (int) threadIdx.x / octets;
   const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
@@ -709,6 +717,7 @@ group_norm_single_kernel (const void *x, const void *shift,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, bool silu, void *y)
 {
+  pp_cuda_wait_prior ();
   /* The group's channels' shift (this sample's), gamma and beta. */
   __shared__ float sh[PP_CUDA_GROUP_SINGLE_MAX], ga[PP_CUDA_GROUP_SINGLE_MAX],
       be[PP_CUDA_GROUP_SINGLE_MAX];
@@ -898,27 +907,27 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
   if (vector) {
     nhwc_vec_geometry (c, &rows, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,
-        group_norm_vec_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, shift_type, c, hw, groups, rows, stats));
+        PP_CUDA_LAUNCH (group_norm_vec_stats_kernel<A>, grid, threads, 0,
+            stream, x, shift, shift_type, c, hw, groups, rows, stats));
   } else {
     nhwc_geometry (c, &per_thread, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,
-        group_norm_nhwc_stats_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, shift_type, c, hw, groups, per_thread, stats));
+        PP_CUDA_LAUNCH (group_norm_nhwc_stats_kernel<A>, grid, threads, 0,
+            stream, x, shift, shift_type, c, hw, groups, per_thread, stats));
   }
-  group_norm_nhwc_combine_kernel<<<(unsigned) (items < NORM_MAX_BLOCKS
-          ? items : NORM_MAX_BLOCKS), 32, 0, stream>>> (stats, c / groups,
-      hw, tiles, items, eps, moments);
+  PP_CUDA_LAUNCH (group_norm_nhwc_combine_kernel, (unsigned) (items <
+      NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS), 32, 0, stream, stats, c /
+      groups, hw, tiles, items, eps, moments);
   if (vector)
     PP_CUDA_DISPATCH_TYPE (type, A,
-        group_norm_vec_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, shift_type, c, hw, groups, rows, moments, gamma,
+        PP_CUDA_LAUNCH (group_norm_vec_apply_kernel<A>, grid, threads, 0,
+            stream, x, shift, shift_type, c, hw, groups, rows, moments, gamma,
             gamma_type, beta, beta_type, silu != 0, y));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
-        group_norm_nhwc_apply_kernel<A><<<grid, threads, 0, stream>>> (x,
-            shift, shift_type, c, hw, groups, per_thread, moments, gamma,
-            gamma_type, beta, beta_type, silu != 0, y));
+        PP_CUDA_LAUNCH (group_norm_nhwc_apply_kernel<A>, grid, threads, 0,
+            stream, x, shift, shift_type, c, hw, groups, per_thread, moments,
+            gamma, gamma_type, beta, beta_type, silu != 0, y));
   return cudaGetLastError ();
 }
 
@@ -939,9 +948,9 @@ pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
     if (!pp_cuda_group_norm_single (n, c, hw, groups, type, x, y))
       return cudaErrorInvalidValue;
     PP_CUDA_DISPATCH_TYPE (type, A,
-        group_norm_single_kernel<A><<<dim3 (groups, n), SINGLE_THREADS, 0,
-            stream>>> (x, shift, shift_type, c, hw, groups, eps, gamma,
-            gamma_type, beta, beta_type, silu != 0, y));
+        PP_CUDA_LAUNCH (group_norm_single_kernel<A>, dim3 (groups, n),
+            SINGLE_THREADS, 0, stream, x, shift, shift_type, c, hw, groups,
+            eps, gamma, gamma_type, beta, beta_type, silu != 0, y));
     return cudaGetLastError ();
   }
   if (layout != PP_CUDA_GROUP_NCHW)
@@ -966,19 +975,19 @@ pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
   }
   if (partials == NULL || splits == 0) {
     PP_CUDA_DISPATCH_TYPE (type, A,
-        group_norm_whole_kernel<A><<<(unsigned) (items < NORM_MAX_BLOCKS
-                ? items : NORM_MAX_BLOCKS), NORM_THREADS, 0, stream>>> (x,
-            n, c, hw, groups, eps, gamma, gamma_type, beta, beta_type,
-            silu != 0, y));
+        PP_CUDA_LAUNCH (group_norm_whole_kernel<A>, (unsigned) (items <
+            NORM_MAX_BLOCKS ? items : NORM_MAX_BLOCKS), NORM_THREADS, 0,
+            stream, x, n, c, hw, groups, eps, gamma, gamma_type, beta,
+            beta_type, silu != 0, y));
     return cudaGetLastError ();
   }
   PP_CUDA_DISPATCH_TYPE (type, A,
-      group_norm_stats_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
-          hw, groups, splits, (float4 *) partials));
+      PP_CUDA_LAUNCH (group_norm_stats_kernel<A>, grid, GROUP_THREADS, 0,
+          stream, x, c, hw, groups, splits, (float4 *) partials));
   PP_CUDA_DISPATCH_TYPE (type, A,
-      group_norm_apply_kernel<A><<<grid, GROUP_THREADS, 0, stream>>> (x, c,
-          hw, groups, splits, (const float4 *) partials, eps, gamma,
-          gamma_type, beta, beta_type, silu != 0, y));
+      PP_CUDA_LAUNCH (group_norm_apply_kernel<A>, grid, GROUP_THREADS, 0,
+          stream, x, c, hw, groups, splits, (const float4 *) partials, eps,
+          gamma, gamma_type, beta, beta_type, silu != 0, y));
   return cudaGetLastError ();
 }
 
@@ -1011,6 +1020,7 @@ layer_norm_warp_kernel (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, void *y)
 {
+  pp_cuda_wait_prior ();
   const int lane = threadIdx.x % 32;
 
   /* r is the same on the warp's lanes: every shuffle has all 32. */
@@ -1063,6 +1073,7 @@ layer_norm_block_kernel (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, void *y)
 {
+  pp_cuda_wait_prior ();
   __shared__ float shared[32];
 
   for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -1104,6 +1115,7 @@ layer_norm_vec_kernel (const void *x, size_t rows, int dim, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
     PpCudaType beta_type, void *y)
 {
+  pp_cuda_wait_prior ();
   const int lane = threadIdx.x % 32, octets = dim / PP_CUDA_VEC;
 
   /* r is the same on the warp's lanes: every shuffle has all 32. */
@@ -1168,8 +1180,8 @@ layer_norm_vec_launch (const void *x, size_t rows, int dim, float eps,
 {
   const unsigned blocks = layer_norm_warp_blocks (rows);
 
-  layer_norm_vec_kernel<A, O><<<blocks, 32 * LAYER_NORM_WARPS, 0,
-      stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
+  PP_CUDA_LAUNCH ((layer_norm_vec_kernel<A, O>), blocks, 32 * LAYER_NORM_WARPS,
+      0, stream, x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
 }
 
 /* The vector kernel for @dim values a row: the fewest groups of eight a
@@ -1209,12 +1221,13 @@ layer_norm_warp (const void *x, size_t rows, int dim, float eps,
   const unsigned blocks = layer_norm_warp_blocks (rows);
 
   if (dim <= 32 * 16)
-    layer_norm_warp_kernel<A, 16><<<blocks, 32 * LAYER_NORM_WARPS, 0,
-        stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
+    PP_CUDA_LAUNCH ((layer_norm_warp_kernel<A, 16>), blocks, 32 *
+        LAYER_NORM_WARPS, 0, stream, x, rows, dim, eps, gamma, gamma_type,
+        beta, beta_type, y);
   else
-    layer_norm_warp_kernel<A, LAYER_NORM_LANE_MAX><<<blocks,
-        32 * LAYER_NORM_WARPS, 0,
-        stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type, y);
+    PP_CUDA_LAUNCH ((layer_norm_warp_kernel<A, LAYER_NORM_LANE_MAX>), blocks,
+        32 * LAYER_NORM_WARPS, 0, stream, x, rows, dim, eps, gamma, gamma_type,
+        beta, beta_type, y);
 }
 
 extern "C" cudaError_t
@@ -1242,8 +1255,8 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
             beta_type, y, stream));
   else
     PP_CUDA_DISPATCH_TYPE (type, A,
-        layer_norm_block_kernel<A><<<blocks, LAYER_NORM_THREADS, 0,
-            stream>>> (x, rows, dim, eps, gamma, gamma_type, beta, beta_type,
-                y));
+        PP_CUDA_LAUNCH (layer_norm_block_kernel<A>, blocks, LAYER_NORM_THREADS,
+            0, stream, x, rows, dim, eps, gamma, gamma_type, beta, beta_type,
+            y));
   return cudaGetLastError ();
 }

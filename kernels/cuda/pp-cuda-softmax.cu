@@ -17,6 +17,7 @@ template <bool CAUSAL, PpCudaType P> __global__ void
 softmax_rows_kernel (float *s, size_t rows, int cols, int period, int row0,
     void *p)
 {
+  pp_cuda_wait_prior ();
   __shared__ float shared[32];
 
   for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -64,8 +65,8 @@ pp_cuda_softmax_rows (float *s, size_t rows, int cols, cudaStream_t stream)
 {
   if (rows == 0 || cols <= 0)
     return cudaSuccess;
-  softmax_rows_kernel<false, PP_CUDA_F32><<<softmax_blocks (rows),
-      SOFTMAX_THREADS, 0, stream>>> (s, rows, cols, 1, 0, s);
+  PP_CUDA_LAUNCH ((softmax_rows_kernel<false, PP_CUDA_F32>), softmax_blocks
+      (rows), SOFTMAX_THREADS, 0, stream, s, rows, cols, 1, 0, s);
   return cudaGetLastError ();
 }
 
@@ -75,8 +76,8 @@ pp_cuda_softmax_rows_causal (float *s, size_t rows, int cols, int period,
 {
   if (rows == 0 || cols <= 0 || period <= 0)
     return cudaSuccess;
-  softmax_rows_kernel<true, PP_CUDA_F32><<<softmax_blocks (rows),
-      SOFTMAX_THREADS, 0, stream>>> (s, rows, cols, period, row0, s);
+  PP_CUDA_LAUNCH ((softmax_rows_kernel<true, PP_CUDA_F32>), softmax_blocks
+      (rows), SOFTMAX_THREADS, 0, stream, s, rows, cols, period, row0, s);
   return cudaGetLastError ();
 }
 
@@ -90,10 +91,10 @@ pp_cuda_softmax_rows_narrow (float *s, size_t rows, int cols, int causal,
     return cudaErrorInvalidValue;
   PP_CUDA_DISPATCH_TYPE (p_type, P,
       if (causal)
-        softmax_rows_kernel<true, P><<<softmax_blocks (rows),
-            SOFTMAX_THREADS, 0, stream>>> (s, rows, cols, period, row0, p);
+        PP_CUDA_LAUNCH ((softmax_rows_kernel<true, P>), softmax_blocks (rows),
+            SOFTMAX_THREADS, 0, stream, s, rows, cols, period, row0, p);
       else
-        softmax_rows_kernel<false, P><<<softmax_blocks (rows),
-            SOFTMAX_THREADS, 0, stream>>> (s, rows, cols, period, row0, p));
+        PP_CUDA_LAUNCH ((softmax_rows_kernel<false, P>), softmax_blocks (rows),
+            SOFTMAX_THREADS, 0, stream, s, rows, cols, period, row0, p));
   return cudaGetLastError ();
 }

@@ -446,6 +446,15 @@ step_device() {
       pass "test-kernels-act-dtypes: group norms with PPDIFFUSE_CUDA_GROUP_NORM=$gn"
     fi
   done
+  # Programmatic dependent launches: each kernel of the backend may start
+  # while the one before it still runs, and must wait for it before it
+  # touches memory.  Every op on 16-bit activations, bit for bit against
+  # the float32 kernels rounded: a kernel that read early would differ.
+  if runs "act-dtypes, programmatic dependent launches" \
+      "$work/act-dtypes-pdl.log" 300 \
+      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_PDL=on "$acts"; then
+    pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_PDL=on"
+  fi
   # Linear's and matmul's 16-bit outputs through float32 (linear's bias by
   # a kernel, then narrowed): the float32 kernel's bits, rounded, where the
   # default (cuBLAS writing 16 bits itself) may be one unit in the last
@@ -849,7 +858,7 @@ step_text() {
 ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
 # The ways written to be faster and not yet the defaults, the same in every
 # process (no timed choice): the element's figures with all of them.
-CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded"
+CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded PPDIFFUSE_CUDA_PDL=on"
 
 step_mesh() {
   current=mesh
@@ -1360,7 +1369,9 @@ step_bench() {
     # and by the fastest of its first four, with the engine each shape
     # got and the time its plans took (cuDNN may compile kernels); and
     # cuBLASLt's algorithms timed (the fastest of the heuristics' first
-    # eight for each product's shape).
+    # eight for each product's shape); and the backend's kernels launched
+    # as programmatic dependents (pdl: each started while the one before
+    # it finishes).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
@@ -1370,7 +1381,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
         "PPDIFFUSE_CUDA_CONV_API=graph" \
         "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed" \
-        "PPDIFFUSE_CUDA_GEMM_ALGO=timed"; do
+        "PPDIFFUSE_CUDA_GEMM_ALGO=timed" "PPDIFFUSE_CUDA_PDL=on"; do
       # shellcheck disable=SC2086  # $way is a list of assignments
       bench_wanted "gpu-bench f16, $way" \
         && runs "gpu-bench f16, $way" "$work/bench.log" 300 \

@@ -157,6 +157,10 @@ struct Block
 {
   const char *kernel;
   const std::function<void ()> *body;
+  /* Every thread must call emu_grid_wait (emu_launch's @waits); each
+   * thread's call so far. */
+  bool must_wait;
+  bool waited[MAX_THREADS];
   unsigned threads;
   int current;                  /* the running thread */
   Fiber *running;               /* and its fiber */
@@ -339,6 +343,9 @@ fiber_main ()
     const int t = self->thread;
 
     (*blk.body) ();
+    if (blk.must_wait && !blk.waited[t])
+      fail ("finished without waiting for the grids before it: a kernel "
+          "launched by pp_cuda_launch must call pp_cuda_wait_prior first");
     blk.done++;
     clear_ready (t);
     self->thread = -1;
@@ -353,6 +360,8 @@ run_block ()
   blk.at_barrier = 0;
   memset (blk.at_shuffle, 0, sizeof blk.at_shuffle);
   memset (blk.ready, 0, sizeof blk.ready);
+  if (blk.must_wait)
+    memset (blk.waited, 0, blk.threads * sizeof blk.waited[0]);
   for (unsigned t = 0; t < blk.threads; t++) {
     blk.fiber[t] = nullptr;
     set_ready (t);
@@ -364,6 +373,12 @@ run_block ()
 }
 
 }  // namespace
+
+EMU_UNCHECKED void
+emu_grid_wait ()
+{
+  blk.waited[blk.current] = true;
+}
 
 EMU_UNCHECKED void
 __syncthreads ()
@@ -570,17 +585,18 @@ struct LaunchNode
   size_t shmem;
   const char *kernel;
   std::function<void ()> body;
+  bool waits;
 };
 
 static void launch_now (dim3 grid, dim3 block, size_t shmem,
-    const char *kernel, const std::function<void ()> &body);
+    const char *kernel, const std::function<void ()> &body, bool waits);
 
 static void
 run_launch_node (void *data)
 {
   LaunchNode *n = (LaunchNode *) data;
 
-  launch_now (n->grid, n->block, n->shmem, n->kernel, n->body);
+  launch_now (n->grid, n->block, n->shmem, n->kernel, n->body, n->waits);
 }
 
 static void
@@ -591,10 +607,11 @@ free_launch_node (void *data)
 
 static void
 record_launch (EmuGraph *graph, dim3 grid, dim3 block, size_t shmem,
-    const char *kernel, const std::function<void ()> &body)
+    const char *kernel, const std::function<void ()> &body, bool waits)
 {
   emu_graph_add (graph, run_launch_node,
-      new LaunchNode { grid, block, shmem, kernel, body }, free_launch_node);
+      new LaunchNode { grid, block, shmem, kernel, body, waits },
+      free_launch_node);
 }
 
 /* emu_kernel_runs's counts, by kernel name. */
@@ -652,9 +669,27 @@ static struct LaunchReport
   }
 } launch_report;
 
+const char *
+emu_kernel_name (const char *name)
+{
+  static std::mutex lock;
+  static std::map<std::string, std::unique_ptr<std::string>> names;
+  const std::lock_guard<std::mutex> hold (lock);
+  size_t len = strlen (name);
+  std::unique_ptr<std::string> &kept = names[name];
+
+  if (!kept) {
+    if (len >= 2 && name[0] == '(' && name[len - 1] == ')')
+      kept.reset (new std::string (name + 1, len - 2));
+    else
+      kept.reset (new std::string (name));
+  }
+  return kept->c_str ();
+}
+
 void
 emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
-    const char *kernel, const std::function<void ()> &body)
+    const char *kernel, const std::function<void ()> &body, bool waits)
 {
   const unsigned long threads = (unsigned long) block.x * block.y * block.z;
   const unsigned long long blocks = (unsigned long long) grid.x * grid.y
@@ -673,18 +708,18 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
   }
   if (stream != nullptr && ((EmuStreamState *) stream)->capture != nullptr) {
     record_launch (((EmuStreamState *) stream)->capture, grid, block, shmem,
-        kernel, body);
+        kernel, body, waits);
     return;
   }
   if (stream != nullptr && emu_deferred ()) {
     emu_stream_enqueue ((EmuStreamState *) stream, run_launch_node,
-        new LaunchNode { grid, block, shmem, kernel, body },
+        new LaunchNode { grid, block, shmem, kernel, body, waits },
         free_launch_node);
     return;
   }
   {
     /* The legacy default stream: after every other stream's work. */
-    LaunchNode now { grid, block, shmem, kernel, body };
+    LaunchNode now { grid, block, shmem, kernel, body, waits };
 
     emu_run_now (run_launch_node, &now);
   }
@@ -694,7 +729,7 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
  * deferred stream's node runs it so, in its turn). */
 static void
 launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
-    const std::function<void ()> &body)
+    const std::function<void ()> &body, bool waits)
 {
   const unsigned long threads = (unsigned long) block.x * block.y * block.z;
   const unsigned long long blocks = (unsigned long long) grid.x * grid.y
@@ -727,6 +762,7 @@ launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
   blockDim = block;
   blk.kernel = kernel;
   blk.body = &body;
+  blk.must_wait = waits;
   blk.threads = (unsigned) threads;
   for (unsigned t = 0; t < blk.threads; t++)
     blk.index[t] = uint3 (t % block.x, t / block.x % block.y,

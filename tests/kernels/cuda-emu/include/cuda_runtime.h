@@ -139,9 +139,21 @@ __shfl_xor_sync (unsigned mask, T v, int lane_mask, int width = 32)
 
 /* Checks the configuration as the driver does (an invalid one leaves
  * cudaErrorInvalidConfiguration for cudaGetLastError, and runs nothing),
- * then runs @body once per thread of every block. */
+ * then runs @body once per thread of every block.  @waits: every thread
+ * must call emu_grid_wait before it finishes (a kernel launched through
+ * pp_cuda_launch, which may run while the grid before it still does on a
+ * device: pp-cuda-common.cuh); one that does not aborts the program,
+ * naming the kernel. */
 void emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
-    const char *kernel, const std::function<void ()> &body);
+    const char *kernel, const std::function<void ()> &body,
+    bool waits = false);
+/* pp_cuda_wait_prior's griddepcontrol.wait: the calling thread has waited
+ * for the grids before its own. */
+void emu_grid_wait ();
+/* @name as PP_CUDA_LAUNCH writes it ("(kernel<A, B>)" or "kernel<A>"),
+ * without the parentheses, as a string that lives as long as the
+ * program: the name the launches are counted by. */
+const char *emu_kernel_name (const char *name);
 cudaError_t cudaGetLastError ();
 
 /* Threads and blocks in descending order from now on (ascending: false):
