@@ -73,6 +73,11 @@ typedef struct
       gpointer data, GError ** error);
   gboolean (*graph_launch) (PpBackend * be, gpointer graph, GError ** error);
   void (*graph_free) (PpBackend * be, gpointer graph);
+  /* What a captured graph holds: its nodes and, of them, its kernels (a
+   * device's: what each launch of it runs one after another).  NULL, or
+   * FALSE: not known. */
+  gboolean (*graph_nodes) (PpBackend * be, gpointer graph, guint * nodes,
+      guint * kernels);
   /* A device backend's stream (cudaStream_t), for a data plane that
    * enqueues behind its ops, and making its device the calling thread's
    * current one; NULL on the CPU backends. */

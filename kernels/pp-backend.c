@@ -550,6 +550,15 @@ pp_backend_graph_free (PpBackend * be, gpointer graph)
     be->memory->graph_free (be, graph);
 }
 
+gboolean
+pp_backend_graph_nodes (PpBackend * be, gpointer graph, guint * nodes,
+    guint * kernels)
+{
+  *nodes = *kernels = 0;
+  return graph != NULL && be->memory->graph_nodes != NULL
+      && be->memory->graph_nodes (be, graph, nodes, kernels);
+}
+
 guint64
 pp_backend_allocated_bytes (void)
 {

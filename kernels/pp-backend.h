@@ -127,6 +127,10 @@ gpointer     pp_backend_graph_capture (PpBackend * be, PpGraphFunc func,
 gboolean     pp_backend_graph_launch (PpBackend * be, gpointer graph,
                                     GError ** error);
 void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
+/* A graph's nodes and kernels (PpBackendMemory.graph_nodes); FALSE where
+ * the backend does not say. */
+gboolean     pp_backend_graph_nodes (PpBackend * be, gpointer graph,
+                                    guint * nodes, guint * kernels);
 
 /* Whether the models run a batch's samples apart where a sample's bytes
  * could depend on its batch (the CPU backends), or the batch as one (a

@@ -24,6 +24,14 @@ for what in 'small UNet step 8x8, graph' 'TAESD enc+dec 64x64, graph' \
   grep -q "^$what .* ms " "$log" || fail "no figure for \"$what\""
 done
 ! grep -q 'not measured' "$log" || fail "a figure was not measured"
+# What each graph holds (its nodes, its kernels) and the launch floor
+# (a chain of one-block kernels), against which a graph's µs a kernel
+# are read; and the backend's ways, which the figures are of.
+grep -q '^kernel ways: attention=.* pdl=' "$log" || fail "no kernel ways"
+n=$(grep -c '^graph nodes of .*: [1-9][0-9]*, [1-9][0-9]* of them kernels, [0-9.]* µs a kernel$' "$log")
+[ "$n" -eq 5 ] || fail "$n graphs' node counts, expected 5"
+grep -q '^launch floor: a graph of 512 one-block kernels in a chain, [0-9.]* µs a kernel (512 kernel nodes; plain launches)$' "$log" \
+  || fail "no launch floor"
 # Each profile in device time (the emulated events' clock), with its
 # families, its ops and its costliest shapes.
 n=$(grep -c '^profile of one .*(device time: ' "$log")

@@ -33,6 +33,8 @@
 /* A stream batch of 4 steps on one worker: 4 frames a pass, at these
  * timesteps. */
 #define BATCH 4
+/* Kernels of the launch floor's graph. */
+#define FLOOR_KERNELS 512
 static const gdouble batch_timesteps[BATCH] = { 999.0, 749.0, 499.0, 249.0 };
 /* A frame batch at one step (frame-batch): up to BATCH frames a pass, all
  * at TIMESTEP. */
@@ -113,6 +115,8 @@ typedef struct
 {
   gdouble seconds;
   gdouble gflop;
+  /* A graph's nodes and kernels (0: not a graph, or not known). */
+  guint nodes, kernels;
 } Timing;
 
 typedef struct
@@ -128,6 +132,7 @@ typedef struct
   /* A frame batch's pass: n frames at one step (made for each n). */
   PpTensor *frames, *frames_eps;
   gpointer graph;               /* the one best_of_graph times */
+  gpointer tiny;                /* one float: the launch floor's */
 } Bench;
 
 /* @device's peaks; zeros when it is not known. */
@@ -304,8 +309,46 @@ best_of_graph (PpGraphFunc func, Bench * b, guint repeats, Timing * best,
     return FALSE;
   *best = best_of (graph_launch, b, repeats);
   best->gflop = gflop;
+  (void) pp_backend_graph_nodes (b->be, b->graph, &best->nodes,
+      &best->kernels);
   pp_backend_graph_free (b->be, g_steal_pointer (&b->graph));
   return TRUE;
+}
+
+/* The launch floor: a graph of FLOOR_KERNELS one-block kernels (a fill
+ * of one value each) in a chain, each waiting for the one before it as a
+ * step's kernels do: what a kernel costs the device where its work is
+ * next to nothing. */
+static gboolean
+chain_into (gpointer data, GError ** error)
+{
+  Bench *b = data;
+
+  (void) error;
+  for (guint i = 0; i < FLOOR_KERNELS; i++)
+    pp_backend_fill (b->be, b->tiny, (float) i, 1);
+  return TRUE;
+}
+
+static void
+launch_floor (Bench * b, guint repeats)
+{
+  g_autoptr (GError) error = NULL;
+  Timing t;
+
+  b->tiny = pp_backend_alloc (b->be, sizeof (float), &error);
+  if (b->tiny == NULL || !best_of_graph (chain_into, b, repeats, &t,
+          &error)) {
+    printf ("launch floor: not measured: %s\n", error->message);
+  } else {
+    printf ("launch floor: a graph of %u one-block kernels in a chain, "
+        "%.2f µs a kernel (%u kernel nodes; %s)\n", FLOOR_KERNELS,
+        t.seconds * 1e6 / FLOOR_KERNELS, t.kernels,
+        strstr (pp_backend_ways (b->be), "pdl=on") != NULL
+        ? "programmatic dependent launches" : "plain launches");
+  }
+  if (b->tiny != NULL)
+    pp_backend_free (b->be, g_steal_pointer (&b->tiny));
 }
 
 /* The line of a graph's figure, or why there is none. */
@@ -317,6 +360,12 @@ report_graph (const gchar * what, PpGraphFunc func, Bench * b,
 
   if (best_of_graph (func, b, repeats, t, &error)) {
     report (what, *t, peak);
+    /* What each launch runs: against the launch floor (below), how much
+     * of the graph's time the gaps between its kernels could be. */
+    if (t->nodes > 0)
+      printf ("graph nodes of %s: %u, %u of them kernels, %.2f µs a "
+          "kernel\n", what, t->nodes, t->kernels, t->kernels
+          ? t->seconds * 1e6 / t->kernels : 0.0);
     return TRUE;
   }
   printf ("%s: not measured: %s\n", what, error->message);
@@ -687,6 +736,7 @@ main (int argc, char **argv)
   printf ("%s on %s, weights %s, best of %d synchronized runs\n",
       pp_backend_name (b.be), pp_backend_device (b.be),
       pp_dtype_weights_name (dtype), repeats);
+  printf ("kernel ways: %s\n", pp_backend_ways (b.be));
   if (peak <= 0)
     printf ("device peak unknown: pass --peak-tflops for the share of it\n");
   u = best_of (unet_run, &b, (guint) repeats);
@@ -703,6 +753,8 @@ main (int argc, char **argv)
     graphs &= report_graph (tw_what, taesd_into, &b, (guint) repeats, peak,
         &vg);
   }
+  if (graphs)
+    launch_floor (&b, (guint) repeats);
   printf ("frames/s one GPU could sustain at 1 step: %.1f (UNet + TAESD)",
       1.0 / (u.seconds + v.seconds));
   if (graphs)

@@ -1306,7 +1306,7 @@ step_bench() {
       bench_wanted "gpu-bench $dt" \
         && runs "gpu-bench $dt" "$work/bench.log" 300 \
           env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype "$dt" $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD|frames/s|activation)' "$work/bench.log" \
+        && { grep -E '^(SD-Turbo|small|TAESD|frames/s|activation|kernel ways|graph nodes|launch floor)' "$work/bench.log" \
           | indent
           grep -E 'cuda attention:' "$work/bench.log" \
             | sed 's/.*cuda attention:/cuda attention:/' | sort | uniq \
@@ -1337,7 +1337,7 @@ step_bench() {
           PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
           G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
           $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
+        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$work/bench.log" | indent
           # The algorithms the trials chose, against the heuristics'
           # (the default's lines above), and every trial's time.
           [ "$2" = timed ] && grep -E 'cuda conv( trials)?:' \
@@ -1387,7 +1387,7 @@ step_bench() {
         && runs "gpu-bench f16, $way" "$work/bench.log" 300 \
           env $way G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
           --dtype f16 $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD)' "$work/bench.log" | indent
+        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$work/bench.log" | indent
           case $way in
             *GEMM_ALGO=timed*)
               grep -E 'cuda gemm trials' "$work/bench.log" \

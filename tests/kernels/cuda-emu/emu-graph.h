@@ -31,6 +31,13 @@ void      emu_graph_add   (EmuGraph * graph, void (*run) (void *data),
 void      emu_graph_invalidate (EmuGraph * graph);
 int       emu_graph_valid (const EmuGraph * graph);
 void      emu_graph_run   (EmuGraph * graph);
+/* The graph's nodes, in order, as cudaGraphGetNodes hands them out, and
+ * whether one is an emulated kernel's launch (cudaGraphNodeTypeKernel;
+ * the libraries' calls and the copies are other nodes here, where on a
+ * GPU a library's calls are kernels too). */
+size_t    emu_graph_size  (const EmuGraph * graph);
+const void *emu_graph_node (const EmuGraph * graph, size_t i);
+int       emu_graph_node_is_launch (const void *node);
 void      emu_graph_ref   (EmuGraph * graph);
 void      emu_graph_unref (EmuGraph * graph);
 

@@ -626,6 +626,30 @@ cudaGraphLaunch (cudaGraphExec_t exec, cudaStream_t stream)
 }
 
 cudaError_t
+cudaGraphGetNodes (cudaGraph_t graph, cudaGraphNode_t * nodes,
+    size_t *num_nodes)
+{
+  const EmuGraph *g = (const EmuGraph *) graph;
+  size_t n = emu_graph_size (g);
+
+  if (nodes != NULL) {
+    n = MIN (n, *num_nodes);
+    for (size_t i = 0; i < n; i++)
+      nodes[i] = (cudaGraphNode_t) emu_graph_node (g, i);
+  }
+  *num_nodes = n;
+  return cudaSuccess;
+}
+
+cudaError_t
+cudaGraphNodeGetType (cudaGraphNode_t node, enum cudaGraphNodeType *type)
+{
+  *type = emu_graph_node_is_launch (node) ? cudaGraphNodeTypeKernel
+      : cudaGraphNodeTypeHost;
+  return cudaSuccess;
+}
+
+cudaError_t
 cudaGraphDestroy (cudaGraph_t graph)
 {
   emu_graph_unref ((EmuGraph *) graph);

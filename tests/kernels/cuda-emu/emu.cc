@@ -605,6 +605,24 @@ free_launch_node (void *data)
   delete (LaunchNode *) data;
 }
 
+extern "C" size_t
+emu_graph_size (const EmuGraph *graph)
+{
+  return graph->nodes.size ();
+}
+
+extern "C" const void *
+emu_graph_node (const EmuGraph *graph, size_t i)
+{
+  return &graph->nodes[i];
+}
+
+extern "C" int
+emu_graph_node_is_launch (const void *node)
+{
+  return ((const EmuGraph::Node *) node)->run == run_launch_node;
+}
+
 static void
 record_launch (EmuGraph *graph, dim3 grid, dim3 block, size_t shmem,
     const char *kernel, const std::function<void ()> &body, bool waits)
