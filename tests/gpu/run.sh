@@ -858,7 +858,7 @@ step_text() {
 ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
 # The ways written to be faster and not yet the defaults, the same in every
 # process (no timed choice): the element's figures with all of them.
-CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded PPDIFFUSE_CUDA_PDL=on"
+CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded"
 
 step_mesh() {
   current=mesh
