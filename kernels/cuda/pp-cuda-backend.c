@@ -258,13 +258,6 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
   return mem;
 }
 
-/* CUDA graphs: the stream is captured (relaxed mode: the ops may still
- * grow a scratch buffer with cudaMalloc) while @func issues its ops, and the
- * graph is instantiated once.  The backend's lock is not held across the
- * capture (each op takes it), but other threads wait in enter () until the
- * capture ends: nothing of theirs may land in the graph, and a synchronize
- * of a capturing stream (a worker's sender before an NCCL send) would
- * break it. */
 /* A captured graph, instantiated, and what it held. */
 typedef struct
 {
@@ -296,6 +289,13 @@ count_nodes (cudaGraph_t graph, CudaGraph * counted)
   return TRUE;
 }
 
+/* CUDA graphs: the stream is captured (relaxed mode: the ops may still
+ * grow a scratch buffer with cudaMalloc) while @func issues its ops, and the
+ * graph is instantiated once.  The backend's lock is not held across the
+ * capture (each op takes it), but other threads wait in enter () until the
+ * capture ends: nothing of theirs may land in the graph, and a synchronize
+ * of a capturing stream (a worker's sender before an NCCL send) would
+ * break it. */
 static gpointer
 cuda_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
     GError ** error)
