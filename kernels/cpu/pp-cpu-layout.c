@@ -1,6 +1,7 @@
 /* ppdiffuse — layout ops: channel/token transposes, concatenation,
- * nearest upsampling and the interleaving of convolution phases.  Pure data movement: the transposes go in square
- * tiles so that both the reads and the writes stay in cache lines. */
+ * nearest upsampling and the interleaving of convolution phases.  Pure
+ * data movement: the transposes go in square tiles so that both the reads
+ * and the writes stay in cache lines. */
 #include "pp-cpu-ops.h"
 #include "pp-cpu-parallel.h"
 

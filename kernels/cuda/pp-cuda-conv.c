@@ -764,12 +764,10 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
   gboolean ran = FALSE;
 
   if (cu->conv_graph) {
-    const gboolean e = y_direct;
-
     ran = pp_cuda_conv_graph_run (cu, &padded, x16, filter,
-        e && !pp_view_is_none (bias) ? bias.data : NULL, btype,
-        e ? res : NULL, e && relu, y16);
-    epilogue = ran && e;
+        y_direct && !pp_view_is_none (bias) ? bias.data : NULL, btype,
+        y_direct ? res : NULL, y_direct && relu, y16);
+    epilogue = ran && y_direct;
   }
   if (!ran) {
     ConvPlan *p = conv_plan (cu, &padded, x16, filter, y16);

@@ -406,7 +406,7 @@ run_layers (const PpTaesd * m, GArray * layers, const gchar * half, PpAct x,
         /* The convolution after it, bound as its output phases, reads x
          * itself (the upsampled x is made only for a tap): both layers in
          * one step. */
-        if (next != NULL && next->conv.phases) {
+        if (next != NULL && next->type == LAYER_CONV && next->conv.phases) {
           if (tap != NULL) {
             PpAct y = pp_act_upsample (&x, m->upsampling_factor);
 

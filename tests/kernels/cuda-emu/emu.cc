@@ -690,19 +690,17 @@ static struct LaunchReport
 const char *
 emu_kernel_name (const char *name)
 {
+  /* A map's values stay where they are as it grows. */
   static std::mutex lock;
-  static std::map<std::string, std::unique_ptr<std::string>> names;
+  static std::map<std::string, std::string> names;
   const std::lock_guard<std::mutex> hold (lock);
-  size_t len = strlen (name);
-  std::unique_ptr<std::string> &kept = names[name];
+  const size_t len = strlen (name);
+  std::string &kept = names[name];
 
-  if (!kept) {
-    if (len >= 2 && name[0] == '(' && name[len - 1] == ')')
-      kept.reset (new std::string (name + 1, len - 2));
-    else
-      kept.reset (new std::string (name));
-  }
-  return kept->c_str ();
+  if (kept.empty ())
+    kept = len >= 2 && name[0] == '(' && name[len - 1] == ')'
+        ? std::string (name + 1, len - 2) : std::string (name);
+  return kept.c_str ();
 }
 
 void

@@ -1179,9 +1179,9 @@ test_unpad_channels (void)
     if (s.c != s.c_pad)
       continue;
     /* In place: y is x, channels last, of one type. */
-    const std::vector<Arg> args = { inout ("x", x), in ("bias", bias),
-      in ("res", channels_last (res, s.n, s.c, s.hw)) };
     const std::vector<float> rl = channels_last (res, s.n, s.c, s.hw);
+    const std::vector<Arg> args = { inout ("x", x), in ("bias", bias),
+      in ("res", rl) };
     auto r = run_typed ("unpad_channels in place", args, [&] (const Run &b) {
           return pp_cuda_unpad_channels (b.p (0), b.t (0), s.n, s.c_pad,
               s.hw, b.p (0), b.t (0), 1, s.c, b.p (1), b.t (1), b.p (2), 1,
