@@ -58,13 +58,15 @@
 #              first frame, steady frame period (reported; it must start);
 #              the same with $ACT32 (reported);
 #              then with the ways not yet the defaults ($CANDIDATES),
-#              then 4 steps on one worker without and with stream-batch,
-#              and 1 step with frame-batch 2 and 4 (the frame periods
+#              then 4 steps on one worker without and with stream-batch
+#              (and with it and frame-batch 2), and 1 step with
+#              frame-batch 2 and 4 (the frame periods
 #              reported); a sustained stream (1200 frames) at the
 #              defaults with the GPUs' utilization sampled (nvidia-smi)
-#              over its steady frames; the sustained stream and the 4-step
-#              stream batch again under CUDA's multi-process service
-#              (MPS), where the driver has its control program;
+#              over its steady frames; the sustained stream, the 4-step
+#              stream batch and 1 step with frame-batch 2 again under
+#              CUDA's multi-process service (MPS), where the driver has
+#              its control program;
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
@@ -1174,21 +1176,27 @@ else
           --rows "$work/startup-summary" --row "$ways"
       fi
     done
-    # 4 steps on one worker, without and with the stream batch (reported):
-    # the frame period is the throughput, 6 frames in flight.
-    for sb in false true; do
-      if runs "4 steps, stream-batch=$sb" "$work/batch-$sb.log" 600 env \
+    # 4 steps on one worker, without and with the stream batch, 6 frames
+    # in flight, and with two frames at each step (frame-batch 2: passes
+    # of up to 8 latents, 16 frames in flight), reported: the frame
+    # period is the throughput.
+    n_batch=0
+    for batch in "stream-batch=false max-in-flight=6" \
+        "stream-batch=true max-in-flight=6" \
+        "stream-batch=true frame-batch=2 max-in-flight=16"; do
+      n_batch=$((n_batch + 1))
+      # shellcheck disable=SC2086  # $batch is a list of properties
+      if runs "4 steps, $batch" "$work/batch-$n_batch.log" 600 env \
           GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
           videotestsrc num-buffers="$frames" \
           ! video/x-raw,format=RGB,width=512,height=512 \
           ! ppdiffuse ranks=1 steps=4 backend="$BE" model="$sdt" \
-          prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=6 \
-          stream-batch="$sb" ! fakesink; then
-        judge "4 steps, stream-batch=$sb runs" python3 "$gc" startup \
-          "$work/batch-$sb.log" --skip 5 --frames "$frames" \
-          --rows "$work/startup-summary" --row "4 steps, stream-batch=$sb"
-        grep -Eo 'stream batch: [0-9]+ frame-steps batched' \
-          "$work/batch-$sb.log" | indent
+          prompt-embeds="$sdt/prompt_embeds.npy" $batch ! fakesink; then
+        judge "4 steps, $batch runs" python3 "$gc" startup \
+          "$work/batch-$n_batch.log" --skip 5 --frames "$frames" \
+          --rows "$work/startup-summary" --row "4 steps, $batch"
+        grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
+          "$work/batch-$n_batch.log" | paste -sd ' ' - | indent
       fi
     done
     # One step with a third frame in flight (the default is (ranks + 1) ×
@@ -1221,11 +1229,12 @@ else
           "$work/frames-$fb.log" | paste -sd ' ' - | indent
       fi
     done
-    # The first run and the 4-step stream batch again under CUDA's
-    # multi-process service, where the driver has it (reported, beside the
-    # runs above): without it rank 0's encodes and decodes and the
-    # worker's steps, two processes on one GPU, take turns in time slices
-    # of their own contexts; under it their kernels may run side by side.
+    # The first run, the 4-step stream batch and 1 step with frame-batch 2
+    # again under CUDA's multi-process service, where the driver has it
+    # (reported, beside the runs above): without it rank 0's encodes and
+    # decodes and the worker's steps, two processes on one GPU, take turns
+    # in time slices of their own contexts; under it their kernels may run
+    # side by side.
     if [ -z "$dry" ] && mps_start; then
       sustained "sustained stream, default settings, under MPS" \
         "$work/sustained-mps.log" "$work/util-mps.csv" \
@@ -1242,6 +1251,20 @@ else
           startup "$work/mps-batch.log" --skip 5 --frames "$frames" \
           --rows "$work/startup-summary" \
           --row "4 steps, stream-batch=true, under MPS"
+      fi
+      # One step, two frames a pass, under it: the two ways of keeping
+      # the GPU fed together.
+      if runs "1 step, frame-batch=2, under MPS" "$work/mps-frames-2.log" \
+          600 env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 \
+          CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" gst-launch-1.0 -m \
+          videotestsrc num-buffers="$frames" \
+          ! video/x-raw,format=RGB,width=512,height=512 \
+          ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
+          prompt-embeds="$sdt/prompt_embeds.npy" frame-batch=2 ! fakesink; then
+        judge "1 step, frame-batch=2, under MPS runs" python3 "$gc" \
+          startup "$work/mps-frames-2.log" --skip 5 --frames "$frames" \
+          --rows "$work/startup-summary" \
+          --row "1 step, frame-batch=2, under MPS"
       fi
       mps_stop
     fi
