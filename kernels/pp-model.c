@@ -632,6 +632,7 @@ typedef struct
 {
   GraphSlot slot;
   BatchCall call;               /* the key and what the capture issued */
+  guint64 used;                 /* model->batch_clock at its last use */
 } PpModelBatchGraph;
 
 /* Whether the model's steps may run as graphs now (a slice also needs
@@ -794,15 +795,33 @@ batch_graph_free (gpointer data)
   g_free (g);
 }
 
+static PpModelBatchGraph *
+batch_entry (PpModel * model, guint i)
+{
+  return g_ptr_array_index (model->batch_graphs, i);
+}
+
 static void
 batch_graphs_reset (PpModel * model)
 {
   if (model->batch_graphs == NULL)
     return;
   for (guint i = 0; i < model->batch_graphs->len; i++)
-    slot_reset (model, &((PpModelBatchGraph *)
-            g_ptr_array_index (model->batch_graphs, i))->slot);
+    slot_reset (model, &batch_entry (model, i)->slot);
   g_ptr_array_set_size (model->batch_graphs, 0);
+}
+
+/* Drops the entry used longest ago. */
+static void
+batch_graph_evict (PpModel * model)
+{
+  guint oldest = 0;
+
+  for (guint i = 1; i < model->batch_graphs->len; i++)
+    if (batch_entry (model, i)->used < batch_entry (model, oldest)->used)
+      oldest = i;
+  slot_reset (model, &batch_entry (model, oldest)->slot);
+  g_ptr_array_remove_index_fast (model->batch_graphs, oldest);
 }
 
 /* The graph entry of a batch of @n samples at @steps, shaped like
@@ -823,18 +842,23 @@ batch_graph_for (PpModel * model, guint n, const guint * steps,
     memcpy (model->batch_shape, shape, sizeof shape);
   }
   for (guint i = 0; i < model->batch_graphs->len; i++) {
-    g = g_ptr_array_index (model->batch_graphs, i);
+    g = batch_entry (model, i);
     if (g->call.n == n && g->call.n_steps == n_steps
-        && memcmp (g->call.steps, steps, n * sizeof *steps) == 0)
+        && memcmp (g->call.steps, steps, n * sizeof *steps) == 0) {
+      g->used = ++model->batch_clock;
       return g;
+    }
   }
   /* A batch's steps depend on which frames waited for it: the entries
-   * are bounded, starting over when full. */
+   * are bounded, and a full set drops the one used longest ago, so that
+   * a source whose bursts make many batches keeps the graph of its usual
+   * one. */
   if (model->batch_graphs->len >= PP_MODEL_BATCH_GRAPHS_MAX)
-    batch_graphs_reset (model);
+    batch_graph_evict (model);
   g = g_new0 (PpModelBatchGraph, 1);
   g->call = (BatchCall) {
   model, n, n_steps, g_memdup2 (steps, n * sizeof *steps)};
+  g->used = ++model->batch_clock;
   g_ptr_array_add (model->batch_graphs, g);
   return g;
 }

@@ -146,6 +146,7 @@ struct _PpModel
   GPtrArray *batch_graphs;
   gint64 batch_shape[PP_TENSOR_MAX_DIMS];
   guint64 batch_captures, batch_launches;
+  guint64 batch_clock;          /* batch graph uses, for eviction */
   /* A model that computes on the host (no steps_begin) given a device
    * sample: the host copy its steps work on, between steps_begin and
    * steps_end. */

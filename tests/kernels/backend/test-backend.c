@@ -588,6 +588,104 @@ test_graphs (void)
   g_assert_cmpint (system (rm), ==, 0);
 }
 
+static void
+assert_batch_graph_counts (PpModel * m, guint64 captures, guint64 launches)
+{
+  guint64 c, l;
+
+  pp_model_batch_graph_counts (m, &c, &l);
+  g_assert_cmpuint (c, ==, captures);
+  g_assert_cmpuint (l, ==, launches);
+}
+
+/* The samples' steps of the batch numbered @key (the batches of 2, 3, 4
+ * samples over STEPS steps, in order), into @steps; returns its size. */
+static guint
+batch_key (guint key, guint steps[4])
+{
+  for (guint n = 2; n <= 4; n++) {
+    guint count = 1;
+
+    for (guint i = 0; i < n; i++)
+      count *= STEPS;
+    if (key < count) {
+      for (guint i = 0; i < n; i++, key /= STEPS)
+        steps[i] = key % STEPS;
+      return n;
+    }
+    key -= count;
+  }
+  g_assert_not_reached ();
+}
+
+/* Stream batches as graphs on cpu-strict (which emulates device graphs):
+ * a batch runs as is the first time, is captured the second, and a full
+ * set of graphs (16) drops the one used longest ago, not the others: the
+ * batch a source makes most keeps its graph while bursts make others. */
+static void
+test_batch_graphs (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("pp-batch-graphs-XXXXXX", &error);
+  g_autofree gchar *uri = NULL, *rm = NULL;
+  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+    {0, 1, 2}
+  };
+  PpTensor *samples[4];
+  /* Batch 0 (two samples at step 0) is the usual one; 1 … 16 come once
+   * each, twice in a row, between two of it. */
+  guint usual[4], steps[4];
+  const guint usual_n = batch_key (0, usual);
+  guint64 captures = 0, launches = 0;
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
+  uri = g_strdup_printf ("%s?cuda-graphs=1&frame-batch=2", dir);
+  {
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir,
+        get (PP_BACKEND_CPU_STRICT), &error);
+
+    g_assert_no_error (error);
+    for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+      pixels[i] = (guint8) ((i * 3 + i / 61) & 0xff);
+    for (guint i = 0; i < G_N_ELEMENTS (samples); i++) {
+      samples[i] = pp_model_encode (m, &image, &error);
+      g_assert_no_error (error);
+    }
+    for (guint r = 0; r < 2; r++)
+      g_assert_true (pp_model_steps_batch (m, usual_n, samples, usual,
+              STEPS, &error));
+    assert_batch_graph_counts (m, ++captures, ++launches);
+    for (guint key = 1; key <= 16; key++) {
+      const guint n = batch_key (key, steps);
+
+      g_assert_true (pp_model_steps_batch (m, n, samples, steps, STEPS,
+              &error));
+      assert_batch_graph_counts (m, captures, launches);
+      g_assert_true (pp_model_steps_batch (m, n, samples, steps, STEPS,
+              &error));
+      assert_batch_graph_counts (m, ++captures, ++launches);
+      /* The 17th batch (key 16) found the set full and dropped batch 1,
+       * used longest ago: the usual one is launched, never run again as
+       * is or captured again. */
+      g_assert_true (pp_model_steps_batch (m, usual_n, samples, usual,
+              STEPS, &error));
+      assert_batch_graph_counts (m, captures, ++launches);
+    }
+    /* Batch 1 was dropped: it runs as is again. */
+    g_assert_cmpuint (batch_key (1, steps), ==, 2);
+    g_assert_true (pp_model_steps_batch (m, 2, samples, steps, STEPS,
+            &error));
+    assert_batch_graph_counts (m, captures, launches);
+    g_assert_no_error (error);
+    for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+      pp_tensor_free (samples[i]);
+  }
+  rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (rm), ==, 0);
+}
+
 static gboolean
 upload_in_graph (gpointer data, GError ** error)
 {
@@ -627,6 +725,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/device-for-rank", test_device_for_rank);
   g_test_add_func ("/backend/dtype-names", test_dtype_names);
   g_test_add_func ("/backend/graphs", test_graphs);
+  g_test_add_func ("/backend/graphs/batches", test_batch_graphs);
   g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);
   for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
     g_autofree gchar *weights = g_strdup_printf ("/backend/%s/weights-dtype",
