@@ -1120,6 +1120,18 @@ sustained() {
   gpu_samples_stop
 }
 
+# slow_plans LOG: the attention plans that took 20 ms or more in a run
+# (cuDNN compiling kernels for a new shape), as one line.  The warm-up
+# passes run one frame, so a batch's new sizes meet theirs mid-stream:
+# what the batched runs show beyond the unbatched one is a stall there.
+slow_plans() {
+  awk '/cuda attention: .*the plan took/ {
+      n++
+      for (i = 1; i < NF; i++) if ($i == "took") t += $(i + 1)
+    }
+    END { printf "attention plans of 20 ms or more: %d, %.0f ms in all\n", n, t }' "$1"
+}
+
 step_startup() {
 if [ -n "$emulated" ]; then
   current=startup
@@ -1187,7 +1199,8 @@ else
       n_batch=$((n_batch + 1))
       # shellcheck disable=SC2086  # $batch is a list of properties
       if runs "4 steps, $batch" "$work/batch-$n_batch.log" 600 env \
-          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
+          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 G_MESSAGES_DEBUG=all \
+          gst-launch-1.0 -m \
           videotestsrc num-buffers="$frames" \
           ! video/x-raw,format=RGB,width=512,height=512 \
           ! ppdiffuse ranks=1 steps=4 backend="$BE" model="$sdt" \
@@ -1197,6 +1210,7 @@ else
           --rows "$work/startup-summary" --row "4 steps, $batch"
         grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
           "$work/batch-$n_batch.log" | paste -sd ' ' - | indent
+        slow_plans "$work/batch-$n_batch.log" | indent
       fi
     done
     # One step with a third frame in flight (the default is (ranks + 1) ×
@@ -1216,7 +1230,8 @@ else
     # frame rate against the first run's.
     for fb in 2 4; do
       if runs "1 step, frame-batch=$fb" "$work/frames-$fb.log" 600 env \
-          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
+          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 G_MESSAGES_DEBUG=all \
+          gst-launch-1.0 -m \
           videotestsrc num-buffers="$frames" \
           ! video/x-raw,format=RGB,width=512,height=512 \
           ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
@@ -1227,6 +1242,7 @@ else
           --rows "$work/startup-summary" --row "1 step, frame-batch=$fb"
         grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
           "$work/frames-$fb.log" | paste -sd ' ' - | indent
+        slow_plans "$work/frames-$fb.log" | indent
       fi
     done
     # The first run, the 4-step stream batch and 1 step with frame-batch 2
