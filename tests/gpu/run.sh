@@ -1120,6 +1120,29 @@ sustained() {
   gpu_samples_stop
 }
 
+# element_run NAME LOG STEPS PROPERTY...: $frames frames of $sdt at
+# 512x512 through one worker with the properties given and the
+# environment's assignments in $run_env, reported beside the other runs
+# with the batches the worker ran and its slow attention plans.
+run_env=
+element_run() {
+  er_name=$1 er_log=$2 er_steps=$3
+  shift 3
+  # shellcheck disable=SC2086  # $run_env is a list of assignments
+  if runs "$er_name" "$er_log" 600 env GST_DEBUG=ppdiffuse:5 \
+      PPDIFFUSE_DEBUG=3 G_MESSAGES_DEBUG=all $run_env gst-launch-1.0 -m \
+      videotestsrc num-buffers="$frames" \
+      ! video/x-raw,format=RGB,width=512,height=512 \
+      ! ppdiffuse ranks=1 steps="$er_steps" backend="$BE" model="$sdt" \
+      prompt-embeds="$sdt/prompt_embeds.npy" "$@" ! fakesink; then
+    judge "$er_name runs" python3 "$gc" startup "$er_log" --skip 5 \
+      --frames "$frames" --rows "$work/startup-summary" --row "$er_name"
+    grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
+      "$er_log" | paste -sd ' ' - | grep . | indent
+    slow_plans "$er_log" | indent
+  fi
+}
+
 # slow_plans LOG: the attention plans that took 20 ms or more in a run
 # (cuDNN compiling kernels for a new shape), as one line.  The warm-up
 # passes run one frame, so a batch's new sizes meet theirs mid-stream:
@@ -1198,52 +1221,18 @@ else
         "stream-batch=true frame-batch=2 max-in-flight=16"; do
       n_batch=$((n_batch + 1))
       # shellcheck disable=SC2086  # $batch is a list of properties
-      if runs "4 steps, $batch" "$work/batch-$n_batch.log" 600 env \
-          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 G_MESSAGES_DEBUG=all \
-          gst-launch-1.0 -m \
-          videotestsrc num-buffers="$frames" \
-          ! video/x-raw,format=RGB,width=512,height=512 \
-          ! ppdiffuse ranks=1 steps=4 backend="$BE" model="$sdt" \
-          prompt-embeds="$sdt/prompt_embeds.npy" $batch ! fakesink; then
-        judge "4 steps, $batch runs" python3 "$gc" startup \
-          "$work/batch-$n_batch.log" --skip 5 --frames "$frames" \
-          --rows "$work/startup-summary" --row "4 steps, $batch"
-        grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
-          "$work/batch-$n_batch.log" | paste -sd ' ' - | indent
-        slow_plans "$work/batch-$n_batch.log" | indent
-      fi
+      element_run "4 steps, $batch" "$work/batch-$n_batch.log" 4 $batch
     done
     # One step with a third frame in flight (the default is (ranks + 1) ×
     # frame-batch, 2 here), reported: whether two keep the GPU fed.
-    if runs "1 step, max-in-flight=3" "$work/inflight-3.log" 600 env \
-        GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 gst-launch-1.0 -m \
-        videotestsrc num-buffers="$frames" \
-        ! video/x-raw,format=RGB,width=512,height=512 \
-        ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
-        prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=3 ! fakesink; then
-      judge "1 step, max-in-flight=3 runs" python3 "$gc" startup \
-        "$work/inflight-3.log" --skip 5 --frames "$frames" \
-        --rows "$work/startup-summary" --row "1 step, max-in-flight=3"
-    fi
+    element_run "1 step, max-in-flight=3" "$work/inflight-3.log" 1 \
+      max-in-flight=3
     # One step, up to 2 and 4 waiting frames a pass (frame-batch; the
     # default max-in-flight, (ranks + 1) × frame-batch), reported: the
     # frame rate against the first run's.
     for fb in 2 4; do
-      if runs "1 step, frame-batch=$fb" "$work/frames-$fb.log" 600 env \
-          GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 G_MESSAGES_DEBUG=all \
-          gst-launch-1.0 -m \
-          videotestsrc num-buffers="$frames" \
-          ! video/x-raw,format=RGB,width=512,height=512 \
-          ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
-          prompt-embeds="$sdt/prompt_embeds.npy" frame-batch="$fb" \
-          ! fakesink; then
-        judge "1 step, frame-batch=$fb runs" python3 "$gc" startup \
-          "$work/frames-$fb.log" --skip 5 --frames "$frames" \
-          --rows "$work/startup-summary" --row "1 step, frame-batch=$fb"
-        grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
-          "$work/frames-$fb.log" | paste -sd ' ' - | indent
-        slow_plans "$work/frames-$fb.log" | indent
-      fi
+      element_run "1 step, frame-batch=$fb" "$work/frames-$fb.log" 1 \
+        frame-batch="$fb"
     done
     # The first run, the 4-step stream batch and 1 step with frame-batch 2
     # again under CUDA's multi-process service, where the driver has it
@@ -1255,33 +1244,14 @@ else
       sustained "sustained stream, default settings, under MPS" \
         "$work/sustained-mps.log" "$work/util-mps.csv" \
         CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe"
-      if runs "4 steps, stream-batch=true, under MPS" "$work/mps-batch.log" \
-          600 env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 \
-          CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" gst-launch-1.0 -m \
-          videotestsrc num-buffers="$frames" \
-          ! video/x-raw,format=RGB,width=512,height=512 \
-          ! ppdiffuse ranks=1 steps=4 backend="$BE" model="$sdt" \
-          prompt-embeds="$sdt/prompt_embeds.npy" max-in-flight=6 \
-          stream-batch=true ! fakesink; then
-        judge "4 steps, stream-batch=true, under MPS runs" python3 "$gc" \
-          startup "$work/mps-batch.log" --skip 5 --frames "$frames" \
-          --rows "$work/startup-summary" \
-          --row "4 steps, stream-batch=true, under MPS"
-      fi
+      run_env="CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe"
+      element_run "4 steps, stream-batch=true, under MPS" \
+        "$work/mps-batch.log" 4 max-in-flight=6 stream-batch=true
       # One step, two frames a pass, under it: the two ways of keeping
       # the GPU fed together.
-      if runs "1 step, frame-batch=2, under MPS" "$work/mps-frames-2.log" \
-          600 env GST_DEBUG=ppdiffuse:5 PPDIFFUSE_DEBUG=3 \
-          CUDA_MPS_PIPE_DIRECTORY="$mps_dir/pipe" gst-launch-1.0 -m \
-          videotestsrc num-buffers="$frames" \
-          ! video/x-raw,format=RGB,width=512,height=512 \
-          ! ppdiffuse ranks=1 steps=1 backend="$BE" model="$sdt" \
-          prompt-embeds="$sdt/prompt_embeds.npy" frame-batch=2 ! fakesink; then
-        judge "1 step, frame-batch=2, under MPS runs" python3 "$gc" \
-          startup "$work/mps-frames-2.log" --skip 5 --frames "$frames" \
-          --rows "$work/startup-summary" \
-          --row "1 step, frame-batch=2, under MPS"
-      fi
+      element_run "1 step, frame-batch=2, under MPS" \
+        "$work/mps-frames-2.log" 1 frame-batch=2
+      run_env=
       mps_stop
     fi
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps

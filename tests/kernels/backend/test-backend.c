@@ -494,14 +494,23 @@ run_slices (PpModel * m, guint first, guint end, guint runs, float *out,
   }
 }
 
+/* The graphs @counts says @m captured and launched (its slices' or its
+ * stream batches'). */
 static void
-assert_graph_counts (PpModel * m, guint64 captures, guint64 launches)
+assert_counts (PpModel * m, void (*counts) (PpModel *, guint64 *,
+        guint64 *), guint64 captures, guint64 launches)
 {
   guint64 c, l;
 
-  pp_model_graph_counts (m, &c, &l);
+  counts (m, &c, &l);
   g_assert_cmpuint (c, ==, captures);
   g_assert_cmpuint (l, ==, launches);
+}
+
+static void
+assert_graph_counts (PpModel * m, guint64 captures, guint64 launches)
+{
+  assert_counts (m, pp_model_graph_counts, captures, launches);
 }
 
 /* cuda-graphs=1 on cpu-strict (which emulates device graphs): the first
@@ -591,11 +600,7 @@ test_graphs (void)
 static void
 assert_batch_graph_counts (PpModel * m, guint64 captures, guint64 launches)
 {
-  guint64 c, l;
-
-  pp_model_batch_graph_counts (m, &c, &l);
-  g_assert_cmpuint (c, ==, captures);
-  g_assert_cmpuint (l, ==, launches);
+  assert_counts (m, pp_model_batch_graph_counts, captures, launches);
 }
 
 /* The samples' steps of the batch numbered @key (the batches of 2, 3, 4
