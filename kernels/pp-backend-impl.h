@@ -154,6 +154,12 @@ struct _PpBackend
    * and a stacked weight would copy float32 weights the ops read in
    * place).  pp_backend_stacks_projections. */
   gboolean stacks_projections;
+  /* TRUE: a shape's first run makes what later runs of it reuse (the
+   * libraries' plans per shape: cuDNN compiles its fused attention's
+   * kernels for each), so that a model warms each batch size it will run
+   * before the stream (a GPU); FALSE: a first run costs what later ones
+   * do (the CPU backends).  pp_backend_plans_shapes. */
+  gboolean plans_shapes;
   /* pp_ops_note_layout_copy, set by pp_backend_get for a backend module
    * (which may call none of the kernels library's functions by name: it
    * is loaded privately); NULL: the backend counts no layout copies. */

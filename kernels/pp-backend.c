@@ -520,6 +520,18 @@ pp_backend_set_stacks_projections (PpBackend * be, gboolean stacks)
 }
 
 gboolean
+pp_backend_plans_shapes (const PpBackend * be)
+{
+  return be->plans_shapes;
+}
+
+void
+pp_backend_set_plans_shapes (PpBackend * be, gboolean plans)
+{
+  be->plans_shapes = plans;
+}
+
+gboolean
 pp_backend_has_graphs (const PpBackend * be)
 {
   return be->memory->graph_capture != NULL;

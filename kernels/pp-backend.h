@@ -143,6 +143,12 @@ void         pp_backend_set_samples_apart (PpBackend * be, gboolean apart);
 gboolean     pp_backend_stacks_projections (const PpBackend * be);
 void         pp_backend_set_stacks_projections (PpBackend * be,
                                     gboolean stacks);
+/* Whether a shape's first run makes plans that later runs reuse
+ * (PpBackend.plans_shapes: a GPU), so that the workers warm every batch
+ * size before the stream; the setter is for tests that do so on the
+ * CPU. */
+gboolean     pp_backend_plans_shapes (const PpBackend * be);
+void         pp_backend_set_plans_shapes (PpBackend * be, gboolean plans);
 
 /* The dtype a model whose weights are stored as @weights keeps its
  * activations in: the weights' 16-bit dtype on a backend whose ops compute

@@ -914,6 +914,47 @@ pp_model_steps_batch (PpModel * model, guint n, PpTensor * const *samples,
   return TRUE;
 }
 
+gboolean
+pp_model_warm_batches (PpModel * model, const PpTensor * sample, guint max,
+    guint step, guint n_steps, guint * sizes, GError ** error)
+{
+  PpTensor **samples;
+  guint *steps;
+  GError *own = NULL;
+  gboolean ok = TRUE, batches;
+
+  *sizes = 0;
+  max = MIN (max, pp_model_batch_max (model));
+  if (max < 2 || model->klass->batch_in == NULL
+      || !pp_backend_plans_shapes (model->backend))
+    return TRUE;
+  samples = g_new0 (PpTensor *, max);
+  steps = g_new (guint, max);
+  for (guint i = 0; ok && i < max; i++) {
+    samples[i] = pp_tensor_new ("warm-up batch sample", sample->dtype,
+        sample->ndim, sample->shape, error);
+    ok = samples[i] != NULL;
+    steps[i] = step;
+  }
+  /* A model that takes no batch now stages nothing and says no more:
+   * pp_model_steps_batch would run its samples one by one. */
+  batches = ok && model->klass->batch_in (model, 2, samples, steps, n_steps,
+      &own);
+  if (own != NULL) {
+    g_propagate_error (error, own);
+    ok = FALSE;
+  }
+  for (guint n = 2; ok && batches && n <= max; n++) {
+    ok = pp_model_steps_batch (model, n, samples, steps, n_steps, error);
+    *sizes += ok;
+  }
+  for (guint i = 0; i < max; i++)
+    g_clear_pointer (&samples[i], pp_tensor_free);
+  g_free (samples);
+  g_free (steps);
+  return ok;
+}
+
 void
 pp_model_new_epoch (PpModel * model)
 {

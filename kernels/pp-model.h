@@ -293,6 +293,18 @@ gboolean  pp_model_steps_batch (PpModel * model, guint n,
                                 PpTensor * const *samples,
                                 const guint * steps, guint n_steps,
                                 GError ** error);
+/* On a backend that plans per shape (pp_backend_plans_shapes: a GPU),
+ * runs once a batch of every size from 2 to @max (at most
+ * pp_model_batch_max) of samples shaped like @sample, each sample at step
+ * @step of @n_steps, and drops what they compute: each size's plans are
+ * made then, before the stream, not when a batch of that size first
+ * comes in the middle of it (and with graphs, each size's batch at @step
+ * is captured at its next run).  *@sizes: how many sizes ran; none where
+ * the backend does not plan per shape or the model runs no batched pass
+ * (a temporal bank). */
+gboolean  pp_model_warm_batches (PpModel * model, const PpTensor * sample,
+                                 guint max, guint step, guint n_steps,
+                                 guint * sizes, GError ** error);
 /* How many times the model has built its per-prompt caches
  * (docs/operator/cache-lifecycle.md); 0 for a model without any. */
 guint64   pp_model_cache_builds (PpModel * model);

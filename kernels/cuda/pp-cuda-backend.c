@@ -737,6 +737,7 @@ create (gint device, GError ** error)
   cu->retired = g_ptr_array_new ();
   cu->be.name = "cuda";
   cu->be.stacks_projections = TRUE;
+  cu->be.plans_shapes = TRUE;
   cu->be.device = desc;
   /* Every choice above that changes the bits, but the activations' (the
    * handshake's "activations"). */

@@ -95,6 +95,9 @@ typedef struct
                                  * stream-batch passes of two or more */
   guint widest_pass;            /* compute thread only: the most frames a
                                  * pass ran */
+  /* Compute thread only: the sample shape whose batch sizes a warm-up
+   * pass has run (pp_model_warm_batches), zeros before. */
+  gint64 warmed_shape[PP_TENSOR_MAX_DIMS];
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
    * chunks received and sent, written by three threads. */
@@ -605,6 +608,32 @@ batch_join (Worker * w, Batch * b, PpChunk * chunk)
   r->event = chunk_begin (w, chunk, r->sample);
 }
 
+/* Before a warm-up pass's first step: every batch size this worker may
+ * run, once, where the backend makes plans per shape, so that none makes
+ * them in the middle of the stream (once a sample shape: the second
+ * warm-up pass, a steady one, does not). */
+static void
+warm_batches (Worker * w, const Batch * b)
+{
+  const PpTensor *sample = b->riders[0].sample;
+  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+  const gint64 start = g_get_monotonic_time ();
+  GError *error = NULL;
+  guint sizes;
+
+  memcpy (shape, sample->shape, sample->ndim * sizeof shape[0]);
+  if (memcmp (shape, w->warmed_shape, sizeof shape) == 0)
+    return;
+  memcpy (w->warmed_shape, shape, sizeof shape);
+  if (!pp_model_warm_batches (w->model, sample, b->max, w->slice.first,
+          w->plan->n_steps, &sizes, &error))
+    worker_fail (w, "warm-up", error);
+  if (sizes > 0)
+    PP_INFO ("warm-up: batches of 2 to %u samples run once (%.0f ms), "
+        "their plans made before the stream", sizes + 1,
+        (g_get_monotonic_time () - start) / 1000.0);
+}
+
 /* One pass: a step of every rider, then those whose slice is done leave,
  * oldest first (they are the first riders). */
 static void
@@ -615,6 +644,9 @@ batch_pass (Worker * w, Batch * b)
 
   pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING,
       b->riders[b->n - 1].chunk->chunk_id);
+  if (b->n == 1 && (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP)
+      && b->riders[0].step == w->slice.first)
+    warm_batches (w, b);
   for (guint i = 0; i < b->n; i++) {
     b->samples[i] = b->riders[i].sample;
     b->steps[i] = b->riders[i].step;

@@ -691,6 +691,106 @@ test_batch_graphs (void)
   g_assert_cmpint (system (rm), ==, 0);
 }
 
+/* A batch of two samples at steps 0 and 1 on @m, from @samples' values
+ * (copied: the pass writes its samples), into @out. */
+static void
+run_batch_copy (PpModel * m, PpTensor * const *samples, float *out, gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  const guint steps[2] = { 0, 1 };
+  PpTensor *copies[2];
+
+  for (guint i = 0; i < 2; i++) {
+    copies[i] = pp_tensor_new ("copy", samples[i]->dtype, samples[i]->ndim,
+        samples[i]->shape, &error);
+    g_assert_no_error (error);
+    memcpy (copies[i]->data, samples[i]->data, samples[i]->nbytes);
+  }
+  g_assert_true (pp_model_steps_batch (m, 2, copies, steps, STEPS, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < 2; i++) {
+    memcpy (out + i * n, copies[i]->data, n * sizeof (float));
+    pp_tensor_free (copies[i]);
+  }
+}
+
+/* The batch sizes warmed before a stream (pp_model_warm_batches), on
+ * cpu-strict told it plans per shape as a GPU does: every size from 2 to
+ * the most a pass takes runs once as is, so that its first batch in the
+ * stream is captured at once; the warm-up leaves nothing behind (a batch
+ * after it gives the bytes it gives without one); a backend that makes no
+ * plans runs none. */
+static void
+test_warm_batches (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("pp-warm-batches-XXXXXX", &error);
+  g_autofree gchar *uri = NULL, *rm = NULL;
+  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+    {0, 1, 2}
+  };
+  PpBackend *strict = get (PP_BACKEND_CPU_STRICT);
+  const gsize n = 4 * (FRAME_SIDE / 8) * (FRAME_SIDE / 8);
+  g_autofree float *cold = g_new (float, 2 * n);
+  g_autofree float *warm = g_new (float, 2 * n);
+  const guint three[3] = { 0, 0, 0 };
+  PpTensor *samples[3];
+  guint sizes = 99;
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
+  uri = g_strdup_printf ("%s?cuda-graphs=1&frame-batch=2", dir);
+  for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+    pixels[i] = (guint8) ((i * 11 + i / 53) & 0xff);
+  g_assert_false (pp_backend_plans_shapes (strict));
+  g_assert_false (pp_backend_plans_shapes (pp_backend_cpu ()));
+  {
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir, strict, &error);
+
+    g_assert_no_error (error);
+    for (guint i = 0; i < G_N_ELEMENTS (samples); i++) {
+      samples[i] = pp_model_encode (m, &image, &error);
+      g_assert_no_error (error);
+    }
+    /* No plans per shape: nothing runs, and a batch's first run is as
+     * is. */
+    g_assert_true (pp_model_warm_batches (m, samples[0], 4, 0, STEPS,
+            &sizes, &error));
+    g_assert_cmpuint (sizes, ==, 0);
+    run_batch_copy (m, samples, cold, n);
+    assert_batch_graph_counts (m, 0, 0);
+  }
+  pp_backend_set_plans_shapes (strict, TRUE);
+  {
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir, strict, &error);
+
+    g_assert_no_error (error);
+    /* frame-batch 2 over 2 steps: passes of up to 4 (more asked). */
+    g_assert_true (pp_model_warm_batches (m, samples[0], 9, 0, STEPS,
+            &sizes, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (sizes, ==, 3);
+    assert_batch_graph_counts (m, 0, 0);
+    /* A batch not warmed (steps 0 and 1) runs as is first, and gives the
+     * bytes the model gives it without a warm-up. */
+    run_batch_copy (m, samples, warm, n);
+    assert_batch_graph_counts (m, 0, 0);
+    g_assert_cmpmem (cold, 2 * n * sizeof (float), warm,
+        2 * n * sizeof (float));
+    /* A batch of three at step 0, warmed: captured at its first run. */
+    g_assert_true (pp_model_steps_batch (m, 3, samples, three, STEPS,
+            &error));
+    g_assert_no_error (error);
+    assert_batch_graph_counts (m, 1, 1);
+  }
+  pp_backend_set_plans_shapes (strict, FALSE);
+  for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+    pp_tensor_free (samples[i]);
+  rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (rm), ==, 0);
+}
+
 static gboolean
 upload_in_graph (gpointer data, GError ** error)
 {
@@ -731,6 +831,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/dtype-names", test_dtype_names);
   g_test_add_func ("/backend/graphs", test_graphs);
   g_test_add_func ("/backend/graphs/batches", test_batch_graphs);
+  g_test_add_func ("/backend/graphs/warm-batches", test_warm_batches);
   g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);
   for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
     g_autofree gchar *weights = g_strdup_printf ("/backend/%s/weights-dtype",
