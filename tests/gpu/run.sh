@@ -1123,7 +1123,8 @@ sustained() {
 # element_run NAME LOG STEPS PROPERTY...: $frames frames of $sdt at
 # 512x512 through one worker with the properties given and the
 # environment's assignments in $run_env, reported beside the other runs
-# with the batches the worker ran and its slow attention plans.
+# with the batches the worker ran, what warming its batch sizes took and
+# its slow attention plans.
 run_env=
 element_run() {
   er_name=$1 er_log=$2 er_steps=$3
@@ -1139,14 +1140,16 @@ element_run() {
       --frames "$frames" --rows "$work/startup-summary" --row "$er_name"
     grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
       "$er_log" | paste -sd ' ' - | grep . | indent
+    grep -Eo 'warm-up: batches of 2 to [0-9]+ samples run once \([0-9]+ ms\)' \
+      "$er_log" | indent
     slow_plans "$er_log" | indent
   fi
 }
 
 # slow_plans LOG: the attention plans that took 20 ms or more in a run
-# (cuDNN compiling kernels for a new shape), as one line.  The warm-up
-# passes run one frame, so a batch's new sizes meet theirs mid-stream:
-# what the batched runs show beyond the unbatched one is a stall there.
+# (cuDNN compiling kernels for a new shape), as one line: what the
+# batched runs show beyond the unbatched one is what their batch sizes
+# cost, which the worker's first warm-up pass pays (its line above).
 slow_plans() {
   awk '/cuda attention: .*the plan took/ {
       n++
