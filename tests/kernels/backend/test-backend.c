@@ -623,6 +623,24 @@ batch_key (guint key, guint steps[4])
   g_assert_not_reached ();
 }
 
+/* @count samples of @m, each encoded from one frame of pattern @mul. */
+static void
+encode_samples (PpModel * m, guint mul, PpTensor ** samples, guint count)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+    {0, 1, 2}
+  };
+
+  for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+    pixels[i] = (guint8) ((i * mul + i / 61) & 0xff);
+  for (guint i = 0; i < count; i++) {
+    samples[i] = pp_model_encode (m, &image, &error);
+    g_assert_no_error (error);
+  }
+}
+
 /* Stream batches as graphs on cpu-strict (which emulates device graphs):
  * a batch runs as is the first time, is captured the second, and a full
  * set of graphs (16) drops the one used longest ago, not the others: the
@@ -633,10 +651,6 @@ test_batch_graphs (void)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("pp-batch-graphs-XXXXXX", &error);
   g_autofree gchar *uri = NULL, *rm = NULL;
-  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
-  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
-    {0, 1, 2}
-  };
   PpTensor *samples[4];
   /* Batch 0 (two samples at step 0) is the usual one; 1 … 16 come once
    * each, twice in a row, between two of it. */
@@ -652,12 +666,7 @@ test_batch_graphs (void)
         get (PP_BACKEND_CPU_STRICT), &error);
 
     g_assert_no_error (error);
-    for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
-      pixels[i] = (guint8) ((i * 3 + i / 61) & 0xff);
-    for (guint i = 0; i < G_N_ELEMENTS (samples); i++) {
-      samples[i] = pp_model_encode (m, &image, &error);
-      g_assert_no_error (error);
-    }
+    encode_samples (m, 3, samples, G_N_ELEMENTS (samples));
     for (guint r = 0; r < 2; r++)
       g_assert_true (pp_model_steps_batch (m, usual_n, samples, usual,
               STEPS, &error));
@@ -726,10 +735,6 @@ test_warm_batches (void)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("pp-warm-batches-XXXXXX", &error);
   g_autofree gchar *uri = NULL, *rm = NULL;
-  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
-  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
-    {0, 1, 2}
-  };
   PpBackend *strict = get (PP_BACKEND_CPU_STRICT);
   const gsize n = 4 * (FRAME_SIDE / 8) * (FRAME_SIDE / 8);
   g_autofree float *cold = g_new (float, 2 * n);
@@ -741,18 +746,13 @@ test_warm_batches (void)
   g_assert_no_error (error);
   g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
   uri = g_strdup_printf ("%s?cuda-graphs=1&frame-batch=2", dir);
-  for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
-    pixels[i] = (guint8) ((i * 11 + i / 53) & 0xff);
   g_assert_false (pp_backend_plans_shapes (strict));
   g_assert_false (pp_backend_plans_shapes (pp_backend_cpu ()));
   {
     g_autoptr (PpModel) m = tiny_model_new (uri, dir, strict, &error);
 
     g_assert_no_error (error);
-    for (guint i = 0; i < G_N_ELEMENTS (samples); i++) {
-      samples[i] = pp_model_encode (m, &image, &error);
-      g_assert_no_error (error);
-    }
+    encode_samples (m, 11, samples, G_N_ELEMENTS (samples));
     /* No plans per shape: nothing runs, and a batch's first run is as
      * is. */
     g_assert_true (pp_model_warm_batches (m, samples[0], 4, 0, STEPS,
