@@ -626,8 +626,12 @@ warm_batches (Worker * w, const Batch * b)
     return;
   memcpy (w->warmed_shape, shape, sizeof shape);
   if (!pp_model_warm_batches (w->model, sample, b->max, w->slice.first,
-          w->plan->n_steps, &sizes, &error))
+          w->plan->n_steps, &sizes, &error)) {
+    g_prefix_error (&error, "running each batch size up to %u samples "
+        "(frame-batch × this worker's steps with stream-batch; lower them "
+        "where the device cannot take that many): ", b->max);
     worker_fail (w, "warm-up", error);
+  }
   if (sizes > 0)
     PP_INFO ("warm-up: batches of 2 to %u samples run once (%.0f ms), "
         "their plans made before the stream", sizes + 1,
