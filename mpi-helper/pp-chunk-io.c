@@ -81,6 +81,7 @@ mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
   mesh->last_epoch = chunk->cache_epoch;
   if (mesh->first_submit_us == 0 && (chunk->flags & PP_CHUNK_FLAG_DATA))
     mesh->first_submit_us = (gint64) chunk->submit_us;
+  pp_mesh_pace_sending (mesh, chunk);
   if (!pp_mesh_send_next (mesh, chunk, send_deadline (mesh), assigned,
           user_data, error)) {
     g_autofree gchar *first = pp_mesh_worker_name (mesh, 0);
@@ -150,7 +151,7 @@ pp_mesh_receive_next (PpMesh * mesh, gboolean shutdown, GError ** error)
   mesh->next_recv_id++;
   if (chunk->flags & PP_CHUNK_FLAG_DATA) {
     mesh->last_return_us = g_get_monotonic_time ();
-    pp_mesh_pace_returned (mesh, mesh->last_return_us
+    pp_mesh_pace_returned (mesh, chunk->chunk_id, mesh->last_return_us
         - (gint64) chunk->submit_us);
   }
   return g_steal_pointer (&chunk);

@@ -46,9 +46,12 @@ struct _PpMesh
 
   /* What the mesh measured (pp-mesh-measures.c), under lock. */
   gint64 pace_round_us;         /* a chunk round the mesh, from the warm-up
-                                 * pass and the chunks back
-                                 * (pp_allowance_update_round_us) */
-  guint64 pace_warm_ups;        /* warm_ups, for other threads */
+                                 * pass and the chunks back of the current
+                                 * work (pp_allowance_update_round_us) */
+  guint64 pace_work;            /* the sizes of work sent so far, as a
+                                 * worker's PpPace.work counts them */
+  guint64 pace_work_from;       /* the first chunk of the current work */
+  gint64 pace_shape[PP_TENSOR_MAX_DIMS];  /* chain thread: its sample's */
 
   /* The mesh's first failure (pp-mesh-blame.c). */
   gint failed;                  /* atomic: the mesh cannot be shut down cleanly */

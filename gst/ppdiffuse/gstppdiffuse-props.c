@@ -569,7 +569,8 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
    * 10000 ms).  A wait on work (a chunk's send or
    * return, a worker computing one chunk) is allowed max (timeout-ms, 3 ×
    * what the mesh measured that work takes + timeout-ms / 4); before
-   * anything is measured a step counts as 2 × timeout-ms.  When a
+   * anything is measured a step counts as 2 × timeout-ms, and so it does
+   * again at a frame of another size (a caps change).  When a
    * deadline passes the element posts an error naming the rank, the
    * times and what to change.
    */

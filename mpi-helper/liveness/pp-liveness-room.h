@@ -42,9 +42,16 @@ gint64   pp_mesh_slice_allowance_us (PpMesh * mesh, guint index,
                                      const PpHeartbeat * hb);
 /* The warm-up pass took @elapsed_us; chain thread. */
 void     pp_mesh_pace_warmed_up     (PpMesh * mesh, gint64 elapsed_us);
-/* A stream chunk came back @latency_us after it was submitted;
+/* Stream chunk @chunk_id came back @latency_us after it was submitted;
  * collector. */
-void     pp_mesh_pace_returned      (PpMesh * mesh, gint64 latency_us);
+void     pp_mesh_pace_returned      (PpMesh * mesh, guint64 chunk_id,
+                                     gint64 latency_us);
+/* @chunk is about to be sent, as chunk mesh->next_send_id: when its
+ * PP_WORK_TENSOR has another shape than the last one's, it starts new
+ * work, and what the mesh measured of the old says nothing of it (the
+ * workers start their PpPace again at it, and rank 0 its round); chain
+ * thread. */
+void     pp_mesh_pace_sending       (PpMesh * mesh, const PpChunk * chunk);
 /* "expected 9800 ms (measured compute), allowed 31900 ms: max (timeout-ms
  * 10000, 3 × expected + 2500 ms)" */
 gchar   *pp_mesh_describe_allowance (PpMesh * mesh, gint64 expected_us,

@@ -59,6 +59,7 @@ struct _PpLiveness
   guint64 cache_builds;
   guint64 stream_bytes;
   guint64 batched_steps;
+  PpPace pace;
 };
 
 PpLiveness *
@@ -125,10 +126,11 @@ pp_liveness_note_sent (PpLiveness * lv, guint64 chunk_id)
 }
 
 void
-pp_liveness_set_busy (PpLiveness * lv, guint64 busy_us)
+pp_liveness_set_busy (PpLiveness * lv, guint64 busy_us, const PpPace * pace)
 {
   g_mutex_lock (&lv->lock);
   lv->busy_us = busy_us;
+  lv->pace = *pace;
   g_mutex_unlock (&lv->lock);
 }
 
@@ -184,6 +186,7 @@ own_beat (PpLiveness * lv, gint64 now)
   hb.cache_builds = lv->cache_builds;
   hb.stream_bytes = lv->stream_bytes;
   hb.batched_steps = lv->batched_steps;
+  hb.pace = lv->pace;
   g_mutex_unlock (&lv->lock);
   hb.seq = lv->seq++;
   return hb;

@@ -107,8 +107,10 @@ void        pp_liveness_set_state     (PpLiveness * lv, PpWorkState state,
                                        guint64 chunk_id);
 void        pp_liveness_note_received (PpLiveness * lv, guint64 chunk_id);
 void        pp_liveness_note_sent     (PpLiveness * lv, guint64 chunk_id);
-/* The cumulative busy time the next heartbeat carries. */
-void        pp_liveness_set_busy      (PpLiveness * lv, guint64 busy_us);
+/* The cumulative busy time and the pace the next heartbeat carries, one
+ * snapshot. */
+void        pp_liveness_set_busy      (PpLiveness * lv, guint64 busy_us,
+                                       const PpPace * pace);
 /* The model's cache builds the next heartbeat carries. */
 void        pp_liveness_set_cache_builds (PpLiveness * lv,
                                        guint64 cache_builds);

@@ -1,6 +1,7 @@
 /* ppdiffuse — rank 0's measure of the mesh's pace: what each worker's
  * slice and a round of the mesh are expected to take, from the warm-up
- * pass and the busy time the workers' heartbeats carry.  The deadlines
+ * pass and the pace the workers' heartbeats carry, of the frames' current
+ * size (PpPace).  The deadlines
  * of rank 0's waits and the watchdog's allowance for a compute come from
  * it, by the rule of pp-allowance.h. */
 #include "pp-liveness-room.h"
@@ -13,37 +14,60 @@ pp_mesh_pace_warmed_up (PpMesh * mesh, gint64 elapsed_us)
 {
   g_mutex_lock (&mesh->lock);
   mesh->pace_round_us = elapsed_us;
-  mesh->pace_warm_ups = mesh->warm_ups;
   g_mutex_unlock (&mesh->lock);
 }
 
 /* Rank 0's own measure, which needs no heartbeat: until the workers' busy
- * time comes, the slices are expected from it. */
+ * time comes, the slices are expected from it.  A chunk of earlier work
+ * says nothing of the current. */
 void
-pp_mesh_pace_returned (PpMesh * mesh, gint64 latency_us)
+pp_mesh_pace_returned (PpMesh * mesh, guint64 chunk_id, gint64 latency_us)
 {
   g_mutex_lock (&mesh->lock);
-  mesh->pace_round_us = pp_allowance_update_round_us (mesh->pace_round_us,
-      latency_us);
+  if (chunk_id >= mesh->pace_work_from)
+    mesh->pace_round_us = pp_allowance_update_round_us (mesh->pace_round_us,
+        latency_us);
   g_mutex_unlock (&mesh->lock);
 }
 
-/* The stream chunks worker @hb has finished and sent: one heartbeat holds
- * busy time and the last chunk sent as one snapshot, and a chunk's
- * compute is counted before it is sent, so those chunks took at most
- * that busy time (the warm-up passes, the first chunks, are not in it). */
-static guint64
-chunks_measured (const PpHeartbeat * hb, guint64 warm_ups)
+void
+pp_mesh_pace_sending (PpMesh * mesh, const PpChunk * chunk)
 {
-  if (hb->busy_us == 0 || hb->sent == PP_HEARTBEAT_NONE
-      || hb->sent + 1 <= warm_ups)
-    return 0;
-  return hb->sent + 1 - warm_ups;
+  const PpTensor *sample = pp_chunk_get_tensor (chunk, PP_WORK_TENSOR);
+  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+
+  if (sample == NULL)
+    return;
+  memcpy (shape, sample->shape, sample->ndim * sizeof shape[0]);
+  if (memcmp (shape, mesh->pace_shape, sizeof shape) == 0)
+    return;
+  memcpy (mesh->pace_shape, shape, sizeof shape);
+  g_mutex_lock (&mesh->lock);
+  if (mesh->pace_work > 0)
+    PP_DEBUG ("chunk %" G_GUINT64_FORMAT " is of another size: the mesh's "
+        "pace is measured again", mesh->next_send_id);
+  mesh->pace_work++;
+  mesh->pace_work_from = mesh->next_send_id;
+  mesh->pace_round_us = 0;
+  g_mutex_unlock (&mesh->lock);
 }
 
-/* The slowest time per step the other workers measured, 0 for none. */
+/* The stream chunks of the current work worker @hb has finished, and
+ * the µs they took into @us; 0 when its measure is of earlier work (or
+ * of none yet). */
+static guint64
+chunks_measured (const PpHeartbeat * hb, guint64 work, guint64 * us)
+{
+  *us = hb->pace.us;
+  if (hb->pace.work != work || hb->pace.us == 0)
+    return 0;
+  return hb->pace.chunks;
+}
+
+/* The slowest time per step the other workers measured of the current
+ * work, 0 for none. */
 static gint64
-peer_step_us (PpMesh * mesh, guint i, guint64 warm_ups)
+peer_step_us (PpMesh * mesh, guint i, guint64 work)
 {
   gint64 slowest = 0;
 
@@ -53,14 +77,14 @@ peer_step_us (PpMesh * mesh, guint i, guint64 warm_ups)
         - mesh->plan->slices[p].first;
     PpHeartbeat beat;
     gint64 silent_us;
-    guint64 chunks;
+    guint64 chunks, us;
 
     if (p == i || steps == 0)
       continue;
     pp_liveness_peer (mesh->liveness, p, &beat, &silent_us);
-    chunks = chunks_measured (&beat, warm_ups);
+    chunks = chunks_measured (&beat, work, &us);
     if (chunks > 0)
-      slowest = MAX (slowest, (gint64) (beat.busy_us / chunks / steps));
+      slowest = MAX (slowest, (gint64) (us / chunks / steps));
   }
   return slowest;
 }
@@ -71,7 +95,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
 {
   const PpSlice *slice = &mesh->plan->slices[i];
   PpHeartbeat beat = { 0 };
-  guint64 chunks, warm_ups;
+  guint64 chunks, work, us;
   gint64 round_us;
 
   beat.sent = PP_HEARTBEAT_NONE;
@@ -84,11 +108,11 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
     hb = &beat;
   g_mutex_lock (&mesh->lock);
   round_us = mesh->pace_round_us;
-  warm_ups = mesh->pace_warm_ups;
+  work = mesh->pace_work;
   g_mutex_unlock (&mesh->lock);
-  chunks = chunks_measured (hb, warm_ups);
-  return pp_allowance_expected_slice_us (mesh->timeout_ms, hb->busy_us, chunks,
-      chunks > 0 ? 0 : peer_step_us (mesh, i, warm_ups), round_us,
+  chunks = chunks_measured (hb, work, &us);
+  return pp_allowance_expected_slice_us (mesh->timeout_ms, us, chunks,
+      chunks > 0 ? 0 : peer_step_us (mesh, i, work), round_us,
       slice->end - slice->first, mesh->plan->n_steps, source);
 }
 

@@ -31,9 +31,9 @@ void
 pp_heartbeat_write (const PpHeartbeat * hb, guint8 out[PP_HEARTBEAT_SIZE])
 {
   const guint32 u[2] = { hb->rank, (guint32) hb->state };
-  const guint64 t[9] = { hb->chunk_id, hb->state_us, hb->received, hb->sent,
-    hb->seq, hb->busy_us, hb->cache_builds, hb->stream_bytes,
-    hb->batched_steps
+  const guint64 t[12] = { hb->chunk_id, hb->state_us, hb->received,
+    hb->sent, hb->seq, hb->busy_us, hb->cache_builds, hb->stream_bytes,
+    hb->batched_steps, hb->pace.us, hb->pace.chunks, hb->pace.work
   };
 
   memcpy (out, u, sizeof u);
@@ -45,7 +45,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
     GError ** error)
 {
   guint32 u[2];
-  guint64 t[9];
+  guint64 t[12];
 
   /* A fixed-size tuple is in normal form exactly when it has its size. */
   if (len != PP_HEARTBEAT_SIZE) {
@@ -73,6 +73,9 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
   hb->cache_builds = t[6];
   hb->stream_bytes = t[7];
   hb->batched_steps = t[8];
+  hb->pace.us = t[9];
+  hb->pace.chunks = t[10];
+  hb->pace.work = t[11];
   return TRUE;
 }
 

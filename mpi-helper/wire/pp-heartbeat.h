@@ -11,13 +11,14 @@ G_BEGIN_DECLS
 /* (rank, compute state, compute chunk, µs in that state, last chunk
  * received, last chunk sent, sequence number, µs spent computing stream
  * chunks so far, the model's cache builds so far, the bytes of its
- * per-stream state); the busy time and cache builds since
- * PP_PROTOCOL_VERSION 5, the state's bytes since 8. */
-#define PP_HEARTBEAT_TYPE "(uuttttttttt)"
+ * per-stream state, frame-steps batched, and the pace: µs, chunks and
+ * work, PpPace); the busy time and cache builds since PP_PROTOCOL_VERSION
+ * 5, the state's bytes since 8, the pace since 10. */
+#define PP_HEARTBEAT_TYPE "(uutttttttttttt)"
 /* Its serialisation: a fixed-size tuple, as GVariant writes one (the
  * members in native byte order at their natural alignment: u at 0 and 4,
- * t at 8, 16, 24, 32, 40, 48, 56 and 64). */
-#define PP_HEARTBEAT_SIZE 80
+ * t at 8, 16, …, 96). */
+#define PP_HEARTBEAT_SIZE 104
 /* (rank, rank to blame, error text): a receiver that got a broken chunk
  * blames its sender, so that rank 0 can lead with the rank at fault. */
 #define PP_REPORT_TYPE "(uus)"
@@ -29,6 +30,19 @@ typedef enum
   PP_WORK_COMPUTING,
   PP_WORK_DONE,                 /* left its loop after the shutdown marker */
 } PpWorkState;
+
+/* A worker's measure of its own work: the stream chunks it finished
+ * since the work last changed size (a chunk's sample of another shape
+ * than the one before: a caps change), and what they took.  @work counts
+ * those sizes, the first chunk's included; every stage sees the same
+ * chunks in the same order, and so does rank 0 as it sends them, so two
+ * measures of the same @work are of the same frames' size. */
+typedef struct
+{
+  guint64 us;                   /* computing them (warm-up passes left out) */
+  guint64 chunks;               /* stream chunks finished */
+  guint64 work;                 /* which size: 1 from the first chunk on */
+} PpPace;
 
 typedef struct
 {
@@ -45,6 +59,7 @@ typedef struct
   guint64 stream_bytes;         /* pp_model_stream_bytes; 0 from rank 0 */
   guint64 batched_steps;        /* frame-steps run in stream-batch passes
                                  * of two frames or more; 0 from rank 0 */
+  PpPace pace;                  /* zeros from rank 0 */
 } PpHeartbeat;
 
 guint        pp_heartbeat_period_ms (guint timeout_ms);

@@ -24,8 +24,10 @@ G_BEGIN_DECLS
  * temporal feature bank); the settings carry temporal, bank-frames and
  * fusion-threshold.
  * 9: a worker's clean end sends rank 0 a farewell, an empty message on
- * the heartbeat tag, after its last heartbeat (pp-liveness.h). */
-#define PP_PROTOCOL_VERSION 9
+ * the heartbeat tag, after its last heartbeat (pp-liveness.h).
+ * 10: heartbeats carry the worker's pace (PpPace, pp-heartbeat.h): its
+ * measure of the frames' current size. */
+#define PP_PROTOCOL_VERSION 10
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum
@@ -56,7 +58,7 @@ enum
 
 /* Largest message of each kind a receiver accepts. */
 #define PP_HANDSHAKE_MAX (64 * 1024)
-/* A heartbeat is eight numbers: anything larger is not one. */
+/* A heartbeat is fourteen numbers: anything larger is not one. */
 #define PP_HEARTBEAT_MAX 256
 #define PP_REPORT_MAX (16 * 1024)
 /* Magic, rank count, up to 64 ranks and the 128-byte id. */
@@ -78,6 +80,10 @@ enum
  * computes that chunk, so every step of a frame runs with the settings of
  * one epoch. */
 #define PP_SETTINGS_TENSOR "settings"
+/* The tensor of a stream chunk whose shape its work depends on: the
+ * model's sample (pp-model.h: PP_MODEL_SAMPLE_NAME).  A chunk whose sample
+ * has another shape than the one before is other work (PpPace). */
+#define PP_WORK_TENSOR "sample"
 /* Settings longer than this are none of ours. */
 #define PP_SETTINGS_MAX (64 * 1024)
 

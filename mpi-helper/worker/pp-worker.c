@@ -91,6 +91,11 @@ typedef struct
    * is NCCL, else NULL; aborted on the first failure. */
   PpNcclLinks *planes;
   gint64 busy_us;                /* compute thread only */
+  /* Compute thread only: the measure the heartbeats carry, of the frames'
+   * current size, and the sample shape it is of (zeros before the first
+   * chunk). */
+  PpPace pace;
+  gint64 pace_shape[PP_TENSOR_MAX_DIMS];
   guint64 batched_steps;        /* compute thread only: frame-steps run in
                                  * stream-batch passes of two or more */
   guint widest_pass;            /* compute thread only: the most frames a
@@ -412,6 +417,33 @@ chunk_sample (Worker * w, PpChunk * chunk)
   return sample;
 }
 
+/* A chunk whose sample has another shape than the one before (the first
+ * chunk, a caps change) is other work: what this worker measured no
+ * longer says what a chunk takes, so its measures start again (the
+ * chunks before it have all been computed: a batch takes no chunk of
+ * another shape).  Until a chunk of the new size is done its waits get
+ * the allowance of unmeasured work, and so does it at rank 0, which
+ * counts the sizes alike (PpPace). */
+static void
+pace_note_shape (Worker * w, const PpTensor * sample)
+{
+  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+
+  memcpy (shape, sample->shape, sample->ndim * sizeof shape[0]);
+  if (memcmp (shape, w->pace_shape, sizeof shape) == 0)
+    return;
+  memcpy (w->pace_shape, shape, sizeof shape);
+  if (w->pace.work > 0)
+    PP_DEBUG ("a sample of another shape: the pace is measured again");
+  w->pace.work++;
+  w->pace.us = w->pace.chunks = 0;
+  g_mutex_lock (&w->pace_lock);
+  w->measured_us = 0;
+  w->measured_steps = 0;
+  g_mutex_unlock (&w->pace_lock);
+  pp_liveness_set_busy (w->liveness, (guint64) w->busy_us, &w->pace);
+}
+
 /* Before a chunk's steps: its settings, a new cache epoch when it starts
  * one, and whether it is a frame of the stream.  The flight recorder's
  * event for its compute, which chunk_end closes. */
@@ -420,6 +452,7 @@ chunk_begin (Worker * w, PpChunk * chunk, PpTensor * sample)
 {
   guint64 event;
 
+  pace_note_shape (w, sample);
   pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING, chunk->chunk_id);
   event = pp_recorder_begin (PP_REC_COMPUTE, chunk->chunk_id, w->rank,
       sample->nbytes);
@@ -452,10 +485,13 @@ chunk_end (Worker * w, PpChunk * chunk, guint64 event)
     w->warm_ups++;
 }
 
-/* Compute time spent: @steps steps of a chunk's progress took @us
- * (warm-up passes count for the pace, not for busy). */
+/* Compute time spent: @steps steps of a chunk's progress took @us, and
+ * @finished stream chunks ran their slice's last step in it (warm-up
+ * passes count for this worker's own pace, not for busy or the pace the
+ * heartbeats carry). */
 static void
-add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up)
+add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up,
+    guint finished)
 {
   g_mutex_lock (&w->pace_lock);
   w->measured_us += us;
@@ -463,7 +499,9 @@ add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up)
   g_mutex_unlock (&w->pace_lock);
   if (!warm_up) {
     w->busy_us += us;
-    pp_liveness_set_busy (w->liveness, (guint64) w->busy_us);
+    w->pace.us += (guint64) us;
+    w->pace.chunks += finished;
+    pp_liveness_set_busy (w->liveness, (guint64) w->busy_us, &w->pace);
   }
 }
 
@@ -494,7 +532,7 @@ run_steps (Worker * w, PpChunk * chunk)
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   add_compute_time (w, g_get_monotonic_time () - start,
       w->slice.end - w->slice.first,
-      (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0);
+      (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0, 1);
 }
 
 /* Hands a computed chunk (or the shutdown marker) to the sender. */
@@ -608,10 +646,12 @@ batch_join (Worker * w, Batch * b, PpChunk * chunk)
   r->event = chunk_begin (w, chunk, r->sample);
 }
 
-/* Before a warm-up pass's first step: every batch size this worker may
- * run, once, where the backend makes plans per shape, so that none makes
- * them in the middle of the stream (once a sample shape: the second
- * warm-up pass, a steady one, does not). */
+/* Before the first pass of a sample shape (a warm-up pass's, or the first
+ * frame's of a new size): every batch size this worker may run, once,
+ * where the backend makes plans per shape, so that none makes them in the
+ * middle of the stream (once a sample shape: the second warm-up pass, a
+ * steady one, does not).  A new size's first chunk is unmeasured work
+ * (pace_note_shape), whose allowance covers this. */
 static void
 warm_batches (Worker * w, const Batch * b)
 {
@@ -632,10 +672,13 @@ warm_batches (Worker * w, const Batch * b)
         "where the device cannot take that many): ", b->max);
     worker_fail (w, "warm-up", error);
   }
-  if (sizes > 0)
+  if (sizes > 0) {
+    g_autofree gchar *desc = pp_tensor_describe (sample);
+
     PP_INFO ("warm-up: batches of 2 to %u samples run once (%.0f ms), "
-        "their plans made before the stream", sizes + 1,
-        (g_get_monotonic_time () - start) / 1000.0);
+        "their plans made before the frames of %s", sizes + 1,
+        (g_get_monotonic_time () - start) / 1000.0, desc);
+  }
 }
 
 /* One pass: a step of every rider, then those whose slice is done leave,
@@ -645,11 +688,12 @@ batch_pass (Worker * w, Batch * b)
 {
   const gint64 start = g_get_monotonic_time ();
   GError *error = NULL;
+  guint finished;
 
   pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING,
       b->riders[b->n - 1].chunk->chunk_id);
-  if (b->n == 1 && (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP)
-      && b->riders[0].step == w->slice.first)
+  /* Riders all at the first step: a batch begins, maybe of a new size. */
+  if (b->riders[0].step == w->slice.first)
     warm_batches (w, b);
   for (guint i = 0; i < b->n; i++) {
     b->samples[i] = b->riders[i].sample;
@@ -672,9 +716,12 @@ batch_pass (Worker * w, Batch * b)
     w->batched_steps += b->n;
     pp_liveness_set_batched_steps (w->liveness, w->batched_steps);
   }
-  /* A pass moves each rider one step on: the pace counts one step. */
+  /* A pass moves each rider one step on: the pace counts one step, and
+   * the riders that ran their last (the first ones) as finished. */
+  for (finished = 0; finished < b->n
+      && b->riders[finished].step >= w->slice.end; finished++);
   add_compute_time (w, g_get_monotonic_time () - start, 1,
-      (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0);
+      (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0, finished);
   while (b->n > 0 && b->riders[0].step >= w->slice.end) {
     chunk_end (w, b->riders[0].chunk, b->riders[0].event);
     push_out (w, b->riders[0].chunk);

@@ -396,6 +396,54 @@ GST_START_TEST (test_caps_change_in_flight)
 
 GST_END_TEST;
 
+/* A caps change whose frames cost far more than those before it (a
+ * larger frame; here a slower stamp step with it): the mesh's measure of
+ * a chunk starts again at the new size, so the first larger chunks get
+ * the allowance of unmeasured work, not three times the smaller ones'
+ * (each worker's slice of two steps takes 1200 ms, over timeout-ms). */
+GST_START_TEST (test_caps_change_slower_frames)
+{
+  const guint sizes[][2] = { {32, 24}, {64, 48} };
+  const gchar *const models[] = { "builtin:stamp?step-ms=5",
+    "builtin:stamp?step-ms=600"
+  };
+  const guint per_size[] = { 12, 2 };
+  GstElement *element = pp_check_make_element (2, 4, models[0]);
+  GstHarness *h;
+  guint n = 0;
+
+  g_object_set (element, "max-in-flight", 2, "timeout-ms", 1000, NULL);
+  h = make_harness (element, "RGBA", 32, 24);
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    guint first = n;
+
+    if (s > 0) {
+      g_autofree gchar *caps = g_strdup_printf ("video/x-raw,format=RGBA,"
+          "width=%u,height=%u,framerate=%u/1", sizes[s][0], sizes[s][1], FPS);
+
+      /* Taken before the new size's first frame. */
+      g_object_set (element, "model", models[s], NULL);
+      g_usleep (SETTLE_US);
+      gst_harness_set_src_caps_str (h, caps);
+    }
+    for (guint i = 0; i < per_size[s]; i++, n++)
+      fail_unless_equals_int (gst_harness_push (h, make_rgba (n, sizes[s][0],
+                  sizes[s][1])), GST_FLOW_OK);
+    for (guint i = first; i < n; i++) {
+      GstBuffer *out = gst_harness_pull (h);
+
+      fail_unless (out != NULL, "frame %u did not come out", i);
+      fail_unless (is_stamped (out, i, sizes[s][0], sizes[s][1], 4, 0),
+          "frame %u (%ux%u) is not its own frame after 4 steps", i,
+          sizes[s][0], sizes[s][1]);
+      gst_buffer_unref (out);
+    }
+  }
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* ---- stress: frames, settings, flushes and caps at once ---------------- */
 
 #define STRESS_SECONDS 3
@@ -1500,6 +1548,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_bad_change_keeps_stream);
   tcase_add_test (tc, test_stream_batch_nothing_to_batch);
   tcase_add_test (tc, test_caps_change_in_flight);
+  tcase_add_test (tc, test_caps_change_slower_frames);
   tcase_add_test (tc, test_stress_live_changes);
   suite_add_tcase (s, tc);
   tc = tcase_create ("pipeline");

@@ -14,6 +14,9 @@
 # $PP_TEST_MODEL_QUERY, when set, is appended to the element's model URI
 # only (such as ?step-ms=100: a worker slower than its source, so that
 # chunks queue up behind one another whatever the machine's speed).
+# $PP_TEST_SECOND_SIZE, when set (WxH), is the size of the second half of
+# the frames: the stream changes caps in the middle, and each frame must
+# still be the tool's at its own size.
 # $PPDIFFUSE_DATA_PLANE=nccl-emulated runs the chunks' payloads through the
 # NCCL data path over the emulated table (device-resident chunks on the cpu
 # backend): the workers must say so, and must finalize (never abort) each
@@ -30,9 +33,19 @@ trap 'rm -rf "$work"' EXIT
 
 "$TOOL" make-tiny --kind "$KIND" --out "$work/model" --seed 3 >/dev/null
 # A moving pattern: every frame differs from the others.
-timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FRAMES" \
+FIRST=$FRAMES
+if [ -n "${PP_TEST_SECOND_SIZE:-}" ]; then
+  FIRST=$((FRAMES / 2))
+fi
+timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc num-buffers="$FIRST" \
   pattern=ball ! video/x-raw,format=RGB,width="$WIDTH",height="$HEIGHT" \
   ! pngenc ! multifilesink location="$work/in-%02d.png"
+if [ -n "${PP_TEST_SECOND_SIZE:-}" ]; then
+  timeout "$LIMIT_S" gst-launch-1.0 -q videotestsrc \
+    num-buffers=$((FRAMES - FIRST)) pattern=ball \
+    ! "video/x-raw,format=RGB,width=${PP_TEST_SECOND_SIZE%x*},height=${PP_TEST_SECOND_SIZE#*x}" \
+    ! pngenc ! multifilesink index="$FIRST" location="$work/in-%02d.png"
+fi
 
 element_args="${PP_TEST_TIMEOUT_MS:+timeout-ms=$PP_TEST_TIMEOUT_MS} ${PP_TEST_ELEMENT_ARGS:-}"
 tool_args=""

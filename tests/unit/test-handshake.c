@@ -413,6 +413,15 @@ test_parity_backend (void)
     pp_worker_info_clear (&workers[i]);
 }
 
+/* Rank 0 tells a new frame size by the chunk's PP_WORK_TENSOR, a worker
+ * by its model's sample: the same tensor, or their counts of sizes
+ * (PpPace.work) part. */
+static void
+test_work_tensor_is_sample (void)
+{
+  g_assert_cmpstr (PP_WORK_TENSOR, ==, PP_MODEL_SAMPLE_NAME);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -427,5 +436,6 @@ main (int argc, char **argv)
   g_test_add_func ("/handshake/garbage", test_garbage);
   g_test_add_func ("/handshake/parity", test_parity);
   g_test_add_func ("/handshake/parity-backend", test_parity_backend);
+  g_test_add_func ("/handshake/work-tensor", test_work_tensor_is_sample);
   return g_test_run ();
 }

@@ -17,6 +17,9 @@ static const PpHeartbeat beat = {
   .cache_builds = G_GUINT64_CONSTANT (0x2122232425262728),
   .stream_bytes = G_GUINT64_CONSTANT (0x3132333435363738),
   .batched_steps = G_GUINT64_CONSTANT (0x4142434445464748),
+  .pace = { G_GUINT64_CONSTANT (0x5152535455565758),
+      G_GUINT64_CONSTANT (0x6162636465666768),
+      G_GUINT64_CONSTANT (0x7172737475767778) },
 };
 
 static void
@@ -26,7 +29,8 @@ test_heartbeat_is_gvariant (void)
       (PP_HEARTBEAT_TYPE, beat.rank, (guint32) beat.state, beat.chunk_id,
           beat.state_us, beat.received, beat.sent, beat.seq,
           beat.busy_us, beat.cache_builds, beat.stream_bytes,
-          beat.batched_steps));
+          beat.batched_steps, beat.pace.us, beat.pace.chunks,
+          beat.pace.work));
   guint8 out[PP_HEARTBEAT_SIZE];
 
   pp_heartbeat_write (&beat, out);
