@@ -29,16 +29,16 @@ pp_allowance_unmeasured_us (guint timeout_ms, guint n_steps)
 
 gint64
 pp_allowance_expected_slice_us (guint timeout_ms, guint64 busy_us,
-    guint64 n_chunks, gint64 peer_step_us, gint64 round_us,
+    guint64 n_passes, gint64 peer_step_us, gint64 round_us,
     guint slice_steps, guint n_steps, const gchar ** source)
 {
   const gchar *unused;
 
   if (source == NULL)
     source = &unused;
-  if (n_chunks > 0 && busy_us > 0) {
+  if (n_passes > 0 && busy_us > 0) {
     *source = PP_ALLOWANCE_BUSY;
-    return (gint64) (busy_us / n_chunks);
+    return (gint64) (busy_us / n_passes);
   }
   if (peer_step_us > 0) {
     *source = PP_ALLOWANCE_PEER;

@@ -39,9 +39,9 @@ gint64   pp_allowance_us  (guint timeout_ms, gint64 expected_us);
 /* What a slice of @n_steps steps is expected to take before anything was
  * measured: PP_ALLOWANCE_UNMEASURED_STEP_TIMEOUTS × timeout-ms per step. */
 gint64   pp_allowance_unmeasured_us (guint timeout_ms, guint n_steps);
-/* A slice's expected time, from the best measure there is: the
- * cumulative busy time of the stream chunks this worker has finished
- * (@busy_us over @n_chunks); else the time per step measured on another
+/* A slice's expected time, from the best measure there is: this worker's
+ * compute time over its computes that finished stream chunks (@busy_us
+ * over @n_passes, PpPace: a pass that finished a batch counts once); else the time per step measured on another
  * worker (@peer_step_us: every stage runs the same model on the same
  * frames) for its @slice_steps; else what a chunk round the mesh took
  * (@round_us: the warm-up pass, then the chunks back; its share
@@ -53,7 +53,7 @@ gint64   pp_allowance_unmeasured_us (guint timeout_ms, guint n_steps);
 #define PP_ALLOWANCE_ROUND "measured round trip"
 #define PP_ALLOWANCE_UNMEASURED "nothing measured yet: 2 × timeout-ms a step"
 gint64   pp_allowance_expected_slice_us (guint timeout_ms, guint64 busy_us,
-                                    guint64 n_chunks, gint64 peer_step_us,
+                                    guint64 n_passes, gint64 peer_step_us,
                                     gint64 round_us, guint slice_steps,
                                     guint n_steps, const gchar ** source);
 /* The next estimate of a round from @estimate_us (0: none) and a new

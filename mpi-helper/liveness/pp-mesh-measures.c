@@ -52,16 +52,16 @@ pp_mesh_pace_sending (PpMesh * mesh, const PpChunk * chunk)
   g_mutex_unlock (&mesh->lock);
 }
 
-/* The stream chunks of the current work worker @hb has finished, and
- * the µs they took into @us; 0 when its measure is of earlier work (or
- * of none yet). */
+/* The computes of the current work worker @hb has finished stream chunks
+ * in (PpPace), and the µs they took into @us; 0 when its measure is of
+ * earlier work (or of none yet). */
 static guint64
-chunks_measured (const PpHeartbeat * hb, guint64 work, guint64 * us)
+passes_measured (const PpHeartbeat * hb, guint64 work, guint64 * us)
 {
   *us = hb->pace.us;
   if (hb->pace.work != work || hb->pace.us == 0)
     return 0;
-  return hb->pace.chunks;
+  return hb->pace.passes;
 }
 
 /* The slowest time per step the other workers measured of the current
@@ -77,14 +77,14 @@ peer_step_us (PpMesh * mesh, guint i, guint64 work)
         - mesh->plan->slices[p].first;
     PpHeartbeat beat;
     gint64 silent_us;
-    guint64 chunks, us;
+    guint64 passes, us;
 
     if (p == i || steps == 0)
       continue;
     pp_liveness_peer (mesh->liveness, p, &beat, &silent_us);
-    chunks = chunks_measured (&beat, work, &us);
-    if (chunks > 0)
-      slowest = MAX (slowest, (gint64) (us / chunks / steps));
+    passes = passes_measured (&beat, work, &us);
+    if (passes > 0)
+      slowest = MAX (slowest, (gint64) (us / passes / steps));
   }
   return slowest;
 }
@@ -95,7 +95,7 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
 {
   const PpSlice *slice = &mesh->plan->slices[i];
   PpHeartbeat beat = { 0 };
-  guint64 chunks, work, us;
+  guint64 passes, work, us;
   gint64 round_us;
 
   beat.sent = PP_HEARTBEAT_NONE;
@@ -110,9 +110,9 @@ pp_mesh_expected_slice_us (PpMesh * mesh, guint i, const PpHeartbeat * hb,
   round_us = mesh->pace_round_us;
   work = mesh->pace_work;
   g_mutex_unlock (&mesh->lock);
-  chunks = chunks_measured (hb, work, &us);
-  return pp_allowance_expected_slice_us (mesh->timeout_ms, us, chunks,
-      chunks > 0 ? 0 : peer_step_us (mesh, i, work), round_us,
+  passes = passes_measured (hb, work, &us);
+  return pp_allowance_expected_slice_us (mesh->timeout_ms, us, passes,
+      passes > 0 ? 0 : peer_step_us (mesh, i, work), round_us,
       slice->end - slice->first, mesh->plan->n_steps, source);
 }
 

@@ -33,7 +33,7 @@ pp_heartbeat_write (const PpHeartbeat * hb, guint8 out[PP_HEARTBEAT_SIZE])
   const guint32 u[2] = { hb->rank, (guint32) hb->state };
   const guint64 t[12] = { hb->chunk_id, hb->state_us, hb->received,
     hb->sent, hb->seq, hb->busy_us, hb->cache_builds, hb->stream_bytes,
-    hb->batched_steps, hb->pace.us, hb->pace.chunks, hb->pace.work
+    hb->batched_steps, hb->pace.us, hb->pace.passes, hb->pace.work
   };
 
   memcpy (out, u, sizeof u);
@@ -74,7 +74,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
   hb->stream_bytes = t[7];
   hb->batched_steps = t[8];
   hb->pace.us = t[9];
-  hb->pace.chunks = t[10];
+  hb->pace.passes = t[10];
   hb->pace.work = t[11];
   return TRUE;
 }

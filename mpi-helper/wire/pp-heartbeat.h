@@ -31,16 +31,20 @@ typedef enum
   PP_WORK_DONE,                 /* left its loop after the shutdown marker */
 } PpWorkState;
 
-/* A worker's measure of its own work: the stream chunks it finished
- * since the work last changed size (a chunk's sample of another shape
- * than the one before: a caps change), and what they took.  @work counts
- * those sizes, the first chunk's included; every stage sees the same
- * chunks in the same order, and so does rank 0 as it sends them, so two
- * measures of the same @work are of the same frames' size. */
+/* A worker's measure of its own work since the work last changed size (a
+ * chunk's sample of another shape than the one before: a caps change):
+ * its compute time, and how many of its computes finished stream chunks.
+ * A pass that finishes a batch of them (frame-batch) counts once: each of
+ * them waited for the whole pass, so a chunk is expected to take @us /
+ * @passes, not its share of the pass.  @work counts the sizes, the first
+ * chunk's included; every stage sees the same chunks in the same order,
+ * and so does rank 0 as it sends them, so two measures of the same @work
+ * are of the same frames' size. */
 typedef struct
 {
-  guint64 us;                   /* computing them (warm-up passes left out) */
-  guint64 chunks;               /* stream chunks finished */
+  guint64 us;                   /* computing stream chunks (warm-up
+                                 * passes left out) */
+  guint64 passes;               /* computes that finished stream chunks */
   guint64 work;                 /* which size: 1 from the first chunk on */
 } PpPace;
 

@@ -436,7 +436,7 @@ pace_note_shape (Worker * w, const PpTensor * sample)
   if (w->pace.work > 0)
     PP_DEBUG ("a sample of another shape: the pace is measured again");
   w->pace.work++;
-  w->pace.us = w->pace.chunks = 0;
+  w->pace.us = w->pace.passes = 0;
   g_mutex_lock (&w->pace_lock);
   w->measured_us = 0;
   w->measured_steps = 0;
@@ -488,7 +488,8 @@ chunk_end (Worker * w, PpChunk * chunk, guint64 event)
 /* Compute time spent: @steps steps of a chunk's progress took @us, and
  * @finished stream chunks ran their slice's last step in it (warm-up
  * passes count for this worker's own pace, not for busy or the pace the
- * heartbeats carry). */
+ * heartbeats carry, where a compute that finished chunks counts once,
+ * however many: PpPace). */
 static void
 add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up,
     guint finished)
@@ -500,7 +501,7 @@ add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up,
   if (!warm_up) {
     w->busy_us += us;
     w->pace.us += (guint64) us;
-    w->pace.chunks += finished;
+    w->pace.passes += finished > 0;
     pp_liveness_set_busy (w->liveness, (guint64) w->busy_us, &w->pace);
   }
 }

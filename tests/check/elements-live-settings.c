@@ -444,6 +444,37 @@ GST_START_TEST (test_caps_change_slower_frames)
 
 GST_END_TEST;
 
+/* frame-batch 8 with frames queued: a pass runs 8 frames in the time of
+ * one step (a GPU's batch; builtin models sleep step-ms once a pass), so a
+ * frame's share of the busy time is an eighth of the pass that computes
+ * it.  Each wait on it is allowed from the pass's time, not that share:
+ * 1500 ms passes with timeout-ms 1000 all come out. */
+GST_START_TEST (test_frame_batch_slow_passes)
+{
+  const guint frames = 24;
+  GstElement *element = pp_check_make_element (1, 1,
+      "builtin:stamp?step-ms=1500");
+  GstHarness *h;
+
+  g_object_set (element, "timeout-ms", 1000, "max-in-flight", 16,
+      "frame-batch", 8, NULL);
+  h = make_harness (element, "RGBA", 32, 24);
+  for (guint i = 0; i < frames; i++)
+    fail_unless_equals_int (gst_harness_push (h, make_rgba (i, 32, 24)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < frames; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL, "frame %u did not come out", i);
+    fail_unless (is_stamped (out, i, 32, 24, 1, 0),
+        "frame %u is not its own frame after 1 step", i);
+    gst_buffer_unref (out);
+  }
+  stop (h);
+}
+
+GST_END_TEST;
+
 /* ---- stress: frames, settings, flushes and caps at once ---------------- */
 
 #define STRESS_SECONDS 3
@@ -1549,6 +1580,7 @@ live_settings_suite (void)
   tcase_add_test (tc, test_stream_batch_nothing_to_batch);
   tcase_add_test (tc, test_caps_change_in_flight);
   tcase_add_test (tc, test_caps_change_slower_frames);
+  tcase_add_test (tc, test_frame_batch_slow_passes);
   tcase_add_test (tc, test_stress_live_changes);
   suite_add_tcase (s, tc);
   tc = tcase_create ("pipeline");

@@ -29,7 +29,7 @@ test_heartbeat_is_gvariant (void)
       (PP_HEARTBEAT_TYPE, beat.rank, (guint32) beat.state, beat.chunk_id,
           beat.state_us, beat.received, beat.sent, beat.seq,
           beat.busy_us, beat.cache_builds, beat.stream_bytes,
-          beat.batched_steps, beat.pace.us, beat.pace.chunks,
+          beat.batched_steps, beat.pace.us, beat.pace.passes,
           beat.pace.work));
   guint8 out[PP_HEARTBEAT_SIZE];
 
