@@ -94,6 +94,12 @@ mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
   return TRUE;
 }
 
+void
+pp_mesh_before_submit (PpMesh * mesh, const PpChunk * chunk)
+{
+  pp_mesh_pace_sending (mesh, chunk);
+}
+
 gboolean
 pp_mesh_submit (PpMesh * mesh, PpChunk * chunk, PpMeshAssignedFunc assigned,
     gpointer user_data, GError ** error)

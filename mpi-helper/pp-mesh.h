@@ -40,6 +40,13 @@ typedef void (*PpMeshAssignedFunc) (guint64 chunk_id, gpointer user_data);
 gboolean      pp_mesh_submit  (PpMesh * mesh, PpChunk * chunk,
                                PpMeshAssignedFunc assigned,
                                gpointer user_data, GError ** error);
+/* What the next pp_mesh_submit will send, told before the collector may
+ * wait for it (its deadline is set when the wait starts): a chunk of
+ * another size than the last one sent is new work, which gets the
+ * allowance of unmeasured work, not what the old size measured
+ * (docs/operator/liveness-and-faults.md, "Slow is not dead").
+ * pp_mesh_submit tells it again; chain thread. */
+void          pp_mesh_before_submit (PpMesh * mesh, const PpChunk * chunk);
 /* The warm-up pass: sends @chunk (taken) flagged PP_CHUNK_FLAG_WARMUP
  * round the mesh and waits for it to come back, in lockstep, before any
  * frame is in flight (chain thread, nothing outstanding).  Left out of

@@ -550,6 +550,8 @@ pp_stream_submit (PpStream * stream, PpStreamFrame * frame,
   PpChunk *chunk = FRAME_CHUNK (frame);
 
   chunk->cache_epoch = pp_stream_cache_epoch (stream);
+  /* Before the collector wakes to wait for it. */
+  pp_mesh_before_submit (stream->mesh, chunk);
   g_mutex_lock (&stream->lock);
   stream->outstanding++;
   g_cond_broadcast (&stream->cond);

@@ -396,23 +396,38 @@ GST_START_TEST (test_caps_change_in_flight)
 
 GST_END_TEST;
 
+/* The deadline cases' timeout-ms, and what their times are in units of
+ * (twice as long under a sanitizer, whose processes may be starved of
+ * the cores for longer). */
+#define PACE_TIMEOUT_MS 1000
+
+static guint
+pace_scale (void)
+{
+  return pp_check_sanitized ()? 2 : 1;
+}
+
 /* A caps change whose frames cost far more than those before it (a
  * larger frame; here a slower stamp step with it): the mesh's measure of
  * a chunk starts again at the new size, so the first larger chunks get
  * the allowance of unmeasured work, not three times the smaller ones'
- * (each worker's slice of two steps takes 1200 ms, over timeout-ms). */
+ * (each worker's slice of two steps takes 1.2 × timeout-ms). */
 GST_START_TEST (test_caps_change_slower_frames)
 {
+  const guint k = pace_scale ();
   const guint sizes[][2] = { {32, 24}, {64, 48} };
-  const gchar *const models[] = { "builtin:stamp?step-ms=5",
-    "builtin:stamp?step-ms=600"
-  };
+  g_autofree gchar *fast = g_strdup_printf ("builtin:stamp?step-ms=%u",
+      5 * k);
+  g_autofree gchar *slow = g_strdup_printf ("builtin:stamp?step-ms=%u",
+      PACE_TIMEOUT_MS * 6 / 10 * k);
+  const gchar *const models[] = { fast, slow };
   const guint per_size[] = { 12, 2 };
   GstElement *element = pp_check_make_element (2, 4, models[0]);
   GstHarness *h;
   guint n = 0;
 
-  g_object_set (element, "max-in-flight", 2, "timeout-ms", 1000, NULL);
+  g_object_set (element, "max-in-flight", 2, "timeout-ms", PACE_TIMEOUT_MS * k,
+      NULL);
   h = make_harness (element, "RGBA", 32, 24);
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++) {
     guint first = n;
@@ -448,16 +463,18 @@ GST_END_TEST;
  * one step (a GPU's batch; builtin models sleep step-ms once a pass), so a
  * frame's share of the busy time is an eighth of the pass that computes
  * it.  Each wait on it is allowed from the pass's time, not that share:
- * 1500 ms passes with timeout-ms 1000 all come out. */
+ * passes of 1.5 × timeout-ms all come out. */
 GST_START_TEST (test_frame_batch_slow_passes)
 {
+  const guint k = pace_scale ();
   const guint frames = 24;
-  GstElement *element = pp_check_make_element (1, 1,
-      "builtin:stamp?step-ms=1500");
+  g_autofree gchar *model = g_strdup_printf ("builtin:stamp?step-ms=%u",
+      PACE_TIMEOUT_MS * 3 / 2 * k);
+  GstElement *element = pp_check_make_element (1, 1, model);
   GstHarness *h;
 
-  g_object_set (element, "timeout-ms", 1000, "max-in-flight", 16,
-      "frame-batch", 8, NULL);
+  g_object_set (element, "timeout-ms", PACE_TIMEOUT_MS * k, "max-in-flight",
+      16, "frame-batch", 8, NULL);
   h = make_harness (element, "RGBA", 32, 24);
   for (guint i = 0; i < frames; i++)
     fail_unless_equals_int (gst_harness_push (h, make_rgba (i, 32, 24)),
