@@ -122,85 +122,116 @@ cuda_free (PpBackend * be, gpointer mem)
   leave (cu);
 }
 
-/* Copies @count elements of host @src (@src_dtype) to device @dst
- * (@dst_dtype), through the staging buffers (pp-cuda-staging.h converts):
- * while one buffer's copy runs, the host fills the other.  Returns once
- * the host has staged everything: @src may be reused at once, and the
- * events keep a buffer from being refilled before its copy has left it;
- * work enqueued later on the stream sees the data. */
+/* Waits for a staging copy, outside the backend's lock (a transfer
+ * holds its direction's lock only): no capture is refused here, so a
+ * failure ends the process as any op's does outside one. */
 static void
-staged_upload (PpCudaBackend * cu, guint8 * dst, gconstpointer src,
-    gsize count, PpDType src_dtype, PpDType dst_dtype)
+staging_wait (PpCudaBackend * cu, cudaEvent_t copied)
 {
+  GError *error = NULL;
+
+  if (!PP_CUDA_TRY (cudaEventSynchronize (copied), &error))
+    pp_cuda_fatal (cu, error);
+}
+
+/* Copies @count elements of host @src (@src_dtype) to device @dst
+ * (@dst_dtype), through the upload staging buffers (pp-cuda-staging.h
+ * converts): while one buffer's copy runs, the host fills the other.
+ * Returns once the host has staged everything: @src may be reused at
+ * once, and the events keep a buffer from being refilled before its copy
+ * has left it; work enqueued later on the stream sees the data.  The
+ * backend's lock is taken for each copy's enqueueing only; FALSE, with
+ * nothing copied, when the calling thread captures a graph (@what is
+ * refused there). */
+static gboolean
+staged_upload (PpCudaBackend * cu, guint8 * dst, gconstpointer src,
+    gsize count, PpDType src_dtype, PpDType dst_dtype, const gchar * what)
+{
+  PpCudaStaging *st = &cu->up;
   PpStagingPlan plan;
   GError *error = NULL;
+  gboolean refused;
   gsize chunks;
 
+  enter (cu);
+  refused = refused_in_capture (cu, what);
+  leave (cu);
+  if (refused)
+    return FALSE;
   if (!pp_staging_plan_init (&plan, count, src_dtype, dst_dtype,
           PP_CUDA_STAGING_BYTES, &error))
     pp_cuda_fatal (cu, error);
   chunks = pp_staging_n_chunks (&plan);
+  g_mutex_lock (&st->lock);
   for (gsize i = 0; i < chunks; i++) {
     const guint b = i % PP_CUDA_STAGING_BUFFERS;
     const PpStagingChunk c = pp_staging_chunk (&plan, i);
 
-    PP_CUDA_OP_TRY (cu, cudaEventSynchronize (cu->staged[b]));
-    pp_staging_fill (&plan, &c, cu->staging[b], src);
+    staging_wait (cu, st->copied[b]);
+    pp_staging_fill (&plan, &c, st->buffer[b], src);
+    enter (cu);
+    /* A filter written over has a channels-last copy no longer. */
+    pp_cuda_conv_filters_forget (cu, dst + c.dst_offset, c.dst_bytes);
     PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst + c.dst_offset,
-            cu->staging[b], c.dst_bytes, cudaMemcpyHostToDevice,
+            st->buffer[b], c.dst_bytes, cudaMemcpyHostToDevice,
             cu->stream));
-    PP_CUDA_OP_TRY (cu, cudaEventRecord (cu->staged[b], cu->stream));
+    PP_CUDA_OP_TRY (cu, cudaEventRecord (st->copied[b], cu->stream));
+    leave (cu);
   }
+  g_mutex_unlock (&st->lock);
+  return TRUE;
 }
 
 static void
 cuda_upload (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 {
-  PpCudaBackend *cu = be->priv;
-
-  enter (cu);
-  if (!refused_in_capture (cu, "an upload")) {
-    /* A filter written over has a channels-last copy no longer. */
-    pp_cuda_conv_filters_forget (cu, dst, bytes);
-    staged_upload (cu, dst, src, bytes, PP_DTYPE_U8, PP_DTYPE_U8);
-  }
-  leave (cu);
+  staged_upload (be->priv, dst, src, bytes, PP_DTYPE_U8, PP_DTYPE_U8,
+      "an upload");
 }
 
+/* Copies @bytes of device @src to host @dst through the download staging
+ * buffers: chunk i + 1 is copied to the device's other buffer while the
+ * host copies chunk i out of its own.  Each copy runs behind the work
+ * queued before it, which the host waits for without the backend's lock:
+ * another thread queues its work meanwhile (pp-cuda-private.h,
+ * PpCudaStaging). */
 static void
 cuda_download (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 {
   PpCudaBackend *cu = be->priv;
-  const gsize chunks = (bytes + PP_CUDA_STAGING_BYTES - 1)
-      / PP_CUDA_STAGING_BYTES;
+  PpCudaStaging *st = &cu->down;
+  const gsize chunks = (bytes + PP_CUDA_DOWN_STAGING_BYTES - 1)
+      / PP_CUDA_DOWN_STAGING_BYTES;
+  gboolean refused;
 
   enter (cu);
-  if (refused_in_capture (cu, "a download")) {
-    leave (cu);
+  refused = refused_in_capture (cu, "a download");
+  leave (cu);
+  if (refused)
     return;
-  }
-  /* Chunk i + 1 is copied to the device's other staging buffer while the
-   * host copies chunk i out of its own. */
+  g_mutex_lock (&st->lock);
   for (gsize i = 0; i <= chunks; i++) {
     if (i < chunks) {
       const guint b = i % PP_CUDA_STAGING_BUFFERS;
-      const gsize off = i * PP_CUDA_STAGING_BYTES;
+      const gsize off = i * PP_CUDA_DOWN_STAGING_BYTES;
 
-      PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (cu->staging[b],
-              (const guint8 *) src + off, MIN (PP_CUDA_STAGING_BYTES,
+      enter (cu);
+      PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (st->buffer[b],
+              (const guint8 *) src + off, MIN (PP_CUDA_DOWN_STAGING_BYTES,
                   bytes - off), cudaMemcpyDeviceToHost, cu->stream));
-      PP_CUDA_OP_TRY (cu, cudaEventRecord (cu->staged[b], cu->stream));
+      PP_CUDA_OP_TRY (cu, cudaEventRecord (st->copied[b], cu->stream));
+      leave (cu);
     }
     if (i > 0) {
       const guint b = (i - 1) % PP_CUDA_STAGING_BUFFERS;
-      const gsize off = (i - 1) * PP_CUDA_STAGING_BYTES;
+      const gsize off = (i - 1) * PP_CUDA_DOWN_STAGING_BYTES;
 
-      PP_CUDA_OP_TRY (cu, cudaEventSynchronize (cu->staged[b]));
-      memcpy ((guint8 *) dst + off, cu->staging[b],
-          MIN (PP_CUDA_STAGING_BYTES, bytes - off));
+      staging_wait (cu, st->copied[b]);
+      memcpy ((guint8 *) dst + off, st->buffer[b],
+          MIN (PP_CUDA_DOWN_STAGING_BYTES, bytes - off));
     }
   }
-  leave (cu);
+  g_mutex_unlock (&st->lock);
 }
 
 static void
@@ -251,10 +282,7 @@ cuda_upload_weights (PpBackend * be, const float *src, gsize n,
 
   if (mem == NULL)
     return NULL;
-  enter (cu);
-  if (!refused_in_capture (cu, "a weights upload"))
-    staged_upload (cu, mem, src, n, PP_DTYPE_F32, dtype);
-  leave (cu);
+  staged_upload (cu, mem, src, n, PP_DTYPE_F32, dtype, "a weights upload");
   return mem;
 }
 
@@ -551,6 +579,20 @@ static const PpOps cuda_ops = {
 
 /* Creation */
 
+/* @st's pinned buffers of @bytes each, and their events. */
+static gboolean
+staging_init (PpCudaStaging * st, gsize bytes, GError ** error)
+{
+  g_mutex_init (&st->lock);
+  for (guint b = 0; b < PP_CUDA_STAGING_BUFFERS; b++)
+    if (!PP_CUDA_TRY (cudaHostAlloc ((void **) &st->buffer[b], bytes,
+                cudaHostAllocDefault), error)
+        || !PP_CUDA_TRY (cudaEventCreateWithFlags (&st->copied[b],
+                cudaEventDisableTiming), error))
+      return FALSE;
+  return TRUE;
+}
+
 static gboolean
 init_handles (PpCudaBackend * cu, GError ** error)
 {
@@ -589,13 +631,8 @@ init_handles (PpCudaBackend * cu, GError ** error)
                   | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
           error))
     return FALSE;
-  for (guint b = 0; b < PP_CUDA_STAGING_BUFFERS; b++)
-    if (!PP_CUDA_TRY (cudaHostAlloc ((void **) &cu->staging[b],
-                PP_CUDA_STAGING_BYTES, cudaHostAllocDefault), error)
-        || !PP_CUDA_TRY (cudaEventCreateWithFlags (&cu->staged[b],
-                cudaEventDisableTiming), error))
-      return FALSE;
-  return TRUE;
+  return staging_init (&cu->up, PP_CUDA_STAGING_BYTES, error)
+      && staging_init (&cu->down, PP_CUDA_DOWN_STAGING_BYTES, error);
 }
 
 /* The libraries' versions as loaded (not as built against): what a GPU

@@ -43,11 +43,27 @@ typedef enum
   PP_CUDA_SCRATCH_COUNT
 } PpCudaScratch;
 
-/* Pinned host buffers that uploads and downloads go through: two, so that
- * filling one overlaps the copy of the other; large enough that a chunk's
- * narrowing is worth spreading over the host's cores. */
+/* Pinned host buffers that uploads and downloads go through, each
+ * direction its own (PpCudaStaging): two, so that filling or emptying one
+ * overlaps the copy of the other; an upload's large enough that a chunk's
+ * narrowing is worth spreading over the host's cores, a download's (a
+ * plain copy out) smaller. */
 #define PP_CUDA_STAGING_BUFFERS 2
 #define PP_CUDA_STAGING_BYTES ((gsize) 32 << 20)
+#define PP_CUDA_DOWN_STAGING_BYTES ((gsize) 4 << 20)
+
+/* One direction's staging buffers, used by one transfer at a time: @lock
+ * is held through the transfer, the backend's lock only while a copy is
+ * enqueued.  So a transfer's waits (for its copies, which run behind all
+ * the work queued on the stream before them) leave the backend to the
+ * other threads meanwhile (rank 0's other thread queues its frame's work),
+ * and an upload never waits for a download's buffer. */
+typedef struct
+{
+  GMutex lock;
+  guint8 *buffer[PP_CUDA_STAGING_BUFFERS];
+  cudaEvent_t copied[PP_CUDA_STAGING_BUFFERS];
+} PpCudaStaging;
 
 /* PPDIFFUSE_CUDA_GROUP_NORM's ways, in the order of its values: the
  * split kernels (several blocks a group; channels last where the shape
@@ -129,8 +145,7 @@ typedef struct
    * operation graphs where cuDNN has an engine for them
    * (PP_CUDA_CONV_API_ENV). */
   gboolean conv_graph;
-  guint8 *staging[PP_CUDA_STAGING_BUFFERS];
-  cudaEvent_t staged[PP_CUDA_STAGING_BUFFERS];
+  PpCudaStaging up, down;
   struct
   {
     gpointer mem;

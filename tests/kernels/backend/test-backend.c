@@ -800,6 +800,62 @@ upload_in_graph (gpointer data, GError ** error)
   return TRUE;
 }
 
+/* Rank 0 moves frames from two threads at once (its chain uploads and
+ * encodes, its collector decodes and downloads): on the backend
+ * $PPDIFFUSE_BACKEND names, each thread's bytes come back as it wrote
+ * them, in sizes of one staging buffer and of several each way (on cuda a
+ * transfer waits for its copies without the backend's lock,
+ * kernels/cuda/pp-cuda-private.h: PpCudaStaging). */
+typedef struct
+{
+  PpBackend *be;
+  gsize bytes;
+  guint rounds, seed;
+  gboolean ok;
+} Mover;
+
+static gpointer
+move_bytes (gpointer data)
+{
+  Mover *m = data;
+  g_autofree guint8 *out = g_malloc (m->bytes);
+  g_autofree guint8 *in = g_malloc (m->bytes);
+  gpointer dev = pp_backend_alloc (m->be, m->bytes, NULL);
+
+  m->ok = dev != NULL;
+  for (guint r = 0; m->ok && r < m->rounds; r++) {
+    for (gsize i = 0; i < m->bytes; i++)
+      out[i] = (guint8) (i * 7 + r * 13 + m->seed);
+    pp_backend_upload (m->be, dev, out, m->bytes);
+    memset (in, 0, m->bytes);
+    pp_backend_download (m->be, in, dev, m->bytes);
+    m->ok = memcmp (in, out, m->bytes) == 0;
+  }
+  if (dev != NULL)
+    pp_backend_free (m->be, dev);
+  return NULL;
+}
+
+static void
+test_transfers_from_threads (void)
+{
+  PpBackend *be = get (NULL);
+  Mover movers[] = {
+    {be, (3 << 20) + 5, 40, 1, FALSE},
+    {be, (41 << 20) + 3, 3, 2, FALSE},
+    {be, (9 << 20) + 1, 12, 3, FALSE},
+  };
+  GThread *threads[G_N_ELEMENTS (movers)];
+
+  g_test_message ("backend %s", pp_backend_name (be));
+  for (guint i = 0; i < G_N_ELEMENTS (movers); i++)
+    threads[i] = g_thread_new ("mover", move_bytes, &movers[i]);
+  for (guint i = 0; i < G_N_ELEMENTS (movers); i++) {
+    g_thread_join (threads[i]);
+    g_assert_true (movers[i].ok);
+  }
+}
+
 /* An upload inside a graph is refused, as a CUDA stream capture refuses
  * it: the emulation ends the process naming it. */
 static void
@@ -833,6 +889,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/graphs/batches", test_batch_graphs);
   g_test_add_func ("/backend/graphs/warm-batches", test_warm_batches);
   g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);
+  g_test_add_func ("/backend/transfers/threads", test_transfers_from_threads);
   for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
     g_autofree gchar *weights = g_strdup_printf ("/backend/%s/weights-dtype",
         backends[i]);

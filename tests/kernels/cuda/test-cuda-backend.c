@@ -887,6 +887,77 @@ test_hold_on_device (void)
   pp_backend_free (gpu, d);
 }
 
+/* A download waits for its copy, which runs behind the work queued
+ * before it, without the backend's lock: another thread (rank 0's chain,
+ * while its collector downloads a frame) queues its work meanwhile. */
+typedef struct
+{
+  PpBackend *gpu;
+  gpointer host, dev;
+  gsize bytes;
+  gdouble took;
+} Download;
+
+static gpointer
+download_thread (gpointer data)
+{
+  Download *d = data;
+  const gint64 t = g_get_monotonic_time ();
+
+  pp_backend_download (d->gpu, d->host, d->dev, d->bytes);
+  d->took = (g_get_monotonic_time () - t) / 1e6;
+  return NULL;
+}
+
+static void
+test_download_unlocked_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  const gsize n = (gsize) 1 << 20;
+  Download d = { gpu, NULL, NULL, n * sizeof (float), 0.0 };
+  g_autofree float *mine = g_new0 (float, 1024);
+  GThread *thread;
+  gdouble queued;
+  gint64 t;
+  float *other;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  d.host = g_malloc (d.bytes);
+  d.dev = pp_backend_alloc (gpu, d.bytes, NULL);
+  other = pp_backend_alloc (gpu, n * sizeof (float), NULL);
+  g_assert_nonnull (d.dev);
+  g_assert_nonnull (other);
+  pp_backend_fill (gpu, d.dev, 3.0f, n);
+  pp_backend_synchronize (gpu);
+  g_assert_true (gpu->memory->hold (gpu, HOLD_S));
+  thread = g_thread_new ("download", download_thread, &d);
+  /* The download is queued and waits behind the hold. */
+  g_usleep ((gulong) (HOLD_S * 1e6 / 4));
+  t = g_get_monotonic_time ();
+  for (int i = 0; i < 20; i++)
+    pp_backend_fill (gpu, other, (float) i, n);
+  pp_backend_upload (gpu, other, mine, 1024 * sizeof (float));
+  queued = (g_get_monotonic_time () - t) / 1e6;
+  g_thread_join (thread);
+  g_test_message ("a download behind a hold of %.0f ms took %.1f ms; "
+      "another thread queued 20 fills and an upload meanwhile in %.2f ms",
+      HOLD_S * 1e3, d.took * 1e3, queued * 1e3);
+  if (queued >= HOLD_S / 2)
+    g_error ("queueing work took %.1f ms while another thread's download "
+        "waited behind a hold of %.0f ms: the download held the backend",
+        queued * 1e3, HOLD_S * 1e3);
+  g_assert_cmpfloat (d.took, >=, HOLD_S / 2);
+  for (gsize i = 0; i < n; i++)
+    g_assert_cmpfloat (((float *) d.host)[i], ==, 3.0f);
+  pp_backend_synchronize (gpu);
+  pp_backend_free (gpu, d.dev);
+  pp_backend_free (gpu, other);
+  g_free (d.host);
+}
+
 /* Fills of a 1 GiB buffer queued on another stream: a hundred-odd ms of
  * work on an H100, which a free must not wait for. */
 #define BUSY_BYTES ((gsize) 1 << 30)
@@ -1090,5 +1161,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/attention-capture-on-device",
       test_attention_capture_on_device);
   g_test_add_func ("/cuda-backend/hold-on-device", test_hold_on_device);
+  g_test_add_func ("/cuda-backend/download-unlocked-on-device",
+      test_download_unlocked_on_device);
   return g_test_run ();
 }
