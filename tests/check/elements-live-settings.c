@@ -57,6 +57,20 @@ is_stamped (GstBuffer * out, guint index, guint w, guint h, guint n_steps,
   return same;
 }
 
+/* Pulls the next frame out of @h: RGBA frame @index of @w x @ht after
+ * @n_steps stamp steps with mark 0. */
+static void
+pull_stamped (GstHarness * h, guint index, guint w, guint ht, guint n_steps)
+{
+  GstBuffer *out = gst_harness_pull (h);
+
+  fail_unless (out != NULL, "frame %u did not come out", index);
+  fail_unless (is_stamped (out, index, w, ht, n_steps, 0),
+      "frame %u (%ux%u) is not its own frame after %u steps", index, w, ht,
+      n_steps);
+  gst_buffer_unref (out);
+}
+
 /* A harness around @element (transfer floating) with raw video caps of
  * @format, @w x @h, stopped after the case if it fails before stop () or
  * stop_kept (). */
@@ -382,15 +396,8 @@ GST_START_TEST (test_caps_change_in_flight)
   }
   n = 0;
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
-    for (guint i = 0; i < per_size; i++, n++) {
-      GstBuffer *out = gst_harness_pull (h);
-
-      fail_unless (out != NULL, "frame %u did not come out", n);
-      fail_unless (is_stamped (out, n, sizes[s][0], sizes[s][1], 3, 0),
-          "frame %u (%ux%u) is not its own frame after 3 steps", n,
-          sizes[s][0], sizes[s][1]);
-      gst_buffer_unref (out);
-    }
+    for (guint i = 0; i < per_size; i++, n++)
+      pull_stamped (h, n, sizes[s][0], sizes[s][1], 3);
   stop (h);
 }
 
@@ -444,15 +451,8 @@ GST_START_TEST (test_caps_change_slower_frames)
     for (guint i = 0; i < per_size[s]; i++, n++)
       fail_unless_equals_int (gst_harness_push (h, make_rgba (n, sizes[s][0],
                   sizes[s][1])), GST_FLOW_OK);
-    for (guint i = first; i < n; i++) {
-      GstBuffer *out = gst_harness_pull (h);
-
-      fail_unless (out != NULL, "frame %u did not come out", i);
-      fail_unless (is_stamped (out, i, sizes[s][0], sizes[s][1], 4, 0),
-          "frame %u (%ux%u) is not its own frame after 4 steps", i,
-          sizes[s][0], sizes[s][1]);
-      gst_buffer_unref (out);
-    }
+    for (guint i = first; i < n; i++)
+      pull_stamped (h, i, sizes[s][0], sizes[s][1], 4);
   }
   stop (h);
 }
@@ -479,14 +479,8 @@ GST_START_TEST (test_frame_batch_slow_passes)
   for (guint i = 0; i < frames; i++)
     fail_unless_equals_int (gst_harness_push (h, make_rgba (i, 32, 24)),
         GST_FLOW_OK);
-  for (guint i = 0; i < frames; i++) {
-    GstBuffer *out = gst_harness_pull (h);
-
-    fail_unless (out != NULL, "frame %u did not come out", i);
-    fail_unless (is_stamped (out, i, 32, 24, 1, 0),
-        "frame %u is not its own frame after 1 step", i);
-    gst_buffer_unref (out);
-  }
+  for (guint i = 0; i < frames; i++)
+    pull_stamped (h, i, 32, 24, 1);
   stop (h);
 }
 
