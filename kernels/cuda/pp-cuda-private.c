@@ -93,6 +93,21 @@ pp_cuda_give_back_kept (PpCudaBackend * cu)
   return pp_cuda_blocks_drain (cu->kept, free_block, cu);
 }
 
+/* The device memory this process holds in use: the blocks obtained and
+ * not released. */
+static gsize
+held_bytes (PpCudaBackend * cu)
+{
+  GHashTableIter iter;
+  gpointer size;
+  gsize total = 0;
+
+  g_hash_table_iter_init (&iter, cu->sizes);
+  while (g_hash_table_iter_next (&iter, NULL, &size))
+    total += GPOINTER_TO_SIZE (size);
+  return total;
+}
+
 gpointer
 pp_cuda_obtain (PpCudaBackend * cu, gsize bytes, GError ** error)
 {
@@ -114,6 +129,17 @@ pp_cuda_obtain (PpCudaBackend * cu, gsize bytes, GError ** error)
           G_GSIZE_FORMAT " bytes of freed buffers kept for reuse and tried "
           "again", cu->be.device ? cu->be.device : "?", block, given);
       rc = cudaMalloc (&mem, block);
+    }
+    if (rc == cudaErrorMemoryAllocation) {
+      pp_cuda_forget_error ();
+      g_set_error (error, PP_ERROR, PP_ERROR_RESOURCE, "out of device "
+          "memory: %" G_GSIZE_FORMAT " MiB did not fit beside the %"
+          G_GSIZE_FORMAT " MiB this process holds there (cudaMalloc: %s); "
+          "use a smaller frame, a smaller frame-batch or no stream-batch, "
+          "fewer ranks on this device, or a device with more memory",
+          (block + (1 << 20) - 1) >> 20, held_bytes (cu) >> 20,
+          cudaGetErrorName (rc));
+      return NULL;
     }
     if (!pp_cuda_check (rc, "cudaMalloc", __FILE__, __LINE__, error)) {
       /* Answered by @error: not the next kernel launch's failure. */

@@ -223,6 +223,31 @@ worker_fail (Worker * w, const gchar * where, const GError * error)
   worker_fail_blaming (w, where, w->rank, error);
 }
 
+/* The worker, for the log writer, once it exists. */
+static Worker *fatal_worker;
+
+/* GLib's writer, except for a fatal message (g_error: a backend that
+ * cannot go on, such as a device out of memory in the middle of an op):
+ * that fails the worker as any failure does, with its report to rank 0
+ * (whose error then says why), instead of aborting with the text on
+ * stderr alone. */
+static GLogWriterOutput
+log_writer (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
+    gpointer data)
+{
+  if ((level & G_LOG_LEVEL_ERROR) && fatal_worker != NULL) {
+    const gchar *message = "(no message)";
+    GError *error;
+
+    for (gsize i = 0; i < n_fields; i++)
+      if (g_strcmp0 (fields[i].key, "MESSAGE") == 0 && fields[i].length < 0)
+        message = fields[i].value;
+    error = g_error_new (PP_ERROR, PP_ERROR_RESOURCE, "%s", message);
+    worker_fail (fatal_worker, "its backend", error);
+  }
+  return g_log_writer_default (level, fields, n_fields, data);
+}
+
 static gboolean
 rank0_alive (gpointer data, GError ** error)
 {
@@ -1216,7 +1241,9 @@ main (int argc, char **argv)
   guint depth, late_ms;
   GError *error = NULL;
 
+  g_log_set_writer_func (log_writer, NULL, NULL);
   w.world = MPI_COMM_NULL;
+  fatal_worker = &w;
   if (pp_worker_answer_probe (argc, argv))
     return 0;
   start_timeout_ms = pp_worker_start_timeout_arg (argc, argv,

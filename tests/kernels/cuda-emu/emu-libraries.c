@@ -28,7 +28,11 @@
  *   conv-fused     cuDNN refuses every fused convolution, bias and
  *                  activation (cudnnConvolutionBiasActivationForward);
  *   conv-graph     cuDNN's heuristics offer no engine for a convolution's
- *                  operation graph. */
+ *                  operation graph.
+ * $PP_CUDA_EMU_DEVICE_MB, when set, is the device's memory in MiB (16 GiB
+ * by default): a cudaMalloc that would take the memory allocated and not
+ * freed past it fails with cudaErrorMemoryAllocation, as a full device
+ * answers. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -274,6 +278,21 @@ cudaSetDevice (int device)
   return device == 0 ? cudaSuccess : fail (cudaErrorInvalidDevice);
 }
 
+/* The device's memory, and what cudaMalloc gave out and cudaFree has
+ * not taken back (start → size), under device_lock. */
+static GMutex device_lock;
+static GHashTable *device_blocks;
+static size_t device_used;
+
+static size_t
+device_bytes (void)
+{
+  const char *mb = g_getenv ("PP_CUDA_EMU_DEVICE_MB");
+
+  return mb != NULL && *mb != '\0'
+      ? (size_t) g_ascii_strtoull (mb, NULL, 10) << 20 : EMU_DEVICE_BYTES;
+}
+
 cudaError_t
 cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
 {
@@ -283,7 +302,7 @@ cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
   g_strlcpy (prop->name, EMU_DEVICE_NAME, sizeof prop->name);
   prop->major = EMU_DEVICE_MAJOR;
   prop->minor = EMU_DEVICE_MINOR;
-  prop->totalGlobalMem = EMU_DEVICE_BYTES;
+  prop->totalGlobalMem = device_bytes ();
   prop->multiProcessorCount = EMU_DEVICE_SMS;
   return cudaSuccess;
 }
@@ -291,10 +310,28 @@ cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
 cudaError_t
 cudaMalloc (void **ptr, size_t size)
 {
+  gboolean fits;
+
   *ptr = NULL;
-  if (size > EMU_DEVICE_BYTES
-      || posix_memalign (ptr, EMU_ALIGN, MAX (size, 1)) != 0)
+  g_mutex_lock (&device_lock);
+  fits = size <= device_bytes () - MIN (device_used, device_bytes ());
+  if (fits)
+    device_used += size;
+  g_mutex_unlock (&device_lock);
+  if (!fits)
     return fail (cudaErrorMemoryAllocation);
+  if (posix_memalign (ptr, EMU_ALIGN, MAX (size, 1)) != 0) {
+    g_mutex_lock (&device_lock);
+    device_used -= size;
+    g_mutex_unlock (&device_lock);
+    *ptr = NULL;
+    return fail (cudaErrorMemoryAllocation);
+  }
+  g_mutex_lock (&device_lock);
+  if (device_blocks == NULL)
+    device_blocks = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_hash_table_insert (device_blocks, *ptr, GSIZE_TO_POINTER (size));
+  g_mutex_unlock (&device_lock);
   return cudaSuccess;
 }
 
@@ -302,11 +339,18 @@ cudaMalloc (void **ptr, size_t size)
 cudaError_t
 cudaFree (void *ptr)
 {
+  gpointer size;
+
   emu_drain_all ();
   g_mutex_lock (&pinned_lock);
   if (pinned != NULL)
     g_hash_table_remove (pinned, ptr);
   g_mutex_unlock (&pinned_lock);
+  g_mutex_lock (&device_lock);
+  if (device_blocks != NULL
+      && g_hash_table_steal_extended (device_blocks, ptr, NULL, &size))
+    device_used -= GPOINTER_TO_SIZE (size);
+  g_mutex_unlock (&device_lock);
   free (ptr);
   return cudaSuccess;
 }
@@ -314,7 +358,9 @@ cudaFree (void *ptr)
 cudaError_t
 cudaHostAlloc (void **ptr, size_t size, unsigned int flags)
 {
-  const cudaError_t e = cudaMalloc (ptr, size);
+  /* Host memory: not the device's to count. */
+  const cudaError_t e = posix_memalign (ptr, EMU_ALIGN, MAX (size, 1)) == 0
+      ? cudaSuccess : fail (cudaErrorMemoryAllocation);
 
   if (e == cudaSuccess) {
     g_mutex_lock (&pinned_lock);
