@@ -644,14 +644,6 @@ graphs_usable (const PpModel * model)
       && pp_backend_has_graphs (model->backend);
 }
 
-/* @sample's shape, zero past its dimensions: a graph's key. */
-static void
-shape_key (const PpTensor * sample, gint64 shape[PP_TENSOR_MAX_DIMS])
-{
-  memset (shape, 0, PP_TENSOR_MAX_DIMS * sizeof (gint64));
-  memcpy (shape, sample->shape, sample->ndim * sizeof (gint64));
-}
-
 static void
 slot_reset (PpModel * model, GraphSlot * slot)
 {
@@ -730,17 +722,14 @@ graph_for (PpModel * model, guint first, guint end, guint n_steps,
     PpTensor * sample)
 {
   PpModelGraph *g = model->graph;
-  gint64 shape[PP_TENSOR_MAX_DIMS];
+  gboolean reshaped;
 
-  shape_key (sample, shape);
   if (g == NULL)
     g = model->graph = g_new0 (PpModelGraph, 1);
-  if (g->call.first != first || g->call.end != end
-      || g->call.n_steps != n_steps
-      || memcmp (g->shape, shape, sizeof shape) != 0) {
+  reshaped = pp_tensor_shape_changed (sample, g->shape);
+  if (reshaped || g->call.first != first || g->call.end != end
+      || g->call.n_steps != n_steps)
     slot_reset (model, &g->slot);
-    memcpy (g->shape, shape, sizeof shape);
-  }
   g->call = (SliceCall) {
   model, first, end, n_steps, sample};
   return g;
@@ -831,16 +820,12 @@ static PpModelBatchGraph *
 batch_graph_for (PpModel * model, guint n, const guint * steps,
     guint n_steps, const PpTensor * sample)
 {
-  gint64 shape[PP_TENSOR_MAX_DIMS];
   PpModelBatchGraph *g;
 
-  shape_key (sample, shape);
   if (model->batch_graphs == NULL)
     model->batch_graphs = g_ptr_array_new_with_free_func (batch_graph_free);
-  if (memcmp (model->batch_shape, shape, sizeof shape) != 0) {
+  if (pp_tensor_shape_changed (sample, model->batch_shape))
     batch_graphs_reset (model);
-    memcpy (model->batch_shape, shape, sizeof shape);
-  }
   for (guint i = 0; i < model->batch_graphs->len; i++) {
     g = batch_entry (model, i);
     if (g->call.n == n && g->call.n_steps == n_steps

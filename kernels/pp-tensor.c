@@ -5,6 +5,19 @@
 
 #include <string.h>
 
+gboolean
+pp_tensor_shape_changed (const PpTensor * tensor,
+    gint64 last[PP_TENSOR_MAX_DIMS])
+{
+  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
+
+  memcpy (shape, tensor->shape, tensor->ndim * sizeof shape[0]);
+  if (memcmp (shape, last, sizeof shape) == 0)
+    return FALSE;
+  memcpy (last, shape, sizeof shape);
+  return TRUE;
+}
+
 gsize
 pp_tensor_shape_bytes (PpDType dtype, guint ndim, const gint64 * shape)
 {

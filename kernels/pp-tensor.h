@@ -41,6 +41,11 @@ gint64       pp_tensor_numel   (const PpTensor * tensor);
  * overflow). */
 gsize        pp_tensor_shape_bytes (PpDType dtype, guint ndim, const gint64 * shape);
 gchar       *pp_tensor_describe (const PpTensor * tensor);
+/* Whether @tensor's shape differs from @last, a shape zero past its
+ * dimensions (zeros: none yet), which then becomes it: what a cache or a
+ * measure kept per sample shape asks of each sample. */
+gboolean     pp_tensor_shape_changed (const PpTensor * tensor,
+                                      gint64 last[PP_TENSOR_MAX_DIMS]);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpTensor, pp_tensor_free)
 

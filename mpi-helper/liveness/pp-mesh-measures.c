@@ -34,14 +34,9 @@ void
 pp_mesh_pace_sending (PpMesh * mesh, const PpChunk * chunk)
 {
   const PpTensor *sample = pp_chunk_get_tensor (chunk, PP_WORK_TENSOR);
-  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
 
-  if (sample == NULL)
+  if (sample == NULL || !pp_tensor_shape_changed (sample, mesh->pace_shape))
     return;
-  memcpy (shape, sample->shape, sample->ndim * sizeof shape[0]);
-  if (memcmp (shape, mesh->pace_shape, sizeof shape) == 0)
-    return;
-  memcpy (mesh->pace_shape, shape, sizeof shape);
   g_mutex_lock (&mesh->lock);
   if (mesh->pace_work > 0)
     PP_DEBUG ("chunk %" G_GUINT64_FORMAT " is of another size: the mesh's "

@@ -100,9 +100,9 @@ typedef struct
                                  * stream-batch passes of two or more */
   guint widest_pass;            /* compute thread only: the most frames a
                                  * pass ran */
-  /* Compute thread only: the sample shape whose batch sizes a warm-up
-   * pass has run (pp_model_warm_batches), zeros before. */
-  gint64 warmed_shape[PP_TENSOR_MAX_DIMS];
+  /* Compute thread only: a sample of a new shape came (pace_note_shape)
+   * whose batch sizes the next pass runs first (warm_batches). */
+  gboolean warm_pending;
   gchar *dump_dir;
   /* What the heartbeats say: the compute thread's state and the last
    * chunks received and sent, written by three threads. */
@@ -448,16 +448,14 @@ chunk_sample (Worker * w, PpChunk * chunk)
  * chunks before it have all been computed: a batch takes no chunk of
  * another shape).  Until a chunk of the new size is done its waits get
  * the allowance of unmeasured work, and so does it at rank 0, which
- * counts the sizes alike (PpPace). */
+ * counts the sizes alike (PpPace); a batching worker's next pass warms
+ * the new size's batch sizes first (warm_batches). */
 static void
 pace_note_shape (Worker * w, const PpTensor * sample)
 {
-  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
-
-  memcpy (shape, sample->shape, sample->ndim * sizeof shape[0]);
-  if (memcmp (shape, w->pace_shape, sizeof shape) == 0)
+  if (!pp_tensor_shape_changed (sample, w->pace_shape))
     return;
-  memcpy (w->pace_shape, shape, sizeof shape);
+  w->warm_pending = TRUE;
   if (w->pace.work > 0)
     PP_DEBUG ("a sample of another shape: the pace is measured again");
   w->pace.work++;
@@ -511,13 +509,13 @@ chunk_end (Worker * w, PpChunk * chunk, guint64 event)
 }
 
 /* Compute time spent: @steps steps of a chunk's progress took @us, and
- * @finished stream chunks ran their slice's last step in it (warm-up
- * passes count for this worker's own pace, not for busy or the pace the
- * heartbeats carry, where a compute that finished chunks counts once,
- * however many: PpPace). */
+ * whether stream chunks ran their slice's last step in it (@finished:
+ * warm-up passes count for this worker's own pace, not for busy or the
+ * pace the heartbeats carry, where a compute that finished chunks counts
+ * once, however many: PpPace). */
 static void
 add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up,
-    guint finished)
+    gboolean finished)
 {
   g_mutex_lock (&w->pace_lock);
   w->measured_us += us;
@@ -526,7 +524,7 @@ add_compute_time (Worker * w, gint64 us, guint steps, gboolean warm_up,
   if (!warm_up) {
     w->busy_us += us;
     w->pace.us += (guint64) us;
-    w->pace.passes += finished > 0;
+    w->pace.passes += finished;
     pp_liveness_set_busy (w->liveness, (guint64) w->busy_us, &w->pace);
   }
 }
@@ -558,7 +556,7 @@ run_steps (Worker * w, PpChunk * chunk)
   pp_liveness_set_state (w->liveness, PP_WORK_IDLE, PP_HEARTBEAT_NONE);
   add_compute_time (w, g_get_monotonic_time () - start,
       w->slice.end - w->slice.first,
-      (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0, 1);
+      (chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0, TRUE);
 }
 
 /* Hands a computed chunk (or the shutdown marker) to the sender. */
@@ -682,15 +680,11 @@ static void
 warm_batches (Worker * w, const Batch * b)
 {
   const PpTensor *sample = b->riders[0].sample;
-  gint64 shape[PP_TENSOR_MAX_DIMS] = { 0 };
   const gint64 start = g_get_monotonic_time ();
   GError *error = NULL;
   guint sizes;
 
-  memcpy (shape, sample->shape, sample->ndim * sizeof shape[0]);
-  if (memcmp (shape, w->warmed_shape, sizeof shape) == 0)
-    return;
-  memcpy (w->warmed_shape, shape, sizeof shape);
+  w->warm_pending = FALSE;
   if (!pp_model_warm_batches (w->model, sample, b->max, w->slice.first,
           w->plan->n_steps, &sizes, &error)) {
     g_prefix_error (&error, "running each batch size up to %u samples "
@@ -714,12 +708,12 @@ batch_pass (Worker * w, Batch * b)
 {
   const gint64 start = g_get_monotonic_time ();
   GError *error = NULL;
-  guint finished;
 
   pp_liveness_set_state (w->liveness, PP_WORK_COMPUTING,
       b->riders[b->n - 1].chunk->chunk_id);
-  /* Riders all at the first step: a batch begins, maybe of a new size. */
-  if (b->riders[0].step == w->slice.first)
+  /* A sample of a new shape joins only an empty batch: the riders are its
+   * first pass, all at the slice's first step. */
+  if (w->warm_pending)
     warm_batches (w, b);
   for (guint i = 0; i < b->n; i++) {
     b->samples[i] = b->riders[i].sample;
@@ -743,11 +737,10 @@ batch_pass (Worker * w, Batch * b)
     pp_liveness_set_batched_steps (w->liveness, w->batched_steps);
   }
   /* A pass moves each rider one step on: the pace counts one step, and
-   * the riders that ran their last (the first ones) as finished. */
-  for (finished = 0; finished < b->n
-      && b->riders[finished].step >= w->slice.end; finished++);
+   * whether riders ran their last (the oldest, riders[0], first). */
   add_compute_time (w, g_get_monotonic_time () - start, 1,
-      (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0, finished);
+      (b->riders[0].chunk->flags & PP_CHUNK_FLAG_WARMUP) != 0,
+      b->riders[0].step >= w->slice.end);
   while (b->n > 0 && b->riders[0].step >= w->slice.end) {
     chunk_end (w, b->riders[0].chunk, b->riders[0].event);
     push_out (w, b->riders[0].chunk);
