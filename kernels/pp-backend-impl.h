@@ -107,6 +107,11 @@ typedef struct
   gpointer (*fence) (PpBackend * be);
   void (*fence_wait) (PpBackend * be, gpointer fence, gpointer stream);
   void (*fence_free) (PpBackend * be, gpointer fence);
+  /* Gives back to the device what the backend holds for reuse and no
+   * graph may still run on (scratch, freed blocks kept), after a kept
+   * failure (pp_backend_recover), so that the work tried next has the most
+   * room; NULL where there is nothing to give back (the CPU backends). */
+  void (*trim) (PpBackend * be);
 } PpBackendMemory;
 
 struct _PpBackend
@@ -164,7 +169,53 @@ struct _PpBackend
    * (which may call none of the kernels library's functions by name: it
    * is loaded privately); NULL: the backend counts no layout copies. */
   void (*note_layout_copy) (const char *op);
+  /* Failures inside ops (which return void): in a process that keeps them
+   * (pp_backend_keep_failures: an application's, whose life is not the
+   * backend's to end), the first is kept in @failure and the backend is
+   * halted: it runs no more work (ops, transfers, graphs) until
+   * pp_backend_recover, and the work's callers learn of it through
+   * pp_backend_check; elsewhere (a worker, a tool) a failure ends the
+   * process with its message.  @failures counts the failures kept, so a
+   * caller can ask whether one came during its work.  Atomic ints; the
+   * error under @failure_lock, which is taken inside the backend's own
+   * lock, never around it. */
+  gint keeps_failures;
+  gint halted;
+  gint failures;
+  GMutex failure_lock;
+  GError *failure;
   gpointer priv;
 };
+
+/* For backends: a call inside an op of @be failed with @error.  Where the
+ * process keeps failures, @error is kept (or dropped when an earlier
+ * failure is kept), @be halted and TRUE returned: the op goes on without
+ * enqueueing more work (pp_backend_is_halted), and its buffers may be
+ * missing.  FALSE otherwise, @error left to the caller, which ends the
+ * process with it.  Inline, for backend modules, which call no function
+ * of the kernels library by name. */
+static inline gboolean
+pp_backend_halt (PpBackend * be, GError * error)
+{
+  if (!g_atomic_int_get (&be->keeps_failures))
+    return FALSE;
+  g_mutex_lock (&be->failure_lock);
+  if (be->failure == NULL) {
+    be->failure = error;
+    g_atomic_int_inc (&be->failures);
+  } else {
+    g_error_free (error);
+  }
+  g_atomic_int_set (&be->halted, 1);
+  g_mutex_unlock (&be->failure_lock);
+  return TRUE;
+}
+
+/* Whether @be is halted by a kept failure: its work is skipped. */
+static inline gboolean
+pp_backend_is_halted (PpBackend * be)
+{
+  return g_atomic_int_get (&be->halted) != 0;
+}
 
 G_END_DECLS

@@ -358,6 +358,67 @@ pp_backend_ways (const PpBackend * be)
   return be->ways != NULL ? be->ways : "none";
 }
 
+void
+pp_backend_keep_failures (PpBackend * be)
+{
+  static GMutex init_lock;
+
+  /* The lock is made once, before any failure can use it. */
+  g_mutex_lock (&init_lock);
+  if (!g_atomic_int_get (&be->keeps_failures)) {
+    g_mutex_init (&be->failure_lock);
+    g_atomic_int_set (&be->keeps_failures, 1);
+  }
+  g_mutex_unlock (&init_lock);
+}
+
+guint
+pp_backend_failures (PpBackend * be)
+{
+  return (guint) g_atomic_int_get (&be->failures);
+}
+
+gboolean
+pp_backend_check (PpBackend * be, guint since, GError ** error)
+{
+  if (pp_backend_failures (be) == since && !pp_backend_is_halted (be))
+    return TRUE;
+  g_mutex_lock (&be->failure_lock);
+  if (be->failure != NULL)
+    g_set_error_literal (error, PP_ERROR, be->failure->code,
+        be->failure->message);
+  else
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "the %s backend (%s) "
+        "failed during this work and has recovered since", be->name,
+        be->device ? be->device : "?");
+  g_mutex_unlock (&be->failure_lock);
+  return FALSE;
+}
+
+gboolean
+pp_backend_recover (PpBackend * be, gchar ** what)
+{
+  GError *failure;
+
+  if (what != NULL)
+    *what = NULL;
+  if (!pp_backend_is_halted (be))
+    return FALSE;
+  /* Halted, the backend enqueues nothing: what it holds can go back.
+   * The trim takes the backend's lock, inside which a failure takes
+   * failure_lock: never the other way round. */
+  if (be->memory->trim != NULL)
+    be->memory->trim (be);
+  g_mutex_lock (&be->failure_lock);
+  failure = g_steal_pointer (&be->failure);
+  g_atomic_int_set (&be->halted, 0);
+  g_mutex_unlock (&be->failure_lock);
+  if (what != NULL)
+    *what = g_strdup (failure != NULL ? failure->message : "?");
+  g_clear_error (&failure);
+  return TRUE;
+}
+
 gpointer
 pp_backend_alloc (PpBackend * be, gsize bytes, GError ** error)
 {
@@ -380,7 +441,7 @@ void
 pp_backend_upload (PpBackend * be, gpointer dst, gconstpointer src,
     gsize bytes)
 {
-  if (bytes > 0)
+  if (bytes > 0 && !pp_backend_is_halted (be))
     be->memory->upload (be, dst, src, bytes);
 }
 
@@ -388,7 +449,7 @@ void
 pp_backend_download (PpBackend * be, gpointer dst, gconstpointer src,
     gsize bytes)
 {
-  if (bytes > 0)
+  if (bytes > 0 && !pp_backend_is_halted (be))
     be->memory->download (be, dst, src, bytes);
 }
 
@@ -423,14 +484,14 @@ pp_backend_upload_floats (PpBackend * be, PpOut dst, const float *src)
 void
 pp_backend_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 {
-  if (bytes > 0)
+  if (bytes > 0 && !pp_backend_is_halted (be))
     be->memory->copy (be, dst, src, bytes);
 }
 
 void
 pp_backend_fill (PpBackend * be, gpointer dst, float value, gsize n)
 {
-  if (n > 0)
+  if (n > 0 && !pp_backend_is_halted (be))
     be->memory->fill (be, dst, value, n);
 }
 
@@ -546,13 +607,17 @@ pp_backend_graph_capture (PpBackend * be, PpGraphFunc func, gpointer data,
         "capture graphs", be->name);
     return NULL;
   }
+  /* A halted backend records nothing: its failure answers. */
+  if (!pp_backend_check (be, pp_backend_failures (be), error))
+    return NULL;
   return be->memory->graph_capture (be, func, data, error);
 }
 
 gboolean
 pp_backend_graph_launch (PpBackend * be, gpointer graph, GError ** error)
 {
-  return be->memory->graph_launch (be, graph, error);
+  return pp_backend_check (be, pp_backend_failures (be), error)
+      && be->memory->graph_launch (be, graph, error);
 }
 
 void
@@ -617,19 +682,26 @@ check_transfer (const PpTensor * dst, const PpTensor * src, gboolean up,
 gboolean
 pp_tensor_upload (PpTensor * dst, const PpTensor * src, GError ** error)
 {
+  guint since;
+
   if (!check_transfer (dst, src, TRUE, error))
     return FALSE;
+  since = pp_backend_failures (dst->backend);
   pp_backend_upload (dst->backend, dst->data, src->data, src->nbytes);
-  return TRUE;
+  /* Halted (pp_backend_keep_failures): nothing was copied. */
+  return pp_backend_check (dst->backend, since, error);
 }
 
 gboolean
 pp_tensor_download (PpTensor * dst, const PpTensor * src, GError ** error)
 {
+  guint since;
+
   if (!check_transfer (dst, src, FALSE, error))
     return FALSE;
+  since = pp_backend_failures (src->backend);
   pp_backend_download (src->backend, dst->data, src->data, src->nbytes);
-  return TRUE;
+  return pp_backend_check (src->backend, since, error);
 }
 
 gboolean
@@ -734,6 +806,11 @@ pp_pool_act_dtype (PpPool * pool)
   return pool->act_dtype;
 }
 
+/* What pp_pool_acquire hands out when the device is full and the
+ * backend halted: an address, aligned as a device buffer, that no work
+ * reads or writes. */
+static const guint8 pool_stand_in[256] __attribute__((aligned (256)));
+
 gpointer
 pp_pool_acquire (PpPool * pool, gsize bytes)
 {
@@ -752,9 +829,19 @@ pp_pool_acquire (PpPool * pool, gsize bytes)
     return mem;
 
   mem = pp_backend_alloc (pool->be, bytes, &error);
-  if (mem == NULL)
-    g_error ("%s: cannot allocate %" G_GSIZE_FORMAT " bytes of device "
-        "memory: %s", pool->be->name, bytes, error->message);
+  if (mem == NULL) {
+    g_prefix_error (&error, "an activation: ");
+    /* Where failures are kept, the backend halts, and the caller gets a
+     * stand-in no work will touch (the work is skipped while the backend
+     * is halted; the caller's check reports it): a NULL would steer the
+     * models' host code, which reads an absent buffer as an unused one. */
+    if (!pp_backend_halt (pool->be, error))
+      g_error ("%s", error->message);
+    g_mutex_lock (&pool->lock);
+    pool->in_use--;
+    g_mutex_unlock (&pool->lock);
+    return (gpointer) pool_stand_in;
+  }
   g_mutex_lock (&pool->lock);
   pool->bytes += bytes;
   g_mutex_unlock (&pool->lock);
@@ -767,7 +854,7 @@ pp_pool_release (PpPool * pool, gpointer mem, gsize bytes)
   gint64 key = (gint64) bytes;
   GPtrArray *list;
 
-  if (mem == NULL)
+  if (mem == NULL || mem == pool_stand_in)
     return;
   g_mutex_lock (&pool->lock);
   g_assert (pool->in_use > 0);

@@ -81,6 +81,30 @@ const gchar *pp_backend_device     (const PpBackend * be);
  * conv-algo=heuristic …" on cuda), or "none" (the CPU backends). */
 const gchar *pp_backend_ways       (const PpBackend * be);
 
+/* Failures inside ops.  By default a failed call inside an op (a device
+ * out of memory, a library's error) ends the process with a message
+ * naming it: ops return void, and a clear crash beats garbage.  A process
+ * whose life is not the backend's to end (an application holding the
+ * element, rank 0) keeps them instead: the first failure is kept and the
+ * backend halted, running no more work until it recovers, and whoever
+ * issued the work asks pp_backend_check after it, before using any
+ * result.  Idempotent; from then on for the process. */
+void         pp_backend_keep_failures (PpBackend * be);
+/* The failures kept so far: a caller takes it before its work and hands
+ * it to pp_backend_check after. */
+guint        pp_backend_failures   (PpBackend * be);
+/* TRUE when no failure was kept since pp_backend_failures returned
+ * @since and @be is not halted; else FALSE with the failure (its code:
+ * PP_ERROR_RESOURCE for a device out of memory, PP_ERROR_DEVICE for a
+ * runtime's or library's error). */
+gboolean     pp_backend_check      (PpBackend * be, guint since,
+                                    GError ** error);
+/* Takes a halted @be back into use: what it holds for reuse goes back to
+ * the device (PpBackendMemory.trim), the failure is dropped and the
+ * backend runs work again.  TRUE, with the failure's message in @what
+ * (when not NULL; free it), when it was halted. */
+gboolean     pp_backend_recover    (PpBackend * be, gchar ** what);
+
 gpointer     pp_backend_alloc      (PpBackend * be, gsize bytes,
                                     GError ** error);
 void         pp_backend_free       (PpBackend * be, gpointer mem);
@@ -203,7 +227,9 @@ PpPool      *pp_pool_new           (PpBackend * be, PpDType act_dtype);
 void         pp_pool_free          (PpPool * pool);
 PpBackend   *pp_pool_backend       (PpPool * pool);
 PpDType      pp_pool_act_dtype     (PpPool * pool);
-/* Aborts when the device is out of memory (as g_malloc does). */
+/* When the device is out of memory: aborts (as g_malloc does), or where
+ * the process keeps failures (pp_backend_keep_failures) halts the backend
+ * and returns a stand-in that no work touches. */
 gpointer     pp_pool_acquire       (PpPool * pool, gsize bytes);
 void         pp_pool_release       (PpPool * pool, gpointer mem, gsize bytes);
 /* Device bytes the pool holds, in use or cached. */

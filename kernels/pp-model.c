@@ -417,16 +417,60 @@ pp_model_digest (PpModel * model)
   return g_strdup (g_checksum_get_string (sum));
 }
 
+gboolean
+pp_model_spoiled (PpModel * model)
+{
+  return g_atomic_int_get (&model->spoiled) != 0;
+}
+
+/* FALSE, with an error saying why, when @model is spoiled; else the
+ * backend's failure count before the work, for work_held. */
+static gboolean
+work_begin (PpModel * model, guint * since, GError ** error)
+{
+  *since = pp_backend_failures (model->backend);
+  if (!pp_model_spoiled (model))
+    return TRUE;
+  g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "model %s: its backend "
+      "(%s) failed during its work, which may have left garbage in what it "
+      "keeps between calls; it must be loaded again", model->uri,
+      pp_backend_name (model->backend));
+  return FALSE;
+}
+
+/* @ok, unless a failure of the backend was kept (pp_backend_keep_failures)
+ * since work_begin gave @since: the work's results are then garbage, the
+ * error is the failure, and the model is spoiled. */
+static gboolean
+work_held (PpModel * model, guint since, gboolean ok, GError ** error)
+{
+  GError *failure = NULL;
+
+  if (pp_backend_check (model->backend, since, &failure))
+    return ok;
+  g_atomic_int_set (&model->spoiled, 1);
+  if (ok || error == NULL || *error == NULL)
+    g_propagate_error (error, failure);
+  else
+    g_error_free (failure);
+  return FALSE;
+}
+
 PpTensor *
 pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
 {
   if (model->klass->encode != NULL) {
     PpTensor *sample;
+    guint since;
 
+    if (!work_begin (model, &since, error))
+      return NULL;
     /* Its device work, like an encode_compute's. */
     image_work_begin (model);
     sample = model->klass->encode (model, image, error);
     image_work_end (model);
+    if (!work_held (model, since, sample != NULL, error))
+      g_clear_pointer (&sample, pp_tensor_free);
     return sample;
   }
   /* Built-in models diffuse in pixel space: the sample is the image. */
@@ -454,12 +498,15 @@ pp_model_encode_into (PpModel * model, const PpImage * image,
 
   if (k->encode_in != NULL) {
     gint64 key[IMAGE_KEY_DIMS];
+    guint since;
 
+    if (!work_begin (model, &since, error))
+      return FALSE;
     image_key (image, NULL, key);
-    return k->encode_in (model, image, error)
+    return work_held (model, since, k->encode_in (model, image, error)
         && image_compute (model, &model->encode_graph, "encoding", key,
-        k->encode_compute, error)
-        && k->encode_out (model, sample, error);
+            k->encode_compute, error)
+        && k->encode_out (model, sample, error), error);
   }
   if (!pp_image_check_tensor (sample, image->width, image->height, error))
     return FALSE;
@@ -482,12 +529,15 @@ pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
 
   if (k->decode_in != NULL) {
     gint64 key[IMAGE_KEY_DIMS];
+    guint since;
 
+    if (!work_begin (model, &since, error))
+      return FALSE;
     image_key (image, sample, key);
-    return k->decode_in (model, sample, image, error)
+    return work_held (model, since, k->decode_in (model, sample, image, error)
         && image_compute (model, &model->decode_graph, "decoding", key,
-        k->decode_compute, error)
-        && k->decode_out (model, image, error);
+            k->decode_compute, error)
+        && k->decode_out (model, image, error), error);
   }
   if (sample->backend != NULL) {
     g_autoptr (PpTensor) host = pp_tensor_new (sample->name, sample->dtype,
@@ -531,7 +581,11 @@ gboolean
 pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
     GError ** error)
 {
-  if (!step_unslept (model, step, n_steps, sample, error))
+  guint since;
+
+  if (!work_begin (model, &since, error)
+      || !work_held (model, since, step_unslept (model, step, n_steps,
+              sample, error), error))
     return FALSE;
   sleep_step_ms (model);
   return TRUE;
@@ -667,8 +721,20 @@ slot_run (PpModel * model, GraphSlot * slot, PpGraphFunc func,
     return func (call, error);
   }
   if (slot->graph == NULL) {
+    const guint since = pp_backend_failures (model->backend);
+
+    /* A halted backend captures nothing, which says nothing of graphs. */
+    if (!work_held (model, since, TRUE, error))
+      return FALSE;
     slot->graph = pp_backend_graph_capture (model->backend, func, call,
         &local);
+    /* Halted during the capture (out of memory for a buffer): the graph
+     * holds only part of the work. */
+    if (!work_held (model, since, TRUE, error)) {
+      slot_reset (model, slot);
+      g_clear_error (&local);
+      return FALSE;
+    }
     if (slot->graph == NULL) {
       g_autofree gchar *what = describe (call);
 

@@ -160,6 +160,11 @@ struct _PpModel
   PpModelImageGraph *encode_graph, *decode_graph;
   gboolean image_graphs;
   GMutex image_lock;
+  /* Its backend halted during its work (pp_backend_keep_failures): what it
+   * keeps from one call to the next (the cross-attention cache, graphs,
+   * buffers of a size) may hold garbage, so it refuses work from then on
+   * and is loaded again (pp_model_spoiled). */
+  gint spoiled;
   gpointer priv;
 };
 
@@ -227,6 +232,10 @@ PpModel  *pp_model_new    (const gchar * uri, guint n_steps,
                            PpModelRole roles, PpBackend * backend,
                            GError ** error);
 void      pp_model_free   (PpModel * model);
+/* Whether a failure of @model's backend was kept (pp_backend_keep_failures)
+ * during its work: it then refuses work, saying so, and must be loaded
+ * again. */
+gboolean  pp_model_spoiled (PpModel * model);
 /* SHA-256 (hex) of the model's URI and its loaded weights: ranks that
  * loaded the same model give the same digest. */
 gchar    *pp_model_digest (PpModel * model);

@@ -457,6 +457,9 @@ view_bytes (gconstpointer data, PpDType dtype, gsize numel)
     gint64 start;                                                           \
     gpointer mark;                                                          \
                                                                             \
+    /* Halted by a kept failure: its buffers may be missing. */             \
+    if (G_UNLIKELY (pp_backend_is_halted (be)))                             \
+      return;                                                               \
     PP_OPS_UNPAREN views                                                    \
     if (!atomic_load_explicit (&profiling, memory_order_relaxed)            \
         || !in_window (be)) {                                               \

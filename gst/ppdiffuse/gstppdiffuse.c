@@ -233,18 +233,29 @@ stream_warning (const gchar * message, const gchar * details, gpointer data)
 
 /* ---- chain: frames into the mesh -------------------------------------- */
 
+/* The frame of @buf, encoded; NULL with the error posted. */
 static PpStreamFrame *
 gst_pp_diffuse_encode (GstPpDiffuse * self, GstBuffer * buf,
-    const GstVideoInfo * info, GError ** error)
+    const GstVideoInfo * info)
 {
+  GError *error = NULL;
   PpImage image;
   PpStreamFrame *encoded;
 
-  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image, error))
+  if (!gst_pp_diffuse_rgb_read (self->rgb_in, info, buf, &image, &error)) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: "
+            "%s", error->message), (NULL));
+    g_error_free (error);
     return NULL;
+  }
   encoded = pp_stream_encode (self->stream, &image, GST_BUFFER_PTS (buf),
-      error);
+      &error);
   gst_pp_diffuse_rgb_end (self->rgb_in, FALSE);
+  if (encoded == NULL) {
+    GST_ELEMENT_ERROR (self, STREAM, ENCODE, ("Cannot encode an input "
+            "frame: %s", error->message), (NULL));
+    g_error_free (error);
+  }
   return encoded;
 }
 
@@ -372,11 +383,8 @@ gst_pp_diffuse_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     return gst_pp_diffuse_queue_repeat (self, item, buf);
   item->keep_output = threshold > 0;
 
-  chunk = gst_pp_diffuse_encode (self, buf, &item->info, &error);
+  chunk = gst_pp_diffuse_encode (self, buf, &item->info);
   if (chunk == NULL) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Cannot read an input frame: %s",
-            error->message), (NULL));
-    g_error_free (error);
     item_recycle (self, item);
     gst_buffer_unref (buf);
     return GST_FLOW_ERROR;
@@ -461,7 +469,7 @@ gst_pp_diffuse_push_frame (GstPpDiffuse * self, GstPpDiffuseItem * item)
   gst_pp_diffuse_rgb_end (self->rgb_out, ok);
   if (!ok) {
     GST_ELEMENT_ERROR (self, STREAM, DECODE,
-        ("Chunk %" G_GUINT64_FORMAT " came back unusable: %s", item->chunk_id,
+        ("Cannot decode chunk %" G_GUINT64_FORMAT ": %s", item->chunk_id,
             error->message), (NULL));
     g_clear_error (&error);
     gst_buffer_unref (out);

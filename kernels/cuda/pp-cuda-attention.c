@@ -68,7 +68,7 @@ gemm_heads (PpCudaBackend * cu, PpCudaType t, gboolean trans_b, int m,
       ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cudaDataType_t type = pp_cuda_data_type (t);
 
-  PP_CUBLAS_OP_TRY (cu, cublasGemmStridedBatchedEx (cu->cublas,
+  PP_CUBLAS_OP_RUN (cu, cublasGemmStridedBatchedEx (cu->cublas,
           trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
           b, type, ldb, stride_b, a, type, lda, stride_a, &beta, y,
           CUDA_R_32F, ldy, stride_y, batch, compute, CUBLAS_GEMM_DEFAULT));
@@ -117,13 +117,13 @@ attention_gemm (PpCudaBackend * cu, PpCudaType t, gconstpointer q,
           (const guint8 *) k + (kv_off + col) * size, ld_kv, head_dim,
           scores, lk, per_head, c.heads);
       if (t != PP_CUDA_F32)
-        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_narrow (scores, rows, lk,
+        PP_CUDA_OP_RUN (cu, pp_cuda_softmax_rows_narrow (scores, rows, lk,
                 causal, c.rows, c.row0, probs, t, cu->stream));
       else if (causal)
-        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows_causal (scores, rows, lk,
+        PP_CUDA_OP_RUN (cu, pp_cuda_softmax_rows_causal (scores, rows, lk,
                 c.rows, c.row0, cu->stream));
       else
-        PP_CUDA_OP_TRY (cu, pp_cuda_softmax_rows (scores, rows, lk,
+        PP_CUDA_OP_RUN (cu, pp_cuda_softmax_rows (scores, rows, lk,
                 cu->stream));
       /* out_h [rows,head_dim] = P_h [rows,lk] · v_h [lk,head_dim]. */
       gemm_heads (cu, t, FALSE, c.rows, head_dim, lk, 1.0f,
@@ -176,6 +176,9 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   out16 = out_type == t && part_aligned (out) ? out
       : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_PROBS,
       count * sizeof (guint16));
+  /* Halted: no work, and no refusal to remember. */
+  if (pp_cuda_halted (cu))
+    return TRUE;
   for (int s = 0; s < n; s++) {
     const gsize qs = (gsize) s * lq * ld_q, ks = (gsize) s * lk * ld_kv;
     const gsize os = (gsize) s * lq * width;
@@ -205,13 +208,13 @@ attention_fused (PpCudaBackend * cu, PpCudaType t, gconstpointer q16,
   if (out16 == out)
     return TRUE;
   if (out_type == t)
-    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (out, out16, count
+    PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (out, out16, count
             * sizeof (guint16), cudaMemcpyDeviceToDevice, cu->stream));
   else if (t == PP_CUDA_BF16)
-    PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (out16, out, count,
+    PP_CUDA_OP_RUN (cu, pp_cuda_bf16_to_f32 (out16, out, count,
             cu->stream));
   else
-    PP_CUDA_OP_TRY (cu, pp_cuda_f16_to_f32 (out16, out, count, cu->stream));
+    PP_CUDA_OP_RUN (cu, pp_cuda_f16_to_f32 (out16, out, count, cu->stream));
   return TRUE;
 }
 
@@ -255,11 +258,11 @@ as_compute_type (PpCudaBackend * cu, const char *op, const char *param,
   if (usable (cu, op, v, ld, width, t))
     return v.data;
   if (pp_cuda_act_type (cu, op, param, v.dtype) == t) {
-    PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync (part, width * sizeof (guint16),
+    PP_CUDA_OP_RUN (cu, cudaMemcpy2DAsync (part, width * sizeof (guint16),
             v.data, ld * sizeof (guint16), width * sizeof (guint16), rows,
             cudaMemcpyDeviceToDevice, cu->stream));
   } else {
-    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (v.data, rows, width, ld, part, t,
+    PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (v.data, rows, width, ld, part, t,
             cu->stream));
   }
   return part;

@@ -124,14 +124,18 @@ cuda_free (PpBackend * be, gpointer mem)
 
 /* Waits for a staging copy, outside the backend's lock (a transfer
  * holds its direction's lock only): no capture is refused here, so a
- * failure ends the process as any op's does outside one. */
+ * failure is any op's outside one (pp_cuda_op_error), with the lock
+ * taken for it. */
 static void
 staging_wait (PpCudaBackend * cu, cudaEvent_t copied)
 {
   GError *error = NULL;
 
-  if (!PP_CUDA_TRY (cudaEventSynchronize (copied), &error))
-    pp_cuda_fatal (cu, error);
+  if (!PP_CUDA_TRY (cudaEventSynchronize (copied), &error)) {
+    enter (cu);
+    pp_cuda_op_error (cu, error);
+    leave (cu);
+  }
 }
 
 /* Copies @count elements of host @src (@src_dtype) to device @dst
@@ -172,7 +176,7 @@ staged_upload (PpCudaBackend * cu, guint8 * dst, gconstpointer src,
     enter (cu);
     /* A filter written over has a channels-last copy no longer. */
     pp_cuda_conv_filters_forget (cu, dst + c.dst_offset, c.dst_bytes);
-    PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst + c.dst_offset,
+    PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (dst + c.dst_offset,
             st->buffer[b], c.dst_bytes, cudaMemcpyHostToDevice,
             cu->stream));
     PP_CUDA_OP_TRY (cu, cudaEventRecord (st->copied[b], cu->stream));
@@ -216,7 +220,7 @@ cuda_download (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
       const gsize off = i * PP_CUDA_DOWN_STAGING_BYTES;
 
       enter (cu);
-      PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (st->buffer[b],
+      PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (st->buffer[b],
               (const guint8 *) src + off, MIN (PP_CUDA_DOWN_STAGING_BYTES,
                   bytes - off), cudaMemcpyDeviceToHost, cu->stream));
       PP_CUDA_OP_TRY (cu, cudaEventRecord (st->copied[b], cu->stream));
@@ -241,7 +245,7 @@ cuda_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 
   enter (cu);
   pp_cuda_conv_filters_forget (cu, dst, bytes);
-  PP_CUDA_OP_TRY (cu, cudaMemcpyAsync (dst, src, bytes,
+  PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (dst, src, bytes,
           cudaMemcpyDeviceToDevice, cu->stream));
   leave (cu);
 }
@@ -253,7 +257,7 @@ cuda_fill (PpBackend * be, gpointer dst, float value, gsize n)
 
   enter (cu);
   pp_cuda_conv_filters_forget (cu, dst, n * sizeof (float));
-  PP_CUDA_OP_TRY (cu, pp_cuda_fill (dst, value, n, cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_fill (dst, value, n, cu->stream));
   leave (cu);
 }
 
@@ -519,6 +523,28 @@ cuda_fence_wait (PpBackend * be, gpointer fence, gpointer stream)
   leave (cu);
 }
 
+/* After a kept failure (pp_backend_recover): the scratch buffers, unless
+ * a graph may still launch on them, and the blocks kept for reuse go back
+ * to the device, so that the work tried next has the most room. */
+static void
+cuda_trim (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  if (cu->graphs_live == 0) {
+    for (guint s = 0; s < PP_CUDA_SCRATCH_COUNT; s++) {
+      if (cu->scratch[s].mem != NULL)
+        pp_cuda_release (cu, cu->scratch[s].mem);
+      cu->scratch[s].mem = NULL;
+      cu->scratch[s].bytes = 0;
+    }
+    free_retired (cu);
+  }
+  pp_cuda_give_back_kept (cu);
+  leave (cu);
+}
+
 static const PpBackendMemory cuda_memory = {
   .alloc = cuda_alloc,
   .free = cuda_free,
@@ -541,6 +567,7 @@ static const PpBackendMemory cuda_memory = {
   .fence = cuda_fence,
   .fence_wait = cuda_fence_wait,
   .fence_free = cuda_event_free,
+  .trim = cuda_trim,
 };
 
 /* Ops */
@@ -552,8 +579,11 @@ static const PpBackendMemory cuda_memory = {
     PpCudaBackend *cu = be->priv;                                           \
                                                                             \
     enter (cu);                                                             \
-    pp_cuda_op_##name (cu, PP_OPS_UNPAREN args);                            \
-    pp_cuda_acts_finish (cu);                                               \
+    /* Halted by a kept failure: its buffers may be missing. */             \
+    if (!pp_cuda_halted (cu)) {                                             \
+      pp_cuda_op_##name (cu, PP_OPS_UNPAREN args);                          \
+      pp_cuda_acts_finish (cu);                                             \
+    }                                                                       \
     leave (cu);                                                             \
   }
 PP_OPS_LIST (CUDA_OP)

@@ -271,6 +271,9 @@ graph_execute (PpCudaBackend * cu, const GraphKey * k,
   gpointer space = workspace > 0 ? pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_WORKSPACE, workspace) : NULL;
 
+  /* Halted: no work, and no refusal to remember. */
+  if (pp_cuda_halted (cu))
+    return TRUE;
   if (k->bias >= 0) {
     uids[count] = UID_B;
     pointers[count++] = (void *) bias;

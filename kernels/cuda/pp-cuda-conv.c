@@ -349,10 +349,16 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
   for (;;) {
     gpointer workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
         PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
-    cudnnStatus_t status = cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
-        p->w, w, p->conv, p->algo, workspace, p->workspace, &zero, p->y, y);
-    const int category = CUDNN_STATUS_CATEGORY (status);
+    cudnnStatus_t status;
+    int category;
     g_autofree gchar *desc = NULL;
+
+    /* Halted: no work, and no refusal to remember. */
+    if (pp_cuda_halted (cu))
+      return;
+    status = cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
+        p->w, w, p->conv, p->algo, workspace, p->workspace, &zero, p->y, y);
+    category = CUDNN_STATUS_CATEGORY (status);
 
     if (status == CUDNN_STATUS_SUCCESS) {
       p->ran = TRUE;
@@ -465,6 +471,9 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
     return TRUE;
   workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
+  /* Halted: no work, and no refusal to remember. */
+  if (pp_cuda_halted (cu))
+    return TRUE;
   /* z is y itself, unread, where there is no residual. */
   status = cudnnConvolutionBiasActivationForward (cu->cudnn, &one, p->x, x,
       p->w, w, p->conv, p->algo, workspace, p->workspace, &alpha2, p->y,
@@ -618,17 +627,21 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
   if (copy->mem == NULL) {
     g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
         "filter: ", key->cout, key->cin, key->kh, key->kw);
-    pp_cuda_fatal (cu, error);
+    g_free (copy);
+    /* Halted (else the process ends): the convolution's work is
+     * skipped. */
+    pp_cuda_op_error (cu, error);
+    return NULL;
   }
   g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
   /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
    * channel; padded, the same pass writes the zeros. */
   if (padded)
-    PP_CUDA_OP_TRY (cu, pp_cuda_pad_channels (weight.data, t, FALSE,
+    PP_CUDA_OP_RUN (cu, pp_cuda_pad_channels (weight.data, t, FALSE,
             key->cout, key->cin, khkw, copy->mem, t, cout_pad, cin_pad,
             cu->stream));
   else
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
             key->cin, khkw, NULL, PP_CUDA_F32, 0, copy->mem, t, cu->stream));
   return copy->mem;
 }
@@ -671,12 +684,12 @@ epilogue_residual (PpCudaBackend * cu, const PpCudaConvKey * key,
     return res;
   copy = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_C, count * sizeof (guint16));
   if (laid)
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (res, ytype, key->n,
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (res, ytype, key->n,
             key->cout, ho * wo, NULL, PP_CUDA_F32, 0, copy, wtype,
             cu->stream));
   else {
     g_assert (ytype == PP_CUDA_F32);
-    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (res, 1, count, count, copy, wtype,
+    PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (res, 1, count, count, copy, wtype,
             cu->stream));
   }
   return copy;
@@ -738,7 +751,7 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
     gpointer laid = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
         key->n * hw * padded.cin * sizeof (guint16));
 
-    PP_CUDA_OP_TRY (cu, pp_cuda_pad_channels (x_view.data, xtype, x_nhwc,
+    PP_CUDA_OP_RUN (cu, pp_cuda_pad_channels (x_view.data, xtype, x_nhwc,
             key->n, key->cin, hw, laid, wtype, key->n, padded.cin,
             cu->stream));
     x16 = laid;
@@ -783,7 +796,7 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
   if (epilogue || (y16 == y && pp_view_is_none (bias) && !with_res
           && !relu))
     return TRUE;
-  PP_CUDA_OP_TRY (cu, pp_cuda_unpad_channels (y16, wtype, key->n,
+  PP_CUDA_OP_RUN (cu, pp_cuda_unpad_channels (y16, wtype, key->n,
           padded.cout, howo, y, ytype, y_nhwc, key->cout, bias.data, btype,
           res, relu, cu->stream));
   return TRUE;
@@ -873,7 +886,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
       return;
     conv_forward (cu, p, &key, x, weight.data, y);
     if (!pp_view_is_none (bias) || relu || with_res)
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y, PP_CUDA_F32, y,
+      PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y, PP_CUDA_F32, y,
               PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype, res,
               relu, cu->stream));
     return;
@@ -895,7 +908,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
         x_count * sizeof (guint16));
 
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x, xtype, n, cin, h * w,
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (x, xtype, n, cin, h * w,
             NULL, PP_CUDA_F32, 0, packed, wtype, cu->stream));
     x16 = packed;
   } else if (xtype == wtype) {
@@ -904,7 +917,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
         x_count * sizeof (guint16));
 
-    PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, packed,
+    PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, packed,
             wtype, cu->stream));
     x16 = packed;
   }
@@ -947,7 +960,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     /* Rows of cout channels: the bias per column, as the transpose below
      * adds it (a float sum, rounded to y's type), and the residual. */
     if (y16 != y || !pp_view_is_none (bias) || relu || with_res)
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y16, wtype, y,
+      PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y16, wtype, y,
               ytype, n * ho * wo, cout, 1, bias.data, btype, res, relu,
               cu->stream));
   } else if (key.nhwc && with_res) {
@@ -957,16 +970,16 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     float *sum = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
         y_count * sizeof (float));
 
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
             cout, bias.data, btype, 0, sum, PP_CUDA_F32, cu->stream));
-    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (sum, PP_CUDA_F32, y,
+    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (sum, PP_CUDA_F32, y,
             ytype, n, cout, (gsize) ho * wo, NULL, PP_CUDA_F32, res, relu,
             cu->stream));
   } else if (key.nhwc)
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
             cout, bias.data, btype, relu, y, ytype, cu->stream));
   else if (y16 != y || !pp_view_is_none (bias) || relu || with_res)
-    PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias_residual (y16, wtype, y, ytype,
+    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y16, wtype, y, ytype,
             n, cout, (gsize) ho * wo, bias.data, btype, res, relu,
             cu->stream));
 }

@@ -60,7 +60,7 @@ operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
             "of a float16 and a bfloat16 operand: no kernel multiplies the "
             "two"));
   packed = pp_cuda_scratch (cu, slot, (gsize) rows * cols * sizeof (guint16));
-  PP_CUDA_OP_TRY (cu, pp_cuda_narrow_2d (p, rows, cols, *ld, packed, want,
+  PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (p, rows, cols, *ld, packed, want,
           cu->stream));
   *ld = cols;
   return packed;
@@ -89,7 +89,7 @@ pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b, int m,
   } else if (cu->tf32) {
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   }
-  PP_CUBLAS_OP_TRY (cu, cublasGemmEx (cu->cublas,
+  PP_CUBLAS_OP_RUN (cu, cublasGemmEx (cu->cublas,
           trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
           pb, type, ldb, pa, type, lda, &beta,
@@ -454,10 +454,14 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
             CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
   /* Timed at the first run outside a capture (PPDIFFUSE_CUDA_GEMM_ALGO). */
-  if (plan->n_trials > 0 && !pp_cuda_capturing_here (cu))
+  if (plan->n_trials > 0 && !pp_cuda_capturing_here (cu)
+      && !pp_cuda_halted (cu))
     lt_time (cu, plan, w, x, accumulate, y);
   workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       LT_WORKSPACE_BYTES);
+  /* Halted: no work, and no refusal to remember. */
+  if (pp_cuda_halted (cu))
+    return TRUE;
   status = cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w, x,
       plan->x, beta, y, plan->y, y, plan->y, &plan->algo, workspace,
       LT_WORKSPACE_BYTES, cu->stream);
@@ -526,7 +530,7 @@ linear_op (PpCudaBackend * cu, const char *op, PpView x_view, int rows,
       x_as_is ? xtype : PP_CUDA_F32, in, w.data, wtype, in,
       accumulate ? 1.0f : 0.0f, y, PP_CUDA_F32, out);
   if (!pp_view_is_none (b))
-    PP_CUDA_OP_TRY (cu, pp_cuda_add_row_bias (y, rows, out, b.data, btype,
+    PP_CUDA_OP_RUN (cu, pp_cuda_add_row_bias (y, rows, out, b.data, btype,
             cu->stream));
 }
 

@@ -77,7 +77,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
       PP_CUDA_SCRATCH_STATS, sizeof (float)
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
+  PP_CUDA_OP_RUN (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
           hw, groups, eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
@@ -100,7 +100,7 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
   g_return_if_fail (rows > 0 && dim > 0);
   type = one_type (cu, "layer_norm", x_view, y_view, &x, &y);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_layer_norm (x, type, rows, dim, eps,
+  PP_CUDA_OP_RUN (cu, pp_cuda_layer_norm (x, type, rows, dim, eps,
           gamma.data,
           pp_cuda_view_type (cu, "layer_norm", "gamma", gamma), beta.data,
           pp_cuda_view_type (cu, "layer_norm", "beta", beta), y,
@@ -110,35 +110,35 @@ pp_cuda_op_layer_norm (PpCudaBackend * cu, PpView x_view, int rows,
 void
 pp_cuda_op_silu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_SILU, x_view.data,
+  PP_CUDA_OP_RUN (cu, pp_cuda_unary (PP_CUDA_SILU, x_view.data,
           pp_cuda_act_type (cu, "silu", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_relu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_RELU, x_view.data,
+  PP_CUDA_OP_RUN (cu, pp_cuda_unary (PP_CUDA_RELU, x_view.data,
           pp_cuda_act_type (cu, "relu", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_tanh (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_TANH, x_view.data,
+  PP_CUDA_OP_RUN (cu, pp_cuda_unary (PP_CUDA_TANH, x_view.data,
           pp_cuda_act_type (cu, "tanh", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_gelu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_GELU, x_view.data,
+  PP_CUDA_OP_RUN (cu, pp_cuda_unary (PP_CUDA_GELU, x_view.data,
           pp_cuda_act_type (cu, "gelu", "x", x_view.dtype), n, cu->stream));
 }
 
 void
 pp_cuda_op_quick_gelu (PpCudaBackend * cu, PpOut x_view, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_unary (PP_CUDA_QUICK_GELU, x_view.data,
+  PP_CUDA_OP_RUN (cu, pp_cuda_unary (PP_CUDA_QUICK_GELU, x_view.data,
           pp_cuda_act_type (cu, "quick_gelu", "x", x_view.dtype), n,
           cu->stream));
 }
@@ -154,7 +154,7 @@ pp_cuda_op_geglu (PpCudaBackend * cu, PpView x_view, int rows, int d,
   g_return_if_fail (rows > 0 && d > 0);
   type = one_type (cu, "geglu", x_view, y_view, &x, &y);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_geglu (x, rows, d, y, type, cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_geglu (x, rows, d, y, type, cu->stream));
 }
 
 void
@@ -167,7 +167,7 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   /* Both channels last and of one type: copied as they are. */
   if (x_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC
       && x_view.dtype == y_view.dtype) {
-    PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x_view.data,
+    PP_CUDA_OP_RUN (cu, pp_cuda_upsample_nearest (x_view.data,
             pp_cuda_act_type (cu, "upsample_nearest", "y", y_view.dtype), n,
             c, h, w, factor, 1, y_view.data, cu->stream));
     return;
@@ -180,7 +180,7 @@ pp_cuda_op_upsample_nearest (PpCudaBackend * cu, PpView x_view, int n,
   void *y;
   const PpCudaType type = one_type (cu, "upsample_nearest", x_view, y_view, &x, &y);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_upsample_nearest (x, type, n, c, h, w, factor,
+  PP_CUDA_OP_RUN (cu, pp_cuda_upsample_nearest (x, type, n, c, h, w, factor,
           0, y, cu->stream));
 }
 
@@ -194,7 +194,7 @@ pp_cuda_op_interleave_phases (PpCudaBackend * cu, PpView z_view, int n,
   /* Both channels last and of one type: copied as they are. */
   if (z_view.layout == PP_LAYOUT_NHWC && y_view.layout == PP_LAYOUT_NHWC
       && z_view.dtype == y_view.dtype) {
-    PP_CUDA_OP_TRY (cu, pp_cuda_interleave_phases (z_view.data,
+    PP_CUDA_OP_RUN (cu, pp_cuda_interleave_phases (z_view.data,
             pp_cuda_act_type (cu, "interleave_phases", "y", y_view.dtype),
             n, c, h, w, 1, y_view.data, cu->stream));
     return;
@@ -208,7 +208,7 @@ pp_cuda_op_interleave_phases (PpCudaBackend * cu, PpView z_view, int n,
   const PpCudaType type = one_type (cu, "interleave_phases", z_view, y_view,
       &z, &y);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_interleave_phases (z, type, n, c, h, w, 0, y,
+  PP_CUDA_OP_RUN (cu, pp_cuda_interleave_phases (z, type, n, c, h, w, 0, y,
           cu->stream));
 }
 
@@ -225,7 +225,7 @@ pp_cuda_op_resize_bilinear (PpCudaBackend * cu, PpView x_view, int c,
   const float *x = pp_cuda_in (cu, "resize_bilinear", "x", x_view);
   float *y = pp_cuda_out_whole (cu, "resize_bilinear", "y", y_view);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_resize_bilinear (x, c, h, w, y, ho, wo,
+  PP_CUDA_OP_RUN (cu, pp_cuda_resize_bilinear (x, c, h, w, y, ho, wo,
           cu->stream));
 }
 
@@ -244,11 +244,11 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
     const gsize row = (gsize) (ca + cb) * size;
 
     if (ca > 0)
-      PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync (y_view.data, row, a_view.data,
+      PP_CUDA_OP_RUN (cu, cudaMemcpy2DAsync (y_view.data, row, a_view.data,
               (gsize) ca * size, (gsize) ca * size, (gsize) n * hw,
               cudaMemcpyDeviceToDevice, cu->stream));
     if (cb > 0)
-      PP_CUDA_OP_TRY (cu, cudaMemcpy2DAsync ((guint8 *) y_view.data
+      PP_CUDA_OP_RUN (cu, cudaMemcpy2DAsync ((guint8 *) y_view.data
             + (gsize) ca * size, row, b_view.data, (gsize) cb * size,
             (gsize) cb * size, (gsize) n * hw, cudaMemcpyDeviceToDevice,
             cu->stream));
@@ -269,14 +269,14 @@ pp_cuda_op_concat_channels (PpCudaBackend * cu, PpView a_view, int ca,
   void *y = as_is ? y_view.data
       : pp_cuda_out_whole (cu, "concat_channels", "y", y_view);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_concat_channels (a, ca, b, cb, n, hw, y, type,
+  PP_CUDA_OP_RUN (cu, pp_cuda_concat_channels (a, ca, b, cb, n, hw, y, type,
           cu->stream));
 }
 
 void
 pp_cuda_op_add (PpCudaBackend * cu, PpOut y_view, PpView x, size_t n)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_add (y_view.data, pp_cuda_act_type (cu, "add",
+  PP_CUDA_OP_RUN (cu, pp_cuda_add (y_view.data, pp_cuda_act_type (cu, "add",
               "y", y_view.dtype), x.data, pp_cuda_view_type (cu, "add", "x",
               x), n, cu->stream));
 }
@@ -287,7 +287,7 @@ pp_cuda_op_bytes_to_floats (PpCudaBackend * cu, const guint8 * x, size_t n,
 {
   float *y = pp_cuda_out_whole (cu, "bytes_to_floats", "y", y_view);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_bytes_to_floats (x, n, y, cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_bytes_to_floats (x, n, y, cu->stream));
 }
 
 void
@@ -296,13 +296,13 @@ pp_cuda_op_floats_to_bytes (PpCudaBackend * cu, PpView x_view, size_t n,
 {
   const float *x = pp_cuda_in (cu, "floats_to_bytes", "x", x_view);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_floats_to_bytes (x, n, y, cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_floats_to_bytes (x, n, y, cu->stream));
 }
 
 void
 pp_cuda_op_scale (PpCudaBackend * cu, PpOut x_view, size_t n, float s)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_scale (x_view.data, pp_cuda_act_type (cu,
+  PP_CUDA_OP_RUN (cu, pp_cuda_scale (x_view.data, pp_cuda_act_type (cu,
               "scale", "x", x_view.dtype), n, s, cu->stream));
 }
 
@@ -310,7 +310,7 @@ void
 pp_cuda_op_affine (PpCudaBackend * cu, PpOut x_view, size_t n, float mul,
     float add)
 {
-  PP_CUDA_OP_TRY (cu, pp_cuda_affine (x_view.data, pp_cuda_act_type (cu,
+  PP_CUDA_OP_RUN (cu, pp_cuda_affine (x_view.data, pp_cuda_act_type (cu,
               "affine", "x", x_view.dtype), n, mul, add, cu->stream));
 }
 
@@ -323,7 +323,7 @@ pp_cuda_op_axpby (PpCudaBackend * cu, PpOut y_view, float a,
       : pp_cuda_out (cu, "axpby", "y", y_view);
   const float *x = pp_cuda_in (cu, "axpby", "x", x_view);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_axpby (y, a, x, b, n, cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_axpby (y, a, x, b, n, cu->stream));
 }
 
 void
@@ -338,7 +338,7 @@ pp_cuda_op_lcm_step (PpCudaBackend * cu, PpOut x_view, PpView eps_view,
   /* The kernel gets the scalars by value: @coeffs is host memory. */
   g_return_if_fail (c.last || noise != NULL);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_lcm_step (x, eps, noise, n, c, cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_lcm_step (x, eps, noise, n, c, cu->stream));
 }
 
 void
@@ -352,7 +352,7 @@ pp_cuda_op_timestep_embedding (PpCudaBackend * cu, float t, int dim,
   g_return_if_fail (half == 0 || (float) half != freq_shift);
   y = pp_cuda_out_whole (cu, "timestep_embedding", "y", y_view);
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_timestep_embedding (t, dim, flip_sin_to_cos,
+  PP_CUDA_OP_RUN (cu, pp_cuda_timestep_embedding (t, dim, flip_sin_to_cos,
           freq_shift, y, cu->stream));
 }
 
@@ -369,7 +369,7 @@ pp_cuda_op_nchw_to_nlc (PpCudaBackend * cu, PpView x_view, int n, int c,
       y_view.dtype);
 
   /* A change of layout, and of storage type when they differ. */
-  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, c,
+  PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, c,
           hw, NULL, PP_CUDA_F32, 0, y_view.data, y_type, cu->stream));
 }
 
@@ -386,7 +386,7 @@ pp_cuda_op_nlc_to_nchw (PpCudaBackend * cu, PpView x_view, int n, int c,
       y_view.dtype);
 
   /* A change of layout, and of storage type when they differ. */
-  PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, hw,
+  PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (x_view.data, x_type, n, hw,
           c, NULL, PP_CUDA_F32, 0, y_view.data, y_type, cu->stream));
 }
 
@@ -408,13 +408,13 @@ pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
     for (int b = 0; b < n; b++) {
       guint8 *xb = (guint8 *) x_view.data + (gsize) b * c * hw * x_size;
 
-      PP_CUDA_OP_TRY (cu, pp_cuda_channel_bias (xb, x_type, xb, x_type, hw,
+      PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias (xb, x_type, xb, x_type, hw,
               c, 1, (const guint8 *) v.data + (gsize) b * c * v_size,
               v_type, 0, cu->stream));
     }
     return;
   }
 
-  PP_CUDA_OP_TRY (cu, pp_cuda_add_channel (x_view.data, x_type, n, c, hw,
+  PP_CUDA_OP_RUN (cu, pp_cuda_add_channel (x_view.data, x_type, n, c, hw,
           v.data, v_type, cu->stream));
 }

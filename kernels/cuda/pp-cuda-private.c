@@ -30,8 +30,15 @@ pp_cuda_forget_error (void)
 void
 pp_cuda_op_error (PpCudaBackend * cu, GError * error)
 {
-  if (!pp_cuda_capturing_here (cu))
-    pp_cuda_fatal (cu, error);
+  if (!pp_cuda_capturing_here (cu)) {
+    /* Not the next call's failure. */
+    pp_cuda_forget_error ();
+    g_prefix_error (&error, "CUDA backend %s: ",
+        cu->be.device ? cu->be.device : "?");
+    if (!pp_backend_halt (&cu->be, error))
+      g_error ("%s", error->message);
+    return;
+  }
   /* The failed call's status is in @error now (the work reruns without a
    * graph once the capture has failed). */
   pp_cuda_forget_error ();
@@ -52,6 +59,9 @@ pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run, gpointer data,
   float ms = -1.0f;
   gboolean ok;
 
+  /* Halted: the trial's buffers may be missing. */
+  if (pp_cuda_halted (cu))
+    return -1.0;
   ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
       && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess
       && run (data) && cudaEventRecord (start, cu->stream) == cudaSuccess;
@@ -206,6 +216,10 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
 
   if (cu->scratch[slot].bytes >= bytes)
     return old;
+  /* Halted: the work that would use it is skipped, and the memory is not
+   * asked for again until the backend recovers. */
+  if (pp_cuda_halted (cu))
+    return old;
   if (cu->capturing != NULL) {
     /* A graph cannot hold a buffer that grows while it is recorded, and a
      * synchronize would break the capture: the capture fails (relaxed
@@ -311,9 +325,9 @@ act_float (PpCudaBackend * cu, const char *op, const char *param,
   wide = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_ACT_0 + slot,
       MAX (numel, 1) * sizeof (float));
   if (read && dtype == PP_DTYPE_F16)
-    PP_CUDA_OP_TRY (cu, pp_cuda_f16_to_f32 (data, wide, numel, cu->stream));
+    PP_CUDA_OP_RUN (cu, pp_cuda_f16_to_f32 (data, wide, numel, cu->stream));
   else if (read)
-    PP_CUDA_OP_TRY (cu, pp_cuda_bf16_to_f32 (data, wide, numel, cu->stream));
+    PP_CUDA_OP_RUN (cu, pp_cuda_bf16_to_f32 (data, wide, numel, cu->stream));
   cu->acts[cu->n_acts++] = (PpWidened) { data, dtype, numel, wide,
     written };
   return wide;
@@ -373,7 +387,7 @@ laid_nchw (PpCudaBackend * cu, const char *op, const char *param,
       MAX (numel, 1) * pp_cuda_dtype_size (dtype));
   /* [n, hw, c] → [n, c, hw]. */
   if (read)
-    PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (data, type, n, hw, c, NULL,
             PP_CUDA_F32, 0, copy, type, cu->stream));
   cu->laid[cu->n_laid++] = (PpWidened) { data, dtype, numel, copy, written,
     PP_LAYOUT_NHWC, n, c, hw };
@@ -407,10 +421,10 @@ pp_cuda_acts_finish (PpCudaBackend * cu)
     if (!cu->acts[i].written)
       continue;
     if (cu->acts[i].dtype == PP_DTYPE_F16)
-      PP_CUDA_OP_TRY (cu, pp_cuda_f32_to_f16 (cu->acts[i].wide,
+      PP_CUDA_OP_RUN (cu, pp_cuda_f32_to_f16 (cu->acts[i].wide,
               cu->acts[i].data, cu->acts[i].numel, cu->stream));
     else
-      PP_CUDA_OP_TRY (cu, pp_cuda_f32_to_bf16 (cu->acts[i].wide,
+      PP_CUDA_OP_RUN (cu, pp_cuda_f32_to_bf16 (cu->acts[i].wide,
               cu->acts[i].data, cu->acts[i].numel, cu->stream));
   }
   cu->n_acts = 0;
@@ -421,7 +435,7 @@ pp_cuda_acts_finish (PpCudaBackend * cu)
 
     /* [n, c, hw] → [n, hw, c]. */
     if (a->written)
-      PP_CUDA_OP_TRY (cu, pp_cuda_transpose_typed (a->wide, type, a->n,
+      PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (a->wide, type, a->n,
               a->c, a->hw, NULL, PP_CUDA_F32, 0, a->data, type,
               cu->stream));
   }

@@ -185,13 +185,18 @@ typedef gboolean (*PpCudaTrialFunc) (gpointer data);
  * forgotten, the stream waited for: it is not the next kernel's). */
 double pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run,
     gpointer data, int runs);
-/* A call inside an op failed with @error: the process ends (pp_cuda_fatal),
- * except on the thread capturing a graph, where nothing has run yet and a
- * call the capture cannot hold fails (a library that synchronizes, an
- * invalidated capture): the first such error is kept in capture_error,
- * the capture fails with it, and the work runs without a graph, where a
- * real fault ends the process after all. */
+/* A call inside an op failed with @error.  On the thread capturing a
+ * graph, where nothing has run yet and a call the capture cannot hold
+ * fails (a library that synchronizes, an invalidated capture), the first
+ * such error is kept in capture_error, the capture fails with it, and the
+ * work runs without a graph.  Elsewhere the failure is real: where the
+ * process keeps failures (pp_backend_halt) the backend halts, and the op
+ * returns here and goes on with what work it issues skipped (the _RUN
+ * checks: its buffers may be missing); otherwise the process ends
+ * (pp_cuda_fatal). */
 void pp_cuda_op_error (PpCudaBackend * cu, GError * error);
+/* Whether a kept failure halted @cu: work is no longer enqueued. */
+#define pp_cuda_halted(cu) pp_backend_is_halted (&(cu)->be)
 
 /* Checks of calls inside ops: abort (outside a capture) with the call,
  * file:line and the runtime's status text. */
@@ -215,6 +220,22 @@ void pp_cuda_op_error (PpCudaBackend * cu, GError * error);
       pp_cuda_op_error ((cu), pp_op_error_);                                \
   } G_STMT_END
 #endif
+/* The same for calls that enqueue work on device buffers (a kernel, a
+ * copy, a library's product or convolution): skipped, not made, once a
+ * kept failure halted the backend, since a buffer the failed call was to
+ * provide may be missing.  Calls that make, set or free handles and
+ * events use the _TRY forms and always run, so that nothing is left half
+ * made. */
+#define PP_CUDA_OP_RUN(cu, call)                                            \
+  G_STMT_START {                                                            \
+    if (!pp_cuda_halted (cu))                                               \
+      PP_CUDA_OP_TRY (cu, call);                                            \
+  } G_STMT_END
+#define PP_CUBLAS_OP_RUN(cu, call)                                          \
+  G_STMT_START {                                                            \
+    if (!pp_cuda_halted (cu))                                               \
+      PP_CUBLAS_OP_TRY (cu, call);                                          \
+  } G_STMT_END
 
 /* Device memory: every block the backend uses (buffers, scratch, the
  * filters' copies) comes from pp_cuda_obtain and goes back through

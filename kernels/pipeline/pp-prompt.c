@@ -127,17 +127,22 @@ encode_one (PpPromptEncoder * enc, const gchar * text, gboolean * truncated,
   g_autoptr (PpTensor) dev = NULL;
   g_autoptr (PpTensor) host = NULL;
   gboolean cut = FALSE;
+  guint since;
 
   if (!pp_clip_tokenizer_encode (enc->tokenizer, text, ids, &cut, error))
     return NULL;
   if (cut && truncated != NULL)
     *truncated = TRUE;
+  since = pp_backend_failures (enc->be);
   dev = pp_tensor_new_on (enc->be, PP_PROMPT_TENSOR, PP_DTYPE_F32, 3, shape,
       error);
   host = dev != NULL ? pp_tensor_new (PP_PROMPT_TENSOR, PP_DTYPE_F32, 3,
       shape, error) : NULL;
+  /* A failure of the backend kept meanwhile (pp_backend_keep_failures)
+   * left garbage in @host. */
   if (host == NULL || !pp_clip_text_forward (enc->text, ids, n, dev, error)
-      || !pp_tensor_download (host, dev, error))
+      || !pp_tensor_download (host, dev, error)
+      || !pp_backend_check (enc->be, since, error))
     return NULL;
   return g_steal_pointer (&host);
 }

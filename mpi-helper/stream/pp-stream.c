@@ -178,10 +178,31 @@ model_new (const PpSettings * resolved, guint n_steps, PpBackend * backend,
 /* The backend of a start: as configured, else the best this build has.
  * auto passing over CUDA is only logged: the CPU on a machine without a
  * GPU is what auto is for; backend=cuda fails instead. */
+/* Rank 0's backend @name.  Rank 0 is the application's process, whose
+ * life is not the backend's to end: a failure inside an op (a device out
+ * of memory) halts the backend and fails the stream with its message
+ * instead (pp_backend_keep_failures), and the next start takes a halted
+ * backend back into use. */
+static PpBackend *
+rank0_backend (const gchar * name, GError ** error)
+{
+  PpBackend *backend = pp_backend_get (name, error);
+  g_autofree gchar *failure = NULL;
+
+  if (backend == NULL)
+    return NULL;
+  pp_backend_keep_failures (backend);
+  if (pp_backend_recover (backend, &failure))
+    PP_INFO ("backend %s (%s) is taken back into use after its failure "
+        "(%s)", pp_backend_name (backend), pp_backend_device (backend),
+        failure);
+  return backend;
+}
+
 static PpBackend *
 start_backend (const gchar * name, GError ** error)
 {
-  PpBackend *backend = pp_backend_get (name, error);
+  PpBackend *backend = rank0_backend (name, error);
 
   if (backend == NULL) {
     g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
@@ -249,7 +270,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   /* A text prompt is encoded before anything starts: the settings name
    * its states, the first chunk brings them to the workers. */
   if (pp_settings_has_prompt (settings)) {
-    backend = pp_backend_get (sc->backend, error);
+    backend = rank0_backend (sc->backend, error);
     if (backend == NULL || !pp_stream_encode_prompt (stream, settings,
             backend, &states, &prompt_ref, error)) {
       /* A setting to change, whatever failed. */
@@ -474,8 +495,13 @@ pp_stream_encode (PpStream * stream, const PpImage * image, guint64 pts,
   /* A pooled chunk may still carry an epoch's settings. */
   if (chunk->tensors->len > 1)
     pp_chunk_truncate (chunk, 1);
-  if (!encode_sample (stream, image, chunk, error)
-      || !pp_stream_attach_settings (stream, chunk, error)) {
+  if (!encode_sample (stream, image, chunk, error)) {
+    g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
+        g_get_host_name ());
+    pp_chunk_free (chunk);
+    return NULL;
+  }
+  if (!pp_stream_attach_settings (stream, chunk, error)) {
     pp_chunk_free (chunk);
     return NULL;
   }
@@ -578,10 +604,15 @@ pp_stream_decode (PpStream * stream, const PpStreamFrame * result,
 
   if (sample == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_PROTOCOL,
-        "it carries no sample tensor");
+        "it came back without a sample tensor");
     return FALSE;
   }
-  return pp_model_decode (stream->model, sample, image, error);
+  if (!pp_model_decode (stream->model, sample, image, error)) {
+    g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
+        g_get_host_name ());
+    return FALSE;
+  }
+  return TRUE;
 }
 
 guint64

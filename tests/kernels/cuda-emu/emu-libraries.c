@@ -32,13 +32,14 @@
  * $PP_CUDA_EMU_DEVICE_MB, when set, is the device's memory in MiB (16 GiB
  * by default): a cudaMalloc that would take the memory allocated and not
  * freed past it fails with cudaErrorMemoryAllocation, as a full device
- * answers. */
+ * answers; pp_cuda_emu_fail_malloc (below) makes one call fail so. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <glib.h>
+#include <gmodule.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -307,6 +308,32 @@ cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
   return cudaSuccess;
 }
 
+/* cudaMalloc's calls so far, and the one that is to fail (0: none),
+ * under device_lock. */
+static guint64 malloc_calls, malloc_fails_at;
+
+/* For a test that fails each allocation of some work in turn, found by
+ * name in the loaded module: the calls so far, and the @n-th call from
+ * now (> 0) made to fail as a full device's does. */
+G_MODULE_EXPORT guint64
+pp_cuda_emu_malloc_calls (void)
+{
+  guint64 calls;
+
+  g_mutex_lock (&device_lock);
+  calls = malloc_calls;
+  g_mutex_unlock (&device_lock);
+  return calls;
+}
+
+G_MODULE_EXPORT void
+pp_cuda_emu_fail_malloc (guint64 n)
+{
+  g_mutex_lock (&device_lock);
+  malloc_fails_at = malloc_calls + n;
+  g_mutex_unlock (&device_lock);
+}
+
 cudaError_t
 cudaMalloc (void **ptr, size_t size)
 {
@@ -314,7 +341,8 @@ cudaMalloc (void **ptr, size_t size)
 
   *ptr = NULL;
   g_mutex_lock (&device_lock);
-  fits = size <= device_bytes () - MIN (device_used, device_bytes ());
+  fits = size <= device_bytes () - MIN (device_used, device_bytes ())
+      && ++malloc_calls != malloc_fails_at;
   if (fits)
     device_used += size;
   g_mutex_unlock (&device_lock);

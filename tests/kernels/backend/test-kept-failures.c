@@ -1,0 +1,248 @@
+/* A backend that keeps its failures (pp_backend_keep_failures, as rank 0,
+ * the application's process, does): each device allocation of a model's
+ * load and frames, failed in turn, fails that load or frame with an error
+ * naming the device's memory, never the process; a halted backend
+ * recovers, and the frames after it are the frames of a run that never
+ * failed, byte for byte.
+ *
+ * Run on the emulated CUDA backend ($PPDIFFUSE_CUDA_MODULE), which counts
+ * its cudaMalloc calls and fails the one a test names
+ * (pp_cuda_emu_malloc_calls, pp_cuda_emu_fail_malloc), so that the sweep
+ * reaches every allocation whatever their number.
+ * $PP_TEST_FIRST_ALLOCATION starts the frames' sweep at that allocation
+ * (to rerun one). */
+#include "pp-backend.h"
+#include "pp-error.h"
+#include "pp-model.h"
+#include "pp-tiny.h"
+
+#include <gmodule.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FRAMES 2                /* as is; captured and launched */
+#define FRAME_SIDE 32
+#define STEPS 1
+/* The frames must allocate, and halt the backend, at least this many
+ * times, or the sweep tested nothing. */
+#define MIN_FAILURES 3
+
+typedef struct
+{
+  gchar *dir;
+  PpBackend *be;
+  guint64 (*malloc_calls) (void);
+  void (*fail_malloc) (guint64 n);
+} Fixture;
+
+static void
+fixture_set_up (Fixture * f, gconstpointer data)
+{
+  const gchar *module_path = g_getenv ("PPDIFFUSE_CUDA_MODULE");
+  g_autoptr (GError) error = NULL;
+  GModule *module;
+
+  (void) data;
+  g_assert_nonnull (module_path);
+  f->dir = g_dir_make_tmp ("pp-kept-failures-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", f->dir, 5, &error));
+  g_assert_no_error (error);
+  f->be = pp_backend_get (PP_BACKEND_CUDA, &error);
+  g_assert_no_error (error);
+  pp_backend_keep_failures (f->be);
+  /* The emulation the backend loaded, found again for its counter. */
+  module = g_module_open (module_path, G_MODULE_BIND_LAZY);
+  g_assert_nonnull (module);
+  g_assert_true (g_module_symbol (module, "pp_cuda_emu_malloc_calls",
+          (gpointer *) & f->malloc_calls));
+  g_assert_true (g_module_symbol (module, "pp_cuda_emu_fail_malloc",
+          (gpointer *) & f->fail_malloc));
+}
+
+static void
+fixture_tear_down (Fixture * f, gconstpointer data)
+{
+  g_autofree gchar *rm = g_strdup_printf ("rm -rf '%s'", f->dir);
+
+  (void) data;
+  g_assert_cmpint (system (rm), ==, 0);
+  g_free (f->dir);
+}
+
+/* The tiny pipeline, loaded with the settings its frames run with. */
+static PpModel *
+load (Fixture * f, GError ** error)
+{
+  g_autofree gchar *embeds = g_strdup_printf ("%s/%s", f->dir,
+      PP_TINY_PROMPT_EMBEDS);
+  PpSettings settings = { f->dir, NULL, embeds, 0.8, 3, NULL };
+  PpModel *m = pp_model_new (f->dir, STEPS, PP_MODEL_ROLE_ALL, f->be, error);
+
+  if (m != NULL && !pp_model_update (m, &settings, NULL, error))
+    g_clear_pointer (&m, pp_model_free);
+  return m;
+}
+
+/* FRAMES img2img frames through @m, the last one's pixels in @out; FALSE
+ * with the first error, each piece of work checked as rank 0 checks it
+ * (encode and decode by the model itself, the steps here). */
+static gboolean
+run_frames (Fixture * f, PpModel * m, guint8 * out, GError ** error)
+{
+  for (int fr = 0; fr < FRAMES; fr++) {
+    PpImage image = { out, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+      {0, 1, 2}
+    };
+    g_autoptr (PpTensor) sample = NULL;
+    guint since;
+
+    for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+      out[i] = (guint8) ((i * 7 + i / 97 + fr) & 0xff);
+    sample = pp_model_encode (m, &image, error);
+    if (sample == NULL)
+      return FALSE;
+    since = pp_backend_failures (f->be);
+    if (!pp_model_steps_begin (m, sample, error))
+      return FALSE;
+    for (guint k = 0; k < STEPS; k++)
+      if (!pp_model_step (m, k, STEPS, sample, error))
+        return FALSE;
+    if (!pp_model_steps_end (m, sample, error)
+        || !pp_backend_check (f->be, since, error)
+        || !pp_model_decode (m, sample, &image, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* What the backend keeps for reuse goes back, so that a run allocates as
+ * the counted one did. */
+static void
+give_back (Fixture * f)
+{
+  g_assert_true (pp_backend_halt (f->be, g_error_new_literal (PP_ERROR,
+              PP_ERROR_DEVICE, "given back between runs")));
+  g_assert_true (pp_backend_recover (f->be, NULL));
+}
+
+/* A failed allocation's error: the device's memory, named. */
+static void
+assert_out_of_memory (guint64 n, GError ** error)
+{
+  g_test_message ("allocation %" G_GUINT64_FORMAT ": %s", n,
+      (*error)->message);
+  g_assert_error (*error, PP_ERROR, PP_ERROR_RESOURCE);
+  g_assert_nonnull (strstr ((*error)->message, "out of device memory"));
+  g_clear_error (error);
+}
+
+static void
+test_each_allocation (Fixture * f, gconstpointer data)
+{
+  const gsize bytes = FRAME_SIDE * FRAME_SIDE * 3;
+  g_autofree guint8 *want = g_malloc (bytes);
+  g_autofree guint8 *got = g_malloc (bytes);
+  g_autoptr (GError) error = NULL;
+  PpModel *m;
+  guint64 before, loading, framing;
+  guint halted = 0, refused = 0, passed = 0;
+  const gchar *first;
+
+  (void) data;
+  /* The reference frames, then a counted run as the trials will make
+   * it (a new model; what the backend keeps given back). */
+  m = load (f, &error);
+  g_assert_no_error (error);
+  g_assert_true (run_frames (f, m, want, &error));
+  g_assert_no_error (error);
+  pp_model_free (m);
+  give_back (f);
+  before = f->malloc_calls ();
+  m = load (f, &error);
+  g_assert_no_error (error);
+  loading = f->malloc_calls () - before;
+  g_assert_true (run_frames (f, m, got, &error));
+  g_assert_no_error (error);
+  framing = f->malloc_calls () - before - loading;
+  pp_model_free (m);
+  g_assert_cmpmem (got, bytes, want, bytes);
+  g_test_message ("a load allocates %" G_GUINT64_FORMAT " times on the "
+      "device, %d frames after it %" G_GUINT64_FORMAT " times", loading,
+      FRAMES, framing);
+  g_assert_cmpuint (framing, >=, MIN_FAILURES);
+
+  /* A load's allocation (its first, one in the middle, its last) fails
+   * the load with its error; the backend goes on. */
+  for (guint i = 0; i < 3; i++) {
+    const guint64 n = i == 0 ? 1 : i == 1 ? (loading + 1) / 2 : loading;
+
+    give_back (f);
+    f->fail_malloc (n);
+    m = load (f, &error);
+    g_assert_null (m);
+    assert_out_of_memory (n, &error);
+    g_assert_false (pp_backend_recover (f->be, NULL));
+  }
+
+  /* Each of the frames' allocations in turn. */
+  first = g_getenv ("PP_TEST_FIRST_ALLOCATION");
+  for (guint64 n = first != NULL ? g_ascii_strtoull (first, NULL, 10) : 1;
+      n <= framing; n++) {
+    g_autofree gchar *what = NULL;
+    gboolean ok;
+
+    give_back (f);
+    m = load (f, &error);
+    g_assert_no_error (error);
+    f->fail_malloc (n);
+    ok = run_frames (f, m, got, &error);
+    if (ok) {
+      /* Where a failed allocation has another way (the blocks kept for
+       * reuse given back and the allocation tried again, a graph's
+       * capture given up): the frames of a run that never failed. */
+      g_assert_no_error (error);
+      g_assert_cmpmem (got, bytes, want, bytes);
+      g_assert_false (pp_backend_recover (f->be, NULL));
+      passed++;
+    } else {
+      /* A tensor's allocation fails with its error; one inside an op
+       * halts the backend, which recovers, and spoils the model, which
+       * is loaded again.  Either way the next frames are the frames of a
+       * run that never failed. */
+      assert_out_of_memory (n, &error);
+      if (pp_backend_recover (f->be, &what)) {
+        g_assert_nonnull (strstr (what, "out of device memory"));
+        g_assert_true (pp_model_spoiled (m));
+        g_assert_false (run_frames (f, m, got, &error));
+        g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+        g_assert_nonnull (strstr (error->message, "loaded again"));
+        g_clear_error (&error);
+        pp_model_free (m);
+        m = load (f, &error);
+        g_assert_no_error (error);
+        halted++;
+      } else {
+        g_assert_false (pp_model_spoiled (m));
+        refused++;
+      }
+      g_assert_true (run_frames (f, m, got, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (got, bytes, want, bytes);
+    }
+    pp_model_free (m);
+  }
+  g_test_message ("%" G_GUINT64_FORMAT " allocations of the frames failed "
+      "in turn: %u halted the backend, %u failed a tensor's making, %u had "
+      "another way", framing, halted, refused, passed);
+  g_assert_cmpuint (halted, >=, MIN_FAILURES);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/backend/kept-failures/each-allocation", Fixture, NULL,
+      fixture_set_up, test_each_allocation, fixture_tear_down);
+  return g_test_run ();
+}
