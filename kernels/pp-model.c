@@ -477,6 +477,17 @@ pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
   return pp_image_to_tensor (image, PP_MODEL_SAMPLE_NAME, error);
 }
 
+/* An image phase's _in failed (a frame of a new size whose buffers could
+ * not all be had): it may have freed the buffers its graph, captured at
+ * the last key, runs on, so that graph goes. */
+static void
+image_in_failed (PpModel * model, PpModelImageGraph * graph)
+{
+  image_work_begin (model);
+  image_graph_reset (model, graph);
+  image_work_end (model);
+}
+
 /* The key of an image phase's graph: the frame's size, and for decoding
  * the sample's shape. */
 static void
@@ -503,9 +514,12 @@ pp_model_encode_into (PpModel * model, const PpImage * image,
     if (!work_begin (model, &since, error))
       return FALSE;
     image_key (image, NULL, key);
-    return work_held (model, since, k->encode_in (model, image, error)
-        && image_compute (model, &model->encode_graph, "encoding", key,
-            k->encode_compute, error)
+    if (!k->encode_in (model, image, error)) {
+      image_in_failed (model, model->encode_graph);
+      return work_held (model, since, FALSE, error);
+    }
+    return work_held (model, since, image_compute (model,
+            &model->encode_graph, "encoding", key, k->encode_compute, error)
         && k->encode_out (model, sample, error), error);
   }
   if (!pp_image_check_tensor (sample, image->width, image->height, error))
@@ -534,9 +548,12 @@ pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     if (!work_begin (model, &since, error))
       return FALSE;
     image_key (image, sample, key);
-    return work_held (model, since, k->decode_in (model, sample, image, error)
-        && image_compute (model, &model->decode_graph, "decoding", key,
-            k->decode_compute, error)
+    if (!k->decode_in (model, sample, image, error)) {
+      image_in_failed (model, model->decode_graph);
+      return work_held (model, since, FALSE, error);
+    }
+    return work_held (model, since, image_compute (model,
+            &model->decode_graph, "decoding", key, k->decode_compute, error)
         && k->decode_out (model, image, error), error);
   }
   if (sample->backend != NULL) {

@@ -141,6 +141,13 @@ mesh_reusable (PpStream * stream, const gchar * key,
         "now %s)", stream->mesh_key, key);
     return FALSE;
   }
+  /* What rank 0's model keeps may be garbage after its backend failed
+   * during its work: it is loaded again, with the mesh. */
+  if (pp_model_spoiled (stream->model)) {
+    PP_INFO ("rank 0's backend failed during the last stream: the model "
+        "is loaded again and the workers are spawned anew");
+    return FALSE;
+  }
   /* The same model with the same start-only parameters: its live settings
    * go to every rank with the first frame. */
   if (!pp_model_check_update (stream->model, settings, inputs, &error)) {
@@ -183,19 +190,26 @@ model_new (const PpSettings * resolved, guint n_steps, PpBackend * backend,
  * of memory) halts the backend and fails the stream with its message
  * instead (pp_backend_keep_failures), and the next start takes a halted
  * backend back into use. */
-static PpBackend *
-rank0_backend (const gchar * name, GError ** error)
+static void
+recover_backend (PpBackend * backend)
 {
-  PpBackend *backend = pp_backend_get (name, error);
   g_autofree gchar *failure = NULL;
 
-  if (backend == NULL)
-    return NULL;
-  pp_backend_keep_failures (backend);
   if (pp_backend_recover (backend, &failure))
     PP_INFO ("backend %s (%s) is taken back into use after its failure "
         "(%s)", pp_backend_name (backend), pp_backend_device (backend),
         failure);
+}
+
+static PpBackend *
+rank0_backend (const gchar * name, GError ** error)
+{
+  PpBackend *backend = pp_backend_get (name, error);
+
+  if (backend == NULL)
+    return NULL;
+  pp_backend_keep_failures (backend);
+  recover_backend (backend);
   return backend;
 }
 
@@ -317,8 +331,11 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
     stream->warmed_up = FALSE;
     g_atomic_int_set (&stream->measured, 0);
   } else {
-    /* A reused mesh's workers start a new stream state. */
+    /* A reused mesh's workers start a new stream state; its model, not
+     * spoiled, takes its backend back if another user's failure halted
+     * it. */
     g_atomic_int_inc (&stream->cache_epoch);
+    recover_backend (stream->model->backend);
   }
   stream->kept = FALSE;
   PP_INFO ("mesh up: %u workers, %u steps, %u chunks in flight at most",

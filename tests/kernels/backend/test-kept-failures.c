@@ -32,7 +32,7 @@ typedef struct
   gchar *dir;
   PpBackend *be;
   guint64 (*malloc_calls) (void);
-  void (*fail_malloc) (guint64 n);
+  void (*fail_malloc) (guint64 n, guint64 count);
 } Fixture;
 
 static void
@@ -178,7 +178,7 @@ test_each_allocation (Fixture * f, gconstpointer data)
     const guint64 n = i == 0 ? 1 : i == 1 ? (loading + 1) / 2 : loading;
 
     give_back (f);
-    f->fail_malloc (n);
+    f->fail_malloc (n, 1);
     m = load (f, &error);
     g_assert_null (m);
     assert_out_of_memory (n, &error);
@@ -195,7 +195,7 @@ test_each_allocation (Fixture * f, gconstpointer data)
     give_back (f);
     m = load (f, &error);
     g_assert_no_error (error);
-    f->fail_malloc (n);
+    f->fail_malloc (n, 1);
     ok = run_frames (f, m, got, &error);
     if (ok) {
       /* Where a failed allocation has another way (the blocks kept for

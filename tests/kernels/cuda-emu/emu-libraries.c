@@ -308,13 +308,14 @@ cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
   return cudaSuccess;
 }
 
-/* cudaMalloc's calls so far, and the one that is to fail (0: none),
- * under device_lock. */
-static guint64 malloc_calls, malloc_fails_at;
+/* cudaMalloc's calls so far, and the calls that are to fail
+ * [malloc_fails_from, malloc_fails_end), under device_lock. */
+static guint64 malloc_calls, malloc_fails_from, malloc_fails_end;
 
-/* For a test that fails each allocation of some work in turn, found by
- * name in the loaded module: the calls so far, and the @n-th call from
- * now (> 0) made to fail as a full device's does. */
+/* For tests that fail allocations of some work, found by name in the
+ * loaded module: the calls so far; and @count calls from the @n-th call
+ * from now (n > 0) made to fail as a full device's do (G_MAXUINT64: every
+ * call from then on; 0: none). */
 G_MODULE_EXPORT guint64
 pp_cuda_emu_malloc_calls (void)
 {
@@ -327,10 +328,12 @@ pp_cuda_emu_malloc_calls (void)
 }
 
 G_MODULE_EXPORT void
-pp_cuda_emu_fail_malloc (guint64 n)
+pp_cuda_emu_fail_malloc (guint64 n, guint64 count)
 {
   g_mutex_lock (&device_lock);
-  malloc_fails_at = malloc_calls + n;
+  malloc_fails_from = malloc_calls + n;
+  malloc_fails_end = count > G_MAXUINT64 - malloc_fails_from
+      ? G_MAXUINT64 : malloc_fails_from + count;
   g_mutex_unlock (&device_lock);
 }
 
@@ -341,8 +344,9 @@ cudaMalloc (void **ptr, size_t size)
 
   *ptr = NULL;
   g_mutex_lock (&device_lock);
+  malloc_calls++;
   fits = size <= device_bytes () - MIN (device_used, device_bytes ())
-      && ++malloc_calls != malloc_fails_at;
+      && (malloc_calls < malloc_fails_from || malloc_calls >= malloc_fails_end);
   if (fits)
     device_used += size;
   g_mutex_unlock (&device_lock);
