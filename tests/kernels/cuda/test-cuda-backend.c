@@ -420,6 +420,48 @@ test_op_error (void)
       "cudaErrorIllegalAddress*");
 }
 
+/* Where the process keeps failures (rank 0's), a call failing inside an
+ * op outside a capture halts the backend instead, keeping the first
+ * failure, named as the process's end would have named it; the backend
+ * runs work again once recovered. */
+static void
+test_op_error_kept (void)
+{
+  static const PpBackendMemory no_memory = { 0 };
+  g_autoptr (GError) error = NULL;
+  PpCudaBackend cu;
+  g_autofree gchar *what = NULL;
+  guint since;
+
+  memset (&cu, 0, sizeof cu);
+  cu.be.name = "cuda";
+  cu.be.device = (gchar *) "cuda:9 test";
+  cu.be.memory = &no_memory;
+  pp_backend_keep_failures (&cu.be);
+  since = pp_backend_failures (&cu.be);
+  g_assert_true (pp_backend_check (&cu.be, since, NULL));
+  pp_cuda_op_error (&cu, g_error_new_literal (PP_ERROR, PP_ERROR_RESOURCE,
+          "out of device memory"));
+  pp_cuda_op_error (&cu, g_error_new_literal (PP_ERROR, PP_ERROR_DEVICE,
+          "cudaErrorIllegalAddress"));
+  g_assert_true (pp_cuda_halted (&cu));
+  g_assert_cmpuint (pp_backend_failures (&cu.be), ==, since + 1);
+  g_assert_false (pp_backend_check (&cu.be, since, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_RESOURCE);
+  g_assert_cmpstr (error->message, ==, "CUDA backend cuda:9 test: out of "
+      "device memory");
+  g_assert_true (pp_backend_recover (&cu.be, &what));
+  g_assert_cmpstr (what, ==, "CUDA backend cuda:9 test: out of device "
+      "memory");
+  g_assert_false (pp_cuda_halted (&cu));
+  g_assert_false (pp_backend_recover (&cu.be, NULL));
+  /* Work begun before the failure still learns of it. */
+  g_clear_error (&error);
+  g_assert_false (pp_backend_check (&cu.be, since, &error));
+  g_assert_true (pp_backend_check (&cu.be, since + 1, NULL));
+  g_mutex_clear (&cu.be.failure_lock);
+}
+
 /* Float32 activations reach the kernels as they are, an absent one as
  * NULL (16-bit ones are widened on the device: the on-device tests and
  * test-kernels-act-dtypes); one of a dtype no kernel takes (which the
@@ -1136,6 +1178,53 @@ test_attention_capture_on_device (void)
   g_rand_free (rand);
 }
 
+/* Rank 0's way on a device: an activation larger than any device fails
+ * its allocation, which halts the backend (the process keeps failures)
+ * and hands out a stand-in; work on it is skipped, the failure names the
+ * device's memory, and the backend recovered computes as before.  Last:
+ * the backend keeps failures for the rest of the process. */
+static void
+test_kept_failure_on_device (void)
+{
+  PpBackend *gpu = pp_cuda_backend_get (0, NULL);
+  const gsize huge = (gsize) 1 << 42, n = 4096;
+  g_autoptr (GError) error = NULL;
+  g_autofree float *host = g_new0 (float, n);
+  PpPool *pool;
+  gpointer stand_in;
+  float *dev;
+  guint since;
+
+  if (gpu == NULL) {
+    g_test_skip ("no CUDA device");
+    return;
+  }
+  pp_backend_keep_failures (gpu);
+  pool = pp_pool_new (gpu, PP_DTYPE_F32);
+  dev = pp_backend_alloc (gpu, n * sizeof (float), NULL);
+  g_assert_nonnull (dev);
+  since = pp_backend_failures (gpu);
+  stand_in = pp_pool_acquire (pool, huge);
+  g_assert_nonnull (stand_in);
+  g_assert_true (pp_backend_is_halted (gpu));
+  pp_backend_fill (gpu, stand_in, 1.0f, huge / sizeof (float));
+  pp_backend_fill (gpu, dev, 7.0f, n);
+  g_assert_false (pp_backend_check (gpu, since, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_RESOURCE);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "out of device memory"));
+  pp_pool_release (pool, stand_in, huge);
+  g_assert_true (pp_backend_recover (gpu, NULL));
+  /* The device is whole: work runs again. */
+  pp_backend_fill (gpu, dev, 2.5f, n);
+  pp_backend_download (gpu, host, dev, n * sizeof (float));
+  for (gsize i = 0; i < n; i++)
+    g_assert_cmpfloat (host[i], ==, 2.5f);
+  g_assert_true (pp_backend_check (gpu, since + 1, NULL));
+  pp_backend_free (gpu, dev);
+  pp_pool_free (pool);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1150,6 +1239,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/scratch-names", test_scratch_names);
   g_test_add_func ("/cuda-backend/op-error", test_op_error);
+  g_test_add_func ("/cuda-backend/op-error/kept", test_op_error_kept);
   g_test_add_func ("/cuda-backend/activations", test_activations);
   g_test_add_func ("/cuda-backend/get", test_backend_get);
   g_test_add_func ("/cuda-backend/ops-on-device", test_ops_on_device);
@@ -1163,5 +1253,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/hold-on-device", test_hold_on_device);
   g_test_add_func ("/cuda-backend/download-unlocked-on-device",
       test_download_unlocked_on_device);
+  g_test_add_func ("/cuda-backend/kept-failure-on-device",
+      test_kept_failure_on_device);
   return g_test_run ();
 }
