@@ -86,23 +86,21 @@ make_element (void)
 static GstBuffer *
 make_rgb (guint side, guint index)
 {
-  GstBuffer *buf = gst_buffer_new_allocate (NULL, side * side * 3, NULL);
-  GstMapInfo map;
+  return pp_check_make_rgb_frame (index, side, side, FRAME_DURATION);
+}
 
-  gst_buffer_map (buf, &map, GST_MAP_WRITE);
-  for (gsize i = 0; i < map.size; i++)
-    map.data[i] = (guint8) ((i * 7 + index * 13) % 256);
-  gst_buffer_unmap (buf, &map);
-  GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
-  GST_BUFFER_DURATION (buf) = FRAME_DURATION;
-  return buf;
+/* The caps of frames @side pixels square (free them). */
+static gchar *
+caps_of (guint side)
+{
+  return g_strdup_printf ("video/x-raw,format=RGB,width=%u,height=%u,"
+      "framerate=%d/1", side, side, FPS);
 }
 
 static void
 push_caps (GstHarness * h, guint side)
 {
-  g_autofree gchar *caps = g_strdup_printf ("video/x-raw,format=RGB,"
-      "width=%u,height=%u,framerate=%d/1", side, side, FPS);
+  g_autofree gchar *caps = caps_of (side);
 
   fail_unless (gst_harness_push_event (h,
           gst_event_new_caps (gst_caps_from_string (caps))));
@@ -113,15 +111,9 @@ push_caps (GstHarness * h, guint side)
 static void
 start (GstHarness * h, guint side)
 {
-  GstSegment segment;
+  g_autofree gchar *caps = caps_of (side);
 
-  fail_unless (gst_element_set_state (h->element, GST_STATE_PLAYING)
-      != GST_STATE_CHANGE_FAILURE);
-  gst_segment_init (&segment, GST_FORMAT_TIME);
-  fail_unless (gst_harness_push_event (h,
-          gst_event_new_stream_start ("device")));
-  push_caps (h, side);
-  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  pp_check_harness_start (h, "device", caps);
 }
 
 /* FRAMES frames @side pixels square through @h, from index @first; the

@@ -81,16 +81,7 @@ tiny_teardown (void)
 static GstBuffer *
 make_rgb (guint index)
 {
-  GstBuffer *buf = gst_buffer_new_allocate (NULL, TINY_W * TINY_H * 3, NULL);
-  GstMapInfo map;
-
-  gst_buffer_map (buf, &map, GST_MAP_WRITE);
-  for (gsize i = 0; i < map.size; i++)
-    map.data[i] = (guint8) ((i * 7 + index * 13) % 256);
-  gst_buffer_unmap (buf, &map);
-  GST_BUFFER_PTS (buf) = index * FRAME_DURATION;
-  GST_BUFFER_DURATION (buf) = FRAME_DURATION;
-  return buf;
+  return pp_check_make_rgb_frame (index, TINY_W, TINY_H, FRAME_DURATION);
 }
 
 /* TRUE when every worker's kv-cache-builds in @element's stats is @want. */

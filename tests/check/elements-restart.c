@@ -41,16 +41,7 @@ make_element (guint steps)
 static void
 run_frames (GstHarness * h, guint n)
 {
-  GstSegment segment;
-
-  fail_unless (gst_element_set_state (h->element, GST_STATE_PLAYING)
-      != GST_STATE_CHANGE_FAILURE);
-  gst_segment_init (&segment, GST_FORMAT_TIME);
-  fail_unless (gst_harness_push_event (h,
-          gst_event_new_stream_start ("restart")));
-  fail_unless (gst_harness_push_event (h,
-          gst_event_new_caps (gst_caps_from_string (CAPS_STR))));
-  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  pp_check_harness_start (h, "restart", CAPS_STR);
   for (guint i = 0; i < n; i++) {
     GstBuffer *buf = pp_check_make_flat_frame (i, FRAME_BYTES);
 

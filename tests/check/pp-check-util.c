@@ -341,6 +341,39 @@ pp_check_make_flat_frame (guint index, gsize bytes)
   return buf;
 }
 
+GstBuffer *
+pp_check_make_rgb_frame (guint index, guint width, guint height,
+    GstClockTime duration)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, (gsize) width * height * 3,
+      NULL);
+  GstMapInfo map;
+
+  gst_buffer_map (buf, &map, GST_MAP_WRITE);
+  for (gsize i = 0; i < map.size; i++)
+    map.data[i] = (guint8) ((i * 7 + index * 13) % 256);
+  gst_buffer_unmap (buf, &map);
+  GST_BUFFER_PTS (buf) = index * duration;
+  GST_BUFFER_DURATION (buf) = duration;
+  return buf;
+}
+
+void
+pp_check_harness_start (GstHarness * h, const gchar * stream_id,
+    const gchar * caps_str)
+{
+  GstSegment segment;
+
+  fail_unless (gst_element_set_state (h->element, GST_STATE_PLAYING)
+      != GST_STATE_CHANGE_FAILURE);
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  fail_unless (gst_harness_push_event (h,
+          gst_event_new_stream_start (stream_id)));
+  fail_unless (gst_harness_push_event (h,
+          gst_event_new_caps (gst_caps_from_string (caps_str))));
+  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+}
+
 GstElement *
 pp_check_make_element (guint ranks, guint steps, const gchar * model)
 {

@@ -65,6 +65,16 @@ void pp_check_expect_start_culprit (GstElement * element, guint within_ms,
  * tests push (their content does not matter, only that it flows). */
 GstBuffer *pp_check_make_flat_frame (guint index, gsize bytes);
 
+/* RGB frame @index of @width x @height, its bytes a ramp that differs
+ * from frame to frame, @duration long from @index · @duration. */
+GstBuffer *pp_check_make_rgb_frame (guint index, guint width, guint height,
+    GstClockTime duration);
+
+/* Brings @h's element to PLAYING and sends a new stream's events:
+ * stream-start @stream_id, caps @caps_str, a TIME segment. */
+void pp_check_harness_start (GstHarness * h, const gchar * stream_id,
+    const gchar * caps_str);
+
 /* Nothing lost silently, after a mesh error: every frame that went in
  * came out or was counted as dropped (flush, error, qos, leaky), and the
  * error's victims were counted as dropped-error. */
