@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "pp-dtype.h"
+#include "pp-error.h"
 #include "pp-ops-list.h"
 #include "pp-ops-math.h"
 #include "pp-view.h"
@@ -216,6 +217,25 @@ static inline gboolean
 pp_backend_is_halted (PpBackend * be)
 {
   return g_atomic_int_get (&be->halted) != 0;
+}
+
+/* For backends: FALSE, with @be's kept failure in @error, when @be is
+ * halted (a device allocation asked for then: it takes no more of the
+ * device); else TRUE. */
+static inline gboolean
+pp_backend_running (PpBackend * be, GError ** error)
+{
+  if (!pp_backend_is_halted (be))
+    return TRUE;
+  g_mutex_lock (&be->failure_lock);
+  if (be->failure != NULL)
+    g_set_error_literal (error, be->failure->domain, be->failure->code,
+        be->failure->message);
+  else
+    g_set_error_literal (error, PP_ERROR, PP_ERROR_DEVICE, "the backend "
+        "failed during this work and has recovered since");
+  g_mutex_unlock (&be->failure_lock);
+  return FALSE;
 }
 
 G_END_DECLS

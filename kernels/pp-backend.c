@@ -824,6 +824,12 @@ pp_pool_acquire (PpPool * pool, gsize bytes)
   list = g_hash_table_lookup (pool->free_by_size, &key);
   if (list != NULL && list->len > 0)
     mem = g_ptr_array_steal_index_fast (list, list->len - 1);
+  else if (pp_backend_is_halted (pool->be)) {
+    /* No new buffer while halted: the work that would use it is
+     * skipped. */
+    pool->in_use--;
+    mem = (gpointer) pool_stand_in;
+  }
   g_mutex_unlock (&pool->lock);
   if (mem != NULL)
     return mem;

@@ -81,6 +81,9 @@ cuda_alloc (PpBackend * be, gsize bytes, GError ** error)
   PpCudaBackend *cu = be->priv;
   gpointer mem;
 
+  /* Halted: it takes no more of the device, its failure answers. */
+  if (!pp_backend_running (be, error))
+    return NULL;
   enter (cu);
   mem = pp_cuda_obtain (cu, bytes, error);
   if (mem != NULL)
@@ -523,15 +526,22 @@ cuda_fence_wait (PpBackend * be, gpointer fence, gpointer stream)
   leave (cu);
 }
 
-/* After a kept failure (pp_backend_recover): the scratch buffers, unless
- * a graph may still launch on them, and the blocks kept for reuse go back
- * to the device, so that the work tried next has the most room. */
+/* After a kept failure (pp_backend_recover): unless a graph may still
+ * launch on them, the scratch buffers, the filters' copies and every plan
+ * and choice made per shape (cuBLASLt's, cuDNN's convolutions, graphs
+ * and fused attention, with what they refused) are dropped, so that
+ * nothing the failure cut short is kept; then the blocks kept for reuse
+ * go back to the device, so that the work tried next has the most
+ * room. */
 static void
 cuda_trim (PpBackend * be)
 {
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
+  /* Work queued before the failure may still use what goes (a cuDNN
+   * plan's execution reads the plan). */
+  PP_CUDA_OP_TRY (cu, cudaStreamSynchronize (cu->stream));
   if (cu->graphs_live == 0) {
     for (guint s = 0; s < PP_CUDA_SCRATCH_COUNT; s++) {
       if (cu->scratch[s].mem != NULL)
@@ -539,6 +549,13 @@ cuda_trim (PpBackend * be)
       cu->scratch[s].mem = NULL;
       cu->scratch[s].bytes = 0;
     }
+#ifdef PP_HAVE_CUDNN
+    g_hash_table_remove_all (cu->conv_filters);
+    g_hash_table_remove_all (cu->conv_plans);
+    g_hash_table_remove_all (cu->conv_graphs);
+    g_hash_table_remove_all (cu->sdpa_plans);
+#endif
+    g_hash_table_remove_all (cu->lt_plans);
     free_retired (cu);
   }
   pp_cuda_give_back_kept (cu);

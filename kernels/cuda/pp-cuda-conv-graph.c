@@ -426,6 +426,10 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
       || (res != NULL && !pp_cudnn_graph_aligned (res)))
     return FALSE;
   p = g_hash_table_lookup (cu->conv_graphs, &k);
+  /* Halted: nothing runs, and no plan is made (its engine would be timed
+   * on missing buffers). */
+  if (p == NULL && pp_cuda_halted (cu))
+    return TRUE;
   if (p == NULL) {
     if (pp_cuda_capturing_here (cu)) {
       if (cu->capture_error == NULL) {
@@ -439,6 +443,12 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
       return TRUE;
     }
     p = graph_plan_new (cu, &k, x, w, bias, res, y);
+    /* Halted meanwhile (the trials' workspace did not fit): an engine
+     * chosen on trials that did not run is not kept. */
+    if (pp_cuda_halted (cu)) {
+      graph_plan_free (p);
+      return TRUE;
+    }
     g_hash_table_insert (cu->conv_graphs, g_memdup2 (&k, sizeof k), p);
   }
   if (p->plan == NULL)

@@ -260,6 +260,9 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
   }
   if (need > 0)
     workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE, need);
+  /* Halted: no trial runs (conv_plan keeps no plan made now). */
+  if (pp_cuda_halted (cu))
+    return FALSE;
   status = cudnnFindConvolutionForwardAlgorithmEx (cu->cudnn, p->x, x, p->w,
       w, p->conv, p->y, y, count, &found, perf, workspace, need);
   /* A CUDA error under a failed trial (the search may succeed with some
@@ -512,7 +515,9 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
 
 /* The plan of @key's shape; a new one's algorithm is timed on @x, @w and
  * @y when so asked.  NULL under a capture that would have to make one, or
- * when a call failed under a capture (the capture then fails). */
+ * when a call failed under a capture (the capture then fails), and while
+ * the backend is halted (pp_cuda_halted: its buffers may be missing, and
+ * a plan made now would keep a choice made without running anything). */
 static ConvPlan *
 conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
     gconstpointer w, gpointer y)
@@ -529,6 +534,8 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
 
   if (p != NULL)
     return p;
+  if (pp_cuda_halted (cu))
+    return NULL;
   if (pp_cuda_capturing_here (cu)) {
     if (cu->capture_error == NULL) {
       desc = pp_cuda_conv_key_describe (key);
@@ -560,6 +567,12 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   timed = cu->conv_timed && time_algorithm (cu, p, key, x, w, y);
   if (!timed)
     choose_algorithm (cu, p, key);
+  /* Halted meanwhile (the trials' workspace did not fit): a choice made
+   * on trials that did not run is not kept. */
+  if (pp_cuda_halted (cu)) {
+    conv_plan_free (p);
+    return NULL;
+  }
   g_hash_table_insert (cu->conv_plans, g_memdup2 (key, sizeof *key), p);
   /* Once a shape: which algorithm each convolution of a model runs (the
    * benchmark's profile gives their times). */
@@ -609,7 +622,8 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
       && copy->khkw == khkw && copy->cout_pad == cout_pad
       && copy->cin_pad == cin_pad)
     return copy->mem;
-  if (cu->capturing != NULL)
+  /* Under a capture, or halted (the convolution's work is skipped). */
+  if (cu->capturing != NULL || pp_cuda_halted (cu))
     return NULL;
   /* Enqueued work that still reads an old copy comes before the new
    * one's transpose (pp_cuda_release). */

@@ -10,8 +10,8 @@
  * (pp_cuda_emu_malloc_calls, pp_cuda_emu_fail_malloc), so that the sweep
  * reaches every allocation whatever their number.
  * $PP_TEST_FIRST_ALLOCATION starts the frames' sweep at that allocation
- * (to rerun one); under a sanitizer ($PP_TEST_SANITIZED) it takes every
- * SANITIZED_STRIDE-th. */
+ * (to rerun one); $PP_TEST_ALLOCATION_STRIDE, or a sanitizer
+ * ($PP_TEST_SANITIZED), makes it take every so many. */
 #include "pp-backend.h"
 #include "pp-error.h"
 #include "pp-model.h"
@@ -86,20 +86,20 @@ load (Fixture * f, GError ** error)
   return m;
 }
 
-/* FRAMES img2img frames through @m, the last one's pixels in @out; FALSE
- * with the first error, each piece of work checked as rank 0 checks it
- * (encode and decode by the model itself, the steps here). */
+/* FRAMES img2img frames @side pixels square through @m, the last one's
+ * pixels in @out; FALSE with the first error, each piece of work checked
+ * as rank 0 checks it (encode and decode by the model itself, the steps
+ * here). */
 static gboolean
-run_frames (Fixture * f, PpModel * m, guint8 * out, GError ** error)
+run_frames_of (Fixture * f, PpModel * m, gint side, guint8 * out,
+    GError ** error)
 {
   for (int fr = 0; fr < FRAMES; fr++) {
-    PpImage image = { out, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
-      {0, 1, 2}
-    };
+    PpImage image = { out, side, side, side * 3, 3, {0, 1, 2} };
     g_autoptr (PpTensor) sample = NULL;
     guint since;
 
-    for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+    for (gsize i = 0; i < (gsize) side * side * 3; i++)
       out[i] = (guint8) ((i * 7 + i / 97 + fr) & 0xff);
     sample = pp_model_encode (m, &image, error);
     if (sample == NULL)
@@ -116,6 +116,12 @@ run_frames (Fixture * f, PpModel * m, guint8 * out, GError ** error)
       return FALSE;
   }
   return TRUE;
+}
+
+static gboolean
+run_frames (Fixture * f, PpModel * m, guint8 * out, GError ** error)
+{
+  return run_frames_of (f, m, FRAME_SIDE, out, error);
 }
 
 /* What the backend keeps for reuse goes back, so that a run allocates as
@@ -140,17 +146,23 @@ assert_out_of_memory (guint64 n, GError ** error)
 }
 
 /* The allocation the sweep fails after @n of @last: each in turn, or
- * under a sanitizer (which slows the emulated kernels several times)
- * every SANITIZED_STRIDE-th, and the last. */
+ * every $PP_TEST_ALLOCATION_STRIDE-th (the backend's other ways, whose
+ * allocations are mostly the default way's), or under a sanitizer (which
+ * slows the emulated kernels several times) every SANITIZED_STRIDE-th;
+ * and the last. */
 static guint64
 next_allocation (guint64 n, guint64 last)
 {
   const gchar *sanitized = g_getenv ("PP_TEST_SANITIZED");
+  const gchar *stride = g_getenv ("PP_TEST_ALLOCATION_STRIDE");
+  guint64 step = 1;
 
-  if (sanitized == NULL || *sanitized == '\0' || g_str_equal (sanitized,
-          "0") || n == last)
-    return n + 1;
-  return MIN (n + SANITIZED_STRIDE, last);
+  if (stride != NULL && *stride != '\0')
+    step = MAX (g_ascii_strtoull (stride, NULL, 10), 1);
+  if (sanitized != NULL && *sanitized != '\0' && !g_str_equal (sanitized,
+          "0"))
+    step = MAX (step, SANITIZED_STRIDE);
+  return n == last ? n + 1 : MIN (n + step, last);
 }
 
 static void
@@ -254,10 +266,76 @@ test_each_allocation (Fixture * f, gconstpointer data)
   g_assert_cmpuint (halted, >=, MIN_FAILURES);
 }
 
+/* The convolution plans the backend made (its info line for each), and
+ * the log writer that counts them, letting the rest of the info and
+ * debug lines go unprinted. */
+static gint conv_plans_logged;
+
+static GLogWriterOutput
+count_plans (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
+    gpointer data)
+{
+  (void) data;
+  if (!(level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)))
+    return g_log_writer_default (level, fields, n_fields, NULL);
+  for (gsize i = 0; i < n_fields; i++)
+    if (g_str_equal (fields[i].key, "MESSAGE") && fields[i].length < 0
+        && strstr (fields[i].value, ": cuda conv: ") != NULL)
+      g_atomic_int_inc (&conv_plans_logged);
+  return G_LOG_WRITER_HANDLED;
+}
+
+/* A halted backend takes nothing from the device and makes no plan:
+ * frames of a size it has not met, run while it is halted, fail with its
+ * failure, allocate nothing and plan no convolution; recovered, a model
+ * loaded again runs them, planning their convolutions then. */
+static void
+test_halted_makes_nothing (Fixture * f, gconstpointer data)
+{
+  const gint side = FRAME_SIDE + 8;
+  g_autofree guint8 *out = g_malloc ((gsize) side * side * 3);
+  g_autoptr (GError) error = NULL;
+  PpModel *m;
+  guint64 calls;
+
+  (void) data;
+  m = load (f, &error);
+  g_assert_no_error (error);
+  g_assert_true (run_frames (f, m, out, &error));
+  g_assert_no_error (error);
+  g_assert_true (pp_backend_halt (f->be, g_error_new_literal (PP_ERROR,
+              PP_ERROR_DEVICE, "a failure for the test")));
+  calls = f->malloc_calls ();
+  g_atomic_int_set (&conv_plans_logged, 0);
+  g_assert_false (run_frames_of (f, m, side, out, &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+  g_assert_nonnull (strstr (error->message, "a failure for the test"));
+  g_clear_error (&error);
+  g_assert_cmpuint (f->malloc_calls (), ==, calls);
+  g_assert_cmpint (g_atomic_int_get (&conv_plans_logged), ==, 0);
+  g_assert_true (pp_model_spoiled (m));
+  pp_model_free (m);
+
+  g_assert_true (pp_backend_recover (f->be, NULL));
+  m = load (f, &error);
+  g_assert_no_error (error);
+  g_assert_true (run_frames_of (f, m, side, out, &error));
+  g_assert_no_error (error);
+  g_test_message ("frames of %dx%d planned %d convolutions once the backend "
+      "recovered", side, side, g_atomic_int_get (&conv_plans_logged));
+  g_assert_cmpint (g_atomic_int_get (&conv_plans_logged), >, 0);
+  pp_model_free (m);
+}
+
 int
 main (int argc, char **argv)
 {
+  /* The backend's info lines, which count_plans reads. */
+  g_setenv ("G_MESSAGES_DEBUG", "all", TRUE);
+  g_log_set_writer_func (count_plans, NULL, NULL);
   g_test_init (&argc, &argv, NULL);
+  g_test_add ("/backend/kept-failures/halted-makes-nothing", Fixture, NULL,
+      fixture_set_up, test_halted_makes_nothing, fixture_tear_down);
   g_test_add ("/backend/kept-failures/each-allocation", Fixture, NULL,
       fixture_set_up, test_each_allocation, fixture_tear_down);
   return g_test_run ();
