@@ -38,7 +38,7 @@ if [ "$status" -gt 128 ]; then
 fi
 error=$(grep -m1 "^ERROR: from element" "$work/out.txt" || true)
 for needle in "worker rank 1 (" "failed in its backend" \
-    "out of device memory: 32 MiB did not fit" \
+    "out of device memory: " "MiB did not fit beside the" \
     "use a smaller frame, a smaller frame-batch"; do
   case $error in
     *"$needle"*) ;;
