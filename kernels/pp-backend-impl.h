@@ -108,10 +108,12 @@ typedef struct
   gpointer (*fence) (PpBackend * be);
   void (*fence_wait) (PpBackend * be, gpointer fence, gpointer stream);
   void (*fence_free) (PpBackend * be, gpointer fence);
-  /* Gives back to the device what the backend holds for reuse and no
-   * graph may still run on (scratch, freed blocks kept), after a kept
-   * failure (pp_backend_recover), so that the work tried next has the most
-   * room; NULL where there is nothing to give back (the CPU backends). */
+  /* After a kept failure (pp_backend_recover), once the work queued
+   * before it is done: drops what the failure may have cut short and no
+   * graph may still run on (scratch, per-shape plans and the choices made
+   * with them) and gives back to the device what the backend holds for
+   * reuse, so that the work tried next starts clean with the most room;
+   * NULL where there is nothing of the kind (the CPU backends). */
   void (*trim) (PpBackend * be);
 } PpBackendMemory;
 

@@ -99,10 +99,11 @@ guint        pp_backend_failures   (PpBackend * be);
  * runtime's or library's error). */
 gboolean     pp_backend_check      (PpBackend * be, guint since,
                                     GError ** error);
-/* Takes a halted @be back into use: what it holds for reuse goes back to
- * the device (PpBackendMemory.trim), the failure is dropped and the
- * backend runs work again.  TRUE, with the failure's message in @what
- * (when not NULL; free it), when it was halted. */
+/* Takes a halted @be back into use: what the failure may have cut short
+ * is dropped and what it holds for reuse goes back to the device
+ * (PpBackendMemory.trim), the failure is dropped and the backend runs
+ * work again.  TRUE, with the failure's message in @what (when not NULL;
+ * free it), when it was halted. */
 gboolean     pp_backend_recover    (PpBackend * be, gchar ** what);
 
 gpointer     pp_backend_alloc      (PpBackend * be, gsize bytes,
