@@ -3,7 +3,8 @@
  * load and frames, failed in turn, fails that load or frame with an error
  * naming the device's memory, never the process; a halted backend
  * recovers, and the frames after it are the frames of a run that never
- * failed, byte for byte.
+ * failed, byte for byte.  And a halted backend takes nothing from the
+ * device and plans nothing.
  *
  * Run on the emulated CUDA backend ($PPDIFFUSE_CUDA_MODULE), which counts
  * its cudaMalloc calls and fails the one a test names
