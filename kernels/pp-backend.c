@@ -381,18 +381,14 @@ pp_backend_failures (PpBackend * be)
 gboolean
 pp_backend_check (PpBackend * be, guint since, GError ** error)
 {
-  if (pp_backend_failures (be) == since && !pp_backend_is_halted (be))
-    return TRUE;
-  g_mutex_lock (&be->failure_lock);
-  if (be->failure != NULL)
-    g_set_error_literal (error, PP_ERROR, be->failure->code,
-        be->failure->message);
-  else
+  /* A failure since @since that a recovery has dropped already. */
+  if (pp_backend_failures (be) != since && !pp_backend_is_halted (be)) {
     g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "the %s backend (%s) "
         "failed during this work and has recovered since", be->name,
         be->device ? be->device : "?");
-  g_mutex_unlock (&be->failure_lock);
-  return FALSE;
+    return FALSE;
+  }
+  return pp_backend_running (be, error);
 }
 
 gboolean

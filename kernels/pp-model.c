@@ -740,13 +740,11 @@ slot_run (PpModel * model, GraphSlot * slot, PpGraphFunc func,
   if (slot->graph == NULL) {
     const guint since = pp_backend_failures (model->backend);
 
-    /* A halted backend captures nothing, which says nothing of graphs. */
-    if (!work_held (model, since, TRUE, error))
-      return FALSE;
     slot->graph = pp_backend_graph_capture (model->backend, func, call,
         &local);
-    /* Halted during the capture (out of memory for a buffer): the graph
-     * holds only part of the work. */
+    /* Halted before the capture (it captured nothing, which says nothing
+     * of graphs) or during it (out of memory for a buffer: the graph
+     * holds only part of the work). */
     if (!work_held (model, since, TRUE, error)) {
       slot_reset (model, slot);
       g_clear_error (&local);

@@ -198,8 +198,8 @@ void pp_cuda_op_error (PpCudaBackend * cu, GError * error);
 /* Whether a kept failure halted @cu: work is no longer enqueued. */
 #define pp_cuda_halted(cu) pp_backend_is_halted (&(cu)->be)
 
-/* Checks of calls inside ops: abort (outside a capture) with the call,
- * file:line and the runtime's status text. */
+/* Checks of calls inside ops: a failure, with the call, file:line and the
+ * runtime's status text, goes to pp_cuda_op_error. */
 #define PP_CUDA_OP_TRY(cu, call)                                            \
   G_STMT_START {                                                            \
     GError *pp_op_error_ = NULL;                                            \

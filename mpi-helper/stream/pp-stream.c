@@ -182,14 +182,16 @@ model_new (const PpSettings * resolved, guint n_steps, PpBackend * backend,
   return model;
 }
 
-/* The backend of a start: as configured, else the best this build has.
- * auto passing over CUDA is only logged: the CPU on a machine without a
- * GPU is what auto is for; backend=cuda fails instead. */
-/* Rank 0's backend @name.  Rank 0 is the application's process, whose
- * life is not the backend's to end: a failure inside an op (a device out
- * of memory) halts the backend and fails the stream with its message
- * instead (pp_backend_keep_failures), and the next start takes a halted
- * backend back into use. */
+/* Names rank 0, this process, at the head of @error. */
+static void
+prefix_rank0 (GError ** error)
+{
+  g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
+      g_get_host_name ());
+}
+
+/* Takes @backend back into use when a kept failure halted it, saying
+ * so. */
 static void
 recover_backend (PpBackend * backend)
 {
@@ -201,6 +203,11 @@ recover_backend (PpBackend * backend)
         failure);
 }
 
+/* Rank 0's backend @name.  Rank 0 is the application's process, whose
+ * life is not the backend's to end: a failure inside an op (a device out
+ * of memory) halts the backend and fails the stream with its message
+ * instead (pp_backend_keep_failures), and the next start takes a halted
+ * backend back into use. */
 static PpBackend *
 rank0_backend (const gchar * name, GError ** error)
 {
@@ -213,14 +220,16 @@ rank0_backend (const gchar * name, GError ** error)
   return backend;
 }
 
+/* The backend of a start: as configured, else the best this build has.
+ * auto passing over CUDA is only logged: the CPU on a machine without a
+ * GPU is what auto is for; backend=cuda fails instead. */
 static PpBackend *
 start_backend (const gchar * name, GError ** error)
 {
   PpBackend *backend = rank0_backend (name, error);
 
   if (backend == NULL) {
-    g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
-        g_get_host_name ());
+    prefix_rank0 (error);
     return NULL;
   }
   if (name == NULL && pp_backend_auto_reason () != NULL)
@@ -513,8 +522,7 @@ pp_stream_encode (PpStream * stream, const PpImage * image, guint64 pts,
   if (chunk->tensors->len > 1)
     pp_chunk_truncate (chunk, 1);
   if (!encode_sample (stream, image, chunk, error)) {
-    g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
-        g_get_host_name ());
+    prefix_rank0 (error);
     pp_chunk_free (chunk);
     return NULL;
   }
@@ -625,8 +633,7 @@ pp_stream_decode (PpStream * stream, const PpStreamFrame * result,
     return FALSE;
   }
   if (!pp_model_decode (stream->model, sample, image, error)) {
-    g_prefix_error (error, "rank 0 (pid %d on %s): ", (gint) getpid (),
-        g_get_host_name ());
+    prefix_rank0 (error);
     return FALSE;
   }
   return TRUE;

@@ -38,6 +38,30 @@ typedef struct
   void (*fail_malloc) (guint64 n, guint64 count);
 } Fixture;
 
+/* The convolution plans the backend made (its info line for each), those
+ * made while it was halted (none may be: a plan made then keeps a choice
+ * made without running anything), and the log writer that counts them,
+ * letting the rest of the info and debug lines go unprinted. */
+static PpBackend *watched;
+static gint conv_plans_logged, plans_while_halted;
+
+static GLogWriterOutput
+count_plans (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
+    gpointer data)
+{
+  (void) data;
+  if (!(level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)))
+    return g_log_writer_default (level, fields, n_fields, NULL);
+  for (gsize i = 0; i < n_fields; i++)
+    if (g_str_equal (fields[i].key, "MESSAGE") && fields[i].length < 0
+        && strstr (fields[i].value, ": cuda conv: ") != NULL) {
+      g_atomic_int_inc (&conv_plans_logged);
+      if (watched != NULL && pp_backend_is_halted (watched))
+        g_atomic_int_inc (&plans_while_halted);
+    }
+  return G_LOG_WRITER_HANDLED;
+}
+
 static void
 fixture_set_up (Fixture * f, gconstpointer data)
 {
@@ -54,6 +78,8 @@ fixture_set_up (Fixture * f, gconstpointer data)
   f->be = pp_backend_get (PP_BACKEND_CUDA, &error);
   g_assert_no_error (error);
   pp_backend_keep_failures (f->be);
+  watched = f->be;
+  g_atomic_int_set (&plans_while_halted, 0);
   /* The emulation the backend loaded, found again for its counter. */
   module = g_module_open (module_path, G_MODULE_BIND_LAZY);
   g_assert_nonnull (module);
@@ -265,25 +291,7 @@ test_each_allocation (Fixture * f, gconstpointer data)
       "failed in turn: %u halted the backend, %u failed a tensor's making, "
       "%u had another way", framing, halted, refused, passed);
   g_assert_cmpuint (halted, >=, MIN_FAILURES);
-}
-
-/* The convolution plans the backend made (its info line for each), and
- * the log writer that counts them, letting the rest of the info and
- * debug lines go unprinted. */
-static gint conv_plans_logged;
-
-static GLogWriterOutput
-count_plans (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
-    gpointer data)
-{
-  (void) data;
-  if (!(level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)))
-    return g_log_writer_default (level, fields, n_fields, NULL);
-  for (gsize i = 0; i < n_fields; i++)
-    if (g_str_equal (fields[i].key, "MESSAGE") && fields[i].length < 0
-        && strstr (fields[i].value, ": cuda conv: ") != NULL)
-      g_atomic_int_inc (&conv_plans_logged);
-  return G_LOG_WRITER_HANDLED;
+  g_assert_cmpint (g_atomic_int_get (&plans_while_halted), ==, 0);
 }
 
 /* A halted backend takes nothing from the device and makes no plan:
@@ -314,6 +322,7 @@ test_halted_makes_nothing (Fixture * f, gconstpointer data)
   g_clear_error (&error);
   g_assert_cmpuint (f->malloc_calls (), ==, calls);
   g_assert_cmpint (g_atomic_int_get (&conv_plans_logged), ==, 0);
+  g_assert_cmpint (g_atomic_int_get (&plans_while_halted), ==, 0);
   g_assert_true (pp_model_spoiled (m));
   pp_model_free (m);
 

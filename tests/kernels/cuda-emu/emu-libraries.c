@@ -32,7 +32,7 @@
  * $PP_CUDA_EMU_DEVICE_MB, when set, is the device's memory in MiB (16 GiB
  * by default): a cudaMalloc that would take the memory allocated and not
  * freed past it fails with cudaErrorMemoryAllocation, as a full device
- * answers; pp_cuda_emu_fail_malloc (below) makes one call fail so. */
+ * answers; pp_cuda_emu_fail_malloc (below) makes chosen calls fail so. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -346,7 +346,8 @@ cudaMalloc (void **ptr, size_t size)
   g_mutex_lock (&device_lock);
   malloc_calls++;
   fits = size <= device_bytes () - MIN (device_used, device_bytes ())
-      && (malloc_calls < malloc_fails_from || malloc_calls >= malloc_fails_end);
+      && (malloc_calls < malloc_fails_from
+      || malloc_calls >= malloc_fails_end);
   if (fits)
     device_used += size;
   g_mutex_unlock (&device_lock);
