@@ -346,8 +346,10 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
       chosen = i;
     }
   }
-  g_info ("%s: cuda conv graph trials: %s: %s", cu->be.device, desc,
-      text->str);
+  /* Halted meanwhile, the trials chose nothing: the caller drops @p. */
+  if (!pp_cuda_halted (cu))
+    g_info ("%s: cuda conv graph trials: %s: %s", cu->be.device, desc,
+        text->str);
   p->plan = g_ptr_array_index (plans, chosen);
   p->workspace = g_array_index (workspaces, gsize, chosen);
   p->engine = g_array_index (engines, gint64, chosen);
@@ -398,6 +400,8 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
     return p;
   }
   p->descriptors = descriptors;
+  if (pp_cuda_halted (cu))
+    return p;                   /* dropped by the caller, unsaid */
   g_info ("%s: cuda conv graph: %s: engine %" G_GINT64_FORMAT " (%s), %"
       G_GSIZE_FORMAT " bytes of workspace, planned in %.0f ms",
       cu->be.device, desc, p->engine,

@@ -370,7 +370,7 @@ lt_trial (gpointer data)
 /* Times @plan's trials on the op's operands (x, w, y as C when
  * @accumulate), their outputs in scratch, keeps the fastest in
  * plan->algo, and logs every trial once at info level ("cuda gemm
- * trials: …"). */
+ * trials: …"); halted meanwhile, keeps nothing. */
 static void
 lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
     gboolean accumulate, gconstpointer y)
@@ -405,6 +405,10 @@ lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
       chosen = i;
     }
   }
+  /* Halted meanwhile (the trials' scratch did not fit): trials that did
+   * not run choose nothing, and the plan is timed at its next run. */
+  if (pp_cuda_halted (cu))
+    return;
   plan->algo = plan->trials[chosen].algo;
   g_info ("%s: cuda gemm trials: %s linear of %d rows, %d → %d%s%s, the "
       "heuristics' algorithms in their order: %s; %d chosen", cu->be.device,

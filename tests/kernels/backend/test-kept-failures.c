@@ -12,7 +12,9 @@
  * reaches every allocation whatever their number.
  * $PP_TEST_FIRST_ALLOCATION starts the frames' sweep at that allocation
  * (to rerun one); $PP_TEST_ALLOCATION_STRIDE, or a sanitizer
- * ($PP_TEST_SANITIZED), makes it take every so many. */
+ * ($PP_TEST_SANITIZED), makes it take every so many, and with a stride
+ * (not under a sanitizer, which holds the memory, not the choices) each
+ * allocation just before a choice as well. */
 #include "pp-backend.h"
 #include "pp-error.h"
 #include "pp-model.h"
@@ -38,12 +40,27 @@ typedef struct
   void (*fail_malloc) (guint64 n, guint64 count);
 } Fixture;
 
-/* The convolution plans the backend made (its info line for each), those
- * made while it was halted (none may be: a plan made then keeps a choice
- * made without running anything), and the log writer that counts them,
- * letting the rest of the info and debug lines go unprinted. */
+/* The convolution plans the backend made (its info line for each), the
+ * choices made while it was halted (none may be: a plan or a timed pick
+ * made then keeps a choice made without running anything), and the log
+ * writer that counts them, letting the rest of the info and debug lines
+ * go unprinted.  The lines of a choice: a convolution's plan, a
+ * convolution graph's plan and its timed engines, cuBLASLt's timed
+ * algorithms, a fused attention's plan. */
+static const gchar *const choice_lines[] = {
+  ": cuda conv: ", ": cuda conv graph: ", ": cuda conv graph trials: ",
+  ": cuda gemm trials: ", "cuda attention: ",
+};
+
 static PpBackend *watched;
-static gint conv_plans_logged, plans_while_halted;
+static gint conv_plans_logged, choices_while_halted;
+/* While set, the device allocations made before each choice line (the
+ * emulation's count then, less marks_base): the allocations whose
+ * failure comes just before a choice, which the sweep fails whatever its
+ * stride. */
+static guint64 (*marks_counter) (void);
+static guint64 marks_base;
+static GArray *choice_marks;
 
 static GLogWriterOutput
 count_plans (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
@@ -52,13 +69,27 @@ count_plans (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
   (void) data;
   if (!(level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)))
     return g_log_writer_default (level, fields, n_fields, NULL);
-  for (gsize i = 0; i < n_fields; i++)
-    if (g_str_equal (fields[i].key, "MESSAGE") && fields[i].length < 0
-        && strstr (fields[i].value, ": cuda conv: ") != NULL) {
+  for (gsize i = 0; i < n_fields; i++) {
+    if (!g_str_equal (fields[i].key, "MESSAGE") || fields[i].length >= 0)
+      continue;
+    if (strstr (fields[i].value, ": cuda conv: ") != NULL)
       g_atomic_int_inc (&conv_plans_logged);
-      if (watched != NULL && pp_backend_is_halted (watched))
-        g_atomic_int_inc (&plans_while_halted);
+    for (guint j = 0; j < G_N_ELEMENTS (choice_lines); j++) {
+      if (strstr (fields[i].value, choice_lines[j]) == NULL)
+        continue;
+      if (watched != NULL && pp_backend_is_halted (watched)) {
+        g_test_message ("made while halted: %s",
+            (const gchar *) fields[i].value);
+        g_atomic_int_inc (&choices_while_halted);
+      }
+      if (marks_counter != NULL) {
+        const guint64 mark = marks_counter () - marks_base;
+
+        g_array_append_val (choice_marks, mark);
+      }
+      break;
     }
+  }
   return G_LOG_WRITER_HANDLED;
 }
 
@@ -79,7 +110,7 @@ fixture_set_up (Fixture * f, gconstpointer data)
   g_assert_no_error (error);
   pp_backend_keep_failures (f->be);
   watched = f->be;
-  g_atomic_int_set (&plans_while_halted, 0);
+  g_atomic_int_set (&choices_while_halted, 0);
   /* The emulation the backend loaded, found again for its counter. */
   module = g_module_open (module_path, G_MODULE_BIND_LAZY);
   g_assert_nonnull (module);
@@ -172,6 +203,15 @@ assert_out_of_memory (guint64 n, GError ** error)
   g_clear_error (error);
 }
 
+/* Whether the test runs under a sanitizer ($PP_TEST_SANITIZED). */
+static gboolean
+sanitized (void)
+{
+  const gchar *value = g_getenv ("PP_TEST_SANITIZED");
+
+  return value != NULL && *value != '\0' && !g_str_equal (value, "0");
+}
+
 /* The allocation the sweep fails after @n of @last: each in turn, or
  * every $PP_TEST_ALLOCATION_STRIDE-th (the backend's other ways, whose
  * allocations are mostly the default way's), or under a sanitizer (which
@@ -180,14 +220,12 @@ assert_out_of_memory (guint64 n, GError ** error)
 static guint64
 next_allocation (guint64 n, guint64 last)
 {
-  const gchar *sanitized = g_getenv ("PP_TEST_SANITIZED");
   const gchar *stride = g_getenv ("PP_TEST_ALLOCATION_STRIDE");
   guint64 step = 1;
 
   if (stride != NULL && *stride != '\0')
     step = MAX (g_ascii_strtoull (stride, NULL, 10), 1);
-  if (sanitized != NULL && *sanitized != '\0' && !g_str_equal (sanitized,
-          "0"))
+  if (sanitized ())
     step = MAX (step, SANITIZED_STRIDE);
   return n == last ? n + 1 : MIN (n + step, last);
 }
@@ -202,6 +240,7 @@ test_each_allocation (Fixture * f, gconstpointer data)
   PpModel *m;
   guint64 before, loading, framing;
   guint halted = 0, refused = 0, passed = 0;
+  g_autoptr (GHashTable) trials = NULL;
   const gchar *first;
 
   (void) data;
@@ -217,14 +256,18 @@ test_each_allocation (Fixture * f, gconstpointer data)
   m = load (f, &error);
   g_assert_no_error (error);
   loading = f->malloc_calls () - before;
+  choice_marks = g_array_new (FALSE, FALSE, sizeof (guint64));
+  marks_base = before + loading;
+  marks_counter = f->malloc_calls;
   g_assert_true (run_frames (f, m, got, &error));
+  marks_counter = NULL;
   g_assert_no_error (error);
   framing = f->malloc_calls () - before - loading;
   pp_model_free (m);
   g_assert_cmpmem (got, bytes, want, bytes);
   g_test_message ("a load allocates %" G_GUINT64_FORMAT " times on the "
-      "device, %d frames after it %" G_GUINT64_FORMAT " times", loading,
-      FRAMES, framing);
+      "device, %d frames after it %" G_GUINT64_FORMAT " times, %u choices "
+      "made among them", loading, FRAMES, framing, choice_marks->len);
   g_assert_cmpuint (framing, >=, MIN_FAILURES);
 
   /* A load's allocation (its first, one in the middle, its last) fails
@@ -240,13 +283,27 @@ test_each_allocation (Fixture * f, gconstpointer data)
     g_assert_false (pp_backend_recover (f->be, NULL));
   }
 
-  /* Each of the frames' allocations in turn. */
+  /* Each of the frames' allocations in turn (or every so many, and
+   * each just before a choice). */
   first = g_getenv ("PP_TEST_FIRST_ALLOCATION");
+  trials = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   for (guint64 n = first != NULL ? g_ascii_strtoull (first, NULL, 10) : 1;
-      n <= framing; n = next_allocation (n, framing)) {
+      n <= framing; n = next_allocation (n, framing))
+    g_hash_table_add (trials, g_memdup2 (&n, sizeof n));
+  for (guint i = 0; i < choice_marks->len && !sanitized (); i++) {
+    guint64 n = g_array_index (choice_marks, guint64, i);
+
+    if (n >= 1 && n <= framing && (first == NULL
+            || n >= g_ascii_strtoull (first, NULL, 10)))
+      g_hash_table_add (trials, g_memdup2 (&n, sizeof n));
+  }
+  g_clear_pointer (&choice_marks, g_array_unref);
+  for (guint64 n = 1; n <= framing; n++) {
     g_autofree gchar *what = NULL;
     gboolean ok;
 
+    if (!g_hash_table_contains (trials, &n))
+      continue;
     give_back (f);
     m = load (f, &error);
     g_assert_no_error (error);
@@ -287,11 +344,12 @@ test_each_allocation (Fixture * f, gconstpointer data)
     }
     pp_model_free (m);
   }
-  g_test_message ("of %" G_GUINT64_FORMAT " allocations of the frames, "
+  g_test_message ("of %" G_GUINT64_FORMAT " allocations of the frames, %u "
       "failed in turn: %u halted the backend, %u failed a tensor's making, "
-      "%u had another way", framing, halted, refused, passed);
+      "%u had another way", framing, g_hash_table_size (trials), halted,
+      refused, passed);
   g_assert_cmpuint (halted, >=, MIN_FAILURES);
-  g_assert_cmpint (g_atomic_int_get (&plans_while_halted), ==, 0);
+  g_assert_cmpint (g_atomic_int_get (&choices_while_halted), ==, 0);
 }
 
 /* A halted backend takes nothing from the device and makes no plan:
@@ -322,7 +380,7 @@ test_halted_makes_nothing (Fixture * f, gconstpointer data)
   g_clear_error (&error);
   g_assert_cmpuint (f->malloc_calls (), ==, calls);
   g_assert_cmpint (g_atomic_int_get (&conv_plans_logged), ==, 0);
-  g_assert_cmpint (g_atomic_int_get (&plans_while_halted), ==, 0);
+  g_assert_cmpint (g_atomic_int_get (&choices_while_halted), ==, 0);
   g_assert_true (pp_model_spoiled (m));
   pp_model_free (m);
 
