@@ -115,6 +115,11 @@ typedef struct
    * reuse, so that the work tried next starts clean with the most room;
    * NULL where there is nothing of the kind (the CPU backends). */
   void (*trim) (PpBackend * be);
+  /* Gives back to the device the freed buffers the backend keeps for
+   * reuse, once the work queued may no longer use them
+   * (pp_backend_give_back); NULL where none are kept (the CPU
+   * backends). */
+  void (*give_back) (PpBackend * be);
 } PpBackendMemory;
 
 struct _PpBackend
@@ -178,8 +183,9 @@ struct _PpBackend
    * halted: it runs no more work (ops, transfers, graphs) until
    * pp_backend_recover, and the work's callers learn of it through
    * pp_backend_check; elsewhere (a worker, a tool) a failure ends the
-   * process with its message.  @failures counts the failures kept, so a
-   * caller can ask whether one came during its work.  Atomic ints; the
+   * process with its message.  @failures counts the failures kept and
+   * the recoveries, so a caller can ask whether one came during its
+   * work.  Atomic ints; the
    * error under @failure_lock, which is taken inside the backend's own
    * lock, never around it. */
   gint keeps_failures;

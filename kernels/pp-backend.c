@@ -381,14 +381,19 @@ pp_backend_failures (PpBackend * be)
 gboolean
 pp_backend_check (PpBackend * be, guint since, GError ** error)
 {
-  /* A failure since @since that a recovery has dropped already. */
-  if (pp_backend_failures (be) != since && !pp_backend_is_halted (be)) {
+  /* Halted first: a recovery counts itself before it ends the halt, so
+   * work that a recovery overlapped finds the count moved. */
+  if (!pp_backend_running (be, error))
+    return FALSE;
+  /* A failure since @since that a recovery has dropped already, or a
+   * recovery during the work (whose first part was skipped). */
+  if (pp_backend_failures (be) != since) {
     g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "the %s backend (%s) "
         "failed during this work and has recovered since", be->name,
         be->device ? be->device : "?");
     return FALSE;
   }
-  return pp_backend_running (be, error);
+  return TRUE;
 }
 
 gboolean
@@ -407,12 +412,22 @@ pp_backend_recover (PpBackend * be, gchar ** what)
     be->memory->trim (be);
   g_mutex_lock (&be->failure_lock);
   failure = g_steal_pointer (&be->failure);
+  /* Counted, so that work begun while halted and ended after this learns
+   * that its first part was skipped (pp_backend_check). */
+  g_atomic_int_inc (&be->failures);
   g_atomic_int_set (&be->halted, 0);
   g_mutex_unlock (&be->failure_lock);
   if (what != NULL)
     *what = g_strdup (failure != NULL ? failure->message : "?");
   g_clear_error (&failure);
   return TRUE;
+}
+
+void
+pp_backend_give_back (PpBackend * be)
+{
+  if (be->memory->give_back != NULL)
+    be->memory->give_back (be);
 }
 
 gpointer

@@ -90,11 +90,12 @@ const gchar *pp_backend_ways       (const PpBackend * be);
  * issued the work asks pp_backend_check after it, before using any
  * result.  Idempotent; from then on for the process. */
 void         pp_backend_keep_failures (PpBackend * be);
-/* The failures kept so far: a caller takes it before its work and hands
- * it to pp_backend_check after. */
+/* The failures kept so far and the recoveries from them: a caller takes
+ * it before its work and hands it to pp_backend_check after. */
 guint        pp_backend_failures   (PpBackend * be);
-/* TRUE when no failure was kept since pp_backend_failures returned
- * @since and @be is not halted; else FALSE with the failure (its code:
+/* TRUE when no failure was kept nor recovered from since
+ * pp_backend_failures returned @since and @be is not halted; else FALSE
+ * with the failure (its code:
  * PP_ERROR_RESOURCE for a device out of memory, PP_ERROR_DEVICE for a
  * runtime's or library's error). */
 gboolean     pp_backend_check      (PpBackend * be, guint since,
@@ -103,8 +104,13 @@ gboolean     pp_backend_check      (PpBackend * be, guint since,
  * is dropped and what it holds for reuse goes back to the device
  * (PpBackendMemory.trim), the failure is dropped and the backend runs
  * work again.  TRUE, with the failure's message in @what (when not NULL;
- * free it), when it was halted. */
+ * free it), when it was halted.  Work on @be must not overlap it, or
+ * learns from pp_backend_check that it did. */
 gboolean     pp_backend_recover    (PpBackend * be, gchar ** what);
+/* Gives back to the device what @be keeps of freed buffers for reuse:
+ * where a model was freed (a stream stopped), so that an application
+ * holding a stopped element holds no device memory for it. */
+void         pp_backend_give_back  (PpBackend * be);
 
 gpointer     pp_backend_alloc      (PpBackend * be, gsize bytes,
                                     GError ** error);

@@ -166,6 +166,7 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
 
   model = g_new0 (PpModel, 1);
   g_mutex_init (&model->image_lock);
+  g_rw_lock_init (&model->work_lock);
   model->klass = klass;
   model->uri = g_strdup (uri);
   model->path = g_steal_pointer (&path);
@@ -397,6 +398,7 @@ pp_model_free (PpModel * model)
     model->klass->finalize (model);
   g_clear_pointer (&model->host_sample, pp_tensor_free);
   g_mutex_clear (&model->image_lock);
+  g_rw_lock_clear (&model->work_lock);
   g_free (model->uri);
   g_free (model->path);
   g_free (model);
@@ -423,14 +425,17 @@ pp_model_spoiled (PpModel * model)
   return g_atomic_int_get (&model->spoiled) != 0;
 }
 
-/* FALSE, with an error saying why, when @model is spoiled; else the
- * backend's failure count before the work, for work_held. */
+/* The start of a piece of the model's work, which work_done ends: FALSE,
+ * with an error saying why, when @model is spoiled; else the backend's
+ * failure count before the work, for work_held. */
 static gboolean
 work_begin (PpModel * model, guint * since, GError ** error)
 {
+  g_rw_lock_reader_lock (&model->work_lock);
   *since = pp_backend_failures (model->backend);
   if (!pp_model_spoiled (model))
     return TRUE;
+  g_rw_lock_reader_unlock (&model->work_lock);
   g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "model %s: its backend "
       "(%s) failed during its work, which may have left garbage in what it "
       "keeps between calls; it must be loaded again", model->uri,
@@ -439,8 +444,9 @@ work_begin (PpModel * model, guint * since, GError ** error)
 }
 
 /* @ok, unless a failure of the backend was kept (pp_backend_keep_failures)
- * since work_begin gave @since: the work's results are then garbage, the
- * error is the failure, and the model is spoiled. */
+ * since work_begin gave @since, or the backend was taken back since: the
+ * work's results are then garbage, the error is the failure, and the
+ * model is spoiled. */
 static gboolean
 work_held (PpModel * model, guint since, gboolean ok, GError ** error)
 {
@@ -456,6 +462,67 @@ work_held (PpModel * model, guint since, gboolean ok, GError ** error)
   return FALSE;
 }
 
+/* work_held, and the end of the work work_begin started. */
+static gboolean
+work_done (PpModel * model, guint since, gboolean ok, GError ** error)
+{
+  ok = work_held (model, since, ok, error);
+  g_rw_lock_reader_unlock (&model->work_lock);
+  return ok;
+}
+
+/* Takes @model's backend back, the caller holding work_lock for
+ * writing. */
+static gboolean
+take_back_locked (PpModel * model, gchar ** recovered)
+{
+  if (!pp_backend_is_halted (model->backend) || pp_model_spoiled (model))
+    return FALSE;
+  return pp_backend_recover (model->backend, recovered);
+}
+
+gboolean
+pp_model_take_backend_back (PpModel * model, gchar ** recovered)
+{
+  gboolean taken;
+
+  *recovered = NULL;
+  if (!pp_backend_is_halted (model->backend))
+    return FALSE;
+  g_rw_lock_writer_lock (&model->work_lock);
+  taken = take_back_locked (model, recovered);
+  g_rw_lock_writer_unlock (&model->work_lock);
+  return taken;
+}
+
+gboolean
+pp_model_run_alone (PpModel * model, PpModelAloneFunc func, gpointer data,
+    gchar ** recovered, GError ** error)
+{
+  GError *failure = NULL;
+  gchar *what = NULL;
+  gboolean ok;
+  guint since;
+
+  g_rw_lock_writer_lock (&model->work_lock);
+  since = pp_backend_failures (model->backend);
+  ok = func (data, error);
+  if (!pp_backend_check (model->backend, since, &failure)) {
+    if (ok || error == NULL || *error == NULL)
+      g_propagate_error (error, failure);
+    else
+      g_error_free (failure);
+    ok = FALSE;
+  }
+  take_back_locked (model, &what);
+  g_rw_lock_writer_unlock (&model->work_lock);
+  if (recovered != NULL)
+    *recovered = what;
+  else
+    g_free (what);
+  return ok;
+}
+
 PpTensor *
 pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
 {
@@ -469,7 +536,7 @@ pp_model_encode (PpModel * model, const PpImage * image, GError ** error)
     image_work_begin (model);
     sample = model->klass->encode (model, image, error);
     image_work_end (model);
-    if (!work_held (model, since, sample != NULL, error))
+    if (!work_done (model, since, sample != NULL, error))
       g_clear_pointer (&sample, pp_tensor_free);
     return sample;
   }
@@ -516,9 +583,9 @@ pp_model_encode_into (PpModel * model, const PpImage * image,
     image_key (image, NULL, key);
     if (!k->encode_in (model, image, error)) {
       image_in_failed (model, model->encode_graph);
-      return work_held (model, since, FALSE, error);
+      return work_done (model, since, FALSE, error);
     }
-    return work_held (model, since, image_compute (model,
+    return work_done (model, since, image_compute (model,
             &model->encode_graph, "encoding", key, k->encode_compute, error)
         && k->encode_out (model, sample, error), error);
   }
@@ -550,9 +617,9 @@ pp_model_decode (PpModel * model, const PpTensor * sample, PpImage * image,
     image_key (image, sample, key);
     if (!k->decode_in (model, sample, image, error)) {
       image_in_failed (model, model->decode_graph);
-      return work_held (model, since, FALSE, error);
+      return work_done (model, since, FALSE, error);
     }
-    return work_held (model, since, image_compute (model,
+    return work_done (model, since, image_compute (model,
             &model->decode_graph, "decoding", key, k->decode_compute, error)
         && k->decode_out (model, image, error), error);
   }
@@ -601,7 +668,7 @@ pp_model_step (PpModel * model, guint step, guint n_steps, PpTensor * sample,
   guint since;
 
   if (!work_begin (model, &since, error)
-      || !work_held (model, since, step_unslept (model, step, n_steps,
+      || !work_done (model, since, step_unslept (model, step, n_steps,
               sample, error), error))
     return FALSE;
   sleep_step_ms (model);

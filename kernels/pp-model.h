@@ -160,6 +160,11 @@ struct _PpModel
   PpModelImageGraph *encode_graph, *decode_graph;
   gboolean image_graphs;
   GMutex image_lock;
+  /* Held for reading by each piece of the model's work (an encoding, a
+   * decoding, a step), for writing by other work on its backend that must
+   * not overlap it (pp_model_run_alone) and by taking the backend back
+   * (pp_model_take_backend_back). */
+  GRWLock work_lock;
   /* Its backend halted during its work (pp_backend_keep_failures): what it
    * keeps from one call to the next (the cross-attention cache, graphs,
    * buffers of a size) may hold garbage, so it refuses work from then on
@@ -236,6 +241,26 @@ void      pp_model_free   (PpModel * model);
  * during its work: it then refuses work, saying so, and must be loaded
  * again. */
 gboolean  pp_model_spoiled (PpModel * model);
+/* Other work on @model's backend than the model's own (rank 0's prompt
+ * encoding): TRUE when it succeeded. */
+typedef gboolean (*PpModelAloneFunc) (gpointer data, GError ** error);
+/* Runs @func with none of @model's work in flight.  Where the backend
+ * keeps failures and one came during @func, the model's work, which did
+ * not run meanwhile, kept nothing of it: the backend is taken back at once
+ * (pp_model_take_backend_back) and the model goes on.  FALSE, with @func's
+ * error or the failure, when @func failed or the backend failed during
+ * it; *@recovered (when not NULL) is then what failed if the backend was
+ * taken back, else NULL (free it). */
+gboolean  pp_model_run_alone (PpModel * model, PpModelAloneFunc func,
+                              gpointer data, gchar ** recovered,
+                              GError ** error);
+/* When other work than @model's halted its backend (a kept failure) and
+ * the model is not spoiled: waits until none of the model's work is in
+ * flight (work in flight when the backend failed spoils the model) and,
+ * still not spoiled, takes the backend back (pp_backend_recover), giving
+ * what failed in *@recovered (free it).  FALSE when the backend was not
+ * taken back: it runs, or the model is spoiled (it is loaded again). */
+gboolean  pp_model_take_backend_back (PpModel * model, gchar ** recovered);
 /* SHA-256 (hex) of the model's URI and its loaded weights: ranks that
  * loaded the same model give the same digest. */
 gchar    *pp_model_digest (PpModel * model);

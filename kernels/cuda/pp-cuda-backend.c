@@ -562,6 +562,18 @@ cuda_trim (PpBackend * be)
   leave (cu);
 }
 
+static void
+cuda_give_back (PpBackend * be)
+{
+  PpCudaBackend *cu = be->priv;
+
+  enter (cu);
+  /* Not while this thread captures a graph (which allocates nothing). */
+  if (cu->capturing == NULL)
+    pp_cuda_give_back_kept (cu);
+  leave (cu);
+}
+
 static const PpBackendMemory cuda_memory = {
   .alloc = cuda_alloc,
   .free = cuda_free,
@@ -585,6 +597,7 @@ static const PpBackendMemory cuda_memory = {
   .fence_wait = cuda_fence_wait,
   .fence_free = cuda_event_free,
   .trim = cuda_trim,
+  .give_back = cuda_give_back,
 };
 
 /* Ops */

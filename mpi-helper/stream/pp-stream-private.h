@@ -23,12 +23,16 @@ void            pp_stream_prompt_free   (PpStreamPrompt * p);
  * directory @dir, encoded on @backend: a host F32 [1, L, D] tensor the
  * caller owns, and in *@ref the prompt-embeds value that names them
  * (pp_prompt_ref).  *@truncated: a prompt was cut to the encoder's 77
- * tokens. */
+ * tokens.  With @beside, a running stream's model on @backend: the
+ * encoding runs with none of the model's work in flight, and a failure
+ * of the backend that the prompt's work alone met is taken back at once
+ * (pp_model_run_alone), so that the stream goes on. */
 PpTensor       *pp_stream_prompt_encode (PpStreamPrompt * p,
                                          const gchar * dir,
                                          const gchar * config,
                                          const gchar * lora,
                                          PpBackend * backend,
+                                         PpModel * beside,
                                          const gchar * prompt, gchar ** ref,
                                          gboolean * truncated,
                                          GError ** error);
@@ -101,10 +105,13 @@ void      pp_stream_resolve       (PpStream * stream, const PpSettings * live,
  * temporal feature bank to a model that takes none (a built-in model). */
 gboolean  pp_stream_check_prompt_model (const PpSettings * live,
                                         GError ** error);
-/* The states of @live's prompt, when it has one (NULL and NULL without). */
+/* The states of @live's prompt, when it has one (NULL and NULL without);
+ * @beside: the running stream's model, or NULL at a start
+ * (pp_stream_prompt_encode). */
 gboolean  pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
-                                   PpBackend * backend, PpTensor ** states,
-                                   gchar ** ref, GError ** error);
+                                   PpBackend * backend, PpModel * beside,
+                                   PpTensor ** states, gchar ** ref,
+                                   GError ** error);
 /* A GPtrArray holding @states, or NULL: the inputs of a model update. */
 GPtrArray *pp_stream_states_inputs (PpTensor * states);
 /* At a start: what the first frame brings, for a new mesh (@reused FALSE:

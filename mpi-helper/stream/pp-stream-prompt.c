@@ -2,6 +2,7 @@
  * encoder, off the streaming thread, for the epoch's first chunk. */
 #include "pp-stream-private.h"
 
+#include "pp-log.h"
 #include "pp-prompt.h"
 
 #include <string.h>
@@ -39,7 +40,11 @@ pp_stream_prompt_free (PpStreamPrompt * p)
   if (p == NULL)
     return;
   forget_prompt (p);
-  g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
+  if (p->encoder != NULL) {
+    g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
+    /* Its weights go back to the device. */
+    pp_backend_give_back (p->backend);
+  }
   g_free (p->dir);
   g_free (p->lora);
   g_free (p->config);
@@ -56,15 +61,46 @@ pp_stream_tensor_copy (const PpTensor * t)
   return copy;
 }
 
+/* After the prompt's work failed: a failure of the backend that it alone
+ * met is taken back, so that the running stream goes on. */
+static void
+take_back (PpModel * beside, const gchar * work)
+{
+  g_autofree gchar *what = NULL;
+
+  if (beside != NULL && pp_model_take_backend_back (beside, &what))
+    PP_INFO ("rank 0's backend failed during %s, beside the stream's work, "
+        "and was taken back (%s): the stream goes on", work, what);
+}
+
+typedef struct
+{
+  PpStreamPrompt *p;
+  const gchar *prompt;
+  PpTensor *states;
+} Encoding;
+
+static gboolean
+encode (gpointer data, GError ** error)
+{
+  Encoding *e = data;
+
+  e->states = pp_prompt_encode (e->p->encoder, e->prompt, &e->p->truncated,
+      error);
+  return e->states != NULL;
+}
+
 PpTensor *
 pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
     const gchar * config, const gchar * lora, PpBackend * backend,
-    const gchar * prompt, gchar ** ref, gboolean * truncated,
-    GError ** error)
+    PpModel * beside, const gchar * prompt, gchar ** ref,
+    gboolean * truncated, GError ** error)
 {
   if (p->encoder == NULL || g_strcmp0 (p->dir, dir) != 0
       || g_strcmp0 (p->config, config) != 0
       || g_strcmp0 (p->lora, lora) != 0 || p->backend != backend) {
+    const guint since = pp_backend_failures (backend);
+
     forget_prompt (p);
     g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
     g_free (p->dir);
@@ -74,20 +110,34 @@ pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
     p->config = g_strdup (config);
     p->lora = g_strdup (lora);
     p->backend = backend;
+    /* Loaded beside the stream's work (it reads the weights from disk, too
+     * long to hold the stream for): a failure of the backend during it
+     * may spoil that work too, which then fails the stream. */
     p->encoder = pp_prompt_encoder_new (dir, config, lora, backend, error);
-    if (p->encoder == NULL)
+    if (p->encoder != NULL && !pp_backend_check (backend, since, error))
+      g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
+    if (p->encoder == NULL) {
+      take_back (beside, "the loading of the text encoder");
       return NULL;
+    }
   }
   if (p->states == NULL || g_strcmp0 (p->text, prompt) != 0) {
-    PpTensor *states;
+    Encoding e = { p, prompt, NULL };
+    g_autofree gchar *recovered = NULL;
 
     forget_prompt (p);
-    states = pp_prompt_encode (p->encoder, prompt, &p->truncated, error);
-    if (states == NULL)
+    if (beside != NULL ? !pp_model_run_alone (beside, encode, &e, &recovered,
+            error) : !encode (&e, error)) {
+      g_clear_pointer (&e.states, pp_tensor_free);
+      if (recovered != NULL)
+        PP_INFO ("rank 0's backend failed during the prompt's encoding, "
+            "which ran alone, and was taken back (%s): the stream goes on",
+            recovered);
       return NULL;
-    p->states = states;
+    }
+    p->states = e.states;
     p->text = g_strdup (prompt);
-    p->ref = pp_prompt_ref (states);
+    p->ref = pp_prompt_ref (p->states);
   }
   *ref = g_strdup (p->ref);
   if (truncated != NULL)

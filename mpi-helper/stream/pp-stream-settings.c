@@ -75,7 +75,8 @@ pp_stream_check_prompt_model (const PpSettings * live, GError ** error)
 
 gboolean
 pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
-    PpBackend * backend, PpTensor ** states, gchar ** ref, GError ** error)
+    PpBackend * backend, PpModel * beside, PpTensor ** states, gchar ** ref,
+    GError ** error)
 {
   g_autofree gchar *dir = NULL, *config = NULL;
   gboolean truncated = FALSE;
@@ -92,8 +93,7 @@ pp_stream_encode_prompt (PpStream * stream, const PpSettings * live,
       : g_strdup (live->model);
   config = pp_model_uri_param (live->model, "config");
   *states = pp_stream_prompt_encode (stream->prompt, dir, config,
-      stream->lora, backend,
-      live->prompt, ref, &truncated, error);
+      stream->lora, backend, beside, live->prompt, ref, &truncated, error);
   if (*states == NULL) {
     g_prefix_error (error, "prompt '%s': ", live->prompt);
     return FALSE;
@@ -151,7 +151,7 @@ check_settings (PpStream * stream)
   /* A prompt is encoded here, off the streaming thread; its states are
    * named in the settings by their digest. */
   ok = pp_stream_encode_prompt (stream, &snapshot, stream->model->backend,
-      &states, &ref, &error);
+      stream->model, &states, &ref, &error);
   if (ok) {
     const PpSettings *current;
 

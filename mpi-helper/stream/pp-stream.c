@@ -295,7 +295,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
   if (pp_settings_has_prompt (settings)) {
     backend = rank0_backend (sc->backend, error);
     if (backend == NULL || !pp_stream_encode_prompt (stream, settings,
-            backend, &states, &prompt_ref, error)) {
+            backend, NULL, &states, &prompt_ref, error)) {
       /* A setting to change, whatever failed. */
       if (error != NULL && *error != NULL && !g_error_matches (*error,
               PP_ERROR, PP_ERROR_CONFIG)) {
@@ -453,7 +453,14 @@ pp_stream_release (PpStream * stream)
           G_GUINT64_FORMAT " launched; decoding %" G_GUINT64_FORMAT
           " captured, %" G_GUINT64_FORMAT " launched", ec, el, dc, dl);
   }
-  g_clear_pointer (&stream->model, pp_model_free);
+  if (stream->model != NULL) {
+    PpBackend *backend = stream->model->backend;
+
+    g_clear_pointer (&stream->model, pp_model_free);
+    /* What the model freed goes back to the device, not kept while the
+     * stream is stopped. */
+    pp_backend_give_back (backend);
+  }
 }
 
 void

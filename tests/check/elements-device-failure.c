@@ -7,10 +7,18 @@
  * (rank 0) the test makes fail once (pp_cuda_emu_fail_malloc): in the
  * making of a tensor (an error returned), inside an op (the backend
  * halts) and on the collector's thread (decoding).  Real worker meshes
- * (MPI_Comm_spawn); the workers' devices do not fail. */
+ * (MPI_Comm_spawn); the workers' devices do not fail.
+ *
+ * And a text prompt set while playing whose encoding on rank 0's device
+ * does not fit: the settings are refused with a warning naming the
+ * device's memory, and the stream goes on, its frames those it gave
+ * before; a failure inside the prompt's ops (which halts the backend) is
+ * taken back at once, the encoding having run with none of the stream's
+ * work in flight. */
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <gmodule.h>
+#include <string.h>
 
 #include "pp-check-util.h"
 
@@ -21,6 +29,9 @@
 #define FRAMES 2
 #define TIMEOUT_MS 5000
 #define ERROR_WITHIN_MS 5000
+#define PROMPT "a photo of a cat"
+/* The prompt's last allocations the sweep fails (its encoding's). */
+#define PROMPT_LAST_ALLOCATIONS 6
 
 static gchar *tiny_dir;
 static guint64 (*malloc_calls) (void);
@@ -235,6 +246,229 @@ fail_allocation (guint64 n)
   return anew;
 }
 
+/* The element's debug records (rank 0's log lines among them), kept to
+ * be searched. */
+static GMutex log_lock;
+static GString *log_text;
+
+static void
+keep_log (GstDebugCategory * category, GstDebugLevel level,
+    const gchar * file, const gchar * function, gint line, GObject * object,
+    GstDebugMessage * message, gpointer data)
+{
+  (void) level;
+  (void) file;
+  (void) function;
+  (void) line;
+  (void) object;
+  (void) data;
+  if (g_strcmp0 (gst_debug_category_get_name (category), "ppdiffuse") != 0)
+    return;
+  g_mutex_lock (&log_lock);
+  g_string_append_printf (log_text, "%s\n", gst_debug_message_get (message));
+  g_mutex_unlock (&log_lock);
+}
+
+static void
+log_forget (void)
+{
+  g_mutex_lock (&log_lock);
+  g_string_truncate (log_text, 0);
+  g_mutex_unlock (&log_lock);
+}
+
+static gboolean
+log_has (const gchar * needle)
+{
+  gboolean has;
+
+  g_mutex_lock (&log_lock);
+  has = strstr (log_text->str, needle) != NULL;
+  g_mutex_unlock (&log_lock);
+  return has;
+}
+
+/* Waits, within @within_ms, for a debug record saying @needle. */
+static void
+wait_log (const gchar * needle, guint within_ms)
+{
+  const gint64 deadline = g_get_monotonic_time () + within_ms * 1000;
+
+  while (!log_has (needle)) {
+    fail_unless (g_get_monotonic_time () < deadline, "no log line said "
+        "'%s' within %u ms", needle, within_ms);
+    g_usleep (10000);
+  }
+}
+
+/* How a prompt set while playing came out (fail_prompt_allocation). */
+typedef enum
+{
+  PROMPT_ACCEPTED,              /* its failure had another way */
+  PROMPT_REFUSED,               /* the work returned the failure */
+  PROMPT_TAKEN_BACK,            /* refused, the backend taken back */
+} PromptOutcome;
+
+/* Waits, within @within_ms from @since_us, for the settings to be
+ * accepted or for the warning that refuses them, which must mention each
+ * of @needles (other warnings, such as the stream's pace, are let by). */
+static gboolean
+settings_refused (GstBus * bus, gint64 since_us, guint within_ms,
+    const gchar * const *needles)
+{
+  const gint64 deadline = since_us + within_ms * 1000;
+  gchar *text = NULL;
+
+  while (text == NULL) {
+    GstMessage *msg;
+    GError *error = NULL;
+    gchar *debug = NULL;
+
+    if (log_has ("new settings accepted"))
+      return FALSE;
+    fail_unless (g_get_monotonic_time () < deadline, "the settings were "
+        "neither accepted nor refused within %u ms", within_ms);
+    msg = gst_bus_timed_pop_filtered (bus, 10 * GST_MSECOND,
+        GST_MESSAGE_WARNING);
+    if (msg == NULL)
+      continue;
+    gst_message_parse_warning (msg, &error, &debug);
+    text = g_strdup_printf ("%s (%s)", error->message, debug ? debug : "");
+    if (strstr (text, "Ignoring new settings") == NULL)
+      g_clear_pointer (&text, g_free);
+    g_free (debug);
+    g_error_free (error);
+    gst_message_unref (msg);
+  }
+  for (guint i = 0; needles[i] != NULL; i++)
+    fail_unless (strstr (text, needles[i]) != NULL,
+        "warning '%s' does not mention '%s'", text, needles[i]);
+  g_free (text);
+  return TRUE;
+}
+
+/* The device allocations rank 0 makes for PROMPT set while playing (the
+ * text encoder's load and the prompt's encoding), counted in a run that
+ * does not fail, the stream idle meanwhile. */
+static guint64
+prompt_allocations (void)
+{
+  GstElement *e = make_element ();
+  GstHarness *h = gst_harness_new_with_element (e, "sink", "src");
+  GstBuffer *out[FRAMES];
+  guint64 before, total;
+
+  start (h, SMALL);
+  run_frames (h, SMALL, 0, out);
+  for (guint i = 0; i < FRAMES; i++)
+    gst_buffer_unref (out[i]);
+  log_forget ();
+  before = malloc_calls ();
+  g_object_set (e, "prompt", PROMPT, NULL);
+  wait_log ("new settings accepted", pp_check_bound_ms (ERROR_WITHIN_MS));
+  total = malloc_calls () - before;
+  stop (h);
+  gst_harness_teardown (h);
+  gst_object_unref (e);
+  return total;
+}
+
+/* A stream at SMALL, then PROMPT set with rank 0's device full from the
+ * prompt's allocation @n on: a warning says the settings were refused
+ * and why (or, where the failure had another way, they are accepted), no
+ * error comes, and the frames after it are those before it; with room
+ * again the prompt goes in. */
+static PromptOutcome
+fail_prompt_allocation (guint64 n)
+{
+  static const gchar *const needles[] = { "prompt '" PROMPT "'",
+    "out of device memory", NULL
+  };
+  GstElement *e = make_element ();
+  GstHarness *h = gst_harness_new_with_element (e, "sink", "src");
+  GstBus *bus = gst_bus_new ();
+  GstBuffer *before[FRAMES], *after[FRAMES];
+  PromptOutcome outcome = PROMPT_ACCEPTED;
+  GstMessage *error;
+  gint64 since;
+
+  gst_element_set_bus (e, bus);
+  start (h, SMALL);
+  run_frames (h, SMALL, 0, before);
+  log_forget ();
+  since = g_get_monotonic_time ();
+  fail_malloc (n, G_MAXUINT64);
+  g_object_set (e, "prompt", PROMPT, NULL);
+  if (settings_refused (bus, since, pp_check_bound_ms (ERROR_WITHIN_MS),
+          needles))
+    outcome = log_has ("was taken back") ? PROMPT_TAKEN_BACK
+        : PROMPT_REFUSED;
+  fail_malloc (0, 0);
+  if (outcome != PROMPT_ACCEPTED) {
+    /* The stream goes on with the settings it had. */
+    run_frames (h, SMALL, 0, after);
+    for (guint i = 0; i < FRAMES; i++) {
+      fail_unless (pp_check_same_bytes (before[i], after[i]),
+          "frame %u after the refused prompt differs from the one before",
+          i);
+      gst_buffer_unref (after[i]);
+    }
+    /* With room again, the same prompt goes in (the backend whole). */
+    log_forget ();
+    g_object_set (e, "prompt", PROMPT, NULL);
+    wait_log ("new settings accepted", pp_check_bound_ms (ERROR_WITHIN_MS));
+  }
+  run_frames (h, SMALL, 0, after);
+  fail_if (pp_check_same_bytes (before[0], after[0]), "the prompt taken "
+      "changed nothing");
+  for (guint i = 0; i < FRAMES; i++) {
+    gst_buffer_unref (before[i]);
+    gst_buffer_unref (after[i]);
+  }
+  error = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  fail_unless (error == NULL, "an error came after the prompt's failure");
+  stop (h);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  gst_object_unref (e);
+  return outcome;
+}
+
+GST_START_TEST (test_prompt_out_of_memory)
+{
+  guint outcomes[3] = { 0 };
+  guint64 total, first_last;
+
+  log_text = g_string_new (NULL);
+  gst_debug_set_threshold_for_name ("ppdiffuse", GST_LEVEL_INFO);
+  gst_debug_remove_log_function (gst_debug_log_default);
+  gst_debug_add_log_function (keep_log, NULL, NULL);
+  total = prompt_allocations ();
+  g_print ("rank 0 allocates %" G_GUINT64_FORMAT " times for a prompt set "
+      "while playing\n", total);
+  fail_unless (total >= 3, "only %" G_GUINT64_FORMAT " allocations", total);
+  /* The device full from the text encoder's first allocation, from one
+   * in the middle, and from each of the last (the encoding's). */
+  first_last = total > PROMPT_LAST_ALLOCATIONS
+      ? total - PROMPT_LAST_ALLOCATIONS + 1 : 1;
+  for (guint64 n = 1; n <= total; n++)
+    if (n == 1 || n == (total + 1) / 2 || n >= first_last)
+      outcomes[fail_prompt_allocation (n)]++;
+  g_print ("prompts set with the device full from one of their "
+      "allocations: %u refused, %u refused and rank 0's backend taken "
+      "back, %u accepted (another way)\n", outcomes[PROMPT_REFUSED],
+      outcomes[PROMPT_TAKEN_BACK], outcomes[PROMPT_ACCEPTED]);
+  fail_unless (outcomes[PROMPT_REFUSED] > 0, "no failure was the work's");
+  fail_unless (outcomes[PROMPT_TAKEN_BACK] > 0, "no failure came inside the "
+      "prompt's ops");
+  gst_debug_remove_log_function (keep_log);
+  gst_debug_add_log_function (gst_debug_log_default, NULL, NULL);
+  g_string_free (log_text, TRUE);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_rank0_out_of_memory)
 {
   const guint64 total = large_allocations ();
@@ -266,6 +500,7 @@ device_failure_suite (void)
   tcase_set_timeout (tc, 240);
   tcase_add_unchecked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_rank0_out_of_memory);
+  tcase_add_test (tc, test_prompt_out_of_memory);
   suite_add_tcase (s, tc);
   return s;
 }

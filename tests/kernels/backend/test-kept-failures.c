@@ -395,6 +395,96 @@ test_halted_makes_nothing (Fixture * f, gconstpointer data)
   pp_model_free (m);
 }
 
+/* Other work on the backend than the model's (rank 0's prompt encoding),
+ * its activation out of device memory. */
+typedef struct
+{
+  Fixture *f;
+  gsize bytes;
+} OtherWork;
+
+static gboolean
+other_work (gpointer data, GError ** error)
+{
+  OtherWork *w = data;
+  g_autoptr (PpPool) pool = pp_pool_new (w->f->be, PP_DTYPE_F32);
+  guint since = pp_backend_failures (w->f->be);
+  gpointer mem;
+
+  w->f->fail_malloc (1, G_MAXUINT64);
+  mem = pp_pool_acquire (pool, w->bytes);
+  w->f->fail_malloc (0, 0);
+  pp_pool_release (pool, mem, w->bytes);
+  return pp_backend_check (w->f->be, since, error);
+}
+
+/* A failure of other work than the model's, run alone beside it
+ * (pp_model_run_alone), is that work's only: the backend is taken back
+ * at once, the model is not spoiled, and its frames are those of a run
+ * that never failed.  And work that ran while the backend was halted and
+ * ended after it was taken back learns that it failed. */
+static void
+test_other_work_alone (Fixture * f, gconstpointer data)
+{
+  const gsize bytes = FRAME_SIDE * FRAME_SIDE * 3;
+  g_autofree guint8 *want = g_malloc (bytes);
+  g_autofree guint8 *got = g_malloc (bytes);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *recovered = NULL;
+  OtherWork work = { f, 64 << 20 };
+  PpModel *m;
+  guint since;
+
+  (void) data;
+  m = load (f, &error);
+  g_assert_no_error (error);
+  g_assert_true (run_frames (f, m, want, &error));
+  g_assert_no_error (error);
+
+  g_assert_false (pp_model_run_alone (m, other_work, &work, &recovered,
+          &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_RESOURCE);
+  g_assert_nonnull (strstr (error->message, "out of device memory"));
+  g_clear_error (&error);
+  g_assert_nonnull (recovered);
+  g_assert_nonnull (strstr (recovered, "out of device memory"));
+  g_assert_false (pp_backend_is_halted (f->be));
+  g_assert_false (pp_model_spoiled (m));
+  g_assert_true (run_frames (f, m, got, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (got, bytes, want, bytes);
+
+  /* Halted by other work, taken back before the model's next work; work
+   * begun while halted fails even when it ends after that. */
+  since = pp_backend_failures (f->be);
+  g_assert_true (pp_backend_halt (f->be, g_error_new_literal (PP_ERROR,
+              PP_ERROR_DEVICE, "other work failed")));
+  g_clear_pointer (&recovered, g_free);
+  g_assert_true (pp_model_take_backend_back (m, &recovered));
+  g_assert_cmpstr (recovered, ==, "other work failed");
+  g_assert_false (pp_backend_check (f->be, since + 1, &error));
+  g_assert_nonnull (strstr (error->message, "recovered since"));
+  g_clear_error (&error);
+  g_clear_pointer (&recovered, g_free);
+  g_assert_false (pp_model_take_backend_back (m, &recovered));
+  g_assert_null (recovered);
+  g_assert_true (run_frames (f, m, got, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (got, bytes, want, bytes);
+
+  /* A spoiled model's backend is not taken back: the model is loaded
+   * again first. */
+  g_assert_true (pp_backend_halt (f->be, g_error_new_literal (PP_ERROR,
+              PP_ERROR_DEVICE, "a failure during the model's work")));
+  g_assert_false (run_frames (f, m, got, &error));
+  g_clear_error (&error);
+  g_assert_true (pp_model_spoiled (m));
+  g_assert_false (pp_model_take_backend_back (m, &recovered));
+  g_assert_true (pp_backend_is_halted (f->be));
+  pp_model_free (m);
+  g_assert_true (pp_backend_recover (f->be, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -406,5 +496,7 @@ main (int argc, char **argv)
       fixture_set_up, test_halted_makes_nothing, fixture_tear_down);
   g_test_add ("/backend/kept-failures/each-allocation", Fixture, NULL,
       fixture_set_up, test_each_allocation, fixture_tear_down);
+  g_test_add ("/backend/kept-failures/other-work-alone", Fixture, NULL,
+      fixture_set_up, test_other_work_alone, fixture_tear_down);
   return g_test_run ();
 }

@@ -455,10 +455,15 @@ test_op_error_kept (void)
       "memory");
   g_assert_false (pp_cuda_halted (&cu));
   g_assert_false (pp_backend_recover (&cu.be, NULL));
-  /* Work begun before the failure still learns of it. */
+  /* Work begun before the failure still learns of it, and so does work
+   * begun while halted (its first part skipped); the recovery counts. */
   g_clear_error (&error);
   g_assert_false (pp_backend_check (&cu.be, since, &error));
-  g_assert_true (pp_backend_check (&cu.be, since + 1, NULL));
+  g_clear_error (&error);
+  g_assert_false (pp_backend_check (&cu.be, since + 1, &error));
+  g_assert_nonnull (strstr (error->message, "recovered since"));
+  g_assert_cmpuint (pp_backend_failures (&cu.be), ==, since + 2);
+  g_assert_true (pp_backend_check (&cu.be, since + 2, NULL));
   g_mutex_clear (&cu.be.failure_lock);
 }
 
@@ -1220,7 +1225,8 @@ test_kept_failure_on_device (void)
   pp_backend_download (gpu, host, dev, n * sizeof (float));
   for (gsize i = 0; i < n; i++)
     g_assert_cmpfloat (host[i], ==, 2.5f);
-  g_assert_true (pp_backend_check (gpu, since + 1, NULL));
+  /* The failure and the recovery counted. */
+  g_assert_true (pp_backend_check (gpu, since + 2, NULL));
   pp_backend_free (gpu, dev);
   pp_pool_free (pool);
 }
