@@ -70,6 +70,8 @@ typedef struct
   gint64 engine;
   GPtrArray *descriptors;       /* what the plan was made from */
   gchar *unsupported;           /* why, when plan is NULL */
+  gboolean timed;               /* its engine the fastest of trials */
+  gint64 planned_us;            /* how long the planning took */
   gboolean ran;
 } GraphPlan;
 
@@ -350,6 +352,7 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
   if (!pp_cuda_halted (cu))
     g_info ("%s: cuda conv graph trials: %s: %s", cu->be.device, desc,
         text->str);
+  p->timed = TRUE;
   p->plan = g_ptr_array_index (plans, chosen);
   p->workspace = g_array_index (workspaces, gsize, chosen);
   p->engine = g_array_index (engines, gint64, chosen);
@@ -396,18 +399,29 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
     /* Planning may leave a runtime error behind (an engine's kernel that
      * failed to load), which is not the next kernel's. */
     pp_cuda_forget_error ();
-    g_info ("%s: cuda conv graph: %s", cu->be.device, p->unsupported);
     return p;
   }
   p->descriptors = descriptors;
-  if (pp_cuda_halted (cu))
-    return p;                   /* dropped by the caller, unsaid */
+  p->planned_us = g_get_monotonic_time () - start;
+  return p;
+}
+
+/* Says at info level what @p, @k's plan, keeps: its engine, or why there
+ * is none ("cuda conv graph: …"); once, when it is kept. */
+static void
+graph_plan_log (PpCudaBackend * cu, const GraphKey * k, const GraphPlan * p)
+{
+  g_autofree gchar *desc = NULL;
+
+  if (p->plan == NULL) {
+    g_info ("%s: cuda conv graph: %s", cu->be.device, p->unsupported);
+    return;
+  }
+  desc = graph_describe (k);
   g_info ("%s: cuda conv graph: %s: engine %" G_GINT64_FORMAT " (%s), %"
       G_GSIZE_FORMAT " bytes of workspace, planned in %.0f ms",
-      cu->be.device, desc, p->engine,
-      timed && plans->len > 1 ? "timed" : "heuristics", p->workspace,
-      (g_get_monotonic_time () - start) / 1e3);
-  return p;
+      cu->be.device, desc, p->engine, p->timed ? "timed" : "heuristics",
+      p->workspace, p->planned_us / 1e3);
 }
 
 gboolean
@@ -454,6 +468,7 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
       return TRUE;
     }
     g_hash_table_insert (cu->conv_graphs, g_memdup2 (&k, sizeof k), p);
+    graph_plan_log (cu, &k, p);
   }
   if (p->plan == NULL)
     return FALSE;
