@@ -443,22 +443,31 @@ work_begin (PpModel * model, guint * since, GError ** error)
   return FALSE;
 }
 
-/* @ok, unless a failure of the backend was kept (pp_backend_keep_failures)
- * since work_begin gave @since, or the backend was taken back since: the
- * work's results are then garbage, the error is the failure, and the
- * model is spoiled. */
+/* Whether @model's backend failed, or was taken back, since
+ * pp_backend_failures gave @since: the work's results are then garbage,
+ * and its error is the failure unless the work (@ok FALSE) set its own. */
 static gboolean
-work_held (PpModel * model, guint since, gboolean ok, GError ** error)
+backend_failed (PpModel * model, guint since, gboolean ok, GError ** error)
 {
   GError *failure = NULL;
 
   if (pp_backend_check (model->backend, since, &failure))
-    return ok;
-  g_atomic_int_set (&model->spoiled, 1);
+    return FALSE;
   if (ok || error == NULL || *error == NULL)
     g_propagate_error (error, failure);
   else
     g_error_free (failure);
+  return TRUE;
+}
+
+/* @ok, unless the backend failed since work_begin gave @since
+ * (backend_failed): FALSE then, and the model is spoiled. */
+static gboolean
+work_held (PpModel * model, guint since, gboolean ok, GError ** error)
+{
+  if (!backend_failed (model, since, ok, error))
+    return ok;
+  g_atomic_int_set (&model->spoiled, 1);
   return FALSE;
 }
 
@@ -499,27 +508,18 @@ gboolean
 pp_model_run_alone (PpModel * model, PpModelAloneFunc func, gpointer data,
     gchar ** recovered, GError ** error)
 {
-  GError *failure = NULL;
-  gchar *what = NULL;
   gboolean ok;
   guint since;
 
+  if (recovered != NULL)
+    *recovered = NULL;
   g_rw_lock_writer_lock (&model->work_lock);
   since = pp_backend_failures (model->backend);
   ok = func (data, error);
-  if (!pp_backend_check (model->backend, since, &failure)) {
-    if (ok || error == NULL || *error == NULL)
-      g_propagate_error (error, failure);
-    else
-      g_error_free (failure);
+  if (backend_failed (model, since, ok, error))
     ok = FALSE;
-  }
-  take_back_locked (model, &what);
+  take_back_locked (model, recovered);
   g_rw_lock_writer_unlock (&model->work_lock);
-  if (recovered != NULL)
-    *recovered = what;
-  else
-    g_free (what);
   return ok;
 }
 

@@ -568,7 +568,8 @@ cuda_give_back (PpBackend * be)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
-  /* Not while this thread captures a graph (which allocates nothing). */
+  /* Not while a thread captures a graph: a cudaFree would end the
+   * capture (the capture frees nothing it would need back). */
   if (cu->capturing == NULL)
     pp_cuda_give_back_kept (cu);
   leave (cu);

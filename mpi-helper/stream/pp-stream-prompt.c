@@ -61,16 +61,13 @@ pp_stream_tensor_copy (const PpTensor * t)
   return copy;
 }
 
-/* After the prompt's work failed: a failure of the backend that it alone
- * met is taken back, so that the running stream goes on. */
+/* Says that rank 0's backend, failed during the prompt's @work with
+ * @what, was taken back. */
 static void
-take_back (PpModel * beside, const gchar * work)
+say_taken_back (const gchar * work, const gchar * what)
 {
-  g_autofree gchar *what = NULL;
-
-  if (beside != NULL && pp_model_take_backend_back (beside, &what))
-    PP_INFO ("rank 0's backend failed during %s, beside the stream's work, "
-        "and was taken back (%s): the stream goes on", work, what);
+  PP_INFO ("rank 0's backend failed during %s and was taken back (%s): the "
+      "stream goes on", work, what);
 }
 
 typedef struct
@@ -117,7 +114,11 @@ pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
     if (p->encoder != NULL && !pp_backend_check (backend, since, error))
       g_clear_pointer (&p->encoder, pp_prompt_encoder_free);
     if (p->encoder == NULL) {
-      take_back (beside, "the loading of the text encoder");
+      g_autofree gchar *what = NULL;
+
+      /* Once none of the stream's work is in flight. */
+      if (beside != NULL && pp_model_take_backend_back (beside, &what))
+        say_taken_back ("the loading of the text encoder", what);
       return NULL;
     }
   }
@@ -130,9 +131,7 @@ pp_stream_prompt_encode (PpStreamPrompt * p, const gchar * dir,
             error) : !encode (&e, error)) {
       g_clear_pointer (&e.states, pp_tensor_free);
       if (recovered != NULL)
-        PP_INFO ("rank 0's backend failed during the prompt's encoding, "
-            "which ran alone, and was taken back (%s): the stream goes on",
-            recovered);
+        say_taken_back ("the prompt's encoding (run alone)", recovered);
       return NULL;
     }
     p->states = e.states;
