@@ -4,6 +4,14 @@
 # faster), then the ways faster than the default on one of them by more
 # than $THRESHOLD per cent (-v threshold=..., default 2): the candidates
 # for a default, each to be held by the device step first.
+# With -v winners=FILE it also writes there the ways to run together:
+# each f16 way of settings alone (`f16, NAME=VALUE ...`) that is faster
+# than the defaults by more than the threshold on one figure and slower
+# by more than it on none, the most time saved at one step (the UNet step
+# and TAESD's encode and decode together) first, a line for each with the
+# settings it adds to those before it; a way that would give a setting
+# another value than a way before it is left out whole, as a way's
+# figures are of all its settings.
 # POSIX awk (mawk on the GPU machines).
 # The way: what follows the row's six figures.
 function way_of(line,   i) {
@@ -18,6 +26,37 @@ function change(v, ref) {
   return (v - ref) / ref * 100
 }
 function cell(c) { return c == "" ? "-" : sprintf("%+.1f%%", c) }
+# Whether the way is settings alone: NAME=VALUE words after "f16, ".
+function settings_only(w,   n, i, t) {
+  if (w !~ /^f16, /)
+    return 0
+  n = split(substr(w, 6), t, " ")
+  for (i = 1; i <= n; i++)
+    if (t[i] !~ /^PPDIFFUSE_[A-Z0-9_]+=[^ =]+$/)
+      return 0
+  return n > 0
+}
+# The way's settings in set[] unless one of them has another value there
+# already: 1 when taken, the settings it added (those not set before) in
+# `added`.
+function take(w,   n, i, t, name) {
+  n = split(substr(w, 6), t, " ")
+  for (i = 1; i <= n; i++) {
+    name = t[i]
+    sub(/=.*/, "", name)
+    if ((name in set) && set[name] != t[i])
+      return 0
+  }
+  added = ""
+  for (i = 1; i <= n; i++) {
+    name = t[i]
+    sub(/=.*/, "", name)
+    if (!(name in set))
+      added = added (added == "" ? "" : " ") t[i]
+    set[name] = t[i]
+  }
+  return 1
+}
 { rows[NR] = $0 }
 way_of($0) == "defaults, f16" { ref_u = $1; ref_t = $2; ref_b = $3 }
 END {
@@ -38,15 +77,49 @@ END {
     cu = change(f[1], ref_u); ct = change(f[2], ref_t)
     cb = change(f[3], ref_b)
     printf "%9s %9s %9s  %s\n", cell(cu), cell(ct), cell(cb), w
+    slower = (cu != "" && cu > threshold) || (ct != "" && ct > threshold) \
+      || (cb != "" && cb > threshold)
     what = ""
     if (cu != "" && cu < -threshold) what = what " UNet " cell(cu)
     if (ct != "" && ct < -threshold) what = what " TAESD " cell(ct)
     if (cb != "" && cb < -threshold) what = what " batch4 " cell(cb)
     if (what != "")
       faster = faster "  " w ":" what "\n"
+    if (what != "" && !slower && settings_only(w)) {
+      # Its place among the winners: by the time saved at one step.
+      score = (f[2] != "-" && ref_t != "-") \
+        ? change(f[1] + f[2], ref_u + ref_t) : (cu != "" ? cu : cb)
+      for (j = n_won; j > 0 && won_score[j] > score; j--) {
+        won[j + 1] = won[j]
+        won_score[j + 1] = won_score[j]
+      }
+      won[j + 1] = w
+      won_score[j + 1] = score
+      n_won++
+    }
   }
   if (faster == "")
     printf "no way faster than the defaults by more than %s %%\n", threshold
   else
     printf "faster than the defaults by more than %s %%:\n%s", threshold, faster
+  if (winners == "")
+    exit 0
+  printf "" >winners
+  together = ""
+  for (j = 1; j <= n_won; j++) {
+    if (take(won[j])) {
+      if (added != "") {
+        print added >winners
+        together = together " " added
+      }
+    } else
+      left = left "  " won[j] "\n"
+  }
+  close(winners)
+  if (together == "")
+    printf "no way of settings alone to run together\n"
+  else
+    printf "to run together, faster alone and slower on nothing:%s\n", together
+  if (left != "")
+    printf "left out, another value of a setting taken:\n%s", left
 }

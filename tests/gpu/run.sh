@@ -57,7 +57,8 @@
 #              sd-turbo) at 512x512 and the DEFAULT settings: spawn -> ready,
 #              first frame, steady frame period (reported; it must start);
 #              the same with $ACT32 (reported);
-#              then with the ways not yet the defaults ($CANDIDATES),
+#              then with the ways not yet the defaults (those the bench
+#              step, run before it, found faster; else $CANDIDATES),
 #              then 4 steps on one worker without and with stream-batch
 #              (and with it and frame-batch 2), and 1 step with
 #              frame-batch 2 and 4 (the frame periods
@@ -79,7 +80,9 @@
 #              PPDIFFUSE_CUDA_GROUP_NORM and
 #              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
 #              activations ($ACT32) and 16-bit ones channels first, and
-#              the GEMMs' outputs through float32, and a latent's hop
+#              the GEMMs' outputs through float32, then the ways of
+#              settings faster alone and slower on nothing all together
+#              (bench-compare.awk), and a latent's hop
 #              between ranks with and without the doorbells
 #              (ppdiffuse-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
@@ -1196,11 +1199,15 @@ else
     sustained "sustained stream, default settings" "$work/sustained.log" \
       "$work/util.csv"
     # The same with float32 channels-first activations ($ACT32, the former
-    # defaults), and with the ways not yet the defaults, all at once
-    # ($CANDIDATES: what they buy the element); every rank reads them from
-    # the environment; reported, beside the default run.
+    # defaults), and with the ways not yet the defaults, all at once: those
+    # the bench step found faster alone when it ran before this step in
+    # this run ($work/winners), else $CANDIDATES: what they buy the
+    # element; every rank reads them from the environment; reported,
+    # beside the default run.
+    others=$CANDIDATES
+    [ -s "$work/winners" ] && others=$(tr '\n' ' ' <"$work/winners" | sed 's/ $//')
     n_ways=0
-    for ways in "$ACT32" "$CANDIDATES"; do
+    for ways in "$ACT32" "$others"; do
       n_ways=$((n_ways + 1))
       # shellcheck disable=SC2086  # $ways is a list of assignments
       if runs "start with $ways" "$work/startup-ways-$n_ways.log" 600 \
@@ -1309,6 +1316,7 @@ step_bench() {
   # through the benchmark, not its time.
   bench_size=""
   [ -n "$emulated" ] && bench_size="--small --repeats 1"
+  rm -f "$work/winners"
   if [ -n "$dry" ]; then
     note_skip "gpu-bench (no device)"
   else
@@ -1415,6 +1423,29 @@ step_bench() {
           bench_row "f16, $way" "$work/bench.log"
           pass "gpu-bench f16, $way ran"; }
     done
+    # The ways of settings alone that were faster than the defaults and
+    # slower on nothing, together (bench-compare.awk, best first, one that
+    # would change a setting already taken left out): the figures of the
+    # defaults the run argues for, not only of each change alone. The
+    # startup step runs the element with them ($work/winners).
+    if [ -s "$work/bench-summary" ]; then
+      awk -v winners="$work/winners" -f "$here/bench-compare.awk" \
+        "$work/bench-summary" >/dev/null
+    fi
+    together=$(tr '\n' ' ' <"$work/winners" 2>/dev/null | sed 's/ $//')
+    if [ "$(grep -c . "$work/winners" 2>/dev/null)" -ge 2 ]; then
+      # shellcheck disable=SC2086  # $together is a list of assignments
+      bench_wanted "gpu-bench f16, the faster ways together" \
+        && runs "gpu-bench f16, the faster ways together" "$work/bench.log" 300 \
+          env $together G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
+          --dtype f16 $bench_size \
+        && { echo "  with $together:"
+          grep -E '^(SD-Turbo|small|TAESD|frames/s|graph nodes|launch floor)' "$work/bench.log" | indent
+          sed -n '/^profile of/,$p' "$work/bench.log" \
+            | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
+          bench_row "f16 together: $together" "$work/bench.log"
+          pass "gpu-bench f16, the faster ways together ran"; }
+    fi
     # Every way side by side: the figures the defaults are chosen by.
     if [ -s "$work/bench-summary" ]; then
       echo "  gpu-bench side by side (graphs; ms, and frames/s one GPU could sustain at 1 step):"
