@@ -485,6 +485,71 @@ test_other_work_alone (Fixture * f, gconstpointer data)
   g_assert_true (pp_backend_recover (f->be, NULL));
 }
 
+/* What a stopped stream hands back (pp_backend_give_back): the freed
+ * buffers the backend keeps for reuse go back to the device, so that the
+ * next allocation of their size asks the device again; not while a graph
+ * is captured, where a free would end the capture. */
+typedef struct
+{
+  PpBackend *be;
+  float *buf;
+} GiveBackInCapture;
+
+static gboolean
+give_back_in_capture (gpointer data, GError ** error)
+{
+  GiveBackInCapture *c = data;
+
+  (void) error;
+  pp_backend_give_back (c->be);
+  pp_backend_fill (c->be, c->buf, 1.0f, 1024);
+  return TRUE;
+}
+
+static void
+test_give_back (Fixture * f, gconstpointer data)
+{
+  const gsize bytes = (gsize) 64 << 20;
+  g_autoptr (GError) error = NULL;
+  GiveBackInCapture c = { f->be, NULL };
+  gpointer hold, a, graph;
+  guint64 calls;
+
+  (void) data;
+  /* A live buffer: the backend keeps what is freed beside it. */
+  hold = pp_backend_alloc (f->be, 4096, NULL);
+  c.buf = hold;
+  g_assert_nonnull (hold);
+  a = pp_backend_alloc (f->be, bytes, NULL);
+  g_assert_nonnull (a);
+  pp_backend_free (f->be, a);
+  calls = f->malloc_calls ();
+  a = pp_backend_alloc (f->be, bytes, NULL);
+  g_assert_nonnull (a);
+  g_assert_cmpuint (f->malloc_calls (), ==, calls);
+  pp_backend_free (f->be, a);
+
+  /* Inside a capture it gives nothing back. */
+  graph = pp_backend_graph_capture (f->be, give_back_in_capture, &c, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (graph);
+  pp_backend_graph_free (f->be, graph);
+  calls = f->malloc_calls ();
+  a = pp_backend_alloc (f->be, bytes, NULL);
+  g_assert_cmpuint (f->malloc_calls (), ==, calls);
+  pp_backend_free (f->be, a);
+
+  /* Given back: the same size is the device's again. */
+  pp_backend_give_back (f->be);
+  calls = f->malloc_calls ();
+  a = pp_backend_alloc (f->be, bytes, NULL);
+  g_assert_nonnull (a);
+  g_assert_cmpuint (f->malloc_calls (), ==, calls + 1);
+  pp_backend_free (f->be, a);
+  pp_backend_free (f->be, hold);
+  g_assert_false (pp_backend_is_halted (f->be));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -498,5 +563,7 @@ main (int argc, char **argv)
       fixture_set_up, test_each_allocation, fixture_tear_down);
   g_test_add ("/backend/kept-failures/other-work-alone", Fixture, NULL,
       fixture_set_up, test_other_work_alone, fixture_tear_down);
+  g_test_add ("/backend/kept-failures/give-back", Fixture, NULL,
+      fixture_set_up, test_give_back, fixture_tear_down);
   return g_test_run ();
 }
