@@ -67,7 +67,8 @@
 #              over its steady frames; the sustained stream, the 4-step
 #              stream batch and 1 step with frame-batch 2 again under
 #              CUDA's multi-process service (MPS), where the driver has
-#              its control program;
+#              its control program; one step with temporal=feature-bank
+#              (12 frames);
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
@@ -1264,6 +1265,17 @@ else
       run_env=
       mps_stop
     fi
+    # One step with the temporal feature bank (one frame banked, the
+    # default): at each of the UNet's self-attentions the frame's keys,
+    # values and outputs go to the host, where the fusion and the merging
+    # run (OpenBLAS on one core), and the bank's rows come back, so its
+    # steps also run without graphs: what that costs a full-size UNet,
+    # reported; 12 frames, as it is slow.
+    er_frames=$frames
+    frames=12
+    element_run "1 step, temporal=feature-bank" "$work/bank.log" 1 \
+      temporal=feature-bank
+    frames=$er_frames
     # With N GPUs: rank 0 and N - 1 workers on their own GPUs, N - 1 steps
     # (one each), chunks over NCCL.
     w=$((n_gpus - 1))
