@@ -1315,6 +1315,13 @@ bench_wanted() {
   return 1
 }
 
+# A log's name for the way $1, its settings' common prefixes left out:
+# each bench run keeps its own log (PP_GPU_LOGS).
+log_slug() {
+  printf '%s' "$1" | sed 's/PPDIFFUSE_//g; s/CUDA_//g' \
+    | tr -c 'A-Za-z0-9._-' '-' | cut -c1-80
+}
+
 # One row of the bench step's summary (bench-row.awk) from gpu-bench's log
 # $2, for the way named $1.
 bench_row() {
@@ -1335,23 +1342,24 @@ step_bench() {
     for dt in f16 bf16 f32; do
       # With info messages: the attention shapes cuDNN's fused kernel did
       # not take, and its plans slow to make (a compilation each).
+      blog=$work/bench-$dt.log
       bench_wanted "gpu-bench $dt" \
-        && runs "gpu-bench $dt" "$work/bench.log" 300 \
+        && runs "gpu-bench $dt" "$blog" 300 \
           env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype "$dt" $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD|frames/s|activation|kernel ways|graph nodes|launch floor)' "$work/bench.log" \
+        && { grep -E '^(SD-Turbo|small|TAESD|frames/s|activation|kernel ways|graph nodes|launch floor)' "$blog" \
           | indent
-          grep -E 'cuda attention:' "$work/bench.log" \
+          grep -E 'cuda attention:' "$blog" \
             | sed 's/.*cuda attention:/cuda attention:/' | sort | uniq \
             | cut -c1-300 | indent
           # Each convolution shape's algorithm (the profile's shapes give
           # their times), f16 only.
-          [ "$dt" = f16 ] && grep -E 'cuda conv:' "$work/bench.log" \
+          [ "$dt" = f16 ] && grep -E 'cuda conv:' "$blog" \
             | sed 's/.*cuda conv:/cuda conv:/' | sort | uniq \
             | cut -c1-300 | indent
           # Where the time of a step goes, by op family (device time).
-          [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$work/bench.log" \
+          [ "$dt" = f16 ] && sed -n '/^profile of/,$p' "$blog" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
-          bench_row "defaults, $dt" "$work/bench.log"
+          bench_row "defaults, $dt" "$blog"
           pass "gpu-bench $dt ran"; }
     done
     # The same f16 step the ways the backend can still be told to run it,
@@ -1362,23 +1370,24 @@ step_bench() {
     for way in "f32 heuristic nchw whole" "fused timed auto split" \
         "fused heuristic auto whole"; do
       set -- $way
+      blog=$work/bench-$(log_slug "$1 $2 $3 $4").log
       bench_wanted "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
         && runs "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4" \
-          "$work/bench.log" 300 \
+          "$blog" 300 \
           env PPDIFFUSE_CUDA_ATTENTION="$1" PPDIFFUSE_CUDA_CONV_ALGO="$2" \
           PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
           G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
           $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$work/bench.log" | indent
+        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$blog" | indent
           # The algorithms the trials chose, against the heuristics'
           # (the default's lines above), and every trial's time.
           [ "$2" = timed ] && grep -E 'cuda conv( trials)?:' \
-            "$work/bench.log" | sed 's/.*cuda conv/cuda conv/' | sort \
+            "$blog" | sed 's/.*cuda conv/cuda conv/' | sort \
             | uniq | cut -c1-800 | indent
-          sed -n '/^profile of/,$p' "$work/bench.log" \
+          sed -n '/^profile of/,$p' "$blog" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
           bench_row "f16, attention $1, convolutions $2 $3, group norm $4" \
-            "$work/bench.log"
+            "$blog"
           pass "gpu-bench f16, attention $1, convolutions $2 $3, group norm $4 ran"; }
     done
     # The activations the other ways: float32 channels first ($ACT32, the
@@ -1414,25 +1423,26 @@ step_bench() {
         "PPDIFFUSE_CUDA_CONV_API=graph" \
         "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed" \
         "PPDIFFUSE_CUDA_GEMM_ALGO=timed" "PPDIFFUSE_CUDA_PDL=on"; do
+      blog=$work/bench-$(log_slug "$way").log
       # shellcheck disable=SC2086  # $way is a list of assignments
       bench_wanted "gpu-bench f16, $way" \
-        && runs "gpu-bench f16, $way" "$work/bench.log" 300 \
+        && runs "gpu-bench f16, $way" "$blog" 300 \
           env $way G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
           --dtype f16 $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$work/bench.log" | indent
+        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$blog" | indent
           case $way in
             *GEMM_ALGO=timed*)
-              grep -E 'cuda gemm trials' "$work/bench.log" \
+              grep -E 'cuda gemm trials' "$blog" \
                 | sed 's/.*cuda gemm trials/cuda gemm trials/' | sort \
                 | uniq | cut -c1-600 | indent ;;
             *CONV_API=graph*)
-              grep -E 'cuda conv graph' "$work/bench.log" \
+              grep -E 'cuda conv graph' "$blog" \
                 | sed 's/.*cuda conv graph/cuda conv graph/' | sort | uniq \
                 | cut -c1-800 | indent ;;
           esac
-          sed -n '/^profile of/,$p' "$work/bench.log" \
+          sed -n '/^profile of/,$p' "$blog" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
-          bench_row "f16, $way" "$work/bench.log"
+          bench_row "f16, $way" "$blog"
           pass "gpu-bench f16, $way ran"; }
     done
     # The ways of settings alone that were faster than the defaults and
@@ -1446,16 +1456,17 @@ step_bench() {
     fi
     together=$(tr '\n' ' ' <"$work/winners" 2>/dev/null | sed 's/ $//')
     if [ "$(grep -c . "$work/winners" 2>/dev/null)" -ge 2 ]; then
+      blog=$work/bench-together.log
       # shellcheck disable=SC2086  # $together is a list of assignments
       bench_wanted "gpu-bench f16, the faster ways together" \
-        && runs "gpu-bench f16, the faster ways together" "$work/bench.log" 300 \
+        && runs "gpu-bench f16, the faster ways together" "$blog" 300 \
           env $together G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
           --dtype f16 $bench_size \
         && { echo "  with $together:"
-          grep -E '^(SD-Turbo|small|TAESD|frames/s|graph nodes|launch floor)' "$work/bench.log" | indent
-          sed -n '/^profile of/,$p' "$work/bench.log" \
+          grep -E '^(SD-Turbo|small|TAESD|frames/s|graph nodes|launch floor)' "$blog" | indent
+          sed -n '/^profile of/,$p' "$blog" \
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
-          bench_row "f16 together: $together" "$work/bench.log"
+          bench_row "f16 together: $together" "$blog"
           pass "gpu-bench f16, the faster ways together ran"; }
     fi
     # Every way side by side: the figures the defaults are chosen by.
@@ -1507,12 +1518,12 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
     # one hop and a worker's hand-offs (docs/perf.md, "Doorbells").
     for nl in 1 0; do
       bench_wanted "transport hop, PPDIFFUSE_LANES=$nl" \
-        && runs "transport hop, PPDIFFUSE_LANES=$nl" "$work/hop.log" 120 \
+        && runs "transport hop, PPDIFFUSE_LANES=$nl" "$work/hop-lanes-$nl.log" 120 \
           env PPDIFFUSE_BACKEND=cpu PPDIFFUSE_LANES="$nl" \
           "$build/tests/bench/ppdiffuse-bench" --steps 3 --step-ms 1 \
           --frames 300 --max-ranks 3 --width 85 --height 64 \
           --max-in-flight 1 \
-        && { grep -E '^ +[0-9] ' "$work/hop.log" | indent
+        && { grep -E '^ +[0-9] ' "$work/hop-lanes-$nl.log" | indent
           pass "transport hop measured (PPDIFFUSE_LANES=$nl)"; }
     done
   fi
