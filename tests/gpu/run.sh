@@ -61,7 +61,8 @@
 #              step, run before it, found faster; else $CANDIDATES),
 #              then 4 steps on one worker without and with stream-batch
 #              (and with it and frame-batch 2), and 1 step with
-#              frame-batch 2 and 4, and 2 with max-in-flight=3 (the frame periods
+#              frame-batch 2 and 4, and frame-batch 2 with
+#              max-in-flight=3 (the frame periods
 #              reported); a sustained stream (1200 frames) at the
 #              defaults with the GPUs' utilization sampled (nvidia-smi)
 #              over its steady frames; the sustained stream, the 4-step
@@ -1273,7 +1274,7 @@ else
     # One step with the temporal feature bank (one frame banked, the
     # default): at each of the UNet's self-attentions the frame's keys,
     # values and outputs go to the host, where the fusion and the merging
-    # run (OpenBLAS on one core), and the bank's rows come back, so its
+    # run (OpenBLAS for the similarities), and the bank's rows come back, so its
     # steps also run without graphs: what that costs a full-size UNet,
     # reported; 12 frames, as it is slow.
     er_frames=$frames
