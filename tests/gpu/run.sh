@@ -1460,8 +1460,13 @@ step_bench() {
       awk -v winners="$work/winners" -f "$here/bench-compare.awk" \
         "$work/bench-summary" >/dev/null
     fi
-    together=$(tr '\n' ' ' <"$work/winners" 2>/dev/null | sed 's/ $//')
-    if [ "$(grep -c . "$work/winners" 2>/dev/null)" -ge 2 ]; then
+    together=''
+    n_won=0
+    if [ -f "$work/winners" ]; then
+      together=$(tr '\n' ' ' <"$work/winners" | sed 's/ $//')
+      n_won=$(grep -c . "$work/winners")
+    fi
+    if [ "$n_won" -ge 2 ]; then
       blog=$work/bench-together.log
       # shellcheck disable=SC2086  # $together is a list of assignments
       bench_wanted "gpu-bench f16, the faster ways together" \
