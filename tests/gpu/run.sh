@@ -86,7 +86,8 @@
 #              settings faster alone and slower on nothing all together
 #              (bench-compare.awk), and a latent's hop
 #              between ranks with and without the doorbells
-#              (ppdiffuse-bench);
+#              (ppdiffuse-bench), and the feature bank's host work
+#              (bank-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
 # PP_GPU_BENCH_WAYS=ERE runs only the bench step's runs whose names (as
@@ -1537,6 +1538,14 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
         && { grep -E '^ +[0-9] ' "$work/hop-lanes-$nl.log" | indent
           pass "transport hop measured (PPDIFFUSE_LANES=$nl)"; }
     done
+    # The temporal feature bank's host work at SD-Turbo's shapes on this
+    # host's cores (the CPU backend's one OpenBLAS thread): what a step
+    # with temporal=feature-bank adds (docs/perf.md).
+    bench_wanted "feature bank host work (bank-bench)" \
+      && runs "feature bank host work (bank-bench)" "$work/bank-bench.log" \
+        120 "$build/tests/bench/bank-bench" \
+      && { indent <"$work/bank-bench.log"
+        pass "feature bank host work measured"; }
   fi
 }
 

@@ -1,0 +1,164 @@
+/* ppdiffuse — the temporal feature bank's host work at a released UNet's
+ * self-attention shapes.
+ *
+ * With temporal=feature-bank each of the UNet's self-attentions hands the
+ * bank its frame's keys, values and outputs (pp_bank_layer_take) and gets
+ * the bank's rows back for its extended attention (pp_bank_layer_extend);
+ * the bank's fusion and merging run on the host whatever the backend.  This
+ * times that work alone, on the CPU backend's host memory, for each shape
+ * of an SD-Turbo (SD 2.1) UNet at 512x512 with one frame banked: per layer
+ * and per step (a step has `layers` of each shape), the frames after the
+ * first two (the first only fills the bank, the second is the first to
+ * merge).  The rows are random, each frame the last plus noise, so that
+ * some outputs are similar enough to be fused.
+ *
+ * Usage: bank-bench [--frames N] [--small] [--threshold T] */
+#include "pp-backend.h"
+#include "pp-feature-bank.h"
+#include "pp-rng.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct
+{
+  const gchar *where;
+  gint rows, channels;
+  guint layers;                 /* of this shape in one UNet step */
+  gboolean fuse;
+} Shape;
+
+/* SD-Turbo's self-attentions at a 64x64 latent: the down blocks' two at
+ * each of three levels, the mid block's, the up blocks' three at each;
+ * the mid block's and the up blocks' before the middle one fuse
+ * (pp-unet.c). */
+static const Shape sd_turbo[] = {
+  {"64x64, 320 channels", 4096, 320, 5, FALSE},
+  {"32x32, 640 channels", 1024, 640, 5, FALSE},
+  {"16x16, 1280 channels", 256, 1280, 2, FALSE},
+  {"16x16, 1280 channels, fusing", 256, 1280, 3, TRUE},
+  {"8x8 (mid), 1280 channels, fusing", 64, 1280, 1, TRUE},
+};
+
+/* A few rows, for the suite's run: the same paths in well under a
+ * second. */
+static const Shape small[] = {
+  {"16x16, 32 channels", 256, 32, 1, FALSE},
+  {"8x8, 64 channels, fusing", 64, 64, 1, TRUE},
+};
+
+/* @x ← @x + @sigma · N(0, 1), the frame after it. */
+static void
+drift (PpRng * rng, gfloat * x, gfloat * noise, gsize n, gfloat sigma)
+{
+  pp_rng_fill_normal (rng, noise, n);
+  for (gsize i = 0; i < n; i++)
+    x[i] += sigma * noise[i];
+}
+
+/* Milliseconds a frame of @s's layer takes in the bank, the mean over the
+ * frames after the first two. */
+static gdouble
+time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
+    guint64 * fused, guint64 * candidates)
+{
+  const gsize own = (gsize) s->rows * s->channels;
+  g_autoptr (PpFeatureBank) bank = pp_feature_bank_new (1, threshold);
+  g_autofree gfloat *k = g_new (gfloat, own);
+  g_autofree gfloat *v = g_new (gfloat, own);
+  g_autofree gfloat *o = g_new (gfloat, own);
+  g_autofree gfloat *out = g_new (gfloat, own);
+  g_autofree gfloat *noise = g_new (gfloat, own);
+  /* The extended keys and values: the frame's rows and one frame's. */
+  g_autofree gfloat *k_ext = g_new (gfloat, 2 * own);
+  g_autofree gfloat *v_ext = g_new (gfloat, 2 * own);
+  gint64 t0 = 0;
+  PpRng rng;
+
+  pp_rng_init (&rng, 7, (guint64) s->rows * s->channels);
+  pp_rng_fill_normal (&rng, k, own);
+  pp_rng_fill_normal (&rng, v, own);
+  pp_rng_fill_normal (&rng, o, own);
+  for (guint f = 0; f < frames; f++) {
+    PpBankLayer *layer;
+
+    if (f == 2)
+      t0 = g_get_monotonic_time ();
+    drift (&rng, k, noise, own, 0.1f);
+    drift (&rng, v, noise, own, 0.1f);
+    drift (&rng, o, noise, own, 0.1f);
+    memcpy (out, o, own * sizeof (gfloat));
+    pp_feature_bank_begin (bank);
+    layer = pp_feature_bank_next (bank, s->channels);
+    pp_bank_layer_extend (layer, be, pp_view_f32 (k, own),
+        pp_view_f32 (v, own), s->rows, pp_out_f32 (k_ext, 2 * own),
+        pp_out_f32 (v_ext, 2 * own));
+    pp_bank_layer_take (layer, be, pp_view_f32 (k, own), pp_view_f32 (v, own),
+        pp_out_f32 (out, own), s->rows, s->fuse);
+    pp_feature_bank_end (bank);
+  }
+  pp_feature_bank_fused (bank, fused, candidates);
+  return (g_get_monotonic_time () - t0) / 1e3 / (frames - 2);
+}
+
+int
+main (int argc, char **argv)
+{
+  guint frames = 5;
+  gboolean use_small = FALSE;
+  gdouble threshold = 0.9, step_ms = 0.0;
+  GOptionEntry entries[] = {
+    {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
+        "Frames through each layer (at least 3; default 5)", "N"},
+    {"small", 0, 0, G_OPTION_ARG_NONE, &use_small,
+        "A few small layers (the suite's run)", NULL},
+    {"threshold", 0, 0, G_OPTION_ARG_DOUBLE, &threshold,
+        "Fusion threshold (default 0.9, the element's)", "T"},
+    {NULL}
+  };
+  g_autoptr (GOptionContext) ctx =
+      g_option_context_new ("- the feature bank's host work per layer");
+  g_autoptr (GError) error = NULL;
+  const Shape *shapes = use_small ? small : sd_turbo;
+  gsize n_shapes;
+  PpBackend *be;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error)) {
+    fprintf (stderr, "bank-bench: %s\n", error->message);
+    return 2;
+  }
+  if (frames < 3) {
+    fprintf (stderr, "bank-bench: --frames must be at least 3\n");
+    return 2;
+  }
+  shapes = use_small ? small : sd_turbo;
+  n_shapes = use_small ? G_N_ELEMENTS (small) : G_N_ELEMENTS (sd_turbo);
+  be = pp_backend_get ("cpu", &error);
+  if (be == NULL) {
+    fprintf (stderr, "bank-bench: %s\n", error->message);
+    return 1;
+  }
+  printf ("the feature bank's host work, one frame banked, threshold %.2f, "
+      "OpenBLAS threads: %d, mean of %u frames after the first two\n",
+      threshold, openblas_get_num_threads (), frames - 2);
+  printf ("%-34s %6s %6s %10s %8s %10s\n", "layer", "rows", "layers",
+      "ms/layer", "fused", "ms/step");
+  for (gsize i = 0; i < n_shapes; i++) {
+    const Shape *s = &shapes[i];
+    guint64 fused = 0, candidates = 0;
+    const gdouble ms = time_shape (be, s, frames, threshold, &fused,
+        &candidates);
+    g_autofree gchar *share = s->fuse
+        ? g_strdup_printf ("%.0f%%", candidates ? 100.0 * fused / candidates
+        : 0.0) : g_strdup ("-");
+
+    step_ms += ms * s->layers;
+    printf ("%-34s %6d %6u %10.2f %8s %10.2f\n", s->where, s->rows,
+        s->layers, ms, share, ms * s->layers);
+  }
+  printf ("a UNet step's bank work: %.1f ms\n", step_ms);
+  return 0;
+}
