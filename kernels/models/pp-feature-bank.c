@@ -5,12 +5,15 @@
  * layer takes its first frame of L rows and kept across resets (a new
  * frame size makes them again).  The frame's own rows come down into the
  * bank's scratch, which every layer shares in turn; the similarities are
- * GEMMs over blocks of rows (OpenBLAS, one thread: the same bytes on any
- * team size); norms, the threshold test and merged means are in double.
- * Once the bank is full, a frame allocates nothing. */
+ * products over blocks of rows and the choices a loop over each block's
+ * rows, both on the host's backend (the CPU backend, whichever backend
+ * the model runs on): its threads share them, the same bytes on any
+ * number of threads; norms, the threshold test and merged means are in
+ * double.  Once the bank is full, a frame allocates nothing. */
 #include "pp-feature-bank.h"
 
-#include <cblas.h>
+#include "pp-ops.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -40,6 +43,7 @@ typedef struct
   gdouble *frame_norms;         /* the fusion's: the frame's outputs */
   gfloat *inverse;              /* 1 / norms (0 for a zero row) */
   guint32 *dest, *slot, *head, *link;
+  guint32 *flags;               /* the fusion's: a block's rows fused */
   gsize similarity;             /* floats of sim */
   gfloat *sim;
   gint acc_channels;
@@ -80,6 +84,7 @@ scratch_clear (Scratch * s)
   g_free (s->slot);
   g_free (s->head);
   g_free (s->link);
+  g_free (s->flags);
   g_free (s->sim);
   g_free (s->acc);
   memset (s, 0, sizeof *s);
@@ -106,6 +111,7 @@ scratch_reserve (Scratch * s, gsize rows, gint c, gsize n)
     s->slot = g_renew (guint32, s->slot, n);
     s->head = g_renew (guint32, s->head, n);
     s->link = g_renew (guint32, s->link, n);
+    s->flags = g_renew (guint32, s->flags, n);
     s->rows = n;
   }
   if (MAX (n, SIMILARITY_FLOATS) > s->similarity) {
@@ -123,7 +129,7 @@ scratch_bytes (const Scratch * s)
 {
   return 4 * s->floats * sizeof (gfloat)
       + s->rows * (2 * sizeof (gdouble) + sizeof (gfloat)
-      + 4 * sizeof (guint32))
+      + 5 * sizeof (guint32))
       + s->similarity * sizeof (gfloat) + s->acc_channels * sizeof (gdouble);
 }
 
@@ -290,18 +296,46 @@ most_similar (const gfloat * sim, const gfloat * inverse, gsize lo,
   }
 }
 
+/* The backend the bank's host rows are computed on: the CPU backend, whose
+ * products and row loops use its threads. */
+static PpBackend *
+host_backend (void)
+{
+  static PpBackend *host;
+
+  if (g_once_init_enter (&host)) {
+    GError *error = NULL;
+    PpBackend *be = pp_backend_get ("cpu", &error);
+
+    if (be == NULL)
+      g_error ("feature bank: no CPU backend for its host rows: %s",
+          error->message);
+    g_once_init_leave (&host, be);
+  }
+  return host;
+}
+
 /* @sim [m, n0 + n1] = the dot products of @m rows of @a (@lda floats
  * apart) with the @n0 rows of @b0 then the @n1 rows of @b1 ([n, C]). */
 static void
 dots (gint c, const gfloat * a, gsize lda, gsize m, const gfloat * b0,
     gsize n0, const gfloat * b1, gsize n1, gfloat * sim)
 {
+  PpBackend *host = host_backend ();
+  const gsize ld = n0 + n1;
+  const PpView rows = pp_view_f32 (a, pp_strided_numel ((int) m, c,
+          (int) lda));
+
   if (n0 > 0)
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) m, (int) n0,
-        c, 1.0f, a, (int) lda, b0, c, 0.0f, sim, (int) (n0 + n1));
+    pp_matmul (host, FALSE, TRUE, (int) m, (int) n0, c, rows, (int) lda,
+        pp_view_f32 (b0, n0 * c), c, FALSE,
+        pp_out_f32 (sim, pp_strided_numel ((int) m, (int) n0, (int) ld)),
+        (int) ld);
   if (n1 > 0)
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, (int) m, (int) n1,
-        c, 1.0f, a, (int) lda, b1, c, 0.0f, sim + n0, (int) (n0 + n1));
+    pp_matmul (host, FALSE, TRUE, (int) m, (int) n1, c, rows, (int) lda,
+        pp_view_f32 (b1, n1 * c), c, FALSE,
+        pp_out_f32 (sim + n0, pp_strided_numel ((int) m, (int) n1,
+                (int) ld)), (int) ld);
 }
 
 static gdouble
@@ -317,6 +351,42 @@ block_rows (gsize n)
   return MAX (SIMILARITY_FLOATS / MAX (n, 1), 1);
 }
 
+/* A block of the frame's rows in fuse_rows: each row's choice and blend,
+ * row by row on the host's threads. */
+typedef struct
+{
+  const PpBankLayer *l;
+  Scratch *s;
+  gsize i0, m;
+  gdouble threshold;
+  guint32 *fused;               /* per row of the block: 1 when fused */
+} FuseBlock;
+
+static void
+fuse_range (int begin, int end, gpointer data)
+{
+  const FuseBlock *f = data;
+  const gint c = f->l->channels;
+  const gdouble strength = PP_FEATURE_BANK_STRENGTH;
+
+  for (gsize i = f->i0 + begin; i < f->i0 + end; i++) {
+    const gfloat *sim = f->s->sim + (i - f->i0) * f->m;
+    gfloat *oi = f->s->fused + i * c;
+    gfloat best = -G_MAXFLOAT;
+    gsize at = 0;
+
+    f->fused[i - f->i0] = 0;
+    most_similar (sim, f->s->inverse, 0, f->m, 1, &best, &at);
+    if (cosine (sim[at], f->s->frame_norms[i], f->s->norms[at])
+        < f->threshold)
+      continue;                 /* (1 − s)·o + s·o */
+    for (gint j = 0; j < c; j++)
+      oi[j] = (gfloat) ((1.0 - strength) * oi[j]
+          + strength * f->l->o[at * c + j]);
+    f->fused[i - f->i0] = 1;
+  }
+}
+
 /* Each row of the frame's outputs → (1 − s)·o + s·(its most similar bank
  * output when that is similar enough, else itself), into the scratch's
  * fused rows. */
@@ -324,7 +394,6 @@ static guint
 fuse_rows (const PpBankLayer * l, Scratch * s, gint rows, gdouble threshold)
 {
   const gint c = l->channels;
-  const gdouble strength = PP_FEATURE_BANK_STRENGTH;
   const gsize m = l->rows, block = block_rows (m);
   guint fused = 0;
 
@@ -334,22 +403,12 @@ fuse_rows (const PpBankLayer * l, Scratch * s, gint rows, gdouble threshold)
   memcpy (s->fused, s->o, (gsize) rows * c * sizeof (gfloat));
   for (gsize i0 = 0; i0 < (gsize) rows; i0 += block) {
     const gsize bm = MIN (block, rows - i0);
+    FuseBlock f = { l, s, i0, m, threshold, s->flags };
 
     dots (c, s->o + i0 * c, c, bm, l->o, m, NULL, 0, s->sim);
-    for (gsize i = i0; i < i0 + bm; i++) {
-      const gfloat *sim = s->sim + (i - i0) * m;
-      gfloat *oi = s->fused + i * c;
-      gfloat best = -G_MAXFLOAT;
-      gsize at = 0;
-
-      most_similar (sim, s->inverse, 0, m, 1, &best, &at);
-      if (cosine (sim[at], s->frame_norms[i], s->norms[at]) < threshold)
-        continue;               /* (1 − s)·o + s·o */
-      for (gint j = 0; j < c; j++)
-        oi[j] = (gfloat) ((1.0 - strength) * oi[j]
-            + strength * l->o[at * c + j]);
-      fused++;
-    }
+    pp_for_rows (host_backend (), (int) bm, fuse_range, &f);
+    for (gsize q = 0; q < bm; q++)
+      fused += s->flags[q];
   }
   return fused;
 }
@@ -359,6 +418,32 @@ static gfloat *
 row_of (gfloat * bank, gfloat * frame, gsize m, gsize i, gint c)
 {
   return i < m ? bank + i * c : frame + (i - m) * c;
+}
+
+/* A block of sources in merge_destinations: each one's destination, on
+ * the host's threads. */
+typedef struct
+{
+  Scratch *s;
+  gsize a0, n, r;
+} DestBlock;
+
+static void
+dest_range (int begin, int end, gpointer data)
+{
+  const DestBlock *d = data;
+
+  for (gsize q = begin; q < (gsize) end; q++) {
+    const gsize a = d->a0 + 2 * q;
+    const gfloat *sim = d->s->sim + q * d->n;
+    gfloat best = -G_MAXFLOAT;
+    gsize at = a;
+
+    /* the destinations: odd rows below 2r, then every row */
+    most_similar (sim, d->s->inverse, 1, 2 * d->r, 2, &best, &at);
+    most_similar (sim, d->s->inverse, 2 * d->r, d->n, 1, &best, &at);
+    d->s->dest[a] = (guint32) at;
+  }
 }
 
 /* The sources' destinations: for each source a (rows 0, 2, …, 2r − 2 of
@@ -378,20 +463,11 @@ merge_destinations (PpBankLayer * l, Scratch * s, gsize n, gsize r)
   for (gsize a0 = 0; a0 < 2 * r;) {
     const gsize end = a0 < m ? MIN (2 * r, m) : 2 * r;
     const gsize bm = MIN (block, (end - a0 + 1) / 2);
+    DestBlock d = { s, a0, n, r };
 
     dots (c, row_of (l->k, s->k, m, a0, c), 2 * (gsize) c, bm, l->k, m,
         s->k, n - m, s->sim);
-    for (gsize q = 0; q < bm; q++) {
-      const gsize a = a0 + 2 * q;
-      const gfloat *sim = s->sim + q * n;
-      gfloat best = -G_MAXFLOAT;
-      gsize at = a;
-
-      /* the destinations: odd rows below 2r, then every row */
-      most_similar (sim, s->inverse, 1, 2 * r, 2, &best, &at);
-      most_similar (sim, s->inverse, 2 * r, n, 1, &best, &at);
-      s->dest[a] = (guint32) at;
-    }
+    pp_for_rows (host_backend (), (int) bm, dest_range, &d);
     a0 += 2 * bm;
   }
 }

@@ -10,7 +10,10 @@
  * and per step (a step has `layers` of each shape), the frames after the
  * first two (the first only fills the bank, the second is the first to
  * merge).  The rows are random, each frame the last plus noise, so that
- * some outputs are similar enough to be fused.
+ * some outputs are similar enough to be fused.  Each line ends with a
+ * digest of the last frame's outputs and extended keys and values: the
+ * same on any number of the CPU backend's threads
+ * (PPDIFFUSE_CPU_THREADS).
  *
  * Usage: bank-bench [--frames N] [--small] [--threshold T] */
 #include "pp-backend.h"
@@ -58,11 +61,24 @@ drift (PpRng * rng, gfloat * x, gfloat * noise, gsize n, gfloat sigma)
     x[i] += sigma * noise[i];
 }
 
+/* FNV-1a of @n bytes at @p, continuing @h: the outputs' bytes in a line,
+ * which are the same on any number of threads. */
+static guint32
+fnv (guint32 h, const void *p, gsize n)
+{
+  const guint8 *b = p;
+
+  for (gsize i = 0; i < n; i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
 /* Milliseconds a frame of @s's layer takes in the bank, the mean over the
- * frames after the first two. */
+ * frames after the first two; *@digest: the last frame's fused outputs
+ * and extended keys and values. */
 static gdouble
 time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
-    guint64 * fused, guint64 * candidates)
+    guint64 * fused, guint64 * candidates, guint32 * digest)
 {
   const gsize own = (gsize) s->rows * s->channels;
   g_autoptr (PpFeatureBank) bank = pp_feature_bank_new (1, threshold);
@@ -100,6 +116,8 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     pp_feature_bank_end (bank);
   }
   pp_feature_bank_fused (bank, fused, candidates);
+  *digest = fnv (fnv (fnv (2166136261u, out, own * sizeof (gfloat)), k_ext,
+          2 * own * sizeof (gfloat)), v_ext, 2 * own * sizeof (gfloat));
   return (g_get_monotonic_time () - t0) / 1e3 / (frames - 2);
 }
 
@@ -144,20 +162,21 @@ main (int argc, char **argv)
   printf ("the feature bank's host work, one frame banked, threshold %.2f, "
       "OpenBLAS threads: %d, mean of %u frames after the first two\n",
       threshold, openblas_get_num_threads (), frames - 2);
-  printf ("%-34s %6s %6s %10s %8s %10s\n", "layer", "rows", "layers",
-      "ms/layer", "fused", "ms/step");
+  printf ("%-34s %6s %6s %10s %8s %10s %9s\n", "layer", "rows", "layers",
+      "ms/layer", "fused", "ms/step", "bytes");
   for (gsize i = 0; i < n_shapes; i++) {
     const Shape *s = &shapes[i];
     guint64 fused = 0, candidates = 0;
+    guint32 digest = 0;
     const gdouble ms = time_shape (be, s, frames, threshold, &fused,
-        &candidates);
+        &candidates, &digest);
     g_autofree gchar *share = s->fuse
         ? g_strdup_printf ("%.0f%%", candidates ? 100.0 * fused / candidates
         : 0.0) : g_strdup ("-");
 
     step_ms += ms * s->layers;
-    printf ("%-34s %6d %6u %10.2f %8s %10.2f\n", s->where, s->rows,
-        s->layers, ms, share, ms * s->layers);
+    printf ("%-34s %6d %6u %10.2f %8s %10.2f  %08x\n", s->where, s->rows,
+        s->layers, ms, share, ms * s->layers, digest);
   }
   printf ("a UNet step's bank work: %.1f ms\n", step_ms);
   return 0;

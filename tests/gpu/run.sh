@@ -1275,7 +1275,7 @@ else
     # One step with the temporal feature bank (one frame banked, the
     # default): at each of the UNet's self-attentions the frame's keys,
     # values and outputs go to the host, where the fusion and the merging
-    # run (OpenBLAS for the similarities), and the bank's rows come back, so its
+    # run (on the CPU backend's threads), and the bank's rows come back, so its
     # steps also run without graphs: what that costs a full-size UNet,
     # reported; 12 frames, as it is slow.
     er_frames=$frames
@@ -1539,8 +1539,8 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
           pass "transport hop measured (PPDIFFUSE_LANES=$nl)"; }
     done
     # The temporal feature bank's host work at SD-Turbo's shapes on this
-    # host's cores (the CPU backend's one OpenBLAS thread): what a step
-    # with temporal=feature-bank adds (docs/perf.md).
+    # host's cores (the CPU backend's threads): what a step with
+    # temporal=feature-bank adds (docs/perf.md).
     bench_wanted "feature bank host work (bank-bench)" \
       && runs "feature bank host work (bank-bench)" "$work/bank-bench.log" \
         120 "$build/tests/bench/bank-bench" \
