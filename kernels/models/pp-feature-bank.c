@@ -46,8 +46,6 @@ typedef struct
   guint32 *flags;               /* the fusion's: a block's rows fused */
   gsize similarity;             /* floats of sim */
   gfloat *sim;
-  gint acc_channels;
-  gdouble *acc;                 /* one row's sum */
 } Scratch;
 
 struct _PpFeatureBank
@@ -86,7 +84,6 @@ scratch_clear (Scratch * s)
   g_free (s->link);
   g_free (s->flags);
   g_free (s->sim);
-  g_free (s->acc);
   memset (s, 0, sizeof *s);
 }
 
@@ -118,10 +115,6 @@ scratch_reserve (Scratch * s, gsize rows, gint c, gsize n)
     s->similarity = MAX (n, SIMILARITY_FLOATS);
     s->sim = g_renew (gfloat, s->sim, s->similarity);
   }
-  if (c > s->acc_channels) {
-    s->acc = g_renew (gdouble, s->acc, c);
-    s->acc_channels = c;
-  }
 }
 
 static gsize
@@ -130,7 +123,7 @@ scratch_bytes (const Scratch * s)
   return 4 * s->floats * sizeof (gfloat)
       + s->rows * (2 * sizeof (gdouble) + sizeof (gfloat)
       + 5 * sizeof (guint32))
-      + s->similarity * sizeof (gfloat) + s->acc_channels * sizeof (gdouble);
+      + s->similarity * sizeof (gfloat);
 }
 
 PpFeatureBank *
@@ -263,20 +256,42 @@ pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
   pp_backend_upload_floats (be, pp_out_range (v_ext, own, banked), l->v);
 }
 
+/* A row_norms call, row by row on the host's threads. */
+typedef struct
+{
+  const gfloat *x;
+  gint c;
+  gdouble *norms;
+  gfloat *inverse;
+} Norms;
+
+static void
+norms_range (int begin, int end, gpointer data)
+{
+  const Norms *r = data;
+
+  for (gsize i = begin; i < (gsize) end; i++) {
+    gdouble s = 0.0;
+
+    for (gint j = 0; j < r->c; j++)
+      s += (gdouble) r->x[i * r->c + j] * r->x[i * r->c + j];
+    r->norms[i] = sqrt (s);
+    r->inverse[i] = r->norms[i] > 0.0 ? (gfloat) (1.0 / r->norms[i]) : 0.0f;
+  }
+}
+
+static PpBackend *host_backend (void);
+
 /* Euclidean norms of @n rows of @c floats, into @norms, and their
  * inverses (0 for a zero row) into @inverse. */
 static void
 row_norms (const gfloat * x, gsize n, gint c, gdouble * norms,
     gfloat * inverse)
 {
-  for (gsize i = 0; i < n; i++) {
-    gdouble s = 0.0;
+  Norms r = { x, c, norms, inverse };
 
-    for (gint j = 0; j < c; j++)
-      s += (gdouble) x[i * c + j] * x[i * c + j];
-    norms[i] = sqrt (s);
-    inverse[i] = norms[i] > 0.0 ? (gfloat) (1.0 / norms[i]) : 0.0f;
-  }
+  if (n > 0)
+    pp_for_rows (host_backend (), (int) n, norms_range, &r);
 }
 
 /* The first j in [@lo, @hi) (every @step-th) with the largest
@@ -472,6 +487,61 @@ merge_destinations (PpBankLayer * l, Scratch * s, gsize n, gsize r)
   }
 }
 
+/* The merged means of merge_rows, destination by destination on the
+ * host's threads (each writes its own rows and reads its sources', which
+ * no destination is), MEAN_CHUNK channels at a time, each summed in
+ * double in row order, the destination's own row in its place. */
+#define MEAN_CHUNK 64
+
+typedef struct
+{
+  gint c;
+  gsize m;
+  const Scratch *s;
+  gfloat *banks[3], *frames[3];
+} MeanRows;
+
+static void
+mean_range (int begin, int end, gpointer data)
+{
+  const MeanRows *mr = data;
+  const Scratch *s = mr->s;
+  const gint c = mr->c;
+
+  for (gsize t = begin; t < (gsize) end; t++) {
+    if (s->slot[t] == NONE || s->head[t] == NONE)
+      continue;
+    for (guint p = 0; p < 3; p++) {
+      gfloat *own = row_of (mr->banks[p], mr->frames[p], mr->m, t, c);
+
+      for (gint j0 = 0; j0 < c; j0 += MEAN_CHUNK) {
+        const gint w = MIN (MEAN_CHUNK, c - j0);
+        gdouble acc[MEAN_CHUNK] = { 0.0 };
+        guint32 src = s->head[t];
+        gboolean own_added = FALSE;
+        guint count = 0;
+
+        while (src != NONE || !own_added) {
+          const gfloat *x;
+
+          if (!own_added && (src == NONE || src > t)) {
+            x = own;
+            own_added = TRUE;
+          } else {
+            x = row_of (mr->banks[p], mr->frames[p], mr->m, src, c);
+            src = s->link[src];
+          }
+          for (gint j = 0; j < w; j++)
+            acc[j] += x[j0 + j];
+          count++;
+        }
+        for (gint j = 0; j < w; j++)
+          own[j0 + j] = (gfloat) (acc[j] / count);
+      }
+    }
+  }
+}
+
 /* [bank; frame] (n rows) merged to @keep rows in the bank: rows 0, 2, …,
  * 2r − 2 (r = n − keep) each averaged into the other row whose key is most
  * similar; the rows left keep their order.  In place: each destination
@@ -484,6 +554,7 @@ merge_rows (PpBankLayer * l, Scratch * s, gsize n, gsize keep)
   const gsize m = l->rows, r = n - keep;
   gfloat *const banks[3] = { l->k, l->v, l->o };
   gfloat *const frames[3] = { s->k, s->v, s->o };
+  MeanRows mr = { c, m, s, { l->k, l->v, l->o }, { s->k, s->v, s->o } };
   gsize to = 0;
 
   for (gsize i = 0; i < n; i++) {
@@ -501,34 +572,7 @@ merge_rows (PpBankLayer * l, Scratch * s, gsize n, gsize keep)
     s->link[a - 2] = s->head[d];
     s->head[d] = (guint32) (a - 2);
   }
-  for (gsize t = 0; t < n; t++) {
-    if (s->slot[t] == NONE || s->head[t] == NONE)
-      continue;
-    for (guint p = 0; p < 3; p++) {
-      gfloat *own = row_of (banks[p], frames[p], m, t, c);
-      guint32 src = s->head[t];
-      gboolean own_added = FALSE;
-      guint count = 0;
-
-      memset (s->acc, 0, c * sizeof (gdouble));
-      while (src != NONE || !own_added) {
-        const gfloat *x;
-
-        if (!own_added && (src == NONE || src > t)) {
-          x = own;
-          own_added = TRUE;
-        } else {
-          x = row_of (banks[p], frames[p], m, src, c);
-          src = s->link[src];
-        }
-        for (gint j = 0; j < c; j++)
-          s->acc[j] += x[j];
-        count++;
-      }
-      for (gint j = 0; j < c; j++)
-        own[j] = (gfloat) (s->acc[j] / count);
-    }
-  }
+  pp_for_rows (host_backend (), (int) n, mean_range, &mr);
   for (gsize t = 0; t < n; t++) {
     if (s->slot[t] == NONE || s->slot[t] == t)
       continue;
