@@ -256,6 +256,25 @@ pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
   pp_backend_upload_floats (be, pp_out_range (v_ext, own, banked), l->v);
 }
 
+/* The backend the bank's host rows are computed on: the CPU backend, whose
+ * products and row loops use its threads. */
+static PpBackend *
+host_backend (void)
+{
+  static PpBackend *host;
+
+  if (g_once_init_enter (&host)) {
+    GError *error = NULL;
+    PpBackend *be = pp_backend_get ("cpu", &error);
+
+    if (be == NULL)
+      g_error ("feature bank: no CPU backend for its host rows: %s",
+          error->message);
+    g_once_init_leave (&host, be);
+  }
+  return host;
+}
+
 /* A row_norms call, row by row on the host's threads. */
 typedef struct
 {
@@ -279,8 +298,6 @@ norms_range (int begin, int end, gpointer data)
     r->inverse[i] = r->norms[i] > 0.0 ? (gfloat) (1.0 / r->norms[i]) : 0.0f;
   }
 }
-
-static PpBackend *host_backend (void);
 
 /* Euclidean norms of @n rows of @c floats, into @norms, and their
  * inverses (0 for a zero row) into @inverse. */
@@ -309,25 +326,6 @@ most_similar (const gfloat * sim, const gfloat * inverse, gsize lo,
       *at = j;
     }
   }
-}
-
-/* The backend the bank's host rows are computed on: the CPU backend, whose
- * products and row loops use its threads. */
-static PpBackend *
-host_backend (void)
-{
-  static PpBackend *host;
-
-  if (g_once_init_enter (&host)) {
-    GError *error = NULL;
-    PpBackend *be = pp_backend_get ("cpu", &error);
-
-    if (be == NULL)
-      g_error ("feature bank: no CPU backend for its host rows: %s",
-          error->message);
-    g_once_init_leave (&host, be);
-  }
-  return host;
 }
 
 /* @sim [m, n0 + n1] = the dot products of @m rows of @a (@lda floats
@@ -374,7 +372,6 @@ typedef struct
   Scratch *s;
   gsize i0, m;
   gdouble threshold;
-  guint32 *fused;               /* per row of the block: 1 when fused */
 } FuseBlock;
 
 static void
@@ -390,7 +387,7 @@ fuse_range (int begin, int end, gpointer data)
     gfloat best = -G_MAXFLOAT;
     gsize at = 0;
 
-    f->fused[i - f->i0] = 0;
+    f->s->flags[i - f->i0] = 0;
     most_similar (sim, f->s->inverse, 0, f->m, 1, &best, &at);
     if (cosine (sim[at], f->s->frame_norms[i], f->s->norms[at])
         < f->threshold)
@@ -398,7 +395,7 @@ fuse_range (int begin, int end, gpointer data)
     for (gint j = 0; j < c; j++)
       oi[j] = (gfloat) ((1.0 - strength) * oi[j]
           + strength * f->l->o[at * c + j]);
-    f->fused[i - f->i0] = 1;
+    f->s->flags[i - f->i0] = 1;
   }
 }
 
@@ -418,7 +415,7 @@ fuse_rows (const PpBankLayer * l, Scratch * s, gint rows, gdouble threshold)
   memcpy (s->fused, s->o, (gsize) rows * c * sizeof (gfloat));
   for (gsize i0 = 0; i0 < (gsize) rows; i0 += block) {
     const gsize bm = MIN (block, rows - i0);
-    FuseBlock f = { l, s, i0, m, threshold, s->flags };
+    FuseBlock f = { l, s, i0, m, threshold };
 
     dots (c, s->o + i0 * c, c, bm, l->o, m, NULL, 0, s->sim);
     pp_for_rows (host_backend (), (int) bm, fuse_range, &f);
@@ -552,8 +549,6 @@ merge_rows (PpBankLayer * l, Scratch * s, gsize n, gsize keep)
 {
   const gint c = l->channels;
   const gsize m = l->rows, r = n - keep;
-  gfloat *const banks[3] = { l->k, l->v, l->o };
-  gfloat *const frames[3] = { s->k, s->v, s->o };
   MeanRows mr = { c, m, s, { l->k, l->v, l->o }, { s->k, s->v, s->o } };
   gsize to = 0;
 
@@ -577,8 +572,8 @@ merge_rows (PpBankLayer * l, Scratch * s, gsize n, gsize keep)
     if (s->slot[t] == NONE || s->slot[t] == t)
       continue;
     for (guint p = 0; p < 3; p++)
-      memcpy (banks[p] + (gsize) s->slot[t] * c,
-          row_of (banks[p], frames[p], m, t, c), c * sizeof (gfloat));
+      memcpy (mr.banks[p] + (gsize) s->slot[t] * c,
+          row_of (mr.banks[p], mr.frames[p], m, t, c), c * sizeof (gfloat));
   }
   l->rows = keep;
 }

@@ -61,25 +61,13 @@ drift (PpRng * rng, gfloat * x, gfloat * noise, gsize n, gfloat sigma)
     x[i] += sigma * noise[i];
 }
 
-/* FNV-1a of @n bytes at @p, continuing @h: the outputs' bytes in a line,
- * which are the same on any number of threads. */
-static guint32
-fnv (guint32 h, const void *p, gsize n)
-{
-  const guint8 *b = p;
-
-  for (gsize i = 0; i < n; i++)
-    h = (h ^ b[i]) * 16777619u;
-  return h;
-}
-
 /* Milliseconds a frame of @s's layer takes in the bank (its extension
  * and its take, not the making of the frame's rows), the mean over the
  * frames after the first two; *@digest: the last frame's fused outputs
  * and extended keys and values. */
 static gdouble
 time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
-    guint64 * fused, guint64 * candidates, guint32 * digest)
+    guint64 * fused, guint64 * candidates, gchar ** digest)
 {
   const gsize own = (gsize) s->rows * s->channels;
   g_autoptr (PpFeatureBank) bank = pp_feature_bank_new (1, threshold);
@@ -119,8 +107,14 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
       spent += g_get_monotonic_time () - t0;
   }
   pp_feature_bank_fused (bank, fused, candidates);
-  *digest = fnv (fnv (fnv (2166136261u, out, own * sizeof (gfloat)), k_ext,
-          2 * own * sizeof (gfloat)), v_ext, 2 * own * sizeof (gfloat));
+  {
+    g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+
+    g_checksum_update (sum, (const guchar *) out, own * sizeof (gfloat));
+    g_checksum_update (sum, (const guchar *) k_ext, 2 * own * sizeof (gfloat));
+    g_checksum_update (sum, (const guchar *) v_ext, 2 * own * sizeof (gfloat));
+    *digest = g_strndup (g_checksum_get_string (sum), 8);
+  }
   return spent / 1e3 / (frames - 2);
 }
 
@@ -170,7 +164,7 @@ main (int argc, char **argv)
   for (gsize i = 0; i < n_shapes; i++) {
     const Shape *s = &shapes[i];
     guint64 fused = 0, candidates = 0;
-    guint32 digest = 0;
+    g_autofree gchar *digest = NULL;
     const gdouble ms = time_shape (be, s, frames, threshold, &fused,
         &candidates, &digest);
     g_autofree gchar *share = s->fuse
@@ -178,7 +172,7 @@ main (int argc, char **argv)
         : 0.0) : g_strdup ("-");
 
     step_ms += ms * s->layers;
-    printf ("%-34s %6d %6u %10.2f %8s %10.2f  %08x\n", s->where, s->rows,
+    printf ("%-34s %6d %6u %10.2f %8s %10.2f  %s\n", s->where, s->rows,
         s->layers, ms, share, ms * s->layers, digest);
   }
   printf ("a UNet step's bank work: %.1f ms\n", step_ms);
