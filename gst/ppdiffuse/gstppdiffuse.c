@@ -197,15 +197,18 @@ stream_failed (const GError * error, guint outstanding, gpointer data)
 {
   GstPpDiffuse *self = data;
 
+  /* Posted before the chain learns of it: the chain's flow error makes
+   * upstream post its own ("Internal data stream error"), and the bus's
+   * first error is the one an application shows. */
+  GST_ELEMENT_ERROR (self, RESOURCE, READ,
+      ("The ppdiffuse worker mesh stopped returning frames: %s",
+          error->message), ("collecting a chunk failed; %u frames were in "
+          "flight", outstanding));
   g_mutex_lock (&self->lock);
   self->srcresult = GST_FLOW_ERROR;
   self->mesh_failed = TRUE;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
-  GST_ELEMENT_ERROR (self, RESOURCE, READ,
-      ("The ppdiffuse worker mesh stopped returning frames: %s",
-          error->message), ("collecting a chunk failed; %u frames were in "
-          "flight", outstanding));
 }
 
 /* The mesh's first measure of the work: say early when the stream is too
