@@ -265,4 +265,47 @@
                   lda))                                                      \
           PP_OPS_VIEW (b, pp_strided_numel (trans_b ? n : k,                 \
                   trans_b ? k : n, ldb))                                     \
-          PP_OPS_OUT (y, pp_strided_numel (m, n, ldy))))
+          PP_OPS_OUT (y, pp_strided_numel (m, n, ldy))))                  \
+  /* The temporal feature bank's (kernels/models/pp-feature-bank.h).         \
+   * norms [rows] = the Euclidean norm of each row of x [rows,c], its        \
+   * squares summed in double. */                                            \
+  X (row_norms, ROW_NORMS, (PpView x, int rows, int c, PpOut norms),         \
+      (x, rows, c, norms), 2 * (gint64) rows * c,                            \
+      (PP_OPS_IN (x, (gint64) rows * c) PP_OPS_OUT (norms, rows)))           \
+  /* Fusion of rows y [rows,c] with a bank's rows bank [m,c]: sim [rows,m]   \
+   * their dot products, y_norms [rows] and bank_norms [m] their norms.      \
+   * Row i's choice is the first j with the largest sim[i,j] ·               \
+   * pp_math_inverse_norm (bank_norms[j]); where the cosine of the two       \
+   * (pp_math_cosine) is at least threshold, y_i becomes                    \
+   * pp_math_blend (y_i, bank_j, strength) and fused[i] += 1; elsewhere     \
+   * both stay as they are.  m > 0. */                                       \
+  X (bank_fuse, BANK_FUSE,                                                   \
+      (PpView sim, int rows, int m, int c, PpView y_norms,                   \
+          PpView bank_norms, PpView bank, double threshold, double strength, \
+          PpOut y, PpOut fused),                                             \
+      (sim, rows, m, c, y_norms, bank_norms, bank, threshold, strength, y,   \
+          fused), 2 * (gint64) rows * m,                                     \
+      (PP_OPS_IN (sim, (gint64) rows * m) PP_OPS_IN (y_norms, rows)          \
+          PP_OPS_IN (bank_norms, m) PP_OPS_IN (bank, (gint64) m * c)         \
+          PP_OPS_OUT (y, (gint64) rows * c) PP_OPS_OUT (fused, rows)))       \
+  /* A merge's destinations: of n rows, r ≤ n / 2 are merged away (rows 0,  \
+   * 2, …, 2r − 2, the sources) and n − r kept (pp_math_bank_kept).  sim     \
+   * [sources,n] holds the dot products of sources first, first + 2, … with \
+   * every row, norms [n] the rows' norms; dest[q] = the kept row j with the \
+   * largest sim[q,j] · pp_math_inverse_norm (norms[j]), the first on ties  \
+   * (the source itself where no score beats -FLT_MAX), as a float32 value   \
+   * (exact: n < 2^24). */                                                   \
+  X (bank_merge_dest, BANK_MERGE_DEST,                                       \
+      (PpView sim, int sources, int first, int n, int r, PpView norms,       \
+          PpOut dest),                                                       \
+      (sim, sources, first, n, r, norms, dest), 2 * (gint64) sources * n,    \
+      (PP_OPS_IN (sim, (gint64) sources * n) PP_OPS_IN (norms, n)            \
+          PP_OPS_OUT (dest, sources)))                                       \
+  /* A merge's rows: y [n − r,c], row s the mean of x's kept row t =         \
+   * pp_math_bank_kept (s, r) and of the sources 2q (q < r) whose dest[q]    \
+   * is t, x [n,c], summed in double in row order. */                        \
+  X (bank_merge, BANK_MERGE,                                                 \
+      (PpView x, int n, int r, int c, PpView dest, PpOut y),                 \
+      (x, n, r, c, dest, y), (gint64) n * c,                                 \
+      (PP_OPS_IN (x, (gint64) n * c) PP_OPS_IN (dest, r)                     \
+          PP_OPS_OUT (y, (gint64) (n - r) * c)))

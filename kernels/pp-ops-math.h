@@ -214,3 +214,38 @@ pp_math_lcm_step (const PpLcmCoeffs * c, float x, float eps, float noise)
 
   return c->last ? d : c->na * d + c->nb * noise;
 }
+
+/* The temporal feature bank's formulas (kernels/models/pp-feature-bank.h,
+ * the ops row_norms, bank_fuse, bank_merge_dest and bank_merge).
+ *
+ * 1 / a row's norm, 0 for a zero row: a candidate's score, its dot product
+ * with a row times this, orders the candidates as their cosines do. */
+PP_MATH_FN float
+pp_math_inverse_norm (float norm)
+{
+  return norm > 0.0f ? 1.0f / norm : 0.0f;
+}
+
+/* The cosine of two rows of dot product @dot and norms @na, @nb, in
+ * double; 0 where either row is zero. */
+PP_MATH_FN double
+pp_math_cosine (float dot, float na, float nb)
+{
+  return na == 0.0f || nb == 0.0f ? 0.0 : dot / ((double) na * nb);
+}
+
+/* A fused value: (1 − @strength)·@y + @strength·@banked, in double. */
+PP_MATH_FN float
+pp_math_blend (float y, float banked, double strength)
+{
+  return (float) ((1.0 - strength) * y + strength * banked);
+}
+
+/* The @k-th row kept when @r of a merge's rows go (rows 0, 2, …, 2r − 2):
+ * the odd rows below 2r, then every row from 2r.  They are also the
+ * destinations a merged row may go to. */
+PP_MATH_FN int
+pp_math_bank_kept (int k, int r)
+{
+  return k < r ? 2 * k + 1 : k + r;
+}

@@ -1607,6 +1607,251 @@ cases_floats_to_bytes (Run * r)
   }
 }
 
+/* ---- the feature bank's ops ------------------------------------------ */
+
+/* The norm of @n floats, in double. */
+static double
+ref_norm (const float *x, int n)
+{
+  double s = 0.0;
+
+  for (int j = 0; j < n; j++)
+    s += (double) x[j] * x[j];
+  return sqrt (s);
+}
+
+static void
+row_norms_one (Run * r, int rows, int c)
+{
+  const size_t total = (size_t) rows * c;
+  g_autofree float *x = random_host (r, total, 2.0);
+  g_autofree double *ref = g_new (double, rows);
+  const PpOut norms = device_nan (r, rows);
+
+  /* a zero row */
+  memset (x, 0, c * sizeof (float));
+  pp_row_norms (r->be, upload_in (r, x, total), rows, c, norms);
+  for (int i = 0; i < rows; i++)
+    ref[i] = ref_norm (x + (size_t) i * c, c);
+  check_device (r, PP_OP_ROW_NORMS, g_strdup_printf ("%dx%d", rows, c),
+      norms, ref, rows, 1.0);
+}
+
+static void
+cases_row_norms (Run * r)
+{
+  row_norms_one (r, 1, 1);
+  row_norms_one (r, 7, 13);
+  row_norms_one (r, 300, 320);
+}
+
+/* The first of @count candidates (@at (k)) with the largest @sim[j] ·
+ * inverse norm, as the ops' definitions say (pp-ops-math.h's float
+ * score); -1 when none beats -FLT_MAX. */
+static int
+ref_choice (const float *sim, const float *norms, int count, int r_merge)
+{
+  float best = -FLT_MAX;
+  int at = -1;
+
+  for (int k = 0; k < count; k++) {
+    const int j = r_merge > 0 ? pp_math_bank_kept (k, r_merge) : k;
+    const float score = sim[j] * pp_math_inverse_norm (norms[j]);
+
+    if (score > best) {
+      best = score;
+      at = j;
+    }
+  }
+  return at;
+}
+
+/* y [rows, c] against a bank [m, c]: every third row near a bank row
+ * (fused at threshold 0.9), the others random; row 0 zero, bank row 0
+ * zero, and bank rows 1 and 2 a tie for row 1 (equal norms and products,
+ * different values: the first must be taken).  The reference's y and
+ * fused counts, then the op's, compared as one array. */
+static void
+bank_fuse_one (Run * r, int rows, int m, int c)
+{
+  const size_t ny = (size_t) rows * c, nb = (size_t) m * c;
+  const double threshold = 0.9, strength = 0.8;
+  g_autofree float *bank = random_host (r, nb, 1.0);
+  g_autofree float *y = random_host (r, ny, 1.0);
+  g_autofree float *fused = g_new (float, rows);
+  g_autofree float *sim = g_new (float, (size_t) rows * m);
+  g_autofree float *y_norms = g_new (float, rows);
+  g_autofree float *b_norms = g_new (float, m);
+  g_autofree double *ref = g_new (double, ny + rows);
+  g_autofree float *got = g_new (float, ny + rows);
+  guint fused_rows = 0;
+  PpOut dy, dfused;
+
+  memset (bank, 0, c * sizeof (float));
+  for (int i = 0; i < rows; i++) {
+    const int near = 1 + (int) g_rand_int_range (r->rng, 0, MAX (m - 1, 1));
+
+    fused[i] = (float) g_rand_int_range (r->rng, 0, 4);
+    for (int j = 0; i % 3 == 2 && near < m && j < c; j++)
+      y[(size_t) i * c + j] = bank[(size_t) near * c + j]
+          + (float) g_rand_double_range (r->rng, -0.05, 0.05);
+  }
+  if (rows > 0)
+    memset (y, 0, c * sizeof (float));
+  for (int j = 0; j < m; j++)
+    b_norms[j] = (float) ref_norm (bank + (size_t) j * c, c);
+  for (int i = 0; i < rows; i++) {
+    y_norms[i] = (float) ref_norm (y + (size_t) i * c, c);
+    for (int j = 0; j < m; j++) {
+      double dot = 0.0;
+
+      for (int k = 0; k < c; k++)
+        dot += (double) y[(size_t) i * c + k] * bank[(size_t) j * c + k];
+      sim[(size_t) i * m + j] = (float) dot;
+    }
+  }
+  if (rows > 1 && m > 2) {
+    b_norms[2] = b_norms[1];
+    sim[(size_t) m + 2] = sim[(size_t) m + 1] = 0.99f * y_norms[1]
+        * b_norms[1];
+  }
+  dy = upload_out (r, y, ny);
+  dfused = upload_out (r, fused, rows);
+  pp_bank_fuse (r->be, upload_in (r, sim, (size_t) rows * m), rows, m, c,
+      upload_in (r, y_norms, rows), upload_in (r, b_norms, m),
+      upload_in (r, bank, nb), threshold, strength, dy, dfused);
+  for (int i = 0; i < rows; i++) {
+    const float *si = sim + (size_t) i * m;
+    const int found = ref_choice (si, b_norms, m, 0);
+    const int at = found < 0 ? 0 : found;
+    const gboolean take = pp_math_cosine (si[at], y_norms[i], b_norms[at])
+        >= threshold;
+
+    for (int j = 0; j < c; j++) {
+      const double yi = y[(size_t) i * c + j];
+
+      ref[(size_t) i * c + j] = take ? (1.0 - strength) * yi + strength
+          * bank[(size_t) at * c + j] : yi;
+    }
+    ref[ny + i] = fused[i] + (take ? 1.0 : 0.0);
+    fused_rows += take;
+  }
+  pp_backend_synchronize (r->be);
+  pp_backend_download (r->be, got, dy.data, ny * sizeof (float));
+  pp_backend_download (r->be, got + ny, dfused.data, rows * sizeof (float));
+  if (rows >= 3 && (fused_rows == 0 || fused_rows == (guint) rows))
+    r->problem = g_strdup_printf ("%u of %d rows fused: the case tests "
+        "neither both branches", fused_rows, rows);
+  check (r, PP_OP_BANK_FUSE, g_strdup_printf ("%d rows, bank %dx%d", rows,
+          m, c), got, ref, ny + rows, 1.0);
+}
+
+static void
+cases_bank_fuse (Run * r)
+{
+  bank_fuse_one (r, 1, 1, 1);
+  bank_fuse_one (r, 9, 5, 7);
+  bank_fuse_one (r, 64, 256, 64);
+  bank_fuse_one (r, 300, 41, 320);
+}
+
+/* Sources first, first + 2, … of n rows (r merged away) against random
+ * products; norms random, one zero; the first source's products all
+ * -inf (no destination: itself), the second's all equal (the first kept
+ * row, 1). */
+static void
+bank_merge_dest_one (Run * r, int sources, int first, int n, int r_merge)
+{
+  const size_t total = (size_t) sources * n;
+  g_autofree float *sim = random_host (r, total, 1.0);
+  g_autofree float *norms = random_host (r, n, 1.0);
+  g_autofree double *ref = g_new (double, sources);
+  g_autofree float *got = NULL;
+  const PpOut dest = device_nan (r, sources);
+
+  for (int j = 0; j < n; j++)
+    norms[j] = fabsf (norms[j]) + 0.5f;
+  if (n > 3)
+    norms[3] = 0.0f;
+  for (int j = 0; j < n && sources > 0; j++)
+    sim[j] = -INFINITY;
+  for (int j = 0; j < n && sources > 1; j++) {
+    sim[(size_t) n + j] = 0.5f;
+    norms[j] = n > 3 && j == 3 ? 0.0f : 1.0f;
+  }
+  pp_bank_merge_dest (r->be, upload_in (r, sim, total), sources, first, n,
+      r_merge, upload_in (r, norms, n), dest);
+  for (int q = 0; q < sources; q++) {
+    const int at = ref_choice (sim + (size_t) q * n, norms, n - r_merge,
+        r_merge);
+
+    ref[q] = at < 0 ? first + 2 * q : at;
+  }
+  got = download (r, dest.data, sources);
+  for (int q = 0; q < sources && r->problem == NULL; q++)
+    if (got[q] != ref[q])
+      r->problem = g_strdup_printf ("source %d went to row %g, not %g",
+          first + 2 * q, got[q], ref[q]);
+  check (r, PP_OP_BANK_MERGE_DEST, g_strdup_printf ("%d sources from %d, "
+          "%d of %d rows", sources, first, r_merge, n), g_steal_pointer (&got),
+      ref, sources, 1.0);
+}
+
+static void
+cases_bank_merge_dest (Run * r)
+{
+  bank_merge_dest_one (r, 1, 0, 3, 1);
+  bank_merge_dest_one (r, 5, 4, 20, 9);
+  bank_merge_dest_one (r, 64, 0, 512, 256);
+  bank_merge_dest_one (r, 300, 200, 900, 450);
+}
+
+/* n rows of x, r merged away into random kept rows: one kept row gets
+ * many sources, some none. */
+static void
+bank_merge_one (Run * r, int n, int r_merge, int c)
+{
+  const int keep = n - r_merge;
+  const size_t total = (size_t) n * c, out = (size_t) keep * c;
+  g_autofree float *x = random_host (r, total, 2.0);
+  g_autofree float *dest = g_new (float, MAX (r_merge, 1));
+  g_autofree double *ref = g_new (double, out);
+  const PpOut y = device_nan (r, out);
+
+  for (int q = 0; q < r_merge; q++)
+    dest[q] = (float) pp_math_bank_kept (q % 3 == 0 ? keep - 1
+        : (int) g_rand_int_range (r->rng, 0, keep), r_merge);
+  pp_bank_merge (r->be, upload_in (r, x, total), n, r_merge, c,
+      upload_in (r, dest, r_merge), y);
+  for (int s = 0; s < keep; s++) {
+    const int t = pp_math_bank_kept (s, r_merge);
+
+    for (int j = 0; j < c; j++) {
+      double sum = x[(size_t) t * c + j];
+      int count = 1;
+
+      for (int q = 0; q < r_merge; q++)
+        if ((int) dest[q] == t) {
+          sum += x[(size_t) 2 * q * c + j];
+          count++;
+        }
+      ref[(size_t) s * c + j] = sum / count;
+    }
+  }
+  check_device (r, PP_OP_BANK_MERGE, g_strdup_printf ("%d of %d rows x %d",
+          r_merge, n, c), y, ref, out, 1.0);
+}
+
+static void
+cases_bank_merge (Run * r)
+{
+  bank_merge_one (r, 2, 1, 1);
+  bank_merge_one (r, 20, 9, 7);
+  bank_merge_one (r, 512, 256, 64);
+  bank_merge_one (r, 900, 450, 320);
+  bank_merge_one (r, 40, 5, 2100);
+}
+
 /* ---- the run ------------------------------------------------------------ */
 
 /* Every op's cases, indexed by PpOp: an op of PP_OPS_LIST without an entry
@@ -1641,6 +1886,10 @@ static const CasesFunc op_cases[PP_OP_COUNT] = {
   [PP_OP_NLC_TO_NCHW] = cases_nlc_to_nchw,
   [PP_OP_ADD_CHANNEL] = cases_add_channel,
   [PP_OP_MATMUL] = cases_matmul,
+  [PP_OP_ROW_NORMS] = cases_row_norms,
+  [PP_OP_BANK_FUSE] = cases_bank_fuse,
+  [PP_OP_BANK_MERGE_DEST] = cases_bank_merge_dest,
+  [PP_OP_BANK_MERGE] = cases_bank_merge,
   [PP_OP_FOR_ROWS] = cases_for_rows,
 };
 

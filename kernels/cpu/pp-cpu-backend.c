@@ -532,6 +532,62 @@ cpu_matmul (PpBackend * be, gboolean trans_a, gboolean trans_b, int m,
         n);
 }
 
+/* The feature bank's ops: their own rows are float32 (a bank's, its
+ * norms and products); only bank_fuse's y is an activation of any dtype. */
+static const float *
+f32_floats (PpBackend * be, const char *op, const char *param, PpView v)
+{
+  if (v.dtype != PP_DTYPE_F32)
+    pp_ops_refuse_dtype (be, op, param, v.dtype);
+  return v.data;
+}
+
+#define F32_IN(op, param) f32_floats (be, op, #param, param)
+#define F32_OUT(op, param) \
+  ((float *) f32_floats (be, op, #param, pp_out_as_view (param)))
+
+static void
+cpu_row_norms (PpBackend * be, PpView x, int rows, int c, PpOut norms)
+{
+  pp_cpu_row_norms (F32_IN ("row_norms", x), rows, c,
+      F32_OUT ("row_norms", norms));
+}
+
+static void
+cpu_bank_fuse (PpBackend * be, PpView sim, int rows, int m, int c,
+    PpView y_norms, PpView bank_norms, PpView bank, double threshold,
+    double strength, PpOut y, PpOut fused)
+{
+  CPU_CALL (bank_fuse);
+
+  pp_cpu_bank_fuse (F32_IN ("bank_fuse", sim), rows, m, c,
+      F32_IN ("bank_fuse", y_norms), F32_IN ("bank_fuse", bank_norms),
+      F32_IN ("bank_fuse", bank), threshold, strength, OUT (y),
+      F32_OUT ("bank_fuse", fused));
+  FINISH ();
+}
+
+static void
+cpu_bank_merge_dest (PpBackend * be, PpView sim, int sources, int first,
+    int n, int r, PpView norms, PpOut dest)
+{
+  g_return_if_fail (r >= 0 && 2 * (gint64) r <= n);
+  pp_cpu_bank_merge_dest (F32_IN ("bank_merge_dest", sim), sources, first,
+      n, r, F32_IN ("bank_merge_dest", norms),
+      F32_OUT ("bank_merge_dest", dest));
+}
+
+static void
+cpu_bank_merge (PpBackend * be, PpView x, int n, int r, int c, PpView dest,
+    PpOut y)
+{
+  g_return_if_fail (r >= 0 && 2 * (gint64) r <= n);
+  pp_cpu_bank_merge (F32_IN ("bank_merge", x), n, r, c,
+      F32_IN ("bank_merge", dest), F32_OUT ("bank_merge", y));
+}
+
+#undef F32_IN
+#undef F32_OUT
 #undef CPU_CALL
 #undef IN
 #undef OUT

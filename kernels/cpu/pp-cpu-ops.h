@@ -126,6 +126,15 @@ void pp_cpu_affine (float *x, size_t n, float mul, float add);
 void pp_cpu_axpby (float *y, float a, const float *x, float b, size_t n);
 void pp_cpu_lcm_step (float *x, const float *eps, const float *noise,
     size_t n, const PpLcmCoeffs * coeffs);
+/* The feature bank's ops (pp-ops-list.h), on float32. */
+void pp_cpu_row_norms (const float *x, int rows, int c, float *norms);
+void pp_cpu_bank_fuse (const float *sim, int rows, int m, int c,
+    const float *y_norms, const float *bank_norms, const float *bank,
+    double threshold, double strength, float *y, float *fused);
+void pp_cpu_bank_merge_dest (const float *sim, int sources, int first,
+    int n, int r, const float *norms, float *dest);
+void pp_cpu_bank_merge (const float *x, int n, int r, int c,
+    const float *dest, float *y);
 void pp_cpu_resize_bilinear (const float *x, int c, int h, int w, float *y,
     int ho, int wo);
 void pp_cpu_timestep_embedding (float t, int dim, gboolean flip_sin_to_cos,

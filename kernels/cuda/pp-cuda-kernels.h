@@ -5,7 +5,9 @@
  *                           timestep embedding, biases, dtype casts;
  *   pp-cuda-norm.cu         group and layer normalisation;
  *   pp-cuda-layout.cu       resampling, concatenation, transposes;
- *   pp-cuda-softmax.cu      the attention's row softmax.
+ *   pp-cuda-softmax.cu      the attention's row softmax;
+ *   pp-cuda-bank.cu         the temporal feature bank's norms, fusion
+ *                           and merging (float32 only).
  * Parameters (biases, norm scales, add's x) may be stored in 16 bits
  * (PpCudaType, their views' dtype), read widened to float.  Activations
  * are float32, except where a kernel takes a PpCudaType for them: then
@@ -214,6 +216,20 @@ cudaError_t pp_cuda_softmax_rows_causal (float *s, size_t rows, int cols,
 cudaError_t pp_cuda_softmax_rows_narrow (float *s, size_t rows, int cols,
     int causal, int period, int row0, void *p, PpCudaType p_type,
     cudaStream_t stream);
+
+/* pp-cuda-bank.cu: the ops row_norms, bank_fuse, bank_merge_dest and
+ * bank_merge of pp-ops-list.h. */
+cudaError_t pp_cuda_row_norms (const float *x, size_t rows, int c,
+    float *norms, cudaStream_t stream);
+cudaError_t pp_cuda_bank_fuse (const float *sim, size_t rows, int m, int c,
+    const float *y_norms, const float *bank_norms, const float *bank,
+    double threshold, double strength, float *y, float *fused,
+    cudaStream_t stream);
+cudaError_t pp_cuda_bank_merge_dest (const float *sim, size_t sources,
+    int first, int n, int r, const float *norms, float *dest,
+    cudaStream_t stream);
+cudaError_t pp_cuda_bank_merge (const float *x, int n, int r, int c,
+    const float *dest, float *y, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

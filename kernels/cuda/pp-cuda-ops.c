@@ -418,3 +418,65 @@ pp_cuda_op_add_channel (PpCudaBackend * cu, PpOut x_view, int n, int c,
   PP_CUDA_OP_RUN (cu, pp_cuda_add_channel (x_view.data, x_type, n, c, hw,
           v.data, v_type, cu->stream));
 }
+
+/* The feature bank's ops: their own rows are float32 (a bank's, its norms
+ * and products), as on the CPU backends; only bank_fuse's y is an
+ * activation of any dtype. */
+static float *
+bank_floats (PpCudaBackend * cu, const char *op, const char *param,
+    gconstpointer data, PpDType dtype)
+{
+  if (dtype != PP_DTYPE_F32)
+    pp_cuda_fatal (cu, g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: %s is "
+            "of dtype %u, and the feature bank's rows are float32 (dtype "
+            "%u) only", op, param, (guint) dtype, (guint) PP_DTYPE_F32));
+  return (float *) data;
+}
+
+#define BANK_IN(op, v) bank_floats (cu, op, #v, v.data, v.dtype)
+#define BANK_OUT(op, v) bank_floats (cu, op, #v, v.data, v.dtype)
+
+void
+pp_cuda_op_row_norms (PpCudaBackend * cu, PpView x, int rows, int c,
+    PpOut norms)
+{
+  PP_CUDA_OP_RUN (cu, pp_cuda_row_norms (BANK_IN ("row_norms", x), rows, c,
+          BANK_OUT ("row_norms", norms), cu->stream));
+}
+
+void
+pp_cuda_op_bank_fuse (PpCudaBackend * cu, PpView sim, int rows, int m,
+    int c, PpView y_norms, PpView bank_norms, PpView bank, double threshold,
+    double strength, PpOut y_view, PpOut fused)
+{
+  float *y = pp_cuda_out (cu, "bank_fuse", "y", y_view);
+
+  PP_CUDA_OP_RUN (cu, pp_cuda_bank_fuse (BANK_IN ("bank_fuse", sim), rows, m,
+          c, BANK_IN ("bank_fuse", y_norms),
+          BANK_IN ("bank_fuse", bank_norms), BANK_IN ("bank_fuse", bank),
+          threshold, strength, y, BANK_OUT ("bank_fuse", fused),
+          cu->stream));
+}
+
+void
+pp_cuda_op_bank_merge_dest (PpCudaBackend * cu, PpView sim, int sources,
+    int first, int n, int r, PpView norms, PpOut dest)
+{
+  g_return_if_fail (r >= 0 && 2 * (gint64) r <= n);
+  PP_CUDA_OP_RUN (cu, pp_cuda_bank_merge_dest (BANK_IN ("bank_merge_dest",
+              sim), sources, first, n, r, BANK_IN ("bank_merge_dest", norms),
+          BANK_OUT ("bank_merge_dest", dest), cu->stream));
+}
+
+void
+pp_cuda_op_bank_merge (PpCudaBackend * cu, PpView x, int n, int r, int c,
+    PpView dest, PpOut y)
+{
+  g_return_if_fail (r >= 0 && 2 * (gint64) r <= n);
+  PP_CUDA_OP_RUN (cu, pp_cuda_bank_merge (BANK_IN ("bank_merge", x), n, r,
+          c, BANK_IN ("bank_merge", dest), BANK_OUT ("bank_merge", y),
+          cu->stream));
+}
+
+#undef BANK_IN
+#undef BANK_OUT

@@ -1,21 +1,22 @@
-/* ppdiffuse — the temporal feature bank's host work at a released UNet's
+/* ppdiffuse — the temporal feature bank's work at a released UNet's
  * self-attention shapes.
  *
  * With temporal=feature-bank each of the UNet's self-attentions hands the
  * bank its frame's keys, values and outputs (pp_bank_layer_take) and gets
  * the bank's rows back for its extended attention (pp_bank_layer_extend);
- * the bank's fusion and merging run on the host whatever the backend.  This
- * times that work alone, on the CPU backend's host memory, for each shape
- * of an SD-Turbo (SD 2.1) UNet at 512x512 with one frame banked: per layer
- * and per step (a step has `layers` of each shape), the frames after the
- * first two (the first only fills the bank, the second is the first to
- * merge).  The rows are random, each frame the last plus noise, so that
- * some outputs are similar enough to be fused.  Each line ends with a
- * digest of the last frame's outputs and extended keys and values: the
- * same on any number of the CPU backend's threads
+ * the bank's fusion and merging run on the model's backend, by its ops.
+ * This times that work alone, on a backend (--backend, default cpu), for
+ * each shape of an SD-Turbo (SD 2.1) UNet at 512x512 with one frame
+ * banked: per layer and per step (a step has `layers` of each shape), the
+ * frames after the first two (the first only fills the bank, the second
+ * is the first to merge).  The rows are random, each frame the last plus
+ * noise, so that some outputs are similar enough to be fused.  Each line
+ * ends with a digest of the last frame's outputs and extended keys and
+ * values: on the CPU backend, the same on any number of its threads
  * (PPDIFFUSE_CPU_THREADS).
  *
- * Usage: bank-bench [--frames N] [--small] [--threshold T] */
+ * Usage: bank-bench [--backend NAME] [--frames N] [--small] [--threshold T]
+ */
 #include "pp-backend.h"
 #include "pp-feature-bank.h"
 #include "pp-rng.h"
@@ -61,10 +62,24 @@ drift (PpRng * rng, gfloat * x, gfloat * noise, gsize n, gfloat sigma)
     x[i] += sigma * noise[i];
 }
 
+/* @n floats of @host in a new buffer of @be. */
+static gpointer
+device_copy (PpBackend * be, const gfloat * host, gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  gpointer dev = pp_backend_alloc (be, n * sizeof (gfloat), &error);
+
+  if (dev == NULL)
+    g_error ("bank-bench: %s", error->message);
+  if (host != NULL)
+    pp_backend_upload (be, dev, host, n * sizeof (gfloat));
+  return dev;
+}
+
 /* Milliseconds a frame of @s's layer takes in the bank (its extension
- * and its take, not the making of the frame's rows), the mean over the
- * frames after the first two; *@digest: the last frame's fused outputs
- * and extended keys and values. */
+ * and its take, waited for, not the making of the frame's rows nor their
+ * upload), the mean over the frames after the first two; *@digest: the
+ * last frame's fused outputs and extended keys and values. */
 static gdouble
 time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     guint64 * fused, guint64 * candidates, gchar ** digest)
@@ -74,11 +89,15 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
   g_autofree gfloat *k = g_new (gfloat, own);
   g_autofree gfloat *v = g_new (gfloat, own);
   g_autofree gfloat *o = g_new (gfloat, own);
-  g_autofree gfloat *out = g_new (gfloat, own);
   g_autofree gfloat *noise = g_new (gfloat, own);
-  /* The extended keys and values: the frame's rows and one frame's. */
-  g_autofree gfloat *k_ext = g_new (gfloat, 2 * own);
-  g_autofree gfloat *v_ext = g_new (gfloat, 2 * own);
+  g_autofree gfloat *host = g_new (gfloat, 2 * own);
+  /* On the backend: the frame's rows, its outputs (fused in place) and
+   * the extended keys and values (the frame's rows and one frame's). */
+  gfloat *dk = device_copy (be, NULL, own), *dv = device_copy (be, NULL, own);
+  gfloat *dout = device_copy (be, NULL, own);
+  gfloat *k_ext = device_copy (be, NULL, 2 * own);
+  gfloat *v_ext = device_copy (be, NULL, 2 * own);
+  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   gint64 spent = 0;
   PpRng rng;
 
@@ -93,28 +112,34 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     drift (&rng, k, noise, own, 0.1f);
     drift (&rng, v, noise, own, 0.1f);
     drift (&rng, o, noise, own, 0.1f);
-    memcpy (out, o, own * sizeof (gfloat));
+    pp_backend_upload (be, dk, k, own * sizeof (gfloat));
+    pp_backend_upload (be, dv, v, own * sizeof (gfloat));
+    pp_backend_upload (be, dout, o, own * sizeof (gfloat));
+    pp_backend_synchronize (be);
     t0 = g_get_monotonic_time ();
     pp_feature_bank_begin (bank);
     layer = pp_feature_bank_next (bank, s->channels);
-    pp_bank_layer_extend (layer, be, pp_view_f32 (k, own),
-        pp_view_f32 (v, own), s->rows, pp_out_f32 (k_ext, 2 * own),
+    pp_bank_layer_extend (layer, be, pp_view_f32 (dk, own),
+        pp_view_f32 (dv, own), s->rows, pp_out_f32 (k_ext, 2 * own),
         pp_out_f32 (v_ext, 2 * own));
-    pp_bank_layer_take (layer, be, pp_view_f32 (k, own), pp_view_f32 (v, own),
-        pp_out_f32 (out, own), s->rows, s->fuse);
+    pp_bank_layer_take (layer, be, pp_view_f32 (dk, own),
+        pp_view_f32 (dv, own), pp_out_f32 (dout, own), s->rows, s->fuse);
     pp_feature_bank_end (bank);
+    pp_backend_synchronize (be);
     if (f >= 2)
       spent += g_get_monotonic_time () - t0;
   }
   pp_feature_bank_fused (bank, fused, candidates);
-  {
-    g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
-
-    g_checksum_update (sum, (const guchar *) out, own * sizeof (gfloat));
-    g_checksum_update (sum, (const guchar *) k_ext, 2 * own * sizeof (gfloat));
-    g_checksum_update (sum, (const guchar *) v_ext, 2 * own * sizeof (gfloat));
-    *digest = g_strndup (g_checksum_get_string (sum), 8);
-  }
+  pp_backend_download (be, host, dout, own * sizeof (gfloat));
+  g_checksum_update (sum, (const guchar *) host, own * sizeof (gfloat));
+  pp_backend_download (be, host, k_ext, 2 * own * sizeof (gfloat));
+  g_checksum_update (sum, (const guchar *) host, 2 * own * sizeof (gfloat));
+  pp_backend_download (be, host, v_ext, 2 * own * sizeof (gfloat));
+  g_checksum_update (sum, (const guchar *) host, 2 * own * sizeof (gfloat));
+  *digest = g_strndup (g_checksum_get_string (sum), 8);
+  for (gpointer *p = (gpointer[]) { dk, dv, dout, k_ext, v_ext, NULL }; *p;
+      p++)
+    pp_backend_free (be, *p);
   return spent / 1e3 / (frames - 2);
 }
 
@@ -124,17 +149,20 @@ main (int argc, char **argv)
   guint frames = 5;
   gboolean use_small = FALSE;
   gdouble threshold = 0.9, step_ms = 0.0;
+  g_autofree gchar *backend = NULL;
   GOptionEntry entries[] = {
     {"frames", 0, 0, G_OPTION_ARG_INT, &frames,
         "Frames through each layer (at least 3; default 5)", "N"},
     {"small", 0, 0, G_OPTION_ARG_NONE, &use_small,
         "A few small layers (the suite's run)", NULL},
+    {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
+        "The backend the bank works on (default cpu)", "NAME"},
     {"threshold", 0, 0, G_OPTION_ARG_DOUBLE, &threshold,
         "Fusion threshold (default 0.9, the element's)", "T"},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx =
-      g_option_context_new ("- the feature bank's host work per layer");
+      g_option_context_new ("- the feature bank's work per layer");
   g_autoptr (GError) error = NULL;
   const Shape *shapes = use_small ? small : sd_turbo;
   gsize n_shapes;
@@ -151,14 +179,15 @@ main (int argc, char **argv)
   }
   shapes = use_small ? small : sd_turbo;
   n_shapes = use_small ? G_N_ELEMENTS (small) : G_N_ELEMENTS (sd_turbo);
-  be = pp_backend_get ("cpu", &error);
+  be = pp_backend_get (backend != NULL ? backend : "cpu", &error);
   if (be == NULL) {
     fprintf (stderr, "bank-bench: %s\n", error->message);
     return 1;
   }
-  printf ("the feature bank's host work, one frame banked, threshold %.2f, "
-      "OpenBLAS threads: %d, mean of %u frames after the first two\n",
-      threshold, openblas_get_num_threads (), frames - 2);
+  printf ("the feature bank's work on %s (%s), one frame banked, threshold "
+      "%.2f, OpenBLAS threads: %d, mean of %u frames after the first two\n",
+      pp_backend_name (be), pp_backend_device (be), threshold,
+      openblas_get_num_threads (), frames - 2);
   printf ("%-34s %6s %6s %10s %8s %10s %9s\n", "layer", "rows", "layers",
       "ms/layer", "fused", "ms/step", "bytes");
   for (gsize i = 0; i < n_shapes; i++) {

@@ -395,11 +395,14 @@ static const gchar *const op_family[PP_OP_COUNT] = {
   [PP_OP_BYTES_TO_FLOATS] = "layout and copies",
   [PP_OP_FLOATS_TO_BYTES] = "layout and copies",
   [PP_OP_FOR_ROWS] = "row-wise regions",
+  [PP_OP_ROW_NORMS] = "feature bank", [PP_OP_BANK_FUSE] = "feature bank",
+  [PP_OP_BANK_MERGE_DEST] = "feature bank",
+  [PP_OP_BANK_MERGE] = "feature bank",
 };
 
 static const gchar *const family_order[] = {
   "attention", "convolution", "linear", "norm", "element-wise",
-  "layout and copies", "row-wise regions", "other",
+  "layout and copies", "row-wise regions", "feature bank", "other",
 };
 
 /* What the profile reads of an op: device time where the device was

@@ -481,6 +481,25 @@ run_matmul (const Acts * a, gconstpointer wt)
       TRUE, out (a, 0), 6);
 }
 
+/* A feature bank's fusion of 5 rows of 7 with a bank of 3 rows: the
+ * products, the norms and the bank's rows from the weights (float32: the
+ * bank's own rows are, pp-ops-list.h), the fused counts a float32 buffer
+ * of the case's; only y is an activation.  At a threshold of 0.5 some of
+ * the random rows fuse and some do not. */
+static void
+run_bank_fuse (const Acts * a, gconstpointer wt)
+{
+  static gpointer fused;
+
+  if (fused == NULL) {
+    static const float zeros[5];
+
+    fused = upload (zeros, PP_DTYPE_F32, 5);
+  }
+  pp_bank_fuse (be, w (wt, 0, 15), 5, 3, 7, w (wt, 15, 5), w (wt, 20, 3),
+      w (wt, 23, 21), 0.5, 0.8, out (a, 0), pp_out_f32 (fused, 5));
+}
+
 static const Case cases[] = {
   {PP_OP_CONV2D, "conv2d", 2, {{90, ACT_IN, 1, 3, 30},
           {120, ACT_OUT, 1, 4, 30}}, run_conv2d,
@@ -583,6 +602,7 @@ static const Case cases[] = {
       6},
   {PP_OP_MATMUL, "matmul/strided", 1, {{16, ACT_INOUT}}, run_matmul, 35,
       0, TRUE},
+  {PP_OP_BANK_FUSE, "bank_fuse", 1, {{35, ACT_INOUT}}, run_bank_fuse, 44},
 };
 
 /* The 16-bit side of a run: which activations are 16-bit. */
@@ -954,12 +974,15 @@ test_op_cases (gconstpointer data)
   }
 }
 
-/* Every op of the list has a case. */
+/* Every op of the list has a case, but the feature bank's that read and
+ * write the bank's own rows only, float32 on every backend
+ * (pp-ops-list.h). */
 static void
 test_every_op (void)
 {
   for (int op = 0; op < PP_OP_FOR_ROWS; op++) {
-    gboolean found = FALSE;
+    gboolean found = op == PP_OP_ROW_NORMS || op == PP_OP_BANK_MERGE_DEST
+        || op == PP_OP_BANK_MERGE;
 
     for (guint i = 0; i < G_N_ELEMENTS (cases) && !found; i++)
       found = cases[i].op == (PpOp) op;
