@@ -1793,7 +1793,7 @@ bank_merge_dest_one (Run * r, int sources, int first, int n, int r_merge)
       r->problem = g_strdup_printf ("source %d went to row %g, not %g",
           first + 2 * q, got[q], ref[q]);
   check (r, PP_OP_BANK_MERGE_DEST, g_strdup_printf ("%d sources from %d, "
-          "%d of %d rows", sources, first, r_merge, n), g_steal_pointer (&got),
+          "%d of %d rows", sources, first, r_merge, n), got,
       ref, sources, 1.0);
 }
 

@@ -189,7 +189,7 @@ main (int argc, char **argv)
       pp_backend_name (be), pp_backend_device (be), threshold,
       openblas_get_num_threads (), frames - 2);
   printf ("%-34s %6s %6s %10s %8s %10s %9s\n", "layer", "rows", "layers",
-      "ms/layer", "fused", "ms/step", "bytes");
+      "ms/layer", "fused", "ms/step", "digest");
   for (gsize i = 0; i < n_shapes; i++) {
     const Shape *s = &shapes[i];
     guint64 fused = 0, candidates = 0;

@@ -86,7 +86,8 @@
 #              settings faster alone and slower on nothing all together
 #              (bench-compare.awk), and a latent's hop
 #              between ranks with and without the doorbells
-#              (ppdiffuse-bench), and the feature bank's host work
+#              (ppdiffuse-bench), and the feature bank's work at
+#              SD-Turbo's shapes on the device and on the host's cores
 #              (bank-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
 #              f32, f16 and bf16 (skipped, saying so, without it).
@@ -1273,11 +1274,10 @@ else
       mps_stop
     fi
     # One step with the temporal feature bank (one frame banked, the
-    # default): at each of the UNet's self-attentions the frame's keys,
-    # values and outputs go to the host, where the fusion and the merging
-    # run (on the CPU backend's threads), and the bank's rows come back, so its
-    # steps also run without graphs: what that costs a full-size UNet,
-    # reported; 12 frames, as it is slow.
+    # default): at each of the UNet's self-attentions the bank's fusion
+    # and merging run on the device, by the bank's ops, and its steps run
+    # without graphs: what that costs a full-size UNet, reported; 12
+    # frames.
     er_frames=$frames
     frames=12
     element_run "1 step, temporal=feature-bank" "$work/bank.log" 1 \
@@ -1538,14 +1538,19 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
         && { grep -E '^ +[0-9] ' "$work/hop-lanes-$nl.log" | indent
           pass "transport hop measured (PPDIFFUSE_LANES=$nl)"; }
     done
-    # The temporal feature bank's host work at SD-Turbo's shapes on this
-    # host's cores (the CPU backend's threads): what a step with
-    # temporal=feature-bank adds (docs/perf.md).
-    bench_wanted "feature bank host work (bank-bench)" \
-      && runs "feature bank host work (bank-bench)" "$work/bank-bench.log" \
-        120 "$build/tests/bench/bank-bench" \
-      && { indent <"$work/bank-bench.log"
-        pass "feature bank host work measured"; }
+    # The temporal feature bank's work at SD-Turbo's shapes on the
+    # device (its ops' kernels) and on this host's cores (the CPU
+    # backend's threads): what a step with temporal=feature-bank adds
+    # (docs/perf.md).  Each layer's digest is printed beside its time.
+    # Emulated, its small layers: the path, not the time.
+    for bb in "$BE" cpu; do
+      bench_wanted "feature bank on $bb (bank-bench)" \
+        && runs "feature bank on $bb (bank-bench)" \
+          "$work/bank-bench-$bb.log" 120 "$build/tests/bench/bank-bench" \
+          --backend "$bb" ${emulated:+--small} \
+        && { indent <"$work/bank-bench-$bb.log"
+          pass "feature bank measured on $bb"; }
+    done
   fi
 }
 
