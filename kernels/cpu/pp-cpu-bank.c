@@ -198,9 +198,12 @@ pp_cpu_bank_merge (const float *x, int n, int r, int c, const float *dest,
     float *y)
 {
   const int keep = n - r;
-  g_autofree int *head = g_new (int, MAX (keep, 1));
-  g_autofree int *link = g_new (int, MAX (r, 1));
+  int *head = (int *) pp_cpu_scratch (PP_CPU_SCRATCH_BANK_LISTS,
+      (size_t) keep + r);
+  int *link = head + keep;
   Merge mg = { x, r, c, head, link, y };
+
+  G_STATIC_ASSERT (sizeof (int) == sizeof (float));
 
   /* Each kept row's sources, a list in row order from head[]: link[q] is
    * the source after source 2q. */

@@ -39,6 +39,8 @@ typedef enum
   PP_CPU_SCRATCH_LAYOUT,
   /* linear_add's product, before it is added. */
   PP_CPU_SCRATCH_PRODUCT,
+  /* A feature bank merge's source lists (ints in a float's room). */
+  PP_CPU_SCRATCH_BANK_LISTS,
   PP_CPU_SCRATCH_COUNT
 } PpCpuScratch;
 
