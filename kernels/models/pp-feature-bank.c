@@ -18,8 +18,11 @@
 #include <string.h>
 
 /* The most similarities computed at once: a block of rows against every
- * row they are compared with (4 MiB of floats). */
-#define SIMILARITY_FLOATS (1u << 20)
+ * row they are compared with.  4 MiB of floats on the host; 32 MiB on a
+ * device (a backend with a stream), where each block is two launches and
+ * SD's top level then takes four blocks a layer instead of 32. */
+#define SIMILARITY_FLOATS_HOST (1u << 20)
+#define SIMILARITY_FLOATS_DEVICE (1u << 23)
 
 struct _PpBankLayer
 {
@@ -55,6 +58,7 @@ struct _PpFeatureBank
   guint64 frames_seen;
   guint64 fused, candidates;
   PpBackend *be;                /* where the rows are: the first take's */
+  gsize similarity;             /* the most similarities at once, there */
   Scratch scratch;
 };
 
@@ -118,7 +122,7 @@ scratch_reserve (PpFeatureBank * b, gsize rows, gsize n, gsize kept, gint c)
 {
   Scratch *s = &b->scratch;
 
-  bank_reserve (b, &s->sim, &s->sim_floats, MAX (n, SIMILARITY_FLOATS));
+  bank_reserve (b, &s->sim, &s->sim_floats, MAX (n, b->similarity));
   if (n > s->rows) {
     bank_release (b, &s->norms);
     bank_release (b, &s->dest);
@@ -277,8 +281,11 @@ check_device_rows (const gchar * what, gsize numel, gsize need)
 static void
 bind_backend (PpFeatureBank * b, PpBackend * be)
 {
-  if (b->be == NULL)
+  if (b->be == NULL) {
     b->be = be;
+    b->similarity = pp_backend_stream (be) != NULL
+        ? SIMILARITY_FLOATS_DEVICE : SIMILARITY_FLOATS_HOST;
+  }
   if (b->be != be)
     g_error ("feature bank: its rows are on %s, and a layer handed it "
         "rows on %s", pp_backend_name (b->be), pp_backend_name (be));
@@ -311,9 +318,9 @@ pp_bank_layer_extend (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
 
 /* Rows compared at once against @n others. */
 static gsize
-block_rows (gsize n)
+block_rows (const PpFeatureBank * b, gsize n)
 {
-  return MAX (SIMILARITY_FLOATS / MAX (n, 1), 1);
+  return MAX (b->similarity / MAX (n, 1), 1);
 }
 
 /* Each of the frame's outputs (@out, T's rows M…n − 1 of the layer's o)
@@ -325,7 +332,7 @@ fuse_rows (PpBankLayer * l, PpBackend * be, PpOut out, gsize rows)
   PpFeatureBank *bank = l->bank;
   Scratch *s = &bank->scratch;
   const gint c = l->channels;
-  const gsize m = l->rows, block = block_rows (m);
+  const gsize m = l->rows, block = block_rows (bank, m);
 
   pp_row_norms (be, pp_view_f32 (l->o, (m + rows) * c), (int) (m + rows), c,
       pp_out_f32 (s->norms, m + rows));
@@ -353,7 +360,7 @@ merge_rows (PpBankLayer * l, PpBackend * be, gsize n, gsize keep)
 {
   Scratch *s = &l->bank->scratch;
   const gint c = l->channels;
-  const gsize r = n - keep, block = block_rows (n);
+  const gsize r = n - keep, block = block_rows (l->bank, n);
   float *parts[3] = { l->k, l->v, l->o };
 
   pp_row_norms (be, pp_view_f32 (l->k, n * c), (int) n, c,
