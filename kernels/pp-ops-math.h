@@ -242,8 +242,8 @@ pp_math_blend (float y, float banked, double strength)
 }
 
 /* The @k-th row kept when @r of a merge's rows go (rows 0, 2, …, 2r − 2):
- * the odd rows below 2r, then every row from 2r.  They are also the
- * destinations a merged row may go to. */
+ * the odd rows below 2r, then every row from 2r (every row when @r is 0).
+ * They are also the destinations a merged row may go to. */
 PP_MATH_FN int
 pp_math_bank_kept (int k, int r)
 {

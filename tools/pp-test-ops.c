@@ -1655,7 +1655,7 @@ ref_choice (const float *sim, const float *norms, int count, int r_merge)
   int at = -1;
 
   for (int k = 0; k < count; k++) {
-    const int j = r_merge > 0 ? pp_math_bank_kept (k, r_merge) : k;
+    const int j = pp_math_bank_kept (k, r_merge);
     const float score = sim[j] * pp_math_inverse_norm (norms[j]);
 
     if (score > best) {

@@ -45,9 +45,9 @@ pp_cpu_row_norms (const float *x, int rows, int c, float *norms)
   pp_cpu_parallel_for (rows, grain (c), norms_range, &r);
 }
 
-/* The first j in [0, @count) whose candidate pp_math_bank_kept (j, @r)
- * (every j itself when @r is 0) has the largest @sim[candidate] ·
- * inverse norm, if it beats -FLT_MAX; else -1. */
+/* The first of @count candidates, candidate k being row
+ * pp_math_bank_kept (k, @r) (every row when @r is 0), with the largest
+ * @sim[row] · inverse norm, if it beats -FLT_MAX; else -1. */
 static int
 most_similar (const float *sim, const float *norms, int count, int r)
 {
@@ -55,7 +55,7 @@ most_similar (const float *sim, const float *norms, int count, int r)
   int at = -1;
 
   for (int k = 0; k < count; k++) {
-    const int j = r > 0 ? pp_math_bank_kept (k, r) : k;
+    const int j = pp_math_bank_kept (k, r);
     const float score = sim[j] * pp_math_inverse_norm (norms[j]);
 
     if (score > best) {

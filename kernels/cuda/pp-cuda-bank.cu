@@ -67,6 +67,29 @@ bank_block_choice (float score, int at, float *scores, int *ats)
   return at;
 }
 
+/* The first best candidate of the block: candidate k (0 ≤ k < @count)
+ * is row j = pp_math_bank_kept (k, @r) (every row when @r is 0), its
+ * score @row[j] times j's inverse norm; each thread takes every
+ * blockDim.x-th candidate.  Every thread gets its index (< 0: none). */
+__device__ __forceinline__ int
+bank_block_best (const float *row, const float *norms, int count, int r,
+    float *scores, int *ats)
+{
+  float best = -FLT_MAX;
+  int at = -1;
+
+  for (int k = threadIdx.x; k < count; k += blockDim.x) {
+    const int j = pp_math_bank_kept (k, r);
+    const float score = row[j] * pp_math_inverse_norm (norms[j]);
+
+    if (score > best) {
+      best = score;
+      at = j;
+    }
+  }
+  return bank_block_choice (best, at, scores, ats);
+}
+
 __global__ void
 row_norms_kernel (const float *x, size_t rows, int c, float *norms)
 {
@@ -107,18 +130,8 @@ bank_fuse_kernel (const float *sim, size_t rows, int m, int c,
 
   for (size_t i = blockIdx.x; i < rows; i += gridDim.x) {
     const float *row = sim + i * m;
-    float best = -FLT_MAX;
-    int at = -1;
+    int at = bank_block_best (row, bank_norms, m, 0, scores, ats);
 
-    for (int j = threadIdx.x; j < m; j += blockDim.x) {
-      const float score = row[j] * pp_math_inverse_norm (bank_norms[j]);
-
-      if (score > best) {
-        best = score;
-        at = j;
-      }
-    }
-    at = bank_block_choice (best, at, scores, ats);
     if (at < 0)
       at = 0;
     /* every thread takes the same branch */
@@ -155,21 +168,9 @@ bank_merge_dest_kernel (const float *sim, size_t sources, int first, int n,
   __shared__ int ats[BANK_THREADS];
 
   for (size_t q = blockIdx.x; q < sources; q += gridDim.x) {
-    const float *row = sim + q * n;
-    float best = -FLT_MAX;
-    int at = -1;
+    const int at = bank_block_best (sim + q * n, norms, n - r, r, scores,
+        ats);
 
-    /* the kept rows, ascending */
-    for (int k = threadIdx.x; k < n - r; k += blockDim.x) {
-      const int j = pp_math_bank_kept (k, r);
-      const float score = row[j] * pp_math_inverse_norm (norms[j]);
-
-      if (score > best) {
-        best = score;
-        at = j;
-      }
-    }
-    at = bank_block_choice (best, at, scores, ats);
     if (threadIdx.x == 0)
       dest[q] = (float) (at < 0 ? first + 2 * (int) q : at);
   }
