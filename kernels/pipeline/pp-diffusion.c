@@ -502,15 +502,15 @@ temporal_parse (PpModel * model, const PpSettings * in, Settings * s,
         "expected a cosine similarity in [-1, 1]", in->fusion_threshold);
     return FALSE;
   }
-  /* The bank does host work between a step's ops (its fusion and
-   * merging), which a CUDA graph cannot hold: graphs asked for are an
-   * error; the backend's own choice of them gives way while the bank is
-   * on (graphs_held). */
+  /* The bank changes a step's work from frame to frame (its rows grow
+   * until it is full, and a reset empties it), where a CUDA graph
+   * replays fixed work: graphs asked for are an error; the backend's own
+   * choice of them gives way while the bank is on (graphs_held). */
   if (model->graphs && model->graphs_asked) {
     g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "temporal="
-        PP_SETTINGS_TEMPORAL_FEATURE_BANK " does host work between a "
-        "step's ops (its fusion and merging), which a CUDA graph cannot "
-        "hold: turn cuda-graphs off to use it");
+        PP_SETTINGS_TEMPORAL_FEATURE_BANK " changes a step's work from "
+        "frame to frame (the bank's rows grow until it is full), which a "
+        "CUDA graph cannot replay: turn cuda-graphs off to use it");
     return FALSE;
   }
   s->bank_frames = (guint) in->bank_frames;
