@@ -21,9 +21,10 @@
  *   similar (StreamV2V's bipartite token merging, with a fixed split
  *   instead of a random one, so that a sequence always gives the same
  *   frames).
- * The bank lives in host memory; the extended keys and values go to the
- * device for each frame, and the frame's keys, values and outputs come
- * back.  docs/models.md, "Temporal feature bank". */
+ * The bank lives in the model backend's memory and its work is that
+ * backend's ops (the bank's four in pp-ops-list.h, products and
+ * conversions): nothing of it crosses the bus.  docs/models.md,
+ * "Temporal feature bank". */
 #pragma once
 
 #include "pp-backend.h"
@@ -41,8 +42,9 @@ PpFeatureBank *pp_feature_bank_new    (guint frames, gdouble threshold);
 void           pp_feature_bank_free   (PpFeatureBank * bank);
 /* Empties every layer: the next frame attends to itself alone. */
 void           pp_feature_bank_reset  (PpFeatureBank * bank);
-/* Host bytes the bank holds: its layers' rows at capacity and the
- * scratch one layer's fusion and merging work in.  Kept across resets. */
+/* Bytes the bank holds in its backend's memory: its layers' rows (and
+ * room for a frame's) and the scratch one layer's fusion and merging
+ * work in.  Kept across resets. */
 gsize          pp_feature_bank_bytes  (PpFeatureBank * bank);
 /* Rows the bank's layers hold now (0 after a reset). */
 guint64        pp_feature_bank_rows   (PpFeatureBank * bank);
@@ -67,9 +69,9 @@ PpBankLayer   *pp_feature_bank_next   (PpFeatureBank * bank, gint channels);
 guint          pp_bank_layer_rows     (PpBankLayer * layer);
 /* The bank's keys and values after the frame's own on the device:
  * @k_ext, @v_ext [L + M, C] get @k, @v (device, [L, C]) then the bank's.
- * The bank holds float32 on the host; the views may be of any activation
- * dtype (@k_ext's that of @k, @v_ext's that of @v): rows go up rounded to
- * it and come down widened. */
+ * The bank holds float32; the views may be of any activation dtype
+ * (@k_ext's that of @k, @v_ext's that of @v): the bank's rows are
+ * rounded to it, and the frame's widened when the bank takes them. */
 void           pp_bank_layer_extend   (PpBankLayer * layer, PpBackend * be,
                                        PpView k, PpView v, gint rows,
                                        PpOut k_ext, PpOut v_ext);
