@@ -1668,8 +1668,9 @@ ref_choice (const float *sim, const float *norms, int count, int r_merge)
 
 /* y [rows, c] against a bank [m, c]: every third row near a bank row
  * (fused at threshold 0.9), the others random; row 0 zero, bank row 0
- * zero, and bank rows 1 and 2 a tie for row 1 (equal norms and products,
- * different values: the first must be taken).  The reference's y and
+ * zero, bank rows 1 and 2 a tie for row 1 (equal norms and products,
+ * different values: the first must be taken), and for row 2 a bank row
+ * of a larger product but a smaller cosine than the one it is near.  The reference's y and
  * fused counts, then the op's, compared as one array. */
 static void
 bank_fuse_one (Run * r, int rows, int m, int c)
@@ -1698,6 +1699,15 @@ bank_fuse_one (Run * r, int rows, int m, int c)
   }
   if (rows > 0)
     memset (y, 0, c * sizeof (float));
+  /* Row 2 near bank row 1, and bank row 3 four times bank row 1 plus as
+   * much again at random: the largest product is bank row 3's, the
+   * largest cosine (about 1 against 0.7) bank row 1's, which fuses. */
+  for (int j = 0; rows > 2 && m > 3 && j < c; j++) {
+    bank[(size_t) 3 * c + j] = 4.0f * (bank[(size_t) c + j]
+        + (float) g_rand_double_range (r->rng, -1.0, 1.0));
+    y[(size_t) 2 * c + j] = bank[(size_t) c + j]
+        + (float) g_rand_double_range (r->rng, -0.05, 0.05);
+  }
   for (int j = 0; j < m; j++)
     b_norms[j] = (float) ref_norm (bank + (size_t) j * c, c);
   for (int i = 0; i < rows; i++) {
@@ -1757,8 +1767,8 @@ cases_bank_fuse (Run * r)
 
 /* Sources first, first + 2, … of n rows (r merged away) against random
  * products; norms random, one zero; the first source's products all
- * -inf (no destination: itself), the second's all equal (the first kept
- * row, 1). */
+ * -inf (no destination: itself), the second's best two a tie (the last
+ * two kept rows, of equal norms and products: the first must win). */
 static void
 bank_merge_dest_one (Run * r, int sources, int first, int n, int r_merge)
 {
@@ -1775,9 +1785,13 @@ bank_merge_dest_one (Run * r, int sources, int first, int n, int r_merge)
     norms[3] = 0.0f;
   for (int j = 0; j < n && sources > 0; j++)
     sim[j] = -INFINITY;
-  for (int j = 0; j < n && sources > 1; j++) {
-    sim[(size_t) n + j] = 0.5f;
-    norms[j] = n > 3 && j == 3 ? 0.0f : 1.0f;
+  if (sources > 1 && n - r_merge >= 2) {
+    const int j1 = pp_math_bank_kept (n - r_merge - 2, r_merge);
+    const int j2 = pp_math_bank_kept (n - r_merge - 1, r_merge);
+
+    norms[j1] = norms[j2] = 1.25f;
+    /* a score of 4, where the random ones reach 2 */
+    sim[(size_t) n + j1] = sim[(size_t) n + j2] = 5.0f;
   }
   pp_bank_merge_dest (r->be, upload_in (r, sim, total), sources, first, n,
       r_merge, upload_in (r, norms, n), dest);

@@ -433,15 +433,17 @@ bank_floats (PpCudaBackend * cu, const char *op, const char *param,
   return (float *) data;
 }
 
-#define BANK_IN(op, v) bank_floats (cu, op, #v, v.data, v.dtype)
-#define BANK_OUT(op, v) bank_floats (cu, op, #v, v.data, v.dtype)
+/* View @v of the op named by the caller's @op. */
+#define BANK_FLOATS(v) bank_floats (cu, op, #v, v.data, v.dtype)
 
 void
 pp_cuda_op_row_norms (PpCudaBackend * cu, PpView x, int rows, int c,
     PpOut norms)
 {
-  PP_CUDA_OP_RUN (cu, pp_cuda_row_norms (BANK_IN ("row_norms", x), rows, c,
-          BANK_OUT ("row_norms", norms), cu->stream));
+  static const char op[] = "row_norms";
+
+  PP_CUDA_OP_RUN (cu, pp_cuda_row_norms (BANK_FLOATS (x), rows, c,
+          BANK_FLOATS (norms), cu->stream));
 }
 
 void
@@ -449,34 +451,34 @@ pp_cuda_op_bank_fuse (PpCudaBackend * cu, PpView sim, int rows, int m,
     int c, PpView y_norms, PpView bank_norms, PpView bank, double threshold,
     double strength, PpOut y_view, PpOut fused)
 {
-  float *y = pp_cuda_out (cu, "bank_fuse", "y", y_view);
+  static const char op[] = "bank_fuse";
+  float *y = pp_cuda_out (cu, op, "y", y_view);
 
-  PP_CUDA_OP_RUN (cu, pp_cuda_bank_fuse (BANK_IN ("bank_fuse", sim), rows, m,
-          c, BANK_IN ("bank_fuse", y_norms),
-          BANK_IN ("bank_fuse", bank_norms), BANK_IN ("bank_fuse", bank),
-          threshold, strength, y, BANK_OUT ("bank_fuse", fused),
-          cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_bank_fuse (BANK_FLOATS (sim), rows, m, c,
+          BANK_FLOATS (y_norms), BANK_FLOATS (bank_norms), BANK_FLOATS (bank),
+          threshold, strength, y, BANK_FLOATS (fused), cu->stream));
 }
 
 void
 pp_cuda_op_bank_merge_dest (PpCudaBackend * cu, PpView sim, int sources,
     int first, int n, int r, PpView norms, PpOut dest)
 {
+  static const char op[] = "bank_merge_dest";
+
   g_return_if_fail (r >= 0 && 2 * (gint64) r <= n);
-  PP_CUDA_OP_RUN (cu, pp_cuda_bank_merge_dest (BANK_IN ("bank_merge_dest",
-              sim), sources, first, n, r, BANK_IN ("bank_merge_dest", norms),
-          BANK_OUT ("bank_merge_dest", dest), cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_bank_merge_dest (BANK_FLOATS (sim), sources,
+          first, n, r, BANK_FLOATS (norms), BANK_FLOATS (dest), cu->stream));
 }
 
 void
 pp_cuda_op_bank_merge (PpCudaBackend * cu, PpView x, int n, int r, int c,
     PpView dest, PpOut y)
 {
+  static const char op[] = "bank_merge";
+
   g_return_if_fail (r >= 0 && 2 * (gint64) r <= n);
-  PP_CUDA_OP_RUN (cu, pp_cuda_bank_merge (BANK_IN ("bank_merge", x), n, r,
-          c, BANK_IN ("bank_merge", dest), BANK_OUT ("bank_merge", y),
-          cu->stream));
+  PP_CUDA_OP_RUN (cu, pp_cuda_bank_merge (BANK_FLOATS (x), n, r, c,
+          BANK_FLOATS (dest), BANK_FLOATS (y), cu->stream));
 }
 
-#undef BANK_IN
-#undef BANK_OUT
+#undef BANK_FLOATS

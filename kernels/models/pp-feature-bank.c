@@ -15,8 +15,6 @@
 
 #include "pp-ops.h"
 
-#include <string.h>
-
 /* The most similarities computed at once: a block of rows against every
  * row they are compared with.  4 MiB of floats on the host; 32 MiB on a
  * device (a backend with a stream), where each block is two launches and
@@ -29,9 +27,9 @@ struct _PpBankLayer
   PpFeatureBank *bank;
   gint channels;
   guint rows;                   /* M */
-  gsize capacity;               /* rows kept after a frame: frames × L */
   gsize frame_rows;             /* L */
-  float *k, *v, *o;             /* [capacity + L, C] each, on the backend */
+  float *k, *v, *o;             /* [(frames + 1) · L, C] each, on the
+                                 * backend: at most frames · L kept */
 };
 
 /* What one layer's fusion and merging work in on the backend, sized for
@@ -203,7 +201,7 @@ pp_feature_bank_bytes (PpFeatureBank * bank)
     const PpBankLayer *l = g_ptr_array_index (bank->layers, i);
 
     if (l->k != NULL)
-      bytes += 3 * (l->capacity + l->frame_rows) * l->channels
+      bytes += 3 * (bank->frames + 1) * l->frame_rows * l->channels
           * sizeof (float);
   }
   return bytes;
@@ -406,7 +404,6 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
     l->k = bank_alloc (bank, floats * sizeof (float));
     l->v = bank_alloc (bank, floats * sizeof (float));
     l->o = bank_alloc (bank, floats * sizeof (float));
-    l->capacity = capacity;
     l->frame_rows = rows;
   }
   n = l->rows + (gsize) rows;

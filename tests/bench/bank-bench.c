@@ -23,8 +23,6 @@
 
 #include <cblas.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 typedef struct
 {
@@ -62,17 +60,15 @@ drift (PpRng * rng, gfloat * x, gfloat * noise, gsize n, gfloat sigma)
     x[i] += sigma * noise[i];
 }
 
-/* @n floats of @host in a new buffer of @be. */
+/* A buffer of @n floats on @be. */
 static gpointer
-device_copy (PpBackend * be, const gfloat * host, gsize n)
+device_floats (PpBackend * be, gsize n)
 {
   g_autoptr (GError) error = NULL;
   gpointer dev = pp_backend_alloc (be, n * sizeof (gfloat), &error);
 
   if (dev == NULL)
     g_error ("bank-bench: %s", error->message);
-  if (host != NULL)
-    pp_backend_upload (be, dev, host, n * sizeof (gfloat));
   return dev;
 }
 
@@ -93,10 +89,10 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
   g_autofree gfloat *host = g_new (gfloat, 2 * own);
   /* On the backend: the frame's rows, its outputs (fused in place) and
    * the extended keys and values (the frame's rows and one frame's). */
-  gfloat *dk = device_copy (be, NULL, own), *dv = device_copy (be, NULL, own);
-  gfloat *dout = device_copy (be, NULL, own);
-  gfloat *k_ext = device_copy (be, NULL, 2 * own);
-  gfloat *v_ext = device_copy (be, NULL, 2 * own);
+  gfloat *dk = device_floats (be, own), *dv = device_floats (be, own);
+  gfloat *dout = device_floats (be, own);
+  gfloat *k_ext = device_floats (be, 2 * own);
+  gfloat *v_ext = device_floats (be, 2 * own);
   g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
   gint64 spent = 0;
   PpRng rng;
