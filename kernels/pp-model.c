@@ -178,7 +178,6 @@ pp_model_new (const gchar * uri, guint n_steps, PpModelRole roles,
   if (!pp_model_param_double (params, "step-ms", 0.0, PP_STEP_MS_MAX,
           &model->step_ms, error))
     return NULL;
-  model->graphs_asked = g_hash_table_contains (params, "cuda-graphs");
   model->graphs = g_str_equal (pp_backend_name (model->backend),
       PP_BACKEND_CUDA);
   if (!param_boolean (params, "cuda-graphs", &model->graphs, error))
@@ -891,6 +890,11 @@ pp_model_steps_slice (PpModel * model, guint first, guint end, guint n_steps,
 
   g_return_val_if_fail (first <= end && end <= n_steps, FALSE);
   if (!graphs_usable (model) || !model->steps_open) {
+    /* What runs while the class holds the graphs (a warm-up pass of
+     * another size) may replace buffers the slice's graph was captured
+     * with: it warms up and is captured again once they are let be. */
+    if (model->graphs_held && model->graph != NULL)
+      slot_reset (model, &model->graph->slot);
     for (guint k = first; k < end; k++) {
       if (!pp_model_step (model, k, n_steps, sample, error))
         return FALSE;

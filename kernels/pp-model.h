@@ -132,9 +132,10 @@ struct _PpModel
    * the cuda backend (where they have run correct) and not elsewhere
    * (cpu-strict emulates them only when asked). */
   gboolean graphs;
-  gboolean graphs_asked;        /* the parameter was given */
-  /* The applied settings need host work inside a step (a temporal
-   * bank): the steps run without graphs meanwhile. */
+  /* The class holds the slices' graphs back while a step's work changes
+   * from frame to frame (a temporal feature bank that is not yet
+   * steady) or is not the stream's (its warm-up passes); a slice run
+   * meanwhile drops its graph. */
   gboolean graphs_held;
   gboolean stream_batch;        /* parameter stream-batch: a worker batches
                                  * the frames at its steps */

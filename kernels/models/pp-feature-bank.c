@@ -28,6 +28,8 @@ struct _PpBankLayer
   gint channels;
   guint rows;                   /* M */
   gsize frame_rows;             /* L */
+  gboolean merged;              /* its last take merged: full, and each
+                                 * frame's work the same from now on */
   float *k, *v, *o;             /* [(frames + 1) · L, C] each, on the
                                  * backend: at most frames · L kept */
 };
@@ -45,6 +47,7 @@ typedef struct
   float *merged;                /* one part of a merged layer */
   gsize fused_rows;
   float *fused;                 /* rows fused, per frame row, not yet read */
+  float *seen;                  /* rows that could have been, likewise */
 } Scratch;
 
 struct _PpFeatureBank
@@ -53,7 +56,6 @@ struct _PpFeatureBank
   gdouble threshold;
   GPtrArray *layers;            /* PpBankLayer, forward order */
   guint next;
-  guint64 frames_seen;
   guint64 fused, candidates;
   PpBackend *be;                /* where the rows are: the first take's */
   gsize similarity;             /* the most similarities at once, there */
@@ -95,22 +97,33 @@ bank_reserve (PpFeatureBank * b, float **mem, gsize * have, gsize floats)
   *have = floats;
 }
 
-/* The rows fused that the backend counted since the last call, into the
- * bank's total; the counts start again from 0. */
+/* The sum of the backend's per-row @counts, which start again from 0. */
+static guint64
+fold_counts (PpFeatureBank * b, float *counts)
+{
+  const gsize rows = b->scratch.fused_rows;
+  g_autofree float *host = g_new (float, rows);
+  guint64 sum = 0;
+
+  pp_backend_download (b->be, host, counts, rows * sizeof (float));
+  for (gsize i = 0; i < rows; i++)
+    sum += (guint64) host[i];
+  pp_backend_fill (b->be, counts, 0.0f, rows);
+  return sum;
+}
+
+/* The rows fused, and that could have been, that the backend counted
+ * since the last call, into the bank's totals.  Both are counted on the
+ * backend, so that a graph's launches count as the frames they are. */
 static void
 fold_fused (PpFeatureBank * b)
 {
   Scratch *s = &b->scratch;
-  g_autofree float *counts = NULL;
 
   if (s->fused == NULL)
     return;
-  counts = g_new (float, s->fused_rows);
-  pp_backend_download (b->be, counts, s->fused,
-      s->fused_rows * sizeof (float));
-  for (gsize i = 0; i < s->fused_rows; i++)
-    b->fused += (guint64) counts[i];
-  pp_backend_fill (b->be, s->fused, 0.0f, s->fused_rows);
+  b->fused += fold_counts (b, s->fused);
+  b->candidates += fold_counts (b, s->seen);
 }
 
 /* The scratch for a frame of @rows rows, @n rows compared and a layer of
@@ -132,17 +145,20 @@ scratch_reserve (PpFeatureBank * b, gsize rows, gsize n, gsize kept, gint c)
   if (rows > s->fused_rows) {
     fold_fused (b);
     bank_release (b, &s->fused);
+    bank_release (b, &s->seen);
     s->fused = bank_alloc (b, rows * sizeof (float));
+    s->seen = bank_alloc (b, rows * sizeof (float));
     s->fused_rows = rows;
     pp_backend_fill (b->be, s->fused, 0.0f, rows);
+    pp_backend_fill (b->be, s->seen, 0.0f, rows);
   }
 }
 
 static gsize
 scratch_bytes (const Scratch * s)
 {
-  return (s->sim_floats + 2 * s->rows + s->merged_floats + s->fused_rows)
-      * sizeof (float);
+  return (s->sim_floats + 2 * s->rows + s->merged_floats
+      + 2 * s->fused_rows) * sizeof (float);
 }
 
 static void
@@ -180,16 +196,20 @@ pp_feature_bank_free (PpFeatureBank * bank)
   bank_release (bank, &s->dest);
   bank_release (bank, &s->merged);
   bank_release (bank, &s->fused);
+  bank_release (bank, &s->seen);
   g_free (bank);
 }
 
 void
 pp_feature_bank_reset (PpFeatureBank * bank)
 {
-  for (guint i = 0; i < bank->layers->len; i++)
-    ((PpBankLayer *) g_ptr_array_index (bank->layers, i))->rows = 0;
+  for (guint i = 0; i < bank->layers->len; i++) {
+    PpBankLayer *l = g_ptr_array_index (bank->layers, i);
+
+    l->rows = 0;
+    l->merged = FALSE;
+  }
   bank->next = 0;
-  bank->frames_seen = 0;
 }
 
 gsize
@@ -217,10 +237,13 @@ pp_feature_bank_rows (PpFeatureBank * bank)
   return rows;
 }
 
-guint64
-pp_feature_bank_frames_seen (PpFeatureBank * bank)
+gboolean
+pp_feature_bank_steady (PpFeatureBank * bank)
 {
-  return bank->frames_seen;
+  for (guint i = 0; i < bank->layers->len; i++)
+    if (!((PpBankLayer *) g_ptr_array_index (bank->layers, i))->merged)
+      return FALSE;
+  return bank->layers->len > 0;
 }
 
 void
@@ -236,12 +259,6 @@ void
 pp_feature_bank_begin (PpFeatureBank * bank)
 {
   bank->next = 0;
-}
-
-void
-pp_feature_bank_end (PpFeatureBank * bank)
-{
-  bank->frames_seen++;
 }
 
 PpBankLayer *
@@ -347,6 +364,7 @@ fuse_rows (PpBankLayer * l, PpBackend * be, PpOut out, gsize rows)
         PP_FEATURE_BANK_STRENGTH, pp_out_range (out, i0 * c, bm * c),
         pp_out_f32 (s->fused + i0, bm));
   }
+  pp_affine (be, pp_out_f32 (s->seen, rows), rows, 1.0f, 1.0f);
 }
 
 /* T (n rows) merged to @keep rows: rows 0, 2, …, 2r − 2 (r = n − keep)
@@ -380,6 +398,7 @@ merge_rows (PpBankLayer * l, PpBackend * be, gsize n, gsize keep)
     pp_backend_copy (be, parts[p], s->merged, keep * c * sizeof (float));
   }
   l->rows = keep;
+  l->merged = TRUE;
 }
 
 void
@@ -405,6 +424,7 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
     l->v = bank_alloc (bank, floats * sizeof (float));
     l->o = bank_alloc (bank, floats * sizeof (float));
     l->frame_rows = rows;
+    l->merged = FALSE;
   }
   n = l->rows + (gsize) rows;
   scratch_reserve (bank, rows, n, capacity, c);
@@ -416,10 +436,8 @@ pp_bank_layer_take (PpBankLayer * l, PpBackend * be, PpView k, PpView v,
       pp_view_range (v, 0, own), 0.0f, own);
   pp_axpby (be, pp_out_f32 (l->o + (gsize) l->rows * c, own), 1.0f,
       pp_view_range (pp_out_as_view (out), 0, own), 0.0f, own);
-  if (fuse && l->rows > 0) {
+  if (fuse && l->rows > 0)
     fuse_rows (l, be, out, rows);
-    bank->candidates += rows;
-  }
   if (n <= capacity) {
     l->rows = n;
     return;

@@ -48,8 +48,12 @@ void           pp_feature_bank_reset  (PpFeatureBank * bank);
 gsize          pp_feature_bank_bytes  (PpFeatureBank * bank);
 /* Rows the bank's layers hold now (0 after a reset). */
 guint64        pp_feature_bank_rows   (PpFeatureBank * bank);
-/* Frames the bank has taken since it was made or reset. */
-guint64        pp_feature_bank_frames_seen (PpFeatureBank * bank);
+/* Whether every layer's last take merged: each holds its frames' worth
+ * of rows, and each frame's work (its rows, sizes and buffers) is the
+ * same as the last one's until a reset.  So a forward with the bank may
+ * be a CUDA graph's replay from then on; the bank keeps no count on the
+ * host that a replay would miss. */
+gboolean       pp_feature_bank_steady (PpFeatureBank * bank);
 /* Rows fused over the bank's life, and rows that could have been (those
  * of fusing layers while the bank held rows). */
 void           pp_feature_bank_fused  (PpFeatureBank * bank,
@@ -62,8 +66,6 @@ typedef struct _PpBankLayer PpBankLayer;
 
 /* Starts a forward: layers are numbered from 0 again. */
 void           pp_feature_bank_begin  (PpFeatureBank * bank);
-/* Ends a forward that took a frame. */
-void           pp_feature_bank_end    (PpFeatureBank * bank);
 /* The next layer's bank, for @channels channels. */
 PpBankLayer   *pp_feature_bank_next   (PpFeatureBank * bank, gint channels);
 guint          pp_bank_layer_rows     (PpBankLayer * layer);

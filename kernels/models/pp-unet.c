@@ -1647,8 +1647,6 @@ forward_acts (PpUnet * m, const PpTensor * sample, const Timesteps * ts,
   if (m->bank != NULL)
     pp_feature_bank_begin (m->bank);
   *out = unet_forward (m, &input, ts, &context, tap, tap_data);
-  if (m->bank != NULL)
-    pp_feature_bank_end (m->bank);
   m->kv->active = FALSE;
   g_mutex_unlock (&m->forward_lock);
   pp_act_clear (&input);

@@ -502,17 +502,6 @@ temporal_parse (PpModel * model, const PpSettings * in, Settings * s,
         "expected a cosine similarity in [-1, 1]", in->fusion_threshold);
     return FALSE;
   }
-  /* The bank changes a step's work from frame to frame (its rows grow
-   * until it is full, and a reset empties it), where a CUDA graph
-   * replays fixed work: graphs asked for are an error; the backend's own
-   * choice of them gives way while the bank is on (graphs_held). */
-  if (model->graphs && model->graphs_asked) {
-    g_set_error (error, PP_ERROR, PP_ERROR_MODEL, "temporal="
-        PP_SETTINGS_TEMPORAL_FEATURE_BANK " changes a step's work from "
-        "frame to frame (the bank's rows grow until it is full), which a "
-        "CUDA graph cannot replay: turn cuda-graphs off to use it");
-    return FALSE;
-  }
   s->bank_frames = (guint) in->bank_frames;
   s->fusion_threshold = in->fusion_threshold;
   return TRUE;
@@ -561,6 +550,24 @@ settings_parse (PpModel * model, const PpSettings * in, GPtrArray * inputs,
   else
     s->context = load_context (s->prompt_embeds_path, cross_dim, error);
   return s->context != NULL;
+}
+
+/* Whether the banks of the steps that ran are steady
+ * (pp_feature_bank_steady): their work is then the same every frame, and
+ * a slice with them may be a graph. */
+static gboolean
+banks_steady (const Diffusion * d, guint n_steps)
+{
+  gboolean any = FALSE;
+
+  for (guint k = 0; d->banks != NULL && k < n_steps; k++) {
+    if (d->banks[k] == NULL)
+      continue;
+    if (!pp_feature_bank_steady (d->banks[k]))
+      return FALSE;
+    any = TRUE;
+  }
+  return any;
 }
 
 /* Makes @s the model's settings (taking what it holds).  A prompt goes to
@@ -1005,6 +1012,11 @@ diffusion_steps_begin (PpModel * model, const PpTensor * sample,
 {
   Diffusion *d = model->priv;
 
+  /* The feature bank's work changes from frame to frame until its banks
+   * are steady, and a warm-up pass does not take it: graphs wait for
+   * steady banks and a frame of the stream. */
+  model->graphs_held = d->temporal && !(d->frame_counts
+      && banks_steady (d, model->n_steps));
   /* From the host, or device to device from a chunk that came over NCCL. */
   return check_sample (sample, error) && step_buffers (model, sample, error)
       && pp_tensor_transfer (d->steps.sample, sample, error);
@@ -1358,6 +1370,7 @@ diffusion_epoch_reset (PpModel * model)
   for (guint k = 0; d->banks != NULL && k < model->n_steps; k++)
     if (d->banks[k] != NULL)
       pp_feature_bank_reset (d->banks[k]);
+  model->graphs_held = d->temporal;
 }
 
 static guint64

@@ -120,7 +120,6 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
         pp_out_f32 (v_ext, 2 * own));
     pp_bank_layer_take (layer, be, pp_view_f32 (dk, own),
         pp_view_f32 (dv, own), pp_out_f32 (dout, own), s->rows, s->fuse);
-    pp_feature_bank_end (bank);
     pp_backend_synchronize (be);
     if (f >= 2)
       spent += g_get_monotonic_time () - t0;

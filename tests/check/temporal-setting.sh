@@ -5,11 +5,17 @@
 # bank settings), so each worker's banks for its steps advance exactly as
 # the tool's, a warm-up pass left out; and the bank changes the frames
 # (against temporal=off).  Usage: temporal-setting.sh PPDIFFUSE_TOOL
+# $PP_TEST_FRAMES, when set, is the length of the sequence (default 5),
+# $PP_TEST_BANK_FRAMES the banks' size in frames (default 2).
+# $PP_TEST_EXPECT_LOG, when set, is one extended regular expression a
+# line, each of which the log of every bank run (its workers' included:
+# PPDIFFUSE_DEBUG=3) must match as many times as the mesh has workers.
 set -eu
 TOOL=$1
 LIMIT_S=180
 KILL_AFTER_S=10
-FRAMES=5
+FRAMES=${PP_TEST_FRAMES:-5}
+BANK_FRAMES=${PP_TEST_BANK_FRAMES:-2}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -32,6 +38,19 @@ element() {  # OUT_PREFIX RANKS STEPS SETTINGS...
       location="$prefix-%02d.rgb"
 }
 
+expect_log() {  # LOG RANKS
+  [ -n "${PP_TEST_EXPECT_LOG:-}" ] || return 0
+  printf '%s\n' "$PP_TEST_EXPECT_LOG" > "$work/expect"
+  while IFS= read -r pattern; do
+    found=$(grep -Ec "$pattern" "$1" || true)
+    if [ "$found" -ne "$2" ]; then
+      echo "$2 workers: their log matches '$pattern' $found times" >&2
+      cat "$1" >&2
+      exit 1
+    fi
+  done < "$work/expect"
+}
+
 to_rgb() {
   timeout "$LIMIT_S" gst-launch-1.0 -q filesrc location="$1" ! pngdec \
     ! videoconvert ! video/x-raw,format=RGB ! filesink location="$2"
@@ -48,12 +67,16 @@ for mesh in $meshes; do
   ranks=${mesh%%:*} rest=${mesh#*:}
   steps=${rest%%:*} warm_up=${rest#*:}
   element "$work/bank" "$ranks" "$steps" temporal=feature-bank \
-    bank-frames=2 fusion-threshold=0.9 warm-up="$warm_up"
+    bank-frames="$BANK_FRAMES" fusion-threshold=0.9 warm-up="$warm_up" \
+    2>"$work/bank.log" \
+    || { cat "$work/bank.log" >&2; exit 1; }
+  expect_log "$work/bank.log" "$ranks"
   element "$work/off" "$ranks" "$steps"
   "$TOOL" img2img --model "$work/model" --in "$work/in-%02d.png" \
     --out "$work/tool-%02d.png" --frames "$FRAMES" --steps "$steps" \
     --seed 5 --strength 0.8 --prompt-embeds "$embeds" \
-    --temporal feature-bank --bank-frames 2 --fusion-threshold 0.9 \
+    --temporal feature-bank --bank-frames "$BANK_FRAMES" \
+    --fusion-threshold 0.9 \
     >/dev/null
   differ=0
   i=0

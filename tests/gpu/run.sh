@@ -69,7 +69,7 @@
 #              stream batch and 1 step with frame-batch 2 again under
 #              CUDA's multi-process service (MPS), where the driver has
 #              its control program; one step with temporal=feature-bank
-#              (12 frames);
+#              (12 frames, graphs once the bank is steady);
 #   bench      gpu-bench (reported; it must run), diffusers' own UNet
 #              and TAESD eager beside it ($PP_GPU_TORCH_PYTHON, default
 #              python3, with torch and diffusers; skipped, saying so,
@@ -651,9 +651,17 @@ step_f32() {
     fi
   done
   # The feature bank through the element on cuda: meshes of 1 to 4
-  # workers (graphs giving way to the bank), every frame the tool's.
+  # workers, every frame the tool's (without graphs).  Three bank frames
+  # and eight frames: each worker's slice waits for its banks to be
+  # steady (their first merge, frame 3), runs once as is (frame 4), is
+  # captured (frame 5) and launched twice, as each worker's log says
+  # (on cuda, where graphs are on without being asked for).
+  graphs_log=
+  [ "$BE" != cuda ] || graphs_log='step graphs: 1 captured, 3 launched$'
   if runs "temporal=feature-bank through the mesh on $BE" \
       "$work/temporal.log" 300 env PPDIFFUSE_BACKEND="$BE" \
+      PP_TEST_FRAMES=8 PP_TEST_BANK_FRAMES=3 PPDIFFUSE_DEBUG=3 \
+      PP_TEST_EXPECT_LOG="$graphs_log" \
       sh "$src/tests/check/temporal-setting.sh" "$tool"; then
     grep -E 'workers, [0-9]+ steps:' "$work/temporal.log" | indent
     pass "temporal=feature-bank through meshes of 1 to 4 workers on $BE"
@@ -1275,9 +1283,9 @@ else
     fi
     # One step with the temporal feature bank (one frame banked, the
     # default): at each of the UNet's self-attentions the bank's fusion
-    # and merging run on the device, by the bank's ops, and its steps run
-    # without graphs: what that costs a full-size UNet, reported; 12
-    # frames.
+    # and merging run on the device, by the bank's ops, and its steps are
+    # a graph once the bank is steady (captured at the fourth frame):
+    # what that costs a full-size UNet, reported; 12 frames.
     er_frames=$frames
     frames=12
     element_run "1 step, temporal=feature-bank" "$work/bank.log" 1 \

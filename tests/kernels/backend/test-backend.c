@@ -597,6 +597,101 @@ test_graphs (void)
   g_assert_cmpint (system (rm), ==, 0);
 }
 
+/* Frame @f of a moving sequence through all of @m's steps (a frame of
+ * the stream, or with @warm_up a warm-up pass), its latents into @out. */
+static void
+run_sequence_frame (PpModel * m, guint f, gboolean warm_up, float *out,
+    gsize n)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *pixels = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  PpImage image = { pixels, FRAME_SIDE, FRAME_SIDE, FRAME_SIDE * 3, 3,
+    {0, 1, 2}
+  };
+  g_autoptr (PpTensor) sample = NULL;
+
+  for (gsize i = 0; i < FRAME_SIDE * FRAME_SIDE * 3; i++)
+    pixels[i] = (guint8) ((i * 5 + i / 89 + f * 11) & 0xff);
+  sample = pp_model_encode (m, &image, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (pp_tensor_numel (sample), ==, n);
+  pp_model_stream_frame (m, !warm_up);
+  g_assert_true (pp_model_steps_begin (m, sample, &error));
+  g_assert_true (pp_model_steps_slice (m, 0, STEPS, STEPS, sample, NULL,
+          NULL, &error));
+  g_assert_true (pp_model_steps_end (m, sample, &error));
+  g_assert_no_error (error);
+  pp_model_stream_frame (m, TRUE);
+  memcpy (out, sample->data, n * sizeof (float));
+}
+
+/* The temporal feature bank (one bank frame) with graphs on cpu-strict:
+ * the slices run as is while the banks fill (frames 0 and 1, the second
+ * merging), the next frame runs as is (its warm-up), the one after is
+ * captured and the later ones launch it; a warm-up pass in between runs
+ * as is and drops the graph (its sample may be of another size), which
+ * is then warmed up and captured again; a new epoch empties the banks,
+ * and graphs wait for them to be steady again.  Every frame gives the
+ * bytes of the same model without graphs, fed the same passes. */
+static void
+test_graphs_feature_bank (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("pp-graphs-XXXXXX", &error);
+  g_autofree gchar *uri = NULL, *embeds = NULL, *rm = NULL;
+  const gsize n = 4 * (FRAME_SIDE / 8) * (FRAME_SIDE / 8);
+  g_autofree float *eager = g_new (float, n);
+  g_autofree float *graphed = g_new (float, n);
+  PpBackend *strict = get (PP_BACKEND_CPU_STRICT);
+  /* After each frame: the captures and launches so far; a warm-up pass
+   * before frame 6, a new epoch before frame 9. */
+  const struct
+  {
+    guint captures, launches;
+  } after[] = { {0, 0}, {0, 0}, {0, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 3},
+  {2, 4}, {2, 5}, {2, 5}, {2, 5}, {2, 5}, {3, 6}
+  };
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
+  uri = g_strdup_printf ("%s?cuda-graphs=1", dir);
+  embeds = g_strdup_printf ("%s/prompt_embeds.npy", dir);
+  {
+    g_autoptr (PpModel) plain = pp_model_new (dir, STEPS,
+        PP_MODEL_ROLE_ALL, strict, &error);
+    g_autoptr (PpModel) m = pp_model_new (uri, STEPS, PP_MODEL_ROLE_ALL,
+        strict, &error);
+    PpSettings plain_settings = { dir, NULL, embeds, 0.8, 3, NULL,
+      (gchar *) PP_SETTINGS_TEMPORAL_FEATURE_BANK, 1, 0.5
+    };
+    PpSettings settings = plain_settings;
+
+    g_assert_no_error (error);
+    settings.model = uri;
+    g_assert_true (pp_model_update (plain, &plain_settings, NULL, &error));
+    g_assert_true (pp_model_update (m, &settings, NULL, &error));
+    g_assert_no_error (error);
+    for (guint f = 0; f < G_N_ELEMENTS (after); f++) {
+      if (f == 6) {
+        run_sequence_frame (plain, 100, TRUE, eager, n);
+        run_sequence_frame (m, 100, TRUE, graphed, n);
+        g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+        assert_graph_counts (m, 1, 3);
+      }
+      if (f == 9) {
+        pp_model_new_epoch (plain);
+        pp_model_new_epoch (m);
+      }
+      run_sequence_frame (plain, f, FALSE, eager, n);
+      run_sequence_frame (m, f, FALSE, graphed, n);
+      g_assert_cmpmem (eager, n * 4, graphed, n * 4);
+      assert_graph_counts (m, after[f].captures, after[f].launches);
+    }
+  }
+  rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (rm), ==, 0);
+}
+
 static void
 assert_batch_graph_counts (PpModel * m, guint64 captures, guint64 launches)
 {
@@ -886,6 +981,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/device-for-rank", test_device_for_rank);
   g_test_add_func ("/backend/dtype-names", test_dtype_names);
   g_test_add_func ("/backend/graphs", test_graphs);
+  g_test_add_func ("/backend/graphs/feature-bank", test_graphs_feature_bank);
   g_test_add_func ("/backend/graphs/batches", test_batch_graphs);
   g_test_add_func ("/backend/graphs/warm-batches", test_warm_batches);
   g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);

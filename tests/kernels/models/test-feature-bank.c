@@ -103,6 +103,10 @@ test_sequence (gconstpointer data)
   guint n_steps, n_frames, changed = 0;
   guint64 fused = 0, candidates = 0;
   gsize settled[MAX_STEPS] = { 0 };
+  /* per step: frames taken since the last reset, rows that could fuse
+   * so far and in each frame that attends to a bank */
+  guint since[MAX_STEPS] = { 0 };
+  guint64 counted[MAX_STEPS] = { 0 }, per_frame[MAX_STEPS] = { 0 };
   gdouble tau;
 
   json_parser_load_from_file (parser, seq_path, &error);
@@ -132,7 +136,9 @@ test_sequence (gconstpointer data)
       const gsize kept = pp_feature_bank_bytes (banks[s]);
 
       pp_feature_bank_reset (banks[s]);
+      since[s] = 0;
       g_assert_cmpuint (pp_feature_bank_rows (banks[s]), ==, 0);
+      g_assert_false (pp_feature_bank_steady (banks[s]));
       /* the memory stays for the next frames */
       g_assert_cmpuint (pp_feature_bank_bytes (banks[s]), ==, kept);
     }
@@ -153,6 +159,25 @@ test_sequence (gconstpointer data)
           "%.4g), %.3e from the UNet without a bank; bank %" G_GSIZE_FORMAT
           " bytes", c->name, c->frames, f, s, d, m, dp,
           pp_feature_bank_bytes (banks[s]));
+      /* steady from its first merge (its (F + 1)th frame) on, when each
+       * frame's work is the last one's: a CUDA graph may replay it */
+      g_assert_cmpint (pp_feature_bank_steady (banks[s]), ==,
+          since[s] >= c->frames);
+      since[s]++;
+      /* counted on the backend: every frame that attends to a bank the
+       * same rows, one that does not none */
+      {
+        guint64 a, b;
+
+        pp_feature_bank_fused (banks[s], &a, &b);
+        if (reset)
+          g_assert_cmpuint (b, ==, counted[s]);
+        else if (per_frame[s] == 0)
+          per_frame[s] = b - counted[s];
+        else
+          g_assert_cmpuint (b - counted[s], ==, per_frame[s]);
+        counted[s] = b;
+      }
       /* bounded: once full (frame F, the first merge) it grows no more */
       if (f == c->frames)
         settled[s] = pp_feature_bank_bytes (banks[s]);
@@ -184,6 +209,8 @@ test_sequence (gconstpointer data)
   g_assert_cmpuint (changed, >, 0);
   g_assert_cmpuint (fused, >, 0);
   g_assert_cmpuint (fused, <, candidates);
+  for (guint s = 0; s < n_steps; s++)
+    g_assert_cmpuint (per_frame[s], >, 0);
 }
 
 /* A bank takes one sample at a time. */
@@ -330,7 +357,6 @@ test_16_bit_rows (void)
         pp_bank_layer_take (layer, be, pp_view (dk, t, own),
             pp_view (dv, t, own), pp_out (dout, t, own), ROWS, TRUE);
         got[b][2] = from_device (be, dout, t, own);
-        pp_feature_bank_end (banks[b]);
         for (gpointer *p = (gpointer[]) { dk, dv, dout, ke, ve, NULL }; *p;
             p++)
           pp_backend_free (be, *p);
@@ -357,6 +383,7 @@ test_16_bit_rows (void)
       g_assert_cmpuint (fused, >, 0);
       g_assert_cmpuint (pp_feature_bank_rows (narrow_bank), ==,
           BANK_FRAMES * ROWS);
+      g_assert_true (pp_feature_bank_steady (narrow_bank));
     }
   }
 }
