@@ -289,17 +289,19 @@
           PP_OPS_IN (bank_norms, m) PP_OPS_IN (bank, (gint64) m * c)         \
           PP_OPS_OUT (y, (gint64) rows * c) PP_OPS_OUT (fused, rows)))       \
   /* A merge's destinations: of n rows, r ≤ n / 2 are merged away (rows 0,  \
-   * 2, …, 2r − 2, the sources) and n − r kept (pp_math_bank_kept).  sim     \
-   * [sources,n] holds the dot products of sources first, first + 2, … with \
-   * every row, norms [n] the rows' norms; dest[q] = the kept row j with the \
-   * largest sim[q,j] · pp_math_inverse_norm (norms[j]), the first on ties  \
-   * (the source itself where no score beats -FLT_MAX), as a float32 value   \
-   * (exact: n < 2^24). */                                                   \
+   * 2, …, 2r − 2, the sources) and n − r kept, the kept row t being row    \
+   * pp_math_bank_kept (t, r).  sim [sources,n − r] holds the dot products  \
+   * of sources first, first + 2, … with the kept rows, norms [n] every     \
+   * row's norm; dest[q] = the kept row j = pp_math_bank_kept (t, r) with   \
+   * the largest sim[q,t] · pp_math_inverse_norm (norms[j]), the first on    \
+   * ties (the source itself where no score beats -FLT_MAX), as a float32    \
+   * value (exact: n < 2^24). */                                             \
   X (bank_merge_dest, BANK_MERGE_DEST,                                       \
       (PpView sim, int sources, int first, int n, int r, PpView norms,       \
           PpOut dest),                                                       \
-      (sim, sources, first, n, r, norms, dest), 2 * (gint64) sources * n,    \
-      (PP_OPS_IN (sim, (gint64) sources * n) PP_OPS_IN (norms, n)            \
+      (sim, sources, first, n, r, norms, dest),                              \
+      2 * (gint64) sources * (n - r),                                        \
+      (PP_OPS_IN (sim, (gint64) sources * (n - r)) PP_OPS_IN (norms, n)      \
           PP_OPS_OUT (dest, sources)))                                       \
   /* A merge's rows: y [n − r,c], row s the mean of x's kept row t =         \
    * pp_math_bank_kept (s, r) and of the sources 2q (q < r) whose dest[q]    \

@@ -1645,9 +1645,10 @@ cases_row_norms (Run * r)
   row_norms_one (r, 300, 320);
 }
 
-/* The first of @count candidates (@at (k)) with the largest @sim[j] ·
- * inverse norm, as the ops' definitions say (pp-ops-math.h's float
- * score); -1 when none beats -FLT_MAX. */
+/* The row of the first of @count candidates (candidate k: row j =
+ * pp_math_bank_kept (k, @r_merge)) with the largest @sim[k] · j's inverse
+ * norm, as the ops' definitions say (pp-ops-math.h's float score); -1
+ * when none beats -FLT_MAX. */
 static int
 ref_choice (const float *sim, const float *norms, int count, int r_merge)
 {
@@ -1656,7 +1657,7 @@ ref_choice (const float *sim, const float *norms, int count, int r_merge)
 
   for (int k = 0; k < count; k++) {
     const int j = pp_math_bank_kept (k, r_merge);
-    const float score = sim[j] * pp_math_inverse_norm (norms[j]);
+    const float score = sim[k] * pp_math_inverse_norm (norms[j]);
 
     if (score > best) {
       best = score;
@@ -1766,13 +1767,15 @@ cases_bank_fuse (Run * r)
 }
 
 /* Sources first, first + 2, … of n rows (r merged away) against random
- * products; norms random, one zero; the first source's products all
- * -inf (no destination: itself), the second's best two a tie (the last
- * two kept rows, of equal norms and products: the first must win). */
+ * products with the kept rows; norms random, one zero; the first
+ * source's products all -inf (no destination: itself), the second's
+ * best two a tie (the last two kept rows, of equal norms and products:
+ * the first must win). */
 static void
 bank_merge_dest_one (Run * r, int sources, int first, int n, int r_merge)
 {
-  const size_t total = (size_t) sources * n;
+  const int keep = n - r_merge;
+  const size_t total = (size_t) sources * keep;
   g_autofree float *sim = random_host (r, total, 1.0);
   g_autofree float *norms = random_host (r, n, 1.0);
   g_autofree double *ref = g_new (double, sources);
@@ -1783,20 +1786,20 @@ bank_merge_dest_one (Run * r, int sources, int first, int n, int r_merge)
     norms[j] = fabsf (norms[j]) + 0.5f;
   if (n > 3)
     norms[3] = 0.0f;
-  for (int j = 0; j < n && sources > 0; j++)
-    sim[j] = -INFINITY;
-  if (sources > 1 && n - r_merge >= 2) {
-    const int j1 = pp_math_bank_kept (n - r_merge - 2, r_merge);
-    const int j2 = pp_math_bank_kept (n - r_merge - 1, r_merge);
+  for (int t = 0; t < keep && sources > 0; t++)
+    sim[t] = -INFINITY;
+  if (sources > 1 && keep >= 2) {
+    const int j1 = pp_math_bank_kept (keep - 2, r_merge);
+    const int j2 = pp_math_bank_kept (keep - 1, r_merge);
 
     norms[j1] = norms[j2] = 1.25f;
     /* a score of 4, where the random ones reach 2 */
-    sim[(size_t) n + j1] = sim[(size_t) n + j2] = 5.0f;
+    sim[(size_t) keep + keep - 2] = sim[(size_t) keep + keep - 1] = 5.0f;
   }
   pp_bank_merge_dest (r->be, upload_in (r, sim, total), sources, first, n,
       r_merge, upload_in (r, norms, n), dest);
   for (int q = 0; q < sources; q++) {
-    const int at = ref_choice (sim + (size_t) q * n, norms, n - r_merge,
+    const int at = ref_choice (sim + (size_t) q * keep, norms, keep,
         r_merge);
 
     ref[q] = at < 0 ? first + 2 * q : at;

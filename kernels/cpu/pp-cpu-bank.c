@@ -46,8 +46,8 @@ pp_cpu_row_norms (const float *x, int rows, int c, float *norms)
 }
 
 /* The first of @count candidates, candidate k being row
- * pp_math_bank_kept (k, @r) (every row when @r is 0), with the largest
- * @sim[row] · inverse norm, if it beats -FLT_MAX; else -1. */
+ * j = pp_math_bank_kept (k, @r) (every row when @r is 0), with the largest
+ * @sim[k] · j's inverse norm, if it beats -FLT_MAX: its row; else -1. */
 static int
 most_similar (const float *sim, const float *norms, int count, int r)
 {
@@ -56,7 +56,7 @@ most_similar (const float *sim, const float *norms, int count, int r)
 
   for (int k = 0; k < count; k++) {
     const int j = pp_math_bank_kept (k, r);
-    const float score = sim[j] * pp_math_inverse_norm (norms[j]);
+    const float score = sim[k] * pp_math_inverse_norm (norms[j]);
 
     if (score > best) {
       best = score;
@@ -120,8 +120,8 @@ dest_range (size_t begin, size_t end, gpointer data)
   const Dest *d = data;
 
   for (size_t q = begin; q < end; q++) {
-    const int at = most_similar (d->sim + q * d->n, d->norms, d->n - d->r,
-        d->r);
+    const int at = most_similar (d->sim + q * (d->n - d->r), d->norms,
+        d->n - d->r, d->r);
 
     d->dest[q] = (float) (at < 0 ? d->first + 2 * (int) q : at);
   }

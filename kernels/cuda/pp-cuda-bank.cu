@@ -69,8 +69,8 @@ bank_block_choice (float score, int at, float *scores, int *ats)
 
 /* The first best candidate of the block: candidate k (0 ≤ k < @count)
  * is row j = pp_math_bank_kept (k, @r) (every row when @r is 0), its
- * score @row[j] times j's inverse norm; each thread takes every
- * blockDim.x-th candidate.  Every thread gets its index (< 0: none). */
+ * score @row[k] times j's inverse norm; each thread takes every
+ * blockDim.x-th candidate.  Every thread gets its row (< 0: none). */
 __device__ __forceinline__ int
 bank_block_best (const float *row, const float *norms, int count, int r,
     float *scores, int *ats)
@@ -80,7 +80,7 @@ bank_block_best (const float *row, const float *norms, int count, int r,
 
   for (int k = threadIdx.x; k < count; k += blockDim.x) {
     const int j = pp_math_bank_kept (k, r);
-    const float score = row[j] * pp_math_inverse_norm (norms[j]);
+    const float score = row[k] * pp_math_inverse_norm (norms[j]);
 
     if (score > best) {
       best = score;
@@ -168,8 +168,8 @@ bank_merge_dest_kernel (const float *sim, size_t sources, int first, int n,
   __shared__ int ats[BANK_THREADS];
 
   for (size_t q = blockIdx.x; q < sources; q += gridDim.x) {
-    const int at = bank_block_best (sim + q * n, norms, n - r, r, scores,
-        ats);
+    const int at = bank_block_best (sim + q * (size_t) (n - r), norms,
+        n - r, r, scores, ats);
 
     if (threadIdx.x == 0)
       dest[q] = (float) (at < 0 ? first + 2 * (int) q : at);

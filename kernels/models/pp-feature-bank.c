@@ -370,25 +370,37 @@ fuse_rows (PpBankLayer * l, PpBackend * be, PpOut out, gsize rows)
 /* T (n rows) merged to @keep rows: rows 0, 2, …, 2r − 2 (r = n − keep)
  * each averaged into the kept row whose key is most similar
  * (bank_merge_dest, a block of sources at a time), then each part's kept
- * rows, with their sources' means, moved down (bank_merge). */
+ * rows, with their sources' means, moved down (bank_merge).  A block's
+ * products are with the kept rows alone, in their order: rows 1, 3, …,
+ * 2r − 1 (every other row from row 1), then rows 2r … n − 1; not with the
+ * sources, which no source goes to (a frame's first merge: half of the
+ * products a merge of all n rows would make). */
 static void
 merge_rows (PpBankLayer * l, PpBackend * be, gsize n, gsize keep)
 {
   Scratch *s = &l->bank->scratch;
   const gint c = l->channels;
-  const gsize r = n - keep, block = block_rows (l->bank, n);
+  const gsize r = n - keep, tail = n - 2 * r, block = block_rows (l->bank,
+      keep);
   float *parts[3] = { l->k, l->v, l->o };
 
   pp_row_norms (be, pp_view_f32 (l->k, n * c), (int) n, c,
       pp_out_f32 (s->norms, n));
   for (gsize q0 = 0; q0 < r; q0 += block) {
     const gsize bm = MIN (block, r - q0);
+    const PpView sources = pp_view_f32 (l->k + 2 * q0 * c,
+        pp_strided_numel ((int) bm, c, 2 * c));
 
-    pp_matmul (be, FALSE, TRUE, (int) bm, (int) n, c,
-        pp_view_f32 (l->k + 2 * q0 * c, pp_strided_numel ((int) bm, c,
-                2 * c)), 2 * c, pp_view_f32 (l->k, n * c), c, FALSE,
-        pp_out_f32 (s->sim, bm * n), (int) n);
-    pp_bank_merge_dest (be, pp_view_f32 (s->sim, bm * n), (int) bm,
+    pp_matmul (be, FALSE, TRUE, (int) bm, (int) r, c, sources, 2 * c,
+        pp_view_f32 (l->k + c, pp_strided_numel ((int) r, c, 2 * c)),
+        2 * c, FALSE, pp_out_f32 (s->sim, pp_strided_numel ((int) bm,
+                (int) r, (int) keep)), (int) keep);
+    if (tail > 0)
+      pp_matmul (be, FALSE, TRUE, (int) bm, (int) tail, c, sources, 2 * c,
+          pp_view_f32 (l->k + 2 * r * c, tail * c), c, FALSE,
+          pp_out_f32 (s->sim + r, pp_strided_numel ((int) bm, (int) tail,
+                  (int) keep)), (int) keep);
+    pp_bank_merge_dest (be, pp_view_f32 (s->sim, bm * keep), (int) bm,
         (int) (2 * q0), (int) n, (int) r, pp_view_f32 (s->norms, n),
         pp_out_f32 (s->dest + q0, bm));
   }
