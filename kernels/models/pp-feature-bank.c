@@ -46,8 +46,9 @@ typedef struct
   gsize merged_floats;
   float *merged;                /* one part of a merged layer */
   gsize fused_rows;
-  float *fused;                 /* rows fused, per frame row, not yet read */
-  float *seen;                  /* rows that could have been, likewise */
+  /* [2, fused_rows], not yet read: per frame row, the times it was fused,
+   * then the times it could have been */
+  float *counts;
 } Scratch;
 
 struct _PpFeatureBank
@@ -97,33 +98,26 @@ bank_reserve (PpFeatureBank * b, float **mem, gsize * have, gsize floats)
   *have = floats;
 }
 
-/* The sum of the backend's per-row @counts, which start again from 0. */
-static guint64
-fold_counts (PpFeatureBank * b, float *counts)
-{
-  const gsize rows = b->scratch.fused_rows;
-  g_autofree float *host = g_new (float, rows);
-  guint64 sum = 0;
-
-  pp_backend_download (b->be, host, counts, rows * sizeof (float));
-  for (gsize i = 0; i < rows; i++)
-    sum += (guint64) host[i];
-  pp_backend_fill (b->be, counts, 0.0f, rows);
-  return sum;
-}
-
 /* The rows fused, and that could have been, that the backend counted
- * since the last call, into the bank's totals.  Both are counted on the
- * backend, so that a graph's launches count as the frames they are. */
+ * since the last call, into the bank's totals; the counts start again
+ * from 0.  Both are counted on the backend, so that a graph's launches
+ * count as the frames they are. */
 static void
 fold_fused (PpFeatureBank * b)
 {
   Scratch *s = &b->scratch;
+  const gsize rows = s->fused_rows;
+  g_autofree float *host = NULL;
 
-  if (s->fused == NULL)
+  if (s->counts == NULL)
     return;
-  b->fused += fold_counts (b, s->fused);
-  b->candidates += fold_counts (b, s->seen);
+  host = g_new (float, 2 * rows);
+  pp_backend_download (b->be, host, s->counts, 2 * rows * sizeof (float));
+  for (gsize i = 0; i < rows; i++) {
+    b->fused += (guint64) host[i];
+    b->candidates += (guint64) host[rows + i];
+  }
+  pp_backend_fill (b->be, s->counts, 0.0f, 2 * rows);
 }
 
 /* The scratch for a frame of @rows rows, @n rows compared and a layer of
@@ -144,13 +138,10 @@ scratch_reserve (PpFeatureBank * b, gsize rows, gsize n, gsize kept, gint c)
   bank_reserve (b, &s->merged, &s->merged_floats, kept * c);
   if (rows > s->fused_rows) {
     fold_fused (b);
-    bank_release (b, &s->fused);
-    bank_release (b, &s->seen);
-    s->fused = bank_alloc (b, rows * sizeof (float));
-    s->seen = bank_alloc (b, rows * sizeof (float));
+    bank_release (b, &s->counts);
+    s->counts = bank_alloc (b, 2 * rows * sizeof (float));
     s->fused_rows = rows;
-    pp_backend_fill (b->be, s->fused, 0.0f, rows);
-    pp_backend_fill (b->be, s->seen, 0.0f, rows);
+    pp_backend_fill (b->be, s->counts, 0.0f, 2 * rows);
   }
 }
 
@@ -195,8 +186,7 @@ pp_feature_bank_free (PpFeatureBank * bank)
   bank_release (bank, &s->norms);
   bank_release (bank, &s->dest);
   bank_release (bank, &s->merged);
-  bank_release (bank, &s->fused);
-  bank_release (bank, &s->seen);
+  bank_release (bank, &s->counts);
   g_free (bank);
 }
 
@@ -362,9 +352,10 @@ fuse_rows (PpBankLayer * l, PpBackend * be, PpOut out, gsize rows)
         pp_view_f32 (s->norms + m + i0, bm), pp_view_f32 (s->norms, m),
         pp_view_f32 (l->o, m * c), bank->threshold,
         PP_FEATURE_BANK_STRENGTH, pp_out_range (out, i0 * c, bm * c),
-        pp_out_f32 (s->fused + i0, bm));
+        pp_out_f32 (s->counts + i0, bm));
   }
-  pp_affine (be, pp_out_f32 (s->seen, rows), rows, 1.0f, 1.0f);
+  pp_affine (be, pp_out_f32 (s->counts + s->fused_rows, rows), rows, 1.0f,
+      1.0f);
 }
 
 /* T (n rows) merged to @keep rows: rows 0, 2, …, 2r − 2 (r = n − keep)

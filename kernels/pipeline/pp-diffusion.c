@@ -1013,8 +1013,9 @@ diffusion_steps_begin (PpModel * model, const PpTensor * sample,
   Diffusion *d = model->priv;
 
   /* The feature bank's work changes from frame to frame until its banks
-   * are steady, and a warm-up pass does not take it: graphs wait for
-   * steady banks and a frame of the stream. */
+   * are steady (an epoch's reset empties them), and a warm-up pass does
+   * not take it: graphs wait for steady banks and a frame of the stream.
+   * Set here, before every slice. */
   model->graphs_held = d->temporal && !(d->frame_counts
       && banks_steady (d, model->n_steps));
   /* From the host, or device to device from a chunk that came over NCCL. */
@@ -1370,7 +1371,6 @@ diffusion_epoch_reset (PpModel * model)
   for (guint k = 0; d->banks != NULL && k < model->n_steps; k++)
     if (d->banks[k] != NULL)
       pp_feature_bank_reset (d->banks[k]);
-  model->graphs_held = d->temporal;
 }
 
 static guint64
