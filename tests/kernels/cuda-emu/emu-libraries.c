@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "emu-graph.h"
 #include "include/emu-asan.h"
@@ -61,6 +62,17 @@
 #define EMU_CUDNN_VERSION 91900
 #define EMU_CUBLASLT_VERSION 130000
 #define EMU_ALIGN 256
+/* Blocks of this size and more, device or pinned, are mapped on their own
+ * rather than taken from malloc: their pages are the kernel's zero pages
+ * until written, as a driver's fresh memory is.  malloc fills each block
+ * it hands out with a byte when MALLOC_PERTURB_ is set, as meson test
+ * sets it, which touched every page of the backend's staging buffers and
+ * cuBLAS workspace (about 100 MiB) at each process's start: 0.5 s of
+ * a tiny pipeline's 0.8 s here, and 40 % of the emulated element tests'.
+ * Smaller blocks (most of the ops tests' tensors) still come filled.
+ * Under AddressSanitizer every block comes from its allocator, whose
+ * redzones catch a kernel's access past a block's end. */
+#define EMU_MAPPED_BYTES ((size_t) 1 << 20)
 
 /* Per host thread, as the runtime's. */
 static __thread cudaError_t last_error;
@@ -337,6 +349,35 @@ pp_cuda_emu_fail_malloc (guint64 n, guint64 count)
   g_mutex_unlock (&device_lock);
 }
 
+/* A block of device or pinned memory (EMU_MAPPED_BYTES), NULL when the
+ * host has no memory for it; block_free takes its size. */
+static void *
+block_new (size_t size)
+{
+  void *p = NULL;
+
+#ifndef EMU_ASAN
+  if (size >= EMU_MAPPED_BYTES) {
+    p = mmap (NULL, size, PROT_READ | PROT_WRITE,
+        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p != MAP_FAILED ? p : NULL;
+  }
+#endif
+  return posix_memalign (&p, EMU_ALIGN, MAX (size, 1)) == 0 ? p : NULL;
+}
+
+static void
+block_free (void *p, size_t size)
+{
+#ifndef EMU_ASAN
+  if (p != NULL && size >= EMU_MAPPED_BYTES) {
+    munmap (p, size);
+    return;
+  }
+#endif
+  free (p);
+}
+
 cudaError_t
 cudaMalloc (void **ptr, size_t size)
 {
@@ -353,7 +394,8 @@ cudaMalloc (void **ptr, size_t size)
   g_mutex_unlock (&device_lock);
   if (!fits)
     return fail (cudaErrorMemoryAllocation);
-  if (posix_memalign (ptr, EMU_ALIGN, MAX (size, 1)) != 0) {
+  *ptr = block_new (size);
+  if (*ptr == NULL) {
     g_mutex_lock (&device_lock);
     device_used -= size;
     g_mutex_unlock (&device_lock);
@@ -372,19 +414,20 @@ cudaMalloc (void **ptr, size_t size)
 cudaError_t
 cudaFree (void *ptr)
 {
-  gpointer size;
+  gpointer size = NULL;
+  gboolean found = FALSE;
 
   emu_drain_all ();
   g_mutex_lock (&pinned_lock);
   if (pinned != NULL)
-    g_hash_table_remove (pinned, ptr);
+    found = g_hash_table_steal_extended (pinned, ptr, NULL, &size);
   g_mutex_unlock (&pinned_lock);
   g_mutex_lock (&device_lock);
-  if (device_blocks != NULL
+  if (!found && device_blocks != NULL
       && g_hash_table_steal_extended (device_blocks, ptr, NULL, &size))
     device_used -= GPOINTER_TO_SIZE (size);
   g_mutex_unlock (&device_lock);
-  free (ptr);
+  block_free (ptr, GPOINTER_TO_SIZE (size));
   return cudaSuccess;
 }
 
@@ -392,7 +435,7 @@ cudaError_t
 cudaHostAlloc (void **ptr, size_t size, unsigned int flags)
 {
   /* Host memory: not the device's to count. */
-  const cudaError_t e = posix_memalign (ptr, EMU_ALIGN, MAX (size, 1)) == 0
+  const cudaError_t e = (*ptr = block_new (size)) != NULL
       ? cudaSuccess : fail (cudaErrorMemoryAllocation);
 
   if (e == cudaSuccess) {
