@@ -1559,18 +1559,23 @@ widen_nchw (const void *p, int type, cudnnTensorFormat_t format, int N,
   return w;
 }
 
-/* Output (@n, @k, @oh, @ow) of @cc's convolution before its epilogue,
- * from the widened input @x and filter @f, summed in float32 in the order
- * of c, r and s, taps outside the input left out. */
-EMU_UNCHECKED static float
-conv_sum (const ConvCall * cc, const float *x, const float *f, int n, int k,
-    int oh, int ow)
+/* Row (@n, @k, @oh) of @cc's convolution before its epilogue into
+ * @sums (one float a column), from the widened input @x and filter @f:
+ * each output summed in float32 in the order of c, r and s, taps outside
+ * the input left out.  A row at a time, each tap added to every column
+ * it reaches (a loop the compiler vectorizes), each sum's additions in
+ * the order an output at a time makes them. */
+EMU_UNCHECKED static void
+conv_row (const ConvCall * cc, const float *x, const float *f, int n, int k,
+    int oh, float *sums)
 {
   const struct cudnnTensorStruct *xd = &cc->x;
   const struct cudnnFilterStruct *wd = &cc->w;
   const struct cudnnConvolutionStruct *cv = &cc->conv;
-  float sum = 0.0f;
+  const int out_w = cc->y.w;
 
+  for (int ow = 0; ow < out_w; ow++)
+    sums[ow] = 0.0f;
   for (int c = 0; c < xd->c; c++)
     for (int r = 0; r < wd->h; r++) {
       const int ih = oh * cv->u - cv->pad_h + r * cv->dil_h;
@@ -1581,13 +1586,26 @@ conv_sum (const ConvCall * cc, const float *x, const float *f, int n, int k,
       xrow = x + (((size_t) n * xd->c + c) * xd->h + ih) * xd->w;
       frow = f + (((size_t) k * wd->c + c) * wd->h + r) * wd->w;
       for (int s = 0; s < wd->w; s++) {
-        const int iw = ow * cv->v - cv->pad_w + s * cv->dil_w;
+        /* The columns whose tap s falls inside the input:
+         * 0 <= ow * v - pad_w + s * dil_w < xd->w. */
+        const int shift = s * cv->dil_w - cv->pad_w;
+        const float w = frow[s];
+        int first = 0, end = out_w;
 
-        if (iw >= 0 && iw < xd->w)
-          sum += xrow[iw] * frow[s];
+        if (shift < 0)
+          first = (-shift + cv->v - 1) / cv->v;
+        if (xd->w - shift <= 0)
+          end = 0;
+        else
+          end = MIN (out_w, (xd->w - shift + cv->v - 1) / cv->v);
+        if (cv->v == 1)
+          for (int ow = first; ow < end; ow++)
+            sums[ow] += xrow[ow + shift] * w;
+        else
+          for (int ow = first; ow < end; ow++)
+            sums[ow] += xrow[ow * cv->v + shift] * w;
       }
     }
-  return sum;
 }
 
 static void
@@ -1601,13 +1619,16 @@ conv_call (void *data)
   float *x = widen_nchw (cc->xd, t, xd->format, xd->n, xd->c, xd->h, xd->w);
   float *f = widen_nchw (cc->wd, t, wd->format, wd->k, wd->c, wd->h, wd->w);
 
+  float *sums = g_new (float, MAX (yd->w, 1));
+
   for (int n = 0; n < yd->n; n++)
     for (int k = 0; k < yd->c; k++)
-      for (int oh = 0; oh < yd->h; oh++)
+      for (int oh = 0; oh < yd->h; oh++) {
+        conv_row (cc, x, f, n, k, oh, sums);
         for (int ow = 0; ow < yd->w; ow++) {
           const size_t yi = at (yd->format, yd->c, yd->h, yd->w, n, k, oh,
               ow);
-          float v = cc->alpha * conv_sum (cc, x, f, n, k, oh, ow);
+          float v = cc->alpha * sums[ow];
 
           if (cc->fused) {
             /* z may be y: each value is read before it is written. */
@@ -1620,6 +1641,8 @@ conv_call (void *data)
             v += cc->beta * load (cc->yd, yi, t);
           store (cc->yd, yi, t, v);
         }
+      }
+  g_free (sums);
   g_free (x);
   g_free (f);
 }
@@ -2515,7 +2538,7 @@ conv_graph_call (void *data)
   const EmuConvGraph *g = &gc->g;
   float *x = widen_strided (&g->x, gc->x);
   float *f = widen_strided (&g->w, gc->w);
-  /* The sums as the legacy calls make them (conv_sum). */
+  /* The sums as the legacy calls make them (conv_row). */
   ConvCall cc = { {CUDNN_TENSOR_NCHW, g->x.type, (int) g->x.dims[0],
           (int) g->x.dims[1], (int) g->x.dims[2], (int) g->x.dims[3]},
     {CUDNN_TENSOR_NCHW, g->y.type, (int) g->y.dims[0], (int) g->y.dims[1],
@@ -2527,14 +2550,15 @@ conv_graph_call (void *data)
     1.0f, 0.0f, NULL, NULL, NULL, FALSE, FALSE, NULL, NULL
   };
   const int64_t *d = g->y.dims;
+  float *sums = g_new (float, MAX (d[3], 1));
 
   for (int64_t n = 0; n < d[0]; n++)
     for (int64_t k = 0; k < d[1]; k++)
-      for (int64_t oh = 0; oh < d[2]; oh++)
+      for (int64_t oh = 0; oh < d[2]; oh++) {
+        conv_row (&cc, x, f, (int) n, (int) k, (int) oh, sums);
         for (int64_t ow = 0; ow < d[3]; ow++) {
           const int64_t at4[4] = { n, k, oh, ow };
-          float v = conv_sum (&cc, x, f, (int) n, (int) k, (int) oh,
-              (int) ow);
+          float v = sums[ow];
 
           /* Each operand read before y is written (a residual may be
            * y). */
@@ -2557,6 +2581,8 @@ conv_graph_call (void *data)
           store (gc->y, strided (&g->y, n, k, oh, ow), cudnn_type (g->y.type),
               v);
         }
+      }
+  g_free (sums);
   g_free (x);
   g_free (f);
 }
