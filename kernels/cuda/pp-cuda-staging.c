@@ -89,6 +89,46 @@ pp_staging_chunk (const PpStagingPlan * plan, gsize index)
   return c;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_F16C_PATH 1
+
+/* f32 to f16 eight at a time with the CPU's own conversion (F16C, in
+ * every x86-64 CPU since 2012): round to nearest even, infinities kept,
+ * a NaN made quiet with its payload's top bits, f16 subnormals made
+ * exactly: pp_f32_to_f16's bits in every case (test-cuda-staging.c holds
+ * them over every exponent and the rounding boundaries).  100 M values
+ * on one core of an AMD EPYC: 0.03-0.05 s, against 1.5-2.2 s one at a
+ * time, which made the narrowing of an SD-Turbo UNet's 865 M weights at
+ * its upload some 15 s of a core. */
+__attribute__((target ("avx,f16c")))
+static void
+narrow_f16_f16c (guint16 * d, const float *s, gsize n)
+{
+  gsize i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128 ((__m128i *) (d + i),
+        _mm256_cvtps_ph (_mm256_loadu_ps (s + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++)
+    d[i] = pp_f32_to_f16 (s[i]);
+}
+
+static gboolean
+have_f16c (void)
+{
+  static gsize once;
+  static gboolean have;
+
+  if (g_once_init_enter (&once)) {
+    __builtin_cpu_init ();
+    have = __builtin_cpu_supports ("avx") && __builtin_cpu_supports ("f16c");
+    g_once_init_leave (&once, 1);
+  }
+  return have;
+}
+#endif
+
 void
 pp_staging_convert (gpointer dst, PpDType dst_dtype, gconstpointer src,
     PpDType src_dtype, gsize n)
@@ -100,6 +140,12 @@ pp_staging_convert (gpointer dst, PpDType dst_dtype, gconstpointer src,
   if (src_dtype == dst_dtype) {
     memcpy (dst, src, n * pp_cuda_dtype_size (dst_dtype));
   } else if (dst_dtype == PP_DTYPE_F16) {
+#ifdef HAVE_F16C_PATH
+    if (have_f16c ()) {
+      narrow_f16_f16c (d, s, n);
+      return;
+    }
+#endif
     for (gsize i = 0; i < n; i++)
       d[i] = pp_f32_to_f16 (s[i]);
   } else {

@@ -133,6 +133,70 @@ check_upload (const Pair * p, gsize count, gsize staging_bytes)
   g_assert_cmpuint (device[count * size_of (p->dst)], ==, 0);
 }
 
+/* f32 narrowed to f16 by pp_staging_convert (eight at a time with the
+ * CPU's conversion where it has one) against pp_f32_to_f16, bit for bit:
+ * a stride through every f32 bit pattern, and for every exponent and
+ * sign the mantissas around each rounding boundary (the 13 dropped bits
+ * just under, at and just over half, with the kept bit odd and even),
+ * the largest values that round to f16's largest or to infinity,
+ * infinities, quiet and signalling NaNs with payloads, zeros and f32
+ * subnormals; in runs of every length from 1 to 17, so that both the
+ * vector part and its tail convert each value. */
+static void
+test_f16_bits (void)
+{
+  static const guint32 low[] = { 0x0000, 0x0001, 0x0fff, 0x1000, 0x1001,
+    0x1fff, 0x0800, 0x17ff, 0x1800
+  };
+  GArray *bits = g_array_new (FALSE, FALSE, sizeof (guint32));
+  gsize n, checked = 0;
+  float *src;
+  guint16 *got;
+
+  for (guint64 b = 0; b < ((guint64) 1 << 32); b += 4093) {
+    const guint32 v = (guint32) b;
+
+    g_array_append_val (bits, v);
+  }
+  for (guint32 sign = 0; sign < 2; sign++)
+    for (guint32 exp = 0; exp < 256; exp++)
+      for (guint32 high = 0; high < 4; high++)
+        for (guint i = 0; i < G_N_ELEMENTS (low); i++) {
+          const guint32 mant_high = high == 0 ? 0 : high == 1 ? 0x2000
+              : high == 2 ? 0x7fe000 : 0x3fe000;
+          const guint32 v = sign << 31 | exp << 23 | mant_high | low[i];
+
+          g_array_append_val (bits, v);
+        }
+  n = bits->len;
+  src = g_new (float, n);
+  got = g_new (guint16, n + 1);
+  memcpy (src, bits->data, n * sizeof (float));
+  for (gsize run = 1; run <= 17; run++)
+    for (gsize at = 0; at < n; at += run) {
+      const gsize len = MIN (run, n - at);
+
+      got[at + len] = 0x5a5a;
+      pp_staging_convert (got + at, PP_DTYPE_F16, src + at, PP_DTYPE_F32,
+          len);
+      g_assert_cmpuint (got[at + len], ==, 0x5a5a);
+      for (gsize i = at; i < at + len; i++) {
+        const guint16 want = pp_f32_to_f16 (src[i]);
+
+        if (got[i] != want)
+          g_error ("f32 0x%08x narrowed to f16 0x%04x, expected 0x%04x",
+              g_array_index (bits, guint32, i), got[i], want);
+        checked++;
+      }
+      if (run > 1 && at > 64 * 1024)
+        break;                  /* the other runs on the first values */
+    }
+  g_test_message ("%" G_GSIZE_FORMAT " conversions checked", checked);
+  g_free (src);
+  g_free (got);
+  g_array_unref (bits);
+}
+
 static void
 test_counts_around_a_chunk (void)
 {
@@ -200,5 +264,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-staging/odd-buffer", test_odd_buffer);
   g_test_add_func ("/cuda-staging/large-chunks", test_large_chunks);
   g_test_add_func ("/cuda-staging/refusals", test_refusals);
+  g_test_add_func ("/cuda-staging/f16-bits", test_f16_bits);
   return g_test_run ();
 }
