@@ -649,14 +649,15 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
   }
   g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
   /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
-   * channel; padded, the same pass writes the zeros. */
+   * channel, kh·kw columns wide; padded, the same pass writes the
+   * zeros. */
   if (padded)
     PP_CUDA_OP_RUN (cu, pp_cuda_pad_channels (weight.data, t, FALSE,
             key->cout, key->cin, khkw, copy->mem, t, cout_pad, cin_pad,
             cu->stream));
   else
-    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (weight.data, t, key->cout,
-            key->cin, khkw, NULL, PP_CUDA_F32, 0, copy->mem, t, cu->stream));
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_narrow (weight.data, key->cout,
+            key->cin, khkw, copy->mem, t, cu->stream));
   return copy->mem;
 }
 

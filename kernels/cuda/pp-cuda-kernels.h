@@ -183,6 +183,11 @@ cudaError_t pp_cuda_transpose (const float *x, int n, int rows, int cols,
 cudaError_t pp_cuda_transpose_typed (const void *x, PpCudaType x_type,
     int n, int rows, int cols, const void *bias, PpCudaType bias_type,
     int relu, void *y, PpCudaType y_type, cudaStream_t stream);
+/* y [n,cols,rows] (@type) = x [n,rows,cols] (@type), a value a thread:
+ * for matrices a few columns wide (a filter's kh·kw), made once, where a
+ * shared tile would leave most of its threads idle. */
+cudaError_t pp_cuda_transpose_narrow (const void *x, int n, int rows,
+    int cols, void *y, PpCudaType type, cudaStream_t stream);
 /* x [n,c,hw] (@x_type) += v [n,c] (@v_type). */
 cudaError_t pp_cuda_add_channel (void *x, PpCudaType x_type, int n, int c,
     size_t hw, const void *v, PpCudaType v_type, cudaStream_t stream);

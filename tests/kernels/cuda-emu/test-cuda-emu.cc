@@ -967,7 +967,8 @@ test_transpose (void)
   const struct
   {
     int n, rows, cols;
-  } shapes[] = { { 1, 1, 1 }, { 2, 33, 65 }, { 3, 31, 7 }, { 1, 100, 40 } };
+  } shapes[] = { { 1, 1, 1 }, { 2, 33, 65 }, { 3, 31, 7 }, { 1, 100, 40 },
+    { 4, 40, 9 } };
 
   for (const auto &s : shapes) {
     const size_t total = (size_t) s.n * s.rows * s.cols;
@@ -984,6 +985,18 @@ test_transpose (void)
                 NULL); });
 
       pp_cpu_nchw_to_nlc (x.data (), s.n, s.rows, s.cols, want.data ());
+      if (r)
+        expect_bits (what, args, *r, 1, want);
+    }
+    {
+      const std::vector<Arg> args = { in ("x", x), out ("y", total) };
+      const std::string what = strf ("transpose_narrow n=%d rows=%d "
+          "cols=%d", s.n, s.rows, s.cols);
+      auto r = run_typed (what, args, [&] (const Run &b) {
+            return pp_cuda_transpose_narrow (b.p (0), s.n, s.rows, s.cols,
+                b.p (1), b.t (0), NULL); },
+          { { F16, F16 }, { BF16, BF16 } });
+
       if (r)
         expect_bits (what, args, *r, 1, want);
     }
