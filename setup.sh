@@ -231,10 +231,11 @@ run_tests() {
   for name in asan tsan; do
     (
       sanitizer_build_config "$name"
-      s=$(date +%s)
+      s=$(date +%s) run_rc=0
       # shellcheck disable=SC2086  # $suites is a list of suite names
-      run_sanitized "$name" $suites || exit 1
+      run_sanitized "$name" $suites || run_rc=$?
       took "build-$name suites ($suites)" "$s"
+      exit "$run_rc"
     ) >"build-$name/meson-logs/sanitized-run.log" 2>&1 &
     eval "pid_$name=\$!"
   done
