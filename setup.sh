@@ -227,7 +227,7 @@ run_tests() {
   # were two thirds idle through it), and the AddressSanitizer run's
   # faults suite half the time.  One after the other they took 418 s and
   # 203 s here, side by side 477 s, every test passing.
-  t=$(date +%s)
+  t=$(date +%s) runs=""
   for name in asan tsan; do
     (
       sanitizer_build_config "$name"
@@ -237,13 +237,13 @@ run_tests() {
       took "build-$name suites ($suites)" "$s"
       exit "$run_rc"
     ) >"build-$name/meson-logs/sanitized-run.log" 2>&1 &
-    eval "pid_$name=\$!"
+    runs="$runs $!"
   done
-  for name in asan tsan; do
-    eval "pid=\$pid_$name"
+  for pid in $runs; do
     wait "$pid" || rc=1
-    cat "build-$name/meson-logs/sanitized-run.log"
   done
+  cat build-asan/meson-logs/sanitized-run.log \
+    build-tsan/meson-logs/sanitized-run.log
   took "the sanitizer builds' suites, side by side" "$t"
   python3 "$TOP/tests/summary.py" "$BUILD_DIR/meson-logs/testlog.json" \
     build-asan/meson-logs/testlog-asan.json \

@@ -117,15 +117,7 @@ narrow_f16_f16c (guint16 * d, const float *s, gsize n)
 static gboolean
 have_f16c (void)
 {
-  static gsize once;
-  static gboolean have;
-
-  if (g_once_init_enter (&once)) {
-    __builtin_cpu_init ();
-    have = __builtin_cpu_supports ("avx") && __builtin_cpu_supports ("f16c");
-    g_once_init_leave (&once, 1);
-  }
-  return have;
+  return __builtin_cpu_supports ("avx") && __builtin_cpu_supports ("f16c");
 }
 #endif
 
