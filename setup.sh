@@ -96,7 +96,10 @@ mpi_env() {
   fi
 }
 
-# Prints how long the step named $1 took since $2 (date +%s).
+# Prints how long the step named $1 took since $2 (date +%s).  Shell
+# variables are global: a caller's start time must not share a name with
+# one the functions in between set (a name in $(( )) is read as a
+# variable, and dash stops on a value that is not a number).
 took() {
   echo "== $1: $(( $(date +%s) - $2 )) s"
 }
@@ -165,8 +168,8 @@ run_meson_tests() {
   select="--no-suite faults" faults=${suites:-faults}
   if [ -n "$suites" ]; then
     select=""
-    for s in $suites; do
-      [ "$s" = faults ] || select="$select --suite $s"
+    for suite in $suites; do
+      [ "$suite" = faults ] || select="$select --suite $suite"
     done
   fi
   status=0
@@ -231,10 +234,10 @@ run_tests() {
   for name in asan tsan; do
     (
       sanitizer_build_config "$name"
-      s=$(date +%s) run_rc=0
+      run_start=$(date +%s) run_rc=0
       # shellcheck disable=SC2086  # $suites is a list of suite names
       run_sanitized "$name" $suites || run_rc=$?
-      took "build-$name suites ($suites)" "$s"
+      took "build-$name suites ($suites)" "$run_start"
       exit "$run_rc"
     ) >"build-$name/meson-logs/sanitized-run.log" 2>&1 &
     runs="$runs $!"
