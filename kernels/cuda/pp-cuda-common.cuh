@@ -76,6 +76,11 @@ pp_cuda_store (void *p, size_t i, float v)
  * pp_cuda_store do it, so a vector path gives the bytes of the scalar
  * one. */
 #define PP_CUDA_VEC 8
+/* The most vectors a kernel eight values a thread takes: its 32-bit
+ * grid-stride index (k += threads, from below the count) must not wrap
+ * past 2^32, which a count near 2^32 would let it do, stepping over the
+ * end; half of that leaves room for any grid. */
+#define PP_CUDA_VECTORS_MAX (UINT32_MAX / 2)
 
 /* Whether @p can be read and written by vectors: 16-byte aligned. */
 static inline bool

@@ -260,12 +260,13 @@ build_ops (PpCudnnGraph * g, const GraphKey * k, GError ** error)
   return TRUE;
 }
 
-/* One run of @plan, FALSE after an error (in @error). */
+/* One run of @plan, FALSE after an error (in @error, the failed call's
+ * status in @status, which may be NULL). */
 static gboolean
 graph_execute (PpCudaBackend * cu, const GraphKey * k,
     cudnnBackendDescriptor_t plan, gsize workspace, gconstpointer x,
     gconstpointer w, gconstpointer bias, gconstpointer res, gpointer y,
-    GError ** error)
+    cudnnStatus_t * status, GError ** error)
 {
   int64_t uids[5] = { UID_X, UID_W, UID_Y };
   void *pointers[5] = { (void *) x, (void *) w, y };
@@ -285,7 +286,7 @@ graph_execute (PpCudaBackend * cu, const GraphKey * k,
     pointers[count++] = (void *) res;
   }
   return pp_cudnn_graph_execute (cu->cudnn, plan, count, uids, pointers,
-      space, error);
+      space, status, error);
 }
 
 /* One trial run of a plan (pp_cuda_time_trial). */
@@ -305,7 +306,7 @@ graph_trial (gpointer data)
   const GraphTrial *t = data;
 
   return graph_execute (t->cu, t->k, t->plan, t->workspace, t->x, t->w,
-      t->bias, t->res, t->y, NULL);
+      t->bias, t->res, t->y, NULL, NULL);
 }
 
 /* Keeps in @p the fastest of @plans on the op's own buffers (the trials
@@ -333,7 +334,10 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
     GraphTrial trial = { cu, k, g_ptr_array_index (plans, i),
       g_array_index (workspaces, gsize, i), x, w, bias, res, y
     };
-    const double ms = pp_cuda_time_trial (cu, graph_trial, &trial,
+    g_autofree gchar *what = g_strdup_printf ("cuDNN's engine %"
+        G_GINT64_FORMAT " of a %s (PPDIFFUSE_CUDA_CONV_ALGO=timed)",
+        g_array_index (engines, gint64, i), desc);
+    const double ms = pp_cuda_time_trial (cu, what, graph_trial, &trial,
         GRAPH_TRIAL_RUNS);
 
     g_string_append_printf (text, "%sengine %" G_GINT64_FORMAT " ",
@@ -434,6 +438,8 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
   };
   GraphPlan *p;
   GError *error = NULL;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  int category;
 
   g_return_val_if_fail (key->nhwc && key->dtype != PP_DTYPE_F32, FALSE);
 
@@ -473,14 +479,21 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
   if (p->plan == NULL)
     return FALSE;
   if (graph_execute (cu, &k, p->plan, p->workspace, x, w, bias, res, y,
-          &error)) {
+          &status, &error)) {
     p->ran = TRUE;
     return TRUE;
   }
-  /* A plan cuDNN made but will not run, at its first run outside a
+  /* A plan cuDNN made but will not run (not supported, a parameter it
+   * refuses, an execution it could not start), at its first run outside a
    * capture: nothing was written, and the legacy API takes the graph from
-   * now on.  Elsewhere a failure is the op's. */
-  if (p->ran || pp_cuda_capturing_here (cu)) {
+   * now on, as the legacy calls' refusals are answered.  Elsewhere, or
+   * another status (an internal error, a device's fault), the failure is
+   * the op's. */
+  category = CUDNN_STATUS_CATEGORY (status);
+  if (p->ran || pp_cuda_capturing_here (cu)
+      || (category != CUDNN_STATUS_NOT_SUPPORTED
+          && category != CUDNN_STATUS_BAD_PARAM
+          && category != CUDNN_STATUS_EXECUTION_FAILED)) {
     g_autofree gchar *desc = graph_describe (&k);
 
     g_prefix_error (&error, "%s: ", desc);

@@ -128,9 +128,10 @@ geglu_kernel (const void *x, size_t rows, int d, void *y)
   }
 }
 
-/* Eight outputs at a time: d a multiple of 8, x and y aligned, fewer than
- * 2^32 vectors (the row of each found by a 32-bit division, once per
- * eight, where the scalar kernel divides 64-bit numbers per element). */
+/* Eight outputs at a time: d a multiple of 8, x and y aligned, at most
+ * PP_CUDA_VECTORS_MAX vectors (the row of each found by a 32-bit
+ * division, once per eight, where the scalar kernel divides 64-bit
+ * numbers per element). */
 template <PpCudaType T> __global__ void
 geglu8_kernel (const void *x, unsigned vectors, unsigned per_row, void *y)
 {
@@ -159,7 +160,7 @@ pp_cuda_geglu (const void *x, size_t rows, int d, void *y, PpCudaType type,
 
   if (n == 0)
     return cudaSuccess;
-  if (d % PP_CUDA_VEC == 0 && n / PP_CUDA_VEC <= UINT32_MAX
+  if (d % PP_CUDA_VEC == 0 && n / PP_CUDA_VEC <= PP_CUDA_VECTORS_MAX
       && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)) {
     const unsigned vectors = (unsigned) (n / PP_CUDA_VEC);
 
@@ -378,9 +379,9 @@ channel_bias_kernel (const void *x, void *y, int c, size_t hw, size_t n,
 }
 
 /* Rows of c channels (hw 1: channels last), eight channels at a time: c a
- * multiple of 8, x, y and the bias aligned, fewer than 2^32 vectors (the
- * column found by a 32-bit remainder once per eight, where the scalar
- * kernel divides 64-bit numbers per element). */
+ * multiple of 8, x, y and the bias aligned, at most PP_CUDA_VECTORS_MAX
+ * vectors (the column found by a 32-bit remainder once per eight, where
+ * the scalar kernel divides 64-bit numbers per element). */
 template <PpCudaType X, PpCudaType Y, PpCudaType B> __global__ void
 channel_bias8_kernel (const void *x, void *y, unsigned per_row,
     unsigned vectors, const void *bias, const void *res, int relu)
@@ -424,7 +425,8 @@ pp_cuda_channel_bias_residual (const void *x, PpCudaType x_type, void *y,
 
   if (total == 0)
     return cudaSuccess;
-  if (hw == 1 && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
+  if (hw == 1 && c % PP_CUDA_VEC == 0
+      && total / PP_CUDA_VEC <= PP_CUDA_VECTORS_MAX
       && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)
       && (bias == NULL || pp_cuda_vec_aligned (bias))
       && (res == NULL || pp_cuda_vec_aligned (res))) {

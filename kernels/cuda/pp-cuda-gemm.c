@@ -390,7 +390,10 @@ lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
     LtTrial trial = { cu, plan, &r->algo, w, x, accumulate ? y : d,
       accumulate ? &one : &zero, d, workspace
     };
-    const double ms = pp_cuda_time_trial (cu, lt_trial, &trial,
+    g_autofree gchar *what = g_strdup_printf ("cuBLASLt's algorithm %d "
+        "of a linear of %d rows, %d → %d (PPDIFFUSE_CUDA_GEMM_ALGO=timed)",
+        i, k->rows, k->in, k->out);
+    const double ms = pp_cuda_time_trial (cu, what, lt_trial, &trial,
         LT_TRIAL_RUNS);
 
     g_string_append_printf (text, "%s%d ", i > 0 ? "; " : "", i);
@@ -457,9 +460,22 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
   if (b != NULL)
     PP_CUBLAS_OP_TRY (cu, cublasLtMatmulDescSetAttribute (plan->desc,
             CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
-  /* Timed at the first run outside a capture (PPDIFFUSE_CUDA_GEMM_ALGO). */
-  if (plan->n_trials > 0 && !pp_cuda_capturing_here (cu)
-      && !pp_cuda_halted (cu))
+  /* Timed at its first run (PPDIFFUSE_CUDA_GEMM_ALGO), which must be
+   * outside a capture: a graph that recorded the heuristics' first
+   * algorithm would then differ from the runs without it, which take the
+   * fastest (another order of sums, other bits).  So a product whose
+   * algorithm is still to be timed fails a capture, and the run without
+   * a graph times it. */
+  if (plan->n_trials > 0 && pp_cuda_capturing_here (cu)) {
+    if (cu->capture_error == NULL)
+      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
+          "%s: a linear of %d rows, %d → %d whose cuBLASLt algorithm is "
+          "still to be timed, first met inside a CUDA graph capture (a run "
+          "without a graph times it)", cu->be.device, key.rows, key.in,
+          key.out);
+    return TRUE;
+  }
+  if (plan->n_trials > 0 && !pp_cuda_halted (cu))
     lt_time (cu, plan, w, x, accumulate, y);
   workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       LT_WORKSPACE_BYTES);

@@ -316,27 +316,43 @@ pp_cudnn_graph_plans (cudnnHandle_t handle, PpCudnnGraph * g,
 gboolean
 pp_cudnn_graph_execute (cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
     int count, const int64_t * uids, void *const *pointers,
-    gpointer workspace, GError ** error)
+    gpointer workspace, cudnnStatus_t * status, GError ** error)
 {
   cudnnBackendDescriptor_t pack = NULL;
-  gboolean ok;
+  const gchar *call = "cudnnBackendCreateDescriptor (VARIANT_PACK)";
+  cudnnStatus_t s;
 
-  ok = TRY (cudnnBackendCreateDescriptor
-      (CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), error)
-      && TRY (cudnnBackendSetAttribute (pack,
-          CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, count, uids),
-      error)
-      && TRY (cudnnBackendSetAttribute (pack,
-          CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count,
-          pointers), error)
-      && TRY (cudnnBackendSetAttribute (pack,
-          CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
-          &workspace), error)
-      && TRY (cudnnBackendFinalize (pack), error)
-      && TRY (cudnnBackendExecute (handle, plan, pack), error);
+  s = cudnnBackendCreateDescriptor (CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR,
+      &pack);
+  if (s == CUDNN_STATUS_SUCCESS) {
+    call = "cudnnBackendSetAttribute (VARIANT_PACK_UNIQUE_IDS)";
+    s = cudnnBackendSetAttribute (pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+        CUDNN_TYPE_INT64, count, uids);
+  }
+  if (s == CUDNN_STATUS_SUCCESS) {
+    call = "cudnnBackendSetAttribute (VARIANT_PACK_DATA_POINTERS)";
+    s = cudnnBackendSetAttribute (pack,
+        CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, count,
+        pointers);
+  }
+  if (s == CUDNN_STATUS_SUCCESS) {
+    call = "cudnnBackendSetAttribute (VARIANT_PACK_WORKSPACE)";
+    s = cudnnBackendSetAttribute (pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+        CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  }
+  if (s == CUDNN_STATUS_SUCCESS) {
+    call = "cudnnBackendFinalize (VARIANT_PACK)";
+    s = cudnnBackendFinalize (pack);
+  }
+  if (s == CUDNN_STATUS_SUCCESS) {
+    call = "cudnnBackendExecute";
+    s = cudnnBackendExecute (handle, plan, pack);
+  }
   if (pack != NULL)
     cudnnBackendDestroyDescriptor (pack);
-  return ok;
+  if (status != NULL)
+    *status = s;
+  return pp_cudnn_graph_check (s, call, __FILE__, __LINE__, error);
 }
 
 gboolean

@@ -94,11 +94,13 @@ gboolean pp_cudnn_graph_plans    (cudnnHandle_t handle, PpCudnnGraph * g,
                                   GPtrArray * plans, GArray * workspaces,
                                   GArray * engines, GError ** error);
 /* Runs @plan on @handle's stream with the @count tensors @uids at
- * @pointers and @workspace. */
+ * @pointers and @workspace; @status (may be NULL) is the status of the
+ * call that failed (CUDNN_STATUS_SUCCESS when none did). */
 gboolean pp_cudnn_graph_execute  (cudnnHandle_t handle,
                                   cudnnBackendDescriptor_t plan, int count,
                                   const int64_t * uids, void *const *pointers,
-                                  gpointer workspace, GError ** error);
+                                  gpointer workspace, cudnnStatus_t * status,
+                                  GError ** error);
 gboolean pp_cudnn_graph_aligned  (gconstpointer p);
 
 G_END_DECLS

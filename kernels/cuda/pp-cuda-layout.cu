@@ -41,8 +41,9 @@ upsample_nearest_nhwc_kernel (const void *x, int n, int c, int h, int w,
 }
 
 /* The same eight channels at a time: c a multiple of 8, x and y aligned,
- * fewer than 2^32 vectors (each vector's pixel found by 32-bit divisions,
- * where the scalar kernel makes five 64-bit ones per element). */
+ * at most PP_CUDA_VECTORS_MAX vectors (each vector's pixel found by
+ * 32-bit divisions, where the scalar kernel makes five 64-bit ones per
+ * element). */
 template <PpCudaType T> __global__ void
 upsample_nearest_nhwc8_kernel (const void *x, unsigned vectors,
     unsigned per_pixel, unsigned h, unsigned w, unsigned factor, void *y)
@@ -73,7 +74,7 @@ pp_cuda_upsample_nearest (const void *x, PpCudaType type, int n, int c,
 
   if (total == 0)
     return cudaSuccess;
-  if (nhwc && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
+  if (nhwc && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= PP_CUDA_VECTORS_MAX
       && pp_cuda_vec_aligned (x) && pp_cuda_vec_aligned (y)) {
     const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
 
@@ -198,7 +199,7 @@ interleave_phases_kernel (const void *z, int c, int h, int w, size_t total,
 
 /* Channels last: each output pixel's c channels are one run of z's, eight
  * a thread (one 16-byte load and store: c a multiple of 8, z and y
- * aligned, fewer than 2^32 vectors). */
+ * aligned, at most PP_CUDA_VECTORS_MAX vectors). */
 template <PpCudaType T> __global__ void
 interleave_phases_nhwc8_kernel (const void *z, unsigned per_pixel,
     unsigned h, unsigned w, unsigned vectors, void *y)
@@ -250,7 +251,7 @@ pp_cuda_interleave_phases (const void *z, PpCudaType type, int n, int c,
 
   if (total == 0)
     return cudaSuccess;
-  if (nhwc && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= UINT32_MAX
+  if (nhwc && c % PP_CUDA_VEC == 0 && total / PP_CUDA_VEC <= PP_CUDA_VECTORS_MAX
       && pp_cuda_vec_aligned (z) && pp_cuda_vec_aligned (y)) {
     const unsigned vectors = (unsigned) (total / PP_CUDA_VEC);
 

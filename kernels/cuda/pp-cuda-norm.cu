@@ -235,7 +235,10 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
 #define NHWC_MAX_TILES 512
 #define NHWC_MIN_TILE 2048
 /* Threads of a tile's block at most, channels a thread takes at most (so
- * c ≤ 3072: SD's widest norm has 2560), groups at most. */
+ * c ≤ 3072: SD's widest norm has 2560), groups at most.  The kernels
+ * declare the most (__launch_bounds__): a block of 960 or 1024 threads
+ * (c of 1920, 2048) leaves each thread 64 registers, and a kernel
+ * compiled for more would not launch ("too many resources requested"). */
 #define NHWC_MAX_THREADS 1024
 #define NHWC_MAX_PER_THREAD 3
 #define NHWC_MAX_C (NHWC_MAX_THREADS * NHWC_MAX_PER_THREAD)
@@ -290,6 +293,7 @@ nhwc_shift (const void *shift, PpCudaType shift_type, size_t sample, int c,
 }
 
 template <PpCudaType A> __global__ void
+__launch_bounds__ (NHWC_MAX_THREADS)
 group_norm_nhwc_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int per_thread,
     float4 *partials)
@@ -430,6 +434,7 @@ group_norm_nhwc_combine_kernel (const float4 *partials, int per_group,
 }
 
 template <PpCudaType A> __global__ void
+__launch_bounds__ (NHWC_MAX_THREADS)
 group_norm_nhwc_apply_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int per_thread,
     const float4 *moments, const void *gamma, PpCudaType gamma_type,

@@ -52,8 +52,8 @@ pp_cuda_op_error (PpCudaBackend * cu, GError * error)
 }
 
 double
-pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run, gpointer data,
-    int runs)
+pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
+    PpCudaTrialFunc run, gpointer data, int runs)
 {
   cudaEvent_t start = NULL, stop = NULL;
   float ms = -1.0f;
@@ -75,7 +75,23 @@ pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run, gpointer data,
   if (stop != NULL)
     cudaEventDestroy (stop);
   if (!ok) {
-    cudaStreamSynchronize (cu->stream);
+    const cudaError_t fault = cudaStreamSynchronize (cu->stream);
+
+    /* A library's refusal leaves the stream as it was.  A trial whose
+     * kernels faulted (an engine or algorithm that reads past a buffer or
+     * from a misaligned address) has lost the device's context: every
+     * call from now on fails, so that is said here, naming the trial, not
+     * by whichever op comes next. */
+    if (fault != cudaSuccess) {
+      GError *error = NULL;
+
+      pp_cuda_check (fault, "cudaStreamSynchronize", __FILE__, __LINE__,
+          &error);
+      g_prefix_error (&error, "%s faulted on the device while it was timed "
+          "(the way that times it is optional: leave it unset): ", what);
+      pp_cuda_op_error (cu, error);
+      return -1.0;
+    }
     pp_cuda_forget_error ();
     return -1.0;
   }

@@ -182,9 +182,11 @@ void pp_cuda_forget_error (void);
 typedef gboolean (*PpCudaTrialFunc) (gpointer data);
 /* The mean time in ms of @runs runs of @run after one more (a warm-up),
  * waited for; a negative value when a run or the timing failed (its error
- * forgotten, the stream waited for: it is not the next kernel's). */
-double pp_cuda_time_trial (PpCudaBackend * cu, PpCudaTrialFunc run,
-    gpointer data, int runs);
+ * forgotten, the stream waited for: it is not the next kernel's).  A
+ * fault of the device's meanwhile is the op's failure (pp_cuda_op_error),
+ * its message naming the trial, @what. */
+double pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
+    PpCudaTrialFunc run, gpointer data, int runs);
 /* A call inside an op failed with @error.  On the thread capturing a
  * graph, where nothing has run yet and a call the capture cannot hold
  * fails (a library that synchronizes, an invalidated capture), the first

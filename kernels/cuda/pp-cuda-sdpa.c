@@ -561,7 +561,7 @@ pp_cuda_sdpa_run (cudnnHandle_t handle, GHashTable * plans, PpCudaType t,
   }
 
   ok = pp_cudnn_graph_execute (handle, plan->plan, count, uids, pointers,
-      workspace, error);
+      workspace, NULL, error);
   if (!ok) {
     g_autofree gchar *shape = key_describe (&key);
 

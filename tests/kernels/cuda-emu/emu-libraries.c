@@ -28,7 +28,15 @@
  *   conv-fused     cuDNN refuses every fused convolution, bias and
  *                  activation (cudnnConvolutionBiasActivationForward);
  *   conv-graph     cuDNN's heuristics offer no engine for a convolution's
- *                  operation graph.
+ *                  operation graph;
+ *   conv-graph-internal
+ *                  cuDNN answers an internal error to every run of a
+ *                  convolution's operation graph;
+ *   lt-fault       the second algorithm cuBLASLt's heuristics offer
+ *                  faults on the device (an illegal address): its product
+ *                  is queued, and from the next synchronize on every
+ *                  synchronize and cudaGetLastError answer the fault, as a
+ *                  device whose context is lost does.
  * $PP_CUDA_EMU_DEVICE_MB, when set, is the device's memory in MiB (16 GiB
  * by default): a cudaMalloc that would take the memory allocated and not
  * freed past it fails with cudaErrorMemoryAllocation, as a full device
@@ -76,6 +84,14 @@
 
 /* Per host thread, as the runtime's. */
 static __thread cudaError_t last_error;
+/* A fault of the device's (lt-fault): the process's, and for good. */
+static gint sticky_fault;
+
+static cudaError_t
+sticky (void)
+{
+  return (cudaError_t) g_atomic_int_get (&sticky_fault);
+}
 
 static cudaError_t
 fail (cudaError_t e)
@@ -228,6 +244,8 @@ cudaGetLastError (void)
   cudaError_t launch = (cudaError_t) emu_take_launch_error ();
 
   last_error = cudaSuccess;
+  if (sticky () != cudaSuccess)
+    return sticky ();
   return e != cudaSuccess ? e : launch;
 }
 
@@ -253,6 +271,8 @@ cudaGetErrorName (cudaError_t error)
       return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated:
       return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
     default:
       return "cudaErrorUnknown";
   }
@@ -529,7 +549,7 @@ cudaStreamSynchronize (cudaStream_t stream)
       emu_stream_drain (&stream->state, G_MAXULONG);
     else
       emu_drain_all ();
-    return cudaSuccess;
+    return sticky ();
   }
   emu_graph_invalidate (capturing (stream));
   return fail (cudaErrorStreamCaptureUnsupported);
@@ -667,7 +687,7 @@ cudaEventSynchronize (cudaEvent_t event)
 {
   if (event->stream != NULL)
     emu_stream_drain (event->stream, event->position);
-  return cudaSuccess;
+  return sticky ();
 }
 
 cudaError_t
@@ -1241,6 +1261,10 @@ cublasLtMatmul (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
     return CUBLAS_STATUS_INVALID_VALUE;
   if (refuses ("lt-matmul"))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (refuses ("lt-fault") && algo != NULL && algo->data[0] == 1) {
+    g_atomic_int_set (&sticky_fault, cudaErrorIllegalAddress);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   op_dims (a, d->transa != CUBLAS_OP_N, &m, &k);
   op_dims (b, d->transb != CUBLAS_OP_N, &bk, &n);
   {
@@ -1304,6 +1328,7 @@ cudnnGetErrorString (cudnnStatus_t status)
 {
   return status == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS"
       : status == CUDNN_STATUS_NOT_SUPPORTED ? "CUDNN_STATUS_NOT_SUPPORTED"
+      : status == CUDNN_STATUS_INTERNAL_ERROR ? "CUDNN_STATUS_INTERNAL_ERROR"
       : "CUDNN_STATUS_BAD_PARAM";
 }
 
@@ -2840,6 +2865,8 @@ cudnnBackendExecute (cudnnHandle_t handle,
     run_or_record (handle->stream, ops_graph_call, &oc, sizeof oc);
     return CUDNN_STATUS_SUCCESS;
   }
+  if (refuses ("conv-graph-internal"))
+    return CUDNN_STATUS_INTERNAL_ERROR;
   call.g = *plan->graph;
   call.x = pack_pointer (pack, call.g.x.uid);
   call.w = pack_pointer (pack, call.g.w.uid);
