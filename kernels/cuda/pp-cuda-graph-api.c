@@ -248,27 +248,20 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
   return FALSE;
 }
 
-gboolean
-pp_cudnn_graph_plans (cudnnHandle_t handle, PpCudnnGraph * g,
+/* The plans of @graph that cuDNN's heuristics in @mode offer (at most
+ * @max_plans), as pp_cudnn_graph_plans. */
+static gboolean
+plans_of_mode (cudnnHandle_t handle, PpCudnnGraph * g,
+    cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
     guint max_plans, gsize max_workspace, GPtrArray * plans,
     GArray * workspaces, GArray * engines, GError ** error)
 {
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  cudnnBackendDescriptor_t graph, heuristics;
+  cudnnBackendDescriptor_t heuristics;
   cudnnBackendDescriptor_t *configs;
   int64_t count = 0, returned = 0;
   gboolean ok;
 
-  if (!pp_cudnn_graph_create (g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
-          &graph, error)
-      || !TRY (cudnnBackendSetAttribute (graph,
-              CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-              g->ops->len, g->ops->pdata), error)
-      || !TRY (cudnnBackendSetAttribute (graph,
-              CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
-              &handle), error)
-      || !TRY (cudnnBackendFinalize (graph), error)
-      || !pp_cudnn_graph_create (g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
+  if (!pp_cudnn_graph_create (g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
           &heuristics, error)
       || !pp_cudnn_graph_set (heuristics,
           CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, error)
@@ -311,6 +304,51 @@ pp_cudnn_graph_plans (cudnnHandle_t handle, PpCudnnGraph * g,
       max_plans, max_workspace, plans, workspaces, engines, error);
   g_free (configs);
   return ok;
+}
+
+gboolean
+pp_cudnn_graph_plans (cudnnHandle_t handle, PpCudnnGraph * g,
+    guint max_plans, gsize max_workspace, GPtrArray * plans,
+    GArray * workspaces, GArray * engines, GError ** error)
+{
+  cudnnBackendDescriptor_t graph;
+  g_autoptr (GError) first = NULL;
+
+  if (!pp_cudnn_graph_create (g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
+          &graph, error)
+      || !TRY (cudnnBackendSetAttribute (graph,
+              CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+              g->ops->len, g->ops->pdata), error)
+      || !TRY (cudnnBackendSetAttribute (graph,
+              CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
+              &handle), error)
+      || !TRY (cudnnBackendFinalize (graph), error))
+    return FALSE;
+  /* The heuristics' fast mode first.  Where none of its engines gives a
+   * plan (a graph whose fused engines compile at run time, with mixed
+   * types or channels they do not take, say), the fallback mode's engines
+   * run it: slower than the best, but one graph where the legacy API
+   * would take three calls. */
+  if (plans_of_mode (handle, g, graph, CUDNN_HEUR_MODE_A, max_plans,
+          max_workspace, plans, workspaces, engines, &first))
+    return TRUE;
+  if (plans_of_mode (handle, g, graph, CUDNN_HEUR_MODE_FALLBACK, max_plans,
+          max_workspace, plans, workspaces, engines, error)) {
+    g_info ("cuda graph: cuDNN's heuristics (mode A) gave no plan (%s); "
+        "its fallback heuristics did", first->message);
+    return TRUE;
+  }
+  if (error != NULL && *error != NULL) {
+    gchar *message = g_str_equal ((*error)->message, first->message)
+        ? g_strdup_printf ("%s (the heuristics' mode A and fallback mode "
+        "alike)", first->message)
+        : g_strdup_printf ("%s (the heuristics' mode A; their fallback "
+        "mode: %s)", first->message, (*error)->message);
+
+    g_free ((*error)->message);
+    (*error)->message = message;
+  }
+  return FALSE;
 }
 
 gboolean

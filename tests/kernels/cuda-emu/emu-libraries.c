@@ -29,6 +29,10 @@
  *                  activation (cudnnConvolutionBiasActivationForward);
  *   conv-graph     cuDNN's heuristics offer no engine for a convolution's
  *                  operation graph;
+ *   conv-graph-mode-a
+ *                  cuDNN's heuristics in mode A offer no engine for a
+ *                  convolution's operation graph (its fallback mode
+ *                  does);
  *   conv-graph-internal
  *                  cuDNN answers an internal error to every run of a
  *                  convolution's operation graph;
@@ -2480,8 +2484,12 @@ cudnnBackendGetAttribute (cudnnBackendDescriptor_t const descriptor,
   if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR
       && attributeName == CUDNN_ATTR_ENGINEHEUR_RESULTS
       && attributeType == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+    const cudnnBackendHeurMode_t *mode = attr (d, CUDNN_ATTR_ENGINEHEUR_MODE,
+        CUDNN_TYPE_HEUR_MODE, 1);
+    const gboolean refused = refuses ("conv-graph")
+        || (refuses ("conv-graph-mode-a") && *mode == CUDNN_HEUR_MODE_A);
     const int64_t offered = d->ops != NULL ? (refuses ("attention-graph")
-        ? 0 : 1) : refuses ("conv-graph") ? 0 : EMU_GRAPH_ENGINES;
+        ? 0 : 1) : refused ? 0 : EMU_GRAPH_ENGINES;
 
     *elementCount = MIN (offered, requestedElementCount > 0
         ? requestedElementCount : offered);
