@@ -185,11 +185,14 @@ struct _PpBackend
    * pp_backend_check; elsewhere (a worker, a tool) a failure ends the
    * process with its message.  @failures counts the failures kept and
    * the recoveries, so a caller can ask whether one came during its
-   * work.  Atomic ints; the
+   * work.  @lost: the failure took the device with it (a kernel's fault,
+   * which a GPU's context keeps for good): the backend is never taken
+   * back.  Atomic ints; the
    * error under @failure_lock, which is taken inside the backend's own
    * lock, never around it. */
   gint keeps_failures;
   gint halted;
+  gint lost;
   gint failures;
   GMutex failure_lock;
   GError *failure;

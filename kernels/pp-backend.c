@@ -405,6 +405,11 @@ pp_backend_recover (PpBackend * be, gchar ** what)
     *what = NULL;
   if (!pp_backend_is_halted (be))
     return FALSE;
+  /* The device went with the failure: every start fails with it, named
+   * (pp_backend_check), instead of failing again at whichever op meets
+   * the lost device next. */
+  if (g_atomic_int_get (&be->lost))
+    return FALSE;
   /* Halted, the backend enqueues nothing: what it holds can go back.
    * The trim takes the backend's lock, inside which a failure takes
    * failure_lock: never the other way round. */

@@ -31,8 +31,15 @@ void
 pp_cuda_op_error (PpCudaBackend * cu, GError * error)
 {
   if (!pp_cuda_capturing_here (cu)) {
-    /* Not the next call's failure. */
+    /* Not the next call's failure; but a fault of a kernel's (an illegal
+     * address, a device-side assert) stays the context's for good, and
+     * the runtime gives it back again. */
     pp_cuda_forget_error ();
+    if (cudaGetLastError () != cudaSuccess) {
+      g_atomic_int_set (&cu->be.lost, 1);
+      g_prefix_error (&error, "the device's context is lost (nothing runs "
+          "on it again in this process: restart the application): ");
+    }
     g_prefix_error (&error, "CUDA backend %s: ",
         cu->be.device ? cu->be.device : "?");
     if (!pp_backend_halt (&cu->be, error))
@@ -57,11 +64,26 @@ pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
 {
   cudaEvent_t start = NULL, stop = NULL;
   float ms = -1.0f;
+  cudaError_t before;
   gboolean ok;
 
   /* Halted: the trial's buffers may be missing. */
   if (pp_cuda_halted (cu))
     return -1.0;
+  /* The work queued before it, done first: a fault of its kernels comes
+   * to light at the next wait, which is not to be the trial's (a trial
+   * runs once a shape, at its first run, so the wait costs little). */
+  before = cudaStreamSynchronize (cu->stream);
+  if (before != cudaSuccess) {
+    GError *error = NULL;
+
+    pp_cuda_check (before, "cudaStreamSynchronize", __FILE__, __LINE__,
+        &error);
+    g_prefix_error (&error, "the work queued before %s was timed failed on "
+        "the device: ", what);
+    pp_cuda_op_error (cu, error);
+    return -1.0;
+  }
   ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
       && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess
       && run (data) && cudaEventRecord (start, cu->stream) == cudaSuccess;

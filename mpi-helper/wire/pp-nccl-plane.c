@@ -260,8 +260,15 @@ wait_stop (const PpWait * w, PpPoll * poll, const gchar * what)
 }
 
 /* Polls comm_get_async_error until the call under way (init, a group's
- * launch, finalize) is no longer in progress.  Called with the lock held;
- * NULL when it succeeded, else why not (the caller aborts). */
+ * launch, finalize) is no longer in progress.  Called with the lock held
+ * once; NULL when it succeeded, else why not (the caller aborts).
+ *
+ * The lock is let go between polls.  The liveness check may find a worker
+ * gone and abort every plane of the process (pp_mesh_fail), each on a
+ * thread of its own, this one among them: held here, that thread would
+ * wait for it while this one waits for that thread.  And ncclCommAbort
+ * from another thread is how an operation in progress is called off (a
+ * first send's connection waits in progress until the peer receives). */
 static GError *
 poll_in_progress_locked (PpNcclPlane * plane, const PpWait * w,
     PpPoll * poll, const gchar * what)
@@ -277,9 +284,16 @@ poll_in_progress_locked (PpNcclPlane * plane, const PpWait * w,
       return NULL;
     if (state != PP_NCCL_IN_PROGRESS)
       return nccl_error (plane->api, what, "NCCL", state);
-    if ((stop = wait_stop (w, poll, what)) != NULL)
+    g_rec_mutex_unlock (&plane->lock);
+    stop = wait_stop (w, poll, what);
+    if (stop == NULL)
+      pp_poll_sleep (poll);
+    g_rec_mutex_lock (&plane->lock);
+    if (stop != NULL)
       return stop;
-    pp_poll_sleep (poll);
+    /* Aborted meanwhile: the communicator is gone, its cause stands. */
+    if (!check_open_locked (plane, what, &stop))
+      return stop;
   }
 }
 
@@ -628,17 +642,22 @@ wait_event (PpNcclPlane * plane, const PpWait * w, Slot * slot,
     int rc = api->event_query (slot->event);
     GError *stop = NULL;
 
-    if (rc == PP_CUDA_SUCCESS)
-      return NULL;
-    if (rc != PP_CUDA_NOT_READY)
+    if (rc != PP_CUDA_SUCCESS && rc != PP_CUDA_NOT_READY)
       return g_error_new (PP_ERROR, PP_ERROR_DEVICE, "%s: cudaEventQuery "
           "says %s", what, api->cuda_error_name (rc));
     g_rec_mutex_lock (&plane->lock);
+    /* Before a completed event is believed too: an abort from another
+     * thread ends the kernels behind it, which then completes with part
+     * of the payload moved. */
     if (!check_open_locked (plane, what, &stop)) {
       /* Another thread aborted the communicator: its cause stands. */
       g_rec_mutex_unlock (&plane->lock);
       *aborted_elsewhere = TRUE;
       return stop;
+    }
+    if (rc == PP_CUDA_SUCCESS) {
+      g_rec_mutex_unlock (&plane->lock);
+      return NULL;
     }
     rc = api->comm_get_async_error (plane->comm, &state);
     g_rec_mutex_unlock (&plane->lock);

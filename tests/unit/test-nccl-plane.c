@@ -766,6 +766,125 @@ meeting_abort (PpNcclComm comm)
 
 /* A rank's planes are aborted at once, not one after the other: each
  * abort returns only when the others have begun. */
+/* A worker found gone while a send's launch is still in progress (a first
+ * send waits so until the peer receives): the liveness check fails the
+ * mesh, which aborts every plane of the process at once, each but the
+ * last on a thread of its own (pp_nccl_planes_abort), the plane being
+ * launched among them.  The send ends with the worker's exit, at once,
+ * never waiting for its own plane's abort. */
+typedef struct
+{
+  PpNcclPlane *planes[2];
+  gint asked;
+  /* The send's thread. */
+  PpChunk *chunk;
+  GError *error;
+  PpDataPlaneResult result;
+  gint done;
+} Launching;
+
+static gboolean
+mesh_fails (gpointer data, GError ** error)
+{
+  Launching *l = data;
+  g_autoptr (GError) reason = NULL;
+
+  if (++l->asked < 2)
+    return TRUE;
+  reason = g_error_new_literal (PP_ERROR, PP_ERROR_RESOURCE,
+      "worker rank 2 (pid 99) has exited");
+  pp_nccl_planes_abort (l->planes, G_N_ELEMENTS (l->planes), reason);
+  g_propagate_error (error, g_error_copy (reason));
+  return FALSE;
+}
+
+static gpointer
+launching_send (gpointer data)
+{
+  Launching *l = data;
+  PpWait w = wait_for (PEER, LONG_DEADLINE_MS, mesh_fails, l);
+
+  l->result = pp_nccl_plane_send (l->planes[0], &w, l->chunk, &l->error);
+  g_atomic_int_set (&l->done, 1);
+  return NULL;
+}
+
+static void
+test_dies_while_launching (void)
+{
+  Launching l = { {NULL} };
+  gint64 start;
+  GThread *thread;
+
+  fake_reset ();
+  l.planes[0] = open_plane ();
+  l.planes[1] = open_plane ();
+  l.chunk = make_chunk (3);
+  fake.launch_polls = -1;       /* the peer never takes the send */
+  start = g_get_monotonic_time ();
+  thread = g_thread_new ("send", launching_send, &l);
+  while (!g_atomic_int_get (&l.done)) {
+    if (elapsed_ms (start) > LONG_DEADLINE_MS / 2)
+      g_error ("the send and the planes' abort wait for each other: still "
+          "waiting after %d ms", LONG_DEADLINE_MS / 2);
+    g_usleep (1000);
+  }
+  g_thread_join (thread);
+  g_assert_cmpint (l.result, ==, PP_DATA_PLANE_ABANDONED);
+  g_assert_cmpint (elapsed_ms (start), <, SLACK_MS);
+  g_assert_error (l.error, PP_ERROR, PP_ERROR_RESOURCE);
+  g_assert_nonnull (strstr (l.error->message, "has exited"));
+  g_assert_cmpint (fake.aborts, ==, 2);
+  for (guint i = 0; i < G_N_ELEMENTS (l.planes); i++) {
+    g_assert_true (pp_nccl_plane_aborted (l.planes[i], NULL));
+    pp_nccl_plane_free (l.planes[i]);
+  }
+  g_assert_cmpint (fake.aborts, ==, 2);
+  g_clear_error (&l.error);
+  pp_chunk_free (l.chunk);
+}
+
+/* An abort from another thread while a receive waits for its event: NCCL
+ * ends the kernels behind it, and the event completes with part of the
+ * payload moved.  The receive is abandoned, never done. */
+static PpNcclPlane *aborted_under;
+static gint cut_queries;
+
+static int
+cut_short_query (PpCudaEvent event)
+{
+  g_autoptr (GError) reason = NULL;
+
+  note (&fake.queries);
+  if (++cut_queries < 2)
+    return PP_CUDA_NOT_READY;
+  reason = g_error_new_literal (PP_ERROR, PP_ERROR_RESOURCE,
+      "worker rank 2 (pid 99) has exited");
+  pp_nccl_plane_abort (aborted_under, reason);
+  return PP_CUDA_SUCCESS;
+}
+
+static void
+test_aborted_in_flight (void)
+{
+  PpNcclApi api = fake_api;
+  g_autoptr (PpChunk) chunk = make_chunk (4);
+  g_autoptr (GError) error = NULL;
+  PpWait w = wait_for (PEER, LONG_DEADLINE_MS, NULL, NULL);
+
+  fake_reset ();
+  api.event_query = cut_short_query;
+  cut_queries = 0;
+  aborted_under = open_plane_on (&api);
+  g_assert_cmpint (pp_nccl_plane_recv (aborted_under, &w, chunk, &error), ==,
+      PP_DATA_PLANE_ABANDONED);
+  g_assert_error (error, PP_ERROR, PP_ERROR_RESOURCE);
+  g_assert_nonnull (strstr (error->message, "has exited"));
+  g_assert_cmpint (fake.aborts, ==, 1);
+  pp_nccl_plane_free (aborted_under);
+  aborted_under = NULL;
+}
+
 static void
 test_abort_together (void)
 {
@@ -950,6 +1069,10 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl-plane/fault/peer-stalls", test_peer_stalls);
   g_test_add_func ("/nccl-plane/fault/async-error", test_async_error);
   g_test_add_func ("/nccl-plane/fault/abort-together", test_abort_together);
+  g_test_add_func ("/nccl-plane/fault/dies-while-launching",
+      test_dies_while_launching);
+  g_test_add_func ("/nccl-plane/fault/aborted-in-flight",
+      test_aborted_in_flight);
   g_test_add_func ("/nccl-plane/close/clean", test_clean_close);
   g_test_add_func ("/nccl-plane/close/deadline", test_close_deadline);
   return g_test_run ();

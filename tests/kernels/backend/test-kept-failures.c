@@ -550,6 +550,43 @@ test_give_back (Fixture * f, gconstpointer data)
   g_assert_false (pp_backend_is_halted (f->be));
 }
 
+/* With $PP_CUDA_EMU_REFUSE=lt-fault and cuBLASLt's algorithms timed: a
+ * trial's kernels fault on the device, whose context is lost for good.
+ * The frame fails naming the trial and the loss; the backend is never
+ * taken back, and the next load fails with that cause, not with
+ * whichever op met the lost device next. */
+static void
+test_device_lost (Fixture * f, gconstpointer data)
+{
+  g_autofree guint8 *out = g_malloc (FRAME_SIDE * FRAME_SIDE * 3);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (PpModel) m = load (f, &error);
+
+  g_assert_no_error (error);
+  g_assert_false (run_frames (f, m, out, &error));
+  g_assert_nonnull (error);
+  g_test_message ("the frame: %s", error->message);
+  if (strstr (error->message, "faulted on the device while it was timed")
+      == NULL || strstr (error->message, "context is lost") == NULL)
+    g_error ("the frame failed with '%s'", error->message);
+  g_clear_error (&error);
+  g_assert_true (pp_backend_is_halted (f->be));
+  g_assert_false (pp_backend_recover (f->be, NULL));
+  g_assert_true (pp_backend_is_halted (f->be));
+  {
+    g_autoptr (PpModel) again = load (f, &error);
+    guint since = pp_backend_failures (f->be);
+
+    if (again != NULL)
+      g_assert_false (run_frames (f, again, out, &error)
+          && pp_backend_check (f->be, since, &error));
+  }
+  g_assert_nonnull (error);
+  g_test_message ("the next load: %s", error->message);
+  if (strstr (error->message, "context is lost") == NULL)
+    g_error ("the next load failed with '%s'", error->message);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -565,5 +602,10 @@ main (int argc, char **argv)
       fixture_set_up, test_other_work_alone, fixture_tear_down);
   g_test_add ("/backend/kept-failures/give-back", Fixture, NULL,
       fixture_set_up, test_give_back, fixture_tear_down);
+  /* The emulated device's fault is the process's for good: a run of its
+   * own. */
+  if (g_strcmp0 (g_getenv ("PP_CUDA_EMU_REFUSE"), "lt-fault") == 0)
+    g_test_add ("/backend/kept-failures/device-lost", Fixture, NULL,
+        fixture_set_up, test_device_lost, fixture_tear_down);
   return g_test_run ();
 }
