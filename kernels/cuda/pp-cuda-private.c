@@ -58,6 +58,20 @@ pp_cuda_op_error (PpCudaBackend * cu, GError * error)
   }
 }
 
+/* The stream's wait failed with @status: the op's failure, said as
+ * @happened (taken). */
+static void
+stream_fault (PpCudaBackend * cu, cudaError_t status, gchar * happened)
+{
+  GError *error = NULL;
+
+  pp_cuda_check (status, "cudaStreamSynchronize", __FILE__, __LINE__,
+      &error);
+  g_prefix_error (&error, "%s: ", happened);
+  g_free (happened);
+  pp_cuda_op_error (cu, error);
+}
+
 double
 pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
     PpCudaTrialFunc run, gpointer data, int runs)
@@ -75,13 +89,8 @@ pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
    * runs once a shape, at its first run, so the wait costs little). */
   before = cudaStreamSynchronize (cu->stream);
   if (before != cudaSuccess) {
-    GError *error = NULL;
-
-    pp_cuda_check (before, "cudaStreamSynchronize", __FILE__, __LINE__,
-        &error);
-    g_prefix_error (&error, "the work queued before %s was timed failed on "
-        "the device: ", what);
-    pp_cuda_op_error (cu, error);
+    stream_fault (cu, before, g_strdup_printf ("the work queued before %s "
+            "was timed failed on the device", what));
     return -1.0;
   }
   ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
@@ -105,13 +114,9 @@ pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
      * call from now on fails, so that is said here, naming the trial, not
      * by whichever op comes next. */
     if (fault != cudaSuccess) {
-      GError *error = NULL;
-
-      pp_cuda_check (fault, "cudaStreamSynchronize", __FILE__, __LINE__,
-          &error);
-      g_prefix_error (&error, "%s faulted on the device while it was timed "
-          "(the way that times it is optional: leave it unset): ", what);
-      pp_cuda_op_error (cu, error);
+      stream_fault (cu, fault, g_strdup_printf ("%s faulted on the device "
+              "while it was timed (the way that times it is optional: leave "
+              "it unset)", what));
       return -1.0;
     }
     pp_cuda_forget_error ();
