@@ -27,15 +27,38 @@ pp_cuda_forget_error (void)
   (void) cudaGetLastError ();
 }
 
+/* Whether @e is a kernel's fault, which the CUDA context keeps for good
+ * (the runtime answers it to every call after it: a "sticky" error). */
+static gboolean
+context_lost (cudaError_t e)
+{
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return TRUE;
+    default:
+      return FALSE;
+  }
+}
+
 void
 pp_cuda_op_error (PpCudaBackend * cu, GError * error)
 {
   if (!pp_cuda_capturing_here (cu)) {
     /* Not the next call's failure; but a fault of a kernel's (an illegal
      * address, a device-side assert) stays the context's for good, and
-     * the runtime gives it back again. */
+     * the runtime gives it back again (as it does the lack of a device,
+     * which is not a fault). */
     pp_cuda_forget_error ();
-    if (cudaGetLastError () != cudaSuccess) {
+    if (context_lost (cudaGetLastError ())) {
       g_atomic_int_set (&cu->be.lost, 1);
       g_prefix_error (&error, "the device's context is lost (nothing runs "
           "on it again in this process: restart the application): ");
