@@ -439,7 +439,6 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
   GraphPlan *p;
   GError *error = NULL;
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-  int category;
 
   g_return_val_if_fail (key->nhwc && key->dtype != PP_DTYPE_F32, FALSE);
 
@@ -489,11 +488,8 @@ pp_cuda_conv_graph_run (PpCudaBackend * cu, const PpCudaConvKey * key,
    * now on, as the legacy calls' refusals are answered.  Elsewhere, or
    * another status (an internal error, a device's fault), the failure is
    * the op's. */
-  category = CUDNN_STATUS_CATEGORY (status);
   if (p->ran || pp_cuda_capturing_here (cu)
-      || (category != CUDNN_STATUS_NOT_SUPPORTED
-          && category != CUDNN_STATUS_BAD_PARAM
-          && category != CUDNN_STATUS_EXECUTION_FAILED)) {
+      || !pp_cudnn_refused (status)) {
     g_autofree gchar *desc = graph_describe (&k);
 
     g_prefix_error (&error, "%s: ", desc);

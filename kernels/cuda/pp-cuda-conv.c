@@ -353,7 +353,6 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
     gpointer workspace = p->workspace > 0 ? pp_cuda_scratch (cu,
         PP_CUDA_SCRATCH_WORKSPACE, p->workspace) : NULL;
     cudnnStatus_t status;
-    int category;
     g_autofree gchar *desc = NULL;
 
     /* Halted: no work, and no refusal to remember. */
@@ -361,16 +360,13 @@ conv_forward (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
       return;
     status = cudnnConvolutionForward (cu->cudnn, &one, p->x, x,
         p->w, w, p->conv, p->algo, workspace, p->workspace, &zero, p->y, y);
-    category = CUDNN_STATUS_CATEGORY (status);
 
     if (status == CUDNN_STATUS_SUCCESS) {
       p->ran = TRUE;
       return;
     }
     if (p->ran || pp_cuda_capturing_here (cu)
-        || (category != CUDNN_STATUS_NOT_SUPPORTED
-            && category != CUDNN_STATUS_BAD_PARAM
-            && category != CUDNN_STATUS_EXECUTION_FAILED)) {
+        || !pp_cudnn_refused (status)) {
       pp_cudnn_check (status, "cudnnConvolutionForward", __FILE__, __LINE__,
           &error);
       pp_cuda_op_error (cu, error);
@@ -457,7 +453,6 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
   g_autofree gchar *desc = NULL;
   gpointer workspace;
   cudnnStatus_t status;
-  int category;
 
   g_assert (!p->fused_refused[a]);
   if (!p->fused_ran[a] && pp_cuda_capturing_here (cu)) {
@@ -492,11 +487,8 @@ conv_forward_fused (PpCudaBackend * cu, ConvPlan * p,
     p->fused_ran[a] = TRUE;
     return TRUE;
   }
-  category = CUDNN_STATUS_CATEGORY (status);
   if (p->fused_ran[a] || pp_cuda_capturing_here (cu)
-      || (category != CUDNN_STATUS_NOT_SUPPORTED
-          && category != CUDNN_STATUS_BAD_PARAM
-          && category != CUDNN_STATUS_EXECUTION_FAILED)) {
+      || !pp_cudnn_refused (status)) {
     GError *error = NULL;
 
     pp_cudnn_check (status, "cudnnConvolutionBiasActivationForward",

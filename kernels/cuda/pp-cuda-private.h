@@ -343,6 +343,20 @@ void pp_cuda_gemm (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     gpointer y, PpCudaType ty, int ldy);
 
 #ifdef PP_HAVE_CUDNN
+/* Whether cuDNN's @status refuses a call (not supported, a parameter it
+ * will not take, an execution it could not start): at a plan's first run
+ * outside a capture, another way may take the work.  Any other status (an
+ * internal error, a device's fault) is the op's failure. */
+static inline gboolean
+pp_cudnn_refused (cudnnStatus_t status)
+{
+  const int category = CUDNN_STATUS_CATEGORY (status);
+
+  return category == CUDNN_STATUS_NOT_SUPPORTED
+      || category == CUDNN_STATUS_BAD_PARAM
+      || category == CUDNN_STATUS_EXECUTION_FAILED;
+}
+
 /* The convolutions' per-shape plans, and their filters' channels-last
  * copies (pp-cuda-conv.c). */
 GHashTable *pp_cuda_conv_plans_new (void);
