@@ -128,6 +128,9 @@ struct _PpBackend
   /* What it runs on, for logs and the handshake ("2-core x86_64, AVX-512,
    * 8 threads"); filled in when the backend is first got. */
   gchar *device;
+  /* A GPU backend's device among those the process sees (the N of
+   * "cuda:N"); 0 on the CPU backends, which have none. */
+  gint device_index;
   /* Its choices among ways of computing that change the bits of results
    * (an algorithm, a kernel, a layout), as its environment made them when
    * it was made, one "name=choice" each, space-separated: the handshake

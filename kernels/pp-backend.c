@@ -34,7 +34,8 @@ static const struct
   { PP_BACKEND_CPU_STRICT,
       "the CPU kernels on buffers the host cannot touch (debugging)" },
 #ifdef PP_HAVE_CUDA
-  { PP_BACKEND_CUDA, "an NVIDIA GPU; cuda:N for device N" },
+  { PP_BACKEND_CUDA, "an NVIDIA GPU; cuda:N for device N, a mesh's other "
+        "ranks of the host on the devices after it" },
 #endif
 };
 
@@ -53,10 +54,11 @@ pp_backend_names (void)
 }
 
 gint
-pp_backend_device_for_rank (gint local_rank, gint n_devices)
+pp_backend_device_for_rank (gint first, gint local_rank, gint n_devices)
 {
   g_return_val_if_fail (n_devices > 0, 0);
-  return MAX (local_rank, 0) % n_devices;
+  g_return_val_if_fail (first >= 0 && first < n_devices, 0);
+  return (gint) (((gint64) first + MAX (local_rank, 0)) % n_devices);
 }
 
 #ifdef PP_HAVE_CUDA
@@ -160,18 +162,19 @@ with_hooks (PpBackend * be)
   return be;
 }
 
-/* "cuda" → device @local_rank modulo the devices seen; "cuda:N" → N. */
+/* "cuda:N" → device N + @local_rank modulo the devices seen; "cuda" is
+ * "cuda:0". */
 static PpBackend *
 get_cuda (const gchar * name, gint local_rank, GError ** error)
 {
   const gchar *index = name + strlen (PP_BACKEND_CUDA);
   CudaBackendGet backend_get;
   CudaDeviceCount n_devices;
-  guint64 device = 0;
+  guint64 first = 0;
   gint n;
 
   if (*index == ':') {
-    if (!g_ascii_string_to_unsigned (index + 1, 10, 0, G_MAXINT, &device,
+    if (!g_ascii_string_to_unsigned (index + 1, 10, 0, G_MAXINT, &first,
             NULL)) {
       g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "backend '%s': the "
           "device after 'cuda:' must be a number (cuda:0, cuda:1, …)", name);
@@ -184,8 +187,6 @@ get_cuda (const gchar * name, gint local_rank, GError ** error)
       pp_cuda_module_symbol ("pp_cuda_backend_n_devices", error);
   if (n_devices == NULL)
     return NULL;
-  if (*index == ':')
-    return with_hooks (backend_get ((gint) device, error));
   n = n_devices (error);
   if (n < 0)
     return NULL;
@@ -195,8 +196,17 @@ get_cuda (const gchar * name, gint local_rank, GError ** error)
         "CUDA_VISIBLE_DEVICES)");
     return NULL;
   }
-  return with_hooks (backend_get (pp_backend_device_for_rank (local_rank,
-              n), error));
+  /* Named by the user or by rank 0's plan: never wrapped round to another
+   * device. */
+  if (first >= (guint64) n) {
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "backend '%s': there is "
+        "no device %" G_GUINT64_FORMAT " here, this process sees %d CUDA "
+        "device%s (0 to %d; check nvidia-smi and CUDA_VISIBLE_DEVICES)",
+        name, first, n, n == 1 ? "" : "s", n - 1);
+    return NULL;
+  }
+  return with_hooks (backend_get (pp_backend_device_for_rank ((gint) first,
+              local_rank, n), error));
 }
 #endif
 
@@ -344,6 +354,14 @@ const gchar *
 pp_backend_name (const PpBackend * be)
 {
   return be->name;
+}
+
+gchar *
+pp_backend_spec (const PpBackend * be)
+{
+  if (g_str_equal (be->name, PP_BACKEND_CUDA))
+    return g_strdup_printf ("%s:%d", be->name, be->device_index);
+  return g_strdup (be->name);
 }
 
 const gchar *

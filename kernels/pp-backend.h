@@ -15,8 +15,9 @@
  *               stray host access faults where a GPU build would read
  *               garbage;
  *   cuda        an NVIDIA GPU (kernels/cuda/; builds with the CUDA
- *               toolkit): "cuda" picks the device from the process's
- *               node-local rank, "cuda:N" names device N;
+ *               toolkit): the process's node-local rank picks the device,
+ *               rank 0 of a host device 0 ("cuda") or N ("cuda:N"), the
+ *               host's other ranks the devices after it in turn;
  *   auto        the best backend this build and machine have: cuda when
  *               the build has it and a device is there, else cpu (with
  *               the reason CUDA was passed over, pp_backend_auto_reason).
@@ -48,16 +49,23 @@ G_BEGIN_DECLS
  * PPDIFFUSE_BACKEND, else auto. */
 PpBackend   *pp_backend_get        (const gchar * name, GError ** error);
 /* The same for a process whose node-local rank is @local_rank (its rank
- * among the mesh's processes on its host): "cuda" then means device
- * @local_rank modulo the devices the process sees, so that the ranks of a
- * host spread over its GPUs and share them when there are more ranks than
- * GPUs.  pp_backend_get is this with @local_rank 0. */
+ * among the mesh's processes on its host): "cuda:N" then means device
+ * N + @local_rank modulo the devices the process sees ("cuda" as
+ * "cuda:0"), so that the ranks of a host spread over its GPUs from the
+ * one named, and share them when there are more ranks than GPUs.
+ * pp_backend_get is this with @local_rank 0. */
 PpBackend   *pp_backend_get_local  (const gchar * name, gint local_rank,
                                     GError ** error);
 /* The GPU a process of node-local rank @local_rank uses among the
- * @n_devices it sees (> 0): ranks spread over the GPUs in turn, and share
- * them when the host runs more ranks than it has GPUs. */
-gint         pp_backend_device_for_rank (gint local_rank, gint n_devices);
+ * @n_devices it sees (> 0) when the host's rank 0 uses device @first
+ * (0 ≤ @first < @n_devices): ranks take the GPUs from @first on in turn,
+ * and share them when the host runs more ranks than it has GPUs. */
+gint         pp_backend_device_for_rank (gint first, gint local_rank,
+                                         gint n_devices);
+/* The name that gets @be back in a process of node-local rank 0, for a
+ * mesh's plan: "cuda:N" for the GPU backend on device N (its workers
+ * then spread over the devices after N), else @be's name.  Free it. */
+gchar       *pp_backend_spec       (const PpBackend * be);
 /* Why the last "auto" did not pick the GPU backend although this build has
  * one (its CUDA error, say), or NULL when it did or the build has none.
  * Owned by the library. */

@@ -107,6 +107,7 @@ mesh_start (const PpMeshConfig * config, GError ** error)
   g_autofree gchar *worker = NULL;
   g_autofree gchar *plan_text = NULL;
   g_autofree gchar *bells_name = NULL;
+  g_autofree gchar *spec = NULL;
   PpHelloOptions options = { NULL };
   PpBells *bells;
   gboolean started;
@@ -136,16 +137,20 @@ mesh_start (const PpMeshConfig * config, GError ** error)
         "only)", PP_NO_WATCHDOG_ENV);
   mesh->inter = mesh->world = MPI_COMM_NULL;
   /* The backend rank 0 computes on; the plan tells every worker to use
-   * it too, and the parity check holds them to it.  Rank 0 also chooses
-   * the data plane the payloads travel on. */
+   * it too, and the parity check holds them to it.  The plan names rank
+   * 0's device ("cuda:N"), so that the workers of its host take the
+   * devices after it, not rank 0's.  Rank 0 also chooses the data plane
+   * the payloads travel on. */
   backend = pp_backend_get (config->backend, error);
-  if (backend != NULL)
+  if (backend != NULL) {
+    spec = pp_backend_spec (backend);
     data_plane = pp_data_plane_choose (backend, config->n_workers + 1,
         (config->hosts == NULL || *config->hosts == '\0')
         && (config->hostfile == NULL || *config->hostfile == '\0'), error);
+  }
   mesh->plan = data_plane == NULL ? NULL : pp_plan_new_full
-      (config->n_workers, config->n_steps, config->model,
-      pp_backend_name (backend), data_plane, config->timeout_ms, error);
+      (config->n_workers, config->n_steps, config->model, spec, data_plane,
+      config->timeout_ms, error);
   if (mesh->plan == NULL) {
     g_mutex_clear (&mesh->lock);
     g_free (mesh->dump_dir);

@@ -837,6 +837,7 @@ create (gint device, GError ** error)
   cu->be.stacks_projections = TRUE;
   cu->be.plans_shapes = TRUE;
   cu->be.device = desc;
+  cu->be.device_index = device;
   /* Every choice above that changes the bits, but the activations' (the
    * handshake's "activations"). */
   cu->be.ways = g_strdup_printf ("attention=%s conv-algo=%s conv-layout=%s "

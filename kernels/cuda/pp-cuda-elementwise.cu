@@ -309,9 +309,21 @@ pp_cuda_lcm_step (float *x, const float *eps, const float *noise, size_t n,
   return cudaGetLastError ();
 }
 
+/* The frequencies of an embedding of up to this many (a UNet's 320 or
+ * 1280 channels: 160 or 640) travel with its launch, computed on the host:
+ * the device's expf and logf may be an ulp or two off the host's libm,
+ * which moved the argument by up to 6e-5 at t = 999.  Wider embeddings
+ * compute theirs on the device. */
+#define TIMESTEP_HOST_FREQS 640
+
+typedef struct
+{
+  float f[TIMESTEP_HOST_FREQS];
+} TimestepFreqs;
+
 __global__ void
 timestep_embedding_kernel (float t, int dim, int flip, float freq_shift,
-    float *y)
+    TimestepFreqs freqs, float *y)
 {
   pp_cuda_wait_prior ();
   const int half = dim / 2;
@@ -320,7 +332,9 @@ timestep_embedding_kernel (float t, int dim, int flip, float freq_shift,
       k += gridDim.x * blockDim.x) {
     /* As on the CPU: the argument rounded to float, then sin and cos of
      * it in double. */
-    const float arg = t * pp_math_timestep_freq (k, half, freq_shift);
+    const float freq = half <= TIMESTEP_HOST_FREQS ? freqs.f[k]
+        : pp_math_timestep_freq (k, half, freq_shift);
+    const float arg = t * freq;
 
     y[(flip ? half : 0) + k] = (float) sin ((double) arg);
     y[(flip ? 0 : half) + k] = (float) cos ((double) arg);
@@ -333,11 +347,17 @@ extern "C" cudaError_t
 pp_cuda_timestep_embedding (float t, int dim, int flip_sin_to_cos,
     float freq_shift, float *y, cudaStream_t stream)
 {
+  const int half = dim / 2;
+  TimestepFreqs freqs = { };
+
   if (dim <= 0)
     return cudaSuccess;
+  /* The host's libm, as the CPU backend's. */
+  for (int k = 0; k < half && k < TIMESTEP_HOST_FREQS; k++)
+    freqs.f[k] = pp_math_timestep_freq (k, half, freq_shift);
   PP_CUDA_LAUNCH (timestep_embedding_kernel, pp_cuda_blocks ((size_t) dim / 2 +
       1, PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, t, dim, flip_sin_to_cos,
-      freq_shift, y);
+      freq_shift, freqs, y);
   return cudaGetLastError ();
 }
 

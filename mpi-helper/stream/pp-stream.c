@@ -257,7 +257,7 @@ gboolean
 pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
     const PpSettings * settings, gboolean * reused, GError ** error)
 {
-  g_autofree gchar *key = NULL, *prompt_ref = NULL;
+  g_autofree gchar *key = NULL, *prompt_ref = NULL, *spec = NULL;
   g_autoptr (GPtrArray) inputs = NULL;
   PpMeshConfig config = { 0 };
   PpSettings resolved = { 0 };
@@ -321,8 +321,10 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
     pp_stream_release (stream);
     backend = start_backend (sc->backend, error);
     if (backend != NULL) {
-      /* The workers use the very backend rank 0 resolved. */
-      config.backend = pp_backend_name (backend);
+      /* The mesh and its workers use the very backend rank 0 resolved,
+       * its device named ("cuda:1"): rank 0's data plane on the device
+       * its model computes on, its host's workers on the ones after it. */
+      config.backend = spec = pp_backend_spec (backend);
       stream->model = model_new (&resolved, config.n_steps, backend, inputs,
           error);
     }

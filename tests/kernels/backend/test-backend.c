@@ -137,26 +137,121 @@ test_cuda_absent (void)
               "cuda") != NULL));
 }
 
-/* Node-local ranks spread over a host's GPUs in turn and share them when
- * there are more ranks than GPUs. */
+/* Node-local ranks spread over a host's GPUs in turn from rank 0's and
+ * share them when there are more ranks than GPUs. */
 static void
 test_device_for_rank (void)
 {
-  /* rank 0 and 3 workers on 1, 2, 4 and 8 GPUs */
+  /* rank 0 and 3 workers on 1, 2, 4 and 8 GPUs, rank 0 on the first */
   const gint expect[4][4] = {
     { 0, 0, 0, 0 }, { 0, 1, 0, 1 }, { 0, 1, 2, 3 }, { 0, 1, 2, 3 },
+  };
+  /* the same with rank 0 on the second (cuda:1): no worker of the host
+   * takes rank 0's GPU while another is free */
+  const gint expect_from_1[4][4] = {
+    { -1 }, { 1, 0, 1, 0 }, { 1, 2, 3, 0 }, { 1, 2, 3, 4 },
   };
   const gint n_devices[4] = { 1, 2, 4, 8 };
 
   for (guint d = 0; d < G_N_ELEMENTS (n_devices); d++)
-    for (gint r = 0; r < 4; r++)
-      g_assert_cmpint (pp_backend_device_for_rank (r, n_devices[d]), ==,
+    for (gint r = 0; r < 4; r++) {
+      g_assert_cmpint (pp_backend_device_for_rank (0, r, n_devices[d]), ==,
           expect[d][r]);
-  g_assert_cmpint (pp_backend_device_for_rank (-1, 2), ==, 0);
-  for (gint r = 0; r < 64; r++) {
-    g_assert_cmpint (pp_backend_device_for_rank (r, 3), >=, 0);
-    g_assert_cmpint (pp_backend_device_for_rank (r, 3), <, 3);
+      if (n_devices[d] > 1)
+        g_assert_cmpint (pp_backend_device_for_rank (1, r, n_devices[d]),
+            ==, expect_from_1[d][r]);
+    }
+  g_assert_cmpint (pp_backend_device_for_rank (0, -1, 2), ==, 0);
+  g_assert_cmpint (pp_backend_device_for_rank (2, G_MAXINT, 3), ==,
+      (gint) ((2 + (gint64) G_MAXINT) % 3));
+  for (gint first = 0; first < 3; first++)
+    for (gint r = 0; r < 64; r++) {
+      g_assert_cmpint (pp_backend_device_for_rank (first, r, 3), ==,
+          (first + r) % 3);
+    }
+}
+
+/* A backend's spec names what gets it back: the CPU backends by name. */
+static void
+test_backend_spec (void)
+{
+  g_autofree gchar *cpu = pp_backend_spec (pp_backend_cpu ());
+
+  g_assert_cmpstr (cpu, ==, PP_BACKEND_CPU);
+}
+
+/* The default backend's timestep embedding has the CPU's bits: a UNet's
+ * widths (320 and 1280, whose frequencies a GPU takes from the host) and
+ * one wider (1282: the device's own). */
+static void
+test_timestep_bits (void)
+{
+  PpBackend *be = pp_backend_default (), *cpu = pp_backend_cpu ();
+  const int dims[] = { 320, 1280, 1282, 7 };
+  const float ts[] = { 0.0f, 1.0f, 261.0f, 999.0f };
+
+  for (guint d = 0; d < G_N_ELEMENTS (dims); d++)
+    for (guint i = 0; i < G_N_ELEMENTS (ts); i++) {
+      const int dim = dims[d];
+      const gboolean flip = d % 2 == 0;
+      const float shift = d == 1 ? 1.0f : 0.0f;
+      g_autofree float *want = g_new0 (float, dim);
+      g_autofree float *got = g_new0 (float, dim);
+      float *dy = pp_backend_alloc (be, dim * sizeof (float), NULL);
+
+      pp_timestep_embedding (cpu, ts[i], dim, flip, shift,
+          pp_out_f32 (want, dim));
+      pp_timestep_embedding (be, ts[i], dim, flip, shift,
+          pp_out_f32 (dy, dim));
+      pp_backend_download (be, got, dy, dim * sizeof (float));
+      pp_backend_free (be, dy);
+      for (int k = 0; k < dim; k++)
+        if (memcmp (&got[k], &want[k], sizeof (float)) != 0)
+          g_error ("%s: timestep embedding dim %d t %g: [%d] %.9g, the "
+              "CPU's %.9g", pp_backend_name (be), dim, ts[i], k, got[k],
+              want[k]);
+    }
+}
+
+/* The GPUs of a host with three ($PP_CUDA_EMU_DEVICES=3, the emulated
+ * libraries): "cuda:N" puts node-local rank r on device N + r in turn, a
+ * spec names the device that gets the backend back, and a device that is
+ * not there is an error naming the ones that are, for rank 0 and its
+ * workers alike (never wrapped round to another). */
+static void
+test_cuda_devices (void)
+{
+  GError *error = NULL;
+  PpBackend *be;
+
+  for (gint first = 0; first < 3; first++)
+    for (gint r = 0; r < 5; r++) {
+      g_autofree gchar *name = g_strdup_printf ("cuda:%d", first);
+      g_autofree gchar *spec = NULL, *expect = NULL;
+
+      be = pp_backend_get_local (name, r, &error);
+      g_assert_no_error (error);
+      spec = pp_backend_spec (be);
+      expect = g_strdup_printf ("cuda:%d", (first + r) % 3);
+      g_assert_cmpstr (spec, ==, expect);
+      g_assert_true (g_str_has_prefix (pp_backend_device (be), expect));
+      /* The spec gets the same backend back. */
+      g_assert_true (pp_backend_get (spec, NULL) == be);
+    }
+  be = pp_backend_get (PP_BACKEND_CUDA, &error);
+  g_assert_no_error (error);
+  g_assert_true (pp_backend_get ("cuda:0", NULL) == be);
+  for (gint r = 0; r < 2; r++) {
+    g_assert_null (pp_backend_get_local ("cuda:3", r, &error));
+    g_assert_error (error, PP_ERROR, PP_ERROR_DEVICE);
+    g_test_message ("%s", error->message);
+    g_assert_nonnull (strstr (error->message, "no device 3 here, this "
+            "process sees 3 CUDA devices (0 to 2;"));
+    g_clear_error (&error);
   }
+  g_assert_null (pp_backend_get ("cuda:one", &error));
+  g_assert_error (error, PP_ERROR, PP_ERROR_CONFIG);
+  g_clear_error (&error);
 }
 
 /* Weights stored as F16 or BF16 hold the f32 weights rounded to that
@@ -1096,6 +1191,11 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/act-layout-env", test_act_layout_env);
   g_test_add_func ("/backend/cuda-absent", test_cuda_absent);
   g_test_add_func ("/backend/device-for-rank", test_device_for_rank);
+  g_test_add_func ("/backend/spec", test_backend_spec);
+  g_test_add_func ("/backend/timestep-bits", test_timestep_bits);
+  /* Only where the emulated libraries show a host of several GPUs. */
+  if (g_getenv ("PP_CUDA_EMU_DEVICES") != NULL)
+    g_test_add_func ("/backend/cuda-devices", test_cuda_devices);
   g_test_add_func ("/backend/dtype-names", test_dtype_names);
   g_test_add_func ("/backend/graphs", test_graphs);
   g_test_add_func ("/backend/graphs/feature-bank", test_graphs_feature_bank);

@@ -44,7 +44,10 @@
  * $PP_CUDA_EMU_DEVICE_MB, when set, is the device's memory in MiB (16 GiB
  * by default): a cudaMalloc that would take the memory allocated and not
  * freed past it fails with cudaErrorMemoryAllocation, as a full device
- * answers; pp_cuda_emu_fail_malloc (below) makes chosen calls fail so. */
+ * answers; pp_cuda_emu_fail_malloc (below) makes chosen calls fail so.
+ * $PP_CUDA_EMU_DEVICES, when set, is how many devices the process sees
+ * (one by default): a mesh's ranks then take them as on a host with that
+ * many GPUs, and say which they took. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -302,17 +305,34 @@ cudaRuntimeGetVersion (int *version)
   return cudaSuccess;
 }
 
+/* The devices the process sees: $PP_CUDA_EMU_DEVICES (1 to 16), else
+ * one.  They share one memory and one set of streams: what tells them
+ * apart is the index a backend was made for. */
+static int
+emu_devices (void)
+{
+  const char *n = g_getenv ("PP_CUDA_EMU_DEVICES");
+  guint64 count;
+
+  if (n == NULL || *n == '\0')
+    return 1;
+  if (!g_ascii_string_to_unsigned (n, 10, 1, 16, &count, NULL))
+    g_error ("PP_CUDA_EMU_DEVICES=%s: expected 1 to 16", n);
+  return (int) count;
+}
+
 cudaError_t
 cudaGetDeviceCount (int *count)
 {
-  *count = 1;
+  *count = emu_devices ();
   return cudaSuccess;
 }
 
 cudaError_t
 cudaSetDevice (int device)
 {
-  return device == 0 ? cudaSuccess : fail (cudaErrorInvalidDevice);
+  return device >= 0 && device < emu_devices () ? cudaSuccess
+      : fail (cudaErrorInvalidDevice);
 }
 
 /* The device's memory, and what cudaMalloc gave out and cudaFree has
@@ -333,7 +353,7 @@ device_bytes (void)
 cudaError_t
 cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
 {
-  if (device != 0)
+  if (device < 0 || device >= emu_devices ())
     return fail (cudaErrorInvalidDevice);
   memset (prop, 0, sizeof *prop);
   g_strlcpy (prop->name, EMU_DEVICE_NAME, sizeof prop->name);

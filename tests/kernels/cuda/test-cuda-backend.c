@@ -708,6 +708,30 @@ test_ops_on_device (void)
     pp_backend_free (gpu, dv);
     pp_backend_free (gpu, dout);
   }
+  /* The timestep embedding: the CPU's bits (its frequencies from the
+   * host's libm, as the CPU backend's), for a UNet's widths (320, 1280)
+   * at SD-Turbo's and SD's timesteps, flipped and shifted as their
+   * configs say. */
+  {
+    const int dims[] = { 320, 1280, 257 };
+    const float ts[] = { 0.0f, 1.0f, 261.0f, 499.5f, 999.0f };
+
+    for (guint d = 0; d < G_N_ELEMENTS (dims); d++)
+      for (guint i = 0; i < G_N_ELEMENTS (ts); i++) {
+        const int dim = dims[d];
+        g_autofree float *want = g_new0 (float, dim);
+        g_autofree gchar *what = g_strdup_printf ("timestep_embedding "
+            "dim %d t %g", dim, ts[i]);
+        float *dy = to_device (gpu, want, dim);
+
+        pp_timestep_embedding (cpu, ts[i], dim, d != 1, d == 1 ? 1.0f : 0.0f,
+            pp_out_f32 (want, dim));
+        pp_timestep_embedding (gpu, ts[i], dim, d != 1, d == 1 ? 1.0f : 0.0f,
+            pp_out_f32 (dy, dim));
+        compare (gpu, dy, want, dim, 0.0, what);
+        pp_backend_free (gpu, dy);
+      }
+  }
   g_rand_free (rand);
 }
 
