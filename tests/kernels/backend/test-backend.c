@@ -1163,6 +1163,33 @@ test_graph_first_met (void)
   g_rand_free (rand);
 }
 
+/* A kernel queued before a product's first (timed) run faults on the
+ * device ($PP_CUDA_EMU_FAULT_KERNEL=fill_kernel,
+ * PPDIFFUSE_CUDA_GEMM_ALGO=timed): the trial waits for the work before
+ * it first, and the process ends saying that this work failed, not that
+ * the trial did.  Its caller checks the message. */
+static void
+test_trial_after_fault (void)
+{
+  PpBackend *be = get (NULL);
+  GRand *rand = g_rand_new_with_seed (11);
+  gpointer filled;
+  Product p;
+
+  p.be = be;
+  p.t = PP_DTYPE_F16;
+  p.x = product_operand (&p, rand, PRODUCT_ROWS * PRODUCT_IN);
+  p.w = product_operand (&p, rand, PRODUCT_OUT * PRODUCT_IN);
+  p.b = product_operand (&p, rand, PRODUCT_OUT);
+  p.y = product_operand (&p, rand, PRODUCT_ROWS * PRODUCT_OUT);
+  filled = pp_backend_alloc (be, 64 * sizeof (float), NULL);
+  pp_backend_fill (be, filled, 1.0f, 64);
+  product_run (&p, 0);
+  pp_backend_synchronize (be);
+  g_rand_free (rand);
+  g_error ("the fault of the kernel before the product was not said");
+}
+
 /* An upload inside a graph is refused, as a CUDA stream capture refuses
  * it: the emulation ends the process naming it. */
 static void
@@ -1203,6 +1230,9 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/graphs/warm-batches", test_warm_batches);
   g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);
   g_test_add_func ("/backend/graphs/first-met", test_graph_first_met);
+  /* Only where the emulated libraries make a kernel fault. */
+  if (g_getenv ("PP_CUDA_EMU_FAULT_KERNEL") != NULL)
+    g_test_add_func ("/backend/trial-after-fault", test_trial_after_fault);
   g_test_add_func ("/backend/transfers/threads", test_transfers_from_threads);
   for (guint i = 0; i < G_N_ELEMENTS (backends); i++) {
     g_autofree gchar *weights = g_strdup_printf ("/backend/%s/weights-dtype",

@@ -74,6 +74,14 @@ void      emu_run_now (void (*run) (void *data), void *data);
  * kernel's launches are counted): what $PP_CUDA_EMU_LAUNCHES reports. */
 void      emu_count_launch (const char *name);
 
+/* A fault of the device's (a cudaError_t value, such as
+ * cudaErrorIllegalAddress): the process's, and for good, as a device
+ * whose context is lost answers it from every synchronize and
+ * cudaGetLastError on. */
+void      emu_device_fault (int error);
+/* That fault, or 0 (cudaSuccess). */
+int       emu_device_faulted (void);
+
 /* The calling thread's last launch error (a cudaError_t value), cleared
  * (cudaGetLastError of the kernels' runtime). */
 int       emu_take_launch_error (void);

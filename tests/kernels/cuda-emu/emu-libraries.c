@@ -45,6 +45,10 @@
  * by default): a cudaMalloc that would take the memory allocated and not
  * freed past it fails with cudaErrorMemoryAllocation, as a full device
  * answers; pp_cuda_emu_fail_malloc (below) makes chosen calls fail so.
+ * $PP_CUDA_EMU_FAULT_KERNEL, when set, is a kernel name's prefix: the
+ * first such kernel to run faults instead (an illegal address), when it
+ * runs, not when it is launched: queued, the fault comes to light at the
+ * host's next wait for its stream, as on a device (emu.cc).
  * $PP_CUDA_EMU_DEVICES, when set, is how many devices the process sees
  * (one by default): a mesh's ranks then take them as on a host with that
  * many GPUs, and say which they took. */
@@ -91,13 +95,12 @@
 
 /* Per host thread, as the runtime's. */
 static __thread cudaError_t last_error;
-/* A fault of the device's (lt-fault): the process's, and for good. */
-static gint sticky_fault;
-
+/* A fault of the device's (lt-fault, or a kernel's: emu.cc): the
+ * process's, and for good. */
 static cudaError_t
 sticky (void)
 {
-  return (cudaError_t) g_atomic_int_get (&sticky_fault);
+  return (cudaError_t) emu_device_faulted ();
 }
 
 static cudaError_t
@@ -1286,7 +1289,7 @@ cublasLtMatmul (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
   if (refuses ("lt-matmul"))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (refuses ("lt-fault") && algo != NULL && algo->data[0] == 1) {
-    g_atomic_int_set (&sticky_fault, cudaErrorIllegalAddress);
+    emu_device_fault (cudaErrorIllegalAddress);
     return CUBLAS_STATUS_SUCCESS;
   }
   op_dims (a, d->transa != CUBLAS_OP_N, &m, &k);

@@ -33,6 +33,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <deque>
@@ -741,6 +742,34 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
   }
 }
 
+static std::atomic<int> device_fault;
+
+extern "C" void
+emu_device_fault (int error)
+{
+  device_fault = error;
+}
+
+extern "C" int
+emu_device_faulted (void)
+{
+  return device_fault;
+}
+
+/* TRUE for the first kernel to run whose name starts with
+ * $PP_CUDA_EMU_FAULT_KERNEL: it faults instead of running
+ * (emu-libraries.c). */
+static bool
+faults (const char *kernel)
+{
+  static const char *const prefix = getenv ("PP_CUDA_EMU_FAULT_KERNEL");
+  static std::atomic<bool> faulted;
+
+  return prefix != nullptr && *prefix != '\0'
+      && strncmp (kernel, prefix, strlen (prefix)) == 0
+      && !faulted.exchange (true);
+}
+
 /* Runs a launch emu_launch has checked, here and now (a graph's or a
  * deferred stream's node runs it so, in its turn). */
 static void
@@ -755,6 +784,12 @@ launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
     const std::lock_guard<std::mutex> hold (runs_lock);
 
     runs[kernel]++;
+  }
+  if (faults (kernel)) {
+    fprintf (stderr, "cuda-emu: kernel %s faults (an illegal address, "
+        "$PP_CUDA_EMU_FAULT_KERNEL)\n", kernel);
+    emu_device_fault (cudaErrorIllegalAddress);
+    return;
   }
 #ifdef EMU_ASAN
   {

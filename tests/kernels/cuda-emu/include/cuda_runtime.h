@@ -34,6 +34,7 @@ typedef enum
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorIllegalAddress = 700,
 } cudaError_t;
 
 typedef struct EmuStream *cudaStream_t;
