@@ -23,6 +23,9 @@ GST_DEBUG_CATEGORY_EXTERN (gst_pp_diffuse_debug);
 #define DEFAULT_MAX_IN_FLIGHT 0
 #define DEFAULT_MODEL PP_SETTINGS_DEFAULT_MODEL
 #define DEFAULT_BACKEND GST_PP_DIFFUSE_BACKEND_AUTO
+#define DEFAULT_CUDA_DEVICE_ID -1
+/* More GPUs than one host has. */
+#define MAX_CUDA_DEVICE_ID 1023
 #define DEFAULT_DTYPE GST_PP_DIFFUSE_DTYPE_AUTO
 #define DEFAULT_CUDA_GRAPHS FALSE
 #define DEFAULT_STREAM_BATCH FALSE
@@ -47,6 +50,7 @@ enum
   PROP_MAX_IN_FLIGHT,
   PROP_MODEL,
   PROP_BACKEND,
+  PROP_CUDA_DEVICE_ID,
   PROP_DTYPE,
   PROP_CUDA_GRAPHS,
   PROP_STREAM_BATCH,
@@ -167,6 +171,9 @@ gst_pp_diffuse_set_property (GObject * object, guint prop_id,
       break;
     case PROP_BACKEND:
       self->backend = g_value_get_enum (value);
+      break;
+    case PROP_CUDA_DEVICE_ID:
+      self->cuda_device_id = g_value_get_int (value);
       break;
     case PROP_DTYPE:
       self->dtype = g_value_get_enum (value);
@@ -298,6 +305,9 @@ gst_pp_diffuse_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_BACKEND:
       g_value_set_enum (value, self->backend);
+      break;
+    case PROP_CUDA_DEVICE_ID:
+      g_value_set_int (value, self->cuda_device_id);
       break;
     case PROP_DTYPE:
       g_value_set_enum (value, self->dtype);
@@ -464,6 +474,22 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
       g_param_spec_enum ("backend", "Backend",
           "Compute backend of the workers", GST_TYPE_PP_DIFFUSE_BACKEND,
           DEFAULT_BACKEND, PARAM_FLAGS));
+  /**
+   * GstPpDiffuse:cuda-device-id:
+   *
+   * The GPU rank 0 computes on, among those its process sees; the
+   * workers of its host take the ones after it in turn (wrapping round to
+   * device 0), each other host's workers likewise from the same device.
+   * Naming one asks for the cuda backend: with backend=auto it is cuda
+   * (failing at start without that device, as backend=cuda does), with a
+   * CPU backend the start fails.  -1: device 0, or the one
+   * $PPDIFFUSE_BACKEND=cuda:N names.
+   */
+  g_object_class_install_property (gobject_class, PROP_CUDA_DEVICE_ID,
+      g_param_spec_int ("cuda-device-id", "CUDA device",
+          "The GPU rank 0 computes on; its host's workers take the ones "
+          "after it (-1: device 0, or $PPDIFFUSE_BACKEND=cuda:N's)", -1,
+          MAX_CUDA_DEVICE_ID, DEFAULT_CUDA_DEVICE_ID, PARAM_FLAGS));
   /**
    * GstPpDiffuse:dtype:
    *
@@ -857,6 +883,7 @@ gst_pp_diffuse_props_init (GstPpDiffuse * self)
   pp_settings_init (&self->settings);
   self->settings.model = g_strdup (DEFAULT_MODEL);
   self->backend = DEFAULT_BACKEND;
+  self->cuda_device_id = DEFAULT_CUDA_DEVICE_ID;
   self->dtype = DEFAULT_DTYPE;
   self->cuda_graphs = DEFAULT_CUDA_GRAPHS;
   self->stream_batch = DEFAULT_STREAM_BATCH;

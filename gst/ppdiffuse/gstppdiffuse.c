@@ -766,7 +766,7 @@ static gboolean
 gst_pp_diffuse_start (GstPpDiffuse * self)
 {
   g_autofree gchar *worker = NULL, *hosts = NULL, *hostfile = NULL,
-      *dump_dir = NULL, *vae = NULL, *lora = NULL;
+      *dump_dir = NULL, *vae = NULL, *lora = NULL, *backend = NULL;
   PpSettings snapshot = { 0 };
   PpStreamConfig config = { 0 };
   GError *error = NULL;
@@ -777,10 +777,21 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
   pp_settings_copy (&self->accepted, &self->settings);
   config.n_workers = self->ranks;
   config.n_steps = self->steps;
-  /* auto: $PPDIFFUSE_BACKEND when set, else the best this build has. */
+  /* auto: $PPDIFFUSE_BACKEND when set, else the best this build has; a
+   * GPU named asks for cuda on it. */
   config.backend = self->backend == GST_PP_DIFFUSE_BACKEND_AUTO ? NULL
       : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_BACKEND),
       self->backend)->value_nick;
+  if (self->cuda_device_id >= 0) {
+    if (config.backend == NULL || g_str_equal (config.backend, "cuda"))
+      config.backend = backend = g_strdup_printf ("cuda:%d",
+          self->cuda_device_id);
+    else
+      error = g_error_new (PP_ERROR, PP_ERROR_CONFIG, "cuda-device-id=%d "
+          "names a GPU of the cuda backend, and backend is %s: set "
+          "backend=cuda (or auto), or leave cuda-device-id unset (-1)",
+          self->cuda_device_id, config.backend);
+  }
   config.dtype = self->dtype == GST_PP_DIFFUSE_DTYPE_AUTO ? NULL
       : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_DTYPE),
       self->dtype)->value_nick;
@@ -808,7 +819,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
 
   /* Loading and spawning take a while: report where we are. */
   gst_pp_diffuse_progress_start (self);
-  ok = pp_stream_start (self->stream, &config, &snapshot, &reused, &error);
+  ok = error == NULL
+      && pp_stream_start (self->stream, &config, &snapshot, &reused, &error);
   if (!ok) {
     gst_pp_diffuse_progress_error (self, error->message);
     if (error->domain == PP_ERROR && (error->code == PP_ERROR_CONFIG

@@ -68,6 +68,7 @@ struct _GstPpDiffuse
   PpSettings settings;          /* the live properties, as set */
   PpSettings accepted;          /* as last checked and accepted */
   GstPpDiffuseBackend backend;
+  gint cuda_device_id;          /* rank 0's GPU; -1: the backend decides */
   GstPpDiffuseDtype dtype;
   gboolean cuda_graphs;
   gboolean cuda_graphs_set;     /* set explicitly: else the backend decides */

@@ -749,6 +749,40 @@ GST_START_TEST (test_auto_backend_falls_back)
 
 GST_END_TEST;
 
+/* cuda-device-id names a GPU of the cuda backend: with a CPU backend the
+ * start fails naming both settings, with auto it asks for cuda (here, no
+ * GPU: the failure of backend=cuda), in bounded time and before any
+ * worker is spawned.  -1 (unset) by default. */
+GST_START_TEST (test_cuda_device_id)
+{
+  const gchar *cpu[] = { "cuda-device-id=1 names a GPU of the cuda backend",
+    "backend is cpu", "set backend=cuda", NULL
+  };
+#ifdef PP_TEST_HAVE_CUDA
+  const gchar *on_auto[] = { "rank 0 (pid", "no usable CUDA device", NULL };
+#else
+  const gchar *on_auto[] = { "rank 0 (pid", "no CUDA backend", NULL };
+#endif
+  GstElement *e = pp_check_make_element (1, 1, "builtin:stamp");
+  gint id = 0;
+
+  g_object_get (e, "cuda-device-id", &id, NULL);
+  fail_unless_equals_int (id, -1);
+  g_object_set (e, "cuda-device-id", 1, NULL);
+  gst_util_set_object_arg (G_OBJECT (e), "backend", "cpu");
+  pp_check_expect_start_failure (e, CUDA_FAILURE_WITHIN_MS, cpu);
+  e = pp_check_make_element (1, 1, "builtin:stamp");
+  g_object_set (e, "cuda-device-id", 0, NULL);
+  if (g_getenv ("PPDIFFUSE_BACKEND") == NULL)
+    pp_check_expect_start_failure (e, CUDA_FAILURE_WITHIN_MS, on_auto);
+  else
+    gst_object_unref (e);
+  fail_unless_equals_int (pp_check_wait_descendants_gone ("ppdiffuse-worker",
+          ERROR_TIMEOUT_MS), 0);
+}
+
+GST_END_TEST;
+
 /* dtype: auto by default, the values by name; a pipeline directory's URI
  * carries it to every rank (the tiny-pipeline tests run it). */
 GST_START_TEST (test_dtype_property)
@@ -1555,6 +1589,7 @@ ppdiffuse_suite (void)
   tcase_add_test (tc, test_cuda_backend_unavailable);
   tcase_add_test (tc, test_auto_backend_falls_back);
   tcase_add_test (tc, test_dtype_property);
+  tcase_add_test (tc, test_cuda_device_id);
   suite_add_tcase (s, tc);
   return s;
 }
