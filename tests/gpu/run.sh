@@ -47,8 +47,10 @@
 #              tool with them, byte for byte; one worker with stream-batch
 #              (two frames a pass) against img2img;
 #   spread     with N >= 2 GPUs: rank 0 and N-1 workers, each on its own
-#              GPU, chunks over NCCL; then N workers (N+1 ranks on N GPUs:
-#              the MPI plane), each on the GPU of its node-local rank;
+#              GPU, chunks over NCCL; the same with rank 0 on the last GPU
+#              (cuda-device-id), its workers on the GPUs after it; then N
+#              workers (N+1 ranks on N GPUs: the MPI plane), each on the
+#              GPU of its node-local rank;
 #   determinism  the same UNet forward twice on cuda, f16 and f32: the same
 #              bytes;
 #   faults     a worker killed / hung inside a real model's CUDA work: an
@@ -1031,6 +1033,26 @@ step_spread() {
         && { [ -n "$dry" ] || judge "$tag equals img2img on cuda:0 byte for byte" \
           python3 "$gc" frames "$tag vs img2img" "$work/tool-f32" "$work/$tag" 4 --exact; }
     done
+    # Rank 0 on the last GPU (cuda-device-id): its host's workers take the
+    # GPUs after it in turn, from GPU 0, none rank 0's; chunks over NCCL.
+    if [ -z "$dry" ]; then
+      last=$((n_gpus - 1))
+      devices=""
+      r=1
+      while [ "$r" -le "$w" ]; do
+        devices="$devices --device $r=cuda:$(((last + r) % n_gpus))"
+        r=$((r + 1))
+      done
+      mesh_env=""
+      # shellcheck disable=SC2086
+      mesh_run "last-gpu" "$w" "$BE" f32 cuda-device-id="$last" \
+        && judge "rank 0 on cuda:$last (cuda-device-id), its $w workers on the GPUs after it" \
+          python3 "$gc" mesh-log "$work/last-gpu.log" --workers "$w" \
+          --frames 4 --backend "$BE" --plane nccl $devices \
+        && judge "rank 0 on cuda:$last: img2img's frames byte for byte" \
+          python3 "$gc" frames "last-gpu vs img2img" "$work/tool-f32" \
+          "$work/last-gpu" 4 --exact
+    fi
     # N workers and rank 0 on N GPUs: worker N shares GPU 0 with rank 0, so
     # the chunks go over MPI; each worker on the GPU of its node-local rank.
     if [ -z "$dry" ]; then
