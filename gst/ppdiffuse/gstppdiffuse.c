@@ -783,7 +783,8 @@ gst_pp_diffuse_start (GstPpDiffuse * self)
       : g_enum_get_value (g_type_class_peek (GST_TYPE_PP_DIFFUSE_BACKEND),
       self->backend)->value_nick;
   if (self->cuda_device_id >= 0) {
-    if (config.backend == NULL || g_str_equal (config.backend, "cuda"))
+    if (self->backend == GST_PP_DIFFUSE_BACKEND_AUTO
+        || self->backend == GST_PP_DIFFUSE_BACKEND_CUDA)
       config.backend = backend = g_strdup_printf ("cuda:%d",
           self->cuda_device_id);
     else
