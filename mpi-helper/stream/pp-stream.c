@@ -207,16 +207,22 @@ recover_backend (PpBackend * backend)
  * life is not the backend's to end: a failure inside an op (a device out
  * of memory) halts the backend and fails the stream with its message
  * instead (pp_backend_keep_failures), and the next start takes a halted
- * backend back into use. */
+ * backend back into use.  One whose device was lost stays halted: every
+ * start fails at once with that failure, before anything is loaded.  Its
+ * errors name rank 0. */
 static PpBackend *
 rank0_backend (const gchar * name, GError ** error)
 {
   PpBackend *backend = pp_backend_get (name, error);
 
+  if (backend != NULL) {
+    pp_backend_keep_failures (backend);
+    recover_backend (backend);
+    if (!pp_backend_check (backend, pp_backend_failures (backend), error))
+      backend = NULL;
+  }
   if (backend == NULL)
-    return NULL;
-  pp_backend_keep_failures (backend);
-  recover_backend (backend);
+    prefix_rank0 (error);
   return backend;
 }
 
@@ -228,10 +234,8 @@ start_backend (const gchar * name, GError ** error)
 {
   PpBackend *backend = rank0_backend (name, error);
 
-  if (backend == NULL) {
-    prefix_rank0 (error);
+  if (backend == NULL)
     return NULL;
-  }
   if (name == NULL && pp_backend_auto_reason () != NULL)
     PP_INFO ("backend %s: %s; auto passed over CUDA: %s",
         pp_backend_name (backend), pp_backend_device (backend),

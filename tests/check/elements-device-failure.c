@@ -14,7 +14,12 @@
  * device's memory, and the stream goes on, its frames those it gave
  * before; a failure inside the prompt's ops (which halts the backend) is
  * taken back at once, the encoding having run with none of the stream's
- * work in flight. */
+ * work in flight.
+ *
+ * And rank 0's device faulting in a kernel ($PP_CUDA_EMU_FAULT_KERNEL,
+ * a test of its own: the fault is the process's for good): the element's
+ * error says the device's context is lost, and every start after it fails
+ * in bounded time saying so, the application alive. */
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <gmodule.h>
@@ -496,6 +501,42 @@ GST_START_TEST (test_rank0_out_of_memory)
 
 GST_END_TEST;
 
+/* The kernel that writes the first frame's bytes faults on rank 0's
+ * device: the stream fails naming rank 0 and the lost context, and the
+ * element started again fails at once with the same cause, twice (never
+ * taken back: nothing runs on that device again in this process). */
+GST_START_TEST (test_rank0_device_lost)
+{
+  static const gchar *const needles[] = { "rank 0 (pid ",
+    "the device's context is lost", "restart the application",
+    "cudaErrorIllegalAddress", NULL
+  };
+  GstElement *e = make_element ();
+  GstHarness *h = gst_harness_new_with_element (e, "sink", "src");
+  GstBus *bus = gst_bus_new ();
+  GstFlowReturn ret = GST_FLOW_OK;
+  gint64 since;
+
+  gst_element_set_bus (e, bus);
+  start (h, SMALL);
+  since = g_get_monotonic_time ();
+  for (guint i = 0; i < 4 * FRAMES && ret == GST_FLOW_OK; i++)
+    ret = gst_harness_push (h, make_rgb (SMALL, i));
+  pp_check_expect_error (bus, since, ERROR_WITHIN_MS, needles);
+  stop (h);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  gst_object_unref (e);
+  for (guint again = 0; again < 2; again++) {
+    /* (The check drops make_element's reference.) */
+    pp_check_expect_start_failure (make_element (), ERROR_WITHIN_MS,
+        needles);
+  }
+}
+
+GST_END_TEST;
+
 static Suite *
 device_failure_suite (void)
 {
@@ -504,8 +545,12 @@ device_failure_suite (void)
 
   tcase_set_timeout (tc, 240);
   tcase_add_unchecked_fixture (tc, setup, teardown);
-  tcase_add_test (tc, test_rank0_out_of_memory);
-  tcase_add_test (tc, test_prompt_out_of_memory);
+  if (g_getenv ("PP_CUDA_EMU_FAULT_KERNEL") != NULL) {
+    tcase_add_test (tc, test_rank0_device_lost);
+  } else {
+    tcase_add_test (tc, test_rank0_out_of_memory);
+    tcase_add_test (tc, test_prompt_out_of_memory);
+  }
   suite_add_tcase (s, tc);
   return s;
 }
