@@ -90,6 +90,9 @@ pp_mesh_worker_counts (PpMesh * mesh, PpWorkerCounts * counts, guint n)
     counts[i].cache_builds = beat.cache_builds;
     counts[i].stream_bytes = beat.stream_bytes;
     counts[i].batched_steps = beat.batched_steps;
+    counts[i].cpu_us = beat.cpu_us;
+    counts[i].seq = beat.seq;
+    counts[i].heard_us = g_get_monotonic_time () - silent_us;
   }
   return n_workers;
 }

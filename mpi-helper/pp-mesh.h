@@ -80,6 +80,9 @@ typedef struct
                                  * feature bank */
   guint64 batched_steps;        /* frame-steps run in stream-batch passes
                                  * of two frames or more */
+  guint64 cpu_us;               /* the worker process's CPU time */
+  guint64 seq;                  /* the heartbeat's sequence number */
+  gint64 heard_us;              /* when it came (g_get_monotonic_time) */
 } PpWorkerCounts;
 
 /* Each worker's counts as its last heartbeat told them.  Fills at most @n

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -264,4 +265,15 @@ pp_proc_find_child (const gchar * comm)
 
   each_proc_entry (find_child_in, &f);
   return f.found;
+}
+
+guint64
+pp_proc_cpu_us (void)
+{
+  struct rusage ru;
+
+  if (getrusage (RUSAGE_SELF, &ru) != 0)
+    return 0;
+  return (guint64) ru.ru_utime.tv_sec * G_USEC_PER_SEC + ru.ru_utime.tv_usec
+      + (guint64) ru.ru_stime.tv_sec * G_USEC_PER_SEC + ru.ru_stime.tv_usec;
 }

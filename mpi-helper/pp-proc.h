@@ -1,4 +1,5 @@
-/* ppdiffuse — process liveness for peers on this host. */
+/* ppdiffuse — process liveness for peers on this host, and this
+ * process's own CPU time. */
 #pragma once
 
 #include <glib.h>
@@ -18,5 +19,8 @@ void     pp_proc_find_spawned (const gchar * exe, guint n, gint64 * ranks);
 /* A child of this process whose command name is @comm (at most 15
  * characters, as /proc/PID/stat gives it), or 0. */
 gint64   pp_proc_find_child   (const gchar * comm);
+/* The CPU time this process has used since it started, user and system,
+ * all its threads, in µs. */
+guint64  pp_proc_cpu_us       (void);
 
 G_END_DECLS

@@ -112,7 +112,19 @@ typedef struct
   gdouble overlap;
   /* cumulative, as the workers' heartbeats told it at the interval's end */
   PpStreamWorkerCounts counts[PP_STREAM_MAX_WORKERS];
+  /* CPU time a second (1.0: a core's worth): rank 0's process over the
+   * interval, each worker's between its last two heartbeats */
+  gdouble cpu_load;
+  gdouble worker_cpu[PP_STREAM_MAX_WORKERS];
 } Interval;
+
+/* A worker's heartbeat that said its CPU time. */
+typedef struct
+{
+  guint64 seq;
+  guint64 cpu_us;
+  gint64 heard_us;
+} CpuBeat;
 
 struct _GstPpDiffuseStatsTimer
 {
@@ -128,7 +140,32 @@ struct _GstPpDiffuseStatsTimer
   gint64 since_us;
   guint64 frames_out;
   gdouble busy_s[PP_STREAM_MAX_WORKERS];  /* cumulative, never decreasing */
+  guint64 cpu_us;               /* rank 0's process */
+  CpuBeat beat[PP_STREAM_MAX_WORKERS];    /* the last one seen */
+  gdouble worker_cpu[PP_STREAM_MAX_WORKERS];      /* the last rate */
 };
+
+/* Worker @i's CPU load between the heartbeat @c came in and the one
+ * before it that the timer saw: a heartbeat comes every timeout-ms / 4,
+ * more seldom than the intervals, so the load is over the last two
+ * heartbeats, not over the interval.  Interval thread. */
+static gdouble
+worker_cpu_load (GstPpDiffuseStatsTimer * timer, guint i,
+    const PpStreamWorkerCounts * c)
+{
+  CpuBeat *last = &timer->beat[i];
+
+  if (c->cpu_us == 0 || c->seq == last->seq)
+    return timer->worker_cpu[i];
+  if (last->cpu_us != 0 && c->heard_us > last->heard_us
+      && c->cpu_us >= last->cpu_us)
+    timer->worker_cpu[i] = (gdouble) (c->cpu_us - last->cpu_us)
+        / (gdouble) (c->heard_us - last->heard_us);
+  last->seq = c->seq;
+  last->cpu_us = c->cpu_us;
+  last->heard_us = c->heard_us;
+  return timer->worker_cpu[i];
+}
 
 GstPpDiffuseStatsTimer *
 gst_pp_diffuse_stats_timer_new (GstPpDiffuse * self)
@@ -160,6 +197,7 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
   const gint64 now = g_get_monotonic_time ();
   const gdouble elapsed_s = MAX (now - timer->since_us, 1) / 1e6;
   gdouble busy_s[PP_STREAM_MAX_WORKERS];
+  const guint64 cpu_us = pp_stream_rank0_cpu_us ();
   guint64 frames_out;
   gdouble sum = 0;
 
@@ -181,6 +219,11 @@ close_interval (GstPpDiffuseStatsTimer * timer, Interval * iv)
   }
   iv->overlap = iv->n_workers ? sum / iv->n_workers : 0;
   pp_stream_worker_counts (self->stream, iv->counts, iv->n_workers);
+  for (guint i = 0; i < iv->n_workers; i++)
+    iv->worker_cpu[i] = worker_cpu_load (timer, i, &iv->counts[i]);
+  iv->cpu_load = cpu_us >= timer->cpu_us
+      ? (cpu_us - timer->cpu_us) / (elapsed_s * 1e6) : 0;
+  timer->cpu_us = cpu_us;
   timer->frames_out = frames_out;
   timer->since_us = now;
 }
@@ -246,6 +289,9 @@ gst_pp_diffuse_stats_timer_start (GstPpDiffuseStatsTimer * timer,
   memset (&timer->last, 0, sizeof timer->last);
   timer->last.n_workers = MIN (n_workers, PP_STREAM_MAX_WORKERS);
   memset (timer->busy_s, 0, sizeof timer->busy_s);
+  memset (timer->beat, 0, sizeof timer->beat);
+  memset (timer->worker_cpu, 0, sizeof timer->worker_cpu);
+  timer->cpu_us = pp_stream_rank0_cpu_us ();
   timer->frames_out = 0;
   timer->since_us = g_get_monotonic_time ();
   timer->stop = FALSE;
@@ -290,6 +336,20 @@ u64_array (GValue * array, const PpStreamWorkerCounts * counts, guint n,
   }
 }
 
+/* @array: a GstValueArray of the @n values. */
+static void
+double_array (GValue * array, const gdouble * values, guint n)
+{
+  gst_value_array_init (array, n);
+  for (guint i = 0; i < n; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_DOUBLE);
+    g_value_set_double (&v, values[i]);
+    gst_value_array_append_and_take_value (array, &v);
+  }
+}
+
 GstStructure *
 gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
 {
@@ -299,6 +359,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GValue builds = G_VALUE_INIT;
   GValue bank = G_VALUE_INIT;
   GValue batched = G_VALUE_INIT;
+  GValue cpu = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
   PpStreamStats last;
@@ -309,20 +370,14 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   running = timer->running;
   g_mutex_unlock (&timer->lock);
 
-  gst_value_array_init (&busy, iv.n_workers);
-  for (guint i = 0; i < iv.n_workers; i++) {
-    GValue v = G_VALUE_INIT;
-
-    g_value_init (&v, G_TYPE_DOUBLE);
-    g_value_set_double (&v, iv.busy[i]);
-    gst_value_array_append_and_take_value (&busy, &v);
-  }
+  double_array (&busy, iv.busy, iv.n_workers);
   u64_array (&builds, iv.counts, iv.n_workers,
       G_STRUCT_OFFSET (PpStreamWorkerCounts, cache_builds));
   u64_array (&bank, iv.counts, iv.n_workers,
       G_STRUCT_OFFSET (PpStreamWorkerCounts, stream_bytes));
   u64_array (&batched, iv.counts, iv.n_workers,
       G_STRUCT_OFFSET (PpStreamWorkerCounts, batched_steps));
+  double_array (&cpu, iv.worker_cpu, iv.n_workers);
 
   pp_stream_last_stats (self->stream, &last);
   g_mutex_lock (&self->lock);
@@ -351,12 +406,14 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
       "cache-epoch", G_TYPE_UINT, pp_stream_cache_epoch (self->stream),
       "mesh-chunks", G_TYPE_UINT64, last.chunks,
       "mesh-wall-s", G_TYPE_DOUBLE, last.wall_s,
-      "warm-up-passes", G_TYPE_UINT64, last.warm_ups, NULL);
+      "warm-up-passes", G_TYPE_UINT64, last.warm_ups,
+      "cpu-load", G_TYPE_DOUBLE, iv.cpu_load, NULL);
   g_mutex_unlock (&self->lock);
   gst_structure_take_value (s, "worker-busy", &busy);
   gst_structure_take_value (s, "kv-cache-builds", &builds);
   gst_structure_take_value (s, "bank-bytes", &bank);
   gst_structure_take_value (s, "batched-steps", &batched);
+  gst_structure_take_value (s, "worker-cpu-load", &cpu);
   return s;
 }
 

@@ -432,7 +432,8 @@ cuda_graph_free (PpBackend * be, gpointer graph)
 }
 
 /* Profiles' marks and the data planes' fences: events on the compute
- * stream.  An event of @flags recorded behind the work issued so far;
+ * stream.  An event of @flags recorded behind the work issued so far, a
+ * host thread's wait for it sleeping with PPDIFFUSE_CUDA_WAIT=sleep;
  * none during a capture (an event recorded there would become a node of
  * the graph). */
 static gpointer
@@ -443,7 +444,8 @@ record_event (PpBackend * be, unsigned int flags)
 
   enter (cu);
   if (cu->capturing == NULL) {
-    PP_CUDA_OP_TRY (cu, cudaEventCreateWithFlags (&event, flags));
+    PP_CUDA_OP_TRY (cu, cudaEventCreateWithFlags (&event, flags
+            | (cu->wait_sleep ? cudaEventBlockingSync : 0)));
     PP_CUDA_OP_TRY (cu, cudaEventRecord (event, cu->stream));
   }
   leave (cu);
@@ -640,16 +642,21 @@ static const PpOps cuda_ops = {
 
 /* Creation */
 
-/* @st's pinned buffers of @bytes each, and their events. */
+/* @st's pinned buffers of @bytes each, and their events: a host thread
+ * waiting for one sleeps with @sleep (PPDIFFUSE_CUDA_WAIT), else spins. */
 static gboolean
-staging_init (PpCudaStaging * st, gsize bytes, GError ** error)
+staging_init (PpCudaStaging * st, gsize bytes, gboolean sleep,
+    GError ** error)
 {
+  const unsigned int flags = cudaEventDisableTiming
+      | (sleep ? cudaEventBlockingSync : 0);
+
   g_mutex_init (&st->lock);
   for (guint b = 0; b < PP_CUDA_STAGING_BUFFERS; b++)
     if (!PP_CUDA_TRY (cudaHostAlloc ((void **) &st->buffer[b], bytes,
                 cudaHostAllocDefault), error)
-        || !PP_CUDA_TRY (cudaEventCreateWithFlags (&st->copied[b],
-                cudaEventDisableTiming), error))
+        || !PP_CUDA_TRY (cudaEventCreateWithFlags (&st->copied[b], flags),
+            error))
       return FALSE;
   return TRUE;
 }
@@ -692,8 +699,9 @@ init_handles (PpCudaBackend * cu, GError ** error)
                   | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
           error))
     return FALSE;
-  return staging_init (&cu->up, PP_CUDA_STAGING_BYTES, error)
-      && staging_init (&cu->down, PP_CUDA_DOWN_STAGING_BYTES, error);
+  return staging_init (&cu->up, PP_CUDA_STAGING_BYTES, cu->wait_sleep, error)
+      && staging_init (&cu->down, PP_CUDA_DOWN_STAGING_BYTES, cu->wait_sleep,
+      error);
 }
 
 /* The libraries' versions as loaded (not as built against): what a GPU
@@ -753,10 +761,12 @@ create (gint device, GError ** error)
   static const gchar *const gemm_out_ways[] = { "act", "f32", NULL };
   /* PPDIFFUSE_CUDA_PDL's. */
   static const gchar *const pdl_ways[] = { "off", "on", NULL };
+  /* PPDIFFUSE_CUDA_WAIT's. */
+  static const gchar *const wait_ways[] = { "spin", "sleep", NULL };
   PpCudaBackend *cu;
   gchar *desc, *versions;
   guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
-  guint gemm_out = 0, gemm_algo = 0, pdl = 0;
+  guint gemm_out = 0, gemm_algo = 0, pdl = 0, wait = 0;
   struct cudaDeviceProp prop = { 0 };
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
@@ -792,7 +802,9 @@ create (gint device, GError ** error)
           g_getenv (PP_CUDA_GEMM_OUT_ENV), gemm_out_ways, &gemm_out,
           error)
       || !pp_cuda_choice_parse (PP_CUDA_PDL_ENV, g_getenv (PP_CUDA_PDL_ENV),
-          pdl_ways, &pdl, error)) {
+          pdl_ways, &pdl, error)
+      || !pp_cuda_choice_parse (PP_CUDA_WAIT_ENV,
+          g_getenv (PP_CUDA_WAIT_ENV), wait_ways, &wait, error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
@@ -825,6 +837,7 @@ create (gint device, GError ** error)
   cu->gemm_timed = gemm_algo == 1;
   cu->conv_fused = epilogue == 1;
   cu->conv_graph = conv_api == 1;
+  cu->wait_sleep = wait == 1;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -868,7 +881,7 @@ create (gint device, GError ** error)
       "16-bit channels-last convolutions, %s group norms, "
       "%s layer norms, "
       "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms, "
-      "%s launches", desc, versions,
+      "%s launches, host waits for copies: %s", desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
@@ -880,7 +893,8 @@ create (gint device, GError ** error)
       layer_norm_ways[layer_way],
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32",
-      gemm_algos[gemm_algo], pdl ? "programmatic dependent" : "plain");
+      gemm_algos[gemm_algo], pdl ? "programmatic dependent" : "plain",
+      wait_ways[wait]);
   g_free (versions);
   return &cu->be;
 }

@@ -83,6 +83,15 @@ G_BEGIN_DECLS
  * before touching memory, pp-cuda-common.cuh; the gap between two kernels
  * hidden). */
 #define PP_CUDA_PDL_ENV "PPDIFFUSE_CUDA_PDL"
+/* How a host thread waits for an event of the backend's (the device's
+ * copy of an upload or a download and the work queued before it, a
+ * profile's mark): spin (the default, CUDA's
+ * own for a process with fewer contexts than cores: the thread polls,
+ * the quickest to see the copy done, a core busy for as long as it
+ * waits) or sleep (blocking-sync events: the thread sleeps until the
+ * device signals, the core free for the application, tens of µs later
+ * awake).  The bits are the same either way. */
+#define PP_CUDA_WAIT_ENV "PPDIFFUSE_CUDA_WAIT"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -135,6 +135,7 @@ typedef struct
    * kept blocks go back to the device. */
   guint buffers_live;
   gboolean tf32;
+  gboolean wait_sleep;          /* PPDIFFUSE_CUDA_WAIT=sleep */
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
   gboolean conv_timed;

@@ -2,6 +2,7 @@
  * thread and its watchdog (pp-liveness.h). */
 #include "pp-liveness.h"
 #include "pp-error.h"
+#include "pp-proc.h"
 #include "pp-recorder.h"
 #include "pp-sigpipe.h"
 #include "pp-transport.h"
@@ -188,6 +189,7 @@ own_beat (PpLiveness * lv, gint64 now)
   hb.batched_steps = lv->batched_steps;
   hb.pace = lv->pace;
   g_mutex_unlock (&lv->lock);
+  hb.cpu_us = pp_proc_cpu_us ();
   hb.seq = lv->seq++;
   return hb;
 }

@@ -4,6 +4,7 @@
 #include "pp-stream-private.h"
 
 #include "pp-log.h"
+#include "pp-proc.h"
 #include "pp-sigpipe.h"
 
 #include <string.h>
@@ -679,6 +680,12 @@ pp_stream_worker_busy (PpStream * stream, gdouble * busy_s, guint n)
       n) : 0;
 }
 
+guint64
+pp_stream_rank0_cpu_us (void)
+{
+  return pp_proc_cpu_us ();
+}
+
 guint
 pp_stream_worker_counts (PpStream * stream, PpStreamWorkerCounts * counts,
     guint n)
@@ -694,6 +701,9 @@ pp_stream_worker_counts (PpStream * stream, PpStreamWorkerCounts * counts,
     counts[i].cache_builds = mesh[i].cache_builds;
     counts[i].stream_bytes = mesh[i].stream_bytes;
     counts[i].batched_steps = mesh[i].batched_steps;
+    counts[i].cpu_us = mesh[i].cpu_us;
+    counts[i].seq = mesh[i].seq;
+    counts[i].heard_us = mesh[i].heard_us;
   }
   return n_workers;
 }

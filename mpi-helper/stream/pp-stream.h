@@ -178,16 +178,24 @@ typedef struct
   guint64 cache_builds;         /* the UNet's cross-attention K/V cache */
   guint64 stream_bytes;         /* the temporal feature bank's bytes */
   guint64 batched_steps;        /* frame-steps run in stream batches */
+  guint64 cpu_us;               /* the worker process's CPU time, user
+                                 * and system, since it started */
+  guint64 seq;                  /* which heartbeat said it */
+  gint64 heard_us;              /* when it came (g_get_monotonic_time) */
 } PpStreamWorkerCounts;
 
 /* The busy seconds and the counts (K/V cache builds, the bytes of the
- * per-stream state, the frame-steps run in stream batches) of each
- * worker, as its heartbeats last said; the number of workers. */
+ * per-stream state, the frame-steps run in stream batches, the CPU time)
+ * of each worker, as its heartbeats last said; the number of workers. */
 guint     pp_stream_worker_busy (PpStream * stream, gdouble * busy_s,
                                  guint n);
 guint     pp_stream_worker_counts (PpStream * stream,
                                  PpStreamWorkerCounts * counts, guint n);
 void      pp_stream_pace        (PpStream * stream, PpStreamPace * pace);
+/* The CPU time rank 0's process has used, user and system, all its
+ * threads (the application's own among them), in µs: what the workers'
+ * counts say of theirs. */
+guint64   pp_stream_rank0_cpu_us (void);
 void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
 
 G_END_DECLS

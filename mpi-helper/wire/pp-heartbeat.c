@@ -31,9 +31,10 @@ void
 pp_heartbeat_write (const PpHeartbeat * hb, guint8 out[PP_HEARTBEAT_SIZE])
 {
   const guint32 u[2] = { hb->rank, (guint32) hb->state };
-  const guint64 t[12] = { hb->chunk_id, hb->state_us, hb->received,
+  const guint64 t[13] = { hb->chunk_id, hb->state_us, hb->received,
     hb->sent, hb->seq, hb->busy_us, hb->cache_builds, hb->stream_bytes,
-    hb->batched_steps, hb->pace.us, hb->pace.passes, hb->pace.work
+    hb->batched_steps, hb->pace.us, hb->pace.passes, hb->pace.work,
+    hb->cpu_us
   };
 
   memcpy (out, u, sizeof u);
@@ -45,7 +46,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
     GError ** error)
 {
   guint32 u[2];
-  guint64 t[12];
+  guint64 t[13];
 
   /* A fixed-size tuple is in normal form exactly when it has its size. */
   if (len != PP_HEARTBEAT_SIZE) {
@@ -76,6 +77,7 @@ pp_heartbeat_read (const guint8 * data, gsize len, PpHeartbeat * hb,
   hb->pace.us = t[9];
   hb->pace.passes = t[10];
   hb->pace.work = t[11];
+  hb->cpu_us = t[12];
   return TRUE;
 }
 

@@ -11,14 +11,15 @@ G_BEGIN_DECLS
 /* (rank, compute state, compute chunk, µs in that state, last chunk
  * received, last chunk sent, sequence number, µs spent computing stream
  * chunks so far, the model's cache builds so far, the bytes of its
- * per-stream state, frame-steps batched, and the pace: µs, chunks and
- * work, PpPace); the busy time and cache builds since PP_PROTOCOL_VERSION
- * 5, the state's bytes since 8, the pace since 10. */
-#define PP_HEARTBEAT_TYPE "(uutttttttttttt)"
+ * per-stream state, frame-steps batched, the pace: µs, chunks and
+ * work, PpPace, and the process's CPU time in µs); the busy time and
+ * cache builds since PP_PROTOCOL_VERSION 5, the state's bytes since 8,
+ * the pace since 10, the CPU time since 11. */
+#define PP_HEARTBEAT_TYPE "(uuttttttttttttt)"
 /* Its serialisation: a fixed-size tuple, as GVariant writes one (the
  * members in native byte order at their natural alignment: u at 0 and 4,
- * t at 8, 16, …, 96). */
-#define PP_HEARTBEAT_SIZE 104
+ * t at 8, 16, …, 104). */
+#define PP_HEARTBEAT_SIZE 112
 /* (rank, rank to blame, error text): a receiver that got a broken chunk
  * blames its sender, so that rank 0 can lead with the rank at fault. */
 #define PP_REPORT_TYPE "(uus)"
@@ -64,6 +65,8 @@ typedef struct
   guint64 batched_steps;        /* frame-steps run in stream-batch passes
                                  * of two frames or more; 0 from rank 0 */
   PpPace pace;                  /* zeros from rank 0 */
+  guint64 cpu_us;               /* the sender's process, user and system,
+                                 * all its threads, since it started */
 } PpHeartbeat;
 
 guint        pp_heartbeat_period_ms (guint timeout_ms);

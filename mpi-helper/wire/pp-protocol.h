@@ -26,8 +26,9 @@ G_BEGIN_DECLS
  * 9: a worker's clean end sends rank 0 a farewell, an empty message on
  * the heartbeat tag, after its last heartbeat (pp-liveness.h).
  * 10: heartbeats carry the worker's pace (PpPace, pp-heartbeat.h): its
- * measure of the frames' current size. */
-#define PP_PROTOCOL_VERSION 10
+ * measure of the frames' current size.
+ * 11: heartbeats carry the sender's process CPU time. */
+#define PP_PROTOCOL_VERSION 11
 
 /* MPI tags on the world communicator (rank 0 = 0, workers = 1..W). */
 enum

@@ -440,6 +440,28 @@ check_worker_busy (const GstStructure * s, guint ranks, gdouble * most)
   }
 }
 
+/* The CPU loads: rank 0's and one a worker, each at least 0 and at most
+ * every core of this host busy (with room for the clocks' grain). */
+static void
+check_cpu_loads (const GstStructure * s, guint ranks, gdouble * most_rank0,
+    gdouble * most_worker)
+{
+  const gdouble cores = g_get_num_processors () * 1.5;
+  const GValue *cpu = gst_structure_get_value (s, "worker-cpu-load");
+  gdouble load = -1;
+
+  fail_unless (gst_structure_get_double (s, "cpu-load", &load));
+  fail_unless (load >= 0 && load <= cores, "cpu-load %f", load);
+  *most_rank0 = MAX (*most_rank0, load);
+  fail_unless (cpu != NULL && GST_VALUE_HOLDS_ARRAY (cpu));
+  fail_unless_equals_int (gst_value_array_get_size (cpu), ranks);
+  for (guint i = 0; i < ranks; i++) {
+    load = g_value_get_double (gst_value_array_get_value (cpu, i));
+    fail_unless (load >= 0 && load <= cores, "worker-cpu-load %f", load);
+    *most_worker = MAX (*most_worker, load);
+  }
+}
+
 /* With no frame flowing, messages come every interval; while frames flow
  * their counts, rates and percentiles hold together; once the stream is
  * drained every frame is accounted for; stats-interval-ms=0, set while
@@ -453,7 +475,7 @@ GST_START_TEST (test_stats_messages)
       "builtin:stamp?step-ms=20");
   GstBus *bus = gst_bus_new ();
   GstStructure *s, *last = NULL, *prop;
-  gdouble most_busy = 0, most_fps = 0;
+  gdouble most_busy = 0, most_fps = 0, most_cpu = 0, most_worker_cpu = 0;
   guint64 frames_out = 0;
   guint n_messages = 0;
   GstHarness *h;
@@ -508,6 +530,7 @@ GST_START_TEST (test_stats_messages)
     check_ordered (s, "");
     check_ordered (s, "-total");
     check_worker_busy (s, ranks, &most_busy);
+    check_cpu_loads (s, ranks, &most_cpu, &most_worker_cpu);
     fail_unless (pp_check_stat_u64 (s, "frames-in") >= out);
     fail_unless_equals_uint64 (pp_check_stat_u64 (s, "skipped-similar"), 0);
     fail_unless (gst_structure_has_field_typed (s, "cache-epoch",
@@ -523,6 +546,10 @@ GST_START_TEST (test_stats_messages)
   fail_unless (n_messages >= 2, "%u messages", n_messages);
   fail_unless (most_fps > 0, "no interval saw a frame out");
   fail_unless (most_busy > 0, "no worker was ever busy");
+  /* Rank 0 converted and sent every frame; the workers received, stamped
+   * and sent them, over heartbeats 500 ms apart. */
+  fail_unless (most_cpu > 0, "rank 0's process never used the CPU");
+  fail_unless (most_worker_cpu > 0, "no worker's process used the CPU");
   /* Drained: the last message and the property agree, and add up. */
   fail_unless_equals_uint64 (pp_check_stat_u64 (last, "frames-in"), frames);
   fail_unless_equals_uint64 (pp_check_stat_u64 (last, "frames-out"), frames);

@@ -59,8 +59,11 @@ its input cannot be read.
         power over the steady frames: samples taken between the first
         steady frame's push and the last one's.  With --rows FILE --row
         NAME, one line of a table is appended to FILE: the steady rate,
-        the round trip's median and p95, each GPU's mean utilization, and
-        NAME ("-" for a figure the log does not give).
+        the round trip's median and p95, each GPU's mean utilization, the
+        processes' CPU loads (rank 0's, then each worker's, in cores: the
+        medians of the ppdiffuse-stats messages gst-launch -m wrote, the
+        intervals with frames out but the first two), and NAME ("-" for a
+        figure the log does not give).
 """
 import datetime
 import array
@@ -648,6 +651,34 @@ def gpu_samples(per_gpu):
     return '; '.join(out)
 
 
+STATS_FPS = re.compile(r'ppdiffuse-stats, .*\bfps=\(double\)([-0-9.e+]+)')
+STATS_CPU = re.compile(r'\bcpu-load=\(double\)([-0-9.e+]+)')
+STATS_WORKER_CPU = re.compile(r'\bworker-cpu-load=\(double\)< ([^>]*) >')
+
+
+def cpu_loads(lines, skip=2):
+    """The CPU loads of the ppdiffuse-stats messages gst-launch -m wrote:
+    rank 0's process and each worker's, in cores, the medians over the
+    intervals that saw frames out, the first @skip of them left out (the
+    warm-up); None where fewer than 3 are left."""
+    rank0, workers = [], []
+    for line in lines:
+        m = STATS_FPS.search(line)
+        c = STATS_CPU.search(line)
+        w = STATS_WORKER_CPU.search(line)
+        if not m or not c or not w or float(m.group(1)) <= 0:
+            continue
+        rank0.append(float(c.group(1)))
+        workers.append([float(x) for x in w.group(1).split(',')])
+    rank0, workers = rank0[skip:], workers[skip:]
+    if len(rank0) < 3:
+        return None
+    n = min(len(w) for w in workers)
+    return (statistics.median(rank0),
+            [statistics.median(w[i] for w in workers) for i in range(n)],
+            len(rank0))
+
+
 def cmd_startup(args):
     path = args[0]
     skip = 5
@@ -680,7 +711,8 @@ def cmd_startup(args):
     back = {}
     pushed = {}
     warm = {}
-    for line in read_log(path):
+    lines = read_log(path)
+    for line in lines:
         m = TS.match(line)
         if not m:
             continue
@@ -737,7 +769,8 @@ def cmd_startup(args):
         figures.append(f'ready -> first frame pushed '
                        f'{(pushed[0] - t_ready) * 1e3:.0f} ms')
     ids = sorted(c for c in pushed if c >= skip and c - 1 in pushed)
-    cells = {'fps': '-', 'p50': '-', 'p95': '-', 'busy': '-'}
+    cells = {'fps': '-', 'p50': '-', 'p95': '-', 'busy': '-', 'cpu': '-'}
+
     if len(ids) >= 3:
         periods = [pushed[c] - pushed[c - 1] for c in ids]
         p50 = statistics.median(periods)
@@ -772,14 +805,23 @@ def cmd_startup(args):
     elif not problems:
         problems.append(f'fewer than 3 frames after the first {skip}: no '
                         'steady figures')
+    cpu = cpu_loads(lines)
+    if cpu is not None:
+        # What the processes cost the host's CPU, a core a unit: the
+        # threads that feed the GPU and those that wait for it.
+        figures.append(f'CPU rank 0 {cpu[0]:.2f} cores, '
+                       + ', '.join(f'worker {i + 1} {c:.2f}'
+                                   for i, c in enumerate(cpu[1]))
+                       + f' (medians of {cpu[2]} stats intervals)')
+        cells['cpu'] = '/'.join(f'{c:.2f}' for c in [cpu[0]] + cpu[1])
     print('start-up: ' + ', '.join(figures) if figures
           else 'start-up: no figures')
     if rows is not None:
         try:
             with open(rows, 'a', encoding='utf-8') as f:
                 f.write(f"{cells['fps']:>8} {cells['p50']:>9} "
-                        f"{cells['p95']:>8} {cells['busy']:>7}  "
-                        f"{row or path}\n")
+                        f"{cells['p95']:>8} {cells['busy']:>7} "
+                        f"{cells['cpu']:>10}  {row or path}\n")
         except OSError as e:
             raise Unreadable(f'{rows}: {e}')
     for p in problems:

@@ -67,7 +67,9 @@
 #              max-in-flight=3 (the frame periods
 #              reported); a sustained stream (1200 frames) at the
 #              defaults with the GPUs' utilization sampled (nvidia-smi)
-#              over its steady frames; the sustained stream, the 4-step
+#              over its steady frames, and again with
+#              PPDIFFUSE_CUDA_WAIT=sleep (each run's CPU loads, rank 0's
+#              and the worker's, from the stats); the sustained stream, the 4-step
 #              stream batch and 1 step with frame-batch 2 again under
 #              CUDA's multi-process service (MPS), where the driver has
 #              its control program; one step with temporal=feature-bank
@@ -1232,6 +1234,13 @@ else
     # one idle part of it, by what feeds it).
     sustained "sustained stream, default settings" "$work/sustained.log" \
       "$work/util.csv"
+    # The same with the host's waits for the device sleeping
+    # (PPDIFFUSE_CUDA_WAIT=sleep) where they spin by default: what the
+    # spinning costs each process's CPU (the runs' CPU loads, from the
+    # stats) and what sleeping costs the frame rate and the round trip.
+    sustained "sustained stream, PPDIFFUSE_CUDA_WAIT=sleep" \
+      "$work/sustained-sleep.log" "$work/util-sleep.csv" \
+      PPDIFFUSE_CUDA_WAIT=sleep
     # The same with float32 channels-first activations ($ACT32, the former
     # defaults), and with the ways not yet the defaults, all at once: those
     # the bench step found faster alone when it ran before this step in
@@ -1330,8 +1339,8 @@ else
     # Every run side by side: what the element's defaults are chosen by.
     if [ -s "$work/startup-summary" ]; then
       echo "  the element's runs side by side (steady frames):"
-      printf '%8s %9s %8s %7s  %s\n' "fps" "trip ms" "p95 ms" "busy %" \
-        "run" | indent
+      printf '%8s %9s %8s %7s %10s  %s\n' "fps" "trip ms" "p95 ms" "busy %" \
+        "CPU cores" "run" | indent
       indent <"$work/startup-summary"
     fi
   fi

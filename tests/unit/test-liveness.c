@@ -20,6 +20,7 @@ static const PpHeartbeat beat = {
   .pace = { G_GUINT64_CONSTANT (0x5152535455565758),
       G_GUINT64_CONSTANT (0x6162636465666768),
       G_GUINT64_CONSTANT (0x7172737475767778) },
+  .cpu_us = G_GUINT64_CONSTANT (0x8182838485868788),
 };
 
 static void
@@ -30,7 +31,7 @@ test_heartbeat_is_gvariant (void)
           beat.state_us, beat.received, beat.sent, beat.seq,
           beat.busy_us, beat.cache_builds, beat.stream_bytes,
           beat.batched_steps, beat.pace.us, beat.pace.passes,
-          beat.pace.work));
+          beat.pace.work, beat.cpu_us));
   guint8 out[PP_HEARTBEAT_SIZE];
 
   pp_heartbeat_write (&beat, out);

@@ -638,9 +638,28 @@ cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
   return cudaSuccess;
 }
 
+/* Host waits for events, by how the event makes the thread wait: a
+ * blocking-sync event's sleeps, any other's spins.  At exit, with
+ * $PP_CUDA_EMU_WAITS set, on stderr ("emulated event waits: N sleeping,
+ * M spinning"): which way a program's uploads and downloads waited. */
+static gint waits_sleeping, waits_spinning;
+
+static void __attribute__ ((destructor))
+report_waits (void)
+{
+  if (g_getenv ("PP_CUDA_EMU_WAITS") != NULL)
+    fprintf (stderr, "emulated event waits: %d sleeping, %d spinning\n",
+        g_atomic_int_get (&waits_sleeping),
+        g_atomic_int_get (&waits_spinning));
+}
+
 cudaError_t
 cudaEventCreateWithFlags (cudaEvent_t * event, unsigned int flags)
 {
+  /* As the runtime: a flag it does not know is refused. */
+  if (flags & ~(unsigned int) (cudaEventBlockingSync
+          | cudaEventDisableTiming | cudaEventInterprocess))
+    return fail (cudaErrorInvalidValue);
   *event = g_new0 (struct CUevent_st, 1);
   (*event)->flags = (int) flags;
   (*event)->refs = 1;
@@ -712,6 +731,8 @@ cudaEventRecord (cudaEvent_t event, cudaStream_t stream)
 cudaError_t
 cudaEventSynchronize (cudaEvent_t event)
 {
+  g_atomic_int_inc (event->flags & cudaEventBlockingSync ? &waits_sleeping
+      : &waits_spinning);
   if (event->stream != NULL)
     emu_stream_drain (event->stream, event->position);
   return sticky ();
