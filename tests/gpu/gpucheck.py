@@ -660,7 +660,9 @@ def cpu_loads(lines, skip=2):
     """The CPU loads of the ppdiffuse-stats messages gst-launch -m wrote:
     rank 0's process and each worker's, in cores, the medians over the
     intervals that saw frames out, the first @skip of them left out (the
-    warm-up); None where fewer than 3 are left."""
+    warm-up); a worker's of those where it is known (0 until its second
+    heartbeat: None where it never is); None where fewer than 3 intervals
+    are left."""
     rank0, workers = [], []
     for line in lines:
         m = STATS_FPS.search(line)
@@ -674,8 +676,9 @@ def cpu_loads(lines, skip=2):
     if len(rank0) < 3:
         return None
     n = min(len(w) for w in workers)
+    known = [[w[i] for w in workers if w[i] > 0] for i in range(n)]
     return (statistics.median(rank0),
-            [statistics.median(w[i] for w in workers) for i in range(n)],
+            [statistics.median(k) if k else None for k in known],
             len(rank0))
 
 
@@ -810,10 +813,13 @@ def cmd_startup(args):
         # What the processes cost the host's CPU, a core a unit: the
         # threads that feed the GPU and those that wait for it.
         figures.append(f'CPU rank 0 {cpu[0]:.2f} cores, '
-                       + ', '.join(f'worker {i + 1} {c:.2f}'
+                       + ', '.join(f'worker {i + 1} '
+                                   + (f'{c:.2f}' if c is not None
+                                      else 'not yet known')
                                    for i, c in enumerate(cpu[1]))
                        + f' (medians of {cpu[2]} stats intervals)')
-        cells['cpu'] = '/'.join(f'{c:.2f}' for c in [cpu[0]] + cpu[1])
+        cells['cpu'] = '/'.join(f'{c:.2f}' if c is not None else '-'
+                                for c in [cpu[0]] + cpu[1])
     print('start-up: ' + ', '.join(figures) if figures
           else 'start-up: no figures')
     if rows is not None:

@@ -5,7 +5,8 @@ message's structure followed: the record sits at the end of the header's
 line.  The start-up figures must still find every frame (the first
 frame's return among them), as they do in the same log without the glue.
 And the processes' CPU loads from the ppdiffuse-stats messages: the
-medians of the intervals with frames out, the first two left out.
+medians of the intervals with frames out, the first two left out, a
+worker's of those where it is known.
 """
 import os
 import subprocess
@@ -48,10 +49,11 @@ def element_log(glue):
             lines.append(back)
         lines.append(record(t + 0.006, f'pushing chunk {f} pts '
                             f'{clock(f / 30)}'))
-    # Idle (no frame out), the warm-up's two, then the steady ones.
+    # Idle (no frame out), the warm-up's two, then the steady ones (the
+    # last before the worker's load is known, as after a restart).
     for n, (fps, cpu, workers) in enumerate(
             [(0, 9.0, '9'), (10, 3.0, '3'), (10, 2.0, '2'), (10, 0.5, '1'),
-             (10, 0.6, '1.2'), (10, 0.4, '0.8')]):
+             (10, 0.6, '1.2'), (10, 0.4, '0.8'), (10, 0.5, '0')]):
         lines.append(f'Got message #{40 + n} from element "ppdiffuse0" '
                      f'(element): ppdiffuse-stats, frames-in=(guint64)8, '
                      f'fps=(double){fps}, worker-busy=(double)< 0.5 >, '
@@ -76,7 +78,7 @@ def main():
         status, out = startup(element_log(glue))
         name = 'glued record' if glue else 'plain log'
         ok = (status == 0 and 'first frame round trip 5 ms' in out
-              and 'CPU rank 0 0.50 cores, worker 1 1.00 (medians of 3 '
+              and 'CPU rank 0 0.50 cores, worker 1 1.00 (medians of 4 '
               'stats intervals)' in out)
         print(f'{"ok" if ok else "FAILED"}: {name}: status {status}: '
               f'{out.strip()}')
