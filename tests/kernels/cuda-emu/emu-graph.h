@@ -82,6 +82,13 @@ void      emu_device_fault (int error);
 /* That fault, or 0 (cudaSuccess). */
 int       emu_device_faulted (void);
 
+/* TRUE with $PP_CUDA_EMU_SHAPES_ONLY set: every launch and library call
+ * is checked (its configuration, its descriptors, its memory) and
+ * counted, but no device work is done, so that a released-size model's
+ * every launch is checked in seconds.  Values are then undefined: what
+ * reads them learns nothing. */
+int       emu_shapes_only (void);
+
 /* The calling thread's last launch error (a cudaError_t value), cleared
  * (cudaGetLastError of the kernels' runtime). */
 int       emu_take_launch_error (void);

@@ -935,6 +935,9 @@ gemm_call (void *data)
 {
   const GemmCall *g = data;
 
+  if (emu_shapes_only ())
+    return;
+
   for (int i = 0; i < g->batch; i++)
     gemm (g->transa, g->transb, g->m, g->n, g->k, g->alpha,
         (const char *) g->a + i * g->a_stride_bytes, g->atype, g->lda,
@@ -1227,6 +1230,9 @@ static void
 lt_call (void *data)
 {
   const LtCall *l = data;
+
+  if (emu_shapes_only ())
+    return;
 
   gemm (l->transa, l->transb, l->m, l->n, l->k, l->alpha, l->a, l->atype,
       l->lda, l->b, l->btype, l->ldb, l->beta, l->c, l->ctype, l->ldc, l->d,
@@ -1688,9 +1694,13 @@ conv_call (void *data)
   const struct cudnnTensorStruct *xd = &cc->x, *yd = &cc->y;
   const struct cudnnFilterStruct *wd = &cc->w;
   const int t = cudnn_type (xd->type);
+  float *x, *f;
+
+  if (emu_shapes_only ())
+    return;
   /* The input and the filter widened once, channels first. */
-  float *x = widen_nchw (cc->xd, t, xd->format, xd->n, xd->c, xd->h, xd->w);
-  float *f = widen_nchw (cc->wd, t, wd->format, wd->k, wd->c, wd->h, wd->w);
+  x = widen_nchw (cc->xd, t, xd->format, xd->n, xd->c, xd->h, xd->w);
+  f = widen_nchw (cc->wd, t, wd->format, wd->k, wd->c, wd->h, wd->w);
 
   float *sums = g_new (float, MAX (yd->w, 1));
 
@@ -2765,6 +2775,9 @@ ops_graph_call (void *data)
   g_autoptr (GHashTable) made = g_hash_table_new_full (g_int64_hash,
       g_int64_equal, g_free, g_free);
 
+  if (emu_shapes_only ())
+    return;
+
   for (int i = 0; i < c->g->n_ops; i++) {
     const EmuOp *e = &c->g->ops[i];
     const int64_t *d = e->out.dims;
@@ -2936,6 +2949,7 @@ cudnnBackendExecute (cudnnHandle_t handle,
     return CUDNN_STATUS_BAD_PARAM;
   if (capturing (handle->stream) == NULL)
     emu_count_launch ("cudnnBackendExecute");
-  run_or_record (handle->stream, conv_graph_call, &call, sizeof call);
+  if (!emu_shapes_only ())
+    run_or_record (handle->stream, conv_graph_call, &call, sizeof call);
   return CUDNN_STATUS_SUCCESS;
 }

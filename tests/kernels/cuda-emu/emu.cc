@@ -742,6 +742,14 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
   }
 }
 
+extern "C" int
+emu_shapes_only (void)
+{
+  static const bool only = getenv ("PP_CUDA_EMU_SHAPES_ONLY") != nullptr;
+
+  return only;
+}
+
 static std::atomic<int> device_fault;
 
 extern "C" void
@@ -791,6 +799,8 @@ launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
     emu_device_fault (cudaErrorIllegalAddress);
     return;
   }
+  if (emu_shapes_only ())
+    return;
 #ifdef EMU_ASAN
   {
     /* The launching thread's own stack (the backend launches from
