@@ -343,6 +343,7 @@ cudaSetDevice (int device)
 static GMutex device_lock;
 static GHashTable *device_blocks;
 static size_t device_used;
+static size_t device_peak;      /* the most device_used has been */
 
 static size_t
 device_bytes (void)
@@ -436,8 +437,10 @@ cudaMalloc (void **ptr, size_t size)
   fits = size <= device_bytes () - MIN (device_used, device_bytes ())
       && (malloc_calls < malloc_fails_from
       || malloc_calls >= malloc_fails_end);
-  if (fits)
+  if (fits) {
     device_used += size;
+    device_peak = MAX (device_peak, device_used);
+  }
   g_mutex_unlock (&device_lock);
   if (!fits)
     return fail (cudaErrorMemoryAllocation);
@@ -644,13 +647,24 @@ cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
  * M spinning"): which way a program's uploads and downloads waited. */
 static gint waits_sleeping, waits_spinning;
 
+/* At exit, with $PP_CUDA_EMU_MEMORY set, the most device memory the
+ * process held at once, on stderr ("emulated device memory: peak N MiB,
+ * M MiB held at exit, K allocations"): what a model and its buffers take
+ * of a device, its context's own and the libraries' kernels aside. */
 static void __attribute__ ((destructor))
-report_waits (void)
+report_at_exit (void)
 {
   if (g_getenv ("PP_CUDA_EMU_WAITS") != NULL)
     fprintf (stderr, "emulated event waits: %d sleeping, %d spinning\n",
         g_atomic_int_get (&waits_sleeping),
         g_atomic_int_get (&waits_spinning));
+  if (g_getenv ("PP_CUDA_EMU_MEMORY") != NULL) {
+    g_mutex_lock (&device_lock);
+    fprintf (stderr, "emulated device memory: peak %.1f MiB, %.1f MiB held "
+        "at exit, %" G_GUINT64_FORMAT " allocations\n",
+        device_peak / 1048576.0, device_used / 1048576.0, malloc_calls);
+    g_mutex_unlock (&device_lock);
+  }
 }
 
 cudaError_t
