@@ -213,6 +213,9 @@ cuda_download (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
 
   enter (cu);
   refused = refused_in_capture (cu, "a download");
+  /* A filter laid out in place is read as its owner wrote it. */
+  if (!refused)
+    pp_cuda_conv_filters_read (cu, src, bytes);
   leave (cu);
   if (refused)
     return;
@@ -247,6 +250,8 @@ cuda_copy (PpBackend * be, gpointer dst, gconstpointer src, gsize bytes)
   PpCudaBackend *cu = be->priv;
 
   enter (cu);
+  /* A filter laid out in place is read as its owner wrote it. */
+  pp_cuda_conv_filters_read (cu, src, bytes);
   pp_cuda_conv_filters_forget (cu, dst, bytes);
   PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (dst, src, bytes,
           cudaMemcpyDeviceToDevice, cu->stream));
@@ -552,7 +557,7 @@ cuda_trim (PpBackend * be)
       cu->scratch[s].bytes = 0;
     }
 #ifdef PP_HAVE_CUDNN
-    g_hash_table_remove_all (cu->conv_filters);
+    pp_cuda_conv_filters_trim (cu);
     g_hash_table_remove_all (cu->conv_plans);
     g_hash_table_remove_all (cu->conv_graphs);
     g_hash_table_remove_all (cu->sdpa_plans);

@@ -578,7 +578,10 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
 }
 
 /* A filter's channels-last copy, and what it was made from: the same
- * buffer read as another shape of the same size is another filter. */
+ * buffer read as another shape of the same size is another filter.
+ * @in_place: @mem is the filter's own bytes, laid channels last where
+ * they are (filter_in_place), not a copy: conv2d reads them as they are,
+ * and any other reader finds them laid back first (filter_lay_back). */
 typedef struct
 {
   PpCudaBackend *cu;
@@ -586,7 +589,70 @@ typedef struct
   PpDType dtype;
   int cout, cin, khkw;
   int cout_pad, cin_pad;        /* its channels, padded with zeros */
+  gboolean in_place;
 } FilterCopy;
+
+/* The device memory a filter's layout changes in place through, a slice
+ * of its output channels at a time. */
+#define FILTER_SLICE_BYTES ((gsize) 4 << 20)
+
+/* @copy's filter, [cout, rows, cols] of 16-bit @t, made [cout, cols, rows]
+ * where it is: a slice of output channels transposed into a block of
+ * FILTER_SLICE_BYTES and copied back over itself, slice after slice on the
+ * stream (each slice read before it is written).  FALSE, with the
+ * backend's error said, when the block cannot be had. */
+static gboolean
+filter_transpose_in_place (PpCudaBackend * cu, gpointer mem, PpCudaType t,
+    int cout, int rows, int cols)
+{
+  const gsize channel = (gsize) rows * cols * sizeof (guint16);
+  const int per_slice = (int) MAX (FILTER_SLICE_BYTES / channel, 1);
+  GError *error = NULL;
+  gpointer slice = pp_cuda_obtain (cu, MIN ((gsize) per_slice, (gsize) cout)
+      * channel, &error);
+
+  if (slice == NULL) {
+    g_prefix_error (&error, "conv2d: laying a %d×%d×%d filter out in "
+        "place: ", cout, rows, cols);
+    pp_cuda_op_error (cu, error);
+    return FALSE;
+  }
+  for (int c = 0; c < cout; c += per_slice) {
+    const int n = MIN (per_slice, cout - c);
+    guint8 *at = (guint8 *) mem + (gsize) c * channel;
+
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_narrow (at, n, rows, cols, slice,
+            t, cu->stream));
+    PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (at, slice, (gsize) n * channel,
+            cudaMemcpyDeviceToDevice, cu->stream));
+  }
+  /* Kept for reuse: the next user's work queues behind the copies. */
+  pp_cuda_release (cu, slice);
+  return TRUE;
+}
+
+/* An in-place filter laid back channels first, as every reader but
+ * conv2d's channels-last path reads it.  FALSE inside a capture, which
+ * then fails (a graph would lay it back at every launch): the work runs
+ * again without a graph, and lays it back then. */
+static gboolean
+filter_lay_back (PpCudaBackend * cu, const FilterCopy * copy)
+{
+  g_assert (copy->in_place);
+  if (pp_cuda_capturing_here (cu)) {
+    if (cu->capture_error == NULL)
+      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
+          "%s: a %d×%d×%d filter laid out channels last in place, read or "
+          "written otherwise inside a CUDA graph capture (a run without a "
+          "graph lays it back)", cu->be.device, copy->cout, copy->cin,
+          copy->khkw);
+    return FALSE;
+  }
+  if (!pp_cuda_halted (cu))
+    filter_transpose_in_place (cu, copy->mem, copy->dtype == PP_DTYPE_BF16
+        ? PP_CUDA_BF16 : PP_CUDA_F16, copy->cout, copy->khkw, copy->cin);
+  return TRUE;
+}
 
 /* The channels-last copy ([cout_pad, kh, kw, cin_pad]: past @key's
  * channels, zeros) of 16-bit filter @weight of @key's shape, made on its
@@ -595,7 +661,17 @@ typedef struct
  * filter); a copy of another shape, padding or dtype at the same address
  * is made again.  An unpadded 1×1 filter is its own copy.  NULL during a
  * capture that would have to make it (the convolution then runs
- * channels-first). */
+ * channels-first).
+ *
+ * An unpadded filter is laid channels last in place, no copy made, where
+ * no graph may read it channels first: none is live and none is being
+ * captured (a graph captured while the filter was not yet laid out read
+ * it channels first).  Its layout is the same at every use (the
+ * convolution's layout follows its channels, pp_cuda_conv_nhwc), so only
+ * conv2d's channels-last path reads it; a transfer from it or a write to
+ * part of it lays it back first (pp_cuda_conv_filters_read,
+ * pp_cuda_conv_filters_forget).  A 16-bit UNet's filters need no second
+ * copy so: 1 GiB of SD-Turbo's 2.9 (docs/perf.md). */
 static gconstpointer
 filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
     int cout_pad, int cin_pad)
@@ -618,9 +694,28 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
   if (cu->capturing != NULL || pp_cuda_halted (cu))
     return NULL;
   /* Enqueued work that still reads an old copy comes before the new
-   * one's transpose (pp_cuda_release). */
-  if (copy != NULL)
+   * one's transpose (pp_cuda_release); an old in-place layout is laid
+   * back first. */
+  if (copy != NULL) {
+    if (copy->in_place && !filter_lay_back (cu, copy))
+      return NULL;
     g_hash_table_remove (cu->conv_filters, weight.data);
+  }
+  if (!padded && cu->graphs_live == 0) {
+    if (!filter_transpose_in_place (cu, (gpointer) weight.data, t,
+            key->cout, key->cin, khkw))
+      return NULL;
+    copy = g_new0 (FilterCopy, 1);
+    copy->cu = cu;
+    copy->mem = (gpointer) weight.data;
+    copy->dtype = weight.dtype;
+    copy->cout = copy->cout_pad = key->cout;
+    copy->cin = copy->cin_pad = key->cin;
+    copy->khkw = khkw;
+    copy->in_place = TRUE;
+    g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
+    return copy->mem;
+  }
   copy = g_new0 (FilterCopy, 1);
   copy->cu = cu;
   copy->dtype = weight.dtype;
@@ -991,6 +1086,28 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
             cu->stream));
 }
 
+/* How the @bytes at @mem lie over @copy's filter. */
+typedef enum
+{
+  FILTER_APART,
+  FILTER_PART,                  /* some of it */
+  FILTER_WHOLE,                 /* all of it */
+} FilterOverlap;
+
+static FilterOverlap
+filter_overlap (gconstpointer key, const FilterCopy * copy,
+    gconstpointer mem, gsize bytes)
+{
+  const guint8 *f = key, *m = mem;
+  const gsize filter_bytes = (gsize) copy->cout * copy->cin * copy->khkw
+      * sizeof (guint16);
+
+  if (!(f < m + MAX (bytes, 1) && m < f + filter_bytes))
+    return FILTER_APART;
+  return m <= f && f + filter_bytes <= m + bytes ? FILTER_WHOLE
+      : FILTER_PART;
+}
+
 void
 pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
     gsize bytes)
@@ -1001,14 +1118,47 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
   g_hash_table_iter_init (&iter, cu->conv_filters);
   while (g_hash_table_iter_next (&iter, &key, &value)) {
     const FilterCopy *copy = value;
-    const gsize filter_bytes = (gsize) copy->cout * copy->cin * copy->khkw
-        * sizeof (guint16);
+    const FilterOverlap o = filter_overlap (key, copy, mem, bytes);
 
-    /* The filter's bytes and @mem's overlap. */
-    if ((const guint8 *) key < (const guint8 *) mem + MAX (bytes, 1)
-        && (const guint8 *) mem < (const guint8 *) key + filter_bytes)
+    if (o == FILTER_APART)
+      continue;
+    /* Written in part: the rest of an in-place filter is laid back
+     * first, so that the filter is what its writer thinks (not inside a
+     * capture, which fails instead). */
+    if (o == FILTER_PART && copy->in_place && !filter_lay_back (cu, copy))
+      continue;
+    g_hash_table_iter_remove (&iter);
+  }
+}
+
+void
+pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes)
+{
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&iter, cu->conv_filters);
+  while (g_hash_table_iter_next (&iter, &key, &value)) {
+    const FilterCopy *copy = value;
+
+    if (copy->in_place
+        && filter_overlap (key, copy, mem, bytes) != FILTER_APART
+        && filter_lay_back (cu, copy))
       g_hash_table_iter_remove (&iter);
   }
+}
+
+void
+pp_cuda_conv_filters_trim (PpCudaBackend * cu)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  g_hash_table_iter_init (&iter, cu->conv_filters);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    if (!((const FilterCopy *) value)->in_place)
+      g_hash_table_iter_remove (&iter);
 }
 
 /* The copies are released for reuse (their readers are queued on the
@@ -1021,7 +1171,10 @@ filter_free (gpointer data)
   FilterCopy *copy = data;
   PpCudaBackend *cu = copy->cu;
 
-  if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
+  /* In place: the memory is the filter's buffer, its owner's. */
+  if (copy->in_place)
+    ;
+  else if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
     g_ptr_array_add (cu->retired, copy->mem);
   else
     pp_cuda_release (cu, copy->mem);
@@ -1048,6 +1201,17 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x, int n, int cin, int h,
 void
 pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
     gsize bytes)
+{
+}
+
+void
+pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes)
+{
+}
+
+void
+pp_cuda_conv_filters_trim (PpCudaBackend * cu)
 {
 }
 

@@ -379,8 +379,16 @@ gboolean pp_cuda_conv_graph_run (PpCudaBackend * cu,
     gpointer y);
 #endif
 /* Drops what the convolutions keep of filters among the @bytes at @mem
- * (being freed or written). */
+ * (being freed or written); a filter laid channels last in place and
+ * written in part is laid back first. */
 void pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
     gsize bytes);
+/* Lays back channels first the filters laid channels last in place among
+ * the @bytes at @mem (about to be read by a transfer). */
+void pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes);
+/* Drops the filters' copies and keeps those laid out in place (the
+ * filters' own bytes, which stay as they are: after a kept failure). */
+void pp_cuda_conv_filters_trim (PpCudaBackend * cu);
 
 G_END_DECLS

@@ -1014,6 +1014,193 @@ test_refused (void)
       "the op uses 4*");
 }
 
+/* ---- a convolution's filter, read and written besides conv2d --------- */
+
+#define FILTER_C 16             /* channels in and out: channels last on cuda */
+#define FILTER_HW 6
+
+typedef struct
+{
+  PpView w;                     /* the filter */
+  gpointer owned;
+  gsize bytes;                  /* its stored bytes */
+  gpointer x, y;                /* float32 [1, C, HW, HW], on the device */
+} FilterRun;
+
+static void
+filter_run_init (FilterRun * r, const float *wt, const float *x)
+{
+  const gsize xn = (gsize) FILTER_C * FILTER_HW * FILTER_HW;
+  g_autoptr (GError) error = NULL;
+
+  r->w = pp_backend_upload_weights (be, wt, (gsize) FILTER_C * FILTER_C * 9,
+      PP_DTYPE_F16, &r->owned, &error);
+  g_assert_no_error (error);
+  r->bytes = r->w.numel * pp_dtype_size (r->w.dtype);
+  r->x = pp_backend_alloc (be, xn * sizeof (float), &error);
+  r->y = pp_backend_alloc (be, xn * sizeof (float), &error);
+  g_assert_no_error (error);
+  pp_backend_upload (be, r->x, x, xn * sizeof (float));
+}
+
+static void
+filter_run_clear (FilterRun * r)
+{
+  pp_backend_free (be, r->owned);
+  pp_backend_free (be, r->x);
+  pp_backend_free (be, r->y);
+}
+
+/* y = conv3x3 (x, the filter), float32 activations channels first. */
+static void
+filter_conv (const FilterRun * r)
+{
+  const gsize xn = (gsize) FILTER_C * FILTER_HW * FILTER_HW;
+
+  pp_conv2d (be, pp_view_f32 (r->x, xn), 1, FILTER_C, FILTER_HW, FILTER_HW,
+      r->w, pp_view_none (), FILTER_C, 3, 3, 1, 1, pp_view_none (), FALSE,
+      pp_out_f32 (r->y, xn));
+}
+
+static guint8 *
+download_bytes (gconstpointer mem, gsize bytes)
+{
+  guint8 *host = g_malloc (bytes);
+
+  pp_backend_download (be, host, mem, bytes);
+  return host;
+}
+
+static gboolean
+filter_graph_func (gpointer data, GError ** error)
+{
+  filter_conv (data);
+  return TRUE;
+}
+
+/* A filter reads as it was written whatever conv2d made of it (on cuda,
+ * channels last in its own bytes): after a convolution, a download and a
+ * copy of it give the bytes uploaded, a write to half of it leaves the
+ * other half as it was and the convolution after it sees both halves, and
+ * each convolution gives the bytes of the same convolution on a filter
+ * uploaded afresh; a graph's launches give its first run's bytes, before
+ * and after another filter's first run beside it. */
+static void
+test_filter_reads (void)
+{
+  const gsize wn = (gsize) FILTER_C * FILTER_C * 9;
+  const gsize xn = (gsize) FILTER_C * FILTER_HW * FILTER_HW;
+  g_autoptr (GRand) rand = g_rand_new_with_seed (5);
+  g_autofree float *wt = g_new (float, wn);
+  g_autofree float *wt2 = g_new (float, wn);
+  g_autofree float *x = g_new (float, xn);
+  g_autofree guint8 *uploaded = NULL, *after = NULL, *copied = NULL;
+  g_autofree guint8 *y1 = NULL, *y2 = NULL, *ref = NULL;
+  FilterRun a, fresh;
+  gpointer copy;
+
+  for (gsize i = 0; i < wn; i++) {
+    wt[i] = (float) g_rand_double_range (rand, -1, 1);
+    wt2[i] = (float) g_rand_double_range (rand, -1, 1);
+  }
+  for (gsize i = 0; i < xn; i++)
+    x[i] = (float) g_rand_double_range (rand, -1, 1);
+  filter_run_init (&a, wt, x);
+  uploaded = download_bytes (a.w.data, a.bytes);
+
+  /* Read after a convolution: as uploaded. */
+  filter_conv (&a);
+  y1 = download_bytes (a.y, xn * sizeof (float));
+  after = download_bytes (a.w.data, a.bytes);
+  g_assert_cmpmem (after, a.bytes, uploaded, a.bytes);
+  filter_conv (&a);
+  y2 = download_bytes (a.y, xn * sizeof (float));
+  g_assert_cmpmem (y2, xn * sizeof (float), y1, xn * sizeof (float));
+  filter_conv (&a);
+  copy = pp_backend_alloc (be, a.bytes, NULL);
+  pp_backend_copy (be, copy, a.w.data, a.bytes);
+  copied = download_bytes (copy, a.bytes);
+  g_assert_cmpmem (copied, a.bytes, uploaded, a.bytes);
+  pp_backend_free (be, copy);
+
+  /* Half of it written after a convolution: the other half as it was,
+   * and the convolution of both halves as a fresh filter's. */
+  {
+    FilterRun other;
+    g_autofree guint8 *half = NULL, *mixed = NULL;
+
+    filter_run_init (&other, wt2, x);
+    half = download_bytes (other.w.data, other.bytes / 2);
+    filter_conv (&a);
+    pp_backend_upload (be, (gpointer) a.w.data, half, a.bytes / 2);
+    mixed = download_bytes (a.w.data, a.bytes);
+    g_assert_cmpmem (mixed, a.bytes / 2, half, a.bytes / 2);
+    g_assert_cmpmem (mixed + a.bytes / 2, a.bytes / 2,
+        uploaded + a.bytes / 2, a.bytes / 2);
+    filter_conv (&a);
+    g_free (y1);
+    y1 = download_bytes (a.y, xn * sizeof (float));
+    /* The same bytes, uploaded at once into a filter never convolved. */
+    pp_backend_upload (be, (gpointer) other.w.data, mixed, other.bytes);
+    filter_conv (&other);
+    ref = download_bytes (other.y, xn * sizeof (float));
+    g_assert_cmpmem (y1, xn * sizeof (float), ref, xn * sizeof (float));
+    filter_run_clear (&other);
+  }
+  filter_run_clear (&a);
+
+  /* In graphs: a filter's convolution captured after its first run; and,
+   * while that graph lives, another filter's first run (which the graph
+   * does not read: on cuda, laid out in a copy of its own then) and a read
+   * of it, then the graph launched again. */
+  if (pp_backend_has_graphs (be)) {
+    g_autoptr (GError) error = NULL;
+    g_autofree guint8 *eager = NULL, *launched = NULL, *w_after = NULL;
+    g_autofree guint8 *eager2 = NULL, *w2_before = NULL, *w2_after = NULL;
+    FilterRun second;
+    gpointer graph;
+
+    filter_run_init (&fresh, wt, x);
+    filter_conv (&fresh);
+    eager = download_bytes (fresh.y, xn * sizeof (float));
+    graph = pp_backend_graph_capture (be, filter_graph_func, &fresh, &error);
+    g_assert_no_error (error);
+    g_assert_nonnull (graph);
+    pp_backend_fill (be, fresh.y, 0.0f, xn);
+    g_assert_true (pp_backend_graph_launch (be, graph, &error));
+    g_assert_no_error (error);
+    launched = download_bytes (fresh.y, xn * sizeof (float));
+    g_assert_cmpmem (launched, xn * sizeof (float), eager,
+        xn * sizeof (float));
+
+    filter_run_init (&second, wt2, x);
+    w2_before = download_bytes (second.w.data, second.bytes);
+    filter_conv (&second);
+    eager2 = download_bytes (second.y, xn * sizeof (float));
+    w2_after = download_bytes (second.w.data, second.bytes);
+    g_assert_cmpmem (w2_after, second.bytes, w2_before, second.bytes);
+    filter_conv (&second);
+    g_free (launched);
+    launched = download_bytes (second.y, xn * sizeof (float));
+    g_assert_cmpmem (launched, xn * sizeof (float), eager2,
+        xn * sizeof (float));
+    filter_run_clear (&second);
+
+    pp_backend_fill (be, fresh.y, 0.0f, xn);
+    g_assert_true (pp_backend_graph_launch (be, graph, &error));
+    g_assert_no_error (error);
+    g_free (launched);
+    launched = download_bytes (fresh.y, xn * sizeof (float));
+    g_assert_cmpmem (launched, xn * sizeof (float), eager,
+        xn * sizeof (float));
+    pp_backend_graph_free (be, graph);
+    /* No graph left: read after its convolution, as uploaded. */
+    w_after = download_bytes (fresh.w.data, fresh.bytes);
+    filter_run_clear (&fresh);
+    g_assert_cmpmem (w_after, fresh.bytes, uploaded, fresh.bytes);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1029,5 +1216,6 @@ main (int argc, char **argv)
   }
   if (be->act_dtypes & PP_DTYPE_BIT (PP_DTYPE_F16))
     g_test_add_func ("/kernels/act-dtypes/refused", test_refused);
+  g_test_add_func ("/kernels/act-dtypes/filter-reads", test_filter_reads);
   return g_test_run ();
 }
