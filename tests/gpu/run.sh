@@ -69,7 +69,8 @@
 #              defaults with the GPUs' utilization sampled (nvidia-smi)
 #              over its steady frames, and again with
 #              PPDIFFUSE_CUDA_WAIT=sleep (each run's CPU loads, rank 0's
-#              and the worker's, from the stats); the sustained stream, the 4-step
+#              and the worker's, from the stats, and the device memory
+#              each process held, from nvidia-smi); the sustained stream, the 4-step
 #              stream batch and 1 step with frame-batch 2 again under
 #              CUDA's multi-process service (MPS), where the driver has
 #              its control program; one step with temporal=feature-bank
@@ -302,21 +303,44 @@ mps_stop() {
 # gpu_samples_start CSV: every GPU's utilization (the share of time a
 # kernel ran), SM clock and power, from nvidia-smi every 100 ms, into CSV
 # until gpu_samples_stop (CSV stays empty without nvidia-smi: the dry run).
+# Beside them, every 500 ms, the device memory each process on a GPU
+# holds (its context's included), into CSV.apps (gpu_apps_summary).
 gpu_sampler=""
+gpu_apps_sampler=""
 gpu_samples_start() {
   : >"$1"
+  : >"$1.apps"
   { [ -z "$dry" ] && command -v nvidia-smi >/dev/null 2>&1; } || return 0
   nvidia-smi --query-gpu=timestamp,index,utilization.gpu,clocks.sm,power.draw \
     --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null &
   gpu_sampler=$!
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory \
+    --format=csv,noheader,nounits -lms 500 >"$1.apps" 2>/dev/null &
+  gpu_apps_sampler=$!
 }
 gpu_samples_stop() {
-  [ -n "$gpu_sampler" ] || return 0
-  # SIGKILL: its lines are written as taken, and a sampler stuck in the
+  # SIGKILL: their lines are written as taken, and a sampler stuck in the
   # driver must not keep the wait below (and the check) from ending.
-  kill -9 "$gpu_sampler" 2>/dev/null
-  wait "$gpu_sampler" 2>/dev/null
+  for _s in $gpu_sampler $gpu_apps_sampler; do
+    kill -9 "$_s" 2>/dev/null
+    wait "$_s" 2>/dev/null
+  done
   gpu_sampler=""
+  gpu_apps_sampler=""
+}
+# gpu_apps_summary CSV: the most device memory each process held while
+# sampled (gpu_samples_start's CSV.apps), a line; nothing without samples.
+gpu_apps_summary() {
+  [ -s "$1.apps" ] || return 0
+  awk -F', *' 'NF >= 3 && $3 + 0 > 0 {
+      n = split($2, part, "/"); name = part[n] " (pid " $1 ")"
+      if ($3 + 0 > most[name]) most[name] = $3 + 0
+    }
+    END {
+      line = ""
+      for (name in most) line = line (line == "" ? "" : ", ") name " " most[name] " MiB"
+      if (line != "") print "device memory, the most each process held (nvidia-smi): " line
+    }' "$1.apps"
 }
 trap 'gpu_samples_stop; mps_stop; rm -rf "$work"' EXIT
 
@@ -1157,6 +1181,7 @@ sustained() {
       --rows "$work/startup-summary" --row "$sus_name, $frames_long frames"
   fi
   gpu_samples_stop
+  gpu_apps_summary "$sus_csv" | indent
 }
 
 # element_run NAME LOG STEPS PROPERTY...: $frames frames of $sdt at
