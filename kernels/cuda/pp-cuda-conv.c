@@ -580,8 +580,9 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
 /* A filter's channels-last copy, and what it was made from: the same
  * buffer read as another shape of the same size is another filter.
  * @in_place: @mem is the filter's own bytes, laid channels last where
- * they are (filter_in_place), not a copy: conv2d reads them as they are,
- * and any other reader finds them laid back first (filter_lay_back). */
+ * they are (filter_transpose_in_place), not a copy: conv2d reads them as
+ * they are, and any other reader finds them laid back first
+ * (filter_lay_back). */
 typedef struct
 {
   PpCudaBackend *cu;
@@ -1171,13 +1172,13 @@ filter_free (gpointer data)
   FilterCopy *copy = data;
   PpCudaBackend *cu = copy->cu;
 
-  /* In place: the memory is the filter's buffer, its owner's. */
-  if (copy->in_place)
-    ;
-  else if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
-    g_ptr_array_add (cu->retired, copy->mem);
-  else
-    pp_cuda_release (cu, copy->mem);
+  /* In place, the memory is the filter's buffer: its owner's. */
+  if (!copy->in_place) {
+    if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
+      g_ptr_array_add (cu->retired, copy->mem);
+    else
+      pp_cuda_release (cu, copy->mem);
+  }
   g_free (copy);
 }
 
