@@ -768,10 +768,12 @@ create (gint device, GError ** error)
   static const gchar *const pdl_ways[] = { "off", "on", NULL };
   /* PPDIFFUSE_CUDA_WAIT's. */
   static const gchar *const wait_ways[] = { "spin", "sleep", NULL };
+  /* PPDIFFUSE_CUDA_FILTERS's. */
+  static const gchar *const filter_ways[] = { "in-place", "copy", NULL };
   PpCudaBackend *cu;
   gchar *desc, *versions;
   guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
-  guint gemm_out = 0, gemm_algo = 0, pdl = 0, wait = 0;
+  guint gemm_out = 0, gemm_algo = 0, pdl = 0, wait = 0, filters = 0;
   struct cudaDeviceProp prop = { 0 };
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
@@ -809,7 +811,9 @@ create (gint device, GError ** error)
       || !pp_cuda_choice_parse (PP_CUDA_PDL_ENV, g_getenv (PP_CUDA_PDL_ENV),
           pdl_ways, &pdl, error)
       || !pp_cuda_choice_parse (PP_CUDA_WAIT_ENV,
-          g_getenv (PP_CUDA_WAIT_ENV), wait_ways, &wait, error)) {
+          g_getenv (PP_CUDA_WAIT_ENV), wait_ways, &wait, error)
+      || !pp_cuda_choice_parse (PP_CUDA_FILTERS_ENV,
+          g_getenv (PP_CUDA_FILTERS_ENV), filter_ways, &filters, error)) {
     g_free (cu);
     g_free (desc);
     return NULL;
@@ -843,6 +847,7 @@ create (gint device, GError ** error)
   cu->conv_fused = epilogue == 1;
   cu->conv_graph = conv_api == 1;
   cu->wait_sleep = wait == 1;
+  cu->filters_copied = filters == 1;
   if (!init_handles (cu, error)) {
     g_prefix_error (error, "%s: ", desc);
     g_free (desc);
@@ -886,7 +891,8 @@ create (gint device, GError ** error)
       "16-bit channels-last convolutions, %s group norms, "
       "%s layer norms, "
       "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms, "
-      "%s launches, host waits for copies: %s", desc, versions,
+      "%s launches, host waits for copies: %s, channels-last filters %s",
+      desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
       : cu->attention == PP_CUDA_ATTENTION_GEMM ? "16-bit GEMM" : "float32",
@@ -899,7 +905,7 @@ create (gint device, GError ** error)
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32",
       gemm_algos[gemm_algo], pdl ? "programmatic dependent" : "plain",
-      wait_ways[wait]);
+      wait_ways[wait], filters ? "copied" : "laid out in place");
   g_free (versions);
   return &cu->be;
 }

@@ -92,6 +92,12 @@ G_BEGIN_DECLS
  * device signals, the core free for the application, tens of µs later
  * awake).  The bits are the same either way. */
 #define PP_CUDA_WAIT_ENV "PPDIFFUSE_CUDA_WAIT"
+/* Where a channels-last convolution's 16-bit filter is laid out: in-place
+ * (the default: in the filter's own bytes at its first use, laid back
+ * before anything else reads it, no device memory more) or copy (a
+ * channels-last copy beside it, made at its first use: the way before,
+ * 1 GiB more for SD-Turbo's UNet).  The bits are the same either way. */
+#define PP_CUDA_FILTERS_ENV "PPDIFFUSE_CUDA_FILTERS"
 
 /* The "cuda" backend of device @device (0-based), created once per device
  * (thread-safe); NULL with a PP_ERROR_DEVICE error that names the CUDA

@@ -672,7 +672,8 @@ filter_lay_back (PpCudaBackend * cu, const FilterCopy * copy)
  * conv2d's channels-last path reads it; a transfer from it or a write to
  * part of it lays it back first (pp_cuda_conv_filters_read,
  * pp_cuda_conv_filters_forget).  A 16-bit UNet's filters need no second
- * copy so: 1 GiB of SD-Turbo's 2.9 (docs/perf.md). */
+ * copy so: 1 GiB of SD-Turbo's 2.9 (docs/perf.md).  PPDIFFUSE_CUDA_FILTERS
+ * =copy makes copies always (the way before). */
 static gconstpointer
 filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
     int cout_pad, int cin_pad)
@@ -702,7 +703,7 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
       return NULL;
     g_hash_table_remove (cu->conv_filters, weight.data);
   }
-  if (!padded && cu->graphs_live == 0) {
+  if (!padded && cu->graphs_live == 0 && !cu->filters_copied) {
     if (!filter_transpose_in_place (cu, (gpointer) weight.data, t,
             key->cout, key->cin, khkw))
       return NULL;

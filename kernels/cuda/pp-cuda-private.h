@@ -136,6 +136,7 @@ typedef struct
   guint buffers_live;
   gboolean tf32;
   gboolean wait_sleep;          /* PPDIFFUSE_CUDA_WAIT=sleep */
+  gboolean filters_copied;      /* PPDIFFUSE_CUDA_FILTERS=copy */
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
   gboolean conv_timed;

@@ -43,6 +43,7 @@ run() {
       }' || failed=1
 }
 run "1 step, the defaults" "X=1" 1
+run "1 step, PPDIFFUSE_CUDA_FILTERS=copy" "PPDIFFUSE_CUDA_FILTERS=copy" 1
 run "1 step, PPDIFFUSE_CUDA_CONV_LAYOUT=nchw" \
   "PPDIFFUSE_CUDA_CONV_LAYOUT=nchw" 1
 run "1 step, frame-batch=4" "X=1" 1 frame-batch=4
