@@ -6,7 +6,7 @@
 # (SD-Turbo's UNet and TAESD shapes, f16) through the element at 512x512,
 # one worker, in the settings that change it.  A table, worker and rank 0
 # (docs/perf.md, "Device memory of the released SD-Turbo pipeline").
-# Usage: device-memory.sh PPDIFFUSE_TOOL (with $PPDIFFUSE_CUDA_MODULE the
+# Usage: gpu-memory.sh PPDIFFUSE_TOOL (with $PPDIFFUSE_CUDA_MODULE the
 # emulation's module)
 set -u
 tool=$1
