@@ -1110,9 +1110,14 @@ filter_overlap (gconstpointer key, const FilterCopy * copy,
       : FILTER_PART;
 }
 
-void
-pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
-    gsize bytes)
+/* The filters among the @bytes at @mem, about to be written (@written)
+ * or read by a transfer.  Written, what is kept of them goes; an in-place
+ * filter read, or written in part, is laid back first, so that it is what
+ * its reader or writer thinks (not inside a capture, which fails
+ * instead). */
+static void
+filters_touched (PpCudaBackend * cu, gconstpointer mem, gsize bytes,
+    gboolean written)
 {
   GHashTableIter iter;
   gpointer key, value;
@@ -1122,33 +1127,27 @@ pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
     const FilterCopy *copy = value;
     const FilterOverlap o = filter_overlap (key, copy, mem, bytes);
 
-    if (o == FILTER_APART)
+    if (o == FILTER_APART || (!written && !copy->in_place))
       continue;
-    /* Written in part: the rest of an in-place filter is laid back
-     * first, so that the filter is what its writer thinks (not inside a
-     * capture, which fails instead). */
-    if (o == FILTER_PART && copy->in_place && !filter_lay_back (cu, copy))
+    if (copy->in_place && (!written || o == FILTER_PART)
+        && !filter_lay_back (cu, copy))
       continue;
     g_hash_table_iter_remove (&iter);
   }
 }
 
 void
+pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
+    gsize bytes)
+{
+  filters_touched (cu, mem, bytes, TRUE);
+}
+
+void
 pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
     gsize bytes)
 {
-  GHashTableIter iter;
-  gpointer key, value;
-
-  g_hash_table_iter_init (&iter, cu->conv_filters);
-  while (g_hash_table_iter_next (&iter, &key, &value)) {
-    const FilterCopy *copy = value;
-
-    if (copy->in_place
-        && filter_overlap (key, copy, mem, bytes) != FILTER_APART
-        && filter_lay_back (cu, copy))
-      g_hash_table_iter_remove (&iter);
-  }
+  filters_touched (cu, mem, bytes, FALSE);
 }
 
 void
