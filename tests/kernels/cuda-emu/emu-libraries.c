@@ -51,12 +51,19 @@
  * host's next wait for its stream, as on a device (emu.cc).
  * $PP_CUDA_EMU_DEVICES, when set, is how many devices the process sees
  * (one by default): a mesh's ranks then take them as on a host with that
- * many GPUs, and say which they took. */
+ * many GPUs, and say which they took.
+ * $PP_CUDA_EMU_SHAPES_ONLY, when set, checks and counts every launch and
+ * library call but computes nothing (emu-graph.h, emu_shapes_only).
+ * $PP_CUDA_EMU_WAITS and $PP_CUDA_EMU_MEMORY, when set, report at exit
+ * the host's waits by the kind of event, and the most device memory the
+ * process held (report_at_exit). */
+#define _GNU_SOURCE             /* program_invocation_short_name */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <errno.h>
 #include <glib.h>
 #include <gmodule.h>
 #include <stdbool.h>
@@ -643,8 +650,9 @@ cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
 
 /* Host waits for events, by how the event makes the thread wait: a
  * blocking-sync event's sleeps, any other's spins.  At exit, with
- * $PP_CUDA_EMU_WAITS set, on stderr ("emulated event waits: N sleeping,
- * M spinning"): which way a program's uploads and downloads waited. */
+ * $PP_CUDA_EMU_WAITS set, on stderr ("emulated event waits
+ * (PROGRAM): N sleeping, M spinning"): which way a program's uploads and
+ * downloads waited. */
 static gint waits_sleeping, waits_spinning;
 
 /* At exit, with $PP_CUDA_EMU_MEMORY set, the most device memory the
@@ -655,7 +663,8 @@ static void __attribute__ ((destructor))
 report_at_exit (void)
 {
   if (g_getenv ("PP_CUDA_EMU_WAITS") != NULL)
-    fprintf (stderr, "emulated event waits: %d sleeping, %d spinning\n",
+    fprintf (stderr, "emulated event waits (%s): %d sleeping, %d "
+        "spinning\n", program_invocation_short_name,
         g_atomic_int_get (&waits_sleeping),
         g_atomic_int_get (&waits_spinning));
   if (g_getenv ("PP_CUDA_EMU_MEMORY") != NULL) {
