@@ -155,7 +155,9 @@ worker_cpu_load (GstPpDiffuseStatsTimer * timer, guint i,
 {
   CpuBeat *last = &timer->beat[i];
 
-  if (c->cpu_us == 0 || c->seq == last->seq)
+  /* None said yet, or the one already seen (a worker's first heartbeat
+   * is its sequence number 0; none seen, cpu_us is 0). */
+  if (c->cpu_us == 0 || (last->cpu_us != 0 && c->seq == last->seq))
     return timer->worker_cpu[i];
   if (last->cpu_us != 0 && c->heard_us > last->heard_us
       && c->cpu_us >= last->cpu_us)

@@ -591,6 +591,7 @@ typedef struct
   int cout, cin, khkw;
   int cout_pad, cin_pad;        /* its channels, padded with zeros */
   gboolean in_place;
+  PpCudaType type;              /* in place: its values' */
 } FilterCopy;
 
 /* The device memory a filter's layout changes in place through, a slice
@@ -633,9 +634,11 @@ filter_transpose_in_place (PpCudaBackend * cu, gpointer mem, PpCudaType t,
 }
 
 /* An in-place filter laid back channels first, as every reader but
- * conv2d's channels-last path reads it.  FALSE inside a capture, which
- * then fails (a graph would lay it back at every launch): the work runs
- * again without a graph, and lays it back then. */
+ * conv2d's channels-last path reads it.  FALSE where it stays laid out
+ * channels last, and so kept in the table: inside a capture, which then
+ * fails (a graph would lay it back at every launch: the work runs again
+ * without a graph, and lays it back then), or with the backend halted
+ * (its work is skipped) or halting for want of the block. */
 static gboolean
 filter_lay_back (PpCudaBackend * cu, const FilterCopy * copy)
 {
@@ -649,10 +652,8 @@ filter_lay_back (PpCudaBackend * cu, const FilterCopy * copy)
           copy->khkw);
     return FALSE;
   }
-  if (!pp_cuda_halted (cu))
-    filter_transpose_in_place (cu, copy->mem, copy->dtype == PP_DTYPE_BF16
-        ? PP_CUDA_BF16 : PP_CUDA_F16, copy->cout, copy->khkw, copy->cin);
-  return TRUE;
+  return !pp_cuda_halted (cu) && filter_transpose_in_place (cu, copy->mem,
+      copy->type, copy->cout, copy->khkw, copy->cin);
 }
 
 /* The channels-last copy ([cout_pad, kh, kw, cin_pad]: past @key's
@@ -715,6 +716,7 @@ filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
     copy->cin = copy->cin_pad = key->cin;
     copy->khkw = khkw;
     copy->in_place = TRUE;
+    copy->type = t;
     g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
     return copy->mem;
   }

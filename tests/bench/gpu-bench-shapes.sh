@@ -8,14 +8,19 @@
 # and the small emulated runs never reach.  At the defaults, then with
 # the ways not yet the defaults (two sets of them), then in bf16: the
 # ways a GPU run's bench step times, whose first device run is then no
-# longer the first time their launches see these shapes.
+# longer the first time their launches see these shapes.  And the device
+# memory the filters laid out in place save ($PP_CUDA_EMU_MEMORY): the
+# defaults' peak at least 1000 MiB under that of
+# PPDIFFUSE_CUDA_FILTERS=copy (the UNet's channels-last copies, 1.05 GiB
+# in f16).
 # Usage: gpu-bench-shapes.sh GPU_BENCH
 set -u
 bench=$1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-export PP_CUDA_EMU_SHAPES_ONLY=1 G_MESSAGES_DEBUG=all
+export PP_CUDA_EMU_SHAPES_ONLY=1 PP_CUDA_EMU_MEMORY=1 G_MESSAGES_DEBUG=all
 failed=0
+peak=
 
 # check NAME DTYPE [VAR=VALUE ...]
 check() {
@@ -41,9 +46,20 @@ check() {
   else
     echo "ok: $name: $(grep -c 'graph nodes of' "$log") graphs checked"
   fi
+  # The process's peak device memory, in MiB (its report at exit).
+  peak=$(grep -o 'emulated device memory: peak [0-9]*' "$log" \
+    | sed 's/.* //')
 }
 
 check "f16, the defaults" f16
+in_place=$peak
+check "f16, PPDIFFUSE_CUDA_FILTERS=copy" f16 PPDIFFUSE_CUDA_FILTERS=copy
+echo "device memory at its peak: ${in_place:-?} MiB, ${peak:-?} MiB with the filters copied"
+if [ -z "$in_place" ] || [ -z "$peak" ] \
+    || [ $((peak - in_place)) -lt 1000 ]; then
+  echo "FAILED: the filters laid out in place saved less than 1000 MiB" >&2
+  failed=1
+fi
 check "f16, graphs, single group norms, fused epilogues, padded, vector layer norms, PDL" \
   f16 PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=single \
   PPDIFFUSE_CUDA_CONV_EPILOGUE=fused PPDIFFUSE_CUDA_CONV_LAYOUT=padded \

@@ -1071,6 +1071,17 @@ download_bytes (gconstpointer mem, gsize bytes)
   return host;
 }
 
+/* @bytes of device @mem are @want's, or the test fails naming @what. */
+static void
+expect_bytes (const gchar * what, gconstpointer mem, const guint8 * want,
+    gsize bytes)
+{
+  g_autofree guint8 *got = download_bytes (mem, bytes);
+
+  if (memcmp (got, want, bytes) != 0)
+    g_error ("%s: the bytes differ", what);
+}
+
 static gboolean
 filter_graph_func (gpointer data, GError ** error)
 {
@@ -1089,38 +1100,37 @@ static void
 test_filter_reads (void)
 {
   const gsize wn = (gsize) FILTER_C * FILTER_C * 9;
-  const gsize xn = (gsize) FILTER_C * FILTER_HW * FILTER_HW;
+  const gsize ybytes = (gsize) FILTER_C * FILTER_HW * FILTER_HW
+      * sizeof (float);
   g_autoptr (GRand) rand = g_rand_new_with_seed (5);
   g_autofree float *wt = g_new (float, wn);
   g_autofree float *wt2 = g_new (float, wn);
-  g_autofree float *x = g_new (float, xn);
-  g_autofree guint8 *uploaded = NULL, *after = NULL, *copied = NULL;
-  g_autofree guint8 *y1 = NULL, *y2 = NULL, *ref = NULL;
-  FilterRun a, fresh;
+  g_autofree float *x = g_new (float, ybytes / sizeof (float));
+  g_autofree guint8 *uploaded = NULL, *y1 = NULL;
+  FilterRun a;
   gpointer copy;
 
   for (gsize i = 0; i < wn; i++) {
     wt[i] = (float) g_rand_double_range (rand, -1, 1);
     wt2[i] = (float) g_rand_double_range (rand, -1, 1);
   }
-  for (gsize i = 0; i < xn; i++)
+  for (gsize i = 0; i < ybytes / sizeof (float); i++)
     x[i] = (float) g_rand_double_range (rand, -1, 1);
   filter_run_init (&a, wt, x);
   uploaded = download_bytes (a.w.data, a.bytes);
 
   /* Read after a convolution: as uploaded. */
   filter_conv (&a);
-  y1 = download_bytes (a.y, xn * sizeof (float));
-  after = download_bytes (a.w.data, a.bytes);
-  g_assert_cmpmem (after, a.bytes, uploaded, a.bytes);
+  y1 = download_bytes (a.y, ybytes);
+  expect_bytes ("the filter downloaded after a convolution", a.w.data,
+      uploaded, a.bytes);
   filter_conv (&a);
-  y2 = download_bytes (a.y, xn * sizeof (float));
-  g_assert_cmpmem (y2, xn * sizeof (float), y1, xn * sizeof (float));
+  expect_bytes ("the convolution again", a.y, y1, ybytes);
   filter_conv (&a);
   copy = pp_backend_alloc (be, a.bytes, NULL);
   pp_backend_copy (be, copy, a.w.data, a.bytes);
-  copied = download_bytes (copy, a.bytes);
-  g_assert_cmpmem (copied, a.bytes, uploaded, a.bytes);
+  expect_bytes ("a copy of the filter after a convolution", copy, uploaded,
+      a.bytes);
   pp_backend_free (be, copy);
 
   /* Half of it written after a convolution: the other half as it was,
@@ -1139,12 +1149,12 @@ test_filter_reads (void)
         uploaded + a.bytes / 2, a.bytes / 2);
     filter_conv (&a);
     g_free (y1);
-    y1 = download_bytes (a.y, xn * sizeof (float));
+    y1 = download_bytes (a.y, ybytes);
     /* The same bytes, uploaded at once into a filter never convolved. */
     pp_backend_upload (be, (gpointer) other.w.data, mixed, other.bytes);
     filter_conv (&other);
-    ref = download_bytes (other.y, xn * sizeof (float));
-    g_assert_cmpmem (y1, xn * sizeof (float), ref, xn * sizeof (float));
+    expect_bytes ("the convolution of a filter half written over", other.y,
+        y1, ybytes);
     filter_run_clear (&other);
   }
   filter_run_clear (&a);
@@ -1155,49 +1165,40 @@ test_filter_reads (void)
    * of it, then the graph launched again. */
   if (pp_backend_has_graphs (be)) {
     g_autoptr (GError) error = NULL;
-    g_autofree guint8 *eager = NULL, *launched = NULL, *w_after = NULL;
-    g_autofree guint8 *eager2 = NULL, *w2_before = NULL, *w2_after = NULL;
-    FilterRun second;
+    g_autofree guint8 *eager = NULL, *eager2 = NULL, *w2 = NULL;
+    FilterRun first, second;
     gpointer graph;
 
-    filter_run_init (&fresh, wt, x);
-    filter_conv (&fresh);
-    eager = download_bytes (fresh.y, xn * sizeof (float));
-    graph = pp_backend_graph_capture (be, filter_graph_func, &fresh, &error);
+    filter_run_init (&first, wt, x);
+    filter_conv (&first);
+    eager = download_bytes (first.y, ybytes);
+    graph = pp_backend_graph_capture (be, filter_graph_func, &first, &error);
     g_assert_no_error (error);
     g_assert_nonnull (graph);
-    pp_backend_fill (be, fresh.y, 0.0f, xn);
+    pp_backend_fill (be, first.y, 0.0f, ybytes / sizeof (float));
     g_assert_true (pp_backend_graph_launch (be, graph, &error));
     g_assert_no_error (error);
-    launched = download_bytes (fresh.y, xn * sizeof (float));
-    g_assert_cmpmem (launched, xn * sizeof (float), eager,
-        xn * sizeof (float));
+    expect_bytes ("the graph's launch", first.y, eager, ybytes);
 
     filter_run_init (&second, wt2, x);
-    w2_before = download_bytes (second.w.data, second.bytes);
+    w2 = download_bytes (second.w.data, second.bytes);
     filter_conv (&second);
-    eager2 = download_bytes (second.y, xn * sizeof (float));
-    w2_after = download_bytes (second.w.data, second.bytes);
-    g_assert_cmpmem (w2_after, second.bytes, w2_before, second.bytes);
+    eager2 = download_bytes (second.y, ybytes);
+    expect_bytes ("a filter first used beside a graph, downloaded",
+        second.w.data, w2, second.bytes);
     filter_conv (&second);
-    g_free (launched);
-    launched = download_bytes (second.y, xn * sizeof (float));
-    g_assert_cmpmem (launched, xn * sizeof (float), eager2,
-        xn * sizeof (float));
+    expect_bytes ("its convolution again", second.y, eager2, ybytes);
     filter_run_clear (&second);
 
-    pp_backend_fill (be, fresh.y, 0.0f, xn);
+    pp_backend_fill (be, first.y, 0.0f, ybytes / sizeof (float));
     g_assert_true (pp_backend_graph_launch (be, graph, &error));
     g_assert_no_error (error);
-    g_free (launched);
-    launched = download_bytes (fresh.y, xn * sizeof (float));
-    g_assert_cmpmem (launched, xn * sizeof (float), eager,
-        xn * sizeof (float));
+    expect_bytes ("the graph's launch after it", first.y, eager, ybytes);
     pp_backend_graph_free (be, graph);
     /* No graph left: read after its convolution, as uploaded. */
-    w_after = download_bytes (fresh.w.data, fresh.bytes);
-    filter_run_clear (&fresh);
-    g_assert_cmpmem (w_after, fresh.bytes, uploaded, fresh.bytes);
+    expect_bytes ("the graph's filter downloaded", first.w.data, uploaded,
+        first.bytes);
+    filter_run_clear (&first);
   }
 }
 
