@@ -230,10 +230,13 @@ gboolean     pp_tensor_download    (PpTensor * dst, const PpTensor * src,
 gboolean     pp_tensor_transfer    (PpTensor * dst, const PpTensor * src,
                                     GError ** error);
 
-/* A pool of device buffers reused across forwards: a buffer released to the
- * pool goes back to the next acquire of the same size, so once a model has
- * run one forward at a shape, forwards at that shape allocate nothing.
- * Thread-safe (rank 0 encodes and decodes on two threads). */
+/* A pool of device memory a model's activations are cut from (pp-pool.c):
+ * a request takes the smallest free block of the pool's segments it fits,
+ * a released block joins its free neighbours, and the segments stay the
+ * pool's until it is freed (a captured graph runs on them).  So once a
+ * model has run one forward at its largest shape, forwards at that shape
+ * or smaller ones allocate nothing.  Thread-safe (rank 0 encodes and
+ * decodes on two threads). */
 typedef struct _PpPool PpPool;
 
 /* A model's pool, whose activations are stored as @act_dtype (F32, F16,
@@ -247,8 +250,18 @@ PpDType      pp_pool_act_dtype     (PpPool * pool);
  * and returns a stand-in that no work touches. */
 gpointer     pp_pool_acquire       (PpPool * pool, gsize bytes);
 void         pp_pool_release       (PpPool * pool, gpointer mem, gsize bytes);
-/* Device bytes the pool holds, in use or cached. */
+/* Device bytes the pool holds (its segments), in use or free. */
 gsize        pp_pool_bytes         (PpPool * pool);
+/* The most of them that acquired blocks took at once. */
+gsize        pp_pool_in_use_peak   (PpPool * pool);
+/* What pools hold, summed over several (a model's networks'): their
+ * segments' bytes, and the most each had in use at once. */
+typedef struct
+{
+  guint64 held, peak;
+} PpPoolBytes;
+/* Adds @pool's to @sum. */
+void         pp_pool_count         (PpPool * pool, PpPoolBytes * sum);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (PpPool, pp_pool_free)
 

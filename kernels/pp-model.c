@@ -1081,7 +1081,9 @@ pp_model_warm_batches (PpModel * model, const PpTensor * sample, guint max,
     g_propagate_error (error, own);
     ok = FALSE;
   }
-  for (guint n = 2; ok && batches && n <= max; n++) {
+  /* The widest first: the activations it releases serve the narrower
+   * ones (pp-pool.c). */
+  for (guint n = max; ok && batches && n >= 2; n--) {
     ok = pp_model_steps_batch (model, n, samples, steps, n_steps, error);
     *sizes += ok;
   }
@@ -1105,6 +1107,28 @@ pp_model_stream_frame (PpModel * model, gboolean counts)
 {
   if (model->klass->stream_frame != NULL)
     model->klass->stream_frame (model, counts);
+}
+
+PpPoolBytes
+pp_model_pools (PpModel * model)
+{
+  PpPoolBytes sum = { 0, 0 };
+
+  if (model->klass->pools != NULL)
+    model->klass->pools (model, &sum);
+  return sum;
+}
+
+gchar *
+pp_model_describe_pools (PpModel * model)
+{
+  const PpPoolBytes pools = pp_model_pools (model);
+
+  if (pools.held == 0)
+    return NULL;
+  return g_strdup_printf ("activation pools on %s: %.1f MiB held, at most "
+      "%.1f MiB in use at once", pp_backend_name (model->backend),
+      pools.held / 1048576.0, pools.peak / 1048576.0);
 }
 
 guint64

@@ -96,6 +96,9 @@ struct _PpModelClass
   /* Optional: host and device bytes of the per-stream state (a temporal
    * feature bank); NULL: it keeps none. */
   guint64 (*stream_bytes) (PpModel * model);
+  /* Optional: adds its networks' activation pools to @sum
+   * (pp_pool_count); NULL: it has none. */
+  void (*pools) (PpModel * model, PpPoolBytes * sum);
   /* Optional: one step for each of @n samples, sample i at step
    * @steps[i], in one batched pass (a stream batch), in three parts so
    * that the middle one can be a graph.  batch_in stages the samples (host
@@ -355,6 +358,12 @@ void      pp_model_new_epoch (PpModel * model);
 void      pp_model_stream_frame (PpModel * model, gboolean counts);
 /* Bytes of the model's per-stream state (0 when it keeps none). */
 guint64   pp_model_stream_bytes (PpModel * model);
+/* What the activation pools of the model's networks hold, and the most
+ * each had in use at once, summed (0 and 0 for a model without pools). */
+PpPoolBytes pp_model_pools      (PpModel * model);
+/* That in words for a log ("activation pools: …"), or NULL for a model
+ * without pools.  Free it. */
+gchar    *pp_model_describe_pools (PpModel * model);
 /* Graphs captured and launched so far (0 and 0 without graphs): of step
  * slices, and of stream batches. */
 void      pp_model_graph_counts (PpModel * model, guint64 * captures,

@@ -323,10 +323,11 @@ pp_taesd_free (PpTaesd * m)
   g_free (m);
 }
 
-gsize
-pp_taesd_pool_bytes (PpTaesd * m)
+void
+pp_taesd_pools (PpTaesd * m, PpPoolBytes * sum)
 {
-  return pp_pool_bytes (m->encoder_pool) + pp_pool_bytes (m->decoder_pool);
+  pp_pool_count (m->encoder_pool, sum);
+  pp_pool_count (m->decoder_pool, sum);
 }
 
 guint

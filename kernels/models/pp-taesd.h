@@ -42,8 +42,8 @@ gboolean  pp_taesd_encode_into      (PpTaesd * m, const PpTensor * image,
                                      PpTensor * latents, GError ** error);
 gboolean  pp_taesd_decode_into      (PpTaesd * m, const PpTensor * latents,
                                      PpTensor * image, GError ** error);
-/* Device bytes of the model's activation pools (encoder and decoder). */
-gsize     pp_taesd_pool_bytes       (PpTaesd * m);
+/* Adds the model's activation pools (encoder and decoder) to @sum. */
+void      pp_taesd_pools            (PpTaesd * m, PpPoolBytes * sum);
 guint     pp_taesd_latent_channels  (PpTaesd * m);
 /* Image pixels per latent pixel along each axis (8 for real TAESD). */
 guint     pp_taesd_scale_factor     (PpTaesd * m);

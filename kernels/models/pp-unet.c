@@ -1749,10 +1749,10 @@ pp_unet_kv_cache_builds (PpUnet * m)
   return builds;
 }
 
-gsize
-pp_unet_pool_bytes (PpUnet * m)
+void
+pp_unet_pools (PpUnet * m, PpPoolBytes * sum)
 {
-  return pp_pool_bytes (m->pool);
+  pp_pool_count (m->pool, sum);
 }
 
 PpDType

@@ -92,8 +92,8 @@ void      pp_unet_context_changed     (PpUnet * m);
 /* How many times pp_unet_forward_into has built the K/V cache (0 with the
  * cache off). */
 guint64   pp_unet_kv_cache_builds     (PpUnet * m);
-/* Device bytes of the model's activation pool. */
-gsize     pp_unet_pool_bytes          (PpUnet * m);
+/* Adds the model's activation pool to @sum (pp_pool_count). */
+void      pp_unet_pools               (PpUnet * m, PpPoolBytes * sum);
 /* The dtype its activations are kept in (pp_backend_act_dtype). */
 PpDType   pp_unet_act_dtype           (PpUnet * m);
 /* The layout its spatial activations are kept in between conv_in and

@@ -415,10 +415,11 @@ pp_vae_kl_free (PpVaeKl * m)
   g_free (m);
 }
 
-gsize
-pp_vae_kl_pool_bytes (PpVaeKl * m)
+void
+pp_vae_kl_pools (PpVaeKl * m, PpPoolBytes * sum)
 {
-  return pp_pool_bytes (m->encoder_pool) + pp_pool_bytes (m->decoder_pool);
+  pp_pool_count (m->encoder_pool, sum);
+  pp_pool_count (m->decoder_pool, sum);
 }
 
 guint

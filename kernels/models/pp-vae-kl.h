@@ -51,7 +51,8 @@ gboolean  pp_vae_kl_encode_into     (PpVaeKl * m, const PpTensor * image,
                                      PpTensor * latents, GError ** error);
 gboolean  pp_vae_kl_decode_into     (PpVaeKl * m, const PpTensor * latents,
                                      PpTensor * image, GError ** error);
-gsize     pp_vae_kl_pool_bytes      (PpVaeKl * m);
+/* Adds the model's activation pools (encoder and decoder) to @sum. */
+void      pp_vae_kl_pools           (PpVaeKl * m, PpPoolBytes * sum);
 guint     pp_vae_kl_latent_channels (PpVaeKl * m);
 /* The layout of its activations between each half's conv_in and conv_out
  * (pp_backend_act_layout). */

@@ -101,11 +101,13 @@ pp_vae_decode_into (PpVae * v, const PpTensor * latents, PpTensor * image,
       : pp_vae_kl_decode_into (v->kl, latents, image, error);
 }
 
-gsize
-pp_vae_pool_bytes (PpVae * v)
+void
+pp_vae_pools (PpVae * v, PpPoolBytes * sum)
 {
-  return v->tiny != NULL ? pp_taesd_pool_bytes (v->tiny)
-      : pp_vae_kl_pool_bytes (v->kl);
+  if (v->tiny != NULL)
+    pp_taesd_pools (v->tiny, sum);
+  else
+    pp_vae_kl_pools (v->kl, sum);
 }
 
 guint

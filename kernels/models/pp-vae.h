@@ -40,7 +40,8 @@ gboolean     pp_vae_encode_into     (PpVae * v, const PpTensor * image,
                                      PpTensor * latents, GError ** error);
 gboolean     pp_vae_decode_into     (PpVae * v, const PpTensor * latents,
                                      PpTensor * image, GError ** error);
-gsize        pp_vae_pool_bytes      (PpVae * v);
+/* Adds its activation pools to @sum (pp_pool_count). */
+void         pp_vae_pools           (PpVae * v, PpPoolBytes * sum);
 guint        pp_vae_latent_channels (PpVae * v);
 guint        pp_vae_scale_factor    (PpVae * v);
 /* The layout of its inner activations (pp_backend_act_layout). */

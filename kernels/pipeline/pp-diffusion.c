@@ -1386,6 +1386,17 @@ diffusion_stream_bytes (PpModel * model)
 }
 
 static void
+diffusion_pools (PpModel * model, PpPoolBytes * sum)
+{
+  Diffusion *d = model->priv;
+
+  if (d->unet != NULL)
+    pp_unet_pools (d->unet, sum);
+  if (d->vae != NULL)
+    pp_vae_pools (d->vae, sum);
+}
+
+static void
 diffusion_stream_frame (PpModel * model, gboolean counts)
 {
   Diffusion *d = model->priv;
@@ -1424,5 +1435,6 @@ const PpModelClass pp_model_diffusion_class = {
   .epoch_reset = diffusion_epoch_reset,
   .stream_frame = diffusion_stream_frame,
   .stream_bytes = diffusion_stream_bytes,
+  .pools = diffusion_pools,
   .graphable = TRUE,
 };

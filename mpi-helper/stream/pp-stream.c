@@ -459,6 +459,12 @@ pp_stream_release (PpStream * stream)
       PP_INFO ("image graphs: encoding %" G_GUINT64_FORMAT " captured, %"
           G_GUINT64_FORMAT " launched; decoding %" G_GUINT64_FORMAT
           " captured, %" G_GUINT64_FORMAT " launched", ec, el, dc, dl);
+    {
+      g_autofree gchar *pools = pp_model_describe_pools (stream->model);
+
+      if (pools != NULL)
+        PP_INFO ("%s", pools);
+    }
   }
   if (stream->model != NULL) {
     PpBackend *backend = stream->model->backend;

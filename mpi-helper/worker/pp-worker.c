@@ -809,6 +809,12 @@ mark_shutdown (Worker * w, PpChunk * chunk)
       " captured, %" G_GUINT64_FORMAT " launched%s",
       chunk->chunk_id - w->warm_ups, w->warm_ups, w->busy_us / 1e6,
       captures, launches, batched ? batched : "");
+  {
+    g_autofree gchar *pools = pp_model_describe_pools (w->model);
+
+    if (pools != NULL)
+      PP_INFO ("%s", pools);
+  }
 }
 
 static void

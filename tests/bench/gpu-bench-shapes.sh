@@ -47,7 +47,7 @@ check() {
     echo "ok: $name: $(grep -c 'graph nodes of' "$log") graphs checked"
   fi
   # The process's peak device memory, in MiB (its report at exit).
-  peak=$(grep -o 'emulated device memory: peak [0-9]*' "$log" \
+  peak=$(grep -o 'emulated device memory ([^)]*): peak [0-9]*' "$log" \
     | sed 's/.* //')
 }
 

@@ -791,9 +791,16 @@ main (int argc, char **argv)
     g_clear_pointer (&b.frames, pp_tensor_free);
     g_clear_pointer (&b.frames_eps, pp_tensor_free);
   }
-  printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB\n",
-      pp_unet_pool_bytes (b.unet) / 1048576.0,
-      pp_taesd_pool_bytes (b.taesd) / 1048576.0);
+  {
+    PpPoolBytes unet = { 0 }, taesd = { 0 };
+
+    pp_unet_pools (b.unet, &unet);
+    pp_taesd_pools (b.taesd, &taesd);
+    printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB (at most "
+        "%.1f and %.1f MiB in use at once)\n", unet.held / 1048576.0,
+        taesd.held / 1048576.0, unet.peak / 1048576.0,
+        taesd.peak / 1048576.0);
+  }
   profile ("UNet step", unet_run, &b, (Peaks) { peak, gbps });
   profile ("TAESD encode + decode", taesd_run, &b, (Peaks) { peak, gbps });
   /* Where a 4-step stream batch's pass (the 60 fps target's) spends its

@@ -347,8 +347,13 @@ bench_turbo (const gchar * dir, int blas_threads)
   g_snprintf (desc, sizeof desc, "best of %d; field notes: ~%d GFLOP",
       TURBO_REPEATS, TURBO_GFLOP_NOTED);
   report ("SD-Turbo UNet 64x64", t, sgemm, desc);
-  printf ("SD-Turbo activation pool: %.1f MiB\n",
-      pp_unet_pool_bytes (m.unet) / 1048576.0);
+  {
+    PpPoolBytes pools = { 0 };
+
+    pp_unet_pools (m.unet, &pools);
+    printf ("SD-Turbo activation pool: %.1f MiB (at most %.1f MiB in use "
+        "at once)\n", pools.held / 1048576.0, pools.peak / 1048576.0);
+  }
   pp_unet_free (m.unet);
   bench_kv_cache ("SD-Turbo 64x64", path, w, m.sample, m.text,
       TURBO_TIMESTEP, TURBO_REPEATS);
@@ -511,9 +516,16 @@ main (int argc, char **argv)
   report ("TAESD enc+dec 256x256", v, sgemm, "diffusers: 263-284 ms");
   printf ("UNet at %.0f %% of sgemm (target >= 50 %%)\n",
       100 * (u.gflop / u.seconds) / sgemm);
-  printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB (device memory "
-      "kept for the next forward)\n", pp_unet_pool_bytes (m.unet) / 1048576.0,
-      pp_taesd_pool_bytes (m.taesd) / 1048576.0);
+  {
+    PpPoolBytes unet = { 0 }, taesd = { 0 };
+
+    pp_unet_pools (m.unet, &unet);
+    pp_taesd_pools (m.taesd, &taesd);
+    printf ("activation pools: UNet %.1f MiB, TAESD %.1f MiB (device memory "
+        "kept for the next forward; at most %.1f and %.1f MiB in use at "
+        "once)\n", unet.held / 1048576.0, taesd.held / 1048576.0,
+        unet.peak / 1048576.0, taesd.peak / 1048576.0);
+  }
   bench_kv_cache ("UNet 32x32", unet_path, uw, m.sample, m.text,
       UNET_TIMESTEP, REPEATS);
   if (profile) {

@@ -9,8 +9,8 @@
 #     does not; the worker fails as any failing worker does, and the
 #     error says what to change.
 #   rank0: gst-launch's own device is 33 MiB: cuBLAS's 32 MiB workspace
-#     and the VAE fit, not all of decoding's activations at 64x64; rank
-#     0's backend halts rather than ending the process.
+#     and the VAE fit, not the activations of encoding 96x96 frames;
+#     rank 0's backend halts rather than ending the process.
 #   worker-fault: a kernel of the worker's first step (its timestep
 #     embedding) faults on the device (an illegal address): the worker's
 #     context is lost, which the error says with CUDA's status.
@@ -28,7 +28,7 @@ lost_needles="the device's context is lost|restart the application|cudaErrorIlle
 case $WHO in
   worker) worker_mb=48 side=256
     needles="worker rank 1 (|failed in its backend|$oom_needles" ;;
-  rank0) rank0_mb=33
+  rank0) rank0_mb=33 side=96
     needles=": rank 0 (pid |$oom_needles" ;;
   worker-fault) worker_fault=timestep_embedding
     needles="worker rank 1 (|failed in its backend|$lost_needles" ;;

@@ -2,6 +2,9 @@
  * every backend, cpu-strict's trap on host access, pools, and a model frame
  * in steady state allocating no device memory. */
 #include "pp-backend.h"
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 #include "pp-dtype-math.h"
 #include "pp-error.h"
 #include "pp-model.h"
@@ -471,26 +474,154 @@ test_strict_traps (void)
   pp_backend_free (pp_backend_cpu (), plain);
 }
 
-/* A pool hands a released buffer to the next acquire of its size. */
+/* A pool cuts its blocks, each 256-byte aligned, from segments of 64 KiB
+ * multiples (2 MiB ones from 2 MiB on), and a released block goes to the
+ * next request it fits. */
 static void
 test_pool (gconstpointer data)
 {
   PpBackend *be = get (data);
   g_autoptr (PpPool) pool = pp_pool_new (be, PP_DTYPE_F32);
   gpointer a = pp_pool_acquire (pool, 4096);
-  gpointer b = pp_pool_acquire (pool, 8192);
+  gpointer b = pp_pool_acquire (pool, 8000);
   guint64 before;
 
   g_assert_true (a != b);
-  g_assert_cmpuint (pp_pool_bytes (pool), ==, 4096 + 8192);
+  g_assert_cmpuint ((guintptr) a % 256, ==, 0);
+  g_assert_cmpuint ((guintptr) b % 256, ==, 0);
+  /* One segment for both. */
+  g_assert_cmpuint (pp_pool_bytes (pool), ==, 64 << 10);
   pp_pool_release (pool, a, 4096);
-  pp_pool_release (pool, b, 8192);
+  pp_pool_release (pool, b, 8000);
   before = pp_backend_allocated_bytes ();
-  g_assert_true (pp_pool_acquire (pool, 8192) == b);
-  g_assert_true (pp_pool_acquire (pool, 4096) == a);
+  /* The two joined again: the first request takes their start. */
+  g_assert_true (pp_pool_acquire (pool, 8192) == a);
+  b = pp_pool_acquire (pool, 4096);
+  g_assert_true (b != a);
   g_assert_cmpuint (pp_backend_allocated_bytes (), ==, before);
-  pp_pool_release (pool, a, 4096);
-  pp_pool_release (pool, b, 8192);
+  g_assert_cmpuint (pp_pool_in_use_peak (pool), >=, 8192 + 4096);
+  pp_pool_release (pool, a, 8192);
+  pp_pool_release (pool, b, 4096);
+  /* A request larger than what is free: a segment of its own, rounded. */
+  b = pp_pool_acquire (pool, (3 << 20) + 1);
+  g_assert_cmpuint (pp_pool_bytes (pool), ==, (64 << 10) + (4 << 20));
+  pp_pool_release (pool, b, (3 << 20) + 1);
+}
+
+/* Built with AddressSanitizer, on the backends whose memory is the
+ * host's: a block is poisoned past its request's bytes, and all of it
+ * once released, so that a read past an activation or after its release
+ * is reported.  (Registered in such builds alone.) */
+#if defined(__SANITIZE_ADDRESS__)
+static void
+test_pool_poisoned (gconstpointer data)
+{
+  PpBackend *be = get (data);
+  g_autoptr (PpPool) pool = pp_pool_new (be, PP_DTYPE_F32);
+  guint8 *a = pp_pool_acquire (pool, 1000);
+  guint8 *b = pp_pool_acquire (pool, 4096);
+
+  g_assert_false (__asan_address_is_poisoned (a));
+  g_assert_false (__asan_address_is_poisoned (a + 999));
+  g_assert_true (__asan_address_is_poisoned (a + 1000));
+  g_assert_false (__asan_address_is_poisoned (b + 4095));
+  g_assert_true (__asan_address_is_poisoned (b + 4096));
+  pp_pool_release (pool, a, 1000);
+  g_assert_true (__asan_address_is_poisoned (a));
+  g_assert_false (__asan_address_is_poisoned (b));
+  pp_pool_release (pool, b, 4096);
+  g_assert_true (__asan_address_is_poisoned (b));
+}
+#endif
+
+/* A forward's activations at batch size @n, the shape of a UNet's: each
+ * level's input held (a skip) while its work comes and goes, the levels
+ * narrower and deeper; all released at the end. */
+static void
+pool_forward (PpPool * pool, gsize n)
+{
+  const gsize unit = 40960;     /* a sample's bytes at the widest level */
+  gpointer skips[4], work[3];
+
+  for (guint l = 0; l < 4; l++) {
+    const gsize level = n * unit >> l;
+
+    skips[l] = pp_pool_acquire (pool, level);
+    work[0] = pp_pool_acquire (pool, level);
+    work[1] = pp_pool_acquire (pool, 3 * level);        /* q, k, v */
+    pp_pool_release (pool, work[0], level);
+    work[2] = pp_pool_acquire (pool, 8 * level);        /* a GEGLU's */
+    pp_pool_release (pool, work[1], 3 * level);
+    pp_pool_release (pool, work[2], 8 * level);
+  }
+  for (guint l = 4; l-- > 0;)
+    pp_pool_release (pool, skips[l], n * unit >> l);
+}
+
+/* Forwards of every batch size from the widest down, as a worker warms
+ * them (pp_model_warm_batches), allocate once: the narrower ones run in
+ * what the widest released, the pool holding about what the widest had
+ * in use at once (a pool that kept buffers by their exact size held one
+ * set for every size). */
+static void
+test_pool_narrower (gconstpointer data)
+{
+  PpBackend *be = get (data);
+  g_autoptr (PpPool) pool = pp_pool_new (be, PP_DTYPE_F32);
+  gsize held;
+
+  pool_forward (pool, 8);
+  held = pp_pool_bytes (pool);
+  g_assert_cmpuint (held, <=, 2 * pp_pool_in_use_peak (pool));
+  for (gsize n = 7; n >= 1; n--)
+    pool_forward (pool, n);
+  g_assert_cmpuint (pp_pool_bytes (pool), ==, held);
+  /* Widest again: nothing more either. */
+  pool_forward (pool, 8);
+  g_assert_cmpuint (pp_pool_bytes (pool), ==, held);
+}
+
+/* Blocks in use never share a byte: each keeps what was written into it
+ * while others are cut, released and joined around it (random sizes from
+ * a few bytes to a few MiB, half of the blocks released at each round). */
+static void
+test_pool_apart (gconstpointer data)
+{
+  PpBackend *be = get (data);
+  g_autoptr (PpPool) pool = pp_pool_new (be, PP_DTYPE_F32);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (7);
+  enum { SLOTS = 48, ROUNDS = 40 };
+  gpointer mem[SLOTS] = { NULL };
+  gsize floats[SLOTS] = { 0 };
+  float *host = g_new (float, (4 << 20) / sizeof (float));
+
+  for (guint round = 0; round < ROUNDS; round++) {
+    for (guint i = 0; i < SLOTS; i++) {
+      if (mem[i] != NULL && g_rand_boolean (rand)) {
+        /* Still what was written into it. */
+        pp_backend_download (be, host, mem[i], floats[i] * sizeof (float));
+        for (gsize k = 0; k < floats[i]; k += 97)
+          g_assert_cmpfloat (host[k], ==, (float) i);
+        pp_pool_release (pool, mem[i], floats[i] * sizeof (float));
+        mem[i] = NULL;
+      }
+      if (mem[i] == NULL) {
+        floats[i] = g_rand_boolean (rand)
+            ? (gsize) g_rand_int_range (rand, 1, 2048)
+            : (gsize) g_rand_int_range (rand, 2048, (4 << 20) / 4);
+        mem[i] = pp_pool_acquire (pool, floats[i] * sizeof (float));
+        g_assert_cmpuint ((guintptr) mem[i] % 256, ==, 0);
+        pp_backend_fill (be, mem[i], (float) i, floats[i]);
+      }
+    }
+  }
+  for (guint i = 0; i < SLOTS; i++) {
+    pp_backend_download (be, host, mem[i], floats[i] * sizeof (float));
+    for (gsize k = 0; k < floats[i]; k++)
+      g_assert_cmpfloat (host[k], ==, (float) i);
+    pp_pool_release (pool, mem[i], floats[i] * sizeof (float));
+  }
+  g_free (host);
 }
 
 /* A model of the tiny pipeline in @dir, loaded from @uri, with the
@@ -829,6 +960,80 @@ encode_samples (PpModel * m, guint mul, PpTensor ** samples, guint count)
     samples[i] = pp_model_encode (m, &image, &error);
     g_assert_no_error (error);
   }
+}
+
+/* The latent samples of @n frames of @side latent pixels, each its own
+ * values. */
+static void
+latent_samples (guint n, gint64 side, PpTensor ** samples)
+{
+  const gint64 shape[4] = { 1, 4, side, side };
+
+  for (guint i = 0; i < n; i++) {
+    float *v;
+
+    samples[i] = pp_tensor_new ("latents", PP_DTYPE_F32, 4, shape, NULL);
+    v = (float *) samples[i]->data;
+    for (gint64 k = 0; k < 4 * side * side; k++)
+      v[k] = (float) ((k * 7 + i * 13) % 17) / 17.0f - 0.5f;
+  }
+}
+
+/* The batch sizes a worker warms (pp_model_warm_batches) run widest
+ * first, so that the narrower ones run in the activations it released:
+ * the model's pools hold what one pass of the widest leaves them, and no
+ * more (the narrowest first, or a pool that kept buffers by their exact
+ * size, held a set for every size). */
+static void
+test_warm_batches_pools (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("pp-warm-pools-XXXXXX", &error);
+  g_autofree gchar *uri = NULL, *rm = NULL;
+  PpBackend *cpu = pp_backend_cpu ();
+  const guint at_step_0[4] = { 0, 0, 0, 0 };
+  PpTensor *samples[4];
+  PpPoolBytes warmed, widest;
+  guint sizes = 0;
+
+  g_assert_no_error (error);
+  g_assert_true (pp_tiny_write ("turbo", dir, 6, &error));
+  /* frame-batch 2 over 2 steps: passes of up to 4 samples, each large
+   * enough (32×32 latents) to take several of a pool's segments. */
+  uri = g_strdup_printf ("%s?frame-batch=2", dir);
+  latent_samples (G_N_ELEMENTS (samples), 32, samples);
+  pp_backend_set_plans_shapes (cpu, TRUE);
+  {
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir, cpu, &error);
+
+    g_assert_no_error (error);
+    g_assert_true (pp_model_warm_batches (m, samples[0], 4, 0, STEPS,
+            &sizes, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (sizes, ==, 3);
+    warmed = pp_model_pools (m);
+  }
+  {
+    g_autoptr (PpModel) m = tiny_model_new (uri, dir, cpu, &error);
+
+    g_assert_no_error (error);
+    g_assert_true (pp_model_steps_batch (m, 4, samples, at_step_0, STEPS,
+            &error));
+    g_assert_no_error (error);
+    widest = pp_model_pools (m);
+  }
+  pp_backend_set_plans_shapes (cpu, FALSE);
+  g_test_message ("pools after the warm-up: %" G_GUINT64_FORMAT " bytes held, "
+      "%" G_GUINT64_FORMAT " at most in use; after a pass of 4: %"
+      G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT, warmed.held, warmed.peak,
+      widest.held, widest.peak);
+  g_assert_cmpuint (widest.held, >, 8 << 20);
+  g_assert_cmpuint (warmed.peak, ==, widest.peak);
+  g_assert_cmpuint (warmed.held, ==, widest.held);
+  for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+    pp_tensor_free (samples[i]);
+  rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (rm), ==, 0);
 }
 
 /* Stream batches as graphs on cpu-strict (which emulates device graphs):
@@ -1228,6 +1433,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/graphs/feature-bank", test_graphs_feature_bank);
   g_test_add_func ("/backend/graphs/batches", test_batch_graphs);
   g_test_add_func ("/backend/graphs/warm-batches", test_warm_batches);
+  g_test_add_func ("/backend/warm-batches/pools", test_warm_batches_pools);
   g_test_add_func ("/backend/graphs/refuse-upload", test_graph_refuses_upload);
   g_test_add_func ("/backend/graphs/first-met", test_graph_first_met);
   /* Only where the emulated libraries make a kernel fault. */
@@ -1246,8 +1452,19 @@ main (int argc, char **argv)
     g_autofree gchar *pool = g_strdup_printf ("/backend/%s/pool",
         backends[i]);
 
+    g_autofree gchar *narrower = g_strdup_printf ("%s/narrower", pool);
+    g_autofree gchar *apart = g_strdup_printf ("%s/apart", pool);
+#if defined(__SANITIZE_ADDRESS__)
+    g_autofree gchar *poisoned = g_strdup_printf ("%s/poisoned", pool);
+#endif
+
     g_test_add_data_func (mem, backends[i], test_memory);
     g_test_add_data_func (pool, backends[i], test_pool);
+    g_test_add_data_func (narrower, backends[i], test_pool_narrower);
+    g_test_add_data_func (apart, backends[i], test_pool_apart);
+#if defined(__SANITIZE_ADDRESS__)
+    g_test_add_data_func (poisoned, backends[i], test_pool_poisoned);
+#endif
   }
   g_test_add_func ("/backend/cpu-strict/traps", test_strict_traps);
   g_test_add_func ("/backend/frames-allocate-nothing", test_frames);

@@ -11,10 +11,9 @@
  * (pp_cuda_emu_malloc_calls, pp_cuda_emu_fail_malloc), so that the sweep
  * reaches every allocation whatever their number.
  * $PP_TEST_FIRST_ALLOCATION starts the frames' sweep at that allocation
- * (to rerun one); $PP_TEST_ALLOCATION_STRIDE, or a sanitizer
- * ($PP_TEST_SANITIZED), makes it take every so many, and with a stride
- * (not under a sanitizer, which holds the memory, not the choices) each
- * allocation just before a choice as well. */
+ * (to rerun one); $PP_TEST_ALLOCATION_STRIDE makes it take every so many;
+ * and (not under a sanitizer, which holds the memory, not the choices)
+ * each allocation just before a choice is taken as well. */
 #include "pp-backend.h"
 #include "pp-error.h"
 #include "pp-model.h"
@@ -30,11 +29,6 @@
 /* The frames must allocate, and halt the backend, at least this many
  * times, or the sweep tested nothing. */
 #define MIN_FAILURES 3
-/* The frames' allocations that halt the backend come in runs (an op's
- * scratch and plans): since the filters are laid out in place, runs of 7,
- * 3 and 7 among the tiny pipeline's 107, of which a stride of 7 met only
- * 2. */
-#define SANITIZED_STRIDE 5
 
 typedef struct
 {
@@ -216,11 +210,10 @@ sanitized (void)
   return value != NULL && *value != '\0' && !g_str_equal (value, "0");
 }
 
-/* The allocation the sweep fails after @n of @last: each in turn, or
- * every $PP_TEST_ALLOCATION_STRIDE-th (the backend's other ways, whose
- * allocations are mostly the default way's), or under a sanitizer (which
- * slows the emulated kernels several times) every SANITIZED_STRIDE-th;
- * and the last. */
+/* The allocation the sweep fails after @n of @last: each in turn (the
+ * tiny pipeline's frames make 23 since activations are cut from a pool's
+ * segments: 4 of them halt the backend), or every
+ * $PP_TEST_ALLOCATION_STRIDE-th; and the last. */
 static guint64
 next_allocation (guint64 n, guint64 last)
 {
@@ -229,8 +222,6 @@ next_allocation (guint64 n, guint64 last)
 
   if (stride != NULL && *stride != '\0')
     step = MAX (g_ascii_strtoull (stride, NULL, 10), 1);
-  if (sanitized ())
-    step = MAX (step, SANITIZED_STRIDE);
   return n == last ? n + 1 : MIN (n + step, last);
 }
 

@@ -656,8 +656,8 @@ cudaStreamWaitEvent (cudaStream_t stream, cudaEvent_t event,
 static gint waits_sleeping, waits_spinning;
 
 /* At exit, with $PP_CUDA_EMU_MEMORY set, the most device memory the
- * process held at once, on stderr ("emulated device memory: peak N MiB,
- * M MiB held at exit, K allocations"): what a model and its buffers take
+ * process held at once, on stderr ("emulated device memory (PROGRAM):
+ * peak N MiB, M MiB held at exit, K allocations"): what a model and its buffers take
  * of a device, its context's own and the libraries' kernels aside. */
 static void __attribute__ ((destructor))
 report_at_exit (void)
@@ -669,9 +669,10 @@ report_at_exit (void)
         g_atomic_int_get (&waits_spinning));
   if (g_getenv ("PP_CUDA_EMU_MEMORY") != NULL) {
     g_mutex_lock (&device_lock);
-    fprintf (stderr, "emulated device memory: peak %.1f MiB, %.1f MiB held "
-        "at exit, %" G_GUINT64_FORMAT " allocations\n",
-        device_peak / 1048576.0, device_used / 1048576.0, malloc_calls);
+    fprintf (stderr, "emulated device memory (%s): peak %.1f MiB, %.1f MiB "
+        "held at exit, %" G_GUINT64_FORMAT " allocations\n",
+        program_invocation_short_name, device_peak / 1048576.0,
+        device_used / 1048576.0, malloc_calls);
     g_mutex_unlock (&device_lock);
   }
 }
