@@ -250,12 +250,9 @@ PpDType      pp_pool_act_dtype     (PpPool * pool);
  * and returns a stand-in that no work touches. */
 gpointer     pp_pool_acquire       (PpPool * pool, gsize bytes);
 void         pp_pool_release       (PpPool * pool, gpointer mem, gsize bytes);
-/* Device bytes the pool holds (its segments), in use or free. */
-gsize        pp_pool_bytes         (PpPool * pool);
-/* The most of them that acquired blocks took at once. */
-gsize        pp_pool_in_use_peak   (PpPool * pool);
 /* What pools hold, summed over several (a model's networks'): their
- * segments' bytes, and the most each had in use at once. */
+ * segments' device bytes (in use or free), and the most of them each had
+ * in use at once. */
 typedef struct
 {
   guint64 held, peak;

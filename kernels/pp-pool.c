@@ -271,12 +271,13 @@ static const guint8 pool_stand_in[256] __attribute__((aligned (256)));
 
 /* The bytes a request of @bytes takes of a segment: whole alignments, and
  * under AddressSanitizer one more past them, poisoned (a read just past an
- * activation ends in none of its neighbours). */
+ * activation ends in none of its neighbours).  A request past any device
+ * (half the address space) as that much, which no backend gives. */
 static gsize
 block_bytes (const PpPool * pool, gsize bytes)
 {
-  return round_up (MAX (bytes, 1), POOL_ALIGN) + (pool->poison ? POOL_ALIGN
-      : 0);
+  return round_up (CLAMP (bytes, 1, G_MAXSIZE / 2), POOL_ALIGN)
+      + (pool->poison ? POOL_ALIGN : 0);
 }
 
 /* @b, free and out of the free blocks, in use for a request of @bytes:
@@ -416,28 +417,6 @@ pp_pool_release (PpPool * pool, gpointer mem, gsize bytes)
   }
   free_insert (pool, b);
   g_mutex_unlock (&pool->lock);
-}
-
-gsize
-pp_pool_bytes (PpPool * pool)
-{
-  gsize bytes;
-
-  g_mutex_lock (&pool->lock);
-  bytes = pool->bytes;
-  g_mutex_unlock (&pool->lock);
-  return bytes;
-}
-
-gsize
-pp_pool_in_use_peak (PpPool * pool)
-{
-  gsize bytes;
-
-  g_mutex_lock (&pool->lock);
-  bytes = pool->in_use_peak;
-  g_mutex_unlock (&pool->lock);
-  return bytes;
 }
 
 void
