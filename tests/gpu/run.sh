@@ -1187,8 +1187,8 @@ sustained() {
 # element_run NAME LOG STEPS PROPERTY...: $frames frames of $sdt at
 # 512x512 through one worker with the properties given and the
 # environment's assignments in $run_env, reported beside the other runs
-# with the batches the worker ran, what warming its batch sizes took and
-# its slow attention plans.
+# with the batches the worker ran, what warming its batch sizes took, what
+# its and rank 0's activation pools held and its slow attention plans.
 run_env=
 element_run() {
   er_name=$1 er_log=$2 er_steps=$3
@@ -1205,6 +1205,9 @@ element_run() {
     grep -Eo 'stream batch: [0-9]+ frame-steps batched|passes of up to [0-9]+ frames' \
       "$er_log" | paste -sd ' ' - | grep . | indent
     grep -Eo 'warm-up: batches of 2 to [0-9]+ samples run once \([0-9]+ ms\)' \
+      "$er_log" | indent
+    # What the activation pools held (the worker's, rank 0's).
+    grep -Eo 'activation pools on [a-z]+: [0-9.]+ MiB held, at most [0-9.]+ MiB in use at once' \
       "$er_log" | indent
     slow_plans "$er_log" | indent
   fi
