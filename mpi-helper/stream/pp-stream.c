@@ -459,7 +459,7 @@ pp_stream_release (PpStream * stream)
       PP_INFO ("image graphs: encoding %" G_GUINT64_FORMAT " captured, %"
           G_GUINT64_FORMAT " launched; decoding %" G_GUINT64_FORMAT
           " captured, %" G_GUINT64_FORMAT " launched", ec, el, dc, dl);
-    {
+    if (pp_log_enabled (PP_LOG_INFO)) {
       g_autofree gchar *pools = pp_model_describe_pools (stream->model);
 
       if (pools != NULL)

@@ -809,7 +809,7 @@ mark_shutdown (Worker * w, PpChunk * chunk)
       " captured, %" G_GUINT64_FORMAT " launched%s",
       chunk->chunk_id - w->warm_ups, w->warm_ups, w->busy_us / 1e6,
       captures, launches, batched ? batched : "");
-  {
+  if (pp_log_enabled (PP_LOG_INFO)) {
     g_autofree gchar *pools = pp_model_describe_pools (w->model);
 
     if (pools != NULL)
