@@ -120,6 +120,8 @@ gboolean     pp_backend_recover    (PpBackend * be, gchar ** what);
  * holding a stopped element holds no device memory for it. */
 void         pp_backend_give_back  (PpBackend * be);
 
+/* @bytes of @be's device memory, starting on a multiple of 256 bytes on
+ * every backend; NULL with @error when they do not fit. */
 gpointer     pp_backend_alloc      (PpBackend * be, gsize bytes,
                                     GError ** error);
 void         pp_backend_free       (PpBackend * be, gpointer mem);

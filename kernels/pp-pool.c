@@ -43,8 +43,9 @@
 #define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void) (addr), (void) (size))
 #endif
 
-/* Blocks start and end on this (a CUDA allocation's alignment, which the
- * vectorised kernels and the libraries' fastest paths expect). */
+/* Blocks start and end on this (a backend buffer's alignment,
+ * pp_backend_alloc: a CUDA allocation's, which the vectorised kernels and
+ * the libraries' fastest paths expect). */
 #define POOL_ALIGN 256
 /* Segments are whole multiples of this, so that a request's segment has
  * room for smaller ones after it; those for requests under a grain, of
@@ -65,12 +66,10 @@ struct _Block
   gboolean free;
 };
 
-/* A segment: what the backend gave (its alignment may be less than
- * POOL_ALIGN: the first block starts at the first multiple of it), and
- * its first block, which no join frees (it has no block before it). */
+/* A segment: its bytes, and its first block, which starts it and which
+ * no join frees (it has no block before it). */
 typedef struct
 {
-  guint8 *base;
   gsize size;
   Block *first;
 } Segment;
@@ -230,14 +229,15 @@ pp_pool_free (PpPool * pool)
       pool->bytes, pool->segments->len, pool->in_use_peak);
   for (guint i = 0; i < pool->segments->len; i++) {
     const Segment *seg = &g_array_index (pool->segments, Segment, i);
+    guint8 *mem = seg->first->mem;
 
     for (Block * b = seg->first, *next; b != NULL; b = next) {
       next = b->next;
       g_free (b);
     }
     if (pool->poison)
-      ASAN_UNPOISON_MEMORY_REGION (seg->base, seg->size);
-    pp_backend_free (pool->be, seg->base);
+      ASAN_UNPOISON_MEMORY_REGION (mem, seg->size);
+    pp_backend_free (pool->be, mem);
   }
   while (pool->spare != NULL) {
     Block *next = pool->spare->next;
@@ -344,11 +344,10 @@ pp_pool_acquire (PpPool * pool, gsize bytes)
   if (pp_backend_is_halted (pool->be))
     return (gpointer) pool_stand_in;
 
-  seg.size = size + POOL_ALIGN < POOL_SEGMENT_GRAIN
-      ? round_up (size + POOL_ALIGN, POOL_SMALL_GRAIN)
-      : round_up (size + POOL_ALIGN, POOL_SEGMENT_GRAIN);
-  seg.base = pp_backend_alloc (pool->be, seg.size, &error);
-  if (seg.base == NULL) {
+  seg.size = round_up (size, size < POOL_SEGMENT_GRAIN ? POOL_SMALL_GRAIN
+      : POOL_SEGMENT_GRAIN);
+  mem = pp_backend_alloc (pool->be, seg.size, &error);
+  if (mem == NULL) {
     g_prefix_error (&error, "an activation: ");
     /* Where failures are kept, the backend halts, and the caller gets a
      * stand-in no work will touch (the work is skipped while the backend
@@ -358,12 +357,14 @@ pp_pool_acquire (PpPool * pool, gsize bytes)
       g_error ("%s", error->message);
     return (gpointer) pool_stand_in;
   }
+  /* Every backend aligns its buffers so (pp_backend_alloc). */
+  g_assert ((guintptr) mem % POOL_ALIGN == 0);
   if (pool->poison)
-    ASAN_POISON_MEMORY_REGION (seg.base, seg.size);
+    ASAN_POISON_MEMORY_REGION (mem, seg.size);
   g_mutex_lock (&pool->lock);
   b = seg.first = block_new (pool);
-  b->mem = (guint8 *) round_up ((guintptr) seg.base, POOL_ALIGN);
-  b->size = (seg.base + seg.size - b->mem) / POOL_ALIGN * POOL_ALIGN;
+  b->mem = mem;
+  b->size = seg.size;
   g_array_append_val (pool->segments, seg);
   pool->bytes += seg.size;
   mem = block_take (pool, b, bytes);

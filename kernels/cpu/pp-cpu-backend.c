@@ -11,8 +11,10 @@
 
 PpBackend *pp_cpu_backend_get (void);
 
-/* Buffers start on a cache line: whole vectors for the AVX-512 loops. */
-#define CPU_BUFFER_ALIGN 64
+/* Buffers start on 256 bytes, as a CUDA allocation does
+ * (pp_backend_alloc): on a cache line, whole vectors for the AVX-512
+ * loops, and an activation pool's blocks cut from them aligned alike. */
+#define CPU_BUFFER_ALIGN 256
 
 static gpointer
 cpu_alloc (PpBackend * be, gsize bytes, GError ** error)
