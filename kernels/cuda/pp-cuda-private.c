@@ -101,6 +101,7 @@ pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
 {
   cudaEvent_t start = NULL, stop = NULL;
   float ms = -1.0f;
+  unsigned int flags;
   cudaError_t before;
   gboolean ok;
 
@@ -116,8 +117,11 @@ pp_cuda_time_trial (PpCudaBackend * cu, const gchar * what,
             "was timed failed on the device", what));
     return -1.0;
   }
-  ok = cudaEventCreateWithFlags (&start, cudaEventDefault) == cudaSuccess
-      && cudaEventCreateWithFlags (&stop, cudaEventDefault) == cudaSuccess
+  /* Timed either way; waited for as every other wait of the backend
+   * (PPDIFFUSE_CUDA_WAIT). */
+  flags = cu->wait_sleep ? cudaEventBlockingSync : cudaEventDefault;
+  ok = cudaEventCreateWithFlags (&start, flags) == cudaSuccess
+      && cudaEventCreateWithFlags (&stop, flags) == cudaSuccess
       && run (data) && cudaEventRecord (start, cu->stream) == cudaSuccess;
   for (int r = 0; ok && r < runs; r++)
     ok = run (data);

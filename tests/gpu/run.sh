@@ -36,7 +36,10 @@
 #              full-size UNets in f16 and bf16 against diffusers' float64
 #              (cuda's defaults: 16-bit channels-last activations),
 #              SD-Turbo's also with float32 activations channels first
-#              ($ACT32) and, in f16, 16-bit ones channels first;
+#              ($ACT32), with the ways the defaults would take next (the
+#              bench step's winners when it ran before, else
+#              $CANDIDATES; the tiny turbo UNet too) and, in f16, 16-bit
+#              ones channels first;
 #   text       the CLIP text encoder fixtures on cuda in f32, and a text
 #              prompt end to end (element, prompt=) on cuda against the CPU;
 #   mesh       2 workers sharing GPU 0: each reports cuda:0 and the MPI
@@ -747,6 +750,18 @@ step_dtypes() {
         && judge "unet-$fam-tiny $dt" python3 "$gc" npy "unet-$fam-tiny $dt" \
           "$work/u.npy" "$m/out.npy" --nmse "$nmse"
     done
+    # The tiny turbo UNet with the ways the defaults would take next.
+    ways=$(candidate_ways)
+    m=$data/unet-turbo-tiny
+    # shellcheck disable=SC2086  # $ways is a list of assignments
+    runs "unet $m on $BE $dt, with $ways" "$work/tool.log" 300 env $ways \
+      "$tool" unet --backend "$BE" --dtype "$dt" --model "$m" \
+      --sample "$m/sample.npy" --timestep "$(cat "$m/timestep.txt")" \
+      --encoder-hidden-states "$m/encoder_hidden_states.npy" \
+      --out "$work/u.npy" \
+      && judge "unet-turbo-tiny $dt, with $ways" python3 "$gc" npy \
+        "unet-turbo-tiny $dt, with $ways" "$work/u.npy" "$m/out.npy" \
+        --nmse "$nmse"
     v=$data/taesd-tiny
     runs "taesd encode $dt" "$work/tool.log" 300 "$tool" vae-encode \
       --backend "$BE" --dtype "$dt" --model "$v" --image "$v/image.npy" \
@@ -779,6 +794,20 @@ step_dtypes() {
         "$scale" "$data/scale" sd-turbo "$dt"; then
       grep " weights $dt, " "$work/scale.log" | indent
       pass "full-size sd-turbo UNet in $dt, float32 activations"
+    else
+      grep " weights $dt, " "$work/scale.log" | indent
+    fi
+    # The ways the defaults would take next (candidate_ways: the bench
+    # step's winners when it ran before this step in this run, else
+    # $CANDIDATES), all at once, to the same bound: the run that times
+    # them also says whether they keep the defaults' accuracy.
+    ways=$(candidate_ways)
+    # shellcheck disable=SC2086  # $ways is a list of assignments
+    if runs "scale sd-turbo $dt, with $ways" "$work/scale.log" 600 \
+        env PPDIFFUSE_BACKEND="$BE" $ways \
+        "$scale" "$data/scale" sd-turbo "$dt"; then
+      grep " weights $dt, " "$work/scale.log" | indent
+      pass "full-size sd-turbo UNet in $dt, with $ways"
     else
       grep " weights $dt, " "$work/scale.log" | indent
     fi
@@ -904,6 +933,17 @@ ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
 # The ways written to be faster and not yet the defaults, the same in every
 # process (no timed choice): the element's figures with all of them.
 CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded"
+
+# The ways the defaults would take next: those the bench step found faster
+# alone and slower on nothing, when it ran before the caller in this run
+# ($work/winners), else $CANDIDATES.
+candidate_ways() {
+  if [ -s "$work/winners" ]; then
+    tr '\n' ' ' <"$work/winners" | sed 's/ $//'
+  else
+    echo "$CANDIDATES"
+  fi
+}
 
 step_mesh() {
   current=mesh
@@ -1275,8 +1315,7 @@ else
     # this run ($work/winners), else $CANDIDATES: what they buy the
     # element; every rank reads them from the environment; reported,
     # beside the default run.
-    others=$CANDIDATES
-    [ -s "$work/winners" ] && others=$(tr '\n' ' ' <"$work/winners" | sed 's/ $//')
+    others=$(candidate_ways)
     n_ways=0
     for ways in "$ACT32" "$others"; do
       n_ways=$((n_ways + 1))
