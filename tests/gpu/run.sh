@@ -107,7 +107,9 @@
 # PP_GPU_LOGS=DIR keeps every step's log there.  PP_GPU_DEADLINE_S=N
 # starts no step after N seconds: the steps left are listed as skipped and
 # the summary is printed (a machine lent for a bounded time then still
-# says what passed).  PP_GPU_DRY_RUN=1 runs the
+# says what passed); PP_GPU_END_S=M runs no command past M seconds (one
+# that would is cut short there, one with under 5 s left is listed as not
+# run), so that the summary comes before a lent machine's time is up.  PP_GPU_DRY_RUN=1 runs the
 # same plumbing on the CPU (cpu-strict in the place of cuda, the emulated
 # NCCL plane): it checks this script, never a GPU, and exits 77 when it
 # passed.  PP_GPU_EMULATED=1 runs the steps on the cuda backend itself,
@@ -197,12 +199,34 @@ status_text() {
   esac
 }
 
+# PP_GPU_END_S: no command runs past that many seconds from the start; one
+# that would is cut short there, and one with less than END_MARGIN_S left
+# is not started (status NOT_RUN): so that the run ends, printing its
+# summary, before the time a lent machine gives it.
+end_s=${PP_GPU_END_S:-}
+END_MARGIN_S=5
+NOT_RUN=75
+cut_short=""
+
 # exec_to LOG LIMIT CMD...: CMD under timeout, all its output in LOG; sets
 # st to its status.
 exec_to() {
   _log=$1 _limit=$2
   shift 2
   st=0
+  cut_short=""
+  if [ -n "$end_s" ]; then
+    _left=$((end_s - ($(date +%s) - T0)))
+    if [ "$_left" -lt "$END_MARGIN_S" ]; then
+      echo "not run: past PP_GPU_END_S=$end_s s" >"$_log"
+      st=$NOT_RUN
+      return "$st"
+    fi
+    if [ "$_left" -lt "$_limit" ]; then
+      _limit=$_left
+      cut_short=1
+    fi
+  fi
   timeout -k 10 "$_limit" "$@" >"$_log" 2>&1 || st=$?
   [ -n "${PP_GPU_LOGS:-}" ] && cp "$_log" "$PP_GPU_LOGS/$(basename "$_log")" 2>/dev/null
   return "$st"
@@ -216,7 +240,15 @@ runs() {
   if exec_to "$@"; then
     return 0
   fi
-  bad "$_name: $(status_text "$st" "$2")"
+  if [ "$st" = "$NOT_RUN" ]; then
+    note_skip "$_name: not run, past PP_GPU_END_S=$end_s s"
+    return 1
+  fi
+  if [ -n "$cut_short" ] && { [ "$st" = 124 ] || [ "$st" = 137 ]; }; then
+    bad "$_name: cut short at PP_GPU_END_S=$end_s s"
+  else
+    bad "$_name: $(status_text "$st" "$2")"
+  fi
   { grep -m 3 -E '^ERROR|ERROR:|ERROR \*\*|Bail out|^not ok|[Ee]rror: ' "$1"
     tail -n 4 "$1"; } | cut -c1-400 | indent
   return 1
@@ -1181,6 +1213,7 @@ step_faults() {
         timeout-ms="$FAULT_TIMEOUT_MS" ! fakesink
       elapsed=$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
       case $st in
+        "$NOT_RUN") note_skip "fault $kind: not run, past PP_GPU_END_S=$end_s s" ;;
         0) bad "fault $kind: the pipeline ended without an error" ;;
         124 | 137) bad "fault $kind: $(status_text "$st" 120): a hang" ;;
         *) judge "fault $kind: an error naming rank 2 within ${FAULT_BOUND_S} s" \
@@ -1683,7 +1716,9 @@ step_sanitizer() {
       exec_to "$work/memcheck.log" "$_l" "$cs" --tool memcheck \
         --error-exitcode 9 --print-limit 10 "$@"
       summary=$(grep -m 1 'ERROR SUMMARY' "$work/memcheck.log")
-      if [ "$st" = 0 ] && echo "$summary" | grep -q 'ERROR SUMMARY: 0 errors'; then
+      if [ "$st" = "$NOT_RUN" ]; then
+        note_skip "memcheck $_n: not run, past PP_GPU_END_S=$end_s s"
+      elif [ "$st" = 0 ] && echo "$summary" | grep -q 'ERROR SUMMARY: 0 errors'; then
         pass "memcheck $_n: $summary"
       else
         bad "memcheck $_n: $(status_text "$st" "$_l"), ${summary:-no summary}"
