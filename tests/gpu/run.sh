@@ -98,7 +98,11 @@
 #              SD-Turbo's shapes on the device and on the host's cores
 #              (bank-bench);
 #   sanitizer  compute-sanitizer memcheck on test-ops and on the fixtures in
-#              f32, f16 and bf16 (skipped, saying so, without it).
+#              f32, f16 and bf16, and on the tiny turbo UNet and TAESD
+#              with the ways the defaults would take next; racecheck and
+#              synccheck on every op on 16-bit channels-last activations
+#              (test-kernels-act-dtypes), with each norm's ways (skipped,
+#              saying so, without compute-sanitizer).
 # PP_GPU_BENCH_WAYS=ERE runs only the bench step's runs whose names (as
 # it prints them: "gpu-bench f16", "gpu-bench f16,
 # PPDIFFUSE_CUDA_CONV_API=graph", "diffusers eager (f16, bf16, f32)",
@@ -1697,7 +1701,7 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
 
 step_sanitizer() {
   current=sanitizer
-  say "sanitizer: compute-sanitizer memcheck on test-ops and the fixtures (f32, f16, bf16)"
+  say "sanitizer: compute-sanitizer memcheck on test-ops and the fixtures (f32, f16, bf16), racecheck and synccheck on the 16-bit ops"
   cs=$(command -v compute-sanitizer 2>/dev/null)
   [ -z "$cs" ] && [ -x "$cuda_root/bin/compute-sanitizer" ] && cs=$cuda_root/bin/compute-sanitizer
   for c in /usr/local/cuda*/bin/compute-sanitizer \
@@ -1709,23 +1713,27 @@ step_sanitizer() {
   elif [ -z "$cs" ]; then
     note_skip "no compute-sanitizer (PATH, $cuda_root/bin, /usr/local/cuda*/bin): memcheck not run"
   else
-    # memcheck NAME LIMIT CMD...: no error reported.
-    memcheck() {
-      _n=$1 _l=$2
-      shift 2
-      exec_to "$work/memcheck.log" "$_l" "$cs" --tool memcheck \
+    # sanitize TOOL NAME LIMIT CMD...: compute-sanitizer's TOOL (memcheck,
+    # racecheck: shared-memory hazards, synccheck: barriers a thread
+    # misses) reports nothing.
+    sanitize() {
+      _t=$1 _n="$1 $2" _l=$3
+      shift 3
+      exec_to "$work/sanitizer.log" "$_l" "$cs" --tool "$_t" \
         --error-exitcode 9 --print-limit 10 "$@"
-      summary=$(grep -m 1 'ERROR SUMMARY' "$work/memcheck.log")
+      summary=$(grep -m 1 -E '(ERROR|RACECHECK) SUMMARY' "$work/sanitizer.log")
       if [ "$st" = "$NOT_RUN" ]; then
-        note_skip "memcheck $_n: not run, past PP_GPU_END_S=$end_s s"
-      elif [ "$st" = 0 ] && echo "$summary" | grep -q 'ERROR SUMMARY: 0 errors'; then
-        pass "memcheck $_n: $summary"
+        note_skip "$_n: not run, past PP_GPU_END_S=$end_s s"
+      elif [ "$st" = 0 ] && echo "$summary" \
+          | grep -Eq 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards'; then
+        pass "$_n: $summary"
       else
-        bad "memcheck $_n: $(status_text "$st" "$_l"), ${summary:-no summary}"
-        grep -m 8 -E 'Invalid|Program hit|at 0x|by thread|Saved host' "$work/memcheck.log" \
-          | cut -c1-300 | indent
+        bad "$_n: $(status_text "$st" "$_l"), ${summary:-no summary}"
+        grep -m 8 -E 'Invalid|Program hit|at 0x|by thread|Saved host|[Hh]azard|Barrier' \
+          "$work/sanitizer.log" | cut -c1-300 | indent
       fi
     }
+    memcheck() { sanitize memcheck "$@"; }
     memcheck "test-ops" 600 "$tool" test-ops --backend cuda
     for dt in f32 f16 bf16; do
       for fam in sd15 turbo; do
@@ -1741,6 +1749,37 @@ step_sanitizer() {
         --dtype "$dt" --model "$v" --image "$v/image.npy" --out "$work/cs.npy"
       memcheck "taesd-tiny decode $dt" 300 "$tool" vae-decode --backend cuda \
         --dtype "$dt" --model "$v" --latents "$v/latents.npy" --out "$work/cs.npy"
+    done
+    # The ways the defaults would take next (candidate_ways), whose kernels
+    # (the norms' other ways among them) memcheck has not seen above: the
+    # tiny turbo UNet and TAESD in f16.
+    ways=$(candidate_ways)
+    m=$data/unet-turbo-tiny
+    v=$data/taesd-tiny
+    # shellcheck disable=SC2086  # $ways is a list of assignments
+    memcheck "unet-turbo-tiny f16, with $ways" 300 env $ways "$tool" unet \
+      --backend cuda --dtype f16 --model "$m" --sample "$m/sample.npy" \
+      --timestep "$(cat "$m/timestep.txt")" \
+      --encoder-hidden-states "$m/encoder_hidden_states.npy" \
+      --out "$work/cs.npy"
+    # shellcheck disable=SC2086
+    memcheck "taesd-tiny decode f16, with $ways" 300 env $ways "$tool" \
+      vae-decode --backend cuda --dtype f16 --model "$v" \
+      --latents "$v/latents.npy" --out "$work/cs.npy"
+    # Every op on 16-bit channels-last activations, whose norms and
+    # softmax reduce in shared memory between barriers: the emulation runs
+    # a block's threads in two orders to catch a missing barrier, racecheck
+    # and synccheck the device's own scheduling; at the defaults and with
+    # each norm's other ways.  Only the backend's own kernels (every name
+    # ends in _kernel), not the libraries'.
+    acts=$build/tests/kernels/ops/test-kernels-act-dtypes
+    for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block"; do
+      for t in racecheck synccheck; do
+        # shellcheck disable=SC2086  # $w is a list of assignments
+        sanitize "$t" "act-dtypes${w:+, $w}" 300 --kernel-regex kns=_kernel \
+          env $w "$acts"
+      done
     done
   fi
 }
