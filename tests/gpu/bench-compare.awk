@@ -12,6 +12,11 @@
 # settings it adds to those before it; a way that would give a setting
 # another value than a way before it is left out whole, as a way's
 # figures are of all its settings.
+# A "defaults again, f16" row (the defaults measured once more after the
+# ways) gives each figure's drift over the run: a way must then beat the
+# defaults on a figure by more than that figure's drift too (and is
+# slower on it only past its drift), so that a GPU warming or clocking
+# down between the runs makes no default.
 # POSIX awk (mawk on the GPU machines).
 # The way: what follows the row's six figures.
 function way_of(line,   i) {
@@ -26,6 +31,11 @@ function change(v, ref) {
   return (v - ref) / ref * 100
 }
 function cell(c) { return c == "" ? "-" : sprintf("%+.1f%%", c) }
+function abs(v) { return v < 0 ? -v : v }
+# A figure's threshold: the run's, or its drift where that is larger.
+function bound(drift) {
+  return (drift != "" && abs(drift) > threshold) ? abs(drift) : threshold
+}
 # Whether the way is settings alone: NAME=VALUE words after "f16, ".
 function settings_only(w,   n, i, t) {
   if (w !~ /^f16, /)
@@ -59,12 +69,22 @@ function take(w,   n, i, t, name) {
 }
 { rows[NR] = $0 }
 way_of($0) == "defaults, f16" { ref_u = $1; ref_t = $2; ref_b = $3 }
+way_of($0) == "defaults again, f16" { again_u = $1; again_t = $2; again_b = $3 }
 END {
   if (threshold == "")
     threshold = 2
   if (ref_u == "") {
     print "no \"defaults, f16\" row: nothing to compare"
     exit 0
+  }
+  thr_u = thr_t = thr_b = threshold
+  if (again_u != "") {
+    du = change(again_u, ref_u); dt = change(again_t, ref_t)
+    db = change(again_b, ref_b)
+    thr_u = bound(du); thr_t = bound(dt); thr_b = bound(db)
+    printf "the defaults again after the ways: UNet %s, TAESD %s, batch4 %s " \
+      "(a way must beat each figure by more than %.1f %%, %.1f %% and %.1f %%)\n",
+      cell(du), cell(dt), cell(db), thr_u, thr_t, thr_b
   }
   printf "change from the defaults (f16), negative faster:\n"
   printf "%9s %9s %9s  %s\n", "UNet", "TAESD", "batch4", "way"
@@ -77,12 +97,12 @@ END {
     cu = change(f[1], ref_u); ct = change(f[2], ref_t)
     cb = change(f[3], ref_b)
     printf "%9s %9s %9s  %s\n", cell(cu), cell(ct), cell(cb), w
-    slower = (cu != "" && cu > threshold) || (ct != "" && ct > threshold) \
-      || (cb != "" && cb > threshold)
+    slower = (cu != "" && cu > thr_u) || (ct != "" && ct > thr_t) \
+      || (cb != "" && cb > thr_b)
     what = ""
-    if (cu != "" && cu < -threshold) what = what " UNet " cell(cu)
-    if (ct != "" && ct < -threshold) what = what " TAESD " cell(ct)
-    if (cb != "" && cb < -threshold) what = what " batch4 " cell(cb)
+    if (cu != "" && cu < -thr_u) what = what " UNet " cell(cu)
+    if (ct != "" && ct < -thr_t) what = what " TAESD " cell(ct)
+    if (cb != "" && cb < -thr_b) what = what " batch4 " cell(cb)
     if (what != "")
       faster = faster "  " w ":" what "\n"
     if (what != "" && !slower && settings_only(w)) {
@@ -98,10 +118,14 @@ END {
       n_won++
     }
   }
-  if (faster == "")
-    printf "no way faster than the defaults by more than %s %%\n", threshold
+  if (again_u != "")
+    over = "their drift or " threshold
   else
-    printf "faster than the defaults by more than %s %%:\n%s", threshold, faster
+    over = threshold
+  if (faster == "")
+    printf "no way faster than the defaults by more than %s %%\n", over
+  else
+    printf "faster than the defaults by more than %s %%:\n%s", over, faster
   if (winners == "")
     exit 0
   printf "" >winners

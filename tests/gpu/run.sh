@@ -90,7 +90,8 @@
 #              PPDIFFUSE_CUDA_GROUP_NORM and
 #              PPDIFFUSE_CUDA_LAYER_NORM side by side, with float32
 #              activations ($ACT32) and 16-bit ones channels first, and
-#              the GEMMs' outputs through float32, then the ways of
+#              the GEMMs' outputs through float32, the defaults again
+#              (the run's drift, which a way must beat too), then the ways of
 #              settings faster alone and slower on nothing all together
 #              (bench-compare.awk), and a latent's hop
 #              between ranks with and without the doorbells
@@ -1595,6 +1596,17 @@ step_bench() {
           bench_row "f16, $way" "$blog"
           pass "gpu-bench f16, $way ran"; }
     done
+    # The defaults once more, after the ways: how far the run's figures
+    # drifted (a GPU warming, its clocks); bench-compare.awk holds each way
+    # to beat the defaults by more than that too.
+    blog=$work/bench-f16-again.log
+    bench_wanted "gpu-bench f16, the defaults again" \
+      && runs "gpu-bench f16, the defaults again" "$blog" 300 \
+        env G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
+        $bench_size \
+      && { grep -E '^(SD-Turbo|small|TAESD|frames/s)' "$blog" | indent
+        bench_row "defaults again, f16" "$blog"
+        pass "gpu-bench f16, the defaults again ran"; }
     # The ways of settings alone that were faster than the defaults and
     # slower on nothing, together (bench-compare.awk, best first, one that
     # would change a setting already taken left out): the figures of the
