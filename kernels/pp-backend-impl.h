@@ -43,6 +43,15 @@ typedef struct
  * @error when it cannot. */
 typedef gboolean (*PpGraphFunc) (gpointer data, GError ** error);
 
+/* A kernel the device ran, as a trace records it (pp_backend_trace): its
+ * name (as the device has it, a C++ kernel's mangled) and its start and
+ * end, in nanoseconds of the trace's own clock. */
+typedef struct
+{
+  gchar *name;
+  guint64 start_ns, end_ns;
+} PpKernelSpan;
+
 typedef struct
 {
   /* Device memory: NULL with @error when it cannot be had. */
@@ -120,6 +129,11 @@ typedef struct
    * (pp_backend_give_back); NULL where none are kept (the CPU
    * backends). */
   void (*give_back) (PpBackend * be);
+  /* Kernel traces (pp_backend_trace_enable, pp_backend_trace; NULL where
+   * the backend runs no device kernels: the CPU backends). */
+  gboolean (*trace_enable) (PpBackend * be, GError ** error);
+  GArray *(*trace) (PpBackend * be, PpGraphFunc func, gpointer data,
+      GError ** error);
 } PpBackendMemory;
 
 struct _PpBackend

@@ -670,6 +670,38 @@ pp_backend_graph_nodes (PpBackend * be, gpointer graph, guint * nodes,
       && be->memory->graph_nodes (be, graph, nodes, kernels);
 }
 
+gboolean
+pp_backend_trace_enable (PpBackend * be, GError ** error)
+{
+  if (be->memory->trace_enable == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "the %s backend runs no "
+        "device kernels to trace", be->name);
+    return FALSE;
+  }
+  return be->memory->trace_enable (be, error);
+}
+
+GArray *
+pp_backend_trace (PpBackend * be, PpGraphFunc func, gpointer data,
+    GError ** error)
+{
+  if (be->memory->trace == NULL) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "the %s backend runs no "
+        "device kernels to trace", be->name);
+    return NULL;
+  }
+  const guint since = pp_backend_failures (be);
+  GArray *spans;
+
+  if (!pp_backend_check (be, since, error))
+    return NULL;
+  spans = be->memory->trace (be, func, data, error);
+  /* A failure kept while the work ran answers, not its partial trace. */
+  if (spans != NULL && !pp_backend_check (be, since, error))
+    g_clear_pointer (&spans, g_array_unref);
+  return spans;
+}
+
 guint64
 pp_backend_allocated_bytes (void)
 {

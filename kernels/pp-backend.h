@@ -173,6 +173,19 @@ void         pp_backend_graph_free  (PpBackend * be, gpointer graph);
 gboolean     pp_backend_graph_nodes (PpBackend * be, gpointer graph,
                                     guint * nodes, guint * kernels);
 
+/* Kernel traces, a device backend's (FALSE or NULL with @error where the
+ * backend has none or cannot: the CPU backends, a CUDA backend without
+ * its tracing library).  pp_backend_trace_enable starts recording every
+ * kernel the process runs on the device; it comes before the work to
+ * trace is made, a graph's capture included, and once it is on, the
+ * device's figures include what recording costs.  pp_backend_trace then
+ * waits for the device, runs @func (which issues work on @be), waits for
+ * that work, and returns each kernel that ran in between (PpKernelSpan,
+ * by start; g_array_unref frees their names). */
+gboolean     pp_backend_trace_enable (PpBackend * be, GError ** error);
+GArray      *pp_backend_trace       (PpBackend * be, PpGraphFunc func,
+                                    gpointer data, GError ** error);
+
 /* Whether the models run a batch's samples apart where a sample's bytes
  * could depend on its batch (the CPU backends), or the batch as one (a
  * GPU); the setter is for tests that run the other way on the CPU. */

@@ -606,6 +606,8 @@ static const PpBackendMemory cuda_memory = {
   .fence_free = cuda_event_free,
   .trim = cuda_trim,
   .give_back = cuda_give_back,
+  .trace_enable = pp_cuda_trace_enable,
+  .trace = pp_cuda_trace,
 };
 
 /* Ops */

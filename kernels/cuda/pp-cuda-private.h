@@ -392,4 +392,10 @@ void pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
  * filters' own bytes, which stay as they are: after a kept failure). */
 void pp_cuda_conv_filters_trim (PpCudaBackend * cu);
 
+/* Kernel traces (PpBackendMemory.trace_enable and .trace,
+ * pp-cuda-trace.c). */
+gboolean pp_cuda_trace_enable (PpBackend * be, GError ** error);
+GArray *pp_cuda_trace (PpBackend * be, PpGraphFunc func, gpointer data,
+    GError ** error);
+
 G_END_DECLS

@@ -3,8 +3,8 @@
 # program's every path (the timed runs, each graph, the stream batch's and
 # the frame batches' passes, the three device-time profiles with their
 # shape tables) as a GPU runs it, and the GPU check's summary row of its
-# output (tests/gpu/bench-row.awk) with every figure, so that neither
-# breaks where only a GPU would show it.
+# output (tests/gpu/bench-row.awk) with every figure, and its kernel
+# traces (--kernels), so that none breaks where only a GPU would show it.
 # Usage: gpu-bench-emulated.sh GPU_BENCH BENCH_ROW_AWK
 set -u
 bench=$1 row_awk=$2
@@ -60,4 +60,25 @@ echo "summary row: $row"
 case " $row " in
   *" - "*) fail "the GPU check's summary row lacks a figure: $row" ;;
 esac
-echo "gpu-bench --small ran every path on the emulation"
+# Kernel traces (--kernels): each graph's one launch, every kernel it ran
+# (on the emulation as many as its kernel nodes: the libraries' calls run
+# there without kernels), the table by kernel name; and where there is no
+# device kernel to trace (the cpu backend), a skip that says so.
+timeout -k 10 400 "$bench" --small --kernels >"$log" 2>&1
+st=$?
+[ "$st" -eq 0 ] || fail "gpu-bench --small --kernels exited with status $st"
+n=$(grep -c '^kernels of .*, graph: [1-9][0-9]* kernels (its graph: [1-9][0-9]* kernel nodes) in ' "$log")
+[ "$n" -eq 3 ] || fail "$n graphs traced, expected 3"
+awk '/^kernels of / {
+    match($0, /, graph: [0-9]+ kernels/); k = substr($0, RSTART + 9, RLENGTH - 9)
+    match($0, /\(its graph: [0-9]+ kernel nodes/); n = substr($0, RSTART + 12, RLENGTH - 12)
+    if (k + 0 != n + 0) { print "traced " k + 0 " kernels of " n + 0 " kernel nodes: " $0; bad = 1 } }
+  END { exit bad }' "$log" >&2 || fail "a trace missed kernels of its graph"
+grep -Eq '^  group_norm_[a-z_]+kernel.* [1-9][0-9]* +[0-9.]+ +[0-9.]+ % +[0-9.]+$' "$log" \
+  || fail "no group norm kernel in the traces' tables"
+grep -q 'not traced' "$log" && fail "a graph was not traced"
+timeout -k 10 60 "$bench" --backend cpu --small --kernels >"$log" 2>&1
+st=$?
+[ "$st" -eq 77 ] && grep -q '^kernel trace: not available: the cpu backend' "$log" \
+  || fail "the cpu backend's kernel trace: status $st, expected 77 and why"
+echo "gpu-bench --small ran every path on the emulation, its kernel traces too"

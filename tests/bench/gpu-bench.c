@@ -14,6 +14,7 @@
  * build) it exits 77, the harnesses' "skipped". */
 #include "pp-backend.h"
 #include "pp-bench-configs.h"
+#include "pp-kernel-names.h"
 #include "pp-error.h"
 #include "pp-ops.h"
 #include "pp-taesd.h"
@@ -351,6 +352,166 @@ launch_floor (Bench * b, guint repeats)
     pp_backend_free (b->be, g_steal_pointer (&b->tiny));
 }
 
+/* Kernel traces (--kernels): each graph's kernels as the device ran
+ * them, from a trace of one warm launch (pp_backend_trace). */
+
+/* The table's rows: the costliest kernel names, the rest summed. */
+#define TRACE_ROWS 24
+/* Its kernel names' width (pp_kernel_short_name's). */
+#define TRACE_NAME_WIDTH PP_KERNEL_NAME_WIDTH
+/* The longest idle stretches named. */
+#define TRACE_GAPS 3
+
+typedef struct
+{
+  const gchar *name;            /* the table's */
+  guint calls;
+  guint64 ns;
+} TraceRow;
+
+static gint
+by_ns_desc (gconstpointer a, gconstpointer b)
+{
+  const TraceRow *x = a, *y = b;
+
+  return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : g_strcmp0 (x->name,
+      y->name);
+}
+
+static gint
+by_gap_desc (gconstpointer a, gconstpointer b)
+{
+  const guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The trace of @what's launch: its kernels from the first's start to the
+ * last's end, the time a kernel ran (overlapping kernels counted once:
+ * programmatic dependent launches overlap) and the device's idle
+ * stretches between them, then the time by kernel name. */
+static void
+print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
+{
+  g_autoptr (GHashTable) by_name = g_hash_table_new_full (g_str_hash,
+      g_str_equal, g_free, g_free);
+  g_autoptr (GArray) rows = g_array_new (FALSE, FALSE, sizeof (TraceRow));
+  g_autoptr (GArray) gaps = g_array_new (FALSE, FALSE, sizeof (guint64));
+  guint64 first, last = 0, running = 0, run_start, run_end;
+  GHashTableIter iter;
+  gpointer key, value;
+  guint other_calls = 0;
+  guint64 other_ns = 0, span_ns;
+
+  if (spans->len == 0) {
+    printf ("kernels of %s: none traced\n", what);
+    return;
+  }
+  first = g_array_index (spans, PpKernelSpan, 0).start_ns;
+  run_start = first;
+  run_end = first;
+  for (guint i = 0; i < spans->len; i++) {
+    const PpKernelSpan *k = &g_array_index (spans, PpKernelSpan, i);
+    g_autofree gchar *name = pp_kernel_short_name (k->name);
+    TraceRow *row = g_hash_table_lookup (by_name, name);
+
+    if (row == NULL) {
+      row = g_new0 (TraceRow, 1);
+      row->name = name;
+      g_hash_table_insert (by_name, g_steal_pointer (&name), row);
+    }
+    row->calls++;
+    row->ns += k->end_ns - k->start_ns;
+    /* Spans by start: a run of overlapping ones ends where the next
+     * starts after it. */
+    if (k->start_ns > run_end) {
+      const guint64 gap = k->start_ns - run_end;
+
+      running += run_end - run_start;
+      g_array_append_val (gaps, gap);
+      run_start = k->start_ns;
+    }
+    run_end = MAX (run_end, k->end_ns);
+    last = MAX (last, k->end_ns);
+  }
+  running += run_end - run_start;
+  span_ns = last - first;
+  g_array_sort (gaps, by_gap_desc);
+  printf ("kernels of %s: %u kernels (its graph: %u kernel nodes) in "
+      "%.3f ms, the first's start to the last's end: a kernel running "
+      "%.3f ms (%.1f %%), the device idle between them %.3f ms", what,
+      spans->len, kernel_nodes, span_ns / 1e6, running / 1e6,
+      span_ns > 0 ? 100.0 * running / span_ns : 100.0,
+      (span_ns - running) / 1e6);
+  if (gaps->len > 0) {
+    printf ("; its longest idle stretches");
+    for (guint i = 0; i < MIN (gaps->len, TRACE_GAPS); i++)
+      printf ("%s %.1f", i == 0 ? "" : ",",
+          g_array_index (gaps, guint64, i) / 1e3);
+    printf (" µs");
+  }
+  printf ("\n");
+  g_hash_table_iter_init (&iter, by_name);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    g_array_append_val (rows, *(TraceRow *) value);
+  g_array_sort (rows, by_ns_desc);
+  printf ("  %-*s %6s %9s %7s %10s\n", TRACE_NAME_WIDTH, "kernel", "calls",
+      "ms", "share", "µs a call");
+  for (guint i = 0; i < rows->len; i++) {
+    const TraceRow *r = &g_array_index (rows, TraceRow, i);
+
+    if (i >= TRACE_ROWS) {
+      other_calls += r->calls;
+      other_ns += r->ns;
+      continue;
+    }
+    printf ("  %-*s %6u %9.3f %6.1f %% %10.1f\n", TRACE_NAME_WIDTH, r->name,
+        r->calls, r->ns / 1e6, span_ns > 0 ? 100.0 * r->ns / span_ns : 0.0,
+        r->ns / 1e3 / r->calls);
+  }
+  if (other_calls > 0) {
+    g_autofree gchar *others = g_strdup_printf ("(%u other kernels)",
+        rows->len - TRACE_ROWS);
+
+    printf ("  %-*s %6u %9.3f %6.1f %% %10.1f\n", TRACE_NAME_WIDTH, others,
+        other_calls, other_ns / 1e6, span_ns > 0 ? 100.0 * other_ns
+        / span_ns : 0.0, other_ns / 1e3 / other_calls);
+  }
+}
+
+static gboolean
+launch_into (gpointer data, GError ** error)
+{
+  Bench *b = data;
+
+  return pp_backend_graph_launch (b->be, b->graph, error);
+}
+
+/* @func's work captured as a graph (after two runs as is, as
+ * best_of_graph's), launched once, then traced launching once more. */
+static void
+trace_graph (const gchar * what, PpGraphFunc func, Bench * b)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) spans = NULL;
+  guint nodes = 0, kernels = 0;
+
+  if (func (b, &error) && func (b, &error)) {
+    pp_backend_synchronize (b->be);
+    b->graph = pp_backend_graph_capture (b->be, func, b, &error);
+  }
+  if (b->graph != NULL && launch_into (b, &error))
+    spans = pp_backend_trace (b->be, launch_into, b, &error);
+  if (spans != NULL) {
+    (void) pp_backend_graph_nodes (b->be, b->graph, &nodes, &kernels);
+    print_trace (what, spans, kernels);
+  } else {
+    printf ("kernels of %s: not traced: %s\n", what, error->message);
+  }
+  if (b->graph != NULL)
+    pp_backend_graph_free (b->be, g_steal_pointer (&b->graph));
+}
+
 /* The line of a graph's figure, or why there is none. */
 static gboolean
 report_graph (const gchar * what, PpGraphFunc func, Bench * b,
@@ -647,7 +808,7 @@ main (int argc, char **argv)
   g_autofree gchar *backend = NULL, *dtype_name = NULL, *dir = NULL,
       *unet_path = NULL, *taesd_path = NULL;
   gint repeats = DEFAULT_REPEATS;
-  gboolean small = FALSE;
+  gboolean small = FALSE, kernels = FALSE;
   gdouble peak = 0, gbps = 0;
   Peaks known;
   const Sizes *z;
@@ -667,6 +828,10 @@ main (int argc, char **argv)
     {"small", 0, 0, G_OPTION_ARG_NONE, &small,
         "a small UNet of SD-Turbo's blocks, an 8x8 latent, TAESD at 64x64: "
           "the program's every path, quickly (the CUDA emulation)", NULL},
+    {"kernels", 0, 0, G_OPTION_ARG_NONE, &kernels,
+          "instead of the timed figures, each graph's kernels as the device "
+          "ran them in one launch: a kernel trace (CUPTI on cuda), which "
+          "costs the device some time of its own", NULL},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
@@ -692,6 +857,12 @@ main (int argc, char **argv)
   if (b.be == NULL) {
     fprintf (stderr, "gpu-bench: skipped: %s\n", error->message);
     return g_error_matches (error, PP_ERROR, PP_ERROR_DEVICE) ? EXIT_SKIP : 1;
+  }
+  /* Recording from here on, the graphs' capture included; not with the
+   * timed figures, which it would slow. */
+  if (kernels && !pp_backend_trace_enable (b.be, &error)) {
+    printf ("kernel trace: not available: %s\n", error->message);
+    return EXIT_SKIP;
   }
   if (dtype == 0)
     dtype = b.be->default_weight_dtype;
@@ -736,10 +907,25 @@ main (int argc, char **argv)
   taesd_what = g_strdup_printf ("TAESD enc+dec %" G_GINT64_FORMAT "x%"
       G_GINT64_FORMAT, z->image_side, z->image_side);
 
-  printf ("%s on %s, weights %s, best of %d synchronized runs\n",
-      pp_backend_name (b.be), pp_backend_device (b.be),
-      pp_dtype_weights_name (dtype), repeats);
+  if (kernels)
+    printf ("%s on %s, weights %s, kernel traces\n", pp_backend_name (b.be),
+        pp_backend_device (b.be), pp_dtype_weights_name (dtype));
+  else
+    printf ("%s on %s, weights %s, best of %d synchronized runs\n",
+        pp_backend_name (b.be), pp_backend_device (b.be),
+        pp_dtype_weights_name (dtype), repeats);
   printf ("kernel ways: %s\n", pp_backend_ways (b.be));
+  if (kernels) {
+    g_autofree gchar *uw_what = g_strconcat (unet_what, ", graph", NULL);
+    g_autofree gchar *tw_what = g_strconcat (taesd_what, ", graph", NULL);
+    g_autofree gchar *bw_what = g_strdup_printf ("%s UNet pass of a "
+        "4-frame stream batch, graph", z->unet_name);
+
+    trace_graph (uw_what, unet_into, &b);
+    trace_graph (tw_what, taesd_into, &b);
+    trace_graph (bw_what, batch_into, &b);
+    goto done;
+  }
   if (peak <= 0)
     printf ("device peak unknown: pass --peak-tflops for the share of it\n");
   u = best_of (unet_run, &b, (guint) repeats);
@@ -808,6 +994,7 @@ main (int argc, char **argv)
   profile ("UNet pass of a 4-frame stream batch", batch_run, &b,
       (Peaks) { peak, gbps });
 
+done:
   pp_tensor_free (b.sample);
   pp_tensor_free (b.text);
   pp_tensor_free (b.image);

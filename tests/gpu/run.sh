@@ -83,6 +83,8 @@
 #              python3, with torch and diffusers; skipped, saying so,
 #              without them; and its error in f16 and bf16 on the
 #              full-size fixtures, the basis of the dtypes step's bounds),
+#              gpu-bench --kernels (each graph's kernels in one launch,
+#              from a CUPTI trace; skipped, saying so, without CUPTI),
 #              gpu-bench also with the choices of
 #              PPDIFFUSE_CUDA_ATTENTION, PPDIFFUSE_CUDA_CONV_ALGO,
 #              PPDIFFUSE_CUDA_CONV_LAYOUT, PPDIFFUSE_CUDA_CONV_EPILOGUE,
@@ -1479,9 +1481,43 @@ bench_row() {
   awk -v way="$1" -f "$here/bench-row.awk" "$2" >>"$work/bench-summary"
 }
 
+# trace_kernels NAME LOG [NAME=VALUE ...]: gpu-bench --kernels in f16 with
+# those settings, its tables shown; skipped, saying why, where the device
+# has no kernel trace (no CUPTI).
+trace_kernels() {
+  _n=$1 _l=$2
+  shift 2
+  bench_wanted "$_n" || return 0
+  # shellcheck disable=SC2086  # $bench_size is a list of options
+  exec_to "$_l" 300 env "$@" "$build/tests/bench/gpu-bench" --dtype f16 \
+    --kernels $bench_size
+  case $st in
+    0)
+      sed -n '/^kernels of /,$p' "$_l" | grep -v -E '(INFO|DEBUG|MESSAGE)' \
+        | cut -c1-400 | indent
+      pass "$_n ran" ;;
+    77)
+      note_skip "$_n: $(grep -m 1 '^kernel trace: ' "$_l" | cut -c1-300)" ;;
+    "$NOT_RUN")
+      note_skip "$_n: not run, past PP_GPU_END_S=$end_s s" ;;
+    *)
+      bad "$_n: $(status_text "$st" 300)"
+      tail -n 4 "$_l" | cut -c1-400 | indent ;;
+  esac
+}
+
 step_bench() {
   current=bench
   say "bench: gpu-bench (reported, not judged)"
+  # CUPTI for the kernel traces, where the caller named none: the
+  # toolkit's or a wheel's (nvidia-cuda-cupti).
+  if [ -z "${PPDIFFUSE_CUDA_CUPTI:-}" ] && [ -z "$dry$emulated" ]; then
+    cupti=$(timeout 30 find /usr/local/cuda*/ /usr/lib/python3* \
+      /usr/local/lib /opt -xdev -name 'libcupti.so.13*' 2>/dev/null \
+      | head -n 1)
+    [ -n "$cupti" ] && export PPDIFFUSE_CUDA_CUPTI="$cupti"
+    echo "  CUPTI for the kernel traces: ${cupti:-none found}"
+  fi
   # Emulated, every run at gpu-bench's small size, once: each way's path
   # through the benchmark, not its time.
   bench_size=""
@@ -1513,6 +1549,10 @@ step_bench() {
           bench_row "defaults, $dt" "$blog"
           pass "gpu-bench $dt ran"; }
     done
+    # Each graph's kernels as the device ran them in one launch (a CUPTI
+    # kernel trace: the libraries' kernels by name, the time a kernel ran
+    # and the device idle between kernels), at the defaults.
+    trace_kernels "gpu-bench f16, kernels" "$work/bench-kernels.log"
     # The same f16 step the ways the backend can still be told to run it,
     # side by side with the default above: the first measured way (float32
     # attention, heuristic NCHW convolutions, whole group norms, on the
@@ -1635,6 +1675,12 @@ step_bench() {
             | grep -v -E '(INFO|DEBUG|MESSAGE)' | indent
           bench_row "f16 together: $together" "$blog"
           pass "gpu-bench f16, the faster ways together ran"; }
+    fi
+    # The kernels with the faster ways (one or more), as the defaults'.
+    if [ "$n_won" -ge 1 ]; then
+      # shellcheck disable=SC2086  # $together is a list of assignments
+      trace_kernels "gpu-bench f16, kernels with the faster ways together" \
+        "$work/bench-kernels-together.log" $together
     fi
     # Every way side by side: the figures the defaults are chosen by.
     if [ -s "$work/bench-summary" ]; then

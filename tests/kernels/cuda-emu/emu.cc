@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <climits>
+#include <ctime>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -778,10 +779,44 @@ faults (const char *kernel)
       && !faulted.exchange (true);
 }
 
+/* A kernel trace's hook (emu-cupti.c sets it while kernels are traced):
+ * each launch run, by its kernel's name, with the monotonic clock's
+ * nanoseconds at its start and end. */
+extern "C" {
+  void (*emu_trace_hook) (const char *name, unsigned long long start,
+      unsigned long long end);
+}
+
+extern "C" unsigned long long
+emu_now_ns ()
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (unsigned long long) ts.tv_sec * 1000000000ull
+      + (unsigned long long) ts.tv_nsec;
+}
+
+static void launch_run (dim3 grid, dim3 block, const char *kernel,
+    const std::function<void ()> &body, bool waits);
+
 /* Runs a launch emu_launch has checked, here and now (a graph's or a
  * deferred stream's node runs it so, in its turn). */
 static void
 launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
+    const std::function<void ()> &body, bool waits)
+{
+  void (*const hook) (const char *, unsigned long long, unsigned long long)
+      = emu_trace_hook;
+  const unsigned long long start = hook != nullptr ? emu_now_ns () : 0;
+
+  launch_run (grid, block, kernel, body, waits);
+  if (hook != nullptr)
+    hook (kernel, start, emu_now_ns ());
+}
+
+static void
+launch_run (dim3 grid, dim3 block, const char *kernel,
     const std::function<void ()> &body, bool waits)
 {
   const unsigned long threads = (unsigned long) block.x * block.y * block.z;
