@@ -214,6 +214,8 @@ end_s=${PP_GPU_END_S:-}
 END_MARGIN_S=5
 NOT_RUN=75
 cut_short=""
+# The name runs gives the command exec_to runs next (for the durations).
+exec_name=""
 
 # exec_to LOG LIMIT CMD...: CMD under timeout, all its output in LOG; sets
 # st to its status.
@@ -234,7 +236,13 @@ exec_to() {
       cut_short=1
     fi
   fi
+  _t0=$(date +%s)
   timeout -k 10 "$_limit" "$@" >"$_log" 2>&1 || st=$?
+  # What each command took, by its log, for the summary: where the next
+  # run's minutes go.
+  printf '%s\t%s\t%s\n' "$(($(date +%s) - _t0))" "$current" \
+    "${exec_name:-$(basename "$_log" .log)}" | cut -c1-160 >>"$work/durations"
+  exec_name=""
   [ -n "${PP_GPU_LOGS:-}" ] && cp "$_log" "$PP_GPU_LOGS/$(basename "$_log")" 2>/dev/null
   return "$st"
 }
@@ -244,6 +252,7 @@ exec_to() {
 runs() {
   _name=$1
   shift
+  exec_name=$_name
   if exec_to "$@"; then
     return 0
   fi
@@ -389,6 +398,17 @@ trap 'gpu_samples_stop; mps_stop; rm -rf "$work"' EXIT
 finish() {
   say "summary"
   [ -n "$skipped" ] && printf 'skipped:%s\n' "$skipped"
+  # Each step's seconds in its commands, and the slowest commands: what
+  # to leave out of a run that must fit a lent machine's minutes.
+  if [ -s "$work/durations" ]; then
+    awk -F '\t' '{ step[$2] += $1; if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
+      END { line = ""
+        for (i = 1; i <= n; i++) line = line (i > 1 ? ", " : "") order[i] " " step[order[i]] " s"
+        print "seconds in commands, by step: " line }' "$work/durations"
+    echo "the slowest commands:"
+    sort -t "$(printf '\t')" -k1,1nr "$work/durations" | head -n 10 \
+      | awk -F '\t' '{ printf "  %4d s  [%s] %s\n", $1, $2, $3 }'
+  fi
   if [ "$failures" -gt 0 ]; then
     printf 'tests/gpu/run.sh: FAILED: %d of %d checks failed (%s, %s GPU(s), %ss):%s\n' \
       "$failures" "$checks" "$BE" "$n_gpus" "$(($(date +%s) - T0))" "$failed"
