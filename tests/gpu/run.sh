@@ -836,54 +836,43 @@ step_dtypes() {
     # 5e-6, 3.2e-4.  (Not emulated: hours on the CPU.)
     [ -n "$emulated" ] && continue
     for m in sd-turbo sd15; do
-      if runs "scale $m $dt" "$work/scale.log" 600 env PPDIFFUSE_BACKEND="$BE" \
-          "$scale" "$data/scale" "$m" "$dt"; then
-        grep " weights $dt, " "$work/scale.log" | indent
-        pass "full-size $m UNet in $dt"
-      else
-        grep " weights $dt, " "$work/scale.log" | indent
-      fi
+      scale_case "" "$m" "$dt"
     done
     # The way back from the defaults: float32 activations channels first
     # ($ACT32), each 16-bit product narrowing a copy of its operand, to
     # the same bound.
     # shellcheck disable=SC2086  # $ACT32 is a list of assignments
-    if runs "scale sd-turbo $dt, float32 activations" "$work/scale.log" 600 \
-        env PPDIFFUSE_BACKEND="$BE" $ACT32 \
-        "$scale" "$data/scale" sd-turbo "$dt"; then
-      grep " weights $dt, " "$work/scale.log" | indent
-      pass "full-size sd-turbo UNet in $dt, float32 activations"
-    else
-      grep " weights $dt, " "$work/scale.log" | indent
-    fi
+    scale_case ", float32 activations" sd-turbo "$dt" $ACT32
     # The ways the defaults would take next (candidate_ways: the bench
     # step's winners when it ran before this step in this run, else
     # $CANDIDATES), all at once, to the same bound: the run that times
     # them also says whether they keep the defaults' accuracy.
     ways=$(candidate_ways)
     # shellcheck disable=SC2086  # $ways is a list of assignments
-    if runs "scale sd-turbo $dt, with $ways" "$work/scale.log" 600 \
-        env PPDIFFUSE_BACKEND="$BE" $ways \
-        "$scale" "$data/scale" sd-turbo "$dt"; then
-      grep " weights $dt, " "$work/scale.log" | indent
-      pass "full-size sd-turbo UNet in $dt, with $ways"
-    else
-      grep " weights $dt, " "$work/scale.log" | indent
-    fi
+    scale_case ", with $ways" sd-turbo "$dt" $ways
     # And 16-bit activations channels first (PPDIFFUSE_ACT_LAYOUT=nchw):
     # the norms and convolutions on their channels-first kernels, to the
     # same bound; kernels-scale-sd-turbo-f16-nhwc-cpu-strict holds the
     # layouts' agreement on the host.
     [ "$dt" = f16 ] || continue
-    if runs "scale sd-turbo f16, f16 activations, nchw" "$work/scale.log" 600 \
-        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_ACT_LAYOUT=nchw \
-        "$scale" "$data/scale" sd-turbo f16; then
-      grep " weights f16, " "$work/scale.log" | indent
-      pass "full-size sd-turbo UNet in f16, f16 activations, channels first"
-    else
-      grep " weights f16, " "$work/scale.log" | indent
-    fi
+    scale_case ", 16-bit activations channels first" sd-turbo f16 \
+      PPDIFFUSE_ACT_LAYOUT=nchw
   done
+}
+
+# scale_case WHAT MODEL DTYPE [NAME=VALUE ...]: the full-size MODEL UNet in
+# DTYPE with those settings against diffusers' float64
+# (test-kernels-scale, its bounds), its figures shown either way; WHAT
+# ends its name.
+scale_case() {
+  _what=$1 _m=$2 _dt=$3
+  shift 3
+  runs "scale $_m $_dt$_what" "$work/scale.log" 600 \
+    env PPDIFFUSE_BACKEND="$BE" "$@" "$scale" "$data/scale" "$_m" "$_dt"
+  _ok=$?
+  grep " weights $_dt, " "$work/scale.log" | indent
+  [ "$_ok" = 0 ] && pass "full-size $_m UNet in $_dt$_what"
+  return 0
 }
 
 # ---- shared by text, mesh, spread, faults ------------------------------------
