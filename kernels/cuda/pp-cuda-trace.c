@@ -176,21 +176,23 @@ pp_cuda_trace_enable (PpBackend * be, GError ** error)
 
   g_mutex_lock (&enable_lock);
   if (!enabled) {
+    /* Where CUPTI's buffers go, before it may hand one over. */
+    g_mutex_lock (&records_lock);
+    if (records == NULL) {
+      records = g_array_new (FALSE, FALSE, sizeof (PpKernelSpan));
+      g_array_set_clear_func (records, clear_span);
+    }
+    g_mutex_unlock (&records_lock);
     be->memory->make_current (be);
     ok = load (error)
         && cupti_ok (cupti.register_callbacks (buffer_requested,
             buffer_completed), "cuptiActivityRegisterCallbacks", error)
         && cupti_ok (cupti.enable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
         "cuptiActivityEnable (CONCURRENT_KERNEL)", error);
-    if (ok) {
-      g_mutex_lock (&records_lock);
-      records = g_array_new (FALSE, FALSE, sizeof (PpKernelSpan));
-      g_array_set_clear_func (records, clear_span);
-      g_mutex_unlock (&records_lock);
+    if (ok)
       enabled = TRUE;
-    } else {
+    else
       memset (&cupti, 0, sizeof cupti);
-    }
   }
   g_mutex_unlock (&enable_lock);
   return ok;
