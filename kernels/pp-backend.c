@@ -685,14 +685,15 @@ GArray *
 pp_backend_trace (PpBackend * be, PpGraphFunc func, gpointer data,
     GError ** error)
 {
+  guint since;
+  GArray *spans;
+
   if (be->memory->trace == NULL) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "the %s backend runs no "
         "device kernels to trace", be->name);
     return NULL;
   }
-  const guint since = pp_backend_failures (be);
-  GArray *spans;
-
+  since = pp_backend_failures (be);
   if (!pp_backend_check (be, since, error))
     return NULL;
   spans = be->memory->trace (be, func, data, error);

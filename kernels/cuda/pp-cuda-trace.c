@@ -9,9 +9,11 @@
  * the loader's search path is asked for CUPTI's soname).  Recording is
  * process-wide and stays on: CUPTI hands its records over in buffers it
  * asks the trace for, completed when it fills them or when the trace
- * flushes; a trace keeps the records whose kernel ran between two of
- * CUPTI's timestamps taken around its work, with the device otherwise
- * idle.  Built without CUPTI's headers, a trace says so. */
+ * flushes.  Only a trace's own records are kept (those handed over
+ * between its two flushes: the memory they take is its work's), and of
+ * them those whose kernel ran between two of CUPTI's timestamps taken
+ * around its work, with the device otherwise idle.  Built without
+ * CUPTI's headers, a trace says so. */
 #include "pp-cuda-backend.h"
 #include "pp-cuda-private.h"
 #include "pp-error.h"
@@ -43,7 +45,8 @@ typedef struct
 static Cupti cupti;
 static gboolean enabled;
 static GMutex records_lock;
-static GArray *records;         /* PpKernelSpan: each completed buffer's */
+static gboolean collecting;     /* a trace runs: its records are kept */
+static GArray *records;         /* PpKernelSpan, while collecting */
 static guint64 dropped;         /* records without a name or timestamps */
 
 static const char *
@@ -91,7 +94,8 @@ buffer_completed (CUcontext context, uint32_t stream, uint8_t * buffer,
   (void) stream;
   (void) size;
   g_mutex_lock (&records_lock);
-  while (cupti.next_record (buffer, valid, &r) == CUPTI_SUCCESS) {
+  while (collecting && cupti.next_record (buffer, valid, &r)
+      == CUPTI_SUCCESS) {
     const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *) r;
     PpKernelSpan span;
 
@@ -210,49 +214,51 @@ GArray *
 pp_cuda_trace (PpBackend * be, PpGraphFunc func, gpointer data,
     GError ** error)
 {
-  GArray *spans, *all;
+  GArray *spans;
   uint64_t from = 0, to = 0;
   guint64 lost;
+  gboolean ok;
 
   if (!enabled) {
     g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "no kernel trace on %s: "
         "pp_backend_trace_enable comes first", be->device);
     return NULL;
   }
-  /* The device idle, and every record of the work before delivered and
-   * dropped. */
+  /* The device idle, and every record of the work before handed over
+   * and dropped. */
   be->memory->synchronize (be);
   if (!cupti_ok (cupti.flush_all (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
           "cuptiActivityFlushAll", error))
     return NULL;
   g_mutex_lock (&records_lock);
-  g_array_set_size (records, 0);
+  collecting = TRUE;
   dropped = 0;
   g_mutex_unlock (&records_lock);
-  if (!cupti_ok (cupti.timestamp (&from), "cuptiGetTimestamp", error))
-    return NULL;
-  if (!func (data, error))
-    return NULL;
+  ok = cupti_ok (cupti.timestamp (&from), "cuptiGetTimestamp", error)
+      && func (data, error);
   be->memory->synchronize (be);
-  if (!cupti_ok (cupti.timestamp (&to), "cuptiGetTimestamp", error)
-      || !cupti_ok (cupti.flush_all (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
-          "cuptiActivityFlushAll", error))
-    return NULL;
+  ok = ok && cupti_ok (cupti.timestamp (&to), "cuptiGetTimestamp", error)
+      && cupti_ok (cupti.flush_all (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+      "cuptiActivityFlushAll", error);
   spans = g_array_new (FALSE, FALSE, sizeof (PpKernelSpan));
   g_array_set_clear_func (spans, clear_span);
   g_mutex_lock (&records_lock);
-  all = records;
+  collecting = FALSE;
   lost = dropped;
-  for (guint i = 0; i < all->len; i++) {
-    PpKernelSpan *s = &g_array_index (all, PpKernelSpan, i);
+  for (guint i = 0; ok && i < records->len; i++) {
+    PpKernelSpan *s = &g_array_index (records, PpKernelSpan, i);
 
     if (s->start_ns >= from && s->end_ns <= to) {
       g_array_append_val (spans, *s);
       s->name = NULL;           /* moved */
     }
   }
-  g_array_set_size (all, 0);
+  g_array_set_size (records, 0);
   g_mutex_unlock (&records_lock);
+  if (!ok) {
+    g_array_unref (spans);
+    return NULL;
+  }
   if (lost > 0)
     g_warning ("%s: %" G_GUINT64_FORMAT " kernel records without their "
         "timestamps (CUPTI lacked device memory): the trace leaves them out",

@@ -281,32 +281,38 @@ graph_launch (Bench * b)
     g_error ("%s", error->message);
 }
 
-/* Best of @repeats synchronized launches of @func captured as one graph
- * (best_of's), after two runs as is (pools, plans and the K/V cache are
- * made there, as a worker's first chunk makes them).  FALSE with the
- * reason when the backend has no graphs or the capture fails. */
+/* @func's work captured as one graph into b->graph after two runs as is
+ * (pools, plans and the K/V cache are made there, as a worker's first
+ * chunk makes them), the second counting its GFLOP into *@gflop.  FALSE
+ * with the reason when the backend has no graphs or the capture fails. */
+static gboolean
+capture_graph (PpGraphFunc func, Bench * b, gdouble * gflop, GError ** error)
+{
+  if (!pp_backend_has_graphs (b->be)) {
+    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s has no graphs",
+        pp_backend_name (b->be));
+    return FALSE;
+  }
+  if (!func (b, error))
+    return FALSE;
+  pp_ops_reset_flop_count ();
+  if (!func (b, error))
+    return FALSE;
+  *gflop = pp_ops_flop_count () / 1e9;
+  pp_backend_synchronize (b->be);
+  b->graph = pp_backend_graph_capture (b->be, func, b, error);
+  return b->graph != NULL;
+}
+
+/* Best of @repeats synchronized launches (best_of's) of @func captured as
+ * one graph (capture_graph, whose FALSE it returns). */
 static gboolean
 best_of_graph (PpGraphFunc func, Bench * b, guint repeats, Timing * best,
     GError ** error)
 {
   gdouble gflop;
 
-  if (!pp_backend_has_graphs (b->be)) {
-    g_set_error (error, PP_ERROR, PP_ERROR_CONFIG, "%s has no graphs",
-        pp_backend_name (b->be));
-    return FALSE;
-  }
-  /* The second run as is counts the graph's FLOPs: the first one also
-   * makes what later runs reuse (the K/V cache). */
-  if (!func (b, error))
-    return FALSE;
-  pp_ops_reset_flop_count ();
-  if (!func (b, error))
-    return FALSE;
-  gflop = pp_ops_flop_count () / 1e9;
-  pp_backend_synchronize (b->be);
-  b->graph = pp_backend_graph_capture (b->be, func, b, error);
-  if (b->graph == NULL)
+  if (!capture_graph (func, b, &gflop, error))
     return FALSE;
   *best = best_of (graph_launch, b, repeats);
   best->gflop = gflop;
@@ -357,8 +363,6 @@ launch_floor (Bench * b, guint repeats)
 
 /* The table's rows: the costliest kernel names, the rest summed. */
 #define TRACE_ROWS 24
-/* Its kernel names' width (pp_kernel_short_name's). */
-#define TRACE_NAME_WIDTH PP_KERNEL_NAME_WIDTH
 /* The longest idle stretches named. */
 #define TRACE_GAPS 3
 
@@ -455,7 +459,7 @@ print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
   while (g_hash_table_iter_next (&iter, &key, &value))
     g_array_append_val (rows, *(TraceRow *) value);
   g_array_sort (rows, by_ns_desc);
-  printf ("  %-*s %6s %9s %7s %10s\n", TRACE_NAME_WIDTH, "kernel", "calls",
+  printf ("  %-*s %6s %9s %7s %10s\n", PP_KERNEL_NAME_WIDTH, "kernel", "calls",
       "ms", "share", "µs a call");
   for (guint i = 0; i < rows->len; i++) {
     const TraceRow *r = &g_array_index (rows, TraceRow, i);
@@ -465,7 +469,7 @@ print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
       other_ns += r->ns;
       continue;
     }
-    printf ("  %-*s %6u %9.3f %6.1f %% %10.1f\n", TRACE_NAME_WIDTH, r->name,
+    printf ("  %-*s %6u %9.3f %6.1f %% %10.1f\n", PP_KERNEL_NAME_WIDTH, r->name,
         r->calls, r->ns / 1e6, span_ns > 0 ? 100.0 * r->ns / span_ns : 0.0,
         r->ns / 1e3 / r->calls);
   }
@@ -473,7 +477,7 @@ print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
     g_autofree gchar *others = g_strdup_printf ("(%u other kernels)",
         rows->len - TRACE_ROWS);
 
-    printf ("  %-*s %6u %9.3f %6.1f %% %10.1f\n", TRACE_NAME_WIDTH, others,
+    printf ("  %-*s %6u %9.3f %6.1f %% %10.1f\n", PP_KERNEL_NAME_WIDTH, others,
         other_calls, other_ns / 1e6, span_ns > 0 ? 100.0 * other_ns
         / span_ns : 0.0, other_ns / 1e3 / other_calls);
   }
@@ -487,20 +491,17 @@ launch_into (gpointer data, GError ** error)
   return pp_backend_graph_launch (b->be, b->graph, error);
 }
 
-/* @func's work captured as a graph (after two runs as is, as
- * best_of_graph's), launched once, then traced launching once more. */
+/* @func's work captured as a graph (capture_graph), launched once, then
+ * traced launching once more. */
 static void
 trace_graph (const gchar * what, PpGraphFunc func, Bench * b)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GArray) spans = NULL;
   guint nodes = 0, kernels = 0;
+  gdouble gflop;
 
-  if (func (b, &error) && func (b, &error)) {
-    pp_backend_synchronize (b->be);
-    b->graph = pp_backend_graph_capture (b->be, func, b, &error);
-  }
-  if (b->graph != NULL && launch_into (b, &error))
+  if (capture_graph (func, b, &gflop, &error) && launch_into (b, &error))
     spans = pp_backend_trace (b->be, launch_into, b, &error);
   if (spans != NULL) {
     (void) pp_backend_graph_nodes (b->be, b->graph, &nodes, &kernels);

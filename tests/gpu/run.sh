@@ -682,12 +682,15 @@ step_device() {
 
 # ---- f32 -------------------------------------------------------------------
 
-# unet_case OUT DTYPE MODEL INPUTS: ppdiffuse-tool unet on $BE.
+# unet_case OUT DTYPE MODEL INPUTS BACKEND [NAME=VALUE ...]: ppdiffuse-tool
+# unet on BACKEND, with those settings.
 unet_case() {
-  runs "unet $3 on $5 $2" "$work/tool.log" 300 "$tool" unet --backend "$5" \
-    --dtype "$2" --model "$3" --sample "$4/sample.npy" \
-    --timestep "$(cat "$4/timestep.txt")" \
-    --encoder-hidden-states "$4/encoder_hidden_states.npy" --out "$1"
+  _o=$1 _d=$2 _m=$3 _i=$4 _b=$5
+  shift 5
+  runs "unet $_m on $_b $_d${1:+, with $*}" "$work/tool.log" 300 \
+    env "$@" "$tool" unet --backend "$_b" --dtype "$_d" --model "$_m" \
+    --sample "$_i/sample.npy" --timestep "$(cat "$_i/timestep.txt")" \
+    --encoder-hidden-states "$_i/encoder_hidden_states.npy" --out "$_o"
 }
 
 step_f32() {
@@ -801,6 +804,8 @@ step_dtypes() {
   current=dtypes
   say "dtypes: f16 and bf16 on $BE (tiny fixtures by NMSE against float32; full-size UNets against diffusers' float64)"
   [ -n "$emulated" ] && note_skip "the full-size UNets in f16 and bf16 (emulated: hours on the CPU)"
+  # The ways the defaults would take next (candidate_ways).
+  ways=$(candidate_ways)
   for dt in f16 bf16; do
     case $dt in f16) nmse=$NMSE_F16 ;; *) nmse=$NMSE_BF16 ;; esac
     for fam in sd15 turbo; do
@@ -810,14 +815,9 @@ step_dtypes() {
           "$work/u.npy" "$m/out.npy" --nmse "$nmse"
     done
     # The tiny turbo UNet with the ways the defaults would take next.
-    ways=$(candidate_ways)
     m=$data/unet-turbo-tiny
     # shellcheck disable=SC2086  # $ways is a list of assignments
-    runs "unet $m on $BE $dt, with $ways" "$work/tool.log" 300 env $ways \
-      "$tool" unet --backend "$BE" --dtype "$dt" --model "$m" \
-      --sample "$m/sample.npy" --timestep "$(cat "$m/timestep.txt")" \
-      --encoder-hidden-states "$m/encoder_hidden_states.npy" \
-      --out "$work/u.npy" \
+    unet_case "$work/u.npy" "$dt" "$m" "$m" "$BE" $ways \
       && judge "unet-turbo-tiny $dt, with $ways" python3 "$gc" npy \
         "unet-turbo-tiny $dt, with $ways" "$work/u.npy" "$m/out.npy" \
         --nmse "$nmse"
@@ -847,7 +847,6 @@ step_dtypes() {
     # step's winners when it ran before this step in this run, else
     # $CANDIDATES), all at once, to the same bound: the run that times
     # them also says whether they keep the defaults' accuracy.
-    ways=$(candidate_ways)
     # shellcheck disable=SC2086  # $ways is a list of assignments
     scale_case ", with $ways" sd-turbo "$dt" $ways
     # And 16-bit activations channels first (PPDIFFUSE_ACT_LAYOUT=nchw):
@@ -1506,7 +1505,9 @@ trace_kernels() {
         | cut -c1-400 | indent
       pass "$_n ran" ;;
     77)
-      note_skip "$_n: $(grep -m 1 '^kernel trace: ' "$_l" | cut -c1-300)" ;;
+      # No kernel trace (its reason), or no device (gpu-bench's).
+      note_skip "$_n: $(grep -m 1 -E '^kernel trace: |skipped: ' "$_l" \
+        | cut -c1-300)" ;;
     "$NOT_RUN")
       note_skip "$_n: not run, past PP_GPU_END_S=$end_s s" ;;
     *)

@@ -59,16 +59,7 @@ cuptiActivityEnable (CUpti_ActivityKind kind)
   if (pending == NULL)
     pending = g_array_new (FALSE, FALSE, sizeof (Span));
   g_mutex_unlock (&lock);
-  emu_trace_hook = record;
-  return CUPTI_SUCCESS;
-}
-
-CUptiResult CUPTIAPI
-cuptiActivityDisable (CUpti_ActivityKind kind)
-{
-  if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-    return CUPTI_ERROR_NOT_SUPPORTED;
-  emu_trace_hook = NULL;
+  __atomic_store_n (&emu_trace_hook, record, __ATOMIC_RELEASE);
   return CUPTI_SUCCESS;
 }
 

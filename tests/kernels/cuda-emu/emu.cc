@@ -779,9 +779,9 @@ faults (const char *kernel)
       && !faulted.exchange (true);
 }
 
-/* A kernel trace's hook (emu-cupti.c sets it while kernels are traced):
- * each launch run, by its kernel's name, with the monotonic clock's
- * nanoseconds at its start and end. */
+/* A kernel trace's hook (emu-cupti.c sets it, atomically, once kernels
+ * are traced): each launch run, by its kernel's name, with the monotonic
+ * clock's nanoseconds at its start and end. */
 extern "C" {
   void (*emu_trace_hook) (const char *name, unsigned long long start,
       unsigned long long end);
@@ -807,7 +807,7 @@ launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
     const std::function<void ()> &body, bool waits)
 {
   void (*const hook) (const char *, unsigned long long, unsigned long long)
-      = emu_trace_hook;
+      = __atomic_load_n (&emu_trace_hook, __ATOMIC_ACQUIRE);
   const unsigned long long start = hook != nullptr ? emu_now_ns () : 0;
 
   launch_run (grid, block, kernel, body, waits);
