@@ -855,6 +855,16 @@ create (gint device, GError ** error)
     g_free (desc);
     return NULL;
   }
+  versions = library_versions ();
+  /* What a timed choice depends on: the device, the libraries, TF32. */
+  if ((cu->conv_timed || cu->gemm_timed)
+      && PP_CUDA_TRY (cudaGetDeviceProperties (&prop, device), NULL)) {
+    g_autofree gchar *identity = g_strdup_printf ("%s, sm_%d%d, %s, TF32 %s",
+        prop.name, prop.major, prop.minor, versions, cu->tf32 ? "on" : "off");
+
+    cu->tuning = pp_cuda_tuning_new (g_getenv (PP_CUDA_TUNING_ENV),
+        identity);
+  }
   g_mutex_init (&cu->lock);
   g_cond_init (&cu->capture_done);
   cu->retired = g_ptr_array_new ();
@@ -887,13 +897,12 @@ create (gint device, GError ** error)
   cu->be.act_follows_weights = activations == 0;
   cu->be.act16_layout = PP_LAYOUT_NHWC;
   cu->be.priv = cu;
-  versions = library_versions ();
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "
       "%s convolution layout, convolution epilogues %s, cuDNN's %s API for "
       "16-bit channels-last convolutions, %s group norms, "
       "%s layer norms, "
       "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms, "
-      "%s launches, host waits for copies: %s, channels-last filters %s",
+      "%s launches, host waits for copies: %s, channels-last filters %s%s%s",
       desc, versions,
       cu->tf32 ? ", TF32 allowed" : "",
       cu->attention == PP_CUDA_ATTENTION_FUSED ? "fused"
@@ -907,7 +916,9 @@ create (gint device, GError ** error)
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32",
       gemm_algos[gemm_algo], pdl ? "programmatic dependent" : "plain",
-      wait_ways[wait], filters ? "copied" : "laid out in place");
+      wait_ways[wait], filters ? "copied" : "laid out in place",
+      cu->tuning != NULL ? ", timed choices kept in " : "",
+      cu->tuning != NULL ? pp_cuda_tuning_folder (cu->tuning) : "");
   g_free (versions);
   return &cu->be;
 }

@@ -67,10 +67,11 @@ typedef struct
 {
   cudnnBackendDescriptor_t plan;        /* NULL: unsupported */
   gsize workspace;
-  gint64 engine;
+  PpCudnnConfig config;         /* which of the heuristics' it is */
   GPtrArray *descriptors;       /* what the plan was made from */
   gchar *unsupported;           /* why, when plan is NULL */
   gboolean timed;               /* its engine the fastest of trials */
+  gboolean kept;                /* timed by an earlier process */
   gint64 planned_us;            /* how long the planning took */
   gboolean ran;
 } GraphPlan;
@@ -314,7 +315,7 @@ graph_trial (gpointer data)
  * every trial once at info level ("cuda conv graph trials: …"). */
 static void
 choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
-    GPtrArray * plans, GArray * workspaces, GArray * engines,
+    GPtrArray * plans, GArray * workspaces, GArray * configs,
     gconstpointer x, gconstpointer w, gconstpointer bias, gconstpointer res,
     gpointer y)
 {
@@ -334,14 +335,15 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
     GraphTrial trial = { cu, k, g_ptr_array_index (plans, i),
       g_array_index (workspaces, gsize, i), x, w, bias, res, y
     };
+    const gint64 engine = g_array_index (configs, PpCudnnConfig, i).engine;
     g_autofree gchar *what = g_strdup_printf ("cuDNN's engine %"
-        G_GINT64_FORMAT " of a %s (PPDIFFUSE_CUDA_CONV_ALGO=timed)",
-        g_array_index (engines, gint64, i), desc);
+        G_GINT64_FORMAT " of a %s (PPDIFFUSE_CUDA_CONV_ALGO=timed)", engine,
+        desc);
     const double ms = pp_cuda_time_trial (cu, what, graph_trial, &trial,
         GRAPH_TRIAL_RUNS);
 
     g_string_append_printf (text, "%sengine %" G_GINT64_FORMAT " ",
-        i > 0 ? "; " : "", g_array_index (engines, gint64, i));
+        i > 0 ? "; " : "", engine);
     if (ms < 0.0)
       g_string_append (text, "failed");
     else
@@ -359,15 +361,44 @@ choose_timed (PpCudaBackend * cu, const GraphKey * k, GraphPlan * p,
   p->timed = TRUE;
   p->plan = g_ptr_array_index (plans, chosen);
   p->workspace = g_array_index (workspaces, gsize, chosen);
-  p->engine = g_array_index (engines, gint64, chosen);
+  p->config = g_array_index (configs, PpCudnnConfig, chosen);
   for (guint i = 0; i < plans->len; i++)
     if (i != chosen)
       cudnnBackendDestroyDescriptor (g_ptr_array_index (plans, i));
 }
 
+/* The choice an earlier process's trials made for @k (pp-cuda-tuning.h):
+ * its plan alone into @plans, where the heuristics still offer it. */
+static gboolean
+graph_restore (PpCudaBackend * cu, const GraphKey * k, PpCudnnGraph * g,
+    GPtrArray * plans, GArray * workspaces, GArray * configs)
+{
+  g_autofree gchar *desc = graph_describe (k);
+  g_autoptr (GError) error = NULL;
+  gint64 kept[3];
+  PpCudnnConfig only;
+
+  if (!pp_cuda_tuning_lookup (cu->tuning, "conv-graph", desc, kept, 3))
+    return FALSE;
+  only.mode = (gint32) kept[0];
+  only.index = (gint32) kept[1];
+  only.engine = kept[2];
+  if ((only.mode != 0 && only.mode != 1) || only.index < 0
+      || !pp_cudnn_graph_plans (cu->cudnn, g, 1, GRAPH_MAX_WORKSPACE, &only,
+          plans, workspaces, configs, &error)) {
+    g_info ("%s: cuda conv graph: %s: the engine timed before gives no plan "
+        "now (%s): timed again", cu->be.device, desc, error != NULL
+        ? error->message : "not a choice");
+    pp_cuda_forget_error ();
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* @k's plan, made now (outside a capture): the heuristics' first, or the
  * fastest of the first GRAPH_TRIALS when timed (not when the residual is
- * y itself, which the trials would overwrite). */
+ * y itself, which the trials would overwrite), or when an earlier
+ * process timed it, what it chose. */
 static GraphPlan *
 graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
     gconstpointer w, gconstpointer bias, gconstpointer res, gpointer y)
@@ -376,7 +407,8 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) plans = g_ptr_array_new ();
   g_autoptr (GArray) workspaces = g_array_new (FALSE, FALSE, sizeof (gsize));
-  g_autoptr (GArray) engines = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autoptr (GArray) configs = g_array_new (FALSE, FALSE,
+      sizeof (PpCudnnConfig));
   g_autofree gchar *desc = graph_describe (k);
   GraphPlan *p = g_new0 (GraphPlan, 1);
   const gint64 start = g_get_monotonic_time ();
@@ -384,15 +416,30 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
   PpCudnnGraph g;
 
   pp_cudnn_graph_init (&g, UID_FIRST_VIRTUAL);
-  if (build_ops (&g, k, &error)
-      && pp_cudnn_graph_plans (cu->cudnn, &g, timed ? GRAPH_TRIALS : 1,
-          GRAPH_MAX_WORKSPACE, plans, workspaces, engines, &error)) {
-    if (timed && plans->len > 1)
-      choose_timed (cu, k, p, plans, workspaces, engines, x, w, bias, res, y);
-    else {
+  if (build_ops (&g, k, &error)) {
+    if (timed && cu->tuning != NULL
+        && graph_restore (cu, k, &g, plans, workspaces, configs)) {
+      p->timed = p->kept = TRUE;
       p->plan = g_ptr_array_index (plans, 0);
       p->workspace = g_array_index (workspaces, gsize, 0);
-      p->engine = g_array_index (engines, gint64, 0);
+      p->config = g_array_index (configs, PpCudnnConfig, 0);
+    } else if (pp_cudnn_graph_plans (cu->cudnn, &g, timed ? GRAPH_TRIALS : 1,
+            GRAPH_MAX_WORKSPACE, NULL, plans, workspaces, configs, &error)) {
+      if (timed && plans->len > 1) {
+        choose_timed (cu, k, p, plans, workspaces, configs, x, w, bias, res,
+            y);
+        if (cu->tuning != NULL && !pp_cuda_halted (cu)) {
+          const gint64 kept[3] = { p->config.mode, p->config.index,
+            p->config.engine
+          };
+
+          pp_cuda_tuning_store (cu->tuning, "conv-graph", desc, kept, 3);
+        }
+      } else {
+        p->plan = g_ptr_array_index (plans, 0);
+        p->workspace = g_array_index (workspaces, gsize, 0);
+        p->config = g_array_index (configs, PpCudnnConfig, 0);
+      }
     }
   }
   descriptors = pp_cudnn_graph_steal (&g);
@@ -424,8 +471,9 @@ graph_plan_log (PpCudaBackend * cu, const GraphKey * k, const GraphPlan * p)
   desc = graph_describe (k);
   g_info ("%s: cuda conv graph: %s: engine %" G_GINT64_FORMAT " (%s), %"
       G_GSIZE_FORMAT " bytes of workspace, planned in %.0f ms",
-      cu->be.device, desc, p->engine, p->timed ? "timed" : "heuristics",
-      p->workspace, p->planned_us / 1e3);
+      cu->be.device, desc, p->config.engine, p->kept ? "timed before, kept"
+      : p->timed ? "timed" : "heuristics", p->workspace,
+      p->planned_us / 1e3);
 }
 
 gboolean

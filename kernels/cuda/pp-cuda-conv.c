@@ -277,9 +277,47 @@ time_algorithm (PpCudaBackend * cu, ConvPlan * p, const PpCudaConvKey * key,
   trials_log (cu, key, perf, found);
   /* The results come fastest first. */
   for (int i = 0; i < found; i++)
-    if (adopt (cu, p, &perf[i]))
+    if (adopt (cu, p, &perf[i])) {
+      if (cu->tuning != NULL) {
+        g_autofree gchar *desc = pp_cuda_conv_key_describe (key);
+        const gint64 kept[2] = { p->algo, p->math };
+
+        pp_cuda_tuning_store (cu->tuning, "conv", desc, kept, 2);
+      }
       return TRUE;
+    }
   return FALSE;
+}
+
+/* The algorithm and math type an earlier process's trials chose for
+ * @key, where they still run within the workspace bound: taken, and
+ * nothing is timed. */
+static gboolean
+restore_algorithm (PpCudaBackend * cu, ConvPlan * p,
+    const PpCudaConvKey * key)
+{
+  g_autofree gchar *desc = pp_cuda_conv_key_describe (key);
+  cudnnConvolutionFwdAlgoPerf_t r = { 0 };
+  gint64 kept[2];
+
+  if (cu->tuning == NULL
+      || !pp_cuda_tuning_lookup (cu->tuning, "conv", desc, kept, 2))
+    return FALSE;
+  r.status = CUDNN_STATUS_SUCCESS;
+  r.determinism = CUDNN_DETERMINISTIC;
+  r.algo = (cudnnConvolutionFwdAlgo_t) kept[0];
+  r.mathType = (cudnnMathType_t) kept[1];
+  if (kept[0] < 0 || kept[0] >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+      || !adopt (cu, p, &r)) {
+    g_info ("%s: cuda conv: %s: the algorithm timed before (%s) does not "
+        "run here now: timed again", cu->be.device, desc,
+        kept[0] >= 0 && kept[0] < CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+        ? algo_name (r.algo) : "not an algorithm");
+    return FALSE;
+  }
+  g_info ("%s: cuda conv: %s: timed before (kept in %s)", cu->be.device,
+      desc, pp_cuda_tuning_folder (cu->tuning));
+  return TRUE;
 }
 
 /* Picks the algorithm of @key's plan @p: the heuristics' ranking, first
@@ -556,7 +594,8 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
           CUDNN_DATA_FLOAT));
   PP_CUDNN_OP_TRY (cu, cudnnSetConvolutionMathType (p->conv, math));
   p->math = math;
-  timed = cu->conv_timed && time_algorithm (cu, p, key, x, w, y);
+  timed = cu->conv_timed && (restore_algorithm (cu, p, key)
+      || time_algorithm (cu, p, key, x, w, y));
   if (!timed)
     choose_algorithm (cu, p, key);
   /* Halted meanwhile (the trials' workspace did not fit): a choice made

@@ -198,6 +198,42 @@ alignment (gconstpointer p)
     }                                                                       \
   } G_STMT_END
 
+/* @key in words: what a kept choice is for (pp-cuda-tuning.h). */
+static gchar *
+lt_key_describe (const LtKey * key)
+{
+  return g_strdup_printf ("%s linear of %d rows, %d → %d%s, alignments x %u, "
+      "w %u, y %u, bias %u bytes", key->type == PP_CUDA_F16 ? "float16"
+      : "bfloat16", key->rows, key->in, key->out, key->bias ? " with a bias"
+      : "", key->align_x, key->align_w, key->align_y, key->align_b);
+}
+
+/* The algorithm an earlier process timed for @plan's key, where the
+ * heuristics still offer it: taken, and nothing is timed. */
+static gboolean
+lt_restore (PpCudaBackend * cu, LtPlan * plan)
+{
+  g_autofree gchar *desc = lt_key_describe (&plan->key);
+  gint64 kept[G_N_ELEMENTS (plan->algo.data)];
+
+  G_STATIC_ASSERT (sizeof kept == sizeof plan->algo.data);
+  if (!pp_cuda_tuning_lookup (cu->tuning, "gemm", desc, kept,
+          G_N_ELEMENTS (kept)))
+    return FALSE;
+  for (int i = 0; i < plan->n_trials; i++)
+    if (memcmp (plan->trials[i].algo.data, kept, sizeof kept) == 0) {
+      plan->algo = plan->trials[i].algo;
+      g_info ("%s: cuda gemm: %s: the heuristics' algorithm %d, timed "
+          "before (kept in %s)", cu->be.device, desc, i,
+          pp_cuda_tuning_folder (cu->tuning));
+      return TRUE;
+    }
+  g_info ("%s: cuda gemm: %s: the algorithm timed before is no longer among "
+      "the heuristics' first %d: timed again", cu->be.device, desc,
+      plan->n_trials);
+  return FALSE;
+}
+
 /* The plan of @key, made (descriptors, the heuristics' first algorithm,
  * and with cu->gemm_timed their first LT_TRIALS to time) at its first
  * use, @bias a bias pointer of the key's alignment (the
@@ -310,7 +346,10 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
     for (int i = 0; i < n_found; i++)
       if (found[i].state == CUBLAS_STATUS_SUCCESS)
         plan->trials[plan->n_trials++] = found[i];
-    if (plan->n_trials < 2) {
+    /* Nothing to time where there is no choice, or where an earlier
+     * process's is kept. */
+    if (plan->n_trials < 2
+        || (cu->tuning != NULL && lt_restore (cu, plan))) {
       g_clear_pointer (&plan->trials, g_free);
       plan->n_trials = 0;
     }
@@ -413,6 +452,14 @@ lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
   if (pp_cuda_halted (cu))
     return;
   plan->algo = plan->trials[chosen].algo;
+  if (cu->tuning != NULL) {
+    g_autofree gchar *desc = lt_key_describe (k);
+    gint64 kept[G_N_ELEMENTS (plan->algo.data)];
+
+    memcpy (kept, plan->algo.data, sizeof kept);
+    pp_cuda_tuning_store (cu->tuning, "gemm", desc, kept,
+        G_N_ELEMENTS (kept));
+  }
   g_info ("%s: cuda gemm trials: %s linear of %d rows, %d → %d%s%s, the "
       "heuristics' algorithms in their order: %s; %d chosen", cu->be.device,
       k->type == PP_CUDA_F16 ? "float16" : "bfloat16", k->rows, k->in,

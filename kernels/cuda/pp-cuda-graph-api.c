@@ -190,14 +190,15 @@ config_engine (cudnnBackendDescriptor_t config)
   return index;
 }
 
-/* Execution plans of @configs that finalize within @max_workspace, in
- * order, until @max_plans; FALSE with why the last one did not when none
- * does. */
+/* Execution plans of @configs (offered by heuristics mode @mode) that
+ * finalize within @max_workspace, in order, until @max_plans; with @only
+ * that configuration's alone.  FALSE with why the last one did not when
+ * none does. */
 static gboolean
 finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
-    configs, int64_t n_configs, guint max_plans, gsize max_workspace,
-    GPtrArray * plans, GArray * workspaces, GArray * engines,
-    GError ** error)
+    configs, int64_t n_configs, gint32 mode, const PpCudnnConfig * only,
+    guint max_plans, gsize max_workspace, GPtrArray * plans,
+    GArray * workspaces, GArray * chosen, GError ** error)
 {
   const gboolean name_handle = cudnnGetVersion () < CUDNN_V9_11_0;
   const guint had = plans->len;
@@ -205,10 +206,19 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
   g_autoptr (GError) last = NULL;
 
   for (int64_t i = 0; i < n_configs && plans->len - had < max_plans; i++) {
+    const gint64 engine = config_engine (configs[i]);
     cudnnBackendDescriptor_t p = NULL;
     int64_t bytes = 0, got = 0;
 
+    if (only != NULL && i != only->index)
+      continue;
     g_clear_error (&last);
+    if (only != NULL && engine != only->engine) {
+      g_set_error (&last, PP_ERROR, PP_ERROR_DEVICE, "the heuristics' "
+          "configuration %" G_GINT64_FORMAT " is now engine %" G_GINT64_FORMAT
+          ", not %" G_GINT64_FORMAT, (gint64) i, engine, only->engine);
+      break;
+    }
     if (!TRY (cudnnBackendCreateDescriptor
             (CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p), &last))
       break;
@@ -223,14 +233,12 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
                 &got, &bytes), &last)) {
       if (bytes >= 0 && (guint64) bytes <= max_workspace) {
         const gsize size = (gsize) bytes;
+        const PpCudnnConfig config = { mode, (gint32) i, engine };
 
         g_ptr_array_add (plans, p);
         g_array_append_val (workspaces, size);
-        if (engines != NULL) {
-          const gint64 engine = config_engine (configs[i]);
-
-          g_array_append_val (engines, engine);
-        }
+        if (chosen != NULL)
+          g_array_append_val (chosen, config);
         continue;
       }
       g_set_error (&last, PP_ERROR, PP_ERROR_DEVICE, "its plan wants %"
@@ -241,10 +249,20 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
   }
   if (plans->len > had)
     return TRUE;
-  g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "none of the %"
-      G_GINT64_FORMAT " engine configurations cuDNN's heuristics offer "
-      "gives a plan (the last: %s)", (gint64) n_configs,
-      last != NULL ? last->message : "no reason given");
+  if (only != NULL && only->index >= n_configs)
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "cuDNN's heuristics "
+        "now offer %" G_GINT64_FORMAT " engine configurations, and the one "
+        "asked for was their number %d", (gint64) n_configs,
+        only->index + 1);
+  else if (only != NULL)
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "its engine "
+        "configuration gives no plan: %s", last != NULL ? last->message
+        : "no reason given");
+  else
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "none of the %"
+        G_GINT64_FORMAT " engine configurations cuDNN's heuristics offer "
+        "gives a plan (the last: %s)", (gint64) n_configs,
+        last != NULL ? last->message : "no reason given");
   return FALSE;
 }
 
@@ -253,8 +271,9 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
 static gboolean
 plans_of_mode (cudnnHandle_t handle, PpCudnnGraph * g,
     cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
-    guint max_plans, gsize max_workspace, GPtrArray * plans,
-    GArray * workspaces, GArray * engines, GError ** error)
+    const PpCudnnConfig * only, guint max_plans, gsize max_workspace,
+    GPtrArray * plans, GArray * workspaces, GArray * chosen,
+    GError ** error)
 {
   cudnnBackendDescriptor_t heuristics;
   cudnnBackendDescriptor_t *configs;
@@ -301,15 +320,17 @@ plans_of_mode (cudnnHandle_t handle, PpCudnnGraph * g,
     ok = FALSE;
   }
   ok = ok && finalize_plans (handle, configs, MIN (returned, count),
-      max_plans, max_workspace, plans, workspaces, engines, error);
+      mode == CUDNN_HEUR_MODE_A ? 0 : 1, only, max_plans, max_workspace,
+      plans, workspaces, chosen, error);
   g_free (configs);
   return ok;
 }
 
 gboolean
 pp_cudnn_graph_plans (cudnnHandle_t handle, PpCudnnGraph * g,
-    guint max_plans, gsize max_workspace, GPtrArray * plans,
-    GArray * workspaces, GArray * engines, GError ** error)
+    guint max_plans, gsize max_workspace, const PpCudnnConfig * only,
+    GPtrArray * plans, GArray * workspaces, GArray * configs,
+    GError ** error)
 {
   cudnnBackendDescriptor_t graph;
   g_autoptr (GError) first = NULL;
@@ -324,16 +345,21 @@ pp_cudnn_graph_plans (cudnnHandle_t handle, PpCudnnGraph * g,
               &handle), error)
       || !TRY (cudnnBackendFinalize (graph), error))
     return FALSE;
+  /* A configuration named: its mode's alone. */
+  if (only != NULL)
+    return plans_of_mode (handle, g, graph, only->mode == 0
+        ? CUDNN_HEUR_MODE_A : CUDNN_HEUR_MODE_FALLBACK, only, 1,
+        max_workspace, plans, workspaces, configs, error);
   /* The heuristics' fast mode first.  Where none of its engines gives a
    * plan (a graph whose fused engines compile at run time, with mixed
    * types or channels they do not take, say), the fallback mode's engines
    * run it: slower than the best, but one graph where the legacy API
    * would take three calls. */
-  if (plans_of_mode (handle, g, graph, CUDNN_HEUR_MODE_A, max_plans,
-          max_workspace, plans, workspaces, engines, &first))
+  if (plans_of_mode (handle, g, graph, CUDNN_HEUR_MODE_A, NULL, max_plans,
+          max_workspace, plans, workspaces, configs, &first))
     return TRUE;
-  if (plans_of_mode (handle, g, graph, CUDNN_HEUR_MODE_FALLBACK, max_plans,
-          max_workspace, plans, workspaces, engines, error)) {
+  if (plans_of_mode (handle, g, graph, CUDNN_HEUR_MODE_FALLBACK, NULL,
+          max_plans, max_workspace, plans, workspaces, configs, error)) {
     g_info ("cuda graph: cuDNN's heuristics (mode A) gave no plan (%s); "
         "its fallback heuristics did", first->message);
     return TRUE;

@@ -82,17 +82,33 @@ gboolean pp_cudnn_graph_pointwise (PpCudnnGraph * g,
                                    cudnnBackendDescriptor_t t,
                                    cudnnBackendDescriptor_t y,
                                    GError ** error);
+/* Which engine configuration a plan was made from: the position of its
+ * configuration in what one mode of cuDNN's heuristics offered for the
+ * graph, and its engine's global index (-1 where cuDNN does not say).
+ * The same graph on the same device and cuDNN gets the same offer, so
+ * this names a choice that another process can make again
+ * (pp-cuda-tuning.h). */
+typedef struct
+{
+  gint32 mode;                  /* 0: mode A, 1: the fallback mode */
+  gint32 index;
+  gint64 engine;
+} PpCudnnConfig;
+
 /* The operation graph of @g's operations on @handle, cuDNN's heuristics
  * (mode A) for it, and the execution plans of the first @max_plans engine
  * configurations (in the heuristics' order) that finalize within
  * @max_workspace bytes of workspace: appended to @plans (the caller
  * destroys them) with their workspaces to @workspaces (gsize) and, when
- * @engines is not NULL, their engines' global indices (gint64, -1 where
- * cuDNN does not say) to it.  FALSE with why when none does. */
+ * @configs is not NULL, which configurations they are (PpCudnnConfig) to
+ * it.  With @only, the plan of that configuration alone, where the
+ * heuristics still offer it (its engine the same).  FALSE with why when
+ * none does. */
 gboolean pp_cudnn_graph_plans    (cudnnHandle_t handle, PpCudnnGraph * g,
                                   guint max_plans, gsize max_workspace,
+                                  const PpCudnnConfig * only,
                                   GPtrArray * plans, GArray * workspaces,
-                                  GArray * engines, GError ** error);
+                                  GArray * configs, GError ** error);
 /* Runs @plan on @handle's stream with the @count tensors @uids at
  * @pointers and @workspace; @status (may be NULL) is the status of the
  * call that failed (CUDNN_STATUS_SUCCESS when none did). */

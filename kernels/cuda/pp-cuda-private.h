@@ -14,6 +14,7 @@
 #include "pp-cuda-check.h"
 #include "pp-cuda-kernels.h"
 #include "pp-cuda-staging.h"
+#include "pp-cuda-tuning.h"
 
 G_BEGIN_DECLS
 
@@ -140,6 +141,9 @@ typedef struct
   PpCudaAttention attention;
   /* New convolution plans time cuDNN's algorithms (else: heuristics). */
   gboolean conv_timed;
+  /* Where the timed choices are kept for later processes; NULL when
+   * nothing is timed, or "off" (pp-cuda-tuning.h). */
+  PpCudaTuning *tuning;
   /* Convolutions add their bias, residual and ReLU in cuDNN's fused call
    * where it runs them (PP_CUDA_CONV_EPILOGUE_ENV). */
   gboolean conv_fused;

@@ -399,8 +399,8 @@ sdpa_plan_new (cudnnHandle_t handle, const SdpaKey * k)
   if (refused != NULL)
     g_set_error_literal (&error, PP_ERROR, PP_ERROR_DEVICE, refused);
   else if (build_ops (&b, k, io, &error)
-      && pp_cudnn_graph_plans (handle, &b, 1, SDPA_MAX_WORKSPACE, plans,
-          workspaces, NULL, &error)) {
+      && pp_cudnn_graph_plans (handle, &b, 1, SDPA_MAX_WORKSPACE, NULL,
+          plans, workspaces, NULL, &error)) {
     plan->plan = g_ptr_array_index (plans, 0);
     plan->workspace = g_array_index (workspaces, gsize, 0);
   }

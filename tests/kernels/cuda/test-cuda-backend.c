@@ -12,9 +12,11 @@
 #include "pp-cuda-conv-key.h"
 #include "pp-cuda-kernels.h"
 #include "pp-cuda-private.h"
+#include "pp-cuda-tuning.h"
 #include "pp-error.h"
 #include "pp-ops.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -280,6 +282,112 @@ test_choice (void)
   g_assert_false (pp_cuda_choice_parse ("V", "x", one, &index, &error));
   g_assert_cmpstr (error->message, ==, "V=x: expected only");
   g_clear_error (&error);
+}
+
+/* The only file in @folder (asserted). */
+static gchar *
+only_file (const gchar * folder)
+{
+  GDir *dir = g_dir_open (folder, 0, NULL);
+  const gchar *name;
+  gchar *path;
+
+  g_assert_nonnull (dir);
+  name = g_dir_read_name (dir);
+  g_assert_nonnull (name);
+  path = g_build_filename (folder, name, NULL);
+  g_assert_null (g_dir_read_name (dir));
+  g_dir_close (dir);
+  return path;
+}
+
+/* The timed choices kept across processes: none at first; a choice kept
+ * is found by the same identity, op and key alone, in a file that says
+ * what it is for; a file that is not one, or holds another number of
+ * values, is said and not taken, and the next store replaces it; "off"
+ * keeps nothing; a folder that cannot be made is said once, and nothing
+ * fails. */
+static void
+tuning_body (void)
+{
+  g_autofree gchar *root = g_dir_make_tmp ("ppdiffuse-tuning-XXXXXX", NULL);
+  g_autofree gchar *folder = g_build_filename (root, "choices", NULL);
+  g_autofree gchar *blocker = g_build_filename (root, "a-file", NULL);
+  g_autofree gchar *under = g_build_filename (blocker, "choices", NULL);
+  g_autofree gchar *path = NULL, *text = NULL;
+  const gint64 kept[3] = { 1, -7, G_MAXINT64 };
+  gint64 got[3] = { 0 };
+  PpCudaTuning *t = pp_cuda_tuning_new (folder, "GPU A, cuDNN 9");
+  PpCudaTuning *other = pp_cuda_tuning_new (folder, "GPU B, cuDNN 9");
+  PpCudaTuning *lost = pp_cuda_tuning_new (under, "GPU A, cuDNN 9");
+
+  g_assert_null (pp_cuda_tuning_new ("off", "GPU A"));
+  g_assert_cmpstr (pp_cuda_tuning_folder (t), ==, folder);
+  g_assert_false (pp_cuda_tuning_lookup (t, "conv", "3×3", got, 3));
+  pp_cuda_tuning_store (t, "conv", "3×3", kept, 3);
+  g_assert_true (pp_cuda_tuning_lookup (t, "conv", "3×3", got, 3));
+  g_assert_cmpmem (got, sizeof got, kept, sizeof kept);
+  /* Another shape, op or device has none. */
+  g_assert_false (pp_cuda_tuning_lookup (t, "conv", "1×1", got, 3));
+  g_assert_false (pp_cuda_tuning_lookup (t, "gemm", "3×3", got, 3));
+  g_assert_false (pp_cuda_tuning_lookup (other, "conv", "3×3", got, 3));
+  /* The file says what it is for. */
+  path = only_file (folder);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, "identity=GPU A, cuDNN 9\n"));
+  g_assert_nonnull (strstr (text, "op=conv\n"));
+  g_assert_nonnull (strstr (text, "key=3×3\n"));
+  g_assert_nonnull (strstr (text, "values=1;-7;9223372036854775807;"));
+  /* Another number of values than asked for, then not a key file. */
+  g_assert_false (pp_cuda_tuning_lookup (t, "conv", "3×3", got, 2));
+  g_assert_true (g_file_set_contents (path, "[half a choi", -1, NULL));
+  g_assert_false (pp_cuda_tuning_lookup (t, "conv", "3×3", got, 3));
+  pp_cuda_tuning_store (t, "conv", "3×3", kept, 3);
+  memset (got, 0, sizeof got);
+  g_assert_true (pp_cuda_tuning_lookup (t, "conv", "3×3", got, 3));
+  g_assert_cmpmem (got, sizeof got, kept, sizeof kept);
+  /* A value that is not a number. */
+  g_clear_pointer (&text, g_free);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  {
+    g_autofree gchar *bad = g_strdup (text);
+
+    *strstr (bad, "-7") = 'x';
+    g_assert_true (g_file_set_contents (path, bad, -1, NULL));
+  }
+  g_assert_false (pp_cuda_tuning_lookup (t, "conv", "3×3", got, 3));
+  /* A folder under a file: said once, for every store. */
+  g_assert_true (g_file_set_contents (blocker, "", -1, NULL));
+  pp_cuda_tuning_store (lost, "conv", "3×3", kept, 3);
+  pp_cuda_tuning_store (lost, "gemm", "3×3", kept, 3);
+  g_assert_false (pp_cuda_tuning_lookup (lost, "conv", "3×3", got, 3));
+
+  pp_cuda_tuning_free (t);
+  pp_cuda_tuning_free (other);
+  pp_cuda_tuning_free (lost);
+  g_assert_cmpint (g_remove (path), ==, 0);
+  g_assert_cmpint (g_rmdir (folder), ==, 0);
+  g_assert_cmpint (g_remove (blocker), ==, 0);
+  g_assert_cmpint (g_rmdir (root), ==, 0);
+}
+
+/* tuning_body in a process of its own, whose messages are read: each
+ * file that is not a choice said, the folder that cannot be made once. */
+static void
+test_tuning (void)
+{
+  if (g_test_subprocess ()) {
+    tuning_body ();
+    return;
+  }
+  g_test_trap_subprocess (NULL, 30 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*not a choice kept by ppdiffuse (no group*"
+      "and 2 values)*not a choice kept by ppdiffuse (*made again, and the "
+      "file replaced*value 1, \"x7\", is not a number*timed choices cannot "
+      "be kept there*" PP_CUDA_TUNING_ENV "=FOLDER*");
+  g_test_trap_assert_stderr_unmatched ("*cannot be kept there*"
+      "cannot be kept there*");
 }
 
 /* Which convolutions run channels-last: 16-bit ones with channels in
@@ -1265,6 +1373,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
   g_test_add_func ("/cuda-backend/ways", test_ways);
   g_test_add_func ("/cuda-backend/choice", test_choice);
+  g_test_add_func ("/cuda-backend/tuning", test_tuning);
   g_test_add_func ("/cuda-backend/conv-layout", test_conv_layout);
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);
   g_test_add_func ("/cuda-backend/scratch-names", test_scratch_names);
