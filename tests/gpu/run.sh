@@ -465,6 +465,12 @@ unset PP_TEST_HAVE_GPU PPDIFFUSE_BACKEND PPDIFFUSE_DATA_PLANE PPDIFFUSE_FAULT \
   PPDIFFUSE_NO_KV_CACHE PPDIFFUSE_DEBUG GST_DEBUG
 # Float32 stays float32 (no TensorFloat-32) in every f32 check.
 export PPDIFFUSE_CUDA_TF32=0
+# The timed ways' choices kept for this run alone (pp-cuda-tuning.h): a
+# later command with a timed way takes what an earlier one timed (the
+# element, the tool and gpu-bench agree, a way's row and the ways
+# together), and nothing timed before the run is taken.  With
+# PP_GPU_LOGS they come back with the logs, the shapes in words.
+export PPDIFFUSE_CUDA_TUNING_CACHE="${PP_GPU_LOGS:-$work}/cuda-tuning"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # (No OMPI_MCA_mpi_yield_when_idle: with it Open MPI can spin for good
 # after a worker's death, docs/architecture.md.)
@@ -1700,6 +1706,13 @@ step_bench() {
       indent <"$work/bench-summary"
       # Each f16 way against the defaults, and the candidates for one.
       awk -f "$here/bench-compare.awk" "$work/bench-summary" | indent
+    fi
+    # What the timed ways chose and kept, by kind (conv, conv-graph,
+    # gemm): the files name each shape and its choice.
+    if [ -d "$PPDIFFUSE_CUDA_TUNING_CACHE" ]; then
+      echo "  timed choices kept in $PPDIFFUSE_CUDA_TUNING_CACHE:" \
+        "$(ls "$PPDIFFUSE_CUDA_TUNING_CACHE" | sed 's/-[0-9a-f]*$//' \
+          | sort | uniq -c | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')"
     fi
     # diffusers' own UNet and TAESD, eager, on the same GPU in the same
     # run: the baseline the targets are set against.
