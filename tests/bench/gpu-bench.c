@@ -118,6 +118,8 @@ typedef struct
   gdouble gflop;
   /* A graph's nodes and kernels (0: not a graph, or not known). */
   guint nodes, kernels;
+  /* The first of the untimed runs: plans made, choices timed or taken. */
+  gdouble first_seconds;
 } Timing;
 
 typedef struct
@@ -195,9 +197,14 @@ best_of (void (*run) (Bench *), Bench * b, guint repeats)
 {
   Timing best = { G_MAXDOUBLE, 0 };
 
-  for (guint r = 0; r < WARM_UP_RUNS; r++)
+  for (guint r = 0; r < WARM_UP_RUNS; r++) {
+    const gint64 t = g_get_monotonic_time ();
+
     run (b);
-  pp_backend_synchronize (b->be);
+    pp_backend_synchronize (b->be);
+    if (r == 0)
+      best.first_seconds = (g_get_monotonic_time () - t) / 1e6;
+  }
   for (guint r = 0; r < repeats; r++) {
     gint64 t = g_get_monotonic_time ();
 
@@ -933,6 +940,11 @@ main (int argc, char **argv)
   v = best_of (taesd_run, &b, (guint) repeats);
   report (unet_what, u, peak);
   report (taesd_what, v, peak);
+  /* What a start pays before its first frame: cuDNN's and cuBLASLt's
+   * plans (kernels cuDNN compiles among them), the timed ways' trials or
+   * their kept choices, the pools. */
+  printf ("first run, its plans made: %s %.1f ms, %s %.1f ms\n", unet_what,
+      u.first_seconds * 1e3, taesd_what, v.first_seconds * 1e3);
   /* The same as graphs, the way the element runs a worker's steps. */
   {
     g_autofree gchar *uw_what = g_strconcat (unet_what, ", graph", NULL);

@@ -1585,7 +1585,7 @@ step_bench() {
           PPDIFFUSE_CUDA_CONV_LAYOUT="$3" PPDIFFUSE_CUDA_GROUP_NORM="$4" \
           G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" --dtype f16 \
           $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$blog" | indent
+        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor|first run)' "$blog" | indent
           # The algorithms the trials chose, against the heuristics'
           # (the default's lines above), and every trial's time.
           [ "$2" = timed ] && grep -E 'cuda conv( trials)?:' \
@@ -1636,7 +1636,7 @@ step_bench() {
         && runs "gpu-bench f16, $way" "$blog" 300 \
           env $way G_MESSAGES_DEBUG=all "$build/tests/bench/gpu-bench" \
           --dtype f16 $bench_size \
-        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor)' "$blog" | indent
+        && { grep -E '^(SD-Turbo|small|TAESD|graph nodes|launch floor|first run)' "$blog" | indent
           case $way in
             *GEMM_ALGO=timed*)
               grep -E 'cuda gemm trials' "$blog" \
