@@ -654,10 +654,12 @@ step_device() {
     pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_CONV_API=graph"
   fi
   # cuBLASLt's algorithms timed: the products on 16-bit activations, a
-  # sum into y among them, whose trials must leave y as it is.
+  # sum into y among them, whose trials must leave y as it is (timed
+  # here, whatever an earlier command of the run kept).
   if runs "act-dtypes, cuBLASLt's algorithms timed" \
       "$work/act-dtypes-gemm-timed.log" 120 env PPDIFFUSE_BACKEND="$BE" \
-      PPDIFFUSE_CUDA_GEMM_ALGO=timed G_MESSAGES_DEBUG=all "$acts" \
+      PPDIFFUSE_CUDA_GEMM_ALGO=timed PPDIFFUSE_CUDA_TUNING_CACHE=off \
+      G_MESSAGES_DEBUG=all "$acts" \
       -p /kernels/act-dtypes/linear -p /kernels/act-dtypes/linear_add; then
     grep -E 'cuda gemm trials' "$work/act-dtypes-gemm-timed.log" \
       | sed 's/.*cuda gemm trials/cuda gemm trials/' | cut -c1-400 | indent
@@ -1833,8 +1835,9 @@ step_sanitizer() {
     done
     # The ways the defaults would take next (candidate_ways), whose kernels
     # (the norms' other ways among them) memcheck has not seen above: the
-    # tiny turbo UNet and TAESD in f16.
-    ways=$(candidate_ways)
+    # tiny turbo UNet and TAESD in f16, a timed way's trials run (nothing
+    # kept taken).
+    ways="$(candidate_ways) PPDIFFUSE_CUDA_TUNING_CACHE=off"
     m=$data/unet-turbo-tiny
     v=$data/taesd-tiny
     # shellcheck disable=SC2086  # $ways is a list of assignments
