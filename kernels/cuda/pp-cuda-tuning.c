@@ -7,6 +7,9 @@
 
 /* A choice file's one group; its number changes with what it holds. */
 #define GROUP "ppdiffuse CUDA choice 1"
+/* The hex digits of its SHA-256 that name a choice's file (after its op):
+ * 96 bits, and the file itself says what it is for. */
+#define NAME_HASH_DIGITS 24
 
 struct _PpCudaTuning
 {
@@ -53,7 +56,8 @@ choice_path (const PpCudaTuning * t, const gchar * op, const gchar * key)
   g_autofree gchar *what = g_strjoin ("\n", t->identity, op, key, NULL);
   g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
       what, -1);
-  g_autofree gchar *name = g_strdup_printf ("%s-%.24s", op, hash);
+  g_autofree gchar *name = g_strdup_printf ("%s-%.*s", op,
+      NAME_HASH_DIGITS, hash);
 
   return g_build_filename (t->folder, name, NULL);
 }
