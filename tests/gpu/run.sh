@@ -686,6 +686,35 @@ step_device() {
       ops_way ATTENTION=$way $op
     done
   done
+  # The timed ways' kept choices (PPDIFFUSE_CUDA_TUNING_CACHE): the tiny
+  # turbo UNet in f16 with every timed way, twice on a folder of its own.
+  # The first run times its shapes and keeps each choice; the second
+  # takes them all, times nothing, and gives the first run's bytes.
+  if [ -n "$dry" ]; then
+    note_skip "the timed ways' kept choices ($BE times nothing)"
+  else
+    kept=$work/kept-choices
+    rm -rf "$kept"
+    m=$data/unet-turbo-tiny
+    for i in 1 2; do
+      unet_case "$work/kept$i.npy" f16 "$m" "$m" "$BE" \
+        PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed \
+        PPDIFFUSE_CUDA_GEMM_ALGO=timed PPDIFFUSE_CUDA_TUNING_CACHE="$kept" \
+        G_MESSAGES_DEBUG=all && cp "$work/tool.log" "$work/kept$i.log"
+    done
+    if [ -f "$work/kept1.log" ] && [ -f "$work/kept2.log" ]; then
+      timed1=$(grep -c -E 'cuda (conv|conv graph|gemm) trials: ' "$work/kept1.log")
+      timed2=$(grep -c -E 'cuda (conv|conv graph|gemm) trials: ' "$work/kept2.log")
+      taken=$(grep -c -E 'timed before(, kept\)| \(kept in )' "$work/kept2.log")
+      echo "kept choices: the first run timed $timed1, the second timed $timed2 and took $taken" | indent
+      if [ "$timed1" -gt 0 ] && [ "$timed2" -eq 0 ] && [ "$taken" -eq "$timed1" ] \
+          && cmp -s "$work/kept1.npy" "$work/kept2.npy"; then
+        pass "timed ways' kept choices: a second run takes all $taken and gives the first run's bytes"
+      else
+        bad "timed ways' kept choices: the first run timed $timed1, the second timed $timed2 and took $taken; outputs $(cmp -s "$work/kept1.npy" "$work/kept2.npy" && echo equal || echo different)"
+      fi
+    fi
+  fi
 }
 
 # ---- f32 -------------------------------------------------------------------
