@@ -206,13 +206,16 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
   g_autoptr (GError) last = NULL;
 
   for (int64_t i = 0; i < n_configs && plans->len - had < max_plans; i++) {
-    const gint64 engine = config_engine (configs[i]);
     cudnnBackendDescriptor_t p = NULL;
     int64_t bytes = 0, got = 0;
+    gint64 engine;
 
     if (only != NULL && i != only->index)
       continue;
     g_clear_error (&last);
+    /* Which engine: asked of a configuration that gave a plan, and of the
+     * one named before its plan is made. */
+    engine = only != NULL ? config_engine (configs[i]) : -1;
     if (only != NULL && engine != only->engine) {
       g_set_error (&last, PP_ERROR, PP_ERROR_DEVICE, "the heuristics' "
           "configuration %" G_GINT64_FORMAT " is now engine %" G_GINT64_FORMAT
@@ -233,12 +236,16 @@ finalize_plans (cudnnHandle_t handle, const cudnnBackendDescriptor_t *
                 &got, &bytes), &last)) {
       if (bytes >= 0 && (guint64) bytes <= max_workspace) {
         const gsize size = (gsize) bytes;
-        const PpCudnnConfig config = { mode, (gint32) i, engine };
 
         g_ptr_array_add (plans, p);
         g_array_append_val (workspaces, size);
-        if (chosen != NULL)
+        if (chosen != NULL) {
+          const PpCudnnConfig config = { mode, (gint32) i, only != NULL
+            ? engine : config_engine (configs[i])
+          };
+
           g_array_append_val (chosen, config);
+        }
         continue;
       }
       g_set_error (&last, PP_ERROR, PP_ERROR_DEVICE, "its plan wants %"
