@@ -462,17 +462,19 @@ graph_plan_new (PpCudaBackend * cu, const GraphKey * k, gconstpointer x,
 static void
 graph_plan_log (PpCudaBackend * cu, const GraphKey * k, const GraphPlan * p)
 {
-  g_autofree gchar *desc = NULL;
+  g_autofree gchar *desc = NULL, *how = NULL;
 
   if (p->plan == NULL) {
     g_info ("%s: cuda conv graph: %s", cu->be.device, p->unsupported);
     return;
   }
   desc = graph_describe (k);
+  how = p->kept ? g_strconcat ("timed before, kept in ",
+      pp_cuda_tuning_folder (cu->tuning), NULL)
+      : g_strdup (p->timed ? "timed" : "heuristics");
   g_info ("%s: cuda conv graph: %s: engine %" G_GINT64_FORMAT " (%s), %"
       G_GSIZE_FORMAT " bytes of workspace, planned in %.0f ms",
-      cu->be.device, desc, p->config.engine, p->kept ? "timed before, kept"
-      : p->timed ? "timed" : "heuristics", p->workspace,
+      cu->be.device, desc, p->config.engine, how, p->workspace,
       p->planned_us / 1e3);
 }
 

@@ -315,7 +315,7 @@ restore_algorithm (PpCudaBackend * cu, ConvPlan * p,
         ? algo_name (r.algo) : "not an algorithm");
     return FALSE;
   }
-  g_info ("%s: cuda conv: %s: timed before (kept in %s)", cu->be.device,
+  g_info ("%s: cuda conv: %s: timed before, kept in %s", cu->be.device,
       desc, pp_cuda_tuning_folder (cu->tuning));
   return TRUE;
 }

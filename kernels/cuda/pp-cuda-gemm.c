@@ -224,7 +224,7 @@ lt_restore (PpCudaBackend * cu, LtPlan * plan)
     if (memcmp (plan->trials[i].algo.data, kept, sizeof kept) == 0) {
       plan->algo = plan->trials[i].algo;
       g_info ("%s: cuda gemm: %s: the heuristics' algorithm %d, timed "
-          "before (kept in %s)", cu->be.device, desc, i,
+          "before, kept in %s", cu->be.device, desc, i,
           pp_cuda_tuning_folder (cu->tuning));
       return TRUE;
     }

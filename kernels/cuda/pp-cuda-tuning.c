@@ -112,22 +112,18 @@ pp_cuda_tuning_store (PpCudaTuning * t, const gchar * op, const gchar * key,
   g_autoptr (GKeyFile) file = g_key_file_new ();
   g_autoptr (GError) error = NULL;
   g_autofree gchar *text = NULL;
-  g_autofree const gchar **strings = g_new0 (const gchar *, n + 1);
-  g_autoptr (GPtrArray) owned = g_ptr_array_new_with_free_func (g_free);
+  g_auto (GStrv) strings = g_new0 (gchar *, n + 1);
 
-  for (guint i = 0; i < n; i++) {
-    gchar *s = g_strdup_printf ("%" G_GINT64_FORMAT, values[i]);
-
-    g_ptr_array_add (owned, s);
-    strings[i] = s;
-  }
+  for (guint i = 0; i < n; i++)
+    strings[i] = g_strdup_printf ("%" G_GINT64_FORMAT, values[i]);
   g_key_file_set_comment (file, NULL, NULL, " A choice of ppdiffuse's CUDA "
       "backend, timed once and kept for\n the same device, libraries and "
       "shape (" PP_CUDA_TUNING_ENV ").", NULL);
   g_key_file_set_string (file, GROUP, "identity", t->identity);
   g_key_file_set_string (file, GROUP, "op", op);
   g_key_file_set_string (file, GROUP, "key", key);
-  g_key_file_set_string_list (file, GROUP, "values", strings, n);
+  g_key_file_set_string_list (file, GROUP, "values",
+      (const gchar * const *) strings, n);
   text = g_key_file_to_data (file, NULL, NULL);
   /* Written to a temporary file and renamed: processes that start
    * together never read half a choice. */

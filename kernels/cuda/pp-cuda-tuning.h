@@ -36,7 +36,7 @@ void          pp_cuda_tuning_free   (PpCudaTuning * t);
 const gchar  *pp_cuda_tuning_folder (const PpCudaTuning * t);
 /* The @n values kept for @op's @key (@op: a word, "gemm"; @key: the
  * shape in words); FALSE when none are, or the file holds another
- * choice's or is not one (said at message level, once a file). */
+ * choice's or is not one (said at message level). */
 gboolean      pp_cuda_tuning_lookup (PpCudaTuning * t, const gchar * op,
                                      const gchar * key, gint64 * values,
                                      guint n);

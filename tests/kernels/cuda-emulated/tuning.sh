@@ -3,8 +3,10 @@
 # (PPDIFFUSE_CUDA_TUNING_CACHE, kernels/cuda/pp-cuda-tuning.h).  COMMAND
 # (a test of the ops on 16-bit and float32 activations, the three timed
 # ways on) runs with a fresh folder: it times every convolution, every
-# convolution graph and every cuBLASLt product, and keeps each choice;
-# run again, it times nothing and takes each kept one.  Then one kept
+# convolution graph and every cuBLASLt product, and keeps each choice.
+# Each kept choice is then made another the heuristics offer (the
+# emulation's second algorithm, configuration or convolution algorithm):
+# run again, it times nothing and takes exactly those.  Then one kept
 # choice of each kind no longer fits (an algorithm cuDNN does not have, a
 # configuration past the heuristics' offer, an algorithm cuBLASLt's
 # heuristics do not offer) and one file is not a choice: those four, and
@@ -37,7 +39,7 @@ count () {
 }
 
 trials='cuda (conv|conv graph|gemm) trials: '
-kept='timed before(, kept\)| \(kept in )'
+kept='timed before, kept in '
 
 name=first run "$@"
 for kind in 'cuda conv trials: ' 'cuda conv graph trials: ' \
@@ -52,12 +54,30 @@ done
   || fail "$files choices kept for $(count "$trials" first) timed"
 echo "first run: $files choices timed and kept"
 
+# Every kept choice another the heuristics offer, which the next run must
+# take as it is: cuBLASLt's algorithm 1 (the emulation's algorithms are
+# their index, then zeros), the configuration at index 1 (engine 1), and
+# IMPLICIT_GEMM (0) with the kept math type.
+n_gemm=$(ls "$choices" | grep -c '^gemm-')
+n_graph=$(ls "$choices" | grep -c '^conv-graph-')
+n_conv=$(ls "$choices" | grep -c '^conv-[0-9a-f]*$')
+sed -i 's/^values=.*/values=1;0;0;0;0;0;0;0;/' "$choices"/gemm-*
+sed -i 's/^values=\([0-9]*\);.*/values=\1;1;1;/' "$choices"/conv-graph-*
+for f in $(ls "$choices" | grep '^conv-[0-9a-f]*$'); do
+  sed -i 's/^values=[0-9]*;/values=0;/' "$choices/$f"
+done
 name=second run "$@"
 [ "$(count "$trials" second)" -eq 0 ] \
   || fail "the second run timed $(count "$trials" second) choices again"
 [ "$(count "$kept" second)" -eq "$files" ] \
   || fail "the second run took $(count "$kept" second) of $files choices"
-echo "second run: $files choices taken, none timed"
+[ "$(count "algorithm 1, $kept" second)" -eq "$n_gemm" ] \
+  || fail "the second run took algorithm 1 for $(count "algorithm 1, $kept" second) of $n_gemm products"
+[ "$(count "engine 1 \\($kept" second)" -eq "$n_graph" ] \
+  || fail "the second run took engine 1 for $(count "engine 1 \\($kept" second) of $n_graph convolution graphs"
+[ "$(count 'cuda conv: .*: IMPLICIT_GEMM \(timed,' second)" -eq "$n_conv" ] \
+  || fail "the second run took IMPLICIT_GEMM for $(count 'cuda conv: .*: IMPLICIT_GEMM \(timed,' second) of $n_conv convolutions"
+echo "second run: $files choices taken as kept, none timed"
 
 # One of each kind made stale, and a file that is not a choice.
 conv=$choices/$(ls "$choices" | grep '^conv-[0-9a-f]*$' | head -1)
