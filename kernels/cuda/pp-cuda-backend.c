@@ -3,6 +3,7 @@
  * PP_OPS_LIST as the CPU backends' are: lock, make the device current, run
  * the op, unlock). */
 #include "pp-cuda-backend.h"
+#include "pp-cuda-arch.h"
 #include "pp-cuda-choice.h"
 #include "pp-cuda-private.h"
 #include "pp-cuda-staging.h"
@@ -742,6 +743,79 @@ describe (gint device, GError ** error)
       (double) prop.totalGlobalMem / (1 << 30), prop.multiProcessorCount);
 }
 
+/* The device code this build has (ext/meson.build, from the cuda-archs
+ * option). */
+#ifndef PP_CUDA_ARCHS
+#error "PP_CUDA_ARCHS and PP_CUDA_PTX_ARCH come with the CUDA build's flags"
+#endif
+/* The oldest GPUs this toolkit builds for. */
+#if CUDART_VERSION >= 13000
+#define OLDEST_SM 75
+#else
+#define OLDEST_SM 50
+#endif
+
+/* Whether @device (@desc) runs this build's kernels.  Refused where the
+ * build has no code for it (pp-cuda-arch.h), naming what would, or where
+ * its driver loads none (a driver older than the PTX, say): at the
+ * backend's making, not at a model's first kernel.  Where the driver
+ * compiles them from the PTX, said at info level: that start loads
+ * slower. */
+static gboolean
+check_device_code (gint device, const gchar * desc, GError ** error)
+{
+  g_autofree gchar *code = pp_cuda_code_describe (PP_CUDA_ARCHS,
+      PP_CUDA_PTX_ARCH);
+  struct cudaDeviceProp prop;
+  cudaError_t status;
+  int binary = 0, ptx = 0;
+  gint arch, sm;
+  PpCudaCode kind;
+
+  if (!PP_CUDA_TRY (cudaGetDeviceProperties (&prop, device), error))
+    return FALSE;
+  sm = prop.major * 10 + prop.minor;
+  kind = pp_cuda_code_for (PP_CUDA_ARCHS, PP_CUDA_PTX_ARCH, prop.major,
+      prop.minor, &arch);
+  if (kind == PP_CUDA_CODE_NONE && sm >= OLDEST_SM) {
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "%s cannot run this "
+        "build's kernels: compute capability %d.%d runs none of its device "
+        "code (%s); build with -Dcuda-archs=%d%s%s (meson configure "
+        "BUILD_DIR -Dcuda-archs=…, then ninja -C BUILD_DIR), or use the "
+        "CPU backend (backend=cpu)", desc, prop.major, prop.minor, code, sm,
+        PP_CUDA_ARCHS[0] != '\0' ? "," : "", PP_CUDA_ARCHS);
+    return FALSE;
+  }
+  if (kind == PP_CUDA_CODE_NONE) {
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "%s cannot run this "
+        "build's kernels: compute capability %d.%d runs none of its device "
+        "code (%s), and this CUDA toolkit (%d.%d) builds for %d.%d and "
+        "later: use the CPU backend (backend=cpu)", desc, prop.major,
+        prop.minor, code, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10,
+        OLDEST_SM / 10, OLDEST_SM % 10);
+    return FALSE;
+  }
+  status = pp_cuda_kernel_image (&binary, &ptx);
+  if (status != cudaSuccess) {
+    pp_cuda_forget_error ();
+    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "%s cannot load this "
+        "build's kernels (%s: %s): the build has %s%s", desc,
+        cudaGetErrorName (status), cudaGetErrorString (status), code,
+        kind == PP_CUDA_CODE_PTX ? ", and its driver compiles the PTX "
+        "only where it is not older than the toolkit that wrote it: update "
+        "the driver, or build for this GPU (-Dcuda-archs)" : "");
+    return FALSE;
+  }
+  if (kind == PP_CUDA_CODE_PTX)
+    g_info ("%s: this build has no binary for sm_%d (it has %s): the "
+        "driver compiles each kernel from the PTX for compute_%d as it "
+        "first loads (sm_%d now), and keeps it in its cache; -Dcuda-archs=%d "
+        "saves that", desc, sm, code, arch, binary, sm);
+  else
+    g_debug ("%s: kernels of the binary for sm_%d", desc, binary);
+  return TRUE;
+}
+
 /* A backend for @device; NULL with @error (what was made is leaked: the
  * device is unusable anyway). */
 static PpBackend *
@@ -783,6 +857,10 @@ create (gint device, GError ** error)
   desc = describe (device, error);
   if (desc == NULL)
     return NULL;
+  if (!check_device_code (device, desc, error)) {
+    g_free (desc);
+    return NULL;
+  }
   cu = g_new0 (PpCudaBackend, 1);
   cu->device = device;
   cu->tf32 = g_strcmp0 (g_getenv (PP_CUDA_TF32_ENV), "1") == 0;

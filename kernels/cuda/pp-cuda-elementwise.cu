@@ -29,6 +29,22 @@ pp_cuda_fill (float *x, float value, size_t n, cudaStream_t stream)
   return cudaGetLastError ();
 }
 
+extern "C" cudaError_t
+pp_cuda_kernel_image (int *binary_version, int *ptx_version)
+{
+  cudaFuncAttributes attributes;
+  const cudaError_t e = cudaFuncGetAttributes (&attributes, fill_kernel);
+
+  if (e != cudaSuccess) {
+    /* Answered here: not the next launch's error. */
+    (void) cudaGetLastError ();
+    return e;
+  }
+  *binary_version = attributes.binaryVersion;
+  *ptx_version = attributes.ptxVersion;
+  return cudaSuccess;
+}
+
 template <PpCudaUnary OP> __device__ __forceinline__ float
 unary_of (float v)
 {

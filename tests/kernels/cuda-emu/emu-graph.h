@@ -89,6 +89,14 @@ int       emu_device_faulted (void);
  * reads them learns nothing. */
 int       emu_shapes_only (void);
 
+/* The emulated device's compute capability as an SM version (90 for
+ * 9.0): $PP_CUDA_EMU_SM (two or three digits: 75, 89, 120), else 90.
+ * cudaGetDeviceProperties and the kernels' cudaFuncGetAttributes say it;
+ * with $PP_CUDA_EMU_NO_KERNEL_IMAGE set, the latter answers
+ * cudaErrorNoKernelImageForDevice, as a device answers that no binary
+ * or PTX of the build's runs on. */
+int       emu_device_sm (void);
+
 /* The calling thread's last launch error (a cudaError_t value), cleared
  * (cudaGetLastError of the kernels' runtime). */
 int       emu_take_launch_error (void);

@@ -52,6 +52,9 @@
  * $PP_CUDA_EMU_DEVICES, when set, is how many devices the process sees
  * (one by default): a mesh's ranks then take them as on a host with that
  * many GPUs, and say which they took.
+ * $PP_CUDA_EMU_SM and $PP_CUDA_EMU_NO_KERNEL_IMAGE: the device's compute
+ * capability, and a device no kernel of the build runs on (emu-graph.h,
+ * emu_device_sm).
  * $PP_CUDA_EMU_SHAPES_ONLY, when set, checks and counts every launch and
  * library call but computes nothing (emu-graph.h, emu_shapes_only).
  * $PP_CUDA_EMU_WAITS and $PP_CUDA_EMU_MEMORY, when set, report at exit
@@ -78,10 +81,8 @@
 #include "pp-dtype-math.h"
 
 /* The device the emulation describes: sm_90 (what the backend's choices
- * are made for), 16 GiB. */
+ * are made for; $PP_CUDA_EMU_SM another, emu_device_sm), 16 GiB. */
 #define EMU_DEVICE_NAME "CUDA emulation on the CPU"
-#define EMU_DEVICE_MAJOR 9
-#define EMU_DEVICE_MINOR 0
 #define EMU_DEVICE_BYTES ((size_t) 16 << 30)
 #define EMU_DEVICE_SMS 4
 #define EMU_VERSION 13000       /* CUDA 13.0, driver and runtime */
@@ -280,6 +281,8 @@ cudaGetErrorName (cudaError_t error)
       return "cudaErrorInvalidConfiguration";
     case cudaErrorNotSupported:
       return "cudaErrorNotSupported";
+    case cudaErrorNoKernelImageForDevice:
+      return "cudaErrorNoKernelImageForDevice";
     case cudaErrorNotReady:
       return "cudaErrorNotReady";
     case cudaErrorIllegalState:
@@ -368,8 +371,8 @@ cudaGetDeviceProperties (struct cudaDeviceProp *prop, int device)
     return fail (cudaErrorInvalidDevice);
   memset (prop, 0, sizeof *prop);
   g_strlcpy (prop->name, EMU_DEVICE_NAME, sizeof prop->name);
-  prop->major = EMU_DEVICE_MAJOR;
-  prop->minor = EMU_DEVICE_MINOR;
+  prop->major = emu_device_sm () / 10;
+  prop->minor = emu_device_sm () % 10;
   prop->totalGlobalMem = device_bytes ();
   prop->multiProcessorCount = EMU_DEVICE_SMS;
   return cudaSuccess;

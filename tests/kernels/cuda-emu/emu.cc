@@ -751,6 +751,38 @@ emu_shapes_only (void)
   return only;
 }
 
+extern "C" int
+emu_device_sm (void)
+{
+  static const int sm = [] {
+    const char *v = getenv ("PP_CUDA_EMU_SM");
+    char *end = nullptr;
+    const long n = v != nullptr ? strtol (v, &end, 10) : 90;
+
+    if (v != nullptr && (end == v || *end != '\0' || n < 10 || n > 199)) {
+      fprintf (stderr, "cuda-emu: PP_CUDA_EMU_SM=%s: expected an SM "
+          "version (75, 90, 120)\n", v);
+      abort ();
+    }
+    return (int) n;
+  } ();
+
+  return sm;
+}
+
+cudaError_t
+cudaFuncGetAttributes (cudaFuncAttributes * attributes, const void *func)
+{
+  (void) func;
+  if (getenv ("PP_CUDA_EMU_NO_KERNEL_IMAGE") != nullptr) {
+    last_error = cudaErrorNoKernelImageForDevice;
+    return cudaErrorNoKernelImageForDevice;
+  }
+  attributes->binaryVersion = emu_device_sm ();
+  attributes->ptxVersion = emu_device_sm ();
+  return cudaSuccess;
+}
+
 static std::atomic<int> device_fault;
 
 extern "C" void

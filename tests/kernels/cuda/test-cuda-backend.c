@@ -5,6 +5,7 @@
  * backend's error without a device.  Where a device exists, a few ops are
  * compared with the CPU backend, on weights of each dtype. */
 #include "pp-backend.h"
+#include "pp-cuda-arch.h"
 #include "pp-cuda-attention-plan.h"
 #include "pp-cuda-backend.h"
 #include "pp-cuda-blocks.h"
@@ -251,6 +252,69 @@ test_ways (void)
   g_assert_nonnull (strstr (error->message,
           "PPDIFFUSE_CUDA_CONV_ALGO=find: expected heuristic or timed"));
   g_clear_error (&error);
+}
+
+/* Which of a build's device code a GPU runs: a binary for its
+ * architecture's same or an earlier minor revision, the best of them;
+ * else the PTX where the GPU is not older than it; else nothing.  And
+ * the build's code in words. */
+static void
+test_device_code (void)
+{
+  static const struct
+  {
+    const gchar *archs;
+    gint ptx, major, minor;
+    PpCudaCode code;
+    gint arch;
+  } cases[] = {
+    /* The demo's build: Ampere, Ada, Hopper binaries, Hopper's PTX. */
+    { "80,89,90", 90, 8, 0, PP_CUDA_CODE_BINARY, 80 },
+    { "80,89,90", 90, 8, 6, PP_CUDA_CODE_BINARY, 80 },
+    { "80,89,90", 90, 8, 7, PP_CUDA_CODE_BINARY, 80 },
+    { "80,89,90", 90, 8, 9, PP_CUDA_CODE_BINARY, 89 },
+    { "80,89,90", 90, 9, 0, PP_CUDA_CODE_BINARY, 90 },
+    { "80,89,90", 90, 10, 0, PP_CUDA_CODE_PTX, 90 },
+    { "80,89,90", 90, 12, 0, PP_CUDA_CODE_PTX, 90 },
+    { "80,89,90", 90, 7, 5, PP_CUDA_CODE_NONE, 0 },
+    /* The test suite's: the PTX alone. */
+    { "", 90, 9, 0, PP_CUDA_CODE_PTX, 90 },
+    { "", 90, 8, 9, PP_CUDA_CODE_NONE, 0 },
+    { "", 90, 12, 0, PP_CUDA_CODE_PTX, 90 },
+    /* The GPU check's: one binary, no other for the PTX to cover. */
+    { "90", 90, 9, 0, PP_CUDA_CODE_BINARY, 90 },
+    { "90", 90, 8, 0, PP_CUDA_CODE_NONE, 0 },
+    /* A binary is not for a later major architecture, nor an earlier
+     * minor revision; the order of the list does not matter. */
+    { "89,75", 89, 9, 0, PP_CUDA_CODE_PTX, 89 },
+    { "89,75", 89, 8, 6, PP_CUDA_CODE_NONE, 0 },
+    { "89,75", 89, 7, 5, PP_CUDA_CODE_BINARY, 75 },
+    { " 75, 86 ,bogus,,", 86, 8, 9, PP_CUDA_CODE_BINARY, 86 },
+    { "75", 0, 8, 0, PP_CUDA_CODE_NONE, 0 },
+    { "120", 120, 12, 1, PP_CUDA_CODE_BINARY, 120 },
+    { "120", 120, 10, 0, PP_CUDA_CODE_NONE, 0 },
+  };
+  g_autofree gchar *three = pp_cuda_code_describe ("80,89,90", 90);
+  g_autofree gchar *two = pp_cuda_code_describe ("80,90", 0);
+  g_autofree gchar *one = pp_cuda_code_describe ("90", 90);
+  g_autofree gchar *ptx = pp_cuda_code_describe ("", 90);
+  g_autofree gchar *none = pp_cuda_code_describe (NULL, 0);
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    gint arch = -1;
+
+    g_test_message ("archs '%s', PTX %d, device %d.%d", cases[i].archs,
+        cases[i].ptx, cases[i].major, cases[i].minor);
+    g_assert_cmpint (pp_cuda_code_for (cases[i].archs, cases[i].ptx,
+            cases[i].major, cases[i].minor, &arch), ==, cases[i].code);
+    g_assert_cmpint (arch, ==, cases[i].arch);
+  }
+  g_assert_cmpstr (three, ==, "binaries for sm_80, sm_89 and sm_90 and PTX "
+      "for compute_90");
+  g_assert_cmpstr (two, ==, "binaries for sm_80 and sm_90");
+  g_assert_cmpstr (one, ==, "a binary for sm_90 and PTX for compute_90");
+  g_assert_cmpstr (ptx, ==, "PTX for compute_90 alone");
+  g_assert_cmpstr (none, ==, "no device code");
 }
 
 /* The choice behind every variable: the first name by default, each name
@@ -1373,6 +1437,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-backend/conv-key", test_conv_key);
   g_test_add_func ("/cuda-backend/ways", test_ways);
   g_test_add_func ("/cuda-backend/choice", test_choice);
+  g_test_add_func ("/cuda-backend/device-code", test_device_code);
   g_test_add_func ("/cuda-backend/tuning", test_tuning);
   g_test_add_func ("/cuda-backend/conv-layout", test_conv_layout);
   g_test_add_func ("/cuda-backend/group-norm-splits", test_group_norm_splits);

@@ -34,6 +34,7 @@ typedef enum
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorNoKernelImageForDevice = 209,
   cudaErrorIllegalAddress = 700,
 } cudaError_t;
 
@@ -156,6 +157,22 @@ void emu_grid_wait ();
  * program: the name the launches are counted by. */
 const char *emu_kernel_name (const char *name);
 cudaError_t cudaGetLastError ();
+
+/* What pp_cuda_kernel_image reads of a kernel: the emulated device's SM
+ * version for both (emu_device_sm), or its refusal. */
+struct cudaFuncAttributes
+{
+  int binaryVersion;
+  int ptxVersion;
+};
+cudaError_t cudaFuncGetAttributes (cudaFuncAttributes * attributes,
+    const void *func);
+template <typename F> static inline cudaError_t
+cudaFuncGetAttributes (cudaFuncAttributes * attributes, F * func)
+{
+  return cudaFuncGetAttributes (attributes,
+      reinterpret_cast<const void *> (func));
+}
 
 /* Threads and blocks in descending order from now on (ascending: false):
  * the tests run each launch both ways. */
