@@ -227,9 +227,17 @@ pick_auto (gint local_rank)
   if (be == NULL)
     be = pp_cpu_backend_get ();
   if (g_once_init_enter (&logged)) {
-    /* Info only: the CPU on a machine without a GPU is no surprise; who
-     * asks for CUDA by name gets its error instead. */
-    if (cuda_error != NULL)
+    /* Info only: the CPU on a machine without a GPU (or whose driver's
+     * library is missing or too old) is no surprise; who asks for CUDA by
+     * name gets its error instead.  A GPU the process sees and cannot
+     * use (one the build has no device code for) is: said by default. */
+    gint seen = cuda_error != NULL ? pp_backend_cuda_devices () : 0;
+
+    if (seen > 0)
+      g_message ("backend auto: %s (%s), far slower than a GPU: CUDA passed "
+          "over although this process sees %d GPU%s: %s", be->name,
+          be->device, seen, seen == 1 ? "" : "s", cuda_error->message);
+    else if (cuda_error != NULL)
       g_info ("backend auto: %s (%s), CUDA passed over: %s", be->name,
           be->device, cuda_error->message);
     else
