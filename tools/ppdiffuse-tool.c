@@ -704,6 +704,56 @@ cmd_encode_prompt (int argc, char **argv, GError ** error)
       error) && pp_npy_save (out, e, error);
 }
 
+/* ---- devices ----------------------------------------------------------- */
+
+/* What this build computes on here: the CPU, each GPU the process sees
+ * (or why it cannot be used) and what "auto" picks, with why it passed
+ * CUDA over: what a person asks first when a GPU goes unused. */
+static gboolean
+cmd_devices (int argc, char **argv, GError ** error)
+{
+  GOptionEntry entries[] = { {NULL} };
+  const gchar *reason;
+  PpBackend *be, *auto_be;
+  gint n;
+
+  if (!parse (entries, "- the CPU and GPUs this build computes on here, and "
+          "what backend=auto picks", &argc, &argv, error))
+    return FALSE;
+  /* auto first: where no GPU is seen, its reason says why. */
+  auto_be = pp_backend_get (PP_BACKEND_AUTO, error);
+  if (auto_be == NULL)
+    return FALSE;
+  reason = pp_backend_auto_reason ();
+  printf ("cpu: %s\n", pp_backend_device (pp_backend_cpu ()));
+  n = pp_backend_cuda_devices ();
+  if (!pp_backend_have_cuda ())
+    printf ("cuda: not in this build (configured without the CUDA "
+        "toolkit: docs/gpu.md)\n");
+  else if (n == 0)
+    printf ("cuda: %s\n", reason != NULL ? reason : "no GPU is visible to "
+        "this process");
+  for (gint i = 0; i < n; i++) {
+    g_autofree gchar *name = g_strdup_printf ("%s:%d", PP_BACKEND_CUDA, i);
+    g_autoptr (GError) why = NULL;
+
+    be = pp_backend_get (name, &why);
+    if (be != NULL)
+      printf ("%s: %s: runs this build's kernels\n", name,
+          pp_backend_device (be));
+    else
+      printf ("%s: cannot be used: %s\n", name, why->message);
+  }
+  printf ("auto: %s (%s)%s%s\n", pp_backend_name (auto_be),
+      pp_backend_device (auto_be), reason != NULL ? ", CUDA passed over: "
+      : "",
+      reason != NULL ? reason : "");
+  if (g_getenv (PP_BACKEND_ENV) != NULL && *g_getenv (PP_BACKEND_ENV))
+    printf ("$%s: %s (the element's and the tools' backend where none is "
+        "named)\n", PP_BACKEND_ENV, g_getenv (PP_BACKEND_ENV));
+  return TRUE;
+}
+
 /* ---- make-tiny --------------------------------------------------------- */
 
 static gboolean
@@ -737,6 +787,7 @@ static const struct
   CommandFunc func;
 } commands[] = {
   {"info", cmd_info},
+  {"devices", cmd_devices},
   {"unet", cmd_unet},
   {"vae-encode", cmd_vae_encode},
   {"vae-decode", cmd_vae_decode},
@@ -753,8 +804,9 @@ main (int argc, char **argv)
   GError *error = NULL;
 
   if (argc < 2) {
-    fprintf (stderr, "usage: %s info|unet|vae-encode|vae-decode|encode-prompt|"
-        "img2img|make-tiny|test-ops|tokenize …  (each takes --help)\n",
+    fprintf (stderr, "usage: %s info|devices|unet|vae-encode|vae-decode|"
+        "encode-prompt|img2img|make-tiny|test-ops|tokenize …  (each takes "
+        "--help)\n",
         argv[0]);
     return 2;
   }
