@@ -14,7 +14,9 @@
 # by default all in this order (PP_GPU_STEPS names some, run in the order
 # it names them):
 #   device     the f16/bf16 conversion kernels and the CUDA backend's tests
-#              on the device (a skip is a failure), every op on cuda
+#              on the device (a skip is a failure), every GPU running the
+#              build's kernels and auto picking cuda (ppdiffuse-tool
+#              devices), every op on cuda
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in each PPDIFFUSE_CUDA_CONV_LAYOUT and with
@@ -516,6 +518,20 @@ step_device() {
       fi
     done
     [ -n "$found" ] || bad "no tests/kernels/cuda/test-kernels-cuda-* in $build"
+    # What the build runs on here: every GPU the process sees runs its
+    # kernels (the backend's check of the device code against the GPU,
+    # and the driver loading one), and auto picks cuda.
+    if runs "ppdiffuse-tool devices" "$work/devices.log" 60 "$tool" devices
+    then
+      cut -c1-300 "$work/devices.log" | indent
+      if grep -q ': cannot be used: ' "$work/devices.log" \
+          || ! grep -q '^auto: cuda ' "$work/devices.log"; then
+        bad "ppdiffuse-tool devices: a GPU is not used (above)"
+      else
+        pass "ppdiffuse-tool devices: $(grep -c ': runs this build.s kernels$' \
+          "$work/devices.log") GPU(s) run this build's kernels, auto picks cuda"
+      fi
+    fi
   fi
   # Every op on 16-bit activations: the float32 op's bits, rounded.
   acts=$build/tests/kernels/ops/test-kernels-act-dtypes
