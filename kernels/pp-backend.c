@@ -90,6 +90,35 @@ cuda_driver_present (GError ** error)
         "one, then check nvidia-smi", CUDA_DRIVER_LIBRARY, absent);
   return absent == NULL;
 }
+
+/* The GPUs the NVIDIA driver itself sees (its cuInit and
+ * cuDeviceGetCount, from the library cuda_driver_present loaded),
+ * whatever became of the CUDA module: whether "auto" passed a GPU over.
+ * 0 where there is no driver or it says none. */
+static gint
+driver_devices (void)
+{
+  typedef int (*CuInit) (unsigned int flags);
+  typedef int (*CuDeviceGetCount) (int *count);
+  GModule *driver;
+  gpointer init = NULL, get_count = NULL;
+  int n = 0;
+
+  if (!cuda_driver_present (NULL))
+    return 0;
+  driver = g_module_open (CUDA_DRIVER_LIBRARY, G_MODULE_BIND_LAZY
+      | G_MODULE_BIND_LOCAL);
+  if (driver == NULL)
+    return 0;
+  /* CUDA_SUCCESS is 0. */
+  if (!g_module_symbol (driver, "cuInit", &init)
+      || !g_module_symbol (driver, "cuDeviceGetCount", &get_count)
+      || ((CuInit) init) (0) != 0
+      || ((CuDeviceGetCount) get_count) (&n) != 0)
+    n = 0;
+  g_module_close (driver);
+  return MAX (n, 0);
+}
 #endif
 
 gint
@@ -227,11 +256,18 @@ pick_auto (gint local_rank)
   if (be == NULL)
     be = pp_cpu_backend_get ();
   if (g_once_init_enter (&logged)) {
-    /* Info only: the CPU on a machine without a GPU (or whose driver's
-     * library is missing or too old) is no surprise; who asks for CUDA by
-     * name gets its error instead.  A GPU the process sees and cannot
-     * use (one the build has no device code for) is: said by default. */
-    gint seen = cuda_error != NULL ? pp_backend_cuda_devices () : 0;
+    /* Info only: the CPU on a machine without a GPU (or without the
+     * driver's library) is no surprise; who asks for CUDA by name gets
+     * its error instead.  A GPU the driver sees and the process cannot
+     * use (a driver too old for the build's runtime, a CUDA module that
+     * does not load, a GPU the build has no device code for) is: said
+     * by default. */
+    gint seen = 0;
+
+#ifdef PP_HAVE_CUDA
+    if (cuda_error != NULL)
+      seen = driver_devices ();
+#endif
 
     if (seen > 0)
       g_message ("backend auto: %s (%s), far slower than a GPU: CUDA passed "

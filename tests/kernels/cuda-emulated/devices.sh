@@ -40,3 +40,8 @@ expect '^auto: cpu \(CPU.*\), CUDA passed over: cuda:0 .*cannot run this build.s
 run "$without" PP_CUDA_EMU_DEVICES=2 "$TOOL" devices
 expect '^cuda: .*no NVIDIA driver is installed'
 expect '^auto: cpu \(CPU.*\), CUDA passed over: .*no NVIDIA driver is installed'
+# No GPU, no surprise: nothing said by default.
+if printf '%s\n' "$out" | grep -q 'Message: '; then
+  echo "devices.sh: a message where the process sees no GPU" >&2
+  exit 1
+fi
