@@ -362,6 +362,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GValue bank = G_VALUE_INIT;
   GValue batched = G_VALUE_INIT;
   GValue cpu = G_VALUE_INIT;
+  g_autofree gchar *device = NULL;
   GstStructure *s;
   gboolean running;
   PpStreamStats last;
@@ -382,6 +383,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   double_array (&cpu, iv.worker_cpu, iv.n_workers);
 
   pp_stream_last_stats (self->stream, &last);
+  device = pp_stream_device (self->stream);
   g_mutex_lock (&self->lock);
   pp_latency_tracker_total (self->latencies, &total);
   s = gst_structure_new (GST_PP_DIFFUSE_STATS_NAME,
@@ -409,7 +411,8 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
       "mesh-chunks", G_TYPE_UINT64, last.chunks,
       "mesh-wall-s", G_TYPE_DOUBLE, last.wall_s,
       "warm-up-passes", G_TYPE_UINT64, last.warm_ups,
-      "cpu-load", G_TYPE_DOUBLE, iv.cpu_load, NULL);
+      "cpu-load", G_TYPE_DOUBLE, iv.cpu_load,
+      "device", G_TYPE_STRING, device != NULL ? device : "", NULL);
   g_mutex_unlock (&self->lock);
   gst_structure_take_value (s, "worker-busy", &busy);
   gst_structure_take_value (s, "kv-cache-builds", &builds);

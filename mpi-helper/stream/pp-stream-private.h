@@ -58,6 +58,8 @@ struct _PpStream
   gboolean stream_batch;
   guint frame_batch;
   PpStreamStats last_stats;     /* of the last mesh that stopped */
+  gchar *device;                /* rank 0's compute device, of the mesh
+                                 * running or the last one (under lock) */
 
   /* Chain thread: the chunks frames are encoded into, and the sample the
    * model made of the last frame size it met, so that a pooled chunk's

@@ -50,6 +50,7 @@ pp_stream_free (PpStream * stream)
   g_free (stream->vae);
   g_free (stream->lora);
   g_free (stream->dtype);
+  g_free (stream->device);
   g_mutex_clear (&stream->lock);
   g_cond_clear (&stream->cond);
   g_cond_clear (&stream->settings_cond);
@@ -332,6 +333,10 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
       config.backend = spec = pp_backend_spec (backend);
       stream->model = model_new (&resolved, config.n_steps, backend, inputs,
           error);
+      g_mutex_lock (&stream->lock);
+      g_free (stream->device);
+      stream->device = g_strdup (pp_backend_device (backend));
+      g_mutex_unlock (&stream->lock);
     }
     if (stream->model != NULL)
       stream->mesh = pp_mesh_start (&config, error);
@@ -482,6 +487,17 @@ pp_stream_last_stats (PpStream * stream, PpStreamStats * stats)
   g_mutex_lock (&stream->lock);
   *stats = stream->last_stats;
   g_mutex_unlock (&stream->lock);
+}
+
+gchar *
+pp_stream_device (PpStream * stream)
+{
+  gchar *device;
+
+  g_mutex_lock (&stream->lock);
+  device = g_strdup (stream->device);
+  g_mutex_unlock (&stream->lock);
+  return device;
 }
 
 /* ---- frames ------------------------------------------------------------ */

@@ -197,5 +197,9 @@ void      pp_stream_pace        (PpStream * stream, PpStreamPace * pace);
  * counts say of theirs. */
 guint64   pp_stream_rank0_cpu_us (void);
 void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
+/* Rank 0's compute device (its backend's description: "CPU, 16 cores,
+ * …", "cuda:0 NVIDIA H200, sm_90, …"), of the mesh running or the last
+ * one; NULL before the first start.  Free it. */
+gchar    *pp_stream_device      (PpStream * stream);
 
 G_END_DECLS

@@ -462,6 +462,18 @@ check_cpu_loads (const GstStructure * s, guint ranks, gdouble * most_rank0,
   }
 }
 
+/* Rank 0's compute device, named as its backend names it: the CPU's
+ * ("CPU, N cores, …") or a GPU's ("cuda:N NAME, sm_XY, …"). */
+static void
+check_device (const GstStructure * s)
+{
+  const gchar *device = gst_structure_get_string (s, "device");
+
+  fail_unless (device != NULL, "no device field");
+  fail_unless (g_str_has_prefix (device, "CPU, ")
+      || g_str_has_prefix (device, "cuda:"), "device '%s'", device);
+}
+
 /* With no frame flowing, messages come every interval; while frames flow
  * their counts, rates and percentiles hold together; once the stream is
  * drained every frame is accounted for; stats-interval-ms=0, set while
@@ -504,6 +516,7 @@ GST_START_TEST (test_stats_messages)
         STATS_INTERVAL_MS);
     fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-in"), 0);
     fail_unless (stat_double (s, "fps") == 0, "fps while idle");
+    check_device (s);
     t = now;
     gst_structure_free (s);
   }
@@ -531,6 +544,7 @@ GST_START_TEST (test_stats_messages)
     check_ordered (s, "-total");
     check_worker_busy (s, ranks, &most_busy);
     check_cpu_loads (s, ranks, &most_cpu, &most_worker_cpu);
+    check_device (s);
     fail_unless (pp_check_stat_u64 (s, "frames-in") >= out);
     fail_unless_equals_uint64 (pp_check_stat_u64 (s, "skipped-similar"), 0);
     fail_unless (gst_structure_has_field_typed (s, "cache-epoch",
