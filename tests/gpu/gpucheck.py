@@ -654,6 +654,20 @@ def gpu_samples(per_gpu):
 STATS_FPS = re.compile(r'ppdiffuse-stats, .*\bfps=\(double\)([-0-9.e+]+)')
 STATS_CPU = re.compile(r'\bcpu-load=\(double\)([-0-9.e+]+)')
 STATS_WORKER_CPU = re.compile(r'\bworker-cpu-load=\(double\)< ([^>]*) >')
+# A string field as GstStructure writes it: quoted, each character but
+# letters, digits and _-+/:. after a backslash.
+STATS_DEVICE = re.compile(r'\bdevice=\(string\)"((?:\\.|[^"\\])*)"')
+
+
+def rank0_device(lines):
+    """Rank 0's compute device, as the last ppdiffuse-stats message that
+    names one says (its backend's description); None where none does."""
+    device = None
+    for line in lines:
+        m = STATS_DEVICE.search(line)
+        if m and m.group(1):
+            device = re.sub(r'\\(.)', r'\1', m.group(1))
+    return device
 
 
 def cpu_loads(lines, skip=2):
@@ -820,6 +834,10 @@ def cmd_startup(args):
                        + f' (medians of {cpu[2]} stats intervals)')
         cells['cpu'] = '/'.join(f'{c:.2f}' if c is not None else '-'
                                 for c in [cpu[0]] + cpu[1])
+    device = rank0_device(lines)
+    if device is not None:
+        # Where rank 0 computed: a GPU, or the CPU that auto fell back to.
+        figures.append(f'rank 0 on {device}')
     print('start-up: ' + ', '.join(figures) if figures
           else 'start-up: no figures')
     if rows is not None:

@@ -58,7 +58,8 @@ def element_log(glue):
                      f'(element): ppdiffuse-stats, frames-in=(guint64)8, '
                      f'fps=(double){fps}, worker-busy=(double)< 0.5 >, '
                      f'worker-cpu-load=(double)< {workers} >, '
-                     f'cpu-load=(double){cpu};')
+                     f'cpu-load=(double){cpu}, device=(string)"cuda:0\\ '
+                     'NVIDIA\\ H200\\,\\ sm_90\\,\\ 139.8\\ GiB";')
     return '\n'.join(lines) + '\n'
 
 
@@ -79,7 +80,8 @@ def main():
         name = 'glued record' if glue else 'plain log'
         ok = (status == 0 and 'first frame round trip 5 ms' in out
               and 'CPU rank 0 0.50 cores, worker 1 1.00 (medians of 4 '
-              'stats intervals)' in out)
+              'stats intervals)' in out
+              and 'rank 0 on cuda:0 NVIDIA H200, sm_90, 139.8 GiB' in out)
         print(f'{"ok" if ok else "FAILED"}: {name}: status {status}: '
               f'{out.strip()}')
         failed += not ok
