@@ -38,6 +38,24 @@ pp_mesh_plan (PpMesh * mesh)
   return mesh->plan;
 }
 
+gchar **
+pp_mesh_worker_devices (PpMesh * mesh)
+{
+  const guint n_workers = mesh->plan->n_workers;
+  gchar **devices = g_new0 (gchar *, n_workers + 1);
+
+  /* Set by the handshake, read only since. */
+  for (guint i = 0; i < n_workers; i++) {
+    const gchar *d = mesh->workers[i].parity != NULL
+        ? g_hash_table_lookup (mesh->workers[i].parity, PP_PARITY_DEVICE)
+        : NULL;
+
+    devices[i] = g_strdup_printf ("%s on %s", d != NULL ? d : "unknown",
+        mesh->workers[i].host != NULL ? mesh->workers[i].host : "?");
+  }
+  return devices;
+}
+
 struct _PpBackend *
 pp_mesh_data_plane_backend (PpMesh * mesh)
 {

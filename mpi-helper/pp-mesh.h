@@ -90,6 +90,11 @@ typedef struct
  * there are.  Any thread, while the mesh runs. */
 guint         pp_mesh_worker_counts (PpMesh * mesh, PpWorkerCounts * counts,
                                    guint n);
+/* Each worker's backend, device, host CPU and host as its handshake said
+ * them ("cuda: cuda:1 NVIDIA H200, sm_90, … (cpu: …) on HOST"), index =
+ * world rank - 1; NULL-terminated, free it.  Any thread, while the mesh
+ * runs. */
+gchar       **pp_mesh_worker_devices (PpMesh * mesh);
 /* Any thread, while the mesh runs. */
 void          pp_mesh_pace    (PpMesh * mesh, PpMeshPace * pace);
 /* FALSE, with the mesh's first failure in @error, once the mesh has failed:

@@ -363,6 +363,8 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GValue batched = G_VALUE_INIT;
   GValue cpu = G_VALUE_INIT;
   g_autofree gchar *device = NULL;
+  g_auto (GStrv) worker_devices = NULL;
+  GValue workers = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
   PpStreamStats last;
@@ -384,6 +386,16 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
 
   pp_stream_last_stats (self->stream, &last);
   device = pp_stream_device (self->stream);
+  worker_devices = pp_stream_worker_devices (self->stream);
+  g_value_init (&workers, GST_TYPE_ARRAY);
+  for (guint i = 0; worker_devices != NULL && worker_devices[i] != NULL;
+      i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_STRING);
+    g_value_set_string (&v, worker_devices[i]);
+    gst_value_array_append_and_take_value (&workers, &v);
+  }
   g_mutex_lock (&self->lock);
   pp_latency_tracker_total (self->latencies, &total);
   s = gst_structure_new (GST_PP_DIFFUSE_STATS_NAME,
@@ -419,6 +431,7 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   gst_structure_take_value (s, "bank-bytes", &bank);
   gst_structure_take_value (s, "batched-steps", &batched);
   gst_structure_take_value (s, "worker-cpu-load", &cpu);
+  gst_structure_take_value (s, "worker-devices", &workers);
   return s;
 }
 

@@ -867,7 +867,7 @@ gst_pp_diffuse_install_properties (GObjectClass * gobject_class)
           "frames-in, frames-out, fps, latency percentiles (ns) of the "
           "interval and since start, in-flight, worker-busy, kv-cache-builds, "
           "bank-bytes, batched-steps, worker-cpu-load, cpu-load, "
-          "overlap-score, "
+          "device, worker-devices, overlap-score, "
           "the drop counters, cache-epoch, and mesh-chunks, mesh-wall-s of "
           "the last run",
           GST_TYPE_STRUCTURE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));

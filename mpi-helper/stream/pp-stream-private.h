@@ -60,6 +60,7 @@ struct _PpStream
   PpStreamStats last_stats;     /* of the last mesh that stopped */
   gchar *device;                /* rank 0's compute device, of the mesh
                                  * running or the last one (under lock) */
+  gchar **worker_devices;       /* the workers', the same (under lock) */
 
   /* Chain thread: the chunks frames are encoded into, and the sample the
    * model made of the last frame size it met, so that a pooled chunk's

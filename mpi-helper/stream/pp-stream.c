@@ -51,6 +51,7 @@ pp_stream_free (PpStream * stream)
   g_free (stream->lora);
   g_free (stream->dtype);
   g_free (stream->device);
+  g_strfreev (stream->worker_devices);
   g_mutex_clear (&stream->lock);
   g_cond_clear (&stream->cond);
   g_cond_clear (&stream->settings_cond);
@@ -340,6 +341,12 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
     }
     if (stream->model != NULL)
       stream->mesh = pp_mesh_start (&config, error);
+    if (stream->mesh != NULL) {
+      g_mutex_lock (&stream->lock);
+      g_strfreev (stream->worker_devices);
+      stream->worker_devices = pp_mesh_worker_devices (stream->mesh);
+      g_mutex_unlock (&stream->lock);
+    }
     if (stream->mesh == NULL) {
       g_clear_pointer (&stream->model, pp_model_free);
       pp_tensor_free (states);
@@ -498,6 +505,17 @@ pp_stream_device (PpStream * stream)
   device = g_strdup (stream->device);
   g_mutex_unlock (&stream->lock);
   return device;
+}
+
+gchar **
+pp_stream_worker_devices (PpStream * stream)
+{
+  gchar **devices;
+
+  g_mutex_lock (&stream->lock);
+  devices = g_strdupv (stream->worker_devices);
+  g_mutex_unlock (&stream->lock);
+  return devices;
 }
 
 /* ---- frames ------------------------------------------------------------ */

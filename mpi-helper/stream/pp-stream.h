@@ -201,5 +201,9 @@ void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
  * …", "cuda:0 NVIDIA H200, sm_90, …"), of the mesh running or the last
  * one; NULL before the first start.  Free it. */
 gchar    *pp_stream_device      (PpStream * stream);
+/* The workers' (pp_mesh_worker_devices: backend, device and host CPU as
+ * each handshake said), index = rank - 1; NULL before the first start.
+ * Free it (g_strfreev). */
+gchar   **pp_stream_worker_devices (PpStream * stream);
 
 G_END_DECLS

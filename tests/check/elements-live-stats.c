@@ -463,15 +463,29 @@ check_cpu_loads (const GstStructure * s, guint ranks, gdouble * most_rank0,
 }
 
 /* Rank 0's compute device, named as its backend names it: the CPU's
- * ("CPU, N cores, …") or a GPU's ("cuda:N NAME, sm_XY, …"). */
+ * ("CPU, N cores, …") or a GPU's ("cuda:N NAME, sm_XY, …"); and each
+ * worker's as its handshake said it, with its backend, its host's CPU and
+ * the host. */
 static void
-check_device (const GstStructure * s)
+check_device (const GstStructure * s, guint ranks)
 {
   const gchar *device = gst_structure_get_string (s, "device");
+  const GValue *workers = gst_structure_get_value (s, "worker-devices");
 
   fail_unless (device != NULL, "no device field");
   fail_unless (g_str_has_prefix (device, "CPU, ")
       || g_str_has_prefix (device, "cuda:"), "device '%s'", device);
+  fail_unless (workers != NULL && GST_VALUE_HOLDS_ARRAY (workers));
+  fail_unless_equals_int (gst_value_array_get_size (workers), ranks);
+  for (guint i = 0; i < ranks; i++) {
+    const gchar *w = g_value_get_string (gst_value_array_get_value (workers,
+            i));
+
+    fail_unless ((g_str_has_prefix (w, "cpu: CPU, ")
+            || g_str_has_prefix (w, "cuda: cuda:"))
+        && strstr (w, "(cpu: ") != NULL && strstr (w, ") on ") != NULL,
+        "worker-devices[%u] '%s'", i, w);
+  }
 }
 
 /* With no frame flowing, messages come every interval; while frames flow
@@ -516,7 +530,7 @@ GST_START_TEST (test_stats_messages)
         STATS_INTERVAL_MS);
     fail_unless_equals_uint64 (pp_check_stat_u64 (s, "frames-in"), 0);
     fail_unless (stat_double (s, "fps") == 0, "fps while idle");
-    check_device (s);
+    check_device (s, ranks);
     t = now;
     gst_structure_free (s);
   }
@@ -544,7 +558,7 @@ GST_START_TEST (test_stats_messages)
     check_ordered (s, "-total");
     check_worker_busy (s, ranks, &most_busy);
     check_cpu_loads (s, ranks, &most_cpu, &most_worker_cpu);
-    check_device (s);
+    check_device (s, ranks);
     fail_unless (pp_check_stat_u64 (s, "frames-in") >= out);
     fail_unless_equals_uint64 (pp_check_stat_u64 (s, "skipped-similar"), 0);
     fail_unless (gst_structure_has_field_typed (s, "cache-epoch",
