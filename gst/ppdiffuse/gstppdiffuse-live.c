@@ -362,8 +362,8 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
   GValue bank = G_VALUE_INIT;
   GValue batched = G_VALUE_INIT;
   GValue cpu = G_VALUE_INIT;
-  g_autofree gchar *device = NULL;
-  g_auto (GStrv) worker_devices = NULL;
+  const gchar *device, *worker_devices[PP_STREAM_MAX_WORKERS];
+  guint n_devices;
   GValue workers = G_VALUE_INIT;
   GstStructure *s;
   gboolean running;
@@ -386,14 +386,16 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
 
   pp_stream_last_stats (self->stream, &last);
   device = pp_stream_device (self->stream);
-  worker_devices = pp_stream_worker_devices (self->stream);
-  g_value_init (&workers, GST_TYPE_ARRAY);
-  for (guint i = 0; worker_devices != NULL && worker_devices[i] != NULL;
-      i++) {
+  n_devices = MIN (pp_stream_worker_devices (self->stream, worker_devices,
+          PP_STREAM_MAX_WORKERS), PP_STREAM_MAX_WORKERS);
+  /* Interned: no copy of ours at each interval (the frame-allocations
+   * check counts the stats thread's too). */
+  gst_value_array_init (&workers, n_devices);
+  for (guint i = 0; i < n_devices; i++) {
     GValue v = G_VALUE_INIT;
 
     g_value_init (&v, G_TYPE_STRING);
-    g_value_set_string (&v, worker_devices[i]);
+    g_value_set_interned_string (&v, worker_devices[i]);
     gst_value_array_append_and_take_value (&workers, &v);
   }
   g_mutex_lock (&self->lock);

@@ -58,9 +58,12 @@ struct _PpStream
   gboolean stream_batch;
   guint frame_batch;
   PpStreamStats last_stats;     /* of the last mesh that stopped */
-  gchar *device;                /* rank 0's compute device, of the mesh
-                                 * running or the last one (under lock) */
-  gchar **worker_devices;       /* the workers', the same (under lock) */
+  /* Rank 0's compute device and the workers', of the mesh running or the
+   * last one: interned strings (under lock), so that the stats read them
+   * without allocating. */
+  const gchar *device;
+  const gchar *worker_devices[PP_STREAM_MAX_WORKERS];
+  guint n_worker_devices;
 
   /* Chain thread: the chunks frames are encoded into, and the sample the
    * model made of the last frame size it met, so that a pooled chunk's

@@ -50,8 +50,6 @@ pp_stream_free (PpStream * stream)
   g_free (stream->vae);
   g_free (stream->lora);
   g_free (stream->dtype);
-  g_free (stream->device);
-  g_strfreev (stream->worker_devices);
   g_mutex_clear (&stream->lock);
   g_cond_clear (&stream->cond);
   g_cond_clear (&stream->settings_cond);
@@ -335,16 +333,19 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
       stream->model = model_new (&resolved, config.n_steps, backend, inputs,
           error);
       g_mutex_lock (&stream->lock);
-      g_free (stream->device);
-      stream->device = g_strdup (pp_backend_device (backend));
+      stream->device = g_intern_string (pp_backend_device (backend));
       g_mutex_unlock (&stream->lock);
     }
     if (stream->model != NULL)
       stream->mesh = pp_mesh_start (&config, error);
     if (stream->mesh != NULL) {
+      g_auto (GStrv) devices = pp_mesh_worker_devices (stream->mesh);
+
       g_mutex_lock (&stream->lock);
-      g_strfreev (stream->worker_devices);
-      stream->worker_devices = pp_mesh_worker_devices (stream->mesh);
+      stream->n_worker_devices = 0;
+      for (guint i = 0; devices[i] != NULL && i < PP_STREAM_MAX_WORKERS; i++)
+        stream->worker_devices[stream->n_worker_devices++] =
+            g_intern_string (devices[i]);
       g_mutex_unlock (&stream->lock);
     }
     if (stream->mesh == NULL) {
@@ -496,26 +497,28 @@ pp_stream_last_stats (PpStream * stream, PpStreamStats * stats)
   g_mutex_unlock (&stream->lock);
 }
 
-gchar *
+const gchar *
 pp_stream_device (PpStream * stream)
 {
-  gchar *device;
+  const gchar *device;
 
   g_mutex_lock (&stream->lock);
-  device = g_strdup (stream->device);
+  device = stream->device;
   g_mutex_unlock (&stream->lock);
   return device;
 }
 
-gchar **
-pp_stream_worker_devices (PpStream * stream)
+guint
+pp_stream_worker_devices (PpStream * stream, const gchar ** devices, guint n)
 {
-  gchar **devices;
+  guint count;
 
   g_mutex_lock (&stream->lock);
-  devices = g_strdupv (stream->worker_devices);
+  count = stream->n_worker_devices;
+  for (guint i = 0; i < MIN (n, count); i++)
+    devices[i] = stream->worker_devices[i];
   g_mutex_unlock (&stream->lock);
-  return devices;
+  return count;
 }
 
 /* ---- frames ------------------------------------------------------------ */

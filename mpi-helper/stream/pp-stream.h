@@ -199,11 +199,14 @@ guint64   pp_stream_rank0_cpu_us (void);
 void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
 /* Rank 0's compute device (its backend's description: "CPU, 16 cores,
  * …", "cuda:0 NVIDIA H200, sm_90, …"), of the mesh running or the last
- * one; NULL before the first start.  Free it. */
-gchar    *pp_stream_device      (PpStream * stream);
-/* The workers' (pp_mesh_worker_devices: backend, device and host CPU as
- * each handshake said), index = rank - 1; NULL before the first start.
- * Free it (g_strfreev). */
-gchar   **pp_stream_worker_devices (PpStream * stream);
+ * one, an interned string; NULL before the first start.  Allocates
+ * nothing: the stats read it at every interval. */
+const gchar *pp_stream_device   (PpStream * stream);
+/* The workers' (pp_mesh_worker_devices: backend, device, host CPU and
+ * host as each handshake said), interned, index = rank - 1, at most @n of
+ * them into @devices; how many workers there are (0 before the first
+ * start).  Allocates nothing. */
+guint     pp_stream_worker_devices (PpStream * stream,
+                                 const gchar ** devices, guint n);
 
 G_END_DECLS
