@@ -386,8 +386,8 @@ gst_pp_diffuse_stats_structure (GstPpDiffuse * self)
 
   pp_stream_last_stats (self->stream, &last);
   device = pp_stream_device (self->stream);
-  n_devices = MIN (pp_stream_worker_devices (self->stream, worker_devices,
-          PP_STREAM_MAX_WORKERS), PP_STREAM_MAX_WORKERS);
+  n_devices = pp_stream_worker_devices (self->stream, worker_devices,
+      PP_STREAM_MAX_WORKERS);
   /* Interned: no copy of ours at each interval (the frame-allocations
    * check counts the stats thread's too). */
   gst_value_array_init (&workers, n_devices);

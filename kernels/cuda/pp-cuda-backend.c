@@ -768,7 +768,7 @@ check_device_code (gint device, const gchar * desc, GError ** error)
       PP_CUDA_PTX_ARCH);
   struct cudaDeviceProp prop;
   cudaError_t status;
-  int binary = 0, ptx = 0;
+  int binary = 0;
   gint arch, sm;
   PpCudaCode kind;
 
@@ -777,25 +777,23 @@ check_device_code (gint device, const gchar * desc, GError ** error)
   sm = prop.major * 10 + prop.minor;
   kind = pp_cuda_code_for (PP_CUDA_ARCHS, PP_CUDA_PTX_ARCH, prop.major,
       prop.minor, &arch);
-  if (kind == PP_CUDA_CODE_NONE && sm >= OLDEST_SM) {
-    g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "%s cannot run this "
-        "build's kernels: compute capability %d.%d runs none of its device "
-        "code (%s); build with -Dcuda-archs=%d%s%s (meson configure "
-        "BUILD_DIR -Dcuda-archs=…, then ninja -C BUILD_DIR), or use the "
-        "CPU backend (backend=cpu)", desc, prop.major, prop.minor, code, sm,
-        PP_CUDA_ARCHS[0] != '\0' ? "," : "", PP_CUDA_ARCHS);
-    return FALSE;
-  }
   if (kind == PP_CUDA_CODE_NONE) {
+    /* What would run there: a build for it, or the CPU. */
+    g_autofree gchar *fix = sm >= OLDEST_SM
+        ? g_strdup_printf ("build with -Dcuda-archs=%d%s%s (meson configure "
+        "BUILD_DIR -Dcuda-archs=…, then ninja -C BUILD_DIR), or use the CPU "
+        "backend (backend=cpu)", sm, PP_CUDA_ARCHS[0] != '\0' ? "," : "",
+        PP_CUDA_ARCHS)
+        : g_strdup_printf ("this CUDA toolkit (%d.%d) builds for %d.%d and "
+        "later: use the CPU backend (backend=cpu)", CUDART_VERSION / 1000,
+        CUDART_VERSION % 1000 / 10, OLDEST_SM / 10, OLDEST_SM % 10);
+
     g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "%s cannot run this "
         "build's kernels: compute capability %d.%d runs none of its device "
-        "code (%s), and this CUDA toolkit (%d.%d) builds for %d.%d and "
-        "later: use the CPU backend (backend=cpu)", desc, prop.major,
-        prop.minor, code, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10,
-        OLDEST_SM / 10, OLDEST_SM % 10);
+        "code (%s); %s", desc, prop.major, prop.minor, code, fix);
     return FALSE;
   }
-  status = pp_cuda_kernel_image (&binary, &ptx);
+  status = pp_cuda_kernel_image (&binary);
   if (status != cudaSuccess) {
     pp_cuda_forget_error ();
     g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "%s cannot load this "

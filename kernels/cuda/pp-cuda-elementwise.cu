@@ -30,7 +30,7 @@ pp_cuda_fill (float *x, float value, size_t n, cudaStream_t stream)
 }
 
 extern "C" cudaError_t
-pp_cuda_kernel_image (int *binary_version, int *ptx_version)
+pp_cuda_kernel_image (int *binary_version)
 {
   cudaFuncAttributes attributes;
   const cudaError_t e = cudaFuncGetAttributes (&attributes, fill_kernel);
@@ -41,7 +41,6 @@ pp_cuda_kernel_image (int *binary_version, int *ptx_version)
     return e;
   }
   *binary_version = attributes.binaryVersion;
-  *ptx_version = attributes.ptxVersion;
   return cudaSuccess;
 }
 

@@ -58,11 +58,11 @@ void pp_cuda_set_programmatic (int on);
 /* pp-cuda-elementwise.cu */
 /* Whether the device has an image of the build's kernels (one kernel's
  * attributes, which loads it: the driver compiles the PTX here where it
- * has no binary for the device), and which: the binary's SM version and
- * the PTX's it came from (13.0 → 130 …; CUDA's cudaFuncAttributes).  The
- * error (cudaErrorNoKernelImageForDevice, an old driver's PTX refusal)
+ * has no binary for the device), and the SM version of the binary it
+ * runs (12.0 → 120; CUDA's cudaFuncAttributes.binaryVersion).  The error
+ * (cudaErrorNoKernelImageForDevice, an old driver's PTX refusal)
  * otherwise, answered here. */
-cudaError_t pp_cuda_kernel_image (int *binary_version, int *ptx_version);
+cudaError_t pp_cuda_kernel_image (int *binary_version);
 cudaError_t pp_cuda_fill (float *x, float value, size_t n,
     cudaStream_t stream);
 /* In place, x of @type. */

@@ -204,8 +204,9 @@ void      pp_stream_last_stats  (PpStream * stream, PpStreamStats * stats);
 const gchar *pp_stream_device   (PpStream * stream);
 /* The workers' (pp_mesh_worker_devices: backend, device, host CPU and
  * host as each handshake said), interned, index = rank - 1, at most @n of
- * them into @devices; how many workers there are (0 before the first
- * start).  Allocates nothing. */
+ * them into @devices; how many workers there are, at most
+ * PP_STREAM_MAX_WORKERS (0 before the first start).  Allocates
+ * nothing. */
 guint     pp_stream_worker_devices (PpStream * stream,
                                  const gchar ** devices, guint n);
 

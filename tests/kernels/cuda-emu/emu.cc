@@ -779,7 +779,6 @@ cudaFuncGetAttributes (cudaFuncAttributes * attributes, const void *func)
     return cudaErrorNoKernelImageForDevice;
   }
   attributes->binaryVersion = emu_device_sm ();
-  attributes->ptxVersion = emu_device_sm ();
   return cudaSuccess;
 }
 

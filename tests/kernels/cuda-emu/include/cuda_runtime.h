@@ -159,11 +159,10 @@ const char *emu_kernel_name (const char *name);
 cudaError_t cudaGetLastError ();
 
 /* What pp_cuda_kernel_image reads of a kernel: the emulated device's SM
- * version for both (emu_device_sm), or its refusal. */
+ * version (emu_device_sm), or its refusal. */
 struct cudaFuncAttributes
 {
   int binaryVersion;
-  int ptxVersion;
 };
 cudaError_t cudaFuncGetAttributes (cudaFuncAttributes * attributes,
     const void *func);
