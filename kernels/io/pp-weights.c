@@ -113,6 +113,21 @@ pp_weights_free (PpWeights * w)
   g_free (w);
 }
 
+/* A slot for a file's tensor @e, in the file's order. */
+static void
+add_entry (PpWeights * w, const PpStEntry * e)
+{
+  Slot *s = g_new0 (Slot, 1);
+
+  s->key = g_strdup (e->name);
+  s->ndim = e->ndim;
+  memcpy (s->shape, e->shape, sizeof s->shape);
+  s->numel = pp_st_entry_numel (e);
+  s->entry = e;
+  g_ptr_array_add (w->order, s);
+  g_hash_table_insert (w->slots, s->key, s);
+}
+
 PpWeights *
 pp_weights_open (const gchar * safetensors_path, GError ** error)
 {
@@ -124,18 +139,8 @@ pp_weights_open (const gchar * safetensors_path, GError ** error)
   w = weights_new ();
   w->st = st;
   w->source = g_strdup (safetensors_path);
-  for (guint i = 0; i < pp_safetensors_n_entries (st); i++) {
-    const PpStEntry *e = pp_safetensors_entry (st, i);
-    Slot *s = g_new0 (Slot, 1);
-
-    s->key = g_strdup (e->name);
-    s->ndim = e->ndim;
-    memcpy (s->shape, e->shape, sizeof s->shape);
-    s->numel = pp_st_entry_numel (e);
-    s->entry = e;
-    g_ptr_array_add (w->order, s);
-    g_hash_table_insert (w->slots, s->key, s);
-  }
+  for (guint i = 0; i < pp_safetensors_n_entries (st); i++)
+    add_entry (w, pp_safetensors_entry (st, i));
   return w;
 }
 
@@ -149,18 +154,8 @@ pp_weights_new_mapped (PpSafetensors * st, GArray * entries,
   w->source = g_strdup (source);
   w->path = g_strdup (pp_safetensors_path (st));
   w->mapped = entries;
-  for (guint i = 0; i < entries->len; i++) {
-    const PpStEntry *e = &g_array_index (entries, PpStEntry, i);
-    Slot *s = g_new0 (Slot, 1);
-
-    s->key = g_strdup (e->name);
-    s->ndim = e->ndim;
-    memcpy (s->shape, e->shape, sizeof s->shape);
-    s->numel = pp_st_entry_numel (e);
-    s->entry = e;
-    g_ptr_array_add (w->order, s);
-    g_hash_table_insert (w->slots, s->key, s);
-  }
+  for (guint i = 0; i < entries->len; i++)
+    add_entry (w, &g_array_index (entries, PpStEntry, i));
   return w;
 }
 

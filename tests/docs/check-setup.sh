@@ -24,12 +24,25 @@ python3() {
 build_sanitized_idle() { :; }
 run_tests
 HARNESS
+# The sanitizer builds run as setup.sh's entry sanitizer-builds in a
+# session of their own: a stand-in for it, failing when $FAIL_BUILDS is
+# set.
+cat > "$work/setup.sh" <<'ENTRY'
+#!/bin/sh
+[ "$*" = sanitizer-builds ] || { echo "setup.sh called with '$*'" >&2; exit 2; }
+[ -z "$FAIL_BUILDS" ]
+ENTRY
+chmod +x "$work/setup.sh"
+sed -n '/^case "${1:-}"/,$p' "$top/setup.sh" \
+  | grep -q '^  sanitizer-builds) build_sanitized_idle ;;$' \
+  || { echo "FAIL: setup.sh has no entry sanitizer-builds"; exit 1; }
 
 # $1: the sanitizer run whose meson fails ("" for none); $2: set for a
-# summary of the logs that counts a failure.
+# summary of the logs that counts a failure; $3: set for sanitizer builds
+# that fail.
 run() {
-  FAIL_RUN=$1 FAIL_SUMMARY=${2:-} WORK=$work /bin/sh "$work/harness.sh" \
-    > "$work/out" 2>&1
+  FAIL_RUN=$1 FAIL_SUMMARY=${2:-} FAIL_BUILDS=${3:-} WORK=$work \
+    /bin/sh "$work/harness.sh" > "$work/out" 2>&1
 }
 
 fail() {
@@ -55,4 +68,9 @@ fi
 if run "" summary; then
   fail "setup.sh's test job passed with the logs' summary counting a failure"
 fi
+if run "" "" builds; then
+  fail "setup.sh's test job passed with the sanitizer builds failing"
+fi
+grep -q "the sanitizer builds failed" "$work/out" \
+  || fail "the sanitizer builds' failure was not said"
 echo "ok: setup.sh's test job under /bin/sh, passing and failing"
