@@ -143,9 +143,6 @@ sanitizer_build_config() {
 # So they run in a session of their own (setsid, the entry
 # sanitizer-builds) whose group is niced to 19 (9 s with the loop there).
 build_sanitized_idle() {
-  if [ -w /proc/self/autogroup ]; then
-    { echo 19 >/proc/self/autogroup; } 2>/dev/null || true
-  fi
   BUILD_PRIORITY="nice -n 19"
   if chrt --idle 0 true 2>/dev/null; then
     BUILD_PRIORITY="chrt --idle 0"
@@ -286,7 +283,10 @@ case "${1:-}" in
     took "build" "$start"
     run_tests
     ;;
-  # run_tests's, in a session of its own (build_sanitized_idle).
-  sanitizer-builds) build_sanitized_idle ;;
+  # run_tests's, in a session of its own (build_sanitized_idle): its group
+  # niced here, never the caller's session.
+  sanitizer-builds)
+    { echo 19 >/proc/self/autogroup; } 2>/dev/null || true
+    build_sanitized_idle ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac

@@ -343,7 +343,7 @@ pp_stream_start (PpStream * stream, const PpStreamConfig * sc,
 
       g_mutex_lock (&stream->lock);
       stream->n_worker_devices = 0;
-      for (guint i = 0; devices[i] != NULL && i < PP_STREAM_MAX_WORKERS; i++)
+      for (guint i = 0; i < PP_STREAM_MAX_WORKERS && devices[i] != NULL; i++)
         stream->worker_devices[stream->n_worker_devices++] =
             g_intern_string (devices[i]);
       g_mutex_unlock (&stream->lock);
