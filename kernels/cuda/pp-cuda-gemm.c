@@ -20,7 +20,11 @@
  * in float32, its epilogue adds the bias in float32 and rounds once into
  * the output as it is, with no float32 scratch, bias kernel or narrowing
  * pass.  The rounding is then cuBLAS's of its own sum, which may differ
- * from the float32 kernel's rounded by one unit in the last place.  The
+ * from the float32 kernel's rounded by one unit in the last place; a sum
+ * into y (linear_add, matmul's accumulate) may also round a partial sum
+ * to y's type first (as on an H200: where the terms
+ * cancel, several units of the result, as PyTorch's product then add
+ * would round).  The
  * algorithm depends on the pointers' alignments (the plan's key), which a
  * model's layout makes the same in every process, so a mesh's workers and
  * the tool agree. */
@@ -563,11 +567,11 @@ static void
 linear_op (PpCudaBackend * cu, const char *op, PpView x_view, int rows,
     int in, PpView w, PpView b, int out, gboolean accumulate, PpOut y_view)
 {
-  const PpCudaType wtype = pp_cuda_view_type (cu, op, "w", w);
+  const PpCudaType wtype = pp_cuda_operand_type (cu, op, "w", w);
   const PpCudaType xtype = pp_cuda_act_type (cu, op, "x",
       x_view.dtype);
   const PpCudaType btype = pp_view_is_none (b) ? wtype
-      : pp_cuda_view_type (cu, op, "b", b);
+      : pp_cuda_operand_type (cu, op, "b", b);
   /* Otherwise x as it is when the product reads it so (float32, or of the
    * weights' 16-bit type: the bits of its widened copy narrowed again);
    * y through float32 scratch when it is 16-bit (the bias is added in
@@ -620,8 +624,8 @@ pp_cuda_op_matmul (PpCudaBackend * cu, gboolean trans_a, gboolean trans_b,
     int m, int n, int k, PpView a, int lda, PpView b, int ldb,
     gboolean accumulate, PpOut y_view, int ldy)
 {
-  const PpCudaType ta = pp_cuda_view_type (cu, "matmul", "a", a);
-  const PpCudaType tb = pp_cuda_view_type (cu, "matmul", "b", b);
+  const PpCudaType ta = pp_cuda_operand_type (cu, "matmul", "a", a);
+  const PpCudaType tb = pp_cuda_operand_type (cu, "matmul", "b", b);
   const float beta = accumulate ? 1.0f : 0.0f;
 
   g_return_if_fail (m > 0 && n > 0 && k > 0);

@@ -279,6 +279,14 @@ gpointer pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot,
  * wrappers refuse it first: PpBackend.view_dtypes). */
 PpCudaType pp_cuda_view_type (PpCudaBackend * cu, const char *op,
     const char *param, PpView v);
+/* pp_cuda_view_type for an operand a product reads as a matrix (linear's
+ * w and b, matmul's a and b): a convolution's 16-bit filter laid out
+ * channels last in its own bytes among the view's (one weight read by a
+ * convolution and by a product) is laid back first
+ * (pp_cuda_conv_filters_read), so that the product reads what was
+ * uploaded. */
+PpCudaType pp_cuda_operand_type (PpCudaBackend * cu, const char *op,
+    const char *param, PpView v);
 
 /* The float32 data of activation @v (parameter @param of op @op), NULL
  * when it is absent: the kernels read and write activations as float32.
