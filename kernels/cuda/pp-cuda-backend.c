@@ -821,15 +821,19 @@ create (gint device, GError ** error)
 {
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first
    * (PpCudaGroupNormWay). */
-  static const gchar *const group_norm_ways[] = { "split", "whole",
-    "vector", "single", NULL
+  static const gchar *const group_norm_ways[] = { "vector", "split",
+    "whole", "single", NULL
   };
-  /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first. */
-  static const gchar *const layer_norm_ways[] = { "warp", "block",
-    "vector", NULL
+  /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first, and the kernels' way
+   * each names. */
+  static const gchar *const layer_norm_ways[] = { "vector", "warp",
+    "block", NULL
+  };
+  static const int layer_norm_kernels[] = { PP_CUDA_LAYER_NORM_VECTOR,
+    PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK
   };
   /* PPDIFFUSE_CUDA_CONV_EPILOGUE's, the default first. */
-  static const gchar *const epilogue_ways[] = { "pass", "fused", NULL };
+  static const gchar *const epilogue_ways[] = { "fused", "pass", NULL };
   /* PPDIFFUSE_CUDA_GEMM_ALGO's, the default first. */
   static const gchar *const gemm_algos[] = { "heuristic", "timed", NULL };
   /* PPDIFFUSE_CUDA_CONV_API's, the default first. */
@@ -911,18 +915,14 @@ create (gint device, GError ** error)
   /* Every backend of the process launches the kernels one way: the last
    * one made sets it, from the same environment. */
   pp_cuda_set_programmatic (pdl != 0);
-  G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_SPLIT == 0
-      && PP_CUDA_GROUP_NORM_WHOLE == 1 && PP_CUDA_GROUP_NORM_VECTOR == 2
+  G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_VECTOR == 0
+      && PP_CUDA_GROUP_NORM_SPLIT == 1 && PP_CUDA_GROUP_NORM_WHOLE == 2
       && PP_CUDA_GROUP_NORM_SINGLE == 3);
   cu->group_norm_way = (PpCudaGroupNormWay) way;
-  /* layer_norm_ways in the order of PP_CUDA_LAYER_NORM_WARP, _BLOCK and
-   * _VECTOR. */
-  G_STATIC_ASSERT (PP_CUDA_LAYER_NORM_WARP == 0
-      && PP_CUDA_LAYER_NORM_BLOCK == 1 && PP_CUDA_LAYER_NORM_VECTOR == 2);
-  cu->layer_norm_way = (int) layer_way;
+  cu->layer_norm_way = layer_norm_kernels[layer_way];
   cu->gemm_out_act = gemm_out == 0;
   cu->gemm_timed = gemm_algo == 1;
-  cu->conv_fused = epilogue == 1;
+  cu->conv_fused = epilogue == 0;
   cu->conv_graph = conv_api == 1;
   cu->wait_sleep = wait == 1;
   cu->filters_copied = filters == 1;

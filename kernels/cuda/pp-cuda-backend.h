@@ -34,17 +34,18 @@ G_BEGIN_DECLS
  * buffers, the fastest kept: two processes may pick differently, and
  * their results then differ in the last bits). */
 #define PP_CUDA_CONV_ALGO_ENV "PPDIFFUSE_CUDA_CONV_ALGO"
-/* The layout a 16-bit convolution runs in: auto (the default:
- * channels-last where the input is at least as large as the filter and
- * the channels are multiples of 8), nchw (the ops' own layout, cuDNN
- * changing it as it needs) or nhwc (channels-last wherever the channels
- * allow). */
+/* The layout a 16-bit convolution runs in: auto (the default: as
+ * padded), nchw (the ops' own layout, cuDNN changing it as it needs),
+ * nhwc (channels-last wherever the channels are multiples of 8, the
+ * others channels first) or padded (as nhwc, and the others channels-last
+ * with their channels padded with zeros: a model's first and last). */
 #define PP_CUDA_CONV_LAYOUT_ENV "PPDIFFUSE_CUDA_CONV_LAYOUT"
-/* Who adds a convolution's bias, residual and ReLU: pass (the default:
- * the backend's own kernel, a pass over the output after cuDNN wrote it)
- * or fused (cuDNN's cudnnConvolutionBiasActivationForward, in the
- * convolution's epilogue, where cuDNN runs it for the shape: the
- * output's values rounded once instead of twice). */
+/* Who adds a convolution's bias, residual and ReLU: fused (the default:
+ * cuDNN's cudnnConvolutionBiasActivationForward, in the convolution's
+ * epilogue, where cuDNN runs it for the shape: the output's values
+ * rounded once instead of twice; on an H200 TAESD's encode and decode
+ * took 22 % less time) or pass (the backend's own kernel, a pass over the
+ * output after cuDNN wrote it). */
 #define PP_CUDA_CONV_EPILOGUE_ENV "PPDIFFUSE_CUDA_CONV_EPILOGUE"
 /* How a cuBLASLt product's algorithm is chosen the first time its shape
  * runs: heuristic (the default: the heuristics' first, nothing run, the
@@ -57,14 +58,17 @@ G_BEGIN_DECLS
  * graph of the backend API, whose heuristics rank every engine cuDNN has
  * for it; a graph it has none for takes the legacy API). */
 #define PP_CUDA_CONV_API_ENV "PPDIFFUSE_CUDA_CONV_API"
-/* How a group norm spreads over the device: split (the default: each
- * group's values over several blocks, two kernels; channels last, tiles of
- * pixels, a thread a channel), whole (one block per group) or vector (as
- * split, channels last eight channels a thread with 16-byte loads). */
+/* How a group norm spreads over the device: vector (the default: as
+ * split, channels last eight channels a thread with 16-byte loads), split
+ * (each group's values over several blocks, two kernels; channels last,
+ * tiles of pixels, a thread a channel), whole (one block per group) or
+ * single (channels last, one launch, a block per group). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
-/* How a layer norm spreads over the device: warp (the default: a warp per
- * row of up to 1536 values, the row in its registers), block (a block per
- * row, the first way) or vector (as warp, eight values a 16-byte load). */
+/* How a layer norm spreads over the device: vector (the default: as warp,
+ * eight values a 16-byte load), warp (a warp per row of up to 1536
+ * values, the row in its registers) or block (a block per row, the first
+ * way).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
+ * 5.05 ms (docs/perf.md). */
 #define PP_CUDA_LAYER_NORM_ENV "PPDIFFUSE_CUDA_LAYER_NORM"
 /* The dtype models keep their activations in: weights (the default: the
  * weights' 16-bit dtype, the 16-bit graph, each kernel reading and

@@ -98,8 +98,8 @@ pp_cuda_conv_nhwc (PpCudaConvLayout layout, const PpCudaConvKey * key)
 gboolean
 pp_cuda_conv_padded (PpCudaConvLayout layout, const PpCudaConvKey * key)
 {
-  return layout == PP_CUDA_CONV_PADDED && key->dtype != PP_DTYPE_F32
-      && !pp_cuda_conv_nhwc (layout, key);
+  return (layout == PP_CUDA_CONV_PADDED || layout == PP_CUDA_CONV_AUTO)
+      && key->dtype != PP_DTYPE_F32 && !pp_cuda_conv_nhwc (layout, key);
 }
 
 gint

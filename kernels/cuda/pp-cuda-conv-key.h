@@ -22,9 +22,10 @@ typedef struct
 typedef enum
 {
   PP_CUDA_CONV_AUTO,            /* "auto", the default: the backend's
-                                 * choice (today as nhwc) */
+                                 * choice (today as padded) */
   PP_CUDA_CONV_NCHW,            /* "nchw": the ops' own layout */
-  PP_CUDA_CONV_NHWC,            /* "nhwc": wherever the channels allow */
+  PP_CUDA_CONV_NHWC,            /* "nhwc": wherever the channels allow,
+                                 * the others channels first */
   PP_CUDA_CONV_PADDED,          /* "padded": as nhwc, and the others with
                                  * their channels padded with zeros */
 } PpCudaConvLayout;
@@ -63,7 +64,9 @@ gboolean pp_cuda_conv_nhwc (PpCudaConvLayout layout,
                             const PpCudaConvKey * key);
 /* Whether the convolution of @key (its nhwc field aside) runs
  * channels-last with its channels padded with zeros to multiples of
- * PP_CUDA_CONV_NHWC_CHANNELS: under padded, every one with 16-bit weights
+ * PP_CUDA_CONV_NHWC_CHANNELS: under padded and auto (on an H200 TAESD's
+ * encode and decode took 12 % less time so, docs/perf.md), every one
+ * with 16-bit weights
  * that pp_cuda_conv_nhwc leaves channels first (a model's first and last
  * convolutions: an image's 3 channels, a latent's 4). */
 gboolean pp_cuda_conv_padded (PpCudaConvLayout layout,

@@ -67,14 +67,14 @@ typedef struct
 } PpCudaStaging;
 
 /* PPDIFFUSE_CUDA_GROUP_NORM's ways, in the order of its values: the
- * split kernels (several blocks a group; channels last where the shape
- * has tiles), one block a group (channels first), or the split way's
- * channels-last kernels eight channels a thread. */
+ * split way's channels-last kernels eight channels a thread (the
+ * default), the split kernels (several blocks a group; channels last
+ * where the shape has tiles), or one block a group (channels first). */
 typedef enum
 {
+  PP_CUDA_GROUP_NORM_VECTOR,
   PP_CUDA_GROUP_NORM_SPLIT,
   PP_CUDA_GROUP_NORM_WHOLE,
-  PP_CUDA_GROUP_NORM_VECTOR,
   /* Channels last, one launch: a block per (sample, group). */
   PP_CUDA_GROUP_NORM_SINGLE,
 } PpCudaGroupNormWay;

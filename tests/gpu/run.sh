@@ -20,8 +20,8 @@
 #              against float64 (test-ops), the attentions also the ways
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in each PPDIFFUSE_CUDA_CONV_LAYOUT and with
-#              PPDIFFUSE_CUDA_CONV_EPILOGUE=fused, the group
-#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, vector and single, every op on
+#              PPDIFFUSE_CUDA_CONV_EPILOGUE=pass, the group
+#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, split and single, every op on
 #              16-bit activations and on channels-last ones
 #              (test-kernels-act-dtypes), linear's and matmul's 16-bit
 #              outputs also through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
@@ -552,10 +552,10 @@ step_device() {
     fi
   fi
   # The group norm's other ways: one block per group, whose channels-last
-  # views are copied channels first, channels last eight channels a
-  # thread (vector), and channels last a block per group in one launch
-  # (single); in place and shifted too.
-  for gn in whole vector single; do
+  # views are copied channels first, channels last a thread a channel
+  # (split, the vector way's kernels before it), and channels last a block
+  # per group in one launch (single); in place and shifted too.
+  for gn in whole split single; do
     if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
         -p /kernels/act-dtypes/group_norm+silu \
@@ -604,20 +604,20 @@ step_device() {
     bad "cuDNN's fused attention did not take a UNet head size (40, 64, 160): the lines above say why"
   fi
   # The group norms one block per group (the first way), and channels
-  # last eight channels a thread (vector).
-  for gn in whole vector; do
+  # last a thread a channel (split).
+  for gn in whole split; do
     ops_way GROUP_NORM=$gn group_norm
   done
-  # The layer norms a block per row (the first way), and eight values a
-  # thread (vector), on test-ops and on 16-bit activations.
-  for ln in block vector; do
+  # The layer norms a block per row (the first way), and a warp per row
+  # (warp), on test-ops and on 16-bit activations.
+  for ln in block warp; do
     ops_way LAYER_NORM=$ln layer_norm
   done
-  if runs "act-dtypes, layer norm vector" "$work/act-dtypes.log" 120 \
-      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=vector "$acts" \
+  if runs "act-dtypes, layer norm warp" "$work/act-dtypes.log" 120 \
+      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=warp "$acts" \
       -p /kernels/act-dtypes/layer_norm \
       -p /kernels/act-dtypes/layer_norm/in-place; then
-    pass "test-kernels-act-dtypes: layer norms with PPDIFFUSE_CUDA_LAYER_NORM=vector"
+    pass "test-kernels-act-dtypes: layer norms with PPDIFFUSE_CUDA_LAYER_NORM=warp"
   fi
   # The convolutions in each layout: every 16-bit case channels-first,
   # then every channel-aligned one channels-last, then every one
@@ -635,11 +635,14 @@ step_device() {
       pass "test-kernels-act-dtypes: conv2d with PPDIFFUSE_CUDA_CONV_LAYOUT=padded, $api API"
     fi
   done
-  # Their bias, residual and ReLU in cuDNN's fused call: every case
-  # against float64, and on 16-bit and channels-last activations the
-  # float32 run's bits rounded.  cuDNN must have taken some (its info
-  # lines), or the way went untested; what it refused is listed.
+  # Their bias, residual and ReLU in cuDNN's fused call (the default):
+  # every case against float64, and on 16-bit and channels-last
+  # activations the float32 run's bits rounded.  cuDNN must have taken
+  # some (its info lines), or the way went untested; what it refused is
+  # listed.  And the way before it, a pass of the backend's own after
+  # cuDNN wrote y.
   ops_way CONV_EPILOGUE=fused conv2d
+  ops_way CONV_EPILOGUE=pass conv2d
   if runs "act-dtypes, fused convolution epilogues" \
       "$work/act-dtypes-fused.log" 120 env PPDIFFUSE_BACKEND="$BE" \
       PPDIFFUSE_CUDA_CONV_EPILOGUE=fused G_MESSAGES_DEBUG=all "$acts"; then
@@ -1032,7 +1035,7 @@ step_text() {
 ACT32="PPDIFFUSE_CUDA_ACTIVATIONS=f32 PPDIFFUSE_ACT_LAYOUT=nchw"
 # The ways written to be faster and not yet the defaults, the same in every
 # process (no timed choice): the element's figures with all of them.
-CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_LAYOUT=padded"
+CANDIDATES="PPDIFFUSE_CUDA_CONV_API=graph"
 
 # The ways the defaults would take next: those the bench step found faster
 # alone and slower on nothing, when it ran before the caller in this run
@@ -1649,16 +1652,16 @@ step_bench() {
     # narrowing), 16 bits channels first, and 16 bits with the GEMMs'
     # outputs through float32 scratch (a bias kernel and a narrowing each)
     # instead of cuBLAS writing them; the layer norms a block a row;
-    # both norms eight values a thread (vector: the profile gives each
-    # norm's time); the group norms one launch each (single: a block per
-    # group, where the tiles take three); the convolutions of 3 and 4
-    # channels (a model's first and last) channels-last on tensor cores,
-    # their channels padded (padded: no transposes around them); the
+    # both norms a value a thread (split and warp, the ways before the
+    # vector kernels: the profile gives each norm's time); the group norms
+    # one launch each (single: a block per group, where the tiles take
+    # three); the convolutions of 3 and 4 channels (a model's first and
+    # last) channels first (nhwc: the way before padding them); the
     # convolutions after the upsamplings as 3×3 ones of the upsampled
     # activation (upsample: the way before their output phases); the
-    # convolutions' bias, residual and ReLU in cuDNN's
-    # epilogue (fused: no bias pass after each); and the last two
-    # together, what the defaults would be if each is faster alone; the
+    # convolutions' bias, residual and ReLU in a pass of the backend's
+    # own (pass: the way before cuDNN's fused epilogue); and the four
+    # ways before together, what the defaults were before 2026-12-04; the
     # convolutions with their epilogues as cuDNN operation graphs (graph:
     # the engines of cuDNN's backend API), by its heuristics' first engine
     # and by the fastest of its first four, with the engine each shape
@@ -1669,11 +1672,11 @@ step_bench() {
     # it finishes).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" \
-        "PPDIFFUSE_CUDA_CONV_LAYOUT=padded" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
-        "PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_CONV_EPILOGUE=fused" \
+        "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
+        "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
         "PPDIFFUSE_CUDA_CONV_API=graph" \
         "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed" \
         "PPDIFFUSE_CUDA_GEMM_ALGO=timed" "PPDIFFUSE_CUDA_PDL=on"; do
@@ -1902,7 +1905,7 @@ step_sanitizer() {
     # each norm's other ways.  Only the backend's own kernels (every name
     # ends in _kernel), not the libraries'.
     acts=$build/tests/kernels/ops/test-kernels-act-dtypes
-    for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
+    for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block"; do
       for t in racecheck synccheck; do
         # shellcheck disable=SC2086  # $w is a list of assignments

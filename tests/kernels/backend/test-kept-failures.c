@@ -70,7 +70,12 @@ count_plans (GLogLevelFlags level, const GLogField * fields, gsize n_fields,
   for (gsize i = 0; i < n_fields; i++) {
     if (!g_str_equal (fields[i].key, "MESSAGE") || fields[i].length >= 0)
       continue;
-    if (strstr (fields[i].value, ": cuda conv: ") != NULL)
+    /* A plan of the legacy API, or an operation graph's engine (every
+     * 16-bit convolution's under PPDIFFUSE_CUDA_CONV_API=graph, a model's
+     * first and last padded). */
+    if (strstr (fields[i].value, ": cuda conv: ") != NULL
+        || (strstr (fields[i].value, ": cuda conv graph: ") != NULL
+            && strstr (fields[i].value, ": engine ") != NULL))
       g_atomic_int_inc (&conv_plans_logged);
     for (guint j = 0; j < G_N_ELEMENTS (choice_lines); j++) {
       if (strstr (fields[i].value, choice_lines[j]) == NULL)

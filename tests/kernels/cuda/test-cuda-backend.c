@@ -487,7 +487,9 @@ test_conv_layout (void)
     g_assert_cmpint (pp_cuda_conv_padded (PP_CUDA_CONV_PADDED,
             &cases[i].key), ==, !cases[i].nhwc
         && cases[i].key.dtype != f32);
-    g_assert_false (pp_cuda_conv_padded (PP_CUDA_CONV_AUTO, &cases[i].key));
+    /* Auto: as padded. */
+    g_assert_cmpint (pp_cuda_conv_padded (PP_CUDA_CONV_AUTO, &cases[i].key),
+        ==, pp_cuda_conv_padded (PP_CUDA_CONV_PADDED, &cases[i].key));
     g_assert_false (pp_cuda_conv_padded (PP_CUDA_CONV_NHWC, &cases[i].key));
     g_assert_cmpint (pp_cuda_conv_nhwc (PP_CUDA_CONV_NCHW, &cases[i].key),
         ==, cases[i].nchw);
