@@ -13,12 +13,18 @@
  * noise, so that some outputs are similar enough to be fused.  Each line
  * ends with a digest of the last frame's outputs and extended keys and
  * values: on the CPU backend, the same on any number of its threads
- * (PPDIFFUSE_CPU_THREADS).
+ * (PPDIFFUSE_CPU_THREADS).  With --profile, one more frame of each
+ * layer after the digest, with the op layer's profile on, prints where
+ * a frame's time goes by op: device time on a device (its ops queued
+ * behind a hold of the stream, so that the host's launches are not in
+ * it), host time elsewhere.
  *
  * Usage: bank-bench [--backend NAME] [--frames N] [--small] [--threshold T]
+ *                   [--profile]
  */
 #include "pp-backend.h"
 #include "pp-feature-bank.h"
+#include "pp-ops.h"
 #include "pp-rng.h"
 
 #include <cblas.h>
@@ -72,13 +78,82 @@ device_floats (PpBackend * be, gsize n)
   return dev;
 }
 
+/* The hold of the stream a profiled frame's ops queue behind. */
+#define PROFILE_HOLD_S 0.05
+
+/* The profile taken since the last reset, one line: each op that took
+ * time, the costliest first, with its calls. */
+static void
+print_profile (void)
+{
+  PpOpProfile ops[PP_OP_COUNT];
+  gboolean device = FALSE;
+  guint order[PP_OP_COUNT], n = 0;
+  g_autoptr (GString) line = g_string_new (NULL);
+  gdouble sum = 0;
+
+  for (guint op = 0; op < PP_OP_COUNT; op++) {
+    pp_ops_get_profile (op, &ops[op]);
+    device |= ops[op].device_seconds > 0;
+  }
+  for (guint op = 0; op < PP_OP_COUNT; op++) {
+    const gdouble t = device ? ops[op].device_seconds : ops[op].seconds;
+
+    /* On a device the rows' regions' ops are timed themselves. */
+    if (t <= 0 || (device && op == PP_OP_FOR_ROWS))
+      continue;
+    sum += t;
+    order[n++] = op;
+  }
+  /* Costliest first (a few ops: an insertion sort). */
+  for (guint i = 1; i < n; i++)
+    for (guint j = i; j > 0; j--) {
+      const PpOpProfile *a = &ops[order[j - 1]], *b = &ops[order[j]];
+      const gdouble ta = device ? a->device_seconds : a->seconds;
+      const gdouble tb = device ? b->device_seconds : b->seconds;
+      guint t;
+
+      if (ta >= tb)
+        break;
+      t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  for (guint i = 0; i < n; i++) {
+    const PpOpProfile *p = &ops[order[i]];
+
+    g_string_append_printf (line, "%s%s %.3f ms (%" G_GUINT64_FORMAT
+        " call%s)", i > 0 ? ", " : "", p->name, (device ? p->device_seconds
+            : p->seconds) * 1e3, p->calls, p->calls == 1 ? "" : "s");
+  }
+  printf ("  one frame's ops (%s time, %.3f ms): %s\n", device ? "device"
+      : "host", sum * 1e3, line->str);
+}
+
+/* The first 8 hexadecimal digits of the SHA-256 of the frame's outputs
+ * @dout and its extended keys and values, through @host (2 · @own
+ * floats). */
+static gchar *
+digest_of (PpBackend * be, GChecksum * sum, gfloat * host, gsize own,
+    const gfloat * dout, const gfloat * k_ext, const gfloat * v_ext)
+{
+  pp_backend_download (be, host, dout, own * sizeof (gfloat));
+  g_checksum_update (sum, (const guchar *) host, own * sizeof (gfloat));
+  pp_backend_download (be, host, k_ext, 2 * own * sizeof (gfloat));
+  g_checksum_update (sum, (const guchar *) host, 2 * own * sizeof (gfloat));
+  pp_backend_download (be, host, v_ext, 2 * own * sizeof (gfloat));
+  g_checksum_update (sum, (const guchar *) host, 2 * own * sizeof (gfloat));
+  return g_strndup (g_checksum_get_string (sum), 8);
+}
+
 /* Milliseconds a frame of @s's layer takes in the bank (its extension
  * and its take, waited for, not the making of the frame's rows nor their
  * upload), the mean over the frames after the first two; *@digest: the
- * last frame's fused outputs and extended keys and values. */
+ * last frame's fused outputs and extended keys and values.  With
+ * @profile, one more frame after the digest, profiled (print_profile). */
 static gdouble
 time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
-    guint64 * fused, guint64 * candidates, gchar ** digest)
+    gboolean profile, guint64 * fused, guint64 * candidates, gchar ** digest)
 {
   const gsize own = (gsize) s->rows * s->channels;
   g_autoptr (PpFeatureBank) bank = pp_feature_bank_new (1, threshold);
@@ -101,10 +176,15 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
   pp_rng_fill_normal (&rng, k, own);
   pp_rng_fill_normal (&rng, v, own);
   pp_rng_fill_normal (&rng, o, own);
-  for (guint f = 0; f < frames; f++) {
+  for (guint f = 0; f < frames + (profile ? 1 : 0); f++) {
     PpBankLayer *layer;
     gint64 t0;
 
+    if (f == frames) {
+      /* The digest before the profiled frame changes the buffers. */
+      *digest = digest_of (be, sum, host, own, dout, k_ext, v_ext);
+      pp_feature_bank_fused (bank, fused, candidates);
+    }
     drift (&rng, k, noise, own, 0.1f);
     drift (&rng, v, noise, own, 0.1f);
     drift (&rng, o, noise, own, 0.1f);
@@ -112,6 +192,12 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     pp_backend_upload (be, dv, v, own * sizeof (gfloat));
     pp_backend_upload (be, dout, o, own * sizeof (gfloat));
     pp_backend_synchronize (be);
+    if (f == frames) {
+      pp_ops_reset_flop_count ();
+      pp_ops_set_profiling (TRUE);
+      if (pp_backend_stream (be) != NULL)
+        pp_ops_set_profile_window (0, 0, PROFILE_HOLD_S);
+    }
     t0 = g_get_monotonic_time ();
     pp_feature_bank_begin (bank);
     layer = pp_feature_bank_next (bank, s->channels);
@@ -121,17 +207,16 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     pp_bank_layer_take (layer, be, pp_view_f32 (dk, own),
         pp_view_f32 (dv, own), pp_out_f32 (dout, own), s->rows, s->fuse);
     pp_backend_synchronize (be);
-    if (f >= 2)
+    if (f >= 2 && f < frames)
       spent += g_get_monotonic_time () - t0;
   }
-  pp_feature_bank_fused (bank, fused, candidates);
-  pp_backend_download (be, host, dout, own * sizeof (gfloat));
-  g_checksum_update (sum, (const guchar *) host, own * sizeof (gfloat));
-  pp_backend_download (be, host, k_ext, 2 * own * sizeof (gfloat));
-  g_checksum_update (sum, (const guchar *) host, 2 * own * sizeof (gfloat));
-  pp_backend_download (be, host, v_ext, 2 * own * sizeof (gfloat));
-  g_checksum_update (sum, (const guchar *) host, 2 * own * sizeof (gfloat));
-  *digest = g_strndup (g_checksum_get_string (sum), 8);
+  if (profile) {
+    pp_ops_set_profile_window (0, 0, 0);
+    pp_ops_set_profiling (FALSE);
+  } else {
+    *digest = digest_of (be, sum, host, own, dout, k_ext, v_ext);
+    pp_feature_bank_fused (bank, fused, candidates);
+  }
   for (gpointer *p = (gpointer[]) { dk, dv, dout, k_ext, v_ext, NULL }; *p;
       p++)
     pp_backend_free (be, *p);
@@ -142,7 +227,7 @@ int
 main (int argc, char **argv)
 {
   guint frames = 5;
-  gboolean use_small = FALSE;
+  gboolean use_small = FALSE, profile = FALSE;
   gdouble threshold = 0.9, step_ms = 0.0;
   g_autofree gchar *backend = NULL;
   GOptionEntry entries[] = {
@@ -154,6 +239,9 @@ main (int argc, char **argv)
         "The backend the bank works on (default cpu)", "NAME"},
     {"threshold", 0, 0, G_OPTION_ARG_DOUBLE, &threshold,
         "Fusion threshold (default 0.9, the element's)", "T"},
+    {"profile", 0, 0, G_OPTION_ARG_NONE, &profile,
+        "After each layer's line, one more frame's ops and their times",
+        NULL},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx =
@@ -189,8 +277,8 @@ main (int argc, char **argv)
     const Shape *s = &shapes[i];
     guint64 fused = 0, candidates = 0;
     g_autofree gchar *digest = NULL;
-    const gdouble ms = time_shape (be, s, frames, threshold, &fused,
-        &candidates, &digest);
+    const gdouble ms = time_shape (be, s, frames, threshold, profile,
+        &fused, &candidates, &digest);
     g_autofree gchar *share = s->fuse
         ? g_strdup_printf ("%.0f%%", candidates ? 100.0 * fused / candidates
         : 0.0) : g_strdup ("-");
@@ -198,6 +286,8 @@ main (int argc, char **argv)
     step_ms += ms * s->layers;
     printf ("%-34s %6d %6u %10.2f %8s %10.2f  %s\n", s->where, s->rows,
         s->layers, ms, share, ms * s->layers, digest);
+    if (profile)
+      print_profile ();
   }
   printf ("a UNet step's bank work: %.1f ms\n", step_ms);
   return 0;

@@ -1815,13 +1815,15 @@ sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA device")' >"$wo
     # The temporal feature bank's work at SD-Turbo's shapes on the
     # device (its ops' kernels) and on this host's cores (the CPU
     # backend's threads): what a step with temporal=feature-bank adds
-    # (docs/perf.md).  Each layer's digest is printed beside its time.
-    # Emulated, its small layers: the path, not the time.
+    # (docs/perf.md).  Each layer's digest is printed beside its time,
+    # and one more frame's ops with theirs (--profile: which of the
+    # bank's ops the time goes to).  Emulated, its small layers: the
+    # path, not the time.
     for bb in "$BE" cpu; do
       bench_wanted "feature bank on $bb (bank-bench)" \
         && runs "feature bank on $bb (bank-bench)" \
           "$work/bank-bench-$bb.log" 120 "$build/tests/bench/bank-bench" \
-          --backend "$bb" ${emulated:+--small} \
+          --backend "$bb" --profile ${emulated:+--small} \
         && { indent <"$work/bank-bench-$bb.log"
           pass "feature bank measured on $bb"; }
     done
