@@ -3,8 +3,9 @@
 # program's every path (the timed runs, each graph, the stream batch's and
 # the frame batches' passes, the three device-time profiles with their
 # shape tables) as a GPU runs it, and the GPU check's summary row of its
-# output (tests/gpu/bench-row.awk) with every figure, and its kernel
-# traces (--kernels), so that none breaks where only a GPU would show it.
+# output (tests/gpu/bench-row.awk) with every figure, its kernel traces
+# (--kernels) and its norms alone (--norms), so that none breaks where
+# only a GPU would show it.
 # Usage: gpu-bench-emulated.sh GPU_BENCH BENCH_ROW_AWK
 set -u
 bench=$1 row_awk=$2
@@ -81,4 +82,20 @@ timeout -k 10 60 "$bench" --backend cpu --small --kernels >"$log" 2>&1
 st=$?
 [ "$st" -eq 77 ] && grep -q '^kernel trace: not available: the cpu backend' "$log" \
   || fail "the cpu backend's kernel trace: status $st, expected 77 and why"
-echo "gpu-bench --small ran every path on the emulation, its kernel traces too"
+# The norms alone (--norms): a row per shape with its time, a step's
+# norms in all, in the ways the environment chose: the default's vector
+# kernels, then the split ones (their launches counted at exit).
+for way in vector:group_norm_vec_apply_kernel split:group_norm_nhwc_apply_kernel; do
+  PPDIFFUSE_CUDA_GROUP_NORM=${way%%:*} PP_CUDA_EMU_LAUNCHES=${way#*:} \
+    timeout -k 10 120 "$bench" --small --norms --repeats 1 >"$log" 2>&1
+  st=$?
+  [ "$st" -eq 0 ] || fail "gpu-bench --small --norms (${way%%:*}) exited with status $st"
+  n=$(grep -Ec '^  (group|layer) norm .* [1-9][0-9]* +[0-9.]+ +[0-9.]+ +[0-9]+' "$log")
+  [ "$n" -eq 3 ] || fail "$n norm shapes timed (${way%%:*}), expected 3"
+  grep -q "^  a step's norms: group [0-9.]* ms (3), layer [0-9.]* ms (3)$" "$log" \
+    || fail "no step's norms in all (${way%%:*})"
+  grep -q "group-norm=${way%%:*} " "$log" || fail "not the ${way%%:*} way"
+  grep -q "^emulated launches of ${way#*:}: [1-9]" "$log" \
+    || fail "the ${way%%:*} way's kernel did not run"
+done
+echo "gpu-bench --small ran every path on the emulation, its kernel traces and norms too"

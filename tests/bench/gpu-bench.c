@@ -14,6 +14,7 @@
  * build) it exits 77, the harnesses' "skipped". */
 #include "pp-backend.h"
 #include "pp-bench-configs.h"
+#include "gpu-bench-norms.h"
 #include "pp-kernel-names.h"
 #include "pp-error.h"
 #include "pp-ops.h"
@@ -816,7 +817,7 @@ main (int argc, char **argv)
   g_autofree gchar *backend = NULL, *dtype_name = NULL, *dir = NULL,
       *unet_path = NULL, *taesd_path = NULL;
   gint repeats = DEFAULT_REPEATS;
-  gboolean small = FALSE, kernels = FALSE;
+  gboolean small = FALSE, kernels = FALSE, norms = FALSE;
   gdouble peak = 0, gbps = 0;
   Peaks known;
   const Sizes *z;
@@ -840,6 +841,10 @@ main (int argc, char **argv)
           "instead of the timed figures, each graph's kernels as the device "
           "ran them in one launch: a kernel trace (CUPTI on cuda), which "
           "costs the device some time of its own", NULL},
+    {"norms", 0, 0, G_OPTION_ARG_NONE, &norms,
+          "instead of the timed figures, each norm shape of a UNet step "
+          "alone as a graph, in the ways the environment chose "
+          "(PPDIFFUSE_CUDA_GROUP_NORM, PPDIFFUSE_CUDA_LAYER_NORM)", NULL},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
@@ -879,6 +884,14 @@ main (int argc, char **argv)
     peak = known.f16_tflops;
   if (gbps <= 0)
     gbps = known.gbps;
+  /* The norms alone need no model. */
+  if (norms) {
+    printf ("%s on %s, activations %s\n", pp_backend_name (b.be),
+        pp_backend_device (b.be), pp_dtype_name (dtype));
+    printf ("kernel ways: %s\n", pp_backend_ways (b.be));
+    return pp_bench_norms (b.be, dtype, (guint) repeats, gbps, small) ? 0
+        : 1;
+  }
   /* Made once there is a device to time them on. */
   uw = pp_weights_new_seeded (WEIGHT_SEED);
   tw = pp_weights_new_seeded (WEIGHT_SEED);

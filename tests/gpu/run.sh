@@ -1619,6 +1619,20 @@ step_bench() {
     # kernel trace: the libraries' kernels by name, the time a kernel ran
     # and the device idle between kernels), at the defaults.
     trace_kernels "gpu-bench f16, kernels" "$work/bench-kernels.log"
+    # Each norm shape of a step alone, as graphs (gpu-bench --norms), at
+    # the defaults and in the norms' other ways: which way is faster for
+    # which shape, and a step's norms in all.
+    for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block"; do
+      name="gpu-bench f16, norms${way:+, $way}"
+      blog=$work/bench-norms$(log_slug "${way:+-$way}").log
+      # shellcheck disable=SC2086  # $way is a list of assignments
+      bench_wanted "$name" \
+        && runs "$name" "$blog" 120 env $way "$build/tests/bench/gpu-bench" \
+          --dtype f16 --norms $bench_size \
+        && { grep -E "^(kernel ways|  )" "$blog" | indent
+          pass "$name ran"; }
+    done
     # The same f16 step the ways the backend can still be told to run it,
     # side by side with the default above: the first measured way (float32
     # attention, heuristic NCHW convolutions, whole group norms, on the
