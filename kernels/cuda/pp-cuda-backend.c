@@ -832,6 +832,10 @@ create (gint device, GError ** error)
   static const int layer_norm_kernels[] = { PP_CUDA_LAYER_NORM_VECTOR,
     PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK
   };
+  /* PPDIFFUSE_CUDA_GROUP_NORM_TILE's, the default first. */
+  static const gchar *const group_norm_tiles[] = { "2048", "512", "1024",
+    "4096", "8192", "16384", "32768", NULL
+  };
   /* PPDIFFUSE_CUDA_CONV_EPILOGUE's, the default first. */
   static const gchar *const epilogue_ways[] = { "fused", "pass", NULL };
   /* PPDIFFUSE_CUDA_GEMM_ALGO's, the default first. */
@@ -852,6 +856,7 @@ create (gint device, GError ** error)
   gchar *desc, *versions;
   guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
   guint gemm_out = 0, gemm_algo = 0, pdl = 0, wait = 0, filters = 0;
+  guint tile = 0;
   struct cudaDeviceProp prop = { 0 };
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
@@ -881,6 +886,9 @@ create (gint device, GError ** error)
           g_getenv (PP_CUDA_GEMM_ALGO_ENV), gemm_algos, &gemm_algo, error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
           g_getenv (PP_CUDA_GROUP_NORM_ENV), group_norm_ways, &way, error)
+      || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_TILE_ENV,
+          g_getenv (PP_CUDA_GROUP_NORM_TILE_ENV), group_norm_tiles, &tile,
+          error)
       || !pp_cuda_choice_parse (PP_CUDA_LAYER_NORM_ENV,
           g_getenv (PP_CUDA_LAYER_NORM_ENV), layer_norm_ways, &layer_way,
           error)
@@ -915,6 +923,8 @@ create (gint device, GError ** error)
   /* Every backend of the process launches the kernels one way: the last
    * one made sets it, from the same environment. */
   pp_cuda_set_programmatic (pdl != 0);
+  pp_cuda_set_group_norm_tile ((int) g_ascii_strtoll (group_norm_tiles[tile],
+          NULL, 10));
   G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_VECTOR == 0
       && PP_CUDA_GROUP_NORM_SPLIT == 1 && PP_CUDA_GROUP_NORM_WHOLE == 2
       && PP_CUDA_GROUP_NORM_SINGLE == 3);
@@ -953,13 +963,13 @@ create (gint device, GError ** error)
    * handshake's "activations"). */
   cu->be.ways = g_strdup_printf ("attention=%s conv-algo=%s conv-layout=%s "
       "conv-epilogue=%s conv-api=%s gemm-algo=%s gemm-out=%s group-norm=%s "
-      "layer-norm=%s tf32=%s pdl=%s",
+      "group-norm-tile=%s layer-norm=%s tf32=%s pdl=%s",
       pp_cuda_attention_name (cu->attention),
       cu->conv_timed ? "timed" : "heuristic",
       pp_cuda_conv_layout_name (cu->conv_layout), epilogue_ways[epilogue],
       conv_apis[conv_api], gemm_algos[gemm_algo], gemm_out_ways[gemm_out],
-      group_norm_ways[way], layer_norm_ways[layer_way],
-      cu->tf32 ? "on" : "off", pdl_ways[pdl]);
+      group_norm_ways[way], group_norm_tiles[tile],
+      layer_norm_ways[layer_way], cu->tf32 ? "on" : "off", pdl_ways[pdl]);
   cu->be.memory = &cuda_memory;
   cu->be.ops = &cuda_ops;
   cu->be.default_weight_dtype = PP_DTYPE_F16;

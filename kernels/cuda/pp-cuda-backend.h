@@ -64,6 +64,11 @@ G_BEGIN_DECLS
  * tiles of pixels, a thread a channel), whole (one block per group) or
  * single (channels last, one launch, a block per group). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
+/* The fewest values a channels-last group norm's tile takes, so how many
+ * blocks its statistics and normalisation run in: 2048 (the default: a
+ * 64×64×320 norm in 512 tiles of 8 pixels), 512, 1024, 4096, 8192, 16384
+ * or 32768.  Another tile sums in another order (another parity key). */
+#define PP_CUDA_GROUP_NORM_TILE_ENV "PPDIFFUSE_CUDA_GROUP_NORM_TILE"
 /* How a layer norm spreads over the device: vector (the default: as warp,
  * eight values a 16-byte load), warp (a warp per row of up to 1536
  * values, the row in its registers) or block (a block per row, the first

@@ -144,6 +144,10 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
+/* The fewest values a channels-last tile takes (0: the default, 2048),
+ * for every group norm of the process after it: the backend's
+ * PPDIFFUSE_CUDA_GROUP_NORM_TILE, set before its first launch. */
+void pp_cuda_set_group_norm_tile (int values);
 size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
     int nhwc);
 int pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,

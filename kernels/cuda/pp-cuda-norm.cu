@@ -229,9 +229,10 @@ group_norm_whole_kernel (const void *x, int n, int c, size_t hw,
  * (Chan's formula, the item's mean as hi + lo), and the normalisation,
  * tile by tile, each thread scaling its channels by their own factors. */
 
-/* Tiles of a sample at most, and the fewest values a tile may have: a
- * UNet's 64×64×320 norm gets 512 tiles of 8 pixels, some 4 blocks an SM,
- * each thread 8 loads a pass. */
+/* Tiles of a sample at most, and the fewest values a tile may have (the
+ * default; PPDIFFUSE_CUDA_GROUP_NORM_TILE another): a UNet's 64×64×320
+ * norm gets 512 tiles of 8 pixels, some 4 blocks an SM, each thread 8
+ * loads a pass. */
 #define NHWC_MAX_TILES 512
 #define NHWC_MIN_TILE 2048
 /* Threads of a tile's block at most, channels a thread takes at most (so
@@ -862,10 +863,20 @@ pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups)
       PP_CUDA_GROUP_MAX_SPLITS);
 }
 
+/* Values a channels-last tile takes at least: NHWC_MIN_TILE, or the
+ * backend's PPDIFFUSE_CUDA_GROUP_NORM_TILE (pp_cuda_set_group_norm_tile). */
+static size_t nhwc_tile_values = NHWC_MIN_TILE;
+
+extern "C" void
+pp_cuda_set_group_norm_tile (int values)
+{
+  nhwc_tile_values = values > 0 ? (size_t) values : NHWC_MIN_TILE;
+}
+
 extern "C" int
 pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups)
 {
-  size_t tiles = (size_t) c * hw / NHWC_MIN_TILE;
+  size_t tiles = (size_t) c * hw / nhwc_tile_values;
 
   if (n <= 0 || c <= 0 || hw == 0 || groups <= 0 || c % groups != 0)
     return 0;

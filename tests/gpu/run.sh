@@ -1620,10 +1620,13 @@ step_bench() {
     # and the device idle between kernels), at the defaults.
     trace_kernels "gpu-bench f16, kernels" "$work/bench-kernels.log"
     # Each norm shape of a step alone, as graphs (gpu-bench --norms), at
-    # the defaults and in the norms' other ways: which way is faster for
-    # which shape, and a step's norms in all.
+    # the defaults, in the norms' other ways and with channels-last tiles
+    # of other sizes: which is faster for which shape, and a step's norms
+    # in all.
     for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" "PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
+        "PPDIFFUSE_CUDA_GROUP_NORM_TILE=32768"; do
       name="gpu-bench f16, norms${way:+, $way}"
       blog=$work/bench-norms$(log_slug "${way:+-$way}").log
       # shellcheck disable=SC2086  # $way is a list of assignments

@@ -725,6 +725,25 @@ test_group_norm (void)
           NORM_ABS, NORM_REL);
     }
   }
+  /* The channels-last kernels with tiles of other sizes
+   * (PPDIFFUSE_CUDA_GROUP_NORM_TILE): more tiles, and fewer (the widest
+   * shapes one tile a sample), shifted, in 16 bits. */
+  for (int tile : { 512, 32768 }) {
+    pp_cuda_set_group_norm_tile (tile);
+    for (const GroupNormShape &s : group_norm_shapes) {
+      const std::vector<float> x = exact_values ((size_t) s.n * s.c * s.hw,
+          -3, 5);
+      const std::vector<float> gamma = exact_values (s.c, 0.5f, 1.5f);
+      const std::vector<float> beta = exact_values (s.c, -0.5f, 0.5f);
+      const std::vector<float> shift = exact_values ((size_t) s.n * s.c, -1,
+          1);
+
+      for (Way way : { SPLIT_NHWC, VECTOR_NHWC })
+        group_norm_case (s, way, false, true, true, x, gamma, beta, shift,
+            { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS, NORM_REL);
+    }
+  }
+  pp_cuda_set_group_norm_tile (0);
   {
     /* Channels last needs the split kernels. */
     float x[8] = { 0 };
@@ -876,6 +895,16 @@ test_group_norm_splits (void)
   if (pp_cuda_group_norm_tiles (1, 320, 4096, 32) != 512)
     failf ("group_norm_tiles: 320 channels of 4096 pixels are not cut "
         "512 ways");
+  /* Tiles of at least 8192 values (PPDIFFUSE_CUDA_GROUP_NORM_TILE): 160
+   * of 25.6 pixels; then the default again. */
+  pp_cuda_set_group_norm_tile (8192);
+  if (pp_cuda_group_norm_tiles (1, 320, 4096, 32) != 160)
+    failf ("group_norm_tiles: tiles of 8192 values cut 320 channels of "
+        "4096 pixels %d ways, not 160",
+        pp_cuda_group_norm_tiles (1, 320, 4096, 32));
+  pp_cuda_set_group_norm_tile (0);
+  if (pp_cuda_group_norm_tiles (1, 320, 4096, 32) != 512)
+    failf ("group_norm_tiles: the default tile not taken back");
   /* Past gridDim.y, or a group of 2^32 values: none (the whole kernel). */
   if (pp_cuda_group_norm_splits (65536, 32, 1, 1) != 0
       || pp_cuda_group_norm_splits (1, 1, (size_t) 1 << 32, 1) != 0)
