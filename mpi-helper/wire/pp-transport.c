@@ -14,8 +14,10 @@
 /* A message already matched by a probe is received within this. */
 #define PP_TRY_RECV_TIMEOUT_MS 1000
 
-gboolean
-pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
+/* A message of @tag to w->peer, sent synchronously (done once the peer
+ * took it) with @taken. */
+static gboolean
+send_bytes (const PpWait * w, gint tag, GBytes * bytes, gboolean taken,
     const gchar * what, GError ** error)
 {
   gsize len;
@@ -27,14 +29,28 @@ pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
         "%s: %" G_GSIZE_FORMAT " bytes do not fit one message", what, len);
     return FALSE;
   }
-  if (!pp_mpi_check (MPI_Isend (data, (int) len, MPI_BYTE, w->peer, tag,
-              w->comm, &req), what, error))
+  if (!pp_mpi_check ((taken ? MPI_Issend : MPI_Isend) (data, (int) len,
+              MPI_BYTE, w->peer, tag, w->comm, &req), what, error))
     return FALSE;
   if (!pp_wait_requests (w, &req, 1, NULL, what, error)) {
     g_bytes_ref (bytes);        /* MPI may still read it */
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean
+pp_transport_send_bytes (const PpWait * w, gint tag, GBytes * bytes,
+    const gchar * what, GError ** error)
+{
+  return send_bytes (w, tag, bytes, FALSE, what, error);
+}
+
+gboolean
+pp_transport_send_bytes_taken (const PpWait * w, gint tag, GBytes * bytes,
+    const gchar * what, GError ** error)
+{
+  return send_bytes (w, tag, bytes, TRUE, what, error);
 }
 
 /* Waits for a message of @tag from w->peer and matches it (*@msg, of

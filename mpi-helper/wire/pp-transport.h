@@ -47,6 +47,12 @@ void      pp_chunk_link_set_data_plane (PpChunkLink * link,
 gboolean  pp_transport_send_bytes (const PpWait * w, gint tag,
                                    GBytes * bytes, const gchar * what,
                                    GError ** error);
+/* The same, done only once the peer has taken the message (a synchronous
+ * send): for a process about to exit, whose last message would otherwise
+ * be in flight when the peer sees it gone. */
+gboolean  pp_transport_send_bytes_taken (const PpWait * w, gint tag,
+                                   GBytes * bytes, const gchar * what,
+                                   GError ** error);
 GBytes   *pp_transport_recv_bytes (const PpWait * w, gint tag,
                                    gsize max_len, const gchar * what,
                                    GError ** error);

@@ -156,7 +156,10 @@ worker_deadline (Worker * w)
       : PP_NO_DEADLINE;
 }
 
-/* Best effort: rank 0 gets the text before this process goes. */
+/* Best effort: rank 0 gets the text before this process goes.  The send
+ * is done once rank 0 has taken the report (or at the deadline): a report
+ * still in flight when rank 0 sees the process gone would leave it only
+ * "has exited", without the why. */
 static void
 send_report (Worker * w, gint blamed, const gchar * text)
 {
@@ -171,8 +174,8 @@ send_report (Worker * w, gint blamed, const gchar * text)
     return;
   pp_recorder_note (PP_REC_REPORT, PP_RECORDER_NO_CHUNK, 0,
       g_bytes_get_size (report), PP_REC_STARTED);
-  if (!pp_transport_send_bytes (&wait, PP_TAG_REPORT, report, "error report",
-          &error)) {
+  if (!pp_transport_send_bytes_taken (&wait, PP_TAG_REPORT, report,
+          "error report", &error)) {
     PP_WARN ("could not report to rank 0: %s", error->message);
     g_error_free (error);
   }
