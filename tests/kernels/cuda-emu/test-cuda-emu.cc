@@ -684,18 +684,28 @@ nhwc_way (Way way)
   return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC;
 }
 
+/* A group norm case's values: x, gamma, beta and a shift [n, c]. */
+struct GroupNormValues
+{
+  std::vector<float> x, gamma, beta, shift;
+};
+
+static GroupNormValues
+group_norm_values (const GroupNormShape &s)
+{
+  return { exact_values ((size_t) s.n * s.c * s.hw, -3, 5),
+    exact_values (s.c, 0.5f, 1.5f), exact_values (s.c, -0.5f, 0.5f),
+    exact_values ((size_t) s.n * s.c, -1, 1) };
+}
+
 static void
 test_group_norm (void)
 {
   for (size_t k = 0; k < G_N_ELEMENTS (group_norm_shapes); k++) {
     const GroupNormShape &s = group_norm_shapes[k];
-    const std::vector<float> x = exact_values ((size_t) s.n * s.c * s.hw,
-        -3, 5);
-    const std::vector<float> gamma = exact_values (s.c, 0.5f, 1.5f);
-    const std::vector<float> beta = exact_values (s.c, -0.5f, 0.5f);
-
-    const std::vector<float> shift = exact_values ((size_t) s.n * s.c, -1,
-        1);
+    const GroupNormValues v = group_norm_values (s);
+    const std::vector<float> &x = v.x, &gamma = v.gamma, &beta = v.beta,
+        &shift = v.shift;
 
     for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC }) {
       /* x, gamma, beta, partials, y. */
@@ -731,16 +741,12 @@ test_group_norm (void)
   for (int tile : { 512, 32768 }) {
     pp_cuda_set_group_norm_tile (tile);
     for (const GroupNormShape &s : group_norm_shapes) {
-      const std::vector<float> x = exact_values ((size_t) s.n * s.c * s.hw,
-          -3, 5);
-      const std::vector<float> gamma = exact_values (s.c, 0.5f, 1.5f);
-      const std::vector<float> beta = exact_values (s.c, -0.5f, 0.5f);
-      const std::vector<float> shift = exact_values ((size_t) s.n * s.c, -1,
-          1);
+      const GroupNormValues v = group_norm_values (s);
 
       for (Way way : { SPLIT_NHWC, VECTOR_NHWC })
-        group_norm_case (s, way, false, true, true, x, gamma, beta, shift,
-            { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS, NORM_REL);
+        group_norm_case (s, way, false, true, true, v.x, v.gamma, v.beta,
+            v.shift, { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS,
+            NORM_REL);
     }
   }
   pp_cuda_set_group_norm_tile (0);
