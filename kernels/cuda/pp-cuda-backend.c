@@ -832,9 +832,13 @@ create (gint device, GError ** error)
   static const int layer_norm_kernels[] = { PP_CUDA_LAYER_NORM_VECTOR,
     PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK
   };
-  /* PPDIFFUSE_CUDA_GROUP_NORM_TILE's, the default first. */
+  /* PPDIFFUSE_CUDA_GROUP_NORM_TILE's, the default first, and the values
+   * each names. */
   static const gchar *const group_norm_tiles[] = { "2048", "512", "1024",
     "4096", "8192", "16384", "32768", NULL
+  };
+  static const int group_norm_tile_values[] = { 2048, 512, 1024, 4096,
+    8192, 16384, 32768
   };
   /* PPDIFFUSE_CUDA_CONV_EPILOGUE's, the default first. */
   static const gchar *const epilogue_ways[] = { "fused", "pass", NULL };
@@ -923,8 +927,7 @@ create (gint device, GError ** error)
   /* Every backend of the process launches the kernels one way: the last
    * one made sets it, from the same environment. */
   pp_cuda_set_programmatic (pdl != 0);
-  pp_cuda_set_group_norm_tile ((int) g_ascii_strtoll (group_norm_tiles[tile],
-          NULL, 10));
+  pp_cuda_set_group_norm_tile (group_norm_tile_values[tile]);
   G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_VECTOR == 0
       && PP_CUDA_GROUP_NORM_SPLIT == 1 && PP_CUDA_GROUP_NORM_WHOLE == 2
       && PP_CUDA_GROUP_NORM_SINGLE == 3);

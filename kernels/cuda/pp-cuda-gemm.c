@@ -22,9 +22,8 @@
  * pass.  The rounding is then cuBLAS's of its own sum, which may differ
  * from the float32 kernel's rounded by one unit in the last place; a sum
  * into y (linear_add, matmul's accumulate) may also round a partial sum
- * to y's type first (as on an H200: where the terms
- * cancel, several units of the result, as PyTorch's product then add
- * would round).  The
+ * to y's type first (as on an H200: where the terms cancel, several
+ * units of the result, as PyTorch's product then add would round).  The
  * algorithm depends on the pointers' alignments (the plan's key), which a
  * model's layout makes the same in every process, so a mesh's workers and
  * the tool agree. */

@@ -81,51 +81,48 @@ device_floats (PpBackend * be, gsize n)
 /* The hold of the stream a profiled frame's ops queue behind. */
 #define PROFILE_HOLD_S 0.05
 
+static gint
+by_seconds_desc (gconstpointer a, gconstpointer b)
+{
+  const gdouble ta = ((const PpOpProfile *) a)->seconds;
+  const gdouble tb = ((const PpOpProfile *) b)->seconds;
+
+  return (ta < tb) - (ta > tb);
+}
+
 /* The profile taken since the last reset, one line: each op that took
- * time, the costliest first, with its calls. */
+ * time (device time where there is any, host time elsewhere), the
+ * costliest first, with its calls. */
 static void
 print_profile (void)
 {
-  PpOpProfile ops[PP_OP_COUNT];
+  PpOpProfile all[PP_OP_COUNT], ops[PP_OP_COUNT];
   gboolean device = FALSE;
-  guint order[PP_OP_COUNT], n = 0;
+  guint n = 0;
   g_autoptr (GString) line = g_string_new (NULL);
   gdouble sum = 0;
 
   for (guint op = 0; op < PP_OP_COUNT; op++) {
-    pp_ops_get_profile (op, &ops[op]);
-    device |= ops[op].device_seconds > 0;
+    pp_ops_get_profile (op, &all[op]);
+    device |= all[op].device_seconds > 0;
   }
+  /* Each op's time in its seconds, those that took none left out (and on
+   * a device the rows' regions, whose ops are timed themselves). */
   for (guint op = 0; op < PP_OP_COUNT; op++) {
-    const gdouble t = device ? ops[op].device_seconds : ops[op].seconds;
+    PpOpProfile p = all[op];
 
-    /* On a device the rows' regions' ops are timed themselves. */
-    if (t <= 0 || (device && op == PP_OP_FOR_ROWS))
-      continue;
-    sum += t;
-    order[n++] = op;
-  }
-  /* Costliest first (a few ops: an insertion sort). */
-  for (guint i = 1; i < n; i++)
-    for (guint j = i; j > 0; j--) {
-      const PpOpProfile *a = &ops[order[j - 1]], *b = &ops[order[j]];
-      const gdouble ta = device ? a->device_seconds : a->seconds;
-      const gdouble tb = device ? b->device_seconds : b->seconds;
-      guint t;
-
-      if (ta >= tb)
-        break;
-      t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
+    if (device)
+      p.seconds = op == PP_OP_FOR_ROWS ? 0 : p.device_seconds;
+    if (p.seconds > 0) {
+      sum += p.seconds;
+      ops[n++] = p;
     }
-  for (guint i = 0; i < n; i++) {
-    const PpOpProfile *p = &ops[order[i]];
-
-    g_string_append_printf (line, "%s%s %.3f ms (%" G_GUINT64_FORMAT
-        " call%s)", i > 0 ? ", " : "", p->name, (device ? p->device_seconds
-            : p->seconds) * 1e3, p->calls, p->calls == 1 ? "" : "s");
   }
+  qsort (ops, n, sizeof ops[0], by_seconds_desc);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (line, "%s%s %.3f ms (%" G_GUINT64_FORMAT
+        " call%s)", i > 0 ? ", " : "", ops[i].name, ops[i].seconds * 1e3,
+        ops[i].calls, ops[i].calls == 1 ? "" : "s");
   printf ("  one frame's ops (%s time, %.3f ms): %s\n", device ? "device"
       : "host", sum * 1e3, line->str);
 }
@@ -180,11 +177,6 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     PpBankLayer *layer;
     gint64 t0;
 
-    if (f == frames) {
-      /* The digest before the profiled frame changes the buffers. */
-      *digest = digest_of (be, sum, host, own, dout, k_ext, v_ext);
-      pp_feature_bank_fused (bank, fused, candidates);
-    }
     drift (&rng, k, noise, own, 0.1f);
     drift (&rng, v, noise, own, 0.1f);
     drift (&rng, o, noise, own, 0.1f);
@@ -209,13 +201,15 @@ time_shape (PpBackend * be, const Shape * s, guint frames, gdouble threshold,
     pp_backend_synchronize (be);
     if (f >= 2 && f < frames)
       spent += g_get_monotonic_time () - t0;
+    /* The last timed frame's: before a profiled frame changes them. */
+    if (f + 1 == frames) {
+      *digest = digest_of (be, sum, host, own, dout, k_ext, v_ext);
+      pp_feature_bank_fused (bank, fused, candidates);
+    }
   }
   if (profile) {
     pp_ops_set_profile_window (0, 0, 0);
     pp_ops_set_profiling (FALSE);
-  } else {
-    *digest = digest_of (be, sum, host, own, dout, k_ext, v_ext);
-    pp_feature_bank_fused (bank, fused, candidates);
   }
   for (gpointer *p = (gpointer[]) { dk, dv, dout, k_ext, v_ext, NULL }; *p;
       p++)

@@ -83,19 +83,22 @@ st=$?
 [ "$st" -eq 77 ] && grep -q '^kernel trace: not available: the cpu backend' "$log" \
   || fail "the cpu backend's kernel trace: status $st, expected 77 and why"
 # The norms alone (--norms): a row per shape with its time, a step's
-# norms in all, in the ways the environment chose: the default's vector
-# kernels, then the split ones (their launches counted at exit).
-for way in vector:group_norm_vec_apply_kernel split:group_norm_nhwc_apply_kernel; do
-  PPDIFFUSE_CUDA_GROUP_NORM=${way%%:*} PP_CUDA_EMU_LAUNCHES=${way#*:} \
+# norms in all, in the ways the environment chose: the default (unset:
+# the vector kernels), then the split ones (their launches counted at
+# exit).
+for way in :vector:group_norm_vec_apply_kernel split:split:group_norm_nhwc_apply_kernel; do
+  set="${way%%:*}" rest="${way#*:}"
+  name="${rest%%:*}" kernel="${rest#*:}"
+  PPDIFFUSE_CUDA_GROUP_NORM=$set PP_CUDA_EMU_LAUNCHES=$kernel \
     timeout -k 10 120 "$bench" --small --norms --repeats 1 >"$log" 2>&1
   st=$?
-  [ "$st" -eq 0 ] || fail "gpu-bench --small --norms (${way%%:*}) exited with status $st"
+  [ "$st" -eq 0 ] || fail "gpu-bench --small --norms ($name) exited with status $st"
   n=$(grep -Ec '^  (group|layer) norm .* [1-9][0-9]* +[0-9.]+ +[0-9.]+ +[0-9]+' "$log")
-  [ "$n" -eq 3 ] || fail "$n norm shapes timed (${way%%:*}), expected 3"
+  [ "$n" -eq 3 ] || fail "$n norm shapes timed ($name), expected 3"
   grep -q "^  a step's norms: group [0-9.]* ms (3), layer [0-9.]* ms (3)$" "$log" \
-    || fail "no step's norms in all (${way%%:*})"
-  grep -q "group-norm=${way%%:*} " "$log" || fail "not the ${way%%:*} way"
-  grep -q "^emulated launches of ${way#*:}: [1-9]" "$log" \
-    || fail "the ${way%%:*} way's kernel did not run"
+    || fail "no step's norms in all ($name)"
+  grep -q "group-norm=$name " "$log" || fail "not the $name way"
+  grep -q "^emulated launches of $kernel: [1-9]" "$log" \
+    || fail "the $name way's kernel did not run"
 done
 echo "gpu-bench --small ran every path on the emulation, its kernel traces and norms too"

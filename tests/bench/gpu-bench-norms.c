@@ -111,7 +111,7 @@ time_shape (PpBackend * be, const NormShape * s, PpDType dtype,
   g_autoptr (GRand) rand = g_rand_new_with_seed (5);
   gpointer x_owned, gamma_owned, beta_owned, y;
   NormRun r = { be, s };
-  gpointer graph;
+  gpointer graph = NULL;
   gdouble best = -1;
 
   r.x = pp_view_laid (random_values (be, rand, n, dtype, &x_owned),
@@ -119,28 +119,32 @@ time_shape (PpBackend * be, const NormShape * s, PpDType dtype,
   r.gamma = random_values (be, rand, s->c, dtype, &gamma_owned);
   r.beta = random_values (be, rand, s->c, dtype, &beta_owned);
   y = pp_backend_alloc (be, n * pp_dtype_size (dtype), error);
-  if (y == NULL)
-    return -1;
-  r.y = pp_out_laid (pp_out (y, dtype, n), r.x.layout);
-  /* Plans and scratch made, as a step's first run makes them. */
-  norm_calls (&r, NULL);
-  pp_backend_synchronize (be);
-  graph = pp_backend_graph_capture (be, norm_calls, &r, error);
+  if (y != NULL) {
+    r.y = pp_out_laid (pp_out (y, dtype, n), r.x.layout);
+    /* Plans and scratch made, as a step's first run makes them. */
+    norm_calls (&r, NULL);
+    pp_backend_synchronize (be);
+    graph = pp_backend_graph_capture (be, norm_calls, &r, error);
+  }
+  /* The first launch uploads the graph: not timed.  A failed launch
+   * measures nothing. */
   for (guint i = 0; graph != NULL && i < repeats + 1; i++) {
     const gint64 t = g_get_monotonic_time ();
     gdouble s_call;
 
-    if (!pp_backend_graph_launch (be, graph, error))
+    if (!pp_backend_graph_launch (be, graph, error)) {
+      best = -1;
       break;
+    }
     pp_backend_synchronize (be);
     s_call = (g_get_monotonic_time () - t) / 1e6 / NORM_CALLS;
-    /* The first launch uploads the graph. */
     if (i > 0 && (best < 0 || s_call < best))
       best = s_call;
   }
   if (graph != NULL)
     pp_backend_graph_free (be, graph);
-  pp_backend_free (be, y);
+  if (y != NULL)
+    pp_backend_free (be, y);
   for (gpointer *p = (gpointer[]) { x_owned, gamma_owned, beta_owned,
           NULL }; *p; p++)
     pp_backend_free (be, *p);

@@ -6,11 +6,11 @@
 # nothing to a sum.  Both with the bias added by a pass of the backend's
 # own (PPDIFFUSE_CUDA_CONV_EPILOGUE=pass): a padded convolution whose
 # output channels are padded adds it so, where cuDNN's fused epilogue
-# would round the channels-first one's sum once.  The UNet, TAESD and AutoencoderKL fixtures, and a
-# tiny pipeline's frames through CUDA graphs (captured after the first
-# frame, as a worker's), in both 16-bit dtypes, on the CUDA emulation
-# ($PPDIFFUSE_CUDA_MODULE); each padded run must have padded (its launches
-# of the padding kernel, counted at exit).
+# would round the channels-first one's sum once.  The UNet, TAESD and
+# AutoencoderKL fixtures, and a tiny pipeline's frames through CUDA graphs
+# (captured after the first frame, as a worker's), in both 16-bit dtypes,
+# on the CUDA emulation ($PPDIFFUSE_CUDA_MODULE); each padded run must
+# have padded (its launches of the padding kernel, counted at exit).
 # Usage: conv-padded.sh PPDIFFUSE_TOOL DATA_DIR
 set -eu
 TOOL=$1 DATA=$2

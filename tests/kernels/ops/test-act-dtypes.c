@@ -934,7 +934,6 @@ check_case (const Case * c, PpDType dtype, Side side, Laid laid)
     for (gsize j = 0; j < n; j++) {
       const float e = narrow.dtype[i] == PP_DTYPE_F32 ? expect[j]
           : narrow_widen (dtype, expect[j]);
-
       const gboolean own = own_sum && narrow.dtype[i] != PP_DTYPE_F32;
       const gboolean into = c->acts[i].role == ACT_INOUT;
 
@@ -1102,24 +1101,23 @@ filter_conv (const FilterRun * r)
       pp_out_f32 (r->y, xn));
 }
 
-/* Products reading the filter as a matrix [C, C·9] (a weight shared by
- * a convolution and a product): into y's first 4·C values, a linear of
- * two rows of x, its bias the filter's first C values, then a matmul of
- * the same rows by the filter's transpose. */
-#define FILTER_PRODUCTS (4 * FILTER_C)
+/* A product reading the filter as a matrix [C, C·9] (a weight shared by
+ * a convolution and a product), into y's first 2·C values: a linear of
+ * two rows of x, or (@matmul) a matmul of the same rows by the filter's
+ * transpose. */
+#define FILTER_PRODUCT (2 * FILTER_C)
 
 static void
-filter_products (const FilterRun * r)
+filter_product (const FilterRun * r, gboolean matmul)
 {
   const int in = FILTER_C * 9;
-  float *y = r->y;
 
-  pp_linear (be, pp_view_f32 (r->x, 2 * in), 2, in, r->w,
-      pp_view_range (r->w, 0, FILTER_C), FILTER_C,
-      pp_out_f32 (y, 2 * FILTER_C));
-  pp_matmul (be, FALSE, TRUE, 2, FILTER_C, in, pp_view_f32 (r->x, 2 * in),
-      in, r->w, in, FALSE, pp_out_f32 (y + 2 * FILTER_C, 2 * FILTER_C),
-      FILTER_C);
+  if (matmul)
+    pp_matmul (be, FALSE, TRUE, 2, FILTER_C, in, pp_view_f32 (r->x, 2 * in),
+        in, r->w, in, FALSE, pp_out_f32 (r->y, FILTER_PRODUCT), FILTER_C);
+  else
+    pp_linear (be, pp_view_f32 (r->x, 2 * in), 2, in, r->w, pp_view_none (),
+        FILTER_C, pp_out_f32 (r->y, FILTER_PRODUCT));
 }
 
 static guint8 *
@@ -1152,8 +1150,9 @@ filter_graph_func (gpointer data, GError ** error)
 /* A filter reads as it was written whatever conv2d made of it (on cuda,
  * channels last in its own bytes): after a convolution, a download and a
  * copy of it give the bytes uploaded, a linear and a matmul reading it as
- * a matrix give their products on a filter never convolved, a write to half of it leaves the
- * other half as it was and the convolution after it sees both halves, and
+ * a matrix give their products on a filter never convolved, a write to
+ * half of it leaves the other half as it was and the convolution after it
+ * sees both halves, and
  * each convolution gives the bytes of the same convolution on a filter
  * uploaded afresh; a graph's launches give its first run's bytes, before
  * and after another filter's first run beside it. */
@@ -1194,21 +1193,23 @@ test_filter_reads (void)
       a.bytes);
   pp_backend_free (be, copy);
 
-  /* Read by products after a convolution: what they read of a filter
-   * never convolved. */
-  {
+  /* Read by a product right after a convolution (each on its own, so
+   * that neither reads what the other laid back): what it reads of a
+   * filter never convolved. */
+  for (guint matmul = 0; matmul <= 1; matmul++) {
     FilterRun fresh;
     g_autofree guint8 *want = NULL;
 
     filter_run_init (&fresh, wt, x);
-    filter_products (&fresh);
-    want = download_bytes (fresh.y, FILTER_PRODUCTS * sizeof (float));
+    filter_product (&fresh, matmul);
+    want = download_bytes (fresh.y, FILTER_PRODUCT * sizeof (float));
     filter_conv (&a);
-    filter_products (&a);
-    expect_bytes ("a linear and a matmul of the filter after a convolution",
-        a.y, want, FILTER_PRODUCTS * sizeof (float));
+    filter_product (&a, matmul);
+    expect_bytes (matmul ? "a matmul of the filter after a convolution"
+        : "a linear of the filter after a convolution", a.y, want,
+        FILTER_PRODUCT * sizeof (float));
     filter_conv (&a);
-    expect_bytes ("the convolution after them", a.y, y1, ybytes);
+    expect_bytes ("the convolution after it", a.y, y1, ybytes);
     filter_run_clear (&fresh);
   }
 
