@@ -116,6 +116,57 @@ pp_cuda_load8 (const void *p, size_t i, float v[PP_CUDA_VEC])
   }
 }
 
+/* Eight elements as they are stored (one 16-byte vector, or two of
+ * float32), which a kernel holding many in registers keeps so (half the
+ * registers of their floats for 16-bit types) until pp_cuda_widen8 makes
+ * them the floats pp_cuda_load8 gives. */
+template <PpCudaType T> struct PpCudaRaw8
+{
+  uint4 u;
+};
+
+template <> struct PpCudaRaw8<PP_CUDA_F32>
+{
+  float4 a, b;
+};
+
+/* Elements @i … @i + 7 of @p as stored (@i a multiple of 8, @p 16-byte
+ * aligned). */
+template <PpCudaType T> __device__ __forceinline__ PpCudaRaw8<T>
+pp_cuda_raw8 (const void *p, size_t i)
+{
+  PpCudaRaw8<T> r;
+
+  if constexpr (T == PP_CUDA_F32) {
+    r.a = ((const float4 *) p)[i / 4];
+    r.b = ((const float4 *) p)[i / 4 + 1];
+  } else {
+    r.u = ((const uint4 *) p)[i / 8];
+  }
+  return r;
+}
+
+template <PpCudaType T> __device__ __forceinline__ void
+pp_cuda_widen8 (const PpCudaRaw8<T> &r, float v[PP_CUDA_VEC])
+{
+  if constexpr (T == PP_CUDA_F32) {
+    v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w;
+    v[4] = r.b.x, v[5] = r.b.y, v[6] = r.b.z, v[7] = r.b.w;
+  } else {
+    const uint32_t w[4] = { r.u.x, r.u.y, r.u.z, r.u.w };
+
+    PP_CUDA_UNROLL
+    for (int q = 0; q < 4; q++) {
+      const uint16_t lo = (uint16_t) (w[q] & 0xffffu);
+      const uint16_t hi = (uint16_t) (w[q] >> 16);
+
+      v[2 * q] = T == PP_CUDA_F16 ? pp_f16_to_f32 (lo) : pp_bf16_to_f32 (lo);
+      v[2 * q + 1] = T == PP_CUDA_F16 ? pp_f16_to_f32 (hi)
+          : pp_bf16_to_f32 (hi);
+    }
+  }
+}
+
 template <PpCudaType T> __device__ __forceinline__ void
 pp_cuda_store8 (void *p, size_t i, const float v[PP_CUDA_VEC])
 {

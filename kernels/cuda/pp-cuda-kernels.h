@@ -134,16 +134,22 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * and no partials, where pp_cuda_group_norm_single says it takes the
  * shape and buffers (an even number of channels a group, at most
  * PP_CUDA_GROUP_SINGLE_MAX; x and y on a pair of values' bytes), else
- * cudaErrorInvalidValue; its sums run in another order again. */
+ * cudaErrorInvalidValue; its sums run in another order again.
+ * PP_CUDA_GROUP_NHWC_FOLD: the vector way's reach (elsewhere as _NHWC)
+ * in two launches, pp_cuda_group_norm_fold_tiles tiles of statistics a
+ * sample (at most 64), their combination folded into the normalising
+ * blocks; its sums run in another order again. */
 #define PP_CUDA_GROUP_NCHW 0
 #define PP_CUDA_GROUP_NHWC 1
 #define PP_CUDA_GROUP_NHWC_VECTOR 2
 #define PP_CUDA_GROUP_NHWC_SINGLE 3
+#define PP_CUDA_GROUP_NHWC_FOLD 4
 #define PP_CUDA_GROUP_SINGLE_MAX 1024
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
+int pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups);
 /* The fewest values a channels-last tile takes (0: the default, 2048),
  * for every group norm of the process after it: the backend's
  * PPDIFFUSE_CUDA_GROUP_NORM_TILE, set before its first launch. */

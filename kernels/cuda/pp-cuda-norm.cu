@@ -645,6 +645,279 @@ group_norm_vec_apply_kernel (const void *x, const void *shift,
   }
 }
 
+/* The fold kernels (PP_CUDA_GROUP_NHWC_FOLD): the vector kernels' eight
+ * channels a thread in two launches where they take three, each doing
+ * more with fewer barriers.  On an H200 the vector way's three kernels
+ * took 20 µs a norm where its bytes take under 2: each of its 512 tiles
+ * of a few pixels paid a tree of barriers and a walk of each group's
+ * channels by one thread, three times, and the combine was a launch of
+ * its own.  Here a stats block takes a tile of at least FOLD_MIN_TILE
+ * values (at most FOLD_MAX_TILES a sample), each thread FOLD_CHUNK pixels
+ * a load, and a warp adds each group's cells at once (a fixed order: the
+ * same bytes every run).  The apply kernel's blocks combine the tiles'
+ * statistics themselves, a warp a group (the tiles' float4s lie in L2),
+ * while their first pixels load, then normalise. */
+#define FOLD_THREADS 512
+#define FOLD_MAX_TILES 64
+#define FOLD_MIN_TILE 8192
+#define FOLD_CHUNK 2
+#define FOLD_BLOCKS_PER_SM 2
+/* An apply block takes at least this many times the channels-last tile
+ * (PPDIFFUSE_CUDA_GROUP_NORM_TILE, 2048 values by default). */
+#define FOLD_APPLY_TILES 4
+/* The stats block's cells: eight a thread. */
+#define FOLD_CELLS (FOLD_THREADS * PP_CUDA_VEC)
+
+/* Pixel rows a fold block takes at once and its threads: c / 8 a row,
+ * rounded up to whole warps (the threads past rows · c / 8 idle). */
+static inline void
+fold_geometry (int c, int *rows, unsigned *threads)
+{
+  const int octets = c / PP_CUDA_VEC;
+
+  *rows = octets >= FOLD_THREADS ? 1 : FOLD_THREADS / octets;
+  *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
+}
+
+/* Each group's @cells ([rows, c], the block's channel sums of each row)
+ * added by a warp into @out[g] (divided by @count when it is not 0): its
+ * lanes take every 32nd of the group's rows · per_group cells, then a
+ * warp sum.  No barrier. */
+__device__ __forceinline__ void
+fold_group_sums (const float *cells, int c, int rows, int groups,
+    float count, float *out)
+{
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warps = blockDim.x / 32, per_group = c / groups;
+  const int n = rows * per_group;
+
+  for (int g = warp; g < groups; g += warps) {
+    float t = 0.0f;
+
+    for (int i = lane; i < n; i += 32)
+      t += cells[i / per_group * c + g * per_group + i % per_group];
+    t = pp_cuda_warp_sum (t);
+    if (lane == 0)
+      out[g] = count != 0.0f ? t / count : t;
+  }
+}
+
+/* FOLD_CHUNK pixels' channels [ch0, ch0 + 8) from pixel @p on, @rows
+ * apart, into @v as stored (a pixel past @end reads pixel @p again,
+ * dropped by the caller): straight-line code, whose loads issue
+ * together. */
+template <PpCudaType A> __device__ __forceinline__ void
+fold_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
+    int rows, size_t end, PpCudaRaw8<A> v[FOLD_CHUNK])
+{
+  PP_CUDA_UNROLL
+  for (int u = 0; u < FOLD_CHUNK; u++) {
+    const size_t pu = p + (size_t) u * rows;
+
+    v[u] = pp_cuda_raw8<A> (x, base + (pu < end ? pu : p) * c + ch0);
+  }
+}
+
+template <PpCudaType A> __global__ void __launch_bounds__ (FOLD_THREADS, FOLD_BLOCKS_PER_SM)
+group_norm_fold_stats_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    float4 *partials)
+{
+  pp_cuda_wait_prior ();
+  __shared__ float cells[FOLD_CELLS], squares[FOLD_CELLS],
+      mean[NHWC_MAX_GROUPS], d_sums[NHWC_MAX_GROUPS],
+      sq_sums[NHWC_MAX_GROUPS];
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const bool active = r < rows;
+  const int tiles = gridDim.x;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  float sh[PP_CUDA_VEC], s[PP_CUDA_VEC], d_s[PP_CUDA_VEC], q_s[PP_CUDA_VEC],
+      m[PP_CUDA_VEC];
+  size_t begin, end;
+
+  nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
+  const float count = (float) per_group * (float) (end - begin);
+
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++) {
+    sh[q] = active ? nhwc_shift (shift, shift_type, sample, c, ch0 + q)
+        : 0.0f;
+    s[q] = d_s[q] = q_s[q] = 0.0f;
+  }
+  for (size_t p = begin + r; active && p < end; p += FOLD_CHUNK * rows) {
+    PpCudaRaw8<A> raw[FOLD_CHUNK];
+
+    fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < FOLD_CHUNK; u++)
+      if (p + (size_t) u * rows < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        PP_CUDA_UNROLL
+        for (int q = 0; q < PP_CUDA_VEC; q++)
+          s[q] += v[q] + sh[q];
+      }
+  }
+  if (active)
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++)
+      cells[r * c + ch0 + q] = s[q];
+  __syncthreads ();
+  fold_group_sums (cells, c, rows, groups, count, mean);
+  __syncthreads ();
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++)
+    m[q] = active ? mean[(ch0 + q) / per_group] : 0.0f;
+  /* The deviations from the tile's group means: the same bytes again,
+   * from the cache. */
+  for (size_t p = begin + r; active && p < end; p += FOLD_CHUNK * rows) {
+    PpCudaRaw8<A> raw[FOLD_CHUNK];
+
+    fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < FOLD_CHUNK; u++)
+      if (p + (size_t) u * rows < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        PP_CUDA_UNROLL
+        for (int q = 0; q < PP_CUDA_VEC; q++) {
+          const float d = v[q] + sh[q] - m[q];
+
+          d_s[q] += d;
+          q_s[q] += d * d;
+        }
+      }
+  }
+  if (active)
+    PP_CUDA_UNROLL
+    for (int q = 0; q < PP_CUDA_VEC; q++) {
+      cells[r * c + ch0 + q] = d_s[q];
+      squares[r * c + ch0 + q] = q_s[q];
+    }
+  __syncthreads ();
+  fold_group_sums (cells, c, rows, groups, 0.0f, d_sums);
+  fold_group_sums (squares, c, rows, groups, 0.0f, sq_sums);
+  __syncthreads ();
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    const float d_mean = d_sums[g] / count;
+
+    /* Σ (d - d_mean)² = Σ d² - d_sum · d_mean, as the other tiles'. */
+    partials[(sample * groups + g) * tiles + blockIdx.x] = make_float4
+        (mean[g], d_mean, fmaxf (sq_sums[g] - d_sums[g] * d_mean, 0.0f),
+        count);
+  }
+}
+
+/* The moments (mean hi and lo, 1/√(var + eps)) of a (sample, group) item
+ * of @count values from its @tiles (≤ FOLD_MAX_TILES) tiles' statistics
+ * at @st, as the combine kernel makes them: the calling warp's lanes hold
+ * a tile each (two past 32), every lane gets them. */
+__device__ __forceinline__ float4
+fold_moments (const float4 *st, int tiles, float count, float eps)
+{
+  const int lane = threadIdx.x % 32;
+  const float4 none = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+  const float4 a = lane < tiles ? st[lane] : none;
+  const float4 b = lane + 32 < tiles ? st[lane + 32] : none;
+  float hi, lo, m2, off_a, off_b;
+
+  /* A tile that is not (count 0) adds nothing. */
+  hi = pp_cuda_warp_sum (a.w * a.x + b.w * b.x) / count;
+  lo = pp_cuda_warp_sum (a.w * ((a.x - hi) + a.y) + b.w * ((b.x - hi)
+          + b.y)) / count;
+  off_a = (a.x - hi) + a.y - lo;
+  off_b = (b.x - hi) + b.y - lo;
+  m2 = pp_cuda_warp_sum ((a.z + a.w * off_a * off_a) + (b.z + b.w * off_b
+          * off_b));
+  return make_float4 (hi, lo, rsqrtf (m2 / count + eps), 0.0f);
+}
+
+template <PpCudaType A> __global__ void __launch_bounds__ (FOLD_THREADS, FOLD_BLOCKS_PER_SM)
+group_norm_fold_apply_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    int tiles, const float4 *partials, float eps, const void *gamma,
+    PpCudaType gamma_type, const void *beta, PpCudaType beta_type,
+    bool silu, void *y)
+{
+  pp_cuda_wait_prior ();
+  __shared__ float4 moments[NHWC_MAX_GROUPS];
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const bool active = r < rows;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  const float count = (float) per_group * (float) hw;
+  PpCudaRaw8<A> raw[FOLD_CHUNK];
+  float ga[PP_CUDA_VEC], be[PP_CUDA_VEC], sh[PP_CUDA_VEC],
+      scale[PP_CUDA_VEC];
+  size_t begin, end;
+
+  nhwc_tile (hw, gridDim.x, blockIdx.x, &begin, &end);
+  const size_t first = begin + r;
+
+  /* The first pixels on their way while the moments are made. */
+  if (active && first < end)
+    fold_load_chunk<A> (x, base, c, ch0, first, rows, end, raw);
+  for (int g = warp; g < groups; g += warps) {
+    const float4 mo = fold_moments (partials + (sample * groups + g) * tiles,
+        tiles, count, eps);
+
+    if (threadIdx.x % 32 == 0)
+      moments[g] = mo;
+  }
+  __syncthreads ();
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++) {
+    const int ch = active ? ch0 + q : 0;
+
+    ga[q] = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+    be[q] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+    sh[q] = nhwc_shift (shift, shift_type, sample, c, ch);
+  }
+  PP_CUDA_UNROLL
+  for (int q = 0; q < PP_CUDA_VEC; q++) {
+    const float4 mo = moments[active ? (ch0 + q) / per_group : 0];
+
+    /* ((v + shift - hi) - lo) · scale + beta as (v - (hi - shift)) ·
+     * scale + (beta - lo · scale): a rounding of hi - shift where there
+     * was one of v + shift (none without a shift), v - (hi - shift) exact
+     * near the mean, and lo, the mean's residual (a few units of hi's
+     * last place), folded into beta with less than a rounding of the
+     * output.  Three values a channel, where there were five. */
+    scale[q] = mo.z * ga[q];
+    be[q] -= mo.y * scale[q];
+    sh[q] = mo.x - sh[q];
+  }
+  /* Each thread loads its own pixels' values before it stores them (y
+   * may be x), and no other thread reads them. */
+  for (size_t p = first; active && p < end; p += FOLD_CHUNK * rows) {
+    if (p != first)
+      fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < FOLD_CHUNK; u++) {
+      const size_t pu = p + (size_t) u * rows;
+
+      if (pu < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        PP_CUDA_UNROLL
+        for (int q = 0; q < PP_CUDA_VEC; q++) {
+          const float n = (v[q] - sh[q]) * scale[q] + be[q];
+
+          v[q] = silu ? pp_math_silu (n) : n;
+        }
+        pp_cuda_store8<A> (y, base + pu * c + ch0, v);
+      }
+    }
+  }
+}
+
 /* The single kernel (PP_CUDA_GROUP_NHWC_SINGLE): one block per (sample,
  * group), channels last, its values two channels at a time (one 4- or
  * 8-byte load, the group's channels adjacent in a pixel), read three
@@ -885,6 +1158,27 @@ pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups)
   return (int) clamp_count (tiles < hw ? tiles : hw, NHWC_MAX_TILES);
 }
 
+extern "C" int
+pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups)
+{
+  const size_t tiles = (size_t) c * hw / FOLD_MIN_TILE;
+
+  if (pp_cuda_group_norm_tiles (n, c, hw, groups) == 0)
+    return 0;
+  return (int) clamp_count (tiles < hw ? tiles : hw, FOLD_MAX_TILES);
+}
+
+/* The fold way's apply blocks of a sample: FOLD_APPLY_TILES channels-last
+ * tiles' values at least each. */
+static int
+fold_apply_tiles (int c, size_t hw)
+{
+  const size_t tiles = (size_t) c * hw / (FOLD_APPLY_TILES
+      * nhwc_tile_values);
+
+  return (int) clamp_count (tiles < hw ? tiles : hw, PP_CUDA_MAX_GRID_YZ);
+}
+
 extern "C" size_t
 pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 {
@@ -892,9 +1186,12 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 
   if (nhwc) {
     const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
+    const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
 
-    /* The tiles' statistics, then the items' moments. */
-    return tiles == 0 ? 0 : PP_CUDA_GROUP_STATS * items * (tiles + 1);
+    /* The tiles' statistics, then the items' moments; or the fold
+     * kernels' tiles' statistics. */
+    return tiles == 0 ? 0 : PP_CUDA_GROUP_STATS * items
+        * (tiles + 1 > fold ? tiles + 1 : fold);
   }
   return PP_CUDA_GROUP_STATS * items * pp_cuda_group_norm_splits (n, c, hw,
       groups);
@@ -912,14 +1209,29 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
   const size_t items = (size_t) n * groups;
   float4 *stats = (float4 *) partials, *moments = stats + items * tiles;
   const dim3 grid (tiles, n);
-  const bool vector = way == PP_CUDA_GROUP_NHWC_VECTOR
-      && c % PP_CUDA_VEC == 0 && pp_cuda_vec_aligned (x)
+  const bool octets = c % PP_CUDA_VEC == 0 && pp_cuda_vec_aligned (x)
       && pp_cuda_vec_aligned (y);
+  const bool vector = way == PP_CUDA_GROUP_NHWC_VECTOR && octets;
   int per_thread = 0, rows = 0;
   unsigned threads;
 
   if (tiles == 0 || partials == NULL)
     return cudaErrorInvalidValue;
+  if (way == PP_CUDA_GROUP_NHWC_FOLD && octets) {
+    const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
+
+    fold_geometry (c, &rows, &threads);
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_LAUNCH (group_norm_fold_stats_kernel<A>, dim3 (fold, n),
+            threads, 0, stream, x, shift, shift_type, c, hw, groups, rows,
+            stats));
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_LAUNCH (group_norm_fold_apply_kernel<A>,
+            dim3 (fold_apply_tiles (c, hw), n), threads, 0, stream, x, shift,
+            shift_type, c, hw, groups, rows, fold, stats, eps, gamma,
+            gamma_type, beta, beta_type, silu != 0, y));
+    return cudaGetLastError ();
+  }
   if (vector) {
     nhwc_vec_geometry (c, &rows, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,

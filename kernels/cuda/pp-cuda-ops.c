@@ -84,7 +84,9 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
           silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW
           : single ? PP_CUDA_GROUP_NHWC_SINGLE
           : cu->group_norm_way == PP_CUDA_GROUP_NORM_VECTOR
-          ? PP_CUDA_GROUP_NHWC_VECTOR : PP_CUDA_GROUP_NHWC, partials, y,
+          ? PP_CUDA_GROUP_NHWC_VECTOR
+          : cu->group_norm_way == PP_CUDA_GROUP_NORM_FOLD
+          ? PP_CUDA_GROUP_NHWC_FOLD : PP_CUDA_GROUP_NHWC, partials, y,
           cu->stream));
 }
 

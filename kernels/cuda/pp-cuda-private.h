@@ -77,6 +77,9 @@ typedef enum
   PP_CUDA_GROUP_NORM_WHOLE,
   /* Channels last, one launch: a block per (sample, group). */
   PP_CUDA_GROUP_NORM_SINGLE,
+  /* Channels last, eight channels a thread, two launches: the tiles'
+   * combination folded into the normalisation. */
+  PP_CUDA_GROUP_NORM_FOLD,
 } PpCudaGroupNormWay;
 
 typedef struct

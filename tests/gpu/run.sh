@@ -554,8 +554,9 @@ step_device() {
   # The group norm's other ways: one block per group, whose channels-last
   # views are copied channels first, channels last a thread a channel
   # (split, the vector way's kernels before it), and channels last a block
-  # per group in one launch (single); in place and shifted too.
-  for gn in whole split single; do
+  # per group in one launch (single), and channels last eight channels a
+  # thread in two launches (fold); in place and shifted too.
+  for gn in whole split single fold; do
     if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
         -p /kernels/act-dtypes/group_norm+silu \
@@ -1625,6 +1626,8 @@ step_bench() {
     # in all.
     for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
         "PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" "PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
         "PPDIFFUSE_CUDA_GROUP_NORM_TILE=32768"; do
       name="gpu-bench f16, norms${way:+, $way}"
@@ -1672,8 +1675,10 @@ step_bench() {
     # both norms a value a thread (split and warp, the ways before the
     # vector kernels: the profile gives each norm's time); the group norms
     # one launch each (single: a block per group, where the tiles take
-    # three); the convolutions of 3 and 4 channels (a model's first and
-    # last) channels first (nhwc: the way before padding them); the
+    # three), and two (fold: the tiles' combination in the normalising
+    # blocks, fewer and larger tiles, a warp adding a group's cells); the
+    # convolutions of 3 and 4 channels (a model's first and last) channels
+    # first (nhwc: the way before padding them); the
     # convolutions after the upsamplings as 3×3 ones of the upsampled
     # activation (upsample: the way before their output phases); the
     # convolutions' bias, residual and ReLU in a pass of the backend's
@@ -1690,7 +1695,7 @@ step_bench() {
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=single" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=single" "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
@@ -1925,7 +1930,8 @@ step_sanitizer() {
     # ends in _kernel), not the libraries'.
     acts=$build/tests/kernels/ops/test-kernels-act-dtypes
     for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold"; do
       for t in racecheck synccheck; do
         # shellcheck disable=SC2086  # $w is a list of assignments
         sanitize "$t" "act-dtypes${w:+, $w}" 300 --kernel-regex kns=_kernel \

@@ -561,10 +561,12 @@ enum Way
   WHOLE,
   /* Channels last, a block per (sample, group), where the shape allows. */
   SINGLE_NHWC,
+  /* Channels last, eight channels a thread where c allows, two launches. */
+  FOLD_NHWC,
 };
 
 static const char *const way_names[] = { "split", "split nhwc", "vector nhwc",
-  "whole", "single nhwc"
+  "whole", "single nhwc", "fold nhwc"
 };
 
 /* Bounds of the float32 group and layer norms against float64, for
@@ -613,14 +615,15 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
   const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC
-      || way == SINGLE_NHWC;
+      || way == SINGLE_NHWC || way == FOLD_NHWC;
   /* The single kernel takes an even number of channels a group (the
    * emulation's buffers lie on 16 bytes, as the pairs want), the tiles
    * the rest. */
   const bool single = way == SINGLE_NHWC
       && pp_cuda_group_norm_single (s.n, s.c, s.hw, s.groups, PP_CUDA_F32,
       NULL, NULL);
-  const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR : single
+  const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR
+      : way == FOLD_NHWC ? PP_CUDA_GROUP_NHWC_FOLD : single
       ? PP_CUDA_GROUP_NHWC_SINGLE : nhwc ? PP_CUDA_GROUP_NHWC
       : PP_CUDA_GROUP_NCHW;
   const size_t partials = way == WHOLE || single ? 1
@@ -631,9 +634,10 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   std::vector<Arg> args = { in_place ? inout ("x", laid) : in ("x", laid),
     in ("gamma", gamma), in ("beta", beta), scratch ("partials", partials) };
   const std::string what = strf ("group_norm n=%d c=%d hw=%zu groups=%d "
-      "(%s, splits %d, tiles %d) %s%s%s%s%s", s.n, s.c, s.hw, s.groups,
-      s.why, splits, pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
-      way_names[way], in_place ? " in place" : "",
+      "(%s, splits %d, tiles %d, fold tiles %d) %s%s%s%s%s", s.n, s.c, s.hw,
+      s.groups, s.why, splits, pp_cuda_group_norm_tiles (s.n, s.c, s.hw,
+          s.groups), pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw,
+          s.groups), way_names[way], in_place ? " in place" : "",
       params ? "" : " no gamma, beta", silu ? " silu" : "",
       shift.empty () ? "" : " shifted");
   const size_t y = in_place ? 0 : 4;
@@ -644,7 +648,15 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   /* The vector way takes every multiple of 8 channels (the emulation's
    * buffers lie on 16 bytes), the tiles the rest. */
   const bool vector = way == VECTOR_NHWC && s.c % 8 == 0;
+  const bool fold = way == FOLD_NHWC && s.c % 8 == 0;
   const unsigned long vector_runs = emu_kernel_runs ("group_norm_vec_");
+  const unsigned long fold_runs = emu_kernel_runs ("group_norm_fold_");
+  const unsigned long fold_stats_runs = emu_kernel_runs
+      ("group_norm_fold_stats");
+  const unsigned long fold_apply_runs = emu_kernel_runs
+      ("group_norm_fold_apply");
+  const unsigned long combine_runs = emu_kernel_runs
+      ("group_norm_nhwc_combine");
   const unsigned long single_runs = emu_kernel_runs ("group_norm_single_");
 
   if (!in_place)
@@ -675,13 +687,21 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   if ((emu_kernel_runs ("group_norm_single_") > single_runs) != single)
     failf ("%s: the single kernel %s", what.c_str (), single ? "did not run"
         : "ran");
+  /* The fold way: its stats and apply kernels, no combine kernel. */
+  if (fold && (emu_kernel_runs ("group_norm_fold_stats") == fold_stats_runs
+          || emu_kernel_runs ("group_norm_fold_apply") == fold_apply_runs
+          || emu_kernel_runs ("group_norm_nhwc_combine") != combine_runs))
+    failf ("%s: not the fold kernels alone", what.c_str ());
+  if (!fold && emu_kernel_runs ("group_norm_fold_") != fold_runs)
+    failf ("%s: the fold kernels ran", what.c_str ());
 }
 
 /* Whether @way's kernels take a channels-last x and y. */
 static bool
 nhwc_way (Way way)
 {
-  return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC;
+  return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC
+      || way == FOLD_NHWC;
 }
 
 /* A group norm case's values: x, gamma, beta and a shift [n, c]. */
@@ -707,7 +727,8 @@ test_group_norm (void)
     const std::vector<float> &x = v.x, &gamma = v.gamma, &beta = v.beta,
         &shift = v.shift;
 
-    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC }) {
+    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC,
+            FOLD_NHWC }) {
       /* x, gamma, beta, partials, y. */
       group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
@@ -743,7 +764,7 @@ test_group_norm (void)
     for (const GroupNormShape &s : group_norm_shapes) {
       const GroupNormValues v = group_norm_values (s);
 
-      for (Way way : { SPLIT_NHWC, VECTOR_NHWC })
+      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, FOLD_NHWC })
         group_norm_case (s, way, false, true, true, v.x, v.gamma, v.beta,
             v.shift, { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS,
             NORM_REL);
@@ -788,6 +809,34 @@ test_group_norm (void)
   }
 }
 
+/* The fold kernels at a UNet's size: 64 tiles of statistics (two a lane
+ * as a warp combines them), several chunks of pixels a thread, in the
+ * stats and (with tiles of 32768 values) the apply kernel. */
+static void
+test_group_norm_fold (void)
+{
+  const GroupNormShape s = { 1, 64, 20000, 32,
+    "64 tiles of 312 or 313 pixels, 5 a thread" };
+  const GroupNormValues v = group_norm_values (s);
+
+  if (pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups) != 64
+      || pp_cuda_group_norm_fold_tiles (1, 320, 4096, 32) != 64
+      || pp_cuda_group_norm_fold_tiles (1, 1280, 64, 32) != 10
+      || pp_cuda_group_norm_fold_tiles (1, 3073, 4, 1) != 0)
+    failf ("group_norm_fold_tiles: not 64 tiles for 64 channels of 20000 "
+        "pixels or 320 of 4096, 10 for 1280 of 64, none past 3072 "
+        "channels");
+  for (int tile : { 0, 32768 }) {
+    pp_cuda_set_group_norm_tile (tile);
+    group_norm_case (s, FOLD_NHWC, false, true, true, v.x, v.gamma, v.beta,
+        v.shift, { { BF16, F32, F16, F32, BF16, F16 } }, NORM_ABS,
+        NORM_REL);
+    group_norm_case (s, FOLD_NHWC, true, true, false, v.x, v.gamma, v.beta,
+        {}, { { F16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
+  }
+  pp_cuda_set_group_norm_tile (0);
+}
+
 /* Values ±1 about ±1e4 (sample by sample): the normalised values hold
  * float32's precision (the mean as hi + lo). */
 static void
@@ -800,7 +849,7 @@ test_group_norm_offset (void)
   for (size_t i = 0; i < x.size (); i++)
     x[i] = (float) (g_rand_double_range (rng, -1, 1)
         + (i / ((size_t) s.c * s.hw) % 2 ? -1e4 : 1e4));
-  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE })
+  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, FOLD_NHWC })
     group_norm_case (s, way, false, false, false, x, ones, zeros, {}, {},
         1e-6, 0);
 }
@@ -1524,6 +1573,8 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/group-norm-splits",
       test_group_norm_splits);
   g_test_add_func ("/kernels/cuda-emu/group-norm", test_group_norm);
+  g_test_add_func ("/kernels/cuda-emu/group-norm-fold",
+      test_group_norm_fold);
   g_test_add_func ("/kernels/cuda-emu/group-norm-offset",
       test_group_norm_offset);
   g_test_add_func ("/kernels/cuda-emu/layer-norm", test_layer_norm);

@@ -766,9 +766,10 @@ acts_take (const Case * c, Acts * a, guint i)
 }
 
 /* Whether a device backend (CUDA) runs @op on views all channels last as
- * they are: the split group norm (its default, PPDIFFUSE_CUDA_GROUP_NORM),
- * and upsample_nearest, interleave_phases and concat_channels on views of
- * one dtype. */
+ * they are: the group norm but its whole way (PPDIFFUSE_CUDA_GROUP_NORM:
+ * the vector default, split, single and fold read channels last), and
+ * upsample_nearest, interleave_phases and concat_channels on views of one
+ * dtype. */
 static gboolean
 native_nhwc (PpOp op, gboolean one_dtype)
 {
@@ -776,7 +777,7 @@ native_nhwc (PpOp op, gboolean one_dtype)
 
   switch (op) {
     case PP_OP_GROUP_NORM:
-      return norm == NULL || *norm == '\0' || g_str_equal (norm, "split");
+      return g_strcmp0 (norm, "whole") != 0;
     case PP_OP_UPSAMPLE_NEAREST:
     case PP_OP_INTERLEAVE_PHASES:
     case PP_OP_CONCAT_CHANNELS:
