@@ -827,10 +827,11 @@ create (gint device, GError ** error)
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first, and the kernels' way
    * each names. */
   static const gchar *const layer_norm_ways[] = { "vector", "warp",
-    "block", NULL
+    "block", "octet", NULL
   };
   static const int layer_norm_kernels[] = { PP_CUDA_LAYER_NORM_VECTOR,
-    PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK
+    PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
+    PP_CUDA_LAYER_NORM_OCTET
   };
   /* PPDIFFUSE_CUDA_GROUP_NORM_TILE's, the default first, and the values
    * each names. */

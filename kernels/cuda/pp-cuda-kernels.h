@@ -167,10 +167,13 @@ cudaError_t pp_cuda_group_norm (const void *x, const void *shift,
 /* @way PP_CUDA_LAYER_NORM_WARP: a warp per row of up to 1536 values,
  * else (or with _BLOCK) a block per row; _VECTOR: a warp per row of a
  * multiple of 8 values up to 1536 with x and y on 16 bytes, eight values a
- * 16-byte load or store (elsewhere as _WARP). */
+ * 16-byte load or store (elsewhere as _WARP); _OCTET: a thread per eight
+ * values of a row (rows of a multiple of 8 values up to 4096, x and y on
+ * 16 bytes; elsewhere as _VECTOR), several rows a block. */
 #define PP_CUDA_LAYER_NORM_WARP 0
 #define PP_CUDA_LAYER_NORM_BLOCK 1
 #define PP_CUDA_LAYER_NORM_VECTOR 2
+#define PP_CUDA_LAYER_NORM_OCTET 3
 cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
     int dim, float eps, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, void *y, int way,

@@ -126,7 +126,8 @@ typedef struct
 #endif
   PpCudaConvLayout conv_layout;
   PpCudaGroupNormWay group_norm_way;
-  /* PP_CUDA_LAYER_NORM_WARP (a warp per row), _BLOCK or _VECTOR. */
+  /* PP_CUDA_LAYER_NORM_WARP (a warp per row), _BLOCK, _VECTOR or
+   * _OCTET. */
   int layer_norm_way;
   /* Every device block obtained (pp_cuda_obtain) and not yet released →
    * its size: what is released is kept in @kept with it, and what is kept

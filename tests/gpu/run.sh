@@ -609,17 +609,20 @@ step_device() {
   for gn in whole split; do
     ops_way GROUP_NORM=$gn group_norm
   done
-  # The layer norms a block per row (the first way), and a warp per row
-  # (warp), on test-ops and on 16-bit activations.
-  for ln in block warp; do
+  # The layer norms a block per row (the first way), a warp per row
+  # (warp) and a thread per eight values, several rows a block (octet), on
+  # test-ops and on 16-bit activations.
+  for ln in block warp octet; do
     ops_way LAYER_NORM=$ln layer_norm
   done
-  if runs "act-dtypes, layer norm warp" "$work/act-dtypes.log" 120 \
-      env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=warp "$acts" \
-      -p /kernels/act-dtypes/layer_norm \
-      -p /kernels/act-dtypes/layer_norm/in-place; then
-    pass "test-kernels-act-dtypes: layer norms with PPDIFFUSE_CUDA_LAYER_NORM=warp"
-  fi
+  for ln in warp octet; do
+    if runs "act-dtypes, layer norm $ln" "$work/act-dtypes.log" 120 \
+        env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=$ln "$acts" \
+        -p /kernels/act-dtypes/layer_norm \
+        -p /kernels/act-dtypes/layer_norm/in-place; then
+      pass "test-kernels-act-dtypes: layer norms with PPDIFFUSE_CUDA_LAYER_NORM=$ln"
+    fi
+  done
   # The convolutions in each layout: every 16-bit case channels-first,
   # then every channel-aligned one channels-last, then every one
   # channels-last, the others' channels padded with zeros (and on 16-bit
@@ -1626,7 +1629,7 @@ step_bench() {
     # in all.
     for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
         "PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" "PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
         "PPDIFFUSE_CUDA_GROUP_NORM_TILE=32768"; do
@@ -1676,7 +1679,8 @@ step_bench() {
     # vector kernels: the profile gives each norm's time); the group norms
     # one launch each (single: a block per group, where the tiles take
     # three), and two (fold: the tiles' combination in the normalising
-    # blocks, fewer and larger tiles, a warp adding a group's cells); the
+    # blocks, fewer and larger tiles, a warp adding a group's cells), and
+    # with them the layer norms a thread per eight values (octet); the
     # convolutions of 3 and 4 channels (a model's first and last) channels
     # first (nhwc: the way before padding them); the
     # convolutions after the upsamplings as 3×3 ones of the upsampled
@@ -1696,6 +1700,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
@@ -1931,7 +1936,7 @@ step_sanitizer() {
     acts=$build/tests/kernels/ops/test-kernels-act-dtypes
     for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet"; do
       for t in racecheck synccheck; do
         # shellcheck disable=SC2086  # $w is a list of assignments
         sanitize "$t" "act-dtypes${w:+, $w}" 300 --kernel-regex kns=_kernel \

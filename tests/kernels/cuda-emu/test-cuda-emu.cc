@@ -855,7 +855,7 @@ test_group_norm_offset (void)
 }
 
 static const char *const layer_norm_ways[] = { "", " by block",
-  " by vectors"
+  " by vectors", " by octets"
 };
 
 static void
@@ -875,7 +875,11 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   /* By vectors: rows of a multiple of 8 values up to 1536. */
   const bool vector = way == PP_CUDA_LAYER_NORM_VECTOR && dim % 8 == 0
       && dim <= 1536;
+  /* By octets: rows of a multiple of 8 values up to 4096. */
+  const bool octet = way == PP_CUDA_LAYER_NORM_OCTET && dim % 8 == 0
+      && dim <= 4096;
   const unsigned long vector_runs = emu_kernel_runs ("layer_norm_vec_");
+  const unsigned long octet_runs = emu_kernel_runs ("layer_norm_octet_");
 
   if (!in_place)
     args.push_back (out ("y", rows * dim));
@@ -896,6 +900,9 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   if ((emu_kernel_runs ("layer_norm_vec_") > vector_runs) != vector)
     failf ("%s: the vector kernel %s", what.c_str (), vector ? "did not run"
         : "ran");
+  if ((emu_kernel_runs ("layer_norm_octet_") > octet_runs) != octet)
+    failf ("%s: the octet kernel %s", what.c_str (), octet ? "did not run"
+        : "ran");
 }
 
 static void
@@ -909,8 +916,9 @@ test_layer_norm (void)
    * lane for the multiples of 8 (320, 640, 1000 and 1280, 1536), as the
    * warp kernel elsewhere. */
   for (int way : { PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
-          PP_CUDA_LAYER_NORM_VECTOR })
-    for (int dim : { 1, 31, 77, 320, 640, 1000, 1280, 1281, 1536, 1600 }) {
+          PP_CUDA_LAYER_NORM_VECTOR, PP_CUDA_LAYER_NORM_OCTET })
+    for (int dim : { 1, 8, 31, 77, 320, 640, 1000, 1280, 1281, 1536, 1600,
+            4096, 4104 }) {
       const std::vector<float> x = exact_values (rows * dim, -3, 5);
 
       layer_norm_case (rows, dim, false, true, way, x,
@@ -919,6 +927,15 @@ test_layer_norm (void)
       layer_norm_case (rows, dim, true, dim % 2 == 0, way, x,
           { { F16, BF16, F32 } }, NORM_ABS, NORM_REL);
     }
+  /* By octets, many rows: 12 rows a block of 320 values (84 blocks, the
+   * last of 4), 3 of 1280 (26 blocks, the last of 2), 64 of 8. */
+  for (const auto &[many, dim] : { std::pair<size_t, int> { 1000, 320 },
+          { 77, 1280 }, { 1000, 8 } }) {
+    const std::vector<float> x = exact_values (many * dim, -3, 5);
+
+    layer_norm_case (many, dim, false, true, PP_CUDA_LAYER_NORM_OCTET, x,
+        { { BF16, F16, F32, BF16 } }, NORM_ABS, NORM_REL);
+  }
   {
     /* About 1e4, as test_group_norm_offset. */
     std::vector<float> x = float_values (rows * 1000, -1, 1);
@@ -926,7 +943,7 @@ test_layer_norm (void)
     for (float &v : x)
       v += 1e4f;
     for (int way : { PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
-            PP_CUDA_LAYER_NORM_VECTOR })
+            PP_CUDA_LAYER_NORM_VECTOR, PP_CUDA_LAYER_NORM_OCTET })
       layer_norm_case (rows, 1000, false, false, way, x, {}, 1e-6, 0);
   }
 }
