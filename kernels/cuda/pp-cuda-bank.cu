@@ -187,17 +187,35 @@ pp_cuda_bank_merge_dest (const float *sim, size_t sources, int first, int n,
   return cudaGetLastError ();
 }
 
-/* Kept row s: the sources are found a chunk of dest at a time (a flag per
- * source in shared memory), then every thread adds the chunk's rows, in
- * row order, to its channels' sums; the row's own values go in before the
- * first source after it. */
+/* The calling warp's lanes whose @hit is true, a bit each (every lane
+ * gets the mask: a butterfly of ORs). */
+__device__ __forceinline__ unsigned
+bank_warp_mask (bool hit)
+{
+  unsigned m = hit ? 1u << (threadIdx.x % 32) : 0u;
+
+  for (int o = 16; o > 0; o /= 2)
+    m |= __shfl_xor_sync (0xffffffffu, m, o);
+  return m;
+}
+
+/* Kept row s: the sources are found a chunk of dest at a time, each
+ * thread testing one, their indices gathered in order into shared memory
+ * (each warp's hits counted from a mask of them); then every thread adds
+ * the chunk's found rows, in row order, to its channels' sums; the row's
+ * own values go in before the first source after it.  A chunk costs two
+ * barriers and its hits (one or two a kept row), where every thread once
+ * walked the chunk's 256 flags: a 64×64 layer's 4096 kept rows of 4096
+ * sources were 4096 steps a thread, three times a layer. */
 __global__ void
 bank_merge_kernel (const float *x, int n, int r, int c, const float *dest,
     float *y)
 {
   pp_cuda_wait_prior ();
   __shared__ int found[BANK_THREADS];
+  __shared__ int hits[BANK_THREADS / 32];
   const int keep = n - r;
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
   for (int s = blockIdx.x; s < keep; s += gridDim.x) {
     const int t = pp_math_bank_kept (s, r);
@@ -212,15 +230,23 @@ bank_merge_kernel (const float *x, int n, int r, int c, const float *dest,
         acc[p] = 0.0;
       for (int q0 = 0; q0 < r; q0 += blockDim.x) {
         const int q = q0 + (int) threadIdx.x;
-        const int chunk = min ((int) blockDim.x, r - q0);
+        const bool hit = q < r && (int) dest[q] == t;
+        const unsigned mask = bank_warp_mask (hit);
+        int before = 0, total = 0;
 
-        found[threadIdx.x] = q < r && (int) dest[q] == t;
+        if (lane == 0)
+          hits[warp] = __popc (mask);
         __syncthreads ();
-        for (int i = 0; i < chunk; i++) {
-          const int a = 2 * (q0 + i);
+        for (unsigned w = 0; w < blockDim.x / 32; w++) {
+          before += w < warp ? hits[w] : 0;
+          total += hits[w];
+        }
+        if (hit)
+          found[before + __popc (mask & ((1u << lane) - 1u))] = q;
+        __syncthreads ();
+        for (int i = 0; i < total; i++) {
+          const int a = 2 * found[i];
 
-          if (!found[i])
-            continue;
           if (!own_added && a > t) {
             for (int p = 0; p < MERGE_PER_THREAD; p++) {
               const int j = c0 + threadIdx.x + p * blockDim.x;

@@ -127,6 +127,13 @@ void __syncthreads ();
 uint64_t emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask,
     int width);
 
+/* The device's population count of a word. */
+static inline int
+__popc (unsigned x)
+{
+  return __builtin_popcount (x);
+}
+
 template <typename T> static inline T
 __shfl_xor_sync (unsigned mask, T v, int lane_mask, int width = 32)
 {
