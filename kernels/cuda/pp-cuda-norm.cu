@@ -718,6 +718,27 @@ fold_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
   }
 }
 
+/* The thread's pixels from @first to @end, @rows apart, FOLD_CHUNK loads
+ * at a time: @take (v) for each one's eight channels as floats. */
+template <PpCudaType A, typename F> __device__ __forceinline__ void
+fold_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
+    int rows, size_t end, F take)
+{
+  for (size_t p = first; p < end; p += FOLD_CHUNK * rows) {
+    PpCudaRaw8<A> raw[FOLD_CHUNK];
+
+    fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < FOLD_CHUNK; u++)
+      if (p + (size_t) u * rows < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        take (v);
+      }
+  }
+}
+
 template <PpCudaType A> __global__ void __launch_bounds__ (FOLD_THREADS, FOLD_BLOCKS_PER_SM)
 group_norm_fold_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int rows,
@@ -746,21 +767,13 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
         : 0.0f;
     s[q] = d_s[q] = q_s[q] = 0.0f;
   }
-  for (size_t p = begin + r; active && p < end; p += FOLD_CHUNK * rows) {
-    PpCudaRaw8<A> raw[FOLD_CHUNK];
-
-    fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < FOLD_CHUNK; u++)
-      if (p + (size_t) u * rows < end) {
-        float v[PP_CUDA_VEC];
-
-        pp_cuda_widen8<A> (raw[u], v);
-        PP_CUDA_UNROLL
-        for (int q = 0; q < PP_CUDA_VEC; q++)
-          s[q] += v[q] + sh[q];
-      }
-  }
+  if (active)
+    fold_each_pixel<A> (x, base, c, ch0, begin + r, rows, end,
+        [&] (const float *v) {
+          PP_CUDA_UNROLL
+          for (int q = 0; q < PP_CUDA_VEC; q++)
+            s[q] += v[q] + sh[q];
+        });
   if (active)
     PP_CUDA_UNROLL
     for (int q = 0; q < PP_CUDA_VEC; q++)
@@ -773,25 +786,17 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
     m[q] = active ? mean[(ch0 + q) / per_group] : 0.0f;
   /* The deviations from the tile's group means: the same bytes again,
    * from the cache. */
-  for (size_t p = begin + r; active && p < end; p += FOLD_CHUNK * rows) {
-    PpCudaRaw8<A> raw[FOLD_CHUNK];
+  if (active)
+    fold_each_pixel<A> (x, base, c, ch0, begin + r, rows, end,
+        [&] (const float *v) {
+          PP_CUDA_UNROLL
+          for (int q = 0; q < PP_CUDA_VEC; q++) {
+            const float d = v[q] + sh[q] - m[q];
 
-    fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < FOLD_CHUNK; u++)
-      if (p + (size_t) u * rows < end) {
-        float v[PP_CUDA_VEC];
-
-        pp_cuda_widen8<A> (raw[u], v);
-        PP_CUDA_UNROLL
-        for (int q = 0; q < PP_CUDA_VEC; q++) {
-          const float d = v[q] + sh[q] - m[q];
-
-          d_s[q] += d;
-          q_s[q] += d * d;
-        }
-      }
-  }
+            d_s[q] += d;
+            q_s[q] += d * d;
+          }
+        });
   if (active)
     PP_CUDA_UNROLL
     for (int q = 0; q < PP_CUDA_VEC; q++) {
