@@ -137,7 +137,7 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * cudaErrorInvalidValue; its sums run in another order again.
  * PP_CUDA_GROUP_NHWC_FOLD: the vector way's reach (elsewhere as _NHWC)
  * in two launches, pp_cuda_group_norm_fold_tiles tiles of statistics a
- * sample (at most 64), their combination folded into the normalising
+ * sample (at most 128), their combination folded into the normalising
  * blocks; its sums run in another order again. */
 #define PP_CUDA_GROUP_NCHW 0
 #define PP_CUDA_GROUP_NHWC 1

@@ -651,20 +651,21 @@ group_norm_vec_apply_kernel (const void *x, const void *shift,
  * took 20 µs a norm where its bytes take under 2: each of its 512 tiles
  * of a few pixels paid a tree of barriers and a walk of each group's
  * channels by one thread, three times, and the combine was a launch of
- * its own.  Here a stats block takes a tile of at least FOLD_MIN_TILE
- * values (at most FOLD_MAX_TILES a sample), each thread FOLD_CHUNK pixels
- * a load, and a warp adds each group's cells at once (a fixed order: the
- * same bytes every run).  The apply kernel's blocks combine the tiles'
- * statistics themselves, a warp a group (the tiles' float4s lie in L2),
- * while their first pixels load, then normalise. */
+ * its own.  Here a block takes a tile of at least FOLD_TILE_FACTOR
+ * channels-last tiles' values (PPDIFFUSE_CUDA_GROUP_NORM_TILE: 8192 by
+ * default), the statistics' tiles at most FOLD_MAX_TILES a sample (a
+ * 64×64×320 norm: 128 blocks of 32 pixels, each thread 2 or 3 of them),
+ * each thread FOLD_CHUNK pixels a load, and a warp adds each group's cells
+ * at once (a fixed order: the same bytes every run).  The apply kernel's
+ * blocks combine the tiles' statistics themselves, a warp a group (the
+ * tiles' float4s, FOLD_LANE_TILES a lane, lie in L2), while their first
+ * pixels load, then normalise. */
 #define FOLD_THREADS 512
-#define FOLD_MAX_TILES 64
-#define FOLD_MIN_TILE 8192
+#define FOLD_LANE_TILES 4
+#define FOLD_MAX_TILES (32 * FOLD_LANE_TILES)
+#define FOLD_TILE_FACTOR 4
 #define FOLD_CHUNK 2
 #define FOLD_BLOCKS_PER_SM 2
-/* An apply block takes at least this many times the channels-last tile
- * (PPDIFFUSE_CUDA_GROUP_NORM_TILE, 2048 values by default). */
-#define FOLD_APPLY_TILES 4
 /* The stats block's cells: eight a thread. */
 #define FOLD_CELLS (FOLD_THREADS * PP_CUDA_VEC)
 
@@ -819,25 +820,36 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
 
 /* The moments (mean hi and lo, 1/√(var + eps)) of a (sample, group) item
  * of @count values from its @tiles (≤ FOLD_MAX_TILES) tiles' statistics
- * at @st, as the combine kernel makes them: the calling warp's lanes hold
- * a tile each (two past 32), every lane gets them. */
+ * at @st, as the combine kernel makes them: each lane of the calling warp
+ * holds every 32nd tile from its own (their loads issued together), every
+ * lane gets the moments. */
 __device__ __forceinline__ float4
 fold_moments (const float4 *st, int tiles, float count, float eps)
 {
   const int lane = threadIdx.x % 32;
-  const float4 none = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-  const float4 a = lane < tiles ? st[lane] : none;
-  const float4 b = lane + 32 < tiles ? st[lane + 32] : none;
-  float hi, lo, m2, off_a, off_b;
+  float4 t[FOLD_LANE_TILES];
+  float hi = 0.0f, lo = 0.0f, m2 = 0.0f;
 
   /* A tile that is not (count 0) adds nothing. */
-  hi = pp_cuda_warp_sum (a.w * a.x + b.w * b.x) / count;
-  lo = pp_cuda_warp_sum (a.w * ((a.x - hi) + a.y) + b.w * ((b.x - hi)
-          + b.y)) / count;
-  off_a = (a.x - hi) + a.y - lo;
-  off_b = (b.x - hi) + b.y - lo;
-  m2 = pp_cuda_warp_sum ((a.z + a.w * off_a * off_a) + (b.z + b.w * off_b
-          * off_b));
+  PP_CUDA_UNROLL
+  for (int k = 0; k < FOLD_LANE_TILES; k++)
+    t[k] = lane + 32 * k < tiles ? st[lane + 32 * k]
+        : make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+  PP_CUDA_UNROLL
+  for (int k = 0; k < FOLD_LANE_TILES; k++)
+    hi += t[k].w * t[k].x;
+  hi = pp_cuda_warp_sum (hi) / count;
+  PP_CUDA_UNROLL
+  for (int k = 0; k < FOLD_LANE_TILES; k++)
+    lo += t[k].w * ((t[k].x - hi) + t[k].y);
+  lo = pp_cuda_warp_sum (lo) / count;
+  PP_CUDA_UNROLL
+  for (int k = 0; k < FOLD_LANE_TILES; k++) {
+    const float off = (t[k].x - hi) + t[k].y - lo;
+
+    m2 += t[k].z + t[k].w * off * off;
+  }
+  m2 = pp_cuda_warp_sum (m2);
   return make_float4 (hi, lo, rsqrtf (m2 / count + eps), 0.0f);
 }
 
@@ -1163,25 +1175,23 @@ pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups)
   return (int) clamp_count (tiles < hw ? tiles : hw, NHWC_MAX_TILES);
 }
 
+/* The fold way's tiles of a sample, at most @most: FOLD_TILE_FACTOR
+ * channels-last tiles' values at least each. */
+static int
+fold_tiles (int c, size_t hw, size_t most)
+{
+  const size_t tiles = (size_t) c * hw / (FOLD_TILE_FACTOR
+      * nhwc_tile_values);
+
+  return (int) clamp_count (tiles < hw ? tiles : hw, most);
+}
+
 extern "C" int
 pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups)
 {
-  const size_t tiles = (size_t) c * hw / FOLD_MIN_TILE;
-
   if (pp_cuda_group_norm_tiles (n, c, hw, groups) == 0)
     return 0;
-  return (int) clamp_count (tiles < hw ? tiles : hw, FOLD_MAX_TILES);
-}
-
-/* The fold way's apply blocks of a sample: FOLD_APPLY_TILES channels-last
- * tiles' values at least each. */
-static int
-fold_apply_tiles (int c, size_t hw)
-{
-  const size_t tiles = (size_t) c * hw / (FOLD_APPLY_TILES
-      * nhwc_tile_values);
-
-  return (int) clamp_count (tiles < hw ? tiles : hw, PP_CUDA_MAX_GRID_YZ);
+  return fold_tiles (c, hw, FOLD_MAX_TILES);
 }
 
 extern "C" size_t
@@ -1232,7 +1242,8 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
             stats));
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_fold_apply_kernel<A>,
-            dim3 (fold_apply_tiles (c, hw), n), threads, 0, stream, x, shift,
+            dim3 (fold_tiles (c, hw, PP_CUDA_MAX_GRID_YZ), n), threads, 0,
+            stream, x, shift,
             shift_type, c, hw, groups, rows, fold, stats, eps, gamma,
             gamma_type, beta, beta_type, silu != 0, y));
     return cudaGetLastError ();

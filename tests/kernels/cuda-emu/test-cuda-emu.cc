@@ -809,23 +809,28 @@ test_group_norm (void)
   }
 }
 
-/* The fold kernels at a UNet's size: 64 tiles of statistics (two a lane
- * as a warp combines them), several chunks of pixels a thread, in the
- * stats and (with tiles of 32768 values) the apply kernel. */
+/* The fold kernels at a UNet's size: 128 tiles of statistics (four a
+ * lane as a warp combines them), several chunks of pixels a thread, in
+ * the stats and (with tiles of 32768 values) the apply kernel. */
 static void
 test_group_norm_fold (void)
 {
-  const GroupNormShape s = { 1, 64, 20000, 32,
-    "64 tiles of 312 or 313 pixels, 5 a thread" };
+  const GroupNormShape s = { 1, 64, 40000, 32,
+    "128 tiles of 312 or 313 pixels, 5 a thread" };
   const GroupNormValues v = group_norm_values (s);
 
-  if (pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups) != 64
-      || pp_cuda_group_norm_fold_tiles (1, 320, 4096, 32) != 64
+  if (pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups) != 128
+      || pp_cuda_group_norm_fold_tiles (1, 320, 4096, 32) != 128
       || pp_cuda_group_norm_fold_tiles (1, 1280, 64, 32) != 10
       || pp_cuda_group_norm_fold_tiles (1, 3073, 4, 1) != 0)
-    failf ("group_norm_fold_tiles: not 64 tiles for 64 channels of 20000 "
+    failf ("group_norm_fold_tiles: not 128 tiles for 64 channels of 40000 "
         "pixels or 320 of 4096, 10 for 1280 of 64, none past 3072 "
         "channels");
+  /* Tiles of at least 4 · 512 values: 40 for 1280 channels of 64. */
+  pp_cuda_set_group_norm_tile (512);
+  if (pp_cuda_group_norm_fold_tiles (1, 1280, 64, 32) != 40)
+    failf ("group_norm_fold_tiles: not 40 tiles of 2048 values for 1280 "
+        "channels of 64 pixels");
   for (int tile : { 0, 32768 }) {
     pp_cuda_set_group_norm_tile (tile);
     group_norm_case (s, FOLD_NHWC, false, true, true, v.x, v.gamma, v.beta,
