@@ -61,18 +61,22 @@ G_BEGIN_DECLS
 /* How a group norm spreads over the device: vector (the default: as
  * split, channels last eight channels a thread with 16-byte loads), split
  * (each group's values over several blocks, two kernels; channels last,
- * tiles of pixels, a thread a channel), whole (one block per group) or
- * single (channels last, one launch, a block per group). */
+ * tiles of pixels, a thread a channel), whole (one block per group),
+ * single (channels last, one launch, a block per group) or fold (as
+ * vector in two launches, the tiles' statistics combined by the
+ * normalising blocks). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
 /* The fewest values a channels-last group norm's tile takes, so how many
  * blocks its statistics and normalisation run in: 2048 (the default: a
- * 64×64×320 norm in 512 tiles of 8 pixels), 512, 1024, 4096, 8192, 16384
- * or 32768.  Another tile sums in another order (another parity key). */
+ * 64×64×320 norm in 512 tiles of 8 pixels; the fold way's tiles four
+ * times as large), 512, 1024, 4096, 8192, 16384 or 32768.  Another tile
+ * sums in another order (another parity key). */
 #define PP_CUDA_GROUP_NORM_TILE_ENV "PPDIFFUSE_CUDA_GROUP_NORM_TILE"
 /* How a layer norm spreads over the device: vector (the default: as warp,
  * eight values a 16-byte load), warp (a warp per row of up to 1536
- * values, the row in its registers) or block (a block per row, the first
- * way).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
+ * values, the row in its registers), block (a block per row, the first
+ * way) or octet (a thread per eight values of a row, several rows a
+ * block).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
  * 5.05 ms (docs/perf.md). */
 #define PP_CUDA_LAYER_NORM_ENV "PPDIFFUSE_CUDA_LAYER_NORM"
 /* The dtype models keep their activations in: weights (the default: the

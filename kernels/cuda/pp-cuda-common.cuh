@@ -89,33 +89,6 @@ pp_cuda_vec_aligned (const void *p)
   return ((uintptr_t) p & 15) == 0;
 }
 
-/* Elements @i … @i + 7 of @p (@i a multiple of 8, @p 16-byte aligned). */
-template <PpCudaType T> __device__ __forceinline__ void
-pp_cuda_load8 (const void *p, size_t i, float v[PP_CUDA_VEC])
-{
-  if (T == PP_CUDA_F32) {
-    const float4 a = ((const float4 *) p)[i / 4];
-    const float4 b = ((const float4 *) p)[i / 4 + 1];
-
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    const uint4 u = ((const uint4 *) p)[i / 8];
-    const uint32_t w[4] = { u.x, u.y, u.z, u.w };
-
-    /* Little-endian: the lower half of each word is the earlier element. */
-    PP_CUDA_UNROLL
-    for (int q = 0; q < 4; q++) {
-      const uint16_t lo = (uint16_t) (w[q] & 0xffffu);
-      const uint16_t hi = (uint16_t) (w[q] >> 16);
-
-      v[2 * q] = T == PP_CUDA_F16 ? pp_f16_to_f32 (lo) : pp_bf16_to_f32 (lo);
-      v[2 * q + 1] = T == PP_CUDA_F16 ? pp_f16_to_f32 (hi)
-          : pp_bf16_to_f32 (hi);
-    }
-  }
-}
-
 /* Eight elements as they are stored (one 16-byte vector, or two of
  * float32), which a kernel holding many in registers keeps so (half the
  * registers of their floats for 16-bit types) until pp_cuda_widen8 makes
@@ -155,6 +128,7 @@ pp_cuda_widen8 (const PpCudaRaw8<T> &r, float v[PP_CUDA_VEC])
   } else {
     const uint32_t w[4] = { r.u.x, r.u.y, r.u.z, r.u.w };
 
+    /* Little-endian: the lower half of each word is the earlier element. */
     PP_CUDA_UNROLL
     for (int q = 0; q < 4; q++) {
       const uint16_t lo = (uint16_t) (w[q] & 0xffffu);
@@ -165,6 +139,13 @@ pp_cuda_widen8 (const PpCudaRaw8<T> &r, float v[PP_CUDA_VEC])
           : pp_bf16_to_f32 (hi);
     }
   }
+}
+
+/* Elements @i … @i + 7 of @p (@i a multiple of 8, @p 16-byte aligned). */
+template <PpCudaType T> __device__ __forceinline__ void
+pp_cuda_load8 (const void *p, size_t i, float v[PP_CUDA_VEC])
+{
+  pp_cuda_widen8<T> (pp_cuda_raw8<T> (p, i), v);
 }
 
 template <PpCudaType T> __device__ __forceinline__ void

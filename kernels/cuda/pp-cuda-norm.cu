@@ -680,12 +680,13 @@ fold_geometry (int c, int *rows, unsigned *threads)
   *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
 }
 
-/* Each group's @cells ([rows, c], the block's channel sums of each row)
+/* Each group's @cells ([rows, c], a block's channel sums of each row)
  * added by a warp into @out[g] (divided by @count when it is not 0): its
  * lanes take every 32nd of the group's rows · per_group cells, then a
- * warp sum.  No barrier. */
+ * warp sum (a fixed order).  No barrier.  The fold group norm's groups,
+ * and the octet layer norm's rows (one row of c cells, a group a row). */
 __device__ __forceinline__ void
-fold_group_sums (const float *cells, int c, int rows, int groups,
+warp_group_sums (const float *cells, int c, int rows, int groups,
     float count, float *out)
 {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -768,26 +769,26 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
         : 0.0f;
     s[q] = d_s[q] = q_s[q] = 0.0f;
   }
-  if (active)
+  if (active) {
     fold_each_pixel<A> (x, base, c, ch0, begin + r, rows, end,
         [&] (const float *v) {
           PP_CUDA_UNROLL
           for (int q = 0; q < PP_CUDA_VEC; q++)
             s[q] += v[q] + sh[q];
         });
-  if (active)
     PP_CUDA_UNROLL
     for (int q = 0; q < PP_CUDA_VEC; q++)
       cells[r * c + ch0 + q] = s[q];
+  }
   __syncthreads ();
-  fold_group_sums (cells, c, rows, groups, count, mean);
+  warp_group_sums (cells, c, rows, groups, count, mean);
   __syncthreads ();
   PP_CUDA_UNROLL
   for (int q = 0; q < PP_CUDA_VEC; q++)
     m[q] = active ? mean[(ch0 + q) / per_group] : 0.0f;
   /* The deviations from the tile's group means: the same bytes again,
    * from the cache. */
-  if (active)
+  if (active) {
     fold_each_pixel<A> (x, base, c, ch0, begin + r, rows, end,
         [&] (const float *v) {
           PP_CUDA_UNROLL
@@ -798,15 +799,15 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
             q_s[q] += d * d;
           }
         });
-  if (active)
     PP_CUDA_UNROLL
     for (int q = 0; q < PP_CUDA_VEC; q++) {
       cells[r * c + ch0 + q] = d_s[q];
       squares[r * c + ch0 + q] = q_s[q];
     }
+  }
   __syncthreads ();
-  fold_group_sums (cells, c, rows, groups, 0.0f, d_sums);
-  fold_group_sums (squares, c, rows, groups, 0.0f, sq_sums);
+  warp_group_sums (cells, c, rows, groups, 0.0f, d_sums);
+  warp_group_sums (squares, c, rows, groups, 0.0f, sq_sums);
   __syncthreads ();
   for (int g = threadIdx.x; g < groups; g += blockDim.x) {
     const float d_mean = d_sums[g] / count;
@@ -830,7 +831,7 @@ fold_moments (const float4 *st, int tiles, float count, float eps)
   float4 t[FOLD_LANE_TILES];
   float hi = 0.0f, lo = 0.0f, m2 = 0.0f;
 
-  /* A tile that is not (count 0) adds nothing. */
+  /* A lane's tile past the last (count 0) adds nothing. */
   PP_CUDA_UNROLL
   for (int k = 0; k < FOLD_LANE_TILES; k++)
     t[k] = lane + 32 * k < tiles ? st[lane + 32 * k]
@@ -1243,9 +1244,8 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_fold_apply_kernel<A>,
             dim3 (fold_tiles (c, hw, PP_CUDA_MAX_GRID_YZ), n), threads, 0,
-            stream, x, shift,
-            shift_type, c, hw, groups, rows, fold, stats, eps, gamma,
-            gamma_type, beta, beta_type, silu != 0, y));
+            stream, x, shift, shift_type, c, hw, groups, rows, fold, stats,
+            eps, gamma, gamma_type, beta, beta_type, silu != 0, y));
     return cudaGetLastError ();
   }
   if (vector) {
@@ -1536,24 +1536,6 @@ octet_geometry (int dim, int *rows, unsigned *threads)
   *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
 }
 
-/* Each of the block's @rows rows' @cells (its threads' sums, dim / 8 a
- * row) added by a warp into @out[row]: no barrier. */
-__device__ __forceinline__ void
-octet_row_sums (const float *cells, int octets, int rows, float *out)
-{
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-
-  for (int r = warp; r < rows; r += blockDim.x / 32) {
-    float t = 0.0f;
-
-    for (int o = lane; o < octets; o += 32)
-      t += cells[r * octets + o];
-    t = pp_cuda_warp_sum (t);
-    if (lane == 0)
-      out[r] = t;
-  }
-}
-
 template <PpCudaType A> __global__ void __launch_bounds__ (OCTET_THREADS)
 layer_norm_octet_kernel (const void *x, size_t rows, int dim, int block_rows,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
@@ -1596,7 +1578,7 @@ layer_norm_octet_kernel (const void *x, size_t rows, int dim, int block_rows,
     if (r < block_rows)
       cells[threadIdx.x] = s;
     __syncthreads ();
-    octet_row_sums (cells, octets, block_rows, hi_s);
+    warp_group_sums (cells, block_rows * octets, 1, block_rows, 0.0f, hi_s);
     __syncthreads ();
     hi = r < block_rows ? hi_s[r] / (float) dim : 0.0f;
     PP_CUDA_UNROLL
@@ -1611,8 +1593,9 @@ layer_norm_octet_kernel (const void *x, size_t rows, int dim, int block_rows,
       squares[threadIdx.x] = q_s;
     }
     __syncthreads ();
-    octet_row_sums (cells, octets, block_rows, lo_s);
-    octet_row_sums (squares, octets, block_rows, sq_s);
+    warp_group_sums (cells, block_rows * octets, 1, block_rows, 0.0f, lo_s);
+    warp_group_sums (squares, block_rows * octets, 1, block_rows, 0.0f,
+        sq_s);
     __syncthreads ();
     if (active) {
       lo = lo_s[r] / (float) dim;

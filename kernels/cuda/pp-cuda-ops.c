@@ -57,6 +57,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   PpCudaType type;
   gboolean single;
   float *partials;
+  int layout;
 
   /* Channels first, the kernels write x + shift into y before the norm
    * runs there in place: in float32 (scratch for a 16-bit x or y), so the
@@ -76,18 +77,25 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   partials = single || (!split && !nhwc) ? NULL : pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_STATS, sizeof (float)
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
+  /* The kernels' layout: channels first, or channels last the way's (the
+   * split way's tiles a thread a channel, also where the single kernel
+   * does not take the shape). */
+  if (!nhwc)
+    layout = PP_CUDA_GROUP_NCHW;
+  else if (single)
+    layout = PP_CUDA_GROUP_NHWC_SINGLE;
+  else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_VECTOR)
+    layout = PP_CUDA_GROUP_NHWC_VECTOR;
+  else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_FOLD)
+    layout = PP_CUDA_GROUP_NHWC_FOLD;
+  else
+    layout = PP_CUDA_GROUP_NHWC;
 
   PP_CUDA_OP_RUN (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
           hw, groups, eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
-          silu ? 1 : 0, !nhwc ? PP_CUDA_GROUP_NCHW
-          : single ? PP_CUDA_GROUP_NHWC_SINGLE
-          : cu->group_norm_way == PP_CUDA_GROUP_NORM_VECTOR
-          ? PP_CUDA_GROUP_NHWC_VECTOR
-          : cu->group_norm_way == PP_CUDA_GROUP_NORM_FOLD
-          ? PP_CUDA_GROUP_NHWC_FOLD : PP_CUDA_GROUP_NHWC, partials, y,
-          cu->stream));
+          silu ? 1 : 0, layout, partials, y, cu->stream));
 }
 
 void
