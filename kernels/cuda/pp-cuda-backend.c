@@ -822,7 +822,7 @@ create (gint device, GError ** error)
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first
    * (PpCudaGroupNormWay). */
   static const gchar *const group_norm_ways[] = { "vector", "split",
-    "whole", "single", "fold", NULL
+    "whole", "single", "fold", "ticket", NULL
   };
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first, and the kernels' way
    * each names. */
@@ -931,7 +931,8 @@ create (gint device, GError ** error)
   pp_cuda_set_group_norm_tile (group_norm_tile_values[tile]);
   G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_VECTOR == 0
       && PP_CUDA_GROUP_NORM_SPLIT == 1 && PP_CUDA_GROUP_NORM_WHOLE == 2
-      && PP_CUDA_GROUP_NORM_SINGLE == 3 && PP_CUDA_GROUP_NORM_FOLD == 4);
+      && PP_CUDA_GROUP_NORM_SINGLE == 3 && PP_CUDA_GROUP_NORM_FOLD == 4
+      && PP_CUDA_GROUP_NORM_TICKET == 5);
   cu->group_norm_way = (PpCudaGroupNormWay) way;
   cu->layer_norm_way = layer_norm_kernels[layer_way];
   cu->gemm_out_act = gemm_out == 0;

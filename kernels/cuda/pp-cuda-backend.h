@@ -62,9 +62,10 @@ G_BEGIN_DECLS
  * split, channels last eight channels a thread with 16-byte loads), split
  * (each group's values over several blocks, two kernels; channels last,
  * tiles of pixels, a thread a channel), whole (one block per group),
- * single (channels last, one launch, a block per group) or fold (as
+ * single (channels last, one launch, a block per group), fold (as
  * vector in two launches, the tiles' statistics combined by the
- * normalising blocks). */
+ * normalising blocks) or ticket (as vector in two launches, one pass of
+ * sums a tile, combined by the last tile of a sample to finish). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
 /* The fewest values a channels-last group norm's tile takes, so how many
  * blocks its statistics and normalisation run in: 2048 (the default: a

@@ -138,18 +138,28 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * PP_CUDA_GROUP_NHWC_FOLD: the vector way's reach (elsewhere as _NHWC)
  * in two launches, pp_cuda_group_norm_fold_tiles tiles of statistics a
  * sample (at most 128), their combination folded into the normalising
- * blocks; its sums run in another order again. */
+ * blocks; its sums run in another order again.
+ * PP_CUDA_GROUP_NHWC_TICKET: the vector way's reach (elsewhere as _NHWC)
+ * in two launches, pp_cuda_group_norm_ticket_tiles tiles of statistics a
+ * sample (at most 256), each a sum of deviations from a value of the
+ * group and of their squares, which the last tile of a sample to finish
+ * combines (in the tiles' order); @tickets holds @n counts, 0 before the
+ * call and again after it (NULL: cudaErrorInvalidValue). */
 #define PP_CUDA_GROUP_NCHW 0
 #define PP_CUDA_GROUP_NHWC 1
 #define PP_CUDA_GROUP_NHWC_VECTOR 2
 #define PP_CUDA_GROUP_NHWC_SINGLE 3
 #define PP_CUDA_GROUP_NHWC_FOLD 4
+#define PP_CUDA_GROUP_NHWC_TICKET 5
 #define PP_CUDA_GROUP_SINGLE_MAX 1024
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
 int pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups);
+/* Tiles of the ticket way's statistics a sample (0: c not a multiple of
+ * 8, or a shape the channels-last kernels cannot take). */
+int pp_cuda_group_norm_ticket_tiles (int n, int c, size_t hw, int groups);
 /* The fewest values a channels-last tile takes (0: the default, 2048),
  * for every group norm of the process after it: the backend's
  * PPDIFFUSE_CUDA_GROUP_NORM_TILE, set before its first launch. */
@@ -163,7 +173,7 @@ cudaError_t pp_cuda_group_norm (const void *x, const void *shift,
     PpCudaType shift_type, PpCudaType type, int n, int c, size_t hw,
     int groups, float eps, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, int silu, int layout,
-    float *partials, void *y, cudaStream_t stream);
+    float *partials, unsigned *tickets, void *y, cudaStream_t stream);
 /* @way PP_CUDA_LAYER_NORM_WARP: a warp per row of up to 1536 values,
  * else (or with _BLOCK) a block per row; _VECTOR: a warp per row of a
  * multiple of 8 values up to 1536 with x and y on 16 bytes, eight values a

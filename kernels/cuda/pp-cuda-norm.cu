@@ -936,6 +936,243 @@ group_norm_fold_apply_kernel (const void *x, const void *shift,
   }
 }
 
+/* The ticket kernels (PP_CUDA_GROUP_NHWC_TICKET): eight channels a thread
+ * as the vector kernels, in two launches, each read of x once.  On an
+ * H200 the vector way's statistics kernel ran at a third of its issue
+ * rate: every tile of a few pixels paid two passes and three reductions
+ * through shared memory, and a launch of its own for the combine.  Here
+ * each thread sums, in one pass, its values' deviations from a value of
+ * their group (the group's first channel at the sample's first pixel:
+ * near the data, so that the square's sum loses nothing to a large common
+ * offset) and their squares; a warp adds each group's cells at once; the
+ * tile's two sums go to its partials, and the last tile of a sample to be
+ * done (each takes a ticket, an atomic count per sample) adds every
+ * tile's in the tiles' order (the same bytes every run, whatever order
+ * the blocks ran in), writes the sample's moments and sets the count back
+ * to 0.  The apply kernel then has nothing to combine: a thread's scales
+ * and offsets from the moments, its pixels' loads issued together, each
+ * value one multiply-add.  A thread takes TICKET_CHUNK pixels a load
+ * (the tiles sized so that most take one chunk), a block about
+ * TICKET_THREADS threads. */
+#define TICKET_THREADS 256
+#define TICKET_CHUNK 4
+#define TICKET_LANE_TILES 8
+#define TICKET_MAX_TILES (32 * TICKET_LANE_TILES)
+/* The apply kernel's tiles at most (a grid's x reaches 2³¹ - 1). */
+#define TICKET_MAX_APPLY_TILES ((size_t) 1 << 30)
+/* A block's threads at most: c / 8 of NHWC_MAX_C, whole warps. */
+#define TICKET_MAX_BLOCK 384
+/* The statistics block's cells: eight a thread (its rows of c). */
+#define TICKET_CELLS (NHWC_MAX_C > TICKET_THREADS * PP_CUDA_VEC \
+    ? NHWC_MAX_C : TICKET_THREADS * PP_CUDA_VEC)
+static_assert (TICKET_MAX_BLOCK * PP_CUDA_VEC >= NHWC_MAX_C,
+    "a ticket block could not take a pixel's channels");
+
+/* Pixel rows a ticket block takes at once and its threads (the threads
+ * past rows · c / 8 idle). */
+static inline void
+ticket_geometry (int c, int *rows, unsigned *threads)
+{
+  const int octets = c / PP_CUDA_VEC;
+
+  *rows = octets >= TICKET_THREADS ? 1 : TICKET_THREADS / octets;
+  *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
+}
+
+/* The value of group @g the deviations are taken from: its first
+ * channel at the sample's first pixel, plus that channel's shift. */
+template <PpCudaType A> __device__ __forceinline__ float
+ticket_reference (const void *x, const void *shift, PpCudaType shift_type,
+    size_t sample, size_t base, int c, int per_group, int g)
+{
+  const int ch = g * per_group;
+
+  return pp_cuda_load<A> (x, base + ch) + nhwc_shift (shift, shift_type,
+      sample, c, ch);
+}
+
+/* TICKET_CHUNK pixels' channels [ch0, ch0 + 8) from pixel @p on, @rows
+ * apart, into @v as stored (a pixel past @end reads pixel @p again,
+ * dropped by the caller): straight-line code, whose loads issue
+ * together. */
+template <PpCudaType A> __device__ __forceinline__ void
+ticket_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
+    int rows, size_t end, PpCudaRaw8<A> v[TICKET_CHUNK])
+{
+  PP_CUDA_UNROLL
+  for (int u = 0; u < TICKET_CHUNK; u++) {
+    const size_t pu = p + (size_t) u * rows;
+
+    v[u] = pp_cuda_raw8<A> (x, base + (pu < end ? pu : p) * c + ch0);
+  }
+}
+
+template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
+group_norm_ticket_stats_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    float eps, float2 *partials, unsigned *tickets, float4 *moments)
+{
+  pp_cuda_wait_prior ();
+  __shared__ float sums[TICKET_CELLS], squares[TICKET_CELLS],
+      group_sums[NHWC_MAX_GROUPS], group_squares[NHWC_MAX_GROUPS];
+  __shared__ bool last;
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const bool active = r < rows;
+  const int tiles = gridDim.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warps = blockDim.x / 32;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  float ref[PP_CUDA_VEC], s[PP_CUDA_VEC], q[PP_CUDA_VEC];
+  size_t begin, end;
+
+  nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
+  /* v + shift - reference as v - (reference - shift). */
+  PP_CUDA_UNROLL
+  for (int k = 0; k < PP_CUDA_VEC; k++) {
+    const int ch = active ? ch0 + k : 0;
+
+    ref[k] = ticket_reference<A> (x, shift, shift_type, sample, base, c,
+        per_group, ch / per_group) - nhwc_shift (shift, shift_type, sample,
+        c, ch);
+    s[k] = q[k] = 0.0f;
+  }
+  for (size_t p = begin + r; active && p < end;
+      p += (size_t) TICKET_CHUNK * rows) {
+    PpCudaRaw8<A> raw[TICKET_CHUNK];
+
+    ticket_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < TICKET_CHUNK; u++)
+      if (p + (size_t) u * rows < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        PP_CUDA_UNROLL
+        for (int k = 0; k < PP_CUDA_VEC; k++) {
+          const float d = v[k] - ref[k];
+
+          s[k] += d;
+          q[k] += d * d;
+        }
+      }
+  }
+  if (active) {
+    PP_CUDA_UNROLL
+    for (int k = 0; k < PP_CUDA_VEC; k++) {
+      sums[r * c + ch0 + k] = s[k];
+      squares[r * c + ch0 + k] = q[k];
+    }
+  }
+  __syncthreads ();
+  warp_group_sums (sums, c, rows, groups, 0.0f, group_sums);
+  warp_group_sums (squares, c, rows, groups, 0.0f, group_squares);
+  __syncthreads ();
+  for (int g = threadIdx.x; g < groups; g += blockDim.x)
+    partials[(sample * groups + g) * tiles + blockIdx.x] = make_float2
+        (group_sums[g], group_squares[g]);
+  /* The partials in memory before the ticket says so; the last block's
+   * reads after it. */
+  __threadfence ();
+  __syncthreads ();
+  if (threadIdx.x == 0)
+    last = atomicAdd (&tickets[sample], 1u) == (unsigned) tiles - 1;
+  __syncthreads ();
+  if (!last)
+    return;
+  __threadfence ();
+  const float count = (float) per_group * (float) hw;
+
+  for (int g = warp; g < groups; g += warps) {
+    const float2 *st = partials + (sample * groups + g) * tiles;
+    float2 t[TICKET_LANE_TILES];
+    float gs = 0.0f, gq = 0.0f;
+
+    /* Past the last tile, nothing. */
+    PP_CUDA_UNROLL
+    for (int k = 0; k < TICKET_LANE_TILES; k++)
+      t[k] = lane + 32 * k < tiles ? __ldcg (st + lane + 32 * k)
+          : make_float2 (0.0f, 0.0f);
+    PP_CUDA_UNROLL
+    for (int k = 0; k < TICKET_LANE_TILES; k++) {
+      gs += t[k].x;
+      gq += t[k].y;
+    }
+    gs = pp_cuda_warp_sum (gs) / count;
+    gq = pp_cuda_warp_sum (gq) / count;
+    if (lane == 0)
+      moments[sample * groups + g] = make_float4 (ticket_reference<A> (x,
+              shift, shift_type, sample, base, c, per_group, g), gs,
+          rsqrtf (fmaxf (gq - gs * gs, 0.0f) + eps), 0.0f);
+  }
+  if (threadIdx.x == 0)
+    tickets[sample] = 0;
+}
+
+template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
+group_norm_ticket_apply_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    const float4 *moments, const void *gamma, PpCudaType gamma_type,
+    const void *beta, PpCudaType beta_type, bool silu, void *y)
+{
+  pp_cuda_wait_prior ();
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const bool active = r < rows;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  PpCudaRaw8<A> raw[TICKET_CHUNK];
+  float ref[PP_CUDA_VEC], scale[PP_CUDA_VEC], offset[PP_CUDA_VEC];
+  size_t begin, end;
+
+  nhwc_tile (hw, gridDim.x, blockIdx.x, &begin, &end);
+  const size_t first = begin + r;
+
+  /* The first pixels on their way while the scales are made. */
+  if (active && first < end)
+    ticket_load_chunk<A> (x, base, c, ch0, first, rows, end, raw);
+  PP_CUDA_UNROLL
+  for (int k = 0; k < PP_CUDA_VEC; k++) {
+    const int ch = active ? ch0 + k : 0;
+    const float4 mo = moments[sample * groups + ch / per_group];
+    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch)
+        : 1.0f;
+    const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+
+    /* ((v + shift - reference) - mean) · rstd · gamma + beta as
+     * (v - (reference - shift)) · scale + (beta - mean · scale), the
+     * mean here the deviations' (a small number). */
+    scale[k] = mo.z * ga;
+    offset[k] = be - mo.y * scale[k];
+    ref[k] = mo.x - nhwc_shift (shift, shift_type, sample, c, ch);
+  }
+  /* Each thread loads its own pixels' values before it stores them (y
+   * may be x), and no other thread reads them. */
+  for (size_t p = first; active && p < end;
+      p += (size_t) TICKET_CHUNK * rows) {
+    if (p != first)
+      ticket_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < TICKET_CHUNK; u++) {
+      const size_t pu = p + (size_t) u * rows;
+
+      if (pu < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        PP_CUDA_UNROLL
+        for (int k = 0; k < PP_CUDA_VEC; k++) {
+          const float n = (v[k] - ref[k]) * scale[k] + offset[k];
+
+          v[k] = silu ? pp_math_silu (n) : n;
+        }
+        pp_cuda_store8<A> (y, base + pu * c + ch0, v);
+      }
+    }
+  }
+}
+
 /* The single kernel (PP_CUDA_GROUP_NHWC_SINGLE): one block per (sample,
  * group), channels last, its values two channels at a time (one 4- or
  * 8-byte load, the group's channels adjacent in a pixel), read three
@@ -1195,6 +1432,30 @@ pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups)
   return fold_tiles (c, hw, FOLD_MAX_TILES);
 }
 
+/* Tiles of @hw pixels for ticket blocks of @rows pixel rows: a chunk of
+ * pixels a thread, at most @most. */
+static int
+ticket_tiles (size_t hw, int rows, size_t most)
+{
+  const size_t per_tile = (size_t) rows * TICKET_CHUNK;
+
+  return (int) clamp_count ((hw + per_tile - 1) / per_tile, most);
+}
+
+extern "C" int
+pp_cuda_group_norm_ticket_tiles (int n, int c, size_t hw, int groups)
+{
+  int rows;
+  unsigned threads;
+
+  /* Eight channels a thread, or the split way's kernels. */
+  if (pp_cuda_group_norm_tiles (n, c, hw, groups) == 0
+      || c % PP_CUDA_VEC != 0)
+    return 0;
+  ticket_geometry (c, &rows, &threads);
+  return ticket_tiles (hw, rows, TICKET_MAX_TILES);
+}
+
 extern "C" size_t
 pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 {
@@ -1203,11 +1464,17 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
   if (nhwc) {
     const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
     const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
+    const size_t ticket = 1 + (pp_cuda_group_norm_ticket_tiles (n, c, hw,
+            groups) + 1) / 2;
+    size_t most = (size_t) tiles + 1 > (size_t) fold ? (size_t) tiles + 1
+        : (size_t) fold;
 
     /* The tiles' statistics, then the items' moments; or the fold
-     * kernels' tiles' statistics. */
-    return tiles == 0 ? 0 : PP_CUDA_GROUP_STATS * items
-        * (tiles + 1 > fold ? tiles + 1 : fold);
+     * kernels' tiles' statistics; or the ticket kernels' moments, then
+     * their tiles' two sums (float4s: two tiles' a float4). */
+    if (ticket > most)
+      most = ticket;
+    return tiles == 0 ? 0 : PP_CUDA_GROUP_STATS * items * most;
   }
   return PP_CUDA_GROUP_STATS * items * pp_cuda_group_norm_splits (n, c, hw,
       groups);
@@ -1218,8 +1485,8 @@ static cudaError_t
 group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
     PpCudaType type, int n, int c, size_t hw, int groups, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, int silu, int way, float *partials, void *y,
-    cudaStream_t stream)
+    PpCudaType beta_type, int silu, int way, float *partials,
+    unsigned *tickets, void *y, cudaStream_t stream)
 {
   const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
   const size_t items = (size_t) n * groups;
@@ -1233,6 +1500,24 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
 
   if (tiles == 0 || partials == NULL)
     return cudaErrorInvalidValue;
+  if (way == PP_CUDA_GROUP_NHWC_TICKET && octets) {
+    const int ticket = pp_cuda_group_norm_ticket_tiles (n, c, hw, groups);
+
+    if (tickets == NULL)
+      return cudaErrorInvalidValue;
+    ticket_geometry (c, &rows, &threads);
+    /* The moments first, on 16 bytes; the tiles' sums after them. */
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_LAUNCH (group_norm_ticket_stats_kernel<A>, dim3 (ticket, n),
+            threads, 0, stream, x, shift, shift_type, c, hw, groups, rows,
+            eps, (float2 *) (stats + items), tickets, stats));
+    PP_CUDA_DISPATCH_TYPE (type, A,
+        PP_CUDA_LAUNCH (group_norm_ticket_apply_kernel<A>,
+            dim3 (ticket_tiles (hw, rows, TICKET_MAX_APPLY_TILES), n), threads,
+            0, stream, x, shift, shift_type, c, hw, groups, rows, stats,
+            gamma, gamma_type, beta, beta_type, silu != 0, y));
+    return cudaGetLastError ();
+  }
   if (way == PP_CUDA_GROUP_NHWC_FOLD && octets) {
     const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
 
@@ -1279,8 +1564,8 @@ extern "C" cudaError_t
 pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
     PpCudaType type, int n, int c, size_t hw, int groups, float eps,
     const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, int silu, int layout, float *partials, void *y,
-    cudaStream_t stream)
+    PpCudaType beta_type, int silu, int layout, float *partials,
+    unsigned *tickets, void *y, cudaStream_t stream)
 {
   const size_t items = (size_t) n * groups;
   const int splits = pp_cuda_group_norm_splits (n, c, hw, groups);
@@ -1299,8 +1584,8 @@ pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
   }
   if (layout != PP_CUDA_GROUP_NCHW)
     return group_norm_nhwc (x, shift, shift_type, type, n, c, hw, groups,
-        eps, gamma, gamma_type, beta, beta_type, silu, layout, partials, y,
-        stream);
+        eps, gamma, gamma_type, beta, beta_type, silu, layout, partials,
+        tickets, y, stream);
   /* Channels first: x + shift written into y, sample by sample, and the
    * norm in place there. */
   if (shift != NULL) {

@@ -57,6 +57,7 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   PpCudaType type;
   gboolean single;
   float *partials;
+  unsigned *tickets;
   int layout;
 
   /* Channels first, the kernels write x + shift into y before the norm
@@ -88,14 +89,19 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
     layout = PP_CUDA_GROUP_NHWC_VECTOR;
   else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_FOLD)
     layout = PP_CUDA_GROUP_NHWC_FOLD;
+  else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_TICKET)
+    layout = PP_CUDA_GROUP_NHWC_TICKET;
   else
     layout = PP_CUDA_GROUP_NHWC;
+  /* The ticket way's counts, one a sample (0 between ops). */
+  tickets = layout == PP_CUDA_GROUP_NHWC_TICKET ? pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_TICKETS, sizeof (unsigned) * (gsize) n) : NULL;
 
   PP_CUDA_OP_RUN (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
           hw, groups, eps, gamma.data,
           pp_cuda_view_type (cu, "group_norm", "gamma", gamma),
           beta.data, pp_cuda_view_type (cu, "group_norm", "beta", beta),
-          silu ? 1 : 0, layout, partials, y, cu->stream));
+          silu ? 1 : 0, layout, partials, tickets, y, cu->stream));
 }
 
 void

@@ -258,6 +258,7 @@ static const gchar *const scratch_names[PP_CUDA_SCRATCH_COUNT] = {
   [PP_CUDA_SCRATCH_QKV] = "attention's 16-bit q, k and v",
   [PP_CUDA_SCRATCH_PROBS] = "attention's 16-bit probabilities or output",
   [PP_CUDA_SCRATCH_STATS] = "group norm statistics",
+  [PP_CUDA_SCRATCH_TICKETS] = "group norm tile counts",
   [PP_CUDA_SCRATCH_ACT_0] = "16-bit activation 0, widened",
   [PP_CUDA_SCRATCH_ACT_1] = "16-bit activation 1, widened",
   [PP_CUDA_SCRATCH_ACT_2] = "16-bit activation 2, widened",
@@ -322,6 +323,12 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
   }
   if (cu->scratch[slot].mem != NULL)
     cu->scratch[slot].bytes = bytes;
+  /* Counts start at 0, and each user leaves them so (a capture that got
+   * here has failed: its graph never runs). */
+  if (slot == PP_CUDA_SCRATCH_TICKETS && cu->scratch[slot].mem != NULL
+      && cu->capturing == NULL)
+    PP_CUDA_OP_RUN (cu, cudaMemsetAsync (cu->scratch[slot].mem, 0, bytes,
+            cu->stream));
   return cu->scratch[slot].mem;
 }
 

@@ -31,6 +31,8 @@ typedef enum
   PP_CUDA_SCRATCH_QKV,          /* attention's q, k, v narrowed */
   PP_CUDA_SCRATCH_PROBS,        /* its 16-bit probabilities or output */
   PP_CUDA_SCRATCH_STATS,        /* a group norm's per-slice statistics */
+  PP_CUDA_SCRATCH_TICKETS,      /* a group norm's counts of tiles done, 0
+                                 * between ops (zeroed when made) */
   /* 16-bit activations widened for one op (pp_cuda_in, pp_cuda_out). */
   PP_CUDA_SCRATCH_ACT_0,
   PP_CUDA_SCRATCH_ACT_1,
@@ -80,6 +82,9 @@ typedef enum
   /* Channels last, eight channels a thread, two launches: the tiles'
    * combination folded into the normalisation. */
   PP_CUDA_GROUP_NORM_FOLD,
+  /* Channels last, eight channels a thread, two launches: one pass of
+   * sums, combined by the last tile of a sample to finish. */
+  PP_CUDA_GROUP_NORM_TICKET,
 } PpCudaGroupNormWay;
 
 typedef struct

@@ -12,7 +12,9 @@
  * for which shape. */
 #include "gpu-bench-norms.h"
 
+#include "pp-backend-impl.h"
 #include "pp-error.h"
+#include "pp-kernel-names.h"
 #include "pp-ops.h"
 
 #include <stdio.h>
@@ -100,12 +102,67 @@ random_values (PpBackend * be, GRand * rand, gsize n, PpDType dtype,
   return v;
 }
 
+typedef struct
+{
+  PpBackend *be;
+  gpointer graph;
+} GraphLaunch;
+
+static gboolean
+launch_graph (gpointer data, GError ** error)
+{
+  const GraphLaunch *l = data;
+
+  return pp_backend_graph_launch (l->be, l->graph, error);
+}
+
+/* One launch of @graph traced, into @out: each kernel name's µs a call
+ * of the op (NORM_CALLS of them), in the order the first call ran them. */
+static void
+trace_kernels (PpBackend * be, gpointer graph, GString * out)
+{
+  GraphLaunch l = { be, graph };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) spans = pp_backend_trace (be, launch_graph, &l, &error);
+  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GArray) ns = g_array_new (FALSE, TRUE, sizeof (guint64));
+
+  if (spans == NULL) {
+    g_string_append_printf (out, "    kernels: not traced: %s\n",
+        error->message);
+    return;
+  }
+  for (guint i = 0; i < spans->len; i++) {
+    const PpKernelSpan *k = &g_array_index (spans, PpKernelSpan, i);
+    g_autofree gchar *name = pp_kernel_short_name (k->name);
+    guint j;
+
+    for (j = 0; j < names->len; j++)
+      if (g_strcmp0 (g_ptr_array_index (names, j), name) == 0)
+        break;
+    if (j == names->len) {
+      const guint64 zero = 0;
+
+      g_ptr_array_add (names, g_steal_pointer (&name));
+      g_array_append_val (ns, zero);
+    }
+    g_array_index (ns, guint64, j) += k->end_ns - k->start_ns;
+  }
+  g_string_append (out, "    kernels (µs a call, device time):");
+  for (guint j = 0; j < names->len; j++)
+    g_string_append_printf (out, "%s %s %.2f", j == 0 ? "" : ",",
+        (const gchar *) g_ptr_array_index (names, j),
+        g_array_index (ns, guint64, j) / 1e3 / NORM_CALLS);
+  g_string_append (out, "\n");
+}
+
 /* Seconds a call of @s's op takes in a graph of NORM_CALLS, the best of
- * @repeats launches; < 0 with @error where the backend has no graphs or
- * the capture failed. */
+ * @repeats launches (then, where @trace is not NULL, one more launch
+ * traced into it); < 0 with @error where the backend has no graphs or the
+ * capture failed. */
 static gdouble
 time_shape (PpBackend * be, const NormShape * s, PpDType dtype,
-    guint repeats, GError ** error)
+    guint repeats, GString * trace, GError ** error)
 {
   const gsize n = (gsize) s->c * s->side * s->side;
   g_autoptr (GRand) rand = g_rand_new_with_seed (5);
@@ -141,6 +198,8 @@ time_shape (PpBackend * be, const NormShape * s, PpDType dtype,
     if (i > 0 && (best < 0 || s_call < best))
       best = s_call;
   }
+  if (graph != NULL && best >= 0 && trace != NULL)
+    trace_kernels (be, graph, trace);
   if (graph != NULL)
     pp_backend_graph_free (be, graph);
   if (y != NULL)
@@ -153,7 +212,7 @@ time_shape (PpBackend * be, const NormShape * s, PpDType dtype,
 
 gboolean
 pp_bench_norms (PpBackend * be, PpDType dtype, guint repeats, gdouble gbps,
-    gboolean small)
+    gboolean small, gboolean kernels, gint only)
 {
   const NormShape *shapes = small ? small_norms : step_norms;
   const gsize n_shapes = small ? G_N_ELEMENTS (small_norms)
@@ -171,6 +230,11 @@ pp_bench_norms (PpBackend * be, PpDType dtype, guint repeats, gdouble gbps,
       NORM_CALLS, repeats);
   printf ("  %-34s %6s %9s %9s %9s %9s\n", "norm", "calls", "µs", "MB",
       "GB/s", "× floor");
+  if (only >= (gint) n_shapes) {
+    printf ("norms: no shape %d: there are %" G_GSIZE_FORMAT "\n", only,
+        n_shapes);
+    return FALSE;
+  }
   for (gsize i = 0; i < n_shapes; i++) {
     const NormShape *s = &shapes[i];
     /* Read, written once: what the op must move at least. */
@@ -181,8 +245,12 @@ pp_bench_norms (PpBackend * be, PpDType dtype, guint repeats, gdouble gbps,
         ? g_strdup_printf ("layer norm %d rows of %d", s->side * s->side,
         s->c) : g_strdup_printf ("group norm %dx%d, %d channels%s", s->side,
         s->side, s->c, s->silu ? ", SiLU" : "");
-    const gdouble t = time_shape (be, s, dtype, repeats, &error);
+    g_autoptr (GString) trace = kernels ? g_string_new (NULL) : NULL;
+    gdouble t;
 
+    if (only >= 0 && i != (gsize) only)
+      continue;
+    t = time_shape (be, s, dtype, repeats, trace, &error);
     if (t < 0) {
       printf ("norms: not measured: %s: %s\n", what, error ? error->message
           : "no graph");
@@ -194,7 +262,7 @@ pp_bench_norms (PpBackend * be, PpDType dtype, guint repeats, gdouble gbps,
         bytes / 1e6, bytes / 1e9 / t);
     if (gbps > 0)
       printf (" %8.1f×", t / (bytes / (gbps * 1e9)));
-    printf ("\n");
+    printf ("\n%s", trace != NULL ? trace->str : "");
   }
   printf ("  a step's norms: group %.3f ms (%u), layer %.3f ms (%u)\n",
       step_s[0] * 1e3, step_calls[0], step_s[1] * 1e3, step_calls[1]);

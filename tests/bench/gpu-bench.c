@@ -818,6 +818,7 @@ main (int argc, char **argv)
       *unet_path = NULL, *taesd_path = NULL;
   gint repeats = DEFAULT_REPEATS;
   gboolean small = FALSE, kernels = FALSE, norms = FALSE;
+  gint norm_shape = -1;
   gdouble peak = 0, gbps = 0;
   Peaks known;
   const Sizes *z;
@@ -844,7 +845,11 @@ main (int argc, char **argv)
     {"norms", 0, 0, G_OPTION_ARG_NONE, &norms,
           "instead of the timed figures, each norm shape of a UNet step "
           "alone as a graph, in the ways the environment chose "
-          "(PPDIFFUSE_CUDA_GROUP_NORM, PPDIFFUSE_CUDA_LAYER_NORM)", NULL},
+          "(PPDIFFUSE_CUDA_GROUP_NORM, PPDIFFUSE_CUDA_LAYER_NORM); with "
+          "--kernels, each shape's kernels traced too", NULL},
+    {"norm-shape", 0, 0, G_OPTION_ARG_INT, &norm_shape,
+          "with --norms, only the norm shape of this index (from 0, in the "
+          "table's order): one shape under a profiler", "N"},
     {NULL}
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("");
@@ -889,8 +894,8 @@ main (int argc, char **argv)
     printf ("%s on %s, activations %s\n", pp_backend_name (b.be),
         pp_backend_device (b.be), pp_dtype_name (dtype));
     printf ("kernel ways: %s\n", pp_backend_ways (b.be));
-    return pp_bench_norms (b.be, dtype, (guint) repeats, gbps, small) ? 0
-        : 1;
+    return pp_bench_norms (b.be, dtype, (guint) repeats, gbps, small,
+        kernels, norm_shape) ? 0 : 1;
   }
   /* Made once there is a device to time them on. */
   uw = pp_weights_new_seeded (WEIGHT_SEED);

@@ -555,8 +555,9 @@ step_device() {
   # views are copied channels first, channels last a thread a channel
   # (split, the vector way's kernels before it), and channels last a block
   # per group in one launch (single), and channels last eight channels a
-  # thread in two launches (fold); in place and shifted too.
-  for gn in whole split single fold; do
+  # thread in two launches (fold, and ticket: one pass of sums, combined
+  # by a sample's last tile); in place and shifted too.
+  for gn in whole split single fold ticket; do
     if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
         -p /kernels/act-dtypes/group_norm+silu \
@@ -1630,6 +1631,7 @@ step_bench() {
     for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=ticket PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
         "PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" "PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
@@ -1702,6 +1704,8 @@ step_bench() {
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=ticket" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=ticket PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
@@ -1937,7 +1941,8 @@ step_sanitizer() {
     acts=$build/tests/kernels/ops/test-kernels-act-dtypes
     for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=ticket"; do
       for t in racecheck synccheck; do
         # shellcheck disable=SC2086  # $w is a list of assignments
         sanitize "$t" "act-dtypes${w:+, $w}" 300 --kernel-regex kns=_kernel \

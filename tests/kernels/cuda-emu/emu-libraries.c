@@ -555,6 +555,30 @@ cudaMemcpyAsync (void *dst, const void *src, size_t count,
   return cudaSuccess;
 }
 
+typedef struct
+{
+  void *dst;
+  int value;
+  size_t count;
+} Set;
+
+static void
+set_bytes (void *data)
+{
+  const Set *t = data;
+
+  memset (t->dst, t->value, t->count);
+}
+
+cudaError_t
+cudaMemsetAsync (void *dst, int value, size_t count, cudaStream_t stream)
+{
+  const Set t = { dst, value, count };
+
+  run_or_record (stream, set_bytes, &t, sizeof t);
+  return cudaSuccess;
+}
+
 cudaError_t
 cudaMemcpy2DAsync (void *dst, size_t dpitch, const void *src,
     size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,

@@ -563,11 +563,17 @@ enum Way
   SINGLE_NHWC,
   /* Channels last, eight channels a thread where c allows, two launches. */
   FOLD_NHWC,
+  /* The same, one pass of sums combined by the last tile to finish. */
+  TICKET_NHWC,
 };
 
 static const char *const way_names[] = { "split", "split nhwc", "vector nhwc",
-  "whole", "single nhwc", "fold nhwc"
+  "whole", "single nhwc", "fold nhwc", "ticket nhwc"
 };
+
+/* The ticket kernels' counts: the emulation's device memory is the
+ * host's.  0 before each call, and (checked) after it. */
+static unsigned ticket_counts[64];
 
 /* Bounds of the float32 group and layer norms against float64, for
  * values of order 1: float32 steps and a sum of a few hundred terms per
@@ -615,7 +621,7 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
   const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC
-      || way == SINGLE_NHWC || way == FOLD_NHWC;
+      || way == SINGLE_NHWC || way == FOLD_NHWC || way == TICKET_NHWC;
   /* The single kernel takes an even number of channels a group (the
    * emulation's buffers lie on 16 bytes, as the pairs want), the tiles
    * the rest. */
@@ -623,7 +629,8 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
       && pp_cuda_group_norm_single (s.n, s.c, s.hw, s.groups, PP_CUDA_F32,
       NULL, NULL);
   const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR
-      : way == FOLD_NHWC ? PP_CUDA_GROUP_NHWC_FOLD : single
+      : way == FOLD_NHWC ? PP_CUDA_GROUP_NHWC_FOLD
+      : way == TICKET_NHWC ? PP_CUDA_GROUP_NHWC_TICKET : single
       ? PP_CUDA_GROUP_NHWC_SINGLE : nhwc ? PP_CUDA_GROUP_NHWC
       : PP_CUDA_GROUP_NCHW;
   const size_t partials = way == WHOLE || single ? 1
@@ -634,10 +641,12 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   std::vector<Arg> args = { in_place ? inout ("x", laid) : in ("x", laid),
     in ("gamma", gamma), in ("beta", beta), scratch ("partials", partials) };
   const std::string what = strf ("group_norm n=%d c=%d hw=%zu groups=%d "
-      "(%s, splits %d, tiles %d, fold tiles %d) %s%s%s%s%s", s.n, s.c, s.hw,
-      s.groups, s.why, splits, pp_cuda_group_norm_tiles (s.n, s.c, s.hw,
-          s.groups), pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw,
-          s.groups), way_names[way], in_place ? " in place" : "",
+      "(%s, splits %d, tiles %d, fold tiles %d, ticket tiles %d) "
+      "%s%s%s%s%s", s.n, s.c, s.hw, s.groups, s.why, splits,
+      pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
+      pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups),
+      pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups),
+      way_names[way], in_place ? " in place" : "",
       params ? "" : " no gamma, beta", silu ? " silu" : "",
       shift.empty () ? "" : " shifted");
   const size_t y = in_place ? 0 : 4;
@@ -649,6 +658,12 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
    * buffers lie on 16 bytes), the tiles the rest. */
   const bool vector = way == VECTOR_NHWC && s.c % 8 == 0;
   const bool fold = way == FOLD_NHWC && s.c % 8 == 0;
+  const bool ticket = way == TICKET_NHWC && s.c % 8 == 0;
+  const unsigned long ticket_stats_runs = emu_kernel_runs
+      ("group_norm_ticket_stats");
+  const unsigned long ticket_apply_runs = emu_kernel_runs
+      ("group_norm_ticket_apply");
+  const unsigned long ticket_runs = emu_kernel_runs ("group_norm_ticket_");
   const unsigned long vector_runs = emu_kernel_runs ("group_norm_vec_");
   const unsigned long fold_runs = emu_kernel_runs ("group_norm_fold_");
   const unsigned long fold_stats_runs = emu_kernel_runs
@@ -670,7 +685,8 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
             s.hw,
             s.groups, EPS, params ? b.p (1) : NULL, b.t (1),
             params ? b.p (2) : NULL, b.t (2), silu, layout,
-            way == WHOLE || single ? NULL : b.f (3), b.p (y), NULL); },
+            way == WHOLE || single ? NULL : b.f (3), ticket_counts, b.p (y),
+            NULL); },
       typings);
   /* The kernels' float32 sums, normalised in float64. */
   for (size_t i = 0; i < total && !shift.empty (); i++)
@@ -694,6 +710,21 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     failf ("%s: not the fold kernels alone", what.c_str ());
   if (!fold && emu_kernel_runs ("group_norm_fold_") != fold_runs)
     failf ("%s: the fold kernels ran", what.c_str ());
+  /* The ticket way: its stats and apply kernels, no combine kernel, and
+   * every count back at 0. */
+  if (ticket && (emu_kernel_runs ("group_norm_ticket_stats")
+          == ticket_stats_runs
+          || emu_kernel_runs ("group_norm_ticket_apply") == ticket_apply_runs
+          || emu_kernel_runs ("group_norm_nhwc_combine") != combine_runs))
+    failf ("%s: not the ticket kernels alone", what.c_str ());
+  if (!ticket && emu_kernel_runs ("group_norm_ticket_") != ticket_runs)
+    failf ("%s: the ticket kernels ran", what.c_str ());
+  for (size_t i = 0; i < G_N_ELEMENTS (ticket_counts); i++)
+    if (ticket_counts[i] != 0) {
+      failf ("%s: sample %zu's count left at %u", what.c_str (), i,
+          ticket_counts[i]);
+      ticket_counts[i] = 0;
+    }
 }
 
 /* Whether @way's kernels take a channels-last x and y. */
@@ -701,7 +732,7 @@ static bool
 nhwc_way (Way way)
 {
   return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC
-      || way == FOLD_NHWC;
+      || way == FOLD_NHWC || way == TICKET_NHWC;
 }
 
 /* A group norm case's values: x, gamma, beta and a shift [n, c]. */
@@ -728,7 +759,7 @@ test_group_norm (void)
         &shift = v.shift;
 
     for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC,
-            FOLD_NHWC }) {
+            FOLD_NHWC, TICKET_NHWC }) {
       /* x, gamma, beta, partials, y. */
       group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
@@ -764,7 +795,7 @@ test_group_norm (void)
     for (const GroupNormShape &s : group_norm_shapes) {
       const GroupNormValues v = group_norm_values (s);
 
-      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, FOLD_NHWC })
+      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, FOLD_NHWC, TICKET_NHWC })
         group_norm_case (s, way, false, true, true, v.x, v.gamma, v.beta,
             v.shift, { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS,
             NORM_REL);
@@ -777,7 +808,7 @@ test_group_norm (void)
 
     if (pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F32, 1, 2, 4, 1,
             EPS, NULL,
-            PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, NULL, x, NULL)
+            PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, NULL, NULL, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: channels last without partials is not refused");
     /* Nor past the channels-last kernels' reach: more channels than a
@@ -787,7 +818,7 @@ test_group_norm (void)
         || pp_cuda_group_norm_partials (1, 3073, 4, 1, 1) != 0
         || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F32, 1, 3073,
             4, 1, EPS,
-            NULL, PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, x, x, NULL)
+            NULL, PP_CUDA_F32, NULL, PP_CUDA_F32, 0, 1, x, NULL, x, NULL)
         != cudaErrorInvalidValue)
       failf ("group_norm: 3073 channels or 1025 groups channels last are "
           "not refused");
@@ -803,7 +834,7 @@ test_group_norm (void)
         || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F16, 1, 6, 4, 2,
             EPS, NULL,
             PP_CUDA_F32, NULL, PP_CUDA_F32, 0, PP_CUDA_GROUP_NHWC_SINGLE,
-            NULL, x, NULL) != cudaErrorInvalidValue)
+            NULL, NULL, x, NULL) != cudaErrorInvalidValue)
       failf ("group_norm: the single kernel takes a shape or buffer it "
           "cannot, or refuses one it can");
   }
@@ -840,6 +871,32 @@ test_group_norm_fold (void)
         {}, { { F16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
   }
   pp_cuda_set_group_norm_tile (0);
+  /* The ticket kernels at the same size: 256 tiles (eight a lane as the
+   * last block combines them), two chunks of pixels a thread; a
+   * 64×64×320 norm in 171 tiles of a chunk a thread, an 8×8×1280 one in
+   * 16; none for channels not a multiple of 8. */
+  if (pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups) != 256
+      || pp_cuda_group_norm_ticket_tiles (1, 320, 4096, 32) != 171
+      || pp_cuda_group_norm_ticket_tiles (1, 1280, 64, 32) != 16
+      || pp_cuda_group_norm_ticket_tiles (1, 12, 64, 4) != 0
+      || pp_cuda_group_norm_ticket_tiles (1, 3080, 4, 8) != 0)
+    failf ("group_norm_ticket_tiles: not 256 tiles for 64 channels of 40000 "
+        "pixels, 171 for 320 of 4096, 16 for 1280 of 64, none for 12 "
+        "channels or past 3072");
+  group_norm_case (s, TICKET_NHWC, false, true, true, v.x, v.gamma, v.beta,
+      v.shift, { { BF16, F32, F16, F32, BF16, F16 } }, NORM_ABS, NORM_REL);
+  group_norm_case (s, TICKET_NHWC, true, true, false, v.x, v.gamma, v.beta,
+      {}, { { F16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
+  /* Four samples: a count each. */
+  {
+    const GroupNormShape four = { 4, 320, 300, 32,
+      "four samples, 10 channels a group" };
+    const GroupNormValues w = group_norm_values (four);
+
+    group_norm_case (four, TICKET_NHWC, false, true, true, w.x, w.gamma,
+        w.beta, w.shift, { { F16, F32, F16, F32, F16, F16 } }, NORM_ABS,
+        NORM_REL);
+  }
 }
 
 /* Values ±1 about ±1e4 (sample by sample): the normalised values hold
@@ -854,7 +911,8 @@ test_group_norm_offset (void)
   for (size_t i = 0; i < x.size (); i++)
     x[i] = (float) (g_rand_double_range (rng, -1, 1)
         + (i / ((size_t) s.c * s.hw) % 2 ? -1e4 : 1e4));
-  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, FOLD_NHWC })
+  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, FOLD_NHWC,
+          TICKET_NHWC })
     group_norm_case (s, way, false, false, false, x, ones, zeros, {}, {},
         1e-6, 0);
 }

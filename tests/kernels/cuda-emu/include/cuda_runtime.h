@@ -127,6 +127,29 @@ void __syncthreads ();
 uint64_t emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask,
     int width);
 
+/* The device's atomic add of a word: one thread runs at a time here. */
+static inline unsigned
+atomicAdd (unsigned *p, unsigned v)
+{
+  const unsigned old = *p;
+
+  *p = old + v;
+  return old;
+}
+
+/* The device's memory fence and its load past the SM's own cache: the
+ * emulation's one memory is always in order. */
+static inline void
+__threadfence ()
+{
+}
+
+template <typename T> static inline T
+__ldcg (const T *p)
+{
+  return *p;
+}
+
 /* The device's population count of a word. */
 static inline int
 __popc (unsigned x)
