@@ -819,19 +819,24 @@ check_device_code (gint device, const gchar * desc, GError ** error)
 static PpBackend *
 create (gint device, GError ** error)
 {
-  /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first
-   * (PpCudaGroupNormWay). */
-  static const gchar *const group_norm_ways[] = { "vector", "split",
-    "whole", "single", "fold", "ticket", NULL
+  /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first, and the way
+   * each names. */
+  static const gchar *const group_norm_ways[] = { "ticket", "vector",
+    "split", "whole", "single", "fold", NULL
+  };
+  static const PpCudaGroupNormWay group_norm_kinds[] = {
+    PP_CUDA_GROUP_NORM_TICKET, PP_CUDA_GROUP_NORM_VECTOR,
+    PP_CUDA_GROUP_NORM_SPLIT, PP_CUDA_GROUP_NORM_WHOLE,
+    PP_CUDA_GROUP_NORM_SINGLE, PP_CUDA_GROUP_NORM_FOLD
   };
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first, and the kernels' way
    * each names. */
-  static const gchar *const layer_norm_ways[] = { "vector", "warp",
-    "block", "octet", NULL
+  static const gchar *const layer_norm_ways[] = { "width", "vector",
+    "warp", "block", "octet", NULL
   };
-  static const int layer_norm_kernels[] = { PP_CUDA_LAYER_NORM_VECTOR,
-    PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
-    PP_CUDA_LAYER_NORM_OCTET
+  static const int layer_norm_kernels[] = { PP_CUDA_LAYER_NORM_WIDTH,
+    PP_CUDA_LAYER_NORM_VECTOR, PP_CUDA_LAYER_NORM_WARP,
+    PP_CUDA_LAYER_NORM_BLOCK, PP_CUDA_LAYER_NORM_OCTET
   };
   /* PPDIFFUSE_CUDA_GROUP_NORM_TILE's, the default first, and the values
    * each names. */
@@ -929,11 +934,11 @@ create (gint device, GError ** error)
    * one made sets it, from the same environment. */
   pp_cuda_set_programmatic (pdl != 0);
   pp_cuda_set_group_norm_tile (group_norm_tile_values[tile]);
-  G_STATIC_ASSERT (PP_CUDA_GROUP_NORM_VECTOR == 0
-      && PP_CUDA_GROUP_NORM_SPLIT == 1 && PP_CUDA_GROUP_NORM_WHOLE == 2
-      && PP_CUDA_GROUP_NORM_SINGLE == 3 && PP_CUDA_GROUP_NORM_FOLD == 4
-      && PP_CUDA_GROUP_NORM_TICKET == 5);
-  cu->group_norm_way = (PpCudaGroupNormWay) way;
+  G_STATIC_ASSERT (G_N_ELEMENTS (group_norm_kinds) + 1
+      == G_N_ELEMENTS (group_norm_ways));
+  G_STATIC_ASSERT (G_N_ELEMENTS (layer_norm_kernels) + 1
+      == G_N_ELEMENTS (layer_norm_ways));
+  cu->group_norm_way = group_norm_kinds[way];
   cu->layer_norm_way = layer_norm_kernels[layer_way];
   cu->gemm_out_act = gemm_out == 0;
   cu->gemm_timed = gemm_algo == 1;

@@ -76,8 +76,9 @@ G_BEGIN_DECLS
 /* How a layer norm spreads over the device: vector (the default: as warp,
  * eight values a 16-byte load), warp (a warp per row of up to 1536
  * values, the row in its registers), block (a block per row, the first
- * way) or octet (a thread per eight values of a row, several rows a
- * block).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
+ * way), octet (a thread per eight values of a row, several rows a block)
+ * or width (octet for rows of 1024 values or more, vector for shorter
+ * ones).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
  * 5.05 ms (docs/perf.md). */
 #define PP_CUDA_LAYER_NORM_ENV "PPDIFFUSE_CUDA_LAYER_NORM"
 /* The dtype models keep their activations in: weights (the default: the

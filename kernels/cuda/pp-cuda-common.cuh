@@ -14,8 +14,11 @@
  * compilers. */
 #ifdef __CUDACC__
 #define PP_CUDA_UNROLL _Pragma ("unroll")
+/* Unrolling by eight: a loop's next loads issued before its sums. */
+#define PP_CUDA_UNROLL_8 _Pragma ("unroll 8")
 #else
 #define PP_CUDA_UNROLL
+#define PP_CUDA_UNROLL_8
 #endif
 
 /* Threads of a block in the element-wise kernels. */

@@ -179,11 +179,16 @@ cudaError_t pp_cuda_group_norm (const void *x, const void *shift,
  * multiple of 8 values up to 1536 with x and y on 16 bytes, eight values a
  * 16-byte load or store (elsewhere as _WARP); _OCTET: a thread per eight
  * values of a row (rows of a multiple of 8 values up to 4096, x and y on
- * 16 bytes; elsewhere as _VECTOR), several rows a block. */
+ * 16 bytes; elsewhere as _VECTOR), several rows a block; _WIDTH: rows of
+ * PP_CUDA_LAYER_NORM_OCTET_FROM values or more as _OCTET, shorter ones as
+ * _VECTOR (on an H200 octets took a 1280-value row's norm from 8.6 to
+ * 5.1 µs, and a 320-value one's from 6.4 to 9.4). */
 #define PP_CUDA_LAYER_NORM_WARP 0
 #define PP_CUDA_LAYER_NORM_BLOCK 1
 #define PP_CUDA_LAYER_NORM_VECTOR 2
 #define PP_CUDA_LAYER_NORM_OCTET 3
+#define PP_CUDA_LAYER_NORM_WIDTH 4
+#define PP_CUDA_LAYER_NORM_OCTET_FROM 1024
 cudaError_t pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows,
     int dim, float eps, const void *gamma, PpCudaType gamma_type,
     const void *beta, PpCudaType beta_type, void *y, int way,

@@ -944,20 +944,29 @@ group_norm_fold_apply_kernel (const void *x, const void *shift,
  * each thread sums, in one pass, its values' deviations from a value of
  * their group (the group's first channel at the sample's first pixel:
  * near the data, so that the square's sum loses nothing to a large common
- * offset) and their squares; a warp adds each group's cells at once; the
- * tile's two sums go to its partials, and the last tile of a sample to be
- * done (each takes a ticket, an atomic count per sample) adds every
- * tile's in the tiles' order (the same bytes every run, whatever order
- * the blocks ran in), writes the sample's moments and sets the count back
- * to 0.  The apply kernel then has nothing to combine: a thread's scales
- * and offsets from the moments, its pixels' loads issued together, each
- * value one multiply-add.  A thread takes TICKET_CHUNK pixels a load
- * (the tiles sized so that most take one chunk), a block about
- * TICKET_THREADS threads. */
+ * offset) and their squares; the block's threads add every group's cells
+ * at once, a few lanes a group; the tile's two sums go to its partials,
+ * and the last tile of a sample to be done (each takes a ticket, an
+ * atomic count per sample) adds every tile's the same way, each lane in
+ * the tiles' order (the same bytes every run, whatever order the blocks
+ * ran in), writes the sample's moments and sets the count back to 0.  The
+ * first version's last tile walked the groups a warp each, a round of
+ * loads a group: 10 µs a launch on an H200 however small the norm.  The
+ * apply kernel has nothing to combine: a thread's scales and offsets
+ * from the moments, its pixels' loads issued together, each value one
+ * multiply-add.  A thread takes up to TICKET_CHUNK pixels a load, a block
+ * about TICKET_THREADS threads.  The statistics' tiles are a chunk of
+ * pixels a thread, at most TICKET_MAX_TILES (the last tile reads them
+ * all: a pixel a thread took a 8×8 norm's statistics from 16 tiles to 64,
+ * and made it slower); the normalising tiles spread a norm over the SMs,
+ * a pixel a thread where that fills them. */
 #define TICKET_THREADS 256
 #define TICKET_CHUNK 4
-#define TICKET_LANE_TILES 8
-#define TICKET_MAX_TILES (32 * TICKET_LANE_TILES)
+/* A sample's statistics tiles at most: what the last one reads. */
+#define TICKET_MAX_TILES 128
+/* The normalising blocks a launch aims at at least (two an SM of an
+ * H200's 132), before a thread takes more than a pixel. */
+#define TICKET_TARGET_BLOCKS 264
 /* The apply kernel's tiles at most (a grid's x reaches 2³¹ - 1). */
 #define TICKET_MAX_APPLY_TILES ((size_t) 1 << 30)
 /* A block's threads at most: c / 8 of NHWC_MAX_C, whole warps. */
@@ -1007,23 +1016,49 @@ ticket_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
   }
 }
 
+/* Lanes that take one group's sums at once in the block, the rest of the
+ * block the other groups': the most of 32, 16, …, 1 whose groups the
+ * block's threads hold all at once. */
+__device__ __forceinline__ int
+ticket_lanes (int groups)
+{
+  int lanes = 32;
+
+  while (lanes > 1 && lanes * groups > (int) blockDim.x)
+    lanes /= 2;
+  return lanes;
+}
+
+/* The sum of @v over the @lanes adjacent lanes (a power of 2 up to 32) of
+ * its group of lanes, in every one of them (the same bits: each step adds
+ * the same two values in each lane). */
+__device__ __forceinline__ float
+ticket_lanes_sum (float v, int lanes)
+{
+  for (int o = lanes / 2; o > 0; o /= 2)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
 template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
 group_norm_ticket_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int rows,
     float eps, float2 *partials, unsigned *tickets, float4 *moments)
 {
   pp_cuda_wait_prior ();
-  __shared__ float sums[TICKET_CELLS], squares[TICKET_CELLS],
-      group_sums[NHWC_MAX_GROUPS], group_squares[NHWC_MAX_GROUPS];
+  __shared__ float sums[TICKET_CELLS], squares[TICKET_CELLS];
   __shared__ bool last;
   const int octets = c / PP_CUDA_VEC, per_group = c / groups;
   const int r = (int) threadIdx.x / octets;
   const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
   const bool active = r < rows;
   const int tiles = gridDim.x;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int warps = blockDim.x / 32;
   const size_t sample = blockIdx.y, base = sample * hw * c;
+  /* Each group's cells and tiles: a lane of @lanes a share, the block's
+   * threads all the groups at once (rounds of them past its reach). */
+  const int lanes = ticket_lanes (groups);
+  const int lane = threadIdx.x % lanes, per_round = blockDim.x / lanes;
+  const int cells = rows * per_group;
   float ref[PP_CUDA_VEC], s[PP_CUDA_VEC], q[PP_CUDA_VEC];
   size_t begin, end;
 
@@ -1066,44 +1101,56 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
     }
   }
   __syncthreads ();
-  warp_group_sums (sums, c, rows, groups, 0.0f, group_sums);
-  warp_group_sums (squares, c, rows, groups, 0.0f, group_squares);
-  __syncthreads ();
-  for (int g = threadIdx.x; g < groups; g += blockDim.x)
-    partials[(sample * groups + g) * tiles + blockIdx.x] = make_float2
-        (group_sums[g], group_squares[g]);
-  /* The partials in memory before the ticket says so; the last block's
-   * reads after it. */
-  __threadfence ();
+  /* The tile's two sums of each group: its rows' cells of the group's
+   * channels, a lane every lanes-th, then the lanes together. */
+  for (int g0 = 0; g0 < groups; g0 += per_round) {
+    const int g = g0 + (int) threadIdx.x / lanes;
+    float gs = 0.0f, gq = 0.0f;
+
+    for (int i = lane; g < groups && i < cells; i += lanes) {
+      const int at = i / per_group * c + g * per_group + i % per_group;
+
+      gs += sums[at];
+      gq += squares[at];
+    }
+    gs = ticket_lanes_sum (gs, lanes);
+    gq = ticket_lanes_sum (gq, lanes);
+    if (g < groups && lane == 0) {
+      partials[(sample * groups + g) * tiles + blockIdx.x] = make_float2
+          (gs, gq);
+      /* In memory before the ticket says so. */
+      __threadfence ();
+    }
+  }
   __syncthreads ();
   if (threadIdx.x == 0)
     last = atomicAdd (&tickets[sample], 1u) == (unsigned) tiles - 1;
   __syncthreads ();
   if (!last)
     return;
+  /* The last tile: every tile's sums, in the tiles' order a lane. */
   __threadfence ();
   const float count = (float) per_group * (float) hw;
 
-  for (int g = warp; g < groups; g += warps) {
-    const float2 *st = partials + (sample * groups + g) * tiles;
-    float2 t[TICKET_LANE_TILES];
+  for (int g0 = 0; g0 < groups; g0 += per_round) {
+    const int g = g0 + (int) threadIdx.x / lanes;
+    const float2 *st = partials + (sample * groups + (g < groups ? g : 0))
+        * tiles;
+    const float reference = g < groups && lane == 0 ? ticket_reference<A>
+        (x, shift, shift_type, sample, base, c, per_group, g) : 0.0f;
     float gs = 0.0f, gq = 0.0f;
 
-    /* Past the last tile, nothing. */
-    PP_CUDA_UNROLL
-    for (int k = 0; k < TICKET_LANE_TILES; k++)
-      t[k] = lane + 32 * k < tiles ? __ldcg (st + lane + 32 * k)
-          : make_float2 (0.0f, 0.0f);
-    PP_CUDA_UNROLL
-    for (int k = 0; k < TICKET_LANE_TILES; k++) {
-      gs += t[k].x;
-      gq += t[k].y;
+    PP_CUDA_UNROLL_8
+    for (int k = lane; g < groups && k < tiles; k += lanes) {
+      const float2 t = __ldcg (st + k);
+
+      gs += t.x;
+      gq += t.y;
     }
-    gs = pp_cuda_warp_sum (gs) / count;
-    gq = pp_cuda_warp_sum (gq) / count;
-    if (lane == 0)
-      moments[sample * groups + g] = make_float4 (ticket_reference<A> (x,
-              shift, shift_type, sample, base, c, per_group, g), gs,
+    gs = ticket_lanes_sum (gs, lanes) / count;
+    gq = ticket_lanes_sum (gq, lanes) / count;
+    if (g < groups && lane == 0)
+      moments[sample * groups + g] = make_float4 (reference, gs,
           rsqrtf (fmaxf (gq - gs * gs, 0.0f) + eps), 0.0f);
   }
   if (threadIdx.x == 0)
@@ -1432,14 +1479,26 @@ pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups)
   return fold_tiles (c, hw, FOLD_MAX_TILES);
 }
 
-/* Tiles of @hw pixels for ticket blocks of @rows pixel rows: a chunk of
- * pixels a thread, at most @most. */
+/* Tiles of @hw pixels for ticket blocks of @rows pixel rows, @pixels a
+ * thread, at most @most. */
 static int
-ticket_tiles (size_t hw, int rows, size_t most)
+ticket_tiles (size_t hw, int rows, size_t pixels, size_t most)
 {
-  const size_t per_tile = (size_t) rows * TICKET_CHUNK;
+  const size_t per_tile = (size_t) rows * pixels;
 
   return (int) clamp_count ((hw + per_tile - 1) / per_tile, most);
+}
+
+/* The normalising tiles: a pixel a thread, up to a chunk of them where
+ * the launch still has TICKET_TARGET_BLOCKS blocks. */
+static int
+ticket_apply_tiles (int n, size_t hw, int rows)
+{
+  const size_t pixels = hw / ((size_t) rows * ((TICKET_TARGET_BLOCKS
+              + n - 1) / n));
+
+  return ticket_tiles (hw, rows, clamp_count (pixels, TICKET_CHUNK),
+      TICKET_MAX_APPLY_TILES);
 }
 
 extern "C" int
@@ -1453,7 +1512,7 @@ pp_cuda_group_norm_ticket_tiles (int n, int c, size_t hw, int groups)
       || c % PP_CUDA_VEC != 0)
     return 0;
   ticket_geometry (c, &rows, &threads);
-  return ticket_tiles (hw, rows, TICKET_MAX_TILES);
+  return ticket_tiles (hw, rows, TICKET_CHUNK, TICKET_MAX_TILES);
 }
 
 extern "C" size_t
@@ -1513,7 +1572,7 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
             eps, (float2 *) (stats + items), tickets, stats));
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_ticket_apply_kernel<A>,
-            dim3 (ticket_tiles (hw, rows, TICKET_MAX_APPLY_TILES), n), threads,
+            dim3 (ticket_apply_tiles (n, hw, rows), n), threads,
             0, stream, x, shift, shift_type, c, hw, groups, rows, stats,
             gamma, gamma_type, beta, beta_type, silu != 0, y));
     return cudaGetLastError ();
@@ -1962,6 +2021,9 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
 
   if (rows == 0 || dim <= 0)
     return cudaSuccess;
+  if (way == PP_CUDA_LAYER_NORM_WIDTH)
+    way = dim >= PP_CUDA_LAYER_NORM_OCTET_FROM ? PP_CUDA_LAYER_NORM_OCTET
+        : PP_CUDA_LAYER_NORM_VECTOR;
   if (way == PP_CUDA_LAYER_NORM_OCTET && dim % PP_CUDA_VEC == 0
       && dim / PP_CUDA_VEC <= OCTET_THREADS && pp_cuda_vec_aligned (x)
       && pp_cuda_vec_aligned (y)) {

@@ -84,10 +84,11 @@ st=$?
   || fail "the cpu backend's kernel trace: status $st, expected 77 and why"
 # The norms alone (--norms): a row per shape with its time, a step's
 # norms in all, in the ways the environment chose: the default (unset:
-# the vector kernels), then the split and the fold ones (their launches
+# the ticket kernels), then the vector and the split ones (their launches
 # counted at exit).
-for way in :vector:group_norm_vec_apply_kernel split:split:group_norm_nhwc_apply_kernel \
-    fold:fold:group_norm_fold_apply_kernel; do
+for way in :ticket:group_norm_ticket_apply_kernel \
+    vector:vector:group_norm_vec_apply_kernel \
+    split:split:group_norm_nhwc_apply_kernel; do
   set="${way%%:*}" rest="${way#*:}"
   name="${rest%%:*}" kernel="${rest#*:}"
   PPDIFFUSE_CUDA_GROUP_NORM=$set PP_CUDA_EMU_LAUNCHES=$kernel \

@@ -613,10 +613,10 @@ step_device() {
   # The layer norms a block per row (the first way), a warp per row
   # (warp) and a thread per eight values, several rows a block (octet), on
   # test-ops and on 16-bit activations.
-  for ln in block warp octet; do
+  for ln in block warp octet width; do
     ops_way LAYER_NORM=$ln layer_norm
   done
-  for ln in warp octet; do
+  for ln in warp octet width; do
     if runs "act-dtypes, layer norm $ln" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_LAYER_NORM=$ln "$acts" \
         -p /kernels/act-dtypes/layer_norm \
@@ -1628,14 +1628,14 @@ step_bench() {
     # the defaults, in the norms' other ways and with channels-last tiles
     # of other sizes: which is faster for which shape, and a step's norms
     # in all.
-    for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
+    for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=ticket PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
-        "PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" "PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
-        "PPDIFFUSE_CUDA_GROUP_NORM_TILE=32768"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192"; do
       name="gpu-bench f16, norms${way:+, $way}"
       blog=$work/bench-norms$(log_slug "${way:+-$way}").log
       # shellcheck disable=SC2086  # $way is a list of assignments
@@ -1678,6 +1678,8 @@ step_bench() {
     # narrowing), 16 bits channels first, and 16 bits with the GEMMs'
     # outputs through float32 scratch (a bias kernel and a narrowing each)
     # instead of cuBLAS writing them; the layer norms a block a row;
+    # both norms eight channels a thread in the vector kernels (the
+    # defaults before the ticket group norms and the width layer norms);
     # both norms a value a thread (split and warp, the ways before the
     # vector kernels: the profile gives each norm's time); the group norms
     # one launch each (single: a block per group, where the tiles take
@@ -1701,11 +1703,10 @@ step_bench() {
     # it finishes).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=ticket" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=ticket PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \

@@ -871,29 +871,31 @@ test_group_norm_fold (void)
         {}, { { F16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
   }
   pp_cuda_set_group_norm_tile (0);
-  /* The ticket kernels at the same size: 256 tiles (eight a lane as the
-   * last block combines them), two chunks of pixels a thread; a
-   * 64×64×320 norm in 171 tiles of a chunk a thread, an 8×8×1280 one in
-   * 16; none for channels not a multiple of 8. */
-  if (pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups) != 256
-      || pp_cuda_group_norm_ticket_tiles (1, 320, 4096, 32) != 171
+  /* The ticket kernels at the same size: 128 tiles (16 a lane, eight
+   * lanes a group, as the last block combines them), three chunks of
+   * pixels a thread; a 64×64×320 norm in 128 tiles too, an 8×8×1280 one
+   * in 16 of a chunk a thread; none for channels not a multiple of 8. */
+  if (pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups) != 128
+      || pp_cuda_group_norm_ticket_tiles (1, 320, 4096, 32) != 128
       || pp_cuda_group_norm_ticket_tiles (1, 1280, 64, 32) != 16
       || pp_cuda_group_norm_ticket_tiles (1, 12, 64, 4) != 0
       || pp_cuda_group_norm_ticket_tiles (1, 3080, 4, 8) != 0)
-    failf ("group_norm_ticket_tiles: not 256 tiles for 64 channels of 40000 "
-        "pixels, 171 for 320 of 4096, 16 for 1280 of 64, none for 12 "
-        "channels or past 3072");
+    failf ("group_norm_ticket_tiles: not 128 tiles for 64 channels of 40000 "
+        "pixels or 320 of 4096, 16 for 1280 of 64, none for 12 channels or "
+        "past 3072");
   group_norm_case (s, TICKET_NHWC, false, true, true, v.x, v.gamma, v.beta,
       v.shift, { { BF16, F32, F16, F32, BF16, F16 } }, NORM_ABS, NORM_REL);
   group_norm_case (s, TICKET_NHWC, true, true, false, v.x, v.gamma, v.beta,
       {}, { { F16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
-  /* Four samples: a count each. */
-  {
-    const GroupNormShape four = { 4, 320, 300, 32,
-      "four samples, 10 channels a group" };
-    const GroupNormValues w = group_norm_values (four);
+  /* Four samples (a count each); more groups than a block's threads (a
+   * lane a group, two and three rounds of them). */
+  for (const GroupNormShape &t : { GroupNormShape { 4, 320, 300, 32,
+        "four samples, 10 channels a group" }, GroupNormShape { 2, 512, 50,
+        512, "512 groups of a channel, 256 threads" }, GroupNormShape { 1,
+        3072, 7, 1024, "1024 groups of 3 channels, 384 threads" } }) {
+    const GroupNormValues w = group_norm_values (t);
 
-    group_norm_case (four, TICKET_NHWC, false, true, true, w.x, w.gamma,
+    group_norm_case (t, TICKET_NHWC, false, true, true, w.x, w.gamma,
         w.beta, w.shift, { { F16, F32, F16, F32, F16, F16 } }, NORM_ABS,
         NORM_REL);
   }
@@ -918,7 +920,7 @@ test_group_norm_offset (void)
 }
 
 static const char *const layer_norm_ways[] = { "", " by block",
-  " by vectors", " by octets"
+  " by vectors", " by octets", " by width"
 };
 
 static void
@@ -936,11 +938,15 @@ layer_norm_case (size_t rows, int dim, bool in_place, bool params,
   const size_t y = in_place ? 0 : 3;
   std::vector<double> want (rows * dim);
   /* By vectors: rows of a multiple of 8 values up to 1536. */
-  const bool vector = way == PP_CUDA_LAYER_NORM_VECTOR && dim % 8 == 0
+  const bool wide = way == PP_CUDA_LAYER_NORM_WIDTH
+      && dim >= PP_CUDA_LAYER_NORM_OCTET_FROM;
+  const bool vector = (way == PP_CUDA_LAYER_NORM_VECTOR
+      || (way == PP_CUDA_LAYER_NORM_WIDTH && !wide)) && dim % 8 == 0
       && dim <= 1536;
-  /* By octets: rows of a multiple of 8 values up to 4096. */
-  const bool octet = way == PP_CUDA_LAYER_NORM_OCTET && dim % 8 == 0
-      && dim <= 4096;
+  /* By octets: rows of a multiple of 8 values up to 4096; by width, those
+   * of 1024 values or more. */
+  const bool octet = (way == PP_CUDA_LAYER_NORM_OCTET || wide)
+      && dim % 8 == 0 && dim <= 4096;
   const unsigned long vector_runs = emu_kernel_runs ("layer_norm_vec_");
   const unsigned long octet_runs = emu_kernel_runs ("layer_norm_octet_");
 
@@ -979,7 +985,8 @@ test_layer_norm (void)
    * lane for the multiples of 8 (320, 640, 1000 and 1280, 1536), as the
    * warp kernel elsewhere. */
   for (int way : { PP_CUDA_LAYER_NORM_WARP, PP_CUDA_LAYER_NORM_BLOCK,
-          PP_CUDA_LAYER_NORM_VECTOR, PP_CUDA_LAYER_NORM_OCTET })
+          PP_CUDA_LAYER_NORM_VECTOR, PP_CUDA_LAYER_NORM_OCTET,
+          PP_CUDA_LAYER_NORM_WIDTH })
     for (int dim : { 1, 8, 31, 77, 320, 640, 1000, 1280, 1281, 1536, 1600,
             4096, 4104 }) {
       const std::vector<float> x = exact_values (rows * dim, -3, 5);

@@ -767,7 +767,8 @@ acts_take (const Case * c, Acts * a, guint i)
 
 /* Whether a device backend (CUDA) runs @op on views all channels last as
  * they are: the group norm but its whole way (PPDIFFUSE_CUDA_GROUP_NORM:
- * the vector default, split, single and fold read channels last), and
+ * the ticket default, vector, split, single and fold read channels last),
+ * and
  * upsample_nearest, interleave_phases and concat_channels on views of one
  * dtype. */
 static gboolean
