@@ -323,12 +323,17 @@ pp_cuda_scratch (PpCudaBackend * cu, PpCudaScratch slot, gsize bytes)
   }
   if (cu->scratch[slot].mem != NULL)
     cu->scratch[slot].bytes = bytes;
-  /* Counts start at 0, and each user leaves them so (a capture that got
-   * here has failed: its graph never runs). */
-  if (slot == PP_CUDA_SCRATCH_TICKETS && cu->scratch[slot].mem != NULL
-      && cu->capturing == NULL)
-    PP_CUDA_OP_RUN (cu, cudaMemsetAsync (cu->scratch[slot].mem, 0, bytes,
-            cu->stream));
+  /* Counts start at 0, and each user leaves them so.  A capture that got
+   * here has failed (its graph never runs) and cannot zero them: the
+   * slot is left to grow again at its next use, which the run without a
+   * graph makes. */
+  if (slot == PP_CUDA_SCRATCH_TICKETS && cu->scratch[slot].mem != NULL) {
+    if (cu->capturing == NULL)
+      PP_CUDA_OP_RUN (cu, cudaMemsetAsync (cu->scratch[slot].mem, 0, bytes,
+              cu->stream));
+    else
+      cu->scratch[slot].bytes = 0;
+  }
   return cu->scratch[slot].mem;
 }
 
