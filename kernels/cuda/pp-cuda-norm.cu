@@ -7,7 +7,12 @@
  * mean, so a large common offset loses nothing (with one float mean the
  * error grew as 1e-7 · mean / deviation).
  * Each thread's partial sums cover a few hundred values at most before the
- * tree reduction adds them, so float32 loses nothing measurable.  Input
+ * tree reduction adds them, so float32 loses nothing measurable.  The
+ * channels-last default (the ticket kernels, below) makes one pass
+ * instead: each value's deviation from a value of its group, and its
+ * square, the variance their mean square less the square of their mean,
+ * which loses nothing to a common offset either, since the reference
+ * value lies among the data.  Input
  * and output are of one storage type (A: float32 or 16 bits, widened on
  * load, rounded on store); the statistics are float32. */
 #include "pp-cuda-common.cuh"
@@ -704,19 +709,53 @@ warp_group_sums (const float *cells, int c, int rows, int groups,
   }
 }
 
-/* FOLD_CHUNK pixels' channels [ch0, ch0 + 8) from pixel @p on, @rows
- * apart, into @v as stored (a pixel past @end reads pixel @p again,
- * dropped by the caller): straight-line code, whose loads issue
- * together. */
-template <PpCudaType A> __device__ __forceinline__ void
-fold_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
-    int rows, size_t end, PpCudaRaw8<A> v[FOLD_CHUNK])
+/* @N pixels' channels [ch0, ch0 + 8) from pixel @p on, @rows apart, into
+ * @v as stored (a pixel past @end reads pixel @p again, dropped by the
+ * caller): straight-line code, whose loads issue together.  The fold and
+ * ticket kernels' loads. */
+template <PpCudaType A, int N> __device__ __forceinline__ void
+octets_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
+    int rows, size_t end, PpCudaRaw8<A> v[N])
 {
   PP_CUDA_UNROLL
-  for (int u = 0; u < FOLD_CHUNK; u++) {
+  for (int u = 0; u < N; u++) {
     const size_t pu = p + (size_t) u * rows;
 
     v[u] = pp_cuda_raw8<A> (x, base + (pu < end ? pu : p) * c + ch0);
+  }
+}
+
+/* The normalising pass of the fold and ticket kernels: the thread's
+ * pixels from @first to @end, @rows apart, @N a load (the first @N
+ * already in @raw), each channel's value v as (v - @ref) · @scale +
+ * @offset, SiLU'd with @silu, stored in @y.  Each thread loads its own
+ * pixels' values before it stores them (y may be x), and no other thread
+ * reads them. */
+template <PpCudaType A, int N> __device__ __forceinline__ void
+octets_normalise (const void *x, void *y, size_t base, int c, int ch0,
+    size_t first, int rows, size_t end, PpCudaRaw8<A> raw[N],
+    const float *ref, const float *scale, const float *offset, bool silu)
+{
+  for (size_t p = first; p < end; p += (size_t) N * rows) {
+    if (p != first)
+      octets_load_chunk<A, N> (x, base, c, ch0, p, rows, end, raw);
+    PP_CUDA_UNROLL
+    for (int u = 0; u < N; u++) {
+      const size_t pu = p + (size_t) u * rows;
+
+      if (pu < end) {
+        float v[PP_CUDA_VEC];
+
+        pp_cuda_widen8<A> (raw[u], v);
+        PP_CUDA_UNROLL
+        for (int k = 0; k < PP_CUDA_VEC; k++) {
+          const float n = (v[k] - ref[k]) * scale[k] + offset[k];
+
+          v[k] = silu ? pp_math_silu (n) : n;
+        }
+        pp_cuda_store8<A> (y, base + pu * c + ch0, v);
+      }
+    }
   }
 }
 
@@ -729,7 +768,7 @@ fold_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
   for (size_t p = first; p < end; p += FOLD_CHUNK * rows) {
     PpCudaRaw8<A> raw[FOLD_CHUNK];
 
-    fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    octets_load_chunk<A, FOLD_CHUNK> (x, base, c, ch0, p, rows, end, raw);
     PP_CUDA_UNROLL
     for (int u = 0; u < FOLD_CHUNK; u++)
       if (p + (size_t) u * rows < end) {
@@ -880,7 +919,7 @@ group_norm_fold_apply_kernel (const void *x, const void *shift,
 
   /* The first pixels on their way while the moments are made. */
   if (active && first < end)
-    fold_load_chunk<A> (x, base, c, ch0, first, rows, end, raw);
+    octets_load_chunk<A, FOLD_CHUNK> (x, base, c, ch0, first, rows, end, raw);
   for (int g = warp; g < groups; g += warps) {
     const float4 mo = fold_moments (partials + (sample * groups + g) * tiles,
         tiles, count, eps);
@@ -911,29 +950,9 @@ group_norm_fold_apply_kernel (const void *x, const void *shift,
     be[q] -= mo.y * scale[q];
     sh[q] = mo.x - sh[q];
   }
-  /* Each thread loads its own pixels' values before it stores them (y
-   * may be x), and no other thread reads them. */
-  for (size_t p = first; active && p < end; p += FOLD_CHUNK * rows) {
-    if (p != first)
-      fold_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < FOLD_CHUNK; u++) {
-      const size_t pu = p + (size_t) u * rows;
-
-      if (pu < end) {
-        float v[PP_CUDA_VEC];
-
-        pp_cuda_widen8<A> (raw[u], v);
-        PP_CUDA_UNROLL
-        for (int q = 0; q < PP_CUDA_VEC; q++) {
-          const float n = (v[q] - sh[q]) * scale[q] + be[q];
-
-          v[q] = silu ? pp_math_silu (n) : n;
-        }
-        pp_cuda_store8<A> (y, base + pu * c + ch0, v);
-      }
-    }
-  }
+  if (active)
+    octets_normalise<A, FOLD_CHUNK> (x, y, base, c, ch0, first, rows, end,
+        raw, sh, scale, be, silu);
 }
 
 /* The ticket kernels (PP_CUDA_GROUP_NHWC_TICKET): eight channels a thread
@@ -1001,22 +1020,6 @@ ticket_reference (const void *x, const void *shift, PpCudaType shift_type,
       sample, c, ch);
 }
 
-/* TICKET_CHUNK pixels' channels [ch0, ch0 + 8) from pixel @p on, @rows
- * apart, into @v as stored (a pixel past @end reads pixel @p again,
- * dropped by the caller): straight-line code, whose loads issue
- * together. */
-template <PpCudaType A> __device__ __forceinline__ void
-ticket_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
-    int rows, size_t end, PpCudaRaw8<A> v[TICKET_CHUNK])
-{
-  PP_CUDA_UNROLL
-  for (int u = 0; u < TICKET_CHUNK; u++) {
-    const size_t pu = p + (size_t) u * rows;
-
-    v[u] = pp_cuda_raw8<A> (x, base + (pu < end ? pu : p) * c + ch0);
-  }
-}
-
 /* Lanes that take one group's sums at once in the block, the rest of the
  * block the other groups': the most of 32, 16, …, 1 whose groups the
  * block's threads hold all at once. */
@@ -1078,7 +1081,7 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
       p += (size_t) TICKET_CHUNK * rows) {
     PpCudaRaw8<A> raw[TICKET_CHUNK];
 
-    ticket_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
+    octets_load_chunk<A, TICKET_CHUNK> (x, base, c, ch0, p, rows, end, raw);
     PP_CUDA_UNROLL
     for (int u = 0; u < TICKET_CHUNK; u++)
       if (p + (size_t) u * rows < end) {
@@ -1179,7 +1182,7 @@ group_norm_ticket_apply_kernel (const void *x, const void *shift,
 
   /* The first pixels on their way while the scales are made. */
   if (active && first < end)
-    ticket_load_chunk<A> (x, base, c, ch0, first, rows, end, raw);
+    octets_load_chunk<A, TICKET_CHUNK> (x, base, c, ch0, first, rows, end, raw);
   PP_CUDA_UNROLL
   for (int k = 0; k < PP_CUDA_VEC; k++) {
     const int ch = active ? ch0 + k : 0;
@@ -1195,30 +1198,9 @@ group_norm_ticket_apply_kernel (const void *x, const void *shift,
     offset[k] = be - mo.y * scale[k];
     ref[k] = mo.x - nhwc_shift (shift, shift_type, sample, c, ch);
   }
-  /* Each thread loads its own pixels' values before it stores them (y
-   * may be x), and no other thread reads them. */
-  for (size_t p = first; active && p < end;
-      p += (size_t) TICKET_CHUNK * rows) {
-    if (p != first)
-      ticket_load_chunk<A> (x, base, c, ch0, p, rows, end, raw);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < TICKET_CHUNK; u++) {
-      const size_t pu = p + (size_t) u * rows;
-
-      if (pu < end) {
-        float v[PP_CUDA_VEC];
-
-        pp_cuda_widen8<A> (raw[u], v);
-        PP_CUDA_UNROLL
-        for (int k = 0; k < PP_CUDA_VEC; k++) {
-          const float n = (v[k] - ref[k]) * scale[k] + offset[k];
-
-          v[k] = silu ? pp_math_silu (n) : n;
-        }
-        pp_cuda_store8<A> (y, base + pu * c + ch0, v);
-      }
-    }
-  }
+  if (active)
+    octets_normalise<A, TICKET_CHUNK> (x, y, base, c, ch0, first, rows, end,
+        raw, ref, scale, offset, silu);
 }
 
 /* The single kernel (PP_CUDA_GROUP_NHWC_SINGLE): one block per (sample,
