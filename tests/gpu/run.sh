@@ -1693,6 +1693,9 @@ step_bench() {
     # convolutions' bias, residual and ReLU in a pass of the backend's
     # own (pass: the way before cuDNN's fused epilogue); and the four
     # ways before together, what the defaults were before 2026-12-04; the
+    # legacy API's convolutions with the fastest of cuDNN's algorithms for
+    # each shape (timed: a step's graph ran 16 of its 51 convolutions in
+    # cuDNN's sm80 kernels on an H200 by the heuristics' choice); the
     # convolutions with their epilogues as cuDNN operation graphs (graph:
     # the engines of cuDNN's backend API), by its heuristics' first engine
     # and by the fastest of its first four, with the engine each shape
@@ -1710,7 +1713,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
-        "PPDIFFUSE_CUDA_CONV_API=graph" \
+        "PPDIFFUSE_CUDA_CONV_ALGO=timed" "PPDIFFUSE_CUDA_CONV_API=graph" \
         "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed" \
         "PPDIFFUSE_CUDA_GEMM_ALGO=timed" "PPDIFFUSE_CUDA_PDL=on"; do
       blog=$work/bench-$(log_slug "$way").log
@@ -1728,6 +1731,10 @@ step_bench() {
             *CONV_API=graph*)
               grep -E 'cuda conv graph' "$blog" \
                 | sed 's/.*cuda conv graph/cuda conv graph/' | sort | uniq \
+                | cut -c1-800 | indent ;;
+            *CONV_ALGO=timed*)
+              grep -E 'cuda conv( trials)?:' "$blog" \
+                | sed 's/.*cuda conv/cuda conv/' | sort | uniq \
                 | cut -c1-800 | indent ;;
           esac
           sed -n '/^profile of/,$p' "$blog" \
