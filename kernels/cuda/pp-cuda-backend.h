@@ -58,28 +58,32 @@ G_BEGIN_DECLS
  * graph of the backend API, whose heuristics rank every engine cuDNN has
  * for it; a graph it has none for takes the legacy API). */
 #define PP_CUDA_CONV_API_ENV "PPDIFFUSE_CUDA_CONV_API"
-/* How a group norm spreads over the device: vector (the default: as
- * split, channels last eight channels a thread with 16-byte loads), split
- * (each group's values over several blocks, two kernels; channels last,
- * tiles of pixels, a thread a channel), whole (one block per group),
- * single (channels last, one launch, a block per group), fold (as
- * vector in two launches, the tiles' statistics combined by the
- * normalising blocks) or ticket (as vector in two launches, one pass of
- * sums a tile, combined by the last tile of a sample to finish). */
+/* How a group norm spreads over the device: ticket (the default:
+ * channels last eight channels a thread with 16-byte loads, two
+ * launches, one pass of sums a tile, combined by the last tile of a
+ * sample to finish; on an H200 an SD-Turbo step 4.62 ms where vector
+ * gave 4.93, docs/perf.md), vector (as split, channels last eight
+ * channels a thread, three launches), split (each group's values over
+ * several blocks, two kernels; channels last, tiles of pixels, a thread a
+ * channel, three), whole (one block per group), single (channels last,
+ * one launch, a block per group) or fold (as vector in two launches, the
+ * tiles' statistics combined by the normalising blocks). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
-/* The fewest values a channels-last group norm's tile takes, so how many
+/* The fewest values a channels-last group norm's tile takes in the
+ * vector, split and fold ways (the ticket way sizes its own), so how many
  * blocks its statistics and normalisation run in: 2048 (the default: a
  * 64×64×320 norm in 512 tiles of 8 pixels; the fold way's tiles four
  * times as large), 512, 1024, 4096, 8192, 16384 or 32768.  Another tile
  * sums in another order (another parity key). */
 #define PP_CUDA_GROUP_NORM_TILE_ENV "PPDIFFUSE_CUDA_GROUP_NORM_TILE"
-/* How a layer norm spreads over the device: vector (the default: as warp,
- * eight values a 16-byte load), warp (a warp per row of up to 1536
+/* How a layer norm spreads over the device: width (the default: octet
+ * for rows of 1024 values or more, vector for shorter ones), vector (as
+ * warp, eight values a 16-byte load), warp (a warp per row of up to 1536
  * values, the row in its registers), block (a block per row, the first
- * way), octet (a thread per eight values of a row, several rows a block)
- * or width (octet for rows of 1024 values or more, vector for shorter
- * ones).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
- * 5.05 ms (docs/perf.md). */
+ * way) or octet (a thread per eight values of a row, several rows a
+ * block).  Vector norms took an SD-Turbo step on an H200 from 5.94 to
+ * 5.05 ms, width a step's layer norms from 0.348 to 0.283 ms
+ * (docs/perf.md). */
 #define PP_CUDA_LAYER_NORM_ENV "PPDIFFUSE_CUDA_LAYER_NORM"
 /* The dtype models keep their activations in: weights (the default: the
  * weights' 16-bit dtype, the 16-bit graph, each kernel reading and
