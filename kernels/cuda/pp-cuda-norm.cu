@@ -968,10 +968,10 @@ group_norm_fold_apply_kernel (const void *x, const void *shift,
  * and the last tile of a sample to be done (each takes a ticket, an
  * atomic count per sample) adds every tile's the same way, each lane in
  * the tiles' order (the same bytes every run, whatever order the blocks
- * ran in), writes the sample's moments and sets the count back to 0.  The
- * first version's last tile walked the groups a warp each, a round of
- * loads a group: 10 µs a launch on an H200 however small the norm.  The
- * apply kernel has nothing to combine: a thread's scales and offsets
+ * ran in), writes the sample's moments and sets the count back to 0 (a
+ * last tile that walked the groups a warp each, a round of loads a group,
+ * took 10 µs a launch on an H200 however small the norm).  The apply
+ * kernel has nothing to combine: a thread's scales and offsets
  * from the moments, its pixels' loads issued together, each value one
  * multiply-add.  A thread takes up to TICKET_CHUNK pixels a load, a block
  * about TICKET_THREADS threads.  The statistics' tiles are a chunk of
