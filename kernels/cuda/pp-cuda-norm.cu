@@ -17,6 +17,8 @@
  * load, rounded on store); the statistics are float32. */
 #include "pp-cuda-common.cuh"
 
+#include <limits.h>
+
 /* Threads per group or row: a UNet group holds up to ~10⁵ values. */
 #define NORM_THREADS 512
 /* Blocks per launch; groups or rows beyond it are taken by the same blocks
@@ -674,36 +676,62 @@ group_norm_vec_apply_kernel (const void *x, const void *shift,
 /* The stats block's cells: eight a thread. */
 #define FOLD_CELLS (FOLD_THREADS * PP_CUDA_VEC)
 
-/* Pixel rows a fold block takes at once and its threads: c / 8 a row,
- * rounded up to whole warps (the threads past rows · c / 8 idle). */
+/* Rows of @width values (a multiple of 8) a block of a thread per eight
+ * values takes at once: as many as @aim threads hold, at least one and at
+ * most @most; and its threads, rounded up to whole warps (the threads
+ * past rows · width / 8 idle).  The fold and ticket group norms' pixels,
+ * the octet layer norm's rows. */
 static inline void
-fold_geometry (int c, int *rows, unsigned *threads)
+octets_geometry (int width, int aim, int most, int *rows, unsigned *threads)
 {
-  const int octets = c / PP_CUDA_VEC;
+  const int octets = width / PP_CUDA_VEC;
+  const int r = aim / octets;
 
-  *rows = octets >= FOLD_THREADS ? 1 : FOLD_THREADS / octets;
+  *rows = r < 1 ? 1 : r > most ? most : r;
   *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
 }
 
-/* Each group's @cells ([rows, c], a block's channel sums of each row)
- * added by a warp into @out[g] (divided by @count when it is not 0): its
- * lanes take every 32nd of the group's rows · per_group cells, then a
- * warp sum (a fixed order).  No barrier.  The fold group norm's groups,
- * and the octet layer norm's rows (one row of c cells, a group a row). */
+/* The sum of @v over the @lanes adjacent lanes (a power of 2 up to 32) of
+ * its group of lanes, in every one of them (the same bits: each step adds
+ * the same two values in each lane). */
+__device__ __forceinline__ float
+lanes_sum (float v, int lanes)
+{
+  for (int o = lanes / 2; o > 0; o /= 2)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+/* Group @g's sum of @cells ([rows, c], a block's channel sums of each
+ * row): @lanes adjacent lanes (a power of 2 up to 32) take every
+ * lanes-th of its rows · per_group cells from @lane on, then lanes_sum (a
+ * fixed order: the same bytes every run).  0 for a @g past @groups, whose
+ * lanes still take part in the sum.  No barrier. */
+__device__ __forceinline__ float
+group_cells_sum (const float *cells, int c, int rows, int groups, int g,
+    int lane, int lanes)
+{
+  const int per_group = c / groups, n = rows * per_group;
+  float t = 0.0f;
+
+  for (int i = lane; g < groups && i < n; i += lanes)
+    t += cells[i / per_group * c + g * per_group + i % per_group];
+  return lanes_sum (t, lanes);
+}
+
+/* Each group's @cells added by a warp into @out[g] (divided by @count
+ * when it is not 0).  No barrier.  The fold group norm's groups, and the
+ * octet layer norm's rows (one row of c cells, a group a row). */
 __device__ __forceinline__ void
 warp_group_sums (const float *cells, int c, int rows, int groups,
     float count, float *out)
 {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int warps = blockDim.x / 32, per_group = c / groups;
-  const int n = rows * per_group;
+  const int warps = blockDim.x / 32;
 
   for (int g = warp; g < groups; g += warps) {
-    float t = 0.0f;
+    const float t = group_cells_sum (cells, c, rows, groups, g, lane, 32);
 
-    for (int i = lane; i < n; i += 32)
-      t += cells[i / per_group * c + g * per_group + i % per_group];
-    t = pp_cuda_warp_sum (t);
     if (lane == 0)
       out[g] = count != 0.0f ? t / count : t;
   }
@@ -759,18 +787,19 @@ octets_normalise (const void *x, void *y, size_t base, int c, int ch0,
   }
 }
 
-/* The thread's pixels from @first to @end, @rows apart, FOLD_CHUNK loads
- * at a time: @take (v) for each one's eight channels as floats. */
-template <PpCudaType A, typename F> __device__ __forceinline__ void
-fold_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
+/* The thread's pixels from @first to @end, @rows apart, @N loads at a
+ * time: @take (v) for each one's eight channels as floats.  The fold and
+ * ticket kernels' statistics. */
+template <PpCudaType A, int N, typename F> __device__ __forceinline__ void
+octets_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
     int rows, size_t end, F take)
 {
-  for (size_t p = first; p < end; p += FOLD_CHUNK * rows) {
-    PpCudaRaw8<A> raw[FOLD_CHUNK];
+  for (size_t p = first; p < end; p += (size_t) N * rows) {
+    PpCudaRaw8<A> raw[N];
 
-    octets_load_chunk<A, FOLD_CHUNK> (x, base, c, ch0, p, rows, end, raw);
+    octets_load_chunk<A, N> (x, base, c, ch0, p, rows, end, raw);
     PP_CUDA_UNROLL
-    for (int u = 0; u < FOLD_CHUNK; u++)
+    for (int u = 0; u < N; u++)
       if (p + (size_t) u * rows < end) {
         float v[PP_CUDA_VEC];
 
@@ -809,7 +838,7 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
     s[q] = d_s[q] = q_s[q] = 0.0f;
   }
   if (active) {
-    fold_each_pixel<A> (x, base, c, ch0, begin + r, rows, end,
+    octets_each_pixel<A, FOLD_CHUNK> (x, base, c, ch0, begin + r, rows, end,
         [&] (const float *v) {
           PP_CUDA_UNROLL
           for (int q = 0; q < PP_CUDA_VEC; q++)
@@ -828,7 +857,7 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
   /* The deviations from the tile's group means: the same bytes again,
    * from the cache. */
   if (active) {
-    fold_each_pixel<A> (x, base, c, ch0, begin + r, rows, end,
+    octets_each_pixel<A, FOLD_CHUNK> (x, base, c, ch0, begin + r, rows, end,
         [&] (const float *v) {
           PP_CUDA_UNROLL
           for (int q = 0; q < PP_CUDA_VEC; q++) {
@@ -997,17 +1026,6 @@ group_norm_fold_apply_kernel (const void *x, const void *shift,
 static_assert (TICKET_MAX_BLOCK * PP_CUDA_VEC >= NHWC_MAX_C,
     "a ticket block could not take a pixel's channels");
 
-/* Pixel rows a ticket block takes at once and its threads (the threads
- * past rows · c / 8 idle). */
-static inline void
-ticket_geometry (int c, int *rows, unsigned *threads)
-{
-  const int octets = c / PP_CUDA_VEC;
-
-  *rows = octets >= TICKET_THREADS ? 1 : TICKET_THREADS / octets;
-  *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
-}
-
 /* The value of group @g the deviations are taken from: its first
  * channel at the sample's first pixel, plus that channel's shift. */
 template <PpCudaType A> __device__ __forceinline__ float
@@ -1033,17 +1051,6 @@ ticket_lanes (int groups)
   return lanes;
 }
 
-/* The sum of @v over the @lanes adjacent lanes (a power of 2 up to 32) of
- * its group of lanes, in every one of them (the same bits: each step adds
- * the same two values in each lane). */
-__device__ __forceinline__ float
-ticket_lanes_sum (float v, int lanes)
-{
-  for (int o = lanes / 2; o > 0; o /= 2)
-    v += __shfl_xor_sync (0xffffffffu, v, o);
-  return v;
-}
-
 template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
 group_norm_ticket_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int rows,
@@ -1062,7 +1069,6 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
    * threads all the groups at once (rounds of them past its reach). */
   const int lanes = ticket_lanes (groups);
   const int lane = threadIdx.x % lanes, per_round = blockDim.x / lanes;
-  const int cells = rows * per_group;
   float ref[PP_CUDA_VEC], s[PP_CUDA_VEC], q[PP_CUDA_VEC];
   size_t begin, end;
 
@@ -1077,27 +1083,17 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
         c, ch);
     s[k] = q[k] = 0.0f;
   }
-  for (size_t p = begin + r; active && p < end;
-      p += (size_t) TICKET_CHUNK * rows) {
-    PpCudaRaw8<A> raw[TICKET_CHUNK];
-
-    octets_load_chunk<A, TICKET_CHUNK> (x, base, c, ch0, p, rows, end, raw);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < TICKET_CHUNK; u++)
-      if (p + (size_t) u * rows < end) {
-        float v[PP_CUDA_VEC];
-
-        pp_cuda_widen8<A> (raw[u], v);
-        PP_CUDA_UNROLL
-        for (int k = 0; k < PP_CUDA_VEC; k++) {
-          const float d = v[k] - ref[k];
-
-          s[k] += d;
-          q[k] += d * d;
-        }
-      }
-  }
   if (active) {
+    octets_each_pixel<A, TICKET_CHUNK> (x, base, c, ch0, begin + r, rows,
+        end, [&] (const float *v) {
+          PP_CUDA_UNROLL
+          for (int k = 0; k < PP_CUDA_VEC; k++) {
+            const float d = v[k] - ref[k];
+
+            s[k] += d;
+            q[k] += d * d;
+          }
+        });
     PP_CUDA_UNROLL
     for (int k = 0; k < PP_CUDA_VEC; k++) {
       sums[r * c + ch0 + k] = s[k];
@@ -1109,16 +1105,10 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
    * channels, a lane every lanes-th, then the lanes together. */
   for (int g0 = 0; g0 < groups; g0 += per_round) {
     const int g = g0 + (int) threadIdx.x / lanes;
-    float gs = 0.0f, gq = 0.0f;
+    const float gs = group_cells_sum (sums, c, rows, groups, g, lane, lanes);
+    const float gq = group_cells_sum (squares, c, rows, groups, g, lane,
+        lanes);
 
-    for (int i = lane; g < groups && i < cells; i += lanes) {
-      const int at = i / per_group * c + g * per_group + i % per_group;
-
-      gs += sums[at];
-      gq += squares[at];
-    }
-    gs = ticket_lanes_sum (gs, lanes);
-    gq = ticket_lanes_sum (gq, lanes);
     if (g < groups && lane == 0) {
       partials[(sample * groups + g) * tiles + blockIdx.x] = make_float2
           (gs, gq);
@@ -1151,8 +1141,8 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
       gs += t.x;
       gq += t.y;
     }
-    gs = ticket_lanes_sum (gs, lanes) / count;
-    gq = ticket_lanes_sum (gq, lanes) / count;
+    gs = lanes_sum (gs, lanes) / count;
+    gq = lanes_sum (gq, lanes) / count;
     if (g < groups && lane == 0)
       moments[sample * groups + g] = make_float4 (reference, gs,
           rsqrtf (fmaxf (gq - gs * gs, 0.0f) + eps), 0.0f);
@@ -1494,7 +1484,7 @@ pp_cuda_group_norm_ticket_tiles (int n, int c, size_t hw, int groups)
   if (pp_cuda_group_norm_tiles (n, c, hw, groups) == 0
       || c % PP_CUDA_VEC != 0)
     return 0;
-  ticket_geometry (c, &rows, &threads);
+  octets_geometry (c, TICKET_THREADS, INT_MAX, &rows, &threads);
   return ticket_tiles (hw, rows, TICKET_CHUNK, TICKET_MAX_TILES);
 }
 
@@ -1547,7 +1537,7 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
 
     if (tickets == NULL)
       return cudaErrorInvalidValue;
-    ticket_geometry (c, &rows, &threads);
+    octets_geometry (c, TICKET_THREADS, INT_MAX, &rows, &threads);
     /* The moments first, on 16 bytes; the tiles' sums after them. */
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_ticket_stats_kernel<A>, dim3 (ticket, n),
@@ -1563,7 +1553,7 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
   if (way == PP_CUDA_GROUP_NHWC_FOLD && octets) {
     const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
 
-    fold_geometry (c, &rows, &threads);
+    octets_geometry (c, FOLD_THREADS, INT_MAX, &rows, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_fold_stats_kernel<A>, dim3 (fold, n),
             threads, 0, stream, x, shift, shift_type, c, hw, groups, rows,
@@ -1853,16 +1843,6 @@ layer_norm_vec_kernel (const void *x, size_t rows, int dim, float eps,
 #define OCTET_THREADS 512
 #define OCTET_MAX_ROWS 64
 
-static inline void
-octet_geometry (int dim, int *rows, unsigned *threads)
-{
-  const int octets = dim / PP_CUDA_VEC;
-  const int r = OCTET_THREADS / octets;
-
-  *rows = r < OCTET_MAX_ROWS ? r : OCTET_MAX_ROWS;
-  *threads = (unsigned) ((octets * *rows + 31) / 32 * 32);
-}
-
 template <PpCudaType A> __global__ void __launch_bounds__ (OCTET_THREADS)
 layer_norm_octet_kernel (const void *x, size_t rows, int dim, int block_rows,
     float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
@@ -2014,7 +1994,8 @@ pp_cuda_layer_norm (const void *x, PpCudaType type, size_t rows, int dim,
     unsigned threads;
     size_t need;
 
-    octet_geometry (dim, &block_rows, &threads);
+    octets_geometry (dim, OCTET_THREADS, OCTET_MAX_ROWS, &block_rows,
+        &threads);
     need = (rows + block_rows - 1) / block_rows;
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (layer_norm_octet_kernel<A>, (unsigned) (need

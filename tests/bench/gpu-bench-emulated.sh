@@ -103,4 +103,19 @@ for way in :ticket:group_norm_ticket_apply_kernel \
   grep -q "^emulated launches of $kernel: [1-9]" "$log" \
     || fail "the $name way's kernel did not run"
 done
+# One norm shape (--norm-shape) with its kernels traced (--kernels): its
+# row, then each kernel's device time a call, the ticket way's two; a
+# shape past the table refused, naming the range.
+timeout -k 10 120 "$bench" --small --norms --kernels --norm-shape 1 \
+  --repeats 1 >"$log" 2>&1
+st=$?
+[ "$st" -eq 0 ] || fail "gpu-bench --small --norms --kernels --norm-shape 1 exited with status $st"
+n=$(grep -Ec '^  (group|layer) norm .* [1-9][0-9]* +[0-9.]+ +[0-9.]+ +[0-9]+' "$log")
+[ "$n" -eq 1 ] || fail "$n norm shapes timed with --norm-shape 1, expected 1"
+grep -Eq '^    kernels \(µs a call, device time\): group_norm_ticket_stats_kernel<A> [0-9.]+, group_norm_ticket_apply_kernel<A> [0-9.]+$' "$log" \
+  || fail "no traced kernels under the norm's row"
+timeout -k 10 60 "$bench" --small --norms --norm-shape 3 >"$log" 2>&1
+st=$?
+[ "$st" -eq 1 ] && grep -q '^norms: no shape 3: there are 3 (0 to 2)$' "$log" \
+  || fail "a norm shape past the table: status $st, expected 1 and why"
 echo "gpu-bench --small ran every path on the emulation, its kernel traces and norms too"

@@ -12,9 +12,8 @@
  * for which shape. */
 #include "gpu-bench-norms.h"
 
-#include "pp-backend-impl.h"
+#include "gpu-bench-trace.h"
 #include "pp-error.h"
-#include "pp-kernel-names.h"
 #include "pp-ops.h"
 
 #include <stdio.h>
@@ -124,35 +123,21 @@ trace_kernels (PpBackend * be, gpointer graph, GString * out)
   GraphLaunch l = { be, graph };
   g_autoptr (GError) error = NULL;
   g_autoptr (GArray) spans = pp_backend_trace (be, launch_graph, &l, &error);
-  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GArray) ns = g_array_new (FALSE, TRUE, sizeof (guint64));
+  g_autoptr (GArray) rows = NULL;
 
   if (spans == NULL) {
     g_string_append_printf (out, "    kernels: not traced: %s\n",
         error->message);
     return;
   }
-  for (guint i = 0; i < spans->len; i++) {
-    const PpKernelSpan *k = &g_array_index (spans, PpKernelSpan, i);
-    g_autofree gchar *name = pp_kernel_short_name (k->name);
-    guint j;
-
-    for (j = 0; j < names->len; j++)
-      if (g_strcmp0 (g_ptr_array_index (names, j), name) == 0)
-        break;
-    if (j == names->len) {
-      const guint64 zero = 0;
-
-      g_ptr_array_add (names, g_steal_pointer (&name));
-      g_array_append_val (ns, zero);
-    }
-    g_array_index (ns, guint64, j) += k->end_ns - k->start_ns;
-  }
+  rows = pp_trace_rows (spans);
   g_string_append (out, "    kernels (µs a call, device time):");
-  for (guint j = 0; j < names->len; j++)
-    g_string_append_printf (out, "%s %s %.2f", j == 0 ? "" : ",",
-        (const gchar *) g_ptr_array_index (names, j),
-        g_array_index (ns, guint64, j) / 1e3 / NORM_CALLS);
+  for (guint j = 0; j < rows->len; j++) {
+    const PpTraceRow *r = &g_array_index (rows, PpTraceRow, j);
+
+    g_string_append_printf (out, "%s %s %.2f", j == 0 ? "" : ",", r->name,
+        r->ns / 1e3 / NORM_CALLS);
+  }
   g_string_append (out, "\n");
 }
 
@@ -220,6 +205,11 @@ pp_bench_norms (PpBackend * be, PpDType dtype, guint repeats, gdouble gbps,
   gdouble step_s[2] = { 0, 0 };
   guint step_calls[2] = { 0, 0 };
 
+  if (only >= (gint) n_shapes) {
+    printf ("norms: no shape %d: there are %" G_GSIZE_FORMAT " (0 to %"
+        G_GSIZE_FORMAT ")\n", only, n_shapes, n_shapes - 1);
+    return FALSE;
+  }
   if (!pp_backend_has_graphs (be)) {
     printf ("norms: not measured: %s has no graphs\n", pp_backend_name (be));
     return FALSE;
@@ -230,11 +220,6 @@ pp_bench_norms (PpBackend * be, PpDType dtype, guint repeats, gdouble gbps,
       NORM_CALLS, repeats);
   printf ("  %-34s %6s %9s %9s %9s %9s\n", "norm", "calls", "µs", "MB",
       "GB/s", "× floor");
-  if (only >= (gint) n_shapes) {
-    printf ("norms: no shape %d: there are %" G_GSIZE_FORMAT "\n", only,
-        n_shapes);
-    return FALSE;
-  }
   for (gsize i = 0; i < n_shapes; i++) {
     const NormShape *s = &shapes[i];
     /* Read, written once: what the op must move at least. */

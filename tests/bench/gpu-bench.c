@@ -15,6 +15,7 @@
 #include "pp-backend.h"
 #include "pp-bench-configs.h"
 #include "gpu-bench-norms.h"
+#include "gpu-bench-trace.h"
 #include "pp-kernel-names.h"
 #include "pp-error.h"
 #include "pp-ops.h"
@@ -374,17 +375,10 @@ launch_floor (Bench * b, guint repeats)
 /* The longest idle stretches named. */
 #define TRACE_GAPS 3
 
-typedef struct
-{
-  const gchar *name;            /* the table's */
-  guint calls;
-  guint64 ns;
-} TraceRow;
-
 static gint
 by_ns_desc (gconstpointer a, gconstpointer b)
 {
-  const TraceRow *x = a, *y = b;
+  const PpTraceRow *x = a, *y = b;
 
   return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : g_strcmp0 (x->name,
       y->name);
@@ -405,13 +399,9 @@ by_gap_desc (gconstpointer a, gconstpointer b)
 static void
 print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
 {
-  g_autoptr (GHashTable) by_name = g_hash_table_new_full (g_str_hash,
-      g_str_equal, g_free, g_free);
-  g_autoptr (GArray) rows = g_array_new (FALSE, FALSE, sizeof (TraceRow));
+  g_autoptr (GArray) rows = NULL;
   g_autoptr (GArray) gaps = g_array_new (FALSE, FALSE, sizeof (guint64));
   guint64 first, last = 0, running = 0, run_start, run_end;
-  GHashTableIter iter;
-  gpointer key, value;
   guint other_calls = 0;
   guint64 other_ns = 0, span_ns;
 
@@ -424,16 +414,7 @@ print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
   run_end = first;
   for (guint i = 0; i < spans->len; i++) {
     const PpKernelSpan *k = &g_array_index (spans, PpKernelSpan, i);
-    g_autofree gchar *name = pp_kernel_short_name (k->name);
-    TraceRow *row = g_hash_table_lookup (by_name, name);
 
-    if (row == NULL) {
-      row = g_new0 (TraceRow, 1);
-      row->name = name;
-      g_hash_table_insert (by_name, g_steal_pointer (&name), row);
-    }
-    row->calls++;
-    row->ns += k->end_ns - k->start_ns;
     /* Spans by start: a run of overlapping ones ends where the next
      * starts after it. */
     if (k->start_ns > run_end) {
@@ -463,14 +444,12 @@ print_trace (const gchar * what, GArray * spans, guint kernel_nodes)
     printf (" µs");
   }
   printf ("\n");
-  g_hash_table_iter_init (&iter, by_name);
-  while (g_hash_table_iter_next (&iter, &key, &value))
-    g_array_append_val (rows, *(TraceRow *) value);
+  rows = pp_trace_rows (spans);
   g_array_sort (rows, by_ns_desc);
   printf ("  %-*s %6s %9s %7s %10s\n", PP_KERNEL_NAME_WIDTH, "kernel", "calls",
       "ms", "share", "µs a call");
   for (guint i = 0; i < rows->len; i++) {
-    const TraceRow *r = &g_array_index (rows, TraceRow, i);
+    const PpTraceRow *r = &g_array_index (rows, PpTraceRow, i);
 
     if (i >= TRACE_ROWS) {
       other_calls += r->calls;
