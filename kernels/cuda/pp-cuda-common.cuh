@@ -292,9 +292,110 @@ pp_cuda_launch (const char *name, void (*kernel) (P...), dim3 grid,
     dim3 block, size_t shmem, cudaStream_t stream, A... args)
 {
   emu_launch (grid, block, shmem, stream, emu_kernel_name (name),
-      [=] { kernel (args...); }, true);
+      [=] { kernel (args...); }, EMU_LAUNCH_WAITS);
 }
 #endif
+
+/* A cooperative launch of @kernel (as PP_CUDA_LAUNCH's, without
+ * programmatic serialization): its blocks are resident on the device at
+ * once, or the launch fails (cudaErrorCooperativeLaunchTooLarge), so
+ * that a block may wait for the others (pp_cuda_blocks_meet).  A graph
+ * keeps the attribute in its kernel node.  pp_cuda_resident_blocks says
+ * how many blocks it may take. */
+#define PP_CUDA_LAUNCH_TOGETHER(kernel, grid, block, shmem, stream, ...)     \
+  pp_cuda_launch_together (#kernel, kernel, grid, block, shmem, stream,      \
+      __VA_ARGS__)
+
+#ifdef __CUDACC__
+template <typename... P, typename... A> static inline void
+pp_cuda_launch_together (const char *, void (*kernel) (P...), dim3 grid,
+    dim3 block, size_t shmem, cudaStream_t stream, A... args)
+{
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t config = { };
+
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shmem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  (void) cudaLaunchKernelEx (&config, kernel, args...);
+}
+
+/* The blocks of @threads threads (no dynamic shared memory) of @kernel
+ * the current device holds at once: its SMs times the blocks of it an SM
+ * holds; 0 where the runtime cannot say. */
+template <typename... P> static inline int
+pp_cuda_resident_blocks (void (*kernel) (P...), unsigned threads)
+{
+  int device, sms, per_sm;
+
+  if (cudaGetDevice (&device) != cudaSuccess
+      || cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount,
+          device) != cudaSuccess
+      || cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per_sm, kernel,
+          (int) threads, 0) != cudaSuccess)
+    return 0;
+  return sms * per_sm;
+}
+#else
+template <typename... P, typename... A> static inline void
+pp_cuda_launch_together (const char *name, void (*kernel) (P...),
+    dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A... args)
+{
+  emu_launch (grid, block, shmem, stream, emu_kernel_name (name),
+      [=] { kernel (args...); }, EMU_LAUNCH_WAITS | EMU_LAUNCH_TOGETHER);
+}
+
+template <typename... P> static inline int
+pp_cuda_resident_blocks (void (*) (P...), unsigned threads)
+{
+  return emu_resident_blocks (threads);
+}
+#endif
+
+/* How long a block waits for the others in pp_cuda_blocks_meet before it
+ * gives up, in the SM's clock cycles: about a second. */
+#define PP_CUDA_MEET_CYCLES (1ll << 31)
+
+/* Called by one thread of each of the @blocks blocks of a cooperative
+ * launch (PP_CUDA_LAUNCH_TOGETHER) with the same @arrived (0 before every
+ * call, and after it) and @generation (any value; one more after): it
+ * returns in each once all have called it, every write a block made
+ * before its call visible to the others' loads past their caches
+ * (__ldcg) after theirs.  The last block to arrive sets @arrived back to
+ * 0 and moves @generation on; the others wait for it to move.  A block
+ * that waits about a second (blocks not resident at once: a launch that
+ * was not cooperative) traps, so the launch fails rather than hang. */
+__device__ __forceinline__ void
+pp_cuda_blocks_meet (unsigned *arrived, unsigned *generation,
+    unsigned blocks)
+{
+  /* The generation before this block's arrival can move it. */
+  const unsigned seen = *(volatile unsigned *) generation;
+
+  __threadfence ();
+  if (atomicAdd (arrived, 1u) == blocks - 1) {
+    atomicExch (arrived, 0u);
+    __threadfence ();
+    atomicAdd (generation, 1u);
+    return;
+  }
+#ifdef __CUDACC__
+  const long long start = clock64 ();
+
+  while (*(volatile unsigned *) generation == seen)
+    if (clock64 () - start > PP_CUDA_MEET_CYCLES)
+      __trap ();
+  __threadfence ();
+#else
+  while (*(volatile unsigned *) generation == seen)
+    emu_spin ();
+#endif
+}
 
 /* Calls the kernel template instance for a runtime parameter type. */
 #define PP_CUDA_DISPATCH_TYPE(type, T, ...)                                  \

@@ -144,13 +144,22 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * sample (at most 256), each a sum of deviations from a value of the
  * group and of their squares, which the last tile of a sample to finish
  * combines (in the tiles' order); @tickets holds @n counts, 0 before the
- * call and again after it (NULL: cudaErrorInvalidValue). */
+ * call and again after it (NULL: cudaErrorInvalidValue).
+ * PP_CUDA_GROUP_NHWC_GRID: the ticket way's reach and sums in one
+ * cooperative launch, pp_cuda_group_norm_grid_tiles tiles a sample, which
+ * meet once their sums are in memory, then each normalises its pixels;
+ * @tickets holds 2 · @n counts, a pair a sample: its count of tiles
+ * arrived, 0 before the call and again after it, then its generation,
+ * any value before, one more after; where a sample would not have a tile
+ * resident at once, the ticket kernels, counting in the first of each
+ * pair (the same sums where the tiles are the same: the same bytes). */
 #define PP_CUDA_GROUP_NCHW 0
 #define PP_CUDA_GROUP_NHWC 1
 #define PP_CUDA_GROUP_NHWC_VECTOR 2
 #define PP_CUDA_GROUP_NHWC_SINGLE 3
 #define PP_CUDA_GROUP_NHWC_FOLD 4
 #define PP_CUDA_GROUP_NHWC_TICKET 5
+#define PP_CUDA_GROUP_NHWC_GRID 6
 #define PP_CUDA_GROUP_SINGLE_MAX 1024
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
@@ -160,6 +169,10 @@ int pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups);
 /* Tiles of the ticket way's statistics a sample (0: c not a multiple of
  * 8, or a shape the channels-last kernels cannot take). */
 int pp_cuda_group_norm_ticket_tiles (int n, int c, size_t hw, int groups);
+/* Tiles of the grid way a sample for activations of @type on the current
+ * device (0: the ticket kernels run instead). */
+int pp_cuda_group_norm_grid_tiles (PpCudaType type, int n, int c,
+    size_t hw, int groups);
 /* The fewest values a channels-last tile takes (0: the default, 2048),
  * for every group norm of the process after it: the backend's
  * PPDIFFUSE_CUDA_GROUP_NORM_TILE, set before its first launch. */

@@ -1051,25 +1051,27 @@ ticket_lanes (int groups)
   return lanes;
 }
 
-template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
-group_norm_ticket_stats_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
-    float eps, float2 *partials, unsigned *tickets, float4 *moments)
+/* A tile's pass of the ticket and grid kernels (blockIdx.x the tile of
+ * @tiles, blockIdx.y the sample): @ref, each of the thread's channels'
+ * reference value less its shift, then each group's sums of its values'
+ * deviations from the reference and of their squares over the tile's
+ * pixels into @partials [(sample · groups + g) · tiles + tile], in memory
+ * before the barrier it ends with. */
+template <PpCudaType A> __device__ __forceinline__ void
+ticket_tile_sums (const void *x, const void *shift, PpCudaType shift_type,
+    int c, size_t hw, int groups, int rows, int tiles, float *sums,
+    float *squares, float2 *partials, float ref[PP_CUDA_VEC])
 {
-  pp_cuda_wait_prior ();
-  __shared__ float sums[TICKET_CELLS], squares[TICKET_CELLS];
-  __shared__ bool last;
   const int octets = c / PP_CUDA_VEC, per_group = c / groups;
   const int r = (int) threadIdx.x / octets;
   const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
   const bool active = r < rows;
-  const int tiles = gridDim.x;
   const size_t sample = blockIdx.y, base = sample * hw * c;
-  /* Each group's cells and tiles: a lane of @lanes a share, the block's
-   * threads all the groups at once (rounds of them past its reach). */
+  /* Each group's cells: a lane of @lanes a share, the block's threads all
+   * the groups at once (rounds of them past its reach). */
   const int lanes = ticket_lanes (groups);
   const int lane = threadIdx.x % lanes, per_round = blockDim.x / lanes;
-  float ref[PP_CUDA_VEC], s[PP_CUDA_VEC], q[PP_CUDA_VEC];
+  float s[PP_CUDA_VEC], q[PP_CUDA_VEC];
   size_t begin, end;
 
   nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
@@ -1117,8 +1119,69 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
     }
   }
   __syncthreads ();
+}
+
+/* Group @g's mean deviation (its deviations' mean) and 1/√(var + eps)
+ * from its @tiles tiles' sums at @st (every tile's in memory), @lanes
+ * adjacent lanes (the calling thread's @lane) each adding every lanes-th
+ * tile in the tiles' order, then together: the same bits in each of them,
+ * and in every block that makes them.  A @g past @groups reads nothing,
+ * and its lanes still take part. */
+__device__ __forceinline__ float2
+ticket_moments (const float2 *st, int tiles, int groups, int g, int lane,
+    int lanes, float count, float eps)
+{
+  float gs = 0.0f, gq = 0.0f;
+
+  PP_CUDA_UNROLL_8
+  for (int k = lane; g < groups && k < tiles; k += lanes) {
+    const float2 t = __ldcg (st + k);
+
+    gs += t.x;
+    gq += t.y;
+  }
+  gs = lanes_sum (gs, lanes) / count;
+  gq = lanes_sum (gq, lanes) / count;
+  return make_float2 (gs, rsqrtf (fmaxf (gq - gs * gs, 0.0f) + eps));
+}
+
+/* Channel @ch's scale and offset from its group's mean deviation and
+ * 1/√(var + eps): ((v + shift - reference) - mean) · rstd · gamma + beta
+ * as (v - (reference - shift)) · scale + (beta - mean · scale), the mean
+ * the deviations' (a small number). */
+__device__ __forceinline__ void
+ticket_affine (float mean, float rstd, int ch, const void *gamma,
+    PpCudaType gamma_type, const void *beta, PpCudaType beta_type,
+    float *scale, float *offset)
+{
+  const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
+  const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
+
+  *scale = rstd * ga;
+  *offset = be - mean * *scale;
+}
+
+template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
+group_norm_ticket_stats_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    float eps, float2 *partials, unsigned *tickets, int ticket_stride,
+    float4 *moments)
+{
+  pp_cuda_wait_prior ();
+  __shared__ float sums[TICKET_CELLS], squares[TICKET_CELLS];
+  __shared__ bool last;
+  const int per_group = c / groups;
+  const int tiles = gridDim.x;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  const int lanes = ticket_lanes (groups);
+  const int lane = threadIdx.x % lanes, per_round = blockDim.x / lanes;
+  float ref[PP_CUDA_VEC];
+
+  ticket_tile_sums<A> (x, shift, shift_type, c, hw, groups, rows, tiles,
+      sums, squares, partials, ref);
   if (threadIdx.x == 0)
-    last = atomicAdd (&tickets[sample], 1u) == (unsigned) tiles - 1;
+    last = atomicAdd (&tickets[sample * ticket_stride], 1u)
+        == (unsigned) tiles - 1;
   __syncthreads ();
   if (!last)
     return;
@@ -1128,27 +1191,18 @@ group_norm_ticket_stats_kernel (const void *x, const void *shift,
 
   for (int g0 = 0; g0 < groups; g0 += per_round) {
     const int g = g0 + (int) threadIdx.x / lanes;
-    const float2 *st = partials + (sample * groups + (g < groups ? g : 0))
-        * tiles;
     const float reference = g < groups && lane == 0 ? ticket_reference<A>
         (x, shift, shift_type, sample, base, c, per_group, g) : 0.0f;
-    float gs = 0.0f, gq = 0.0f;
+    const float2 mo = ticket_moments (partials + (sample * groups
+            + (g < groups ? g : 0)) * tiles, tiles, groups, g, lane, lanes,
+        count, eps);
 
-    PP_CUDA_UNROLL_8
-    for (int k = lane; g < groups && k < tiles; k += lanes) {
-      const float2 t = __ldcg (st + k);
-
-      gs += t.x;
-      gq += t.y;
-    }
-    gs = lanes_sum (gs, lanes) / count;
-    gq = lanes_sum (gq, lanes) / count;
     if (g < groups && lane == 0)
-      moments[sample * groups + g] = make_float4 (reference, gs,
-          rsqrtf (fmaxf (gq - gs * gs, 0.0f) + eps), 0.0f);
+      moments[sample * groups + g] = make_float4 (reference, mo.x, mo.y,
+          0.0f);
   }
   if (threadIdx.x == 0)
-    tickets[sample] = 0;
+    tickets[sample * ticket_stride] = 0;
 }
 
 template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
@@ -1177,16 +1231,83 @@ group_norm_ticket_apply_kernel (const void *x, const void *shift,
   for (int k = 0; k < PP_CUDA_VEC; k++) {
     const int ch = active ? ch0 + k : 0;
     const float4 mo = moments[sample * groups + ch / per_group];
-    const float ga = gamma != NULL ? param_load (gamma_type, gamma, ch)
-        : 1.0f;
-    const float be = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
 
-    /* ((v + shift - reference) - mean) · rstd · gamma + beta as
-     * (v - (reference - shift)) · scale + (beta - mean · scale), the
-     * mean here the deviations' (a small number). */
-    scale[k] = mo.z * ga;
-    offset[k] = be - mo.y * scale[k];
+    ticket_affine (mo.y, mo.z, ch, gamma, gamma_type, beta, beta_type,
+        &scale[k], &offset[k]);
     ref[k] = mo.x - nhwc_shift (shift, shift_type, sample, c, ch);
+  }
+  if (active)
+    octets_normalise<A, TICKET_CHUNK> (x, y, base, c, ch0, first, rows, end,
+        raw, ref, scale, offset, silu);
+}
+
+/* The grid kernel (PP_CUDA_GROUP_NHWC_GRID): the ticket kernels in one
+ * cooperative launch, whose blocks are resident at once.  Each tile sums
+ * its pixels as the ticket statistics do, then the sample's tiles meet
+ * (pp_cuda_blocks_meet: an atomic count a sample, and a generation the
+ * last to arrive moves on); each then makes every group's moments from
+ * the tiles' sums itself, in the tiles' order as the last ticket tile
+ * does (the same bits in every block), and normalises its own pixels,
+ * read again (from the cache).  One launch where the ticket way takes
+ * two, and no moments through memory: a launch's latency was most of a
+ * small norm's time on an H200.  The tiles are the ticket statistics',
+ * at most the blocks the device holds at once shared among the samples
+ * (so the same sums, and the same bytes, where those hold them all); a
+ * launch whose samples could not have a tile each resident takes the
+ * ticket kernels. */
+template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
+group_norm_grid_kernel (const void *x, const void *shift,
+    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
+    float eps, const void *gamma, PpCudaType gamma_type, const void *beta,
+    PpCudaType beta_type, bool silu, float2 *partials, unsigned *counts,
+    void *y)
+{
+  pp_cuda_wait_prior ();
+  __shared__ float sums[TICKET_CELLS], squares[TICKET_CELLS];
+  __shared__ float2 moments[NHWC_MAX_GROUPS];
+  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
+  const int r = (int) threadIdx.x / octets;
+  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
+  const bool active = r < rows;
+  const int tiles = gridDim.x;
+  const size_t sample = blockIdx.y, base = sample * hw * c;
+  const int lanes = ticket_lanes (groups);
+  const int lane = threadIdx.x % lanes, per_round = blockDim.x / lanes;
+  const float count = (float) per_group * (float) hw;
+  PpCudaRaw8<A> raw[TICKET_CHUNK];
+  float ref[PP_CUDA_VEC], scale[PP_CUDA_VEC], offset[PP_CUDA_VEC];
+  size_t begin, end;
+
+  ticket_tile_sums<A> (x, shift, shift_type, c, hw, groups, rows, tiles,
+      sums, squares, partials, ref);
+  if (threadIdx.x == 0)
+    pp_cuda_blocks_meet (&counts[2 * sample], &counts[2 * sample + 1],
+        (unsigned) tiles);
+  __syncthreads ();
+  nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
+  const size_t first = begin + r;
+
+  /* The first pixels on their way while the moments are made (the
+   * thread's own: no other block writes them). */
+  if (active && first < end)
+    octets_load_chunk<A, TICKET_CHUNK> (x, base, c, ch0, first, rows, end, raw);
+  for (int g0 = 0; g0 < groups; g0 += per_round) {
+    const int g = g0 + (int) threadIdx.x / lanes;
+    const float2 mo = ticket_moments (partials + (sample * groups
+            + (g < groups ? g : 0)) * tiles, tiles, groups, g, lane, lanes,
+        count, eps);
+
+    if (g < groups && lane == 0)
+      moments[g] = mo;
+  }
+  __syncthreads ();
+  PP_CUDA_UNROLL
+  for (int k = 0; k < PP_CUDA_VEC; k++) {
+    const int ch = active ? ch0 + k : 0;
+    const float2 mo = moments[ch / per_group];
+
+    ticket_affine (mo.x, mo.y, ch, gamma, gamma_type, beta, beta_type,
+        &scale[k], &offset[k]);
   }
   if (active)
     octets_normalise<A, TICKET_CHUNK> (x, y, base, c, ch0, first, rows, end,
@@ -1512,6 +1633,33 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
       groups);
 }
 
+/* The grid kernel's tiles of a sample for blocks of @threads threads of
+ * @kernel: the ticket statistics', at most the device's resident blocks
+ * shared among the @n samples; 0 where a sample would not have one. */
+template <typename K> static int
+grid_tiles (K kernel, int n, int c, size_t hw, int groups, unsigned threads)
+{
+  const int ticket = pp_cuda_group_norm_ticket_tiles (n, c, hw, groups);
+  const int each = pp_cuda_resident_blocks (kernel, threads) / n;
+
+  return each < ticket ? each : ticket;
+}
+
+extern "C" int
+pp_cuda_group_norm_grid_tiles (PpCudaType type, int n, int c, size_t hw,
+    int groups)
+{
+  int rows, tiles;
+  unsigned threads;
+
+  if (pp_cuda_group_norm_ticket_tiles (n, c, hw, groups) == 0)
+    return 0;
+  octets_geometry (c, TICKET_THREADS, INT_MAX, &rows, &threads);
+  PP_CUDA_DISPATCH_TYPE (type, A, tiles = grid_tiles
+      (group_norm_grid_kernel<A>, n, c, hw, groups, threads));
+  return tiles;
+}
+
 /* The channels-last kernels of pp_cuda_group_norm. */
 static cudaError_t
 group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
@@ -1532,17 +1680,40 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
 
   if (tiles == 0 || partials == NULL)
     return cudaErrorInvalidValue;
+  if ((way == PP_CUDA_GROUP_NHWC_TICKET || way == PP_CUDA_GROUP_NHWC_GRID)
+      && octets && tickets == NULL)
+    return cudaErrorInvalidValue;
+  /* The ticket kernels' counts, one a sample; under the grid way the
+   * first of each sample's pair (the grid kernel's count, then its
+   * generation). */
+  int ticket_stride = 1;
+
+  if (way == PP_CUDA_GROUP_NHWC_GRID && octets) {
+    int grid;
+
+    octets_geometry (c, TICKET_THREADS, INT_MAX, &rows, &threads);
+    PP_CUDA_DISPATCH_TYPE (type, A, grid = grid_tiles (group_norm_grid_kernel<A>,
+            n, c, hw, groups, threads));
+    if (grid > 0) {
+      PP_CUDA_DISPATCH_TYPE (type, A,
+          PP_CUDA_LAUNCH_TOGETHER (group_norm_grid_kernel<A>, dim3 (grid, n),
+              threads, 0, stream, x, shift, shift_type, c, hw, groups, rows,
+              eps, gamma, gamma_type, beta, beta_type, silu != 0,
+              (float2 *) (stats + items), tickets, y));
+      return cudaGetLastError ();
+    }
+    way = PP_CUDA_GROUP_NHWC_TICKET;
+    ticket_stride = 2;
+  }
   if (way == PP_CUDA_GROUP_NHWC_TICKET && octets) {
     const int ticket = pp_cuda_group_norm_ticket_tiles (n, c, hw, groups);
 
-    if (tickets == NULL)
-      return cudaErrorInvalidValue;
     octets_geometry (c, TICKET_THREADS, INT_MAX, &rows, &threads);
     /* The moments first, on 16 bytes; the tiles' sums after them. */
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_ticket_stats_kernel<A>, dim3 (ticket, n),
             threads, 0, stream, x, shift, shift_type, c, hw, groups, rows,
-            eps, (float2 *) (stats + items), tickets, stats));
+            eps, (float2 *) (stats + items), tickets, ticket_stride, stats));
     PP_CUDA_DISPATCH_TYPE (type, A,
         PP_CUDA_LAUNCH (group_norm_ticket_apply_kernel<A>,
             dim3 (ticket_apply_tiles (n, hw, rows), n), threads,

@@ -85,6 +85,9 @@ typedef enum
   /* Channels last, eight channels a thread, two launches: one pass of
    * sums, combined by the last tile of a sample to finish. */
   PP_CUDA_GROUP_NORM_TICKET,
+  /* The ticket way's sums in one cooperative launch: the tiles meet,
+   * then each normalises its own pixels. */
+  PP_CUDA_GROUP_NORM_GRID,
 } PpCudaGroupNormWay;
 
 typedef struct

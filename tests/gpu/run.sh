@@ -21,7 +21,7 @@
 #              PPDIFFUSE_CUDA_ATTENTION=gemm and f32 choose, the
 #              convolutions in each PPDIFFUSE_CUDA_CONV_LAYOUT and with
 #              PPDIFFUSE_CUDA_CONV_EPILOGUE=pass, the group
-#              norms with PPDIFFUSE_CUDA_GROUP_NORM=whole, split and single, every op on
+#              norms with each PPDIFFUSE_CUDA_GROUP_NORM, every op on
 #              16-bit activations and on channels-last ones
 #              (test-kernels-act-dtypes), linear's and matmul's 16-bit
 #              outputs also through float32 (PPDIFFUSE_CUDA_GEMM_OUT=f32);
@@ -556,8 +556,10 @@ step_device() {
   # (split, the vector way's kernels before it), and channels last a block
   # per group in one launch (single), and channels last eight channels a
   # thread in two launches (fold, and ticket: one pass of sums, combined
-  # by a sample's last tile); in place and shifted too.
-  for gn in whole split single fold ticket; do
+  # by a sample's last tile), and the ticket way's sums in one cooperative
+  # launch whose tiles wait for each other (grid); in place and shifted
+  # too.
+  for gn in whole split single fold ticket grid; do
     if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
         -p /kernels/act-dtypes/group_norm+silu \
@@ -1635,7 +1637,8 @@ step_bench() {
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=grid"; do
       name="gpu-bench f16, norms${way:+, $way}"
       blog=$work/bench-norms$(log_slug "${way:+-$way}").log
       # shellcheck disable=SC2086  # $way is a list of assignments
@@ -1686,6 +1689,8 @@ step_bench() {
     # three), and two (fold: the tiles' combination in the normalising
     # blocks, fewer and larger tiles, a warp adding a group's cells), and
     # with them the layer norms a thread per eight values (octet); the
+    # ticket group norms in one cooperative launch (grid: the tiles meet,
+    # where the ticket way launches again to normalise); the
     # convolutions of 3 and 4 channels (a model's first and last) channels
     # first (nhwc: the way before padding them); the
     # convolutions after the upsamplings as 3×3 ones of the upsampled
@@ -1710,6 +1715,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single" "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=grid" \
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
@@ -1950,7 +1956,7 @@ step_sanitizer() {
     for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
         "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=ticket"; do
+        "PPDIFFUSE_CUDA_GROUP_NORM=grid"; do
       for t in racecheck synccheck; do
         # shellcheck disable=SC2086  # $w is a list of assignments
         sanitize "$t" "act-dtypes${w:+, $w}" 300 --kernel-regex kns=_kernel \

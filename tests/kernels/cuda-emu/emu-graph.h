@@ -89,6 +89,10 @@ int       emu_device_faulted (void);
  * reads them learns nothing. */
 int       emu_shapes_only (void);
 
+/* The emulated device's SMs (cudaGetDeviceProperties, and what a
+ * cooperative launch may take, emu_resident_blocks). */
+#define EMU_DEVICE_SMS 4
+
 /* The emulated device's compute capability as an SM version (90 for
  * 9.0): $PP_CUDA_EMU_SM (two or three digits: 75, 89, 120), else 90.
  * cudaGetDeviceProperties and the kernels' cudaFuncGetAttributes say it;

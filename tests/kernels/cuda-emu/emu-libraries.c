@@ -84,7 +84,6 @@
  * are made for; $PP_CUDA_EMU_SM another, emu_device_sm), 16 GiB. */
 #define EMU_DEVICE_NAME "CUDA emulation on the CPU"
 #define EMU_DEVICE_BYTES ((size_t) 16 << 30)
-#define EMU_DEVICE_SMS 4
 #define EMU_VERSION 13000       /* CUDA 13.0, driver and runtime */
 #define EMU_CUDNN_VERSION 91900
 #define EMU_CUBLASLT_VERSION 130000

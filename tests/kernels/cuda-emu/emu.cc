@@ -19,6 +19,14 @@
  * fails a sanitizer run; the switches are announced to it instead).
  * Elsewhere, ucontext.
  *
+ * A cooperative launch's (EMU_LAUNCH_TOGETHER) thread may spin, waiting
+ * for other blocks (emu_spin): its block is put aside, its threads'
+ * stacks kept, once no thread of it can go on, and the next block runs;
+ * after the last, each block put aside goes on in turn, as often as one
+ * of them finishes (none finishing is a deadlock, named).  Shared memory,
+ * one copy here, is the block's that ran last: a block must not read
+ * across such a wait what it wrote before it.
+ *
  * One launch at a time: every launch runs under the lock of the deferred
  * streams' queues, whether a queue's node or at once.  A launch on a
  * stream being captured is recorded as a node of its graph (emu-graph.h),
@@ -159,10 +167,15 @@ struct Block
 {
   const char *kernel;
   const std::function<void ()> *body;
-  /* Every thread must call emu_grid_wait (emu_launch's @waits); each
+  /* Every thread must call emu_grid_wait (EMU_LAUNCH_WAITS); each
    * thread's call so far. */
   bool must_wait;
   bool waited[MAX_THREADS];
+  /* A cooperative launch's (EMU_LAUNCH_TOGETHER): threads may spin. */
+  bool together;
+  /* The threads spinning (emu_spin), waiting for other blocks. */
+  unsigned spinning;
+  bool spins[MAX_THREADS];
   unsigned threads;
   int current;                  /* the running thread */
   Fiber *running;               /* and its fiber */
@@ -236,13 +249,16 @@ first_ready ()
   return -1;
 }
 
-/* With no thread ready: -1 when the block has finished, else the threads
- * waiting must all be at the barrier, which lets them go. */
+/* With no thread ready: -1 when the block has finished, -2 when a
+ * thread spins (the block is put aside), else the threads waiting must
+ * all be at the barrier, which lets them go. */
 EMU_UNCHECKED int
 release_barrier ()
 {
   if (blk.done == blk.threads)
     return -1;
+  if (blk.spinning > 0)
+    return -2;
   if (blk.at_barrier != blk.threads)
     fail ("deadlock: of %u threads, %u wait at the barrier, %u at a warp "
         "shuffle, %u have finished (a barrier or a shuffle that not all "
@@ -309,7 +325,7 @@ run_next (Fiber *self)
   if (t < 0)
     t = release_barrier ();
   if (t < 0) {
-    to = &launcher;             /* the block has finished */
+    to = &launcher;             /* the block has finished, or waits */
   } else if (blk.fiber[t] != nullptr) {
     to = blk.fiber[t];
   } else {
@@ -355,11 +371,15 @@ fiber_main ()
   }
 }
 
-void
+/* Runs the block set up in blk from its start; false when it was put
+ * aside, a thread spinning. */
+bool
 run_block ()
 {
   blk.done = 0;
   blk.at_barrier = 0;
+  blk.spinning = 0;
+  memset (blk.spins, 0, blk.threads * sizeof blk.spins[0]);
   memset (blk.at_shuffle, 0, sizeof blk.at_shuffle);
   memset (blk.ready, 0, sizeof blk.ready);
   if (blk.must_wait)
@@ -369,10 +389,40 @@ run_block ()
     set_ready (t);
   }
   run_next (&launcher);
+  if (blk.spinning > 0)
+    return false;
   if (blk.done != blk.threads)
     fail ("the block ended with %u of %u threads finished", blk.done,
         blk.threads);
+  return true;
 }
+
+/* A block put aside goes on: its spinning threads ready again.  False
+ * when it is put aside again. */
+bool
+resume_block ()
+{
+  for (unsigned t = 0; t < blk.threads; t++)
+    if (blk.spins[t]) {
+      blk.spins[t] = false;
+      set_ready (t);
+    }
+  blk.spinning = 0;
+  run_next (&launcher);
+  if (blk.spinning > 0)
+    return false;
+  if (blk.done != blk.threads)
+    fail ("the block ended with %u of %u threads finished", blk.done,
+        blk.threads);
+  return true;
+}
+
+/* A block put aside, and where it is in the grid. */
+struct Aside
+{
+  Block block;
+  uint3 index;
+};
 
 }  // namespace
 
@@ -380,6 +430,22 @@ EMU_UNCHECKED void
 emu_grid_wait ()
 {
   blk.waited[blk.current] = true;
+}
+
+EMU_UNCHECKED void
+emu_spin ()
+{
+  const int t = blk.current;
+
+  if (!blk.together)
+    fail ("a thread waits for other blocks in a launch that is not "
+        "cooperative: its blocks need not be resident at once, and it may "
+        "wait for one that cannot start (launch it with "
+        "PP_CUDA_LAUNCH_TOGETHER)");
+  blk.spins[t] = true;
+  blk.spinning++;
+  clear_ready (t);
+  run_next (blk.running);
 }
 
 EMU_UNCHECKED void
@@ -587,18 +653,18 @@ struct LaunchNode
   size_t shmem;
   const char *kernel;
   std::function<void ()> body;
-  bool waits;
+  unsigned flags;
 };
 
 static void launch_now (dim3 grid, dim3 block, size_t shmem,
-    const char *kernel, const std::function<void ()> &body, bool waits);
+    const char *kernel, const std::function<void ()> &body, unsigned flags);
 
 static void
 run_launch_node (void *data)
 {
   LaunchNode *n = (LaunchNode *) data;
 
-  launch_now (n->grid, n->block, n->shmem, n->kernel, n->body, n->waits);
+  launch_now (n->grid, n->block, n->shmem, n->kernel, n->body, n->flags);
 }
 
 static void
@@ -627,10 +693,10 @@ emu_graph_node_is_launch (const void *node)
 
 static void
 record_launch (EmuGraph *graph, dim3 grid, dim3 block, size_t shmem,
-    const char *kernel, const std::function<void ()> &body, bool waits)
+    const char *kernel, const std::function<void ()> &body, unsigned flags)
 {
   emu_graph_add (graph, run_launch_node,
-      new LaunchNode { grid, block, shmem, kernel, body, waits },
+      new LaunchNode { grid, block, shmem, kernel, body, flags },
       free_launch_node);
 }
 
@@ -707,7 +773,7 @@ emu_kernel_name (const char *name)
 
 void
 emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
-    const char *kernel, const std::function<void ()> &body, bool waits)
+    const char *kernel, const std::function<void ()> &body, unsigned flags)
 {
   const unsigned long threads = (unsigned long) block.x * block.y * block.z;
   const unsigned long long blocks = (unsigned long long) grid.x * grid.y
@@ -724,20 +790,29 @@ emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     last_error = cudaErrorInvalidConfiguration;
     return;
   }
+  if ((flags & EMU_LAUNCH_TOGETHER) != 0
+      && blocks > (unsigned long long) emu_resident_blocks ((unsigned)
+          threads)) {
+    fprintf (stderr, "cuda-emu: kernel %s: cooperative launch of %llu "
+        "blocks of %lu threads, where the device holds %d at once\n",
+        kernel, blocks, threads, emu_resident_blocks ((unsigned) threads));
+    last_error = cudaErrorCooperativeLaunchTooLarge;
+    return;
+  }
   if (stream != nullptr && ((EmuStreamState *) stream)->capture != nullptr) {
     record_launch (((EmuStreamState *) stream)->capture, grid, block, shmem,
-        kernel, body, waits);
+        kernel, body, flags);
     return;
   }
   if (stream != nullptr && emu_deferred ()) {
     emu_stream_enqueue ((EmuStreamState *) stream, run_launch_node,
-        new LaunchNode { grid, block, shmem, kernel, body, waits },
+        new LaunchNode { grid, block, shmem, kernel, body, flags },
         free_launch_node);
     return;
   }
   {
     /* The legacy default stream: after every other stream's work. */
-    LaunchNode now { grid, block, shmem, kernel, body, waits };
+    LaunchNode now { grid, block, shmem, kernel, body, flags };
 
     emu_run_now (run_launch_node, &now);
   }
@@ -749,6 +824,14 @@ emu_shapes_only (void)
   static const bool only = getenv ("PP_CUDA_EMU_SHAPES_ONLY") != nullptr;
 
   return only;
+}
+
+int
+emu_resident_blocks (unsigned threads)
+{
+  const unsigned per_sm = threads == 0 ? 0 : 2048 / threads;
+
+  return EMU_DEVICE_SMS * (int) (per_sm < 32 ? per_sm : 32);
 }
 
 extern "C" int
@@ -829,26 +912,26 @@ emu_now_ns ()
 }
 
 static void launch_run (dim3 grid, dim3 block, const char *kernel,
-    const std::function<void ()> &body, bool waits);
+    const std::function<void ()> &body, unsigned flags);
 
 /* Runs a launch emu_launch has checked, here and now (a graph's or a
  * deferred stream's node runs it so, in its turn). */
 static void
 launch_now (dim3 grid, dim3 block, size_t, const char *kernel,
-    const std::function<void ()> &body, bool waits)
+    const std::function<void ()> &body, unsigned flags)
 {
   void (*const hook) (const char *, unsigned long long, unsigned long long)
       = __atomic_load_n (&emu_trace_hook, __ATOMIC_ACQUIRE);
   const unsigned long long start = hook != nullptr ? emu_now_ns () : 0;
 
-  launch_run (grid, block, kernel, body, waits);
+  launch_run (grid, block, kernel, body, flags);
   if (hook != nullptr)
     hook (kernel, start, emu_now_ns ());
 }
 
 static void
 launch_run (dim3 grid, dim3 block, const char *kernel,
-    const std::function<void ()> &body, bool waits)
+    const std::function<void ()> &body, unsigned flags)
 {
   const unsigned long threads = (unsigned long) block.x * block.y * block.z;
   const unsigned long long blocks = (unsigned long long) grid.x * grid.y
@@ -889,18 +972,39 @@ launch_run (dim3 grid, dim3 block, const char *kernel,
   blockDim = block;
   blk.kernel = kernel;
   blk.body = &body;
-  blk.must_wait = waits;
+  blk.must_wait = (flags & EMU_LAUNCH_WAITS) != 0;
+  blk.together = (flags & EMU_LAUNCH_TOGETHER) != 0;
   blk.threads = (unsigned) threads;
   for (unsigned t = 0; t < blk.threads; t++)
     blk.index[t] = uint3 (t % block.x, t / block.x % block.y,
         t / (block.x * block.y));
+  std::vector<std::unique_ptr<Aside>> aside;
+
   for (unsigned long long i = 0; i < blocks; i++) {
     const unsigned long long k = descending ? blocks - 1 - i : i;
 
     blockIdx = uint3 ((unsigned) (k % grid.x),
         (unsigned) (k / grid.x % grid.y),
         (unsigned) (k / ((unsigned long long) grid.x * grid.y)));
-    run_block ();
+    if (!run_block ())
+      aside.push_back (std::unique_ptr<Aside> (new Aside { blk, blockIdx }));
+  }
+  /* The blocks put aside, in the order they were, until all finish. */
+  while (!aside.empty ()) {
+    std::vector<std::unique_ptr<Aside>> again;
+
+    for (std::unique_ptr<Aside> &a : aside) {
+      blk = a->block;
+      blockIdx = a->index;
+      if (!resume_block ()) {
+        a->block = blk;
+        again.push_back (std::move (a));
+      }
+    }
+    if (again.size () == aside.size ())
+      fail ("deadlock: %zu blocks spin, each waiting for another, and none "
+          "of them finishes", again.size ());
+    aside.swap (again);
   }
 }
 

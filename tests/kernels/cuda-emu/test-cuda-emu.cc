@@ -565,15 +565,22 @@ enum Way
   FOLD_NHWC,
   /* The same, one pass of sums combined by the last tile to finish. */
   TICKET_NHWC,
+  /* The same sums in one cooperative launch, the tiles meeting. */
+  GRID_NHWC,
 };
 
 static const char *const way_names[] = { "split", "split nhwc", "vector nhwc",
-  "whole", "single nhwc", "fold nhwc", "ticket nhwc"
+  "whole", "single nhwc", "fold nhwc", "ticket nhwc", "grid nhwc"
 };
 
-/* The ticket kernels' counts: the emulation's device memory is the
- * host's.  0 before each call, and (checked) after it. */
-static unsigned ticket_counts[64];
+/* The ticket and grid kernels' counts: the emulation's device memory is
+ * the host's.  The ticket way's n counts 0 before each call; the grid
+ * way's pairs (a sample's count, 0 before each call, then its
+ * generation) as the way's calls before left them, as in a backend
+ * whose norms take different numbers of samples: after a case, every
+ * count as before it (checked), but the grid kernel's generations, one
+ * more a launch. */
+static unsigned ticket_counts[128];
 
 /* Bounds of the float32 group and layer norms against float64, for
  * values of order 1: float32 steps and a sum of a few hundred terms per
@@ -611,8 +618,9 @@ static const GroupNormShape group_norm_shapes[] = {
 /* One group norm case: @x channels first; run the @way way, in place or
  * not, with or without gamma and beta, and with @shift [n, c] added to
  * the channels first when it is not empty (float32, as the op hands it
- * over; the last argument). */
-static void
+ * over; the last argument).  Returns the float32 run (y at 0 in place,
+ * else at 4), or NULL. */
+static std::unique_ptr<Run>
 group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     bool params, bool silu, const std::vector<float> &x,
     const std::vector<float> &gamma, const std::vector<float> &beta,
@@ -621,7 +629,8 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
   const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC
-      || way == SINGLE_NHWC || way == FOLD_NHWC || way == TICKET_NHWC;
+      || way == SINGLE_NHWC || way == FOLD_NHWC || way == TICKET_NHWC
+      || way == GRID_NHWC;
   /* The single kernel takes an even number of channels a group (the
    * emulation's buffers lie on 16 bytes, as the pairs want), the tiles
    * the rest. */
@@ -630,7 +639,8 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
       NULL, NULL);
   const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR
       : way == FOLD_NHWC ? PP_CUDA_GROUP_NHWC_FOLD
-      : way == TICKET_NHWC ? PP_CUDA_GROUP_NHWC_TICKET : single
+      : way == TICKET_NHWC ? PP_CUDA_GROUP_NHWC_TICKET
+      : way == GRID_NHWC ? PP_CUDA_GROUP_NHWC_GRID : single
       ? PP_CUDA_GROUP_NHWC_SINGLE : nhwc ? PP_CUDA_GROUP_NHWC
       : PP_CUDA_GROUP_NCHW;
   const size_t partials = way == WHOLE || single ? 1
@@ -641,11 +651,12 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   std::vector<Arg> args = { in_place ? inout ("x", laid) : in ("x", laid),
     in ("gamma", gamma), in ("beta", beta), scratch ("partials", partials) };
   const std::string what = strf ("group_norm n=%d c=%d hw=%zu groups=%d "
-      "(%s, splits %d, tiles %d, fold tiles %d, ticket tiles %d) "
-      "%s%s%s%s%s", s.n, s.c, s.hw, s.groups, s.why, splits,
+      "(%s, splits %d, tiles %d, fold tiles %d, ticket tiles %d, grid "
+      "tiles %d) %s%s%s%s%s", s.n, s.c, s.hw, s.groups, s.why, splits,
       pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
       pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups),
       pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups),
+      pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, s.n, s.c, s.hw, s.groups),
       way_names[way], in_place ? " in place" : "",
       params ? "" : " no gamma, beta", silu ? " silu" : "",
       shift.empty () ? "" : " shifted");
@@ -658,7 +669,14 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
    * buffers lie on 16 bytes), the tiles the rest. */
   const bool vector = way == VECTOR_NHWC && s.c % 8 == 0;
   const bool fold = way == FOLD_NHWC && s.c % 8 == 0;
-  const bool ticket = way == TICKET_NHWC && s.c % 8 == 0;
+  /* The grid way where each sample has a tile resident, else the ticket
+   * kernels. */
+  const bool grid = way == GRID_NHWC && s.c % 8 == 0
+      && pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, s.n, s.c, s.hw,
+      s.groups) > 0;
+  const bool ticket = (way == TICKET_NHWC || way == GRID_NHWC)
+      && s.c % 8 == 0 && !grid;
+  const unsigned long grid_runs = emu_kernel_runs ("group_norm_grid_");
   const unsigned long ticket_stats_runs = emu_kernel_runs
       ("group_norm_ticket_stats");
   const unsigned long ticket_apply_runs = emu_kernel_runs
@@ -678,6 +696,10 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     args.push_back (out ("y", total));
   if (!shift.empty ())
     args.push_back (in ("shift", shift));
+  if (way != GRID_NHWC)
+    memset (ticket_counts, 0, sizeof ticket_counts);
+  const std::vector<unsigned> counts_before (ticket_counts, ticket_counts
+      + G_N_ELEMENTS (ticket_counts));
   auto r = run_typed (what, args, [&] (const Run &b) {
         return pp_cuda_group_norm (b.p (0),
             shift.empty () ? NULL : b.p (at_shift),
@@ -719,12 +741,23 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     failf ("%s: not the ticket kernels alone", what.c_str ());
   if (!ticket && emu_kernel_runs ("group_norm_ticket_") != ticket_runs)
     failf ("%s: the ticket kernels ran", what.c_str ());
-  for (size_t i = 0; i < G_N_ELEMENTS (ticket_counts); i++)
-    if (ticket_counts[i] != 0) {
-      failf ("%s: sample %zu's count left at %u", what.c_str (), i,
-          ticket_counts[i]);
-      ticket_counts[i] = 0;
-    }
+  /* The grid way: its one kernel alone; each sample's generation moved
+   * on once a launch. */
+  if (grid && (emu_kernel_runs ("group_norm_grid_") == grid_runs
+          || emu_kernel_runs ("group_norm_nhwc_combine") != combine_runs))
+    failf ("%s: not the grid kernel alone", what.c_str ());
+  if (!grid && emu_kernel_runs ("group_norm_grid_") != grid_runs)
+    failf ("%s: the grid kernel ran", what.c_str ());
+  for (size_t i = 0; i < G_N_ELEMENTS (ticket_counts); i++) {
+    const bool generation = grid && i % 2 == 1 && i < 2 * (size_t) s.n;
+    const unsigned moved = generation ? (unsigned) (emu_kernel_runs
+        ("group_norm_grid_") - grid_runs) : 0;
+
+    if (ticket_counts[i] != counts_before[i] + moved)
+      failf ("%s: count %zu is %u, where it was %u before %u launches",
+          what.c_str (), i, ticket_counts[i], counts_before[i], moved);
+  }
+  return r;
 }
 
 /* Whether @way's kernels take a channels-last x and y. */
@@ -732,7 +765,7 @@ static bool
 nhwc_way (Way way)
 {
   return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC
-      || way == FOLD_NHWC || way == TICKET_NHWC;
+      || way == FOLD_NHWC || way == TICKET_NHWC || way == GRID_NHWC;
 }
 
 /* A group norm case's values: x, gamma, beta and a shift [n, c]. */
@@ -759,7 +792,7 @@ test_group_norm (void)
         &shift = v.shift;
 
     for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC,
-            FOLD_NHWC, TICKET_NHWC }) {
+            FOLD_NHWC, TICKET_NHWC, GRID_NHWC }) {
       /* x, gamma, beta, partials, y. */
       group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
@@ -795,7 +828,8 @@ test_group_norm (void)
     for (const GroupNormShape &s : group_norm_shapes) {
       const GroupNormValues v = group_norm_values (s);
 
-      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, FOLD_NHWC, TICKET_NHWC })
+      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, FOLD_NHWC, TICKET_NHWC,
+              GRID_NHWC })
         group_norm_case (s, way, false, true, true, v.x, v.gamma, v.beta,
             v.shift, { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS,
             NORM_REL);
@@ -901,6 +935,72 @@ test_group_norm_fold (void)
   }
 }
 
+/* The grid kernel: its tiles (the ticket statistics', at most the
+ * emulated device's 4 SMs' resident blocks shared among the samples), the
+ * ticket kernels' bytes where its tiles are theirs, many chunks of pixels
+ * a thread where they are fewer, and the ticket kernels where a sample
+ * would not have a tile resident. */
+static void
+test_group_norm_grid (void)
+{
+  /* 240 threads for 320 channels: 8 blocks an SM, 32 in all. */
+  if (pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, 1, 320, 4096, 32) != 32
+      || pp_cuda_group_norm_grid_tiles (PP_CUDA_F16, 4, 320, 4096, 32) != 8
+      || pp_cuda_group_norm_grid_tiles (PP_CUDA_BF16, 1, 1280, 64, 32) != 16
+      || pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, 33, 320, 16, 32) != 0
+      || pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, 1, 12, 64, 4) != 0)
+    failf ("group_norm_grid_tiles: not 32 tiles for 320 channels of 4096 "
+        "pixels, 8 a sample of 4, the ticket way's 16 for 1280 channels of "
+        "64 pixels, none for 33 samples of 320 channels or 12 channels");
+  /* The ticket way's tiles: the same bytes. */
+  for (const GroupNormShape &t : { GroupNormShape { 1, 1280, 64, 32,
+        "an 8x8 norm of 1280 channels, 16 tiles either way" },
+        GroupNormShape { 2, 512, 50, 512, "512 groups of a channel, 4 tiles "
+        "either way" } }) {
+    const GroupNormValues w = group_norm_values (t);
+    const size_t y = 4;
+
+    if (pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, t.n, t.c, t.hw,
+            t.groups) != pp_cuda_group_norm_ticket_tiles (t.n, t.c, t.hw,
+            t.groups))
+      failf ("group_norm_grid_tiles: %s: not the ticket way's tiles", t.why);
+    for (bool silu : { false, true }) {
+      const std::unique_ptr<Run> a = group_norm_case (t, TICKET_NHWC, false,
+          true, silu, w.x, w.gamma, w.beta, w.shift,
+          { { F16, F32, F16, F32, F16, F16 } }, NORM_ABS, NORM_REL);
+      const std::unique_ptr<Run> b = group_norm_case (t, GRID_NHWC, false,
+          true, silu, w.x, w.gamma, w.beta, w.shift,
+          { { BF16, F32, F16, F32, BF16, F16 } }, NORM_ABS, NORM_REL);
+
+      if (a && b && first_difference ((*a)[y], (*b)[y]) >= 0)
+        failf ("group_norm %s: the grid way's y[%td] is not the ticket "
+            "way's", t.why, first_difference ((*a)[y], (*b)[y]));
+    }
+  }
+  /* Fewer tiles than the ticket way's: 32 tiles of 1250 pixels, 39 or 40
+   * a thread; four samples of 8 tiles; in place and shifted. */
+  for (const GroupNormShape &t : { GroupNormShape { 1, 64, 40000, 32,
+        "32 tiles of 1250 pixels, 10 chunks a thread" }, GroupNormShape { 4,
+        320, 300, 32, "four samples, 8 tiles each" }, GroupNormShape { 1,
+        3072, 7, 1024, "1024 groups of 3 channels, 384 threads" } }) {
+    const GroupNormValues w = group_norm_values (t);
+
+    group_norm_case (t, GRID_NHWC, false, true, true, w.x, w.gamma, w.beta,
+        w.shift, { { F16, F32, BF16, F32, F16, F16 } }, NORM_ABS, NORM_REL);
+    group_norm_case (t, GRID_NHWC, true, true, false, w.x, w.gamma, w.beta,
+        {}, { { BF16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
+  }
+  /* 33 samples: the ticket kernels (group_norm_case checks which ran). */
+  {
+    const GroupNormShape t = { 33, 320, 16, 32, "33 samples, past the "
+      "device's resident blocks" };
+    const GroupNormValues w = group_norm_values (t);
+
+    group_norm_case (t, GRID_NHWC, false, true, true, w.x, w.gamma, w.beta,
+        w.shift, { { F16, F32, F16, F32, F16, F16 } }, NORM_ABS, NORM_REL);
+  }
+}
+
 /* Values ±1 about ±1e4 (sample by sample): the normalised values hold
  * float32's precision (the mean as hi + lo). */
 static void
@@ -914,7 +1014,7 @@ test_group_norm_offset (void)
     x[i] = (float) (g_rand_double_range (rng, -1, 1)
         + (i / ((size_t) s.c * s.hw) % 2 ? -1e4 : 1e4));
   for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, FOLD_NHWC,
-          TICKET_NHWC })
+          TICKET_NHWC, GRID_NHWC })
     group_norm_case (s, way, false, false, false, x, ones, zeros, {}, {},
         1e-6, 0);
 }
@@ -1662,6 +1762,8 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/group-norm", test_group_norm);
   g_test_add_func ("/kernels/cuda-emu/group-norm-fold",
       test_group_norm_fold);
+  g_test_add_func ("/kernels/cuda-emu/group-norm-grid",
+      test_group_norm_grid);
   g_test_add_func ("/kernels/cuda-emu/group-norm-offset",
       test_group_norm_offset);
   g_test_add_func ("/kernels/cuda-emu/layer-norm", test_layer_norm);

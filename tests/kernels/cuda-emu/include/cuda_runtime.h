@@ -36,6 +36,7 @@ typedef enum
   cudaErrorInvalidConfiguration = 9,
   cudaErrorNoKernelImageForDevice = 209,
   cudaErrorIllegalAddress = 700,
+  cudaErrorCooperativeLaunchTooLarge = 720,
 } cudaError_t;
 
 typedef struct EmuStream *cudaStream_t;
@@ -127,13 +128,23 @@ void __syncthreads ();
 uint64_t emu_shuffle_xor (unsigned mask, uint64_t bits, int lane_mask,
     int width);
 
-/* The device's atomic add of a word: one thread runs at a time here. */
+/* The device's atomic add and exchange of a word: one thread runs at a
+ * time here. */
 static inline unsigned
 atomicAdd (unsigned *p, unsigned v)
 {
   const unsigned old = *p;
 
   *p = old + v;
+  return old;
+}
+
+static inline unsigned
+atomicExch (unsigned *p, unsigned v)
+{
+  const unsigned old = *p;
+
+  *p = v;
   return old;
 }
 
@@ -169,16 +180,29 @@ __shfl_xor_sync (unsigned mask, T v, int lane_mask, int width = 32)
   return v;
 }
 
-/* Checks the configuration as the driver does (an invalid one leaves
- * cudaErrorInvalidConfiguration for cudaGetLastError, and runs nothing),
- * then runs @body once per thread of every block.  @waits: every thread
- * must call emu_grid_wait before it finishes (a kernel launched through
+/* emu_launch's @flags.  EMU_LAUNCH_WAITS: every thread must call
+ * emu_grid_wait before it finishes (a kernel launched through
  * pp_cuda_launch, which may run while the grid before it still does on a
  * device: pp-cuda-common.cuh); one that does not aborts the program,
- * naming the kernel. */
+ * naming the kernel.  EMU_LAUNCH_TOGETHER: a cooperative launch, whose
+ * blocks are resident at once (at most emu_resident_blocks, else
+ * cudaErrorCooperativeLaunchTooLarge), so that a thread may wait for
+ * other blocks (emu_spin). */
+#define EMU_LAUNCH_WAITS 1u
+#define EMU_LAUNCH_TOGETHER 2u
+/* Checks the configuration as the driver does (an invalid one leaves
+ * cudaErrorInvalidConfiguration for cudaGetLastError, and runs nothing),
+ * then runs @body once per thread of every block. */
 void emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
     const char *kernel, const std::function<void ()> &body,
-    bool waits = false);
+    unsigned flags = 0);
+/* The blocks of @threads threads the emulated device holds at once: 2048
+ * threads an SM, 32 blocks at most, on each of its SMs. */
+int emu_resident_blocks (unsigned threads);
+/* A thread of a cooperative launch that waits for other blocks to write
+ * what it reads calls this in its loop: its block is put aside and the
+ * others run (emu.cc); aborts in a launch that is not cooperative. */
+void emu_spin ();
 /* pp_cuda_wait_prior's griddepcontrol.wait: the calling thread has waited
  * for the grids before its own. */
 void emu_grid_wait ();
