@@ -853,6 +853,12 @@ create (gint device, GError ** error)
   static const gchar *const gemm_algos[] = { "heuristic", "timed", NULL };
   /* PPDIFFUSE_CUDA_CONV_API's, the default first. */
   static const gchar *const conv_apis[] = { "legacy", "graph", NULL };
+  /* PPDIFFUSE_CUDA_CONV_GEMM's, the default first, and the pixels each
+   * names. */
+  static const gchar *const conv_gemm_ways[] = { "0", "64", "256", "1024",
+    NULL
+  };
+  static const int conv_gemm_pixels[] = { 0, 64, 256, 1024 };
   /* PPDIFFUSE_CUDA_ACTIVATIONS's, the default first. */
   static const gchar *const activation_ways[] = { "weights", "f32", NULL };
   /* PPDIFFUSE_CUDA_GEMM_OUT's. */
@@ -867,7 +873,7 @@ create (gint device, GError ** error)
   gchar *desc, *versions;
   guint way = 0, layer_way = 0, epilogue = 0, conv_api = 0, activations = 0;
   guint gemm_out = 0, gemm_algo = 0, pdl = 0, wait = 0, filters = 0;
-  guint tile = 0;
+  guint tile = 0, conv_gemm = 0;
   struct cudaDeviceProp prop = { 0 };
 
   if (!PP_CUDA_TRY (cudaSetDevice (device), error))
@@ -893,6 +899,9 @@ create (gint device, GError ** error)
           error)
       || !pp_cuda_choice_parse (PP_CUDA_CONV_API_ENV,
           g_getenv (PP_CUDA_CONV_API_ENV), conv_apis, &conv_api, error)
+      || !pp_cuda_choice_parse (PP_CUDA_CONV_GEMM_ENV,
+          g_getenv (PP_CUDA_CONV_GEMM_ENV), conv_gemm_ways, &conv_gemm,
+          error)
       || !pp_cuda_choice_parse (PP_CUDA_GEMM_ALGO_ENV,
           g_getenv (PP_CUDA_GEMM_ALGO_ENV), gemm_algos, &gemm_algo, error)
       || !pp_cuda_choice_parse (PP_CUDA_GROUP_NORM_ENV,
@@ -945,6 +954,9 @@ create (gint device, GError ** error)
   cu->gemm_timed = gemm_algo == 1;
   cu->conv_fused = epilogue == 0;
   cu->conv_graph = conv_api == 1;
+  G_STATIC_ASSERT (G_N_ELEMENTS (conv_gemm_pixels) + 1
+      == G_N_ELEMENTS (conv_gemm_ways));
+  cu->conv_gemm_pixels = conv_gemm_pixels[conv_gemm];
   cu->wait_sleep = wait == 1;
   cu->filters_copied = filters == 1;
   if (!init_handles (cu, error)) {
@@ -973,12 +985,13 @@ create (gint device, GError ** error)
   /* Every choice above that changes the bits, but the activations' (the
    * handshake's "activations"). */
   cu->be.ways = g_strdup_printf ("attention=%s conv-algo=%s conv-layout=%s "
-      "conv-epilogue=%s conv-api=%s gemm-algo=%s gemm-out=%s group-norm=%s "
-      "group-norm-tile=%s layer-norm=%s tf32=%s pdl=%s",
+      "conv-epilogue=%s conv-api=%s conv-gemm=%s gemm-algo=%s gemm-out=%s "
+      "group-norm=%s group-norm-tile=%s layer-norm=%s tf32=%s pdl=%s",
       pp_cuda_attention_name (cu->attention),
       cu->conv_timed ? "timed" : "heuristic",
       pp_cuda_conv_layout_name (cu->conv_layout), epilogue_ways[epilogue],
-      conv_apis[conv_api], gemm_algos[gemm_algo], gemm_out_ways[gemm_out],
+      conv_apis[conv_api], conv_gemm_ways[conv_gemm], gemm_algos[gemm_algo],
+      gemm_out_ways[gemm_out],
       group_norm_ways[way], group_norm_tiles[tile],
       layer_norm_ways[layer_way], cu->tf32 ? "on" : "off", pdl_ways[pdl]);
   cu->be.memory = &cuda_memory;
@@ -996,7 +1009,8 @@ create (gint device, GError ** error)
   cu->be.priv = cu;
   g_info ("backend cuda: %s (%s)%s, %s attention, %s convolution algorithms, "
       "%s convolution layout, convolution epilogues %s, cuDNN's %s API for "
-      "16-bit channels-last convolutions, %s group norms, "
+      "16-bit channels-last convolutions, those of at most %d output pixels "
+      "as products (0: none), %s group norms, "
       "%s layer norms, "
       "activations %s, 16-bit linear outputs %s, %s cuBLASLt algorithms, "
       "%s launches, host waits for copies: %s, channels-last filters %s%s%s",
@@ -1008,8 +1022,8 @@ create (gint device, GError ** error)
       cu->conv_layout == PP_CUDA_CONV_NCHW ? "NCHW"
       : cu->conv_layout == PP_CUDA_CONV_PADDED ? "channels-last (padded)"
       : "channels-last",
-      epilogue_ways[epilogue], conv_apis[conv_api], group_norm_ways[way],
-      layer_norm_ways[layer_way],
+      epilogue_ways[epilogue], conv_apis[conv_api], cu->conv_gemm_pixels,
+      group_norm_ways[way], layer_norm_ways[layer_way],
       activation_ways[activations],
       cu->gemm_out_act ? "as they are (cuBLASLt)" : "through float32",
       gemm_algos[gemm_algo], pdl ? "programmatic dependent" : "plain",

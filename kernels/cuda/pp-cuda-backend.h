@@ -58,6 +58,15 @@ G_BEGIN_DECLS
  * graph of the backend API, whose heuristics rank every engine cuDNN has
  * for it; a graph it has none for takes the legacy API). */
 #define PP_CUDA_CONV_API_ENV "PPDIFFUSE_CUDA_CONV_API"
+/* The most output pixels (n · ho · wo) a 16-bit channels-last
+ * convolution may have to run as a product: its patches laid out as the
+ * rows of a matrix (im2col), then one cuBLASLt product with the filter
+ * (its bias and residual in the product's epilogue): 0 (the default:
+ * none; every convolution is cuDNN's), 64, 256 or 1024.  A UNet's 8×8
+ * convolutions of 1280 channels read 29.5 MB of filter for 64 pixels:
+ * cuDNN's kernels took 23 µs on an H200 where the filter's read alone
+ * takes 6. */
+#define PP_CUDA_CONV_GEMM_ENV "PPDIFFUSE_CUDA_CONV_GEMM"
 /* How a group norm spreads over the device: ticket (the default:
  * channels last eight channels a thread with 16-byte loads, two
  * launches, one pass of sums a tile, combined by the last tile of a
@@ -67,7 +76,9 @@ G_BEGIN_DECLS
  * several blocks, two kernels; channels last, tiles of pixels, a thread a
  * channel, three), whole (one block per group), single (channels last,
  * one launch, a block per group) or fold (as vector in two launches, the
- * tiles' statistics combined by the normalising blocks). */
+ * tiles' statistics combined by the normalising blocks) or grid (the
+ * ticket way's sums and normalisation in one cooperative launch, its
+ * tiles waiting for each other). */
 #define PP_CUDA_GROUP_NORM_ENV "PPDIFFUSE_CUDA_GROUP_NORM"
 /* The fewest values a channels-last group norm's tile takes in the
  * vector, split and fold ways (the ticket way sizes its own), so how many

@@ -947,6 +947,42 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
   return TRUE;
 }
 
+/* A 16-bit (@t) channels-last convolution of at most
+ * cu->conv_gemm_pixels output pixels as a product: its patches as the rows of a matrix in
+ * scratch (pp_cuda_im2col_nhwc; a 1×1 convolution's x is that matrix
+ * already), times the channels-last @filter [cout, kh · kw · cin] as a
+ * linear op's weights, with @bias (NULL: none) and @res (NULL: none) in
+ * cuBLASLt's epilogue: y [n · ho · wo, cout].  FALSE, having enqueued
+ * nothing cuDNN's way needs, where it does not take the convolution. */
+static gboolean
+conv_as_product (PpCudaBackend * cu, const PpCudaConvKey * key, int ho,
+    int wo, PpCudaType t, gconstpointer x, gconstpointer filter,
+    gconstpointer bias, gconstpointer res, gpointer y)
+{
+  const gint64 rows = (gint64) key->n * ho * wo;
+  const gint64 k = (gint64) key->kh * key->kw * key->cin;
+  const gboolean patches = key->kh != 1 || key->kw != 1
+      || key->stride != 1 || key->pad != 0;
+  gconstpointer a = x;
+
+  if (rows > cu->conv_gemm_pixels || k > G_MAXINT
+      || (patches && (key->cin % 8 != 0 || (guintptr) x % 16 != 0)))
+    return FALSE;
+  if (patches) {
+    gpointer m = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        (gsize) rows * (gsize) k * sizeof (guint16));
+
+    if (m == NULL)
+      return TRUE;              /* a failed capture */
+    PP_CUDA_OP_RUN (cu, pp_cuda_im2col_nhwc (x, key->n, key->h, key->w,
+            key->cin, key->kh, key->kw, key->stride, key->pad, ho, wo, m,
+            cu->stream));
+    a = m;
+  }
+  return pp_cuda_product_lt (cu, t, a, filter, bias, (int) rows, (int) k,
+      key->cout, res, y);
+}
+
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
@@ -1071,6 +1107,12 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   y16 = (!key.nhwc || y_view.layout == PP_LAYOUT_NHWC) && ytype == wtype
       ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
       y_count * sizeof (guint16));
+  /* Few output pixels: a product (PPDIFFUSE_CUDA_CONV_GEMM). */
+  if (key.nhwc && x16 == x && y16 == y && !relu
+      && (pp_view_is_none (bias) || btype == wtype)
+      && conv_as_product (cu, &key, ho, wo, wtype, x16, filter,
+          pp_view_is_none (bias) ? NULL : bias.data, res, y16))
+    return;
   /* The bias, the residual and the relu in cuDNN's operation graph or
    * fused call where it takes them, the residual in y16's type and layout
    * (epilogue_residual); the passes below then only lay y16 out as y. */

@@ -409,7 +409,7 @@ lt_trial (gpointer data)
       == CUBLAS_STATUS_SUCCESS;
 }
 
-/* Times @plan's trials on the op's operands (x, w, y as C when
+/* Times @plan's trials on the op's operands (x, w, @y as C when
  * @accumulate), their outputs in scratch, keeps the fastest in
  * plan->algo, and logs every trial once at info level ("cuda gemm
  * trials: …"); halted meanwhile, keeps nothing. */
@@ -474,19 +474,21 @@ lt_time (PpCudaBackend * cu, LtPlan * plan, gconstpointer w, gconstpointer x,
 
 /* A linear op of rows × in → out whose x (@x_type: float32, or @t as it
  * is), w, b (NULL: none) and y are of 16-bit type @t, as one cuBLASLt call
- * (the bias in its epilogue), added to y when @accumulate (y is then the
- * product's C as well as its D, read and written in place, the sum
- * rounded once); FALSE when cuBLASLt cannot run it (nothing was
+ * (the bias in its epilogue), added to @c when @accumulate (of y's type
+ * and shape; y itself, read and written in place, when NULL), the sum
+ * rounded once; FALSE when cuBLASLt cannot run it (nothing was
  * enqueued). */
 static gboolean
 linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     PpCudaType x_type, gconstpointer w, gconstpointer b, int rows, int in,
-    int out, gboolean accumulate, gpointer y)
+    int out, gboolean accumulate, gconstpointer c, gpointer y)
 {
-  /* A float32 x is narrowed into scratch, which starts on 256 bytes. */
+  const guint32 align_c = accumulate && c != NULL ? alignment (c) : 256;
+  /* A float32 x is narrowed into scratch, which starts on 256 bytes; C
+   * and D share a layout, and so their alignment. */
   const LtKey key = { rows, in, out, t, b != NULL,
-    x_type == t ? alignment (x) : 256, alignment (w), alignment (y),
-    b != NULL ? alignment (b) : 0
+    x_type == t ? alignment (x) : 256, alignment (w),
+    MIN (alignment (y), align_c), b != NULL ? alignment (b) : 0
   };
   const float one = 1.0f, zero = 0.0f;
   const float *beta = accumulate ? &one : &zero;
@@ -496,6 +498,8 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
   LtPlan *plan;
   int ld = in;
 
+  if (c == NULL)
+    c = y;
   /* The kernel cuBLASLt's heuristics pick may read the bias 16 bytes at
    * a time (they judge its alignment by the pointer the plan is made
    * with, whose alignment the key holds): a bias starting between two
@@ -526,14 +530,14 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     return TRUE;
   }
   if (plan->n_trials > 0 && !pp_cuda_halted (cu))
-    lt_time (cu, plan, w, x, accumulate, y);
+    lt_time (cu, plan, w, x, accumulate, c);
   workspace = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_WORKSPACE,
       LT_WORKSPACE_BYTES);
   /* Halted: no work, and no refusal to remember. */
   if (pp_cuda_halted (cu))
     return TRUE;
   status = cublasLtMatmul (cu->cublaslt, plan->desc, &one, w, plan->w, x,
-      plan->x, beta, y, plan->y, y, plan->y, &plan->algo, workspace,
+      plan->x, beta, c, plan->y, y, plan->y, &plan->algo, workspace,
       LT_WORKSPACE_BYTES, cu->stream);
   if (status != CUBLAS_STATUS_SUCCESS && !plan->ran
       && !pp_cuda_capturing_here (cu)
@@ -589,7 +593,7 @@ linear_op (PpCudaBackend * cu, const char *op, PpView x_view, int rows,
       && (xtype == PP_CUDA_F32 || xtype == wtype)
       && linear_lt (cu, wtype, x_view.data, xtype, w.data,
           pp_view_is_none (b) ? NULL : b.data, rows, in, out, accumulate,
-          y_view.data))
+          NULL, y_view.data))
     return;
   x = x_as_is ? x_view.data : pp_cuda_in (cu, op, "x", x_view);
   y = accumulate ? pp_cuda_out (cu, op, "y", y_view)
@@ -602,6 +606,14 @@ linear_op (PpCudaBackend * cu, const char *op, PpView x_view, int rows,
   if (!pp_view_is_none (b))
     PP_CUDA_OP_RUN (cu, pp_cuda_add_row_bias (y, rows, out, b.data, btype,
             cu->stream));
+}
+
+gboolean
+pp_cuda_product_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
+    gconstpointer w, gconstpointer b, int rows, int in, int out,
+    gconstpointer c, gpointer y)
+{
+  return linear_lt (cu, t, x, t, w, b, rows, in, out, c != NULL, c, y);
 }
 
 void

@@ -256,6 +256,16 @@ cudaError_t pp_cuda_unpad_channels (const void *x, PpCudaType x_type, int n,
     const void *bias, PpCudaType bias_type, const void *res, int relu,
     cudaStream_t stream);
 
+/* A convolution's patches as the rows of a matrix, channels last, 16-bit
+ * values copied as they are: a [n · ho · wo, kh · kw · c] = x [n, h, w, c]
+ * at (oy · stride - pad + ky, ox · stride - pad + kx), zero past its edges,
+ * the columns in the order (ky, kx, channel) of a filter laid channels
+ * last ([cout, kh, kw, c]): the product with that filter as [cout, kh · kw
+ * · c] is the convolution.  c a multiple of 8, x and a on 16 bytes. */
+cudaError_t pp_cuda_im2col_nhwc (const void *x, int n, int h, int w, int c,
+    int kh, int kw, int stride, int pad, int ho, int wo, void *a,
+    cudaStream_t stream);
+
 /* pp-cuda-softmax.cu: each of @rows rows of @cols scores becomes
  * softmax(row) in place (max subtracted, float32). */
 cudaError_t pp_cuda_softmax_rows (float *s, size_t rows, int cols,

@@ -520,3 +520,41 @@ pp_cuda_unpad_channels (const void *x, PpCudaType x_type, int n, int c_pad,
                   res, relu, y))));
   return cudaGetLastError ();
 }
+
+/* Eight channels (16 bytes) of one patch's value a thread. */
+__global__ void
+im2col_nhwc8_kernel (const uint4 *x, int h, int w, int c8, int kh, int kw,
+    int stride, int pad, int ho, int wo, size_t vectors, uint4 *a)
+{
+  pp_cuda_wait_prior ();
+  const size_t cols = (size_t) kh * kw * c8;
+
+  PP_CUDA_FOR (k, vectors) {
+    const size_t row = k / cols, col = k - row * cols;
+    const int tap = (int) (col / c8), ch = (int) (col - (size_t) tap * c8);
+    const int ky = tap / kw, kx = tap - ky * kw;
+    const size_t pixels = (size_t) ho * wo, sample = row / pixels;
+    const int p = (int) (row - sample * pixels);
+    const int oy = p / wo, ox = p - oy * wo;
+    const int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+
+    a[k] = iy < 0 || iy >= h || ix < 0 || ix >= w ? make_uint4 (0, 0, 0, 0)
+        : x[((sample * h + iy) * w + ix) * c8 + ch];
+  }
+}
+
+extern "C" cudaError_t
+pp_cuda_im2col_nhwc (const void *x, int n, int h, int w, int c, int kh,
+    int kw, int stride, int pad, int ho, int wo, void *a, cudaStream_t stream)
+{
+  const size_t vectors = (size_t) n * ho * wo * kh * kw * (c / PP_CUDA_VEC);
+
+  if (n <= 0 || h <= 0 || w <= 0 || c <= 0 || c % PP_CUDA_VEC != 0
+      || kh <= 0 || kw <= 0 || stride <= 0 || pad < 0 || ho <= 0 || wo <= 0
+      || !pp_cuda_vec_aligned (x) || !pp_cuda_vec_aligned (a))
+    return cudaErrorInvalidValue;
+  PP_CUDA_LAUNCH (im2col_nhwc8_kernel, pp_cuda_blocks (vectors,
+          PP_CUDA_THREADS), PP_CUDA_THREADS, 0, stream, (const uint4 *) x, h,
+      w, c / PP_CUDA_VEC, kh, kw, stride, pad, ho, wo, vectors, (uint4 *) a);
+  return cudaGetLastError ();
+}

@@ -163,6 +163,10 @@ typedef struct
    * operation graphs where cuDNN has an engine for them
    * (PP_CUDA_CONV_API_ENV). */
   gboolean conv_graph;
+  /* 16-bit channels-last convolutions of this many output pixels or
+   * fewer run as im2col and a cuBLASLt product (PP_CUDA_CONV_GEMM_ENV;
+   * 0: none). */
+  int conv_gemm_pixels;
   PpCudaStaging up, down;
   struct
   {
@@ -358,6 +362,15 @@ cudaDataType_t pp_cuda_data_type (PpCudaType t);
 
 /* The linear op's plans on cuBLASLt (pp-cuda-gemm.c). */
 GHashTable *pp_cuda_lt_plans_new (void);
+
+/* y [rows, out] = x [rows, in] · wᵀ (w [out, in]) + b [out] (NULL: none)
+ * + c [rows, out] (NULL: none; may be y), all of 16-bit type @t, in one
+ * cuBLASLt call, summed in float32 and rounded once (the linear op's
+ * plans, PPDIFFUSE_CUDA_GEMM_ALGO's choice); FALSE when cuBLASLt cannot
+ * run it, having enqueued nothing. */
+gboolean pp_cuda_product_lt (PpCudaBackend * cu, PpCudaType t,
+    gconstpointer x, gconstpointer w, gconstpointer b, int rows, int in,
+    int out, gconstpointer c, gpointer y);
 
 /* y [m,n] (ld ldy) = alpha · op(a) · op(b) + beta · y, row-major, a and b
  * stored as @ta and @tb (their views' dtypes), y as @ty (float32, or the

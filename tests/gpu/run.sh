@@ -679,6 +679,16 @@ step_device() {
       G_MESSAGES_DEBUG=all "$acts"; then
     pass "test-kernels-act-dtypes with PPDIFFUSE_CUDA_CONV_API=graph"
   fi
+  # The 16-bit channels-last convolutions of few output pixels as im2col
+  # and a cuBLASLt product (PPDIFFUSE_CUDA_CONV_GEMM; here every case's):
+  # on 16-bit channels-last activations within a unit of the float32
+  # run's bits (a sum into a residual, of a partial sum's rounding).
+  if runs "act-dtypes, convolutions as products" \
+      "$work/act-dtypes-conv-gemm.log" 120 env PPDIFFUSE_BACKEND="$BE" \
+      PPDIFFUSE_CUDA_CONV_GEMM=1024 "$acts" \
+      -p /kernels/act-dtypes/conv2d; then
+    pass "test-kernels-act-dtypes: conv2d with PPDIFFUSE_CUDA_CONV_GEMM=1024"
+  fi
   # cuBLASLt's algorithms timed: the products on 16-bit activations, a
   # sum into y among them, whose trials must leave y as it is (timed
   # here, whatever an earlier command of the run kept).
@@ -1706,7 +1716,10 @@ step_bench() {
     # and by the fastest of its first four, with the engine each shape
     # got and the time its plans took (cuDNN may compile kernels); and
     # cuBLASLt's algorithms timed (the fastest of the heuristics' first
-    # eight for each product's shape); and the backend's kernels launched
+    # eight for each product's shape); the convolutions of at most 64 and
+    # 256 output pixels (a step's 8×8, and 16×16, levels) as im2col and a
+    # cuBLASLt product (conv-gemm: the 8×8 ones read 29.5 MB of filter in
+    # cuDNN's sm80 kernels at 23 µs); and the backend's kernels launched
     # as programmatic dependents (pdl: each started while the one before
     # it finishes).
     for way in "$ACT32" "PPDIFFUSE_ACT_LAYOUT=nchw" \
@@ -1721,7 +1734,8 @@ step_bench() {
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
         "PPDIFFUSE_CUDA_CONV_ALGO=timed" "PPDIFFUSE_CUDA_CONV_API=graph" \
         "PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_CONV_ALGO=timed" \
-        "PPDIFFUSE_CUDA_GEMM_ALGO=timed" "PPDIFFUSE_CUDA_PDL=on"; do
+        "PPDIFFUSE_CUDA_GEMM_ALGO=timed" "PPDIFFUSE_CUDA_CONV_GEMM=64" \
+        "PPDIFFUSE_CUDA_CONV_GEMM=256" "PPDIFFUSE_CUDA_PDL=on"; do
       blog=$work/bench-$(log_slug "$way").log
       # shellcheck disable=SC2086  # $way is a list of assignments
       bench_wanted "gpu-bench f16, $way" \

@@ -1351,6 +1351,66 @@ test_interleave_phases (void)
 /* A convolution's channels padded with zeros, channels last, and taken
  * back: from and into both layouts, past the last channel and (a
  * filter's output channels) past the last sample. */
+/* A convolution's patches as rows, channels last: 3×3 with and without
+ * padding, stride 2 (a downsampler's, odd sizes), 1×3, two samples; the
+ * 16-bit values copied as they are, zeros past the edges. */
+static void
+test_im2col (void)
+{
+  const struct
+  {
+    int n, h, w, c, kh, kw, stride, pad;
+  } shapes[] = { { 1, 5, 6, 8, 3, 3, 1, 1 }, { 2, 4, 4, 16, 3, 3, 1, 0 },
+    { 1, 7, 5, 8, 3, 3, 2, 1 }, { 2, 3, 6, 24, 1, 3, 1, 1 },
+    { 1, 2, 2, 8, 1, 1, 1, 0 } };
+
+  for (const auto &s : shapes) {
+    const int ho = pp_conv2d_out_size (s.h, s.kh, s.stride, s.pad);
+    const int wo = pp_conv2d_out_size (s.w, s.kw, s.stride, s.pad);
+    const size_t cols = (size_t) s.kh * s.kw * s.c;
+    const size_t rows = (size_t) s.n * ho * wo;
+    const std::vector<float> x = exact_values ((size_t) s.n * s.h * s.w
+        * s.c, -3, 3);
+    const std::vector<Arg> args = { in ("x", x), out ("a", rows * cols) };
+    const std::string what = strf ("im2col_nhwc n=%d %dx%d c=%d kernel "
+        "%dx%d stride %d pad %d", s.n, s.h, s.w, s.c, s.kh, s.kw, s.stride,
+        s.pad);
+    std::vector<float> want (rows * cols, 0.0f);
+
+    for (size_t r = 0; r < rows; r++)
+      for (size_t col = 0; col < cols; col++) {
+        const int b = (int) (r / ((size_t) ho * wo));
+        const int oy = (int) (r / wo % ho), ox = (int) (r % wo);
+        const int tap = (int) (col / s.c), ch = (int) (col % s.c);
+        const int iy = oy * s.stride - s.pad + tap / s.kw;
+        const int ix = ox * s.stride - s.pad + tap % s.kw;
+
+        if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
+          want[r * cols + col] = x[(((size_t) b * s.h + iy) * s.w + ix) * s.c
+              + ch];
+      }
+    for (const Types &types : { Types { F16, F16 }, Types { BF16, BF16 } }) {
+      const std::unique_ptr<Run> r = run_checked (what, args, types,
+          [&] (const Run &b) {
+            return pp_cuda_im2col_nhwc (b.p (0), s.n, s.h, s.w, s.c, s.kh,
+                s.kw, s.stride, s.pad, ho, wo, b.p (1), NULL); });
+
+      if (r)
+        expect_bits (what, args, *r, 1, want);
+    }
+  }
+  /* Refused: channels not whole vectors, x off 16 bytes. */
+  {
+    Mem x (F16, 64), a (F16, 1024);
+
+    if (pp_cuda_im2col_nhwc (x.data (), 1, 2, 2, 12, 3, 3, 1, 1, 2, 2,
+            a.data (), NULL) != cudaErrorInvalidValue
+        || pp_cuda_im2col_nhwc ((const char *) x.data () + 2, 1, 2, 2, 8, 3,
+            3, 1, 1, 2, 2, a.data (), NULL) != cudaErrorInvalidValue)
+      failf ("im2col_nhwc: 12 channels or an x off 16 bytes not refused");
+  }
+}
+
 static void
 test_pad_channels (void)
 {
@@ -1775,6 +1835,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/add-channel", test_add_channel);
   g_test_add_func ("/kernels/cuda-emu/interleave-phases",
       test_interleave_phases);
+  g_test_add_func ("/kernels/cuda-emu/im2col", test_im2col);
   g_test_add_func ("/kernels/cuda-emu/pad-channels", test_pad_channels);
   g_test_add_func ("/kernels/cuda-emu/unpad-channels", test_unpad_channels);
   g_test_add_func ("/kernels/cuda-emu/softmax", test_softmax);

@@ -8,8 +8,9 @@
  * activations themselves; every 16-bit output must equal the float32
  * run's output rounded, bit for bit (but for CUDA's linear, linear_add
  * and matmul with weights of the output's type, which round cuBLAS's own
- * sum: one unit in the last place apart at most, rounds_own_sum, or for
- * a sum into y a partial sum's rounding, own_sum_bound).  The
+ * sum, and its convolutions run as products (PPDIFFUSE_CUDA_CONV_GEMM):
+ * one unit in the last place apart at most, rounds_own_sum, or for a sum
+ * into y or a residual a partial sum's rounding, own_sum_bound).  The
  * cases cover the 16-bit side in, out and both (a model's first layer reads its float32 input, its last
  * writes float32), the in-place ops, an output that is its input (the
  * norms), and a strided matmul output whose untouched elements must come
@@ -829,10 +830,16 @@ check_layout_copies (const Case * c, Laid laid, const Acts * run)
 static gboolean
 rounds_own_sum (const Case * c, PpDType dtype)
 {
+  const gchar *conv_gemm = g_getenv ("PPDIFFUSE_CUDA_CONV_GEMM");
+
+  if (!g_str_equal (pp_backend_name (be), "cuda") || weights_dtype != dtype)
+    return FALSE;
+  /* A convolution as a product: the patches' sum in cuBLASLt's order. */
+  if (c->op == PP_OP_CONV2D)
+    return conv_gemm != NULL && *conv_gemm != '\0'
+        && g_strcmp0 (conv_gemm, "0") != 0;
   return (c->op == PP_OP_LINEAR || c->op == PP_OP_LINEAR_ADD
           || c->op == PP_OP_MATMUL)
-      && g_str_equal (pp_backend_name (be), "cuda")
-      && weights_dtype == dtype
       && g_strcmp0 (g_getenv ("PPDIFFUSE_CUDA_GEMM_OUT"), "f32") != 0;
 }
 
@@ -938,20 +945,24 @@ check_case (const Case * c, PpDType dtype, Side side, Laid laid)
           : narrow_widen (dtype, expect[j]);
       const gboolean own = own_sum && narrow.dtype[i] != PP_DTYPE_F32;
       const gboolean into = c->acts[i].role == ACT_INOUT;
+      /* What the sum was added to: y itself, or a convolution's residual
+       * (its second activation, of the output's shape). */
+      const float *summand = into ? start[i] : c->op == PP_OP_CONV2D
+          && c->n_acts == 3 && i == 2 ? start[1] : NULL;
 
       if (memcmp (&e, &got[j], sizeof (float)) != 0 && !(isnan (e)
               && isnan (got[j])) && !(own && one_ulp_apart (dtype, e, got[j]))
-          && !(own && into && fabsf (got[j] - e)
-              <= own_sum_bound (dtype, e, start[i][j])))
+          && !(own && summand != NULL && fabsf (got[j] - e)
+              <= own_sum_bound (dtype, e, summand[j])))
         g_error ("%s on %s, %s activations %s laid out %s, %s weights: "
             "activation %u element %" G_GSIZE_FORMAT " (channels first) is "
             "%.9g, the float32 run's %s %.9g%s", c->name,
             pp_backend_name (be), pp_dtype_name (dtype), side_names[side],
             laid_names[laid], pp_dtype_name (weights_dtype), i, j, got[j],
             narrow.dtype[i] == PP_DTYPE_F32 ? "is" : "rounds to", e,
-            !own ? "" : into ? " (one unit in the last place apart allowed, "
-            "or a partial sum's rounding)" : " (one unit in the last place "
-            "apart allowed)");
+            !own ? "" : summand != NULL ? " (one unit in the last place "
+            "apart allowed, or a partial sum's rounding)" : " (one unit in "
+            "the last place apart allowed)");
     }
     /* The layouts: the channels-first run's values, bit for bit but for
      * a device's group norm (LAYOUT_REL_BOUND). */
