@@ -64,8 +64,11 @@ esac
 # Kernel traces (--kernels): each graph's one launch, every kernel it ran
 # (on the emulation as many as its kernel nodes: the libraries' calls run
 # there without kernels), the table by kernel name; and where there is no
-# device kernel to trace (the cpu backend), a skip that says so.
-timeout -k 10 400 "$bench" --small --kernels >"$log" 2>&1
+# device kernel to trace (the cpu backend), a skip that says so.  With
+# --kernel-order, a kernel's every call in the order it ran: as many as
+# the table's calls of it, in ascending places.
+timeout -k 10 400 "$bench" --small --kernels \
+  --kernel-order group_norm_ticket_apply >"$log" 2>&1
 st=$?
 [ "$st" -eq 0 ] || fail "gpu-bench --small --kernels exited with status $st"
 n=$(grep -c '^kernels of .*, graph: [1-9][0-9]* kernels (its graph: [1-9][0-9]* kernel nodes) in ' "$log")
@@ -78,15 +81,25 @@ awk '/^kernels of / {
 grep -Eq '^  group_norm_[a-z_]+kernel.* [1-9][0-9]* +[0-9.]+ +[0-9.]+ % +[0-9.]+$' "$log" \
   || fail "no group norm kernel in the traces' tables"
 grep -q 'not traced' "$log" && fail "a graph was not traced"
+n=$(grep -c '^kernels of .* in the order they ran, those whose names hold "group_norm_ticket_apply":$' "$log")
+[ "$n" -eq 3 ] || fail "$n graphs' kernels listed in order, expected 3"
+awk '/^  group_norm_ticket_apply_kernel/ { table += $2 }
+  /^kernels of .* in the order they ran/ { last = -1 }
+  /^ +[0-9]+ +[0-9.]+ µs  group_norm_ticket_apply_kernel/ {
+    listed++; if ($1 + 0 <= last) bad = 1; last = $1 + 0 }
+  END { if (table == 0 || listed != table || bad) {
+      print "listed " listed " calls in order, the tables " table; exit 1 } }' \
+  "$log" >&2 || fail "the kernels in order are not the tables' calls"
 timeout -k 10 60 "$bench" --backend cpu --small --kernels >"$log" 2>&1
 st=$?
 [ "$st" -eq 77 ] && grep -q '^kernel trace: not available: the cpu backend' "$log" \
   || fail "the cpu backend's kernel trace: status $st, expected 77 and why"
 # The norms alone (--norms): a row per shape with its time, a step's
 # norms in all, in the ways the environment chose: the default (unset:
-# the ticket kernels), then the vector and the split ones (their launches
-# counted at exit).
+# the ticket kernels), then the grid, vector and split ones (their
+# launches counted at exit).
 for way in :ticket:group_norm_ticket_apply_kernel \
+    grid:grid:group_norm_grid_kernel \
     vector:vector:group_norm_vec_apply_kernel \
     split:split:group_norm_nhwc_apply_kernel; do
   set="${way%%:*}" rest="${way#*:}"

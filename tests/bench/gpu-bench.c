@@ -138,6 +138,9 @@ typedef struct
   PpTensor *frames, *frames_eps;
   gpointer graph;               /* the one best_of_graph times */
   gpointer tiny;                /* one float: the launch floor's */
+  /* --kernel-order's: the kernels to list in the order they ran (a part
+   * of their short names; "" all of them), or NULL. */
+  const gchar *order;
 } Bench;
 
 /* @device's peaks; zeros when it is not known. */
@@ -392,6 +395,26 @@ by_gap_desc (gconstpointer a, gconstpointer b)
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* With @order (a part of a short name; "" all), the kernels of @spans
+ * whose short names hold it, in the order they ran: each one's place
+ * among all, its time, its name; what maps a library's kernels onto the
+ * ops of a graph, whose kernels run in the ops' order. */
+static void
+print_order (const gchar * what, GArray * spans, const gchar * order)
+{
+  printf ("kernels of %s in the order they ran%s%s%s:\n", what,
+      *order != '\0' ? ", those whose names hold \"" : "", order,
+      *order != '\0' ? "\"" : "");
+  for (guint i = 0; i < spans->len; i++) {
+    const PpKernelSpan *k = &g_array_index (spans, PpKernelSpan, i);
+    g_autofree gchar *name = pp_kernel_short_name (k->name);
+
+    if (strstr (name, order) != NULL)
+      printf ("  %4u %9.1f µs  %s\n", i, (k->end_ns - k->start_ns) / 1e3,
+          name);
+  }
+}
+
 /* The trace of @what's launch: its kernels from the first's start to the
  * last's end, the time a kernel ran (overlapping kernels counted once:
  * programmatic dependent launches overlap) and the device's idle
@@ -493,6 +516,8 @@ trace_graph (const gchar * what, PpGraphFunc func, Bench * b)
   if (spans != NULL) {
     (void) pp_backend_graph_nodes (b->be, b->graph, &nodes, &kernels);
     print_trace (what, spans, kernels);
+    if (b->order != NULL)
+      print_order (what, spans, b->order);
   } else {
     printf ("kernels of %s: not traced: %s\n", what, error->message);
   }
@@ -798,6 +823,7 @@ main (int argc, char **argv)
   gint repeats = DEFAULT_REPEATS;
   gboolean small = FALSE, kernels = FALSE, norms = FALSE;
   gint norm_shape = -1;
+  g_autofree gchar *order = NULL;
   gdouble peak = 0, gbps = 0;
   Peaks known;
   const Sizes *z;
@@ -826,6 +852,10 @@ main (int argc, char **argv)
           "alone as a graph, in the ways the environment chose "
           "(PPDIFFUSE_CUDA_GROUP_NORM, PPDIFFUSE_CUDA_LAYER_NORM); with "
           "--kernels, each shape's kernels traced too", NULL},
+    {"kernel-order", 0, 0, G_OPTION_ARG_STRING, &order,
+          "with --kernels, also each kernel whose short name holds this "
+          "(\"\": every kernel) in the order it ran, with its place and "
+          "time: a library's kernels mapped onto the graph's ops", "PART"},
     {"norm-shape", 0, 0, G_OPTION_ARG_INT, &norm_shape,
           "with --norms, only the norm shape of this index (from 0, in the "
           "table's order): one shape under a profiler", "N"},
@@ -850,6 +880,7 @@ main (int argc, char **argv)
     return 2;
   }
   z = small ? &small_sizes : &released_sizes;
+  b.order = order;
   b.be = pp_backend_get (backend ? backend : PP_BACKEND_CUDA, &error);
   if (b.be == NULL) {
     fprintf (stderr, "gpu-bench: skipped: %s\n", error->message);

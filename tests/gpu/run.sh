@@ -1569,13 +1569,16 @@ trace_kernels() {
   _n=$1 _l=$2
   shift 2
   bench_wanted "$_n" || return 0
+  # The convolutions' kernels in the order they ran too (cuDNN's names
+  # hold "fprop"; a graph's kernels run in its ops' order): which shapes
+  # took which kernels, in the log (the run's output keeps the tables).
   # shellcheck disable=SC2086  # $bench_size is a list of options
   exec_to "$_l" 300 env "$@" "$build/tests/bench/gpu-bench" --dtype f16 \
-    --kernels $bench_size
+    --kernels --kernel-order fprop $bench_size
   case $st in
     0)
       sed -n '/^kernels of /,$p' "$_l" | grep -v -E '(INFO|DEBUG|MESSAGE)' \
-        | cut -c1-400 | indent
+        | grep -v -E '^ +[0-9]+ +[0-9.]+ µs  ' | cut -c1-400 | indent
       pass "$_n ran" ;;
     77)
       # No kernel trace (its reason), or no device (gpu-bench's).
