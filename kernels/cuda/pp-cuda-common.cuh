@@ -263,23 +263,32 @@ pp_cuda_wait_prior ()
   pp_cuda_launch (#kernel, kernel, grid, block, shmem, stream, __VA_ARGS__)
 
 #ifdef __CUDACC__
+/* @kernel launched on @stream with the one launch attribute @attr. */
+template <typename... P, typename... A> static inline void
+pp_cuda_launch_ex (cudaLaunchAttribute attr, void (*kernel) (P...),
+    dim3 grid, dim3 block, size_t shmem, cudaStream_t stream, A... args)
+{
+  cudaLaunchConfig_t config = { };
+
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shmem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  (void) cudaLaunchKernelEx (&config, kernel, args...);
+}
+
 template <typename... P, typename... A> static inline void
 pp_cuda_launch (const char *, void (*kernel) (P...), dim3 grid, dim3 block,
     size_t shmem, cudaStream_t stream, A... args)
 {
   if (pp_cuda_programmatic_launches) {
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t config = { };
+    cudaLaunchAttribute attr = { };
 
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    config.gridDim = grid;
-    config.blockDim = block;
-    config.dynamicSmemBytes = shmem;
-    config.stream = stream;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    (void) cudaLaunchKernelEx (&config, kernel, args...);
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    pp_cuda_launch_ex (attr, kernel, grid, block, shmem, stream, args...);
   } else {
     kernel<<<grid, block, shmem, stream>>> (args...);
   }
@@ -311,18 +320,11 @@ template <typename... P, typename... A> static inline void
 pp_cuda_launch_together (const char *, void (*kernel) (P...), dim3 grid,
     dim3 block, size_t shmem, cudaStream_t stream, A... args)
 {
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t config = { };
+  cudaLaunchAttribute attr = { };
 
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shmem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  (void) cudaLaunchKernelEx (&config, kernel, args...);
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  pp_cuda_launch_ex (attr, kernel, grid, block, shmem, stream, args...);
 }
 
 /* The blocks of @threads threads (no dynamic shared memory) of @kernel

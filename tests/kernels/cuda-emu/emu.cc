@@ -371,6 +371,19 @@ fiber_main ()
   }
 }
 
+/* After the block ran as far as it could: false when it was put aside
+ * (a thread spinning), else true, every thread finished. */
+bool
+block_finished ()
+{
+  if (blk.spinning > 0)
+    return false;
+  if (blk.done != blk.threads)
+    fail ("the block ended with %u of %u threads finished", blk.done,
+        blk.threads);
+  return true;
+}
+
 /* Runs the block set up in blk from its start; false when it was put
  * aside, a thread spinning. */
 bool
@@ -389,12 +402,7 @@ run_block ()
     set_ready (t);
   }
   run_next (&launcher);
-  if (blk.spinning > 0)
-    return false;
-  if (blk.done != blk.threads)
-    fail ("the block ended with %u of %u threads finished", blk.done,
-        blk.threads);
-  return true;
+  return block_finished ();
 }
 
 /* A block put aside goes on: its spinning threads ready again.  False
@@ -409,12 +417,7 @@ resume_block ()
     }
   blk.spinning = 0;
   run_next (&launcher);
-  if (blk.spinning > 0)
-    return false;
-  if (blk.done != blk.threads)
-    fail ("the block ended with %u of %u threads finished", blk.done,
-        blk.threads);
-  return true;
+  return block_finished ();
 }
 
 /* A block put aside, and where it is in the grid. */
