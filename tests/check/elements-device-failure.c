@@ -427,7 +427,10 @@ fail_prompt_allocation (guint64 n)
   }
   run_frames (h, SMALL, 0, after);
   fail_if (pp_check_same_bytes (before[0], after[0]), "the prompt taken "
-      "changed nothing");
+      "changed nothing (the device full from its allocation %"
+      G_GUINT64_FORMAT ", the prompt %s)", n, outcome == PROMPT_ACCEPTED
+      ? "accepted at once" : outcome == PROMPT_REFUSED ? "refused, then "
+      "accepted" : "refused and the backend taken back, then accepted");
   for (guint i = 0; i < FRAMES; i++) {
     gst_buffer_unref (before[i]);
     gst_buffer_unref (after[i]);
