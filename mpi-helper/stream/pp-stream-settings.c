@@ -170,13 +170,15 @@ check_settings (PpStream * stream)
     ok = pp_model_check_update (stream->model, &resolved, inputs, &error);
   }
   if (ok) {
-    stream->cb.accepted (&snapshot, stream->data);
+    /* In place for the next frame before the caller hears of them (its
+     * word is that they apply from the next frame). */
     g_mutex_lock (&stream->lock);
     pp_stream_settings_free (stream->next);
     stream->next = settings_dup (&resolved);
     g_clear_pointer (&stream->next_states, pp_tensor_free);
     stream->next_states = states;
     g_mutex_unlock (&stream->lock);
+    stream->cb.accepted (&snapshot, stream->data);
     PP_INFO ("new settings accepted; they apply from the next frame");
   } else {
     pp_tensor_free (states);
