@@ -395,7 +395,7 @@ pp_cuda_blocks_meet (unsigned *arrived, unsigned *generation,
   __threadfence ();
 #else
   while (*(volatile unsigned *) generation == seen)
-    emu_spin ();
+    emu_wait_change (generation, seen);
 #endif
 }
 

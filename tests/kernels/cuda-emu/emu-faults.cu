@@ -81,3 +81,43 @@ emu_faults_launch (unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   empty_kernel<<<dim3 (gx, gy, gz), dim3 (bx, by, bz), 0, 0>>> ();
   return cudaGetLastError ();
 }
+
+/* Each block writes its index to slot [round · blocks + block], then the
+ * blocks meet (pp_cuda_blocks_meet, thread 0 of each, @expected of them),
+ * then each counts in seen[block] the round's slots that hold their
+ * blocks' indices: @rounds times. */
+__global__ void
+meet_kernel (unsigned *counts, int rounds, unsigned expected,
+    unsigned *slots, unsigned *seen)
+{
+  pp_cuda_wait_prior ();
+  const unsigned blocks = gridDim.x;
+
+  for (int round = 0; round < rounds; round++) {
+    unsigned *slot = slots + (size_t) round * blocks;
+
+    if (threadIdx.x == 0) {
+      slot[blockIdx.x] = blockIdx.x;
+      __threadfence ();
+      pp_cuda_blocks_meet (&counts[0], &counts[1], expected);
+    }
+    __syncthreads ();
+    if (threadIdx.x == 0)
+      for (unsigned b = 0; b < blocks; b++)
+        seen[blockIdx.x] += __ldcg (&slot[b]) == b;
+    __syncthreads ();
+  }
+}
+
+extern "C" cudaError_t
+emu_faults_meet (unsigned *counts, int blocks, int threads, int rounds,
+    int cooperative, unsigned expected, unsigned *slots, unsigned *seen)
+{
+  if (cooperative)
+    PP_CUDA_LAUNCH_TOGETHER (meet_kernel, blocks, threads, 0, 0, counts,
+        rounds, expected, slots, seen);
+  else
+    PP_CUDA_LAUNCH (meet_kernel, blocks, threads, 0, 0, counts, rounds,
+        expected, slots, seen);
+  return cudaGetLastError ();
+}

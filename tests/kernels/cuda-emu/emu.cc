@@ -19,13 +19,14 @@
  * fails a sanitizer run; the switches are announced to it instead).
  * Elsewhere, ucontext.
  *
- * A cooperative launch's (EMU_LAUNCH_TOGETHER) thread may spin, waiting
- * for other blocks (emu_spin): its block is put aside, its threads'
- * stacks kept, once no thread of it can go on, and the next block runs;
- * after the last, each block put aside goes on in turn, as often as one
- * of them finishes (none finishing is a deadlock, named).  Shared memory,
- * one copy here, is the block's that ran last: a block must not read
- * across such a wait what it wrote before it.
+ * A cooperative launch's (EMU_LAUNCH_TOGETHER) thread may wait for a
+ * word other blocks change (emu_wait_change): its block is put aside, its
+ * threads' stacks kept, once no thread of it can go on, and the next
+ * block runs; after the last, each block put aside whose word changed goes
+ * on, pass after pass, until all finish (a pass in which no block's word
+ * changed is a deadlock, named).  Shared memory, one copy here, is the
+ * block's that ran last: a block must not read across such a wait what
+ * it wrote before it.
  *
  * One launch at a time: every launch runs under the lock of the deferred
  * streams' queues, whether a queue's node or at once.  A launch on a
@@ -173,9 +174,13 @@ struct Block
   bool waited[MAX_THREADS];
   /* A cooperative launch's (EMU_LAUNCH_TOGETHER): threads may spin. */
   bool together;
-  /* The threads spinning (emu_spin), waiting for other blocks. */
+  /* The threads waiting for a word other blocks change
+   * (emu_wait_change): each one's word and the value it waits to see
+   * change. */
   unsigned spinning;
   bool spins[MAX_THREADS];
+  const volatile unsigned *spin_word[MAX_THREADS];
+  unsigned spin_value[MAX_THREADS];
   unsigned threads;
   int current;                  /* the running thread */
   Fiber *running;               /* and its fiber */
@@ -405,17 +410,22 @@ run_block ()
   return block_finished ();
 }
 
-/* A block put aside goes on: its spinning threads ready again.  False
- * when it is put aside again. */
+/* A block put aside goes on where a waiting thread's word changed, those
+ * threads ready again; *@moved tells whether one did.  False when it is
+ * put aside again. */
 bool
-resume_block ()
+resume_block (bool *moved)
 {
+  *moved = false;
   for (unsigned t = 0; t < blk.threads; t++)
-    if (blk.spins[t]) {
+    if (blk.spins[t] && *blk.spin_word[t] != blk.spin_value[t]) {
       blk.spins[t] = false;
+      blk.spinning--;
       set_ready (t);
+      *moved = true;
     }
-  blk.spinning = 0;
+  if (!*moved)
+    return false;
   run_next (&launcher);
   return block_finished ();
 }
@@ -436,16 +446,20 @@ emu_grid_wait ()
 }
 
 EMU_UNCHECKED void
-emu_spin ()
+emu_wait_change (const volatile unsigned *word, unsigned value)
 {
   const int t = blk.current;
 
+  if (*word != value)
+    return;
   if (!blk.together)
     fail ("a thread waits for other blocks in a launch that is not "
         "cooperative: its blocks need not be resident at once, and it may "
         "wait for one that cannot start (launch it with "
         "PP_CUDA_LAUNCH_TOGETHER)");
   blk.spins[t] = true;
+  blk.spin_word[t] = word;
+  blk.spin_value[t] = value;
   blk.spinning++;
   clear_ready (t);
   run_next (blk.running);
@@ -995,18 +1009,22 @@ launch_run (dim3 grid, dim3 block, const char *kernel,
   /* The blocks put aside, in the order they were, until all finish. */
   while (!aside.empty ()) {
     std::vector<std::unique_ptr<Aside>> again;
+    bool any = false;
 
     for (std::unique_ptr<Aside> &a : aside) {
+      bool moved;
+
       blk = a->block;
       blockIdx = a->index;
-      if (!resume_block ()) {
+      if (!resume_block (&moved)) {
         a->block = blk;
         again.push_back (std::move (a));
       }
+      any |= moved;
     }
-    if (again.size () == aside.size ())
-      fail ("deadlock: %zu blocks spin, each waiting for another, and none "
-          "of them finishes", again.size ());
+    if (!any)
+      fail ("deadlock: %zu blocks wait for a word none of them will change "
+          "(each waits for another)", again.size ());
     aside.swap (again);
   }
 }

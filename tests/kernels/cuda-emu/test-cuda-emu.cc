@@ -1761,6 +1761,76 @@ test_emu_early_exit (void)
   g_test_trap_assert_stderr ("*early_exit_kernel*deadlock*");
 }
 
+/* Blocks of a cooperative launch that wait for each other
+ * (pp_cuda_blocks_meet): in either order each sees every block's write
+ * before the meeting after it, the count back at 0 and the generation one
+ * more a meeting; more blocks than the device holds at once refused; a
+ * meeting in a launch that is not cooperative, or one that waits for a
+ * block that does not exist, named. */
+static void
+test_emu_blocks_meet (void)
+{
+  const int blocks = 8, threads = 64, rounds = 3;
+
+  for (bool descending : { false, true }) {
+    unsigned counts[2] = { 0, 5 }, slots[3 * 8], seen[8] = { 0 };
+
+    memset (slots, 0xff, sizeof slots);
+    emu_set_descending (descending);
+    if (emu_faults_meet (counts, blocks, threads, rounds, 1, blocks, slots,
+            seen) != cudaSuccess)
+      failf ("a cooperative launch of %d blocks refused", blocks);
+    emu_set_descending (false);
+    for (int b = 0; b < blocks; b++)
+      if (seen[b] != (unsigned) (blocks * rounds))
+        failf ("block %d saw %u of its %d meetings' %d writes (%s)", b,
+            seen[b], rounds, blocks, descending ? "descending" : "ascending");
+    if (counts[0] != 0 || counts[1] != 5 + rounds)
+      failf ("after %d meetings the count is %u and the generation %u",
+          rounds, counts[0], counts[1]);
+  }
+  {
+    const int most = emu_resident_blocks (threads);
+    std::vector<unsigned> slots (most + 1), seen (most + 1);
+    unsigned counts[2] = { 0, 0 };
+
+    if (emu_faults_meet (counts, most + 1, threads, 1, 1, most + 1,
+            slots.data (), seen.data ()) != cudaErrorCooperativeLaunchTooLarge)
+      failf ("a cooperative launch of %d blocks, where the device holds %d, "
+          "not refused", most + 1, most);
+  }
+}
+
+/* Blocks that wait for each other in a launch that is not cooperative
+ * (@cooperative 0), or for a ninth block of eight: the process ends,
+ * naming the kernel and why. */
+static void
+meet_fault (int cooperative, const char *why)
+{
+  if (g_test_subprocess ()) {
+    unsigned counts[2] = { 0, 0 }, slots[8], seen[8] = { 0 };
+
+    emu_faults_meet (counts, 8, 64, 1, cooperative, cooperative ? 9 : 8,
+        slots, seen);
+    return;
+  }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr (why);
+}
+
+static void
+test_emu_meet_not_cooperative (void)
+{
+  meet_fault (0, "*meet_kernel*not cooperative*");
+}
+
+static void
+test_emu_meet_missing_block (void)
+{
+  meet_fault (1, "*meet_kernel*deadlock: 8 blocks wait for a word*");
+}
+
 /* The driver's limits on a launch. */
 static void
 test_emu_launch_limits (void)
@@ -1804,6 +1874,12 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/emu/early-exit", test_emu_early_exit);
   g_test_add_func ("/kernels/cuda-emu/emu/launch-limits",
       test_emu_launch_limits);
+  g_test_add_func ("/kernels/cuda-emu/emu/blocks-meet",
+      test_emu_blocks_meet);
+  g_test_add_func ("/kernels/cuda-emu/emu/meet-not-cooperative",
+      test_emu_meet_not_cooperative);
+  g_test_add_func ("/kernels/cuda-emu/emu/meet-missing-block",
+      test_emu_meet_missing_block);
   g_test_add_func ("/kernels/cuda-emu/fill", test_fill);
   g_test_add_func ("/kernels/cuda-emu/unary", test_unary);
   g_test_add_func ("/kernels/cuda-emu/geglu", test_geglu);

@@ -187,7 +187,7 @@ __shfl_xor_sync (unsigned mask, T v, int lane_mask, int width = 32)
  * naming the kernel.  EMU_LAUNCH_TOGETHER: a cooperative launch, whose
  * blocks are resident at once (at most emu_resident_blocks, else
  * cudaErrorCooperativeLaunchTooLarge), so that a thread may wait for
- * other blocks (emu_spin). */
+ * other blocks (emu_wait_change). */
 #define EMU_LAUNCH_WAITS 1u
 #define EMU_LAUNCH_TOGETHER 2u
 /* Checks the configuration as the driver does (an invalid one leaves
@@ -199,10 +199,11 @@ void emu_launch (dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 /* The blocks of @threads threads the emulated device holds at once: 2048
  * threads an SM, 32 blocks at most, on each of its SMs. */
 int emu_resident_blocks (unsigned threads);
-/* A thread of a cooperative launch that waits for other blocks to write
- * what it reads calls this in its loop: its block is put aside and the
- * others run (emu.cc); aborts in a launch that is not cooperative. */
-void emu_spin ();
+/* A thread of a cooperative launch that waits for other blocks to change
+ * @word from @value calls this in its loop: where the word still holds
+ * the value, its block is put aside and the others run until one changes
+ * it (emu.cc); aborts in a launch that is not cooperative. */
+void emu_wait_change (const volatile unsigned *word, unsigned value);
 /* pp_cuda_wait_prior's griddepcontrol.wait: the calling thread has waited
  * for the grids before its own. */
 void emu_grid_wait ();
