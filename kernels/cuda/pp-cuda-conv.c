@@ -948,12 +948,13 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
 }
 
 /* A 16-bit (@t) channels-last convolution of at most
- * cu->conv_gemm_pixels output pixels as a product: its patches as the rows of a matrix in
- * scratch (pp_cuda_im2col_nhwc; a 1×1 convolution's x is that matrix
- * already), times the channels-last @filter [cout, kh · kw · cin] as a
- * linear op's weights, with @bias (NULL: none) and @res (NULL: none) in
- * cuBLASLt's epilogue: y [n · ho · wo, cout].  FALSE, having enqueued
- * nothing cuDNN's way needs, where it does not take the convolution. */
+ * cu->conv_gemm_pixels output pixels as a product: its patches as the
+ * rows of a matrix in scratch (pp_cuda_im2col_nhwc; a 1×1 convolution's
+ * x is that matrix already), times the channels-last @filter [cout, kh ·
+ * kw · cin] as a linear op's weights, with @bias (NULL: none) and @res
+ * (NULL: none) in cuBLASLt's epilogue: y [n · ho · wo, cout].  FALSE,
+ * having enqueued nothing cuDNN's way needs, where it does not take the
+ * convolution. */
 static gboolean
 conv_as_product (PpCudaBackend * cu, const PpCudaConvKey * key, int ho,
     int wo, PpCudaType t, gconstpointer x, gconstpointer filter,

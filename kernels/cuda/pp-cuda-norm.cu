@@ -1692,8 +1692,8 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
     int grid;
 
     octets_geometry (c, TICKET_THREADS, INT_MAX, &rows, &threads);
-    PP_CUDA_DISPATCH_TYPE (type, A, grid = grid_tiles (group_norm_grid_kernel<A>,
-            n, c, hw, groups, threads));
+    PP_CUDA_DISPATCH_TYPE (type, A, grid = grid_tiles
+        (group_norm_grid_kernel<A>, n, c, hw, groups, threads));
     if (grid > 0) {
       PP_CUDA_DISPATCH_TYPE (type, A,
           PP_CUDA_LAUNCH_TOGETHER (group_norm_grid_kernel<A>, dim3 (grid, n),
