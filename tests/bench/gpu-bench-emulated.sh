@@ -94,6 +94,11 @@ timeout -k 10 60 "$bench" --backend cpu --small --kernels >"$log" 2>&1
 st=$?
 [ "$st" -eq 77 ] && grep -q '^kernel trace: not available: the cpu backend' "$log" \
   || fail "the cpu backend's kernel trace: status $st, expected 77 and why"
+# --kernel-order without a trace to list: refused, saying so.
+timeout -k 10 60 "$bench" --small --kernel-order fprop >"$log" 2>&1
+st=$?
+[ "$st" -eq 2 ] && grep -q 'kernel-order lists a trace.s kernels' "$log" \
+  || fail "--kernel-order without --kernels: status $st, expected 2 and why"
 # The norms alone (--norms): a row per shape with its time, a step's
 # norms in all, in the ways the environment chose: the default (unset:
 # the ticket kernels), then the grid, vector and split ones (their

@@ -879,6 +879,12 @@ main (int argc, char **argv)
     fprintf (stderr, "gpu-bench: %s\n", error->message);
     return 2;
   }
+  /* The order is a trace's: without one it would list nothing. */
+  if (order != NULL && (!kernels || norms)) {
+    fprintf (stderr, "gpu-bench: --kernel-order lists a trace's kernels: "
+        "give it with --kernels (and without --norms)\n");
+    return 2;
+  }
   z = small ? &small_sizes : &released_sizes;
   b.order = order;
   b.be = pp_backend_get (backend ? backend : PP_BACKEND_CUDA, &error);
