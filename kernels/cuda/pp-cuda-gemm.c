@@ -373,7 +373,8 @@ lt_plan (PpCudaBackend * cu, const LtKey * key, gconstpointer bias)
      * GPU check's logs show it, not fatal (the float32 way is right). */
     g_message ("%s: cuBLASLt %s a %s linear of %d rows, %d → %d%s "
         "(alignments x %u, w %u, y %u, bias %u bytes%s%s): it runs "
-        "through float32", cu->be.device, status == CUBLAS_STATUS_SUCCESS
+        "another way (a linear through float32, a convolution in cuDNN)",
+        cu->be.device, status == CUBLAS_STATUS_SUCCESS
         || status == CUBLAS_STATUS_NOT_SUPPORTED ? "has no algorithm for"
         : "refused", key->type == PP_CUDA_F16 ? "float16" : "bfloat16",
         key->rows, key->in, key->out, key->bias ? " with a bias" : "",
@@ -550,9 +551,10 @@ linear_lt (PpCudaBackend * cu, PpCudaType t, gconstpointer x,
     pp_cuda_forget_error ();
     plan->usable = FALSE;
     g_message ("%s: cuBLASLt refused the algorithm its heuristics chose "
-        "for a %s linear of %d rows, %d → %d%s (%s): it runs through "
-        "float32", cu->be.device, t == PP_CUDA_F16 ? "float16" : "bfloat16",
-        rows, in, out, b != NULL ? " with a bias" : "",
+        "for a %s linear of %d rows, %d → %d%s (%s): it runs another way "
+        "(a linear through float32, a convolution in cuDNN)", cu->be.device,
+        t == PP_CUDA_F16 ? "float16" : "bfloat16", rows, in, out,
+        b != NULL ? " with a bias" : "",
         cublasGetStatusString (status));
     return FALSE;
   }

@@ -809,6 +809,37 @@ octets_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
   }
 }
 
+/* Row @r's cells of @sums and @squares ([rows, c], the thread's eight
+ * channels from @ch0): the sums over the thread's pixels (as
+ * octets_each_pixel walks them) of each value's deviation, @dev (v, k)
+ * for channel ch0 + k, and of its square.  The fold and ticket kernels'
+ * statistics. */
+template <PpCudaType A, int N, typename F> __device__ __forceinline__ void
+octets_deviation_cells (const void *x, size_t base, int c, int ch0, int r,
+    size_t first, int rows, size_t end, F dev, float *sums, float *squares)
+{
+  float s[PP_CUDA_VEC], q[PP_CUDA_VEC];
+
+  PP_CUDA_UNROLL
+  for (int k = 0; k < PP_CUDA_VEC; k++)
+    s[k] = q[k] = 0.0f;
+  octets_each_pixel<A, N> (x, base, c, ch0, first, rows, end,
+      [&] (const float *v) {
+        PP_CUDA_UNROLL
+        for (int k = 0; k < PP_CUDA_VEC; k++) {
+          const float d = dev (v[k], k);
+
+          s[k] += d;
+          q[k] += d * d;
+        }
+      });
+  PP_CUDA_UNROLL
+  for (int k = 0; k < PP_CUDA_VEC; k++) {
+    sums[r * c + ch0 + k] = s[k];
+    squares[r * c + ch0 + k] = q[k];
+  }
+}
+
 template <PpCudaType A> __global__ void __launch_bounds__ (FOLD_THREADS, FOLD_BLOCKS_PER_SM)
 group_norm_fold_stats_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int rows,
@@ -824,8 +855,7 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
   const bool active = r < rows;
   const int tiles = gridDim.x;
   const size_t sample = blockIdx.y, base = sample * hw * c;
-  float sh[PP_CUDA_VEC], s[PP_CUDA_VEC], d_s[PP_CUDA_VEC], q_s[PP_CUDA_VEC],
-      m[PP_CUDA_VEC];
+  float sh[PP_CUDA_VEC], s[PP_CUDA_VEC], m[PP_CUDA_VEC];
   size_t begin, end;
 
   nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
@@ -835,7 +865,7 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
   for (int q = 0; q < PP_CUDA_VEC; q++) {
     sh[q] = active ? nhwc_shift (shift, shift_type, sample, c, ch0 + q)
         : 0.0f;
-    s[q] = d_s[q] = q_s[q] = 0.0f;
+    s[q] = 0.0f;
   }
   if (active) {
     octets_each_pixel<A, FOLD_CHUNK> (x, base, c, ch0, begin + r, rows, end,
@@ -856,23 +886,10 @@ group_norm_fold_stats_kernel (const void *x, const void *shift,
     m[q] = active ? mean[(ch0 + q) / per_group] : 0.0f;
   /* The deviations from the tile's group means: the same bytes again,
    * from the cache. */
-  if (active) {
-    octets_each_pixel<A, FOLD_CHUNK> (x, base, c, ch0, begin + r, rows, end,
-        [&] (const float *v) {
-          PP_CUDA_UNROLL
-          for (int q = 0; q < PP_CUDA_VEC; q++) {
-            const float d = v[q] + sh[q] - m[q];
-
-            d_s[q] += d;
-            q_s[q] += d * d;
-          }
-        });
-    PP_CUDA_UNROLL
-    for (int q = 0; q < PP_CUDA_VEC; q++) {
-      cells[r * c + ch0 + q] = d_s[q];
-      squares[r * c + ch0 + q] = q_s[q];
-    }
-  }
+  if (active)
+    octets_deviation_cells<A, FOLD_CHUNK> (x, base, c, ch0, r, begin + r,
+        rows, end, [&] (float v, int q) { return v + sh[q] - m[q]; }, cells,
+        squares);
   __syncthreads ();
   warp_group_sums (cells, c, rows, groups, 0.0f, d_sums);
   warp_group_sums (squares, c, rows, groups, 0.0f, sq_sums);
@@ -1071,7 +1088,6 @@ ticket_tile_sums (const void *x, const void *shift, PpCudaType shift_type,
    * the groups at once (rounds of them past its reach). */
   const int lanes = ticket_lanes (groups);
   const int lane = threadIdx.x % lanes, per_round = blockDim.x / lanes;
-  float s[PP_CUDA_VEC], q[PP_CUDA_VEC];
   size_t begin, end;
 
   nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
@@ -1083,25 +1099,11 @@ ticket_tile_sums (const void *x, const void *shift, PpCudaType shift_type,
     ref[k] = ticket_reference<A> (x, shift, shift_type, sample, base, c,
         per_group, ch / per_group) - nhwc_shift (shift, shift_type, sample,
         c, ch);
-    s[k] = q[k] = 0.0f;
   }
-  if (active) {
-    octets_each_pixel<A, TICKET_CHUNK> (x, base, c, ch0, begin + r, rows,
-        end, [&] (const float *v) {
-          PP_CUDA_UNROLL
-          for (int k = 0; k < PP_CUDA_VEC; k++) {
-            const float d = v[k] - ref[k];
-
-            s[k] += d;
-            q[k] += d * d;
-          }
-        });
-    PP_CUDA_UNROLL
-    for (int k = 0; k < PP_CUDA_VEC; k++) {
-      sums[r * c + ch0 + k] = s[k];
-      squares[r * c + ch0 + k] = q[k];
-    }
-  }
+  if (active)
+    octets_deviation_cells<A, TICKET_CHUNK> (x, base, c, ch0, r, begin + r,
+        rows, end, [&] (float v, int k) { return v - ref[k]; }, sums,
+        squares);
   __syncthreads ();
   /* The tile's two sums of each group: its rows' cells of the group's
    * channels, a lane every lanes-th, then the lanes together. */

@@ -97,14 +97,10 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
     layout = PP_CUDA_GROUP_NHWC;
   /* The ticket way's counts, one a sample (0 between ops); the grid
    * way's, each sample's followed by its generation. */
-  if (layout == PP_CUDA_GROUP_NHWC_TICKET)
-    tickets = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_TICKETS,
-        sizeof (unsigned) * (gsize) n);
-  else if (layout == PP_CUDA_GROUP_NHWC_GRID)
-    tickets = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_TICKETS,
-        2 * sizeof (unsigned) * (gsize) n);
-  else
-    tickets = NULL;
+  tickets = layout == PP_CUDA_GROUP_NHWC_TICKET
+      || layout == PP_CUDA_GROUP_NHWC_GRID ? pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_TICKETS, (layout == PP_CUDA_GROUP_NHWC_GRID ? 2 : 1)
+      * sizeof (unsigned) * (gsize) n) : NULL;
 
   PP_CUDA_OP_RUN (cu, pp_cuda_group_norm (x, shift, shift_type, type, n, c,
           hw, groups, eps, gamma.data,

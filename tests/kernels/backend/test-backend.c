@@ -1421,7 +1421,6 @@ test_graph_norm_first_met (void)
 
   if (!pp_backend_has_graphs (be))
     be = get (PP_BACKEND_CPU_STRICT);
-  r.be = be;
   for (gsize i = 0; i < total; i++)
     x[i] = (float) g_rand_double_range (rand, -2.0, 3.0);
   g_rand_free (rand);

@@ -175,10 +175,9 @@ struct Block
   /* A cooperative launch's (EMU_LAUNCH_TOGETHER): threads may spin. */
   bool together;
   /* The threads waiting for a word other blocks change
-   * (emu_wait_change): each one's word and the value it waits to see
-   * change. */
+   * (emu_wait_change): how many, and each one's word (NULL: none) and the
+   * value it waits to see change. */
   unsigned spinning;
-  bool spins[MAX_THREADS];
   const volatile unsigned *spin_word[MAX_THREADS];
   unsigned spin_value[MAX_THREADS];
   unsigned threads;
@@ -397,7 +396,7 @@ run_block ()
   blk.done = 0;
   blk.at_barrier = 0;
   blk.spinning = 0;
-  memset (blk.spins, 0, blk.threads * sizeof blk.spins[0]);
+  memset (blk.spin_word, 0, blk.threads * sizeof blk.spin_word[0]);
   memset (blk.at_shuffle, 0, sizeof blk.at_shuffle);
   memset (blk.ready, 0, sizeof blk.ready);
   if (blk.must_wait)
@@ -418,8 +417,8 @@ resume_block (bool *moved)
 {
   *moved = false;
   for (unsigned t = 0; t < blk.threads; t++)
-    if (blk.spins[t] && *blk.spin_word[t] != blk.spin_value[t]) {
-      blk.spins[t] = false;
+    if (blk.spin_word[t] != nullptr && *blk.spin_word[t] != blk.spin_value[t]) {
+      blk.spin_word[t] = nullptr;
       blk.spinning--;
       set_ready (t);
       *moved = true;
@@ -457,7 +456,6 @@ emu_wait_change (const volatile unsigned *word, unsigned value)
         "cooperative: its blocks need not be resident at once, and it may "
         "wait for one that cannot start (launch it with "
         "PP_CUDA_LAUNCH_TOGETHER)");
-  blk.spins[t] = true;
   blk.spin_word[t] = word;
   blk.spin_value[t] = value;
   blk.spinning++;
