@@ -822,12 +822,11 @@ create (gint device, GError ** error)
   /* PPDIFFUSE_CUDA_GROUP_NORM's values, the default first, and the way
    * each names. */
   static const gchar *const group_norm_ways[] = { "ticket", "vector",
-    "split", "whole", "single", "fold", "grid", NULL
+    "split", "whole", "grid", NULL
   };
   static const PpCudaGroupNormWay group_norm_kinds[] = {
     PP_CUDA_GROUP_NORM_TICKET, PP_CUDA_GROUP_NORM_VECTOR,
     PP_CUDA_GROUP_NORM_SPLIT, PP_CUDA_GROUP_NORM_WHOLE,
-    PP_CUDA_GROUP_NORM_SINGLE, PP_CUDA_GROUP_NORM_FOLD,
     PP_CUDA_GROUP_NORM_GRID
   };
   /* PPDIFFUSE_CUDA_LAYER_NORM's, the default first, and the kernels' way

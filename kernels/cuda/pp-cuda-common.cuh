@@ -329,13 +329,16 @@ pp_cuda_launch_together (const char *, void (*kernel) (P...), dim3 grid,
 
 /* The blocks of @threads threads (no dynamic shared memory) of @kernel
  * the current device holds at once: its SMs times the blocks of it an SM
- * holds; 0 where the runtime cannot say. */
+ * holds; 0 where the runtime cannot say, or the device takes no
+ * cooperative launch. */
 template <typename... P> static inline int
 pp_cuda_resident_blocks (void (*kernel) (P...), unsigned threads)
 {
-  int device, sms, per_sm;
+  int device, cooperative, sms, per_sm;
 
   if (cudaGetDevice (&device) != cudaSuccess
+      || cudaDeviceGetAttribute (&cooperative, cudaDevAttrCooperativeLaunch,
+          device) != cudaSuccess || !cooperative
       || cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount,
           device) != cudaSuccess
       || cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per_sm, kernel,

@@ -130,15 +130,6 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
  * in registers) is added to each channel's values first: channels
  * last as they are loaded, channels first into y (rounded to @type)
  * before the norm runs in place there.
- * PP_CUDA_GROUP_NHWC_SINGLE: channels last, one block per (sample, group)
- * and no partials, where pp_cuda_group_norm_single says it takes the
- * shape and buffers (an even number of channels a group, at most
- * PP_CUDA_GROUP_SINGLE_MAX; x and y on a pair of values' bytes), else
- * cudaErrorInvalidValue; its sums run in another order again.
- * PP_CUDA_GROUP_NHWC_FOLD: the vector way's reach (elsewhere as _NHWC)
- * in two launches, pp_cuda_group_norm_fold_tiles tiles of statistics a
- * sample (at most 128), their combination folded into the normalising
- * blocks; its sums run in another order again.
  * PP_CUDA_GROUP_NHWC_TICKET: the vector way's reach (elsewhere as _NHWC)
  * in two launches, pp_cuda_group_norm_ticket_tiles tiles of statistics a
  * sample (at most 256), each a sum of deviations from a value of the
@@ -156,16 +147,12 @@ cudaError_t pp_cuda_narrow_2d (const float *x, size_t rows, size_t cols,
 #define PP_CUDA_GROUP_NCHW 0
 #define PP_CUDA_GROUP_NHWC 1
 #define PP_CUDA_GROUP_NHWC_VECTOR 2
-#define PP_CUDA_GROUP_NHWC_SINGLE 3
-#define PP_CUDA_GROUP_NHWC_FOLD 4
-#define PP_CUDA_GROUP_NHWC_TICKET 5
-#define PP_CUDA_GROUP_NHWC_GRID 6
-#define PP_CUDA_GROUP_SINGLE_MAX 1024
+#define PP_CUDA_GROUP_NHWC_TICKET 3
+#define PP_CUDA_GROUP_NHWC_GRID 4
 #define PP_CUDA_GROUP_MAX_SPLITS 32
 #define PP_CUDA_GROUP_STATS 4
 int pp_cuda_group_norm_splits (int n, int c, size_t hw, int groups);
 int pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups);
-int pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups);
 /* Tiles of the ticket way's statistics a sample (0: c not a multiple of
  * 8, or a shape the channels-last kernels cannot take). */
 int pp_cuda_group_norm_ticket_tiles (int n, int c, size_t hw, int groups);
@@ -179,8 +166,6 @@ int pp_cuda_group_norm_grid_tiles (PpCudaType type, int n, int c,
 void pp_cuda_set_group_norm_tile (int values);
 size_t pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups,
     int nhwc);
-int pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,
-    PpCudaType type, const void *x, const void *y);
 /* x and y of @type, @shift of @shift_type. */
 cudaError_t pp_cuda_group_norm (const void *x, const void *shift,
     PpCudaType shift_type, PpCudaType type, int n, int c, size_t hw,

@@ -652,34 +652,10 @@ group_norm_vec_apply_kernel (const void *x, const void *shift,
   }
 }
 
-/* The fold kernels (PP_CUDA_GROUP_NHWC_FOLD): the vector kernels' eight
- * channels a thread in two launches where they take three, each doing
- * more with fewer barriers.  On an H200 the vector way's three kernels
- * took 20 µs a norm where its bytes take under 2: each of its 512 tiles
- * of a few pixels paid a tree of barriers and a walk of each group's
- * channels by one thread, three times, and the combine was a launch of
- * its own.  Here a block takes a tile of at least FOLD_TILE_FACTOR
- * channels-last tiles' values (PPDIFFUSE_CUDA_GROUP_NORM_TILE: 8192 by
- * default), the statistics' tiles at most FOLD_MAX_TILES a sample (a
- * 64×64×320 norm: 128 blocks of 32 pixels, each thread 2 or 3 of them),
- * each thread FOLD_CHUNK pixels a load, and a warp adds each group's cells
- * at once (a fixed order: the same bytes every run).  The apply kernel's
- * blocks combine the tiles' statistics themselves, a warp a group (the
- * tiles' float4s, FOLD_LANE_TILES a lane, lie in L2), while their first
- * pixels load, then normalise. */
-#define FOLD_THREADS 512
-#define FOLD_LANE_TILES 4
-#define FOLD_MAX_TILES (32 * FOLD_LANE_TILES)
-#define FOLD_TILE_FACTOR 4
-#define FOLD_CHUNK 2
-#define FOLD_BLOCKS_PER_SM 2
-/* The stats block's cells: eight a thread. */
-#define FOLD_CELLS (FOLD_THREADS * PP_CUDA_VEC)
-
 /* Rows of @width values (a multiple of 8) a block of a thread per eight
  * values takes at once: as many as @aim threads hold, at least one and at
  * most @most; and its threads, rounded up to whole warps (the threads
- * past rows · width / 8 idle).  The fold and ticket group norms' pixels,
+ * past rows · width / 8 idle).  The ticket and grid group norms' pixels,
  * the octet layer norm's rows. */
 static inline void
 octets_geometry (int width, int aim, int most, int *rows, unsigned *threads)
@@ -720,8 +696,8 @@ group_cells_sum (const float *cells, int c, int rows, int groups, int g,
 }
 
 /* Each group's @cells added by a warp into @out[g] (divided by @count
- * when it is not 0).  No barrier.  The fold group norm's groups, and the
- * octet layer norm's rows (one row of c cells, a group a row). */
+ * when it is not 0).  No barrier.  The octet layer norm's rows (one row
+ * of c cells, a group a row). */
 __device__ __forceinline__ void
 warp_group_sums (const float *cells, int c, int rows, int groups,
     float count, float *out)
@@ -739,8 +715,8 @@ warp_group_sums (const float *cells, int c, int rows, int groups,
 
 /* @N pixels' channels [ch0, ch0 + 8) from pixel @p on, @rows apart, into
  * @v as stored (a pixel past @end reads pixel @p again, dropped by the
- * caller): straight-line code, whose loads issue together.  The fold and
- * ticket kernels' loads. */
+ * caller): straight-line code, whose loads issue together.  The ticket
+ * and grid kernels' loads. */
 template <PpCudaType A, int N> __device__ __forceinline__ void
 octets_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
     int rows, size_t end, PpCudaRaw8<A> v[N])
@@ -753,7 +729,7 @@ octets_load_chunk (const void *x, size_t base, int c, int ch0, size_t p,
   }
 }
 
-/* The normalising pass of the fold and ticket kernels: the thread's
+/* The normalising pass of the ticket and grid kernels: the thread's
  * pixels from @first to @end, @rows apart, @N a load (the first @N
  * already in @raw), each channel's value v as (v - @ref) · @scale +
  * @offset, SiLU'd with @silu, stored in @y.  Each thread loads its own
@@ -788,8 +764,8 @@ octets_normalise (const void *x, void *y, size_t base, int c, int ch0,
 }
 
 /* The thread's pixels from @first to @end, @rows apart, @N loads at a
- * time: @take (v) for each one's eight channels as floats.  The fold and
- * ticket kernels' statistics. */
+ * time: @take (v) for each one's eight channels as floats.  The ticket and
+ * grid kernels' statistics. */
 template <PpCudaType A, int N, typename F> __device__ __forceinline__ void
 octets_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
     int rows, size_t end, F take)
@@ -812,7 +788,7 @@ octets_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
 /* Row @r's cells of @sums and @squares ([rows, c], the thread's eight
  * channels from @ch0): the sums over the thread's pixels (as
  * octets_each_pixel walks them) of each value's deviation, @dev (v, k)
- * for channel ch0 + k, and of its square.  The fold and ticket kernels'
+ * for channel ch0 + k, and of its square.  The ticket and grid kernels'
  * statistics. */
 template <PpCudaType A, int N, typename F> __device__ __forceinline__ void
 octets_deviation_cells (const void *x, size_t base, int c, int ch0, int r,
@@ -838,167 +814,6 @@ octets_deviation_cells (const void *x, size_t base, int c, int ch0, int r,
     sums[r * c + ch0 + k] = s[k];
     squares[r * c + ch0 + k] = q[k];
   }
-}
-
-template <PpCudaType A> __global__ void __launch_bounds__ (FOLD_THREADS, FOLD_BLOCKS_PER_SM)
-group_norm_fold_stats_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
-    float4 *partials)
-{
-  pp_cuda_wait_prior ();
-  __shared__ float cells[FOLD_CELLS], squares[FOLD_CELLS],
-      mean[NHWC_MAX_GROUPS], d_sums[NHWC_MAX_GROUPS],
-      sq_sums[NHWC_MAX_GROUPS];
-  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
-  const int r = (int) threadIdx.x / octets;
-  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
-  const bool active = r < rows;
-  const int tiles = gridDim.x;
-  const size_t sample = blockIdx.y, base = sample * hw * c;
-  float sh[PP_CUDA_VEC], s[PP_CUDA_VEC], m[PP_CUDA_VEC];
-  size_t begin, end;
-
-  nhwc_tile (hw, tiles, blockIdx.x, &begin, &end);
-  const float count = (float) per_group * (float) (end - begin);
-
-  PP_CUDA_UNROLL
-  for (int q = 0; q < PP_CUDA_VEC; q++) {
-    sh[q] = active ? nhwc_shift (shift, shift_type, sample, c, ch0 + q)
-        : 0.0f;
-    s[q] = 0.0f;
-  }
-  if (active) {
-    octets_each_pixel<A, FOLD_CHUNK> (x, base, c, ch0, begin + r, rows, end,
-        [&] (const float *v) {
-          PP_CUDA_UNROLL
-          for (int q = 0; q < PP_CUDA_VEC; q++)
-            s[q] += v[q] + sh[q];
-        });
-    PP_CUDA_UNROLL
-    for (int q = 0; q < PP_CUDA_VEC; q++)
-      cells[r * c + ch0 + q] = s[q];
-  }
-  __syncthreads ();
-  warp_group_sums (cells, c, rows, groups, count, mean);
-  __syncthreads ();
-  PP_CUDA_UNROLL
-  for (int q = 0; q < PP_CUDA_VEC; q++)
-    m[q] = active ? mean[(ch0 + q) / per_group] : 0.0f;
-  /* The deviations from the tile's group means: the same bytes again,
-   * from the cache. */
-  if (active)
-    octets_deviation_cells<A, FOLD_CHUNK> (x, base, c, ch0, r, begin + r,
-        rows, end, [&] (float v, int q) { return v + sh[q] - m[q]; }, cells,
-        squares);
-  __syncthreads ();
-  warp_group_sums (cells, c, rows, groups, 0.0f, d_sums);
-  warp_group_sums (squares, c, rows, groups, 0.0f, sq_sums);
-  __syncthreads ();
-  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
-    const float d_mean = d_sums[g] / count;
-
-    /* Σ (d - d_mean)² = Σ d² - d_sum · d_mean, as the other tiles'. */
-    partials[(sample * groups + g) * tiles + blockIdx.x] = make_float4
-        (mean[g], d_mean, fmaxf (sq_sums[g] - d_sums[g] * d_mean, 0.0f),
-        count);
-  }
-}
-
-/* The moments (mean hi and lo, 1/√(var + eps)) of a (sample, group) item
- * of @count values from its @tiles (≤ FOLD_MAX_TILES) tiles' statistics
- * at @st, as the combine kernel makes them: each lane of the calling warp
- * holds every 32nd tile from its own (their loads issued together), every
- * lane gets the moments. */
-__device__ __forceinline__ float4
-fold_moments (const float4 *st, int tiles, float count, float eps)
-{
-  const int lane = threadIdx.x % 32;
-  float4 t[FOLD_LANE_TILES];
-  float hi = 0.0f, lo = 0.0f, m2 = 0.0f;
-
-  /* A lane's tile past the last (count 0) adds nothing. */
-  PP_CUDA_UNROLL
-  for (int k = 0; k < FOLD_LANE_TILES; k++)
-    t[k] = lane + 32 * k < tiles ? st[lane + 32 * k]
-        : make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-  PP_CUDA_UNROLL
-  for (int k = 0; k < FOLD_LANE_TILES; k++)
-    hi += t[k].w * t[k].x;
-  hi = pp_cuda_warp_sum (hi) / count;
-  PP_CUDA_UNROLL
-  for (int k = 0; k < FOLD_LANE_TILES; k++)
-    lo += t[k].w * ((t[k].x - hi) + t[k].y);
-  lo = pp_cuda_warp_sum (lo) / count;
-  PP_CUDA_UNROLL
-  for (int k = 0; k < FOLD_LANE_TILES; k++) {
-    const float off = (t[k].x - hi) + t[k].y - lo;
-
-    m2 += t[k].z + t[k].w * off * off;
-  }
-  m2 = pp_cuda_warp_sum (m2);
-  return make_float4 (hi, lo, rsqrtf (m2 / count + eps), 0.0f);
-}
-
-template <PpCudaType A> __global__ void __launch_bounds__ (FOLD_THREADS, FOLD_BLOCKS_PER_SM)
-group_norm_fold_apply_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c, size_t hw, int groups, int rows,
-    int tiles, const float4 *partials, float eps, const void *gamma,
-    PpCudaType gamma_type, const void *beta, PpCudaType beta_type,
-    bool silu, void *y)
-{
-  pp_cuda_wait_prior ();
-  __shared__ float4 moments[NHWC_MAX_GROUPS];
-  const int octets = c / PP_CUDA_VEC, per_group = c / groups;
-  const int r = (int) threadIdx.x / octets;
-  const int ch0 = ((int) threadIdx.x % octets) * PP_CUDA_VEC;
-  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const bool active = r < rows;
-  const size_t sample = blockIdx.y, base = sample * hw * c;
-  const float count = (float) per_group * (float) hw;
-  PpCudaRaw8<A> raw[FOLD_CHUNK];
-  float ga[PP_CUDA_VEC], be[PP_CUDA_VEC], sh[PP_CUDA_VEC],
-      scale[PP_CUDA_VEC];
-  size_t begin, end;
-
-  nhwc_tile (hw, gridDim.x, blockIdx.x, &begin, &end);
-  const size_t first = begin + r;
-
-  /* The first pixels on their way while the moments are made. */
-  if (active && first < end)
-    octets_load_chunk<A, FOLD_CHUNK> (x, base, c, ch0, first, rows, end, raw);
-  for (int g = warp; g < groups; g += warps) {
-    const float4 mo = fold_moments (partials + (sample * groups + g) * tiles,
-        tiles, count, eps);
-
-    if (threadIdx.x % 32 == 0)
-      moments[g] = mo;
-  }
-  __syncthreads ();
-  PP_CUDA_UNROLL
-  for (int q = 0; q < PP_CUDA_VEC; q++) {
-    const int ch = active ? ch0 + q : 0;
-
-    ga[q] = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
-    be[q] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
-    sh[q] = nhwc_shift (shift, shift_type, sample, c, ch);
-  }
-  PP_CUDA_UNROLL
-  for (int q = 0; q < PP_CUDA_VEC; q++) {
-    const float4 mo = moments[active ? (ch0 + q) / per_group : 0];
-
-    /* ((v + shift - hi) - lo) · scale + beta as (v - (hi - shift)) ·
-     * scale + (beta - lo · scale): a rounding of hi - shift where there
-     * was one of v + shift (none without a shift), v - (hi - shift) exact
-     * near the mean, and lo, the mean's residual (a few units of hi's
-     * last place), folded into beta with less than a rounding of the
-     * output.  Three values a channel, where there were five. */
-    scale[q] = mo.z * ga[q];
-    be[q] -= mo.y * scale[q];
-    sh[q] = mo.x - sh[q];
-  }
-  if (active)
-    octets_normalise<A, FOLD_CHUNK> (x, y, base, c, ch0, first, rows, end,
-        raw, sh, scale, be, silu);
 }
 
 /* The ticket kernels (PP_CUDA_GROUP_NHWC_TICKET): eight channels a thread
@@ -1255,8 +1070,8 @@ group_norm_ticket_apply_kernel (const void *x, const void *shift,
  * small norm's time on an H200.  The tiles are the ticket statistics',
  * at most the blocks the device holds at once shared among the samples
  * (so the same sums, and the same bytes, where those hold them all); a
- * launch whose samples could not have a tile each resident takes the
- * ticket kernels. */
+ * launch whose samples could not have a tile each resident, or on a
+ * device that takes no cooperative launch, takes the ticket kernels. */
 template <PpCudaType A> __global__ void __launch_bounds__ (TICKET_MAX_BLOCK)
 group_norm_grid_kernel (const void *x, const void *shift,
     PpCudaType shift_type, int c, size_t hw, int groups, int rows,
@@ -1314,183 +1129,6 @@ group_norm_grid_kernel (const void *x, const void *shift,
   if (active)
     octets_normalise<A, TICKET_CHUNK> (x, y, base, c, ch0, first, rows, end,
         raw, ref, scale, offset, silu);
-}
-
-/* The single kernel (PP_CUDA_GROUP_NHWC_SINGLE): one block per (sample,
- * group), channels last, its values two channels at a time (one 4- or
- * 8-byte load, the group's channels adjacent in a pixel), read three
- * times: the mean, the deviations from it, the normalisation.  The first
- * pass reads memory, the others mostly the cache.  One launch where the
- * tiles take three: at a UNet's 8x8 to 32x32 levels a norm moves a few
- * hundred KB, and each launch's latency is much of its time.  Its blocks
- * are the groups, so a large image has few of them (32 a sample).  Each
- * thread takes SINGLE_CHUNK pairs at once, their loads issued together
- * (an index past the group's last pair reads that pair again, dropped). */
-#define SINGLE_THREADS 512
-#define SINGLE_CHUNK 16
-
-/* Pair @j of a group of @hp pairs a pixel: its first channel's offset
- * from the group's first value, @c channels a pixel. */
-__device__ __forceinline__ size_t
-single_at (unsigned j, unsigned hp, int c)
-{
-  const unsigned pixel = j / hp;
-
-  return (size_t) pixel * c + 2 * (j - pixel * hp);
-}
-
-template <PpCudaType A> __device__ __forceinline__ void
-single_load (const void *x, size_t at, float *a, float *b)
-{
-  if (A == PP_CUDA_F32) {
-    const float2 v = *(const float2 *) ((const float *) x + at);
-
-    *a = v.x;
-    *b = v.y;
-  } else {
-    const uint32_t w = *(const uint32_t *) ((const uint16_t *) x + at);
-    const uint16_t lo = (uint16_t) (w & 0xffffu), hi = (uint16_t) (w >> 16);
-
-    *a = A == PP_CUDA_F16 ? pp_f16_to_f32 (lo) : pp_bf16_to_f32 (lo);
-    *b = A == PP_CUDA_F16 ? pp_f16_to_f32 (hi) : pp_bf16_to_f32 (hi);
-  }
-}
-
-template <PpCudaType A> __device__ __forceinline__ void
-single_store (void *y, size_t at, float a, float b)
-{
-  if (A == PP_CUDA_F32)
-    *(float2 *) ((float *) y + at) = make_float2 (a, b);
-  else {
-    const uint32_t lo = A == PP_CUDA_F16 ? pp_f32_to_f16 (a)
-        : pp_f32_to_bf16 (a);
-    const uint32_t hi = A == PP_CUDA_F16 ? pp_f32_to_f16 (b)
-        : pp_f32_to_bf16 (b);
-
-    *(uint32_t *) ((uint16_t *) y + at) = lo | hi << 16;
-  }
-}
-
-/* The block's thread's SINGLE_CHUNK pairs from pair @j0 on (blockDim.x
- * apart) of the group at @first: their values in @a and @b, their first
- * channel within the group in @cl.  Straight-line code, whose loads issue
- * together; a pair past the last reads the last again. */
-template <PpCudaType A> __device__ __forceinline__ void
-single_load_chunk (const void *x, size_t first, unsigned j0, unsigned pairs,
-    unsigned hp, int c, float *a, float *b, unsigned *cl)
-{
-  PP_CUDA_UNROLL
-  for (int u = 0; u < SINGLE_CHUNK; u++) {
-    const unsigned j = min (j0 + u * blockDim.x, pairs - 1);
-
-    cl[u] = 2 * (j % hp);
-    single_load<A> (x, first + single_at (j, hp, c), &a[u], &b[u]);
-  }
-}
-
-template <PpCudaType A> __global__ void __launch_bounds__ (SINGLE_THREADS)
-group_norm_single_kernel (const void *x, const void *shift,
-    PpCudaType shift_type, int c, size_t hw, int groups, float eps,
-    const void *gamma, PpCudaType gamma_type, const void *beta,
-    PpCudaType beta_type, bool silu, void *y)
-{
-  pp_cuda_wait_prior ();
-  /* The group's channels' shift (this sample's), gamma and beta. */
-  __shared__ float sh[PP_CUDA_GROUP_SINGLE_MAX], ga[PP_CUDA_GROUP_SINGLE_MAX],
-      be[PP_CUDA_GROUP_SINGLE_MAX];
-  __shared__ float red[32];
-  const int per_group = c / groups, g = blockIdx.x;
-  const unsigned hp = (unsigned) per_group / 2;
-  const unsigned pairs = (unsigned) hw * hp;
-  const size_t sample = blockIdx.y;
-  const size_t first = sample * hw * c + (size_t) g * per_group;
-  const float count = (float) hw * (float) per_group;
-  float sum = 0.0f, d_sum = 0.0f, sq = 0.0f, mean, lo, rstd;
-
-  for (int k = threadIdx.x; k < per_group; k += blockDim.x) {
-    const int ch = g * per_group + k;
-
-    sh[k] = nhwc_shift (shift, shift_type, sample, c, ch);
-    ga[k] = gamma != NULL ? param_load (gamma_type, gamma, ch) : 1.0f;
-    be[k] = beta != NULL ? param_load (beta_type, beta, ch) : 0.0f;
-  }
-  __syncthreads ();
-
-  for (unsigned j0 = threadIdx.x; j0 < pairs;
-      j0 += SINGLE_CHUNK * blockDim.x) {
-    float a[SINGLE_CHUNK], b[SINGLE_CHUNK], part = 0.0f;
-    unsigned cl[SINGLE_CHUNK];
-
-    single_load_chunk<A> (x, first, j0, pairs, hp, c, a, b, cl);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < SINGLE_CHUNK; u++)
-      if (j0 + u * blockDim.x < pairs)
-        part += (a[u] + sh[cl[u]]) + (b[u] + sh[cl[u] + 1]);
-    sum += part;
-  }
-  mean = pp_cuda_block_sum (sum, red) / count;
-
-  for (unsigned j0 = threadIdx.x; j0 < pairs;
-      j0 += SINGLE_CHUNK * blockDim.x) {
-    float a[SINGLE_CHUNK], b[SINGLE_CHUNK], d_part = 0.0f, sq_part = 0.0f;
-    unsigned cl[SINGLE_CHUNK];
-
-    single_load_chunk<A> (x, first, j0, pairs, hp, c, a, b, cl);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < SINGLE_CHUNK; u++)
-      if (j0 + u * blockDim.x < pairs) {
-        const float da = (a[u] + sh[cl[u]]) - mean;
-        const float db = (b[u] + sh[cl[u] + 1]) - mean;
-
-        d_part += da + db;
-        sq_part += da * da + db * db;
-      }
-    d_sum += d_part;
-    sq += sq_part;
-  }
-  lo = pp_cuda_block_sum (d_sum, red) / count;
-  rstd = rsqrtf (fmaxf (pp_cuda_block_sum (sq, red) / count - lo * lo,
-          0.0f) + eps);
-
-  /* A chunk's values loaded before any is stored (y may be x). */
-  for (unsigned j0 = threadIdx.x; j0 < pairs;
-      j0 += SINGLE_CHUNK * blockDim.x) {
-    float a[SINGLE_CHUNK], b[SINGLE_CHUNK];
-    unsigned cl[SINGLE_CHUNK];
-
-    single_load_chunk<A> (x, first, j0, pairs, hp, c, a, b, cl);
-    PP_CUDA_UNROLL
-    for (int u = 0; u < SINGLE_CHUNK; u++) {
-      const unsigned j = j0 + u * blockDim.x;
-
-      if (j < pairs) {
-        const int k = cl[u];
-        const float na = (((a[u] + sh[k]) - mean) - lo) * (rstd * ga[k])
-            + be[k];
-        const float nb = (((b[u] + sh[k + 1]) - mean) - lo)
-            * (rstd * ga[k + 1]) + be[k + 1];
-
-        single_store<A> (y, first + single_at (j, hp, c),
-            silu ? pp_math_silu (na) : na, silu ? pp_math_silu (nb) : nb);
-      }
-    }
-  }
-}
-
-extern "C" int
-pp_cuda_group_norm_single (int n, int c, size_t hw, int groups,
-    PpCudaType type, const void *x, const void *y)
-{
-  const uintptr_t pair = type == PP_CUDA_F32 ? 8 : 4;
-  int per_group;
-
-  if (n <= 0 || c <= 0 || hw == 0 || groups <= 0 || c % groups != 0)
-    return 0;
-  per_group = c / groups;
-  return per_group % 2 == 0 && per_group <= PP_CUDA_GROUP_SINGLE_MAX
-      && n <= PP_CUDA_MAX_GRID_YZ
-      && hw * (size_t) (per_group / 2) < ((size_t) 1 << 31)
-      && (uintptr_t) x % pair == 0 && (uintptr_t) y % pair == 0;
 }
 
 /* Threads of a slice's block. */
@@ -1556,25 +1194,6 @@ pp_cuda_group_norm_tiles (int n, int c, size_t hw, int groups)
   return (int) clamp_count (tiles < hw ? tiles : hw, NHWC_MAX_TILES);
 }
 
-/* The fold way's tiles of a sample, at most @most: FOLD_TILE_FACTOR
- * channels-last tiles' values at least each. */
-static int
-fold_tiles (int c, size_t hw, size_t most)
-{
-  const size_t tiles = (size_t) c * hw / (FOLD_TILE_FACTOR
-      * nhwc_tile_values);
-
-  return (int) clamp_count (tiles < hw ? tiles : hw, most);
-}
-
-extern "C" int
-pp_cuda_group_norm_fold_tiles (int n, int c, size_t hw, int groups)
-{
-  if (pp_cuda_group_norm_tiles (n, c, hw, groups) == 0)
-    return 0;
-  return fold_tiles (c, hw, FOLD_MAX_TILES);
-}
-
 /* Tiles of @hw pixels for ticket blocks of @rows pixel rows, @pixels a
  * thread, at most @most. */
 static int
@@ -1618,17 +1237,14 @@ pp_cuda_group_norm_partials (int n, int c, size_t hw, int groups, int nhwc)
 
   if (nhwc) {
     const int tiles = pp_cuda_group_norm_tiles (n, c, hw, groups);
-    const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
     const size_t ticket = 1 + (pp_cuda_group_norm_ticket_tiles (n, c, hw,
             groups) + 1) / 2;
-    size_t most = (size_t) tiles + 1 > (size_t) fold ? (size_t) tiles + 1
-        : (size_t) fold;
+    /* The tiles' statistics, then the items' moments; or the ticket
+     * kernels' moments, then their tiles' two sums (float4s: two tiles' a
+     * float4). */
+    const size_t most = (size_t) tiles + 1 > ticket ? (size_t) tiles + 1
+        : ticket;
 
-    /* The tiles' statistics, then the items' moments; or the fold
-     * kernels' tiles' statistics; or the ticket kernels' moments, then
-     * their tiles' two sums (float4s: two tiles' a float4). */
-    if (ticket > most)
-      most = ticket;
     return tiles == 0 ? 0 : PP_CUDA_GROUP_STATS * items * most;
   }
   return PP_CUDA_GROUP_STATS * items * pp_cuda_group_norm_splits (n, c, hw,
@@ -1723,21 +1339,6 @@ group_norm_nhwc (const void *x, const void *shift, PpCudaType shift_type,
             gamma, gamma_type, beta, beta_type, silu != 0, y));
     return cudaGetLastError ();
   }
-  if (way == PP_CUDA_GROUP_NHWC_FOLD && octets) {
-    const int fold = pp_cuda_group_norm_fold_tiles (n, c, hw, groups);
-
-    octets_geometry (c, FOLD_THREADS, INT_MAX, &rows, &threads);
-    PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_LAUNCH (group_norm_fold_stats_kernel<A>, dim3 (fold, n),
-            threads, 0, stream, x, shift, shift_type, c, hw, groups, rows,
-            stats));
-    PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_LAUNCH (group_norm_fold_apply_kernel<A>,
-            dim3 (fold_tiles (c, hw, PP_CUDA_MAX_GRID_YZ), n), threads, 0,
-            stream, x, shift, shift_type, c, hw, groups, rows, fold, stats,
-            eps, gamma, gamma_type, beta, beta_type, silu != 0, y));
-    return cudaGetLastError ();
-  }
   if (vector) {
     nhwc_vec_geometry (c, &rows, &threads);
     PP_CUDA_DISPATCH_TYPE (type, A,
@@ -1778,15 +1379,6 @@ pp_cuda_group_norm (const void *x, const void *shift, PpCudaType shift_type,
 
   if (items == 0 || hw == 0)
     return cudaSuccess;
-  if (layout == PP_CUDA_GROUP_NHWC_SINGLE) {
-    if (!pp_cuda_group_norm_single (n, c, hw, groups, type, x, y))
-      return cudaErrorInvalidValue;
-    PP_CUDA_DISPATCH_TYPE (type, A,
-        PP_CUDA_LAUNCH (group_norm_single_kernel<A>, dim3 (groups, n),
-            SINGLE_THREADS, 0, stream, x, shift, shift_type, c, hw, groups,
-            eps, gamma, gamma_type, beta, beta_type, silu != 0, y));
-    return cudaGetLastError ();
-  }
   if (layout != PP_CUDA_GROUP_NCHW)
     return group_norm_nhwc (x, shift, shift_type, type, n, c, hw, groups,
         eps, gamma, gamma_type, beta, beta_type, silu, layout, partials,

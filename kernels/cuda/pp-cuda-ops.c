@@ -55,7 +55,6 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   const void *x;
   void *y;
   PpCudaType type;
-  gboolean single;
   float *partials;
   unsigned *tickets;
   int layout;
@@ -70,25 +69,15 @@ pp_cuda_op_group_norm (PpCudaBackend * cu, PpView x_view, PpView shift_view,
   } else
     type = one_type (cu, "group_norm", x_view, y_view, &x, &y);
 
-  /* Channels last, the single kernel where it takes the shape and the
-   * buffers it reads and writes (a 16-bit x of a float32 y widened, as the
-   * tiles would read it: the same sums either way), else the tiles. */
-  single = nhwc && cu->group_norm_way == PP_CUDA_GROUP_NORM_SINGLE
-      && pp_cuda_group_norm_single (n, c, hw, groups, type, x, y);
-  partials = single || (!split && !nhwc) ? NULL : pp_cuda_scratch (cu,
+  partials = !split && !nhwc ? NULL : pp_cuda_scratch (cu,
       PP_CUDA_SCRATCH_STATS, sizeof (float)
       * pp_cuda_group_norm_partials (n, c, hw, groups, nhwc));
   /* The kernels' layout: channels first, or channels last the way's (the
-   * split way's tiles a thread a channel, also where the single kernel
-   * does not take the shape). */
+   * split way's tiles a thread a channel). */
   if (!nhwc)
     layout = PP_CUDA_GROUP_NCHW;
-  else if (single)
-    layout = PP_CUDA_GROUP_NHWC_SINGLE;
   else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_VECTOR)
     layout = PP_CUDA_GROUP_NHWC_VECTOR;
-  else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_FOLD)
-    layout = PP_CUDA_GROUP_NHWC_FOLD;
   else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_TICKET)
     layout = PP_CUDA_GROUP_NHWC_TICKET;
   else if (cu->group_norm_way == PP_CUDA_GROUP_NORM_GRID)

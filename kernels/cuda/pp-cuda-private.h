@@ -68,20 +68,15 @@ typedef struct
   cudaEvent_t copied[PP_CUDA_STAGING_BUFFERS];
 } PpCudaStaging;
 
-/* PPDIFFUSE_CUDA_GROUP_NORM's ways, in the order of its values: the
- * split way's channels-last kernels eight channels a thread (the
- * default), the split kernels (several blocks a group; channels last
- * where the shape has tiles), or one block a group (channels first). */
+/* PPDIFFUSE_CUDA_GROUP_NORM's ways: the split way's channels-last
+ * kernels eight channels a thread, the split kernels (several blocks a
+ * group; channels last where the shape has tiles), or one block a group
+ * (channels first). */
 typedef enum
 {
   PP_CUDA_GROUP_NORM_VECTOR,
   PP_CUDA_GROUP_NORM_SPLIT,
   PP_CUDA_GROUP_NORM_WHOLE,
-  /* Channels last, one launch: a block per (sample, group). */
-  PP_CUDA_GROUP_NORM_SINGLE,
-  /* Channels last, eight channels a thread, two launches: the tiles'
-   * combination folded into the normalisation. */
-  PP_CUDA_GROUP_NORM_FOLD,
   /* Channels last, eight channels a thread, two launches: one pass of
    * sums, combined by the last tile of a sample to finish. */
   PP_CUDA_GROUP_NORM_TICKET,

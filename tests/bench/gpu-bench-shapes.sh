@@ -60,8 +60,8 @@ if [ -z "$in_place" ] || [ -z "$peak" ] \
   echo "FAILED: the filters laid out in place saved less than 1000 MiB" >&2
   failed=1
 fi
-check "f16, graphs, single group norms, fused epilogues, padded, vector layer norms, PDL" \
-  f16 PPDIFFUSE_CUDA_CONV_API=graph PPDIFFUSE_CUDA_GROUP_NORM=single \
+check "f16, graphs, fused epilogues, padded, vector layer norms, PDL" \
+  f16 PPDIFFUSE_CUDA_CONV_API=graph \
   PPDIFFUSE_CUDA_CONV_EPILOGUE=fused PPDIFFUSE_CUDA_CONV_LAYOUT=padded \
   PPDIFFUSE_CUDA_LAYER_NORM=vector PPDIFFUSE_CUDA_PDL=on
 check "f16, vector group norms, fused legacy epilogues, timed algorithms" \

@@ -553,13 +553,12 @@ step_device() {
   fi
   # The group norm's other ways: one block per group, whose channels-last
   # views are copied channels first, channels last a thread a channel
-  # (split, the vector way's kernels before it), and channels last a block
-  # per group in one launch (single), and channels last eight channels a
-  # thread in two launches (fold, and ticket: one pass of sums, combined
-  # by a sample's last tile), and the ticket way's sums in one cooperative
-  # launch whose tiles wait for each other (grid); in place and shifted
-  # too.
-  for gn in whole split single fold ticket grid; do
+  # (split, the vector way's kernels before it), channels last eight
+  # channels a thread in three launches (vector) and in two (ticket: one
+  # pass of sums, combined by a sample's last tile), and the ticket way's
+  # sums in one cooperative launch whose tiles wait for each other (grid);
+  # in place and shifted too.
+  for gn in whole split vector ticket grid; do
     if runs "act-dtypes, group norm $gn" "$work/act-dtypes.log" 120 \
         env PPDIFFUSE_BACKEND="$BE" PPDIFFUSE_CUDA_GROUP_NORM=$gn "$acts" \
         -p /kernels/act-dtypes/group_norm+silu \
@@ -1645,10 +1644,8 @@ step_bench() {
     # in all.
     for way in "" "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=whole PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=512" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_GROUP_NORM_TILE=8192" \
         "PPDIFFUSE_CUDA_GROUP_NORM=grid"; do
@@ -1697,11 +1694,8 @@ step_bench() {
     # both norms eight channels a thread in the vector kernels (the
     # defaults before the ticket group norms and the width layer norms);
     # both norms a value a thread (split and warp, the ways before the
-    # vector kernels: the profile gives each norm's time); the group norms
-    # one launch each (single: a block per group, where the tiles take
-    # three), and two (fold: the tiles' combination in the normalising
-    # blocks, fewer and larger tiles, a warp adding a group's cells), and
-    # with them the layer norms a thread per eight values (octet); the
+    # vector kernels: the profile gives each norm's time); the layer norms
+    # a thread per eight values at every width (octet); the
     # ticket group norms in one cooperative launch (grid: the tiles meet,
     # where the ticket way launches again to normalise); the
     # convolutions of 3 and 4 channels (a model's first and last) channels
@@ -1729,9 +1723,7 @@ step_bench() {
         "PPDIFFUSE_CUDA_GEMM_OUT=f32" "PPDIFFUSE_CUDA_LAYER_NORM=block" \
         "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=vector" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=single" "PPDIFFUSE_CUDA_GROUP_NORM=fold" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=grid" \
+        "PPDIFFUSE_CUDA_LAYER_NORM=octet" "PPDIFFUSE_CUDA_GROUP_NORM=grid" \
         "PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" "PPDIFFUSE_UPSAMPLE_CONV=upsample" \
         "PPDIFFUSE_CUDA_CONV_EPILOGUE=pass" \
         "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp PPDIFFUSE_CUDA_CONV_EPILOGUE=pass PPDIFFUSE_CUDA_CONV_LAYOUT=nhwc" \
@@ -1971,8 +1963,8 @@ step_sanitizer() {
     # ends in _kernel), not the libraries'.
     acts=$build/tests/kernels/ops/test-kernels-act-dtypes
     for w in "" "PPDIFFUSE_CUDA_GROUP_NORM=split PPDIFFUSE_CUDA_LAYER_NORM=warp" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=single PPDIFFUSE_CUDA_LAYER_NORM=block" \
-        "PPDIFFUSE_CUDA_GROUP_NORM=fold PPDIFFUSE_CUDA_LAYER_NORM=octet" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=vector PPDIFFUSE_CUDA_LAYER_NORM=block" \
+        "PPDIFFUSE_CUDA_GROUP_NORM=whole PPDIFFUSE_CUDA_LAYER_NORM=octet" \
         "PPDIFFUSE_CUDA_GROUP_NORM=grid"; do
       for t in racecheck synccheck; do
         # shellcheck disable=SC2086  # $w is a list of assignments

@@ -559,19 +559,24 @@ enum Way
   /* Channels last, eight channels a thread where c allows. */
   VECTOR_NHWC,
   WHOLE,
-  /* Channels last, a block per (sample, group), where the shape allows. */
-  SINGLE_NHWC,
-  /* Channels last, eight channels a thread where c allows, two launches. */
-  FOLD_NHWC,
-  /* The same, one pass of sums combined by the last tile to finish. */
+  /* Channels last, eight channels a thread where c allows, two launches:
+   * one pass of sums combined by the last tile to finish. */
   TICKET_NHWC,
   /* The same sums in one cooperative launch, the tiles meeting. */
   GRID_NHWC,
 };
 
 static const char *const way_names[] = { "split", "split nhwc", "vector nhwc",
-  "whole", "single nhwc", "fold nhwc", "ticket nhwc", "grid nhwc"
+  "whole", "ticket nhwc", "grid nhwc"
 };
+
+/* Whether @way's kernels take a channels-last x and y. */
+static bool
+nhwc_way (Way way)
+{
+  return way == SPLIT_NHWC || way == VECTOR_NHWC || way == TICKET_NHWC
+      || way == GRID_NHWC;
+}
 
 /* The ticket and grid kernels' counts: the emulation's device memory is
  * the host's.  The ticket way's n counts 0 before each call; the grid
@@ -628,22 +633,12 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
     double abs, double rel)
 {
   const int splits = pp_cuda_group_norm_splits (s.n, s.c, s.hw, s.groups);
-  const bool nhwc = way == SPLIT_NHWC || way == VECTOR_NHWC
-      || way == SINGLE_NHWC || way == FOLD_NHWC || way == TICKET_NHWC
-      || way == GRID_NHWC;
-  /* The single kernel takes an even number of channels a group (the
-   * emulation's buffers lie on 16 bytes, as the pairs want), the tiles
-   * the rest. */
-  const bool single = way == SINGLE_NHWC
-      && pp_cuda_group_norm_single (s.n, s.c, s.hw, s.groups, PP_CUDA_F32,
-      NULL, NULL);
+  const bool nhwc = nhwc_way (way);
   const int layout = way == VECTOR_NHWC ? PP_CUDA_GROUP_NHWC_VECTOR
-      : way == FOLD_NHWC ? PP_CUDA_GROUP_NHWC_FOLD
       : way == TICKET_NHWC ? PP_CUDA_GROUP_NHWC_TICKET
-      : way == GRID_NHWC ? PP_CUDA_GROUP_NHWC_GRID : single
-      ? PP_CUDA_GROUP_NHWC_SINGLE : nhwc ? PP_CUDA_GROUP_NHWC
-      : PP_CUDA_GROUP_NCHW;
-  const size_t partials = way == WHOLE || single ? 1
+      : way == GRID_NHWC ? PP_CUDA_GROUP_NHWC_GRID
+      : nhwc ? PP_CUDA_GROUP_NHWC : PP_CUDA_GROUP_NCHW;
+  const size_t partials = way == WHOLE ? 1
       : pp_cuda_group_norm_partials (s.n, s.c, s.hw, s.groups, nhwc);
   const std::vector<float> laid = nhwc ? channels_last (x, s.n, s.c, s.hw)
       : x;
@@ -651,10 +646,9 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   std::vector<Arg> args = { in_place ? inout ("x", laid) : in ("x", laid),
     in ("gamma", gamma), in ("beta", beta), scratch ("partials", partials) };
   const std::string what = strf ("group_norm n=%d c=%d hw=%zu groups=%d "
-      "(%s, splits %d, tiles %d, fold tiles %d, ticket tiles %d, grid "
-      "tiles %d) %s%s%s%s%s", s.n, s.c, s.hw, s.groups, s.why, splits,
+      "(%s, splits %d, tiles %d, ticket tiles %d, grid tiles %d) "
+      "%s%s%s%s%s", s.n, s.c, s.hw, s.groups, s.why, splits,
       pp_cuda_group_norm_tiles (s.n, s.c, s.hw, s.groups),
-      pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups),
       pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups),
       pp_cuda_group_norm_grid_tiles (PP_CUDA_F32, s.n, s.c, s.hw, s.groups),
       way_names[way], in_place ? " in place" : "",
@@ -668,7 +662,6 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   /* The vector way takes every multiple of 8 channels (the emulation's
    * buffers lie on 16 bytes), the tiles the rest. */
   const bool vector = way == VECTOR_NHWC && s.c % 8 == 0;
-  const bool fold = way == FOLD_NHWC && s.c % 8 == 0;
   /* The grid way where each sample has a tile resident, else the ticket
    * kernels. */
   const bool grid = way == GRID_NHWC && s.c % 8 == 0
@@ -683,14 +676,8 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
       ("group_norm_ticket_apply");
   const unsigned long ticket_runs = emu_kernel_runs ("group_norm_ticket_");
   const unsigned long vector_runs = emu_kernel_runs ("group_norm_vec_");
-  const unsigned long fold_runs = emu_kernel_runs ("group_norm_fold_");
-  const unsigned long fold_stats_runs = emu_kernel_runs
-      ("group_norm_fold_stats");
-  const unsigned long fold_apply_runs = emu_kernel_runs
-      ("group_norm_fold_apply");
   const unsigned long combine_runs = emu_kernel_runs
       ("group_norm_nhwc_combine");
-  const unsigned long single_runs = emu_kernel_runs ("group_norm_single_");
 
   if (!in_place)
     args.push_back (out ("y", total));
@@ -707,7 +694,7 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
             s.hw,
             s.groups, EPS, params ? b.p (1) : NULL, b.t (1),
             params ? b.p (2) : NULL, b.t (2), silu, layout,
-            way == WHOLE || single ? NULL : b.f (3), ticket_counts, b.p (y),
+            way == WHOLE ? NULL : b.f (3), ticket_counts, b.p (y),
             NULL); },
       typings);
   /* The kernels' float32 sums, normalised in float64. */
@@ -722,16 +709,6 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   if ((emu_kernel_runs ("group_norm_vec_") > vector_runs) != vector)
     failf ("%s: the vector kernels %s", what.c_str (), vector ? "did not run"
         : "ran");
-  if ((emu_kernel_runs ("group_norm_single_") > single_runs) != single)
-    failf ("%s: the single kernel %s", what.c_str (), single ? "did not run"
-        : "ran");
-  /* The fold way: its stats and apply kernels, no combine kernel. */
-  if (fold && (emu_kernel_runs ("group_norm_fold_stats") == fold_stats_runs
-          || emu_kernel_runs ("group_norm_fold_apply") == fold_apply_runs
-          || emu_kernel_runs ("group_norm_nhwc_combine") != combine_runs))
-    failf ("%s: not the fold kernels alone", what.c_str ());
-  if (!fold && emu_kernel_runs ("group_norm_fold_") != fold_runs)
-    failf ("%s: the fold kernels ran", what.c_str ());
   /* The ticket way: its stats and apply kernels, no combine kernel, and
    * every count back at 0. */
   if (ticket && (emu_kernel_runs ("group_norm_ticket_stats")
@@ -760,14 +737,6 @@ group_norm_case (const GroupNormShape &s, Way way, bool in_place,
   return r;
 }
 
-/* Whether @way's kernels take a channels-last x and y. */
-static bool
-nhwc_way (Way way)
-{
-  return way == SPLIT_NHWC || way == VECTOR_NHWC || way == SINGLE_NHWC
-      || way == FOLD_NHWC || way == TICKET_NHWC || way == GRID_NHWC;
-}
-
 /* A group norm case's values: x, gamma, beta and a shift [n, c]. */
 struct GroupNormValues
 {
@@ -791,8 +760,8 @@ test_group_norm (void)
     const std::vector<float> &x = v.x, &gamma = v.gamma, &beta = v.beta,
         &shift = v.shift;
 
-    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, SINGLE_NHWC,
-            FOLD_NHWC, TICKET_NHWC, GRID_NHWC }) {
+    for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, TICKET_NHWC,
+            GRID_NHWC }) {
       /* x, gamma, beta, partials, y. */
       group_norm_case (s, way, false, true, k % 2 == 0, x, gamma, beta, {},
           { { F16, F32, BF16, F32, F16 }, { BF16, F16, F16, F32, BF16 } },
@@ -828,8 +797,7 @@ test_group_norm (void)
     for (const GroupNormShape &s : group_norm_shapes) {
       const GroupNormValues v = group_norm_values (s);
 
-      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, FOLD_NHWC, TICKET_NHWC,
-              GRID_NHWC })
+      for (Way way : { SPLIT_NHWC, VECTOR_NHWC, TICKET_NHWC, GRID_NHWC })
         group_norm_case (s, way, false, true, true, v.x, v.gamma, v.beta,
             v.shift, { { F16, F32, BF16, F32, F16, F32 } }, NORM_ABS,
             NORM_REL);
@@ -856,59 +824,20 @@ test_group_norm (void)
         != cudaErrorInvalidValue)
       failf ("group_norm: 3073 channels or 1025 groups channels last are "
           "not refused");
-    /* The single kernel: an odd number of channels a group, more than it
-     * holds, or a buffer off a pair's bytes. */
-    if (pp_cuda_group_norm_single (1, 6, 4, 2, PP_CUDA_F16, x, x) != 0
-        || pp_cuda_group_norm_single (1, 2048, 4, 1, PP_CUDA_F16, x, x) != 0
-        || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F16,
-            (const char *) x + 2, x) != 0
-        || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F32, x,
-            (char *) x + 4) != 0
-        || pp_cuda_group_norm_single (1, 4, 4, 1, PP_CUDA_F32, x, x) != 1
-        || pp_cuda_group_norm (x, NULL, PP_CUDA_F32, PP_CUDA_F16, 1, 6, 4, 2,
-            EPS, NULL,
-            PP_CUDA_F32, NULL, PP_CUDA_F32, 0, PP_CUDA_GROUP_NHWC_SINGLE,
-            NULL, NULL, x, NULL) != cudaErrorInvalidValue)
-      failf ("group_norm: the single kernel takes a shape or buffer it "
-          "cannot, or refuses one it can");
   }
 }
 
-/* The fold kernels at a UNet's size: 128 tiles of statistics (four a
- * lane as a warp combines them), several chunks of pixels a thread, in
- * the stats and (with tiles of 32768 values) the apply kernel. */
+/* The ticket kernels at a UNet's size: 128 tiles (16 a lane, eight
+ * lanes a group, as the last block combines them), three chunks of
+ * pixels a thread; a 64×64×320 norm in 128 tiles too, an 8×8×1280 one in
+ * 16 of a chunk a thread; none for channels not a multiple of 8. */
 static void
-test_group_norm_fold (void)
+test_group_norm_ticket (void)
 {
   const GroupNormShape s = { 1, 64, 40000, 32,
     "128 tiles of 312 or 313 pixels, 5 a thread" };
   const GroupNormValues v = group_norm_values (s);
 
-  if (pp_cuda_group_norm_fold_tiles (s.n, s.c, s.hw, s.groups) != 128
-      || pp_cuda_group_norm_fold_tiles (1, 320, 4096, 32) != 128
-      || pp_cuda_group_norm_fold_tiles (1, 1280, 64, 32) != 10
-      || pp_cuda_group_norm_fold_tiles (1, 3073, 4, 1) != 0)
-    failf ("group_norm_fold_tiles: not 128 tiles for 64 channels of 40000 "
-        "pixels or 320 of 4096, 10 for 1280 of 64, none past 3072 "
-        "channels");
-  /* Tiles of at least 4 · 512 values: 40 for 1280 channels of 64. */
-  pp_cuda_set_group_norm_tile (512);
-  if (pp_cuda_group_norm_fold_tiles (1, 1280, 64, 32) != 40)
-    failf ("group_norm_fold_tiles: not 40 tiles of 2048 values for 1280 "
-        "channels of 64 pixels");
-  for (int tile : { 0, 32768 }) {
-    pp_cuda_set_group_norm_tile (tile);
-    group_norm_case (s, FOLD_NHWC, false, true, true, v.x, v.gamma, v.beta,
-        v.shift, { { BF16, F32, F16, F32, BF16, F16 } }, NORM_ABS,
-        NORM_REL);
-    group_norm_case (s, FOLD_NHWC, true, true, false, v.x, v.gamma, v.beta,
-        {}, { { F16, F32, F32, F32 } }, NORM_ABS, NORM_REL);
-  }
-  pp_cuda_set_group_norm_tile (0);
-  /* The ticket kernels at the same size: 128 tiles (16 a lane, eight
-   * lanes a group, as the last block combines them), three chunks of
-   * pixels a thread; a 64×64×320 norm in 128 tiles too, an 8×8×1280 one
-   * in 16 of a chunk a thread; none for channels not a multiple of 8. */
   if (pp_cuda_group_norm_ticket_tiles (s.n, s.c, s.hw, s.groups) != 128
       || pp_cuda_group_norm_ticket_tiles (1, 320, 4096, 32) != 128
       || pp_cuda_group_norm_ticket_tiles (1, 1280, 64, 32) != 16
@@ -1013,8 +942,8 @@ test_group_norm_offset (void)
   for (size_t i = 0; i < x.size (); i++)
     x[i] = (float) (g_rand_double_range (rng, -1, 1)
         + (i / ((size_t) s.c * s.hw) % 2 ? -1e4 : 1e4));
-  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, FOLD_NHWC,
-          TICKET_NHWC, GRID_NHWC })
+  for (Way way : { SPLIT, SPLIT_NHWC, VECTOR_NHWC, WHOLE, TICKET_NHWC,
+          GRID_NHWC })
     group_norm_case (s, way, false, false, false, x, ones, zeros, {}, {},
         1e-6, 0);
 }
@@ -1896,8 +1825,8 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/cuda-emu/group-norm-splits",
       test_group_norm_splits);
   g_test_add_func ("/kernels/cuda-emu/group-norm", test_group_norm);
-  g_test_add_func ("/kernels/cuda-emu/group-norm-fold",
-      test_group_norm_fold);
+  g_test_add_func ("/kernels/cuda-emu/group-norm-ticket",
+      test_group_norm_ticket);
   g_test_add_func ("/kernels/cuda-emu/group-norm-grid",
       test_group_norm_grid);
   g_test_add_func ("/kernels/cuda-emu/group-norm-offset",
