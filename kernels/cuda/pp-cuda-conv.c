@@ -984,6 +984,179 @@ conv_as_product (PpCudaBackend * cu, const PpCudaConvKey * key, int ho,
       key->cout, res, y);
 }
 
+/* A convolution's operands as its ways read them: x, y and the residual
+ * (NULL: none) where the op reads and writes them, of their activation
+ * types or in float32 scratch (xtype, ytype), laid out as x_layout and
+ * y_layout; the bias (of btype) and the ReLU still to be added. */
+typedef struct
+{
+  PpCudaConvKey key;
+  int ho, wo;
+  PpCudaType wtype, xtype, ytype, btype;
+  PpLayout x_layout, y_layout;
+  const void *x, *res;
+  void *y;
+  PpView bias;
+  gboolean relu;
+} ConvOperands;
+
+/* Float32 weights: exact float32 (or TF32) in cuDNN's legacy API, with
+ * the bias, the residual and the ReLU in its fused call where it takes
+ * them, else in a pass of the backend's own after it. */
+static void
+conv2d_f32 (PpCudaBackend * cu, const ConvOperands * op, gconstpointer w)
+{
+  ConvPlan *p = conv_plan (cu, &op->key, op->x, w, op->y);
+
+  if (p == NULL)
+    return;                     /* a failed capture */
+  if (fused_may_run (cu, p, op->bias, op->btype, op->wtype, op->relu)
+      && conv_forward_fused (cu, p, &op->key, op->x, w, op->bias.data,
+          op->res, op->relu, op->y))
+    return;
+  conv_forward (cu, p, &op->key, op->x, w, op->y);
+  if (!pp_view_is_none (op->bias) || op->relu || op->res != NULL)
+    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (op->y, PP_CUDA_F32,
+            op->y, PP_CUDA_F32, op->key.n, op->key.cout,
+            (gsize) op->ho * op->wo, op->bias.data, op->btype, op->res,
+            op->relu, cu->stream));
+}
+
+/* x as a 16-bit convolution reads it: as it is where it is of the
+ * weights' type and in the convolution's layout, else narrowed (and,
+ * channels-last, transposed) in one pass into scratch A. */
+static gconstpointer
+conv_x16 (PpCudaBackend * cu, const ConvOperands * op)
+{
+  const PpCudaConvKey *key = &op->key;
+  const gsize count = (gsize) key->n * key->cin * key->h * key->w;
+  const gboolean transposed = key->nhwc && op->x_layout != PP_LAYOUT_NHWC;
+  gpointer packed;
+
+  if (!transposed && op->xtype == op->wtype)
+    return op->x;
+  packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A, count * sizeof (guint16));
+  if (transposed)
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (op->x, op->xtype, key->n,
+            key->cin, key->h * key->w, NULL, PP_CUDA_F32, 0, packed,
+            op->wtype, cu->stream));
+  else
+    PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (op->x, 1, count, count, packed,
+            op->wtype, cu->stream));
+  return packed;
+}
+
+/* The 16-bit convolution of @x16 by @filter into @y16 in cuDNN: with the
+ * bias, the residual and the ReLU in its operation graph or fused call
+ * where it takes them (*@fused; the residual then in y16's type and
+ * layout, epilogue_residual), else the convolution alone.  FALSE under a
+ * failed capture. */
+static gboolean
+conv_cudnn_16 (PpCudaBackend * cu, const ConvOperands * op,
+    gconstpointer x16, gconstpointer filter, gpointer y16, gboolean * fused)
+{
+  const PpCudaConvKey *key = &op->key;
+  gconstpointer z = NULL;
+  ConvPlan *p;
+
+  *fused = FALSE;
+  if (cu->conv_graph && key->nhwc) {
+    if (op->res != NULL)
+      z = epilogue_residual (cu, key, op->res, op->ytype, op->y_layout);
+    *fused = pp_cuda_conv_graph_run (cu, key, x16, filter,
+        pp_view_is_none (op->bias) ? NULL : op->bias.data, op->btype, z,
+        op->relu, y16);
+    if (*fused)
+      return TRUE;
+  }
+  p = conv_plan (cu, key, x16, filter, y16);
+  if (p == NULL)
+    return FALSE;
+  if (fused_may_run (cu, p, op->bias, op->btype, op->wtype, op->relu)) {
+    /* The residual as the graph had it, when it refused. */
+    if (op->res != NULL && z == NULL)
+      z = epilogue_residual (cu, key, op->res, op->ytype, op->y_layout);
+    *fused = conv_forward_fused (cu, p, key, x16, filter, op->bias.data, z,
+        op->relu, y16);
+  }
+  if (!*fused)
+    conv_forward (cu, p, key, x16, filter, y16);
+  return TRUE;
+}
+
+/* y from the 16-bit convolution's @y16, in the pass that lays it out as
+ * y, widens it and adds what cuDNN did not (@fused: it added the bias,
+ * the residual and the ReLU). */
+static void
+conv_y_from_16 (PpCudaBackend * cu, const ConvOperands * op,
+    gconstpointer y16, gboolean fused)
+{
+  const PpCudaConvKey *key = &op->key;
+  const int n = key->n, cout = key->cout;
+  const gsize howo = (gsize) op->ho * op->wo;
+  const PpView bias = fused ? pp_view_none () : op->bias;
+  const void *res = fused ? NULL : op->res;
+  const gboolean relu = !fused && op->relu;
+
+  if (key->nhwc && op->y_layout == PP_LAYOUT_NHWC) {
+    /* Rows of cout channels: the bias per column, as the transpose below
+     * adds it (a float sum, rounded to y's type), and the residual. */
+    if (y16 != op->y || !pp_view_is_none (bias) || relu || res != NULL)
+      PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y16, op->wtype,
+              op->y, op->ytype, n * (int) howo, cout, 1, bias.data,
+              op->btype, res, relu, cu->stream));
+  } else if (key->nhwc && res != NULL) {
+    /* Laid back with the bias in float32 (x16, read before it on the
+     * stream, is done with scratch A), then the residual and the relu,
+     * rounded once into y. */
+    float *sum = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
+        n * cout * howo * sizeof (float));
+
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (y16, op->wtype, n,
+            (int) howo, cout, bias.data, op->btype, 0, sum, PP_CUDA_F32,
+            cu->stream));
+    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (sum, PP_CUDA_F32,
+            op->y, op->ytype, n, cout, howo, NULL, PP_CUDA_F32, res, relu,
+            cu->stream));
+  } else if (key->nhwc)
+    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (y16, op->wtype, n,
+            (int) howo, cout, bias.data, op->btype, relu, op->y, op->ytype,
+            cu->stream));
+  else if (y16 != op->y || !pp_view_is_none (bias) || relu || res != NULL)
+    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y16, op->wtype,
+            op->y, op->ytype, n, cout, howo, bias.data, op->btype, res,
+            relu, cu->stream));
+}
+
+/* 16-bit weights: x narrowed (and, channels-last, transposed) in one
+ * pass, y produced in 16 bits and widened back (and transposed) with the
+ * bias (and the relu) in another; an activation already in the weights'
+ * type is read as it is, and written so, the bias (and relu) applied in
+ * place.  @filter is the weights laid out channels last where @op's key
+ * says so. */
+static void
+conv2d_16 (PpCudaBackend * cu, const ConvOperands * op, gconstpointer filter)
+{
+  const PpCudaConvKey *key = &op->key;
+  const gsize y_count = (gsize) key->n * key->cout * op->ho * op->wo;
+  const gconstpointer x16 = conv_x16 (cu, op);
+  /* y in cuDNN's layout for the plan and in the weights' type is written
+   * as it is. */
+  const gpointer y16 = (!key->nhwc || op->y_layout == PP_LAYOUT_NHWC)
+      && op->ytype == op->wtype ? op->y : pp_cuda_scratch (cu,
+      PP_CUDA_SCRATCH_B, y_count * sizeof (guint16));
+  gboolean fused;
+
+  /* Few output pixels: a product (PPDIFFUSE_CUDA_CONV_GEMM). */
+  if (key->nhwc && x16 == op->x && y16 == op->y && !op->relu
+      && (pp_view_is_none (op->bias) || op->btype == op->wtype)
+      && conv_as_product (cu, key, op->ho, op->wo, op->wtype, x16, filter,
+          pp_view_is_none (op->bias) ? NULL : op->bias.data, op->res, y16))
+    return;
+  if (conv_cudnn_16 (cu, op, x16, filter, y16, &fused))
+    conv_y_from_16 (cu, op, y16, fused);
+}
+
 void
 pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
     int h, int w, PpView weight, PpView bias, int cout, int kh, int kw,
@@ -1001,12 +1174,16 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
 
   const PpCudaType wtype = pp_cuda_view_type (cu, "conv2d", "weight",
       weight);
-  PpCudaConvKey key = { n, cin, h, w, cout, kh, kw, stride, pad,
-    weight.dtype, FALSE
+  ConvOperands op = {
+    .key = { n, cin, h, w, cout, kh, kw, stride, pad, weight.dtype, FALSE },
+    .ho = ho, .wo = wo, .wtype = wtype,
+    .btype = pp_cuda_view_type (cu, "conv2d", "bias", bias),
+    .bias = bias, .relu = relu,
   };
+  gconstpointer filter = weight.data;
 
-  if (pp_cuda_conv_padded (cu->conv_layout, &key)
-      && conv_padded (cu, &key, x_view, weight, bias, residual, relu,
+  if (pp_cuda_conv_padded (cu->conv_layout, &op.key)
+      && conv_padded (cu, &op.key, x_view, weight, bias, residual, relu,
           y_view))
     return;
   /* Channels-last activations: read and written as they are where the
@@ -1017,8 +1194,8 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   const gboolean keep_nhwc = (x_view.layout == PP_LAYOUT_NHWC
       || y_view.layout == PP_LAYOUT_NHWC)
       && conv_as_is (cu, wtype, x_view, y_view)
-      && pp_cuda_conv_nhwc (cu->conv_layout, &key)
-      && filter_nhwc (cu, weight, &key, cout, cin) != NULL;
+      && pp_cuda_conv_nhwc (cu->conv_layout, &op.key)
+      && filter_nhwc (cu, weight, &op.key, cout, cin) != NULL;
 
   if (!keep_nhwc) {
     x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
@@ -1027,7 +1204,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   }
   /* The residual, laid out as y is now and read by the pass that adds the
    * bias: of y's type (so as it is when y is, else float32 scratch). */
-  gboolean with_res = !pp_view_is_none (residual);
+  const gboolean with_res = !pp_view_is_none (residual);
 
   if (with_res && residual.layout != y_view.layout) {
     if (y_view.layout == PP_LAYOUT_NHWC)
@@ -1039,137 +1216,30 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   /* Other activations go through float32 scratch. */
   const gboolean as_is = conv_as_is (cu, wtype, x_view, y_view)
       && (!with_res || residual.dtype == y_view.dtype);
-  PpCudaType xtype = pp_cuda_act_type (cu, "conv2d", "x", x_view.dtype);
-  PpCudaType ytype = pp_cuda_act_type (cu, "conv2d", "y", y_view.dtype);
-  const void *x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
-  void *y = as_is ? y_view.data
-      : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
-  const void *res = !with_res ? NULL : as_is ? residual.data
-      : pp_cuda_in (cu, "conv2d", "residual", residual);
-  const gsize x_count = (gsize) n * cin * h * w;
-  const gsize y_count = (gsize) n * cout * ho * wo;
-  const PpCudaType btype = pp_cuda_view_type (cu, "conv2d", "bias", bias);
-  gconstpointer filter = weight.data;
-  gconstpointer x16;
-  gpointer y16;
-  ConvPlan *p = NULL;
-  gboolean fused = FALSE;
 
-  /* Through float32 scratch. */
+  op.xtype = pp_cuda_act_type (cu, "conv2d", "x", x_view.dtype);
+  op.ytype = pp_cuda_act_type (cu, "conv2d", "y", y_view.dtype);
   if (!as_is)
-    xtype = ytype = PP_CUDA_F32;
+    op.xtype = op.ytype = PP_CUDA_F32;
+  op.x_layout = x_view.layout;
+  op.y_layout = y_view.layout;
+  op.x = as_is ? x_view.data : pp_cuda_in (cu, "conv2d", "x", x_view);
+  op.y = as_is ? y_view.data : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
+  op.res = !with_res ? NULL : as_is ? residual.data
+      : pp_cuda_in (cu, "conv2d", "residual", residual);
   if (wtype == PP_CUDA_F32) {
-    p = conv_plan (cu, &key, x, weight.data, y);
-    if (p == NULL)
-      return;                   /* a failed capture */
-    if (fused_may_run (cu, p, bias, btype, wtype, relu)
-        && conv_forward_fused (cu, p, &key, x, weight.data, bias.data, res,
-            relu, y))
-      return;
-    conv_forward (cu, p, &key, x, weight.data, y);
-    if (!pp_view_is_none (bias) || relu || with_res)
-      PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y, PP_CUDA_F32, y,
-              PP_CUDA_F32, n, cout, (gsize) ho * wo, bias.data, btype, res,
-              relu, cu->stream));
+    conv2d_f32 (cu, &op, weight.data);
     return;
   }
-
-  /* 16 bits: x narrowed (and, channels-last, transposed) in one pass, y
-   * produced in 16 bits and widened back (and transposed) with the bias
-   * (and the relu) in another; an activation already in the weights' type
-   * is read as it is, and written so, the bias (and relu) applied in
-   * place. */
-  if (pp_cuda_conv_nhwc (cu->conv_layout, &key)) {
-    filter = filter_nhwc (cu, weight, &key, cout, cin);
-    key.nhwc = filter != NULL;
+  /* The filter laid out channels last where the shape runs so. */
+  if (pp_cuda_conv_nhwc (cu->conv_layout, &op.key)) {
+    filter = filter_nhwc (cu, weight, &op.key, cout, cin);
+    op.key.nhwc = filter != NULL;
     if (filter == NULL)
       filter = weight.data;
   }
-  g_assert (key.nhwc || !keep_nhwc);
-  if (key.nhwc && x_view.layout != PP_LAYOUT_NHWC) {
-    gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
-        x_count * sizeof (guint16));
-
-    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (x, xtype, n, cin, h * w,
-            NULL, PP_CUDA_F32, 0, packed, wtype, cu->stream));
-    x16 = packed;
-  } else if (xtype == wtype) {
-    x16 = x;
-  } else {
-    gpointer packed = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
-        x_count * sizeof (guint16));
-
-    PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (x, 1, x_count, x_count, packed,
-            wtype, cu->stream));
-    x16 = packed;
-  }
-  /* y in cuDNN's layout for the plan and in the weights' type is written
-   * as it is. */
-  y16 = (!key.nhwc || y_view.layout == PP_LAYOUT_NHWC) && ytype == wtype
-      ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
-      y_count * sizeof (guint16));
-  /* Few output pixels: a product (PPDIFFUSE_CUDA_CONV_GEMM). */
-  if (key.nhwc && x16 == x && y16 == y && !relu
-      && (pp_view_is_none (bias) || btype == wtype)
-      && conv_as_product (cu, &key, ho, wo, wtype, x16, filter,
-          pp_view_is_none (bias) ? NULL : bias.data, res, y16))
-    return;
-  /* The bias, the residual and the relu in cuDNN's operation graph or
-   * fused call where it takes them, the residual in y16's type and layout
-   * (epilogue_residual); the passes below then only lay y16 out as y. */
-  gconstpointer z = NULL;
-
-  if (cu->conv_graph && key.nhwc) {
-    if (with_res)
-      z = epilogue_residual (cu, &key, res, ytype, y_view.layout);
-    fused = pp_cuda_conv_graph_run (cu, &key, x16, filter,
-        pp_view_is_none (bias) ? NULL : bias.data, btype, z, relu, y16);
-  }
-  if (!fused) {
-    p = conv_plan (cu, &key, x16, filter, y16);
-    if (p == NULL)
-      return;                   /* a failed capture */
-    if (fused_may_run (cu, p, bias, btype, wtype, relu)) {
-      /* The residual as the graph had it, when it refused. */
-      if (with_res && z == NULL)
-        z = epilogue_residual (cu, &key, res, ytype, y_view.layout);
-      fused = conv_forward_fused (cu, p, &key, x16, filter, bias.data, z,
-          relu, y16);
-    }
-  }
-  if (fused) {
-    bias = pp_view_none ();
-    with_res = FALSE;
-    res = NULL;
-    relu = FALSE;
-  } else
-    conv_forward (cu, p, &key, x16, filter, y16);
-  if (key.nhwc && y_view.layout == PP_LAYOUT_NHWC) {
-    /* Rows of cout channels: the bias per column, as the transpose below
-     * adds it (a float sum, rounded to y's type), and the residual. */
-    if (y16 != y || !pp_view_is_none (bias) || relu || with_res)
-      PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y16, wtype, y,
-              ytype, n * ho * wo, cout, 1, bias.data, btype, res, relu,
-              cu->stream));
-  } else if (key.nhwc && with_res) {
-    /* Laid back with the bias in float32 (x16, read before it on the
-     * stream, is done with scratch A), then the residual and the relu,
-     * rounded once into y. */
-    float *sum = pp_cuda_scratch (cu, PP_CUDA_SCRATCH_A,
-        y_count * sizeof (float));
-
-    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
-            cout, bias.data, btype, 0, sum, PP_CUDA_F32, cu->stream));
-    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (sum, PP_CUDA_F32, y,
-            ytype, n, cout, (gsize) ho * wo, NULL, PP_CUDA_F32, res, relu,
-            cu->stream));
-  } else if (key.nhwc)
-    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_typed (y16, wtype, n, ho * wo,
-            cout, bias.data, btype, relu, y, ytype, cu->stream));
-  else if (y16 != y || !pp_view_is_none (bias) || relu || with_res)
-    PP_CUDA_OP_RUN (cu, pp_cuda_channel_bias_residual (y16, wtype, y, ytype,
-            n, cout, (gsize) ho * wo, bias.data, btype, res, relu,
-            cu->stream));
+  g_assert (op.key.nhwc || !keep_nhwc);
+  conv2d_16 (cu, &op, filter);
 }
 
 /* How the @bytes at @mem lie over @copy's filter. */
