@@ -23,8 +23,9 @@
  * a channels-first x is transposed to NHWC by the narrowing pass, a
  * channels-first y transposed back by the widening pass (a channels-last
  * x or y, PpView.layout, is read or written as it is), and the filter is
- * read from a channels-last copy made on its first use (kept until its
- * buffer is freed), so cuDNN changes no layout itself.  Elsewhere a
+ * read laid out channels last, in its own bytes or as a copy, from its
+ * first use on (pp_cuda_filter_nhwc, pp-cuda-filters.c), so cuDNN changes
+ * no layout itself.  Elsewhere a
  * channels-last view is copied channels first (pp_cuda_nchw_in), except
  * under PPDIFFUSE_CUDA_CONV_LAYOUT=padded, where a convolution whose
  * channels are not multiples of 8 runs channels-last too, its channels
@@ -616,181 +617,6 @@ conv_plan (PpCudaBackend * cu, const PpCudaConvKey * key, gconstpointer x,
   return p;
 }
 
-/* A filter's channels-last copy, and what it was made from: the same
- * buffer read as another shape of the same size is another filter.
- * @in_place: @mem is the filter's own bytes, laid channels last where
- * they are (filter_transpose_in_place), not a copy: conv2d reads them as
- * they are, and any other reader finds them laid back first
- * (filter_lay_back). */
-typedef struct
-{
-  PpCudaBackend *cu;
-  gpointer mem;
-  PpDType dtype;
-  int cout, cin, khkw;
-  int cout_pad, cin_pad;        /* its channels, padded with zeros */
-  gboolean in_place;
-  PpCudaType type;              /* in place: its values' */
-} FilterCopy;
-
-/* The device memory a filter's layout changes in place through, a slice
- * of its output channels at a time. */
-#define FILTER_SLICE_BYTES ((gsize) 4 << 20)
-
-/* @copy's filter, [cout, rows, cols] of 16-bit @t, made [cout, cols, rows]
- * where it is: a slice of output channels transposed into a block of
- * FILTER_SLICE_BYTES and copied back over itself, slice after slice on the
- * stream (each slice read before it is written).  FALSE, with the
- * backend's error said, when the block cannot be had. */
-static gboolean
-filter_transpose_in_place (PpCudaBackend * cu, gpointer mem, PpCudaType t,
-    int cout, int rows, int cols)
-{
-  const gsize channel = (gsize) rows * cols * sizeof (guint16);
-  const int per_slice = (int) MAX (FILTER_SLICE_BYTES / channel, 1);
-  GError *error = NULL;
-  gpointer slice = pp_cuda_obtain (cu, MIN ((gsize) per_slice, (gsize) cout)
-      * channel, &error);
-
-  if (slice == NULL) {
-    g_prefix_error (&error, "conv2d: laying a %d×%d×%d filter out in "
-        "place: ", cout, rows, cols);
-    pp_cuda_op_error (cu, error);
-    return FALSE;
-  }
-  for (int c = 0; c < cout; c += per_slice) {
-    const int n = MIN (per_slice, cout - c);
-    guint8 *at = (guint8 *) mem + (gsize) c * channel;
-
-    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_narrow (at, n, rows, cols, slice,
-            t, cu->stream));
-    PP_CUDA_OP_RUN (cu, cudaMemcpyAsync (at, slice, (gsize) n * channel,
-            cudaMemcpyDeviceToDevice, cu->stream));
-  }
-  /* Kept for reuse: the next user's work queues behind the copies. */
-  pp_cuda_release (cu, slice);
-  return TRUE;
-}
-
-/* An in-place filter laid back channels first, as every reader but
- * conv2d's channels-last path reads it.  FALSE where it stays laid out
- * channels last, and so kept in the table: inside a capture, which then
- * fails (a graph would lay it back at every launch: the work runs again
- * without a graph, and lays it back then), or with the backend halted
- * (its work is skipped) or halting for want of the block. */
-static gboolean
-filter_lay_back (PpCudaBackend * cu, const FilterCopy * copy)
-{
-  g_assert (copy->in_place);
-  if (pp_cuda_capturing_here (cu)) {
-    if (cu->capture_error == NULL)
-      g_set_error (&cu->capture_error, PP_ERROR, PP_ERROR_DEVICE,
-          "%s: a %d×%d×%d filter laid out channels last in place, read or "
-          "written otherwise inside a CUDA graph capture (a run without a "
-          "graph lays it back)", cu->be.device, copy->cout, copy->cin,
-          copy->khkw);
-    return FALSE;
-  }
-  return !pp_cuda_halted (cu) && filter_transpose_in_place (cu, copy->mem,
-      copy->type, copy->cout, copy->khkw, copy->cin);
-}
-
-/* The channels-last copy ([cout_pad, kh, kw, cin_pad]: past @key's
- * channels, zeros) of 16-bit filter @weight of @key's shape, made on its
- * first use and kept until its buffer is freed
- * (pp_cuda_conv_filters_forget: a buffer of that address later is another
- * filter); a copy of another shape, padding or dtype at the same address
- * is made again.  An unpadded 1×1 filter is its own copy.  NULL during a
- * capture that would have to make it (the convolution then runs
- * channels-first).
- *
- * An unpadded filter is laid channels last in place, no copy made, where
- * no graph may read it channels first: none is live and none is being
- * captured (a graph captured while the filter was not yet laid out read
- * it channels first).  Its layout is the same at every use (the
- * convolution's layout follows its channels, pp_cuda_conv_nhwc), so only
- * conv2d's channels-last path reads it; a transfer from it or a write to
- * part of it lays it back first (pp_cuda_conv_filters_read,
- * pp_cuda_conv_filters_forget).  A 16-bit UNet's filters need no second
- * copy so: 1 GiB of SD-Turbo's 2.9 (docs/perf.md).  PPDIFFUSE_CUDA_FILTERS
- * =copy makes copies always (the way before). */
-static gconstpointer
-filter_nhwc (PpCudaBackend * cu, PpView weight, const PpCudaConvKey * key,
-    int cout_pad, int cin_pad)
-{
-  const PpCudaType t = pp_cuda_view_type (cu, "conv2d", "weight", weight);
-  const int khkw = key->kh * key->kw;
-  const gboolean padded = cout_pad != key->cout || cin_pad != key->cin;
-  const gsize count = (gsize) cout_pad * cin_pad * khkw;
-  FilterCopy *copy = g_hash_table_lookup (cu->conv_filters, weight.data);
-  GError *error = NULL;
-
-  if (khkw == 1 && !padded)
-    return weight.data;
-  if (copy != NULL && copy->dtype == weight.dtype
-      && copy->cout == key->cout && copy->cin == key->cin
-      && copy->khkw == khkw && copy->cout_pad == cout_pad
-      && copy->cin_pad == cin_pad)
-    return copy->mem;
-  /* Under a capture, or halted (the convolution's work is skipped). */
-  if (cu->capturing != NULL || pp_cuda_halted (cu))
-    return NULL;
-  /* Enqueued work that still reads an old copy comes before the new
-   * one's transpose (pp_cuda_release); an old in-place layout is laid
-   * back first. */
-  if (copy != NULL) {
-    if (copy->in_place && !filter_lay_back (cu, copy))
-      return NULL;
-    g_hash_table_remove (cu->conv_filters, weight.data);
-  }
-  if (!padded && cu->graphs_live == 0 && !cu->filters_copied) {
-    if (!filter_transpose_in_place (cu, (gpointer) weight.data, t,
-            key->cout, key->cin, khkw))
-      return NULL;
-    copy = g_new0 (FilterCopy, 1);
-    copy->cu = cu;
-    copy->mem = (gpointer) weight.data;
-    copy->dtype = weight.dtype;
-    copy->cout = copy->cout_pad = key->cout;
-    copy->cin = copy->cin_pad = key->cin;
-    copy->khkw = khkw;
-    copy->in_place = TRUE;
-    copy->type = t;
-    g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
-    return copy->mem;
-  }
-  copy = g_new0 (FilterCopy, 1);
-  copy->cu = cu;
-  copy->dtype = weight.dtype;
-  copy->cout = key->cout;
-  copy->cin = key->cin;
-  copy->khkw = khkw;
-  copy->cout_pad = cout_pad;
-  copy->cin_pad = cin_pad;
-  copy->mem = pp_cuda_obtain (cu, count * sizeof (guint16), &error);
-  if (copy->mem == NULL) {
-    g_prefix_error (&error, "conv2d: a channels-last copy of a %d×%d×%d×%d "
-        "filter: ", key->cout, key->cin, key->kh, key->kw);
-    g_free (copy);
-    /* Halted (else the process ends): the convolution's work is
-     * skipped. */
-    pp_cuda_op_error (cu, error);
-    return NULL;
-  }
-  g_hash_table_insert (cu->conv_filters, (gpointer) weight.data, copy);
-  /* [cout, cin, kh·kw] → [cout, kh·kw, cin]: a transpose per output
-   * channel, kh·kw columns wide; padded, the same pass writes the
-   * zeros. */
-  if (padded)
-    PP_CUDA_OP_RUN (cu, pp_cuda_pad_channels (weight.data, t, FALSE,
-            key->cout, key->cin, khkw, copy->mem, t, cout_pad, cin_pad,
-            cu->stream));
-  else
-    PP_CUDA_OP_RUN (cu, pp_cuda_transpose_narrow (weight.data, key->cout,
-            key->cin, khkw, copy->mem, t, cu->stream));
-  return copy->mem;
-}
-
 /* Whether 16-bit weights (@wtype) read x and write y as they are: each of
  * the weights' type or float32 (the same bits as through float32 scratch:
  * a 16-bit one is what the narrowing of its widened copy gives), starting
@@ -872,7 +698,7 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
   padded.cin = pp_cuda_conv_pad_channels (key->cin);
   padded.cout = pp_cuda_conv_pad_channels (key->cout);
   padded.nhwc = TRUE;
-  filter = filter_nhwc (cu, weight, key, padded.cout, padded.cin);
+  filter = pp_cuda_filter_nhwc (cu, weight, key, padded.cout, padded.cin);
   if (filter == NULL)
     return FALSE;
   /* The residual as the last pass reads it: laid out as y. */
@@ -1195,7 +1021,7 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
       || y_view.layout == PP_LAYOUT_NHWC)
       && conv_as_is (cu, wtype, x_view, y_view)
       && pp_cuda_conv_nhwc (cu->conv_layout, &op.key)
-      && filter_nhwc (cu, weight, &op.key, cout, cin) != NULL;
+      && pp_cuda_filter_nhwc (cu, weight, &op.key, cout, cin) != NULL;
 
   if (!keep_nhwc) {
     x_view = pp_cuda_nchw_in (cu, "conv2d", "x", x_view, n, cin, h * w);
@@ -1233,114 +1059,13 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x_view, int n, int cin,
   }
   /* The filter laid out channels last where the shape runs so. */
   if (pp_cuda_conv_nhwc (cu->conv_layout, &op.key)) {
-    filter = filter_nhwc (cu, weight, &op.key, cout, cin);
+    filter = pp_cuda_filter_nhwc (cu, weight, &op.key, cout, cin);
     op.key.nhwc = filter != NULL;
     if (filter == NULL)
       filter = weight.data;
   }
   g_assert (op.key.nhwc || !keep_nhwc);
   conv2d_16 (cu, &op, filter);
-}
-
-/* How the @bytes at @mem lie over @copy's filter. */
-typedef enum
-{
-  FILTER_APART,
-  FILTER_PART,                  /* some of it */
-  FILTER_WHOLE,                 /* all of it */
-} FilterOverlap;
-
-static FilterOverlap
-filter_overlap (gconstpointer key, const FilterCopy * copy,
-    gconstpointer mem, gsize bytes)
-{
-  const guint8 *f = key, *m = mem;
-  const gsize filter_bytes = (gsize) copy->cout * copy->cin * copy->khkw
-      * sizeof (guint16);
-
-  if (!(f < m + MAX (bytes, 1) && m < f + filter_bytes))
-    return FILTER_APART;
-  return m <= f && f + filter_bytes <= m + bytes ? FILTER_WHOLE
-      : FILTER_PART;
-}
-
-/* The filters among the @bytes at @mem, about to be written (@written)
- * or read by a transfer.  Written, what is kept of them goes; an in-place
- * filter read, or written in part, is laid back first, so that it is what
- * its reader or writer thinks (not inside a capture, which fails
- * instead). */
-static void
-filters_touched (PpCudaBackend * cu, gconstpointer mem, gsize bytes,
-    gboolean written)
-{
-  GHashTableIter iter;
-  gpointer key, value;
-
-  g_hash_table_iter_init (&iter, cu->conv_filters);
-  while (g_hash_table_iter_next (&iter, &key, &value)) {
-    const FilterCopy *copy = value;
-    const FilterOverlap o = filter_overlap (key, copy, mem, bytes);
-
-    if (o == FILTER_APART || (!written && !copy->in_place))
-      continue;
-    if (copy->in_place && (!written || o == FILTER_PART)
-        && !filter_lay_back (cu, copy))
-      continue;
-    g_hash_table_iter_remove (&iter);
-  }
-}
-
-void
-pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
-    gsize bytes)
-{
-  filters_touched (cu, mem, bytes, TRUE);
-}
-
-void
-pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
-    gsize bytes)
-{
-  filters_touched (cu, mem, bytes, FALSE);
-}
-
-void
-pp_cuda_conv_filters_trim (PpCudaBackend * cu)
-{
-  GHashTableIter iter;
-  gpointer value;
-
-  g_hash_table_iter_init (&iter, cu->conv_filters);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    if (!((const FilterCopy *) value)->in_place)
-      g_hash_table_iter_remove (&iter);
-}
-
-/* The copies are released for reuse (their readers are queued on the
- * stream before any next user's work), or retired while a graph may still
- * launch on them or one is being captured (released by the backend once
- * no graph is left). */
-static void
-filter_free (gpointer data)
-{
-  FilterCopy *copy = data;
-  PpCudaBackend *cu = copy->cu;
-
-  /* In place, the memory is the filter's buffer: its owner's. */
-  if (!copy->in_place) {
-    if (cu->graphs_live > 0 || pp_cuda_capturing_here (cu))
-      g_ptr_array_add (cu->retired, copy->mem);
-    else
-      pp_cuda_release (cu, copy->mem);
-  }
-  g_free (copy);
-}
-
-GHashTable *
-pp_cuda_conv_filters_new (void)
-{
-  return g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-      filter_free);
 }
 
 #else /* !PP_HAVE_CUDNN: the backend is not created (pp-cuda-backend.h). */
@@ -1351,23 +1076,6 @@ pp_cuda_op_conv2d (PpCudaBackend * cu, PpView x, int n, int cin, int h,
     int pad, PpView residual, gboolean relu, PpOut y)
 {
   g_error ("conv2d: the CUDA backend was built without cuDNN");
-}
-
-void
-pp_cuda_conv_filters_forget (PpCudaBackend * cu, gconstpointer mem,
-    gsize bytes)
-{
-}
-
-void
-pp_cuda_conv_filters_read (PpCudaBackend * cu, gconstpointer mem,
-    gsize bytes)
-{
-}
-
-void
-pp_cuda_conv_filters_trim (PpCudaBackend * cu)
-{
 }
 
 #endif

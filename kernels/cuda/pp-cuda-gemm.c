@@ -49,6 +49,19 @@ pp_cuda_data_type (PpCudaType t)
 /* The operand stored at @p as @have, a matrix of @rows × @cols (row
  * stride *@ld), in type @want: @p itself when stored so, else narrowed
  * into scratch @slot (packed: *@ld becomes @cols). */
+PpCudaType
+pp_cuda_operand_type (PpCudaBackend * cu, const char *op, const char *param,
+    PpView v)
+{
+  const PpCudaType t = pp_cuda_view_type (cu, op, param, v);
+
+  /* Only 16-bit filters are laid out in place. */
+  if (t != PP_CUDA_F32 && v.data != NULL
+      && g_hash_table_size (cu->conv_filters) > 0)
+    pp_cuda_conv_filters_read (cu, v.data, v.numel * pp_cuda_type_size (t));
+  return t;
+}
+
 static gconstpointer
 operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
     PpCudaType want, int rows, int cols, int *ld, PpCudaScratch slot)

@@ -372,19 +372,6 @@ pp_cuda_view_type (PpCudaBackend * cu, const char *op, const char *param,
   return t;
 }
 
-PpCudaType
-pp_cuda_operand_type (PpCudaBackend * cu, const char *op, const char *param,
-    PpView v)
-{
-  const PpCudaType t = pp_cuda_view_type (cu, op, param, v);
-
-  /* Only 16-bit filters are laid out in place. */
-  if (t != PP_CUDA_F32 && v.data != NULL
-      && g_hash_table_size (cu->conv_filters) > 0)
-    pp_cuda_conv_filters_read (cu, v.data, v.numel * pp_cuda_type_size (t));
-  return t;
-}
-
 /* Ends the process: activation @param of @op is of @dtype, which no
  * kernel here reads or writes. */
 static G_GNUC_NORETURN void

@@ -391,10 +391,8 @@ pp_cudnn_refused (cudnnStatus_t status)
       || category == CUDNN_STATUS_EXECUTION_FAILED;
 }
 
-/* The convolutions' per-shape plans, and their filters' channels-last
- * copies (pp-cuda-conv.c). */
+/* The convolutions' per-shape plans (pp-cuda-conv.c, pp-cuda-conv-graph.c). */
 GHashTable *pp_cuda_conv_plans_new (void);
-GHashTable *pp_cuda_conv_filters_new (void);
 GHashTable *pp_cuda_conv_graphs_new (void);
 /* Runs the 16-bit channels-last convolution of @key (x, the filter's
  * channels-last copy w and y all of the weights' type) as one cuDNN
@@ -411,6 +409,30 @@ gboolean pp_cuda_conv_graph_run (PpCudaBackend * cu,
     gconstpointer bias, PpCudaType btype, gconstpointer res, gboolean relu,
     gpointer y);
 #endif
+/* The convolutions' filters laid out channels last (pp-cuda-filters.c):
+ * the table of them, cu->conv_filters. */
+GHashTable *pp_cuda_conv_filters_new (void);
+/* The channels-last copy ([cout_pad, kh, kw, cin_pad]: past @key's
+ * channels, zeros) of 16-bit filter @weight of @key's shape, made on its
+ * first use and kept until its buffer is freed
+ * (pp_cuda_conv_filters_forget: a buffer of that address later is another
+ * filter); a copy of another shape, padding or dtype at the same address
+ * is made again.  An unpadded 1×1 filter is its own copy.  NULL during a
+ * capture that would have to make it (the convolution then runs
+ * channels-first).
+ *
+ * An unpadded filter is laid channels last in place, no copy made, where
+ * no graph may read it channels first: none is live and none is being
+ * captured (a graph captured while the filter was not yet laid out read
+ * it channels first).  Its layout is the same at every use (the
+ * convolution's layout follows its channels, pp_cuda_conv_nhwc), so only
+ * conv2d's channels-last path reads it; a transfer from it or a write to
+ * part of it lays it back first (pp_cuda_conv_filters_read,
+ * pp_cuda_conv_filters_forget).  A 16-bit UNet's filters need no second
+ * copy so: 1 GiB of SD-Turbo's 2.9 (docs/perf.md).  PPDIFFUSE_CUDA_FILTERS
+ * =copy makes copies always (the way before). */
+gconstpointer pp_cuda_filter_nhwc (PpCudaBackend * cu, PpView weight,
+    const PpCudaConvKey * key, int cout_pad, int cin_pad);
 /* Drops what the convolutions keep of filters among the @bytes at @mem
  * (being freed or written); a filter laid channels last in place and
  * written in part is laid back first. */
