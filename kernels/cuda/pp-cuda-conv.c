@@ -666,6 +666,61 @@ epilogue_residual (PpCudaBackend * cu, const PpCudaConvKey * key,
   return copy;
 }
 
+/* A convolution's operands as its ways read them: x, y and the residual
+ * (NULL: none) where the op reads and writes them, of their activation
+ * types or in float32 scratch (xtype, ytype), laid out as x_layout and
+ * y_layout; the bias (of btype) and the ReLU still to be added. */
+typedef struct
+{
+  PpCudaConvKey key;
+  int ho, wo;
+  PpCudaType wtype, xtype, ytype, btype;
+  PpLayout x_layout, y_layout;
+  const void *x, *res;
+  void *y;
+  PpView bias;
+  gboolean relu;
+} ConvOperands;
+
+/* The 16-bit convolution of @x16 by @filter into @y16 in cuDNN: with
+ * @op's bias, residual and ReLU (those it has) in its operation graph or
+ * fused call where cuDNN takes them (*@fused TRUE; the residual then in
+ * y16's type and layout, epilogue_residual), else the convolution alone
+ * (*@fused FALSE: they are still to add).  FALSE under a failed
+ * capture.  conv2d's 16-bit way and the padded one (conv_padded). */
+static gboolean
+conv_cudnn_16 (PpCudaBackend * cu, const ConvOperands * op,
+    gconstpointer x16, gconstpointer filter, gpointer y16, gboolean * fused)
+{
+  const PpCudaConvKey *key = &op->key;
+  gconstpointer z = NULL;
+  ConvPlan *p;
+
+  *fused = FALSE;
+  if (cu->conv_graph && key->nhwc) {
+    if (op->res != NULL)
+      z = epilogue_residual (cu, key, op->res, op->ytype, op->y_layout);
+    *fused = pp_cuda_conv_graph_run (cu, key, x16, filter,
+        pp_view_is_none (op->bias) ? NULL : op->bias.data, op->btype, z,
+        op->relu, y16);
+    if (*fused)
+      return TRUE;
+  }
+  p = conv_plan (cu, key, x16, filter, y16);
+  if (p == NULL)
+    return FALSE;
+  if (fused_may_run (cu, p, op->bias, op->btype, op->wtype, op->relu)) {
+    /* The residual as the graph had it, when it refused. */
+    if (op->res != NULL && z == NULL)
+      z = epilogue_residual (cu, key, op->res, op->ytype, op->y_layout);
+    *fused = conv_forward_fused (cu, p, key, x16, filter, op->bias.data, z,
+        op->relu, y16);
+  }
+  if (!*fused)
+    conv_forward (cu, p, key, x16, filter, y16);
+  return TRUE;
+}
+
 /* A 16-bit convolution whose channels are not all multiples of
  * PP_CUDA_CONV_NHWC_CHANNELS (pp_cuda_conv_padded), channels-last on
  * tensor cores with its input and output channels padded with zeros to
@@ -728,48 +783,49 @@ conv_padded (PpCudaBackend * cu, const PpCudaConvKey * key, PpView x_view,
     x16 = laid;
   }
 
-  /* y and the residual as they are, or (a residual of another type than
-   * y's) both through float32 scratch, as the other ways take them. */
-  const gboolean as_is = !with_res || residual.dtype == y_view.dtype;
-  const PpCudaType ytype = as_is ? pp_cuda_act_type (cu, "conv2d", "y",
-      y_view.dtype) : PP_CUDA_F32;
+  /* y and the residual as they are, or both through float32 scratch, as
+   * the other ways take them: a residual of another type than y's, or
+   * one of a 16-bit type other than the weights' (the epilogue reads it
+   * in the weights' type, epilogue_residual). */
+  const PpCudaType y_act = pp_cuda_act_type (cu, "conv2d", "y",
+      y_view.dtype);
+  const gboolean as_is = !with_res || (residual.dtype == y_view.dtype
+      && (y_act == wtype || y_act == PP_CUDA_F32));
+  const PpCudaType ytype = as_is ? y_act : PP_CUDA_F32;
   void *y = as_is ? y_view.data
       : pp_cuda_out_whole (cu, "conv2d", "y", y_view);
   const void *res = !with_res ? NULL : as_is ? residual.data
       : pp_cuda_in (cu, "conv2d", "residual", residual);
   const gboolean y_nhwc = y_view.layout == PP_LAYOUT_NHWC;
-  const gboolean y_direct = y_nhwc && ytype == wtype
-      && key->cout == padded.cout && pp_cuda_aligned (y);
+  /* No output channel padded: cuDNN's epilogue (the operation graph's, or
+   * the fused call's) adds the bias, the residual (in y16's type and
+   * layout, epilogue_residual) and the ReLU, rounded once into y16, as
+   * conv2d's other ways do: float32 and channels-first activations get
+   * the bits of 16-bit channels-last ones, rounded. */
+  const gboolean whole = key->cout == padded.cout;
+  const gboolean y_direct = whole && y_nhwc && ytype == wtype
+      && pp_cuda_aligned (y);
 
   y16 = y_direct ? y : pp_cuda_scratch (cu, PP_CUDA_SCRATCH_B,
       key->n * howo * padded.cout * sizeof (guint16));
-  /* cuDNN's epilogue where y is written as it is: the operation graph's,
-   * or the fused call's. */
-  gboolean ran = FALSE;
+  const ConvOperands op = {
+    .key = padded, .ho = ho, .wo = wo, .wtype = wtype, .xtype = wtype,
+    .ytype = ytype, .btype = btype, .x_layout = PP_LAYOUT_NHWC,
+    .y_layout = y_view.layout, .x = x16, .y = y16,
+    .res = whole ? res : NULL,
+    .bias = whole ? bias : pp_view_none (), .relu = whole && relu,
+  };
 
-  if (cu->conv_graph) {
-    ran = pp_cuda_conv_graph_run (cu, &padded, x16, filter,
-        y_direct && !pp_view_is_none (bias) ? bias.data : NULL, btype,
-        y_direct ? res : NULL, y_direct && relu, y16);
-    epilogue = ran && y_direct;
-  }
-  if (!ran) {
-    ConvPlan *p = conv_plan (cu, &padded, x16, filter, y16);
-
-    if (p == NULL)
-      return TRUE;              /* a failed capture */
-    epilogue = y_direct && fused_may_run (cu, p, bias, btype, wtype, relu)
-        && conv_forward_fused (cu, p, &padded, x16, filter, bias.data, res,
-        relu, y16);
-    if (!epilogue)
-      conv_forward (cu, p, &padded, x16, filter, y16);
-  }
-  if (epilogue || (y16 == y && pp_view_is_none (bias) && !with_res
-          && !relu))
+  if (!conv_cudnn_16 (cu, &op, x16, filter, y16, &epilogue))
+    return TRUE;                /* a failed capture */
+  epilogue = epilogue && whole;
+  if (y16 == y && (epilogue || (pp_view_is_none (bias) && !with_res
+              && !relu)))
     return TRUE;
   PP_CUDA_OP_RUN (cu, pp_cuda_unpad_channels (y16, wtype, key->n,
-          padded.cout, howo, y, ytype, y_nhwc, key->cout, bias.data, btype,
-          res, relu, cu->stream));
+          padded.cout, howo, y, ytype, y_nhwc, key->cout,
+          epilogue ? NULL : bias.data, btype, epilogue ? NULL : res,
+          !epilogue && relu, cu->stream));
   return TRUE;
 }
 
@@ -809,22 +865,6 @@ conv_as_product (PpCudaBackend * cu, const PpCudaConvKey * key, int ho,
   return pp_cuda_product_lt (cu, t, a, filter, bias, (int) rows, (int) k,
       key->cout, res, y);
 }
-
-/* A convolution's operands as its ways read them: x, y and the residual
- * (NULL: none) where the op reads and writes them, of their activation
- * types or in float32 scratch (xtype, ytype), laid out as x_layout and
- * y_layout; the bias (of btype) and the ReLU still to be added. */
-typedef struct
-{
-  PpCudaConvKey key;
-  int ho, wo;
-  PpCudaType wtype, xtype, ytype, btype;
-  PpLayout x_layout, y_layout;
-  const void *x, *res;
-  void *y;
-  PpView bias;
-  gboolean relu;
-} ConvOperands;
 
 /* Float32 weights: exact float32 (or TF32) in cuDNN's legacy API, with
  * the bias, the residual and the ReLU in its fused call where it takes
@@ -870,44 +910,6 @@ conv_x16 (PpCudaBackend * cu, const ConvOperands * op)
     PP_CUDA_OP_RUN (cu, pp_cuda_narrow_2d (op->x, 1, count, count, packed,
             op->wtype, cu->stream));
   return packed;
-}
-
-/* The 16-bit convolution of @x16 by @filter into @y16 in cuDNN: with the
- * bias, the residual and the ReLU in its operation graph or fused call
- * where it takes them (*@fused; the residual then in y16's type and
- * layout, epilogue_residual), else the convolution alone.  FALSE under a
- * failed capture. */
-static gboolean
-conv_cudnn_16 (PpCudaBackend * cu, const ConvOperands * op,
-    gconstpointer x16, gconstpointer filter, gpointer y16, gboolean * fused)
-{
-  const PpCudaConvKey *key = &op->key;
-  gconstpointer z = NULL;
-  ConvPlan *p;
-
-  *fused = FALSE;
-  if (cu->conv_graph && key->nhwc) {
-    if (op->res != NULL)
-      z = epilogue_residual (cu, key, op->res, op->ytype, op->y_layout);
-    *fused = pp_cuda_conv_graph_run (cu, key, x16, filter,
-        pp_view_is_none (op->bias) ? NULL : op->bias.data, op->btype, z,
-        op->relu, y16);
-    if (*fused)
-      return TRUE;
-  }
-  p = conv_plan (cu, key, x16, filter, y16);
-  if (p == NULL)
-    return FALSE;
-  if (fused_may_run (cu, p, op->bias, op->btype, op->wtype, op->relu)) {
-    /* The residual as the graph had it, when it refused. */
-    if (op->res != NULL && z == NULL)
-      z = epilogue_residual (cu, key, op->res, op->ytype, op->y_layout);
-    *fused = conv_forward_fused (cu, p, key, x16, filter, op->bias.data, z,
-        op->relu, y16);
-  }
-  if (!*fused)
-    conv_forward (cu, p, key, x16, filter, y16);
-  return TRUE;
 }
 
 /* y from the 16-bit convolution's @y16, in the pass that lays it out as

@@ -165,6 +165,25 @@ run_conv2d_8_residual (const Acts * a, gconstpointer wt)
       w (wt, 576, 8), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
 }
 
+/* 8 channels of 5×6 from 3, with a bias and the ReLU, and with a
+ * residual too: the input's channels padded on cuda and the output's not
+ * (a latent's 4 channels into a model's first 64: TAESD's decoder's first
+ * convolution, then its ReLU), so that the output is written as it is
+ * and cuDNN's epilogue adds all of them. */
+static void
+run_conv2d_3_to_8_relu (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 8 * 3 * 3 * 3),
+      w (wt, 216, 8), 8, 3, 3, 1, 1, pp_view_none (), TRUE, out (a, 1));
+}
+
+static void
+run_conv2d_3_to_8_residual (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 8 * 3 * 3 * 3),
+      w (wt, 216, 8), 8, 3, 3, 1, 1, in (a, 1), TRUE, out (a, 2));
+}
+
 static void
 run_conv2d (const Acts * a, gconstpointer wt)
 {
@@ -523,6 +542,11 @@ static const Case cases[] = {
   {PP_OP_CONV2D, "conv2d/8-channels-no-bias+relu", 2, {{648, ACT_IN, 1, 8,
               81}, {648, ACT_OUT, 1, 8, 81}}, run_conv2d_8_no_bias_relu, 576,
       0, TRUE},
+  {PP_OP_CONV2D, "conv2d/3-to-8-channels+relu", 2, {{90, ACT_IN, 1, 3, 30},
+          {240, ACT_OUT, 1, 8, 30}}, run_conv2d_3_to_8_relu, 224, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/3-to-8-channels+residual+relu", 3, {{90, ACT_IN, 1,
+              3, 30}, {240, ACT_IN, 1, 8, 30}, {240, ACT_OUT, 1, 8, 30}},
+      run_conv2d_3_to_8_residual, 224, 0, TRUE},
   {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN, 2, 4, 9},
           {72, ACT_OUT, 2, 4, 9}},
       run_group_norm, 8},
