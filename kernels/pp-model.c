@@ -398,6 +398,7 @@ pp_model_free (PpModel * model)
   g_clear_pointer (&model->host_sample, pp_tensor_free);
   g_mutex_clear (&model->image_lock);
   g_rw_lock_clear (&model->work_lock);
+  g_free (model->spoiled_by);
   g_free (model->uri);
   g_free (model->path);
   g_free (model);
@@ -435,10 +436,14 @@ work_begin (PpModel * model, guint * since, GError ** error)
   if (!pp_model_spoiled (model))
     return TRUE;
   g_rw_lock_reader_unlock (&model->work_lock);
+  /* The failure itself too: work on another thread may fail on the
+   * spoiled model before the failing work's own error is heard, and the
+   * first error an application hears must name the cause. */
   g_set_error (error, PP_ERROR, PP_ERROR_DEVICE, "model %s: its backend "
-      "(%s) failed during its work, which may have left garbage in what it "
-      "keeps between calls; it must be loaded again", model->uri,
-      pp_backend_name (model->backend));
+      "(%s) failed during its work (%s), which may have left garbage in "
+      "what it keeps between calls; it must be loaded again", model->uri,
+      pp_backend_name (model->backend),
+      (const gchar *) g_atomic_pointer_get (&model->spoiled_by));
   return FALSE;
 }
 
@@ -464,8 +469,16 @@ backend_failed (PpModel * model, guint since, gboolean ok, GError ** error)
 static gboolean
 work_held (PpModel * model, guint since, gboolean ok, GError ** error)
 {
+  gchar *why;
+
   if (!backend_failed (model, since, ok, error))
     return ok;
+  /* What spoiled it, kept before it is marked spoiled (work_begin reads
+   * it then). */
+  why = g_strdup (error != NULL && *error != NULL ? (*error)->message
+      : "an op's failure");
+  if (!g_atomic_pointer_compare_and_exchange (&model->spoiled_by, NULL, why))
+    g_free (why);
   g_atomic_int_set (&model->spoiled, 1);
   return FALSE;
 }

@@ -174,6 +174,9 @@ struct _PpModel
    * buffers of a size) may hold garbage, so it refuses work from then on
    * and is loaded again (pp_model_spoiled). */
   gint spoiled;
+  /* The failure that spoiled it, in words (set once, atomically): the
+   * error of every piece of work refused after it says what it was. */
+  gchar *spoiled_by;
   gpointer priv;
 };
 

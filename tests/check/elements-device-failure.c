@@ -254,7 +254,8 @@ fail_allocation (guint64 n)
 }
 
 /* The element's debug records (rank 0's log lines among them), kept to
- * be searched. */
+ * be searched; its warnings and errors also printed as they come, so that
+ * a failure the test did not expect (a start that fails) says why. */
 static GMutex log_lock;
 static GString *log_text;
 
@@ -263,12 +264,10 @@ keep_log (GstDebugCategory * category, GstDebugLevel level,
     const gchar * file, const gchar * function, gint line, GObject * object,
     GstDebugMessage * message, gpointer data)
 {
-  (void) level;
-  (void) file;
-  (void) function;
-  (void) line;
-  (void) object;
   (void) data;
+  if (level <= GST_LEVEL_WARNING)
+    gst_debug_log_default (category, level, file, function, line, object,
+        message, NULL);
   if (g_strcmp0 (gst_debug_category_get_name (category), "ppdiffuse") != 0)
     return;
   g_mutex_lock (&log_lock);
