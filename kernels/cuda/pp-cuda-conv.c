@@ -730,8 +730,9 @@ conv_cudnn_16 (PpCudaBackend * cu, const ConvOperands * op,
  * One pass lays x out padded (narrowed on the way); the filter is read
  * from its padded channels-last copy; another pass takes y's channels
  * back, laid out as y is, and adds the bias, the residual and the ReLU,
- * which cuDNN adds instead where y is written as it is (no output channel
- * padded, y channels-last of the weights' type).  The zeros add nothing
+ * which cuDNN's epilogue adds instead where no output channel is padded
+ * (the pass then only lays y out, where y is not written as it is: of
+ * the weights' type and channels last).  The zeros add nothing
  * to the sums.  FALSE, having done nothing, during a capture that would
  * have to make the filter's copy (the channels-first way then runs it). */
 static gboolean

@@ -46,9 +46,6 @@ pp_cuda_data_type (PpCudaType t)
   }
 }
 
-/* The operand stored at @p as @have, a matrix of @rows × @cols (row
- * stride *@ld), in type @want: @p itself when stored so, else narrowed
- * into scratch @slot (packed: *@ld becomes @cols). */
 PpCudaType
 pp_cuda_operand_type (PpCudaBackend * cu, const char *op, const char *param,
     PpView v)
@@ -62,6 +59,9 @@ pp_cuda_operand_type (PpCudaBackend * cu, const char *op, const char *param,
   return t;
 }
 
+/* The operand stored at @p as @have, a matrix of @rows × @cols (row
+ * stride *@ld), in type @want: @p itself when stored so, else narrowed
+ * into scratch @slot (packed: *@ld becomes @cols). */
 static gconstpointer
 operand (PpCudaBackend * cu, gconstpointer p, PpCudaType have,
     PpCudaType want, int rows, int cols, int *ld, PpCudaScratch slot)

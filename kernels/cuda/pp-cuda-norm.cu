@@ -787,12 +787,13 @@ octets_each_pixel (const void *x, size_t base, int c, int ch0, size_t first,
 
 /* Row @r's cells of @sums and @squares ([rows, c], the thread's eight
  * channels from @ch0): the sums over the thread's pixels (as
- * octets_each_pixel walks them) of each value's deviation, @dev (v, k)
+ * octets_each_pixel walks them) of each value's deviation from @ref[k]
  * for channel ch0 + k, and of its square.  The ticket and grid kernels'
  * statistics. */
-template <PpCudaType A, int N, typename F> __device__ __forceinline__ void
+template <PpCudaType A, int N> __device__ __forceinline__ void
 octets_deviation_cells (const void *x, size_t base, int c, int ch0, int r,
-    size_t first, int rows, size_t end, F dev, float *sums, float *squares)
+    size_t first, int rows, size_t end, const float *ref, float *sums,
+    float *squares)
 {
   float s[PP_CUDA_VEC], q[PP_CUDA_VEC];
 
@@ -803,7 +804,7 @@ octets_deviation_cells (const void *x, size_t base, int c, int ch0, int r,
       [&] (const float *v) {
         PP_CUDA_UNROLL
         for (int k = 0; k < PP_CUDA_VEC; k++) {
-          const float d = dev (v[k], k);
+          const float d = v[k] - ref[k];
 
           s[k] += d;
           q[k] += d * d;
@@ -917,8 +918,7 @@ ticket_tile_sums (const void *x, const void *shift, PpCudaType shift_type,
   }
   if (active)
     octets_deviation_cells<A, TICKET_CHUNK> (x, base, c, ch0, r, begin + r,
-        rows, end, [&] (float v, int k) { return v - ref[k]; }, sums,
-        squares);
+        rows, end, ref, sums, squares);
   __syncthreads ();
   /* The tile's two sums of each group: its rows' cells of the group's
    * channels, a lane every lanes-th, then the lanes together. */
