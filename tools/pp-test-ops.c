@@ -439,6 +439,9 @@ cases_conv2d (Run * r)
     {2, 16, 12, 20, 24, 3, 3, 1, 1, TRUE, TRUE, TRUE},
     {1, 64, 32, 32, 64, 3, 3, 1, 1, TRUE, FALSE, TRUE},
     {1, 32, 33, 33, 32, 3, 3, 2, 1, FALSE, TRUE, TRUE},
+    /* The residual alone: added after cuDNN where its epilogue does not
+     * run. */
+    {2, 16, 12, 20, 24, 3, 3, 1, 1, FALSE, FALSE, TRUE},
     /* Input channels not a multiple of 8 into output channels that are
      * (a latent's 4 into a model's first 64, then TAESD's ReLU; an
      * image's 3, with a residual): on a GPU the input's channels padded
@@ -451,7 +454,7 @@ cases_conv2d (Run * r)
    * channel-aligned ones, the fused ReLUs, the residuals and the padded
    * inputs. */
   static const guint half_cases[] = { 0, 1, 3, 9, 10, 11, 12, 13, 14, 15,
-    16, 17, 18, 19, 20, 21, 22, 23
+    16, 17, 18, 19, 20, 21, 22, 23, 24
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -184,6 +184,40 @@ run_conv2d_3_to_8_residual (const Acts * a, gconstpointer wt)
       w (wt, 216, 8), 8, 3, 3, 1, 1, in (a, 1), TRUE, out (a, 2));
 }
 
+/* The same without a bias or the ReLU: only the residual added after
+ * cuDNN, where its epilogue does not run (PPDIFFUSE_CUDA_CONV_EPILOGUE=
+ * pass), into an output written as it is. */
+static void
+run_conv2d_3_to_8_no_bias_residual (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 8 * 3 * 3 * 3),
+      pp_view_none (), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
+}
+
+static void
+run_conv2d_8_no_bias_residual (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
+      pp_view_none (), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
+}
+
+/* Filters whose patches are not the pixels themselves though a side is
+ * 1 (a device's convolutions as products, PPDIFFUSE_CUDA_CONV_GEMM, lay
+ * their patches out): 1×3 and 1×1 with a stride of 2. */
+static void
+run_conv2d_8_1x3 (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3),
+      w (wt, 192, 8), 8, 1, 3, 1, 0, pp_view_none (), FALSE, out (a, 1));
+}
+
+static void
+run_conv2d_8_1x1_stride_2 (const Acts * a, gconstpointer wt)
+{
+  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8), w (wt, 64, 8), 8,
+      1, 1, 2, 0, pp_view_none (), FALSE, out (a, 1));
+}
+
 static void
 run_conv2d (const Acts * a, gconstpointer wt)
 {
@@ -547,6 +581,17 @@ static const Case cases[] = {
   {PP_OP_CONV2D, "conv2d/3-to-8-channels+residual+relu", 3, {{90, ACT_IN, 1,
               3, 30}, {240, ACT_IN, 1, 8, 30}, {240, ACT_OUT, 1, 8, 30}},
       run_conv2d_3_to_8_residual, 224, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/3-to-8-channels-no-bias+residual", 3, {{90, ACT_IN,
+              1, 3, 30}, {240, ACT_IN, 1, 8, 30}, {240, ACT_OUT, 1, 8, 30}},
+      run_conv2d_3_to_8_no_bias_residual, 216, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels-no-bias+residual", 3, {{648, ACT_IN, 1,
+              8, 81}, {648, ACT_IN, 1, 8, 81}, {648, ACT_OUT, 1, 8, 81}},
+      run_conv2d_8_no_bias_residual, 576, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels-1x3", 2, {{648, ACT_IN, 1, 8, 81},
+          {504, ACT_OUT, 1, 8, 63}}, run_conv2d_8_1x3, 200, 0, TRUE},
+  {PP_OP_CONV2D, "conv2d/8-channels-1x1-stride-2", 2, {{648, ACT_IN, 1, 8,
+              81}, {200, ACT_OUT, 1, 8, 25}}, run_conv2d_8_1x1_stride_2, 72,
+      0, TRUE},
   {PP_OP_GROUP_NORM, "group_norm+silu", 2, {{72, ACT_IN, 2, 4, 9},
           {72, ACT_OUT, 2, 4, 9}},
       run_group_norm, 8},
