@@ -1056,8 +1056,11 @@ check_case (const Case * c, PpDType dtype, Side side, Laid laid)
               exact ? "the same bits expected" : "beyond the bound");
       }
     }
-    g_free (start[i]);
   }
+  /* After every activation's check: a later one's bound reads an earlier
+   * one's start (a convolution's residual). */
+  for (guint i = 0; i < c->n_acts; i++)
+    g_free (start[i]);
   if (weights != NULL)
     pp_backend_free (be, weights);
 }
