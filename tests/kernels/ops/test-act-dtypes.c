@@ -136,16 +136,36 @@ conv2d_3 (const Acts * a, gconstpointer wt, gboolean relu)
       w (wt, 108, 4), 4, 3, 3, 1, 1, pp_view_none (), relu, out (a, 1));
 }
 
+typedef enum
+{
+  WITH_BIAS = 1 << 0,
+  WITH_RESIDUAL = 1 << 1,       /* activation 1; y is then 2 */
+  WITH_RELU = 1 << 2,
+} ConvWith;
+
+/* 8 channels of @height × @width from @cin by a 3×3 filter, with what
+ * @with names: the filter's weights first, the bias after them. */
+static void
+conv2d_to_8 (const Acts * a, gconstpointer wt, int cin, int height,
+    int width, ConvWith with)
+{
+  const gsize filter = (gsize) 8 * cin * 3 * 3;
+  const gboolean res = (with & WITH_RESIDUAL) != 0;
+
+  pp_conv2d (be, in (a, 0), 1, cin, height, width, w (wt, 0, filter),
+      with & WITH_BIAS ? w (wt, filter, 8) : pp_view_none (), 8, 3, 3, 1, 1,
+      res ? in (a, 1) : pp_view_none (), (with & WITH_RELU) != 0,
+      out (a, res ? 2 : 1));
+}
+
 /* Channels multiples of 8: a device with 16-bit tensor cores may run it
  * channels last (CUDA's PPDIFFUSE_CUDA_CONV_LAYOUT, auto by default), and
- * then reads and writes channels-last activations as they are.  Without a bias: y's values as the convolution
- * made them (-0 too). */
+ * then reads and writes channels-last activations as they are.  Without
+ * a bias: y's values as the convolution made them (-0 too). */
 static void
-conv2d_8 (const Acts * a, gconstpointer wt, gboolean bias, gboolean relu)
+conv2d_8 (const Acts * a, gconstpointer wt, ConvWith with)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      bias ? w (wt, 576, 8) : pp_view_none (), 8, 3, 3, 1, 1, pp_view_none (),
-      relu, out (a, 1));
+  conv2d_to_8 (a, wt, 8, 9, 9, with);
 }
 
 /* A residual of y's shape added in the convolution's pass, then the
@@ -161,8 +181,7 @@ run_conv2d_residual (const Acts * a, gconstpointer wt)
 static void
 run_conv2d_8_residual (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      w (wt, 576, 8), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
+  conv2d_8 (a, wt, WITH_BIAS | WITH_RESIDUAL);
 }
 
 /* 8 channels of 5×6 from 3, with a bias and the ReLU, and with a
@@ -173,15 +192,13 @@ run_conv2d_8_residual (const Acts * a, gconstpointer wt)
 static void
 run_conv2d_3_to_8_relu (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 8 * 3 * 3 * 3),
-      w (wt, 216, 8), 8, 3, 3, 1, 1, pp_view_none (), TRUE, out (a, 1));
+  conv2d_to_8 (a, wt, 3, 5, 6, WITH_BIAS | WITH_RELU);
 }
 
 static void
 run_conv2d_3_to_8_residual (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 8 * 3 * 3 * 3),
-      w (wt, 216, 8), 8, 3, 3, 1, 1, in (a, 1), TRUE, out (a, 2));
+  conv2d_to_8 (a, wt, 3, 5, 6, WITH_BIAS | WITH_RESIDUAL | WITH_RELU);
 }
 
 /* The same without a bias or the ReLU: only the residual added after
@@ -190,15 +207,13 @@ run_conv2d_3_to_8_residual (const Acts * a, gconstpointer wt)
 static void
 run_conv2d_3_to_8_no_bias_residual (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 3, 5, 6, w (wt, 0, 8 * 3 * 3 * 3),
-      pp_view_none (), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
+  conv2d_to_8 (a, wt, 3, 5, 6, WITH_RESIDUAL);
 }
 
 static void
 run_conv2d_8_no_bias_residual (const Acts * a, gconstpointer wt)
 {
-  pp_conv2d (be, in (a, 0), 1, 8, 9, 9, w (wt, 0, 8 * 8 * 3 * 3),
-      pp_view_none (), 8, 3, 3, 1, 1, in (a, 1), FALSE, out (a, 2));
+  conv2d_8 (a, wt, WITH_RESIDUAL);
 }
 
 /* Filters whose patches are not the pixels themselves though a side is
@@ -233,25 +248,25 @@ run_conv2d_relu (const Acts * a, gconstpointer wt)
 static void
 run_conv2d_8 (const Acts * a, gconstpointer wt)
 {
-  conv2d_8 (a, wt, TRUE, FALSE);
+  conv2d_8 (a, wt, WITH_BIAS);
 }
 
 static void
 run_conv2d_8_no_bias (const Acts * a, gconstpointer wt)
 {
-  conv2d_8 (a, wt, FALSE, FALSE);
+  conv2d_8 (a, wt, 0);
 }
 
 static void
 run_conv2d_8_relu (const Acts * a, gconstpointer wt)
 {
-  conv2d_8 (a, wt, TRUE, TRUE);
+  conv2d_8 (a, wt, WITH_BIAS | WITH_RELU);
 }
 
 static void
 run_conv2d_8_no_bias_relu (const Acts * a, gconstpointer wt)
 {
-  conv2d_8 (a, wt, FALSE, TRUE);
+  conv2d_8 (a, wt, WITH_RELU);
 }
 
 static void
